@@ -1,0 +1,45 @@
+"""The reader protocol: a batch of ``ReadRequest`` in, one ``LabelRead`` per question out.
+
+Readers know nothing of LangGraph, policies or decisions. ``ScriptedReader`` is the mock
+transport for tests of the layers above.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+from agentbranch.engine.reads import LabelRead, ReadRequest
+
+
+class Reader(ABC):
+    """Turns read requests into label reads, batched.
+
+    Subclasses set ``name`` (the reader kind, e.g. ``"transformers"``) and ``model``
+    (the served model id), and implement ``read``. ``aread`` defaults to running
+    ``read`` in a worker thread; readers with a native async path override it.
+    ``max_options`` is how many options one question read may carry (the size of the
+    label set); the engine splits larger questions into several reads.
+    """
+
+    name: str = "reader"
+    model: str = "unknown"
+    max_options: int = 26
+
+    @abstractmethod
+    def read(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
+        """Read every request; ``result[i][j]`` answers ``requests[i].questions[j]``."""
+
+    async def aread(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
+        """Async ``read``; by default ``read`` in a worker thread."""
+        return await asyncio.to_thread(self.read, requests)
+
+    def close(self) -> None:
+        """Release held resources (engines, HTTP pools). Idempotent."""
+
+    def __enter__(self) -> Reader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

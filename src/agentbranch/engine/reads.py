@@ -1,0 +1,103 @@
+"""The primitives that cross the reader boundary (DESIGN.md §8, like httpx transports).
+
+Above a reader live questions, decisions and policies; a reader only sees these plain
+dataclasses. Two levels exist:
+
+* ``ReadRequest`` → ``LabelRead``: what every reader implements (``Reader.read``). A
+  request is one rendered state and the questions to read on it; the answer is one
+  ``LabelRead`` per question, in order.
+* ``TokenRead`` → ``SlotLogprobs``: what token-level readers (transformers, vLLM) run
+  after the canvas planner turned a ``ReadRequest`` into token ids. Token ids and label
+  ids in, label logprobs out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class QuestionSpec:
+    """One question as a reader sees it: labels already assigned, options in order.
+
+    ``labels[i]`` is the single-token label the model answers with for ``options[i]``;
+    ``descriptions[i]`` may be ``None``.
+    """
+
+    id: str
+    type: str  # "choice" | "noul" | "score"
+    instructions: str
+    options: tuple[str, ...]
+    descriptions: tuple[str | None, ...]
+    labels: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ReadRequest:
+    """One state and the questions to read on it.
+
+    ``draws`` asks token readers for that many independent noise draws per slot
+    (averaged, agreement reported); other readers may ignore it. ``joint`` asks canvas
+    readers to put all questions on one canvas when they fit.
+    """
+
+    state: str
+    questions: tuple[QuestionSpec, ...]
+    instructions: str | None = None
+    draws: int = 1
+    joint: bool = False
+
+
+@dataclass(frozen=True)
+class LabelRead:
+    """The read of one question.
+
+    ``logprobs[i]`` is the log-score of ``labels[i]``: for model readers its
+    full-vocabulary log probability at the answer slot (best token of the label's
+    group); the engine softmaxes them into the label distribution. ``label_mass`` is
+    the labels' total probability over the whole vocabulary (1.0 for readers with no
+    vocabulary). ``agreement`` is the share of noise draws whose top label matched the
+    averaged top label (1.0 for a single draw).
+    """
+
+    logprobs: tuple[float, ...]
+    label_mass: float = 1.0
+    argmax_is_label: bool = True
+    agreement: float = 1.0
+    extras: dict[str, object] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class Slot:
+    """An answer slot on a canvas (or the first reply token for next-token reads).
+
+    ``label_ids[i]`` holds every token id that counts for label ``i`` (a label scores
+    its best one), e.g. ``(id(" A"), id("A"))`` in a joint read.
+    """
+
+    position: int
+    label_ids: tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True)
+class TokenRead:
+    """One model pass: prompt ids (thought block included), the seeded canvas (empty
+    for next-token reads) and the slots to read."""
+
+    prompt_ids: tuple[int, ...]
+    canvas: tuple[int, ...]
+    slots: tuple[Slot, ...]
+
+
+@dataclass(frozen=True)
+class SlotLogprobs:
+    """Label logprobs at one slot.
+
+    ``logprobs[i]``: max over label ``i``'s ids of the full-vocabulary log probability;
+    ``label_mass``: Σ exp(logprob) over the distinct ids of all labels;
+    ``argmax_is_label``: whether the full-vocabulary argmax is one of those ids.
+    """
+
+    logprobs: tuple[float, ...]
+    label_mass: float
+    argmax_is_label: bool

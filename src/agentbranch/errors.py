@@ -1,0 +1,39 @@
+"""One exception hierarchy for agentbranch.
+
+Every message says what was wrong and how to fix it. Engine failures are errors, never
+low-confidence answers, unless the caller explicitly chose fail-open/fail-closed.
+"""
+
+from __future__ import annotations
+
+
+class AgentBranchError(Exception):
+    """Base class of every error agentbranch raises on purpose."""
+
+
+class InvalidQuestionError(AgentBranchError, ValueError):
+    """A question is malformed: empty, duplicate or too many options, bad id or type."""
+
+
+class LabelTokenError(AgentBranchError, ValueError):
+    """A label is not one distinct token at the reply position for this tokenizer."""
+
+
+class StateTooLongError(AgentBranchError, ValueError):
+    """The rendered prompt plus the answer canvas exceeds the model's context."""
+
+
+class SpecialTokenError(AgentBranchError, ValueError):
+    """User content (state or question text) contains the model's special tokens."""
+
+
+class ReaderError(AgentBranchError, RuntimeError):
+    """A reader failed: the model, the engine or the server returned no usable read."""
+
+
+class ReaderTimeoutError(ReaderError, TimeoutError):
+    """A reader did not answer within the configured timeout."""
+
+
+class ConfigurationError(AgentBranchError, ValueError):
+    """The engine, reader or integration was configured inconsistently."""
