@@ -87,6 +87,9 @@ class TokenRead:
     prompt_ids: tuple[int, ...]
     canvas: tuple[int, ...]
     slots: tuple[Slot, ...]
+    #: How many leading canvas positions the read returns (vLLM's ``max_tokens``):
+    #: 2 for a single canvas read, last slot + 1 for a joint read, 1 for next-token.
+    read_length: int = 1
 
 
 @dataclass(frozen=True)
