@@ -19,11 +19,15 @@ class LabelTokenError(AgentBranchError, ValueError):
     """A label is not one distinct token at the reply position for this tokenizer."""
 
 
-class StateTooLongError(AgentBranchError, ValueError):
+class InvalidStateError(AgentBranchError, ValueError):
+    """The state cannot be rendered for the model."""
+
+
+class StateTooLongError(InvalidStateError):
     """The rendered prompt plus the answer canvas exceeds the model's context."""
 
 
-class SpecialTokenError(AgentBranchError, ValueError):
+class SpecialTokenError(InvalidStateError):
     """User content (state or question text) contains the model's special tokens."""
 
 

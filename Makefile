@@ -1,0 +1,36 @@
+# `make demo` sets up .venv and runs the demo; `make test` runs every test tier.
+# On machines outside this workplace, pass a CPU wheel index so pip never pulls a CUDA
+# torch:  make demo TORCH_INDEX=https://download.pytorch.org/whl/cpu
+PYTHON ?= python3
+VENV ?= .venv
+TORCH ?= torch==2.13.0
+TORCH_INDEX ?=
+PY := $(VENV)/bin/python
+
+.PHONY: setup demo test test-main test-vllm bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(PY) -m pip install -q -c constraints.txt -e ".[test]"
+	touch $@
+
+demo: setup
+	HF_HUB_OFFLINE=1 $(VENV)/bin/agentbranch demo
+
+test: test-main test-vllm
+
+test-main: setup
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
+
+test-vllm:
+	bash scripts/vllm_tier.sh
+
+bench: setup
+	$(PY) benchmarks/bench_read_vs_generate.py
+
+clean:
+	rm -rf $(VENV) .venv-vllm

@@ -1,0 +1,79 @@
+"""``TokenReader``: the shared half of every model reader (transformers, vLLM).
+
+A subclass owns a planner (``CanvasPlanner`` or ``NextTokenPlanner``) and implements
+``read_tokens``: token ids and label ids in, label logprobs out. ``read`` plans every
+request, runs the whole batch through ONE ``read_tokens`` call and folds noise draws
+back into one ``LabelRead`` per question.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import abstractmethod
+from collections.abc import Sequence
+
+from agentbranch.engine.canvas import CanvasPlanner, NextTokenPlanner, ReadPlan
+from agentbranch.engine.reads import LabelRead, ReadRequest, SlotLogprobs, TokenRead
+from agentbranch.engine.readers.base import Reader
+from agentbranch.errors import ReaderError
+
+
+def fold_draws(draws: Sequence[SlotLogprobs]) -> LabelRead:
+    """One read from several noise draws of the same slot: the label probabilities
+    (full-vocabulary) averaged over draws, and the share of draws that agree with the
+    averaged top label."""
+    if len(draws) == 1:
+        d = draws[0]
+        return LabelRead(d.logprobs, d.label_mass, d.argmax_is_label, 1.0)
+    k = len(draws[0].logprobs)
+    mean = [sum(math.exp(d.logprobs[i]) for d in draws) / len(draws) for i in range(k)]
+    top = max(range(k), key=mean.__getitem__)
+    agree = sum(max(range(k), key=d.logprobs.__getitem__) == top for d in draws)
+    return LabelRead(
+        logprobs=tuple(math.log(m) if m > 0 else -math.inf for m in mean),
+        label_mass=sum(d.label_mass for d in draws) / len(draws),
+        argmax_is_label=sum(d.argmax_is_label for d in draws) * 2 > len(draws),
+        agreement=agree / len(draws),
+        extras={"draws": len(draws)},
+    )
+
+
+class TokenReader(Reader):
+    """A reader that runs token reads on a model. Set ``self.planner``."""
+
+    planner: CanvasPlanner | NextTokenPlanner
+
+    @abstractmethod
+    def read_tokens(self, reads: Sequence[TokenRead]) -> list[list[SlotLogprobs]]:
+        """``result[i][j]`` is slot ``j`` of ``reads[i]``. One batch, one model call
+        (or as few as the backend allows)."""
+
+    def plan(self, requests: Sequence[ReadRequest]) -> tuple[list[TokenRead], list[ReadPlan]]:
+        """Every request's plan, and all their token reads in one flat batch."""
+        plans = [self.planner.plan(r) for r in requests]
+        return [t for p in plans for t in p.token_reads], plans
+
+    def assemble(
+        self, plans: Sequence[ReadPlan], slot_reads: Sequence[Sequence[SlotLogprobs]]
+    ) -> list[list[LabelRead]]:
+        """Fold the flat batch's slot reads back into one ``LabelRead`` per question."""
+        out: list[list[LabelRead]] = []
+        offset = 0
+        for plan in plans:
+            answers = []
+            for spots in plan.where:
+                answers.append(fold_draws([slot_reads[offset + t][s] for t, s in spots]))
+            offset += len(plan.token_reads)
+            out.append(answers)
+        return out
+
+    def read(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
+        batch, plans = self.plan(requests)
+        if not batch:
+            return [[] for _ in requests]
+        slot_reads = self.read_tokens(batch)
+        if len(slot_reads) != len(batch):
+            raise ReaderError(
+                f"{self.name} returned {len(slot_reads)} reads for {len(batch)} requests"
+            )
+        return self.assemble(plans, slot_reads)

@@ -1,0 +1,74 @@
+"""``ScriptedReader``: the mock transport for tests of the layers above the reader.
+
+Scripts give each question a distribution over its option names, fixed or computed
+from the state. Every batch the reader receives is recorded in ``calls``, so tests can
+assert that concurrent decisions reached it as one batch.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from agentbranch.engine.reads import LabelRead, QuestionSpec, ReadRequest
+from agentbranch.engine.readers.base import Reader
+
+Distribution = Mapping[str, float]
+Script = Distribution | Callable[[str, QuestionSpec], Distribution]
+
+
+class ScriptedReader(Reader):
+    """Answers from a script instead of a model.
+
+    ``script`` maps a question id to a distribution over option names (missing
+    options get 0), or to a callable ``(state, question) -> distribution``; ``default``
+    answers questions the script does not name (uniform when ``None``). ``error`` makes
+    every read raise it; ``delay_s`` sleeps before answering (for timeout tests).
+    """
+
+    name = "scripted"
+
+    def __init__(
+        self,
+        script: Mapping[str, Script] | None = None,
+        *,
+        default: Callable[[str, QuestionSpec], Distribution] | None = None,
+        label_mass: float = 1.0,
+        model: str = "scripted",
+        error: BaseException | None = None,
+        delay_s: float = 0.0,
+        max_options: int = 26,
+    ) -> None:
+        self.script = dict(script or {})
+        self.default = default
+        self.label_mass = label_mass
+        self.model = model
+        self.error = error
+        self.delay_s = delay_s
+        self.max_options = max_options
+        self.calls: list[list[ReadRequest]] = []
+        self._lock = threading.Lock()
+
+    def _distribution(self, state: str, q: QuestionSpec) -> Distribution:
+        entry = self.script.get(q.id, self.default)
+        if entry is None:
+            return dict.fromkeys(q.options, 1.0 / len(q.options))
+        return entry(state, q) if callable(entry) else entry
+
+    def _answer(self, state: str, q: QuestionSpec) -> LabelRead:
+        dist = self._distribution(state, q)
+        probs = [float(dist.get(o, 0.0)) for o in q.options]
+        mass = self.label_mass
+        logprobs = tuple(math.log(p * mass) if p > 0 else -math.inf for p in probs)
+        return LabelRead(logprobs=logprobs, label_mass=mass, argmax_is_label=mass > 0.5)
+
+    def read(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
+        with self._lock:
+            self.calls.append(list(requests))
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        if self.error is not None:
+            raise self.error
+        return [[self._answer(r.state, q) for q in r.questions] for r in requests]
