@@ -350,7 +350,7 @@ class CanvasPlanner(_PlannerBase):
         self.template_has_thought = self._ends_with_thought(self.chat.generation_prompt())
         if self.template_has_thought:
             log.info("chat template writes the thought block; it will not be doubled")
-        self._joint: bool | None = None
+        self._joint_ok: bool | None = None
 
     def _reply_anchor(self) -> list[int]:
         return self.thought
@@ -423,9 +423,9 @@ class CanvasPlanner(_PlannerBase):
     @property
     def joint_reads(self) -> bool:
         """Whether this tokenizer supports joint reads (checked once)."""
-        if self._joint is None:
-            self._joint = self._init_joint()
-        return self._joint
+        if self._joint_ok is None:
+            self._joint_ok = self._init_joint()
+        return self._joint_ok
 
     def joint_chunks(self, questions: Sequence[QuestionSpec]) -> list[tuple[int, list[QuestionSpec]]]:
         """The fewest even runs of questions that fit the canvas, each with its first
