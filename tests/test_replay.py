@@ -1,0 +1,48 @@
+import pytest
+
+import agentbranch as ab
+from agentbranch.replay import ReplayMissError, cassette_reader
+
+QUESTIONS = {"team": ab.choice("Which team?", ["billing", "outage"]), "urgent": ab.yes_no("?")}
+
+
+def test_record_then_replay_gives_identical_decisions(tmp_path):
+    path = tmp_path / "run.jsonl"
+    live = ab.ScriptedReader({"team": {"billing": 0.3, "outage": 0.7}})
+    recorded = ab.DecisionEngine(cassette_reader(path, live)).decide("site down", QUESTIONS)
+    replay = cassette_reader(path)
+    replayed = ab.DecisionEngine(replay).decide("site down", QUESTIONS)
+    assert replay.name == "replay:scripted"
+    for qid in QUESTIONS:
+        assert replayed[qid].probabilities == recorded[qid].probabilities
+    assert len(live.calls) == 1  # replay never touched the live reader
+
+
+def test_replay_miss_is_loud(tmp_path):
+    path = tmp_path / "run.jsonl"
+    ab.DecisionEngine(cassette_reader(path, ab.ScriptedReader())).decide("a", QUESTIONS)
+    with pytest.raises(ReplayMissError, match="re-record"):
+        ab.DecisionEngine(cassette_reader(path)).decide("a different state", QUESTIONS)
+
+
+def test_missing_cassette_needs_a_reader(tmp_path):
+    with pytest.raises(ab.ConfigurationError):
+        cassette_reader(tmp_path / "none.jsonl")
+
+
+def test_pytest_fixture_records_then_replays(pytester):
+    pytester.makepyfile(
+        """
+        import agentbranch as ab
+
+        def test_it(decision_cassette):
+            reader = decision_cassette(lambda: ab.ScriptedReader({"u": {"yes": 0.8, "no": 0.2}}))
+            d = ab.DecisionEngine(reader).decide("x", {"u": ab.yes_no("?")})
+            assert d["u"].label == "yes"
+        """
+    )
+    first = pytester.runpytest("-p", "agentbranch.replay.pytest_plugin")
+    first.assert_outcomes(passed=1)
+    assert (pytester.path / "cassettes" / "test_it.jsonl").exists()
+    second = pytester.runpytest("-p", "agentbranch.replay.pytest_plugin")
+    second.assert_outcomes(passed=1)
