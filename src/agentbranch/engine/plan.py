@@ -49,7 +49,9 @@ def _balanced(n: int, size: int) -> list[range]:
 def expand(spec: QuestionSpec, *, max_options: int, permutations: int = 1) -> list[Unit]:
     """The reads for ``spec`` (whose ``labels`` may be empty when it is too large)."""
     label_set = question_type(spec.type).label_set
-    size = min(max_options, len(label_set))
+    # Readers without label tokens (embedded, scripted) may take more options per read
+    # than the label set has; those reads carry no labels.
+    size = max_options
     chunks = _balanced(len(spec.options), size)
     orders = max(1, permutations) if spec.type == "choice" else 1
     units = []
@@ -66,7 +68,7 @@ def expand(spec: QuestionSpec, *, max_options: int, permutations: int = 1) -> li
                         instructions=spec.instructions,
                         options=tuple(spec.options[i] for i in order),
                         descriptions=tuple(spec.descriptions[i] for i in order),
-                        labels=tuple(label_set[: len(order)]),
+                        labels=label_set[: len(order)] if len(order) <= len(label_set) else (),
                     ),
                     tuple(order),
                 )
