@@ -34,4 +34,6 @@ def tiny_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_thought_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny tokenizer whose chat template appends ``<|channel>thought\\n<channel|>`` itself
     when thinking is off (like Gemma 4's mainline template)."""
-    return build_tiny_tokenizer(tmp_path_factory.mktemp("tiny-tok-thought"), thought_in_template=True)
+    return build_tiny_tokenizer(
+        tmp_path_factory.mktemp("tiny-tok-thought"), thought_in_template=True
+    )

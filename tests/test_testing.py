@@ -7,8 +7,8 @@ import string
 from pathlib import Path
 
 import pytest
-
 from _tiny import tiny_model_dir, tiny_thought_tokenizer_dir, tiny_tokenizer_dir  # noqa: F401
+
 from agentbranch.testing import (
     NEWLINE_ID,
     SPECIAL_TOKEN_IDS,
@@ -25,7 +25,9 @@ LABELS = list(string.ascii_uppercase) + ["yes", "no"] + [str(d) for d in range(1
 
 def _hashes(folder: Path) -> dict[str, str]:
     return {
-        f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(folder.iterdir()) if f.is_file()
+        f.name: hashlib.sha256(f.read_bytes()).hexdigest()
+        for f in sorted(folder.iterdir())
+        if f.is_file()
     }
 
 
@@ -43,8 +45,13 @@ def test_build_is_deterministic(tmp_path: Path, tiny_model_dir: Path) -> None:  
     again = build_tiny_diffusiongemma(tmp_path / "again")
     hashes = _hashes(again)
     assert hashes == _hashes(tiny_model_dir)
-    assert {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
-            "tokenizer_config.json"} <= set(hashes)
+    assert {
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    } <= set(hashes)
 
 
 def test_seed_changes_weights_only(tmp_path: Path, tiny_model_dir: Path) -> None:  # noqa: F811
@@ -69,10 +76,14 @@ def test_loads_and_forward_shape(model, tok, tiny_model_dir: Path) -> None:  # n
     assert cfg.text_config.vocab_size == 512 == len(tok)
     assert cfg.text_config.num_experts == 4 and cfg.text_config.top_k_experts == 2
     prompt = tok.apply_chat_template(
-        [{"role": "user", "content": "Is the sky blue?"}], add_generation_prompt=True, tokenize=False
+        [{"role": "user", "content": "Is the sky blue?"}],
+        add_generation_prompt=True,
+        tokenize=False,
     )
     ids = torch.tensor([tok.encode(prompt, add_special_tokens=False)])
-    canvas = torch.randint(0, 512, (1, cfg.canvas_length), generator=torch.Generator().manual_seed(0))
+    canvas = torch.randint(
+        0, 512, (1, cfg.canvas_length), generator=torch.Generator().manual_seed(0)
+    )
     with torch.no_grad():
         out = model(input_ids=ids, decoder_input_ids=canvas)
     assert out.logits.shape == (1, cfg.canvas_length, 512)
@@ -86,8 +97,14 @@ def test_generation_config_has_sampler_fields(tiny_model_dir: Path) -> None:  # 
     import json
 
     gen = json.loads((tiny_model_dir / "generation_config.json").read_text())
-    for key in ("sampler_config", "t_min", "t_max", "stability_threshold", "confidence_threshold",
-                "max_denoising_steps"):
+    for key in (
+        "sampler_config",
+        "t_min",
+        "t_max",
+        "stability_threshold",
+        "confidence_threshold",
+        "max_denoising_steps",
+    ):
         assert gen[key] is not None, key
     assert gen["sampler_config"]["entropy_bound"] > 0
     assert gen["t_max"] > gen["t_min"]
@@ -129,7 +146,9 @@ def test_thought_in_template(tiny_thought_tokenizer_dir: Path, tiny_tokenizer_di
     msgs = [{"role": "user", "content": "Hi"}]
     off = tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
     assert off.endswith("<|turn>model\n<|channel>thought\n<channel|>")
-    on = tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False, enable_thinking=True)
+    on = tok.apply_chat_template(
+        msgs, add_generation_prompt=True, tokenize=False, enable_thinking=True
+    )
     assert on.endswith("<|turn>model\n")
     plain = transformers.AutoTokenizer.from_pretrained(tiny_tokenizer_dir)
     assert plain.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False).endswith(
@@ -168,7 +187,13 @@ def test_joint_read_lines(tok) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["Hello, World! 123 ~`|\\{}", "tab\there\r\n", "naïve café — 東京 😀", "\x00\x7f", "  two  spaces  "],
+    [
+        "Hello, World! 123 ~`|\\{}",
+        "tab\there\r\n",
+        "naïve café — 東京 😀",
+        "\x00\x7f",
+        "  two  spaces  ",
+    ],
 )
 def test_any_text_round_trips_without_unk(tok, text: str) -> None:
     ids = tok.encode(text, add_special_tokens=False)

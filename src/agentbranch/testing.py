@@ -60,11 +60,10 @@ _SPACE = "\u2581"  # "▁", SentencePiece's visible space
 # Words that become single tokens (with all their prefixes, as a BPE merge chain) and, with a
 # leading space, "▁word" tokens. Chosen so no word's chain is broken by another word's merges
 # (checked at build time). The labels come first; the rest only fill the vocabulary.
-_WORDS: tuple[str, ...] = (
-    "yes", "no", "model", "user", "system", "thought", "the", "and", "is", "of", "to", "in",
-    "Yes", "No", "True", "False", "question", "answer", "option", "state", "score", "route",
-    "tool", "agent", "pick", "one", "for", "be", "or", "a", "an", "it", "on", "as",
-    "at", "by", "we", "he", "if", "do", "go", "up", "so", "my", "me",
+_WORDS: tuple[str, ...] = tuple(
+    "yes no model user system thought the and is of to in Yes No True False question answer "
+    "option state score route tool agent pick one for be or a an it on as at by we he if do go "
+    "up so my me".split()
 )
 
 _TEMPLATE = (
@@ -158,7 +157,9 @@ def _vocab_and_merges(vocab_size: int) -> tuple[dict[str, int], list[tuple[str, 
         tokens.append(tok)
         specials.append(tok)
     if len(tokens) > vocab_size:
-        raise ValueError(f"vocab_size={vocab_size} is too small; the tiny tokenizer needs {len(tokens)}")
+        raise ValueError(
+            f"vocab_size={vocab_size} is too small; the tiny tokenizer needs {len(tokens)}"
+        )
     return {t: i for i, t in enumerate(tokens)}, merges, specials
 
 
@@ -166,7 +167,9 @@ def _make_tokenizer_object(vocab_size: int) -> Any:
     from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers
 
     vocab, merges, specials = _vocab_and_merges(vocab_size)
-    bpe = models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", byte_fallback=True, fuse_unk=True)
+    bpe = models.BPE(
+        vocab=vocab, merges=merges, unk_token="<unk>", byte_fallback=True, fuse_unk=True
+    )
     tok = Tokenizer(bpe)
     tok.normalizer = normalizers.Replace(" ", _SPACE)
     tok.pre_tokenizer = None
@@ -174,7 +177,10 @@ def _make_tokenizer_object(vocab_size: int) -> Any:
         [decoders.Replace(_SPACE, " "), decoders.ByteFallback(), decoders.Fuse()]
     )
     tok.add_special_tokens(
-        [AddedToken(s, special=True, normalized=False, lstrip=False, rstrip=False) for s in specials]
+        [
+            AddedToken(s, special=True, normalized=False, lstrip=False, rstrip=False)
+            for s in specials
+        ]
     )
     return tok
 
@@ -246,7 +252,13 @@ def _check_tokenizer(tok: Any) -> None:
         assert len(plain) == 1 and len(spaced) == 1 and plain != spaced, (label, plain, spaced)
         assert plain[0] not in seen and spaced[0] not in seen, label
         seen.update(plain + spaced)
-        for tail in ("", "\n", "model\n", "thought\n", "<|turn>model\n<|channel>thought\n<channel|>"):
+        for tail in (
+            "",
+            "\n",
+            "model\n",
+            "thought\n",
+            "<|turn>model\n<|channel>thought\n<channel|>",
+        ):
             assert enc(tail + label) == enc(tail) + plain, (tail, label)
         line = enc(f"7: {label}")
         assert line[-1] == spaced[0], (label, line)
@@ -258,7 +270,9 @@ def _check_tokenizer(tok: Any) -> None:
 
 
 def _write_json(path: Path, obj: Any) -> None:
-    path.write_text(json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    path.write_text(
+        json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
 
 
 def build_tiny_diffusiongemma(
