@@ -41,3 +41,8 @@ class ReaderTimeoutError(ReaderError, TimeoutError):
 
 class ConfigurationError(AgentBranchError, ValueError):
     """The engine, reader or integration was configured inconsistently."""
+
+
+class FallbackError(AgentBranchError, RuntimeError):
+    """An uncertain decision could not be resolved: the fallback model's answer named no
+    allowed option, a reviewer's answer was invalid, or every fallback failed."""

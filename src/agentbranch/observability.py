@@ -1,0 +1,95 @@
+"""Where resolved decision records go besides graph state.
+
+The engine logs one ``agentbranch.decision`` structlog event per engine answer. Once a
+policy has resolved a decision, ``emit`` sends its record (never the raw state unless
+``include_state=True``) to:
+
+* structlog: one ``agentbranch.decision.resolved`` event (band, decided_by, label ...);
+* LangGraph's custom stream, when running inside a graph node
+  (``graph.stream(..., stream_mode="custom")`` yields ``{"agentbranch.decision": record}``);
+* LangChain callbacks, as the custom event ``"agentbranch.decision"``
+  (``on_custom_event`` handlers, ``astream_events`` ``on_custom_event``).
+
+Outside a graph or a traced run the last two are skipped silently.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+log = structlog.stdlib.get_logger("agentbranch")
+
+EVENT = "agentbranch.decision"
+
+
+def _payload(record: dict[str, Any], state: Any, include_state: bool) -> dict[str, Any]:
+    payload = dict(record)
+    if include_state:
+        from agentbranch.state import render_state
+
+        payload["state"] = render_state(state)
+    return payload
+
+
+def _log(record: dict[str, Any]) -> None:
+    log.info(
+        "agentbranch.decision.resolved",
+        question_id=record.get("question_id"),
+        label=record.get("label"),
+        band=record.get("band"),
+        decided_by=record.get("decided_by"),
+        confidence=record.get("confidence"),
+        goto=record.get("goto"),
+        reader=record.get("reader"),
+        model=record.get("model"),
+    )
+
+
+def _stream(payload: dict[str, Any]) -> None:
+    try:
+        from langgraph.config import get_stream_writer
+
+        writer = get_stream_writer()
+    except Exception:  # not inside a LangGraph run (or langgraph missing)
+        return
+    writer({EVENT: payload})
+
+
+def emit(
+    record: dict[str, Any],
+    *,
+    config: Any = None,
+    state: Any = None,
+    include_state: bool = False,
+) -> None:
+    """Log, stream and dispatch one resolved record (sync contexts)."""
+    _log(record)
+    payload = _payload(record, state, include_state)
+    _stream(payload)
+    try:
+        from langchain_core.callbacks.manager import dispatch_custom_event
+
+        dispatch_custom_event(EVENT, payload, config=config)
+    except RuntimeError:  # no parent run: nobody is listening
+        pass
+
+
+async def aemit(
+    record: dict[str, Any],
+    *,
+    config: Any = None,
+    state: Any = None,
+    include_state: bool = False,
+) -> None:
+    """Log, stream and dispatch one resolved record (async contexts)."""
+    _log(record)
+    payload = _payload(record, state, include_state)
+    _stream(payload)
+    try:
+        from langchain_core.callbacks.manager import adispatch_custom_event
+
+        await adispatch_custom_event(EVENT, payload, config=config)
+    except RuntimeError:
+        pass
