@@ -1,0 +1,121 @@
+"""LangChain integration: a ``BaseDecisionModel`` over the engine, and a decision tool.
+
+* ``AgentBranchDecisionModel(engine=engine)`` is a ``langchain_core.decisions``
+  ``BaseDecisionModel``: ``invoke({"state": ..., "questions": {...}})`` returns a
+  ``ClassifierResponse``; it works wherever LangChain takes a decision model (e.g. as the
+  ``classifier`` of ``ModelRouterMiddleware``).
+* ``decision_tool(engine, questions, name=..., description=...)`` is a ``StructuredTool``
+  for tool-calling agents with ``response_format="content_and_artifact"``: the model reads
+  a short summary (``team=billing (confidence 0.91)``), the ``ToolMessage.artifact``
+  holds every decision record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from langchain_core.decisions import BaseDecisionModel, ClassifierResponse
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import StructuredTool
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from agentbranch.observability import aemit, emit
+from agentbranch.policy import DecisionRecord, PolicyArg, Resolver
+from agentbranch.questions import Question, validate_questions
+
+
+class AgentBranchDecisionModel(BaseDecisionModel):
+    """A ``BaseDecisionModel`` answered by an agentbranch ``DecisionEngine``.
+
+    ``model`` defaults to the engine reader's model id. Confidence in the answers is
+    agentbranch's (``1 − H/ln K``); use the engine directly for entropy and label mass.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    engine: Any = Field(exclude=True)
+    model: str = ""
+
+    @model_validator(mode="after")
+    def _default_model(self) -> AgentBranchDecisionModel:
+        if not self.model:
+            self.model = str(getattr(self.engine.reader, "model", "agentbranch"))
+        return self
+
+    @property
+    def _provider(self) -> str:
+        return "agentbranch"
+
+    def _classify(self, state: Any, questions: dict[str, Any]) -> ClassifierResponse:
+        return self.engine.decide(state, questions).to_langchain()
+
+    async def _aclassify(self, state: Any, questions: dict[str, Any]) -> ClassifierResponse:
+        return (await self.engine.adecide(state, questions)).to_langchain()
+
+
+class _DecisionInput(BaseModel):
+    text: str = Field(description="The text (request, ticket, tool call) to decide about.")
+
+
+def summarize(records: Mapping[str, DecisionRecord]) -> str:
+    """``id=label (confidence 0.91, decided_by)`` per decision, for a model to read."""
+    parts = []
+    for qid, rec in records.items():
+        conf = rec.get("confidence")
+        conf_s = f"confidence {conf:.2f}" if isinstance(conf, float) else "no confidence"
+        by = rec.get("decided_by")
+        extra = f", {by}" if by and by != "engine" else ""
+        target = f" -> {rec['goto']}" if rec.get("goto") else ""
+        parts.append(f"{qid}={rec.get('label')}{target} ({conf_s}{extra})")
+    return "; ".join(parts)
+
+
+def decision_tool(
+    engine: Any,
+    questions: Mapping[str, Question],
+    *,
+    name: str = "decide",
+    description: str | None = None,
+    policy: PolicyArg = None,
+    include_state: bool = False,
+) -> StructuredTool:
+    """A tool that answers ``questions`` about the ``text`` it is called with.
+
+    Returns ``(summary, {question_id: record})`` (``content_and_artifact``). ``policy``
+    may use take/fallback bands with ``Generate``/``MoreDraws`` fallbacks and
+    ``FailOpen``; a review band calls LangGraph's ``interrupt`` (run the agent in a graph
+    with a checkpointer, e.g. through ``ToolNode``).
+    """
+    from agentbranch.langgraph import review_with_interrupt
+
+    qs = validate_questions(questions)
+    resolver = Resolver(engine, qs, policy, review=review_with_interrupt, allow_goto=False)
+    if description is None:
+        description = "Decide, with measured confidence: " + "; ".join(
+            f"{qid}: {q.instructions}" for qid, q in qs.items()
+        )
+
+    def _run(text: str, config: RunnableConfig) -> tuple[str, dict[str, DecisionRecord]]:
+        records = resolver.resolve(text)
+        for rec in records.values():
+            emit(rec, config=config, state=text, include_state=include_state)
+        return summarize(records), records
+
+    async def _arun(text: str, config: RunnableConfig) -> tuple[str, dict[str, DecisionRecord]]:
+        records = await resolver.aresolve(text)
+        for rec in records.values():
+            await aemit(rec, config=config, state=text, include_state=include_state)
+        return summarize(records), records
+
+    return StructuredTool.from_function(
+        func=_run,
+        coroutine=_arun,
+        name=name,
+        description=description,
+        args_schema=_DecisionInput,
+        response_format="content_and_artifact",
+    )
+
+
+__all__ = ["AgentBranchDecisionModel", "decision_tool", "summarize"]
