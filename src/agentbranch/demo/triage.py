@@ -1,0 +1,152 @@
+"""Support triage: route a ticket to a team, flag urgency, rate frustration.
+
+One decide node asks the three questions in ONE engine call. Low-confidence team routing
+falls back to generation when a ``fallback_model`` (a LangChain chat model) is given,
+otherwise to the ``human_triage`` node. The final state carries ``team``, ``urgent``,
+``frustration``, ``queue`` and every decision record (band, decided_by, confidence ...);
+``triage_row(state)`` flattens it for a table.
+
+    graph = build_triage_graph(engine)
+    state = graph.invoke({"ticket": "I was charged twice this month"})
+    triage_row(state)   # {"ticket": ..., "queue": "billing", "team": "billing", ...}
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+
+from agentbranch.langgraph import DecisionRecords, decide_node
+from agentbranch.policy import Generate, GotoNode, Policy, PolicyArg
+from agentbranch.questions import choice, score, yes_no
+
+TEAMS: dict[str, str] = {
+    "billing": "Invoices, charges, refunds, payment methods and plans",
+    "outage": "The service or a feature is down or failing for the customer right now",
+    "account_access": "Login, password, two-factor, locked or compromised accounts",
+    "bug": "Something works incorrectly or differently than documented",
+    "feature_request": "Asks for new functionality or a change in behaviour",
+}
+FRUSTRATION_LEVELS = ["calm", "annoyed", "angry", "furious"]
+
+TRIAGE_QUESTIONS = {
+    "team": choice("Which team should handle this support ticket?", TEAMS),
+    "urgent": yes_no(
+        "Does this ticket need a response within the hour?",
+        yes="Customers are blocked, losing money or data, or security is at risk",
+        no="It can wait for the normal queue",
+    ),
+    "frustration": score("How frustrated is the customer?", FRUSTRATION_LEVELS),
+}
+
+#: Below this confidence the team is not taken from the engine.
+DEFAULT_TEAM_TAKE_AT = 0.5
+
+SAMPLE_TICKETS: list[str] = [
+    "I was charged twice for my subscription this month. Please refund the extra charge.",
+    "Our whole dashboard has been returning 500 errors for 20 minutes. Production is down!",
+    "I can't log in: the two-factor code never arrives and I'm locked out of my account.",
+    "The CSV export puts dates in the wrong column since the last update.",
+    "It would be great if reports could be scheduled to arrive by email every Monday.",
+    "This is the THIRD time I'm writing. Nobody answers and my invoice is still wrong!!",
+]
+
+
+class TriageState(TypedDict, total=False):
+    ticket: str
+    team: str | None
+    urgent: bool | None
+    frustration: str | None
+    queue: str
+    decisions: DecisionRecords
+
+
+def default_policy(fallback_model: Any = None, take_at: float = DEFAULT_TEAM_TAKE_AT) -> dict[str, Policy]:
+    """Team: take above ``take_at``, else generation (or ``human_triage``); the other
+    questions are always taken (their records still show confidence)."""
+    fallback = Generate(fallback_model) if fallback_model is not None else GotoNode("human_triage")
+    return {"team": Policy(take_at=take_at, fallbacks=[fallback]), "*": Policy()}
+
+
+def build_triage_graph(
+    engine: Any,
+    *,
+    fallback_model: Any = None,
+    policy: PolicyArg = None,
+    checkpointer: Any = None,
+) -> Any:
+    """The compiled triage graph: ``triage`` → ``assign`` | ``human_triage`` → END.
+
+    ``policy`` (one ``Policy`` or a mapping question id → ``Policy``) replaces the
+    default; a ``GotoNode`` fallback for the team may only name ``human_triage``.
+    """
+    if policy is None:
+        policy = default_policy(fallback_model)
+    triage = decide_node(
+        engine,
+        TRIAGE_QUESTIONS,
+        policy=policy,
+        state_key="ticket",
+        output=_triage_update,
+    )
+    by_team = triage.router("team", {team: "assign" for team in TEAMS})
+
+    graph = StateGraph(TriageState)
+    graph.add_node("triage", triage)
+    graph.add_node("assign", _assign)
+    graph.add_node("human_triage", _human_triage)
+    graph.add_edge(START, "triage")
+    graph.add_conditional_edges("triage", by_team, by_team.path_map)
+    graph.add_edge("assign", END)
+    graph.add_edge("human_triage", END)
+    return graph.compile(checkpointer=checkpointer)
+
+
+def _triage_update(state: Any, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    urgent = records["urgent"]["label"]
+    return {
+        "decisions": records,
+        "team": records["team"]["label"] if not records["team"].get("goto") else None,
+        "urgent": None if urgent is None else urgent == "yes",
+        "frustration": records["frustration"]["label"],
+    }
+
+
+def _assign(state: TriageState) -> dict[str, Any]:
+    return {"queue": state["team"]}
+
+
+def _human_triage(state: TriageState) -> dict[str, Any]:
+    # The ticket waits in the human triage queue; the engine's guess stays in the record.
+    return {"queue": "human_triage", "team": None}
+
+
+def triage_row(state: Any) -> dict[str, Any]:
+    """One flat row per ticket: the outcome plus each decision's label, confidence, band
+    and decided_by."""
+    row: dict[str, Any] = {
+        "ticket": state.get("ticket"),
+        "queue": state.get("queue"),
+        "team": state.get("team"),
+        "urgent": state.get("urgent"),
+        "frustration": state.get("frustration"),
+    }
+    for qid, rec in (state.get("decisions") or {}).items():
+        row[f"{qid}_label"] = rec.get("label")
+        row[f"{qid}_confidence"] = rec.get("confidence")
+        row[f"{qid}_band"] = rec.get("band")
+        row[f"{qid}_decided_by"] = rec.get("decided_by")
+    return row
+
+
+__all__ = [
+    "FRUSTRATION_LEVELS",
+    "SAMPLE_TICKETS",
+    "TEAMS",
+    "TRIAGE_QUESTIONS",
+    "TriageState",
+    "build_triage_graph",
+    "default_policy",
+    "triage_row",
+]
