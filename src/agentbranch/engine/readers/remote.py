@@ -1,0 +1,499 @@
+"""``RemoteReader``: reads from a vLLM (≥ 0.32) ``/v1/systemone`` server over HTTP.
+
+The scale-out path: many agent workers share one vLLM deployment (KServe / OpenShift AI)
+and send it System One requests (DESIGN.md §4)::
+
+    POST {base_url}/v1/systemone
+    {"model", "state", "instructions", "questions": {id: {"type", "instructions", "criteria"}}}
+    -> {"model", "answers": {id: {...}}, "usage", "diagnostics": {id: {"label_mass", ...}}}
+
+One HTTP request per ``ReadRequest`` (all its questions); the requests of a batch go out
+concurrently (``aread``: ``asyncio.gather`` on one pooled ``httpx.AsyncClient``; ``read``:
+a thread pool on one pooled ``httpx.Client``). The server builds the prompts itself from
+the same text the offline readers use (vLLM's question types), so the same state and
+questions give the same decisions as ``VLLMReader`` in next-token mode on the same model.
+
+**How answers become ``LabelRead``s.** The server returns label probabilities
+renormalised over the labels (``p_i``), not logprobs. ``label_mass`` (the labels' total
+probability over the full vocabulary) comes from the response's ``diagnostics`` when the
+server sends them (vLLM does), else from ``confidence / p_top`` (vLLM's confidence is
+``p_top × label_mass``), else 1.0. The reader reports ``logprobs[i] = log(p_i ×
+label_mass)``: the label's full-vocabulary log probability, as model readers report it,
+so reads of a choice split into chunks or read in several option orders combine the way
+they do for local readers. The engine renormalises, so a single read's decision gets
+exactly the server's ``p_i``. ``argmax_is_label`` comes from ``diagnostics`` (True when
+absent). ``draws`` and ``joint`` are ignored: the server decides how to read.
+
+**Errors.** Connection failures, 429, 502, 503 and 504 are retried with exponential
+backoff (``Retry-After`` honoured, capped), at most ``max_retries`` times; then
+``RemoteUnavailableError``. Other 4xx raise ``RemoteRequestError`` carrying the status
+and the server's own message (wrong model name, too many options, ...). A read that times
+out raises ``ReaderTimeoutError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+
+from agentbranch.engine.reads import LabelRead, QuestionSpec, ReadRequest
+from agentbranch.engine.readers.base import Reader
+from agentbranch.errors import ConfigurationError, ReaderError, ReaderTimeoutError
+
+__all__ = [
+    "RemoteReader",
+    "RemoteRequestError",
+    "RemoteUnavailableError",
+    "build_payload",
+    "parse_answers",
+]
+
+#: Statuses worth another try: rate limited, or a gateway/backend not ready yet.
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
+#: vLLM labels a choice's options A..Z, so one read takes at most 26 options.
+DEFAULT_MAX_OPTIONS = 26
+DEFAULT_PATH = "/v1/systemone"
+
+
+class RemoteRequestError(ReaderError):
+    """The server refused a request (4xx). ``status_code`` and ``server_message`` say why."""
+
+    def __init__(self, message: str, *, status_code: int, server_message: str) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.server_message = server_message
+
+
+class RemoteUnavailableError(ReaderError):
+    """The server could not be reached or stayed unavailable through every retry."""
+
+
+# --------------------------------------------------------------------------- wire
+
+
+def _criteria(q: QuestionSpec) -> Any:
+    """The System One ``criteria`` of a question read."""
+    if q.type == "noul":
+        sides = {
+            key: desc for key, desc in zip(("true", "false"), q.descriptions) if desc is not None
+        }
+        return sides or None
+    if q.type == "choice":
+        return dict(zip(q.options, q.descriptions))
+    if q.type == "score":
+        return list(q.options)
+    raise ConfigurationError(
+        f"question {q.id!r} has type {q.type!r}; a /v1/systemone server answers choice, "
+        "noul and score questions"
+    )
+
+
+def question_keys(questions: Sequence[QuestionSpec]) -> list[str]:
+    """Wire ids for a request's question reads. The engine may read one question
+    several times (option chunks, permutations); repeats get a ``~n`` suffix so every
+    wire id is unique. The id is not part of the model's prompt."""
+    seen: dict[str, int] = {}
+    keys = []
+    for q in questions:
+        n = seen.get(q.id, 0)
+        seen[q.id] = n + 1
+        keys.append(q.id if n == 0 else f"{q.id}~{n}")
+    taken = set()
+    for i, key in enumerate(keys):  # a user id that itself ends in "~n"
+        while key in taken:
+            key += "~"
+        taken.add(key)
+        keys[i] = key
+    return keys
+
+
+def build_payload(
+    request: ReadRequest, *, model: str | None = None, extra: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The ``/v1/systemone`` JSON body for one ``ReadRequest``."""
+    questions: dict[str, Any] = {}
+    for key, q in zip(question_keys(request.questions), request.questions):
+        spec: dict[str, Any] = {"type": q.type, "instructions": q.instructions}
+        criteria = _criteria(q)
+        if criteria is not None:
+            spec["criteria"] = criteria
+        questions[key] = spec
+    body: dict[str, Any] = {"state": request.state, "questions": questions}
+    if model:
+        body["model"] = model
+    if request.instructions:
+        body["instructions"] = request.instructions
+    if extra:
+        body.update(extra)
+    return body
+
+
+def _probabilities(q: QuestionSpec, answer: Mapping[str, Any]) -> list[float]:
+    probs = answer.get("probabilities")
+    if q.type == "noul":
+        if isinstance(probs, Mapping) and {"yes", "no"} <= probs.keys():
+            return [float(probs["yes"]), float(probs["no"])]
+        p_yes = float(answer["noul"])
+        return [p_yes, 1.0 - p_yes]
+    if not isinstance(probs, Mapping):
+        raise KeyError("probabilities")
+    if q.type == "score":
+        return [float(probs[str(i)]) for i in range(len(q.options))]
+    return [float(probs[o]) for o in q.options]
+
+
+def parse_answers(request: ReadRequest, response: Mapping[str, Any]) -> list[LabelRead]:
+    """The ``LabelRead`` of each question read, from a ``/v1/systemone`` response."""
+    answers = response.get("answers")
+    diagnostics = response.get("diagnostics") or {}
+    if not isinstance(answers, Mapping):
+        raise ReaderError(
+            "the /v1/systemone response has no 'answers' object; is the URL a System One "
+            f"endpoint? Got keys {sorted(response)}"
+        )
+    reads = []
+    for key, q in zip(question_keys(request.questions), request.questions):
+        answer = answers.get(key)
+        if not isinstance(answer, Mapping):
+            raise ReaderError(f"the server returned no answer for question {key!r}")
+        try:
+            probs = _probabilities(q, answer)
+        except (KeyError, TypeError, ValueError) as e:
+            raise ReaderError(
+                f"the server's answer to question {key!r} lacks the label probabilities "
+                f"({e!r}); got {dict(answer)}"
+            ) from None
+        diag = diagnostics.get(key) if isinstance(diagnostics, Mapping) else None
+        top = max(probs)
+        if isinstance(diag, Mapping) and diag.get("label_mass") is not None:
+            mass = float(diag["label_mass"])
+        elif answer.get("confidence") is not None and top > 0:
+            mass = float(answer["confidence"]) / top
+        else:
+            mass = 1.0
+        argmax_is_label = (
+            bool(diag.get("argmax_is_label", True)) if isinstance(diag, Mapping) else True
+        )
+        scale = mass if mass > 0 else 1.0
+        reads.append(
+            LabelRead(
+                logprobs=tuple(math.log(p * scale) if p > 0 else -math.inf for p in probs),
+                label_mass=mass,
+                argmax_is_label=argmax_is_label,
+                extras={"answer": dict(answer)},
+            )
+        )
+    return reads
+
+
+def _server_message(response: httpx.Response) -> str:
+    try:
+        data = response.json()
+    except ValueError:
+        return response.text[:500] or response.reason_phrase
+    if isinstance(data, Mapping):
+        error = data.get("error")
+        if isinstance(error, Mapping) and error.get("message"):
+            return str(error["message"])
+        if isinstance(error, str):
+            return error
+        if data.get("message"):
+            return str(data["message"])
+        if data.get("detail"):
+            return str(data["detail"])
+    return str(data)[:500]
+
+
+# ------------------------------------------------------------------------- reader
+
+
+class RemoteReader(Reader):
+    """A ``Reader`` over a vLLM ``/v1/systemone`` server.
+
+    Args:
+        base_url: the server, e.g. ``http://localhost:8000`` or a KServe
+            InferenceService URL; a URL that already ends in ``/v1/systemone`` is used
+            as is.
+        model: the served model name to ask for (vLLM's ``--served-model-name``);
+            ``None`` lets the server use its only model.
+        api_key: sent as ``Authorization: Bearer <api_key>`` (vLLM ``--api-key``,
+            OpenShift AI token authentication).
+        headers: extra HTTP headers on every request.
+        timeout_s: read/write timeout of one HTTP attempt; ``connect_timeout_s`` for
+            connecting.
+        max_retries: further attempts after a transient failure (connection error, 429,
+            502, 503, 504); ``backoff_s`` doubles per attempt up to ``max_backoff_s``
+            (with jitter; a ``Retry-After`` header is honoured up to that cap).
+        max_connections: HTTP pool size and the most requests in flight at once.
+        max_options: the most options the server labels in one read (26 for vLLM).
+        extra_body: merged into every request body (``cache_salt``, ``priority``,
+            ``chat_template_kwargs`` ...).
+        verify: TLS verification (``False``, a CA bundle path, or an ``ssl.SSLContext``).
+        transport / async_transport: custom httpx transports (tests use
+            ``httpx.MockTransport``).
+    """
+
+    name = "remote"
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str | None = None,
+        api_key: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout_s: float = 30.0,
+        connect_timeout_s: float = 5.0,
+        max_retries: int = 3,
+        backoff_s: float = 0.25,
+        max_backoff_s: float = 4.0,
+        max_connections: int = 32,
+        max_options: int = DEFAULT_MAX_OPTIONS,
+        extra_body: Mapping[str, Any] | None = None,
+        verify: Any = True,
+        transport: httpx.BaseTransport | None = None,
+        async_transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if not base_url or "://" not in base_url:
+            raise ConfigurationError(
+                f"base_url must be an http(s) URL like 'http://vllm:8000', got {base_url!r}"
+            )
+        if max_retries < 0 or max_connections < 1 or timeout_s <= 0:
+            raise ConfigurationError(
+                "max_retries must be >= 0, max_connections >= 1 and timeout_s > 0"
+            )
+        base = base_url.rstrip("/")
+        self.url = base if base.endswith(DEFAULT_PATH) else base + DEFAULT_PATH
+        self.requested_model = model
+        self.model = model or "unknown"
+        self.max_options = max_options
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.max_connections = max_connections
+        self.extra_body = dict(extra_body or {})
+        self._headers = {"content-type": "application/json", **dict(headers or {})}
+        if api_key:
+            self._headers["authorization"] = f"Bearer {api_key}"
+        self._timeout = httpx.Timeout(timeout_s, connect=connect_timeout_s, pool=None)
+        self._limits = httpx.Limits(
+            max_connections=max_connections, max_keepalive_connections=max_connections
+        )
+        self._verify = verify
+        self._transport = transport
+        self._async_transport = async_transport
+        self._client: httpx.Client | None = None
+        self._aclient: httpx.AsyncClient | None = None
+        self._aclient_loop: asyncio.AbstractEventLoop | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    # -- clients ---------------------------------------------------------------------
+
+    def _sync_client(self) -> httpx.Client:
+        with self._lock:
+            self._check_open()
+            if self._client is None:
+                self._client = httpx.Client(
+                    headers=self._headers,
+                    timeout=self._timeout,
+                    limits=self._limits,
+                    verify=self._verify,
+                    transport=self._transport,
+                )
+            return self._client
+
+    def _async_client(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            self._check_open()
+            # An AsyncClient's pool belongs to the event loop it first ran on.
+            if self._aclient is None or self._aclient_loop is not loop:
+                self._aclient = httpx.AsyncClient(
+                    headers=self._headers,
+                    timeout=self._timeout,
+                    limits=self._limits,
+                    verify=self._verify,
+                    transport=self._async_transport,
+                )
+                self._aclient_loop = loop
+            return self._aclient
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ReaderError("this RemoteReader is closed; create a new one")
+
+    # -- one request -----------------------------------------------------------------
+
+    def _body(self, request: ReadRequest) -> dict[str, Any]:
+        for q in request.questions:
+            if len(q.options) > self.max_options:
+                raise ConfigurationError(
+                    f"question {q.id!r} has {len(q.options)} options in one read; the "
+                    f"server labels at most {self.max_options}. Build the reader with the "
+                    "server's limit as max_options so the engine splits the question."
+                )
+        return build_payload(request, model=self.requested_model, extra=self.extra_body)
+
+    def _delay(self, attempt: int, response: httpx.Response | None) -> float:
+        delay = min(self.max_backoff_s, self.backoff_s * (2**attempt))
+        delay *= 0.5 + random.random() / 2
+        if response is not None:
+            after = response.headers.get("retry-after")
+            if after is not None:
+                try:
+                    delay = min(self.max_backoff_s, max(delay, float(after)))
+                except ValueError:
+                    pass
+        return delay
+
+    def _handle(
+        self, request: ReadRequest, response: httpx.Response
+    ) -> list[LabelRead] | None:
+        """The reads, or ``None`` when the status is worth a retry."""
+        if response.status_code in RETRY_STATUSES:
+            return None
+        if response.status_code >= 400:
+            message = _server_message(response)
+            if response.status_code < 500:
+                hint = {
+                    401: " Pass the server's key as api_key (or a valid token).",
+                    403: " The token lacks access to this InferenceService.",
+                    404: " Check base_url and model (the served model name).",
+                }.get(response.status_code, " Fix the request; retrying will not help.")
+                raise RemoteRequestError(
+                    f"{self.url} refused the read with HTTP {response.status_code}: "
+                    f"{message}.{hint}",
+                    status_code=response.status_code,
+                    server_message=message,
+                )
+            raise ReaderError(
+                f"{self.url} failed the read with HTTP {response.status_code}: {message}. "
+                "Check the server's logs (the engine may have died or run out of memory)."
+            )
+        try:
+            data = response.json()
+        except ValueError:
+            raise ReaderError(
+                f"{self.url} answered with non-JSON content ({response.text[:200]!r}); "
+                "is base_url the vLLM server?"
+            ) from None
+        if not isinstance(data, Mapping):
+            raise ReaderError(f"{self.url} answered with {type(data).__name__}, not an object")
+        if isinstance(data.get("model"), str) and self.requested_model is None:
+            self.model = data["model"]
+        return parse_answers(request, data)
+
+    def _timeout_error(self, e: Exception) -> ReaderTimeoutError:
+        return ReaderTimeoutError(
+            f"{self.url} did not answer within the timeout ({e!r}); raise timeout_s or "
+            "check the server's load"
+        )
+
+    def _unavailable(self, last: str) -> RemoteUnavailableError:
+        return RemoteUnavailableError(
+            f"{self.url} is unavailable after {self.max_retries + 1} attempts ({last}). "
+            "Check that the server is up and reachable, or raise max_retries."
+        )
+
+    def _read_one(self, client: httpx.Client, request: ReadRequest) -> list[LabelRead]:
+        if not request.questions:
+            return []
+        body = self._body(request)
+        last = ""
+        for attempt in range(self.max_retries + 1):
+            response = None
+            try:
+                response = client.post(self.url, json=body)
+            except httpx.TimeoutException as e:
+                if not isinstance(e, httpx.ConnectTimeout):
+                    raise self._timeout_error(e) from e
+                last = repr(e)
+            except httpx.TransportError as e:
+                last = repr(e)
+            else:
+                reads = self._handle(request, response)
+                if reads is not None:
+                    return reads
+                last = f"HTTP {response.status_code}: {_server_message(response)}"
+            if attempt < self.max_retries:
+                time.sleep(self._delay(attempt, response))
+        raise self._unavailable(last)
+
+    async def _aread_one(
+        self, client: httpx.AsyncClient, request: ReadRequest, gate: asyncio.Semaphore
+    ) -> list[LabelRead]:
+        if not request.questions:
+            return []
+        body = self._body(request)
+        last = ""
+        for attempt in range(self.max_retries + 1):
+            response = None
+            try:
+                async with gate:
+                    response = await client.post(self.url, json=body)
+            except httpx.TimeoutException as e:
+                if not isinstance(e, httpx.ConnectTimeout):
+                    raise self._timeout_error(e) from e
+                last = repr(e)
+            except httpx.TransportError as e:
+                last = repr(e)
+            else:
+                reads = self._handle(request, response)
+                if reads is not None:
+                    return reads
+                last = f"HTTP {response.status_code}: {_server_message(response)}"
+            if attempt < self.max_retries:
+                await asyncio.sleep(self._delay(attempt, response))
+        raise self._unavailable(last)
+
+    # -- Reader ----------------------------------------------------------------------
+
+    def read(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
+        requests = list(requests)
+        client = self._sync_client()
+        if len(requests) <= 1:
+            return [self._read_one(client, r) for r in requests]
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    self.max_connections, thread_name_prefix="agentbranch-remote"
+                )
+            pool = self._pool
+        futures = [pool.submit(self._read_one, client, r) for r in requests]
+        return [f.result() for f in futures]
+
+    async def aread(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
+        client = self._async_client()
+        gate = asyncio.Semaphore(self.max_connections)
+        return list(await asyncio.gather(*(self._aread_one(client, r, gate) for r in requests)))
+
+    async def aclose(self) -> None:
+        """Close the HTTP pools (awaits the async client's shutdown)."""
+        aclient = self._aclient
+        self.close()
+        if aclient is not None:
+            await aclient.aclose()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            client, self._client = self._client, None
+            pool, self._pool = self._pool, None
+            self._aclient = None
+        if client is not None:
+            client.close()
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def __repr__(self) -> str:
+        return f"RemoteReader({self.url!r}, model={self.model!r})"

@@ -1,0 +1,475 @@
+"""RemoteReader against a fake /v1/systemone server (httpx.MockTransport): the wire
+payload, the mapping of answers into reads and decisions, concurrency, retries, errors.
+
+The same reader is tested against vLLM's real server in tests/vllm_tier."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import threading
+
+import httpx
+import pytest
+
+import agentbranch as ab
+from agentbranch.engine.reads import QuestionSpec, ReadRequest
+from agentbranch.engine.readers.remote import (
+    RemoteReader,
+    RemoteRequestError,
+    RemoteUnavailableError,
+    build_payload,
+    parse_answers,
+)
+from agentbranch.errors import ConfigurationError, ReaderError, ReaderTimeoutError
+
+URL = "http://vllm.test:8000"
+
+
+def _softmax_like(n: int, top: int) -> list[float]:
+    weights = [1.0 + (5.0 if i == top else i * 0.1) for i in range(n)]
+    z = sum(weights)
+    return [w / z for w in weights]
+
+
+def fake_answer(spec: dict, mass: float = 0.5) -> tuple[dict, dict]:
+    """A vLLM-shaped answer and diagnostics for one wire question: the last option
+    wins (choice/score), yes wins (noul)."""
+    kind = spec["type"]
+    if kind == "noul":
+        probs = [0.8, 0.2]
+        answer = {
+            "type": "noul",
+            "noul": probs[0],
+            "probabilities": {"yes": probs[0], "no": probs[1]},
+            "confidence": max(probs) * mass,
+        }
+    elif kind == "choice":
+        names = list(spec["criteria"])
+        probs = _softmax_like(len(names), len(names) - 1)
+        answer = {
+            "type": "choice",
+            "choice": names[-1],
+            "probabilities": dict(zip(names, probs)),
+            "confidence": max(probs) * mass,
+        }
+    else:
+        levels = spec["criteria"]
+        probs = _softmax_like(len(levels), len(levels) - 1)
+        answer = {
+            "type": "score",
+            "score": sum(i * p for i, p in enumerate(probs)),
+            "legend": {str(i): name for i, name in enumerate(levels)},
+            "probabilities": {str(i): p for i, p in enumerate(probs)},
+            "confidence": max(probs) * mass,
+        }
+    return answer, {"label_mass": mass, "argmax_is_label": mass > 0.4}
+
+
+def fake_response(body: dict, *, diagnostics: bool = True, mass: float = 0.5) -> dict:
+    answers, diags = {}, {}
+    for qid, spec in body["questions"].items():
+        answers[qid], diags[qid] = fake_answer(spec, mass)
+    out = {
+        "id": "decision-1",
+        "object": "structured_decision",
+        "model": body.get("model", "tiny-model"),
+        "answers": answers,
+        "usage": {"input_tokens": 10, "output_tokens": len(answers)},
+    }
+    if diagnostics:
+        out["diagnostics"] = diags
+    return out
+
+
+class FakeServer:
+    """Records requests; answers like vLLM, or with scripted failures first."""
+
+    def __init__(self, failures: list | None = None, **response_kw) -> None:
+        self.bodies: list[dict] = []
+        self.headers: list[httpx.Headers] = []
+        self.failures = list(failures or [])
+        self.response_kw = response_kw
+        self.lock = threading.Lock()
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        with self.lock:
+            body = json.loads(request.content)
+            self.bodies.append(body)
+            self.headers.append(request.headers)
+            failure = self.failures.pop(0) if self.failures else None
+        if isinstance(failure, Exception):
+            raise failure
+        if isinstance(failure, httpx.Response):
+            return failure
+        assert request.url.path == "/v1/systemone"
+        return httpx.Response(200, json=fake_response(body, **self.response_kw))
+
+    async def handle_async(self, request: httpx.Request) -> httpx.Response:
+        return self(request)
+
+
+def reader_for(server: FakeServer, **kw) -> RemoteReader:
+    kw.setdefault("backoff_s", 0.0)
+    return RemoteReader(
+        URL,
+        transport=httpx.MockTransport(server),
+        async_transport=httpx.MockTransport(server.handle_async),
+        **kw,
+    )
+
+
+QUESTIONS = {
+    "team": ab.choice("Which team?", {"billing": "Invoices", "bugs": None, "sales": "Deals"}),
+    "urgent": ab.yes_no("Is it urgent?", yes="Needs an answer within the hour"),
+    "severity": ab.score("How severe?", ["low", "medium", "high"]),
+}
+
+
+def spec(qid: str, kind: str, options, descriptions=None, instructions="Q?") -> QuestionSpec:
+    labels = {"choice": "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "noul": ("yes", "no"), "score": "0123456789"}
+    return QuestionSpec(
+        id=qid,
+        type=kind,
+        instructions=instructions,
+        options=tuple(options),
+        descriptions=tuple(descriptions or [None] * len(options)),
+        labels=tuple(labels[kind][: len(options)]),
+    )
+
+
+CHOICE = spec("c", "choice", ["a", "b"])
+NOUL = spec("n", "noul", ["yes", "no"])
+ONE = ReadRequest(state="s", questions=(CHOICE,))
+
+
+# ----------------------------------------------------------------------------- wire
+
+
+def test_payload_matches_system_one_shape():
+    request = ReadRequest(
+        state="The app is down",
+        questions=(
+            spec("team", "choice", ["billing", "bugs"], ["Invoices", None]),
+            spec("urgent", "noul", ["yes", "no"], ["Within the hour", None]),
+            spec("plain", "noul", ["yes", "no"]),
+            spec("severity", "score", ["low", "high"], instructions=""),
+        ),
+        instructions="You triage tickets.",
+    )
+    body = build_payload(request, model="m", extra={"cache_salt": "s"})
+    assert body == {
+        "model": "m",
+        "state": "The app is down",
+        "instructions": "You triage tickets.",
+        "cache_salt": "s",
+        "questions": {
+            "team": {
+                "type": "choice",
+                "instructions": "Q?",
+                "criteria": {"billing": "Invoices", "bugs": None},
+            },
+            "urgent": {
+                "type": "noul",
+                "instructions": "Q?",
+                "criteria": {"true": "Within the hour"},
+            },
+            "plain": {"type": "noul", "instructions": "Q?"},
+            "severity": {"type": "score", "instructions": "", "criteria": ["low", "high"]},
+        },
+    }
+    # No model and no instructions: the keys are left out (the server's defaults).
+    bare = build_payload(ReadRequest(state="s", questions=request.questions[:1]))
+    assert set(bare) == {"state", "questions"}
+
+
+def test_repeated_question_reads_get_unique_wire_ids():
+    # The engine reads a choice in several option orders under the same id.
+    a = spec("team", "choice", ["x", "y"])
+    b = spec("team", "choice", ["y", "x"])
+    request = ReadRequest(state="s", questions=(a, b, spec("team~1", "noul", ["yes", "no"])))
+    body = build_payload(request)
+    assert list(body["questions"]) == ["team", "team~1", "team~1~"]
+    reads = parse_answers(request, fake_response(body))
+    # Each read maps back to its own options: the last option wins in both orders.
+    assert reads[0].logprobs[1] > reads[0].logprobs[0]
+    assert reads[1].logprobs[1] > reads[1].logprobs[0]
+
+
+def test_answers_become_full_vocabulary_logprobs():
+    request = ReadRequest(
+        state="s",
+        questions=(
+            spec("c", "choice", ["a", "b", "c"]),
+            spec("n", "noul", ["yes", "no"]),
+            spec("s", "score", ["lo", "mid", "hi"]),
+        ),
+    )
+    response = fake_response(build_payload(request), mass=0.25)
+    reads = parse_answers(request, response)
+    for q, read in zip(request.questions, reads):
+        answer = response["answers"][q.id]
+        probs = (
+            [answer["probabilities"][o] for o in q.options]
+            if q.type != "score"
+            else [answer["probabilities"][str(i)] for i in range(len(q.options))]
+        )
+        assert read.label_mass == pytest.approx(0.25)
+        assert [math.exp(lp) for lp in read.logprobs] == pytest.approx([p * 0.25 for p in probs])
+        assert read.argmax_is_label is False
+        assert read.agreement == 1.0
+
+
+def test_label_mass_from_confidence_when_no_diagnostics():
+    request = ONE
+    response = fake_response(build_payload(request), diagnostics=False, mass=0.3)
+    (read,) = parse_answers(request, response)
+    assert read.label_mass == pytest.approx(0.3)
+    assert read.argmax_is_label is True
+    # Neither diagnostics nor confidence: mass 1, logprobs are log(p).
+    del response["answers"]["c"]["confidence"]
+    (read,) = parse_answers(request, response)
+    assert read.label_mass == 1.0
+    assert sum(math.exp(lp) for lp in read.logprobs) == pytest.approx(1.0)
+
+
+def test_noul_answer_with_only_p_yes():
+    request = ReadRequest(state="s", questions=(spec("n", "noul", ["yes", "no"]),))
+    (read,) = parse_answers(request, {"answers": {"n": {"noul": 0.9}}})
+    assert [math.exp(lp) for lp in read.logprobs] == pytest.approx([0.9, 0.1])
+
+
+def test_malformed_responses_are_reader_errors():
+    request = ONE
+    with pytest.raises(ReaderError, match="no 'answers'"):
+        parse_answers(request, {"choices": []})
+    with pytest.raises(ReaderError, match="no answer for question 'c'"):
+        parse_answers(request, {"answers": {}})
+    with pytest.raises(ReaderError, match="lacks the label probabilities"):
+        parse_answers(request, {"answers": {"c": {"choice": "a"}}})
+
+
+# --------------------------------------------------------------------- decisions
+
+
+def test_engine_decisions_match_server_answers_sync_and_async():
+    server = FakeServer()
+    with reader_for(server, model="tiny-model") as reader:
+        engine = ab.DecisionEngine(reader=reader, instructions="Triage.")
+        sync = engine.decide("Checkout fails for everyone", QUESTIONS)
+        async_ = asyncio.run(engine.adecide("Checkout fails for everyone", QUESTIONS))
+    for decisions in (sync, async_):
+        assert decisions["team"].label == "sales"
+        assert decisions["urgent"].label == "yes"
+        assert decisions["severity"].label == "high"
+        assert decisions["urgent"].probabilities["yes"] == pytest.approx(0.8)
+        assert decisions["team"].label_mass == pytest.approx(0.5)
+    body = server.bodies[0]
+    assert body["model"] == "tiny-model"
+    assert body["instructions"] == "Triage."
+    assert body["state"] == "Checkout fails for everyone"
+    assert body["questions"]["urgent"]["criteria"] == {"true": "Needs an answer within the hour"}
+    assert server.bodies[0] == server.bodies[1]
+
+
+def test_model_name_learned_from_response():
+    reader = reader_for(FakeServer())
+    assert reader.model == "unknown"
+    reader.read([ONE])
+    assert reader.model == "tiny-model"
+
+
+def test_api_key_headers_and_full_url():
+    server = FakeServer()
+    reader = RemoteReader(
+        URL + "/v1/systemone/",
+        api_key="sekret",
+        headers={"x-team": "agents"},
+        transport=httpx.MockTransport(server),
+    )
+    reader.read([ONE])
+    assert server.headers[0]["authorization"] == "Bearer sekret"
+    assert server.headers[0]["x-team"] == "agents"
+
+
+def test_one_http_request_per_read_request_sent_concurrently():
+    barrier = asyncio.Event()
+    arrived = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        arrived.append(json.loads(request.content)["state"])
+        if len(arrived) == 3:
+            barrier.set()
+        # Every request of the batch must be in flight before any is answered.
+        await asyncio.wait_for(barrier.wait(), 5)
+        return httpx.Response(200, json=fake_response(json.loads(request.content)))
+
+    reader = RemoteReader(URL, async_transport=httpx.MockTransport(handler))
+    requests = [
+        ReadRequest(state=f"s{i}", questions=(spec("c", "choice", ["a", "b"]), NOUL))
+        for i in range(3)
+    ]
+    reads = asyncio.run(reader.aread(requests))
+    assert sorted(arrived) == ["s0", "s1", "s2"]
+    assert [len(r) for r in reads] == [2, 2, 2]
+
+
+def test_sync_batch_is_concurrent_too():
+    gate = threading.Barrier(3, timeout=5)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        gate.wait()  # deadlocks (BrokenBarrierError) unless all three are in flight
+        return httpx.Response(200, json=fake_response(json.loads(request.content)))
+
+    reader = RemoteReader(URL, transport=httpx.MockTransport(handler))
+    requests = [ReadRequest(state=f"s{i}", questions=(CHOICE,)) for i in range(3)]
+    assert len(reader.read(requests)) == 3
+    reader.close()
+
+
+def test_empty_request_sends_nothing():
+    server = FakeServer()
+    reader = reader_for(server)
+    assert reader.read([ReadRequest(state="s", questions=())]) == [[]]
+    assert server.bodies == []
+
+
+# ------------------------------------------------------------------ retries/errors
+
+
+@pytest.mark.parametrize("status", [429, 502, 503, 504])
+def test_transient_statuses_are_retried(status):
+    server = FakeServer(failures=[httpx.Response(status, json={"error": {"message": "busy"}})] * 2)
+    reader = reader_for(server, max_retries=2)
+    reads = reader.read([ONE])
+    assert len(reads[0]) == 1
+    assert len(server.bodies) == 3
+
+
+def test_connect_errors_are_retried_sync_and_async():
+    for use_async in (False, True):
+        server = FakeServer(failures=[httpx.ConnectError("refused")])
+        reader = reader_for(server, max_retries=1)
+        request = ONE
+        reads = asyncio.run(reader.aread([request])) if use_async else reader.read([request])
+        assert len(reads[0]) == 1
+        assert len(server.bodies) == 2
+
+
+def test_retries_are_bounded():
+    server = FakeServer(failures=[httpx.Response(503, text="warming up")] * 10)
+    reader = reader_for(server, max_retries=2)
+    with pytest.raises(RemoteUnavailableError, match="after 3 attempts.*HTTP 503: warming up"):
+        reader.read([ONE])
+    assert len(server.bodies) == 3
+    server = FakeServer(failures=[httpx.ConnectError("refused")] * 10)
+    with pytest.raises(RemoteUnavailableError, match="refused"):
+        asyncio.run(
+            reader_for(server, max_retries=1).aread(
+                [ONE]
+            )
+        )
+    assert len(server.bodies) == 2
+
+
+def test_retry_after_is_honoured_but_capped():
+    reader = reader_for(FakeServer(), backoff_s=0.01, max_backoff_s=0.5)
+    response = httpx.Response(429, headers={"retry-after": "30"})
+    assert reader._delay(0, response) == 0.5
+    assert reader._delay(0, httpx.Response(429, headers={"retry-after": "0.2"})) == 0.2
+    assert 0.005 <= reader._delay(0, None) <= 0.01
+
+
+def test_4xx_names_the_server_message_and_is_not_retried():
+    message = "question 'team': at most 26 options for this model"
+    server = FakeServer(
+        failures=[
+            httpx.Response(
+                400, json={"error": {"message": message, "type": "BadRequestError", "code": 400}}
+            )
+        ]
+    )
+    reader = reader_for(server, max_retries=3)
+    with pytest.raises(RemoteRequestError, match="HTTP 400: question 'team'") as info:
+        reader.read([ONE])
+    assert info.value.status_code == 400
+    assert info.value.server_message == message
+    assert isinstance(info.value, ab.AgentBranchError)
+    assert len(server.bodies) == 1
+
+
+def test_404_model_hint():
+    server = FakeServer(
+        failures=[httpx.Response(404, json={"error": {"message": "The model `x` does not exist."}})]
+    )
+    with pytest.raises(RemoteRequestError, match="does not exist.*served model name"):
+        reader_for(server, model="x").read(
+            [ONE]
+        )
+
+
+def test_500_is_a_reader_error_without_retry():
+    server = FakeServer(failures=[httpx.Response(500, json={"error": {"message": "engine died"}})])
+    with pytest.raises(ReaderError, match="HTTP 500: engine died") as info:
+        reader_for(server).read([ONE])
+    assert not isinstance(info.value, RemoteRequestError)
+    assert len(server.bodies) == 1
+
+
+def test_read_timeout_is_reader_timeout_error():
+    server = FakeServer(failures=[httpx.ReadTimeout("slow")])
+    with pytest.raises(ReaderTimeoutError, match="timeout"):
+        reader_for(server).read([ONE])
+    assert len(server.bodies) == 1
+
+
+def test_engine_wraps_nothing_extra_around_remote_errors():
+    server = FakeServer(failures=[httpx.Response(400, json={"error": {"message": "bad"}})])
+    engine = ab.DecisionEngine(reader=reader_for(server))
+    with pytest.raises(RemoteRequestError, match="bad"):
+        engine.decide("s", {"u": ab.yes_no("Urgent?")})
+
+
+def test_too_many_options_for_one_read_is_a_configuration_error():
+    reader = reader_for(FakeServer(), max_options=2)
+    with pytest.raises(ConfigurationError, match="max_options"):
+        reader.read([ReadRequest(state="s", questions=(spec("c", "choice", ["a", "b", "c"]),))])
+
+
+def test_engine_splits_large_choices_for_the_server_limit():
+    server = FakeServer()
+    reader = reader_for(server, max_options=4)
+    options = [f"o{i}" for i in range(10)]
+    decision = ab.DecisionEngine(reader=reader).decide("s", {"pick": ab.choice("Which?", options)})
+    sent = server.bodies[0]["questions"]
+    assert all(len(q["criteria"]) <= 4 for q in sent.values())
+    assert sorted(o for q in sent.values() for o in q["criteria"]) == sorted(options)
+    assert decision["pick"].label in options
+
+
+def test_closed_reader_refuses_reads_and_close_is_idempotent():
+    reader = reader_for(FakeServer())
+    reader.close()
+    reader.close()
+    with pytest.raises(ReaderError, match="closed"):
+        reader.read([ONE])
+
+
+def test_bad_configuration():
+    with pytest.raises(ConfigurationError, match="http"):
+        RemoteReader("localhost:8000")
+    with pytest.raises(ConfigurationError):
+        RemoteReader(URL, max_retries=-1)
+
+
+def test_aclose():
+    reader = reader_for(FakeServer())
+
+    async def run() -> None:
+        await reader.aread([ONE])
+        await reader.aclose()
+
+    asyncio.run(run())
+    with pytest.raises(ReaderError, match="closed"):
+        asyncio.run(reader.aread([ONE]))
