@@ -9,7 +9,8 @@ one are read together::
 
 The first caller of a window becomes its leader: it waits up to ``window_s`` (less when
 ``max_batch`` requests are queued), takes every queued request, makes one
-``reader.read``/``reader.aread`` call (split into chunks of ``max_batch`` requests) and
+``reader.read``/``reader.aread`` call (split into chunks of at most ``max_batch``
+requests) and
 hands each caller its own answers. Sync threads and asyncio tasks can share a window;
 errors reach every caller of the failed batch.
 """
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 
 from agentbranch.engine.reads import LabelRead, ReadRequest
 from agentbranch.engine.readers.base import Reader
-from agentbranch.errors import ConfigurationError
+from agentbranch.errors import ConfigurationError, ReaderError
 
 
 @dataclass
@@ -98,31 +99,29 @@ class BatchingReader(Reader):
                 self._window = None
             return list(window.waiting)
 
-    def _chunks(self, waiting: list[_Waiting]) -> list[list[_Waiting]]:
-        chunks: list[list[_Waiting]] = [[]]
-        size = 0
-        for w in waiting:
-            if chunks[-1] and size + len(w.requests) > self.max_batch:
-                chunks.append([])
-                size = 0
-            chunks[-1].append(w)
-            size += len(w.requests)
-        return chunks
+    def _chunks(self, waiting: list[_Waiting]) -> list[list[tuple[_Waiting, ReadRequest]]]:
+        flat = [(w, r) for w in waiting for r in w.requests]
+        return [flat[i : i + self.max_batch] for i in range(0, len(flat), self.max_batch)]
 
     @staticmethod
-    def _deliver(chunk: list[_Waiting], reads: list[list[LabelRead]]) -> None:
-        total = sum(len(w.requests) for w in chunk)
-        if len(reads) != total:
-            from agentbranch.errors import ReaderError
-
-            err = ReaderError(f"reader answered {len(reads)} of {total} batched requests")
-            for w in chunk:
-                w.future.set_exception(err)
-            return
-        at = 0
-        for w in chunk:
-            w.future.set_result(reads[at : at + len(w.requests)])
-            at += len(w.requests)
+    def _deliver(
+        chunk: list[tuple[_Waiting, ReadRequest]],
+        reads: list[list[LabelRead]] | None,
+        error: BaseException | None,
+        answers: dict[int, list[list[LabelRead]]],
+    ) -> None:
+        if error is None and reads is not None and len(reads) != len(chunk):
+            error = ReaderError(f"reader answered {len(reads)} of {len(chunk)} batched requests")
+        for i, (w, _) in enumerate(chunk):
+            if w.future.done():
+                continue
+            if error is not None:
+                w.future.set_exception(error)
+                continue
+            got = answers.setdefault(id(w), [])
+            got.append(reads[i])  # type: ignore[index]
+            if len(got) == len(w.requests):
+                w.future.set_result(got)
 
     # -- sync ----------------------------------------------------------------------
 
@@ -130,15 +129,14 @@ class BatchingReader(Reader):
         waiting, window = self._join(requests)
         if window is not None:
             window.full.wait(self.window_s)
+            answers: dict[int, list[list[LabelRead]]] = {}
             for chunk in self._chunks(self._close_window(window)):
-                batch = [r for w in chunk for r in w.requests]
                 try:
-                    reads = self.inner.read(batch)
+                    reads = self.inner.read([r for _, r in chunk])
                 except BaseException as e:  # every caller of the batch sees it
-                    for w in chunk:
-                        w.future.set_exception(e)
+                    self._deliver(chunk, None, e, answers)
                     continue
-                self._deliver(chunk, reads)
+                self._deliver(chunk, reads, None, answers)
         return waiting.future.result()
 
     # -- async ---------------------------------------------------------------------
@@ -148,16 +146,23 @@ class BatchingReader(Reader):
         if window is not None:
             if not window.full.is_set() and self.window_s > 0:
                 # Wait for the window without blocking the loop; a full batch ends it early.
-                await asyncio.to_thread(window.full.wait, self.window_s)
-            for chunk in self._chunks(self._close_window(window)):
-                batch = [r for w in chunk for r in w.requests]
                 try:
-                    reads = await self.inner.aread(batch)
+                    await asyncio.to_thread(window.full.wait, self.window_s)
+                except asyncio.CancelledError:
+                    # The leader was cancelled: nobody would read this window; fail it.
+                            err = ReaderError("the batch leader was cancelled before reading")
+                    for w in self._close_window(window):
+                        if not w.future.done():
+                            w.future.set_exception(err)
+                    raise
+            answers: dict[int, list[list[LabelRead]]] = {}
+            for chunk in self._chunks(self._close_window(window)):
+                try:
+                    reads = await self.inner.aread([r for _, r in chunk])
                 except BaseException as e:
-                    for w in chunk:
-                        w.future.set_exception(e)
+                    self._deliver(chunk, None, e, answers)
                     continue
-                self._deliver(chunk, reads)
+                self._deliver(chunk, reads, None, answers)
         return await asyncio.wrap_future(waiting.future)
 
 
