@@ -150,7 +150,7 @@ class BatchingReader(Reader):
                     await asyncio.to_thread(window.full.wait, self.window_s)
                 except asyncio.CancelledError:
                     # The leader was cancelled: nobody would read this window; fail it.
-                            err = ReaderError("the batch leader was cancelled before reading")
+                    err = ReaderError("the batch leader was cancelled before reading")
                     for w in self._close_window(window):
                         if not w.future.done():
                             w.future.set_exception(err)
