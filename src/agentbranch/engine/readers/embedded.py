@@ -13,13 +13,15 @@ What stands for each option (the *hypothesis text*):
 * **choice** — ``"<option>: <description>"`` (``"<option>"`` without a description);
   underscores and hyphens in option names become spaces (``tech_support`` → ``tech
   support``). Write descriptions: they carry most of the signal.
-* **noul** (yes/no) — ``yes`` stands for ``"<instructions> <yes description>"``. ``no``
-  stands for the ``no`` description when the question has one; without it the ``no``
-  side is a fixed similarity, ``noul_baseline`` (0.2 by default: MiniLM puts unrelated
-  sentences at about 0.0–0.15 and related ones at 0.3–0.6). Describe both answers
-  (``yes_no(..., yes="...", no="...")``) for the best reads: a bare question such as
-  "Is this urgent?" is a weak hypothesis for a sentence embedder, and negations are
-  nearly invisible to it.
+* **noul** (yes/no) — ``yes`` stands for the ``yes`` description, ``no`` for the ``no``
+  description (read symmetrically: the instructions are left out of both, since a
+  question text in one hypothesis only attracts every state on its topic). Without a
+  ``yes`` description the instructions stand for ``yes``; without a ``no`` description
+  the ``no`` side is a fixed similarity, ``noul_baseline`` (0.2 by default: MiniLM puts
+  unrelated sentences at about 0.0–0.15 and related ones at 0.3–0.6). Describe both
+  answers (``yes_no(..., yes="...", no="...")``) for the best reads: a bare question
+  such as "Is this urgent?" is a weak hypothesis for a sentence embedder, and negations
+  are nearly invisible to it.
 * **score** — each level's name, e.g. ``"calm"``, ``"annoyed"``, ``"angry"``. Level
   names that describe the state (``"furious customer"``) read better than bare words.
 
@@ -69,14 +71,8 @@ def hypothesis_texts(q: QuestionSpec) -> list[str | None]:
     """The text that stands for each option of ``q`` (``None``: use the baseline)."""
     if q.type == "noul":
         yes_desc, no_desc = (q.descriptions + (None, None))[:2]
-        yes = " ".join(t for t in (q.instructions, yes_desc) if t) or "yes"
-        texts: list[str | None] = []
-        for option in q.options:
-            if option == "yes":
-                texts.append(yes)
-            else:
-                texts.append(no_desc or None)
-        return texts
+        yes = yes_desc or q.instructions or "yes"
+        return [yes if option == "yes" else (no_desc or None) for option in q.options]
     if q.type == "score":
         return [_readable(o) for o in q.options]
     return [

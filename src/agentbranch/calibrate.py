@@ -1,0 +1,597 @@
+"""Calibration: fit temperatures on labelled examples, measure, suggest thresholds.
+
+A reader's raw probabilities are rarely calibrated: a sentence embedder's softmax or a
+one-step diffusion read can say 0.95 and be right 70% of the time. Temperature scaling
+(``p_i ∝ p̃_i^(1/T)``, the rule ``DecisionEngine`` applies with a ``Calibration``) fixes
+most of that with one number per question (or per question type) and never changes
+which option wins, so accuracy is unchanged and confidence becomes trustworthy.
+
+Labelled file format (JSON Lines, one object per line; see docs/calibration.md):
+
+* an optional header line ``{"questions": {"<id>": <wire question>, ...}}`` defining
+  named questions (wire questions are ``{"type": "choice"|"noul"|"score",
+  "instructions": ..., "criteria": ...}`` as in ``/v1/systemone``);
+* example lines ``{"state": <text or JSON>, "question": "<id>", "label": "<option>"}``;
+  ``question`` may also be a wire question inline, with ``"id"`` naming it; or
+  ``{"state": ..., "labels": {"<id>": "<option>", ...}}`` for several questions about
+  one state (read in one request).
+
+Labels are option names; yes/no labels may be ``yes``/``no``/``true``/``false``; score
+labels may be the level name or its 0-based index.
+
+Metrics: accuracy; ECE (expected calibration error of the top probability, 10 equal
+bins); Brier (multi-class, Σ (p_i − y_i)², averaged); NLL; and the confidence threshold
+(on ``Decision.confidence = 1 − H/ln K``, what policies compare) that reaches a target
+precision, with the coverage (share of decisions taken) it leaves.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from agentbranch.decisions import confidence_from
+from agentbranch.engine.calibration import Calibration
+from agentbranch.engine.plan import normalise
+from agentbranch.errors import ConfigurationError, InvalidQuestionError
+from agentbranch.questions import Question, coerce_question, to_spec
+
+By = Literal["question", "type"]
+
+# -- labelled data -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Example:
+    """One labelled question about one state."""
+
+    state: Any
+    question_id: str
+    question: Question
+    label: str
+    #: Line number in the source file (1-based), for error messages and grouping.
+    line: int = 0
+
+
+def _label_for(qid: str, question: Question, raw: Any, where: str) -> str:
+    spec = to_spec(qid, question)
+    options = list(spec.options)
+    if spec.type == "noul":
+        text = str(raw).strip().lower()
+        mapped = {"yes": "yes", "true": "yes", "1": "yes", "no": "no", "false": "no", "0": "no"}
+        if text in mapped:
+            return mapped[text]
+    elif spec.type == "score" and (isinstance(raw, int) or str(raw).isdigit()):
+        if str(raw) not in options:
+            index = int(raw)
+            if 0 <= index < len(options):
+                return options[index]
+    if str(raw) in options:
+        return str(raw)
+    raise InvalidQuestionError(
+        f"{where}: label {raw!r} is not an option of question {qid!r}; options: {options}"
+    )
+
+
+def parse_labelled(
+    lines: Iterable[str], questions: Mapping[str, Any] | None = None, *, source: str = "<data>"
+) -> list[Example]:
+    """Examples from JSON Lines text (see the module doc for the format)."""
+    named: dict[str, Question] = {
+        qid: coerce_question(qid, q) for qid, q in (questions or {}).items()
+    }
+    examples: list[Example] = []
+    for number, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line or line.startswith("//"):
+            continue
+        where = f"{source}:{number}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ConfigurationError(f"{where}: not valid JSON ({e})") from e
+        if not isinstance(obj, dict):
+            raise ConfigurationError(f"{where}: each line must be a JSON object")
+        if "questions" in obj and "state" not in obj:
+            for qid, q in obj["questions"].items():
+                named[qid] = coerce_question(qid, q)
+            continue
+        if "state" not in obj:
+            raise ConfigurationError(f"{where}: missing 'state'")
+        if "labels" in obj:
+            pairs = list(obj["labels"].items())
+        elif "question" in obj and "label" in obj:
+            pairs = [(obj["question"], obj["label"])]
+        else:
+            raise ConfigurationError(
+                f"{where}: give 'question' and 'label', or 'labels': {{question id: label}}"
+            )
+        for ref, raw in pairs:
+            if isinstance(ref, Mapping):
+                qid = str(obj.get("id") or ref.get("id") or "")
+                if not qid:
+                    raise ConfigurationError(f"{where}: an inline question needs an 'id'")
+                question = coerce_question(qid, {k: v for k, v in ref.items() if k != "id"})
+                named.setdefault(qid, question)
+            else:
+                qid = str(ref)
+                if qid not in named:
+                    raise ConfigurationError(
+                        f"{where}: unknown question {qid!r}; define it in a header line "
+                        '{"questions": {...}} or pass --questions FILE.json'
+                    )
+                question = named[qid]
+            examples.append(
+                Example(obj["state"], qid, question, _label_for(qid, question, raw, where), number)
+            )
+    if not examples:
+        raise ConfigurationError(f"{source}: no labelled examples found")
+    return examples
+
+
+def load_labelled(path: str | Path, questions: Mapping[str, Any] | None = None) -> list[Example]:
+    """Examples from a labelled JSON Lines file."""
+    path = Path(path)
+    with path.open(encoding="utf-8") as f:
+        return parse_labelled(f, questions, source=str(path))
+
+
+def split(
+    examples: Sequence[Example], holdout: float, *, seed: int = 0
+) -> tuple[list[Example], list[Example]]:
+    """A deterministic (fit, held-out) split, stratified by question id and label.
+    Examples from one source line stay on one side."""
+    if not 0.0 <= holdout < 1.0:
+        raise ConfigurationError("holdout must be in [0, 1)")
+    if holdout == 0.0:
+        return list(examples), []
+    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    lines: dict[int, list[Example]] = defaultdict(list)
+    for i, ex in enumerate(examples):
+        key = ex.line or -(i + 1)
+        if key not in lines:
+            groups[(ex.question_id, ex.label)].append(key)
+        lines[key].append(ex)
+    rng = random.Random(seed)
+    held: set[int] = set()
+    for key in sorted(groups):
+        keys = sorted(set(groups[key]) - held)
+        rng.shuffle(keys)
+        held.update(keys[: round(len(keys) * holdout)])
+    fit = [ex for k, exs in lines.items() if k not in held for ex in exs]
+    test = [ex for k, exs in lines.items() if k in held for ex in exs]
+    return fit, test
+
+
+# -- reading ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One example read by the engine, uncalibrated."""
+
+    question_id: str
+    type: str
+    options: tuple[str, ...]
+    probs: tuple[float, ...]
+    label_index: int
+
+
+def read_examples(
+    engine: Any,
+    examples: Sequence[Example],
+    *,
+    batch_size: int = 32,
+    progress: Callable[[int], None] | None = None,
+) -> list[Scored]:
+    """Read every example with ``engine`` ignoring its calibration (temperature 1),
+    batched: one ``decide_many`` per ``batch_size`` states; questions about the same
+    source line share one request."""
+    import copy
+
+    raw = copy.copy(engine)
+    raw.calibration = None
+    # Group examples of one line (same state) into one request.
+    requests: list[tuple[Any, dict[str, Question], list[Example]]] = []
+    by_line: dict[int, int] = {}
+    for i, ex in enumerate(examples):
+        key = ex.line or -(i + 1)
+        if key in by_line and ex.question_id not in requests[by_line[key]][1]:
+            requests[by_line[key]][1][ex.question_id] = ex.question
+            requests[by_line[key]][2].append(ex)
+            continue
+        by_line[key] = len(requests)
+        requests.append((ex.state, {ex.question_id: ex.question}, [ex]))
+    scored: list[Scored] = []
+    for start in range(0, len(requests), batch_size):
+        chunk = requests[start : start + batch_size]
+        results = raw.decide_many([c[0] for c in chunk], [c[1] for c in chunk])
+        for (_, _, exs), decisions in zip(chunk, results):
+            for ex in exs:
+                d = decisions[ex.question_id]
+                scored.append(
+                    Scored(
+                        ex.question_id,
+                        d.type,
+                        tuple(d.options),
+                        tuple(d.probs),
+                        d.options.index(ex.label),
+                    )
+                )
+        if progress is not None:
+            progress(len(chunk))
+    return scored
+
+
+# -- temperature --------------------------------------------------------------------
+
+
+def apply_temperature(probs: Sequence[float], temperature: float) -> list[float]:
+    """``p_i ∝ p_i^(1/T)``, exactly as the engine applies a ``Calibration``."""
+    out = normalise(probs, temperature)
+    if out is None:
+        return [1.0 / len(probs)] * len(probs)
+    return out
+
+
+def _log_probs_at(scored: Sequence[Scored], temperature: float) -> list[float]:
+    """log p(true label) at ``temperature`` for each example."""
+    out = []
+    for s in scored:
+        logs = [math.log(p) / temperature if p > 0 else -math.inf for p in s.probs]
+        top = max(logs)
+        log_z = top + math.log(sum(math.exp(x - top) for x in logs if x > -math.inf))
+        out.append(logs[s.label_index] - log_z)
+    return out
+
+
+def nll(scored: Sequence[Scored], temperature: float = 1.0) -> float:
+    """Mean negative log-likelihood of the true labels (capped at 50 nats each)."""
+    if not scored:
+        return float("nan")
+    return sum(min(50.0, -lp) for lp in _log_probs_at(scored, temperature)) / len(scored)
+
+
+def fit_temperature(
+    scored: Sequence[Scored], *, low: float = 0.02, high: float = 50.0, tol: float = 1e-4
+) -> float:
+    """The temperature minimising NLL: a log-spaced grid, then golden-section search
+    around the best grid point. 1.0 when there is nothing to fit."""
+    if not scored:
+        return 1.0
+    a, b = math.log(low), math.log(high)
+    grid = [a + (b - a) * i / 60 for i in range(61)]
+    losses = [nll(scored, math.exp(x)) for x in grid]
+    best = min(range(len(grid)), key=losses.__getitem__)
+    lo, hi = grid[max(0, best - 1)], grid[min(len(grid) - 1, best + 1)]
+    ratio = (math.sqrt(5) - 1) / 2
+    c, d = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+    fc, fd = nll(scored, math.exp(c)), nll(scored, math.exp(d))
+    while hi - lo > tol:
+        if fc < fd:
+            hi, d, fd = d, c, fc
+            c = hi - ratio * (hi - lo)
+            fc = nll(scored, math.exp(c))
+        else:
+            lo, c, fc = c, d, fd
+            d = lo + ratio * (hi - lo)
+            fd = nll(scored, math.exp(d))
+    x = (lo + hi) / 2
+    return math.exp(x) if nll(scored, math.exp(x)) <= losses[best] else math.exp(grid[best])
+
+
+def fit(scored: Sequence[Scored], *, by: By = "question", min_examples: int = 10) -> Calibration:
+    """A ``Calibration``: a temperature per question type, and with ``by="question"`` one
+    per question id that has at least ``min_examples`` examples (others use their type's)."""
+    if by not in ("question", "type"):
+        raise ConfigurationError("by must be 'question' or 'type'")
+    by_type: dict[str, list[Scored]] = defaultdict(list)
+    by_id: dict[str, list[Scored]] = defaultdict(list)
+    for s in scored:
+        by_type[s.type].append(s)
+        by_id[s.question_id].append(s)
+    calibration = Calibration(by_type={t: fit_temperature(g) for t, g in by_type.items()})
+    if by == "question":
+        calibration.temperatures = {
+            q: fit_temperature(g) for q, g in by_id.items() if len(g) >= min_examples
+        }
+    return calibration
+
+
+def calibrated(scored: Sequence[Scored], calibration: Calibration | None) -> list[Scored]:
+    """``scored`` with the calibration's temperatures applied."""
+    if calibration is None:
+        return list(scored)
+    return [
+        Scored(
+            s.question_id,
+            s.type,
+            s.options,
+            tuple(apply_temperature(s.probs, calibration.temperature(s.question_id, s.type))),
+            s.label_index,
+        )
+        for s in scored
+    ]
+
+
+# -- metrics ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """The lowest confidence threshold whose kept decisions reach the target precision."""
+
+    target_precision: float
+    threshold: float | None  # None: no threshold reaches the target
+    coverage: float  # share of decisions at or above the threshold
+    precision: float  # precision of those decisions (nan when none kept)
+
+
+@dataclass(frozen=True)
+class Metrics:
+    n: int
+    accuracy: float
+    ece: float
+    brier: float
+    nll: float
+    mean_confidence: float
+    threshold: Threshold
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "n": self.n,
+            "accuracy": self.accuracy,
+            "ece": self.ece,
+            "brier": self.brier,
+            "nll": self.nll,
+            "mean_confidence": self.mean_confidence,
+            "target_precision": self.threshold.target_precision,
+            "threshold": self.threshold.threshold,
+            "coverage": self.threshold.coverage,
+            "precision_at_threshold": self.threshold.precision,
+        }
+
+
+def _top(s: Scored) -> int:
+    return max(range(len(s.probs)), key=s.probs.__getitem__)
+
+
+def ece(scored: Sequence[Scored], bins: int = 10) -> float:
+    """Expected calibration error of the top probability over ``bins`` equal-width bins."""
+    if not scored:
+        return float("nan")
+    totals = [[0, 0.0, 0.0] for _ in range(bins)]  # count, Σ p_top, Σ correct
+    for s in scored:
+        top = _top(s)
+        p = s.probs[top]
+        b = min(bins - 1, int(p * bins))
+        totals[b][0] += 1
+        totals[b][1] += p
+        totals[b][2] += float(top == s.label_index)
+    return sum(abs(c - p) for n, p, c in totals if n) / len(scored)
+
+
+def brier(scored: Sequence[Scored]) -> float:
+    """Multi-class Brier score, averaged over examples."""
+    if not scored:
+        return float("nan")
+    return sum(
+        sum((p - (i == s.label_index)) ** 2 for i, p in enumerate(s.probs)) for s in scored
+    ) / len(scored)
+
+
+def suggest_threshold(
+    confidences: Sequence[float], correct: Sequence[bool], target_precision: float
+) -> Threshold:
+    """The lowest confidence threshold at which the decisions kept (confidence ≥ it)
+    are correct at least ``target_precision`` of the time: maximum coverage."""
+    pairs = sorted(zip(confidences, correct), key=lambda x: -x[0])
+    best: Threshold = Threshold(target_precision, None, 0.0, float("nan"))
+    hits = 0
+    for k, (conf, ok) in enumerate(pairs, 1):
+        hits += ok
+        if k < len(pairs) and pairs[k][0] == conf:
+            continue  # a threshold keeps every tie
+        if hits / k >= target_precision:
+            best = Threshold(target_precision, conf, k / len(pairs), hits / k)
+    return best
+
+
+def metrics(scored: Sequence[Scored], *, target_precision: float = 0.9, bins: int = 10) -> Metrics:
+    """Accuracy, ECE, Brier, NLL and the target-precision threshold of ``scored``."""
+    n = len(scored)
+    if n == 0:
+        nan = float("nan")
+        return Metrics(0, nan, nan, nan, nan, nan, Threshold(target_precision, None, 0.0, nan))
+    correct = [_top(s) == s.label_index for s in scored]
+    confidences = [confidence_from(s.probs) for s in scored]
+    return Metrics(
+        n=n,
+        accuracy=sum(correct) / n,
+        ece=ece(scored, bins),
+        brier=brier(scored),
+        nll=nll(scored),
+        mean_confidence=sum(confidences) / n,
+        threshold=suggest_threshold(confidences, correct, target_precision),
+    )
+
+
+def check_threshold(
+    scored: Sequence[Scored], threshold: float | None, target_precision: float
+) -> Threshold:
+    """Coverage and precision of a given threshold on ``scored`` (e.g. a held-out split)."""
+    if threshold is None or not scored:
+        return Threshold(target_precision, threshold, 0.0, float("nan"))
+    kept = [
+        _top(s) == s.label_index for s in scored if confidence_from(s.probs) >= threshold
+    ]
+    return Threshold(
+        target_precision,
+        threshold,
+        len(kept) / len(scored),
+        sum(kept) / len(kept) if kept else float("nan"),
+    )
+
+
+# -- the whole job ------------------------------------------------------------------
+
+
+@dataclass
+class Report:
+    """What ``calibrate`` found: the calibration, and metrics before and after it on the
+    evaluation split (the held-out split, or the fit split when there is none)."""
+
+    calibration: Calibration
+    before: Metrics
+    after: Metrics
+    per_question: dict[str, tuple[Metrics, Metrics]]
+    #: The suggested thresholds (fit split, calibrated) checked on the evaluation split.
+    held_out_thresholds: dict[str, Threshold]
+    n_fit: int
+    n_eval: int
+    held_out: bool
+    eval_before: list[Scored] = field(repr=False, default_factory=list)
+    eval_after: list[Scored] = field(repr=False, default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "calibration": self.calibration.model_dump(),
+            "n_fit": self.n_fit,
+            "n_eval": self.n_eval,
+            "held_out": self.held_out,
+            "before": self.before.as_dict(),
+            "after": self.after.as_dict(),
+            "per_question": {
+                q: {"before": b.as_dict(), "after": a.as_dict()}
+                for q, (b, a) in self.per_question.items()
+            },
+        }
+
+
+def calibrate_scored(
+    fit_scored: Sequence[Scored],
+    eval_scored: Sequence[Scored] | None = None,
+    *,
+    by: By = "question",
+    target_precision: float = 0.9,
+    min_examples: int = 10,
+) -> Report:
+    """Fit on ``fit_scored``; measure on ``eval_scored`` (or the fit set when ``None``).
+    Suggested thresholds (per question id, on calibrated confidence) come from the fit
+    set and are stored in ``calibration.thresholds``."""
+    calibration = fit(fit_scored, by=by, min_examples=min_examples)
+    fit_after = calibrated(fit_scored, calibration)
+    groups: dict[str, list[Scored]] = defaultdict(list)
+    for s in fit_after:
+        groups[s.question_id].append(s)
+    for qid, group in groups.items():
+        t = metrics(group, target_precision=target_precision).threshold
+        if t.threshold is not None:
+            calibration.thresholds[qid] = round(t.threshold, 4)
+    held_out = eval_scored is not None and len(eval_scored) > 0
+    ev = list(eval_scored) if held_out else list(fit_scored)
+    ev_after = calibrated(ev, calibration)
+    per_question: dict[str, tuple[Metrics, Metrics]] = {}
+    thresholds: dict[str, Threshold] = {}
+    for qid in dict.fromkeys(s.question_id for s in ev):
+        b = [s for s in ev if s.question_id == qid]
+        a = [s for s in ev_after if s.question_id == qid]
+        per_question[qid] = (
+            metrics(b, target_precision=target_precision),
+            metrics(a, target_precision=target_precision),
+        )
+        thresholds[qid] = check_threshold(a, calibration.thresholds.get(qid), target_precision)
+    return Report(
+        calibration=calibration,
+        before=metrics(ev, target_precision=target_precision),
+        after=metrics(ev_after, target_precision=target_precision),
+        per_question=per_question,
+        held_out_thresholds=thresholds,
+        n_fit=len(fit_scored),
+        n_eval=len(ev),
+        held_out=held_out,
+        eval_before=ev,
+        eval_after=ev_after,
+    )
+
+
+def calibrate(
+    engine: Any,
+    examples: Sequence[Example],
+    *,
+    by: By = "question",
+    holdout: float = 0.3,
+    target_precision: float = 0.9,
+    seed: int = 0,
+    min_examples: int = 10,
+    progress: Callable[[int], None] | None = None,
+) -> Report:
+    """Read ``examples`` with ``engine`` (uncalibrated, batched), fit temperatures on a
+    split and report before/after on the held-out part."""
+    fit_ex, test_ex = split(examples, holdout, seed=seed)
+    scored = read_examples(engine, list(fit_ex) + list(test_ex), progress=progress)
+    return calibrate_scored(
+        scored[: len(fit_ex)],
+        scored[len(fit_ex) :] or None,
+        by=by,
+        target_precision=target_precision,
+        min_examples=min_examples,
+    )
+
+
+def reliability_diagram(
+    before: Sequence[Scored],
+    after: Sequence[Scored] | None,
+    path: str | Path,
+    *,
+    bins: int = 10,
+    title: str = "Reliability",
+) -> Path:
+    """A PNG reliability diagram (accuracy vs top probability per bin), before and
+    after calibration side by side."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    panels = [("before", before)] + ([("after", after)] if after is not None else [])
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4.6), squeeze=False)
+    for ax, (name, scored) in zip(axes[0], panels):
+        counts = [0] * bins
+        conf = [0.0] * bins
+        acc = [0.0] * bins
+        for s in scored:
+            top = _top(s)
+            b = min(bins - 1, int(s.probs[top] * bins))
+            counts[b] += 1
+            conf[b] += s.probs[top]
+            acc[b] += float(top == s.label_index)
+        centers = [(i + 0.5) / bins for i in range(bins)]
+        heights = [acc[i] / counts[i] if counts[i] else 0.0 for i in range(bins)]
+        ax.bar(centers, heights, width=1 / bins, edgecolor="black", alpha=0.75, label="accuracy")
+        gaps = [conf[i] / counts[i] if counts[i] else 0.0 for i in range(bins)]
+        ax.plot(
+            [c for c, n in zip(centers, counts) if n],
+            [g for g, n in zip(gaps, counts) if n],
+            "o",
+            color="tab:red",
+            label="mean top probability",
+        )
+        ax.plot([0, 1], [0, 1], "--", color="gray", label="perfect calibration")
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.set_xlabel("top probability")
+        ax.set_ylabel("accuracy")
+        ax.set_title(f"{title}: {name} (ECE {ece(scored, bins):.3f}, n={len(scored)})")
+        ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,199 @@
+"""Engine selection from the environment: ``engine_from_env()``.
+
+The order, first match wins:
+
+1. **vLLM** (``VLLMReader``, offline ``LLM`` in this process) when
+   ``AGENTBRANCH_VLLM_MODEL`` names a DiffusionGemma checkpoint, a CUDA device is
+   visible (``torch.cuda.is_available()``) and ``vllm`` imports.
+2. **remote** (``RemoteReader``) when ``AGENTBRANCH_REMOTE_URL`` points at a server
+   with ``/v1/systemone`` (``AGENTBRANCH_REMOTE_MODEL`` names the served model).
+3. **embedded** (``EmbeddedReader``): the MiniLM sentence embedder on CPU, offline.
+
+``AGENTBRANCH_ENGINE=vllm|remote|embedded`` forces one; a forced engine that cannot
+run is an error instead of a silent fall-through. ``AGENTBRANCH_CALIBRATION`` is a
+calibration file (from ``agentbranch calibrate``) the engine loads.
+
+Every choice comes with a human-readable reason ("vLLM: AGENTBRANCH_VLLM_MODEL is set
+but no CUDA device is visible; ...") which is logged and printed by
+``agentbranch engine``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import structlog
+
+from agentbranch.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from agentbranch.engine.engine import DecisionEngine
+    from agentbranch.engine.readers.base import Reader
+
+log = structlog.stdlib.get_logger("agentbranch")
+
+EngineKind = Literal["vllm", "remote", "embedded"]
+
+ENV_ENGINE = "AGENTBRANCH_ENGINE"
+ENV_VLLM_MODEL = "AGENTBRANCH_VLLM_MODEL"
+ENV_REMOTE_URL = "AGENTBRANCH_REMOTE_URL"
+ENV_REMOTE_MODEL = "AGENTBRANCH_REMOTE_MODEL"
+ENV_CALIBRATION = "AGENTBRANCH_CALIBRATION"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which reader the environment asks for, and why (nothing loaded yet)."""
+
+    kind: EngineKind
+    reason: str
+    settings: dict[str, str] = field(default_factory=dict)
+    #: Why the engines before it were passed over.
+    skipped: tuple[str, ...] = ()
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    try:
+        return bool(torch.cuda.is_available())
+    except Exception:  # a broken CUDA install is "no CUDA"
+        return False
+
+
+def _vllm_importable() -> bool:
+    return importlib.util.find_spec("vllm") is not None
+
+
+def select(
+    env: Mapping[str, str] | None = None,
+    *,
+    cuda_available: bool | None = None,
+    vllm_importable: bool | None = None,
+) -> Selection:
+    """Decide which reader to build from ``env`` (default ``os.environ``). The probes
+    (CUDA, vllm import) can be overridden for tests."""
+    env = os.environ if env is None else env
+    forced = (env.get(ENV_ENGINE) or "").strip().lower() or None
+    if forced not in (None, "vllm", "remote", "embedded"):
+        raise ConfigurationError(
+            f"{ENV_ENGINE}={env.get(ENV_ENGINE)!r} is not an engine; use vllm, remote or "
+            "embedded, or unset it to choose automatically"
+        )
+    skipped: list[str] = []
+
+    vllm_model = (env.get(ENV_VLLM_MODEL) or "").strip()
+    if forced in (None, "vllm"):
+        if not vllm_model:
+            why = f"vLLM: {ENV_VLLM_MODEL} is not set"
+        else:
+            cuda = _cuda_available() if cuda_available is None else cuda_available
+            has_vllm = _vllm_importable() if vllm_importable is None else vllm_importable
+            if cuda and has_vllm:
+                return Selection(
+                    "vllm",
+                    f"vLLM with {vllm_model}: {ENV_VLLM_MODEL} is set, a CUDA device is "
+                    "visible and vllm is installed",
+                    {"model": vllm_model},
+                    tuple(skipped),
+                )
+            missing = []
+            if not cuda:
+                missing.append("no CUDA device is visible")
+            if not has_vllm:
+                missing.append("vllm is not installed (pip install 'agentbranch[vllm]')")
+            why = f"vLLM: {ENV_VLLM_MODEL}={vllm_model} is set but " + " and ".join(missing)
+        if forced == "vllm":
+            raise ConfigurationError(f"{ENV_ENGINE}=vllm but {why.split(': ', 1)[1]}")
+        skipped.append(why)
+
+    url = (env.get(ENV_REMOTE_URL) or "").strip()
+    if forced in (None, "remote"):
+        if url:
+            model = (env.get(ENV_REMOTE_MODEL) or "").strip()
+            settings = {"base_url": url}
+            if model:
+                settings["model"] = model
+            return Selection(
+                "remote",
+                f"remote /v1/systemone at {url}"
+                + (f" (model {model})" if model else "")
+                + f": {ENV_REMOTE_URL} is set",
+                settings,
+                tuple(skipped),
+            )
+        why = f"remote: {ENV_REMOTE_URL} is not set"
+        if forced == "remote":
+            raise ConfigurationError(
+                f"{ENV_ENGINE}=remote but {ENV_REMOTE_URL} is not set; point it at a "
+                "server with /v1/systemone (e.g. http://localhost:8000)"
+            )
+        skipped.append(why)
+
+    reason = "embedded CPU reader (all-MiniLM-L6-v2, offline)"
+    reason += f": forced by {ENV_ENGINE}" if forced == "embedded" else ": " + "; ".join(skipped)
+    return Selection("embedded", reason, {}, tuple(skipped))
+
+
+def build_reader(selection: Selection) -> Reader:
+    """Construct the reader a ``Selection`` names (loads vllm / the model lazily)."""
+    if selection.kind == "vllm":
+        try:
+            from agentbranch.engine.readers.vllm import VLLMReader
+        except ImportError as e:
+            raise ConfigurationError(
+                f"the vLLM reader could not be imported ({e}); install vllm "
+                "(pip install 'agentbranch[vllm]') on a CUDA machine, or unset "
+                f"{ENV_VLLM_MODEL} to use another engine"
+            ) from e
+        return VLLMReader(selection.settings["model"])
+    if selection.kind == "remote":
+        try:
+            from agentbranch.engine.readers.remote import RemoteReader
+        except ImportError as e:
+            raise ConfigurationError(
+                f"the remote reader could not be imported ({e}); unset {ENV_REMOTE_URL} "
+                "to use the embedded reader"
+            ) from e
+        kwargs: dict[str, Any] = {}
+        if "model" in selection.settings:
+            kwargs["model"] = selection.settings["model"]
+        return RemoteReader(selection.settings["base_url"], **kwargs)
+    from agentbranch.engine.readers.embedded import EmbeddedReader
+
+    return EmbeddedReader()
+
+
+def engine_from_env(
+    env: Mapping[str, str] | None = None, **engine_kwargs: Any
+) -> tuple[DecisionEngine, str]:
+    """A ``DecisionEngine`` on the reader the environment asks for, and the reason.
+
+    ``engine_kwargs`` go to ``DecisionEngine`` (``permutations=``, ``calibration=`` ...);
+    without ``calibration`` the file named by ``AGENTBRANCH_CALIBRATION`` is loaded.
+    """
+    from agentbranch.engine.engine import DecisionEngine
+
+    env = os.environ if env is None else env
+    selection = select(env)
+    reader = build_reader(selection)
+    calibration_path = (env.get(ENV_CALIBRATION) or "").strip()
+    reason = selection.reason
+    if "calibration" not in engine_kwargs and calibration_path:
+        engine_kwargs["calibration"] = calibration_path
+        reason += f"; calibration from {calibration_path}"
+    engine = DecisionEngine(reader, **engine_kwargs)
+    log.info(
+        "agentbranch.engine_selected",
+        engine=selection.kind,
+        reader=reader.name,
+        model=reader.model,
+        reason=reason,
+    )
+    return engine, reason
