@@ -149,7 +149,7 @@ def demo_table(tickets: list[dict[str, Any]], states: list[dict[str, Any]], titl
             )
             queue = state.get("queue") or "-"
             table.add_row(
-                f"{ticket['id']} {_short(ticket["ticket"], 70)}" if first else "",
+                f"{ticket['id']} {_short(ticket['ticket'], 70)}" if first else "",
                 qid,
                 str(rec.get("label")),
                 _fmt_probs(rec.get("probabilities") or {}),
