@@ -22,7 +22,8 @@ def engine():
     reader = ab.ScriptedReader(
         {
             "team": by_keyword(
-                {"charged": sure("billing"), "500 errors": sure("outage"), "log in": sure("account_access")},
+                {"charged": sure("billing"), "500 errors": sure("outage"), "log in": sure("account_access"),
+                 "invoice": sure("billing")},
                 default=unsure("bug"),
             ),
             "urgent": by_keyword({"Production is down": sure("yes")}, sure("no")),
