@@ -507,7 +507,10 @@ class Resolver:
         records = {}
         for qid, q in self.questions.items():
             p = policy_for(self.policy, qid)
-            if p.on_error == "raise" or not isinstance(e, p.on_error.errors):  # type: ignore[union-attr]
+            on_error = p.on_error
+            if not isinstance(on_error, FailOpen | FailClosed) or not isinstance(
+                e, on_error.errors
+            ):
                 raise e
             records[qid] = error_record(qid, q, e, p, self.engine.reader)
         for rec in records.values():
