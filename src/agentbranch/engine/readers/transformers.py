@@ -31,13 +31,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentbranch.engine.canvas import CanvasPlanner, SpecialTokens
+from agentbranch.engine.readers.canvas_reader import TokenReader
 from agentbranch.engine.reads import SlotLogprobs, TokenRead
 from agentbranch.errors import ConfigurationError, ReaderError, StateTooLongError
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["TransformersTokenBackend"]
+__all__ = ["TransformersReader", "TransformersTokenBackend"]
 
 
 class TransformersTokenBackend:
@@ -267,3 +269,51 @@ def _slot_read(
     return SlotLogprobs(
         logprobs=logprobs, label_mass=min(mass, 1.0), argmax_is_label=argmax in values
     )
+
+
+class TransformersReader(TokenReader):
+    """DiffusionGemma one-step structured reads with HF transformers, on CPU or GPU.
+
+    ``TransformersReader.from_pretrained(folder)`` loads a local checkpoint (for example
+    one built by ``agentbranch.testing.tiny_diffusiongemma()``); ``special_tokens`` and
+    ``chat_template`` go to the canvas planner. Every ``read`` is ONE batched forward.
+    """
+
+    name = "transformers"
+
+    def __init__(
+        self,
+        backend: TransformersTokenBackend,
+        *,
+        chat_template: str | None = None,
+        special_tokens: SpecialTokens = "reject",
+    ) -> None:
+        self.backend = backend
+        self.model = backend.model_id
+        self.planner = CanvasPlanner(
+            backend.tokenizer,
+            vocab_size=backend.vocab_size,
+            served_canvas=backend.served_canvas,
+            max_model_len=backend.max_model_len,
+            chat_template=chat_template,
+            special_tokens=special_tokens,
+        )
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        chat_template: str | None = None,
+        special_tokens: SpecialTokens = "reject",
+        **backend_kwargs: Any,
+    ) -> TransformersReader:
+        """Load a local DiffusionGemma checkpoint folder (no hub access)."""
+        return cls(
+            TransformersTokenBackend(path, **backend_kwargs),
+            chat_template=chat_template,
+            special_tokens=special_tokens,
+        )
+
+    def read_tokens(self, reads: Sequence[TokenRead]) -> list[list[SlotLogprobs]]:
+        return self.backend.read_tokens(reads)
