@@ -75,7 +75,8 @@ def run(name: str, engine: ab.DecisionEngine, examples, out: Path, holdout: floa
     result["read_seconds"] = round(seconds, 2)
     result["examples_per_second"] = round(len(examples) / seconds, 1)
     result["held_out_thresholds"] = {
-        q: {"threshold": t.threshold, "coverage": t.coverage, "precision": t.precision}
+        q: {"threshold": t.threshold, "coverage": t.coverage,
+            "precision": None if t.precision != t.precision else t.precision}
         for q, t in report.held_out_thresholds.items()
     }
     print(f"\n== {name}: {report.n_fit} fit / {report.n_eval} held out, "

@@ -344,6 +344,13 @@ class Metrics:
     threshold: Threshold
 
     def as_dict(self) -> dict[str, Any]:
+        """JSON-safe (NaN becomes ``None``)."""
+        return {
+            k: None if isinstance(v, float) and math.isnan(v) else v
+            for k, v in self._fields().items()
+        }
+
+    def _fields(self) -> dict[str, Any]:
         return {
             "n": self.n,
             "accuracy": self.accuracy,
