@@ -34,3 +34,29 @@ def tiny_thought_template_dir() -> Path:
     from agentbranch.testing import tiny_diffusiongemma
 
     return tiny_diffusiongemma(thought_in_template=True)
+
+
+@pytest.fixture(autouse=True)
+def _reset_structlog():
+    """The CLI configures structlog (an application may); undo it after each test so a
+    logger bound to a closed captured stream never leaks into the next test."""
+    yield
+    import structlog
+
+    structlog.reset_defaults()
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Only the tiny tokenizer (chat template stops after ``<|turn>model\\n``)."""
+    from agentbranch.testing import build_tiny_tokenizer
+
+    return build_tiny_tokenizer(tmp_path_factory.mktemp("tiny-tok"))
+
+
+@pytest.fixture(scope="session")
+def tiny_thought_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny tokenizer whose template writes the thought block (Gemma 4 mainline)."""
+    from agentbranch.testing import build_tiny_tokenizer
+
+    return build_tiny_tokenizer(tmp_path_factory.mktemp("tiny-tok-thought"), thought_in_template=True)

@@ -17,7 +17,6 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 from _lg_fixtures import StrictFakeChat
-from _tiny import tiny_model_dir  # noqa: F401
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -44,42 +43,6 @@ MOOD = ab.score("How frustrated is the customer?", ["calm", "annoyed", "angry", 
 TICKET = "I was charged twice this month and nobody answers my emails."
 
 
-def _transformers_reader(folder: Path) -> Reader:
-    """The project's TransformersReader; until it lands, the token backend behind the
-    shared TokenReader with the canvas planner (the same read path)."""
-    try:
-        from agentbranch import TransformersReader  # type: ignore[attr-defined]
-    except (ImportError, AttributeError):
-        TransformersReader = None  # noqa: N806
-    if TransformersReader is not None:
-        if hasattr(TransformersReader, "from_pretrained"):
-            return TransformersReader.from_pretrained(folder)
-        return TransformersReader(folder)
-
-    from agentbranch.engine.canvas import CanvasPlanner
-    from agentbranch.engine.readers.canvas_reader import TokenReader
-    from agentbranch.engine.readers.transformers import TransformersTokenBackend
-
-    backend = TransformersTokenBackend(folder)
-
-    class _BackendReader(TokenReader):
-        name = "transformers"
-
-        def __init__(self) -> None:
-            self.model = backend.model_id
-            self.planner = CanvasPlanner(
-                backend.tokenizer,
-                vocab_size=backend.vocab_size,
-                served_canvas=backend.served_canvas,
-                max_model_len=backend.max_model_len,
-            )
-
-        def read_tokens(self, reads):  # type: ignore[no-untyped-def]
-            return backend.read_tokens(reads)
-
-    return _BackendReader()
-
-
 class Spy(Reader):
     """Delegates to the real reader; records batch sizes; can be told to fail."""
 
@@ -102,7 +65,7 @@ class Spy(Reader):
 
 @pytest.fixture(scope="module")
 def real(tiny_model_dir: Path) -> Reader:  # noqa: F811
-    return _transformers_reader(tiny_model_dir)
+    return ab.TransformersReader.from_pretrained(tiny_model_dir)
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ import math
 from pathlib import Path
 
 import pytest
-from _tiny import tiny_model_dir  # noqa: F401
 
 from agentbranch.engine.reads import Slot, SlotLogprobs, TokenRead
 from agentbranch.errors import ConfigurationError, ReaderError, StateTooLongError

@@ -9,6 +9,7 @@
 from typing import Any
 
 from agentbranch.decisions import Decision, Decisions
+from agentbranch.engine.batching import BatchingReader
 from agentbranch.engine.calibration import Calibration
 from agentbranch.engine.engine import DecisionEngine
 from agentbranch.engine.readers.base import Reader
@@ -16,6 +17,7 @@ from agentbranch.engine.readers.scripted import ScriptedReader
 from agentbranch.errors import (
     AgentBranchError,
     ConfigurationError,
+    FallbackError,
     InvalidQuestionError,
     InvalidStateError,
     LabelTokenError,
@@ -24,18 +26,28 @@ from agentbranch.errors import (
     SpecialTokenError,
     StateTooLongError,
 )
+from agentbranch.policy import FailClosed, FailOpen, Generate, GotoNode, MoreDraws, Policy
 from agentbranch.questions import choice, score, yes_no
 
 __all__ = [
+    "AgentBranchDecisionModel",
     "AgentBranchError",
+    "BatchingReader",
     "Calibration",
     "ConfigurationError",
     "Decision",
     "DecisionEngine",
     "Decisions",
+    "FailClosed",
+    "FailOpen",
+    "FallbackError",
+    "Generate",
+    "GotoNode",
     "InvalidQuestionError",
     "InvalidStateError",
     "LabelTokenError",
+    "MoreDraws",
+    "Policy",
     "Reader",
     "ReaderError",
     "ReaderTimeoutError",
@@ -44,15 +56,23 @@ __all__ = [
     "StateTooLongError",
     "TransformersReader",
     "choice",
+    "decision_tool",
     "score",
     "yes_no",
 ]
 
 
-def __getattr__(name: str) -> Any:
-    # Readers with heavy dependencies load on first use.
-    if name == "TransformersReader":
-        from agentbranch.engine.readers.transformers import TransformersReader
+_LAZY = {
+    # Heavy dependencies (torch, langchain tools) load on first use.
+    "TransformersReader": "agentbranch.engine.readers.transformers",
+    "AgentBranchDecisionModel": "agentbranch.langchain",
+    "decision_tool": "agentbranch.langchain",
+}
 
-        return TransformersReader
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'agentbranch' has no attribute {name!r}")

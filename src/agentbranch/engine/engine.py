@@ -189,7 +189,9 @@ class DecisionEngine:
             if self.timeout_s is None:
                 return self.reader.read(requests)
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(1, thread_name_prefix="agentbranch-read")
+                # One thread per concurrent caller, so parallel branches still reach a
+                # batching reader together instead of queueing behind each other.
+                self._pool = ThreadPoolExecutor(32, thread_name_prefix="agentbranch-read")
             future = self._pool.submit(self.reader.read, requests)
             try:
                 return future.result(timeout=self.timeout_s)
