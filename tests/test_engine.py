@@ -131,3 +131,11 @@ def test_state_may_be_messages_or_json():
     assert reader.calls[-1][0].state == "human: site is down\nai: on it"
     engine.decide({"ticket": "down", "n": 1}, QUESTIONS)
     assert reader.calls[-1][0].state == '{"ticket": "down", "n": 1}'
+
+
+def test_from_env_prefers_remote_when_configured(monkeypatch):
+    engine = ab.DecisionEngine.from_env(
+        {"AGENTBRANCH_REMOTE_URL": "http://127.0.0.1:9", "AGENTBRANCH_REMOTE_MODEL": "m"}
+    )
+    assert engine.reader.name == "remote"
+    assert "AGENTBRANCH_REMOTE_URL" in engine.selection_reason

@@ -84,6 +84,21 @@ class DecisionEngine:
         self.timeout_s = timeout_s
         self.log_state = log_state
         self._pool: ThreadPoolExecutor | None = None
+        #: Why ``from_env`` chose this reader (``None`` when built directly).
+        self.selection_reason: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> DecisionEngine:
+        """The engine on the best reader this machine offers: vLLM with a configured
+        DiffusionGemma on CUDA, else a remote ``/v1/systemone`` server when
+        ``AGENTBRANCH_REMOTE_URL`` is set, else the embedded CPU reader. Why it picked
+        that one is logged and kept in ``engine.selection_reason``
+        (see ``agentbranch.selection``)."""
+        from agentbranch.selection import engine_from_env
+
+        engine, reason = engine_from_env(env, **kwargs)
+        engine.selection_reason = reason
+        return engine
 
     # -- public API ------------------------------------------------------------------
 
