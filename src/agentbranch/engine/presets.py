@@ -1,0 +1,150 @@
+"""Engine presets: how to serve DiffusionGemma with vLLM for structured reads.
+
+A preset names a checkpoint and the ``vllm.LLM(...)`` arguments that suit one-step
+decision reads on one GPU (DESIGN.md §2)::
+
+    from agentbranch.engine.presets import PRESETS
+    llm_kwargs = PRESETS["diffusiongemma-fp8"].llm_kwargs(max_model_len=16384)
+    reader = VLLMReader(preset="diffusiongemma-fp8")          # builds the LLM itself
+
+Why these values:
+
+* ``diffusion_config={"canvas_length": 64}``: a single read uses a 16-token canvas and a
+  joint read one 16-token row-block per few questions; 64 holds about a dozen questions
+  on one canvas and keeps each request's decoder pass small. (The checkpoint's default
+  is 256, for generation; pass ``canvas_length=256`` if the same engine also generates.)
+* ``max_num_seqs``: reads are short (one denoising step) and batch well; vLLM's default
+  for this model is 8, the published read benchmark ran 32 concurrent requests.
+* ``enable_prefix_caching=True``: the questions of one state share its prompt prefix;
+  with the cache it is prefilled once.
+* ``limit_mm_per_prompt={"image": 0, "video": 0}``: decisions are text-only; no
+  encoder budget or vision memory is reserved.
+* ``gpu_memory_gib``: published figures for the weights plus runtime (Red Hat): BF16 ≈ 64
+  GB, FP8 ≈ 32 GB, NVFP4 ≈ 24 GB. The rest of the GPU (``gpu_memory_utilization``, 0.90
+  by default) goes to the KV cache, which bounds ``max_model_len × max_num_seqs``.
+* NVFP4 needs a Blackwell-class GPU (FP4 tensor cores); FP8 needs Ada/Hopper or newer.
+
+Never add ``temperature``, ``seed`` or sampler overrides: vLLM rejects per-request
+sampling knobs for diffusion models, and ``hf_overrides={"diffusion_sampler": ...}``
+does nothing in vLLM 0.30–0.33 (sampler settings come from the checkpoint's
+``generation_config.json``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentbranch.errors import ConfigurationError
+
+__all__ = ["EnginePreset", "PRESETS", "get_preset"]
+
+
+@dataclass(frozen=True)
+class EnginePreset:
+    """One way to serve a DiffusionGemma checkpoint for reads."""
+
+    name: str
+    model: str
+    precision: str
+    #: Weights + runtime, GiB of GPU memory (published figures, approximate).
+    gpu_memory_gib: float
+    #: GPUs it fits on with room for the KV cache.
+    suggested_gpus: tuple[str, ...]
+    canvas_length: int = 64
+    max_num_seqs: int = 32
+    max_model_len: int = 8192
+    gpu_memory_utilization: float = 0.90
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def llm_kwargs(
+        self,
+        *,
+        canvas_length: int | None = None,
+        max_num_seqs: int | None = None,
+        max_model_len: int | None = None,
+        **overrides: Any,
+    ) -> dict[str, Any]:
+        """Keyword arguments for ``vllm.LLM(**kwargs)``; ``overrides`` win."""
+        canvas = canvas_length or self.canvas_length
+        if canvas < 16:
+            raise ConfigurationError(
+                f"canvas_length={canvas} is too small: a structured read needs a "
+                "16-token canvas"
+            )
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "diffusion_config": {"canvas_length": canvas},
+            "max_num_seqs": max_num_seqs or self.max_num_seqs,
+            "max_model_len": max_model_len or self.max_model_len,
+            "enable_prefix_caching": True,
+            "limit_mm_per_prompt": {"image": 0, "video": 0},
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            **self.extra,
+        }
+        kwargs.update(overrides)
+        return kwargs
+
+    def serve_args(self, **overrides: Any) -> list[str]:
+        """The same settings as ``vllm serve`` command-line arguments (for servers
+        the ``RemoteReader`` talks to)."""
+        import json
+
+        kwargs = self.llm_kwargs(**overrides)
+        args = [kwargs.pop("model")]
+        for key, value in kwargs.items():
+            flag = "--" + key.replace("_", "-")
+            if value is True:
+                args.append(flag)
+            elif isinstance(value, dict):
+                args += [flag, json.dumps(value, separators=(",", ":"))]
+            else:
+                args += [flag, str(value)]
+        return args
+
+
+PRESETS: dict[str, EnginePreset] = {
+    p.name: p
+    for p in (
+        EnginePreset(
+            name="diffusiongemma-bf16",
+            model="google/diffusiongemma-26B-A4B-it",
+            precision="bf16",
+            gpu_memory_gib=64,
+            suggested_gpus=("H100 80GB", "H200", "A100 80GB", "B200"),
+            max_num_seqs=16,
+        ),
+        EnginePreset(
+            name="diffusiongemma-fp8",
+            model="RedHatAI/diffusiongemma-26B-A4B-it-FP8-dynamic",
+            precision="fp8-dynamic",
+            gpu_memory_gib=32,
+            suggested_gpus=("L40S 48GB", "H100", "H200", "RTX 6000 Ada 48GB"),
+        ),
+        EnginePreset(
+            name="diffusiongemma-nvfp4",
+            model="RedHatAI/diffusiongemma-26B-A4B-it-NVFP4",
+            precision="nvfp4",
+            gpu_memory_gib=24,
+            suggested_gpus=("B200", "RTX PRO 6000 Blackwell", "RTX 5090 32GB", "DGX Spark"),
+        ),
+    )
+}
+#: Short names.
+PRESETS["bf16"] = PRESETS["diffusiongemma-bf16"]
+PRESETS["fp8"] = PRESETS["diffusiongemma-fp8"]
+PRESETS["nvfp4"] = PRESETS["diffusiongemma-nvfp4"]
+
+
+def get_preset(name: str | EnginePreset) -> EnginePreset:
+    """The preset called ``name`` (``"fp8"``, ``"diffusiongemma-nvfp4"`` ...)."""
+    if isinstance(name, EnginePreset):
+        return name
+    try:
+        return PRESETS[name.lower()]
+    except KeyError:
+        raise ConfigurationError(
+            f"unknown engine preset {name!r}; choose one of "
+            f"{sorted(k for k in PRESETS if k.startswith('diffusiongemma'))} "
+            "(or bf16 / fp8 / nvfp4)"
+        ) from None

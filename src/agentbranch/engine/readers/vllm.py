@@ -1,0 +1,573 @@
+"""``VLLMReader``: structured reads through vLLM's offline ``LLM`` API, in process.
+
+Two modes, chosen from the served model's config unless given:
+
+* ``"diffusion"`` — DiffusionGemma (``DiffusionGemmaForBlockDiffusion``). The
+  ``CanvasPlanner`` builds prompt ids (thought block outside the canvas) and seeded
+  canvases exactly as vLLM's ``DiffusionGemmaCanvasStrategy``; each read is one
+  read-only request with ONE denoising step::
+
+      TokensPrompt(prompt_token_ids=prompt_ids)
+      SamplingParams(max_tokens=read_length, logprob_token_ids=label_ids,
+                     extra_args={"diffusion_seed_canvas": canvas,
+                                 "diffusion_canvas_length": len(canvas),
+                                 "diffusion_max_steps": 1,
+                                 "diffusion_read_only": True})
+
+  never ``temperature`` or ``seed`` (vLLM rejects both for diffusion models). Options:
+  ``constrained=True`` adds ``diffusion_constrained`` (the decoder unembeds only the
+  label ids; logprobs are normalised over them; tensor parallel 1 only);
+  ``max_steps=N`` runs up to N denoising steps with every non-slot position pinned to
+  its seed (``diffusion_pinned``), the "more effort" fallback.
+* ``"next_token"`` — any causal model (Qwen3, Llama ...). The ``NextTokenPlanner``
+  builds the prompt as vLLM's ``NextTokenStrategy``; the label is read at the reply's
+  first token with ``SamplingParams(max_tokens=1, temperature=0.0,
+  logprob_token_ids=label_ids)``, as vLLM's ``/v1/systemone`` does.
+
+``logprob_token_ids`` holds at most 128 ids (``MAX_LOGPROB_TOKEN_IDS``); a read whose
+labels need more is sent as several requests with the same prompt and canvas (a seeded
+one-step read is deterministic, and prefix caching prefills the prompt once). A
+constrained read cannot be split (its normalisation would change) and is refused.
+
+Threading: ``LLM.generate`` blocks and is not thread-safe, so ONE worker thread owns the
+``LLM``. ``read``/``aread`` calls from any thread or event loop put their planned token
+reads on a queue; the worker takes everything queued (waiting at most
+``batch_window_s`` for more once a call arrived, up to ``max_batch_reads`` token reads)
+and runs it as ONE ``generate`` call. Concurrent decisions (LangGraph ``Send`` fan-out,
+many agent threads) therefore share a batch.
+
+Build the reader in the main module of a script under ``if __name__ == "__main__":`` —
+vLLM starts worker processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import queue
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import structlog
+
+from agentbranch.engine.canvas import CanvasPlanner, NextTokenPlanner
+from agentbranch.engine.presets import EnginePreset, get_preset
+from agentbranch.engine.reads import LabelRead, ReadRequest, SlotLogprobs, TokenRead
+from agentbranch.engine.readers.canvas_reader import TokenReader
+from agentbranch.errors import (
+    AgentBranchError,
+    ConfigurationError,
+    ReaderError,
+    ReaderTimeoutError,
+)
+
+if TYPE_CHECKING:
+    from vllm import LLM, SamplingParams
+
+__all__ = ["VLLMReader", "MAX_LOGPROB_TOKEN_IDS", "DIFFUSION_ARCHITECTURES"]
+
+log = structlog.stdlib.get_logger("agentbranch.vllm")
+
+Mode = Literal["diffusion", "next_token"]
+#: vLLM's cap on ``SamplingParams.logprob_token_ids`` (``vllm.sampling_params``).
+MAX_LOGPROB_TOKEN_IDS = 128
+DIFFUSION_ARCHITECTURES = frozenset({"DiffusionGemmaForBlockDiffusion"})
+#: vLLM's logprobs modes that return log probabilities (the logits modes do not).
+_LOGPROBS_MODES = frozenset({"raw_logprobs", "processed_logprobs"})
+
+
+# ----------------------------------------------------------------- request building
+
+
+@dataclass(frozen=True)
+class EngineRequest:
+    """One vLLM request: which token read it serves and which label ids it asks for."""
+
+    read_index: int
+    prompt_ids: list[int]
+    label_ids: list[int]
+    max_tokens: int
+    extra_args: dict[str, Any] | None = None
+    temperature: float | None = None
+
+
+def label_id_order(read: TokenRead) -> list[int]:
+    """The ids a read asks logprobs for, in vLLM's order: a single slot's labels in
+    label order (``NextTokenStrategy``/single canvas reads), a joint canvas's ids
+    sorted (``read_joint``)."""
+    if len(read.slots) == 1:
+        return list(dict.fromkeys(i for group in read.slots[0].label_ids for i in group))
+    return sorted({i for slot in read.slots for group in slot.label_ids for i in group})
+
+
+def engine_requests(
+    reads: Sequence[TokenRead],
+    *,
+    mode: Mode,
+    constrained: bool = False,
+    max_steps: int = 1,
+    max_ids: int = MAX_LOGPROB_TOKEN_IDS,
+) -> list[EngineRequest]:
+    """The vLLM requests for ``reads`` (several per read when its label ids exceed
+    ``max_ids``)."""
+    out: list[EngineRequest] = []
+    for index, read in enumerate(reads):
+        ids = label_id_order(read)
+        if not ids:
+            raise ConfigurationError("a token read without label ids cannot be read")
+        if constrained and len(ids) > max_ids:
+            raise ConfigurationError(
+                f"a constrained read normalises over its label ids, and this read has "
+                f"{len(ids)} (vLLM allows {max_ids} per request, so it would be split). "
+                "Use fewer questions per joint read or constrained=False."
+            )
+        extra: dict[str, Any] | None = None
+        temperature: float | None = None
+        if mode == "diffusion":
+            if not read.canvas:
+                raise ConfigurationError("a diffusion read needs a seeded canvas")
+            extra = {
+                "diffusion_seed_canvas": list(read.canvas),
+                "diffusion_canvas_length": len(read.canvas),
+                "diffusion_max_steps": max_steps,
+                "diffusion_read_only": True,
+            }
+            if max_steps > 1:
+                slots = {s.position for s in read.slots}
+                extra["diffusion_pinned"] = [
+                    p for p in range(len(read.canvas)) if p not in slots
+                ]
+            if constrained:
+                extra["diffusion_constrained"] = True
+        else:
+            temperature = 0.0
+        for start in range(0, len(ids), max_ids):
+            out.append(
+                EngineRequest(
+                    read_index=index,
+                    prompt_ids=list(read.prompt_ids),
+                    label_ids=ids[start : start + max_ids],
+                    max_tokens=read.read_length if mode == "diffusion" else 1,
+                    extra_args=extra,
+                    temperature=temperature,
+                )
+            )
+    return out
+
+
+def sampling_params(request: EngineRequest) -> SamplingParams:
+    """The ``vllm.SamplingParams`` of one engine request."""
+    from vllm import SamplingParams
+
+    kwargs: dict[str, Any] = {
+        "max_tokens": request.max_tokens,
+        "logprob_token_ids": list(request.label_ids),
+    }
+    if request.temperature is not None:
+        kwargs["temperature"] = request.temperature
+    if request.extra_args is not None:
+        kwargs["extra_args"] = json.loads(json.dumps(request.extra_args))
+    return SamplingParams(**kwargs)
+
+
+def slot_reads(
+    read: TokenRead,
+    logprobs_by_id: Sequence[Mapping[int, float]],
+    token_ids: Sequence[int],
+) -> list[SlotLogprobs]:
+    """Fold a read's output into ``SlotLogprobs``: ``logprobs_by_id[p]`` maps label id
+    → logprob at output position ``p`` (merged over the read's split requests),
+    ``token_ids`` are the output's tokens (the argmax canvas, or the greedy token)."""
+    out = []
+    for slot in read.slots:
+        pos = slot.position
+        if pos >= len(logprobs_by_id):
+            raise ReaderError(
+                f"vLLM returned logprobs for {len(logprobs_by_id)} positions; the slot at "
+                f"{pos} is missing (max_tokens too small?)"
+            )
+        at = logprobs_by_id[pos]
+        ids = list(dict.fromkeys(i for group in slot.label_ids for i in group))
+        missing = [i for i in ids if i not in at]
+        if missing:
+            raise ReaderError(
+                f"vLLM returned no logprob for label token(s) {missing}; are they outside "
+                "the model's vocabulary?"
+            )
+        out.append(
+            SlotLogprobs(
+                logprobs=tuple(max(at[i] for i in group) for group in slot.label_ids),
+                label_mass=sum(math.exp(at[i]) for i in ids),
+                argmax_is_label=len(token_ids) > pos and token_ids[pos] in ids,
+            )
+        )
+    return out
+
+
+# ----------------------------------------------------------------------- the worker
+
+
+@dataclass
+class _Job:
+    reads: list[TokenRead]
+    future: Future[list[list[SlotLogprobs]]] = field(default_factory=Future)
+
+
+_STOP = object()
+
+
+class VLLMReader(TokenReader):
+    """Structured reads on a vLLM ``LLM``, in process.
+
+    Args:
+        llm: an existing ``vllm.LLM`` (shared, not closed by ``close``), or a model id /
+            local path to build one from (with ``preset`` and ``llm_kwargs``).
+        preset: an engine preset name (``"fp8"``, ``"nvfp4"``, ``"bf16"``; see
+            ``agentbranch.engine.presets``) or ``EnginePreset``; gives the model and the
+            ``LLM(...)`` arguments. ``llm`` may then be omitted.
+        mode: ``"diffusion"`` or ``"next_token"``; by default detected from the model
+            config (a DiffusionGemma config has a ``canvas_length``).
+        constrained: diffusion reads with ``diffusion_constrained`` (label-only unembed).
+        max_steps: denoising steps per diffusion read (1 = the one-step read).
+        chat_template / template_kwargs / special_tokens: passed to the planner
+            (default template: the one the ``LLM`` was built with, else the tokenizer's).
+        timeout_s: a read that waits longer raises ``ReaderTimeoutError``.
+        batch_window_s: how long the worker waits for more calls once one arrived.
+        max_batch_reads: most token reads in one ``generate`` call (default: no cap;
+            vLLM schedules ``max_num_seqs`` at a time anyway).
+        model_id: the name reported in decisions (default: the served model).
+        **llm_kwargs: extra ``vllm.LLM`` arguments when the reader builds the LLM.
+    """
+
+    name = "vllm"
+    #: Most label ids one vLLM request asks logprobs for (vLLM's cap; lower it to test
+    #: the split path).
+    max_logprob_ids: int = MAX_LOGPROB_TOKEN_IDS
+
+    def __init__(
+        self,
+        llm: LLM | str | os.PathLike[str] | None = None,
+        *,
+        preset: str | EnginePreset | None = None,
+        mode: Mode | None = None,
+        constrained: bool = False,
+        max_steps: int = 1,
+        chat_template: str | None = None,
+        template_kwargs: dict[str, Any] | None = None,
+        special_tokens: Literal["reject", "text"] = "reject",
+        timeout_s: float | None = None,
+        batch_window_s: float = 0.002,
+        max_batch_reads: int | None = None,
+        model_id: str | None = None,
+        **llm_kwargs: Any,
+    ) -> None:
+        if max_steps < 1:
+            raise ConfigurationError("max_steps must be at least 1")
+        if mode not in (None, "diffusion", "next_token"):
+            raise ConfigurationError(
+                f"mode must be 'diffusion' or 'next_token', got {mode!r}"
+            )
+        self._owns_llm = not _is_llm(llm)
+        if self._owns_llm:
+            llm = self._build_llm(llm, preset, llm_kwargs)
+        elif preset is not None or llm_kwargs:
+            raise ConfigurationError(
+                "preset and LLM arguments apply only when the reader builds the LLM; "
+                "pass a model id/path instead of an LLM, or configure your LLM yourself"
+            )
+        self.llm: Any = llm
+        model_config = llm.llm_engine.vllm_config.model_config
+        vllm_config = llm.llm_engine.vllm_config
+        logprobs_mode = getattr(model_config, "logprobs_mode", "raw_logprobs")
+        if logprobs_mode not in _LOGPROBS_MODES:
+            raise ConfigurationError(
+                f"the LLM returns {logprobs_mode}, not log probabilities; build it with "
+                "logprobs_mode='raw_logprobs' (the default)"
+            )
+        detected: Mode = "diffusion" if _is_diffusion(model_config) else "next_token"
+        self.mode: Mode = mode or detected
+        if self.mode != detected:
+            raise ConfigurationError(
+                f"mode={mode!r} but the model ({_architecture(model_config)}) is a "
+                f"{'diffusion' if detected == 'diffusion' else 'causal'} model; use "
+                f"mode={detected!r} or leave mode unset"
+            )
+        if self.mode == "next_token" and (constrained or max_steps != 1):
+            raise ConfigurationError(
+                "constrained and max_steps apply to diffusion reads only; a next-token "
+                "read is one forward pass over the full vocabulary"
+            )
+        self.constrained = constrained
+        self.max_steps = max_steps
+        served_name = getattr(model_config, "served_model_name", None)
+        self.model = model_id or str(served_name or model_config.model)
+        self.vocab_size = int(model_config.get_vocab_size())
+        self.max_model_len = int(model_config.max_model_len)
+        tokenizer = llm.get_tokenizer()
+        template = chat_template
+        if template is None:
+            template = getattr(llm, "chat_template", None)
+        if self.mode == "diffusion":
+            self.served_canvas = _served_canvas(vllm_config)
+            self.planner = CanvasPlanner(
+                tokenizer,
+                vocab_size=self.vocab_size,
+                served_canvas=self.served_canvas,
+                max_model_len=self.max_model_len,
+                chat_template=template,
+                special_tokens=special_tokens,
+                template_kwargs=template_kwargs,
+            )
+        else:
+            self.served_canvas = 0
+            self.planner = NextTokenPlanner(
+                tokenizer,
+                max_model_len=self.max_model_len,
+                chat_template=template,
+                special_tokens=special_tokens,
+                template_kwargs=template_kwargs,
+            )
+        self.timeout_s = timeout_s
+        self.batch_window_s = batch_window_s
+        self.max_batch_reads = max_batch_reads
+        #: generate() calls and token reads run so far (for tests and metrics).
+        self.generate_calls = 0
+        self.reads_run = 0
+        self._queue: queue.Queue[Any] = queue.Queue()
+        self._closed = False
+        self._lock = threading.Lock()
+        self._worker = threading.Thread(
+            target=self._run, name="agentbranch-vllm", daemon=True
+        )
+        self._worker.start()
+
+    # -- construction ----------------------------------------------------------------
+
+    @staticmethod
+    def _build_llm(
+        model: str | os.PathLike[str] | None,
+        preset: str | EnginePreset | None,
+        llm_kwargs: dict[str, Any],
+    ) -> LLM:
+        try:
+            from vllm import LLM
+        except ImportError as e:
+            raise ConfigurationError(
+                "VLLMReader needs vLLM: pip install 'agentbranch[vllm]' (a GPU build), or "
+                "use RemoteReader against a vLLM server"
+            ) from e
+        kwargs: dict[str, Any] = {}
+        if preset is not None:
+            kwargs = get_preset(preset).llm_kwargs()
+        if model is not None:
+            kwargs["model"] = str(model)
+        kwargs.update(llm_kwargs)
+        if "model" not in kwargs:
+            raise ConfigurationError(
+                "VLLMReader needs an LLM, a model id/path, or a preset "
+                "(e.g. VLLMReader(preset='fp8'))"
+            )
+        try:
+            return LLM(**kwargs)
+        except Exception as e:
+            raise ReaderError(
+                f"vLLM could not start {kwargs['model']!r}: {e}. Check the model path, GPU "
+                "memory (see docs/vllm.md for sizes) and the LLM arguments."
+            ) from e
+
+    # -- reading ---------------------------------------------------------------------
+
+    def read_tokens(self, reads: Sequence[TokenRead]) -> list[list[SlotLogprobs]]:
+        """Run ``reads`` through the worker (batched with concurrent calls)."""
+        if not reads:
+            return []
+        job = self._submit(list(reads))
+        try:
+            return job.future.result(timeout=self.timeout_s)
+        except FutureTimeout:
+            job.future.cancel()
+            raise self._timeout() from None
+
+    async def aread(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
+        """Async ``read``: plans in the caller, waits on the worker without a thread."""
+        batch, plans = self.plan(requests)
+        if not batch:
+            return [[] for _ in requests]
+        job = self._submit(batch)
+        try:
+            slot_reads_ = await asyncio.wait_for(
+                asyncio.wrap_future(job.future), self.timeout_s
+            )
+        except TimeoutError:
+            job.future.cancel()
+            raise self._timeout() from None
+        return self.assemble(plans, slot_reads_)
+
+    def _timeout(self) -> ReaderTimeoutError:
+        return ReaderTimeoutError(
+            f"vLLM did not answer within {self.timeout_s}s; raise timeout_s, lower the "
+            "load, or give the engine more max_num_seqs"
+        )
+
+    def _submit(self, reads: list[TokenRead]) -> _Job:
+        job = _Job(reads)
+        with self._lock:
+            if self._closed:
+                raise ReaderError("this VLLMReader is closed; create a new one")
+            self._queue.put(job)
+        return job
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is _STOP:
+                return
+            jobs = [first]
+            count = len(first.reads)
+            deadline = time.monotonic() + self.batch_window_s
+            stop = False
+            while self.max_batch_reads is None or count < self.max_batch_reads:
+                try:
+                    nxt = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    break
+                if nxt is _STOP:
+                    stop = True
+                    break
+                jobs.append(nxt)
+                count += len(nxt.reads)
+            self._run_jobs(jobs)
+            if stop:
+                return
+
+    def _run_jobs(self, jobs: list[_Job]) -> None:
+        live = [j for j in jobs if j.future.set_running_or_notify_cancel()]
+        if not live:
+            return
+        reads = [r for j in live for r in j.reads]
+        try:
+            results = self._generate(reads)
+        except BaseException as e:  # noqa: BLE001 - every waiter must hear of it
+            error = e if isinstance(e, AgentBranchError) else self._engine_error(e)
+            for j in live:
+                j.future.set_exception(error)
+            return
+        at = 0
+        for j in live:
+            j.future.set_result(results[at : at + len(j.reads)])
+            at += len(j.reads)
+
+    def _engine_error(self, e: BaseException) -> ReaderError:
+        error = ReaderError(
+            f"vLLM failed the read: {type(e).__name__}: {e}. If the engine died (out of "
+            "memory, lost GPU), rebuild the reader; if vLLM rejected the request, check "
+            "that the LLM is the model the reader was built for."
+        )
+        error.__cause__ = e
+        return error
+
+    def _generate(self, reads: list[TokenRead]) -> list[list[SlotLogprobs]]:
+        """ONE ``LLM.generate`` call for every read (and its split requests)."""
+        from vllm.inputs import TokensPrompt
+
+        requests = engine_requests(
+            reads,
+            mode=self.mode,
+            constrained=self.constrained,
+            max_steps=self.max_steps,
+            max_ids=self.max_logprob_ids,
+        )
+        prompts = [TokensPrompt(prompt_token_ids=r.prompt_ids) for r in requests]
+        params = [sampling_params(r) for r in requests]
+        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        self.generate_calls += 1
+        self.reads_run += len(reads)
+        if len(outputs) != len(requests):
+            raise ReaderError(
+                f"vLLM returned {len(outputs)} outputs for {len(requests)} requests"
+            )
+        merged: list[list[dict[int, float]]] = [[] for _ in reads]
+        tokens: list[list[int]] = [[] for _ in reads]
+        for request, output in zip(requests, outputs):
+            if not output.outputs:
+                raise ReaderError("vLLM returned a request without output")
+            completion = output.outputs[0]
+            if completion.finish_reason == "error":
+                raise ReaderError("vLLM reported a generation error for a read")
+            if not completion.logprobs:
+                raise ReaderError(
+                    "vLLM returned no logprobs; the LLM must allow logprob_token_ids "
+                    "(vLLM >= 0.31)"
+                )
+            positions = merged[request.read_index]
+            for p, at in enumerate(completion.logprobs):
+                if p >= len(positions):
+                    positions.append({})
+                positions[p].update(
+                    (i, float(at[i].logprob)) for i in request.label_ids if i in at
+                )
+            tokens[request.read_index] = list(completion.token_ids)
+        return [slot_reads(r, merged[i], tokens[i]) for i, r in enumerate(reads)]
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the worker (after the queued reads) and shut down an LLM the reader
+        built. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._queue.put(_STOP)
+        if self._worker is not threading.current_thread():
+            self._worker.join(timeout=60)
+        if self._owns_llm:
+            core = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
+            shutdown = getattr(core, "shutdown", None)
+            if callable(shutdown):
+                try:
+                    shutdown()
+                except Exception as e:  # noqa: BLE001
+                    log.warning("vllm shutdown failed", error=repr(e))
+
+    def __repr__(self) -> str:
+        return f"VLLMReader(model={self.model!r}, mode={self.mode!r})"
+
+
+# ------------------------------------------------------------------------ helpers
+
+
+def _is_llm(obj: Any) -> bool:
+    return obj is not None and hasattr(obj, "generate") and hasattr(obj, "llm_engine")
+
+
+def _architecture(model_config: Any) -> str:
+    arch = getattr(model_config, "architecture", None)
+    if arch:
+        return str(arch)
+    archs = getattr(getattr(model_config, "hf_config", None), "architectures", None) or []
+    return str(archs[0]) if archs else "unknown architecture"
+
+
+def _is_diffusion(model_config: Any) -> bool:
+    if getattr(model_config, "is_diffusion", False):
+        return True
+    return _architecture(model_config) in DIFFUSION_ARCHITECTURES
+
+
+def _served_canvas(vllm_config: Any) -> int:
+    """The served canvas width, as vLLM's strategy reads it."""
+    diffusion = getattr(vllm_config, "diffusion_config", None)
+    if diffusion is not None and getattr(diffusion, "canvas_length", None):
+        return int(diffusion.canvas_length)
+    canvas = getattr(vllm_config.model_config.hf_config, "canvas_length", None)
+    if not canvas:
+        raise ConfigurationError("the diffusion model's config has no canvas_length")
+    return int(canvas)
