@@ -81,3 +81,25 @@ def test_missing_reader_module_is_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "agentbranch.engine.readers.vllm", None)
     with pytest.raises(ab.ConfigurationError, match="vLLM reader could not be imported"):
         sel.build_reader(sel.Selection("vllm", "test", {"model": "m"}))
+
+
+def test_vllm_reader_gets_the_model_or_a_preset(monkeypatch):
+    made = []
+
+    class FakeVLLM(ab.ScriptedReader):
+        def __init__(self, llm=None, *, preset=None):
+            super().__init__()
+            made.append((llm, preset))
+
+    module = types.ModuleType("agentbranch.engine.readers.vllm")
+    module.VLLMReader = FakeVLLM
+    monkeypatch.setitem(sys.modules, "agentbranch.engine.readers.vllm", module)
+    sel.build_reader(sel.Selection("vllm", "t", {"model": "/models/dg"}))
+    sel.build_reader(sel.Selection("vllm", "t", {"model": "fp8"}))
+    assert made == [("/models/dg", None), (None, "fp8")]
+
+
+def test_remote_api_key_is_passed_not_shown():
+    s = sel.select({**REMOTE, "AGENTBRANCH_REMOTE_API_KEY": "sekret"})
+    assert s.settings["api_key"] == "sekret"
+    assert "sekret" not in s.reason

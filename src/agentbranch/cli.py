@@ -424,9 +424,16 @@ def engine(
         sel.ENV_VLLM_MODEL,
         sel.ENV_REMOTE_URL,
         sel.ENV_REMOTE_MODEL,
+        sel.ENV_REMOTE_API_KEY,
         sel.ENV_CALIBRATION,
     ):
-        console.print(f"  {key}={os.environ.get(key, '')!s}" if os.environ.get(key) else f"  {key} (unset)")
+        value = os.environ.get(key)
+        if not value:
+            console.print(f"  {key} (unset)")
+        elif key == sel.ENV_REMOTE_API_KEY:
+            console.print(f"  {key} (set)")
+        else:
+            console.print(f"  {key}={value}")
     if load:
         built, reason = _engine(None)
         console.print(f"built: {built.reader.name} ({built.reader.model})")

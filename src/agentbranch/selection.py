@@ -3,10 +3,12 @@
 The order, first match wins:
 
 1. **vLLM** (``VLLMReader``, offline ``LLM`` in this process) when
-   ``AGENTBRANCH_VLLM_MODEL`` names a DiffusionGemma checkpoint, a CUDA device is
+   ``AGENTBRANCH_VLLM_MODEL`` names a DiffusionGemma checkpoint (a model id or local
+   path, or an engine preset name: ``fp8``, ``nvfp4``, ``bf16``), a CUDA device is
    visible (``torch.cuda.is_available()``) and ``vllm`` imports.
 2. **remote** (``RemoteReader``) when ``AGENTBRANCH_REMOTE_URL`` points at a server
-   with ``/v1/systemone`` (``AGENTBRANCH_REMOTE_MODEL`` names the served model).
+   with ``/v1/systemone`` (``AGENTBRANCH_REMOTE_MODEL`` names the served model,
+   ``AGENTBRANCH_REMOTE_API_KEY`` is sent as a bearer token).
 3. **embedded** (``EmbeddedReader``): the MiniLM sentence embedder on CPU, offline.
 
 ``AGENTBRANCH_ENGINE=vllm|remote|embedded`` forces one; a forced engine that cannot
@@ -42,6 +44,7 @@ ENV_ENGINE = "AGENTBRANCH_ENGINE"
 ENV_VLLM_MODEL = "AGENTBRANCH_VLLM_MODEL"
 ENV_REMOTE_URL = "AGENTBRANCH_REMOTE_URL"
 ENV_REMOTE_MODEL = "AGENTBRANCH_REMOTE_MODEL"
+ENV_REMOTE_API_KEY = "AGENTBRANCH_REMOTE_API_KEY"
 ENV_CALIBRATION = "AGENTBRANCH_CALIBRATION"
 
 
@@ -120,6 +123,9 @@ def select(
             settings = {"base_url": url}
             if model:
                 settings["model"] = model
+            api_key = (env.get(ENV_REMOTE_API_KEY) or "").strip()
+            if api_key:
+                settings["api_key"] = api_key
             return Selection(
                 "remote",
                 f"remote /v1/systemone at {url}"
@@ -152,7 +158,14 @@ def build_reader(selection: Selection) -> Reader:
                 "(pip install 'agentbranch[vllm]') on a CUDA machine, or unset "
                 f"{ENV_VLLM_MODEL} to use another engine"
             ) from e
-        return VLLMReader(selection.settings["model"])
+        model = selection.settings["model"]
+        try:
+            from agentbranch.engine.presets import PRESETS
+        except ImportError:
+            PRESETS = {}
+        if model in PRESETS:
+            return VLLMReader(preset=model)
+        return VLLMReader(model)
     if selection.kind == "remote":
         try:
             from agentbranch.engine.readers.remote import RemoteReader
@@ -164,6 +177,8 @@ def build_reader(selection: Selection) -> Reader:
         kwargs: dict[str, Any] = {}
         if "model" in selection.settings:
             kwargs["model"] = selection.settings["model"]
+        if "api_key" in selection.settings:
+            kwargs["api_key"] = selection.settings["api_key"]
         return RemoteReader(selection.settings["base_url"], **kwargs)
     from agentbranch.engine.readers.embedded import EmbeddedReader
 
