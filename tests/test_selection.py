@@ -43,7 +43,9 @@ def test_forcing_an_engine():
     forced = {"AGENTBRANCH_ENGINE": "embedded", **REMOTE}
     assert sel.select(forced).kind == "embedded"
     with pytest.raises(ab.ConfigurationError, match="no CUDA"):
-        sel.select({"AGENTBRANCH_ENGINE": "vllm", **VLLM}, cuda_available=False, vllm_importable=True)
+        sel.select(
+            {"AGENTBRANCH_ENGINE": "vllm", **VLLM}, cuda_available=False, vllm_importable=True
+        )
     with pytest.raises(ab.ConfigurationError, match="AGENTBRANCH_REMOTE_URL is not set"):
         sel.select({"AGENTBRANCH_ENGINE": "remote"})
     with pytest.raises(ab.ConfigurationError, match="not an engine"):

@@ -67,11 +67,13 @@ def _label_for(qid: str, question: Question, raw: Any, where: str) -> str:
         mapped = {"yes": "yes", "true": "yes", "1": "yes", "no": "no", "false": "no", "0": "no"}
         if text in mapped:
             return mapped[text]
-    elif spec.type == "score" and (isinstance(raw, int) or str(raw).isdigit()):
-        if str(raw) not in options:
-            index = int(raw)
-            if 0 <= index < len(options):
-                return options[index]
+    elif (
+        spec.type == "score"
+        and (isinstance(raw, int) or str(raw).isdigit())
+        and str(raw) not in options
+        and 0 <= int(raw) < len(options)
+    ):
+        return options[int(raw)]
     if str(raw) in options:
         return str(raw)
     raise InvalidQuestionError(
@@ -435,9 +437,7 @@ def check_threshold(
     """Coverage and precision of a given threshold on ``scored`` (e.g. a held-out split)."""
     if threshold is None or not scored:
         return Threshold(target_precision, threshold, 0.0, float("nan"))
-    kept = [
-        _top(s) == s.label_index for s in scored if confidence_from(s.probs) >= threshold
-    ]
+    kept = [_top(s) == s.label_index for s in scored if confidence_from(s.probs) >= threshold]
     return Threshold(
         target_precision,
         threshold,

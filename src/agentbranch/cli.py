@@ -346,10 +346,10 @@ def calibrate(
     if as_json:
         print(json.dumps(report.as_dict(), indent=2))
         return
-    where = "held-out" if report.held_out else "fit set (in-sample: use --holdout for an honest figure)"
-    table = Table(
-        title=f"calibration: {report.n_fit} fit / {report.n_eval} evaluated ({where})"
+    where = (
+        "held-out" if report.held_out else "fit set (in-sample: use --holdout for an honest figure)"
     )
+    table = Table(title=f"calibration: {report.n_fit} fit / {report.n_eval} evaluated ({where})")
     for col in (
         "question",
         "n",
@@ -372,7 +372,9 @@ def calibrate(
             f"{_f(b.ece)} → {_f(a.ece)}",
             f"{_f(b.brier)} → {_f(a.brier)}",
             _f(t.threshold),
-            f"{_f(t.coverage, 2)} ({_f(t.precision, 2)})" if t.threshold is not None else "none reaches it",
+            f"{_f(t.coverage, 2)} ({_f(t.precision, 2)})"
+            if t.threshold is not None
+            else "none reaches it",
         )
     b, a = report.before, report.after
     table.add_row(
@@ -435,7 +437,7 @@ def engine(
         else:
             console.print(f"  {key}={value}")
     if load:
-        built, reason = _engine(None)
+        built, _ = _engine(None)
         console.print(f"built: {built.reader.name} ({built.reader.model})")
 
 

@@ -43,8 +43,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agentbranch.engine.reads import LabelRead, QuestionSpec, ReadRequest
 from agentbranch.engine.readers.base import Reader
+from agentbranch.engine.reads import LabelRead, QuestionSpec, ReadRequest
 from agentbranch.errors import ConfigurationError
 
 #: The model id reported in decisions.
@@ -218,9 +218,7 @@ class EmbeddedReader(Reader):
     def _answer(
         self, state: Any, q: QuestionSpec, texts: list[str | None], vecs: dict[str, Any]
     ) -> LabelRead:
-        sims = [
-            float(state @ vecs[t]) if t is not None else self.noul_baseline for t in texts
-        ]
+        sims = [float(state @ vecs[t]) if t is not None else self.noul_baseline for t in texts]
         scaled = [s / self.temperature for s in sims]
         top = max(scaled)
         log_z = top + math.log(sum(math.exp(x - top) for x in scaled))
