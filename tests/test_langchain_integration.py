@@ -70,13 +70,28 @@ def test_decision_model_reports_to_callbacks():
     assert "agentbranch" in h.starts
 
 
-def test_model_router_middleware_accepts_it():
+def test_model_router_middleware_routes_an_agent_with_it():
     mw = pytest.importorskip("langchain.agents.middleware")
-    router_cls = getattr(mw, "ModelRouterMiddleware", None)
-    if router_cls is None:
-        pytest.skip("this langchain has no ModelRouterMiddleware")
-    eng, _ = make()
-    router_cls(classifier=AgentBranchDecisionModel(engine=eng))  # type: ignore[call-arg]
+    from langchain.agents import create_agent
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    fast = GenericFakeChatModel(messages=iter([AIMessage("fast answer")]))
+    powerful = GenericFakeChatModel(messages=iter([AIMessage("powerful answer")]))
+    eng, reader = make({"model_route": sure("powerful")})
+    router = mw.ModelRouterMiddleware(
+        choices={
+            "fast": mw.ModelChoice(model=fast, criteria="Simple, well-scoped tasks."),
+            "powerful": mw.ModelChoice(model=powerful, criteria="Deep reasoning."),
+        },
+        instructions="Choose the least costly model suited to the task.",
+        classifier=AgentBranchDecisionModel(engine=eng),
+    )
+    agent = create_agent(fast, middleware=[router])
+    out = agent.invoke({"messages": [HumanMessage("Prove the lemma in the attached paper.")]})
+    assert out["messages"][-1].content == "powerful answer"
+    assert out["model_route"].choice == "powerful"
+    assert reader.calls[0][0].state == "human: Prove the lemma in the attached paper."
 
 
 def test_decision_tool_content_and_artifact():
