@@ -38,6 +38,7 @@ __all__ = [
     "Decision",
     "DecisionEngine",
     "Decisions",
+    "EmbeddedReader",
     "FailClosed",
     "FailOpen",
     "FallbackError",
@@ -50,11 +51,13 @@ __all__ = [
     "Policy",
     "Reader",
     "ReaderError",
+    "RemoteReader",
     "ReaderTimeoutError",
     "ScriptedReader",
     "SpecialTokenError",
     "StateTooLongError",
     "TransformersReader",
+    "VLLMReader",
     "choice",
     "decision_tool",
     "score",
@@ -65,6 +68,9 @@ __all__ = [
 _LAZY = {
     # Heavy dependencies (torch, langchain tools) load on first use.
     "TransformersReader": "agentbranch.engine.readers.transformers",
+    "EmbeddedReader": "agentbranch.engine.readers.embedded",
+    "VLLMReader": "agentbranch.engine.readers.vllm",
+    "RemoteReader": "agentbranch.engine.readers.remote",
     "AgentBranchDecisionModel": "agentbranch.langchain",
     "decision_tool": "agentbranch.langchain",
 }
