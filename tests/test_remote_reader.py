@@ -14,7 +14,6 @@ import httpx
 import pytest
 
 import agentbranch as ab
-from agentbranch.engine.reads import QuestionSpec, ReadRequest
 from agentbranch.engine.readers.remote import (
     RemoteReader,
     RemoteRequestError,
@@ -22,6 +21,7 @@ from agentbranch.engine.readers.remote import (
     build_payload,
     parse_answers,
 )
+from agentbranch.engine.reads import QuestionSpec, ReadRequest
 from agentbranch.errors import ConfigurationError, ReaderError, ReaderTimeoutError
 
 URL = "http://vllm.test:8000"
@@ -365,11 +365,7 @@ def test_retries_are_bounded():
     assert len(server.bodies) == 3
     server = FakeServer(failures=[httpx.ConnectError("refused")] * 10)
     with pytest.raises(RemoteUnavailableError, match="refused"):
-        asyncio.run(
-            reader_for(server, max_retries=1).aread(
-                [ONE]
-            )
-        )
+        asyncio.run(reader_for(server, max_retries=1).aread([ONE]))
     assert len(server.bodies) == 2
 
 
@@ -404,9 +400,7 @@ def test_404_model_hint():
         failures=[httpx.Response(404, json={"error": {"message": "The model `x` does not exist."}})]
     )
     with pytest.raises(RemoteRequestError, match="does not exist.*served model name"):
-        reader_for(server, model="x").read(
-            [ONE]
-        )
+        reader_for(server, model="x").read([ONE])
 
 
 def test_500_is_a_reader_error_without_retry():

@@ -37,7 +37,7 @@ for key, value in {
 (_RUN_DIR / "rpc").mkdir()
 sys.path.insert(0, str(Path(__file__).parent))
 
-from tiny_qwen3 import build_tiny_qwen3  # noqa: E402
+from tiny_qwen3 import build_tiny_qwen3
 
 #: The offline engine and the server are built alike, so their reads agree.
 ENGINE_ARGS: dict[str, Any] = {

@@ -21,8 +21,8 @@ import pytest
 from vllm_ref import FakeLLM, make_strategy, run_strategy
 
 import agentbranch as ab
-from agentbranch.engine.reads import ReadRequest
 from agentbranch.engine.readers.vllm import MAX_LOGPROB_TOKEN_IDS, VLLMReader
+from agentbranch.engine.reads import ReadRequest
 from agentbranch.questions import to_spec, validate_questions
 
 VOCAB = 512
@@ -281,8 +281,9 @@ def test_thought_block_is_never_doubled(vllm033, dg_thought_tokenizer):
         # vLLM seeds the noise from its (doubled) prompt, we from the prompt without the
         # template's block (what vLLM hashes with a template that writes none), so only
         # the noise token may differ; the rest of the canvas is equal.
-        assert our_params.extra_args["diffusion_seed_canvas"][1:] == (
-            their_params.extra_args["diffusion_seed_canvas"][1:]
+        assert (
+            our_params.extra_args["diffusion_seed_canvas"][1:]
+            == (their_params.extra_args["diffusion_seed_canvas"][1:])
         )
 
 

@@ -14,8 +14,8 @@ import pytest
 from vllm_ref import make_strategy, run_strategy
 
 import agentbranch as ab
-from agentbranch.engine.reads import ReadRequest
 from agentbranch.engine.readers.vllm import VLLMReader
+from agentbranch.engine.reads import ReadRequest
 from agentbranch.questions import to_spec, validate_questions
 
 QUESTIONS = {
@@ -173,7 +173,7 @@ def test_timeouts_and_engine_errors(qwen3_tokenizer) -> None:
 
     spec = tuple(to_spec(k, q) for k, q in validate_questions(QUESTIONS).items())
     request = ReadRequest(state="s", questions=spec)
-    args = dict(vocab_size=1024, max_model_len=2048, canvas_length=None)
+    args = {"vocab_size": 1024, "max_model_len": 2048, "canvas_length": None}
     slow = VLLMReader(SlowLLM(qwen3_tokenizer, **args), timeout_s=0.1)
     with pytest.raises(ab.ReaderTimeoutError, match="timeout_s"):
         slow.read([request])
@@ -189,7 +189,9 @@ def test_timeouts_and_engine_errors(qwen3_tokenizer) -> None:
     with pytest.raises(ab.ReaderError, match="closed"):
         broken.read([request])
     # A state longer than the model's context is refused before it reaches vLLM.
-    small = VLLMReader(FakeLLM(qwen3_tokenizer, vocab_size=1024, max_model_len=64, canvas_length=None))
+    small = VLLMReader(
+        FakeLLM(qwen3_tokenizer, vocab_size=1024, max_model_len=64, canvas_length=None)
+    )
     with pytest.raises(ab.StateTooLongError):
         small.read([ReadRequest(state="word " * 200, questions=spec)])
     small.close()

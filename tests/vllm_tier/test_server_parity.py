@@ -52,8 +52,8 @@ CASES: list[tuple[Any, dict[str, Any], str | None]] = [
 
 def system_one(url: str, state: Any, questions: dict[str, Any], instructions: str | None):
     """The raw answers of vLLM's endpoint, from the same wire body RemoteReader sends."""
-    from agentbranch.engine.reads import ReadRequest
     from agentbranch.engine.readers.remote import build_payload
+    from agentbranch.engine.reads import ReadRequest
     from agentbranch.questions import to_spec, validate_questions
     from agentbranch.state import render_state
 

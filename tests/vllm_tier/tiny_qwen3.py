@@ -29,12 +29,53 @@ ADDED_TOKENS = ("<think>", "</think>")
 
 #: Words given their own token (one merge chain each), so the vocab looks a bit like
 #: a real one and ``yes``/``no`` are single tokens.
-WORDS = (
-    "yes", "no", "Yes", "No", "the", "The", "and", "is", "to", "of", "a", "in",
-    "Question", "Answer", "with", "letter", "one", "option", "only", "number",
-    "level", "user", "assistant", "system", "ticket", "refund", "billing", "bug",
-    "account", "urgent", "customer", "order", "error", "help", "please", "money",
-    "back", "password", "reset", "low", "medium", "high", "critical", "none",
+WORDS = tuple(
+    [
+        "yes",
+        "no",
+        "Yes",
+        "No",
+        "the",
+        "The",
+        "and",
+        "is",
+        "to",
+        "of",
+        "a",
+        "in",
+        "Question",
+        "Answer",
+        "with",
+        "letter",
+        "one",
+        "option",
+        "only",
+        "number",
+        "level",
+        "user",
+        "assistant",
+        "system",
+        "ticket",
+        "refund",
+        "billing",
+        "bug",
+        "account",
+        "urgent",
+        "customer",
+        "order",
+        "error",
+        "help",
+        "please",
+        "money",
+        "back",
+        "password",
+        "reset",
+        "low",
+        "medium",
+        "high",
+        "critical",
+        "none",
+    ]
 )
 
 #: Qwen2/Qwen3's pre-tokenizer split pattern.
@@ -159,8 +200,8 @@ def build_tiny_qwen3(
     from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
     path = write_tokenizer(path)
-    n_tokens = len(build_tokenizer_json()["model"]["vocab"]) + len(SPECIAL_TOKENS) + len(
-        ADDED_TOKENS
+    n_tokens = (
+        len(build_tokenizer_json()["model"]["vocab"]) + len(SPECIAL_TOKENS) + len(ADDED_TOKENS)
     )
     if n_tokens > vocab_size:
         raise ValueError(f"the tokenizer has {n_tokens} tokens, more than {vocab_size}")

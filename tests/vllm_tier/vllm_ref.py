@@ -33,8 +33,8 @@ from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
-from agentbranch.engine.reads import QuestionSpec, ReadRequest
 from agentbranch.engine.readers.remote import build_payload, question_keys
+from agentbranch.engine.reads import QuestionSpec, ReadRequest
 
 # ----------------------------------------------------------------- the strategy code
 
@@ -199,7 +199,7 @@ class StandInRenderer:
         from vllm.renderers import merge_kwargs
         from vllm.renderers.hf import safe_apply_chat_template
 
-        defaults = merge_kwargs(default_template_kwargs, dict(tools=tool_dicts, tokenize=False))
+        defaults = merge_kwargs(default_template_kwargs, {"tools": tool_dicts, "tokenize": False})
         chat_params = request.build_chat_params(
             default_template, default_template_content_format
         ).with_defaults(defaults)

@@ -37,7 +37,7 @@ from typing import Any
 
 from agentbranch.errors import ConfigurationError
 
-__all__ = ["EnginePreset", "PRESETS", "get_preset"]
+__all__ = ["PRESETS", "EnginePreset", "get_preset"]
 
 
 @dataclass(frozen=True)
@@ -69,8 +69,7 @@ class EnginePreset:
         canvas = canvas_length or self.canvas_length
         if canvas < 16:
             raise ConfigurationError(
-                f"canvas_length={canvas} is too small: a structured read needs a "
-                "16-token canvas"
+                f"canvas_length={canvas} is too small: a structured read needs a 16-token canvas"
             )
         kwargs: dict[str, Any] = {
             "model": self.model,

@@ -44,8 +44,8 @@ from typing import Any
 
 import httpx
 
-from agentbranch.engine.reads import LabelRead, QuestionSpec, ReadRequest
 from agentbranch.engine.readers.base import Reader
+from agentbranch.engine.reads import LabelRead, QuestionSpec, ReadRequest
 from agentbranch.errors import ConfigurationError, ReaderError, ReaderTimeoutError
 
 __all__ = [
@@ -356,9 +356,7 @@ class RemoteReader(Reader):
                     pass
         return delay
 
-    def _handle(
-        self, request: ReadRequest, response: httpx.Response
-    ) -> list[LabelRead] | None:
+    def _handle(self, request: ReadRequest, response: httpx.Response) -> list[LabelRead] | None:
         """The reads, or ``None`` when the status is worth a retry."""
         if response.status_code in RETRY_STATUSES:
             return None

@@ -59,8 +59,8 @@ import structlog
 
 from agentbranch.engine.canvas import CanvasPlanner, NextTokenPlanner
 from agentbranch.engine.presets import EnginePreset, get_preset
-from agentbranch.engine.reads import LabelRead, ReadRequest, SlotLogprobs, TokenRead
 from agentbranch.engine.readers.canvas_reader import TokenReader
+from agentbranch.engine.reads import LabelRead, ReadRequest, SlotLogprobs, TokenRead
 from agentbranch.errors import (
     AgentBranchError,
     ConfigurationError,
@@ -71,7 +71,7 @@ from agentbranch.errors import (
 if TYPE_CHECKING:
     from vllm import LLM, SamplingParams
 
-__all__ = ["VLLMReader", "MAX_LOGPROB_TOKEN_IDS", "DIFFUSION_ARCHITECTURES"]
+__all__ = ["DIFFUSION_ARCHITECTURES", "MAX_LOGPROB_TOKEN_IDS", "VLLMReader"]
 
 log = structlog.stdlib.get_logger("agentbranch.vllm")
 
@@ -141,9 +141,7 @@ def engine_requests(
             }
             if max_steps > 1:
                 slots = {s.position for s in read.slots}
-                extra["diffusion_pinned"] = [
-                    p for p in range(len(read.canvas)) if p not in slots
-                ]
+                extra["diffusion_pinned"] = [p for p in range(len(read.canvas)) if p not in slots]
             if constrained:
                 extra["diffusion_constrained"] = True
         else:
@@ -271,9 +269,7 @@ class VLLMReader(TokenReader):
         if max_steps < 1:
             raise ConfigurationError("max_steps must be at least 1")
         if mode not in (None, "diffusion", "next_token"):
-            raise ConfigurationError(
-                f"mode must be 'diffusion' or 'next_token', got {mode!r}"
-            )
+            raise ConfigurationError(f"mode must be 'diffusion' or 'next_token', got {mode!r}")
         self._owns_llm = not _is_llm(llm)
         if self._owns_llm:
             llm = self._build_llm(llm, preset, llm_kwargs)
@@ -343,9 +339,7 @@ class VLLMReader(TokenReader):
         self._queue: queue.Queue[Any] = queue.Queue()
         self._closed = False
         self._lock = threading.Lock()
-        self._worker = threading.Thread(
-            target=self._run, name="agentbranch-vllm", daemon=True
-        )
+        self._worker = threading.Thread(target=self._run, name="agentbranch-vllm", daemon=True)
         self._worker.start()
 
     # -- construction ----------------------------------------------------------------
@@ -402,9 +396,7 @@ class VLLMReader(TokenReader):
             return [[] for _ in requests]
         job = self._submit(batch)
         try:
-            slot_reads_ = await asyncio.wait_for(
-                asyncio.wrap_future(job.future), self.timeout_s
-            )
+            slot_reads_ = await asyncio.wait_for(asyncio.wrap_future(job.future), self.timeout_s)
         except TimeoutError:
             job.future.cancel()
             raise self._timeout() from None
@@ -490,9 +482,7 @@ class VLLMReader(TokenReader):
         self.generate_calls += 1
         self.reads_run += len(reads)
         if len(outputs) != len(requests):
-            raise ReaderError(
-                f"vLLM returned {len(outputs)} outputs for {len(requests)} requests"
-            )
+            raise ReaderError(f"vLLM returned {len(outputs)} outputs for {len(requests)} requests")
         merged: list[list[dict[int, float]]] = [[] for _ in reads]
         tokens: list[list[int]] = [[] for _ in reads]
         for request, output in zip(requests, outputs):
@@ -503,16 +493,13 @@ class VLLMReader(TokenReader):
                 raise ReaderError("vLLM reported a generation error for a read")
             if not completion.logprobs:
                 raise ReaderError(
-                    "vLLM returned no logprobs; the LLM must allow logprob_token_ids "
-                    "(vLLM >= 0.31)"
+                    "vLLM returned no logprobs; the LLM must allow logprob_token_ids (vLLM >= 0.31)"
                 )
             positions = merged[request.read_index]
             for p, at in enumerate(completion.logprobs):
                 if p >= len(positions):
                     positions.append({})
-                positions[p].update(
-                    (i, float(at[i].logprob)) for i in request.label_ids if i in at
-                )
+                positions[p].update((i, float(at[i].logprob)) for i in request.label_ids if i in at)
             tokens[request.read_index] = list(completion.token_ids)
         return [slot_reads(r, merged[i], tokens[i]) for i, r in enumerate(reads)]
 
