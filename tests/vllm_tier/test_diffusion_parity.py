@@ -212,6 +212,40 @@ def test_constrained_and_more_steps_pass_vllms_validation(vllm033, dg_tokenizer,
         assert len(pinned) == width - (len(read.questions) if joint else 1)
 
 
+def test_variant_shares_the_worker_and_batches_with_the_original(dg_tokenizer):
+    """``reader.variant(max_steps=...)`` is the "more effort" reader on the same LLM:
+    concurrent reads of both go out in ONE generate call, each with its own options."""
+    import threading
+
+    read = ReadRequest(state=STATES["text"], questions=specs(QUESTION_SETS["mixed"]))
+    reader, llm = reader_over(dg_tokenizer)
+    effort = reader.variant(max_steps=6, constrained=True)
+    assert effort.max_steps == 6 and reader.max_steps == 1
+    reader.batch_window_s = 0.5
+    barrier = threading.Barrier(2)
+
+    def run(r: VLLMReader) -> None:
+        barrier.wait()
+        r.read([read])
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in (reader, effort)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    effort.close()  # a no-op: the original owns the worker
+    assert reader.read([read])
+    reader.close()
+    assert len(llm.calls[0]) == 2 * len(read.questions)
+    steps = sorted(p.extra_args["diffusion_max_steps"] for _, p in llm.calls[0])
+    assert steps == [1] * len(read.questions) + [6] * len(read.questions)
+    for _, params in llm.calls[0]:
+        extra = params.extra_args
+        assert ("diffusion_pinned" in extra) == (extra["diffusion_max_steps"] == 6)
+        assert extra.get("diffusion_constrained", False) == (extra["diffusion_max_steps"] == 6)
+    assert llm.validated == len(llm.calls[0]) + len(llm.calls[1])
+
+
 def test_split_label_ids_above_the_logprob_cap(vllm033, dg_tokenizer):
     """Reads whose label ids exceed the cap go out as several requests with the same
     prompt and canvas; the answers are the unsplit ones."""

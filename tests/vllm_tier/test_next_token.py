@@ -127,7 +127,7 @@ def test_split_label_ids_give_the_same_read(reader: VLLMReader) -> None:
         assert s.argmax_is_label == w.argmax_is_label
 
 
-def test_requests_equal_vllms_next_token_strategy(vllm032, qwen3_tokenizer, llm) -> None:
+def test_requests_equal_vllms_next_token_strategy(vllm032, qwen3_tokenizer, reader) -> None:
     """The prompts and SamplingParams equal those of vLLM's ``NextTokenStrategy``
     (driven through its real code with the stand-in context) for the same questions."""
     from vllm_ref import FakeLLM
@@ -153,9 +153,7 @@ def test_requests_equal_vllms_next_token_strategy(vllm032, qwen3_tokenizer, llm)
         assert repr(our_params) == repr(params)
         assert our_params.max_tokens == 1 and our_params.temperature == 0.0
     # And the real LLM's tokenizer renders the same prompt ids as the stand-in's.
-    real = VLLMReader(llm)
-    plan = real.planner.plan(request)
-    real.close()
+    plan = reader.planner.plan(request)
     assert [list(t.prompt_ids) for t in plan.token_reads] == [ids for ids, _ in engine.calls]
 
 
@@ -188,6 +186,8 @@ def test_timeouts_and_engine_errors(qwen3_tokenizer) -> None:
     broken.close()
     with pytest.raises(ab.ReaderError, match="closed"):
         broken.read([request])
+    with pytest.raises(ab.ConfigurationError, match="diffusion reads only"):
+        VLLMReader(FakeLLM(qwen3_tokenizer, **args)).variant(max_steps=4)
     # A state longer than the model's context is refused before it reaches vLLM.
     small = VLLMReader(
         FakeLLM(qwen3_tokenizer, vocab_size=1024, max_model_len=64, canvas_length=None)

@@ -43,6 +43,7 @@ vLLM starts worker processes.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import math
 import os
@@ -215,10 +216,155 @@ def slot_reads(
 @dataclass
 class _Job:
     reads: list[TokenRead]
+    constrained: bool
+    max_steps: int
+    max_ids: int
     future: Future[list[list[SlotLogprobs]]] = field(default_factory=Future)
 
 
 _STOP = object()
+
+
+class _EngineWorker:
+    """The one thread that owns an ``LLM``: takes queued jobs, runs each batch as ONE
+    ``generate`` call, hands every job its slice of the results."""
+
+    def __init__(self, llm: Any, mode: Mode, batch_window_s: float, max_batch_reads: int | None):
+        self.llm = llm
+        self.mode = mode
+        self.batch_window_s = batch_window_s
+        self.max_batch_reads = max_batch_reads
+        self.generate_calls = 0
+        self.reads_run = 0
+        self.closed = False
+        self._queue: queue.Queue[Any] = queue.Queue()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="agentbranch-vllm", daemon=True)
+        self._thread.start()
+
+    def submit(self, job: _Job) -> None:
+        with self._lock:
+            if self.closed:
+                raise ReaderError("this VLLMReader is closed; create a new one")
+            self._queue.put(job)
+
+    def close(self) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            self._queue.put(_STOP)
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=60)
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is _STOP:
+                return
+            jobs = [first]
+            count = len(first.reads)
+            deadline = time.monotonic() + self.batch_window_s
+            stop = False
+            while self.max_batch_reads is None or count < self.max_batch_reads:
+                try:
+                    nxt = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    break
+                if nxt is _STOP:
+                    stop = True
+                    break
+                jobs.append(nxt)
+                count += len(nxt.reads)
+            self._run_jobs(jobs)
+            if stop:
+                return
+
+    def _run_jobs(self, jobs: list[_Job]) -> None:
+        batch: list[tuple[_Job, list[EngineRequest]]] = []
+        for job in jobs:
+            if not job.future.set_running_or_notify_cancel():
+                continue
+            try:
+                requests = engine_requests(
+                    job.reads,
+                    mode=self.mode,
+                    constrained=job.constrained,
+                    max_steps=job.max_steps,
+                    max_ids=job.max_ids,
+                )
+            except AgentBranchError as e:
+                job.future.set_exception(e)
+                continue
+            batch.append((job, requests))
+        if not batch:
+            return
+        try:
+            results = self._generate(batch)
+        except BaseException as e:  # noqa: BLE001 - every waiter must hear of it
+            error = e if isinstance(e, AgentBranchError) else _engine_error(e)
+            for job, _ in batch:
+                job.future.set_exception(error)
+            return
+        for (job, _), result in zip(batch, results):
+            job.future.set_result(result)
+
+    def _generate(
+        self, batch: list[tuple[_Job, list[EngineRequest]]]
+    ) -> list[list[list[SlotLogprobs]]]:
+        """ONE ``LLM.generate`` call for every job's requests."""
+        from vllm.inputs import TokensPrompt
+
+        requests = [r for _, rs in batch for r in rs]
+        prompts = [TokensPrompt(prompt_token_ids=r.prompt_ids) for r in requests]
+        params = [sampling_params(r) for r in requests]
+        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        self.generate_calls += 1
+        self.reads_run += sum(len(job.reads) for job, _ in batch)
+        if len(outputs) != len(requests):
+            raise ReaderError(f"vLLM returned {len(outputs)} outputs for {len(requests)} requests")
+        results = []
+        at = 0
+        for job, job_requests in batch:
+            job_outputs = outputs[at : at + len(job_requests)]
+            at += len(job_requests)
+            results.append(_fold_outputs(job.reads, job_requests, job_outputs))
+        return results
+
+
+def _fold_outputs(
+    reads: list[TokenRead], requests: list[EngineRequest], outputs: Sequence[Any]
+) -> list[list[SlotLogprobs]]:
+    """Each read's ``SlotLogprobs`` from its requests' outputs (merging split requests)."""
+    merged: list[list[dict[int, float]]] = [[] for _ in reads]
+    tokens: list[list[int]] = [[] for _ in reads]
+    for request, output in zip(requests, outputs):
+        if not output.outputs:
+            raise ReaderError("vLLM returned a request without output")
+        completion = output.outputs[0]
+        if completion.finish_reason == "error":
+            raise ReaderError("vLLM reported a generation error for a read")
+        if not completion.logprobs:
+            raise ReaderError(
+                "vLLM returned no logprobs; the LLM must allow logprob_token_ids (vLLM >= 0.31)"
+            )
+        positions = merged[request.read_index]
+        for p, at in enumerate(completion.logprobs):
+            if p >= len(positions):
+                positions.append({})
+            positions[p].update((i, float(at[i].logprob)) for i in request.label_ids if i in at)
+        tokens[request.read_index] = list(completion.token_ids)
+    return [slot_reads(r, merged[i], tokens[i]) for i, r in enumerate(reads)]
+
+
+def _engine_error(e: BaseException) -> ReaderError:
+    error = ReaderError(
+        f"vLLM failed the read: {type(e).__name__}: {e}. If the engine died (out of "
+        "memory, lost GPU), rebuild the reader; if vLLM rejected the request, check "
+        "that the LLM is the model the reader was built for."
+    )
+    error.__cause__ = e
+    return error
 
 
 class VLLMReader(TokenReader):
@@ -242,6 +388,11 @@ class VLLMReader(TokenReader):
             vLLM schedules ``max_num_seqs`` at a time anyway).
         model_id: the name reported in decisions (default: the served model).
         **llm_kwargs: extra ``vllm.LLM`` arguments when the reader builds the LLM.
+
+    ``reader.variant(max_steps=8)`` (or ``constrained=True``) is a reader with other read
+    options on the same LLM and worker — the "more effort" fallback. Do not give the same
+    ``LLM`` to two readers (two workers would call ``generate`` concurrently); use
+    ``variant``.
     """
 
     name = "vllm"
@@ -279,68 +430,61 @@ class VLLMReader(TokenReader):
                 "pass a model id/path instead of an LLM, or configure your LLM yourself"
             )
         self.llm: Any = llm
-        model_config = llm.llm_engine.vllm_config.model_config
-        vllm_config = llm.llm_engine.vllm_config
-        logprobs_mode = getattr(model_config, "logprobs_mode", "raw_logprobs")
-        if logprobs_mode not in _LOGPROBS_MODES:
-            raise ConfigurationError(
-                f"the LLM returns {logprobs_mode}, not log probabilities; build it with "
-                "logprobs_mode='raw_logprobs' (the default)"
-            )
-        detected: Mode = "diffusion" if _is_diffusion(model_config) else "next_token"
-        self.mode: Mode = mode or detected
-        if self.mode != detected:
-            raise ConfigurationError(
-                f"mode={mode!r} but the model ({_architecture(model_config)}) is a "
-                f"{'diffusion' if detected == 'diffusion' else 'causal'} model; use "
-                f"mode={detected!r} or leave mode unset"
-            )
-        if self.mode == "next_token" and (constrained or max_steps != 1):
-            raise ConfigurationError(
-                "constrained and max_steps apply to diffusion reads only; a next-token "
-                "read is one forward pass over the full vocabulary"
-            )
-        self.constrained = constrained
-        self.max_steps = max_steps
-        served_name = getattr(model_config, "served_model_name", None)
-        self.model = model_id or str(served_name or model_config.model)
-        self.vocab_size = int(model_config.get_vocab_size())
-        self.max_model_len = int(model_config.max_model_len)
-        tokenizer = llm.get_tokenizer()
-        template = chat_template
-        if template is None:
-            template = getattr(llm, "chat_template", None)
-        if self.mode == "diffusion":
-            self.served_canvas = _served_canvas(vllm_config)
-            self.planner = CanvasPlanner(
-                tokenizer,
-                vocab_size=self.vocab_size,
-                served_canvas=self.served_canvas,
-                max_model_len=self.max_model_len,
-                chat_template=template,
-                special_tokens=special_tokens,
-                template_kwargs=template_kwargs,
-            )
-        else:
-            self.served_canvas = 0
-            self.planner = NextTokenPlanner(
-                tokenizer,
-                max_model_len=self.max_model_len,
-                chat_template=template,
-                special_tokens=special_tokens,
-                template_kwargs=template_kwargs,
-            )
+        try:
+            model_config = llm.llm_engine.vllm_config.model_config
+            vllm_config = llm.llm_engine.vllm_config
+            logprobs_mode = getattr(model_config, "logprobs_mode", "raw_logprobs")
+            if logprobs_mode not in _LOGPROBS_MODES:
+                raise ConfigurationError(
+                    f"the LLM returns {logprobs_mode}, not log probabilities; build it with "
+                    "logprobs_mode='raw_logprobs' (the default)"
+                )
+            detected: Mode = "diffusion" if _is_diffusion(model_config) else "next_token"
+            self.mode: Mode = mode or detected
+            if self.mode != detected:
+                raise ConfigurationError(
+                    f"mode={mode!r} but the model ({_architecture(model_config)}) is a "
+                    f"{'diffusion' if detected == 'diffusion' else 'causal'} model; use "
+                    f"mode={detected!r} or leave mode unset"
+                )
+            self.constrained = constrained
+            self.max_steps = max_steps
+            self._check_options()
+            served_name = getattr(model_config, "served_model_name", None)
+            self.model = model_id or str(served_name or model_config.model)
+            self.vocab_size = int(model_config.get_vocab_size())
+            self.max_model_len = int(model_config.max_model_len)
+            tokenizer = llm.get_tokenizer()
+            template = chat_template
+            if template is None:
+                template = getattr(llm, "chat_template", None)
+            if self.mode == "diffusion":
+                self.served_canvas = _served_canvas(vllm_config)
+                self.planner = CanvasPlanner(
+                    tokenizer,
+                    vocab_size=self.vocab_size,
+                    served_canvas=self.served_canvas,
+                    max_model_len=self.max_model_len,
+                    chat_template=template,
+                    special_tokens=special_tokens,
+                    template_kwargs=template_kwargs,
+                )
+            else:
+                self.served_canvas = 0
+                self.planner = NextTokenPlanner(
+                    tokenizer,
+                    max_model_len=self.max_model_len,
+                    chat_template=template,
+                    special_tokens=special_tokens,
+                    template_kwargs=template_kwargs,
+                )
+        except BaseException:
+            if self._owns_llm:
+                _shutdown(llm)
+            raise
         self.timeout_s = timeout_s
-        self.batch_window_s = batch_window_s
-        self.max_batch_reads = max_batch_reads
-        #: generate() calls and token reads run so far (for tests and metrics).
-        self.generate_calls = 0
-        self.reads_run = 0
-        self._queue: queue.Queue[Any] = queue.Queue()
-        self._closed = False
-        self._lock = threading.Lock()
-        self._worker = threading.Thread(target=self._run, name="agentbranch-vllm", daemon=True)
-        self._worker.start()
+        self._worker = _EngineWorker(llm, self.mode, batch_window_s, max_batch_reads)
+        self._is_variant = False
 
     # -- construction ----------------------------------------------------------------
 
@@ -409,126 +553,80 @@ class VLLMReader(TokenReader):
         )
 
     def _submit(self, reads: list[TokenRead]) -> _Job:
-        job = _Job(reads)
-        with self._lock:
-            if self._closed:
-                raise ReaderError("this VLLMReader is closed; create a new one")
-            self._queue.put(job)
+        job = _Job(reads, self.constrained, self.max_steps, self.max_logprob_ids)
+        self._worker.submit(job)
         return job
 
-    def _run(self) -> None:
-        while True:
-            first = self._queue.get()
-            if first is _STOP:
-                return
-            jobs = [first]
-            count = len(first.reads)
-            deadline = time.monotonic() + self.batch_window_s
-            stop = False
-            while self.max_batch_reads is None or count < self.max_batch_reads:
-                try:
-                    nxt = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
-                except queue.Empty:
-                    break
-                if nxt is _STOP:
-                    stop = True
-                    break
-                jobs.append(nxt)
-                count += len(nxt.reads)
-            self._run_jobs(jobs)
-            if stop:
-                return
+    # -- options and counters --------------------------------------------------------
 
-    def _run_jobs(self, jobs: list[_Job]) -> None:
-        live = [j for j in jobs if j.future.set_running_or_notify_cancel()]
-        if not live:
-            return
-        reads = [r for j in live for r in j.reads]
-        try:
-            results = self._generate(reads)
-        except BaseException as e:  # noqa: BLE001 - every waiter must hear of it
-            error = e if isinstance(e, AgentBranchError) else self._engine_error(e)
-            for j in live:
-                j.future.set_exception(error)
-            return
-        at = 0
-        for j in live:
-            j.future.set_result(results[at : at + len(j.reads)])
-            at += len(j.reads)
+    def variant(
+        self, *, constrained: bool | None = None, max_steps: int | None = None
+    ) -> VLLMReader:
+        """The same LLM and worker with other read options, e.g. the "more effort"
+        fallback ``reader.variant(max_steps=8)``. Reads of both share ``generate`` calls;
+        closing a variant leaves the shared worker running (close the original)."""
+        other = copy.copy(self)
+        other.constrained = self.constrained if constrained is None else constrained
+        other.max_steps = self.max_steps if max_steps is None else max_steps
+        other._is_variant = True
+        other._check_options()
+        return other
 
-    def _engine_error(self, e: BaseException) -> ReaderError:
-        error = ReaderError(
-            f"vLLM failed the read: {type(e).__name__}: {e}. If the engine died (out of "
-            "memory, lost GPU), rebuild the reader; if vLLM rejected the request, check "
-            "that the LLM is the model the reader was built for."
-        )
-        error.__cause__ = e
-        return error
+    def _check_options(self) -> None:
+        if self.max_steps < 1:
+            raise ConfigurationError("max_steps must be at least 1")
+        if self.mode == "next_token" and (self.constrained or self.max_steps != 1):
+            raise ConfigurationError(
+                "constrained and max_steps apply to diffusion reads only; a next-token "
+                "read is one forward pass over the full vocabulary"
+            )
 
-    def _generate(self, reads: list[TokenRead]) -> list[list[SlotLogprobs]]:
-        """ONE ``LLM.generate`` call for every read (and its split requests)."""
-        from vllm.inputs import TokensPrompt
+    @property
+    def batch_window_s(self) -> float:
+        """How long the worker waits for more calls once one arrived."""
+        return self._worker.batch_window_s
 
-        requests = engine_requests(
-            reads,
-            mode=self.mode,
-            constrained=self.constrained,
-            max_steps=self.max_steps,
-            max_ids=self.max_logprob_ids,
-        )
-        prompts = [TokensPrompt(prompt_token_ids=r.prompt_ids) for r in requests]
-        params = [sampling_params(r) for r in requests]
-        outputs = self.llm.generate(prompts, params, use_tqdm=False)
-        self.generate_calls += 1
-        self.reads_run += len(reads)
-        if len(outputs) != len(requests):
-            raise ReaderError(f"vLLM returned {len(outputs)} outputs for {len(requests)} requests")
-        merged: list[list[dict[int, float]]] = [[] for _ in reads]
-        tokens: list[list[int]] = [[] for _ in reads]
-        for request, output in zip(requests, outputs):
-            if not output.outputs:
-                raise ReaderError("vLLM returned a request without output")
-            completion = output.outputs[0]
-            if completion.finish_reason == "error":
-                raise ReaderError("vLLM reported a generation error for a read")
-            if not completion.logprobs:
-                raise ReaderError(
-                    "vLLM returned no logprobs; the LLM must allow logprob_token_ids (vLLM >= 0.31)"
-                )
-            positions = merged[request.read_index]
-            for p, at in enumerate(completion.logprobs):
-                if p >= len(positions):
-                    positions.append({})
-                positions[p].update((i, float(at[i].logprob)) for i in request.label_ids if i in at)
-            tokens[request.read_index] = list(completion.token_ids)
-        return [slot_reads(r, merged[i], tokens[i]) for i, r in enumerate(reads)]
+    @batch_window_s.setter
+    def batch_window_s(self, value: float) -> None:
+        self._worker.batch_window_s = value
+
+    @property
+    def generate_calls(self) -> int:
+        """``LLM.generate`` calls run so far (for tests and metrics)."""
+        return self._worker.generate_calls
+
+    @property
+    def reads_run(self) -> int:
+        """Token reads run so far."""
+        return self._worker.reads_run
 
     # -- lifecycle -------------------------------------------------------------------
 
     def close(self) -> None:
         """Stop the worker (after the queued reads) and shut down an LLM the reader
-        built. Idempotent."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            self._queue.put(_STOP)
-        if self._worker is not threading.current_thread():
-            self._worker.join(timeout=60)
+        built. Idempotent; a no-op on a ``variant``."""
+        if self._is_variant or self._worker.closed:
+            return
+        self._worker.close()
         if self._owns_llm:
-            core = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
-            shutdown = getattr(core, "shutdown", None)
-            if callable(shutdown):
-                try:
-                    shutdown()
-                except Exception as e:  # noqa: BLE001
-                    log.warning("vllm shutdown failed", error=repr(e))
+            _shutdown(self.llm)
 
     def __repr__(self) -> str:
         return f"VLLMReader(model={self.model!r}, mode={self.mode!r})"
 
 
 # ------------------------------------------------------------------------ helpers
+
+
+def _shutdown(llm: Any) -> None:
+    """Stop the engine processes of an LLM the reader built."""
+    core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+    shutdown = getattr(core, "shutdown", None)
+    if callable(shutdown):
+        try:
+            shutdown()
+        except Exception as e:  # noqa: BLE001
+            log.warning("vllm shutdown failed", error=repr(e))
 
 
 def _is_llm(obj: Any) -> bool:
