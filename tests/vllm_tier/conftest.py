@@ -141,6 +141,8 @@ _SERVER: _Server | None = None
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     global _SERVER
+    if config.option.collectonly:
+        return
     if any("vllm_server" in getattr(item, "fixturenames", ()) for item in items):
         _SERVER = _Server()
 
