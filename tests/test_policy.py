@@ -293,3 +293,23 @@ def test_async_fail_open():
     )
     rec = asyncio.run(r.aresolve("x"))["urgent"]
     assert rec["decided_by"] == "fail_open" and rec["label"] == "yes"
+
+
+def test_more_effort_on_another_engine():
+    """``MoreDraws(engine=...)``: escalate to another engine, e.g. a vLLM reader variant
+    with more denoising steps; its confident read is taken, the base engine read once."""
+    base = ab.ScriptedReader({"team": {"billing": 0.4, "outage": 0.35, "bug": 0.25}})
+    stronger = ab.ScriptedReader({"team": {"billing": 0.02, "outage": 0.97, "bug": 0.01}},
+                                 model="stronger")
+    model = StrictFakeChat(replies=[])
+    r = Resolver(
+        ab.DecisionEngine(base),
+        {"team": TEAM},
+        Policy(take_at=0.6, fallbacks=[MoreDraws(1, engine=ab.DecisionEngine(stronger)),
+                                       Generate(model)]),
+    )
+    rec = r.resolve("x")["team"]
+    assert rec["label"] == "outage" and rec["model"] == "stronger"
+    assert len(base.calls) == 1 and len(stronger.calls) == 1 and model.calls == 0
+    with pytest.raises(ConfigurationError):
+        MoreDraws(1)

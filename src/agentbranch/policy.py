@@ -53,13 +53,21 @@ ReviewFn = Callable[[dict[str, Any]], str]
 @dataclass(frozen=True)
 class MoreDraws:
     """More engine effort: re-read with ``draws`` noise draws (averaged). The new read is
-    taken when it clears the policy's take threshold; otherwise the next fallback runs."""
+    taken when it clears the policy's take threshold; otherwise the next fallback runs.
+
+    With ``engine``, the re-read goes through that engine instead — e.g. more denoising
+    steps on the same vLLM instance:
+    ``MoreDraws(draws=1, engine=DecisionEngine(vllm_reader.variant(max_steps=4)))``.
+    """
 
     draws: int = 8
+    engine: Any = None
 
     def __post_init__(self) -> None:
-        if self.draws < 2:
-            raise ConfigurationError("MoreDraws(draws=...) needs at least 2 draws")
+        if self.draws < (1 if self.engine is not None else 2):
+            raise ConfigurationError(
+                "MoreDraws(draws=...) needs at least 2 draws (or another engine=...)"
+            )
 
 
 @dataclass(frozen=True)
@@ -435,7 +443,8 @@ class Resolver:
         errors: list[str] = []
         for fb in policy.fallbacks:
             if isinstance(fb, MoreDraws):
-                d = self.engine.decide(state, {qid: self.questions[qid]}, draws=fb.draws)[qid]
+                engine = fb.engine or self.engine
+                d = engine.decide(state, {qid: self.questions[qid]}, draws=fb.draws)[qid]
                 new = self._redo(qid, d, policy, fb.draws)
                 if new is not None:
                     return new
@@ -477,9 +486,8 @@ class Resolver:
         errors: list[str] = []
         for fb in policy.fallbacks:
             if isinstance(fb, MoreDraws):
-                d = (
-                    await self.engine.adecide(state, {qid: self.questions[qid]}, draws=fb.draws)
-                )[qid]
+                engine = fb.engine or self.engine
+                d = (await engine.adecide(state, {qid: self.questions[qid]}, draws=fb.draws))[qid]
                 new = self._redo(qid, d, policy, fb.draws)
                 if new is not None:
                     return new
