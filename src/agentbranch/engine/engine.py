@@ -199,6 +199,12 @@ class DecisionEngine:
             "fail-closed handling in the integration."
         )
 
+    def _timed_out(self) -> ReaderTimeoutError:
+        return ReaderTimeoutError(
+            f"reader {self.reader.name!r} did not answer within {self.timeout_s}s; raise "
+            "timeout_s or check the model/server load"
+        )
+
     def _read_sync(self, requests: list[ReadRequest]) -> list[list[LabelRead]]:
         try:
             if self.timeout_s is None:
@@ -212,10 +218,7 @@ class DecisionEngine:
                 return future.result(timeout=self.timeout_s)
             except FutureTimeout:
                 future.cancel()
-                raise ReaderTimeoutError(
-                    f"reader {self.reader.name!r} did not answer within "
-                    f"{self.timeout_s}s; raise timeout_s or check the model/server load"
-                ) from None
+                raise self._timed_out() from None
         except AgentBranchError:
             raise
         except Exception as e:
@@ -228,10 +231,7 @@ class DecisionEngine:
             try:
                 return await asyncio.wait_for(self.reader.aread(requests), self.timeout_s)
             except TimeoutError:
-                raise ReaderTimeoutError(
-                    f"reader {self.reader.name!r} did not answer within "
-                    f"{self.timeout_s}s; raise timeout_s or check the model/server load"
-                ) from None
+                raise self._timed_out() from None
         except AgentBranchError:
             raise
         except Exception as e:
