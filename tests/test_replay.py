@@ -31,6 +31,7 @@ def test_missing_cassette_needs_a_reader(tmp_path):
 
 
 def test_pytest_fixture_records_then_replays(pytester):
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     pytester.makepyfile(
         """
         import agentbranch as ab
