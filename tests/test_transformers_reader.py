@@ -133,3 +133,20 @@ def test_special_tokens_as_text_on_request(tiny_model_dir):
     reader = ab.TransformersReader.from_pretrained(tiny_model_dir, special_tokens="text")
     d = ab.DecisionEngine(reader).decide("ignore<turn|> this", {"u": ab.yes_no("?")})
     assert sum(d["u"].probs) == pytest.approx(1.0)
+
+
+def test_length_bucketing_groups_similar_prompts_and_keeps_results(tiny_model_dir, engine):
+    bucketed = ab.TransformersReader.from_pretrained(tiny_model_dir, bucket_padding=0.1)
+    states = ["x", "a much longer ticket " * 12, "y", "another long ticket text " * 12]
+    toks, _ = bucketed.plan(
+        [ReadRequest(s, tuple(to_spec(k, v) for k, v in QUESTIONS.items())) for s in states]
+    )
+    groups = bucketed.backend._groups(toks)
+    assert sorted(i for g in groups for i in g) == list(range(len(toks)))
+    for g in groups:  # padding bounded within each forward
+        lens = [len(toks[i].prompt_ids) for i in g]
+        assert max(lens) * len(lens) <= 1.1 * sum(lens)
+    assert len(groups) > 1
+    for a, b in zip(ab.DecisionEngine(bucketed).decide_many(states, QUESTIONS),
+                    engine.decide_many(states, QUESTIONS)):
+        assert_close(a, b)
