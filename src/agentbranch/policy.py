@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -391,6 +391,22 @@ def _model_name(model: Any) -> str:
 # -- resolution -----------------------------------------------------------------------
 
 
+class _Call:
+    """One engine or model call of a fallback, runnable sync or async."""
+
+    def __init__(
+        self, sync: Callable[..., Any], async_: Callable[..., Awaitable[Any]], *args: Any,
+        **kwargs: Any,
+    ) -> None:
+        self.sync, self.async_, self.args, self.kwargs = sync, async_, args, kwargs
+
+    def run(self) -> Any:
+        return self.sync(*self.args, **self.kwargs)
+
+    async def arun(self) -> Any:
+        return await self.async_(*self.args, **self.kwargs)
+
+
 @dataclass
 class Resolver:
     """Asks the engine, bands each answer and resolves it by the policy.
@@ -439,32 +455,14 @@ class Resolver:
         return records
 
     def _fallback_sync(self, qid: str, rec: DecisionRecord, state: Any) -> DecisionRecord:
-        policy = policy_for(self.policy, qid)
-        errors: list[str] = []
-        for fb in policy.fallbacks:
-            if isinstance(fb, MoreDraws):
-                engine = fb.engine or self.engine
-                d = engine.decide(state, {qid: self.questions[qid]}, draws=fb.draws)[qid]
-                new = self._redo(qid, d, policy, fb.draws)
-                if new is not None:
-                    return new
-                rec = self._keep_effort(rec, d, fb.draws)
-            elif isinstance(fb, Generate):
-                try:
-                    reply = fb.model.invoke(
-                        _generation_messages(fb, qid, self.questions[qid], _text(state))
-                    )
-                    label = parse_label(reply, rec["options"])
-                except FallbackError as e:
-                    errors.append(str(e))
-                    continue
-                return _fallback_record(rec, label, fb.model, reply)
-            else:
-                return self._goto(rec, fb.node)
-        raise FallbackError(
-            f"question {qid!r}: confidence {rec['confidence']:.3f} is below take_at="
-            f"{policy.take_at} and no fallback resolved it: " + "; ".join(errors)
-        )
+        steps = self._fallback_steps(qid, rec, state)
+        result: Any = None
+        while True:
+            try:
+                call = steps.send(result)
+            except StopIteration as done:
+                return done.value
+            result = call.run()
 
     # async --------------------------------------------------------------------------
 
@@ -482,21 +480,41 @@ class Resolver:
     async def _fallback_async(
         self, qid: str, rec: DecisionRecord, state: Any
     ) -> DecisionRecord:
+        steps = self._fallback_steps(qid, rec, state)
+        result: Any = None
+        while True:
+            try:
+                call = steps.send(result)
+            except StopIteration as done:
+                return done.value
+            result = await call.arun()
+
+    # shared -------------------------------------------------------------------------
+
+    def _fallback_steps(
+        self, qid: str, rec: DecisionRecord, state: Any
+    ) -> Generator[_Call, Any, DecisionRecord]:
+        """The fallbacks of one question, in order, written once for both paths: each
+        engine or model call is yielded as a ``_Call`` that the sync or async driver
+        runs and sends back."""
         policy = policy_for(self.policy, qid)
+        question = {qid: self.questions[qid]}
         errors: list[str] = []
         for fb in policy.fallbacks:
             if isinstance(fb, MoreDraws):
                 engine = fb.engine or self.engine
-                d = (await engine.adecide(state, {qid: self.questions[qid]}, draws=fb.draws))[qid]
+                decisions = yield _Call(
+                    engine.decide, engine.adecide, state, question, draws=fb.draws
+                )
+                d = decisions[qid]
                 new = self._redo(qid, d, policy, fb.draws)
                 if new is not None:
                     return new
                 rec = self._keep_effort(rec, d, fb.draws)
             elif isinstance(fb, Generate):
+                messages = _generation_messages(fb, qid, self.questions[qid], _text(state))
+                reply = yield _Call(fb.model.invoke, fb.model.ainvoke, messages)
                 try:
-                    reply = await fb.model.ainvoke(
-                        _generation_messages(fb, qid, self.questions[qid], _text(state))
-                    )
                     label = parse_label(reply, rec["options"])
                 except FallbackError as e:
                     errors.append(str(e))
@@ -508,8 +526,6 @@ class Resolver:
             f"question {qid!r}: confidence {rec['confidence']:.3f} is below take_at="
             f"{policy.take_at} and no fallback resolved it: " + "; ".join(errors)
         )
-
-    # shared -------------------------------------------------------------------------
 
     def _on_error(self, e: BaseException) -> dict[str, DecisionRecord]:
         records = {}
