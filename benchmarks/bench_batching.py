@@ -78,8 +78,10 @@ def main() -> None:
 
         loop = median_time(lambda: [engine.decide(s, QUESTIONS) for s in states], args.reps)
         batch = median_time(lambda: engine.decide_many(states, QUESTIONS), args.reps)
-        print(f"{args.states} states x {len(QUESTIONS)} questions, hidden {args.hidden}, "
-              f"{args.layers} layers")
+        print(
+            f"{args.states} states x {len(QUESTIONS)} questions, hidden {args.hidden}, "
+            f"{args.layers} layers"
+        )
         print(f"  one decide() per state : {loop * 1e3:8.1f} ms")
         print(f"  one decide_many()      : {batch * 1e3:8.1f} ms")
         print(f"  ratio                  : {loop / batch:8.2f}x in favour of batching")

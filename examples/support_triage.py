@@ -19,7 +19,9 @@ def main() -> None:
     engine = make_engine()
     graph = build_triage_graph(engine)  # fallback_model=ChatOpenAI(...) to generate instead
     states = graph.batch([{"ticket": t} for t in SAMPLE_TICKETS])
-    print(f"{'queue':<16} {'urgent':<6} {'frustration':<11} {'team conf':>9}  {'decided_by':<13} ticket")
+    print(
+        f"{'queue':<16} {'urgent':<6} {'frustration':<11} {'team conf':>9}  {'decided_by':<13} ticket"
+    )
     for state in states:
         row = triage_row(state)
         conf = row["team_confidence"]

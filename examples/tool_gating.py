@@ -50,7 +50,9 @@ class GateState(TypedDict, total=False):
 
 def describe(state: GateState) -> str:
     call = state["call"]
-    return f"User request: {state['request']}\nTool call: {call['name']}({json.dumps(call['args'])})"
+    return (
+        f"User request: {state['request']}\nTool call: {call['name']}({json.dumps(call['args'])})"
+    )
 
 
 def run_tool(state: GateState) -> dict[str, Any]:
@@ -81,10 +83,14 @@ def build_gate_graph(engine: Any) -> Any:
 
 
 def ask_human(payload: dict[str, Any]) -> str:
-    print(f"  review: {payload['question']} (engine suggests {payload['suggested']!r}, "
-          f"confidence {payload['confidence']:.2f})")
+    print(
+        f"  review: {payload['question']} (engine suggests {payload['suggested']!r}, "
+        f"confidence {payload['confidence']:.2f})"
+    )
     if sys.stdin.isatty():
-        while (answer := input(f"  answer {payload['options']}: ").strip()) not in payload["options"]:
+        while (answer := input(f"  answer {payload['options']}: ").strip()) not in payload[
+            "options"
+        ]:
             pass
         return answer
     print("  (not interactive: answering 'no')")
@@ -102,9 +108,11 @@ def main() -> None:
             state = graph.invoke(Command(resume=answer), config)
         rec = state["decisions"]["safe"]
         conf = rec["confidence"]
-        print(f"  -> {state['result']}  (safe={rec['label']}, band={rec['band']}, "
-              f"decided_by={rec['decided_by']}, confidence="
-              f"{'n/a' if conf is None else f'{conf:.2f}'})")
+        print(
+            f"  -> {state['result']}  (safe={rec['label']}, band={rec['band']}, "
+            f"decided_by={rec['decided_by']}, confidence="
+            f"{'n/a' if conf is None else f'{conf:.2f}'})"
+        )
 
 
 if __name__ == "__main__":

@@ -27,7 +27,9 @@ class StrictFakeChat(BaseChatModel):
     def _llm_type(self) -> str:
         return "strict-fake"
 
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
         if self.calls >= len(self.replies):
             raise AssertionError(
                 f"fallback model called {self.calls + 1} times; expected {len(self.replies)}"

@@ -59,4 +59,6 @@ def tiny_thought_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path
     """The tiny tokenizer whose template writes the thought block (Gemma 4 mainline)."""
     from agentbranch.testing import build_tiny_tokenizer
 
-    return build_tiny_tokenizer(tmp_path_factory.mktemp("tiny-tok-thought"), thought_in_template=True)
+    return build_tiny_tokenizer(
+        tmp_path_factory.mktemp("tiny-tok-thought"), thought_in_template=True
+    )

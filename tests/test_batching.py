@@ -19,9 +19,7 @@ from agentbranch.errors import ReaderError
 
 TEAM = ab.choice("Which team?", ["billing", "outage", "bug"])
 SCRIPT = {
-    "team": by_keyword(
-        {"charged": sure("billing"), "down": sure("outage")}, default=sure("bug")
-    )
+    "team": by_keyword({"charged": sure("billing"), "down": sure("outage")}, default=sure("bug"))
 }
 TICKETS = ["charged twice", "site down", "button broken", "charged again", "down again"]
 EXPECTED = ["billing", "outage", "bug", "billing", "outage"]

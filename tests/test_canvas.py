@@ -22,7 +22,9 @@ def planner(tiny_tokenizer):
 
 
 def vllm_noise(prompt_ids, vocab=512):
-    return random.Random(hashlib.sha256(json.dumps(list(prompt_ids)).encode()).digest()).randrange(vocab)
+    return random.Random(hashlib.sha256(json.dumps(list(prompt_ids)).encode()).digest()).randrange(
+        vocab
+    )
 
 
 def test_single_read_layout_matches_vllm(planner, tiny_tokenizer):
@@ -31,10 +33,13 @@ def test_single_read_layout_matches_vllm(planner, tiny_tokenizer):
     thought = tiny_tokenizer.encode("<|channel>thought\n<channel|>", add_special_tokens=False)
     text = tiny_tokenizer.decode(read.prompt_ids)
     assert text.startswith("<bos><|turn>user\nMy invoice is wrong\n\nQuestion: Which team?\n")
-    assert "A: billing - Invoices\nB: outage - Down\nAnswer with the letter of one option only." in text
+    assert (
+        "A: billing - Invoices\nB: outage - Down\nAnswer with the letter of one option only."
+        in text
+    )
     assert text.endswith("<turn|>\n<|turn>model\n<|channel>thought\n<channel|>")
     prompt = list(read.prompt_ids[: -len(thought)])
-    assert list(read.prompt_ids[-len(thought):]) == thought
+    assert list(read.prompt_ids[-len(thought) :]) == thought
     assert read.canvas == (vllm_noise(prompt), 106) + (0,) * 14
     assert read.read_length == 2
     (slot,) = read.slots

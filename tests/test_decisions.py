@@ -8,8 +8,16 @@ from agentbranch.decisions import Decision, confidence_from, entropy
 
 def make(type_, options, probs):
     return Decision.from_probs(
-        question_id="q", type=type_, options=options, probs=probs, label_mass=0.8,
-        argmax_is_label=True, agreement=1.0, reader="r", model="m", latency_s=0.01,
+        question_id="q",
+        type=type_,
+        options=options,
+        probs=probs,
+        label_mass=0.8,
+        argmax_is_label=True,
+        agreement=1.0,
+        reader="r",
+        model="m",
+        latency_s=0.01,
     )
 
 

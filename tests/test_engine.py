@@ -6,8 +6,8 @@ import math
 import pytest
 
 import agentbranch as ab
-from agentbranch.engine.reads import LabelRead
 from agentbranch.engine.readers.base import Reader
+from agentbranch.engine.reads import LabelRead
 
 QUESTIONS = {
     "team": ab.choice("Which team?", {"billing": "Invoices", "outage": "Service down"}),
@@ -19,9 +19,11 @@ QUESTIONS = {
 def scripted(**kw):
     return ab.ScriptedReader(
         {
-            "team": lambda state, q: {"outage": 0.8, "billing": 0.2}
-            if "down" in state
-            else {"billing": 0.9, "outage": 0.1},
+            "team": lambda state, q: (
+                {"outage": 0.8, "billing": 0.2}
+                if "down" in state
+                else {"billing": 0.9, "outage": 0.1}
+            ),
             "urgent": {"yes": 0.7, "no": 0.3},
             "anger": {"calm": 0.1, "annoyed": 0.3, "angry": 0.6},
         },
@@ -76,8 +78,15 @@ def test_permutations_cancel_position_bias():
         def read(self, requests):
             # prefers whatever option is shown first, regardless of content
             return [
-                [LabelRead(tuple(math.log(0.6 if i == 0 else 0.4 / (len(q.options) - 1))
-                                 for i in range(len(q.options)))) for q in r.questions]
+                [
+                    LabelRead(
+                        tuple(
+                            math.log(0.6 if i == 0 else 0.4 / (len(q.options) - 1))
+                            for i in range(len(q.options))
+                        )
+                    )
+                    for q in r.questions
+                ]
                 for r in requests
             ]
 

@@ -47,7 +47,12 @@ def test_decision_model_contract_sync_async_batch():
 def test_decision_model_questions_as_wire_dicts_and_explicit_model_name():
     eng, _ = make({"urgent": sure("no")})
     model = AgentBranchDecisionModel(engine=eng, model="my-served-name")
-    out = model.invoke({"state": {"ticket": "x"}, "questions": {"urgent": {"type": "noul", "instructions": "Urgent?"}}})
+    out = model.invoke(
+        {
+            "state": {"ticket": "x"},
+            "questions": {"urgent": {"type": "noul", "instructions": "Urgent?"}},
+        }
+    )
     assert out.answers["urgent"].noul < 0.5
     assert model.model == "my-served-name"
 
@@ -118,8 +123,9 @@ def test_decision_tool_content_and_artifact():
 def test_decision_tool_with_generation_fallback_and_fail_open():
     eng, _ = make({"team": unsure("outage")})
     model = StrictFakeChat(replies=["billing"])
-    tool = decision_tool(eng, {"team": TEAM},
-                         policy=Policy(take_at=0.6, fallbacks=[Generate(model)]))
+    tool = decision_tool(
+        eng, {"team": TEAM}, policy=Policy(take_at=0.6, fallbacks=[Generate(model)])
+    )
     content, artifact = tool.func("my invoice is wrong", config={})  # type: ignore[misc]
     assert artifact["team"]["decided_by"] == "fallback" and "fallback" in content
     assert model.calls == 1
@@ -133,5 +139,6 @@ def test_decision_tool_with_generation_fallback_and_fail_open():
 def test_decision_tool_cannot_goto_nodes():
     eng, _ = make()
     with pytest.raises(ConfigurationError, match="GotoNode"):
-        decision_tool(eng, {"team": TEAM},
-                      policy=Policy(take_at=0.6, fallbacks=[GotoNode("human")]))
+        decision_tool(
+            eng, {"team": TEAM}, policy=Policy(take_at=0.6, fallbacks=[GotoNode("human")])
+        )

@@ -119,10 +119,20 @@ def test_router_fallback_node_and_fail_closed_targets_are_in_path_map():
 def test_router_fail_open_and_closed(use_async):
     eng, _ = engine(error=RuntimeError("reader down"))
     nodes = ("page", "queue", "safe")
-    opened = route(eng, "urgent", URGENT, path_map={"yes": "page", "no": "queue"},
-                   policy=Policy(on_error=FailOpen("yes")))
-    closed = route(eng, "urgent", URGENT, path_map={"yes": "page", "no": "queue"},
-                   policy=Policy(on_error=FailClosed("safe")))
+    opened = route(
+        eng,
+        "urgent",
+        URGENT,
+        path_map={"yes": "page", "no": "queue"},
+        policy=Policy(on_error=FailOpen("yes")),
+    )
+    closed = route(
+        eng,
+        "urgent",
+        URGENT,
+        path_map={"yes": "page", "no": "queue"},
+        policy=Policy(on_error=FailClosed("safe")),
+    )
     raising = route(eng, "urgent", URGENT, path_map={"yes": "page", "no": "queue"})
 
     def run(router):
@@ -153,8 +163,12 @@ def decide_graph(node, question_id="urgent", path_map=None, nodes=("page", "queu
 
 def test_decide_node_asks_all_questions_in_one_engine_call():
     eng, reader = engine({"urgent": sure("yes"), "team": sure("billing"), "mood": sure("angry")})
-    node = decide_node(eng, {"urgent": URGENT, "team": TEAM, "mood": MOOD},
-                       state_key="text", write_labels={"team": "team", "urgent": "urgent"})
+    node = decide_node(
+        eng,
+        {"urgent": URGENT, "team": TEAM, "mood": MOOD},
+        state_key="text",
+        write_labels={"team": "team", "urgent": "urgent"},
+    )
     app = decide_graph(node, path_map={"yes": "page", "no": "queue"})
     state = app.invoke({"text": "charged twice, pay me back NOW"})
     assert len(reader.calls) == 1 and len(reader.calls[0]) == 1
@@ -165,8 +179,17 @@ def test_decide_node_asks_all_questions_in_one_engine_call():
     assert set(recs) == {"urgent", "team", "mood"}
     for rec in recs.values():
         assert rec["band"] == "take" and rec["decided_by"] == "engine"
-        for field in ("question", "label", "probabilities", "entropy", "confidence",
-                      "reader", "model", "latency_s", "label_mass"):
+        for field in (
+            "question",
+            "label",
+            "probabilities",
+            "entropy",
+            "confidence",
+            "reader",
+            "model",
+            "latency_s",
+            "label_mass",
+        ):
             assert field in rec
     assert recs["mood"]["label"] == "angry" and recs["mood"]["question"] == "How frustrated?"
 
@@ -224,14 +247,23 @@ def triage_engine():
 def test_fallback_model_is_called_only_below_threshold(use_async):
     eng, _ = triage_engine()
     model = StrictFakeChat(replies=['{"label": "bug"}'])  # exactly one uncertain ticket
-    node = decide_node(eng, {"team": TEAM}, state_key="text",
-                       policy=Policy(take_at=0.6, fallbacks=[Generate(model)]))
+    node = decide_node(
+        eng,
+        {"team": TEAM},
+        state_key="text",
+        policy=Policy(take_at=0.6, fallbacks=[Generate(model)]),
+    )
     app = decide_graph(node, "team", nodes=("billing", "outage", "bug"))
     results = {}
     for text in TICKETS:
-        state = asyncio.run(app.ainvoke({"text": text})) if use_async else app.invoke({"text": text})
-        results[text] = (state["out"], state["decisions"]["team"]["decided_by"],
-                         state["decisions"]["team"]["band"])
+        state = (
+            asyncio.run(app.ainvoke({"text": text})) if use_async else app.invoke({"text": text})
+        )
+        results[text] = (
+            state["out"],
+            state["decisions"]["team"]["decided_by"],
+            state["decisions"]["team"]["band"],
+        )
     assert results == {
         "charged twice": ("billing", "engine", "take"),
         "site down": ("outage", "engine", "take"),
@@ -243,8 +275,12 @@ def test_fallback_model_is_called_only_below_threshold(use_async):
 def test_invalid_fallback_output_fails_the_run():
     eng, _ = triage_engine()
     model = StrictFakeChat(replies=['{"label": "sales"}'])
-    node = decide_node(eng, {"team": TEAM}, state_key="text",
-                       policy=Policy(take_at=0.6, fallbacks=[Generate(model)]))
+    node = decide_node(
+        eng,
+        {"team": TEAM},
+        state_key="text",
+        policy=Policy(take_at=0.6, fallbacks=[Generate(model)]),
+    )
     app = decide_graph(node, "team", nodes=("billing", "outage", "bug"))
     with pytest.raises(FallbackError, match="sales"):
         app.invoke({"text": "export broken"})
@@ -252,13 +288,21 @@ def test_invalid_fallback_output_fails_the_run():
 
 def test_fallback_node_from_a_decide_node():
     eng, _ = triage_engine()
-    node = decide_node(eng, {"team": TEAM}, state_key="text",
-                       policy=Policy(take_at=0.6, fallbacks=[GotoNode("human_triage")]))
+    node = decide_node(
+        eng,
+        {"team": TEAM},
+        state_key="text",
+        policy=Policy(take_at=0.6, fallbacks=[GotoNode("human_triage")]),
+    )
     app = decide_graph(node, "team", nodes=("billing", "outage", "bug", "human_triage"))
     state = app.invoke({"text": "export broken"})
     assert state["out"] == "human_triage"
     rec = state["decisions"]["team"]
-    assert (rec["band"], rec["decided_by"], rec["goto"]) == ("fallback", "fallback_node", "human_triage")
+    assert (rec["band"], rec["decided_by"], rec["goto"]) == (
+        "fallback",
+        "fallback_node",
+        "human_triage",
+    )
     assert app.invoke({"text": "site down"})["out"] == "outage"
 
 
@@ -269,8 +313,9 @@ REVIEW = Policy(take_at=0.6, review_below=0.6)
 def test_review_interrupt_and_resume(use_async):
     eng, reader = triage_engine()
     node = decide_node(eng, {"team": TEAM}, state_key="text", policy=REVIEW)
-    app = decide_graph(node, "team", nodes=("billing", "outage", "bug"),
-                       checkpointer=InMemorySaver())
+    app = decide_graph(
+        node, "team", nodes=("billing", "outage", "bug"), checkpointer=InMemorySaver()
+    )
 
     def run(inp, cfg):
         return asyncio.run(app.ainvoke(inp, cfg)) if use_async else app.invoke(inp, cfg)
@@ -294,8 +339,9 @@ def test_review_interrupt_and_resume(use_async):
 def test_invalid_review_answer_is_rejected_and_can_be_answered_again():
     eng, _ = triage_engine()
     node = decide_node(eng, {"team": TEAM}, state_key="text", policy=REVIEW)
-    app = decide_graph(node, "team", nodes=("billing", "outage", "bug"),
-                       checkpointer=InMemorySaver())
+    app = decide_graph(
+        node, "team", nodes=("billing", "outage", "bug"), checkpointer=InMemorySaver()
+    )
     app.invoke({"text": "export broken"}, thread())
     with pytest.raises(ValidationError):
         app.invoke(Command(resume="sales"), thread())
@@ -308,8 +354,9 @@ def test_review_record_survives_sqlite_checkpoints(tmp_path):
     def build(conn):
         eng, _ = triage_engine()
         node = decide_node(eng, {"team": TEAM}, state_key="text", policy=REVIEW)
-        return decide_graph(node, "team", nodes=("billing", "outage", "bug"),
-                            checkpointer=SqliteSaver(conn))
+        return decide_graph(
+            node, "team", nodes=("billing", "outage", "bug"), checkpointer=SqliteSaver(conn)
+        )
 
     conn = sqlite3.connect(db, check_same_thread=False)
     out = build(conn).invoke({"text": "export broken"}, thread("s"))
@@ -352,8 +399,14 @@ def command_graph(node, nodes, **compile_kw):
 @pytest.mark.parametrize("use_async", [False, True])
 def test_command_node_routes_and_records(use_async):
     eng, _ = engine({"urgent": by_keyword({"down": sure("yes")}, sure("no"))})
-    node = command_node(eng, "urgent", URGENT, path_map={"yes": "page", "no": END},
-                        state_key="text", write_label="urgent")
+    node = command_node(
+        eng,
+        "urgent",
+        URGENT,
+        path_map={"yes": "page", "no": END},
+        state_key="text",
+        write_label="urgent",
+    )
     assert node.destinations == ("page", END)
     app = command_graph(node, ("page",))
     run = (lambda i: asyncio.run(app.ainvoke(i))) if use_async else app.invoke
@@ -366,8 +419,13 @@ def test_command_node_routes_and_records(use_async):
 
 def test_command_node_review_and_fail_closed():
     eng, _ = engine({"urgent": unsure("yes")})
-    node = command_node(eng, "urgent", URGENT, path_map={"yes": "page", "no": "queue"},
-                        policy=Policy(take_at=0.9, review_below=0.9, on_error=FailClosed("safe")))
+    node = command_node(
+        eng,
+        "urgent",
+        URGENT,
+        path_map={"yes": "page", "no": "queue"},
+        policy=Policy(take_at=0.9, review_below=0.9, on_error=FailClosed("safe")),
+    )
     assert set(node.destinations) == {"page", "queue", "safe"}
     app = command_graph(node, ("page", "queue", "safe"), checkpointer=InMemorySaver())
     assert "__interrupt__" in app.invoke({"text": "x"}, thread())
@@ -375,8 +433,13 @@ def test_command_node_review_and_fail_closed():
     assert state["out"] == "queue" and state["decisions"]["urgent"]["decided_by"] == "human"
 
     broken, _ = engine(error=RuntimeError("gone"))
-    node = command_node(broken, "urgent", URGENT, path_map={"yes": "page", "no": "queue"},
-                        policy=Policy(on_error=FailClosed("safe")))
+    node = command_node(
+        broken,
+        "urgent",
+        URGENT,
+        path_map={"yes": "page", "no": "queue"},
+        policy=Policy(on_error=FailClosed("safe")),
+    )
     state = command_graph(node, ("page", "queue", "safe")).invoke({"text": "x"})
     assert state["out"] == "safe"
     assert state["decisions"]["urgent"]["decided_by"] == "fail_closed"

@@ -109,8 +109,12 @@ def test_reads_are_deterministic(spy):
 def test_take_band_on_real_reads(spy):
     d = measured(spy)
     model = StrictFakeChat(replies=[])
-    node = decide_node(ab.DecisionEngine(spy), {"team": TEAM}, state_key="text",
-                       policy=Policy(take_at=d.confidence * 0.5, fallbacks=[Generate(model)]))
+    node = decide_node(
+        ab.DecisionEngine(spy),
+        {"team": TEAM},
+        state_key="text",
+        policy=Policy(take_at=d.confidence * 0.5, fallbacks=[Generate(model)]),
+    )
     state = team_graph(node).invoke({"text": TICKET})
     rec = state["decisions"]["team"]
     assert (rec["band"], rec["decided_by"], rec["label"]) == ("take", "engine", d.label)
@@ -125,8 +129,9 @@ def test_fallback_band_calls_the_model_once(spy, use_async):
     other = next(o for o in ("billing", "outage", "bug") if o != d.label)
     model = StrictFakeChat(replies=[f'{{"label": "{other}"}}'])
     policy = Policy(take_at=min(1.0, d.confidence + 1e-3), fallbacks=[Generate(model)])
-    app = team_graph(decide_node(ab.DecisionEngine(spy), {"team": TEAM}, state_key="text",
-                                 policy=policy))
+    app = team_graph(
+        decide_node(ab.DecisionEngine(spy), {"team": TEAM}, state_key="text", policy=policy)
+    )
     inp = {"text": TICKET}
     state = asyncio.run(app.ainvoke(inp)) if use_async else app.invoke(inp)
     rec = state["decisions"]["team"]
@@ -139,8 +144,9 @@ def test_invalid_fallback_rejected_on_real_reads(spy):
     d = measured(spy)
     model = StrictFakeChat(replies=["marketing"])
     policy = Policy(take_at=min(1.0, d.confidence + 1e-3), fallbacks=[Generate(model)])
-    app = team_graph(decide_node(ab.DecisionEngine(spy), {"team": TEAM}, state_key="text",
-                                 policy=policy))
+    app = team_graph(
+        decide_node(ab.DecisionEngine(spy), {"team": TEAM}, state_key="text", policy=policy)
+    )
     with pytest.raises(ab.AgentBranchError, match="marketing"):
         app.invoke({"text": TICKET})
 
@@ -148,7 +154,9 @@ def test_invalid_fallback_rejected_on_real_reads(spy):
 @pytest.mark.parametrize("saver", ["memory", "sqlite"])
 def test_review_interrupt_resume_and_record_survives(spy, tmp_path, saver):
     d = measured(spy)
-    policy = Policy(take_at=min(1.0, d.confidence + 1e-3), review_below=min(1.0, d.confidence + 1e-3))
+    policy = Policy(
+        take_at=min(1.0, d.confidence + 1e-3), review_below=min(1.0, d.confidence + 1e-3)
+    )
     conn = sqlite3.connect(tmp_path / "cp.sqlite", check_same_thread=False)
     checkpointer = InMemorySaver() if saver == "memory" else SqliteSaver(conn)
     app = team_graph(
@@ -170,8 +178,9 @@ def test_review_interrupt_resume_and_record_survives(spy, tmp_path, saver):
 
 
 def test_one_read_for_three_questions_and_command_node(spy):
-    node = decide_node(ab.DecisionEngine(spy), {"team": TEAM, "urgent": URGENT, "mood": MOOD},
-                       state_key="text")
+    node = decide_node(
+        ab.DecisionEngine(spy), {"team": TEAM, "urgent": URGENT, "mood": MOOD}, state_key="text"
+    )
     state = team_graph(node).invoke({"text": TICKET})
     assert spy.batches == [1]
     recs = state["decisions"]
@@ -179,8 +188,13 @@ def test_one_read_for_three_questions_and_command_node(spy):
     assert recs["mood"]["label"] in ["calm", "annoyed", "angry", "furious"]
     assert recs["urgent"]["label"] in ["yes", "no"]
 
-    gate = command_node(ab.DecisionEngine(spy), "urgent", URGENT,
-                        path_map={"yes": "page", "no": END}, state_key="text")
+    gate = command_node(
+        ab.DecisionEngine(spy),
+        "urgent",
+        URGENT,
+        path_map={"yes": "page", "no": END},
+        state_key="text",
+    )
     g = StateGraph(S)
     g.add_node("gate", gate, destinations=gate.destinations)
     g.add_node("page", mark("page"))
@@ -195,12 +209,24 @@ def test_fail_open_and_closed_on_reader_failure(spy):
     raising = team_graph(decide_node(ab.DecisionEngine(spy), {"team": TEAM}, state_key="text"))
     with pytest.raises(ReaderError, match="model server gone"):
         raising.invoke({"text": TICKET})
-    opened = team_graph(decide_node(ab.DecisionEngine(spy), {"team": TEAM}, state_key="text",
-                                    policy=Policy(on_error=FailOpen("bug"))))
+    opened = team_graph(
+        decide_node(
+            ab.DecisionEngine(spy),
+            {"team": TEAM},
+            state_key="text",
+            policy=Policy(on_error=FailOpen("bug")),
+        )
+    )
     state = opened.invoke({"text": TICKET})
     assert state["out"] == "bug" and state["decisions"]["team"]["decided_by"] == "fail_open"
-    closed = team_graph(decide_node(ab.DecisionEngine(spy), {"team": TEAM}, state_key="text",
-                                    policy=Policy(on_error=FailClosed("human"))))
+    closed = team_graph(
+        decide_node(
+            ab.DecisionEngine(spy),
+            {"team": TEAM},
+            state_key="text",
+            policy=Policy(on_error=FailClosed("human")),
+        )
+    )
     state = closed.invoke({"text": TICKET})
     assert state["out"] == "human" and state["decisions"]["team"]["decided_by"] == "fail_closed"
 
@@ -215,7 +241,9 @@ def test_send_fan_out_is_one_batch_on_the_real_reader(spy, use_async):
     tickets = [TICKET, "The site is down!", "Export is broken.", "Refund please."]
     engine = ab.DecisionEngine(BatchingReader(spy, window_s=10, max_batch=len(tickets)))
     node = decide_node(
-        engine, {"team": TEAM, "urgent": URGENT}, state_key="ticket",
+        engine,
+        {"team": TEAM, "urgent": URGENT},
+        state_key="ticket",
         output=lambda s, recs: {"results": [{"ticket": s["ticket"], **recs}]},
     )
     g = StateGraph(Fan)

@@ -22,8 +22,12 @@ def engine():
     reader = ab.ScriptedReader(
         {
             "team": by_keyword(
-                {"charged": sure("billing"), "500 errors": sure("outage"), "log in": sure("account_access"),
-                 "invoice": sure("billing")},
+                {
+                    "charged": sure("billing"),
+                    "500 errors": sure("outage"),
+                    "log in": sure("account_access"),
+                    "invoice": sure("billing"),
+                },
                 default=unsure("bug"),
             ),
             "urgent": by_keyword({"Production is down": sure("yes")}, sure("no")),
@@ -54,7 +58,11 @@ def test_uncertain_team_goes_to_human_triage_without_a_model():
     state = build_triage_graph(eng).invoke({"ticket": SAMPLE_TICKETS[3]})
     assert state["queue"] == "human_triage" and state["team"] is None
     rec = state["decisions"]["team"]
-    assert (rec["band"], rec["decided_by"], rec["goto"]) == ("fallback", "fallback_node", "human_triage")
+    assert (rec["band"], rec["decided_by"], rec["goto"]) == (
+        "fallback",
+        "fallback_node",
+        "human_triage",
+    )
 
 
 @pytest.mark.parametrize("use_async", [False, True])

@@ -80,9 +80,9 @@ def test_band_by_confidence(entry, expected):
 
 def test_middle_band_is_fallback():
     p = Policy(take_at=0.9, review_below=0.1, fallbacks=[GotoNode("human")])
-    d = engine({"team": {"billing": 0.8, "outage": 0.15, "bug": 0.05}}).decide(
-        "x", {"team": TEAM}
-    )["team"]
+    d = engine({"team": {"billing": 0.8, "outage": 0.15, "bug": 0.05}}).decide("x", {"team": TEAM})[
+        "team"
+    ]
     assert 0.1 < d.confidence < 0.9
     assert p.band(d) == "fallback"
 
@@ -299,14 +299,17 @@ def test_more_effort_on_another_engine():
     """``MoreDraws(engine=...)``: escalate to another engine, e.g. a vLLM reader variant
     with more denoising steps; its confident read is taken, the base engine read once."""
     base = ab.ScriptedReader({"team": {"billing": 0.4, "outage": 0.35, "bug": 0.25}})
-    stronger = ab.ScriptedReader({"team": {"billing": 0.02, "outage": 0.97, "bug": 0.01}},
-                                 model="stronger")
+    stronger = ab.ScriptedReader(
+        {"team": {"billing": 0.02, "outage": 0.97, "bug": 0.01}}, model="stronger"
+    )
     model = StrictFakeChat(replies=[])
     r = Resolver(
         ab.DecisionEngine(base),
         {"team": TEAM},
-        Policy(take_at=0.6, fallbacks=[MoreDraws(1, engine=ab.DecisionEngine(stronger)),
-                                       Generate(model)]),
+        Policy(
+            take_at=0.6,
+            fallbacks=[MoreDraws(1, engine=ab.DecisionEngine(stronger)), Generate(model)],
+        ),
     )
     rec = r.resolve("x")["team"]
     assert rec["label"] == "outage" and rec["model"] == "stronger"

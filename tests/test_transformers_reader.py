@@ -48,7 +48,9 @@ def test_batched_reads_equal_single_reads(engine):
 def test_decide_many_is_one_forward(reader, monkeypatch):
     calls = []
     original = reader.backend.read_tokens
-    monkeypatch.setattr(reader.backend, "read_tokens", lambda reads: calls.append(len(reads)) or original(reads))
+    monkeypatch.setattr(
+        reader.backend, "read_tokens", lambda reads: calls.append(len(reads)) or original(reads)
+    )
     ab.DecisionEngine(reader).decide_many(STATES, QUESTIONS)
     assert calls == [len(STATES) * len(QUESTIONS)]
 
@@ -58,7 +60,7 @@ def test_repeated_reads_are_identical(engine):
 
 
 def test_probabilities_and_uncertainty_follow_their_formulas(engine):
-    for qid, d in engine.decide(STATES[1], QUESTIONS).items():
+    for d in engine.decide(STATES[1], QUESTIONS).values():
         p = d.probs
         assert sum(p) == pytest.approx(1.0)
         h = -sum(x * math.log(x) for x in p if x > 0)
@@ -115,9 +117,16 @@ async def test_async_path_matches(engine):
         ("x", {"t": ab.choice("?", ["a", "b"])}, None),
         ("x<turn|>", {"u": ab.yes_no("?")}, ab.SpecialTokenError),
         ("word " * 5000, {"u": ab.yes_no("?")}, ab.StateTooLongError),
-        ("x", {"s": {"type": "score", "instructions": "?", "criteria": [str(i) for i in range(11)]}},
-         ab.InvalidQuestionError),
-        ("x", {"t": {"type": "choice", "instructions": "?", "criteria": {"a": None}}}, ab.InvalidQuestionError),
+        (
+            "x",
+            {"s": {"type": "score", "instructions": "?", "criteria": [str(i) for i in range(11)]}},
+            ab.InvalidQuestionError,
+        ),
+        (
+            "x",
+            {"t": {"type": "choice", "instructions": "?", "criteria": {"a": None}}},
+            ab.InvalidQuestionError,
+        ),
     ],
 )
 def test_bad_input_raises_agentbranch_errors(engine, state, questions, error):
@@ -147,6 +156,8 @@ def test_length_bucketing_groups_similar_prompts_and_keeps_results(tiny_model_di
         lens = [len(toks[i].prompt_ids) for i in g]
         assert max(lens) * len(lens) <= 1.1 * sum(lens)
     assert len(groups) > 1
-    for a, b in zip(ab.DecisionEngine(bucketed).decide_many(states, QUESTIONS),
-                    engine.decide_many(states, QUESTIONS)):
+    for a, b in zip(
+        ab.DecisionEngine(bucketed).decide_many(states, QUESTIONS),
+        engine.decide_many(states, QUESTIONS),
+    ):
         assert_close(a, b)

@@ -97,9 +97,7 @@ class Decision(BaseModel):
             label_mass=float(label_mass),
             argmax_is_label=argmax_is_label,
             agreement=agreement,
-            expected=(
-                float(sum(i * p for i, p in enumerate(probs))) if type == "score" else None
-            ),
+            expected=(float(sum(i * p for i, p in enumerate(probs))) if type == "score" else None),
             reader=reader,
             model=model,
             latency_s=latency_s,

@@ -79,9 +79,7 @@ def build_path_map(
     if path_map is None:
         return {o: o for o in options}
     if not isinstance(path_map, Mapping):
-        raise ConfigurationError(
-            f"question {question_id!r}: path_map must map option -> node name"
-        )
+        raise ConfigurationError(f"question {question_id!r}: path_map must map option -> node name")
     missing = [o for o in options if o not in path_map]
     extra = [k for k in path_map if k not in options]
     if missing or extra:
@@ -106,17 +104,14 @@ def _targets(path_map: Mapping[str, str], extra: list[str]) -> dict[str, str]:
     return targets
 
 
-def _reader_input(
-    state: Any, renderer: Renderer | None, state_key: str | None, key: str
-) -> Any:
+def _reader_input(state: Any, renderer: Renderer | None, state_key: str | None, key: str) -> Any:
     if renderer is not None:
         return renderer(state)
     if state_key is not None:
         if isinstance(state, Mapping):
             if state_key not in state:
                 raise ConfigurationError(
-                    f"state has no key {state_key!r} for the engine to read; keys: "
-                    f"{sorted(state)}"
+                    f"state has no key {state_key!r} for the engine to read; keys: {sorted(state)}"
                 )
             return state[state_key]
         return getattr(state, state_key)
@@ -165,9 +160,7 @@ class DecisionRouter(RunnableLambda):
     ) -> None:
         q = validate_questions({question_id: question})[question_id]
         self.question_id = question_id
-        self.resolver = Resolver(
-            engine, {question_id: q}, policy, review=None, allow_review=False
-        )
+        self.resolver = Resolver(engine, {question_id: q}, policy, review=None, allow_review=False)
         self.branches = build_path_map(question_id, options_of(question_id, q), path_map)
         self.path_map = _targets(self.branches, policy_for(policy, question_id).targets())
         self._renderer = renderer
@@ -286,9 +279,7 @@ class DecideNode(RunnableLambda):
         self._include_state = include_state
         super().__init__(self._node, afunc=self._anode, name=name or "decide")
 
-    def router(
-        self, question_id: str, path_map: Mapping[str, str] | None = None
-    ) -> RecordRouter:
+    def router(self, question_id: str, path_map: Mapping[str, str] | None = None) -> RecordRouter:
         """The conditional edge branching on this node's record of ``question_id``."""
         if question_id not in self.questions:
             raise ConfigurationError(

@@ -145,9 +145,7 @@ class Policy:
                 f"review_below must be in [0, take_at={self.take_at}], got {self.review_below}"
             )
         if not 0.0 <= self.min_label_mass <= 1.0:
-            raise ConfigurationError(
-                f"min_label_mass must be in [0, 1], got {self.min_label_mass}"
-            )
+            raise ConfigurationError(f"min_label_mass must be in [0, 1], got {self.min_label_mass}")
         for fb in self.fallbacks:
             if not isinstance(fb, MoreDraws | Generate | GotoNode):
                 raise ConfigurationError(
@@ -313,9 +311,7 @@ def error_record(
 # -- generation fallback --------------------------------------------------------------
 
 
-def _generation_messages(
-    fb: Generate, qid: str, question: Question, state_text: str
-) -> list[Any]:
+def _generation_messages(fb: Generate, qid: str, question: Question, state_text: str) -> list[Any]:
     from langchain_core.messages import HumanMessage, SystemMessage
 
     spec = to_spec(qid, question)
@@ -338,9 +334,7 @@ def parse_label(reply: Any, options: Sequence[str], *, source: str = "fallback m
     option name), or ``FallbackError``. Never returns anything outside ``options``."""
     text = getattr(reply, "content", reply)
     if isinstance(text, list):  # content blocks
-        text = "".join(
-            b if isinstance(b, str) else str(b.get("text", "")) for b in text if b
-        )
+        text = "".join(b if isinstance(b, str) else str(b.get("text", "")) for b in text if b)
     if not isinstance(text, str):
         raise FallbackError(f"{source} returned {type(text).__name__}, not text")
     raw = text.strip()
@@ -366,9 +360,7 @@ def parse_label(reply: Any, options: Sequence[str], *, source: str = "fallback m
     )
 
 
-def _fallback_record(
-    rec: DecisionRecord, label: str, model: Any, reply: Any
-) -> DecisionRecord:
+def _fallback_record(rec: DecisionRecord, label: str, model: Any, reply: Any) -> DecisionRecord:
     out = dict(rec)
     out["label"] = label
     out["decided_by"] = "fallback"
@@ -395,7 +387,10 @@ class _Call:
     """One engine or model call of a fallback, runnable sync or async."""
 
     def __init__(
-        self, sync: Callable[..., Any], async_: Callable[..., Awaitable[Any]], *args: Any,
+        self,
+        sync: Callable[..., Any],
+        async_: Callable[..., Awaitable[Any]],
+        *args: Any,
         **kwargs: Any,
     ) -> None:
         self.sync, self.async_, self.args, self.kwargs = sync, async_, args, kwargs
@@ -477,9 +472,7 @@ class Resolver:
             records[qid] = await self._fallback_async(qid, records[qid], state)
         return records
 
-    async def _fallback_async(
-        self, qid: str, rec: DecisionRecord, state: Any
-    ) -> DecisionRecord:
+    async def _fallback_async(self, qid: str, rec: DecisionRecord, state: Any) -> DecisionRecord:
         steps = self._fallback_steps(qid, rec, state)
         result: Any = None
         while True:
@@ -582,9 +575,7 @@ class Resolver:
             rec["label"] = answer
             rec["decided_by"] = "human"
 
-    def _redo(
-        self, qid: str, d: Decision, policy: Policy, draws: int
-    ) -> DecisionRecord | None:
+    def _redo(self, qid: str, d: Decision, policy: Policy, draws: int) -> DecisionRecord | None:
         if policy.band(d) != "take":
             return None
         rec = engine_record(d, self.questions[qid], band="fallback", draws=draws)

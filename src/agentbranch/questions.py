@@ -30,9 +30,7 @@ Questions: TypeAlias = Mapping[str, "Question | Mapping[str, Any]"]
 MAX_QUESTIONS = 64
 
 
-def choice(
-    instructions: str, options: Mapping[str, str | None] | Sequence[str]
-) -> Choice:
+def choice(instructions: str, options: Mapping[str, str | None] | Sequence[str]) -> Choice:
     """Pick one of ``options``: a mapping of option name → description (or None), or a
     list of option names. 2–255 distinct, non-empty names."""
     if isinstance(options, str) or not isinstance(options, Mapping | Sequence):

@@ -47,11 +47,7 @@ def render_state(state: Any) -> str:
         return state
     if isinstance(state, BaseMessage):
         return _message_text(state)
-    if (
-        isinstance(state, Sequence)
-        and state
-        and all(isinstance(m, BaseMessage) for m in state)
-    ):
+    if isinstance(state, Sequence) and state and all(isinstance(m, BaseMessage) for m in state):
         return "\n".join(_message_text(m) for m in state)
     try:
         return json.dumps(_plain(state), ensure_ascii=False)

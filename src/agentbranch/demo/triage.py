@@ -67,9 +67,7 @@ def default_policy(
 ) -> dict[str, Policy]:
     """Team: take above ``take_at``, else generation (or ``human_triage``); the other
     questions are always taken (their records still show confidence)."""
-    fallback = (
-        Generate(fallback_model) if fallback_model is not None else GotoNode("human_triage")
-    )
+    fallback = Generate(fallback_model) if fallback_model is not None else GotoNode("human_triage")
     return {"team": Policy(take_at=take_at, fallbacks=[fallback]), "*": Policy()}
 
 

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from agentbranch.engine.reads import LabelRead, ReadRequest
 from agentbranch.engine.readers.base import Reader
+from agentbranch.engine.reads import LabelRead, ReadRequest
 from agentbranch.errors import ConfigurationError, ReaderError
 
 

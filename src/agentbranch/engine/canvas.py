@@ -250,9 +250,7 @@ class _PlannerBase:
         if missing:
             for qtype in QUESTION_TYPES.values():
                 if set(missing) & set(qtype.label_set):
-                    ids = reply_label_ids(
-                        self.tokenizer, self._reply_anchor(), qtype.label_set
-                    )
+                    ids = reply_label_ids(self.tokenizer, self._reply_anchor(), qtype.label_set)
                     self._label_ids.update(zip(qtype.label_set, ids))
         return [self._label_ids[x] for x in labels]
 
@@ -302,9 +300,7 @@ class NextTokenPlanner(_PlannerBase):
             self._check_length(len(ids), 1)
             groups = tuple((i,) for i in self.label_ids(q.labels))
             plan.where.append([(len(plan.token_reads), 0)])
-            plan.token_reads.append(
-                TokenRead(tuple(ids), (), (Slot(0, groups),), read_length=1)
-            )
+            plan.token_reads.append(TokenRead(tuple(ids), (), (Slot(0, groups),), read_length=1))
         return plan
 
 
@@ -414,8 +410,14 @@ class CanvasPlanner(_PlannerBase):
                     line = encode(f"{k}: {label}")
                     after = encode(f"{k}: {label}\n{k}: {label}")
                     slot_id = self.slot_label_ids.setdefault(label, line[-1])
-                    if after != line + self.newline + line or line[:-1] != prefix or slot_id != line[-1]:
-                        log.warning("joint reads off: answer line does not split", line=f"{k}: {label}")
+                    if (
+                        after != line + self.newline + line
+                        or line[:-1] != prefix
+                        or slot_id != line[-1]
+                    ):
+                        log.warning(
+                            "joint reads off: answer line does not split", line=f"{k}: {label}"
+                        )
                         return False
                 self.line_prefix[(k, label_set)] = prefix
         return True
@@ -427,7 +429,9 @@ class CanvasPlanner(_PlannerBase):
             self._joint_ok = self._init_joint()
         return self._joint_ok
 
-    def joint_chunks(self, questions: Sequence[QuestionSpec]) -> list[tuple[int, list[QuestionSpec]]]:
+    def joint_chunks(
+        self, questions: Sequence[QuestionSpec]
+    ) -> list[tuple[int, list[QuestionSpec]]]:
         """The fewest even runs of questions that fit the canvas, each with its first
         number (vLLM's ``_joint_chunks``)."""
         rows = [
@@ -451,7 +455,11 @@ class CanvasPlanner(_PlannerBase):
         return f"{state}\n\n{asks}\n\n{JOINT_REPLY}"
 
     def joint_canvas(
-        self, questions: Sequence[QuestionSpec], prompt_ids: Sequence[int], start: int, draw: int = 0
+        self,
+        questions: Sequence[QuestionSpec],
+        prompt_ids: Sequence[int],
+        start: int,
+        draw: int = 0,
     ) -> tuple[list[int], list[Slot]]:
         """The answer lines with noise in the slots, and each slot's label ids."""
         rng = _noise_rng(prompt_ids, draw)
@@ -484,7 +492,9 @@ class CanvasPlanner(_PlannerBase):
                 prompt = self._read_prompt(prompt_ids, len(canvas))
                 index = len(plan.token_reads)
                 plan.token_reads.append(
-                    TokenRead(prompt, tuple(canvas), tuple(slots), read_length=slots[-1].position + 1)
+                    TokenRead(
+                        prompt, tuple(canvas), tuple(slots), read_length=slots[-1].position + 1
+                    )
                 )
                 for n in range(len(chunk)):
                     chunk_spots[n].append((index, n))

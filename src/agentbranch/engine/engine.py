@@ -19,8 +19,8 @@ import structlog
 from agentbranch.decisions import Decision, Decisions
 from agentbranch.engine.calibration import Calibration
 from agentbranch.engine.plan import Unit, combine, expand, normalise
-from agentbranch.engine.reads import LabelRead, ReadRequest
 from agentbranch.engine.readers.base import Reader
+from agentbranch.engine.reads import LabelRead, ReadRequest
 from agentbranch.errors import (
     AgentBranchError,
     ConfigurationError,
@@ -102,7 +102,9 @@ class DecisionEngine:
 
     # -- public API ------------------------------------------------------------------
 
-    def decide(self, state: Any, questions: Mapping[str, Any], *, draws: int | None = None) -> Decisions:
+    def decide(
+        self, state: Any, questions: Mapping[str, Any], *, draws: int | None = None
+    ) -> Decisions:
         """Answer ``questions`` (id → ``Choice``/``Noul``/``Score``) about ``state``."""
         return self.decide_many([state], questions, draws=draws)[0]
 
@@ -270,9 +272,7 @@ class DecisionEngine:
             unit_reads = reads[at : at + len(units)]
             at += len(units)
             folded = combine(len(options), units, unit_reads)
-            temperature = (
-                self.calibration.temperature(qid, qtype) if self.calibration else 1.0
-            )
+            temperature = self.calibration.temperature(qid, qtype) if self.calibration else 1.0
             probs = normalise(folded.scores, temperature)
             if probs is None:
                 raise ReaderError(

@@ -80,9 +80,7 @@ class ScoreType(QuestionType):
         return f"{label}: {option}"
 
 
-QUESTION_TYPES: dict[str, QuestionType] = {
-    t.name: t() for t in (ChoiceType, NoulType, ScoreType)
-}
+QUESTION_TYPES: dict[str, QuestionType] = {t.name: t() for t in (ChoiceType, NoulType, ScoreType)}
 
 
 def question_type(name: str) -> QuestionType:

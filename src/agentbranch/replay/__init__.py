@@ -23,8 +23,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Literal
 
-from agentbranch.engine.reads import LabelRead, ReadRequest
 from agentbranch.engine.readers.base import Reader
+from agentbranch.engine.reads import LabelRead, ReadRequest
 from agentbranch.errors import AgentBranchError, ConfigurationError
 
 __all__ = ["RecordingReader", "ReplayMissError", "ReplayReader", "cassette_reader", "request_key"]

@@ -13,8 +13,8 @@ from abc import abstractmethod
 from collections.abc import Sequence
 
 from agentbranch.engine.canvas import CanvasPlanner, NextTokenPlanner, ReadPlan
-from agentbranch.engine.reads import LabelRead, ReadRequest, SlotLogprobs, TokenRead
 from agentbranch.engine.readers.base import Reader
+from agentbranch.engine.reads import LabelRead, ReadRequest, SlotLogprobs, TokenRead
 from agentbranch.errors import ReaderError
 
 

@@ -12,8 +12,8 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from agentbranch.engine.reads import LabelRead, QuestionSpec, ReadRequest
 from agentbranch.engine.readers.base import Reader
+from agentbranch.engine.reads import LabelRead, QuestionSpec, ReadRequest
 
 Distribution = Mapping[str, float]
 Script = Distribution | Callable[[str, QuestionSpec], Distribution]

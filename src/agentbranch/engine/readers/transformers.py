@@ -157,9 +157,11 @@ class TransformersTokenBackend:
         for i in order:
             n = len(reads[i].prompt_ids)  # the longest so far: the order is ascending
             group = groups[-1] if groups else []
-            fits = group and len(group) < step and n * (len(group) + 1) <= (
-                1 + self.bucket_padding
-            ) * (total + n)
+            fits = (
+                group
+                and len(group) < step
+                and n * (len(group) + 1) <= (1 + self.bucket_padding) * (total + n)
+            )
             if fits:
                 group.append(i)
                 total += n
