@@ -138,7 +138,41 @@ def _select(record: DecisionRecord, path_map: Mapping[str, str], question_id: st
 # -- routers ----------------------------------------------------------------------------
 
 
-class DecisionRouter(RunnableLambda):
+class _ResolvingRunnable(RunnableLambda):
+    """What routers and nodes share: render what the engine reads, resolve the questions
+    by the policy, and emit every record (structlog, custom stream, callbacks)."""
+
+    def _setup(
+        self,
+        resolver: Resolver,
+        *,
+        renderer: Renderer | None,
+        state_key: str | None,
+        include_state: bool,
+        records_key: str,
+    ) -> None:
+        self.resolver = resolver
+        self._renderer = renderer
+        self._state_key = state_key
+        self._include_state = include_state
+        self._records_key = records_key
+
+    def _records(self, state: Any, config: RunnableConfig) -> dict[str, DecisionRecord]:
+        seen = _reader_input(state, self._renderer, self._state_key, self._records_key)
+        records = self.resolver.resolve(seen)
+        for record in records.values():
+            emit(record, config=config, state=seen, include_state=self._include_state)
+        return records
+
+    async def _arecords(self, state: Any, config: RunnableConfig) -> dict[str, DecisionRecord]:
+        seen = _reader_input(state, self._renderer, self._state_key, self._records_key)
+        records = await self.resolver.aresolve(seen)
+        for record in records.values():
+            await aemit(record, config=config, state=seen, include_state=self._include_state)
+        return records
+
+
+class DecisionRouter(_ResolvingRunnable):
     """A conditional edge that asks the engine one question and returns the node.
 
     ``path_map`` (the attribute) lists every node it may return — pass it to
@@ -160,24 +194,23 @@ class DecisionRouter(RunnableLambda):
     ) -> None:
         q = validate_questions({question_id: question})[question_id]
         self.question_id = question_id
-        self.resolver = Resolver(engine, {question_id: q}, policy, review=None, allow_review=False)
+        self._setup(
+            Resolver(engine, {question_id: q}, policy, review=None, allow_review=False),
+            renderer=renderer,
+            state_key=state_key,
+            include_state=include_state,
+            records_key=DEFAULT_KEY,
+        )
         self.branches = build_path_map(question_id, options_of(question_id, q), path_map)
         self.path_map = _targets(self.branches, policy_for(policy, question_id).targets())
-        self._renderer = renderer
-        self._state_key = state_key
-        self._include_state = include_state
         super().__init__(self._route, afunc=self._aroute, name=name or f"route_{question_id}")
 
     def _route(self, state: Any, config: RunnableConfig) -> str:
-        seen = _reader_input(state, self._renderer, self._state_key, DEFAULT_KEY)
-        record = self.resolver.resolve(seen)[self.question_id]
-        emit(record, config=config, state=seen, include_state=self._include_state)
+        record = self._records(state, config)[self.question_id]
         return _select(record, self.branches, self.question_id)
 
     async def _aroute(self, state: Any, config: RunnableConfig) -> str:
-        seen = _reader_input(state, self._renderer, self._state_key, DEFAULT_KEY)
-        record = (await self.resolver.aresolve(seen))[self.question_id]
-        await aemit(record, config=config, state=seen, include_state=self._include_state)
+        record = (await self._arecords(state, config))[self.question_id]
         return _select(record, self.branches, self.question_id)
 
 
@@ -243,7 +276,7 @@ class RecordRouter(RunnableLambda):
 # -- decide nodes -----------------------------------------------------------------------
 
 
-class DecideNode(RunnableLambda):
+class DecideNode(_ResolvingRunnable):
     """A node that answers several questions in one engine call and writes the records."""
 
     def __init__(
@@ -262,8 +295,14 @@ class DecideNode(RunnableLambda):
     ) -> None:
         self.questions = validate_questions(questions)
         self.policy = policy
-        self.resolver = Resolver(engine, self.questions, policy, review=review_with_interrupt)
         self.key = key
+        self._setup(
+            Resolver(engine, self.questions, policy, review=review_with_interrupt),
+            renderer=renderer,
+            state_key=state_key,
+            include_state=include_state,
+            records_key=key,
+        )
         if write_labels is True:
             self.label_keys = {qid: qid for qid in self.questions}
         elif write_labels:
@@ -274,9 +313,6 @@ class DecideNode(RunnableLambda):
         else:
             self.label_keys = {}
         self._output = output
-        self._renderer = renderer
-        self._state_key = state_key
-        self._include_state = include_state
         super().__init__(self._node, afunc=self._anode, name=name or "decide")
 
     def router(self, question_id: str, path_map: Mapping[str, str] | None = None) -> RecordRouter:
@@ -303,18 +339,10 @@ class DecideNode(RunnableLambda):
         return update
 
     def _node(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
-        seen = _reader_input(state, self._renderer, self._state_key, self.key)
-        records = self.resolver.resolve(seen)
-        for record in records.values():
-            emit(record, config=config, state=seen, include_state=self._include_state)
-        return self._update(state, records)
+        return self._update(state, self._records(state, config))
 
     async def _anode(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
-        seen = _reader_input(state, self._renderer, self._state_key, self.key)
-        records = await self.resolver.aresolve(seen)
-        for record in records.values():
-            await aemit(record, config=config, state=seen, include_state=self._include_state)
-        return self._update(state, records)
+        return self._update(state, await self._arecords(state, config))
 
 
 def decide_node(
@@ -349,7 +377,7 @@ def decide_node(
 # -- Command nodes ----------------------------------------------------------------------
 
 
-class CommandNode(RunnableLambda):
+class CommandNode(_ResolvingRunnable):
     """A node that decides one question and returns ``Command(goto=node, update=...)``."""
 
     def __init__(
@@ -369,16 +397,19 @@ class CommandNode(RunnableLambda):
     ) -> None:
         q = validate_questions({question_id: question})[question_id]
         self.question_id = question_id
-        self.resolver = Resolver(engine, {question_id: q}, policy, review=review_with_interrupt)
+        self._setup(
+            Resolver(engine, {question_id: q}, policy, review=review_with_interrupt),
+            renderer=renderer,
+            state_key=state_key,
+            include_state=include_state,
+            records_key=key,
+        )
         self.branches = build_path_map(question_id, options_of(question_id, q), path_map)
         targets = _targets(self.branches, policy_for(policy, question_id).targets())
         #: pass to ``add_node(..., destinations=node.destinations)`` for graph drawing
         self.destinations = tuple(targets)
         self.key = key
         self.write_label = write_label
-        self._renderer = renderer
-        self._state_key = state_key
-        self._include_state = include_state
         super().__init__(self._node, afunc=self._anode, name=name or f"decide_{question_id}")
 
     def _command(self, record: DecisionRecord) -> Command:
@@ -388,16 +419,10 @@ class CommandNode(RunnableLambda):
         return Command(goto=_select(record, self.branches, self.question_id), update=update)
 
     def _node(self, state: Any, config: RunnableConfig) -> Command:
-        seen = _reader_input(state, self._renderer, self._state_key, self.key)
-        record = self.resolver.resolve(seen)[self.question_id]
-        emit(record, config=config, state=seen, include_state=self._include_state)
-        return self._command(record)
+        return self._command(self._records(state, config)[self.question_id])
 
     async def _anode(self, state: Any, config: RunnableConfig) -> Command:
-        seen = _reader_input(state, self._renderer, self._state_key, self.key)
-        record = (await self.resolver.aresolve(seen))[self.question_id]
-        await aemit(record, config=config, state=seen, include_state=self._include_state)
-        return self._command(record)
+        return self._command((await self._arecords(state, config))[self.question_id])
 
 
 def command_node(
