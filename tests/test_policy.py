@@ -316,3 +316,33 @@ def test_more_effort_on_another_engine():
     assert len(base.calls) == 1 and len(stronger.calls) == 1 and model.calls == 0
     with pytest.raises(ConfigurationError):
         MoreDraws(1)
+
+
+def test_each_decision_is_logged_once_direct_and_under_a_policy():
+    from structlog.testing import capture_logs
+
+    questions = {"team": TEAM, "urgent": ab.yes_no("Urgent?")}
+    reader = ab.ScriptedReader({"team": {"billing": 0.4, "outage": 0.35, "bug": 0.25}})
+    with capture_logs() as logs:
+        ab.DecisionEngine(reader).decide("x", questions)
+    assert [e["question_id"] for e in logs if e["event"] == "agentbranch.decision"] == [
+        "team",
+        "urgent",
+    ]
+    model = StrictFakeChat(replies=["outage"])
+    r = Resolver(
+        ab.DecisionEngine(reader),
+        questions,
+        {"team": Policy(take_at=0.6, fallbacks=[MoreDraws(4), Generate(model)]), "*": Policy()},
+    )
+    with capture_logs() as logs:
+        records = r.resolve("x")
+        from agentbranch.observability import emit
+
+        for rec in records.values():
+            emit(rec)
+    events = [e for e in logs if e["event"] == "agentbranch.decision"]
+    assert sorted(e["question_id"] for e in events) == ["team", "urgent"]
+    team = next(e for e in events if e["question_id"] == "team")
+    assert team["decided_by"] == "fallback" and team["label"] == "outage"
+    assert "probabilities" in team and "state" not in team

@@ -1,10 +1,11 @@
 """Where resolved decision records go besides graph state.
 
-The engine logs one ``agentbranch.decision`` structlog event per engine answer. Once a
-policy has resolved a decision, ``emit`` sends its record (never the raw state unless
-``include_state=True``) to:
+Every decision is logged once. Used directly, the engine logs one ``agentbranch.decision``
+structlog event per answer; under a policy (routers, nodes, the tool) the engine stays
+quiet and, once the policy has resolved the decision, ``emit`` sends its record (never the
+raw state unless ``include_state=True``) to:
 
-* structlog: one ``agentbranch.decision.resolved`` event (band, decided_by, label ...);
+* structlog: the ``agentbranch.decision`` event, with band and decided_by;
 * LangGraph's custom stream, when running inside a graph node
   (``graph.stream(..., stream_mode="custom")`` yields ``{"agentbranch.decision": record}``);
 * LangChain callbacks, as the custom event ``"agentbranch.decision"``
@@ -35,15 +36,20 @@ def _payload(record: dict[str, Any], state: Any, include_state: bool) -> dict[st
 
 def _log(record: dict[str, Any]) -> None:
     log.info(
-        "agentbranch.decision.resolved",
+        EVENT,
         question_id=record.get("question_id"),
+        type=record.get("type"),
         label=record.get("label"),
+        probabilities=record.get("probabilities"),
+        entropy=record.get("entropy"),
+        confidence=record.get("confidence"),
+        label_mass=record.get("label_mass"),
         band=record.get("band"),
         decided_by=record.get("decided_by"),
-        confidence=record.get("confidence"),
         goto=record.get("goto"),
         reader=record.get("reader"),
         model=record.get("model"),
+        latency_s=record.get("latency_s"),
     )
 
 

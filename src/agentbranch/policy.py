@@ -440,7 +440,7 @@ class Resolver:
 
     def resolve(self, state: Any) -> dict[str, DecisionRecord]:
         try:
-            decisions = self.engine.decide(state, self.questions)
+            decisions = self.engine.decide(state, self.questions, log_decisions=False)
         except BaseException as e:  # noqa: BLE001 - re-raised unless a policy handles it
             return self._on_error(e)
         records, pending = self._band_all(decisions)
@@ -463,7 +463,7 @@ class Resolver:
 
     async def aresolve(self, state: Any) -> dict[str, DecisionRecord]:
         try:
-            decisions = await self.engine.adecide(state, self.questions)
+            decisions = await self.engine.adecide(state, self.questions, log_decisions=False)
         except BaseException as e:  # noqa: BLE001
             return self._on_error(e)
         records, pending = self._band_all(decisions)
@@ -497,7 +497,12 @@ class Resolver:
             if isinstance(fb, MoreDraws):
                 engine = fb.engine or self.engine
                 decisions = yield _Call(
-                    engine.decide, engine.adecide, state, question, draws=fb.draws
+                    engine.decide,
+                    engine.adecide,
+                    state,
+                    question,
+                    draws=fb.draws,
+                    log_decisions=False,
                 )
                 d = decisions[qid]
                 new = self._redo(qid, d, policy, fb.draws)

@@ -103,16 +103,32 @@ class DecisionEngine:
     # -- public API ------------------------------------------------------------------
 
     def decide(
-        self, state: Any, questions: Mapping[str, Any], *, draws: int | None = None
+        self,
+        state: Any,
+        questions: Mapping[str, Any],
+        *,
+        draws: int | None = None,
+        log_decisions: bool = True,
     ) -> Decisions:
-        """Answer ``questions`` (id → ``Choice``/``Noul``/``Score``) about ``state``."""
-        return self.decide_many([state], questions, draws=draws)[0]
+        """Answer ``questions`` (id → ``Choice``/``Noul``/``Score``) about ``state``.
+
+        ``draws`` overrides the engine's noise draws for this call. Each decision emits one
+        ``agentbranch.decision`` structlog event; an integration that resolves decisions
+        further (a policy) passes ``log_decisions=False`` and emits the resolved event
+        itself, so every decision is logged once."""
+        return self.decide_many([state], questions, draws=draws, log_decisions=log_decisions)[0]
 
     async def adecide(
-        self, state: Any, questions: Mapping[str, Any], *, draws: int | None = None
+        self,
+        state: Any,
+        questions: Mapping[str, Any],
+        *,
+        draws: int | None = None,
+        log_decisions: bool = True,
     ) -> Decisions:
         """Async ``decide``."""
-        return (await self.adecide_many([state], questions, draws=draws))[0]
+        many = await self.adecide_many([state], questions, draws=draws, log_decisions=log_decisions)
+        return many[0]
 
     def decide_many(
         self,
@@ -120,13 +136,14 @@ class DecisionEngine:
         questions: Mapping[str, Any] | Sequence[Mapping[str, Any]],
         *,
         draws: int | None = None,
+        log_decisions: bool = True,
     ) -> list[Decisions]:
         """Decide for many states in ONE batched read. ``questions`` is one mapping for
         every state, or one mapping per state."""
         prepared = self._prepare_all(states, questions, draws)
         start = time.perf_counter()
         reads = self._read_sync([p.request for p in prepared])
-        return self._finish_all(prepared, reads, time.perf_counter() - start, states)
+        return self._finish_all(prepared, reads, time.perf_counter() - start, log_decisions)
 
     async def adecide_many(
         self,
@@ -134,12 +151,13 @@ class DecisionEngine:
         questions: Mapping[str, Any] | Sequence[Mapping[str, Any]],
         *,
         draws: int | None = None,
+        log_decisions: bool = True,
     ) -> list[Decisions]:
         """Async ``decide_many``."""
         prepared = self._prepare_all(states, questions, draws)
         start = time.perf_counter()
         reads = await self._read_async([p.request for p in prepared])
-        return self._finish_all(prepared, reads, time.perf_counter() - start, states)
+        return self._finish_all(prepared, reads, time.perf_counter() - start, log_decisions)
 
     def close(self) -> None:
         """Close the reader and the timeout worker."""
@@ -246,19 +264,20 @@ class DecisionEngine:
         prepared: list[_Prepared],
         reads: list[list[LabelRead]],
         latency_s: float,
-        states: Sequence[Any],
+        log_decisions: bool,
     ) -> list[Decisions]:
         if len(reads) != len(prepared):
             raise ReaderError(
                 f"reader {self.reader.name!r} answered {len(reads)} of {len(prepared)} requests"
             )
-        return [
-            self._finish(p, r, latency_s, state) for p, r, state in zip(prepared, reads, states)
-        ]
+        results = [self._finish(p, r, latency_s) for p, r in zip(prepared, reads)]
+        if log_decisions:
+            for p, decisions in zip(prepared, results):
+                for decision in decisions.values():
+                    self._log(decision, p.request.state)
+        return results
 
-    def _finish(
-        self, prepared: _Prepared, reads: list[LabelRead], latency_s: float, state: Any
-    ) -> Decisions:
+    def _finish(self, prepared: _Prepared, reads: list[LabelRead], latency_s: float) -> Decisions:
         if len(reads) != len(prepared.request.questions):
             raise ReaderError(
                 f"reader {self.reader.name!r} answered {len(reads)} of "
@@ -293,7 +312,6 @@ class DecisionEngine:
                 calibrated=temperature != 1.0,
             )
             decisions[qid] = decision
-            self._log(decision, prepared.request.state)
         return Decisions(decisions, latency_s=latency_s)
 
     def _log(self, d: Decision, state: str) -> None:
