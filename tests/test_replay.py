@@ -47,3 +47,28 @@ def test_pytest_fixture_records_then_replays(pytester):
     assert (pytester.path / "cassettes" / "test_it.jsonl").exists()
     second = pytester.runpytest("-p", "agentbranch.replay.pytest_plugin")
     second.assert_outcomes(passed=1)
+
+
+def test_a_whole_agent_run_replays_offline_from_its_cassette(tmp_path, tiny_model_dir):
+    """Record the support-triage graph on the real (tiny) model, then replay it with no
+    model at all: every route, label and probability comes back the same."""
+    from agentbranch.demo.triage import SAMPLE_TICKETS, build_triage_graph
+
+    def run(reader):
+        graph = build_triage_graph(ab.DecisionEngine(reader))
+        return [graph.invoke({"ticket": t}) for t in SAMPLE_TICKETS]
+
+    def comparable(state):
+        records = {
+            qid: {k: v for k, v in rec.items() if k not in ("latency_s", "reader")}
+            for qid, rec in state["decisions"].items()
+        }
+        return {**state, "decisions": records}
+
+    path = tmp_path / "triage.jsonl"
+    live = run(cassette_reader(path, ab.TransformersReader.from_pretrained(tiny_model_dir)))
+    replayed = run(cassette_reader(path))
+    assert [comparable(s) for s in replayed] == [comparable(s) for s in live]
+    assert {r["reader"] for s in replayed for r in s["decisions"].values()} == {
+        "replay:transformers"
+    }
