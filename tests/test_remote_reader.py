@@ -1,11 +1,13 @@
-"""RemoteReader against a fake /v1/systemone server (httpx.MockTransport): the wire
-payload, the mapping of answers into reads and decisions, concurrency, retries, errors.
+"""RemoteReader against a fake /v1/systemone or /v1/decisions server
+(httpx.MockTransport): the wire payload, the mapping of answers into reads and
+decisions, concurrency, retries, errors.
 
 The same reader is tested against vLLM's real server in tests/vllm_tier."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import threading
@@ -18,8 +20,10 @@ from agentbranch.engine.readers.remote import (
     RemoteReader,
     RemoteRequestError,
     RemoteUnavailableError,
+    build_decisions_payload,
     build_payload,
     parse_answers,
+    parse_decisions_answers,
 )
 from agentbranch.engine.reads import QuestionSpec, ReadRequest
 from agentbranch.errors import ConfigurationError, ReaderError, ReaderTimeoutError
@@ -467,3 +471,270 @@ def test_aclose():
     asyncio.run(run())
     with pytest.raises(ReaderError, match="closed"):
         asyncio.run(reader.aread([ONE]))
+
+
+# ------------------------------------------------------------ /v1/decisions (0.33)
+
+
+def fake_decision_answer(question: dict, mass: float = 0.5) -> dict:
+    """An answer as vLLM 0.33's ``make_answer`` builds it: the last choice/level wins."""
+    if question["type"] == "predicate":
+        return {"type": "predicate", "name": question.get("name"), "probability": 0.7}
+    items = question["choices"] if question["type"] == "choice" else question["levels"]
+    probs = _softmax_like(len(items), len(items) - 1)
+    answer = {"type": question["type"], "name": question.get("name")}
+    if question["type"] == "choice":
+        answer["choice"] = items[-1]["value"]
+        answer["probabilities"] = [
+            {"value": c["value"], "probability": p} for c, p in zip(items, probs)
+        ]
+    else:
+        answer["score"] = sum(i * p for i, p in enumerate(probs))
+        answer["probabilities"] = [
+            {"value": i, "label": lv["label"], "probability": p}
+            for i, (lv, p) in enumerate(zip(items, probs))
+        ]
+    answer["confidence"] = max(probs) * mass
+    return answer
+
+
+def fake_decision_response(body: dict, mass: float = 0.5) -> dict:
+    n = len(body["questions"])
+    return {
+        "model": body["model"],
+        "answers": [fake_decision_answer(q, mass) for q in body["questions"]],
+        "usage": {
+            "input_tokens": 10,
+            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "output_tokens": n,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 10 + n,
+        },
+    }
+
+
+class FakeDecisionsServer(FakeServer):
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        with self.lock:
+            body = json.loads(request.content)
+            self.bodies.append(body)
+            self.headers.append(request.headers)
+            failure = self.failures.pop(0) if self.failures else None
+        if isinstance(failure, Exception):
+            raise failure
+        if isinstance(failure, httpx.Response):
+            return failure
+        assert request.url.path == "/v1/decisions"
+        return httpx.Response(200, json=fake_decision_response(body, **self.response_kw))
+
+
+def decisions_reader(server: FakeServer, **kw) -> RemoteReader:
+    kw.setdefault("model", "dg")
+    return reader_for(server, api="decisions", **kw)
+
+
+MIXED = ReadRequest(
+    state="The app is down",
+    questions=(
+        spec("team", "choice", ["billing", "bugs"], ["Invoices", None]),
+        spec("urgent", "noul", ["yes", "no"], ["Within the hour", None]),
+        spec("plain", "noul", ["yes", "no"]),
+        spec("severity", "score", ["low", "high"], instructions=""),
+    ),
+)
+
+
+def test_decisions_payload_shape():
+    body = build_decisions_payload(MIXED, model="dg", extra={"cache_salt": "s"})
+    assert body == {
+        "model": "dg",
+        "input": "The app is down",
+        "cache_salt": "s",
+        "questions": [
+            {
+                "type": "choice",
+                "name": "team",
+                "instructions": "Q?",
+                "choices": [{"value": "billing", "description": "Invoices"}, {"value": "bugs"}],
+            },
+            # yes/no: vLLM's predicate is read as the choice [false, true]; sent as that
+            # choice it keeps the descriptions and answers with a confidence.
+            {
+                "type": "choice",
+                "name": "urgent",
+                "instructions": "Q?",
+                "choices": [{"value": False}, {"value": True, "description": "Within the hour"}],
+            },
+            {
+                "type": "choice",
+                "name": "plain",
+                "instructions": "Q?",
+                "choices": [{"value": False}, {"value": True}],
+            },
+            {
+                "type": "score",
+                "name": "severity",
+                "instructions": "",
+                "levels": [{"label": "low"}, {"label": "high"}],
+            },
+        ],
+    }
+    # joint is sent only when asked; instructions become a first user message.
+    joint = dataclasses.replace(MIXED, joint=True, instructions="You triage tickets.")
+    body = build_decisions_payload(joint, model="dg")
+    assert body["joint"] is True
+    assert body["input"] == [
+        {"role": "user", "content": "You triage tickets."},
+        {"role": "user", "content": "The app is down"},
+    ]
+    with pytest.raises(ConfigurationError, match="model"):
+        build_decisions_payload(MIXED)
+    # Repeated reads of one question get unique names, as on /v1/systemone.
+    twice = ReadRequest(state="s", questions=(CHOICE, CHOICE))
+    assert [q["name"] for q in build_decisions_payload(twice, model="m")["questions"]] == [
+        "c",
+        "c~1",
+    ]
+
+
+def test_decisions_answers_become_full_vocabulary_logprobs():
+    response = fake_decision_response(build_decisions_payload(MIXED, model="dg"), mass=0.25)
+    reads = parse_decisions_answers(MIXED, response)
+    expected = []
+    for answer in response["answers"]:
+        by_value = {
+            (type(e["value"]), e["value"]): e["probability"] for e in answer["probabilities"]
+        }
+        expected.append(by_value)
+    choice, urgent, plain, severity = reads
+    assert [math.exp(lp) for lp in choice.logprobs] == pytest.approx(
+        [expected[0][(str, "billing")] * 0.25, expected[0][(str, "bugs")] * 0.25]
+    )
+    # yes/no: logprobs in (yes, no) order = (true, false); true (the last value) wins.
+    assert [math.exp(lp) for lp in urgent.logprobs] == pytest.approx(
+        [expected[1][(bool, True)] * 0.25, expected[1][(bool, False)] * 0.25]
+    )
+    assert urgent.logprobs[0] > urgent.logprobs[1]
+    assert plain.logprobs == urgent.logprobs
+    assert [math.exp(lp) for lp in severity.logprobs] == pytest.approx(
+        [expected[3][(int, 0)] * 0.25, expected[3][(int, 1)] * 0.25]
+    )
+    for read in reads:
+        assert read.label_mass == pytest.approx(0.25)
+        assert read.argmax_is_label is True
+        assert read.extras["answer"]["confidence"] > 0
+
+
+def test_decisions_predicate_answer_has_no_label_mass():
+    request = ReadRequest(state="s", questions=(NOUL,))
+    answer = {"type": "predicate", "name": "n", "probability": 0.9}
+    (read,) = parse_decisions_answers(request, {"model": "m", "answers": [answer]})
+    assert [math.exp(lp) for lp in read.logprobs] == pytest.approx([0.9, 0.1])
+    assert read.label_mass == 1.0
+
+
+def test_malformed_decisions_responses_are_reader_errors():
+    with pytest.raises(ReaderError, match="no 'answers' list"):
+        parse_decisions_answers(ONE, {"answers": {"c": {}}})
+    with pytest.raises(ReaderError, match="0 answers for 1 questions"):
+        parse_decisions_answers(ONE, {"answers": []})
+    with pytest.raises(ReaderError, match="answer for question 'c'"):
+        parse_decisions_answers(ONE, {"answers": [{"type": "choice", "name": "other"}]})
+    with pytest.raises(ReaderError, match="lacks the label probabilities"):
+        bad = {"type": "choice", "name": "c", "probabilities": [{"value": "a", "probability": 1}]}
+        parse_decisions_answers(ONE, {"answers": [bad]})
+
+
+def test_decisions_engine_sync_and_async_joint():
+    server = FakeDecisionsServer()
+    with decisions_reader(server) as reader:
+        assert reader.url == URL + "/v1/decisions"
+        engine = ab.DecisionEngine(reader=reader, instructions="Triage.", joint=True)
+        sync = engine.decide("Checkout fails for everyone", QUESTIONS)
+        async_ = asyncio.run(engine.adecide("Checkout fails for everyone", QUESTIONS))
+    for decisions in (sync, async_):
+        assert decisions["team"].label == "sales"
+        assert decisions["urgent"].label == "yes"
+        assert decisions["severity"].label == "high"
+        assert decisions["team"].label_mass == pytest.approx(0.5)
+        assert decisions["urgent"].label_mass == pytest.approx(0.5)
+        answer = fake_decision_answer(
+            {"type": "choice", "choices": [{"value": False}, {"value": True}]}
+        )
+        assert decisions["urgent"].probabilities["yes"] == pytest.approx(
+            answer["probabilities"][1]["probability"]
+        )
+    body = server.bodies[0]
+    assert body["model"] == "dg" and body["joint"] is True
+    assert body["input"][0] == {"role": "user", "content": "Triage."}
+    assert [q["name"] for q in body["questions"]] == list(QUESTIONS)
+    assert server.bodies[0] == server.bodies[1]
+    # Without joint=True the flag is left out (the server's default, False).
+    server = FakeDecisionsServer()
+    ab.DecisionEngine(reader=decisions_reader(server)).decide("s", QUESTIONS)
+    assert "joint" not in server.bodies[0]
+
+
+def test_decisions_4xx_carries_the_server_message():
+    message = "joint: this model reads each question on its own; joint reads need DiffusionGemma"
+    error = {"error": {"message": message, "type": "BadRequestError", "param": None, "code": 400}}
+    for use_async in (False, True):
+        server = FakeDecisionsServer(failures=[httpx.Response(400, json=error)])
+        reader = decisions_reader(server, max_retries=3)
+        request = dataclasses.replace(MIXED, joint=True)
+        with pytest.raises(RemoteRequestError, match="HTTP 400: joint: this model") as info:
+            if use_async:
+                asyncio.run(reader.aread([request]))
+            else:
+                reader.read([request])
+        assert info.value.status_code == 400 and info.value.server_message == message
+        assert len(server.bodies) == 1
+    # Transient statuses are retried on this API too.
+    server = FakeDecisionsServer(failures=[httpx.Response(503, text="loading")])
+    assert len(decisions_reader(server, max_retries=1).read([MIXED])[0]) == 4
+    assert len(server.bodies) == 2
+
+
+def test_decisions_batches_are_concurrent_sync_and_async():
+    arrived = []
+    barrier = asyncio.Event()
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        arrived.append(body["input"])
+        if len(arrived) == 3:
+            barrier.set()
+        await asyncio.wait_for(barrier.wait(), 5)
+        return httpx.Response(200, json=fake_decision_response(body))
+
+    reader = RemoteReader(
+        URL, api="decisions", model="dg", async_transport=httpx.MockTransport(handler)
+    )
+    requests = [ReadRequest(state=f"s{i}", questions=(CHOICE, NOUL), joint=True) for i in range(3)]
+    reads = asyncio.run(reader.aread(requests))
+    assert sorted(arrived) == ["s0", "s1", "s2"]
+    assert [len(r) for r in reads] == [2, 2, 2]
+
+    gate = threading.Barrier(3, timeout=5)
+
+    def sync_handler(request: httpx.Request) -> httpx.Response:
+        gate.wait()  # BrokenBarrierError unless all three are in flight
+        return httpx.Response(200, json=fake_decision_response(json.loads(request.content)))
+
+    reader = RemoteReader(
+        URL, api="decisions", model="dg", transport=httpx.MockTransport(sync_handler)
+    )
+    assert [len(r) for r in reader.read(requests)] == [2, 2, 2]
+    reader.close()
+
+
+def test_decisions_configuration():
+    with pytest.raises(ConfigurationError, match="api must be one of"):
+        RemoteReader(URL, api="chat")
+    with pytest.raises(ConfigurationError, match="needs model"):
+        RemoteReader(URL, api="decisions")
+    with pytest.raises(ConfigurationError, match="not api='decisions'"):
+        RemoteReader(URL + "/v1/systemone", api="decisions", model="m")
+    reader = RemoteReader(URL + "/v1/decisions/", api="decisions", model="m")
+    assert reader.url == URL + "/v1/decisions"
+    assert "api='decisions'" in repr(reader)

@@ -1,4 +1,6 @@
-"""``RemoteReader``: reads from a vLLM (≥ 0.32) ``/v1/systemone`` server over HTTP.
+"""``RemoteReader``: reads from a vLLM server over HTTP, through its ``/v1/systemone``
+endpoint (vLLM ≥ 0.32, the default) or its ``/v1/decisions`` endpoint (vLLM ≥ 0.33,
+``api="decisions"``, the only one with joint reads).
 
 The scale-out path: many agent workers share one vLLM deployment (KServe / OpenShift AI)
 and send it System One requests (DESIGN.md §4)::
@@ -7,22 +9,46 @@ and send it System One requests (DESIGN.md §4)::
     {"model", "state", "instructions", "questions": {id: {"type", "instructions", "criteria"}}}
     -> {"model", "answers": {id: {...}}, "usage", "diagnostics": {id: {"label_mass", ...}}}
 
+or Decisions requests (vLLM 0.33's ``entrypoints/openai/decisions/protocol.py``)::
+
+    POST {base_url}/v1/decisions
+    {"model", "input", "questions": [{"type": "choice"|"score", "name", "instructions",
+     "choices": [{"value", "description"}] | "levels": [{"label", "description"}]}],
+     "joint"}
+    -> {"model", "answers": [{"type", "name", "probabilities": [...], "confidence"}], "usage"}
+
 One HTTP request per ``ReadRequest`` (all its questions); the requests of a batch go out
 concurrently (``aread``: ``asyncio.gather`` on one pooled ``httpx.AsyncClient``; ``read``:
-a thread pool on one pooled ``httpx.Client``). The server builds the prompts itself from
-the same text the offline readers use (vLLM's question types), so the same state and
-questions give the same decisions as ``VLLMReader`` in next-token mode on the same model.
+a thread pool on one pooled ``httpx.Client``). Only the body and the answers differ per
+API (``_Api``); the HTTP, retry and error handling are shared. The server builds the
+prompts itself (vLLM's question types), so on ``/v1/systemone`` the same state and
+questions give the same decisions as ``VLLMReader`` on the same model.
 
 **How answers become ``LabelRead``s.** The server returns label probabilities
 renormalised over the labels (``p_i``), not logprobs. ``label_mass`` (the labels' total
 probability over the full vocabulary) comes from the response's ``diagnostics`` when the
-server sends them (vLLM does), else from ``confidence / p_top`` (vLLM's confidence is
-``p_top × label_mass``), else 1.0. The reader reports ``logprobs[i] = log(p_i ×
-label_mass)``: the label's full-vocabulary log probability, as model readers report it,
-so reads of a choice split into chunks or read in several option orders combine the way
-they do for local readers. The engine renormalises, so a single read's decision gets
-exactly the server's ``p_i``. ``argmax_is_label`` comes from ``diagnostics`` (True when
-absent). ``draws`` and ``joint`` are ignored: the server decides how to read.
+server sends them (vLLM's ``/v1/systemone`` does), else from ``confidence / p_top``
+(vLLM's confidence is ``p_top × label_mass``), else 1.0. The reader reports
+``logprobs[i] = log(p_i × label_mass)``: the label's full-vocabulary log probability, as
+model readers report it, so reads of a choice split into chunks or read in several option
+orders combine the way they do for local readers. The engine renormalises, so a single
+read's decision gets exactly the server's ``p_i``. ``argmax_is_label`` comes from
+``diagnostics`` (True when absent). ``draws`` is ignored; ``joint`` is sent only to
+``/v1/decisions``.
+
+**``/v1/decisions`` mapping** (what vLLM 0.33 does with it, see ``adapters.py`` there):
+
+* choice → ``choices`` (string values; vLLM shows each as its JSON text, ``A: "billing"``);
+  score → ``levels``; yes/no → a choice of the values ``false`` and ``true`` (with the
+  yes/no descriptions). vLLM reads a ``predicate`` as exactly that choice (``A: false``,
+  ``B: true``), but its predicate answer has no ``confidence`` and so no label mass, and a
+  predicate has no place for descriptions; the boolean choice gives the same prompt and
+  both.
+* The request has no system/instructions field (and forbids unknown fields): a
+  ``ReadRequest``'s instructions go first in ``input``, as a user message before the
+  state (vLLM joins the messages with a blank line into the one user turn).
+* ``joint`` is sent when the request asks for it; vLLM refuses it (400) for models other
+  than DiffusionGemma.
 
 **Errors.** Connection failures, 429, 502, 503 and 504 are retried with exponential
 backoff (``Retry-After`` honoured, capped), at most ``max_retries`` times; then
@@ -38,9 +64,9 @@ import math
 import random
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 
@@ -52,8 +78,10 @@ __all__ = [
     "RemoteReader",
     "RemoteRequestError",
     "RemoteUnavailableError",
+    "build_decisions_payload",
     "build_payload",
     "parse_answers",
+    "parse_decisions_answers",
 ]
 
 #: Statuses worth another try: rate limited, or a gateway/backend not ready yet.
@@ -61,6 +89,7 @@ RETRY_STATUSES = frozenset({429, 502, 503, 504})
 #: vLLM labels a choice's options A..Z, so one read takes at most 26 options.
 DEFAULT_MAX_OPTIONS = 26
 DEFAULT_PATH = "/v1/systemone"
+DECISIONS_PATH = "/v1/decisions"
 
 
 class RemoteRequestError(ReaderError):
@@ -172,26 +201,140 @@ def parse_answers(request: ReadRequest, response: Mapping[str, Any]) -> list[Lab
                 f"({e!r}); got {dict(answer)}"
             ) from None
         diag = diagnostics.get(key) if isinstance(diagnostics, Mapping) else None
-        top = max(probs)
-        if isinstance(diag, Mapping) and diag.get("label_mass") is not None:
-            mass = float(diag["label_mass"])
-        elif answer.get("confidence") is not None and top > 0:
-            mass = float(answer["confidence"]) / top
-        else:
-            mass = 1.0
-        argmax_is_label = (
-            bool(diag.get("argmax_is_label", True)) if isinstance(diag, Mapping) else True
-        )
-        scale = mass if mass > 0 else 1.0
-        reads.append(
-            LabelRead(
-                logprobs=tuple(math.log(p * scale) if p > 0 else -math.inf for p in probs),
-                label_mass=mass,
-                argmax_is_label=argmax_is_label,
-                extras={"answer": dict(answer)},
-            )
-        )
+        reads.append(_label_read(probs, answer, diag if isinstance(diag, Mapping) else None))
     return reads
+
+
+def _label_read(
+    probs: list[float], answer: Mapping[str, Any], diag: Mapping[str, Any] | None
+) -> LabelRead:
+    """``logprobs[i] = log(p_i × label_mass)``, the mass from ``diag`` or the answer's
+    ``confidence`` (vLLM's is ``p_top × label_mass``), else 1."""
+    top = max(probs)
+    if diag is not None and diag.get("label_mass") is not None:
+        mass = float(diag["label_mass"])
+    elif answer.get("confidence") is not None and top > 0:
+        mass = float(answer["confidence"]) / top
+    else:
+        mass = 1.0
+    scale = mass if mass > 0 else 1.0
+    return LabelRead(
+        logprobs=tuple(math.log(p * scale) if p > 0 else -math.inf for p in probs),
+        label_mass=mass,
+        argmax_is_label=bool(diag.get("argmax_is_label", True)) if diag is not None else True,
+        extras={"answer": dict(answer)},
+    )
+
+
+# ------------------------------------------------------------- /v1/decisions (0.33)
+
+
+def _decision_question(key: str, q: QuestionSpec) -> dict[str, Any]:
+    """One question of a ``/v1/decisions`` request (vLLM 0.33's ``DecisionQuestion``)."""
+    if q.type == "noul":
+        # vLLM reads a predicate as the choice [false, true]; as that choice it keeps
+        # the descriptions and its answer carries a confidence (the label mass).
+        yes, no = q.descriptions
+        values: list[tuple[Any, str | None]] = [(False, no), (True, yes)]
+        field, key_name = "choices", "value"
+    elif q.type == "choice":
+        values = list(zip(q.options, q.descriptions))
+        field, key_name = "choices", "value"
+    elif q.type == "score":
+        values = list(zip(q.options, q.descriptions))
+        field, key_name = "levels", "label"
+    else:
+        raise ConfigurationError(
+            f"question {q.id!r} has type {q.type!r}; a /v1/decisions server answers "
+            "choice, noul and score questions"
+        )
+    items = [{key_name: v, **({"description": d} if d else {})} for v, d in values]
+    kind = "score" if q.type == "score" else "choice"
+    return {"type": kind, "name": key, "instructions": q.instructions, field: items}
+
+
+def build_decisions_payload(
+    request: ReadRequest, *, model: str | None = None, extra: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The ``/v1/decisions`` JSON body for one ``ReadRequest`` (vLLM 0.33)."""
+    if not model:
+        raise ConfigurationError("a /v1/decisions request names its model; pass model=...")
+    if request.instructions:
+        # No system field: the instructions go first in the user turn.
+        input_: Any = [
+            {"role": "user", "content": request.instructions},
+            {"role": "user", "content": request.state},
+        ]
+    else:
+        input_ = request.state
+    body: dict[str, Any] = {
+        "model": model,
+        "input": input_,
+        "questions": [
+            _decision_question(key, q)
+            for key, q in zip(question_keys(request.questions), request.questions)
+        ],
+    }
+    if request.joint:
+        body["joint"] = True
+    if extra:
+        body.update(extra)
+    return body
+
+
+def _decision_probabilities(q: QuestionSpec, answer: Mapping[str, Any]) -> list[float]:
+    if answer.get("type") == "predicate":
+        p_true = float(answer["probability"])
+        return [p_true, 1.0 - p_true]
+    entries = answer["probabilities"]
+    if q.type == "score":
+        by_value = {int(e["value"]): float(e["probability"]) for e in entries}
+        return [by_value[i] for i in range(len(q.options))]
+    by_value = {(type(e["value"]), e["value"]): float(e["probability"]) for e in entries}
+    if q.type == "noul":
+        return [by_value[(bool, True)], by_value[(bool, False)]]
+    return [by_value[(str, o)] for o in q.options]
+
+
+def parse_decisions_answers(request: ReadRequest, response: Mapping[str, Any]) -> list[LabelRead]:
+    """The ``LabelRead`` of each question read, from a ``/v1/decisions`` response
+    (answers in question order)."""
+    answers = response.get("answers")
+    if not isinstance(answers, list):
+        raise ReaderError(
+            "the /v1/decisions response has no 'answers' list; is the URL a vLLM "
+            f"Decisions endpoint? Got keys {sorted(response)}"
+        )
+    keys = question_keys(request.questions)
+    if len(answers) != len(keys):
+        raise ReaderError(f"the server returned {len(answers)} answers for {len(keys)} questions")
+    reads = []
+    for key, q, answer in zip(keys, request.questions, answers):
+        if not isinstance(answer, Mapping) or answer.get("name") not in (None, key):
+            raise ReaderError(f"the server's answer for question {key!r} is {answer!r}")
+        try:
+            probs = _decision_probabilities(q, answer)
+        except (KeyError, TypeError, ValueError) as e:
+            raise ReaderError(
+                f"the server's answer to question {key!r} lacks the label probabilities "
+                f"({e!r}); got {dict(answer)}"
+            ) from None
+        reads.append(_label_read(probs, answer, None))
+    return reads
+
+
+class _Api(NamedTuple):
+    """What differs between the endpoints: the path, the body and the answers."""
+
+    path: str
+    build: Callable[..., dict[str, Any]]
+    parse: Callable[[ReadRequest, Mapping[str, Any]], list[LabelRead]]
+
+
+APIS = {
+    "systemone": _Api(DEFAULT_PATH, build_payload, parse_answers),
+    "decisions": _Api(DECISIONS_PATH, build_decisions_payload, parse_decisions_answers),
+}
 
 
 def _server_message(response: httpx.Response) -> str:
@@ -216,14 +359,17 @@ def _server_message(response: httpx.Response) -> str:
 
 
 class RemoteReader(Reader):
-    """A ``Reader`` over a vLLM ``/v1/systemone`` server.
+    """A ``Reader`` over a vLLM ``/v1/systemone`` (or ``/v1/decisions``) server.
 
     Args:
         base_url: the server, e.g. ``http://localhost:8000`` or a KServe
-            InferenceService URL; a URL that already ends in ``/v1/systemone`` is used
-            as is.
+            InferenceService URL; a URL that already ends in the API's path
+            (``/v1/systemone``, ``/v1/decisions``) is used as is.
         model: the served model name to ask for (vLLM's ``--served-model-name``);
-            ``None`` lets the server use its only model.
+            ``None`` lets the server use its only model (``/v1/systemone`` only: a
+            Decisions request must name it).
+        api: ``"systemone"`` (vLLM ≥ 0.32) or ``"decisions"`` (vLLM ≥ 0.33's OpenAI-style
+            Decisions API; sends ``joint`` for joint reads on DiffusionGemma).
         api_key: sent as ``Authorization: Bearer <api_key>`` (vLLM ``--api-key``,
             OpenShift AI token authentication).
         headers: extra HTTP headers on every request.
@@ -235,7 +381,8 @@ class RemoteReader(Reader):
         max_connections: HTTP pool size and the most requests in flight at once.
         max_options: the most options the server labels in one read (26 for vLLM).
         extra_body: merged into every request body (``cache_salt``, ``priority``,
-            ``chat_template_kwargs`` ...).
+            ``chat_template_kwargs`` ...; ``/v1/decisions`` refuses fields it does not
+            know: ``cache_salt`` and ``safety_identifier`` only).
         verify: TLS verification (``False``, a CA bundle path, or an ``ssl.SSLContext``).
         transport / async_transport: custom httpx transports (tests use
             ``httpx.MockTransport``).
@@ -248,6 +395,7 @@ class RemoteReader(Reader):
         base_url: str,
         *,
         model: str | None = None,
+        api: str = "systemone",
         api_key: str | None = None,
         headers: Mapping[str, str] | None = None,
         timeout_s: float = 30.0,
@@ -270,8 +418,21 @@ class RemoteReader(Reader):
             raise ConfigurationError(
                 "max_retries must be >= 0, max_connections >= 1 and timeout_s > 0"
             )
+        if api not in APIS:
+            raise ConfigurationError(f"api must be one of {sorted(APIS)}, got {api!r}")
+        if api == "decisions" and not model:
+            raise ConfigurationError(
+                "api='decisions' needs model=...: a Decisions request names the served model"
+            )
+        self.api = api
+        self._api = APIS[api]
         base = base_url.rstrip("/")
-        self.url = base if base.endswith(DEFAULT_PATH) else base + DEFAULT_PATH
+        other = [
+            a.path for a in APIS.values() if a.path != self._api.path and base.endswith(a.path)
+        ]
+        if other:
+            raise ConfigurationError(f"base_url ends in {other[0]}, which is not api={api!r}")
+        self.url = base if base.endswith(self._api.path) else base + self._api.path
         self.requested_model = model
         self.model = model or "unknown"
         self.max_options = max_options
@@ -342,7 +503,7 @@ class RemoteReader(Reader):
                     f"server labels at most {self.max_options}. Build the reader with the "
                     "server's limit as max_options so the engine splits the question."
                 )
-        return build_payload(request, model=self.requested_model, extra=self.extra_body)
+        return self._api.build(request, model=self.requested_model, extra=self.extra_body)
 
     def _delay(self, attempt: int, response: httpx.Response | None) -> float:
         delay = min(self.max_backoff_s, self.backoff_s * (2**attempt))
@@ -389,7 +550,7 @@ class RemoteReader(Reader):
             raise ReaderError(f"{self.url} answered with {type(data).__name__}, not an object")
         if isinstance(data.get("model"), str) and self.requested_model is None:
             self.model = data["model"]
-        return parse_answers(request, data)
+        return self._api.parse(request, data)
 
     def _timeout_error(self, e: Exception) -> ReaderTimeoutError:
         return ReaderTimeoutError(
@@ -494,4 +655,4 @@ class RemoteReader(Reader):
             pool.shutdown(wait=False, cancel_futures=True)
 
     def __repr__(self) -> str:
-        return f"RemoteReader({self.url!r}, model={self.model!r})"
+        return f"RemoteReader({self.url!r}, model={self.model!r}, api={self.api!r})"
