@@ -167,6 +167,10 @@ class StandInEngine:
         )
         self.calls: list[tuple[list[int], Any]] = []
         self.errored = False
+        self.dead_error = RuntimeError("the stand-in engine is dead")
+
+    def check_admission(self, n: int = 1, request_id: str | None = None) -> None:
+        """0.33's serving layer asks before reading; the stand-in admits everything."""
 
     async def generate(self, engine_input: Any, params: Any, request_id: str, **_: Any):
         prompt_ids = list(engine_input["prompt_token_ids"])
