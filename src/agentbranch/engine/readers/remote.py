@@ -39,11 +39,13 @@ read's decision gets exactly the server's ``p_i``. ``argmax_is_label`` comes fro
 **``/v1/decisions`` mapping** (what vLLM 0.33 does with it, see ``adapters.py`` there):
 
 * choice → ``choices`` (string values; vLLM shows each as its JSON text, ``A: "billing"``);
-  score → ``levels``; yes/no → a choice of the values ``false`` and ``true`` (with the
-  yes/no descriptions). vLLM reads a ``predicate`` as exactly that choice (``A: false``,
-  ``B: true``), but its predicate answer has no ``confidence`` and so no label mass, and a
-  predicate has no place for descriptions; the boolean choice gives the same prompt and
-  both.
+  score → ``levels`` (vLLM letters them ``A``, ``B`` ... like options, not ``0``-``9``);
+  yes/no → a choice of the values ``false`` and ``true`` (with the yes/no descriptions).
+  vLLM reads a ``predicate`` as exactly that choice (``A: false``, ``B: true``), but its
+  predicate answer has no ``confidence`` and so no label mass, and a predicate has no
+  place for descriptions; the boolean choice gives the same prompt and both.
+  So the server's wording differs from ``/v1/systemone``'s and the local readers'
+  (``yes``/``no``, ``0``-``9``, bare option names): same model, slightly other prompts.
 * The request has no system/instructions field (and forbids unknown fields): a
   ``ReadRequest``'s instructions go first in ``input``, as a user message before the
   state (vLLM joins the messages with a blank line into the one user turn).
