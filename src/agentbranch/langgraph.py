@@ -173,10 +173,15 @@ class _ResolvingRunnable(RunnableLambda):
 
 
 class DecisionRouter(_ResolvingRunnable):
-    """A conditional edge that asks the engine one question and returns the node.
+    """A conditional edge that asks the engine one question and returns the node:
+    ``graph.add_conditional_edges(source, router, router.path_map)``.
 
-    ``path_map`` (the attribute) lists every node it may return — pass it to
-    ``add_conditional_edges`` so LangGraph checks them when compiling.
+    ``path_map`` maps every option to a node name (or ``END``); without it the option
+    names are the node names. A policy may add ``GotoNode``/``FailClosed`` targets; review
+    is not possible in a router (use ``decide_node`` or ``command_node``). The engine reads
+    ``renderer(state)``, else ``state[state_key]``, else the whole state minus records.
+    ``router.path_map`` (the attribute) lists every node it may return, so LangGraph
+    checks them when compiling.
     """
 
     def __init__(
@@ -214,36 +219,6 @@ class DecisionRouter(_ResolvingRunnable):
         return _select(record, self.branches, self.question_id)
 
 
-def route(
-    engine: Any,
-    question_id: str,
-    question: Question,
-    *,
-    path_map: Mapping[str, str] | None = None,
-    policy: PolicyArg = None,
-    renderer: Renderer | None = None,
-    state_key: str | None = None,
-    include_state: bool = False,
-) -> DecisionRouter:
-    """A router for ``graph.add_conditional_edges(source, router, router.path_map)``.
-
-    ``path_map`` maps every option to a node name (or ``END``); without it the option
-    names are the node names. A policy may add ``GotoNode``/``FailClosed`` targets; review
-    is not possible in a router (use ``decide_node`` or ``command_node``). The engine reads
-    ``renderer(state)``, else ``state[state_key]``, else the whole state minus records.
-    """
-    return DecisionRouter(
-        engine,
-        question_id,
-        question,
-        path_map=path_map,
-        policy=policy,
-        renderer=renderer,
-        state_key=state_key,
-        include_state=include_state,
-    )
-
-
 class RecordRouter(RunnableLambda):
     """A conditional edge that branches on a recorded decision (no engine call)."""
 
@@ -277,7 +252,12 @@ class RecordRouter(RunnableLambda):
 
 
 class DecideNode(_ResolvingRunnable):
-    """A node that answers several questions in one engine call and writes the records."""
+    """A node that answers several questions in ONE engine call and writes
+    ``{key: {question_id: record}}`` (plus, with ``write_labels``, each label under its
+    question id or the given state key). ``output(state, records)`` replaces that update
+    (e.g. to append to a list in a fan-out). ``policy`` is one ``Policy`` or a mapping
+    question id → ``Policy`` (``"*"`` = default). ``node.router(question_id, path_map)``
+    is the conditional edge that branches on the record."""
 
     def __init__(
         self,
@@ -345,40 +325,13 @@ class DecideNode(_ResolvingRunnable):
         return self._update(state, await self._arecords(state, config))
 
 
-def decide_node(
-    engine: Any,
-    questions: Mapping[str, Question],
-    *,
-    policy: PolicyArg = None,
-    key: str = DEFAULT_KEY,
-    write_labels: bool | Mapping[str, str] = False,
-    output: Callable[[Any, dict[str, DecisionRecord]], dict[str, Any]] | None = None,
-    renderer: Renderer | None = None,
-    state_key: str | None = None,
-    include_state: bool = False,
-) -> DecideNode:
-    """A node writing ``{key: {question_id: record}}`` (plus, with ``write_labels``, each
-    label under its question id or the given state key). ``output(state, records)``
-    replaces that update (e.g. to append to a list in a fan-out). ``policy`` is one
-    ``Policy`` or a mapping question id → ``Policy`` (``"*"`` = default)."""
-    return DecideNode(
-        engine,
-        questions,
-        policy=policy,
-        key=key,
-        write_labels=write_labels,
-        output=output,
-        renderer=renderer,
-        state_key=state_key,
-        include_state=include_state,
-    )
-
-
 # -- Command nodes ----------------------------------------------------------------------
 
 
 class CommandNode(_ResolvingRunnable):
-    """A node that decides one question and returns ``Command(goto=node, update=...)``."""
+    """A node that decides one question and returns
+    ``Command(goto=<node>, update={key: {question_id: record}})``. Add it with
+    ``graph.add_node(name, node, destinations=node.destinations)``."""
 
     def __init__(
         self,
@@ -425,34 +378,10 @@ class CommandNode(_ResolvingRunnable):
         return self._command((await self._arecords(state, config))[self.question_id])
 
 
-def command_node(
-    engine: Any,
-    question_id: str,
-    question: Question,
-    *,
-    path_map: Mapping[str, str] | None = None,
-    policy: PolicyArg = None,
-    key: str = DEFAULT_KEY,
-    write_label: str | None = None,
-    renderer: Renderer | None = None,
-    state_key: str | None = None,
-    include_state: bool = False,
-) -> CommandNode:
-    """A node returning ``Command(goto=<node>, update={key: {question_id: record}})``.
-    Add it with ``graph.add_node(name, node, destinations=node.destinations)``."""
-    return CommandNode(
-        engine,
-        question_id,
-        question,
-        path_map=path_map,
-        policy=policy,
-        key=key,
-        write_label=write_label,
-        renderer=renderer,
-        state_key=state_key,
-        include_state=include_state,
-    )
-
+# The builders read as verbs in graph code: ``route(engine, "urgent", question, ...)``.
+route = DecisionRouter
+decide_node = DecideNode
+command_node = CommandNode
 
 __all__ = [
     "END",
