@@ -566,26 +566,41 @@ class RemoteReader(Reader):
             "Check that the server is up and reachable, or raise max_retries."
         )
 
+    def _outcome(
+        self,
+        request: ReadRequest,
+        response: httpx.Response | None,
+        error: httpx.TransportError | None,
+    ) -> list[LabelRead] | str:
+        """One attempt's result: the reads, or why it is worth a retry. A read timeout
+        and a final HTTP error raise."""
+        if error is not None:
+            if isinstance(error, httpx.TimeoutException) and not isinstance(
+                error, httpx.ConnectTimeout
+            ):
+                raise self._timeout_error(error) from error
+            return repr(error)
+        assert response is not None
+        reads = self._handle(request, response)
+        if reads is not None:
+            return reads
+        return f"HTTP {response.status_code}: {_server_message(response)}"
+
     def _read_one(self, client: httpx.Client, request: ReadRequest) -> list[LabelRead]:
         if not request.questions:
             return []
         body = self._body(request)
         last = ""
         for attempt in range(self.max_retries + 1):
-            response = None
+            response, error = None, None
             try:
                 response = client.post(self.url, json=body)
-            except httpx.TimeoutException as e:
-                if not isinstance(e, httpx.ConnectTimeout):
-                    raise self._timeout_error(e) from e
-                last = repr(e)
             except httpx.TransportError as e:
-                last = repr(e)
-            else:
-                reads = self._handle(request, response)
-                if reads is not None:
-                    return reads
-                last = f"HTTP {response.status_code}: {_server_message(response)}"
+                error = e
+            result = self._outcome(request, response, error)
+            if not isinstance(result, str):
+                return result
+            last = result
             if attempt < self.max_retries:
                 time.sleep(self._delay(attempt, response))
         raise self._unavailable(last)
@@ -598,21 +613,16 @@ class RemoteReader(Reader):
         body = self._body(request)
         last = ""
         for attempt in range(self.max_retries + 1):
-            response = None
+            response, error = None, None
             try:
                 async with gate:
                     response = await client.post(self.url, json=body)
-            except httpx.TimeoutException as e:
-                if not isinstance(e, httpx.ConnectTimeout):
-                    raise self._timeout_error(e) from e
-                last = repr(e)
             except httpx.TransportError as e:
-                last = repr(e)
-            else:
-                reads = self._handle(request, response)
-                if reads is not None:
-                    return reads
-                last = f"HTTP {response.status_code}: {_server_message(response)}"
+                error = e
+            result = self._outcome(request, response, error)
+            if not isinstance(result, str):
+                return result
+            last = result
             if attempt < self.max_retries:
                 await asyncio.sleep(self._delay(attempt, response))
         raise self._unavailable(last)
