@@ -1,0 +1,26 @@
+"""Step 1 of resolving: put each engine decision in its policy's band."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from agentbranch.decisions import Decisions
+from agentbranch.policy.config import DecisionRecord, PolicyArg, policy_for
+from agentbranch.policy.records import engine_record
+from agentbranch.questions import Question
+
+
+def band_all(
+    decisions: Decisions, questions: Mapping[str, Question], policy: PolicyArg
+) -> tuple[dict[str, DecisionRecord], dict[str, list[str]]]:
+    """One record per question, and the ids still pending in the review and fallback
+    bands (taken answers are final)."""
+    records: dict[str, DecisionRecord] = {}
+    pending: dict[str, list[str]] = {"review": [], "fallback": []}
+    for qid, q in questions.items():
+        d = decisions[qid]
+        band = policy_for(policy, qid).band(d)
+        records[qid] = engine_record(d, q, band=band)
+        if band != "take":
+            pending[band].append(qid)
+    return records, pending

@@ -1,0 +1,213 @@
+"""What a policy says: bands, fallbacks and error handling for one decision."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agentbranch.decisions import Decision
+from agentbranch.errors import ConfigurationError, ReaderError
+from agentbranch.questions import Question, to_spec
+
+Band = Literal["take", "fallback", "review", "error"]
+DecidedBy = Literal["engine", "fallback", "fallback_node", "human", "fail_open", "fail_closed"]
+DecisionRecord = dict[str, Any]
+
+#: ``review(payload) -> label``: called for decisions in the review band.
+ReviewFn = Callable[[dict[str, Any]], str]
+
+
+# -- fallbacks ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MoreDraws:
+    """More engine effort: re-read with ``draws`` noise draws (averaged). The new read is
+    taken when it clears the policy's take threshold; otherwise the next fallback runs.
+
+    With ``engine``, the re-read goes through that engine instead — e.g. more denoising
+    steps on the same vLLM instance:
+    ``MoreDraws(draws=1, engine=DecisionEngine(vllm_reader.variant(max_steps=4)))``.
+    """
+
+    draws: int = 8
+    engine: Any = None
+
+    def __post_init__(self) -> None:
+        if self.draws < (1 if self.engine is not None else 2):
+            raise ConfigurationError(
+                "MoreDraws(draws=...) needs at least 2 draws (or another engine=...)"
+            )
+
+
+@dataclass(frozen=True)
+class Generate:
+    """Generation fallback: ``model`` (a LangChain chat model) answers the same question
+    over the same options. Its reply must name exactly one option, as JSON
+    (``{"label": "<option>"}``) or as the bare option name; anything else is rejected
+    (``FallbackError``, or the next fallback runs). ``instructions`` is an optional system
+    prompt prepended to the request."""
+
+    model: Any
+    instructions: str | None = None
+
+
+@dataclass(frozen=True)
+class GotoNode:
+    """Route to the named graph node instead of branching on an uncertain label."""
+
+    node: str
+
+
+Fallback = MoreDraws | Generate | GotoNode
+
+
+@dataclass(frozen=True)
+class FailOpen:
+    """On an engine error (``ReaderError`` by default), take the option ``label``."""
+
+    label: str
+    errors: tuple[type[BaseException], ...] = (ReaderError,)
+
+
+@dataclass(frozen=True)
+class FailClosed:
+    """On an engine error (``ReaderError`` by default), go to the safe node ``node``."""
+
+    node: str
+    errors: tuple[type[BaseException], ...] = (ReaderError,)
+
+
+OnError = Literal["raise"] | FailOpen | FailClosed
+
+
+# -- policy ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Thresholds and fallbacks for one decision.
+
+    Args:
+        take_at: take the engine's label when ``confidence >= take_at``.
+        review_below: ask a human when ``confidence < review_below`` (``None``: never).
+        min_label_mass: below it, a confident read is not taken either (the model put
+            its probability outside the labels); it falls back (or goes to review).
+        fallbacks: what runs in the fallback band, in order.
+        on_error: ``"raise"`` (default), ``FailOpen(label)`` or ``FailClosed(node)``.
+
+    ``Policy()`` takes every answer. A policy with a non-empty fallback band and no
+    fallbacks is a configuration error: say what should happen to uncertain answers.
+    """
+
+    take_at: float = 0.0
+    review_below: float | None = None
+    min_label_mass: float = 0.0
+    fallbacks: Sequence[Fallback] = field(default_factory=tuple)
+    on_error: OnError = "raise"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fallbacks", tuple(self.fallbacks))
+        if not 0.0 <= self.take_at <= 1.0:
+            raise ConfigurationError(f"take_at must be in [0, 1], got {self.take_at}")
+        if self.review_below is not None and not 0.0 <= self.review_below <= self.take_at:
+            raise ConfigurationError(
+                f"review_below must be in [0, take_at={self.take_at}], got {self.review_below}"
+            )
+        if not 0.0 <= self.min_label_mass <= 1.0:
+            raise ConfigurationError(f"min_label_mass must be in [0, 1], got {self.min_label_mass}")
+        for fb in self.fallbacks:
+            if not isinstance(fb, MoreDraws | Generate | GotoNode):
+                raise ConfigurationError(
+                    f"unknown fallback {fb!r}; use MoreDraws, Generate or GotoNode"
+                )
+        if not (self.on_error == "raise" or isinstance(self.on_error, FailOpen | FailClosed)):
+            raise ConfigurationError(
+                f"on_error must be 'raise', FailOpen(label) or FailClosed(node), got "
+                f"{self.on_error!r}"
+            )
+        if self.has_fallback_band and not self.fallbacks:
+            raise ConfigurationError(
+                f"Policy(take_at={self.take_at}, review_below={self.review_below}) has a "
+                "fallback band but no fallbacks; add fallbacks=[Generate(model)], "
+                "[GotoNode('node')] or [MoreDraws(8), ...], or set review_below=take_at "
+                "to send every uncertain answer to review"
+            )
+        if self.fallbacks and not any(isinstance(f, Generate | GotoNode) for f in self.fallbacks):
+            raise ConfigurationError(
+                "MoreDraws alone cannot resolve an answer that stays uncertain; end the "
+                "fallbacks with Generate(model) or GotoNode('node')"
+            )
+
+    @property
+    def has_fallback_band(self) -> bool:
+        return self.take_at > (self.review_below or 0.0) or self.min_label_mass > 0.0
+
+    @property
+    def can_review(self) -> bool:
+        return self.review_below is not None and self.review_below > 0.0
+
+    def band(self, decision: Decision) -> Band:
+        """The band of one engine decision."""
+        if self.review_below is not None and decision.confidence < self.review_below:
+            return "review"
+        if decision.confidence >= self.take_at and decision.label_mass >= self.min_label_mass:
+            return "take"
+        return "fallback"
+
+    def targets(self) -> list[str]:
+        """Node names this policy may route to besides the options' nodes."""
+        out = [f.node for f in self.fallbacks if isinstance(f, GotoNode)]
+        if isinstance(self.on_error, FailClosed):
+            out.append(self.on_error.node)
+        return out
+
+    def check_options(self, qid: str, options: Sequence[str]) -> None:
+        """Validate ``FailOpen`` labels against the question's options."""
+        if isinstance(self.on_error, FailOpen) and self.on_error.label not in options:
+            raise ConfigurationError(
+                f"question {qid!r}: FailOpen label {self.on_error.label!r} is not one of its "
+                f"options {list(options)}"
+            )
+
+
+PolicyArg = Policy | Mapping[str, Policy] | None
+
+
+def policy_for(policy: PolicyArg, qid: str) -> Policy:
+    """The policy of question ``qid`` (a mapping may give ``"*"`` as the default)."""
+    if policy is None:
+        return Policy()
+    if isinstance(policy, Policy):
+        return policy
+    found = policy.get(qid, policy.get("*"))
+    return found if found is not None else Policy()
+
+
+def check_policies(policy: PolicyArg, questions: Mapping[str, Question]) -> None:
+    if isinstance(policy, Mapping):
+        unknown = sorted(set(policy) - set(questions) - {"*"})
+        if unknown:
+            raise ConfigurationError(
+                f"policies given for unknown question ids {unknown}; questions are "
+                f"{sorted(questions)}"
+            )
+        for p in policy.values():
+            if not isinstance(p, Policy):
+                raise ConfigurationError(f"expected a Policy, got {type(p).__name__}")
+    elif policy is not None and not isinstance(policy, Policy):
+        raise ConfigurationError(
+            f"policy must be a Policy or a mapping question id -> Policy, got "
+            f"{type(policy).__name__}"
+        )
+    for qid, q in questions.items():
+        policy_for(policy, qid).check_options(qid, options_of(qid, q))
+
+
+def options_of(qid: str, question: Question) -> list[str]:
+    return list(to_spec(qid, question).options)
+
+
+def question_text(qid: str, question: Question) -> str:
+    return to_spec(qid, question).instructions

@@ -1,0 +1,44 @@
+"""Engine errors: raised, unless every question's policy chose fail-open or fail-closed."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from agentbranch.policy.config import DecisionRecord, FailClosed, FailOpen, PolicyArg, policy_for
+from agentbranch.policy.records import error_record
+from agentbranch.questions import Question
+
+log = logging.getLogger("agentbranch")
+
+
+def records_for_error(
+    error: BaseException, questions: Mapping[str, Question], policy: PolicyArg, reader: Any
+) -> dict[str, DecisionRecord]:
+    """The fail-open/fail-closed records for ``error``; re-raises it when any question's
+    policy does not handle this kind of error."""
+    records = {}
+    for qid, q in questions.items():
+        p = policy_for(policy, qid)
+        on_error = p.on_error
+        if not isinstance(on_error, FailOpen | FailClosed) or not isinstance(
+            error, on_error.errors
+        ):
+            raise error
+        records[qid] = error_record(qid, q, error, p, reader)
+    for rec in records.values():
+        log.warning(
+            "agentbranch.decision.error: %s %s (%s)",
+            rec["question_id"],
+            rec["decided_by"],
+            rec["error"],
+            extra={
+                "question_id": rec["question_id"],
+                "decided_by": rec["decided_by"],
+                "label": rec["label"],
+                "goto": rec["goto"],
+                "error": rec["error"],
+            },
+        )
+    return records

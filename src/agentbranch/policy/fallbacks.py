@@ -1,0 +1,101 @@
+"""Step 3 of resolving: the fallbacks of one uncertain decision, in order.
+
+The steps are written once, as a generator that yields each engine or model call as a
+``Call``; ``run_sync`` and ``run_async`` drive it on either path."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any
+
+from agentbranch.errors import FallbackError
+from agentbranch.policy.config import DecisionRecord, Generate, MoreDraws, Policy
+from agentbranch.policy.generation import (
+    fallback_record,
+    generation_messages,
+    parse_label,
+    state_text,
+)
+from agentbranch.policy.records import engine_record
+from agentbranch.questions import Question
+
+
+class Call:
+    """One engine or model call of a fallback, runnable sync or async."""
+
+    def __init__(
+        self,
+        sync: Callable[..., Any],
+        async_: Callable[..., Awaitable[Any]],
+        *args: Any,
+        **kwargs: Any,
+    ) -> None:
+        self.sync, self.async_, self.args, self.kwargs = sync, async_, args, kwargs
+
+    def run(self) -> Any:
+        return self.sync(*self.args, **self.kwargs)
+
+    async def arun(self) -> Any:
+        return await self.async_(*self.args, **self.kwargs)
+
+
+Steps = Generator[Call, Any, DecisionRecord]
+
+
+def fallback_steps(
+    engine: Any, qid: str, question: Question, policy: Policy, rec: DecisionRecord, state: Any
+) -> Steps:
+    """Run ``policy.fallbacks`` for question ``qid`` until one resolves it."""
+    asked = {qid: question}
+    errors: list[str] = []
+    for fb in policy.fallbacks:
+        if isinstance(fb, MoreDraws):
+            reader = fb.engine or engine
+            decisions = yield Call(
+                reader.decide, reader.adecide, state, asked, draws=fb.draws, log_decisions=False
+            )
+            d = decisions[qid]
+            rec = engine_record(d, question, band="fallback", draws=fb.draws)
+            if policy.band(d) == "take":
+                rec["fallback"] = {"kind": "more_draws", "draws": fb.draws}
+                return rec
+        elif isinstance(fb, Generate):
+            messages = generation_messages(fb, qid, question, state_text(state))
+            reply = yield Call(fb.model.invoke, fb.model.ainvoke, messages)
+            try:
+                label = parse_label(reply, rec["options"])
+            except FallbackError as e:
+                errors.append(str(e))
+                continue
+            return fallback_record(rec, label, fb.model, reply)
+        else:
+            out = dict(rec)
+            out.update(goto=fb.node, decided_by="fallback_node")
+            out["fallback"] = {"kind": "goto", "node": fb.node}
+            return out
+    raise FallbackError(
+        f"question {qid!r}: confidence {rec['confidence']:.3f} is below take_at="
+        f"{policy.take_at} and no fallback resolved it: " + "; ".join(errors)
+    )
+
+
+def run_sync(steps: Steps) -> DecisionRecord:
+    """Drive ``steps`` with blocking calls."""
+    result: Any = None
+    while True:
+        try:
+            call = steps.send(result)
+        except StopIteration as done:
+            return done.value
+        result = call.run()
+
+
+async def run_async(steps: Steps) -> DecisionRecord:
+    """Drive ``steps`` with awaited calls."""
+    result: Any = None
+    while True:
+        try:
+            call = steps.send(result)
+        except StopIteration as done:
+            return done.value
+        result = await call.arun()

@@ -1,0 +1,88 @@
+"""The generation fallback: a LangChain chat model answers the same question over the same
+options, and its reply is validated against them."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from agentbranch.errors import FallbackError
+from agentbranch.policy.config import DecisionRecord, Generate
+from agentbranch.questions import Question, to_spec
+
+
+def generation_messages(fb: Generate, qid: str, question: Question, state_text: str) -> list[Any]:
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    spec = to_spec(qid, question)
+    lines = []
+    for name, desc in zip(spec.options, spec.descriptions):
+        lines.append(f"- {name}" + (f": {desc}" if desc else ""))
+    system = (fb.instructions + "\n\n" if fb.instructions else "") + (
+        "Answer the question about the input with exactly one of the allowed options. "
+        'Reply with JSON only: {"label": "<option>"}.'
+    )
+    human = (
+        f"Input:\n{state_text}\n\nQuestion: {spec.instructions}\n\nAllowed options:\n"
+        + "\n".join(lines)
+    )
+    return [SystemMessage(system), HumanMessage(human)]
+
+
+def parse_label(reply: Any, options: Sequence[str], *, source: str = "fallback model") -> str:
+    """The option named by a chat model's reply (JSON ``{"label": ...}`` or the bare
+    option name), or ``FallbackError``. Never returns anything outside ``options``."""
+    text = getattr(reply, "content", reply)
+    if isinstance(text, list):  # content blocks
+        text = "".join(b if isinstance(b, str) else str(b.get("text", "")) for b in text if b)
+    if not isinstance(text, str):
+        raise FallbackError(f"{source} returned {type(text).__name__}, not text")
+    raw = text.strip()
+    candidate: Any = raw
+    fenced = re.search(r"\{.*\}", raw, re.DOTALL)
+    if fenced:
+        try:
+            obj = json.loads(fenced.group(0))
+        except json.JSONDecodeError:
+            obj = None
+        if isinstance(obj, dict):
+            candidate = obj.get("label", obj.get("choice", obj.get("answer")))
+    if isinstance(candidate, str):
+        candidate = candidate.strip().strip("\"'`.").strip()
+        if candidate in options:
+            return candidate
+        lowered = {o.lower(): o for o in options}
+        if candidate.lower() in lowered:
+            return lowered[candidate.lower()]
+    raise FallbackError(
+        f"{source} answered {raw[:200]!r}, which names none of the allowed options "
+        f"{list(options)}; the answer was rejected"
+    )
+
+
+def fallback_record(rec: DecisionRecord, label: str, model: Any, reply: Any) -> DecisionRecord:
+    out = dict(rec)
+    out["label"] = label
+    out["decided_by"] = "fallback"
+    out["fallback"] = {
+        "kind": "generate",
+        "model": model_name(model),
+        "reply": str(getattr(reply, "content", reply))[:500],
+    }
+    return out
+
+
+def model_name(model: Any) -> str:
+    for attr in ("model_name", "model", "model_id"):
+        v = getattr(model, attr, None)
+        if isinstance(v, str) and v:
+            return v
+    return type(model).__name__
+
+
+def state_text(state: Any) -> str:
+    from agentbranch.state import render_state
+
+    return render_state(state)

@@ -1,0 +1,81 @@
+"""``Resolver``: ask the engine, then band, review and fall back, by the policy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agentbranch.errors import ConfigurationError
+from agentbranch.policy.bands import band_all
+from agentbranch.policy.config import (
+    DecisionRecord,
+    PolicyArg,
+    ReviewFn,
+    check_policies,
+    policy_for,
+)
+from agentbranch.policy.failure import records_for_error
+from agentbranch.policy.fallbacks import Steps, fallback_steps, run_async, run_sync
+from agentbranch.policy.review import review_all
+from agentbranch.questions import Question, validate_questions
+
+
+@dataclass
+class Resolver:
+    """Asks the engine, bands each answer and resolves it by the policy.
+
+    Integrations (LangGraph routers/nodes, the LangChain tool) build one per question
+    set and call ``resolve``/``aresolve`` with the state the engine should read.
+    ``review`` answers review-band decisions; ``allow_goto`` says whether routing to a
+    node (``GotoNode``, ``FailClosed``) makes sense where the resolver is used.
+    """
+
+    engine: Any
+    questions: dict[str, Question]
+    policy: PolicyArg = None
+    review: ReviewFn | None = None
+    allow_goto: bool = True
+    allow_review: bool = True
+
+    def __post_init__(self) -> None:
+        self.questions = validate_questions(self.questions)
+        check_policies(self.policy, self.questions)
+        for qid in self.questions:
+            p = policy_for(self.policy, qid)
+            if not self.allow_goto and p.targets():
+                raise ConfigurationError(
+                    f"question {qid!r}: GotoNode/FailClosed route to a node, which is not "
+                    "possible here; use them in a router, decide node or Command node"
+                )
+            if p.can_review and not self.allow_review:
+                raise ConfigurationError(
+                    f"question {qid!r}: the policy has a review band (review_below="
+                    f"{p.review_below}), which needs a decide node or Command node "
+                    "(a router cannot interrupt and record the answer)"
+                )
+
+    def resolve(self, state: Any) -> dict[str, DecisionRecord]:
+        try:
+            decisions = self.engine.decide(state, self.questions, log_decisions=False)
+        except BaseException as e:  # noqa: BLE001 - re-raised unless a policy handles it
+            return records_for_error(e, self.questions, self.policy, self.engine.reader)
+        records, pending = band_all(decisions, self.questions, self.policy)
+        review_all(records, pending["review"], self.review)
+        for qid in pending["fallback"]:
+            records[qid] = run_sync(self._fallbacks(qid, records[qid], state))
+        return records
+
+    async def aresolve(self, state: Any) -> dict[str, DecisionRecord]:
+        try:
+            decisions = await self.engine.adecide(state, self.questions, log_decisions=False)
+        except BaseException as e:  # noqa: BLE001
+            return records_for_error(e, self.questions, self.policy, self.engine.reader)
+        records, pending = band_all(decisions, self.questions, self.policy)
+        review_all(records, pending["review"], self.review)
+        for qid in pending["fallback"]:
+            records[qid] = await run_async(self._fallbacks(qid, records[qid], state))
+        return records
+
+    def _fallbacks(self, qid: str, rec: DecisionRecord, state: Any) -> Steps:
+        policy = policy_for(self.policy, qid)
+        return fallback_steps(self.engine, qid, self.questions[qid], policy, rec, state)
