@@ -301,9 +301,9 @@ def test_invalid_server_answers_under_fail_open():
     from agentbranch.policy import FailOpen, Policy, Resolver
 
     reader = RemoteReader(URL, transport=httpx.MockTransport(_server({"noul": math.nan})))
-    rec = Resolver(ab.DecisionEngine(reader), URGENT, Policy(on_error=FailOpen("no"))).resolve(
-        "s"
-    )["urgent"]
+    rec = Resolver(ab.DecisionEngine(reader), URGENT, Policy(on_error=FailOpen("no"))).resolve("s")[
+        "urgent"
+    ]
     assert (rec["decided_by"], rec["label"], rec["confidence"]) == ("fail_open", "no", None)
 
 
@@ -353,7 +353,9 @@ def test_userinfo_is_sent_as_basic_auth():
         seen.append(request)
         return httpx.Response(200, json={"answers": {"urgent": {"noul": 0.8}}})
 
-    reader = RemoteReader(f"http://agent:{KEY}@vllm.test:8000", transport=httpx.MockTransport(handle))
+    reader = RemoteReader(
+        f"http://agent:{KEY}@vllm.test:8000", transport=httpx.MockTransport(handle)
+    )
     assert ab.DecisionEngine(reader).decide("s", URGENT)["urgent"].label == "yes"
     assert seen[0].headers["authorization"] == httpx.BasicAuth("agent", KEY)._auth_header
     assert seen[0].url == "http://vllm.test:8000/v1/systemone"

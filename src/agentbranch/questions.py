@@ -248,4 +248,3 @@ def to_spec(qid: str, question: Question) -> QuestionSpec:
         descriptions=tuple(descriptions),
         labels=tuple(labels),
     )
-
