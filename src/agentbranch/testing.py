@@ -426,6 +426,7 @@ def tiny_diffusiongemma(path: str | os.PathLike[str] | None = None, **kwargs: An
 
 # -- fault injection ---------------------------------------------------------------------
 
+
 class FaultyReader(Reader):
     """Wraps a reader and injects one fault, to test what a graph sees when the engine
     fails (``DecisionEngine`` must turn each into a ``ReaderError``, never a decision).

@@ -128,7 +128,9 @@ class DecisionEngine:
         timeout_s: float | None = None,
         log_state: bool = False,
     ) -> None:
-        if not (callable(getattr(reader, "read", None)) and callable(getattr(reader, "aread", None))):
+        if not (
+            callable(getattr(reader, "read", None)) and callable(getattr(reader, "aread", None))
+        ):
             raise ConfigurationError(
                 f"reader must be an agentbranch Reader (TransformersReader, RemoteReader, "
                 f"EmbeddedReader, ScriptedReader ...), got {type(reader).__name__}"

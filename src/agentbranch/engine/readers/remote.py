@@ -438,9 +438,7 @@ def _split_userinfo(url: str) -> tuple[str, str | None]:
     try:
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, TypeError, ValueError):
-        raise ConfigurationError(
-            f"base_url {_mask_userinfo(url)!r} is not a valid URL"
-        ) from None
+        raise ConfigurationError(f"base_url {_mask_userinfo(url)!r} is not a valid URL") from None
     if not parsed.userinfo:
         return url, None
     token = base64.b64encode(f"{parsed.username}:{parsed.password}".encode()).decode()
