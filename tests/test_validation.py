@@ -102,6 +102,7 @@ def test_decide_refuses_bad_questions(questions):
         {"timeout_s": "1"},
         {"calibration": 3},
         {"instructions": 5},
+        {"instructions": "You triage \ud800 tickets"},
     ],
 )
 def test_engine_constructor_refuses_bad_arguments(kw):

@@ -139,6 +139,14 @@ class DecisionEngine:
             raise ConfigurationError(
                 f"instructions must be a string or None, got {type(instructions).__name__}"
             )
+        if instructions is not None and not instructions.isascii():
+            try:
+                instructions.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise ConfigurationError(
+                    f"instructions contain an unpaired surrogate at index {e.start}, which "
+                    "is not valid Unicode; decode the text with errors='replace' first"
+                ) from None
         self.reader = reader
         self.instructions = instructions
         self.joint = bool(joint)
