@@ -368,3 +368,50 @@ def test_bad_base_url_does_not_echo_credentials():
     assert KEY not in str(err.value)
     with pytest.raises(ConfigurationError, match="give the credentials once"):
         RemoteReader(f"http://agent:{KEY}@vllm.test", api_key="other-key")
+
+
+def _per_state_server(request: httpx.Request) -> httpx.Response:
+    """NaN for states that contain 'bad', a valid answer otherwise."""
+    body = json.loads(request.content)
+    p = math.nan if "bad" in body["state"] else 0.8
+    return httpx.Response(200, content=json.dumps({"answers": {"urgent": {"noul": p}}}).encode())
+
+
+def test_an_invalid_server_answer_fails_only_its_caller_in_a_shared_batch():
+    import threading
+
+    from agentbranch.engine.batching import BatchingReader
+
+    remote = RemoteReader(URL, transport=httpx.MockTransport(_per_state_server))
+    # max_batch=2: the window closes as soon as both callers joined (no timing).
+    eng = ab.DecisionEngine(BatchingReader(remote, window_s=10.0, max_batch=2))
+    outcomes: dict[str, object] = {}
+
+    def run(state: str) -> None:
+        try:
+            outcomes[state] = eng.decide(state, URGENT)["urgent"].label
+        except ab.AgentBranchError as e:
+            outcomes[state] = e
+
+    threads = [threading.Thread(target=run, args=(s,)) for s in ("bad one", "good one")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert isinstance(outcomes["bad one"], InvalidReadError)
+    assert outcomes["good one"] == "yes"
+
+
+async def test_an_invalid_server_answer_fails_only_its_caller_async():
+    from agentbranch.engine.batching import BatchingReader
+
+    remote = RemoteReader(URL, async_transport=httpx.MockTransport(_per_state_server))
+    eng = ab.DecisionEngine(BatchingReader(remote, window_s=10.0, max_batch=2))
+    import asyncio
+
+    bad, good = await asyncio.gather(
+        eng.adecide("bad one", URGENT), eng.adecide("good one", URGENT), return_exceptions=True
+    )
+    assert isinstance(bad, InvalidReadError)
+    assert good["urgent"].label == "yes"
+    await remote.aclose()

@@ -366,6 +366,10 @@ class DecisionEngine:
 
     def _finish(self, prepared: _Prepared, reads: list[LabelRead], latency_s: float) -> Decisions:
         # Checked per request, so in a shared batch a bad answer fails only its caller.
+        # A reader may answer a request with the ReaderError it failed with instead of
+        # its reads (RemoteReader does for an invalid server answer).
+        if isinstance(reads, ReaderError):
+            raise reads
         if not isinstance(reads, Sequence) or len(reads) != len(prepared.request.questions):
             got = len(reads) if isinstance(reads, Sequence) else type(reads).__name__
             raise InvalidReadError(

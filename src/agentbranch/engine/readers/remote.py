@@ -60,9 +60,11 @@ out raises ``ReaderTimeoutError``.
 
 **Invalid answers.** Every probability the server sends must be a finite number in
 [0, 1] (``noul`` included), one per option the question has (no missing or extra
-options), summing to at most 1; label mass and confidence in [0, 1]. Anything else raises
-``InvalidReadError`` (a ``ReaderError``) for that read: a NaN or ``-0.9`` never becomes a
-decision.
+options), summing to at most 1; label mass and confidence in [0, 1]. Anything else is an
+``InvalidReadError`` (a ``ReaderError``) for that request: a NaN or ``-0.9`` never
+becomes a decision. ``read``/``aread`` return it in place of that request's reads (the
+engine raises it for that request's caller), so one bad answer in a shared batch does
+not fail the other requests of the batch.
 
 **Secrets.** Credentials in the URL (``http://user:key@host``) are sent as HTTP Basic
 auth and removed from ``reader.url``; the API key, the URL's password and the values of
@@ -638,8 +640,12 @@ class RemoteReader(Reader):
                     pass
         return delay
 
-    def _handle(self, request: ReadRequest, response: httpx.Response) -> list[LabelRead] | None:
-        """The reads, or ``None`` when the status is worth a retry."""
+    def _handle(
+        self, request: ReadRequest, response: httpx.Response
+    ) -> list[LabelRead] | InvalidReadError | None:
+        """The reads, ``None`` when the status is worth a retry, or the
+        ``InvalidReadError`` that stands for this request's reads when the answer is
+        invalid (so it fails this request's caller only)."""
         if response.status_code in RETRY_STATUSES:
             return None
         if response.status_code >= 400:
@@ -675,7 +681,10 @@ class RemoteReader(Reader):
         try:
             return self._api.parse(request, data)
         except ReaderError as e:  # the server's answer is quoted: it may echo a secret
-            raise type(e)(self._redact(str(e))) from None
+            error = type(e)(self._redact(str(e)))
+            if isinstance(error, InvalidReadError):
+                return error  # in place of this request's reads; the engine raises it
+            raise error from None
 
     def _redact(self, text: str) -> str:
         """``text`` with this reader's credentials (and any bearer/basic token)
