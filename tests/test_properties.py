@@ -5,9 +5,10 @@
   a question that ``decide`` accepts, or ``InvalidQuestionError``.
 * ``test_engine`` — engine arguments, states (text, JSON, messages, junk), question sets
   (builders and wire dicts), ``decide``/``adecide``/``decide_many``, timeouts: a valid
-  decision per question, or an ``AgentBranchError``. About 3 in 5 generated inputs pass
+  decision per question, or an ``AgentBranchError``. More than half the generated inputs pass
   validation and reach the reader (the test asserts at least 2 in 5 and prints the share;
-  measured 0.55–0.65 per run), so planning, reading, folding and calibration run deep.
+  measured 0.54 and 0.59 in two runs), so planning, reading, folding and calibration
+  run deep.
 * ``test_reads`` — readers answering generated reads, valid or broken (NaN, ±inf,
   positive log-probabilities, wrong shapes, missing reads, bad label mass or agreement):
   a decision exactly when every read is valid, else ``ReaderError``. Every input reaches
