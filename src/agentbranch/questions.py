@@ -13,6 +13,7 @@ constructors, and their validation into the engine's ``QuestionSpec``.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias
 
@@ -128,7 +129,7 @@ def _check_options(
     for d in descriptions:
         if d is not None:
             _check_unicode(f"{where}: a description", str(d))
-    duplicates = sorted({o for o in options if options.count(o) > 1})
+    duplicates = sorted(o for o, n in Counter(options).items() if n > 1)
     if duplicates:
         raise InvalidQuestionError(
             f"{where}: options must be distinct; repeated: {duplicates}. "
