@@ -35,12 +35,24 @@ class ReaderError(AgentBranchError, RuntimeError):
     """A reader failed: the model, the engine or the server returned no usable read."""
 
 
+class InvalidReadError(ReaderError):
+    """A reader answered, but not with a valid read: a NaN, infinite or positive
+    log-probability, a probability outside [0, 1], or the wrong number of options or
+    questions. The decision it answers is not made (``on_error`` applies to it)."""
+
+
 class ReaderTimeoutError(ReaderError, TimeoutError):
     """A reader did not answer within the configured timeout."""
 
 
 class ConfigurationError(AgentBranchError, ValueError):
     """The engine, reader or integration was configured inconsistently."""
+
+
+class InvalidFileError(ConfigurationError):
+    """A file agentbranch loads (a calibration) is missing, unreadable, of another
+    format version, or malformed; the message names the file and, where it can, the line
+    and field."""
 
 
 class FallbackError(AgentBranchError, RuntimeError):

@@ -13,6 +13,7 @@ constructors, and their validation into the engine's ``QuestionSpec``.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias
 
@@ -33,35 +34,111 @@ MAX_QUESTIONS = 64
 def choice(instructions: str, options: Mapping[str, str | None] | Sequence[str]) -> Choice:
     """Pick one of ``options``: a mapping of option name → description (or None), or a
     list of option names. 2–255 distinct, non-empty names."""
-    if isinstance(options, str) or not isinstance(options, Mapping | Sequence):
-        raise InvalidQuestionError(
-            "choice options must be a list of names or a mapping name -> description, "
-            f"got {type(options).__name__}"
-        )
-    if not isinstance(options, Mapping):
-        names = [str(o) for o in options]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise InvalidQuestionError(
-                f"choice options must be distinct; repeated: {duplicates}. "
-                "Give each option a unique name."
-            )
-        options = dict.fromkeys(names)
-    _check_option_count("choice", len(options))
-    return Choice(instructions=instructions, criteria=dict(options))
+    _check_instructions("choice", instructions)
+    names, descriptions = _choice_options(options)
+    _check_options("choice()", "choice", names, descriptions)
+    criteria = dict(zip(names, descriptions))
+    return _build(Choice, "choice", instructions=instructions, criteria=criteria)
 
 
 def yes_no(instructions: str, *, yes: str | None = None, no: str | None = None) -> Noul:
     """A yes/no question; ``yes``/``no`` optionally describe what each answer means."""
+    _check_instructions("yes_no", instructions)
+    for side, text in (("yes", yes), ("no", no)):
+        if text is not None:
+            _check_str(f"yes_no(): the {side}= description", text, empty_ok=True)
     criteria = NoulCriteria(true=yes, false=no) if (yes or no) else None
-    return Noul(instructions=instructions, criteria=criteria)
+    return _build(Noul, "yes_no", instructions=instructions, criteria=criteria)
 
 
 def score(instructions: str, levels: Sequence[str]) -> Score:
     """Rate on an ordered scale of 2–10 distinct ``levels``, lowest first."""
-    if isinstance(levels, str):
-        raise InvalidQuestionError("score levels must be a list of level names, lowest first")
-    return Score(instructions=instructions, criteria=list(levels))
+    _check_instructions("score", instructions)
+    if isinstance(levels, str | bytes) or not isinstance(levels, Sequence):
+        raise InvalidQuestionError(
+            "score levels must be a list of level names, lowest first, e.g. "
+            f"['calm', 'annoyed', 'angry']; got {type(levels).__name__}"
+        )
+    _check_options("score()", "score", list(levels), [None] * len(levels))
+    return _build(Score, "score", instructions=instructions, criteria=list(levels))
+
+
+# -- builder checks: the same rules ``to_spec`` applies when ``decide`` runs ------------
+
+
+def _check_str(what: str, value: Any, *, empty_ok: bool = False) -> None:
+    """``value`` is text the model can read: a str, valid Unicode, non-blank."""
+    if not isinstance(value, str):
+        raise InvalidQuestionError(f"{what} must be a string, got {type(value).__name__}")
+    if not empty_ok and not value.strip():
+        raise InvalidQuestionError(f"{what} must not be empty; say what is being decided")
+    _check_unicode(what, value)
+
+
+def _check_unicode(what: str, text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InvalidQuestionError(
+            f"{what} contains an unpaired surrogate ({text[e.start]!r} at index {e.start}), "
+            "which is not valid Unicode; decode the text with errors='replace' first"
+        ) from None
+
+
+def _check_instructions(kind: str, instructions: Any) -> None:
+    _check_str(f"{kind}(): the instructions", instructions)
+
+
+def _choice_options(options: Any) -> tuple[list[Any], list[Any]]:
+    """A choice's option names and descriptions, checked to be text."""
+    if isinstance(options, str | bytes) or not isinstance(options, Mapping | Sequence):
+        raise InvalidQuestionError(
+            "choice options must be a list of names or a mapping name -> description, "
+            f"got {type(options).__name__}"
+        )
+    if isinstance(options, Mapping):
+        names, descriptions = list(options), list(options.values())
+    else:
+        names, descriptions = list(options), [None] * len(options)
+    for name, description in zip(names, descriptions):
+        _check_str("choice(): an option name", name)
+        if description is not None:
+            _check_str(f"choice(): the description of option {name!r}", description, empty_ok=True)
+    return names, descriptions
+
+
+def _build(model: type[Question], kind: str, **fields: Any) -> Any:
+    try:
+        return model(**fields)
+    except ValidationError as e:  # a rule above should have caught it first
+        raise InvalidQuestionError(f"{kind}(): invalid question: {e}") from None
+
+
+def _check_options(
+    where: str, kind: str, options: Sequence[Any], descriptions: Sequence[Any]
+) -> None:
+    """Option names non-empty, valid Unicode and distinct; their number in range."""
+    for o in options:
+        if not isinstance(o, str):
+            raise InvalidQuestionError(
+                f"{where}: option and level names must be strings, got {o!r}"
+            )
+        if not o.strip():
+            raise InvalidQuestionError(f"{where}: option names must be non-empty")
+        _check_unicode(f"{where}: option {o!r}", o)
+    for d in descriptions:
+        if d is not None:
+            _check_unicode(f"{where}: a description", str(d))
+    duplicates = sorted(o for o, n in Counter(options).items() if n > 1)
+    if duplicates:
+        raise InvalidQuestionError(
+            f"{where}: options must be distinct; repeated: {duplicates}. "
+            "Give each option a unique name."
+        )
+    try:
+        _check_option_count(kind, len(options))
+    except InvalidQuestionError as e:
+        raise InvalidQuestionError(f"{where}: {e}") from None
 
 
 def _check_option_count(kind: str, n: int) -> None:
@@ -132,6 +209,7 @@ def validate_questions(questions: Any) -> dict[str, Question]:
     for qid, question in questions.items():
         if not isinstance(qid, str) or not qid.strip():
             raise InvalidQuestionError(f"question ids must be non-empty strings, got {qid!r}")
+        _check_unicode(f"question id {qid!r}", qid)
         out[qid] = coerce_question(qid, question)
     return out
 
@@ -153,14 +231,12 @@ def to_spec(qid: str, question: Question) -> QuestionSpec:
         options = [_text(level) for level in question.criteria]
         descriptions = [None] * len(options)
     kind = question.type
-    if any(not o.strip() for o in options):
-        raise InvalidQuestionError(f"question {qid!r}: option names must be non-empty")
-    duplicates = sorted({o for o in options if options.count(o) > 1})
-    if duplicates:
-        raise InvalidQuestionError(
-            f"question {qid!r}: options must be distinct; repeated: {duplicates}"
-        )
-    _check_option_count_for(qid, kind, len(options))
+    where = f"question {qid!r}"
+    instructions = _text(question.instructions)
+    if not instructions.strip():
+        raise InvalidQuestionError(f"{where}: the instructions must not be empty")
+    _check_unicode(f"{where}: the instructions", instructions)
+    _check_options(where, kind, options, descriptions)
     label_set = QUESTION_TYPES[kind].label_set
     # Above the label set the engine splits the question into chunks with their own
     # labels (engine/plan.py); the whole question carries none.
@@ -173,10 +249,3 @@ def to_spec(qid: str, question: Question) -> QuestionSpec:
         descriptions=tuple(descriptions),
         labels=tuple(labels),
     )
-
-
-def _check_option_count_for(qid: str, kind: str, n: int) -> None:
-    try:
-        _check_option_count(kind, n)
-    except InvalidQuestionError as e:
-        raise InvalidQuestionError(f"question {qid!r}: {e}") from None

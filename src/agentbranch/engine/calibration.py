@@ -3,38 +3,190 @@
 ``p_i ∝ p̃_i^(1/T)`` where ``p̃`` are the reader's label probabilities; ``T > 1``
 flattens an over-confident reader, ``T < 1`` sharpens an under-confident one. Fitting
 lives in ``agentbranch.calibrate``; this module is what a saved file loads into.
+
+A saved file is a JSON object with a format ``version`` (``CALIBRATION_VERSION``).
+Loading checks every field and raises ``InvalidFileError`` naming the file (and the line
+for broken JSON, the field otherwise): temperatures must be finite and > 0, thresholds
+in [0, 1], unknown fields and other versions are refused rather than read as defaults.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import math
+import os
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from agentbranch.errors import ConfigurationError, InvalidFileError
+
+logger = logging.getLogger("agentbranch.calibration")
+
+#: The file format this version of agentbranch writes and reads.
+CALIBRATION_VERSION = 1
+
+
+def _temperature(t: float) -> float:
+    # 1/T must be finite too: a subnormal T (1e-320) is "positive" but meaningless.
+    if not (math.isfinite(t) and t > 0 and math.isfinite(1.0 / t)):
+        raise ValueError(f"a temperature must be a finite number > 0, got {t!r}")
+    return t
+
+
+def _threshold(x: float) -> float:
+    if not (math.isfinite(x) and 0.0 <= x <= 1.0):
+        raise ValueError(f"a confidence threshold must be in [0, 1], got {x!r}")
+    return x
+
+
+def _version(v: int) -> int:
+    if v != CALIBRATION_VERSION:
+        raise ValueError(
+            f"format version {v!r} is not {CALIBRATION_VERSION}, the one this agentbranch "
+            "reads; re-run `agentbranch calibrate` with this version"
+        )
+    return v
+
+
+# strict: a bool or a string is not a number here (ints are).
+Temperature = Annotated[float, Field(strict=True), AfterValidator(_temperature)]
+Threshold = Annotated[float, Field(strict=True), AfterValidator(_threshold)]
 
 
 class Calibration(BaseModel):
     """Temperatures by question id, then by question type, else ``default``."""
 
-    temperatures: dict[str, float] = Field(default_factory=dict)
-    by_type: dict[str, float] = Field(default_factory=dict)
-    default: float = 1.0
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    #: The file format version (``CALIBRATION_VERSION``).
+    version: Annotated[int, Field(strict=True), AfterValidator(_version)] = CALIBRATION_VERSION
+    temperatures: dict[str, Temperature] = Field(default_factory=dict)
+    by_type: dict[Literal["choice", "noul", "score"], Temperature] = Field(default_factory=dict)
+    default: Temperature = 1.0
     #: Suggested confidence thresholds by question id (from ``agentbranch calibrate``).
-    thresholds: dict[str, float] = Field(default_factory=dict)
+    thresholds: dict[str, Threshold] = Field(default_factory=dict)
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as e:
+            raise ConfigurationError(f"invalid calibration: {_describe(e)}") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        try:
+            super().__setattr__(name, value)
+        except ValidationError as e:
+            raise ConfigurationError(f"invalid calibration: {_describe(e)}") from None
 
     def temperature(self, question_id: str, question_type: str) -> float:
         """The temperature for one question."""
         if question_id in self.temperatures:
             return self.temperatures[question_id]
-        return self.by_type.get(question_type, self.default)
+        return self.by_type.get(question_type, self.default)  # type: ignore[call-overload]
 
-    def save(self, path: str | Path) -> Path:
-        """Write as JSON."""
+    def check(self, question_ids: Iterable[str], *, strict: bool = False) -> list[str]:
+        """The question ids this calibration has temperatures or thresholds for that are
+        not among ``question_ids`` (the questions your graph asks): a renamed question
+        would silently go uncalibrated. They are logged as a warning on the
+        ``agentbranch.calibration`` logger, or raise ``ConfigurationError`` when
+        ``strict``."""
+        asked = set(question_ids)
+        unknown = sorted((set(self.temperatures) | set(self.thresholds)) - asked)
+        if unknown:
+            message = (
+                f"the calibration has temperatures or thresholds for question ids that are "
+                f"never asked: {unknown} (asked: {sorted(asked)}); rename the questions or "
+                "re-run `agentbranch calibrate` on labels with the current ids"
+            )
+            if strict:
+                raise ConfigurationError(message)
+            logger.warning(message)
+        return unknown
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write as JSON (with the format version)."""
         path = Path(path)
-        path.write_text(json.dumps(self.model_dump(), indent=2) + "\n")
+        path.write_text(json.dumps(self.model_dump(), indent=2) + "\n", encoding="utf-8")
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> Calibration:
-        """Read a file written by ``save`` (or ``agentbranch calibrate``)."""
-        return cls.model_validate_json(Path(path).read_text())
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        question_ids: Iterable[str] | None = None,
+        strict: bool = False,
+    ) -> Calibration:
+        """Read a file written by ``save`` (or ``agentbranch calibrate``). Every field is
+        checked; a missing, unreadable or malformed file raises ``InvalidFileError``
+        naming it. With ``question_ids``, ids the file calibrates but that are not among
+        them are reported (``check``; an error when ``strict``)."""
+        path = Path(path)
+        data = _read_json(path)
+        if not isinstance(data, dict):
+            raise InvalidFileError(
+                f"calibration file {path}: expected a JSON object, got {type(data).__name__}"
+            )
+        if "version" not in data:
+            raise InvalidFileError(
+                f"calibration file {path} has no format version; re-run `agentbranch "
+                f'calibrate` to write a current one (or add "version": {CALIBRATION_VERSION} '
+                "if it was written by this version)"
+            )
+        try:
+            calibration = cls(**data)
+        except ConfigurationError as e:
+            raise InvalidFileError(f"calibration file {path}: {e}") from None
+        if question_ids is not None:
+            try:
+                calibration.check(question_ids, strict=strict)
+            except ConfigurationError as e:
+                raise InvalidFileError(f"calibration file {path}: {e}") from None
+        return calibration
+
+
+def _read_json(path: Path) -> Any:
+    """The JSON in ``path``, or ``InvalidFileError`` saying what is wrong with it."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise InvalidFileError(
+            f"calibration file {path} does not exist; write one with `agentbranch calibrate "
+            f"labelled.jsonl --out {path}`"
+        ) from None
+    except IsADirectoryError:
+        raise InvalidFileError(f"calibration file {path} is a directory, not a file") from None
+    except OSError as e:
+        raise InvalidFileError(f"calibration file {path} cannot be read: {e}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InvalidFileError(
+            f"calibration file {path} is not UTF-8 text (byte {e.start}); is it the JSON "
+            "file `agentbranch calibrate` wrote?"
+        ) from None
+    if not text.strip():
+        raise InvalidFileError(f"calibration file {path} is empty")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InvalidFileError(
+            f"calibration file {path}, line {e.lineno} column {e.colno}: not valid JSON "
+            f"({e.msg}); the file may be truncated or hand-edited"
+        ) from None
+
+
+def _describe(error: ValidationError) -> str:
+    """Pydantic's errors as ``field.path: message; ...``."""
+    parts = []
+    for err in error.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        message = str(err["msg"]).removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            message = "unknown field (another format or a typo)"
+        parts.append(f"{where}: {message}")
+    return "; ".join(parts)

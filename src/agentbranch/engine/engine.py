@@ -7,12 +7,17 @@ Data flows one way: questions → question reads (chunks, permutations) → ``Re
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import logging
+import math
+import os
+import threading
 import time
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -24,6 +29,8 @@ from agentbranch.engine.reads import LabelRead, ReadRequest
 from agentbranch.errors import (
     AgentBranchError,
     ConfigurationError,
+    InvalidQuestionError,
+    InvalidReadError,
     ReaderError,
     ReaderTimeoutError,
 )
@@ -31,6 +38,51 @@ from agentbranch.questions import to_spec, validate_questions
 from agentbranch.state import render_state
 
 log = structlog.stdlib.get_logger("agentbranch")
+calibration_log = logging.getLogger("agentbranch.calibration")
+
+T = TypeVar("T")
+
+
+def _count(name: str, value: Any) -> int:
+    """``value`` as a count >= 1, or ``ConfigurationError``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"{name} must be an integer >= 1, got {value!r}")
+    return value
+
+
+def _timeout(value: Any) -> float | None:
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ConfigurationError(
+            f"timeout_s must be a number of seconds > 0 (or None for no timeout), got {value!r}"
+        )
+    return float(value)
+
+
+def _in_thread(fn: Callable[[], T]) -> Future[T]:
+    """Run ``fn`` on a new daemon thread (in a copy of the caller's context). Each timed
+    read gets its own thread, so the timeout measures the read itself: no pool queue
+    counts against it and no pool size caps how many reads run at once. A read that
+    times out keeps its thread until the reader returns (Python cannot stop a thread)."""
+    future: Future[T] = Future()
+    context = contextvars.copy_context()
+
+    def run() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(context.run(fn))
+        except BaseException as e:  # noqa: BLE001 - handed to the waiting caller
+            future.set_exception(e)
+
+    threading.Thread(target=run, name="agentbranch-read", daemon=True).start()
+    return future
 
 
 @dataclass
@@ -54,8 +106,13 @@ class DecisionEngine:
         joint: put several questions on one canvas (canvas readers only).
         draws: noise draws per read (averaged; their agreement is reported).
         permutations: read choices in this many option orders and average (debiasing).
-        calibration: temperatures (``Calibration`` or a path to a saved one).
-        timeout_s: a read that takes longer raises ``ReaderTimeoutError``.
+        calibration: temperatures (``Calibration`` or a path to a saved one). A question
+            asked with no temperature of its own while the calibration has per-question
+            ones (a renamed question?) is logged once as a warning on the
+            ``agentbranch.calibration`` logger.
+        timeout_s: a read that takes longer raises ``ReaderTimeoutError``; it measures
+            the read itself (each timed sync read runs on its own thread, so concurrent
+            callers never wait for each other's slot).
         log_state: include the rendered state in the decision log event.
     """
 
@@ -67,23 +124,45 @@ class DecisionEngine:
         joint: bool = False,
         draws: int = 1,
         permutations: int = 1,
-        calibration: Calibration | str | None = None,
+        calibration: Calibration | str | os.PathLike[str] | None = None,
         timeout_s: float | None = None,
         log_state: bool = False,
     ) -> None:
-        if draws < 1 or permutations < 1:
-            raise ConfigurationError("draws and permutations must be at least 1")
+        if not (
+            callable(getattr(reader, "read", None)) and callable(getattr(reader, "aread", None))
+        ):
+            raise ConfigurationError(
+                f"reader must be an agentbranch Reader (TransformersReader, RemoteReader, "
+                f"EmbeddedReader, ScriptedReader ...), got {type(reader).__name__}"
+            )
+        if instructions is not None and not isinstance(instructions, str):
+            raise ConfigurationError(
+                f"instructions must be a string or None, got {type(instructions).__name__}"
+            )
+        if instructions is not None and not instructions.isascii():
+            try:
+                instructions.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise ConfigurationError(
+                    f"instructions contain an unpaired surrogate at index {e.start}, which "
+                    "is not valid Unicode; decode the text with errors='replace' first"
+                ) from None
         self.reader = reader
         self.instructions = instructions
-        self.joint = joint
-        self.draws = draws
-        self.permutations = permutations
-        self.calibration = (
-            Calibration.load(calibration) if isinstance(calibration, str) else calibration
-        )
-        self.timeout_s = timeout_s
+        self.joint = bool(joint)
+        self.draws = _count("draws", draws)
+        self.permutations = _count("permutations", permutations)
+        if isinstance(calibration, str | os.PathLike):
+            calibration = Calibration.load(calibration)
+        elif calibration is not None and not isinstance(calibration, Calibration):
+            raise ConfigurationError(
+                "calibration must be a Calibration, a path to a saved one, or None; got "
+                f"{type(calibration).__name__}"
+            )
+        self.calibration: Calibration | None = calibration
+        self.timeout_s = _timeout(timeout_s)
         self.log_state = log_state
-        self._pool: ThreadPoolExecutor | None = None
+        self._uncalibrated: set[str] = set()  # question ids already warned about
         #: Why ``from_env`` chose this reader (``None`` when built directly).
         self.selection_reason: str | None = None
 
@@ -160,9 +239,7 @@ class DecisionEngine:
         return self._finish_all(prepared, reads, time.perf_counter() - start, log_decisions)
 
     def close(self) -> None:
-        """Close the reader and the timeout worker."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+        """Close the reader."""
         self.reader.close()
 
     # -- preparation ---------------------------------------------------------------
@@ -174,19 +251,27 @@ class DecisionEngine:
         draws: int | None,
     ) -> list[_Prepared]:
         if isinstance(states, str | bytes) or not isinstance(states, Sequence):
-            raise ConfigurationError("decide_many takes a list of states")
+            raise ConfigurationError(
+                f"decide_many takes a list of states, got {type(states).__name__}; for one "
+                "state use decide(state, questions)"
+            )
+        draws = self.draws if draws is None else _count("draws", draws)
         if isinstance(questions, Mapping):
             per_state: Sequence[Mapping[str, Any]] = [questions] * len(states)
         else:
+            if isinstance(questions, str | bytes) or not isinstance(questions, Sequence):
+                raise InvalidQuestionError(
+                    "questions must be a mapping of id -> question, e.g. {'route': "
+                    "agentbranch.choice('Which team?', ['billing', 'outage'])} (or, in "
+                    f"decide_many, one such mapping per state); got {type(questions).__name__}"
+                )
             per_state = questions
             if len(per_state) != len(states):
                 raise ConfigurationError(
                     f"{len(states)} states but {len(per_state)} question sets; pass one "
                     "mapping for all states or one per state"
                 )
-        return [
-            self._prepare(state, qs, draws or self.draws) for state, qs in zip(states, per_state)
-        ]
+        return [self._prepare(state, qs, draws) for state, qs in zip(states, per_state)]
 
     def _prepare(self, state: Any, questions: Mapping[str, Any], draws: int) -> _Prepared:
         validated = validate_questions(questions)
@@ -229,15 +314,10 @@ class DecisionEngine:
         try:
             if self.timeout_s is None:
                 return self.reader.read(requests)
-            if self._pool is None:
-                # One thread per concurrent caller, so parallel branches still reach a
-                # batching reader together instead of queueing behind each other.
-                self._pool = ThreadPoolExecutor(32, thread_name_prefix="agentbranch-read")
-            future = self._pool.submit(self.reader.read, requests)
+            future = _in_thread(lambda: self.reader.read(requests))
             try:
                 return future.result(timeout=self.timeout_s)
             except FutureTimeout:
-                future.cancel()
                 raise self._timed_out() from None
         except AgentBranchError:
             raise
@@ -248,8 +328,14 @@ class DecisionEngine:
         try:
             if self.timeout_s is None:
                 return await self.reader.aread(requests)
+            if type(self.reader).aread is Reader.aread:
+                # The default aread borrows the loop's default executor (a few threads):
+                # a queue there would count against the timeout. Give the read its own.
+                read = asyncio.wrap_future(_in_thread(lambda: self.reader.read(requests)))
+            else:
+                read = self.reader.aread(requests)
             try:
-                return await asyncio.wait_for(self.reader.aread(requests), self.timeout_s)
+                return await asyncio.wait_for(read, self.timeout_s)
             except TimeoutError:
                 raise self._timed_out() from None
         except AgentBranchError:
@@ -266,9 +352,10 @@ class DecisionEngine:
         latency_s: float,
         log_decisions: bool,
     ) -> list[Decisions]:
-        if len(reads) != len(prepared):
-            raise ReaderError(
-                f"reader {self.reader.name!r} answered {len(reads)} of {len(prepared)} requests"
+        if not isinstance(reads, Sequence) or len(reads) != len(prepared):
+            got = len(reads) if isinstance(reads, Sequence) else type(reads).__name__
+            raise InvalidReadError(
+                f"reader {self.reader.name!r} answered {got} of {len(prepared)} requests"
             )
         results = [self._finish(p, r, latency_s) for p, r in zip(prepared, reads)]
         if log_decisions:
@@ -278,9 +365,15 @@ class DecisionEngine:
         return results
 
     def _finish(self, prepared: _Prepared, reads: list[LabelRead], latency_s: float) -> Decisions:
-        if len(reads) != len(prepared.request.questions):
-            raise ReaderError(
-                f"reader {self.reader.name!r} answered {len(reads)} of "
+        # Checked per request, so in a shared batch a bad answer fails only its caller.
+        # A reader may answer a request with the ReaderError it failed with instead of
+        # its reads (RemoteReader does for an invalid server answer).
+        if isinstance(reads, ReaderError):
+            raise reads
+        if not isinstance(reads, Sequence) or len(reads) != len(prepared.request.questions):
+            got = len(reads) if isinstance(reads, Sequence) else type(reads).__name__
+            raise InvalidReadError(
+                f"reader {self.reader.name!r} answered {got} of "
                 f"{len(prepared.request.questions)} question reads"
             )
         decisions: dict[str, Decision] = {}
@@ -290,8 +383,8 @@ class DecisionEngine:
         ):
             unit_reads = reads[at : at + len(units)]
             at += len(units)
-            folded = combine(len(options), units, unit_reads)
-            temperature = self.calibration.temperature(qid, qtype) if self.calibration else 1.0
+            folded = combine(len(options), units, unit_reads)  # checks every read
+            temperature = self._temperature(qid, qtype)
             probs = normalise(folded.scores, temperature)
             if probs is None:
                 raise ReaderError(
@@ -313,6 +406,26 @@ class DecisionEngine:
             )
             decisions[qid] = decision
         return Decisions(decisions, latency_s=latency_s)
+
+    def _temperature(self, qid: str, qtype: str) -> float:
+        calibration = self.calibration
+        if calibration is None:
+            return 1.0
+        if (
+            calibration.temperatures
+            and qid not in calibration.temperatures
+            and qid not in self._uncalibrated
+        ):
+            self._uncalibrated.add(qid)
+            calibration_log.warning(
+                "question %r has no temperature in the calibration, which calibrates %s; "
+                "it uses the %s/default temperature. Renamed question? Re-run "
+                "`agentbranch calibrate` with the current ids.",
+                qid,
+                sorted(calibration.temperatures),
+                qtype,
+            )
+        return calibration.temperature(qid, qtype)
 
     def _log(self, d: Decision, state: str) -> None:
         event: dict[str, Any] = dict(

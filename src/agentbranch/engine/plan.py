@@ -19,6 +19,11 @@ from dataclasses import dataclass
 
 from agentbranch.engine.question_types import question_type
 from agentbranch.engine.reads import LabelRead, QuestionSpec
+from agentbranch.errors import InvalidReadError
+
+#: How far above 0 a log-probability (and above 1 a label mass) may sit from float
+#: rounding (float32 softmax) before the read counts as invalid.
+ROUNDING = 1e-4
 
 
 @dataclass(frozen=True)
@@ -76,29 +81,73 @@ def expand(spec: QuestionSpec, *, max_options: int, permutations: int = 1) -> li
     return units
 
 
+def check_read(qid: str, read: object, n_options: int) -> LabelRead:
+    """``read`` if it is a valid read of a question read with ``n_options`` options: one
+    log-probability per option, each a real number in ``[-inf, 0]`` (``-inf`` is
+    probability 0; up to ``ROUNDING`` above 0 is float rounding), ``label_mass`` and
+    ``agreement`` in ``[0, 1]``. Anything else raises ``InvalidReadError`` for question
+    ``qid``: a NaN or +inf must never become a confident answer."""
+
+    def bad(what: str) -> InvalidReadError:
+        return InvalidReadError(
+            f"the reader's answer to question {qid!r} is invalid: {what}. The decision was "
+            "not made; the reader or server is faulty (on_error applies)."
+        )
+
+    if not isinstance(read, LabelRead):
+        raise bad(f"expected a LabelRead, got {type(read).__name__}")
+    logprobs = read.logprobs
+    if not isinstance(logprobs, tuple | list) or len(logprobs) != n_options:
+        got = len(logprobs) if isinstance(logprobs, tuple | list) else type(logprobs).__name__
+        raise bad(f"{got} log-probabilities for {n_options} options")
+    for lp in logprobs:
+        if isinstance(lp, bool) or not isinstance(lp, int | float):
+            raise bad(f"log-probability {lp!r} is not a number")
+        if math.isnan(lp) or lp > ROUNDING:
+            raise bad(f"log-probability {lp!r} is not in [-inf, 0]")
+    for name, value in (("label_mass", read.label_mass), ("agreement", read.agreement)):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not -ROUNDING <= value <= 1 + ROUNDING  # False for NaN too
+        ):
+            raise bad(f"{name} {value!r} is not in [0, 1]")
+    return read
+
+
 def combine(n_options: int, units: Sequence[Unit], reads: Sequence[LabelRead]) -> Combined:
-    """Fold unit reads into scores over the ``n_options`` options of the question."""
+    """Fold unit reads into scores over the ``n_options`` options of the question;
+    every read is checked first (``check_read``)."""
     total = [0.0] * n_options
     count = [0] * n_options
     for unit, read in zip(units, reads):
+        check_read(unit.spec.id, read, len(unit.option_indices))
         for i, lp in zip(unit.option_indices, read.logprobs):
-            total[i] += math.exp(lp) if lp > -math.inf else 0.0
+            total[i] += math.exp(min(lp, 0.0))
             count[i] += 1
     return Combined(
         scores=[t / c if c else 0.0 for t, c in zip(total, count)],
-        label_mass=sum(r.label_mass for r in reads) / len(reads),
+        label_mass=min(1.0, max(0.0, sum(r.label_mass for r in reads) / len(reads))),
         argmax_is_label=all(r.argmax_is_label for r in reads),
-        agreement=sum(r.agreement for r in reads) / len(reads),
+        agreement=min(1.0, max(0.0, sum(r.agreement for r in reads) / len(reads))),
     )
 
 
 def normalise(scores: Sequence[float], temperature: float = 1.0) -> list[float] | None:
-    """``p_i ∝ score_i^(1/T)``; ``None`` when no option has any probability."""
+    """``p_i ∝ score_i^(1/T)``; ``None`` when no option has any probability.
+
+    Computed relative to the top score, so any finite ``T > 0`` (however small or
+    large) gives a valid distribution: a tiny ``T`` puts all mass on the top option(s),
+    a huge one spreads it evenly."""
+    if not all(s >= 0 and math.isfinite(s) for s in scores):
+        raise ValueError(f"scores must be finite and >= 0, got {list(scores)}")
+    if not (math.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"temperature must be finite and > 0, got {temperature}")
     positive = [s for s in scores if s > 0]
     if not positive:
         return None
-    logs = [math.log(s) / temperature if s > 0 else -math.inf for s in scores]
-    top = max(logs)
-    weights = [math.exp(x - top) if x > -math.inf else 0.0 for x in logs]
+    top = math.log(max(positive))
+    # log(s) - top <= 0, so the exponent is in [-inf, 0]: no overflow, z >= 1.
+    weights = [math.exp((math.log(s) - top) / temperature) if s > 0 else 0.0 for s in scores]
     z = sum(weights)
     return [w / z for w in weights]

@@ -29,7 +29,9 @@ class Reader(ABC):
 
     @abstractmethod
     def read(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
-        """Read every request; ``result[i][j]`` answers ``requests[i].questions[j]``."""
+        """Read every request; ``result[i][j]`` answers ``requests[i].questions[j]``.
+        ``result[i]`` may instead be the ``ReaderError`` request ``i`` failed with: the
+        engine raises it for that request's caller only."""
 
     async def aread(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
         """Async ``read``; by default ``read`` in a worker thread."""

@@ -57,13 +57,28 @@ backoff (``Retry-After`` honoured, capped), at most ``max_retries`` times; then
 ``RemoteUnavailableError``. Other 4xx raise ``RemoteRequestError`` carrying the status
 and the server's own message (wrong model name, too many options, ...). A read that times
 out raises ``ReaderTimeoutError``.
+
+**Invalid answers.** Every probability the server sends must be a finite number in
+[0, 1] (``noul`` included), one per option the question has (no missing or extra
+options), summing to at most 1; label mass and confidence in [0, 1]. Anything else is an
+``InvalidReadError`` (a ``ReaderError``) for that request: a NaN or ``-0.9`` never
+becomes a decision. ``read``/``aread`` return it in place of that request's reads (the
+engine raises it for that request's caller), so one bad answer in a shared batch does
+not fail the other requests of the batch.
+
+**Secrets.** Credentials in the URL (``http://user:key@host``) are sent as HTTP Basic
+auth and removed from ``reader.url``; the API key, the URL's password and the values of
+``Authorization``-like headers are replaced by ``***`` in every exception message
+(server messages that echo them included).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import math
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -74,7 +89,12 @@ import httpx
 
 from agentbranch.engine.readers.base import Reader
 from agentbranch.engine.reads import LabelRead, QuestionSpec, ReadRequest
-from agentbranch.errors import ConfigurationError, ReaderError, ReaderTimeoutError
+from agentbranch.errors import (
+    ConfigurationError,
+    InvalidReadError,
+    ReaderError,
+    ReaderTimeoutError,
+)
 
 __all__ = [
     "RemoteReader",
@@ -92,6 +112,8 @@ RETRY_STATUSES = frozenset({429, 502, 503, 504})
 DEFAULT_MAX_OPTIONS = 26
 DEFAULT_PATH = "/v1/systemone"
 DECISIONS_PATH = "/v1/decisions"
+#: How far outside [0, 1] a server probability may sit from float rounding.
+ROUNDING = 1e-6
 
 
 class RemoteRequestError(ReaderError):
@@ -167,18 +189,54 @@ def build_payload(
     return body
 
 
+def _probability(value: Any, what: str = "probability") -> float:
+    """A server probability: a finite number in [0, 1] (clamped within rounding), else
+    ``InvalidReadError``."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not -ROUNDING <= value <= 1 + ROUNDING  # False for NaN
+    ):
+        raise InvalidReadError(
+            f"the server answered {what} {value!r}, which is not a number in [0, 1]; the "
+            "server or a proxy in between is faulty"
+        )
+    return min(1.0, max(0.0, float(value)))
+
+
+def _exact_keys(probs: Mapping[str, Any], expected: Sequence[str]) -> None:
+    extra = sorted(set(probs) - set(expected))
+    if extra:
+        raise InvalidReadError(
+            f"the server answered probabilities for options the question does not have: "
+            f"{extra} (expected {list(expected)})"
+        )
+
+
+def _checked_sum(probs: list[float]) -> list[float]:
+    if sum(probs) > 1 + 1e-3:
+        raise InvalidReadError(
+            f"the server's probabilities {probs} sum to {sum(probs):.4f}, more than 1"
+        )
+    return probs
+
+
 def _probabilities(q: QuestionSpec, answer: Mapping[str, Any]) -> list[float]:
     probs = answer.get("probabilities")
     if q.type == "noul":
         if isinstance(probs, Mapping) and {"yes", "no"} <= probs.keys():
-            return [float(probs["yes"]), float(probs["no"])]
-        p_yes = float(answer["noul"])
+            _exact_keys(probs, ["yes", "no"])
+            return _checked_sum([_probability(probs["yes"]), _probability(probs["no"])])
+        p_yes = _probability(answer["noul"], "noul")
         return [p_yes, 1.0 - p_yes]
     if not isinstance(probs, Mapping):
         raise KeyError("probabilities")
     if q.type == "score":
-        return [float(probs[str(i)]) for i in range(len(q.options))]
-    return [float(probs[o]) for o in q.options]
+        keys = [str(i) for i in range(len(q.options))]
+    else:
+        keys = list(q.options)
+    _exact_keys(probs, keys)
+    return _checked_sum([_probability(probs[k]) for k in keys])
 
 
 def parse_answers(request: ReadRequest, response: Mapping[str, Any]) -> list[LabelRead]:
@@ -194,11 +252,11 @@ def parse_answers(request: ReadRequest, response: Mapping[str, Any]) -> list[Lab
     for key, q in zip(question_keys(request.questions), request.questions):
         answer = answers.get(key)
         if not isinstance(answer, Mapping):
-            raise ReaderError(f"the server returned no answer for question {key!r}")
+            raise InvalidReadError(f"the server returned no answer for question {key!r}")
         try:
             probs = _probabilities(q, answer)
         except (KeyError, TypeError, ValueError) as e:
-            raise ReaderError(
+            raise InvalidReadError(
                 f"the server's answer to question {key!r} lacks the label probabilities "
                 f"({e!r}); got {dict(answer)}"
             ) from None
@@ -214,9 +272,10 @@ def _label_read(
     ``confidence`` (vLLM's is ``p_top × label_mass``), else 1."""
     top = max(probs)
     if diag is not None and diag.get("label_mass") is not None:
-        mass = float(diag["label_mass"])
+        mass = _probability(diag["label_mass"], "label_mass")
     elif answer.get("confidence") is not None and top > 0:
-        mass = float(answer["confidence"]) / top
+        # vLLM's confidence is p_top × label_mass, so it never exceeds p_top.
+        mass = _probability(_probability(answer["confidence"], "confidence") / top, "label_mass")
     else:
         mass = 1.0
     scale = mass if mass > 0 else 1.0
@@ -286,16 +345,20 @@ def build_decisions_payload(
 
 def _decision_probabilities(q: QuestionSpec, answer: Mapping[str, Any]) -> list[float]:
     if answer.get("type") == "predicate":
-        p_true = float(answer["probability"])
+        p_true = _probability(answer["probability"])
         return [p_true, 1.0 - p_true]
     entries = answer["probabilities"]
+    n = 2 if q.type == "noul" else len(q.options)
+    if not isinstance(entries, list) or len(entries) != n:
+        got = len(entries) if isinstance(entries, list) else type(entries).__name__
+        raise KeyError(f"{got} probabilities for {n} options")
     if q.type == "score":
-        by_value = {int(e["value"]): float(e["probability"]) for e in entries}
-        return [by_value[i] for i in range(len(q.options))]
-    by_value = {(type(e["value"]), e["value"]): float(e["probability"]) for e in entries}
+        by_value = {int(e["value"]): _probability(e["probability"]) for e in entries}
+        return _checked_sum([by_value[i] for i in range(len(q.options))])
+    by_value = {(type(e["value"]), e["value"]): _probability(e["probability"]) for e in entries}
     if q.type == "noul":
-        return [by_value[(bool, True)], by_value[(bool, False)]]
-    return [by_value[(str, o)] for o in q.options]
+        return _checked_sum([by_value[(bool, True)], by_value[(bool, False)]])
+    return _checked_sum([by_value[(str, o)] for o in q.options])
 
 
 def parse_decisions_answers(request: ReadRequest, response: Mapping[str, Any]) -> list[LabelRead]:
@@ -309,15 +372,17 @@ def parse_decisions_answers(request: ReadRequest, response: Mapping[str, Any]) -
         )
     keys = question_keys(request.questions)
     if len(answers) != len(keys):
-        raise ReaderError(f"the server returned {len(answers)} answers for {len(keys)} questions")
+        raise InvalidReadError(
+            f"the server returned {len(answers)} answers for {len(keys)} questions"
+        )
     reads = []
     for key, q, answer in zip(keys, request.questions, answers):
         if not isinstance(answer, Mapping) or answer.get("name") not in (None, key):
-            raise ReaderError(f"the server's answer for question {key!r} is {answer!r}")
+            raise InvalidReadError(f"the server's answer for question {key!r} is {answer!r}")
         try:
             probs = _decision_probabilities(q, answer)
         except (KeyError, TypeError, ValueError) as e:
-            raise ReaderError(
+            raise InvalidReadError(
                 f"the server's answer to question {key!r} lacks the label probabilities "
                 f"({e!r}); got {dict(answer)}"
             ) from None
@@ -355,6 +420,52 @@ def _server_message(response: httpx.Response) -> str:
         if data.get("detail"):
             return str(data["detail"])
     return str(data)[:500]
+
+
+# ------------------------------------------------------------------------ secrets
+
+#: ``Bearer <token>`` / ``Basic <token>`` anywhere in a message.
+_TOKEN = re.compile(r"(?i)\b(bearer\s+|basic\s+)[A-Za-z0-9._~+/=-]+")
+_SENSITIVE_HEADER = re.compile(r"(?i)auth|key|token|secret|cookie|session|password")
+
+
+def _mask_userinfo(url: Any) -> Any:
+    """``url`` with any ``user:password@`` replaced by ``***@`` (for messages)."""
+    return re.sub(r"^([^/?#@]*//)?[^/?#@]+@", r"\1***@", url) if isinstance(url, str) else url
+
+
+def _split_userinfo(url: str) -> tuple[str, str | None]:
+    """The URL without ``user:password@`` and the ``Authorization: Basic`` value for
+    them (what httpx would send for a URL with userinfo)."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        raise ConfigurationError(f"base_url {_mask_userinfo(url)!r} is not a valid URL") from None
+    if not parsed.userinfo:
+        return url, None
+    token = base64.b64encode(f"{parsed.username}:{parsed.password}".encode()).decode()
+    return str(parsed.copy_with(username=None, password=None)), f"Basic {token}"
+
+
+def _secrets(headers: Mapping[str, str], api_key: str | None) -> list[str]:
+    """Strings that must never appear in a message: the API key, the values of
+    credential-like headers, and the parts of ``Basic`` tokens (longest first)."""
+    found: set[str] = set()
+    if api_key:
+        found.add(api_key)
+    for name, value in headers.items():
+        if _SENSITIVE_HEADER.search(name) and value:
+            found.add(value)
+            scheme, _, token = value.partition(" ")
+            if token:
+                found.add(token)
+                if scheme.lower() == "basic":
+                    try:
+                        user_pass = base64.b64decode(token).decode()
+                    except ValueError:
+                        continue
+                    found.update(part for part in user_pass.split(":", 1) if len(part) >= 4)
+    return sorted((s for s in found if len(s) >= 4), key=len, reverse=True)
 
 
 # ------------------------------------------------------------------------- reader
@@ -412,9 +523,10 @@ class RemoteReader(Reader):
         transport: httpx.BaseTransport | None = None,
         async_transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        if not base_url or "://" not in base_url:
+        if not isinstance(base_url, str) or "://" not in base_url:
             raise ConfigurationError(
-                f"base_url must be an http(s) URL like 'http://vllm:8000', got {base_url!r}"
+                "base_url must be an http(s) URL like 'http://vllm:8000', got "
+                f"{_mask_userinfo(base_url)!r}"
             )
         if max_retries < 0 or max_connections < 1 or timeout_s <= 0:
             raise ConfigurationError(
@@ -428,6 +540,12 @@ class RemoteReader(Reader):
             )
         self.api = api
         self._api = APIS[api]
+        base_url, basic = _split_userinfo(base_url)
+        if basic and api_key:
+            raise ConfigurationError(
+                "base_url carries credentials (user:password@) and api_key is set too; "
+                "give the credentials once"
+            )
         base = base_url.rstrip("/")
         other = [
             a.path for a in APIS.values() if a.path != self._api.path and base.endswith(a.path)
@@ -446,6 +564,9 @@ class RemoteReader(Reader):
         self._headers = {"content-type": "application/json", **dict(headers or {})}
         if api_key:
             self._headers["authorization"] = f"Bearer {api_key}"
+        elif basic:
+            self._headers["authorization"] = basic
+        self._secrets = _secrets(self._headers, api_key)
         self._timeout = httpx.Timeout(timeout_s, connect=connect_timeout_s, pool=None)
         self._limits = httpx.Limits(
             max_connections=max_connections, max_keepalive_connections=max_connections
@@ -519,12 +640,16 @@ class RemoteReader(Reader):
                     pass
         return delay
 
-    def _handle(self, request: ReadRequest, response: httpx.Response) -> list[LabelRead] | None:
-        """The reads, or ``None`` when the status is worth a retry."""
+    def _handle(
+        self, request: ReadRequest, response: httpx.Response
+    ) -> list[LabelRead] | InvalidReadError | None:
+        """The reads, ``None`` when the status is worth a retry, or the
+        ``InvalidReadError`` that stands for this request's reads when the answer is
+        invalid (so it fails this request's caller only)."""
         if response.status_code in RETRY_STATUSES:
             return None
         if response.status_code >= 400:
-            message = _server_message(response)
+            message = self._redact(_server_message(response))
             if response.status_code < 500:
                 hint = {
                     401: " Pass the server's key as api_key (or a valid token).",
@@ -545,18 +670,33 @@ class RemoteReader(Reader):
             data = response.json()
         except ValueError:
             raise ReaderError(
-                f"{self.url} answered with non-JSON content ({response.text[:200]!r}); "
+                f"{self.url} answered with non-JSON content "
+                f"({self._redact(response.text[:200])!r}); "
                 "is base_url the vLLM server?"
             ) from None
         if not isinstance(data, Mapping):
             raise ReaderError(f"{self.url} answered with {type(data).__name__}, not an object")
         if isinstance(data.get("model"), str) and self.requested_model is None:
             self.model = data["model"]
-        return self._api.parse(request, data)
+        try:
+            return self._api.parse(request, data)
+        except ReaderError as e:  # the server's answer is quoted: it may echo a secret
+            error = type(e)(self._redact(str(e)))
+            if isinstance(error, InvalidReadError):
+                return error  # in place of this request's reads; the engine raises it
+            raise error from None
+
+    def _redact(self, text: str) -> str:
+        """``text`` with this reader's credentials (and any bearer/basic token)
+        replaced by ``***``."""
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return _TOKEN.sub(r"\1***", text)
 
     def _timeout_error(self, e: Exception) -> ReaderTimeoutError:
         return ReaderTimeoutError(
-            f"{self.url} did not answer within the timeout ({e!r}); raise timeout_s or "
+            f"{self.url} did not answer within the timeout ({self._redact(repr(e))}); "
+            "raise timeout_s or "
             "check the server's load"
         )
 
@@ -579,12 +719,12 @@ class RemoteReader(Reader):
                 error, httpx.ConnectTimeout
             ):
                 raise self._timeout_error(error) from error
-            return repr(error)
+            return self._redact(repr(error))
         assert response is not None
         reads = self._handle(request, response)
         if reads is not None:
             return reads
-        return f"HTTP {response.status_code}: {_server_message(response)}"
+        return f"HTTP {response.status_code}: {self._redact(_server_message(response))}"
 
     def _read_one(self, client: httpx.Client, request: ReadRequest) -> list[LabelRead]:
         if not request.questions:

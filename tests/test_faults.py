@@ -1,0 +1,262 @@
+"""Reader faults (``agentbranch.testing.FaultyReader``) as a graph sees them.
+
+Each fault — the reader raises, hangs past ``timeout_s``, answers NaN or +inf, answers the
+wrong shape, or leaves part of a batch unanswered — is run under ``on_error="raise"``,
+``FailOpen`` and ``FailClosed``, alone and inside a shared ``BatchingReader`` batch with a
+healthy caller, and the engine must keep serving afterwards. A fault is always an error
+(``ReaderError``) for the decision it hits, never a decision, and never touches a healthy
+caller's answer unless the whole read call failed (raise, hang: one call is one unit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+
+import pytest
+
+import agentbranch as ab
+from agentbranch.engine.batching import BatchingReader
+from agentbranch.errors import InvalidReadError, ReaderError, ReaderTimeoutError
+from agentbranch.policy import FailClosed, FailOpen, Policy, Resolver
+from agentbranch.testing import FaultyReader
+
+URGENT = {"urgent": ab.yes_no("Does this need a reply within the hour?")}
+SCRIPT = {"urgent": {"yes": 0.7, "no": 0.3}}
+FAULTS = FaultyReader.FAULTS
+#: Faults that spoil individual answers; the others fail the whole read call.
+PER_REQUEST = ("nan", "inf", "wrong_shape", "partial")
+ON_ERROR = {"raise": "raise", "fail_open": FailOpen("no"), "fail_closed": FailClosed("safe")}
+TIMEOUT_S = 0.3  # a "hang" is 30 s (released at teardown); the engine gives up at 0.3 s
+
+
+def faulty(fault: str) -> tuple[FaultyReader, ab.ScriptedReader]:
+    inner = ab.ScriptedReader(SCRIPT)
+    reader = FaultyReader(inner, fault, affects=lambda r: "bad" in r.state)
+    return reader, inner
+
+
+def engine_over(reader, *, batch: bool) -> ab.DecisionEngine:
+    # max_batch=2: the window closes as soon as both callers joined (no timing).
+    top = BatchingReader(reader, window_s=10.0, max_batch=2) if batch else reader
+    return ab.DecisionEngine(top, timeout_s=TIMEOUT_S)
+
+
+def expected_error(fault: str) -> type[ReaderError]:
+    if fault == "hang":
+        return ReaderTimeoutError
+    if fault == "raise":
+        return ReaderError
+    return InvalidReadError
+
+
+def check_outcome(outcome, fault: str, on_error: str) -> None:
+    """What a graph sees for the faulted decision under each ``on_error``."""
+    if on_error == "raise":
+        assert isinstance(outcome, expected_error(fault)), outcome
+        return
+    assert isinstance(outcome, dict), outcome
+    rec = outcome["urgent"]
+    assert rec["band"] == "error" and rec["probabilities"] is None
+    assert rec["confidence"] is None  # no confidence is invented for a failed read
+    if on_error == "fail_open":
+        assert (rec["decided_by"], rec["label"], rec["goto"]) == ("fail_open", "no", None)
+    else:
+        assert (rec["decided_by"], rec["label"], rec["goto"]) == ("fail_closed", None, "safe")
+    assert rec["error"].startswith(expected_error(fault).__name__)
+
+
+def check_taken(outcome) -> None:
+    assert isinstance(outcome, dict), outcome
+    rec = outcome["urgent"]
+    assert (rec["decided_by"], rec["label"]) == ("engine", "yes")
+    assert rec["probabilities"]["yes"] == pytest.approx(0.7)
+
+
+def resolve(resolver: Resolver, state: str, use_async: bool = False):
+    try:
+        if use_async:
+            return asyncio.run(resolver.aresolve(state))
+        return resolver.resolve(state)
+    except ab.AgentBranchError as e:
+        return e
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("on_error", list(ON_ERROR))
+@pytest.mark.parametrize("fault", FAULTS)
+def test_fault_alone(fault, on_error, use_async):
+    reader, inner = faulty(fault)
+    engine = engine_over(reader, batch=False)
+    resolver = Resolver(engine, URGENT, Policy(on_error=ON_ERROR[on_error]))
+    try:
+        check_outcome(resolve(resolver, "bad ticket", use_async), fault, on_error)
+        # the engine keeps serving: healthy states, then the same state once healed
+        check_taken(resolve(resolver, "good ticket", use_async))
+        reader.active = False
+        check_taken(resolve(resolver, "bad ticket", use_async))
+    finally:
+        reader.release()
+
+
+@pytest.mark.parametrize("on_error", list(ON_ERROR))
+@pytest.mark.parametrize("fault", FAULTS)
+def test_fault_in_a_shared_batch(fault, on_error):
+    """Two graph runs share one batch; only the bad one's answer is faulted."""
+    reader, inner = faulty(fault)
+    engine = engine_over(reader, batch=True)
+    resolver = Resolver(engine, URGENT, Policy(on_error=ON_ERROR[on_error]))
+    outcomes: dict[str, object] = {}
+    start = threading.Barrier(2)
+
+    def run(state: str) -> None:
+        start.wait()
+        outcomes[state] = resolve(resolver, state)
+
+    threads = [threading.Thread(target=run, args=(s,)) for s in ("bad ticket", "good ticket")]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert [len(batch) for batch in reader.calls] == [2]  # one shared read
+        check_outcome(outcomes["bad ticket"], fault, on_error)
+        if fault in PER_REQUEST:
+            check_taken(outcomes["good ticket"])  # the healthy caller is untouched
+        else:
+            check_outcome(outcomes["good ticket"], fault, on_error)  # one call, one unit
+        reader.release()
+        reader.active = False
+        again: dict[str, object] = {}
+        threads = [
+            threading.Thread(target=lambda s=s: again.__setitem__(s, resolve(resolver, s)))
+            for s in ("bad ticket", "good ticket")
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        check_taken(again["bad ticket"])
+        check_taken(again["good ticket"])
+    finally:
+        reader.release()
+
+
+def test_a_nan_yes_no_read_is_not_a_confident_no():
+    """The issue's first example: ``(nan, log 0.1)`` used to be ``no`` at confidence 1."""
+
+    class NanReader(ab.ScriptedReader):
+        def read(self, requests):
+            return [[ab.engine.reads.LabelRead((math.nan, math.log(0.1)))] for _ in requests]
+
+    engine = ab.DecisionEngine(NanReader())
+    with pytest.raises(InvalidReadError, match="not in \\[-inf, 0\\]"):
+        engine.decide("s", URGENT)
+
+
+def test_a_graph_routes_a_faulted_decision_by_its_on_error():
+    """The same faults through a LangGraph router: FailClosed goes to the safe node."""
+    from langgraph.graph import END, START, StateGraph
+    from typing_extensions import TypedDict
+
+    from agentbranch.langgraph import route
+
+    class S(TypedDict, total=False):
+        text: str
+        out: str
+
+    reader, _ = faulty("nan")
+    engine = ab.DecisionEngine(reader)
+    router = route(
+        engine,
+        "urgent",
+        URGENT["urgent"],
+        path_map={"yes": "page", "no": "queue"},
+        policy=Policy(on_error=FailClosed("safe")),
+        state_key="text",
+    )
+    g = StateGraph(S)
+    for node in ("page", "queue", "safe"):
+        g.add_node(node, lambda s, node=node: {"out": node})
+        g.add_edge(node, END)
+    g.add_conditional_edges(START, router, router.path_map)
+    app = g.compile()
+    assert app.invoke({"text": "bad ticket"})["out"] == "safe"
+    assert app.invoke({"text": "good ticket"})["out"] == "page"
+
+
+# -- timeouts: the timeout measures the read, no pool caps concurrency ---------------------
+
+
+class RendezvousReader(ab.ScriptedReader):
+    """Each read waits until ``n`` reads are in flight at once: it only completes if
+    nothing between the callers and the reader caps concurrency below ``n``."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(SCRIPT)
+        self.barrier = threading.Barrier(n)
+
+    def read(self, requests):
+        self.barrier.wait(timeout=60)
+        return super().read(requests)
+
+
+def test_64_timed_sync_callers_all_read_at_once():
+    n = 64
+    reader = RendezvousReader(n)
+    engine = ab.DecisionEngine(reader, timeout_s=30.0)
+    results: list[object] = [None] * n
+
+    def run(i: int) -> None:
+        try:
+            results[i] = engine.decide(f"ticket {i}", URGENT)["urgent"].label
+        except ab.AgentBranchError as e:
+            results[i] = e
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(90)
+    assert results == ["yes"] * n
+
+
+def test_64_timed_async_callers_all_read_at_once():
+    """The default ``aread`` borrows the loop's small default executor; a timed read
+    gets its own thread instead, so 64 tasks read at once."""
+    n = 64
+    reader = RendezvousReader(n)
+    engine = ab.DecisionEngine(reader, timeout_s=30.0)
+
+    async def main():
+        return await asyncio.gather(
+            *(engine.adecide(f"ticket {i}", URGENT) for i in range(n)), return_exceptions=True
+        )
+
+    results = asyncio.run(main())
+    assert [r["urgent"].label for r in results] == ["yes"] * n
+
+
+def test_a_timed_out_read_does_not_block_the_next_one():
+    reader = FaultyReader(ab.ScriptedReader(SCRIPT), "hang", affects=lambda r: "bad" in r.state)
+    engine = ab.DecisionEngine(reader, timeout_s=TIMEOUT_S)
+    try:
+        with pytest.raises(ReaderTimeoutError, match=f"within {TIMEOUT_S}s"):
+            engine.decide("bad", URGENT)
+        assert engine.decide("good", URGENT)["urgent"].label == "yes"
+    finally:
+        reader.release()
+
+
+def test_the_reliability_doc_example_prints_what_it_shows(capsys):
+    """docs/reliability.md's example runs as written and prints exactly its output."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "reliability.md").read_text()
+    code, shown = re.search(
+        r"```python\n(.*?)```\s*\nprints\s*\n\s*```text\n(.*?)```", doc, re.S
+    ).groups()
+    exec(compile(code, "docs/reliability.md", "exec"), {})
+    assert capsys.readouterr().out == shown
