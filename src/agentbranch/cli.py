@@ -1,7 +1,7 @@
 """``agentbranch``: the command line.
 
 * ``agentbranch demo`` — the support-triage graph over the shipped sample tickets, on the
-  engine ``engine_from_env()`` picks (the embedded CPU reader on a laptop), as a table.
+  engine ``DecisionEngine.from_env()`` picks (the embedded CPU reader on a laptop), as a table.
 * ``agentbranch decide STATE --choice/--yes-no/--score ...`` — one decision.
 * ``agentbranch calibrate LABELED.jsonl`` — fit temperatures, report, save, diagram.
 * ``agentbranch engine`` — which engine the environment selects, and why.
@@ -32,25 +32,28 @@ err = Console(stderr=True)
 
 
 def _quiet_logs(verbose: bool) -> None:
-    """The CLI is an application: it may configure logging (the library never does)."""
-    import structlog
-
-    level = logging.INFO if verbose else logging.WARNING
-    structlog.configure(
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-    )
+    """The CLI is an application: it may configure logging (the library never does).
+    Warnings always, every decision with ``--verbose``, on stderr."""
+    logger = logging.getLogger("agentbranch")
+    for h in [h for h in logger.handlers if getattr(h, "_agentbranch_cli", False)]:
+        logger.removeHandler(h)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    handler._agentbranch_cli = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO if verbose else logging.WARNING)
 
 
 def _engine(calibration: Path | None, permutations: int = 1) -> tuple[Any, str]:
+    from agentbranch.engine.engine import DecisionEngine
     from agentbranch.errors import AgentBranchError
-    from agentbranch.selection import engine_from_env
 
     kwargs: dict[str, Any] = {"permutations": permutations}
     if calibration is not None:
         kwargs["calibration"] = str(calibration)
     try:
-        return engine_from_env(**kwargs)
+        engine = DecisionEngine.from_env(**kwargs)
+        return engine, engine.selection_reason or ""
     except AgentBranchError as e:
         err.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None

@@ -140,7 +140,7 @@ def _select(record: DecisionRecord, path_map: Mapping[str, str], question_id: st
 
 class _ResolvingRunnable(RunnableLambda):
     """What routers and nodes share: render what the engine reads, resolve the questions
-    by the policy, and emit every record (structlog, custom stream, callbacks)."""
+    by the policy, and emit every record (the "agentbranch" logger, custom stream, callbacks)."""
 
     def _setup(
         self,

@@ -26,18 +26,18 @@ integration supplies.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import structlog
-
+from agentbranch import logs
 from agentbranch.decisions import Decision, Decisions
 from agentbranch.errors import ConfigurationError, FallbackError, ReaderError
 from agentbranch.questions import Question, to_spec, validate_questions
 
-log = structlog.stdlib.get_logger("agentbranch")
+log = logging.getLogger("agentbranch")
 
 Band = Literal["take", "fallback", "review", "error"]
 DecidedBy = Literal["engine", "fallback", "fallback_node", "human", "fail_open", "fail_closed"]
@@ -536,7 +536,9 @@ class Resolver:
                 raise e
             records[qid] = error_record(qid, q, e, p, self.engine.reader)
         for rec in records.values():
-            log.warning(
+            logs.event(
+                log,
+                logging.WARNING,
                 "agentbranch.decision.error",
                 question_id=rec["question_id"],
                 decided_by=rec["decided_by"],

@@ -7,6 +7,7 @@ Data flows one way: questions → question reads (chunks, permutations) → ``Re
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -14,8 +15,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
-import structlog
-
+from agentbranch import logs
 from agentbranch.decisions import Decision, Decisions
 from agentbranch.engine.calibration import Calibration
 from agentbranch.engine.plan import Unit, combine, expand, normalise
@@ -30,7 +30,7 @@ from agentbranch.errors import (
 from agentbranch.questions import to_spec, validate_questions
 from agentbranch.state import render_state
 
-log = structlog.stdlib.get_logger("agentbranch")
+log = logging.getLogger("agentbranch")
 
 
 @dataclass
@@ -57,6 +57,9 @@ class DecisionEngine:
         calibration: temperatures (``Calibration`` or a path to a saved one).
         timeout_s: a read that takes longer raises ``ReaderTimeoutError``.
         log_state: include the rendered state in the decision log event.
+        eager: warm the reader up now (``warmup()``) instead of before the first read.
+
+    ``latency_s`` in decisions is the read alone: loading the model never counts.
     """
 
     def __init__(
@@ -70,6 +73,7 @@ class DecisionEngine:
         calibration: Calibration | str | None = None,
         timeout_s: float | None = None,
         log_state: bool = False,
+        eager: bool = False,
     ) -> None:
         if draws < 1 or permutations < 1:
             raise ConfigurationError("draws and permutations must be at least 1")
@@ -86,6 +90,9 @@ class DecisionEngine:
         self._pool: ThreadPoolExecutor | None = None
         #: Why ``from_env`` chose this reader (``None`` when built directly).
         self.selection_reason: str | None = None
+        self._loaded = False
+        if eager:
+            self.warmup()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> DecisionEngine:
@@ -93,12 +100,33 @@ class DecisionEngine:
         DiffusionGemma on CUDA, else a remote ``/v1/systemone`` server when
         ``AGENTBRANCH_REMOTE_URL`` is set, else the embedded CPU reader. Why it picked
         that one is logged and kept in ``engine.selection_reason``
-        (see ``agentbranch.selection``)."""
-        from agentbranch.selection import engine_from_env
+        (see ``agentbranch.selection``). ``kwargs`` go to ``DecisionEngine``; without
+        ``calibration`` the file named by ``AGENTBRANCH_CALIBRATION`` is loaded."""
+        from agentbranch.selection import reader_from_env
 
-        engine, reason = engine_from_env(env, **kwargs)
+        reader, reason, calibration = reader_from_env(env)
+        if "calibration" not in kwargs and calibration:
+            kwargs["calibration"] = calibration
+            reason += f"; calibration from {calibration}"
+        engine = cls(reader, **kwargs)
         engine.selection_reason = reason
+        logs.event(
+            log,
+            logging.INFO,
+            "agentbranch.engine_selected",
+            reader=reader.name,
+            model=reader.model,
+            reason=reason,
+        )
         return engine
+
+    def warmup(self) -> DecisionEngine:
+        """Load the reader's model and run its one-off first-read work now (see
+        ``Reader.warmup``), so no decision waits for it. Idempotent. Without it the
+        model loads before the first decision, outside ``latency_s``."""
+        self.reader.warmup()
+        self._loaded = True
+        return self
 
     # -- public API ------------------------------------------------------------------
 
@@ -113,7 +141,7 @@ class DecisionEngine:
         """Answer ``questions`` (id → ``Choice``/``Noul``/``Score``) about ``state``.
 
         ``draws`` overrides the engine's noise draws for this call. Each decision emits one
-        ``agentbranch.decision`` structlog event; an integration that resolves decisions
+        ``agentbranch.decision`` log event (stdlib ``logging``, see ``agentbranch.logs``); an integration that resolves decisions
         further (a policy) passes ``log_decisions=False`` and emits the resolved event
         itself, so every decision is logged once."""
         return self.decide_many([state], questions, draws=draws, log_decisions=log_decisions)[0]
@@ -141,6 +169,8 @@ class DecisionEngine:
         """Decide for many states in ONE batched read. ``questions`` is one mapping for
         every state, or one mapping per state."""
         prepared = self._prepare_all(states, questions, draws)
+        if not self._loaded:  # the model load is not part of any decision's latency
+            self._load_reader()
         start = time.perf_counter()
         reads = self._read_sync([p.request for p in prepared])
         return self._finish_all(prepared, reads, time.perf_counter() - start, log_decisions)
@@ -155,6 +185,8 @@ class DecisionEngine:
     ) -> list[Decisions]:
         """Async ``decide_many``."""
         prepared = self._prepare_all(states, questions, draws)
+        if not self._loaded:
+            await asyncio.to_thread(self._load_reader)
         start = time.perf_counter()
         reads = await self._read_async([p.request for p in prepared])
         return self._finish_all(prepared, reads, time.perf_counter() - start, log_decisions)
@@ -211,6 +243,15 @@ class DecisionEngine:
         )
 
     # -- reading -------------------------------------------------------------------
+
+    def _load_reader(self) -> None:
+        try:
+            self.reader.load()
+        except AgentBranchError:
+            raise
+        except Exception as e:
+            raise self._reader_failed(e) from e
+        self._loaded = True
 
     def _reader_failed(self, e: Exception) -> ReaderError:
         return ReaderError(
@@ -330,4 +371,4 @@ class DecisionEngine:
         )
         if self.log_state:
             event["state"] = state
-        log.info("agentbranch.decision", **event)
+        logs.event(log, logging.INFO, "agentbranch.decision", **event)
