@@ -353,7 +353,8 @@ class DecisionEngine:
                 calibrated=temperature != 1.0,
             )
             decisions[qid] = decision
-        return Decisions(decisions, latency_s=latency_s)
+        usage, request_id = _usage(reads)
+        return Decisions(decisions, latency_s=latency_s, usage=usage, request_id=request_id)
 
     def _log(self, d: Decision, state: str) -> None:
         event: dict[str, Any] = dict(
@@ -372,3 +373,17 @@ class DecisionEngine:
         if self.log_state:
             event["state"] = state
         logs.event(log, logging.INFO, "agentbranch.decision", **event)
+
+
+def _usage(reads: list[LabelRead]) -> tuple[dict[str, int] | None, str | None]:
+    """The request's token usage and request id, where the reader reported them."""
+    usages = [r.extras["usage"] for r in reads if isinstance(r.extras.get("usage"), Mapping)]
+    ids = [str(r.extras["request_id"]) for r in reads if r.extras.get("request_id")]
+    usage = None
+    if usages:
+        usage = {
+            key: sum(int(u.get(key) or 0) for u in usages)  # type: ignore[union-attr]
+            for key in ("input_tokens", "output_tokens")
+        }
+        usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
+    return usage, (ids[0] if ids else None)
