@@ -281,3 +281,14 @@ def test_embedded_warmup_runs_one_forward_once():
     assert reader.forward_calls == 1
     engine.decide("The site is down", {"urgent": ab.yes_no("Urgent?", yes="Production is down")})
     assert reader.forward_calls == 2
+
+
+def test_docs_are_self_contained():
+    """Every design reference points at docs/design.md, which ships with the repo."""
+    root = SRC.parent
+    assert (root / "docs" / "design.md").is_file()
+    files = [root / "README.md", *root.glob("docs/*.md")]
+    for folder in ("src", "examples", "tests", "benchmarks"):
+        files += (root / folder).rglob("*.py")
+    citing = [str(f.relative_to(root)) for f in files if "DESIGN" + ".md" in f.read_text("utf-8")]
+    assert citing == []

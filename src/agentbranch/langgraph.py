@@ -1,6 +1,6 @@
 """LangGraph integration: routers, decide nodes and Command nodes on typed decisions.
 
-Three shapes (DESIGN.md §5: routers cannot write state, replays re-run routers, unknown
+Three shapes (docs/design.md, "LangGraph facts": routers cannot write state, replays re-run routers, unknown
 routes fail silently — so every label is mapped and checked when the graph is built):
 
 * ``route(engine, "urgent", yes_no(...), path_map={"yes": "page", "no": END})`` — a

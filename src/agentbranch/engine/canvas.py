@@ -1,7 +1,7 @@
 """Prompt and canvas building: ``ReadRequest`` → ``TokenRead`` (token ids only).
 
 ``CanvasPlanner`` builds DiffusionGemma one-step reads exactly as vLLM's
-``DiffusionGemmaCanvasStrategy`` (0.33) does (DESIGN.md §2):
+``DiffusionGemmaCanvasStrategy`` (0.33) does (docs/design.md, "The read"):
 
 * prompt = chat template (thinking off, generation prompt) + ``<|channel>thought\\n<channel|>``
   appended **outside** the canvas — unless the template already wrote that block, in

@@ -1,4 +1,4 @@
-"""The primitives that cross the reader boundary (DESIGN.md §8, like httpx transports).
+"""The primitives that cross the reader boundary, like httpx transports (docs/design.md).
 
 Above a reader live questions, decisions and policies; a reader only sees these plain
 dataclasses. Two levels exist:

@@ -1,4 +1,4 @@
-"""The token-level forward of DiffusionGemma in HF transformers (DESIGN.md §3).
+"""The token-level forward of DiffusionGemma in HF transformers (docs/design.md).
 
 ``TransformersTokenBackend`` turns ``TokenRead``s (prompt ids, seeded canvas, slots) into
 ``SlotLogprobs``: token ids in, label logprobs out. No question logic lives here; the
