@@ -361,7 +361,7 @@ class DecisionEngine:
             question_id=d.question_id,
             type=d.type,
             label=d.label,
-            probabilities=d.probabilities,
+            probabilities={k: round(p, 6) for k, p in d.probabilities.items()},
             entropy=round(d.entropy, 6),
             confidence=round(d.confidence, 6),
             label_mass=round(d.label_mass, 6),
