@@ -292,3 +292,16 @@ def test_docs_are_self_contained():
         files += (root / folder).rglob("*.py")
     citing = [str(f.relative_to(root)) for f in files if "DESIGN" + ".md" in f.read_text("utf-8")]
     assert citing == []
+
+
+def test_transformers_warmup_runs_one_forward_once(tiny_model_dir):
+    reader = ab.TransformersReader.from_pretrained(tiny_model_dir, threads=1)
+    forwards = []
+    inner = reader.backend.model.model.forward
+    reader.backend.model.model.forward = lambda *a, **k: (forwards.append(1), inner(*a, **k))[1]
+    engine = ab.DecisionEngine(reader, eager=True)
+    assert len(forwards) == 1
+    engine.warmup()
+    assert len(forwards) == 1
+    engine.decide("x", {"urgent": ab.yes_no("Urgent?")})
+    assert len(forwards) == 2
