@@ -1,4 +1,4 @@
-"""The examples in docs/ run and print what the docs show.
+"""The examples in docs/ and the README run and print what they show.
 
 A ```python block after ``<!-- example: NAME -->`` runs in a fresh process; its stdout and
 stderr must equal the ```text block after ``<!-- output: NAME -->`` (latencies masked).
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = sorted((ROOT / "docs").glob("*.md"))
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def _blocks(kind: str) -> dict[tuple[str, str], str]:
