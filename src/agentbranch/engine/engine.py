@@ -141,9 +141,10 @@ class DecisionEngine:
         """Answer ``questions`` (id → ``Choice``/``Noul``/``Score``) about ``state``.
 
         ``draws`` overrides the engine's noise draws for this call. Each decision emits one
-        ``agentbranch.decision`` log event (stdlib ``logging``, see ``agentbranch.logs``); an integration that resolves decisions
-        further (a policy) passes ``log_decisions=False`` and emits the resolved event
-        itself, so every decision is logged once."""
+        ``agentbranch.decision`` log event (stdlib ``logging``, see ``agentbranch.logs``);
+        an integration that resolves decisions further (a policy) passes
+        ``log_decisions=False`` and emits the resolved event itself, so every decision is
+        logged once."""
         return self.decide_many([state], questions, draws=draws, log_decisions=log_decisions)[0]
 
     async def adecide(
