@@ -1,4 +1,4 @@
-"""DecisionEngine.from_env / select: vLLM on CUDA, then a remote server, else the embedded reader."""
+"""DecisionEngine.from_env / select: vLLM on CUDA, then a remote server, else embedded."""
 
 from __future__ import annotations
 

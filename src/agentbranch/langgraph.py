@@ -1,7 +1,8 @@
 """LangGraph integration: routers, decide nodes and Command nodes on typed decisions.
 
-Three shapes (docs/design.md, "LangGraph facts": routers cannot write state, replays re-run routers, unknown
-routes fail silently — so every label is mapped and checked when the graph is built):
+Three shapes (docs/design.md, "LangGraph facts": routers cannot write state, replays
+re-run routers, unknown routes fail silently — so every label is mapped and checked when
+the graph is built):
 
 * ``route(engine, "urgent", yes_no(...), path_map={"yes": "page", "no": END})`` — a
   conditional edge: ``graph.add_conditional_edges("intake", router, router.path_map)``.

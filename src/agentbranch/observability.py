@@ -1,9 +1,10 @@
 """Where resolved decision records go besides graph state.
 
 Every decision is logged once. Used directly, the engine logs one ``agentbranch.decision``
-event per answer (stdlib ``logging``, logger ``"agentbranch"``, see ``agentbranch.logs``); under a policy (routers, nodes, the tool) the engine stays
-quiet and, once the policy has resolved the decision, ``emit`` sends its record (never the
-raw state unless ``include_state=True``) to:
+event per answer (stdlib ``logging``, logger ``"agentbranch"``, see ``agentbranch.logs``);
+under a policy (routers, nodes, the tool) the engine stays quiet and, once the policy has
+resolved the decision, ``emit`` sends its record (never the raw state unless
+``include_state=True``) to:
 
 * the ``"agentbranch"`` logger: the ``agentbranch.decision`` event, with band and decided_by;
 * LangGraph's custom stream, when running inside a graph node

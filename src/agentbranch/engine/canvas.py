@@ -414,7 +414,8 @@ class CanvasPlanner(_PlannerBase):
                         or line[:-1] != prefix
                         or slot_id != line[-1]
                     ):
-                        log.warning("joint reads off: answer line %r does not split", f"{k}: {label}")
+                        line_text = f"{k}: {label}"
+                        log.warning("joint reads off: answer line %r does not split", line_text)
                         return False
                 self.line_prefix[(k, label_set)] = prefix
         return True
