@@ -33,6 +33,20 @@ decisions = engine.decide("The site is down and we are losing orders!", question
 assert engine.reader.name == "embedded", engine.reader.name
 tool = decision_tool(engine, questions, policy=ab.Policy())
 tool.invoke({"type": "tool_call", "id": "1", "name": "decide", "args": {"text": "refund me"}})
+
+
+class Broken(ab.ScriptedReader):
+    def read(self, requests):
+        raise RuntimeError("the model server is down")
+
+
+# A failing read under fail-open: a WARNING event, still silent without logging config.
+failing = decision_tool(
+    ab.DecisionEngine(Broken()),
+    {"urgent": questions["urgent"]},
+    policy=ab.Policy(on_error=ab.FailOpen("no")),
+)
+failing.invoke({"type": "tool_call", "id": "2", "name": "decide", "args": {"text": "hi"}})
 """
 
 
@@ -87,13 +101,18 @@ json.dump(out, open(sys.argv[1], "w"))
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout == ""
     events = json.loads((tmp_path / "out.json").read_text())
-    # engine.decide: one event per question; the tool: one resolved event per question.
-    assert [e["question_id"] for e in events] == ["urgent", "team", "urgent", "team"]
+    # engine.decide: one event per question; each tool: one resolved event per question.
+    assert [e["question_id"] for e in events] == ["urgent", "team", "urgent", "team", "urgent"]
     assert all(e["name"] == "agentbranch" for e in events)
-    assert [e["band"] for e in events] == [None, None, "take", "take"]
+    assert [e["band"] for e in events] == [None, None, "take", "take", "error"]
+    assert [e["decided_by"] for e in events][-1] == "fail_open"
     assert set(events[1]["probabilities"]) == {"billing", "outage"}
-    lines = [line for line in done.stderr.splitlines() if "agentbranch.decision" in line]
-    assert len(lines) == 4
+    lines = [line for line in done.stderr.splitlines() if "agentbranch.decision " in line]
+    assert len(lines) == 5
+    assert any(
+        line.startswith("agentbranch WARNING agentbranch.decision.error")
+        for line in done.stderr.splitlines()
+    )
     assert lines[0].startswith("agentbranch INFO agentbranch.decision question_id=urgent type=noul")
     assert "decided_by=engine" in lines[0] and "probabilities={yes:" in lines[0]
 
