@@ -65,4 +65,5 @@ def test_readme_shows_the_real_80_column_output(demo_80):
     readme = (ROOT / "README.md").read_text("utf-8")
     match = re.search(r"```console\n\$ COLUMNS=80 agentbranch demo\n(.*?)\n```", readme, re.S)
     assert match, "README has no COLUMNS=80 agentbranch demo block"
+    # After a change to the embedded reader or the demo: python scripts/readme_demo.py
     assert match.group(1) == demo_80.rstrip("\n")
