@@ -72,10 +72,6 @@ def main() -> None:
         engine = ab.DecisionEngine(ab.TransformersReader.from_pretrained(folder))
         states = [TICKETS[i % len(TICKETS)] + f" (ticket {i})" for i in range(args.states)]
 
-        import structlog
-
-        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
-
         loop = median_time(lambda: [engine.decide(s, QUESTIONS) for s in states], args.reps)
         batch = median_time(lambda: engine.decide_many(states, QUESTIONS), args.reps)
         print(

@@ -15,7 +15,7 @@ into a temp dir, then, in ONE process and on the same prompt, times the median o
 
 Model choice (documented, tune with flags): hidden 512, 9 layers (sliding/full alternating,
 last full), 4 query heads, 8 experts top-2 (MoE + dense MLP per layer, as in DiffusionGemma),
-vocab 4096, served canvas 64 (the serving example in DESIGN.md §2; the real model's default
+vocab 4096, served canvas 64 (the serving preset in docs/design.md; the real model's default
 is 256, which would make generation slower still), ≈50M parameters. The vocabulary is 4096
 rather than 512 so the unembedding is not negligible, while staying CPU-sized (the real
 262,144-token head would dominate both sides).

@@ -23,13 +23,10 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import logging
 import random
 import sys
 import time
 from pathlib import Path
-
-import structlog
 
 import agentbranch as ab
 from agentbranch import calibrate as cal
@@ -122,7 +119,6 @@ def main() -> None:
     parser.add_argument("--holdout", type=float, default=0.5)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     args.out.mkdir(parents=True, exist_ok=True)
     reader = EmbeddedReader().load()
     engine = ab.DecisionEngine(reader)

@@ -1,6 +1,6 @@
 """How the examples pick their engine: the reader is the only thing that changes.
 
-* default: ``agentbranch.selection.engine_from_env()`` — vLLM with a real DiffusionGemma
+* default: ``DecisionEngine.from_env()`` — vLLM with a real DiffusionGemma
   when ``AGENTBRANCH_VLLM_MODEL`` is set and a GPU is visible, a ``/v1/systemone`` server
   with ``AGENTBRANCH_REMOTE_URL``, else the embedded CPU reader;
 * ``--tiny``: a tiny random DiffusionGemma built on the spot, read with HF transformers
@@ -26,10 +26,8 @@ def make_engine(argv: list[str] | None = None, **engine_kwargs: Any) -> Decision
         folder = build_tiny_diffusiongemma(tempfile.mkdtemp(prefix="agentbranch-tiny-"))
         reader = TransformersReader.from_pretrained(folder)
         return DecisionEngine(BatchingReader(reader), **engine_kwargs)
-    from agentbranch.selection import engine_from_env
-
-    engine, reason = engine_from_env(**engine_kwargs)
-    print(f"engine: {reason}", file=sys.stderr)
+    engine = DecisionEngine.from_env(**engine_kwargs)
+    print(f"engine: {engine.selection_reason}", file=sys.stderr)
     # Concurrent graph runs (graph.batch, Send fan-out) share one read.
     engine.reader = BatchingReader(engine.reader)
     return engine

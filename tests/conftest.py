@@ -37,13 +37,16 @@ def tiny_thought_template_dir() -> Path:
 
 
 @pytest.fixture(autouse=True)
-def _reset_structlog():
-    """The CLI configures structlog (an application may); undo it after each test so a
-    logger bound to a closed captured stream never leaks into the next test."""
+def _reset_agentbranch_logger():
+    """The CLI configures the "agentbranch" logger (an application may); undo it after
+    each test so a handler bound to a closed captured stream never leaks into the next."""
     yield
-    import structlog
+    import logging
 
-    structlog.reset_defaults()
+    logger = logging.getLogger("agentbranch")
+    for h in [h for h in logger.handlers if not isinstance(h, logging.NullHandler)]:
+        logger.removeHandler(h)
+    logger.setLevel(logging.NOTSET)
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""Prompt and canvas building on the tiny Gemma-style tokenizer (DESIGN.md §2)."""
+"""Prompt and canvas building on the tiny Gemma-style tokenizer (docs/design.md)."""
 
 import hashlib
 import json

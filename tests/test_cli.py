@@ -44,7 +44,7 @@ def test_demo_runs_on_cpu_and_shows_fallbacks():
     pytest.importorskip("agentbranch.demo.triage")
     out = invoke("demo").output
     assert "support triage" in out
-    for column in ("probabilities", "entropy", "band", "decided by"):
+    for column in ("probabilities", "entropy", "band", "conf"):
         assert column in out
     assert "outage" in out and "billing" in out
     assert "fallback" in out and "human_triage" in out  # ambiguous tickets fall back

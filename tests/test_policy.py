@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 from _lg_fixtures import DrawsReader, StrictFakeChat, sure, unsure
@@ -318,31 +319,28 @@ def test_more_effort_on_another_engine():
         MoreDraws(1)
 
 
-def test_each_decision_is_logged_once_direct_and_under_a_policy():
-    from structlog.testing import capture_logs
+def test_each_decision_is_logged_once_direct_and_under_a_policy(caplog):
+    def events() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if getattr(r, "event", None) == "agentbranch.decision"]
 
+    caplog.set_level(logging.INFO, logger="agentbranch")
     questions = {"team": TEAM, "urgent": ab.yes_no("Urgent?")}
     reader = ab.ScriptedReader({"team": {"billing": 0.4, "outage": 0.35, "bug": 0.25}})
-    with capture_logs() as logs:
-        ab.DecisionEngine(reader).decide("x", questions)
-    assert [e["question_id"] for e in logs if e["event"] == "agentbranch.decision"] == [
-        "team",
-        "urgent",
-    ]
+    ab.DecisionEngine(reader).decide("x", questions)
+    assert [r.question_id for r in events()] == ["team", "urgent"]
+    caplog.clear()
     model = StrictFakeChat(replies=["outage"])
     r = Resolver(
         ab.DecisionEngine(reader),
         questions,
         {"team": Policy(take_at=0.6, fallbacks=[MoreDraws(4), Generate(model)]), "*": Policy()},
     )
-    with capture_logs() as logs:
-        records = r.resolve("x")
-        from agentbranch.observability import emit
+    records = r.resolve("x")
+    from agentbranch.observability import emit
 
-        for rec in records.values():
-            emit(rec)
-    events = [e for e in logs if e["event"] == "agentbranch.decision"]
-    assert sorted(e["question_id"] for e in events) == ["team", "urgent"]
-    team = next(e for e in events if e["question_id"] == "team")
-    assert team["decided_by"] == "fallback" and team["label"] == "outage"
-    assert "probabilities" in team and "state" not in team
+    for rec in records.values():
+        emit(rec)
+    assert sorted(e.question_id for e in events()) == ["team", "urgent"]
+    team = next(e for e in events() if e.question_id == "team")
+    assert team.decided_by == "fallback" and team.label == "outage"
+    assert hasattr(team, "probabilities") and not hasattr(team, "state")

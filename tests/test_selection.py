@@ -1,4 +1,4 @@
-"""engine_from_env / select: vLLM on CUDA, then a remote server, else the embedded reader."""
+"""DecisionEngine.from_env / select: vLLM on CUDA, then a remote server, else embedded."""
 
 from __future__ import annotations
 
@@ -52,9 +52,10 @@ def test_forcing_an_engine():
         sel.select({"AGENTBRANCH_ENGINE": "gpu"})
 
 
-def test_engine_from_env_builds_the_embedded_engine_with_calibration(tmp_path):
+def test_from_env_builds_the_embedded_engine_with_calibration(tmp_path):
     path = ab.Calibration(by_type={"choice": 2.0}).save(tmp_path / "c.json")
-    engine, reason = sel.engine_from_env({"AGENTBRANCH_CALIBRATION": str(path)}, permutations=2)
+    engine = ab.DecisionEngine.from_env({"AGENTBRANCH_CALIBRATION": str(path)}, permutations=2)
+    reason = engine.selection_reason
     assert engine.reader.name == "embedded" and engine.permutations == 2
     assert engine.calibration.by_type == {"choice": 2.0}
     assert "embedded" in reason and str(path) in reason
@@ -73,7 +74,8 @@ def test_remote_reader_is_built_lazily(monkeypatch):
     module = types.ModuleType("agentbranch.engine.readers.remote")
     module.RemoteReader = FakeRemote
     monkeypatch.setitem(sys.modules, "agentbranch.engine.readers.remote", module)
-    engine, reason = sel.engine_from_env(REMOTE)
+    engine = ab.DecisionEngine.from_env(REMOTE)
+    reason = engine.selection_reason
     assert engine.reader.name == "remote"
     assert made == {"base_url": "http://engine:8000", "model": "dg"}
     assert "http://engine:8000" in reason
@@ -105,3 +107,39 @@ def test_remote_api_key_is_passed_not_shown():
     s = sel.select({**REMOTE, "AGENTBRANCH_REMOTE_API_KEY": "sekret"})
     assert s.settings["api_key"] == "sekret"
     assert "sekret" not in s.reason
+
+
+def test_settings_are_read_by_pydantic_settings_from_os_environ(monkeypatch):
+    monkeypatch.setenv("AGENTBRANCH_REMOTE_URL", " http://env:9000 ")
+    monkeypatch.setenv("agentbranch_remote_model", "dg")  # names are case-insensitive
+    monkeypatch.setenv("AGENTBRANCH_VLLM_MODEL", "   ")  # blank counts as unset
+    settings = sel.EngineSettings.from_env()
+    assert settings.remote_url == "http://env:9000" and settings.remote_model == "dg"
+    assert settings.vllm_model is None
+    s = sel.select(cuda_available=True, vllm_importable=True)
+    assert s.kind == "remote" and s.settings == {"base_url": "http://env:9000", "model": "dg"}
+    # A mapping is read instead of os.environ, never mixed with it.
+    assert sel.select({}, cuda_available=False, vllm_importable=False).kind == "embedded"
+
+
+def test_api_key_is_a_secret_in_settings():
+    settings = sel.EngineSettings.from_env({**REMOTE, "AGENTBRANCH_REMOTE_API_KEY": "sekret"})
+    assert "sekret" not in repr(settings) and "sekret" not in str(settings.model_dump())
+
+
+def test_selection_does_not_import_the_engine():
+    """One-way imports: the engine imports selection, selection never the engine."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(sel))
+    imported = [
+        node.module if isinstance(node, ast.ImportFrom) else alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    ]
+    assert not any(m and m.startswith("agentbranch.engine.engine") for m in imported)
+    assert not any(
+        m and m.startswith(("agentbranch.langgraph", "agentbranch.policy")) for m in imported
+    )

@@ -6,6 +6,7 @@
 'yes'
 """
 
+import logging
 from typing import Any
 
 from agentbranch.decisions import Decision, Decisions
@@ -30,6 +31,9 @@ from agentbranch.errors import (
 )
 from agentbranch.policy import FailClosed, FailOpen, Generate, GotoNode, MoreDraws, Policy
 from agentbranch.questions import choice, score, yes_no
+
+# A library is silent unless the application configures logging (see agentbranch.logs).
+logging.getLogger("agentbranch").addHandler(logging.NullHandler())
 
 __all__ = [
     "AgentBranchDecisionModel",

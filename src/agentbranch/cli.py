@@ -1,7 +1,7 @@
 """``agentbranch``: the command line.
 
 * ``agentbranch demo`` — the support-triage graph over the shipped sample tickets, on the
-  engine ``engine_from_env()`` picks (the embedded CPU reader on a laptop), as a table.
+  engine ``DecisionEngine.from_env()`` picks (the embedded CPU reader on a laptop), as a table.
 * ``agentbranch decide STATE --choice/--yes-no/--score ...`` — one decision.
 * ``agentbranch calibrate LABELED.jsonl`` — fit temperatures, report, save, diagram.
 * ``agentbranch engine`` — which engine the environment selects, and why.
@@ -32,25 +32,28 @@ err = Console(stderr=True)
 
 
 def _quiet_logs(verbose: bool) -> None:
-    """The CLI is an application: it may configure logging (the library never does)."""
-    import structlog
-
-    level = logging.INFO if verbose else logging.WARNING
-    structlog.configure(
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-    )
+    """The CLI is an application: it may configure logging (the library never does).
+    Warnings always, every decision with ``--verbose``, on stderr."""
+    logger = logging.getLogger("agentbranch")
+    for h in [h for h in logger.handlers if getattr(h, "_agentbranch_cli", False)]:
+        logger.removeHandler(h)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    handler._agentbranch_cli = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO if verbose else logging.WARNING)
 
 
 def _engine(calibration: Path | None, permutations: int = 1) -> tuple[Any, str]:
+    from agentbranch.engine.engine import DecisionEngine
     from agentbranch.errors import AgentBranchError
-    from agentbranch.selection import engine_from_env
 
     kwargs: dict[str, Any] = {"permutations": permutations}
     if calibration is not None:
         kwargs["calibration"] = str(calibration)
     try:
-        return engine_from_env(**kwargs)
+        engine = DecisionEngine.from_env(**kwargs)
+        return engine, engine.selection_reason or ""
     except AgentBranchError as e:
         err.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
@@ -59,11 +62,6 @@ def _engine(calibration: Path | None, permutations: int = 1) -> tuple[Any, str]:
 def _fmt_probs(probs: dict[str, float], top: int = 3) -> str:
     ranked = sorted(probs.items(), key=lambda kv: -kv[1])[:top]
     return " ".join(f"{k} {v:.2f}" for k, v in ranked)
-
-
-def _short(text: str, width: int = 60) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 # -- demo -----------------------------------------------------------------------------
@@ -91,18 +89,26 @@ def load_tickets(path: Path | None = None) -> list[dict[str, Any]]:
     return out
 
 
+def demo_policy(engine: Any) -> dict[str, Any]:
+    """The triage policy: the team's take threshold from the engine's calibration
+    (when it suggests one), else ``DEFAULT_TEAM_TAKE_AT``; other questions always taken."""
+    from agentbranch.demo.triage import DEFAULT_TEAM_TAKE_AT, default_policy
+
+    take_at = DEFAULT_TEAM_TAKE_AT
+    if engine.calibration is not None and "team" in engine.calibration.thresholds:
+        take_at = engine.calibration.thresholds["team"]
+    return default_policy(None, take_at=take_at)
+
+
 def run_demo(
     engine: Any, tickets: list[dict[str, Any]], *, progress: bool = True
 ) -> list[dict[str, Any]]:
     """Run the triage graph over ``tickets``; one final state per ticket."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    from agentbranch.demo.triage import DEFAULT_TEAM_TAKE_AT, build_triage_graph, default_policy
+    from agentbranch.demo.triage import build_triage_graph
 
-    take_at = DEFAULT_TEAM_TAKE_AT
-    if engine.calibration is not None and "team" in engine.calibration.thresholds:
-        take_at = engine.calibration.thresholds["team"]
-    graph = build_triage_graph(engine, policy=default_policy(None, take_at=take_at))
+    graph = build_triage_graph(engine, policy=demo_policy(engine))
     states: list[dict[str, Any]] = []
     if not progress:
         return [dict(graph.invoke({"ticket": t["ticket"]})) for t in tickets]
@@ -121,49 +127,59 @@ def run_demo(
     return states
 
 
-def _decided(rec: dict[str, Any]) -> str:
-    by = rec.get("decided_by", "?")
-    if rec.get("goto"):
-        return f"{by} → {rec['goto']}"
-    return by
+def _has_band(policy: Any) -> bool:
+    """Whether the policy put the decision in a band (it has a threshold to apply)."""
+    return bool(policy.has_fallback_band or policy.can_review)
 
 
-def demo_table(tickets: list[dict[str, Any]], states: list[dict[str, Any]], title: str) -> Table:
-    table = Table(title=title, show_lines=False, expand=False)
-    table.add_column("ticket", max_width=46, overflow="fold")
-    table.add_column("question", style="cyan")
-    table.add_column("label", style="bold")
-    table.add_column("probabilities")
-    table.add_column("entropy", justify="right")
-    table.add_column("conf", justify="right")
-    table.add_column("band")
-    table.add_column("decided by")
-    table.add_column("queue")
+def _top_probs(probs: dict[str, float], width: int) -> str:
+    """The most probable options, as many as fit in ``width`` (at least one)."""
+    out = ""
+    for name, p in sorted(probs.items(), key=lambda kv: -kv[1]):
+        item = f"{name} {p:.2f}"
+        if out and len(out) + 2 + len(item) > width:
+            break
+        out = f"{out}  {item}" if out else item
+    return out
+
+
+def demo_report(
+    tickets: list[dict[str, Any]], states: list[dict[str, Any]], policy: Any, width: int = 80
+) -> list[str]:
+    """The demo's output as plain lines of at most ``width`` characters (words are never
+    broken): per ticket its text, one line per decision and where it went. The band
+    column shows a band only where the question's policy applies a threshold."""
+    import textwrap
+
+    from agentbranch.policy import policy_for
+
+    head = f"  {'question':<11} {'answer':<15} {'entropy':>7} {'conf':>5}  {'band':<8} "
+    probs_width = max(12, width - len(head))
+    lines = [head + "probabilities", "  " + "─" * (width - 2)]
     for ticket, state in zip(tickets, states):
+        lines += textwrap.wrap(
+            ticket["ticket"],
+            width=width,
+            initial_indent=f"{ticket['id']}  ",
+            subsequent_indent=" " * (len(ticket["id"]) + 2),
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
         records = state.get("decisions") or {}
-        first = True
         for qid, rec in records.items():
-            band = rec.get("band", "?")
-            band_style = {"take": "green", "fallback": "yellow", "review": "magenta"}.get(
-                band, "red"
+            band = rec.get("band", "") if _has_band(policy_for(policy, qid)) else ""
+            row = (
+                f"  {qid:<11} {str(rec.get('label')):<15} "
+                f"{rec.get('entropy', float('nan')):>7.2f} "
+                f"{rec.get('confidence', float('nan')):>5.2f}  {band:<8} "
+                + _top_probs(rec.get("probabilities") or {}, probs_width)
             )
-            queue = state.get("queue") or "-"
-            table.add_row(
-                f"{ticket['id']} {_short(ticket['ticket'], 70)}" if first else "",
-                qid,
-                str(rec.get("label")),
-                _fmt_probs(rec.get("probabilities") or {}),
-                f"{rec.get('entropy', float('nan')):.2f}",
-                f"{rec.get('confidence', float('nan')):.2f}",
-                f"[{band_style}]{band}[/{band_style}]",
-                _decided(rec),
-                (f"[yellow]{queue}[/yellow]" if queue == "human_triage" else queue)
-                if first
-                else "",
-                end_section=qid == list(records)[-1],
-            )
-            first = False
-    return table
+            lines.append(row.rstrip())
+        by = [f"{q}: {r['decided_by']}" for q, r in records.items() if r.get("goto")]
+        queue = state.get("queue") or "-"
+        lines.append(f"  → {queue}" + (f" ({', '.join(by)})" if by else ""))
+        lines.append("")
+    return lines
 
 
 @app.command()
@@ -189,13 +205,22 @@ def demo(
         for t, s in zip(rows, states):
             print(json.dumps({"id": t["id"], **s}, default=str))
         return
-    console.print(demo_table(rows, states, f"support triage on {engine.reader.model}"))
+    import textwrap
+
+    width = max(60, min(console.width, 100))
+    policy = demo_policy(engine)
     taken = sum(s.get("queue") != "human_triage" for s in states)
-    console.print(
-        f"{len(states)} tickets: {taken} routed by the engine, "
-        f"{len(states) - taken} sent to [yellow]human_triage[/yellow] (low-confidence team). "
-        "Bands: take ≥ the team threshold; fallback → human_triage."
+    summary = (
+        f"{len(states)} tickets: {taken} routed by the engine, {len(states) - taken} sent to "
+        f"human_triage. band: only the team question has a threshold: take when its "
+        f"confidence ≥ {policy['team'].take_at:.2f}, else fallback → human_triage. "
+        "conf = 1 − entropy / ln(number of options)."
     )
+    lines = [f"support triage on {engine.reader.model}", ""]
+    lines += demo_report(rows, states, policy, width)
+    lines += textwrap.wrap(summary, width=width, break_long_words=False)
+    for line in lines:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 # -- decide ---------------------------------------------------------------------------

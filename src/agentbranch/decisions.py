@@ -136,9 +136,20 @@ class Decision(BaseModel):
 class Decisions(Mapping[str, Decision]):
     """The answers to one ``decide`` call, keyed by question id, in question order."""
 
-    def __init__(self, decisions: Mapping[str, Decision], *, latency_s: float) -> None:
+    def __init__(
+        self,
+        decisions: Mapping[str, Decision],
+        *,
+        latency_s: float,
+        usage: Mapping[str, int] | None = None,
+        request_id: str | None = None,
+    ) -> None:
         self._decisions = dict(decisions)
         self.latency_s = latency_s
+        #: Token usage of the read, when the reader reports it (token readers, servers).
+        self.usage = dict(usage) if usage is not None else None
+        #: The server's request id, when the reader reports one.
+        self.request_id = request_id
 
     def __getitem__(self, qid: str) -> Decision:
         return self._decisions[qid]
@@ -161,6 +172,8 @@ class Decisions(Mapping[str, Decision]):
         return ClassifierResponse(
             model=model,
             answers={k: d.to_langchain() for k, d in self._decisions.items()},
+            usage=self.usage,
+            request_id=self.request_id,
         )
 
     def to_records(self) -> dict[str, dict[str, Any]]:

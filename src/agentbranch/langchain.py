@@ -3,7 +3,9 @@
 * ``AgentBranchDecisionModel(engine=engine)`` is a ``langchain_core.decisions``
   ``BaseDecisionModel``: ``invoke({"state": ..., "questions": {...}})`` returns a
   ``ClassifierResponse``; it works wherever LangChain takes a decision model (e.g. as the
-  ``classifier`` of ``ModelRouterMiddleware``).
+  ``classifier`` of ``ModelRouterMiddleware``). ``batch``/``abatch`` reach the reader as
+  ONE ``decide_many`` read; ``ScoreAnswer.legend`` holds the question's original levels;
+  ``usage`` and ``request_id`` are filled where the reader reports them.
 * ``decision_tool(engine, questions, name=..., description=...)`` is a ``StructuredTool``
   for tool-calling agents with ``response_format="content_and_artifact"``: the model reads
   a short summary (``team=billing (confidence 0.91)``), the ``ToolMessage.artifact``
@@ -15,14 +17,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from langchain_core.decisions import BaseDecisionModel, ClassifierResponse
+from langchain_core.decisions import BaseDecisionModel, ClassifierResponse, Score, ScoreAnswer
 from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import get_config_list
 from langchain_core.tools import StructuredTool
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agentbranch.errors import AgentBranchError, InvalidQuestionError
 from agentbranch.observability import aemit, emit
 from agentbranch.policy import DecisionRecord, PolicyArg, Resolver
 from agentbranch.questions import Question, validate_questions
+from agentbranch.state import render_state
 
 
 class AgentBranchDecisionModel(BaseDecisionModel):
@@ -48,10 +53,99 @@ class AgentBranchDecisionModel(BaseDecisionModel):
         return "agentbranch"
 
     def _classify(self, state: Any, questions: dict[str, Any]) -> ClassifierResponse:
-        return self.engine.decide(state, questions).to_langchain()
+        qs = validate_questions(questions)
+        return _response(self.engine.decide(state, qs), qs)
 
     async def _aclassify(self, state: Any, questions: dict[str, Any]) -> ClassifierResponse:
-        return (await self.engine.adecide(state, questions)).to_langchain()
+        qs = validate_questions(questions)
+        return _response(await self.engine.adecide(state, qs), qs)
+
+    # -- batches: one decide_many read for every input -------------------------------
+
+    def batch(
+        self,
+        inputs: list[Any],
+        config: RunnableConfig | list[RunnableConfig] | None = None,
+        *,
+        return_exceptions: bool = False,
+        **kwargs: Any,
+    ) -> list[ClassifierResponse]:
+        """Classify every input in ONE engine read (``decide_many``); each input still
+        gets its own traced run. An input with bad questions or state fails alone."""
+        configs = [self._traced_config(c) for c in get_config_list(config, len(inputs))]
+        return self._batch_with_config(
+            self._classify_many,
+            list(inputs),
+            configs,
+            return_exceptions=return_exceptions,
+            run_type="llm",
+        )
+
+    async def abatch(
+        self,
+        inputs: list[Any],
+        config: RunnableConfig | list[RunnableConfig] | None = None,
+        *,
+        return_exceptions: bool = False,
+        **kwargs: Any,
+    ) -> list[ClassifierResponse]:
+        """Async ``batch``: ONE ``adecide_many`` read."""
+        configs = [self._traced_config(c) for c in get_config_list(config, len(inputs))]
+        return await self._abatch_with_config(
+            self._aclassify_many,
+            list(inputs),
+            configs,
+            return_exceptions=return_exceptions,
+            run_type="llm",
+        )
+
+    def _classify_many(self, inputs: list[Any]) -> list[ClassifierResponse | Exception]:
+        out, ok = _checked(inputs)
+        if ok:
+            many = self.engine.decide_many([s for _, s, _ in ok], [q for _, _, q in ok])
+            for (i, _, qs), decisions in zip(ok, many):
+                out[i] = _response(decisions, qs)
+        return out  # type: ignore[return-value]
+
+    async def _aclassify_many(self, inputs: list[Any]) -> list[ClassifierResponse | Exception]:
+        out, ok = _checked(inputs)
+        if ok:
+            many = await self.engine.adecide_many([s for _, s, _ in ok], [q for _, _, q in ok])
+            for (i, _, qs), decisions in zip(ok, many):
+                out[i] = _response(decisions, qs)
+        return out  # type: ignore[return-value]
+
+
+def _checked(
+    inputs: list[Any],
+) -> tuple[list[Any], list[tuple[int, Any, dict[str, Question]]]]:
+    """Each input's error (bad request, questions or state) or its place in the batch."""
+    out: list[Any] = [None] * len(inputs)
+    ok = []
+    for i, request in enumerate(inputs):
+        try:
+            if not isinstance(request, Mapping) or "questions" not in request:
+                raise InvalidQuestionError(
+                    "a decision model input is {'state': ..., 'questions': {id: question}}"
+                )
+            qs = validate_questions(request["questions"])
+            render_state(request.get("state"))
+        except AgentBranchError as e:
+            out[i] = e
+            continue
+        ok.append((i, request.get("state"), qs))
+    return out, ok
+
+
+def _response(decisions: Any, questions: Mapping[str, Question]) -> ClassifierResponse:
+    """The ``ClassifierResponse``, with each score's legend the question's original levels
+    (JSON values as given, not the text the model read)."""
+    response: ClassifierResponse = decisions.to_langchain()
+    for qid, answer in response.answers.items():
+        q = questions.get(qid)
+        if isinstance(answer, ScoreAnswer) and isinstance(q, Score):
+            answer.legend = dict(enumerate(q.criteria))
+    return response
 
 
 class _DecisionInput(BaseModel):

@@ -1,7 +1,8 @@
 """LangGraph integration: routers, decide nodes and Command nodes on typed decisions.
 
-Three shapes (DESIGN.md §5: routers cannot write state, replays re-run routers, unknown
-routes fail silently — so every label is mapped and checked when the graph is built):
+Three shapes (docs/design.md, "LangGraph facts": routers cannot write state, replays
+re-run routers, unknown routes fail silently — so every label is mapped and checked when
+the graph is built):
 
 * ``route(engine, "urgent", yes_no(...), path_map={"yes": "page", "no": END})`` — a
   conditional edge: ``graph.add_conditional_edges("intake", router, router.path_map)``.
@@ -140,7 +141,7 @@ def _select(record: DecisionRecord, path_map: Mapping[str, str], question_id: st
 
 class _ResolvingRunnable(RunnableLambda):
     """What routers and nodes share: render what the engine reads, resolve the questions
-    by the policy, and emit every record (structlog, custom stream, callbacks)."""
+    by the policy, and emit every record (the "agentbranch" logger, custom stream, callbacks)."""
 
     def _setup(
         self,

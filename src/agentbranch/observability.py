@@ -1,11 +1,12 @@
 """Where resolved decision records go besides graph state.
 
 Every decision is logged once. Used directly, the engine logs one ``agentbranch.decision``
-structlog event per answer; under a policy (routers, nodes, the tool) the engine stays
-quiet and, once the policy has resolved the decision, ``emit`` sends its record (never the
-raw state unless ``include_state=True``) to:
+event per answer (stdlib ``logging``, logger ``"agentbranch"``, see ``agentbranch.logs``);
+under a policy (routers, nodes, the tool) the engine stays quiet and, once the policy has
+resolved the decision, ``emit`` sends its record (never the raw state unless
+``include_state=True``) to:
 
-* structlog: the ``agentbranch.decision`` event, with band and decided_by;
+* the ``"agentbranch"`` logger: the ``agentbranch.decision`` event, with band and decided_by;
 * LangGraph's custom stream, when running inside a graph node
   (``graph.stream(..., stream_mode="custom")`` yields ``{"agentbranch.decision": record}``);
 * LangChain callbacks, as the custom event ``"agentbranch.decision"``
@@ -16,11 +17,12 @@ Outside a graph or a traced run the last two are skipped silently.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-import structlog
+from agentbranch import logs
 
-log = structlog.stdlib.get_logger("agentbranch")
+log = logging.getLogger("agentbranch")
 
 EVENT = "agentbranch.decision"
 
@@ -35,7 +37,9 @@ def _payload(record: dict[str, Any], state: Any, include_state: bool) -> dict[st
 
 
 def _log(record: dict[str, Any]) -> None:
-    log.info(
+    logs.event(
+        log,
+        logging.INFO,
         EVENT,
         question_id=record.get("question_id"),
         type=record.get("type"),

@@ -1,4 +1,4 @@
-"""Engine selection from the environment: ``engine_from_env()``.
+"""Engine selection from the environment, for ``DecisionEngine.from_env()``.
 
 The order, first match wins:
 
@@ -17,26 +17,28 @@ calibration file (from ``agentbranch calibrate``) the engine loads.
 
 Every choice comes with a human-readable reason ("vLLM: AGENTBRANCH_VLLM_MODEL is set
 but no CUDA device is visible; ...") which is logged and printed by
-``agentbranch engine``.
+``agentbranch engine``. The variables are read with pydantic-settings (``EngineSettings``).
+This module picks and builds readers only; it knows nothing of the engine, which
+imports it (one way).
 """
 
 from __future__ import annotations
 
 import importlib.util
-import os
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-import structlog
+from pydantic import SecretStr, field_validator
+from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
 from agentbranch.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from agentbranch.engine.engine import DecisionEngine
     from agentbranch.engine.readers.base import Reader
 
-log = structlog.stdlib.get_logger("agentbranch")
+log = logging.getLogger("agentbranch")
 
 EngineKind = Literal["vllm", "remote", "embedded"]
 
@@ -46,6 +48,66 @@ ENV_REMOTE_URL = "AGENTBRANCH_REMOTE_URL"
 ENV_REMOTE_MODEL = "AGENTBRANCH_REMOTE_MODEL"
 ENV_REMOTE_API_KEY = "AGENTBRANCH_REMOTE_API_KEY"
 ENV_CALIBRATION = "AGENTBRANCH_CALIBRATION"
+
+
+class EngineSettings(BaseSettings):
+    """The ``AGENTBRANCH_*`` variables, read by pydantic-settings (case-insensitive names;
+    blank values count as unset). ``EngineSettings.from_env(mapping)`` reads a mapping
+    instead of ``os.environ``; neither reads ``.env`` files."""
+
+    model_config = SettingsConfigDict(env_prefix="AGENTBRANCH_", extra="ignore")
+
+    engine: str | None = None
+    vllm_model: str | None = None
+    remote_url: str | None = None
+    remote_model: str | None = None
+    remote_api_key: SecretStr | None = None
+    calibration: str | None = None
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return value.strip() or None
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: Any,
+        env_settings: Any,
+        dotenv_settings: Any,
+        file_secret_settings: Any,
+    ) -> tuple[Any, ...]:
+        return init_settings, env_settings
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> EngineSettings:
+        """Settings from ``env`` (default ``os.environ``)."""
+        if env is None:
+            return cls()
+        mapping = env
+
+        class _FromMapping(cls):  # type: ignore[valid-type,misc]
+            @classmethod
+            def settings_customise_sources(
+                cls, settings_cls: type[BaseSettings], **_: Any
+            ) -> tuple[Any, ...]:
+                return (_MappingSource(settings_cls, mapping),)
+
+        return cls.model_validate(_FromMapping().model_dump())
+
+
+class _MappingSource(EnvSettingsSource):
+    """pydantic-settings' environment source over a given mapping."""
+
+    def __init__(self, settings_cls: type[BaseSettings], mapping: Mapping[str, str]) -> None:
+        self._mapping = mapping
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return {k.lower(): v for k, v in self._mapping.items()}
 
 
 @dataclass(frozen=True)
@@ -82,16 +144,16 @@ def select(
 ) -> Selection:
     """Decide which reader to build from ``env`` (default ``os.environ``). The probes
     (CUDA, vllm import) can be overridden for tests."""
-    env = os.environ if env is None else env
-    forced = (env.get(ENV_ENGINE) or "").strip().lower() or None
+    settings = EngineSettings.from_env(env)
+    forced = settings.engine.lower() if settings.engine else None
     if forced not in (None, "vllm", "remote", "embedded"):
         raise ConfigurationError(
-            f"{ENV_ENGINE}={env.get(ENV_ENGINE)!r} is not an engine; use vllm, remote or "
+            f"{ENV_ENGINE}={settings.engine!r} is not an engine; use vllm, remote or "
             "embedded, or unset it to choose automatically"
         )
     skipped: list[str] = []
 
-    vllm_model = (env.get(ENV_VLLM_MODEL) or "").strip()
+    vllm_model = settings.vllm_model
     if forced in (None, "vllm"):
         if not vllm_model:
             why = f"vLLM: {ENV_VLLM_MODEL} is not set"
@@ -116,22 +178,21 @@ def select(
             raise ConfigurationError(f"{ENV_ENGINE}=vllm but {why.split(': ', 1)[1]}")
         skipped.append(why)
 
-    url = (env.get(ENV_REMOTE_URL) or "").strip()
+    url = settings.remote_url
     if forced in (None, "remote"):
         if url:
-            model = (env.get(ENV_REMOTE_MODEL) or "").strip()
-            settings = {"base_url": url}
+            model = settings.remote_model
+            remote = {"base_url": url}
             if model:
-                settings["model"] = model
-            api_key = (env.get(ENV_REMOTE_API_KEY) or "").strip()
-            if api_key:
-                settings["api_key"] = api_key
+                remote["model"] = model
+            if settings.remote_api_key is not None:
+                remote["api_key"] = settings.remote_api_key.get_secret_value()
             return Selection(
                 "remote",
                 f"remote /v1/systemone at {url}"
                 + (f" (model {model})" if model else "")
                 + f": {ENV_REMOTE_URL} is set",
-                settings,
+                remote,
                 tuple(skipped),
             )
         why = f"remote: {ENV_REMOTE_URL} is not set"
@@ -185,30 +246,9 @@ def build_reader(selection: Selection) -> Reader:
     return EmbeddedReader()
 
 
-def engine_from_env(
-    env: Mapping[str, str] | None = None, **engine_kwargs: Any
-) -> tuple[DecisionEngine, str]:
-    """A ``DecisionEngine`` on the reader the environment asks for, and the reason.
-
-    ``engine_kwargs`` go to ``DecisionEngine`` (``permutations=``, ``calibration=`` ...);
-    without ``calibration`` the file named by ``AGENTBRANCH_CALIBRATION`` is loaded.
-    """
-    from agentbranch.engine.engine import DecisionEngine
-
-    env = os.environ if env is None else env
+def reader_from_env(env: Mapping[str, str] | None = None) -> tuple[Reader, str, str | None]:
+    """The reader ``env`` (default ``os.environ``) asks for, why, and the calibration file
+    ``AGENTBRANCH_CALIBRATION`` names (``None`` if unset).
+    ``DecisionEngine.from_env()`` builds the engine on it."""
     selection = select(env)
-    reader = build_reader(selection)
-    calibration_path = (env.get(ENV_CALIBRATION) or "").strip()
-    reason = selection.reason
-    if "calibration" not in engine_kwargs and calibration_path:
-        engine_kwargs["calibration"] = calibration_path
-        reason += f"; calibration from {calibration_path}"
-    engine = DecisionEngine(reader, **engine_kwargs)
-    log.info(
-        "agentbranch.engine_selected",
-        engine=selection.kind,
-        reader=reader.name,
-        model=reader.model,
-        reason=reason,
-    )
-    return engine, reason
+    return build_reader(selection), selection.reason, EngineSettings.from_env(env).calibration

@@ -2,7 +2,24 @@
 
 Strings pass through unchanged and JSON is dumped the way vLLM's decisions endpoint
 dumps it (``json.dumps(..., ensure_ascii=False)``), so a read built here matches a read
-built there. Messages become a ``role: content`` transcript, the form a model reads best.
+built there. Messages become a ``role: content`` transcript, the form a model reads best,
+and nothing in them is dropped silently (``message.content_blocks``, LangChain's
+standard blocks, are rendered one per line):
+
+* tool calls of an ``AIMessage``: ``[tool call shell {"command": "rm -rf /"}]`` (name and
+  JSON arguments; invalid ones as ``[invalid tool call shell <raw arguments>]``);
+* tool results (``ToolMessage``): ``tool (shell): <content>``, ``tool (shell, error): ...``
+  when the tool failed;
+* reasoning and refusals: ``[reasoning] ...``, ``[refusal] ...``;
+* media (image, audio, video, file) is never read and never dumped: it renders as a
+  placeholder naming its kind, file name and MIME type when known — ``[image]``,
+  ``[image image/png]``, ``[file report.pdf application/pdf]``. A media block inside JSON
+  state (a dict with ``"type": "image"`` and its data or URL) becomes the same placeholder
+  string. Describe an image in text if a decision depends on what it shows.
+* any other block: ``[<type> block]``.
+
+Messages nested in JSON state become ``{"role", "content"}`` objects, plus ``tool_calls``
+(``[{"name", "args"}]``) for AI messages and ``name`` / ``status`` for tool results.
 """
 
 from __future__ import annotations
@@ -11,29 +28,124 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, ToolMessage
 
 from agentbranch.errors import InvalidStateError
 
+#: Block types that carry media, and the keys that hold its data or location.
+_MEDIA_KINDS = {
+    "image": "image",
+    "image_url": "image",
+    "audio": "audio",
+    "input_audio": "audio",
+    "video": "video",
+    "file": "file",
+}
+_MEDIA_DATA_KEYS = ("base64", "data", "url", "file_id", "source", "image_url", "input_audio")
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _role(message: BaseMessage) -> str:
+    if isinstance(message, ChatMessage):
+        return message.role
+    kind = message.type
+    if kind.endswith("MessageChunk"):
+        kind = kind[: -len("MessageChunk")].lower()
+    return kind
+
+
+def media_placeholder(block: Mapping[str, Any]) -> str:
+    """``[image]``, ``[image image/png]``, ``[file report.pdf application/pdf]``."""
+    kind = _MEDIA_KINDS.get(str(block.get("type")), str(block.get("type")))
+    extras = block.get("extras") if isinstance(block.get("extras"), Mapping) else {}
+    name = block.get("filename") or block.get("name") or extras.get("filename")
+    parts = [kind, name, block.get("mime_type")]
+    return "[" + " ".join(str(p) for p in parts if p) + "]"
+
+
+def _block_text(block: Mapping[str, Any]) -> str | None:
+    """One standard content block as text (``None``: a tool call, rendered separately)."""
+    kind = block.get("type")
+    if kind == "text":
+        return str(block.get("text", ""))
+    if kind == "text-plain" and block.get("text") is not None:
+        return str(block["text"])
+    if kind in ("reasoning", "refusal"):
+        return f"[{kind}] {block.get(kind) or block.get('reasoning') or ''}".rstrip()
+    if kind in ("tool_call", "tool_call_chunk", "invalid_tool_call"):
+        return None
+    if kind in _MEDIA_KINDS or kind == "text-plain":
+        return media_placeholder(block)
+    if kind in ("server_tool_call", "server_tool_call_chunk"):
+        return f"[server tool call {block.get('name', '')} {_json(block.get('args', {}))}]"
+    if kind == "server_tool_result":
+        status = block.get("status", "")
+        return f"[server tool result {status}] {_json(block.get('output', ''))}".rstrip()
+    if kind == "non_standard":
+        value = block.get("value")
+        if isinstance(value, Mapping) and value.get("type") in ("tool_use", "function_call"):
+            args = value.get("input", value.get("arguments", {}))
+            return f"[tool call {value.get('name', '')} {_json(args)}]"
+        if isinstance(value, Mapping) and value.get("type") in _MEDIA_KINDS:
+            return media_placeholder(value)
+        inner = value.get("type") if isinstance(value, Mapping) else None
+        return f"[{inner or 'non-standard'} block]"
+    return f"[{kind} block]"
+
+
+def _tool_calls(message: BaseMessage) -> list[str]:
+    if not isinstance(message, AIMessage):
+        return []
+    calls = [f"[tool call {c['name']} {_json(c.get('args', {}))}]" for c in message.tool_calls]
+    for c in message.invalid_tool_calls:
+        calls.append(f"[invalid tool call {c.get('name') or ''} {c.get('args') or ''}]")
+    return calls
+
+
+def _content_parts(message: BaseMessage) -> list[str]:
+    parts = [t for b in message.content_blocks if (t := _block_text(b)) is not None]
+    return [p for p in parts if p]
+
 
 def _message_text(message: BaseMessage) -> str:
-    content = message.content
-    if not isinstance(content, str):
-        parts = []
-        for block in content:
-            if isinstance(block, str):
-                parts.append(block)
-            elif isinstance(block, Mapping) and block.get("type") == "text":
-                parts.append(str(block.get("text", "")))
-        content = "\n".join(parts)
-    return f"{message.type}: {content}"
+    role = _role(message)
+    if isinstance(message, ToolMessage):
+        who = message.name or message.tool_call_id
+        role = f"tool ({who}, error)" if message.status == "error" else f"tool ({who})"
+    lines = _content_parts(message) + _tool_calls(message)
+    return f"{role}: " + "\n".join(lines)
+
+
+def _plain_message(message: BaseMessage) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": _role(message), "content": "\n".join(_content_parts(message))}
+    if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
+        out["tool_calls"] = [{"name": c["name"], "args": c["args"]} for c in message.tool_calls]
+        out["tool_calls"] += [
+            {"name": c.get("name"), "args": c.get("args"), "invalid": True}
+            for c in message.invalid_tool_calls
+        ]
+    if isinstance(message, ToolMessage):
+        out["name"] = message.name or message.tool_call_id
+        if message.status == "error":
+            out["status"] = "error"
+    return out
+
+
+def _is_media_block(value: Mapping[Any, Any]) -> bool:
+    return value.get("type") in _MEDIA_KINDS and any(k in value for k in _MEDIA_DATA_KEYS)
 
 
 def _plain(value: Any) -> Any:
-    """JSON-compatible value with messages replaced by ``{"role", "content"}``."""
+    """JSON-compatible value: messages as ``{"role", "content", ...}``, media blocks as
+    their placeholder."""
     if isinstance(value, BaseMessage):
-        return {"role": value.type, "content": _message_text(value).split(": ", 1)[1]}
+        return _plain_message(value)
     if isinstance(value, Mapping):
+        if _is_media_block(value):
+            return media_placeholder(value)
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, Sequence) and not isinstance(value, str | bytes):
         return [_plain(v) for v in value]

@@ -1,4 +1,4 @@
-"""Tiny, deterministic DiffusionGemma checkpoints for tests and benchmarks (DESIGN.md §3).
+"""Tiny, deterministic DiffusionGemma checkpoints for tests and benchmarks (docs/design.md).
 
 Everything is built from code in seconds, with no model hub: a Gemma-style fast tokenizer
 (``tokenizers`` BPE with byte fallback, Gemma's special tokens at their ids, a chat template)

@@ -103,7 +103,7 @@ def test_single_reads_equal_vllm(request, version, qset, state, instructions, dg
     assert llm.validated == len(read.questions)
     assert_same_requests(llm.calls[0], engine.calls)
     assert_same_answers(ours, theirs)
-    # The shape DESIGN.md §2 describes: [noise, <turn|>, pad...], width 16, 2 tokens read.
+    # The shape docs/design.md describes: [noise, <turn|>, pad...], width 16, 2 tokens read.
     for ids, params in llm.calls[0]:
         canvas = params.extra_args["diffusion_seed_canvas"]
         assert len(canvas) == 16 and canvas[1] == 106 and set(canvas[2:]) == {0}

@@ -9,7 +9,7 @@
   ``vllm.entrypoints.openai.decisions`` imports from it unmodified; while its
   ``strategies`` module is imported, ``vllm.entrypoints.generate.label_reads`` is 0.33's
   (joint reads need its ``slots=`` argument), then 0.32's is put back.
-* ``StandInContext``: the ``ReadContext`` a strategy runs with (DESIGN.md §3). Its renderer
+* ``StandInContext``: the ``ReadContext`` a strategy runs with (docs/design.md). Its renderer
   renders chat prompts with vLLM's own ``ChatParams`` (from the strategy's
   ``ReadPromptRequest``) and vLLM's ``safe_apply_chat_template``, then tokenizes with
   ``add_special_tokens=False`` as vLLM's renderer does. Its engine client records every

@@ -73,6 +73,12 @@ class BatchingReader(Reader):
     def max_options(self) -> int:  # type: ignore[override]
         return self.inner.max_options
 
+    def load(self) -> None:
+        self.inner.load()
+
+    def warmup(self) -> None:
+        self.inner.warmup()
+
     def close(self) -> None:
         self.inner.close()
 

@@ -1,7 +1,7 @@
 """Prompt and canvas building: ``ReadRequest`` → ``TokenRead`` (token ids only).
 
 ``CanvasPlanner`` builds DiffusionGemma one-step reads exactly as vLLM's
-``DiffusionGemmaCanvasStrategy`` (0.33) does (DESIGN.md §2):
+``DiffusionGemmaCanvasStrategy`` (0.33) does (docs/design.md, "The read"):
 
 * prompt = chat template (thinking off, generation prompt) + ``<|channel>thought\\n<channel|>``
   appended **outside** the canvas — unless the template already wrote that block, in
@@ -24,12 +24,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
-
-import structlog
 
 from agentbranch.engine.question_types import QUESTION_TYPES, question_type
 from agentbranch.engine.reads import QuestionSpec, ReadRequest, Slot, TokenRead
@@ -40,7 +39,7 @@ from agentbranch.errors import (
     StateTooLongError,
 )
 
-log = structlog.stdlib.get_logger("agentbranch.canvas")
+log = logging.getLogger("agentbranch.canvas")
 
 THOUGHT = "<|channel>thought\n<channel|>"
 END_OF_TURN = "<turn|>"
@@ -415,9 +414,8 @@ class CanvasPlanner(_PlannerBase):
                         or line[:-1] != prefix
                         or slot_id != line[-1]
                     ):
-                        log.warning(
-                            "joint reads off: answer line does not split", line=f"{k}: {label}"
-                        )
+                        line_text = f"{k}: {label}"
+                        log.warning("joint reads off: answer line %r does not split", line_text)
                         return False
                 self.line_prefix[(k, label_set)] = prefix
         return True

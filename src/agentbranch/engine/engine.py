@@ -19,8 +19,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import structlog
-
+from agentbranch import logs
 from agentbranch.decisions import Decision, Decisions
 from agentbranch.engine.calibration import Calibration
 from agentbranch.engine.plan import Unit, combine, expand, normalise
@@ -37,7 +36,7 @@ from agentbranch.errors import (
 from agentbranch.questions import to_spec, validate_questions
 from agentbranch.state import render_state
 
-log = structlog.stdlib.get_logger("agentbranch")
+log = logging.getLogger("agentbranch")
 calibration_log = logging.getLogger("agentbranch.calibration")
 
 T = TypeVar("T")
@@ -114,6 +113,9 @@ class DecisionEngine:
             the read itself (each timed sync read runs on its own thread, so concurrent
             callers never wait for each other's slot).
         log_state: include the rendered state in the decision log event.
+        eager: warm the reader up now (``warmup()``) instead of before the first read.
+
+    ``latency_s`` in decisions is the read alone: loading the model never counts.
     """
 
     def __init__(
@@ -127,6 +129,7 @@ class DecisionEngine:
         calibration: Calibration | str | os.PathLike[str] | None = None,
         timeout_s: float | None = None,
         log_state: bool = False,
+        eager: bool = False,
     ) -> None:
         if not (
             callable(getattr(reader, "read", None)) and callable(getattr(reader, "aread", None))
@@ -165,6 +168,9 @@ class DecisionEngine:
         self._uncalibrated: set[str] = set()  # question ids already warned about
         #: Why ``from_env`` chose this reader (``None`` when built directly).
         self.selection_reason: str | None = None
+        self._loaded = False
+        if eager:
+            self.warmup()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> DecisionEngine:
@@ -172,12 +178,33 @@ class DecisionEngine:
         DiffusionGemma on CUDA, else a remote ``/v1/systemone`` server when
         ``AGENTBRANCH_REMOTE_URL`` is set, else the embedded CPU reader. Why it picked
         that one is logged and kept in ``engine.selection_reason``
-        (see ``agentbranch.selection``)."""
-        from agentbranch.selection import engine_from_env
+        (see ``agentbranch.selection``). ``kwargs`` go to ``DecisionEngine``; without
+        ``calibration`` the file named by ``AGENTBRANCH_CALIBRATION`` is loaded."""
+        from agentbranch.selection import reader_from_env
 
-        engine, reason = engine_from_env(env, **kwargs)
+        reader, reason, calibration = reader_from_env(env)
+        if "calibration" not in kwargs and calibration:
+            kwargs["calibration"] = calibration
+            reason += f"; calibration from {calibration}"
+        engine = cls(reader, **kwargs)
         engine.selection_reason = reason
+        logs.event(
+            log,
+            logging.INFO,
+            "agentbranch.engine_selected",
+            reader=reader.name,
+            model=reader.model,
+            reason=reason,
+        )
         return engine
+
+    def warmup(self) -> DecisionEngine:
+        """Load the reader's model and run its one-off first-read work now (see
+        ``Reader.warmup``), so no decision waits for it. Idempotent. Without it the
+        model loads before the first decision, outside ``latency_s``."""
+        self.reader.warmup()
+        self._loaded = True
+        return self
 
     # -- public API ------------------------------------------------------------------
 
@@ -192,9 +219,10 @@ class DecisionEngine:
         """Answer ``questions`` (id → ``Choice``/``Noul``/``Score``) about ``state``.
 
         ``draws`` overrides the engine's noise draws for this call. Each decision emits one
-        ``agentbranch.decision`` structlog event; an integration that resolves decisions
-        further (a policy) passes ``log_decisions=False`` and emits the resolved event
-        itself, so every decision is logged once."""
+        ``agentbranch.decision`` log event (stdlib ``logging``, see ``agentbranch.logs``);
+        an integration that resolves decisions further (a policy) passes
+        ``log_decisions=False`` and emits the resolved event itself, so every decision is
+        logged once."""
         return self.decide_many([state], questions, draws=draws, log_decisions=log_decisions)[0]
 
     async def adecide(
@@ -220,6 +248,8 @@ class DecisionEngine:
         """Decide for many states in ONE batched read. ``questions`` is one mapping for
         every state, or one mapping per state."""
         prepared = self._prepare_all(states, questions, draws)
+        if not self._loaded:  # the model load is not part of any decision's latency
+            self._load_reader()
         start = time.perf_counter()
         reads = self._read_sync([p.request for p in prepared])
         return self._finish_all(prepared, reads, time.perf_counter() - start, log_decisions)
@@ -234,6 +264,8 @@ class DecisionEngine:
     ) -> list[Decisions]:
         """Async ``decide_many``."""
         prepared = self._prepare_all(states, questions, draws)
+        if not self._loaded:
+            await asyncio.to_thread(self._load_reader)
         start = time.perf_counter()
         reads = await self._read_async([p.request for p in prepared])
         return self._finish_all(prepared, reads, time.perf_counter() - start, log_decisions)
@@ -296,6 +328,15 @@ class DecisionEngine:
         )
 
     # -- reading -------------------------------------------------------------------
+
+    def _load_reader(self) -> None:
+        try:
+            self.reader.load()
+        except AgentBranchError:
+            raise
+        except Exception as e:
+            raise self._reader_failed(e) from e
+        self._loaded = True
 
     def _reader_failed(self, e: Exception) -> ReaderError:
         return ReaderError(
@@ -405,7 +446,8 @@ class DecisionEngine:
                 calibrated=temperature != 1.0,
             )
             decisions[qid] = decision
-        return Decisions(decisions, latency_s=latency_s)
+        usage, request_id = _usage(reads)
+        return Decisions(decisions, latency_s=latency_s, usage=usage, request_id=request_id)
 
     def _temperature(self, qid: str, qtype: str) -> float:
         calibration = self.calibration
@@ -432,7 +474,7 @@ class DecisionEngine:
             question_id=d.question_id,
             type=d.type,
             label=d.label,
-            probabilities=d.probabilities,
+            probabilities={k: round(p, 6) for k, p in d.probabilities.items()},
             entropy=round(d.entropy, 6),
             confidence=round(d.confidence, 6),
             label_mass=round(d.label_mass, 6),
@@ -443,4 +485,18 @@ class DecisionEngine:
         )
         if self.log_state:
             event["state"] = state
-        log.info("agentbranch.decision", **event)
+        logs.event(log, logging.INFO, "agentbranch.decision", **event)
+
+
+def _usage(reads: list[LabelRead]) -> tuple[dict[str, int] | None, str | None]:
+    """The request's token usage and request id, where the reader reported them."""
+    usages = [r.extras["usage"] for r in reads if isinstance(r.extras.get("usage"), Mapping)]
+    ids = [str(r.extras["request_id"]) for r in reads if r.extras.get("request_id")]
+    usage = None
+    if usages:
+        usage = {
+            key: sum(int(u.get(key) or 0) for u in usages)  # type: ignore[union-attr]
+            for key in ("input_tokens", "output_tokens")
+        }
+        usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
+    return usage, (ids[0] if ids else None)

@@ -1,7 +1,7 @@
 """Engine presets: how to serve DiffusionGemma with vLLM for structured reads.
 
 A preset names a checkpoint and the ``vllm.LLM(...)`` arguments that suit one-step
-decision reads on one GPU (DESIGN.md §2)::
+decision reads on one GPU (docs/design.md, "The read")::
 
     from agentbranch.engine.presets import PRESETS
     llm_kwargs = PRESETS["diffusiongemma-fp8"].llm_kwargs(max_model_len=16384)

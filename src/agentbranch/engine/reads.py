@@ -1,4 +1,4 @@
-"""The primitives that cross the reader boundary (DESIGN.md §8, like httpx transports).
+"""The primitives that cross the reader boundary, like httpx transports (docs/design.md).
 
 Above a reader live questions, decisions and policies; a reader only sees these plain
 dataclasses. Two levels exist:
@@ -58,6 +58,11 @@ class LabelRead:
     the labels' total probability over the whole vocabulary (1.0 for readers with no
     vocabulary). ``agreement`` is the share of noise draws whose top label matched the
     averaged top label (1.0 for a single draw).
+
+    ``extras`` is free-form diagnostics, plus two keys the engine reads when a reader
+    knows them, set on the FIRST read of a request only: ``"usage"`` (the whole
+    request's token usage, ``{"input_tokens", "output_tokens"}``) and ``"request_id"``
+    (the server's id for the request). ``Decisions.usage`` / ``request_id`` carry them.
     """
 
     logprobs: tuple[float, ...]

@@ -6,6 +6,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from agentbranch import logs
 from agentbranch.policy.config import DecisionRecord, FailClosed, FailOpen, PolicyArg, policy_for
 from agentbranch.policy.records import error_record
 from agentbranch.questions import Question
@@ -28,17 +29,14 @@ def records_for_error(
             raise error
         records[qid] = error_record(qid, q, error, p, reader)
     for rec in records.values():
-        log.warning(
-            "agentbranch.decision.error: %s %s (%s)",
-            rec["question_id"],
-            rec["decided_by"],
-            rec["error"],
-            extra={
-                "question_id": rec["question_id"],
-                "decided_by": rec["decided_by"],
-                "label": rec["label"],
-                "goto": rec["goto"],
-                "error": rec["error"],
-            },
+        logs.event(
+            log,
+            logging.WARNING,
+            "agentbranch.decision.error",
+            question_id=rec["question_id"],
+            decided_by=rec["decided_by"],
+            label=rec["label"],
+            goto=rec["goto"],
+            error=rec["error"],
         )
     return records

@@ -99,6 +99,12 @@ class RecordingReader(Reader):
         self._record(requests, reads)
         return reads
 
+    def load(self) -> None:
+        self.reader.load()
+
+    def warmup(self) -> None:
+        self.reader.warmup()
+
     def close(self) -> None:
         self.reader.close()
 

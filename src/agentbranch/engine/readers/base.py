@@ -37,6 +37,15 @@ class Reader(ABC):
         """Async ``read``; by default ``read`` in a worker thread."""
         return await asyncio.to_thread(self.read, requests)
 
+    def load(self) -> None:
+        """Load the model if it is loaded lazily (idempotent). The engine calls it before
+        the first read, outside ``latency_s``. Default: nothing to load."""
+
+    def warmup(self) -> None:
+        """``load()`` plus the one-off work a first read would pay (a first forward).
+        ``DecisionEngine.warmup()`` / ``DecisionEngine(eager=True)`` call it."""
+        self.load()
+
     def close(self) -> None:
         """Release held resources (engines, HTTP pools). Idempotent."""
 

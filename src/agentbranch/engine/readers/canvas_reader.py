@@ -8,6 +8,7 @@ back into one ``LabelRead`` per question.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from abc import abstractmethod
 from collections.abc import Sequence
@@ -64,6 +65,14 @@ class TokenReader(Reader):
             for spots in plan.where:
                 answers.append(fold_draws([slot_reads[offset + t][s] for t, s in spots]))
             offset += len(plan.token_reads)
+            if answers:  # the request's token usage, as vLLM counts it (prompt, max_tokens)
+                usage = {
+                    "input_tokens": sum(len(t.prompt_ids) for t in plan.token_reads),
+                    "output_tokens": sum(t.read_length for t in plan.token_reads),
+                }
+                answers[0] = dataclasses.replace(
+                    answers[0], extras={**answers[0].extras, "usage": usage}
+                )
             out.append(answers)
         return out
 

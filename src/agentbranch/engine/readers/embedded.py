@@ -36,7 +36,6 @@ cached across calls, so a graph that asks the same questions pays for them once.
 from __future__ import annotations
 
 import math
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -44,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from agentbranch.engine.readers.base import Reader
+from agentbranch.engine.readers.threads import Threads, resolve_threads, torch_threads
 from agentbranch.engine.reads import LabelRead, QuestionSpec, ReadRequest
 from agentbranch.errors import ConfigurationError
 
@@ -94,6 +94,12 @@ class EmbeddedReader(Reader):
         max_length: tokens per text (MiniLM was trained on 256).
         cache_size: option-text embeddings kept across calls.
         device: torch device (``"cpu"``).
+        threads: torch threads for this reader's forwards: ``"auto"`` (default), an int,
+            or ``None`` for torch's own setting; set only around the forward
+            (``agentbranch.engine.readers.threads``).
+
+    The model files are loaded from local paths only (``local_files_only=True``); the
+    reader never touches the process environment.
     """
 
     name = "embedded"
@@ -110,6 +116,7 @@ class EmbeddedReader(Reader):
         max_length: int = 256,
         cache_size: int = 4096,
         device: str = "cpu",
+        threads: Threads = "auto",
     ) -> None:
         if temperature <= 0:
             raise ConfigurationError("EmbeddedReader temperature must be positive")
@@ -120,6 +127,7 @@ class EmbeddedReader(Reader):
         self.max_length = max_length
         self.cache_size = cache_size
         self.device = device
+        self.threads = resolve_threads(threads)
         self._tokenizer: Any = None
         self._model: Any = None
         self._cache: OrderedDict[str, Any] = OrderedDict()
@@ -130,16 +138,23 @@ class EmbeddedReader(Reader):
     # -- model -----------------------------------------------------------------------
 
     def load(self) -> EmbeddedReader:
-        """Load the model now (otherwise the first read does)."""
+        """Load the model now (otherwise the engine does before the first read)."""
         with self._lock:
             self._load()
         return self
 
+    def warmup(self) -> None:
+        """Load the model and run one forward (the first one pays one-off setup)."""
+        import torch
+
+        with self._lock:
+            if self._model is None or not self.forward_calls:
+                self._load()
+                self._embed(["warm-up"], torch)
+
     def _load(self) -> None:
         if self._model is not None:
             return
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         import torch  # noqa: F401  (fail early with the import error if torch is missing)
         from transformers import AutoModel, AutoTokenizer
         from transformers.utils import logging as hf_logging
@@ -179,7 +194,7 @@ class EmbeddedReader(Reader):
                 max_length=self.max_length,
                 return_tensors="pt",
             ).to(self.device)
-            with torch.inference_mode():
+            with torch.inference_mode(), torch_threads(self.threads):
                 hidden = self._model(**batch).last_hidden_state
             self.forward_calls += 1
             mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)

@@ -3,7 +3,7 @@ endpoint (vLLM ≥ 0.32, the default) or its ``/v1/decisions`` endpoint (vLLM �
 ``api="decisions"``, the only one with joint reads).
 
 The scale-out path: many agent workers share one vLLM deployment (KServe / OpenShift AI)
-and send it System One requests (DESIGN.md §4)::
+and send it System One requests (docs/design.md, "Wire types")::
 
     POST {base_url}/v1/systemone
     {"model", "state", "instructions", "questions": {id: {"type", "instructions", "criteria"}}}

@@ -1,4 +1,4 @@
-"""The token-level forward of DiffusionGemma in HF transformers (DESIGN.md §3).
+"""The token-level forward of DiffusionGemma in HF transformers (docs/design.md).
 
 ``TransformersTokenBackend`` turns ``TokenRead``s (prompt ids, seeded canvas, slots) into
 ``SlotLogprobs``: token ids in, label logprobs out. No question logic lives here; the
@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 from agentbranch.engine.canvas import CanvasPlanner, SpecialTokens
 from agentbranch.engine.readers.canvas_reader import TokenReader
-from agentbranch.engine.reads import SlotLogprobs, TokenRead
+from agentbranch.engine.readers.threads import Threads, resolve_threads, torch_threads
+from agentbranch.engine.reads import QuestionSpec, ReadRequest, SlotLogprobs, TokenRead
 from agentbranch.errors import ConfigurationError, ReaderError, StateTooLongError
 
 if TYPE_CHECKING:
@@ -55,6 +56,9 @@ class TransformersTokenBackend:
     padded tokens cost as much as real ones, ``benchmarks/bench_batching.py`` measured
     ≈1.3× on a batch mixing three prompt lengths; on a GPU one forward is usually best.
     Calls are serialised by a lock, so one backend can be shared between threads.
+    ``threads`` is the torch thread count of this backend's forwards: ``"auto"`` (default),
+    an int, or ``None`` for torch's own setting; it is set only around the forward and
+    restored after (``agentbranch.engine.readers.threads``).
     """
 
     def __init__(
@@ -69,9 +73,11 @@ class TransformersTokenBackend:
         bucket_padding: float | None = None,
         attn_implementation: str | None = "sdpa",
         model_id: str | None = None,
+        threads: Threads = "auto",
     ) -> None:
         import torch
 
+        self.threads = resolve_threads(threads)
         if isinstance(model, (str, os.PathLike)):
             folder = Path(model)
             if not (folder / "config.json").is_file():
@@ -138,7 +144,7 @@ class TransformersTokenBackend:
         if not reads:
             return []
         out: list[list[SlotLogprobs]] = [[] for _ in reads]
-        with self._lock:
+        with self._lock, torch_threads(self.threads):
             for group in self._groups(reads):
                 for i, slots in zip(group, self._read_batch([reads[i] for i in group])):
                     out[i] = slots
@@ -179,7 +185,7 @@ class TransformersTokenBackend:
             self._validate(read)
         if not reads:
             return []
-        with self._lock:
+        with self._lock, torch_threads(self.threads):
             hidden = self._hidden(reads)
             return [self._logprobs(hidden[i, : len(r.canvas)]).cpu() for i, r in enumerate(reads)]
 
@@ -310,7 +316,9 @@ class TransformersReader(TokenReader):
 
     ``TransformersReader.from_pretrained(folder)`` loads a local checkpoint (for example
     one built by ``agentbranch.testing.tiny_diffusiongemma()``); ``special_tokens`` and
-    ``chat_template`` go to the canvas planner. Every ``read`` is ONE batched forward.
+    ``chat_template`` go to the canvas planner; other keywords (``threads``,
+    ``bucket_padding`` ...) to ``TransformersTokenBackend``. Every ``read`` is ONE batched
+    forward.
     """
 
     name = "transformers"
@@ -351,3 +359,12 @@ class TransformersReader(TokenReader):
 
     def read_tokens(self, reads: Sequence[TokenRead]) -> list[list[SlotLogprobs]]:
         return self.backend.read_tokens(reads)
+
+    def warmup(self) -> None:
+        """The model is loaded already; run one yes/no read so the first decision does
+        not pay the first forward's one-off setup."""
+        if getattr(self, "_warm", False):
+            return
+        q = QuestionSpec("warmup", "noul", "Ready?", ("yes", "no"), (None, None), ("yes", "no"))
+        self.read([ReadRequest(state="warm-up", questions=(q,))])
+        self._warm = True

@@ -45,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import logging
 import math
 import os
 import queue
@@ -55,8 +56,6 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
-
-import structlog
 
 from agentbranch.engine.canvas import CanvasPlanner, NextTokenPlanner
 from agentbranch.engine.presets import EnginePreset, get_preset
@@ -74,7 +73,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DIFFUSION_ARCHITECTURES", "MAX_LOGPROB_TOKEN_IDS", "VLLMReader"]
 
-log = structlog.stdlib.get_logger("agentbranch.vllm")
+log = logging.getLogger("agentbranch.vllm")
 
 Mode = Literal["diffusion", "next_token"]
 #: vLLM's cap on ``SamplingParams.logprob_token_ids`` (``vllm.sampling_params``).
@@ -626,7 +625,7 @@ def _shutdown(llm: Any) -> None:
         try:
             shutdown()
         except Exception as e:  # noqa: BLE001
-            log.warning("vllm shutdown failed", error=repr(e))
+            log.warning("vllm shutdown failed: %r", e)
 
 
 def _is_llm(obj: Any) -> bool:
