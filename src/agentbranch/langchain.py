@@ -119,3 +119,8 @@ def decision_tool(
 
 
 __all__ = ["AgentBranchDecisionModel", "decision_tool", "summarize"]
+
+# Agent middleware for ``create_agent`` (``agentbranch.middleware``), re-exported here.
+from agentbranch.middleware import ToolGateMiddleware, ToolSelectorMiddleware  # noqa: E402
+
+__all__ += ["ToolGateMiddleware", "ToolSelectorMiddleware"]

@@ -1,0 +1,31 @@
+"""Agent middleware for LangChain's ``create_agent``, answered by the decision engine.
+
+* ``ToolGateMiddleware`` — gate tool calls on a measured yes/no risk decision: confident
+  safe calls run, confident risky calls are blocked with an error ``ToolMessage``,
+  uncertain calls go to a human (``HumanInTheLoopMiddleware``'s interrupt shape) or a
+  ``Generate`` fallback; all calls of one model turn in one batched read.
+* ``ToolSelectorMiddleware`` — before a model call, one read picks the tools to bind
+  (``LLMToolSelectorMiddleware``'s shape, with no generation).
+
+Both are re-exported from ``agentbranch.langchain``.
+"""
+
+from agentbranch.middleware.gate import (
+    DEFAULT_POLICY,
+    DEFAULT_QUESTION,
+    ReviewResponseError,
+    ToolGateMiddleware,
+    default_blocked_message,
+    render_tool_call,
+)
+from agentbranch.middleware.tool_selection import ToolSelectorMiddleware
+
+__all__ = [
+    "DEFAULT_POLICY",
+    "DEFAULT_QUESTION",
+    "ReviewResponseError",
+    "ToolGateMiddleware",
+    "ToolSelectorMiddleware",
+    "default_blocked_message",
+    "render_tool_call",
+]
