@@ -351,7 +351,8 @@ def test_records_in_state_and_custom_stream():
     streamed = [e["agentbranch.decision"] for e in events if "agentbranch.decision" in e]
     assert [r["tool_call"]["id"] for r in streamed] == ["c1", "c2"]
     state = agent.get_state(config).values["tool_decisions"]
-    assert [state[r["tool_call"]["id"]]["label"] for r in streamed] == ["no", "yes"]
+    assert [r["outcome"] for r in streamed] == ["run", "blocked"]
+    assert [state[r["tool_call"]["id"]] for r in streamed] == streamed
     # plain dicts, so they survive checkpoints
     assert all(type(r) is dict for r in state.values())
 

@@ -207,6 +207,8 @@ class ToolGateMiddleware(AgentMiddleware):
         for c in calls:
             if self._needs_fallback(c):
                 c.record = run_sync(self._fallbacks(c))
+        for c in calls:
+            self._finish(c)
         config = _config()
         for c in calls:
             emit(c.record, config=config, state=c.state, include_state=self.include_state)
@@ -228,6 +230,8 @@ class ToolGateMiddleware(AgentMiddleware):
         for c in calls:
             if self._needs_fallback(c):
                 c.record = await run_async(self._fallbacks(c))
+        for c in calls:
+            self._finish(c)
         config = _config()
         for c in calls:
             await aemit(c.record, config=config, state=c.state, include_state=self.include_state)
@@ -377,14 +381,21 @@ class ToolGateMiddleware(AgentMiddleware):
             return "blocked"
         return "blocked" if c.record["label"] == self.block_on else "run"
 
+    def _finish(self, c: _Call) -> None:
+        """Complete the record (before it is emitted): what became of the call."""
+        c.record["outcome"] = self._outcome(c)
+        c.record.setdefault("review", None)
+        executed = None
+        if c.review is not None and c.review["type"] == "edit":
+            action = c.review["edited_action"]
+            executed = {"name": action["name"], "args": dict(action["args"])}
+        c.record["executed"] = executed
+
     def _update(self, ai: AIMessage, calls: list[_Call]) -> dict[str, Any]:
         messages: list[BaseMessage] = []
         edits: dict[str, ToolCall] = {}
         for c in calls:
-            outcome = c.record["outcome"] = self._outcome(c)
-            c.record.setdefault("review", None)
-            c.record.setdefault("executed", None)
-            tc = c.tool_call
+            outcome, tc = c.record["outcome"], c.tool_call
             if outcome == "blocked":
                 content = (
                     _rejected(tc, c.review)
@@ -397,7 +408,6 @@ class ToolGateMiddleware(AgentMiddleware):
             elif c.review is not None and c.review["type"] == "edit":
                 action = c.review["edited_action"]
                 edits[tc["id"]] = {**tc, "name": action["name"], "args": dict(action["args"])}
-                c.record["executed"] = {"name": action["name"], "args": dict(action["args"])}
             log.debug("agentbranch gate: %s %s", tc["name"], outcome)
         update: dict[str, Any] = {
             STATE_KEY: {c.tool_call["id"]: c.record for c in calls},
@@ -462,6 +472,8 @@ def default_blocked_message(tool_call: ToolCall, record: DecisionRecord) -> str:
     """Why a call was blocked, for the model to read."""
     by = record["decided_by"]
     qid, label = record["question_id"], record["label"]
+    # the model reads the kind of error; the full message stays in the record
+    error_kind = str(record.get("error") or "").split(":", 1)[0]
     if by == "engine":
         p = record["probabilities"][label]
         why = (
@@ -476,9 +488,9 @@ def default_blocked_message(tool_call: ToolCall, record: DecisionRecord) -> str:
             f"{record['confidence']:.2f}) and uncertain calls are blocked"
         )
     elif by == "fail_open":
-        why = f"the risk check failed ({record['error']}) and the gate's default is {qid}={label}"
+        why = f"the risk check failed ({error_kind}) and the gate's default is {qid}={label}"
     else:
-        why = f"the risk check failed ({record['error']}) and the gate fails closed"
+        why = f"the risk check failed ({error_kind}) and the gate fails closed"
     return (
         f"The tool call `{tool_call['name']}` was blocked: {why}. The tool was not executed; "
         "do not retry it unless the user explicitly asks."
