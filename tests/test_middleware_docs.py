@@ -24,7 +24,11 @@ def snippets() -> list[tuple[str, str | None]]:
         if kind != "python":
             continue
         expected = None
-        if i + 1 < len(blocks) and blocks[i + 1][0] == "text" and not doc[end : blocks[i + 1][2]].strip():
+        if (
+            i + 1 < len(blocks)
+            and blocks[i + 1][0] == "text"
+            and not doc[end : blocks[i + 1][2]].strip()
+        ):
             expected = blocks[i + 1][1]
         out.append((body, expected))
     return out

@@ -433,3 +433,62 @@ def test_a_safe_question_blocks_on_no():
     assert RAN == ["get_weather Paris"]
     assert out["tool_decisions"]["c2"]["label"] == "no"
     assert "safe=no" in tool_messages(out)["c2"].content
+
+
+def test_async_fallback_fail_closed_and_stream():
+    judge = StrictFakeChat(replies=["no"])
+    policy = Policy(take_at=0.5, fallbacks=[Generate(judge)], on_error=FailClosed("block"))
+    agent, config, _ = agent_for(WEATHER, LS, policy=policy)
+
+    async def stream(agent, config):
+        events = []
+        async for chunk in agent.astream(
+            {"messages": [HumanMessage("go")]}, config, stream_mode="custom"
+        ):
+            events.append(chunk["agentbranch.decision"])
+        return events
+
+    events = asyncio.run(stream(agent, config))
+    assert [(e["tool_call"]["id"], e["decided_by"], e["outcome"]) for e in events] == [
+        ("c1", "engine", "run"),
+        ("c3", "fallback", "run"),
+    ]
+    assert sorted(RAN) == ["get_weather Paris", "shell ls"]
+    agent, config, _ = agent_for(RM, reader=broken(), policy=policy)
+    out = asyncio.run(agent.ainvoke({"messages": [HumanMessage("go")]}, config))
+    assert RAN == [] and out["tool_decisions"]["c2"]["decided_by"] == "fail_closed"
+
+
+def test_a_call_without_id_is_a_clear_error():
+    agent, config, _ = agent_for({"name": "shell", "args": {"cmd": "ls"}, "id": None})
+    with pytest.raises(ConfigurationError, match="no id"):
+        ask(agent, config)
+
+
+def test_gate_and_selector_together():
+    from agentbranch.langchain import ToolSelectorMiddleware
+
+    RAN.clear()
+    bound = []
+
+    class Both(Proposer):
+        def bind_tools(self, tools, **kwargs):
+            bound.append(sorted(t.name for t in tools))
+            return self
+
+    def script(state, q):
+        if q.id == "tool":
+            return {"shell": 0.97, "get_weather": 0.015, "calculator": 0.015}
+        return risk(state, q)
+
+    engine = ab.DecisionEngine(ab.ScriptedReader({"tool": script, "risky": script}))
+    model = Both(messages=iter([AIMessage("", tool_calls=[RM]), AIMessage("done")]))
+    agent = create_agent(
+        model,
+        tools=[get_weather, shell, calculator],
+        middleware=[ToolSelectorMiddleware(engine), ToolGateMiddleware(engine, tools=[shell])],
+    )
+    out = agent.invoke({"messages": [HumanMessage("Tidy my home folder")]})
+    assert bound == [["shell"], ["shell"]]  # both model calls bound the selected tool only
+    assert RAN == [] and out["tool_decisions"]["c2"]["outcome"] == "blocked"
+    assert out["tool_selection"]["selected"] == ["shell"]

@@ -249,6 +249,12 @@ class ToolGateMiddleware(AgentMiddleware):
         if at is None or not messages[at].tool_calls:
             return None
         ai = messages[at]
+        for tc in ai.tool_calls:
+            if tc["name"] in self.tool_names and not tc.get("id"):
+                raise ConfigurationError(
+                    f"tool call {tc['name']!r} has no id, so the gate cannot match its decision "
+                    "to the call; make sure the chat model returns tool call ids"
+                )
         answered = {m.tool_call_id for m in messages[at + 1 :] if isinstance(m, ToolMessage)}
         recent = [m for m in messages[:at] if m.type in ("human", "ai", "tool")]
         context = recent[-self.context_messages :] if self.context_messages else []
