@@ -127,6 +127,8 @@ def test_confident_risky_call_is_blocked_with_an_error_tool_message():
     rec = out["tool_decisions"]["c2"]
     assert (rec["label"], rec["outcome"]) == ("yes", "blocked")
     assert msg.artifact["agentbranch.decision"] == rec
+    assert msg.additional_kwargs["lc_source"] == "agentbranch_gate"
+    assert msg.additional_kwargs["lc_data"] == {"outcome": "blocked", "decided_by": "engine"}
     assert out["messages"][-1].content == "done"  # the model saw the block and answered
 
 

@@ -34,7 +34,13 @@ from langchain.agents.middleware.human_in_the_loop import (
     ReviewConfig,
 )
 from langchain.agents.middleware.types import AgentMiddleware, AgentState
-from langchain_core.messages import AIMessage, BaseMessage, ToolCall, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    ToolCall,
+    ToolMessage,
+    add_notification_metadata,
+)
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 from langgraph.types import interrupt
@@ -515,13 +521,17 @@ def _rejected(tool_call: ToolCall, review: Mapping[str, Any]) -> str:
 
 
 def _tool_message(tc: ToolCall, content: str, status: str, record: DecisionRecord) -> ToolMessage:
-    return ToolMessage(
+    message = ToolMessage(
         content=content,
         name=tc["name"],
         tool_call_id=tc["id"],
         status=status,
         artifact={"agentbranch.decision": record},
     )
+    # Marked as added by the harness, as HumanInTheLoopMiddleware marks its answers
+    # (chat model integrations do not send these keys to the model).
+    data = {"outcome": record["outcome"], "decided_by": record["decided_by"]}
+    return add_notification_metadata(message, source="agentbranch_gate", data=data)
 
 
 def _config() -> Any:
