@@ -182,3 +182,16 @@ def test_selector_configuration_errors():
         ToolSelectorMiddleware(eng, mode="yes_no", instructions="Is this tool needed?")
     with pytest.raises(ConfigurationError, match="always_include"):
         run(ToolSelectorMiddleware(eng, always_include=["nope"]))
+
+
+def test_agentbranch_langchain_does_not_import_langchain_agents_until_asked():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, agentbranch.langchain as m; "
+        "assert 'langchain.agents' not in sys.modules; "
+        "m.ToolGateMiddleware; assert 'langchain.agents' in sys.modules"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

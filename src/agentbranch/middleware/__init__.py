@@ -7,8 +7,19 @@
 * ``ToolSelectorMiddleware`` — before a model call, one read picks the tools to bind
   (``LLMToolSelectorMiddleware``'s shape, with no generation).
 
-Both are re-exported from ``agentbranch.langchain``.
+Both are re-exported from ``agentbranch.langchain``. They need the ``langchain`` package
+(``pip install 'agentbranch[agents]'``).
 """
+
+try:
+    import langchain.agents.middleware  # noqa: F401
+except ImportError as e:  # pragma: no cover - depends on the environment
+    from agentbranch.errors import ConfigurationError
+
+    raise ConfigurationError(
+        "agentbranch's agent middleware needs LangChain's create_agent: "
+        "pip install 'agentbranch[agents]' (or 'langchain>=1.5')"
+    ) from e
 
 from agentbranch.middleware.gate import (
     DEFAULT_POLICY,
