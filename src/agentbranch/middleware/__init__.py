@@ -26,9 +26,8 @@ from agentbranch.middleware.gate import (
     DEFAULT_QUESTION,
     ReviewResponseError,
     ToolGateMiddleware,
-    default_blocked_message,
-    render_tool_call,
 )
+from agentbranch.middleware.gate_texts import default_blocked_message, render_tool_call
 from agentbranch.middleware.tool_selection import ToolSelectorMiddleware
 
 __all__ = [

@@ -21,7 +21,6 @@ The gate only reads through the engine's reader, so a cassette reader replays it
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,7 +38,6 @@ from langchain_core.messages import (
     BaseMessage,
     ToolCall,
     ToolMessage,
-    add_notification_metadata,
 )
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
@@ -47,6 +45,13 @@ from langgraph.types import interrupt
 
 from agentbranch.errors import AgentBranchError, ConfigurationError
 from agentbranch.langgraph import merge_records
+from agentbranch.middleware.gate_texts import (
+    default_blocked_message,
+    gate_tool_message,
+    rejected_message,
+    render_tool_call,
+    review_description,
+)
 from agentbranch.observability import aemit, emit
 from agentbranch.policy import (
     DecisionRecord,
@@ -60,7 +65,6 @@ from agentbranch.policy.bands import band_all
 from agentbranch.policy.failure import records_for_error
 from agentbranch.policy.fallbacks import fallback_steps, run_async, run_sync
 from agentbranch.questions import Question, validate_questions, yes_no
-from agentbranch.state import render_state
 
 log = logging.getLogger("agentbranch")
 
@@ -91,21 +95,6 @@ class ReviewResponseError(AgentBranchError, ValueError):
 
 class _GateState(AgentState):
     tool_decisions: NotRequired[Annotated[dict[str, dict[str, Any]], merge_records]]
-
-
-def render_tool_call(
-    tool_call: ToolCall, description: str | None, context: Sequence[BaseMessage]
-) -> str:
-    """What the engine reads for one proposed call: the call first (a sentence embedder
-    truncates long inputs, so the call must not sit behind the conversation), the tool's
-    description, then the recent conversation."""
-    args = json.dumps(tool_call["args"], ensure_ascii=False, sort_keys=True, default=str)
-    lines = [f"Proposed tool call: {tool_call['name']}({args})"]
-    if description:
-        lines.append(f"Tool description: {description}")
-    if context:
-        lines += ["Conversation (latest last):", render_state(list(context))]
-    return "\n".join(lines)
 
 
 @dataclass
@@ -319,7 +308,7 @@ class ToolGateMiddleware(AgentMiddleware):
                 ActionRequest(
                     name=c.tool_call["name"],
                     args=c.tool_call["args"],
-                    description=self._review_description(c),
+                    description=review_description(c.tool_call, c.record, self.description_prefix),
                 )
                 for c in pending
             ],
@@ -335,24 +324,6 @@ class ToolGateMiddleware(AgentMiddleware):
         decisions = _decisions_of(response, len(pending))
         for c, decision in zip(pending, decisions, strict=True):
             self._apply_review(c, decision)
-
-    def _review_description(self, c: _Call) -> str:
-        rec = c.record
-        lines = [
-            self.description_prefix,
-            "",
-            f"Tool: {c.tool_call['name']}",
-            f"Args: {json.dumps(c.tool_call['args'], ensure_ascii=False, default=str)}",
-        ]
-        if rec.get("error"):
-            lines.append(f"The risk check failed: {rec['error']}")
-        else:
-            probs = ", ".join(f"{k} {v:.2f}" for k, v in rec["probabilities"].items())
-            lines.append(
-                f"Engine: {rec['question_id']}={rec['engine_label']} ({probs}; "
-                f"confidence {rec['confidence']:.2f})"
-            )
-        return "\n".join(lines)
 
     def _apply_review(self, c: _Call, decision: Any) -> None:
         kind = decision.get("type") if isinstance(decision, Mapping) else None
@@ -410,13 +381,13 @@ class ToolGateMiddleware(AgentMiddleware):
             outcome, tc = c.record["outcome"], c.tool_call
             if outcome == "blocked":
                 content = (
-                    _rejected(tc, c.review)
+                    rejected_message(tc, c.review)
                     if c.review is not None
                     else self.blocked_message(tc, c.record)
                 )
-                messages.append(_tool_message(tc, content, "error", c.record))
+                messages.append(gate_tool_message(tc, content, "error", c.record))
             elif outcome == "answered":
-                messages.append(_tool_message(tc, c.review["message"], "success", c.record))
+                messages.append(gate_tool_message(tc, c.review["message"], "success", c.record))
             elif c.review is not None and c.review["type"] == "edit":
                 action = c.review["edited_action"]
                 edits[tc["id"]] = {**tc, "name": action["name"], "args": dict(action["args"])}
@@ -478,60 +449,6 @@ def _decisions_of(response: Any, expected: int) -> list[Any]:
             f"{len(decisions)} decision(s); give one decision per action request, in order"
         )
     return decisions
-
-
-def default_blocked_message(tool_call: ToolCall, record: DecisionRecord) -> str:
-    """Why a call was blocked, for the model to read."""
-    by = record["decided_by"]
-    qid, label = record["question_id"], record["label"]
-    # the model reads the kind of error; the full message stays in the record
-    error_kind = str(record.get("error") or "").split(":", 1)[0]
-    if by == "engine":
-        p = record["probabilities"][label]
-        why = (
-            f"the decision engine answered {qid}={label} (p={p:.2f}, confidence "
-            f"{record['confidence']:.2f})"
-        )
-    elif by == "fallback":
-        why = f"the fallback model answered {qid}={label} after an uncertain read"
-    elif by == "fallback_node":
-        why = (
-            f"the decision engine was unsure ({qid}={record['engine_label']}, confidence "
-            f"{record['confidence']:.2f}) and uncertain calls are blocked"
-        )
-    elif by == "fail_open":
-        why = f"the risk check failed ({error_kind}) and the gate's default is {qid}={label}"
-    else:
-        why = f"the risk check failed ({error_kind}) and the gate fails closed"
-    return (
-        f"The tool call `{tool_call['name']}` was blocked: {why}. The tool was not executed; "
-        "do not retry it unless the user explicitly asks."
-    )
-
-
-def _rejected(tool_call: ToolCall, review: Mapping[str, Any]) -> str:
-    # The wording of HumanInTheLoopMiddleware's reject message.
-    if reason := review.get("message"):
-        return f"User rejected the tool call for `{tool_call['name']}` with reason: {reason}"
-    return (
-        f"User rejected the tool call for `{tool_call['name']}` with id {tool_call['id']}. "
-        "The tool was not executed. Do not retry this tool call unless the user explicitly "
-        "requests it."
-    )
-
-
-def _tool_message(tc: ToolCall, content: str, status: str, record: DecisionRecord) -> ToolMessage:
-    message = ToolMessage(
-        content=content,
-        name=tc["name"],
-        tool_call_id=tc["id"],
-        status=status,
-        artifact={"agentbranch.decision": record},
-    )
-    # Marked as added by the harness, as HumanInTheLoopMiddleware marks its answers
-    # (chat model integrations do not send these keys to the model).
-    data = {"outcome": record["outcome"], "decided_by": record["decided_by"]}
-    return add_notification_metadata(message, source="agentbranch_gate", data=data)
 
 
 def _config() -> Any:
