@@ -54,5 +54,21 @@ def test_support_triage_routes_clear_tickets_on_the_embedded_reader():
 @pytest.mark.parametrize("engine", [["--tiny"], []], ids=["tiny-diffusiongemma", "embedded"])
 def test_tool_gating_example(engine):
     out = run("tool_gating.py", *engine)
-    assert out.count("->") == 3  # every proposed tool call was gated
+    gated = [line.strip() for line in out.splitlines() if ") -> " in line]
+    assert len(gated) == 4  # every proposed tool call was gated
     assert "rm -rf" in out
+    if not engine:  # the embedded reader runs the weather lookups and stops rm -rf
+        assert gated[0].startswith('get_weather({"city": "Paris"}) -> run')
+        assert gated[1].startswith('shell({"cmd": "rm -rf /home/me/*"}) -> blocked')
+        assert gated[3].startswith('get_weather({"city": "Oslo"}) -> run')
+
+
+@pytest.mark.parametrize("engine", [["--tiny"], []], ids=["tiny-diffusiongemma", "embedded"])
+def test_tool_selection_example(engine):
+    out = run("tool_selection.py", *engine)
+    bound = [line.split("[")[0].strip() for line in out.splitlines() if "-> I can use" in line]
+    assert len(bound) == 6  # three requests, two modes
+    if not engine:  # the embedded reader's choice binds the right tool first
+        assert bound[0].startswith("-> I can use: get_weather")
+        assert "search_flights" in bound[1] and "get_weather" not in bound[1]
+        assert "convert_currency" in bound[2] and "(all kept)" not in bound[2]

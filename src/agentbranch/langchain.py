@@ -213,3 +213,17 @@ def decision_tool(
 
 
 __all__ = ["AgentBranchDecisionModel", "decision_tool", "summarize"]
+
+# Agent middleware for ``create_agent`` (``agentbranch.middleware``), re-exported here.
+# Loaded on first use: it needs the ``langchain`` package (``pip install
+# 'agentbranch[agents]'``); the decision model and the tool need only langchain-core.
+_MIDDLEWARE = ("ToolGateMiddleware", "ToolSelectorMiddleware")
+__all__ += list(_MIDDLEWARE)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MIDDLEWARE:
+        import agentbranch.middleware
+
+        return getattr(agentbranch.middleware, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
