@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from agentbranch.engine.question_types import QUESTION_TYPES
 from agentbranch.engine.reads import QuestionSpec
 from agentbranch.errors import InvalidQuestionError
+from agentbranch.question_examples import WITH_EXAMPLES, attach_examples, spec_examples
 
 Question: TypeAlias = Choice | Noul | Score
 Questions: TypeAlias = Mapping[str, "Question | Mapping[str, Any]"]
@@ -30,9 +31,15 @@ Questions: TypeAlias = Mapping[str, "Question | Mapping[str, Any]"]
 MAX_QUESTIONS = 64
 
 
-def choice(instructions: str, options: Mapping[str, str | None] | Sequence[str]) -> Choice:
+def choice(
+    instructions: str,
+    options: Mapping[str, str | None] | Sequence[str],
+    *,
+    examples: Mapping[str, Sequence[str]] | None = None,
+) -> Choice:
     """Pick one of ``options``: a mapping of option name → description (or None), or a
-    list of option names. 2–255 distinct, non-empty names."""
+    list of option names. 2–255 distinct, non-empty names. ``examples`` maps options to
+    example states that should get them (see ``agentbranch.question_examples``)."""
     if isinstance(options, str) or not isinstance(options, Mapping | Sequence):
         raise InvalidQuestionError(
             "choice options must be a list of names or a mapping name -> description, "
@@ -48,20 +55,36 @@ def choice(instructions: str, options: Mapping[str, str | None] | Sequence[str])
             )
         options = dict.fromkeys(names)
     _check_option_count("choice", len(options))
-    return Choice(instructions=instructions, criteria=dict(options))
+    question = Choice(instructions=instructions, criteria=dict(options))
+    return attach_examples(question, [str(o) for o in options], examples)
 
 
-def yes_no(instructions: str, *, yes: str | None = None, no: str | None = None) -> Noul:
-    """A yes/no question; ``yes``/``no`` optionally describe what each answer means."""
+def yes_no(
+    instructions: str,
+    *,
+    yes: str | None = None,
+    no: str | None = None,
+    examples: Mapping[str, Sequence[str]] | None = None,
+) -> Noul:
+    """A yes/no question; ``yes``/``no`` optionally describe what each answer means;
+    ``examples={"yes": [...], "no": [...]}`` give example states for each answer."""
     criteria = NoulCriteria(true=yes, false=no) if (yes or no) else None
-    return Noul(instructions=instructions, criteria=criteria)
+    question = Noul(instructions=instructions, criteria=criteria)
+    return attach_examples(question, ["yes", "no"], examples)
 
 
-def score(instructions: str, levels: Sequence[str]) -> Score:
-    """Rate on an ordered scale of 2–10 distinct ``levels``, lowest first."""
+def score(
+    instructions: str,
+    levels: Sequence[str],
+    *,
+    examples: Mapping[str, Sequence[str]] | None = None,
+) -> Score:
+    """Rate on an ordered scale of 2–10 distinct ``levels``, lowest first;
+    ``examples`` maps levels to example states at that level."""
     if isinstance(levels, str):
         raise InvalidQuestionError("score levels must be a list of level names, lowest first")
-    return Score(instructions=instructions, criteria=list(levels))
+    question = Score(instructions=instructions, criteria=list(levels))
+    return attach_examples(question, [_text(level) for level in levels], examples)
 
 
 def _check_option_count(kind: str, n: int) -> None:
@@ -98,6 +121,8 @@ def coerce_question(qid: str, question: Any) -> Question:
     if isinstance(question, Mapping):
         kind = question.get("type")
         model = {"choice": Choice, "noul": Noul, "score": Score}.get(str(kind))
+        if model is not None and question.get("examples") is not None:
+            model = WITH_EXAMPLES[str(kind)]
         if model is None:
             raise InvalidQuestionError(
                 f"question {qid!r}: unknown type {kind!r}; use 'choice', 'noul' or 'score'"
@@ -172,6 +197,7 @@ def to_spec(qid: str, question: Question) -> QuestionSpec:
         options=tuple(options),
         descriptions=tuple(descriptions),
         labels=tuple(labels),
+        examples=spec_examples(qid, question, options),
     )
 
 
