@@ -311,6 +311,8 @@ def fit_temperature(
     a, b = math.log(low), math.log(high)
     grid = [a + (b - a) * i / 60 for i in range(61)]
     losses = [nll(scored, math.exp(x)) for x in grid]
+    if max(losses) - min(losses) < 1e-9:
+        return high  # uniform reads: no signal, nothing a temperature can sharpen
     best = min(range(len(grid)), key=losses.__getitem__)
     lo, hi = grid[max(0, best - 1)], grid[min(len(grid) - 1, best + 1)]
     ratio = (math.sqrt(5) - 1) / 2
@@ -579,7 +581,7 @@ def bound_warnings(calibration: Calibration) -> list[str]:
     at the bottom the fit wanted sharper reads than the search allows."""
     out = []
     fitted = [("question", q, t) for q, t in calibration.temperatures.items()]
-    fitted += [("type", q, t) for q, t in calibration.by_type.items()]
+    fitted += [("questions of type", q, t) for q, t in calibration.by_type.items()]
     for kind, name, t in fitted:
         if t >= T_HIGH * 0.99:
             out.append(

@@ -43,12 +43,23 @@ def _quiet_logs(verbose: bool) -> None:
     )
     # Readers warn through stdlib logging (e.g. "no signal for question X"): show them.
     lib = logging.getLogger("agentbranch")
-    if not any(getattr(h, "_agentbranch_cli", False) for h in lib.handlers):
-        handler = logging.StreamHandler(sys.stderr)
+    if not any(isinstance(h, _StderrHandler) for h in lib.handlers):
+        handler = _StderrHandler()
         handler.setFormatter(logging.Formatter("warning: %(message)s"))
-        handler._agentbranch_cli = True  # type: ignore[attr-defined]
         lib.addHandler(handler)
     lib.setLevel(level)
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is at the time (test runners swap it)."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
 
 
 def _engine(
