@@ -104,14 +104,18 @@ def tasks_for(name: str, fit: list[ps.Item]) -> list[Task]:
         q = "Which section of the news site does this article belong to?"
         tasks.append(Task("bbc.section", ab.choice(q, SECTIONS), section, "described"))
         ex = pick(fit, section, list(SECTIONS))
-        tasks.append(Task("bbc.section+ex", ab.choice(q, SECTIONS, examples=ex), section, "examples"))
+        tasks.append(
+            Task("bbc.section+ex", ab.choice(q, SECTIONS, examples=ex), section, "examples")
+        )
         for s in ("sport", "business", "tech"):
             yn = lambda i, s=s: "yes" if i.labels["section"] == s else "no"  # noqa: E731
             others = ", ".join(k for k in SECTIONS if k != s)
             tasks.append(
                 Task(
                     f"bbc.is_{s}",
-                    ab.yes_no(f"Is this a {s} article?", yes=SECTIONS[s], no=f"News about {others}"),
+                    ab.yes_no(
+                        f"Is this a {s} article?", yes=SECTIONS[s], no=f"News about {others}"
+                    ),
                     yn,
                     "described",
                 )
@@ -128,12 +132,26 @@ def tasks_for(name: str, fit: list[ps.Item]) -> list[Task]:
         names = list(REVIEW_LEVELS)
         to_level = lambda i: REVIEW_LEVELS[i.labels["sentiment"]]  # noqa: E731
         q = "How satisfied is the patient with the drug?"
-        tasks.append(Task("drugs.satisfaction", ab.score(q, level(REVIEW_LEVELS)), to_level, "described"))
+        tasks.append(
+            Task("drugs.satisfaction", ab.score(q, level(REVIEW_LEVELS)), to_level, "described")
+        )
         ex = pick(fit, to_level, level(REVIEW_LEVELS))
         tasks.append(
-            Task("drugs.satisfaction+ex", ab.score(q, level(REVIEW_LEVELS), examples=ex), to_level, "examples")
+            Task(
+                "drugs.satisfaction+ex",
+                ab.score(q, level(REVIEW_LEVELS), examples=ex),
+                to_level,
+                "examples",
+            )
         )
-        tasks.append(Task("drugs.satisfaction.bare", ab.score(q, names), lambda i: i.labels["sentiment"], "bare"))
+        tasks.append(
+            Task(
+                "drugs.satisfaction.bare",
+                ab.score(q, names),
+                lambda i: i.labels["sentiment"],
+                "bare",
+            )
+        )
         happy = lambda i: "yes" if i.labels["sentiment"] == "positive" else "no"  # noqa: E731
         yq = "Did the drug work well for the patient?"
         tasks.append(
@@ -145,7 +163,12 @@ def tasks_for(name: str, fit: list[ps.Item]) -> list[Task]:
             )
         )
         tasks.append(
-            Task("drugs.worked+ex", ab.yes_no(yq, examples=pick(fit, happy, ["yes", "no"])), happy, "examples")
+            Task(
+                "drugs.worked+ex",
+                ab.yes_no(yq, examples=pick(fit, happy, ["yes", "no"])),
+                happy,
+                "examples",
+            )
         )
         tasks.append(Task("drugs.worked.bare", ab.yes_no(yq), happy, "bare"))
         # Intent-style routing: which condition a review is about, 10 examples each.
@@ -155,7 +178,11 @@ def tasks_for(name: str, fit: list[ps.Item]) -> list[Task]:
         tasks.append(
             Task(
                 "drugs.condition+ex",
-                ab.choice("Which condition is this review about?", conditions, examples=pick(fit, cond, conditions)),
+                ab.choice(
+                    "Which condition is this review about?",
+                    conditions,
+                    examples=pick(fit, cond, conditions),
+                ),
                 cond,
                 "examples",
             )
@@ -165,19 +192,35 @@ def tasks_for(name: str, fit: list[ps.Item]) -> list[Task]:
         q = "What is the tone of this tweet?"
         tasks.append(Task("tweets.tone", ab.score(q, level(TWEET_LEVELS)), to_level, "described"))
         ex = pick(fit, to_level, level(TWEET_LEVELS))
-        tasks.append(Task("tweets.tone+ex", ab.score(q, level(TWEET_LEVELS), examples=ex), to_level, "examples"))
+        tasks.append(
+            Task(
+                "tweets.tone+ex",
+                ab.score(q, level(TWEET_LEVELS), examples=ex),
+                to_level,
+                "examples",
+            )
+        )
         neg = lambda i: "yes" if i.labels["sentiment"] == "negative" else "no"  # noqa: E731
         nq = "Is the tweet complaining?"
         tasks.append(
             Task(
                 "tweets.complaint",
-                ab.yes_no(nq, yes=TWEET_LEVELS["negative"], no="A neutral or happy tweet: information, thanks or praise"),
+                ab.yes_no(
+                    nq,
+                    yes=TWEET_LEVELS["negative"],
+                    no="A neutral or happy tweet: information, thanks or praise",
+                ),
                 neg,
                 "described",
             )
         )
         tasks.append(
-            Task("tweets.complaint+ex", ab.yes_no(nq, examples=pick(fit, neg, ["yes", "no"])), neg, "examples")
+            Task(
+                "tweets.complaint+ex",
+                ab.yes_no(nq, examples=pick(fit, neg, ["yes", "no"])),
+                neg,
+                "examples",
+            )
         )
         tasks.append(Task("tweets.complaint.bare", ab.yes_no(nq), neg, "bare"))
     return tasks
@@ -219,7 +262,13 @@ def read_all(reader: emb.EmbeddedReader, items: list[ps.Item], tasks: list[Task]
 
 def scored(reads: Sequence[Read]) -> list[cal.Scored]:
     return [
-        cal.Scored(r.task.id, r.spec.type, r.spec.options, tuple(math.exp(x) for x in r.logprobs), r.label_index)
+        cal.Scored(
+            r.task.id,
+            r.spec.type,
+            r.spec.options,
+            tuple(math.exp(x) for x in r.logprobs),
+            r.label_index,
+        )
         for r in reads
     ]
 
@@ -238,7 +287,9 @@ def summary(reads: Sequence[Read]) -> dict:
         "mean_confidence": round(m.mean_confidence, 3),
         "threshold@0.9": None if m.threshold.threshold is None else round(m.threshold.threshold, 3),
         "coverage@0.9": round(m.threshold.coverage, 3),
-        "precision@threshold": None if m.threshold.precision != m.threshold.precision else round(m.threshold.precision, 3),
+        "precision@threshold": None
+        if m.threshold.precision != m.threshold.precision
+        else round(m.threshold.precision, 3),
         "temperature": sorted(sources),
     }
 
@@ -311,12 +362,16 @@ def main() -> None:
             if rs:
                 res = summary(rs)
                 results["per_type"][f"{qtype}/{kind}"] = res
-                print(f"{qtype + '/' + kind:26} {'':6} {res['n']:>4} {res['accuracy']:>6.3f} {res['majority']:>6.3f} {res['ece']:>6.3f} {res['mean_confidence']:>6.3f} {res['coverage@0.9']:>7.3f}")
+                print(
+                    f"{qtype + '/' + kind:26} {'':6} {res['n']:>4} {res['accuracy']:>6.3f} {res['majority']:>6.3f} {res['ece']:>6.3f} {res['mean_confidence']:>6.3f} {res['coverage@0.9']:>7.3f}"
+                )
     for qtype in ("choice", "noul", "score"):
         rs = [r for r in held if r.spec.type == qtype and r.task.kind != "bare"]
         res = summary(rs)
         results["per_type"][f"{qtype}/all"] = res
-        print(f"{qtype + '/all (not bare)':26} {'':6} {res['n']:>4} {res['accuracy']:>6.3f} {res['majority']:>6.3f} {res['ece']:>6.3f}")
+        print(
+            f"{qtype + '/all (not bare)':26} {'':6} {res['n']:>4} {res['accuracy']:>6.3f} {res['majority']:>6.3f} {res['ece']:>6.3f}"
+        )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "embedded_calibration.json").write_text(json.dumps(results, indent=2) + "\n")
     print(f"\nwrote {args.out / 'embedded_calibration.json'}")

@@ -108,7 +108,9 @@ def tweets(per_class: int = 400, seed: int = 0) -> tuple[list[Item], list[Item]]
         for r in csv.DictReader(f):
             text = " ".join(html.unescape(r["text"]).split())
             if text:
-                by_label.setdefault(r["sentiment"], []).append(Item(text, {"sentiment": r["sentiment"]}))
+                by_label.setdefault(r["sentiment"], []).append(
+                    Item(text, {"sentiment": r["sentiment"]})
+                )
     rng = random.Random(seed)
     items = []
     for label in sorted(by_label):

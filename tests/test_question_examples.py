@@ -81,7 +81,9 @@ def test_canvas_readers_show_examples_as_few_shot_lines_in_the_instructions():
         '"The site is down" -> outage\n'
         '"502 on login" -> outage'
     )
-    plain = to_spec("t", ab.choice("Which team?", {"billing": "Invoices and refunds", "outage": None}))
+    plain = to_spec(
+        "t", ab.choice("Which team?", {"billing": "Invoices and refunds", "outage": None})
+    )
     assert asked(plain) is plain  # no examples: exactly the question vLLM would build
 
 

@@ -144,7 +144,7 @@ def parse_labelled(
         elif "label" in obj:
             raise ConfigurationError(
                 f"{where}: a label without a question; name the question these lines answer "
-                "(--question ID, or default_question=) or add \"question\": \"<id>\" to each line"
+                '(--question ID, or default_question=) or add "question": "<id>" to each line'
             )
         else:
             raise ConfigurationError(f"{where}: no label; {EXPECTED_SHAPES}")

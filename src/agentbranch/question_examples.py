@@ -65,8 +65,7 @@ def check_examples(qid: str, options: Sequence[str], examples: Any) -> Examples:
     for key, texts in examples.items():
         if key not in options:
             raise InvalidQuestionError(
-                f"{where}examples name {key!r}, which is not an option; "
-                f"use one of {list(options)}"
+                f"{where}examples name {key!r}, which is not an option; use one of {list(options)}"
             )
         if isinstance(texts, str) or not isinstance(texts, Sequence):
             raise InvalidQuestionError(
@@ -124,9 +123,7 @@ def instructions_with_examples(instructions: str, options: Sequence[str], exampl
     if not examples:
         return instructions
     lines = [
-        f"{_quoted(text)} -> {option}"
-        for option, texts in zip(options, examples)
-        for text in texts
+        f"{_quoted(text)} -> {option}" for option, texts in zip(options, examples) for text in texts
     ]
     if not lines:
         return instructions
