@@ -20,8 +20,8 @@ Common shapes work too: ``"text"`` or ``"input"`` instead of ``"state"``, and li
 without a question (``{"text": ..., "label": ...}``, as most labelled sets come) when a
 ``default_question`` id names the question they answer (``--question`` on the CLI).
 
-Labels are option names; yes/no labels may be ``yes``/``no``/``true``/``false``; score
-labels may be the level name or its 0-based index.
+Labels are option names; yes/no labels may be ``yes``/``no``/``true``/``false``; choice
+and score labels may be the option (level) name or its 0-based index.
 
 Metrics: accuracy; ECE (expected calibration error of the top probability, 10 equal
 bins); Brier (multi-class, Σ (p_i − y_i)², averaged); NLL; and the confidence threshold
@@ -75,7 +75,7 @@ def _label_for(qid: str, question: Question, raw: Any, where: str) -> str:
         if text in mapped:
             return mapped[text]
     elif (
-        spec.type == "score"
+        spec.type in ("score", "choice")  # integer class labels, as most datasets ship
         and (isinstance(raw, int) or str(raw).isdigit())
         and str(raw) not in options
         and 0 <= int(raw) < len(options)
