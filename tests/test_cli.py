@@ -127,11 +127,19 @@ def test_calibrate_reads_text_label_lines_and_evaluates_a_saved_calibration(tmp_
     questions, labelled = _text_label_file(tmp_path)
     out = tmp_path / "cal.json"
     common = ["--questions", str(questions), "--question", "team", "--reader", "embedded"]
-    invoke("calibrate", str(labelled), *common, "--holdout", "0", "--out", str(out), "--json")
+    fit_args = ["--holdout", "0", "--out", str(out), "--diagram", str(tmp_path / "f.png")]
+    invoke("calibrate", str(labelled), *common, *fit_args, "--json")
     assert "choice" in ab.Calibration.load(out).by_type
     before = out.read_text()
     result = invoke(
-        "calibrate", str(labelled), *common, "--evaluate", str(out), "--diagram", "", "--json"
+        "calibrate",
+        str(labelled),
+        *common,
+        "--evaluate",
+        str(out),
+        "--diagram",
+        str(tmp_path / "e.png"),
+        "--json",
     )
     report = json.loads(result.stdout[result.stdout.index("{") :])
     assert report["n_fit"] == 0 and report["n_eval"] == 4
@@ -149,9 +157,11 @@ def test_calibrate_warns_when_a_question_has_no_signal(tmp_path):
     )
     result = runner.invoke(
         app,
-        ["calibrate", str(labelled), "--questions", str(questions), "--question", "urgent",
-         "--holdout", "0", "--min-examples", "2", "--out", str(tmp_path / "c.json"),
-         "--diagram", ""],
+        [
+            *("calibrate", str(labelled), "--questions", str(questions)),
+            *("--question", "urgent", "--holdout", "0", "--min-examples", "2"),
+            *("--out", str(tmp_path / "c.json"), "--diagram", str(tmp_path / "d.png")),
+        ],
         env=CLEAN_ENV,
     )
     assert result.exit_code == 0, result.output
