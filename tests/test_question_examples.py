@@ -39,6 +39,8 @@ def test_wire_dicts_round_trip():
     back = coerce_question("team", wire)
     assert back == ROUTE
     assert validate_questions({"team": wire})["team"].examples == ROUTE.examples
+    plain = coerce_question("t", {**ab.yes_no("Urgent?").model_dump(), "examples": None})
+    assert type(plain) is Noul
 
 
 @pytest.mark.parametrize(

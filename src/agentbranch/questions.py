@@ -123,6 +123,8 @@ def coerce_question(qid: str, question: Any) -> Question:
         model = {"choice": Choice, "noul": Noul, "score": Score}.get(str(kind))
         if model is not None and question.get("examples") is not None:
             model = WITH_EXAMPLES[str(kind)]
+        elif "examples" in question:  # "examples": null is no examples
+            question = {k: v for k, v in question.items() if k != "examples"}
         if model is None:
             raise InvalidQuestionError(
                 f"question {qid!r}: unknown type {kind!r}; use 'choice', 'noul' or 'score'"
