@@ -116,7 +116,7 @@ def missing_signal(q: QuestionSpec) -> str | None:
                 "no='...')) or give examples={'yes': [...], 'no': [...]}"
             )
     if q.type == "score":
-        bare = [o for o, e in zip(q.options, examples) if not e and len(o.split()) < 3]
+        bare = [o for o, e in zip(q.options, examples) if not e and len(_readable(o).split()) < 3]
         if bare:
             return (
                 f"score question {q.id!r} has bare-word levels {bare}: one or two words "
@@ -132,7 +132,7 @@ def _temperature_file() -> Path:
 
 def shipped_temperatures() -> dict[str, float]:
     """The per-type temperatures fitted on public labelled data
-    (``benchmarks/fit_embedded_temperatures.py``; see docs/quality.md)."""
+    (``benchmarks/embedded_calibration.py``; see docs/quality.md)."""
     data = json.loads(_temperature_file().read_text())
     return {k: float(v) for k, v in data["by_type"].items()}
 
