@@ -179,3 +179,23 @@ def test_calibrate_says_which_shapes_it_expects(tmp_path):
     bad.write_text(json.dumps({"sentence": "hi", "intent": "greet"}))
     result = runner.invoke(app, ["calibrate", str(bad)], env=CLEAN_ENV)
     assert result.exit_code == 2 and "expected JSON Lines" in " ".join(result.output.split())
+
+
+def test_decide_takes_examples_and_reads_them():
+    out = invoke(
+        "decide",
+        "Click here for cheap watches and pills!",
+        "--yes-no",
+        "Is this spam?",
+        *("-e", "yes=BUY CHEAP WATCHES NOW", "-e", "yes=Cheap pills online, click here"),
+        *("-e", "no=The quarterly report is attached", "-e", "no=Meeting moved to 3pm"),
+        "--json",
+    ).stdout
+    assert json.loads(out)["yes_no"]["label"] == "yes"
+
+
+def test_decide_rejects_examples_that_name_no_answer():
+    result = runner.invoke(
+        app, ["decide", "hi", "--yes-no", "Spam?", "-e", "maybe=hello"], env=CLEAN_ENV
+    )
+    assert result.exit_code != 0 and "ANSWER=TEXT" in " ".join(result.output.split())
