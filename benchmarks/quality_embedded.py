@@ -127,7 +127,7 @@ def main() -> None:
             "name": reader.name,
             "model": reader.model,
             "temperature": reader.temperature,
-            "noul_baseline": reader.noul_baseline,
+            "shipped_temperatures": reader.shipped,
         },
         "python": sys.version.split()[0],
     }

@@ -282,3 +282,41 @@ def test_permutations_batch_across_states_and_leave_other_types_alone():
     assert [d["team"].label for d in out] == ["outage", "outage"]
     assert len(reader.calls) == 1
     assert [len(r.questions) for r in reader.calls[0]] == [4, 4]  # 3 orders + 1 yes/no
+
+
+# -- common shapes, bound warnings, evaluate-only -------------------------------------
+
+
+def test_text_label_lines_answer_the_default_question():
+    lines = [json.dumps({"text": "refund me", "label": "billing"}), '{"input": "down", "label": 1}']
+    ex = cal.parse_labelled(lines, {"team": TEAM}, default_question="team")
+    assert [(e.state, e.question_id, e.label) for e in ex] == [
+        ("refund me", "team", "billing"),
+        ("down", "team", "outage"),
+    ]
+
+
+def test_unknown_shapes_say_what_is_expected():
+    with pytest.raises(ConfigurationError, match="--question ID"):
+        cal.parse_labelled([json.dumps({"text": "hi", "label": "billing"})], {"team": TEAM})
+    with pytest.raises(ConfigurationError, match="no state.*'intent', 'sentence'.*expected"):
+        cal.parse_labelled([json.dumps({"sentence": "hi", "intent": "greet"})])
+
+
+def test_a_fit_at_the_upper_bound_is_reported_as_no_signal():
+    uniform = [Scored("vague", "noul", ("yes", "no"), (0.5, 0.5), i % 2) for i in range(20)]
+    report = cal.calibrate_scored(uniform + synthetic(200, 2.0))
+    assert report.calibration.temperatures["vague"] == cal.T_HIGH
+    assert any("no signal for question 'vague'" in w for w in report.warnings)
+    assert not any("'q'" in w for w in report.warnings)
+
+
+def test_evaluate_scores_a_saved_calibration_without_fitting():
+    engine = ab.DecisionEngine(ab.ScriptedReader({"team": {"billing": 0.9, "outage": 0.05}}))
+    lines = [json.dumps({"text": t, "label": lab}) for t, lab in [("a", "billing"), ("b", "bug")]]
+    examples = cal.parse_labelled(lines, {"team": TEAM}, default_question="team")
+    saved = ab.Calibration(temperatures={"team": 2.0}, thresholds={"team": 0.5})
+    report = cal.evaluate(engine, examples, saved)
+    assert report.calibration is saved and report.n_fit == 0 and report.n_eval == 2
+    assert report.before.accuracy == report.after.accuracy == 0.5
+    assert report.after.mean_confidence < report.before.mean_confidence  # T = 2 flattens

@@ -88,10 +88,114 @@ def test_calibrate_writes_calibration_diagram_and_report(tmp_path):
     labelled = Path(ab.__file__).parent / "demo" / "labelled_tickets.jsonl"
     out, png = tmp_path / "cal.json", tmp_path / "rel.png"
     result = invoke("calibrate", str(labelled), "--out", str(out), "--diagram", str(png), "--json")
-    report = json.loads(result.output[result.output.index("{") :])
+    report = json.loads(result.stdout[result.stdout.index("{") :])
     assert report["held_out"] and report["after"]["ece"] < report["before"]["ece"]
     saved = ab.Calibration.load(out)
     assert set(saved.temperatures) == {"team", "urgent", "frustration"}
     assert png.read_bytes()[:4] == b"\x89PNG"
     table = invoke("calibrate", str(labelled), "--out", str(out), "--diagram", str(png)).output
     assert "ECE before→after" in table and "suggested take thresholds" in table
+
+
+def _text_label_file(tmp_path):
+    """Lines as most labelled sets come: text + label, the question named separately."""
+    questions = tmp_path / "questions.json"
+    questions.write_text(
+        json.dumps(
+            {
+                "team": {
+                    "type": "choice",
+                    "instructions": "Which team?",
+                    "criteria": {"billing": "Invoices, refunds, charges", "outage": "Site down"},
+                },
+                "urgent": {"type": "noul", "instructions": "Is this urgent?"},
+            }
+        )
+    )
+    rows = [
+        ("I was charged twice, refund me", "billing"),
+        ("Where is my invoice for March?", "billing"),
+        ("The site is down for everyone", "outage"),
+        ("Every page returns 503", "outage"),
+    ]
+    labelled = tmp_path / "labelled.jsonl"
+    labelled.write_text("\n".join(json.dumps({"text": t, "label": lab}) for t, lab in rows))
+    return questions, labelled
+
+
+def test_calibrate_reads_text_label_lines_and_evaluates_a_saved_calibration(tmp_path):
+    questions, labelled = _text_label_file(tmp_path)
+    out = tmp_path / "cal.json"
+    common = ["--questions", str(questions), "--question", "team", "--reader", "embedded"]
+    fit_args = ["--holdout", "0", "--out", str(out), "--diagram", str(tmp_path / "f.png")]
+    invoke("calibrate", str(labelled), *common, *fit_args, "--json")
+    assert "choice" in ab.Calibration.load(out).by_type
+    before = out.read_text()
+    result = invoke(
+        "calibrate",
+        str(labelled),
+        *common,
+        "--evaluate",
+        str(out),
+        "--diagram",
+        str(tmp_path / "e.png"),
+        "--json",
+    )
+    report = json.loads(result.stdout[result.stdout.index("{") :])
+    assert report["n_fit"] == 0 and report["n_eval"] == 4
+    assert out.read_text() == before  # evaluate-only: nothing fitted or saved
+
+
+def test_calibrate_warns_when_a_question_has_no_signal(tmp_path):
+    questions, _ = _text_label_file(tmp_path)
+    labelled = tmp_path / "urgent.jsonl"
+    labelled.write_text(
+        "\n".join(
+            json.dumps({"text": t, "label": lab})
+            for t, lab in [("Prod is down!", "yes"), ("Thanks, no rush", "no")] * 2
+        )
+    )
+    result = runner.invoke(
+        app,
+        [
+            *("calibrate", str(labelled), "--questions", str(questions)),
+            *("--question", "urgent", "--holdout", "0", "--min-examples", "2"),
+            *("--out", str(tmp_path / "c.json"), "--diagram", str(tmp_path / "d.png")),
+        ],
+        env=CLEAN_ENV,
+    )
+    assert result.exit_code == 0, result.output
+    assert "no signal for question 'urgent'" in " ".join(result.stderr.split())
+
+
+def test_calibrate_says_which_shapes_it_expects(tmp_path):
+    questions, labelled = _text_label_file(tmp_path)
+    result = runner.invoke(
+        app, ["calibrate", str(labelled), "--questions", str(questions)], env=CLEAN_ENV
+    )
+    assert result.exit_code == 2
+    assert "--question ID" in " ".join(result.output.split())
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"sentence": "hi", "intent": "greet"}))
+    result = runner.invoke(app, ["calibrate", str(bad)], env=CLEAN_ENV)
+    assert result.exit_code == 2 and "expected JSON Lines" in " ".join(result.output.split())
+
+
+def test_decide_takes_examples_and_reads_them():
+    out = invoke(
+        "decide",
+        "Click here for cheap watches and pills!",
+        "--yes-no",
+        "Is this spam?",
+        *("-e", "yes=BUY CHEAP WATCHES NOW", "-e", "yes=Cheap pills online, click here"),
+        *("-e", "no=The quarterly report is attached", "-e", "no=Meeting moved to 3pm"),
+        "--json",
+    ).stdout
+    assert json.loads(out)["yes_no"]["label"] == "yes"
+
+
+def test_decide_rejects_examples_that_name_no_answer():
+    result = runner.invoke(
+        app, ["decide", "hi", "--yes-no", "Spam?", "-e", "maybe=hello"], env=CLEAN_ENV
+    )
+    assert result.exit_code != 0 and "ANSWER=TEXT" in " ".join(result.output.split())

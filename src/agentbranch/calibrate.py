@@ -16,8 +16,12 @@ Labelled file format (JSON Lines, one object per line; see docs/calibration.md):
   ``{"state": ..., "labels": {"<id>": "<option>", ...}}`` for several questions about
   one state (read in one request).
 
-Labels are option names; yes/no labels may be ``yes``/``no``/``true``/``false``; score
-labels may be the level name or its 0-based index.
+Common shapes work too: ``"text"`` or ``"input"`` instead of ``"state"``, and lines
+without a question (``{"text": ..., "label": ...}``, as most labelled sets come) when a
+``default_question`` id names the question they answer (``--question`` on the CLI).
+
+Labels are option names; yes/no labels may be ``yes``/``no``/``true``/``false``; choice
+and score labels may be the option (level) name or its 0-based index.
 
 Metrics: accuracy; ECE (expected calibration error of the top probability, 10 equal
 bins); Brier (multi-class, Σ (p_i − y_i)², averaged); NLL; and the confidence threshold
@@ -44,6 +48,9 @@ from agentbranch.questions import Question, coerce_question, to_spec
 
 By = Literal["question", "type"]
 
+#: The temperature search range of ``fit_temperature``.
+T_LOW, T_HIGH = 0.02, 50.0
+
 # -- labelled data -------------------------------------------------------------------
 
 
@@ -68,7 +75,7 @@ def _label_for(qid: str, question: Question, raw: Any, where: str) -> str:
         if text in mapped:
             return mapped[text]
     elif (
-        spec.type == "score"
+        spec.type in ("score", "choice")  # integer class labels, as most datasets ship
         and (isinstance(raw, int) or str(raw).isdigit())
         and str(raw) not in options
         and 0 <= int(raw) < len(options)
@@ -81,8 +88,24 @@ def _label_for(qid: str, question: Question, raw: Any, where: str) -> str:
     )
 
 
+#: Keys a labelled line may hold its state under, in order of preference.
+STATE_KEYS = ("state", "text", "input")
+
+EXPECTED_SHAPES = (
+    'expected JSON Lines, one object per line, such as {"state": "...", "question": "<id>", '
+    '"label": "<option>"}, {"state": "...", "labels": {"<id>": "<option>"}}, or '
+    '{"text": "...", "label": "<option>"} with the question named by --question ID '
+    '(questions defined in a header line {"questions": {...}} or --questions FILE.json); '
+    "see docs/calibration.md"
+)
+
+
 def parse_labelled(
-    lines: Iterable[str], questions: Mapping[str, Any] | None = None, *, source: str = "<data>"
+    lines: Iterable[str],
+    questions: Mapping[str, Any] | None = None,
+    *,
+    source: str = "<data>",
+    default_question: str | None = None,
 ) -> list[Example]:
     """Examples from JSON Lines text (see the module doc for the format)."""
     named: dict[str, Question] = {
@@ -97,23 +120,34 @@ def parse_labelled(
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
-            raise ConfigurationError(f"{where}: not valid JSON ({e})") from e
+            raise ConfigurationError(f"{where}: not valid JSON ({e}); {EXPECTED_SHAPES}") from e
         if not isinstance(obj, dict):
-            raise ConfigurationError(f"{where}: each line must be a JSON object")
-        if "questions" in obj and "state" not in obj:
+            raise ConfigurationError(f"{where}: each line must be a JSON object; {EXPECTED_SHAPES}")
+        key = next((k for k in STATE_KEYS if k in obj), None)
+        if "questions" in obj and key is None:
             for qid, q in obj["questions"].items():
                 named[qid] = coerce_question(qid, q)
             continue
-        if "state" not in obj:
-            raise ConfigurationError(f"{where}: missing 'state'")
+        if key is None:
+            raise ConfigurationError(
+                f"{where}: no state ('state', 'text' or 'input'); found keys {sorted(obj)}; "
+                + EXPECTED_SHAPES
+            )
+        if key != "state":
+            obj = {**obj, "state": obj[key]}
         if "labels" in obj:
             pairs = list(obj["labels"].items())
         elif "question" in obj and "label" in obj:
             pairs = [(obj["question"], obj["label"])]
-        else:
+        elif "label" in obj and default_question:
+            pairs = [(default_question, obj["label"])]
+        elif "label" in obj:
             raise ConfigurationError(
-                f"{where}: give 'question' and 'label', or 'labels': {{question id: label}}"
+                f"{where}: a label without a question; name the question these lines answer "
+                '(--question ID, or default_question=) or add "question": "<id>" to each line'
             )
+        else:
+            raise ConfigurationError(f"{where}: no label; {EXPECTED_SHAPES}")
         for ref, raw in pairs:
             if isinstance(ref, Mapping):
                 qid = str(obj.get("id") or ref.get("id") or "")
@@ -137,11 +171,18 @@ def parse_labelled(
     return examples
 
 
-def load_labelled(path: str | Path, questions: Mapping[str, Any] | None = None) -> list[Example]:
+def load_labelled(
+    path: str | Path,
+    questions: Mapping[str, Any] | None = None,
+    *,
+    default_question: str | None = None,
+) -> list[Example]:
     """Examples from a labelled JSON Lines file."""
     path = Path(path)
+    if path.suffix.lower() in (".csv", ".tsv", ".parquet", ".xlsx"):
+        raise ConfigurationError(f"{path}: {path.suffix} is not read; {EXPECTED_SHAPES}")
     with path.open(encoding="utf-8") as f:
-        return parse_labelled(f, questions, source=str(path))
+        return parse_labelled(f, questions, source=str(path), default_question=default_question)
 
 
 def split(
@@ -261,7 +302,7 @@ def nll(scored: Sequence[Scored], temperature: float = 1.0) -> float:
 
 
 def fit_temperature(
-    scored: Sequence[Scored], *, low: float = 0.02, high: float = 50.0, tol: float = 1e-4
+    scored: Sequence[Scored], *, low: float = T_LOW, high: float = T_HIGH, tol: float = 1e-4
 ) -> float:
     """The temperature minimising NLL: a log-spaced grid, then golden-section search
     around the best grid point. 1.0 when there is nothing to fit."""
@@ -270,6 +311,8 @@ def fit_temperature(
     a, b = math.log(low), math.log(high)
     grid = [a + (b - a) * i / 60 for i in range(61)]
     losses = [nll(scored, math.exp(x)) for x in grid]
+    if max(losses) - min(losses) < 1e-9:
+        return high  # uniform reads: no signal, nothing a temperature can sharpen
     best = min(range(len(grid)), key=losses.__getitem__)
     lo, hi = grid[max(0, best - 1)], grid[min(len(grid) - 1, best + 1)]
     ratio = (math.sqrt(5) - 1) / 2
@@ -465,10 +508,13 @@ class Report:
     held_out: bool
     eval_before: list[Scored] = field(repr=False, default_factory=list)
     eval_after: list[Scored] = field(repr=False, default_factory=list)
+    #: Fits that hit a bound of the temperature search, said plainly.
+    warnings: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "calibration": self.calibration.model_dump(),
+            "warnings": list(self.warnings),
             "n_fit": self.n_fit,
             "n_eval": self.n_eval,
             "held_out": self.held_out,
@@ -515,6 +561,7 @@ def calibrate_scored(
         )
         thresholds[qid] = check_threshold(a, calibration.thresholds.get(qid), target_precision)
     return Report(
+        warnings=bound_warnings(calibration),
         calibration=calibration,
         before=metrics(ev, target_precision=target_precision),
         after=metrics(ev_after, target_precision=target_precision),
@@ -525,6 +572,68 @@ def calibrate_scored(
         held_out=held_out,
         eval_before=ev,
         eval_after=ev_after,
+    )
+
+
+def bound_warnings(calibration: Calibration) -> list[str]:
+    """One sentence per fitted temperature at a bound of the search: at the top the
+    reader had no signal for that question (every answer gets flattened to uniform),
+    at the bottom the fit wanted sharper reads than the search allows."""
+    out = []
+    fitted = [("question", q, t) for q, t in calibration.temperatures.items()]
+    fitted += [("questions of type", q, t) for q, t in calibration.by_type.items()]
+    for kind, name, t in fitted:
+        if t >= T_HIGH * 0.99:
+            out.append(
+                f"no signal for {kind} {name!r}: its temperature hit the upper bound "
+                f"(T = {T_HIGH:g}), so its answers are flattened to near-uniform. Add "
+                "examples or descriptions to the question (or use a stronger reader)"
+            )
+        elif t <= T_LOW * 1.01:
+            out.append(
+                f"{kind} {name!r}: temperature hit the lower bound (T = {T_LOW:g}); the "
+                "reader is far under-confident there or the labelled set is too easy/small"
+            )
+    return out
+
+
+def evaluate(
+    engine: Any,
+    examples: Sequence[Example],
+    calibration: Calibration | None,
+    *,
+    target_precision: float = 0.9,
+    progress: Callable[[int], None] | None = None,
+) -> Report:
+    """Score an existing ``calibration`` (``None``: the engine's own) on ``examples``
+    without fitting anything: metrics of the raw reads (before) and of the calibrated
+    ones (after), and the calibration's stored thresholds checked on them."""
+    calibration = calibration if calibration is not None else engine.calibration
+    calibration = calibration if calibration is not None else Calibration()
+    scored = read_examples(engine, examples, progress=progress)
+    after = calibrated(scored, calibration)
+    per_question: dict[str, tuple[Metrics, Metrics]] = {}
+    thresholds: dict[str, Threshold] = {}
+    for qid in dict.fromkeys(s.question_id for s in scored):
+        b = [s for s in scored if s.question_id == qid]
+        a = [s for s in after if s.question_id == qid]
+        per_question[qid] = (
+            metrics(b, target_precision=target_precision),
+            metrics(a, target_precision=target_precision),
+        )
+        thresholds[qid] = check_threshold(a, calibration.thresholds.get(qid), target_precision)
+    return Report(
+        calibration=calibration,
+        before=metrics(scored, target_precision=target_precision),
+        after=metrics(after, target_precision=target_precision),
+        per_question=per_question,
+        held_out_thresholds=thresholds,
+        n_fit=0,
+        n_eval=len(scored),
+        held_out=True,
+        eval_before=scored,
+        eval_after=after,
+        warnings=bound_warnings(calibration),
     )
 
 

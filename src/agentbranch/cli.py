@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import sys
 from importlib import resources
 from pathlib import Path
@@ -44,15 +45,20 @@ def _quiet_logs(verbose: bool) -> None:
     logger.setLevel(logging.INFO if verbose else logging.WARNING)
 
 
-def _engine(calibration: Path | None, permutations: int = 1) -> tuple[Any, str]:
+def _engine(
+    calibration: Path | None, permutations: int = 1, reader: str | None = None
+) -> tuple[Any, str]:
     from agentbranch.engine.engine import DecisionEngine
     from agentbranch.errors import AgentBranchError
+    from agentbranch.selection import ENV_ENGINE
 
     kwargs: dict[str, Any] = {"permutations": permutations}
     if calibration is not None:
         kwargs["calibration"] = str(calibration)
+    # --reader NAME forces that engine, as AGENTBRANCH_ENGINE=NAME would.
+    env = None if reader in (None, "auto") else {**os.environ, ENV_ENGINE: str(reader)}
     try:
-        engine = DecisionEngine.from_env(**kwargs)
+        engine = DecisionEngine.from_env(env, **kwargs)
         return engine, engine.selection_reason or ""
     except AgentBranchError as e:
         err.print(f"[red]error:[/red] {e}")
@@ -231,6 +237,18 @@ def _parse_option(text: str) -> tuple[str, str | None]:
     return name.strip(), (desc.strip() or None) if sep else None
 
 
+def _examples_for(examples: list[str] | None, names: list[str]) -> dict[str, list[str]] | None:
+    """The ``--example ANSWER=TEXT`` values whose ANSWER is one of ``names``."""
+    out: dict[str, list[str]] = {}
+    for raw in examples or []:
+        name, sep, text = raw.partition("=")
+        if not sep or not text.strip():
+            raise typer.BadParameter(f"--example {raw!r}: write ANSWER=TEXT, e.g. billing='Refund me'")
+        if name.strip() in names:
+            out.setdefault(name.strip(), []).append(text.strip())
+    return out or None
+
+
 @app.command()
 def decide(
     state: Annotated[str, typer.Argument(help="The state text ('-' reads stdin).")],
@@ -247,6 +265,14 @@ def decide(
         str | None, typer.Option("--score", help="A score question; give --level (lowest first).")
     ] = None,
     level: Annotated[list[str] | None, typer.Option("--level", "-l")] = None,
+    example: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--example",
+            "-e",
+            help="ANSWER=TEXT: an example state for that option/level/yes/no (repeat).",
+        ),
+    ] = None,
     questions: Annotated[
         Path | None, typer.Option(help="JSON file: {id: wire question} (System One shape).")
     ] = None,
@@ -269,13 +295,29 @@ def decide(
         if choice_q:
             if not option:
                 raise typer.BadParameter("--choice needs --option (at least two)")
-            qs["choice"] = ab.choice(choice_q, dict(_parse_option(o) for o in option))
+            options = dict(_parse_option(o) for o in option)
+            ex = _examples_for(example, list(options))
+            qs["choice"] = ab.choice(choice_q, options, examples=ex)
         if yes_no_q:
-            qs["yes_no"] = ab.yes_no(yes_no_q, yes=yes, no=no)
+            qs["yes_no"] = ab.yes_no(
+                yes_no_q, yes=yes, no=no, examples=_examples_for(example, ["yes", "no"])
+            )
         if score_q:
             if not level:
                 raise typer.BadParameter("--score needs --level (at least two)")
-            qs["score"] = ab.score(score_q, level)
+            qs["score"] = ab.score(score_q, level, examples=_examples_for(example, level))
+        if example and not any(
+            _examples_for(example, names)
+            for names in (
+                [_parse_option(o)[0] for o in option or []] if choice_q else [],
+                ["yes", "no"] if yes_no_q else [],
+                level or [] if score_q else [],
+            )
+        ):
+            raise typer.BadParameter(
+                "--example ANSWER=TEXT must name an option, level, yes or no of a question "
+                "given with --choice, --score or --yes-no"
+            )
         if not qs:
             raise typer.BadParameter("ask something: --choice, --yes-no, --score or --questions")
         engine, reason = _engine(calibration, permutations)
@@ -332,40 +374,73 @@ def calibrate(
     min_examples: Annotated[int, typer.Option(help="Fewer per question: use the type's T.")] = 10,
     permutations: Annotated[int, typer.Option(help="Option orders the engine averages.")] = 1,
     seed: Annotated[int, typer.Option()] = 0,
+    question: Annotated[
+        str | None,
+        typer.Option(help="The question id of lines that carry only text + label."),
+    ] = None,
+    evaluate: Annotated[
+        Path | None,
+        typer.Option(help="Score this saved calibration on LABELLED; fit and save nothing."),
+    ] = None,
+    reader: Annotated[
+        str, typer.Option(help="Reader to read with: auto, embedded, remote or vllm.")
+    ] = "auto",
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Fit temperatures on LABELLED examples; report accuracy, ECE, Brier and coverage
-    before/after; save the calibration; draw a reliability diagram."""
+    before/after; save the calibration; draw a reliability diagram. With --evaluate,
+    score an existing calibration instead (nothing is fitted or saved).
+
+    LABELLED is JSON Lines: {"state": ..., "question": ID, "label": OPTION} per line, or
+    {"text": ..., "label": OPTION} with --question ID (see docs/calibration.md)."""
     from rich.progress import Progress
 
     from agentbranch import calibrate as cal
+    from agentbranch.engine.calibration import Calibration
     from agentbranch.errors import AgentBranchError
 
     _quiet_logs(verbose)
     if by not in ("question", "type"):
         raise typer.BadParameter("--by must be 'question' or 'type'")
+    if reader not in ("auto", "embedded", "remote", "vllm"):
+        raise typer.BadParameter("--reader must be auto, embedded, remote or vllm")
     try:
         extra = json.loads(questions.read_text("utf-8")) if questions else None
-        examples = cal.load_labelled(labelled, extra)
-        engine, reason = _engine(None, permutations)
+        examples = cal.load_labelled(labelled, extra, default_question=question)
+        engine, reason = _engine(None, permutations, reader)
         err.print(f"[dim]engine:[/dim] {engine.reader.name} ({engine.reader.model}) — {reason}")
         with Progress(console=err, transient=True) as bar:
             task = bar.add_task("reading examples", total=len(examples))
-            report = cal.calibrate(
-                engine,
-                examples,
-                by=by,  # type: ignore[arg-type]
-                holdout=holdout,
-                target_precision=target_precision,
-                seed=seed,
-                min_examples=min_examples,
-                progress=lambda n: bar.advance(task, n),
-            )
+            if evaluate is not None:
+                report = cal.evaluate(
+                    engine,
+                    examples,
+                    Calibration.load(evaluate),
+                    target_precision=target_precision,
+                    progress=lambda n: bar.advance(task, n),
+                )
+            else:
+                report = cal.calibrate(
+                    engine,
+                    examples,
+                    by=by,  # type: ignore[arg-type]
+                    holdout=holdout,
+                    target_precision=target_precision,
+                    seed=seed,
+                    min_examples=min_examples,
+                    progress=lambda n: bar.advance(task, n),
+                )
     except AgentBranchError as e:
         err.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
-    report.calibration.save(out)
+    except (OSError, ValueError) as e:  # an unreadable --evaluate/--questions file
+        err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    for warning in report.warnings:
+        err.print(f"[yellow]warning:[/yellow] {warning}")
+    if evaluate is None:
+        report.calibration.save(out)
     if diagram is not None:
         cal.reliability_diagram(report.eval_before, report.eval_after, diagram)
     if as_json:
@@ -374,7 +449,10 @@ def calibrate(
     where = (
         "held-out" if report.held_out else "fit set (in-sample: use --holdout for an honest figure)"
     )
-    table = Table(title=f"calibration: {report.n_fit} fit / {report.n_eval} evaluated ({where})")
+    title = f"calibration: {report.n_fit} fit / {report.n_eval} evaluated ({where})"
+    if evaluate is not None:
+        title = f"evaluating {evaluate} on {report.n_eval} examples (nothing fitted)"
+    table = Table(title=title)
     for col in (
         "question",
         "n",
@@ -414,6 +492,10 @@ def calibrate(
         end_section=True,
     )
     console.print(table)
+    if evaluate is not None:
+        if diagram:
+            console.print(f"reliability diagram [bold]{diagram}[/bold]")
+        return
     console.print(
         f"saved [bold]{out}[/bold] (load with DecisionEngine(calibration={str(out)!r}) or "
         f"AGENTBRANCH_CALIBRATION={out})"

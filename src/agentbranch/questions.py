@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from agentbranch.engine.question_types import QUESTION_TYPES
 from agentbranch.engine.reads import QuestionSpec
 from agentbranch.errors import InvalidQuestionError
+from agentbranch.question_examples import WITH_EXAMPLES, attach_examples, spec_examples
 
 Question: TypeAlias = Choice | Noul | Score
 Questions: TypeAlias = Mapping[str, "Question | Mapping[str, Any]"]
@@ -31,28 +32,49 @@ Questions: TypeAlias = Mapping[str, "Question | Mapping[str, Any]"]
 MAX_QUESTIONS = 64
 
 
-def choice(instructions: str, options: Mapping[str, str | None] | Sequence[str]) -> Choice:
+def choice(
+    instructions: str,
+    options: Mapping[str, str | None] | Sequence[str],
+    *,
+    examples: Mapping[str, Sequence[str]] | None = None,
+) -> Choice:
     """Pick one of ``options``: a mapping of option name → description (or None), or a
-    list of option names. 2–255 distinct, non-empty names."""
+    list of option names. 2–255 distinct, non-empty names. ``examples`` maps options to
+    example states that should get them (see ``agentbranch.question_examples``)."""
     _check_instructions("choice", instructions)
     names, descriptions = _choice_options(options)
     _check_options("choice()", "choice", names, descriptions)
     criteria = dict(zip(names, descriptions))
-    return _build(Choice, "choice", instructions=instructions, criteria=criteria)
+    question = _build(Choice, "choice", instructions=instructions, criteria=criteria)
+    return attach_examples(question, names, examples)
 
 
-def yes_no(instructions: str, *, yes: str | None = None, no: str | None = None) -> Noul:
-    """A yes/no question; ``yes``/``no`` optionally describe what each answer means."""
+def yes_no(
+    instructions: str,
+    *,
+    yes: str | None = None,
+    no: str | None = None,
+    examples: Mapping[str, Sequence[str]] | None = None,
+) -> Noul:
+    """A yes/no question; ``yes``/``no`` optionally describe what each answer means;
+    ``examples={"yes": [...], "no": [...]}`` give example states for each answer."""
     _check_instructions("yes_no", instructions)
     for side, text in (("yes", yes), ("no", no)):
         if text is not None:
             _check_str(f"yes_no(): the {side}= description", text, empty_ok=True)
     criteria = NoulCriteria(true=yes, false=no) if (yes or no) else None
-    return _build(Noul, "yes_no", instructions=instructions, criteria=criteria)
+    question = _build(Noul, "yes_no", instructions=instructions, criteria=criteria)
+    return attach_examples(question, ["yes", "no"], examples)
 
 
-def score(instructions: str, levels: Sequence[str]) -> Score:
-    """Rate on an ordered scale of 2–10 distinct ``levels``, lowest first."""
+def score(
+    instructions: str,
+    levels: Sequence[str],
+    *,
+    examples: Mapping[str, Sequence[str]] | None = None,
+) -> Score:
+    """Rate on an ordered scale of 2–10 distinct ``levels``, lowest first;
+    ``examples`` maps levels to example states at that level."""
     _check_instructions("score", instructions)
     if isinstance(levels, str | bytes) or not isinstance(levels, Sequence):
         raise InvalidQuestionError(
@@ -60,7 +82,8 @@ def score(instructions: str, levels: Sequence[str]) -> Score:
             f"['calm', 'annoyed', 'angry']; got {type(levels).__name__}"
         )
     _check_options("score()", "score", list(levels), [None] * len(levels))
-    return _build(Score, "score", instructions=instructions, criteria=list(levels))
+    question = _build(Score, "score", instructions=instructions, criteria=list(levels))
+    return attach_examples(question, list(levels), examples)
 
 
 # -- builder checks: the same rules ``to_spec`` applies when ``decide`` runs ------------
@@ -175,6 +198,10 @@ def coerce_question(qid: str, question: Any) -> Question:
     if isinstance(question, Mapping):
         kind = question.get("type")
         model = {"choice": Choice, "noul": Noul, "score": Score}.get(str(kind))
+        if model is not None and question.get("examples") is not None:
+            model = WITH_EXAMPLES[str(kind)]
+        elif "examples" in question:  # "examples": null is no examples
+            question = {k: v for k, v in question.items() if k != "examples"}
         if model is None:
             raise InvalidQuestionError(
                 f"question {qid!r}: unknown type {kind!r}; use 'choice', 'noul' or 'score'"
@@ -248,4 +275,5 @@ def to_spec(qid: str, question: Question) -> QuestionSpec:
         options=tuple(options),
         descriptions=tuple(descriptions),
         labels=tuple(labels),
+        examples=spec_examples(qid, question, options),
     )

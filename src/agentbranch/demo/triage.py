@@ -29,6 +29,13 @@ TEAMS: dict[str, str] = {
     "feature_request": "Asks for new functionality or a change in behaviour",
 }
 FRUSTRATION_LEVELS = ["calm", "annoyed", "angry", "furious"]
+#: Bare level names give the embedded CPU reader nothing to read; examples do.
+FRUSTRATION_EXAMPLES = {
+    "calm": ["Quick question about my plan, no rush.", "Thanks for the help yesterday!"],
+    "annoyed": ["This is the second time I ask about this.", "Still not fixed, a bit annoying."],
+    "angry": ["This is unacceptable, fix it today.", "Your product keeps failing me."],
+    "furious": ["I AM DONE. CANCEL EVERYTHING NOW!!!", "Worst service ever, third time I write!!"],
+}
 
 TRIAGE_QUESTIONS = {
     "team": choice("Which team should handle this support ticket?", TEAMS),
@@ -37,7 +44,9 @@ TRIAGE_QUESTIONS = {
         yes="Customers are blocked, losing money or data, or security is at risk",
         no="It can wait for the normal queue",
     ),
-    "frustration": score("How frustrated is the customer?", FRUSTRATION_LEVELS),
+    "frustration": score(
+        "How frustrated is the customer?", FRUSTRATION_LEVELS, examples=FRUSTRATION_EXAMPLES
+    ),
 }
 
 #: Below this confidence the team is not taken from the engine.

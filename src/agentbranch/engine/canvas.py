@@ -27,7 +27,7 @@ import json
 import logging
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from agentbranch.engine.question_types import QUESTION_TYPES, question_type
@@ -38,6 +38,7 @@ from agentbranch.errors import (
     SpecialTokenError,
     StateTooLongError,
 )
+from agentbranch.question_examples import instructions_with_examples
 
 log = logging.getLogger("agentbranch.canvas")
 
@@ -74,6 +75,14 @@ class ReadPlan:
 
     token_reads: list[TokenRead] = field(default_factory=list)
     where: list[list[tuple[int, int]]] = field(default_factory=list)
+
+
+def asked(q: QuestionSpec) -> QuestionSpec:
+    """The question as the prompt shows it: its examples (if any) become few-shot lines
+    at the end of its instructions (``agentbranch.question_examples``)."""
+    if not q.examples:
+        return q
+    return replace(q, instructions=instructions_with_examples(q.instructions, q.options, q.examples))
 
 
 def prompt_tail(tokenizer: Tokenizer, prompt_ids: Sequence[int]) -> list[int]:
@@ -281,7 +290,7 @@ class _PlannerBase:
     @staticmethod
     def content(state: str, q: QuestionSpec) -> str:
         """The user turn of a single read: the state, then the question."""
-        return f"{state}\n\n{question_type(q.type).prompt(q)}"
+        return f"{state}\n\n{question_type(q.type).prompt(asked(q))}"
 
 
 class NextTokenPlanner(_PlannerBase):
@@ -448,7 +457,7 @@ class CanvasPlanner(_PlannerBase):
     def joint_content(self, state: str, questions: Sequence[QuestionSpec], start: int) -> str:
         """The user turn of a joint read: the state, then the numbered questions."""
         asks = "\n\n".join(
-            question_type(q.type).joint_prompt(k, q) for k, q in enumerate(questions, start)
+            question_type(q.type).joint_prompt(k, asked(q)) for k, q in enumerate(questions, start)
         )
         return f"{state}\n\n{asks}\n\n{JOINT_REPLY}"
 

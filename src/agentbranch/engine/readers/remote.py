@@ -95,6 +95,7 @@ from agentbranch.errors import (
     ReaderError,
     ReaderTimeoutError,
 )
+from agentbranch.question_examples import instructions_with_examples
 
 __all__ = [
     "RemoteReader",
@@ -130,6 +131,11 @@ class RemoteUnavailableError(ReaderError):
 
 
 # --------------------------------------------------------------------------- wire
+
+
+def _asked(q: QuestionSpec) -> str:
+    """The instructions sent: examples (if any) as few-shot lines, as canvas reads."""
+    return instructions_with_examples(q.instructions, q.options, q.examples)
 
 
 def _criteria(q: QuestionSpec) -> Any:
@@ -174,7 +180,7 @@ def build_payload(
     """The ``/v1/systemone`` JSON body for one ``ReadRequest``."""
     questions: dict[str, Any] = {}
     for key, q in zip(question_keys(request.questions), request.questions):
-        spec: dict[str, Any] = {"type": q.type, "instructions": q.instructions}
+        spec: dict[str, Any] = {"type": q.type, "instructions": _asked(q)}
         criteria = _criteria(q)
         if criteria is not None:
             spec["criteria"] = criteria
@@ -311,7 +317,7 @@ def _decision_question(key: str, q: QuestionSpec) -> dict[str, Any]:
         )
     items = [{key_name: v, **({"description": d} if d else {})} for v, d in values]
     kind = "score" if q.type == "score" else "choice"
-    return {"type": kind, "name": key, "instructions": q.instructions, field: items}
+    return {"type": kind, "name": key, "instructions": _asked(q), field: items}
 
 
 def build_decisions_payload(

