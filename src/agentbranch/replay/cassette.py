@@ -1,0 +1,419 @@
+"""``Cassette``: one file shared by every reader and chat model of a run.
+
+    cassette = Cassette("tests/cassettes/triage.jsonl")          # mode from the environment
+    engine = DecisionEngine(cassette.reader(lambda: TransformersReader.from_pretrained(p)))
+    drafter = cassette.chat_model(ChatOpenAI(model="gpt-4o-mini"))  # same model, cached
+    ...
+    cassette.stale()      # entries this run never played
+
+Readers get ids in the order they are made (``reader-1``, ``reader-2`` ...) unless given
+``id=``; the header remembers which reader and model recorded each id, and recording a
+different model under an id that already has reads is refused. Chat models are keyed by
+LangChain's own ``llm_string`` (class and invocation parameters). Recorded entries are
+appended as they happen (the header is rewritten when a new reader or model appears), so
+an interrupted run keeps what it recorded.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentbranch.engine.readers.base import Reader
+from agentbranch.engine.reads import LabelRead, ReadRequest
+from agentbranch.errors import AgentBranchError, ConfigurationError
+from agentbranch.replay import format as fmt
+from agentbranch.replay.format import ChatEntry, ReadEntry, ReaderInfo
+from agentbranch.replay.keys import (
+    chat_key,
+    chat_model_id,
+    chat_model_name,
+    generations_from_json,
+    generations_to_json,
+    messages_differences,
+    messages_summary,
+    request_differences,
+    request_key,
+    request_summary,
+    short,
+    similarity,
+)
+from agentbranch.replay.modes import RecordMode, resolve_mode
+
+if TYPE_CHECKING:
+    from agentbranch.replay.readers import CassetteReader
+
+
+class ReplayMissError(AgentBranchError, LookupError):
+    """A replayed run asked for a read or a chat reply the cassette does not hold."""
+
+
+Identity = tuple[str, str, str]  # ("read", reader id, key) | ("chat", model id, key)
+
+
+class Cassette:
+    """A cassette file and its record mode.
+
+    Args:
+        path: the JSON Lines file (created when something is recorded).
+        mode: ``all``, ``new``, ``none`` or ``passthrough`` (see ``agentbranch.replay.modes``);
+            ``None`` picks ``none`` when the ``CI`` environment variable is set, else ``new``.
+        env: the environment to read ``CI`` from (default ``os.environ``; never written).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        mode: RecordMode | str | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.mode: RecordMode = resolve_mode(mode, env)
+        self._lock = threading.RLock()
+        self.readers: dict[str, ReaderInfo] = {}
+        self.chat_models: dict[str, dict[str, str]] = {}
+        self._reads: dict[tuple[str, str], ReadEntry] = {}
+        self._chats: dict[str, ChatEntry] = {}
+        self._loaded: set[Identity] = set()
+        self._played: set[Identity] = set()
+        #: Short descriptions of every miss this cassette raised.
+        self.misses: list[str] = []
+        self._fresh = False  # the file on disk was written by us and its header is current
+        self._next_reader = 1
+        self._opened: list[Reader] = []
+        self._cache: Any = None
+        if self.mode in ("new", "none") and (self.path.exists() or self.path.is_symlink()):
+            self._load()
+        elif self.path.is_dir():
+            raise fmt.CassetteFormatError(f"cassette {self.path} is a directory, not a file")
+
+    def _load(self) -> None:
+        data = fmt.load(self.path)
+        self.readers = dict(data.readers)
+        self.chat_models = dict(data.chat_models)
+        for r in data.reads:
+            self._reads[(r.reader, r.key)] = r
+            self._loaded.add(("read", r.reader, r.key))
+        for c in data.chats:
+            self._chats[c.key] = c
+            self._loaded.add(("chat", c.model, c.key))
+
+    def __repr__(self) -> str:
+        return f"Cassette({str(self.path)!r}, mode={self.mode!r})"
+
+    # -- what a test builds -------------------------------------------------------------
+
+    def reader(
+        self, reader: Reader | Callable[[], Reader] | None = None, *, id: str | None = None
+    ) -> CassetteReader:
+        """A reader answering from this cassette; ``reader`` (a ``Reader`` or a function
+        building one, called only when something must be read live) records misses.
+
+        ``id`` names the reader in the cassette (default ``reader-1``, ``reader-2`` ... in
+        the order readers are made)."""
+        from agentbranch.replay.readers import CassetteReader
+
+        with self._lock:
+            if id is None:
+                id = f"reader-{self._next_reader}"
+                self._next_reader += 1
+            made = CassetteReader(self, reader, id=id)
+            self._opened.append(made)
+            return made
+
+    __call__ = reader
+
+    @property
+    def chat_cache(self) -> Any:
+        """A ``langchain_core.caches.BaseCache`` backed by this cassette: pass it as any
+        LangChain chat model's ``cache=`` and its calls are recorded and replayed."""
+        if self._cache is None:
+            from agentbranch.replay.chat import CassetteCache
+
+            self._cache = CassetteCache(self)
+        return self._cache
+
+    def chat_model(self, model: Any) -> Any:
+        """A copy of the LangChain chat model ``model`` whose calls go through this
+        cassette (``model.model_copy(update={"cache": cassette.chat_cache})``)."""
+        if not hasattr(model, "model_copy") or "cache" not in type(model).model_fields:
+            raise ConfigurationError(
+                f"{type(model).__name__} is not a LangChain chat model (no 'cache' field); "
+                "attach cassette.chat_cache to the chat model inside it"
+            )
+        return model.model_copy(update={"cache": self.chat_cache})
+
+    def close(self) -> None:
+        """Close the live readers this cassette's readers built."""
+        with self._lock:
+            opened, self._opened = self._opened, []
+        for r in opened:
+            r.close()
+
+    def __enter__(self) -> Cassette:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _begin_test(self) -> None:
+        """A new test shares this cassette: reader ids count from ``reader-1`` again."""
+        self._next_reader = 1
+
+    # -- reads --------------------------------------------------------------------------
+
+    def lookup_read(self, reader_id: str, request: ReadRequest) -> list[LabelRead] | None:
+        key = request_key(request)
+        with self._lock:
+            entry = self._reads.get((reader_id, key))
+            if entry is None:
+                return None
+            self._played.add(("read", reader_id, key))
+            return list(entry.reads)
+
+    def record_reads(
+        self,
+        reader_id: str,
+        info: ReaderInfo,
+        requests: Sequence[ReadRequest],
+        reads: Sequence[list[LabelRead]],
+    ) -> None:
+        if self.mode == "passthrough":
+            return
+        with self._lock:
+            header_changed = self._register_reader(reader_id, info)
+            new = []
+            for request, answer in zip(requests, reads):
+                entry = ReadEntry(
+                    reader_id, request_key(request), request_summary(request), list(answer)
+                )
+                self._reads[(reader_id, entry.key)] = entry
+                self._played.add(("read", reader_id, entry.key))
+                new.append(fmt.read_line(entry))
+            self._persist(new, header_changed)
+
+    def _register_reader(self, reader_id: str, info: ReaderInfo) -> bool:
+        known = self.readers.get(reader_id)
+        if known is None:
+            self.readers[reader_id] = info
+            return True
+        if (known.name, known.model) != (info.name, info.model):
+            raise ConfigurationError(
+                f"cassette {self.path}: reader {reader_id!r} was recorded with "
+                f"{known.name} ({known.model}), this run reads with {info.name} "
+                f"({info.model}). Give each reader its own id=..., or re-record the "
+                "cassette for the new model (pytest --agentbranch-record=all)"
+            )
+        if known.max_options != info.max_options:
+            self.readers[reader_id] = info
+            return True
+        return False
+
+    def read_miss(self, reader_id: str, request: ReadRequest, why: str) -> ReplayMissError:
+        """The error for a read this cassette cannot answer, with the nearest recorded
+        request and the fields that differ."""
+        summary = request_summary(request)
+        with self._lock:
+            same = [e for e in self._reads.values() if e.reader == reader_id]
+            pool = same or list(self._reads.values())
+        lines = [
+            f"cassette {self.path} (mode {self.mode!r}) has no read for this request of "
+            f"reader {reader_id!r}: state {short(request.state, 60)!r}, questions "
+            f"{[q.id for q in request.questions]}. {why}"
+        ]
+        fields: list[str] = []
+        if pool:
+            nearest = min(
+                pool,
+                key=lambda e: (
+                    len(request_differences(e.request, summary)),
+                    -similarity(e.request.get("state") or "", summary["state"] or ""),
+                ),
+            )
+            diffs = request_differences(nearest.request, summary)
+            if nearest.reader != reader_id:
+                info = self.readers.get(nearest.reader)
+                diffs.insert(0, ("reader", f"{nearest.reader} -> {reader_id}"))
+                if info is not None:
+                    diffs.insert(1, ("model", f"recorded by {info.name} ({info.model})"))
+            fields = [f for f, _ in diffs]
+            where = f"line {nearest.line}" if nearest.line else "recorded this run"
+            lines.append(
+                f"Nearest recorded request ({where}) differs in: {', '.join(fields) or 'nothing visible'}"
+            )
+            lines += [f"  {f}: {d}" for f, d in diffs]
+        elif not self.path.exists():
+            lines.append(f"There is no cassette file at {self.path} yet.")
+        else:
+            lines.append(f"The cassette holds no reads of reader {reader_id!r}.")
+        lines.append(_HOW_TO_RECORD)
+        with self._lock:
+            self.misses.append(
+                f"read of {reader_id} {short(request.state, 50)!r} "
+                f"{[q.id for q in request.questions]}"
+                + (f" — differs in {', '.join(fields)}" if fields else "")
+            )
+        return ReplayMissError("\n".join(lines))
+
+    # -- chat exchanges -----------------------------------------------------------------
+
+    def lookup_chat(self, prompt: str, llm_string: str) -> list[Any] | None:
+        key = chat_key(prompt, llm_string)
+        with self._lock:
+            entry = self._chats.get(key)
+            if entry is None:
+                return None
+            self._played.add(("chat", entry.model, key))
+            reply = entry.reply
+        return generations_from_json(reply)
+
+    def record_chat(self, prompt: str, llm_string: str, generations: Sequence[Any]) -> None:
+        if self.mode == "passthrough":
+            return
+        key = chat_key(prompt, llm_string)
+        model = chat_model_id(llm_string)
+        entry = ChatEntry(model, key, messages_summary(prompt), generations_to_json(generations))
+        with self._lock:
+            header_changed = model not in self.chat_models
+            if header_changed:
+                self.chat_models[model] = {
+                    "name": chat_model_name(llm_string),
+                    "llm_string": llm_string,
+                }
+            self._chats[key] = entry
+            self._played.add(("chat", model, key))
+            self._persist([fmt.chat_line(entry)], header_changed)
+
+    def chat_miss(self, prompt: str, llm_string: str) -> ReplayMissError:
+        messages = messages_summary(prompt)
+        model = chat_model_id(llm_string)
+        name = chat_model_name(llm_string)
+        with self._lock:
+            pool = list(self._chats.values())
+            known = dict(self.chat_models)
+        last = str(messages[-1].get("content")) if messages else ""
+        lines = [
+            f"cassette {self.path} (mode {self.mode!r}) has no reply of chat model {name} "
+            f"({model}) to these {len(messages)} messages (last: {short(last, 60)!r}). "
+            "Replay calls no model."
+        ]
+        fields: list[str] = []
+        if pool:
+
+            def distance(e: ChatEntry) -> tuple[int, float]:
+                n = len(messages_differences(e.messages, messages)) + (e.model != model)
+                other = str(e.messages[-1].get("content")) if e.messages else ""
+                return n, -similarity(other, last)
+
+            nearest = min(pool, key=distance)
+            diffs = messages_differences(nearest.messages, messages)
+            if nearest.model != model:
+                was = known.get(nearest.model, {})
+                diffs.insert(
+                    0,
+                    (
+                        "model",
+                        f"{was.get('name', nearest.model)} -> {name} "
+                        f"(llm_string {_llm_diff(was.get('llm_string', ''), llm_string)})",
+                    ),
+                )
+            fields = [f for f, _ in diffs]
+            where = f"line {nearest.line}" if nearest.line else "recorded this run"
+            lines.append(
+                f"Nearest recorded exchange ({where}) differs in: {', '.join(fields) or 'nothing visible'}"
+            )
+            lines += [f"  {f}: {d}" for f, d in diffs]
+        elif not self.path.exists():
+            lines.append(f"There is no cassette file at {self.path} yet.")
+        else:
+            lines.append("The cassette holds no chat exchanges.")
+        lines.append(_HOW_TO_RECORD)
+        with self._lock:
+            self.misses.append(
+                f"chat {name} {short(last, 50)!r}"
+                + (f" — differs in {', '.join(fields)}" if fields else "")
+            )
+        return ReplayMissError("\n".join(lines))
+
+    def clear_chats(self) -> None:
+        """Forget every recorded chat exchange (and rewrite the file without them)."""
+        with self._lock:
+            self._chats.clear()
+            self.chat_models.clear()
+            self._fresh = False
+            self._persist([], True)
+
+    # -- stale entries ------------------------------------------------------------------
+
+    def stale(self) -> list[dict[str, Any]]:
+        """Entries loaded from the file that this run never played, oldest first: each
+        ``{"kind", "line", "reader" | "model", "summary"}``."""
+        out = []
+        with self._lock:
+            for ident in sorted(self._loaded - self._played, key=self._line_of):
+                kind, who, key = ident
+                if kind == "read":
+                    e = self._reads[(who, key)]
+                    qids = [q["id"] for q in e.request.get("questions", [])]
+                    summary = f"{short(e.request.get('state'), 50)!r} {qids}"
+                    out.append({"kind": "read", "line": e.line, "reader": who, "summary": summary})
+                else:
+                    c = self._chats[key]
+                    last = str(c.messages[-1].get("content")) if c.messages else ""
+                    name = self.chat_models.get(who, {}).get("name", who)
+                    out.append(
+                        {
+                            "kind": "chat",
+                            "line": c.line,
+                            "model": name,
+                            "summary": repr(short(last, 50)),
+                        }
+                    )
+        return out
+
+    def _line_of(self, ident: Identity) -> int:
+        kind, who, key = ident
+        e = self._reads.get((who, key)) if kind == "read" else self._chats.get(key)
+        return (e.line or 0) if e is not None else 0
+
+    # -- the file -----------------------------------------------------------------------
+
+    def _persist(self, lines: list[dict[str, Any]], header_changed: bool) -> None:
+        """Append ``lines``, or rewrite the whole file when the header changed or the
+        file is not ours yet (first write of this run; ``all`` starts afresh)."""
+        if self._fresh and not header_changed:
+            with self.path.open("a", encoding="utf-8") as f:
+                f.writelines(fmt.dumps(line) for line in lines)
+            return
+        body = [fmt.dumps(fmt.header_line(self.readers, self.chat_models))]
+        body += [fmt.dumps(fmt.read_line(e)) for e in self._reads.values()]
+        body += [fmt.dumps(fmt.chat_line(e)) for e in self._chats.values()]
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.writelines(body)
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        self._fresh = True
+
+
+def _llm_diff(old: str, new: str) -> str:
+    from agentbranch.replay.keys import text_diff
+
+    return text_diff(old, new, width=50)
+
+
+_HOW_TO_RECORD = (
+    "Record it: pytest --agentbranch-record=new (adds the missing entries) or "
+    "--agentbranch-record=all (re-records the cassette); Cassette(path, mode=...) outside pytest."
+)
+
+__all__ = ["Cassette", "ReplayMissError"]
