@@ -74,6 +74,7 @@ class Cassette:
     ) -> None:
         self.path = Path(path)
         self.mode: RecordMode = resolve_mode(mode, env)
+        self._shown = _shown(self.path)
         self._lock = threading.RLock()
         self.readers: dict[str, ReaderInfo] = {}
         self.chat_models: dict[str, dict[str, str]] = {}
@@ -222,7 +223,7 @@ class Cassette:
             same = [e for e in self._reads.values() if e.reader == reader_id]
             pool = same or list(self._reads.values())
         lines = [
-            f"cassette {self.path} (mode {self.mode!r}) has no read for this request of "
+            f"cassette {self._shown} (mode {self.mode!r}) has no read for this request of "
             f"reader {reader_id!r}: state {short(request.state, 60)!r}, questions "
             f"{[q.id for q in request.questions]}. {why}"
         ]
@@ -298,7 +299,7 @@ class Cassette:
             known = dict(self.chat_models)
         last = str(messages[-1].get("content")) if messages else ""
         lines = [
-            f"cassette {self.path} (mode {self.mode!r}) has no reply of chat model {name} "
+            f"cassette {self._shown} (mode {self.mode!r}) has no reply of chat model {name} "
             f"({model}) to these {len(messages)} messages (last: {short(last, 60)!r}). "
             "Replay calls no model."
         ]
@@ -403,6 +404,14 @@ class Cassette:
             Path(tmp).unlink(missing_ok=True)
             raise
         self._fresh = True
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when it lies below it (shorter errors)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except (ValueError, OSError):
+        return str(path)
 
 
 def _llm_diff(old: str, new: str) -> str:

@@ -67,7 +67,7 @@ def diff(
         table.add_row(
             "[red]FLIP[/red]" if d.flipped else "",
             d.reader,
-            d.state,
+            d.state[:40],
             d.question,
             f"{d.old_label} → {d.new_label}",
             f"{d.old_confidence:.3f} → {d.new_confidence:.3f} ({d.new_confidence - d.old_confidence:+.3f})",
@@ -101,7 +101,8 @@ def diff(
     console.print(
         f"{summary['decisions']} decisions compared, {summary['flipped_decisions']} flipped; "
         f"{summary['chat_exchanges']} chat exchanges, {summary['changed_replies']} changed; "
-        f"{summary['added']} new, {summary['removed']} removed requests"
+        f"{summary['added']} new, {summary['removed']} removed requests",
+        soft_wrap=True,
     )
     raise typer.Exit(1 if report.changed else 0)
 
