@@ -139,3 +139,12 @@ def test_the_outside_pytest_snippet_prints_what_the_doc_shows(tmp_path, monkeypa
         exec(compile(blocks["python"], "docs/replay.md", "exec"), {})
     printed = [line for line in out.getvalue().splitlines() if "agentbranch.decision" not in line]
     assert printed == blocks["output"].strip().splitlines()
+
+
+def test_the_readme_replay_snippet_is_part_of_the_tested_doc_file():
+    readme = (DOC.parents[1] / "README.md").read_text()
+    section = readme[readme.index("## Replay:") : readme.index("## Testing your own graphs")]
+    snippet = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    tested = doc_blocks()["file tests/test_triage_replay.py"]
+    for line in snippet.strip().splitlines():
+        assert line in tested.splitlines(), line
