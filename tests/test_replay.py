@@ -70,6 +70,11 @@ def test_all_mode_rerecords_and_passthrough_records_nothing(tmp_path):
     entries = [json.loads(line) for line in path.read_text().splitlines()[1:]]
     assert [e["request"]["state"] for e in entries] == ["new"]  # the old read is gone
 
+    with Cassette(path, "all"):
+        pass  # a re-recorded run that asked nothing leaves an empty cassette
+    assert len(path.read_text().splitlines()) == 1
+    ab.DecisionEngine(Cassette(path, "new").reader(scripted())).decide("new", QUESTIONS)
+
     before = path.read_text()
     live = scripted()
     ab.DecisionEngine(Cassette(path, "passthrough").reader(live)).decide("other", QUESTIONS)

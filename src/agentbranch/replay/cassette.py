@@ -150,8 +150,11 @@ class Cassette:
         return model.model_copy(update={"cache": self.chat_cache})
 
     def close(self) -> None:
-        """Close the live readers this cassette's readers built."""
+        """Close the live readers this cassette's readers built. In ``all`` mode a run
+        that recorded nothing still rewrites the cassette (to an empty one)."""
         with self._lock:
+            if self.mode == "all" and not self._fresh and self.path.is_file():
+                self._persist([], True)
             opened, self._opened = self._opened, []
         for r in opened:
             r.close()
