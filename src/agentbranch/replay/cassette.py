@@ -150,7 +150,7 @@ class Cassette:
         return model.model_copy(update={"cache": self.chat_cache})
 
     def close(self) -> None:
-        """Close the live readers this cassette's readers built. In ``all`` mode a run
+        """Close the live readers this cassette's readers built (from factories). In ``all`` mode a run
         that recorded nothing still rewrites the cassette (to an empty one)."""
         with self._lock:
             if self.mode == "all" and not self._fresh and self.path.is_file():

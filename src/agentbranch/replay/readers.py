@@ -137,7 +137,9 @@ class CassetteReader(Reader):
         return self._merge(requests, answers, missing, live, got)
 
     def close(self) -> None:
-        if self._live is not None:
+        """Close the live reader if this reader built it (a passed ``Reader`` stays the
+        caller's)."""
+        if self._live is not None and self._live is not self._live_arg:
             self._live.close()
 
 
