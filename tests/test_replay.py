@@ -308,3 +308,31 @@ def test_a_pre_v1_cassette_loads_as_reader_1(tmp_path):
     path.write_text(json.dumps(old) + "\n" + json.dumps(mixed) + "\n")
     with pytest.raises(CassetteFormatError, match="pre-v1 .* mixes reads of 2 readers.*re-record"):
         Cassette(path, "none")
+
+
+def test_diff_pairs_a_reworded_prompt_and_fails_clearly_on_a_bad_file(tmp_path):
+    from typer.testing import CliRunner
+
+    from agentbranch.cli import app
+
+    old, new = tmp_path / "v1.jsonl", tmp_path / "v2.jsonl"
+    for path, instructions, dist in (
+        (old, "Route tickets.", {"billing": 0.3, "outage": 0.7}),
+        (new, "Route support tickets.", {"billing": 0.8, "outage": 0.2}),
+    ):
+        engine = ab.DecisionEngine(
+            Cassette(path, "new").reader(ab.ScriptedReader({"team": dist})),
+            instructions=instructions,
+        )
+        engine.decide("site down", QUESTIONS)
+    result = CliRunner().invoke(app, ["replay", "diff", str(old), str(new), "--json"])
+    report = json.loads(result.stdout)
+    team = next(d for d in report["decisions"] if d["question"] == "team")
+    assert (team["old_label"], team["new_label"], team["flipped"]) == ("outage", "billing", True)
+    assert team["changed_fields"] == ["instructions"]
+    assert report["summary"]["added"] == report["summary"]["removed"] == 0
+    assert result.exit_code == 1
+
+    (tmp_path / "broken.jsonl").write_text("{oops\n")
+    result = CliRunner().invoke(app, ["replay", "diff", str(old), str(tmp_path / "broken.jsonl")])
+    assert result.exit_code == 2 and "broken.jsonl:1" in result.output
