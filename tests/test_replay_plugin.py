@@ -51,6 +51,9 @@ def test_the_entry_point_names_the_plugin_module():
     import agentbranch.replay.pytest_plugin as plugin
 
     assert callable(plugin.pytest_addoption) and hasattr(plugin, "decision_cassette")
+    from agentbranch.replay.modes import MODES
+
+    assert plugin.MODES == MODES
 
 
 def test_fixture_records_then_replays_two_readers_and_a_chat_model(suite):

@@ -29,6 +29,7 @@ from typing import Any
 
 from agentbranch.engine.reads import LabelRead
 from agentbranch.errors import AgentBranchError
+from agentbranch.replay.keys import generations_from_json
 
 FORMAT_VERSION = 1
 MARK = "agentbranch_cassette"
@@ -290,8 +291,6 @@ def _load_v1(path: Path, rows: list[tuple[int, dict[str, Any]]]) -> CassetteData
                     f"{path}:{no}: chat model {obj['model']!r} is not in the header; {RERECORD}"
                 )
             try:
-                from agentbranch.replay.keys import generations_from_json
-
                 generations_from_json(obj["reply"])
             except (ValueError, TypeError, KeyError) as e:
                 raise CassetteFormatError(

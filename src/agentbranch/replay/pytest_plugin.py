@@ -25,6 +25,8 @@ from typing import Any
 
 import pytest
 
+# agentbranch.replay.modes.MODES, repeated so that loading the plugin in every pytest
+# session imports nothing but pytest.
 MODES = ("all", "new", "none", "passthrough")
 
 

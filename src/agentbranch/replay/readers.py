@@ -42,13 +42,15 @@ class CassetteReader(Reader):
     def name(self) -> str:  # type: ignore[override]
         if self._recorded is not None:
             return f"replay:{self._recorded.name}"
-        return self._live_or_none().name if self._live_or_none() else "replay:unknown"
+        live = self._live_or_none()
+        return live.name if live is not None else "replay:unknown"
 
     @property
     def model(self) -> str:  # type: ignore[override]
         if self._recorded is not None:
             return self._recorded.model
-        return self._live_or_none().model if self._live_or_none() else "unknown"
+        live = self._live_or_none()
+        return live.model if live is not None else "unknown"
 
     @property
     def max_options(self) -> int:  # type: ignore[override]
