@@ -336,3 +336,26 @@ def test_diff_pairs_a_reworded_prompt_and_fails_clearly_on_a_bad_file(tmp_path):
     (tmp_path / "broken.jsonl").write_text("{oops\n")
     result = CliRunner().invoke(app, ["replay", "diff", str(old), str(tmp_path / "broken.jsonl")])
     assert result.exit_code == 2 and "broken.jsonl:1" in result.output
+
+
+def test_load_and_warmup_reach_the_live_reader_only_when_it_will_read(tmp_path):
+    class Lazy(ab.ScriptedReader):
+        loads = 0
+
+        def load(self) -> None:
+            type(self).loads += 1
+
+        def warmup(self) -> None:
+            self.load()
+
+    path = tmp_path / "run.jsonl"
+    reader = Cassette(path, "new").reader(Lazy)
+    reader.warmup()
+    ab.DecisionEngine(reader).decide("a", QUESTIONS)
+    assert Lazy.loads == 2  # loaded once when built, once more by its own warm-up
+
+    replay = Cassette(path, "none").reader(Lazy)
+    replay.load()
+    replay.warmup()
+    ab.DecisionEngine(replay).decide("a", QUESTIONS)
+    assert Lazy.loads == 2  # replay never built or loaded the model

@@ -32,6 +32,7 @@ class CassetteReader(Reader):
         self._live_arg = live
         self._live: Reader | None = live if isinstance(live, Reader) else None
         self._build_lock = threading.Lock()
+        self._live_loaded = False
         # Whether this run replays this reader is fixed at creation, so every decision of
         # the run reports the same reader name.
         self._recorded = cassette.readers.get(id) if cassette.mode in ("new", "none") else None
@@ -84,6 +85,12 @@ class CassetteReader(Reader):
                         f"{type(built).__name__}, not a Reader"
                     )
                 self._live = built
+            if not self._live_loaded:
+                # Readers that load lazily (``Reader.load``) load before their first read.
+                load = getattr(self._live, "load", None)
+                if callable(load):
+                    load()
+                self._live_loaded = True
             return self._live
 
     def _info(self, live: Reader) -> ReaderInfo:
@@ -137,6 +144,24 @@ class CassetteReader(Reader):
         live = self._live_reader()
         got = await live.aread([requests[i] for i in missing])
         return self._merge(requests, answers, missing, live, got)
+
+    def _reads_live_from_the_start(self) -> bool:
+        mode = self.cassette.mode
+        live_run = mode in ("all", "passthrough") or (mode == "new" and self._recorded is None)
+        return live_run and self._live_arg is not None
+
+    def load(self) -> None:
+        """Build and load the live reader when this run reads live from the start (a
+        replay never loads a model; a miss in ``new`` mode loads it then)."""
+        if self._reads_live_from_the_start():
+            self._live_reader()
+
+    def warmup(self) -> None:
+        """``load()`` plus the live reader's own warm-up, when this run reads live."""
+        if self._reads_live_from_the_start():
+            warmup = getattr(self._live_reader(), "warmup", None)
+            if callable(warmup):
+                warmup()
 
     def close(self) -> None:
         """Close the live reader if this reader built it (a passed ``Reader`` stays the
