@@ -359,3 +359,10 @@ def test_load_and_warmup_reach_the_live_reader_only_when_it_will_read(tmp_path):
     replay.warmup()
     ab.DecisionEngine(replay).decide("a", QUESTIONS)
     assert Lazy.loads == 2  # replay never built or loaded the model
+
+
+def test_an_unwritable_cassette_is_a_clear_error(tmp_path):
+    (tmp_path / "a-file").write_text("")
+    reader = Cassette(tmp_path / "a-file" / "run.jsonl", "new").reader(scripted())
+    with pytest.raises(ab.ConfigurationError, match="cannot write the cassette"):
+        ab.DecisionEngine(reader).decide("a", QUESTIONS)

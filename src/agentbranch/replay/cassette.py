@@ -390,6 +390,15 @@ class Cassette:
     def _persist(self, lines: list[dict[str, Any]], header_changed: bool) -> None:
         """Append ``lines``, or rewrite the whole file when the header changed or the
         file is not ours yet (first write of this run; ``all`` starts afresh)."""
+        try:
+            self._write(lines, header_changed)
+        except OSError as e:
+            raise ConfigurationError(
+                f"cannot write the cassette {self.path}: {e}; check that its folder is a "
+                "writable directory (or replay with mode 'none')"
+            ) from e
+
+    def _write(self, lines: list[dict[str, Any]], header_changed: bool) -> None:
         if self._fresh and not header_changed:
             with self.path.open("a", encoding="utf-8") as f:
                 f.writelines(fmt.dumps(line) for line in lines)
