@@ -366,3 +366,9 @@ def test_an_unwritable_cassette_is_a_clear_error(tmp_path):
     reader = Cassette(tmp_path / "a-file" / "run.jsonl", "new").reader(scripted())
     with pytest.raises(ab.ConfigurationError, match="cannot write the cassette"):
         ab.DecisionEngine(reader).decide("a", QUESTIONS)
+
+
+def test_a_live_mode_without_a_reader_says_so(tmp_path):
+    reader = Cassette(tmp_path / "run.jsonl", "all").reader()
+    with pytest.raises(ab.ConfigurationError, match="mode 'all', which reads live"):
+        ab.DecisionEngine(reader).decide("a", QUESTIONS)

@@ -103,6 +103,14 @@ class CassetteReader(Reader):
     ) -> tuple[list[list[LabelRead] | None], list[int]]:
         mode = self.cassette.mode
         if mode in ("all", "passthrough"):
+            if self._live_arg is None:
+                from agentbranch.errors import ConfigurationError
+
+                raise ConfigurationError(
+                    f"cassette {self.cassette.path} is in mode {mode!r}, which reads live, "
+                    f"but reader {self.id!r} was given no reader; pass one (or a function "
+                    "that builds one) to Cassette.reader"
+                )
             return [None] * len(requests), list(range(len(requests)))
         answers = [self.cassette.lookup_read(self.id, r) for r in requests]
         missing = [i for i, a in enumerate(answers) if a is None]
