@@ -22,9 +22,9 @@ In pytest the plugin (registered through the ``pytest11`` entry point) gives eac
 ``--agentbranch-record=MODE``; ``agentbranch replay diff OLD NEW`` reports drift between
 two recordings of a run. See docs/replay.md.
 
-Modules: ``format`` (the file), ``keys`` (keys, summaries, diffs), ``modes``,
-``cassette`` (the shared store), ``readers`` (``CassetteReader``), ``chat``
-(``CassetteCache``), ``pytest_plugin``, ``diff`` and ``cli`` (drift reports).
+Modules: ``format`` (the file), ``keys`` (keys, summaries, diffs), ``misses`` (what a miss
+says), ``modes``, ``cassette`` (the shared store), ``readers`` (``CassetteReader``),
+``chat`` (``CassetteCache``), ``pytest_plugin``, ``diff`` and ``cli`` (drift reports).
 """
 
 from agentbranch.replay.cassette import Cassette, ReplayMissError

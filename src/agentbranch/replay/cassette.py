@@ -34,14 +34,12 @@ from agentbranch.replay.keys import (
     chat_model_name,
     generations_from_json,
     generations_to_json,
-    messages_differences,
     messages_summary,
-    request_differences,
     request_key,
     request_summary,
     short,
-    similarity,
 )
+from agentbranch.replay.misses import explain, fields_note, nearest_chat, nearest_read
 from agentbranch.replay.modes import RecordMode, resolve_mode
 
 if TYPE_CHECKING:
@@ -221,48 +219,24 @@ class Cassette:
     def read_miss(self, reader_id: str, request: ReadRequest, why: str) -> ReplayMissError:
         """The error for a read this cassette cannot answer, with the nearest recorded
         request and the fields that differ."""
-        summary = request_summary(request)
         with self._lock:
-            same = [e for e in self._reads.values() if e.reader == reader_id]
-            pool = same or list(self._reads.values())
-        lines = [
+            entries, readers = list(self._reads.values()), dict(self.readers)
+        nearest, diffs = nearest_read(request_summary(request), reader_id, entries, readers)
+        qids = [q.id for q in request.questions]
+        head = (
             f"cassette {self._shown} (mode {self.mode!r}) has no read for this request of "
-            f"reader {reader_id!r}: state {short(request.state, 60)!r}, questions "
-            f"{[q.id for q in request.questions]}. {why}"
-        ]
-        fields: list[str] = []
-        if pool:
-            nearest = min(
-                pool,
-                key=lambda e: (
-                    len(request_differences(e.request, summary)),
-                    -similarity(e.request.get("state") or "", summary["state"] or ""),
-                ),
-            )
-            diffs = request_differences(nearest.request, summary)
-            if nearest.reader != reader_id:
-                info = self.readers.get(nearest.reader)
-                diffs.insert(0, ("reader", f"{nearest.reader} -> {reader_id}"))
-                if info is not None:
-                    diffs.insert(1, ("model", f"recorded by {info.name} ({info.model})"))
-            fields = [f for f, _ in diffs]
-            where = f"line {nearest.line}" if nearest.line else "recorded this run"
-            lines.append(
-                f"Nearest recorded request ({where}) differs in: {', '.join(fields) or 'nothing visible'}"
-            )
-            lines += [f"  {f}: {d}" for f, d in diffs]
-        elif not self.path.exists():
-            lines.append(f"There is no cassette file at {self.path} yet.")
-        else:
-            lines.append(f"The cassette holds no reads of reader {reader_id!r}.")
-        lines.append(_HOW_TO_RECORD)
+            f"reader {reader_id!r}: state {short(request.state, 60)!r}, questions {qids}. {why}"
+        )
+        empty = (
+            f"There is no cassette file at {self.path} yet."
+            if not self.path.exists()
+            else f"The cassette holds no reads of reader {reader_id!r}."
+        )
         with self._lock:
             self.misses.append(
-                f"read of {reader_id} {short(request.state, 50)!r} "
-                f"{[q.id for q in request.questions]}"
-                + (f" — differs in {', '.join(fields)}" if fields else "")
+                f"read of {reader_id} {short(request.state, 50)!r} {qids}" + fields_note(diffs)
             )
-        return ReplayMissError("\n".join(lines))
+        return ReplayMissError(explain(head, "request", nearest, diffs, empty))
 
     # -- chat exchanges -----------------------------------------------------------------
 
@@ -294,55 +268,27 @@ class Cassette:
             self._persist([fmt.chat_line(entry)], header_changed)
 
     def chat_miss(self, prompt: str, llm_string: str) -> ReplayMissError:
+        """The error for a chat call this cassette cannot answer, with the nearest
+        recorded exchange and the fields (messages, model) that differ."""
         messages = messages_summary(prompt)
-        model = chat_model_id(llm_string)
-        name = chat_model_name(llm_string)
+        model, name = chat_model_id(llm_string), chat_model_name(llm_string)
         with self._lock:
-            pool = list(self._chats.values())
-            known = dict(self.chat_models)
+            entries, known = list(self._chats.values()), dict(self.chat_models)
+        nearest, diffs = nearest_chat(messages, model, llm_string, name, entries, known)
         last = str(messages[-1].get("content")) if messages else ""
-        lines = [
+        head = (
             f"cassette {self._shown} (mode {self.mode!r}) has no reply of chat model {name} "
             f"({model}) to these {len(messages)} messages (last: {short(last, 60)!r}). "
             "Replay calls no model."
-        ]
-        fields: list[str] = []
-        if pool:
-
-            def distance(e: ChatEntry) -> tuple[int, float]:
-                n = len(messages_differences(e.messages, messages)) + (e.model != model)
-                other = str(e.messages[-1].get("content")) if e.messages else ""
-                return n, -similarity(other, last)
-
-            nearest = min(pool, key=distance)
-            diffs = messages_differences(nearest.messages, messages)
-            if nearest.model != model:
-                was = known.get(nearest.model, {})
-                diffs.insert(
-                    0,
-                    (
-                        "model",
-                        f"{was.get('name', nearest.model)} -> {name} "
-                        f"(llm_string {_llm_diff(was.get('llm_string', ''), llm_string)})",
-                    ),
-                )
-            fields = [f for f, _ in diffs]
-            where = f"line {nearest.line}" if nearest.line else "recorded this run"
-            lines.append(
-                f"Nearest recorded exchange ({where}) differs in: {', '.join(fields) or 'nothing visible'}"
-            )
-            lines += [f"  {f}: {d}" for f, d in diffs]
-        elif not self.path.exists():
-            lines.append(f"There is no cassette file at {self.path} yet.")
-        else:
-            lines.append("The cassette holds no chat exchanges.")
-        lines.append(_HOW_TO_RECORD)
+        )
+        empty = (
+            f"There is no cassette file at {self.path} yet."
+            if not self.path.exists()
+            else "The cassette holds no chat exchanges."
+        )
         with self._lock:
-            self.misses.append(
-                f"chat {name} {short(last, 50)!r}"
-                + (f" — differs in {', '.join(fields)}" if fields else "")
-            )
-        return ReplayMissError("\n".join(lines))
+            self.misses.append(f"chat {name} {short(last, 50)!r}" + fields_note(diffs))
+        return ReplayMissError(explain(head, "exchange", nearest, diffs, empty))
 
     def clear_chats(self) -> None:
         """Forget every recorded chat exchange (and rewrite the file without them)."""
@@ -425,16 +371,5 @@ def _shown(path: Path) -> str:
     except (ValueError, OSError):
         return str(path)
 
-
-def _llm_diff(old: str, new: str) -> str:
-    from agentbranch.replay.keys import text_diff
-
-    return text_diff(old, new, width=50)
-
-
-_HOW_TO_RECORD = (
-    "Record it: pytest --agentbranch-record=new (adds the missing entries) or "
-    "--agentbranch-record=all (re-records the cassette); Cassette(path, mode=...) outside pytest."
-)
 
 __all__ = ["Cassette", "ReplayMissError"]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentbranch.engine.readers.base import Reader
 from agentbranch.engine.reads import LabelRead, ReadRequest
+from agentbranch.errors import ConfigurationError
 from agentbranch.replay.format import ReaderInfo
 
 if TYPE_CHECKING:
@@ -78,8 +79,6 @@ class CassetteReader(Reader):
                 assert self._live_arg is not None and not isinstance(self._live_arg, Reader)
                 built = self._live_arg()
                 if not isinstance(built, Reader):
-                    from agentbranch.errors import ConfigurationError
-
                     raise ConfigurationError(
                         f"the reader factory of cassette reader {self.id!r} returned "
                         f"{type(built).__name__}, not a Reader"
@@ -104,8 +103,6 @@ class CassetteReader(Reader):
         mode = self.cassette.mode
         if mode in ("all", "passthrough"):
             if self._live_arg is None:
-                from agentbranch.errors import ConfigurationError
-
                 raise ConfigurationError(
                     f"cassette {self.cassette.path} is in mode {mode!r}, which reads live, "
                     f"but reader {self.id!r} was given no reader; pass one (or a function "
@@ -189,7 +186,6 @@ def cassette_reader(
     ``mode`` is ``all``, ``new``, ``none`` or ``passthrough``; ``None`` is ``none`` when
     the ``CI`` environment variable is set, else ``new`` (replay what is recorded, record
     the rest through ``reader``)."""
-    from agentbranch.errors import ConfigurationError
     from agentbranch.replay.cassette import Cassette
 
     cassette = Cassette(path, mode)
