@@ -21,7 +21,7 @@ from agentbranch.errors import ConfigurationError, ReaderError
 from agentbranch.langchain import ToolGateMiddleware
 from agentbranch.middleware import ReviewResponseError
 from agentbranch.policy import FailClosed, FailOpen, Generate, GotoNode, Policy
-from agentbranch.replay import RecordingReader, ReplayReader
+from agentbranch.replay import cassette_reader
 
 RAN: list[str] = []
 
@@ -383,10 +383,12 @@ def test_records_accumulate_over_turns():
 def test_gate_replays_from_a_cassette(tmp_path):
     cassette = tmp_path / "gate.jsonl"
     agent, config, _ = agent_for(
-        WEATHER, RM, reader=RecordingReader(ab.ScriptedReader({"risky": risk}), cassette)
+        WEATHER,
+        RM,
+        reader=cassette_reader(cassette, ab.ScriptedReader({"risky": risk}), mode="all"),
     )
     recorded = ask(agent, config)["tool_decisions"]
-    agent, config, _ = agent_for(WEATHER, RM, reader=ReplayReader(cassette))
+    agent, config, _ = agent_for(WEATHER, RM, reader=cassette_reader(cassette, mode="none"))
     replayed = ask(agent, config)["tool_decisions"]
     for cid in ("c1", "c2"):
         for key in ("label", "probabilities", "confidence", "outcome"):

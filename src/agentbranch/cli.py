@@ -5,6 +5,7 @@
 * ``agentbranch decide STATE --choice/--yes-no/--score ...`` — one decision.
 * ``agentbranch calibrate LABELED.jsonl`` — fit temperatures, report, save, diagram.
 * ``agentbranch engine`` — which engine the environment selects, and why.
+* ``agentbranch replay diff OLD NEW`` — drift between two cassettes (``agentbranch.replay.cli``).
 """
 
 from __future__ import annotations
@@ -547,6 +548,14 @@ def engine(
         built, _ = _engine(None)
         console.print(f"built: {built.reader.name} ({built.reader.model})")
 
+
+def _add_replay() -> None:
+    from agentbranch.replay.cli import replay_app
+
+    app.add_typer(replay_app, name="replay")
+
+
+_add_replay()
 
 if __name__ == "__main__":  # python -m agentbranch.cli
     app()

@@ -13,6 +13,7 @@ from agentbranch.policy.config import DecisionRecord, Generate, MoreDraws, Polic
 from agentbranch.policy.generation import (
     fallback_record,
     generation_messages,
+    model_for,
     parse_label,
     state_text,
 )
@@ -61,7 +62,8 @@ def fallback_steps(
                 return rec
         elif isinstance(fb, Generate):
             messages = generation_messages(fb, qid, question, state_text(state))
-            reply = yield Call(fb.model.invoke, fb.model.ainvoke, messages)
+            model = model_for(fb.model, engine)
+            reply = yield Call(model.invoke, model.ainvoke, messages)
             try:
                 label = parse_label(reply, rec["options"])
             except FallbackError as e:

@@ -74,6 +74,21 @@ def fallback_record(rec: DecisionRecord, label: str, model: Any, reply: Any) -> 
     return out
 
 
+def model_for(model: Any, engine: Any) -> Any:
+    """The chat model ``Generate`` calls: ``model`` itself, or — when the engine reads
+    through a cassette (its reader, or a reader it wraps, has a ``chat_cache``) and the
+    model has no cache of its own (``cache=None``) — a copy using the cassette's cache,
+    so the fallback is recorded and replayed with the run's reads."""
+    cache, reader = None, getattr(engine, "reader", None)
+    while reader is not None and cache is None:
+        cache = getattr(reader, "chat_cache", None)
+        reader = getattr(reader, "inner", None)
+    has_cache_field = "cache" in getattr(type(model), "model_fields", {})
+    if cache is None or not has_cache_field or model.cache is not None:
+        return model
+    return model.model_copy(update={"cache": cache})
+
+
 def model_name(model: Any) -> str:
     for attr in ("model_name", "model", "model_id"):
         v = getattr(model, attr, None)

@@ -1,52 +1,154 @@
-"""pytest plugin: a ``decision_cassette`` fixture per test.
+"""pytest plugin (entry point ``pytest11``): one decision cassette per test.
 
     def test_triage(decision_cassette):
-        reader = decision_cassette(lambda: TransformersReader.from_pretrained(path))
-        engine = DecisionEngine(reader)
+        engine = DecisionEngine(decision_cassette.reader(lambda: TransformersReader.from_pretrained(p)))
+        drafter = decision_cassette.chat_model(my_chat_model)
+        ...
 
-Replays ``<test dir>/cassettes/<test name>.jsonl``; ``pytest --agentbranch-record``
-(or a missing cassette) records through the real reader the factory builds.
+``decision_cassette`` is an ``agentbranch.replay.Cassette`` on
+``<test file dir>/cassettes/<test name>.jsonl``, shared by every reader and chat model
+the test builds. ``@pytest.mark.decision_cassette("name")`` names the cassette
+(``cassettes/name.jsonl``; tests with the same name share it). ``--agentbranch-record=MODE``
+sets the record mode (``all``, ``new``, ``none``, ``passthrough``); the default is
+``none`` when ``CI`` is set, else ``new``. The terminal summary lists misses and the
+entries no test played (stale).
 """
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from agentbranch.engine.readers.base import Reader
-from agentbranch.replay import cassette_reader
+# agentbranch.replay.modes.MODES, repeated so that loading the plugin in every pytest
+# session imports nothing but pytest.
+MODES = ("all", "new", "none", "passthrough")
+
+
+@dataclass
+class _Use:
+    cassette: Any
+    tests: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Session:
+    mode: str | None
+    cassettes: dict[Path, _Use] = field(default_factory=dict)
+    failed: set[str] = field(default_factory=set)
+
+    def open(self, path: Path, nodeid: str) -> Any:
+        from agentbranch.replay.cassette import Cassette
+
+        use = self.cassettes.get(path)
+        if use is None:
+            use = self.cassettes[path] = _Use(Cassette(path, self.mode))
+        use.tests.append(nodeid)
+        use.cassette._begin_test()
+        return use.cassette
+
+
+_SESSION = pytest.StashKey[_Session]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(
+    group = parser.getgroup("agentbranch", "agentbranch decision cassettes")
+    group.addoption(
         "--agentbranch-record",
-        action="store_true",
-        default=False,
-        help="re-record agentbranch decision cassettes through the real reader",
+        choices=MODES,
+        default=None,
+        metavar="MODE",
+        help="record mode of decision cassettes: all (re-record), new (record misses), "
+        "none (replay only), passthrough (live). Default: none when CI is set, else new.",
     )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "decision_cassette(name): the decision cassette this test uses "
+        "(cassettes/<name>.jsonl next to the test file; tests with one name share it)",
+    )
+    config.stash[_SESSION] = _Session(config.getoption("--agentbranch-record", None))
+
+
+def _cassette_path(request: pytest.FixtureRequest) -> Path:
+    marker = request.node.get_closest_marker("decision_cassette")
+    if marker is not None:
+        if len(marker.args) != 1 or not isinstance(marker.args[0], str):
+            raise pytest.UsageError(
+                f"{request.node.nodeid}: use @pytest.mark.decision_cassette('name')"
+            )
+        name = marker.args[0]
+    else:
+        name = re.sub(r"[^\w.-]+", "_", request.node.name)
+    if not name.endswith(".jsonl"):
+        name += ".jsonl"
+    return Path(request.node.path).parent / "cassettes" / name
+
+
 @pytest.fixture
-def decision_cassette(request: pytest.FixtureRequest) -> Iterator[Callable[..., Reader]]:
-    """A function ``(make_reader) -> Reader`` that replays this test's cassette."""
-    name = re.sub(r"[^\w.-]+", "_", request.node.name)
-    path = Path(request.node.path).parent / "cassettes" / f"{name}.jsonl"
-    record = request.config.getoption("--agentbranch-record")
-    opened: list[Reader] = []
+def decision_cassette(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """This test's ``agentbranch.replay.Cassette``: ``.reader(make_reader, id=None)``,
+    ``.chat_model(model)``, ``.chat_cache``, ``.path``, ``.mode``."""
+    session = request.config.stash[_SESSION]
+    cassette = session.open(_cassette_path(request), request.node.nodeid)
+    try:
+        yield cassette
+    finally:
+        cassette.close()
 
-    def make(make_reader: Callable[[], Reader] | None = None) -> Reader:
-        if record or not path.exists():
-            if make_reader is None:
-                raise pytest.UsageError(f"no cassette at {path} and no reader to record with")
-            reader = cassette_reader(path, make_reader(), mode="record")
-        else:
-            reader = cassette_reader(path, mode="replay")
-        opened.append(reader)
-        return reader
 
-    yield make
-    for reader in opened:
-        reader.close()
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Any:
+    report = yield
+    if report.failed and _SESSION in item.config.stash:
+        item.config.stash[_SESSION].failed.add(item.nodeid)
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    session = config.stash.get(_SESSION, None)
+    if session is None or not session.cassettes:
+        return
+    misses, stale, unchecked = [], [], []
+    for path, use in session.cassettes.items():
+        where = _rel(path, config)
+        misses += [f"{where}: {m}" for m in use.cassette.misses]
+        if use.cassette.mode not in ("new", "none"):
+            continue
+        if any(t in session.failed for t in use.tests):
+            unchecked.append(where)
+            continue
+        for e in use.cassette.stale():
+            who = e.get("reader") or e.get("model")
+            stale.append(f"{where}:{e['line']}: {e['kind']} {who} {e['summary']}")
+    if not (misses or stale):
+        return
+    tr = terminalreporter
+    tr.write_sep("=", "agentbranch decision cassettes")
+    if misses:
+        tr.write_line(f"misses ({len(misses)}):")
+        for m in misses:
+            tr.write_line(f"  {m}")
+    if stale:
+        tr.write_line(
+            f"stale entries, never played ({len(stale)}); re-record with "
+            "--agentbranch-record=all to drop them:"
+        )
+        for s in stale:
+            tr.write_line(f"  {s}")
+    if unchecked:
+        tr.write_line(f"not checked for stale entries (a test using them failed): {unchecked}")
+
+
+def _rel(path: Path, config: pytest.Config) -> str:
+    try:
+        return os.path.relpath(path, config.rootpath)
+    except ValueError:  # another drive (Windows)
+        return str(path)

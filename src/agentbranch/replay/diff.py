@@ -1,0 +1,243 @@
+"""Drift between two cassettes of the same run (two models, prompts or thresholds).
+
+Reads are paired by reader id and request key; what is left is paired when the reader,
+state and question ids match (a reworded question or prompt), and the rest are new or
+removed requests. For every paired question the read's own distribution (softmax of the
+stored label log-probabilities, uncalibrated) gives the top label, confidence and entropy
+on each side; a different top label is a **flip**. Chat exchanges are paired by key, then
+by the messages alone (another model); a different reply text counts as a flip too.
+New or removed requests mean the run took another path (a fallback now runs, a step no
+longer does).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentbranch.decisions import confidence_from, entropy
+from agentbranch.replay.format import CassetteData, ChatEntry, ReadEntry, load
+from agentbranch.replay.keys import (
+    digest,
+    reply_text,
+    request_differences,
+    short,
+)
+
+
+@dataclass
+class DecisionChange:
+    """One question of a paired read, on both sides."""
+
+    reader: str
+    state: str
+    question: str
+    old_label: str
+    new_label: str
+    old_confidence: float
+    new_confidence: float
+    old_entropy: float
+    new_entropy: float
+    changed_fields: list[str] = field(default_factory=list)
+
+    @property
+    def flipped(self) -> bool:
+        return self.old_label != self.new_label
+
+
+@dataclass
+class ChatChange:
+    """One paired chat exchange."""
+
+    old_model: str
+    new_model: str
+    prompt: str
+    old_reply: str
+    new_reply: str
+
+    @property
+    def flipped(self) -> bool:
+        return self.old_reply != self.new_reply
+
+
+@dataclass
+class CassetteDiff:
+    """What changed from the ``old`` cassette to the ``new`` one."""
+
+    old: str
+    new: str
+    old_models: dict[str, str]
+    new_models: dict[str, str]
+    decisions: list[DecisionChange]
+    chats: list[ChatChange]
+    added: list[str]
+    removed: list[str]
+
+    @property
+    def flips(self) -> int:
+        return sum(d.flipped for d in self.decisions) + sum(c.flipped for c in self.chats)
+
+    @property
+    def changed(self) -> bool:
+        """Anything flipped, or the run asked other requests."""
+        return bool(self.flips or self.added or self.removed)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "old": self.old,
+            "new": self.new,
+            "old_models": self.old_models,
+            "new_models": self.new_models,
+            "summary": {
+                "decisions": len(self.decisions),
+                "flipped_decisions": sum(d.flipped for d in self.decisions),
+                "chat_exchanges": len(self.chats),
+                "changed_replies": sum(c.flipped for c in self.chats),
+                "added": len(self.added),
+                "removed": len(self.removed),
+            },
+            "decisions": [
+                {**asdict(d), "flipped": d.flipped, "confidence_change": _delta(d)}
+                for d in self.decisions
+            ],
+            "chats": [{**asdict(c), "flipped": c.flipped} for c in self.chats],
+            "added": self.added,
+            "removed": self.removed,
+        }
+
+
+def _delta(d: DecisionChange) -> float:
+    return round(d.new_confidence - d.old_confidence, 6)
+
+
+def read_distribution(logprobs: tuple[float, ...]) -> list[float]:
+    """The label distribution of one read (softmax of its label log-probabilities)."""
+    top = max(logprobs)
+    if top == -math.inf:
+        return [1.0 / len(logprobs)] * len(logprobs)
+    weights = [math.exp(lp - top) for lp in logprobs]
+    z = sum(weights)
+    return [w / z for w in weights]
+
+
+def _models(data: CassetteData) -> dict[str, str]:
+    out = {rid: f"{r.name} ({r.model})" for rid, r in data.readers.items()}
+    out.update({mid: m["name"] for mid, m in data.chat_models.items()})
+    return out
+
+
+def _loose(e: ReadEntry) -> tuple[Any, ...]:
+    r = e.request
+    return (
+        e.reader,
+        r.get("state_sha", r.get("state")),
+        tuple(q["id"] for q in r.get("questions", [])),
+        r.get("draws"),
+    )
+
+
+def _pair(
+    old: list[Any], new: list[Any], exact: Any, loose: Any
+) -> tuple[list[tuple[Any, Any]], list[Any], list[Any]]:
+    """Pairs by ``exact`` key, then by ``loose`` key where it is unique on both sides."""
+    new_by = {exact(e): e for e in new}
+    pairs, rest_old = [], []
+    for e in old:
+        match = new_by.pop(exact(e), None)
+        if match is not None:
+            pairs.append((e, match))
+        else:
+            rest_old.append(e)
+    rest_new = list(new_by.values())
+    count_old: dict[Any, int] = {}
+    count_new: dict[Any, int] = {}
+    for e in rest_old:
+        count_old[loose(e)] = count_old.get(loose(e), 0) + 1
+    for e in rest_new:
+        count_new[loose(e)] = count_new.get(loose(e), 0) + 1
+    loose_new = {loose(e): e for e in rest_new if count_new[loose(e)] == 1}
+    removed, taken = [], set()
+    for e in rest_old:
+        k = loose(e)
+        if count_old[k] == 1 and k in loose_new:
+            pairs.append((e, loose_new[k]))
+            taken.add(id(loose_new[k]))
+        else:
+            removed.append(e)
+    added = [e for e in rest_new if id(e) not in taken]
+    return pairs, removed, added
+
+
+def _read_changes(a: ReadEntry, b: ReadEntry) -> list[DecisionChange]:
+    fields = [f for f, _ in request_differences(a.request, b.request)]
+    out = []
+    for qa, qb, ra, rb in zip(a.request["questions"], b.request["questions"], a.reads, b.reads):
+        pa, pb = read_distribution(ra.logprobs), read_distribution(rb.logprobs)
+        oa, ob = qa.get("options"), qb.get("options")
+        la = oa[pa.index(max(pa))] if oa else str(pa.index(max(pa)))
+        lb = ob[pb.index(max(pb))] if ob else str(pb.index(max(pb)))
+        out.append(
+            DecisionChange(
+                reader=b.reader,
+                state=short(b.request.get("state"), 60) or "",
+                question=qb["id"],
+                old_label=la,
+                new_label=lb,
+                old_confidence=round(confidence_from(pa), 6),
+                new_confidence=round(confidence_from(pb), 6),
+                old_entropy=round(entropy(pa), 6),
+                new_entropy=round(entropy(pb), 6),
+                changed_fields=fields,
+            )
+        )
+    return out
+
+
+def _read_label(e: ReadEntry) -> str:
+    qids = [q["id"] for q in e.request.get("questions", [])]
+    return f"read {e.reader} {short(e.request.get('state'), 50)!r} {qids}"
+
+
+def _chat_label(e: ChatEntry, models: dict[str, str]) -> str:
+    last = str(e.messages[-1].get("content")) if e.messages else ""
+    return f"chat {models.get(e.model, e.model)} {short(last, 50)!r}"
+
+
+def diff_cassettes(old: str | Path, new: str | Path) -> CassetteDiff:
+    """Compare two cassettes (``CassetteFormatError`` if either cannot be read)."""
+    a, b = load(old), load(new)
+    ma, mb = _models(a), _models(b)
+    pairs, removed, added = _pair(a.reads, b.reads, lambda e: (e.reader, e.key), _loose)
+    decisions = [c for x, y in pairs for c in _read_changes(x, y)]
+    cpairs, cremoved, cadded = _pair(
+        a.chats, b.chats, lambda e: e.key, lambda e: digest(repr(e.messages))
+    )
+    chats = []
+    for x, y in cpairs:
+        last = str(y.messages[-1].get("content")) if y.messages else ""
+        chats.append(
+            ChatChange(
+                old_model=ma.get(x.model, x.model),
+                new_model=mb.get(y.model, y.model),
+                prompt=short(last, 60) or "",
+                old_reply=reply_text(x.reply),
+                new_reply=reply_text(y.reply),
+            )
+        )
+    # Flips first, then the largest confidence changes.
+    decisions.sort(key=lambda d: (not d.flipped, -abs(d.new_confidence - d.old_confidence)))
+    return CassetteDiff(
+        old=str(old),
+        new=str(new),
+        old_models=ma,
+        new_models=mb,
+        decisions=decisions,
+        chats=chats,
+        added=[_read_label(e) for e in added] + [_chat_label(e, mb) for e in cadded],
+        removed=[_read_label(e) for e in removed] + [_chat_label(e, ma) for e in cremoved],
+    )
+
+
+__all__ = ["CassetteDiff", "ChatChange", "DecisionChange", "diff_cassettes"]

@@ -1,0 +1,98 @@
+"""What a miss says: the nearest recorded request and the fields that differ."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agentbranch.replay.format import ChatEntry, ReadEntry, ReaderInfo
+from agentbranch.replay.keys import (
+    messages_differences,
+    request_differences,
+    similarity,
+    text_diff,
+)
+
+Diffs = list[tuple[str, str]]
+
+HOW_TO_RECORD = (
+    "Record it: pytest --agentbranch-record=new (adds the missing entries) or "
+    "--agentbranch-record=all (re-records the cassette); Cassette(path, mode=...) outside pytest."
+)
+
+
+def nearest_read(
+    summary: dict[str, Any],
+    reader_id: str,
+    entries: Sequence[ReadEntry],
+    readers: Mapping[str, ReaderInfo],
+) -> tuple[ReadEntry | None, Diffs]:
+    """The recorded read closest to ``summary`` (same reader first) and how it differs."""
+    pool = [e for e in entries if e.reader == reader_id] or list(entries)
+    if not pool:
+        return None, []
+    nearest = min(
+        pool,
+        key=lambda e: (
+            len(request_differences(e.request, summary)),
+            -similarity(e.request.get("state") or "", summary["state"] or ""),
+        ),
+    )
+    diffs = request_differences(nearest.request, summary)
+    if nearest.reader != reader_id:
+        info = readers.get(nearest.reader)
+        diffs.insert(0, ("reader", f"{nearest.reader} -> {reader_id}"))
+        if info is not None:
+            diffs.insert(1, ("model", f"recorded by {info.name} ({info.model})"))
+    return nearest, diffs
+
+
+def nearest_chat(
+    messages: list[dict[str, Any]],
+    model: str,
+    llm_string: str,
+    name: str,
+    entries: Sequence[ChatEntry],
+    chat_models: Mapping[str, dict[str, str]],
+) -> tuple[ChatEntry | None, Diffs]:
+    """The recorded exchange closest to ``messages`` sent to ``model``, and how it differs."""
+    if not entries:
+        return None, []
+    last = str(messages[-1].get("content")) if messages else ""
+
+    def distance(e: ChatEntry) -> tuple[int, float]:
+        n = len(messages_differences(e.messages, messages)) + (e.model != model)
+        other = str(e.messages[-1].get("content")) if e.messages else ""
+        return n, -similarity(other, last)
+
+    nearest = min(entries, key=distance)
+    diffs = messages_differences(nearest.messages, messages)
+    if nearest.model != model:
+        was = chat_models.get(nearest.model, {})
+        llm = text_diff(was.get("llm_string", ""), llm_string, width=50)
+        diffs.insert(0, ("model", f"{was.get('name', nearest.model)} -> {name} (llm_string {llm})"))
+    return nearest, diffs
+
+
+def explain(
+    head: str, what: str, nearest: ReadEntry | ChatEntry | None, diffs: Diffs, empty: str
+) -> str:
+    """The miss message: ``head``, then the nearest recorded ``what`` and its field diff
+    (or ``empty`` when there is nothing to compare with), then how to record."""
+    lines = [head]
+    if nearest is not None:
+        fields = ", ".join(f for f, _ in diffs) or "nothing visible"
+        where = f"line {nearest.line}" if nearest.line else "recorded this run"
+        lines.append(f"Nearest recorded {what} ({where}) differs in: {fields}")
+        lines += [f"  {f}: {d}" for f, d in diffs]
+    else:
+        lines.append(empty)
+    lines.append(HOW_TO_RECORD)
+    return "\n".join(lines)
+
+
+def fields_note(diffs: Diffs) -> str:
+    return f" — differs in {', '.join(f for f, _ in diffs)}" if diffs else ""
+
+
+__all__ = ["HOW_TO_RECORD", "explain", "fields_note", "nearest_chat", "nearest_read"]

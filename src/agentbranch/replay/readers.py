@@ -1,0 +1,200 @@
+"""``CassetteReader``: a reader that answers from a cassette and records through a live one.
+
+The live reader is built only when something must be read live (a miss in ``new`` mode,
+every read in ``all`` and ``passthrough``), so a replay never loads a model. Replayed
+decisions report the reader as ``replay:<recorded reader>`` and the recorded model.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentbranch.engine.readers.base import Reader
+from agentbranch.engine.reads import LabelRead, ReadRequest
+from agentbranch.errors import ConfigurationError
+from agentbranch.replay.format import ReaderInfo
+
+if TYPE_CHECKING:
+    from agentbranch.replay.cassette import Cassette
+
+
+class CassetteReader(Reader):
+    """Reads of reader ``id`` in ``cassette``; ``live`` (a ``Reader`` or a function that
+    builds one) answers what must be read live. Made by ``Cassette.reader``."""
+
+    def __init__(
+        self, cassette: Cassette, live: Reader | Callable[[], Reader] | None, *, id: str
+    ) -> None:
+        self.cassette = cassette
+        self.id = id
+        self._live_arg = live
+        self._live: Reader | None = live if isinstance(live, Reader) else None
+        self._build_lock = threading.Lock()
+        self._live_loaded = False
+        # Whether this run replays this reader is fixed at creation, so every decision of
+        # the run reports the same reader name.
+        self._recorded = cassette.readers.get(id) if cassette.mode in ("new", "none") else None
+
+    # -- identity (what the engine reads before reading) ---------------------------------
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        if self._recorded is not None:
+            return f"replay:{self._recorded.name}"
+        live = self._live_or_none()
+        return live.name if live is not None else "replay:unknown"
+
+    @property
+    def model(self) -> str:  # type: ignore[override]
+        if self._recorded is not None:
+            return self._recorded.model
+        live = self._live_or_none()
+        return live.model if live is not None else "unknown"
+
+    @property
+    def max_options(self) -> int:  # type: ignore[override]
+        if self._recorded is not None:
+            return self._recorded.max_options
+        live = self._live_or_none()
+        return live.max_options if live is not None else 26
+
+    @property
+    def chat_cache(self) -> Any:
+        """The cassette's chat cache: ``Generate`` fallbacks of an engine reading through
+        this reader record and replay their chat model with it."""
+        return self.cassette.chat_cache
+
+    def _live_or_none(self) -> Reader | None:
+        """The live reader, built now if this run may read live at all."""
+        if self.cassette.mode == "none" or self._live_arg is None:
+            return None
+        return self._live_reader()
+
+    def _live_reader(self) -> Reader:
+        with self._build_lock:
+            if self._live is None:
+                assert self._live_arg is not None and not isinstance(self._live_arg, Reader)
+                built = self._live_arg()
+                if not isinstance(built, Reader):
+                    raise ConfigurationError(
+                        f"the reader factory of cassette reader {self.id!r} returned "
+                        f"{type(built).__name__}, not a Reader"
+                    )
+                self._live = built
+            if not self._live_loaded:
+                # Readers that load lazily (``Reader.load``) load before their first read.
+                load = getattr(self._live, "load", None)
+                if callable(load):
+                    load()
+                self._live_loaded = True
+            return self._live
+
+    def _info(self, live: Reader) -> ReaderInfo:
+        return ReaderInfo(live.name, live.model, live.max_options)
+
+    # -- reading ---------------------------------------------------------------------
+
+    def _plan(
+        self, requests: Sequence[ReadRequest]
+    ) -> tuple[list[list[LabelRead] | None], list[int]]:
+        mode = self.cassette.mode
+        if mode in ("all", "passthrough"):
+            if self._live_arg is None:
+                raise ConfigurationError(
+                    f"cassette {self.cassette.path} is in mode {mode!r}, which reads live, "
+                    f"but reader {self.id!r} was given no reader; pass one (or a function "
+                    "that builds one) to Cassette.reader"
+                )
+            return [None] * len(requests), list(range(len(requests)))
+        answers = [self.cassette.lookup_read(self.id, r) for r in requests]
+        missing = [i for i, a in enumerate(answers) if a is None]
+        if missing and (mode == "none" or self._live_arg is None):
+            why = (
+                "Replay (mode 'none') reads no model."
+                if mode == "none"
+                else "No live reader was given to record it with."
+            )
+            raise self.cassette.read_miss(self.id, requests[missing[0]], why)
+        return answers, missing
+
+    def _merge(
+        self,
+        requests: Sequence[ReadRequest],
+        answers: list[list[LabelRead] | None],
+        missing: list[int],
+        live: Reader,
+        got: list[list[LabelRead]],
+    ) -> list[list[LabelRead]]:
+        asked = [requests[i] for i in missing]
+        self.cassette.record_reads(self.id, self._info(live), asked, got)
+        for i, answer in zip(missing, got):
+            answers[i] = answer
+        return [a for a in answers if a is not None]
+
+    def read(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
+        answers, missing = self._plan(requests)
+        if not missing:
+            return [a for a in answers if a is not None]
+        live = self._live_reader()
+        got = live.read([requests[i] for i in missing])
+        return self._merge(requests, answers, missing, live, got)
+
+    async def aread(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
+        answers, missing = self._plan(requests)
+        if not missing:
+            return [a for a in answers if a is not None]
+        live = self._live_reader()
+        got = await live.aread([requests[i] for i in missing])
+        return self._merge(requests, answers, missing, live, got)
+
+    def _reads_live_from_the_start(self) -> bool:
+        mode = self.cassette.mode
+        live_run = mode in ("all", "passthrough") or (mode == "new" and self._recorded is None)
+        return live_run and self._live_arg is not None
+
+    def load(self) -> None:
+        """Build and load the live reader when this run reads live from the start (a
+        replay never loads a model; a miss in ``new`` mode loads it then)."""
+        if self._reads_live_from_the_start():
+            self._live_reader()
+
+    def warmup(self) -> None:
+        """``load()`` plus the live reader's own warm-up, when this run reads live."""
+        if self._reads_live_from_the_start():
+            warmup = getattr(self._live_reader(), "warmup", None)
+            if callable(warmup):
+                warmup()
+
+    def close(self) -> None:
+        """Close the live reader if this reader built it (a passed ``Reader`` stays the
+        caller's)."""
+        if self._live is not None and self._live is not self._live_arg:
+            self._live.close()
+
+
+def cassette_reader(
+    path: str | Path,
+    reader: Reader | Callable[[], Reader] | None = None,
+    *,
+    mode: str | None = None,
+) -> CassetteReader:
+    """One reader on the cassette at ``path`` (``Cassette(path, mode).reader(reader)``).
+
+    ``mode`` is ``all``, ``new``, ``none`` or ``passthrough``; ``None`` is ``none`` when
+    the ``CI`` environment variable is set, else ``new`` (replay what is recorded, record
+    the rest through ``reader``)."""
+    from agentbranch.replay.cassette import Cassette
+
+    cassette = Cassette(path, mode)
+    if reader is None and not cassette.path.exists():
+        raise ConfigurationError(
+            f"no cassette at {cassette.path} and no reader to record it with; pass "
+            "reader=... (a Reader or a function that builds one)"
+        )
+    return cassette.reader(reader)
+
+
+__all__ = ["CassetteReader", "cassette_reader"]
