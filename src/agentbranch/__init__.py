@@ -26,12 +26,13 @@ from agentbranch.errors import (
     SpecialTokenError,
     StateTooLongError,
 )
-from agentbranch.policy import FailClosed, FailOpen, Generate, GotoNode, MoreDraws, Policy
+from agentbranch.policy import Audit, FailClosed, FailOpen, Generate, GotoNode, MoreDraws, Policy
 from agentbranch.questions import choice, score, yes_no
 
 __all__ = [
     "AgentBranchDecisionModel",
     "AgentBranchError",
+    "Audit",
     "BatchingReader",
     "Calibration",
     "ConfigurationError",

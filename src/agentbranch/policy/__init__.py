@@ -27,6 +27,7 @@ Modules, one job each: ``config`` (what a policy says), ``records`` (decision re
 ``failure`` (engine errors), ``resolver`` (the steps in order).
 """
 
+from agentbranch.audit.config import Audit
 from agentbranch.policy.config import (
     Band,
     DecidedBy,
@@ -51,6 +52,7 @@ from agentbranch.policy.records import engine_record, error_record, review_paylo
 from agentbranch.policy.resolver import Resolver
 
 __all__ = [
+    "Audit",
     "Band",
     "DecidedBy",
     "DecisionRecord",
