@@ -5,6 +5,7 @@
 * ``agentbranch decide STATE --choice/--yes-no/--score ...`` — one decision.
 * ``agentbranch calibrate LABELED.jsonl`` — fit temperatures, report, save, diagram.
 * ``agentbranch engine`` — which engine the environment selects, and why.
+* ``agentbranch audit report AUDITS.jsonl`` — the take band's precision vs a teacher.
 """
 
 from __future__ import annotations
@@ -287,7 +288,9 @@ def _f(x: float | None, digits: int = 3) -> str:
 
 @app.command()
 def calibrate(
-    labelled: Annotated[Path, typer.Argument(help="Labelled JSON Lines (docs/calibration.md).")],
+    labelled: Annotated[
+        Path | None, typer.Argument(help="Labelled JSON Lines (docs/calibration.md).")
+    ] = None,
     questions: Annotated[
         Path | None, typer.Option(help="JSON file {id: wire question} the lines refer to.")
     ] = None,
@@ -309,6 +312,9 @@ def calibrate(
     seed: Annotated[int, typer.Option()] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    from_audit: Annotated[
+        Path | None, typer.Option(help="Fit on audit records' teacher labels (docs/audit.md).")
+    ] = None,
 ) -> None:
     """Fit temperatures on LABELLED examples; report accuracy, ECE, Brier and coverage
     before/after; save the calibration; draw a reliability diagram."""
@@ -320,23 +326,37 @@ def calibrate(
     _quiet_logs(verbose)
     if by not in ("question", "type"):
         raise typer.BadParameter("--by must be 'question' or 'type'")
+    if (labelled is None) == (from_audit is None):
+        raise typer.BadParameter("give a LABELLED file or --from-audit AUDITS.jsonl (one)")
     try:
-        extra = json.loads(questions.read_text("utf-8")) if questions else None
-        examples = cal.load_labelled(labelled, extra)
-        engine, reason = _engine(None, permutations)
-        err.print(f"[dim]engine:[/dim] {engine.reader.name} ({engine.reader.model}) — {reason}")
-        with Progress(console=err, transient=True) as bar:
-            task = bar.add_task("reading examples", total=len(examples))
-            report = cal.calibrate(
-                engine,
-                examples,
+        if from_audit is not None:  # the engine's logged distributions, the teacher's labels
+            from agentbranch.audit import calibrate_from_audit
+
+            report = calibrate_from_audit(
+                from_audit,
                 by=by,  # type: ignore[arg-type]
                 holdout=holdout,
                 target_precision=target_precision,
                 seed=seed,
                 min_examples=min_examples,
-                progress=lambda n: bar.advance(task, n),
             )
+        else:
+            extra = json.loads(questions.read_text("utf-8")) if questions else None
+            examples = cal.load_labelled(labelled, extra)
+            engine, reason = _engine(None, permutations)
+            err.print(f"[dim]engine:[/dim] {engine.reader.name} ({engine.reader.model}) — {reason}")
+            with Progress(console=err, transient=True) as bar:
+                task = bar.add_task("reading examples", total=len(examples))
+                report = cal.calibrate(
+                    engine,
+                    examples,
+                    by=by,  # type: ignore[arg-type]
+                    holdout=holdout,
+                    target_precision=target_precision,
+                    seed=seed,
+                    min_examples=min_examples,
+                    progress=lambda n: bar.advance(task, n),
+                )
     except AgentBranchError as e:
         err.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
@@ -439,6 +459,13 @@ def engine(
     if load:
         built, _ = _engine(None)
         console.print(f"built: {built.reader.name} ({built.reader.model})")
+
+
+# -- audit ----------------------------------------------------------------------------
+
+from agentbranch.audit.cli import audit_app  # noqa: E402 - the `audit` sub-commands
+
+app.add_typer(audit_app, name="audit")
 
 
 if __name__ == "__main__":  # python -m agentbranch.cli
