@@ -64,38 +64,45 @@ def report(
     if not rep.questions:
         console.print(f"{file}: no audit records yet")
         return
-    table = Table(title=f"audits vs the teacher ({level:.0%} Wilson intervals)")
-    for col in (
-        "question",
-        "audits",
-        "fallback ex.",
-        "take_at now",
-        "take-band precision",
-        f"take_at @{target_precision:.0%} (known)",
-        "estimate (coverage)",
-        "more audits",
-    ):
-        table.add_column(col, justify="left" if col == "question" else "right")
+    pct = f"{target_precision:.0%}"
     for qid, q in rep.questions.items():
         t, tb = q.threshold, q.take_band
+        table = Table(title=f"{qid}: the engine vs the teacher", show_header=False)
+        table.add_column("what", style="cyan")
+        table.add_column("value")
         table.add_row(
-            qid,
-            str(tb.n),
-            str(q.fallback_examples),
-            _f(q.current_take_at, 2),
-            f"{_f(tb.precision)} [{_f(tb.low)}, {_f(tb.high)}]" if tb.n else "-",
-            _f(t.take_at) if t.take_at is not None else "not yet",
-            f"{_f(t.estimate)} ({_f(t.coverage, 2)})" if t.estimate is not None else "none",
-            "-" if t.more_audits is None else str(t.more_audits),
+            "audited",
+            f"{tb.n} taken + {q.fallback_examples} fallback "
+            f"(take_at now {_f(q.current_take_at, 2)})",
         )
-    console.print(table)
-    edges = [f"{b.low:.1f}" for b in next(iter(rep.questions.values())).bins]
-    agreement = Table(title="agreement with the teacher by confidence (n)")
-    agreement.add_column("question")
-    for e in edges:
-        agreement.add_column(f"≥{e}", justify="right")
-    for qid, q in rep.questions.items():
-        agreement.add_row(qid, *[f"{_f(b.agreement, 2)} ({b.n})" if b.n else "-" for b in q.bins])
-    console.print(agreement)
+        table.add_row(
+            "take-band precision",
+            f"{_f(tb.precision)}  [{_f(tb.low)}, {_f(tb.high)}] ({level:.0%} Wilson)"
+            if tb.n
+            else "no audits of the take band yet",
+        )
+        table.add_row(
+            f"take_at for {pct}",
+            (f"{_f(t.take_at)} known" if t.take_at is not None else "not known yet")
+            + (
+                f"; {_f(t.estimate)} estimated (coverage {_f(t.coverage, 2)})"
+                if t.estimate is not None
+                else "; no threshold reaches it"
+            ),
+        )
+        if t.estimate is not None:
+            more = (
+                "none: the estimate is known"
+                if t.more_audits == 0
+                else "cannot be shown (precision at the estimate is the target)"
+                if t.more_audits is None
+                else f"≈{t.more_audits} to know {_f(t.estimate)}"
+            )
+            table.add_row("more audits", more)
+        table.add_row(
+            "agreement by confidence",
+            "  ".join(f"≥{b.low:.1f}: {_f(b.agreement, 2)} ({b.n})" for b in q.bins if b.n),
+        )
+        console.print(table)
     if diagram is not None:
         console.print(f"reliability diagram [bold]{diagram}[/bold]")
