@@ -398,3 +398,24 @@ def test_concurrent_runs_share_one_audit_safely():
         t.join()
     assert audit.flush(timeout=30)
     assert len(records) == 200 == audit.stats.sampled
+
+
+def test_calibrating_from_audits_of_a_run_moves_ece_on_the_teachers_labels_down(tmp_path):
+    """An over-confident engine (0.90-0.99 on 'billing') and a teacher agreeing 70% of
+    the time: the audits of a real run calibrate it."""
+    from agentbranch.audit import calibrate_from_audit
+
+    def team(state: str, q: Any) -> dict[str, float]:
+        i = int(state.split()[1].rstrip(":"))
+        return sure("billing", 0.90 + 0.01 * (i % 10))(state, q)
+
+    path = tmp_path / "audits.jsonl"
+    audit = Audit(model=Teacher(agree_p=0.7, seed=2), rate=1.0, sink=path, queue_size=1000)
+    resolver = Resolver(engine({"team": team}), QUESTIONS, Policy(audit=audit))
+    _resolve_all(resolver, tickets(500))
+    assert audit.flush(timeout=60)
+    report = calibrate_from_audit(path, holdout=0.3)
+    assert report.held_out and report.n_eval >= 140
+    assert report.before.ece > 0.15
+    assert report.after.ece < report.before.ece / 2
+    assert report.calibration.temperature("team", "choice") > 1.0

@@ -62,3 +62,27 @@ def test_every_snippet_in_docs_audit_runs_and_prints_what_the_page_shows(offline
     assert checked >= 4
     assert (offline_embedded / "audit.png").is_file()
     assert (offline_embedded / "calibration.json").is_file()
+
+
+def test_the_readme_audit_snippet_builds_an_audited_policy(offline_embedded):
+    from _audit_fixtures import Teacher
+
+    from agentbranch.policy import Audit, Generate, Policy, Resolver
+
+    readme = (DOC.parents[1] / "README.md").read_text()
+    section = readme.split("## Audits: measure the take band on live traffic", 1)[1]
+    body = BLOCK.search(section).group(2)
+    namespace = {"Policy": Policy, "Generate": Generate, "Audit": Audit, "chat_model": Teacher()}
+    exec(compile(body, "README.md", "exec"), namespace)
+    policy = namespace["policy"]
+    assert policy.audit.rate == 0.05 and policy.audit.model is None  # the fallback model
+    import agentbranch as ab
+
+    engine = ab.DecisionEngine(ab.ScriptedReader({"team": {"billing": 0.99, "outage": 0.01}}))
+    q = {"team": ab.choice("Which team?", ["billing", "outage"])}
+    resolver = Resolver(engine, q, policy)
+    for i in range(200):
+        assert resolver.resolve(f"ticket {i}")["team"]["label"] == "billing"
+    assert policy.audit.flush(timeout=30)
+    assert policy.audit.stats.audited == policy.audit.stats.sampled > 0
+    assert (offline_embedded / "audits.jsonl").is_file()
