@@ -18,6 +18,10 @@ Engine errors are errors unless the policy says otherwise, explicitly:
 ``on_error=FailClosed("safe_node")`` routes to a named safe node
 (``decided_by="fail_closed"``).
 
+With ``audit=Audit(...)`` (``agentbranch.audit``) a sampled share of the taken decisions
+is also asked of a teacher model in the background, and fallback generations are kept as
+labelled examples; routes never change.
+
 Every resolved decision is a plain dict (``DecisionRecord``), safe to keep in graph state
 and checkpoints. This package knows nothing of LangGraph: review is a callback the
 integration supplies.
