@@ -62,6 +62,14 @@ def test_audit_options_are_checked():
         Policy(audit={"rate": 0.1})
 
 
+def test_a_copied_policy_shares_its_audit():
+    import copy
+
+    policy = Policy(audit=Audit(model=Teacher(), rate=0.5))
+    assert copy.deepcopy(policy).audit is policy.audit
+    assert copy.copy(policy.audit) is policy.audit
+
+
 # -- sampling -----------------------------------------------------------------------------
 
 

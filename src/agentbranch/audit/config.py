@@ -131,6 +131,12 @@ class Audit:
         """Record what is queued and stop the worker thread."""
         return self._worker.close(timeout)  # type: ignore[attr-defined]
 
+    def __copy__(self) -> Audit:
+        return self  # one queue, one worker and one set of sinks, however it is copied
+
+    def __deepcopy__(self, memo: dict) -> Audit:
+        return self
+
     def __repr__(self) -> str:
         model = type(self.model).__name__ if self.model is not None else "<Generate model>"
         return f"Audit(model={model}, rate={self.rate}, sinks={self._sinks!r})"  # type: ignore[attr-defined]
