@@ -219,6 +219,14 @@ def test_audit_records_become_labelled_examples():
     assert [s.options[s.label_index] for s in scored] == [r["teacher_label"] for r in recs]
 
 
+def test_inconsistent_records_are_clear_errors():
+    rec = record(0.9, True)
+    with pytest.raises(ConfigurationError, match="do not fit together"):
+        scored_examples([{**rec, "teacher_label": "sales"}])
+    with pytest.raises(ConfigurationError, match="spec"):
+        labelled_examples([{k: v for k, v in rec.items() if k != "spec"}])
+
+
 def test_the_engines_own_temperature_is_undone_before_fitting():
     raw = overconfident_records(50, seed=4)
     logged = overconfident_records(50, seed=4, temperature=2.0)

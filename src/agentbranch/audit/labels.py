@@ -14,6 +14,7 @@ from typing import Any
 
 from agentbranch.audit.report import Record, check_record, load_records
 from agentbranch.calibrate import By, Example, Report, Scored, apply_temperature
+from agentbranch.errors import ConfigurationError
 from agentbranch.questions import coerce_question
 
 
@@ -30,6 +31,8 @@ def labelled_examples(records: Iterable[Record] | str | Path) -> list[Example]:
     out = []
     for i, rec in enumerate(_records(records), 1):
         qid = rec["question_id"]
+        if not isinstance(rec.get("spec"), dict):
+            raise ConfigurationError(f"audit record {i} ({qid!r}) has no question 'spec'")
         question = coerce_question(qid, rec["spec"])
         out.append(Example(rec.get("state"), qid, question, rec["teacher_label"], line=i))
     return out
@@ -41,9 +44,18 @@ def scored_examples(records: Iterable[Record] | str | Path, *, raw: bool = True)
     ``raw`` undoes the temperature the engine applied when deciding, so a fit starts
     from the reader's own probabilities; ``raw=False`` keeps them as the run saw them."""
     out = []
-    for rec in _records(records):
-        options = tuple(rec["options"])
-        probs = [float(rec["probabilities"][o]) for o in options]
+    for i, rec in enumerate(_records(records), 1):
+        options = tuple(rec.get("options") or ())
+        probs = [float((rec.get("probabilities") or {}).get(o, "nan")) for o in options]
+        if (
+            len(options) < 2
+            or rec["teacher_label"] not in options
+            or any(not 0.0 <= p <= 1.0 for p in probs)
+        ):
+            raise ConfigurationError(
+                f"audit record {i} ({rec['question_id']!r}): options, probabilities and the "
+                "teacher's label do not fit together; was the file edited by hand?"
+            )
         temperature = float(rec.get("temperature") or 1.0)
         if raw and temperature != 1.0:
             probs = apply_temperature(probs, 1.0 / temperature)
