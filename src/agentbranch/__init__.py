@@ -29,7 +29,7 @@ from agentbranch.errors import (
     SpecialTokenError,
     StateTooLongError,
 )
-from agentbranch.policy import FailClosed, FailOpen, Generate, GotoNode, MoreDraws, Policy
+from agentbranch.policy import Audit, FailClosed, FailOpen, Generate, GotoNode, MoreDraws, Policy
 from agentbranch.questions import choice, score, yes_no
 
 # A library is silent unless the application configures logging (see agentbranch.logs).
@@ -38,6 +38,7 @@ logging.getLogger("agentbranch").addHandler(logging.NullHandler())
 __all__ = [
     "AgentBranchDecisionModel",
     "AgentBranchError",
+    "Audit",
     "BatchingReader",
     "Calibration",
     "ConfigurationError",

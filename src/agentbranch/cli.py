@@ -6,6 +6,7 @@
 * ``agentbranch calibrate LABELED.jsonl`` — fit temperatures, report, save, diagram.
 * ``agentbranch engine`` — which engine the environment selects, and why.
 * ``agentbranch replay diff OLD NEW`` — drift between two cassettes (``agentbranch.replay.cli``).
+* ``agentbranch audit report AUDITS.jsonl`` — the take band's precision vs a teacher.
 """
 
 from __future__ import annotations
@@ -244,7 +245,9 @@ def _examples_for(examples: list[str] | None, names: list[str]) -> dict[str, lis
     for raw in examples or []:
         name, sep, text = raw.partition("=")
         if not sep or not text.strip():
-            raise typer.BadParameter(f"--example {raw!r}: write ANSWER=TEXT, e.g. billing='Refund me'")
+            raise typer.BadParameter(
+                f"--example {raw!r}: write ANSWER=TEXT, e.g. billing='Refund me'"
+            )
         if name.strip() in names:
             out.setdefault(name.strip(), []).append(text.strip())
     return out or None
@@ -355,7 +358,9 @@ def _f(x: float | None, digits: int = 3) -> str:
 
 @app.command()
 def calibrate(
-    labelled: Annotated[Path, typer.Argument(help="Labelled JSON Lines (docs/calibration.md).")],
+    labelled: Annotated[
+        Path | None, typer.Argument(help="Labelled JSON Lines (docs/calibration.md).")
+    ] = None,
     questions: Annotated[
         Path | None, typer.Option(help="JSON file {id: wire question} the lines refer to.")
     ] = None,
@@ -388,6 +393,9 @@ def calibrate(
     ] = "auto",
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    from_audit: Annotated[
+        Path | None, typer.Option(help="Fit on audit records' teacher labels (docs/audit.md).")
+    ] = None,
 ) -> None:
     """Fit temperatures on LABELLED examples; report accuracy, ECE, Brier and coverage
     before/after; save the calibration; draw a reliability diagram. With --evaluate,
@@ -406,32 +414,48 @@ def calibrate(
         raise typer.BadParameter("--by must be 'question' or 'type'")
     if reader not in ("auto", "embedded", "remote", "vllm"):
         raise typer.BadParameter("--reader must be auto, embedded, remote or vllm")
+    if (labelled is None) == (from_audit is None):
+        raise typer.BadParameter("give a LABELLED file or --from-audit AUDITS.jsonl (one)")
+    if from_audit is not None and evaluate is not None:
+        raise typer.BadParameter("--evaluate scores a LABELLED file; it does not take --from-audit")
     try:
-        extra = json.loads(questions.read_text("utf-8")) if questions else None
-        examples = cal.load_labelled(labelled, extra, default_question=question)
-        engine, reason = _engine(None, permutations, reader)
-        err.print(f"[dim]engine:[/dim] {engine.reader.name} ({engine.reader.model}) — {reason}")
-        with Progress(console=err, transient=True) as bar:
-            task = bar.add_task("reading examples", total=len(examples))
-            if evaluate is not None:
-                report = cal.evaluate(
-                    engine,
-                    examples,
-                    Calibration.load(evaluate),
-                    target_precision=target_precision,
-                    progress=lambda n: bar.advance(task, n),
-                )
-            else:
-                report = cal.calibrate(
-                    engine,
-                    examples,
-                    by=by,  # type: ignore[arg-type]
-                    holdout=holdout,
-                    target_precision=target_precision,
-                    seed=seed,
-                    min_examples=min_examples,
-                    progress=lambda n: bar.advance(task, n),
-                )
+        if from_audit is not None:  # the engine's logged distributions, the teacher's labels
+            from agentbranch.audit import calibrate_from_audit
+
+            report = calibrate_from_audit(
+                from_audit,
+                by=by,  # type: ignore[arg-type]
+                holdout=holdout,
+                target_precision=target_precision,
+                seed=seed,
+                min_examples=min_examples,
+            )
+        else:
+            extra = json.loads(questions.read_text("utf-8")) if questions else None
+            examples = cal.load_labelled(labelled, extra, default_question=question)
+            engine, reason = _engine(None, permutations, reader)
+            err.print(f"[dim]engine:[/dim] {engine.reader.name} ({engine.reader.model}) — {reason}")
+            with Progress(console=err, transient=True) as bar:
+                task = bar.add_task("reading examples", total=len(examples))
+                if evaluate is not None:
+                    report = cal.evaluate(
+                        engine,
+                        examples,
+                        Calibration.load(evaluate),
+                        target_precision=target_precision,
+                        progress=lambda n: bar.advance(task, n),
+                    )
+                else:
+                    report = cal.calibrate(
+                        engine,
+                        examples,
+                        by=by,  # type: ignore[arg-type]
+                        holdout=holdout,
+                        target_precision=target_precision,
+                        seed=seed,
+                        min_examples=min_examples,
+                        progress=lambda n: bar.advance(task, n),
+                    )
     except AgentBranchError as e:
         err.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
@@ -549,13 +573,17 @@ def engine(
         console.print(f"built: {built.reader.name} ({built.reader.model})")
 
 
-def _add_replay() -> None:
+def _add_subcommands() -> None:
+    """`agentbranch replay ...` and `agentbranch audit ...` live in their own modules."""
+    from agentbranch.audit.cli import audit_app
     from agentbranch.replay.cli import replay_app
 
     app.add_typer(replay_app, name="replay")
+    app.add_typer(audit_app, name="audit")
 
 
-_add_replay()
+_add_subcommands()
+
 
 if __name__ == "__main__":  # python -m agentbranch.cli
     app()

@@ -15,7 +15,7 @@ yes/no risk question, and all of them are answered in ONE batched engine read
 Engine errors raise, unless the policy says ``FailOpen(label)`` (take that answer) or
 ``FailClosed("block")`` / ``FailClosed("review")`` (block, or ask a human). Every resolved
 decision is written to agent state under ``tool_decisions`` (tool call id → record) and
-emitted like a decide node's (structlog, LangGraph custom stream, LangChain callbacks).
+emitted like a decide node's (the stdlib decision log, LangGraph custom stream, LangChain callbacks).
 The gate only reads through the engine's reader, so a cassette reader replays it.
 """
 

@@ -14,7 +14,7 @@ binds only the tools it selects.
 ``min_confidence`` is the floor: a choice read below it keeps every tool, and in yes/no
 mode a tool whose answer is below it is kept (the engine is not sure it is unneeded).
 The selection and its decision records go to agent state under ``tool_selection`` and are
-emitted like every decision (structlog, custom stream, callbacks).
+emitted like every decision (the stdlib decision log, custom stream, callbacks).
 """
 
 from __future__ import annotations

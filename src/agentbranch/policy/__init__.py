@@ -18,6 +18,10 @@ Engine errors are errors unless the policy says otherwise, explicitly:
 ``on_error=FailClosed("safe_node")`` routes to a named safe node
 (``decided_by="fail_closed"``).
 
+With ``audit=Audit(...)`` (``agentbranch.audit``) a sampled share of the taken decisions
+is also asked of a teacher model in the background, and fallback generations are kept as
+labelled examples; routes never change.
+
 Every resolved decision is a plain dict (``DecisionRecord``), safe to keep in graph state
 and checkpoints. This package knows nothing of LangGraph: review is a callback the
 integration supplies.
@@ -27,6 +31,7 @@ Modules, one job each: ``config`` (what a policy says), ``records`` (decision re
 ``failure`` (engine errors), ``resolver`` (the steps in order).
 """
 
+from agentbranch.audit.config import Audit
 from agentbranch.policy.config import (
     Band,
     DecidedBy,
@@ -51,6 +56,7 @@ from agentbranch.policy.records import engine_record, error_record, review_paylo
 from agentbranch.policy.resolver import Resolver
 
 __all__ = [
+    "Audit",
     "Band",
     "DecidedBy",
     "DecisionRecord",

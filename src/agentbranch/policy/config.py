@@ -96,6 +96,9 @@ class Policy:
             its probability outside the labels); it falls back (or goes to review).
         fallbacks: what runs in the fallback band, in order.
         on_error: ``"raise"`` (default), ``FailOpen(label)`` or ``FailClosed(node)``.
+        audit: ``Audit(...)`` (``agentbranch.audit``): a sampled share of the decisions
+            taken is also asked of a teacher model in the background, and fallback
+            generations are kept as labelled examples; never changes a route.
 
     ``Policy()`` takes every answer. A policy with a non-empty fallback band and no
     fallbacks is a configuration error: say what should happen to uncertain answers.
@@ -106,9 +109,11 @@ class Policy:
     min_label_mass: float = 0.0
     fallbacks: Sequence[Fallback] = field(default_factory=tuple)
     on_error: OnError = "raise"
+    audit: Any = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fallbacks", tuple(self.fallbacks))
+        self._check_audit()
         if not 0.0 <= self.take_at <= 1.0:
             raise ConfigurationError(f"take_at must be in [0, 1], got {self.take_at}")
         if self.review_below is not None and not 0.0 <= self.review_below <= self.take_at:
@@ -138,6 +143,19 @@ class Policy:
             raise ConfigurationError(
                 "MoreDraws alone cannot resolve an answer that stays uncertain; end the "
                 "fallbacks with Generate(model) or GotoNode('node')"
+            )
+
+    def _check_audit(self) -> None:
+        from agentbranch.audit.config import Audit
+
+        if self.audit is None:
+            return
+        if not isinstance(self.audit, Audit):
+            raise ConfigurationError(f"audit must be an Audit(...), got {self.audit!r}")
+        if self.audit.model is None and not any(isinstance(f, Generate) for f in self.fallbacks):
+            raise ConfigurationError(
+                "Audit() without a model audits with the policy's Generate fallback model, "
+                "and this policy has none; give Audit(model=chat_model)"
             )
 
     @property

@@ -40,6 +40,7 @@ class Resolver:
     def __post_init__(self) -> None:
         self.questions = validate_questions(self.questions)
         check_policies(self.policy, self.questions)
+        self._audited = any(policy_for(self.policy, q).audit for q in self.questions)
         for qid in self.questions:
             p = policy_for(self.policy, qid)
             if not self.allow_goto and p.targets():
@@ -63,6 +64,7 @@ class Resolver:
         review_all(records, pending["review"], self.review)
         for qid in pending["fallback"]:
             records[qid] = run_sync(self._fallbacks(qid, records[qid], state))
+        self._shadow(records, state)
         return records
 
     async def aresolve(self, state: Any) -> dict[str, DecisionRecord]:
@@ -74,7 +76,15 @@ class Resolver:
         review_all(records, pending["review"], self.review)
         for qid in pending["fallback"]:
             records[qid] = await run_async(self._fallbacks(qid, records[qid], state))
+        self._shadow(records, state)
         return records
+
+    def _shadow(self, records: dict[str, DecisionRecord], state: Any) -> None:
+        """Queue audits (never blocks, never raises; see ``agentbranch.audit``)."""
+        if self._audited:
+            from agentbranch.audit.shadow import shadow
+
+            shadow(self.engine, self.questions, self.policy, records, state)
 
     def _fallbacks(self, qid: str, rec: DecisionRecord, state: Any) -> Steps:
         policy = policy_for(self.policy, qid)

@@ -1,0 +1,53 @@
+"""Audits: measure the take band's precision on live traffic, with a teacher model.
+
+``Policy(take_at=0.8, fallbacks=[Generate(llm)], audit=Audit(rate=0.05, sink="audits.jsonl"))``
+asks the teacher (here the fallback model) about 5% of the decisions the engine takes, in
+the background, and keeps every fallback generation as a labelled example. Then:
+
+* ``audit_report(load_records("audits.jsonl"))`` / ``agentbranch audit report
+  audits.jsonl``: per question, the take band's precision with a Wilson interval,
+  agreement by confidence bin and the ``take_at`` reaching a target precision;
+* ``calibrate_from_audit("audits.jsonl")`` / ``agentbranch calibrate --from-audit
+  audits.jsonl``: temperatures fitted on the teacher's labels.
+
+Modules: ``config`` (``Audit``), ``worker`` (the bounded background queue), ``sinks``,
+``shadow`` (the resolver's hook), ``report`` (the maths), ``labels`` (records as labelled
+examples), ``cli`` (``agentbranch audit``). See docs/audit.md.
+"""
+
+from agentbranch.audit.config import AUDIT_EVENT, Audit
+from agentbranch.audit.labels import calibrate_from_audit, labelled_examples, scored_examples
+from agentbranch.audit.report import (
+    AuditReport,
+    ConfidenceBin,
+    Precision,
+    QuestionAudit,
+    TakeAt,
+    audit_report,
+    audits_needed,
+    load_records,
+    wilson,
+)
+from agentbranch.audit.sinks import CallbackSink, JsonlSink, StoreSink
+from agentbranch.audit.worker import AuditStats
+
+__all__ = [
+    "AUDIT_EVENT",
+    "Audit",
+    "AuditReport",
+    "AuditStats",
+    "CallbackSink",
+    "ConfidenceBin",
+    "JsonlSink",
+    "Precision",
+    "QuestionAudit",
+    "StoreSink",
+    "TakeAt",
+    "audit_report",
+    "audits_needed",
+    "calibrate_from_audit",
+    "labelled_examples",
+    "load_records",
+    "scored_examples",
+    "wilson",
+]

@@ -1,0 +1,108 @@
+"""``agentbranch audit report FILE``: the audit report as a table, JSON and a diagram."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+audit_app = typer.Typer(
+    name="audit",
+    help="Shadow audits: how often the decisions the engine takes agree with a teacher.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+console = Console()
+err = Console(stderr=True)
+
+
+def _f(x: float | None, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    return f"{x:.{digits}f}"
+
+
+@audit_app.command()
+def report(
+    file: Annotated[Path, typer.Argument(help="Audit records (JSON Lines from Audit(sink=...)).")],
+    target_precision: Annotated[
+        float, typer.Option(help="Precision the suggested take_at must reach.")
+    ] = 0.9,
+    level: Annotated[float, typer.Option(help="Confidence level of the intervals.")] = 0.95,
+    bins: Annotated[int, typer.Option(help="Confidence bins.")] = 10,
+    diagram: Annotated[
+        Path | None, typer.Option(help="Write a reliability diagram PNG (vs the teacher).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Per question: the take band's precision (Wilson interval), agreement by confidence
+    bin, the take_at reaching --target-precision and how many more audits would show it."""
+    from agentbranch.audit.labels import scored_examples
+    from agentbranch.audit.report import audit_report, load_records
+    from agentbranch.errors import AgentBranchError
+
+    try:
+        records = load_records(file)
+        rep = audit_report(records, target_precision=target_precision, level=level, bins=bins)
+        if diagram is not None and records:
+            from agentbranch.calibrate import reliability_diagram
+
+            reliability_diagram(
+                scored_examples(records, raw=False), None, diagram, bins=bins, title="audits"
+            )
+    except AgentBranchError as e:
+        err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    if as_json:
+        print(json.dumps(rep.as_dict(), indent=2))
+        return
+    if not rep.questions:
+        console.print(f"{file}: no audit records yet")
+        return
+    pct = f"{target_precision:.0%}"
+    for qid, q in rep.questions.items():
+        t, tb = q.threshold, q.take_band
+        table = Table(title=f"{qid}: the engine vs the teacher", show_header=False)
+        table.add_column("what", style="cyan")
+        table.add_column("value")
+        table.add_row(
+            "audited",
+            f"{tb.n} taken + {q.fallback_examples} fallback "
+            f"(take_at now {_f(q.current_take_at, 2)})",
+        )
+        table.add_row(
+            "take-band precision",
+            f"{_f(tb.precision)}  [{_f(tb.low)}, {_f(tb.high)}] ({level:.0%} Wilson)"
+            if tb.n
+            else "no audits of the take band yet",
+        )
+        table.add_row(
+            f"take_at for {pct}",
+            (f"{_f(t.take_at)} known" if t.take_at is not None else "not known yet")
+            + (
+                f"; {_f(t.estimate)} estimated (coverage {_f(t.coverage, 2)})"
+                if t.estimate is not None
+                else "; no threshold reaches it"
+            ),
+        )
+        if t.estimate is not None:
+            more = (
+                "none: the estimate is known"
+                if t.more_audits == 0
+                else "cannot be shown (precision at the estimate is the target)"
+                if t.more_audits is None
+                else f"≈{t.more_audits} to know {_f(t.estimate)}"
+            )
+            table.add_row("more audits", more)
+        table.add_row(
+            "agreement by confidence",
+            "  ".join(f"≥{b.low:.1f}: {_f(b.agreement, 2)} ({b.n})" for b in q.bins if b.n),
+        )
+        console.print(table)
+    if diagram is not None:
+        console.print(f"reliability diagram [bold]{diagram}[/bold]")

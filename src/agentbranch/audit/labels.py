@@ -1,0 +1,103 @@
+"""Audit records as labelled examples: calibration from the teacher's labels.
+
+Each record holds the engine's distribution as the run saw it and the teacher's label, so
+temperatures can be fitted without reading anything again: the record's own calibration
+temperature is undone first (``p̃ ∝ p^T``), then ``agentbranch.calibrate`` fits and
+measures as it does for hand-labelled files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from agentbranch.audit.report import Record, check_record, load_records
+from agentbranch.calibrate import By, Example, Report, Scored, apply_temperature
+from agentbranch.errors import ConfigurationError
+from agentbranch.questions import coerce_question
+
+
+def _records(records: Iterable[Record] | str | Path) -> list[Record]:
+    if isinstance(records, str | Path):
+        return load_records(records)
+    return [check_record(r, f"record {i}") for i, r in enumerate(records)]
+
+
+def labelled_examples(records: Iterable[Record] | str | Path) -> list[Example]:
+    """One ``calibrate.Example`` per record, labelled with the teacher's answer. The state
+    is the rendered text when the audit kept it (``Audit(include_state=True)``), else
+    ``None`` (enough for ``scored_examples``, not for reading again)."""
+    out = []
+    for i, rec in enumerate(_records(records), 1):
+        qid = rec["question_id"]
+        if not isinstance(rec.get("spec"), dict):
+            raise ConfigurationError(f"audit record {i} ({qid!r}) has no question 'spec'")
+        question = coerce_question(qid, rec["spec"])
+        out.append(Example(rec.get("state"), qid, question, rec["teacher_label"], line=i))
+    return out
+
+
+def scored_examples(records: Iterable[Record] | str | Path, *, raw: bool = True) -> list[Scored]:
+    """The engine's distributions with the teacher's labels, as ``calibrate.Scored``.
+
+    ``raw`` undoes the temperature the engine applied when deciding, so a fit starts
+    from the reader's own probabilities; ``raw=False`` keeps them as the run saw them."""
+    out = []
+    for i, rec in enumerate(_records(records), 1):
+        options = tuple(rec.get("options") or ())
+        probs = [float((rec.get("probabilities") or {}).get(o, "nan")) for o in options]
+        if (
+            len(options) < 2
+            or rec["teacher_label"] not in options
+            or any(not 0.0 <= p <= 1.0 for p in probs)
+        ):
+            raise ConfigurationError(
+                f"audit record {i} ({rec['question_id']!r}): options, probabilities and the "
+                "teacher's label do not fit together; was the file edited by hand?"
+            )
+        temperature = float(rec.get("temperature") or 1.0)
+        if raw and temperature != 1.0:
+            probs = apply_temperature(probs, 1.0 / temperature)
+        out.append(
+            Scored(
+                rec["question_id"],
+                rec["type"],
+                options,
+                tuple(probs),
+                options.index(rec["teacher_label"]),
+            )
+        )
+    return out
+
+
+def calibrate_from_audit(
+    records: Iterable[Record] | str | Path,
+    *,
+    by: By = "question",
+    holdout: float = 0.3,
+    target_precision: float = 0.9,
+    seed: int = 0,
+    min_examples: int = 10,
+) -> Report:
+    """Fit temperatures (and suggest thresholds) on the teacher's labels: the same report
+    ``agentbranch calibrate`` gives for a labelled file, with no engine read.
+
+    Suggested thresholds treat every record alike; the take band is sampled and the
+    fallback band kept whole, so they err high. ``audit_report`` weights them."""
+    from agentbranch import calibrate as cal
+
+    recs = _records(records)
+    examples = labelled_examples(recs)
+    scored = scored_examples(recs)
+    by_line = {ex.line: s for ex, s in zip(examples, scored)}
+    fit_ex, test_ex = cal.split(examples, holdout, seed=seed)
+    fit: Sequence[Any] = [by_line[ex.line] for ex in fit_ex]
+    test = [by_line[ex.line] for ex in test_ex]
+    return cal.calibrate_scored(
+        fit,
+        test or None,
+        by=by,
+        target_precision=target_precision,
+        min_examples=min_examples,
+    )

@@ -1,0 +1,296 @@
+"""The audit report: how often the engine's taken decisions agree with the teacher.
+
+Per question, from audit records (``kind="audit"``: a random share ``rate`` of the taken
+decisions, asked of the teacher; ``kind="fallback"``: every fallback generation):
+
+* the **take band's precision**: the share of audited taken decisions whose label the
+  teacher gives too, with a **Wilson score interval** (the audits are a uniform random
+  sample of the band, so it is the band's precision, as judged by the teacher);
+* **agreement by confidence bin** (``Decision.confidence``, what ``take_at`` compares);
+* the **take_at reaching a target precision**: the lowest threshold whose decisions
+  (confidence ≥ it) agree with the teacher at least that often. Below the current
+  ``take_at`` the fallback examples supply the labels; each record is weighted by
+  ``1/rate`` so the sampled take band and the fully kept fallback band count as the
+  traffic they stand for (intervals use Kish's effective sample size). ``take_at`` is the
+  lowest threshold whose interval's *lower* bound reaches the target — known at the
+  chosen level; ``estimate`` the lowest whose point estimate does; ``more_audits`` how
+  many more labelled records (at the current mix) would make ``estimate`` known, if its
+  precision holds.
+
+Precision here is agreement with the teacher: it measures the engine against the
+teacher, not against the truth.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from statistics import NormalDist
+from typing import Any
+
+from agentbranch.errors import ConfigurationError
+
+Record = Mapping[str, Any]
+
+_REQUIRED = ("kind", "question_id", "confidence", "engine_label", "teacher_label")
+
+
+# -- statistics ---------------------------------------------------------------------
+
+
+def z_for(level: float) -> float:
+    """The two-sided normal quantile for a confidence ``level`` (0.95 → 1.96)."""
+    if not 0.0 < level < 1.0:
+        raise ConfigurationError(f"the confidence level must be in (0, 1), got {level}")
+    return NormalDist().inv_cdf(0.5 + level / 2)
+
+
+def wilson(hits: float, n: float, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a proportion ``hits / n`` (``(0, 1)`` when n = 0).
+    ``n`` may be an effective (non-integer) sample size."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = hits / n
+    z2 = z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z / (1 + z2 / n) * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def audits_needed(precision: float, target: float, z: float = 1.96) -> int | None:
+    """The smallest sample size at which an observed ``precision`` has a Wilson lower
+    bound ≥ ``target``; ``None`` when ``precision <= target`` (no number of audits
+    shows that it reaches the target)."""
+    if precision <= target:
+        return None
+
+    def ok(n: int) -> bool:
+        return wilson(precision * n, n, z)[0] >= target
+
+    hi = 1
+    while not ok(hi):
+        hi *= 2
+    lo = hi // 2
+    while lo + 1 < hi:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+# -- loading ------------------------------------------------------------------------
+
+
+def load_records(path: str | Path) -> list[dict[str, Any]]:
+    """Audit records from a JSON Lines file (what ``Audit(sink="audits.jsonl")`` wrote)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigurationError(f"no audit file at {path}; Audit(sink=...) writes one")
+    records = []
+    with path.open(encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ConfigurationError(f"{path}:{number}: not valid JSON ({e})") from e
+            records.append(check_record(obj, f"{path}:{number}"))
+    return records
+
+
+def check_record(obj: Any, where: str = "record") -> dict[str, Any]:
+    """``obj`` if it is an audit record, else a ``ConfigurationError`` saying why not."""
+    if not isinstance(obj, dict):
+        raise ConfigurationError(f"{where}: an audit record is a JSON object")
+    missing = [k for k in _REQUIRED if k not in obj]
+    if missing:
+        raise ConfigurationError(
+            f"{where}: not an audit record (missing {missing}); audit files are written by "
+            "Policy(audit=Audit(sink=...))"
+        )
+    if obj["kind"] not in ("audit", "fallback"):
+        raise ConfigurationError(f"{where}: unknown kind {obj['kind']!r}")
+    return obj
+
+
+# -- report -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Precision:
+    """A (weighted) share of agreement with its Wilson interval."""
+
+    precision: float  # nan when n = 0
+    low: float
+    high: float
+    n: int  # records counted
+    n_effective: float  # Kish's effective sample size (= n when unweighted)
+
+
+@dataclass(frozen=True)
+class ConfidenceBin:
+    low: float
+    high: float
+    n: int
+    agreement: float  # weighted; nan when empty
+
+
+@dataclass(frozen=True)
+class TakeAt:
+    """Thresholds on confidence for a target precision (see the module doc)."""
+
+    target_precision: float
+    take_at: float | None  # lowest threshold known (lower bound) to reach the target
+    estimate: float | None  # lowest threshold whose point estimate reaches it
+    at_estimate: Precision | None  # precision of the decisions kept at ``estimate``
+    coverage: float  # share of the audited bands' traffic kept at ``estimate``
+    more_audits: int | None  # 0: known; None: cannot be shown (or no estimate)
+
+
+@dataclass(frozen=True)
+class QuestionAudit:
+    question_id: str
+    audits: int  # kind="audit" records (the take band's: ``take_band.n``)
+    fallback_examples: int  # kind="fallback" records
+    current_take_at: float | None  # the policy's take_at in the latest record
+    take_band: Precision  # the audited taken decisions
+    bins: list[ConfidenceBin]
+    threshold: TakeAt
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    target_precision: float
+    level: float
+    questions: dict[str, QuestionAudit]
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-safe (NaN becomes ``None``)."""
+        return _clean(asdict(self))
+
+
+def _clean(obj: Any) -> Any:
+    if isinstance(obj, float) and math.isnan(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def _weight(rec: Record) -> float:
+    rate = rec.get("rate") or 1.0
+    return 1.0 / float(rate) if rec["kind"] == "audit" else 1.0
+
+
+def _from_sums(n: int, w: float, w2: float, hits: float, z: float) -> Precision:
+    if n == 0 or w <= 0:
+        return Precision(float("nan"), 0.0, 1.0, 0, 0.0)
+    n_eff = w * w / w2
+    p = hits / w
+    low, high = wilson(p * n_eff, n_eff, z)
+    return Precision(p, low, high, n, n_eff)
+
+
+def _precision(items: Sequence[tuple[float, bool, float]], z: float) -> Precision:
+    """``items``: (confidence, agree, weight)."""
+    return _from_sums(
+        len(items),
+        sum(x[2] for x in items),
+        sum(x[2] ** 2 for x in items),
+        sum(x[2] for x in items if x[1]),
+        z,
+    )
+
+
+def _take_at(items: Sequence[tuple[float, bool, float]], target: float, z: float) -> TakeAt:
+    ranked = sorted(items, key=lambda x: -x[0])
+    total_w = sum(x[2] for x in ranked)
+    known = estimate = None
+    at_estimate: Precision | None = None
+    k_estimate = 0
+    w = w2 = hits = 0.0
+    for k, (conf, agree, weight) in enumerate(ranked, 1):
+        w, w2, hits = w + weight, w2 + weight * weight, hits + (weight if agree else 0.0)
+        if k < len(ranked) and ranked[k][0] == conf:
+            continue  # a threshold keeps every tie
+        prec = _from_sums(k, w, w2, hits, z)
+        if prec.precision >= target:
+            estimate, at_estimate, k_estimate = conf, prec, k
+        if prec.low >= target:
+            known = conf
+    if estimate is None or at_estimate is None:
+        return TakeAt(target, known, None, None, 0.0, None)
+    coverage = sum(x[2] for x in ranked[:k_estimate]) / total_w
+    if known is not None and known <= estimate:
+        more: int | None = 0
+    else:
+        needed = audits_needed(at_estimate.precision, target, z)
+        if needed is None:
+            more = None
+        else:
+            in_band = max(0.0, needed - at_estimate.n_effective)
+            # At the current mix, a share k/len of new records lands at or above it.
+            more = math.ceil(in_band * len(ranked) / k_estimate)
+    return TakeAt(target, known, estimate, at_estimate, coverage, more)
+
+
+def _bins(items: Sequence[tuple[float, bool, float]], bins: int) -> list[ConfidenceBin]:
+    groups: list[list[tuple[float, bool, float]]] = [[] for _ in range(bins)]
+    for it in items:
+        groups[min(bins - 1, int(it[0] * bins))].append(it)
+    out = []
+    for i, g in enumerate(groups):
+        w = sum(x[2] for x in g)
+        agreement = sum(x[2] for x in g if x[1]) / w if w else float("nan")
+        out.append(ConfidenceBin(i / bins, (i + 1) / bins, len(g), agreement))
+    return out
+
+
+def audit_report(
+    records: Iterable[Record],
+    *,
+    target_precision: float = 0.9,
+    level: float = 0.95,
+    bins: int = 10,
+) -> AuditReport:
+    """Per-question take-band precision, agreement by confidence bin and thresholds."""
+    if not 0.0 < target_precision <= 1.0:
+        raise ConfigurationError(f"target_precision must be in (0, 1], got {target_precision}")
+    if bins < 1:
+        raise ConfigurationError("bins must be at least 1")
+    z = z_for(level)
+    by_q: dict[str, list[Record]] = defaultdict(list)
+    for i, rec in enumerate(records):
+        by_q[check_record(rec, f"record {i}")["question_id"]].append(rec)
+    questions: dict[str, QuestionAudit] = {}
+    for qid, recs in by_q.items():
+        usable = [r for r in recs if r["confidence"] is not None and r["teacher_label"]]
+        items = [
+            (float(r["confidence"]), r["teacher_label"] == r["engine_label"], _weight(r))
+            for r in usable
+        ]
+        audited = [
+            (c, a, 1.0)
+            for (c, a, _), r in zip(items, usable)
+            if r["kind"] == "audit" and r.get("band") == "take"
+        ]
+        questions[qid] = QuestionAudit(
+            question_id=qid,
+            audits=sum(r["kind"] == "audit" for r in usable),
+            fallback_examples=sum(r["kind"] == "fallback" for r in usable),
+            current_take_at=recs[-1].get("take_at"),
+            take_band=_precision(audited, z),
+            bins=_bins(items, bins),
+            threshold=_take_at(items, target_precision, z),
+        )
+    return AuditReport(target_precision, level, questions)
