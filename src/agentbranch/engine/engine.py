@@ -17,6 +17,7 @@ from typing import Any
 import structlog
 
 from agentbranch.decisions import Decision, Decisions
+from agentbranch.engine.batching import BatchingReader
 from agentbranch.engine.calibration import Calibration
 from agentbranch.engine.plan import Unit, combine, expand, normalise
 from agentbranch.engine.readers.base import Reader
@@ -57,6 +58,10 @@ class DecisionEngine:
         calibration: temperatures (``Calibration`` or a path to a saved one).
         timeout_s: a read that takes longer raises ``ReaderTimeoutError``.
         log_state: include the rendered state in the decision log event.
+        batching: coalesce concurrent calls (threads, asyncio tasks, ``graph.batch``)
+            into shared reader batches through a ``BatchingReader`` (the default);
+            ``False`` sends each call to the reader as is. A reader that already is a
+            ``BatchingReader`` is used as given.
     """
 
     def __init__(
@@ -70,6 +75,7 @@ class DecisionEngine:
         calibration: Calibration | str | None = None,
         timeout_s: float | None = None,
         log_state: bool = False,
+        batching: bool = True,
     ) -> None:
         if draws < 1 or permutations < 1:
             raise ConfigurationError("draws and permutations must be at least 1")
@@ -83,6 +89,10 @@ class DecisionEngine:
         )
         self.timeout_s = timeout_s
         self.log_state = log_state
+        self.batching = batching
+        self._coalescer: BatchingReader | None = None
+        if batching and not isinstance(reader, BatchingReader):
+            self._coalescer = BatchingReader(reader)
         self._pool: ThreadPoolExecutor | None = None
         #: Why ``from_env`` chose this reader (``None`` when built directly).
         self.selection_reason: str | None = None
@@ -163,7 +173,20 @@ class DecisionEngine:
         """Close the reader and the timeout worker."""
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._coalescer is not None:
+            self._coalescer.close()
         self.reader.close()
+
+    @property
+    def reads_via(self) -> Reader:
+        """The reader reads go through: the coalescer over ``reader`` (made on first
+        use, and again if ``reader`` is replaced), or ``reader`` itself."""
+        if not self.batching or isinstance(self.reader, BatchingReader):
+            return self.reader
+        coalescer = self._coalescer
+        if coalescer is None or coalescer.inner is not self.reader:
+            coalescer = self._coalescer = BatchingReader(self.reader)
+        return coalescer
 
     # -- preparation ---------------------------------------------------------------
 
@@ -228,12 +251,12 @@ class DecisionEngine:
     def _read_sync(self, requests: list[ReadRequest]) -> list[list[LabelRead]]:
         try:
             if self.timeout_s is None:
-                return self.reader.read(requests)
+                return self.reads_via.read(requests)
             if self._pool is None:
                 # One thread per concurrent caller, so parallel branches still reach a
                 # batching reader together instead of queueing behind each other.
                 self._pool = ThreadPoolExecutor(32, thread_name_prefix="agentbranch-read")
-            future = self._pool.submit(self.reader.read, requests)
+            future = self._pool.submit(self.reads_via.read, requests)
             try:
                 return future.result(timeout=self.timeout_s)
             except FutureTimeout:
@@ -247,9 +270,9 @@ class DecisionEngine:
     async def _read_async(self, requests: list[ReadRequest]) -> list[list[LabelRead]]:
         try:
             if self.timeout_s is None:
-                return await self.reader.aread(requests)
+                return await self.reads_via.aread(requests)
             try:
-                return await asyncio.wait_for(self.reader.aread(requests), self.timeout_s)
+                return await asyncio.wait_for(self.reads_via.aread(requests), self.timeout_s)
             except TimeoutError:
                 raise self._timed_out() from None
         except AgentBranchError:
