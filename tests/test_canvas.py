@@ -158,7 +158,9 @@ def whole_prompts(planner, request):
     """The plan with every prompt rendered whole (the reference)."""
     chat = planner.chat
     original = chat.render_many
-    chat.render_many = lambda head, tails, system=None: [chat.render(head + t, system) for t in tails]
+    chat.render_many = lambda head, tails, system=None: [
+        chat.render(head + t, system) for t in tails
+    ]
     try:
         return planner.plan(request)
     finally:

@@ -138,7 +138,9 @@ class BatchingReader(Reader):
                 "concurrency >= 1 and cache_size >= 0"
             )
         if isinstance(reader, BatchingReader):
-            raise ConfigurationError("this reader is already a BatchingReader; do not wrap it twice")
+            raise ConfigurationError(
+                "this reader is already a BatchingReader; do not wrap it twice"
+            )
         self.inner = reader
         self.max_batch = max_batch
         self.max_wait_s = wait
@@ -213,7 +215,9 @@ class BatchingReader(Reader):
             call.future.cancel()
             raise
 
-    def _call(self, requests: Sequence[ReadRequest]) -> tuple[_Call, deque[tuple[int, ReadRequest]]]:
+    def _call(
+        self, requests: Sequence[ReadRequest]
+    ) -> tuple[_Call, deque[tuple[int, ReadRequest]]]:
         requests = list(requests)
         call = _Call([None] * len(requests), len(requests))
         if not requests:
