@@ -5,6 +5,7 @@
 * ``agentbranch decide STATE --choice/--yes-no/--score ...`` — one decision.
 * ``agentbranch calibrate LABELED.jsonl`` — fit temperatures, report, save, diagram.
 * ``agentbranch engine`` — which engine the environment selects, and why.
+* ``agentbranch bench`` — the read paths timed side by side (``agentbranch.bench``).
 """
 
 from __future__ import annotations
@@ -439,6 +440,25 @@ def engine(
     if load:
         built, _ = _engine(None)
         console.print(f"built: {built.reader.name} ({built.reader.model})")
+
+
+@app.command()
+def bench(
+    json_out: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
+    plot: Annotated[Path | None, typer.Option(help="Write the plot (PNG) here.")] = None,
+    quick: Annotated[bool, typer.Option(help="Fewer repetitions.")] = False,
+    vllm: Annotated[
+        bool | None, typer.Option(help="Run the vLLM part (default: when vllm imports).")
+    ] = None,
+    vllm_model: Annotated[
+        Path | None, typer.Option(help="A causal model folder for the vLLM part.")
+    ] = None,
+) -> None:
+    """Time the read paths side by side and print every ratio (see docs/benchmarks.md)."""
+    from agentbranch.bench import command
+
+    _quiet_logs(False)
+    raise typer.Exit(command(json_out, plot, quick, vllm, vllm_model))
 
 
 if __name__ == "__main__":  # python -m agentbranch.cli
