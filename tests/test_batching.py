@@ -265,10 +265,14 @@ def test_a_cancelled_request_fails_alone_and_is_never_read():
         await asyncio.sleep(0)  # both queued behind the read in flight
         await asyncio.sleep(0)
         doomed.cancel()
-        inner.gate.set()
-        return await asyncio.gather(first, doomed, other, return_exceptions=True)
+        try:
+            await doomed  # its cancellation has reached the coalescer ...
+        except asyncio.CancelledError as e:
+            doomed = e
+        inner.gate.set()  # ... before the reader is free to take the next batch
+        return (*await asyncio.gather(first, other), doomed)
 
-    first, doomed, other = asyncio.run(main())
+    first, other, doomed = asyncio.run(main())
     assert first["team"].label == "billing" and other["team"].label == "bug"
     assert isinstance(doomed, asyncio.CancelledError)
     assert "site down" not in [r.state for call in inner.calls for r in call]

@@ -453,12 +453,13 @@ def bench(
     vllm_model: Annotated[
         Path | None, typer.Option(help="A causal model folder for the vLLM part.")
     ] = None,
+    cpu: Annotated[bool, typer.Option(help="Run the CPU (transformers) part.")] = True,
 ) -> None:
     """Time the read paths side by side and print every ratio (see docs/benchmarks.md)."""
     from agentbranch.bench import command
 
     _quiet_logs(False)
-    raise typer.Exit(command(json_out, plot, quick, vllm, vllm_model))
+    raise typer.Exit(command(json_out, plot, quick, vllm, vllm_model, cpu))
 
 
 if __name__ == "__main__":  # python -m agentbranch.cli

@@ -40,7 +40,8 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 from concurrent.futures import CancelledError, Future, InvalidStateError
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from typing import Any
 
 from agentbranch.engine.readers.base import Reader
 from agentbranch.engine.reads import LabelRead, ReadRequest
@@ -55,8 +56,22 @@ class QueueFullError(ReaderError):
 
 
 def read_key(request: ReadRequest) -> str:
-    """A digest of everything that determines a read (the answer-cache key)."""
-    blob = json.dumps(asdict(request), sort_keys=True, ensure_ascii=False, default=str)
+    """A digest of everything that determines a read (the answer-cache key): the state,
+    instructions, draws, joint, and every question's id, type, wording, options,
+    descriptions and labels."""
+    blob = json.dumps(
+        [
+            request.state,
+            request.instructions,
+            request.draws,
+            request.joint,
+            [
+                [q.id, q.type, q.instructions, q.options, q.descriptions, q.labels]
+                for q in request.questions
+            ],
+        ],
+        ensure_ascii=False,
+    )
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -91,7 +106,7 @@ class _Item:
     """One distinct request in flight, and every (call, index) waiting for it."""
 
     request: ReadRequest
-    key: str | None
+    key: Any
     waiters: list[tuple[_Call, int]] = field(default_factory=list)
 
     def wanted(self) -> bool:
@@ -153,7 +168,7 @@ class BatchingReader(Reader):
         self.idle_s = 2.0
         self._cond = threading.Condition()
         self._queue: deque[_Item] = deque()
-        self._in_flight: dict[str, _Item] = {}
+        self._in_flight: dict[Any, _Item] = {}
         self._cache: OrderedDict[str, list[LabelRead]] = OrderedDict()
         self._room: list[Future[None]] = []
         self._workers = 0
@@ -249,7 +264,13 @@ class BatchingReader(Reader):
             queued = False
             while pending:
                 index, request = pending[0]
-                key = read_key(request) if (self.dedupe or self.cache_size) else None
+                # The cache keys on the digest; in-flight de-duplication on the request
+                # itself (a frozen dataclass: hashing it is cheaper than a digest).
+                key: Any = None
+                if self.cache_size:
+                    key = read_key(request)
+                elif self.dedupe:
+                    key = request
                 if key is not None and key in self._cache:
                     self._cache.move_to_end(key)
                     self.stats["cache_hits"] += 1
