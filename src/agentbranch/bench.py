@@ -666,6 +666,24 @@ def plot(report: Report, path: Path) -> Path:
     return path
 
 
+@contextlib.contextmanager
+def _stdout_to_stderr(on: bool) -> Iterator[None]:
+    """Send file descriptor 1 to stderr meanwhile (vLLM and its engine processes log to
+    stdout), so ``--json`` prints nothing but the JSON."""
+    if not on:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def command(
     json_out: bool = False,
     plot_path: Path | None = None,
@@ -683,7 +701,7 @@ def command(
     from rich.table import Table
 
     out, err = Console(), Console(stderr=True)
-    with Progress(
+    with _stdout_to_stderr(json_out), Progress(
         SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err
     ) as progress:
         task = progress.add_task("benchmarking", total=None)
