@@ -844,3 +844,10 @@ def test_gate_hands_slots_over_and_survives_cancellation():
 
     asyncio.run(main())
     assert gate._used == 0
+
+
+def test_the_engine_coalescer_sends_remote_reads_at_once():
+    reader = reader_for(FakeServer(), max_connections=7)
+    via = ab.DecisionEngine(reader).reads_via
+    assert via.max_wait_s == 0.0 and via.concurrency == 7
+    assert via.inner is reader

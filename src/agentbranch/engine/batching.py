@@ -120,8 +120,10 @@ class BatchingReader(Reader):
         reader: the reader that does the work.
         max_batch: most requests in one ``reader.read`` call.
         max_wait_s: how long a worker holds a batch that is not full, waiting for more
-            callers (``window_s`` is the old name). Under load batches fill while the
-            previous one is read, so this only matters for bursts that arrive at once.
+            callers (``window_s`` is the old name; default 2 ms, or the reader's
+            ``coalesce_wait_s``: 0 for ``VLLMReader`` and ``RemoteReader``, which batch
+            again downstream). Under load batches fill while the previous one is read, so
+            this only matters for bursts that arrive at once.
         max_queue: most requests waiting; further callers wait for room (back-pressure).
         queue_timeout_s: how long a caller waits for room before ``QueueFullError``
             (``None``: as long as it takes).
@@ -145,7 +147,8 @@ class BatchingReader(Reader):
         window_s: float | None = None,
     ) -> None:
         wait = max_wait_s if max_wait_s is not None else window_s
-        wait = 0.002 if wait is None else wait
+        if wait is None:  # a reader that batches again itself need not wait here too
+            wait = float(getattr(reader, "coalesce_wait_s", 0.002))
         concurrency = concurrency or int(getattr(reader, "concurrent_batches", 1) or 1)
         if wait < 0 or max_batch < 1 or max_queue < 1 or concurrency < 1 or cache_size < 0:
             raise ConfigurationError(

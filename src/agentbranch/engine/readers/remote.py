@@ -462,6 +462,8 @@ class RemoteReader(Reader):
     """
 
     name = "remote"
+    #: The server batches concurrent requests itself: send each read at once.
+    coalesce_wait_s = 0.0
 
     def __init__(
         self,

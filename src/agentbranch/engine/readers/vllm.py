@@ -399,6 +399,8 @@ class VLLMReader(TokenReader):
     #: The coalescer may hand this reader several batches at once: the engine worker
     #: merges them into one ``generate`` call while the next batch is being planned.
     concurrent_batches = 4
+    #: Its engine worker already waits ``batch_window_s`` for more reads.
+    coalesce_wait_s = 0.0
     #: Most label ids one vLLM request asks logprobs for (vLLM's cap; lower it to test
     #: the split path).
     max_logprob_ids: int = MAX_LOGPROB_TOKEN_IDS
