@@ -75,6 +75,14 @@ def read_key(request: ReadRequest) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def _hashable(request: ReadRequest) -> bool:
+    try:
+        hash(request)
+    except TypeError:  # built by hand with lists instead of tuples
+        return False
+    return True
+
+
 @dataclass(eq=False)
 class _Call:
     """One caller's ``read``: its answers fill in as the requests are read."""
@@ -82,13 +90,16 @@ class _Call:
     answers: list[list[LabelRead] | None]
     remaining: int
     future: Future[list[list[LabelRead]]] = field(default_factory=Future)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def give(self, index: int, reads: list[LabelRead]) -> None:
-        if self.future.done():
-            return
-        self.answers[index] = reads
-        self.remaining -= 1
-        if self.remaining == 0:
+        with self.lock:  # answers may arrive from several workers at once
+            if self.future.done() or self.answers[index] is not None:
+                return
+            self.answers[index] = reads
+            self.remaining -= 1
+            last = self.remaining == 0
+        if last:
             try:
                 self.future.set_result(self.answers)  # type: ignore[arg-type]
             except InvalidStateError:  # cancelled meanwhile
@@ -273,7 +284,7 @@ class BatchingReader(Reader):
                 if self.cache_size:
                     key = read_key(request)
                 elif self.dedupe:
-                    key = request
+                    key = request if _hashable(request) else None
                 if key is not None and key in self._cache:
                     self._cache.move_to_end(key)
                     self.stats["cache_hits"] += 1
