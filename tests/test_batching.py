@@ -366,11 +366,13 @@ def test_closing_fails_queued_requests_and_stops():
         await asyncio.to_thread(inner.entered.wait, 30)
         queued = asyncio.create_task(engine.adecide("site down", {"team": TEAM}))
         await asyncio.sleep(0)
-        engine.close()  # the queued request fails; the one in flight completes
-        inner.gate.set()
+        # close() fails the queued request at once, then waits for the read in flight
+        threading.Timer(0.2, inner.gate.set).start()
+        engine.close()
         return await asyncio.gather(first, queued, return_exceptions=True)
 
     first, queued = asyncio.run(main())
+    assert not engine.reads_via._threads  # the worker has exited
     assert first["team"].label == "billing"
     assert isinstance(queued, ReaderError) and "closed" in str(queued)
     with pytest.raises(ReaderError, match="closed"):

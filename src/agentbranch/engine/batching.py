@@ -186,6 +186,7 @@ class BatchingReader(Reader):
         self._cache: OrderedDict[str, list[LabelRead]] = OrderedDict()
         self._room: list[Future[None]] = []
         self._workers = 0
+        self._threads: set[threading.Thread] = set()
         self._idle = 0
         self._closed = False
         #: Counters: batches read, requests read, cache hits, de-duplicated requests.
@@ -316,7 +317,9 @@ class BatchingReader(Reader):
         """Notify idle workers; start one if none is idle and the limit allows."""
         if self._idle == 0 and self._workers < self.concurrency:
             self._workers += 1
-            threading.Thread(target=self._work, name="agentbranch-batch", daemon=True).start()
+            worker = threading.Thread(target=self._work, name="agentbranch-batch", daemon=True)
+            self._threads.add(worker)
+            worker.start()
         self._cond.notify_all()
 
     # -- workers -------------------------------------------------------------------
@@ -355,9 +358,13 @@ class BatchingReader(Reader):
             del self._in_flight[item.key]
 
     def _work(self) -> None:
-        while (batch := self._take()) is not None:
-            if batch:
-                self._read(batch)
+        try:
+            while (batch := self._take()) is not None:
+                if batch:
+                    self._read(batch)
+        finally:
+            with self._cond:
+                self._threads.discard(threading.current_thread())
 
     def _read(self, batch: list[_Item]) -> None:
         try:
@@ -390,7 +397,9 @@ class BatchingReader(Reader):
     ) -> None:
         with self._cond:
             self._forget(item)
-            if reads is not None and item.key is not None and self.cache_size:
+            # Never cache a failure (a reader may answer one request with its error).
+            cacheable = reads is not None and not isinstance(reads, BaseException)
+            if cacheable and item.key is not None and self.cache_size:
                 self._cache[item.key] = reads
                 while len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)
@@ -423,6 +432,10 @@ class BatchingReader(Reader):
             self._settle(item, None, error)
         for r in room:
             r.set_result(None)
+        with self._cond:
+            workers = [t for t in self._threads if t is not threading.current_thread()]
+        for t in workers:  # each finishes the batch it is reading, then exits
+            t.join(timeout=5)
         if not already:
             self.inner.close()
 
