@@ -597,7 +597,9 @@ def remote_vs_raw(
 
             await asyncio.gather(*(one(r) for r in requests))
 
-    t_reader, t_raw = paired(lambda: asyncio.run(with_reader()), lambda: asyncio.run(raw()), 3)
+    t_reader, t_raw = paired(
+        lambda: asyncio.run(with_reader()), lambda: asyncio.run(raw()), 3 if quick else 5
+    )
     reader.close()
     report.results.append(
         BenchResult(
@@ -701,9 +703,12 @@ def command(
     from rich.table import Table
 
     out, err = Console(), Console(stderr=True)
-    with _stdout_to_stderr(json_out), Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err
-    ) as progress:
+    with (
+        _stdout_to_stderr(json_out),
+        Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err
+        ) as progress,
+    ):
         task = progress.add_task("benchmarking", total=None)
 
         def tick(message: str) -> None:
