@@ -67,6 +67,7 @@ import math
 import random
 import threading
 import weakref
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple
@@ -366,47 +367,63 @@ class _Gate:
     """One in-flight limit shared by threads and event loops (``max_connections``).
 
     ``asyncio.Semaphore`` belongs to one loop and ``threading.Semaphore`` blocks a loop,
-    so this keeps a count and hands each waiter a ``concurrent.futures.Future``."""
+    so this keeps a count and a queue of waiters: a ``concurrent.futures.Future`` for a
+    thread, an ``asyncio.Future`` (woken on its own loop) for a task. A released slot
+    passes straight to the next waiter."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self._lock = threading.Lock()
         self._used = 0
-        self._waiters: list[Future[None]] = []
-
-    def _try(self) -> Future[None] | None:
-        with self._lock:
-            if self._used < self.limit:
-                self._used += 1
-                return None
-            waiter: Future[None] = Future()
-            self._waiters.append(waiter)
-            return waiter
+        self._waiters: deque[Future[None] | list[Any]] = deque()
 
     def release(self) -> None:
         with self._lock:
             while self._waiters:
-                waiter = self._waiters.pop(0)
-                if waiter.set_running_or_notify_cancel():
-                    waiter.set_result(None)  # the slot passes to this waiter
-                    return
+                waiter = self._waiters.popleft()
+                if isinstance(waiter, Future):
+                    if waiter.set_running_or_notify_cancel():
+                        waiter.set_result(None)  # the slot passes to this thread
+                        return
+                    continue
+                loop, future = waiter[0], waiter[1]
+                if future.cancelled() or loop.is_closed():
+                    continue
+                waiter[2] = True  # handed over; a task cancelled meanwhile gives it back
+                loop.call_soon_threadsafe(_wake, future)
+                return
             self._used -= 1
 
     def acquire(self) -> None:
-        waiter = self._try()
-        if waiter is not None:
-            waiter.result()
+        with self._lock:
+            if self._used < self.limit:
+                self._used += 1
+                return
+            waiter: Future[None] = Future()
+            self._waiters.append(waiter)
+        waiter.result()
 
     async def aacquire(self) -> None:
-        waiter = self._try()
-        if waiter is None:
-            return
+        with self._lock:
+            if self._used < self.limit:
+                self._used += 1
+                return
+            future = asyncio.get_running_loop().create_future()
+            entry: list[Any] = [asyncio.get_running_loop(), future, False]
+            self._waiters.append(entry)
         try:
-            await asyncio.wrap_future(waiter)
+            await future
         except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():
-                self.release()  # the slot was handed over as we were cancelled
+            with self._lock:
+                handed = entry[2]
+            if handed:
+                self.release()
             raise
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 class _Retry(Exception):
