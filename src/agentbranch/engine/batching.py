@@ -212,6 +212,18 @@ class BatchingReader(Reader):
     def max_options(self) -> int:  # type: ignore[override]
         return self.inner.max_options
 
+    def load(self) -> None:
+        """Load the wrapped reader's model (readers that have ``load``)."""
+        load = getattr(self.inner, "load", None)
+        if callable(load):
+            load()
+
+    def warmup(self) -> None:
+        """Warm the wrapped reader up (readers that have ``warmup``)."""
+        warmup = getattr(self.inner, "warmup", None)
+        if callable(warmup):
+            warmup()
+
     # -- reading ---------------------------------------------------------------------
 
     def read(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
