@@ -1,20 +1,25 @@
-"""BatchingReader: concurrent decisions coalesce into one reader batch.
+"""BatchingReader: concurrent decisions coalesce into reader batches, each caller gets
+its own answers, failures and cancellations stay with their caller, a full queue pushes
+back.
 
-The window is long (seconds) and ``max_batch`` equals the number of concurrent callers,
-so the batch closes as soon as everyone has arrived: no test depends on timing unless it
-fails (then it waits out the window and finds several batches).
+Where a test needs one batch, the window is long (seconds) and ``max_batch`` equals the
+number of concurrent callers, so the batch closes as soon as everyone has arrived; where
+it needs a read in flight, the reader blocks on an event. No test depends on timing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypedDict
 
 import pytest
 from _lg_fixtures import by_keyword, sure
 
 import agentbranch as ab
-from agentbranch.engine.batching import BatchingReader
+from agentbranch.engine.batching import BatchingReader, QueueFullError, read_key
 from agentbranch.errors import ReaderError
 
 TEAM = ab.choice("Which team?", ["billing", "outage", "bug"])
@@ -73,20 +78,6 @@ def test_decide_many_is_split_into_max_batch_chunks():
     assert [len(c) for c in inner.calls] == [2, 2, 1]
 
 
-def test_a_failed_batch_fails_every_caller():
-    inner = ab.ScriptedReader(error=RuntimeError("model crashed"))
-    engine = ab.DecisionEngine(BatchingReader(inner, window_s=10, max_batch=3))
-
-    async def main():
-        return await asyncio.gather(
-            *(engine.adecide(t, {"team": TEAM}) for t in TICKETS[:3]), return_exceptions=True
-        )
-
-    errors = asyncio.run(main())
-    assert len(inner.calls) == 1
-    assert all(isinstance(e, ReaderError) and "model crashed" in str(e) for e in errors)
-
-
 def test_sequential_calls_are_separate_batches():
     inner = ab.ScriptedReader(SCRIPT)
     engine = ab.DecisionEngine(BatchingReader(inner, window_s=0))
@@ -98,3 +89,304 @@ def test_sequential_calls_are_separate_batches():
 def test_invalid_configuration():
     with pytest.raises(ab.ConfigurationError):
         BatchingReader(ab.ScriptedReader(), max_batch=0)
+
+
+# -- the coalescer as the engine's default path ---------------------------------------
+
+
+class GatedReader(ab.ScriptedReader):
+    """A scripted reader whose reads wait for ``gate``; ``entered`` is set on each read.
+    A state containing "poison" makes the whole batch fail (a bad request)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+
+    def read(self, requests):
+        self.entered.set()
+        assert self.gate.wait(30), "test gate never opened"
+        if any("poison" in r.state for r in requests):
+            self.calls.append(list(requests))
+            raise ValueError("poisoned state")
+        return super().read(requests)
+
+
+def spread(state: str, q):
+    """A distribution that differs per state (so a mixed-up answer is caught)."""
+    h = int(hashlib.sha256(f"{state}/{q.id}".encode()).hexdigest(), 16)
+    weights = [1 + (h >> (8 * i)) % 97 for i in range(len(q.options))]
+    return {o: w / sum(weights) for o, w in zip(q.options, weights)}
+
+
+QUESTION_SETS = [
+    {"team": TEAM},
+    {"team": TEAM, "urgent": ab.yes_no("Urgent?")},
+    {"mood": ab.score("Mood?", ["calm", "annoyed", "angry"])},
+]
+
+
+def probe(i: int) -> tuple[str, dict]:
+    # 1,700 distinct states: some requests repeat (and may be de-duplicated).
+    return f"ticket {i % 1700}: something about {i % 13}", QUESTION_SETS[i % 3]
+
+
+def probs(decisions) -> dict:
+    return {qid: d.probabilities for qid, d in decisions.items()}
+
+
+def test_engine_coalesces_by_default_and_can_be_told_not_to():
+    reader = ab.ScriptedReader(SCRIPT)
+    engine = ab.DecisionEngine(reader)
+    assert engine.reader is reader
+    assert isinstance(engine.reads_via, BatchingReader) and engine.reads_via.inner is reader
+    assert engine.decide("charged twice", {"team": TEAM})["team"].label == "billing"
+    assert ab.DecisionEngine(reader, batching=False).reads_via is reader
+    own = BatchingReader(reader, max_batch=4)
+    assert ab.DecisionEngine(own).reads_via is own  # never wrapped twice
+    with pytest.raises(ab.ConfigurationError):
+        BatchingReader(own)
+    engine.close()
+
+
+@pytest.mark.parametrize("mode", ["threads", "asyncio", "graph.batch", "mixed"])
+def test_2000_decisions_from_64_callers_each_get_their_own_read(mode):
+    n, callers = 2000, 64
+    inner = ab.ScriptedReader(default=spread, delay_s=0.001)
+    engine = ab.DecisionEngine(inner)
+    coalescer = engine.reads_via
+    got: dict[int, dict] = {}
+
+    def one(i: int) -> None:
+        state, qs = probe(i)
+        got[i] = probs(engine.decide(state, qs))
+
+    async def aone(i: int) -> None:
+        state, qs = probe(i)
+        got[i] = probs(await engine.adecide(state, qs))
+
+    def thread_worker(k: int, step: int) -> None:
+        for i in range(k, n, step):
+            one(i)
+
+    async def task_worker(k: int, step: int) -> None:
+        for i in range(k, n, step):
+            await aone(i)
+
+    if mode == "threads":
+        with ThreadPoolExecutor(callers) as pool:
+            list(pool.map(thread_worker, range(callers), [callers] * callers))
+    elif mode == "asyncio":
+
+        async def main():
+            await asyncio.gather(*(task_worker(k, callers) for k in range(callers)))
+
+        asyncio.run(main())
+    elif mode == "graph.batch":
+        from langgraph.graph import END, START, StateGraph
+
+        class S(TypedDict):
+            i: int
+            out: dict
+
+        def node(s: S) -> dict:
+            state, qs = probe(s["i"])
+            return {"out": probs(engine.decide(state, qs))}
+
+        g = StateGraph(S)
+        g.add_node("decide", node)
+        g.add_edge(START, "decide")
+        g.add_edge("decide", END)
+        app = g.compile()
+        outs = app.batch([{"i": i} for i in range(n)], config={"max_concurrency": callers})
+        got = {o["i"]: o["out"] for o in outs}
+    else:  # half threads, half asyncio tasks on one engine at the same time
+        half = callers // 2
+
+        async def main():
+            await asyncio.gather(*(task_worker(k, callers) for k in range(half, callers)))
+
+        with ThreadPoolExecutor(half) as pool:
+            futures = [pool.submit(thread_worker, k, callers) for k in range(half)]
+            asyncio.run(main())
+            for f in futures:
+                f.result()
+
+    plain = ab.DecisionEngine(ab.ScriptedReader(default=spread), batching=False)
+    for i in range(n):
+        state, qs = probe(i)
+        assert got[i] == probs(plain.decide(state, qs)), i
+    stats = coalescer.stats
+    assert stats["requests"] + stats["deduped"] + stats["cache_hits"] == n
+    assert sum(len(c) for c in inner.calls) == stats["requests"]
+    engine.close()
+
+
+def test_a_bad_request_fails_alone():
+    inner = GatedReader(SCRIPT)
+    inner.gate.set()
+    engine = ab.DecisionEngine(BatchingReader(inner, window_s=10, max_batch=3))
+    states = ["charged twice", "poison pill", "site down"]
+
+    async def main():
+        return await asyncio.gather(
+            *(engine.adecide(s, {"team": TEAM}) for s in states), return_exceptions=True
+        )
+
+    good, bad, good2 = asyncio.run(main())
+    assert good["team"].label == "billing" and good2["team"].label == "outage"
+    assert isinstance(bad, ReaderError) and "poisoned state" in str(bad)
+    # one batch of three failed, then each request was read alone
+    assert [len(c) for c in inner.calls] == [3, 1, 1, 1]
+
+
+def test_a_failing_reader_fails_every_caller_with_its_error():
+    inner = ab.ScriptedReader(error=RuntimeError("model crashed"))
+    engine = ab.DecisionEngine(BatchingReader(inner, window_s=10, max_batch=3))
+
+    async def main():
+        return await asyncio.gather(
+            *(engine.adecide(t, {"team": TEAM}) for t in TICKETS[:3]), return_exceptions=True
+        )
+
+    errors = asyncio.run(main())
+    assert all(isinstance(e, ReaderError) and "model crashed" in str(e) for e in errors)
+
+
+def test_a_cancelled_request_fails_alone_and_is_never_read():
+    inner = GatedReader(SCRIPT)
+    engine = ab.DecisionEngine(BatchingReader(inner, max_wait_s=0, concurrency=1))
+
+    async def main():
+        first = asyncio.create_task(engine.adecide("charged twice", {"team": TEAM}))
+        await asyncio.to_thread(inner.entered.wait, 30)  # the first batch is in flight
+        doomed = asyncio.create_task(engine.adecide("site down", {"team": TEAM}))
+        other = asyncio.create_task(engine.adecide("button broken", {"team": TEAM}))
+        await asyncio.sleep(0)  # both queued behind the read in flight
+        await asyncio.sleep(0)
+        doomed.cancel()
+        try:
+            await doomed  # its cancellation has reached the coalescer ...
+        except asyncio.CancelledError as e:
+            doomed = e
+        inner.gate.set()  # ... before the reader is free to take the next batch
+        return (*await asyncio.gather(first, other), doomed)
+
+    first, other, doomed = asyncio.run(main())
+    assert first["team"].label == "billing" and other["team"].label == "bug"
+    assert isinstance(doomed, asyncio.CancelledError)
+    assert "site down" not in [r.state for call in inner.calls for r in call]
+
+
+def test_a_full_queue_pushes_back():
+    inner = GatedReader(SCRIPT)
+    coalescer = BatchingReader(inner, max_wait_s=0, max_queue=2, concurrency=1)
+    engine = ab.DecisionEngine(coalescer)
+    results: dict[str, object] = {}
+
+    def decide(state: str, eng=engine) -> None:
+        try:
+            results[state] = eng.decide(state, {"team": TEAM})["team"].label
+        except Exception as e:  # noqa: BLE001
+            results[state] = e
+
+    threads = [threading.Thread(target=decide, args=("charged 1",))]
+    threads[0].start()
+    assert inner.entered.wait(30)  # in flight; the queue is empty again
+    for state in ("down 2", "other 3"):  # these fill the queue (2 places)
+        threads.append(threading.Thread(target=decide, args=(state,)))
+        threads[-1].start()
+    # wait until both are queued (not timing: the reader is blocked meanwhile)
+    while len(coalescer._queue) < 2:
+        threading.Event().wait(0.005)
+    # a caller with a queue timeout gets QueueFullError ...
+    impatient = ab.DecisionEngine(coalescer)
+    coalescer.queue_timeout_s = 0.05
+    decide("late 4", impatient)
+    assert isinstance(results["late 4"], QueueFullError)
+    # ... one without waits for room (it cannot finish while the reader is blocked)
+    coalescer.queue_timeout_s = None
+    waiting = threading.Thread(target=decide, args=("down 5",))
+    waiting.start()
+    waiting.join(0.2)
+    assert waiting.is_alive() and "down 5" not in results
+    inner.gate.set()
+    for t in [*threads, waiting]:
+        t.join(30)
+    assert results == {
+        "charged 1": "billing",
+        "down 2": "outage",
+        "other 3": "bug",
+        "late 4": results["late 4"],
+        "down 5": "outage",
+    }
+
+
+def test_identical_reads_in_flight_are_read_once():
+    inner = GatedReader(SCRIPT)
+    engine = ab.DecisionEngine(BatchingReader(inner, max_wait_s=0, concurrency=1))
+
+    async def main():
+        first = asyncio.create_task(engine.adecide("button broken", {"team": TEAM}))
+        await asyncio.to_thread(inner.entered.wait, 30)
+        twins = [asyncio.create_task(engine.adecide("site down", {"team": TEAM})) for _ in range(3)]
+        await asyncio.sleep(0)
+        inner.gate.set()
+        return await asyncio.gather(first, *twins)
+
+    out = asyncio.run(main())
+    assert [d["team"].label for d in out] == ["bug", "outage", "outage", "outage"]
+    assert [len(c) for c in inner.calls] == [1, 1]
+    assert engine.reads_via.stats["deduped"] == 2
+
+
+def test_answer_cache_is_bounded_and_keyed_on_the_whole_request():
+    inner = ab.ScriptedReader(SCRIPT)
+    coalescer = BatchingReader(inner, cache_size=2)
+    engine = ab.DecisionEngine(coalescer)
+    a = engine.decide("charged twice", {"team": TEAM})
+    b = engine.decide("charged twice", {"team": TEAM})
+    assert probs(a) == probs(b) and len(inner.calls) == 1
+    assert coalescer.stats["cache_hits"] == 1
+    engine.decide("charged twice", {"team": TEAM}, draws=2)  # another request: a miss
+    assert len(inner.calls) == 2
+    engine.decide("x", {"team": TEAM})
+    engine.decide("y", {"team": TEAM})  # evicts the oldest
+    engine.decide("charged twice", {"team": TEAM})
+    assert len(inner.calls) == 5
+    assert read_key(inner.calls[0][0]) == read_key(inner.calls[-1][0])
+
+
+def test_closing_fails_queued_requests_and_stops():
+    inner = GatedReader(SCRIPT)
+    engine = ab.DecisionEngine(BatchingReader(inner, max_wait_s=0, concurrency=1))
+
+    async def main():
+        first = asyncio.create_task(engine.adecide("charged twice", {"team": TEAM}))
+        await asyncio.to_thread(inner.entered.wait, 30)
+        queued = asyncio.create_task(engine.adecide("site down", {"team": TEAM}))
+        await asyncio.sleep(0)
+        # close() fails the queued request at once, then waits for the read in flight
+        threading.Timer(0.2, inner.gate.set).start()
+        engine.close()
+        return await asyncio.gather(first, queued, return_exceptions=True)
+
+    first, queued = asyncio.run(main())
+    assert not engine.reads_via._threads  # the worker has exited
+    assert first["team"].label == "billing"
+    assert isinstance(queued, ReaderError) and "closed" in str(queued)
+    with pytest.raises(ReaderError, match="closed"):
+        engine.decide("x", {"team": TEAM})
+
+
+def test_the_benchmarks_page_example_runs():
+    from pathlib import Path
+
+    page = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+    code = page.read_text().split("```python\n", 1)[1].split("```", 1)[0]
+    scope: dict = {}
+    exec(compile(code, str(page), "exec"), scope)
+    engine, plain = scope["engine"], scope["plain"]
+    assert isinstance(engine.reads_via, BatchingReader) and engine.reads_via.cache_size == 1024
+    assert plain.reads_via is plain.reader
+    assert list(engine.decide("x", {"team": TEAM})["team"].options) == ["billing", "outage", "bug"]

@@ -139,3 +139,80 @@ def test_next_token_planner_reads_the_first_reply_token(tiny_tokenizer):
     (read,) = planner.plan(ReadRequest("x", (URGENT,))).token_reads
     assert read.canvas == () and read.read_length == 1
     assert tiny_tokenizer.decode(read.prompt_ids).endswith("<|turn>model\n")
+
+
+# -- plan once per state: the state is tokenized once, each question on its own ---------
+
+TRICKY_STATES = [
+    "x",
+    "The dashboard returns 500 errors since 9am.",
+    "ends with spaces   ",
+    "ends with newlines\n\n\n",
+    "  leading and trailing  \n",
+    "unicode: café ✓ 日本語 🙂",
+    "ticket " * 300,
+]
+
+
+def whole_prompts(planner, request):
+    """The plan with every prompt rendered whole (the reference)."""
+    chat = planner.chat
+    original = chat.render_many
+    chat.render_many = lambda head, tails, system=None: [
+        chat.render(head + t, system) for t in tails
+    ]
+    try:
+        return planner.plan(request)
+    finally:
+        chat.render_many = original
+
+
+@pytest.mark.parametrize("state", TRICKY_STATES)
+@pytest.mark.parametrize("joint", [False, True])
+@pytest.mark.parametrize("instructions", [None, "Be careful."])
+def test_shared_state_prefix_gives_the_same_token_reads(planner, state, joint, instructions):
+    request = ReadRequest(state, (TEAM, URGENT, ANGER), instructions=instructions, joint=joint)
+    assert planner.plan(request) == whole_prompts(planner, request)
+
+
+def test_shared_state_prefix_next_token_and_chunked_joint(tiny_tokenizer):
+    small = CanvasPlanner(tiny_tokenizer, vocab_size=512, served_canvas=16, max_model_len=4096)
+    questions = tuple(to_spec(f"q{i}", ab.yes_no(f"Question {i}?")) for i in range(6))
+    request = ReadRequest("a long state " * 20, questions, joint=True)
+    assert small.plan(request) == whole_prompts(small, request)
+    nt = NextTokenPlanner(tiny_tokenizer, max_model_len=4096)
+    request = ReadRequest("a state\n", (TEAM, URGENT, ANGER))
+    assert nt.plan(request) == whole_prompts(nt, request)
+
+
+def test_the_state_is_tokenized_once(planner, tiny_tokenizer, monkeypatch):
+    long_state = "the customer wrote a very long message " * 50
+    seen: list[int] = []
+    encode = type(tiny_tokenizer).encode
+
+    def counting(self, text, *args, **kwargs):
+        seen.append(text.count("very long message"))
+        return encode(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(type(tiny_tokenizer), "encode", counting)
+    planner.plan(ReadRequest(long_state, (TEAM, URGENT, ANGER)))
+    assert sum(1 for n in seen if n > 1) == 1  # one encode of the state for 3 questions
+
+
+def test_a_token_across_the_join_falls_back_to_whole_prompts(planner, monkeypatch):
+    chat = planner.chat
+    real = chat._encode
+    # A tokenizer with a token straddling the join ("\n\nQuestion" gives an extra id
+    # 7): gluing the state's ids to the question's would lose it.
+    monkeypatch.setattr(
+        chat, "_encode", lambda text: ([7] if "\n\nQuestion" in text else []) + real(text)
+    )
+    request = ReadRequest("some state", (TEAM, URGENT))
+    plan = planner.plan(request)
+    assert plan == whole_prompts(planner, request)
+    assert plan.token_reads[0].prompt_ids[0] == 7
+
+
+def test_special_tokens_in_a_shared_state_are_still_rejected(planner):
+    with pytest.raises(ab.SpecialTokenError):
+        planner.plan(ReadRequest("bad<turn|>state", (TEAM, URGENT)))

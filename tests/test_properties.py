@@ -491,7 +491,8 @@ def test_remote_answers(questions, data):
 
     reader = RemoteReader("http://vllm.test", transport=httpx.MockTransport(handle), max_options=26)
     try:
-        decisions = ab.DecisionEngine(reader).decide("s", questions)
+        # batching=False: the transport draws from hypothesis, which must stay on this thread
+        decisions = ab.DecisionEngine(reader, batching=False).decide("s", questions)
     except ReaderError as e:
         # valid answers can still give an option set no probability at all
         assert not all(verdicts) or "no probability" in str(e), e

@@ -11,6 +11,7 @@ import dataclasses
 import json
 import math
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -738,3 +739,115 @@ def test_decisions_configuration():
     reader = RemoteReader(URL + "/v1/decisions/", api="decisions", model="m")
     assert reader.url == URL + "/v1/decisions"
     assert "api='decisions'" in repr(reader)
+
+
+# -- one in-flight limit, one client per loop ----------------------------------------
+
+
+class CountingServer(FakeServer):
+    """Counts requests in flight at once (async and sync)."""
+
+    def __init__(self):
+        super().__init__()
+        self.now = 0
+        self.peak = 0
+
+    def _enter(self):
+        with self.lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+
+    def _leave(self):
+        with self.lock:
+            self.now -= 1
+
+    async def handle_async(self, request):
+        self._enter()
+        try:
+            await asyncio.sleep(0.01)
+            return self(request)
+        finally:
+            self._leave()
+
+    def handle_sync(self, request):
+        self._enter()
+        try:
+            threading.Event().wait(0.01)
+            return self(request)
+        finally:
+            self._leave()
+
+
+def test_max_connections_is_one_limit_for_every_call_thread_and_loop():
+    server = CountingServer()
+    reader = RemoteReader(
+        URL,
+        max_connections=3,
+        transport=httpx.MockTransport(server.handle_sync),
+        async_transport=httpx.MockTransport(server.handle_async),
+    )
+    engine = ab.DecisionEngine(reader, batching=False)
+    states = [f"ticket {i}" for i in range(8)]
+
+    async def many_calls():
+        # eight separate aread calls (not one batch): the limit must hold across them
+        return await asyncio.gather(*(engine.adecide(s, QUESTIONS) for s in states))
+
+    def in_a_thread():
+        return [engine.decide(s, QUESTIONS) for s in states[:4]]
+
+    with ThreadPoolExecutor(4) as pool:
+        sync = [pool.submit(in_a_thread) for _ in range(3)]
+        out = asyncio.run(many_calls())
+        assert all(len(f.result()) == 4 for f in sync)
+    assert len(out) == 8
+    assert 1 <= server.peak <= 3
+    reader.close()
+
+
+def test_one_async_client_per_loop_closed_when_the_loop_ends():
+    server = FakeServer()
+    reader = reader_for(server)
+    engine = ab.DecisionEngine(reader, batching=False)
+    clients = []
+
+    async def run():
+        await engine.adecide("a", QUESTIONS)
+        await engine.adecide("b", QUESTIONS)
+        loop = asyncio.get_running_loop()
+        clients.append(reader._aclients[loop][0])
+        assert len([c for c, _ in reader._aclients.values()]) >= 1
+
+    asyncio.run(run())
+    asyncio.run(run())
+    first, second = clients
+    assert first is not second  # a new loop, a new client ...
+    assert first.is_closed and second.is_closed  # ... and each closed with its loop
+    reader.close()
+
+
+def test_gate_hands_slots_over_and_survives_cancellation():
+    from agentbranch.engine.readers.remote import _Gate
+
+    gate = _Gate(1)
+
+    async def main():
+        await gate.aacquire()
+        waiter = asyncio.create_task(gate.aacquire())
+        await asyncio.sleep(0)
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        gate.release()
+        await asyncio.wait_for(gate.aacquire(), 5)  # the slot is free again
+        gate.release()
+
+    asyncio.run(main())
+    assert gate._used == 0
+
+
+def test_the_engine_coalescer_sends_remote_reads_at_once():
+    reader = reader_for(FakeServer(), max_connections=7)
+    via = ab.DecisionEngine(reader).reads_via
+    assert via.max_wait_s == 0.0 and via.concurrency == 7
+    assert via.inner is reader

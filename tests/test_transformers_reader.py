@@ -156,8 +156,16 @@ def test_length_bucketing_groups_similar_prompts_and_keeps_results(tiny_model_di
         lens = [len(toks[i].prompt_ids) for i in g]
         assert max(lens) * len(lens) <= 1.1 * sum(lens)
     assert len(groups) > 1
+    one_forward = ab.TransformersReader.from_pretrained(tiny_model_dir, bucket_padding=None)
+    assert len(one_forward.backend._groups(toks)) == 1
     for a, b in zip(
         ab.DecisionEngine(bucketed).decide_many(states, QUESTIONS),
-        engine.decide_many(states, QUESTIONS),
+        ab.DecisionEngine(one_forward).decide_many(states, QUESTIONS),
     ):
         assert_close(a, b)
+
+
+def test_length_bucketing_is_on_by_default_on_cpu(tiny_model_dir):
+    assert ab.TransformersReader.from_pretrained(tiny_model_dir).backend.bucket_padding == 0.25
+    with pytest.raises(ab.ConfigurationError, match="bucket_padding"):
+        ab.TransformersReader.from_pretrained(tiny_model_dir, bucket_padding="always")

@@ -7,6 +7,7 @@
 * ``agentbranch engine`` — which engine the environment selects, and why.
 * ``agentbranch replay diff OLD NEW`` — drift between two cassettes (``agentbranch.replay.cli``).
 * ``agentbranch audit report AUDITS.jsonl`` — the take band's precision vs a teacher.
+* ``agentbranch bench`` — the read paths timed side by side (``agentbranch.bench``).
 """
 
 from __future__ import annotations
@@ -571,6 +572,26 @@ def engine(
     if load:
         built, _ = _engine(None)
         console.print(f"built: {built.reader.name} ({built.reader.model})")
+
+
+@app.command()
+def bench(
+    json_out: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
+    plot: Annotated[Path | None, typer.Option(help="Write the plot (PNG) here.")] = None,
+    quick: Annotated[bool, typer.Option(help="Fewer repetitions.")] = False,
+    vllm: Annotated[
+        bool | None, typer.Option(help="Run the vLLM part (default: when vllm imports).")
+    ] = None,
+    vllm_model: Annotated[
+        Path | None, typer.Option(help="A causal model folder for the vLLM part.")
+    ] = None,
+    cpu: Annotated[bool, typer.Option(help="Run the CPU (transformers) part.")] = True,
+) -> None:
+    """Time the read paths side by side and print every ratio (see docs/benchmarks.md)."""
+    from agentbranch.bench import command
+
+    _quiet_logs(False)
+    raise typer.Exit(command(json_out, plot, quick, vllm, vllm_model, cpu))
 
 
 def _add_subcommands() -> None:

@@ -21,8 +21,8 @@ uses ``interrupt(payload, response_schema=Literal[options])``; resume with
 ``Command(resume="<option>")``. All are ``RunnableLambda``s with sync and async paths;
 only ``config`` is injected (injecting runtime/store breaks ``update_state`` forks).
 
-Concurrent branches (``Send`` fan-out, parallel runs) reach the model as one batch when
-the engine's reader is a ``BatchingReader`` (``agentbranch.engine.batching``).
+Concurrent branches (``Send`` fan-out, parallel runs) share reader batches: the engine
+coalesces concurrent calls by default (``agentbranch.engine.batching``).
 """
 
 from __future__ import annotations

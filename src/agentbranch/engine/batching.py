@@ -1,64 +1,203 @@
-"""Micro-batching: concurrent decisions reach the model as ONE reader batch.
+"""The coalescer: concurrent decisions reach the model as few, full reader batches.
 
-LangGraph runs the branches of a ``Send`` fan-out concurrently: sync nodes in a thread
-pool, async nodes as asyncio tasks. Each branch calls the engine on its own. Wrap the
-reader in a ``BatchingReader`` and the calls that arrive within ``window_s`` of the first
-one are read together::
+``DecisionEngine`` puts one in front of its reader by default, so threads (LangGraph's
+``graph.batch``, sync ``Send`` branches, web-server workers), asyncio tasks (``ainvoke``,
+async branches) and any mix of them share reader batches without the user doing
+anything. ``DecisionEngine(reader, batching=False)`` turns it off; build one yourself to
+tune it::
 
-    engine = DecisionEngine(BatchingReader(reader, window_s=0.01))
+    engine = DecisionEngine(BatchingReader(reader, max_batch=32, max_wait_s=0.005))
 
-The first caller of a window becomes its leader: it waits up to ``window_s`` (less when
-``max_batch`` requests are queued), takes every queued request, makes one
-``reader.read``/``reader.aread`` call (split into chunks of at most ``max_batch``
-requests) and
-hands each caller its own answers. Sync threads and asyncio tasks can share a window;
-errors reach every caller of the failed batch.
+How it works: every caller's requests go on one bounded queue. Worker threads (at most
+``concurrency``, default the reader's ``concurrent_batches``, 1 for a local model) take
+up to ``max_batch`` queued requests, waiting at most ``max_wait_s`` for a batch to fill,
+make ONE ``reader.read`` call and hand each caller exactly its own answers. While a batch
+is being read the next one queues up, so batches grow with the load by themselves
+("natural batching"); one caller alone is read at once.
+
+* **De-duplication**: a request identical to one already queued or being read (same
+  state, questions, instructions, draws, joint) is not read twice; both callers get the
+  one answer.
+* **Answer cache** (``cache_size``, off by default): a bounded LRU of answers keyed by a
+  digest of the whole ``ReadRequest``. Only for deterministic readers (every model reader
+  here is: a one-step read with a seeded canvas is a pure function of its request).
+* **Back-pressure**: at most ``max_queue`` requests wait; a caller that finds the queue
+  full waits for room (an async caller without blocking its event loop), at most
+  ``queue_timeout_s`` when set, then gets ``QueueFullError``.
+* **Failure isolation**: when a batch fails, its requests are read again one by one, so
+  a bad request (a state too long, a special token) fails alone and the others get their
+  answers. A cancelled caller (an async task cancelled, a timed-out wait) takes its
+  requests out of the queue if they were not taken yet; nobody else is affected.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import threading
+import time
+from collections import OrderedDict, deque
 from collections.abc import Sequence
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future, InvalidStateError
 from dataclasses import dataclass, field
+from typing import Any
 
 from agentbranch.engine.readers.base import Reader
 from agentbranch.engine.reads import LabelRead, ReadRequest
 from agentbranch.errors import ConfigurationError, ReaderError
 
+__all__ = ["BatchingReader", "QueueFullError", "read_key"]
 
-@dataclass
-class _Waiting:
-    requests: list[ReadRequest]
+
+class QueueFullError(ReaderError):
+    """The coalescer's queue stayed full for ``queue_timeout_s``: the reader is
+    overloaded. Lower the load, raise ``max_queue``/``queue_timeout_s``, or add readers."""
+
+
+def read_key(request: ReadRequest) -> str:
+    """A digest of everything that determines a read (the answer-cache key): the state,
+    instructions, draws, joint, and every question's id, type, wording, options,
+    descriptions and labels."""
+    blob = json.dumps(
+        [
+            request.state,
+            request.instructions,
+            request.draws,
+            request.joint,
+            [
+                [q.id, q.type, q.instructions, q.options, q.descriptions, q.labels]
+                for q in request.questions
+            ],
+        ],
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _hashable(request: ReadRequest) -> bool:
+    try:
+        hash(request)
+    except TypeError:  # built by hand with lists instead of tuples
+        return False
+    return True
+
+
+@dataclass(eq=False)
+class _Call:
+    """One caller's ``read``: its answers fill in as the requests are read."""
+
+    answers: list[list[LabelRead] | None]
+    remaining: int
     future: Future[list[list[LabelRead]]] = field(default_factory=Future)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def give(self, index: int, reads: list[LabelRead]) -> None:
+        with self.lock:  # answers may arrive from several workers at once
+            if self.future.done() or self.answers[index] is not None:
+                return
+            self.answers[index] = reads
+            self.remaining -= 1
+            last = self.remaining == 0
+        if last:
+            try:
+                self.future.set_result(self.answers)  # type: ignore[arg-type]
+            except InvalidStateError:  # cancelled meanwhile
+                pass
+
+    def fail(self, error: BaseException) -> None:
+        try:
+            self.future.set_exception(error)
+        except InvalidStateError:
+            pass
 
 
-@dataclass
-class _Window:
-    waiting: list[_Waiting] = field(default_factory=list)
-    size: int = 0
-    full: threading.Event = field(default_factory=threading.Event)
+@dataclass(eq=False)
+class _Item:
+    """One distinct request in flight, and every (call, index) waiting for it."""
+
+    request: ReadRequest
+    key: Any
+    waiters: list[tuple[_Call, int]] = field(default_factory=list)
+
+    def wanted(self) -> bool:
+        return any(not call.future.done() for call, _ in self.waiters)
 
 
 class BatchingReader(Reader):
-    """A reader that coalesces concurrent ``read``/``aread`` calls into one batch.
+    """A reader that coalesces concurrent ``read``/``aread`` calls into batches.
 
     Args:
         reader: the reader that does the work.
-        window_s: how long the first call of a window waits for others.
-        max_batch: flush as soon as this many requests are queued; larger batches are
-            read in chunks of this size.
+        max_batch: most requests in one ``reader.read`` call.
+        max_wait_s: how long a worker holds a batch that is not full, waiting for more
+            callers (``window_s`` is the old name; default 2 ms, or the reader's
+            ``coalesce_wait_s``: 0 for ``VLLMReader`` and ``RemoteReader``, which batch
+            again downstream). Under load batches fill while the previous one is read, so
+            this only matters for bursts that arrive at once.
+        max_queue: most requests waiting; further callers wait for room (back-pressure).
+        queue_timeout_s: how long a caller waits for room before ``QueueFullError``
+            (``None``: as long as it takes).
+        concurrency: batches read at once (default: ``reader.concurrent_batches`` if the
+            reader declares it, else 1 — one model reads one batch at a time).
+        cache_size: answers kept in an LRU cache keyed by the request digest (0 = off).
+        dedupe: share one read between identical requests in flight.
     """
 
-    def __init__(self, reader: Reader, *, window_s: float = 0.01, max_batch: int = 64) -> None:
-        if window_s < 0 or max_batch < 1:
-            raise ConfigurationError("window_s must be >= 0 and max_batch >= 1")
+    def __init__(
+        self,
+        reader: Reader,
+        *,
+        max_batch: int = 64,
+        max_wait_s: float | None = None,
+        max_queue: int = 4096,
+        queue_timeout_s: float | None = None,
+        concurrency: int | None = None,
+        cache_size: int = 0,
+        dedupe: bool = True,
+        window_s: float | None = None,
+    ) -> None:
+        wait = max_wait_s if max_wait_s is not None else window_s
+        if wait is None:  # a reader that batches again itself need not wait here too
+            wait = float(getattr(reader, "coalesce_wait_s", 0.002))
+        concurrency = concurrency or int(getattr(reader, "concurrent_batches", 1) or 1)
+        if wait < 0 or max_batch < 1 or max_queue < 1 or concurrency < 1 or cache_size < 0:
+            raise ConfigurationError(
+                "BatchingReader needs max_wait_s >= 0, max_batch >= 1, max_queue >= 1, "
+                "concurrency >= 1 and cache_size >= 0"
+            )
+        if isinstance(reader, BatchingReader):
+            raise ConfigurationError(
+                "this reader is already a BatchingReader; do not wrap it twice"
+            )
         self.inner = reader
-        self.window_s = window_s
         self.max_batch = max_batch
-        self._lock = threading.Lock()
-        self._window: _Window | None = None
+        self.max_wait_s = wait
+        self.max_queue = max_queue
+        self.queue_timeout_s = queue_timeout_s
+        self.concurrency = concurrency
+        self.cache_size = cache_size
+        self.dedupe = dedupe
+        #: Idle workers exit after this long; the next call starts them again.
+        self.idle_s = 2.0
+        self._cond = threading.Condition()
+        self._queue: deque[_Item] = deque()
+        self._in_flight: dict[Any, _Item] = {}
+        self._cache: OrderedDict[str, list[LabelRead]] = OrderedDict()
+        self._room: list[Future[None]] = []
+        self._workers = 0
+        self._threads: set[threading.Thread] = set()
+        self._idle = 0
+        self._closed = False
+        #: Counters: batches read, requests read, cache hits, de-duplicated requests.
+        self.stats = {"batches": 0, "requests": 0, "cache_hits": 0, "deduped": 0}
+        #: Sizes of the last batches read (for tests and the benchmark).
+        self.batch_sizes: deque[int] = deque(maxlen=1024)
+
+    @property
+    def window_s(self) -> float:
+        """The old name of ``max_wait_s``."""
+        return self.max_wait_s
 
     # the wrapped reader's identity
     @property
@@ -74,102 +213,245 @@ class BatchingReader(Reader):
         return self.inner.max_options
 
     def load(self) -> None:
-        self.inner.load()
+        """Load the wrapped reader's model (readers that have ``load``)."""
+        load = getattr(self.inner, "load", None)
+        if callable(load):
+            load()
 
     def warmup(self) -> None:
-        self.inner.warmup()
+        """Warm the wrapped reader up (readers that have ``warmup``)."""
+        warmup = getattr(self.inner, "warmup", None)
+        if callable(warmup):
+            warmup()
 
-    def close(self) -> None:
-        self.inner.close()
-
-    # -- queueing ------------------------------------------------------------------
-
-    def _join(self, requests: Sequence[ReadRequest]) -> tuple[_Waiting, _Window | None]:
-        """Queue ``requests``; returns the window to lead, if this call leads one."""
-        waiting = _Waiting(list(requests))
-        with self._lock:
-            lead = self._window is None
-            if lead:
-                self._window = _Window()
-            window = self._window
-            assert window is not None
-            window.waiting.append(waiting)
-            window.size += len(waiting.requests)
-            if window.size >= self.max_batch:
-                window.full.set()
-        return waiting, window if lead else None
-
-    def _close_window(self, window: _Window) -> list[_Waiting]:
-        with self._lock:
-            if self._window is window:
-                self._window = None
-            return list(window.waiting)
-
-    def _chunks(self, waiting: list[_Waiting]) -> list[list[tuple[_Waiting, ReadRequest]]]:
-        flat = [(w, r) for w in waiting for r in w.requests]
-        return [flat[i : i + self.max_batch] for i in range(0, len(flat), self.max_batch)]
-
-    @staticmethod
-    def _deliver(
-        chunk: list[tuple[_Waiting, ReadRequest]],
-        reads: list[list[LabelRead]] | None,
-        error: BaseException | None,
-        answers: dict[int, list[list[LabelRead]]],
-    ) -> None:
-        if error is None and reads is not None and len(reads) != len(chunk):
-            error = ReaderError(f"reader answered {len(reads)} of {len(chunk)} batched requests")
-        for i, (w, _) in enumerate(chunk):
-            if w.future.done():
-                continue
-            if error is not None:
-                w.future.set_exception(error)
-                continue
-            got = answers.setdefault(id(w), [])
-            got.append(reads[i])  # type: ignore[index]
-            if len(got) == len(w.requests):
-                w.future.set_result(got)
-
-    # -- sync ----------------------------------------------------------------------
+    # -- reading ---------------------------------------------------------------------
 
     def read(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
-        waiting, window = self._join(requests)
-        if window is not None:
-            window.full.wait(self.window_s)
-            answers: dict[int, list[list[LabelRead]]] = {}
-            for chunk in self._chunks(self._close_window(window)):
-                try:
-                    reads = self.inner.read([r for _, r in chunk])
-                except BaseException as e:  # every caller of the batch sees it
-                    self._deliver(chunk, None, e, answers)
-                    continue
-                self._deliver(chunk, reads, None, answers)
-        return waiting.future.result()
-
-    # -- async ---------------------------------------------------------------------
+        call, pending = self._call(requests)
+        deadline = self._deadline()
+        while pending:
+            room = self._offer(call, pending)
+            if room is None:
+                break
+            try:
+                room.result(timeout=self._left(deadline))
+            except TimeoutError:
+                call.future.cancel()
+                raise self._full() from None
+        return call.future.result()
 
     async def aread(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
-        waiting, window = self._join(requests)
-        if window is not None:
-            if not window.full.is_set() and self.window_s > 0:
-                # Wait for the window without blocking the loop; a full batch ends it early.
+        call, pending = self._call(requests)
+        try:
+            deadline = self._deadline()
+            while pending:
+                room = self._offer(call, pending)
+                if room is None:
+                    break
                 try:
-                    await asyncio.to_thread(window.full.wait, self.window_s)
-                except asyncio.CancelledError:
-                    # The leader was cancelled: nobody would read this window; fail it.
-                    err = ReaderError("the batch leader was cancelled before reading")
-                    for w in self._close_window(window):
-                        if not w.future.done():
-                            w.future.set_exception(err)
-                    raise
-            answers: dict[int, list[list[LabelRead]]] = {}
-            for chunk in self._chunks(self._close_window(window)):
-                try:
-                    reads = await self.inner.aread([r for _, r in chunk])
-                except BaseException as e:
-                    self._deliver(chunk, None, e, answers)
+                    await asyncio.wait_for(asyncio.wrap_future(room), self._left(deadline))
+                except TimeoutError:
+                    raise self._full() from None
+            return await asyncio.wrap_future(call.future)
+        except BaseException:  # cancelled or failed: take our requests out of the queue
+            call.future.cancel()
+            raise
+
+    def _call(
+        self, requests: Sequence[ReadRequest]
+    ) -> tuple[_Call, deque[tuple[int, ReadRequest]]]:
+        requests = list(requests)
+        call = _Call([None] * len(requests), len(requests))
+        if not requests:
+            call.future.set_result([])
+        return call, deque(enumerate(requests))
+
+    def _deadline(self) -> float | None:
+        if self.queue_timeout_s is None:
+            return None
+        return time.monotonic() + self.queue_timeout_s
+
+    @staticmethod
+    def _left(deadline: float | None) -> float | None:
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+    def _full(self) -> QueueFullError:
+        return QueueFullError(
+            f"the read queue stayed full ({self.max_queue} requests) for "
+            f"{self.queue_timeout_s}s: the reader cannot keep up. Lower the load, raise "
+            "max_queue or queue_timeout_s, or serve the model with more capacity."
+        )
+
+    def _offer(self, call: _Call, pending: deque[tuple[int, ReadRequest]]) -> Future[None] | None:
+        """Queue what fits of ``pending``; ``None`` when all is queued (or answered),
+        else a future that resolves when there may be room."""
+        with self._cond:
+            if self._closed:
+                raise ReaderError("this BatchingReader is closed; create a new one")
+            queued = False
+            while pending:
+                index, request = pending[0]
+                # The cache keys on the digest; in-flight de-duplication on the request
+                # itself (a frozen dataclass: hashing it is cheaper than a digest).
+                key: Any = None
+                if self.cache_size:
+                    key = read_key(request)
+                elif self.dedupe:
+                    key = request if _hashable(request) else None
+                if key is not None and key in self._cache:
+                    self._cache.move_to_end(key)
+                    self.stats["cache_hits"] += 1
+                    pending.popleft()
+                    call.give(index, list(self._cache[key]))
                     continue
-                self._deliver(chunk, reads, None, answers)
-        return await asyncio.wrap_future(waiting.future)
+                if self.dedupe and key in self._in_flight:
+                    self.stats["deduped"] += 1
+                    pending.popleft()
+                    self._in_flight[key].waiters.append((call, index))  # type: ignore[index]
+                    continue
+                if len(self._queue) >= self.max_queue:
+                    break
+                pending.popleft()
+                item = _Item(request, key, [(call, index)])
+                if self.dedupe and key is not None:
+                    self._in_flight[key] = item
+                self._queue.append(item)
+                queued = True
+            if queued:
+                self._wake()
+            if not pending:
+                return None
+            room: Future[None] = Future()
+            self._room.append(room)
+            return room
 
+    def _wake(self) -> None:
+        """Notify idle workers; start one if none is idle and the limit allows."""
+        if self._idle == 0 and self._workers < self.concurrency:
+            self._workers += 1
+            worker = threading.Thread(target=self._work, name="agentbranch-batch", daemon=True)
+            self._threads.add(worker)
+            worker.start()
+        self._cond.notify_all()
 
-__all__ = ["BatchingReader"]
+    # -- workers -------------------------------------------------------------------
+
+    def _take(self) -> list[_Item] | None:
+        """The next batch (``None``: idle too long or closed, the worker exits)."""
+        with self._cond:
+            self._idle += 1
+            try:
+                while not self._queue:
+                    if self._closed or not self._cond.wait(self.idle_s) and not self._queue:
+                        self._workers -= 1
+                        return None
+                deadline = time.monotonic() + self.max_wait_s
+                while len(self._queue) < self.max_batch and not self._closed:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+                batch: list[_Item] = []
+                while self._queue and len(batch) < self.max_batch:
+                    item = self._queue.popleft()
+                    if item.wanted():
+                        batch.append(item)
+                    else:  # every caller gave up on it
+                        self._forget(item)
+                room, self._room = self._room, []
+            finally:
+                self._idle -= 1
+        for r in room:
+            r.set_result(None)
+        return batch
+
+    def _forget(self, item: _Item) -> None:
+        if item.key is not None and self._in_flight.get(item.key) is item:
+            del self._in_flight[item.key]
+
+    def _work(self) -> None:
+        try:
+            while (batch := self._take()) is not None:
+                if batch:
+                    self._read(batch)
+        finally:
+            with self._cond:
+                self._threads.discard(threading.current_thread())
+
+    def _read(self, batch: list[_Item]) -> None:
+        try:
+            reads = self.inner.read([item.request for item in batch])
+            if len(reads) != len(batch):
+                raise ReaderError(
+                    f"reader {self.inner.name!r} answered {len(reads)} of {len(batch)} "
+                    "batched requests"
+                )
+        except BaseException as e:  # noqa: BLE001 - delivered to the callers
+            # Anything the reader raises reaches its callers, never the worker alone (a
+            # dead worker would leave them waiting). Exceptions proper get a re-read.
+            if len(batch) > 1 and isinstance(e, Exception):
+                # Which request failed? Read each alone: a bad one fails alone.
+                for item in batch:
+                    if item.wanted():
+                        self._read([item])
+                    else:
+                        self._settle(item, None, None)
+                return
+            self._settle(batch[0], None, e)
+            return
+        with self._cond:
+            self.stats["batches"] += 1
+            self.stats["requests"] += len(batch)
+            self.batch_sizes.append(len(batch))
+        for item, item_reads in zip(batch, reads):
+            self._settle(item, item_reads, None)
+
+    def _settle(
+        self, item: _Item, reads: list[LabelRead] | None, error: BaseException | None
+    ) -> None:
+        with self._cond:
+            self._forget(item)
+            # Never cache a failure (a reader may answer one request with its error).
+            cacheable = reads is not None and not isinstance(reads, BaseException)
+            if cacheable and item.key is not None and self.cache_size:
+                self._cache[item.key] = reads
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+            waiters = list(item.waiters)
+        for call, index in waiters:
+            if error is not None:
+                call.fail(error)
+            elif reads is not None:
+                call.give(index, reads)
+            else:
+                call.fail(CancelledError())
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def clear_cache(self) -> None:
+        """Drop every cached answer."""
+        with self._cond:
+            self._cache.clear()
+
+    def close(self) -> None:
+        """Stop the workers, fail what is still queued, close the wrapped reader."""
+        with self._cond:
+            already = self._closed
+            self._closed = True
+            queued, self._queue = list(self._queue), deque()
+            room, self._room = self._room, []
+            self._cond.notify_all()
+        error = ReaderError("the reader was closed before this request was read")
+        for item in queued:
+            self._settle(item, None, error)
+        for r in room:
+            r.set_result(None)
+        with self._cond:
+            workers = [t for t in self._threads if t is not threading.current_thread()]
+        for t in workers:  # each finishes the batch it is reading, then exits
+            t.join(timeout=5)
+        if not already:
+            self.inner.close()
+
+    def __repr__(self) -> str:
+        return f"BatchingReader({self.inner!r}, max_batch={self.max_batch})"

@@ -192,6 +192,46 @@ class ChatPrompt:
             )
         return self._render_as_text(content, system)
 
+    def render_many(
+        self, head: str, tails: Sequence[str], system: str | None = None
+    ) -> list[list[int]]:
+        """Prompt ids for the user turns ``head + tail``, one per tail, tokenizing the
+        shared ``head`` (the state) ONCE and each tail on its own.
+
+        A tail's ids are only joined to the head's when that is exactly what tokenizing
+        the whole prompt gives: the rendered text must be the head's text, the tail and
+        the template's ending, and the head's last tokens must re-tokenize the same with
+        the tail after them (no token straddles the join). Otherwise, and for content
+        with special tokens, that prompt is rendered whole, as ``render`` does."""
+        whole = lambda tail: self.render(head + tail, system)  # noqa: E731
+        if len(tails) < 2 or self.special_tokens_in(head) or self.special_tokens_in(system or ""):
+            return [whole(t) for t in tails]
+        marker = _SENTINELS[0]
+        text = self._template(self.messages(head + marker, system))
+        if text.count(marker) != 1 or marker in head:
+            return [whole(t) for t in tails]
+        text_head, text_end = text.split(marker)
+        head_ids = self._encode(text_head)
+        m = min(4, len(head_ids))
+        probe = head_ids[len(head_ids) - m :]
+        probe_text = self.tokenizer.decode(
+            probe, skip_special_tokens=False, clean_up_tokenization_spaces=False
+        )
+        if self._encode(probe_text) != probe:
+            return [whole(t) for t in tails]
+        out = []
+        for tail in tails:
+            rendered = self._template(self.messages(head + tail, system))
+            if self.special_tokens_in(tail) or rendered != text_head + tail + text_end:
+                out.append(whole(tail))
+                continue
+            rest = self._encode(tail + text_end)
+            if self._encode(probe_text + tail + text_end) != probe + rest:
+                out.append(whole(tail))  # a token straddles the join
+                continue
+            out.append(head_ids + rest)
+        return out
+
     def _render_as_text(self, content: str, system: str | None) -> list[int]:
         # Render with placeholders, then tokenize the user's text on its own with
         # special-token splitting on, so "<turn|>" there stays characters.
@@ -270,7 +310,15 @@ class _PlannerBase:
             )
 
     def _render(self, content: str, system: str | None) -> list[int]:
-        ids = self.chat.render(content, system)
+        return self._checked(self.chat.render(content, system))
+
+    def _render_after_state(
+        self, state: str, parts: Sequence[str], system: str | None
+    ) -> list[list[int]]:
+        """``_render(f"{state}\n\n{part}")`` for each part, the state tokenized once."""
+        return [self._checked(ids) for ids in self.chat.render_many(f"{state}\n\n", parts, system)]
+
+    def _checked(self, ids: list[int]) -> list[int]:
         if ids[len(ids) - len(self.tail) :] != self.tail:
             raise ConfigurationError(
                 "the chat template ends this prompt differently from its generation "
@@ -288,9 +336,14 @@ class _PlannerBase:
             )
 
     @staticmethod
-    def content(state: str, q: QuestionSpec) -> str:
+    def question_text(q: QuestionSpec) -> str:
+        """What a single read asks after the state."""
+        return question_type(q.type).prompt(asked(q))
+
+    @classmethod
+    def content(cls, state: str, q: QuestionSpec) -> str:
         """The user turn of a single read: the state, then the question."""
-        return f"{state}\n\n{question_type(q.type).prompt(asked(q))}"
+        return f"{state}\n\n{cls.question_text(q)}"
 
 
 class NextTokenPlanner(_PlannerBase):
@@ -304,7 +357,10 @@ class NextTokenPlanner(_PlannerBase):
         plan = ReadPlan()
         for q in request.questions:
             self._check_labels(q)
-            ids = self._render(self.content(request.state, q), request.instructions)
+        prompts = self._render_after_state(
+            request.state, [self.question_text(q) for q in request.questions], request.instructions
+        )
+        for q, ids in zip(request.questions, prompts):
             self._check_length(len(ids), 1)
             groups = tuple((i,) for i in self.label_ids(q.labels))
             plan.where.append([(len(plan.token_reads), 0)])
@@ -363,8 +419,7 @@ class CanvasPlanner(_PlannerBase):
         n = len(self.thought)
         return n > 0 and list(ids[len(ids) - n :]) == self.thought
 
-    def _render(self, content: str, system: str | None) -> list[int]:
-        ids = self.chat.render(content, system)
+    def _checked(self, ids: list[int]) -> list[int]:
         if self.template_has_thought:
             if not self._ends_with_thought(ids):
                 raise ConfigurationError("the chat template's thought block went missing")
@@ -456,10 +511,15 @@ class CanvasPlanner(_PlannerBase):
 
     def joint_content(self, state: str, questions: Sequence[QuestionSpec], start: int) -> str:
         """The user turn of a joint read: the state, then the numbered questions."""
+        return f"{state}\n\n{self.joint_text(questions, start)}"
+
+    @staticmethod
+    def joint_text(questions: Sequence[QuestionSpec], start: int) -> str:
+        """What a joint read asks after the state: the numbered questions."""
         asks = "\n\n".join(
             question_type(q.type).joint_prompt(k, asked(q)) for k, q in enumerate(questions, start)
         )
-        return f"{state}\n\n{asks}\n\n{JOINT_REPLY}"
+        return f"{asks}\n\n{JOINT_REPLY}"
 
     def joint_canvas(
         self,
@@ -489,10 +549,11 @@ class CanvasPlanner(_PlannerBase):
     def _joint(self, plan: ReadPlan, request: ReadRequest) -> None:
         draws = max(1, request.draws)
         spots: list[list[tuple[int, int]]] = []
-        for start, chunk in self.joint_chunks(request.questions):
-            prompt_ids = self._render(
-                self.joint_content(request.state, chunk, start), request.instructions
-            )
+        chunks = self.joint_chunks(request.questions)
+        prompts = self._render_after_state(
+            request.state, [self.joint_text(c, start) for start, c in chunks], request.instructions
+        )
+        for (start, chunk), prompt_ids in zip(chunks, prompts):
             chunk_spots: list[list[tuple[int, int]]] = [[] for _ in chunk]
             for d in range(draws):
                 canvas, slots = self.joint_canvas(chunk, prompt_ids, start, d)
@@ -517,7 +578,9 @@ class CanvasPlanner(_PlannerBase):
         if request.joint and len(request.questions) > 1 and self.joint_reads:
             self._joint(plan, request)
             return plan
-        for q in request.questions:
-            prompt_ids = self._render(self.content(request.state, q), request.instructions)
+        prompts = self._render_after_state(
+            request.state, [self.question_text(q) for q in request.questions], request.instructions
+        )
+        for q, prompt_ids in zip(request.questions, prompts):
             self._single(plan, q, prompt_ids, max(1, request.draws))
         return plan

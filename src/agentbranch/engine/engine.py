@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from agentbranch import logs
 from agentbranch.decisions import Decision, Decisions
+from agentbranch.engine.batching import BatchingReader
 from agentbranch.engine.calibration import Calibration
 from agentbranch.engine.plan import Unit, combine, expand, normalise
 from agentbranch.engine.readers.base import Reader
@@ -113,6 +114,10 @@ class DecisionEngine:
             the read itself (each timed sync read runs on its own thread, so concurrent
             callers never wait for each other's slot).
         log_state: include the rendered state in the decision log event.
+        batching: coalesce concurrent calls (threads, asyncio tasks, ``graph.batch``)
+            into shared reader batches through a ``BatchingReader`` (the default);
+            ``False`` sends each call to the reader as is. A reader that already is a
+            ``BatchingReader`` is used as given.
         eager: warm the reader up now (``warmup()``) instead of before the first read.
 
     ``latency_s`` in decisions is the read alone: loading the model never counts.
@@ -130,6 +135,7 @@ class DecisionEngine:
         timeout_s: float | None = None,
         log_state: bool = False,
         eager: bool = False,
+        batching: bool = True,
     ) -> None:
         if not (
             callable(getattr(reader, "read", None)) and callable(getattr(reader, "aread", None))
@@ -166,6 +172,10 @@ class DecisionEngine:
         self.timeout_s = _timeout(timeout_s)
         self.log_state = log_state
         self._uncalibrated: set[str] = set()  # question ids already warned about
+        self.batching = batching
+        self._coalescer: BatchingReader | None = None
+        if batching and not isinstance(reader, BatchingReader):
+            self._coalescer = BatchingReader(reader)
         #: Why ``from_env`` chose this reader (``None`` when built directly).
         self.selection_reason: str | None = None
         self._loaded = False
@@ -271,8 +281,21 @@ class DecisionEngine:
         return self._finish_all(prepared, reads, time.perf_counter() - start, log_decisions)
 
     def close(self) -> None:
-        """Close the reader."""
+        """Close the coalescer and the reader."""
+        if self._coalescer is not None:
+            self._coalescer.close()
         self.reader.close()
+
+    @property
+    def reads_via(self) -> Reader:
+        """The reader reads go through: the coalescer over ``reader`` (made on first
+        use, and again if ``reader`` is replaced), or ``reader`` itself."""
+        if not self.batching or isinstance(self.reader, BatchingReader):
+            return self.reader
+        coalescer = self._coalescer
+        if coalescer is None or coalescer.inner is not self.reader:
+            coalescer = self._coalescer = BatchingReader(self.reader)
+        return coalescer
 
     # -- preparation ---------------------------------------------------------------
 
@@ -354,8 +377,8 @@ class DecisionEngine:
     def _read_sync(self, requests: list[ReadRequest]) -> list[list[LabelRead]]:
         try:
             if self.timeout_s is None:
-                return self.reader.read(requests)
-            future = _in_thread(lambda: self.reader.read(requests))
+                return self.reads_via.read(requests)
+            future = _in_thread(lambda: self.reads_via.read(requests))
             try:
                 return future.result(timeout=self.timeout_s)
             except FutureTimeout:
@@ -368,13 +391,14 @@ class DecisionEngine:
     async def _read_async(self, requests: list[ReadRequest]) -> list[list[LabelRead]]:
         try:
             if self.timeout_s is None:
-                return await self.reader.aread(requests)
-            if type(self.reader).aread is Reader.aread:
+                return await self.reads_via.aread(requests)
+            via = self.reads_via
+            if type(via).aread is Reader.aread:
                 # The default aread borrows the loop's default executor (a few threads):
                 # a queue there would count against the timeout. Give the read its own.
-                read = asyncio.wrap_future(_in_thread(lambda: self.reader.read(requests)))
+                read = asyncio.wrap_future(_in_thread(lambda: via.read(requests)))
             else:
-                read = self.reader.aread(requests)
+                read = via.aread(requests)
             try:
                 return await asyncio.wait_for(read, self.timeout_s)
             except TimeoutError:

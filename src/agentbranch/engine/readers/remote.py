@@ -18,8 +18,9 @@ or Decisions requests (vLLM 0.33's ``entrypoints/openai/decisions/protocol.py``)
     -> {"model", "answers": [{"type", "name", "probabilities": [...], "confidence"}], "usage"}
 
 One HTTP request per ``ReadRequest`` (all its questions); the requests of a batch go out
-concurrently (``aread``: ``asyncio.gather`` on one pooled ``httpx.AsyncClient``; ``read``:
-a thread pool on one pooled ``httpx.Client``). Only the body and the answers differ per
+concurrently (``aread``: ``asyncio.gather`` on one pooled ``httpx.AsyncClient`` per event
+loop, closed when that loop shuts down; ``read``: a thread pool on one pooled
+``httpx.Client``), under ONE in-flight limit (``max_connections``) for the whole reader. Only the body and the answers differ per
 API (``_Api``); the HTTP, retry and error handling are shared. The server builds the
 prompts itself (vLLM's question types), so on ``/v1/systemone`` the same state and
 questions give the same decisions as ``VLLMReader`` on the same model.
@@ -52,8 +53,8 @@ read's decision gets exactly the server's ``p_i``. ``argmax_is_label`` comes fro
 * ``joint`` is sent when the request asks for it; vLLM refuses it (400) for models other
   than DiffusionGemma.
 
-**Errors.** Connection failures, 429, 502, 503 and 504 are retried with exponential
-backoff (``Retry-After`` honoured, capped), at most ``max_retries`` times; then
+**Errors.** Connection failures, 429, 502, 503 and 504 are retried (tenacity) with
+exponential backoff (``Retry-After`` honoured, capped), at most ``max_retries`` times; then
 ``RemoteUnavailableError``. Other 4xx raise ``RemoteRequestError`` carrying the status
 and the server's own message (wrong model name, too many options, ...). A read that times
 out raises ``ReaderTimeoutError``.
@@ -80,12 +81,14 @@ import math
 import random
 import re
 import threading
-import time
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+import weakref
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import httpx
+import tenacity
 
 from agentbranch.engine.readers.base import Reader
 from agentbranch.engine.reads import LabelRead, QuestionSpec, ReadRequest
@@ -474,6 +477,90 @@ def _secrets(headers: Mapping[str, str], api_key: str | None) -> list[str]:
     return sorted((s for s in found if len(s) >= 4), key=len, reverse=True)
 
 
+# ------------------------------------------------------------- in-flight limit
+
+
+class _Gate:
+    """One in-flight limit shared by threads and event loops (``max_connections``).
+
+    ``asyncio.Semaphore`` belongs to one loop and ``threading.Semaphore`` blocks a loop,
+    so this keeps a count and a queue of waiters: a ``concurrent.futures.Future`` for a
+    thread, an ``asyncio.Future`` (woken on its own loop) for a task. A released slot
+    passes straight to the next waiter."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._used = 0
+        self._waiters: deque[Future[None] | list[Any]] = deque()
+
+    def release(self) -> None:
+        with self._lock:
+            while self._waiters:
+                waiter = self._waiters.popleft()
+                if isinstance(waiter, Future):
+                    if waiter.set_running_or_notify_cancel():
+                        waiter.set_result(None)  # the slot passes to this thread
+                        return
+                    continue
+                loop, future = waiter[0], waiter[1]
+                if future.cancelled() or loop.is_closed():
+                    continue
+                waiter[2] = True  # handed over; a task cancelled meanwhile gives it back
+                loop.call_soon_threadsafe(_wake, future)
+                return
+            self._used -= 1
+
+    def acquire(self) -> None:
+        with self._lock:
+            if self._used < self.limit:
+                self._used += 1
+                return
+            waiter: Future[None] = Future()
+            self._waiters.append(waiter)
+        waiter.result()
+
+    async def aacquire(self) -> None:
+        with self._lock:
+            if self._used < self.limit:
+                self._used += 1
+                return
+            future = asyncio.get_running_loop().create_future()
+            entry: list[Any] = [asyncio.get_running_loop(), future, False]
+            self._waiters.append(entry)
+        try:
+            await future
+        except asyncio.CancelledError:
+            with self._lock:
+                handed = entry[2]
+            if handed:
+                self.release()
+            raise
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class _Retry(Exception):
+    """An attempt worth another try (connection error, 429/502/503/504)."""
+
+    def __init__(self, why: str, response: httpx.Response | None) -> None:
+        super().__init__(why)
+        self.why = why
+        self.response = response
+
+
+async def _client_holder(client: httpx.AsyncClient) -> AsyncIterator[httpx.AsyncClient]:
+    """Keeps a loop's client; ``asyncio.run`` closes open async generators on its own
+    loop before closing it (``shutdown_asyncgens``), which closes the client there."""
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
 # ------------------------------------------------------------------------- reader
 
 
@@ -497,7 +584,8 @@ class RemoteReader(Reader):
         max_retries: further attempts after a transient failure (connection error, 429,
             502, 503, 504); ``backoff_s`` doubles per attempt up to ``max_backoff_s``
             (with jitter; a ``Retry-After`` header is honoured up to that cap).
-        max_connections: HTTP pool size and the most requests in flight at once.
+        max_connections: HTTP pool size and the most requests in flight at once, for
+            the whole reader (every thread and event loop together).
         max_options: the most options the server labels in one read (26 for vLLM).
         extra_body: merged into every request body (``cache_salt``, ``priority``,
             ``chat_template_kwargs`` ...; ``/v1/decisions`` refuses fields it does not
@@ -508,6 +596,8 @@ class RemoteReader(Reader):
     """
 
     name = "remote"
+    #: The server batches concurrent requests itself: send each read at once.
+    coalesce_wait_s = 0.0
 
     def __init__(
         self,
@@ -581,11 +671,21 @@ class RemoteReader(Reader):
         self._transport = transport
         self._async_transport = async_transport
         self._client: httpx.Client | None = None
-        self._aclient: httpx.AsyncClient | None = None
-        self._aclient_loop: asyncio.AbstractEventLoop | None = None
+        # One AsyncClient per event loop (a pool belongs to the loop it runs on), held by
+        # an async generator so the loop closes it when it shuts down.
+        self._aclients: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, AsyncIterator[Any]]
+        ] = weakref.WeakKeyDictionary()
         self._pool: ThreadPoolExecutor | None = None
+        self._gate = _Gate(max_connections)
         self._lock = threading.Lock()
         self._closed = False
+
+    @property
+    def concurrent_batches(self) -> int:
+        """The engine's coalescer may have this many batches in flight: the server
+        batches requests itself, so reads go out as soon as they arrive."""
+        return self.max_connections
 
     # -- clients ---------------------------------------------------------------------
 
@@ -602,21 +702,24 @@ class RemoteReader(Reader):
                 )
             return self._client
 
-    def _async_client(self) -> httpx.AsyncClient:
+    async def _async_client(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
         with self._lock:
             self._check_open()
-            # An AsyncClient's pool belongs to the event loop it first ran on.
-            if self._aclient is None or self._aclient_loop is not loop:
-                self._aclient = httpx.AsyncClient(
-                    headers=self._headers,
-                    timeout=self._timeout,
-                    limits=self._limits,
-                    verify=self._verify,
-                    transport=self._async_transport,
-                )
-                self._aclient_loop = loop
-            return self._aclient
+            held = self._aclients.get(loop)
+            if held is not None:
+                return held[0]
+            client = httpx.AsyncClient(
+                headers=self._headers,
+                timeout=self._timeout,
+                limits=self._limits,
+                verify=self._verify,
+                transport=self._async_transport,
+            )
+            holder = _client_holder(client)
+            self._aclients[loop] = (client, holder)
+        await holder.__anext__()  # registers the generator with this loop
+        return client
 
     def _check_open(self) -> None:
         if self._closed:
@@ -717,61 +820,79 @@ class RemoteReader(Reader):
         request: ReadRequest,
         response: httpx.Response | None,
         error: httpx.TransportError | None,
-    ) -> list[LabelRead] | str:
-        """One attempt's result: the reads, or why it is worth a retry. A read timeout
-        and a final HTTP error raise."""
+    ) -> list[LabelRead]:
+        """One attempt's reads. Raises ``_Retry`` when it is worth another try; a read
+        timeout and a final HTTP error raise as they are."""
         if error is not None:
             if isinstance(error, httpx.TimeoutException) and not isinstance(
                 error, httpx.ConnectTimeout
             ):
                 raise self._timeout_error(error) from error
-            return self._redact(repr(error))
+            raise _Retry(self._redact(repr(error)), None)
         assert response is not None
         reads = self._handle(request, response)
-        if reads is not None:
-            return reads
-        return f"HTTP {response.status_code}: {self._redact(_server_message(response))}"
+        if reads is None:
+            raise _Retry(
+                f"HTTP {response.status_code}: {self._redact(_server_message(response))}",
+                response,
+            )
+        return reads
+
+    def _retry_policy(self) -> dict[str, Any]:
+        """tenacity's arguments: retry ``_Retry`` up to ``max_retries`` more times,
+        waiting ``_delay`` (exponential backoff with jitter, ``Retry-After`` honoured)."""
+
+        def wait(state: tenacity.RetryCallState) -> float:
+            error = state.outcome.exception() if state.outcome else None
+            response = error.response if isinstance(error, _Retry) else None
+            return self._delay(state.attempt_number - 1, response)
+
+        return {
+            "retry": tenacity.retry_if_exception_type(_Retry),
+            "stop": tenacity.stop_after_attempt(self.max_retries + 1),
+            "wait": wait,
+            "reraise": True,
+        }
 
     def _read_one(self, client: httpx.Client, request: ReadRequest) -> list[LabelRead]:
         if not request.questions:
             return []
         body = self._body(request)
-        last = ""
-        for attempt in range(self.max_retries + 1):
-            response, error = None, None
-            try:
-                response = client.post(self.url, json=body)
-            except httpx.TransportError as e:
-                error = e
-            result = self._outcome(request, response, error)
-            if not isinstance(result, str):
-                return result
-            last = result
-            if attempt < self.max_retries:
-                time.sleep(self._delay(attempt, response))
-        raise self._unavailable(last)
+        try:
+            for attempt in tenacity.Retrying(**self._retry_policy()):
+                with attempt:
+                    response, error = None, None
+                    self._gate.acquire()
+                    try:
+                        response = client.post(self.url, json=body)
+                    except httpx.TransportError as e:
+                        error = e
+                    finally:
+                        self._gate.release()
+                    return self._outcome(request, response, error)
+        except _Retry as e:
+            raise self._unavailable(e.why) from None
+        raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _aread_one(
-        self, client: httpx.AsyncClient, request: ReadRequest, gate: asyncio.Semaphore
-    ) -> list[LabelRead]:
+    async def _aread_one(self, client: httpx.AsyncClient, request: ReadRequest) -> list[LabelRead]:
         if not request.questions:
             return []
         body = self._body(request)
-        last = ""
-        for attempt in range(self.max_retries + 1):
-            response, error = None, None
-            try:
-                async with gate:
-                    response = await client.post(self.url, json=body)
-            except httpx.TransportError as e:
-                error = e
-            result = self._outcome(request, response, error)
-            if not isinstance(result, str):
-                return result
-            last = result
-            if attempt < self.max_retries:
-                await asyncio.sleep(self._delay(attempt, response))
-        raise self._unavailable(last)
+        try:
+            async for attempt in tenacity.AsyncRetrying(**self._retry_policy()):
+                with attempt:
+                    response, error = None, None
+                    await self._gate.aacquire()
+                    try:
+                        response = await client.post(self.url, json=body)
+                    except httpx.TransportError as e:
+                        error = e
+                    finally:
+                        self._gate.release()
+                    return self._outcome(request, response, error)
+        except _Retry as e:
+            raise self._unavailable(e.why) from None
+        raise AssertionError("unreachable")  # pragma: no cover
 
     # -- Reader ----------------------------------------------------------------------
 
@@ -790,23 +911,24 @@ class RemoteReader(Reader):
         return [f.result() for f in futures]
 
     async def aread(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
-        client = self._async_client()
-        gate = asyncio.Semaphore(self.max_connections)
-        return list(await asyncio.gather(*(self._aread_one(client, r, gate) for r in requests)))
+        client = await self._async_client()
+        if len(requests) == 1:
+            return [await self._aread_one(client, requests[0])]
+        return list(await asyncio.gather(*(self._aread_one(client, r) for r in requests)))
 
     async def aclose(self) -> None:
-        """Close the HTTP pools (awaits the async client's shutdown)."""
-        aclient = self._aclient
+        """Close the HTTP pools; the running loop's async client is closed here, other
+        loops' clients when their loop shuts down."""
+        held = self._aclients.get(asyncio.get_running_loop())
         self.close()
-        if aclient is not None:
-            await aclient.aclose()
+        if held is not None:
+            await held[1].aclose()  # type: ignore[attr-defined]
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
             client, self._client = self._client, None
             pool, self._pool = self._pool, None
-            self._aclient = None
         if client is not None:
             client.close()
         if pool is not None:

@@ -52,9 +52,11 @@ class TransformersTokenBackend:
     (default: the text config's ``max_position_embeddings``). ``max_batch_size`` splits
     large batches into several forwards (default: one forward per ``read_tokens`` call).
     ``bucket_padding`` (e.g. ``0.25``) groups reads of similar prompt length into separate
-    forwards so left padding stays under that fraction of the real tokens: on CPU, where
-    padded tokens cost as much as real ones, ``benchmarks/bench_batching.py`` measured
-    ≈1.3× on a batch mixing three prompt lengths; on a GPU one forward is usually best.
+    forwards so left padding stays under that fraction of the real tokens. The default,
+    ``"auto"``, is 0.25 on CPU, where padded tokens cost as much as real ones
+    (``agentbranch bench`` measured 1.3–2.6× on batches of mixed lengths, see
+    docs/benchmarks.md), and off (one forward) on a GPU, where one wide forward is
+    usually best; ``None`` turns it off.
     Calls are serialised by a lock, so one backend can be shared between threads.
     ``threads`` is the torch thread count of this backend's forwards: ``"auto"`` (default),
     an int, or ``None`` for torch's own setting; it is set only around the forward and
@@ -70,7 +72,7 @@ class TransformersTokenBackend:
         device: str | Any = "cpu",
         max_model_len: int | None = None,
         max_batch_size: int | None = None,
-        bucket_padding: float | None = None,
+        bucket_padding: float | str | None = "auto",
         attn_implementation: str | None = "sdpa",
         model_id: str | None = None,
         threads: Threads = "auto",
@@ -119,8 +121,12 @@ class TransformersTokenBackend:
         limit = int(text_config.max_position_embeddings)
         self.max_model_len: int = min(limit, max_model_len) if max_model_len else limit
         self.max_batch_size = max_batch_size
-        if bucket_padding is not None and bucket_padding < 0:
-            raise ConfigurationError("bucket_padding must be a non-negative fraction, e.g. 0.25")
+        if bucket_padding == "auto":
+            bucket_padding = 0.25 if self.device.type == "cpu" else None
+        if isinstance(bucket_padding, str) or (bucket_padding is not None and bucket_padding < 0):
+            raise ConfigurationError(
+                "bucket_padding must be 'auto', None or a non-negative fraction, e.g. 0.25"
+            )
         self.bucket_padding = bucket_padding
         self.pad_token_id: int = int(
             text_config.pad_token_id if text_config.pad_token_id is not None else 0

@@ -395,6 +395,11 @@ class VLLMReader(TokenReader):
     """
 
     name = "vllm"
+    #: The coalescer may hand this reader several batches at once: the engine worker
+    #: merges them into one ``generate`` call while the next batch is being planned.
+    concurrent_batches = 4
+    #: Its engine worker already waits ``batch_window_s`` for more reads.
+    coalesce_wait_s = 0.0
     #: Most label ids one vLLM request asks logprobs for (vLLM's cap; lower it to test
     #: the split path).
     max_logprob_ids: int = MAX_LOGPROB_TOKEN_IDS
@@ -533,8 +538,9 @@ class VLLMReader(TokenReader):
             raise self._timeout() from None
 
     async def aread(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
-        """Async ``read``: plans in the caller, waits on the worker without a thread."""
-        batch, plans = self.plan(requests)
+        """Async ``read``: plans in a worker thread (rendering and tokenizing a long state
+        would stall the event loop), waits on the engine worker without a thread."""
+        batch, plans = await asyncio.to_thread(self.plan, requests)
         if not batch:
             return [[] for _ in requests]
         job = self._submit(batch)

@@ -1,0 +1,741 @@
+"""``agentbranch bench``: the read paths timed side by side, every ratio in one run.
+
+Each comparison runs both variants in this one process, on the same model and states,
+interleaved (A, B, A, B ...) so machine noise hits both alike, and reports the ratio of
+the medians. Nothing is asserted: the targets are printed next to the measurement.
+
+CPU part (always): a random-weight DiffusionGemma built with ``agentbranch.testing``,
+read by ``TransformersReader`` through ``DecisionEngine`` (whose coalescer is on, the
+default):
+
+* a concurrency sweep: decisions per second with 1…64 concurrent callers, threads and
+  asyncio tasks;
+* ``graph.batch`` of 32 runs and 32 concurrent ``ainvoke`` vs ``decide_many`` of the
+  same 32 states;
+* one joint 3-question read vs the same decision as 3 single reads;
+* a LangGraph router call vs a direct ``decide``;
+* an answer-cache hit vs a miss;
+* length bucketing on vs off for a mixed-length batch;
+* read vs generate + parse (the model's own multi-step ``generate``).
+
+vLLM part (when ``vllm`` imports and a causal model folder is given, or the tier's tiny
+Qwen3 can be built from a checkout): in-process ``VLLMReader`` vs vLLM's own
+``/v1/systemone`` server on the same model at 1, 8 and 32 callers (threads and asyncio),
+and ``RemoteReader`` vs a raw ``httpx`` client on that server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["BenchResult", "Report", "run_bench"]
+
+TICKETS = [
+    "The dashboard returns 500 errors for everyone since 9am.",
+    "I was charged twice for my subscription this month.",
+    "The CSV export puts dates in the wrong column.",
+    "Can you add dark mode to the mobile app?",
+    "My password reset link expired before I could use it.",
+    "Our invoices show the wrong VAT number since the update.",
+    "The app crashes when I upload a photo larger than 10 MB.",
+    "Please cancel my account and refund the last payment.",
+]
+
+
+#: An agent's state as it usually is: a short conversation, not one line.
+THREAD = """Customer: Hi, I was charged twice for my subscription this month, once on the 3rd
+and again on the 5th. Both charges are 49 EUR and show the same invoice number.
+Agent: Sorry about that! Could you send the last four digits of the card?
+Customer: It ends in 4242. I also noticed my plan still says Pro although I moved to
+Team last week, so maybe the upgrade created a second subscription?
+Agent: That is possible. I am checking with our billing system now.
+Customer: Thanks. I need the duplicate refunded before the end of the week because our
+finance team closes the books on Friday, and this is the second time it has happened."""
+
+
+def _questions() -> dict[str, Any]:
+    import agentbranch as ab
+
+    return {
+        "team": ab.choice(
+            "Which team should handle this ticket?",
+            {"billing": "Invoices and refunds", "outage": "Service down", "bug": "Broken"},
+        ),
+        "urgent": ab.yes_no("Does this need a reply within the hour?"),
+        "frustration": ab.score("How frustrated is the customer?", ["calm", "annoyed", "angry"]),
+    }
+
+
+def states(n: int, tag: str = "") -> list[str]:
+    """``n`` distinct ticket states."""
+    return [f"{TICKETS[i % len(TICKETS)]} (ticket {tag}{i})" for i in range(n)]
+
+
+@dataclass
+class BenchResult:
+    """One measurement: ``value`` (a ratio, or decisions/s for the sweep) and what it
+    compares."""
+
+    name: str
+    value: float
+    unit: str
+    target: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Report:
+    results: list[BenchResult] = field(default_factory=list)
+    sweep: dict[str, dict[int, float]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "results": [asdict(r) for r in self.results],
+            "sweep": {k: {str(n): v for n, v in pts.items()} for k, pts in self.sweep.items()},
+            "notes": self.notes,
+            "seconds": round(self.seconds, 1),
+        }
+
+
+# ------------------------------------------------------------------------ timing
+
+
+def paired(a: Callable[[], Any], b: Callable[[], Any], reps: int) -> tuple[float, float]:
+    """Median seconds of ``a`` and ``b``, run alternately after one warm-up each."""
+    a(), b()
+    ta, tb = [], []
+    for _ in range(reps):
+        start = time.perf_counter()
+        a()
+        ta.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        b()
+        tb.append(time.perf_counter() - start)
+    return statistics.median(ta), statistics.median(tb)
+
+
+def run_threads(fn: Callable[[int], Any], callers: int, per_caller: int) -> None:
+    """``callers`` threads, each calling ``fn(i)`` ``per_caller`` times."""
+    barrier = threading.Barrier(callers)
+
+    def work(k: int) -> None:
+        barrier.wait()
+        for j in range(per_caller):
+            fn(k * per_caller + j)
+
+    with ThreadPoolExecutor(callers) as pool:
+        list(pool.map(work, range(callers)))
+
+
+def run_tasks(fn: Callable[[int], Any], callers: int, per_caller: int) -> None:
+    """``callers`` asyncio tasks, each awaiting ``fn(i)`` ``per_caller`` times."""
+
+    async def work(k: int) -> None:
+        for j in range(per_caller):
+            await fn(k * per_caller + j)
+
+    async def main() -> None:
+        await asyncio.gather(*(work(k) for k in range(callers)))
+
+    asyncio.run(main())
+
+
+# ---------------------------------------------------------------------- CPU part
+
+
+def _tiny_reader(folder: Path, **backend_kwargs: Any) -> Any:
+    import agentbranch as ab
+
+    return ab.TransformersReader.from_pretrained(folder, **backend_kwargs)
+
+
+def _decide_graph(engine: Any) -> Any:
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+
+    from agentbranch.langgraph import decide_node
+
+    class S(TypedDict, total=False):
+        ticket: str
+        decisions: dict
+
+    g = StateGraph(S)
+    g.add_node("triage", decide_node(engine, _questions(), state_key="ticket"))
+    g.add_edge(START, "triage")
+    g.add_edge("triage", END)
+    return g.compile()
+
+
+def cpu_part(report: Report, tick: Callable[[str], None], *, quick: bool) -> None:
+    import agentbranch as ab
+    from agentbranch.engine.batching import BatchingReader
+    from agentbranch.langgraph import route
+    from agentbranch.testing import build_tiny_diffusiongemma
+
+    reps = 2 if quick else 3
+    q = _questions()
+    with tempfile.TemporaryDirectory(prefix="agentbranch-bench-") as tmp:
+        folder = build_tiny_diffusiongemma(
+            Path(tmp) / "model", hidden_size=128, num_layers=2, vocab_size=2048
+        )
+        reader = _tiny_reader(folder)
+        engine = ab.DecisionEngine(reader)
+        tick("tiny DiffusionGemma built")
+
+        # -- concurrency sweep ----------------------------------------------------
+        total = 16 if quick else 32
+        for kind in ("threads", "asyncio"):
+            points: dict[int, float] = {}
+            for callers in (1, 4, 16, 64):
+                per = max(1, total // callers)
+                pool = states(callers * per, f"sweep-{kind}-{callers}-")
+                start = time.perf_counter()
+                if kind == "threads":
+                    run_threads(lambda i, p=pool: engine.decide(p[i], q), callers, per)
+                else:
+                    run_tasks(lambda i, p=pool: engine.adecide(p[i], q), callers, per)
+                points[callers] = callers * per / (time.perf_counter() - start)
+                tick(f"sweep {kind} {callers} callers: {points[callers]:.1f}/s")
+            report.sweep[f"transformers, {kind}"] = points
+
+        # -- graph.batch / ainvoke vs decide_many ---------------------------------
+        app = _decide_graph(engine)
+        batch_states = states(32, "graph-")
+        inputs = [{"ticket": s} for s in batch_states]
+
+        def graph_batch() -> Any:
+            return app.batch(inputs, config={"max_concurrency": 32})
+
+        def graph_ainvoke() -> Any:
+            async def main() -> Any:
+                return await asyncio.gather(*(app.ainvoke(x) for x in inputs))
+
+            return asyncio.run(main())
+
+        def many() -> Any:
+            return engine.decide_many(batch_states, q)
+
+        coalescer = engine.reads_via
+        for name, fn in (("graph.batch(32)", graph_batch), ("32 × ainvoke", graph_ainvoke)):
+            t_many, t_graph = paired(many, fn, reps)
+            sizes = list(coalescer.batch_sizes)[-reps * 8 :]
+            report.results.append(
+                BenchResult(
+                    f"{name} vs decide_many(32)",
+                    t_many / t_graph,
+                    "× (throughput)",
+                    "≥ 0.85",
+                    {"decide_many_s": t_many, "graph_s": t_graph, "last_batch_sizes": sizes},
+                )
+            )
+            tick(f"{name}: {t_many / t_graph:.2f}×")
+
+        # -- joint vs single reads ------------------------------------------------
+        joint = ab.DecisionEngine(reader, joint=True)
+        one = THREAD
+        t_single, t_joint = paired(
+            lambda: engine.decide(one, q), lambda: joint.decide(one, q), reps * 2
+        )
+        report.results.append(
+            BenchResult(
+                "one joint 3-question read vs 3 single reads",
+                t_single / t_joint,
+                "× faster",
+                "≥ 2",
+                {"single_s": t_single, "joint_s": t_joint},
+            )
+        )
+        tick(f"joint vs singles: {t_single / t_joint:.2f}×")
+
+        # -- router vs direct decide ----------------------------------------------
+        urgent = {"urgent": q["urgent"]}
+        router = route(
+            engine, "urgent", q["urgent"], path_map={"yes": "a", "no": "b"}, state_key="ticket"
+        )
+        t_direct, t_router = paired(
+            lambda: engine.decide(one, urgent), lambda: router.invoke({"ticket": one}), reps * 4
+        )
+        report.results.append(
+            BenchResult(
+                "router call vs direct decide",
+                t_router / t_direct,
+                "× (time)",
+                "≤ 1.05",
+                {"direct_s": t_direct, "router_s": t_router},
+            )
+        )
+        tick(f"router vs decide: {t_router / t_direct:.2f}×")
+
+        # -- cache hit vs miss ------------------------------------------------------
+        cached = ab.DecisionEngine(BatchingReader(reader, cache_size=1024))
+        fresh = iter(states(10_000, "cache-"))
+        t_miss, t_hit = paired(
+            lambda: cached.decide(next(fresh), q), lambda: cached.decide(one, q), reps * 4
+        )
+        report.results.append(
+            BenchResult(
+                "answer-cache hit vs miss",
+                t_miss / t_hit,
+                "× faster",
+                None,
+                {"miss_s": t_miss, "hit_s": t_hit},
+            )
+        )
+        tick(f"cache hit vs miss: {t_miss / t_hit:.1f}×")
+
+        # -- length bucketing ---------------------------------------------------------
+        mixed = [
+            s + " " + " ".join(["More detail about the problem."] * (i % 4) * 20)
+            for i, s in enumerate(states(16, "bucket-"))
+        ]
+        padded = ab.DecisionEngine(_tiny_reader(folder, bucket_padding=None))
+        bucketed = ab.DecisionEngine(_tiny_reader(folder, bucket_padding=0.25))
+        t_pad, t_bucket = paired(
+            lambda: padded.decide_many(mixed, q), lambda: bucketed.decide_many(mixed, q), reps
+        )
+        report.results.append(
+            BenchResult(
+                "length bucketing (0.25) vs one padded forward, mixed lengths",
+                t_pad / t_bucket,
+                "× faster",
+                None,
+                {"padded_s": t_pad, "bucketed_s": t_bucket},
+            )
+        )
+        tick(f"bucketing: {t_pad / t_bucket:.2f}×")
+        engine.close()
+
+    read_vs_generate(report, tick, reps=reps)
+
+
+def read_vs_generate(report: Report, tick: Callable[[str], None], *, reps: int) -> None:
+    """A ~50M DiffusionGemma: one-step read vs ``generate`` + parse, same prompt (as
+    ``benchmarks/bench_read_vs_generate.py``)."""
+    import re
+
+    import torch
+
+    from agentbranch.engine.canvas import CanvasPlanner
+    from agentbranch.engine.readers.transformers import TransformersTokenBackend
+    from agentbranch.engine.reads import QuestionSpec, ReadRequest
+    from agentbranch.testing import build_tiny_diffusiongemma
+
+    with tempfile.TemporaryDirectory(prefix="agentbranch-bench-") as tmp:
+        folder = build_tiny_diffusiongemma(
+            Path(tmp) / "dg50m",
+            hidden_size=512,
+            num_layers=9,
+            num_experts=8,
+            num_attention_heads=4,
+            vocab_size=4096,
+            canvas_length=64,
+            max_position_embeddings=8192,
+            sliding_window=512,
+            seed=0,
+        )
+        backend = TransformersTokenBackend(folder)
+        model, tok = backend.model, backend.tokenizer
+        planner = CanvasPlanner(
+            tok,
+            vocab_size=backend.vocab_size,
+            served_canvas=backend.served_canvas,
+            max_model_len=backend.max_model_len,
+        )
+        labels = ("A", "B", "C")
+        request = ReadRequest(
+            state=TICKETS[1],
+            questions=(
+                QuestionSpec(
+                    "route",
+                    "choice",
+                    "Which team should handle this ticket?",
+                    ("billing", "technical support", "sales"),
+                    ("payments, refunds, invoices", "bugs, login, crashes", None),
+                    labels,
+                ),
+            ),
+        )
+        tick("~50M DiffusionGemma built")
+
+        def read_once() -> str:
+            (token_read,) = planner.plan(request).token_reads
+            ((slot,),) = backend.read_tokens([token_read])
+            return labels[max(range(3), key=slot.logprobs.__getitem__)]
+
+        def generate_once() -> str | None:
+            (token_read,) = planner.plan(request).token_reads
+            ids = torch.tensor([token_read.prompt_ids])
+            with torch.inference_mode():
+                out = model.generate(ids, max_new_tokens=64, return_dict_in_generate=True)
+            text = tok.decode(out.sequences[0, ids.shape[1] :], skip_special_tokens=True)
+            found = re.search(r"\b([ABC])\b", text)
+            return found.group(1) if found else None
+
+        torch.manual_seed(0)
+        t_read, t_gen = paired(read_once, generate_once, reps)
+    report.results.append(
+        BenchResult(
+            "read vs generate + parse (~50M DiffusionGemma)",
+            t_gen / t_read,
+            "× faster",
+            "≥ 20",
+            {"read_s": t_read, "generate_s": t_gen},
+        )
+    )
+    tick(f"read vs generate: {t_gen / t_read:.1f}×")
+
+
+# --------------------------------------------------------------------- vLLM part
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+#: The in-process LLM and the server are built alike so their reads agree.
+VLLM_ARGS: dict[str, Any] = {
+    "enforce_eager": True,
+    "dtype": "float32",
+    "max_model_len": 2048,
+    "kv_cache_memory_bytes": 256 * 2**20,
+    "seed": 0,
+}
+
+
+@contextlib.contextmanager
+def vllm_server(model: Path, served: str, log: Path) -> Iterator[str]:
+    """vLLM's OpenAI server for ``model`` on a free loopback port (stopped on exit)."""
+    import httpx
+
+    port = _free_port()
+    args = [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+        "--model", str(model), "--served-model-name", served,
+        "--host", "127.0.0.1", "--port", str(port),
+        "--enforce-eager", "--dtype", VLLM_ARGS["dtype"],
+        "--max-model-len", str(VLLM_ARGS["max_model_len"]),
+        "--kv-cache-memory-bytes", str(VLLM_ARGS["kv_cache_memory_bytes"]),
+        "--seed", str(VLLM_ARGS["seed"]),
+    ]  # fmt: skip
+    with open(log, "w") as out:
+        env = {
+            **os.environ,
+            "VLLM_NO_USAGE_STATS": "1",
+            "DO_NOT_TRACK": "1",
+            "HF_HUB_OFFLINE": "1",
+            "VLLM_CACHE_ROOT": str(log.parent / "vllm-cache"),
+        }
+        proc = subprocess.Popen(
+            args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 300
+            while True:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"the vLLM server exited; see {log}")
+                with contextlib.suppress(httpx.HTTPError):
+                    if httpx.get(url + "/health", timeout=2).status_code == 200:
+                        break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the vLLM server did not start; see {log}")
+                time.sleep(0.5)
+            yield url
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(timeout=10)
+
+
+def _tier_qwen3(folder: Path) -> Path | None:
+    """The vLLM tier's tiny Qwen3, when running from a checkout."""
+    here = Path(__file__).resolve().parents[2] / "tests" / "vllm_tier" / "tiny_qwen3.py"
+    if not here.is_file():
+        return None
+    spec = importlib.util.spec_from_file_location("_agentbranch_tiny_qwen3", here)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.build_tiny_qwen3(folder)
+    return folder
+
+
+def _throughput(engine: Any, q: dict[str, Any], kind: str, callers: int, per: int) -> float:
+    pool = states(callers * per, f"{kind}-{callers}-{time.perf_counter_ns()}-")
+    start = time.perf_counter()
+    if kind == "threads":
+        run_threads(lambda i: engine.decide(pool[i], q), callers, per)
+    else:
+        run_tasks(lambda i: engine.adecide(pool[i], q), callers, per)
+    return callers * per / (time.perf_counter() - start)
+
+
+def vllm_part(
+    report: Report, tick: Callable[[str], None], *, model: Path | None, quick: bool
+) -> None:
+    import agentbranch as ab
+    from agentbranch.engine.readers.remote import RemoteReader, build_payload
+    from agentbranch.engine.readers.vllm import VLLMReader
+
+    served = "bench-model"
+    q = _questions()
+    counts = (1, 8, 32)
+    per = 2 if quick else 4
+    with tempfile.TemporaryDirectory(prefix="agentbranch-bench-vllm-") as tmp:
+        if model is None:
+            model = _tier_qwen3(Path(tmp) / "tiny-qwen3")
+            if model is None:
+                report.notes.append("vLLM part skipped: no --vllm-model and no checkout")
+                return
+        # One vLLM engine alive at a time: the in-process LLM first, then the server.
+        from vllm import LLM
+
+        llm = LLM(model=str(model), **VLLM_ARGS)
+        local = ab.DecisionEngine(VLLMReader(llm, model_id=served))
+        tick("vLLM in process ready")
+        inproc: dict[tuple[str, int], float] = {}
+        for kind in ("threads", "asyncio"):
+            _throughput(local, q, kind, 4, 1)  # warm-up
+            for n in counts:
+                inproc[(kind, n)] = _throughput(local, q, kind, n, per)
+                tick(f"in-process {kind} {n}: {inproc[(kind, n)]:.1f}/s")
+        local.close()
+        core = getattr(llm.llm_engine, "engine_core", None)
+        if core is not None:
+            core.shutdown()
+        del llm, local
+
+        with vllm_server(model, served, Path(tmp) / "server.log") as url:
+            tick("vLLM server ready")
+            remote = ab.DecisionEngine(RemoteReader(url, model=served, max_connections=64))
+            for kind in ("threads", "asyncio"):
+                _throughput(remote, q, kind, 4, 1)
+                for n in counts:
+                    got = _throughput(remote, q, kind, n, per)
+                    report.results.append(
+                        BenchResult(
+                            f"in-process VLLMReader vs /v1/systemone, {n} callers ({kind})",
+                            inproc[(kind, n)] / got,
+                            "× (throughput)",
+                            "≥ 3 at 32",
+                            {"in_process_per_s": inproc[(kind, n)], "server_per_s": got},
+                        )
+                    )
+                    tick(f"server {kind} {n}: {got:.1f}/s")
+                report.sweep[f"vLLM in process, {kind}"] = {n: inproc[(kind, n)] for n in counts}
+                report.sweep[f"vLLM /v1/systemone, {kind}"] = {
+                    n: r.detail["server_per_s"]
+                    for n, r in zip(counts, report.results[-len(counts) :])
+                }
+            remote.close()
+            remote_vs_raw(report, tick, url, served, q, build_payload, quick=quick)
+
+
+def remote_vs_raw(
+    report: Report,
+    tick: Callable[[str], None],
+    url: str,
+    served: str,
+    q: dict[str, Any],
+    build_payload: Callable[..., dict[str, Any]],
+    *,
+    quick: bool,
+) -> None:
+    """``RemoteReader.aread`` vs a raw ``httpx.AsyncClient`` posting the same bodies, 32
+    concurrent callers, one request each per round."""
+    import httpx
+
+    import agentbranch as ab
+    from agentbranch.engine.readers.remote import RemoteReader
+
+    callers, rounds = 32, (2 if quick else 4)
+    plain = ab.DecisionEngine(ab.ScriptedReader(), batching=False)
+    requests = [plain._prepare(s, q, 1).request for s in states(callers * rounds, "raw-")]
+    reader = RemoteReader(url, model=served, max_connections=callers)
+
+    async def with_reader() -> None:
+        await asyncio.gather(*(reader.aread([r]) for r in requests))
+
+    async def raw() -> None:
+        async with httpx.AsyncClient(
+            limits=httpx.Limits(max_connections=callers), timeout=30
+        ) as client:
+            gate = asyncio.Semaphore(callers)
+
+            async def one(r: Any) -> Any:
+                async with gate:
+                    response = await client.post(
+                        url + "/v1/systemone", json=build_payload(r, model=served)
+                    )
+                    response.raise_for_status()
+                    return response.json()
+
+            await asyncio.gather(*(one(r) for r in requests))
+
+    t_reader, t_raw = paired(
+        lambda: asyncio.run(with_reader()), lambda: asyncio.run(raw()), 3 if quick else 5
+    )
+    reader.close()
+    report.results.append(
+        BenchResult(
+            "RemoteReader vs raw httpx client, 32 callers",
+            t_raw / t_reader,
+            "× (throughput)",
+            "≥ 0.95",
+            {"reader_s": t_reader, "raw_s": t_raw, "requests": len(requests)},
+        )
+    )
+    tick(f"RemoteReader vs raw: {t_raw / t_reader:.2f}×")
+
+
+# ------------------------------------------------------------------------- entry
+
+
+def run_bench(
+    *,
+    tick: Callable[[str], None] = lambda _: None,
+    quick: bool = False,
+    vllm: bool | None = None,
+    vllm_model: Path | None = None,
+    cpu: bool = True,
+) -> Report:
+    """Run every comparison; ``vllm=None`` runs the vLLM part when ``vllm`` imports."""
+    report = Report()
+    start = time.perf_counter()
+    if cpu:
+        cpu_part(report, tick, quick=quick)
+    if vllm is None:
+        vllm = importlib.util.find_spec("vllm") is not None
+    if vllm:
+        vllm_part(report, tick, model=vllm_model, quick=quick)
+    else:
+        report.notes.append("vLLM part skipped: vllm is not installed")
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def plot(report: Report, path: Path) -> Path:
+    """The concurrency sweep (decisions/s by callers) and the ratios, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5))
+    for name, points in report.sweep.items():
+        xs = sorted(points)
+        left.plot(xs, [points[x] for x in xs], marker="o", label=name)
+    left.set_xscale("log", base=2)
+    left.set_xlabel("concurrent callers")
+    left.set_ylabel("decisions / s")
+    left.set_title("throughput by concurrency")
+    left.legend(fontsize=8)
+    ratios = [r for r in report.results if r.unit != "decisions/s"]
+    right.barh([r.name for r in ratios], [r.value for r in ratios], color="tab:blue")
+    right.axvline(1.0, color="grey", linewidth=0.8)
+    right.set_xscale("log")
+    right.set_xlabel("ratio (see docs/benchmarks.md for each direction)")
+    right.tick_params(axis="y", labelsize=7)
+    right.invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr(on: bool) -> Iterator[None]:
+    """Send file descriptor 1 to stderr meanwhile (vLLM and its engine processes log to
+    stdout), so ``--json`` prints nothing but the JSON."""
+    if not on:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def command(
+    json_out: bool = False,
+    plot_path: Path | None = None,
+    quick: bool = False,
+    vllm: bool | None = None,
+    vllm_model: Path | None = None,
+    cpu: bool = True,
+) -> int:
+    """The ``agentbranch bench`` command: rich progress on stderr, a table (or JSON with
+    ``json_out``) on stdout, the plot at ``plot_path``."""
+    import json
+
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    out, err = Console(), Console(stderr=True)
+    with (
+        _stdout_to_stderr(json_out),
+        Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err
+        ) as progress,
+    ):
+        task = progress.add_task("benchmarking", total=None)
+
+        def tick(message: str) -> None:
+            progress.update(task, description=message)
+            progress.console.print(f"[dim]{message}[/dim]")
+
+        report = run_bench(tick=tick, quick=quick, vllm=vllm, vllm_model=vllm_model, cpu=cpu)
+    if plot_path is not None:
+        plot(report, plot_path)
+        err.print(f"plot: {plot_path}")
+    if json_out:
+        out.print_json(json.dumps(report.as_json()))
+        return 0
+    table = Table(title=f"agentbranch bench ({report.seconds:.0f}s)")
+    for col in ("comparison", "measured", "target"):
+        table.add_column(col)
+    for r in report.results:
+        table.add_row(r.name, f"{r.value:.2f} {r.unit}", r.target or "")
+    out.print(table)
+    sweep = Table(title="decisions/s by concurrent callers")
+    sweep.add_column("path")
+    counts = sorted({n for pts in report.sweep.values() for n in pts})
+    for n in counts:
+        sweep.add_column(str(n), justify="right")
+    for name, pts in report.sweep.items():
+        sweep.add_row(name, *(f"{pts[n]:.1f}" if n in pts else "" for n in counts))
+    out.print(sweep)
+    for note in report.notes:
+        out.print(f"[dim]{note}[/dim]")
+    return 0
