@@ -58,8 +58,8 @@ QUESTION_SETS = {
         "severity": ab.score("How severe?", ["low", "medium", "high", "critical"]),
     },
     "bare": {
-        "pick": ab.choice("", ["alpha", "beta", "gamma"]),
-        "ok": ab.yes_no(""),
+        "pick": ab.choice("Pick one.", ["alpha", "beta", "gamma"]),
+        "ok": ab.yes_no("OK?"),
         "fine": ab.yes_no("Is it fine?", yes="All good", no="Something is wrong"),
     },
     "wide": {
@@ -259,6 +259,7 @@ def test_reads_over_http_equal_local_reads(
     server = Server(d033, vllm033, dg_tokenizer, canvas)
     with server.reader() as reader:
         remote = asyncio.run(reader.aread([read]))[0]
+    assert not isinstance(remote, Exception), remote
     (body,) = server.bodies
     server.request_model.model_validate(body)
     assert body.get("joint", False) is joint
@@ -305,7 +306,7 @@ def test_our_yes_no_reads_exactly_like_a_predicate(d033, vllm033, dg_tokenizer):
     """vLLM turns a predicate into the choice [false, true]: the boolean choice we send
     instead gives the server's engine the same requests and the same probabilities, and
     its answer also carries the confidence (so the label mass)."""
-    read = ReadRequest(STATE, specs({"a": ab.yes_no("Is it urgent?"), "b": ab.yes_no("")}))
+    read = ReadRequest(STATE, specs({"a": ab.yes_no("Is it urgent?"), "b": ab.yes_no("Is it fine?")}))
     ours = build_decisions_payload(read, model=SERVED)
     predicate = {
         **ours,

@@ -41,8 +41,8 @@ QUESTION_SETS = {
         "severity": ab.score("How severe?", ["low", "medium", "high", "critical"]),
     },
     "bare": {
-        "pick": ab.choice("", ["alpha", "beta", "gamma"]),
-        "ok": ab.yes_no(""),
+        "pick": ab.choice("Pick one.", ["alpha", "beta", "gamma"]),
+        "ok": ab.yes_no("OK?"),
     },
     "wide": {
         "route": ab.choice(

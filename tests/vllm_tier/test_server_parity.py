@@ -38,7 +38,7 @@ CASES: list[tuple[Any, dict[str, Any], str | None]] = [
             "escalate": ab.yes_no(
                 "Escalate to a human?", yes="A person must look at it", no="A bot can answer"
             ),
-            "route": ab.choice("", [f"queue_{i}" for i in range(12)]),
+            "route": ab.choice("Route it.", [f"queue_{i}" for i in range(12)]),
         },
         "You route support tickets. Be strict.",
     ),

@@ -94,8 +94,11 @@ def _unit(*parts: Any) -> float:
 
 
 def fake_logprob(prompt_ids: list[int], canvas: list[int], position: int, token_id: int) -> float:
-    """A deterministic stand-in for the model's logprob of ``token_id`` at ``position``."""
-    return -0.5 - 8.0 * _unit(prompt_ids, canvas, position, token_id)
+    """A deterministic stand-in for the model's logprob of ``token_id`` at ``position``.
+
+    At most e^-5.5 each, so even 128 requested ids hold under half the probability mass,
+    as a real softmax over the vocabulary would (the engine rejects a label mass above 1)."""
+    return -5.5 - 8.0 * _unit(prompt_ids, canvas, position, token_id)
 
 
 def fake_outputs(prompt_ids: list[int], params: Any) -> SimpleNamespace:
