@@ -403,9 +403,9 @@ def test_an_invalid_server_answer_fails_only_its_caller_in_a_shared_batch():
 
 
 async def test_an_invalid_server_answer_fails_only_its_caller_async():
-    from agentbranch.engine.batching import BatchingReader
-
     import asyncio
+
+    from agentbranch.engine.batching import BatchingReader
 
     # The coalescer reads on its worker threads (reader.read, the sync client), so the
     # transport is given for both paths.
