@@ -390,3 +390,71 @@ def test_the_benchmarks_page_example_runs():
     assert isinstance(engine.reads_via, BatchingReader) and engine.reads_via.cache_size == 1024
     assert plain.reads_via is plain.reader
     assert list(engine.decide("x", {"team": TEAM})["team"].options) == ["billing", "outage", "bug"]
+
+
+def _batch_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "agentbranch-batch"]
+
+
+def _req(state: str) -> ab.engine.reads.ReadRequest:
+    from agentbranch.questions import to_spec
+
+    return ab.engine.reads.ReadRequest(state=state, questions=(to_spec("u", ab.yes_no("U?")),))
+
+
+def test_a_request_abandoned_while_queued_is_never_read():
+    import time
+
+    from agentbranch.errors import ReaderTimeoutError
+    from agentbranch.testing import FaultyReader
+
+    reader = FaultyReader(ab.ScriptedReader({}), "hang", affects=lambda r: "slow" in r.state)
+    coalescer = BatchingReader(reader, concurrency=1, max_wait_s=0)
+    out: list[object] = []
+    try:
+        slow = threading.Thread(target=lambda: out.append(coalescer.read([_req("slow")])))
+        slow.start()
+        while not reader.calls:  # the one worker is reading "slow"; its caller waits
+            time.sleep(0.01)
+        with pytest.raises(ReaderTimeoutError, match="within 0.1s"):
+            coalescer.read([_req("queued")], timeout_s=0.1)
+        assert coalescer.stats["abandoned"] == 0  # "slow" is still wanted
+        reader.release()
+        slow.join(30)
+        assert len(coalescer.read([_req("next")])[0]) == 1
+    finally:
+        reader.release()
+    states = [r.state for call in reader.calls for r in call]
+    assert states == ["slow", "next"]  # "queued" was dropped, not read
+    assert coalescer.stats["requests"] == 2 and len(out[0]) == 1
+
+
+def test_a_hung_batch_nobody_waits_for_does_not_block_the_next_request():
+    import time
+
+    from agentbranch.errors import ReaderTimeoutError
+    from agentbranch.testing import FaultyReader
+
+    reader = FaultyReader(ab.ScriptedReader({}), "hang", affects=lambda r: "bad" in r.state)
+    coalescer = BatchingReader(reader, concurrency=1, max_wait_s=0)
+    coalescer.idle_s = 0.05
+    before = len(_batch_threads())
+    try:
+        for i in range(3):  # each hung batch is abandoned; the next caller is served
+            with pytest.raises(ReaderTimeoutError):
+                coalescer.read([_req(f"bad {i}")], timeout_s=0.1)
+            assert len(coalescer.read([_req(f"good {i}")], timeout_s=10)[0]) == 1  # hang: 30 s
+        assert coalescer.stats["abandoned"] == 3
+        assert coalescer._workers <= 1  # the stuck workers no longer count
+    finally:
+        reader.release()
+    # the stuck workers finish when the reader returns, then every worker exits
+    for _ in range(500):
+        if len(_batch_threads()) <= before:
+            break
+        time.sleep(0.01)
+    assert len(_batch_threads()) <= before
+    states = sorted(r.state for call in reader.calls for r in call)
+    assert states == sorted([f"bad {i}" for i in range(3)] + [f"good {i}" for i in range(3)])
+    assert coalescer.stats["requests"] == 6 and coalescer.stats["batches"] == 6
+    assert coalescer._workers == 0 and not coalescer._reading

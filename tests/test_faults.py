@@ -5,7 +5,8 @@ wrong shape, or leaves part of a batch unanswered — is run under ``on_error="r
 ``FailOpen`` and ``FailClosed``, alone and inside a shared ``BatchingReader`` batch with a
 healthy caller, and the engine must keep serving afterwards. A fault is always an error
 (``ReaderError``) for the decision it hits, never a decision, and never touches a healthy
-caller's answer unless the whole read call failed (raise, hang: one call is one unit).
+caller's answer: a batch that raises is read again one request at a time, so only the bad
+request fails. Only a hang fails everyone in its batch (the time is gone).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ SCRIPT = {"urgent": {"yes": 0.7, "no": 0.3}}
 FAULTS = FaultyReader.FAULTS
 #: Faults that spoil individual answers; the others fail the whole read call.
 PER_REQUEST = ("nan", "inf", "wrong_shape", "partial")
+#: Faults a healthy caller in the same batch never sees ("raise": re-read one by one).
+FAILS_ALONE = (*PER_REQUEST, "raise")
 ON_ERROR = {"raise": "raise", "fail_open": FailOpen("no"), "fail_closed": FailClosed("safe")}
 TIMEOUT_S = 0.3  # a "hang" is 30 s (released at teardown); the engine gives up at 0.3 s
 
@@ -120,12 +123,17 @@ def test_fault_in_a_shared_batch(fault, on_error):
             t.start()
         for t in threads:
             t.join(30)
-        assert [len(batch) for batch in reader.calls] == [2]  # one shared read
-        check_outcome(outcomes["bad ticket"], fault, on_error)
-        if fault in PER_REQUEST:
-            check_taken(outcomes["good ticket"])  # the healthy caller is untouched
+        calls = [sorted(r.state for r in batch) for batch in reader.calls]
+        if fault == "raise":  # the shared read failed: each request read again alone
+            assert calls[0] == ["bad ticket", "good ticket"]
+            assert sorted(calls[1:]) == [["bad ticket"], ["good ticket"]]
         else:
-            check_outcome(outcomes["good ticket"], fault, on_error)  # one call, one unit
+            assert calls == [["bad ticket", "good ticket"]]  # one shared read
+        check_outcome(outcomes["bad ticket"], fault, on_error)
+        if fault in FAILS_ALONE:
+            check_taken(outcomes["good ticket"])  # the healthy caller is untouched
+        else:  # a hang: the time is gone for the whole batch
+            check_outcome(outcomes["good ticket"], fault, on_error)
         reader.release()
         reader.active = False
         again: dict[str, object] = {}
@@ -190,22 +198,42 @@ def test_a_graph_routes_a_faulted_decision_by_its_on_error():
 
 
 class RendezvousReader(ab.ScriptedReader):
-    """Each read waits until ``n`` reads are in flight at once: it only completes if
-    nothing between the callers and the reader caps concurrency below ``n``."""
+    """Each read waits until ``n`` REQUESTS are being read at once (in one reader call or
+    many): it only completes if nothing between the callers and the reader caps how many
+    requests are in flight below ``n``. With the coalescer the requests arrive as a few
+    batches; it may read ``concurrent_batches`` of them at once (the capacity the reader
+    declares, like ``RemoteReader``'s ``max_connections``)."""
 
     def __init__(self, n: int) -> None:
         super().__init__(SCRIPT)
-        self.barrier = threading.Barrier(n)
+        self.n = n
+        self.concurrent_batches = n
+        self.in_flight = 0
+        self.most_calls_at_once = 0
+        self._calls = 0
+        self._all_in = threading.Condition()
 
     def read(self, requests):
-        self.barrier.wait(timeout=60)
+        with self._all_in:
+            self.in_flight += len(requests)
+            self._calls += 1
+            self.most_calls_at_once = max(self.most_calls_at_once, self._calls)
+            self._all_in.notify_all()
+            arrived = self._all_in.wait_for(lambda: self.in_flight >= self.n, timeout=60)
+            self._calls -= 1
+        assert arrived, "the reads never were all in flight at once: something caps them"
         return super().read(requests)
 
 
-def test_64_timed_sync_callers_all_read_at_once():
+# Both rules at once, with no timing in the test: each timed caller's read only completes
+# once all 64 requests are being read, so a fixed-size pool (a thread pool, a semaphore, a
+# coalescer that ignores the reader's capacity) below 64 makes every caller time out, and
+# a timeout that counted a pool's queue would too. batching=False: 64 reader calls at once.
+@pytest.mark.parametrize("batching", [False, True], ids=["direct", "coalesced"])
+def test_64_timed_sync_callers_all_read_at_once(batching):
     n = 64
     reader = RendezvousReader(n)
-    engine = ab.DecisionEngine(reader, timeout_s=30.0)
+    engine = ab.DecisionEngine(reader, timeout_s=30.0, batching=batching)
     results: list[object] = [None] * n
 
     def run(i: int) -> None:
@@ -220,14 +248,18 @@ def test_64_timed_sync_callers_all_read_at_once():
     for t in threads:
         t.join(90)
     assert results == ["yes"] * n
+    assert sum(len(c) for c in reader.calls) == n  # every request read once
+    if not batching:
+        assert reader.most_calls_at_once == n
 
 
-def test_64_timed_async_callers_all_read_at_once():
+@pytest.mark.parametrize("batching", [False, True], ids=["direct", "coalesced"])
+def test_64_timed_async_callers_all_read_at_once(batching):
     """The default ``aread`` borrows the loop's small default executor; a timed read
-    gets its own thread instead, so 64 tasks read at once."""
+    gets its own thread instead (or the coalescer's workers), so 64 tasks read at once."""
     n = 64
     reader = RendezvousReader(n)
-    engine = ab.DecisionEngine(reader, timeout_s=30.0)
+    engine = ab.DecisionEngine(reader, timeout_s=30.0, batching=batching)
 
     async def main():
         return await asyncio.gather(
@@ -236,6 +268,9 @@ def test_64_timed_async_callers_all_read_at_once():
 
     results = asyncio.run(main())
     assert [r["urgent"].label for r in results] == ["yes"] * n
+    assert sum(len(c) for c in reader.calls) == n
+    if not batching:
+        assert reader.most_calls_at_once == n
 
 
 def test_a_timed_out_read_does_not_block_the_next_one():

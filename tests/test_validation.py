@@ -403,15 +403,23 @@ def test_an_invalid_server_answer_fails_only_its_caller_in_a_shared_batch():
 
 
 async def test_an_invalid_server_answer_fails_only_its_caller_async():
-    from agentbranch.engine.batching import BatchingReader
-
-    remote = RemoteReader(URL, async_transport=httpx.MockTransport(_per_state_server))
-    eng = ab.DecisionEngine(BatchingReader(remote, window_s=10.0, max_batch=2))
     import asyncio
 
+    from agentbranch.engine.batching import BatchingReader
+
+    # The coalescer reads on its worker threads (reader.read, the sync client), so the
+    # transport is given for both paths.
+    server = httpx.MockTransport(_per_state_server)
+    remote = RemoteReader(URL, transport=server, async_transport=server)
+    eng = ab.DecisionEngine(BatchingReader(remote, window_s=10.0, max_batch=2))
     bad, good = await asyncio.gather(
         eng.adecide("bad one", URGENT), eng.adecide("good one", URGENT), return_exceptions=True
     )
     assert isinstance(bad, InvalidReadError)
     assert good["urgent"].label == "yes"
+    assert eng.reads_via.batch_sizes[-1] == 2  # they did share one read
+    # RemoteReader's own async batch answers the bad request with its error in place.
+    requests = [eng._prepare(s, URGENT, 1).request for s in ("bad one", "good one")]
+    bad_reads, good_reads = await remote.aread(requests)
+    assert isinstance(bad_reads, InvalidReadError) and len(good_reads) == 1
     await remote.aclose()

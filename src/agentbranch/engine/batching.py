@@ -28,6 +28,10 @@ is being read the next one queues up, so batches grow with the load by themselve
   a bad request (a state too long, a special token) fails alone and the others get their
   answers. A cancelled caller (an async task cancelled, a timed-out wait) takes its
   requests out of the queue if they were not taken yet; nobody else is affected.
+* **Abandoned reads**: a worker whose batch every caller gave up on (timed out,
+  cancelled) stops counting toward ``concurrency``, so the next request starts a fresh
+  worker instead of queueing behind a hung read. Python cannot stop a thread: the old
+  worker finishes when the reader returns, then exits.
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ from typing import Any
 
 from agentbranch.engine.readers.base import Reader
 from agentbranch.engine.reads import LabelRead, ReadRequest
-from agentbranch.errors import ConfigurationError, ReaderError
+from agentbranch.errors import ConfigurationError, ReaderError, ReaderTimeoutError
 
 __all__ = ["BatchingReader", "QueueFullError", "read_key"]
 
@@ -124,6 +128,16 @@ class _Item:
         return any(not call.future.done() for call, _ in self.waiters)
 
 
+@dataclass(eq=False)
+class _Batch:
+    """The requests one worker is reading; ``counted`` while it counts toward
+    ``concurrency`` (until every caller abandoned it)."""
+
+    items: list[_Item]
+    thread: threading.Thread
+    counted: bool = True
+
+
 class BatchingReader(Reader):
     """A reader that coalesces concurrent ``read``/``aread`` calls into batches.
 
@@ -185,12 +199,14 @@ class BatchingReader(Reader):
         self._in_flight: dict[Any, _Item] = {}
         self._cache: OrderedDict[str, list[LabelRead]] = OrderedDict()
         self._room: list[Future[None]] = []
-        self._workers = 0
+        self._workers = 0  # workers counted toward ``concurrency``
+        self._reading: set[_Batch] = set()  # batches of counted workers being read
         self._threads: set[threading.Thread] = set()
         self._idle = 0
         self._closed = False
-        #: Counters: batches read, requests read, cache hits, de-duplicated requests.
-        self.stats = {"batches": 0, "requests": 0, "cache_hits": 0, "deduped": 0}
+        #: Counters: batches read, requests read, cache hits, de-duplicated requests,
+        #: batches abandoned by all their callers while being read.
+        self.stats = {"batches": 0, "requests": 0, "cache_hits": 0, "deduped": 0, "abandoned": 0}
         #: Sizes of the last batches read (for tests and the benchmark).
         self.batch_sizes: deque[int] = deque(maxlen=1024)
 
@@ -226,19 +242,38 @@ class BatchingReader(Reader):
 
     # -- reading ---------------------------------------------------------------------
 
-    def read(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
+    def read(
+        self, requests: Sequence[ReadRequest], *, timeout_s: float | None = None
+    ) -> list[list[LabelRead]]:
+        """Read ``requests`` in shared batches. ``timeout_s`` (the engine's): give up
+        after that long with ``ReaderTimeoutError``; the requests are abandoned (not
+        read if still queued, and a batch nobody waits for frees its worker's slot)."""
         call, pending = self._call(requests)
-        deadline = self._deadline()
-        while pending:
-            room = self._offer(call, pending)
-            if room is None:
-                break
+        until = None if timeout_s is None else time.monotonic() + timeout_s
+        try:
+            deadline = self._deadline()
+            while pending:
+                room = self._offer(call, pending)
+                if room is None:
+                    break
+                wait = self._left(deadline)
+                if until is not None:
+                    wait = self._left(until) if wait is None else min(wait, self._left(until))
+                try:
+                    room.result(timeout=wait)
+                except TimeoutError:
+                    if until is not None and time.monotonic() >= until:
+                        raise self._timed_out(timeout_s) from None
+                    raise self._full() from None
             try:
-                room.result(timeout=self._left(deadline))
+                return call.future.result(timeout=self._left(until))
             except TimeoutError:
-                call.future.cancel()
-                raise self._full() from None
-        return call.future.result()
+                if call.future.done():  # the reader itself raised a TimeoutError
+                    raise
+                raise self._timed_out(timeout_s) from None
+        except BaseException:  # timed out, failed or interrupted: abandon our requests
+            call.future.cancel()
+            raise
 
     async def aread(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
         call, pending = self._call(requests)
@@ -264,7 +299,32 @@ class BatchingReader(Reader):
         call = _Call([None] * len(requests), len(requests))
         if not requests:
             call.future.set_result([])
+        call.future.add_done_callback(self._given_up)
         return call, deque(enumerate(requests))
+
+    def _given_up(self, future: Future[Any]) -> None:
+        """A call ended without its answers (cancelled, timed out, failed): batches that
+        nobody waits for any more stop counting toward ``concurrency``."""
+        if not future.cancelled() and future.exception() is None:
+            return
+        with self._cond:
+            freed = False
+            for batch in list(self._reading):
+                if not any(item.wanted() for item in batch.items):
+                    batch.counted = False
+                    self._reading.discard(batch)
+                    self._threads.discard(batch.thread)  # close() does not wait for it
+                    self._workers -= 1
+                    self.stats["abandoned"] += 1
+                    freed = True
+            if freed and self._queue:
+                self._wake()
+
+    def _timed_out(self, timeout_s: float | None) -> ReaderTimeoutError:
+        return ReaderTimeoutError(
+            f"reader {self.inner.name!r} did not answer within {timeout_s}s; raise "
+            "timeout_s or check the model/server load"
+        )
 
     def _deadline(self) -> float | None:
         if self.queue_timeout_s is None:
@@ -304,7 +364,8 @@ class BatchingReader(Reader):
                     pending.popleft()
                     call.give(index, list(self._cache[key]))
                     continue
-                if self.dedupe and key in self._in_flight:
+                # Never join a read every caller gave up on (it may hang).
+                if self.dedupe and key in self._in_flight and self._in_flight[key].wanted():
                     self.stats["deduped"] += 1
                     pending.popleft()
                     self._in_flight[key].waiters.append((call, index))  # type: ignore[index]
@@ -336,7 +397,7 @@ class BatchingReader(Reader):
 
     # -- workers -------------------------------------------------------------------
 
-    def _take(self) -> list[_Item] | None:
+    def _take(self) -> _Batch | None:
         """The next batch (``None``: idle too long or closed, the worker exits)."""
         with self._cond:
             self._idle += 1
@@ -359,11 +420,14 @@ class BatchingReader(Reader):
                     else:  # every caller gave up on it
                         self._forget(item)
                 room, self._room = self._room, []
+                taken = _Batch(batch, threading.current_thread())
+                if batch:
+                    self._reading.add(taken)
             finally:
                 self._idle -= 1
         for r in room:
             r.set_result(None)
-        return batch
+        return taken
 
     def _forget(self, item: _Item) -> None:
         if item.key is not None and self._in_flight.get(item.key) is item:
@@ -372,8 +436,12 @@ class BatchingReader(Reader):
     def _work(self) -> None:
         try:
             while (batch := self._take()) is not None:
-                if batch:
-                    self._read(batch)
+                if batch.items:
+                    self._read(batch.items)
+                with self._cond:
+                    if not batch.counted:  # abandoned: another worker took our slot
+                        return
+                    self._reading.discard(batch)
         finally:
             with self._cond:
                 self._threads.discard(threading.current_thread())
@@ -397,7 +465,8 @@ class BatchingReader(Reader):
                     else:
                         self._settle(item, None, None)
                 return
-            self._settle(batch[0], None, e)
+            for item in batch:
+                self._settle(item, None, e)
             return
         with self._cond:
             self.stats["batches"] += 1

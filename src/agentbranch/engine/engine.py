@@ -112,7 +112,9 @@ class DecisionEngine:
             ``agentbranch.calibration`` logger.
         timeout_s: a read that takes longer raises ``ReaderTimeoutError``; it measures
             the read itself (each timed sync read runs on its own thread, so concurrent
-            callers never wait for each other's slot).
+            callers never wait for each other's slot). Through the coalescer it also
+            covers the wait for the batch the request joins; a read that times out is
+            abandoned, and a hung batch nobody waits for no longer blocks the next one.
         log_state: include the rendered state in the decision log event.
         batching: coalesce concurrent calls (threads, asyncio tasks, ``graph.batch``)
             into shared reader batches through a ``BatchingReader`` (the default);
@@ -378,7 +380,10 @@ class DecisionEngine:
         try:
             if self.timeout_s is None:
                 return self.reads_via.read(requests)
-            future = _in_thread(lambda: self.reads_via.read(requests))
+            via = self.reads_via
+            if isinstance(via, BatchingReader):  # waits here; a timeout abandons the read
+                return via.read(requests, timeout_s=self.timeout_s)
+            future = _in_thread(lambda: via.read(requests))
             try:
                 return future.result(timeout=self.timeout_s)
             except FutureTimeout:

@@ -592,7 +592,8 @@ class RemoteReader(Reader):
             know: ``cache_salt`` and ``safety_identifier`` only).
         verify: TLS verification (``False``, a CA bundle path, or an ``ssl.SSLContext``).
         transport / async_transport: custom httpx transports (tests use
-            ``httpx.MockTransport``).
+            ``httpx.MockTransport``). The engine's coalescer (its default) reads on
+            worker threads through ``read``, so async callers use ``transport`` too.
     """
 
     name = "remote"
