@@ -297,21 +297,26 @@ def test_audit_without_a_model_asks_the_generate_fallback_model():
 # -- sinks and the decision log -------------------------------------------------------
 
 
-def test_records_go_to_a_langgraph_store_and_to_the_decision_log():
+def test_records_go_to_a_langgraph_store_and_to_the_decision_log(caplog):
     from langgraph.store.memory import InMemoryStore
-    from structlog.testing import capture_logs
 
     store = InMemoryStore()
     audit = Audit(model=Teacher(agree_p=0.0), rate=1.0, sink=store)
-    with capture_logs() as logs:
+    with caplog.at_level(logging.INFO, logger="agentbranch"):
         Resolver(engine(), QUESTIONS, Policy(audit=audit)).resolve("refund please")
         assert audit.flush(timeout=30)
     items = store.search(("agentbranch", "audits"))
     assert len(items) == 1 and items[0].value["teacher_label"] == "outage"
     assert items[0].key == items[0].value["id"]
-    events = [e for e in logs if e["event"] == "agentbranch.audit"]
+    # The audit event is a stdlib record on the "agentbranch" logger, fields as attributes.
+    events = [r for r in caplog.records if getattr(r, "event", None) == "agentbranch.audit"]
     assert len(events) == 1
-    assert events[0]["engine_label"] == "billing" and events[0]["agree"] is False
+    (rec,) = events
+    assert rec.name == "agentbranch" and rec.levelno == logging.INFO
+    assert rec.kind == "audit" and rec.engine_label == "billing" and rec.agree is False
+    assert rec.teacher_label == "outage" and rec.question_id == items[0].value["question_id"]
+    assert rec.getMessage().startswith("agentbranch.audit kind=audit")
+    assert "engine_label=billing" in rec.getMessage()
 
 
 def test_jsonl_sink_appends_valid_json_lines(tmp_path):
