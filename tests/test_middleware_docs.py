@@ -9,7 +9,6 @@ import re
 from pathlib import Path
 
 import pytest
-import structlog
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "langchain.md"
 BLOCK = re.compile(r"```(python|text)\n(.*?)```", re.DOTALL)
@@ -42,8 +41,7 @@ def test_docs_snippets_run_and_print_what_the_docs_show(monkeypatch):
     namespace: dict = {"__name__": "docs_langchain"}
     for n, (code, expected) in enumerate(found, 1):
         buffer = io.StringIO()
-        # structlog's default logger prints each decision event; the docs show program output
-        with structlog.testing.capture_logs(), contextlib.redirect_stdout(buffer):
+        with contextlib.redirect_stdout(buffer):
             exec(compile(code, f"docs/langchain.md snippet {n}", "exec"), namespace)
         if expected is not None:
             assert buffer.getvalue() == expected, f"snippet {n} printed:\n{buffer.getvalue()}"
