@@ -306,7 +306,9 @@ def test_our_yes_no_reads_exactly_like_a_predicate(d033, vllm033, dg_tokenizer):
     """vLLM turns a predicate into the choice [false, true]: the boolean choice we send
     instead gives the server's engine the same requests and the same probabilities, and
     its answer also carries the confidence (so the label mass)."""
-    read = ReadRequest(STATE, specs({"a": ab.yes_no("Is it urgent?"), "b": ab.yes_no("Is it fine?")}))
+    read = ReadRequest(
+        STATE, specs({"a": ab.yes_no("Is it urgent?"), "b": ab.yes_no("Is it fine?")})
+    )
     ours = build_decisions_payload(read, model=SERVED)
     predicate = {
         **ours,

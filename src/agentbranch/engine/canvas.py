@@ -82,7 +82,9 @@ def asked(q: QuestionSpec) -> QuestionSpec:
     at the end of its instructions (``agentbranch.question_examples``)."""
     if not q.examples:
         return q
-    return replace(q, instructions=instructions_with_examples(q.instructions, q.options, q.examples))
+    return replace(
+        q, instructions=instructions_with_examples(q.instructions, q.options, q.examples)
+    )
 
 
 def prompt_tail(tokenizer: Tokenizer, prompt_ids: Sequence[int]) -> list[int]:
