@@ -432,3 +432,32 @@ def test_calibrating_from_audits_of_a_run_moves_ece_on_the_teachers_labels_down(
     assert report.before.ece > 0.15
     assert report.after.ece < report.before.ece / 2
     assert report.calibration.temperature("team", "choice") > 1.0
+
+
+def test_audit_teacher_calls_record_and_replay_from_a_cassette(tmp_path):
+    """The cassette's chat cache (agentbranch.replay) attached to the teacher: a recorded
+    run's audits replay offline with a teacher that must not be called."""
+    from agentbranch.replay import Cassette
+
+    path = tmp_path / "audited.jsonl"
+
+    def rule(prompt: str) -> str:
+        return '{"label": "outage"}' if "7" in prompt else '{"label": "billing"}'
+
+    def run(cassette: Cassette, teacher: Teacher) -> list[dict]:
+        records: list[dict] = []
+        teacher.cache = cassette.chat_cache  # as a user attaches it: cache=cassette.chat_cache
+        audit = Audit(model=teacher, rate=0.5, seed=5, sink=records.append)
+        policy = Policy(take_at=0.8, fallbacks=[GotoNode("human")], audit=audit)
+        _resolve_all(Resolver(engine(), QUESTIONS, policy), tickets(60))
+        assert audit.flush(timeout=30)
+        cassette.close()
+        return [{k: v for k, v in r.items() if k not in ("id", "time")} for r in records]
+
+    recorded = Teacher(rule=rule)
+    first = run(Cassette(path, "all"), recorded)
+    assert recorded.calls == len(first) > 10
+    replayed = Teacher(error="the teacher must not be called under replay")
+    second = run(Cassette(path, "none"), replayed)
+    assert replayed.calls == 0
+    assert second == first
