@@ -31,7 +31,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from agentbranch.engine.readers.base import Reader
+from agentbranch.engine.readers.base import Reader, WrappingReader
 from agentbranch.engine.reads import LabelRead
 
 __all__ = [
@@ -427,7 +427,7 @@ def tiny_diffusiongemma(path: str | os.PathLike[str] | None = None, **kwargs: An
 # -- fault injection ---------------------------------------------------------------------
 
 
-class FaultyReader(Reader):
+class FaultyReader(WrappingReader):
     """Wraps a reader and injects one fault, to test what a graph sees when the engine
     fails (``DecisionEngine`` must turn each into a ``ReaderError``, never a decision).
 
@@ -471,18 +471,6 @@ class FaultyReader(Reader):
         self.calls: list[list[Any]] = []
         self._released = threading.Event()
         self._lock = threading.Lock()
-
-    @property
-    def name(self) -> str:  # type: ignore[override]
-        return self.inner.name
-
-    @property
-    def model(self) -> str:  # type: ignore[override]
-        return self.inner.model
-
-    @property
-    def max_options(self) -> int:  # type: ignore[override]
-        return self.inner.max_options
 
     def release(self) -> None:
         """Let every hanging (and future) ``"hang"`` read go on."""

@@ -47,7 +47,7 @@ from concurrent.futures import CancelledError, Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentbranch.engine.readers.base import Reader
+from agentbranch.engine.readers.base import Reader, WrappingReader
 from agentbranch.engine.reads import LabelRead, ReadRequest
 from agentbranch.errors import ConfigurationError, ReaderError, ReaderTimeoutError
 
@@ -138,7 +138,7 @@ class _Batch:
     counted: bool = True
 
 
-class BatchingReader(Reader):
+class BatchingReader(WrappingReader):
     """A reader that coalesces concurrent ``read``/``aread`` calls into batches.
 
     Args:
@@ -215,30 +215,6 @@ class BatchingReader(Reader):
         """The old name of ``max_wait_s``."""
         return self.max_wait_s
 
-    # the wrapped reader's identity
-    @property
-    def name(self) -> str:  # type: ignore[override]
-        return self.inner.name
-
-    @property
-    def model(self) -> str:  # type: ignore[override]
-        return self.inner.model
-
-    @property
-    def max_options(self) -> int:  # type: ignore[override]
-        return self.inner.max_options
-
-    def load(self) -> None:
-        """Load the wrapped reader's model (readers that have ``load``)."""
-        load = getattr(self.inner, "load", None)
-        if callable(load):
-            load()
-
-    def warmup(self) -> None:
-        """Warm the wrapped reader up (readers that have ``warmup``)."""
-        warmup = getattr(self.inner, "warmup", None)
-        if callable(warmup):
-            warmup()
 
     # -- reading ---------------------------------------------------------------------
 

@@ -54,3 +54,37 @@ class Reader(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class WrappingReader(Reader):
+    """A reader in front of another (the coalescer, fault injection): it answers with the
+    wrapped reader's identity and forwards loading, warm-up and closing to it.
+
+    Subclasses set ``self.inner`` and implement ``read``."""
+
+    inner: Reader
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return self.inner.name
+
+    @property
+    def model(self) -> str:  # type: ignore[override]
+        return self.inner.model
+
+    @property
+    def max_options(self) -> int:  # type: ignore[override]
+        return self.inner.max_options
+
+    def load(self) -> None:
+        load = getattr(self.inner, "load", None)  # duck-typed readers may lack it
+        if callable(load):
+            load()
+
+    def warmup(self) -> None:
+        warmup = getattr(self.inner, "warmup", None)
+        if callable(warmup):
+            warmup()
+
+    def close(self) -> None:
+        self.inner.close()
