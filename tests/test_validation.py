@@ -423,3 +423,15 @@ async def test_an_invalid_server_answer_fails_only_its_caller_async():
     bad_reads, good_reads = await remote.aread(requests)
     assert isinstance(bad_reads, InvalidReadError) and len(good_reads) == 1
     await remote.aclose()
+
+
+def test_tiny_server_probabilities_times_a_tiny_mass_do_not_underflow():
+    """Found by the hypothesis suite: p = 2e-313 with a label mass of 2e-313 underflowed
+    to log(0) (a math domain error) instead of giving a finite log-probability."""
+    import math
+
+    from agentbranch.engine.readers.remote import _label_read
+
+    read = _label_read([1.0, 2.2250738585e-313], {}, {"label_mass": 2.2250738585e-313})
+    assert all(math.isfinite(lp) and lp <= 0 for lp in read.logprobs)
+    assert read.logprobs[0] == math.log(2.2250738585e-313)

@@ -287,9 +287,10 @@ def _label_read(
         mass = _probability(_probability(answer["confidence"], "confidence") / top, "label_mass")
     else:
         mass = 1.0
-    scale = mass if mass > 0 else 1.0
+    # log p + log mass, not log(p × mass): two tiny factors underflow to 0 in a product.
+    log_scale = math.log(mass) if mass > 0 else 0.0
     return LabelRead(
-        logprobs=tuple(math.log(p * scale) if p > 0 else -math.inf for p in probs),
+        logprobs=tuple(math.log(p) + log_scale if p > 0 else -math.inf for p in probs),
         label_mass=mass,
         argmax_is_label=bool(diag.get("argmax_is_label", True)) if diag is not None else True,
         extras={"answer": dict(answer)},
