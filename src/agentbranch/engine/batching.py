@@ -215,7 +215,6 @@ class BatchingReader(WrappingReader):
         """The old name of ``max_wait_s``."""
         return self.max_wait_s
 
-
     # -- reading ---------------------------------------------------------------------
 
     def read(
