@@ -527,6 +527,27 @@ class Report:
         }
 
 
+def _per_question(
+    before: Sequence[Scored],
+    after: Sequence[Scored],
+    calibration: Calibration,
+    target_precision: float,
+) -> tuple[dict[str, tuple[Metrics, Metrics]], dict[str, Threshold]]:
+    """Per question: metrics before and after calibration, and its stored threshold
+    checked on the calibrated reads."""
+    per_question: dict[str, tuple[Metrics, Metrics]] = {}
+    thresholds: dict[str, Threshold] = {}
+    for qid in dict.fromkeys(s.question_id for s in before):
+        b = [s for s in before if s.question_id == qid]
+        a = [s for s in after if s.question_id == qid]
+        per_question[qid] = (
+            metrics(b, target_precision=target_precision),
+            metrics(a, target_precision=target_precision),
+        )
+        thresholds[qid] = check_threshold(a, calibration.thresholds.get(qid), target_precision)
+    return per_question, thresholds
+
+
 def calibrate_scored(
     fit_scored: Sequence[Scored],
     eval_scored: Sequence[Scored] | None = None,
@@ -550,16 +571,7 @@ def calibrate_scored(
     held_out = eval_scored is not None and len(eval_scored) > 0
     ev = list(eval_scored) if held_out else list(fit_scored)
     ev_after = calibrated(ev, calibration)
-    per_question: dict[str, tuple[Metrics, Metrics]] = {}
-    thresholds: dict[str, Threshold] = {}
-    for qid in dict.fromkeys(s.question_id for s in ev):
-        b = [s for s in ev if s.question_id == qid]
-        a = [s for s in ev_after if s.question_id == qid]
-        per_question[qid] = (
-            metrics(b, target_precision=target_precision),
-            metrics(a, target_precision=target_precision),
-        )
-        thresholds[qid] = check_threshold(a, calibration.thresholds.get(qid), target_precision)
+    per_question, thresholds = _per_question(ev, ev_after, calibration, target_precision)
     return Report(
         warnings=bound_warnings(calibration),
         calibration=calibration,
@@ -612,16 +624,7 @@ def evaluate(
     calibration = calibration if calibration is not None else Calibration()
     scored = read_examples(engine, examples, progress=progress)
     after = calibrated(scored, calibration)
-    per_question: dict[str, tuple[Metrics, Metrics]] = {}
-    thresholds: dict[str, Threshold] = {}
-    for qid in dict.fromkeys(s.question_id for s in scored):
-        b = [s for s in scored if s.question_id == qid]
-        a = [s for s in after if s.question_id == qid]
-        per_question[qid] = (
-            metrics(b, target_precision=target_precision),
-            metrics(a, target_precision=target_precision),
-        )
-        thresholds[qid] = check_threshold(a, calibration.thresholds.get(qid), target_precision)
+    per_question, thresholds = _per_question(scored, after, calibration, target_precision)
     return Report(
         calibration=calibration,
         before=metrics(scored, target_precision=target_precision),
