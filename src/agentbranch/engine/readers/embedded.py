@@ -15,7 +15,10 @@ What an option's score is made of:
   ``yes``/``no`` descriptions (never the question text: a question attracts every state
   on its topic, whatever the answer); score the level's text;
 * its **examples** (``examples=`` on the question), used like a router's utterances:
-  the mean similarity to its ``top_k`` (3) most similar examples, blended
+  the similarity to the option's *prototype* (the normalised mean of its example
+  embeddings, as a nearest-class-mean head), mixed by ``prototype_weight`` (1.0) with
+  the mean similarity to its ``top_k`` (3) most similar examples (useful when an
+  option's examples are spread over several kinds of text), then blended
   ``example_weight`` (0.7) / 0.3 with the description similarity when it has both.
 
 When it has nothing to read — a yes/no with an answer neither described nor exemplified,
@@ -23,11 +26,14 @@ bare-word score levels (one or two words, no examples), or yes/no descriptions t
 alike (a negation) — it answers uniformly (confidence 0, so policies fall back) and
 warns once per question on the ``agentbranch`` logger, saying what to add.
 
-Temperature: a question with 2+ examples on each of 2+ options gets its own, fitted
-leave-one-out on its examples (shrunk towards its type's shipped one); any other uses
-its type's temperature shipped in ``embedded_temperatures.json`` (fitted on public
-labelled data by ``benchmarks/embedded_calibration.py``; see docs/quality.md);
-``temperature=`` overrides both. A ``Calibration`` fitted with ``agentbranch calibrate``
+Temperature: shipped per type in ``embedded_temperatures.json`` (fitted on public
+labelled data by ``benchmarks/embedded_calibration.py``; see docs/quality.md), one set
+for questions read by descriptions and one for questions with examples. A question with
+2+ examples on each of 2+ options fits its own leave-one-out on its examples, as the
+posterior mode around its type's shipped with-examples temperature (a prior worth
+``PRIOR_WEIGHT`` reads): ten examples that separate by chance, or that fail to separate
+by chance (leave-one-out is pessimistic on few, noisy examples), move it little; many
+examples that agree move it far. ``temperature=`` overrides all of these. A ``Calibration`` fitted with ``agentbranch calibrate``
 applies on top, in the engine. All texts of a batch (the states and every option and
 example text not yet cached) are embedded in one forward pass (in chunks of
 ``batch_size``); option texts are cached across calls.
@@ -61,6 +67,9 @@ T_MIN, T_MAX = 0.005, 1.0
 #: The yes and no descriptions of a question embed this alike or more: the embedder
 #: cannot tell them apart (typically one is the other's negation).
 TWIN_SIMILARITY = 0.85
+#: How many leave-one-out reads the shipped with-examples temperature is worth as a
+#: prior (chosen on the benchmark's fit parts; see docs/quality.md).
+PRIOR_WEIGHT = 10.0
 
 
 def default_model_path() -> Path:
@@ -130,11 +139,13 @@ def _temperature_file() -> Path:
     return Path(__file__).with_name("embedded_temperatures.json")
 
 
-def shipped_temperatures() -> dict[str, float]:
+def shipped_temperatures(with_examples: bool = False) -> dict[str, float]:
     """The per-type temperatures fitted on public labelled data
-    (``benchmarks/embedded_calibration.py``; see docs/quality.md)."""
+    (``benchmarks/embedded_calibration.py``; see docs/quality.md): for questions read
+    by descriptions, or (``with_examples=True``) for questions with examples."""
     data = json.loads(_temperature_file().read_text())
-    return {k: float(v) for k, v in data["by_type"].items()}
+    key = "with_examples" if with_examples else "by_type"
+    return {k: float(v) for k, v in data[key].items()}
 
 
 class EmbeddedReader(Reader):
@@ -149,6 +160,8 @@ class EmbeddedReader(Reader):
             leave-one-out on its own examples; any other question gets its type's
             shipped temperature (``shipped_temperatures()``).
         top_k: how many of an option's most similar examples are averaged.
+        prototype_weight: an option's example score is ``prototype_weight`` × its
+            prototype similarity + the rest × its top-k mean.
         example_weight: an option's score is ``example_weight`` × its example score +
             the rest × its description similarity (when it has both).
         batch_size: texts per forward pass.
@@ -174,6 +187,7 @@ class EmbeddedReader(Reader):
         temperature: float | None = None,
         top_k: int = 3,
         example_weight: float = 0.7,
+        prototype_weight: float = 1.0,
         batch_size: int = 64,
         max_length: int = 256,
         cache_size: int = 4096,
@@ -182,13 +196,18 @@ class EmbeddedReader(Reader):
     ) -> None:
         if temperature is not None and temperature <= 0:
             raise ConfigurationError("EmbeddedReader temperature must be positive (or None)")
-        if top_k < 1 or not 0.0 <= example_weight <= 1.0:
-            raise ConfigurationError("EmbeddedReader needs top_k >= 1 and 0 <= example_weight <= 1")
+        if top_k < 1 or not 0.0 <= example_weight <= 1.0 or not 0.0 <= prototype_weight <= 1.0:
+            raise ConfigurationError(
+                "EmbeddedReader needs top_k >= 1, 0 <= example_weight <= 1 and "
+                "0 <= prototype_weight <= 1"
+            )
         self.model_path = Path(model_path) if model_path else None
         self.temperature = temperature
         self.top_k = top_k
         self.example_weight = example_weight
+        self.prototype_weight = prototype_weight
         self.shipped = shipped_temperatures()
+        self.shipped_examples = shipped_temperatures(with_examples=True)
         self._fitted: dict[tuple[Any, ...], float] = {}
         self._warned: set[tuple[str, str]] = set()
         self.batch_size = batch_size
@@ -301,14 +320,18 @@ class EmbeddedReader(Reader):
             ]
 
     def option_scores(self, x: Any, q: QuestionSpec, vecs: dict[str, Any]) -> list[float]:
-        """The score of each option for embedding ``x``: its top-k example similarity
-        blended with its description similarity (either alone when it has one)."""
+        """The score of each option for embedding ``x``: its example score (prototype
+        and top-k similarity) blended with its description similarity (either alone
+        when it has one)."""
         texts = hypothesis_texts(q)
+        examples = option_examples(q)
         return combine(
             [float(x @ vecs[t]) if t else None for t in texts],
-            [[float(x @ vecs[e]) for e in ex] for ex in option_examples(q)],
+            [[float(x @ vecs[e]) for e in ex] for ex in examples],
             self.top_k,
             self.example_weight,
+            [float(x @ p) if p is not None else None for p in _prototypes(examples, vecs)],
+            self.prototype_weight,
         )
 
     def _answer(self, state: Any, q: QuestionSpec, vecs: dict[str, Any]) -> LabelRead:
@@ -354,7 +377,13 @@ class EmbeddedReader(Reader):
         fitted = self._fitted[key]
         if fitted > 0:
             return fitted, "examples"
+        if any(option_examples(q)):  # too few examples to fit on: the type's prior
+            return self._prior(q), "shipped"
         return self.shipped.get(q.type, self.shipped["choice"]), "shipped"
+
+    def _prior(self, q: QuestionSpec) -> float:
+        """The shipped temperature of ``q``'s type for questions with examples."""
+        return self.shipped_examples.get(q.type, self.shipped_examples["choice"])
 
     def _fit_on_examples(self, q: QuestionSpec, vecs: dict[str, Any]) -> float | None:
         """Leave-one-out: read each example as a state against the other examples, fit
@@ -362,7 +391,11 @@ class EmbeddedReader(Reader):
         examples = option_examples(q)
         if sum(len(ex) >= 2 for ex in examples) < 2:
             return None
+        import torch
+
         texts = hypothesis_texts(q)
+        sums = [torch.stack([vecs[e] for e in ex]).sum(0) if ex else None for ex in examples]
+        protos = _prototypes(examples, vecs)
         rows: list[list[float]] = []
         targets: list[int] = []
         for j, ex in enumerate(examples):
@@ -372,11 +405,22 @@ class EmbeddedReader(Reader):
                     [float(x @ vecs[e]) for m, e in enumerate(other) if (i, m) != (j, k)]
                     for i, other in enumerate(examples)
                 ]
+                # The own option's prototype without the held-out example.
+                own = torch.nn.functional.normalize(sums[j] - x, dim=0)
+                proto = [
+                    float(x @ (own if i == j else p)) if p is not None else None
+                    for i, p in enumerate(protos)
+                ]
                 hyp = [float(x @ vecs[t]) if t else None for t in texts]
-                rows.append(combine(hyp, held, self.top_k, self.example_weight))
+                rows.append(
+                    combine(
+                        hyp, held, self.top_k, self.example_weight, proto, self.prototype_weight
+                    )
+                )
                 targets.append(j)
-        prior = self.shipped.get(q.type, self.shipped["choice"])
-        temperature = fit_temperature(rows, targets, prior=prior)
+        temperature = fit_temperature(
+            rows, targets, prior=self._prior(q), prior_weight=PRIOR_WEIGHT
+        )
         if temperature >= T_MAX * 0.99:
             self._warn_once(
                 q.id,
@@ -398,20 +442,40 @@ class EmbeddedReader(Reader):
             self._cache.clear()
 
 
+def _prototypes(examples: Sequence[Sequence[str]], vecs: dict[str, Any]) -> list[Any]:
+    """Each option's prototype: the L2-normalised mean of its example embeddings
+    (``None`` for an option without examples)."""
+    import torch
+
+    return [
+        torch.nn.functional.normalize(torch.stack([vecs[e] for e in ex]).mean(0), dim=0)
+        if ex
+        else None
+        for ex in examples
+    ]
+
+
 def combine(
     description: Sequence[float | None],
     examples: Sequence[Sequence[float]],
     top_k: int = 3,
     example_weight: float = 0.7,
+    prototypes: Sequence[float | None] | None = None,
+    prototype_weight: float = 1.0,
 ) -> list[float]:
-    """Per option: the mean of its ``top_k`` best example similarities, blended with its
-    description similarity by ``example_weight`` (whichever it has, when only one).
-    An option with neither scores -1 (the lowest cosine)."""
+    """Per option: its example score (``prototype_weight`` × its prototype similarity +
+    the rest × the mean of its ``top_k`` best example similarities; the top-k mean alone
+    without ``prototypes``), blended with its description similarity by
+    ``example_weight`` (whichever it has, when only one). An option with neither scores
+    -1 (the lowest cosine)."""
     out = []
-    for d, ex in zip(description, examples):
+    protos = list(prototypes) if prototypes is not None else [None] * len(description)
+    for d, ex, p in zip(description, examples, protos):
         if ex:
             best = sorted(ex, reverse=True)[:top_k]
             e = sum(best) / len(best)
+            if p is not None:
+                e = prototype_weight * p + (1 - prototype_weight) * e
             out.append(e if d is None else example_weight * e + (1 - example_weight) * d)
         else:
             out.append(d if d is not None else -1.0)
@@ -432,20 +496,23 @@ def fit_temperature(
     lo: float = T_MIN,
     hi: float = T_MAX,
     prior: float | None = None,
+    prior_weight: float = 1.0,
 ) -> float:
     """The temperature in ``[lo, hi]`` minimising the mean NLL of ``targets`` under
     ``softmax(row / T)`` (golden-section search on log T; the NLL is unimodal in it).
 
-    ``prior``: a temperature to shrink towards, by a penalty ``(log T/prior)² / n``
-    (worth about one observation): a few examples that separate perfectly would
-    otherwise fit T at its lower bound and read over-confidently."""
+    ``prior``: a temperature to shrink towards, by a penalty
+    ``prior_weight × (log T/prior)² / n`` (a Gaussian prior on log T worth about
+    ``prior_weight`` observations): a few examples that separate perfectly would
+    otherwise fit T at its lower bound and read over-confidently, and a few that fail
+    to separate by chance at its upper bound."""
     n = max(1, len(rows))
 
     def nll(log_t: float) -> float:
         t = math.exp(log_t)
         value = -sum(log_softmax(r, t)[y] for r, y in zip(rows, targets)) / n
         if prior is not None:
-            value += (log_t - math.log(prior)) ** 2 / n
+            value += prior_weight * (log_t - math.log(prior)) ** 2 / n
         return value
 
     a, b = math.log(lo), math.log(hi)
