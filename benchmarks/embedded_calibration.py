@@ -14,7 +14,9 @@ tweets; all install offline from PyPI). Two phases, one process:
    *held-out* part with every question: without examples (shipped temperature), with
    10 examples per option taken from the fit part (temperature fitted leave-one-out on
    those examples around the shipped with-examples one), and the bare questions the
-   reader has no signal for (near-uniform).
+   reader has no signal for (near-uniform). Questions with examples are asked once per
+   draw of examples (``DRAWS``, 5 seeds) and reported pooled over the draws, with the
+   spread of accuracy between draws.
 
 It prints and writes (``benchmarks/results/embedded_calibration.json``) per question
 and per type: n, accuracy, majority-class baseline, ECE (top probability, 10 bins),
@@ -38,7 +40,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -53,6 +55,10 @@ from agentbranch.questions import to_spec  # noqa: E402
 
 SHIPPED = emb._temperature_file()
 EXAMPLES_PER_OPTION = 10
+#: Seeds of the draws of examples: one draw of 10 examples per option is a small,
+#: noisy sample (accuracy moves by up to ±0.1 between draws on tone), so questions
+#: with examples are read with each draw and reported pooled over the draws.
+DRAWS = (1, 2, 3, 4, 5)
 
 SECTIONS = {
     "business": "Business and economy news: companies, markets, trade, prices, profits",
@@ -83,9 +89,14 @@ class Task:
     kind: str  # "described" | "examples" | "bare"
 
 
-def pick(fit: Sequence[ps.Item], truth: Callable[[ps.Item], str | None], options: Sequence[str]):
+def pick(
+    fit: Sequence[ps.Item],
+    truth: Callable[[ps.Item], str | None],
+    options: Sequence[str],
+    seed: int = 1,
+):
     """``EXAMPLES_PER_OPTION`` example texts per option from the fit part (seeded)."""
-    rng = random.Random(1)
+    rng = random.Random(seed)
     pool = list(fit)
     rng.shuffle(pool)
     out: dict[str, list[str]] = {o: [] for o in options}
@@ -101,13 +112,13 @@ def level(levels: dict[str, str]) -> list[str]:
     return list(levels.values())
 
 
-def tasks_for(name: str, fit: list[ps.Item]) -> list[Task]:
+def tasks_for(name: str, fit: list[ps.Item], seed: int = 1) -> list[Task]:
     tasks: list[Task] = []
     if name == "bbc":
         section = lambda i: i.labels["section"]  # noqa: E731
         q = "Which section of the news site does this article belong to?"
         tasks.append(Task("bbc.section", ab.choice(q, SECTIONS), section, "described"))
-        ex = pick(fit, section, list(SECTIONS))
+        ex = pick(fit, section, list(SECTIONS), seed)
         tasks.append(
             Task("bbc.section+ex", ab.choice(q, SECTIONS, examples=ex), section, "examples")
         )
@@ -127,7 +138,9 @@ def tasks_for(name: str, fit: list[ps.Item]) -> list[Task]:
             tasks.append(
                 Task(
                     f"bbc.is_{s}+ex",
-                    ab.yes_no(f"Is this a {s} article?", examples=pick(fit, yn, ["yes", "no"])),
+                    ab.yes_no(
+                        f"Is this a {s} article?", examples=pick(fit, yn, ["yes", "no"], seed)
+                    ),
                     yn,
                     "examples",
                 )
@@ -139,7 +152,7 @@ def tasks_for(name: str, fit: list[ps.Item]) -> list[Task]:
         tasks.append(
             Task("drugs.satisfaction", ab.score(q, level(REVIEW_LEVELS)), to_level, "described")
         )
-        ex = pick(fit, to_level, level(REVIEW_LEVELS))
+        ex = pick(fit, to_level, level(REVIEW_LEVELS), seed)
         tasks.append(
             Task(
                 "drugs.satisfaction+ex",
@@ -169,7 +182,7 @@ def tasks_for(name: str, fit: list[ps.Item]) -> list[Task]:
         tasks.append(
             Task(
                 "drugs.worked+ex",
-                ab.yes_no(yq, examples=pick(fit, happy, ["yes", "no"])),
+                ab.yes_no(yq, examples=pick(fit, happy, ["yes", "no"], seed)),
                 happy,
                 "examples",
             )
@@ -185,7 +198,7 @@ def tasks_for(name: str, fit: list[ps.Item]) -> list[Task]:
                 ab.choice(
                     "Which condition is this review about?",
                     conditions,
-                    examples=pick(fit, cond, conditions),
+                    examples=pick(fit, cond, conditions, seed),
                 ),
                 cond,
                 "examples",
@@ -195,7 +208,7 @@ def tasks_for(name: str, fit: list[ps.Item]) -> list[Task]:
         to_level = lambda i: TWEET_LEVELS[i.labels["sentiment"]]  # noqa: E731
         q = "What is the tone of this tweet?"
         tasks.append(Task("tweets.tone", ab.score(q, level(TWEET_LEVELS)), to_level, "described"))
-        ex = pick(fit, to_level, level(TWEET_LEVELS))
+        ex = pick(fit, to_level, level(TWEET_LEVELS), seed)
         tasks.append(
             Task(
                 "tweets.tone+ex",
@@ -221,7 +234,7 @@ def tasks_for(name: str, fit: list[ps.Item]) -> list[Task]:
         tasks.append(
             Task(
                 "tweets.complaint+ex",
-                ab.yes_no(nq, examples=pick(fit, neg, ["yes", "no"])),
+                ab.yes_no(nq, examples=pick(fit, neg, ["yes", "no"], seed)),
                 neg,
                 "examples",
             )
@@ -239,6 +252,23 @@ class Read:
     scores: list[float] | None
     source: str | None
     temperature: float | None
+
+
+def with_draws(name: str, fit: list[ps.Item]) -> list[Task]:
+    """The set's tasks; those with examples once per draw (``DRAWS``), as ``id#seed``."""
+    out = []
+    for seed in DRAWS:
+        for t in tasks_for(name, fit, seed):
+            if t.kind == "examples":
+                out.append(replace(t, id=f"{t.id}#{seed}"))
+            elif seed == DRAWS[0]:
+                out.append(t)
+    return out
+
+
+def question(task_id: str) -> str:
+    """The question a task asks (its id without the draw)."""
+    return task_id.split("#")[0]
 
 
 def read_all(reader: emb.EmbeddedReader, items: list[ps.Item], tasks: list[Task]) -> list[Read]:
@@ -299,7 +329,7 @@ def summary(reads: Sequence[Read]) -> dict:
         if m.threshold.precision != m.threshold.precision
         else round(m.threshold.precision, 3),
         "temperature": sorted(sources),
-        "temperature_values": sorted({round(r.temperature, 4) for r in reads if r.temperature})[:3],
+        "temperature_values": sorted({round(r.temperature, 4) for r in reads if r.temperature}),
     }
 
 
@@ -309,7 +339,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
     sets = {"bbc": ps.bbc_news(), "drugs": ps.drug_reviews(), "tweets": ps.tweets()}
-    tasks = {name: tasks_for(name, fit) for name, (fit, _) in sets.items()}
+    tasks = {name: with_draws(name, fit) for name, (fit, _) in sets.items()}
 
     # 1. fit: described questions on the fit parts.
     start = time.perf_counter()
@@ -376,15 +406,26 @@ def main() -> None:
     }
     header = f"{'question':26} {'type':6} {'n':>4} {'acc':>6} {'major':>6} {'ECE':>6} {'conf':>6} {'cov@.9':>7} {'prec':>6}  T"
     print(header)
-    for task_id in dict.fromkeys(r.task.id for r in held):
-        rs = [r for r in held if r.task.id == task_id]
+    for task_id in dict.fromkeys(question(r.task.id) for r in held):
+        rs = [r for r in held if question(r.task.id) == task_id]
         res = summary(rs)
+        draws = sorted({r.task.id for r in rs if "#" in r.task.id})
+        if draws:  # pooled over the draws of examples; the spread of accuracy between them
+            accs = [summary([r for r in rs if r.task.id == d])["accuracy"] for d in draws]
+            res["draws"] = len(draws)
+            res["accuracy_by_draw"] = accs
         results["per_question"][task_id] = res
         prec = res["precision@threshold"]
         print(
             f"{task_id:26} {rs[0].spec.type:6} {res['n']:>4} {res['accuracy']:>6.3f} {res['majority']:>6.3f} "
             f"{res['ece']:>6.3f} {res['mean_confidence']:>6.3f} {res['coverage@0.9']:>7.3f} "
             f"{'' if prec is None else f'{prec:.3f}':>6}  {','.join(res['temperature'])}"
+            + (
+                f"  ({res['draws']} draws: accuracy {min(res['accuracy_by_draw']):.3f}–"
+                f"{max(res['accuracy_by_draw']):.3f})"
+                if "draws" in res
+                else ""
+            )
         )
     print()
     for kind in ("described", "examples", "bare"):

@@ -30,8 +30,11 @@ def reader() -> EmbeddedReader:
 
 def test_combine_mixes_prototype_and_top_k_then_description():
     sims = [[0.9, 0.1, 0.1]]
-    assert combine([None], sims, top_k=1, prototypes=[0.4]) == [0.4]  # default: prototype
+    assert combine([None], sims, top_k=1, prototypes=[0.4], prototype_weight=1.0) == [0.4]
     assert combine([None], sims, top_k=1, prototypes=[0.4], prototype_weight=0.0) == [0.9]
+    assert combine([None], sims, top_k=1, prototypes=[0.4]) == [
+        pytest.approx(0.75 * 0.4 + 0.25 * 0.9)
+    ]
     mixed = combine(
         [0.2], sims, top_k=1, example_weight=0.5, prototypes=[0.4], prototype_weight=0.5
     )
@@ -40,16 +43,19 @@ def test_combine_mixes_prototype_and_top_k_then_description():
     assert combine([None, None], [[], []]) == [-1.0, -1.0]
 
 
-def test_option_score_is_the_similarity_to_the_mean_of_its_examples(reader):
+def test_option_score_mixes_prototype_and_top_k_example_similarity(reader):
     examples = {"yes": ["The site is down", "Every page returns a 503"], "no": ["Hi", "Hello"]}
     spec = to_spec("q", ab.yes_no("Down?", examples=examples))
     texts = [t for ex in examples.values() for t in ex]
     vecs = dict(zip(texts, reader.embed(texts)))
     x = reader.embed(["Our server is not responding"])[0]
     scores = reader.option_scores(x, spec, vecs)
+    w = reader.prototype_weight
     for score, ex in zip(scores, examples.values()):
         mean = sum(vecs[t] for t in ex) / len(ex)
-        assert score == pytest.approx(float(x @ mean) / float(mean.norm()), abs=1e-5)
+        proto = float(x @ mean) / float(mean.norm())
+        top = sum(sorted((float(x @ vecs[t]) for t in ex), reverse=True)[:3]) / len(ex)
+        assert score == pytest.approx(w * proto + (1 - w) * top, abs=1e-5)
 
 
 def test_shipped_with_examples_temperatures_are_per_type():

@@ -16,7 +16,7 @@ What an option's score is made of:
   on its topic, whatever the answer); score the level's text;
 * its **examples** (``examples=`` on the question), used like a router's utterances:
   the similarity to the option's *prototype* (the normalised mean of its example
-  embeddings, as a nearest-class-mean head), mixed by ``prototype_weight`` (1.0) with
+  embeddings, as a nearest-class-mean head), mixed by ``prototype_weight`` (0.75) with
   the mean similarity to its ``top_k`` (3) most similar examples (useful when an
   option's examples are spread over several kinds of text), then blended
   ``example_weight`` (0.7) / 0.3 with the description similarity when it has both.
@@ -68,8 +68,9 @@ T_MIN, T_MAX = 0.005, 1.0
 #: cannot tell them apart (typically one is the other's negation).
 TWIN_SIMILARITY = 0.85
 #: How many leave-one-out reads the shipped with-examples temperature is worth as a
-#: prior (chosen on the benchmark's fit parts; see docs/quality.md).
-PRIOR_WEIGHT = 10.0
+#: prior (chosen by NLL on the benchmark's fit parts, over 5 draws of examples; see
+#: docs/quality.md).
+PRIOR_WEIGHT = 3.0
 
 
 def default_model_path() -> Path:
@@ -187,7 +188,7 @@ class EmbeddedReader(Reader):
         temperature: float | None = None,
         top_k: int = 3,
         example_weight: float = 0.7,
-        prototype_weight: float = 1.0,
+        prototype_weight: float = 0.75,
         batch_size: int = 64,
         max_length: int = 256,
         cache_size: int = 4096,
@@ -461,7 +462,7 @@ def combine(
     top_k: int = 3,
     example_weight: float = 0.7,
     prototypes: Sequence[float | None] | None = None,
-    prototype_weight: float = 1.0,
+    prototype_weight: float = 0.75,
 ) -> list[float]:
     """Per option: its example score (``prototype_weight`` × its prototype similarity +
     the rest × the mean of its ``top_k`` best example similarities; the top-k mean alone
