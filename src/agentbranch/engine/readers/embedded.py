@@ -210,6 +210,7 @@ class EmbeddedReader(Reader):
         self.shipped = shipped_temperatures()
         self.shipped_examples = shipped_temperatures(with_examples=True)
         self._fitted: dict[tuple[Any, ...], float] = {}
+        self._arrays: dict[Any, tuple[Any, list[int], list[Any]]] = {}
         self._warned: set[tuple[str, str]] = set()
         self.batch_size = batch_size
         self.max_length = max_length
@@ -325,15 +326,41 @@ class EmbeddedReader(Reader):
         and top-k similarity) blended with its description similarity (either alone
         when it has one)."""
         texts = hypothesis_texts(q)
-        examples = option_examples(q)
+        sims: list[list[float]] = [[] for _ in q.options]
+        protos: list[float | None] = [None] * len(q.options)
+        if q.examples:
+            matrix, sizes, prototypes = self._example_arrays(q, vecs)
+            flat = (matrix @ x).tolist() if sizes and sum(sizes) else []  # one product
+            start = 0
+            for i, n in enumerate(sizes):
+                sims[i], start = flat[start : start + n], start + n
+            protos = [float(x @ p) if p is not None else None for p in prototypes]
         return combine(
             [float(x @ vecs[t]) if t else None for t in texts],
-            [[float(x @ vecs[e]) for e in ex] for ex in examples],
+            sims,
             self.top_k,
             self.example_weight,
-            [float(x @ p) if p is not None else None for p in _prototypes(examples, vecs)],
+            protos,
             self.prototype_weight,
         )
+
+    def _example_arrays(
+        self, q: QuestionSpec, vecs: dict[str, Any]
+    ) -> tuple[Any, list[int], list[Any]]:
+        """A question's example embeddings stacked, the count per option, and the
+        options' prototypes; built once per set of examples."""
+        hit = self._arrays.get(q.examples)
+        if hit is None:
+            import torch
+
+            examples = option_examples(q)
+            flat = [vecs[e] for ex in examples for e in ex]
+            matrix = torch.stack(flat) if flat else None
+            hit = (matrix, [len(ex) for ex in examples], _prototypes(examples, vecs))
+            if len(self._arrays) >= self.cache_size:
+                self._arrays.clear()
+            self._arrays[q.examples] = hit
+        return hit
 
     def _answer(self, state: Any, q: QuestionSpec, vecs: dict[str, Any]) -> LabelRead:
         reason = missing_signal(q) or self._twins(q, vecs)
@@ -441,6 +468,7 @@ class EmbeddedReader(Reader):
             self._model = None
             self._tokenizer = None
             self._cache.clear()
+            self._arrays.clear()
 
 
 def _prototypes(examples: Sequence[Sequence[str]], vecs: dict[str, Any]) -> list[Any]:
