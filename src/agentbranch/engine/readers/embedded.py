@@ -31,10 +31,11 @@ labelled data by ``benchmarks/embedded_calibration.py``; see docs/quality.md), o
 for questions read by descriptions and one for questions with examples. A question with
 2+ examples on each of 2+ options fits its own leave-one-out on its examples, as the
 posterior mode around its type's shipped with-examples temperature (a prior worth
-``PRIOR_WEIGHT`` reads): ten examples that separate by chance, or that fail to separate
-by chance (leave-one-out is pessimistic on few, noisy examples), move it little; many
-examples that agree move it far. ``temperature=`` overrides all of these. A ``Calibration`` fitted with ``agentbranch calibrate``
-applies on top, in the engine. All texts of a batch (the states and every option and
+``PRIOR_WEIGHT`` reads): a few examples that separate, or fail to separate, by chance
+(leave-one-out on 10 noisy examples per option is often far off) move it within a
+small factor; many examples that agree move it further. ``temperature=`` overrides all
+of these. A ``Calibration`` fitted with ``agentbranch calibrate`` applies on top, in the
+engine. All texts of a batch (the states and every option and
 example text not yet cached) are embedded in one forward pass (in chunks of
 ``batch_size``); option texts are cached across calls.
 """
