@@ -159,8 +159,10 @@ class EmbeddedReader(Reader):
         temperature: softmax temperature over option scores for every question
             (overrides the automatic choice). ``None`` (default): a question with
             enough examples (2+ on each of 2+ options) gets a temperature fitted
-            leave-one-out on its own examples; any other question gets its type's
-            shipped temperature (``shipped_temperatures()``).
+            leave-one-out on its own examples around its type's shipped
+            with-examples one (``shipped_temperatures(with_examples=True)``), which
+            other questions with examples use as is; a question without examples
+            gets its type's shipped temperature (``shipped_temperatures()``).
         top_k: how many of an option's most similar examples are averaged.
         prototype_weight: an option's example score is ``prototype_weight`` × its
             prototype similarity + the rest × its top-k mean.
