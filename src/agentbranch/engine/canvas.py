@@ -286,19 +286,22 @@ class NoiseSeeds:
     """``_noise_rng`` for prompts that share a prefix (the state), hashing the prefix's
     part of the key once: sha256 is fed the same bytes (the JSON of the whole id list,
     then the draw suffix) in two pieces, so every seed is bit-identical to
-    ``_noise_rng``'s. A prompt that does not start with ``prefix`` is hashed whole."""
+    ``_noise_rng``'s. A prompt that does not start with ``prefix`` is hashed whole. The
+    prefix is hashed on first use (next-token plans never ask)."""
 
     def __init__(self, prefix: Sequence[int] = ()) -> None:
         self.prefix = list(prefix)
-        # json.dumps([1, 2, 3]) is "[1, 2, 3]": the prefix's part is "[1, 2, 3" and a
-        # longer prompt's JSON continues with ", 4, 5]".
-        self._head = hashlib.sha256(json.dumps(self.prefix)[:-1].encode()) if prefix else None
+        self._head: Any = None
 
     def rng(self, prompt_ids: Sequence[int], draw: int = 0) -> random.Random:
         """vLLM's noise RNG for ``prompt_ids`` and noise draw ``draw``."""
         n = len(self.prefix)
-        if self._head is None or len(prompt_ids) <= n or list(prompt_ids[:n]) != self.prefix:
+        if not n or len(prompt_ids) <= n or list(prompt_ids[:n]) != self.prefix:
             return _noise_rng(prompt_ids, draw)
+        if self._head is None:
+            # json.dumps([1, 2, 3]) is "[1, 2, 3]": the prefix's part is "[1, 2, 3" and a
+            # longer prompt's JSON continues with ", 4, 5]".
+            self._head = hashlib.sha256(json.dumps(self.prefix)[:-1].encode())
         sha = self._head.copy()
         sha.update(b", " + json.dumps(list(prompt_ids[n:]))[1:].encode())
         if draw:
