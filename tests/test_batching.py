@@ -86,6 +86,50 @@ def test_sequential_calls_are_separate_batches():
     assert [len(c) for c in inner.calls] == [1, 1]
 
 
+class SlowToGather(ab.ScriptedReader):
+    """A reader whose default coalescing wait is long (the default is 2 ms)."""
+
+    coalesce_wait_s = 30.0
+
+
+def test_a_lone_caller_is_read_at_once_by_default():
+    # With the default wait, a caller that finds no other caller's request in flight
+    # is not held for a burst: nothing here could take the 30 s wait.
+    inner = SlowToGather(SCRIPT)
+    coalescer = BatchingReader(inner)
+    assert coalescer.max_wait_s == 30.0
+    engine = ab.DecisionEngine(coalescer)
+    done = threading.Event()
+    worker = threading.Thread(
+        target=lambda: (
+            (engine.decide("a", {"team": TEAM}), engine.decide("b", {"team": TEAM})) and done.set()
+        )
+    )
+    worker.start()
+    assert done.wait(20), "a lone caller waited for a burst"
+    assert [len(c) for c in inner.calls] == [1, 1]
+    engine.close()
+
+
+def test_the_default_wait_gathers_callers_that_arrive_while_others_are_in_flight():
+    inner = GatedReader(SCRIPT)
+    inner.coalesce_wait_s = 30.0
+    engine = ab.DecisionEngine(BatchingReader(inner, max_batch=2))
+    with ThreadPoolExecutor(3) as pool:
+        first = pool.submit(engine.decide, "charged twice", {"team": TEAM})
+        assert inner.entered.wait(10)  # the first read is in flight
+        second = pool.submit(engine.decide, "site down", {"team": TEAM})
+        while not engine.reads_via._queue:  # queued behind the first: a burst
+            threading.Event().wait(0.01)
+        inner.gate.set()
+        third = pool.submit(engine.decide, "button broken", {"team": TEAM})
+        labels = [f.result(timeout=20)["team"].label for f in (first, second, third)]
+    assert labels == ["billing", "outage", "bug"]
+    # the second waited for the third (max_batch 2 closes the batch when it arrives)
+    assert [len(c) for c in inner.calls] == [1, 2]
+    engine.close()
+
+
 def test_invalid_configuration():
     with pytest.raises(ab.ConfigurationError):
         BatchingReader(ab.ScriptedReader(), max_batch=0)

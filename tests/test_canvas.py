@@ -7,7 +7,7 @@ import random
 import pytest
 
 import agentbranch as ab
-from agentbranch.engine.canvas import CanvasPlanner, NextTokenPlanner
+from agentbranch.engine.canvas import CanvasPlanner, NextTokenPlanner, NoiseSeeds, _noise_rng
 from agentbranch.engine.reads import ReadRequest
 from agentbranch.questions import to_spec
 
@@ -155,24 +155,59 @@ TRICKY_STATES = [
 
 
 def whole_prompts(planner, request):
-    """The plan with every prompt rendered whole (the reference)."""
+    """The plan with every prompt rendered whole and every noise seed hashed from the
+    whole prompt (the reference)."""
     chat = planner.chat
-    original = chat.render_many
-    chat.render_many = lambda head, tails, system=None: [
-        chat.render(head + t, system) for t in tails
-    ]
+    chat.render_shared = lambda head, tails, system=None: (
+        [chat.render(head + t, system) for t in tails],
+        [],
+    )
     try:
         return planner.plan(request)
     finally:
-        chat.render_many = original
+        del chat.render_shared  # the class's method again
 
 
 @pytest.mark.parametrize("state", TRICKY_STATES)
 @pytest.mark.parametrize("joint", [False, True])
 @pytest.mark.parametrize("instructions", [None, "Be careful."])
-def test_shared_state_prefix_gives_the_same_token_reads(planner, state, joint, instructions):
-    request = ReadRequest(state, (TEAM, URGENT, ANGER), instructions=instructions, joint=joint)
+@pytest.mark.parametrize("draws", [1, 3])
+def test_shared_state_prefix_gives_the_same_token_reads(planner, state, joint, instructions, draws):
+    request = ReadRequest(
+        state, (TEAM, URGENT, ANGER), instructions=instructions, joint=joint, draws=draws
+    )
     assert planner.plan(request) == whole_prompts(planner, request)
+
+
+def test_shared_seed_hashing_is_bit_identical_to_vllms():
+    rng = random.Random(0)
+    for _ in range(200):
+        prefix = [rng.randrange(300_000) for _ in range(rng.randrange(0, 40))]
+        seeds = NoiseSeeds(prefix)
+        for prompt in (
+            prefix + [rng.randrange(300_000) for _ in range(rng.randrange(0, 20))],
+            [rng.randrange(300_000) for _ in range(rng.randrange(1, 60))],  # no shared prefix
+            prefix[: len(prefix) // 2],
+            tuple(prefix) + (5, 6),
+        ):
+            for draw in (0, 1, 7):
+                assert seeds.rng(prompt, draw).getstate() == _noise_rng(prompt, draw).getstate()
+    # and the seed is vLLM's: sha256 of the JSON of the prompt ids
+    assert NoiseSeeds([1, 2]).rng([1, 2, 3]).randrange(512) == vllm_noise([1, 2, 3])
+
+
+def test_a_shared_prompt_prefix_is_hashed_once(planner, monkeypatch):
+    import agentbranch.engine.canvas as canvas
+
+    hashed: list[int] = []
+    real = canvas.json.dumps
+    monkeypatch.setattr(
+        canvas.json, "dumps", lambda obj, **kw: hashed.append(len(obj)) or real(obj, **kw)
+    )
+    plan = planner.plan(ReadRequest("the state " * 200, (TEAM, URGENT, ANGER)))
+    longest = max(len(t.prompt_ids) for t in plan.token_reads)
+    assert sum(1 for n in hashed if n > longest // 2) == 1  # the state's ids, once
+    assert plan == whole_prompts(planner, ReadRequest("the state " * 200, (TEAM, URGENT, ANGER)))
 
 
 def test_shared_state_prefix_next_token_and_chunked_joint(tiny_tokenizer):
@@ -211,6 +246,16 @@ def test_a_token_across_the_join_falls_back_to_whole_prompts(planner, monkeypatc
     plan = planner.plan(request)
     assert plan == whole_prompts(planner, request)
     assert plan.token_reads[0].prompt_ids[0] == 7
+
+
+def test_special_tokens_in_finds_every_special_token_and_only_those(planner):
+    chat = planner.chat
+    assert chat.special_tokens_in("plain text < > | with brackets <b>") == []
+    assert chat.special_tokens_in("a<turn|>b") == ["<turn|>"]
+    found = chat.special_tokens_in("x <|turn>model <pad> y")
+    assert sorted(found) == ["<pad>", "<|turn>"]
+    reference = [t for t in chat._special if t in "x <|turn>model <pad> y"]
+    assert sorted(found) == sorted(reference)
 
 
 def test_special_tokens_in_a_shared_state_are_still_rejected(planner):

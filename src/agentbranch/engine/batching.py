@@ -148,7 +148,9 @@ class BatchingReader(WrappingReader):
             callers (``window_s`` is the old name; default 2 ms, or the reader's
             ``coalesce_wait_s``: 0 for ``VLLMReader`` and ``RemoteReader``, which batch
             again downstream). Under load batches fill while the previous one is read, so
-            this only matters for bursts that arrive at once.
+            this only matters for bursts that arrive at once. With the default, a caller
+            that finds no other caller's request in flight is read at once; a value given
+            here is always waited.
         max_queue: most requests waiting; further callers wait for room (back-pressure).
         queue_timeout_s: how long a caller waits for room before ``QueueFullError``
             (``None``: as long as it takes).
@@ -172,6 +174,8 @@ class BatchingReader(WrappingReader):
         window_s: float | None = None,
     ) -> None:
         wait = max_wait_s if max_wait_s is not None else window_s
+        # The default wait applies only while other callers' requests are in flight.
+        self._auto_wait = wait is None
         if wait is None:  # a reader that batches again itself need not wait here too
             wait = float(getattr(reader, "coalesce_wait_s", 0.002))
         concurrency = concurrency or int(getattr(reader, "concurrent_batches", 1) or 1)
@@ -204,6 +208,9 @@ class BatchingReader(WrappingReader):
         self._threads: set[threading.Thread] = set()
         self._idle = 0
         self._closed = False
+        # Whether the last caller found other callers' requests in flight: only then is
+        # a burst arriving, worth the default wait; a lone caller is read at once.
+        self._crowded = False
         #: Counters: batches read, requests read, cache hits, de-duplicated requests,
         #: batches abandoned by all their callers while being read.
         self.stats = {"batches": 0, "requests": 0, "cache_hits": 0, "deduped": 0, "abandoned": 0}
@@ -324,6 +331,9 @@ class BatchingReader(WrappingReader):
             if self._closed:
                 raise ReaderError("this BatchingReader is closed; create a new one")
             queued = False
+            crowded = bool(self._queue) or any(
+                item.wanted() for batch in self._reading for item in batch.items
+            )
             while pending:
                 index, request = pending[0]
                 # The cache keys on the digest; in-flight de-duplication on the request
@@ -354,6 +364,7 @@ class BatchingReader(WrappingReader):
                 self._queue.append(item)
                 queued = True
             if queued:
+                self._crowded = crowded
                 self._wake()
             if not pending:
                 return None
@@ -381,7 +392,8 @@ class BatchingReader(WrappingReader):
                     if self._closed or not self._cond.wait(self.idle_s) and not self._queue:
                         self._workers -= 1
                         return None
-                deadline = time.monotonic() + self.max_wait_s
+                wait = self.max_wait_s if self._crowded or not self._auto_wait else 0.0
+                deadline = time.monotonic() + wait
                 while len(self._queue) < self.max_batch and not self._closed:
                     left = deadline - time.monotonic()
                     if left <= 0:

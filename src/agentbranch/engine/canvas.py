@@ -26,6 +26,7 @@ import hashlib
 import json
 import logging
 import random
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
@@ -141,6 +142,11 @@ class ChatPrompt:
         added |= set(getattr(tokenizer, "all_special_tokens", ()) or ())
         # Longest first so "<turn|>" is reported, not a shorter token inside it.
         self._special = sorted((t for t in added if t), key=len, reverse=True)
+        # One regex scan says whether any special token occurs at all (the usual answer is
+        # no); a tokenizer has hundreds of them (Gemma's <unusedN>), one `in` each is slow.
+        self._any_special = (
+            re.compile("|".join(map(re.escape, self._special))) if self._special else None
+        )
 
     def _template(self, messages: list[dict[str, str]]) -> str:
         text = self.tokenizer.apply_chat_template(
@@ -166,6 +172,8 @@ class ChatPrompt:
 
     def special_tokens_in(self, text: str) -> list[str]:
         """The special tokens that occur in ``text``."""
+        if self._any_special is None or not self._any_special.search(text):
+            return []
         found: list[str] = []
         for token in self._special:
             if token in text and not any(token in f for f in found):
@@ -198,7 +206,14 @@ class ChatPrompt:
         self, head: str, tails: Sequence[str], system: str | None = None
     ) -> list[list[int]]:
         """Prompt ids for the user turns ``head + tail``, one per tail, tokenizing the
-        shared ``head`` (the state) ONCE and each tail on its own.
+        shared ``head`` (the state) ONCE and each tail on its own (``render_shared``)."""
+        return self.render_shared(head, tails, system)[0]
+
+    def render_shared(
+        self, head: str, tails: Sequence[str], system: str | None = None
+    ) -> tuple[list[list[int]], list[int]]:
+        """``render_many``'s prompts, and the ids of the rendered head that the prompts
+        joined at the head start with (``[]`` when every prompt was rendered whole).
 
         A tail's ids are only joined to the head's when that is exactly what tokenizing
         the whole prompt gives: the rendered text must be the head's text, the tail and
@@ -207,11 +222,11 @@ class ChatPrompt:
         with special tokens, that prompt is rendered whole, as ``render`` does."""
         whole = lambda tail: self.render(head + tail, system)  # noqa: E731
         if len(tails) < 2 or self.special_tokens_in(head) or self.special_tokens_in(system or ""):
-            return [whole(t) for t in tails]
+            return [whole(t) for t in tails], []
         marker = _SENTINELS[0]
         text = self._template(self.messages(head + marker, system))
         if text.count(marker) != 1 or marker in head:
-            return [whole(t) for t in tails]
+            return [whole(t) for t in tails], []
         text_head, text_end = text.split(marker)
         head_ids = self._encode(text_head)
         m = min(4, len(head_ids))
@@ -220,7 +235,7 @@ class ChatPrompt:
             probe, skip_special_tokens=False, clean_up_tokenization_spaces=False
         )
         if self._encode(probe_text) != probe:
-            return [whole(t) for t in tails]
+            return [whole(t) for t in tails], []
         out = []
         for tail in tails:
             rendered = self._template(self.messages(head + tail, system))
@@ -232,7 +247,7 @@ class ChatPrompt:
                 out.append(whole(tail))  # a token straddles the join
                 continue
             out.append(head_ids + rest)
-        return out
+        return out, head_ids
 
     def _render_as_text(self, content: str, system: str | None) -> list[int]:
         # Render with placeholders, then tokenize the user's text on its own with
@@ -265,6 +280,33 @@ def _noise_rng(prompt_ids: Sequence[int], draw: int) -> random.Random:
     if draw:
         key += f"/draw{draw}".encode()
     return random.Random(hashlib.sha256(key).digest())
+
+
+class NoiseSeeds:
+    """``_noise_rng`` for prompts that share a prefix (the state), hashing the prefix's
+    part of the key once: sha256 is fed the same bytes (the JSON of the whole id list,
+    then the draw suffix) in two pieces, so every seed is bit-identical to
+    ``_noise_rng``'s. A prompt that does not start with ``prefix`` is hashed whole. The
+    prefix is hashed on first use (next-token plans never ask)."""
+
+    def __init__(self, prefix: Sequence[int] = ()) -> None:
+        self.prefix = list(prefix)
+        self._head: Any = None
+
+    def rng(self, prompt_ids: Sequence[int], draw: int = 0) -> random.Random:
+        """vLLM's noise RNG for ``prompt_ids`` and noise draw ``draw``."""
+        n = len(self.prefix)
+        if not n or len(prompt_ids) <= n or list(prompt_ids[:n]) != self.prefix:
+            return _noise_rng(prompt_ids, draw)
+        if self._head is None:
+            # json.dumps([1, 2, 3]) is "[1, 2, 3]": the prefix's part is "[1, 2, 3" and a
+            # longer prompt's JSON continues with ", 4, 5]".
+            self._head = hashlib.sha256(json.dumps(self.prefix)[:-1].encode())
+        sha = self._head.copy()
+        sha.update(b", " + json.dumps(list(prompt_ids[n:]))[1:].encode())
+        if draw:
+            sha.update(f"/draw{draw}".encode())
+        return random.Random(sha.digest())
 
 
 class _PlannerBase:
@@ -316,9 +358,11 @@ class _PlannerBase:
 
     def _render_after_state(
         self, state: str, parts: Sequence[str], system: str | None
-    ) -> list[list[int]]:
-        """``_render(f"{state}\n\n{part}")`` for each part, the state tokenized once."""
-        return [self._checked(ids) for ids in self.chat.render_many(f"{state}\n\n", parts, system)]
+    ) -> tuple[list[list[int]], NoiseSeeds]:
+        """``_render(f"{state}\n\n{part}")`` for each part, the state tokenized once, and
+        the noise seeds for these prompts (the state's part of the key hashed once)."""
+        prompts, head = self.chat.render_shared(f"{state}\n\n", parts, system)
+        return [self._checked(ids) for ids in prompts], NoiseSeeds(head)
 
     def _checked(self, ids: list[int]) -> list[int]:
         if ids[len(ids) - len(self.tail) :] != self.tail:
@@ -359,7 +403,7 @@ class NextTokenPlanner(_PlannerBase):
         plan = ReadPlan()
         for q in request.questions:
             self._check_labels(q)
-        prompts = self._render_after_state(
+        prompts, _ = self._render_after_state(
             request.state, [self.question_text(q) for q in request.questions], request.instructions
         )
         for q, ids in zip(request.questions, prompts):
@@ -443,12 +487,19 @@ class CanvasPlanner(_PlannerBase):
 
     # -- single reads --------------------------------------------------------------
 
-    def _single(self, plan: ReadPlan, q: QuestionSpec, prompt_ids: list[int], draws: int) -> None:
+    def _single(
+        self,
+        plan: ReadPlan,
+        q: QuestionSpec,
+        prompt_ids: list[int],
+        draws: int,
+        seeds: NoiseSeeds | None = None,
+    ) -> None:
         groups = tuple((i,) for i in self.label_ids(q.labels))
         prompt = self._read_prompt(prompt_ids, self.width)
         spots = []
         for d in range(draws):
-            noise = _noise_rng(prompt_ids, d).randrange(self.vocab_size)
+            noise = (seeds or NoiseSeeds()).rng(prompt_ids, d).randrange(self.vocab_size)
             canvas = [noise, self.end] + [self.pad] * (self.width - 2)
             spots.append((len(plan.token_reads), 0))
             plan.token_reads.append(
@@ -529,9 +580,10 @@ class CanvasPlanner(_PlannerBase):
         prompt_ids: Sequence[int],
         start: int,
         draw: int = 0,
+        seeds: NoiseSeeds | None = None,
     ) -> tuple[list[int], list[Slot]]:
         """The answer lines with noise in the slots, and each slot's label ids."""
-        rng = _noise_rng(prompt_ids, draw)
+        rng = (seeds or NoiseSeeds()).rng(prompt_ids, draw)
         canvas: list[int] = []
         slots: list[Slot] = []
         for k, q in enumerate(questions, start):
@@ -552,13 +604,13 @@ class CanvasPlanner(_PlannerBase):
         draws = max(1, request.draws)
         spots: list[list[tuple[int, int]]] = []
         chunks = self.joint_chunks(request.questions)
-        prompts = self._render_after_state(
+        prompts, seeds = self._render_after_state(
             request.state, [self.joint_text(c, start) for start, c in chunks], request.instructions
         )
         for (start, chunk), prompt_ids in zip(chunks, prompts):
             chunk_spots: list[list[tuple[int, int]]] = [[] for _ in chunk]
             for d in range(draws):
-                canvas, slots = self.joint_canvas(chunk, prompt_ids, start, d)
+                canvas, slots = self.joint_canvas(chunk, prompt_ids, start, d, seeds)
                 prompt = self._read_prompt(prompt_ids, len(canvas))
                 index = len(plan.token_reads)
                 plan.token_reads.append(
@@ -580,9 +632,9 @@ class CanvasPlanner(_PlannerBase):
         if request.joint and len(request.questions) > 1 and self.joint_reads:
             self._joint(plan, request)
             return plan
-        prompts = self._render_after_state(
+        prompts, seeds = self._render_after_state(
             request.state, [self.question_text(q) for q in request.questions], request.instructions
         )
         for q, prompt_ids in zip(request.questions, prompts):
-            self._single(plan, q, prompt_ids, max(1, request.draws))
+            self._single(plan, q, prompt_ids, max(1, request.draws), seeds)
         return plan
