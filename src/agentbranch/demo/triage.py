@@ -37,6 +37,25 @@ FRUSTRATION_EXAMPLES = {
     "furious": ["I AM DONE. CANCEL EVERYTHING NOW!!!", "Worst service ever, third time I write!!"],
 }
 
+#: Two descriptions alone leave the embedded reader over-confident on urgency; examples
+#: (written for the demo, not taken from its tickets) let it fit its own temperature.
+URGENT_EXAMPLES = {
+    "yes": [
+        "Checkout fails for every customer, we are losing sales.",
+        "Nobody on our team can sign in and we go live in an hour.",
+        "All our projects vanished from the workspace after the sync.",
+        "Someone else is logged into my account right now.",
+        "The API is down and our production app is broken.",
+    ],
+    "no": [
+        "How do I change the company name on my invoices?",
+        "More colour themes would be nice.",
+        "There is a small typo in the settings tooltip.",
+        "Can you explain how the annual discount works?",
+        "Where can I find the user guide?",
+    ],
+}
+
 TRIAGE_QUESTIONS = {
     "team": choice("Which team should handle this support ticket?", TEAMS),
     "urgent": yes_no(
