@@ -13,6 +13,11 @@ precision on a held-out half, before and after fitting a temperature on the othe
   descriptions; the state is the article's first 1,000 characters.
 * **labelled tickets** (shipped: ``agentbranch/demo/labelled_tickets.jsonl``, written
   for this project): the triage questions team / urgent / frustration.
+* **the demo's questions, out of the box**: urgent and frustration as the demo asks them
+  (with ``URGENT_EXAMPLES`` / ``FRUSTRATION_EXAMPLES``, hand-written for the demo, none
+  of them a labelled ticket) against the same questions without examples, nothing
+  fitted on the tickets, on the same held-out half as above (and the fit half, which
+  was read while writing ``URGENT_EXAMPLES``).
 
 Both sets are read in the same run with the same reader; the numbers go to
 ``quality.json`` and reliability diagrams to PNG files in ``--out``.
@@ -30,6 +35,7 @@ from pathlib import Path
 
 import agentbranch as ab
 from agentbranch import calibrate as cal
+from agentbranch.demo.triage import FRUSTRATION_EXAMPLES, URGENT_EXAMPLES
 from agentbranch.engine.readers.embedded import EmbeddedReader
 
 SECTIONS = {
@@ -113,6 +119,89 @@ def run(name: str, engine: ab.DecisionEngine, examples, out: Path, holdout: floa
     return result
 
 
+#: The first draft of the demo's urgent examples, written before reading any labelled
+#: ticket; kept to show what it measured. ``URGENT_EXAMPLES`` was written after reading
+#: the fit half's tickets (what the labels call urgent), so it is judged on the held-out
+#: half only.
+URGENT_FIRST_DRAFT = {
+    "yes": [
+        "Checkout fails for every customer, we are losing sales.",
+        "Nobody on our team can sign in and we go live in an hour.",
+        "All our projects vanished from the workspace after the sync.",
+        "Someone else is logged into my account right now.",
+        "The API is down and our production app is broken.",
+    ],
+    "no": [
+        "How do I change the company name on my invoices?",
+        "More colour themes would be nice.",
+        "There is a small typo in the settings tooltip.",
+        "Can you explain how the annual discount works?",
+        "Where can I find the user guide?",
+    ],
+}
+
+
+def demo_variants(tickets: list[cal.Example]) -> list[cal.Example]:
+    """Each labelled urgent / frustration ticket asked as the labelled file's header
+    asks it (descriptions, bare levels) and with examples (the demo's, and urgent's
+    first draft)."""
+    out = []
+    for ex in tickets:
+        q = ex.question
+        variants: dict[str, object] = {}
+        if ex.question_id == "urgent":
+            c = q.criteria
+            for name, examples in (("ex", URGENT_EXAMPLES), ("draft1", URGENT_FIRST_DRAFT)):
+                variants[name] = ab.yes_no(
+                    q.instructions, yes=c.true, no=c.false, examples=examples
+                )
+        elif ex.question_id == "frustration":
+            variants["ex"] = ab.score(
+                q.instructions, list(q.criteria), examples=FRUSTRATION_EXAMPLES
+            )
+        else:
+            continue
+        out.append(ex)
+        for name, question in variants.items():
+            out.append(
+                cal.Example(ex.state, f"{ex.question_id}_{name}", question, ex.label, ex.line)
+            )
+    return out
+
+
+def demo_metrics(scored: list[cal.Scored]) -> dict:
+    result = {}
+    print(
+        f"{'question':18} {'n':>4} {'acc':>6} {'majority':>8} {'ECE':>6} {'mean conf':>9} "
+        f"{'mean p_top':>10} {'coverage(prec)@0.9':>19}"
+    )
+    for qid in sorted({s.question_id for s in scored}):
+        rows = [s for s in scored if s.question_id == qid]
+        m = cal.metrics(rows, target_precision=0.9)
+        counts = [sum(s.label_index == i for s in rows) for i in range(len(rows[0].options))]
+        majority = max(counts) / len(rows)
+        p_top = sum(max(s.probs) for s in rows) / len(rows)
+        t = m.threshold
+        cov = f"{t.coverage:.2f}({t.precision:.2f})" if t.threshold is not None else "none"
+        print(
+            f"{qid:18} {m.n:>4} {m.accuracy:>6.3f} {majority:>8.3f} {m.ece:>6.3f} "
+            f"{m.mean_confidence:>9.3f} {p_top:>10.3f} {cov:>19}"
+        )
+        result[qid] = m.as_dict() | {"majority": majority, "mean_p_top": p_top}
+    return result
+
+
+def run_demo(engine: ab.DecisionEngine, tickets: list[cal.Example], holdout: float) -> dict:
+    """Out-of-the-box metrics (shipped temperatures, nothing fitted on the tickets) per
+    variant, on the same fit / held-out halves as the calibrate run."""
+    fit_part, held_out = cal.split(tickets, holdout, seed=0)
+    result = {}
+    for name, part in (("held_out", held_out), ("fit_half", fit_part)):
+        print(f"\n== demo questions out of the box, labelled tickets, {name}")
+        result[name] = demo_metrics(cal.read_examples(engine, demo_variants(list(part))))
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--per-class", type=int, default=100)
@@ -138,6 +227,7 @@ def main() -> None:
     results["labelled_tickets"] = run(
         "labelled_tickets", engine, cal.load_labelled(tickets), args.out, args.holdout
     )
+    results["demo_questions"] = run_demo(engine, cal.load_labelled(tickets), args.holdout)
     (args.out / "quality.json").write_text(json.dumps(results, indent=2) + "\n")
     print(f"\nwrote {args.out / 'quality.json'}")
 

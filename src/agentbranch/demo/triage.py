@@ -39,20 +39,23 @@ FRUSTRATION_EXAMPLES = {
 
 #: Two descriptions alone leave the embedded reader over-confident on urgency; examples
 #: (written for the demo, not taken from its tickets) let it fit its own temperature.
+#: The "no" side holds the hard cases: angry but not blocking, one user's problem, a bug.
 URGENT_EXAMPLES = {
     "yes": [
         "Checkout fails for every customer, we are losing sales.",
-        "Nobody on our team can sign in and we go live in an hour.",
-        "All our projects vanished from the workspace after the sync.",
-        "Someone else is logged into my account right now.",
+        "The whole app is down for all our users since this morning.",
+        "A stranger changed the owner email on our company account.",
+        "The import wiped our customer records and we can't restore them.",
+        "Nobody on our team can sign in, the login fails for everyone.",
         "The API is down and our production app is broken.",
     ],
     "no": [
         "How do I change the company name on my invoices?",
+        "You billed us twice again, I want this refunded today!!",
+        "My password reset link has expired, can you send a new one?",
+        "The export button puts the totals in the wrong column.",
+        "Still no bulk edit after a year of asking? Very disappointing.",
         "More colour themes would be nice.",
-        "There is a small typo in the settings tooltip.",
-        "Can you explain how the annual discount works?",
-        "Where can I find the user guide?",
     ],
 }
 
@@ -62,6 +65,7 @@ TRIAGE_QUESTIONS = {
         "Does this ticket need a response within the hour?",
         yes="Customers are blocked, losing money or data, or security is at risk",
         no="It can wait for the normal queue",
+        examples=URGENT_EXAMPLES,
     ),
     "frustration": score(
         "How frustrated is the customer?", FRUSTRATION_LEVELS, examples=FRUSTRATION_EXAMPLES
@@ -171,11 +175,13 @@ def triage_row(state: Any) -> dict[str, Any]:
 
 
 __all__ = [
+    "FRUSTRATION_EXAMPLES",
     "FRUSTRATION_LEVELS",
     "SAMPLE_TICKETS",
     "TEAMS",
     "TRIAGE_QUESTIONS",
     "TriageState",
+    "URGENT_EXAMPLES",
     "build_triage_graph",
     "default_policy",
     "triage_row",
