@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.util
+import math
 import os
 import signal
 import socket
@@ -501,10 +502,44 @@ def _throughput(engine: Any, q: dict[str, Any], kind: str, callers: int, per: in
 VLLM_SPIN_S = 1.2
 
 
+def _tree_cpu() -> float:
+    """CPU seconds used so far by this process and every process it started (vLLM's
+    engine processes, the server's), or NaN without ``psutil`` (vLLM depends on it)."""
+    try:
+        import psutil
+    except ImportError:  # pragma: no cover - the vLLM part runs where vLLM is
+        return math.nan
+    me = psutil.Process()
+    total = 0.0
+    for proc in [me, *me.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            times = proc.cpu_times()
+            total += times.user + times.system
+    return total
+
+
 def _spread(a: list[float], b: list[float]) -> tuple[float, float]:
     """The lowest and highest ratio of paired measurements ``a[i] / b[i]``."""
     ratios = [x / y for x, y in zip(a, b)]
     return min(ratios), max(ratios)
+
+
+def _engine_ceiling(reader: Any, q: dict[str, Any], decisions: int, reps: int) -> float:
+    """Decisions/s of the vLLM engine alone: ``decisions`` decisions planned beforehand,
+    their token reads run as one batch through the reader's engine worker (no caller,
+    coalescer or planning cost). In-process decisions cannot be faster than this."""
+    import agentbranch as ab
+
+    plain = ab.DecisionEngine(ab.ScriptedReader(), batching=False)
+    rates = []
+    for rep in range(reps + 1):
+        requests = [plain._prepare(s, q, 1).request for s in states(decisions, f"c{rep}-")]
+        batch, _ = reader.plan(requests)
+        time.sleep(VLLM_SPIN_S)
+        start = time.perf_counter()
+        reader.read_tokens(batch)
+        rates.append(decisions / (time.perf_counter() - start))
+    return statistics.median(rates[1:])
 
 
 def vllm_part(
@@ -533,8 +568,11 @@ def vllm_part(
         from vllm import LLM
 
         llm = LLM(model=str(model), **VLLM_ARGS)
-        local = ab.DecisionEngine(VLLMReader(llm, model_id=served))
+        local_reader = VLLMReader(llm, model_id=served)
+        local = ab.DecisionEngine(local_reader)
         tick("vLLM in process ready")
+        ceiling = _engine_ceiling(local_reader, q, 32, reps)
+        tick(f"vLLM engine alone, 32 decisions pre-planned: {ceiling:.1f}/s")
         try:
             with vllm_server(model, served, Path(tmp) / "server.log") as url:
                 tick("vLLM server ready")
@@ -544,6 +582,7 @@ def vllm_part(
                     server: dict[int, float] = {}
                     for n, per in per_caller.items():
                         sides: dict[str, list[float]] = {"local": [], "server": []}
+                        cpu: dict[str, list[float]] = {"local": [], "server": []}
                         engines = {"local": local, "server": remote}
                         for engine in engines.values():
                             _throughput(engine, q, kind, n, 1)  # warm-up
@@ -551,7 +590,9 @@ def vllm_part(
                             order = ["local", "server"] if rep % 2 == 0 else ["server", "local"]
                             for side in order:
                                 time.sleep(VLLM_SPIN_S)
+                                cpu_start = _tree_cpu()
                                 sides[side].append(_throughput(engines[side], q, kind, n, per))
+                                cpu[side].append((_tree_cpu() - cpu_start) / (n * per) * 1000)
                         inproc[n] = statistics.median(sides["local"])
                         server[n] = statistics.median(sides["server"])
                         low, high = _spread(sides["local"], sides["server"])
@@ -568,17 +609,39 @@ def vllm_part(
                                     "server_runs": sides["server"],
                                     "ratio_spread": [low, high],
                                     "decisions_per_run": n * per,
+                                    # Every process of the machine's share (client,
+                                    # server, vLLM engines; the idle side's spin is
+                                    # waited out): the cost of a decision, which load
+                                    # from other jobs blurs far less than throughput.
+                                    "cpu_ms_per_decision": {
+                                        k: statistics.median(v) for k, v in cpu.items()
+                                    },
                                 },
                             )
                         )
                         tick(
                             f"{kind} {n}: in process {inproc[n]:.1f}/s, server "
                             f"{server[n]:.1f}/s, {inproc[n] / server[n]:.2f}× "
-                            f"(runs {low:.2f}–{high:.2f})"
+                            f"(runs {low:.2f}–{high:.2f}); CPU per decision "
+                            f"{statistics.median(cpu['local']):.1f} vs "
+                            f"{statistics.median(cpu['server']):.1f} ms"
                         )
                     report.sweep[f"vLLM in process, {kind}"] = inproc
                     report.sweep[f"vLLM /v1/systemone, {kind}"] = server
                 remote.close()
+                best = max(
+                    report.sweep[f"vLLM /v1/systemone, {k}"][32] for k in ("threads", "asyncio")
+                )
+                report.results.append(
+                    BenchResult(
+                        "vLLM engine alone (32 decisions planned beforehand) vs /v1/systemone "
+                        "at 32 callers: the most in process can reach",
+                        ceiling / best,
+                        "× (throughput)",
+                        None,
+                        {"engine_per_s": ceiling, "server_per_s": best},
+                    )
+                )
                 time.sleep(VLLM_SPIN_S)
                 remote_vs_raw(report, tick, url, served, q, build_payload, quick=quick)
         finally:
