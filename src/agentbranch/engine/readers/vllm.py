@@ -29,12 +29,16 @@ labels need more is sent as several requests with the same prompt and canvas (a 
 one-step read is deterministic, and prefix caching prefills the prompt once). A
 constrained read cannot be split (its normalisation would change) and is refused.
 
-Threading: ``LLM.generate`` blocks and is not thread-safe, so ONE worker thread owns the
+Threading: vLLM's offline engine is not thread-safe, so ONE worker thread owns the
 ``LLM``. ``read``/``aread`` calls from any thread or event loop put their planned token
-reads on a queue; the worker takes everything queued (waiting at most
-``batch_window_s`` for more once a call arrived, up to ``max_batch_reads`` token reads)
-and runs it as ONE ``generate`` call. Concurrent decisions (LangGraph ``Send`` fan-out,
-many agent threads) therefore share a batch.
+reads on a queue. The worker drives ``llm.llm_engine`` as ``LLM.generate`` does
+(``add_request``, then ``step`` until done) without waiting for a whole batch: while vLLM
+is idle it takes everything queued (waiting at most ``batch_window_s`` for more once a
+call arrived, up to ``max_batch_reads`` token reads); while vLLM computes it adds what
+arrives at once, so it joins vLLM's next scheduler step (continuous batching, like vLLM's
+server), and each call is answered when its own requests finish. Concurrent decisions
+(LangGraph ``Send`` fan-out, many agent threads) therefore share vLLM's steps. An ``LLM``
+stand-in without the engine API gets one ``generate`` call per batch instead.
 
 Build the reader in the main module of a script under ``if __name__ == "__main__":`` —
 vLLM starts worker processes.
@@ -537,9 +541,9 @@ class VLLMReader(TokenReader):
         chat_template / template_kwargs / special_tokens: passed to the planner
             (default template: the one the ``LLM`` was built with, else the tokenizer's).
         timeout_s: a read that waits longer raises ``ReaderTimeoutError``.
-        batch_window_s: how long the worker waits for more calls once one arrived.
-        max_batch_reads: most token reads in one ``generate`` call (default: no cap;
-            vLLM schedules ``max_num_seqs`` at a time anyway).
+        batch_window_s: how long an idle worker waits for more calls once one arrived.
+        max_batch_reads: most token reads the worker hands vLLM at once (default: no
+            cap; vLLM schedules ``max_num_seqs`` at a time anyway).
         model_id: the name reported in decisions (default: the served model).
         **llm_kwargs: extra ``vllm.LLM`` arguments when the reader builds the LLM.
 
@@ -551,7 +555,7 @@ class VLLMReader(TokenReader):
 
     name = "vllm"
     #: The coalescer may hand this reader several batches at once: the engine worker
-    #: merges them into one ``generate`` call while the next batch is being planned.
+    #: adds each to vLLM's running batch while the next one is being planned.
     concurrent_batches = 4
     #: Its engine worker already waits ``batch_window_s`` for more reads.
     coalesce_wait_s = 0.0
@@ -752,7 +756,8 @@ class VLLMReader(TokenReader):
 
     @property
     def generate_calls(self) -> int:
-        """``LLM.generate`` calls run so far (for tests and metrics)."""
+        """Batches handed to vLLM so far (``generate`` calls, or rounds of
+        ``add_request``), for tests and metrics."""
         return self._worker.generate_calls
 
     @property
