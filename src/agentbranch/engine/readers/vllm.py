@@ -411,6 +411,8 @@ class _EngineWorker:
                     return
                 continue
             try:
+                if not engine.has_unfinished_requests():  # vLLM dropped them: never wait
+                    raise ReaderError("vLLM finished without answering some reads")
                 outputs = engine.step()
             except BaseException as e:  # noqa: BLE001 - every waiter must hear of it
                 error = e if isinstance(e, AgentBranchError) else _engine_error(e)
