@@ -374,6 +374,25 @@ def test_retries_are_bounded():
     assert len(server.bodies) == 2
 
 
+def test_backoff_grows_per_attempt_sync_and_async():
+    """The first attempt runs without tenacity; the retries after it keep the policy:
+    ``max_retries + 1`` attempts in all, waiting ``_delay(0)``, ``_delay(1)`` ..."""
+    for use_async in (False, True):
+        for retries in (0, 1, 3):
+            server = FakeServer(failures=[httpx.Response(503, text="busy")] * 10)
+            reader = reader_for(server, max_retries=retries)
+            waits: list[int] = []
+            reader._delay = lambda attempt, response, w=waits: w.append(attempt) or 0.0
+            with pytest.raises(RemoteUnavailableError, match=f"after {retries + 1} attempts"):
+                if use_async:
+                    asyncio.run(reader.aread([ONE]))
+                else:
+                    reader.read([ONE])
+            assert len(server.bodies) == retries + 1
+            # (tenacity also works out a wait after the last attempt, then stops)
+            assert waits[:retries] == list(range(retries))
+
+
 def test_retry_after_is_honoured_but_capped():
     reader = reader_for(FakeServer(), backoff_s=0.01, max_backoff_s=0.5)
     response = httpx.Response(429, headers={"retry-after": "30"})

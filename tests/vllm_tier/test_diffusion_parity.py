@@ -18,7 +18,7 @@ import math
 from typing import Any
 
 import pytest
-from vllm_ref import FakeLLM, make_strategy, run_strategy
+from vllm_ref import FakeEngineLLM, FakeLLM, make_strategy, run_strategy
 
 import agentbranch as ab
 from agentbranch.engine.readers.vllm import MAX_LOGPROB_TOKEN_IDS, VLLMReader
@@ -57,8 +57,13 @@ STATES = {
 }
 
 
-def reader_over(tokenizer: Any, canvas: int = 64, **kw: Any) -> tuple[VLLMReader, FakeLLM]:
-    llm = FakeLLM(tokenizer, vocab_size=VOCAB, max_model_len=MAX_LEN, canvas_length=canvas)
+def reader_over(
+    tokenizer: Any, canvas: int = 64, *, engine: bool = True, **kw: Any
+) -> tuple[VLLMReader, FakeLLM]:
+    """A reader over a stand-in LLM: through vLLM's engine API, what a real ``LLM``
+    offers (``engine=False``: an LLM with ``generate`` only)."""
+    cls = FakeEngineLLM if engine else FakeLLM
+    llm = cls(tokenizer, vocab_size=VOCAB, max_model_len=MAX_LEN, canvas_length=canvas)
     return VLLMReader(llm, **kw), llm
 
 
@@ -335,3 +340,23 @@ def test_mode_is_detected_and_checked(dg_tokenizer, qwen3_tokenizer):
             FakeLLM(qwen3_tokenizer, vocab_size=1024, max_model_len=2048, canvas_length=None),
             constrained=True,
         )
+
+
+@pytest.mark.parametrize("options", [{}, {"constrained": True, "max_steps": 4}])
+@pytest.mark.parametrize("joint", [False, True])
+def test_engine_api_and_generate_send_the_same_requests(dg_tokenizer, options, joint):
+    """Through vLLM's engine API (undetokenized, params vLLM need not deep-copy) the
+    reader sends the requests ``generate`` gets, validated by vLLM's own checks, and
+    reads the same answers."""
+    read = ReadRequest(state=STATES["text"], questions=specs(QUESTION_SETS["mixed"]), joint=joint)
+    got = {}
+    for engine in (True, False):
+        reader, llm = reader_over(dg_tokenizer, engine=engine, **options)
+        got[engine] = (reader.read([read])[0], llm.calls, llm.validated)
+        reader.close()
+    (ours, calls, validated), (theirs, ref_calls, ref_validated) = got[True], got[False]
+    assert ours == theirs and validated == ref_validated > 0
+    assert len(calls) == len(ref_calls) == 1
+    assert_same_requests(calls[0], ref_calls[0])
+    for _, params in calls[0]:
+        assert params.detokenize is False and params.skip_clone is True

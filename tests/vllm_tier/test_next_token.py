@@ -112,6 +112,68 @@ def test_concurrent_callers_share_generate_calls(reader: VLLMReader) -> None:
         assert_close(got, want, 1e-5)
 
 
+def _generate_reads(llm: Any, reads: list[Any]) -> list[Any]:
+    """The reads through ONE plain ``LLM.generate`` with vLLM's own params (the
+    reader's path before it drove the engine itself)."""
+    from vllm.inputs import TokensPrompt
+
+    from agentbranch.engine.readers.vllm import _fold_outputs, engine_requests, sampling_params
+
+    requests = engine_requests(reads, mode="next_token")
+    prompts = [TokensPrompt(prompt_token_ids=r.prompt_ids) for r in requests]
+    outputs = llm.generate(prompts, [sampling_params(r) for r in requests], use_tqdm=False)
+    return _fold_outputs(reads, requests, outputs)
+
+
+def test_engine_steps_read_exactly_what_generate_reads(reader: VLLMReader, llm: Any) -> None:
+    """The worker drives vLLM's engine itself (``add_request``/``step``: jobs join the
+    running batch, no detokenizing, params not deep-copied). A batch reads bit for bit
+    what one ``LLM.generate`` of the same requests reads; jobs that join running steps
+    read the same within float noise of other batch shapes."""
+    assert reader._worker._engine is llm.llm_engine
+    spec = tuple(to_spec(k, q) for k, q in validate_questions(QUESTIONS).items())
+    requests = [ReadRequest(state=s, questions=spec, instructions="Be brief.") for s in STATES]
+    batch, _ = reader.plan(requests)
+    got = reader.read_tokens(batch)
+    want = _generate_reads(llm, batch)  # the worker is idle: nothing else uses the LLM
+    assert got == want  # exact: the same floats
+    # Many concurrent jobs of one read each, joining whatever step is running.
+    results: list[Any] = [None] * len(batch)
+
+    def one(i: int) -> None:
+        results[i] = reader.read_tokens([batch[i]])[0]
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(batch))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for mine, ref in zip(results, want):
+        for a, b in zip(mine, ref):
+            assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
+            assert a.label_mass == pytest.approx(b.label_mass, rel=1e-4)
+            assert a.argmax_is_label == b.argmax_is_label
+
+
+def test_a_request_vllm_refuses_fails_its_job_alone(reader: VLLMReader) -> None:
+    """A job vLLM refuses at ``add_request`` fails alone; a job added with it reads."""
+    import dataclasses
+
+    from agentbranch.engine.reads import Slot
+
+    spec = tuple(to_spec(k, q) for k, q in validate_questions(QUESTIONS).items())
+    (good, *_), _ = reader.plan([ReadRequest(state=STATES[0], questions=spec)])
+    bad = dataclasses.replace(good, slots=(Slot(0, ((10**7,),)),))  # not in the vocab
+    reader.batch_window_s = 0.3
+    try:
+        jobs = [reader._submit([bad]), reader._submit([good])]
+        with pytest.raises(ab.ReaderError, match="vLLM failed the read"):
+            jobs[0].future.result(60)
+        assert jobs[1].future.result(60) == reader.read_tokens([good])
+    finally:
+        reader.batch_window_s = 0.002
+
+
 def test_split_label_ids_give_the_same_read(reader: VLLMReader) -> None:
     spec = tuple(to_spec(k, q) for k, q in validate_questions(QUESTIONS).items())
     request = ReadRequest(state=STATES[1], questions=spec)

@@ -330,3 +330,43 @@ class FakeLLM:
             batch.append((list(prompt["prompt_token_ids"]), p))
         self.calls.append(batch)
         return [fake_outputs(ids, p) for ids, p in batch]
+
+
+class FakeEngineLLM(FakeLLM):
+    """``FakeLLM`` with vLLM's engine API as well (``llm_engine.add_request`` / ``step``
+    / ``has_unfinished_requests`` / ``abort_request``), the path ``VLLMReader`` drives
+    on a real ``LLM``. Each ``add_request`` validates its params like ``generate`` does
+    and records ``(prompt ids, params)``; requests added between two steps are one
+    entry of ``calls``; a step answers every request added before it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pending: list[tuple[str, list[int], Any]] = []
+        self._round: list[tuple[list[int], Any]] | None = None
+        engine = self.llm_engine
+        engine.add_request = self._add_request
+        engine.step = self._step
+        engine.has_unfinished_requests = lambda: bool(self.pending)
+        engine.abort_request = self._abort
+
+    def _add_request(self, request_id: str, prompt: Any, params: Any) -> str:
+        self.validate(params)
+        ids = list(prompt["prompt_token_ids"])
+        if self._round is None:
+            self._round = []
+            self.calls.append(self._round)
+        self._round.append((ids, params))
+        self.pending.append((request_id, ids, params))
+        return request_id
+
+    def _abort(self, request_ids: list[str], internal: bool = False) -> None:
+        self.pending = [p for p in self.pending if p[0] not in request_ids]
+
+    def _step(self) -> list[Any]:
+        outputs = []
+        for request_id, ids, params in self.pending:
+            output = fake_outputs(ids, params)
+            output.request_id = request_id
+            outputs.append(output)
+        self.pending, self._round = [], None
+        return outputs

@@ -29,12 +29,16 @@ labels need more is sent as several requests with the same prompt and canvas (a 
 one-step read is deterministic, and prefix caching prefills the prompt once). A
 constrained read cannot be split (its normalisation would change) and is refused.
 
-Threading: ``LLM.generate`` blocks and is not thread-safe, so ONE worker thread owns the
+Threading: vLLM's offline engine is not thread-safe, so ONE worker thread owns the
 ``LLM``. ``read``/``aread`` calls from any thread or event loop put their planned token
-reads on a queue; the worker takes everything queued (waiting at most
-``batch_window_s`` for more once a call arrived, up to ``max_batch_reads`` token reads)
-and runs it as ONE ``generate`` call. Concurrent decisions (LangGraph ``Send`` fan-out,
-many agent threads) therefore share a batch.
+reads on a queue. The worker drives ``llm.llm_engine`` as ``LLM.generate`` does
+(``add_request``, then ``step`` until done) without waiting for a whole batch: while vLLM
+is idle it takes everything queued (waiting at most ``batch_window_s`` for more once a
+call arrived, up to ``max_batch_reads`` token reads); while vLLM computes it adds what
+arrives at once, so it joins vLLM's next scheduler step (continuous batching, like vLLM's
+server), and each call is answered when its own requests finish. Concurrent decisions
+(LangGraph ``Send`` fan-out, many agent threads) therefore share vLLM's steps. An ``LLM``
+stand-in without the engine API gets one ``generate`` call per batch instead.
 
 Build the reader in the main module of a script under ``if __name__ == "__main__":`` —
 vLLM starts worker processes.
@@ -43,7 +47,9 @@ vLLM starts worker processes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
+import itertools
 import json
 import logging
 import math
@@ -52,7 +58,7 @@ import queue
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -160,14 +166,21 @@ def engine_requests(
     return out
 
 
-def sampling_params(request: EngineRequest) -> SamplingParams:
-    """The ``vllm.SamplingParams`` of one engine request."""
+def sampling_params(request: EngineRequest, *, engine: bool = False) -> SamplingParams:
+    """The ``vllm.SamplingParams`` of one engine request (as vLLM's strategies build
+    them). ``engine``: for ``LLMEngine.add_request`` — a fresh object per request that
+    vLLM need not deep-copy (``skip_clone``, as vLLM's own server builds its params)
+    and no detokenizing (a read needs the logprobs, never text). Neither changes what
+    the model computes."""
     from vllm import SamplingParams
 
     kwargs: dict[str, Any] = {
         "max_tokens": request.max_tokens,
         "logprob_token_ids": list(request.label_ids),
     }
+    if engine:
+        kwargs["skip_clone"] = True
+        kwargs["detokenize"] = False
     if request.temperature is not None:
         kwargs["temperature"] = request.temperature
     if request.extra_args is not None:
@@ -221,12 +234,39 @@ class _Job:
     future: Future[list[list[SlotLogprobs]]] = field(default_factory=Future)
 
 
+@dataclass(eq=False)
+class _Running:
+    """A job whose requests are in the engine; ``outputs`` fill in as they finish."""
+
+    job: _Job
+    requests: list[EngineRequest]
+    outputs: list[Any]
+    left: int
+
+
 _STOP = object()
 
 
+def _stepping_engine(llm: Any) -> Any:
+    """The ``LLMEngine`` behind ``llm`` when it offers the request API ``LLM.generate``
+    itself runs on (``add_request``/``step``), else ``None`` (then ``generate``)."""
+    engine = getattr(llm, "llm_engine", None)
+    needed = ("add_request", "step", "has_unfinished_requests", "abort_request")
+    if engine is not None and all(callable(getattr(engine, n, None)) for n in needed):
+        return engine
+    return None
+
+
 class _EngineWorker:
-    """The one thread that owns an ``LLM``: takes queued jobs, runs each batch as ONE
-    ``generate`` call, hands every job its slice of the results."""
+    """The one thread that owns an ``LLM``: takes queued jobs and runs them on vLLM,
+    handing every job its own results.
+
+    With vLLM's engine API (``llm.llm_engine.add_request``/``step``, what
+    ``LLM.generate`` runs on) the worker keeps the engine busy: jobs that arrive while
+    vLLM computes are added at once and join its next scheduler step (continuous
+    batching, as vLLM's server does), and each job is answered as soon as its own
+    requests finish. Otherwise (an ``LLM`` stand-in with ``generate`` only) each batch
+    of queued jobs is ONE ``generate`` call."""
 
     def __init__(self, llm: Any, mode: Mode, batch_window_s: float, max_batch_reads: int | None):
         self.llm = llm
@@ -236,9 +276,12 @@ class _EngineWorker:
         self.generate_calls = 0
         self.reads_run = 0
         self.closed = False
+        self._engine = _stepping_engine(llm)
+        self._ids = itertools.count()
         self._queue: queue.Queue[Any] = queue.Queue()
         self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._run, name="agentbranch-vllm", daemon=True)
+        run = self._run if self._engine is None else self._run_stepping
+        self._thread = threading.Thread(target=run, name="agentbranch-vllm", daemon=True)
         self._thread.start()
 
     def submit(self, job: _Job) -> None:
@@ -256,46 +299,66 @@ class _EngineWorker:
         if self._thread is not threading.current_thread():
             self._thread.join(timeout=60)
 
-    def _run(self) -> None:
-        while True:
+    def _take(self, wait: bool) -> tuple[list[_Job], bool]:
+        """Queued jobs (up to ``max_batch_reads`` token reads) and whether to stop.
+        ``wait``: block for a first job, then up to ``batch_window_s`` for more;
+        otherwise only what is queued now."""
+        jobs: list[_Job] = []
+        count = 0
+        deadline = 0.0
+        if wait:
             first = self._queue.get()
             if first is _STOP:
-                return
-            jobs = [first]
+                return jobs, True
+            jobs.append(first)
             count = len(first.reads)
             deadline = time.monotonic() + self.batch_window_s
-            stop = False
-            while self.max_batch_reads is None or count < self.max_batch_reads:
-                try:
+        while self.max_batch_reads is None or count < self.max_batch_reads:
+            try:
+                if wait:
                     nxt = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
-                except queue.Empty:
-                    break
-                if nxt is _STOP:
-                    stop = True
-                    break
-                jobs.append(nxt)
-                count += len(nxt.reads)
-            self._run_jobs(jobs)
-            if stop:
-                return
+                else:
+                    nxt = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if nxt is _STOP:
+                return jobs, True
+            jobs.append(nxt)
+            count += len(nxt.reads)
+        return jobs, False
+
+    def _requests(self, job: _Job) -> list[EngineRequest] | None:
+        """The job's engine requests, or ``None`` when it was cancelled or is invalid
+        (then its future says so)."""
+        if not job.future.set_running_or_notify_cancel():
+            return None
+        try:
+            return engine_requests(
+                job.reads,
+                mode=self.mode,
+                constrained=job.constrained,
+                max_steps=job.max_steps,
+                max_ids=job.max_ids,
+            )
+        except AgentBranchError as e:
+            job.future.set_exception(e)
+            return None
+
+    # -- generate: one call per batch of jobs ----------------------------------------
+
+    def _run(self) -> None:
+        stop = False
+        while not stop:
+            jobs, stop = self._take(wait=True)
+            if jobs:
+                self._run_jobs(jobs)
 
     def _run_jobs(self, jobs: list[_Job]) -> None:
         batch: list[tuple[_Job, list[EngineRequest]]] = []
         for job in jobs:
-            if not job.future.set_running_or_notify_cancel():
-                continue
-            try:
-                requests = engine_requests(
-                    job.reads,
-                    mode=self.mode,
-                    constrained=job.constrained,
-                    max_steps=job.max_steps,
-                    max_ids=job.max_ids,
-                )
-            except AgentBranchError as e:
-                job.future.set_exception(e)
-                continue
-            batch.append((job, requests))
+            requests = self._requests(job)
+            if requests is not None:
+                batch.append((job, requests))
         if not batch:
             return
         try:
@@ -329,6 +392,104 @@ class _EngineWorker:
             at += len(job_requests)
             results.append(_fold_outputs(job.reads, job_requests, job_outputs))
         return results
+
+    # -- engine steps: jobs join the running batch -----------------------------------
+
+    def _run_stepping(self) -> None:
+        engine = self._engine
+        live: dict[str, tuple[_Running, int]] = {}
+        stop = False
+        while True:
+            if not stop:
+                # Idle: wait for work (and batch_window_s for more). Busy: add what is
+                # queued and go on stepping; it joins vLLM's next step.
+                jobs, stop = self._take(wait=not live)
+                if jobs:
+                    self._add(jobs, live)
+            if not live:
+                if stop:
+                    return
+                continue
+            try:
+                if not engine.has_unfinished_requests():  # vLLM dropped them: never wait
+                    raise ReaderError("vLLM finished without answering some reads")
+                outputs = engine.step()
+            except BaseException as e:  # noqa: BLE001 - every waiter must hear of it
+                error = e if isinstance(e, AgentBranchError) else _engine_error(e)
+                for run in {id(r): r for r, _ in live.values()}.values():
+                    _fail(run.job, error)
+                live.clear()
+                continue
+            for output in outputs:
+                if not output.finished:
+                    continue
+                entry = live.pop(output.request_id, None)
+                if entry is None:
+                    continue
+                run, index = entry
+                run.outputs[index] = output
+                run.left -= 1
+                if run.left == 0:
+                    try:
+                        result = _fold_outputs(run.job.reads, run.requests, run.outputs)
+                    except AgentBranchError as e:
+                        _fail(run.job, e)
+                    else:
+                        run.job.future.set_result(result)
+
+    def _add(self, jobs: list[_Job], live: dict[str, tuple[_Running, int]]) -> None:
+        """Add the jobs' requests to the engine, as ``LLM.generate`` adds its prompts:
+        rendered by the LLM's renderer, ``FINAL_ONLY`` outputs; and undetokenized (a
+        read needs the logprobs, never the text)."""
+        from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
+
+        runs = []
+        for job in jobs:
+            requests = self._requests(job)
+            if requests is not None:
+                runs.append(_Running(job, requests, [None] * len(requests), len(requests)))
+        if not runs:
+            return
+        engine = self._engine
+        try:
+            prompts: list[Any] = [
+                TokensPrompt(prompt_token_ids=r.prompt_ids) for run in runs for r in run.requests
+            ]
+            render = getattr(self.llm, "_preprocess_cmpl", None)
+            if callable(render):  # what LLM.generate does with its prompts (vLLM >= 0.32)
+                prompts = list(render(prompts))
+        except BaseException as e:  # noqa: BLE001
+            error = e if isinstance(e, AgentBranchError) else _engine_error(e)
+            for run in runs:
+                _fail(run.job, error)
+            return
+        at = 0
+        for run in runs:
+            added: list[str] = []
+            try:
+                for index, request in enumerate(run.requests):
+                    params = sampling_params(request, engine=True)
+                    params.output_kind = RequestOutputKind.FINAL_ONLY
+                    request_id = f"agentbranch-{next(self._ids)}"
+                    engine.add_request(request_id, prompts[at + index], params)
+                    added.append(request_id)
+                    live[request_id] = (run, index)
+            except BaseException as e:  # noqa: BLE001 - this job fails alone
+                for request_id in added:
+                    live.pop(request_id, None)
+                if added:
+                    with contextlib.suppress(Exception):
+                        engine.abort_request(added)
+                _fail(run.job, e if isinstance(e, AgentBranchError) else _engine_error(e))
+            at += len(run.requests)
+        self.generate_calls += 1
+        self.reads_run += sum(len(run.job.reads) for run in runs)
+
+
+def _fail(job: _Job, error: BaseException) -> None:
+    with contextlib.suppress(InvalidStateError):
+        job.future.set_exception(error)
 
 
 def _fold_outputs(
@@ -382,9 +543,9 @@ class VLLMReader(TokenReader):
         chat_template / template_kwargs / special_tokens: passed to the planner
             (default template: the one the ``LLM`` was built with, else the tokenizer's).
         timeout_s: a read that waits longer raises ``ReaderTimeoutError``.
-        batch_window_s: how long the worker waits for more calls once one arrived.
-        max_batch_reads: most token reads in one ``generate`` call (default: no cap;
-            vLLM schedules ``max_num_seqs`` at a time anyway).
+        batch_window_s: how long an idle worker waits for more calls once one arrived.
+        max_batch_reads: most token reads the worker hands vLLM at once (default: no
+            cap; vLLM schedules ``max_num_seqs`` at a time anyway).
         model_id: the name reported in decisions (default: the served model).
         **llm_kwargs: extra ``vllm.LLM`` arguments when the reader builds the LLM.
 
@@ -396,7 +557,7 @@ class VLLMReader(TokenReader):
 
     name = "vllm"
     #: The coalescer may hand this reader several batches at once: the engine worker
-    #: merges them into one ``generate`` call while the next batch is being planned.
+    #: adds each to vLLM's running batch while the next one is being planned.
     concurrent_batches = 4
     #: Its engine worker already waits ``batch_window_s`` for more reads.
     coalesce_wait_s = 0.0
@@ -597,7 +758,8 @@ class VLLMReader(TokenReader):
 
     @property
     def generate_calls(self) -> int:
-        """``LLM.generate`` calls run so far (for tests and metrics)."""
+        """Batches handed to vLLM so far (``generate`` calls, or rounds of
+        ``add_request``), for tests and metrics."""
         return self._worker.generate_calls
 
     @property
