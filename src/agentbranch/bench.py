@@ -254,7 +254,7 @@ def cpu_part(report: Report, tick: Callable[[str], None], *, quick: bool) -> Non
         joint = ab.DecisionEngine(reader, joint=True)
         one = THREAD
         t_single, t_joint = paired(
-            lambda: engine.decide(one, q), lambda: joint.decide(one, q), reps * 2
+            lambda: engine.decide(one, q), lambda: joint.decide(one, q), reps * 8
         )
         # What bounds the ratio: the model reads the state once instead of three times,
         # but the joint prompt also carries all three questions.
@@ -282,7 +282,7 @@ def cpu_part(report: Report, tick: Callable[[str], None], *, quick: bool) -> Non
             engine, "urgent", q["urgent"], path_map={"yes": "a", "no": "b"}, state_key="ticket"
         )
         t_direct, t_router = paired(
-            lambda: engine.decide(one, urgent), lambda: router.invoke({"ticket": one}), reps * 4
+            lambda: engine.decide(one, urgent), lambda: router.invoke({"ticket": one}), reps * 8
         )
         report.results.append(
             BenchResult(
