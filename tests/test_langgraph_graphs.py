@@ -11,6 +11,7 @@ from typing import Annotated, Any, TypedDict
 import pytest
 from _lg_fixtures import StrictFakeChat, by_keyword, sure, unsure
 from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.runnables import RunnableLambda
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
@@ -487,6 +488,47 @@ def test_records_reach_langchain_callbacks(use_async):
         ("agentbranch.decision", "urgent"),
         ("agentbranch.decision", "team"),
     ]
+
+
+class Runs(BaseCallbackHandler):
+    def __init__(self):
+        self.names = []
+
+    def on_chain_start(self, serialized, inputs, **kw):
+        self.names.append(kw.get("name"))
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_node_traces_its_own_run_only_when_a_handler_watches(use_async, monkeypatch):
+    # Unwatched, the node skips RunnableLambda's callback run (nobody could see it);
+    # watched, the run is there as before, and both give the same records.
+    eng, _ = engine({"urgent": sure("no"), "team": sure("bug")})
+    node = decide_node(eng, {"urgent": URGENT, "team": TEAM}, state_key="text", name="triage")
+    app = decide_graph(node, path_map={"yes": "page", "no": "queue"})
+    runs = Runs()
+
+    def run(cfg):
+        inp = {"text": "x"}
+        return asyncio.run(app.ainvoke(inp, cfg)) if use_async else app.invoke(inp, cfg)
+
+    traced = []
+    for method in ("invoke", "ainvoke"):
+        original = getattr(RunnableLambda, method)
+
+        def spy(self, *a, _original=original, **k):
+            if self is node:
+                traced.append(self.name)
+            return _original(self, *a, **k)
+
+        monkeypatch.setattr(RunnableLambda, method, spy)
+    plain = run({})
+    assert traced == []
+    watched = run({"callbacks": [runs]})
+    assert traced == ["triage"] and "triage" in runs.names
+    assert plain["decisions"].keys() == watched["decisions"].keys() == {"urgent", "team"}
+    for qid in ("urgent", "team"):
+        for field in ("label", "probabilities", "band", "decided_by"):
+            assert plain["decisions"][qid][field] == watched["decisions"][qid][field]
 
 
 # -- fan-out ----------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from langchain_core.tools import StructuredTool
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentbranch.errors import AgentBranchError, InvalidQuestionError
-from agentbranch.observability import aemit, emit
+from agentbranch.observability import aemit_all, emit_all
 from agentbranch.policy import DecisionRecord, PolicyArg, Resolver
 from agentbranch.questions import Question, validate_questions
 from agentbranch.state import render_state
@@ -192,14 +192,12 @@ def decision_tool(
 
     def _run(text: str, config: RunnableConfig) -> tuple[str, dict[str, DecisionRecord]]:
         records = resolver.resolve(text)
-        for rec in records.values():
-            emit(rec, config=config, state=text, include_state=include_state)
+        emit_all(records.values(), config=config, state=text, include_state=include_state)
         return summarize(records), records
 
     async def _arun(text: str, config: RunnableConfig) -> tuple[str, dict[str, DecisionRecord]]:
         records = await resolver.aresolve(text)
-        for rec in records.values():
-            await aemit(rec, config=config, state=text, include_state=include_state)
+        await aemit_all(records.values(), config=config, state=text, include_state=include_state)
         return summarize(records), records
 
     return StructuredTool.from_function(

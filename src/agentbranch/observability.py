@@ -18,6 +18,7 @@ Outside a graph or a traced run the last two are skipped silently.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 from agentbranch import logs
@@ -57,14 +58,67 @@ def _log(record: dict[str, Any]) -> None:
     )
 
 
-def _stream(payload: dict[str, Any]) -> None:
+def _writer() -> Any:
+    """LangGraph's custom-stream writer of the running node, or ``None`` outside a run."""
     try:
         from langgraph.config import get_stream_writer
 
-        writer = get_stream_writer()
+        return get_stream_writer()
     except Exception:  # not inside a LangGraph run (or langgraph missing)
-        return
-    writer({EVENT: payload})
+        return None
+
+
+def _callbacks(config: Any, *, is_async: bool) -> Any:
+    """The callback manager custom events go to, or ``None`` when no handler would see
+    them (no parent run, or no handlers): dispatching would build it for nothing."""
+    from langchain_core.runnables.config import (
+        ensure_config,
+        get_async_callback_manager_for_config,
+        get_callback_manager_for_config,
+    )
+
+    get = get_async_callback_manager_for_config if is_async else get_callback_manager_for_config
+    manager = get(ensure_config(config))
+    if manager.parent_run_id is None or not manager.handlers:
+        return None
+    return manager
+
+
+def emit_all(
+    records: Iterable[dict[str, Any]],
+    *,
+    config: Any = None,
+    state: Any = None,
+    include_state: bool = False,
+) -> None:
+    """Log, stream and dispatch resolved records (sync contexts), one event per record.
+    The stream writer and callback manager are looked up once for all of them."""
+    writer, manager = _writer(), _callbacks(config, is_async=False)
+    for record in records:
+        _log(record)
+        payload = _payload(record, state, include_state)
+        if writer is not None:
+            writer({EVENT: payload})
+        if manager is not None:
+            manager.on_custom_event(EVENT, payload, run_id=manager.parent_run_id)
+
+
+async def aemit_all(
+    records: Iterable[dict[str, Any]],
+    *,
+    config: Any = None,
+    state: Any = None,
+    include_state: bool = False,
+) -> None:
+    """Log, stream and dispatch resolved records (async contexts), one event per record."""
+    writer, manager = _writer(), _callbacks(config, is_async=True)
+    for record in records:
+        _log(record)
+        payload = _payload(record, state, include_state)
+        if writer is not None:
+            writer({EVENT: payload})
+        if manager is not None:
+            await manager.on_custom_event(EVENT, payload, run_id=manager.parent_run_id)
 
 
 def emit(
@@ -75,15 +129,7 @@ def emit(
     include_state: bool = False,
 ) -> None:
     """Log, stream and dispatch one resolved record (sync contexts)."""
-    _log(record)
-    payload = _payload(record, state, include_state)
-    _stream(payload)
-    try:
-        from langchain_core.callbacks.manager import dispatch_custom_event
-
-        dispatch_custom_event(EVENT, payload, config=config)
-    except RuntimeError:  # no parent run: nobody is listening
-        pass
+    emit_all([record], config=config, state=state, include_state=include_state)
 
 
 async def aemit(
@@ -94,12 +140,4 @@ async def aemit(
     include_state: bool = False,
 ) -> None:
     """Log, stream and dispatch one resolved record (async contexts)."""
-    _log(record)
-    payload = _payload(record, state, include_state)
-    _stream(payload)
-    try:
-        from langchain_core.callbacks.manager import adispatch_custom_event
-
-        await adispatch_custom_event(EVENT, payload, config=config)
-    except RuntimeError:
-        pass
+    await aemit_all([record], config=config, state=state, include_state=include_state)
