@@ -191,6 +191,11 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
+def instructions_text(question: Question) -> str:
+    """A question's instructions as the model reads them (JSON instructions as text)."""
+    return _text(question.instructions)
+
+
 def coerce_question(qid: str, question: Any) -> Question:
     """A ``Choice``/``Noul``/``Score`` from a question object or its wire dict."""
     if isinstance(question, Choice | Noul | Score):

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from agentbranch.decisions import Decision
 from agentbranch.errors import ConfigurationError, ReaderError
-from agentbranch.questions import Question, to_spec
+from agentbranch.questions import Question, instructions_text, to_spec
 
 Band = Literal["take", "fallback", "review", "error"]
 DecidedBy = Literal["engine", "fallback", "fallback_node", "human", "fail_open", "fail_closed"]
@@ -228,4 +228,6 @@ def options_of(qid: str, question: Question) -> list[str]:
 
 
 def question_text(qid: str, question: Question) -> str:
-    return to_spec(qid, question).instructions
+    """The question as the engine asks it (its instructions as text). ``qid`` is kept
+    for callers; the question was validated when its node or tool was built."""
+    return instructions_text(question)
