@@ -236,9 +236,11 @@ def cpu_part(report: Report, tick: Callable[[str], None], *, quick: bool) -> Non
             return engine.decide_many(batch_states, q)
 
         coalescer = engine.reads_via
+        # 3 paired runs moved these ratios by ±0.05 from run to run; 9 hold them steadier.
+        pairs = reps * 3
         for name, fn in (("graph.batch(32)", graph_batch), ("32 × ainvoke", graph_ainvoke)):
-            t_many, t_graph = paired(many, fn, reps)
-            sizes = list(coalescer.batch_sizes)[-reps * 8 :]
+            t_many, t_graph = paired(many, fn, pairs)
+            sizes = list(coalescer.batch_sizes)[-pairs * 8 :]
             report.results.append(
                 BenchResult(
                     f"{name} vs decide_many(32)",
