@@ -52,3 +52,16 @@ def test_paired_alternates_and_takes_medians():
     calls = []
     a, b = bench.paired(lambda: calls.append("a"), lambda: calls.append("b"), 3)
     assert calls == ["a", "b"] * 4 and a >= 0 and b >= 0
+
+
+def test_joint_vs_singles_reads_both_ways_and_reports_the_tokens(tiny_model_dir):
+    import agentbranch as ab
+
+    tiny_reader = ab.TransformersReader.from_pretrained(tiny_model_dir)
+    report = bench.Report()
+    bench.joint_vs_singles(report, lambda _: None, tiny_reader, "tiny", 1)
+    (result,) = report.results
+    assert result.name == "one joint 3-question read vs 3 single reads (tiny DiffusionGemma)"
+    assert result.value > 0 and result.detail["pairs"] == 1
+    # The joint prompt carries the state once, the singles three times.
+    assert 0 < result.detail["joint_prompt_tokens"] < result.detail["single_prompt_tokens"]

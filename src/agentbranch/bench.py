@@ -253,30 +253,8 @@ def cpu_part(report: Report, tick: Callable[[str], None], *, quick: bool) -> Non
             tick(f"{name}: {t_many / t_graph:.2f}×")
 
         # -- joint vs single reads ------------------------------------------------
-        joint = ab.DecisionEngine(reader, joint=True)
+        joint_vs_singles(report, tick, reader, "tiny", reps * 8)
         one = THREAD
-        t_single, t_joint = paired(
-            lambda: engine.decide(one, q), lambda: joint.decide(one, q), reps * 8
-        )
-        # What bounds the ratio: the model reads the state once instead of three times,
-        # but the joint prompt also carries all three questions.
-        tokens = {
-            f"{name}_prompt_tokens": (e.decide(one, q).usage or {}).get("input_tokens")
-            for name, e in (("single", engine), ("joint", joint))
-        }
-        report.results.append(
-            BenchResult(
-                "one joint 3-question read vs 3 single reads",
-                t_single / t_joint,
-                "× faster",
-                "≥ 2",
-                {"single_s": t_single, "joint_s": t_joint, **tokens},
-            )
-        )
-        tick(
-            f"joint vs singles: {t_single / t_joint:.2f}× (prompt tokens "
-            f"{tokens['single_prompt_tokens']} vs {tokens['joint_prompt_tokens']})"
-        )
 
         # -- router vs direct decide ----------------------------------------------
         urgent = {"urgent": q["urgent"]}
@@ -339,6 +317,39 @@ def cpu_part(report: Report, tick: Callable[[str], None], *, quick: bool) -> Non
     read_vs_generate(report, tick, reps=reps)
 
 
+def joint_vs_singles(
+    report: Report, tick: Callable[[str], None], reader: Any, model: str, pairs: int
+) -> None:
+    """One joint 3-question read of ``THREAD`` vs the same 3 questions as single reads,
+    through default engines on ``reader``."""
+    import agentbranch as ab
+
+    q = _questions()
+    single, joint = ab.DecisionEngine(reader), ab.DecisionEngine(reader, joint=True)
+    t_single, t_joint = paired(
+        lambda: single.decide(THREAD, q), lambda: joint.decide(THREAD, q), pairs
+    )
+    # What bounds the ratio: the model reads the state once instead of three times,
+    # but the joint prompt also carries all three questions.
+    tokens = {
+        f"{name}_prompt_tokens": (e.decide(THREAD, q).usage or {}).get("input_tokens")
+        for name, e in (("single", single), ("joint", joint))
+    }
+    report.results.append(
+        BenchResult(
+            f"one joint 3-question read vs 3 single reads ({model} DiffusionGemma)",
+            t_single / t_joint,
+            "× faster",
+            "≥ 2",
+            {"single_s": t_single, "joint_s": t_joint, "pairs": pairs, **tokens},
+        )
+    )
+    tick(
+        f"joint vs singles, {model}: {t_single / t_joint:.2f}× (prompt tokens "
+        f"{tokens['single_prompt_tokens']} vs {tokens['joint_prompt_tokens']})"
+    )
+
+
 def read_vs_generate(report: Report, tick: Callable[[str], None], *, reps: int) -> None:
     """A ~50M DiffusionGemma: one-step read vs ``generate`` + parse, same prompt (as
     ``benchmarks/bench_read_vs_generate.py``)."""
@@ -346,6 +357,7 @@ def read_vs_generate(report: Report, tick: Callable[[str], None], *, reps: int) 
 
     import torch
 
+    import agentbranch as ab
     from agentbranch.engine.canvas import CanvasPlanner
     from agentbranch.engine.readers.transformers import TransformersTokenBackend
     from agentbranch.engine.reads import QuestionSpec, ReadRequest
@@ -404,6 +416,7 @@ def read_vs_generate(report: Report, tick: Callable[[str], None], *, reps: int) 
 
         torch.manual_seed(0)
         t_read, t_gen = paired(read_once, generate_once, reps)
+        joint_vs_singles(report, tick, ab.TransformersReader(backend), "~50M", reps * 2)
     report.results.append(
         BenchResult(
             "read vs generate + parse (~50M DiffusionGemma)",
