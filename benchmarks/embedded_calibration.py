@@ -7,9 +7,12 @@ tweets; all install offline from PyPI). Two phases, one process:
    and fit one temperature per question type (choice / noul / score) by NLL on the
    pooled reads; likewise read the fit part with the questions that have examples (10
    per option, drawn from the fit part; the texts used as examples are not read) and
-   fit one *with-examples* temperature per type, the prior that a question's own
-   leave-one-out fit shrinks towards. ``--write`` saves both to
-   ``src/agentbranch/engine/readers/embedded_temperatures.json`` (package data).
+   fit one *with-examples* temperature per type by the log loss of the top answer
+   (``emb.OBJECTIVE``), the prior that a question's own leave-one-out fit shrinks
+   towards. ``--write`` saves both to
+   ``src/agentbranch/engine/readers/embedded_temperatures.json`` (package data). It
+   also prints how well each prior weight would serve on the fit parts
+   (``select_prior_weight``), the evidence for the reader's ``PRIOR_WEIGHT``.
 2. **evaluate** — a fresh ``EmbeddedReader()`` (which loads the shipped file) reads the
    *held-out* part with every question: without examples (shipped temperature), with
    10 examples per option taken from the fit part (temperature fitted leave-one-out on
@@ -333,6 +336,72 @@ def summary(reads: Sequence[Read]) -> dict:
     }
 
 
+#: Prior weights compared on the fit parts (``select_prior_weight``).
+PRIOR_WEIGHTS = (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 7.0, 10.0)
+
+
+def select_prior_weight(reader: emb.EmbeddedReader, ex_reads: list[Read]) -> dict:
+    """How much the shipped with-examples temperature should weigh against a question's
+    own leave-one-out fit, judged on the fit parts only.
+
+    Each question with examples (each draw) is treated as a new question: its prior is
+    fitted on the fit-part reads of the *other* questions of its type (as a user's
+    question is none of the benchmark's), its temperature is the leave-one-out fit on
+    its examples around that prior with a candidate weight, and it is scored by the
+    top-answer log loss (``emb.OBJECTIVE``) of its own fit-part reads. Prints the mean
+    loss per weight; the reader ships ``emb.PRIOR_WEIGHT``."""
+    by_task: dict[str, list[Read]] = {}
+    for r in ex_reads:
+        by_task.setdefault(r.task.id, []).append(r)
+    texts = sorted(
+        {
+            t
+            for rs in by_task.values()
+            for t in [
+                *emb.hypothesis_texts(rs[0].spec),
+                *(e for ex in emb.option_examples(rs[0].spec) for e in ex),
+            ]
+            if t
+        }
+    )
+    vecs = dict(zip(texts, reader.embed(texts)))
+    priors: dict[str, float] = {}
+    for qid in {question(t) for t in by_task}:
+        qtype = next(rs[0].spec.type for t, rs in by_task.items() if question(t) == qid)
+        others = [r for r in ex_reads if r.spec.type == qtype and question(r.task.id) != qid]
+        priors[qid] = emb.fit_temperature(
+            [r.scores for r in others], [r.label_index for r in others], objective=emb.OBJECTIVE
+        )
+    loss: dict[float, dict[str, list[float]]] = {w: {} for w in PRIOR_WEIGHTS}
+    for task_id, rs in by_task.items():
+        loo = reader.leave_one_out(rs[0].spec, vecs)
+        if loo is None:
+            continue
+        for w in PRIOR_WEIGHTS:
+            t = emb.fit_temperature(
+                *loo, prior=priors[question(task_id)], prior_weight=w, objective=emb.OBJECTIVE
+            )
+            per = loss[w].setdefault(rs[0].spec.type, [])
+            per.extend(-emb.top_label_log_likelihood(r.scores, r.label_index, t) for r in rs)  # type: ignore[arg-type]
+    table = {
+        str(w): {
+            "all": round(sum(sum(v) for v in per.values()) / sum(len(v) for v in per.values()), 5),
+            **{k: round(sum(v) / len(v), 5) for k, v in per.items()},
+        }
+        for w, per in loss.items()
+    }
+    best = min(PRIOR_WEIGHTS, key=lambda w: table[str(w)]["all"])
+    print("prior weight on the fit parts (prior from the other questions; top-answer log loss):")
+    for w in PRIOR_WEIGHTS:
+        row = table[str(w)]
+        print(
+            f"  {w:>4}: all {row['all']:.5f}  "
+            + "  ".join(f"{k} {v:.4f}" for k, v in row.items() if k != "all")
+        )
+    print(f"  best {best}; the reader ships PRIOR_WEIGHT = {emb.PRIOR_WEIGHT}")
+    return {"losses": table, "best": best}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--write", action="store_true", help="save the fitted temperatures")
@@ -355,20 +424,27 @@ def main() -> None:
         for r in read_all(reader, fit, [t for t in tasks[name] if t.kind == "examples"])
     ]
 
-    def per_type(reads: list[Read]) -> dict[str, float]:
+    def per_type(reads: list[Read], objective: str = "nll") -> dict[str, float]:
         out = {}
         for qtype in ("choice", "noul", "score"):
             rows = [r for r in reads if r.spec.type == qtype]
             out[qtype] = round(
-                emb.fit_temperature([r.scores for r in rows], [r.label_index for r in rows]), 4
+                emb.fit_temperature(
+                    [r.scores for r in rows], [r.label_index for r in rows], objective=objective
+                ),
+                4,
             )
         return out
 
-    by_type, with_examples = per_type(fit_reads), per_type(ex_reads)
+    # Questions with examples: the top answer's log loss (emb.OBJECTIVE, see
+    # fit_temperature); described questions: the NLL.
+    by_type, with_examples = per_type(fit_reads), per_type(ex_reads, emb.OBJECTIVE)
     print(
         f"fitted on {len(fit_reads)} + {len(ex_reads)} reads in "
-        f"{time.perf_counter() - start:.0f}s: {by_type}, with examples {with_examples}"
+        f"{time.perf_counter() - start:.0f}s: {by_type}, with examples {with_examples} "
+        f"({emb.OBJECTIVE})"
     )
+    selection = select_prior_weight(reader, ex_reads)
     if args.write:
         SHIPPED.write_text(
             json.dumps(
@@ -401,6 +477,8 @@ def main() -> None:
         "temperatures": by_type,
         "temperatures_with_examples": with_examples,
         "prior_weight": emb.PRIOR_WEIGHT,
+        "objective_with_examples": emb.OBJECTIVE,
+        "prior_weight_selection_on_fit_parts": selection,
         "per_question": {},
         "per_type": {},
     }

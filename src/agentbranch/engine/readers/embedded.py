@@ -33,7 +33,10 @@ for questions read by descriptions and one for questions with examples. A questi
 posterior mode around its type's shipped with-examples temperature (a prior worth
 ``PRIOR_WEIGHT`` reads): a few examples that separate, or fail to separate, by chance
 (leave-one-out on 10 noisy examples per option is often far off) move it within a
-small factor; many examples that agree move it further. ``temperature=`` overrides all
+small factor; many examples that agree move it further. The with-examples
+temperatures (shipped and leave-one-out) minimise the log loss of the top answer's
+probability (``OBJECTIVE``; the NLL for yes/no), so that the top answer's confidence
+is what is calibrated. ``temperature=`` overrides all
 of these. A ``Calibration`` fitted with ``agentbranch calibrate`` applies on top, in the
 engine. All texts of a batch (the states and every option and
 example text not yet cached) are embedded in one forward pass (in chunks of
@@ -69,9 +72,13 @@ T_MIN, T_MAX = 0.005, 1.0
 #: cannot tell them apart (typically one is the other's negation).
 TWIN_SIMILARITY = 0.85
 #: How many leave-one-out reads the shipped with-examples temperature is worth as a
-#: prior (chosen by NLL on the benchmark's fit parts, over 5 draws of examples; see
-#: docs/quality.md).
+#: prior (chosen on the benchmark's fit parts, over 5 draws of examples, with each
+#: question's prior fitted on the other questions; see docs/quality.md).
 PRIOR_WEIGHT = 3.0
+#: What the with-examples temperatures (shipped and leave-one-out) minimise: the log
+#: loss of the top answer's probability (``top_label_log_likelihood``; the NLL leaves
+#: tone scores under-confident in their top answer; docs/quality.md).
+OBJECTIVE = "top_label"
 
 
 def default_model_path() -> Path:
@@ -418,7 +425,30 @@ class EmbeddedReader(Reader):
 
     def _fit_on_examples(self, q: QuestionSpec, vecs: dict[str, Any]) -> float | None:
         """Leave-one-out: read each example as a state against the other examples, fit
-        the temperature that makes those reads best calibrated (min NLL)."""
+        the temperature that makes those reads' top answers best calibrated
+        (``OBJECTIVE``), shrunk towards the shipped with-examples one."""
+        loo = self.leave_one_out(q, vecs)
+        if loo is None:
+            return None
+        rows, targets = loo
+        temperature = fit_temperature(
+            rows, targets, prior=self._prior(q), prior_weight=PRIOR_WEIGHT, objective=OBJECTIVE
+        )
+        if temperature >= T_MAX * 0.99:
+            self._warn_once(
+                q.id,
+                f"the examples of question {q.id!r} do not separate its options (the "
+                f"leave-one-out temperature hit its bound {T_MAX}); its answers will be "
+                "near-uniform. Add examples that differ more between options, or descriptions",
+            )
+        return temperature
+
+    def leave_one_out(
+        self, q: QuestionSpec, vecs: dict[str, Any]
+    ) -> tuple[list[list[float]], list[int]] | None:
+        """Each example of ``q`` read as a state against the others (scored as reads
+        are): the option scores and the example's own option. ``None`` when ``q`` has
+        fewer than 2 examples on 2 options."""
         examples = option_examples(q)
         if sum(len(ex) >= 2 for ex in examples) < 2:
             return None
@@ -449,17 +479,7 @@ class EmbeddedReader(Reader):
                     )
                 )
                 targets.append(j)
-        temperature = fit_temperature(
-            rows, targets, prior=self._prior(q), prior_weight=PRIOR_WEIGHT
-        )
-        if temperature >= T_MAX * 0.99:
-            self._warn_once(
-                q.id,
-                f"the examples of question {q.id!r} do not separate its options (the "
-                f"leave-one-out temperature hit its bound {T_MAX}); its answers will be "
-                "near-uniform. Add examples that differ more between options, or descriptions",
-            )
-        return temperature
+        return rows, targets
 
     def _warn_once(self, qid: str, reason: str) -> None:
         if (qid, reason) not in self._warned:
@@ -522,6 +542,20 @@ def log_softmax(scores: Sequence[float], temperature: float) -> list[float]:
     return [x - log_z for x in scaled]
 
 
+def top_label_log_likelihood(row: Sequence[float], target: int, temperature: float) -> float:
+    """Log-likelihood of whether the top answer of ``softmax(row / temperature)`` is
+    ``target``: ``log p_top`` when it is, ``log(1 − p_top)`` when it is not (the log
+    loss of the confidence in the top answer, what ECE and thresholds look at). For
+    two options it is the log-likelihood of ``target``."""
+    logp = log_softmax(row, temperature)
+    top = max(range(len(logp)), key=logp.__getitem__)
+    if top == target:
+        return logp[top]
+    rest = [x for i, x in enumerate(logp) if i != top]
+    high = max(rest)
+    return high + math.log(sum(math.exp(x - high) for x in rest))
+
+
 def fit_temperature(
     rows: Sequence[Sequence[float]],
     targets: Sequence[int],
@@ -529,25 +563,46 @@ def fit_temperature(
     hi: float = T_MAX,
     prior: float | None = None,
     prior_weight: float = 1.0,
+    objective: str = "nll",
 ) -> float:
     """The temperature in ``[lo, hi]`` minimising the mean NLL of ``targets`` under
     ``softmax(row / T)`` (golden-section search on log T; the NLL is unimodal in it).
+
+    ``objective="top_label"``: minimise instead the log loss of the top answer's
+    probability as a forecast of its being right (``top_label_log_likelihood``; the
+    same as the NLL with two options). With three or more options a temperature
+    cannot make both the top probability and the split of the rest right when the
+    wrong answers are confused evenly (tone); the NLL then trades the top answer's
+    calibration for the rest's.
 
     ``prior``: a temperature to shrink towards, by a penalty
     ``prior_weight × (log T/prior)² / n`` (a Gaussian prior on log T worth about
     ``prior_weight`` observations): a few examples that separate perfectly would
     otherwise fit T at its lower bound and read over-confidently, and a few that fail
     to separate by chance at its upper bound."""
+    if objective not in ("nll", "top_label"):
+        raise ConfigurationError(f"objective must be 'nll' or 'top_label', not {objective!r}")
     n = max(1, len(rows))
+
+    def log_lik(r: Sequence[float], y: int, t: float) -> float:
+        return (
+            top_label_log_likelihood(r, y, t) if objective == "top_label" else log_softmax(r, t)[y]
+        )
 
     def nll(log_t: float) -> float:
         t = math.exp(log_t)
-        value = -sum(log_softmax(r, t)[y] for r, y in zip(rows, targets)) / n
+        value = -sum(log_lik(r, y, t) for r, y in zip(rows, targets)) / n
         if prior is not None:
             value += prior_weight * (log_t - math.log(prior)) ** 2 / n
         return value
 
     a, b = math.log(lo), math.log(hi)
+    if objective == "top_label":
+        # Not always unimodal in log T (each read's loss is monotone, the sum need not
+        # be): bracket the best of a coarse grid first.
+        grid = [a + (b - a) * i / 40 for i in range(41)]
+        i = min(range(41), key=lambda k: nll(grid[k]))
+        a, b = grid[max(0, i - 1)], grid[min(40, i + 1)]
     g = (math.sqrt(5) - 1) / 2
     c, d = b - g * (b - a), a + g * (b - a)
     fc, fd = nll(c), nll(d)
