@@ -497,6 +497,8 @@ class _Gate:
     thread, an ``asyncio.Future`` (woken on its own loop) for a task. A released slot
     passes straight to the next waiter."""
 
+    # An async waiter is ``[loop, future, handed_over, thread id of its loop]``.
+
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self._lock = threading.Lock()
@@ -512,11 +514,14 @@ class _Gate:
                         waiter.set_result(None)  # the slot passes to this thread
                         return
                     continue
-                loop, future = waiter[0], waiter[1]
+                loop, future, thread = waiter[0], waiter[1], waiter[3]
                 if future.cancelled() or loop.is_closed():
                     continue
                 waiter[2] = True  # handed over; a task cancelled meanwhile gives it back
-                loop.call_soon_threadsafe(_wake, future)
+                if thread == threading.get_ident():
+                    _wake(future)  # on the waiter's own thread: no wake-up write to its loop
+                else:
+                    loop.call_soon_threadsafe(_wake, future)
                 return
             self._used -= 1
 
@@ -534,8 +539,9 @@ class _Gate:
             if self._used < self.limit:
                 self._used += 1
                 return
-            future = asyncio.get_running_loop().create_future()
-            entry: list[Any] = [asyncio.get_running_loop(), future, False]
+            loop = asyncio.get_running_loop()
+            future = loop.create_future()
+            entry: list[Any] = [loop, future, False, threading.get_ident()]
             self._waiters.append(entry)
         try:
             await future
