@@ -292,10 +292,14 @@ def test_api_key_headers_and_full_url():
         api_key="sekret",
         headers={"x-team": "agents"},
         transport=httpx.MockTransport(server),
+        async_transport=httpx.MockTransport(server.handle_async),
     )
     reader.read([ONE])
-    assert server.headers[0]["authorization"] == "Bearer sekret"
-    assert server.headers[0]["x-team"] == "agents"
+    asyncio.run(reader.aread([ONE]))
+    for headers in server.headers:  # sync and async alike
+        assert headers["authorization"] == "Bearer sekret"
+        assert headers["x-team"] == "agents"
+        assert headers["content-type"] == "application/json"
 
 
 def test_one_http_request_per_read_request_sent_concurrently():

@@ -673,7 +673,8 @@ class RemoteReader(Reader):
         self.max_backoff_s = max_backoff_s
         self.max_connections = max_connections
         self.extra_body = dict(extra_body or {})
-        self._headers = {"content-type": "application/json", **dict(headers or {})}
+        # No content-type here: every post sends json=, for which httpx sets it.
+        self._headers = dict(headers or {})
         if api_key:
             self._headers["authorization"] = f"Bearer {api_key}"
         elif basic:
