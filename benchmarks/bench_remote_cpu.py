@@ -94,9 +94,7 @@ def main() -> None:
     q = _questions()
     requests = [plain._prepare(s, q, 1).request for s in states(args.requests, "cpu-")]
     transport = mock_transport(canned_answer(build_payload(requests[0], model=MODEL)))
-    reader = RemoteReader(
-        URL, model=MODEL, max_connections=args.callers, async_transport=transport
-    )
+    reader = RemoteReader(URL, model=MODEL, max_connections=args.callers, async_transport=transport)
 
     async def with_reader() -> None:
         reads = await asyncio.gather(*(reader.aread([r]) for r in requests))
