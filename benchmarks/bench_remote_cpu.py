@@ -1,34 +1,45 @@
-"""Client CPU per request: ``RemoteReader.aread`` vs a raw ``httpx.AsyncClient``, no server.
+"""Client CPU per request: ``RemoteReader.aread`` vs a raw ``httpx.AsyncClient``, no vLLM.
 
-    python benchmarks/bench_remote_cpu.py [--requests 96] [--callers 32] [--rounds 20]
-    python benchmarks/bench_remote_cpu.py --profile      # cProfile of the reader's rounds
+    python benchmarks/bench_remote_cpu.py [--requests 96] [--callers 32] [--rounds 100]
+    python benchmarks/bench_remote_cpu.py --http      # over local sockets, a tiny server
+    python benchmarks/bench_remote_cpu.py --profile   # cProfile of the reader's rounds
 
-The same comparison as ``remote_vs_raw`` in ``agentbranch bench`` (which needs a vLLM
-server), with the server replaced by an ``httpx.MockTransport`` that answers every
-``/v1/systemone`` request with one canned, valid answer (the three bench questions).
+The comparison ``remote_vs_raw`` of ``agentbranch bench`` makes against a vLLM server,
+with the server replaced by one that answers every ``/v1/systemone`` request with the
+same canned, valid answer (the bench's three questions):
+
+* default: an ``httpx.MockTransport`` in this process (no sockets). It yields to the
+  loop once per request, so callers queue at the in-flight limit as against a server.
+* ``--http``: a minimal keep-alive HTTP/1.1 server in a child process on 127.0.0.1, so
+  the client runs httpx's real pool, sockets and event-loop wake-ups (its CPU per
+  request is close to what ``agentbranch bench`` measures); the server's CPU is not
+  counted.
+
 With a real server on the same cores, the client's CPU per request decides the
-throughput ratio; here only the client runs, so its cost shows plainly.
-
-Both sides do the same work per round, as in ``agentbranch bench``: a fresh event loop
-and client (same pool limits), ``--callers`` concurrent callers, every request's body
-built with ``build_payload`` and posted, its JSON decoded; the raw side also calls
+throughput ratio; here only the client is measured, so its cost shows plainly. Both
+sides do the same work per round, as in ``agentbranch bench``: a fresh event loop and
+client (same pool limits), ``--callers`` concurrent callers, every request's body built
+with ``build_payload`` and posted, its JSON decoded; the raw side also calls
 ``raise_for_status()``, the reader validates the answers into reads (what it is for).
-The transport yields to the loop once per request, so callers queue at the in-flight
-limit as they do against a server. Rounds alternate (A B B A ...); it prints the
-median CPU per request of each side (``time.process_time``) and their ratio.
-Nothing is asserted: compare the numbers.
+Rounds alternate (A B B A ...); it prints the median CPU per request of each side
+(``time.process_time``), the median paired difference and ratio. Nothing is asserted:
+other jobs on the machine move single rounds a lot, compare the medians.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import json
 import pstats
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +54,7 @@ import agentbranch as ab
 from agentbranch.bench import _questions, states
 from agentbranch.engine.readers.remote import RemoteReader, build_payload
 
-URL = "http://vllm.bench:8000"
+MOCK_URL = "http://vllm.bench:8000"
 MODEL = "bench-model"
 
 
@@ -82,19 +93,78 @@ def mock_transport(content: bytes) -> httpx.MockTransport:
     return httpx.MockTransport(handle)
 
 
+def serve(body_file: str) -> None:
+    """``--serve``: answer every request on a keep-alive connection with the file's
+    bytes; prints the port, then runs until killed."""
+    body = Path(body_file).read_bytes()
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
+    answer = head % len(body) + body
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                headers = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in headers.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":")[1])
+                await reader.readexactly(length)
+                writer.write(answer)
+        writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=512)
+        print(server.sockets[0].getsockname()[1], flush=True)
+        async with server:
+            await server.serve_forever()
+
+    asyncio.run(main())
+
+
+@contextlib.contextmanager
+def local_server(content: bytes) -> Iterator[str]:
+    """The base URL of a ``serve`` child process answering ``content``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        body_file = Path(tmp) / "answer.json"
+        body_file.write_bytes(content)
+        child = subprocess.Popen(
+            [sys.executable, __file__, "--serve", str(body_file)], stdout=subprocess.PIPE
+        )
+        try:
+            assert child.stdout is not None
+            yield f"http://127.0.0.1:{int(child.stdout.readline())}"
+        finally:
+            child.kill()
+            child.wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=96)
     parser.add_argument("--callers", type=int, default=32)
-    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=100, help="rounds per side")
+    parser.add_argument("--http", action="store_true", help="real sockets, a local server")
     parser.add_argument("--profile", action="store_true", help="cProfile the reader rounds")
+    parser.add_argument("--serve", metavar="FILE", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve:
+        serve(args.serve)
+        return
 
     plain = ab.DecisionEngine(ab.ScriptedReader(), batching=False)
     q = _questions()
     requests = [plain._prepare(s, q, 1).request for s in states(args.requests, "cpu-")]
-    transport = mock_transport(canned_answer(build_payload(requests[0], model=MODEL)))
-    reader = RemoteReader(URL, model=MODEL, max_connections=args.callers, async_transport=transport)
+    content = canned_answer(build_payload(requests[0], model=MODEL))
+    with contextlib.ExitStack() as stack:
+        if args.http:
+            url, transport = stack.enter_context(local_server(content)), None
+        else:
+            url, transport = MOCK_URL, mock_transport(content)
+        compare(args, requests, url, transport)
+
+
+def compare(args: Any, requests: list[Any], url: str, transport: Any) -> None:
+    reader = RemoteReader(url, model=MODEL, max_connections=args.callers, async_transport=transport)
 
     async def with_reader() -> None:
         reads = await asyncio.gather(*(reader.aread([r]) for r in requests))
@@ -108,7 +178,7 @@ def main() -> None:
             async def one(r: Any) -> Any:
                 async with gate:
                     response = await client.post(
-                        URL + "/v1/systemone", json=build_payload(r, model=MODEL)
+                        url + "/v1/systemone", json=build_payload(r, model=MODEL)
                     )
                     response.raise_for_status()
                     return response.json()
@@ -139,17 +209,23 @@ def main() -> None:
             cpu[side].append(cpu_ms(with_reader if side == "reader" else raw))
     reader.close()
     m_reader, m_raw = statistics.median(cpu["reader"]), statistics.median(cpu["raw"])
-    paired = [a / b for a, b in zip(cpu["reader"], cpu["raw"])]
+    diffs = [(a - b) * 1000 for a, b in zip(cpu["reader"], cpu["raw"])]
+    ratios = [a / b for a, b in zip(cpu["reader"], cpu["raw"])]
+    where = "local sockets, a minimal server" if args.http else "MockTransport, no sockets"
     print(
-        f"{len(requests)} requests, {args.callers} callers, {args.rounds} rounds per side "
-        "(MockTransport, no server)"
+        f"{len(requests)} requests, {args.callers} callers, {args.rounds} rounds per side ({where})"
     )
     print(f"client CPU per request: reader {m_reader:.3f} ms, raw {m_raw:.3f} ms")
-    print(f"reader - raw: {m_reader - m_raw:+.3f} ms per request")
+    print(f"reader - raw, paired rounds: median {statistics.median(diffs):+.1f} µs per request")
     print(
-        f"reader / raw: {statistics.median(paired):.3f}× "
-        f"(paired rounds {min(paired):.3f}–{max(paired):.3f})"
+        f"reader / raw, paired rounds: median {statistics.median(ratios):.3f}× "
+        f"(middle half {_quartiles(ratios)})"
     )
+
+
+def _quartiles(values: list[float]) -> str:
+    low, _, high = statistics.quantiles(values, n=4)
+    return f"{low:.3f}–{high:.3f}"
 
 
 if __name__ == "__main__":

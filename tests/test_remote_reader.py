@@ -1001,6 +1001,41 @@ def test_gate_hands_slots_over_and_survives_cancellation():
     assert gate._used == 0
 
 
+def test_gate_wakes_a_task_on_its_own_loop_and_from_another_thread():
+    from agentbranch.engine.readers.remote import _Gate
+
+    gate = _Gate(1)
+
+    async def waiting() -> asyncio.Task:
+        task = asyncio.create_task(gate.aacquire())
+        await asyncio.sleep(0)
+        assert not task.done()  # the one slot is taken
+        return task
+
+    async def main():
+        await gate.aacquire()
+        # released on the waiter's own loop (woken directly): the slot passes on
+        waiter = await waiting()
+        gate.release()
+        await asyncio.wait_for(waiter, 5)
+        # handed a slot, then cancelled before it ran: it gives the slot back
+        waiter = await waiting()
+        gate.release()
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        assert gate._used == 0
+        await gate.aacquire()
+        # released by another thread: woken through its loop's thread-safe call
+        waiter = await waiting()
+        await asyncio.to_thread(gate.release)
+        await asyncio.wait_for(waiter, 5)
+        gate.release()
+
+    asyncio.run(main())
+    assert gate._used == 0
+
+
 def test_the_engine_coalescer_sends_remote_reads_at_once():
     reader = reader_for(FakeServer(), max_connections=7)
     via = ab.DecisionEngine(reader).reads_via
