@@ -207,7 +207,7 @@ def build_payload(
 def _probability(value: Any, what: str = "probability") -> float:
     """A server probability: a finite number in [0, 1] (clamped within rounding), else
     ``InvalidReadError``."""
-    if type(value) is float and 0.0 <= value <= 1.0:  # the usual answer (False for NaN)
+    if type(value) is float and 0.0 < value <= 1.0:  # the usual answer (False for NaN)
         return value
     if (
         isinstance(value, bool)
