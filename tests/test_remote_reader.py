@@ -15,6 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import agentbranch as ab
 from agentbranch.engine.readers.remote import (
@@ -27,7 +29,12 @@ from agentbranch.engine.readers.remote import (
     parse_decisions_answers,
 )
 from agentbranch.engine.reads import QuestionSpec, ReadRequest
-from agentbranch.errors import ConfigurationError, ReaderError, ReaderTimeoutError
+from agentbranch.errors import (
+    ConfigurationError,
+    InvalidReadError,
+    ReaderError,
+    ReaderTimeoutError,
+)
 
 URL = "http://vllm.test:8000"
 
@@ -255,6 +262,131 @@ def test_malformed_responses_are_reader_errors():
         parse_answers(request, {"answers": {"c": {"choice": "a"}}})
 
 
+# Server numbers around every edge of the rules: the checked fast path takes plain
+# floats in [0, 1]; everything else goes through the full check (some of these pass).
+ODD = [math.nan, math.inf, -math.inf, -0.0, 0, 1, 5e-324, -1e-7, 1 + 1e-7, 1 + 1e-5, -0.9, 1.7]
+ODD += ["0.5", True, False, None]
+FUZZED = ReadRequest(
+    state="s",
+    questions=(
+        spec("team", "choice", ["billing", "bugs", "sales"]),
+        spec("urgent", "noul", ["yes", "no"]),
+        spec("severity", "score", ["low", "medium", "high"]),
+    ),
+)
+WIRE_KEYS = {
+    "team": ["billing", "bugs", "sales"],
+    "urgent": ["yes", "no"],
+    "severity": ["0", "1", "2"],
+}
+
+
+def _rarely(draw) -> bool:
+    return draw(st.integers(0, 11)) == 11  # hypothesis shrinks towards the common case
+
+
+def _number(draw, good: float) -> object:
+    """``good`` mostly, else an odd value."""
+    return draw(st.sampled_from(ODD)) if _rarely(draw) else good
+
+
+@st.composite
+def server_answer(draw, key: str) -> tuple[dict, dict]:
+    """An answer and diagnostics for one wire question: mostly valid, else with an odd
+    number, a missing or extra option, a sum over 1, a bad confidence or label mass."""
+    if key == "urgent" and draw(st.booleans()):
+        probs = [draw(st.floats(0, 1))]
+        answer: dict = {"noul": _number(draw, probs[0])}
+    else:
+        keys = WIRE_KEYS[key][:-1] if _rarely(draw) else WIRE_KEYS[key]
+        keys = keys + ["zz"] if _rarely(draw) else keys
+        probs = [draw(st.floats(0, 1)) for _ in keys]
+        if sum(probs) > 0 and not _rarely(draw):  # servers normalise
+            probs = [p / sum(probs) for p in probs]
+        answer = {"probabilities": {k: _number(draw, p) for k, p in zip(keys, probs)}}
+    if draw(st.booleans()):  # vLLM's confidence: p_top × label mass
+        answer["confidence"] = _number(draw, max(probs) * draw(st.floats(0, 1)))
+    diag = {"label_mass": _number(draw, draw(st.floats(0, 1)))} if draw(st.booleans()) else {}
+    return answer, diag
+
+
+def _expected_logprobs(key: str, answer: dict, diag: dict) -> list[float] | None:
+    """The reads the rules allow (module docstring, "Invalid answers"), written out
+    independently of the reader: ``None`` when the answer must be an error."""
+
+    def number(p):  # a probability, clamped within rounding, or None
+        if isinstance(p, bool) or not isinstance(p, int | float) or not math.isfinite(p):
+            return None
+        return min(1.0, max(0.0, float(p))) if -1e-6 <= p <= 1 + 1e-6 else None
+
+    if "noul" in answer:
+        p = number(answer["noul"])
+        if p is None:
+            return None
+        probs = [p, 1.0 - p]
+    else:
+        given_ = answer["probabilities"]
+        if set(given_) != set(WIRE_KEYS[key]):
+            return None
+        probs = [number(given_[k]) for k in WIRE_KEYS[key]]
+        if None in probs or sum(probs) > 1 + 1e-3:
+            return None
+    if diag.get("label_mass") is not None:
+        mass = number(diag["label_mass"])
+    elif answer.get("confidence") is not None and max(probs) > 0:
+        confidence = number(answer["confidence"])
+        mass = None if confidence is None else number(confidence / max(probs))
+    else:
+        mass = 1.0
+    if mass is None:
+        return None
+    scale = math.log(mass) if mass > 0 else 0.0
+    return [math.log(p) + scale if p > 0 else -math.inf for p in probs]
+
+
+@settings(
+    max_examples=200,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_every_answer_is_validated_on_the_async_path(data):
+    """Through ``aread`` (the path tuned for client CPU): an answer with a NaN, an
+    infinity, a number outside [0, 1], a non-number, a missing or an extra option, a sum
+    over 1, or a bad confidence or label mass is an ``InvalidReadError`` (and the
+    engine raises, never decides); any other answer gives exactly the logprobs the
+    rules say."""
+    drawn = {key: data.draw(server_answer(key), label=key) for key in WIRE_KEYS}
+    # json.dumps writes NaN / Infinity literals, as a broken server would.
+    content = json.dumps(
+        {
+            "answers": {key: answer for key, (answer, _) in drawn.items()},
+            "diagnostics": {key: diag for key, (_, diag) in drawn.items()},
+        }
+    ).encode()
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, content=content))
+    reader = RemoteReader(URL, async_transport=transport)
+    expected = {key: _expected_logprobs(key, *drawn[key]) for key in WIRE_KEYS}
+    try:
+        (reads,) = asyncio.run(reader.aread([FUZZED]))
+        if any(e is None for e in expected.values()):
+            assert isinstance(reads, InvalidReadError), f"an invalid answer was read: {reads}"
+            with pytest.raises(ReaderError):
+                asyncio.run(ab.DecisionEngine(reader, batching=False).adecide("s", QUESTIONS))
+            return
+        assert isinstance(reads, list), reads
+        for q, read in zip(FUZZED.questions, reads):
+            want = expected[q.id]
+            assert len(read.logprobs) == len(want)
+            for got, lp in zip(read.logprobs, want):
+                assert got == lp or math.isclose(got, lp, rel_tol=1e-12), (q.id, read, want)
+                assert not math.isnan(got) and got <= 0
+            assert 0 <= read.label_mass <= 1
+    finally:
+        reader.close()
+
+
 # --------------------------------------------------------------------- decisions
 
 
@@ -292,10 +424,14 @@ def test_api_key_headers_and_full_url():
         api_key="sekret",
         headers={"x-team": "agents"},
         transport=httpx.MockTransport(server),
+        async_transport=httpx.MockTransport(server.handle_async),
     )
     reader.read([ONE])
-    assert server.headers[0]["authorization"] == "Bearer sekret"
-    assert server.headers[0]["x-team"] == "agents"
+    asyncio.run(reader.aread([ONE]))
+    for headers in server.headers:  # sync and async alike
+        assert headers["authorization"] == "Bearer sekret"
+        assert headers["x-team"] == "agents"
+        assert headers["content-type"] == "application/json"
 
 
 def test_one_http_request_per_read_request_sent_concurrently():
@@ -859,6 +995,41 @@ def test_gate_hands_slots_over_and_survives_cancellation():
             await waiter
         gate.release()
         await asyncio.wait_for(gate.aacquire(), 5)  # the slot is free again
+        gate.release()
+
+    asyncio.run(main())
+    assert gate._used == 0
+
+
+def test_gate_wakes_a_task_on_its_own_loop_and_from_another_thread():
+    from agentbranch.engine.readers.remote import _Gate
+
+    gate = _Gate(1)
+
+    async def waiting() -> asyncio.Task:
+        task = asyncio.create_task(gate.aacquire())
+        await asyncio.sleep(0)
+        assert not task.done()  # the one slot is taken
+        return task
+
+    async def main():
+        await gate.aacquire()
+        # released on the waiter's own loop (woken directly): the slot passes on
+        waiter = await waiting()
+        gate.release()
+        await asyncio.wait_for(waiter, 5)
+        # handed a slot, then cancelled before it ran: it gives the slot back
+        waiter = await waiting()
+        gate.release()
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        assert gate._used == 0
+        await gate.aacquire()
+        # released by another thread: woken through its loop's thread-safe call
+        waiter = await waiting()
+        await asyncio.to_thread(gate.release)
+        await asyncio.wait_for(waiter, 5)
         gate.release()
 
     asyncio.run(main())

@@ -119,6 +119,8 @@ DEFAULT_PATH = "/v1/systemone"
 DECISIONS_PATH = "/v1/decisions"
 #: How far outside [0, 1] a server probability may sit from float rounding.
 ROUNDING = 1e-6
+#: ``isinstance`` against this checks ``dict`` (what JSON gives) before the slower ABC.
+_MAPPING = (dict, Mapping)
 
 
 class RemoteRequestError(ReaderError):
@@ -163,6 +165,9 @@ def question_keys(questions: Sequence[QuestionSpec]) -> list[str]:
     """Wire ids for a request's question reads. The engine may read one question
     several times (option chunks, permutations); repeats get a ``~n`` suffix so every
     wire id is unique. The id is not part of the model's prompt."""
+    ids = [q.id for q in questions]
+    if len(set(ids)) == len(ids):  # the usual request: no repeats, no suffixes
+        return ids
     seen: dict[str, int] = {}
     keys = []
     for q in questions:
@@ -202,6 +207,8 @@ def build_payload(
 def _probability(value: Any, what: str = "probability") -> float:
     """A server probability: a finite number in [0, 1] (clamped within rounding), else
     ``InvalidReadError``."""
+    if type(value) is float and 0.0 < value <= 1.0:  # the usual answer (False for NaN)
+        return value
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
@@ -214,13 +221,17 @@ def _probability(value: Any, what: str = "probability") -> float:
     return min(1.0, max(0.0, float(value)))
 
 
-def _exact_keys(probs: Mapping[str, Any], expected: Sequence[str]) -> None:
-    extra = sorted(set(probs) - set(expected))
-    if extra:
-        raise InvalidReadError(
-            f"the server answered probabilities for options the question does not have: "
-            f"{extra} (expected {list(expected)})"
-        )
+def _per_option(probs: Mapping[str, Any], expected: Sequence[str]) -> list[float]:
+    """One probability per option of ``expected``, in that order: an extra option is an
+    ``InvalidReadError``, a missing one a ``KeyError``."""
+    if probs.keys() != set(expected):  # one set comparison for the usual exact answer
+        extra = sorted(set(probs) - set(expected))
+        if extra:
+            raise InvalidReadError(
+                f"the server answered probabilities for options the question does not "
+                f"have: {extra} (expected {list(expected)})"
+            )
+    return _checked_sum([_probability(probs[k]) for k in expected])
 
 
 def _checked_sum(probs: list[float]) -> list[float]:
@@ -234,26 +245,22 @@ def _checked_sum(probs: list[float]) -> list[float]:
 def _probabilities(q: QuestionSpec, answer: Mapping[str, Any]) -> list[float]:
     probs = answer.get("probabilities")
     if q.type == "noul":
-        if isinstance(probs, Mapping) and {"yes", "no"} <= probs.keys():
-            _exact_keys(probs, ["yes", "no"])
-            return _checked_sum([_probability(probs["yes"]), _probability(probs["no"])])
+        if isinstance(probs, _MAPPING) and {"yes", "no"} <= probs.keys():
+            return _per_option(probs, ("yes", "no"))
         p_yes = _probability(answer["noul"], "noul")
         return [p_yes, 1.0 - p_yes]
-    if not isinstance(probs, Mapping):
+    if not isinstance(probs, _MAPPING):
         raise KeyError("probabilities")
     if q.type == "score":
-        keys = [str(i) for i in range(len(q.options))]
-    else:
-        keys = list(q.options)
-    _exact_keys(probs, keys)
-    return _checked_sum([_probability(probs[k]) for k in keys])
+        return _per_option(probs, [str(i) for i in range(len(q.options))])
+    return _per_option(probs, q.options)
 
 
 def parse_answers(request: ReadRequest, response: Mapping[str, Any]) -> list[LabelRead]:
     """The ``LabelRead`` of each question read, from a ``/v1/systemone`` response."""
     answers = response.get("answers")
     diagnostics = response.get("diagnostics") or {}
-    if not isinstance(answers, Mapping):
+    if not isinstance(answers, _MAPPING):
         raise ReaderError(
             "the /v1/systemone response has no 'answers' object; is the URL a System One "
             f"endpoint? Got keys {sorted(response)}"
@@ -261,7 +268,7 @@ def parse_answers(request: ReadRequest, response: Mapping[str, Any]) -> list[Lab
     reads = []
     for key, q in zip(question_keys(request.questions), request.questions):
         answer = answers.get(key)
-        if not isinstance(answer, Mapping):
+        if not isinstance(answer, _MAPPING):
             raise InvalidReadError(f"the server returned no answer for question {key!r}")
         try:
             probs = _probabilities(q, answer)
@@ -270,8 +277,8 @@ def parse_answers(request: ReadRequest, response: Mapping[str, Any]) -> list[Lab
                 f"the server's answer to question {key!r} lacks the label probabilities "
                 f"({e!r}); got {dict(answer)}"
             ) from None
-        diag = diagnostics.get(key) if isinstance(diagnostics, Mapping) else None
-        reads.append(_label_read(probs, answer, diag if isinstance(diag, Mapping) else None))
+        diag = diagnostics.get(key) if isinstance(diagnostics, _MAPPING) else None
+        reads.append(_label_read(probs, answer, diag if isinstance(diag, _MAPPING) else None))
     return reads
 
 
@@ -291,7 +298,7 @@ def _label_read(
     # log p + log mass, not log(p × mass): two tiny factors underflow to 0 in a product.
     log_scale = math.log(mass) if mass > 0 else 0.0
     return LabelRead(
-        logprobs=tuple(math.log(p) + log_scale if p > 0 else -math.inf for p in probs),
+        logprobs=tuple([math.log(p) + log_scale if p > 0 else -math.inf for p in probs]),
         label_mass=mass,
         argmax_is_label=bool(diag.get("argmax_is_label", True)) if diag is not None else True,
         extras={"answer": dict(answer)},
@@ -490,6 +497,8 @@ class _Gate:
     thread, an ``asyncio.Future`` (woken on its own loop) for a task. A released slot
     passes straight to the next waiter."""
 
+    # An async waiter is ``[loop, future, handed_over, thread id of its loop]``.
+
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self._lock = threading.Lock()
@@ -505,11 +514,14 @@ class _Gate:
                         waiter.set_result(None)  # the slot passes to this thread
                         return
                     continue
-                loop, future = waiter[0], waiter[1]
+                loop, future, thread = waiter[0], waiter[1], waiter[3]
                 if future.cancelled() or loop.is_closed():
                     continue
                 waiter[2] = True  # handed over; a task cancelled meanwhile gives it back
-                loop.call_soon_threadsafe(_wake, future)
+                if thread == threading.get_ident():
+                    _wake(future)  # on the waiter's own thread: no wake-up write to its loop
+                else:
+                    loop.call_soon_threadsafe(_wake, future)
                 return
             self._used -= 1
 
@@ -527,8 +539,9 @@ class _Gate:
             if self._used < self.limit:
                 self._used += 1
                 return
-            future = asyncio.get_running_loop().create_future()
-            entry: list[Any] = [asyncio.get_running_loop(), future, False]
+            loop = asyncio.get_running_loop()
+            future = loop.create_future()
+            entry: list[Any] = [loop, future, False, threading.get_ident()]
             self._waiters.append(entry)
         try:
             await future
@@ -660,7 +673,8 @@ class RemoteReader(Reader):
         self.max_backoff_s = max_backoff_s
         self.max_connections = max_connections
         self.extra_body = dict(extra_body or {})
-        self._headers = {"content-type": "application/json", **dict(headers or {})}
+        # No content-type here: every post sends json=, for which httpx sets it.
+        self._headers = dict(headers or {})
         if api_key:
             self._headers["authorization"] = f"Bearer {api_key}"
         elif basic:
@@ -786,7 +800,7 @@ class RemoteReader(Reader):
                 f"({self._redact(response.text[:200])!r}); "
                 "is base_url the vLLM server?"
             ) from None
-        if not isinstance(data, Mapping):
+        if not isinstance(data, _MAPPING):
             raise ReaderError(f"{self.url} answered with {type(data).__name__}, not an object")
         if isinstance(data.get("model"), str) and self.requested_model is None:
             self.model = data["model"]
