@@ -596,6 +596,18 @@ def vllm_part(
         llm = LLM(model=str(model), **VLLM_ARGS)
         local_reader = VLLMReader(llm, model_id=served)
         local = ab.DecisionEngine(local_reader)
+        stopped = False
+
+        def stop_local() -> None:
+            nonlocal stopped
+            if stopped:
+                return
+            stopped = True
+            local.close()
+            core = getattr(llm.llm_engine, "engine_core", None)
+            if core is not None:
+                core.shutdown()
+
         tick("vLLM in process ready")
         ceiling = _engine_ceiling(local_reader, q, 32, reps)
         tick(f"vLLM engine alone, 32 decisions pre-planned: {ceiling:.1f}/s")
@@ -668,13 +680,13 @@ def vllm_part(
                         {"engine_per_s": ceiling, "server_per_s": best},
                     )
                 )
+                # The in-process engine is done: stop it so only the client and the
+                # server share the cores from here.
+                stop_local()
                 time.sleep(VLLM_SPIN_S)
                 remote_vs_raw(report, tick, url, served, q, build_payload, quick=quick)
         finally:
-            local.close()
-            core = getattr(llm.llm_engine, "engine_core", None)
-            if core is not None:
-                core.shutdown()
+            stop_local()
 
 
 def remote_vs_raw(
