@@ -58,6 +58,7 @@ def main() -> None:
     import torch
 
     from agentbranch.engine.canvas import CanvasPlanner
+    from agentbranch.engine.readers.threads import torch_threads
     from agentbranch.engine.readers.transformers import TransformersTokenBackend
     from agentbranch.engine.reads import QuestionSpec, ReadRequest
     from agentbranch.testing import build_tiny_diffusiongemma
@@ -128,7 +129,9 @@ def main() -> None:
         (token_read,) = planner.plan(request).token_reads  # the same prompt as the read
         input_ids = torch.tensor([token_read.prompt_ids])
         before = decoder_calls[0]
-        with torch.inference_mode():
+        # The read runs with the backend's threads; so does generate, or the two
+        # would not compare (with the default, one thread vs all cores).
+        with torch_threads(backend.threads), torch.inference_mode():
             out = model.generate(
                 input_ids,
                 max_new_tokens=args.canvas,
@@ -156,7 +159,7 @@ def main() -> None:
     print(
         f"model: {n_params / 1e6:.1f}M parameters (hidden {args.hidden}, {args.layers} layers, "
         f"{args.experts} experts top-2, vocab {args.vocab}, canvas {args.canvas}); "
-        f"built in {build_s:.1f}s; torch threads {torch.get_num_threads()}"
+        f"built in {build_s:.1f}s; torch threads {backend.threads} (read and generate)"
     )
     print(
         f"prompt: {len(prompt_ids)} tokens; read canvas 16; generate: max_new_tokens "

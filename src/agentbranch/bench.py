@@ -359,6 +359,7 @@ def read_vs_generate(report: Report, tick: Callable[[str], None], *, reps: int) 
 
     import agentbranch as ab
     from agentbranch.engine.canvas import CanvasPlanner
+    from agentbranch.engine.readers.threads import torch_threads
     from agentbranch.engine.readers.transformers import TransformersTokenBackend
     from agentbranch.engine.reads import QuestionSpec, ReadRequest
     from agentbranch.testing import build_tiny_diffusiongemma
@@ -408,7 +409,9 @@ def read_vs_generate(report: Report, tick: Callable[[str], None], *, reps: int) 
         def generate_once() -> str | None:
             (token_read,) = planner.plan(request).token_reads
             ids = torch.tensor([token_read.prompt_ids])
-            with torch.inference_mode():
+            # The read runs with the backend's threads; so does generate, or the two
+            # would not compare (with the default, one thread vs all cores).
+            with torch_threads(backend.threads), torch.inference_mode():
                 out = model.generate(ids, max_new_tokens=64, return_dict_in_generate=True)
             text = tok.decode(out.sequences[0, ids.shape[1] :], skip_special_tokens=True)
             found = re.search(r"\b([ABC])\b", text)
@@ -712,7 +715,7 @@ def remote_vs_raw(
     # Many short rounds, alternated: other jobs' load comes in bursts of seconds, so
     # adjacent rounds see alike conditions, and the median of the paired ratios drops
     # the rounds a burst hit.
-    callers, per, rounds = 32, (2 if quick else 3), (6 if quick else 12)
+    callers, per, rounds = 32, (2 if quick else 3), (6 if quick else 24)
     plain = ab.DecisionEngine(ab.ScriptedReader(), batching=False)
     requests = [plain._prepare(s, q, 1).request for s in states(callers * per, "raw-")]
     reader = RemoteReader(url, model=served, max_connections=callers)
