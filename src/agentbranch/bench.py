@@ -40,7 +40,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -578,7 +578,7 @@ def vllm_part(
     ``RemoteReader``), both alive at once and measured alternately at each point, then
     ``RemoteReader`` vs a raw client on that server."""
     import agentbranch as ab
-    from agentbranch.engine.readers.remote import RemoteReader, build_payload
+    from agentbranch.engine.readers.remote import RemoteReader
     from agentbranch.engine.readers.vllm import VLLMReader
 
     served = "bench-model"
@@ -687,9 +687,37 @@ def vllm_part(
                 # server share the cores from here.
                 stop_local()
                 time.sleep(VLLM_SPIN_S)
-                remote_vs_raw(report, tick, url, served, q, build_payload, quick=quick)
+                remote_vs_raw_apart(report, tick, url, served, quick=quick)
         finally:
             stop_local()
+
+
+def remote_vs_raw_apart(
+    report: Report, tick: Callable[[str], None], url: str, served: str, *, quick: bool
+) -> None:
+    """``remote_vs_raw`` in a fresh process that loads only the client side, as a
+    ``RemoteReader`` user's process does (no torch, no vLLM). In this process their
+    objects (~400,000 more) make every full garbage collection cost about 0.25 s, and it
+    lands on whichever side happens to trigger it."""
+    import multiprocessing
+
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        result, messages = pool.submit(_remote_vs_raw_child, url, served, quick).result()
+    for message in messages:
+        tick(message)
+    report.results.append(BenchResult(**result))
+
+
+def _remote_vs_raw_child(url: str, served: str, quick: bool) -> tuple[dict[str, Any], list[str]]:
+    import gc
+
+    from agentbranch.engine.readers.remote import build_payload
+
+    report, messages = Report(), []
+    remote_vs_raw(report, messages.append, url, served, _questions(), build_payload, quick=quick)
+    (result,) = report.results
+    result.detail["client_process_objects"] = len(gc.get_objects())
+    return asdict(result), messages
 
 
 def remote_vs_raw(
