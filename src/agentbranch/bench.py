@@ -1,8 +1,9 @@
 """``agentbranch bench``: the read paths timed side by side, every ratio in one run.
 
-Each comparison runs both variants in this one process, on the same model and states,
-interleaved (A, B, A, B ...) so machine noise hits both alike, and reports the ratio of
-the medians. Nothing is asserted: the targets are printed next to the measurement.
+Each comparison runs both variants in one process (this one; ``RemoteReader`` vs a raw
+client in a fresh client-only process), on the same model and states, interleaved
+(A, B, A, B ...) so machine noise hits both alike, and reports the ratio of the medians.
+Nothing is asserted: the targets are printed next to the measurement.
 
 CPU part (always): a random-weight DiffusionGemma built with ``agentbranch.testing``,
 read by ``TransformersReader`` through ``DecisionEngine`` (whose coalescer is on, the
@@ -16,7 +17,8 @@ default):
 * a LangGraph router call vs a direct ``decide``;
 * an answer-cache hit vs a miss;
 * length bucketing on vs off for a mixed-length batch;
-* read vs generate + parse (the model's own multi-step ``generate``).
+* on a ~50M DiffusionGemma: read vs generate + parse (the model's own multi-step
+  ``generate``), and joint vs single reads again.
 
 vLLM part (when ``vllm`` imports and a causal model folder is given, or the tier's tiny
 Qwen3 can be built from a checkout): in-process ``VLLMReader`` vs vLLM's own
