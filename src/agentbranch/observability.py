@@ -84,6 +84,21 @@ def _callbacks(config: Any, *, is_async: bool) -> Any:
     return manager
 
 
+def _logged_and_streamed(
+    records: Iterable[dict[str, Any]], state: Any, include_state: bool
+) -> list[dict[str, Any]]:
+    """Log each record and write it to the custom stream; the payloads to dispatch."""
+    writer = _writer()
+    payloads = []
+    for record in records:
+        _log(record)
+        payload = _payload(record, state, include_state)
+        if writer is not None:
+            writer({EVENT: payload})
+        payloads.append(payload)
+    return payloads
+
+
 def emit_all(
     records: Iterable[dict[str, Any]],
     *,
@@ -93,14 +108,10 @@ def emit_all(
 ) -> None:
     """Log, stream and dispatch resolved records (sync contexts), one event per record.
     The stream writer and callback manager are looked up once for all of them."""
-    writer, manager = _writer(), _callbacks(config, is_async=False)
-    for record in records:
-        _log(record)
-        payload = _payload(record, state, include_state)
-        if writer is not None:
-            writer({EVENT: payload})
-        if manager is not None:
-            manager.on_custom_event(EVENT, payload, run_id=manager.parent_run_id)
+    payloads = _logged_and_streamed(records, state, include_state)
+    manager = _callbacks(config, is_async=False)
+    for payload in payloads if manager is not None else ():
+        manager.on_custom_event(EVENT, payload, run_id=manager.parent_run_id)
 
 
 async def aemit_all(
@@ -111,14 +122,10 @@ async def aemit_all(
     include_state: bool = False,
 ) -> None:
     """Log, stream and dispatch resolved records (async contexts), one event per record."""
-    writer, manager = _writer(), _callbacks(config, is_async=True)
-    for record in records:
-        _log(record)
-        payload = _payload(record, state, include_state)
-        if writer is not None:
-            writer({EVENT: payload})
-        if manager is not None:
-            await manager.on_custom_event(EVENT, payload, run_id=manager.parent_run_id)
+    payloads = _logged_and_streamed(records, state, include_state)
+    manager = _callbacks(config, is_async=True)
+    for payload in payloads if manager is not None else ():
+        await manager.on_custom_event(EVENT, payload, run_id=manager.parent_run_id)
 
 
 def emit(
