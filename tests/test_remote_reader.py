@@ -246,6 +246,20 @@ def test_label_mass_from_confidence_when_no_diagnostics():
     assert sum(math.exp(lp) for lp in read.logprobs) == pytest.approx(1.0)
 
 
+def test_a_null_confidence_or_label_mass_is_invalid_not_unknown():
+    # Found by hypothesis: {"confidence": null} was read as no confidence, i.e. label
+    # mass 1, the most trusting value. A field that is there must be a number.
+    request = ONE
+    response = fake_response(build_payload(request), diagnostics=False, mass=0.3)
+    response["answers"]["c"]["confidence"] = None
+    with pytest.raises(InvalidReadError, match="confidence None"):
+        parse_answers(request, response)
+    response = fake_response(build_payload(request), diagnostics=True, mass=0.3)
+    response["diagnostics"]["c"]["label_mass"] = None
+    with pytest.raises(InvalidReadError, match="label_mass None"):
+        parse_answers(request, response)
+
+
 def test_noul_answer_with_only_p_yes():
     request = ReadRequest(state="s", questions=(spec("n", "noul", ["yes", "no"]),))
     (read,) = parse_answers(request, {"answers": {"n": {"noul": 0.9}}})
@@ -331,9 +345,9 @@ def _expected_logprobs(key: str, answer: dict, diag: dict) -> list[float] | None
         probs = [number(given_[k]) for k in WIRE_KEYS[key]]
         if None in probs or sum(probs) > 1 + 1e-3:
             return None
-    if diag.get("label_mass") is not None:
+    if "label_mass" in diag:
         mass = number(diag["label_mass"])
-    elif answer.get("confidence") is not None and max(probs) > 0:
+    elif "confidence" in answer and max(probs) > 0:
         confidence = number(answer["confidence"])
         mass = None if confidence is None else number(confidence / max(probs))
     else:

@@ -288,9 +288,11 @@ def _label_read(
     """``logprobs[i] = log(p_i × label_mass)``, the mass from ``diag`` or the answer's
     ``confidence`` (vLLM's is ``p_top × label_mass``), else 1."""
     top = max(probs)
-    if diag is not None and diag.get("label_mass") is not None:
+    # A field that is there must be a number: a null is a faulty server, not "unknown"
+    # (taken as unknown, it would read as label mass 1, the most trusting value).
+    if diag is not None and "label_mass" in diag:
         mass = _probability(diag["label_mass"], "label_mass")
-    elif answer.get("confidence") is not None and top > 0:
+    elif "confidence" in answer and top > 0:
         # vLLM's confidence is p_top × label_mass, so it never exceeds p_top.
         mass = _probability(_probability(answer["confidence"], "confidence") / top, "label_mass")
     else:
