@@ -32,15 +32,22 @@ is being read the next one queues up, so batches grow with the load by themselve
   cancelled) stops counting toward ``concurrency``, so the next request starts a fresh
   worker instead of queueing behind a hung read. Python cannot stop a thread: the old
   worker finishes when the reader returns, then exits.
+* **Interpreter exit**: workers are daemon threads, which Python stops wherever they are
+  at exit; one stopped inside a native forward (torch) aborts the process ("terminate
+  called without an active exception"). So at exit (``atexit``, as
+  ``concurrent.futures`` joins its workers) every coalescer stops taking batches and the
+  reads in flight get up to ``EXIT_WAIT_S`` in all to finish; a reader that hangs is left.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import hashlib
 import json
 import threading
 import time
+import weakref
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 from concurrent.futures import CancelledError, Future, InvalidStateError
@@ -52,6 +59,19 @@ from agentbranch.engine.reads import LabelRead, ReadRequest
 from agentbranch.errors import ConfigurationError, ReaderError, ReaderTimeoutError
 
 __all__ = ["BatchingReader", "QueueFullError", "read_key"]
+
+#: At interpreter exit, how long (in all) reads in flight get to finish.
+EXIT_WAIT_S = 10.0
+_live: weakref.WeakSet[BatchingReader] = weakref.WeakSet()
+
+
+def _finish_reads_at_exit() -> None:
+    deadline = time.monotonic() + EXIT_WAIT_S
+    for reader in list(_live):
+        reader._stop_workers(deadline)
+
+
+atexit.register(_finish_reads_at_exit)
 
 
 class QueueFullError(ReaderError):
@@ -216,6 +236,7 @@ class BatchingReader(WrappingReader):
         self.stats = {"batches": 0, "requests": 0, "cache_hits": 0, "deduped": 0, "abandoned": 0}
         #: Sizes of the last batches read (for tests and the benchmark).
         self.batch_sizes: deque[int] = deque(maxlen=1024)
+        _live.add(self)
 
     @property
     def window_s(self) -> float:
@@ -491,6 +512,13 @@ class BatchingReader(WrappingReader):
 
     def close(self) -> None:
         """Stop the workers, fail what is still queued, close the wrapped reader."""
+        if not self._stop_workers(None):
+            self.inner.close()
+
+    def _stop_workers(self, deadline: float | None) -> bool:
+        """Stop taking batches, fail what is still queued and wait for the workers to
+        finish the batch they are reading (5 s each, or until ``deadline``). Whether
+        this reader was closed already."""
         with self._cond:
             already = self._closed
             self._closed = True
@@ -505,9 +533,8 @@ class BatchingReader(WrappingReader):
         with self._cond:
             workers = [t for t in self._threads if t is not threading.current_thread()]
         for t in workers:  # each finishes the batch it is reading, then exits
-            t.join(timeout=5)
-        if not already:
-            self.inner.close()
+            t.join(timeout=5 if deadline is None else max(0.0, deadline - time.monotonic()))
+        return already
 
     def __repr__(self) -> str:
         return f"BatchingReader({self.inner!r}, max_batch={self.max_batch})"
