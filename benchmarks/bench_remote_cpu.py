@@ -51,7 +51,7 @@ except ImportError:  # running from a checkout without `pip install -e .`
 import httpx
 
 import agentbranch as ab
-from agentbranch.bench import _questions, states
+from agentbranch.bench import _questions, raw_client_round, states
 from agentbranch.engine.readers.remote import RemoteReader, build_payload
 
 MOCK_URL = "http://vllm.bench:8000"
@@ -171,19 +171,7 @@ def compare(args: Any, requests: list[Any], url: str, transport: Any) -> None:
         assert all(len(r[0]) == 3 for r in reads), "every request read its 3 questions"
 
     async def raw() -> None:
-        limits = httpx.Limits(max_connections=args.callers, max_keepalive_connections=args.callers)
-        async with httpx.AsyncClient(limits=limits, timeout=30, transport=transport) as client:
-            gate = asyncio.Semaphore(args.callers)
-
-            async def one(r: Any) -> Any:
-                async with gate:
-                    response = await client.post(
-                        url + "/v1/systemone", json=build_payload(r, model=MODEL)
-                    )
-                    response.raise_for_status()
-                    return response.json()
-
-            await asyncio.gather(*(one(r) for r in requests))
+        await raw_client_round(url, MODEL, requests, args.callers, transport)
 
     def cpu_ms(fn: Any) -> float:
         start = time.process_time()

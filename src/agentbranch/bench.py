@@ -713,13 +713,36 @@ def remote_vs_raw_apart(
 def _remote_vs_raw_child(url: str, served: str, quick: bool) -> tuple[dict[str, Any], list[str]]:
     import gc
 
-    from agentbranch.engine.readers.remote import build_payload
-
     report, messages = Report(), []
-    remote_vs_raw(report, messages.append, url, served, _questions(), build_payload, quick=quick)
+    remote_vs_raw(report, messages.append, url, served, _questions(), quick=quick)
     (result,) = report.results
     result.detail["client_process_objects"] = len(gc.get_objects())
     return asdict(result), messages
+
+
+async def raw_client_round(
+    url: str, model: str, requests: list[Any], callers: int, transport: Any = None
+) -> None:
+    """What a raw client does for the same reads as ``RemoteReader.aread``: one
+    ``httpx.AsyncClient`` (same pool limits), every body built and posted behind a
+    ``callers``-wide semaphore, each answer's JSON decoded."""
+    import httpx
+
+    from agentbranch.engine.readers.remote import build_payload
+
+    limits = httpx.Limits(max_connections=callers, max_keepalive_connections=callers)
+    async with httpx.AsyncClient(limits=limits, timeout=30, transport=transport) as client:
+        gate = asyncio.Semaphore(callers)
+
+        async def one(r: Any) -> Any:
+            async with gate:
+                response = await client.post(
+                    url + "/v1/systemone", json=build_payload(r, model=model)
+                )
+                response.raise_for_status()
+                return response.json()
+
+        await asyncio.gather(*(one(r) for r in requests))
 
 
 def remote_vs_raw(
@@ -728,7 +751,6 @@ def remote_vs_raw(
     url: str,
     served: str,
     q: dict[str, Any],
-    build_payload: Callable[..., dict[str, Any]],
     *,
     quick: bool,
 ) -> None:
@@ -737,7 +759,6 @@ def remote_vs_raw(
     client (same pool limits), every request's body built and posted, its JSON decoded;
     the reader also validates the answers into reads (what it is for). Alternated
     A B B A ..., the median of the paired rounds' ratios."""
-    import httpx
 
     import agentbranch as ab
     from agentbranch.engine.readers.remote import RemoteReader
@@ -754,19 +775,7 @@ def remote_vs_raw(
         await asyncio.gather(*(reader.aread([r]) for r in requests))
 
     async def raw() -> None:
-        limits = httpx.Limits(max_connections=callers, max_keepalive_connections=callers)
-        async with httpx.AsyncClient(limits=limits, timeout=30) as client:
-            gate = asyncio.Semaphore(callers)
-
-            async def one(r: Any) -> Any:
-                async with gate:
-                    response = await client.post(
-                        url + "/v1/systemone", json=build_payload(r, model=served)
-                    )
-                    response.raise_for_status()
-                    return response.json()
-
-            await asyncio.gather(*(one(r) for r in requests))
+        await raw_client_round(url, served, requests, callers)
 
     cpu: dict[str, list[float]] = {"reader": [], "raw": []}
 
