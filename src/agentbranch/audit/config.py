@@ -45,7 +45,8 @@ class Audit:
         include_state: keep the rendered state in each record (off by default: records
             then hold no user text beyond the question).
 
-    ``audit.flush()`` waits for queued audits (call it before a script exits),
+    ``audit.flush()`` waits for queued audits (at exit they get
+    ``agentbranch.at_exit.EXIT_WAIT_S``),
     ``audit.stats`` counts them, ``audit.close()`` stops the worker.
     """
 

@@ -2,7 +2,8 @@
 
 ``submit`` never blocks: when the queue is full the job is dropped and counted. Each job
 runs on the worker's thread; whatever it raises is logged (stdlib ``logging``, logger
-``"agentbranch"``) and counted, never raised to the run that queued it.
+``"agentbranch"``) and counted, never raised to the run that queued it. At interpreter
+exit the worker runs what is queued, up to ``agentbranch.at_exit.EXIT_WAIT_S``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from agentbranch.at_exit import AUDITS, finish_at_exit
 
 log = logging.getLogger("agentbranch")
 
@@ -41,6 +44,7 @@ class AuditWorker:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.stats = AuditStats()
+        finish_at_exit(self._finish_at_exit, order=AUDITS)
 
     def count(self, field: str, n: int = 1) -> None:
         with self._lock:
@@ -88,6 +92,18 @@ class AuditWorker:
                     return False
                 done.wait(remaining)
         return True
+
+    def _finish_at_exit(self, deadline: float) -> None:
+        """Run what is queued before the process stops the daemon thread (which would
+        lose it, or abort the process inside a local teacher's native code)."""
+        if self._thread is None or self.flush(max(0.0, deadline - time.monotonic())):
+            return  # an idle worker waiting on its queue is safe to stop
+        left = self._queue.unfinished_tasks
+        log.warning(
+            "agentbranch.audit: %d audit job(s) still unfinished at exit after the "
+            "exit wait; they are lost (call audit.flush() before exiting to wait longer)",
+            left,
+        )
 
     def close(self, timeout: float | None = None) -> bool:
         """Run what is queued, then stop the thread; ``False`` if it did not stop in time.

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from agentbranch import logs
+from agentbranch.at_exit import READS, finish_at_exit
 from agentbranch.decisions import Decision, Decisions
 from agentbranch.engine.batching import BatchingReader
 from agentbranch.engine.calibration import Calibration
@@ -69,7 +70,8 @@ def _in_thread(fn: Callable[[], T]) -> Future[T]:
     """Run ``fn`` on a new daemon thread (in a copy of the caller's context). Each timed
     read gets its own thread, so the timeout measures the read itself: no pool queue
     counts against it and no pool size caps how many reads run at once. A read that
-    times out keeps its thread until the reader returns (Python cannot stop a thread)."""
+    times out keeps its thread until the reader returns (Python cannot stop a thread);
+    at interpreter exit reads in flight get ``agentbranch.at_exit.EXIT_WAIT_S`` to end."""
     future: Future[T] = Future()
     context = contextvars.copy_context()
 
@@ -81,8 +83,33 @@ def _in_thread(fn: Callable[[], T]) -> Future[T]:
         except BaseException as e:  # noqa: BLE001 - handed to the waiting caller
             future.set_exception(e)
 
-    threading.Thread(target=run, name="agentbranch-read", daemon=True).start()
+    thread = threading.Thread(target=run, name="agentbranch-read", daemon=True)
+    with _reads_lock:
+        _read_threads.add(thread)
+    future.add_done_callback(lambda _: _forget_read_thread(thread))
+    thread.start()
     return future
+
+
+_reads_lock = threading.Lock()
+_read_threads: set[threading.Thread] = set()
+
+
+def _forget_read_thread(thread: threading.Thread) -> None:
+    with _reads_lock:
+        _read_threads.discard(thread)
+
+
+def _finish_reads_at_exit(deadline: float) -> None:
+    """Let timed reads in flight finish before Python stops their daemon threads (one
+    stopped inside a torch forward aborts the process)."""
+    with _reads_lock:
+        threads = list(_read_threads)
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+
+
+finish_at_exit(_finish_reads_at_exit, order=READS)
 
 
 @dataclass

@@ -1,0 +1,58 @@
+"""Background work at interpreter exit.
+
+agentbranch's background threads (the coalescer's workers, a timed read's own thread,
+the audit worker) are daemon threads, so they never keep a process alive. But Python
+stops daemon threads wherever they are when it exits: one stopped inside a native
+forward (torch) aborts the process ("terminate called without an active exception"),
+and audits still queued are lost. So at exit (``atexit``, which runs before Python stops
+daemon threads) each of them gets to finish its work in flight, up to ``EXIT_WAIT_S``
+seconds in all: first the audit worker (its teacher may still read through an engine),
+then the coalescers, then timed reads. Whatever is still running after that is left.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["EXIT_WAIT_S", "AUDITS", "COALESCERS", "READS", "finish_at_exit"]
+
+#: At interpreter exit, how long (in all) background work gets to finish.
+EXIT_WAIT_S = 10.0
+
+#: The order in which work finishes at exit.
+AUDITS, COALESCERS, READS = 0, 1, 2
+
+_lock = threading.Lock()
+_finishers: list[tuple[int, Callable[[], Callable[[float], Any] | None]]] = []
+
+
+def finish_at_exit(finish: Callable[[float], Any], *, order: int) -> None:
+    """Call ``finish(deadline)`` at interpreter exit (``deadline``: a ``time.monotonic()``
+    value it must not wait past). A bound method is held weakly, so registering does not
+    keep its object alive; a plain function is held as is."""
+    ref: Callable[[], Callable[[float], Any] | None]
+    if hasattr(finish, "__self__"):
+        ref = weakref.WeakMethod(finish)  # type: ignore[arg-type]
+    else:
+        ref = lambda: finish  # noqa: E731 - a strong "reference" with the same call shape
+    with _lock:
+        _finishers[:] = [(o, r) for o, r in _finishers if r() is not None]
+        _finishers.append((order, ref))
+
+
+def _finish_all() -> None:
+    deadline = time.monotonic() + EXIT_WAIT_S
+    with _lock:
+        finishers = sorted(_finishers, key=lambda item: item[0])
+    for _, ref in finishers:
+        finish = ref()
+        if finish is not None:
+            finish(deadline)
+
+
+atexit.register(_finish_all)

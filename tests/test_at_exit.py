@@ -1,0 +1,123 @@
+"""Background work at interpreter exit: queued audits are recorded and timed reads in
+flight finish before Python stops the daemon threads, within ``EXIT_WAIT_S`` in all;
+what is left after that is reported, and exit does not hang."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+AUDIT_SCRIPT = """
+import sys, time
+from langchain_core.runnables import RunnableLambda
+import agentbranch as ab
+from agentbranch import at_exit
+from agentbranch.audit import Audit
+from agentbranch.policy import Policy, Resolver
+
+at_exit.EXIT_WAIT_S = float(sys.argv[2])
+
+def slow_teacher(prompt):
+    time.sleep(0.2)
+    return '{"label": "billing"}'
+
+q = {"team": ab.choice("Which team?", {"billing": "Invoices", "outage": "Service down"})}
+reader = ab.ScriptedReader({"team": lambda s, q: {"billing": 0.97, "outage": 0.03}})
+audit = Audit(model=RunnableLambda(slow_teacher), rate=1.0, sink=sys.argv[1], seed=0)
+resolver = Resolver(ab.DecisionEngine(reader), q, Policy(take_at=0.5, review_below=0.5, audit=audit))
+for i in range(5):
+    resolver.resolve(f"ticket {i}: refund please")
+# no audit.flush(): the script exits with five audits queued
+"""
+
+
+def _run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_audits_queued_at_exit_are_recorded(tmp_path):
+    sink = tmp_path / "audits.jsonl"
+    done = _run(AUDIT_SCRIPT, str(sink), "10")
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in sink.read_text().splitlines()]
+    assert len(records) == 5
+    assert {r["teacher_label"] for r in records} == {"billing"}
+
+
+def test_audits_past_the_exit_wait_are_reported_and_exit_does_not_hang(tmp_path):
+    sink = tmp_path / "audits.jsonl"
+    script = "import logging; logging.basicConfig(level=logging.WARNING)\n" + AUDIT_SCRIPT
+    done = _run(script, str(sink), "0.3")  # time for one or two of the five 0.2 s audits
+    assert done.returncode == 0, done.stderr
+    written = len(sink.read_text().splitlines()) if sink.exists() else 0
+    assert written < 5
+    assert "still unfinished at exit" in done.stderr
+    assert "audit.flush()" in done.stderr
+
+
+READ_SCRIPT = """
+import sys, threading, time
+import agentbranch as ab
+
+class Slow(ab.ScriptedReader):
+    def read(self, requests):
+        time.sleep(0.5)
+        with open(sys.argv[1], "w") as f:
+            f.write("read finished")
+        return super().read(requests)
+
+# No coalescer: a timed read runs on its own thread, still reading when the caller
+# has given up and the interpreter exits.
+engine = ab.DecisionEngine(Slow(), batching=False, timeout_s=0.1)
+try:
+    engine.decide("s", {"q": ab.yes_no("Ready?")})
+except ab.ReaderTimeoutError:
+    pass
+"""
+
+
+def test_a_timed_read_in_flight_finishes_before_the_interpreter_exits(tmp_path):
+    out = tmp_path / "out.txt"
+    done = _run(READ_SCRIPT, str(out))
+    assert done.returncode == 0, done.stderr
+    assert out.read_text() == "read finished"
+
+
+def test_registered_methods_do_not_keep_their_objects_alive():
+    import gc
+    import weakref
+
+    from agentbranch import at_exit
+
+    class Holder:
+        def finish(self, deadline: float) -> None:
+            pass
+
+    holder = Holder()
+    at_exit.finish_at_exit(holder.finish, order=at_exit.AUDITS)
+    ref = weakref.ref(holder)
+    del holder
+    gc.collect()
+    assert ref() is None
+
+
+def test_finishers_run_in_order_with_one_deadline(monkeypatch):
+    from agentbranch import at_exit
+
+    monkeypatch.setattr(at_exit, "_finishers", [])
+    calls: list[tuple[str, float]] = []
+    at_exit.finish_at_exit(lambda d: calls.append(("read", d)), order=at_exit.READS)
+    at_exit.finish_at_exit(lambda d: calls.append(("audit", d)), order=at_exit.AUDITS)
+    at_exit.finish_at_exit(lambda d: calls.append(("batch", d)), order=at_exit.COALESCERS)
+    at_exit._finish_all()
+    assert [name for name, _ in calls] == ["audit", "batch", "read"]
+    assert len({d for _, d in calls}) == 1
+
+
+def test_the_module_is_what_the_docs_name():
+    text = (Path(__file__).parents[1] / "docs" / "reliability.md").read_text()
+    assert "agentbranch.at_exit.EXIT_WAIT_S" in text
