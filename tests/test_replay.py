@@ -155,6 +155,28 @@ def test_chat_exchanges_record_replay_and_miss_with_a_diff(tmp_path):
         )
 
 
+async def test_streamed_chat_calls_record_and_replay_through_the_cassette(tmp_path):
+    # LangChain's native stream() bypasses every cache: a model that streams would be
+    # called live in CI. The cassette's copy streams through invoke instead.
+    path = tmp_path / "run.jsonl"
+    recording = Cassette(path, "new")
+    chunks = list(recording.chat_model(fake_chat("We are on it.")).stream("Draft a reply"))
+    assert "".join(str(c.content) for c in chunks) == "We are on it."
+
+    replay = Cassette(path, "none")
+    offline = replay.chat_model(fake_chat())  # would raise if called
+    assert [c.content for c in offline.stream("Draft a reply")] == ["We are on it."]
+    assert [c.content async for c in offline.astream("Draft a reply")] == ["We are on it."]
+    # Recorded by invoke, replayed by stream, and back: one identity.
+    assert offline.invoke("Draft a reply").content == "We are on it."
+    with pytest.raises(ReplayMissError):
+        list(offline.stream("Draft another reply"))
+
+    # passthrough keeps the model's own streaming (nothing is recorded or replayed).
+    live = Cassette(tmp_path / "live.jsonl", "passthrough").chat_model(fake_chat("a b c"))
+    assert len(list(live.stream("x"))) > 1
+
+
 async def test_async_reads_and_chat_replay(tmp_path):
     path = tmp_path / "run.jsonl"
     c = Cassette(path, "new")

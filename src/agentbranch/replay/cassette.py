@@ -139,13 +139,22 @@ class Cassette:
 
     def chat_model(self, model: Any) -> Any:
         """A copy of the LangChain chat model ``model`` whose calls go through this
-        cassette (``model.model_copy(update={"cache": cassette.chat_cache})``)."""
-        if not hasattr(model, "model_copy") or "cache" not in type(model).model_fields:
+        cassette (``model.model_copy(update={"cache": cassette.chat_cache})``).
+
+        Unless the mode is ``passthrough``, the copy also has ``disable_streaming=True``:
+        LangChain's native ``stream``/``astream`` bypass every cache, so ``stream()``
+        then answers through ``invoke`` (recorded and replayed, as one chunk) instead of
+        calling the model live. It does not change the model's ``llm_string``."""
+        fields = getattr(type(model), "model_fields", {})
+        if not hasattr(model, "model_copy") or "cache" not in fields:
             raise ConfigurationError(
                 f"{type(model).__name__} is not a LangChain chat model (no 'cache' field); "
                 "attach cassette.chat_cache to the chat model inside it"
             )
-        return model.model_copy(update={"cache": self.chat_cache})
+        update: dict[str, Any] = {"cache": self.chat_cache}
+        if self.mode != "passthrough" and "disable_streaming" in fields:
+            update["disable_streaming"] = True
+        return model.model_copy(update=update)
 
     def close(self) -> None:
         """Close the live readers this cassette's readers built (from factories). In ``all`` mode a run
