@@ -220,7 +220,7 @@ def test_a_burst_that_never_pauses_is_held_only_up_to_the_bound(monkeypatch):
     clock = FakeClock()
     monkeypatch.setattr(batching, "time", types.SimpleNamespace(monotonic=clock.monotonic))
     inner = GatedReader(SCRIPT)
-    coalescer = BatchingReader(inner)  # the default: quiet gap 2 ms
+    coalescer = BatchingReader(inner)  # the default rule
     engine = ab.DecisionEngine(coalescer)
     with ThreadPoolExecutor(2) as pool:
         first = pool.submit(engine.decide, "charged twice", {"team": TEAM})
@@ -231,7 +231,7 @@ def test_a_burst_that_never_pauses_is_held_only_up_to_the_bound(monkeypatch):
         inner.gate.set()
         assert first.result(timeout=20)["team"].label == "billing"
         held_from = clock.t
-        # requests keep arriving 1 ms apart (inside the 2 ms quiet gap): never quiet
+        # requests keep arriving 1 ms apart (inside the quiet gap): never quiet
         while not second.done() and clock.t < held_from + 5:
             with coalescer._cond:
                 clock.t += 0.001

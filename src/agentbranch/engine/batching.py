@@ -20,10 +20,12 @@ When to close a batch that is not full (the default, "hold while a burst arrives
   read at once, never held for company;
 * a caller that finds others in flight is part of a **burst** (``graph.batch`` threads,
   ``Send`` branches, many ``ainvoke``): the worker holds the batch while requests keep
-  arriving and closes it once none has arrived for ``max_wait_s`` (2 ms, the **quiet
-  gap**), or when it is full, or at the latest after ``max(max_wait_s, HOLD_SHARE × the
-  last read's time)`` (the **bound**: waiting never costs more than half a read, and a
-  reader that answers in microseconds is held no longer than the quiet gap).
+  arriving and closes it once none has arrived for the **quiet gap** (``max_wait_s``,
+  2 ms, but at least the interpreter's GIL switch interval, 5 ms: a caller ready to
+  queue may wait that long for its turn), or when it is full, or at the latest after
+  ``HOLD_SHARE`` (half) of the last read's time, never less than the quiet gap (the
+  **bound**: waiting never costs more than half a read, and a reader that answers in
+  microseconds is held no longer than the quiet gap).
 
 Why: callers of a burst do not arrive at once. 32 LangGraph runs in threads take turns
 on the GIL (a run's own work is about a millisecond), so their requests trickle in over
@@ -66,6 +68,7 @@ import asyncio
 import atexit
 import hashlib
 import json
+import sys
 import threading
 import time
 import weakref
@@ -189,12 +192,12 @@ class BatchingReader(WrappingReader):
         max_batch: most requests in one ``reader.read`` call.
         max_wait_s: by default the quiet gap: a batch that is not full, of a burst
             (callers that found others in flight), closes once no request arrived for
-            this long, at the latest after ``max(max_wait_s, HOLD_SHARE × last read)``; a
-            caller that finds no other in flight is read at once. Default 2 ms, or the
-            reader's ``coalesce_wait_s``: 0 (no holding) for ``VLLMReader`` and
-            ``RemoteReader``, which batch again downstream. A value given here is a plain
-            window instead: every batch that is not full waits that long (``window_s``
-            is the old name).
+            this long (at least the GIL switch interval), at the latest after half the
+            last read's time; a caller that finds no other in flight is read at once.
+            Default 2 ms, or the reader's ``coalesce_wait_s``: 0 (no holding) for
+            ``VLLMReader`` and ``RemoteReader``, which batch again downstream. A value
+            given here is a plain window instead: every batch that is not full waits
+            that long (``window_s`` is the old name).
         max_queue: most requests waiting; further callers wait for room (back-pressure).
         queue_timeout_s: how long a caller waits for room before ``QueueFullError``
             (``None``: as long as it takes).
@@ -485,9 +488,12 @@ class BatchingReader(WrappingReader):
             return "full"
         if not self._crowded or self.max_wait_s <= 0:
             return "alone"
-        bound = time.monotonic() + max(self.max_wait_s, HOLD_SHARE * self._last_read_s)
+        # A caller ready to queue may wait one GIL switch interval (5 ms) for its turn,
+        # so a shorter pause does not show that the burst is over.
+        gap = max(self.max_wait_s, sys.getswitchinterval())
+        bound = time.monotonic() + max(gap, HOLD_SHARE * self._last_read_s)
         while not self._ready():
-            at, why = self._close_at(bound)
+            at, why = self._close_at(bound, gap)
             left = at - time.monotonic()
             if left <= 0:
                 return why
@@ -499,10 +505,10 @@ class BatchingReader(WrappingReader):
     def _ready(self) -> bool:
         return len(self._queue) >= self.max_batch or self._closed
 
-    def _close_at(self, bound: float) -> tuple[float, str]:
+    def _close_at(self, bound: float, gap: float) -> tuple[float, str]:
         """When a held burst's batch closes unless more arrives (and why): the quiet gap
         after the last arrival, or the bound, whichever comes first."""
-        quiet = self._last_arrival + self.max_wait_s
+        quiet = self._last_arrival + gap
         return (quiet, "quiet") if quiet <= bound else (bound, "bound")
 
     def _forget(self, item: _Item) -> None:
