@@ -108,6 +108,7 @@ def test_a_lone_caller_is_read_at_once_by_default():
     worker.start()
     assert done.wait(20), "a lone caller waited for a burst"
     assert [len(c) for c in inner.calls] == [1, 1]
+    assert list(coalescer.batch_closes) == [(1, "alone"), (1, "alone")]
     engine.close()
 
 
@@ -127,7 +128,132 @@ def test_the_default_wait_gathers_callers_that_arrive_while_others_are_in_flight
     assert labels == ["billing", "outage", "bug"]
     # the second waited for the third (max_batch 2 closes the batch when it arrives)
     assert [len(c) for c in inner.calls] == [1, 2]
+    assert list(engine.reads_via.batch_closes) == [(1, "alone"), (2, "full")]
     engine.close()
+
+
+def _wait_for_queue(coalescer: BatchingReader, n: int) -> None:
+    """Until ``n`` requests are queued (the reader is blocked meanwhile: not timing)."""
+    for _ in range(3000):
+        if len(coalescer._queue) >= n:
+            return
+        threading.Event().wait(0.01)
+    raise AssertionError(f"{n} requests never queued")
+
+
+def test_a_burst_arriving_during_a_read_is_read_as_one_batch():
+    # The default rule: the first caller is alone and read at once; the callers that
+    # arrive while it is read are a burst, held until arrivals pause, then read together.
+    inner = GatedReader(default=spread)
+    engine = ab.DecisionEngine(inner)
+    coalescer = engine.reads_via
+    states = [f"ticket {i}" for i in range(7)]
+    with ThreadPoolExecutor(len(states)) as pool:
+        first = pool.submit(engine.decide, states[0], {"team": TEAM})
+        assert inner.entered.wait(10)
+        rest = [pool.submit(engine.decide, s, {"team": TEAM}) for s in states[1:]]
+        _wait_for_queue(coalescer, len(rest))
+        inner.gate.set()
+        got = [f.result(timeout=20)["team"].probabilities for f in [first, *rest]]
+    plain = ab.DecisionEngine(ab.ScriptedReader(default=spread), batching=False)
+    assert got == [plain.decide(s, {"team": TEAM})["team"].probabilities for s in states]
+    assert [len(c) for c in inner.calls] == [1, 6]
+    assert list(coalescer.batch_closes) == [(1, "alone"), (6, "quiet")]
+    engine.close()
+
+
+def test_graph_batch_runs_arriving_during_a_read_share_one_batch():
+    from langgraph.graph import END, START, StateGraph
+
+    from agentbranch.langgraph import decide_node
+
+    class S(TypedDict, total=False):
+        ticket: str
+        decisions: dict
+
+    inner = GatedReader(SCRIPT)
+    engine = ab.DecisionEngine(inner)
+    g = StateGraph(S)
+    g.add_node("triage", decide_node(engine, {"team": TEAM}, state_key="ticket"))
+    g.add_edge(START, "triage")
+    g.add_edge("triage", END)
+    app = g.compile()
+    tickets = [f"{t} (#{i})" for i, t in enumerate(TICKETS * 2)]  # distinct: no de-dup
+    with ThreadPoolExecutor(1) as pool:
+        out = pool.submit(
+            app.batch, [{"ticket": t} for t in tickets], config={"max_concurrency": 10}
+        )
+        assert inner.entered.wait(10)  # the first run's read is in flight ...
+        coalescer = engine.reads_via
+        for _ in range(3000):  # ... until every other run has queued behind it
+            with coalescer._cond:
+                reading = sum(len(b.items) for b in coalescer._reading)
+                if reading + len(coalescer._queue) == len(tickets):
+                    break
+            threading.Event().wait(0.01)
+        else:
+            raise AssertionError("the runs never queued")
+        inner.gate.set()
+        labels = [o["decisions"]["team"]["label"] for o in out.result(timeout=30)]
+    assert labels == EXPECTED * 2
+    # the first read (usually the first run alone; all of them when they found each
+    # other before the worker took the first), then all that queued meanwhile
+    closes = list(coalescer.batch_closes)
+    assert [len(c) for c in inner.calls] == [n for n, _ in closes]
+    assert sum(n for n, _ in closes) == len(tickets) and len(closes) <= 2
+    if len(closes) == 2:
+        assert closes[1][1] == "quiet"
+    engine.close()
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def monotonic(self) -> float:
+        return self.t
+
+
+def test_a_burst_that_never_pauses_is_held_only_up_to_the_bound(monkeypatch):
+    # The coalescer's clock is faked; it moves only together with (simulated) arrivals,
+    # under the coalescer's lock, so the worker sees exactly this sequence of events.
+    import types
+
+    from agentbranch.engine import batching
+
+    clock = FakeClock()
+    monkeypatch.setattr(batching, "time", types.SimpleNamespace(monotonic=clock.monotonic))
+    inner = GatedReader(SCRIPT)
+    coalescer = BatchingReader(inner)  # the default rule
+    engine = ab.DecisionEngine(coalescer)
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(engine.decide, "charged twice", {"team": TEAM})
+        assert inner.entered.wait(10)
+        clock.t += 1.0  # the first read takes 1 s: a burst is held at most 0.5 s
+        second = pool.submit(engine.decide, "site down", {"team": TEAM})  # a burst
+        _wait_for_queue(coalescer, 1)
+        inner.gate.set()
+        assert first.result(timeout=20)["team"].label == "billing"
+        held_from = clock.t
+        # requests keep arriving 1 ms apart (inside the quiet gap): never quiet
+        while not second.done() and clock.t < held_from + 5:
+            with coalescer._cond:
+                clock.t += 0.001
+                coalescer._last_arrival = clock.t
+            threading.Event().wait(0.0005)
+        assert second.result(timeout=20)["team"].label == "outage"
+    assert list(coalescer.batch_closes) == [(1, "alone"), (1, "bound")]
+    # held no less than the bound: half the last read's time (the worker began holding
+    # at held_from or later)
+    assert clock.t - held_from >= batching.HOLD_SHARE * 1.0
+    engine.close()
+
+
+def test_an_explicit_wait_is_a_plain_window():
+    inner = ab.ScriptedReader(SCRIPT)
+    coalescer = BatchingReader(inner, max_wait_s=0)  # given: no quiet-gap rule
+    ab.DecisionEngine(coalescer).decide("x", {"team": TEAM})
+    assert list(coalescer.batch_closes) == [(1, "window")]
 
 
 def test_invalid_configuration():

@@ -10,10 +10,33 @@ tune it::
 
 How it works: every caller's requests go on one bounded queue. Worker threads (at most
 ``concurrency``, default the reader's ``concurrent_batches``, 1 for a local model) take
-up to ``max_batch`` queued requests, waiting at most ``max_wait_s`` for a batch to fill,
-make ONE ``reader.read`` call and hand each caller exactly its own answers. While a batch
-is being read the next one queues up, so batches grow with the load by themselves
-("natural batching"); one caller alone is read at once.
+up to ``max_batch`` queued requests, make ONE ``reader.read`` call and hand each caller
+exactly its own answers. While a batch is being read the next one queues up, so batches
+grow with the load by themselves ("natural batching").
+
+When to close a batch that is not full (the default, "hold while a burst arrives"):
+
+* a caller that finds no other caller's request queued or being read is **alone**: it is
+  read at once, never held for company;
+* a caller that finds others in flight is part of a **burst** (``graph.batch`` threads,
+  ``Send`` branches, many ``ainvoke``): the worker holds the batch while requests keep
+  arriving and closes it once none has arrived for the **quiet gap** (``max_wait_s``,
+  2 ms, but at least the interpreter's GIL switch interval, 5 ms: a caller ready to
+  queue may wait that long for its turn), or when it is full, or at the latest after
+  ``HOLD_SHARE`` (half) of the last read's time, never less than the quiet gap (the
+  **bound**: waiting never costs more than half a read, and a reader that answers in
+  microseconds is held no longer than the quiet gap).
+
+Why: callers of a burst do not arrive at once. 32 LangGraph runs in threads take turns
+on the GIL (a run's own work is about a millisecond), so their requests trickle in over
+tens of milliseconds, most of them while the first caller is being read. A fixed 2 ms
+window cut the rest into several batches (4 + 28, 1 + 8 + 23 ...); holding until
+arrivals pause reads them as one (1 + 31), so a reader whose forward has a large fixed
+cost (a GPU) runs fewer forwards. The holding worker is not woken by every arrival (each
+wake-up is a GIL hand-off taken from the callers' own work): it wakes when the batch is
+full or at the time it computed, and looks again. ``batch_closes`` records why each of
+the last batches closed. A ``max_wait_s`` given explicitly is a plain window instead:
+every batch that is not full waits that long.
 
 * **De-duplication**: a request identical to one already queued or being read (same
   state, questions, instructions, draws, joint) is not read twice; both callers get the
@@ -45,6 +68,7 @@ import asyncio
 import atexit
 import hashlib
 import json
+import sys
 import threading
 import time
 import weakref
@@ -62,6 +86,8 @@ __all__ = ["BatchingReader", "QueueFullError", "read_key"]
 
 #: At interpreter exit, how long (in all) reads in flight get to finish.
 EXIT_WAIT_S = 10.0
+#: A burst's batch is held at most this share of the last read's time (see above).
+HOLD_SHARE = 0.5
 _live: weakref.WeakSet[BatchingReader] = weakref.WeakSet()
 
 
@@ -164,13 +190,14 @@ class BatchingReader(WrappingReader):
     Args:
         reader: the reader that does the work.
         max_batch: most requests in one ``reader.read`` call.
-        max_wait_s: how long a worker holds a batch that is not full, waiting for more
-            callers (``window_s`` is the old name; default 2 ms, or the reader's
-            ``coalesce_wait_s``: 0 for ``VLLMReader`` and ``RemoteReader``, which batch
-            again downstream). Under load batches fill while the previous one is read, so
-            this only matters for bursts that arrive at once. With the default, a caller
-            that finds no other caller's request in flight is read at once; a value given
-            here is always waited.
+        max_wait_s: by default the quiet gap: a batch that is not full, of a burst
+            (callers that found others in flight), closes once no request arrived for
+            this long (at least the GIL switch interval), at the latest after half the
+            last read's time; a caller that finds no other in flight is read at once.
+            Default 2 ms, or the reader's ``coalesce_wait_s``: 0 (no holding) for
+            ``VLLMReader`` and ``RemoteReader``, which batch again downstream. A value
+            given here is a plain window instead: every batch that is not full waits
+            that long (``window_s`` is the old name).
         max_queue: most requests waiting; further callers wait for room (back-pressure).
         queue_timeout_s: how long a caller waits for room before ``QueueFullError``
             (``None``: as long as it takes).
@@ -218,7 +245,11 @@ class BatchingReader(WrappingReader):
         self.dedupe = dedupe
         #: Idle workers exit after this long; the next call starts them again.
         self.idle_s = 2.0
-        self._cond = threading.Condition()
+        lock = threading.RLock()
+        self._cond = threading.Condition(lock)  # new work for idle workers, room, exit
+        # A worker holding a batch waits on this one: woken when the batch is full or at
+        # exit, not by every arrival (see the module docstring).
+        self._filled = threading.Condition(lock)
         self._queue: deque[_Item] = deque()
         self._in_flight: dict[Any, _Item] = {}
         self._cache: OrderedDict[str, list[LabelRead]] = OrderedDict()
@@ -231,11 +262,18 @@ class BatchingReader(WrappingReader):
         # Whether the last caller found other callers' requests in flight: only then is
         # a burst arriving, worth the default wait; a lone caller is read at once.
         self._crowded = False
+        self._last_arrival = 0.0  # when a request was last queued (monotonic)
+        self._last_read_s = 0.0  # how long the last batch took to read
         #: Counters: batches read, requests read, cache hits, de-duplicated requests,
         #: batches abandoned by all their callers while being read.
         self.stats = {"batches": 0, "requests": 0, "cache_hits": 0, "deduped": 0, "abandoned": 0}
         #: Sizes of the last batches read (for tests and the benchmark).
         self.batch_sizes: deque[int] = deque(maxlen=1024)
+        #: Why each of the last batches closed, with its size: ``"alone"`` (a lone
+        #: caller, read at once), ``"full"``, ``"quiet"`` (no arrival for the quiet
+        #: gap), ``"bound"`` (held as long as allowed) or ``"window"`` (an explicit
+        #: ``max_wait_s`` elapsed).
+        self.batch_closes: deque[tuple[int, str]] = deque(maxlen=1024)
         _live.add(self)
 
     @property
@@ -386,7 +424,10 @@ class BatchingReader(WrappingReader):
                 queued = True
             if queued:
                 self._crowded = crowded
+                self._last_arrival = time.monotonic()
                 self._wake()
+                if len(self._queue) >= self.max_batch:
+                    self._filled.notify_all()
             if not pending:
                 return None
             room: Future[None] = Future()
@@ -413,13 +454,7 @@ class BatchingReader(WrappingReader):
                     if self._closed or not self._cond.wait(self.idle_s) and not self._queue:
                         self._workers -= 1
                         return None
-                wait = self.max_wait_s if self._crowded or not self._auto_wait else 0.0
-                deadline = time.monotonic() + wait
-                while len(self._queue) < self.max_batch and not self._closed:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        break
-                    self._cond.wait(left)
+                why = self._hold()
                 batch: list[_Item] = []
                 while self._queue and len(batch) < self.max_batch:
                     item = self._queue.popleft()
@@ -431,11 +466,50 @@ class BatchingReader(WrappingReader):
                 taken = _Batch(batch, threading.current_thread())
                 if batch:
                     self._reading.add(taken)
+                    self.batch_closes.append((len(batch), why))
             finally:
                 self._idle -= 1
         for r in room:
             r.set_result(None)
         return taken
+
+    def _hold(self) -> str:
+        """Wait (holding ``_cond``) until the queued batch should close; say why (the
+        rule is in the module docstring)."""
+        if self._ready():
+            return "full"
+        if not self._auto_wait:  # an explicit window: always waited
+            deadline = time.monotonic() + self.max_wait_s
+            while not self._ready():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return "window"
+                self._filled.wait(left)
+            return "full"
+        if not self._crowded or self.max_wait_s <= 0:
+            return "alone"
+        # A caller ready to queue may wait one GIL switch interval (5 ms) for its turn,
+        # so a shorter pause does not show that the burst is over.
+        gap = max(self.max_wait_s, sys.getswitchinterval())
+        bound = time.monotonic() + max(gap, HOLD_SHARE * self._last_read_s)
+        while not self._ready():
+            at, why = self._close_at(bound, gap)
+            left = at - time.monotonic()
+            if left <= 0:
+                return why
+            # wakes when full, at exit, or at the time: an arrival meanwhile moved the
+            # quiet gap later, so the loop computes the next close time
+            self._filled.wait(left)
+        return "full"
+
+    def _ready(self) -> bool:
+        return len(self._queue) >= self.max_batch or self._closed
+
+    def _close_at(self, bound: float, gap: float) -> tuple[float, str]:
+        """When a held burst's batch closes unless more arrives (and why): the quiet gap
+        after the last arrival, or the bound, whichever comes first."""
+        quiet = self._last_arrival + gap
+        return (quiet, "quiet") if quiet <= bound else (bound, "bound")
 
     def _forget(self, item: _Item) -> None:
         if item.key is not None and self._in_flight.get(item.key) is item:
@@ -455,6 +529,7 @@ class BatchingReader(WrappingReader):
                 self._threads.discard(threading.current_thread())
 
     def _read(self, batch: list[_Item]) -> None:
+        start = time.monotonic()
         try:
             reads = self.inner.read([item.request for item in batch])
             if len(reads) != len(batch):
@@ -477,6 +552,7 @@ class BatchingReader(WrappingReader):
                 self._settle(item, None, e)
             return
         with self._cond:
+            self._last_read_s = time.monotonic() - start
             self.stats["batches"] += 1
             self.stats["requests"] += len(batch)
             self.batch_sizes.append(len(batch))
@@ -525,6 +601,7 @@ class BatchingReader(WrappingReader):
             queued, self._queue = list(self._queue), deque()
             room, self._room = self._room, []
             self._cond.notify_all()
+            self._filled.notify_all()
         error = ReaderError("the reader was closed before this request was read")
         for item in queued:
             self._settle(item, None, error)
