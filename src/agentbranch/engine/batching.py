@@ -57,47 +57,35 @@ every batch that is not full waits that long.
   worker finishes when the reader returns, then exits.
 * **Interpreter exit**: workers are daemon threads, which Python stops wherever they are
   at exit; one stopped inside a native forward (torch) aborts the process ("terminate
-  called without an active exception"). So at exit (``atexit``, as
+  called without an active exception"). So at exit (``agentbranch.at_exit``, as
   ``concurrent.futures`` joins its workers) every coalescer stops taking batches and the
-  reads in flight get up to ``EXIT_WAIT_S`` in all to finish; a reader that hangs is left.
+  reads in flight get up to ``at_exit.EXIT_WAIT_S`` in all to finish; a reader that hangs
+  is left.
 """
 
 from __future__ import annotations
 
 import asyncio
-import atexit
 import hashlib
 import json
 import sys
 import threading
 import time
-import weakref
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 from concurrent.futures import CancelledError, Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentbranch.at_exit import COALESCERS, finish_at_exit
 from agentbranch.engine.readers.base import Reader, WrappingReader
 from agentbranch.engine.reads import LabelRead, ReadRequest
 from agentbranch.errors import ConfigurationError, ReaderError, ReaderTimeoutError
 
 __all__ = ["BatchingReader", "QueueFullError", "read_key"]
 
-#: At interpreter exit, how long (in all) reads in flight get to finish.
-EXIT_WAIT_S = 10.0
 #: A burst's batch is held at most this share of the last read's time (see above).
 HOLD_SHARE = 0.5
-_live: weakref.WeakSet[BatchingReader] = weakref.WeakSet()
-
-
-def _finish_reads_at_exit() -> None:
-    deadline = time.monotonic() + EXIT_WAIT_S
-    for reader in list(_live):
-        reader._stop_workers(deadline)
-
-
-atexit.register(_finish_reads_at_exit)
 
 
 class QueueFullError(ReaderError):
@@ -274,7 +262,7 @@ class BatchingReader(WrappingReader):
         #: gap), ``"bound"`` (held as long as allowed) or ``"window"`` (an explicit
         #: ``max_wait_s`` elapsed).
         self.batch_closes: deque[tuple[int, str]] = deque(maxlen=1024)
-        _live.add(self)
+        finish_at_exit(self._finish_at_exit, order=COALESCERS)
 
     @property
     def window_s(self) -> float:
@@ -590,6 +578,9 @@ class BatchingReader(WrappingReader):
         """Stop the workers, fail what is still queued, close the wrapped reader."""
         if not self._stop_workers(None):
             self.inner.close()
+
+    def _finish_at_exit(self, deadline: float) -> None:
+        self._stop_workers(deadline)
 
     def _stop_workers(self, deadline: float | None) -> bool:
         """Stop taking batches, fail what is still queued and wait for the workers to
