@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 AUDIT_SCRIPT = """
 import sys, time
 from langchain_core.runnables import RunnableLambda
@@ -65,24 +67,32 @@ import agentbranch as ab
 
 class Slow(ab.ScriptedReader):
     def read(self, requests):
-        time.sleep(0.5)
+        time.sleep(1.0)
         with open(sys.argv[1], "w") as f:
             f.write("read finished")
         return super().read(requests)
 
-# No coalescer: a timed read runs on its own thread, still reading when the caller
-# has given up and the interpreter exits.
-engine = ab.DecisionEngine(Slow(), batching=False, timeout_s=0.1)
-try:
-    engine.decide("s", {"q": ab.yes_no("Ready?")})
-except ab.ReaderTimeoutError:
-    pass
+if sys.argv[2] == "coalescer":  # a coalescer's worker reads
+    engine = ab.DecisionEngine(Slow())
+else:  # no coalescer: a timed read runs on its own thread
+    engine = ab.DecisionEngine(Slow(), batching=False, timeout_s=0.1)
+
+def decide():
+    try:
+        engine.decide("s", {"q": ab.yes_no("Ready?")})
+    except ab.ReaderTimeoutError:
+        pass
+
+threading.Thread(target=decide, daemon=True).start()
+time.sleep(0.3)  # the read is in flight (its caller may have given up) at exit
 """
 
 
-def test_a_timed_read_in_flight_finishes_before_the_interpreter_exits(tmp_path):
+@pytest.mark.parametrize("path", ["coalescer", "timed"])
+def test_a_read_in_flight_finishes_before_the_interpreter_exits(tmp_path, path):
+    # Stopped inside a native forward (torch), a daemon thread aborts the process.
     out = tmp_path / "out.txt"
-    done = _run(READ_SCRIPT, str(out))
+    done = _run(READ_SCRIPT, str(out), path)
     assert done.returncode == 0, done.stderr
     assert out.read_text() == "read finished"
 

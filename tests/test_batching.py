@@ -628,37 +628,3 @@ def test_a_hung_batch_nobody_waits_for_does_not_block_the_next_request():
     assert states == sorted([f"bad {i}" for i in range(3)] + [f"good {i}" for i in range(3)])
     assert coalescer.stats["requests"] == 6 and coalescer.stats["batches"] == 6
     assert coalescer._workers == 0 and not coalescer._reading
-
-
-EXIT_SCRIPT = """
-import sys, threading, time
-import agentbranch as ab
-
-class Slow(ab.ScriptedReader):
-    def read(self, requests):
-        time.sleep(1.0)
-        with open(sys.argv[1], "w") as f:
-            f.write("read finished")
-        return super().read(requests)
-
-engine = ab.DecisionEngine(Slow())
-caller = threading.Thread(
-    target=lambda: engine.decide("s", {"q": ab.yes_no("Ready?")}), daemon=True
-)
-caller.start()
-time.sleep(0.3)  # the read is in flight when the interpreter exits
-"""
-
-
-def test_reads_in_flight_finish_before_the_interpreter_exits(tmp_path):
-    # Python stops daemon threads wherever they are at exit; stopped inside a native
-    # forward (torch) that aborts the process. The coalescer lets them finish first.
-    import subprocess
-    import sys
-
-    out = tmp_path / "out.txt"
-    done = subprocess.run(
-        [sys.executable, "-c", EXIT_SCRIPT, str(out)], capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    assert out.read_text() == "read finished"
