@@ -46,9 +46,8 @@ from agentbranch.bench import (
     _decide_graph,
     _questions,
     _tiny_reader,
-    run_tasks,
-    run_threads,
     states,
+    sweep_point,
 )
 from agentbranch.engine.batching import BatchingReader
 from agentbranch.testing import build_tiny_diffusiongemma
@@ -89,17 +88,11 @@ def sweep(engine: ab.DecisionEngine, q: dict, times: int) -> None:
     for rep in range(times):
         for kind in ("threads", "asyncio"):
             for callers in (4, 16, 64):
-                per = max(1, 32 // callers)
                 for rule in RULES[rep % 2 :] + RULES[: rep % 2]:
                     use(coalescer, rule)
-                    pool = states(callers * per, f"sweep-{rep}-{kind}-{callers}-{rule}-")
-                    start = time.perf_counter()
-                    if kind == "threads":
-                        run_threads(lambda i, p=pool: engine.decide(p[i], q), callers, per)
-                    else:
-                        run_tasks(lambda i, p=pool: engine.adecide(p[i], q), callers, per)
-                    elapsed = time.perf_counter() - start
-                    speed.setdefault((kind, callers, rule), []).append(callers * per / elapsed)
+                    tag = f"sweep-{rep}-{kind}-{callers}-{rule}-"
+                    rate = sweep_point(engine, q, kind, callers, 32, tag)
+                    speed.setdefault((kind, callers, rule), []).append(rate)
     print(f"concurrency sweep, decisions/s (median of {times}, rules alternated)")
     for kind in ("threads", "asyncio"):
         for callers in (4, 16, 64):
@@ -127,12 +120,7 @@ def main() -> None:
         coalescer = engine.reads_via
         for kind in ("threads", "asyncio"):  # cpu_part's sweep, which warms the engine
             for callers in (1, 4, 16, 64):
-                per = max(1, 32 // callers)
-                pool = states(callers * per, f"warm-{kind}-{callers}-")
-                if kind == "threads":
-                    run_threads(lambda i, p=pool: engine.decide(p[i], q), callers, per)
-                else:
-                    run_tasks(lambda i, p=pool: engine.adecide(p[i], q), callers, per)
+                sweep_point(engine, q, kind, callers, 32, f"warm-{kind}-{callers}-")
         app = _decide_graph(engine)
         batch_states = states(32, "graph-")
         inputs = [{"ticket": s} for s in batch_states]

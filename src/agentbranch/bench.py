@@ -164,6 +164,21 @@ def run_tasks(fn: Callable[[int], Any], callers: int, per_caller: int) -> None:
 # ---------------------------------------------------------------------- CPU part
 
 
+def sweep_point(
+    engine: Any, q: dict[str, Any], kind: str, callers: int, total: int, tag: str
+) -> float:
+    """Decisions per second of ``callers`` concurrent callers (``kind``: ``"threads"`` or
+    ``"asyncio"`` tasks) deciding ``total`` fresh states (at least one each)."""
+    per = max(1, total // callers)
+    pool = states(callers * per, tag)
+    start = time.perf_counter()
+    if kind == "threads":
+        run_threads(lambda i: engine.decide(pool[i], q), callers, per)
+    else:
+        run_tasks(lambda i: engine.adecide(pool[i], q), callers, per)
+    return callers * per / (time.perf_counter() - start)
+
+
 def _tiny_reader(folder: Path, **backend_kwargs: Any) -> Any:
     import agentbranch as ab
 
@@ -209,14 +224,9 @@ def cpu_part(report: Report, tick: Callable[[str], None], *, quick: bool) -> Non
         for kind in ("threads", "asyncio"):
             points: dict[int, float] = {}
             for callers in (1, 4, 16, 64):
-                per = max(1, total // callers)
-                pool = states(callers * per, f"sweep-{kind}-{callers}-")
-                start = time.perf_counter()
-                if kind == "threads":
-                    run_threads(lambda i, p=pool: engine.decide(p[i], q), callers, per)
-                else:
-                    run_tasks(lambda i, p=pool: engine.adecide(p[i], q), callers, per)
-                points[callers] = callers * per / (time.perf_counter() - start)
+                points[callers] = sweep_point(
+                    engine, q, kind, callers, total, f"sweep-{kind}-{callers}-"
+                )
                 tick(f"sweep {kind} {callers} callers: {points[callers]:.1f}/s")
             report.sweep[f"transformers, {kind}"] = points
 
@@ -516,13 +526,8 @@ def _tier_qwen3(folder: Path) -> Path | None:
 
 
 def _throughput(engine: Any, q: dict[str, Any], kind: str, callers: int, per: int) -> float:
-    pool = states(callers * per, f"{kind}-{callers}-{time.perf_counter_ns()}-")
-    start = time.perf_counter()
-    if kind == "threads":
-        run_threads(lambda i: engine.decide(pool[i], q), callers, per)
-    else:
-        run_tasks(lambda i: engine.adecide(pool[i], q), callers, per)
-    return callers * per / (time.perf_counter() - start)
+    tag = f"{kind}-{callers}-{time.perf_counter_ns()}-"
+    return sweep_point(engine, q, kind, callers, callers * per, tag)
 
 
 #: vLLM's engine processes busy-poll for 1 s after their last message
