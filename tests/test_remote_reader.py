@@ -1055,3 +1055,18 @@ def test_the_engine_coalescer_sends_remote_reads_at_once():
     via = ab.DecisionEngine(reader).reads_via
     assert via.max_wait_s == 0.0 and via.concurrency == 7
     assert via.inner is reader
+
+
+def test_an_async_transport_alone_is_refused_on_the_sync_path_instead_of_bypassed():
+    # The engine's coalescer reads through the sync path, for async callers too: without
+    # this check the read would silently go to the URL, not to the transport given.
+    server = FakeServer()
+    reader = RemoteReader(URL, async_transport=httpx.MockTransport(server.handle_async))
+    with pytest.raises(ab.ConfigurationError, match="transport= as well"):
+        asyncio.run(ab.DecisionEngine(reader).adecide("s", QUESTIONS))
+    with pytest.raises(ab.ConfigurationError, match="batching=False"):
+        reader.read([ONE])
+    # Without the coalescer, async callers use the async transport.
+    decided = asyncio.run(ab.DecisionEngine(reader, batching=False).adecide("s", QUESTIONS))
+    assert set(decided) == set(QUESTIONS)
+    assert server.bodies  # the fake server answered

@@ -610,7 +610,9 @@ class RemoteReader(Reader):
         verify: TLS verification (``False``, a CA bundle path, or an ``ssl.SSLContext``).
         transport / async_transport: custom httpx transports (tests use
             ``httpx.MockTransport``). The engine's coalescer (its default) reads on
-            worker threads through ``read``, so async callers use ``transport`` too.
+            worker threads through ``read``, so async callers use ``transport`` too;
+            an ``async_transport`` without a ``transport`` is refused on that path
+            (``ConfigurationError``) rather than bypassed for a direct connection.
     """
 
     name = "remote"
@@ -711,6 +713,15 @@ class RemoteReader(Reader):
     def _sync_client(self) -> httpx.Client:
         with self._lock:
             self._check_open()
+            if self._transport is None and self._async_transport is not None:
+                # Silently connecting to the URL would bypass the transport given.
+                raise ConfigurationError(
+                    "this RemoteReader has an async_transport but no transport, and a sync "
+                    f"read would connect to {self.url} itself. The engine's coalescer (on "
+                    "by default) reads through the sync path on worker threads, for async "
+                    "callers too: pass transport= as well, or use "
+                    "DecisionEngine(reader, batching=False) with adecide only"
+                )
             if self._client is None:
                 self._client = httpx.Client(
                     headers=self._headers,
