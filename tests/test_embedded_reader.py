@@ -6,6 +6,8 @@ import logging
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import agentbranch as ab
 from agentbranch.engine.readers.embedded import (
@@ -177,6 +179,44 @@ def test_a_bare_yes_no_is_near_uniform_and_warns_once(reader, caplog):
     warnings = [r.getMessage() for r in caplog.records if r.name == "agentbranch"]
     assert len(warnings) == 1  # once per question, not per read
     assert "'urgent'" in warnings[0] and "examples=" in warnings[0]
+
+
+#: Text with no word the embedder knows: blanks, control characters, emoji.
+UNREADABLE = st.text(
+    st.one_of(
+        st.sampled_from(" \t\n\r\x00\x01\x7f\u00a0\u200b\u3000"),
+        st.characters(min_codepoint=0x1F300, max_codepoint=0x1FAFF),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(states=st.lists(UNREADABLE, min_size=1, max_size=4))
+def test_a_state_with_nothing_to_read_gets_uniform_answers(reader, states):
+    # Its embedding is still a vector: without the rule, "" routed to billing at 0.88
+    # and "😀" at 0.91 (the softmax sharpens whatever small differences are left).
+    engine = ab.DecisionEngine(reader, batching=False)
+    readable = "I was charged twice, please refund me"
+    got = engine.decide_many([*states, readable], QUESTIONS)
+    for decisions in got[:-1]:
+        for d in decisions.values():
+            uniform = 1 / len(d.probabilities)
+            assert d.probabilities == pytest.approx(dict.fromkeys(d.probabilities, uniform))
+            assert d.confidence == 0.0
+    # a readable state in the same batch is read as if alone (up to padding's rounding)
+    alone = engine.decide(readable, QUESTIONS)
+    for qid, d in alone.items():
+        assert got[-1][qid].probabilities == pytest.approx(d.probabilities, abs=1e-5)
+
+
+def test_an_unreadable_state_warns_once(reader, caplog):
+    engine = ab.DecisionEngine(EmbeddedReader().load(), batching=False)
+    with caplog.at_level(logging.WARNING, logger="agentbranch"):
+        engine.decide("", QUESTIONS)
+        engine.decide("😀😀", QUESTIONS)
+    warnings = [r.getMessage() for r in caplog.records if r.name == "agentbranch"]
+    assert len(warnings) == 1 and "state_key" in warnings[0]
 
 
 def test_bare_word_score_levels_are_near_uniform(reader, caplog):

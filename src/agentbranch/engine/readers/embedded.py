@@ -289,9 +289,12 @@ class EmbeddedReader(Reader):
             self._load()
             return self._embed(list(texts), torch)
 
-    def _embed(self, texts: list[str], torch: Any) -> Any:
+    def _embed(self, texts: list[str], torch: Any, readable: list[bool] | None = None) -> Any:
+        """Embed ``texts``; when ``readable`` is given, append to it whether each text
+        holds a token the embedder knows (not only special and unknown tokens)."""
         if not texts:
             return torch.zeros((0, self._model.config.hidden_size))
+        special = torch.tensor(sorted(self._tokenizer.all_special_ids))
         out = []
         for start in range(0, len(texts), self.batch_size):
             chunk = texts[start : start + self.batch_size]
@@ -302,6 +305,9 @@ class EmbeddedReader(Reader):
                 max_length=self.max_length,
                 return_tensors="pt",
             ).to(self.device)
+            if readable is not None:
+                ids = batch["input_ids"].cpu()
+                readable.extend((~torch.isin(ids, special)).any(dim=1).tolist())
             with torch.inference_mode(), torch_threads(self.threads):
                 hidden = self._model(**batch).last_hidden_state
             self.forward_calls += 1
@@ -327,7 +333,8 @@ class EmbeddedReader(Reader):
             missing = [t for t in wanted if t not in self._cache]
             states = [r.state for r in requests]
             # One pass over every new text of the batch: states first, then options.
-            vectors = self._embed(states + missing, torch)
+            readable: list[bool] = []
+            vectors = self._embed(states + missing, torch, readable)
             for text, vec in zip(missing, vectors[len(states) :]):
                 self._cache[text] = vec
             option_vecs = {t: self._cache[t] for t in wanted}
@@ -337,8 +344,27 @@ class EmbeddedReader(Reader):
                 self._cache.popitem(last=False)
             return [
                 [self._answer(vectors[i], q, option_vecs) for q in r.questions]
+                if readable[i]
+                else [self._unreadable_state(q) for q in r.questions]
                 for i, r in enumerate(requests)
             ]
+
+    def _unreadable_state(self, q: QuestionSpec) -> LabelRead:
+        """A state with no word the embedder knows (empty, blank, only emoji or symbols
+        outside its vocabulary): nothing to compare, so every option is equally likely.
+        Its embedding would still be a vector, and the softmax would turn the small
+        differences of its similarities into a confident answer."""
+        self._warn_once(
+            "",
+            "a state had no text the embedder can read (empty, blank, or only characters "
+            "outside its vocabulary, such as emoji): its answers are uniform. Check what "
+            "the graph passes as the state (state_key, message content)",
+        )
+        n = len(q.options)
+        return LabelRead(
+            logprobs=tuple([-math.log(n)] * n),
+            extras={"no_signal": "unreadable state", "temperature": None},
+        )
 
     def option_scores(self, x: Any, q: QuestionSpec, vecs: dict[str, Any]) -> list[float]:
         """The score of each option for embedding ``x``: its example score (prototype
