@@ -126,6 +126,27 @@ def level(levels: dict[str, str]) -> list[str]:
     return list(levels.values())
 
 
+def yes_no_pair(
+    task_id: str,
+    question: str,
+    truth: Callable[[ps.Item], str | None],
+    yes: str,
+    no: str,
+    fit: Sequence[ps.Item],
+    seed: int,
+) -> list[Task]:
+    """A yes/no asked from two descriptions, and again with 10 examples per answer."""
+    return [
+        Task(task_id, ab.yes_no(question, yes=yes, no=no), truth, "described"),
+        Task(
+            f"{task_id}+ex",
+            ab.yes_no(question, examples=pick(fit, truth, ["yes", "no"], seed)),
+            truth,
+            "examples",
+        ),
+    ]
+
+
 def tasks_for(name: str, fit: list[ps.Item], seed: int = 1) -> list[Task]:
     tasks: list[Task] = []
     if name == "bbc":
@@ -139,25 +160,14 @@ def tasks_for(name: str, fit: list[ps.Item], seed: int = 1) -> list[Task]:
         for s in ("sport", "business", "tech"):
             yn = lambda i, s=s: "yes" if i.labels["section"] == s else "no"  # noqa: E731
             others = ", ".join(k for k in SECTIONS if k != s)
-            tasks.append(
-                Task(
-                    f"bbc.is_{s}",
-                    ab.yes_no(
-                        f"Is this a {s} article?", yes=SECTIONS[s], no=f"News about {others}"
-                    ),
-                    yn,
-                    "described",
-                )
-            )
-            tasks.append(
-                Task(
-                    f"bbc.is_{s}+ex",
-                    ab.yes_no(
-                        f"Is this a {s} article?", examples=pick(fit, yn, ["yes", "no"], seed)
-                    ),
-                    yn,
-                    "examples",
-                )
+            tasks += yes_no_pair(
+                f"bbc.is_{s}",
+                f"Is this a {s} article?",
+                yn,
+                SECTIONS[s],
+                f"News about {others}",
+                fit,
+                seed,
             )
     elif name == "drugs":
         names = list(REVIEW_LEVELS)
@@ -185,21 +195,14 @@ def tasks_for(name: str, fit: list[ps.Item], seed: int = 1) -> list[Task]:
         )
         happy = lambda i: "yes" if i.labels["sentiment"] == "positive" else "no"  # noqa: E731
         yq = "Did the drug work well for the patient?"
-        tasks.append(
-            Task(
-                "drugs.worked",
-                ab.yes_no(yq, yes=REVIEW_LEVELS["positive"], no=REVIEW_LEVELS["negative"]),
-                happy,
-                "described",
-            )
-        )
-        tasks.append(
-            Task(
-                "drugs.worked+ex",
-                ab.yes_no(yq, examples=pick(fit, happy, ["yes", "no"], seed)),
-                happy,
-                "examples",
-            )
+        tasks += yes_no_pair(
+            "drugs.worked",
+            yq,
+            happy,
+            REVIEW_LEVELS["positive"],
+            REVIEW_LEVELS["negative"],
+            fit,
+            seed,
         )
         tasks.append(Task("drugs.worked.bare", ab.yes_no(yq), happy, "bare"))
         # Intent-style routing: which condition a review is about, 10 examples each.
@@ -233,25 +236,14 @@ def tasks_for(name: str, fit: list[ps.Item], seed: int = 1) -> list[Task]:
         )
         music = lambda i: "yes" if i.labels["intent"] == "PlayMusic" else "no"  # noqa: E731
         mq = "Does the user want music played now?"
-        tasks.append(
-            Task(
-                "snips.play_music",
-                ab.yes_no(
-                    mq,
-                    yes=INTENTS["PlayMusic"],
-                    no="Something else: playlists, weather, restaurants, books, films, cinemas",
-                ),
-                music,
-                "described",
-            )
-        )
-        tasks.append(
-            Task(
-                "snips.play_music+ex",
-                ab.yes_no(mq, examples=pick(fit, music, ["yes", "no"], seed)),
-                music,
-                "examples",
-            )
+        tasks += yes_no_pair(
+            "snips.play_music",
+            mq,
+            music,
+            INTENTS["PlayMusic"],
+            "Something else: playlists, weather, restaurants, books, films, cinemas",
+            fit,
+            seed,
         )
     elif name == "tweets":
         to_level = lambda i: TWEET_LEVELS[i.labels["sentiment"]]  # noqa: E731
@@ -268,25 +260,14 @@ def tasks_for(name: str, fit: list[ps.Item], seed: int = 1) -> list[Task]:
         )
         neg = lambda i: "yes" if i.labels["sentiment"] == "negative" else "no"  # noqa: E731
         nq = "Is the tweet complaining?"
-        tasks.append(
-            Task(
-                "tweets.complaint",
-                ab.yes_no(
-                    nq,
-                    yes=TWEET_LEVELS["negative"],
-                    no="A neutral or happy tweet: information, thanks or praise",
-                ),
-                neg,
-                "described",
-            )
-        )
-        tasks.append(
-            Task(
-                "tweets.complaint+ex",
-                ab.yes_no(nq, examples=pick(fit, neg, ["yes", "no"], seed)),
-                neg,
-                "examples",
-            )
+        tasks += yes_no_pair(
+            "tweets.complaint",
+            nq,
+            neg,
+            TWEET_LEVELS["negative"],
+            "A neutral or happy tweet: information, thanks or praise",
+            fit,
+            seed,
         )
         tasks.append(Task("tweets.complaint.bare", ab.yes_no(nq), neg, "bare"))
     return tasks
