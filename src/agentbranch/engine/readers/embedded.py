@@ -11,7 +11,8 @@ turns the scores into a distribution with a temperature-scaled softmax:
 What an option's score is made of:
 
 * its **description** (the *hypothesis text*): choice ``"<option>: <description>"``
-  (``"<option>"`` without one; ``tech_support`` reads ``tech support``); yes/no the
+  (``"<option>"`` without one; ``tech_support`` reads ``tech support``, ``AddToPlaylist``
+  ``Add To Playlist``); yes/no the
   ``yes``/``no`` descriptions (never the question text: a question attracts every state
   on its topic, whatever the answer); score the level's text;
 * its **examples** (``examples=`` on the question), used like a router's utterances:
@@ -24,7 +25,8 @@ What an option's score is made of:
 When it has nothing to read — a yes/no with an answer neither described nor exemplified,
 bare-word score levels (one or two words, no examples), or yes/no descriptions that embed
 alike (a negation) — it answers uniformly (confidence 0, so policies fall back) and
-warns once per question on the ``agentbranch`` logger, saying what to add.
+warns once per question on the ``agentbranch`` logger, saying what to add. So it does,
+warning once, for a state with no word it knows (empty, blank, only emoji).
 
 Temperature: shipped per type in ``embedded_temperatures.json`` (fitted on public
 labelled data by ``benchmarks/embedded_calibration.py``; see docs/quality.md), one set
@@ -360,11 +362,7 @@ class EmbeddedReader(Reader):
             "outside its vocabulary, such as emoji): its answers are uniform. Check what "
             "the graph passes as the state (state_key, message content)",
         )
-        n = len(q.options)
-        return LabelRead(
-            logprobs=tuple([-math.log(n)] * n),
-            extras={"no_signal": "unreadable state", "temperature": None},
-        )
+        return _uniform(q, "unreadable state")
 
     def option_scores(self, x: Any, q: QuestionSpec, vecs: dict[str, Any]) -> list[float]:
         """The score of each option for embedding ``x``: its example score (prototype
@@ -411,11 +409,7 @@ class EmbeddedReader(Reader):
         reason = missing_signal(q) or self._twins(q, vecs)
         if reason is not None:
             self._warn_once(q.id, reason)
-            n = len(q.options)
-            return LabelRead(
-                logprobs=tuple([-math.log(n)] * n),
-                extras={"no_signal": reason, "temperature": None},
-            )
+            return _uniform(q, reason)
         scores = self.option_scores(state, q, vecs)
         temperature, source = self._temperature(q, vecs)
         return LabelRead(
@@ -540,6 +534,14 @@ def _prototypes(examples: Sequence[Sequence[str]], vecs: dict[str, Any]) -> list
         else None
         for ex in examples
     ]
+
+
+def _uniform(q: QuestionSpec, reason: str) -> LabelRead:
+    """Every option equally likely: the reader has nothing to read (``reason``)."""
+    n = len(q.options)
+    return LabelRead(
+        logprobs=tuple([-math.log(n)] * n), extras={"no_signal": reason, "temperature": None}
+    )
 
 
 def combine(
