@@ -16,6 +16,7 @@ from agentbranch.engine.readers.embedded import (
     PRIOR_WEIGHT,
     EmbeddedReader,
     combine,
+    described,
     fit_temperature,
     log_softmax,
     shipped_temperatures,
@@ -46,6 +47,31 @@ def test_combine_mixes_prototype_and_top_k_then_description():
     assert mixed == [pytest.approx(0.5 * (0.5 * 0.4 + 0.5 * 0.9) + 0.5 * 0.2)]
     assert combine([None], sims, top_k=3) == [pytest.approx(1.1 / 3)]  # no prototypes: top-k
     assert combine([None, None], [[], []]) == [-1.0, -1.0]
+
+
+def test_few_examples_of_a_described_option_weigh_less_than_its_description():
+    one = [[0.9]]
+    ramp = {"top_k": 1, "prototypes": [0.9], "full_weight_examples": 5}
+    # described, one example of five for full weight: 0.7 x 1/5 of the score
+    assert combine([0.2], one, described=[True], **ramp) == [pytest.approx(0.14 * 0.9 + 0.86 * 0.2)]
+    # an option's name read as words is not a description: its examples weigh in full
+    assert combine([0.2], one, described=[False], **ramp) == [pytest.approx(0.7 * 0.9 + 0.3 * 0.2)]
+    # five examples or more: full weight
+    five = [[0.9] * 5]
+    assert combine([0.2], five, described=[True], **ramp) == [pytest.approx(0.7 * 0.9 + 0.3 * 0.2)]
+    # without a description the examples are the whole score, however few
+    assert combine([None], one, described=[True], **ramp) == [pytest.approx(0.9)]
+
+
+def test_which_options_are_described():
+    assert described(to_spec("u", ab.yes_no("Urgent?", yes="Down", no="Fine"))) == [True, True]
+    assert described(to_spec("u", ab.yes_no("Urgent?", examples={"yes": ["a"], "no": ["b"]}))) == [
+        False,
+        False,
+    ]
+    team = ab.choice("Team?", {"billing": "Invoices", "bug": None})
+    assert described(to_spec("t", team)) == [True, False]
+    assert described(to_spec("s", ab.score("How angry?", ["calm", "angry"]))) == [False, False]
 
 
 def test_option_score_mixes_prototype_and_top_k_example_similarity(reader):

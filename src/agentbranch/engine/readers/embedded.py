@@ -20,7 +20,10 @@ What an option's score is made of:
   embeddings, as a nearest-class-mean head), mixed by ``prototype_weight`` (0.75) with
   the mean similarity to its ``top_k`` (3) most similar examples (useful when an
   option's examples are spread over several kinds of text), then blended
-  ``example_weight`` (0.7) / 0.3 with the description similarity when it has both.
+  ``example_weight`` (0.7) / 0.3 with the description similarity when it has both; an
+  option with a description of its own and fewer than ``full_weight_examples`` (5)
+  examples gives them that share of the 0.7 (a few examples stand for an answer worse
+  than a line describing it).
 
 When it has nothing to read — a yes/no with an answer neither described nor exemplified,
 bare-word score levels (one or two words, no examples), or yes/no descriptions that embed
@@ -186,6 +189,10 @@ class EmbeddedReader(Reader):
             prototype similarity + the rest × its top-k mean.
         example_weight: an option's score is ``example_weight`` × its example score +
             the rest × its description similarity (when it has both).
+        full_weight_examples: an option with a description (``yes=``/``no=``, a
+            choice's option description) and fewer examples than this gives them only
+            that share of ``example_weight``: one or two examples stand for an option
+            worse than a line describing it. 1: full weight however few.
         batch_size: texts per forward pass.
         max_length: tokens per text (MiniLM was trained on 256).
         cache_size: option-text embeddings kept across calls.
@@ -210,6 +217,7 @@ class EmbeddedReader(Reader):
         top_k: int = 3,
         example_weight: float = 0.7,
         prototype_weight: float = 0.75,
+        full_weight_examples: int = 5,
         batch_size: int = 64,
         max_length: int = 256,
         cache_size: int = 4096,
@@ -218,16 +226,22 @@ class EmbeddedReader(Reader):
     ) -> None:
         if temperature is not None and temperature <= 0:
             raise ConfigurationError("EmbeddedReader temperature must be positive (or None)")
-        if top_k < 1 or not 0.0 <= example_weight <= 1.0 or not 0.0 <= prototype_weight <= 1.0:
+        if (
+            top_k < 1
+            or full_weight_examples < 1
+            or not 0.0 <= example_weight <= 1.0
+            or not 0.0 <= prototype_weight <= 1.0
+        ):
             raise ConfigurationError(
-                "EmbeddedReader needs top_k >= 1, 0 <= example_weight <= 1 and "
-                "0 <= prototype_weight <= 1"
+                "EmbeddedReader needs top_k >= 1, full_weight_examples >= 1, "
+                "0 <= example_weight <= 1 and 0 <= prototype_weight <= 1"
             )
         self.model_path = Path(model_path) if model_path else None
         self.temperature = temperature
         self.top_k = top_k
         self.example_weight = example_weight
         self.prototype_weight = prototype_weight
+        self.full_weight_examples = full_weight_examples
         self.shipped = shipped_temperatures()
         self.shipped_examples = shipped_temperatures(with_examples=True)
         self._fitted: dict[tuple[Any, ...], float] = {}
@@ -385,6 +399,8 @@ class EmbeddedReader(Reader):
             self.example_weight,
             protos,
             self.prototype_weight,
+            described(q),
+            self.full_weight_examples,
         )
 
     def _example_arrays(
@@ -504,7 +520,14 @@ class EmbeddedReader(Reader):
                 hyp = [float(x @ vecs[t]) if t else None for t in texts]
                 rows.append(
                     combine(
-                        hyp, held, self.top_k, self.example_weight, proto, self.prototype_weight
+                        hyp,
+                        held,
+                        self.top_k,
+                        self.example_weight,
+                        proto,
+                        self.prototype_weight,
+                        described(q),
+                        self.full_weight_examples,
                     )
                 )
                 targets.append(j)
@@ -544,6 +567,16 @@ def _uniform(q: QuestionSpec, reason: str) -> LabelRead:
     )
 
 
+def described(q: QuestionSpec) -> list[bool]:
+    """Which options have a description of their own (not just their name read as
+    words): a yes/no answer's ``yes=``/``no=`` text, a choice option's description."""
+    if q.type == "noul":
+        return [t is not None for t in hypothesis_texts(q)]
+    if q.type == "choice":
+        return [d is not None for d in q.descriptions]
+    return [False] * len(q.options)
+
+
 def combine(
     description: Sequence[float | None],
     examples: Sequence[Sequence[float]],
@@ -551,21 +584,29 @@ def combine(
     example_weight: float = 0.7,
     prototypes: Sequence[float | None] | None = None,
     prototype_weight: float = 0.75,
+    described: Sequence[bool] | None = None,
+    full_weight_examples: int = 1,
 ) -> list[float]:
     """Per option: its example score (``prototype_weight`` × its prototype similarity +
     the rest × the mean of its ``top_k`` best example similarities; the top-k mean alone
     without ``prototypes``), blended with its description similarity by
-    ``example_weight`` (whichever it has, when only one). An option with neither scores
-    -1 (the lowest cosine)."""
+    ``example_weight`` (whichever it has, when only one). An option ``described`` by a
+    text of its own with fewer than ``full_weight_examples`` examples blends them by
+    that share of ``example_weight`` (few examples are a weaker sign than a
+    description). An option with neither scores -1 (the lowest cosine)."""
     out = []
     protos = list(prototypes) if prototypes is not None else [None] * len(description)
-    for d, ex, p in zip(description, examples, protos):
+    own = list(described) if described is not None else [False] * len(description)
+    for d, ex, p, has_text in zip(description, examples, protos, own):
         if ex:
             best = sorted(ex, reverse=True)[:top_k]
             e = sum(best) / len(best)
             if p is not None:
                 e = prototype_weight * p + (1 - prototype_weight) * e
-            out.append(e if d is None else example_weight * e + (1 - example_weight) * d)
+            w = example_weight
+            if has_text:
+                w *= min(1.0, len(ex) / full_weight_examples)
+            out.append(e if d is None else w * e + (1 - w) * d)
         else:
             out.append(d if d is not None else -1.0)
     return out
