@@ -58,6 +58,8 @@ from agentbranch.engine.reads import QuestionSpec, ReadRequest  # noqa: E402
 from agentbranch.questions import to_spec  # noqa: E402
 
 SHIPPED = emb._temperature_file()
+#: The sets the temperatures are fitted on (SNIPS is only read held out).
+FIT_SETS = {"bbc": ps.bbc_news, "drugs": ps.drug_reviews, "tweets": ps.tweets}
 EXAMPLES_PER_OPTION = 10
 #: Seeds of the draws of examples: one draw of 10 examples per option is a small,
 #: noisy sample (accuracy moves by up to ±0.1 between draws on tone), so questions
@@ -434,7 +436,7 @@ def main() -> None:
     parser.add_argument("--write", action="store_true", help="save the fitted temperatures")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
-    sets = {"bbc": ps.bbc_news(), "drugs": ps.drug_reviews(), "tweets": ps.tweets()}
+    sets = {name: load() for name, load in FIT_SETS.items()}
     fitted_on = list(sets)
     # Held out whole: the temperatures never see it (and its licence is unstated).
     sets["snips"] = ps.snips()

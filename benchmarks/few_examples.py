@@ -1,8 +1,9 @@
 """How much should a few examples weigh against a description? Chosen on the fit parts.
 
-Questions that have both descriptions and examples, asked of the *fit* parts of the
-public sets (BBC News sections and "is this a ... article", "did the drug work", "is the
-tweet complaining"), with 1, 2, 3 and 5 examples per answer drawn from the fit part (5
+The questions of ``embedded_calibration.py`` whose answers are described (BBC News
+sections and "is this a ... article", "did the drug work", "is the tweet complaining"),
+given examples as well and asked of the *fit* parts of those sets, with 1, 2, 3 and 5
+examples per answer drawn from the fit part (5
 draws; a text used as an example is not read). For each ``full_weight_examples`` of the
 embedded reader (1: examples weigh 0.7 however few, the reader before; 5; 10), prints
 accuracy and the log loss of the top answer (what the temperatures are fitted for),
@@ -21,79 +22,40 @@ import math
 import random
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import embedded_calibration as ec  # noqa: E402
 import public_sets as ps  # noqa: E402
-from embedded_calibration import REVIEW_LEVELS, SECTIONS, TWEET_LEVELS  # noqa: E402
 
-import agentbranch as ab  # noqa: E402
 from agentbranch.engine.readers.embedded import (  # noqa: E402
     EmbeddedReader,
+    described,
     hypothesis_texts,
     option_examples,
 )
+from agentbranch.engine.reads import QuestionSpec  # noqa: E402
 from agentbranch.questions import to_spec  # noqa: E402
 
 COUNTS = (1, 2, 3, 5)
 DRAWS = (1, 2, 3, 4, 5)
 FULL_WEIGHT = (1, 5, 10)
 
-Truth = Callable[[ps.Item], str]
+Truth = Callable[[ps.Item], str | None]
 
 
-def questions() -> list[tuple[str, list[ps.Item], Truth, Callable[[dict], object]]]:
-    """(id, fit part, truth, question built from examples)."""
-    bbc, _ = ps.bbc_news()
-    drugs, _ = ps.drug_reviews()
-    tweets, _ = ps.tweets()
-    out: list = [
-        (
-            "bbc.section",
-            bbc,
-            lambda i: i.labels["section"],
-            lambda ex: ab.choice("Which section?", SECTIONS, examples=ex),
-        )
-    ]
-    for s in ("sport", "business", "tech"):
-        others = ", ".join(k for k in SECTIONS if k != s)
-        out.append(
-            (
-                f"bbc.is_{s}",
-                bbc,
-                lambda i, s=s: "yes" if i.labels["section"] == s else "no",
-                lambda ex, s=s, o=others: ab.yes_no(
-                    f"Is this a {s} article?", yes=SECTIONS[s], no=f"News about {o}", examples=ex
-                ),
-            )
-        )
-    out.append(
-        (
-            "drugs.worked",
-            drugs,
-            lambda i: "yes" if i.labels["sentiment"] == "positive" else "no",
-            lambda ex: ab.yes_no(
-                "Did the drug work well?",
-                yes=REVIEW_LEVELS["positive"],
-                no=REVIEW_LEVELS["negative"],
-                examples=ex,
-            ),
-        )
-    )
-    out.append(
-        (
-            "tweets.complaint",
-            tweets,
-            lambda i: "yes" if i.labels["sentiment"] == "negative" else "no",
-            lambda ex: ab.yes_no(
-                "Is the tweet complaining?",
-                yes=TWEET_LEVELS["negative"],
-                no="A neutral or happy tweet: information, thanks or praise",
-                examples=ex,
-            ),
-        )
-    )
+def questions() -> list[tuple[str, list[ps.Item], Truth, QuestionSpec]]:
+    """The benchmark's described questions whose options have descriptions of their own
+    (``embedded_calibration.tasks_for`` on the fit sets): (id, fit part, truth, spec)."""
+    out = []
+    for name, load in ec.FIT_SETS.items():
+        fit, _ = load()
+        for task in ec.tasks_for(name, fit):
+            spec = to_spec(task.id, task.question)  # type: ignore[arg-type]
+            if task.kind == "described" and any(described(spec)):
+                out.append((task.id, fit, task.truth, spec))
     return out
 
 
@@ -103,7 +65,10 @@ def draw(items: list[ps.Item], truth: Truth, n: int, seed: int) -> dict[str, lis
     rng.shuffle(pool)
     out: dict[str, list[str]] = {}
     for item in pool:
-        texts = out.setdefault(truth(item), [])
+        answer = truth(item)
+        if answer is None:
+            continue
+        texts = out.setdefault(answer, [])
         if len(texts) < n:
             texts.append(item.text[:600])
     return out
@@ -121,16 +86,17 @@ def main() -> None:
         row = {}
         for f, reader in readers.items():
             right, loss, count = 0, 0.0, 0
-            for qid, items, truth, build in qs:
+            for _qid, items, truth, described_spec in qs:
                 for seed in DRAWS:
                     ex = draw(items, truth, n, seed)
-                    spec = to_spec(qid, build(ex))
+                    examples = tuple(tuple(ex.get(o, ())) for o in described_spec.options)
+                    spec = replace(described_spec, examples=examples)
                     texts = [t for t in hypothesis_texts(spec) if t]
                     texts += [e for ex_ in option_examples(spec) for e in ex_]
                     vecs = dict(zip(texts, embed(texts)))
                     used = {t for ex_ in ex.values() for t in ex_}
                     for item, x in zip(items, states[id(items)]):
-                        if item.text[:600] in used:
+                        if item.text[:600] in used or truth(item) is None:
                             continue
                         probs = [math.exp(v) for v in reader._answer(x, spec, vecs).logprobs]
                         top = max(range(len(probs)), key=probs.__getitem__)
