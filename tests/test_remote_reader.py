@@ -276,10 +276,14 @@ def test_malformed_responses_are_reader_errors():
         parse_answers(request, {"answers": {"c": {"choice": "a"}}})
 
 
-# Server numbers around every edge of the rules: the checked fast path takes plain
-# floats in [0, 1]; everything else goes through the full check (some of these pass).
+# Server numbers around every edge of the rules: plain floats in [0, 1] are the usual
+# answer; everything else must be typed and bounded exactly (some of these pass).
 ODD = [math.nan, math.inf, -math.inf, -0.0, 0, 1, 5e-324, -1e-7, 1 + 1e-7, 1 + 1e-5, -0.9, 1.7]
 ODD += ["0.5", True, False, None]
+#: argmax_is_label: a JSON boolean, nothing else ("false" is not false, nor true).
+ODD_FLAGS = [True, False, "false", "true", 0, 1, None]
+#: Factors that scale a normalised answer down: the label mass its numbers imply.
+MASS_SCALE = [1.0, 0.5, 0.0015, 0.001, 1e-5, 2e-6, 1e-6, 1e-9, 1e-300, 0.0]
 FUZZED = ReadRequest(
     state="s",
     questions=(
@@ -295,6 +299,21 @@ WIRE_KEYS = {
 }
 
 
+class Pairs(list):
+    """A JSON object written from (key, value) pairs: keys may repeat."""
+
+
+def dump(value) -> str:
+    """JSON text (NaN/Infinity literals as a broken server writes them); ``Pairs`` may
+    repeat a key."""
+    if isinstance(value, dict | Pairs):
+        items = value.items() if isinstance(value, dict) else value
+        return "{" + ",".join(f"{json.dumps(k)}:{dump(v)}" for k, v in items) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(dump(v) for v in value) + "]"
+    return json.dumps(value)
+
+
 def _rarely(draw) -> bool:
     return draw(st.integers(0, 11)) == 11  # hypothesis shrinks towards the common case
 
@@ -305,9 +324,12 @@ def _number(draw, good: float) -> object:
 
 
 @st.composite
-def server_answer(draw, key: str) -> tuple[dict, dict]:
-    """An answer and diagnostics for one wire question: mostly valid, else with an odd
-    number, a missing or extra option, a sum over 1, a bad confidence or label mass."""
+def server_answer(draw, key: str) -> tuple[dict, dict, tuple | None]:
+    """An answer and diagnostics for one wire question, and a key its probabilities
+    repeat (``None`` mostly): mostly valid, else with an odd number, a missing or extra
+    option, a sum over 1, a bad confidence, label mass or argmax flag, or probabilities
+    scaled down (the label mass they imply, down to none at all)."""
+    repeat = None
     if key == "urgent" and draw(st.booleans()):
         probs = [draw(st.floats(0, 1))]
         answer: dict = {"noul": _number(draw, probs[0])}
@@ -317,16 +339,27 @@ def server_answer(draw, key: str) -> tuple[dict, dict]:
         probs = [draw(st.floats(0, 1)) for _ in keys]
         if sum(probs) > 0 and not _rarely(draw):  # servers normalise
             probs = [p / sum(probs) for p in probs]
+        if draw(st.booleans()):  # ... but may say the labels got only part of the mass
+            scale = draw(st.sampled_from(MASS_SCALE) | st.floats(0, 1))
+            probs = [p * scale for p in probs]
         answer = {"probabilities": {k: _number(draw, p) for k, p in zip(keys, probs)}}
+        if _rarely(draw):  # the same option twice: the first or the last value?
+            repeat = (draw(st.sampled_from(keys)), draw(st.floats(0, 1)))
     if draw(st.booleans()):  # vLLM's confidence: p_top × label mass
-        answer["confidence"] = _number(draw, max(probs) * draw(st.floats(0, 1)))
-    diag = {"label_mass": _number(draw, draw(st.floats(0, 1)))} if draw(st.booleans()) else {}
-    return answer, diag
+        top = max(probs) / (sum(probs) if sum(probs) > 1e-6 and "noul" not in answer else 1)
+        answer["confidence"] = _number(draw, top * draw(st.floats(0, 1)))
+    diag: dict = {}
+    if draw(st.booleans()):
+        diag["label_mass"] = _number(draw, draw(st.floats(0, 1)))
+    if draw(st.booleans()):
+        diag["argmax_is_label"] = draw(st.sampled_from(ODD_FLAGS))
+    return answer, diag, repeat
 
 
-def _expected_logprobs(key: str, answer: dict, diag: dict) -> list[float] | None:
-    """The reads the rules allow (module docstring, "Invalid answers"), written out
-    independently of the reader: ``None`` when the answer must be an error."""
+def _expected_read(key: str, answer: dict, diag: dict) -> tuple[list[float], float, bool] | None:
+    """The read the rules allow (remote_answers' docstring), written out independently of
+    the reader: ``(logprobs, label_mass, argmax_is_label)``, or ``None`` when the answer
+    must be an error."""
 
     def number(p):  # a probability, clamped within rounding, or None
         if isinstance(p, bool) or not isinstance(p, int | float) or not math.isfinite(p):
@@ -343,19 +376,31 @@ def _expected_logprobs(key: str, answer: dict, diag: dict) -> list[float] | None
         if set(given_) != set(WIRE_KEYS[key]):
             return None
         probs = [number(given_[k]) for k in WIRE_KEYS[key]]
-        if None in probs or sum(probs) > 1 + 1e-3:
+        if None in probs:
             return None
-    if "label_mass" in diag:
-        mass = number(diag["label_mass"])
-    elif "confidence" in answer and max(probs) > 0:
+    total = math.fsum(probs)
+    if total > 1 + 1e-3 or total <= 1e-6:  # more than all the mass, or none at all
+        return None
+    implied = 1.0 if total >= 1 - 1e-3 else total
+    shares = probs if implied == 1.0 else [p / total for p in probs]
+    mass = implied
+    if "confidence" in answer:
         confidence = number(answer["confidence"])
-        mass = None if confidence is None else number(confidence / max(probs))
-    else:
-        mass = 1.0
-    if mass is None:
+        if confidence is None or confidence / max(shares) > 1 + 1e-6:
+            return None
+        if "label_mass" not in diag:
+            mass = min(mass, confidence / max(shares))
+    if "label_mass" in diag:
+        reported = number(diag["label_mass"])
+        if reported is None:
+            return None
+        mass = min(mass, reported)
+    flag = diag.get("argmax_is_label", True)
+    if not isinstance(flag, bool):
         return None
     scale = math.log(mass) if mass > 0 else 0.0
-    return [math.log(p) + scale if p > 0 else -math.inf for p in probs]
+    logprobs = [math.log(p) + scale if p > 0 else -math.inf for p in shares]
+    return logprobs, mass, flag
 
 
 @settings(
@@ -367,21 +412,26 @@ def _expected_logprobs(key: str, answer: dict, diag: dict) -> list[float] | None
 @given(data=st.data())
 def test_every_answer_is_validated_on_the_async_path(data):
     """Through ``aread`` (the path tuned for client CPU): an answer with a NaN, an
-    infinity, a number outside [0, 1], a non-number, a missing or an extra option, a sum
-    over 1, or a bad confidence or label mass is an ``InvalidReadError`` (and the
-    engine raises, never decides); any other answer gives exactly the logprobs the
-    rules say."""
+    infinity, a number outside [0, 1], a non-number, a missing, extra or repeated option,
+    a sum over 1 or of (almost) nothing, a bad confidence, label mass or argmax flag is
+    an ``InvalidReadError`` (and the engine raises, never decides); any other answer gives
+    exactly the read the rules say, its label mass never above the one its numbers
+    imply."""
     drawn = {key: data.draw(server_answer(key), label=key) for key in WIRE_KEYS}
-    # json.dumps writes NaN / Infinity literals, as a broken server would.
-    content = json.dumps(
-        {
-            "answers": {key: answer for key, (answer, _) in drawn.items()},
-            "diagnostics": {key: diag for key, (_, diag) in drawn.items()},
-        }
+    answers = Pairs()
+    for key, (answer, _, repeat) in drawn.items():
+        if repeat is not None:
+            answer = {**answer, "probabilities": Pairs([*answer["probabilities"].items(), repeat])}
+        answers.append((key, answer))
+    content = dump(
+        {"answers": answers, "diagnostics": {key: diag for key, (_, diag, _) in drawn.items()}}
     ).encode()
     transport = httpx.MockTransport(lambda request: httpx.Response(200, content=content))
     reader = RemoteReader(URL, async_transport=transport)
-    expected = {key: _expected_logprobs(key, *drawn[key]) for key in WIRE_KEYS}
+    expected = {
+        key: None if repeat is not None else _expected_read(key, answer, diag)
+        for key, (answer, diag, repeat) in drawn.items()
+    }
     try:
         (reads,) = asyncio.run(reader.aread([FUZZED]))
         if any(e is None for e in expected.values()):
@@ -391,12 +441,13 @@ def test_every_answer_is_validated_on_the_async_path(data):
             return
         assert isinstance(reads, list), reads
         for q, read in zip(FUZZED.questions, reads):
-            want = expected[q.id]
+            want, mass, flag = expected[q.id]
             assert len(read.logprobs) == len(want)
             for got, lp in zip(read.logprobs, want):
                 assert got == lp or math.isclose(got, lp, rel_tol=1e-12), (q.id, read, want)
                 assert not math.isnan(got) and got <= 0
-            assert 0 <= read.label_mass <= 1
+            assert read.label_mass == pytest.approx(mass, rel=1e-12, abs=0)
+            assert read.argmax_is_label is flag
     finally:
         reader.close()
 
@@ -1070,3 +1121,278 @@ def test_an_async_transport_alone_is_refused_on_the_sync_path_instead_of_bypasse
     decided = asyncio.run(ab.DecisionEngine(reader, batching=False).adecide("s", QUESTIONS))
     assert set(decided) == set(QUESTIONS)
     assert server.bodies  # the fake server answered
+
+
+# -- issue 22: strict answers, label mass, statuses, URLs and secrets ------------------
+
+YES_NO = {"urgent": ab.yes_no("Is it urgent?")}
+SCORE = {"severity": ab.score("How severe?", ["low", "medium", "high"])}
+
+
+def _answering(content: bytes | str, status: int = 200, **kw):
+    """A server that answers every request with ``content`` (JSON text as written)."""
+    seen: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        body = content.encode() if isinstance(content, str) else content
+        return httpx.Response(status, content=body, **kw)
+
+    return httpx.MockTransport(handle), seen
+
+
+def _decide(content, questions=YES_NO, **reader_kw):
+    transport, _ = _answering(content)
+    reader = RemoteReader(URL, transport=transport, backoff_s=0.0, **reader_kw)
+    return ab.DecisionEngine(reader).decide("s", questions)
+
+
+@pytest.mark.parametrize("p_yes", [0.001, 0.3])
+def test_a_remote_answer_carries_the_label_mass_its_numbers_imply(p_yes):
+    # Issue 22: {"yes": 0.001, "no": 0} read "yes" at confidence 1.0 with label mass 1.0,
+    # although the server gave 99.9% of the probability elsewhere.
+    answer = {"answers": {"urgent": {"probabilities": {"yes": p_yes, "no": 0}}}}
+    decision = _decide(json.dumps(answer))["urgent"]
+    assert decision.label == "yes"
+    assert decision.label_mass == pytest.approx(p_yes)
+    # ... so a policy's label-mass floor above it never takes it, as for a local read.
+    policy = ab.Policy(take_at=0.6, min_label_mass=0.5, fallbacks=[ab.GotoNode("human")])
+    assert policy.band(decision) == "fallback"
+    # A reported mass or a confidence never raises it above what the numbers imply.
+    answer["answers"]["urgent"]["confidence"] = p_yes
+    answer["diagnostics"] = {"urgent": {"label_mass": 1.0}}
+    assert _decide(json.dumps(answer))["urgent"].label_mass == pytest.approx(p_yes)
+    # /v1/decisions: probabilities summing to less than 1 imply the same.
+    entries = [{"value": False, "probability": 0.0}, {"value": True, "probability": p_yes}]
+    decided = _decide(
+        json.dumps({"answers": [{"type": "choice", "probabilities": entries}]}),
+        api="decisions",
+        model="dg",
+    )["urgent"]
+    assert decided.label == "yes" and decided.label_mass == pytest.approx(p_yes)
+
+
+@pytest.mark.parametrize("p_yes", [1e-300, 5e-7, 0.0])
+def test_a_remote_answer_with_no_label_mass_is_an_error_not_a_decision(p_yes):
+    # {"yes": 1e-300, "no": 0} read "yes" at confidence 1.0: nothing became certainty.
+    answer = {"answers": {"urgent": {"probabilities": {"yes": p_yes, "no": 0}}}}
+    with pytest.raises(InvalidReadError, match="no probability"):
+        _decide(json.dumps(answer))
+    entries = [{"value": False, "probability": 0.0}, {"value": True, "probability": p_yes}]
+    with pytest.raises(InvalidReadError, match="no probability"):
+        _decide(
+            json.dumps({"answers": [{"type": "choice", "probabilities": entries}]}),
+            api="decisions",
+            model="dg",
+        )
+
+
+@pytest.mark.parametrize("level", [0.2, 1.9, True, "1", 1.0])
+def test_a_score_level_is_a_json_integer_not_truncated(level):
+    # int() read 0.2 as level 0, 1.9 and true as level 1.
+    entries = [
+        {"value": level, "probability": 0.7},
+        {"value": 0, "probability": 0.1},
+        {"value": 2, "probability": 0.2},
+    ]
+    body = {"answers": [{"type": "score", "probabilities": entries}]}
+    with pytest.raises(InvalidReadError):
+        _decide(json.dumps(body), SCORE, api="decisions", model="dg")
+    entries[0]["value"] = 1  # the same answer with an integer level is read
+    assert _decide(json.dumps(body), SCORE, api="decisions", model="dg")["severity"].label == (
+        "medium"
+    )
+
+
+@pytest.mark.parametrize("flag", ["false", "true", 0, 1, None])
+def test_argmax_is_label_is_a_json_boolean(flag):
+    # bool("false") is True: the string read as "the argmax is a label".
+    body = {
+        "answers": {"urgent": {"noul": 0.9}},
+        "diagnostics": {"urgent": {"label_mass": 0.9, "argmax_is_label": flag}},
+    }
+    with pytest.raises(InvalidReadError, match="argmax_is_label"):
+        _decide(json.dumps(body))
+    body["diagnostics"]["urgent"]["argmax_is_label"] = False
+    assert _decide(json.dumps(body))["urgent"].argmax_is_label is False
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        '{"answers": {"urgent": {"probabilities": {"yes": 0.9, "no": 0.1, "yes": 0.0}}}}',
+        '{"answers": {"urgent": {"noul": 0.9, "noul": 0.1}}}',
+        '{"answers": {"urgent": {"noul": 0.9}, "urgent": {"noul": 0.1}}}',
+        '{"answers": {"urgent": {"noul": 0.9}}, "answers": {"urgent": {"noul": 0.1}}}',
+    ],
+)
+def test_a_repeated_json_key_is_refused(content):
+    # json.loads keeps the last value: a repeated key silently flipped the answer.
+    with pytest.raises(InvalidReadError, match="appears twice"):
+        _decide(content)
+
+
+def test_values_of_other_types_are_refused_on_decisions_too():
+    # a yes/no answered as the string "false" (not the boolean) is no answer for it
+    entries = [{"value": "false", "probability": 0.1}, {"value": True, "probability": 0.9}]
+    with pytest.raises(InvalidReadError, match="lacks the label probabilities"):
+        _decide(
+            json.dumps({"answers": [{"type": "choice", "probabilities": entries}]}),
+            api="decisions",
+            model="dg",
+        )
+    entries[0]["value"] = False
+    entries.append({"value": False, "probability": 0.0})
+    with pytest.raises(InvalidReadError, match="twice"):
+        _decide(
+            json.dumps({"answers": [{"type": "choice", "probabilities": entries}]}),
+            api="decisions",
+            model="dg",
+        )
+
+
+def test_noul_and_probabilities_must_agree():
+    body = {"answers": {"urgent": {"noul": 0.1, "probabilities": {"yes": 0.9, "no": 0.1}}}}
+    with pytest.raises(InvalidReadError, match="noul 0.1"):
+        _decide(json.dumps(body))
+
+
+@pytest.mark.parametrize("status", [300, 301, 302, 303, 307, 308])
+def test_a_redirect_is_an_error_and_its_body_never_the_answer(status):
+    # A 307 whose body looked like an answer was read as the answer.
+    valid = json.dumps({"answers": {"urgent": {"noul": 0.9}}})
+    location = "http://other:secret@elsewhere.test/v1/systemone?token=T0k"
+    transport, seen = _answering(valid, status, headers={"location": location})
+    reader = RemoteReader(URL, transport=transport, max_retries=3, backoff_s=0.0)
+    with pytest.raises(RemoteRequestError, match=f"HTTP {status}") as info:
+        ab.DecisionEngine(reader).decide("s", YES_NO)
+    assert info.value.status_code == status
+    assert len(seen) == 1  # not followed, not retried
+    text = str(info.value)
+    assert "elsewhere.test" in text and "secret" not in text and "T0k" not in text
+
+
+@pytest.mark.parametrize("status", [100, 199])
+def test_an_unexpected_status_is_a_reader_error(status):
+    transport, _ = _answering(json.dumps({"answers": {"urgent": {"noul": 0.9}}}), status)
+    with pytest.raises(ReaderError, match=f"HTTP {status}"):
+        ab.DecisionEngine(RemoteReader(URL, transport=transport)).decide("s", YES_NO)
+
+
+def test_json_nested_too_deeply_is_a_reader_error():
+    deep = "[" * 200_000 + "]" * 200_000
+    with pytest.raises(ReaderError, match="nested too deeply"):
+        _decide(deep)
+    transport, _ = _answering(deep, 400)  # an error body too
+    with pytest.raises(RemoteRequestError, match="HTTP 400"):
+        ab.DecisionEngine(RemoteReader(URL, transport=transport)).decide("s", YES_NO)
+
+
+@pytest.mark.parametrize("api", ["systemone", "decisions"])
+def test_the_api_path_joins_the_base_path_and_the_query_is_kept(api):
+    # The path was appended after the query string: ...?token=T/v1/systemone.
+    server = FakeDecisionsServer() if api == "decisions" else FakeServer()
+    seen: list[httpx.URL] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url)
+        # the fake servers answer at /v1/...: strip the prefix once it was checked
+        request.url = request.url.copy_with(path=request.url.path.removeprefix("/prefix"))
+        return server(request)
+
+    for base in (
+        "http://vllm.test:8000/prefix?token=T0k&x=1",
+        "http://vllm.test:8000/prefix/?token=T0k&x=1",
+        f"http://vllm.test:8000/prefix/v1/{api}?token=T0k&x=1",
+    ):
+        reader = RemoteReader(
+            base, api=api, model="dg", transport=httpx.MockTransport(handle), backoff_s=0.0
+        )
+        assert reader.url == f"http://vllm.test:8000/prefix/v1/{api}?token=***&x=***"
+        assert ab.DecisionEngine(reader).decide("s", QUESTIONS)["team"].label == "sales"
+        sent = seen[-1]
+        assert sent.path == f"/prefix/v1/{api}"
+        assert dict(sent.params) == {"token": "T0k", "x": "1"}
+        assert sent.raw_path == f"/prefix/v1/{api}?token=T0k&x=1".encode()
+
+
+SECRET_URLS = [
+    # a short password and a short token: a redaction for long secrets only misses them
+    ("http://agent:pw@vllm.test:8000/?token=T0k", ["pw", "T0k"]),
+    ("http://agent:a-much-longer-password@vllm.test:8000?token=T0k&sig=s1g", ["T0k", "s1g"]),
+    ("http://tok3n@vllm.test:8000/?api-key=k%2By", ["tok3n", "k%2By", "k+y"]),
+]
+
+
+def _echo_everything(status: int):
+    """A server (or proxy) whose error echoes the request line and its credentials."""
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        echoed = f"{request.url.raw_path.decode()} {request.headers.get('authorization')}"
+        return httpx.Response(status, json={"error": {"message": f"bad request: {echoed}"}})
+
+    return handle
+
+
+@pytest.mark.parametrize("base, secrets", SECRET_URLS)
+@pytest.mark.parametrize("status", [400, 401, 500, 503])
+def test_no_url_credential_in_errors_repr_or_records(base, secrets, status):
+    from agentbranch.policy import FailClosed, Policy, Resolver
+
+    reader = RemoteReader(
+        base, transport=httpx.MockTransport(_echo_everything(status)), max_retries=1
+    )
+    reader.backoff_s = 0.0
+    shown = repr(reader) + reader.url
+    with pytest.raises(ReaderError) as err:
+        ab.DecisionEngine(reader).decide("s", YES_NO)
+    text = str(err.value) + repr(err.value) + str(getattr(err.value, "server_message", ""))
+    rec = Resolver(ab.DecisionEngine(reader), YES_NO, Policy(on_error=FailClosed("safe"))).resolve(
+        "s"
+    )["urgent"]
+    for secret in secrets:
+        assert secret not in shown and secret not in text and secret not in json.dumps(rec)
+    assert "***" in text and "vllm.test" in text
+
+
+def test_invalid_base_urls_do_not_echo_credentials():
+    for bad in ("http://u:pw@/?token=T0k", "ftp://u:pw@host/?token=T0k", "u:pw@host?token=T0k"):
+        with pytest.raises(ConfigurationError) as err:
+            RemoteReader(bad)
+        assert "pw" not in str(err.value) and "T0k" not in str(err.value), err.value
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_httpx_log_lines_never_carry_the_url_credentials(caplog, use_async):
+    """httpx logs every request at INFO on the "httpx" logger with the request's URL;
+    the reader's URL prints its query values masked, and no logging state changes."""
+    import logging
+
+    httpx_logger = logging.getLogger("httpx")
+    before = (httpx_logger.level, list(httpx_logger.handlers), list(httpx_logger.filters))
+    seen: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"answers": {"urgent": {"noul": 0.9}}})
+
+    reader = RemoteReader(
+        "http://agent:pw@vllm.test:8000/?token=T0k",
+        transport=httpx.MockTransport(handle),
+        async_transport=httpx.MockTransport(handle),
+    )
+    engine = ab.DecisionEngine(reader, batching=False)
+    with caplog.at_level(logging.INFO, logger="httpx"):
+        if use_async:
+            asyncio.run(engine.adecide("s", YES_NO))
+        else:
+            engine.decide("s", YES_NO)
+    lines = [r.getMessage() for r in caplog.records if r.name == "httpx"]
+    assert lines and all("HTTP Request: POST" in line for line in lines)
+    assert all("T0k" not in line and "pw" not in line for line in lines), lines
+    assert "token=***" in lines[0]
+    assert seen[0].url.params["token"] == "T0k"  # the server still gets it
+    assert "T0k" not in repr(seen[0])
+    httpx_logger = logging.getLogger("httpx")
+    assert (httpx_logger.level, httpx_logger.handlers, httpx_logger.filters) == before
+    reader.close()

@@ -143,3 +143,46 @@ def test_selection_does_not_import_the_engine():
     assert not any(
         m and m.startswith(("agentbranch.langgraph", "agentbranch.policy")) for m in imported
     )
+
+
+SECRET_URL = "http://user:pw@engine:8000/?token=T0k"
+
+
+def test_url_credentials_are_masked_in_the_reason_the_log_and_reprs(caplog):
+    # Issue 22: `agentbranch engine` printed the password and the token.
+    import logging
+
+    env = {"AGENTBRANCH_REMOTE_URL": SECRET_URL}
+    with_key = {**env, "AGENTBRANCH_REMOTE_API_KEY": "k3y"}
+    s = sel.select(with_key, cuda_available=False, vllm_importable=False)
+    assert s.settings["base_url"] == SECRET_URL  # the reader still gets them
+    assert "http://***@engine:8000/?token=***" in s.reason
+    settings = sel.EngineSettings.from_env(with_key)
+    with caplog.at_level(logging.INFO, logger="agentbranch"):
+        engine = ab.DecisionEngine.from_env(env)
+    shown = [s.reason, repr(s), str(s), repr(settings), str(settings), engine.selection_reason]
+    shown += [repr(engine.reader), engine.reader.url] + [r.getMessage() for r in caplog.records]
+    for text in shown:
+        for secret in ("pw", "T0k", "k3y"):
+            assert secret not in text, text
+
+
+def test_engine_command_masks_url_credentials():
+    from typer.testing import CliRunner
+
+    from agentbranch.cli import app
+
+    env = {
+        "AGENTBRANCH_ENGINE": "",
+        "AGENTBRANCH_VLLM_MODEL": "",
+        "AGENTBRANCH_REMOTE_URL": SECRET_URL,
+        "AGENTBRANCH_CALIBRATION": "",
+        "COLUMNS": "220",
+    }
+    for args in (["engine"], ["engine", "--load"]):
+        result = CliRunner().invoke(app, args, env=env)
+        assert result.exit_code == 0, (result.output, result.exception)
+        assert "remote" in result.output and "engine:8000" in result.output
+        assert "AGENTBRANCH_REMOTE_URL=http://***@engine:8000/?token=***" in result.output
+        for secret in ("pw", "T0k"):
+            assert secret not in result.output, result.output

@@ -430,8 +430,8 @@ def test_tiny_server_probabilities_times_a_tiny_mass_do_not_underflow():
     to log(0) (a math domain error) instead of giving a finite log-probability."""
     import math
 
-    from agentbranch.engine.readers.remote import _label_read
+    from agentbranch.engine.readers.remote_answers import label_read
 
-    read = _label_read([1.0, 2.2250738585e-313], {}, {"label_mass": 2.2250738585e-313})
+    read = label_read("q", [1.0, 2.2250738585e-313], label_mass=2.2250738585e-313)
     assert all(math.isfinite(lp) and lp <= 0 for lp in read.logprobs)
     assert read.logprobs[0] == math.log(2.2250738585e-313)

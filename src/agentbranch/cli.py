@@ -544,8 +544,11 @@ def engine(
     """Print which engine the environment selects, and why."""
     import os
 
+    from rich.markup import escape
+
     from agentbranch import selection as sel
     from agentbranch.errors import AgentBranchError
+    from agentbranch.redact import redact_url
 
     _quiet_logs(False)
     try:
@@ -553,7 +556,7 @@ def engine(
     except AgentBranchError as e:
         err.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
-    console.print(f"[bold]{choice.kind}[/bold]: {choice.reason}")
+    console.print(f"[bold]{choice.kind}[/bold]: {escape(choice.reason)}")
     for key in (
         sel.ENV_ENGINE,
         sel.ENV_VLLM_MODEL,
@@ -567,8 +570,10 @@ def engine(
             console.print(f"  {key} (unset)")
         elif key == sel.ENV_REMOTE_API_KEY:
             console.print(f"  {key} (set)")
+        elif key == sel.ENV_REMOTE_URL:  # user:password@ and ?token= masked
+            console.print(f"  {key}={redact_url(value)}", markup=False, highlight=False)
         else:
-            console.print(f"  {key}={value}")
+            console.print(f"  {key}={value}", markup=False, highlight=False)
     if load:
         built, _ = _engine(None)
         console.print(f"built: {built.reader.name} ({built.reader.model})")

@@ -17,7 +17,8 @@ calibration file (from ``agentbranch calibrate``) the engine loads.
 
 Every choice comes with a human-readable reason ("vLLM: AGENTBRANCH_VLLM_MODEL is set
 but no CUDA device is visible; ...") which is logged and printed by
-``agentbranch engine``. The variables are read with pydantic-settings (``EngineSettings``).
+``agentbranch engine``; the remote URL appears in it, in ``repr(EngineSettings)`` and in
+the CLI with its credentials masked (``redact_url``: ``http://***@host/?token=***``). The variables are read with pydantic-settings (``EngineSettings``).
 This module picks and builds readers only; it knows nothing of the engine, which
 imports it (one way).
 """
@@ -34,6 +35,7 @@ from pydantic import SecretStr, field_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
 from agentbranch.errors import ConfigurationError
+from agentbranch.redact import redact_url
 
 if TYPE_CHECKING:
     from agentbranch.engine.readers.base import Reader
@@ -70,6 +72,11 @@ class EngineSettings(BaseSettings):
         if isinstance(value, str):
             return value.strip() or None
         return value
+
+    def __repr_args__(self) -> Any:
+        # The URL may carry credentials (user:password@, ?token=): masked in repr/str.
+        for name, value in super().__repr_args__():
+            yield name, redact_url(value) if name == "remote_url" and value else value
 
     @classmethod
     def settings_customise_sources(
@@ -116,7 +123,8 @@ class Selection:
 
     kind: EngineKind
     reason: str
-    settings: dict[str, str] = field(default_factory=dict)
+    #: What the reader is built with (the remote URL and API key included): not in repr.
+    settings: dict[str, str] = field(default_factory=dict, repr=False)
     #: Why the engines before it were passed over.
     skipped: tuple[str, ...] = ()
 
@@ -189,7 +197,7 @@ def select(
                 remote["api_key"] = settings.remote_api_key.get_secret_value()
             return Selection(
                 "remote",
-                f"remote /v1/systemone at {url}"
+                f"remote /v1/systemone at {redact_url(url)}"
                 + (f" (model {model})" if model else "")
                 + f": {ENV_REMOTE_URL} is set",
                 remote,

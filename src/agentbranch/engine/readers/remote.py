@@ -25,17 +25,18 @@ API (``_Api``); the HTTP, retry and error handling are shared. The server builds
 prompts itself (vLLM's question types), so on ``/v1/systemone`` the same state and
 questions give the same decisions as ``VLLMReader`` on the same model.
 
-**How answers become ``LabelRead``s.** The server returns label probabilities
-renormalised over the labels (``p_i``), not logprobs. ``label_mass`` (the labels' total
-probability over the full vocabulary) comes from the response's ``diagnostics`` when the
-server sends them (vLLM's ``/v1/systemone`` does), else from ``confidence / p_top``
-(vLLM's confidence is ``p_top × label_mass``), else 1.0. The reader reports
-``logprobs[i] = log(p_i × label_mass)``: the label's full-vocabulary log probability, as
-model readers report it, so reads of a choice split into chunks or read in several option
-orders combine the way they do for local readers. The engine renormalises, so a single
-read's decision gets exactly the server's ``p_i``. ``argmax_is_label`` comes from
-``diagnostics`` (True when absent). ``draws`` is ignored; ``joint`` is sent only to
-``/v1/decisions``.
+**How answers become ``LabelRead``s** (``remote_answers``). The server returns label
+probabilities renormalised over the labels (``p_i``), not logprobs. ``label_mass`` (the
+labels' total probability over the full vocabulary) comes from the response's
+``diagnostics`` when the server sends them (vLLM's ``/v1/systemone`` does), else from
+``confidence / p_top`` (vLLM's confidence is ``p_top × label_mass``), else 1.0, and is
+never above the mass the probabilities themselves imply (their sum, when it is below 1).
+The reader reports ``logprobs[i] = log(p_i × label_mass)``: the label's full-vocabulary
+log probability, as model readers report it, so reads of a choice split into chunks or
+read in several option orders combine the way they do for local readers. The engine
+renormalises, so a single read's decision gets exactly the server's ``p_i``.
+``argmax_is_label`` comes from ``diagnostics`` (True when absent). ``draws`` is ignored;
+``joint`` is sent only to ``/v1/decisions``.
 
 **``/v1/decisions`` mapping** (what vLLM 0.33 does with it, see ``adapters.py`` there):
 
@@ -53,31 +54,47 @@ read's decision gets exactly the server's ``p_i``. ``argmax_is_label`` comes fro
 * ``joint`` is sent when the request asks for it; vLLM refuses it (400) for models other
   than DiffusionGemma.
 
+**URL.** The API path is joined to ``base_url``'s path (``http://gw/llm?token=T`` posts
+to ``http://gw/llm/v1/systemone?token=T``: the query string is kept on every request);
+a ``base_url`` that already ends in the API's path is used as is.
+
 **Errors.** Connection failures, 429, 502, 503 and 504 are retried (tenacity) with
 exponential backoff (``Retry-After`` honoured, capped), at most ``max_retries`` times; then
 ``RemoteUnavailableError``. Other 4xx raise ``RemoteRequestError`` carrying the status
-and the server's own message (wrong model name, too many options, ...). A read that times
-out raises ``ReaderTimeoutError``.
+and the server's own message (wrong model name, too many options, ...). A redirect (3xx)
+is not followed (it would resend the request and its credentials elsewhere) and raises
+``RemoteRequestError`` naming the status and where it pointed; only a 2xx body is ever
+read as an answer. A read that times out raises ``ReaderTimeoutError``.
 
-**Invalid answers.** Every probability the server sends must be a finite number in
-[0, 1] (``noul`` included), one per option the question has (no missing or extra
-options), summing to at most 1; label mass and confidence in [0, 1]. Anything else is an
+**Invalid answers** (the rules in full: ``remote_answers``). The answers are read through
+strict pydantic models: every probability, ``confidence`` and ``label_mass`` is a JSON
+number (not a string, a bool or a null), finite, in [0, 1]; ``argmax_is_label`` a JSON
+boolean; a ``/v1/decisions`` score level a JSON integer (``0.2``, ``1.9``, ``true`` are
+errors, not truncated). One probability per option the question has (none missing,
+extra or twice), summing to at most 1; a sum of (almost) nothing (``NO_SIGNAL``) is no
+answer. A JSON object that repeats a key is refused. Anything else is an
 ``InvalidReadError`` (a ``ReaderError``) for that request: a NaN or ``-0.9`` never
 becomes a decision. ``read``/``aread`` return it in place of that request's reads (the
 engine raises it for that request's caller), so one bad answer in a shared batch does
 not fail the other requests of the batch.
 
 **Secrets.** Credentials in the URL (``http://user:key@host``) are sent as HTTP Basic
-auth and removed from ``reader.url``; the API key, the URL's password and the values of
+auth and never kept in ``reader.url``, which also shows every query-string value as
+``***`` (``http://gw/llm/v1/systemone?token=***``). The API key, the URL's user name,
+password and query values (whatever their length) and the values of
 ``Authorization``-like headers are replaced by ``***`` in every exception message
-(server messages that echo them included).
+(server messages that echo them included). httpx logs each request's URL at INFO on
+the ``"httpx"`` logger (``HTTP Request: POST <url> ...``, formatted with ``str``); the
+reader's requests carry a URL that prints masked (``_QuietURL``) while the request line
+sent is built from its real parts, so those log lines show ``token=***`` without the
+reader touching any logging configuration.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import math
+import json
 import random
 import re
 import threading
@@ -92,6 +109,13 @@ import httpx
 import tenacity
 
 from agentbranch.engine.readers.base import Reader
+from agentbranch.engine.readers.remote_answers import (
+    DuplicateKeyError,
+    decode_json,
+    parse_answers,
+    parse_decisions_answers,
+    question_keys,
+)
 from agentbranch.engine.reads import LabelRead, QuestionSpec, ReadRequest
 from agentbranch.errors import (
     ConfigurationError,
@@ -100,6 +124,7 @@ from agentbranch.errors import (
     ReaderTimeoutError,
 )
 from agentbranch.question_examples import instructions_with_examples
+from agentbranch.redact import MASK, redact_url, url_secrets
 
 __all__ = [
     "RemoteReader",
@@ -117,14 +142,13 @@ RETRY_STATUSES = frozenset({429, 502, 503, 504})
 DEFAULT_MAX_OPTIONS = 26
 DEFAULT_PATH = "/v1/systemone"
 DECISIONS_PATH = "/v1/decisions"
-#: How far outside [0, 1] a server probability may sit from float rounding.
-ROUNDING = 1e-6
 #: ``isinstance`` against this checks ``dict`` (what JSON gives) before the slower ABC.
 _MAPPING = (dict, Mapping)
 
 
 class RemoteRequestError(ReaderError):
-    """The server refused a request (4xx). ``status_code`` and ``server_message`` say why."""
+    """The server refused (4xx) or redirected (3xx) a request; not retried.
+    ``status_code`` and ``server_message`` say why (for a redirect, where to)."""
 
     def __init__(self, message: str, *, status_code: int, server_message: str) -> None:
         super().__init__(message)
@@ -161,28 +185,6 @@ def _criteria(q: QuestionSpec) -> Any:
     )
 
 
-def question_keys(questions: Sequence[QuestionSpec]) -> list[str]:
-    """Wire ids for a request's question reads. The engine may read one question
-    several times (option chunks, permutations); repeats get a ``~n`` suffix so every
-    wire id is unique. The id is not part of the model's prompt."""
-    ids = [q.id for q in questions]
-    if len(set(ids)) == len(ids):  # the usual request: no repeats, no suffixes
-        return ids
-    seen: dict[str, int] = {}
-    keys = []
-    for q in questions:
-        n = seen.get(q.id, 0)
-        seen[q.id] = n + 1
-        keys.append(q.id if n == 0 else f"{q.id}~{n}")
-    taken = set()
-    for i, key in enumerate(keys):  # a user id that itself ends in "~n"
-        while key in taken:
-            key += "~"
-        taken.add(key)
-        keys[i] = key
-    return keys
-
-
 def build_payload(
     request: ReadRequest, *, model: str | None = None, extra: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -202,109 +204,6 @@ def build_payload(
     if extra:
         body.update(extra)
     return body
-
-
-def _probability(value: Any, what: str = "probability") -> float:
-    """A server probability: a finite number in [0, 1] (clamped within rounding), else
-    ``InvalidReadError``."""
-    if type(value) is float and 0.0 < value <= 1.0:  # the usual answer (False for NaN)
-        return value
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not -ROUNDING <= value <= 1 + ROUNDING  # False for NaN
-    ):
-        raise InvalidReadError(
-            f"the server answered {what} {value!r}, which is not a number in [0, 1]; the "
-            "server or a proxy in between is faulty"
-        )
-    return min(1.0, max(0.0, float(value)))
-
-
-def _per_option(probs: Mapping[str, Any], expected: Sequence[str]) -> list[float]:
-    """One probability per option of ``expected``, in that order: an extra option is an
-    ``InvalidReadError``, a missing one a ``KeyError``."""
-    if probs.keys() != set(expected):  # one set comparison for the usual exact answer
-        extra = sorted(set(probs) - set(expected))
-        if extra:
-            raise InvalidReadError(
-                f"the server answered probabilities for options the question does not "
-                f"have: {extra} (expected {list(expected)})"
-            )
-    return _checked_sum([_probability(probs[k]) for k in expected])
-
-
-def _checked_sum(probs: list[float]) -> list[float]:
-    if sum(probs) > 1 + 1e-3:
-        raise InvalidReadError(
-            f"the server's probabilities {probs} sum to {sum(probs):.4f}, more than 1"
-        )
-    return probs
-
-
-def _probabilities(q: QuestionSpec, answer: Mapping[str, Any]) -> list[float]:
-    probs = answer.get("probabilities")
-    if q.type == "noul":
-        if isinstance(probs, _MAPPING) and {"yes", "no"} <= probs.keys():
-            return _per_option(probs, ("yes", "no"))
-        p_yes = _probability(answer["noul"], "noul")
-        return [p_yes, 1.0 - p_yes]
-    if not isinstance(probs, _MAPPING):
-        raise KeyError("probabilities")
-    if q.type == "score":
-        return _per_option(probs, [str(i) for i in range(len(q.options))])
-    return _per_option(probs, q.options)
-
-
-def parse_answers(request: ReadRequest, response: Mapping[str, Any]) -> list[LabelRead]:
-    """The ``LabelRead`` of each question read, from a ``/v1/systemone`` response."""
-    answers = response.get("answers")
-    diagnostics = response.get("diagnostics") or {}
-    if not isinstance(answers, _MAPPING):
-        raise ReaderError(
-            "the /v1/systemone response has no 'answers' object; is the URL a System One "
-            f"endpoint? Got keys {sorted(response)}"
-        )
-    reads = []
-    for key, q in zip(question_keys(request.questions), request.questions):
-        answer = answers.get(key)
-        if not isinstance(answer, _MAPPING):
-            raise InvalidReadError(f"the server returned no answer for question {key!r}")
-        try:
-            probs = _probabilities(q, answer)
-        except (KeyError, TypeError, ValueError) as e:
-            raise InvalidReadError(
-                f"the server's answer to question {key!r} lacks the label probabilities "
-                f"({e!r}); got {dict(answer)}"
-            ) from None
-        diag = diagnostics.get(key) if isinstance(diagnostics, _MAPPING) else None
-        reads.append(_label_read(probs, answer, diag if isinstance(diag, _MAPPING) else None))
-    return reads
-
-
-def _label_read(
-    probs: list[float], answer: Mapping[str, Any], diag: Mapping[str, Any] | None
-) -> LabelRead:
-    """``logprobs[i] = log(p_i × label_mass)``, the mass from ``diag`` or the answer's
-    ``confidence`` (vLLM's is ``p_top × label_mass``), else 1."""
-    top = max(probs)
-    # A field that is there must be a number: a null is a faulty server, not "unknown"
-    # (taken as unknown, it would read as label mass 1, the most trusting value).
-    if diag is not None and "label_mass" in diag:
-        mass = _probability(diag["label_mass"], "label_mass")
-    elif "confidence" in answer and top > 0:
-        # vLLM's confidence is p_top × label_mass, so it never exceeds p_top.
-        mass = _probability(_probability(answer["confidence"], "confidence") / top, "label_mass")
-    else:
-        mass = 1.0
-    # log p + log mass, not log(p × mass): two tiny factors underflow to 0 in a product.
-    log_scale = math.log(mass) if mass > 0 else 0.0
-    return LabelRead(
-        logprobs=tuple([math.log(p) + log_scale if p > 0 else -math.inf for p in probs]),
-        label_mass=mass,
-        argmax_is_label=bool(diag.get("argmax_is_label", True)) if diag is not None else True,
-        extras={"answer": dict(answer)},
-    )
 
 
 # ------------------------------------------------------------- /v1/decisions (0.33)
@@ -363,53 +262,6 @@ def build_decisions_payload(
     return body
 
 
-def _decision_probabilities(q: QuestionSpec, answer: Mapping[str, Any]) -> list[float]:
-    if answer.get("type") == "predicate":
-        p_true = _probability(answer["probability"])
-        return [p_true, 1.0 - p_true]
-    entries = answer["probabilities"]
-    n = 2 if q.type == "noul" else len(q.options)
-    if not isinstance(entries, list) or len(entries) != n:
-        got = len(entries) if isinstance(entries, list) else type(entries).__name__
-        raise KeyError(f"{got} probabilities for {n} options")
-    if q.type == "score":
-        by_value = {int(e["value"]): _probability(e["probability"]) for e in entries}
-        return _checked_sum([by_value[i] for i in range(len(q.options))])
-    by_value = {(type(e["value"]), e["value"]): _probability(e["probability"]) for e in entries}
-    if q.type == "noul":
-        return _checked_sum([by_value[(bool, True)], by_value[(bool, False)]])
-    return _checked_sum([by_value[(str, o)] for o in q.options])
-
-
-def parse_decisions_answers(request: ReadRequest, response: Mapping[str, Any]) -> list[LabelRead]:
-    """The ``LabelRead`` of each question read, from a ``/v1/decisions`` response
-    (answers in question order)."""
-    answers = response.get("answers")
-    if not isinstance(answers, list):
-        raise ReaderError(
-            "the /v1/decisions response has no 'answers' list; is the URL a vLLM "
-            f"Decisions endpoint? Got keys {sorted(response)}"
-        )
-    keys = question_keys(request.questions)
-    if len(answers) != len(keys):
-        raise InvalidReadError(
-            f"the server returned {len(answers)} answers for {len(keys)} questions"
-        )
-    reads = []
-    for key, q, answer in zip(keys, request.questions, answers):
-        if not isinstance(answer, Mapping) or answer.get("name") not in (None, key):
-            raise InvalidReadError(f"the server's answer for question {key!r} is {answer!r}")
-        try:
-            probs = _decision_probabilities(q, answer)
-        except (KeyError, TypeError, ValueError) as e:
-            raise InvalidReadError(
-                f"the server's answer to question {key!r} lacks the label probabilities "
-                f"({e!r}); got {dict(answer)}"
-            ) from None
-        reads.append(_label_read(probs, answer, None))
-    return reads
-
-
 class _Api(NamedTuple):
     """What differs between the endpoints: the path, the body and the answers."""
 
@@ -426,8 +278,8 @@ APIS = {
 
 def _server_message(response: httpx.Response) -> str:
     try:
-        data = response.json()
-    except ValueError:
+        data = json.loads(response.content)
+    except (ValueError, RecursionError):
         return response.text[:500] or response.reason_phrase
     if isinstance(data, Mapping):
         error = data.get("error")
@@ -449,28 +301,64 @@ _TOKEN = re.compile(r"(?i)\b(bearer\s+|basic\s+)[A-Za-z0-9._~+/=-]+")
 _SENSITIVE_HEADER = re.compile(r"(?i)auth|key|token|secret|cookie|session|password")
 
 
-def _mask_userinfo(url: Any) -> Any:
-    """``url`` with any ``user:password@`` replaced by ``***@`` (for messages)."""
-    return re.sub(r"^([^/?#@]*//)?[^/?#@]+@", r"\1***@", url) if isinstance(url, str) else url
+class _QuietURL(httpx.URL):
+    """The request URL, printed with its credentials masked (``redact_url``).
+
+    httpx logs every request at INFO on the ``"httpx"`` logger as ``HTTP Request: POST
+    <url> "HTTP/1.1 200 OK"``, formatting ``request.url`` with ``%s`` (``str``); its
+    ``repr(request)`` prints ``str(request.url)`` too. The transports build the request
+    line from the URL's parts (``raw_path`` keeps the real query), so with this URL on
+    the request the server gets the query string and those lines print ``***`` in its
+    values. Nothing in the process's logging configuration changes."""
+
+    def __init__(self, url: httpx.URL, shown: str) -> None:
+        super().__init__(url)
+        self._shown = shown
+
+    def __str__(self) -> str:
+        return self._shown
+
+    def __repr__(self) -> str:
+        return f"URL({self._shown!r})"
 
 
-def _split_userinfo(url: str) -> tuple[str, str | None]:
-    """The URL without ``user:password@`` and the ``Authorization: Basic`` value for
-    them (what httpx would send for a URL with userinfo)."""
+def _endpoint(base_url: str, api: str) -> tuple[httpx.URL, str | None]:
+    """The request URL (``base_url``'s path joined with the API's path, its query string
+    kept; no userinfo, no fragment) and the ``Authorization: Basic`` value for
+    ``base_url``'s userinfo (what httpx would send for it), if any."""
     try:
-        parsed = httpx.URL(url)
+        parsed = httpx.URL(base_url)
     except (httpx.InvalidURL, TypeError, ValueError):
-        raise ConfigurationError(f"base_url {_mask_userinfo(url)!r} is not a valid URL") from None
+        parsed = None
+    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
+        raise ConfigurationError(
+            f"base_url {redact_url(base_url)!r} is not a valid http(s) URL like 'http://vllm:8000'"
+        )
+    api_path = APIS[api].path
+    path, _, query = parsed.raw_path.partition(b"?")
+    path = path.rstrip(b"/")
+    other = [a.path for a in APIS.values() if a.path != api_path and path.endswith(a.path.encode())]
+    if other:
+        raise ConfigurationError(f"base_url ends in {other[0]}, which is not api={api!r}")
+    if not path.endswith(api_path.encode()):
+        path += api_path.encode()
+    endpoint = parsed.copy_with(
+        username=None,
+        password=None,
+        fragment=None,
+        raw_path=path + (b"?" + query if query else b""),
+    )
     if not parsed.userinfo:
-        return url, None
+        return endpoint, None
     token = base64.b64encode(f"{parsed.username}:{parsed.password}".encode()).decode()
-    return str(parsed.copy_with(username=None, password=None)), f"Basic {token}"
+    return endpoint, f"Basic {token}"
 
 
-def _secrets(headers: Mapping[str, str], api_key: str | None) -> list[str]:
-    """Strings that must never appear in a message: the API key, the values of
-    credential-like headers, and the parts of ``Basic`` tokens (longest first)."""
-    found: set[str] = set()
+def _secrets(headers: Mapping[str, str], api_key: str | None, base_url: str) -> list[str]:
+    """Strings that must never appear in a message, whatever their length (longest
+    first): the API key, the values of credential-like headers and the parts of their
+    ``Basic`` tokens, and the URL's user name, password and query values."""
+    found: set[str] = url_secrets(base_url)
     if api_key:
         found.add(api_key)
     for name, value in headers.items():
@@ -481,11 +369,11 @@ def _secrets(headers: Mapping[str, str], api_key: str | None) -> list[str]:
                 found.add(token)
                 if scheme.lower() == "basic":
                     try:
-                        user_pass = base64.b64decode(token).decode()
+                        found.update(base64.b64decode(token).decode().split(":", 1))
                     except ValueError:
                         continue
-                    found.update(part for part in user_pass.split(":", 1) if len(part) >= 4)
-    return sorted((s for s in found if len(s) >= 4), key=len, reverse=True)
+    found.discard("")
+    return sorted(found, key=len, reverse=True)
 
 
 # ------------------------------------------------------------- in-flight limit
@@ -586,8 +474,11 @@ class RemoteReader(Reader):
 
     Args:
         base_url: the server, e.g. ``http://localhost:8000`` or a KServe
-            InferenceService URL; a URL that already ends in the API's path
-            (``/v1/systemone``, ``/v1/decisions``) is used as is.
+            InferenceService URL; the API's path is joined to its path and its query
+            string kept on every request; a URL that already ends in the API's path
+            (``/v1/systemone``, ``/v1/decisions``) is used as is. ``user:password@`` in
+            it is sent as HTTP Basic auth. ``reader.url`` and every message show it
+            with the credentials and query values masked (``***``).
         model: the served model name to ask for (vLLM's ``--served-model-name``);
             ``None`` lets the server use its only model (``/v1/systemone`` only: a
             Decisions request must name it).
@@ -642,7 +533,7 @@ class RemoteReader(Reader):
         if not isinstance(base_url, str) or "://" not in base_url:
             raise ConfigurationError(
                 "base_url must be an http(s) URL like 'http://vllm:8000', got "
-                f"{_mask_userinfo(base_url)!r}"
+                f"{redact_url(base_url)!r}"
             )
         if max_retries < 0 or max_connections < 1 or timeout_s <= 0:
             raise ConfigurationError(
@@ -656,19 +547,16 @@ class RemoteReader(Reader):
             )
         self.api = api
         self._api = APIS[api]
-        base_url, basic = _split_userinfo(base_url)
+        endpoint, basic = _endpoint(base_url, api)
         if basic and api_key:
             raise ConfigurationError(
                 "base_url carries credentials (user:password@) and api_key is set too; "
                 "give the credentials once"
             )
-        base = base_url.rstrip("/")
-        other = [
-            a.path for a in APIS.values() if a.path != self._api.path and base.endswith(a.path)
-        ]
-        if other:
-            raise ConfigurationError(f"base_url ends in {other[0]}, which is not api={api!r}")
-        self.url = base if base.endswith(self._api.path) else base + self._api.path
+        #: The endpoint as shown in messages and ``repr``: query values masked (``***``).
+        self.url = redact_url(str(endpoint))
+        # What requests go to: the real query string, printed as ``self.url``.
+        self._request_url = _QuietURL(endpoint, self.url)
         self.requested_model = model
         self.model = model or "unknown"
         self.max_options = max_options
@@ -683,7 +571,7 @@ class RemoteReader(Reader):
             self._headers["authorization"] = f"Bearer {api_key}"
         elif basic:
             self._headers["authorization"] = basic
-        self._secrets = _secrets(self._headers, api_key)
+        self._secrets = _secrets(self._headers, api_key, base_url)
         self._timeout = httpx.Timeout(timeout_s, connect=connect_timeout_s, pool=None)
         self._limits = httpx.Limits(
             max_connections=max_connections, max_keepalive_connections=max_connections
@@ -729,6 +617,7 @@ class RemoteReader(Reader):
                     limits=self._limits,
                     verify=self._verify,
                     transport=self._transport,
+                    follow_redirects=False,  # a redirect is an error (_handle)
                 )
             return self._client
 
@@ -745,6 +634,7 @@ class RemoteReader(Reader):
                 limits=self._limits,
                 verify=self._verify,
                 transport=self._async_transport,
+                follow_redirects=False,  # a redirect is an error (_handle)
             )
             holder = _client_holder(client)
             self._aclients[loop] = (client, holder)
@@ -785,28 +675,23 @@ class RemoteReader(Reader):
         """The reads, ``None`` when the status is worth a retry, or the
         ``InvalidReadError`` that stands for this request's reads when the answer is
         invalid (so it fails this request's caller only)."""
-        if response.status_code in RETRY_STATUSES:
+        status = response.status_code
+        if status in RETRY_STATUSES:
             return None
-        if response.status_code >= 400:
-            message = self._redact(_server_message(response))
-            if response.status_code < 500:
-                hint = {
-                    401: " Pass the server's key as api_key (or a valid token).",
-                    403: " The token lacks access to this InferenceService.",
-                    404: " Check base_url and model (the served model name).",
-                }.get(response.status_code, " Fix the request; retrying will not help.")
-                raise RemoteRequestError(
-                    f"{self.url} refused the read with HTTP {response.status_code}: "
-                    f"{message}.{hint}",
-                    status_code=response.status_code,
-                    server_message=message,
-                )
-            raise ReaderError(
-                f"{self.url} failed the read with HTTP {response.status_code}: {message}. "
-                "Check the server's logs (the engine may have died or run out of memory)."
-            )
+        if not 200 <= status < 300:
+            raise self._status_error(response)
         try:
-            data = response.json()
+            data = decode_json(response.content)
+        except DuplicateKeyError as e:
+            # Which of the two values counts is a guess: never an answer.
+            return InvalidReadError(
+                f"{self.url} answered JSON that is ambiguous: {self._redact(str(e))}; the "
+                "server or a proxy in between is faulty"
+            )
+        except RecursionError:
+            raise ReaderError(
+                f"{self.url} answered JSON nested too deeply to read; is base_url the vLLM server?"
+            ) from None
         except ValueError:
             raise ReaderError(
                 f"{self.url} answered with non-JSON content "
@@ -825,12 +710,47 @@ class RemoteReader(Reader):
                 return error  # in place of this request's reads; the engine raises it
             raise error from None
 
+    def _status_error(self, response: httpx.Response) -> ReaderError:
+        """The error for a status other than 2xx (retryable ones aside): a body that
+        came with it is never taken as the answer."""
+        status = response.status_code
+        if 300 <= status < 400:
+            where = redact_url(response.headers.get("location", "(no Location header)"))
+            return RemoteRequestError(
+                f"{self.url} redirected the read with HTTP {status} to {where}; redirects "
+                "are not followed (they would resend the request and its credentials). "
+                "Set base_url to the server's own URL.",
+                status_code=status,
+                server_message=f"redirect to {where}",
+            )
+        message = self._redact(_server_message(response))
+        if 400 <= status < 500:
+            hint = {
+                401: " Pass the server's key as api_key (or a valid token).",
+                403: " The token lacks access to this InferenceService.",
+                404: " Check base_url and model (the served model name).",
+            }.get(status, " Fix the request; retrying will not help.")
+            return RemoteRequestError(
+                f"{self.url} refused the read with HTTP {status}: {message}.{hint}",
+                status_code=status,
+                server_message=message,
+            )
+        if status >= 500:
+            return ReaderError(
+                f"{self.url} failed the read with HTTP {status}: {message}. "
+                "Check the server's logs (the engine may have died or run out of memory)."
+            )
+        return ReaderError(
+            f"{self.url} answered HTTP {status}, not an answer (a 2xx status with a JSON "
+            "body); is base_url the vLLM server?"
+        )
+
     def _redact(self, text: str) -> str:
         """``text`` with this reader's credentials (and any bearer/basic token)
         replaced by ``***``."""
         for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return _TOKEN.sub(r"\1***", text)
+            text = text.replace(secret, MASK)
+        return _TOKEN.sub(rf"\1{MASK}", text)
 
     def _timeout_error(self, e: Exception) -> ReaderTimeoutError:
         return ReaderTimeoutError(
@@ -885,12 +805,19 @@ class RemoteReader(Reader):
             "reraise": True,
         }
 
+    def _request(self, client: httpx.Client | httpx.AsyncClient, body: Any) -> httpx.Request:
+        """The POST of ``body``; its URL prints with the query values masked
+        (``_QuietURL``: httpx logs ``str(request.url)``)."""
+        request = client.build_request("POST", self._request_url, json=body)
+        request.url = self._request_url
+        return request
+
     def _post(self, client: httpx.Client, request: ReadRequest, body: Any) -> list[LabelRead]:
         """One attempt (``_Retry`` when worth another)."""
         response, error = None, None
         self._gate.acquire()
         try:
-            response = client.post(self.url, json=body)
+            response = client.send(self._request(client, body))
         except httpx.TransportError as e:
             error = e
         finally:
@@ -903,7 +830,7 @@ class RemoteReader(Reader):
         response, error = None, None
         await self._gate.aacquire()
         try:
-            response = await client.post(self.url, json=body)
+            response = await client.send(self._request(client, body))
         except httpx.TransportError as e:
             error = e
         finally:
