@@ -1396,3 +1396,25 @@ def test_httpx_log_lines_never_carry_the_url_credentials(caplog, use_async):
     httpx_logger = logging.getLogger("httpx")
     assert (httpx_logger.level, httpx_logger.handlers, httpx_logger.filters) == before
     reader.close()
+
+
+@pytest.mark.parametrize(
+    "url, shown",
+    [
+        ("http://user:password@host/?token=T", "http://***@host/?token=***"),
+        ("http://u:p@h:80/x?a=1&b&c=#frag=z", "http://***@h:80/x?a=***&***&c=#frag=***"),
+        ("http://TOKEN@h/p", "http://***@h/p"),  # a token as the user name
+        ("http://u:p@ss@h/x", "http://***@h/x"),  # an unescaped "@" in the password
+        ("http://h/p?e=a@b.c", "http://h/p?e=***"),  # an "@" in the query is not userinfo
+        ("agent:KEY@vllm:8000", "***@vllm:8000"),  # no scheme
+        ("http://h:8000/v1/systemone", "http://h:8000/v1/systemone"),
+    ],
+)
+def test_redact_url(url, shown):
+    from agentbranch.redact import redact_url, url_secrets
+
+    assert redact_url(url) == shown
+    if url.startswith("http://u:p@h:80"):
+        # for free text: every secret, as written and percent-decoded
+        assert url_secrets(url) == {"u", "p", "1", "b", "z"}
+    assert url_secrets("http://h/?k=a%2Bb+c") == {"a%2Bb+c", "a+b+c", "a+b c"}

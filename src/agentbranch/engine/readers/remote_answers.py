@@ -163,6 +163,12 @@ class DecisionsAnswer(_Wire):
     confidence: Probability = Field(default=None)  # type: ignore[assignment]
 
 
+def _short(value: Any, limit: int = 200) -> str:
+    """``repr(value)``, cut to ``limit`` characters (a server may send anything)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _validated(model: type[_Wire], data: Any, key: str, what: str = "answer") -> Any:
     try:
         return model.model_validate(data)
@@ -185,7 +191,7 @@ def _describe(error: Mapping[str, Any]) -> str:
     name = ".".join(str(part) for part in loc) or "answer"
     if error["type"] == "missing":
         return f"{name}{where} is missing"
-    return f"the server answered {name} {error['input']!r}{where} ({error['msg']})"
+    return f"the server answered {name} {_short(error['input'])}{where} ({error['msg']})"
 
 
 # --------------------------------------------------------------------------- reads
@@ -409,7 +415,7 @@ def parse_decisions_answers(request: ReadRequest, response: Mapping[str, Any]) -
     reads = []
     for key, q, raw in zip(keys, request.questions, answers):
         if not isinstance(raw, Mapping) or raw.get("name") not in (None, key):
-            raise InvalidReadError(f"the server's answer for question {key!r} is {raw!r}")
+            raise InvalidReadError(f"the server's answer for question {key!r} is {_short(raw)}")
         answer = _validated(DecisionsAnswer, raw, key)
         reads.append(
             label_read(
