@@ -422,7 +422,9 @@ PROB = st.one_of(
     st.sampled_from([math.nan, math.inf, -math.inf, -0.9, 1.7, "0.5", True, None]),
 )
 #: A normalised answer scaled down: the label mass its numbers imply (down to none).
-MASS_SCALE = st.one_of(st.just(1.0), st.floats(0, 1), st.sampled_from([1e-3, 2e-6, 1e-300, 0.0]))
+MASS_SCALE = st.one_of(
+    st.just(1.0), st.floats(1e-4, 1), st.sampled_from([1e-3, 2e-6, 1e-6, 1e-300, 0.0])
+)
 #: argmax_is_label: only a JSON boolean is one.
 FLAG = st.sampled_from([True, False, "false", "true", 0, 1, None])
 
@@ -444,16 +446,28 @@ def dump(value) -> str:
 
 def _answer_for(spec: dict, draw) -> tuple[dict, dict]:
     """An answer (``probabilities`` may be ``Pairs`` with a repeated option) and its
-    diagnostics entry (``{}`` for none)."""
+    diagnostics entry (``{}`` for none). Two in three are drawn from valid values only
+    (scaled down to the label mass they imply), so the mass property below is exercised;
+    the others mix in odd values, options and repeated keys."""
     kind = spec["type"]
-    diag = draw(st.fixed_dictionaries({}, optional={"label_mass": PROB, "argmax_is_label": FLAG}))
+    faulty = draw(st.integers(0, 2)) == 0
+    prob = PROB if faulty else st.floats(0, 1) | st.floats(0.01, 1)
+    diag = draw(
+        st.fixed_dictionaries(
+            {}, optional={"label_mass": prob, "argmax_is_label": FLAG if faulty else st.booleans()}
+        )
+    )
     if kind == "noul":
+        if faulty:
+            yes_no = st.fixed_dictionaries({"yes": prob, "no": prob})
+        else:  # P(yes), P(no) scaled down together
+            yes_no = st.builds(
+                lambda p, scale: {"yes": p * scale, "no": (1 - p) * scale}, prob, MASS_SCALE
+            )
         answer = draw(
             st.one_of(
-                st.fixed_dictionaries({"noul": PROB}),
-                st.fixed_dictionaries(
-                    {"probabilities": st.fixed_dictionaries({"yes": PROB, "no": PROB})}
-                ),
+                st.fixed_dictionaries({"noul": prob}),
+                st.fixed_dictionaries({"probabilities": yes_no}),
             )
         )
         return answer, diag
@@ -462,22 +476,27 @@ def _answer_for(spec: dict, draw) -> tuple[dict, dict]:
         if kind == "choice"
         else [str(i) for i in range(len(spec["criteria"]))]
     )
-    keys = draw(st.one_of(st.just(keys), st.just(keys), st.just(keys[:-1]), st.just([*keys, "zz"])))
-    probs = draw(st.lists(PROB, min_size=len(keys), max_size=len(keys)))
+    if faulty:
+        keys = draw(st.sampled_from([keys, keys, keys[:-1], [*keys, "zz"]]))
+    probs = draw(st.lists(prob, min_size=len(keys), max_size=len(keys)))
     z = sum(p for p in probs if isinstance(p, float) and math.isfinite(p) and p > 0) or 1.0
-    if draw(st.booleans()):  # most servers normalise ...
+    if not faulty or draw(st.booleans()):  # most servers normalise ...
         scale = draw(MASS_SCALE)  # ... and may say the labels got only part of the mass
         probs = [
             p / z * scale if isinstance(p, float) and math.isfinite(p) and p > 0 else p
             for p in probs
         ]
     answer: dict = {"probabilities": dict(zip(keys, probs))}
-    if draw(st.integers(0, 9)) == 0:  # an option twice: which value counts?
+    if faulty and draw(st.integers(0, 4)) == 0:  # an option twice: which value counts?
         repeated = Pairs(answer["probabilities"].items())
         repeated.append((draw(st.sampled_from(keys)), draw(PROB)))
         answer["probabilities"] = repeated
     if draw(st.booleans()):
-        answer["confidence"] = draw(PROB)
+        if faulty:
+            answer["confidence"] = draw(PROB)
+        else:  # vLLM's: p_top × label mass, the top share of the renormalised numbers
+            top = max(probs) / sum(probs) if sum(probs) > 0 else 0.0
+            answer["confidence"] = top * draw(st.floats(0, 1))
     return answer, diag
 
 
