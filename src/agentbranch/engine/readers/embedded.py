@@ -439,7 +439,13 @@ class EmbeddedReader(Reader):
             label_mass=1.0,
             argmax_is_label=True,
             agreement=1.0,
-            extras={"similarities": scores, "temperature": temperature, "source": source},
+            extras={
+                "similarities": scores,
+                "temperature": temperature,
+                "source": source,
+                # a fitted temperature (shipped, or leave-one-out on the examples)
+                "calibrated": source != "explicit",
+            },
         )
 
     def _twins(self, q: QuestionSpec, vecs: dict[str, Any]) -> str | None:
