@@ -225,8 +225,11 @@ def test_gate_never_takes_from_nothing(embedded, texts):
         policy=Policy(take_at=0.5, fallbacks=[GotoNode("block")]),
         renderer=lambda tool_call, description, context: context,
     )
-    agent = create_agent(model, tools=[shell], middleware=[gate])
-    out = agent.invoke({"messages": [HumanMessage(t) for t in texts]})
+    agent = create_agent(
+        model, tools=[shell], middleware=[gate], system_prompt="You are a careful assistant."
+    )
+    history = [(HumanMessage if i % 2 == 0 else AIMessage)(t) for i, t in enumerate(texts)]
+    out = agent.invoke({"messages": history})
     rec = out["tool_decisions"]["g"]
     assert rec["band"] == "fallback" and rec["outcome"] == "blocked" and RAN == []
     assert rec["confidence"] == pytest.approx(0.0, abs=1e-9)
@@ -255,3 +258,21 @@ def test_review_without_a_checkpointer_is_a_clear_error():
         ls, checkpointer=False, policy=Policy(take_at=0.5, fallbacks=[GotoNode("block")])
     )
     assert out["tool_decisions"]["c"]["outcome"] == "blocked"
+
+
+def test_async_gate_gives_calls_sharing_an_id_their_own_records():
+    import asyncio
+
+    RAN.clear()
+    rm = {"name": "shell", "args": {"cmd": "rm -rf /"}, "id": "d"}
+    weather = {"name": "get_weather", "args": {"city": "Oslo"}, "id": "d"}
+    model = FakeToolCallingModel(responses=[AIMessage("", tool_calls=[rm, weather]), "done"])
+    engine = ab.DecisionEngine(ab.ScriptedReader({"risky": risk}))
+    agent = create_agent(
+        model,
+        tools=[get_weather, shell],
+        middleware=[ToolGateMiddleware(engine, tools=[get_weather, shell])],
+    )
+    out = asyncio.run(agent.ainvoke({"messages": [HumanMessage("go")]}))
+    assert RAN == [] and [m.status for m in results(out)] == ["error", "error"]
+    assert out["tool_decisions"]["d#2"]["shared_id_with"] == "d"
