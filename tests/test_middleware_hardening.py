@@ -5,6 +5,7 @@ real embedded reader); a review without a checkpointer is a clear error."""
 from __future__ import annotations
 
 import uuid
+from typing import TypedDict
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -13,11 +14,13 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import StructuredTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
 import agentbranch as ab
 from agentbranch.errors import ConfigurationError
 from agentbranch.langchain import ToolGateMiddleware, ToolSelectorMiddleware
+from agentbranch.langgraph import DecisionRecords, decide_node
 from agentbranch.policy import GotoNode, Policy
 from agentbranch.state import render_state
 from agentbranch.testing import FakeToolCallingModel
@@ -276,3 +279,26 @@ def test_async_gate_gives_calls_sharing_an_id_their_own_records():
     out = asyncio.run(agent.ainvoke({"messages": [HumanMessage("go")]}))
     assert RAN == [] and [m.status for m in results(out)] == ["error", "error"]
     assert out["tool_decisions"]["d#2"]["shared_id_with"] == "d"
+
+
+class TicketState(TypedDict, total=False):
+    ticket: str
+    decisions: DecisionRecords
+
+
+def test_a_decide_node_review_without_a_checkpointer_is_a_clear_error():
+    node = decide_node(
+        ab.DecisionEngine(ab.ScriptedReader({"urgent": {"yes": 0.5, "no": 0.5}})),
+        {"urgent": ab.yes_no("Urgent?", yes="blocked now", no="can wait")},
+        policy=Policy(take_at=0.5, review_below=0.5),
+        state_key="ticket",
+    )
+    graph = StateGraph(TicketState)
+    graph.add_node("decide", node)
+    graph.add_edge(START, "decide")
+    graph.add_edge("decide", END)
+    with pytest.raises(ConfigurationError, match="question 'urgent' needs a human review"):
+        graph.compile().invoke({"ticket": "hello"})
+    config = {"configurable": {"thread_id": "t"}}
+    out = graph.compile(checkpointer=InMemorySaver()).invoke({"ticket": "hello"}, config)
+    assert out["__interrupt__"][0].value["question_id"] == "urgent"

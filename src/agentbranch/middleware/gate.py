@@ -52,11 +52,10 @@ from langchain_core.messages import (
 )
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
-from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.types import interrupt
 
 from agentbranch.errors import AgentBranchError, ConfigurationError
-from agentbranch.langgraph import merge_records
+from agentbranch.langgraph import check_resumable, merge_records
 from agentbranch.middleware.gate_texts import (
     default_blocked_message,
     gate_tool_message,
@@ -340,7 +339,11 @@ class ToolGateMiddleware(AgentMiddleware):
                 for c in pending
             ],
         )
-        _check_resumable(len(pending))
+        check_resumable(
+            f"ToolGateMiddleware ({len(pending)} tool call{'s' if len(pending) > 1 else ''})",
+            "or keep humans out of the loop with policy=Policy(take_at=0.5, "
+            "fallbacks=[GotoNode('block')]) or [Generate(model)]",
+        )
         response = interrupt(request)
         decisions = _decisions_of(response, len(pending))
         for c, decision in zip(pending, decisions, strict=True):
@@ -513,25 +516,6 @@ def _decisions_of(response: Any, expected: int) -> list[Any]:
             f"{len(decisions)} decision(s); give one decision per action request, in order"
         )
     return decisions
-
-
-def _check_resumable(n: int) -> None:
-    """Refuse to interrupt a run that cannot be resumed. Without a checkpointer LangGraph
-    returns ``__interrupt__`` silently and only ``Command(resume=...)`` fails ("Cannot use
-    Command(resume=...) without checkpointer"): the calls would wait for an answer that
-    can never arrive."""
-    config = _config()
-    if config is None:  # not inside a graph run: interrupt() raises its own error
-        return
-    if config.get("configurable", {}).get(CONFIG_KEY_CHECKPOINTER) is None:
-        raise ConfigurationError(
-            f"ToolGateMiddleware needs a human review of {n} tool call(s), but the agent has "
-            "no checkpointer, so its interrupt could never be resumed. Give one: "
-            "create_agent(..., checkpointer=InMemorySaver()) and invoke with "
-            "config={'configurable': {'thread_id': ...}}; or keep humans out of the loop "
-            "with policy=Policy(take_at=0.5, fallbacks=[GotoNode('block')]) or "
-            "[Generate(model)]"
-        )
 
 
 def _config() -> Any:
