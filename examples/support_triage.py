@@ -15,6 +15,10 @@ from _engine import make_engine
 from agentbranch.demo.triage import SAMPLE_TICKETS, build_triage_graph, triage_row
 
 
+def _shown(value: object) -> str:
+    return "—" if value is None else str(value)  # None: the engine was not sure
+
+
 def main() -> None:
     engine = make_engine()
     graph = build_triage_graph(engine)  # fallback_model=ChatOpenAI(...) to generate instead
@@ -26,7 +30,7 @@ def main() -> None:
         row = triage_row(state)
         conf = row["team_confidence"]
         print(
-            f"{row['queue']:<16} {str(row['urgent']):<6} {str(row['frustration']):<11} "
+            f"{row['queue']:<16} {_shown(row['urgent']):<6} {_shown(row['frustration']):<11} "
             f"{conf if conf is None else f'{conf:.2f}':>9}  {row['team_decided_by']:<13} "
             f"{row['ticket'][:60]}"
         )

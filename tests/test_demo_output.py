@@ -56,9 +56,21 @@ def test_band_only_where_a_policy_applied_one(demo_80):
     others = [r for r in rows if r[0] in ("urgent", "frustration")]
     assert len(team) == 26 and len(others) == 52
     assert {r[4] for r in team} == {"take", "fallback"}  # team has take_at: banded
-    # urgent/frustration take every answer (no threshold): no band, even at low confidence
+    # urgent/frustration do not route: no policy band, and below 0.5 not shown as answers
     assert all(r[4] not in ("take", "fallback", "review") for r in others)
     assert any(float(r[3]) < 0.1 for r in others)
+
+
+def test_an_answer_the_engine_cannot_vouch_for_is_not_shown_as_a_decision(demo_80):
+    # The first screen used to show e.g. `frustration furious` at confidence 0.02.
+    rows = [line.split() for line in demo_80.splitlines() if line.startswith("  ")]
+    others = [r for r in rows if r[0] in ("urgent", "frustration")]
+    for r in others:
+        sure = float(r[3]) >= 0.5
+        assert (r[1] != "—") == sure, r
+        assert (r[4:6] == ["not", "sure"]) == (not sure), r
+    assert all(r[1] == "—" for r in others if r[0] == "frustration")  # ~0.01 on the CPU
+    assert "else — (not sure" in " ".join(demo_80.split())
 
 
 def test_readme_shows_the_real_80_column_output(demo_80):

@@ -100,12 +100,30 @@ def test_choice_binds_the_chosen_tool_only():
 
 def test_choice_max_tools_and_always_include():
     def dist(state, q):
-        return {"search_flights": 0.9, "convert_currency": 0.08, "get_weather": 0.02}
+        return {"search_flights": 0.6, "convert_currency": 0.3, "get_weather": 0.1}
 
     eng, reader = engine({"tool": dist})
-    run(ToolSelectorMiddleware(eng, max_tools=2, always_include=["send_email"], min_confidence=0.3))
+    run(ToolSelectorMiddleware(eng, max_tools=2, always_include=["send_email"], min_confidence=0.1))
     assert BOUND == [["search_flights", "convert_currency", "send_email"]]
     assert "send_email" not in reader.calls[0][0].questions[0].options
+
+
+def test_max_tools_binds_only_the_tools_the_read_supports():
+    # max_tools is a cap, not a quota: a tool after the top one is bound only when the
+    # read gives it at least min_probability (0.1 by default); never one at p = 0.00.
+    def dist(state, q):
+        return {"search_flights": 0.85, "convert_currency": 0.12, "get_weather": 0.03}
+
+    eng, _ = engine({"tool": dist})
+    out, _ = run(ToolSelectorMiddleware(eng, max_tools=4, min_confidence=0.0))
+    assert BOUND == [["search_flights", "convert_currency"]]
+    assert out["tool_selection"]["selected"] == ["search_flights", "convert_currency"]
+    run(ToolSelectorMiddleware(eng, max_tools=4, min_confidence=0.0, min_probability=0.2))
+    assert BOUND == [["search_flights"]]
+    run(ToolSelectorMiddleware(eng, max_tools=4, min_confidence=0.0, min_probability=0.0))
+    assert BOUND == [[t.name for t in TOOLS]]  # 0.0: every tool, the old quota
+    with pytest.raises(ConfigurationError, match="min_probability"):
+        ToolSelectorMiddleware(eng, min_probability=1.5)
 
 
 def test_uncertain_choice_keeps_every_tool():

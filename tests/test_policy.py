@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 
 import pytest
 from _lg_fixtures import DrawsReader, StrictFakeChat, sure, unsure
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import AIMessage
 
 import agentbranch as ab
 from agentbranch.errors import ConfigurationError, FallbackError, ReaderError
@@ -344,3 +348,53 @@ def test_each_decision_is_logged_once_direct_and_under_a_policy(caplog):
     team = next(e for e in events() if e.question_id == "team")
     assert team.decided_by == "fallback" and team.label == "outage"
     assert hasattr(team, "probabilities") and not hasattr(team, "state")
+
+
+# -- the reply parser accepts every exact option name (issue 22) -------------------------
+
+OPTION_NAME = (
+    st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=24)
+    .map(str.strip)
+    .filter(bool)
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(options=st.lists(OPTION_NAME, min_size=2, max_size=6, unique=True), data=st.data())
+@example(options=["Not urgent.", "Very urgent."], data=None)
+@example(options=["yes", "yes."], data=None)
+@example(options=['{"label": "a"}', "b"], data=None)
+def test_parse_label_accepts_every_exact_option_name(options, data):
+    chosen = options if data is None else [data.draw(st.sampled_from(options))]
+    for option in chosen:
+        assert parse_label(option, options) == option
+        assert parse_label(f"  {option}\n", options) == option
+        for reply in (
+            json.dumps({"label": option}),
+            json.dumps({"label": option}, ensure_ascii=False),
+        ):
+            if reply not in options:  # else the reply names that option exactly
+                assert parse_label(reply, options) == option
+        assert parse_label(AIMessage(option), options) == option
+
+
+@settings(max_examples=200, deadline=None)
+@given(options=st.lists(OPTION_NAME, min_size=2, max_size=6, unique=True), reply=st.text())
+def test_parse_label_never_answers_outside_the_options(options, reply):
+    try:
+        assert parse_label(reply, options) in options
+    except FallbackError:
+        pass
+
+
+def test_generate_can_choose_an_option_that_ends_with_a_period():
+    levels = ["Calm.", "Annoyed.", "Very urgent."]
+    model = StrictFakeChat(replies=['{"label": "Very urgent."}', "Very urgent.", "very urgent"])
+    r = Resolver(
+        engine({}),  # uniform: every read falls back
+        {"tone": ab.choice("How urgent is it?", levels)},
+        Policy(take_at=0.6, fallbacks=[Generate(model)]),
+    )
+    for _ in range(3):
+        rec = r.resolve("Production is down!")["tone"]
+        assert (rec["label"], rec["decided_by"]) == ("Very urgent.", "fallback")

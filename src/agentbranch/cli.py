@@ -157,12 +157,15 @@ def demo_report(
 ) -> list[str]:
     """The demo's output as plain lines of at most ``width`` characters (words are never
     broken): per ticket its text, one line per decision and where it went. The band
-    column shows a band only where the question's policy applies a threshold."""
+    column shows the band where the question's policy applies a threshold; an
+    informative question (urgency, frustration) the engine is not sure of shows ``—``
+    and ``not sure`` (the demo does not use its answer)."""
     import textwrap
 
+    from agentbranch.demo.triage import INFO_QUESTIONS, sure_label
     from agentbranch.policy import policy_for
 
-    head = f"  {'question':<11} {'answer':<15} {'entropy':>7} {'conf':>5}  {'band':<8} "
+    head = f"  {'question':<11} {'answer':<15} {'entropy':>7} {'conf':>5}  {'band':<9} "
     probs_width = max(12, width - len(head))
     lines = [head + "probabilities", "  " + "─" * (width - 2)]
     for ticket, state in zip(tickets, states):
@@ -177,10 +180,13 @@ def demo_report(
         records = state.get("decisions") or {}
         for qid, rec in records.items():
             band = rec.get("band", "") if _has_band(policy_for(policy, qid)) else ""
+            label = str(rec.get("label"))
+            if qid in INFO_QUESTIONS and sure_label(rec) is None:
+                label, band = "—", "not sure"
             row = (
-                f"  {qid:<11} {str(rec.get('label')):<15} "
+                f"  {qid:<11} {label:<15} "
                 f"{rec.get('entropy', float('nan')):>7.2f} "
-                f"{rec.get('confidence', float('nan')):>5.2f}  {band:<8} "
+                f"{rec.get('confidence', float('nan')):>5.2f}  {band:<9} "
                 + _top_probs(rec.get("probabilities") or {}, probs_width)
             )
             lines.append(row.rstrip())
@@ -219,10 +225,14 @@ def demo(
     width = max(60, min(console.width, 100))
     policy = demo_policy(engine)
     taken = sum(s.get("queue") != "human_triage" for s in states)
+    from agentbranch.demo.triage import INFO_TAKE_AT
+
     summary = (
         f"{len(states)} tickets: {taken} routed by the engine, {len(states) - taken} sent to "
-        f"human_triage. band: only the team question has a threshold: take when its "
-        f"confidence ≥ {policy['team'].take_at:.2f}, else fallback → human_triage. "
+        f"human_triage. team: take when its confidence ≥ {policy['team'].take_at:.2f}, "
+        f"else fallback → human_triage. urgent and frustration do not route: their "
+        f"answer is used at confidence ≥ {INFO_TAKE_AT:.2f}, else — (not sure; the "
+        "probabilities show what the engine leaned to). "
         "conf = 1 − entropy / ln(number of options)."
     )
     lines = [f"support triage on {engine.reader.model}", ""]

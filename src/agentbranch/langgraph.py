@@ -32,7 +32,8 @@ from typing import Annotated, Any, Literal
 
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.runnables.config import ensure_config, get_callback_manager_for_config
-from langgraph.constants import END
+from langgraph.config import get_config
+from langgraph.constants import CONFIG_KEY_CHECKPOINTER, END
 from langgraph.types import Command, interrupt
 from pydantic import BaseModel
 
@@ -66,9 +67,33 @@ DecisionRecords = Annotated[dict[str, dict[str, Any]], merge_records]
 # -- helpers ----------------------------------------------------------------------------
 
 
+def check_resumable(what: str, fix: str) -> None:
+    """Refuse to interrupt a run that cannot be resumed (``what`` needs a human; ``fix``
+    says how else to go on). Without a checkpointer LangGraph returns ``__interrupt__``
+    silently and only the resume fails ("Cannot use Command(resume=...) without
+    checkpointer"): the run would wait for an answer that can never arrive. Outside a
+    graph run nothing is checked (``interrupt`` raises its own error there)."""
+    try:
+        config = get_config()
+    except RuntimeError:
+        return
+    if config.get("configurable", {}).get(CONFIG_KEY_CHECKPOINTER) is None:
+        raise ConfigurationError(
+            f"{what} needs a human review, but the graph has no checkpointer, so its "
+            "interrupt could never be resumed. Compile it with one (e.g. "
+            "checkpointer=InMemorySaver(); create_agent(..., checkpointer=...)) and invoke "
+            f"with config={{'configurable': {{'thread_id': ...}}}}; {fix}"
+        )
+
+
 def review_with_interrupt(payload: dict[str, Any]) -> str:
     """Ask a human through LangGraph's ``interrupt``; the allowed responses are the
-    question's option names (validated on resume)."""
+    question's option names (validated on resume). A graph without a checkpointer is a
+    ``ConfigurationError`` (``check_resumable``)."""
+    check_resumable(
+        f"question {payload['question_id']!r}",
+        "or leave humans out with a policy without review_below",
+    )
     options = tuple(payload["options"])
     schema = Literal[options]  # type: ignore[valid-type]
     return interrupt(payload, response_schema=schema)  # type: ignore[arg-type]

@@ -18,6 +18,12 @@ standard blocks, are rendered one per line):
   string. Describe an image in text if a decision depends on what it shows.
 * any other block: ``[<type> block]``.
 
+Messages that carry nothing to read — no tool call, no media, and no text with a letter or a
+digit outside markup tokens (empty, blank, ``"?"``, ``"<turn|>"``) — render as the
+empty text, so ``[HumanMessage("")]`` reads exactly as ``""`` does (the embedded reader
+answers it uniformly; ``agentbranch.engine.readable``). Role names and tool names are
+labels, not content: ``"human: "`` would otherwise give the reader words to match.
+
 Messages nested in JSON state become ``{"role", "content"}`` objects, plus ``tool_calls``
 (``[{"name", "args"}]``) for AI messages and ``name`` / ``status`` for tool results.
 """
@@ -30,6 +36,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, ToolMessage
 
+from agentbranch.engine.readable import has_readable_text
 from agentbranch.errors import InvalidStateError
 
 #: Block types that carry media, and the keys that hold its data or location.
@@ -103,6 +110,29 @@ def _tool_calls(message: BaseMessage) -> list[str]:
     for c in message.invalid_tool_calls:
         calls.append(f"[invalid tool call {c.get('name') or ''} {c.get('args') or ''}]")
     return calls
+
+
+def _has_content(message: BaseMessage) -> bool:
+    """Whether ``message`` carries something to read: a tool call (client or server), or
+    text, reasoning or a refusal with a letter or a digit outside markup tokens, or media
+    (its placeholder says what was sent). ``[<type> block]`` labels are not content."""
+    return bool(_tool_calls(message)) or any(_block_has_content(b) for b in message.content_blocks)
+
+
+def _block_has_content(block: Mapping[str, Any]) -> bool:
+    kind = block.get("type")
+    if kind in ("text", "text-plain", "reasoning", "refusal"):
+        text = block.get("text") if kind in ("text", "text-plain") else None
+        text = text if text is not None else block.get(kind) or block.get("reasoning")
+        return isinstance(text, str) and has_readable_text(text)
+    if kind in ("server_tool_call", "server_tool_call_chunk", "server_tool_result"):
+        return True
+    if kind in _MEDIA_KINDS:
+        return True
+    if kind == "non_standard":
+        value = block.get("value")
+        return isinstance(value, Mapping) and value.get("type") in ("tool_use", "function_call")
+    return False  # unknown blocks, and tool calls (counted by _tool_calls)
 
 
 def _content_parts(message: BaseMessage) -> list[str]:
@@ -220,13 +250,16 @@ def _check_text(text: str) -> None:
 
 def render_state(state: Any) -> str:
     """The state as text: strings as-is, a message or a list of messages as a
-    ``role: content`` transcript, anything else JSON."""
+    ``role: content`` transcript (the empty text when no message carries anything to
+    read), anything else JSON."""
     check_state(state)
     if isinstance(state, str):
         return state
     if isinstance(state, BaseMessage):
-        return _message_text(state)
+        state = [state]
     if isinstance(state, Sequence) and state and all(isinstance(m, BaseMessage) for m in state):
+        if not any(_has_content(m) for m in state):
+            return ""  # nothing to read: as the empty string (see module doc)
         return "\n".join(_message_text(m) for m in state)
     try:
         return json.dumps(_plain(state), ensure_ascii=False)

@@ -2,9 +2,11 @@
 
 One decide node asks the three questions in ONE engine call. Low-confidence team routing
 falls back to generation when a ``fallback_model`` (a LangChain chat model) is given,
-otherwise to the ``human_triage`` node. The final state carries ``team``, ``urgent``,
-``frustration``, ``queue`` and every decision record (band, decided_by, confidence ...);
-``triage_row(state)`` flattens it for a table.
+otherwise to the ``human_triage`` node. Urgency and frustration inform, they do not
+route: the state gets their answer only at confidence ``INFO_TAKE_AT`` (0.5) or above,
+else ``None`` (not sure; the record keeps what the engine leaned to). The final state
+carries ``team``, ``urgent``, ``frustration``, ``queue`` and every decision record (band,
+decided_by, confidence ...); ``triage_row(state)`` flattens it for a table.
 
     graph = build_triage_graph(engine)
     state = graph.invoke({"ticket": "I was charged twice this month"})
@@ -74,6 +76,10 @@ TRIAGE_QUESTIONS = {
 
 #: Below this confidence the team is not taken from the engine.
 DEFAULT_TEAM_TAKE_AT = 0.5
+#: Below this confidence urgency and frustration are not set in the state (None: not
+#: sure). An answer the engine cannot vouch for is not presented as a decision.
+INFO_TAKE_AT = 0.5
+INFO_QUESTIONS = ("urgent", "frustration")
 
 SAMPLE_TICKETS: list[str] = [
     "I was charged twice for my subscription this month. Please refund the extra charge.",
@@ -137,13 +143,22 @@ def build_triage_graph(
     return graph.compile(checkpointer=checkpointer)
 
 
+def sure_label(record: dict[str, Any]) -> str | None:
+    """The label of an informative question's record when the engine is sure enough to
+    use it (confidence >= ``INFO_TAKE_AT``), else ``None``."""
+    confidence = record.get("confidence")
+    if confidence is None or confidence < INFO_TAKE_AT:
+        return None
+    return record.get("label")
+
+
 def _triage_update(state: Any, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    urgent = records["urgent"]["label"]
+    urgent = sure_label(records["urgent"])
     return {
         "decisions": records,
         "team": records["team"]["label"] if not records["team"].get("goto") else None,
         "urgent": None if urgent is None else urgent == "yes",
-        "frustration": records["frustration"]["label"],
+        "frustration": sure_label(records["frustration"]),
     }
 
 
@@ -177,6 +192,8 @@ def triage_row(state: Any) -> dict[str, Any]:
 __all__ = [
     "FRUSTRATION_EXAMPLES",
     "FRUSTRATION_LEVELS",
+    "INFO_QUESTIONS",
+    "INFO_TAKE_AT",
     "SAMPLE_TICKETS",
     "TEAMS",
     "TRIAGE_QUESTIONS",
@@ -184,5 +201,6 @@ __all__ = [
     "URGENT_EXAMPLES",
     "build_triage_graph",
     "default_policy",
+    "sure_label",
     "triage_row",
 ]

@@ -65,6 +65,9 @@ class LabelRead:
     knows them, set on the FIRST read of a request only: ``"usage"`` (the whole
     request's token usage, ``{"input_tokens", "output_tokens"}``) and ``"request_id"``
     (the server's id for the request). ``Decisions.usage`` / ``request_id`` carry them.
+    ``"calibrated": True`` says the reader scaled this read with a temperature fitted
+    for calibration (the embedded reader's shipped and leave-one-out ones): the
+    decision then says ``calibrated=True`` even without an engine ``Calibration``.
     """
 
     logprobs: tuple[float, ...]

@@ -16,7 +16,18 @@ Engine errors raise, unless the policy says ``FailOpen(label)`` (take that answe
 ``FailClosed("block")`` / ``FailClosed("review")`` (block, or ask a human). Every resolved
 decision is written to agent state under ``tool_decisions`` (tool call id → record) and
 emitted like a decide node's (the stdlib decision log, LangGraph custom stream, LangChain callbacks).
-The gate only reads through the engine's reader, so a cassette reader replays it.
+The question's id is ``"risky"`` (``question_id=``): records, emitted events and scripts
+of ``ScriptedReader`` name it. The gate only reads through the engine's reader, so a
+cassette reader replays it.
+
+Two calls of one turn with the same id (some model servers repeat ids): each is read,
+decided and recorded on its own (the second under ``"<id>#2"``, the third ``"<id>#3"``…).
+LangChain's agent loop matches tool results to calls by id only: ``create_agent`` sends
+to the tool node the calls whose id no ``ToolMessage`` answers, so a ToolMessage for one
+of them answers all. Such calls therefore run together or not at all: when one is
+blocked (or answered by a reviewer), the others with its id get an error ToolMessage
+saying they were not run because of the shared id (``outcome: "blocked"``,
+``shared_id_with``), instead of vanishing.
 """
 
 from __future__ import annotations
@@ -44,13 +55,14 @@ from langgraph.config import get_config
 from langgraph.types import interrupt
 
 from agentbranch.errors import AgentBranchError, ConfigurationError
-from agentbranch.langgraph import merge_records
+from agentbranch.langgraph import check_resumable, merge_records
 from agentbranch.middleware.gate_texts import (
     default_blocked_message,
     gate_tool_message,
     rejected_message,
     render_tool_call,
     review_description,
+    shared_id_message,
 )
 from agentbranch.observability import aemit, emit
 from agentbranch.policy import (
@@ -103,6 +115,8 @@ class _Call:
 
     tool_call: ToolCall
     state: Any
+    key: str  # its key in ``tool_decisions``: the id, or "<id>#n" for the n-th sharing it
+    index: int  # its position in the model's message
     record: DecisionRecord = field(default_factory=dict)
     review: dict[str, Any] | None = None
 
@@ -115,7 +129,9 @@ class ToolGateMiddleware(AgentMiddleware):
         tools: the guarded tools (names or ``BaseTool``s; pass the tools themselves so
             the engine reads their descriptions). Other tools run ungated.
         question: the yes/no question (default: "risky or not authorized?" with
-            descriptions of both answers); ``question_id`` names it in records.
+            descriptions of both answers).
+        question_id: its id (default ``"risky"``): records, events and a
+            ``ScriptedReader`` script name the question by it.
         block_on: the answer that blocks the call (``"yes"`` for the default question;
             ``"no"`` for a question such as "safe to run?").
         policy: an ``agentbranch.policy.Policy``; default ``take_at=0.5,
@@ -204,10 +220,11 @@ class ToolGateMiddleware(AgentMiddleware):
                 c.record = run_sync(self._fallbacks(c))
         for c in calls:
             self._finish(c)
+        unrun = self._shared_ids(ai, calls)
         config = _config()
         for c in calls:
             emit(c.record, config=config, state=c.state, include_state=self.include_state)
-        return self._update(ai, calls)
+        return self._update(ai, calls, unrun)
 
     async def aafter_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         turn = self._turn(state)
@@ -227,10 +244,11 @@ class ToolGateMiddleware(AgentMiddleware):
                 c.record = await run_async(self._fallbacks(c))
         for c in calls:
             self._finish(c)
+        unrun = self._shared_ids(ai, calls)
         config = _config()
         for c in calls:
             await aemit(c.record, config=config, state=c.state, include_state=self.include_state)
-        return self._update(ai, calls)
+        return self._update(ai, calls, unrun)
 
     # -- steps ----------------------------------------------------------------------------
 
@@ -255,9 +273,10 @@ class ToolGateMiddleware(AgentMiddleware):
         context = recent[-self.context_messages :] if self.context_messages else []
         if ai.text:
             context.append(AIMessage(ai.text))
+        keys = _record_keys(ai.tool_calls)
         calls = [
-            _Call(tc, self.renderer(tc, self.descriptions.get(tc["name"]), context))
-            for tc in ai.tool_calls
+            _Call(tc, self.renderer(tc, self.descriptions.get(tc["name"]), context), keys[i], i)
+            for i, tc in enumerate(ai.tool_calls)
             if tc["name"] in self.tool_names and tc["id"] not in answered
         ]
         return (ai, calls) if calls else None
@@ -320,6 +339,11 @@ class ToolGateMiddleware(AgentMiddleware):
                 for c in pending
             ],
         )
+        check_resumable(
+            f"ToolGateMiddleware ({len(pending)} tool call{'s' if len(pending) > 1 else ''})",
+            "or keep humans out of the loop with policy=Policy(take_at=0.5, "
+            "fallbacks=[GotoNode('block')]) or [Generate(model)]",
+        )
         response = interrupt(request)
         decisions = _decisions_of(response, len(pending))
         for c, decision in zip(pending, decisions, strict=True):
@@ -374,12 +398,45 @@ class ToolGateMiddleware(AgentMiddleware):
             executed = {"name": action["name"], "args": dict(action["args"])}
         c.record["executed"] = executed
 
-    def _update(self, ai: AIMessage, calls: list[_Call]) -> dict[str, Any]:
+    def _shared_ids(self, ai: AIMessage, calls: list[_Call]) -> list[BaseMessage]:
+        """Calls that share an id run together or not at all (see module doc): when one
+        gets a ToolMessage, the others with its id that would run are blocked (their
+        records say why), and an unguarded call with the id gets an error ToolMessage.
+        Returns those unguarded calls' messages."""
+        answered: dict[str, _Call] = {}
+        for c in calls:
+            if c.record["outcome"] != "run":
+                answered.setdefault(c.tool_call["id"], c)
+        ids = [tc.get("id") for tc in ai.tool_calls]
+        shared = {i for i in answered if ids.count(i) > 1}
+        if not shared:
+            return []
+        log.warning(
+            "agentbranch gate: the model gave several tool calls the same id (%s); calls "
+            "sharing an id with a blocked call are not run",
+            ", ".join(sorted(shared)),
+        )
+        for c in calls:
+            if c.tool_call["id"] in shared and c.record["outcome"] == "run":
+                by = answered[c.tool_call["id"]].key
+                c.record.update(outcome="blocked", shared_id_with=by, executed=None)
+        gated = {c.index for c in calls}
+        return [
+            shared_id_message(tc, None)
+            for i, tc in enumerate(ai.tool_calls)
+            if tc.get("id") in shared and i not in gated and tc["name"] not in self.tool_names
+        ]
+
+    def _update(
+        self, ai: AIMessage, calls: list[_Call], unrun: list[BaseMessage]
+    ) -> dict[str, Any]:
         messages: list[BaseMessage] = []
-        edits: dict[str, ToolCall] = {}
+        edits: dict[int, ToolCall] = {}
         for c in calls:
             outcome, tc = c.record["outcome"], c.tool_call
-            if outcome == "blocked":
+            if c.record.get("shared_id_with"):
+                messages.append(shared_id_message(tc, c.record))
+            elif outcome == "blocked":
                 content = (
                     rejected_message(tc, c.review)
                     if c.review is not None
@@ -390,15 +447,14 @@ class ToolGateMiddleware(AgentMiddleware):
                 messages.append(gate_tool_message(tc, c.review["message"], "success", c.record))
             elif c.review is not None and c.review["type"] == "edit":
                 action = c.review["edited_action"]
-                edits[tc["id"]] = {**tc, "name": action["name"], "args": dict(action["args"])}
+                edits[c.index] = {**tc, "name": action["name"], "args": dict(action["args"])}
             log.debug("agentbranch gate: %s %s", tc["name"], outcome)
-        update: dict[str, Any] = {
-            STATE_KEY: {c.tool_call["id"]: c.record for c in calls},
-        }
+        messages += unrun
+        update: dict[str, Any] = {STATE_KEY: {c.key: c.record for c in calls}}
         if edits:
-            # The reviewer's call replaces the model's in its message (same id), so the
-            # tool node runs what the human approved.
-            revised = [edits.get(tc["id"], tc) for tc in ai.tool_calls]
+            # The reviewer's call replaces the model's in its message (same id, same
+            # place), so the tool node runs what the human approved.
+            revised = [edits.get(i, tc) for i, tc in enumerate(ai.tool_calls)]
             messages.insert(0, ai.model_copy(update={"tool_calls": revised}))
         if messages:
             update["messages"] = messages
@@ -426,6 +482,17 @@ def _check_gate_policy(policy: Policy, questions: Mapping[str, Question]) -> Pol
             "call is not run) or 'review' (a human decides)"
         )
     return policy
+
+
+def _record_keys(tool_calls: Sequence[ToolCall]) -> list[str]:
+    """Each call's key in ``tool_decisions``: its id, ``"<id>#2"`` for the second call with
+    that id, and so on."""
+    seen: dict[str, int] = {}
+    keys = []
+    for tc in tool_calls:
+        n = seen[tc.get("id")] = seen.get(tc.get("id"), 0) + 1
+        keys.append(tc["id"] if n == 1 else f"{tc['id']}#{n}")
+    return keys
 
 
 def _keep_tool_call(steps: Any, tool_call: dict[str, Any]) -> Any:

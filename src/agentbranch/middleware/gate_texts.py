@@ -18,13 +18,15 @@ def render_tool_call(
 ) -> str:
     """What the engine reads for one proposed call: the call first (a sentence embedder
     truncates long inputs, so the call must not sit behind the conversation), the tool's
-    description, then the recent conversation."""
+    description, then the recent conversation. A conversation with nothing to read
+    (empty, blank or punctuation-only messages) is left out, as none would be."""
     args = json.dumps(tool_call["args"], ensure_ascii=False, sort_keys=True, default=str)
     lines = [f"Proposed tool call: {tool_call['name']}({args})"]
     if description:
         lines.append(f"Tool description: {description}")
-    if context:
-        lines += ["Conversation (latest last):", render_state(list(context))]
+    conversation = render_state(list(context)) if context else ""
+    if conversation:
+        lines += ["Conversation (latest last):", conversation]
     return "\n".join(lines)
 
 
@@ -101,3 +103,18 @@ def gate_tool_message(
     # (chat model integrations do not send these keys to the model).
     data = {"outcome": record["outcome"], "decided_by": record["decided_by"]}
     return add_notification_metadata(message, source="agentbranch_gate", data=data)
+
+
+def shared_id_message(tc: ToolCall, record: DecisionRecord | None) -> ToolMessage:
+    """The error ``ToolMessage`` of a call not run because another call of the turn with
+    the same id was blocked (``record``: its gate record; ``None`` for an unguarded
+    tool)."""
+    content = (
+        f"The tool call `{tc['name']}` was not executed: the model gave it the same id "
+        f"({tc['id']}) as another call of this turn that was not run, and tool results "
+        "are matched to calls by id, so it could not run alone. If it is still needed, "
+        "call it again in a new turn."
+    )
+    if record is None:
+        record = {"outcome": "blocked", "decided_by": "shared_id", "shared_id": True}
+    return gate_tool_message(tc, content, "error", record)

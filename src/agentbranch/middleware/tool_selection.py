@@ -5,14 +5,21 @@ The same interface shape as LangChain's ``LLMToolSelectorMiddleware`` (``max_too
 call the engine reads the latest user message against the available tools and the call
 binds only the tools it selects.
 
-* ``mode="choice"`` — one choice over the tool names, each described by its tool
-  description; the ``max_tools`` most probable tools are bound (1 by default).
+* ``mode="choice"`` — one choice over the tool names (question id ``"tool"``), each
+  described by its tool description; the most probable tool is bound, and the next
+  most probable ones up to ``max_tools`` (1 by default) only when the read gives each at
+  least ``min_probability`` (0.1): a confident read binds one tool even with
+  ``max_tools=5``, an open one up to five. A tool the read gives (almost) no chance is
+  never bound.
 * ``mode="yes_no"`` — one yes/no question per tool ("does the request need it?"), all in
-  one read (one canvas with ``DecisionEngine(joint=True)``); the tools answered ``yes`` are
-  bound, the most probable first when ``max_tools`` caps them.
+  one read (one canvas with ``DecisionEngine(joint=True)``), each question's id the tool's
+  name; the tools answered ``yes`` are bound, the most probable first when ``max_tools``
+  caps them.
 
 ``min_confidence`` is the floor: a choice read below it keeps every tool, and in yes/no
 mode a tool whose answer is below it is kept (the engine is not sure it is unneeded).
+A user message with nothing to read (empty, blank, ``"?"``, markup tokens) renders as
+the empty text, which the embedded reader answers uniformly: every tool is kept.
 The selection and its decision records go to agent state under ``tool_selection`` and are
 emitted like every decision (the stdlib decision log, custom stream, callbacks).
 """
@@ -59,6 +66,8 @@ class ToolSelectorMiddleware(AgentMiddleware):
         instructions: the question (choice mode), or a template with ``{name}`` (yes/no
             mode).
         max_tools: at most this many selected tools (choice mode: default 1).
+        min_probability: choice mode: a tool after the most probable one is bound only
+            when the read gives it at least this probability (default 0.1).
         always_include: tool names always bound, never read about, not counted.
         min_confidence: the confidence floor (see module doc).
         on_error: ``"raise"`` (default) or ``"all"`` — an engine error binds every tool.
@@ -74,6 +83,7 @@ class ToolSelectorMiddleware(AgentMiddleware):
         mode: Mode = "choice",
         instructions: str | None = None,
         max_tools: int | None = None,
+        min_probability: float = 0.1,
         always_include: Sequence[str] | None = None,
         min_confidence: float = 0.5,
         on_error: Literal["raise", "all"] = "raise",
@@ -84,6 +94,8 @@ class ToolSelectorMiddleware(AgentMiddleware):
             raise ConfigurationError(f"mode must be 'choice' or 'yes_no', got {mode!r}")
         if max_tools is not None and max_tools < 1:
             raise ConfigurationError(f"max_tools must be >= 1, got {max_tools}")
+        if not 0.0 <= min_probability <= 1.0:
+            raise ConfigurationError(f"min_probability must be in [0, 1], got {min_probability}")
         if not 0.0 <= min_confidence <= 1.0:
             raise ConfigurationError(f"min_confidence must be in [0, 1], got {min_confidence}")
         if on_error not in ("raise", "all"):
@@ -99,6 +111,7 @@ class ToolSelectorMiddleware(AgentMiddleware):
                 "'Does the request need the tool `{name}`?'"
             )
         self.max_tools = max_tools if max_tools is not None else (1 if mode == "choice" else None)
+        self.min_probability = min_probability
         self.always_include = list(always_include or [])
         self.min_confidence = min_confidence
         self.on_error = on_error
@@ -191,8 +204,11 @@ class ToolSelectorMiddleware(AgentMiddleware):
             rec = records["tool"]
             if rec["band"] != "take":
                 return _selection(self.mode, names, True, records)
-            ranked = sorted(names, key=lambda n: -rec["probabilities"][n])
-            return _selection(self.mode, ranked[: self.max_tools], False, records)
+            probs = rec["probabilities"]
+            ranked = sorted(names, key=lambda n: -probs[n])
+            # The top tool, then only the ones the read supports (see module doc).
+            chosen = ranked[:1] + [n for n in ranked[1:] if probs[n] >= self.min_probability]
+            return _selection(self.mode, chosen[: self.max_tools], False, records)
         kept = [n for n in names if records[n]["label"] == "yes" or records[n]["band"] != "take"]
         kept.sort(key=lambda n: -records[n]["probabilities"]["yes"])
         if self.max_tools is not None:

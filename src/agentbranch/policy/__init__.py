@@ -51,7 +51,7 @@ from agentbranch.policy.config import (
     policy_for,
     question_text,
 )
-from agentbranch.policy.generation import parse_label
+from agentbranch.policy.generation import generation_messages, parse_label
 from agentbranch.policy.records import engine_record, error_record, review_payload
 from agentbranch.policy.resolver import Resolver
 
@@ -74,6 +74,7 @@ __all__ = [
     "check_policies",
     "engine_record",
     "error_record",
+    "generation_messages",
     "options_of",
     "parse_label",
     "policy_for",

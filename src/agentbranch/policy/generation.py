@@ -32,14 +32,25 @@ def generation_messages(fb: Generate, qid: str, question: Question, state_text: 
 
 
 def parse_label(reply: Any, options: Sequence[str], *, source: str = "fallback model") -> str:
-    """The option named by a chat model's reply (JSON ``{"label": ...}`` or the bare
-    option name), or ``FallbackError``. Never returns anything outside ``options``."""
+    """The option named by a chat model's reply, or ``FallbackError``. Never returns
+    anything outside ``options``.
+
+    The reply is the bare option name or JSON ``{"label": "<option>"}`` (``"choice"`` and
+    ``"answer"`` work too, in a code fence or not). An exact option name always wins,
+    punctuation included (an option ``"Very urgent."`` is chosen by ``Very urgent.``);
+    then the tolerant forms, in order: without surrounding quotes or backticks, without
+    them and without leading or trailing periods (``"billing".``), each of these
+    case-insensitively, and last the reply and the options both without quotes and
+    periods (``very urgent`` names ``Very urgent.``); a tolerant form counts only when
+    exactly one option matches it."""
     text = getattr(reply, "content", reply)
     if isinstance(text, list):  # content blocks
         text = "".join(b if isinstance(b, str) else str(b.get("text", "")) for b in text if b)
     if not isinstance(text, str):
         raise FallbackError(f"{source} returned {type(text).__name__}, not text")
     raw = text.strip()
+    if raw in options:  # before any JSON parsing: an option's name may hold braces
+        return raw
     candidate: Any = raw
     fenced = re.search(r"\{.*\}", raw, re.DOTALL)
     if fenced:
@@ -49,17 +60,33 @@ def parse_label(reply: Any, options: Sequence[str], *, source: str = "fallback m
             obj = None
         if isinstance(obj, dict):
             candidate = obj.get("label", obj.get("choice", obj.get("answer")))
-    if isinstance(candidate, str):
-        candidate = candidate.strip().strip("\"'`.").strip()
-        if candidate in options:
-            return candidate
-        lowered = {o.lower(): o for o in options}
-        if candidate.lower() in lowered:
-            return lowered[candidate.lower()]
+    if isinstance(candidate, str) and (label := match_option(candidate, options)) is not None:
+        return label
     raise FallbackError(
         f"{source} answered {raw[:200]!r}, which names none of the allowed options "
         f"{list(options)}; the answer was rejected"
     )
+
+
+def match_option(candidate: str, options: Sequence[str]) -> str | None:
+    """The option ``candidate`` names (see ``parse_label``), or ``None``."""
+    forms = [candidate, candidate.strip()]
+    forms.append(forms[-1].strip("\"'`").strip())
+    forms.append(forms[-1].strip("\"'`.").strip())
+    for form in forms:
+        if form in options:
+            return form
+    for form in forms:
+        hits = [o for o in options if o.casefold() == form.casefold()]
+        if len(hits) == 1:
+            return hits[0]
+    # Last, both sides without quotes and periods: "very urgent" names "Very urgent."
+    hits = [o for o in options if _loose(o) == _loose(candidate)]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _loose(text: str) -> str:
+    return text.strip().strip("\"'`.").strip().casefold()
 
 
 def fallback_record(rec: DecisionRecord, label: str, model: Any, reply: Any) -> DecisionRecord:

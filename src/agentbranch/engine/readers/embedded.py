@@ -29,7 +29,9 @@ When it has nothing to read — a yes/no with an answer neither described nor ex
 bare-word score levels (one or two words, no examples), or yes/no descriptions that embed
 alike (a negation) — it answers uniformly (confidence 0, so policies fall back) and
 warns once per question on the ``agentbranch`` logger, saying what to add. So it does,
-warning once, for a state with no word it knows (empty, blank, only emoji).
+warning once, for a state with no word it knows (empty, blank, only emoji) or with
+no letter or digit outside markup tokens (``"?"``, ``"<turn|>"``; messages with nothing
+to read render as the empty text, ``agentbranch.state``).
 
 Temperature: shipped per type in ``embedded_temperatures.json`` (fitted on public
 labelled data by ``benchmarks/embedded_calibration.py``; see docs/quality.md), one set
@@ -60,6 +62,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agentbranch.engine.readable import has_readable_text
 from agentbranch.engine.readers.base import Reader
 from agentbranch.engine.readers.threads import Threads, resolve_threads, torch_threads
 from agentbranch.engine.reads import LabelRead, QuestionSpec, ReadRequest
@@ -360,21 +363,24 @@ class EmbeddedReader(Reader):
                 self._cache.popitem(last=False)
             return [
                 [self._answer(vectors[i], q, option_vecs) for q in r.questions]
-                if readable[i]
+                if readable[i] and has_readable_text(r.state)
                 else [self._unreadable_state(q) for q in r.questions]
                 for i, r in enumerate(requests)
             ]
 
     def _unreadable_state(self, q: QuestionSpec) -> LabelRead:
-        """A state with no word the embedder knows (empty, blank, only emoji or symbols
-        outside its vocabulary): nothing to compare, so every option is equally likely.
-        Its embedding would still be a vector, and the softmax would turn the small
-        differences of its similarities into a confident answer."""
+        """A state with nothing to read: no word the embedder knows (empty, blank, only
+        emoji or symbols outside its vocabulary), or no letter or digit outside markup
+        tokens (``"?"``, ``"<turn|>"``; ``agentbranch.engine.readable``). Nothing to
+        compare, so every option is equally likely. Its embedding would still be a
+        vector, and the softmax would turn the small differences of its similarities
+        into a confident answer."""
         self._warn_once(
             "",
-            "a state had no text the embedder can read (empty, blank, or only characters "
-            "outside its vocabulary, such as emoji): its answers are uniform. Check what "
-            "the graph passes as the state (state_key, message content)",
+            "a state had no text the embedder can read (empty, blank, only punctuation, "
+            "markup tokens such as <turn|>, or characters outside its vocabulary such as "
+            "emoji): its answers are uniform. Check what the graph passes as the state "
+            "(state_key, message content)",
         )
         return _uniform(q, "unreadable state")
 
@@ -433,7 +439,13 @@ class EmbeddedReader(Reader):
             label_mass=1.0,
             argmax_is_label=True,
             agreement=1.0,
-            extras={"similarities": scores, "temperature": temperature, "source": source},
+            extras={
+                "similarities": scores,
+                "temperature": temperature,
+                "source": source,
+                # a fitted temperature (shipped, or leave-one-out on the examples)
+                "calibrated": source != "explicit",
+            },
         )
 
     def _twins(self, q: QuestionSpec, vecs: dict[str, Any]) -> str | None:

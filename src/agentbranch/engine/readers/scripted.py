@@ -7,6 +7,7 @@ assert that concurrent decisions reached it as one batch.
 
 from __future__ import annotations
 
+import difflib
 import math
 import threading
 import time
@@ -14,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from agentbranch.engine.readers.base import Reader
 from agentbranch.engine.reads import LabelRead, QuestionSpec, ReadRequest
+from agentbranch.errors import ConfigurationError
 
 Distribution = Mapping[str, float]
 Script = Distribution | Callable[[str, QuestionSpec], Distribution]
@@ -24,8 +26,17 @@ class ScriptedReader(Reader):
 
     ``script`` maps a question id to a distribution over option names (missing
     options get 0), or to a callable ``(state, question) -> distribution``; ``default``
-    answers questions the script does not name (uniform when ``None``). ``error`` makes
-    every read raise it; ``delay_s`` sleeps before answering (for timeout tests).
+    answers questions the script does not name (uniform when ``None``). A script keyed
+    by ids the read does not ask is a ``ConfigurationError`` naming them, when because
+    of it every question of the read would go unscripted, or an unscripted question's
+    id is close to one of them (``"risk"`` for ``"risky"``): usually a typo, or not the
+    id a component really asks (``ToolGateMiddleware`` asks ``"risky"``,
+    ``ToolSelectorMiddleware`` ``"tool"``, or one id per tool name in yes/no mode).
+    A partial script is fine (the other questions are uniform); pass
+    ``default=ScriptedReader.uniform`` to answer every unscripted question uniformly
+    without the check.
+    ``error`` makes every read raise it; ``delay_s`` sleeps before answering (for
+    timeout tests).
     """
 
     name = "scripted"
@@ -51,11 +62,40 @@ class ScriptedReader(Reader):
         self.calls: list[list[ReadRequest]] = []
         self._lock = threading.Lock()
 
+    @staticmethod
+    def uniform(state: str, q: QuestionSpec) -> Distribution:
+        """Every option equally likely (a ``default`` for unscripted questions)."""
+        return dict.fromkeys(q.options, 1.0 / len(q.options))
+
     def _distribution(self, state: str, q: QuestionSpec) -> Distribution:
         entry = self.script.get(q.id, self.default)
         if entry is None:
-            return dict.fromkeys(q.options, 1.0 / len(q.options))
+            return self.uniform(state, q)
         return entry(state, q) if callable(entry) else entry
+
+    def _check_ids(self, asked: list[str]) -> None:
+        """Refuse a script keyed by ids the read does not ask, when the read's questions
+        would go unscripted because of it (see class doc)."""
+        if not self.script or self.default is not None:
+            return
+        unscripted = [i for i in asked if i not in self.script]
+        unknown = sorted(set(self.script) - set(asked))
+        if not unscripted or not unknown:
+            return
+        typos = {i: difflib.get_close_matches(i, unknown, n=1, cutoff=0.6) for i in unscripted}
+        if len(unscripted) < len(asked) and not any(typos.values()):
+            return  # a partial script: the other questions are uniform on purpose
+        hint = "; ".join(
+            f"{i!r} (did you mean to script it as {t[0]!r}?)" for i, t in typos.items() if t
+        )
+        raise ConfigurationError(
+            f"ScriptedReader: its script names {unknown}, which this read does not ask, "
+            f"and the read's questions {unscripted} have no script"
+            + (f": {hint}" if hint else "")
+            + f". The read asks {asked}; key the script by those ids (ToolGateMiddleware "
+            "asks 'risky', ToolSelectorMiddleware 'tool' or one id per tool name), or "
+            "pass default=ScriptedReader.uniform to answer unscripted questions uniformly"
+        )
 
     def _answer(self, state: str, q: QuestionSpec) -> LabelRead:
         dist = self._distribution(state, q)
@@ -71,4 +111,6 @@ class ScriptedReader(Reader):
             time.sleep(self.delay_s)
         if self.error is not None:
             raise self.error
+        for r in requests:
+            self._check_ids([q.id for q in r.questions])
         return [[self._answer(r.state, q) for q in r.questions] for r in requests]
