@@ -148,8 +148,8 @@ class Earned:
     precision: float = 0.9
     level: float = 0.95
     store: Any = None
-    min_evidence: int = 30
-    max_take_at: float = 0.99
+    min_evidence: int = 50
+    max_take_at: float = 1.0
     min_take_at: float = 0.0
     start_at: float | None = None
     step: float = 0.01

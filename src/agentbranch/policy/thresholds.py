@@ -9,8 +9,9 @@ right less than ``precision`` of the time" is tested with an exact binomial
 the threshold is the last rejected ``t``. Fixed-sequence testing keeps the chance of
 opening a band below the target at ``alpha`` however many candidates there are
 (Angelopoulos, Bates, Candès, Jordan & Lei, "Learn then Test", 2021). Candidates whose
-band holds too few labels to ever reject are skipped (that depends on the confidences
-only, never on the labels).
+band holds too few labels to ever reject are skipped, and so are candidates that add no
+label to the band above (the threshold never goes below the lowest confidence seen);
+both depend on the confidences only, never on the labels.
 
 **Re-estimating (looks).** Thresholds are recomputed only at looks, on a doubling
 schedule of labels since learning (re)started: ``first``, ``2·first``, ``4·first`` ...;
@@ -121,8 +122,12 @@ def learn_then_test(
     w = np.ones_like(conf) if weights is None else np.asarray(weights, dtype=float)
     need = min_band(precision, alpha)
     chosen: float | None = None
+    size = -1
     for t in candidates:
         band = conf >= t
+        if int(band.sum()) == size:
+            continue  # no label between this candidate and the last: nothing shown below
+        size = int(band.sum())
         n, right = effective(w[band], ok[band])
         if n < need:
             continue  # too few to ever reject here: skipping depends on no label
