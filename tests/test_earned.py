@@ -360,8 +360,9 @@ def test_drift_withdraws_trust_with_a_warning(caplog):
     else:
         pytest.fail("drift never withdrew the band")
     assert rec["decided_by"] == "fallback" and rec["take_at"] is None
-    # withdrawn at the first audit that takes the e-process over 1/alpha: not later
-    assert drifted(10, i + 1, 0.8, 0.05) and not drifted(10, i, 0.8, 0.05)
+    # decisions 0..i-1 were audited wrong; withdrawn at the first audit that takes the
+    # e-process over 1/alpha, not later
+    assert drifted(10, i, 0.8, 0.05) and not drifted(10, i - 1, 0.8, 0.05)
     assert "trust in question 'urgent' withdrawn" in caplog.text
     assert "drift test" in caplog.text
     audit.close()
