@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import random
@@ -439,3 +440,53 @@ def test_decide_node_and_router_fall_back_then_take(use_async):
         else app2.invoke({"text": stream(1)[0]})
     )
     assert out["out"] == "page"
+
+
+# -- replay -------------------------------------------------------------------------------
+
+
+def test_replay_bands_with_the_recorded_threshold_whatever_the_store_holds(tmp_path):
+    from _earned_fixtures import scripted
+
+    from agentbranch.replay import Cassette
+
+    path = tmp_path / "run.jsonl"
+    states = stream(25)
+
+    def resolve_all(mode, earned):
+        with Cassette(path, mode=mode) as cassette:
+            eng = ab.DecisionEngine(cassette.reader(ab.ScriptedReader({"urgent": scripted})))
+            r = Resolver(
+                eng, {"urgent": URGENT}, Policy(take_at=earned, fallbacks=[Generate(Oracle())])
+            )
+            return [r.resolve(s)["urgent"] for s in states]
+
+    recorded = resolve_all("all", Earned(precision=0.8, min_evidence=20, refresh_s=0))
+    assert [r["trust"] for r in recorded] == ["learning"] * 20 + ["earned"] * 5
+    fresh = Earned(precision=0.8, min_evidence=20, refresh_s=0)  # knows nothing
+    replayed = resolve_all("none", fresh)
+    keep = ("label", "decided_by", "take_at", "trust", "band")
+    assert [{k: r[k] for k in keep} for r in replayed] == [
+        {k: r[k] for k in keep} for r in recorded
+    ]
+    assert fresh.states() == {} or all(s.records == 0 for s in fresh.states().values())
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert sum(x.get("kind") == "threshold" for x in lines) == 25
+
+
+def test_a_replay_without_a_recorded_threshold_is_a_miss(tmp_path):
+    from _earned_fixtures import scripted
+
+    from agentbranch.replay import Cassette, ReplayMissError
+
+    path = tmp_path / "run.jsonl"
+    with Cassette(path, mode="all") as cassette:
+        eng = ab.DecisionEngine(cassette.reader(ab.ScriptedReader({"urgent": scripted})))
+        Resolver(eng, {"urgent": URGENT}, Policy(take_at=0.5, fallbacks=[GotoNode("x")])).resolve(
+            stream(1)[0]
+        )
+    with Cassette(path, mode="none") as cassette:
+        eng = ab.DecisionEngine(cassette.reader())
+        policy = Policy(take_at=Earned(), fallbacks=[Generate(Oracle())])
+        with pytest.raises(ReplayMissError, match="no threshold"):
+            Resolver(eng, {"urgent": URGENT}, policy).resolve(stream(1)[0])

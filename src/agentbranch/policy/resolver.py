@@ -17,6 +17,7 @@ from agentbranch.policy.config import (
 )
 from agentbranch.policy.failure import records_for_error
 from agentbranch.policy.fallbacks import Steps, fallback_steps, run_async, run_sync
+from agentbranch.policy.in_force import thresholds_for
 from agentbranch.policy.learning import collect, snapshot
 from agentbranch.policy.review import review_all
 from agentbranch.questions import Question, validate_questions
@@ -62,7 +63,9 @@ class Resolver:
             decisions = self.engine.decide(state, self.questions, log_decisions=False)
         except BaseException as e:  # noqa: BLE001 - re-raised unless a policy handles it
             return records_for_error(e, self.questions, self.policy, self.engine.reader)
-        records, pending = band_all(decisions, self.questions, self.policy)
+        records, pending = band_all(
+            decisions, self.questions, self.policy, thresholds_for(self.engine, state)
+        )
         banded = snapshot(records, self.policy)
         review_all(records, pending["review"], self.review)
         for qid in pending["fallback"]:
@@ -76,7 +79,9 @@ class Resolver:
             decisions = await self.engine.adecide(state, self.questions, log_decisions=False)
         except BaseException as e:  # noqa: BLE001
             return records_for_error(e, self.questions, self.policy, self.engine.reader)
-        records, pending = band_all(decisions, self.questions, self.policy)
+        records, pending = band_all(
+            decisions, self.questions, self.policy, thresholds_for(self.engine, state)
+        )
         banded = snapshot(records, self.policy)
         review_all(records, pending["review"], self.review)
         for qid in pending["fallback"]:
