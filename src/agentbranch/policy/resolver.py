@@ -44,6 +44,7 @@ class Resolver:
         self.questions = validate_questions(self.questions)
         check_policies(self.policy, self.questions)
         self._audited = any(policy_for(self.policy, q).audit for q in self.questions)
+        self._earned = any(policy_for(self.policy, q).earned for q in self.questions)
         for qid in self.questions:
             p = policy_for(self.policy, qid)
             if not self.allow_goto and p.targets():
@@ -79,6 +80,8 @@ class Resolver:
             decisions = await self.engine.adecide(state, self.questions, log_decisions=False)
         except BaseException as e:  # noqa: BLE001
             return records_for_error(e, self.questions, self.policy, self.engine.reader)
+        if self._earned:  # a due store re-read is blocking I/O: off the event loop
+            await asyncio.to_thread(self._thresholds_now, decisions)
         records, pending = band_all(
             decisions, self.questions, self.policy, thresholds_for(self.engine, state)
         )
@@ -90,6 +93,13 @@ class Resolver:
             await asyncio.to_thread(collect, self.questions, self.policy, banded, records)
         self._shadow(records, state)
         return records
+
+    def _thresholds_now(self, decisions: Any) -> None:
+        """Bring every ``Earned`` threshold up to date (re-reading the store when due)."""
+        for qid, q in self.questions.items():
+            p = policy_for(self.policy, qid)
+            if p.earned is not None:
+                p.threshold(qid, q, decisions[qid])
 
     def _shadow(self, records: dict[str, DecisionRecord], state: Any) -> None:
         """Queue audits (never blocks, never raises; see ``agentbranch.audit``)."""
