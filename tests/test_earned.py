@@ -561,3 +561,10 @@ def test_an_open_band_whose_audits_all_disagree_closes_in_bounded_takes(right_be
     wrong_needed = next(w for w in range(1, 61) if drifted(right_before, w, 0.8, 0.05))
     assert withdrawn.index == 20 + right_before + wrong_needed - 1
     assert wrong_needed <= takes_to_withdraw(0.8, 0.0, 0.95) + right_before
+
+
+def test_the_documented_drift_figures_hold():
+    import agentbranch.policy.thresholds as th
+
+    assert [takes_to_withdraw(0.9, p, 0.95) for p in (0.8, 0.7, 0.5)] == [88, 22, 7]
+    assert "88 audited takes" in th.__doc__ and "22 to 0.7, 7 to 0.5" in th.__doc__
