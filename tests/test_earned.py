@@ -617,3 +617,11 @@ def test_each_replica_announces_a_withdrawal_once(caplog):
     b.refresh()
     assert b.threshold("urgent", URGENT, "scripted", "scripted-model").trust == "withdrawn"
     assert caplog.text.count("withdrawn:") == 2  # replica b, once
+
+
+def test_copies_of_a_policy_share_one_earned():
+    import copy
+
+    earned = Earned()
+    policy = Policy(take_at=earned, fallbacks=[Generate(Oracle())])
+    assert copy.deepcopy(policy).take_at is earned and copy.copy(earned) is earned

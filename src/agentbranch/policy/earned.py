@@ -219,6 +219,12 @@ class Earned:
             f"store={self.evidence!r}{', frozen' if self.frozen else ''})"
         )
 
+    def __copy__(self) -> Earned:
+        return self  # one body of evidence and one cache, however it is copied
+
+    def __deepcopy__(self, memo: dict) -> Earned:
+        return self
+
     # -- for the policy -----------------------------------------------------------------
 
     def freeze(self) -> Earned:
