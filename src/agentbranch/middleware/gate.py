@@ -76,6 +76,7 @@ from agentbranch.policy import (
 from agentbranch.policy.bands import band_all
 from agentbranch.policy.failure import records_for_error
 from agentbranch.policy.fallbacks import fallback_steps, run_async, run_sync
+from agentbranch.policy.learning import collect
 from agentbranch.questions import Question, validate_questions, yes_no
 
 log = logging.getLogger("agentbranch")
@@ -313,7 +314,10 @@ class ToolGateMiddleware(AgentMiddleware):
             c.record,
             c.state,
         )
-        return _keep_tool_call(steps, c.record["tool_call"])
+        steps = _keep_tool_call(steps, c.record["tool_call"])
+        if self.policy.earned is None:
+            return steps
+        return _learn(steps, self.questions, self.policy, {self.question_id: dict(c.record)})
 
     def _ask_human(self, calls: list[_Call]) -> None:
         """One interrupt for every call of the turn that needs a human. Runs before any
@@ -493,6 +497,14 @@ def _record_keys(tool_calls: Sequence[ToolCall]) -> list[str]:
         n = seen[tc.get("id")] = seen.get(tc.get("id"), 0) + 1
         keys.append(tc["id"] if n == 1 else f"{tc['id']}#{n}")
     return keys
+
+
+def _learn(steps: Any, questions: Any, policy: Policy, banded: dict[str, Any]) -> Any:
+    """Fallback steps whose ``Generate`` answer is also evidence for an ``Earned`` policy."""
+    record = yield from steps
+    (qid,) = banded
+    collect(questions, policy, banded, {qid: record})
+    return record
 
 
 def _keep_tool_call(steps: Any, tool_call: dict[str, Any]) -> Any:
