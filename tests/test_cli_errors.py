@@ -250,3 +250,17 @@ def test_bench_table_marks_each_target_met_or_missed(monkeypatch):
     assert "met" not in lines["engine, 8 callers (threads)"]  # the target is for 32
     data = json.loads(CliRunner().invoke(app, ["bench", "--json"]).stdout)
     assert [r["met"] for r in data["results"]] == [True, False, None, True, None]
+
+
+def test_bench_refuses_a_vllm_model_that_is_not_a_folder(monkeypatch, tmp_path):
+    monkeypatch.setattr(bench, "run_bench", lambda **kw: pytest.fail("measured anyway"))
+    result = run("bench", "--vllm-model", str(tmp_path / "nope"))
+    assert_clear_error(result, "error: --vllm-model", "is not a folder")
+
+
+def test_decide_state_on_stdin_that_is_not_utf8():
+    result = CliRunner().invoke(
+        app, ["decide", "-", "--yes-no", "Urgent?", "--yes", "now", "--no", "later"],
+        input=b"caf\xe9", env=CLEAN_ENV,
+    )  # fmt: skip
+    assert_clear_error(result, "stdin is not UTF-8")

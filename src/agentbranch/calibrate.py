@@ -272,8 +272,8 @@ def split(
 ) -> tuple[list[Example], list[Example]]:
     """A deterministic (fit, held-out) split, stratified by question id and label.
     Examples from one source line stay on one side."""
-    if not 0.0 <= holdout < 1.0:
-        raise ConfigurationError("holdout must be in [0, 1)")
+    if not (isinstance(holdout, int | float) and 0.0 <= holdout < 1.0):
+        raise ConfigurationError(f"holdout must be in [0, 1), got {holdout!r}")
     if holdout == 0.0:
         return list(examples), []
     groups: dict[tuple[str, str], list[int]] = defaultdict(list)

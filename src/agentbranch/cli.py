@@ -327,7 +327,10 @@ def decide(
 
     _quiet_logs(verbose)
     if state == "-":
-        state = sys.stdin.read()
+        try:
+            state = sys.stdin.read()
+        except UnicodeDecodeError as e:
+            raise _fail(f"the state on stdin is not UTF-8 text (byte {e.start})") from None
     qs: dict[str, Any] = {}
     try:
         if questions is not None:
@@ -683,6 +686,8 @@ def bench(
     try:  # before minutes of measuring, not after
         if plot is not None:
             check_writable(plot, "--plot")
+        if vllm_model is not None and not vllm_model.is_dir():
+            raise _fail(f"--vllm-model {vllm_model} is not a folder (a causal model's files)")
     except AgentBranchError as e:
         raise _fail(e) from None
     raise typer.Exit(command(json_out, plot, quick, vllm, vllm_model, cpu))

@@ -228,7 +228,7 @@ def audit_report(
     bins: int = 10,
 ) -> AuditReport:
     """Per-question take-band precision, agreement by confidence bin and thresholds."""
-    if not 0.0 < target_precision <= 1.0:  # NaN fails this too
+    if not (isinstance(target_precision, int | float) and 0.0 < target_precision <= 1.0):
         raise ConfigurationError(f"target_precision must be in (0, 1], got {target_precision}")
     if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= MAX_BINS:
         raise ConfigurationError(f"bins must be a whole number from 1 to {MAX_BINS}, got {bins!r}")
