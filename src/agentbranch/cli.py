@@ -606,7 +606,8 @@ def _folded(table: Table) -> list[Table]:
     cells = [list(c.cells) for c in table.columns]
     parts = [table.title] if table.title else []
     for row in zip(*cells):
-        parts.append(key_value(str(row[0]), [(h, str(v)) for h, v in zip(headers[1:], row[1:])]))
+        pairs = [(h, str(v)) for h, v in zip(headers[1:], row[1:]) if str(v)]
+        parts.append(key_value(str(row[0]), pairs))
     return parts
 
 
