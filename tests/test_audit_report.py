@@ -137,7 +137,7 @@ def test_report_as_dict_is_json_safe():
 def test_bad_records_and_files_are_clear_errors(tmp_path):
     with pytest.raises(ConfigurationError, match="missing"):
         audit_report([{"kind": "audit"}])
-    with pytest.raises(ConfigurationError, match="no audit file"):
+    with pytest.raises(ConfigurationError, match="audit file .*nope.jsonl does not exist"):
         load_records(tmp_path / "nope.jsonl")
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps(record(0.9, True)) + "\n{oops\n")
@@ -181,7 +181,7 @@ def test_audit_report_command_bad_file(tmp_path):
     bad = tmp_path / "x.jsonl"
     bad.write_text('{"kind": "audit"}\n')
     result = CliRunner().invoke(app, ["audit", "report", str(bad)])
-    assert result.exit_code == 2 and "not an audit record" in result.output
+    assert result.exit_code == 2 and "x.jsonl:1: not a valid audit record" in result.output
 
 
 # -- calibration from audit records ------------------------------------------------------
@@ -198,6 +198,7 @@ def overconfident_records(n: int, seed: int = 0, temperature: float = 1.0) -> li
         if temperature != 1.0:  # as an engine calibrated with T would have logged it
             probs = apply_temperature([rec["probabilities"][o] for o in OPTIONS], temperature)
             rec["probabilities"] = dict(zip(OPTIONS, probs))
+            rec["confidence"] = confidence_from(probs)
             rec["temperature"] = temperature
         out.append(rec)
     return out
@@ -221,7 +222,7 @@ def test_audit_records_become_labelled_examples():
 
 def test_inconsistent_records_are_clear_errors():
     rec = record(0.9, True)
-    with pytest.raises(ConfigurationError, match="do not fit together"):
+    with pytest.raises(ConfigurationError, match="teacher_label: 'sales' is not one of"):
         scored_examples([{**rec, "teacher_label": "sales"}])
     with pytest.raises(ConfigurationError, match="spec"):
         labelled_examples([{k: v for k, v in rec.items() if k != "spec"}])

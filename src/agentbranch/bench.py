@@ -33,6 +33,7 @@ import contextlib
 import importlib.util
 import math
 import os
+import re
 import signal
 import socket
 import statistics
@@ -102,6 +103,34 @@ class BenchResult:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
+_TARGET = re.compile(r"\s*([≥≤])\s*([0-9.]+)(?:\s+at\s+([0-9]+))?\s*")
+
+
+def target_met(result: BenchResult) -> bool | None:
+    """Whether ``result`` meets its target (``"≥ 0.85"``, ``"≤ 1.05"``, ``"≥ 3 at 32"``:
+    only for the result measured at 32 callers); ``None`` when there is no target, it
+    is not for this result, or it cannot be read."""
+    match = _TARGET.fullmatch(result.target or "")
+    if match is None:
+        return None
+    sign, bound, at = match.groups()
+    if at is not None and not re.search(rf"\b{at} callers\b", result.name):
+        return None
+    try:
+        value = float(bound)
+    except ValueError:
+        return None
+    return result.value >= value if sign == "≥" else result.value <= value
+
+
+def target_text(result: BenchResult) -> str:
+    """The target column of the bench table: the target and whether it was met."""
+    met = target_met(result)
+    if met is None:
+        return result.target or ""
+    return f"{result.target} {'✓ met' if met else '✗ missed'}"
+
+
 @dataclass
 class Report:
     results: list[BenchResult] = field(default_factory=list)
@@ -111,7 +140,7 @@ class Report:
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "results": [asdict(r) for r in self.results],
+            "results": [{**asdict(r), "met": target_met(r)} for r in self.results],
             "sweep": {k: {str(n): v for n, v in pts.items()} for k, pts in self.sweep.items()},
             "notes": self.notes,
             "seconds": round(self.seconds, 1),
@@ -919,6 +948,9 @@ def command(
     from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     from rich.table import Table
+    from rich.text import Text
+
+    from agentbranch.tables import print_table
 
     out, err = Console(), Console(stderr=True)
     with (
@@ -944,8 +976,10 @@ def command(
     for col in ("comparison", "measured", "target"):
         table.add_column(col)
     for r in report.results:
-        table.add_row(r.name, f"{r.value:.2f} {r.unit}", r.target or "")
-    out.print(table)
+        met = target_met(r)
+        style = "" if met is None else "green" if met else "red"
+        table.add_row(r.name, f"{r.value:.2f} {r.unit}", Text(target_text(r), style=style))
+    print_table(out, table)
     sweep = Table(title="decisions/s by concurrent callers")
     sweep.add_column("path")
     counts = sorted({n for pts in report.sweep.values() for n in pts})
@@ -953,7 +987,7 @@ def command(
         sweep.add_column(str(n), justify="right")
     for name, pts in report.sweep.items():
         sweep.add_row(name, *(f"{pts[n]:.1f}" if n in pts else "" for n in counts))
-    out.print(sweep)
+    print_table(out, sweep)
     for note in report.notes:
         out.print(f"[dim]{note}[/dim]")
     return 0

@@ -31,25 +31,34 @@ precision, with the coverage (share of decisions taken) it leaves.
 
 from __future__ import annotations
 
-import json
+import logging
 import math
 import random
+import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 
 from agentbranch.decisions import confidence_from
 from agentbranch.engine.calibration import Calibration
 from agentbranch.engine.plan import normalise
-from agentbranch.errors import ConfigurationError, InvalidQuestionError
+from agentbranch.errors import ConfigurationError, InvalidFileError, InvalidQuestionError
+from agentbranch.filetext import json_lines, loads, short_repr
 from agentbranch.questions import Question, coerce_question, to_spec
 
 By = Literal["question", "type"]
 
 #: The temperature search range of ``fit_temperature``.
 T_LOW, T_HIGH = 0.02, 50.0
+
+logger = logging.getLogger("agentbranch.calibration")
+
+#: How the warning about a fit that made the evaluation split worse begins.
+WORSE_FIT = "the fit makes"
 
 # -- labelled data -------------------------------------------------------------------
 
@@ -76,7 +85,8 @@ def _label_for(qid: str, question: Question, raw: Any, where: str) -> str:
             return mapped[text]
     elif (
         spec.type in ("score", "choice")  # integer class labels, as most datasets ship
-        and (isinstance(raw, int) or str(raw).isdigit())
+        and not isinstance(raw, bool)
+        and (isinstance(raw, int) or _DIGITS.fullmatch(str(raw)))
         and str(raw) not in options
         and 0 <= int(raw) < len(options)
     ):
@@ -84,9 +94,11 @@ def _label_for(qid: str, question: Question, raw: Any, where: str) -> str:
     if str(raw) in options:
         return str(raw)
     raise InvalidQuestionError(
-        f"{where}: label {raw!r} is not an option of question {qid!r}; options: {options}"
+        f"{where}: label {short_repr(raw)} is not an option of question {qid!r}; options: {options}"
     )
 
+
+_DIGITS = re.compile(r"[0-9]+")
 
 #: Keys a labelled line may hold its state under, in order of preference.
 STATE_KEYS = ("state", "text", "input")
@@ -100,48 +112,86 @@ EXPECTED_SHAPES = (
 )
 
 
-def parse_labelled(
-    lines: Iterable[str],
-    questions: Mapping[str, Any] | None = None,
-    *,
-    source: str = "<data>",
-    default_question: str | None = None,
+def _label(value: Any) -> Any:
+    # An option's name or its 0-based index (yes/no also true/false): a list, an object
+    # or 1.5 is refused rather than turned into a string.
+    if not isinstance(value, str | int):  # bool is an int
+        raise ValueError(
+            f"a label is an option name (a string) or its 0-based index, got {short_repr(value)}"
+        )
+    return value
+
+
+def _question_ref(value: Any) -> Any:
+    if not isinstance(value, str | dict):
+        raise ValueError(
+            "a question is an id (a string) or an inline question object, got " + short_repr(value)
+        )
+    return value
+
+
+Label = Annotated[Any, AfterValidator(_label)]
+
+
+class HeaderLine(BaseModel):
+    """``{"questions": {"<id>": <wire question>, ...}}``: names the questions."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    questions: dict[str, dict[str, Any]]
+
+
+class ExampleLine(BaseModel):
+    """One labelled line, its state already under ``state``. Other keys (a dataset's own
+    columns) are ignored."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    state: Any
+    question: Annotated[Any, AfterValidator(_question_ref)] = None
+    label: Label | None = None
+    labels: dict[str, Label] | None = None
+
+
+def _validated(model: type[BaseModel], obj: dict[str, Any], where: str) -> Any:
+    try:
+        return model.model_validate(obj)
+    except ValidationError as e:
+        from agentbranch.audit.schema import describe
+
+        raise ConfigurationError(f"{where}: {describe(e)}; {EXPECTED_SHAPES}") from None
+
+
+def _examples_from(
+    numbered: Iterable[tuple[int, Any]],
+    questions: Mapping[str, Any] | None,
+    source: str,
+    default_question: str | None,
 ) -> list[Example]:
-    """Examples from JSON Lines text (see the module doc for the format)."""
     named: dict[str, Question] = {
         qid: coerce_question(qid, q) for qid, q in (questions or {}).items()
     }
     examples: list[Example] = []
-    for number, line in enumerate(lines, 1):
-        line = line.strip()
-        if not line or line.startswith("//"):
-            continue
+    for number, obj in numbered:
         where = f"{source}:{number}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ConfigurationError(f"{where}: not valid JSON ({e}); {EXPECTED_SHAPES}") from e
         if not isinstance(obj, dict):
             raise ConfigurationError(f"{where}: each line must be a JSON object; {EXPECTED_SHAPES}")
         key = next((k for k in STATE_KEYS if k in obj), None)
         if "questions" in obj and key is None:
-            for qid, q in obj["questions"].items():
-                named[qid] = coerce_question(qid, q)
+            for qid, q in _validated(HeaderLine, obj, where).questions.items():
+                named[qid] = _question(qid, q, where)
             continue
         if key is None:
             raise ConfigurationError(
                 f"{where}: no state ('state', 'text' or 'input'); found keys {sorted(obj)}; "
                 + EXPECTED_SHAPES
             )
-        if key != "state":
-            obj = {**obj, "state": obj[key]}
-        if "labels" in obj:
-            pairs = list(obj["labels"].items())
-        elif "question" in obj and "label" in obj:
-            pairs = [(obj["question"], obj["label"])]
-        elif "label" in obj and default_question:
-            pairs = [(default_question, obj["label"])]
-        elif "label" in obj:
+        line = _validated(ExampleLine, {**obj, "state": obj[key]}, where)
+        if line.labels is not None:
+            pairs: list[tuple[Any, Any]] = list(line.labels.items())
+        elif line.question is not None and line.label is not None:
+            pairs = [(line.question, line.label)]
+        elif line.label is not None and default_question:
+            pairs = [(default_question, line.label)]
+        elif line.label is not None:
             raise ConfigurationError(
                 f"{where}: a label without a question; name the question these lines answer "
                 '(--question ID, or default_question=) or add "question": "<id>" to each line'
@@ -150,10 +200,12 @@ def parse_labelled(
             raise ConfigurationError(f"{where}: no label; {EXPECTED_SHAPES}")
         for ref, raw in pairs:
             if isinstance(ref, Mapping):
-                qid = str(obj.get("id") or ref.get("id") or "")
-                if not qid:
-                    raise ConfigurationError(f"{where}: an inline question needs an 'id'")
-                question = coerce_question(qid, {k: v for k, v in ref.items() if k != "id"})
+                qid = obj.get("id") or ref.get("id") or ""
+                if not isinstance(qid, str) or not qid.strip():
+                    raise ConfigurationError(
+                        f"{where}: an inline question needs an 'id' (a non-empty string)"
+                    )
+                question = _question(qid, {k: v for k, v in ref.items() if k != "id"}, where)
                 named.setdefault(qid, question)
             else:
                 qid = str(ref)
@@ -164,11 +216,41 @@ def parse_labelled(
                     )
                 question = named[qid]
             examples.append(
-                Example(obj["state"], qid, question, _label_for(qid, question, raw, where), number)
+                Example(line.state, qid, question, _label_for(qid, question, raw, where), number)
             )
     if not examples:
         raise ConfigurationError(f"{source}: no labelled examples found")
     return examples
+
+
+def _question(qid: str, spec: Any, where: str) -> Question:
+    try:
+        return coerce_question(qid, spec)
+    except InvalidQuestionError as e:
+        raise InvalidQuestionError(f"{where}: {e}") from None
+
+
+def parse_labelled(
+    lines: Iterable[str],
+    questions: Mapping[str, Any] | None = None,
+    *,
+    source: str = "<data>",
+    default_question: str | None = None,
+) -> list[Example]:
+    """Examples from JSON Lines text (see the module doc for the format). Every line is
+    checked (``HeaderLine``, ``ExampleLine``); errors name ``source``, the line and the
+    field."""
+
+    def numbered() -> Iterator[tuple[int, Any]]:
+        for number, line in enumerate(lines, 1):
+            line = line.strip()
+            if line and not line.startswith("//"):
+                yield number, loads(line, f"{source}:{number}")
+
+    try:
+        return _examples_from(numbered(), questions, source, default_question)
+    except InvalidFileError as e:
+        raise ConfigurationError(f"{e}; {EXPECTED_SHAPES}") from None
 
 
 def load_labelled(
@@ -177,12 +259,12 @@ def load_labelled(
     *,
     default_question: str | None = None,
 ) -> list[Example]:
-    """Examples from a labelled JSON Lines file."""
+    """Examples from a labelled JSON Lines file, streamed and checked line by line; a
+    file that cannot be read as one is an ``InvalidFileError`` naming it."""
     path = Path(path)
     if path.suffix.lower() in (".csv", ".tsv", ".parquet", ".xlsx"):
-        raise ConfigurationError(f"{path}: {path.suffix} is not read; {EXPECTED_SHAPES}")
-    with path.open(encoding="utf-8") as f:
-        return parse_labelled(f, questions, source=str(path), default_question=default_question)
+        raise InvalidFileError(f"{path}: {path.suffix} is not read; {EXPECTED_SHAPES}")
+    return _examples_from(json_lines(path, "labelled file"), questions, str(path), default_question)
 
 
 def split(
@@ -190,8 +272,8 @@ def split(
 ) -> tuple[list[Example], list[Example]]:
     """A deterministic (fit, held-out) split, stratified by question id and label.
     Examples from one source line stay on one side."""
-    if not 0.0 <= holdout < 1.0:
-        raise ConfigurationError("holdout must be in [0, 1)")
+    if not (isinstance(holdout, int | float) and 0.0 <= holdout < 1.0):
+        raise ConfigurationError(f"holdout must be in [0, 1), got {holdout!r}")
     if holdout == 0.0:
         return list(examples), []
     groups: dict[tuple[str, str], list[int]] = defaultdict(list)
@@ -508,13 +590,22 @@ class Report:
     held_out: bool
     eval_before: list[Scored] = field(repr=False, default_factory=list)
     eval_after: list[Scored] = field(repr=False, default_factory=list)
-    #: Fits that hit a bound of the temperature search, said plainly.
+    #: Fits that hit a bound of the temperature search, and a fit that made the
+    #: evaluation split worse, said plainly.
     warnings: list[str] = field(default_factory=list)
+
+    @property
+    def worse(self) -> bool:
+        """Whether the calibration made both ECE and Brier worse on the evaluation split:
+        such a fit should not replace the calibration in use (``agentbranch calibrate``
+        refuses to save it without ``--force``)."""
+        return _worse(self.before, self.after)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "calibration": self.calibration.model_dump(),
             "warnings": list(self.warnings),
+            "worse": self.worse,
             "n_fit": self.n_fit,
             "n_eval": self.n_eval,
             "held_out": self.held_out,
@@ -558,7 +649,15 @@ def calibrate_scored(
 ) -> Report:
     """Fit on ``fit_scored``; measure on ``eval_scored`` (or the fit set when ``None``).
     Suggested thresholds (per question id, on calibrated confidence) come from the fit
-    set and are stored in ``calibration.thresholds``."""
+    set and are stored in ``calibration.thresholds``. A fit that makes both ECE and
+    Brier worse on the evaluation split is logged as a warning (logger
+    ``agentbranch.calibration``) and in ``Report.warnings``; ``Report.worse`` says so."""
+    _check_settings(target_precision, min_examples)
+    if not fit_scored:
+        raise ConfigurationError(
+            "nothing to fit: every example went to the held-out split; lower the holdout "
+            "share or add labelled examples"
+        )
     calibration = fit(fit_scored, by=by, min_examples=min_examples)
     fit_after = calibrated(fit_scored, calibration)
     groups: dict[str, list[Scored]] = defaultdict(list)
@@ -572,11 +671,23 @@ def calibrate_scored(
     ev = list(eval_scored) if held_out else list(fit_scored)
     ev_after = calibrated(ev, calibration)
     per_question, thresholds = _per_question(ev, ev_after, calibration, target_precision)
+    before = metrics(ev, target_precision=target_precision)
+    after = metrics(ev_after, target_precision=target_precision)
+    warnings = bound_warnings(calibration)
+    if _worse(before, after):
+        split_name = "held-out" if held_out else "fitted"
+        warnings.append(
+            f"{WORSE_FIT} the {split_name} examples worse: ECE {before.ece:.3f} → "
+            f"{after.ece:.3f}, Brier {before.brier:.3f} → {after.brier:.3f}. Keep the "
+            "calibration you have (or none) and collect more labelled examples or audits "
+            "before fitting again"
+        )
+        logger.warning("agentbranch.calibrate: %s", warnings[-1])
     return Report(
-        warnings=bound_warnings(calibration),
+        warnings=warnings,
         calibration=calibration,
-        before=metrics(ev, target_precision=target_precision),
-        after=metrics(ev_after, target_precision=target_precision),
+        before=before,
+        after=after,
         per_question=per_question,
         held_out_thresholds=thresholds,
         n_fit=len(fit_scored),
@@ -585,6 +696,18 @@ def calibrate_scored(
         eval_before=ev,
         eval_after=ev_after,
     )
+
+
+def _worse(before: Metrics, after: Metrics) -> bool:
+    # NaN (no examples) compares False: nothing measured is not "worse".
+    return after.ece > before.ece and after.brier > before.brier
+
+
+def _check_settings(target_precision: float, min_examples: int) -> None:
+    if not (isinstance(target_precision, int | float) and 0.0 < target_precision <= 1.0):
+        raise ConfigurationError(f"target_precision must be in (0, 1], got {target_precision!r}")
+    if isinstance(min_examples, bool) or not isinstance(min_examples, int) or min_examples < 1:
+        raise ConfigurationError(f"min_examples must be a whole number >= 1, got {min_examples!r}")
 
 
 def bound_warnings(calibration: Calibration) -> list[str]:
@@ -620,15 +743,25 @@ def evaluate(
     """Score an existing ``calibration`` (``None``: the engine's own) on ``examples``
     without fitting anything: metrics of the raw reads (before) and of the calibrated
     ones (after), and the calibration's stored thresholds checked on them."""
+    _check_settings(target_precision, 1)
     calibration = calibration if calibration is not None else engine.calibration
     calibration = calibration if calibration is not None else Calibration()
     scored = read_examples(engine, examples, progress=progress)
     after = calibrated(scored, calibration)
     per_question, thresholds = _per_question(scored, after, calibration, target_precision)
+    m_before = metrics(scored, target_precision=target_precision)
+    m_after = metrics(after, target_precision=target_precision)
+    warnings = bound_warnings(calibration)
+    if _worse(m_before, m_after):
+        warnings.append(
+            f"this calibration makes these examples worse than the raw reads: ECE "
+            f"{m_before.ece:.3f} → {m_after.ece:.3f}, Brier {m_before.brier:.3f} → "
+            f"{m_after.brier:.3f}; refit it on labels like these"
+        )
     return Report(
         calibration=calibration,
-        before=metrics(scored, target_precision=target_precision),
-        after=metrics(after, target_precision=target_precision),
+        before=m_before,
+        after=m_after,
         per_question=per_question,
         held_out_thresholds=thresholds,
         n_fit=0,
@@ -636,7 +769,7 @@ def evaluate(
         held_out=True,
         eval_before=scored,
         eval_after=after,
-        warnings=bound_warnings(calibration),
+        warnings=warnings,
     )
 
 
@@ -653,6 +786,7 @@ def calibrate(
 ) -> Report:
     """Read ``examples`` with ``engine`` (uncalibrated, batched), fit temperatures on a
     split and report before/after on the held-out part."""
+    _check_settings(target_precision, min_examples)
     fit_ex, test_ex = split(examples, holdout, seed=seed)
     scored = read_examples(engine, list(fit_ex) + list(test_ex), progress=progress)
     return calibrate_scored(
@@ -674,6 +808,8 @@ def reliability_diagram(
 ) -> Path:
     """A PNG reliability diagram (accuracy vs top probability per bin), before and
     after calibration side by side."""
+    if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= 1000:
+        raise ConfigurationError(f"bins must be a whole number from 1 to 1000, got {bins!r}")
     import matplotlib
 
     matplotlib.use("Agg", force=False)

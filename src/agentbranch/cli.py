@@ -64,8 +64,29 @@ def _engine(
         engine = DecisionEngine.from_env(env, **kwargs)
         return engine, engine.selection_reason or ""
     except AgentBranchError as e:
-        err.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
+        raise _fail(e) from None
+
+
+def _fail(message: object) -> typer.Exit:
+    """Print ``error: message`` on stderr; raise the result (exit status 2)."""
+    err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(2)
+
+
+def _read_questions(path: Path) -> dict[str, Any]:
+    """``--questions FILE.json``: a JSON object ``{id: wire question}``."""
+    from agentbranch.filetext import read_json
+
+    data = read_json(path, "questions file")
+    if not isinstance(data, dict):
+        from agentbranch.errors import InvalidFileError
+
+        raise InvalidFileError(
+            f"questions file {path}: expected a JSON object {{id: question}}, such as "
+            '{"urgent": {"type": "noul", "instructions": "Is it urgent?"}}; got '
+            f"{type(data).__name__}"
+        )
+    return data
 
 
 def _fmt_probs(probs: dict[str, float], top: int = 3) -> str:
@@ -79,22 +100,31 @@ def _fmt_probs(probs: dict[str, float], top: int = 3) -> str:
 def load_tickets(path: Path | None = None) -> list[dict[str, Any]]:
     """Tickets from a JSON Lines file (``{"id", "ticket"}`` per line; plain strings and
     ``{"state": ...}`` work too); the shipped sample by default."""
+    from agentbranch.errors import InvalidFileError
+    from agentbranch.filetext import json_lines, loads
+
     if path is None:
         text = resources.files("agentbranch.demo").joinpath("tickets.jsonl").read_text("utf-8")
+        numbered = (
+            (i, loads(line, f"tickets.jsonl:{i}"))
+            for i, line in enumerate(text.splitlines(), 1)
+            if line.strip()
+        )
     else:
-        text = Path(path).read_text("utf-8")
+        numbered = json_lines(path, "tickets file")
     out = []
-    for i, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line:
-            continue
-        obj = json.loads(line)
+    for i, obj in numbered:
         if isinstance(obj, str):
             obj = {"ticket": obj}
-        ticket = obj.get("ticket", obj.get("state"))
+        ticket = obj.get("ticket", obj.get("state")) if isinstance(obj, dict) else None
         if not isinstance(ticket, str):
-            raise typer.BadParameter(f"{path or 'tickets.jsonl'}:{i}: no 'ticket' text")
+            raise InvalidFileError(
+                f"{path or 'tickets.jsonl'}:{i}: no 'ticket' text; each line is a JSON string "
+                'or an object such as {"id": "T-1", "ticket": "The site is down"}'
+            )
         out.append({"id": str(obj.get("id", f"#{i}")), "ticket": ticket})
+    if not out:
+        raise InvalidFileError(f"tickets file {path} holds no tickets")
     return out
 
 
@@ -202,7 +232,7 @@ def demo(
     tickets: Annotated[
         Path | None, typer.Option(help="JSON Lines tickets (default: the shipped sample).")
     ] = None,
-    limit: Annotated[int | None, typer.Option(help="Only the first N tickets.")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N tickets.")] = None,
     calibration: Annotated[
         Path | None, typer.Option(help="A calibration file from `agentbranch calibrate`.")
     ] = None,
@@ -210,8 +240,13 @@ def demo(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log every decision.")] = False,
 ) -> None:
     """Run the support-triage graph over sample tickets and show every decision."""
+    from agentbranch.errors import AgentBranchError
+
     _quiet_logs(verbose)
-    rows = load_tickets(tickets)[:limit]
+    try:
+        rows = load_tickets(tickets)[:limit]
+    except AgentBranchError as e:
+        raise _fail(e) from None
     with err.status("loading the engine…"):
         engine, reason = _engine(calibration)
     err.print(f"[dim]engine:[/dim] {engine.reader.name} ({engine.reader.model}) — {reason}")
@@ -292,7 +327,7 @@ def decide(
         Path | None, typer.Option(help="JSON file: {id: wire question} (System One shape).")
     ] = None,
     calibration: Annotated[Path | None, typer.Option()] = None,
-    permutations: Annotated[int, typer.Option(help="Option orders to average.")] = 1,
+    permutations: Annotated[int, typer.Option(min=1, help="Option orders to average.")] = 1,
     as_json: Annotated[bool, typer.Option("--json")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
@@ -302,11 +337,14 @@ def decide(
 
     _quiet_logs(verbose)
     if state == "-":
-        state = sys.stdin.read()
+        try:
+            state = sys.stdin.read()
+        except UnicodeDecodeError as e:
+            raise _fail(f"the state on stdin is not UTF-8 text (byte {e.start})") from None
     qs: dict[str, Any] = {}
     try:
         if questions is not None:
-            qs.update(json.loads(questions.read_text("utf-8")))
+            qs.update(_read_questions(questions))
         if choice_q:
             if not option:
                 raise typer.BadParameter("--choice needs --option (at least two)")
@@ -338,8 +376,7 @@ def decide(
         engine, reason = _engine(calibration, permutations)
         decisions = engine.decide(state, qs)
     except AgentBranchError as e:
-        err.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
+        raise _fail(e) from None
     if as_json:
         print(json.dumps(decisions.to_records(), indent=2))
         return
@@ -388,8 +425,12 @@ def calibrate(
     target_precision: Annotated[float, typer.Option(help="Precision the threshold must reach.")] = (
         0.9
     ),
-    min_examples: Annotated[int, typer.Option(help="Fewer per question: use the type's T.")] = 10,
-    permutations: Annotated[int, typer.Option(help="Option orders the engine averages.")] = 1,
+    min_examples: Annotated[
+        int, typer.Option(min=1, help="Fewer per question: use the type's T.")
+    ] = 10,
+    permutations: Annotated[
+        int, typer.Option(min=1, help="Option orders the engine averages.")
+    ] = 1,
     seed: Annotated[int, typer.Option()] = 0,
     question: Annotated[
         str | None,
@@ -407,10 +448,15 @@ def calibrate(
     from_audit: Annotated[
         Path | None, typer.Option(help="Fit on audit records' teacher labels (docs/audit.md).")
     ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(help="Save the fit even when it makes held-out ECE and Brier worse."),
+    ] = False,
 ) -> None:
     """Fit temperatures on LABELLED examples; report accuracy, ECE, Brier and coverage
     before/after; save the calibration; draw a reliability diagram. With --evaluate,
-    score an existing calibration instead (nothing is fitted or saved).
+    score an existing calibration instead (nothing is fitted or saved). A fit that makes
+    both ECE and Brier worse on the held-out split is not saved unless --force.
 
     LABELLED is JSON Lines: {"state": ..., "question": ID, "label": OPTION} per line, or
     {"text": ..., "label": OPTION} with --question ID (see docs/calibration.md)."""
@@ -419,6 +465,7 @@ def calibrate(
     from agentbranch import calibrate as cal
     from agentbranch.engine.calibration import Calibration
     from agentbranch.errors import AgentBranchError
+    from agentbranch.filetext import check_writable
 
     _quiet_logs(verbose)
     if by not in ("question", "type"):
@@ -430,6 +477,11 @@ def calibrate(
     if from_audit is not None and evaluate is not None:
         raise typer.BadParameter("--evaluate scores a LABELLED file; it does not take --from-audit")
     try:
+        # Before any work: an output that cannot be written would lose the fit.
+        if evaluate is None:
+            check_writable(out, "--out")
+        if diagram is not None:
+            check_writable(diagram, "--diagram")
         if from_audit is not None:  # the engine's logged distributions, the teacher's labels
             from agentbranch.audit import calibrate_from_audit
 
@@ -442,7 +494,7 @@ def calibrate(
                 min_examples=min_examples,
             )
         else:
-            extra = json.loads(questions.read_text("utf-8")) if questions else None
+            extra = _read_questions(questions) if questions else None
             examples = cal.load_labelled(labelled, extra, default_question=question)
             engine, reason = _engine(None, permutations, reader)
             err.print(f"[dim]engine:[/dim] {engine.reader.name} ({engine.reader.model}) — {reason}")
@@ -468,19 +520,22 @@ def calibrate(
                         progress=lambda n: bar.advance(task, n),
                     )
     except AgentBranchError as e:
-        err.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
-    except (OSError, ValueError) as e:  # an unreadable --evaluate/--questions file
-        err.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
+        raise _fail(e) from None
     for warning in report.warnings:
-        err.print(f"[yellow]warning:[/yellow] {warning}")
-    if evaluate is None:
-        report.calibration.save(out)
-    if diagram is not None:
-        cal.reliability_diagram(report.eval_before, report.eval_after, diagram)
+        if not warning.startswith(cal.WORSE_FIT):  # logged already, and said below
+            err.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
+    refused = evaluate is None and report.worse and not force
+    try:
+        if evaluate is None and not refused:
+            report.calibration.save(out)
+        if diagram is not None:
+            cal.reliability_diagram(report.eval_before, report.eval_after, diagram)
+    except (AgentBranchError, OSError) as e:  # written after all checks: disk full, ...
+        raise _fail(e) from None
     if as_json:
         print(json.dumps(report.as_dict(), indent=2))
+        if refused:
+            _refuse_worse(report, out)
         return
     where = (
         "held-out" if report.held_out else "fit set (in-sample: use --holdout for an honest figure)"
@@ -488,6 +543,8 @@ def calibrate(
     title = f"calibration: {report.n_fit} fit / {report.n_eval} evaluated ({where})"
     if evaluate is not None:
         title = f"evaluating {evaluate} on {report.n_eval} examples (nothing fitted)"
+    from agentbranch.tables import print_table
+
     table = Table(title=title)
     for col in (
         "question",
@@ -527,21 +584,55 @@ def calibrate(
         "",
         end_section=True,
     )
-    console.print(table)
+    print_table(console, table, lambda: _folded(table))
     if evaluate is not None:
         if diagram:
             console.print(f"reliability diagram [bold]{diagram}[/bold]")
         return
+    if refused:
+        if diagram:
+            console.print(f"reliability diagram [bold]{diagram}[/bold]")
+        _refuse_worse(report, out)
     console.print(
-        f"saved [bold]{out}[/bold] (load with DecisionEngine(calibration={str(out)!r}) or "
+        ("saved anyway (--force): " if report.worse else "saved ")
+        + f"[bold]{out}[/bold] (load with DecisionEngine(calibration={str(out)!r}) or "
         f"AGENTBRANCH_CALIBRATION={out})"
-        + (f"; reliability diagram [bold]{diagram}[/bold]" if diagram else "")
+        + (f"; reliability diagram [bold]{diagram}[/bold]" if diagram else ""),
+        soft_wrap=True,
     )
     if report.calibration.thresholds:
         console.print(
             "suggested take thresholds (Policy(take_at=...)): "
-            + ", ".join(f"{q}={v:.3f}" for q, v in report.calibration.thresholds.items())
+            + ", ".join(f"{q}={v:.3f}" for q, v in report.calibration.thresholds.items()),
+            soft_wrap=True,
         )
+
+
+def _folded(table: Table) -> list[Table]:
+    """The calibrate table for a narrow terminal: one two-column table per row."""
+    from agentbranch.tables import key_value
+
+    headers = [str(c.header) for c in table.columns]
+    cells = [list(c.cells) for c in table.columns]
+    parts = [table.title] if table.title else []
+    for row in zip(*cells):
+        pairs = [(h, str(v)) for h, v in zip(headers[1:], row[1:]) if str(v)]
+        parts.append(key_value(str(row[0]), pairs))
+    return parts
+
+
+def _refuse_worse(report: Any, out: Path) -> None:
+    """A fit that made the evaluation split worse is not saved: say so and what to do."""
+    b, a = report.before, report.after
+    err.print(
+        f"[red]not saved:[/red] the fit makes the held-out examples worse (ECE {_f(b.ece)} → "
+        f"{_f(a.ece)}, Brier {_f(b.brier)} → {_f(a.brier)}), so {out} was not written. Keep "
+        "the calibration you use now (or none), and collect more labelled examples or audits "
+        "before fitting again; --force saves it anyway.",
+        highlight=False,
+        soft_wrap=True,
+    )
+    raise typer.Exit(1)
 
 
 # -- engine ---------------------------------------------------------------------------
@@ -604,8 +695,17 @@ def bench(
 ) -> None:
     """Time the read paths side by side and print every ratio (see docs/benchmarks.md)."""
     from agentbranch.bench import command
+    from agentbranch.errors import AgentBranchError
+    from agentbranch.filetext import check_writable
 
     _quiet_logs(False)
+    try:  # before minutes of measuring, not after
+        if plot is not None:
+            check_writable(plot, "--plot")
+        if vllm_model is not None and not vllm_model.is_dir():
+            raise _fail(f"--vllm-model {vllm_model} is not a folder (a causal model's files)")
+    except AgentBranchError as e:
+        raise _fail(e) from None
     raise typer.Exit(command(json_out, plot, quick, vllm, vllm_model, cpu))
 
 

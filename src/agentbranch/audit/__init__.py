@@ -11,8 +11,9 @@ the background, and keeps every fallback generation as a labelled example. Then:
   audits.jsonl``: temperatures fitted on the teacher's labels.
 
 Modules: ``config`` (``Audit``), ``worker`` (the bounded background queue), ``sinks``,
-``shadow`` (the resolver's hook), ``report`` (the maths), ``labels`` (records as labelled
-examples), ``cli`` (``agentbranch audit``). See docs/audit.md.
+``shadow`` (the resolver's hook), ``schema`` (the record format, checked wherever records
+are read), ``report`` (the maths), ``labels`` (records as labelled examples), ``cli``
+(``agentbranch audit``). See docs/audit.md.
 """
 
 from agentbranch.audit.config import AUDIT_EVENT, Audit
@@ -28,12 +29,14 @@ from agentbranch.audit.report import (
     load_records,
     wilson,
 )
+from agentbranch.audit.schema import AuditRecord
 from agentbranch.audit.sinks import CallbackSink, JsonlSink, StoreSink
 from agentbranch.audit.worker import AuditStats
 
 __all__ = [
     "AUDIT_EVENT",
     "Audit",
+    "AuditRecord",
     "AuditReport",
     "AuditStats",
     "CallbackSink",

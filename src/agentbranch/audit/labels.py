@@ -8,20 +8,25 @@ measures as it does for hand-labelled files.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentbranch.audit.report import Record, check_record, load_records
+from agentbranch.audit.schema import check_records, load_records
 from agentbranch.calibrate import By, Example, Report, Scored, apply_temperature
 from agentbranch.errors import ConfigurationError
 from agentbranch.questions import coerce_question
 
+Record = dict[str, Any]
+
 
 def _records(records: Iterable[Record] | str | Path) -> list[Record]:
+    """Records checked against the schema (audit/schema.py), from a file or in memory."""
     if isinstance(records, str | Path):
         return load_records(records)
-    return [check_record(r, f"record {i}") for i, r in enumerate(records)]
+    if isinstance(records, Mapping):  # one record, not a list of them
+        raise ConfigurationError("give a list of audit records (or a file path), not one record")
+    return check_records(records)
 
 
 def labelled_examples(records: Iterable[Record] | str | Path) -> list[Example]:
@@ -44,18 +49,11 @@ def scored_examples(records: Iterable[Record] | str | Path, *, raw: bool = True)
     ``raw`` undoes the temperature the engine applied when deciding, so a fit starts
     from the reader's own probabilities; ``raw=False`` keeps them as the run saw them."""
     out = []
-    for i, rec in enumerate(_records(records), 1):
-        options = tuple(rec.get("options") or ())
-        probs = [float((rec.get("probabilities") or {}).get(o, "nan")) for o in options]
-        if (
-            len(options) < 2
-            or rec["teacher_label"] not in options
-            or any(not 0.0 <= p <= 1.0 for p in probs)
-        ):
-            raise ConfigurationError(
-                f"audit record {i} ({rec['question_id']!r}): options, probabilities and the "
-                "teacher's label do not fit together; was the file edited by hand?"
-            )
+    for rec in _records(records):
+        # The schema checked that the probabilities match the options and that the
+        # teacher's label is one of them.
+        options = tuple(rec["options"])
+        probs = [float(rec["probabilities"][o]) for o in options]
         temperature = float(rec.get("temperature") or 1.0)
         if raw and temperature != 1.0:
             probs = apply_temperature(probs, 1.0 / temperature)
@@ -88,6 +86,11 @@ def calibrate_from_audit(
     from agentbranch import calibrate as cal
 
     recs = _records(records)
+    if not recs:
+        raise ConfigurationError(
+            "no audit records to fit on; Policy(audit=Audit(sink=...)) writes them as the graph "
+            "runs"
+        )
     examples = labelled_examples(recs)
     scored = scored_examples(recs)
     by_line = {ex.line: s for ex, s in zip(examples, scored)}

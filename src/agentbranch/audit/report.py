@@ -23,20 +23,22 @@ teacher, not against the truth.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from statistics import NormalDist
 from typing import Any
 
+# Records are checked against one schema wherever they are read (audit/schema.py);
+# check_record and load_records stay importable from here.
+from agentbranch.audit.schema import check_record, check_records, load_records  # noqa: F401
 from agentbranch.errors import ConfigurationError
 
 Record = Mapping[str, Any]
 
-_REQUIRED = ("kind", "question_id", "confidence", "engine_label", "teacher_label")
+#: The most confidence bins a report (or its diagram) draws.
+MAX_BINS = 1000
 
 
 # -- statistics ---------------------------------------------------------------------
@@ -82,43 +84,6 @@ def audits_needed(precision: float, target: float, z: float = 1.96) -> int | Non
         else:
             lo = mid
     return hi
-
-
-# -- loading ------------------------------------------------------------------------
-
-
-def load_records(path: str | Path) -> list[dict[str, Any]]:
-    """Audit records from a JSON Lines file (what ``Audit(sink="audits.jsonl")`` wrote)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigurationError(f"no audit file at {path}; Audit(sink=...) writes one")
-    records = []
-    with path.open(encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ConfigurationError(f"{path}:{number}: not valid JSON ({e})") from e
-            records.append(check_record(obj, f"{path}:{number}"))
-    return records
-
-
-def check_record(obj: Any, where: str = "record") -> dict[str, Any]:
-    """``obj`` if it is an audit record, else a ``ConfigurationError`` saying why not."""
-    if not isinstance(obj, dict):
-        raise ConfigurationError(f"{where}: an audit record is a JSON object")
-    missing = [k for k in _REQUIRED if k not in obj]
-    if missing:
-        raise ConfigurationError(
-            f"{where}: not an audit record (missing {missing}); audit files are written by "
-            "Policy(audit=Audit(sink=...))"
-        )
-    if obj["kind"] not in ("audit", "fallback"):
-        raise ConfigurationError(f"{where}: unknown kind {obj['kind']!r}")
-    return obj
 
 
 # -- report -------------------------------------------------------------------------
@@ -188,8 +153,7 @@ def _clean(obj: Any) -> Any:
 
 
 def _weight(rec: Record) -> float:
-    rate = rec.get("rate") or 1.0
-    return 1.0 / float(rate) if rec["kind"] == "audit" else 1.0
+    return 1.0 / float(rec["rate"]) if rec["kind"] == "audit" else 1.0
 
 
 def _from_sums(n: int, w: float, w2: float, hits: float, z: float) -> Precision:
@@ -264,17 +228,17 @@ def audit_report(
     bins: int = 10,
 ) -> AuditReport:
     """Per-question take-band precision, agreement by confidence bin and thresholds."""
-    if not 0.0 < target_precision <= 1.0:
+    if not (isinstance(target_precision, int | float) and 0.0 < target_precision <= 1.0):
         raise ConfigurationError(f"target_precision must be in (0, 1], got {target_precision}")
-    if bins < 1:
-        raise ConfigurationError("bins must be at least 1")
+    if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= MAX_BINS:
+        raise ConfigurationError(f"bins must be a whole number from 1 to {MAX_BINS}, got {bins!r}")
     z = z_for(level)
     by_q: dict[str, list[Record]] = defaultdict(list)
-    for i, rec in enumerate(records):
-        by_q[check_record(rec, f"record {i}")["question_id"]].append(rec)
+    for rec in check_records(records):
+        by_q[rec["question_id"]].append(rec)
     questions: dict[str, QuestionAudit] = {}
     for qid, recs in by_q.items():
-        usable = [r for r in recs if r["confidence"] is not None and r["teacher_label"]]
+        usable = recs  # the schema guarantees a confidence and both labels
         items = [
             (float(r["confidence"]), r["teacher_label"] == r["engine_label"], _weight(r))
             for r in usable

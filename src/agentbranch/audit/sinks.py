@@ -9,6 +9,8 @@ mix of those. Sinks run on the audit worker's thread, never on the run's.
 from __future__ import annotations
 
 import json
+import os
+import stat
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -31,11 +33,24 @@ class JsonlSink:
         self._lock = threading.Lock()
 
     def write(self, record: AuditRecord) -> None:
-        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+        # allow_nan=False: NaN is not JSON, and a line the loader refuses is worse than a
+        # failed write (logged and counted by Audit.write).
+        line = json.dumps(record, ensure_ascii=False, default=str, allow_nan=False) + "\n"
+        data = line.encode("utf-8")
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as f:
-                f.write(line)
+            # One write() on an O_APPEND descriptor: another process appending to the same
+            # file never splits a record (a buffered text file writes long lines in pieces).
+            # O_NONBLOCK: a FIFO at the path fails here instead of blocking the worker.
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise ConfigurationError(f"audit sink {self.path} is not a regular file")
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
 
     def __repr__(self) -> str:
         return f"JsonlSink({str(self.path)!r})"

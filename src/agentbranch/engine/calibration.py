@@ -108,9 +108,27 @@ class Calibration(BaseModel):
         return unknown
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write as JSON (with the format version)."""
+        """Write as JSON (with the format version), atomically: a reader never sees half a
+        file, and a symlink is followed (its target is replaced, the link kept). A missing
+        folder or a directory at ``path`` is an ``InvalidFileError``."""
         path = Path(path)
-        path.write_text(json.dumps(self.model_dump(), indent=2) + "\n", encoding="utf-8")
+        target = path.resolve() if path.is_symlink() else path
+        if target.is_dir():
+            raise InvalidFileError(f"cannot save the calibration to {path}: it is a directory")
+        if not target.parent.is_dir():
+            raise InvalidFileError(
+                f"cannot save the calibration to {path}: folder {target.parent} does not exist"
+            )
+        text = json.dumps(self.model_dump(), indent=2) + "\n"
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, target)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            raise InvalidFileError(
+                f"cannot save the calibration to {path}: {e.strerror or e}"
+            ) from None
         return path
 
     @classmethod
@@ -152,6 +170,9 @@ class Calibration(BaseModel):
 def _read_json(path: Path) -> Any:
     """The JSON in ``path``, or ``InvalidFileError`` saying what is wrong with it."""
     try:
+        if path.exists() and not path.is_dir() and not path.is_file():
+            # A FIFO or device: reading it could block forever.
+            raise InvalidFileError(f"calibration file {path} is not a regular file")
         raw = path.read_bytes()
     except FileNotFoundError:
         raise InvalidFileError(
@@ -173,6 +194,11 @@ def _read_json(path: Path) -> Any:
         raise InvalidFileError(f"calibration file {path} is empty")
     try:
         return json.loads(text)
+    except RecursionError:
+        raise InvalidFileError(
+            f"calibration file {path}: JSON nested too deeply to read; it is not a file "
+            "`agentbranch calibrate` wrote"
+        ) from None
     except json.JSONDecodeError as e:
         raise InvalidFileError(
             f"calibration file {path}, line {e.lineno} column {e.colno}: not valid JSON "
