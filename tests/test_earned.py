@@ -625,3 +625,29 @@ def test_copies_of_a_policy_share_one_earned():
     earned = Earned()
     policy = Policy(take_at=earned, fallbacks=[Generate(Oracle())])
     assert copy.deepcopy(policy).take_at is earned and copy.copy(earned) is earned
+
+
+def test_records_made_in_the_same_millisecond_replay_in_the_order_they_were_made():
+    # A replica replays the store sorted by (time, id); with random ids, records made in
+    # the same millisecond came back in a random order (and a withdrawal was announced
+    # twice by the process that made them).
+    from agentbranch.policy.evidence import new_evidence
+
+    made = [
+        new_evidence(
+            key="k",
+            question_id="urgent",
+            reader="scripted",
+            model="m",
+            source="audit",
+            band="take",
+            confidence=0.9,
+            options=["yes", "no"],
+            engine_label="yes",
+            teacher_label="no",
+            rate=0.5,
+            time="2026-12-01T00:00:00.000+00:00",
+        )
+        for _ in range(50)
+    ]
+    assert sorted(made, key=lambda r: r.order) == made

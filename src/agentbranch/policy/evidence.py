@@ -27,6 +27,7 @@ Schema (``EVIDENCE_SCHEMA``, JSON object, one per line of a JSON Lines store):
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import uuid
@@ -85,9 +86,15 @@ class Evidence(BaseModel):
         return (self.time, self.id)
 
 
+#: Ids start with a per-process sequence number: records made in the same millisecond
+#: still sort (time, id) in the order this process made them, so a replica replaying the
+#: store sees them in the order the writer learned from them.
+_sequence = itertools.count()
+
+
 def new_evidence(**fields: Any) -> Evidence:
     """A fresh record: ``id`` and ``time`` are filled in, ``correct`` computed."""
-    fields.setdefault("id", uuid.uuid4().hex)
+    fields.setdefault("id", f"{next(_sequence):012d}-{uuid.uuid4().hex}")
     fields.setdefault("time", datetime.now(UTC).isoformat(timespec="milliseconds"))
     fields["correct"] = fields["engine_label"] == fields["teacher_label"]
     return Evidence(**fields)
