@@ -40,7 +40,13 @@ from agentbranch.replay.keys import (
     request_summary,
     short,
 )
-from agentbranch.replay.misses import explain, fields_note, nearest_chat, nearest_read
+from agentbranch.replay.misses import (
+    UNSEEN_CHAT,
+    explain,
+    fields_note,
+    nearest_chat,
+    nearest_read,
+)
 from agentbranch.replay.modes import RecordMode, resolve_mode
 
 if TYPE_CHECKING:
@@ -322,7 +328,7 @@ class Cassette:
         )
         with self._lock:
             self.misses.append(f"chat {name} {short(last, 50)!r}" + fields_note(diffs))
-        return ReplayMissError(explain(head, "exchange", nearest, diffs, empty))
+        return ReplayMissError(explain(head, "exchange", nearest, diffs, empty, UNSEEN_CHAT))
 
     def clear_chats(self) -> None:
         """Forget every recorded chat exchange (and rewrite the file without them)."""
@@ -453,9 +459,7 @@ class Cassette:
         with files.open_read(self.path) as f:
             st = os.fstat(f.fileno())
             ident = (st.st_dev, st.st_ino)
-            fresh = (
-                self._parser is None or ident != self._seen or st.st_size < self._parser.offset
-            )
+            fresh = self._parser is None or ident != self._seen or st.st_size < self._parser.offset
             if fresh:
                 self._parser = fmt.Parser(self.path)
             assert self._parser is not None

@@ -196,9 +196,7 @@ def dumps(obj: dict[str, Any]) -> str:
     return json.dumps(obj, ensure_ascii=False, allow_nan=False) + "\n"
 
 
-def body(
-    data: CassetteData, recording: str | None, *, chats: bool = True
-) -> bytes:
+def body(data: CassetteData, recording: str | None, *, chats: bool = True) -> bytes:
     """A whole format-2 file holding ``data`` (for rewrites: upgrades, ``clear_chats``)."""
     lines = [header_line(recording)]
     lines += [reader_line(rid, info) for rid, info in data.readers.items()]
@@ -237,8 +235,9 @@ class Parser:
         where = f"{self.path}:{no}" if no else str(self.path)
         return CassetteFormatError(f"{where}: {what}; {RERECORD}")
 
-    def feed_file(self, f: Any, *, limit: int = MAX_LINE_BYTES) -> None:
+    def feed_file(self, f: Any, *, limit: int | None = None) -> None:
         """Every further line of the open binary file ``f`` (from ``self.offset``)."""
+        limit = limit or MAX_LINE_BYTES
         f.seek(self.offset)
         while True:
             raw = f.readline(limit + 1)
@@ -265,7 +264,9 @@ class Parser:
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise self.fail(no, f"not UTF-8 text (byte {e.start} of the line); the file is corrupt") from None
+            raise self.fail(
+                no, f"not UTF-8 text (byte {e.start} of the line); the file is corrupt"
+            ) from None
         if not text.strip():
             return
         try:
@@ -273,7 +274,8 @@ class Parser:
         except ValueError as e:
             if not complete:
                 raise self.fail(
-                    no, "the line is truncated (the file ends mid-entry: was a recording interrupted?)"
+                    no,
+                    "the line is truncated (the file ends mid-entry: was a recording interrupted?)",
                 ) from None
             raise self.fail(no, f"the line is not valid JSON ({e})") from None
         if not isinstance(obj, dict):
@@ -359,7 +361,9 @@ class Parser:
             try:
                 generations_from_json(line.reply)
             except (ValueError, TypeError, KeyError, AttributeError) as e:
-                raise self.fail(no, f"field 'reply': the chat reply cannot be rebuilt ({e})") from None
+                raise self.fail(
+                    no, f"field 'reply': the chat reply cannot be rebuilt ({e})"
+                ) from None
             self.data.chats.append(ChatEntry(line.model, line.key, line.messages, line.reply, no))
 
     def _declare_reader(self, no: int, line: schema.ReaderLine) -> None:
@@ -404,7 +408,7 @@ class Parser:
         return reads, chats
 
 
-def load(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES) -> CassetteData:
+def load(path: str | Path, *, max_line_bytes: int | None = None) -> CassetteData:
     """Read and validate every line of the cassette at ``path``, one line at a time.
 
     Raises ``CassetteFormatError`` naming the file, the line and the field for anything
@@ -422,10 +426,11 @@ def load(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES) -> CassetteD
 NOT_JSON = object()
 
 
-def first_object(path: Path, *, limit: int = MAX_LINE_BYTES) -> Any:
+def first_object(path: Path, *, limit: int | None = None) -> Any:
     """The first non-blank line of the file at ``path`` parsed as JSON (``None`` when the
     file holds nothing but whitespace, ``NOT_JSON`` when that line is no JSON). Reads one
     line at most."""
+    limit = limit or MAX_LINE_BYTES
     with files.open_read(path) as f:
         while True:
             raw = f.readline(limit + 1)

@@ -49,8 +49,8 @@ class QuestionSummary(_Open):
     text: str | None = None
     options: list[str] | None = None
     details_sha: str | None = None
-    examples_sha: str | None = None
     examples: list[int] | None = None
+    examples_sha: list[str] | None = None
 
 
 class RequestSummary(_Open):
@@ -105,9 +105,7 @@ class ReadLine(_Strict):
     @model_validator(mode="after")
     def _one_read_per_question(self) -> ReadLine:
         if len(self.reads) != len(self.request.questions):
-            raise ValueError(
-                f"{len(self.reads)} reads for {len(self.request.questions)} questions"
-            )
+            raise ValueError(f"{len(self.reads)} reads for {len(self.request.questions)} questions")
         return self
 
 
@@ -171,7 +169,9 @@ def describe(error: ValidationError) -> str:
             elif p not in KINDS or loc:  # the union's tag is not a field
                 loc += f".{p}" if loc else str(p)
         got = e.get("input")
-        shown = "" if e["type"] == "missing" or isinstance(got, dict | list) else f" (got {got!r:.60})"
+        shown = (
+            "" if e["type"] == "missing" or isinstance(got, dict | list) else f" (got {got!r:.60})"
+        )
         parts.append(f"field {loc or '(line)'!r}: {e['msg']}{shown}")
     return "; ".join(parts)
 
