@@ -7,11 +7,15 @@
     cassette.stale()      # entries this run never played
 
 Readers get ids in the order they are made (``reader-1``, ``reader-2`` ...) unless given
-``id=``; the header remembers which reader and model recorded each id, and recording a
-different model under an id that already has reads is refused. Chat models are keyed by
-LangChain's own ``llm_string`` (class and invocation parameters). Recorded entries are
-appended as they happen (the header is rewritten when a new reader or model appears), so
-an interrupted run keeps what it recorded.
+``id=``; a declaration line remembers which reader and model recorded each id, and
+recording a different model under an id that already has reads is refused. Chat models
+are keyed by LangChain's own ``llm_string`` (class and invocation parameters).
+
+Recorded entries are appended as they happen, under the cassette's file lock, so an
+interrupted run keeps what it recorded and several processes may record into one
+cassette at once: before appending, a writer reads what the others appended since it
+last looked (``_sync``). The file is only ever rewritten as a whole (atomically) to start
+a re-recording (mode ``all``), to upgrade an older format, or by ``clear_chats``.
 """
 
 from __future__ import annotations

@@ -142,10 +142,11 @@ class Lock:
 
     def _file_lock(self) -> FileLock:
         real = target(self.path)
-        if self._lock is None or Path(self._lock.lock_file).parent != real.parent:
+        lock_file = real.parent / f".{real.name}.lock"
+        if self._lock is None or Path(self._lock.lock_file) != lock_file:  # link retargeted
             # No soft fallback: its marker file cannot be removed early (see ``_held``).
             self._lock = FileLock(
-                real.parent / f".{real.name}.lock",
+                lock_file,
                 timeout=LOCK_TIMEOUT,
                 thread_local=False,
                 fallback_to_soft=False,
