@@ -381,6 +381,10 @@ def test_max_options_must_be_an_integer_of_at_least_2(tmp_path, value, message):
             "'request'",
         ),
         ({"kind": "reader", "id": "r", "name": "n", "model": "m", "max_options": 9, "x": 1}, "'x'"),
+        (
+            {"kind": "read", "key": "k", "request": {"state": "s", "questions": []}, "reads": []},
+            "field 'reader': Field required",
+        ),
     ],
 )
 def test_wrong_types_name_the_line_and_the_field(tmp_path, line, message):

@@ -153,57 +153,52 @@ class Lock:
             )
         return self._lock
 
-    @contextlib.contextmanager
-    def _held(self) -> Iterator[None]:
+    def _acquire(self) -> FileLock:
         lock = self._file_lock()
-        lock.acquire()
         try:
-            yield
-        finally:
-            # The lock file is removed while still locked, as the last step of the
-            # outermost hold (so no lock files pile up next to committed cassettes): a
-            # waiter that then locks the unlinked file sees it gone and retries on a fresh
-            # one (filelock checks), and a newcomer's fresh file locks only after our work.
-            if lock.lock_counter == 1:
-                with contextlib.suppress(OSError):
-                    os.unlink(lock.lock_file)
-            lock.release()
+            lock.acquire()
+        except Timeout:
+            raise ConfigurationError(
+                f"cassette {self.path}: another process has held its lock "
+                f"({lock.lock_file}) for {LOCK_TIMEOUT:.0f} s; is a recording stuck? Stop "
+                "it, then run again"
+            ) from None
+        return lock
 
-    def _timeout(self) -> ConfigurationError:
-        return ConfigurationError(
-            f"cassette {self.path}: another process has held its lock "
-            f"({self._file_lock().lock_file}) for {LOCK_TIMEOUT:.0f} s; is a recording "
-            "stuck? Stop it, then run again"
-        )
+    @staticmethod
+    def _release(lock: FileLock) -> None:
+        # The lock file is removed while still locked, as the last step of the outermost
+        # hold (so no lock files pile up next to committed cassettes): a waiter that then
+        # locks the unlinked file sees it gone and retries on a fresh one (filelock checks),
+        # and a newcomer's fresh file locks only after our work is done.
+        if lock.lock_counter == 1:
+            with contextlib.suppress(OSError):
+                os.unlink(lock.lock_file)
+        lock.release()
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[None]:
         """Held while writing; ``OSError`` if the folder cannot be made or written."""
         target(self.path).parent.mkdir(parents=True, exist_ok=True)
+        lock = self._acquire()
         try:
-            held = self._held()
-            held.__enter__()
-        except Timeout:
-            raise self._timeout() from None
-        with contextlib.ExitStack() as stack:
-            stack.push(held)
             yield
+        finally:
+            self._release(lock)
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[None]:
         """Held while reading, so no half-written line is seen; a folder where the lock
         file cannot be created (read-only) is read without it."""
         try:
-            held = self._held()
-            held.__enter__()
-        except Timeout:
-            raise self._timeout() from None
+            lock = self._acquire()
         except OSError:
             yield
             return
-        with contextlib.ExitStack() as stack:
-            stack.push(held)
+        try:
             yield
+        finally:
+            self._release(lock)
 
 
 __all__ = ["LOCK_TIMEOUT", "Lock", "append", "open_read", "replace", "status", "target"]

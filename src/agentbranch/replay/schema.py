@@ -162,12 +162,12 @@ def describe(error: ValidationError) -> str:
     ``reads[0].label_mass``)."""
     parts = []
     for e in error.errors(include_url=False)[:3]:
+        path = list(e["loc"])
+        if len(path) > 1 and path[0] in KINDS:  # the tag of the line union, not a field
+            path = path[1:]
         loc = ""
-        for p in e["loc"]:
-            if isinstance(p, int):
-                loc += f"[{p}]"
-            elif p not in KINDS or loc:  # the union's tag is not a field
-                loc += f".{p}" if loc else str(p)
+        for p in path:
+            loc += f"[{p}]" if isinstance(p, int) else f".{p}" if loc else str(p)
         got = e.get("input")
         shown = (
             "" if e["type"] == "missing" or isinstance(got, dict | list) else f" (got {got!r:.60})"
