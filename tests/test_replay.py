@@ -58,7 +58,8 @@ def test_new_mode_records_only_misses_and_builds_the_reader_lazily(tmp_path):
     assert built == [1]  # all replayed: the model was never built
     engine.decide("b", QUESTIONS)
     assert built == [1, 1]
-    assert len(path.read_text().splitlines()) == 3  # header + two reads
+    kinds = [json.loads(line).get("kind") for line in path.read_text().splitlines()]
+    assert kinds == [None, "reader", "read", "read"]  # header, declaration, two reads
 
 
 def test_all_mode_rerecords_and_passthrough_records_nothing(tmp_path):
@@ -68,7 +69,8 @@ def test_all_mode_rerecords_and_passthrough_records_nothing(tmp_path):
     ab.DecisionEngine(Cassette(path, "all").reader(live)).decide("new", QUESTIONS)
     assert len(live.calls) == 1
     entries = [json.loads(line) for line in path.read_text().splitlines()[1:]]
-    assert [e["request"]["state"] for e in entries] == ["new"]  # the old read is gone
+    reads = [e["request"]["state"] for e in entries if e["kind"] == "read"]
+    assert reads == ["new"]  # the old read is gone
 
     with Cassette(path, "all"):
         pass  # a re-recorded run that asked nothing leaves an empty cassette
@@ -118,7 +120,7 @@ def test_a_miss_names_the_nearest_request_and_the_fields_that_differ(tmp_path):
         changed.decide("The site is down since 10am", moved)
     text = str(err.value)
     assert (
-        "Nearest recorded request (line 2) differs in: state, instructions, options (team)" in text
+        "Nearest recorded request (line 3) differs in: state, instructions, options (team)" in text
     )
     assert "state: - … is down since 9am  + … is down since 10am" in text
     assert "options (team): ['billing', 'outage'] -> ['billing', 'outage', 'bug']" in text
@@ -199,7 +201,7 @@ def test_stale_entries_are_the_ones_never_played(tmp_path):
     r = Cassette(path, "none")
     ab.DecisionEngine(r.reader()).decide("two", QUESTIONS)
     stale = r.stale()
-    assert [(e["kind"], e["line"]) for e in stale] == [("read", 2), ("read", 4), ("chat", 5)]
+    assert [(e["kind"], e["line"]) for e in stale] == [("read", 3), ("read", 5), ("chat", 7)]
     assert "'one'" in stale[0]["summary"] and stale[2]["model"] == "generic-fake-chat-model"
 
 
@@ -240,20 +242,21 @@ def recorded(tmp_path) -> list[str]:
         (lambda ls: [ls[0], "{not json", *ls[2:]], r"bad\.jsonl:2: the line is not valid JSON"),
         (lambda ls: [ls[0], "[1, 2]", *ls[2:]], r"bad\.jsonl:2: expected a JSON object, got list"),
         (
-            lambda ls: [ls[0], json.dumps({"kind": "read", "reader": "reader-1"})],
-            r"bad\.jsonl:2: the entry lacks 'key'",
+            lambda ls: [*ls[:2], json.dumps({"kind": "read", "reader": "reader-1"})],
+            r"bad\.jsonl:3: field 'key': Field required",
         ),
         (
-            lambda ls: [ls[0], ls[1].replace('"reader-1"', '"reader-9"')],
-            r"bad\.jsonl:2: reader 'reader-9' is not in the header",
+            lambda ls: [ls[0], ls[2]],
+            r"bad\.jsonl:2: reader 'reader-1' is not declared before this line",
         ),
         (
-            lambda ls: [ls[0], ls[1].replace('"label_mass": 1.0', '"label_mass": 7')],
-            r"bad\.jsonl:2: label_mass must be a number in \[0, 1\]",
+            lambda ls: [*ls[:2], ls[2].replace('"label_mass": 1.0', '"label_mass": 7')],
+            r"bad\.jsonl:3: field 'reads\[0\]\.label_mass': Input should be less than or equal "
+            r"to 1 \(got 7\)",
         ),
         (lambda ls: [ls[0], json.dumps({"kind": "video"})], r"unknown entry kind 'video'"),
         (
-            lambda ls: [ls[0].replace('"agentbranch_cassette": 1', '"agentbranch_cassette": 9')],
+            lambda ls: [ls[0].replace('"agentbranch_cassette": 2', '"agentbranch_cassette": 9')],
             r"format 9, written by a newer agentbranch",
         ),
         (lambda ls: ls[1:], r"bad\.jsonl:1: the first line is not an agentbranch cassette header"),
@@ -271,7 +274,7 @@ def test_loading_validates_every_line(tmp_path, mutate, message):
 
 def test_non_utf8_and_directories_fail_clearly(tmp_path):
     bad = tmp_path / "bad.jsonl"
-    bad.write_bytes(b'{"agentbranch_cassette": 1}\n\xff\xfe garbage\n')
+    bad.write_bytes(b'{"agentbranch_cassette": 2, "library": "x"}\n\xff\xfe garbage\n')
     with pytest.raises(CassetteFormatError, match=r"bad\.jsonl:2: not UTF-8"):
         Cassette(bad, "new")
     with pytest.raises(CassetteFormatError, match="is a directory"):
@@ -315,13 +318,13 @@ def test_a_pre_v1_cassette_loads_as_reader_1(tmp_path):
     with pytest.raises(ReplayMissError, match="differs in: state"):
         ab.DecisionEngine(reader).decide("site up", QUESTIONS)
 
-    # Recording into it in `new` mode upgrades the file to v1, keeping the old reads.
+    # Recording into it in `new` mode upgrades the file to v2, keeping the old reads.
     class SameModel(ab.ScriptedReader):
         name = "transformers"
 
     same = SameModel({"team": {"outage": 1.0}}, model="tiny-model")
     ab.DecisionEngine(Cassette(path, "new").reader(same)).decide("another", QUESTIONS)
-    assert json.loads(path.read_text().splitlines()[0])["agentbranch_cassette"] == 1
+    assert json.loads(path.read_text().splitlines()[0])["agentbranch_cassette"] == 2
     again = ab.DecisionEngine(cassette_reader(path, mode="none"))
     assert again.decide("site down", QUESTIONS)["team"].label == "outage"
     assert again.decide("another", QUESTIONS)["team"].label == "outage"

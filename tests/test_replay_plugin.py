@@ -61,7 +61,7 @@ def test_fixture_records_then_replays_two_readers_and_a_chat_model(suite):
     suite.runpytest(*PLUGIN).assert_outcomes(passed=1)
     path = suite.path / "cassettes" / "test_run.jsonl"
     lines = [json.loads(line) for line in path.read_text().splitlines()]
-    assert set(lines[0]["readers"]) == {"reader-1", "reader-2"}
+    assert {e["id"] for e in lines if e.get("kind") == "reader"} == {"reader-1", "reader-2"}
     assert [e["kind"] for e in lines[1:]].count("read") == 2
     assert [e["kind"] for e in lines[1:]].count("chat") == 1  # the drafting node
 
@@ -109,7 +109,8 @@ def test_marker_names_and_shares_a_cassette(suite):
     )
     suite.runpytest(*PLUGIN).assert_outcomes(passed=2)
     assert sorted(p.name for p in (suite.path / "cassettes").iterdir()) == ["shared.jsonl"]
-    assert len((suite.path / "cassettes" / "shared.jsonl").read_text().splitlines()) == 3
+    # header, one reader declaration, two reads (no lock file left behind)
+    assert len((suite.path / "cassettes" / "shared.jsonl").read_text().splitlines()) == 4
     suite.runpytest(*PLUGIN, "--agentbranch-record=none").assert_outcomes(passed=2)
 
 
@@ -146,8 +147,8 @@ def test_summary_lists_stale_entries_and_misses(suite):
     result.stdout.fnmatch_lines(
         [
             "stale entries, never played (2); re-record with --agentbranch-record=all to drop them:",
-            "  cassettes/test_it.jsonl:3: read reader-1 'refund please' ['u']",
-            "  cassettes/test_it.jsonl:4: read reader-1 'hello' ['u']",
+            "  cassettes/test_it.jsonl:4: read reader-1 'refund please' ['u']",
+            "  cassettes/test_it.jsonl:5: read reader-1 'hello' ['u']",
         ]
     )
     suite.runpytest(*PLUGIN, "--agentbranch-record=all").assert_outcomes(passed=1)
@@ -189,3 +190,40 @@ def test_an_old_format_cassette_loads_under_the_plugin(suite):
     result = suite.runpytest(*PLUGIN, "--agentbranch-record=none")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*CassetteFormatError*test_old.jsonl:1: expected a JSON object*"])
+
+
+def test_xdist_workers_share_one_recording_id(suite):
+    """Under pytest-xdist every worker gets the run's ``testrunuid``: the plugin makes it
+    the cassettes' recording id, so workers re-recording one cassette (mode ``all``) join
+    the file instead of each starting it afresh."""
+    suite.makeconftest(
+        """
+        import pytest
+
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_configure(config):
+            config.workerinput = {"workerid": "gw0", "testrunuid": "run-7f3a"}
+        """
+    )
+    suite.makepyfile(
+        test_w="""
+        import pytest
+        import agentbranch as ab
+
+        @pytest.mark.decision_cassette("shared")
+        def test_w(decision_cassette):
+            assert decision_cassette.recording == "run-7f3a"
+            reader = decision_cassette.reader(lambda: ab.ScriptedReader())
+            ab.DecisionEngine(reader).decide("a", {"u": ab.yes_no("?")})
+        """
+    )
+    suite.runpytest(*PLUGIN, "--agentbranch-record=all").assert_outcomes(passed=1)
+    path = suite.path / "cassettes" / "shared.jsonl"
+    assert json.loads(path.read_text().splitlines()[0])["recording"] == "run-7f3a"
+    # A second worker of the same run (another process, another test) joins the file
+    # instead of wiping the first one's read.
+    test = suite.path / "test_w.py"
+    test.write_text(test.read_text().replace('decide("a"', 'decide("b"'))
+    suite.runpytest(*PLUGIN, "--agentbranch-record=all").assert_outcomes(passed=1)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [e["request"]["state"] for e in lines if e.get("kind") == "read"] == ["a", "b"]

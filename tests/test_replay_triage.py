@@ -71,8 +71,9 @@ def test_triage_with_generate_fallback_replays_offline(tmp_path, tiny_reader):
         "replay:transformers"
     }
     lines = [json.loads(line) for line in path.read_text().splitlines()]
-    assert lines[0]["agentbranch_cassette"] == 1
-    assert lines[0]["readers"]["reader-1"]["name"] == "transformers"
+    assert lines[0]["agentbranch_cassette"] == 2
+    readers = {e["id"]: e for e in lines if e.get("kind") == "reader"}
+    assert readers["reader-1"]["name"] == "transformers"
     assert sum(line.get("kind") == "chat" for line in lines) == len(fallbacks)
 
 
@@ -136,9 +137,10 @@ def test_two_engines_and_a_chat_model_share_one_cassette(tmp_path, tiny_model_di
         node = graph_for(cassette, chat_model(replies), second)
         live = [node.invoke({"ticket": t})["decisions"]["team"] for t in SAMPLE_TICKETS[:2]]
     assert built == ["second"]
-    header = json.loads(path.read_text().splitlines()[0])
-    assert set(header["readers"]) == {"reader-1", "second-opinion"}
-    assert header["readers"]["reader-1"]["model"] != header["readers"]["second-opinion"]["model"]
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    readers = {e["id"]: e for e in lines if e.get("kind") == "reader"}
+    assert set(readers) == {"reader-1", "second-opinion"}
+    assert readers["reader-1"]["model"] != readers["second-opinion"]["model"]
 
     with Cassette(path, "none") as cassette:
         node = graph_for(cassette, chat_model(), second)

@@ -1,10 +1,11 @@
 """Record an agent run once, replay it offline (CI without a GPU or an API key).
 
-A **cassette** is one JSON Lines file per run (format v1, ``agentbranch.replay.format``):
-a header naming the readers and chat models that recorded it, one line per engine read
-(its key, a readable summary and the raw label log-probabilities) and one line per
-chat-model exchange (messages sent, reply). Every reader and chat model of a run shares
-it, each keyed by its identity::
+A **cassette** is one JSON Lines file per run (format 2, ``agentbranch.replay.format``;
+its schema is ``agentbranch.replay.schema``): a header, a line declaring each reader and
+chat model that recorded into it, one line per engine read (its key, a readable summary
+and the raw label log-probabilities) and one line per chat-model exchange (messages sent,
+reply). Every reader and chat model of a run shares it, each keyed by its identity, and
+several processes may record into it at once (``agentbranch.replay.files``)::
 
     from agentbranch.replay import Cassette
 
@@ -22,7 +23,9 @@ In pytest the plugin (registered through the ``pytest11`` entry point) gives eac
 ``--agentbranch-record=MODE``; ``agentbranch replay diff OLD NEW`` reports drift between
 two recordings of a run. See docs/replay.md.
 
-Modules: ``format`` (the file), ``keys`` (keys, summaries, diffs), ``misses`` (what a miss
+Modules: ``schema`` (every line, as pydantic models), ``format`` (lines, loading),
+``files`` (symlinks, non-regular files, the lock, appends and rewrites), ``keys`` (keys,
+summaries, diffs), ``misses`` (what a miss
 says), ``modes``, ``cassette`` (the shared store), ``readers`` (``CassetteReader``),
 ``chat`` (``CassetteCache``), ``pytest_plugin``, ``diff`` and ``cli`` (drift reports).
 """

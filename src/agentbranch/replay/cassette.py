@@ -7,18 +7,22 @@
     cassette.stale()      # entries this run never played
 
 Readers get ids in the order they are made (``reader-1``, ``reader-2`` ...) unless given
-``id=``; the header remembers which reader and model recorded each id, and recording a
-different model under an id that already has reads is refused. Chat models are keyed by
-LangChain's own ``llm_string`` (class and invocation parameters). Recorded entries are
-appended as they happen (the header is rewritten when a new reader or model appears), so
-an interrupted run keeps what it recorded.
+``id=``; a declaration line remembers which reader and model recorded each id, and
+recording a different model under an id that already has reads is refused. Chat models
+are keyed by LangChain's own ``llm_string`` (class and invocation parameters).
+
+Recorded entries are appended as they happen, under the cassette's file lock, so an
+interrupted run keeps what it recorded and several processes may record into one
+cassette at once: before appending, a writer reads what the others appended since it
+last looked (``_sync``). The file is only ever rewritten as a whole (atomically) to start
+a re-recording (mode ``all``), to upgrade an older format, or by ``clear_chats``.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 import threading
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from agentbranch.engine.readers.base import Reader
 from agentbranch.engine.reads import LabelRead, ReadRequest
 from agentbranch.errors import AgentBranchError, ConfigurationError
+from agentbranch.replay import files
 from agentbranch.replay import format as fmt
 from agentbranch.replay.format import ChatEntry, ReadEntry, ReaderInfo
 from agentbranch.replay.keys import (
@@ -39,7 +44,13 @@ from agentbranch.replay.keys import (
     request_summary,
     short,
 )
-from agentbranch.replay.misses import explain, fields_note, nearest_chat, nearest_read
+from agentbranch.replay.misses import (
+    UNSEEN_CHAT,
+    explain,
+    fields_note,
+    nearest_chat,
+    nearest_read,
+)
 from agentbranch.replay.modes import RecordMode, resolve_mode
 
 if TYPE_CHECKING:
@@ -56,11 +67,21 @@ Identity = tuple[str, str, str]  # ("read", reader id, key) | ("chat", model id,
 class Cassette:
     """A cassette file and its record mode.
 
+    Several processes may record into one cassette at once (``pytest -n``, parallel jobs):
+    writers take the cassette's file lock, catch up with what the others appended, and
+    append their own lines. A symlinked path is followed (the link stays a link); a path
+    that is not a regular file (a FIFO, a directory, a device) or, in mode ``all``, an
+    existing file that is not a cassette is refused.
+
     Args:
         path: the JSON Lines file (created when something is recorded).
         mode: ``all``, ``new``, ``none`` or ``passthrough`` (see ``agentbranch.replay.modes``);
             ``None`` picks ``none`` when the ``CI`` environment variable is set, else ``new``.
         env: the environment to read ``CI`` from (default ``os.environ``; never written).
+        recording: an id of this recording run. In mode ``all`` the first write rewrites
+            the file unless its header carries the same id, so processes re-recording one
+            cassette together pass one id (the pytest plugin passes pytest-xdist's run id);
+            default: a fresh id per ``Cassette``.
     """
 
     def __init__(
@@ -69,41 +90,54 @@ class Cassette:
         mode: RecordMode | str | None = None,
         *,
         env: Mapping[str, str] | None = None,
+        recording: str | None = None,
     ) -> None:
         self.path = Path(path)
         self.mode: RecordMode = resolve_mode(mode, env)
+        self.recording = recording or uuid.uuid4().hex
         self._shown = _shown(self.path)
         self._lock = threading.RLock()
+        self._file_lock = files.Lock(self.path)
         self.readers: dict[str, ReaderInfo] = {}
         self.chat_models: dict[str, dict[str, str]] = {}
         self._reads: dict[tuple[str, str], ReadEntry] = {}
         self._chats: dict[str, ChatEntry] = {}
-        self._thresholds: dict[str, dict[str, Any]] = {}
-        self._threshold_seen: dict[str, int] = {}
         self._loaded: set[Identity] = set()
         self._played: set[Identity] = set()
         #: Short descriptions of every miss this cassette raised.
         self.misses: list[str] = []
-        self._fresh = False  # the file on disk was written by us and its header is current
+        # What this process has read of the file: the parser's state, and which file
+        # (device, inode) its offset is in; ``None`` until the first read or write.
+        self._parser: fmt.Parser | None = None
+        self._seen: tuple[int, int] | None = None
+        self._started = False  # mode all: this run started (or joined) the file
         self._next_reader = 1
+        # Earned thresholds: recorded ones by decision key, and how often each key was seen
+        # in this test (repeated decisions are numbered in order).
+        self._thresholds: dict[str, dict[str, Any]] = {}
+        self._threshold_seen: dict[str, int] = {}
         self._opened: list[Reader] = []
         self._cache: Any = None
-        if self.mode in ("new", "none") and (self.path.exists() or self.path.is_symlink()):
-            self._load()
-        elif self.path.is_dir():
-            raise fmt.CassetteFormatError(f"cassette {self.path} is a directory, not a file")
+        if self.mode == "passthrough":
+            return
+        st = files.status(self.path)  # a loop, a FIFO, a directory: refused now
+        if st is None:
+            return
+        if self.mode == "all":
+            self._refuse_foreign()
+        elif st.st_size or self.mode == "none":
+            with self._lock, self._file_lock.reading():
+                self._sync(initial=True)
 
-    def _load(self) -> None:
-        data = fmt.load(self.path)
-        self.readers = dict(data.readers)
-        self.chat_models = dict(data.chat_models)
-        for r in data.reads:
-            self._reads[(r.reader, r.key)] = r
-            self._loaded.add(("read", r.reader, r.key))
-        for c in data.chats:
-            self._chats[c.key] = c
-            self._loaded.add(("chat", c.model, c.key))
-        self._thresholds = dict(data.thresholds)
+    def _refuse_foreign(self) -> None:
+        """Mode ``all`` rewrites the file: only if it is a cassette (or empty)."""
+        first = fmt.first_object(self.path)
+        if first is not None and not fmt.looks_like_cassette(first):
+            raise fmt.CassetteFormatError(
+                f"refusing to overwrite {self.path}: it exists and is not an agentbranch "
+                "cassette (its first line is not a cassette header). Move it away or give "
+                "the cassette another path"
+            )
 
     def __repr__(self) -> str:
         return f"Cassette({str(self.path)!r}, mode={self.mode!r})"
@@ -160,11 +194,11 @@ class Cassette:
         return model.model_copy(update=update)
 
     def close(self) -> None:
-        """Close the live readers this cassette's readers built (from factories). In ``all`` mode a run
-        that recorded nothing still rewrites the cassette (to an empty one)."""
+        """Close the live readers this cassette's readers built (from factories). In ``all``
+        mode a run that recorded nothing still rewrites the cassette (to an empty one)."""
         with self._lock:
-            if self.mode == "all" and not self._fresh and self.path.is_file():
-                self._persist([], True)
+            if self.mode == "all" and not self._started and files.status(self.path):
+                self._commit(list)
             opened, self._opened = self._opened, []
         for r in opened:
             r.close()
@@ -201,34 +235,34 @@ class Cassette:
     ) -> None:
         if self.mode == "passthrough":
             return
-        with self._lock:
-            header_changed = self._register_reader(reader_id, info)
-            new = []
-            for request, answer in zip(requests, reads):
-                entry = ReadEntry(
-                    reader_id, request_key(request), request_summary(request), list(answer)
-                )
-                self._reads[(reader_id, entry.key)] = entry
-                self._played.add(("read", reader_id, entry.key))
-                new.append(fmt.read_line(entry))
-            self._persist(new, header_changed)
+        entries = [
+            ReadEntry(reader_id, request_key(request), request_summary(request), list(answer))
+            for request, answer in zip(requests, reads)
+        ]
 
-    def _register_reader(self, reader_id: str, info: ReaderInfo) -> bool:
-        known = self.readers.get(reader_id)
-        if known is None:
-            self.readers[reader_id] = info
-            return True
-        if (known.name, known.model) != (info.name, info.model):
+        def lines() -> list[dict[str, Any]]:
+            out = self._declare_reader(reader_id, info)
+            for entry in entries:
+                self._played.add(("read", reader_id, entry.key))
+                out.append(fmt.read_line(entry))
+            return out
+
+        self._commit(lines)
+
+    def _declare_reader(self, reader_id: str, info: ReaderInfo) -> list[dict[str, Any]]:
+        """The declaration line ``reader_id`` needs in the file (none if it has it)."""
+        assert self._parser is not None
+        known = self._parser.data.readers.get(reader_id)
+        if known is not None and (known.name, known.model) != (info.name, info.model):
             raise ConfigurationError(
                 f"cassette {self.path}: reader {reader_id!r} was recorded with "
                 f"{known.name} ({known.model}), this run reads with {info.name} "
                 f"({info.model}). Give each reader its own id=..., or re-record the "
                 "cassette for the new model (pytest --agentbranch-record=all)"
             )
-        if known.max_options != info.max_options:
-            self.readers[reader_id] = info
-            return True
-        return False
+        if known is None or known.max_options != info.max_options:
+            return [fmt.reader_line(reader_id, info)]
+        return []
 
     def read_miss(self, reader_id: str, request: ReadRequest, why: str) -> ReplayMissError:
         """The error for a read this cassette cannot answer, with the nearest recorded
@@ -270,16 +304,18 @@ class Cassette:
         key = chat_key(prompt, llm_string)
         model = chat_model_id(llm_string)
         entry = ChatEntry(model, key, messages_summary(prompt), generations_to_json(generations))
-        with self._lock:
-            header_changed = model not in self.chat_models
-            if header_changed:
-                self.chat_models[model] = {
-                    "name": chat_model_name(llm_string),
-                    "llm_string": llm_string,
-                }
-            self._chats[key] = entry
+
+        def lines() -> list[dict[str, Any]]:
+            assert self._parser is not None
+            out = []
+            if model not in self._parser.data.chat_models:
+                info = {"name": chat_model_name(llm_string), "llm_string": llm_string}
+                out.append(fmt.chat_model_line(model, info))
             self._played.add(("chat", model, key))
-            self._persist([fmt.chat_line(entry)], header_changed)
+            out.append(fmt.chat_line(entry))
+            return out
+
+        self._commit(lines)
 
     def chat_miss(self, prompt: str, llm_string: str) -> ReplayMissError:
         """The error for a chat call this cassette cannot answer, with the nearest
@@ -302,15 +338,16 @@ class Cassette:
         )
         with self._lock:
             self.misses.append(f"chat {name} {short(last, 50)!r}" + fields_note(diffs))
-        return ReplayMissError(explain(head, "exchange", nearest, diffs, empty))
+        return ReplayMissError(explain(head, "exchange", nearest, diffs, empty, UNSEEN_CHAT))
 
     def clear_chats(self) -> None:
         """Forget every recorded chat exchange (and rewrite the file without them)."""
-        with self._lock:
-            self._chats.clear()
-            self.chat_models.clear()
-            self._fresh = False
-            self._persist([], True)
+
+        def rewrite() -> list[dict[str, Any]]:
+            self._rewrite(chats=False)
+            return []
+
+        self._commit(rewrite)
 
     # -- earned thresholds --------------------------------------------------------------
 
@@ -334,9 +371,7 @@ class Cassette:
         value = live()
         if self.mode == "passthrough":
             return value
-        with self._lock:
-            self._thresholds[key] = dict(value)
-            self._persist([fmt.threshold_line(key, value)], False)
+        self._commit(lambda: [fmt.threshold_line(key, value)])
         return value
 
     # -- stale entries ------------------------------------------------------------------
@@ -349,12 +384,16 @@ class Cassette:
             for ident in sorted(self._loaded - self._played, key=self._line_of):
                 kind, who, key = ident
                 if kind == "read":
-                    e = self._reads[(who, key)]
+                    e = self._reads.get((who, key))
+                    if e is None:  # the file was replaced without it meanwhile
+                        continue
                     qids = [q["id"] for q in e.request.get("questions", [])]
                     summary = f"{short(e.request.get('state'), 50)!r} {qids}"
                     out.append({"kind": "read", "line": e.line, "reader": who, "summary": summary})
                 else:
-                    c = self._chats[key]
+                    c = self._chats.get(key)
+                    if c is None:
+                        continue
                     last = str(c.messages[-1].get("content")) if c.messages else ""
                     name = self.chat_models.get(who, {}).get("name", who)
                     out.append(
@@ -374,43 +413,133 @@ class Cassette:
 
     # -- the file -----------------------------------------------------------------------
 
-    def _persist(self, lines: list[dict[str, Any]], header_changed: bool) -> None:
-        """Append ``lines``, or rewrite the whole file when the header changed or the
-        file is not ours yet (first write of this run; ``all`` starts afresh)."""
+    def _commit(self, lines: Callable[[], list[dict[str, Any]]]) -> None:
+        """Under the file lock: catch up with the file (other writers' lines), then append
+        what ``lines()`` returns (it runs under the lock, so it sees the file's current
+        declarations)."""
         try:
-            self._write(lines, header_changed)
+            with self._lock, self._file_lock.writing():
+                self._prepare()
+                new = lines()
+                if new:
+                    self._append(new)
         except OSError as e:
             raise ConfigurationError(
                 f"cannot write the cassette {self.path}: {e}; check that its folder is a "
                 "writable directory (or replay with mode 'none')"
             ) from e
 
-    def _write(self, lines: list[dict[str, Any]], header_changed: bool) -> None:
-        if self._fresh and not header_changed:
-            with self.path.open("a", encoding="utf-8") as f:
-                f.writelines(fmt.dumps(line) for line in lines)
+    def _prepare(self) -> None:
+        """Make the file ready for appending: started (mode ``all``), caught up, with a
+        format-2 header."""
+        if self.mode == "all" and not self._started:
+            self._start()
             return
-        body = [fmt.dumps(fmt.header_line(self.readers, self.chat_models))]
-        body += [fmt.dumps(fmt.read_line(e)) for e in self._reads.values()]
-        body += [fmt.dumps(fmt.chat_line(e)) for e in self._chats.values()]
-        body += [fmt.dumps(fmt.threshold_line(k, v)) for k, v in self._thresholds.items()]
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.writelines(body)
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        self._fresh = True
+        self._sync()
+        assert self._parser is not None
+        if self._parser.version is None:  # no file yet, or an empty one
+            self._append([fmt.header_line(self.recording)])
+        elif self._parser.version < fmt.FORMAT_VERSION:
+            self._rewrite(chats=True)  # an older format: upgraded, every entry kept
+
+    def _start(self) -> None:
+        """Mode ``all``: start the file afresh, or join it when another process of this
+        recording (same ``recording`` id) started it."""
+        self._started = True
+        head = None
+        if files.status(self.path) is not None:
+            self._refuse_foreign()
+            head = fmt.first_object(self.path)
+        if (
+            isinstance(head, dict)
+            and head.get(fmt.MARK) == fmt.FORMAT_VERSION
+            and head.get("recording") == self.recording
+        ):
+            self._sync()
+            return
+        data = fmt.dumps(fmt.header_line(self.recording)).encode("utf-8")
+        if files.status(self.path) is None:
+            files.append(self.path, data)
+        else:
+            files.replace(self.path, data)
+        self._reload()
+
+    def _rewrite(self, *, chats: bool) -> None:
+        """Replace the file by what this process holds (all of it: it has just caught up),
+        as format 2."""
+        assert self._parser is not None
+        data = fmt.CassetteData(
+            readers=dict(self._parser.data.readers),
+            chat_models=dict(self._parser.data.chat_models),
+            reads=list(self._reads.values()),
+            chats=list(self._chats.values()),
+            thresholds=dict(self._parser.data.thresholds),
+        )
+        recording = self._parser.data.recording or self.recording
+        files.replace(self.path, fmt.body(data, recording, chats=chats))
+        self._reload()
+
+    def _reload(self) -> None:
+        self._parser, self._seen = None, None
+        self._sync()
+
+    def _sync(self, *, initial: bool = False) -> None:
+        """Catch up with the file: parse the lines appended since this process last read
+        it, or all of it when it was replaced. Call under both locks."""
+        if files.status(self.path) is None:  # nothing there (yet, or any more)
+            fresh = self._parser is None or self._parser.version is not None
+            if fresh:
+                self._parser, self._seen = fmt.Parser(self.path), None
+            self._absorb(fresh, initial)
+            return
+        with files.open_read(self.path) as f:
+            st = os.fstat(f.fileno())
+            ident = (st.st_dev, st.st_ino)
+            fresh = self._parser is None or ident != self._seen or st.st_size < self._parser.offset
+            if fresh:
+                self._parser = fmt.Parser(self.path)
+            assert self._parser is not None
+            self._parser.feed_file(f)
+        self._seen = ident
+        if initial and self._parser.version is None and self.mode == "none":
+            raise fmt.CassetteFormatError(f"{self.path} is empty; {fmt.RERECORD}")
+        self._absorb(fresh, initial)
+
+    def _append(self, lines: list[dict[str, Any]]) -> None:
+        """Append ``lines`` (one write) and take them in as if read back."""
+        assert self._parser is not None
+        data = "".join(fmt.dumps(line) for line in lines).encode("utf-8")
+        st = files.append(self.path, data)
+        self._seen = (st.st_dev, st.st_ino)
+        self._parser.feed_lines(data.splitlines(keepends=True))
+        self._absorb(False, False)
+
+    def _absorb(self, fresh: bool, initial: bool) -> None:
+        """Take the parser's new entries into the lookup tables (all of them, replacing
+        what was there, when the file was read from its start)."""
+        assert self._parser is not None
+        if fresh:
+            self._reads.clear()
+            self._chats.clear()
+        reads, chats = self._parser.take()
+        for r in reads:
+            self._reads[(r.reader, r.key)] = r
+            if initial:
+                self._loaded.add(("read", r.reader, r.key))
+        for c in chats:
+            self._chats[c.key] = c
+            if initial:
+                self._loaded.add(("chat", c.model, c.key))
+        self.readers = dict(self._parser.data.readers)
+        self.chat_models = dict(self._parser.data.chat_models)
+        self._thresholds = dict(self._parser.data.thresholds)
 
 
 def _shown(path: Path) -> str:
     """``path`` relative to the working directory when it lies below it (shorter errors)."""
     try:
         return str(path.resolve().relative_to(Path.cwd()))
-    except (ValueError, OSError):
+    except (ValueError, OSError, RuntimeError):  # RuntimeError: a symlink loop
         return str(path)
 
 

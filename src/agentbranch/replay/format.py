@@ -1,43 +1,63 @@
-"""Cassette format v1: versioned JSON Lines, validated line by line on load.
+"""Cassette format v2: versioned JSON Lines that several writers append to, loaded as a stream.
 
-Line 1 is the header; every further line is one read or one chat-model exchange::
+Line 1 is the header; every further line declares a reader or a chat model, or records one
+read or one chat-model exchange (``agentbranch.replay.schema`` is the schema)::
 
-    {"agentbranch_cassette": 1, "library": "0.1.0",
-     "readers": {"reader-1": {"name": "transformers", "model": "...", "max_options": 26}},
-     "chat_models": {"chat-3f2a9c1b0d": {"name": "ChatOpenAI gpt-4o", "llm_string": "..."}}}
+    {"agentbranch_cassette": 2, "library": "0.1.0", "recording": "3f2a..."}
+    {"kind": "reader", "id": "reader-1", "name": "transformers", "model": "...", "max_options": 26}
     {"kind": "read", "reader": "reader-1", "key": "<sha256>",
      "request": {"state": "I was charged twice…", "questions": [{"id": "team", ...}], ...},
      "reads": [{"logprobs": [-3.1, -2.2], "label_mass": 0.004, "argmax_is_label": false,
                 "agreement": 1.0}]}
+    {"kind": "chat_model", "id": "chat-3f2a9c1b0d", "name": "ChatOpenAI gpt-4o", "llm_string": "..."}
     {"kind": "chat", "model": "chat-3f2a9c1b0d", "key": "<sha256>",
      "messages": [{"role": "system", "content": "..."}, ...],
      "reply": [{"message": {"type": "ai", "data": {"content": "..."}}}]}
 
+The header is written once, by whoever creates the file; a writer declares its reader or
+chat model on a line of its own before its first entry, so processes recording into one
+cassette at once (under its lock, ``agentbranch.replay.files``) only ever append. An id is
+declared with one reader and model per file (a later line may change ``max_options``).
+
 The raw label log-probabilities are stored (not chosen labels), so a changed threshold,
-policy or calibration replays correctly. Files written before v1 (no header, one
-``{"key", "reader", "model", "state", "questions", "reads"}`` object a line) load as
-reader ``reader-1``, or fail with a message saying how to re-record them.
+policy or calibration replays correctly. Format 1 files (every reader and chat model in
+the header) and pre-v1 files (no header, one ``{"key", "reader", "model", "state",
+"questions", "reads"}`` object a line; loaded as reader ``reader-1``) still load, and
+are rewritten as format 2 when something is recorded into them.
+
+Loading reads one line at a time (a line longer than ``MAX_LINE_BYTES`` is refused), so
+memory holds the entries, never a copy of the file.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pydantic_core
+from pydantic import ValidationError
+
 from agentbranch.engine.reads import LabelRead
 from agentbranch.errors import AgentBranchError
+from agentbranch.replay import files, schema
 from agentbranch.replay.keys import generations_from_json
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MARK = "agentbranch_cassette"
+#: The longest line a cassette may hold (a read is a few kB; a chat exchange holds its
+#: messages). Longer lines are refused instead of being read into memory.
+MAX_LINE_BYTES = 64 * 2**20
 
 
 class CassetteFormatError(AgentBranchError, ValueError):
-    """A cassette file cannot be read: not found, not UTF-8, corrupt, truncated, written
-    by a newer agentbranch, or in the pre-v1 format that cannot be upgraded."""
+    """A cassette file cannot be read: not found, not a regular file, not UTF-8, corrupt,
+    truncated, a field of the wrong type or out of range, written by a newer agentbranch,
+    or in the pre-v1 format that cannot be upgraded. The message names the file, the line
+    and the field."""
 
 
 @dataclass
@@ -83,6 +103,9 @@ class CassetteData:
     thresholds: dict[str, dict[str, Any]] = field(default_factory=dict)
     library: str = "unknown"
     legacy: bool = False
+    #: The format version of the file (0 for pre-v1), ``None`` before its first line.
+    version: int | None = None
+    recording: str | None = None
 
 
 def library_version() -> str:
@@ -109,50 +132,45 @@ def read_to_json(read: LabelRead) -> dict[str, Any]:
 
 def read_from_json(data: Any) -> LabelRead:
     """A ``LabelRead`` from its stored form; ``ValueError`` says what is wrong."""
-    if not isinstance(data, dict):
-        raise ValueError(f"a read must be an object, got {type(data).__name__}")
-    missing = {"logprobs", "label_mass", "argmax_is_label", "agreement"} - set(data)
-    if missing:
-        raise ValueError(f"a read lacks {sorted(missing)}")
-    lps = data["logprobs"]
-    if not isinstance(lps, list) or not lps:
-        raise ValueError("a read's logprobs must be a non-empty list")
-    out = []
-    for lp in lps:
-        if lp is None:
-            out.append(-math.inf)
-        elif isinstance(lp, int | float) and not isinstance(lp, bool) and math.isfinite(lp):
-            out.append(float(lp))
-        else:
-            raise ValueError(f"a logprob must be a finite number or null, got {lp!r}")
-    mass, agreement = data["label_mass"], data["agreement"]
-    for name, v in (("label_mass", mass), ("agreement", agreement)):
-        if isinstance(v, bool) or not isinstance(v, int | float) or not 0.0 <= v <= 1.0:
-            raise ValueError(f"{name} must be a number in [0, 1], got {v!r}")
-    if not isinstance(data["argmax_is_label"], bool):
-        raise ValueError("argmax_is_label must be true or false")
+    try:
+        stored = schema.StoredRead.model_validate(data)
+    except ValidationError as e:
+        raise ValueError(schema.describe(e)) from None
+    return _label_read(stored)
+
+
+def _label_read(stored: schema.StoredRead) -> LabelRead:
     return LabelRead(
-        logprobs=tuple(out),
-        label_mass=float(mass),
-        argmax_is_label=data["argmax_is_label"],
-        agreement=float(agreement),
+        logprobs=tuple(-math.inf if lp is None else float(lp) for lp in stored.logprobs),
+        label_mass=float(stored.label_mass),
+        argmax_is_label=stored.argmax_is_label,
+        agreement=float(stored.agreement),
     )
 
 
 # -- lines ------------------------------------------------------------------------------
 
 
-def header_line(
-    readers: dict[str, ReaderInfo], chat_models: dict[str, dict[str, str]]
-) -> dict[str, Any]:
+def header_line(recording: str | None = None) -> dict[str, Any]:
+    return {MARK: FORMAT_VERSION, "library": library_version(), "recording": recording}
+
+
+def reader_line(reader_id: str, info: ReaderInfo) -> dict[str, Any]:
     return {
-        MARK: FORMAT_VERSION,
-        "library": library_version(),
-        "readers": {
-            rid: {"name": r.name, "model": r.model, "max_options": r.max_options}
-            for rid, r in readers.items()
-        },
-        "chat_models": chat_models,
+        "kind": "reader",
+        "id": reader_id,
+        "name": info.name,
+        "model": info.model,
+        "max_options": info.max_options,
+    }
+
+
+def chat_model_line(model_id: str, info: dict[str, str]) -> dict[str, Any]:
+    return {
+        "kind": "chat_model",
+        "id": model_id,
+        "name": info["name"],
+        "llm_string": info["llm_string"],
     }
 
 
@@ -182,7 +200,20 @@ def threshold_line(key: str, value: dict[str, Any]) -> dict[str, Any]:
 
 
 def dumps(obj: dict[str, Any]) -> str:
-    return json.dumps(obj, ensure_ascii=False, sort_keys=False) + "\n"
+    return json.dumps(obj, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def body(data: CassetteData, recording: str | None, *, chats: bool = True) -> bytes:
+    """A whole format-2 file holding ``data`` (for rewrites: upgrades, ``clear_chats``)."""
+    lines = [header_line(recording)]
+    lines += [reader_line(rid, info) for rid, info in data.readers.items()]
+    if chats:
+        lines += [chat_model_line(mid, info) for mid, info in data.chat_models.items()]
+    lines += [read_line(e) for e in data.reads]
+    if chats:
+        lines += [chat_line(e) for e in data.chats]
+    lines += [threshold_line(k, v) for k, v in data.thresholds.items()]
+    return "".join(dumps(x) for x in lines).encode("utf-8")
 
 
 # -- loading ----------------------------------------------------------------------------
@@ -190,197 +221,253 @@ def dumps(obj: dict[str, Any]) -> str:
 RERECORD = "re-record it: pytest --agentbranch-record=all (or Cassette(path, mode='all'))"
 
 
-def load(path: str | Path) -> CassetteData:
-    """Read and validate every line of the cassette at ``path``.
+class Parser:
+    """Validates a cassette's lines one at a time, in order, into ``data``.
 
-    Raises ``CassetteFormatError`` naming the file and line for anything unusable."""
-    path = Path(path)
-    if path.is_dir():
-        raise CassetteFormatError(f"cassette {path} is a directory, not a JSON Lines file")
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise CassetteFormatError(f"no cassette at {path}; record one first") from None
-    except OSError as e:
-        raise CassetteFormatError(f"cannot read cassette {path}: {e}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise CassetteFormatError(
-            f"{path}:{line}: not UTF-8 text (byte {e.start}); the cassette is corrupt, {RERECORD}"
-        ) from None
-    lines = text.split("\n")
-    ends_cleanly = text.endswith("\n") or not text
-    rows: list[tuple[int, dict[str, Any]]] = []
-    for no, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
+    ``feed`` may be called again with lines appended later (another writer's), continuing
+    the line count; ``take`` hands over the entries read so far."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.data = CassetteData()
+        self.line = 0
+        self.offset = 0
+        self._declared: dict[str, int] = {}
+        self._legacy_ids: set[tuple[str, str]] = set()
+
+    @property
+    def version(self) -> int | None:
+        return self.data.version
+
+    def fail(self, no: int | None, what: str) -> CassetteFormatError:
+        where = f"{self.path}:{no}" if no else str(self.path)
+        return CassetteFormatError(f"{where}: {what}; {RERECORD}")
+
+    def feed_file(self, f: Any, *, limit: int | None = None) -> None:
+        """Every further line of the open binary file ``f`` (from ``self.offset``)."""
+        limit = limit or MAX_LINE_BYTES
+        f.seek(self.offset)
+        while True:
+            raw = f.readline(limit + 1)
+            if not raw:
+                return
+            if len(raw) > limit and not raw.endswith(b"\n"):
+                raise self.fail(
+                    self.line + 1,
+                    f"the line is longer than {limit // 2**20} MiB (MAX_LINE_BYTES); the file "
+                    "is not a cassette or is corrupt",
+                )
+            self.feed(raw, complete=raw.endswith(b"\n"))
+            self.offset += len(raw)
+
+    def feed_lines(self, lines: Iterable[bytes]) -> None:
+        for raw in lines:
+            self.feed(raw, complete=raw.endswith(b"\n"))
+            self.offset += len(raw)
+
+    def feed(self, raw: bytes, *, complete: bool = True) -> None:
+        """One line (with its newline unless it ends the file)."""
+        self.line += 1
+        no = self.line
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            last = no == len(lines) and not ends_cleanly
-            what = (
-                "is truncated (the file ends mid-entry: was a recording interrupted?)"
-                if last
-                else f"is not valid JSON ({e.msg})"
-            )
-            raise CassetteFormatError(f"{path}:{no}: the line {what}; {RERECORD}") from None
-        if not isinstance(obj, dict):
-            raise CassetteFormatError(
-                f"{path}:{no}: expected a JSON object, got {type(obj).__name__}; {RERECORD}"
-            )
-        rows.append((no, obj))
-    if not rows:
-        raise CassetteFormatError(f"{path} is empty; {RERECORD}")
-    first_no, first = rows[0]
-    if MARK in first:
-        return _load_v1(path, rows)
-    if "kind" not in first and "key" in first and "reads" in first:
-        return _load_legacy(path, rows)
-    raise CassetteFormatError(
-        f"{path}:{first_no}: the first line is not an agentbranch cassette header "
-        f'({{"{MARK}": {FORMAT_VERSION}, ...}}); {RERECORD}'
-    )
-
-
-def _need(path: Path, no: int, obj: dict[str, Any], fields: dict[str, type | tuple]) -> None:
-    for name, typ in fields.items():
-        if name not in obj:
-            raise CassetteFormatError(f"{path}:{no}: the entry lacks {name!r}; {RERECORD}")
-        if not isinstance(obj[name], typ) or isinstance(obj[name], bool) and typ is not bool:
-            raise CassetteFormatError(
-                f"{path}:{no}: {name!r} has the wrong type ({type(obj[name]).__name__}); {RERECORD}"
-            )
-
-
-def _load_v1(path: Path, rows: list[tuple[int, dict[str, Any]]]) -> CassetteData:
-    no, head = rows[0]
-    version = head[MARK]
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise CassetteFormatError(f"{path}:{no}: the format version must be an integer")
-    if version > FORMAT_VERSION:
-        raise CassetteFormatError(
-            f"{path} is cassette format {version}, written by a newer agentbranch "
-            f"({head.get('library', '?')}); this one reads format {FORMAT_VERSION}. Upgrade "
-            "agentbranch"
-        )
-    _need(path, no, head, {"readers": dict, "chat_models": dict})
-    data = CassetteData(library=str(head.get("library", "unknown")))
-    for rid, info in head["readers"].items():
-        if not isinstance(info, dict):
-            raise CassetteFormatError(f"{path}:{no}: reader {rid!r} must be an object")
-        _need(path, no, info, {"name": str, "model": str, "max_options": int})
-        data.readers[rid] = ReaderInfo(info["name"], info["model"], info["max_options"])
-    for mid, info in head["chat_models"].items():
-        if not isinstance(info, dict):
-            raise CassetteFormatError(f"{path}:{no}: chat model {mid!r} must be an object")
-        _need(path, no, info, {"name": str, "llm_string": str})
-        data.chat_models[mid] = {"name": info["name"], "llm_string": info["llm_string"]}
-    for no, obj in rows[1:]:
-        kind = obj.get("kind")
-        if kind == "read":
-            _need(path, no, obj, {"reader": str, "key": str, "request": dict, "reads": list})
-            if obj["reader"] not in data.readers:
-                raise CassetteFormatError(
-                    f"{path}:{no}: reader {obj['reader']!r} is not in the header; {RERECORD}"
-                )
-            try:
-                reads = [read_from_json(r) for r in obj["reads"]]
-            except ValueError as e:
-                raise CassetteFormatError(f"{path}:{no}: {e}; {RERECORD}") from None
-            _check_request(path, no, obj["request"], len(reads))
-            data.reads.append(ReadEntry(obj["reader"], obj["key"], obj["request"], reads, no))
-        elif kind == "chat":
-            _need(path, no, obj, {"model": str, "key": str, "messages": list, "reply": list})
-            if obj["model"] not in data.chat_models:
-                raise CassetteFormatError(
-                    f"{path}:{no}: chat model {obj['model']!r} is not in the header; {RERECORD}"
-                )
-            try:
-                generations_from_json(obj["reply"])
-            except (ValueError, TypeError, KeyError) as e:
-                raise CassetteFormatError(
-                    f"{path}:{no}: the chat reply cannot be rebuilt ({e}); {RERECORD}"
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise self.fail(
+                no, f"not UTF-8 text (byte {e.start} of the line); the file is corrupt"
+            ) from None
+        if not text.strip():
+            return
+        try:
+            obj = pydantic_core.from_json(text, allow_inf_nan=False)
+        except ValueError as e:
+            if not complete:
+                raise self.fail(
+                    no,
+                    "the line is truncated (the file ends mid-entry: was a recording interrupted?)",
                 ) from None
-            data.chats.append(
-                ChatEntry(obj["model"], obj["key"], obj["messages"], obj["reply"], no)
-            )
-        elif kind == "threshold":
-            _need(path, no, obj, {"key": str, "trust": str})
-            take_at = obj.get("take_at")
-            if take_at is not None and (
-                not isinstance(take_at, int | float)
-                or isinstance(take_at, bool)
-                or not 0.0 <= take_at <= 1.0
-            ):
-                raise CassetteFormatError(
-                    f"{path}:{no}: 'take_at' must be null or a number in [0, 1]; {RERECORD}"
-                )
-            data.thresholds[obj["key"]] = {"take_at": take_at, "trust": obj["trust"]}
+            raise self.fail(no, f"the line is not valid JSON ({e})") from None
+        if not isinstance(obj, dict):
+            raise self.fail(no, f"expected a JSON object, got {type(obj).__name__}")
+        if self.data.version is None:
+            self._first(no, obj)
+        elif self.data.version == 0:
+            self._legacy(no, obj)
         else:
+            self._entry(no, obj)
+
+    # -- the header ----------------------------------------------------------------------
+
+    def _first(self, no: int, obj: dict[str, Any]) -> None:
+        if MARK not in obj:
+            if "kind" not in obj and "key" in obj and "reads" in obj:
+                self.data.version, self.data.legacy, self.data.library = 0, True, "pre-v1"
+                self._legacy(no, obj)
+                return
             raise CassetteFormatError(
-                f"{path}:{no}: unknown entry kind {kind!r} (expected 'read', 'chat' or "
-                f"'threshold'); {RERECORD}"
+                f"{self.path}:{no}: the first line is not an agentbranch cassette header "
+                f'({{"{MARK}": {FORMAT_VERSION}, ...}}); {RERECORD}'
             )
-    return data
-
-
-def _check_request(path: Path, no: int, request: dict[str, Any], n_reads: int) -> None:
-    _need(path, no, request, {"state": str, "questions": list})
-    for q in request["questions"]:
-        if not isinstance(q, dict) or not isinstance(q.get("id"), str):
-            raise CassetteFormatError(
-                f"{path}:{no}: each question of the request summary needs an 'id'; {RERECORD}"
-            )
-    if len(request["questions"]) != n_reads:
-        raise CassetteFormatError(
-            f"{path}:{no}: {n_reads} reads for {len(request['questions'])} questions; {RERECORD}"
-        )
-
-
-def _load_legacy(path: Path, rows: list[tuple[int, dict[str, Any]]]) -> CassetteData:
-    """Pre-v1 cassettes: their keys are v1 request keys, so they load as ``reader-1``
-    when one reader recorded them all."""
-    upgrade = f"{path} is a pre-v1 agentbranch cassette (no header) and cannot be upgraded: "
-    identities = set()
-    data = CassetteData(legacy=True, library="pre-v1")
-    for no, obj in rows:
-        try:
-            _need(
-                path,
+        version = obj[MARK]
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise self.fail(
                 no,
-                obj,
-                {
-                    "key": str,
-                    "reader": str,
-                    "model": str,
-                    "state": str,
-                    "questions": list,
-                    "reads": list,
-                },
+                f"field {MARK!r}: the format version must be a positive integer, got "
+                f"{version!r:.40} (this agentbranch reads formats 1 to {FORMAT_VERSION})",
             )
-            reads = [read_from_json(r) for r in obj["reads"]]
-        except (CassetteFormatError, ValueError) as e:
-            raise CassetteFormatError(upgrade + f"line {no}: {e}. {RERECORD}") from None
-        identities.add((obj["reader"], obj["model"]))
-        request = {"state": obj["state"], "questions": [{"id": str(q)} for q in obj["questions"]]}
-        data.reads.append(ReadEntry("reader-1", obj["key"], request, reads, no))
-    if len(identities) > 1:
-        raise CassetteFormatError(
-            upgrade + f"it mixes reads of {len(identities)} readers "
-            f"({', '.join(sorted(f'{r} ({m})' for r, m in identities))}). {RERECORD}"
+        if version > FORMAT_VERSION:
+            raise CassetteFormatError(
+                f"{self.path} is cassette format {version}, written by a newer agentbranch "
+                f"({obj.get('library', '?')!s:.40}); this one reads formats 1 to "
+                f"{FORMAT_VERSION}. Upgrade agentbranch"
+            )
+        model = schema.Header if version == 2 else schema.HeaderV1
+        try:
+            head = model.model_validate(obj)
+        except ValidationError as e:
+            raise self.fail(no, f"the header is invalid: {schema.describe(e)}") from None
+        self.data.version, self.data.library = version, head.library
+        if isinstance(head, schema.Header):
+            self.data.recording = head.recording
+            return
+        for rid, r in head.readers.items():
+            self.data.readers[rid] = ReaderInfo(r.name, r.model, r.max_options)
+            self._declared[rid] = no
+        for mid, m in head.chat_models.items():
+            self.data.chat_models[mid] = {"name": m.name, "llm_string": m.llm_string}
+
+    # -- entries -------------------------------------------------------------------------
+
+    def _entry(self, no: int, obj: dict[str, Any]) -> None:
+        kind = obj.get("kind")
+        allowed = schema.KINDS if self.data.version == 2 else ("read", "chat")
+        if kind not in allowed:
+            expected = " or ".join(repr(k) for k in allowed)
+            raise self.fail(no, f"unknown entry kind {kind!r:.40} (expected {expected})")
+        try:
+            line = schema.LINE.validate_python(obj)
+        except ValidationError as e:
+            raise self.fail(no, schema.describe(e)) from None
+        if isinstance(line, schema.ReaderLine):
+            self._declare_reader(no, line)
+        elif isinstance(line, schema.ChatModelLine):
+            self.data.chat_models[line.id] = {"name": line.name, "llm_string": line.llm_string}
+        elif isinstance(line, schema.ThresholdLine):
+            self.data.thresholds[line.key] = {"take_at": line.take_at, "trust": line.trust}
+        elif isinstance(line, schema.ReadLine):
+            if line.reader not in self.data.readers:
+                raise self.fail(no, f"reader {line.reader!r} is not declared before this line")
+            self.data.reads.append(
+                ReadEntry(
+                    line.reader,
+                    line.key,
+                    obj["request"],
+                    [_label_read(r) for r in line.reads],
+                    no,
+                )
+            )
+        else:
+            if line.model not in self.data.chat_models:
+                raise self.fail(no, f"chat model {line.model!r} is not declared before this line")
+            try:
+                generations_from_json(line.reply)
+            except (ValueError, TypeError, KeyError, AttributeError) as e:
+                raise self.fail(
+                    no, f"field 'reply': the chat reply cannot be rebuilt ({e})"
+                ) from None
+            self.data.chats.append(ChatEntry(line.model, line.key, line.messages, line.reply, no))
+
+    def _declare_reader(self, no: int, line: schema.ReaderLine) -> None:
+        known = self.data.readers.get(line.id)
+        if known is not None and (known.name, known.model) != (line.name, line.model):
+            raise self.fail(
+                no,
+                f"reader {line.id!r} is declared as {line.name} ({line.model}) here but as "
+                f"{known.name} ({known.model}) on line {self._declared[line.id]}; one reader id "
+                "holds the reads of one model",
+            )
+        self.data.readers[line.id] = ReaderInfo(line.name, line.model, line.max_options)
+        self._declared.setdefault(line.id, no)
+
+    def _legacy(self, no: int, obj: dict[str, Any]) -> None:
+        """Pre-v1 lines: their keys are v1 request keys, so they load as ``reader-1``
+        when one reader recorded them all."""
+        upgrade = (
+            f"{self.path} is a pre-v1 agentbranch cassette (no header) and cannot be upgraded: "
         )
-    ((name, model),) = identities
-    data.readers["reader-1"] = ReaderInfo(name, model)
-    return data
+        try:
+            line = schema.LegacyLine.model_validate(obj)
+        except ValidationError as e:
+            raise CassetteFormatError(
+                upgrade + f"line {no}: {schema.describe(e)}. {RERECORD}"
+            ) from None
+        self._legacy_ids.add((line.reader, line.model))
+        if len(self._legacy_ids) > 1:
+            raise CassetteFormatError(
+                upgrade + f"it mixes reads of {len(self._legacy_ids)} readers "
+                f"({', '.join(sorted(f'{r} ({m})' for r, m in self._legacy_ids))}). {RERECORD}"
+            )
+        self.data.readers["reader-1"] = ReaderInfo(line.reader, line.model)
+        request = {"state": line.state, "questions": [{"id": str(q)} for q in line.questions]}
+        reads = [_label_read(r) for r in line.reads]
+        self.data.reads.append(ReadEntry("reader-1", line.key, request, reads, no))
+
+    def take(self) -> tuple[list[ReadEntry], list[ChatEntry]]:
+        """The entries read since the last ``take``."""
+        reads, chats = self.data.reads, self.data.chats
+        self.data.reads, self.data.chats = [], []
+        return reads, chats
+
+
+def load(path: str | Path, *, max_line_bytes: int | None = None) -> CassetteData:
+    """Read and validate every line of the cassette at ``path``, one line at a time.
+
+    Raises ``CassetteFormatError`` naming the file, the line and the field for anything
+    unusable (and for a path that is not a regular file: it is never read, so a FIFO
+    never blocks)."""
+    path = Path(path)
+    parser = Parser(path)
+    with files.open_read(path) as f:
+        parser.feed_file(f, limit=max_line_bytes)
+    if parser.version is None:
+        raise CassetteFormatError(f"{path} is empty; {RERECORD}")
+    return parser.data
+
+
+NOT_JSON = object()
+
+
+def first_object(path: Path, *, limit: int | None = None) -> Any:
+    """The first non-blank line of the file at ``path`` parsed as JSON (``None`` when the
+    file holds nothing but whitespace, ``NOT_JSON`` when that line is no JSON). Reads one
+    line at most."""
+    limit = limit or MAX_LINE_BYTES
+    with files.open_read(path) as f:
+        while True:
+            raw = f.readline(limit + 1)
+            if not raw:
+                return None
+            if raw.strip():
+                break
+    try:
+        return pydantic_core.from_json(raw, allow_inf_nan=False)
+    except ValueError:
+        return NOT_JSON
+
+
+def looks_like_cassette(first: Any) -> bool:
+    """Whether a file's first object is a cassette header (any format) or a pre-v1 line."""
+    if not isinstance(first, dict):
+        return False
+    return MARK in first or ("kind" not in first and "key" in first and "reads" in first)
 
 
 __all__ = [
     "FORMAT_VERSION",
+    "MAX_LINE_BYTES",
     "CassetteData",
     "CassetteFormatError",
     "ChatEntry",
+    "Parser",
     "ReadEntry",
     "ReaderInfo",
     "load",

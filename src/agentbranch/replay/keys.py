@@ -56,6 +56,9 @@ def request_summary(request: ReadRequest) -> dict[str, Any]:
                 "text": q.instructions,
                 "options": list(q.options),
                 "details_sha": digest(json.dumps([q.labels, q.descriptions]))[:16],
+                # Per option: how many examples, and a digest of their texts.
+                "examples": [len(e) for e in q.examples],
+                "examples_sha": [digest(json.dumps(e))[:12] for e in q.examples],
             }
             for q in request.questions
         ],
@@ -96,10 +99,30 @@ def request_differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[
             out.append((f"question type ({qid})", f"{a['type']} -> {b.get('type')}"))
         if "details_sha" in a and a.get("details_sha") != b.get("details_sha"):
             out.append((f"option descriptions or labels ({qid})", "changed"))
+        if "examples_sha" in a and a.get("examples_sha") != b.get("examples_sha"):
+            out.append((f"examples ({qid})", examples_diff(a, b)))
     for name in ("draws", "joint"):
         if name in old and old.get(name) != new.get(name):
             out.append((name, f"{old.get(name)} -> {new.get(name)}"))
     return out
+
+
+def examples_diff(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """Which options' examples changed between two question summaries, and their counts."""
+    options = new.get("options") or old.get("options") or []
+    n_old, n_new = old.get("examples") or [], new.get("examples") or []
+    s_old, s_new = old.get("examples_sha") or [], new.get("examples_sha") or []
+    parts = []
+    for i in range(max(len(s_old), len(s_new))):
+        if i < len(s_old) and i < len(s_new) and s_old[i] == s_new[i]:
+            continue
+        name = options[i] if i < len(options) else f"option {i + 1}"
+        a = n_old[i] if i < len(n_old) else 0
+        b = n_new[i] if i < len(n_new) else 0
+        parts.append(
+            f"{name}: {a} -> {b} examples" if a != b else f"{name}: {a} examples, reworded"
+        )
+    return "; ".join(parts) or "changed"
 
 
 # -- chat exchanges ---------------------------------------------------------------------

@@ -21,6 +21,21 @@ HOW_TO_RECORD = (
 )
 
 
+#: What a miss says when the nearest entry's summary shows no difference: it was recorded
+#: by an agentbranch whose summaries left out a field (before v2: a question's examples).
+UNSEEN = (
+    "a field its summary does not keep (it was recorded by an older agentbranch, whose "
+    "summaries leave out e.g. a question's examples; re-record to see which)"
+)
+
+
+#: The same for a chat exchange: the message summaries keep each message's role, content
+#: and tool calls, not its name, ids or other arguments.
+UNSEEN_CHAT = (
+    "a part of the messages their summary does not keep (a message's name, ids or extra arguments)"
+)
+
+
 def nearest_read(
     summary: dict[str, Any],
     reader_id: str,
@@ -75,13 +90,19 @@ def nearest_chat(
 
 
 def explain(
-    head: str, what: str, nearest: ReadEntry | ChatEntry | None, diffs: Diffs, empty: str
+    head: str,
+    what: str,
+    nearest: ReadEntry | ChatEntry | None,
+    diffs: Diffs,
+    empty: str,
+    unseen: str = UNSEEN,
 ) -> str:
     """The miss message: ``head``, then the nearest recorded ``what`` and its field diff
-    (or ``empty`` when there is nothing to compare with), then how to record."""
+    (``unseen`` when the summaries show none; ``empty`` when there is nothing to compare
+    with), then how to record."""
     lines = [head]
     if nearest is not None:
-        fields = ", ".join(f for f, _ in diffs) or "nothing visible"
+        fields = ", ".join(f for f, _ in diffs) or unseen
         where = f"line {nearest.line}" if nearest.line else "recorded this run"
         lines.append(f"Nearest recorded {what} ({where}) differs in: {fields}")
         lines += [f"  {f}: {d}" for f, d in diffs]
@@ -95,4 +116,12 @@ def fields_note(diffs: Diffs) -> str:
     return f" — differs in {', '.join(f for f, _ in diffs)}" if diffs else ""
 
 
-__all__ = ["HOW_TO_RECORD", "explain", "fields_note", "nearest_chat", "nearest_read"]
+__all__ = [
+    "HOW_TO_RECORD",
+    "UNSEEN",
+    "UNSEEN_CHAT",
+    "explain",
+    "fields_note",
+    "nearest_chat",
+    "nearest_read",
+]

@@ -8,7 +8,8 @@
 ``decision_cassette`` is an ``agentbranch.replay.Cassette`` on
 ``<test file dir>/cassettes/<test name>.jsonl``, shared by every reader and chat model
 the test builds. ``@pytest.mark.decision_cassette("name")`` names the cassette
-(``cassettes/name.jsonl``; tests with the same name share it). ``--agentbranch-record=MODE``
+(``cassettes/name.jsonl``; tests with the same name share it, also across pytest-xdist
+workers: they record into it together). ``--agentbranch-record=MODE``
 sets the record mode (``all``, ``new``, ``none``, ``passthrough``); the default is
 ``none`` when ``CI`` is set, else ``new``. The terminal summary lists misses and the
 entries no test played (stale).
@@ -39,6 +40,9 @@ class _Use:
 @dataclass
 class _Session:
     mode: str | None
+    #: One id for the whole test run: pytest-xdist's workers re-recording (mode ``all``)
+    #: one cassette share it instead of each starting the file afresh.
+    recording: str | None = None
     cassettes: dict[Path, _Use] = field(default_factory=dict)
     failed: set[str] = field(default_factory=set)
 
@@ -47,7 +51,8 @@ class _Session:
 
         use = self.cassettes.get(path)
         if use is None:
-            use = self.cassettes[path] = _Use(Cassette(path, self.mode))
+            cassette = Cassette(path, self.mode, recording=self.recording)
+            use = self.cassettes[path] = _Use(cassette)
         use.tests.append(nodeid)
         use.cassette._begin_test()
         return use.cassette
@@ -74,7 +79,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "decision_cassette(name): the decision cassette this test uses "
         "(cassettes/<name>.jsonl next to the test file; tests with one name share it)",
     )
-    config.stash[_SESSION] = _Session(config.getoption("--agentbranch-record", None))
+    workerinput = getattr(config, "workerinput", None) or {}  # set in pytest-xdist workers
+    config.stash[_SESSION] = _Session(
+        config.getoption("--agentbranch-record", None), workerinput.get("testrunuid")
+    )
 
 
 def _cassette_path(request: pytest.FixtureRequest) -> Path:

@@ -1,0 +1,204 @@
+"""The cassette file on disk: what it points to, who may write it, and how.
+
+* A symlinked cassette is followed: reads, appends and rewrites go to the link's target,
+  and the link stays a link. A symlink loop is a clear error.
+* Only regular files are cassettes: a FIFO, a directory or a device given as the path is
+  refused at once (it is opened non-blocking and checked with ``fstat``, so a FIFO never
+  blocks the run, even if it appears after a first check).
+* Writers serialize on a ``filelock`` lock file next to the target (``.<name>.lock``,
+  removed when released); under it a writer appends whole lines with one ``O_APPEND``
+  write, or replaces the file atomically (temporary file + ``os.replace``, keeping its
+  permissions). A reader that cannot create the lock file (a read-only checkout) reads
+  without it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from filelock import FileLock, Timeout
+
+from agentbranch.errors import ConfigurationError
+
+#: How long a writer waits for another process's lock before giving up (seconds). Writers
+#: hold it only for one append or one rewrite.
+LOCK_TIMEOUT = 120.0
+
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def _format_error(message: str) -> Exception:
+    from agentbranch.replay.format import CassetteFormatError
+
+    return CassetteFormatError(message)
+
+
+def not_regular(path: Path, mode: int) -> Exception:
+    what = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+    return _format_error(
+        f"cassette {path} is {what}, not a regular file; a cassette is a JSON Lines file: "
+        "give a file path (a missing file is created when something is recorded)"
+    )
+
+
+def status(path: Path) -> os.stat_result | None:
+    """``stat`` of what ``path`` points to, ``None`` when nothing is there yet (also a
+    dangling symlink, whose target is created on the first write). Raises
+    ``CassetteFormatError`` for a symlink loop or anything that is not a regular file."""
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise _format_error(
+                f"cassette {path} is a symlink loop (it never reaches a file); point the "
+                "link at a file or give the file's own path"
+            ) from None
+        raise _format_error(f"cannot read cassette {path}: {e.strerror or e}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise not_regular(path, st.st_mode)
+    return st
+
+
+def target(path: Path) -> Path:
+    """The file ``path`` names once symlinks are followed (``path`` itself if it is none)."""
+    return Path(os.path.realpath(path))
+
+
+@contextlib.contextmanager
+def open_read(path: Path) -> Iterator[BinaryIO]:
+    """``path`` opened for reading, refused unless it is a regular file (never blocks)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise _format_error(f"no cassette at {path}; record one first") from None
+    except OSError as e:
+        status(path)  # a loop or a directory says so
+        raise _format_error(f"cannot read cassette {path}: {e.strerror or e}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise not_regular(path, st.st_mode)
+    with os.fdopen(fd, "rb") as f:
+        yield f
+
+
+def append(path: Path, data: bytes) -> os.stat_result:
+    """Append ``data`` to the file ``path`` names (created if missing) with one write;
+    returns its ``stat`` after. Call under ``lock``."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(path, flags, 0o666)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise not_regular(path, st.st_mode)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        return os.fstat(fd)
+    finally:
+        os.close(fd)
+
+
+def replace(path: Path, data: bytes) -> None:
+    """Replace the file ``path`` names (its symlink target) with ``data`` atomically,
+    keeping the old file's permissions. Call under ``lock``."""
+    real = target(path)
+    st = status(path)
+    fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, stat.S_IMODE(st.st_mode) if st is not None else 0o644)
+        os.replace(tmp, real)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class Lock:
+    """The inter-process lock of one cassette (``filelock`` on ``.<name>.lock`` next to the
+    symlink target), reentrant within a process."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock: FileLock | None = None
+
+    def _file_lock(self) -> FileLock:
+        real = target(self.path)
+        lock_file = real.parent / f".{real.name}.lock"
+        if self._lock is None or Path(self._lock.lock_file) != lock_file:  # link retargeted
+            # No soft fallback: its marker file cannot be removed early (see ``_held``).
+            self._lock = FileLock(
+                lock_file,
+                timeout=LOCK_TIMEOUT,
+                thread_local=False,
+                fallback_to_soft=False,
+            )
+        return self._lock
+
+    def _acquire(self) -> FileLock:
+        lock = self._file_lock()
+        try:
+            lock.acquire()
+        except Timeout:
+            raise ConfigurationError(
+                f"cassette {self.path}: another process has held its lock "
+                f"({lock.lock_file}) for {LOCK_TIMEOUT:.0f} s; is a recording stuck? Stop "
+                "it, then run again"
+            ) from None
+        return lock
+
+    @staticmethod
+    def _release(lock: FileLock) -> None:
+        # The lock file is removed while still locked, as the last step of the outermost
+        # hold (so no lock files pile up next to committed cassettes): a waiter that then
+        # locks the unlinked file sees it gone and retries on a fresh one (filelock checks),
+        # and a newcomer's fresh file locks only after our work is done.
+        if lock.lock_counter == 1:
+            with contextlib.suppress(OSError):
+                os.unlink(lock.lock_file)
+        lock.release()
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """Held while writing; ``OSError`` if the folder cannot be made or written."""
+        target(self.path).parent.mkdir(parents=True, exist_ok=True)
+        lock = self._acquire()
+        try:
+            yield
+        finally:
+            self._release(lock)
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """Held while reading, so no half-written line is seen; a folder where the lock
+        file cannot be created (read-only) is read without it."""
+        try:
+            lock = self._acquire()
+        except OSError:
+            yield
+            return
+        try:
+            yield
+        finally:
+            self._release(lock)
+
+
+__all__ = ["LOCK_TIMEOUT", "Lock", "append", "open_read", "replace", "status", "target"]
