@@ -29,7 +29,16 @@ from agentbranch.errors import (
     SpecialTokenError,
     StateTooLongError,
 )
-from agentbranch.policy import Audit, FailClosed, FailOpen, Generate, GotoNode, MoreDraws, Policy
+from agentbranch.policy import (
+    Audit,
+    Earned,
+    FailClosed,
+    FailOpen,
+    Generate,
+    GotoNode,
+    MoreDraws,
+    Policy,
+)
 from agentbranch.questions import choice, score, yes_no
 
 # A library is silent unless the application configures logging (see agentbranch.logs).
@@ -45,6 +54,7 @@ __all__ = [
     "Decision",
     "DecisionEngine",
     "Decisions",
+    "Earned",
     "EmbeddedReader",
     "FailClosed",
     "FailOpen",

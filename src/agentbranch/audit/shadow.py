@@ -66,13 +66,14 @@ def _one(
 
     by = rec.get("decided_by")
     fallback = rec.get("fallback") or {}
-    if by == "engine":
+    if by == "engine" or _earned_needs_label(policy, rec):
         if not audit.sample():
             return
         teacher, instructions = _teacher(policy, audit)
         text = state_text(state)
         base = _base("audit", engine, question, policy, audit, rec, text, rate=audit.rate)
-        audit.submit(lambda: _ask(audit, teacher, instructions, qid, question, text, base))
+        learn = _learner(policy, qid, question, rec, audit.rate)
+        audit.submit(lambda: _ask(audit, teacher, instructions, qid, question, text, base, learn))
     elif by == "fallback" and fallback.get("kind") == "generate" and audit.fallback_examples:
         text = state_text(state) if audit.include_state else None
         record = _base("fallback", engine, question, policy, audit, rec, text, rate=1.0)
@@ -83,6 +84,37 @@ def _one(
             reply=fallback.get("reply"),
         )
         audit.submit(lambda: audit.write(record))
+
+
+def _earned_needs_label(policy: Any, rec: dict) -> bool:
+    """An ``Earned`` policy without ``Generate``: the audit teacher also samples the
+    fallback band (at the audit rate), or nothing below the threshold is ever labelled."""
+    from agentbranch.policy.config import Generate
+
+    return (
+        policy.earned is not None
+        and rec.get("band") == "fallback"
+        and rec.get("engine_label") is not None
+        and not any(isinstance(f, Generate) for f in policy.fallbacks)
+    )
+
+
+def _learner(policy: Any, qid: str, question: Any, rec: dict, rate: float) -> Any:
+    """What to do with the teacher's label besides the audit record: evidence for an
+    ``Earned`` policy (``None`` otherwise)."""
+    earned = policy.earned
+    if earned is None:
+        return None
+    from agentbranch.policy.learning import observe_record
+
+    banded = dict(rec)
+
+    def learn(label: str) -> None:
+        observe_record(
+            earned, qid, question, banded, source="audit", teacher_label=label, rate=rate
+        )
+
+    return learn
 
 
 def _teacher(policy: Any, audit: Audit) -> tuple[Any, str | None]:
@@ -124,7 +156,8 @@ def _base(
         reply=None,
         rate=rate,
         temperature=temperature,
-        take_at=policy.take_at,
+        take_at=rec.get("take_at"),
+        trust=rec.get("trust"),
         spec=question.model_dump(mode="json"),
     )
     if audit.include_state and text is not None:
@@ -140,6 +173,7 @@ def _ask(
     question: Any,
     text: str,
     base: AuditRecord,
+    learn: Any = None,
 ) -> None:
     """On the worker: ask the teacher (its normal ``invoke``), validate, record."""
     from agentbranch.policy.config import Generate
@@ -157,3 +191,5 @@ def _ask(
         reply=str(getattr(reply, "content", reply))[:500],
     )
     audit.write(base)
+    if learn is not None:
+        learn(label)

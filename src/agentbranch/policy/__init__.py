@@ -29,6 +29,11 @@ integration supplies.
 Modules, one job each: ``config`` (what a policy says), ``records`` (decision records),
 ``bands`` → ``review`` → ``fallbacks`` (with ``generation``) the steps of resolving,
 ``failure`` (engine errors), ``resolver`` (the steps in order).
+
+Earned thresholds (``take_at=Earned(...)``): ``earned`` (the policy object and its state
+machine), ``thresholds`` (the statistics and their guarantee), ``evidence`` (the record
+schema and key), ``evidence_store`` (JSON Lines and LangGraph stores), ``learning``
+(evidence from resolved decisions).
 """
 
 from agentbranch.audit.config import Audit
@@ -51,6 +56,13 @@ from agentbranch.policy.config import (
     policy_for,
     question_text,
 )
+from agentbranch.policy.earned import Earned, Threshold, TrustState, replay
+from agentbranch.policy.evidence import Evidence, evidence_key
+from agentbranch.policy.evidence_store import (
+    EvidenceStore,
+    JsonlEvidenceStore,
+    LangGraphEvidenceStore,
+)
 from agentbranch.policy.generation import parse_label
 from agentbranch.policy.records import engine_record, error_record, review_payload
 from agentbranch.policy.resolver import Resolver
@@ -60,23 +72,32 @@ __all__ = [
     "Band",
     "DecidedBy",
     "DecisionRecord",
+    "Earned",
+    "Evidence",
+    "EvidenceStore",
     "FailClosed",
     "FailOpen",
     "Fallback",
     "Generate",
     "GotoNode",
+    "JsonlEvidenceStore",
+    "LangGraphEvidenceStore",
     "MoreDraws",
     "OnError",
     "Policy",
     "PolicyArg",
     "Resolver",
     "ReviewFn",
+    "Threshold",
+    "TrustState",
     "check_policies",
     "engine_record",
     "error_record",
+    "evidence_key",
     "options_of",
     "parse_label",
     "policy_for",
     "question_text",
+    "replay",
     "review_payload",
 ]

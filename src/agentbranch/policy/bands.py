@@ -19,8 +19,10 @@ def band_all(
     pending: dict[str, list[str]] = {"review": [], "fallback": []}
     for qid, q in questions.items():
         d = decisions[qid]
-        band = policy_for(policy, qid).band(d)
-        records[qid] = engine_record(d, q, band=band)
+        p = policy_for(policy, qid)
+        threshold = p.threshold(qid, q, d)
+        band = p.band(d, threshold)
+        records[qid] = engine_record(d, q, band=band, threshold=threshold)
         if band != "take":
             pending[band].append(qid)
     return records, pending

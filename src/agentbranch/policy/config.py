@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from agentbranch.decisions import Decision
 from agentbranch.errors import ConfigurationError, ReaderError
+from agentbranch.policy.earned import Earned, Threshold
 from agentbranch.questions import Question, instructions_text, to_spec
 
 Band = Literal["take", "fallback", "review", "error"]
@@ -90,7 +91,10 @@ class Policy:
     """Thresholds and fallbacks for one decision.
 
     Args:
-        take_at: take the engine's label when ``confidence >= take_at``.
+        take_at: take the engine's label when ``confidence >= take_at``; or
+            ``Earned(precision=..., level=..., store=...)``: a threshold earned per question
+            from the teacher's labels (``agentbranch.policy.earned``), which needs a label
+            source: a ``Generate`` fallback or an ``Audit`` with a teacher ``model``.
         review_below: ask a human when ``confidence < review_below`` (``None``: never).
         min_label_mass: below it, a confident read is not taken either (the model put
             its probability outside the labels); it falls back (or goes to review).
@@ -104,7 +108,7 @@ class Policy:
     fallbacks is a configuration error: say what should happen to uncertain answers.
     """
 
-    take_at: float = 0.0
+    take_at: float | Earned = 0.0
     review_below: float | None = None
     min_label_mass: float = 0.0
     fallbacks: Sequence[Fallback] = field(default_factory=tuple)
@@ -114,11 +118,11 @@ class Policy:
     def __post_init__(self) -> None:
         object.__setattr__(self, "fallbacks", tuple(self.fallbacks))
         self._check_audit()
-        if not 0.0 <= self.take_at <= 1.0:
-            raise ConfigurationError(f"take_at must be in [0, 1], got {self.take_at}")
-        if self.review_below is not None and not 0.0 <= self.review_below <= self.take_at:
+        self._check_take_at()
+        floor = self.floor
+        if self.review_below is not None and not 0.0 <= self.review_below <= floor:
             raise ConfigurationError(
-                f"review_below must be in [0, take_at={self.take_at}], got {self.review_below}"
+                f"review_below must be in [0, take_at={floor}], got {self.review_below}"
             )
         if not 0.0 <= self.min_label_mass <= 1.0:
             raise ConfigurationError(f"min_label_mass must be in [0, 1], got {self.min_label_mass}")
@@ -145,6 +149,47 @@ class Policy:
                 "fallbacks with Generate(model) or GotoNode('node')"
             )
 
+    def _check_take_at(self) -> None:
+        if isinstance(self.take_at, Earned):
+            has_generate = any(isinstance(f, Generate) for f in self.fallbacks)
+            teacher = self.audit is not None and self.audit.model is not None
+            if not has_generate and not teacher:
+                raise ConfigurationError(
+                    "Policy(take_at=Earned(...)) learns from a teacher's labels and this "
+                    "policy has no way to get them; add fallbacks=[Generate(chat_model)] "
+                    "(labels every uncertain decision) or audit=Audit(model=chat_model, "
+                    "rate=...) (labels a sampled share)"
+                )
+            if not has_generate and self.audit.rate <= 0.0:
+                raise ConfigurationError(
+                    "Policy(take_at=Earned(...)) with Audit(rate=0) and no Generate fallback "
+                    "never gets a label; give Audit(rate=...) > 0 or a Generate fallback"
+                )
+            return
+        ok = isinstance(self.take_at, int | float) and not isinstance(self.take_at, bool)
+        if not ok or not 0.0 <= self.take_at <= 1.0:
+            raise ConfigurationError(
+                f"take_at must be a number in [0, 1] or Earned(...), got {self.take_at!r}"
+            )
+
+    @property
+    def earned(self) -> Earned | None:
+        """The ``Earned`` threshold of this policy, if it has one."""
+        return self.take_at if isinstance(self.take_at, Earned) else None
+
+    @property
+    def floor(self) -> float:
+        """The lowest threshold this policy may take at."""
+        return self.take_at.min_take_at if isinstance(self.take_at, Earned) else self.take_at
+
+    def threshold(self, qid: str, question: Question, decision: Decision) -> Threshold:
+        """The threshold in force for ``decision`` of question ``qid``: the fixed
+        ``take_at`` (trust ``"fixed"``) or what ``Earned`` has earned for this question,
+        reader and model."""
+        if isinstance(self.take_at, Earned):
+            return self.take_at.threshold(qid, question, decision.reader, decision.model)
+        return Threshold(self.take_at, "fixed")
+
     def _check_audit(self) -> None:
         from agentbranch.audit.config import Audit
 
@@ -160,17 +205,34 @@ class Policy:
 
     @property
     def has_fallback_band(self) -> bool:
+        if isinstance(self.take_at, Earned):
+            return True
         return self.take_at > (self.review_below or 0.0) or self.min_label_mass > 0.0
 
     @property
     def can_review(self) -> bool:
         return self.review_below is not None and self.review_below > 0.0
 
-    def band(self, decision: Decision) -> Band:
-        """The band of one engine decision."""
+    def band(self, decision: Decision, take_at: float | None | Threshold = None) -> Band:
+        """The band of one engine decision, at threshold ``take_at`` (a ``Threshold`` or
+        a number; ``Threshold(None, ...)`` takes nothing). Without it, the fixed
+        ``take_at`` (an ``Earned`` policy must be given the threshold in force)."""
+        if isinstance(take_at, Threshold):
+            at = take_at.take_at
+        elif take_at is not None:
+            at = take_at
+        elif isinstance(self.take_at, Earned):
+            raise ConfigurationError(
+                "Policy(take_at=Earned(...)).band() needs the threshold in force: "
+                "band(decision, policy.threshold(qid, question, decision))"
+            )
+        else:
+            at = self.take_at
         if self.review_below is not None and decision.confidence < self.review_below:
             return "review"
-        if decision.confidence >= self.take_at and decision.label_mass >= self.min_label_mass:
+        if at is None:
+            return "fallback"
+        if decision.confidence >= at and decision.label_mass >= self.min_label_mass:
             return "take"
         return "fallback"
 

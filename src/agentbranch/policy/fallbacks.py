@@ -10,6 +10,7 @@ from typing import Any
 
 from agentbranch.errors import FallbackError
 from agentbranch.policy.config import DecisionRecord, Generate, MoreDraws, Policy
+from agentbranch.policy.earned import Threshold
 from agentbranch.policy.generation import (
     fallback_record,
     generation_messages,
@@ -49,6 +50,7 @@ def fallback_steps(
     """Run ``policy.fallbacks`` for question ``qid`` until one resolves it."""
     asked = {qid: question}
     errors: list[str] = []
+    threshold = Threshold(rec.get("take_at"), rec.get("trust") or "fixed")
     for fb in policy.fallbacks:
         if isinstance(fb, MoreDraws):
             reader = fb.engine or engine
@@ -56,8 +58,8 @@ def fallback_steps(
                 reader.decide, reader.adecide, state, asked, draws=fb.draws, log_decisions=False
             )
             d = decisions[qid]
-            rec = engine_record(d, question, band="fallback", draws=fb.draws)
-            if policy.band(d) == "take":
+            rec = engine_record(d, question, band="fallback", draws=fb.draws, threshold=threshold)
+            if policy.band(d, threshold) == "take":
                 rec["fallback"] = {"kind": "more_draws", "draws": fb.draws}
                 return rec
         elif isinstance(fb, Generate):
@@ -77,7 +79,7 @@ def fallback_steps(
             return out
     raise FallbackError(
         f"question {qid!r}: confidence {rec['confidence']:.3f} is below take_at="
-        f"{policy.take_at} and no fallback resolved it: " + "; ".join(errors)
+        f"{threshold.take_at} ({threshold.trust}) and no fallback resolved it: " + "; ".join(errors)
     )
 
 

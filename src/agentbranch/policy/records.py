@@ -15,13 +15,20 @@ from agentbranch.policy.config import (
     options_of,
     question_text,
 )
+from agentbranch.policy.earned import Threshold
 from agentbranch.questions import Question
 
 
 def engine_record(
-    decision: Decision, question: Question, *, band: Band, draws: int | None = None
+    decision: Decision,
+    question: Question,
+    *,
+    band: Band,
+    draws: int | None = None,
+    threshold: Threshold | None = None,
 ) -> DecisionRecord:
-    """The plain-dict record of an engine decision taken as is."""
+    """The plain-dict record of an engine decision taken as is. ``threshold`` is the
+    threshold in force (``take_at`` and ``trust`` in the record)."""
     return {
         "question_id": decision.question_id,
         "question": question_text(decision.question_id, question),
@@ -36,6 +43,8 @@ def engine_record(
         "agreement": decision.agreement,
         "expected": decision.expected,
         "band": band,
+        "take_at": threshold.take_at if threshold else None,
+        "trust": threshold.trust if threshold else None,
         "decided_by": "engine",
         "engine_label": decision.label,
         "goto": None,
@@ -53,6 +62,12 @@ def error_record(
 ) -> DecisionRecord:
     on_error = policy.on_error
     options = options_of(qid, question)
+    if policy.earned is not None:
+        threshold = policy.earned.threshold(
+            qid, question, getattr(reader, "name", None), getattr(reader, "model", None)
+        )
+    else:
+        threshold = Threshold(float(policy.take_at), "fixed")
     qtype = question.type
     rec: DecisionRecord = {
         "question_id": qid,
@@ -68,6 +83,8 @@ def error_record(
         "agreement": None,
         "expected": None,
         "band": "error",
+        "take_at": threshold.take_at,
+        "trust": threshold.trust,
         "decided_by": "fail_open" if isinstance(on_error, FailOpen) else "fail_closed",
         "engine_label": None,
         "goto": on_error.node if isinstance(on_error, FailClosed) else None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,7 @@ from agentbranch.policy.config import (
 )
 from agentbranch.policy.failure import records_for_error
 from agentbranch.policy.fallbacks import Steps, fallback_steps, run_async, run_sync
+from agentbranch.policy.learning import collect, snapshot
 from agentbranch.policy.review import review_all
 from agentbranch.questions import Question, validate_questions
 
@@ -61,9 +63,11 @@ class Resolver:
         except BaseException as e:  # noqa: BLE001 - re-raised unless a policy handles it
             return records_for_error(e, self.questions, self.policy, self.engine.reader)
         records, pending = band_all(decisions, self.questions, self.policy)
+        banded = snapshot(records, self.policy)
         review_all(records, pending["review"], self.review)
         for qid in pending["fallback"]:
             records[qid] = run_sync(self._fallbacks(qid, records[qid], state))
+        collect(self.questions, self.policy, banded, records)
         self._shadow(records, state)
         return records
 
@@ -73,9 +77,12 @@ class Resolver:
         except BaseException as e:  # noqa: BLE001
             return records_for_error(e, self.questions, self.policy, self.engine.reader)
         records, pending = band_all(decisions, self.questions, self.policy)
+        banded = snapshot(records, self.policy)
         review_all(records, pending["review"], self.review)
         for qid in pending["fallback"]:
             records[qid] = await run_async(self._fallbacks(qid, records[qid], state))
+        if banded:  # evidence stores do blocking I/O: off the event loop
+            await asyncio.to_thread(collect, self.questions, self.policy, banded, records)
         self._shadow(records, state)
         return records
 

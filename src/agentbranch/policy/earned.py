@@ -1,0 +1,419 @@
+"""``Earned``: a take threshold learned per question from the teacher's labels.
+
+    policy = Policy(
+        take_at=Earned(precision=0.9, level=0.95, store="evidence.jsonl"),
+        fallbacks=[Generate(chat_model)],
+        audit=Audit(rate=0.05),
+    )
+
+How it behaves (the API other code builds on):
+
+* Per question (keyed by ``evidence_key``: id, instructions, options, examples, reader,
+  model) the policy is in one of three states, shown in every decision record as
+  ``trust`` with the threshold in force as ``take_at`` (``None``: the band is closed):
+  ``"learning"`` (nothing is taken; every decision goes to the fallbacks and the
+  engine's label is still recorded as ``engine_label``), ``"earned"`` (decisions at or
+  above ``take_at`` are taken) and ``"withdrawn"`` (drift closed the band; learning
+  again). ``start_at=`` begins at a hand-chosen threshold with ``trust="fixed"``; a plain
+  float ``take_at`` is ``"fixed"`` too.
+* Evidence: every ``Generate`` answer in the fallback band, every human review answer,
+  and the audit teacher's answers for the audited share of taken decisions (with no
+  ``Generate``, the audit teacher also samples the fallback band at its rate). Each is
+  one ``Evidence`` record appended to the store (``agentbranch.policy.evidence``).
+* Thresholds are a deterministic function of the ordered evidence (``replay``), so every
+  process sharing a store converges on the same thresholds once it has read the same
+  records. The statistics and their guarantee: ``agentbranch.policy.thresholds``.
+* ``earned.state(question_id, question, reader, model)`` gives a ``TrustState``: the
+  threshold, trust, label counts and ``events`` (every look, opening, lowering and
+  withdrawal, with the evidence index and time) for reports and diagrams;
+  ``earned.states()`` gives every key this process has seen;
+  ``replay(records, earned)`` recomputes a state from records (e.g. read back with
+  ``earned.store.load(key)``).
+* ``earned.freeze()``: thresholds stay what the evidence gives now, nothing more is
+  written (regulated deployments; a read-only store).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agentbranch.errors import ConfigurationError
+from agentbranch.policy.evidence import Evidence, Source, Trust, evidence_key, new_evidence
+from agentbranch.policy.evidence_store import EvidenceStore, as_store
+from agentbranch.policy.thresholds import (
+    drift_evalue,
+    drifted,
+    grid,
+    learn_then_test,
+    look_alpha,
+    look_at,
+)
+
+log = logging.getLogger("agentbranch")
+
+EventKind = Literal["look", "earned", "lowered", "withdrawn"]
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """The threshold in force for one question: ``take_at`` (``None``: nothing is taken)
+    and ``trust``."""
+
+    take_at: float | None
+    trust: Trust
+
+
+@dataclass(frozen=True)
+class Event:
+    """Something that changed (or was checked) in a question's trust.
+
+    ``index``: records replayed before it (0-based position of the record that caused
+    it); ``time``: that record's time; ``take_at``: the threshold after the event;
+    ``labels``: labels in the epoch at that point; ``reason``: words for a person."""
+
+    kind: EventKind
+    index: int
+    time: str
+    take_at: float | None
+    labels: int
+    reason: str
+
+
+@dataclass
+class TrustState:
+    """One question's trust, recomputed from its evidence (see ``replay``)."""
+
+    take_at: float | None
+    trust: Trust
+    labels: int = 0  #: labels in this epoch (since learning (re)started)
+    looks: int = 0  #: looks done in this epoch
+    audit_right: int = 0  #: audited takes that agreed with the teacher, since the band opened
+    audit_wrong: int = 0
+    records: int = 0  #: records replayed (all epochs)
+    events: list[Event] = field(default_factory=list)
+    last: tuple[str, str] | None = None  #: order of the last record replayed
+    _conf: list[float] = field(default_factory=list, repr=False)
+    _ok: list[bool] = field(default_factory=list, repr=False)
+    _w: list[float] = field(default_factory=list, repr=False)
+
+    @property
+    def threshold(self) -> Threshold:
+        return Threshold(self.take_at, self.trust)
+
+    @property
+    def drift_evalue(self) -> float:
+        """The drift test's current e-value (withdrawal at ``1/alpha``)."""
+        return self._evalue
+
+    _evalue: float = 1.0
+
+
+def _check_unit(name: str, value: Any, *, open_: bool) -> float:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if ok:
+        ok = 0.0 < value < 1.0 if open_ else 0.0 <= value <= 1.0
+    if not ok:
+        span = "strictly between 0 and 1" if open_ else "in [0, 1]"
+        raise ConfigurationError(f"Earned({name}=...) must be a number {span}, got {value!r}")
+    return float(value)
+
+
+@dataclass(eq=False)
+class Earned:
+    """A take threshold earned per question from evidence (see the module docstring).
+
+    Args:
+        precision: the take band's precision against the teacher to be shown, in (0, 1).
+        level: confidence of the guarantee, in (0, 1): with probability ≥ ``level`` no
+            threshold in force has a take band below ``precision`` (exchangeable traffic
+            between withdrawals; the teacher as the reference).
+        store: where evidence is kept: a JSON Lines path (one process), a LangGraph
+            ``BaseStore`` (shared by processes and replicas), or ``None`` (in memory).
+        min_evidence: labels before the first look; later looks at 2x, 4x ... as many.
+        max_take_at / min_take_at: the highest and lowest thresholds ever used.
+        start_at: begin at this hand-chosen threshold (``trust="fixed"``) instead of
+            learning with nothing taken; evidence may lower it, drift withdraws it.
+        step: spacing of candidate thresholds.
+        refresh_s: re-read the store (other processes' evidence) at most this often;
+            this process's own evidence counts at once.
+        frozen: never write evidence; thresholds stay what the store gives (``freeze()``).
+    """
+
+    precision: float = 0.9
+    level: float = 0.95
+    store: Any = None
+    min_evidence: int = 50
+    max_take_at: float = 1.0
+    min_take_at: float = 0.0
+    start_at: float | None = None
+    step: float = 0.01
+    refresh_s: float = 10.0
+    frozen: bool = False
+
+    def __post_init__(self) -> None:
+        self.precision = _check_unit("precision", self.precision, open_=True)
+        self.level = _check_unit("level", self.level, open_=True)
+        self.max_take_at = _check_unit("max_take_at", self.max_take_at, open_=False)
+        self.min_take_at = _check_unit("min_take_at", self.min_take_at, open_=False)
+        if self.min_take_at > self.max_take_at:
+            raise ConfigurationError(
+                f"Earned(min_take_at={self.min_take_at}) is above max_take_at={self.max_take_at}"
+            )
+        if self.start_at is not None:
+            self.start_at = _check_unit("start_at", self.start_at, open_=False)
+        if (
+            not isinstance(self.min_evidence, int)
+            or isinstance(self.min_evidence, bool)
+            or (self.min_evidence < 1)
+        ):
+            raise ConfigurationError(
+                f"Earned(min_evidence=...) must be a whole number >= 1, got {self.min_evidence!r}"
+            )
+        step = self.step
+        if not isinstance(step, int | float) or not math.isfinite(step) or not 0 < step <= 0.5:
+            raise ConfigurationError(f"Earned(step=...) must be in (0, 0.5], got {step!r}")
+        refresh = self.refresh_s
+        if not isinstance(refresh, int | float) or not refresh >= 0:
+            raise ConfigurationError(f"Earned(refresh_s=...) must be >= 0, got {refresh!r}")
+        self.evidence: EvidenceStore = as_store(self.store)
+        self.candidates = grid(self.max_take_at, self.min_take_at, self.step)
+        self._lock = threading.RLock()
+        self._states: dict[str, TrustState] = {}
+        self._loaded_at: dict[str, float] = {}
+        self._names: dict[str, str] = {}
+
+    @property
+    def alpha(self) -> float:
+        return 1.0 - self.level
+
+    def __repr__(self) -> str:
+        return (
+            f"Earned(precision={self.precision}, level={self.level}, "
+            f"store={self.evidence!r}{', frozen' if self.frozen else ''})"
+        )
+
+    # -- for the policy -----------------------------------------------------------------
+
+    def freeze(self) -> Earned:
+        """Stop learning: thresholds stay what the evidence gives (read now, once per
+        question), and no evidence is written. Returns ``self``."""
+        with self._lock:
+            self.frozen = True
+        return self
+
+    def key(self, question_id: str, question: Any, reader: str | None, model: str | None) -> str:
+        return evidence_key(question_id, question, reader, model)
+
+    def threshold(
+        self, question_id: str, question: Any, reader: str | None, model: str | None
+    ) -> Threshold:
+        """The threshold in force for this question, reader and model."""
+        return self.state(question_id, question, reader, model).threshold
+
+    def state(
+        self, question_id: str, question: Any, reader: str | None, model: str | None
+    ) -> TrustState:
+        """This question's trust (a live object: copy what you keep)."""
+        key = self.key(question_id, question, reader, model)
+        with self._lock:
+            self._names.setdefault(key, question_id)
+            st = self._states.get(key)
+            due = st is None or (
+                not self.frozen and time.monotonic() - self._loaded_at[key] >= self.refresh_s
+            )
+            if due:
+                st = self._reload(key, question_id, st)
+            return st
+
+    def states(self) -> dict[str, TrustState]:
+        """Every evidence key this process has seen, with its trust."""
+        with self._lock:
+            return dict(self._states)
+
+    def refresh(self) -> None:
+        """Re-read the store for every question seen (other processes' evidence)."""
+        with self._lock:
+            for key, st in list(self._states.items()):
+                self._reload(key, self._names.get(key, key), st)
+
+    def observe(
+        self,
+        question_id: str,
+        question: Any,
+        *,
+        reader: str | None,
+        model: str | None,
+        source: Source,
+        band: str,
+        confidence: float,
+        options: Sequence[str],
+        engine_label: str,
+        teacher_label: str,
+        rate: float,
+        take_at: float | None,
+        trust: Trust,
+    ) -> Evidence | None:
+        """Record one teacher label (no-op when frozen). Bad evidence (a label outside
+        the options, a non-finite confidence) is dropped with a WARNING, never used."""
+        if self.frozen:
+            return None
+        key = self.key(question_id, question, reader, model)
+        try:
+            rec = new_evidence(
+                key=key,
+                question_id=question_id,
+                reader=reader,
+                model=model,
+                source=source,
+                band=band,
+                confidence=confidence,
+                options=list(options),
+                engine_label=engine_label,
+                teacher_label=teacher_label,
+                rate=rate,
+                take_at=take_at,
+                trust=trust,
+            )
+        except Exception as e:  # noqa: BLE001 - pydantic ValidationError and friends
+            log.warning(
+                "agentbranch.earned: evidence for %r ignored (%s): %s",
+                question_id,
+                type(e).__name__,
+                str(e).splitlines()[0] if str(e) else "",
+            )
+            return None
+        self.evidence.append([rec])
+        with self._lock:
+            self._names.setdefault(key, question_id)
+            st = self._states.get(key)
+            if st is None:
+                self._reload(key, question_id, None)
+            elif st.last is None or rec.order > st.last:
+                self._feed(key, question_id, st, [rec])
+            else:
+                self._reload(key, question_id, st)
+        return rec
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _reload(self, key: str, question_id: str, old: TrustState | None) -> TrustState:
+        records = self.evidence.load(key)
+        st = old
+        if st is not None and st.records <= len(records):
+            seen = records[: st.records]
+            # Fast path: nothing new arrived before what was replayed.
+            if not seen or seen[-1].order == st.last:
+                self._feed(key, question_id, st, records[st.records :])
+            else:
+                st = None
+        else:
+            st = None
+        if st is None:
+            st = self._fresh()
+            self._feed(key, question_id, st, records, announce=old is not None)
+        self._states[key] = st
+        self._loaded_at[key] = time.monotonic()
+        return st
+
+    def _fresh(self) -> TrustState:
+        if self.start_at is not None:
+            return TrustState(take_at=self.start_at, trust="fixed")
+        return TrustState(take_at=None, trust="learning")
+
+    def _feed(
+        self,
+        key: str,
+        question_id: str,
+        st: TrustState,
+        records: Sequence[Evidence],
+        *,
+        announce: bool = True,
+    ) -> None:
+        before = len(st.events)
+        for rec in records:
+            step(st, rec, self)
+        if announce:
+            for ev in st.events[before:]:
+                if ev.kind == "withdrawn":
+                    log.warning(
+                        "agentbranch.earned: trust in question %r withdrawn: %s",
+                        question_id,
+                        ev.reason,
+                    )
+        self._states[key] = st
+
+
+def step(st: TrustState, rec: Evidence, cfg: Earned) -> None:
+    """Replay one record into ``st`` (the whole state machine)."""
+    index = st.records
+    st.records += 1
+    st.last = rec.order
+    st._conf.append(rec.confidence)
+    st._ok.append(rec.correct)
+    st._w.append(1.0 / rec.rate)
+    st.labels += 1
+    if rec.band == "take" and st.take_at is not None:
+        if rec.correct:
+            st.audit_right += 1
+        else:
+            st.audit_wrong += 1
+        st._evalue = drift_evalue(st.audit_right, st.audit_wrong, cfg.precision)
+        if drifted(st.audit_right, st.audit_wrong, cfg.precision, cfg.alpha):
+            _withdraw(st, cfg, index, rec.time)
+            return
+    if st.labels < look_at(cfg.min_evidence, st.looks):
+        return
+    alpha = look_alpha(cfg.alpha, st.looks)
+    st.looks += 1
+    found = learn_then_test(
+        st._conf,
+        st._ok,
+        weights=st._w,
+        precision=cfg.precision,
+        alpha=alpha,
+        candidates=cfg.candidates,
+    )
+    what = f"look {st.looks} at {st.labels} labels (alpha {alpha:.3g})"
+    lower = found is not None and (st.take_at is None or st.trust == "fixed" or found < st.take_at)
+    if not lower:
+        shown = "nothing shown" if found is None else f"shown down to {found:g} only"
+        st.events.append(Event("look", index, rec.time, st.take_at, st.labels, f"{what}: {shown}"))
+        return
+    kind: EventKind = "earned" if st.trust != "earned" else "lowered"
+    was = st.take_at
+    st.take_at, st.trust = found, "earned"
+    reason = f"{what}: precision >= {cfg.precision:g} shown down to {found:g}"
+    if was is not None:
+        reason += f" (was {was:g})"
+    st.events.append(Event(kind, index, rec.time, found, st.labels, reason))
+
+
+def _withdraw(st: TrustState, cfg: Earned, index: int, when: str) -> None:
+    n = st.audit_right + st.audit_wrong
+    reason = (
+        f"{st.audit_right} of {n} audited takes agreed with the teacher since the band "
+        f"opened (take_at={st.take_at:g}): the drift test shows precision below "
+        f"{cfg.precision:g} at level {cfg.level:g} (e-value {st._evalue:.3g} >= "
+        f"{1 / cfg.alpha:.3g}); nothing is taken until trust is earned again"
+    )
+    st.take_at, st.trust = None, "withdrawn"
+    st.labels = st.looks = st.audit_right = st.audit_wrong = 0
+    st._conf.clear()
+    st._ok.clear()
+    st._w.clear()
+    st._evalue = 1.0
+    st.events.append(Event("withdrawn", index, when, None, 0, reason))
+
+
+def replay(records: Sequence[Evidence], earned: Earned) -> TrustState:
+    """The state ``earned`` computes from ``records`` (sorted into replay order)."""
+    st = earned._fresh()
+    for rec in sorted(records, key=lambda r: r.order):
+        step(st, rec, earned)
+    return st

@@ -1,0 +1,93 @@
+"""Collecting evidence for ``Earned`` policies from resolved decisions.
+
+The resolver keeps the banded records (``snapshot``) before review and fallbacks run,
+then ``collect`` turns every label the policy obtained — a ``Generate`` answer in the
+fallback band, a human's answer in the review band — into one evidence record, with the
+engine's first read (the one the threshold is compared with). Audited takes reach
+``Earned`` from the audit worker (``agentbranch.audit.shadow``) through ``observe``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from agentbranch.errors import ConfigurationError
+from agentbranch.policy.config import DecisionRecord, PolicyArg, policy_for
+from agentbranch.questions import Question
+
+log = logging.getLogger("agentbranch")
+
+
+def snapshot(records: Mapping[str, DecisionRecord], policy: PolicyArg) -> dict[str, DecisionRecord]:
+    """Copies of the banded records of questions whose policy is ``Earned``."""
+    return {
+        qid: dict(rec) for qid, rec in records.items() if policy_for(policy, qid).earned is not None
+    }
+
+
+def label_of(final: DecisionRecord) -> tuple[str, str] | None:
+    """``(source, teacher label)`` when the resolution gave a label, else ``None``."""
+    fallback = final.get("fallback") or {}
+    if final.get("decided_by") == "fallback" and fallback.get("kind") == "generate":
+        return "fallback", final["label"]
+    if final.get("decided_by") == "human":
+        return "review", final["label"]
+    return None
+
+
+def observe_record(
+    earned: Any,
+    qid: str,
+    question: Question,
+    banded: DecisionRecord,
+    *,
+    source: str,
+    teacher_label: str,
+    rate: float,
+) -> None:
+    """One evidence record for the banded decision ``banded`` (its first read). A store
+    that is not an evidence store raises; any other write failure is logged."""
+    if banded.get("confidence") is None or banded.get("engine_label") is None:
+        return
+    band = banded["band"] if banded["band"] in ("take", "fallback", "review") else "fallback"
+    try:
+        earned.observe(
+            qid,
+            question,
+            reader=banded.get("reader"),
+            model=banded.get("model"),
+            source=source,
+            band=band,
+            confidence=banded["confidence"],
+            options=banded["options"],
+            engine_label=banded["engine_label"],
+            teacher_label=teacher_label,
+            rate=rate,
+            take_at=banded.get("take_at"),
+            trust=banded.get("trust") or "learning",
+        )
+    except ConfigurationError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a lost label never fails the decision
+        log.warning(
+            "agentbranch.earned: evidence for %r not stored: %s: %s", qid, type(e).__name__, e
+        )
+
+
+def collect(
+    questions: Mapping[str, Question],
+    policy: PolicyArg,
+    banded: Mapping[str, DecisionRecord],
+    final: Mapping[str, DecisionRecord],
+) -> None:
+    """Store the labels the resolution of ``final`` gave (see module docstring)."""
+    for qid, first in banded.items():
+        got = label_of(final[qid])
+        if got is None:
+            continue
+        earned = policy_for(policy, qid).earned
+        observe_record(
+            earned, qid, questions[qid], first, source=got[0], teacher_label=got[1], rate=1.0
+        )

@@ -1,0 +1,185 @@
+"""The statistics of earned thresholds: which threshold the evidence supports, and when it
+must be withdrawn.
+
+**Opening (Learn-then-Test).** Candidate thresholds form a fixed grid (``step`` apart,
+from ``max_take_at`` down to ``min_take_at``). At a look, for each candidate ``t`` from
+the safest (highest) down, the null hypothesis "decisions with confidence ≥ ``t`` are
+right less than ``precision`` of the time" is tested with an exact binomial
+(Clopper–Pearson) p-value; the sequence stops at the first hypothesis not rejected and
+the threshold is the last rejected ``t``. Fixed-sequence testing keeps the chance of
+opening a band below the target at ``alpha`` however many candidates there are
+(Angelopoulos, Bates, Candès, Jordan & Lei, "Learn then Test", 2021). Candidates whose
+band holds too few labels to ever reject are skipped, and so are candidates that add no
+label to the band above (the threshold never goes below the lowest confidence seen);
+both depend on the confidences only, never on the labels.
+
+**Re-estimating (looks).** Thresholds are recomputed only at looks, on a doubling
+schedule of labels since learning (re)started: ``first``, ``2·first``, ``4·first`` ...;
+look ``k`` spends ``alpha_k = alpha / 2**(k + 1)`` (total ≤ ``alpha``). A look only
+ever lowers the threshold in force (the band in force is the widest one some look
+showed), so by the union bound, with probability ≥ ``level`` no threshold in force ever
+has a take band below the target. Assumes exchangeable traffic within an epoch (between
+withdrawals) and takes the teacher as the reference.
+
+**Two sources.** While learning nothing is taken and every decision is labelled (the
+``Generate`` fallback answers each one), so the first opening is tested on complete
+labels with an exact test. Afterwards, decisions below the threshold are still all
+labelled (weight 1) but taken ones only at the audit rate ``r``: each audited take
+stands for ``1/r`` decisions (inverse-probability weight), and the binomial test runs on
+Kish's effective sample size and the weighted share right — Korn & Graubard's
+Clopper–Pearson interval for weighted samples: exact when weights are equal,
+approximate (and much less informative per audit) when they mix. Lowering the threshold
+after it opened therefore needs audits; a look never raises it.
+
+**Drift (anytime-valid).** Audited takes are a uniform sample of the take band. The test
+of "precision ≥ target" is a mixture likelihood-ratio e-process over alternatives below
+the target: ``E_n = mean_q (q/p)^s ((1-q)/(1-p))^f`` (``s`` right, ``f`` wrong audited
+takes since the band opened). Under the null it is a nonnegative supermartingale, so by
+Ville's inequality it ever reaches ``1/alpha`` with probability ≤ ``alpha``: checking
+after every audit is valid (no fixed window). ``takes_to_withdraw`` gives the number of
+audited takes it needs for a given drop.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import beta
+
+#: Alternatives of the drift e-process, as drops below the target precision.
+DRIFT_DROPS: tuple[float, ...] = (0.05, 0.1, 0.2, 0.3, 0.5)
+
+
+def pvalue_below(right: float, n: float, precision: float) -> float:
+    """Exact one-sided p-value of H0 "precision < ``precision``" after ``right`` of ``n``
+    labels agreed: ``P(X >= right)`` for ``X ~ Binomial(n, precision)`` (the boundary of
+    H0 is the worst case). 1 when ``n == 0``. Non-integer counts (effective sizes of a
+    weighted sample) use the same beta-function form."""
+    if n <= 0 or right <= 0:
+        return 1.0
+    # P(X >= k) = I_p(k, n - k + 1), the Clopper–Pearson relation.
+    return float(beta.cdf(precision, right, n - right + 1))
+
+
+def min_band(precision: float, alpha: float) -> int:
+    """The fewest labels with which a band can reject at all (every label right)."""
+    return max(1, math.ceil(math.log(alpha) / math.log(precision)))
+
+
+def look_alpha(alpha: float, look: int) -> float:
+    """The error spent at look ``look`` (0-based): ``alpha / 2**(look + 1)``."""
+    return alpha / 2 ** (look + 1)
+
+
+def look_at(first: int, look: int) -> int:
+    """Labels at which look ``look`` happens: ``first * 2**look``."""
+    return first * 2**look
+
+
+def grid(max_take_at: float, min_take_at: float, step: float) -> list[float]:
+    """Candidate thresholds, safest first."""
+    out, k = [], 0
+    while True:
+        t = round(max_take_at - k * step, 10)
+        if t < min_take_at - 1e-12:
+            break
+        out.append(t)
+        k += 1
+    return out
+
+
+def effective(weights: np.ndarray, right: np.ndarray) -> tuple[float, float]:
+    """``(n, right)`` of a weighted sample as Kish's effective sample size:
+    ``n = (Σw)² / Σw²`` labels, ``right = n · (Σw·ok / Σw)``. With equal weights these are
+    the plain counts (and the test below is exact)."""
+    sw = float(weights.sum())
+    if sw <= 0:
+        return 0.0, 0.0
+    n = sw * sw / float((weights * weights).sum())
+    return n, n * float((weights * right).sum()) / sw
+
+
+def learn_then_test(
+    confidence: Sequence[float],
+    correct: Sequence[bool],
+    *,
+    precision: float,
+    alpha: float,
+    candidates: Sequence[float],
+    weights: Sequence[float] | None = None,
+) -> float | None:
+    """The lowest candidate threshold whose take band ``confidence >= t`` is shown to
+    reach ``precision`` at error ``alpha`` by fixed-sequence testing from the safest
+    candidate down (``None``: none shown).
+
+    ``weights`` (default 1) are inverse labelling probabilities: 1 for a decision every
+    one of which is labelled, ``1/rate`` for an audited one."""
+    conf = np.asarray(confidence, dtype=float)
+    ok = np.asarray(correct, dtype=float)
+    w = np.ones_like(conf) if weights is None else np.asarray(weights, dtype=float)
+    need = min_band(precision, alpha)
+    chosen: float | None = None
+    size = -1
+    for t in candidates:
+        band = conf >= t
+        if int(band.sum()) == size:
+            continue  # no label between this candidate and the last: nothing shown below
+        size = int(band.sum())
+        n, right = effective(w[band], ok[band])
+        if n < need:
+            continue  # too few to ever reject here: skipping depends on no label
+        if pvalue_below(right, n, precision) > alpha:
+            break
+        chosen = t
+    return chosen
+
+
+def drift_evalue(right: int, wrong: int, precision: float) -> float:
+    """The drift e-process after ``right``/``wrong`` audited takes (see module doc)."""
+    logs = []
+    for drop in DRIFT_DROPS:
+        q = precision - drop
+        if q <= 0.0:
+            continue
+        logs.append(right * math.log(q / precision) + wrong * math.log((1 - q) / (1 - precision)))
+    if not logs:
+        return 1.0
+    m = max(logs)
+    return math.exp(m) * sum(math.exp(v - m) for v in logs) / len(logs)
+
+
+def drifted(right: int, wrong: int, precision: float, alpha: float) -> bool:
+    """Whether the audited takes show the precision below target at error ``alpha``."""
+    if wrong == 0:
+        return False
+    return drift_evalue(right, wrong, precision) >= 1.0 / alpha
+
+
+def takes_to_withdraw(precision: float, true_precision: float, level: float) -> int:
+    """Audited takes the drift test needs to withdraw a band whose precision fell to
+    ``true_precision``, when the audits show exactly that rate (the typical path): the
+    smallest ``n`` with ``drifted(round(n*true_precision), ..., alpha=1-level)``.
+    ``0`` if it never would (``true_precision >= precision``)."""
+    if true_precision >= precision:
+        return 0
+    alpha = 1.0 - level
+    for n in range(1, 100_000):
+        wrong = round(n * (1.0 - true_precision))
+        if drifted(n - wrong, wrong, precision, alpha):
+            return n
+    return 0
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """When looks happen and what each spends (see module doc)."""
+
+    first: int
+    alpha: float
+
+    def look(self, labels: int, done: int) -> int | None:
+        """The look due at ``labels`` labels when ``done`` looks happened, else None."""
+        return done if labels >= look_at(self.first, done) else None

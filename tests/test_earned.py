@@ -1,0 +1,441 @@
+"""Earned thresholds (agentbranch.policy.earned): statistics, the policy, drift, keys."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import random
+
+import numpy as np
+import pytest
+from _earned_fixtures import URGENT, Oracle, engine, state
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import binomtest
+
+import agentbranch as ab
+from agentbranch.errors import ConfigurationError
+from agentbranch.policy import Earned, Generate, GotoNode, Policy, Resolver, replay
+from agentbranch.policy.thresholds import (
+    drifted,
+    grid,
+    learn_then_test,
+    look_alpha,
+    min_band,
+    pvalue_below,
+    takes_to_withdraw,
+)
+
+# -- statistics -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("right", "n"), [(9, 10), (45, 50), (50, 50), (0, 5), (80, 100)])
+def test_pvalue_is_the_exact_one_sided_binomial(right, n):
+    expected = binomtest(right, n, 0.9, alternative="greater").pvalue if right else 1.0
+    assert pvalue_below(right, n, 0.9) == pytest.approx(expected, rel=1e-9)
+
+
+def test_min_band_is_the_smallest_all_right_band_that_rejects():
+    n = min_band(0.9, 0.025)
+    assert pvalue_below(n, n, 0.9) <= 0.025 < pvalue_below(n - 1, n - 1, 0.9)
+
+
+def test_look_alphas_sum_below_alpha():
+    assert sum(look_alpha(0.05, k) for k in range(60)) <= 0.05
+
+
+def _calibrated(rng, n, right=0.9):
+    ok = rng.random(n) < right
+    conf = np.where(ok, 0.5 + 0.5 * rng.beta(5, 1, n), 0.5 + 0.5 * rng.beta(1.5, 2, n))
+    return conf, ok
+
+
+def test_a_question_right_90_percent_opens_within_100_labels():
+    cands = grid(1.0, 0.0, 0.01)
+    opened = 0
+    for seed in range(40):
+        conf, ok = _calibrated(np.random.default_rng(seed), 100)
+        looks = [(50, look_alpha(0.05, 0)), (100, look_alpha(0.05, 1))]
+        if any(
+            learn_then_test(conf[:n], ok[:n], precision=0.9, alpha=a, candidates=cands) is not None
+            for n, a in looks
+        ):
+            opened += 1
+    assert opened >= 26  # measured 31/40 (0.77 over 300 streams)
+
+
+def test_anti_correlated_confidence_never_opens():
+    cands = grid(1.0, 0.0, 0.02)
+    for seed in range(30):
+        rng = np.random.default_rng(seed)
+        conf = rng.uniform(0.5, 1.0, 400)
+        ok = rng.random(400) < (1.5 - conf)  # the surer, the more often wrong
+        for k, n in enumerate((50, 100, 200, 400)):
+            t = learn_then_test(
+                conf[:n], ok[:n], precision=0.9, alpha=look_alpha(0.05, k), candidates=cands
+            )
+            assert t is None
+
+
+def test_threshold_never_goes_below_the_lowest_confidence_seen():
+    conf = [0.8] * 40
+    t = learn_then_test(conf, [True] * 40, precision=0.8, alpha=0.05, candidates=grid(1, 0, 0.02))
+    assert t is not None and 0.78 < t <= 0.8
+
+
+def test_the_chosen_band_reaches_the_precision_on_average_over_streams():
+    """LTT at alpha: the share of streams whose opened band is below target stays <= alpha
+    (checked against the band's true precision, known for this synthetic family)."""
+    cands = grid(1.0, 0.0, 0.02)
+    bad = opened = 0
+    for seed in range(300):
+        rng = np.random.default_rng(1000 + seed)
+        conf = rng.uniform(0.5, 1.0, 200)
+        ok = rng.random(200) < conf  # calibrated: true band precision = mean conf above t
+        t = learn_then_test(conf, ok, precision=0.85, alpha=0.05, candidates=cands)
+        if t is not None:
+            opened += 1
+            lo = max(t, 0.5)
+            bad += (1 + lo) / 2 < 0.85  # E[conf | conf >= lo] for uniform(0.5, 1)
+    assert opened > 120 and bad / 300 <= 0.05  # measured 164 opened, bad 0
+
+
+def test_drift_needs_a_bounded_number_of_audited_takes():
+    assert takes_to_withdraw(0.9, 0.95, 0.95) == 0
+    n70, n50 = takes_to_withdraw(0.9, 0.7, 0.95), takes_to_withdraw(0.9, 0.5, 0.95)
+    assert 0 < n50 < n70 <= 40
+    wrong = round(n70 * 0.3)
+    assert drifted(n70 - wrong, wrong, 0.9, 0.05)
+
+
+def test_drift_false_alarm_rate_under_the_null():
+    rng = random.Random(0)
+    alarms = 0
+    for _ in range(300):
+        right = wrong = 0
+        for _ in range(300):
+            if rng.random() < 0.9:
+                right += 1
+            else:
+                wrong += 1
+            if drifted(right, wrong, 0.9, 0.05):
+                alarms += 1
+                break
+    assert alarms / 300 <= 0.05
+
+
+# -- configuration ----------------------------------------------------------------------
+
+
+@given(
+    st.sampled_from(["precision", "level"]),
+    st.one_of(
+        st.floats(allow_nan=True, allow_infinity=True).filter(lambda x: not 0 < x < 1),
+        st.just(float("nan")),
+        st.booleans(),
+        st.text(max_size=3),
+    ),
+)
+@settings(max_examples=60, deadline=None)
+def test_bad_precision_or_level_is_a_clear_error(name, value):
+    with pytest.raises(ConfigurationError, match=rf"Earned\({name}=\.\.\.\)"):
+        Earned(**{name: value})
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"start_at": 1.5},
+        {"start_at": float("nan")},
+        {"max_take_at": -0.1},
+        {"min_take_at": 0.9, "max_take_at": 0.5},
+        {"min_evidence": 0},
+        {"min_evidence": 2.5},
+        {"step": 0},
+        {"refresh_s": -1},
+        {"store": 42},
+        {"store": "  "},
+    ],
+)
+def test_bad_options_are_clear_errors(kw):
+    with pytest.raises(ConfigurationError, match="Earned"):
+        Earned(**kw)
+
+
+def test_earned_without_a_label_source_says_what_to_add():
+    with pytest.raises(ConfigurationError, match=r"fallbacks=\[Generate\(chat_model\)\]"):
+        Policy(take_at=Earned(), fallbacks=[GotoNode("human")])
+    with pytest.raises(ConfigurationError, match="Audit"):
+        Policy(
+            take_at=Earned(),
+            fallbacks=[GotoNode("human")],
+            audit=ab.Audit(rate=0.0, model=Oracle()),
+        )
+    Policy(take_at=Earned(), fallbacks=[GotoNode("human")], audit=ab.Audit(model=Oracle()))
+    Policy(take_at=Earned(), fallbacks=[Generate(Oracle())])
+
+
+def test_earned_is_exported_at_the_top():
+    assert ab.Earned is Earned
+
+
+# -- the policy ---------------------------------------------------------------------------
+
+
+def run(resolver, states, use_async=False):
+    out = []
+    for s in states:
+        rec = asyncio.run(resolver.aresolve(s)) if use_async else resolver.resolve(s)
+        out.append(rec["urgent"])
+    return out
+
+
+def stream(n, p=0.99, wrong_every=0, start=0):
+    """Confident 'yes' answers; every ``wrong_every``-th one the truth is 'no'."""
+    out = []
+    for i in range(start, start + n):
+        truth = "no" if wrong_every and i % wrong_every == 0 else "yes"
+        out.append(state(i, "yes", p, truth))
+    return out
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_learning_takes_nothing_then_earns_and_takes(use_async):
+    earned = Earned(precision=0.8, min_evidence=20, refresh_s=0)
+    teacher = Oracle()
+    r = Resolver(
+        engine(), {"urgent": URGENT}, Policy(take_at=earned, fallbacks=[Generate(teacher)])
+    )
+    first = run(r, stream(20), use_async)
+    assert all(rec["decided_by"] == "fallback" for rec in first)
+    assert all(rec["trust"] == "learning" and rec["take_at"] is None for rec in first)
+    assert all(rec["engine_label"] == "yes" and rec["band"] == "fallback" for rec in first)
+    assert teacher.calls == 20
+    later = run(r, stream(5, start=20), use_async)
+    assert all(rec["decided_by"] == "engine" and rec["trust"] == "earned" for rec in later)
+    take_at = later[0]["take_at"]
+    assert 0 < take_at <= later[0]["confidence"]
+    assert teacher.calls == 20  # taken: no teacher call
+    ev = earned.state("urgent", URGENT, "scripted", "scripted-model").events
+    assert [e.kind for e in ev] == ["earned"]
+
+
+def test_fixed_threshold_records_say_fixed():
+    r = Resolver(engine(), {"urgent": URGENT}, Policy(take_at=0.5, fallbacks=[GotoNode("x")]))
+    rec = r.resolve(state(1, "yes", 0.99, "yes"))["urgent"]
+    assert (rec["take_at"], rec["trust"]) == (0.5, "fixed")
+
+
+def test_a_question_mostly_wrong_never_opens():
+    earned = Earned(precision=0.9, min_evidence=20, refresh_s=0)
+    r = Resolver(
+        engine(), {"urgent": URGENT}, Policy(take_at=earned, fallbacks=[Generate(Oracle())])
+    )
+    recs = run(r, stream(160, wrong_every=2))
+    assert all(rec["decided_by"] == "fallback" and rec["trust"] == "learning" for rec in recs)
+
+
+def test_changed_question_or_model_starts_learning_again():
+    earned = Earned(precision=0.8, min_evidence=20, refresh_s=0)
+    policy = Policy(take_at=earned, fallbacks=[Generate(Oracle())])
+    r = Resolver(engine(), {"urgent": URGENT}, policy)
+    run(r, stream(20))
+    assert r.resolve(stream(1)[0])["urgent"]["trust"] == "earned"
+    reworded = ab.yes_no("Is the ticket urgent? Answer for the on-call team.")
+    r2 = Resolver(engine(), {"urgent": reworded}, policy)
+    assert r2.resolve(stream(1)[0])["urgent"]["trust"] == "learning"
+    with_examples = ab.yes_no("Is the ticket urgent?", examples={"yes": ["site down"]})
+    r3 = Resolver(engine(), {"urgent": with_examples}, policy)
+    assert r3.resolve(stream(1)[0])["urgent"]["trust"] == "learning"
+    r4 = Resolver(engine(model="other-model"), {"urgent": URGENT}, policy)
+    assert r4.resolve(stream(1)[0])["urgent"]["trust"] == "learning"
+
+
+def test_start_at_takes_from_a_hand_chosen_threshold():
+    earned = Earned(precision=0.8, min_evidence=20, start_at=0.5, refresh_s=0)
+    r = Resolver(
+        engine(), {"urgent": URGENT}, Policy(take_at=earned, fallbacks=[Generate(Oracle())])
+    )
+    rec = r.resolve(stream(1)[0])["urgent"]
+    assert (rec["decided_by"], rec["take_at"], rec["trust"]) == ("engine", 0.5, "fixed")
+
+
+def test_max_take_at_caps_the_threshold():
+    earned = Earned(precision=0.8, min_evidence=20, max_take_at=0.6, refresh_s=0)
+    r = Resolver(
+        engine(), {"urgent": URGENT}, Policy(take_at=earned, fallbacks=[Generate(Oracle())])
+    )
+    run(r, stream(20))
+    rec = r.resolve(stream(1)[0])["urgent"]
+    assert rec["trust"] == "earned" and rec["take_at"] <= 0.6
+
+
+def test_teacher_answering_outside_the_options_gives_no_evidence():
+    earned = Earned(precision=0.8, min_evidence=20, refresh_s=0)
+    bad = Oracle(answer="maybe")
+    policy = Policy(take_at=earned, fallbacks=[Generate(bad), GotoNode("human")])
+    r = Resolver(engine(), {"urgent": URGENT}, policy)
+    recs = run(r, stream(30))
+    assert all(rec["goto"] == "human" for rec in recs)
+    st_ = earned.state("urgent", URGENT, "scripted", "scripted-model")
+    assert st_.records == 0 and st_.trust == "learning"
+
+
+def test_bad_evidence_is_ignored_with_a_warning(caplog):
+    earned = Earned(refresh_s=0)
+    caplog.set_level(logging.WARNING, logger="agentbranch")
+    for conf, teacher in ((0.9, "maybe"), (math.nan, "yes"), (1.5, "yes")):
+        got = earned.observe(
+            "urgent",
+            URGENT,
+            reader="r",
+            model="m",
+            source="fallback",
+            band="fallback",
+            confidence=conf,
+            options=["yes", "no"],
+            engine_label="yes",
+            teacher_label=teacher,
+            rate=1.0,
+            take_at=None,
+            trust="learning",
+        )
+        assert got is None
+    assert earned.state("urgent", URGENT, "r", "m").records == 0
+    assert caplog.text.count("evidence for 'urgent' ignored") == 3
+
+
+def test_frozen_writes_nothing_and_keeps_the_threshold():
+    earned = Earned(precision=0.8, min_evidence=20, refresh_s=0)
+    r = Resolver(
+        engine(), {"urgent": URGENT}, Policy(take_at=earned, fallbacks=[Generate(Oracle())])
+    )
+    run(r, stream(20))
+    earned.freeze()
+    before = earned.state("urgent", URGENT, "scripted", "scripted-model").records
+    recs = run(r, [state(i, "yes", 0.6, "yes") for i in range(30)])  # below: fallbacks
+    assert all(rec["decided_by"] == "fallback" for rec in recs)
+    assert earned.state("urgent", URGENT, "scripted", "scripted-model").records == before
+    assert r.resolve(stream(1)[0])["urgent"]["trust"] == "earned"
+
+
+def test_replay_is_deterministic_whatever_the_order():
+    earned = Earned(precision=0.8, min_evidence=20, refresh_s=0)
+    r = Resolver(
+        engine(), {"urgent": URGENT}, Policy(take_at=earned, fallbacks=[Generate(Oracle())])
+    )
+    run(r, stream(45, p=0.97, wrong_every=9))
+    key = earned.key("urgent", URGENT, "scripted", "scripted-model")
+    records = earned.evidence.load(key)
+    shuffled = list(records)
+    random.Random(3).shuffle(shuffled)
+    a, b = replay(records, earned), replay(shuffled, earned)
+    assert (a.take_at, a.trust, a.events) == (b.take_at, b.trust, b.events)
+
+
+# -- drift --------------------------------------------------------------------------------
+
+
+def test_drift_withdraws_trust_with_a_warning(caplog):
+    caplog.set_level(logging.WARNING, logger="agentbranch")
+    earned = Earned(precision=0.8, min_evidence=20, refresh_s=0)
+    audit = ab.Audit(rate=1.0)
+    teacher = Oracle()
+    r = Resolver(
+        engine(),
+        {"urgent": URGENT},
+        Policy(take_at=earned, fallbacks=[Generate(teacher)], audit=audit),
+    )
+    run(r, stream(20))
+    taken = run(r, stream(10, start=20))
+    assert all(rec["decided_by"] == "engine" for rec in taken)
+    audit.flush()
+    # the traffic turns: the engine still says yes, the truth is now no
+    for i in range(40):
+        rec = r.resolve(state(100 + i, "yes", 0.99, "no"))["urgent"]
+        audit.flush()
+        if rec["trust"] == "withdrawn":
+            break
+    else:
+        pytest.fail("drift never withdrew the band")
+    assert rec["decided_by"] == "fallback" and rec["take_at"] is None
+    # decisions 0..i-1 were audited wrong; withdrawn at the first audit that takes the
+    # e-process over 1/alpha, not later
+    assert drifted(10, i, 0.8, 0.05) and not drifted(10, i - 1, 0.8, 0.05)
+    assert "trust in question 'urgent' withdrawn" in caplog.text
+    assert "drift test" in caplog.text
+    audit.close()
+
+
+def test_audit_teacher_alone_labels_the_fallback_band():
+    earned = Earned(precision=0.8, min_evidence=20, refresh_s=0)
+    audit = ab.Audit(model=Oracle(), rate=1.0)
+    r = Resolver(
+        engine(),
+        {"urgent": URGENT},
+        Policy(take_at=earned, fallbacks=[GotoNode("human")], audit=audit),
+    )
+    for s in stream(20):
+        assert r.resolve(s)["urgent"]["goto"] == "human"
+        audit.flush()
+    assert r.resolve(stream(1)[0])["urgent"]["decided_by"] == "engine"
+    audit.close()
+
+
+# -- LangGraph ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_decide_node_and_router_fall_back_then_take(use_async):
+    from typing import TypedDict
+
+    from langgraph.graph import START, StateGraph
+
+    from agentbranch.langgraph import DecideNode, DecisionRouter
+
+    class S(TypedDict, total=False):
+        text: str
+        decisions: dict
+        out: str
+
+    earned = Earned(precision=0.8, min_evidence=20, refresh_s=0)
+    policy = Policy(take_at=earned, fallbacks=[Generate(Oracle())])
+    node = DecideNode(engine(), {"urgent": URGENT}, policy=policy, state_key="text")
+    g = StateGraph(S)
+    g.add_node("decide", node)
+    g.add_node("page", lambda s: {"out": "page"})
+    g.add_node("queue", lambda s: {"out": "queue"})
+    g.add_edge(START, "decide")
+    edge = node.router("urgent", {"yes": "page", "no": "queue"})
+    g.add_conditional_edges("decide", edge, edge.path_map)
+    app = g.compile()
+
+    def invoke(text):
+        return asyncio.run(app.ainvoke({"text": text})) if use_async else app.invoke({"text": text})
+
+    for s in stream(20):
+        out = invoke(s)
+        assert out["decisions"]["urgent"]["decided_by"] == "fallback"
+    out = invoke(stream(1, start=50)[0])
+    assert out["out"] == "page" and out["decisions"]["urgent"]["trust"] == "earned"
+
+    router = DecisionRouter(
+        engine(),
+        "urgent",
+        URGENT,
+        path_map={"yes": "page", "no": "queue"},
+        policy=policy,
+        state_key="text",
+    )
+    g2 = StateGraph(S)
+    g2.add_node("page", lambda s: {"out": "page"})
+    g2.add_node("queue", lambda s: {"out": "queue"})
+    g2.add_conditional_edges(START, router, router.path_map)
+    app2 = g2.compile()
+    out = (
+        asyncio.run(app2.ainvoke({"text": stream(1)[0]}))
+        if use_async
+        else app2.invoke({"text": stream(1)[0]})
+    )
+    assert out["out"] == "page"
