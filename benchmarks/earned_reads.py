@@ -64,14 +64,18 @@ def read_sets(seed: int = 0) -> dict:
             for qid, rows in _rows(ec.read_all(reader, items, tasks)).items():
                 q = questions.setdefault(qid, {"type": rows["type"], "kind": rows["kind"]})
                 q[part] = {"probs": rows["probs"], "label": rows["label"]}
-        print(f"read {name}: {len(held)} + {len(sample)} texts ({time.perf_counter() - start:.0f}s)")
+        print(
+            f"read {name}: {len(held)} + {len(sample)} texts ({time.perf_counter() - start:.0f}s)"
+        )
     return questions
 
 
 def confidence_and_correct(part: dict) -> tuple[list[float], list[bool]]:
     """What the policy compares (``1 − H/ln K``) and whether the label is right."""
     conf = [confidence_from(p) for p in part["probs"]]
-    correct = [max(range(len(p)), key=p.__getitem__) == y for p, y in zip(part["probs"], part["label"])]
+    correct = [
+        max(range(len(p)), key=p.__getitem__) == y for p, y in zip(part["probs"], part["label"])
+    ]
     return conf, correct
 
 

@@ -39,9 +39,7 @@ def _ever_below(sc: str, runs: list[es.Run]) -> float:
     if not thresholds:
         return 0.0
     true = dict(zip(thresholds, es.true_band_precision(sc, np.array(thresholds))))
-    bad = [
-        any(true[t] < PRECISION for t in np.unique(r.take_at) if not np.isnan(t)) for r in runs
-    ]
+    bad = [any(true[t] < PRECISION for t in np.unique(r.take_at) if not np.isnan(t)) for r in runs]
     return float(np.mean(bad))
 
 

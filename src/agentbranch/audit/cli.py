@@ -39,13 +39,25 @@ def report(
         Path | None, typer.Option(help="Write a reliability diagram PNG (vs the teacher).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    evidence: Annotated[
+        Path | None,
+        typer.Option(help="An Earned policy's evidence (JSON Lines): add its earned trust."),
+    ] = None,
 ) -> None:
     """Per question: the take band's precision (Wilson interval), agreement by confidence
-    bin, the take_at reaching --target-precision and how many more audits would show it."""
+    bin, the take_at reaching --target-precision and how many more audits would show it.
+    FILE may also be an Earned policy's evidence store (docs/earned.md): then, per
+    question, the earned threshold over time, its coverage, the take band's precision
+    with its bound and drift events (--diagram: threshold and coverage against
+    decisions)."""
+    from agentbranch.audit.earned_report import is_evidence_file
     from agentbranch.audit.labels import scored_examples
     from agentbranch.audit.report import audit_report, load_records
     from agentbranch.errors import AgentBranchError
 
+    if is_evidence_file(file):
+        _earned(file, target_precision, level, diagram, as_json)
+        return
     try:
         records = load_records(file)
         rep = audit_report(records, target_precision=target_precision, level=level, bins=bins)
@@ -58,11 +70,17 @@ def report(
     except AgentBranchError as e:
         err.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
+    earned_diagram = diagram.with_name(diagram.stem + "-earned.png") if diagram else None
+    if as_json and evidence is not None:
+        _earned(evidence, target_precision, level, earned_diagram, True, audit=rep.as_dict())
+        return
     if as_json:
         print(json.dumps(rep.as_dict(), indent=2))
         return
     if not rep.questions:
         console.print(f"{file}: no audit records yet")
+        if evidence is not None:
+            _earned(evidence, target_precision, level, earned_diagram, False)
         return
     pct = f"{target_precision:.0%}"
     for qid, q in rep.questions.items():
@@ -106,3 +124,38 @@ def report(
         console.print(table)
     if diagram is not None:
         console.print(f"reliability diagram [bold]{diagram}[/bold]")
+    if evidence is not None:
+        _earned(evidence, target_precision, level, earned_diagram, False)
+    elif any(r.get("trust") in ("learning", "earned", "withdrawn") for r in records):
+        # An Earned policy's audits: the thresholds that were in force.
+        from agentbranch.audit.earned_report import earned_report, render
+
+        render(earned_report(records, precision=target_precision, level=level), console)
+
+
+def _earned(
+    file: Path,
+    precision: float,
+    level: float,
+    diagram: Path | None,
+    as_json: bool,
+    audit: dict | None = None,
+) -> None:
+    """The earned-trust report of an evidence store (after the audit report, if any)."""
+    from agentbranch.audit.earned_report import earned_diagram, earned_report, render
+    from agentbranch.errors import AgentBranchError
+
+    try:
+        rep = earned_report(file, precision=precision, level=level)
+        if diagram is not None and rep.questions:
+            earned_diagram(rep, diagram)
+    except AgentBranchError as e:
+        err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    if as_json:
+        out = rep.as_dict() if audit is None else {"audit": audit, "earned": rep.as_dict()}
+        print(json.dumps(out, indent=2))
+        return
+    render(rep, console)
+    if diagram is not None and rep.questions:
+        console.print(f"threshold and coverage diagram [bold]{diagram}[/bold]")
