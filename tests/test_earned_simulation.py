@@ -9,10 +9,10 @@ benchmarks/earned_simulation.py; here only the guarantees, and that it opens at 
 
 from __future__ import annotations
 
+import _earned_streams as es
 import numpy as np
 import pytest
 
-import _earned_streams as es
 from agentbranch.policy.earned import Earned, replay
 from agentbranch.policy.evidence import new_evidence
 from agentbranch.policy.thresholds import takes_to_withdraw
