@@ -79,14 +79,19 @@ def streams(scenario: Scenario | str, n_streams: int, length: int, seed: int) ->
 
 
 def true_band_precision(
-    sc: Scenario | str, thresholds: np.ndarray, n: int = 400_000, seed: int = 99
+    sc: Scenario | str,
+    thresholds: np.ndarray,
+    n: int = 400_000,
+    seed: int = 99,
+    drifted: bool = False,
 ) -> np.ndarray:
     """The true precision of the take band ``confidence ≥ t`` for each ``t`` (Monte
-    Carlo over ``n`` decisions, before any drift; nan where the band is empty)."""
+    Carlo over ``n`` decisions, before the drift or after it; nan where the band is
+    empty)."""
     sc = SCENARIOS[sc] if isinstance(sc, str) else sc
     rng = np.random.default_rng(seed)
     conf = np.sort(np.round(rng.beta(sc.alpha, sc.beta, size=n), 4))[::-1]
-    cum = np.cumsum(sc.p_right(conf))
+    cum = np.cumsum(sc.p_right(conf, drifted))
     kept = np.searchsorted(-conf, -np.asarray(thresholds, dtype=float), side="right")
     out = np.full(len(kept), np.nan)
     some = kept > 0
@@ -221,3 +226,20 @@ def run_many(earned: object, s: Streams, rate: float) -> list[Run]:
         run_stream(earned, s.confidence[k], s.right[k], s.audit_draw[k], rate, s.drift_at)
         for k in range(s.confidence.shape[0])
     ]
+
+
+def takes_after_history(
+    history: int, before: float, after: float, precision: float, level: float
+) -> int:
+    """Audited takes the core's drift test needs to withdraw a band whose precision fell
+    from ``before`` to ``after``, when ``history`` audited takes were made since it
+    opened (the typical path: every count at its expected value). The core's
+    ``takes_to_withdraw`` is the case ``history == 0``."""
+    from agentbranch.policy.thresholds import drifted
+
+    for n in range(1, 1_000_000):
+        right = round(history * before + n * after)
+        wrong = round(history * (1 - before) + n * (1 - after))
+        if drifted(right, wrong, precision, 1 - level):
+            return n
+    raise AssertionError("never withdrawn")

@@ -15,7 +15,6 @@ import pytest
 
 from agentbranch.policy.earned import Earned, replay
 from agentbranch.policy.evidence import new_evidence
-from agentbranch.policy.thresholds import takes_to_withdraw
 
 PRECISION, LEVEL = 0.9, 0.95
 #: 4,000 decisions: with fewer, a band that opened late has taken a handful of decisions
@@ -74,26 +73,46 @@ def test_the_anticorrelated_question_never_opens():
 
 
 def test_a_drifting_question_closes_within_the_stated_number_of_audited_takes():
-    # Calibrated for 3,000 decisions, then the engine is right only c − 0.4 of the time
-    # at confidence c: the open band (thresholds ≥ 0.85 here) falls to ≤ 0.6.
-    sc = es.Scenario("drifting", 4.0, 1.0, drift_at=3000)
-    s = es.streams(sc, STREAMS, 4500, seed=11)
+    # Calibrated for 2,000 decisions, then the engine is right only c − 0.4 of the time
+    # at confidence c: the open band's precision falls from ~0.95 to ~0.55.
+    sc = es.Scenario("drifting", 4.0, 1.0, drift_at=2000)
+    s = es.streams(sc, STREAMS, 4000, seed=11)
     rate = 0.2
     runs = es.run_many(_earned(), s, rate)
-    open_at_drift = [r for r in runs if not np.isnan(r.take_at[sc.drift_at - 1])]
-    assert len(open_at_drift) >= 0.5 * STREAMS
-    closed = [r for r in open_at_drift if any(i >= sc.drift_at for i in r.withdrawn_at)]
-    assert len(closed) == len(open_at_drift)
-    after = np.array([r.audited_takes_after[-1] for r in closed])
-    # docs/earned.md: a band whose precision falls to 0.6 is withdrawn after about
-    # takes_to_withdraw(0.9, 0.6, 0.95) audited takes, and in 95 % of simulated streams
-    # (however long it had been open) within twice that.
-    typical = takes_to_withdraw(PRECISION, 0.6, LEVEL)
-    assert np.percentile(after, 95) <= 2 * typical
+    open_at_drift = [(k, r) for k, r in enumerate(runs) if not np.isnan(r.take_at[sc.drift_at - 1])]
+    assert len(open_at_drift) >= 0.8 * STREAMS
+    ratios = []
+    for k, r in open_at_drift:
+        t = r.take_at[sc.drift_at - 1]
+        before, after = (
+            float(es.true_band_precision(sc, np.array([t]), n=50_000, drifted=d)[0])
+            for d in (False, True)
+        )
+        opened = int(np.flatnonzero(~np.isnan(r.take_at))[0])
+        history = int((r.taken & (s.audit_draw[k] < rate))[opened : sc.drift_at].sum())
+        bound = es.takes_after_history(history, before, after, PRECISION, LEVEL)
+        w = [a for i, a in zip(r.withdrawn_at, r.audited_takes_after) if i >= sc.drift_at]
+        ratios.append(w[0] / bound if w else np.inf)
+    # docs/earned.md: the typical number of audited takes to withdraw (the core's drift
+    # test on counts at their expected values, given the audited takes since the band
+    # opened); in 95 % of simulated streams within twice it.
+    assert np.percentile(ratios, 95) <= 2.0
     # Nothing is taken after the withdrawal until trust is earned again on new labels.
-    for r in closed:
-        w = next(i for i in r.withdrawn_at if i >= sc.drift_at)
-        assert not r.taken[w + 1 : w + 30].any()
+    for _, r in open_at_drift:
+        for w in (i for i in r.withdrawn_at if i >= sc.drift_at):
+            assert not r.taken[w + 1 : w + 30].any()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the core's drift e-process runs since the band opened, so a long good record "
+    "delays withdrawal: 12 audited takes after a fall to 0.6 with no history, 302 after "
+    "1,000 good audits (a restarting e-detector would bound it)",
+)
+def test_drift_withdrawal_does_not_wait_longer_after_a_long_good_record():
+    fresh = es.takes_after_history(0, 0.95, 0.6, PRECISION, LEVEL)
+    seasoned = es.takes_after_history(1000, 0.95, 0.6, PRECISION, LEVEL)
+    assert seasoned <= 3 * fresh
 
 
 def test_a_stationary_stream_is_never_withdrawn_falsely_more_than_the_level_allows():
