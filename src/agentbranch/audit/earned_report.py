@@ -357,7 +357,7 @@ def _question(rows: list[_Row], precision: float, level: float, windows: int) ->
 
 
 def earned_report(
-    source: Any, *, precision: float = 0.9, level: float = 0.95, windows: int = 20
+    source: Any, *, precision: float = 0.9, level: float = 0.95, windows: int = 10
 ) -> EarnedReport:
     """Per question (evidence key): the threshold in force over time, coverage, the take
     band's precision with its bound and drift events (see the module docstring).
@@ -486,18 +486,11 @@ def render(report: EarnedReport, console: Any) -> None:
             "  ".join(
                 f"{p.decisions:.0f}: {'-' if p.take_at is None else f'{p.take_at:g}'}"
                 f" ({_f(p.coverage, 2)})"
-                for p in _thin(q.timeline, 8)
+                for p in q.timeline
             ),
         )
         table.add_row("events", "\n".join(_events(q)) or "none")
         console.print(table)
-
-
-def _thin(points: list[TrustPoint], most: int) -> list[TrustPoint]:
-    if len(points) <= most:
-        return points
-    step = len(points) / most
-    return [points[min(len(points) - 1, round((i + 1) * step) - 1)] for i in range(most)]
 
 
 def _events(q: QuestionTrust) -> list[str]:
