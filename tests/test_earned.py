@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import random
@@ -439,3 +440,124 @@ def test_decide_node_and_router_fall_back_then_take(use_async):
         else app2.invoke({"text": stream(1)[0]})
     )
     assert out["out"] == "page"
+
+
+# -- replay -------------------------------------------------------------------------------
+
+
+def test_replay_bands_with_the_recorded_threshold_whatever_the_store_holds(tmp_path):
+    from _earned_fixtures import scripted
+
+    from agentbranch.replay import Cassette
+
+    path = tmp_path / "run.jsonl"
+    states = stream(25)
+
+    def resolve_all(mode, earned):
+        with Cassette(path, mode=mode) as cassette:
+            eng = ab.DecisionEngine(cassette.reader(ab.ScriptedReader({"urgent": scripted})))
+            r = Resolver(
+                eng, {"urgent": URGENT}, Policy(take_at=earned, fallbacks=[Generate(Oracle())])
+            )
+            return [r.resolve(s)["urgent"] for s in states]
+
+    recorded = resolve_all("all", Earned(precision=0.8, min_evidence=20, refresh_s=0))
+    assert [r["trust"] for r in recorded] == ["learning"] * 20 + ["earned"] * 5
+    fresh = Earned(precision=0.8, min_evidence=20, refresh_s=0)  # knows nothing
+    replayed = resolve_all("none", fresh)
+    keep = ("label", "decided_by", "take_at", "trust", "band")
+    assert [{k: r[k] for k in keep} for r in replayed] == [
+        {k: r[k] for k in keep} for r in recorded
+    ]
+    assert fresh.states() == {} or all(s.records == 0 for s in fresh.states().values())
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert sum(x.get("kind") == "threshold" for x in lines) == 25
+
+
+def test_a_replay_without_a_recorded_threshold_is_a_miss(tmp_path):
+    from _earned_fixtures import scripted
+
+    from agentbranch.replay import Cassette, ReplayMissError
+
+    path = tmp_path / "run.jsonl"
+    with Cassette(path, mode="all") as cassette:
+        eng = ab.DecisionEngine(cassette.reader(ab.ScriptedReader({"urgent": scripted})))
+        Resolver(eng, {"urgent": URGENT}, Policy(take_at=0.5, fallbacks=[GotoNode("x")])).resolve(
+            stream(1)[0]
+        )
+    with Cassette(path, mode="none") as cassette:
+        eng = ab.DecisionEngine(cassette.reader())
+        policy = Policy(take_at=Earned(), fallbacks=[Generate(Oracle())])
+        with pytest.raises(ReplayMissError, match="no threshold"):
+            Resolver(eng, {"urgent": URGENT}, policy).resolve(stream(1)[0])
+
+
+# -- properties of the state machine --------------------------------------------------------
+
+
+def _records(draws, *, right=None):
+    from agentbranch.policy.evidence import new_evidence
+
+    out = []
+    for i, (conf, ok, taken, rate) in enumerate(draws):
+        ok = ok if right is None else right
+        out.append(
+            new_evidence(
+                key="k",
+                question_id="q",
+                source="audit" if taken else "fallback",
+                band="take" if taken else "fallback",
+                confidence=conf,
+                options=["yes", "no"],
+                engine_label="yes",
+                teacher_label="yes" if ok else "no",
+                rate=rate if taken else 1.0,
+                take_at=None,
+                trust="learning",
+                time=f"{i:08d}",
+            )
+        )
+    return out
+
+
+_draw = st.tuples(
+    st.floats(0.0, 1.0),
+    st.booleans(),
+    st.booleans(),
+    st.sampled_from([0.05, 0.2, 1.0]),
+)
+
+
+@given(st.lists(_draw, max_size=300), st.sampled_from([0.6, 0.8, 0.9]))
+@settings(max_examples=60, deadline=None)
+def test_evidence_that_always_disagrees_never_opens(draws, precision):
+    earned = Earned(precision=precision, min_evidence=5)
+    state_ = replay(_records(draws, right=False), earned)
+    assert state_.take_at is None and state_.trust == "learning"
+
+
+@given(st.lists(_draw, max_size=300))
+@settings(max_examples=60, deadline=None)
+def test_any_evidence_gives_a_candidate_threshold_and_a_known_trust(draws):
+    earned = Earned(precision=0.8, min_evidence=5)
+    state_ = replay(_records(draws), earned)
+    assert state_.trust in ("learning", "earned", "withdrawn")
+    assert state_.take_at is None or state_.take_at in earned.candidates
+    assert (state_.take_at is None) == (state_.trust != "earned")
+    assert state_.records == len(draws)
+
+
+@given(st.integers(0, 60))
+@settings(max_examples=20, deadline=None)
+def test_an_open_band_whose_audits_all_disagree_closes_in_bounded_takes(right_before):
+    earned = Earned(precision=0.8, min_evidence=20)
+    opening = _records([(0.95, True, False, 1.0)] * 20)
+    assert replay(opening, earned).trust == "earned"
+    audits = _records([(0.95, True, True, 0.1)] * right_before + [(0.95, False, True, 0.1)] * 60)
+    for r, rec in enumerate(audits):
+        object.__setattr__(rec, "time", f"1{r:07d}")
+    state_ = replay(opening + audits, earned)
+    (withdrawn,) = [e for e in state_.events if e.kind == "withdrawn"]
+    wrong_needed = next(w for w in range(1, 61) if drifted(right_before, w, 0.8, 0.05))
+    assert withdrawn.index == 20 + right_before + wrong_needed - 1
+    assert wrong_needed <= takes_to_withdraw(0.8, 0.0, 0.95) + right_before

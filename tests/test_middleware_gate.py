@@ -496,3 +496,19 @@ def test_gate_and_selector_together():
     assert bound == [["shell"], ["shell"]]  # both model calls bound the selected tool only
     assert RAN == [] and out["tool_decisions"]["c2"]["outcome"] == "blocked"
     assert out["tool_selection"]["selected"] == ["shell"]
+
+
+def test_earned_gate_learns_from_its_generate_fallback():
+    """While the gate's Earned threshold is learning, even confident calls go to the
+    judge, and each answer becomes evidence."""
+    earned = ab.Earned(precision=0.8, min_evidence=20, refresh_s=0)
+    judge = StrictFakeChat(replies=['{"label": "no"}'])
+    agent, config, _ = agent_for(
+        WEATHER, policy=Policy(take_at=earned, fallbacks=[Generate(judge)])
+    )
+    out = ask(agent, config)
+    rec = out["tool_decisions"]["c1"]
+    assert (rec["decided_by"], rec["trust"], rec["take_at"]) == ("fallback", "learning", None)
+    assert RAN == ["get_weather Paris"] and judge.calls == 1
+    (state,) = earned.states().values()
+    assert state.records == 1 and state.trust == "learning"

@@ -64,6 +64,7 @@ from agentbranch.policy import (
 from agentbranch.policy.bands import band_all
 from agentbranch.policy.failure import records_for_error
 from agentbranch.policy.fallbacks import fallback_steps, run_async, run_sync
+from agentbranch.policy.learning import collect
 from agentbranch.questions import Question, validate_questions, yes_no
 
 log = logging.getLogger("agentbranch")
@@ -294,7 +295,10 @@ class ToolGateMiddleware(AgentMiddleware):
             c.record,
             c.state,
         )
-        return _keep_tool_call(steps, c.record["tool_call"])
+        steps = _keep_tool_call(steps, c.record["tool_call"])
+        if self.policy.earned is None:
+            return steps
+        return _learn(steps, self.questions, self.policy, {self.question_id: dict(c.record)})
 
     def _ask_human(self, calls: list[_Call]) -> None:
         """One interrupt for every call of the turn that needs a human. Runs before any
@@ -426,6 +430,14 @@ def _check_gate_policy(policy: Policy, questions: Mapping[str, Question]) -> Pol
             "call is not run) or 'review' (a human decides)"
         )
     return policy
+
+
+def _learn(steps: Any, questions: Any, policy: Policy, banded: dict[str, Any]) -> Any:
+    """Fallback steps whose ``Generate`` answer is also evidence for an ``Earned`` policy."""
+    record = yield from steps
+    (qid,) = banded
+    collect(questions, policy, banded, {qid: record})
+    return record
 
 
 def _keep_tool_call(steps: Any, tool_call: dict[str, Any]) -> Any:

@@ -6,21 +6,26 @@ from collections.abc import Mapping
 
 from agentbranch.decisions import Decisions
 from agentbranch.policy.config import DecisionRecord, PolicyArg, policy_for
+from agentbranch.policy.in_force import ThresholdFn, live
 from agentbranch.policy.records import engine_record
 from agentbranch.questions import Question
 
 
 def band_all(
-    decisions: Decisions, questions: Mapping[str, Question], policy: PolicyArg
+    decisions: Decisions,
+    questions: Mapping[str, Question],
+    policy: PolicyArg,
+    thresholds: ThresholdFn = live,
 ) -> tuple[dict[str, DecisionRecord], dict[str, list[str]]]:
     """One record per question, and the ids still pending in the review and fallback
-    bands (taken answers are final)."""
+    bands (taken answers are final). ``thresholds`` gives the threshold in force
+    (``agentbranch.policy.in_force``: live, or recorded with a replay cassette)."""
     records: dict[str, DecisionRecord] = {}
     pending: dict[str, list[str]] = {"review": [], "fallback": []}
     for qid, q in questions.items():
         d = decisions[qid]
         p = policy_for(policy, qid)
-        threshold = p.threshold(qid, q, d)
+        threshold = thresholds(qid, q, d, p)
         band = p.band(d, threshold)
         records[qid] = engine_record(d, q, band=band, threshold=threshold)
         if band != "take":

@@ -15,6 +15,7 @@ from typing import Any
 
 from agentbranch.errors import ConfigurationError
 from agentbranch.policy.config import DecisionRecord, PolicyArg, policy_for
+from agentbranch.policy.in_force import is_replayed
 from agentbranch.questions import Question
 
 log = logging.getLogger("agentbranch")
@@ -51,6 +52,8 @@ def observe_record(
     that is not an evidence store raises; any other write failure is logged."""
     if banded.get("confidence") is None or banded.get("engine_label") is None:
         return
+    if is_replayed(banded):
+        return  # a replayed decision is no live traffic
     band = banded["band"] if banded["band"] in ("take", "fallback", "review") else "fallback"
     try:
         earned.observe(

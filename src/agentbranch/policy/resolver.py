@@ -17,6 +17,7 @@ from agentbranch.policy.config import (
 )
 from agentbranch.policy.failure import records_for_error
 from agentbranch.policy.fallbacks import Steps, fallback_steps, run_async, run_sync
+from agentbranch.policy.in_force import thresholds_for
 from agentbranch.policy.learning import collect, snapshot
 from agentbranch.policy.review import review_all
 from agentbranch.questions import Question, validate_questions
@@ -43,6 +44,7 @@ class Resolver:
         self.questions = validate_questions(self.questions)
         check_policies(self.policy, self.questions)
         self._audited = any(policy_for(self.policy, q).audit for q in self.questions)
+        self._earned = any(policy_for(self.policy, q).earned for q in self.questions)
         for qid in self.questions:
             p = policy_for(self.policy, qid)
             if not self.allow_goto and p.targets():
@@ -62,7 +64,9 @@ class Resolver:
             decisions = self.engine.decide(state, self.questions, log_decisions=False)
         except BaseException as e:  # noqa: BLE001 - re-raised unless a policy handles it
             return records_for_error(e, self.questions, self.policy, self.engine.reader)
-        records, pending = band_all(decisions, self.questions, self.policy)
+        records, pending = band_all(
+            decisions, self.questions, self.policy, thresholds_for(self.engine, state)
+        )
         banded = snapshot(records, self.policy)
         review_all(records, pending["review"], self.review)
         for qid in pending["fallback"]:
@@ -76,7 +80,11 @@ class Resolver:
             decisions = await self.engine.adecide(state, self.questions, log_decisions=False)
         except BaseException as e:  # noqa: BLE001
             return records_for_error(e, self.questions, self.policy, self.engine.reader)
-        records, pending = band_all(decisions, self.questions, self.policy)
+        if self._earned:  # a due store re-read is blocking I/O: off the event loop
+            await asyncio.to_thread(self._thresholds_now, decisions)
+        records, pending = band_all(
+            decisions, self.questions, self.policy, thresholds_for(self.engine, state)
+        )
         banded = snapshot(records, self.policy)
         review_all(records, pending["review"], self.review)
         for qid in pending["fallback"]:
@@ -85,6 +93,13 @@ class Resolver:
             await asyncio.to_thread(collect, self.questions, self.policy, banded, records)
         self._shadow(records, state)
         return records
+
+    def _thresholds_now(self, decisions: Any) -> None:
+        """Bring every ``Earned`` threshold up to date (re-reading the store when due)."""
+        for qid, q in self.questions.items():
+            p = policy_for(self.policy, qid)
+            if p.earned is not None:
+                p.threshold(qid, q, decisions[qid])
 
     def _shadow(self, records: dict[str, DecisionRecord], state: Any) -> None:
         """Queue audits (never blocks, never raises; see ``agentbranch.audit``)."""

@@ -78,6 +78,8 @@ class Cassette:
         self.chat_models: dict[str, dict[str, str]] = {}
         self._reads: dict[tuple[str, str], ReadEntry] = {}
         self._chats: dict[str, ChatEntry] = {}
+        self._thresholds: dict[str, dict[str, Any]] = {}
+        self._threshold_seen: dict[str, int] = {}
         self._loaded: set[Identity] = set()
         self._played: set[Identity] = set()
         #: Short descriptions of every miss this cassette raised.
@@ -101,6 +103,7 @@ class Cassette:
         for c in data.chats:
             self._chats[c.key] = c
             self._loaded.add(("chat", c.model, c.key))
+        self._thresholds = dict(data.thresholds)
 
     def __repr__(self) -> str:
         return f"Cassette({str(self.path)!r}, mode={self.mode!r})"
@@ -173,8 +176,10 @@ class Cassette:
         self.close()
 
     def _begin_test(self) -> None:
-        """A new test shares this cassette: reader ids count from ``reader-1`` again."""
+        """A new test shares this cassette: reader ids count from ``reader-1`` again (and
+        repeated decisions from the first)."""
         self._next_reader = 1
+        self._threshold_seen = {}
 
     # -- reads --------------------------------------------------------------------------
 
@@ -307,6 +312,33 @@ class Cassette:
             self._fresh = False
             self._persist([], True)
 
+    # -- earned thresholds --------------------------------------------------------------
+
+    def threshold(self, key: str, live: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """The threshold in force (``{"take_at", "trust"}``) for the next decision with
+        ``key`` (question and state; repeats are numbered in order): the recorded one when
+        replaying, else ``live()``, recorded. Replays then band exactly as the recording
+        did, whatever an ``Earned`` store holds now."""
+        with self._lock:
+            n = self._threshold_seen.get(key, 0)
+            self._threshold_seen[key] = n + 1
+            key = f"{key}#{n}"
+            if self.mode in ("new", "none") and key in self._thresholds:
+                return dict(self._thresholds[key])
+            if self.mode == "none":
+                raise ReplayMissError(
+                    f"cassette {self._shown} (mode 'none') holds no threshold for this decision "
+                    "of an Earned policy (recorded before thresholds were kept?); "
+                    f"{fmt.RERECORD}"
+                )
+        value = live()
+        if self.mode == "passthrough":
+            return value
+        with self._lock:
+            self._thresholds[key] = dict(value)
+            self._persist([fmt.threshold_line(key, value)], False)
+        return value
+
     # -- stale entries ------------------------------------------------------------------
 
     def stale(self) -> list[dict[str, Any]]:
@@ -361,6 +393,7 @@ class Cassette:
         body = [fmt.dumps(fmt.header_line(self.readers, self.chat_models))]
         body += [fmt.dumps(fmt.read_line(e)) for e in self._reads.values()]
         body += [fmt.dumps(fmt.chat_line(e)) for e in self._chats.values()]
+        body += [fmt.dumps(fmt.threshold_line(k, v)) for k, v in self._thresholds.items()]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
         try:

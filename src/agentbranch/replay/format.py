@@ -79,6 +79,8 @@ class CassetteData:
     chat_models: dict[str, dict[str, str]] = field(default_factory=dict)
     reads: list[ReadEntry] = field(default_factory=list)
     chats: list[ChatEntry] = field(default_factory=list)
+    #: Earned thresholds in force, by decision key: ``{"take_at", "trust"}``.
+    thresholds: dict[str, dict[str, Any]] = field(default_factory=dict)
     library: str = "unknown"
     legacy: bool = False
 
@@ -172,6 +174,11 @@ def chat_line(entry: ChatEntry) -> dict[str, Any]:
         "messages": entry.messages,
         "reply": entry.reply,
     }
+
+
+def threshold_line(key: str, value: dict[str, Any]) -> dict[str, Any]:
+    """The threshold an ``Earned`` policy had in force for one recorded decision."""
+    return {"kind": "threshold", "key": key, "take_at": value["take_at"], "trust": value["trust"]}
 
 
 def dumps(obj: dict[str, Any]) -> str:
@@ -299,9 +306,22 @@ def _load_v1(path: Path, rows: list[tuple[int, dict[str, Any]]]) -> CassetteData
             data.chats.append(
                 ChatEntry(obj["model"], obj["key"], obj["messages"], obj["reply"], no)
             )
+        elif kind == "threshold":
+            _need(path, no, obj, {"key": str, "trust": str})
+            take_at = obj.get("take_at")
+            if take_at is not None and (
+                not isinstance(take_at, int | float)
+                or isinstance(take_at, bool)
+                or not 0.0 <= take_at <= 1.0
+            ):
+                raise CassetteFormatError(
+                    f"{path}:{no}: 'take_at' must be null or a number in [0, 1]; {RERECORD}"
+                )
+            data.thresholds[obj["key"]] = {"take_at": take_at, "trust": obj["trust"]}
         else:
             raise CassetteFormatError(
-                f"{path}:{no}: unknown entry kind {kind!r} (expected 'read' or 'chat'); {RERECORD}"
+                f"{path}:{no}: unknown entry kind {kind!r} (expected 'read', 'chat' or "
+                f"'threshold'); {RERECORD}"
             )
     return data
 

@@ -1,0 +1,68 @@
+"""The threshold in force for each decision, and what a replay cassette makes of it.
+
+Live, it is ``Policy.threshold`` (the fixed ``take_at``, or what ``Earned`` has earned).
+When the engine reads through a replay cassette, an ``Earned`` policy's threshold is
+recorded with the run and replayed from it (``Cassette.threshold``), keyed by the
+question and the rendered state: a replay bands every decision as the recording did,
+whatever the evidence store holds by then.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+from agentbranch.decisions import Decision
+from agentbranch.policy.config import Policy
+from agentbranch.policy.earned import Threshold
+from agentbranch.questions import Question
+
+#: ``threshold(qid, question, decision, policy)``: the threshold in force.
+ThresholdFn = Callable[[str, Question, Decision, Policy], Threshold]
+
+
+def live(qid: str, question: Question, decision: Decision, policy: Policy) -> Threshold:
+    return policy.threshold(qid, question, decision)
+
+
+def cassette_of(engine: Any) -> Any:
+    """The replay cassette the engine's reader (or a reader it wraps) reads through."""
+    reader = getattr(engine, "reader", None)
+    while reader is not None:
+        cassette = getattr(reader, "cassette", None)
+        if cassette is not None and callable(getattr(cassette, "threshold", None)):
+            return cassette
+        reader = getattr(reader, "inner", None)
+    return None
+
+
+def thresholds_for(engine: Any, state: Any) -> ThresholdFn:
+    """The threshold source for one resolution of ``state``."""
+    cassette = cassette_of(engine)
+    if cassette is None:
+        return live
+    from agentbranch.policy.generation import state_text
+
+    text = state_text(state)
+
+    def recorded(qid: str, question: Question, decision: Decision, policy: Policy) -> Threshold:
+        if policy.earned is None:
+            return live(qid, question, decision, policy)
+        blob = json.dumps([qid, question.model_dump(mode="json"), text], sort_keys=True)
+        key = "earned:" + hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+        def now() -> dict[str, Any]:
+            t = live(qid, question, decision, policy)
+            return {"take_at": t.take_at, "trust": t.trust}
+
+        got = cassette.threshold(key, now)
+        return Threshold(got["take_at"], got["trust"])
+
+    return recorded
+
+
+def is_replayed(record: dict[str, Any]) -> bool:
+    """Whether a decision was replayed from a cassette (its labels are no live evidence)."""
+    return str(record.get("reader") or "").startswith("replay:")
