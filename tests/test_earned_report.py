@@ -208,3 +208,22 @@ def test_the_pages_policy_snippets_build_an_earned_policy(page, marker, tmp_path
     policy = namespace["policy"]
     assert policy.earned is not None and policy.earned.precision == 0.9
     assert policy.audit.rate == 0.05
+
+
+def test_cli_on_a_fifo_or_a_directory_is_a_clear_error(tmp_path):
+    import os
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for target in (fifo, tmp_path):
+        assert not is_evidence_file(target)
+        res = runner.invoke(app, ["audit", "report", str(target)])
+        assert res.exit_code == 2 and "Traceback" not in res.output
+        res = runner.invoke(app, ["audit", "report", str(target), "--evidence", str(target)])
+        assert res.exit_code == 2
+
+
+def test_exported_from_agentbranch_audit():
+    import agentbranch.audit as audit
+
+    assert audit.earned_report is earned_report and audit.earned_diagram is earned_diagram

@@ -137,16 +137,24 @@ def _clean(obj: Any) -> Any:
 
 
 def is_evidence_file(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path``'s first non-empty line is an evidence record (what
-    ``Earned(store="....jsonl")`` writes) rather than an audit record."""
-    try:
-        with open(path, "rb") as f:
-            for raw in f:
-                if raw.strip():
-                    obj = json.loads(raw)
-                    return isinstance(obj, dict) and obj.get("schema") == EVIDENCE_SCHEMA
-    except (OSError, ValueError):
+    """Whether ``path`` is a regular file whose first non-empty line is an evidence
+    record (what ``Earned(store="....jsonl")`` writes) rather than an audit record.
+    Reads at most the first 1 MiB; FIFOs, devices and directories are not opened."""
+    p = Path(path)
+    if not p.is_file():
         return False
+    try:
+        with p.open("rb") as f:
+            head = f.read(1 << 20)
+    except OSError:
+        return False
+    for raw in head.splitlines():
+        if raw.strip():
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                return False
+            return isinstance(obj, dict) and obj.get("schema") == EVIDENCE_SCHEMA
     return False
 
 
