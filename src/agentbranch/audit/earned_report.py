@@ -404,8 +404,6 @@ def earned_diagram(report: EarnedReport, path: str | os.PathLike[str]) -> Path:
     fig, axes = plt.subplots(len(qs), 1, figsize=(7.5, 3.2 * len(qs)), squeeze=False)
     for ax, q in zip(axes[:, 0], qs):
         xs = [0.0] + [p.decisions for p in q.timeline]
-        ts = [math.nan if p.take_at is None else p.take_at for p in q.timeline]
-        ax.step(xs[1:], ts, where="pre", color="tab:blue", label="take_at in force")
         ax.bar(
             [(a + b) / 2 for a, b in zip(xs, xs[1:])],
             [p.coverage for p in q.timeline],
@@ -414,6 +412,22 @@ def earned_diagram(report: EarnedReport, path: str | os.PathLike[str]) -> Path:
             alpha=0.3,
             label="coverage (share taken)",
         )
+        # The threshold in force: a step at every change (the events), closed = a gap.
+        at, x0, steps = None, 0.0, []
+        for e in q.events:
+            steps.append((x0, e.decisions, at))
+            at, x0 = e.take_at, e.decisions
+        steps.append((x0, xs[-1], at))
+        first_line = first_gap = True
+        for a, b, t in steps:
+            if b <= a:
+                continue
+            if t is None:
+                ax.axvspan(a, b, color="0.85", alpha=0.5, label="closed" if first_gap else None)
+                first_gap = False
+            else:
+                ax.plot([a, b], [t, t], color="tab:blue", label="take_at" if first_line else None)
+                first_line = False
         for e in q.events:
             if e.kind == "withdrawn":
                 ax.axvline(e.decisions, color="tab:red", linestyle="--", linewidth=1)
