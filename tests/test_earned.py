@@ -561,3 +561,26 @@ def test_an_open_band_whose_audits_all_disagree_closes_in_bounded_takes(right_be
     wrong_needed = next(w for w in range(1, 61) if drifted(right_before, w, 0.8, 0.05))
     assert withdrawn.index == 20 + right_before + wrong_needed - 1
     assert wrong_needed <= takes_to_withdraw(0.8, 0.0, 0.95) + right_before
+
+
+def test_the_documented_drift_figures_hold():
+    import agentbranch.policy.thresholds as th
+
+    assert [takes_to_withdraw(0.9, p, 0.95) for p in (0.8, 0.7, 0.5)] == [88, 22, 7]
+    assert "88 audited takes" in th.__doc__ and "22 to 0.7, 7 to 0.5" in th.__doc__
+
+
+def test_review_band_with_earned_goes_to_a_human_and_is_evidence():
+    earned = Earned(precision=0.8, min_evidence=20, refresh_s=0)
+    policy = Policy(take_at=earned, review_below=0.5, fallbacks=[Generate(Oracle())])
+    answers = []
+
+    def review(payload):
+        answers.append(payload["question_id"])
+        return "no"
+
+    r = Resolver(engine(), {"urgent": URGENT}, policy, review=review)
+    rec = r.resolve(state(1, "yes", 0.6, "no"))["urgent"]  # confidence ~0.03: review band
+    assert (rec["band"], rec["decided_by"], rec["label"]) == ("review", "human", "no")
+    st_ = earned.state("urgent", URGENT, "scripted", "scripted-model")
+    assert st_.records == 1 and answers == ["urgent"]

@@ -207,3 +207,16 @@ def test_foreign_items_in_the_namespace_are_errors():
     store.put(("agentbranch", "earned", key), "x1", {"hello": "world"})
     with pytest.raises(InvalidFileError, match="not an agentbranch evidence record"):
         trust(earned)
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "memory"])
+def test_stored_lists_every_question_of_the_store(tmp_path, kind):
+    from langgraph.store.memory import InMemoryStore
+
+    store = tmp_path / "evidence.jsonl" if kind == "jsonl" else InMemoryStore()
+    earned = Earned(precision=0.8, min_evidence=20, store=store, refresh_s=0)
+    learn(earned, 20)
+    other = Earned(precision=0.8, min_evidence=20, store=store, refresh_s=0)
+    (state_,) = other.stored().values()
+    assert (state_.question_id, state_.trust, state_.records) == ("urgent", "earned", 20)
+    assert [e.kind for e in state_.events] == ["earned"]

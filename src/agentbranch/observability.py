@@ -50,6 +50,8 @@ def _log(record: dict[str, Any]) -> None:
         confidence=record.get("confidence"),
         label_mass=record.get("label_mass"),
         band=record.get("band"),
+        take_at=record.get("take_at"),
+        trust=record.get("trust"),
         decided_by=record.get("decided_by"),
         goto=record.get("goto"),
         reader=record.get("reader"),

@@ -33,7 +33,7 @@ from langgraph.types import Command
 
 from agentbranch.errors import ConfigurationError
 from agentbranch.observability import aemit, emit
-from agentbranch.policy import DecisionRecord, engine_record
+from agentbranch.policy import DecisionRecord, Threshold, engine_record
 from agentbranch.questions import Question, choice, yes_no
 
 #: The state key of the latest selection.
@@ -184,7 +184,12 @@ class ToolSelectorMiddleware(AgentMiddleware):
         for qid, q in questions.items():
             d = decisions[qid]
             sure = d.confidence >= self.min_confidence
-            records[qid] = engine_record(d, q, band="take" if sure else "fallback")
+            records[qid] = engine_record(
+                d,
+                q,
+                band="take" if sure else "fallback",
+                threshold=Threshold(self.min_confidence, "fixed"),
+            )
             if not sure:
                 records[qid]["fallback"] = {"kind": "keep_tools", "floor": self.min_confidence}
         if self.mode == "choice":

@@ -96,6 +96,8 @@ class Policy:
             from the teacher's labels (``agentbranch.policy.earned``), which needs a label
             source: a ``Generate`` fallback or an ``Audit`` with a teacher ``model``.
         review_below: ask a human when ``confidence < review_below`` (``None``: never).
+            With ``Earned``, review comes first: a decision below ``review_below`` goes to
+            a human whatever threshold is earned, and the human's answer is evidence.
         min_label_mass: below it, a confident read is not taken either (the model put
             its probability outside the labels); it falls back (or goes to review).
         fallbacks: what runs in the fallback band, in order.
@@ -119,10 +121,10 @@ class Policy:
         object.__setattr__(self, "fallbacks", tuple(self.fallbacks))
         self._check_audit()
         self._check_take_at()
-        floor = self.floor
-        if self.review_below is not None and not 0.0 <= self.review_below <= floor:
+        top = self.take_at.max_take_at if isinstance(self.take_at, Earned) else self.take_at
+        if self.review_below is not None and not 0.0 <= self.review_below <= top:
             raise ConfigurationError(
-                f"review_below must be in [0, take_at={floor}], got {self.review_below}"
+                f"review_below must be in [0, take_at={top}], got {self.review_below}"
             )
         if not 0.0 <= self.min_label_mass <= 1.0:
             raise ConfigurationError(f"min_label_mass must be in [0, 1], got {self.min_label_mass}")
@@ -176,11 +178,6 @@ class Policy:
     def earned(self) -> Earned | None:
         """The ``Earned`` threshold of this policy, if it has one."""
         return self.take_at if isinstance(self.take_at, Earned) else None
-
-    @property
-    def floor(self) -> float:
-        """The lowest threshold this policy may take at."""
-        return self.take_at.min_take_at if isinstance(self.take_at, Earned) else self.take_at
 
     def threshold(self, qid: str, question: Question, decision: Decision) -> Threshold:
         """The threshold in force for ``decision`` of question ``qid``: the fixed

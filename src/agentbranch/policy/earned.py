@@ -22,15 +22,34 @@ How it behaves (the API other code builds on):
   one ``Evidence`` record appended to the store (``agentbranch.policy.evidence``).
 * Thresholds are a deterministic function of the ordered evidence (``replay``), so every
   process sharing a store converges on the same thresholds once it has read the same
-  records. The statistics and their guarantee: ``agentbranch.policy.thresholds``.
-* ``earned.state(question_id, question, reader, model)`` gives a ``TrustState``: the
-  threshold, trust, label counts and ``events`` (every look, opening, lowering and
-  withdrawal, with the evidence index and time) for reports and diagrams;
-  ``earned.states()`` gives every key this process has seen;
-  ``replay(records, earned)`` recomputes a state from records (e.g. read back with
-  ``earned.store.load(key)``).
+  records (each re-reads the store every ``refresh_s``; its own evidence counts at once).
+  The statistics, their guarantee and their assumptions: ``agentbranch.policy.thresholds``.
+* Reading it back (reports, diagrams):
+
+  - ``earned.state(question_id, question, reader, model)`` → ``TrustState``: ``take_at``,
+    ``trust``, ``labels`` (this epoch), ``looks``, ``audit_right``/``audit_wrong`` (since
+    the band opened), ``drift_evalue``, ``records``, and ``events``: every ``Event``
+    (``kind`` ``"look"`` | ``"earned"`` | ``"lowered"`` | ``"withdrawn"``, ``index`` of the
+    record that caused it, its ``time``, ``take_at`` after it, ``labels``, ``reason``);
+  - ``earned.stored()`` → ``{evidence key: TrustState}`` for every question the store
+    holds evidence of (any process's); ``earned.states()`` those this process has used;
+  - ``earned.evidence`` is the store (``load(key)``, ``keys()``): the ``Evidence``
+    records themselves (confidence, engine and teacher labels, band, rate, the threshold
+    and trust in force), from which coverage and precision over time follow;
+    ``replay(records, earned)`` recomputes a state from any records.
+  - ``thresholds.takes_to_withdraw(precision, dropped_to, level)``: audited takes the
+    drift test needs to withdraw a band (at 0.9 and level 0.95: 88 when precision falls
+    to 0.8, 22 to 0.7, 7 to 0.5).
+* Bad input: ``precision``/``level`` not strictly between 0 and 1 (NaN, negative, 1),
+  and the other options out of range, are ``ConfigurationError``; a store holding
+  anything that is not evidence is an ``InvalidFileError`` naming file and line (never a
+  reset); a teacher answering outside the options gives no evidence (the fallback fails
+  over, the audit counts a failure); evidence that does not validate is dropped with a
+  WARNING; a changed question has another key and starts learning again.
 * ``earned.freeze()``: thresholds stay what the evidence gives now, nothing more is
   written (regulated deployments; a read-only store).
+* Under a replay cassette the threshold in force is the recorded one
+  (``agentbranch.policy.in_force``) and replayed decisions are no evidence.
 """
 
 from __future__ import annotations
@@ -96,6 +115,7 @@ class TrustState:
     audit_right: int = 0  #: audited takes that agreed with the teacher, since the band opened
     audit_wrong: int = 0
     records: int = 0  #: records replayed (all epochs)
+    question_id: str | None = None  #: the question of the last record replayed
     events: list[Event] = field(default_factory=list)
     last: tuple[str, str] | None = None  #: order of the last record replayed
     _conf: list[float] = field(default_factory=list, repr=False)
@@ -236,6 +256,17 @@ class Earned:
         with self._lock:
             return dict(self._states)
 
+    def stored(self) -> dict[str, TrustState]:
+        """Every question the store holds evidence of (any process's), by evidence key,
+        recomputed from the records: for reports (the question id is
+        ``state.question_id``; ``state.events`` the history)."""
+        out = {}
+        for key in self.evidence.keys():
+            records = self.evidence.load(key)
+            if records:
+                out[key] = replay(records, self)
+        return out
+
     def refresh(self) -> None:
         """Re-read the store for every question seen (other processes' evidence)."""
         with self._lock:
@@ -354,6 +385,7 @@ def step(st: TrustState, rec: Evidence, cfg: Earned) -> None:
     index = st.records
     st.records += 1
     st.last = rec.order
+    st.question_id = rec.question_id
     st._conf.append(rec.confidence)
     st._ok.append(rec.correct)
     st._w.append(1.0 / rec.rate)

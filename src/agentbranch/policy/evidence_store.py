@@ -2,8 +2,9 @@
 (``InMemoryStore``, ``SqliteStore``, ``PostgresStore``: several processes or replicas
 share one body of evidence and converge on the same thresholds).
 
-The interface (``EvidenceStore``) is two calls: ``append(records)`` and
-``load(key) -> list[Evidence]`` (every record of one evidence key, in replay order).
+The interface (``EvidenceStore``) is three calls: ``append(records)``,
+``load(key) -> list[Evidence]`` (every record of one evidence key, in replay order) and
+``keys()`` (every key held).
 Writes are append-only: one item per record, keyed by its unique id, never rewritten;
 thresholds are recomputed from the records. A store holding something that is not
 evidence is an ``InvalidFileError`` naming the file and line (or namespace and item),
@@ -38,6 +39,9 @@ class EvidenceStore(Protocol):
 
     def load(self, key: str) -> list[Evidence]:
         """Every record of evidence key ``key``, in replay order (time, id)."""
+
+    def keys(self) -> list[str]:
+        """Every evidence key the store holds records of."""
 
 
 def _parse(raw: Any, where: str) -> Evidence:
@@ -103,6 +107,11 @@ class JsonlEvidenceStore:
         with self._mutex:
             self._read_new()
             return sorted(self._by_key.get(key, ()), key=lambda r: r.order)
+
+    def keys(self) -> list[str]:
+        with self._mutex:
+            self._read_new()
+            return sorted(self._by_key)
 
     def _read_new(self) -> None:
         if not self.path.exists():
@@ -171,6 +180,18 @@ class LangGraphEvidenceStore:
                 break
             offset += page
         return sorted(out, key=lambda r: r.order)
+
+    def keys(self) -> list[str]:
+        out, offset, page = [], 0, 1000
+        n = len(self.namespace)
+        while True:
+            spaces = self.store.list_namespaces(
+                prefix=self.namespace, max_depth=n + 1, limit=page, offset=offset
+            )
+            out += [ns[n] for ns in spaces if len(ns) > n]
+            if len(spaces) < page:
+                return sorted(set(out))
+            offset += page
 
 
 def as_store(store: Any) -> EvidenceStore:

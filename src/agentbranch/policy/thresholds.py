@@ -37,7 +37,16 @@ the target: ``E_n = mean_q (q/p)^s ((1-q)/(1-p))^f`` (``s`` right, ``f`` wrong a
 takes since the band opened). Under the null it is a nonnegative supermartingale, so by
 Ville's inequality it ever reaches ``1/alpha`` with probability ≤ ``alpha``: checking
 after every audit is valid (no fixed window). ``takes_to_withdraw`` gives the number of
-audited takes it needs for a given drop.
+audited takes it needs for a given drop, counted from the band's opening when the audits
+show the new rate (at precision 0.9, level 0.95: 88 audited takes when the precision falls
+to 0.8, 22 to 0.7, 7 to 0.5; audits that agreed before the drop add to it). Withdrawing
+closes the band at once and starts a new epoch: learning again from fresh labels only.
+
+**Learning speed (simulated, defaults).** A question the engine gets right 90% of the
+time, with confidence that separates right from wrong, opens at precision 0.9 within 100
+labels in about 0.77 of streams (first look at 50 labels, second at 100); one whose
+confidence is anti-correlated with correctness never opens. ``tests/test_earned.py``
+checks both.
 """
 
 from __future__ import annotations
