@@ -281,3 +281,16 @@ def test_a_foreign_sqlite_database_is_left_untouched(tmp_path):
     res = runner.invoke(app, ["audit", "report", str(other)])
     assert res.exit_code == 2 and "not a LangGraph store" in res.output
     assert other.read_bytes() == before
+
+
+def test_from_an_earned_the_threshold_is_the_one_in_force_now(tmp_path):
+    earned = Earned(precision=0.8, min_evidence=20, refresh_s=0, store=str(tmp_path / "e.jsonl"))
+    r = Resolver(
+        engine(), {"urgent": URGENT}, Policy(take_at=earned, fallbacks=[Generate(Oracle())])
+    )
+    for i in range(20):  # the 20th label opens the band; its record says "learning"
+        r.resolve(state(i, "yes", 0.99, "yes"))
+    (from_file,) = earned_report(tmp_path / "e.jsonl", precision=0.8).questions.values()
+    (now,) = earned_report(earned, precision=0.8).questions.values()
+    assert from_file.trust == "learning" and from_file.take_at is None
+    assert now.trust == "earned" and now.take_at is not None

@@ -30,7 +30,7 @@ import json
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +100,8 @@ class QuestionTrust:
     model: str | None
     labels: int
     decisions: float
-    take_at: float | None  # in force when the latest labelled decision was made
+    #: in force when the latest labelled decision was made (from an ``Earned``: now)
+    take_at: float | None
     trust: str
     #: share of all decisions taken; nan when the band was open but no taken decision
     #: was audited (taken decisions then leave no record: add ``Audit(rate=...)``)
@@ -305,22 +306,16 @@ def _rows(source: Any) -> list[_Row]:
         source = JsonlEvidenceStore(path)
     if isinstance(source, Earned):
         source = source.evidence
-    if isinstance(source, JsonlEvidenceStore):
-        source.load("")  # reads (and validates) the whole file
-        return [_from_evidence(r) for recs in source._by_key.values() for r in recs]
     try:
         from langgraph.store.base import BaseStore
     except ImportError:  # pragma: no cover - langgraph is a dependency
         BaseStore = ()  # type: ignore[assignment,misc]
     if isinstance(source, BaseStore):
         source = as_store(source)
-    if isinstance(source, LangGraphEvidenceStore):
-        keys = {
-            ns[len(source.namespace)]
-            for ns in source.store.list_namespaces(prefix=source.namespace, limit=100_000)
-            if len(ns) > len(source.namespace)
-        }
-        return [_from_evidence(r) for k in sorted(keys) for r in source.load(k)]
+    if isinstance(source, JsonlEvidenceStore | LangGraphEvidenceStore) or (
+        callable(getattr(source, "keys", None)) and callable(getattr(source, "load", None))
+    ):
+        return [_from_evidence(r) for k in source.keys() for r in source.load(k)]
     if isinstance(source, bytes | Mapping):
         raise ConfigurationError(f"cannot report on {type(source).__name__}")
     rows = []
@@ -463,6 +458,14 @@ def earned_report(
         key: _question(sorted(rows, key=lambda r: r.order), precision, level, windows)
         for key, rows in groups.items()
     }
+    from agentbranch.policy.earned import Earned
+
+    if isinstance(source, Earned):
+        # The threshold in force now, under this Earned's settings (the records only say
+        # what was in force at the latest labelled decision).
+        for key, st in source.stored().items():
+            if key in questions:
+                questions[key] = replace(questions[key], take_at=st.take_at, trust=st.trust)
     return EarnedReport(precision, level, questions)
 
 
