@@ -128,6 +128,7 @@ class SimRecord:
 
     __slots__ = ("band", "confidence", "correct", "index", "rate")
     id = "s"
+    question_id = "simulated"
 
     def __init__(self, confidence: float, correct: bool, rate: float, band: str, index: int):
         self.confidence, self.correct, self.rate, self.band = confidence, correct, rate, band
