@@ -584,3 +584,44 @@ def test_review_band_with_earned_goes_to_a_human_and_is_evidence():
     assert (rec["band"], rec["decided_by"], rec["label"]) == ("review", "human", "no")
     st_ = earned.state("urgent", URGENT, "scripted", "scripted-model")
     assert st_.records == 1 and answers == ["urgent"]
+
+
+def test_each_replica_announces_a_withdrawal_once(caplog):
+    from langgraph.store.memory import InMemoryStore
+
+    caplog.set_level(logging.WARNING, logger="agentbranch")
+    store = InMemoryStore()
+    a = Earned(precision=0.8, min_evidence=20, store=store, refresh_s=0)
+    b = Earned(precision=0.8, min_evidence=20, store=store, refresh_s=3600)
+    policy = Policy(take_at=a, fallbacks=[Generate(Oracle())])
+    run(Resolver(engine(), {"urgent": URGENT}, policy), stream(20))
+    assert b.threshold("urgent", URGENT, "scripted", "scripted-model").trust == "earned"
+    for _ in range(10):
+        a.observe(
+            "urgent",
+            URGENT,
+            reader="scripted",
+            model="scripted-model",
+            source="audit",
+            band="take",
+            confidence=0.95,
+            options=["yes", "no"],
+            engine_label="yes",
+            teacher_label="no",
+            rate=0.1,
+            take_at=0.9,
+            trust="earned",
+        )
+    assert caplog.text.count("withdrawn:") == 1  # replica a, as it happened
+    b.refresh()
+    b.refresh()
+    assert b.threshold("urgent", URGENT, "scripted", "scripted-model").trust == "withdrawn"
+    assert caplog.text.count("withdrawn:") == 2  # replica b, once
+
+
+def test_copies_of_a_policy_share_one_earned():
+    import copy
+
+    earned = Earned()
+    policy = Policy(take_at=earned, fallbacks=[Generate(Oracle())])
+    assert copy.deepcopy(policy).take_at is earned and copy.copy(earned) is earned

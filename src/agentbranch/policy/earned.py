@@ -59,6 +59,7 @@ import math
 import threading
 import time
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -218,6 +219,12 @@ class Earned:
             f"store={self.evidence!r}{', frozen' if self.frozen else ''})"
         )
 
+    def __copy__(self) -> Earned:
+        return self  # one body of evidence and one cache, however it is copied
+
+    def __deepcopy__(self, memo: dict) -> Earned:
+        return self
+
     # -- for the policy -----------------------------------------------------------------
 
     def freeze(self) -> Earned:
@@ -347,7 +354,10 @@ class Earned:
             st = None
         if st is None:
             st = self._fresh()
-            self._feed(key, question_id, st, records, announce=old is not None)
+            # Replayed from the start (first read, or records arrived out of order): only
+            # withdrawals this process has not announced yet are new.
+            known = None if old is None else {(e.kind, e.time, e.reason) for e in old.events}
+            self._feed(key, question_id, st, records, known=known)
         self._states[key] = st
         self._loaded_at[key] = time.monotonic()
         return st
@@ -364,14 +374,16 @@ class Earned:
         st: TrustState,
         records: Sequence[Evidence],
         *,
-        announce: bool = True,
+        known: AbstractSet[tuple[str, str, str]] | None = frozenset(),
     ) -> None:
+        """Replay ``records`` into ``st``; a withdrawal not in ``known`` is logged
+        (``known=None``: this process's first read of the question, nothing announced)."""
         before = len(st.events)
         for rec in records:
             step(st, rec, self)
-        if announce:
+        if known is not None:
             for ev in st.events[before:]:
-                if ev.kind == "withdrawn":
+                if ev.kind == "withdrawn" and (ev.kind, ev.time, ev.reason) not in known:
                     log.warning(
                         "agentbranch.earned: trust in question %r withdrawn: %s",
                         question_id,
