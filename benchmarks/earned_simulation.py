@@ -1,7 +1,7 @@
 """How fast an earned threshold learns, on the synthetic streams of the simulation tests.
 
-For each scenario of ``tests/_earned_streams.py`` (calibrated, over-confident, ~89 %
-right, anti-correlated) and stream length, ``STREAMS`` seeded streams run through
+For each scenario of ``tests/_earned_streams.py`` (calibrated, over-confident, ~90 %
+right with sharp or with weak confidence, anti-correlated) and stream length, ``STREAMS`` seeded streams run through
 ``Earned(precision=0.9, level=0.95)`` exactly as in tests/test_earned_simulation.py
 (fallback-band decisions labelled, taken ones audited at ``RATE``). Printed and written
 to ``benchmarks/results/earned_simulation.json``:
@@ -33,6 +33,7 @@ from agentbranch.policy.earned import Earned  # noqa: E402
 
 TARGET, LEVEL, RATE, STREAMS = 0.9, 0.95, 0.05, 200
 CASES = [
+    ("sharp", 1000),
     ("ninety", 1000),
     ("ninety", 4000),
     ("calibrated", 1000),

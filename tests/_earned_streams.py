@@ -8,7 +8,10 @@ distributed and how likely a label at a given confidence is right:
 * ``overconfident``: mostly very confident, but right only at the very top
   (``P(right | c) = c⁶``; the take band reaches 90 % only above c ≈ 0.965);
 * ``anticorrelated``: the more confident, the more often wrong;
-* ``ninety``: right about 89 % of the time overall, more often when more confident;
+* ``ninety``: right about 89 % of the time overall, a little more often when more
+  confident (confidence barely separates right from wrong);
+* ``sharp``: right about 90 % of the time overall, and nearly always at the top
+  (``P(right | c) = (1 + c²)/2`` with most confidences near 1);
 * ``drifting``: calibrated until ``drift_at``, then right only ``P = max(0, c − 0.4)``
   of the time (a new kind of traffic the engine reads badly, with the same confidence).
 
@@ -40,6 +43,8 @@ class Scenario:
             p = 1.0 - 0.9 * conf
         elif self.name == "ninety":
             p = 0.70 + 0.25 * conf
+        elif self.name == "sharp":
+            p = 0.5 + 0.5 * conf**2
         else:
             raise ValueError(self.name)
         if self.name == "drifting":
@@ -52,6 +57,7 @@ SCENARIOS = {
     "overconfident": Scenario("overconfident", 8.0, 1.0),
     "anticorrelated": Scenario("anticorrelated", 4.0, 1.5),
     "ninety": Scenario("ninety", 3.0, 1.0),
+    "sharp": Scenario("sharp", 4.0, 0.5),
     "drifting": Scenario("drifting", 4.0, 1.0, drift_at=1500),
 }
 
