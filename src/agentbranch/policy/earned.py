@@ -20,6 +20,9 @@ How it behaves (the API other code builds on):
   and the audit teacher's answers for the audited share of taken decisions (with no
   ``Generate``, the audit teacher also samples the fallback band at its rate). Each is
   one ``Evidence`` record appended to the store (``agentbranch.policy.evidence``).
+  Without ``Audit`` no taken decision is ever checked, so drift cannot withdraw a band
+  and the threshold can only be lowered by fallback labels: give ``audit=Audit(rate=...)``
+  (the smaller the rate, the more decisions pass before drift is seen).
 * Thresholds are a deterministic function of the ordered evidence (``replay``), so every
   process sharing a store converges on the same thresholds once it has read the same
   records (each re-reads the store every ``refresh_s``; its own evidence counts at once).
