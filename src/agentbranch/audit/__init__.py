@@ -7,6 +7,9 @@ the background, and keeps every fallback generation as a labelled example. Then:
 * ``audit_report(load_records("audits.jsonl"))`` / ``agentbranch audit report
   audits.jsonl``: per question, the take band's precision with a Wilson interval,
   agreement by confidence bin and the ``take_at`` reaching a target precision;
+* ``earned_report(earned_or_evidence)`` / ``agentbranch audit report evidence.jsonl``:
+  for an ``Earned`` policy, the threshold in force over time, coverage, precision with
+  its bound and drift events (``earned_report``; docs/earned.md);
 * ``calibrate_from_audit("audits.jsonl")`` / ``agentbranch calibrate --from-audit
   audits.jsonl``: temperatures fitted on the teacher's labels.
 
@@ -17,6 +20,12 @@ are read), ``report`` (the maths), ``labels`` (records as labelled examples), ``
 """
 
 from agentbranch.audit.config import AUDIT_EVENT, Audit
+from agentbranch.audit.earned_report import (
+    EarnedReport,
+    QuestionTrust,
+    earned_diagram,
+    earned_report,
+)
 from agentbranch.audit.labels import calibrate_from_audit, labelled_examples, scored_examples
 from agentbranch.audit.report import (
     AuditReport,
@@ -41,13 +50,17 @@ __all__ = [
     "AuditStats",
     "CallbackSink",
     "ConfidenceBin",
+    "EarnedReport",
     "JsonlSink",
     "Precision",
     "QuestionAudit",
+    "QuestionTrust",
     "StoreSink",
     "TakeAt",
     "audit_report",
     "audits_needed",
+    "earned_diagram",
+    "earned_report",
     "calibrate_from_audit",
     "labelled_examples",
     "load_records",

@@ -57,14 +57,30 @@ def report(
         Path | None, typer.Option(help="Write a reliability diagram PNG (vs the teacher).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    evidence: Annotated[
+        Path | None,
+        typer.Option(
+            help="An Earned policy's evidence (JSON Lines, SQLite file or postgresql:// "
+            "URI): add its earned trust."
+        ),
+    ] = None,
 ) -> None:
     """Per question: the take band's precision (Wilson interval), agreement by confidence
-    bin, the take_at reaching --target-precision and how many more audits would show it."""
+    bin, the take_at reaching --target-precision and how many more audits would show it.
+    FILE may also be an Earned policy's evidence store (docs/earned.md; a JSON Lines
+    file, a SQLite file or a postgresql:// URI of a LangGraph store): then, per
+    question, the earned threshold over time, its coverage, the take band's precision
+    with its bound and drift events (--diagram: threshold and coverage against
+    decisions)."""
+    from agentbranch.audit.earned_report import is_evidence_store
     from agentbranch.audit.labels import scored_examples
     from agentbranch.audit.report import audit_report, load_records
     from agentbranch.errors import AgentBranchError
     from agentbranch.filetext import check_writable
 
+    if is_evidence_store(_uri(file)):
+        _earned(_uri(file), target_precision, level, diagram, as_json)
+        return
     try:
         if diagram is not None:
             check_writable(diagram, "--diagram")
@@ -82,11 +98,20 @@ def report(
     except OSError as e:  # the diagram could not be written after all (disk full, ...)
         err.print(f"[red]error:[/red] {e}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
+    earned_diagram = diagram.with_name(diagram.stem + "-earned.png") if diagram else None
+    if as_json and evidence is not None:
+        _earned(evidence, target_precision, level, earned_diagram, True, audit=rep.as_dict())
+        return
     if as_json:
         print(json.dumps(rep.as_dict(), indent=2))
         return
     from agentbranch.tables import key_value, print_table
 
+    if not rep.questions:
+        console.print(f"{file}: no audit records yet")
+        if evidence is not None:
+            _earned(evidence, target_precision, level, earned_diagram, False)
+        return
     pct = f"{target_precision:.0%}"
     for qid, q in rep.questions.items():
         t, tb = q.threshold, q.take_band
@@ -125,3 +150,47 @@ def report(
         print_table(console, table)
     if diagram is not None:
         console.print(f"reliability diagram [bold]{diagram}[/bold]")
+    if evidence is not None:
+        _earned(evidence, target_precision, level, earned_diagram, False)
+    elif any(r.get("trust") in ("learning", "earned", "withdrawn") for r in records):
+        # An Earned policy's audits: the thresholds that were in force.
+        from agentbranch.audit.earned_report import earned_report, render
+
+        render(earned_report(records, precision=target_precision, level=level), console)
+
+
+def _uri(source: str | Path) -> str | Path:
+    """A PostgreSQL URI passed as a path lost a slash (``postgresql:/h``): restore it."""
+    text = str(source)
+    for scheme in ("postgresql:/", "postgres:/"):
+        if text.startswith(scheme) and not text.startswith(scheme + "/"):
+            return scheme + "/" + text[len(scheme) :]
+    return source
+
+
+def _earned(
+    file: str | Path,
+    precision: float,
+    level: float,
+    diagram: Path | None,
+    as_json: bool,
+    audit: dict | None = None,
+) -> None:
+    """The earned-trust report of an evidence store (after the audit report, if any)."""
+    from agentbranch.audit.earned_report import earned_diagram, earned_report, render
+    from agentbranch.errors import AgentBranchError
+
+    try:
+        rep = earned_report(_uri(file), precision=precision, level=level)
+        if diagram is not None and rep.questions:
+            earned_diagram(rep, diagram)
+    except AgentBranchError as e:
+        err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    if as_json:
+        out = rep.as_dict() if audit is None else {"audit": audit, "earned": rep.as_dict()}
+        print(json.dumps(out, indent=2))
+        return
+    render(rep, console)
+    if diagram is not None and rep.questions:
+        console.print(f"threshold and coverage diagram [bold]{diagram}[/bold]")
