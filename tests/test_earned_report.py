@@ -176,7 +176,7 @@ def test_bad_report_settings_are_clear_errors(kw, evidence_file):
 
 
 def test_foreign_records_are_clear_errors():
-    with pytest.raises(ConfigurationError, match="not an audit record"):
+    with pytest.raises(ConfigurationError, match="not a valid audit record"):
         earned_report([{"hello": 1}])
     with pytest.raises(ConfigurationError, match="not an evidence record"):
         earned_report([{"schema": "agentbranch.earned/1", "id": "x"}])

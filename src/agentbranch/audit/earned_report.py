@@ -153,7 +153,7 @@ def is_evidence_file(path: str | os.PathLike[str]) -> bool:
         if raw.strip():
             try:
                 obj = json.loads(raw)
-            except ValueError:
+            except (ValueError, RecursionError):  # the audit loader says what is wrong
                 return False
             return isinstance(obj, dict) and obj.get("schema") == EVIDENCE_SCHEMA
     return False
