@@ -80,11 +80,11 @@ def test_kv_per_sequence_counts_full_layers_per_token_and_sliding_layers_per_win
 def test_state_per_sequence_is_vllms_persistent_buffers() -> None:
     c, v, h = 256, 262_144, 2816
     expected = (
-        c * (8 + 8 + 8 + 1 + 8 * 2) + c * h * 4 + 24  # DiffusionGemmaRequestStates
+        c * (8 + 8 + 8 + 1 + 8 * 2) + c * h * 4 + 20  # DiffusionGemmaRequestStates
         + c * 4 + 4  # DiffusionSampler._sampled, _num_sampled
         + c * 8  # RequestState.draft_tokens
         + v * 4 + v // 32 * 4  # PenaltiesState
-        + (c + 1) * v // 32 * 4  # StructuredOutputsWorker.grammar_bitmask
+        + (c + 1) * (v // 32 * 4 + 4)  # StructuredOutputsWorker bit mask, logit indices
     )
     assert state_bytes_per_sequence(DIFFUSIONGEMMA_26B, c) == expected
 

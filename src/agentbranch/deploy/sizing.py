@@ -153,13 +153,14 @@ def state_bytes_per_sequence(shape: ModelShape, canvas: int) -> int:
     diffusion_states = (
         canvas * (8 + 8 + 8 + 1 + 8 * history)  # canvas, argmax, seed (int64), pins, history
         + canvas * shape.hidden_size * 4  # self-conditioning embeddings, fp32
-        + 4 * 5 + 1 * 4  # step, history_len, prompt_len, max_steps; flags
+        + 4 * 4 + 1 * 4  # step, history_len, prompt_len, max_steps (int32); 4 flags
     )
     sampler = canvas * 4 + 4  # _sampled (int32), _num_sampled
     draft_tokens = canvas * 8  # RequestState.draft_tokens, int64
     words = -(-shape.vocab_size // 32)
     penalties = shape.vocab_size * 4 + words * 4  # output_bin_counts, prompt_bin_mask
-    grammar = (canvas + 1) * words * 4  # StructuredOutputsWorker.grammar_bitmask
+    # StructuredOutputsWorker: grammar_bitmask and logits_indices, one row per logit.
+    grammar = (canvas + 1) * (words * 4 + 4)
     return diffusion_states + sampler + draft_tokens + penalties + grammar
 
 
