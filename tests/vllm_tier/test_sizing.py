@@ -12,9 +12,11 @@ Two tiers of evidence:
   allocate (``Tensor.nbytes``) with ``state_bytes_per_sequence``.
 * ``test_llm_allocation_*`` start vLLM's DiffusionGemma on CPU (the DiffusionGemma shim of
   ``tests/vllm_tier/dgemma.py``) and measure, in the running engine, the per-slot buffers
-  (delta over ``max_num_seqs``), the logits a denoising step computes (rows x vocab of
-  ``compute_logits``' output) and the KV cache bytes per token; each within 10% of the
-  formula. Skipped, saying why, when that fixture is absent.
+  (delta over ``max_num_seqs``: ``DiffusionGemmaRequestStates``' tensors), the logits a
+  denoising step computes (rows of ``compute_logits``' output, for 2, 4 and 8 requests)
+  and the KV cache bytes per token (from vLLM's KV cache groups: pages per block), at
+  three canvases and three vocabularies; each within 10% of the formula. Skipped, saying
+  why, when that fixture is absent.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from agentbranch.deploy.sizing import (
 SEQS = (2, 5, 9)
 CANVASES = (16, 32, 64)
 VOCABS = (512, 1024, 4096)
+SEQS_LLM = (2, 4, 8)
 
 
 def _request_states_class() -> Any:
@@ -142,52 +145,53 @@ def _runner_measure(llm: Any) -> dict[str, int]:
 
         runner = worker.model_runner
         states = runner.model_state.diffusion_states
-        kv = sum(t.nbytes for t in _walk_tensors(runner.kv_caches))
-        tokens = runner.kv_cache_config.num_blocks * runner.cache_config.block_size
+        # KV bytes per token from vLLM's own KV cache spec: each group's layers hold one
+        # page (page_size_bytes) per block_size tokens. (The groups share one pool, so
+        # the pool's tensors are views of one storage: their nbytes would count it twice.)
+        per_token = sum(
+            len(g.layer_names) * g.kv_cache_spec.page_size_bytes / g.kv_cache_spec.block_size
+            for g in runner.kv_cache_config.kv_cache_groups
+        )
         return {
             "states": sum(t.nbytes for t in vars(states).values() if isinstance(t, torch.Tensor)),
-            "kv_bytes": kv,
-            "kv_tokens": tokens,
+            "kv_per_token": per_token,
         }
 
     return llm.collective_rpc(measure)[0]
 
 
-def _walk_tensors(obj: Any) -> list[Any]:
-    import torch
-
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if isinstance(obj, dict):
-        obj = list(obj.values())
-    if isinstance(obj, list | tuple):
-        return [t for x in obj for t in _walk_tensors(x)]
-    return []
+# Each variable at three sizes, the others held: 7 engines, each started once.
+ENGINE_SIZES = sorted(
+    {(s, 16, 512) for s in SEQS_LLM}
+    | {(4, c, 512) for c in CANVASES}
+    | {(4, 16, v) for v in VOCABS}
+)
 
 
-@pytest.mark.parametrize("vocab", VOCABS)
-@pytest.mark.parametrize("canvas", CANVASES)
-def test_llm_allocation_matches_the_formula(vocab: int, canvas: int) -> None:
+@pytest.mark.parametrize(("seqs", "canvas", "vocab"), ENGINE_SIZES)
+def test_llm_allocation_matches_the_formula(seqs: int, canvas: int, vocab: int) -> None:
     dgemma = _dgemma()
-    sizes = {}
-    for seqs in (2, 4, 8):
-        with dgemma.engine_env(), dgemma.diffusiongemma_llm(
-            vocab_size=vocab, canvas_length=canvas, max_num_seqs=seqs
-        ) as (llm, checkpoint):
-            sizes[seqs] = _runner_measure(llm)
-            shape = ModelShape.from_config(checkpoint)
-            # The logits of one denoising step: rows x vocab of compute_logits' output.
-            rows = _step_logit_rows(llm, seqs, canvas, vocab)
-            assert rows * vocab * 24 == pytest.approx(
-                seqs * step_bytes_per_sequence(shape, canvas), rel=0.10)
-    per_slot = (sizes[8]["states"] - sizes[2]["states"]) / 6
+    with dgemma.engine_env(), dgemma.diffusiongemma_llm(
+        vocab_size=vocab, canvas_length=canvas, max_num_seqs=seqs
+    ) as (llm, checkpoint):
+        measured = _runner_measure(llm)
+        rows = _step_logit_rows(llm, seqs, canvas, vocab)
+    # The effective config (transformers fills what config.json leaves out, such as the
+    # full-attention layers' head size).
+    shape = ModelShape.from_pretrained(checkpoint)
+    # 1. The diffusion state: every DiffusionGemmaRequestStates tensor is per slot.
+    words = -(-shape.vocab_size // 32)
     diffusion_only = state_bytes_per_sequence(shape, canvas) - (
-        canvas * 12 + 4 + shape.vocab_size * 4 + -(-shape.vocab_size // 32) * 4
-        + (canvas + 1) * (-(-shape.vocab_size // 32) * 4 + 4))
-    assert per_slot == pytest.approx(diffusion_only, rel=0.10)
-    per_token = sizes[2]["kv_bytes"] / sizes[2]["kv_tokens"]
-    full_window = kv_bytes_per_sequence(shape, 16, dtype_bytes=4) / 16  # float32 tier
-    assert per_token == pytest.approx(full_window, rel=0.10)
+        canvas * 12 + 4 + shape.vocab_size * 4 + words * 4 + (canvas + 1) * (words * 4 + 4)
+    )
+    assert measured["states"] / seqs == pytest.approx(diffusion_only, rel=0.10)
+    # 2. A denoising step of `seqs` requests computes seqs x canvas logit rows of `vocab`.
+    assert rows * vocab * 24 == pytest.approx(
+        seqs * step_bytes_per_sequence(shape, canvas), rel=0.10
+    )
+    # 3. KV bytes per token of a short sequence (inside the sliding window): every layer.
+    per_token = kv_bytes_per_sequence(shape, 16, dtype_bytes=4) / 16  # float32 tier
+    assert measured["kv_per_token"] == pytest.approx(per_token, rel=0.10)
 
 
 def _step_logit_rows(llm: Any, seqs: int, canvas: int, vocab: int) -> int:

@@ -102,6 +102,32 @@ class ModelShape:
             ) from None
         return shape
 
+    @classmethod
+    def from_pretrained(cls, path: str | Path) -> ModelShape:
+        """The shape transformers sees in a local checkpoint: as :meth:`from_config`, but
+        the attention layout comes from the config class's ``per_layer_config`` (what
+        vLLM's Gemma 4 layers read), which fills what ``config.json`` leaves out."""
+        from transformers import AutoConfig
+
+        hf = AutoConfig.from_pretrained(str(path))
+        shape = cls.from_config(hf.to_dict())
+        text = hf.get_text_config()
+        layers = list(getattr(text, "per_layer_config", None) or [])
+        if not layers:
+            return shape
+        kinds = list(text.layer_types)
+        sliding = [c for c, k in zip(layers, kinds) if k == "sliding_attention"]
+        full = [c for c, k in zip(layers, kinds) if k != "sliding_attention"]
+        pick = lambda group, attr, default: int(getattr(group[0], attr)) if group else default  # noqa: E731
+        return replace(
+            shape,
+            sliding_kv_heads=pick(sliding, "num_key_value_heads", shape.sliding_kv_heads),
+            sliding_head_dim=pick(sliding, "head_dim", shape.sliding_head_dim),
+            full_kv_heads=pick(full, "num_key_value_heads", shape.full_kv_heads),
+            full_head_dim=pick(full, "head_dim", shape.full_head_dim),
+            name=str(path),
+        )
+
     def with_weights(self, weights_bytes: int) -> ModelShape:
         return replace(self, weights_bytes=weights_bytes)
 
