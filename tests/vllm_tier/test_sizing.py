@@ -176,6 +176,13 @@ def test_llm_allocation_matches_the_formula(seqs: int, canvas: int, vocab: int) 
     ) as (llm, checkpoint):
         measured = _runner_measure(llm)
         rows = _step_logit_rows(llm, seqs, canvas, vocab)
+        # VLLMReader's start-up check reads this engine's settings: on a GPU too small
+        # for `seqs` canvases (1.5 GiB here, fake: there is no GPU) it warns.
+        from agentbranch.deploy.check import engine_capacity_warnings
+
+        config = llm.llm_engine.vllm_config
+        [warning, *_] = engine_capacity_warnings(config, canvas, vocab, 3 * 2**29)
+        assert f"max_num_seqs={seqs} at canvas {canvas}" in warning
     # The effective config (transformers fills what config.json leaves out, such as the
     # full-attention layers' head size).
     shape = ModelShape.from_pretrained(checkpoint)
