@@ -223,3 +223,33 @@ def _step_logit_rows(llm: Any, seqs: int, canvas: int, vocab: int) -> int:
     params = SamplingParams(max_tokens=canvas, extra_args={"diffusion_max_steps": 1})
     llm.generate([{"prompt_token_ids": [2, 105, 7, 8, 9]}] * seqs, params, use_tqdm=False)
     return max(seen)
+
+
+def test_vllm_reader_warns_at_start_up(
+    dgemma_llm: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A reader over an engine whose max_num_seqs canvases do not fit the GPU says so."""
+    import logging
+
+    from agentbranch.deploy import check
+    from agentbranch.engine.readers.vllm import VLLMReader
+
+    llm, _ = dgemma_llm
+    seqs = llm.llm_engine.vllm_config.scheduler_config.max_num_seqs
+    # No GPU here: pretend a 1.5 GiB one, too small for any denoising step.
+    monkeypatch.setattr(check, "_gpu_total_bytes", lambda: 3 * 2**29)
+    with caplog.at_level(logging.WARNING, logger="agentbranch.vllm"):
+        reader = VLLMReader(llm)
+    try:
+        warnings = [r for r in caplog.records if r.name == "agentbranch.vllm"]
+        assert warnings and all(r.levelno == logging.WARNING for r in warnings)
+        assert f"max_num_seqs={seqs} at canvas 32 may run out" in warnings[0].getMessage()
+    finally:
+        reader.close()
+    # Without a GPU to check against, an engine that holds its canvases is silent.
+    caplog.clear()
+    monkeypatch.setattr(check, "_gpu_total_bytes", lambda: None)
+    with caplog.at_level(logging.WARNING, logger="agentbranch.vllm"):
+        reader = VLLMReader(llm)
+    reader.close()
+    assert not [r for r in caplog.records if r.name == "agentbranch.vllm"]
