@@ -312,3 +312,46 @@ def test_engine_capacity_warnings_reads_vllm_config() -> None:
     # KV: 16,000 tokens hold 246 canvases of 65 tokens: fewer than 256.
     warnings = engine_capacity_warnings(config, 64, 262_144, gpu_total_bytes=None)
     assert len(warnings) == 1 and "KV cache holds 16000 tokens" in warnings[0]
+
+
+@pytest.mark.parametrize(("count", "served"), [(3, 64), (6, 16), (12, 32), (12, 64), (20, 256)])
+def test_schema_canvas_is_what_the_planner_sends(tiny_tokenizer, count: int, served: int) -> None:
+    """With the model's tokenizer, the schema's canvas and reads are the planner's."""
+    import agentbranch as ab
+    from agentbranch.engine.canvas import CanvasPlanner
+    from agentbranch.engine.reads import ReadRequest
+    from agentbranch.questions import to_spec
+
+    questions = {f"q{i}": ab.yes_no(f"Question {i}?") for i in range(count)}
+    encode = lambda s: tiny_tokenizer.encode(s, add_special_tokens=False)  # noqa: E731
+    schema = schema_canvas(questions, max_canvas=served, encode=encode)
+    planner = CanvasPlanner(
+        tiny_tokenizer, vocab_size=512, served_canvas=schema.canvas_length, max_model_len=8192
+    )
+    specs = tuple(to_spec(k, q) for k, q in questions.items())
+    plan = planner.plan(ReadRequest("state", specs, joint=True))
+    assert tuple(len(r.canvas) for r in plan.token_reads) == schema.widths
+    assert len(plan.token_reads) == schema.reads_per_decision
+    # Serving any narrower canvas would split the schema into more reads.
+    if schema.reads_per_decision == 1 and schema.canvas_length > 16:
+        narrower = CanvasPlanner(tiny_tokenizer, vocab_size=512,
+                                 served_canvas=schema.canvas_length - 16, max_model_len=8192)
+        assert len(narrower.plan(ReadRequest("state", specs, joint=True)).token_reads) > 1
+
+
+def test_cli_counts_lines_with_a_tokenizer(tiny_tokenizer_dir: Path, tmp_path: Path) -> None:
+    q = tmp_path / "q.json"
+    q.write_text(json.dumps(_yes_no(12)))
+    args = ["size", "--gpu-gib", "80", "--questions", str(q), "--json"]
+    with_tok = runner.invoke(app, [*args, "--tokenizer", str(tiny_tokenizer_dir)])
+    assert with_tok.exit_code == 0, with_tok.output
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_tokenizer_dir)
+    encode = lambda s: tok.encode(s, add_special_tokens=False)  # noqa: E731
+    expected = schema_canvas(_yes_no(12), encode=encode)
+    plan = json.loads(with_tok.output)
+    assert plan["canvas_length"] == expected.canvas_length
+    assert plan["schema"]["widths"] == list(expected.widths)
+    missing = runner.invoke(app, [*args, "--tokenizer", str(tmp_path / "nope")])
+    assert missing.exit_code == 2 and "cannot load a tokenizer" in missing.output

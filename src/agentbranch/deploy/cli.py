@@ -40,13 +40,31 @@ MaxCanvas = Annotated[
     int | None, typer.Option(help="Serve at most this canvas (joint reads are chunked to it).")
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")]
+TokenizerDir = Annotated[
+    Path | None,
+    typer.Option("--tokenizer", help="The model's tokenizer folder: count --questions lines with it."),
+]
+
+
+def _encode(tokenizer: Path | None) -> Any:
+    if tokenizer is None:
+        return None
+    from agentbranch.errors import ConfigurationError
+
+    try:
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(str(tokenizer))
+    except (OSError, ValueError) as e:
+        raise ConfigurationError(f"cannot load a tokenizer from {tokenizer}: {e}") from None
+    return lambda text: tok.encode(text, add_special_tokens=False)
 
 
 def _plan(
     preset: str, gpu_gib: float, canvas_length: int | None, questions: Path | None,
     single: bool, util: float, prompt_tokens: int, max_model_len: int | None,
     weights_gib: float | None, activation_gib: float, model_config: Path | None,
-    max_canvas: int | None,
+    max_canvas: int | None, tokenizer: Path | None = None,
 ) -> tuple[Any, Any]:
     from agentbranch.deploy.schema import load_questions, schema_canvas
     from agentbranch.deploy.shapes import DIFFUSIONGEMMA_26B, ModelShape
@@ -60,6 +78,7 @@ def _plan(
         schema = schema_canvas(
             load_questions(questions), joint=not single,
             max_canvas=min(max_canvas or shape.max_canvas, shape.max_canvas),
+            encode=_encode(tokenizer),
         )
         canvas_length = schema.canvas_length
     plan = size(
@@ -95,6 +114,7 @@ def size_command(
     activation_gib: Activation = 2.0,
     model_config: ModelConfig = None,
     max_canvas: MaxCanvas = None,
+    tokenizer: TokenizerDir = None,
     as_json: AsJson = False,
 ) -> None:
     """How many concurrent sequences (max_num_seqs) one GPU holds for DiffusionGemma reads."""
@@ -104,6 +124,7 @@ def size_command(
         plan, schema = _plan(
             preset, gpu_gib, canvas_length, questions, single, gpu_memory_utilization,
             prompt_tokens, max_model_len, weights_gib, activation_gib, model_config, max_canvas,
+            tokenizer,
         )
     except AgentBranchError as e:
         raise _fail(e) from None
@@ -149,6 +170,7 @@ def kserve_command(
     weights_gib: Weights = None,
     activation_gib: Activation = 2.0,
     max_canvas: MaxCanvas = None,
+    tokenizer: TokenizerDir = None,
     name: Annotated[str | None, typer.Option(help="InferenceService name.")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here.")] = None,
 ) -> None:
@@ -160,6 +182,7 @@ def kserve_command(
         plan, _ = _plan(
             preset, gpu_gib, canvas_length, questions, single, gpu_memory_utilization,
             prompt_tokens, max_model_len, weights_gib, activation_gib, None, max_canvas,
+            tokenizer,
         )
         command = f"agentbranch deploy kserve --preset {preset} --gpu-gib {gpu_gib:g}"
         if questions is not None:
