@@ -30,9 +30,10 @@ So two limits, and ``max_num_seqs`` is the smaller:
 
 * **step**: ``max_num_seqs × canvas × vocab × 24 B ≤ (1 − util) × GPU − 1 GiB``
   (six fp32-sized copies of the step's logits; 1 GiB for the CUDA context and allocator
-  slack). 24 B is the worst case of the copies listed above and the figure that
-  reproduces both published limits: Red Hat's "at most 4 sequences at canvas 256" on an
-  80 GB GPU with the FP8 checkpoint, and vLLM's ">8 OOMs a single H200".
+  slack). Both constants are assumptions — 24 B is our reading of the worst case of the
+  copies listed above — that together reproduce both published limits: Red Hat's "at most
+  4 sequences at canvas 256" on an 80 GB GPU with the FP8 checkpoint, and vLLM's ">8 OOMs
+  a single H200" (24-26 B would; the CPU tier cannot measure GPU transients).
 * **KV cache**: ``max_num_seqs × (KV of prompt + canvas + persistent buffers) ≤
   util × GPU − weights − activation reserve``. The causal encoder writes the prompt's K/V;
   the scheduler reserves slots for the canvas too (its draft tokens). Sliding-window
