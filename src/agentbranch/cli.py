@@ -716,6 +716,9 @@ def _add_subcommands() -> None:
 
     app.add_typer(replay_app, name="replay")
     app.add_typer(audit_app, name="audit")
+    from agentbranch.deploy.cli import register as register_deploy  # size, deploy kserve
+
+    register_deploy(app)
 
 
 _add_subcommands()

@@ -243,3 +243,19 @@ def dg_thought_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
     folder = build_tiny_tokenizer(tmp_path_factory.mktemp("dg-thought"), thought_in_template=True)
     return AutoTokenizer.from_pretrained(folder)
+
+
+@pytest.fixture(scope="module")
+def dgemma_llm() -> Iterator[tuple[Any, Any]]:
+    """vLLM's own DiffusionGemma over the tiny checkpoint (head_dim 32, vocabulary 512,
+    checkpoint and served canvas 32): ``(llm, checkpoint)``, one per test module, shut
+    down (and the engine settings put back) after it. ``dgemma.diffusiongemma_llm`` starts
+    one with other sizes. With ``AGENTBRANCH_DGEMMA_CHECKPOINT`` set (a GPU machine,
+    ``scripts/vllm_gpu.sh``) it serves that checkpoint."""
+    from dgemma import diffusiongemma_llm, real_checkpoint
+
+    kwargs: dict[str, Any] = {}
+    if real_checkpoint():
+        kwargs = {"real": True, "kv_cache_memory_bytes": None, "max_model_len": 8192}
+    with diffusiongemma_llm(canvas_length=32, **kwargs) as pair:
+        yield pair

@@ -274,6 +274,26 @@ class ChatPrompt:
         return ids + self._encode(rest)
 
 
+def joint_spans(rows: Sequence[int], served: int) -> list[tuple[int, int]]:
+    """The fewest even runs ``[a, b)`` of answer lines (``rows[i]`` tokens each: the
+    ``"k: "`` prefix, the slot and the newline) that fit a served canvas of ``served``
+    tokens: vLLM's ``_joint_chunks``. One line per run when nothing else fits."""
+    for count in range(1, len(rows)):
+        size, extra = divmod(len(rows), count)
+        bounds = [i * size + min(i, extra) for i in range(count + 1)]
+        spans = list(zip(bounds, bounds[1:]))
+        # The lines and <turn|> must leave a pad row, or label mass is lost.
+        if all(1 + sum(rows[a:b]) < served for a, b in spans):
+            return spans
+    return [(k, k + 1) for k in range(len(rows))]
+
+
+def joint_width(content: int) -> int:
+    """The canvas width of a joint read whose lines and ``<turn|>`` take ``content``
+    tokens: at least one pad after them, rounded up to a multiple of 16."""
+    return -(-(content + 1) // CANVAS_STEP) * CANVAS_STEP
+
+
 def _noise_rng(prompt_ids: Sequence[int], draw: int) -> random.Random:
     """vLLM's noise RNG for draw 0; further draws hash a draw suffix in."""
     key = json.dumps(list(prompt_ids)).encode()
@@ -553,14 +573,7 @@ class CanvasPlanner(_PlannerBase):
             len(self.line_prefix[(k, question_type(q.type).label_set)]) + 2
             for k, q in enumerate(questions, 1)
         ]
-        for count in range(1, len(questions)):
-            size, extra = divmod(len(questions), count)
-            bounds = [i * size + min(i, extra) for i in range(count + 1)]
-            spans = list(zip(bounds, bounds[1:]))
-            # The lines and <turn|> must leave a pad row, or label mass is lost.
-            if all(1 + sum(rows[a:b]) < self.served for a, b in spans):
-                return [(a + 1, list(questions[a:b])) for a, b in spans]
-        return [(k, [q]) for k, q in enumerate(questions, 1)]
+        return [(a + 1, list(questions[a:b])) for a, b in joint_spans(rows, self.served)]
 
     def joint_content(self, state: str, questions: Sequence[QuestionSpec], start: int) -> str:
         """The user turn of a joint read: the state, then the numbered questions."""
@@ -597,7 +610,7 @@ class CanvasPlanner(_PlannerBase):
             slots.append(Slot(len(canvas), groups))
             canvas += [rng.randrange(self.vocab_size), *self.newline]
         canvas.append(self.end)
-        width = min(-(-(len(canvas) + 1) // CANVAS_STEP) * CANVAS_STEP, self.served)
+        width = min(joint_width(len(canvas)), self.served)
         return canvas + [self.pad] * (width - len(canvas)), slots
 
     def _joint(self, plan: ReadPlan, request: ReadRequest) -> None:

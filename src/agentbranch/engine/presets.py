@@ -13,8 +13,11 @@ Why these values:
   joint read one 16-token row-block per few questions; 64 holds about a dozen questions
   on one canvas and keeps each request's decoder pass small. (The checkpoint's default
   is 256, for generation; pass ``canvas_length=256`` if the same engine also generates.)
-* ``max_num_seqs``: reads are short (one denoising step) and batch well; vLLM's default
-  for this model is 8, the published read benchmark ran 32 concurrent requests.
+* ``max_num_seqs``: from the sizing plan (``agentbranch.deploy.size``) for the preset's
+  reference GPU (``gpu_gib``) and the served canvas: a denoising step holds
+  ``[max_num_seqs x canvas, vocab]`` logits outside vLLM's memory budget, so the canvas
+  bounds concurrency (FP8 on 80 GB: 18 sequences at canvas 64, 74 at 16, 4 at 256).
+  Pass ``gpu_gib=`` for another GPU, or ``max_num_seqs=`` to override.
 * ``enable_prefix_caching=True``: the questions of one state share its prompt prefix;
   with the cache it is prefilled once.
 * ``limit_mm_per_prompt={"image": 0, "video": 0}``: decisions are text-only; no
@@ -51,11 +54,37 @@ class EnginePreset:
     gpu_memory_gib: float
     #: GPUs it fits on with room for the KV cache.
     suggested_gpus: tuple[str, ...]
+    #: The GPU memory (GiB) ``max_num_seqs`` is sized for by default.
+    gpu_gib: float = 80
     canvas_length: int = 64
-    max_num_seqs: int = 32
+    #: None: the sizing plan's limit for ``gpu_gib`` and the canvas.
+    max_num_seqs: int | None = None
     max_model_len: int = 8192
     gpu_memory_utilization: float = 0.90
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def plan(
+        self,
+        *,
+        gpu_gib: float | None = None,
+        canvas_length: int | None = None,
+        max_model_len: int | None = None,
+        **size_kwargs: Any,
+    ) -> Any:
+        """The sizing plan (``agentbranch.deploy.size``) for this preset on a GPU of
+        ``gpu_gib`` (default: the preset's reference GPU) at the served canvas."""
+        from agentbranch.deploy.sizing import size
+
+        return size(
+            self.name,
+            gpu_gib=gpu_gib or self.gpu_gib,
+            canvas_length=canvas_length or self.canvas_length,
+            max_model_len=max_model_len or self.max_model_len,
+            gpu_memory_utilization=size_kwargs.pop(
+                "gpu_memory_utilization", self.gpu_memory_utilization
+            ),
+            **size_kwargs,
+        )
 
     def llm_kwargs(
         self,
@@ -63,18 +92,27 @@ class EnginePreset:
         canvas_length: int | None = None,
         max_num_seqs: int | None = None,
         max_model_len: int | None = None,
+        gpu_gib: float | None = None,
         **overrides: Any,
     ) -> dict[str, Any]:
-        """Keyword arguments for ``vllm.LLM(**kwargs)``; ``overrides`` win."""
+        """Keyword arguments for ``vllm.LLM(**kwargs)``; ``overrides`` win.
+
+        ``max_num_seqs`` defaults to the sizing plan's limit for ``gpu_gib`` (the preset's
+        reference GPU unless given) at this canvas."""
         canvas = canvas_length or self.canvas_length
         if canvas < 16:
             raise ConfigurationError(
                 f"canvas_length={canvas} is too small: a structured read needs a 16-token canvas"
             )
+        seqs = max_num_seqs or self.max_num_seqs
+        if seqs is None:
+            seqs = self.plan(
+                gpu_gib=gpu_gib, canvas_length=canvas, max_model_len=max_model_len
+            ).max_num_seqs
         kwargs: dict[str, Any] = {
             "model": self.model,
             "diffusion_config": {"canvas_length": canvas},
-            "max_num_seqs": max_num_seqs or self.max_num_seqs,
+            "max_num_seqs": seqs,
             "max_model_len": max_model_len or self.max_model_len,
             "enable_prefix_caching": True,
             "limit_mm_per_prompt": {"image": 0, "video": 0},
@@ -111,7 +149,7 @@ PRESETS: dict[str, EnginePreset] = {
             precision="bf16",
             gpu_memory_gib=64,
             suggested_gpus=("H100 80GB", "H200", "A100 80GB", "B200"),
-            max_num_seqs=16,
+            gpu_gib=80,
         ),
         EnginePreset(
             name="diffusiongemma-fp8",
@@ -119,6 +157,7 @@ PRESETS: dict[str, EnginePreset] = {
             precision="fp8-dynamic",
             gpu_memory_gib=32,
             suggested_gpus=("L40S 48GB", "H100", "H200", "RTX 6000 Ada 48GB"),
+            gpu_gib=80,
         ),
         EnginePreset(
             name="diffusiongemma-nvfp4",
@@ -126,6 +165,7 @@ PRESETS: dict[str, EnginePreset] = {
             precision="nvfp4",
             gpu_memory_gib=24,
             suggested_gpus=("B200", "RTX PRO 6000 Blackwell", "RTX 5090 32GB", "DGX Spark"),
+            gpu_gib=96,
         ),
     )
 }

@@ -625,6 +625,7 @@ class VLLMReader(TokenReader):
                 template = getattr(llm, "chat_template", None)
             if self.mode == "diffusion":
                 self.served_canvas = _served_canvas(vllm_config)
+                _warn_capacity(vllm_config, self.served_canvas, self.vocab_size)
                 self.planner = CanvasPlanner(
                     tokenizer,
                     vocab_size=self.vocab_size,
@@ -812,6 +813,15 @@ def _is_diffusion(model_config: Any) -> bool:
     if getattr(model_config, "is_diffusion", False):
         return True
     return _architecture(model_config) in DIFFUSION_ARCHITECTURES
+
+
+def _warn_capacity(vllm_config: Any, canvas: int, vocab_size: int) -> None:
+    """Log (WARNING) settings the sizing formula says cannot hold ``max_num_seqs``
+    canvases, or leave most of the GPU unused (``agentbranch.deploy.check``)."""
+    from agentbranch.deploy.check import engine_capacity_warnings
+
+    for message in engine_capacity_warnings(vllm_config, canvas, vocab_size):
+        log.warning("%s", message)
 
 
 def _served_canvas(vllm_config: Any) -> int:

@@ -1,0 +1,22 @@
+"""Deploying DiffusionGemma for decisions: capacity planning and serving manifests.
+
+``size(...)`` says how many concurrent sequences (``max_num_seqs``) one GPU holds for a
+served canvas, from the buffers vLLM allocates; ``schema_canvas(...)`` says which canvas
+a question schema needs; ``kserve_manifest(...)`` writes the KServe / OpenShift AI
+InferenceService for a plan. See docs/vllm.md, "Sizing".
+"""
+
+from agentbranch.deploy.schema import SchemaCanvas, load_questions, schema_canvas
+from agentbranch.deploy.shapes import DIFFUSIONGEMMA_26B, ModelShape
+from agentbranch.deploy.sizing import SizingPlan, Term, size
+
+__all__ = [
+    "DIFFUSIONGEMMA_26B",
+    "ModelShape",
+    "SchemaCanvas",
+    "SizingPlan",
+    "Term",
+    "load_questions",
+    "schema_canvas",
+    "size",
+]

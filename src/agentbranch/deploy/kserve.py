@@ -1,0 +1,130 @@
+"""KServe / OpenShift AI ``InferenceService`` manifests sized by a plan.
+
+The shared vLLM ``ServingRuntime`` (``engine/kserve/servingruntime-vllm-diffusiongemma.yaml``)
+carries the read settings every checkpoint shares; each ``InferenceService`` carries what
+the sizing plan decides for its GPU: the served canvas, ``--max-num-seqs``,
+``--max-model-len`` and ``--gpu-memory-utilization``. The manifests shipped in
+``engine/kserve`` are this module's output for the presets' reference GPUs (a test
+checks that they are).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from agentbranch.deploy.sizing import SizingPlan
+from agentbranch.engine.presets import EnginePreset, get_preset
+
+__all__ = ["inferenceservice_name", "kserve_manifest", "plan_args"]
+
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+_GPU_NOTES = {
+    "fp8": ("FP8-dynamic (RedHatAI)", "# FP8 needs an Ada/Hopper-class GPU or newer (L40S, H100, H200)."),
+    "nvfp4": ("NVFP4 (RedHatAI)", "# NVFP4 needs a Blackwell-class GPU (FP4 tensor cores: B200, RTX PRO 6000)."),
+    "bf16": ("BF16 (Google)", "# BF16 needs an 80 GB-class GPU (H100, H200, A100 80GB, B200)."),
+}
+
+
+def plan_args(plan: SizingPlan) -> list[str]:
+    """The per-deployment vLLM arguments of a plan."""
+    canvas = json.dumps({"canvas_length": plan.canvas_length}, separators=(",", ":"))
+    return [
+        f"--diffusion-config={canvas}",
+        f"--max-num-seqs={plan.max_num_seqs}",
+        f"--max-model-len={plan.max_model_len}",
+        f"--gpu-memory-utilization={plan.gpu_memory_utilization:g}",
+    ]
+
+
+def inferenceservice_name(preset: EnginePreset) -> str:
+    return preset.name  # "diffusiongemma-fp8"
+
+
+def kserve_manifest(
+    preset: str | EnginePreset,
+    plan: SizingPlan,
+    *,
+    name: str | None = None,
+    command: str | None = None,
+) -> str:
+    """The ``InferenceService`` YAML for ``preset`` sized by ``plan`` (one GPU).
+
+    ``command`` is written into the header so the file says how to regenerate it.
+    """
+    from agentbranch.errors import ConfigurationError
+
+    p = get_preset(preset)
+    precision = p.name.split("-", 1)[1]
+    name = name or inferenceservice_name(p)
+    if not _NAME.match(name):
+        raise ConfigurationError(
+            f"InferenceService name {name!r} must be a DNS label: lower-case letters, digits "
+            "and '-', at most 63, starting and ending with a letter or digit"
+        )
+    bound = "a denoising step's logits" if plan.bound_by == "step" else "the KV cache"
+    header = [
+        f"# DiffusionGemma 26B-A4B, {_GPU_NOTES[precision][0]}, on one GPU of {plan.gpu_gib:g} GiB.",
+        _GPU_NOTES[precision][1],
+        f"# Sized by agentbranch: canvas {plan.canvas_length}, at most {plan.max_num_seqs} "
+        f"concurrent sequences ({bound} bound them;",
+        f"# weights {plan.term('weights').gib:.1f} GiB, KV cache "
+        f"{plan.term('kv_cache').gib:.1f} GiB). For another GPU or question schema:",
+        f"#   {command or f'agentbranch deploy kserve --preset {precision} --gpu-gib {plan.gpu_gib:g}'}",
+        "#",
+        f"#   oc apply -n <namespace> -f inferenceservice-{name}.yaml",
+        f"#   oc get inferenceservice {name} -o jsonpath='{{.status.url}}'",
+        "#",
+        "# Then, in the agent workers:",
+        f'#   RemoteReader("<status.url>", model="{name}", api_key=<token>)',
+    ]
+    # Host memory: the weights pass through it while loading, plus the server.
+    memory = -(-int(plan.term("weights").gib) // 8) * 8 + 16
+    node_selector = (
+        ["    # Schedule on Blackwell nodes only (label set by the NVIDIA GPU operator).",
+         "    nodeSelector:", "      nvidia.com/gpu.family: blackwell"]
+        if precision == "nvfp4" else []
+    )
+    args = "\n".join(f"        - {a}" for a in plan_args(plan))
+    body = f"""apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata:
+  name: {name}
+  annotations:
+    openshift.io/display-name: DiffusionGemma {precision.upper()} (decisions)
+    serving.kserve.io/deploymentMode: RawDeployment
+    # OpenShift AI: require a bearer token (RemoteReader api_key=...).
+    security.opendatahub.io/enable-auth: "true"
+  labels:
+    opendatahub.io/dashboard: "true"
+    # Expose a route outside the cluster; drop to keep it cluster-internal.
+    networking.kserve.io/visibility: exposed
+spec:
+  predictor:
+    minReplicas: 1
+    maxReplicas: 1
+    model:
+      modelFormat:
+        name: vLLM
+      runtime: vllm-diffusiongemma
+      # Hugging Face (KServe >= 0.15 storage initializer), or a modelcar image
+      # (oci://...) / a PVC (pvc://<claim>/<path>) on disconnected clusters.
+      storageUri: hf://{p.model}
+      args:
+{args}
+      resources:
+        requests:
+          cpu: "4"
+          memory: {memory}Gi
+          nvidia.com/gpu: "1"
+        limits:
+          cpu: "8"
+          memory: {memory + 16}Gi
+          nvidia.com/gpu: "1"
+"""
+    tail = "\n".join(
+        [*node_selector, "    tolerations:", "      - key: nvidia.com/gpu",
+         "        operator: Exists", "        effect: NoSchedule"]
+    )
+    return "\n".join(header) + "\n" + body + tail + "\n"
