@@ -28,8 +28,16 @@ from pathlib import Path
 from typing import Any
 
 #: The tiny model: head_dim 32 (vLLM's CPU attention supports 32, 64, 80 ...; the
-#: testing default, 16, is refused), 2 layers, 4 experts, vocabulary 512.
-TINY_MODEL_ARGS: dict[str, Any] = {"head_dim": 32, "hidden_size": 64, "num_layers": 2}
+#: testing default, 16, is refused), 2 layers, 4 experts. Sliding window 1024, as in the
+#: real model, and no shorter than ``max_model_len``: every read here then falls within
+#: it. (Beyond the window vLLM's and transformers' canvas attention differ; see
+#: ``test_diffusiongemma_window.py``.)
+TINY_MODEL_ARGS: dict[str, Any] = {
+    "head_dim": 32,
+    "hidden_size": 64,
+    "num_layers": 2,
+    "sliding_window": 1024,
+}
 
 #: Engine settings for DiffusionGemma in this tier (set only while an LLM is open):
 #: model runner V1 refuses diffusion models; V2 runs them (with Triton; on CPU its
