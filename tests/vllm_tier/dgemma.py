@@ -13,8 +13,9 @@ tier's next-token engines keep vLLM's defaults.
 
 ``AGENTBRANCH_DGEMMA_CHECKPOINT`` (a local folder or hub id of the real model) makes
 ``diffusiongemma_llm(real=True)`` serve that checkpoint instead (``scripts/vllm_gpu.sh``);
-``AGENTBRANCH_DGEMMA_DTYPE`` overrides the dtype (``float32`` for the tiny model, so
-its reads can be compared with transformers at 1e-5).
+``AGENTBRANCH_DGEMMA_DTYPE`` overrides the dtype (default ``float32`` for the tiny model,
+so its reads can be compared with transformers at 1e-5; the checkpoint's own for the
+real one).
 """
 
 from __future__ import annotations
@@ -138,6 +139,7 @@ def diffusiongemma_llm(
     checkpoint: Path | str
     if real and real_checkpoint():
         checkpoint = str(real_checkpoint())
+        llm_kwargs.setdefault("dtype", os.environ.get(DTYPE_ENV) or "auto")
     else:
         checkpoint = tiny_checkpoint(
             vocab_size=vocab_size, canvas_length=canvas_length, **(model_args or {})

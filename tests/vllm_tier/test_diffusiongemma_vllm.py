@@ -29,7 +29,7 @@ from typing_extensions import TypedDict
 from vllm_ref import make_strategy, run_strategy
 
 import agentbranch as ab
-from agentbranch.engine.readers.vllm import VLLMReader
+from agentbranch.engine.readers.vllm import VLLMReader, engine_requests
 from agentbranch.engine.reads import ReadRequest, SlotLogprobs
 from agentbranch.langgraph import DecisionRecords
 from agentbranch.questions import to_spec, validate_questions
@@ -72,7 +72,7 @@ def make_read(state: str, qset: str | dict, **kw: Any) -> ReadRequest:
 
 def max_logprob_gap(ours: list, theirs: list) -> float:
     """The largest difference of any label log probability (and label mass) between two
-    ``read`` results; the read structure must be the same."""
+    ``read`` results; the read structure and the argmax flags must be the same."""
     gap = 0.0
     assert len(ours) == len(theirs)
     for our_req, their_req in zip(ours, theirs):
@@ -83,6 +83,7 @@ def max_logprob_gap(ours: list, theirs: list) -> float:
                 assert math.isfinite(a) and a <= 0.0
                 gap = max(gap, abs(a - b))
             gap = max(gap, abs(our.label_mass - their.label_mass))
+            assert our.argmax_is_label == their.argmax_is_label
     return gap
 
 
@@ -160,6 +161,18 @@ def test_chunked_joint_reads_equal_transformers(reader, hf_reader, parity_log):
     assert gap <= TOL
 
 
+def test_split_label_sets_read_the_same(reader):
+    """Label ids above vLLM's cap per request go out as several requests with the same
+    prompt and canvas; on the real engine they read exactly what one request reads."""
+    read = make_read(STATES[1], "wide", joint=True)
+    token_reads = reader.plan([read])[0]
+    assert len(engine_requests(token_reads, mode="diffusion", max_ids=7)) > len(token_reads)
+    whole = reader.read([read])
+    split_reader = reader.variant()
+    split_reader.max_logprob_ids = 7
+    assert max_logprob_gap(split_reader.read([read]), whole) <= TOL
+
+
 def test_noise_draws_equal_transformers(reader, hf_reader, parity_log):
     reads = [make_read(s, "mixed", draws=4) for s in STATES[:2]]
     ours = reader.read(reads)
@@ -208,7 +221,10 @@ def test_constrained_reads_equal_renormalised_transformers(reader, hf_reader, pa
             logprobs = tuple(max(float(row[i]) for i in group) for group in slot.label_ids)
             ids_here = {i for group in slot.label_ids for i in group}
             mass = sum(math.exp(float(row[i])) for i in ids_here)
-            slots.append(SlotLogprobs(logprobs, mass, True))
+            # vLLM's argmax is over the allowed ids: on a joint canvas it may be another
+            # question's label.
+            argmax = max(ids, key=lambda i: float(row[i]))
+            slots.append(SlotLogprobs(logprobs, mass, argmax in ids_here))
         expected.append(slots)
     theirs = hf_reader.assemble(plans, expected)[0]
     gap = max_logprob_gap([ours], [theirs])
@@ -290,7 +306,6 @@ class GraphState(TypedDict, total=False):
     out: str
 
 
-
 def test_more_steps_variant_behind_more_draws(reader):
     """``MoreDraws`` re-reads through ``reader.variant(max_steps=4)`` (four denoising steps
     on the same LLM, non-slot positions pinned) when the one-step read is not confident;
@@ -337,9 +352,7 @@ def test_async_decisions_share_the_engine(reader):
     engine = ab.DecisionEngine(reader)
 
     async def main() -> list[Any]:
-        return await asyncio.gather(
-            *(engine.adecide(s, QUESTION_SETS["bare"]) for s in STATES)
-        )
+        return await asyncio.gather(*(engine.adecide(s, QUESTION_SETS["bare"]) for s in STATES))
 
     together = asyncio.run(main())
     for state, got in zip(STATES, together):
