@@ -53,5 +53,5 @@ fi
 export VLLM_REF_SRC="$PWD/$VENV/vllm-$VLLM_REF_VERSION-src"
 echo "== vLLM GPU tier: DiffusionGemma tests on $VLLM_PIN with real Triton" \
     "(${AGENTBRANCH_DGEMMA_CHECKPOINT:-tiny random model}) =="
-exec "$PY" -m pytest -q -p no:cacheprovider -o addopts="-ra" \
+exec "$PY" -m pytest -v -p no:cacheprovider -o addopts="-ra" \
     tests/vllm_tier/test_diffusiongemma_vllm.py tests/vllm_tier/test_diffusiongemma_window.py "$@"

