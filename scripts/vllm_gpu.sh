@@ -50,7 +50,7 @@ if [[ -n "${AGENTBRANCH_DGEMMA_CHECKPOINT:-}" && ! -f "$AGENTBRANCH_DGEMMA_CHECK
     exit 2
 fi
 
-export VLLM_REF_SRC="$PWD/$VENV/vllm-$VLLM_REF_VERSION-src"
+export VLLM_REF_SRC="$(cd "$VENV" && pwd)/vllm-$VLLM_REF_VERSION-src"   # VENV may be relative or absolute
 echo "== vLLM GPU tier: DiffusionGemma tests on $VLLM_PIN with real Triton" \
     "(${AGENTBRANCH_DGEMMA_CHECKPOINT:-tiny random model}) =="
 exec "$PY" -m pytest -v -p no:cacheprovider -o addopts="-ra" \

