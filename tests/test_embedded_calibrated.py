@@ -47,3 +47,17 @@ def test_an_explicit_temperature_or_no_signal_is_not_calibrated(reader):
         calibration=ab.Calibration(temperatures={"team": 2.0}),
     )
     assert hot.decide("I was charged twice", {"team": TEAM})["team"].calibrated
+
+
+def test_a_replayed_decision_says_calibrated_as_the_live_one_did(reader, tmp_path):
+    from agentbranch.replay import Cassette
+
+    path = tmp_path / "cal.jsonl"
+    with Cassette(path, "all") as cassette:
+        live = ab.DecisionEngine(cassette.reader(reader)).decide(
+            "I was charged twice", {"team": TEAM}
+        )
+    with Cassette(path, "none") as cassette:
+        again = ab.DecisionEngine(cassette.reader()).decide("I was charged twice", {"team": TEAM})
+    assert live["team"].calibrated and again["team"].calibrated
+    assert again["team"].probabilities == live["team"].probabilities

@@ -121,13 +121,16 @@ def library_version() -> str:
 
 
 def read_to_json(read: LabelRead) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         # -inf (a label the model gave no probability) is not JSON: stored as null.
         "logprobs": [lp if lp > -math.inf else None for lp in read.logprobs],
         "label_mass": read.label_mass,
         "argmax_is_label": read.argmax_is_label,
         "agreement": read.agreement,
     }
+    if read.extras.get("calibrated") is True:  # a replayed decision says calibrated too
+        out["calibrated"] = True
+    return out
 
 
 def read_from_json(data: Any) -> LabelRead:
@@ -145,6 +148,7 @@ def _label_read(stored: schema.StoredRead) -> LabelRead:
         label_mass=float(stored.label_mass),
         argmax_is_label=stored.argmax_is_label,
         agreement=float(stored.agreement),
+        extras={"calibrated": True} if stored.calibrated else {},
     )
 
 

@@ -35,12 +35,14 @@ class _Open(BaseModel):
 
 class StoredRead(_Strict):
     """One read: the label log-probabilities (``null`` for a label the model gave no
-    probability), label mass, whether the arg-max was a label, agreement of noise draws."""
+    probability), label mass, whether the arg-max was a label, agreement of noise draws,
+    and whether the reader calibrated it (written only when it did)."""
 
     logprobs: list[LogProb | None] = Field(min_length=1)
     label_mass: Probability
     argmax_is_label: bool
     agreement: Probability
+    calibrated: bool = False
 
 
 class QuestionSummary(_Open):
