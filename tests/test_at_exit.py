@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
+import weakref
 from pathlib import Path
 
 import pytest
@@ -97,6 +99,52 @@ def test_a_read_in_flight_finishes_before_the_interpreter_exits(tmp_path, path):
     assert out.read_text() == "read finished"
 
 
+FREEING_SCRIPT = """
+import sys, threading, time, weakref
+import torch
+import agentbranch as ab
+
+class TorchReader(ab.ScriptedReader):
+    # Owns torch tensors, as a model reader does (many, so freeing them takes a while).
+    def __init__(self):
+        super().__init__({"q": lambda s, q: {"yes": 0.9, "no": 0.1}})
+        self.weights = [torch.nn.Parameter(torch.zeros(1)) for _ in range(100_000)]
+
+    def read(self, requests):
+        time.sleep(float(sys.argv[2]))
+        return super().read(requests)
+
+if sys.argv[1] == "coalescer":  # the coalescer's worker, idle too long, ends by itself
+    engine = ab.DecisionEngine(TorchReader())
+    engine.reads_via.idle_s = 0.05
+    last = engine.reads_via
+else:  # a timed read's own thread, still reading when its caller gave up
+    engine = ab.DecisionEngine(TorchReader(), batching=False, timeout_s=0.05)
+    last = engine.reader
+freeing = threading.Event()
+watch = weakref.ref(last, lambda _: freeing.set())
+del last
+try:
+    engine.decide("s", {"q": ab.yes_no("Ready?")})
+except ab.ReaderTimeoutError:
+    pass
+del engine  # now only the worker thread holds the reader
+assert freeing.wait(30)
+# the worker thread is freeing the reader's tensors: exit right now
+"""
+
+
+@pytest.mark.parametrize(("path", "read_s"), [("coalescer", "0"), ("timed", "0.3")])
+def test_a_worker_freeing_the_model_at_exit_does_not_abort(path, read_s):
+    # A worker that ends by itself can drop the last reference to a reader; freeing a
+    # torch tensor on it while Python finalizes used to abort the process ("terminate
+    # called without an active exception", exit code 134) in every run of this script.
+    pytest.importorskip("torch")
+    for _ in range(3):
+        done = _run(FREEING_SCRIPT, path, read_s)
+        assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+
+
 def test_registered_methods_do_not_keep_their_objects_alive():
     import gc
     import weakref
@@ -119,6 +167,7 @@ def test_finishers_run_in_order_with_one_deadline(monkeypatch):
     from agentbranch import at_exit
 
     monkeypatch.setattr(at_exit, "_finishers", [])
+    monkeypatch.setattr(at_exit, "_threads", weakref.WeakSet())
     calls: list[tuple[str, float]] = []
     at_exit.finish_at_exit(lambda d: calls.append(("read", d)), order=at_exit.READS)
     at_exit.finish_at_exit(lambda d: calls.append(("audit", d)), order=at_exit.AUDITS)
@@ -126,6 +175,37 @@ def test_finishers_run_in_order_with_one_deadline(monkeypatch):
     at_exit._finish_all()
     assert [name for name, _ in calls] == ["audit", "batch", "read"]
     assert len({d for _, d in calls}) == 1
+
+
+def test_registered_threads_are_joined_after_the_finishers(monkeypatch):
+    from agentbranch import at_exit
+
+    monkeypatch.setattr(at_exit, "_finishers", [])
+    monkeypatch.setattr(at_exit, "_threads", weakref.WeakSet())
+    calls: list[str] = []
+    ending = threading.Thread(target=lambda: (threading.Event().wait(0.2), calls.append("thread")))
+    ending.start()
+    at_exit.join_at_exit(ending)
+    at_exit.finish_at_exit(lambda d: calls.append("finisher"), order=at_exit.READS)
+    at_exit._finish_all()
+    assert calls == ["finisher", "thread"]
+    assert not ending.is_alive()
+
+
+def test_a_thread_that_does_not_end_is_left_at_the_deadline(monkeypatch):
+    from agentbranch import at_exit
+
+    monkeypatch.setattr(at_exit, "_finishers", [])
+    monkeypatch.setattr(at_exit, "_threads", weakref.WeakSet())
+    monkeypatch.setattr(at_exit, "EXIT_WAIT_S", 0.1)
+    release = threading.Event()
+    stuck = threading.Thread(target=release.wait, daemon=True)
+    stuck.start()
+    at_exit.join_at_exit(stuck)
+    at_exit._finish_all()  # returns: the thread is left
+    assert stuck.is_alive()
+    release.set()
+    stuck.join()
 
 
 def test_the_module_is_what_the_docs_name():

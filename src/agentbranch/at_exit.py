@@ -7,7 +7,18 @@ forward (torch) aborts the process ("terminate called without an active exceptio
 and audits still queued are lost. So at exit (``atexit``, which runs before Python stops
 daemon threads) each of them gets to finish its work in flight, up to ``EXIT_WAIT_S``
 seconds in all: first the audit worker (its teacher may still read through an engine),
-then the coalescers, then timed reads. Whatever is still running after that is left.
+then the coalescers (each stops taking batches and waits for its workers), last every
+thread registered with ``join_at_exit`` that still runs (a timed read, a coalescer
+worker ending by itself). Whatever is still running after that is left.
+
+Why the last step: a worker that ends by itself (a coalescer's worker idle too long, a
+timed read's thread once it has answered) may hold the last reference to a reader, and
+then it is the thread that frees the model, after its work is done. torch frees a tensor
+in native code that lets go of the GIL and takes it back; if Python started finalizing
+meanwhile, taking the GIL back ends the thread (``pthread_exit``) inside that native
+frame, and the C++ runtime aborts the process. A finisher cannot see such a thread (its
+object is being freed, so its weakly held finisher is gone): so its thread is joined
+here, until it has really ended.
 """
 
 from __future__ import annotations
@@ -19,7 +30,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["EXIT_WAIT_S", "AUDITS", "COALESCERS", "READS", "finish_at_exit"]
+__all__ = ["EXIT_WAIT_S", "AUDITS", "COALESCERS", "READS", "finish_at_exit", "join_at_exit"]
 
 #: At interpreter exit, how long (in all) background work gets to finish.
 EXIT_WAIT_S = 10.0
@@ -29,6 +40,9 @@ AUDITS, COALESCERS, READS = 0, 1, 2
 
 _lock = threading.Lock()
 _finishers: list[tuple[int, Callable[[], Callable[[float], Any] | None]]] = []
+# A running thread is held by ``threading`` itself, so a weak set loses a thread only
+# once it has ended and nobody else holds its object.
+_threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 
 
 def finish_at_exit(finish: Callable[[float], Any], *, order: int) -> None:
@@ -45,6 +59,15 @@ def finish_at_exit(finish: Callable[[float], Any], *, order: int) -> None:
         _finishers.append((order, ref))
 
 
+def join_at_exit(thread: threading.Thread) -> None:
+    """Join ``thread`` at interpreter exit, after every finisher and within the same
+    deadline, if it is still running then (see the module docstring for why). For
+    threads that end by themselves; one that waits for work forever would only use up
+    the deadline. Holds the thread weakly."""
+    with _lock:
+        _threads.add(thread)
+
+
 def _finish_all() -> None:
     deadline = time.monotonic() + EXIT_WAIT_S
     with _lock:
@@ -53,6 +76,10 @@ def _finish_all() -> None:
         finish = ref()
         if finish is not None:
             finish(deadline)
+    with _lock:
+        threads = [t for t in _threads if t is not threading.current_thread()]
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
 
 
 atexit.register(_finish_all)

@@ -60,7 +60,8 @@ every batch that is not full waits that long.
   called without an active exception"). So at exit (``agentbranch.at_exit``, as
   ``concurrent.futures`` joins its workers) every coalescer stops taking batches and the
   reads in flight get up to ``at_exit.EXIT_WAIT_S`` in all to finish; a reader that hangs
-  is left.
+  is left. A worker that ended by itself (idle) is waited for too: it may be the one
+  freeing a coalescer nobody else holds, model and all.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ from concurrent.futures import CancelledError, Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentbranch.at_exit import COALESCERS, finish_at_exit
+from agentbranch.at_exit import COALESCERS, finish_at_exit, join_at_exit
 from agentbranch.engine.readers.base import Reader, WrappingReader
 from agentbranch.engine.reads import LabelRead, ReadRequest
 from agentbranch.errors import ConfigurationError, ReaderError, ReaderTimeoutError
@@ -429,6 +430,9 @@ class BatchingReader(WrappingReader):
             worker = threading.Thread(target=self._work, name="agentbranch-batch", daemon=True)
             self._threads.add(worker)
             worker.start()
+            # A worker idle too long ends by itself, and may then drop the last
+            # reference to this coalescer and free the model: joined at exit until then.
+            join_at_exit(worker)
         self._cond.notify_all()
 
     # -- workers -------------------------------------------------------------------

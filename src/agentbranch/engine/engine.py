@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from agentbranch import logs
-from agentbranch.at_exit import READS, finish_at_exit
+from agentbranch.at_exit import join_at_exit
 from agentbranch.decisions import Decision, Decisions
 from agentbranch.engine.batching import BatchingReader
 from agentbranch.engine.calibration import Calibration
@@ -84,32 +84,11 @@ def _in_thread(fn: Callable[[], T]) -> Future[T]:
             future.set_exception(e)
 
     thread = threading.Thread(target=run, name="agentbranch-read", daemon=True)
-    with _reads_lock:
-        _read_threads.add(thread)
-    future.add_done_callback(lambda _: _forget_read_thread(thread))
     thread.start()
+    # Joined at exit until it has really ended: after answering, the thread still drops
+    # ``fn`` (which may hold the last reference to the reader, and so free its model).
+    join_at_exit(thread)
     return future
-
-
-_reads_lock = threading.Lock()
-_read_threads: set[threading.Thread] = set()
-
-
-def _forget_read_thread(thread: threading.Thread) -> None:
-    with _reads_lock:
-        _read_threads.discard(thread)
-
-
-def _finish_reads_at_exit(deadline: float) -> None:
-    """Let timed reads in flight finish before Python stops their daemon threads (one
-    stopped inside a torch forward aborts the process)."""
-    with _reads_lock:
-        threads = list(_read_threads)
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()))
-
-
-finish_at_exit(_finish_reads_at_exit, order=READS)
 
 
 @dataclass
