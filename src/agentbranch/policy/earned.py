@@ -125,6 +125,8 @@ class TrustState:
     _conf: list[float] = field(default_factory=list, repr=False)
     _ok: list[bool] = field(default_factory=list, repr=False)
     _w: list[float] = field(default_factory=list, repr=False)
+    _tau: list[float | None] = field(default_factory=list, repr=False)  #: take_at in force
+    _review: list[bool] = field(default_factory=list, repr=False)
 
     @property
     def threshold(self) -> Threshold:
@@ -404,6 +406,9 @@ def step(st: TrustState, rec: Evidence, cfg: Earned) -> None:
     st._conf.append(rec.confidence)
     st._ok.append(rec.correct)
     st._w.append(1.0 / rec.rate)
+    # The threshold the deciding process had in force (what decided how it was labelled).
+    st._tau.append(getattr(rec, "take_at", st.take_at))
+    st._review.append(rec.band == "review")
     st.labels += 1
     if rec.band == "take" and st.take_at is not None:
         if rec.correct:
@@ -422,6 +427,8 @@ def step(st: TrustState, rec: Evidence, cfg: Earned) -> None:
         st._conf,
         st._ok,
         weights=st._w,
+        in_force=st._tau,
+        review=st._review,
         precision=cfg.precision,
         alpha=alpha,
         candidates=cfg.candidates,
@@ -454,6 +461,8 @@ def _withdraw(st: TrustState, cfg: Earned, index: int, when: str) -> None:
     st._conf.clear()
     st._ok.clear()
     st._w.clear()
+    st._tau.clear()
+    st._review.clear()
     st._evalue = 1.0
     st.events.append(Event("withdrawn", index, when, None, 0, reason))
 

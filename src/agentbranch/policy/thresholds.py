@@ -111,6 +111,38 @@ def effective(weights: np.ndarray, right: np.ndarray) -> tuple[float, float]:
     return n, n * float((weights * right).sum()) / sw
 
 
+def stratified(
+    confidence: np.ndarray,
+    right: np.ndarray,
+    weights: np.ndarray,
+    in_force: np.ndarray,
+    review: np.ndarray,
+    t: float,
+) -> tuple[float, float]:
+    """``(n, right)`` of the band ``confidence >= t`` as a stratified sample (see the
+    module docstring): strata are cut at every threshold that was in force when a label
+    was made (``in_force``, nan: nothing was taken) and split into the review band and
+    the rest (``review``). Within a stratum the labels are a plain sample of its
+    decisions, pooled unweighted; strata are weighted by their estimated share of the
+    band's decisions (``Σ 1/rate``), and ``n`` is Kish's effective size
+    ``1 / Σ share²/n_stratum``. One stratum: the plain counts (the test is exact)."""
+    band = confidence >= t
+    if not band.any():
+        return 0.0, 0.0
+    cuts = np.unique(in_force[~np.isnan(in_force) & (in_force > t)])
+    k = len(cuts) + 1
+    stratum = np.searchsorted(cuts, confidence[band], side="right") + k * review[band]
+    n_s = np.bincount(stratum, minlength=2 * k).astype(float)
+    if np.count_nonzero(n_s) == 1:
+        return float(band.sum()), float(right[band].sum())
+    right_s = np.bincount(stratum, weights=right[band], minlength=2 * k)
+    share = np.bincount(stratum, weights=weights[band], minlength=2 * k)
+    some = n_s > 0
+    share, n_s, right_s = share[some] / share[some].sum(), n_s[some], right_s[some]
+    n = 1.0 / float((share * share / n_s).sum())
+    return n, n * float((share * right_s / n_s).sum())
+
+
 def learn_then_test(
     confidence: Sequence[float],
     correct: Sequence[bool],
@@ -119,16 +151,25 @@ def learn_then_test(
     alpha: float,
     candidates: Sequence[float],
     weights: Sequence[float] | None = None,
+    in_force: Sequence[float | None] | None = None,
+    review: Sequence[bool] | None = None,
 ) -> float | None:
     """The lowest candidate threshold whose take band ``confidence >= t`` is shown to
     reach ``precision`` at error ``alpha`` by fixed-sequence testing from the safest
     candidate down (``None``: none shown).
 
     ``weights`` (default 1) are inverse labelling probabilities: 1 for a decision every
-    one of which is labelled, ``1/rate`` for an audited one."""
+    one of which is labelled, ``1/rate`` for an audited one; ``in_force`` (default: none)
+    the threshold in force when each label was made (``None``: nothing was taken) and
+    ``review`` (default: none) whether it was in the review band, by which bands are
+    stratified (``stratified``)."""
     conf = np.asarray(confidence, dtype=float)
     ok = np.asarray(correct, dtype=float)
     w = np.ones_like(conf) if weights is None else np.asarray(weights, dtype=float)
+    tau = np.full(len(conf), np.nan)
+    if in_force is not None:
+        tau = np.array([np.nan if x is None else x for x in in_force], dtype=float)
+    rev = np.zeros(len(conf), dtype=int) if review is None else np.asarray(review, dtype=int)
     need = min_band(precision, alpha)
     chosen: float | None = None
     size = -1
@@ -137,7 +178,7 @@ def learn_then_test(
         if int(band.sum()) == size:
             continue  # no label between this candidate and the last: nothing shown below
         size = int(band.sum())
-        n, right = effective(w[band], ok[band])
+        n, right = stratified(conf, ok, w, tau, rev, t)
         if n < need:
             continue  # too few to ever reject here: skipping depends on no label
         if pvalue_below(right, n, precision) > alpha:
