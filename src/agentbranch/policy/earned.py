@@ -70,8 +70,7 @@ from agentbranch.errors import ConfigurationError
 from agentbranch.policy.evidence import Evidence, Source, Trust, evidence_key, new_evidence
 from agentbranch.policy.evidence_store import EvidenceStore, as_store
 from agentbranch.policy.thresholds import (
-    drift_evalue,
-    drifted,
+    Drift,
     grid,
     learn_then_test,
     look_alpha,
@@ -127,6 +126,7 @@ class TrustState:
     _w: list[float] = field(default_factory=list, repr=False)
     _tau: list[float | None] = field(default_factory=list, repr=False)  #: take_at in force
     _review: list[bool] = field(default_factory=list, repr=False)
+    _drift: Drift | None = field(default=None, repr=False)  #: since the band opened
 
     @property
     def threshold(self) -> Threshold:
@@ -415,8 +415,10 @@ def step(st: TrustState, rec: Evidence, cfg: Earned) -> None:
             st.audit_right += 1
         else:
             st.audit_wrong += 1
-        st._evalue = drift_evalue(st.audit_right, st.audit_wrong, cfg.precision)
-        if drifted(st.audit_right, st.audit_wrong, cfg.precision, cfg.alpha):
+        if st._drift is None:
+            st._drift = Drift(cfg.precision)
+        st._evalue = st._drift.add(rec.correct)
+        if st._drift.drifted(cfg.alpha):
             _withdraw(st, cfg, index, rec.time)
             return
     if st.labels < look_at(cfg.min_evidence, st.looks):
@@ -464,6 +466,7 @@ def _withdraw(st: TrustState, cfg: Earned, index: int, when: str) -> None:
     st._tau.clear()
     st._review.clear()
     st._evalue = 1.0
+    st._drift = None
     st.events.append(Event("withdrawn", index, when, None, 0, reason))
 
 
