@@ -31,8 +31,8 @@ How it behaves (the API other code builds on):
 
   - ``earned.state(question_id, question, reader, model)`` → ``TrustState``: ``take_at``,
     ``trust``, ``labels`` (this epoch), ``looks``, ``audit_right``/``audit_wrong`` (since
-    the band opened), ``drift_evalue``, ``records``, and ``events``: every ``Event``
-    (``kind`` ``"look"`` | ``"earned"`` | ``"lowered"`` | ``"withdrawn"``, ``index`` of the
+    the band opened), ``drift_evalue`` (of the drift test, ``thresholds.Drift``),
+    ``records``, and ``events``: every ``Event`` (``kind`` ``"look"`` | ``"earned"`` | ``"lowered"`` | ``"withdrawn"``, ``index`` of the
     record that caused it, its ``time``, ``take_at`` after it, ``labels``, ``reason``);
   - ``earned.stored()`` → ``{evidence key: TrustState}`` for every question the store
     holds evidence of (any process's); ``earned.states()`` those this process has used;
@@ -40,9 +40,10 @@ How it behaves (the API other code builds on):
     records themselves (confidence, engine and teacher labels, band, rate, the threshold
     and trust in force), from which coverage and precision over time follow;
     ``replay(records, earned)`` recomputes a state from any records.
-  - ``thresholds.takes_to_withdraw(precision, dropped_to, level)``: audited takes the
-    drift test needs to withdraw a band (at 0.9 and level 0.95: 88 when precision falls
-    to 0.8, 22 to 0.7, 7 to 0.5).
+  - ``thresholds.takes_to_withdraw(precision, dropped_to, level, history=, before=)``:
+    audited takes the drift test needs to withdraw a band (at 0.9 and level 0.95: 93
+    when precision falls to 0.8, 25 to 0.7, 7 to 0.5; to 0.6 after 1,000 good audits
+    at 0.95: 42).
 * Bad input: ``precision``/``level`` not strictly between 0 and 1 (NaN, negative, 1),
   and the other options out of range, are ``ConfigurationError``; a store holding
   anything that is not evidence is an ``InvalidFileError`` naming file and line (never a
