@@ -25,6 +25,7 @@ from agentbranch.policy.thresholds import (
     look_alpha,
     min_band,
     pvalue_below,
+    stratified,
     takes_to_withdraw,
 )
 
@@ -100,6 +101,44 @@ def test_the_chosen_band_reaches_the_precision_on_average_over_streams():
             lo = max(t, 0.5)
             bad += (1 + lo) / 2 < 0.85  # E[conf | conf >= lo] for uniform(0.5, 1)
     assert opened > 120 and bad / 300 <= 0.05  # measured 164 opened, bad 0
+
+
+def _opened_then_audited():
+    """100 labels while nothing was taken (60 at 0.97 all right, 40 at 0.85, 36 right);
+    then, with 0.96 in force, 100 fallback labels at 0.85-0.95 (93 right) and 10
+    audited takes at 0.97 (rate 0.05, all right)."""
+    conf = [0.97] * 60 + [0.85] * 40 + list(np.linspace(0.85, 0.95, 100)) + [0.97] * 10
+    ok = [True] * 60 + [True] * 36 + [False] * 4 + [True] * 93 + [False] * 7 + [True] * 10
+    w = [1.0] * 200 + [20.0] * 10
+    in_force = [None] * 100 + [0.96] * 110
+    return (np.array(conf), np.array(ok, dtype=float), np.array(w), in_force)
+
+
+def test_labels_made_before_the_opening_still_count_once_audits_arrive():
+    conf, ok, w, in_force = _opened_then_audited()
+    tau = np.array([np.nan if x is None else x for x in in_force])
+    rev = np.zeros(len(conf), dtype=int)
+    n, right = stratified(conf, ok, w, tau, rev, 0.85)
+    band = conf >= 0.85
+    kish = w[band].sum() ** 2 / (w[band] ** 2).sum()  # one 1/rate-weighted sample
+    assert kish < 40 and n > 140  # strata [0.85, 0.96) and [0.96, 1]: 140 + 70 labels
+    assert right / n == pytest.approx(0.35 * 129 / 140 + 0.65 * 70 / 70)
+    t = learn_then_test(
+        conf, ok, weights=w, in_force=in_force, precision=0.9, alpha=0.05,
+        candidates=grid(1.0, 0.8, 0.01),
+    )  # fmt: skip
+    assert t == 0.85
+    # 37.6 of 38.1 right: the weighted sample as a whole cannot show 0.9 at the same band
+    assert pvalue_below(kish * 0.9725, kish, 0.9) > 0.05
+
+
+def test_one_stratum_is_the_exact_test():
+    conf = np.array([0.99, 0.95, 0.9, 0.8])
+    ok = np.array([1.0, 1.0, 0.0, 1.0])
+    none = np.full(4, np.nan)
+    assert stratified(conf, ok, np.ones(4), none, np.zeros(4, dtype=int), 0.85) == (3.0, 2.0)
+    # the same probability for every label: plain counts, whatever it is
+    assert stratified(conf, ok, np.full(4, 20.0), none, np.zeros(4, dtype=int), 0.0) == (4.0, 3.0)
 
 
 def _drift_after(right: int, wrong: int, precision: float) -> Drift:
