@@ -240,13 +240,10 @@ def takes_after_history(
 ) -> int:
     """Audited takes the core's drift test needs to withdraw a band whose precision fell
     from ``before`` to ``after``, when ``history`` audited takes were made since it
-    opened (the typical path: every count at its expected value). The core's
-    ``takes_to_withdraw`` is the case ``history == 0``."""
-    from agentbranch.policy.thresholds import drifted
+    opened (the typical path: every count at its expected value)."""
+    from agentbranch.policy.thresholds import takes_to_withdraw
 
-    for n in range(1, 1_000_000):
-        right = round(history * before + n * after)
-        wrong = round(history * (1 - before) + n * (1 - after))
-        if drifted(right, wrong, precision, 1 - level):
-            return n
-    raise AssertionError("never withdrawn")
+    n = takes_to_withdraw(precision, after, level, history=history, before=before)
+    if n == 0:
+        raise AssertionError("never withdrawn")
+    return n

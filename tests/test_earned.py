@@ -19,12 +19,13 @@ import agentbranch as ab
 from agentbranch.errors import ConfigurationError
 from agentbranch.policy import Earned, Generate, GotoNode, Policy, Resolver, replay
 from agentbranch.policy.thresholds import (
-    drifted,
+    Drift,
     grid,
     learn_then_test,
     look_alpha,
     min_band,
     pvalue_below,
+    stratified,
     takes_to_withdraw,
 )
 
@@ -102,25 +103,71 @@ def test_the_chosen_band_reaches_the_precision_on_average_over_streams():
     assert opened > 120 and bad / 300 <= 0.05  # measured 164 opened, bad 0
 
 
+def _opened_then_audited():
+    """100 labels while nothing was taken (60 at 0.97 all right, 40 at 0.85, 36 right);
+    then, with 0.96 in force, 100 fallback labels at 0.85-0.95 (93 right) and 10
+    audited takes at 0.97 (rate 0.05, all right)."""
+    conf = [0.97] * 60 + [0.85] * 40 + list(np.linspace(0.85, 0.95, 100)) + [0.97] * 10
+    ok = [True] * 60 + [True] * 36 + [False] * 4 + [True] * 93 + [False] * 7 + [True] * 10
+    w = [1.0] * 200 + [20.0] * 10
+    in_force = [None] * 100 + [0.96] * 110
+    return (np.array(conf), np.array(ok, dtype=float), np.array(w), in_force)
+
+
+def test_labels_made_before_the_opening_still_count_once_audits_arrive():
+    conf, ok, w, in_force = _opened_then_audited()
+    tau = np.array([np.nan if x is None else x for x in in_force])
+    rev = np.zeros(len(conf), dtype=int)
+    n, right = stratified(conf, ok, w, tau, rev, 0.85)
+    band = conf >= 0.85
+    kish = w[band].sum() ** 2 / (w[band] ** 2).sum()  # one 1/rate-weighted sample
+    assert kish < 40 and n > 140  # strata [0.85, 0.96) and [0.96, 1]: 140 + 70 labels
+    assert right / n == pytest.approx(0.35 * 129 / 140 + 0.65 * 70 / 70)
+    t = learn_then_test(
+        conf, ok, weights=w, in_force=in_force, precision=0.9, alpha=0.05,
+        candidates=grid(1.0, 0.8, 0.01),
+    )  # fmt: skip
+    assert t == 0.85
+    # 37.6 of 38.1 right: the weighted sample as a whole cannot show 0.9 at the same band
+    assert pvalue_below(kish * 0.9725, kish, 0.9) > 0.05
+
+
+def test_one_stratum_is_the_exact_test():
+    conf = np.array([0.99, 0.95, 0.9, 0.8])
+    ok = np.array([1.0, 1.0, 0.0, 1.0])
+    none = np.full(4, np.nan)
+    assert stratified(conf, ok, np.ones(4), none, np.zeros(4, dtype=int), 0.85) == (3.0, 2.0)
+    # the same probability for every label: plain counts, whatever it is
+    assert stratified(conf, ok, np.full(4, 20.0), none, np.zeros(4, dtype=int), 0.0) == (4.0, 3.0)
+
+
+def _drift_after(right: int, wrong: int, precision: float) -> Drift:
+    """The drift test after ``right`` agreeing then ``wrong`` disagreeing audited takes."""
+    drift = Drift(precision)
+    for ok in [True] * right + [False] * wrong:
+        drift.add(ok)
+    return drift
+
+
 def test_drift_needs_a_bounded_number_of_audited_takes():
     assert takes_to_withdraw(0.9, 0.95, 0.95) == 0
     n70, n50 = takes_to_withdraw(0.9, 0.7, 0.95), takes_to_withdraw(0.9, 0.5, 0.95)
     assert 0 < n50 < n70 <= 40
-    wrong = round(n70 * 0.3)
-    assert drifted(n70 - wrong, wrong, 0.9, 0.05)
+    drift, wrong = Drift(0.9), 0
+    for n in range(1, n70 + 1):  # the typical path: the expected number wrong, rounded
+        drift.add(round(n * 0.3) == wrong)
+        wrong = round(n * 0.3)
+        assert drift.drifted(0.05) == (n == n70)
 
 
 def test_drift_false_alarm_rate_under_the_null():
     rng = random.Random(0)
     alarms = 0
     for _ in range(300):
-        right = wrong = 0
+        drift = Drift(0.9)
         for _ in range(300):
-            if rng.random() < 0.9:
-                right += 1
-            else:
-                wrong += 1
-            if drifted(right, wrong, 0.9, 0.05):
+            drift.add(rng.random() < 0.9)
+            if drift.drifted(0.05):
                 alarms += 1
                 break
     assert alarms / 300 <= 0.05
@@ -363,7 +410,8 @@ def test_drift_withdraws_trust_with_a_warning(caplog):
     assert rec["decided_by"] == "fallback" and rec["take_at"] is None
     # decisions 0..i-1 were audited wrong; withdrawn at the first audit that takes the
     # e-process over 1/alpha, not later
-    assert drifted(10, i, 0.8, 0.05) and not drifted(10, i - 1, 0.8, 0.05)
+    assert _drift_after(10, i, 0.8).drifted(0.05)
+    assert not _drift_after(10, i - 1, 0.8).drifted(0.05)
     assert "trust in question 'urgent' withdrawn" in caplog.text
     assert "drift test" in caplog.text
     audit.close()
@@ -558,7 +606,7 @@ def test_an_open_band_whose_audits_all_disagree_closes_in_bounded_takes(right_be
         object.__setattr__(rec, "time", f"1{r:07d}")
     state_ = replay(opening + audits, earned)
     (withdrawn,) = [e for e in state_.events if e.kind == "withdrawn"]
-    wrong_needed = next(w for w in range(1, 61) if drifted(right_before, w, 0.8, 0.05))
+    wrong_needed = next(w for w in range(1, 61) if _drift_after(right_before, w, 0.8).drifted(0.05))
     assert withdrawn.index == 20 + right_before + wrong_needed - 1
     assert wrong_needed <= takes_to_withdraw(0.8, 0.0, 0.95) + right_before
 
@@ -566,8 +614,12 @@ def test_an_open_band_whose_audits_all_disagree_closes_in_bounded_takes(right_be
 def test_the_documented_drift_figures_hold():
     import agentbranch.policy.thresholds as th
 
-    assert [takes_to_withdraw(0.9, p, 0.95) for p in (0.8, 0.7, 0.5)] == [88, 22, 7]
-    assert "88 audited takes" in th.__doc__ and "22 to 0.7, 7 to 0.5" in th.__doc__
+    assert [takes_to_withdraw(0.9, p, 0.95) for p in (0.8, 0.7, 0.5)] == [93, 25, 7]
+    doc = " ".join(th.__doc__.split())
+    assert "93 audited takes" in doc and "25 to 0.7, 7 to 0.5" in doc
+    after = [takes_to_withdraw(0.9, 0.6, 0.95, history=h, before=0.95) for h in (1000, 10_000)]
+    assert after == [42, 57]
+    assert "42 after 1,000 good audits and 57 after 10,000" in doc
 
 
 def test_review_band_with_earned_goes_to_a_human_and_is_evidence():

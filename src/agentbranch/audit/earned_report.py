@@ -360,7 +360,7 @@ def _change(was: float | None, now: float | None, trust: str) -> str:
 
 
 def _question(rows: list[_Row], precision: float, level: float, windows: int) -> QuestionTrust:
-    from agentbranch.policy.thresholds import drift_evalue
+    from agentbranch.policy.thresholds import Drift
 
     total = sum(1.0 / r.rate for r in rows)
     taken_total = sum(1.0 / r.rate for r in rows if r.band == "take")
@@ -369,6 +369,7 @@ def _question(rows: list[_Row], precision: float, level: float, windows: int) ->
     events: list[TrustEvent] = []
     decisions = slice_w = slice_taken = 0.0
     right = wrong = 0  # audited takes since the band last opened
+    drift = Drift(precision)  # the drift test over them
     labels_to_open: int | None = None
     prev: _Row | None = None
     for i, r in enumerate(rows):
@@ -389,12 +390,14 @@ def _question(rows: list[_Row], precision: float, level: float, windows: int) ->
             events.append(TrustEvent(kind, decisions, i, r.time, r.take_at, prev.take_at, reason))
             if kind == "opened":
                 right = wrong = 0
+                drift = Drift(precision)
         elif prev is None and r.take_at is not None:
             events.append(TrustEvent("opened", 0.0, 0, r.time, r.take_at, None, f"trust {r.trust}"))
         if labels_to_open is None and r.trust == "earned" and r.take_at is not None:
             labels_to_open = i
         if r.band == "take":
             right, wrong = right + r.correct, wrong + (not r.correct)
+            drift.add(r.correct)
         w = 1.0 / r.rate
         decisions += w
         slice_w += w
@@ -417,7 +420,7 @@ def _question(rows: list[_Row], precision: float, level: float, windows: int) ->
         right,
         right / n if n else float("nan"),
         _lower_bound(right, n, level),
-        drift_evalue(right, wrong, precision) if n else 1.0,
+        drift.evalue if n else 1.0,
     )
     return QuestionTrust(
         question_id=last.question_id,

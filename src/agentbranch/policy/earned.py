@@ -31,8 +31,8 @@ How it behaves (the API other code builds on):
 
   - ``earned.state(question_id, question, reader, model)`` → ``TrustState``: ``take_at``,
     ``trust``, ``labels`` (this epoch), ``looks``, ``audit_right``/``audit_wrong`` (since
-    the band opened), ``drift_evalue``, ``records``, and ``events``: every ``Event``
-    (``kind`` ``"look"`` | ``"earned"`` | ``"lowered"`` | ``"withdrawn"``, ``index`` of the
+    the band opened), ``drift_evalue`` (of the drift test, ``thresholds.Drift``),
+    ``records``, and ``events``: every ``Event`` (``kind`` ``"look"`` | ``"earned"`` | ``"lowered"`` | ``"withdrawn"``, ``index`` of the
     record that caused it, its ``time``, ``take_at`` after it, ``labels``, ``reason``);
   - ``earned.stored()`` → ``{evidence key: TrustState}`` for every question the store
     holds evidence of (any process's); ``earned.states()`` those this process has used;
@@ -40,9 +40,10 @@ How it behaves (the API other code builds on):
     records themselves (confidence, engine and teacher labels, band, rate, the threshold
     and trust in force), from which coverage and precision over time follow;
     ``replay(records, earned)`` recomputes a state from any records.
-  - ``thresholds.takes_to_withdraw(precision, dropped_to, level)``: audited takes the
-    drift test needs to withdraw a band (at 0.9 and level 0.95: 88 when precision falls
-    to 0.8, 22 to 0.7, 7 to 0.5).
+  - ``thresholds.takes_to_withdraw(precision, dropped_to, level, history=, before=)``:
+    audited takes the drift test needs to withdraw a band (at 0.9 and level 0.95: 93
+    when precision falls to 0.8, 25 to 0.7, 7 to 0.5; to 0.6 after 1,000 good audits
+    at 0.95: 42).
 * Bad input: ``precision``/``level`` not strictly between 0 and 1 (NaN, negative, 1),
   and the other options out of range, are ``ConfigurationError``; a store holding
   anything that is not evidence is an ``InvalidFileError`` naming file and line (never a
@@ -70,8 +71,7 @@ from agentbranch.errors import ConfigurationError
 from agentbranch.policy.evidence import Evidence, Source, Trust, evidence_key, new_evidence
 from agentbranch.policy.evidence_store import EvidenceStore, as_store
 from agentbranch.policy.thresholds import (
-    drift_evalue,
-    drifted,
+    Drift,
     grid,
     learn_then_test,
     look_alpha,
@@ -125,6 +125,9 @@ class TrustState:
     _conf: list[float] = field(default_factory=list, repr=False)
     _ok: list[bool] = field(default_factory=list, repr=False)
     _w: list[float] = field(default_factory=list, repr=False)
+    _tau: list[float | None] = field(default_factory=list, repr=False)  #: take_at in force
+    _review: list[bool] = field(default_factory=list, repr=False)
+    _drift: Drift | None = field(default=None, repr=False)  #: since the band opened
 
     @property
     def threshold(self) -> Threshold:
@@ -404,14 +407,19 @@ def step(st: TrustState, rec: Evidence, cfg: Earned) -> None:
     st._conf.append(rec.confidence)
     st._ok.append(rec.correct)
     st._w.append(1.0 / rec.rate)
+    # The threshold the deciding process had in force (what decided how it was labelled).
+    st._tau.append(getattr(rec, "take_at", st.take_at))
+    st._review.append(rec.band == "review")
     st.labels += 1
     if rec.band == "take" and st.take_at is not None:
         if rec.correct:
             st.audit_right += 1
         else:
             st.audit_wrong += 1
-        st._evalue = drift_evalue(st.audit_right, st.audit_wrong, cfg.precision)
-        if drifted(st.audit_right, st.audit_wrong, cfg.precision, cfg.alpha):
+        if st._drift is None:
+            st._drift = Drift(cfg.precision)
+        st._evalue = st._drift.add(rec.correct)
+        if st._drift.drifted(cfg.alpha):
             _withdraw(st, cfg, index, rec.time)
             return
     if st.labels < look_at(cfg.min_evidence, st.looks):
@@ -422,6 +430,8 @@ def step(st: TrustState, rec: Evidence, cfg: Earned) -> None:
         st._conf,
         st._ok,
         weights=st._w,
+        in_force=st._tau,
+        review=st._review,
         precision=cfg.precision,
         alpha=alpha,
         candidates=cfg.candidates,
@@ -454,7 +464,10 @@ def _withdraw(st: TrustState, cfg: Earned, index: int, when: str) -> None:
     st._conf.clear()
     st._ok.clear()
     st._w.clear()
+    st._tau.clear()
+    st._review.clear()
     st._evalue = 1.0
+    st._drift = None
     st.events.append(Event("withdrawn", index, when, None, 0, reason))
 
 

@@ -21,26 +21,38 @@ showed), so by the union bound, with probability ≥ ``level`` no threshold in f
 has a take band below the target. Assumes exchangeable traffic within an epoch (between
 withdrawals) and takes the teacher as the reference.
 
-**Two sources.** While learning nothing is taken and every decision is labelled (the
-``Generate`` fallback answers each one), so the first opening is tested on complete
-labels with an exact test. Afterwards, decisions below the threshold are still all
-labelled (weight 1) but taken ones only at the audit rate ``r``: each audited take
-stands for ``1/r`` decisions (inverse-probability weight), and the binomial test runs on
-Kish's effective sample size and the weighted share right — Korn & Graubard's
-Clopper–Pearson interval for weighted samples: exact when weights are equal,
-approximate (and much less informative per audit) when they mix. Lowering the threshold
-after it opened therefore needs audits; a look never raises it.
+**Two sources, stratified.** While learning nothing is taken and every decision is
+labelled (the ``Generate`` fallback answers each one), so the first opening is tested on
+complete labels with an exact test. Afterwards, decisions below the threshold in force
+are still all labelled but taken ones only at the audit rate ``r``. A band is then cut
+into strata at every threshold that was in force when one of its labels was made (and
+the review band apart): at any one moment every decision of a stratum was labelled with
+the same probability (all of them, or a share ``r``), so under exchangeable traffic its
+labels — the ones made before the band opened and the audits after — are a plain
+sample of it and pool unweighted. Strata are weighted by their share of the band's
+decisions, estimated with inverse-probability weights (``Σ 1/rate``), and the binomial
+test runs on the stratified share right with Kish's effective size
+``1 / Σ share²/n_stratum`` (exact with one stratum, approximate otherwise, like any
+weighted Clopper–Pearson interval). Weighting every label by ``1/rate`` in one sample
+instead would count 100 labels and 10 audits at ``r = 0.05`` as about 22. A look never
+raises the threshold.
 
-**Drift (anytime-valid).** Audited takes are a uniform sample of the take band. The test
-of "precision ≥ target" is a mixture likelihood-ratio e-process over alternatives below
-the target: ``E_n = mean_q (q/p)^s ((1-q)/(1-p))^f`` (``s`` right, ``f`` wrong audited
-takes since the band opened). Under the null it is a nonnegative supermartingale, so by
-Ville's inequality it ever reaches ``1/alpha`` with probability ≤ ``alpha``: checking
-after every audit is valid (no fixed window). ``takes_to_withdraw`` gives the number of
-audited takes it needs for a given drop, counted from the band's opening when the audits
-show the new rate (at precision 0.9, level 0.95: 88 audited takes when the precision falls
-to 0.8, 22 to 0.7, 7 to 0.5; audits that agreed before the drop add to it). Withdrawing
-closes the band at once and starts a new epoch: learning again from fresh labels only.
+**Drift (anytime-valid, restarting).** Audited takes are a uniform sample of the take
+band. One e-process for "precision ≥ target" is the mixture likelihood ratio over
+alternatives below the target, ``E = mean_q (q/p)^s ((1-q)/(1-p))^f`` (``s`` right,
+``f`` wrong audited takes since it started); under the null it is a nonnegative
+supermartingale. The test (``Drift``) mixes such e-processes started after 0 audited
+takes (weight 1/2) and at evenly spaced points of each doubling ``[2^k, 2^(k+1))`` (at
+least 64 of them, at most 128 takes apart, sharing weight ``1/((k+2)(k+3))``), counting
+those not started yet at their weight: one supermartingale starting at 1, so by Ville's
+inequality it ever reaches ``1/alpha`` with probability ≤ ``alpha`` — checking after
+every audit is valid over the whole life of the band. A recent start carries little of
+the good record before a drop, so a long good record delays withdrawal only
+logarithmically. ``takes_to_withdraw`` gives the audited takes it needs on the typical
+path (at precision 0.9, level 0.95: 93 audited takes when the precision falls to 0.8,
+25 to 0.7, 7 to 0.5; to 0.6 from 0.95: 12 from the opening, 42 after 1,000 good audits
+and 57 after 10,000). Withdrawing closes the band at once and starts a new epoch:
+learning again from fresh labels only.
 
 **Learning speed (simulated, defaults).** A question the engine gets right 90% of the
 time, with confidence that separates right from wrong, opens at precision 0.9 within 100
@@ -53,7 +65,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.stats import beta
@@ -100,15 +112,36 @@ def grid(max_take_at: float, min_take_at: float, step: float) -> list[float]:
     return out
 
 
-def effective(weights: np.ndarray, right: np.ndarray) -> tuple[float, float]:
-    """``(n, right)`` of a weighted sample as Kish's effective sample size:
-    ``n = (Σw)² / Σw²`` labels, ``right = n · (Σw·ok / Σw)``. With equal weights these are
-    the plain counts (and the test below is exact)."""
-    sw = float(weights.sum())
-    if sw <= 0:
+def stratified(
+    confidence: np.ndarray,
+    right: np.ndarray,
+    weights: np.ndarray,
+    in_force: np.ndarray,
+    review: np.ndarray,
+    t: float,
+) -> tuple[float, float]:
+    """``(n, right)`` of the band ``confidence >= t`` as a stratified sample (see the
+    module docstring): strata are cut at every threshold that was in force when a label
+    was made (``in_force``, nan: nothing was taken) and split into the review band and
+    the rest (``review``). Within a stratum the labels are a plain sample of its
+    decisions, pooled unweighted; strata are weighted by their estimated share of the
+    band's decisions (``Σ 1/rate``), and ``n`` is Kish's effective size
+    ``1 / Σ share²/n_stratum``. One stratum: the plain counts (the test is exact)."""
+    band = confidence >= t
+    if not band.any():
         return 0.0, 0.0
-    n = sw * sw / float((weights * weights).sum())
-    return n, n * float((weights * right).sum()) / sw
+    cuts = np.unique(in_force[~np.isnan(in_force) & (in_force > t)])
+    k = len(cuts) + 1
+    stratum = np.searchsorted(cuts, confidence[band], side="right") + k * review[band]
+    n_s = np.bincount(stratum, minlength=2 * k).astype(float)
+    if np.count_nonzero(n_s) == 1:
+        return float(band.sum()), float(right[band].sum())
+    right_s = np.bincount(stratum, weights=right[band], minlength=2 * k)
+    share = np.bincount(stratum, weights=weights[band], minlength=2 * k)
+    some = n_s > 0
+    share, n_s, right_s = share[some] / share[some].sum(), n_s[some], right_s[some]
+    n = 1.0 / float((share * share / n_s).sum())
+    return n, n * float((share * right_s / n_s).sum())
 
 
 def learn_then_test(
@@ -119,16 +152,25 @@ def learn_then_test(
     alpha: float,
     candidates: Sequence[float],
     weights: Sequence[float] | None = None,
+    in_force: Sequence[float | None] | None = None,
+    review: Sequence[bool] | None = None,
 ) -> float | None:
     """The lowest candidate threshold whose take band ``confidence >= t`` is shown to
     reach ``precision`` at error ``alpha`` by fixed-sequence testing from the safest
     candidate down (``None``: none shown).
 
     ``weights`` (default 1) are inverse labelling probabilities: 1 for a decision every
-    one of which is labelled, ``1/rate`` for an audited one."""
+    one of which is labelled, ``1/rate`` for an audited one; ``in_force`` (default: none)
+    the threshold in force when each label was made (``None``: nothing was taken) and
+    ``review`` (default: none) whether it was in the review band, by which bands are
+    stratified (``stratified``)."""
     conf = np.asarray(confidence, dtype=float)
     ok = np.asarray(correct, dtype=float)
     w = np.ones_like(conf) if weights is None else np.asarray(weights, dtype=float)
+    tau = np.full(len(conf), np.nan)
+    if in_force is not None:
+        tau = np.array([np.nan if x is None else x for x in in_force], dtype=float)
+    rev = np.zeros(len(conf), dtype=int) if review is None else np.asarray(review, dtype=int)
     need = min_band(precision, alpha)
     chosen: float | None = None
     size = -1
@@ -137,7 +179,7 @@ def learn_then_test(
         if int(band.sum()) == size:
             continue  # no label between this candidate and the last: nothing shown below
         size = int(band.sum())
-        n, right = effective(w[band], ok[band])
+        n, right = stratified(conf, ok, w, tau, rev, t)
         if n < need:
             continue  # too few to ever reject here: skipping depends on no label
         if pvalue_below(right, n, precision) > alpha:
@@ -147,38 +189,121 @@ def learn_then_test(
 
 
 def drift_evalue(right: int, wrong: int, precision: float) -> float:
-    """The drift e-process after ``right``/``wrong`` audited takes (see module doc)."""
-    logs = []
-    for drop in DRIFT_DROPS:
-        q = precision - drop
-        if q <= 0.0:
-            continue
-        logs.append(right * math.log(q / precision) + wrong * math.log((1 - q) / (1 - precision)))
-    if not logs:
-        return 1.0
-    m = max(logs)
-    return math.exp(m) * sum(math.exp(v - m) for v in logs) / len(logs)
+    """One drift e-process after ``right``/``wrong`` audited takes since it started: the
+    mixture likelihood ratio over ``DRIFT_DROPS`` (see module doc)."""
+    logs = _drift_logs(np.array([right], dtype=float), np.array([wrong], dtype=float), precision)
+    return float(np.exp(logs[0]))
+
+
+def _drift_logs(right: np.ndarray, wrong: np.ndarray, precision: float) -> np.ndarray:
+    """Log of ``drift_evalue`` for arrays of counts (one e-process each)."""
+    qs = [precision - d for d in DRIFT_DROPS if precision - d > 0.0]
+    if not qs:
+        return np.zeros(len(right))
+    lr = np.array([math.log(q / precision) for q in qs])
+    lw = np.array([math.log((1 - q) / (1 - precision)) for q in qs])
+    v = right[:, None] * lr[None, :] + wrong[:, None] * lw[None, :]
+    m = v.max(axis=1)
+    return m + np.log(np.exp(v - m[:, None]).mean(axis=1))
 
 
 def drifted(right: int, wrong: int, precision: float, alpha: float) -> bool:
-    """Whether the audited takes show the precision below target at error ``alpha``."""
+    """Whether one drift e-process (``drift_evalue``) reaches ``1/alpha``."""
     if wrong == 0:
         return False
     return drift_evalue(right, wrong, precision) >= 1.0 / alpha
 
 
-def takes_to_withdraw(precision: float, true_precision: float, level: float) -> int:
+#: Restarts of the drift test: per octave of audited takes ``[2**k, 2**(k+1))`` at
+#: least this many start points, evenly spaced ...
+RESTARTS_PER_OCTAVE = 64
+#: ... and never more than this many audited takes apart.
+RESTART_SPACING = 128
+
+
+def restart_weight(n: int) -> float:
+    """The weight of the drift e-process started after ``n`` audited takes (0 if none
+    starts there): 1/2 at 0; the start points of octave ``k`` share ``1/((k+2)(k+3))``
+    evenly. The weights sum to 1."""
+    if n == 0:
+        return 0.5
+    k = n.bit_length() - 1
+    per = min(2**k, max(RESTARTS_PER_OCTAVE, 2**k // RESTART_SPACING))
+    if (n - 2**k) % (2**k // per):
+        return 0.0
+    return 1.0 / ((k + 2) * (k + 3) * per)
+
+
+@dataclass
+class Drift:
+    """The drift test of an open band: fed every audited take (``add``), it withdraws
+    when ``evalue >= 1/alpha`` (see module doc).
+
+    ``evalue`` is ``Σ_j w_j E_j + (1 - Σ_j w_j)``: e-processes ``E_j`` (``drift_evalue``)
+    started after ``s_j`` audited takes, weighted ``w_j = restart_weight(s_j)``, and the
+    weight of those not started yet. Under the null each ``E_j`` is a nonnegative
+    supermartingale from its start (1 before), so the mixture is one starting at 1 and
+    by Ville's inequality it ever reaches ``1/alpha`` with probability ≤ ``alpha``.
+    A recent start carries little of the good record before a drop."""
+
+    precision: float
+    right: int = 0
+    wrong: int = 0
+    evalue: float = 1.0
+    _r0: list[int] = field(default_factory=list, repr=False)
+    _w0: list[int] = field(default_factory=list, repr=False)
+    _weight: list[float] = field(default_factory=list, repr=False)
+
+    def add(self, correct: bool) -> float:
+        """Count one audited take; the e-value after it."""
+        w = restart_weight(self.right + self.wrong)
+        if w > 0.0:
+            self._r0.append(self.right)
+            self._w0.append(self.wrong)
+            self._weight.append(w)
+        if correct:
+            self.right += 1
+        else:
+            self.wrong += 1
+        weight = np.array(self._weight)
+        logs = _drift_logs(
+            self.right - np.array(self._r0, dtype=float),
+            self.wrong - np.array(self._w0, dtype=float),
+            self.precision,
+        )
+        self.evalue = float((weight * np.exp(logs)).sum() + max(0.0, 1.0 - weight.sum()))
+        return self.evalue
+
+    def drifted(self, alpha: float) -> bool:
+        """Whether the audited takes so far show the precision below target."""
+        return self.wrong > 0 and self.evalue >= 1.0 / alpha
+
+
+def takes_to_withdraw(
+    precision: float,
+    true_precision: float,
+    level: float,
+    *,
+    history: int = 0,
+    before: float = 1.0,
+) -> int:
     """Audited takes the drift test needs to withdraw a band whose precision fell to
-    ``true_precision``, when the audits show exactly that rate (the typical path): the
-    smallest ``n`` with ``drifted(round(n*true_precision), ..., alpha=1-level)``.
-    ``0`` if it never would (``true_precision >= precision``)."""
+    ``true_precision`` after ``history`` audited takes at ``before``, when the audits
+    show exactly those rates (the typical path: after ``n`` audits, the number wrong is
+    the expected one, rounded). ``0`` if it never would (``true_precision >=
+    precision``)."""
     if true_precision >= precision:
         return 0
     alpha = 1.0 - level
-    for n in range(1, 100_000):
-        wrong = round(n * (1.0 - true_precision))
-        if drifted(n - wrong, wrong, precision, alpha):
-            return n
+    drift = Drift(precision)
+    for n in range(1, history + 1_000_000):
+        if n <= history:
+            wrong = round(n * (1.0 - before))
+        else:
+            wrong = round(history * (1.0 - before) + (n - history) * (1.0 - true_precision))
+        drift.add(wrong == drift.wrong)
+        if n > history and drift.drifted(alpha):
+            return n - history
     return 0
 
 
