@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from agentbranch.audit.report import json_safe
 from agentbranch.errors import ConfigurationError, InvalidFileError
 
 #: What an evidence record's ``schema`` field says.
@@ -121,17 +122,7 @@ class EarnedReport:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-safe (NaN becomes ``None``)."""
-        return _clean(asdict(self))
-
-
-def _clean(obj: Any) -> Any:
-    if isinstance(obj, float) and math.isnan(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_clean(v) for v in obj]
-    return obj
+        return json_safe(asdict(self))
 
 
 # -- input ----------------------------------------------------------------------------

@@ -139,16 +139,17 @@ class AuditReport:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-safe (NaN becomes ``None``)."""
-        return _clean(asdict(self))
+        return json_safe(asdict(self))
 
 
-def _clean(obj: Any) -> Any:
+def json_safe(obj: Any) -> Any:
+    """``obj`` with NaN as ``None`` and tuples as lists (for ``json.dumps``)."""
     if isinstance(obj, float) and math.isnan(obj):
         return None
     if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_clean(v) for v in obj]
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [json_safe(v) for v in obj]
     return obj
 
 
