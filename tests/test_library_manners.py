@@ -324,3 +324,18 @@ def test_transformers_warmup_runs_one_forward_once(tiny_model_dir):
     assert len(forwards) == 1
     engine.decide("x", {"urgent": ab.yes_no("Urgent?")})
     assert len(forwards) == 2
+
+
+def test_import_loads_no_cli_plotting_statistics_or_model_runtime(tmp_path):
+    # What every CLI run and CI replay job pays first (benchmarks/bench_cold_start.py):
+    # these load when used, not at `import agentbranch` (scipy alone cost ~0.6 s).
+    script = """
+        import json, sys
+        import agentbranch
+        heavy = ("agentbranch.cli", "agentbranch.bench", "matplotlib", "typer", "scipy",
+                 "torch", "transformers")
+        print(json.dumps(sorted(m for m in heavy if m in sys.modules)))
+    """
+    done = _run(script, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout) == []
