@@ -139,7 +139,9 @@ def main() -> None:
 
     base = summary["embedded"]["to_first_decision"]
     print(f"cold start, medians of {args.reps} fresh processes (seconds)")
-    print(f"{'reader':<14}{'import':>8}{'load':>8}{'first':>8}{'second':>8}{'total':>8}{'ratio':>8}")
+    print(
+        f"{'reader':<14}{'import':>8}{'load':>8}{'first':>8}{'second':>8}{'total':>8}{'ratio':>8}"
+    )
     for kind, m in summary.items():
         second = f"{m['second']:8.3f}" if kind != "replay" else f"{'-':>8}"
         print(
