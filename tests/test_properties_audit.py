@@ -156,7 +156,8 @@ def test_audit_records_in_python(records):
         report = audit_report(records)
     except AgentBranchError:
         return
-    assert set(report.questions) <= {"team", "urgent", "mood"}
+    # A mutation may set question_id to any other string: the report keeps the ids given.
+    assert set(report.questions) <= {r.get("question_id") for r in records if isinstance(r, dict)}
     check_report(records)
 
 
