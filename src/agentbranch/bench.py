@@ -24,6 +24,9 @@ vLLM part (when ``vllm`` imports and a causal model folder is given, or the tier
 Qwen3 can be built from a checkout): in-process ``VLLMReader`` vs vLLM's own
 ``/v1/systemone`` server on the same model at 1, 8 and 32 callers (threads and asyncio),
 and ``RemoteReader`` vs a raw ``httpx`` client on that server.
+
+Over 500 lines: the whole benchmark harness; the planned layout restructuring moves it
+out of the runtime library into its own package.
 """
 
 from __future__ import annotations

@@ -27,6 +27,9 @@ Metrics: accuracy; ECE (expected calibration error of the top probability, 10 eq
 bins); Brier (multi-class, Σ (p_i − y_i)², averaged); NLL; and the confidence threshold
 (on ``Decision.confidence = 1 − H/ln K``, what policies compare) that reaches a target
 precision, with the coverage (share of decisions taken) it leaves.
+
+Over 500 lines: fitting, labelled-file parsing and validation, the evaluation report and
+the diagram; to be split into a calibration folder by the planned layout restructuring.
 """
 
 from __future__ import annotations

@@ -8,6 +8,10 @@
 * ``agentbranch replay diff OLD NEW`` — drift between two cassettes (``agentbranch.replay.cli``).
 * ``agentbranch audit report AUDITS.jsonl`` — the take band's precision vs a teacher.
 * ``agentbranch bench`` — the read paths timed side by side (``agentbranch.bench``).
+
+Over 500 lines: it holds the top-level commands; the planned layout restructuring splits
+them into one typer sub-app module per command group, as audit, replay and deploy
+already are.
 """
 
 from __future__ import annotations

@@ -22,6 +22,10 @@ settings the policy had; nothing is recomputed.
   threshold.
 
 Precision is agreement with the teacher: it measures the engine against the teacher.
+
+Over 500 lines: it loads every evidence source (JSON Lines, SQLite, PostgreSQL,
+records), builds the per-question report and renders its table and diagram; those three
+jobs are to become three modules in the planned layout restructuring.
 """
 
 from __future__ import annotations

@@ -62,6 +62,10 @@ every batch that is not full waits that long.
   reads in flight get up to ``at_exit.EXIT_WAIT_S`` in all to finish; a reader that hangs
   is left. A worker that ended by itself (idle) is waited for too: it may be the one
   freeing a coalescer nobody else holds, model and all.
+
+Over 500 lines: one job, the coalescer, whose sync and async paths, burst hold and exit
+handling share one lock and queue; split, that state would have to be shared across
+modules.
 """
 
 from __future__ import annotations

@@ -18,6 +18,10 @@
 User content never becomes special tokens: by default a state or question containing
 the tokenizer's special tokens is rejected; with ``special_tokens="text"`` those
 characters are tokenized as plain text.
+
+Over 500 lines: the token-level plan of one read (prompt, canvas, slots, label ids,
+chunking) follows vLLM's strategy step by step, kept in one place so parity with vLLM
+can be read and checked together.
 """
 
 from __future__ import annotations

@@ -2,6 +2,9 @@
 
 Data flows one way: questions → question reads (chunks, permutations) → ``ReadRequest``
 → reader → ``LabelRead`` → calibrated distribution → ``Decision``.
+
+Over 500 lines: one class: decide / decide_many, sync and async, and the fold from reads
+to decisions.
 """
 
 from __future__ import annotations

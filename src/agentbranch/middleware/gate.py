@@ -28,6 +28,10 @@ of them answers all. Such calls therefore run together or not at all: when one i
 blocked (or answered by a reviewer), the others with its id get an error ToolMessage
 saying they were not run because of the shared id (``outcome: "blocked"``,
 ``shared_id_with``), instead of vanishing.
+
+Over 500 lines: one middleware: sync and async tool-call wrapping, human review through
+an interrupt, shared tool-call ids and earned-trust evidence all run on the same per-
+call records.
 """
 
 from __future__ import annotations

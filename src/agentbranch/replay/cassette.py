@@ -16,6 +16,9 @@ interrupted run keeps what it recorded and several processes may record into one
 cassette at once: before appending, a writer reads what the others appended since it
 last looked (``_sync``). The file is only ever rewritten as a whole (atomically) to start
 a re-recording (mode ``all``), to upgrade an older format, or by ``clear_chats``.
+
+Over 500 lines: one file's state under a thread lock and a file lock: reading, appending
+and rewriting share the parser's offset and tables.
 """
 
 from __future__ import annotations

@@ -48,6 +48,9 @@ of these. A ``Calibration`` fitted with ``agentbranch calibrate`` applies on top
 engine. All texts of a batch (the states and every option and
 example text not yet cached) are embedded in one forward pass (in chunks of
 ``batch_size``); option texts are cached across calls.
+
+Over 500 lines: one reader: embedding, option texts, the examples blend, shipped
+temperatures and the nothing-to-read rule all act on the same cached embeddings.
 """
 
 from __future__ import annotations

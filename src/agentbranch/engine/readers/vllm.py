@@ -42,6 +42,9 @@ stand-in without the engine API gets one ``generate`` call per batch instead.
 
 Build the reader in the main module of a script under ``if __name__ == "__main__":`` —
 vLLM starts worker processes.
+
+Over 500 lines: the engine's worker thread, request building and the diffusion and next-
+token paths; the planned layout restructuring splits them.
 """
 
 from __future__ import annotations
