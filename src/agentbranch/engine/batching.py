@@ -76,7 +76,7 @@ import json
 import sys
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Sequence
 from concurrent.futures import CancelledError, Future, InvalidStateError
 from dataclasses import dataclass, field
@@ -132,6 +132,8 @@ class _Call:
 
     answers: list[list[LabelRead] | None]
     remaining: int
+    #: The calling thread of a sync call (``None`` for an async one): see ``_all_in``.
+    thread: int | None = None
     future: Future[list[list[LabelRead]]] = field(default_factory=Future)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -257,6 +259,17 @@ class BatchingReader(WrappingReader):
         self._crowded = False
         self._last_arrival = 0.0  # when a request was last queued (monotonic)
         self._last_read_s = 0.0  # how long the last batch took to read
+        # Sync callers by thread: when each was last seen queueing, and which are waiting
+        # for answers now (see ``_all_in``).
+        self._seen: dict[int, float] = {}
+        self._waiting: Counter[int] = Counter()
+        self._async_at = -1e9  # when an async caller last came
+        self._last_callers = 0  # distinct calls in the last batch taken
+        self._holding = False  # a worker is holding a burst's batch
+        #: A lone sync caller reads in its own thread (no hand-off to a worker);
+        #: a held burst closes once every recent caller thread is waiting.
+        self.inline_alone = True
+        self.close_when_all_in = True
         #: Counters: batches read, requests read, cache hits, de-duplicated requests,
         #: batches abandoned by all their callers while being read.
         self.stats = {"batches": 0, "requests": 0, "cache_hits": 0, "deduped": 0, "abandoned": 0}
@@ -282,10 +295,12 @@ class BatchingReader(WrappingReader):
         """Read ``requests`` in shared batches. ``timeout_s`` (the engine's): give up
         after that long with ``ReaderTimeoutError``; the requests are abandoned (not
         read if still queued, and a batch nobody waits for frees its worker's slot)."""
-        call, pending = self._call(requests)
+        call, pending = self._call(requests, threading.get_ident())
         until = None if timeout_s is None else time.monotonic() + timeout_s
         try:
             deadline = self._deadline()
+            if timeout_s is None and self.inline_alone and pending:
+                self._read_alone(call, pending)
             while pending:
                 room = self._offer(call, pending)
                 if room is None:
@@ -327,21 +342,72 @@ class BatchingReader(WrappingReader):
             raise
 
     def _call(
-        self, requests: Sequence[ReadRequest]
+        self, requests: Sequence[ReadRequest], thread: int | None = None
     ) -> tuple[_Call, deque[tuple[int, ReadRequest]]]:
         requests = list(requests)
-        call = _Call([None] * len(requests), len(requests))
+        call = _Call([None] * len(requests), len(requests), thread)
         if not requests:
             call.future.set_result([])
-        call.future.add_done_callback(self._given_up)
+            return call, deque()
+        with self._cond:  # who is waiting now, and who came lately (``_all_in``)
+            now = time.monotonic()
+            if thread is None:
+                self._async_at = now
+            else:
+                self._seen[thread] = now
+                self._waiting[thread] += 1
+        call.future.add_done_callback(lambda future: self._given_up(future, thread))
         return call, deque(enumerate(requests))
 
-    def _given_up(self, future: Future[Any]) -> None:
-        """A call ended without its answers (cancelled, timed out, failed): batches that
-        nobody waits for any more stop counting toward ``concurrency``."""
-        if not future.cancelled() and future.exception() is None:
-            return
+    def _read_alone(self, call: _Call, pending: deque[tuple[int, ReadRequest]]) -> None:
+        """Read a lone sync caller's requests in its own thread, at once: nobody else is
+        in flight, so there is no batch to share, and handing them to a worker thread
+        and back would cost two thread switches (on a busy machine each can wait a
+        scheduler slice, ~5 ms). Does nothing when others are in flight (or when not
+        everything fits): then ``pending`` goes through the queue as usual."""
         with self._cond:
+            if (
+                self._closed
+                or not self._auto_wait
+                or self._workers >= self.concurrency
+                or len(pending) > self.max_batch
+                or self._company()
+            ):
+                return
+            self._offer(call, pending, wake=False)
+            if pending:  # no room for all of it: the workers read what was queued
+                self._wake()
+                return
+            items = list(self._queue)  # only ours: the queue was empty
+            self._queue.clear()
+            self._workers += 1
+            taken = _Batch(items, threading.current_thread())
+            if items:
+                self._reading.add(taken)
+                self.batch_closes.append((len(items), "alone"))
+                self._last_callers = 1
+        try:
+            if items:
+                self._read(items)
+        finally:
+            with self._cond:
+                if taken.counted:
+                    self._workers -= 1
+                    self._reading.discard(taken)
+                if self._queue:  # callers that came meanwhile: a worker takes them
+                    self._wake()
+
+    def _given_up(self, future: Future[Any], thread: int | None = None) -> None:
+        """A call ended: its thread waits no more. Without its answers (cancelled, timed
+        out, failed), batches that nobody waits for any more stop counting toward
+        ``concurrency``."""
+        with self._cond:
+            if thread is not None:
+                self._waiting[thread] -= 1
+                if self._waiting[thread] <= 0:
+                    del self._waiting[thread]
+            if not future.cancelled() and future.exception() is None:
+                return
             freed = False
             for batch in list(self._reading):
                 if not any(item.wanted() for item in batch.items):
@@ -376,16 +442,17 @@ class BatchingReader(WrappingReader):
             "max_queue or queue_timeout_s, or serve the model with more capacity."
         )
 
-    def _offer(self, call: _Call, pending: deque[tuple[int, ReadRequest]]) -> Future[None] | None:
+    def _offer(
+        self, call: _Call, pending: deque[tuple[int, ReadRequest]], *, wake: bool = True
+    ) -> Future[None] | None:
         """Queue what fits of ``pending``; ``None`` when all is queued (or answered),
-        else a future that resolves when there may be room."""
+        else a future that resolves when there may be room. ``wake``: tell the workers
+        (``_read_alone`` reads it itself)."""
         with self._cond:
             if self._closed:
                 raise ReaderError("this BatchingReader is closed; create a new one")
             queued = False
-            crowded = bool(self._queue) or any(
-                item.wanted() for batch in self._reading for item in batch.items
-            )
+            crowded = self._company()
             while pending:
                 index, request = pending[0]
                 # The cache keys on the digest; in-flight de-duplication on the request
@@ -418,8 +485,9 @@ class BatchingReader(WrappingReader):
             if queued:
                 self._crowded = crowded
                 self._last_arrival = time.monotonic()
-                self._wake()
-                if len(self._queue) >= self.max_batch:
+                if wake:
+                    self._wake()
+                if len(self._queue) >= self.max_batch or (self._holding and self._all_in()):
                     self._filled.notify_all()
             if not pending:
                 return None
@@ -463,6 +531,9 @@ class BatchingReader(WrappingReader):
                 if batch:
                     self._reading.add(taken)
                     self.batch_closes.append((len(batch), why))
+                    self._last_callers = len(
+                        {id(call) for item in batch for call, _ in item.waiters}
+                    )
             finally:
                 self._idle -= 1
         for r in room:
@@ -488,15 +559,61 @@ class BatchingReader(WrappingReader):
         # so a shorter pause does not show that the burst is over.
         gap = max(self.max_wait_s, sys.getswitchinterval())
         bound = time.monotonic() + max(gap, HOLD_SHARE * self._last_read_s)
-        while not self._ready():
-            at, why = self._close_at(bound, gap)
-            left = at - time.monotonic()
-            if left <= 0:
-                return why
-            # wakes when full, at exit, or at the time: an arrival meanwhile moved the
-            # quiet gap later, so the loop computes the next close time
-            self._filled.wait(left)
+        self._holding = True
+        try:
+            while not self._ready():
+                if self._all_in():
+                    return "all in"
+                at, why = self._close_at(bound, gap)
+                left = at - time.monotonic()
+                if left <= 0:
+                    return why
+                # wakes when full, when every caller is in, at exit, or at the time: an
+                # arrival meanwhile moved the quiet gap later, so the loop computes the
+                # next close time
+                self._filled.wait(left)
+        finally:
+            self._holding = False
         return "full"
+
+    def _company(self) -> bool:
+        """Whether a caller arriving now is part of a burst: other callers' requests
+        are queued or being read, or (``close_when_all_in``) the last batch served
+        several callers and some thread of theirs has not come back yet (a pool of
+        threads cycling through its inputs: its first thread back would otherwise be
+        read alone, and the rest of the pool would follow in a batch of their own)."""
+        if self._queue or any(item.wanted() for batch in self._reading for item in batch.items):
+            return True
+        return (
+            self.close_when_all_in
+            and self._last_callers >= 2
+            and len(self._recent()) >= 2
+            and not self._all_in()
+        )
+
+    def _recent(self) -> dict[int, float]:
+        """The sync caller threads seen lately (within three reads' time, at least 0.1 s),
+        when each was last seen; older ones are forgotten."""
+        since = time.monotonic() - max(0.1, 3 * self._last_read_s)
+        stale = [t for t, at in self._seen.items() if at < since]
+        for t in stale:
+            del self._seen[t]
+        return self._seen
+
+    def _all_in(self) -> bool:
+        """Whether every thread that called lately is waiting for answers now: then no
+        caller is left to arrive (a pool of threads cycling through more inputs than
+        it has threads, as ``graph.batch`` at LangGraph's default concurrency, comes
+        back in full each round), so waiting for a quiet gap would only cost time.
+        "Lately": within three reads' time (at least 0.1 s); a thread that stopped
+        calling keeps the rule off until then, and so does a recent async caller (its
+        event loop's other tasks cannot be told apart). Needs two threads or more."""
+        if not self.close_when_all_in:
+            return False
+        recent = self._recent()
+        if len(recent) < 2 or self._async_at >= time.monotonic() - max(0.1, 3 * self._last_read_s):
+            return False
+        return all(t in self._waiting for t in recent)
 
     def _ready(self) -> bool:
         return len(self._queue) >= self.max_batch or self._closed
