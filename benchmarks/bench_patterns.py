@@ -74,12 +74,16 @@ TICKETS = [
 QUESTIONS = {
     "team": ab.choice(
         "Which team should handle this ticket?",
-        {"billing": "invoices, payments and refunds", "outage": "the service is down",
-         "bug": "something is broken or wrong"},
+        {
+            "billing": "invoices, payments and refunds",
+            "outage": "the service is down",
+            "bug": "something is broken or wrong",
+        },
     ),
     "urgent": ab.yes_no(
         "Does this need a reply within the hour?",
-        yes="customers are blocked or losing money", no="it can wait for a normal reply",
+        yes="customers are blocked or losing money",
+        no="it can wait for a normal reply",
     ),
     "mood": ab.score(
         "How upset is the customer?",
@@ -125,9 +129,21 @@ def tool_inputs(batch: list[str]) -> list[dict[str, Any]]:
     from langchain_core.messages import AIMessage
 
     return [
-        {"messages": [AIMessage("", tool_calls=[
-            {"name": "decide", "args": {"text": s}, "id": f"call-{i}", "type": "tool_call"}
-        ])]}
+        {
+            "messages": [
+                AIMessage(
+                    "",
+                    tool_calls=[
+                        {
+                            "name": "decide",
+                            "args": {"text": s},
+                            "id": f"call-{i}",
+                            "type": "tool_call",
+                        }
+                    ],
+                )
+            ]
+        }
         for i, s in enumerate(batch)
     ]
 
@@ -142,7 +158,10 @@ def constant_tool() -> Any:
         return "team=billing (confidence 1.00)", {}
 
     return StructuredTool.from_function(
-        func=run, name="decide", description="decide", args_schema=_DecisionInput,
+        func=run,
+        name="decide",
+        description="decide",
+        args_schema=_DecisionInput,
         response_format="content_and_artifact",
     )
 
@@ -153,13 +172,14 @@ def labels_of(kind: str, out: Any) -> list[dict[str, str]]:
         return [{q: (d.label, round(d.confidence, 9)) for q, d in r.items()} for r in out]
     if kind == "tool":
         return [
-            {q: (r["label"], round(r["confidence"], 9))
-             for q, r in o["messages"][-1].artifact.items()}
+            {
+                q: (r["label"], round(r["confidence"], 9))
+                for q, r in o["messages"][-1].artifact.items()
+            }
             for o in out
         ]
     return [
-        {q: (r["label"], round(r["confidence"], 9)) for q, r in o["decisions"].items()}
-        for o in out
+        {q: (r["label"], round(r["confidence"], 9)) for q, r in o["decisions"].items()} for o in out
     ]
 
 
@@ -183,11 +203,13 @@ def patterns(
         def run() -> list[Any]:
             with ThreadPoolExecutor(n) as pool:
                 return list(pool.map(fn, batch))
+
         return run
 
     def tasks(fn: Callable[[str], Any]) -> Callable[[], list[Any]]:
         async def main() -> list[Any]:
             return await asyncio.gather(*(fn(s) for s in batch))
+
         return lambda: asyncio.run(main())
 
     async def nothing(s: str) -> None:
@@ -196,17 +218,21 @@ def patterns(
     ones = states(single, "one-")
     return {
         "1 caller": (
-            lambda: [engine.decide(s, q) for s in ones], lambda: [None for _ in ones], ones,
+            lambda: [engine.decide(s, q) for s in ones],
+            lambda: [None for _ in ones],
+            ones,
         ),
         f"threads ({n})": (threads(lambda s: engine.decide(s, q)), threads(lambda s: None), batch),
         f"asyncio ({n})": (tasks(lambda s: engine.adecide(s, q)), tasks(nothing), batch),
         f"graph.batch ({n})": (
-            lambda: app.batch(inputs, config=full), lambda: empty.batch(inputs, config=full),
+            lambda: app.batch(inputs, config=full),
+            lambda: empty.batch(inputs, config=full),
             batch,
         ),
         "graph.batch (default)": (lambda: app.batch(inputs), lambda: empty.batch(inputs), batch),
         "graph.abatch": (
-            lambda: asyncio.run(app.abatch(inputs)), lambda: asyncio.run(empty.abatch(inputs)),
+            lambda: asyncio.run(app.abatch(inputs)),
+            lambda: asyncio.run(empty.abatch(inputs)),
             batch,
         ),
         f"tool ({n} agent steps)": (
@@ -224,10 +250,11 @@ def kind_of(name: str) -> str:
     return "graph"
 
 
-def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
-    start = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - start, out
+def timed(fn: Callable[[], Any]) -> tuple[float, float]:
+    """Wall seconds and this process's CPU seconds of ``fn()``."""
+    cpu, start = time.process_time(), time.perf_counter()
+    fn()
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
 #: The coalescer's levers (``BatchingReader`` attributes) and the variants that compare
@@ -279,6 +306,9 @@ def measure(
     times: dict[str, dict[str, list[float]]] = {
         name: {part: [] for part in ("bound", "empty", *variants)} for name in names
     }
+    cpu: dict[str, dict[str, list[float]]] = {
+        name: {part: [] for part in ("bound", "empty", *variants)} for name in names
+    }
     calls: dict[str, dict[str, Counter[str]]] = {
         name: {v: Counter() for v in variants} for name in names
     }
@@ -290,8 +320,9 @@ def measure(
             shift = rep % len(jobs)
             for part, fn, coalescer in jobs[shift:] + jobs[:shift]:
                 before = coalescer.stats["batches"] if coalescer else 0
-                seconds, _ = timed(fn)
+                seconds, cpu_s = timed(fn)
                 times[name][part].append(seconds)
+                cpu[name][part].append(cpu_s)
                 if coalescer is not None:  # how the coalescer cut it: "alone1 + quiet31"
                     k = coalescer.stats["batches"] - before
                     closes = list(coalescer.batch_closes)[-k:] if k else []
@@ -304,6 +335,8 @@ def measure(
             "decide_many_s": statistics.median(t["bound"]),
             "no_engine_s": statistics.median(t["empty"]),
             "bound_s": bound,
+            "bound_cpu_s": statistics.median(cpu[name]["bound"])
+            + statistics.median(cpu[name]["empty"]),
         }
         for v in variants:
             pattern = statistics.median(t[v])
@@ -313,6 +346,7 @@ def measure(
                 "fraction": statistics.median(paired),
                 "fraction_of_medians": bound / pattern,
                 "pattern_s": pattern,
+                "pattern_cpu_s": statistics.median(cpu[name][v]),
                 "reader_calls": calls[name][v].most_common(3),
             }
     return {
@@ -325,14 +359,22 @@ def measure(
 
 
 def print_table(result: dict[str, Any]) -> None:
+    """Per pattern: the bound, then per variant its fraction, wall and CPU time (ms)."""
     variants = list(result["variants"])
-    print(f"\n{result['reader']}: fraction of the bound (medians; {', '.join(result['questions'])})")
-    head = "".join(f"{v:>9}{'ms':>8}" for v in variants)
-    print(f"{'pattern':<24}{'bound ms':>9}{head}   reader calls ({variants[0]})")
+    print(
+        f"\n{result['reader']}: fraction of the bound (medians; {', '.join(result['questions'])})"
+    )
+    head = "".join(f"{v:>9}{'ms':>8}{'cpu ms':>8}" for v in variants)
+    print(f"{'pattern':<24}{'bound ms':>9}{'cpu ms':>8}{head}   reader calls ({variants[0]})")
     for name, r in result["patterns"].items():
-        cols = "".join(f"{r[v]['fraction']:9.3f}{r[v]['pattern_s'] * 1e3:8.1f}" for v in variants)
+        cols = "".join(
+            f"{r[v]['fraction']:9.3f}{r[v]['pattern_s'] * 1e3:8.0f}{r[v]['pattern_cpu_s'] * 1e3:8.0f}"
+            for v in variants
+        )
         cut = r[variants[0]]["reader_calls"][0][0] if r[variants[0]]["reader_calls"] else ""
-        print(f"{name:<24}{r['bound_s'] * 1e3:9.1f}{cols}   {cut[:60]}")
+        print(
+            f"{name:<24}{r['bound_s'] * 1e3:9.0f}{r['bound_cpu_s'] * 1e3:8.0f}{cols}   {cut[:50]}"
+        )
     if result["labels_differ"]:
         print(f"LABELS DIFFER from decide_many: {result['labels_differ']}")
 
@@ -347,8 +389,12 @@ def vllm_reader_run(args: argparse.Namespace) -> dict[str, Any]:
         reader = VLLMReader(llm)
         try:
             return measure(
-                reader, "vLLM tiny DiffusionGemma", n=args.callers,
-                single=args.single_vllm, reps=args.reps, questions=args.vllm_questions,
+                reader,
+                "vLLM tiny DiffusionGemma",
+                n=args.callers,
+                single=args.single_vllm,
+                reps=args.reps,
+                questions=args.vllm_questions,
                 variants=args.variants,
             )
         finally:
@@ -362,11 +408,15 @@ def main() -> None:
     ap.add_argument("--single", type=int, default=16, help="states of the 1-caller pattern")
     ap.add_argument("--single-vllm", type=int, default=4)
     ap.add_argument(
-        "--vllm-questions", type=int, default=1, choices=(1, 2, 3),
+        "--vllm-questions",
+        type=int,
+        default=1,
+        choices=(1, 2, 3),
         help="questions per decision on vLLM (its CPU kernels run in Triton's interpreter)",
     )
     ap.add_argument(
-        "--compare", action="store_true",
+        "--compare",
+        action="store_true",
         help="also time the coalescer with its levers off (variant 'before'), alternated",
     )
     ap.add_argument("--no-vllm", action="store_true")
@@ -381,9 +431,17 @@ def main() -> None:
         from agentbranch.engine.readers.embedded import EmbeddedReader
 
         reader = EmbeddedReader()
-        runs.append(measure(reader, "embedded (MiniLM, CPU)", n=args.callers,
-                            single=args.single, reps=args.reps, questions=3,
-                            variants=args.variants))
+        runs.append(
+            measure(
+                reader,
+                "embedded (MiniLM, CPU)",
+                n=args.callers,
+                single=args.single,
+                reps=args.reps,
+                questions=3,
+                variants=args.variants,
+            )
+        )
         reader.close()
         print_table(runs[-1])
     if not args.no_vllm and importlib.util.find_spec("vllm") is not None:
