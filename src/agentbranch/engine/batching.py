@@ -17,7 +17,10 @@ grow with the load by themselves ("natural batching").
 When to close a batch that is not full (the default, "hold while a burst arrives"):
 
 * a caller that finds no other caller's request queued or being read is **alone**: it is
-  read at once, never held for company;
+  read at once, never held for company; a sync caller (``read`` without a timeout) is
+  read in its own thread, without the hand-off to a worker and back (two thread
+  switches: on a busy machine each may wait a scheduler slice, ~5 ms, measured as 10–15%
+  of a lone embedded decision);
 * a caller that finds others in flight is part of a **burst** (``graph.batch`` threads,
   ``Send`` branches, many ``ainvoke``): the worker holds the batch while requests keep
   arriving and closes it once none has arrived for the **quiet gap** (``max_wait_s``,
@@ -25,7 +28,14 @@ When to close a batch that is not full (the default, "hold while a burst arrives
   queue may wait that long for its turn), or when it is full, or at the latest after
   ``HOLD_SHARE`` (half) of the last read's time, never less than the quiet gap (the
   **bound**: waiting never costs more than half a read, and a reader that answers in
-  microseconds is held no longer than the quiet gap).
+  microseconds is held no longer than the quiet gap);
+* **all in**: a held batch also closes as soon as every thread that called lately
+  (within three reads' time) is waiting for answers: nobody is left to arrive. A pool
+  of threads smaller than its inputs (``graph.batch`` at LangGraph's default
+  concurrency, CPUs + 4 runs at once) comes back in full every round, and its first
+  thread back is not read alone when the last batch served several callers and the
+  others are still on their way (it would split every round in two: 1 + 5, 1 + 5 ...).
+  Async callers share one thread, so a recent async caller turns this rule off.
 
 Why: callers of a burst do not arrive at once. 32 LangGraph runs in threads take turns
 on the GIL (a run's own work is about a millisecond), so their requests trickle in over
@@ -36,7 +46,9 @@ cost (a GPU) runs fewer forwards. The holding worker is not woken by every arriv
 wake-up is a GIL hand-off taken from the callers' own work): it wakes when the batch is
 full or at the time it computed, and looks again. ``batch_closes`` records why each of
 the last batches closed. A ``max_wait_s`` given explicitly is a plain window instead:
-every batch that is not full waits that long.
+every batch that is not full waits that long. ``inline_alone`` and ``close_when_all_in``
+(both on) turn the two shortcuts above off, for comparison
+(``benchmarks/bench_patterns.py --compare``).
 
 * **De-duplication**: a request identical to one already queued or being read (same
   state, questions, instructions, draws, joint) is not read twice; both callers get the
@@ -266,8 +278,8 @@ class BatchingReader(WrappingReader):
         self._async_at = -1e9  # when an async caller last came
         self._last_callers = 0  # distinct calls in the last batch taken
         self._holding = False  # a worker is holding a burst's batch
-        #: A lone sync caller reads in its own thread (no hand-off to a worker);
-        #: a held burst closes once every recent caller thread is waiting.
+        #: A lone sync caller reads in its own thread (no hand-off to a worker); a
+        #: held burst closes once every recent caller thread is waiting ("all in").
         self.inline_alone = True
         self.close_when_all_in = True
         #: Counters: batches read, requests read, cache hits, de-duplicated requests,
@@ -277,8 +289,8 @@ class BatchingReader(WrappingReader):
         self.batch_sizes: deque[int] = deque(maxlen=1024)
         #: Why each of the last batches closed, with its size: ``"alone"`` (a lone
         #: caller, read at once), ``"full"``, ``"quiet"`` (no arrival for the quiet
-        #: gap), ``"bound"`` (held as long as allowed) or ``"window"`` (an explicit
-        #: ``max_wait_s`` elapsed).
+        #: gap), ``"all in"`` (every recent caller thread waits), ``"bound"`` (held as
+        #: long as allowed) or ``"window"`` (an explicit ``max_wait_s`` elapsed).
         self.batch_closes: deque[tuple[int, str]] = deque(maxlen=1024)
         finish_at_exit(self._finish_at_exit, order=COALESCERS)
 
@@ -592,10 +604,10 @@ class BatchingReader(WrappingReader):
         )
 
     def _recent(self) -> dict[int, float]:
-        """The sync caller threads seen lately (within three reads' time, at least 0.1 s),
-        when each was last seen; older ones are forgotten."""
+        """The sync caller threads waiting now or seen lately (within three reads' time,
+        at least 0.1 s), when each was last seen; older ones are forgotten."""
         since = time.monotonic() - max(0.1, 3 * self._last_read_s)
-        stale = [t for t, at in self._seen.items() if at < since]
+        stale = [t for t, at in self._seen.items() if at < since and t not in self._waiting]
         for t in stale:
             del self._seen[t]
         return self._seen
