@@ -32,10 +32,12 @@ When to close a batch that is not full (the default, "hold while a burst arrives
 * **all in**: a held batch also closes as soon as every thread that called lately
   (within three reads' time) is waiting for answers: nobody is left to arrive. A pool
   of threads smaller than its inputs (``graph.batch`` at LangGraph's default
-  concurrency, CPUs + 4 runs at once) comes back in full every round, and its first
-  thread back is not read alone when the last batch served several callers and the
-  others are still on their way (it would split every round in two: 1 + 5, 1 + 5 ...).
-  Async callers share one thread, so a recent async caller turns this rule off.
+  concurrency, CPUs + 4 runs at once) comes back in full every round: a thread that
+  came back before is waited for (past the quiet gap, up to the bound) until twice
+  its last turnaround after its answer, and the first thread back is not read alone
+  when the last batch served several callers and others are expected back (every
+  round would split in two: 1 + 5, 1 + 5 ...). Async callers share one thread, so a
+  recent async caller turns this rule off (``agentbranch.engine.callers``).
 
 Why: callers of a burst do not arrive at once. 32 LangGraph runs in threads take turns
 on the GIL (a run's own work is about a millisecond), so their requests trickle in over
@@ -88,13 +90,14 @@ import json
 import sys
 import threading
 import time
-from collections import Counter, OrderedDict, deque
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from concurrent.futures import CancelledError, Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentbranch.at_exit import COALESCERS, finish_at_exit, join_at_exit
+from agentbranch.engine.callers import CallerThreads
 from agentbranch.engine.readers.base import Reader, WrappingReader
 from agentbranch.engine.reads import LabelRead, ReadRequest
 from agentbranch.errors import ConfigurationError, ReaderError, ReaderTimeoutError
@@ -271,11 +274,8 @@ class BatchingReader(WrappingReader):
         self._crowded = False
         self._last_arrival = 0.0  # when a request was last queued (monotonic)
         self._last_read_s = 0.0  # how long the last batch took to read
-        # Sync callers by thread: when each was last seen queueing, and which are waiting
-        # for answers now (see ``_all_in``).
-        self._seen: dict[int, float] = {}
-        self._waiting: Counter[int] = Counter()
-        self._async_at = -1e9  # when an async caller last came
+        # Who calls: threads waiting now, recent ones, their turnarounds (``_all_in``).
+        self._callers = CallerThreads()
         self._last_callers = 0  # distinct calls in the last batch taken
         self._holding = False  # a worker is holding a burst's batch
         #: A lone sync caller reads in its own thread (no hand-off to a worker); a
@@ -362,12 +362,7 @@ class BatchingReader(WrappingReader):
             call.future.set_result([])
             return call, deque()
         with self._cond:  # who is waiting now, and who came lately (``_all_in``)
-            now = time.monotonic()
-            if thread is None:
-                self._async_at = now
-            else:
-                self._seen[thread] = now
-                self._waiting[thread] += 1
+            self._callers.arrive(thread, time.monotonic())
         call.future.add_done_callback(lambda future: self._given_up(future, thread))
         return call, deque(enumerate(requests))
 
@@ -414,10 +409,7 @@ class BatchingReader(WrappingReader):
         out, failed), batches that nobody waits for any more stop counting toward
         ``concurrency``."""
         with self._cond:
-            if thread is not None:
-                self._waiting[thread] -= 1
-                if self._waiting[thread] <= 0:
-                    del self._waiting[thread]
+            self._callers.leave(thread, time.monotonic())
             if not future.cancelled() and future.exception() is None:
                 return
             freed = False
@@ -591,49 +583,38 @@ class BatchingReader(WrappingReader):
     def _company(self) -> bool:
         """Whether a caller arriving now is part of a burst: other callers' requests
         are queued or being read, or (``close_when_all_in``) the last batch served
-        several callers and some thread of theirs has not come back yet (a pool of
-        threads cycling through its inputs: its first thread back would otherwise be
-        read alone, and the rest of the pool would follow in a batch of their own)."""
+        several callers and a thread of theirs that came back before is expected back
+        soon (a pool of threads cycling through its inputs: its first thread back would
+        otherwise be read alone, and the rest of the pool would follow in a batch of
+        their own, 1 + 5, 1 + 5 ...)."""
         if self._queue or any(item.wanted() for batch in self._reading for item in batch.items):
             return True
         return (
             self.close_when_all_in
             and self._last_callers >= 2
-            and len(self._recent()) >= 2
-            and not self._all_in()
+            and self._callers.back_by(self._since()) > time.monotonic()
         )
 
-    def _recent(self) -> dict[int, float]:
-        """The sync caller threads waiting now or seen lately (within three reads' time,
-        at least 0.1 s), when each was last seen; older ones are forgotten."""
-        since = time.monotonic() - max(0.1, 3 * self._last_read_s)
-        stale = [t for t, at in self._seen.items() if at < since and t not in self._waiting]
-        for t in stale:
-            del self._seen[t]
-        return self._seen
+    def _since(self) -> float:
+        """Callers seen since then are "recent": three reads' time, at least 0.1 s."""
+        return time.monotonic() - max(0.1, 3 * self._last_read_s)
 
     def _all_in(self) -> bool:
-        """Whether every thread that called lately is waiting for answers now: then no
-        caller is left to arrive (a pool of threads cycling through more inputs than
-        it has threads, as ``graph.batch`` at LangGraph's default concurrency, comes
-        back in full each round), so waiting for a quiet gap would only cost time.
-        "Lately": within three reads' time (at least 0.1 s); a thread that stopped
-        calling keeps the rule off until then, and so does a recent async caller (its
-        event loop's other tasks cannot be told apart). Needs two threads or more."""
-        if not self.close_when_all_in:
-            return False
-        recent = self._recent()
-        if len(recent) < 2 or self._async_at >= time.monotonic() - max(0.1, 3 * self._last_read_s):
-            return False
-        return all(t in self._waiting for t in recent)
+        """Whether every thread that called lately waits for answers now: nobody is
+        left to arrive, so waiting for a quiet gap would only cost time
+        (``agentbranch.engine.callers``)."""
+        return self.close_when_all_in and self._callers.all_in(self._since())
 
     def _ready(self) -> bool:
         return len(self._queue) >= self.max_batch or self._closed
 
     def _close_at(self, bound: float, gap: float) -> tuple[float, str]:
         """When a held burst's batch closes unless more arrives (and why): the quiet gap
-        after the last arrival, or the bound, whichever comes first."""
+        after the last arrival (or, with ``close_when_all_in``, once the threads that
+        are out should be back, if later), or the bound, whichever comes first."""
         quiet = self._last_arrival + gap
+        if self.close_when_all_in:
+            quiet = max(quiet, self._callers.back_by(self._since()))
         return (quiet, "quiet") if quiet <= bound else (bound, "bound")
 
     def _forget(self, item: _Item) -> None:
