@@ -8,17 +8,20 @@ import math
 from agentbranch.engine.callers import TURNAROUND_MARGIN, CallerThreads
 
 
-def test_all_in_needs_every_recent_thread_waiting_and_two_of_them():
+def test_all_in_needs_every_recent_thread_waiting_two_of_them_and_a_cycle():
     c = CallerThreads()
     c.arrive(1, 0.0)
     assert not c.all_in(since=-1.0)  # one thread is not a pool
     c.arrive(2, 0.1)
-    assert c.all_in(since=-1.0)
+    assert not c.all_in(since=-1.0)  # both wait, but nobody came back yet: starting up
     c.leave(1, 0.2)
     assert not c.all_in(since=-1.0)  # thread 1 is out
-    assert c.all_in(since=0.05) is False  # thread 1 is forgotten: one thread left
-    c.arrive(3, 0.3)
-    assert c.all_in(since=0.05)  # 2 and 3 wait; 1 no longer counts
+    c.arrive(1, 0.3)
+    assert c.all_in(since=-1.0)  # thread 1 came back: a cycling pool, all in
+    c.leave(1, 0.4)
+    c.arrive(3, 0.5)
+    assert not c.all_in(since=-1.0)  # thread 1 is out again
+    assert c.all_in(since=0.45) is False  # 1 forgotten; 2 and 3 never came back
 
 
 def test_a_waiting_thread_is_never_forgotten():
