@@ -192,6 +192,7 @@ class _Batch:
     items: list[_Item]
     thread: threading.Thread
     counted: bool = True
+    inline: bool = False  # read by its caller's own thread (``_read_alone``)
 
 
 class BatchingReader(WrappingReader):
@@ -277,6 +278,7 @@ class BatchingReader(WrappingReader):
         # Who calls: threads waiting now, recent ones, their turnarounds (``_all_in``).
         self._callers = CallerThreads()
         self._last_callers = 0  # distinct calls in the last batch taken
+        self._inline = 0  # lone callers reading in their own threads now
         self._holding = False  # a worker is holding a burst's batch
         #: A lone sync caller reads in its own thread (no hand-off to a worker); a
         #: held burst closes once every recent caller thread is waiting ("all in").
@@ -376,7 +378,7 @@ class BatchingReader(WrappingReader):
             if (
                 self._closed
                 or not self._auto_wait
-                or self._workers >= self.concurrency
+                or self._busy() >= self.concurrency
                 or len(pending) > self.max_batch
                 or self._company()
             ):
@@ -387,8 +389,8 @@ class BatchingReader(WrappingReader):
                 return
             items = list(self._queue)  # only ours: the queue was empty
             self._queue.clear()
-            self._workers += 1
-            taken = _Batch(items, threading.current_thread())
+            self._inline += 1
+            taken = _Batch(items, threading.current_thread(), inline=True)
             if items:
                 self._reading.add(taken)
                 self.batch_closes.append((len(items), "alone"))
@@ -398,11 +400,14 @@ class BatchingReader(WrappingReader):
                 self._read(items)
         finally:
             with self._cond:
-                if taken.counted:
-                    self._workers -= 1
-                    self._reading.discard(taken)
+                self._inline -= 1
+                self._reading.discard(taken)
                 if self._queue:  # callers that came meanwhile: a worker takes them
                     self._wake()
+
+    def _busy(self) -> int:
+        """Batches being read (or held) now: by worker threads not idle, and inline."""
+        return self._workers - self._idle + self._inline
 
     def _given_up(self, future: Future[Any], thread: int | None = None) -> None:
         """A call ended: its thread waits no more. Without its answers (cancelled, timed
@@ -414,7 +419,7 @@ class BatchingReader(WrappingReader):
                 return
             freed = False
             for batch in list(self._reading):
-                if not any(item.wanted() for item in batch.items):
+                if not batch.inline and not any(item.wanted() for item in batch.items):
                     batch.counted = False
                     self._reading.discard(batch)
                     self._threads.discard(batch.thread)  # close() does not wait for it
@@ -518,7 +523,8 @@ class BatchingReader(WrappingReader):
         with self._cond:
             self._idle += 1
             try:
-                while not self._queue:
+                # wait for work, and for a slot while lone callers read in their threads
+                while not self._queue or self._busy() >= self.concurrency:
                     if self._closed or not self._cond.wait(self.idle_s) and not self._queue:
                         self._workers -= 1
                         return None
