@@ -654,7 +654,21 @@ def test_a_lone_sync_caller_is_read_in_its_own_thread():
     # an async caller never blocks its event loop with a read
     asyncio.run(engine.adecide("button broken", {"team": TEAM}))
     assert inner.threads[2] != threading.get_ident()
-    assert [why for _, why in engine.reads_via.batch_closes] == ["alone"] * 3
+    # nor does a daemon thread read inline (exit could stop it inside a native forward;
+    # exit waits for the coalescer's workers instead)
+    engine.reads_via.inline_alone = True
+    seen: list[int] = []
+    daemon = threading.Thread(
+        target=lambda: (
+            engine.decide("down again", {"team": TEAM}),
+            seen.append(threading.get_ident()),
+        ),
+        daemon=True,
+    )
+    daemon.start()
+    daemon.join(20)
+    assert seen and inner.threads[3] != seen[0]
+    assert [why for _, why in engine.reads_via.batch_closes] == ["alone"] * 4
     engine.close()
 
 

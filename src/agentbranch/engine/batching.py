@@ -17,8 +17,8 @@ grow with the load by themselves ("natural batching").
 When to close a batch that is not full (the default, "hold while a burst arrives"):
 
 * a caller that finds no other caller's request queued or being read is **alone**: it is
-  read at once, never held for company; a sync caller (``read`` without a timeout) is
-  read in its own thread, without the hand-off to a worker and back (two thread
+  read at once, never held for company; a sync caller (``read`` without a timeout, on
+  a thread that is not a daemon) is read in its own thread, without the hand-off to a worker and back (two thread
   switches: on a busy machine each may wait a scheduler slice, ~5 ms, measured as 10–15%
   of a lone embedded decision);
 * a caller that finds others in flight is part of a **burst** (``graph.batch`` threads,
@@ -378,6 +378,9 @@ class BatchingReader(WrappingReader):
             if (
                 self._closed
                 or not self._auto_wait
+                # a daemon thread may be stopped mid-read at exit (a native forward
+                # aborts the process): its reads go to a worker, which exit waits for
+                or threading.current_thread().daemon
                 or self._busy() >= self.concurrency
                 or len(pending) > self.max_batch
                 or self._company()
