@@ -148,7 +148,7 @@ class _Call:
     answers: list[list[LabelRead] | None]
     remaining: int
     #: The calling thread of a sync call (``None`` for an async one): see ``_all_in``.
-    thread: int | None = None
+    thread: threading.Thread | None = None
     future: Future[list[list[LabelRead]]] = field(default_factory=Future)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -309,7 +309,7 @@ class BatchingReader(WrappingReader):
         """Read ``requests`` in shared batches. ``timeout_s`` (the engine's): give up
         after that long with ``ReaderTimeoutError``; the requests are abandoned (not
         read if still queued, and a batch nobody waits for frees its worker's slot)."""
-        call, pending = self._call(requests, threading.get_ident())
+        call, pending = self._call(requests, threading.current_thread())
         until = None if timeout_s is None else time.monotonic() + timeout_s
         try:
             deadline = self._deadline()
@@ -356,7 +356,7 @@ class BatchingReader(WrappingReader):
             raise
 
     def _call(
-        self, requests: Sequence[ReadRequest], thread: int | None = None
+        self, requests: Sequence[ReadRequest], thread: threading.Thread | None = None
     ) -> tuple[_Call, deque[tuple[int, ReadRequest]]]:
         requests = list(requests)
         call = _Call([None] * len(requests), len(requests), thread)
@@ -412,7 +412,7 @@ class BatchingReader(WrappingReader):
         """Batches being read (or held) now: by worker threads not idle, and inline."""
         return self._workers - self._idle + self._inline
 
-    def _given_up(self, future: Future[Any], thread: int | None = None) -> None:
+    def _given_up(self, future: Future[Any], thread: threading.Thread | None = None) -> None:
         """A call ended: its thread waits no more. Without its answers (cancelled, timed
         out, failed), batches that nobody waits for any more stop counting toward
         ``concurrency``."""

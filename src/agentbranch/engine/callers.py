@@ -20,22 +20,26 @@ async caller turns both answers off (``async_at``).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Hashable
 
 #: A thread is expected back within this many of its own last turnarounds.
 TURNAROUND_MARGIN = 2.0
 
 
 class CallerThreads:
-    """The sync caller threads of one coalescer (not thread-safe: its lock guards it)."""
+    """The sync caller threads of one coalescer (not thread-safe: its lock guards it).
+
+    Threads are keyed by their ``threading.Thread`` object, not their ident: the OS
+    reuses idents, and a fresh pool's thread would pass for one that came back."""
 
     def __init__(self) -> None:
-        self.seen: dict[int, float] = {}  # thread -> when it last called
-        self.waiting: Counter[int] = Counter()  # thread -> its calls in flight
-        self.answered: dict[int, float] = {}  # thread -> when its last call ended
-        self.turnaround: dict[int, float] = {}  # thread -> answer-to-next-call seconds
+        self.seen: dict[Hashable, float] = {}  # thread -> when it last called
+        self.waiting: Counter[Hashable] = Counter()  # thread -> its calls in flight
+        self.answered: dict[Hashable, float] = {}  # thread -> when its last call ended
+        self.turnaround: dict[Hashable, float] = {}  # thread -> answer-to-next-call seconds
         self.async_at = float("-inf")  # when an async caller last called
 
-    def arrive(self, thread: int | None, now: float) -> None:
+    def arrive(self, thread: Hashable | None, now: float) -> None:
         """A call from ``thread`` (``None``: an async caller)."""
         if thread is None:
             self.async_at = now
@@ -45,7 +49,7 @@ class CallerThreads:
         self.seen[thread] = now
         self.waiting[thread] += 1
 
-    def leave(self, thread: int | None, now: float) -> None:
+    def leave(self, thread: Hashable | None, now: float) -> None:
         """A call of ``thread`` ended (answered, failed or given up)."""
         if thread is None:
             return
@@ -54,7 +58,7 @@ class CallerThreads:
             del self.waiting[thread]
             self.answered[thread] = now
 
-    def recent(self, since: float) -> list[int]:
+    def recent(self, since: float) -> list[Hashable]:
         """The threads waiting now or seen since ``since``; older ones are forgotten."""
         for t in [t for t, at in self.seen.items() if at < since and t not in self.waiting]:
             del self.seen[t]
