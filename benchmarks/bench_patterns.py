@@ -258,9 +258,9 @@ def timed(fn: Callable[[], Any]) -> tuple[float, float]:
 
 
 #: The coalescer's levers (``BatchingReader`` attributes) and the variants that compare
-#: them in one run: ``now`` is the library as it is, ``before`` has both levers off (the
+#: them in one run: ``now`` is the library as it is, ``before`` has them off (the
 #: coalescer as it was before them).
-LEVERS = ("inline_alone", "close_when_all_in")
+LEVERS = ("close_when_all_in",)
 VARIANTS = {"now": {}, "before": dict.fromkeys(LEVERS, False)}
 
 
@@ -281,6 +281,7 @@ def measure(
     reps: int,
     questions: int,
     variants: list[str],
+    only: list[str] | None = None,
 ) -> dict[str, Any]:
     """Every pattern's fraction of its bound on ``reader`` for each variant of the
     coalescer (see the module docstring), all alternated in one run."""
@@ -288,7 +289,7 @@ def measure(
     q = dict(list(QUESTIONS.items())[:questions])
     engines = {v: engine_for(reader, VARIANTS[v]) for v in variants}
     tables = {v: patterns(engine, q, n, single) for v, engine in engines.items()}
-    names = list(tables[variants[0]])
+    names = [k for k in tables[variants[0]] if not only or any(k.startswith(o) for o in only)]
 
     def bound_for(name: str, batch: list[str]) -> Callable[[], Any]:
         if name == "1 caller":
@@ -298,7 +299,8 @@ def measure(
     # warm up and check: every pattern answers as decide_many does
     mismatched = []
     for v, table in tables.items():
-        for name, (run, empty, batch) in table.items():
+        for name in names:
+            run, empty, batch = table[name]
             want = labels_of("1 caller", bound_for(name, batch)())
             empty()
             if labels_of(kind_of(name), run()) != want:
@@ -396,6 +398,7 @@ def vllm_reader_run(args: argparse.Namespace) -> dict[str, Any]:
                 reps=args.reps,
                 questions=args.vllm_questions,
                 variants=args.variants,
+                only=args.only,
             )
         finally:
             reader.close()
@@ -419,6 +422,9 @@ def main() -> None:
         action="store_true",
         help="also time the coalescer with its levers off (variant 'before'), alternated",
     )
+    ap.add_argument(
+        "--only", nargs="+", metavar="PATTERN", help="only the patterns named so (prefixes)"
+    )
     ap.add_argument("--no-vllm", action="store_true")
     ap.add_argument("--no-embedded", action="store_true")
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks/results/patterns.json")
@@ -440,6 +446,7 @@ def main() -> None:
                 reps=args.reps,
                 questions=3,
                 variants=args.variants,
+                only=args.only,
             )
         )
         reader.close()

@@ -630,48 +630,6 @@ def test_a_hung_batch_nobody_waits_for_does_not_block_the_next_request():
     assert coalescer._workers == 0 and not coalescer._reading
 
 
-class ThreadsSeen(SlowToGather):
-    """Records the thread each read runs in; the default quiet gap is 30 s."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.threads: list[int] = []
-
-    def read(self, requests):
-        self.threads.append(threading.get_ident())
-        return super().read(requests)
-
-
-def test_a_lone_sync_caller_is_read_in_its_own_thread():
-    inner = ThreadsSeen(SCRIPT)
-    engine = ab.DecisionEngine(inner)
-    assert engine.decide("charged twice", {"team": TEAM})["team"].label == "billing"
-    assert inner.threads == [threading.get_ident()]  # no hand-off to a worker thread
-    # with the shortcut off, a worker thread reads it (as before)
-    engine.reads_via.inline_alone = False
-    assert engine.decide("site down", {"team": TEAM})["team"].label == "outage"
-    assert inner.threads[1] != threading.get_ident()
-    # an async caller never blocks its event loop with a read
-    asyncio.run(engine.adecide("button broken", {"team": TEAM}))
-    assert inner.threads[2] != threading.get_ident()
-    # nor does a daemon thread read inline (exit could stop it inside a native forward;
-    # exit waits for the coalescer's workers instead)
-    engine.reads_via.inline_alone = True
-    seen: list[int] = []
-    daemon = threading.Thread(
-        target=lambda: (
-            engine.decide("down again", {"team": TEAM}),
-            seen.append(threading.get_ident()),
-        ),
-        daemon=True,
-    )
-    daemon.start()
-    daemon.join(20)
-    assert seen and inner.threads[3] != seen[0]
-    assert [why for _, why in engine.reads_via.batch_closes] == ["alone"] * 4
-    engine.close()
-
-
 def test_a_held_batch_closes_once_every_recent_caller_thread_waits():
     # Two threads take turns, as a pool smaller than its inputs does. The quiet gap is
     # 30 s: the batch can only close because both threads are waiting (not timing).

@@ -3,10 +3,10 @@
 The patterns of ``benchmarks/bench_patterns.py``: one caller, 32 threads calling
 ``decide``, 32 asyncio tasks, ``graph.batch`` at ``max_concurrency=32`` and at
 LangGraph's default, ``abatch``, and a LangChain tool called from 32 agent steps
-(``ToolNode`` runs). However the coalescer cuts them into reader batches (a lone caller
-read in its own thread, a held burst, a pool of threads coming back round after round),
-each caller gets the labels and probabilities ``decide_many`` gives its state. With the
-coalescer's levers on and off. No timing is asserted.
+(``ToolNode`` runs). However the coalescer cuts them into reader batches (a lone caller,
+a held burst, a pool of threads coming back round after round), each caller gets the
+labels and probabilities ``decide_many`` gives its state. With the coalescer's all-in
+rule on and off. No timing is asserted.
 """
 
 from __future__ import annotations
@@ -126,14 +126,14 @@ PATTERNS = [
 ]
 
 
-@pytest.mark.parametrize("levers", [True, False], ids=["levers on", "levers off"])
+@pytest.mark.parametrize("levers", [True, False], ids=["all-in on", "all-in off"])
 @pytest.mark.parametrize("pattern", PATTERNS)
 def test_every_pattern_answers_as_decide_many(pattern: str, levers: bool) -> None:
     # a short sleep per read, so concurrent callers really share batches
     reader = ab.ScriptedReader(default=hashed, delay_s=0.002)
     engine = ab.DecisionEngine(reader)
     coalescer = engine.reads_via
-    coalescer.inline_alone = coalescer.close_when_all_in = levers
+    coalescer.close_when_all_in = levers
     want = _of_decisions(ab.DecisionEngine(reader, batching=False).decide_many(STATES, QUESTIONS))
     got = run_pattern(pattern, engine)
     assert got == want[: len(got)]

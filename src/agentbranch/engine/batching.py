@@ -17,10 +17,7 @@ grow with the load by themselves ("natural batching").
 When to close a batch that is not full (the default, "hold while a burst arrives"):
 
 * a caller that finds no other caller's request queued or being read is **alone**: it is
-  read at once, never held for company; a sync caller (``read`` without a timeout, on
-  a thread that is not a daemon) is read in its own thread, without the hand-off to a worker and back (two thread
-  switches: on a busy machine each may wait a scheduler slice, ~5 ms, measured as 10–15%
-  of a lone embedded decision);
+  read at once, never held for company;
 * a caller that finds others in flight is part of a **burst** (``graph.batch`` threads,
   ``Send`` branches, many ``ainvoke``): the worker holds the batch while requests keep
   arriving and closes it once none has arrived for the **quiet gap** (``max_wait_s``,
@@ -48,9 +45,8 @@ cost (a GPU) runs fewer forwards. The holding worker is not woken by every arriv
 wake-up is a GIL hand-off taken from the callers' own work): it wakes when the batch is
 full or at the time it computed, and looks again. ``batch_closes`` records why each of
 the last batches closed. A ``max_wait_s`` given explicitly is a plain window instead:
-every batch that is not full waits that long. ``inline_alone`` and ``close_when_all_in``
-(both on) turn the two shortcuts above off, for comparison
-(``benchmarks/bench_patterns.py --compare``).
+every batch that is not full waits that long. ``close_when_all_in = False`` turns the
+all-in rule off, for comparison (``benchmarks/bench_patterns.py --compare``).
 
 * **De-duplication**: a request identical to one already queued or being read (same
   state, questions, instructions, draws, joint) is not read twice; both callers get the
@@ -147,8 +143,6 @@ class _Call:
 
     answers: list[list[LabelRead] | None]
     remaining: int
-    #: The calling thread of a sync call (``None`` for an async one): see ``_all_in``.
-    thread: threading.Thread | None = None
     future: Future[list[list[LabelRead]]] = field(default_factory=Future)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -192,7 +186,6 @@ class _Batch:
     items: list[_Item]
     thread: threading.Thread
     counted: bool = True
-    inline: bool = False  # read by its caller's own thread (``_read_alone``)
 
 
 class BatchingReader(WrappingReader):
@@ -278,11 +271,8 @@ class BatchingReader(WrappingReader):
         # Who calls: threads waiting now, recent ones, their turnarounds (``_all_in``).
         self._callers = CallerThreads()
         self._last_callers = 0  # distinct calls in the last batch taken
-        self._inline = 0  # lone callers reading in their own threads now
         self._holding = False  # a worker is holding a burst's batch
-        #: A lone sync caller reads in its own thread (no hand-off to a worker); a
-        #: held burst closes once every recent caller thread is waiting ("all in").
-        self.inline_alone = True
+        #: A held burst closes once every recent caller thread is waiting ("all in").
         self.close_when_all_in = True
         #: Counters: batches read, requests read, cache hits, de-duplicated requests,
         #: batches abandoned by all their callers while being read.
@@ -313,8 +303,6 @@ class BatchingReader(WrappingReader):
         until = None if timeout_s is None else time.monotonic() + timeout_s
         try:
             deadline = self._deadline()
-            if timeout_s is None and self.inline_alone and pending:
-                self._read_alone(call, pending)
             while pending:
                 room = self._offer(call, pending)
                 if room is None:
@@ -359,7 +347,7 @@ class BatchingReader(WrappingReader):
         self, requests: Sequence[ReadRequest], thread: threading.Thread | None = None
     ) -> tuple[_Call, deque[tuple[int, ReadRequest]]]:
         requests = list(requests)
-        call = _Call([None] * len(requests), len(requests), thread)
+        call = _Call([None] * len(requests), len(requests))
         if not requests:
             call.future.set_result([])
             return call, deque()
@@ -367,50 +355,6 @@ class BatchingReader(WrappingReader):
             self._callers.arrive(thread, time.monotonic())
         call.future.add_done_callback(lambda future: self._given_up(future, thread))
         return call, deque(enumerate(requests))
-
-    def _read_alone(self, call: _Call, pending: deque[tuple[int, ReadRequest]]) -> None:
-        """Read a lone sync caller's requests in its own thread, at once: nobody else is
-        in flight, so there is no batch to share, and handing them to a worker thread
-        and back would cost two thread switches (on a busy machine each can wait a
-        scheduler slice, ~5 ms). Does nothing when others are in flight (or when not
-        everything fits): then ``pending`` goes through the queue as usual."""
-        with self._cond:
-            if (
-                self._closed
-                or not self._auto_wait
-                # a daemon thread may be stopped mid-read at exit (a native forward
-                # aborts the process): its reads go to a worker, which exit waits for
-                or threading.current_thread().daemon
-                or self._busy() >= self.concurrency
-                or len(pending) > self.max_batch
-                or self._company()
-            ):
-                return
-            self._offer(call, pending, wake=False)
-            if pending:  # no room for all of it: the workers read what was queued
-                self._wake()
-                return
-            items = list(self._queue)  # only ours: the queue was empty
-            self._queue.clear()
-            self._inline += 1
-            taken = _Batch(items, threading.current_thread(), inline=True)
-            if items:
-                self._reading.add(taken)
-                self.batch_closes.append((len(items), "alone"))
-                self._last_callers = 1
-        try:
-            if items:
-                self._read(items)
-        finally:
-            with self._cond:
-                self._inline -= 1
-                self._reading.discard(taken)
-                if self._queue:  # callers that came meanwhile: a worker takes them
-                    self._wake()
-
-    def _busy(self) -> int:
-        """Batches being read (or held) now: by worker threads not idle, and inline."""
-        return self._workers - self._idle + self._inline
 
     def _given_up(self, future: Future[Any], thread: threading.Thread | None = None) -> None:
         """A call ended: its thread waits no more. Without its answers (cancelled, timed
@@ -422,7 +366,7 @@ class BatchingReader(WrappingReader):
                 return
             freed = False
             for batch in list(self._reading):
-                if not batch.inline and not any(item.wanted() for item in batch.items):
+                if not any(item.wanted() for item in batch.items):
                     batch.counted = False
                     self._reading.discard(batch)
                     self._threads.discard(batch.thread)  # close() does not wait for it
@@ -454,12 +398,9 @@ class BatchingReader(WrappingReader):
             "max_queue or queue_timeout_s, or serve the model with more capacity."
         )
 
-    def _offer(
-        self, call: _Call, pending: deque[tuple[int, ReadRequest]], *, wake: bool = True
-    ) -> Future[None] | None:
+    def _offer(self, call: _Call, pending: deque[tuple[int, ReadRequest]]) -> Future[None] | None:
         """Queue what fits of ``pending``; ``None`` when all is queued (or answered),
-        else a future that resolves when there may be room. ``wake``: tell the workers
-        (``_read_alone`` reads it itself)."""
+        else a future that resolves when there may be room."""
         with self._cond:
             if self._closed:
                 raise ReaderError("this BatchingReader is closed; create a new one")
@@ -497,8 +438,7 @@ class BatchingReader(WrappingReader):
             if queued:
                 self._crowded = crowded
                 self._last_arrival = time.monotonic()
-                if wake:
-                    self._wake()
+                self._wake()
                 if len(self._queue) >= self.max_batch or (self._holding and self._all_in()):
                     self._filled.notify_all()
             if not pending:
@@ -526,8 +466,7 @@ class BatchingReader(WrappingReader):
         with self._cond:
             self._idle += 1
             try:
-                # wait for work, and for a slot while lone callers read in their threads
-                while not self._queue or self._busy() >= self.concurrency:
+                while not self._queue:
                     if self._closed or not self._cond.wait(self.idle_s) and not self._queue:
                         self._workers -= 1
                         return None
