@@ -54,8 +54,8 @@ QUESTIONS = {
 
 def read_request(state: str, questions: dict[str, Any]) -> Any:
     """The ``ReadRequest`` the engine builds for ``state`` (a string) and ``questions``."""
-    from agentbranch.engine.reads import ReadRequest
-    from agentbranch.questions import to_spec, validate_questions
+    from agentbranch.core.questions import to_spec, validate_questions
+    from agentbranch.core.reads import ReadRequest
 
     specs = tuple(to_spec(k, q) for k, q in validate_questions(questions).items())
     return ReadRequest(state=state, questions=specs)

@@ -20,8 +20,8 @@ from agentbranch.audit import (
 )
 from agentbranch.calibrate import apply_temperature, ece
 from agentbranch.cli import app
-from agentbranch.decisions import confidence_from
-from agentbranch.errors import ConfigurationError
+from agentbranch.core.decisions import confidence_from
+from agentbranch.core.errors import ConfigurationError
 
 OPTIONS = ["billing", "outage", "bug"]
 SPEC = {

@@ -12,7 +12,7 @@ import pytest
 import agentbranch as ab
 from agentbranch import calibrate as cal
 from agentbranch.calibrate import Scored
-from agentbranch.errors import ConfigurationError, InvalidQuestionError
+from agentbranch.core.errors import ConfigurationError, InvalidQuestionError
 
 DEMO = Path(ab.__file__).parent / "demo"
 

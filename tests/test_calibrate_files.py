@@ -14,7 +14,7 @@ import pytest
 import agentbranch as ab
 from agentbranch import calibrate as cal
 from agentbranch.calibrate import Scored
-from agentbranch.errors import (
+from agentbranch.core.errors import (
     AgentBranchError,
     ConfigurationError,
     InvalidFileError,

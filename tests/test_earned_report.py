@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 import agentbranch as ab
 from agentbranch.audit.earned_report import earned_diagram, earned_report, is_evidence_file
 from agentbranch.cli import app
-from agentbranch.errors import ConfigurationError
+from agentbranch.core.errors import ConfigurationError
 from agentbranch.policy import Earned, Generate, Policy
 from agentbranch.policy.resolver import Resolver
 

@@ -19,6 +19,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentbranch as ab
+from agentbranch.core.errors import (
+    ConfigurationError,
+    InvalidReadError,
+    ReaderError,
+    ReaderTimeoutError,
+)
+from agentbranch.core.reads import QuestionSpec, ReadRequest
 from agentbranch.engine.readers.remote import (
     RemoteReader,
     RemoteRequestError,
@@ -27,13 +34,6 @@ from agentbranch.engine.readers.remote import (
     build_payload,
     parse_answers,
     parse_decisions_answers,
-)
-from agentbranch.engine.reads import QuestionSpec, ReadRequest
-from agentbranch.errors import (
-    ConfigurationError,
-    InvalidReadError,
-    ReaderError,
-    ReaderTimeoutError,
 )
 
 URL = "http://vllm.test:8000"
@@ -1411,7 +1411,7 @@ def test_httpx_log_lines_never_carry_the_url_credentials(caplog, use_async):
     ],
 )
 def test_redact_url(url, shown):
-    from agentbranch.redact import redact_url, url_secrets
+    from agentbranch.core.redact import redact_url, url_secrets
 
     assert redact_url(url) == shown
     if url.startswith("http://u:p@h:80"):

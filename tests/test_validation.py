@@ -18,8 +18,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 import agentbranch as ab
-from agentbranch.engine.readers.remote import RemoteReader
-from agentbranch.errors import (
+from agentbranch.core.errors import (
     ConfigurationError,
     InvalidFileError,
     InvalidQuestionError,
@@ -27,6 +26,7 @@ from agentbranch.errors import (
     InvalidStateError,
     ReaderError,
 )
+from agentbranch.engine.readers.remote import RemoteReader
 
 URGENT = {"urgent": ab.yes_no("Urgent?")}
 

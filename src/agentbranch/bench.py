@@ -222,7 +222,7 @@ def _decide_graph(engine: Any) -> Any:
 
     from langgraph.graph import END, START, StateGraph
 
-    from agentbranch.langgraph import decide_node
+    from agentbranch.integrations.langgraph import decide_node
 
     class S(TypedDict, total=False):
         ticket: str
@@ -238,7 +238,7 @@ def _decide_graph(engine: Any) -> Any:
 def cpu_part(report: Report, tick: Callable[[str], None], *, quick: bool) -> None:
     import agentbranch as ab
     from agentbranch.engine.batching import BatchingReader
-    from agentbranch.langgraph import route
+    from agentbranch.integrations.langgraph import route
     from agentbranch.testing import build_tiny_diffusiongemma
 
     reps = 2 if quick else 3
@@ -402,10 +402,10 @@ def read_vs_generate(report: Report, tick: Callable[[str], None], *, reps: int) 
     import torch
 
     import agentbranch as ab
+    from agentbranch.core.reads import QuestionSpec, ReadRequest
     from agentbranch.engine.canvas import CanvasPlanner
     from agentbranch.engine.readers.threads import torch_threads
     from agentbranch.engine.readers.transformers import TransformersTokenBackend
-    from agentbranch.engine.reads import QuestionSpec, ReadRequest
     from agentbranch.testing import build_tiny_diffusiongemma
 
     with tempfile.TemporaryDirectory(prefix="agentbranch-bench-") as tmp:

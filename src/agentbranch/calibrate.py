@@ -46,12 +46,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 
-from agentbranch.decisions import confidence_from
+from agentbranch.core.decisions import confidence_from
+from agentbranch.core.errors import ConfigurationError, InvalidFileError, InvalidQuestionError
+from agentbranch.core.files import json_lines, loads, short_repr
+from agentbranch.core.questions import Question, coerce_question, to_spec
 from agentbranch.engine.calibration import Calibration
 from agentbranch.engine.plan import normalise
-from agentbranch.errors import ConfigurationError, InvalidFileError, InvalidQuestionError
-from agentbranch.filetext import json_lines, loads, short_repr
-from agentbranch.questions import Question, coerce_question, to_spec
 
 By = Literal["question", "type"]
 
@@ -158,7 +158,7 @@ def _validated(model: type[BaseModel], obj: dict[str, Any], where: str) -> Any:
     try:
         return model.model_validate(obj)
     except ValidationError as e:
-        from agentbranch.audit.schema import describe
+        from agentbranch.core.audit_records import describe
 
         raise ConfigurationError(f"{where}: {describe(e)}; {EXPECTED_SHAPES}") from None
 

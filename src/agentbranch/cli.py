@@ -55,9 +55,9 @@ def _quiet_logs(verbose: bool) -> None:
 def _engine(
     calibration: Path | None, permutations: int = 1, reader: str | None = None
 ) -> tuple[Any, str]:
+    from agentbranch.core.errors import AgentBranchError
     from agentbranch.engine.engine import DecisionEngine
-    from agentbranch.errors import AgentBranchError
-    from agentbranch.selection import ENV_ENGINE
+    from agentbranch.engine.selection import ENV_ENGINE
 
     kwargs: dict[str, Any] = {"permutations": permutations}
     if calibration is not None:
@@ -79,11 +79,11 @@ def _fail(message: object) -> typer.Exit:
 
 def _read_questions(path: Path) -> dict[str, Any]:
     """``--questions FILE.json``: a JSON object ``{id: wire question}``."""
-    from agentbranch.filetext import read_json
+    from agentbranch.core.files import read_json
 
     data = read_json(path, "questions file")
     if not isinstance(data, dict):
-        from agentbranch.errors import InvalidFileError
+        from agentbranch.core.errors import InvalidFileError
 
         raise InvalidFileError(
             f"questions file {path}: expected a JSON object {{id: question}}, such as "
@@ -104,8 +104,8 @@ def _fmt_probs(probs: dict[str, float], top: int = 3) -> str:
 def load_tickets(path: Path | None = None) -> list[dict[str, Any]]:
     """Tickets from a JSON Lines file (``{"id", "ticket"}`` per line; plain strings and
     ``{"state": ...}`` work too); the shipped sample by default."""
-    from agentbranch.errors import InvalidFileError
-    from agentbranch.filetext import json_lines, loads
+    from agentbranch.core.errors import InvalidFileError
+    from agentbranch.core.files import json_lines, loads
 
     if path is None:
         text = resources.files("agentbranch.demo").joinpath("tickets.jsonl").read_text("utf-8")
@@ -244,7 +244,7 @@ def demo(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log every decision.")] = False,
 ) -> None:
     """Run the support-triage graph over sample tickets and show every decision."""
-    from agentbranch.errors import AgentBranchError
+    from agentbranch.core.errors import AgentBranchError
 
     _quiet_logs(verbose)
     try:
@@ -337,7 +337,7 @@ def decide(
 ) -> None:
     """Answer one or more questions about STATE and print the decisions."""
     import agentbranch as ab
-    from agentbranch.errors import AgentBranchError
+    from agentbranch.core.errors import AgentBranchError
 
     _quiet_logs(verbose)
     if state == "-":
@@ -467,9 +467,9 @@ def calibrate(
     from rich.progress import Progress
 
     from agentbranch import calibrate as cal
+    from agentbranch.core.errors import AgentBranchError
+    from agentbranch.core.files import check_writable
     from agentbranch.engine.calibration import Calibration
-    from agentbranch.errors import AgentBranchError
-    from agentbranch.filetext import check_writable
 
     _quiet_logs(verbose)
     if by not in ("question", "type"):
@@ -651,9 +651,9 @@ def engine(
 
     from rich.markup import escape
 
-    from agentbranch import selection as sel
-    from agentbranch.errors import AgentBranchError
-    from agentbranch.redact import redact_url
+    from agentbranch.core.errors import AgentBranchError
+    from agentbranch.core.redact import redact_url
+    from agentbranch.engine import selection as sel
 
     _quiet_logs(False)
     try:
@@ -699,8 +699,8 @@ def bench(
 ) -> None:
     """Time the read paths side by side and print every ratio (see docs/benchmarks.md)."""
     from agentbranch.bench import command
-    from agentbranch.errors import AgentBranchError
-    from agentbranch.filetext import check_writable
+    from agentbranch.core.errors import AgentBranchError
+    from agentbranch.core.files import check_writable
 
     _quiet_logs(False)
     try:  # before minutes of measuring, not after

@@ -14,9 +14,9 @@ import pytest
 from vllm_ref import make_strategy, run_strategy
 
 import agentbranch as ab
+from agentbranch.core.questions import to_spec, validate_questions
+from agentbranch.core.reads import ReadRequest
 from agentbranch.engine.readers.vllm import VLLMReader
-from agentbranch.engine.reads import ReadRequest
-from agentbranch.questions import to_spec, validate_questions
 
 QUESTIONS = {
     "team": ab.choice(
@@ -159,7 +159,7 @@ def test_a_request_vllm_refuses_fails_its_job_alone(reader: VLLMReader) -> None:
     """A job vLLM refuses at ``add_request`` fails alone; a job added with it reads."""
     import dataclasses
 
-    from agentbranch.engine.reads import Slot
+    from agentbranch.core.reads import Slot
 
     spec = tuple(to_spec(k, q) for k, q in validate_questions(QUESTIONS).items())
     (good, *_), _ = reader.plan([ReadRequest(state=STATES[0], questions=spec)])

@@ -19,7 +19,6 @@ are read), ``report`` (the maths), ``labels`` (records as labelled examples), ``
 (``agentbranch audit``). See docs/audit.md.
 """
 
-from agentbranch.audit.config import AUDIT_EVENT, Audit
 from agentbranch.audit.earned_report import (
     EarnedReport,
     QuestionTrust,
@@ -38,9 +37,10 @@ from agentbranch.audit.report import (
     load_records,
     wilson,
 )
-from agentbranch.audit.schema import AuditRecord
-from agentbranch.audit.sinks import CallbackSink, JsonlSink, StoreSink
-from agentbranch.audit.worker import AuditStats
+from agentbranch.core.audit_records import AuditRecord
+from agentbranch.policy.auditing.config import AUDIT_EVENT, Audit
+from agentbranch.policy.auditing.sinks import CallbackSink, JsonlSink, StoreSink
+from agentbranch.policy.auditing.worker import AuditStats
 
 __all__ = [
     "AUDIT_EVENT",

@@ -75,8 +75,8 @@ def report(
     from agentbranch.audit.earned_report import is_evidence_store
     from agentbranch.audit.labels import scored_examples
     from agentbranch.audit.report import audit_report, load_records
-    from agentbranch.errors import AgentBranchError
-    from agentbranch.filetext import check_writable
+    from agentbranch.core.errors import AgentBranchError
+    from agentbranch.core.files import check_writable
 
     if is_evidence_store(_uri(file)):
         _earned(_uri(file), target_precision, level, diagram, as_json)
@@ -178,7 +178,7 @@ def _earned(
 ) -> None:
     """The earned-trust report of an evidence store (after the audit report, if any)."""
     from agentbranch.audit.earned_report import earned_diagram, earned_report, render
-    from agentbranch.errors import AgentBranchError
+    from agentbranch.core.errors import AgentBranchError
 
     try:
         rep = earned_report(_uri(file), precision=precision, level=level)

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from agentbranch.audit.report import json_safe
-from agentbranch.errors import ConfigurationError, InvalidFileError
+from agentbranch.core.errors import ConfigurationError, InvalidFileError
 
 #: What an evidence record's ``schema`` field says.
 EVIDENCE_SCHEMA = "agentbranch.earned/1"

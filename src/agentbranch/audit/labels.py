@@ -12,10 +12,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentbranch.audit.schema import check_records, load_records
 from agentbranch.calibrate import By, Example, Report, Scored, apply_temperature
-from agentbranch.errors import ConfigurationError
-from agentbranch.questions import coerce_question
+from agentbranch.core.audit_records import check_records, load_records
+from agentbranch.core.errors import ConfigurationError
+from agentbranch.core.questions import coerce_question
 
 Record = dict[str, Any]
 

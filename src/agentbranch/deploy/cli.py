@@ -14,8 +14,9 @@ from rich.table import Table
 __all__ = ["deploy_app", "register", "size_command"]
 
 err = Console(stderr=True)
-deploy_app = typer.Typer(help="Serving manifests sized for a GPU and a question schema.",
-                         no_args_is_help=True)
+deploy_app = typer.Typer(
+    help="Serving manifests sized for a GPU and a question schema.", no_args_is_help=True
+)
 
 Preset = Annotated[str, typer.Option(help="Engine preset: fp8, nvfp4 or bf16.")]
 GpuGib = Annotated[float, typer.Option("--gpu-gib", help="GPU memory, GiB (an 80 GB H100: 80).")]
@@ -42,14 +43,16 @@ MaxCanvas = Annotated[
 AsJson = Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")]
 TokenizerDir = Annotated[
     Path | None,
-    typer.Option("--tokenizer", help="The model's tokenizer folder: count --questions lines with it."),
+    typer.Option(
+        "--tokenizer", help="The model's tokenizer folder: count --questions lines with it."
+    ),
 ]
 
 
 def _encode(tokenizer: Path | None) -> Any:
     if tokenizer is None:
         return None
-    from agentbranch.errors import ConfigurationError
+    from agentbranch.core.errors import ConfigurationError
 
     try:
         from transformers import AutoTokenizer
@@ -61,14 +64,23 @@ def _encode(tokenizer: Path | None) -> Any:
 
 
 def _plan(
-    preset: str, gpu_gib: float, canvas_length: int | None, questions: Path | None,
-    single: bool, util: float, prompt_tokens: int, max_model_len: int | None,
-    weights_gib: float | None, activation_gib: float, model_config: Path | None,
-    max_canvas: int | None, tokenizer: Path | None = None,
+    preset: str,
+    gpu_gib: float,
+    canvas_length: int | None,
+    questions: Path | None,
+    single: bool,
+    util: float,
+    prompt_tokens: int,
+    max_model_len: int | None,
+    weights_gib: float | None,
+    activation_gib: float,
+    model_config: Path | None,
+    max_canvas: int | None,
+    tokenizer: Path | None = None,
 ) -> tuple[Any, Any]:
     from agentbranch.deploy.schema import load_questions, schema_canvas
-    from agentbranch.deploy.shapes import DIFFUSIONGEMMA_26B, ModelShape
-    from agentbranch.deploy.sizing import size
+    from agentbranch.engine.capacity.shapes import DIFFUSIONGEMMA_26B, ModelShape
+    from agentbranch.engine.capacity.sizing import size
 
     if canvas_length is not None and questions is not None:
         raise typer.BadParameter("give --canvas-length or --questions, not both")
@@ -76,7 +88,8 @@ def _plan(
     schema = None
     if questions is not None:
         schema = schema_canvas(
-            load_questions(questions), joint=not single,
+            load_questions(questions),
+            joint=not single,
             max_canvas=min(max_canvas or shape.max_canvas, shape.max_canvas),
             encode=_encode(tokenizer),
         )
@@ -118,12 +131,22 @@ def size_command(
     as_json: AsJson = False,
 ) -> None:
     """How many concurrent sequences (max_num_seqs) one GPU holds for DiffusionGemma reads."""
-    from agentbranch.errors import AgentBranchError
+    from agentbranch.core.errors import AgentBranchError
 
     try:
         plan, schema = _plan(
-            preset, gpu_gib, canvas_length, questions, single, gpu_memory_utilization,
-            prompt_tokens, max_model_len, weights_gib, activation_gib, model_config, max_canvas,
+            preset,
+            gpu_gib,
+            canvas_length,
+            questions,
+            single,
+            gpu_memory_utilization,
+            prompt_tokens,
+            max_model_len,
+            weights_gib,
+            activation_gib,
+            model_config,
+            max_canvas,
             tokenizer,
         )
     except AgentBranchError as e:
@@ -131,8 +154,11 @@ def size_command(
     if as_json:
         out = plan.to_dict()
         if schema is not None:
-            out["schema"] = {"questions": schema.questions, "joint": schema.joint,
-                             "widths": list(schema.widths)}
+            out["schema"] = {
+                "questions": schema.questions,
+                "joint": schema.joint,
+                "widths": list(schema.widths),
+            }
         print(json.dumps(out, indent=2))
         return
     console = Console(file=sys.stdout, width=max(Console().width, 120))
@@ -175,13 +201,23 @@ def kserve_command(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here.")] = None,
 ) -> None:
     """An InferenceService (KServe / OpenShift AI) whose vLLM arguments come from the plan."""
+    from agentbranch.core.errors import AgentBranchError
     from agentbranch.deploy.kserve import kserve_manifest
-    from agentbranch.errors import AgentBranchError
 
     try:
         plan, _ = _plan(
-            preset, gpu_gib, canvas_length, questions, single, gpu_memory_utilization,
-            prompt_tokens, max_model_len, weights_gib, activation_gib, None, max_canvas,
+            preset,
+            gpu_gib,
+            canvas_length,
+            questions,
+            single,
+            gpu_memory_utilization,
+            prompt_tokens,
+            max_model_len,
+            weights_gib,
+            activation_gib,
+            None,
+            max_canvas,
             tokenizer,
         )
         command = f"agentbranch deploy kserve --preset {preset} --gpu-gib {gpu_gib:g}"

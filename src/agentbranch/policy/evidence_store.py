@@ -23,7 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import ValidationError
 
-from agentbranch.errors import ConfigurationError, InvalidFileError
+from agentbranch.core.errors import ConfigurationError, InvalidFileError
 from agentbranch.policy.evidence import Evidence
 
 #: Namespace prefix of evidence items in a LangGraph store.

@@ -34,7 +34,7 @@ def diff(
     ] = 0.05,
 ) -> None:
     """Which decisions flipped between two cassettes of the same run."""
-    from agentbranch.errors import AgentBranchError
+    from agentbranch.core.errors import AgentBranchError
     from agentbranch.replay.diff import diff_cassettes
 
     console, err = Console(), Console(stderr=True)

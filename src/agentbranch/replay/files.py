@@ -25,7 +25,8 @@ from typing import BinaryIO
 
 from filelock import FileLock, Timeout
 
-from agentbranch.errors import ConfigurationError
+from agentbranch.core.errors import ConfigurationError
+from agentbranch.replay.errors import CassetteFormatError
 
 #: How long a writer waits for another process's lock before giving up (seconds). Writers
 #: hold it only for one append or one rewrite.
@@ -41,8 +42,6 @@ _KINDS = {
 
 
 def _format_error(message: str) -> Exception:
-    from agentbranch.replay.format import CassetteFormatError
-
     return CassetteFormatError(message)
 
 

@@ -112,6 +112,15 @@ from typing import Any, NamedTuple
 import httpx
 import tenacity
 
+from agentbranch.core.errors import (
+    ConfigurationError,
+    InvalidReadError,
+    ReaderError,
+    ReaderTimeoutError,
+)
+from agentbranch.core.examples import instructions_with_examples
+from agentbranch.core.reads import LabelRead, QuestionSpec, ReadRequest
+from agentbranch.core.redact import MASK, redact_url, url_secrets
 from agentbranch.engine.readers.base import Reader
 from agentbranch.engine.readers.remote_answers import (
     DuplicateKeyError,
@@ -120,15 +129,6 @@ from agentbranch.engine.readers.remote_answers import (
     parse_decisions_answers,
     question_keys,
 )
-from agentbranch.engine.reads import LabelRead, QuestionSpec, ReadRequest
-from agentbranch.errors import (
-    ConfigurationError,
-    InvalidReadError,
-    ReaderError,
-    ReaderTimeoutError,
-)
-from agentbranch.question_examples import instructions_with_examples
-from agentbranch.redact import MASK, redact_url, url_secrets
 
 __all__ = [
     "RemoteReader",

@@ -49,8 +49,8 @@ from pydantic import (
     ValidationError,
 )
 
-from agentbranch.engine.reads import LabelRead, QuestionSpec, ReadRequest
-from agentbranch.errors import InvalidReadError, ReaderError
+from agentbranch.core.errors import InvalidReadError, ReaderError
+from agentbranch.core.reads import LabelRead, QuestionSpec, ReadRequest
 
 __all__ = [
     "NORMALISED",

@@ -66,16 +66,16 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentbranch.engine.canvas import CanvasPlanner, NextTokenPlanner
-from agentbranch.engine.presets import EnginePreset, get_preset
-from agentbranch.engine.readers.canvas_reader import TokenReader
-from agentbranch.engine.reads import LabelRead, ReadRequest, SlotLogprobs, TokenRead
-from agentbranch.errors import (
+from agentbranch.core.errors import (
     AgentBranchError,
     ConfigurationError,
     ReaderError,
     ReaderTimeoutError,
 )
+from agentbranch.core.reads import LabelRead, ReadRequest, SlotLogprobs, TokenRead
+from agentbranch.engine.canvas import CanvasPlanner, NextTokenPlanner
+from agentbranch.engine.presets import EnginePreset, get_preset
+from agentbranch.engine.readers.canvas_reader import TokenReader
 
 if TYPE_CHECKING:
     from vllm import LLM, SamplingParams
@@ -820,8 +820,8 @@ def _is_diffusion(model_config: Any) -> bool:
 
 def _warn_capacity(vllm_config: Any, canvas: int, vocab_size: int) -> None:
     """Log (WARNING) settings the sizing formula says cannot hold ``max_num_seqs``
-    canvases, or leave most of the GPU unused (``agentbranch.deploy.check``)."""
-    from agentbranch.deploy.check import engine_capacity_warnings
+    canvases, or leave most of the GPU unused (``agentbranch.engine.capacity.check``)."""
+    from agentbranch.engine.capacity.check import engine_capacity_warnings
 
     for message in engine_capacity_warnings(vllm_config, canvas, vocab_size):
         log.warning("%s", message)

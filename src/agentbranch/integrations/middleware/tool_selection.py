@@ -38,10 +38,10 @@ from langchain.agents.middleware.types import (
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.types import Command
 
-from agentbranch.errors import ConfigurationError
-from agentbranch.observability import aemit, emit
+from agentbranch.core.errors import ConfigurationError
+from agentbranch.core.questions import Question, choice, yes_no
+from agentbranch.integrations.observability import aemit, emit
 from agentbranch.policy import DecisionRecord, Threshold, engine_record
-from agentbranch.questions import Question, choice, yes_no
 
 #: The state key of the latest selection.
 STATE_KEY = "tool_selection"

@@ -1,7 +1,7 @@
 """Where resolved decision records go besides graph state.
 
 Every decision is logged once. Used directly, the engine logs one ``agentbranch.decision``
-event per answer (stdlib ``logging``, logger ``"agentbranch"``, see ``agentbranch.logs``);
+event per answer (stdlib ``logging``, logger ``"agentbranch"``, see ``agentbranch.core.logs``);
 under a policy (routers, nodes, the tool) the engine stays quiet and, once the policy has
 resolved the decision, ``emit`` sends its record (never the raw state unless
 ``include_state=True``) to:
@@ -21,7 +21,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from agentbranch import logs
+from agentbranch.core import logs
 
 log = logging.getLogger("agentbranch")
 
@@ -31,7 +31,7 @@ EVENT = "agentbranch.decision"
 def _payload(record: dict[str, Any], state: Any, include_state: bool) -> dict[str, Any]:
     payload = dict(record)
     if include_state:
-        from agentbranch.state import render_state
+        from agentbranch.core.state import render_state
 
         payload["state"] = render_state(state)
     return payload

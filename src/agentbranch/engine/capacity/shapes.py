@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from agentbranch.errors import ConfigurationError, InvalidFileError
+from agentbranch.core.errors import ConfigurationError, InvalidFileError
 
 __all__ = ["DIFFUSIONGEMMA_26B", "PRESET_WEIGHTS_GIB", "ModelShape"]
 
@@ -77,7 +77,9 @@ class ModelShape:
             layer_types = list(
                 text.get("layer_types") or ["full_attention"] * int(text["num_hidden_layers"])
             )
-            head_dim = int(text.get("head_dim") or text["hidden_size"] // text["num_attention_heads"])
+            head_dim = int(
+                text.get("head_dim") or text["hidden_size"] // text["num_attention_heads"]
+            )
             kv_heads = int(text.get("num_key_value_heads") or text["num_attention_heads"])
             shape = cls(
                 vocab_size=int(text["vocab_size"]),

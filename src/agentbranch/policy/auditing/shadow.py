@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from agentbranch.audit.config import Audit
-from agentbranch.audit.sinks import AuditRecord
+from agentbranch.policy.auditing.config import Audit
+from agentbranch.policy.auditing.sinks import AuditRecord
 
 log = logging.getLogger("agentbranch")
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from langchain_core.decisions import Choice, Noul, Score
 
-from agentbranch.errors import InvalidQuestionError
+from agentbranch.core.errors import InvalidQuestionError
 
 #: At most this many examples per option (they are embedded or rendered on every read).
 MAX_EXAMPLES_PER_OPTION = 50

@@ -47,8 +47,13 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agentbranch.deploy.shapes import DIFFUSIONGEMMA_26B, GIB, PRESET_WEIGHTS_GIB, ModelShape
-from agentbranch.errors import ConfigurationError
+from agentbranch.core.errors import ConfigurationError
+from agentbranch.engine.capacity.shapes import (
+    DIFFUSIONGEMMA_26B,
+    GIB,
+    PRESET_WEIGHTS_GIB,
+    ModelShape,
+)
 
 __all__ = [
     "CONTEXT_RESERVE_BYTES",
@@ -69,8 +74,16 @@ STEP_BYTES_PER_LOGIT = 24
 CONTEXT_RESERVE_BYTES = 1 * GIB
 #: vLLM's KV cache block: sequences take whole blocks.
 BLOCK_SIZE = 16
-DTYPE_BYTES = {"auto": 2, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "fp8": 1,
-               "fp8_e4m3": 1, "fp8_e5m2": 1}
+DTYPE_BYTES = {
+    "auto": 2,
+    "bf16": 2,
+    "bfloat16": 2,
+    "fp16": 2,
+    "float16": 2,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+}
 
 
 @dataclass(frozen=True)
@@ -140,9 +153,11 @@ def kv_bytes_per_sequence(shape: ModelShape, tokens: int, dtype_bytes: int = 2) 
     """KV cache one sequence of ``tokens`` tokens holds: every token in the full-attention
     layers, at most the window (plus a block) in the sliding ones."""
     full = _round_blocks(tokens)
-    sliding = _round_blocks(min(tokens, shape.sliding_window + BLOCK_SIZE)) if (
-        shape.sliding_window
-    ) else full
+    sliding = (
+        _round_blocks(min(tokens, shape.sliding_window + BLOCK_SIZE))
+        if (shape.sliding_window)
+        else full
+    )
     return dtype_bytes * (
         full * shape.full_kv_bytes_per_token + sliding * shape.sliding_kv_bytes_per_token
     )
@@ -154,7 +169,8 @@ def state_bytes_per_sequence(shape: ModelShape, canvas: int) -> int:
     diffusion_states = (
         canvas * (8 + 8 + 8 + 1 + 8 * history)  # canvas, argmax, seed (int64), pins, history
         + canvas * shape.hidden_size * 4  # self-conditioning embeddings, fp32
-        + 4 * 4 + 1 * 4  # step, history_len, prompt_len, max_steps (int32); 4 flags
+        + 4 * 4
+        + 1 * 4  # step, history_len, prompt_len, max_steps (int32); 4 flags
     )
     sampler = canvas * 4 + 4  # _sampled (int32), _num_sampled
     draft_tokens = canvas * 8  # RequestState.draft_tokens, int64
@@ -186,10 +202,17 @@ def _weights(shape: ModelShape, preset: str | None, weights_gib: float | None) -
 
 
 def _preset_precision(preset: str) -> str:
-    from agentbranch.engine.presets import get_preset
-
-    p = get_preset(preset)  # raises ConfigurationError naming the presets
-    return p.name.split("-", 1)[1]
+    """``fp8``, ``bf16`` or ``nvfp4`` for an engine preset's name, short or long
+    (``diffusiongemma-fp8``). The presets themselves (``agentbranch.engine.presets``)
+    are built on this module, so it knows them by precision only."""
+    precision = preset.lower().removeprefix("diffusiongemma-")
+    if precision not in PRESET_WEIGHTS_GIB:
+        raise ConfigurationError(
+            f"unknown engine preset {preset!r}; choose one of "
+            f"{sorted('diffusiongemma-' + p for p in PRESET_WEIGHTS_GIB)} "
+            "(or bf16 / fp8 / nvfp4)"
+        )
+    return precision
 
 
 def size(
@@ -281,9 +304,7 @@ def size(
     util = gpu_memory_utilization
 
     if kv_room <= 0:
-        fits = [
-            name for name, w in PRESET_WEIGHTS_GIB.items() if w * GIB + reserve < budget
-        ]
+        fits = [name for name, w in PRESET_WEIGHTS_GIB.items() if w * GIB + reserve < budget]
         need = (weights + reserve + kv_seq) / GIB / util
         raise ConfigurationError(
             f"the weights ({weights / GIB:.1f} GiB) and vLLM's reserve ({activation_gib:g} GiB) "
@@ -296,8 +317,11 @@ def size(
     max_model_len_kv = kv_bytes_per_sequence(shape, max_model_len, dtype_bytes) + state_seq
     if kv_limit < 1 or step_limit < 1 or max_model_len_kv > kv_room:
         widest = max(
-            (c for c in range(16, shape.max_canvas + 1, 16) if step_bytes_per_sequence(shape, c)
-             <= max(step_room, 0)),
+            (
+                c
+                for c in range(16, shape.max_canvas + 1, 16)
+                if step_bytes_per_sequence(shape, c) <= max(step_room, 0)
+            ),
             default=0,
         )
         raise ConfigurationError(
@@ -315,37 +339,72 @@ def size(
 
     V, C = shape.vocab_size, canvas_length
     terms = (
-        Term("gpu_budget", budget, False,
-             f"gpu_memory_utilization {util:g} x {gpu_gib:g} GiB: weights, persistent buffers, "
-             "vLLM's profiled reserve and the KV cache live here"),
-        Term("weights", weights, False,
-             "the checkpoint's weights on the GPU"
-             + (f" (published figure for the {precision} preset)" if weights_gib is None and
-                precision and shape.weights_bytes is None else "")),
-        Term("activation_reserve", reserve, False,
-             "what vLLM's start-up profile reserves besides the weights (activation peak at "
-             "max_num_batched_tokens, non-torch memory); vLLM logs it"),
-        Term("kv_cache", kv_room, False,
-             "the rest of the budget: vLLM's KV cache (it also pays for the persistent buffers)"),
-        Term("kv_per_sequence", kv_seq, True,
-             f"K and V of {prompt_tokens} prompt + {C} canvas tokens: "
-             f"{shape.full_layers} full-attention layers x 2 x {shape.full_kv_heads} heads x "
-             f"{shape.full_head_dim} for every token, {shape.sliding_layers} sliding layers x 2 x "
-             f"{shape.sliding_kv_heads} x {shape.sliding_head_dim} for at most "
-             f"{shape.sliding_window} (+{BLOCK_SIZE}) tokens, {dtype_bytes} B each, in "
-             f"{BLOCK_SIZE}-token blocks"),
-        Term("state_per_sequence", state_seq, True,
-             f"vLLM's persistent per-slot buffers: the diffusion state ({C} canvas positions: "
-             f"int64 canvases, history, fp32 self-conditioning [{C}, {shape.hidden_size}]), "
-             f"draft tokens, penalty counts [{V}] int32, grammar bit mask [{C + 1}, {V}] bits"),
-        Term("step_headroom", max(step_room, 0), False,
-             f"outside the budget: (1 - {util:g}) x {gpu_gib:g} GiB minus "
-             f"{CONTEXT_RESERVE_BYTES / GIB:g} GiB of CUDA context; the denoising step's "
-             "transients live here (vLLM's profile does not reserve them)"),
-        Term("step_per_sequence", step_seq, True,
-             f"one sequence in a denoising step: [{C} canvas x {V} vocab] logits held as "
-             f"{STEP_BYTES_PER_LOGIT // 4} fp32-sized copies (softcapped logits, the sampler's "
-             "fp32 tile, softmax, scaled logits, top-k/top-p sort)"),
+        Term(
+            "gpu_budget",
+            budget,
+            False,
+            f"gpu_memory_utilization {util:g} x {gpu_gib:g} GiB: weights, persistent buffers, "
+            "vLLM's profiled reserve and the KV cache live here",
+        ),
+        Term(
+            "weights",
+            weights,
+            False,
+            "the checkpoint's weights on the GPU"
+            + (
+                f" (published figure for the {precision} preset)"
+                if weights_gib is None and precision and shape.weights_bytes is None
+                else ""
+            ),
+        ),
+        Term(
+            "activation_reserve",
+            reserve,
+            False,
+            "what vLLM's start-up profile reserves besides the weights (activation peak at "
+            "max_num_batched_tokens, non-torch memory); vLLM logs it",
+        ),
+        Term(
+            "kv_cache",
+            kv_room,
+            False,
+            "the rest of the budget: vLLM's KV cache (it also pays for the persistent buffers)",
+        ),
+        Term(
+            "kv_per_sequence",
+            kv_seq,
+            True,
+            f"K and V of {prompt_tokens} prompt + {C} canvas tokens: "
+            f"{shape.full_layers} full-attention layers x 2 x {shape.full_kv_heads} heads x "
+            f"{shape.full_head_dim} for every token, {shape.sliding_layers} sliding layers x 2 x "
+            f"{shape.sliding_kv_heads} x {shape.sliding_head_dim} for at most "
+            f"{shape.sliding_window} (+{BLOCK_SIZE}) tokens, {dtype_bytes} B each, in "
+            f"{BLOCK_SIZE}-token blocks",
+        ),
+        Term(
+            "state_per_sequence",
+            state_seq,
+            True,
+            f"vLLM's persistent per-slot buffers: the diffusion state ({C} canvas positions: "
+            f"int64 canvases, history, fp32 self-conditioning [{C}, {shape.hidden_size}]), "
+            f"draft tokens, penalty counts [{V}] int32, grammar bit mask [{C + 1}, {V}] bits",
+        ),
+        Term(
+            "step_headroom",
+            max(step_room, 0),
+            False,
+            f"outside the budget: (1 - {util:g}) x {gpu_gib:g} GiB minus "
+            f"{CONTEXT_RESERVE_BYTES / GIB:g} GiB of CUDA context; the denoising step's "
+            "transients live here (vLLM's profile does not reserve them)",
+        ),
+        Term(
+            "step_per_sequence",
+            step_seq,
+            True,
+            f"one sequence in a denoising step: [{C} canvas x {V} vocab] logits held as "
+            f"{STEP_BYTES_PER_LOGIT // 4} fp32-sized copies (softcapped logits, the sampler's "
+            "fp32 tile, softmax, scaled logits, top-k/top-p sort)",
+        ),
     )
     # The utilization where both limits meet: (1-u)G - ctx over a = (uG - W - R) over b.
     a, b = step_seq, kv_seq + state_seq
@@ -353,9 +412,10 @@ def size(
     balanced = math.floor(min(max(balanced, 0.0), 0.99) * 100) / 100
     notes = []
     if bound == "kv":
-        notes.append("the KV cache, not the denoising step, limits concurrency: shorten prompts"
-                     + (f" or raise gpu_memory_utilization to {balanced:.2f}"
-                        if balanced > util else ""))
+        notes.append(
+            "the KV cache, not the denoising step, limits concurrency: shorten prompts"
+            + (f" or raise gpu_memory_utilization to {balanced:.2f}" if balanced > util else "")
+        )
     elif kv_limit >= 2 * step_limit and balanced < util:
         notes.append(
             f"the KV cache could hold {kv_limit} sequences but a denoising step only "
@@ -363,8 +423,9 @@ def size(
             "and holds more"
         )
     return SizingPlan(
-        model=shape.name if model_config is not None else (
-            f"{shape.name} ({precision})" if precision else shape.name),
+        model=shape.name
+        if model_config is not None
+        else (f"{shape.name} ({precision})" if precision else shape.name),
         gpu_gib=gpu_gib,
         gpu_memory_utilization=util,
         canvas_length=C,

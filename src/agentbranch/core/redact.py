@@ -8,7 +8,7 @@ the ones whose names look secret: a gateway's ``?sig=`` or ``?code=`` is as sens
 ``?token=``, and a name list would miss one. ``url_secrets`` lists the same values for
 masking them in free text (a server message that echoes them).
 
-Standard library only, so ``agentbranch.selection`` and the CLI use it without
+Standard library only, so ``agentbranch.engine.selection`` and the CLI use it without
 importing a reader.
 """
 

@@ -11,7 +11,7 @@ import string
 from dataclasses import dataclass
 from typing import ClassVar
 
-from agentbranch.engine.reads import QuestionSpec
+from agentbranch.core.reads import QuestionSpec
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from agentbranch.errors import ConfigurationError
+from agentbranch.core.errors import ConfigurationError
 
 AuditRecord = dict[str, Any]
 

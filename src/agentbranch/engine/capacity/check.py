@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentbranch.deploy.shapes import GIB
-from agentbranch.deploy.sizing import CONTEXT_RESERVE_BYTES, STEP_BYTES_PER_LOGIT
+from agentbranch.engine.capacity.shapes import GIB
+from agentbranch.engine.capacity.sizing import CONTEXT_RESERVE_BYTES, STEP_BYTES_PER_LOGIT
 
 __all__ = ["capacity_warnings", "engine_capacity_warnings"]
 

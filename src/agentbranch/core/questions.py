@@ -20,10 +20,10 @@ from typing import Any, TypeAlias
 from langchain_core.decisions import Choice, Noul, NoulCriteria, Score
 from pydantic import ValidationError
 
-from agentbranch.engine.question_types import QUESTION_TYPES
-from agentbranch.engine.reads import QuestionSpec
-from agentbranch.errors import InvalidQuestionError
-from agentbranch.question_examples import WITH_EXAMPLES, attach_examples, spec_examples
+from agentbranch.core.errors import InvalidQuestionError
+from agentbranch.core.examples import WITH_EXAMPLES, attach_examples, spec_examples
+from agentbranch.core.question_types import QUESTION_TYPES
+from agentbranch.core.reads import QuestionSpec
 
 Question: TypeAlias = Choice | Noul | Score
 Questions: TypeAlias = Mapping[str, "Question | Mapping[str, Any]"]
@@ -40,7 +40,7 @@ def choice(
 ) -> Choice:
     """Pick one of ``options``: a mapping of option name → description (or None), or a
     list of option names. 2–255 distinct, non-empty names. ``examples`` maps options to
-    example states that should get them (see ``agentbranch.question_examples``)."""
+    example states that should get them (see ``agentbranch.core.examples``)."""
     _check_instructions("choice", instructions)
     names, descriptions = _choice_options(options)
     _check_options("choice()", "choice", names, descriptions)

@@ -58,9 +58,10 @@ from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 from langgraph.types import interrupt
 
-from agentbranch.errors import AgentBranchError, ConfigurationError
-from agentbranch.langgraph import check_resumable, merge_records
-from agentbranch.middleware.gate_texts import (
+from agentbranch.core.errors import AgentBranchError, ConfigurationError
+from agentbranch.core.questions import Question, validate_questions, yes_no
+from agentbranch.integrations.langgraph import check_resumable, merge_records
+from agentbranch.integrations.middleware.gate_texts import (
     default_blocked_message,
     gate_tool_message,
     rejected_message,
@@ -68,7 +69,7 @@ from agentbranch.middleware.gate_texts import (
     review_description,
     shared_id_message,
 )
-from agentbranch.observability import aemit, emit
+from agentbranch.integrations.observability import aemit, emit
 from agentbranch.policy import (
     DecisionRecord,
     FailClosed,
@@ -81,7 +82,6 @@ from agentbranch.policy.bands import band_all
 from agentbranch.policy.failure import records_for_error
 from agentbranch.policy.fallbacks import fallback_steps, run_async, run_sync
 from agentbranch.policy.learning import collect
-from agentbranch.questions import Question, validate_questions, yes_no
 
 log = logging.getLogger("agentbranch")
 

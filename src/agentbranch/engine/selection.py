@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import SecretStr, field_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
-from agentbranch.errors import ConfigurationError
-from agentbranch.redact import redact_url
+from agentbranch.core.errors import ConfigurationError
+from agentbranch.core.redact import redact_url
 
 if TYPE_CHECKING:
     from agentbranch.engine.readers.base import Reader

@@ -21,7 +21,7 @@ standard blocks, are rendered one per line):
 Messages that carry nothing to read — no tool call, no media, and no text with a letter or a
 digit outside markup tokens (empty, blank, ``"?"``, ``"<turn|>"``) — render as the
 empty text, so ``[HumanMessage("")]`` reads exactly as ``""`` does (the embedded reader
-answers it uniformly; ``agentbranch.engine.readable``). Role names and tool names are
+answers it uniformly; ``agentbranch.core.readable``). Role names and tool names are
 labels, not content: ``"human: "`` would otherwise give the reader words to match.
 
 Messages nested in JSON state become ``{"role", "content"}`` objects, plus ``tool_calls``
@@ -36,8 +36,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, ToolMessage
 
-from agentbranch.engine.readable import has_readable_text
-from agentbranch.errors import InvalidStateError
+from agentbranch.core.errors import InvalidStateError
+from agentbranch.core.readable import has_readable_text
 
 #: Block types that carry media, and the keys that hold its data or location.
 _MEDIA_KINDS = {

@@ -3,7 +3,7 @@
 ``submit`` never blocks: when the queue is full the job is dropped and counted. Each job
 runs on the worker's thread; whatever it raises is logged (stdlib ``logging``, logger
 ``"agentbranch"``) and counted, never raised to the run that queued it. At interpreter
-exit the worker runs what is queued, up to ``agentbranch.at_exit.EXIT_WAIT_S``.
+exit the worker runs what is queued, up to ``agentbranch.core.at_exit.EXIT_WAIT_S``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from agentbranch.at_exit import AUDITS, finish_at_exit
+from agentbranch.core.at_exit import AUDITS, finish_at_exit
 
 log = logging.getLogger("agentbranch")
 

@@ -7,10 +7,10 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from agentbranch import logs
-from agentbranch.audit.sinks import AuditRecord, as_sinks
-from agentbranch.audit.worker import AuditStats, AuditWorker, Job
-from agentbranch.errors import ConfigurationError
+from agentbranch.core import logs
+from agentbranch.core.errors import ConfigurationError
+from agentbranch.policy.auditing.sinks import AuditRecord, as_sinks
+from agentbranch.policy.auditing.worker import AuditStats, AuditWorker, Job
 
 log = logging.getLogger("agentbranch")
 
@@ -46,7 +46,7 @@ class Audit:
             then hold no user text beyond the question).
 
     ``audit.flush()`` waits for queued audits (at exit they get
-    ``agentbranch.at_exit.EXIT_WAIT_S``),
+    ``agentbranch.core.at_exit.EXIT_WAIT_S``),
     ``audit.stats`` counts them, ``audit.close()`` stops the worker.
     """
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from agentbranch.errors import InvalidFileError
+from agentbranch.core.errors import InvalidFileError
 
 #: The longest line a JSON Lines file may have (a record with a long state fits easily).
 MAX_LINE_BYTES = 16 * 1024 * 1024

@@ -9,8 +9,8 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, ToolCall, ToolMessage, add_notification_metadata
 
+from agentbranch.core.state import render_state
 from agentbranch.policy import DecisionRecord
-from agentbranch.state import render_state
 
 
 def render_tool_call(

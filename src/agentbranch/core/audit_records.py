@@ -23,9 +23,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agentbranch.decisions import confidence_from
-from agentbranch.errors import AgentBranchError, ConfigurationError, InvalidFileError
-from agentbranch.filetext import json_lines, short_repr
+from agentbranch.core.decisions import confidence_from
+from agentbranch.core.errors import AgentBranchError, ConfigurationError, InvalidFileError
+from agentbranch.core.files import json_lines, short_repr
 
 #: How far probabilities may sum from 1, and a confidence from the one they imply
 #: (records are written with full float precision; this leaves room for rounding).
@@ -148,7 +148,7 @@ class AuditRecord(BaseModel):
 @functools.lru_cache(maxsize=256)
 def _spec_shape(question_id: str, spec_json: str) -> tuple[str, tuple[str, ...]]:
     """The type and options of a question's wire form (records repeat a few specs)."""
-    from agentbranch.questions import coerce_question, to_spec
+    from agentbranch.core.questions import coerce_question, to_spec
 
     try:
         spec = to_spec(question_id, coerce_question(question_id, json.loads(spec_json)))
