@@ -5,21 +5,81 @@ one): a missing file, a directory, a FIFO or device (refused before opening, so 
 never blocks), bytes that are not UTF-8, a line longer than ``MAX_LINE_BYTES``, JSON
 that is broken, nested too deeply for the parser, or holds ``NaN``/``Infinity`` (not
 JSON, though Python's ``json`` writes and reads them).
+
+The primitives every file agentbranch writes or reads shares (cassettes, audit sinks,
+evidence stores) live here too: ``kind`` names what a path that is not a regular file
+is, ``open_regular`` opens one for reading without ever blocking on a FIFO, and
+``append_regular`` appends with one write so writers in other processes never split a
+line. Each takes ``refuse(mode)``, which builds the caller's own error.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from agentbranch.core.errors import InvalidFileError
 
 #: The longest line a JSON Lines file may have (a record with a long state fits easily).
 MAX_LINE_BYTES = 16 * 1024 * 1024
+
+
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+#: Opening never waits: a FIFO with no writer (or reader) fails at once instead.
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+
+
+def kind(mode: int) -> str:
+    """What a file of ``st_mode`` ``mode`` is, for messages ("a FIFO (named pipe)")."""
+    return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
+@contextlib.contextmanager
+def open_regular(path: Path, refuse: Callable[[int], Exception]) -> Iterator[BinaryIO]:
+    """``path`` opened for binary reading; ``refuse(st_mode)`` is raised unless it is a
+    regular file. Never blocks (a FIFO is refused, not read)."""
+    fd = os.open(path, os.O_RDONLY | _NONBLOCK)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise refuse(st.st_mode)
+    with os.fdopen(fd, "rb") as f:
+        yield f
+
+
+def append_regular(
+    path: Path, data: bytes, refuse: Callable[[int], Exception], *, fsync: bool = False
+) -> os.stat_result:
+    """Append ``data`` to ``path`` (created if missing) and return its ``stat`` after.
+
+    One ``write`` on an ``O_APPEND`` descriptor, so another process appending to the same
+    file never splits a record (a buffered text file writes long lines in pieces);
+    ``refuse(st_mode)`` is raised when ``path`` is not a regular file, and a FIFO fails
+    at once instead of blocking. ``fsync`` waits until the bytes are on disk."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NONBLOCK, 0o666)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise refuse(os.fstat(fd).st_mode)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if fsync:
+            os.fsync(fd)
+        return os.fstat(fd)
+    finally:
+        os.close(fd)
 
 
 def short_repr(value: Any, limit: int = 60) -> str:

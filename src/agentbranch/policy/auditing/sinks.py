@@ -9,14 +9,13 @@ mix of those. Sinks run on the audit worker's thread, never on the run's.
 from __future__ import annotations
 
 import json
-import os
-import stat
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from agentbranch.core.errors import ConfigurationError
+from agentbranch.core.files import append_regular, kind
 
 AuditRecord = dict[str, Any]
 
@@ -39,18 +38,14 @@ class JsonlSink:
         data = line.encode("utf-8")
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            # One write() on an O_APPEND descriptor: another process appending to the same
-            # file never splits a record (a buffered text file writes long lines in pieces).
-            # O_NONBLOCK: a FIFO at the path fails here instead of blocking the worker.
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
-            try:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    raise ConfigurationError(f"audit sink {self.path} is not a regular file")
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-            finally:
-                os.close(fd)
+            append_regular(
+                self.path,
+                data,
+                lambda mode: ConfigurationError(
+                    f"audit sink {self.path} is {kind(mode)}, not a regular file; give a "
+                    ".jsonl file path"
+                ),
+            )
 
     def __repr__(self) -> str:
         return f"JsonlSink({str(self.path)!r})"
