@@ -19,12 +19,8 @@ are read), ``report`` (the maths), ``labels`` (records as labelled examples), ``
 (``agentbranch audit``). See docs/audit.md.
 """
 
-from agentbranch.audit.earned_report import (
-    EarnedReport,
-    QuestionTrust,
-    earned_diagram,
-    earned_report,
-)
+from agentbranch.audit.earned_render import earned_diagram
+from agentbranch.audit.earned_report import EarnedReport, QuestionTrust, earned_report
 from agentbranch.audit.labels import calibrate_from_audit, labelled_examples, scored_examples
 from agentbranch.audit.report import (
     AuditReport,

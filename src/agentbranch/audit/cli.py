@@ -72,7 +72,7 @@ def report(
     question, the earned threshold over time, its coverage, the take band's precision
     with its bound and drift events (--diagram: threshold and coverage against
     decisions)."""
-    from agentbranch.audit.earned_report import is_evidence_store
+    from agentbranch.audit.earned_sources import is_evidence_store
     from agentbranch.audit.labels import scored_examples
     from agentbranch.audit.report import audit_report, load_records
     from agentbranch.core.errors import AgentBranchError
@@ -154,7 +154,8 @@ def report(
         _earned(evidence, target_precision, level, earned_diagram, False)
     elif any(r.get("trust") in ("learning", "earned", "withdrawn") for r in records):
         # An Earned policy's audits: the thresholds that were in force.
-        from agentbranch.audit.earned_report import earned_report, render
+        from agentbranch.audit.earned_render import render
+        from agentbranch.audit.earned_report import earned_report
 
         render(earned_report(records, precision=target_precision, level=level), console)
 
@@ -177,7 +178,8 @@ def _earned(
     audit: dict | None = None,
 ) -> None:
     """The earned-trust report of an evidence store (after the audit report, if any)."""
-    from agentbranch.audit.earned_report import earned_diagram, earned_report, render
+    from agentbranch.audit.earned_render import earned_diagram, render
+    from agentbranch.audit.earned_report import earned_report
     from agentbranch.core.errors import AgentBranchError
 
     try:
