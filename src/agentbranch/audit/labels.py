@@ -2,7 +2,7 @@
 
 Each record holds the engine's distribution as the run saw it and the teacher's label, so
 temperatures can be fitted without reading anything again: the record's own calibration
-temperature is undone first (``p̃ ∝ p^T``), then ``agentbranch.calibrate`` fits and
+temperature is undone first (``p̃ ∝ p^T``), then ``agentbranch.calibration`` fits and
 measures as it does for hand-labelled files.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from agentbranch.audit.schema import check_records, load_records
-from agentbranch.calibrate import By, Example, Report, Scored, apply_temperature
+from agentbranch.calibration import By, Example, Report, Scored, apply_temperature
 from agentbranch.errors import ConfigurationError
 from agentbranch.questions import coerce_question
 
@@ -83,7 +83,7 @@ def calibrate_from_audit(
 
     Suggested thresholds treat every record alike; the take band is sampled and the
     fallback band kept whole, so they err high. ``audit_report`` weights them."""
-    from agentbranch import calibrate as cal
+    from agentbranch import calibration as cal
 
     recs = _records(records)
     if not recs:
