@@ -30,7 +30,7 @@ def _records(records: Iterable[Record] | str | Path) -> list[Record]:
 
 
 def labelled_examples(records: Iterable[Record] | str | Path) -> list[Example]:
-    """One ``calibrate.Example`` per record, labelled with the teacher's answer. The state
+    """One ``calibration.Example`` per record, labelled with the teacher's answer. The state
     is the rendered text when the audit kept it (``Audit(include_state=True)``), else
     ``None`` (enough for ``scored_examples``, not for reading again)."""
     out = []
@@ -44,7 +44,7 @@ def labelled_examples(records: Iterable[Record] | str | Path) -> list[Example]:
 
 
 def scored_examples(records: Iterable[Record] | str | Path, *, raw: bool = True) -> list[Scored]:
-    """The engine's distributions with the teacher's labels, as ``calibrate.Scored``.
+    """The engine's distributions with the teacher's labels, as ``calibration.Scored``.
 
     ``raw`` undoes the temperature the engine applied when deciding, so a fit starts
     from the reader's own probabilities; ``raw=False`` keeps them as the run saw them."""
