@@ -18,7 +18,7 @@ from agentbranch.audit import (
     scored_examples,
     wilson,
 )
-from agentbranch.calibrate import apply_temperature, ece
+from agentbranch.calibration import apply_temperature, ece
 from agentbranch.cli import app
 from agentbranch.core.decisions import confidence_from
 from agentbranch.core.errors import ConfigurationError

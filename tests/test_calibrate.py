@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import agentbranch as ab
-from agentbranch import calibrate as cal
-from agentbranch.calibrate import Scored
+from agentbranch import calibration as cal
+from agentbranch.calibration import Scored
 from agentbranch.core.errors import ConfigurationError, InvalidQuestionError
 
 DEMO = Path(ab.__file__).parent / "demo"

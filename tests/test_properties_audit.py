@@ -24,7 +24,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentbranch import calibrate as cal
+from agentbranch import calibration as cal
 from agentbranch.audit import audit_report, calibrate_from_audit, load_records
 from agentbranch.core.decisions import confidence_from
 from agentbranch.core.errors import AgentBranchError, InvalidFileError

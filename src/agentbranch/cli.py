@@ -466,7 +466,7 @@ def calibrate(
     {"text": ..., "label": OPTION} with --question ID (see docs/calibration.md)."""
     from rich.progress import Progress
 
-    from agentbranch import calibrate as cal
+    from agentbranch import calibration as cal
     from agentbranch.core.errors import AgentBranchError
     from agentbranch.core.files import check_writable
     from agentbranch.engine.calibration import Calibration

@@ -87,7 +87,7 @@ def report(
         records = load_records(file)
         rep = audit_report(records, target_precision=target_precision, level=level, bins=bins)
         if diagram is not None:
-            from agentbranch.calibrate import reliability_diagram
+            from agentbranch.calibration import reliability_diagram
 
             reliability_diagram(
                 scored_examples(records, raw=False), None, diagram, bins=bins, title="audits"
