@@ -18,8 +18,9 @@ from typer.testing import CliRunner
 import agentbranch as ab
 from agentbranch import bench
 from agentbranch.audit import calibrate_from_audit
-from agentbranch.cli import _folded, app
-from agentbranch.tables import print_table
+from agentbranch.cli import app
+from agentbranch.cli.calibrate import _folded
+from agentbranch.cli.tables import print_table
 
 CLEAN_ENV = {
     "AGENTBRANCH_ENGINE": "",

@@ -953,7 +953,7 @@ def command(
     from rich.table import Table
     from rich.text import Text
 
-    from agentbranch.tables import print_table
+    from agentbranch.cli.tables import print_table
 
     out, err = Console(), Console(stderr=True)
     with (

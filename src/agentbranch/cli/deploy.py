@@ -14,8 +14,9 @@ from rich.table import Table
 __all__ = ["deploy_app", "register", "size_command"]
 
 err = Console(stderr=True)
-deploy_app = typer.Typer(help="Serving manifests sized for a GPU and a question schema.",
-                         no_args_is_help=True)
+deploy_app = typer.Typer(
+    help="Serving manifests sized for a GPU and a question schema.", no_args_is_help=True
+)
 
 Preset = Annotated[str, typer.Option(help="Engine preset: fp8, nvfp4 or bf16.")]
 GpuGib = Annotated[float, typer.Option("--gpu-gib", help="GPU memory, GiB (an 80 GB H100: 80).")]
@@ -42,7 +43,9 @@ MaxCanvas = Annotated[
 AsJson = Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")]
 TokenizerDir = Annotated[
     Path | None,
-    typer.Option("--tokenizer", help="The model's tokenizer folder: count --questions lines with it."),
+    typer.Option(
+        "--tokenizer", help="The model's tokenizer folder: count --questions lines with it."
+    ),
 ]
 
 
@@ -61,10 +64,19 @@ def _encode(tokenizer: Path | None) -> Any:
 
 
 def _plan(
-    preset: str, gpu_gib: float, canvas_length: int | None, questions: Path | None,
-    single: bool, util: float, prompt_tokens: int, max_model_len: int | None,
-    weights_gib: float | None, activation_gib: float, model_config: Path | None,
-    max_canvas: int | None, tokenizer: Path | None = None,
+    preset: str,
+    gpu_gib: float,
+    canvas_length: int | None,
+    questions: Path | None,
+    single: bool,
+    util: float,
+    prompt_tokens: int,
+    max_model_len: int | None,
+    weights_gib: float | None,
+    activation_gib: float,
+    model_config: Path | None,
+    max_canvas: int | None,
+    tokenizer: Path | None = None,
 ) -> tuple[Any, Any]:
     from agentbranch.deploy.schema import load_questions, schema_canvas
     from agentbranch.deploy.shapes import DIFFUSIONGEMMA_26B, ModelShape
@@ -76,7 +88,8 @@ def _plan(
     schema = None
     if questions is not None:
         schema = schema_canvas(
-            load_questions(questions), joint=not single,
+            load_questions(questions),
+            joint=not single,
             max_canvas=min(max_canvas or shape.max_canvas, shape.max_canvas),
             encode=_encode(tokenizer),
         )
@@ -122,8 +135,18 @@ def size_command(
 
     try:
         plan, schema = _plan(
-            preset, gpu_gib, canvas_length, questions, single, gpu_memory_utilization,
-            prompt_tokens, max_model_len, weights_gib, activation_gib, model_config, max_canvas,
+            preset,
+            gpu_gib,
+            canvas_length,
+            questions,
+            single,
+            gpu_memory_utilization,
+            prompt_tokens,
+            max_model_len,
+            weights_gib,
+            activation_gib,
+            model_config,
+            max_canvas,
             tokenizer,
         )
     except AgentBranchError as e:
@@ -131,8 +154,11 @@ def size_command(
     if as_json:
         out = plan.to_dict()
         if schema is not None:
-            out["schema"] = {"questions": schema.questions, "joint": schema.joint,
-                             "widths": list(schema.widths)}
+            out["schema"] = {
+                "questions": schema.questions,
+                "joint": schema.joint,
+                "widths": list(schema.widths),
+            }
         print(json.dumps(out, indent=2))
         return
     console = Console(file=sys.stdout, width=max(Console().width, 120))
@@ -180,8 +206,18 @@ def kserve_command(
 
     try:
         plan, _ = _plan(
-            preset, gpu_gib, canvas_length, questions, single, gpu_memory_utilization,
-            prompt_tokens, max_model_len, weights_gib, activation_gib, None, max_canvas,
+            preset,
+            gpu_gib,
+            canvas_length,
+            questions,
+            single,
+            gpu_memory_utilization,
+            prompt_tokens,
+            max_model_len,
+            weights_gib,
+            activation_gib,
+            None,
+            max_canvas,
             tokenizer,
         )
         command = f"agentbranch deploy kserve --preset {preset} --gpu-gib {gpu_gib:g}"
