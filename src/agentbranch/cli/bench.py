@@ -24,9 +24,9 @@ def bench(
     cpu: Annotated[bool, typer.Option(help="Run the CPU (transformers) part.")] = True,
 ) -> None:
     """Time the read paths side by side and print every ratio (see docs/benchmarks.md)."""
-    from agentbranch.bench import command
     from agentbranch.errors import AgentBranchError
     from agentbranch.filetext import check_writable
+    from agentbranch_bench.run import command
 
     quiet_logs(False)
     try:  # before minutes of measuring, not after
