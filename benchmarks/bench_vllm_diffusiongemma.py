@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "vllm_tier"))  # the tier's LLM helper (dgemma.py)
 
 import agentbranch as ab  # noqa: E402
-from agentbranch.bench import TICKETS, states  # noqa: E402
+from agentbranch_bench.workload import TICKETS, states  # noqa: E402
 
 TEAM = ab.choice(
     "Which team should handle this ticket?",

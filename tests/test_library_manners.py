@@ -332,9 +332,30 @@ def test_import_loads_no_cli_plotting_statistics_or_model_runtime(tmp_path):
     script = """
         import json, sys
         import agentbranch
-        heavy = ("agentbranch.cli", "agentbranch.bench", "matplotlib", "typer", "scipy",
-                 "torch", "transformers")
-        print(json.dumps(sorted(m for m in heavy if m in sys.modules)))
+        heavy = ("matplotlib", "typer", "scipy", "torch", "transformers")
+        print(json.dumps(sorted(
+            m for m in sys.modules
+            if m in heavy or m.split(".")[0] == "agentbranch_bench"
+            or m == "agentbranch.cli" or m.startswith("agentbranch.cli.")
+        )))
+    """
+    done = _run(script, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout) == []
+
+
+def test_public_packages_load_neither_the_cli_nor_the_bench_harness(tmp_path):
+    # The command line (agentbranch.cli, typer) and the benchmark harness
+    # (agentbranch_bench) sit above the library: no public package imports them.
+    script = """
+        import json, sys
+        import agentbranch.audit, agentbranch.deploy, agentbranch.langchain
+        import agentbranch.langgraph, agentbranch.policy, agentbranch.replay
+        print(json.dumps(sorted(
+            m for m in sys.modules
+            if m == "typer" or m.split(".")[0] == "agentbranch_bench"
+            or m == "agentbranch.cli" or m.startswith("agentbranch.cli.")
+        )))
     """
     done = _run(script, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -69,7 +69,7 @@ def calibrate_scored(
             "calibration you have (or none) and collect more labelled examples or audits "
             "before fitting again"
         )
-        logger.warning("agentbranch.calibrate: %s", warnings[-1])
+        logger.warning("agentbranch.calibration: %s", warnings[-1])
     return Report(
         warnings=warnings,
         calibration=calibration,

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
+
+from agentbranch.cli.common import console, err, fmt
 
 audit_app = typer.Typer(
     name="audit",
@@ -16,30 +16,22 @@ audit_app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-console = Console()
-err = Console(stderr=True)
-
-
-def _f(x: float | None, digits: int = 3) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "-"
-    return f"{x:.{digits}f}"
 
 
 def more_audits_text(t, pct: str) -> str:  # noqa: ANN001 - a report.TakeAt
     """The "more audits" row: the count, and what it counts."""
     if t.more_audits == 0:
-        return f"none: {_f(t.estimate)} is known to reach {pct}"
+        return f"none: {fmt(t.estimate)} is known to reach {pct}"
     if t.more_audits is None:
         return (
-            f"cannot be shown: the decisions at {_f(t.estimate)} agree exactly {pct} of the "
+            f"cannot be shown: the decisions at {fmt(t.estimate)} agree exactly {pct} of the "
             "time, so no number of audits would lift the interval above it"
         )
     precision = t.at_estimate.precision if t.at_estimate is not None else float("nan")
     return (
         f"≈{t.more_audits:,} more labelled records (audits and fallback examples, in "
-        f"today's mix) would show that take_at {_f(t.estimate)} reaches {pct}, if its "
-        f"precision ({_f(precision)}) holds"
+        f"today's mix) would show that take_at {fmt(t.estimate)} reaches {pct}, if its "
+        f"precision ({fmt(precision)}) holds"
     )
 
 
@@ -105,7 +97,7 @@ def report(
     if as_json:
         print(json.dumps(rep.as_dict(), indent=2))
         return
-    from agentbranch.tables import key_value, print_table
+    from agentbranch.cli.tables import key_value, print_table
 
     if not rep.questions:
         console.print(f"{file}: no audit records yet")
@@ -119,19 +111,19 @@ def report(
             (
                 "audited",
                 f"{tb.n} taken + {q.fallback_examples} fallback "
-                f"(take_at now {_f(q.current_take_at, 2)})",
+                f"(take_at now {fmt(q.current_take_at, 2)})",
             ),
             (
                 "take-band precision",
-                f"{_f(tb.precision)}  [{_f(tb.low)}, {_f(tb.high)}] ({level:.0%} Wilson)"
+                f"{fmt(tb.precision)}  [{fmt(tb.low)}, {fmt(tb.high)}] ({level:.0%} Wilson)"
                 if tb.n
                 else "no audits of the take band yet",
             ),
             (
                 f"take_at for {pct}",
-                (f"{_f(t.take_at)} known" if t.take_at is not None else "not known yet")
+                (f"{fmt(t.take_at)} known" if t.take_at is not None else "not known yet")
                 + (
-                    f"; {_f(t.estimate)} estimated (coverage {_f(t.coverage, 2)})"
+                    f"; {fmt(t.estimate)} estimated (coverage {fmt(t.coverage, 2)})"
                     if t.estimate is not None
                     else "; no threshold reaches it"
                 ),
@@ -142,7 +134,7 @@ def report(
         rows.append(
             (
                 "agreement by confidence",
-                "  ".join(f"≥{b.low:.1f}: {_f(b.agreement, 2)} ({b.n})" for b in q.bins if b.n),
+                "  ".join(f"≥{b.low:.1f}: {fmt(b.agreement, 2)} ({b.n})" for b in q.bins if b.n),
             )
         )
         table = key_value(f"{qid}: the engine vs the teacher", rows)
