@@ -1047,7 +1047,7 @@ def test_one_async_client_per_loop_closed_when_the_loop_ends():
 
 
 def test_gate_hands_slots_over_and_survives_cancellation():
-    from agentbranch.engine.readers.remote import _Gate
+    from agentbranch.engine.readers.remote.reader import _Gate
 
     gate = _Gate(1)
 
@@ -1067,7 +1067,7 @@ def test_gate_hands_slots_over_and_survives_cancellation():
 
 
 def test_gate_wakes_a_task_on_its_own_loop_and_from_another_thread():
-    from agentbranch.engine.readers.remote import _Gate
+    from agentbranch.engine.readers.remote.reader import _Gate
 
     gate = _Gate(1)
 

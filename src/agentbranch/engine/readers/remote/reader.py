@@ -113,7 +113,7 @@ import httpx
 import tenacity
 
 from agentbranch.engine.readers.base import Reader
-from agentbranch.engine.readers.remote_answers import (
+from agentbranch.engine.readers.remote.answers import (
     DuplicateKeyError,
     decode_json,
     parse_answers,
