@@ -28,7 +28,7 @@ import httpx
 from agentbranch.engine.readers.base import Reader
 from agentbranch.engine.readers.remote.apis import APIS, endpoint
 from agentbranch.engine.readers.remote.masking import Redactor
-from agentbranch.engine.readers.remote.retries import Retry, aretrying, backoff, retrying
+from agentbranch.engine.readers.remote.retries import Retry, aretry_after, backoff, retry_after
 from agentbranch.engine.readers.remote.transport import Connection, RemoteUnavailableError
 from agentbranch.engine.readers.remote.wire import DEFAULT_MAX_OPTIONS
 from agentbranch.engine.reads import LabelRead, ReadRequest
@@ -209,11 +209,15 @@ class RemoteReader(Reader):
         body = self._body(request)
         post = self._connection.post
         try:
-            return retrying(
-                lambda: self._reads(request, post(client, body)),
-                max_retries=self.max_retries,
-                delay=self._delay,
-            )
+            try:  # the first attempt on its own: the usual read costs no retry machinery
+                return self._reads(request, post(client, body))
+            except Retry as first:
+                return retry_after(
+                    first,
+                    lambda: self._reads(request, post(client, body)),
+                    max_retries=self.max_retries,
+                    delay=self._delay,
+                )
         except Retry as e:
             raise self._unavailable(e.why) from None
 
@@ -223,12 +227,18 @@ class RemoteReader(Reader):
         if not request.questions:
             return []
         body = self._body(request)
-
-        async def attempt() -> list[LabelRead] | InvalidReadError:
-            return self._reads(request, await self._connection.apost(client, body))
-
+        post = self._connection.apost
         try:
-            return await aretrying(attempt, max_retries=self.max_retries, delay=self._delay)
+            try:  # the first attempt on its own: the usual read costs no retry machinery
+                return self._reads(request, await post(client, body))
+            except Retry as first:
+
+                async def attempt() -> list[LabelRead] | InvalidReadError:
+                    return self._reads(request, await post(client, body))
+
+                return await aretry_after(
+                    first, attempt, max_retries=self.max_retries, delay=self._delay
+                )
         except Retry as e:
             raise self._unavailable(e.why) from None
 

@@ -6,9 +6,10 @@ attempt up to ``max_backoff_s``, a ``Retry-After`` header honoured up to that ca
 most ``max_retries`` times; the last ``Retry`` then propagates, and the reader turns it
 into ``RemoteUnavailableError``. Any other failure is raised at once.
 
-The first attempt runs on its own: nearly every read succeeds at once, and setting up
-tenacity's retry loop costs more client CPU than the rest of a read. Only after a
-retryable failure does tenacity take over, with the same policy (``policy``).
+The first attempt runs on its own, in the caller (no wrapper, no closure): nearly every
+read succeeds at once, and setting up tenacity's retry loop costs more client CPU than
+the rest of a read. Only after a retryable failure does tenacity take over, with the
+same policy (``retry_after``, ``policy``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any, TypeVar
 import httpx
 import tenacity
 
-__all__ = ["RETRY_STATUSES", "Retry", "aretrying", "backoff", "policy", "retrying"]
+__all__ = ["RETRY_STATUSES", "Retry", "aretry_after", "backoff", "policy", "retry_after"]
 
 #: Statuses worth another try: rate limited, or a gateway/backend not ready yet.
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
@@ -77,28 +78,26 @@ def policy(max_retries: int, delay: Delay, done: int = 1) -> dict[str, Any]:
     }
 
 
-def retrying(attempt: Callable[[], T], *, max_retries: int, delay: Delay) -> T:
-    """``attempt()``'s result, retried on ``Retry`` (the last one propagates)."""
-    try:
-        return attempt()
-    except Retry as first:
-        if max_retries == 0:
-            raise
-        time.sleep(delay(0, first.response))
+def retry_after(first: Retry, attempt: Callable[[], T], *, max_retries: int, delay: Delay) -> T:
+    """What follows a first attempt that failed with ``first``: ``attempt()`` retried
+    on ``Retry`` until ``max_retries + 1`` attempts in all (the last ``Retry``
+    propagates)."""
+    if max_retries == 0:
+        raise first
+    time.sleep(delay(0, first.response))
     for tried in tenacity.Retrying(**policy(max_retries, delay)):
         with tried:
             return attempt()
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-async def aretrying(attempt: Callable[[], Awaitable[T]], *, max_retries: int, delay: Delay) -> T:
-    """``await attempt()``'s result, retried on ``Retry`` (the last one propagates)."""
-    try:
-        return await attempt()
-    except Retry as first:
-        if max_retries == 0:
-            raise
-        await asyncio.sleep(delay(0, first.response))
+async def aretry_after(
+    first: Retry, attempt: Callable[[], Awaitable[T]], *, max_retries: int, delay: Delay
+) -> T:
+    """``retry_after`` on an event loop."""
+    if max_retries == 0:
+        raise first
+    await asyncio.sleep(delay(0, first.response))
     async for tried in tenacity.AsyncRetrying(**policy(max_retries, delay)):
         with tried:
             return await attempt()
