@@ -52,6 +52,7 @@ __all__ = [
 #: How far outside [0, 1] a server probability may sit from float rounding.
 ROUNDING = 1e-6
 
+#: Said in the messages about answers no valid server sends.
 FAULTY = "the server or a proxy in between is faulty"
 
 
