@@ -1,222 +1,69 @@
 """How a server's answers become ``LabelRead``s, validated as strictly as a local read.
 
-``RemoteReader`` decodes each response with ``decode_json`` (a key repeated in one JSON
-object is refused: which of the two values would count is a guess) and hands it to
-``parse_answers`` (``/v1/systemone``) or ``parse_decisions_answers`` (``/v1/decisions``).
+``parse_answers`` reads a ``/v1/systemone`` response, ``parse_decisions_answers`` a
+``/v1/decisions`` one; each answer goes through the strict models of ``answers`` (types)
+and then these rules, and ``label_read`` turns it into the read a model reader reports.
 
-**Types.** The answer objects are read through strict pydantic models (``_Wire``): a
-probability, ``confidence`` or ``label_mass`` is a JSON number (never a string, a bool
-or a null), finite, in [0, 1] (up to ``ROUNDING`` outside is float rounding, clamped);
-``argmax_is_label`` is a JSON boolean (the string ``"false"`` is an error, not true); a
-score level on ``/v1/decisions`` is a JSON integer (``0.2``, ``1.9`` and ``true`` are
-errors, not levels 0, 1, 1). A field that is present must be valid: a null is a faulty
-server, not "unknown" (read as unknown it would give label mass 1, the most trusting
-value). Fields the reader does not use (``type``, ``choice``, ``legend``, ...) are
-ignored.
+**Probabilities.** The server returns label probabilities renormalised over the labels
+(``p_i``), not logprobs. The read reports ``logprobs[i] = log(p_i × label_mass)``: the
+label's full-vocabulary log probability, as model readers report it, so reads of a choice
+split into chunks or read in several option orders combine the way they do for local
+readers. The engine renormalises, so a single read's decision gets exactly the server's
+``p_i``. ``argmax_is_label`` comes from the ``/v1/systemone`` ``diagnostics`` (True when
+absent).
 
 **Options.** One probability per option the question has: none missing, none extra,
 none twice; a yes/no answer's ``noul`` agrees with its ``probabilities`` when both
 are sent.
 
-**Label mass.** The server's probabilities are usually renormalised over the labels
-(they sum to 1, within ``NORMALISED``). When they sum to less, the numbers themselves
-say the labels got only that share: their sum is the label mass they imply, and the
-read's ``label_mass`` is never above it (nor above the mass the server reports, in its
-diagnostics or through ``confidence = p_top × label_mass``). So ``{"yes": 0.001, "no":
-0}`` reads "yes" with label mass 0.001, which a policy's ``min_label_mass`` floor sends
-to its fallback, exactly as a local read with that mass. An answer whose probabilities
-sum to at most ``NO_SIGNAL`` gave the labels nothing: it is an ``InvalidReadError``, not
-a decision (``{"yes": 1e-300, "no": 0}`` would otherwise read "yes" at confidence 1).
-Probabilities summing to more than 1 + ``NORMALISED`` are invalid.
+**Label mass.** ``label_mass`` (the labels' total probability over the full vocabulary)
+comes from the response's ``diagnostics`` when the server sends them (vLLM's
+``/v1/systemone`` does), else from ``confidence / p_top`` (vLLM's confidence is ``p_top ×
+label_mass``), else 1.0. The probabilities usually sum to 1 (within ``NORMALISED``). When
+they sum to less, the numbers themselves say the labels got only that share: their sum
+is the label mass they imply, and the read's ``label_mass`` is never above it. So
+``{"yes": 0.001, "no": 0}`` reads "yes" with label mass 0.001, which a policy's
+``min_label_mass`` floor sends to its fallback, exactly as a local read with that mass.
+An answer whose probabilities sum to at most ``NO_SIGNAL`` gave the labels nothing: it is
+an ``InvalidReadError``, not a decision (``{"yes": 1e-300, "no": 0}`` would otherwise
+read "yes" at confidence 1). Probabilities summing to more than 1 + ``NORMALISED`` are
+invalid.
 
 Any of these is an ``InvalidReadError`` naming the question, the field and the value.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any
-
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    StrictBool,
-    StrictStr,
-    ValidationError,
-)
+from typing import Any
 
 from agentbranch.core.errors import InvalidReadError, ReaderError
 from agentbranch.core.reads import LabelRead, QuestionSpec, ReadRequest
+from agentbranch.engine.readers.remote.answers import (
+    FAULTY,
+    ROUNDING,
+    DecisionsAnswer,
+    SystemOneAnswer,
+    SystemOneDiagnostics,
+    short,
+    validated,
+)
+from agentbranch.engine.readers.remote.wire import question_keys
 
 __all__ = [
     "NORMALISED",
     "NO_SIGNAL",
-    "ROUNDING",
-    "decode_json",
     "label_read",
     "parse_answers",
     "parse_decisions_answers",
-    "question_keys",
 ]
 
-#: How far outside [0, 1] a server probability may sit from float rounding.
-ROUNDING = 1e-6
 #: Probabilities summing to within this of 1 are renormalised shares (rounded); a sum
 #: lower than that is the label mass the numbers imply.
 NORMALISED = 1e-3
 #: Probabilities summing to no more than this gave the labels no probability: no signal.
 NO_SIGNAL = 1e-6
-
-_FAULTY = "the server or a proxy in between is faulty"
-
-
-# ----------------------------------------------------------------------------- JSON
-
-
-class DuplicateKeyError(ValueError):
-    """A JSON object names one key twice."""
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise DuplicateKeyError(f"the key {key!r} appears twice in one object")
-            seen.add(key)
-    return out
-
-
-def decode_json(content: bytes) -> Any:
-    """The JSON value of a response body. Raises ``ValueError`` for anything that is not
-    one JSON document (``DuplicateKeyError`` for a key repeated in one object) and
-    ``RecursionError`` for nesting too deep to decode."""
-    return json.loads(content, object_pairs_hook=_no_duplicates)
-
-
-# ------------------------------------------------------------------------ wire models
-
-
-def _clamp(value: float) -> float:
-    return min(1.0, max(0.0, value))
-
-
-#: A server probability: a finite JSON number in [0, 1], clamped within ``ROUNDING``.
-Probability = Annotated[
-    float,
-    Field(strict=True, allow_inf_nan=False, ge=-ROUNDING, le=1 + ROUNDING),
-    AfterValidator(_clamp),
-]
-
-
-class _Wire(BaseModel):
-    """Strict: no coercion (``"0.5"``, ``true``, ``1.9`` for an int are errors); unknown
-    fields ignored. A field given a default of ``None`` is optional, but its type is not:
-    present, it must be valid (``null`` included)."""
-
-    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
-
-
-class SystemOneAnswer(_Wire):
-    """One answer of a ``/v1/systemone`` response (vLLM: ``{"type", "noul" | "choice" |
-    "score", "probabilities", "confidence", ...}``)."""
-
-    probabilities: dict[str, Probability] = Field(default=None)  # type: ignore[assignment]
-    noul: Probability = Field(default=None)  # type: ignore[assignment]
-    confidence: Probability = Field(default=None)  # type: ignore[assignment]
-
-
-class SystemOneDiagnostics(_Wire):
-    """One question's ``diagnostics`` entry."""
-
-    label_mass: Probability = Field(default=None)  # type: ignore[assignment]
-    argmax_is_label: StrictBool = True
-
-
-def _scalar(value: Any) -> Any:
-    # Exact JSON types: a bool is not an int here, and 1.0 is not level 1.
-    if type(value) not in (str, bool, int):
-        raise ValueError("not a string, a boolean or an integer")
-    return value
-
-
-class DecisionsEntry(_Wire):
-    """One entry of a ``/v1/decisions`` answer's ``probabilities`` list: a choice value
-    (a string, or a boolean for yes/no) or a score level (an integer)."""
-
-    value: Annotated[Any, AfterValidator(_scalar)]
-    probability: Probability
-
-
-class DecisionsAnswer(_Wire):
-    """One answer of a ``/v1/decisions`` response (vLLM 0.33's ``make_answer``)."""
-
-    type: StrictStr = Field(default=None)  # type: ignore[assignment]
-    name: StrictStr | None = None  # vLLM sends null for a question without a name
-    probabilities: list[DecisionsEntry] = Field(default=None)  # type: ignore[assignment]
-    probability: Probability = Field(default=None)  # type: ignore[assignment]
-    confidence: Probability = Field(default=None)  # type: ignore[assignment]
-
-
-def _short(value: Any, limit: int = 200) -> str:
-    """``repr(value)``, cut to ``limit`` characters (a server may send anything)."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _validated(model: type[_Wire], data: Any, key: str, what: str = "answer") -> Any:
-    try:
-        return model.model_validate(data)
-    except ValidationError as e:
-        raise InvalidReadError(
-            f"the server's {what} for question {key!r} is invalid: "
-            + "; ".join(_describe(error) for error in e.errors(include_url=False))
-            + f". {_FAULTY}"
-        ) from None
-
-
-def _describe(error: Mapping[str, Any]) -> str:
-    """``probability nan for option 'yes' (Input should be a finite number)``."""
-    loc = list(error["loc"])
-    where = ""
-    if loc and loc[0] == "probabilities" and len(loc) >= 2:
-        # a dict entry (systemone) or a list entry's field (decisions)
-        where = f" for option {loc[1]!r}" if isinstance(loc[1], str) else f" of entry {loc[1]}"
-        loc = ["probability"] if isinstance(loc[1], str) else loc[2:] or ["probabilities"]
-    name = ".".join(str(part) for part in loc) or "answer"
-    if error["type"] == "missing":
-        return f"{name}{where} is missing"
-    return f"the server answered {name} {_short(error['input'])}{where} ({error['msg']})"
-
-
-# --------------------------------------------------------------------------- reads
-
-
-def question_keys(questions: Sequence[QuestionSpec]) -> list[str]:
-    """Wire ids for a request's question reads. The engine may read one question
-    several times (option chunks, permutations); repeats get a ``~n`` suffix so every
-    wire id is unique. The id is not part of the model's prompt."""
-    ids = [q.id for q in questions]
-    if len(set(ids)) == len(ids):  # the usual request: no repeats, no suffixes
-        return ids
-    seen: dict[str, int] = {}
-    keys = []
-    for q in questions:
-        n = seen.get(q.id, 0)
-        seen[q.id] = n + 1
-        keys.append(q.id if n == 0 else f"{q.id}~{n}")
-    taken = set()
-    for i, key in enumerate(keys):  # a user id that itself ends in "~n"
-        while key in taken:
-            key += "~"
-        taken.add(key)
-        keys[i] = key
-    return keys
 
 
 def label_read(
@@ -241,7 +88,7 @@ def label_read(
     if total > 1 + NORMALISED:
         raise InvalidReadError(
             f"the server's probabilities for question {key!r}, {list(probs)}, sum to "
-            f"{total:.4f}, more than 1; {_FAULTY}"
+            f"{total:.4f}, more than 1; {FAULTY}"
         )
     if total <= NO_SIGNAL:
         raise InvalidReadError(
@@ -260,7 +107,7 @@ def label_read(
             raise InvalidReadError(
                 f"the server's confidence {confidence!r} for question {key!r} is above its "
                 f"top probability {max(shares)!r} (vLLM's confidence is p_top × label "
-                f"mass, at most p_top); {_FAULTY}"
+                f"mass, at most p_top); {FAULTY}"
             )
         if label_mass is None:  # the diagnostics' own mass wins over this estimate
             mass = min(mass, implied_by_confidence)
@@ -297,7 +144,7 @@ def _systemone_probabilities(key: str, q: QuestionSpec, answer: SystemOneAnswer)
             if answer.noul is not None and total > 0 and abs(answer.noul - out[0] / total) > 1e-3:
                 raise InvalidReadError(
                     f"the server's answer to question {key!r} says noul {answer.noul!r} but "
-                    f"its probabilities say P(yes) = {out[0] / total:.4g}; {_FAULTY}"
+                    f"its probabilities say P(yes) = {out[0] / total:.4g}; {FAULTY}"
                 )
             return out
         if answer.noul is None:
@@ -319,7 +166,7 @@ def _systemone_probabilities(key: str, q: QuestionSpec, answer: SystemOneAnswer)
 def _object(value: Any, what: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise InvalidReadError(
-            f"the server's {what} is {type(value).__name__}, not an object; {_FAULTY}"
+            f"the server's {what} is {type(value).__name__}, not an object; {FAULTY}"
         )
     return value
 
@@ -340,9 +187,9 @@ def parse_answers(request: ReadRequest, response: Mapping[str, Any]) -> list[Lab
         raw = answers.get(key)
         if not isinstance(raw, Mapping):
             raise InvalidReadError(f"the server returned no answer for question {key!r}")
-        answer = _validated(SystemOneAnswer, raw, key)
+        answer = validated(SystemOneAnswer, raw, key)
         diag = (
-            _validated(SystemOneDiagnostics, diagnostics[key], key, "diagnostics")
+            validated(SystemOneDiagnostics, diagnostics[key], key, "diagnostics")
             if key in diagnostics
             else None
         )
@@ -385,7 +232,7 @@ def _decision_probabilities(key: str, q: QuestionSpec, answer: DecisionsAnswer) 
         if typed in by_value:
             raise InvalidReadError(
                 f"the server's answer to question {key!r} gives value {entry.value!r} twice; "
-                f"{_FAULTY}"
+                f"{FAULTY}"
             )
         by_value[typed] = entry.probability
     want = {(type(v), v) for v in wanted}
@@ -415,8 +262,8 @@ def parse_decisions_answers(request: ReadRequest, response: Mapping[str, Any]) -
     reads = []
     for key, q, raw in zip(keys, request.questions, answers):
         if not isinstance(raw, Mapping) or raw.get("name") not in (None, key):
-            raise InvalidReadError(f"the server's answer for question {key!r} is {_short(raw)}")
-        answer = _validated(DecisionsAnswer, raw, key)
+            raise InvalidReadError(f"the server's answer for question {key!r} is {short(raw)}")
+        answer = validated(DecisionsAnswer, raw, key)
         reads.append(
             label_read(
                 key,
