@@ -74,14 +74,9 @@ def _stepping_engine(llm: Any) -> Any:
 
 class EngineWorker:
     """The one thread that owns an ``LLM``: takes queued jobs and runs them on vLLM,
-    handing every job its own results.
-
-    With vLLM's engine API (``llm.llm_engine.add_request``/``step``, what
-    ``LLM.generate`` runs on) the worker keeps the engine busy: jobs that arrive while
-    vLLM computes are added at once and join its next scheduler step (continuous
-    batching, as vLLM's server does), and each job is answered as soon as its own
-    requests finish. Otherwise (an ``LLM`` stand-in with ``generate`` only) each batch
-    of queued jobs is ONE ``generate`` call."""
+    handing every job its own results: with vLLM's engine API, jobs join the running
+    batch (``_run_stepping``); else each batch of queued jobs is ONE ``generate`` call
+    (``_run``)."""
 
     def __init__(self, llm: Any, mode: Mode, batch_window_s: float, max_batch_reads: int | None):
         self.llm = llm
