@@ -360,3 +360,18 @@ def test_public_packages_load_neither_the_cli_nor_the_bench_harness(tmp_path):
     done = _run(script, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout) == []
+
+
+def test_importing_the_vllm_reader_loads_neither_vllm_nor_torch(tmp_path):
+    # vLLM (and the torch under it) load when a VLLMReader builds an LLM or sends
+    # requests, not when selection, the CLI or a user imports the reader package.
+    script = """
+        import json, pkgutil, sys
+        import agentbranch.engine.readers.vllm as package
+        for module in pkgutil.iter_modules(package.__path__):
+            __import__(f"{package.__name__}.{module.name}")
+        print(json.dumps(sorted(m for m in ("vllm", "torch") if m in sys.modules)))
+    """
+    done = _run(script, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout) == []

@@ -117,12 +117,13 @@ def _generate_reads(llm: Any, reads: list[Any]) -> list[Any]:
     reader's path before it drove the engine itself)."""
     from vllm.inputs import TokensPrompt
 
-    from agentbranch.engine.readers.vllm import _fold_outputs, engine_requests, sampling_params
+    from agentbranch.engine.readers.vllm import engine_requests, sampling_params
+    from agentbranch.engine.readers.vllm.outputs import fold_outputs
 
     requests = engine_requests(reads, mode="next_token")
     prompts = [TokensPrompt(prompt_token_ids=r.prompt_ids) for r in requests]
     outputs = llm.generate(prompts, [sampling_params(r) for r in requests], use_tqdm=False)
-    return _fold_outputs(reads, requests, outputs)
+    return fold_outputs(reads, requests, outputs)
 
 
 def test_engine_steps_read_exactly_what_generate_reads(reader: VLLMReader, llm: Any) -> None:
