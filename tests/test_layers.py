@@ -224,3 +224,21 @@ def test_an_unknown_folder_is_named(tmp_path):
     with pytest.raises(AssertionError, match="'misc' is in no layer"):
         for module in import_edges(src):
             rank(layer_of(module))
+
+
+#: A module this long needs a reason in its docstring ("Over 500 lines: ...").
+LONG = 500
+
+
+def test_a_long_module_says_why():
+    unexplained = []
+    for path in sorted(SRC.rglob("*.py")):
+        text = path.read_text()
+        if text.count("\n") > LONG:
+            doc = ast.get_docstring(ast.parse(text)) or ""
+            if f"Over {LONG} lines:" not in doc:
+                unexplained.append(str(path.relative_to(SRC)))
+    assert unexplained == [], (
+        f"modules over {LONG} lines without a reason in their docstring: split them by job "
+        f"or say why one module must hold it ('Over {LONG} lines: ...')"
+    )
