@@ -39,7 +39,7 @@ import agentbranch as ab
 t_import = time.perf_counter() - t0
 loaded = set(sys.modules)
 heavy = sorted(
-    m for m in ("agentbranch.cli", "agentbranch.bench", "matplotlib", "typer", "rich", "scipy",
+    m for m in ("agentbranch.cli", "agentbranch_bench", "matplotlib", "typer", "rich", "scipy",
                 "torch", "transformers", "httpx", "langgraph")
     if m in loaded
 )

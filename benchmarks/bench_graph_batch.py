@@ -38,19 +38,16 @@ from pathlib import Path
 
 try:
     import agentbranch  # noqa: F401
+    import agentbranch_bench  # noqa: F401
 except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import agentbranch as ab
-from agentbranch.bench import (
-    _decide_graph,
-    _questions,
-    _tiny_reader,
-    states,
-    sweep_point,
-)
 from agentbranch.engine.batching import BatchingReader
 from agentbranch.testing import build_tiny_diffusiongemma
+from agentbranch_bench.cpu import decide_graph, tiny_reader
+from agentbranch_bench.timing import sweep_point
+from agentbranch_bench.workload import questions, states
 
 RULES = ("hold", "window")
 
@@ -111,17 +108,17 @@ def main() -> None:
     ap.add_argument("--sweep", type=int, default=0, metavar="N")
     args = ap.parse_args()
 
-    q = _questions()
+    q = questions()
     with tempfile.TemporaryDirectory(prefix="agentbranch-bench-") as tmp:
         folder = build_tiny_diffusiongemma(
             Path(tmp) / "model", hidden_size=128, num_layers=2, vocab_size=2048
         )
-        engine = ab.DecisionEngine(_tiny_reader(folder))
+        engine = ab.DecisionEngine(tiny_reader(folder))
         coalescer = engine.reads_via
         for kind in ("threads", "asyncio"):  # cpu_part's sweep, which warms the engine
             for callers in (1, 4, 16, 64):
                 sweep_point(engine, q, kind, callers, 32, f"warm-{kind}-{callers}-")
-        app = _decide_graph(engine)
+        app = decide_graph(engine)
         batch_states = states(32, "graph-")
         inputs = [{"ticket": s} for s in batch_states]
         calls: dict[str, Counter[int]] = {rule: Counter() for rule in RULES}

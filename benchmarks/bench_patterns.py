@@ -156,7 +156,7 @@ def constant_tool() -> Any:
     """A tool of ``decision_tool``'s shape that needs no engine."""
     from langchain_core.tools import StructuredTool
 
-    from agentbranch.langchain import _DecisionInput
+    from agentbranch.integrations.langchain import _DecisionInput
 
     def run(text: str) -> tuple[str, dict[str, Any]]:
         return "team=billing (confidence 1.00)", {}

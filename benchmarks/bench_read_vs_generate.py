@@ -57,10 +57,10 @@ def main() -> None:
 
     import torch
 
+    from agentbranch.core.reads import QuestionSpec, ReadRequest
     from agentbranch.engine.canvas import CanvasPlanner
     from agentbranch.engine.readers.threads import torch_threads
     from agentbranch.engine.readers.transformers import TransformersTokenBackend
-    from agentbranch.engine.reads import QuestionSpec, ReadRequest
     from agentbranch.testing import build_tiny_diffusiongemma
 
     tmp = None

@@ -45,14 +45,16 @@ from typing import Any
 
 try:
     import agentbranch  # noqa: F401
+    import agentbranch_bench  # noqa: F401
 except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import httpx
 
 import agentbranch as ab
-from agentbranch.bench import _questions, raw_client_round, states
 from agentbranch.engine.readers.remote import RemoteReader, build_payload
+from agentbranch_bench.remote import raw_client_round
+from agentbranch_bench.workload import questions, states
 
 MOCK_URL = "http://vllm.bench:8000"
 MODEL = "bench-model"
@@ -152,7 +154,7 @@ def main() -> None:
         return
 
     plain = ab.DecisionEngine(ab.ScriptedReader(), batching=False)
-    q = _questions()
+    q = questions()
     requests = [plain._prepare(s, q, 1).request for s in states(args.requests, "cpu-")]
     content = canned_answer(build_payload(requests[0], model=MODEL))
     with contextlib.ExitStack() as stack:

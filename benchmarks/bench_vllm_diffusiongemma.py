@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "vllm_tier"))  # the tier's LLM helper (dgemma.py)
 
 import agentbranch as ab  # noqa: E402
-from agentbranch.bench import TICKETS, states  # noqa: E402
+from agentbranch_bench.workload import TICKETS, states  # noqa: E402
 
 TEAM = ab.choice(
     "Which team should handle this ticket?",
@@ -54,8 +54,8 @@ QUESTIONS = {
 
 def read_request(state: str, questions: dict[str, Any]) -> Any:
     """The ``ReadRequest`` the engine builds for ``state`` (a string) and ``questions``."""
-    from agentbranch.engine.reads import ReadRequest
-    from agentbranch.questions import to_spec, validate_questions
+    from agentbranch.core.questions import to_spec, validate_questions
+    from agentbranch.core.reads import ReadRequest
 
     specs = tuple(to_spec(k, q) for k, q in validate_questions(questions).items())
     return ReadRequest(state=state, questions=specs)

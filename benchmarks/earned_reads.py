@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import embedded_calibration as ec  # noqa: E402
 import public_sets as ps  # noqa: E402
 
-from agentbranch.decisions import confidence_from  # noqa: E402
+from agentbranch.core.decisions import confidence_from  # noqa: E402
 from agentbranch.engine.readers import embedded as emb  # noqa: E402
 
 SETS = {**ec.FIT_SETS, "snips": ps.snips}

@@ -46,8 +46,8 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 import _earned_streams as es  # noqa: E402
 import earned_reads as er  # noqa: E402
 
-from agentbranch import calibrate as cal  # noqa: E402
-from agentbranch.decisions import confidence_from  # noqa: E402
+from agentbranch import calibration as cal  # noqa: E402
+from agentbranch.core.decisions import confidence_from  # noqa: E402
 from agentbranch.policy.earned import Earned  # noqa: E402
 
 TARGET, LEVEL = 0.9, 0.95

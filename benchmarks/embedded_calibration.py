@@ -52,10 +52,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 import public_sets as ps  # noqa: E402
 
 import agentbranch as ab  # noqa: E402
-from agentbranch import calibrate as cal  # noqa: E402
+from agentbranch import calibration as cal  # noqa: E402
+from agentbranch.core.questions import to_spec  # noqa: E402
+from agentbranch.core.reads import QuestionSpec, ReadRequest  # noqa: E402
 from agentbranch.engine.readers import embedded as emb  # noqa: E402
-from agentbranch.engine.reads import QuestionSpec, ReadRequest  # noqa: E402
-from agentbranch.questions import to_spec  # noqa: E402
 
 SHIPPED = emb._temperature_file()
 #: The sets the temperatures are fitted on (SNIPS is only read held out).

@@ -30,14 +30,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 import embedded_calibration as ec  # noqa: E402
 import public_sets as ps  # noqa: E402
 
+from agentbranch.core.questions import to_spec  # noqa: E402
+from agentbranch.core.reads import QuestionSpec  # noqa: E402
 from agentbranch.engine.readers.embedded import (  # noqa: E402
     EmbeddedReader,
     described,
     hypothesis_texts,
     option_examples,
 )
-from agentbranch.engine.reads import QuestionSpec  # noqa: E402
-from agentbranch.questions import to_spec  # noqa: E402
 
 COUNTS = (1, 2, 3, 5)
 DRAWS = (1, 2, 3, 4, 5)

@@ -27,7 +27,7 @@ import public_sets as ps  # noqa: E402
 from embedded_calibration import INTENTS  # noqa: E402
 
 import agentbranch as ab  # noqa: E402
-from agentbranch import calibrate as cal  # noqa: E402
+from agentbranch import calibration as cal  # noqa: E402
 from agentbranch.engine.readers.embedded import EmbeddedReader  # noqa: E402
 
 COUNTS = (1, 3, 5, 10, 20)

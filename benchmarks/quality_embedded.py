@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 import agentbranch as ab
-from agentbranch import calibrate as cal
+from agentbranch import calibration as cal
 from agentbranch.demo.triage import FRUSTRATION_EXAMPLES, URGENT_EXAMPLES
 from agentbranch.engine.readers.embedded import EmbeddedReader
 

@@ -11,8 +11,8 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
+from agentbranch.core.reads import LabelRead, ReadRequest
 from agentbranch.engine.readers.base import Reader
-from agentbranch.engine.reads import LabelRead, ReadRequest
 
 
 class StrictFakeChat(BaseChatModel):

@@ -17,7 +17,7 @@ AUDIT_SCRIPT = """
 import sys, time
 from langchain_core.runnables import RunnableLambda
 import agentbranch as ab
-from agentbranch import at_exit
+from agentbranch.core import at_exit
 from agentbranch.audit import Audit
 from agentbranch.policy import Policy, Resolver
 
@@ -149,7 +149,7 @@ def test_registered_methods_do_not_keep_their_objects_alive():
     import gc
     import weakref
 
-    from agentbranch import at_exit
+    from agentbranch.core import at_exit
 
     class Holder:
         def finish(self, deadline: float) -> None:
@@ -164,7 +164,7 @@ def test_registered_methods_do_not_keep_their_objects_alive():
 
 
 def test_finishers_run_in_order_with_one_deadline(monkeypatch):
-    from agentbranch import at_exit
+    from agentbranch.core import at_exit
 
     monkeypatch.setattr(at_exit, "_finishers", [])
     monkeypatch.setattr(at_exit, "_threads", weakref.WeakSet())
@@ -178,7 +178,7 @@ def test_finishers_run_in_order_with_one_deadline(monkeypatch):
 
 
 def test_registered_threads_are_joined_after_the_finishers(monkeypatch):
-    from agentbranch import at_exit
+    from agentbranch.core import at_exit
 
     monkeypatch.setattr(at_exit, "_finishers", [])
     monkeypatch.setattr(at_exit, "_threads", weakref.WeakSet())
@@ -193,7 +193,7 @@ def test_registered_threads_are_joined_after_the_finishers(monkeypatch):
 
 
 def test_a_thread_that_does_not_end_is_left_at_the_deadline(monkeypatch):
-    from agentbranch import at_exit
+    from agentbranch.core import at_exit
 
     monkeypatch.setattr(at_exit, "_finishers", [])
     monkeypatch.setattr(at_exit, "_threads", weakref.WeakSet())
@@ -210,4 +210,4 @@ def test_a_thread_that_does_not_end_is_left_at_the_deadline(monkeypatch):
 
 def test_the_module_is_what_the_docs_name():
     text = (Path(__file__).parents[1] / "docs" / "reliability.md").read_text()
-    assert "agentbranch.at_exit.EXIT_WAIT_S" in text
+    assert "agentbranch.core.at_exit.EXIT_WAIT_S" in text

@@ -17,7 +17,7 @@ from _lg_fixtures import StrictFakeChat, sure, unsure
 
 import agentbranch as ab
 from agentbranch.audit import Audit, audit_report, load_records
-from agentbranch.errors import ConfigurationError
+from agentbranch.core.errors import ConfigurationError
 from agentbranch.policy import Generate, GotoNode, Policy, Resolver
 
 TEAM = ab.choice("Which team?", {"billing": "Invoices, refunds", "outage": "Service down"})

@@ -17,9 +17,9 @@ from test_audit_report import overconfident_records, record
 from typer.testing import CliRunner
 
 from agentbranch.audit import audit_report, calibrate_from_audit, load_records, scored_examples
-from agentbranch.audit.sinks import JsonlSink
 from agentbranch.cli import app
-from agentbranch.errors import ConfigurationError, InvalidFileError
+from agentbranch.core.errors import ConfigurationError, InvalidFileError
+from agentbranch.policy.auditing.sinks import JsonlSink
 
 GOOD = record(0.9, True)
 

@@ -18,10 +18,10 @@ from agentbranch.audit import (
     scored_examples,
     wilson,
 )
-from agentbranch.calibrate import apply_temperature, ece
+from agentbranch.calibration import apply_temperature, ece
 from agentbranch.cli import app
-from agentbranch.decisions import confidence_from
-from agentbranch.errors import ConfigurationError
+from agentbranch.core.decisions import confidence_from
+from agentbranch.core.errors import ConfigurationError
 
 OPTIONS = ["billing", "outage", "bug"]
 SPEC = {

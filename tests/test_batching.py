@@ -19,8 +19,8 @@ import pytest
 from _lg_fixtures import by_keyword, sure
 
 import agentbranch as ab
+from agentbranch.core.errors import ReaderError
 from agentbranch.engine.batching import BatchingReader, QueueFullError, read_key
-from agentbranch.errors import ReaderError
 
 TEAM = ab.choice("Which team?", ["billing", "outage", "bug"])
 SCRIPT = {
@@ -567,7 +567,7 @@ def _batch_threads() -> list[threading.Thread]:
 
 
 def _req(state: str) -> ab.engine.reads.ReadRequest:
-    from agentbranch.questions import to_spec
+    from agentbranch.core.questions import to_spec
 
     return ab.engine.reads.ReadRequest(state=state, questions=(to_spec("u", ab.yes_no("U?")),))
 
@@ -575,7 +575,7 @@ def _req(state: str) -> ab.engine.reads.ReadRequest:
 def test_a_request_abandoned_while_queued_is_never_read():
     import time
 
-    from agentbranch.errors import ReaderTimeoutError
+    from agentbranch.core.errors import ReaderTimeoutError
     from agentbranch.testing import FaultyReader
 
     reader = FaultyReader(ab.ScriptedReader({}), "hang", affects=lambda r: "slow" in r.state)
@@ -602,7 +602,7 @@ def test_a_request_abandoned_while_queued_is_never_read():
 def test_a_hung_batch_nobody_waits_for_does_not_block_the_next_request():
     import time
 
-    from agentbranch.errors import ReaderTimeoutError
+    from agentbranch.core.errors import ReaderTimeoutError
     from agentbranch.testing import FaultyReader
 
     reader = FaultyReader(ab.ScriptedReader({}), "hang", affects=lambda r: "bad" in r.state)

@@ -7,8 +7,11 @@ import json
 
 from typer.testing import CliRunner
 
-from agentbranch import bench
+import agentbranch_bench as bench
 from agentbranch.cli import app
+from agentbranch_bench import run as bench_run
+from agentbranch_bench.joint import joint_vs_singles
+from agentbranch_bench.timing import paired
 
 
 def fake_report() -> bench.Report:
@@ -27,7 +30,7 @@ def test_bench_json_and_plot(monkeypatch, tmp_path):
         kwargs["tick"]("working")
         return fake_report()
 
-    monkeypatch.setattr(bench, "run_bench", run)
+    monkeypatch.setattr(bench_run, "run_bench", run)
     png = tmp_path / "bench.png"
     result = CliRunner().invoke(
         app, ["bench", "--json", "--quick", "--no-vllm", "--plot", str(png)]
@@ -42,7 +45,7 @@ def test_bench_json_and_plot(monkeypatch, tmp_path):
 
 
 def test_bench_table(monkeypatch):
-    monkeypatch.setattr(bench, "run_bench", lambda **kw: fake_report())
+    monkeypatch.setattr(bench_run, "run_bench", lambda **kw: fake_report())
     result = CliRunner().invoke(app, ["bench"])
     assert result.exit_code == 0
     assert "a vs b" in result.stdout and "1.50 × faster" in result.stdout
@@ -50,7 +53,7 @@ def test_bench_table(monkeypatch):
 
 def test_paired_alternates_and_takes_medians():
     calls = []
-    a, b = bench.paired(lambda: calls.append("a"), lambda: calls.append("b"), 3)
+    a, b = paired(lambda: calls.append("a"), lambda: calls.append("b"), 3)
     assert calls == ["a", "b"] * 4 and a >= 0 and b >= 0
 
 
@@ -59,7 +62,7 @@ def test_joint_vs_singles_reads_both_ways_and_reports_the_tokens(tiny_model_dir)
 
     tiny_reader = ab.TransformersReader.from_pretrained(tiny_model_dir)
     report = bench.Report()
-    bench.joint_vs_singles(report, lambda _: None, tiny_reader, "tiny", 1)
+    joint_vs_singles(report, lambda _: None, tiny_reader, "tiny", 1)
     (result,) = report.results
     assert result.name == "one joint 3-question read vs 3 single reads (tiny DiffusionGemma)"
     assert result.value > 0 and result.detail["pairs"] == 1

@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 import agentbranch as ab
-from agentbranch import calibrate as cal
-from agentbranch.calibrate import Scored
-from agentbranch.errors import ConfigurationError, InvalidQuestionError
+from agentbranch import calibration as cal
+from agentbranch.calibration import Scored
+from agentbranch.core.decisions import confidence_from
+from agentbranch.core.errors import ConfigurationError, InvalidQuestionError
+from agentbranch.core.questions import coerce_question
 
 DEMO = Path(ab.__file__).parent / "demo"
 
@@ -141,7 +143,7 @@ def test_metrics_by_hand():
     assert m.brier == pytest.approx(brier)
     # Confidence 1 - H/ln2: 0.9/0.1 is the most confident and right; adding 0.8/0.2
     # (wrong) drops precision to 0.5, so the threshold keeps only the first.
-    assert m.threshold.threshold == pytest.approx(ab.decisions.confidence_from([0.9, 0.1]))
+    assert m.threshold.threshold == pytest.approx(confidence_from([0.9, 0.1]))
     assert m.threshold.coverage == 0.25 and m.threshold.precision == 1.0
 
 
@@ -204,7 +206,7 @@ def test_end_to_end_fit_save_load_matches_calibrated_scores(tmp_path):
         cal.Example(
             str(i),
             "team",
-            ab.questions.coerce_question("team", TEAM),
+            coerce_question("team", TEAM),
             "outage" if i % 2 else "billing",
             i + 1,
         )

@@ -12,9 +12,9 @@ import threading
 import pytest
 
 import agentbranch as ab
-from agentbranch import calibrate as cal
-from agentbranch.calibrate import Scored
-from agentbranch.errors import (
+from agentbranch import calibration as cal
+from agentbranch.calibration import Scored
+from agentbranch.core.errors import (
     AgentBranchError,
     ConfigurationError,
     InvalidFileError,

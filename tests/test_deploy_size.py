@@ -12,17 +12,17 @@ import yaml
 from typer.testing import CliRunner
 
 from agentbranch.cli import app
+from agentbranch.core.errors import ConfigurationError
 from agentbranch.deploy import DIFFUSIONGEMMA_26B, ModelShape, schema_canvas, size
-from agentbranch.deploy.check import capacity_warnings, engine_capacity_warnings
 from agentbranch.deploy.kserve import kserve_manifest
-from agentbranch.deploy.sizing import (
+from agentbranch.engine.canvas import joint_spans, joint_width
+from agentbranch.engine.capacity.check import capacity_warnings, engine_capacity_warnings
+from agentbranch.engine.capacity.sizing import (
     kv_bytes_per_sequence,
     state_bytes_per_sequence,
     step_bytes_per_sequence,
 )
-from agentbranch.engine.canvas import joint_spans, joint_width
 from agentbranch.engine.presets import PRESETS, get_preset
-from agentbranch.errors import ConfigurationError
 
 GIB = 1 << 30
 ENGINE = Path(__file__).parents[1] / "engine"
@@ -80,10 +80,14 @@ def test_kv_per_sequence_counts_full_layers_per_token_and_sliding_layers_per_win
 def test_state_per_sequence_is_vllms_persistent_buffers() -> None:
     c, v, h = 256, 262_144, 2816
     expected = (
-        c * (8 + 8 + 8 + 1 + 8 * 2) + c * h * 4 + 20  # DiffusionGemmaRequestStates
-        + c * 4 + 4  # DiffusionSampler._sampled, _num_sampled
+        c * (8 + 8 + 8 + 1 + 8 * 2)
+        + c * h * 4
+        + 20  # DiffusionGemmaRequestStates
+        + c * 4
+        + 4  # DiffusionSampler._sampled, _num_sampled
         + c * 8  # RequestState.draft_tokens
-        + v * 4 + v // 32 * 4  # PenaltiesState
+        + v * 4
+        + v // 32 * 4  # PenaltiesState
         + (c + 1) * (v // 32 * 4 + 4)  # StructuredOutputsWorker bit mask, logit indices
     )
     assert state_bytes_per_sequence(DIFFUSIONGEMMA_26B, c) == expected
@@ -98,8 +102,12 @@ def test_kv_bound_plan_says_so() -> None:
 def test_balanced_utilization_holds_more() -> None:
     plan = size("fp8", gpu_gib=80, canvas_length=64)
     assert plan.balanced_gpu_memory_utilization < 0.9
-    balanced = size("fp8", gpu_gib=80, canvas_length=64,
-                    gpu_memory_utilization=plan.balanced_gpu_memory_utilization)
+    balanced = size(
+        "fp8",
+        gpu_gib=80,
+        canvas_length=64,
+        gpu_memory_utilization=plan.balanced_gpu_memory_utilization,
+    )
     assert balanced.max_num_seqs > plan.max_num_seqs
     assert abs(balanced.step_limit - balanced.kv_limit) <= 0.1 * balanced.kv_limit
 
@@ -109,10 +117,16 @@ def test_plan_from_a_model_config_file(tmp_path: Path) -> None:
         "canvas_length": 64,
         "generation_config": {"stability_threshold": 2},
         "text_config": {
-            "vocab_size": 512, "hidden_size": 64, "num_hidden_layers": 2,
-            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
-            "layer_types": ["sliding_attention", "full_attention"], "sliding_window": 8,
-            "num_global_key_value_heads": 1, "global_head_dim": 64,
+            "vocab_size": 512,
+            "hidden_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 32,
+            "layer_types": ["sliding_attention", "full_attention"],
+            "sliding_window": 8,
+            "num_global_key_value_heads": 1,
+            "global_head_dim": 64,
         },
     }
     (tmp_path / "config.json").write_text(json.dumps(config))
@@ -120,8 +134,16 @@ def test_plan_from_a_model_config_file(tmp_path: Path) -> None:
     assert (shape.vocab_size, shape.sliding_layers, shape.full_layers) == (512, 1, 1)
     assert (shape.full_kv_heads, shape.full_head_dim, shape.max_canvas) == (1, 64, 64)
     assert shape.stability_threshold == 2
-    plan = size(None, gpu_gib=4, canvas_length=32, model_config=tmp_path, weights_gib=0.01,
-                activation_gib=0.0, gpu_memory_utilization=0.5, prompt_tokens=16)
+    plan = size(
+        None,
+        gpu_gib=4,
+        canvas_length=32,
+        model_config=tmp_path,
+        weights_gib=0.01,
+        activation_gib=0.0,
+        gpu_memory_utilization=0.5,
+        prompt_tokens=16,
+    )
     assert plan.max_num_seqs == plan.step_limit
     with pytest.raises(ConfigurationError, match="weights_gib"):
         size(None, gpu_gib=1, canvas_length=32, model_config=tmp_path)
@@ -144,8 +166,12 @@ def test_bad_input_says_what_would_fit(tmp_path: Path) -> None:
         ModelShape.from_config(tmp_path / "bad.json")
     with pytest.raises(ConfigurationError, match="not a DiffusionGemma config"):
         ModelShape.from_config({"text_config": {"hidden_size": 8}})
-    for kwargs in ({"gpu_memory_utilization": 1.5}, {"gpu_gib": -1}, {"prompt_tokens": 0},
-                   {"kv_cache_dtype": "int3"}):
+    for kwargs in (
+        {"gpu_memory_utilization": 1.5},
+        {"gpu_gib": -1},
+        {"prompt_tokens": 0},
+        {"kv_cache_dtype": "int3"},
+    ):
         with pytest.raises(ConfigurationError):
             size("fp8", **{"gpu_gib": 80, "canvas_length": 64, **kwargs})
 
@@ -250,8 +276,21 @@ def test_deploy_kserve_carries_the_plans_figures(tmp_path: Path) -> None:
     q = tmp_path / "q.json"
     q.write_text(json.dumps(_yes_no(12)))
     out = tmp_path / "isvc.yaml"
-    result = runner.invoke(app, ["deploy", "kserve", "--gpu-gib", "80", "--questions", str(q),
-                                 "--name", "triage", "-o", str(out)])
+    result = runner.invoke(
+        app,
+        [
+            "deploy",
+            "kserve",
+            "--gpu-gib",
+            "80",
+            "--questions",
+            str(q),
+            "--name",
+            "triage",
+            "-o",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     doc = yaml.safe_load(out.read_text())
     assert doc["metadata"]["name"] == "triage"
@@ -271,8 +310,11 @@ def test_shipped_manifests_are_the_generated_ones(precision: str) -> None:
 
 def test_presets_take_max_num_seqs_from_the_plan() -> None:
     fp8 = PRESETS["fp8"]
-    assert fp8.llm_kwargs()["max_num_seqs"] == size("fp8", gpu_gib=80, canvas_length=64,
-                                                     max_model_len=8192).max_num_seqs == 18
+    assert (
+        fp8.llm_kwargs()["max_num_seqs"]
+        == size("fp8", gpu_gib=80, canvas_length=64, max_model_len=8192).max_num_seqs
+        == 18
+    )
     assert fp8.llm_kwargs(canvas_length=256)["max_num_seqs"] == 4
     assert fp8.llm_kwargs(gpu_gib=140, canvas_length=256)["max_num_seqs"] == 8
     assert fp8.llm_kwargs(max_num_seqs=3)["max_num_seqs"] == 3
@@ -287,8 +329,13 @@ def test_presets_take_max_num_seqs_from_the_plan() -> None:
 
 
 def test_capacity_warnings() -> None:
-    ok = dict(canvas_length=64, vocab_size=262_144, gpu_memory_utilization=0.9,
-              gpu_total_bytes=80 * GIB, kv_cache_tokens=10_000_000)
+    ok = dict(
+        canvas_length=64,
+        vocab_size=262_144,
+        gpu_memory_utilization=0.9,
+        gpu_total_bytes=80 * GIB,
+        kv_cache_tokens=10_000_000,
+    )
     assert capacity_warnings(max_num_seqs=18, **ok) == []
     [too_many] = capacity_warnings(max_num_seqs=32, **ok)
     assert "max_num_seqs=32 at canvas 64 may run out of GPU memory" in too_many
@@ -303,8 +350,9 @@ def test_capacity_warnings() -> None:
 
 def test_engine_capacity_warnings_reads_vllm_config() -> None:
     config = SimpleNamespace(
-        cache_config=SimpleNamespace(gpu_memory_utilization=0.9, num_gpu_blocks=1000,
-                                     block_size=16),
+        cache_config=SimpleNamespace(
+            gpu_memory_utilization=0.9, num_gpu_blocks=1000, block_size=16
+        ),
         scheduler_config=SimpleNamespace(max_num_seqs=256),
     )
     step, kv = engine_capacity_warnings(config, 64, 262_144, gpu_total_bytes=80 * GIB)
@@ -318,9 +366,9 @@ def test_engine_capacity_warnings_reads_vllm_config() -> None:
 def test_schema_canvas_is_what_the_planner_sends(tiny_tokenizer, count: int, served: int) -> None:
     """With the model's tokenizer, the schema's canvas and reads are the planner's."""
     import agentbranch as ab
+    from agentbranch.core.questions import to_spec
+    from agentbranch.core.reads import ReadRequest
     from agentbranch.engine.canvas import CanvasPlanner
-    from agentbranch.engine.reads import ReadRequest
-    from agentbranch.questions import to_spec
 
     questions = {f"q{i}": ab.yes_no(f"Question {i}?") for i in range(count)}
     encode = lambda s: tiny_tokenizer.encode(s, add_special_tokens=False)  # noqa: E731
@@ -334,8 +382,12 @@ def test_schema_canvas_is_what_the_planner_sends(tiny_tokenizer, count: int, ser
     assert len(plan.token_reads) == schema.reads_per_decision
     # Serving any narrower canvas would split the schema into more reads.
     if schema.reads_per_decision == 1 and schema.canvas_length > 16:
-        narrower = CanvasPlanner(tiny_tokenizer, vocab_size=512,
-                                 served_canvas=schema.canvas_length - 16, max_model_len=8192)
+        narrower = CanvasPlanner(
+            tiny_tokenizer,
+            vocab_size=512,
+            served_canvas=schema.canvas_length - 16,
+            max_model_len=8192,
+        )
         assert len(narrower.plan(ReadRequest("state", specs, joint=True)).token_reads) > 1
 
 

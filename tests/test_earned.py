@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from scipy.stats import binomtest
 
 import agentbranch as ab
-from agentbranch.errors import ConfigurationError
+from agentbranch.core.errors import ConfigurationError
 from agentbranch.policy import Earned, Generate, GotoNode, Policy, Resolver, replay
 from agentbranch.policy.thresholds import (
     Drift,

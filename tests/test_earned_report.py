@@ -12,9 +12,11 @@ from langgraph.store.memory import InMemoryStore
 from typer.testing import CliRunner
 
 import agentbranch as ab
-from agentbranch.audit.earned_report import earned_diagram, earned_report, is_evidence_file
+from agentbranch.audit.earned_render import earned_diagram
+from agentbranch.audit.earned_report import earned_report
+from agentbranch.audit.earned_sources import is_evidence_file
 from agentbranch.cli import app
-from agentbranch.errors import ConfigurationError
+from agentbranch.core.errors import ConfigurationError
 from agentbranch.policy import Earned, Generate, Policy
 from agentbranch.policy.resolver import Resolver
 

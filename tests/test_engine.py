@@ -6,8 +6,8 @@ import math
 import pytest
 
 import agentbranch as ab
+from agentbranch.core.reads import LabelRead
 from agentbranch.engine.readers.base import Reader
-from agentbranch.engine.reads import LabelRead
 
 QUESTIONS = {
     "team": ab.choice("Which team?", {"billing": "Invoices", "outage": "Service down"}),

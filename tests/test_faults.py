@@ -18,8 +18,8 @@ import threading
 import pytest
 
 import agentbranch as ab
+from agentbranch.core.errors import InvalidReadError, ReaderError, ReaderTimeoutError
 from agentbranch.engine.batching import BatchingReader
-from agentbranch.errors import InvalidReadError, ReaderError, ReaderTimeoutError
 from agentbranch.policy import FailClosed, FailOpen, Policy, Resolver
 from agentbranch.testing import FaultyReader
 

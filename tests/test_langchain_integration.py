@@ -11,7 +11,7 @@ from langchain_core.decisions import BaseDecisionModel, ChoiceAnswer, Classifier
 from langchain_core.messages import ToolMessage
 
 import agentbranch as ab
-from agentbranch.errors import ConfigurationError
+from agentbranch.core.errors import ConfigurationError
 from agentbranch.langchain import AgentBranchDecisionModel, decision_tool
 from agentbranch.policy import FailOpen, Generate, GotoNode, Policy
 

@@ -11,7 +11,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.decisions import ClassifierResponse, Score
 
 import agentbranch as ab
-from agentbranch.errors import InvalidQuestionError
+from agentbranch.core.errors import InvalidQuestionError
 from agentbranch.langchain import AgentBranchDecisionModel
 
 URGENT = ab.yes_no("Urgent?")

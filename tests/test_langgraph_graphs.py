@@ -19,8 +19,8 @@ from langgraph.types import Command, Send
 from pydantic import ValidationError
 
 import agentbranch as ab
+from agentbranch.core.errors import ConfigurationError, FallbackError, ReaderError
 from agentbranch.engine.batching import BatchingReader
-from agentbranch.errors import ConfigurationError, FallbackError, ReaderError
 from agentbranch.langgraph import DecisionRecords, command_node, decide_node, route
 from agentbranch.policy import FailClosed, FailOpen, Generate, GotoNode, Policy
 

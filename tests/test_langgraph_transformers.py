@@ -27,10 +27,10 @@ from langgraph.graph import END, START, StateGraph  # noqa: E402
 from langgraph.types import Command, Send  # noqa: E402
 
 import agentbranch as ab  # noqa: E402
+from agentbranch.core.errors import ReaderError  # noqa: E402
+from agentbranch.core.reads import LabelRead, ReadRequest  # noqa: E402
 from agentbranch.engine.batching import BatchingReader  # noqa: E402
 from agentbranch.engine.readers.base import Reader  # noqa: E402
-from agentbranch.engine.reads import LabelRead, ReadRequest  # noqa: E402
-from agentbranch.errors import ReaderError  # noqa: E402
 from agentbranch.langgraph import DecisionRecords, command_node, decide_node  # noqa: E402
 from agentbranch.policy import FailClosed, FailOpen, Generate, Policy  # noqa: E402
 

@@ -332,9 +332,45 @@ def test_import_loads_no_cli_plotting_statistics_or_model_runtime(tmp_path):
     script = """
         import json, sys
         import agentbranch
-        heavy = ("agentbranch.cli", "agentbranch.bench", "matplotlib", "typer", "scipy",
-                 "torch", "transformers")
-        print(json.dumps(sorted(m for m in heavy if m in sys.modules)))
+        heavy = ("matplotlib", "typer", "scipy", "torch", "transformers")
+        print(json.dumps(sorted(
+            m for m in sys.modules
+            if m in heavy or m.split(".")[0] == "agentbranch_bench"
+            or m == "agentbranch.cli" or m.startswith("agentbranch.cli.")
+        )))
+    """
+    done = _run(script, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout) == []
+
+
+def test_public_packages_load_neither_the_cli_nor_the_bench_harness(tmp_path):
+    # The command line (agentbranch.cli, typer) and the benchmark harness
+    # (agentbranch_bench) sit above the library: no public package imports them.
+    script = """
+        import json, sys
+        import agentbranch.audit, agentbranch.deploy, agentbranch.langchain
+        import agentbranch.langgraph, agentbranch.policy, agentbranch.replay
+        print(json.dumps(sorted(
+            m for m in sys.modules
+            if m == "typer" or m.split(".")[0] == "agentbranch_bench"
+            or m == "agentbranch.cli" or m.startswith("agentbranch.cli.")
+        )))
+    """
+    done = _run(script, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout) == []
+
+
+def test_importing_the_vllm_reader_loads_neither_vllm_nor_torch(tmp_path):
+    # vLLM (and the torch under it) load when a VLLMReader builds an LLM or sends
+    # requests, not when selection, the CLI or a user imports the reader package.
+    script = """
+        import json, pkgutil, sys
+        import agentbranch.engine.readers.vllm as package
+        for module in pkgutil.iter_modules(package.__path__):
+            __import__(f"{package.__name__}.{module.name}")
+        print(json.dumps(sorted(m for m in ("vllm", "torch") if m in sys.modules)))
     """
     done = _run(script, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]

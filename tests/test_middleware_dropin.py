@@ -18,12 +18,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 import agentbranch as ab
+from agentbranch.core.state import render_state
 from agentbranch.langchain import (
     AgentBranchDecisionModel,
     ToolGateMiddleware,
     ToolSelectorMiddleware,
 )
-from agentbranch.state import render_state
 
 RAN: list[str] = []
 

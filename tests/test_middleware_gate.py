@@ -17,7 +17,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 import agentbranch as ab
-from agentbranch.errors import ConfigurationError, ReaderError
+from agentbranch.core.errors import ConfigurationError, ReaderError
 from agentbranch.langchain import ToolGateMiddleware
 from agentbranch.middleware import ReviewResponseError
 from agentbranch.policy import FailClosed, FailOpen, Generate, GotoNode, Policy

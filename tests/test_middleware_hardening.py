@@ -18,11 +18,11 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
 import agentbranch as ab
-from agentbranch.errors import ConfigurationError
+from agentbranch.core.errors import ConfigurationError
+from agentbranch.core.state import render_state
 from agentbranch.langchain import ToolGateMiddleware, ToolSelectorMiddleware
 from agentbranch.langgraph import DecisionRecords, decide_node
 from agentbranch.policy import GotoNode, Policy
-from agentbranch.state import render_state
 from agentbranch.testing import FakeToolCallingModel
 
 RAN: list[str] = []
@@ -168,7 +168,7 @@ def test_messages_with_nothing_to_read_render_as_the_empty_text():
 
 
 def test_what_counts_as_nothing_to_read():
-    from agentbranch.engine.readable import has_readable_text
+    from agentbranch.core.readable import has_readable_text
 
     nothing = ["", " \t\n", "?", "...!?", "🙂🔥", "<turn|>", "<|im_start|><|im_end|>", "</s>"]
     nothing += ["[SEP] [CLS]", "<b></b>", "<end_of_turn>"]

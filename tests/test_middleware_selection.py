@@ -12,7 +12,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 
 import agentbranch as ab
-from agentbranch.errors import ConfigurationError, ReaderError
+from agentbranch.core.errors import ConfigurationError, ReaderError
 from agentbranch.langchain import ToolSelectorMiddleware
 
 BOUND: list[list[str]] = []

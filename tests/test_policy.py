@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage
 
 import agentbranch as ab
-from agentbranch.errors import ConfigurationError, FallbackError, ReaderError
+from agentbranch.core.errors import ConfigurationError, FallbackError, ReaderError
 from agentbranch.policy import (
     FailClosed,
     FailOpen,
@@ -340,7 +340,7 @@ def test_each_decision_is_logged_once_direct_and_under_a_policy(caplog):
         {"team": Policy(take_at=0.6, fallbacks=[MoreDraws(4), Generate(model)]), "*": Policy()},
     )
     records = r.resolve("x")
-    from agentbranch.observability import emit
+    from agentbranch.integrations.observability import emit
 
     for rec in records.values():
         emit(rec)

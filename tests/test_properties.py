@@ -44,9 +44,9 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
 
 import agentbranch as ab
+from agentbranch.core.errors import AgentBranchError, InvalidFileError, ReaderError
+from agentbranch.core.reads import LabelRead
 from agentbranch.engine.readers.remote import RemoteReader
-from agentbranch.engine.reads import LabelRead
-from agentbranch.errors import AgentBranchError, InvalidFileError, ReaderError
 from agentbranch.policy import FailClosed, FailOpen, GotoNode, Policy, Resolver
 
 EXAMPLES = {

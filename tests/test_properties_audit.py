@@ -24,10 +24,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentbranch import calibrate as cal
+from agentbranch import calibration as cal
 from agentbranch.audit import audit_report, calibrate_from_audit, load_records
-from agentbranch.decisions import confidence_from
-from agentbranch.errors import AgentBranchError, InvalidFileError
+from agentbranch.core.decisions import confidence_from
+from agentbranch.core.errors import AgentBranchError, InvalidFileError
 
 EXAMPLES = {"files": 350, "python": 300, "labelled": 250}
 

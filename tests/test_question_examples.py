@@ -4,13 +4,13 @@ import pytest
 from langchain_core.decisions import Choice, Noul, Score
 
 import agentbranch as ab
+from agentbranch.core.errors import InvalidQuestionError
+from agentbranch.core.examples import instructions_with_examples
+from agentbranch.core.questions import coerce_question, to_spec, validate_questions
+from agentbranch.core.reads import ReadRequest
 from agentbranch.engine.canvas import asked
 from agentbranch.engine.plan import expand
 from agentbranch.engine.readers.remote import build_payload
-from agentbranch.engine.reads import ReadRequest
-from agentbranch.errors import InvalidQuestionError
-from agentbranch.question_examples import instructions_with_examples
-from agentbranch.questions import coerce_question, to_spec, validate_questions
 
 ROUTE = ab.choice(
     "Which team?",

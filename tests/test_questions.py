@@ -2,7 +2,7 @@ import pytest
 from langchain_core.decisions import Choice, Noul, Score
 
 import agentbranch as ab
-from agentbranch.questions import to_spec, validate_questions
+from agentbranch.core.questions import to_spec, validate_questions
 
 
 def test_constructors_build_langchain_questions():

@@ -19,6 +19,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentbranch as ab
+from agentbranch.core.errors import (
+    ConfigurationError,
+    InvalidReadError,
+    ReaderError,
+    ReaderTimeoutError,
+)
+from agentbranch.core.reads import QuestionSpec, ReadRequest
 from agentbranch.engine.readers.remote import (
     RemoteReader,
     RemoteRequestError,
@@ -27,13 +34,6 @@ from agentbranch.engine.readers.remote import (
     build_payload,
     parse_answers,
     parse_decisions_answers,
-)
-from agentbranch.engine.reads import QuestionSpec, ReadRequest
-from agentbranch.errors import (
-    ConfigurationError,
-    InvalidReadError,
-    ReaderError,
-    ReaderTimeoutError,
 )
 
 URL = "http://vllm.test:8000"
@@ -357,9 +357,9 @@ def server_answer(draw, key: str) -> tuple[dict, dict, tuple | None]:
 
 
 def _expected_read(key: str, answer: dict, diag: dict) -> tuple[list[float], float, bool] | None:
-    """The read the rules allow (remote_answers' docstring), written out independently of
-    the reader: ``(logprobs, label_mass, argmax_is_label)``, or ``None`` when the answer
-    must be an error."""
+    """The read the rules allow (the docstrings of remote.answers and remote.parse),
+    written out independently of the reader: ``(logprobs, label_mass, argmax_is_label)``,
+    or ``None`` when the answer must be an error."""
 
     def number(p):  # a probability, clamped within rounding, or None
         if isinstance(p, bool) or not isinstance(p, int | float) or not math.isfinite(p):
@@ -1035,8 +1035,8 @@ def test_one_async_client_per_loop_closed_when_the_loop_ends():
         await engine.adecide("a", QUESTIONS)
         await engine.adecide("b", QUESTIONS)
         loop = asyncio.get_running_loop()
-        clients.append(reader._aclients[loop][0])
-        assert len([c for c, _ in reader._aclients.values()]) >= 1
+        clients.append(reader._connection._aclients[loop][0])
+        assert len([c for c, _ in reader._connection._aclients.values()]) >= 1
 
     asyncio.run(run())
     asyncio.run(run())
@@ -1047,9 +1047,9 @@ def test_one_async_client_per_loop_closed_when_the_loop_ends():
 
 
 def test_gate_hands_slots_over_and_survives_cancellation():
-    from agentbranch.engine.readers.remote import _Gate
+    from agentbranch.engine.readers.remote.gate import Gate
 
-    gate = _Gate(1)
+    gate = Gate(1)
 
     async def main():
         await gate.aacquire()
@@ -1067,9 +1067,9 @@ def test_gate_hands_slots_over_and_survives_cancellation():
 
 
 def test_gate_wakes_a_task_on_its_own_loop_and_from_another_thread():
-    from agentbranch.engine.readers.remote import _Gate
+    from agentbranch.engine.readers.remote.gate import Gate
 
-    gate = _Gate(1)
+    gate = Gate(1)
 
     async def waiting() -> asyncio.Task:
         task = asyncio.create_task(gate.aacquire())
@@ -1411,7 +1411,7 @@ def test_httpx_log_lines_never_carry_the_url_credentials(caplog, use_async):
     ],
 )
 def test_redact_url(url, shown):
-    from agentbranch.redact import redact_url, url_secrets
+    from agentbranch.core.redact import redact_url, url_secrets
 
     assert redact_url(url) == shown
     if url.startswith("http://u:p@h:80"):

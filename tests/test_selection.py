@@ -8,7 +8,7 @@ import types
 import pytest
 
 import agentbranch as ab
-from agentbranch import selection as sel
+from agentbranch.engine import selection as sel
 
 VLLM = {"AGENTBRANCH_VLLM_MODEL": "RedHatAI/diffusiongemma-26B-A4B-it-FP8-dynamic"}
 REMOTE = {"AGENTBRANCH_REMOTE_URL": "http://engine:8000", "AGENTBRANCH_REMOTE_MODEL": "dg"}

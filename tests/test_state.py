@@ -8,7 +8,7 @@ import json
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 import agentbranch as ab
-from agentbranch.state import render_state
+from agentbranch.core.state import render_state
 
 RM = {"name": "shell", "args": {"command": "rm -rf /"}, "id": "call_1"}
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="

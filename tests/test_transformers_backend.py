@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agentbranch.engine.reads import Slot, SlotLogprobs, TokenRead
-from agentbranch.errors import ConfigurationError, ReaderError, StateTooLongError
+from agentbranch.core.errors import ConfigurationError, ReaderError, StateTooLongError
+from agentbranch.core.reads import Slot, SlotLogprobs, TokenRead
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -5,8 +5,8 @@ import math
 import pytest
 
 import agentbranch as ab
-from agentbranch.engine.reads import ReadRequest
-from agentbranch.questions import to_spec
+from agentbranch.core.questions import to_spec
+from agentbranch.core.reads import ReadRequest
 
 QUESTIONS = {
     "team": ab.choice("Which team?", {"billing": "Invoices", "outage": "Down", "bug": "Defect"}),

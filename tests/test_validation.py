@@ -18,8 +18,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 import agentbranch as ab
-from agentbranch.engine.readers.remote import RemoteReader
-from agentbranch.errors import (
+from agentbranch.core.errors import (
     ConfigurationError,
     InvalidFileError,
     InvalidQuestionError,
@@ -27,6 +26,7 @@ from agentbranch.errors import (
     InvalidStateError,
     ReaderError,
 )
+from agentbranch.engine.readers.remote import RemoteReader
 
 URGENT = {"urgent": ab.yes_no("Urgent?")}
 
@@ -430,7 +430,7 @@ def test_tiny_server_probabilities_times_a_tiny_mass_do_not_underflow():
     to log(0) (a math domain error) instead of giving a finite log-probability."""
     import math
 
-    from agentbranch.engine.readers.remote_answers import label_read
+    from agentbranch.engine.readers.remote.parse import label_read
 
     read = label_read("q", [1.0, 2.2250738585e-313], label_mass=2.2250738585e-313)
     assert all(math.isfinite(lp) and lp <= 0 for lp in read.logprobs)

@@ -9,13 +9,8 @@
 import logging
 from typing import Any
 
-from agentbranch.decisions import Decision, Decisions
-from agentbranch.engine.batching import BatchingReader
-from agentbranch.engine.calibration import Calibration
-from agentbranch.engine.engine import DecisionEngine
-from agentbranch.engine.readers.base import Reader
-from agentbranch.engine.readers.scripted import ScriptedReader
-from agentbranch.errors import (
+from agentbranch.core.decisions import Decision, Decisions
+from agentbranch.core.errors import (
     AgentBranchError,
     ConfigurationError,
     FallbackError,
@@ -29,6 +24,12 @@ from agentbranch.errors import (
     SpecialTokenError,
     StateTooLongError,
 )
+from agentbranch.core.questions import choice, score, yes_no
+from agentbranch.engine.batching import BatchingReader
+from agentbranch.engine.calibration import Calibration
+from agentbranch.engine.engine import DecisionEngine
+from agentbranch.engine.readers.base import Reader
+from agentbranch.engine.readers.scripted import ScriptedReader
 from agentbranch.policy import (
     Audit,
     Earned,
@@ -39,9 +40,8 @@ from agentbranch.policy import (
     MoreDraws,
     Policy,
 )
-from agentbranch.questions import choice, score, yes_no
 
-# A library is silent unless the application configures logging (see agentbranch.logs).
+# A library is silent unless the application configures logging (see agentbranch.core.logs).
 logging.getLogger("agentbranch").addHandler(logging.NullHandler())
 
 __all__ = [
@@ -90,8 +90,8 @@ _LAZY = {
     "EmbeddedReader": "agentbranch.engine.readers.embedded",
     "VLLMReader": "agentbranch.engine.readers.vllm",
     "RemoteReader": "agentbranch.engine.readers.remote",
-    "AgentBranchDecisionModel": "agentbranch.langchain",
-    "decision_tool": "agentbranch.langchain",
+    "AgentBranchDecisionModel": "agentbranch.integrations.langchain",
+    "decision_tool": "agentbranch.integrations.langchain",
 }
 
 

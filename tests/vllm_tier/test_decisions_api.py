@@ -31,6 +31,8 @@ import pytest
 from vllm_ref import FakeLLM, make_strategy
 
 import agentbranch as ab
+from agentbranch.core.questions import to_spec, validate_questions
+from agentbranch.core.reads import QuestionSpec, ReadRequest
 from agentbranch.engine.readers.remote import (
     RemoteReader,
     RemoteRequestError,
@@ -38,8 +40,6 @@ from agentbranch.engine.readers.remote import (
     parse_decisions_answers,
 )
 from agentbranch.engine.readers.vllm import VLLMReader
-from agentbranch.engine.reads import QuestionSpec, ReadRequest
-from agentbranch.questions import to_spec, validate_questions
 
 VOCAB = 512
 MAX_LEN = 4096

@@ -21,9 +21,9 @@ import pytest
 from vllm_ref import FakeEngineLLM, FakeLLM, make_strategy, run_strategy
 
 import agentbranch as ab
+from agentbranch.core.questions import to_spec, validate_questions
+from agentbranch.core.reads import ReadRequest
 from agentbranch.engine.readers.vllm import MAX_LOGPROB_TOKEN_IDS, VLLMReader
-from agentbranch.engine.reads import ReadRequest
-from agentbranch.questions import to_spec, validate_questions
 
 VOCAB = 512
 MAX_LEN = 4096

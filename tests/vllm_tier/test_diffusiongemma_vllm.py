@@ -29,10 +29,10 @@ from typing_extensions import TypedDict
 from vllm_ref import make_strategy, run_strategy
 
 import agentbranch as ab
+from agentbranch.core.questions import to_spec, validate_questions
+from agentbranch.core.reads import ReadRequest, SlotLogprobs
 from agentbranch.engine.readers.vllm import VLLMReader, engine_requests
-from agentbranch.engine.reads import ReadRequest, SlotLogprobs
 from agentbranch.langgraph import DecisionRecords
-from agentbranch.questions import to_spec, validate_questions
 
 TOL = 1e-5
 

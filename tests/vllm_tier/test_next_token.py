@@ -14,9 +14,9 @@ import pytest
 from vllm_ref import make_strategy, run_strategy
 
 import agentbranch as ab
+from agentbranch.core.questions import to_spec, validate_questions
+from agentbranch.core.reads import ReadRequest
 from agentbranch.engine.readers.vllm import VLLMReader
-from agentbranch.engine.reads import ReadRequest
-from agentbranch.questions import to_spec, validate_questions
 
 QUESTIONS = {
     "team": ab.choice(
@@ -117,12 +117,13 @@ def _generate_reads(llm: Any, reads: list[Any]) -> list[Any]:
     reader's path before it drove the engine itself)."""
     from vllm.inputs import TokensPrompt
 
-    from agentbranch.engine.readers.vllm import _fold_outputs, engine_requests, sampling_params
+    from agentbranch.engine.readers.vllm import engine_requests, sampling_params
+    from agentbranch.engine.readers.vllm.outputs import fold_outputs
 
     requests = engine_requests(reads, mode="next_token")
     prompts = [TokensPrompt(prompt_token_ids=r.prompt_ids) for r in requests]
     outputs = llm.generate(prompts, [sampling_params(r) for r in requests], use_tqdm=False)
-    return _fold_outputs(reads, requests, outputs)
+    return fold_outputs(reads, requests, outputs)
 
 
 def test_engine_steps_read_exactly_what_generate_reads(reader: VLLMReader, llm: Any) -> None:
@@ -159,7 +160,7 @@ def test_a_request_vllm_refuses_fails_its_job_alone(reader: VLLMReader) -> None:
     """A job vLLM refuses at ``add_request`` fails alone; a job added with it reads."""
     import dataclasses
 
-    from agentbranch.engine.reads import Slot
+    from agentbranch.core.reads import Slot
 
     spec = tuple(to_spec(k, q) for k, q in validate_questions(QUESTIONS).items())
     (good, *_), _ = reader.plan([ReadRequest(state=STATES[0], questions=spec)])

@@ -52,10 +52,10 @@ CASES: list[tuple[Any, dict[str, Any], str | None]] = [
 
 def system_one(url: str, state: Any, questions: dict[str, Any], instructions: str | None):
     """The raw answers of vLLM's endpoint, from the same wire body RemoteReader sends."""
+    from agentbranch.core.questions import to_spec, validate_questions
+    from agentbranch.core.reads import ReadRequest
+    from agentbranch.core.state import render_state
     from agentbranch.engine.readers.remote import build_payload
-    from agentbranch.engine.reads import ReadRequest
-    from agentbranch.questions import to_spec, validate_questions
-    from agentbranch.state import render_state
 
     specs = tuple(to_spec(k, q) for k, q in validate_questions(questions).items())
     request = ReadRequest(state=render_state(state), questions=specs, instructions=instructions)

@@ -29,8 +29,8 @@ from typing import Any
 
 import pytest
 
-from agentbranch.deploy.shapes import DIFFUSIONGEMMA_26B, ModelShape
-from agentbranch.deploy.sizing import (
+from agentbranch.engine.capacity.shapes import DIFFUSIONGEMMA_26B, ModelShape
+from agentbranch.engine.capacity.sizing import (
     kv_bytes_per_sequence,
     state_bytes_per_sequence,
     step_bytes_per_sequence,
@@ -50,8 +50,11 @@ def _request_states_class() -> Any:
     src = Path(vllm.__file__).parent / "model_executor/models/diffusion_gemma.py"
     tree = ast.parse(src.read_text("utf-8"))
     namespace: dict[str, Any] = {"torch": torch, "np": np}
-    [node] = [n for n in tree.body if isinstance(n, ast.ClassDef)
-              and n.name == "DiffusionGemmaRequestStates"]
+    [node] = [
+        n
+        for n in tree.body
+        if isinstance(n, ast.ClassDef) and n.name == "DiffusionGemmaRequestStates"
+    ]
     exec(compile(ast.Module([node], []), str(src), "exec"), namespace)  # noqa: S102
     return namespace["DiffusionGemmaRequestStates"]
 
@@ -69,9 +72,15 @@ def _allocated(seqs: int, canvas: int, vocab: int, hidden: int = 64) -> int:
 
     cpu = torch.device("cpu")
     states = _request_states_class()(
-        max_num_reqs=seqs, canvas_length=canvas, vocab_size=vocab, max_denoising_steps=48,
-        device=cpu, hidden_size=hidden, stability_threshold=2,
+        max_num_reqs=seqs,
+        canvas_length=canvas,
+        vocab_size=vocab,
+        max_denoising_steps=48,
+        device=cpu,
+        hidden_size=hidden,
+        stability_threshold=2,
     )
+
     # PenaltiesState's per-request scalars are pinned host memory (no CPU allocator here);
     # its device buffers, the ones measured, are plain torch.zeros.
     class HostTensor:
@@ -171,14 +180,18 @@ ENGINE_SIZES = sorted(
 @pytest.mark.parametrize(("seqs", "canvas", "vocab"), ENGINE_SIZES)
 def test_llm_allocation_matches_the_formula(seqs: int, canvas: int, vocab: int) -> None:
     dgemma = _dgemma()
-    with dgemma.engine_env(), dgemma.diffusiongemma_llm(
-        vocab_size=vocab, canvas_length=canvas, max_num_seqs=seqs
-    ) as (llm, checkpoint):
+    with (
+        dgemma.engine_env(),
+        dgemma.diffusiongemma_llm(vocab_size=vocab, canvas_length=canvas, max_num_seqs=seqs) as (
+            llm,
+            checkpoint,
+        ),
+    ):
         measured = _runner_measure(llm)
         rows = _step_logit_rows(llm, seqs, canvas, vocab)
         # VLLMReader's start-up check reads this engine's settings: on a GPU too small
         # for `seqs` canvases (1.5 GiB here, fake: there is no GPU) it warns.
-        from agentbranch.deploy.check import engine_capacity_warnings
+        from agentbranch.engine.capacity.check import engine_capacity_warnings
 
         config = llm.llm_engine.vllm_config
         [warning, *_] = engine_capacity_warnings(config, canvas, vocab, 3 * 2**29)
@@ -231,7 +244,7 @@ def test_vllm_reader_warns_at_start_up(
     """A reader over an engine whose max_num_seqs canvases do not fit the GPU says so."""
     import logging
 
-    from agentbranch.deploy import check
+    from agentbranch.engine.capacity import check
     from agentbranch.engine.readers.vllm import VLLMReader
 
     llm, _ = dgemma_llm

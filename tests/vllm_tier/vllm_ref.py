@@ -34,8 +34,8 @@ from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
+from agentbranch.core.reads import ReadRequest
 from agentbranch.engine.readers.remote import build_payload
-from agentbranch.engine.reads import ReadRequest
 
 # ----------------------------------------------------------------- the strategy code
 

@@ -19,13 +19,8 @@ are read), ``report`` (the maths), ``labels`` (records as labelled examples), ``
 (``agentbranch audit``). See docs/audit.md.
 """
 
-from agentbranch.audit.config import AUDIT_EVENT, Audit
-from agentbranch.audit.earned_report import (
-    EarnedReport,
-    QuestionTrust,
-    earned_diagram,
-    earned_report,
-)
+from agentbranch.audit.earned_render import earned_diagram
+from agentbranch.audit.earned_report import EarnedReport, QuestionTrust, earned_report
 from agentbranch.audit.labels import calibrate_from_audit, labelled_examples, scored_examples
 from agentbranch.audit.report import (
     AuditReport,
@@ -38,9 +33,10 @@ from agentbranch.audit.report import (
     load_records,
     wilson,
 )
-from agentbranch.audit.schema import AuditRecord
-from agentbranch.audit.sinks import CallbackSink, JsonlSink, StoreSink
-from agentbranch.audit.worker import AuditStats
+from agentbranch.core.audit_records import AuditRecord
+from agentbranch.policy.auditing.config import AUDIT_EVENT, Audit
+from agentbranch.policy.auditing.sinks import CallbackSink, JsonlSink, StoreSink
+from agentbranch.policy.auditing.worker import AuditStats
 
 __all__ = [
     "AUDIT_EVENT",

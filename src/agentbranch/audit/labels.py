@@ -2,7 +2,7 @@
 
 Each record holds the engine's distribution as the run saw it and the teacher's label, so
 temperatures can be fitted without reading anything again: the record's own calibration
-temperature is undone first (``p̃ ∝ p^T``), then ``agentbranch.calibrate`` fits and
+temperature is undone first (``p̃ ∝ p^T``), then ``agentbranch.calibration`` fits and
 measures as it does for hand-labelled files.
 """
 
@@ -12,10 +12,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentbranch.audit.schema import check_records, load_records
-from agentbranch.calibrate import By, Example, Report, Scored, apply_temperature
-from agentbranch.errors import ConfigurationError
-from agentbranch.questions import coerce_question
+from agentbranch.calibration import By, Example, Report, Scored, apply_temperature
+from agentbranch.core.audit_records import check_records, load_records
+from agentbranch.core.errors import ConfigurationError
+from agentbranch.core.questions import coerce_question
 
 Record = dict[str, Any]
 
@@ -30,7 +30,7 @@ def _records(records: Iterable[Record] | str | Path) -> list[Record]:
 
 
 def labelled_examples(records: Iterable[Record] | str | Path) -> list[Example]:
-    """One ``calibrate.Example`` per record, labelled with the teacher's answer. The state
+    """One ``calibration.Example`` per record, labelled with the teacher's answer. The state
     is the rendered text when the audit kept it (``Audit(include_state=True)``), else
     ``None`` (enough for ``scored_examples``, not for reading again)."""
     out = []
@@ -44,7 +44,7 @@ def labelled_examples(records: Iterable[Record] | str | Path) -> list[Example]:
 
 
 def scored_examples(records: Iterable[Record] | str | Path, *, raw: bool = True) -> list[Scored]:
-    """The engine's distributions with the teacher's labels, as ``calibrate.Scored``.
+    """The engine's distributions with the teacher's labels, as ``calibration.Scored``.
 
     ``raw`` undoes the temperature the engine applied when deciding, so a fit starts
     from the reader's own probabilities; ``raw=False`` keeps them as the run saw them."""
@@ -83,7 +83,7 @@ def calibrate_from_audit(
 
     Suggested thresholds treat every record alike; the take band is sampled and the
     fallback band kept whole, so they err high. ``audit_report`` weights them."""
-    from agentbranch import calibrate as cal
+    from agentbranch import calibration as cal
 
     recs = _records(records)
     if not recs:

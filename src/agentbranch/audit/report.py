@@ -32,8 +32,8 @@ from typing import Any
 
 # Records are checked against one schema wherever they are read (audit/schema.py);
 # check_record and load_records stay importable from here.
-from agentbranch.audit.schema import check_record, check_records, load_records  # noqa: F401
-from agentbranch.errors import ConfigurationError
+from agentbranch.core.audit_records import check_record, check_records, load_records  # noqa: F401
+from agentbranch.core.errors import ConfigurationError
 
 Record = Mapping[str, Any]
 

@@ -19,9 +19,9 @@ from typing import Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 
-from agentbranch.langgraph import DecisionRecords, decide_node
+from agentbranch.core.questions import choice, score, yes_no
+from agentbranch.integrations.langgraph import DecisionRecords, decide_node
 from agentbranch.policy import Generate, GotoNode, Policy, PolicyArg
-from agentbranch.questions import choice, score, yes_no
 
 TEAMS: dict[str, str] = {
     "billing": "Invoices, charges, refunds, payment methods and plans",

@@ -7,8 +7,8 @@ InferenceService for a plan. See docs/vllm.md, "Sizing".
 """
 
 from agentbranch.deploy.schema import SchemaCanvas, load_questions, schema_canvas
-from agentbranch.deploy.shapes import DIFFUSIONGEMMA_26B, ModelShape
-from agentbranch.deploy.sizing import SizingPlan, Term, size
+from agentbranch.engine.capacity.shapes import DIFFUSIONGEMMA_26B, ModelShape
+from agentbranch.engine.capacity.sizing import SizingPlan, Term, size
 
 __all__ = [
     "DIFFUSIONGEMMA_26B",

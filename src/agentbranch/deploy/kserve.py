@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 
-from agentbranch.deploy.sizing import SizingPlan
+from agentbranch.engine.capacity.sizing import SizingPlan
 from agentbranch.engine.presets import EnginePreset, get_preset
 
 __all__ = ["inferenceservice_name", "kserve_manifest", "plan_args"]
@@ -21,8 +21,14 @@ __all__ = ["inferenceservice_name", "kserve_manifest", "plan_args"]
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 _GPU_NOTES = {
-    "fp8": ("FP8-dynamic (RedHatAI)", "# FP8 needs an Ada/Hopper-class GPU or newer (L40S, H100, H200)."),
-    "nvfp4": ("NVFP4 (RedHatAI)", "# NVFP4 needs a Blackwell-class GPU (FP4 tensor cores: B200, RTX PRO 6000)."),
+    "fp8": (
+        "FP8-dynamic (RedHatAI)",
+        "# FP8 needs an Ada/Hopper-class GPU or newer (L40S, H100, H200).",
+    ),
+    "nvfp4": (
+        "NVFP4 (RedHatAI)",
+        "# NVFP4 needs a Blackwell-class GPU (FP4 tensor cores: B200, RTX PRO 6000).",
+    ),
     "bf16": ("BF16 (Google)", "# BF16 needs an 80 GB-class GPU (H100, H200, A100 80GB, B200)."),
 }
 
@@ -53,7 +59,7 @@ def kserve_manifest(
 
     ``command`` is written into the header so the file says how to regenerate it.
     """
-    from agentbranch.errors import ConfigurationError
+    from agentbranch.core.errors import ConfigurationError
 
     p = get_preset(preset)
     precision = p.name.split("-", 1)[1]
@@ -82,9 +88,13 @@ def kserve_manifest(
     # Host memory: the weights pass through it while loading, plus the server.
     memory = -(-int(plan.term("weights").gib) // 8) * 8 + 16
     node_selector = (
-        ["    # Schedule on Blackwell nodes only (label set by the NVIDIA GPU operator).",
-         "    nodeSelector:", "      nvidia.com/gpu.family: blackwell"]
-        if precision == "nvfp4" else []
+        [
+            "    # Schedule on Blackwell nodes only (label set by the NVIDIA GPU operator).",
+            "    nodeSelector:",
+            "      nvidia.com/gpu.family: blackwell",
+        ]
+        if precision == "nvfp4"
+        else []
     )
     args = "\n".join(f"        - {a}" for a in plan_args(plan))
     body = f"""apiVersion: serving.kserve.io/v1beta1
@@ -124,7 +134,12 @@ spec:
           nvidia.com/gpu: "1"
 """
     tail = "\n".join(
-        [*node_selector, "    tolerations:", "      - key: nvidia.com/gpu",
-         "        operator: Exists", "        effect: NoSchedule"]
+        [
+            *node_selector,
+            "    tolerations:",
+            "      - key: nvidia.com/gpu",
+            "        operator: Exists",
+            "        effect: NoSchedule",
+        ]
     )
     return "\n".join(header) + "\n" + body + tail + "\n"

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentbranch.core.errors import ConfigurationError, InvalidFileError
+from agentbranch.core.question_types import question_type
+from agentbranch.core.questions import to_spec, validate_questions
 from agentbranch.engine.canvas import CANVAS_STEP, MAX_JOINT_QUESTIONS, joint_spans, joint_width
-from agentbranch.engine.question_types import question_type
-from agentbranch.errors import ConfigurationError, InvalidFileError
-from agentbranch.questions import to_spec, validate_questions
 
 __all__ = ["SchemaCanvas", "load_questions", "schema_canvas"]
 
@@ -60,9 +60,7 @@ def _gemma_encode_prefix(k: int) -> int:
     return len(str(k)) + 1
 
 
-def line_rows(
-    questions: Mapping[str, Any], encode: Encode | None = None
-) -> list[int]:
+def line_rows(questions: Mapping[str, Any], encode: Encode | None = None) -> list[int]:
     """Tokens of each joint answer line: the ``"k: "`` prefix, the slot, the newline."""
     specs = [to_spec(qid, q) for qid, q in validate_questions(questions).items()]
     rows = []

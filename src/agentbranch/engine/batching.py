@@ -67,7 +67,7 @@ all-in rule off, for comparison (``benchmarks/bench_patterns.py --compare``).
   worker finishes when the reader returns, then exits.
 * **Interpreter exit**: workers are daemon threads, which Python stops wherever they are
   at exit; one stopped inside a native forward (torch) aborts the process ("terminate
-  called without an active exception"). So at exit (``agentbranch.at_exit``, as
+  called without an active exception"). So at exit (``agentbranch.core.at_exit``, as
   ``concurrent.futures`` joins its workers) every coalescer stops taking batches and the
   reads in flight get up to ``at_exit.EXIT_WAIT_S`` in all to finish; a reader that hangs
   is left. A worker that ended by itself (idle) is waited for too: it may be the one
@@ -92,11 +92,11 @@ from concurrent.futures import CancelledError, Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentbranch.at_exit import COALESCERS, finish_at_exit, join_at_exit
+from agentbranch.core.at_exit import COALESCERS, finish_at_exit, join_at_exit
+from agentbranch.core.errors import ConfigurationError, ReaderError, ReaderTimeoutError
+from agentbranch.core.reads import LabelRead, ReadRequest
 from agentbranch.engine.callers import CallerThreads
 from agentbranch.engine.readers.base import Reader, WrappingReader
-from agentbranch.engine.reads import LabelRead, ReadRequest
-from agentbranch.errors import ConfigurationError, ReaderError, ReaderTimeoutError
 
 __all__ = ["BatchingReader", "QueueFullError", "read_key"]
 

@@ -2,7 +2,7 @@
 
 ``p_i ∝ p̃_i^(1/T)`` where ``p̃`` are the reader's label probabilities; ``T > 1``
 flattens an over-confident reader, ``T < 1`` sharpens an under-confident one. Fitting
-lives in ``agentbranch.calibrate``; this module is what a saved file loads into.
+lives in ``agentbranch.calibration``; this module is what a saved file loads into.
 
 A saved file is a JSON object with a format ``version`` (``CALIBRATION_VERSION``).
 Loading checks every field and raises ``InvalidFileError`` naming the file (and the line
@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from agentbranch.errors import ConfigurationError, InvalidFileError
+from agentbranch.core.errors import ConfigurationError, InvalidFileError
 
 logger = logging.getLogger("agentbranch.calibration")
 

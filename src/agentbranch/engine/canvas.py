@@ -35,15 +35,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
-from agentbranch.engine.question_types import QUESTION_TYPES, question_type
-from agentbranch.engine.reads import QuestionSpec, ReadRequest, Slot, TokenRead
-from agentbranch.errors import (
+from agentbranch.core.errors import (
     ConfigurationError,
     LabelTokenError,
     SpecialTokenError,
     StateTooLongError,
 )
-from agentbranch.question_examples import instructions_with_examples
+from agentbranch.core.examples import instructions_with_examples
+from agentbranch.core.question_types import QUESTION_TYPES, question_type
+from agentbranch.core.reads import QuestionSpec, ReadRequest, Slot, TokenRead
 
 log = logging.getLogger("agentbranch.canvas")
 
@@ -84,7 +84,7 @@ class ReadPlan:
 
 def asked(q: QuestionSpec) -> QuestionSpec:
     """The question as the prompt shows it: its examples (if any) become few-shot lines
-    at the end of its instructions (``agentbranch.question_examples``)."""
+    at the end of its instructions (``agentbranch.core.examples``)."""
     if not q.examples:
         return q
     return replace(

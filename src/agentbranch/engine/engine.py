@@ -22,15 +22,10 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from agentbranch import logs
-from agentbranch.at_exit import join_at_exit
-from agentbranch.decisions import Decision, Decisions
-from agentbranch.engine.batching import BatchingReader
-from agentbranch.engine.calibration import Calibration
-from agentbranch.engine.plan import Unit, combine, expand, normalise
-from agentbranch.engine.readers.base import Reader
-from agentbranch.engine.reads import LabelRead, ReadRequest
-from agentbranch.errors import (
+from agentbranch.core import logs
+from agentbranch.core.at_exit import join_at_exit
+from agentbranch.core.decisions import Decision, Decisions
+from agentbranch.core.errors import (
     AgentBranchError,
     ConfigurationError,
     InvalidQuestionError,
@@ -38,8 +33,13 @@ from agentbranch.errors import (
     ReaderError,
     ReaderTimeoutError,
 )
-from agentbranch.questions import to_spec, validate_questions
-from agentbranch.state import render_state
+from agentbranch.core.questions import to_spec, validate_questions
+from agentbranch.core.reads import LabelRead, ReadRequest
+from agentbranch.core.state import render_state
+from agentbranch.engine.batching import BatchingReader
+from agentbranch.engine.calibration import Calibration
+from agentbranch.engine.plan import Unit, combine, expand, normalise
+from agentbranch.engine.readers.base import Reader
 
 log = logging.getLogger("agentbranch")
 calibration_log = logging.getLogger("agentbranch.calibration")
@@ -74,7 +74,7 @@ def _in_thread(fn: Callable[[], T]) -> Future[T]:
     read gets its own thread, so the timeout measures the read itself: no pool queue
     counts against it and no pool size caps how many reads run at once. A read that
     times out keeps its thread until the reader returns (Python cannot stop a thread);
-    at interpreter exit reads in flight get ``agentbranch.at_exit.EXIT_WAIT_S`` to end."""
+    at interpreter exit reads in flight get ``agentbranch.core.at_exit.EXIT_WAIT_S`` to end."""
     future: Future[T] = Future()
     context = contextvars.copy_context()
 
@@ -199,9 +199,9 @@ class DecisionEngine:
         DiffusionGemma on CUDA, else a remote ``/v1/systemone`` server when
         ``AGENTBRANCH_REMOTE_URL`` is set, else the embedded CPU reader. Why it picked
         that one is logged and kept in ``engine.selection_reason``
-        (see ``agentbranch.selection``). ``kwargs`` go to ``DecisionEngine``; without
+        (see ``agentbranch.engine.selection``). ``kwargs`` go to ``DecisionEngine``; without
         ``calibration`` the file named by ``AGENTBRANCH_CALIBRATION`` is loaded."""
-        from agentbranch.selection import reader_from_env
+        from agentbranch.engine.selection import reader_from_env
 
         reader, reason, calibration = reader_from_env(env)
         if "calibration" not in kwargs and calibration:
@@ -240,7 +240,7 @@ class DecisionEngine:
         """Answer ``questions`` (id → ``Choice``/``Noul``/``Score``) about ``state``.
 
         ``draws`` overrides the engine's noise draws for this call. Each decision emits one
-        ``agentbranch.decision`` log event (stdlib ``logging``, see ``agentbranch.logs``);
+        ``agentbranch.decision`` log event (stdlib ``logging``, see ``agentbranch.core.logs``);
         an integration that resolves decisions further (a policy) passes
         ``log_decisions=False`` and emits the resolved event itself, so every decision is
         logged once."""

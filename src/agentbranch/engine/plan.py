@@ -17,9 +17,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agentbranch.engine.question_types import question_type
-from agentbranch.engine.reads import LabelRead, QuestionSpec
-from agentbranch.errors import InvalidReadError
+from agentbranch.core.errors import InvalidReadError
+from agentbranch.core.question_types import question_type
+from agentbranch.core.reads import LabelRead, QuestionSpec
 
 #: How far above 0 a log-probability (and above 1 a label mass) may sit from float
 #: rounding (float32 softmax) before the read counts as invalid.

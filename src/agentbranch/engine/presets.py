@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentbranch.errors import ConfigurationError
+from agentbranch.core.errors import ConfigurationError
 
 __all__ = ["PRESETS", "EnginePreset", "get_preset"]
 
@@ -73,7 +73,7 @@ class EnginePreset:
     ) -> Any:
         """The sizing plan (``agentbranch.deploy.size``) for this preset on a GPU of
         ``gpu_gib`` (default: the preset's reference GPU) at the served canvas."""
-        from agentbranch.deploy.sizing import size
+        from agentbranch.engine.capacity.sizing import size
 
         return size(
             self.name,

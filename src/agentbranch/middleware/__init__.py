@@ -1,41 +1,19 @@
-"""Agent middleware for LangChain's ``create_agent``, answered by the decision engine.
+"""Agent middleware for LangChain's ``create_agent`` (public import path).
 
-* ``ToolGateMiddleware`` — gate tool calls on a measured yes/no risk decision: confident
-  safe calls run, confident risky calls are blocked with an error ``ToolMessage``,
-  uncertain calls go to a human (``HumanInTheLoopMiddleware``'s interrupt shape) or a
-  ``Generate`` fallback; all calls of one model turn in one batched read.
-* ``ToolSelectorMiddleware`` — before a model call, one read picks the tools to bind
-  (``LLMToolSelectorMiddleware``'s shape, with no generation).
-
-Both are re-exported from ``agentbranch.langchain``. They need the ``langchain`` package
-(``pip install 'agentbranch[agents]'``).
+``ToolGateMiddleware`` gates tool calls on a measured yes/no decision;
+``ToolSelectorMiddleware`` picks the tools to bind with one read. The code lives in
+``agentbranch.integrations.middleware``; this package is the path users import from
+(docs/langchain.md). It needs the ``langchain`` package (``pip install
+'agentbranch[agents]'``).
 """
 
-try:
-    import langchain.agents.middleware  # noqa: F401
-except ImportError as e:  # pragma: no cover - depends on the environment
-    from agentbranch.errors import ConfigurationError
-
-    raise ConfigurationError(
-        "agentbranch's agent middleware needs LangChain's create_agent: "
-        "pip install 'agentbranch[agents]' (or 'langchain>=1.5')"
-    ) from e
-
-from agentbranch.middleware.gate import (
+from agentbranch.integrations.middleware import (  # noqa: F401 - re-exported
     DEFAULT_POLICY,
     DEFAULT_QUESTION,
     ReviewResponseError,
     ToolGateMiddleware,
+    ToolSelectorMiddleware,
+    __all__,
+    default_blocked_message,
+    render_tool_call,
 )
-from agentbranch.middleware.gate_texts import default_blocked_message, render_tool_call
-from agentbranch.middleware.tool_selection import ToolSelectorMiddleware
-
-__all__ = [
-    "DEFAULT_POLICY",
-    "DEFAULT_QUESTION",
-    "ReviewResponseError",
-    "ToolGateMiddleware",
-    "ToolSelectorMiddleware",
-    "default_blocked_message",
-    "render_tool_call",
-]

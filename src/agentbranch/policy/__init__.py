@@ -36,7 +36,7 @@ schema and key), ``evidence_store`` (JSON Lines and LangGraph stores), ``learnin
 (evidence from resolved decisions).
 """
 
-from agentbranch.audit.config import Audit
+from agentbranch.policy.auditing.config import Audit
 from agentbranch.policy.config import (
     Band,
     DecidedBy,

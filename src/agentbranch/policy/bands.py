@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from agentbranch.decisions import Decisions
+from agentbranch.core.decisions import Decisions
+from agentbranch.core.questions import Question
 from agentbranch.policy.config import DecisionRecord, PolicyArg, policy_for
 from agentbranch.policy.in_force import ThresholdFn, live
 from agentbranch.policy.records import engine_record
-from agentbranch.questions import Question
 
 
 def band_all(

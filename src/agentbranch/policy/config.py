@@ -6,10 +6,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agentbranch.decisions import Decision
-from agentbranch.errors import ConfigurationError, ReaderError
+from agentbranch.core.decisions import Decision
+from agentbranch.core.errors import ConfigurationError, ReaderError
+from agentbranch.core.questions import Question, instructions_text, to_spec
 from agentbranch.policy.earned import Earned, Threshold
-from agentbranch.questions import Question, instructions_text, to_spec
 
 Band = Literal["take", "fallback", "review", "error"]
 DecidedBy = Literal["engine", "fallback", "fallback_node", "human", "fail_open", "fail_closed"]
@@ -188,7 +188,7 @@ class Policy:
         return Threshold(self.take_at, "fixed")
 
     def _check_audit(self) -> None:
-        from agentbranch.audit.config import Audit
+        from agentbranch.policy.auditing.config import Audit
 
         if self.audit is None:
             return

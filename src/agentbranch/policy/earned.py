@@ -67,7 +67,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agentbranch.errors import ConfigurationError
+from agentbranch.core.errors import ConfigurationError
 from agentbranch.policy.evidence import Evidence, Source, Trust, evidence_key, new_evidence
 from agentbranch.policy.evidence_store import EvidenceStore, as_store
 from agentbranch.policy.thresholds import (

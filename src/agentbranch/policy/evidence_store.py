@@ -23,7 +23,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import ValidationError
 
-from agentbranch.errors import ConfigurationError, InvalidFileError
+from agentbranch.core.errors import ConfigurationError, InvalidFileError
+from agentbranch.core.files import append_regular, kind, open_regular
 from agentbranch.policy.evidence import Evidence
 
 #: Namespace prefix of evidence items in a LangGraph store.
@@ -83,13 +84,14 @@ class JsonlEvidenceStore:
             raise ConfigurationError(
                 f"evidence store {self.path} is a symlink; give the real file's path"
             )
-        if self.path.exists():
-            mode = self.path.stat().st_mode
-            if not stat.S_ISREG(mode):
-                raise ConfigurationError(
-                    f"evidence store {self.path} is not a regular file (a directory, FIFO or "
-                    "device); give a .jsonl file path"
-                )
+        if self.path.exists() and not stat.S_ISREG(mode := self.path.stat().st_mode):
+            raise self._not_regular(mode)
+
+    def _not_regular(self, mode: int) -> ConfigurationError:
+        return ConfigurationError(
+            f"evidence store {self.path} is {kind(mode)}, not a regular file; give a .jsonl "
+            "file path"
+        )
 
     def append(self, records: Sequence[Evidence]) -> None:
         if not records:
@@ -98,10 +100,7 @@ class JsonlEvidenceStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock:
             self._check_kind()
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+            append_regular(self.path, data.encode("utf-8"), self._not_regular, fsync=True)
 
     def load(self, key: str) -> list[Evidence]:
         with self._mutex:
@@ -125,7 +124,7 @@ class JsonlEvidenceStore:
                 f"evidence store {self.path} shrank ({size} < {self._offset} bytes read); it "
                 "is append-only: it was truncated or rewritten by something else"
             )
-        with open(self.path, "rb") as f:
+        with open_regular(self.path, self._not_regular) as f:
             f.seek(self._offset)
             chunk = f.read(size - self._offset)
         end = chunk.rfind(b"\n") + 1  # a line still being written waits for the next read

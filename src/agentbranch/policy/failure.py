@@ -6,10 +6,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from agentbranch import logs
+from agentbranch.core import logs
+from agentbranch.core.questions import Question
 from agentbranch.policy.config import DecisionRecord, FailClosed, FailOpen, PolicyArg, policy_for
 from agentbranch.policy.records import error_record
-from agentbranch.questions import Question
 
 log = logging.getLogger("agentbranch")
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any
 
-from agentbranch.errors import FallbackError
+from agentbranch.core.errors import FallbackError
+from agentbranch.core.questions import Question
 from agentbranch.policy.config import DecisionRecord, Generate, MoreDraws, Policy
 from agentbranch.policy.earned import Threshold
 from agentbranch.policy.generation import (
@@ -19,7 +20,6 @@ from agentbranch.policy.generation import (
     state_text,
 )
 from agentbranch.policy.records import engine_record
-from agentbranch.questions import Question
 
 
 class Call:

@@ -8,9 +8,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from agentbranch.errors import FallbackError
+from agentbranch.core.errors import FallbackError
+from agentbranch.core.questions import Question, to_spec
 from agentbranch.policy.config import DecisionRecord, Generate
-from agentbranch.questions import Question, to_spec
 
 
 def generation_messages(fb: Generate, qid: str, question: Question, state_text: str) -> list[Any]:
@@ -125,6 +125,6 @@ def model_name(model: Any) -> str:
 
 
 def state_text(state: Any) -> str:
-    from agentbranch.state import render_state
+    from agentbranch.core.state import render_state
 
     return render_state(state)

@@ -14,10 +14,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from agentbranch.decisions import Decision
+from agentbranch.core.decisions import Decision
+from agentbranch.core.questions import Question
 from agentbranch.policy.config import Policy
 from agentbranch.policy.earned import Threshold
-from agentbranch.questions import Question
 
 #: ``threshold(qid, question, decision, policy)``: the threshold in force.
 ThresholdFn = Callable[[str, Question, Decision, Policy], Threshold]

@@ -4,7 +4,7 @@ The resolver keeps the banded records (``snapshot``) before review and fallbacks
 then ``collect`` turns every label the policy obtained — a ``Generate`` answer in the
 fallback band, a human's answer in the review band — into one evidence record, with the
 engine's first read (the one the threshold is compared with). Audited takes reach
-``Earned`` from the audit worker (``agentbranch.audit.shadow``) through ``observe``.
+``Earned`` from the audit worker (``agentbranch.policy.auditing.shadow``) through ``observe``.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from agentbranch.errors import ConfigurationError
+from agentbranch.core.errors import ConfigurationError
+from agentbranch.core.questions import Question
 from agentbranch.policy.config import DecisionRecord, PolicyArg, policy_for
 from agentbranch.policy.in_force import is_replayed
-from agentbranch.questions import Question
 
 log = logging.getLogger("agentbranch")
 

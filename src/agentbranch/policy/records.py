@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentbranch.decisions import Decision
+from agentbranch.core.decisions import Decision
+from agentbranch.core.questions import Question
 from agentbranch.policy.config import (
     Band,
     DecisionRecord,
@@ -16,7 +17,6 @@ from agentbranch.policy.config import (
     question_text,
 )
 from agentbranch.policy.earned import Threshold
-from agentbranch.questions import Question
 
 
 def engine_record(

@@ -6,7 +6,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from agentbranch.errors import ConfigurationError
+from agentbranch.core.errors import ConfigurationError
+from agentbranch.core.questions import Question, validate_questions
 from agentbranch.policy.bands import band_all
 from agentbranch.policy.config import (
     DecisionRecord,
@@ -20,7 +21,6 @@ from agentbranch.policy.fallbacks import Steps, fallback_steps, run_async, run_s
 from agentbranch.policy.in_force import thresholds_for
 from agentbranch.policy.learning import collect, snapshot
 from agentbranch.policy.review import review_all
-from agentbranch.questions import Question, validate_questions
 
 
 @dataclass
@@ -104,7 +104,7 @@ class Resolver:
     def _shadow(self, records: dict[str, DecisionRecord], state: Any) -> None:
         """Queue audits (never blocks, never raises; see ``agentbranch.audit``)."""
         if self._audited:
-            from agentbranch.audit.shadow import shadow
+            from agentbranch.policy.auditing.shadow import shadow
 
             shadow(self.engine, self.questions, self.policy, records, state)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentbranch.errors import ConfigurationError, FallbackError
+from agentbranch.core.errors import ConfigurationError, FallbackError
 from agentbranch.policy.config import DecisionRecord, ReviewFn
 from agentbranch.policy.records import review_payload
 

@@ -30,12 +30,12 @@ says), ``modes``, ``cassette`` (the shared store), ``readers`` (``CassetteReader
 ``chat`` (``CassetteCache``), ``pytest_plugin``, ``diff`` and ``cli`` (drift reports).
 """
 
-from agentbranch.replay.cassette import Cassette, ReplayMissError
+from agentbranch.replay.cassette import Cassette, ReplayMissError, cassette_reader
 from agentbranch.replay.chat import CassetteCache
 from agentbranch.replay.format import FORMAT_VERSION, CassetteFormatError
 from agentbranch.replay.keys import request_key
 from agentbranch.replay.modes import MODES, RecordMode, default_mode
-from agentbranch.replay.readers import CassetteReader, cassette_reader
+from agentbranch.replay.readers import CassetteReader
 
 __all__ = [
     "FORMAT_VERSION",

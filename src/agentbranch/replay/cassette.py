@@ -30,9 +30,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentbranch.core.errors import AgentBranchError, ConfigurationError
+from agentbranch.core.reads import LabelRead, ReadRequest
 from agentbranch.engine.readers.base import Reader
-from agentbranch.engine.reads import LabelRead, ReadRequest
-from agentbranch.errors import AgentBranchError, ConfigurationError
 from agentbranch.replay import files
 from agentbranch.replay import format as fmt
 from agentbranch.replay.format import ChatEntry, ReadEntry, ReaderInfo
@@ -546,4 +546,24 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-__all__ = ["Cassette", "ReplayMissError"]
+def cassette_reader(
+    path: str | Path,
+    reader: Reader | Callable[[], Reader] | None = None,
+    *,
+    mode: str | None = None,
+) -> CassetteReader:
+    """One reader on the cassette at ``path`` (``Cassette(path, mode).reader(reader)``).
+
+    ``mode`` is ``all``, ``new``, ``none`` or ``passthrough``; ``None`` is ``none`` when
+    the ``CI`` environment variable is set, else ``new`` (replay what is recorded, record
+    the rest through ``reader``)."""
+    cassette = Cassette(path, mode)
+    if reader is None and not cassette.path.exists():
+        raise ConfigurationError(
+            f"no cassette at {cassette.path} and no reader to record it with; pass "
+            "reader=... (a Reader or a function that builds one)"
+        )
+    return cassette.reader(reader)
+
+
+__all__ = ["Cassette", "ReplayMissError", "cassette_reader"]

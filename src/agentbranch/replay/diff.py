@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentbranch.decisions import confidence_from, entropy
+from agentbranch.core.decisions import confidence_from, entropy
 from agentbranch.replay.format import CassetteData, ChatEntry, ReadEntry, load
 from agentbranch.replay.keys import (
     digest,

@@ -25,29 +25,21 @@ from typing import BinaryIO
 
 from filelock import FileLock, Timeout
 
-from agentbranch.errors import ConfigurationError
+from agentbranch.core.errors import ConfigurationError
+from agentbranch.core.files import append_regular, kind, open_regular
+from agentbranch.replay.errors import CassetteFormatError
 
 #: How long a writer waits for another process's lock before giving up (seconds). Writers
 #: hold it only for one append or one rewrite.
 LOCK_TIMEOUT = 120.0
 
-_KINDS = {
-    stat.S_IFDIR: "a directory",
-    stat.S_IFIFO: "a FIFO (named pipe)",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFSOCK: "a socket",
-}
-
 
 def _format_error(message: str) -> Exception:
-    from agentbranch.replay.format import CassetteFormatError
-
     return CassetteFormatError(message)
 
 
 def not_regular(path: Path, mode: int) -> Exception:
-    what = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+    what = kind(mode)
     return _format_error(
         f"cassette {path} is {what}, not a regular file; a cassette is a JSON Lines file: "
         "give a file path (a missing file is created when something is recorded)"
@@ -83,35 +75,19 @@ def target(path: Path) -> Path:
 def open_read(path: Path) -> Iterator[BinaryIO]:
     """``path`` opened for reading, refused unless it is a regular file (never blocks)."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with open_regular(path, lambda mode: not_regular(path, mode)) as f:
+            yield f
     except FileNotFoundError:
         raise _format_error(f"no cassette at {path}; record one first") from None
     except OSError as e:
         status(path)  # a loop or a directory says so
         raise _format_error(f"cannot read cassette {path}: {e.strerror or e}") from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise not_regular(path, st.st_mode)
-    with os.fdopen(fd, "rb") as f:
-        yield f
 
 
 def append(path: Path, data: bytes) -> os.stat_result:
     """Append ``data`` to the file ``path`` names (created if missing) with one write;
     returns its ``stat`` after. Call under ``lock``."""
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NONBLOCK", 0)
-    fd = os.open(path, flags, 0o666)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise not_regular(path, st.st_mode)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        return os.fstat(fd)
-    finally:
-        os.close(fd)
+    return append_regular(path, data, lambda mode: not_regular(path, mode))
 
 
 def replace(path: Path, data: bytes) -> None:

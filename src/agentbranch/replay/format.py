@@ -41,9 +41,9 @@ from typing import Any
 import pydantic_core
 from pydantic import ValidationError
 
-from agentbranch.engine.reads import LabelRead
-from agentbranch.errors import AgentBranchError
+from agentbranch.core.reads import LabelRead
 from agentbranch.replay import files, schema
+from agentbranch.replay.errors import CassetteFormatError
 from agentbranch.replay.keys import generations_from_json
 
 FORMAT_VERSION = 2
@@ -51,13 +51,6 @@ MARK = "agentbranch_cassette"
 #: The longest line a cassette may hold (a read is a few kB; a chat exchange holds its
 #: messages). Longer lines are refused instead of being read into memory.
 MAX_LINE_BYTES = 64 * 2**20
-
-
-class CassetteFormatError(AgentBranchError, ValueError):
-    """A cassette file cannot be read: not found, not a regular file, not UTF-8, corrupt,
-    truncated, a field of the wrong type or out of range, written by a newer agentbranch,
-    or in the pre-v1 format that cannot be upgraded. The message names the file, the line
-    and the field."""
 
 
 @dataclass

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from agentbranch.engine.reads import ReadRequest
+from agentbranch.core.reads import ReadRequest
 
 EXCERPT = 240
 

@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping
 from typing import Literal, cast
 
-from agentbranch.errors import ConfigurationError
+from agentbranch.core.errors import ConfigurationError
 
 RecordMode = Literal["all", "new", "none", "passthrough"]
 MODES: tuple[RecordMode, ...] = ("all", "new", "none", "passthrough")

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentbranch.core.errors import ConfigurationError
+from agentbranch.core.reads import LabelRead, ReadRequest
 from agentbranch.engine.readers.base import Reader
-from agentbranch.engine.reads import LabelRead, ReadRequest
-from agentbranch.errors import ConfigurationError
 from agentbranch.replay.format import ReaderInfo
 
 if TYPE_CHECKING:
@@ -175,26 +174,4 @@ class CassetteReader(Reader):
             self._live.close()
 
 
-def cassette_reader(
-    path: str | Path,
-    reader: Reader | Callable[[], Reader] | None = None,
-    *,
-    mode: str | None = None,
-) -> CassetteReader:
-    """One reader on the cassette at ``path`` (``Cassette(path, mode).reader(reader)``).
-
-    ``mode`` is ``all``, ``new``, ``none`` or ``passthrough``; ``None`` is ``none`` when
-    the ``CI`` environment variable is set, else ``new`` (replay what is recorded, record
-    the rest through ``reader``)."""
-    from agentbranch.replay.cassette import Cassette
-
-    cassette = Cassette(path, mode)
-    if reader is None and not cassette.path.exists():
-        raise ConfigurationError(
-            f"no cassette at {cassette.path} and no reader to record it with; pass "
-            "reader=... (a Reader or a function that builds one)"
-        )
-    return cassette.reader(reader)
-
-
-__all__ = ["CassetteReader", "cassette_reader"]
+__all__ = ["CassetteReader"]

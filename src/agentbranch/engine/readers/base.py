@@ -10,7 +10,7 @@ import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-from agentbranch.engine.reads import LabelRead, ReadRequest
+from agentbranch.core.reads import LabelRead, ReadRequest
 
 
 class Reader(ABC):

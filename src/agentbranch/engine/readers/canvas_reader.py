@@ -13,10 +13,10 @@ import math
 from abc import abstractmethod
 from collections.abc import Sequence
 
+from agentbranch.core.errors import ReaderError
+from agentbranch.core.reads import LabelRead, ReadRequest, SlotLogprobs, TokenRead
 from agentbranch.engine.canvas import CanvasPlanner, NextTokenPlanner, ReadPlan
 from agentbranch.engine.readers.base import Reader
-from agentbranch.engine.reads import LabelRead, ReadRequest, SlotLogprobs, TokenRead
-from agentbranch.errors import ReaderError
 
 
 def fold_draws(draws: Sequence[SlotLogprobs]) -> LabelRead:

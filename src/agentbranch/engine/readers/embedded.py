@@ -31,7 +31,7 @@ alike (a negation) — it answers uniformly (confidence 0, so policies fall back
 warns once per question on the ``agentbranch`` logger, saying what to add. So it does,
 warning once, for a state with no word it knows (empty, blank, only emoji) or with
 no letter or digit outside markup tokens (``"?"``, ``"<turn|>"``; messages with nothing
-to read render as the empty text, ``agentbranch.state``).
+to read render as the empty text, ``agentbranch.core.state``).
 
 Temperature: shipped per type in ``embedded_temperatures.json`` (fitted on public
 labelled data by ``benchmarks/embedded_calibration.py``; see docs/quality.md), one set
@@ -65,11 +65,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agentbranch.engine.readable import has_readable_text
+from agentbranch.core.errors import ConfigurationError
+from agentbranch.core.readable import has_readable_text
+from agentbranch.core.reads import LabelRead, QuestionSpec, ReadRequest
 from agentbranch.engine.readers.base import Reader
 from agentbranch.engine.readers.threads import Threads, resolve_threads, torch_threads
-from agentbranch.engine.reads import LabelRead, QuestionSpec, ReadRequest
-from agentbranch.errors import ConfigurationError
 
 #: The model id reported in decisions.
 MODEL_ID = "all-MiniLM-L6-v2"
@@ -374,7 +374,7 @@ class EmbeddedReader(Reader):
     def _unreadable_state(self, q: QuestionSpec) -> LabelRead:
         """A state with nothing to read: no word the embedder knows (empty, blank, only
         emoji or symbols outside its vocabulary), or no letter or digit outside markup
-        tokens (``"?"``, ``"<turn|>"``; ``agentbranch.engine.readable``). Nothing to
+        tokens (``"?"``, ``"<turn|>"``; ``agentbranch.core.readable``). Nothing to
         compare, so every option is equally likely. Its embedding would still be a
         vector, and the softmax would turn the small differences of its similarities
         into a confident answer."""

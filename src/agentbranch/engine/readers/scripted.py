@@ -13,9 +13,9 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from agentbranch.core.errors import ConfigurationError
+from agentbranch.core.reads import LabelRead, QuestionSpec, ReadRequest
 from agentbranch.engine.readers.base import Reader
-from agentbranch.engine.reads import LabelRead, QuestionSpec, ReadRequest
-from agentbranch.errors import ConfigurationError
 
 Distribution = Mapping[str, float]
 Script = Distribution | Callable[[str, QuestionSpec], Distribution]

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal
 
-from agentbranch.errors import ConfigurationError
+from agentbranch.core.errors import ConfigurationError
 
 Threads = int | Literal["auto"] | None
 

@@ -31,11 +31,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentbranch.core.errors import ConfigurationError, ReaderError, StateTooLongError
+from agentbranch.core.reads import QuestionSpec, ReadRequest, SlotLogprobs, TokenRead
 from agentbranch.engine.canvas import CanvasPlanner, SpecialTokens
 from agentbranch.engine.readers.canvas_reader import TokenReader
 from agentbranch.engine.readers.threads import Threads, resolve_threads, torch_threads
-from agentbranch.engine.reads import QuestionSpec, ReadRequest, SlotLogprobs, TokenRead
-from agentbranch.errors import ConfigurationError, ReaderError, StateTooLongError
 
 if TYPE_CHECKING:
     import torch

@@ -1,0 +1,242 @@
+"""Where the earned-trust report reads its evidence: an evidence JSON Lines file, the
+SQLite file or PostgreSQL database of a LangGraph store, an ``Earned``, a store, or
+records (evidence or audit records). Each becomes ``EvidenceRow``s: one teacher label
+for one decision, with the threshold and trust in force for it."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentbranch.core.errors import ConfigurationError, InvalidFileError
+
+#: What an evidence record's ``schema`` field says.
+EVIDENCE_SCHEMA = "agentbranch.earned/1"
+_TRUSTS = ("learning", "earned", "withdrawn", "fixed")
+
+
+@dataclass(frozen=True)
+class EvidenceRow:
+    """One teacher label, from an evidence record or an audit record."""
+
+    group: str  # the evidence key (audit records: question id, reader, model)
+    question_id: str
+    reader: str | None
+    model: str | None
+    time: str
+    order: tuple[str, str]
+    band: str  # "take" or not
+    rate: float
+    correct: bool
+    take_at: float | None
+    trust: str
+
+
+# -- input ----------------------------------------------------------------------------
+
+
+def is_evidence_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a regular file whose first non-empty line is an evidence
+    record (what ``Earned(store="....jsonl")`` writes) rather than an audit record.
+    Reads at most the first 1 MiB; FIFOs, devices and directories are not opened."""
+    p = Path(path)
+    if not p.is_file():
+        return False
+    try:
+        with p.open("rb") as f:
+            head = f.read(1 << 20)
+    except OSError:
+        return False
+    for raw in head.splitlines():
+        if raw.strip():
+            try:
+                obj = json.loads(raw)
+            except (ValueError, RecursionError):  # the audit loader says what is wrong
+                return False
+            return isinstance(obj, dict) and obj.get("schema") == EVIDENCE_SCHEMA
+    return False
+
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_POSTGRES = ("postgres://", "postgresql://")
+
+
+def is_evidence_store(target: str | os.PathLike[str]) -> bool:
+    """Whether ``target`` names evidence the report can open: an evidence JSON Lines
+    file, a SQLite database file (LangGraph ``SqliteStore``) or a PostgreSQL URI
+    (``postgresql://...``, LangGraph ``PostgresStore``)."""
+    if str(target).startswith(_POSTGRES):
+        return True
+    return is_evidence_file(target) or _is_sqlite(Path(target))
+
+
+def _is_sqlite(path: Path) -> bool:
+    if not path.is_file():
+        return False
+    try:
+        with path.open("rb") as f:
+            return f.read(16) == _SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def _check_sqlite_store(path: str) -> None:
+    """A SQLite file without LangGraph's ``store`` table is somebody else's database:
+    an error, and it stays untouched (opening it as a store would create tables)."""
+    import sqlite3
+
+    try:
+        con = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            found = con.execute(
+                "select 1 from sqlite_master where type = 'table' and name = 'store'"
+            ).fetchone()
+        finally:
+            con.close()
+    except sqlite3.Error as e:
+        raise ConfigurationError(f"cannot read evidence from {path}: {e}") from None
+    if not found:
+        raise ConfigurationError(
+            f"cannot read evidence from {path}: it is a SQLite database but not a LangGraph "
+            "store (no 'store' table); give the file Earned(store=SqliteStore...) writes to"
+        )
+
+
+def _database_rows(target: str) -> list[EvidenceRow]:
+    """Rows of the evidence in a SQLite file or a PostgreSQL database (LangGraph's
+    stores, as ``Earned(store=SqliteStore/PostgresStore)`` wrote them)."""
+    if target.startswith(_POSTGRES):
+        try:
+            from langgraph.store.postgres import PostgresStore
+        except ImportError:
+            raise ConfigurationError(
+                "reading a PostgreSQL evidence store needs langgraph-checkpoint-postgres: "
+                "pip install langgraph-checkpoint-postgres"
+            ) from None
+        opener: Any = PostgresStore
+    else:
+        from langgraph.store.sqlite import SqliteStore
+
+        _check_sqlite_store(target)
+        opener = SqliteStore
+    try:
+        with opener.from_conn_string(target) as store:
+            return evidence_rows(store)
+    except ConfigurationError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a database that is not a LangGraph store
+        raise ConfigurationError(
+            f"cannot read evidence from {target}: {type(e).__name__}: {e}; give the "
+            "database Earned(store=SqliteStore/PostgresStore) writes to"
+        ) from None
+
+
+def _from_evidence(rec: Any) -> EvidenceRow:
+    return EvidenceRow(
+        rec.key,
+        rec.question_id,
+        rec.reader,
+        rec.model,
+        rec.time,
+        rec.order,
+        rec.band,
+        rec.rate,
+        rec.correct,
+        rec.take_at,
+        rec.trust,
+    )
+
+
+def _from_audit(rec: Mapping[str, Any], where: str) -> EvidenceRow | None:
+    """An audit record as a row; ``None`` for records of a fixed policy or without a
+    teacher label (nothing about earned trust in them)."""
+    trust = rec.get("trust")
+    if trust not in _TRUSTS or trust == "fixed" and rec.get("take_at") is None:
+        return None
+    if not rec.get("teacher_label") or rec.get("confidence") is None:
+        return None
+    rate = rec.get("rate") or 1.0
+    if not (isinstance(rate, int | float) and 0 < rate <= 1):
+        raise ConfigurationError(f"{where}: rate must be in (0, 1], got {rate!r}")
+    qid = str(rec["question_id"])
+    reader, model = rec.get("reader"), rec.get("model")
+    time = str(rec.get("time") or "")
+    return EvidenceRow(
+        f"{qid} ({reader}, {model})",
+        qid,
+        reader,
+        model,
+        time,
+        (time, str(rec.get("id") or "")),
+        "take" if rec.get("band") == "take" else str(rec.get("band")),
+        float(rate),
+        rec["teacher_label"] == rec.get("engine_label"),
+        rec.get("take_at"),
+        str(trust),
+    )
+
+
+def evidence_rows(source: Any) -> list[EvidenceRow]:
+    """Rows from an evidence file, an ``Earned``, an evidence store, a LangGraph store,
+    or records (evidence records, their dicts, or audit records)."""
+    from agentbranch.policy.earned import Earned
+    from agentbranch.policy.evidence import Evidence
+    from agentbranch.policy.evidence_store import (
+        JsonlEvidenceStore,
+        LangGraphEvidenceStore,
+        as_store,
+    )
+
+    if isinstance(source, str) and source.startswith(_POSTGRES):
+        return _database_rows(source)
+    if isinstance(source, str | os.PathLike):
+        path = Path(source)
+        if _is_sqlite(path):
+            return _database_rows(str(path))
+        if not path.is_file():
+            raise ConfigurationError(
+                f"no evidence file at {path}; Earned(store='...jsonl') writes one"
+            )
+        if not is_evidence_file(path):
+            from agentbranch.audit.report import load_records
+
+            return evidence_rows(load_records(path))
+        source = JsonlEvidenceStore(path)
+    if isinstance(source, Earned):
+        source = source.evidence
+    try:
+        from langgraph.store.base import BaseStore
+    except ImportError:  # pragma: no cover - langgraph is a dependency
+        BaseStore = ()  # type: ignore[assignment,misc]
+    if isinstance(source, BaseStore):
+        source = as_store(source)
+    if isinstance(source, JsonlEvidenceStore | LangGraphEvidenceStore) or (
+        callable(getattr(source, "keys", None)) and callable(getattr(source, "load", None))
+    ):
+        return [_from_evidence(r) for k in source.keys() for r in source.load(k)]
+    if isinstance(source, bytes | Mapping):
+        raise ConfigurationError(f"cannot report on {type(source).__name__}")
+    rows = []
+    for i, rec in enumerate(source):
+        if isinstance(rec, Evidence):
+            rows.append(_from_evidence(rec))
+        elif isinstance(rec, Mapping) and rec.get("schema") == EVIDENCE_SCHEMA:
+            try:
+                rows.append(_from_evidence(Evidence.model_validate(rec)))
+            except ValueError as e:
+                raise InvalidFileError(f"record {i} is not an evidence record: {e}") from None
+        elif isinstance(rec, Mapping):
+            from agentbranch.audit.report import check_record
+
+            row = _from_audit(check_record(rec, f"record {i}"), f"record {i}")
+            if row is not None:
+                rows.append(row)
+        else:
+            raise ConfigurationError(
+                f"record {i}: expected an evidence or audit record, got {type(rec).__name__}"
+            )
+    return rows

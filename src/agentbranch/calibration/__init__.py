@@ -1,0 +1,85 @@
+"""Calibration: fit temperatures on labelled examples, measure, suggest thresholds.
+
+A reader's raw probabilities are rarely calibrated: a sentence embedder's softmax or a
+one-step diffusion read can say 0.95 and be right 70% of the time. Temperature scaling
+(``p_i ∝ p̃_i^(1/T)``, the rule ``DecisionEngine`` applies with a ``Calibration``) fixes
+most of that with one number per question (or per question type) and never changes
+which option wins, so accuracy is unchanged and confidence becomes trustworthy.
+
+This package fits that ``Calibration``; the engine applies it
+(``agentbranch.engine.calibration``). One module per job:
+
+* ``labelled``: labelled JSON Lines files read and checked into ``Example``; ``split``;
+* ``scored``: ``read_examples``, the engine's uncalibrated reads (``Scored``);
+* ``temperatures``: ``fit_temperature`` (minimum NLL), ``fit``, ``calibrated``;
+* ``measures``: accuracy, ECE, Brier, NLL (``metrics``);
+* ``thresholds``: the confidence threshold reaching a target precision, and its coverage;
+* ``report``: ``Report``, before and after, per question, with plain warnings;
+* ``run``: the whole job, ``calibrate``, ``calibrate_scored``, ``evaluate``;
+* ``diagram``: ``reliability_diagram`` (matplotlib, imported only when drawing).
+
+Every public name is importable from here: ``from agentbranch import calibration as cal``.
+"""
+
+from __future__ import annotations
+
+from agentbranch.calibration.diagram import reliability_diagram
+from agentbranch.calibration.labelled import (
+    EXPECTED_SHAPES,
+    STATE_KEYS,
+    Example,
+    ExampleLine,
+    HeaderLine,
+    load_labelled,
+    parse_labelled,
+    split,
+)
+from agentbranch.calibration.measures import Metrics, brier, ece, metrics, nll
+from agentbranch.calibration.report import Report, bound_warnings
+from agentbranch.calibration.run import WORSE_FIT, calibrate, calibrate_scored, evaluate
+from agentbranch.calibration.scored import Scored, read_examples
+from agentbranch.calibration.temperatures import (
+    T_HIGH,
+    T_LOW,
+    By,
+    apply_temperature,
+    calibrated,
+    fit,
+    fit_temperature,
+)
+from agentbranch.calibration.thresholds import Threshold, check_threshold, suggest_threshold
+
+__all__ = [
+    "EXPECTED_SHAPES",
+    "STATE_KEYS",
+    "T_HIGH",
+    "T_LOW",
+    "WORSE_FIT",
+    "By",
+    "Example",
+    "ExampleLine",
+    "HeaderLine",
+    "Metrics",
+    "Report",
+    "Scored",
+    "Threshold",
+    "apply_temperature",
+    "bound_warnings",
+    "brier",
+    "calibrate",
+    "calibrate_scored",
+    "calibrated",
+    "check_threshold",
+    "ece",
+    "evaluate",
+    "fit",
+    "fit_temperature",
+    "load_labelled",
+    "metrics",
+    "nll",
+    "parse_labelled",
+    "read_examples",
+    "reliability_diagram",
+    "split",
+    "suggest_threshold",
+]

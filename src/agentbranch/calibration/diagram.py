@@ -1,0 +1,67 @@
+"""The reliability diagram: accuracy against top probability per bin, as a PNG.
+
+matplotlib is imported when a diagram is drawn, never at import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from agentbranch.calibration.measures import ece
+from agentbranch.calibration.scored import Scored, top_index
+from agentbranch.core.errors import ConfigurationError
+
+
+def reliability_diagram(
+    before: Sequence[Scored],
+    after: Sequence[Scored] | None,
+    path: str | Path,
+    *,
+    bins: int = 10,
+    title: str = "Reliability",
+) -> Path:
+    """A PNG reliability diagram (accuracy vs top probability per bin), before and
+    after calibration side by side."""
+    if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= 1000:
+        raise ConfigurationError(f"bins must be a whole number from 1 to 1000, got {bins!r}")
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    panels = [("before", before)] + ([("after", after)] if after is not None else [])
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4.6), squeeze=False)
+    for ax, (name, scored) in zip(axes[0], panels):
+        counts = [0] * bins
+        conf = [0.0] * bins
+        acc = [0.0] * bins
+        for s in scored:
+            top = top_index(s)
+            b = min(bins - 1, int(s.probs[top] * bins))
+            counts[b] += 1
+            conf[b] += s.probs[top]
+            acc[b] += float(top == s.label_index)
+        centers = [(i + 0.5) / bins for i in range(bins)]
+        heights = [acc[i] / counts[i] if counts[i] else 0.0 for i in range(bins)]
+        ax.bar(centers, heights, width=1 / bins, edgecolor="black", alpha=0.75, label="accuracy")
+        gaps = [conf[i] / counts[i] if counts[i] else 0.0 for i in range(bins)]
+        ax.plot(
+            [c for c, n in zip(centers, counts) if n],
+            [g for g, n in zip(gaps, counts) if n],
+            "o",
+            color="tab:red",
+            label="mean top probability",
+        )
+        ax.plot([0, 1], [0, 1], "--", color="gray", label="perfect calibration")
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.set_xlabel("top probability")
+        ax.set_ylabel("accuracy")
+        ax.set_title(f"{title}: {name} (ECE {ece(scored, bins):.3f}, n={len(scored)})")
+        ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,113 @@
+"""Calibration metrics of scored examples: accuracy, ECE, Brier, NLL, and the threshold.
+
+ECE is the expected calibration error of the top probability over equal-width bins (10
+by default); Brier is multi-class (Σ (p_i − y_i)², averaged); NLL is capped at 50 nats
+per example. ``metrics`` bundles them with the confidence threshold reaching a target
+precision and the coverage it leaves (``thresholds``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentbranch.calibration.scored import Scored, top_index
+from agentbranch.calibration.thresholds import Threshold, suggest_threshold
+from agentbranch.core.decisions import confidence_from
+
+
+def _log_probs_at(scored: Sequence[Scored], temperature: float) -> list[float]:
+    """log p(true label) at ``temperature`` for each example."""
+    out = []
+    for s in scored:
+        logs = [math.log(p) / temperature if p > 0 else -math.inf for p in s.probs]
+        top = max(logs)
+        log_z = top + math.log(sum(math.exp(x - top) for x in logs if x > -math.inf))
+        out.append(logs[s.label_index] - log_z)
+    return out
+
+
+def nll(scored: Sequence[Scored], temperature: float = 1.0) -> float:
+    """Mean negative log-likelihood of the true labels (capped at 50 nats each)."""
+    if not scored:
+        return float("nan")
+    return sum(min(50.0, -lp) for lp in _log_probs_at(scored, temperature)) / len(scored)
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Metrics of a set of scored examples (NaN where there are none)."""
+
+    n: int
+    accuracy: float
+    ece: float
+    brier: float
+    nll: float
+    mean_confidence: float
+    threshold: Threshold
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-safe (NaN becomes ``None``)."""
+        return {
+            k: None if isinstance(v, float) and math.isnan(v) else v
+            for k, v in self._fields().items()
+        }
+
+    def _fields(self) -> dict[str, Any]:
+        return {
+            "n": self.n,
+            "accuracy": self.accuracy,
+            "ece": self.ece,
+            "brier": self.brier,
+            "nll": self.nll,
+            "mean_confidence": self.mean_confidence,
+            "target_precision": self.threshold.target_precision,
+            "threshold": self.threshold.threshold,
+            "coverage": self.threshold.coverage,
+            "precision_at_threshold": self.threshold.precision,
+        }
+
+
+def ece(scored: Sequence[Scored], bins: int = 10) -> float:
+    """Expected calibration error of the top probability over ``bins`` equal-width bins."""
+    if not scored:
+        return float("nan")
+    totals = [[0, 0.0, 0.0] for _ in range(bins)]  # count, Σ p_top, Σ correct
+    for s in scored:
+        top = top_index(s)
+        p = s.probs[top]
+        b = min(bins - 1, int(p * bins))
+        totals[b][0] += 1
+        totals[b][1] += p
+        totals[b][2] += float(top == s.label_index)
+    return sum(abs(c - p) for n, p, c in totals if n) / len(scored)
+
+
+def brier(scored: Sequence[Scored]) -> float:
+    """Multi-class Brier score, averaged over examples."""
+    if not scored:
+        return float("nan")
+    return sum(
+        sum((p - (i == s.label_index)) ** 2 for i, p in enumerate(s.probs)) for s in scored
+    ) / len(scored)
+
+
+def metrics(scored: Sequence[Scored], *, target_precision: float = 0.9, bins: int = 10) -> Metrics:
+    """Accuracy, ECE, Brier, NLL and the target-precision threshold of ``scored``."""
+    n = len(scored)
+    if n == 0:
+        nan = float("nan")
+        return Metrics(0, nan, nan, nan, nan, nan, Threshold(target_precision, None, 0.0, nan))
+    correct = [top_index(s) == s.label_index for s in scored]
+    confidences = [confidence_from(s.probs) for s in scored]
+    return Metrics(
+        n=n,
+        accuracy=sum(correct) / n,
+        ece=ece(scored, bins),
+        brier=brier(scored),
+        nll=nll(scored),
+        mean_confidence=sum(confidences) / n,
+        threshold=suggest_threshold(confidences, correct, target_precision),
+    )

@@ -1,0 +1,111 @@
+"""The calibration report: metrics before and after a calibration, overall and per question.
+
+``Report`` is what ``calibrate``, ``calibrate_scored`` and ``evaluate`` (``run``) return
+and what the CLI prints; ``bound_warnings`` says in plain words when a fitted temperature
+hit a bound of the search.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentbranch.calibration.measures import Metrics, metrics
+from agentbranch.calibration.scored import Scored
+from agentbranch.calibration.temperatures import T_HIGH, T_LOW
+from agentbranch.calibration.thresholds import Threshold, check_threshold
+from agentbranch.engine.calibration import Calibration
+
+
+@dataclass
+class Report:
+    """What ``calibrate`` found: the calibration, and metrics before and after it on the
+    evaluation split (the held-out split, or the fit split when there is none)."""
+
+    calibration: Calibration
+    before: Metrics
+    after: Metrics
+    per_question: dict[str, tuple[Metrics, Metrics]]
+    #: The suggested thresholds (fit split, calibrated) checked on the evaluation split.
+    held_out_thresholds: dict[str, Threshold]
+    n_fit: int
+    n_eval: int
+    held_out: bool
+    eval_before: list[Scored] = field(repr=False, default_factory=list)
+    eval_after: list[Scored] = field(repr=False, default_factory=list)
+    #: Fits that hit a bound of the temperature search, and a fit that made the
+    #: evaluation split worse, said plainly.
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def worse(self) -> bool:
+        """Whether the calibration made both ECE and Brier worse on the evaluation split:
+        such a fit should not replace the calibration in use (``agentbranch calibrate``
+        refuses to save it without ``--force``)."""
+        return made_worse(self.before, self.after)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "calibration": self.calibration.model_dump(),
+            "warnings": list(self.warnings),
+            "worse": self.worse,
+            "n_fit": self.n_fit,
+            "n_eval": self.n_eval,
+            "held_out": self.held_out,
+            "before": self.before.as_dict(),
+            "after": self.after.as_dict(),
+            "per_question": {
+                q: {"before": b.as_dict(), "after": a.as_dict()}
+                for q, (b, a) in self.per_question.items()
+            },
+        }
+
+
+def by_question(
+    before: Sequence[Scored],
+    after: Sequence[Scored],
+    calibration: Calibration,
+    target_precision: float,
+) -> tuple[dict[str, tuple[Metrics, Metrics]], dict[str, Threshold]]:
+    """Per question: metrics before and after calibration, and its stored threshold
+    checked on the calibrated reads."""
+    per_question: dict[str, tuple[Metrics, Metrics]] = {}
+    thresholds: dict[str, Threshold] = {}
+    for qid in dict.fromkeys(s.question_id for s in before):
+        b = [s for s in before if s.question_id == qid]
+        a = [s for s in after if s.question_id == qid]
+        per_question[qid] = (
+            metrics(b, target_precision=target_precision),
+            metrics(a, target_precision=target_precision),
+        )
+        thresholds[qid] = check_threshold(a, calibration.thresholds.get(qid), target_precision)
+    return per_question, thresholds
+
+
+def made_worse(before: Metrics, after: Metrics) -> bool:
+    """Whether ``after`` has both a higher ECE and a higher Brier score than ``before``."""
+    # NaN (no examples) compares False: nothing measured is not "worse".
+    return after.ece > before.ece and after.brier > before.brier
+
+
+def bound_warnings(calibration: Calibration) -> list[str]:
+    """One sentence per fitted temperature at a bound of the search: at the top the
+    reader had no signal for that question (every answer gets flattened to uniform),
+    at the bottom the fit wanted sharper reads than the search allows."""
+    out = []
+    fitted = [("question", q, t) for q, t in calibration.temperatures.items()]
+    fitted += [("questions of type", q, t) for q, t in calibration.by_type.items()]
+    for kind, name, t in fitted:
+        if t >= T_HIGH * 0.99:
+            out.append(
+                f"no signal for {kind} {name!r}: its temperature hit the upper bound "
+                f"(T = {T_HIGH:g}), so its answers are flattened to near-uniform. Add "
+                "examples or descriptions to the question (or use a stronger reader)"
+            )
+        elif t <= T_LOW * 1.01:
+            out.append(
+                f"{kind} {name!r}: temperature hit the lower bound (T = {T_LOW:g}); the "
+                "reader is far under-confident there or the labelled set is too easy/small"
+            )
+    return out

@@ -1,0 +1,158 @@
+"""The whole job: read labelled examples, split, fit temperatures, measure, report.
+
+``calibrate`` (read with an engine, fit on a split, measure on the held-out part),
+``calibrate_scored`` (the same on examples already read, e.g. audit records) and
+``evaluate`` (score an existing calibration, fit nothing).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agentbranch.calibration.labelled import Example, split
+from agentbranch.calibration.measures import metrics
+from agentbranch.calibration.report import Report, bound_warnings, by_question, made_worse
+from agentbranch.calibration.scored import Scored, read_examples
+from agentbranch.calibration.temperatures import By, calibrated, fit
+from agentbranch.core.errors import ConfigurationError
+from agentbranch.engine.calibration import Calibration
+
+logger = logging.getLogger("agentbranch.calibration")
+
+#: How the warning about a fit that made the evaluation split worse begins.
+WORSE_FIT = "the fit makes"
+
+
+def calibrate_scored(
+    fit_scored: Sequence[Scored],
+    eval_scored: Sequence[Scored] | None = None,
+    *,
+    by: By = "question",
+    target_precision: float = 0.9,
+    min_examples: int = 10,
+) -> Report:
+    """Fit on ``fit_scored``; measure on ``eval_scored`` (or the fit set when ``None``).
+    Suggested thresholds (per question id, on calibrated confidence) come from the fit
+    set and are stored in ``calibration.thresholds``. A fit that makes both ECE and
+    Brier worse on the evaluation split is logged as a warning (logger
+    ``agentbranch.calibration``) and in ``Report.warnings``; ``Report.worse`` says so."""
+    _check_settings(target_precision, min_examples)
+    if not fit_scored:
+        raise ConfigurationError(
+            "nothing to fit: every example went to the held-out split; lower the holdout "
+            "share or add labelled examples"
+        )
+    calibration = fit(fit_scored, by=by, min_examples=min_examples)
+    fit_after = calibrated(fit_scored, calibration)
+    groups: dict[str, list[Scored]] = defaultdict(list)
+    for s in fit_after:
+        groups[s.question_id].append(s)
+    for qid, group in groups.items():
+        t = metrics(group, target_precision=target_precision).threshold
+        if t.threshold is not None:
+            calibration.thresholds[qid] = round(t.threshold, 4)
+    held_out = eval_scored is not None and len(eval_scored) > 0
+    ev = list(eval_scored) if held_out else list(fit_scored)
+    ev_after = calibrated(ev, calibration)
+    per_question, thresholds = by_question(ev, ev_after, calibration, target_precision)
+    before = metrics(ev, target_precision=target_precision)
+    after = metrics(ev_after, target_precision=target_precision)
+    warnings = bound_warnings(calibration)
+    if made_worse(before, after):
+        split_name = "held-out" if held_out else "fitted"
+        warnings.append(
+            f"{WORSE_FIT} the {split_name} examples worse: ECE {before.ece:.3f} → "
+            f"{after.ece:.3f}, Brier {before.brier:.3f} → {after.brier:.3f}. Keep the "
+            "calibration you have (or none) and collect more labelled examples or audits "
+            "before fitting again"
+        )
+        logger.warning("agentbranch.calibration: %s", warnings[-1])
+    return Report(
+        warnings=warnings,
+        calibration=calibration,
+        before=before,
+        after=after,
+        per_question=per_question,
+        held_out_thresholds=thresholds,
+        n_fit=len(fit_scored),
+        n_eval=len(ev),
+        held_out=held_out,
+        eval_before=ev,
+        eval_after=ev_after,
+    )
+
+
+def _check_settings(target_precision: float, min_examples: int) -> None:
+    if not (isinstance(target_precision, int | float) and 0.0 < target_precision <= 1.0):
+        raise ConfigurationError(f"target_precision must be in (0, 1], got {target_precision!r}")
+    if isinstance(min_examples, bool) or not isinstance(min_examples, int) or min_examples < 1:
+        raise ConfigurationError(f"min_examples must be a whole number >= 1, got {min_examples!r}")
+
+
+def evaluate(
+    engine: Any,
+    examples: Sequence[Example],
+    calibration: Calibration | None,
+    *,
+    target_precision: float = 0.9,
+    progress: Callable[[int], None] | None = None,
+) -> Report:
+    """Score an existing ``calibration`` (``None``: the engine's own) on ``examples``
+    without fitting anything: metrics of the raw reads (before) and of the calibrated
+    ones (after), and the calibration's stored thresholds checked on them."""
+    _check_settings(target_precision, 1)
+    calibration = calibration if calibration is not None else engine.calibration
+    calibration = calibration if calibration is not None else Calibration()
+    scored = read_examples(engine, examples, progress=progress)
+    after = calibrated(scored, calibration)
+    per_question, thresholds = by_question(scored, after, calibration, target_precision)
+    m_before = metrics(scored, target_precision=target_precision)
+    m_after = metrics(after, target_precision=target_precision)
+    warnings = bound_warnings(calibration)
+    if made_worse(m_before, m_after):
+        warnings.append(
+            f"this calibration makes these examples worse than the raw reads: ECE "
+            f"{m_before.ece:.3f} → {m_after.ece:.3f}, Brier {m_before.brier:.3f} → "
+            f"{m_after.brier:.3f}; refit it on labels like these"
+        )
+    return Report(
+        calibration=calibration,
+        before=m_before,
+        after=m_after,
+        per_question=per_question,
+        held_out_thresholds=thresholds,
+        n_fit=0,
+        n_eval=len(scored),
+        held_out=True,
+        eval_before=scored,
+        eval_after=after,
+        warnings=warnings,
+    )
+
+
+def calibrate(
+    engine: Any,
+    examples: Sequence[Example],
+    *,
+    by: By = "question",
+    holdout: float = 0.3,
+    target_precision: float = 0.9,
+    seed: int = 0,
+    min_examples: int = 10,
+    progress: Callable[[int], None] | None = None,
+) -> Report:
+    """Read ``examples`` with ``engine`` (uncalibrated, batched), fit temperatures on a
+    split and report before/after on the held-out part."""
+    _check_settings(target_precision, min_examples)
+    fit_ex, test_ex = split(examples, holdout, seed=seed)
+    scored = read_examples(engine, list(fit_ex) + list(test_ex), progress=progress)
+    return calibrate_scored(
+        scored[: len(fit_ex)],
+        scored[len(fit_ex) :] or None,
+        by=by,
+        target_precision=target_precision,
+        min_examples=min_examples,
+    )

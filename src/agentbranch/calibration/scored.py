@@ -1,0 +1,77 @@
+"""Scored examples: the engine's uncalibrated reads of labelled examples.
+
+``read_examples`` reads every example once, batched, with the engine's calibration off
+(temperature 1); everything downstream (fitting, metrics, thresholds) works on the
+``Scored`` reads, so a fit never reads anything twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentbranch.calibration.labelled import Example
+from agentbranch.core.questions import Question
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One example read by the engine, uncalibrated."""
+
+    question_id: str
+    type: str
+    options: tuple[str, ...]
+    probs: tuple[float, ...]
+    label_index: int
+
+
+def read_examples(
+    engine: Any,
+    examples: Sequence[Example],
+    *,
+    batch_size: int = 32,
+    progress: Callable[[int], None] | None = None,
+) -> list[Scored]:
+    """Read every example with ``engine`` ignoring its calibration (temperature 1),
+    batched: one ``decide_many`` per ``batch_size`` states; questions about the same
+    source line share one request."""
+    import copy
+
+    raw = copy.copy(engine)
+    raw.calibration = None
+    # Group examples of one line (same state) into one request.
+    requests: list[tuple[Any, dict[str, Question], list[Example]]] = []
+    by_line: dict[int, int] = {}
+    for i, ex in enumerate(examples):
+        key = ex.line or -(i + 1)
+        if key in by_line and ex.question_id not in requests[by_line[key]][1]:
+            requests[by_line[key]][1][ex.question_id] = ex.question
+            requests[by_line[key]][2].append(ex)
+            continue
+        by_line[key] = len(requests)
+        requests.append((ex.state, {ex.question_id: ex.question}, [ex]))
+    scored: list[Scored] = []
+    for start in range(0, len(requests), batch_size):
+        chunk = requests[start : start + batch_size]
+        results = raw.decide_many([c[0] for c in chunk], [c[1] for c in chunk])
+        for (_, _, exs), decisions in zip(chunk, results):
+            for ex in exs:
+                d = decisions[ex.question_id]
+                scored.append(
+                    Scored(
+                        ex.question_id,
+                        d.type,
+                        tuple(d.options),
+                        tuple(d.probs),
+                        d.options.index(ex.label),
+                    )
+                )
+        if progress is not None:
+            progress(len(chunk))
+    return scored
+
+
+def top_index(s: Scored) -> int:
+    """Index of the option with the highest probability (the first of ties)."""
+    return max(range(len(s.probs)), key=s.probs.__getitem__)

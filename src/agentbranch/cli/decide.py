@@ -1,0 +1,132 @@
+"""``agentbranch decide STATE --choice/--yes-no/--score ...``: one decision, as a table."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from agentbranch.cli.common import console, err, fail, load_engine, quiet_logs, read_questions
+
+
+def _fmt_probs(probs: dict[str, float], top: int = 3) -> str:
+    ranked = sorted(probs.items(), key=lambda kv: -kv[1])[:top]
+    return " ".join(f"{k} {v:.2f}" for k, v in ranked)
+
+
+def _parse_option(text: str) -> tuple[str, str | None]:
+    name, sep, desc = text.partition("=")
+    return name.strip(), (desc.strip() or None) if sep else None
+
+
+def _examples_for(examples: list[str] | None, names: list[str]) -> dict[str, list[str]] | None:
+    """The ``--example ANSWER=TEXT`` values whose ANSWER is one of ``names``."""
+    out: dict[str, list[str]] = {}
+    for raw in examples or []:
+        name, sep, text = raw.partition("=")
+        if not sep or not text.strip():
+            raise typer.BadParameter(
+                f"--example {raw!r}: write ANSWER=TEXT, e.g. billing='Refund me'"
+            )
+        if name.strip() in names:
+            out.setdefault(name.strip(), []).append(text.strip())
+    return out or None
+
+
+def decide(
+    state: Annotated[str, typer.Argument(help="The state text ('-' reads stdin).")],
+    choice_q: Annotated[
+        str | None, typer.Option("--choice", help="A pick-one question; give --option.")
+    ] = None,
+    option: Annotated[
+        list[str] | None, typer.Option("--option", "-o", help="NAME or NAME=description.")
+    ] = None,
+    yes_no_q: Annotated[str | None, typer.Option("--yes-no", help="A yes/no question.")] = None,
+    yes: Annotated[str | None, typer.Option(help="What 'yes' means.")] = None,
+    no: Annotated[str | None, typer.Option(help="What 'no' means.")] = None,
+    score_q: Annotated[
+        str | None, typer.Option("--score", help="A score question; give --level (lowest first).")
+    ] = None,
+    level: Annotated[list[str] | None, typer.Option("--level", "-l")] = None,
+    example: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--example",
+            "-e",
+            help="ANSWER=TEXT: an example state for that option/level/yes/no (repeat).",
+        ),
+    ] = None,
+    questions: Annotated[
+        Path | None, typer.Option(help="JSON file: {id: wire question} (System One shape).")
+    ] = None,
+    calibration: Annotated[Path | None, typer.Option()] = None,
+    permutations: Annotated[int, typer.Option(min=1, help="Option orders to average.")] = 1,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Answer one or more questions about STATE and print the decisions."""
+    import agentbranch as ab
+    from agentbranch.core.errors import AgentBranchError
+
+    quiet_logs(verbose)
+    if state == "-":
+        try:
+            state = sys.stdin.read()
+        except UnicodeDecodeError as e:
+            raise fail(f"the state on stdin is not UTF-8 text (byte {e.start})") from None
+    qs: dict[str, Any] = {}
+    try:
+        if questions is not None:
+            qs.update(read_questions(questions))
+        if choice_q:
+            if not option:
+                raise typer.BadParameter("--choice needs --option (at least two)")
+            options = dict(_parse_option(o) for o in option)
+            ex = _examples_for(example, list(options))
+            qs["choice"] = ab.choice(choice_q, options, examples=ex)
+        if yes_no_q:
+            qs["yes_no"] = ab.yes_no(
+                yes_no_q, yes=yes, no=no, examples=_examples_for(example, ["yes", "no"])
+            )
+        if score_q:
+            if not level:
+                raise typer.BadParameter("--score needs --level (at least two)")
+            qs["score"] = ab.score(score_q, level, examples=_examples_for(example, level))
+        if example and not any(
+            _examples_for(example, names)
+            for names in (
+                [_parse_option(o)[0] for o in option or []] if choice_q else [],
+                ["yes", "no"] if yes_no_q else [],
+                level or [] if score_q else [],
+            )
+        ):
+            raise typer.BadParameter(
+                "--example ANSWER=TEXT must name an option, level, yes or no of a question "
+                "given with --choice, --score or --yes-no"
+            )
+        if not qs:
+            raise typer.BadParameter("ask something: --choice, --yes-no, --score or --questions")
+        engine, reason = load_engine(calibration, permutations)
+        decisions = engine.decide(state, qs)
+    except AgentBranchError as e:
+        raise fail(e) from None
+    if as_json:
+        print(json.dumps(decisions.to_records(), indent=2))
+        return
+    table = Table(title=f"{engine.reader.name} ({engine.reader.model})")
+    for col in ("question", "label", "probabilities", "entropy", "confidence"):
+        table.add_column(col)
+    for qid, d in decisions.items():
+        table.add_row(
+            qid,
+            d.label,
+            _fmt_probs(d.probabilities, top=5),
+            f"{d.entropy:.3f}",
+            f"{d.confidence:.3f}",
+        )
+    console.print(table)
+    err.print(f"[dim]{reason}[/dim]")

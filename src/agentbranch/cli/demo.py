@@ -1,0 +1,192 @@
+"""``agentbranch demo``: the support-triage graph over sample tickets, on the engine
+``DecisionEngine.from_env()`` picks (the embedded CPU reader on a laptop), as a table."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from agentbranch.cli.common import console, err, fail, load_engine, quiet_logs
+
+
+def load_tickets(path: Path | None = None) -> list[dict[str, Any]]:
+    """Tickets from a JSON Lines file (``{"id", "ticket"}`` per line; plain strings and
+    ``{"state": ...}`` work too); the shipped sample by default."""
+    from agentbranch.core.errors import InvalidFileError
+    from agentbranch.core.files import json_lines, loads
+
+    if path is None:
+        text = resources.files("agentbranch.demo").joinpath("tickets.jsonl").read_text("utf-8")
+        numbered = (
+            (i, loads(line, f"tickets.jsonl:{i}"))
+            for i, line in enumerate(text.splitlines(), 1)
+            if line.strip()
+        )
+    else:
+        numbered = json_lines(path, "tickets file")
+    out = []
+    for i, obj in numbered:
+        if isinstance(obj, str):
+            obj = {"ticket": obj}
+        ticket = obj.get("ticket", obj.get("state")) if isinstance(obj, dict) else None
+        if not isinstance(ticket, str):
+            raise InvalidFileError(
+                f"{path or 'tickets.jsonl'}:{i}: no 'ticket' text; each line is a JSON string "
+                'or an object such as {"id": "T-1", "ticket": "The site is down"}'
+            )
+        out.append({"id": str(obj.get("id", f"#{i}")), "ticket": ticket})
+    if not out:
+        raise InvalidFileError(f"tickets file {path} holds no tickets")
+    return out
+
+
+def demo_policy(engine: Any) -> dict[str, Any]:
+    """The triage policy: the team's take threshold from the engine's calibration
+    (when it suggests one), else ``DEFAULT_TEAM_TAKE_AT``; other questions always taken."""
+    from agentbranch.demo.triage import DEFAULT_TEAM_TAKE_AT, default_policy
+
+    take_at = DEFAULT_TEAM_TAKE_AT
+    if engine.calibration is not None and "team" in engine.calibration.thresholds:
+        take_at = engine.calibration.thresholds["team"]
+    return default_policy(None, take_at=take_at)
+
+
+def run_demo(
+    engine: Any, tickets: list[dict[str, Any]], *, progress: bool = True
+) -> list[dict[str, Any]]:
+    """Run the triage graph over ``tickets``; one final state per ticket."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from agentbranch.demo.triage import build_triage_graph
+
+    graph = build_triage_graph(engine, policy=demo_policy(engine))
+    states: list[dict[str, Any]] = []
+    if not progress:
+        return [dict(graph.invoke({"ticket": t["ticket"]})) for t in tickets]
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("triaging tickets", total=len(tickets))
+        for t in tickets:
+            states.append(dict(graph.invoke({"ticket": t["ticket"]})))
+            bar.advance(task)
+    return states
+
+
+def _has_band(policy: Any) -> bool:
+    """Whether the policy put the decision in a band (it has a threshold to apply)."""
+    return bool(policy.has_fallback_band or policy.can_review)
+
+
+def _top_probs(probs: dict[str, float], width: int) -> str:
+    """The most probable options, as many as fit in ``width`` (at least one)."""
+    out = ""
+    for name, p in sorted(probs.items(), key=lambda kv: -kv[1]):
+        item = f"{name} {p:.2f}"
+        if out and len(out) + 2 + len(item) > width:
+            break
+        out = f"{out}  {item}" if out else item
+    return out
+
+
+def demo_report(
+    tickets: list[dict[str, Any]], states: list[dict[str, Any]], policy: Any, width: int = 80
+) -> list[str]:
+    """The demo's output as plain lines of at most ``width`` characters (words are never
+    broken): per ticket its text, one line per decision and where it went. The band
+    column shows the band where the question's policy applies a threshold; an
+    informative question (urgency, frustration) the engine is not sure of shows ``—``
+    and ``not sure`` (the demo does not use its answer)."""
+    import textwrap
+
+    from agentbranch.demo.triage import INFO_QUESTIONS, sure_label
+    from agentbranch.policy import policy_for
+
+    head = f"  {'question':<11} {'answer':<15} {'entropy':>7} {'conf':>5}  {'band':<9} "
+    probs_width = max(12, width - len(head))
+    lines = [head + "probabilities", "  " + "─" * (width - 2)]
+    for ticket, state in zip(tickets, states):
+        lines += textwrap.wrap(
+            ticket["ticket"],
+            width=width,
+            initial_indent=f"{ticket['id']}  ",
+            subsequent_indent=" " * (len(ticket["id"]) + 2),
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        records = state.get("decisions") or {}
+        for qid, rec in records.items():
+            band = rec.get("band", "") if _has_band(policy_for(policy, qid)) else ""
+            label = str(rec.get("label"))
+            if qid in INFO_QUESTIONS and sure_label(rec) is None:
+                label, band = "—", "not sure"
+            row = (
+                f"  {qid:<11} {label:<15} "
+                f"{rec.get('entropy', float('nan')):>7.2f} "
+                f"{rec.get('confidence', float('nan')):>5.2f}  {band:<9} "
+                + _top_probs(rec.get("probabilities") or {}, probs_width)
+            )
+            lines.append(row.rstrip())
+        by = [f"{q}: {r['decided_by']}" for q, r in records.items() if r.get("goto")]
+        queue = state.get("queue") or "-"
+        lines.append(f"  → {queue}" + (f" ({', '.join(by)})" if by else ""))
+        lines.append("")
+    return lines
+
+
+def demo(
+    tickets: Annotated[
+        Path | None, typer.Option(help="JSON Lines tickets (default: the shipped sample).")
+    ] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N tickets.")] = None,
+    calibration: Annotated[
+        Path | None, typer.Option(help="A calibration file from `agentbranch calibrate`.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines instead.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log every decision.")] = False,
+) -> None:
+    """Run the support-triage graph over sample tickets and show every decision."""
+    from agentbranch.core.errors import AgentBranchError
+
+    quiet_logs(verbose)
+    try:
+        rows = load_tickets(tickets)[:limit]
+    except AgentBranchError as e:
+        raise fail(e) from None
+    with err.status("loading the engine…"):
+        engine, reason = load_engine(calibration)
+    err.print(f"[dim]engine:[/dim] {engine.reader.name} ({engine.reader.model}) — {reason}")
+    states = run_demo(engine, rows, progress=not as_json and len(rows) > 5)
+    if as_json:
+        for t, s in zip(rows, states):
+            print(json.dumps({"id": t["id"], **s}, default=str))
+        return
+    import textwrap
+
+    width = max(60, min(console.width, 100))
+    policy = demo_policy(engine)
+    taken = sum(s.get("queue") != "human_triage" for s in states)
+    from agentbranch.demo.triage import INFO_TAKE_AT
+
+    summary = (
+        f"{len(states)} tickets: {taken} routed by the engine, {len(states) - taken} sent to "
+        f"human_triage. team: take when its confidence ≥ {policy['team'].take_at:.2f}, "
+        f"else fallback → human_triage. urgent and frustration do not route: their "
+        f"answer is used at confidence ≥ {INFO_TAKE_AT:.2f}, else — (not sure; the "
+        "probabilities show what the engine leaned to). "
+        "conf = 1 − entropy / ln(number of options)."
+    )
+    lines = [f"support triage on {engine.reader.model}", ""]
+    lines += demo_report(rows, states, policy, width)
+    lines += textwrap.wrap(summary, width=width, break_long_words=False)
+    for line in lines:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)

@@ -1,0 +1,244 @@
+"""``agentbranch size`` and ``agentbranch deploy kserve``: capacity plans on the command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["deploy_app", "register", "size_command"]
+
+err = Console(stderr=True)
+deploy_app = typer.Typer(
+    help="Serving manifests sized for a GPU and a question schema.", no_args_is_help=True
+)
+
+Preset = Annotated[str, typer.Option(help="Engine preset: fp8, nvfp4 or bf16.")]
+GpuGib = Annotated[float, typer.Option("--gpu-gib", help="GPU memory, GiB (an 80 GB H100: 80).")]
+Canvas = Annotated[
+    int | None, typer.Option(help="The served canvas (default: what --questions needs, else 64).")
+]
+Questions = Annotated[
+    Path | None, typer.Option(help="JSON file {id: wire question}: size for its canvas.")
+]
+Single = Annotated[
+    bool, typer.Option("--single", help="The schema is read one question per canvas (not joint).")
+]
+Util = Annotated[float, typer.Option(help="vLLM's gpu_memory_utilization.")]
+Prompt = Annotated[int, typer.Option(help="Typical prompt tokens (state + questions + template).")]
+MaxLen = Annotated[int | None, typer.Option(help="vLLM's max_model_len (default: 8192).")]
+Weights = Annotated[float | None, typer.Option(help="Measured weights, GiB (vLLM logs it).")]
+Activation = Annotated[float, typer.Option(help="vLLM's profiled reserve besides weights, GiB.")]
+ModelConfig = Annotated[
+    Path | None, typer.Option(help="A DiffusionGemma config.json (or its folder) instead.")
+]
+MaxCanvas = Annotated[
+    int | None, typer.Option(help="Serve at most this canvas (joint reads are chunked to it).")
+]
+AsJson = Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")]
+TokenizerDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--tokenizer", help="The model's tokenizer folder: count --questions lines with it."
+    ),
+]
+
+
+def _encode(tokenizer: Path | None) -> Any:
+    if tokenizer is None:
+        return None
+    from agentbranch.core.errors import ConfigurationError
+
+    try:
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(str(tokenizer))
+    except (OSError, ValueError) as e:
+        raise ConfigurationError(f"cannot load a tokenizer from {tokenizer}: {e}") from None
+    return lambda text: tok.encode(text, add_special_tokens=False)
+
+
+def _plan(
+    preset: str,
+    gpu_gib: float,
+    canvas_length: int | None,
+    questions: Path | None,
+    single: bool,
+    util: float,
+    prompt_tokens: int,
+    max_model_len: int | None,
+    weights_gib: float | None,
+    activation_gib: float,
+    model_config: Path | None,
+    max_canvas: int | None,
+    tokenizer: Path | None = None,
+) -> tuple[Any, Any]:
+    from agentbranch.deploy.schema import load_questions, schema_canvas
+    from agentbranch.engine.capacity.shapes import DIFFUSIONGEMMA_26B, ModelShape
+    from agentbranch.engine.capacity.sizing import size
+
+    if canvas_length is not None and questions is not None:
+        raise typer.BadParameter("give --canvas-length or --questions, not both")
+    shape = ModelShape.from_config(model_config) if model_config else DIFFUSIONGEMMA_26B
+    schema = None
+    if questions is not None:
+        schema = schema_canvas(
+            load_questions(questions),
+            joint=not single,
+            max_canvas=min(max_canvas or shape.max_canvas, shape.max_canvas),
+            encode=_encode(tokenizer),
+        )
+        canvas_length = schema.canvas_length
+    plan = size(
+        preset,
+        gpu_gib=gpu_gib,
+        canvas_length=canvas_length or 64,
+        model_config=shape if model_config else None,
+        gpu_memory_utilization=util,
+        prompt_tokens=prompt_tokens,
+        max_model_len=max_model_len or 8192,
+        weights_gib=weights_gib,
+        activation_gib=activation_gib,
+        reads_per_decision=schema.reads_per_decision if schema else 1,
+    )
+    return plan, schema
+
+
+def _fail(e: Exception) -> typer.Exit:
+    err.print(f"[red]error:[/red] {e}")
+    return typer.Exit(2)
+
+
+def size_command(
+    gpu_gib: GpuGib,
+    preset: Preset = "fp8",
+    canvas_length: Canvas = None,
+    questions: Questions = None,
+    single: Single = False,
+    gpu_memory_utilization: Util = 0.90,
+    prompt_tokens: Prompt = 1024,
+    max_model_len: MaxLen = None,
+    weights_gib: Weights = None,
+    activation_gib: Activation = 2.0,
+    model_config: ModelConfig = None,
+    max_canvas: MaxCanvas = None,
+    tokenizer: TokenizerDir = None,
+    as_json: AsJson = False,
+) -> None:
+    """How many concurrent sequences (max_num_seqs) one GPU holds for DiffusionGemma reads."""
+    from agentbranch.core.errors import AgentBranchError
+
+    try:
+        plan, schema = _plan(
+            preset,
+            gpu_gib,
+            canvas_length,
+            questions,
+            single,
+            gpu_memory_utilization,
+            prompt_tokens,
+            max_model_len,
+            weights_gib,
+            activation_gib,
+            model_config,
+            max_canvas,
+            tokenizer,
+        )
+    except AgentBranchError as e:
+        raise _fail(e) from None
+    if as_json:
+        out = plan.to_dict()
+        if schema is not None:
+            out["schema"] = {
+                "questions": schema.questions,
+                "joint": schema.joint,
+                "widths": list(schema.widths),
+            }
+        print(json.dumps(out, indent=2))
+        return
+    console = Console(file=sys.stdout, width=max(Console().width, 120))
+    table = Table(title=f"{plan.model} on {plan.gpu_gib:g} GiB, canvas {plan.canvas_length}")
+    for col in ("term", "GiB", "", "what"):
+        table.add_column(col)
+    for t in plan.terms:
+        table.add_row(t.name, f"{t.gib:.3f}", "per seq" if t.per_sequence else "", t.explanation)
+    console.print(table)
+    bound = "the denoising step" if plan.bound_by == "step" else "the KV cache"
+    console.print(
+        f"max_num_seqs = {plan.max_num_seqs} ({bound} bounds it; step {plan.step_limit}, "
+        f"KV cache {plan.kv_limit})"
+    )
+    if schema is not None:
+        kind = "joint" if schema.joint else "single"
+        console.print(
+            f"{schema.questions} questions, {kind}: {schema.reads_per_decision} read(s) per "
+            f"decision (widths {list(schema.widths)}), {plan.decisions_in_flight} decisions at once"
+        )
+    for note in plan.notes:
+        console.print(f"note: {note}")
+
+
+@deploy_app.command("kserve")
+def kserve_command(
+    gpu_gib: GpuGib,
+    preset: Preset = "fp8",
+    canvas_length: Canvas = None,
+    questions: Questions = None,
+    single: Single = False,
+    gpu_memory_utilization: Util = 0.90,
+    prompt_tokens: Prompt = 1024,
+    max_model_len: MaxLen = None,
+    weights_gib: Weights = None,
+    activation_gib: Activation = 2.0,
+    max_canvas: MaxCanvas = None,
+    tokenizer: TokenizerDir = None,
+    name: Annotated[str | None, typer.Option(help="InferenceService name.")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here.")] = None,
+) -> None:
+    """An InferenceService (KServe / OpenShift AI) whose vLLM arguments come from the plan."""
+    from agentbranch.core.errors import AgentBranchError
+    from agentbranch.deploy.kserve import kserve_manifest
+
+    try:
+        plan, _ = _plan(
+            preset,
+            gpu_gib,
+            canvas_length,
+            questions,
+            single,
+            gpu_memory_utilization,
+            prompt_tokens,
+            max_model_len,
+            weights_gib,
+            activation_gib,
+            None,
+            max_canvas,
+            tokenizer,
+        )
+        command = f"agentbranch deploy kserve --preset {preset} --gpu-gib {gpu_gib:g}"
+        if questions is not None:
+            command += f" --questions {questions.name}"
+        elif canvas_length is not None:
+            command += f" --canvas-length {canvas_length}"
+        text = kserve_manifest(preset, plan, name=name, command=command)
+    except AgentBranchError as e:
+        raise _fail(e) from None
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        output.write_text(text, "utf-8")
+    except OSError as e:
+        raise _fail(e) from None
+    err.print(f"wrote {output} (max_num_seqs {plan.max_num_seqs}, canvas {plan.canvas_length})")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``size`` and ``deploy`` to the ``agentbranch`` command."""
+    app.command("size")(size_command)
+    app.add_typer(deploy_app, name="deploy")

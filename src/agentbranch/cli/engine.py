@@ -1,0 +1,50 @@
+"""``agentbranch engine``: which engine the environment selects, and why."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from agentbranch.cli.common import console, err, load_engine, quiet_logs
+
+
+def engine(
+    load: Annotated[bool, typer.Option(help="Also build the engine (loads the model).")] = False,
+) -> None:
+    """Print which engine the environment selects, and why."""
+    import os
+
+    from rich.markup import escape
+
+    from agentbranch.core.errors import AgentBranchError
+    from agentbranch.core.redact import redact_url
+    from agentbranch.engine import selection as sel
+
+    quiet_logs(False)
+    try:
+        choice = sel.select()
+    except AgentBranchError as e:
+        err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    console.print(f"[bold]{choice.kind}[/bold]: {escape(choice.reason)}")
+    for key in (
+        sel.ENV_ENGINE,
+        sel.ENV_VLLM_MODEL,
+        sel.ENV_REMOTE_URL,
+        sel.ENV_REMOTE_MODEL,
+        sel.ENV_REMOTE_API_KEY,
+        sel.ENV_CALIBRATION,
+    ):
+        value = os.environ.get(key)
+        if not value:
+            console.print(f"  {key} (unset)")
+        elif key == sel.ENV_REMOTE_API_KEY:
+            console.print(f"  {key} (set)")
+        elif key == sel.ENV_REMOTE_URL:  # user:password@ and ?token= masked
+            console.print(f"  {key}={redact_url(value)}", markup=False, highlight=False)
+        else:
+            console.print(f"  {key}={value}", markup=False, highlight=False)
+    if load:
+        built, _ = load_engine(None)
+        console.print(f"built: {built.reader.name} ({built.reader.model})")

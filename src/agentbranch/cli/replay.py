@@ -1,0 +1,140 @@
+"""``agentbranch replay``: commands on cassettes.
+
+* ``agentbranch replay diff OLD NEW [--json] [--all]`` — drift between two recordings of a
+  run: flipped decisions, confidence and entropy changes, changed chat replies, new and
+  removed requests. Exit status 1 when anything flipped or the run asked other requests
+  (gate a model upgrade in CI), 2 when a cassette cannot be read, else 0.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+replay_app = typer.Typer(
+    name="replay", help="Decision cassettes: drift between recordings.", no_args_is_help=True
+)
+
+
+@replay_app.command("diff")
+def diff(
+    old: Annotated[Path, typer.Argument(help="the cassette recorded before (baseline)")],
+    new: Annotated[Path, typer.Argument(help="the cassette recorded after (candidate)")],
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of tables")] = False,
+    show_all: Annotated[
+        bool, typer.Option("--all", help="list every decision, not only the changed ones")
+    ] = False,
+    min_change: Annotated[
+        float, typer.Option(help="list decisions whose confidence moved at least this much")
+    ] = 0.05,
+) -> None:
+    """Which decisions flipped between two cassettes of the same run."""
+    from agentbranch.core.errors import AgentBranchError
+    from agentbranch.replay.diff import diff_cassettes
+
+    console, err = Console(), Console(stderr=True)
+    try:
+        report = diff_cassettes(old, new)
+    except AgentBranchError as e:
+        err.print(f"[red]error:[/red] {e}", soft_wrap=True, markup=True, highlight=False)
+        raise typer.Exit(2) from None
+    if as_json:
+        typer.echo(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
+        raise typer.Exit(1 if report.changed else 0)
+
+    if not (report.decisions or report.chats or report.added or report.removed):
+        console.print(
+            "Neither cassette holds a read or a chat exchange: nothing to compare.",
+            soft_wrap=True,
+        )
+        raise typer.Exit(0)
+
+    if report.old_models or report.new_models:
+        models = Table(title="models", show_lines=False)
+        models.add_column("id")
+        models.add_column("old")
+        models.add_column("new")
+        for mid in sorted(set(report.old_models) | set(report.new_models)):
+            models.add_row(mid, report.old_models.get(mid, "—"), report.new_models.get(mid, "—"))
+        console.print(models)
+
+    shown = [
+        d
+        for d in report.decisions
+        if show_all or d.flipped or abs(d.new_confidence - d.old_confidence) >= min_change
+    ]
+    if not report.decisions:
+        console.print("No read is in both cassettes: no decision to compare.", soft_wrap=True)
+    elif not shown:
+        console.print(
+            f"No decision flipped or moved by {min_change:g} or more "
+            f"({len(report.decisions)} compared; --all lists them).",
+            soft_wrap=True,
+        )
+    else:
+        table = Table(title=f"decisions ({len(shown)} of {len(report.decisions)} shown)")
+        for col in (
+            "",
+            "reader",
+            "state",
+            "question",
+            "old → new",
+            "confidence",
+            "entropy",
+            "request",
+        ):
+            table.add_column(col)
+        for d in shown:
+            change = d.new_confidence - d.old_confidence
+            table.add_row(
+                "[red]FLIP[/red]" if d.flipped else "",
+                d.reader,
+                d.state[:40],
+                d.question,
+                f"{d.old_label} → {d.new_label}",
+                f"{d.old_confidence:.3f} → {d.new_confidence:.3f} ({change:+.3f})",
+                f"{d.old_entropy:.3f} → {d.new_entropy:.3f}",
+                ", ".join(d.changed_fields) or "same",
+            )
+        console.print(table)
+    chats_shown = [c for c in report.chats if show_all or c.flipped]
+    if chats_shown:
+        chats = Table(title="chat exchanges")
+        for col in ("", "model", "last message", "old reply", "new reply"):
+            chats.add_column(col)
+        for c in chats_shown:
+            model = c.new_model if c.old_model == c.new_model else f"{c.old_model} → {c.new_model}"
+            chats.add_row(
+                "[red]CHANGED[/red]" if c.flipped else "",
+                model,
+                c.prompt,
+                c.old_reply[:60],
+                c.new_reply[:60],
+            )
+        console.print(chats)
+    elif report.chats:
+        console.print(
+            f"No chat reply changed ({len(report.chats)} compared; --all lists them).",
+            soft_wrap=True,
+        )
+    for title, items in (("new requests", report.added), ("removed requests", report.removed)):
+        if items:
+            console.print(f"[bold]{title}[/bold] ({len(items)}):")
+            for item in items:
+                console.print(f"  {item}", markup=False)
+    summary = report.to_json()["summary"]
+    console.print(
+        f"{summary['decisions']} decisions compared, {summary['flipped_decisions']} flipped; "
+        f"{summary['chat_exchanges']} chat exchanges, {summary['changed_replies']} changed; "
+        f"{summary['added']} new, {summary['removed']} removed requests",
+        soft_wrap=True,
+    )
+    raise typer.Exit(1 if report.changed else 0)
+
+
+__all__ = ["replay_app"]

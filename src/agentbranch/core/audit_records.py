@@ -1,0 +1,224 @@
+"""The audit record format: one pydantic schema, checked wherever records are read.
+
+``Audit(sink=...)`` writes one JSON object per line (docs/audit.md, "Audit records").
+``load_records`` streams such a file and checks every line against ``AuditRecord``;
+``check_record`` does the same for records handed over in Python (a LangGraph store's
+values, a callback's). Anything the report or a fit could not use honestly is refused
+with a ``ConfigurationError`` (``InvalidFileError`` for a file) that names the file, the
+line and the field: a confidence or probability outside [0, 1] or not finite,
+probabilities that do not sum to 1 or do not match the options, a confidence that does
+not follow from the probabilities, labels that are not options, a sampling ``rate``
+outside (0, 1], an unknown ``kind`` or ``type``, a list where a string belongs. Fields
+the schema does not name are kept as they are (newer writers may add some).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from agentbranch.core.decisions import confidence_from
+from agentbranch.core.errors import AgentBranchError, ConfigurationError, InvalidFileError
+from agentbranch.core.files import json_lines, short_repr
+
+#: How far probabilities may sum from 1, and a confidence from the one they imply
+#: (records are written with full float precision; this leaves room for rounding).
+TOLERANCE = 0.01
+
+
+def _finite(x: float) -> float:
+    if not math.isfinite(x):
+        raise ValueError(f"must be a finite number, got {x!r}")
+    return x
+
+
+def _unit(x: float) -> float:
+    if not (math.isfinite(x) and 0.0 <= x <= 1.0):
+        raise ValueError(f"must be a number in [0, 1], got {x!r}")
+    return x
+
+
+def _rate(x: float) -> float:
+    if not (math.isfinite(x) and 0.0 < x <= 1.0):
+        raise ValueError(f"must be a sampling rate in (0, 1], got {x!r}")
+    return x
+
+
+def _temperature(x: float) -> float:
+    if not (math.isfinite(x) and x > 0 and math.isfinite(1.0 / x)):
+        raise ValueError(f"must be a finite temperature > 0, got {x!r}")
+    return x
+
+
+def _name(s: str) -> str:
+    if not s.strip():
+        raise ValueError("must be a non-empty string")
+    return s
+
+
+Unit = Annotated[float, AfterValidator(_unit)]
+Finite = Annotated[float, AfterValidator(_finite)]
+Name = Annotated[str, AfterValidator(_name)]
+
+
+class AuditRecord(BaseModel):
+    """One audit record (``kind="audit"``: a sampled taken decision and the teacher's
+    label; ``kind="fallback"``: a fallback generation kept as a labelled example)."""
+
+    # strict: "0.9" is not a number, true is not 1, ["a"] is not "a".
+    model_config = ConfigDict(strict=True, extra="allow", frozen=True)
+
+    kind: Literal["audit", "fallback"]
+    question_id: Name
+    type: Literal["choice", "noul", "score"]
+    options: list[Name] = Field(min_length=2)
+    probabilities: dict[str, Unit]
+    confidence: Unit
+    engine_label: str
+    teacher_label: str
+    #: The share of taken decisions audited (required for ``kind="audit"``).
+    rate: Annotated[float, AfterValidator(_rate)] | None = None
+    #: The engine's calibration temperature for this question (1 when absent).
+    temperature: Annotated[float, AfterValidator(_temperature)] | None = None
+    take_at: Unit | None = None
+    band: Literal["take", "fallback", "review", "error"] | None = None
+    agree: bool | None = None
+    spec: dict[str, Any] | None = None
+    entropy: Finite | None = None
+    margin: Finite | None = None
+    label_mass: Unit | None = None
+    agreement: Unit | None = None
+    draws: int | None = None
+    id: str | None = None
+    time: str | None = None
+    question: str | None = None
+    decided_by: str | None = None
+    teacher: str | None = None
+    reply: str | None = None
+    reader: str | None = None
+    model: str | None = None
+
+    @model_validator(mode="after")
+    def _fits_together(self) -> AuditRecord:
+        options = self.options
+        if len(set(options)) != len(options):
+            raise ValueError(f"options: repeated names in {options}")
+        if set(self.probabilities) != set(options):
+            raise ValueError(
+                f"probabilities: keys {sorted(self.probabilities)} are not the options {options}"
+            )
+        probs = [self.probabilities[o] for o in options]
+        total = math.fsum(probs)
+        if abs(total - 1.0) > TOLERANCE:
+            raise ValueError(f"probabilities: sum to {total:.6g}, not 1")
+        implied = confidence_from(probs)
+        if abs(self.confidence - implied) > TOLERANCE:
+            raise ValueError(
+                f"confidence: {self.confidence:.6g} does not follow from the probabilities "
+                f"(they give {implied:.6g})"
+            )
+        for field in ("engine_label", "teacher_label"):
+            if getattr(self, field) not in options:
+                raise ValueError(f"{field}: {getattr(self, field)!r} is not one of {options}")
+        if self.kind == "audit" and self.rate is None:
+            raise ValueError("rate: missing; an audit record says the rate it was sampled at")
+        if self.spec is not None:
+            self._check_spec(self.spec)
+        return self
+
+    def _check_spec(self, spec: dict[str, Any]) -> None:
+        try:
+            key = json.dumps(spec, allow_nan=False)  # key order kept: it is the options order
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"spec: not a question's wire form ({e})") from None
+        kind, options = _spec_shape(self.question_id, key)
+        if kind != self.type or list(options) != self.options:
+            raise ValueError(
+                f"spec: a {kind} question with options {list(options)}, "
+                f"but the record is a {self.type} question with options {self.options}"
+            )
+
+
+@functools.lru_cache(maxsize=256)
+def _spec_shape(question_id: str, spec_json: str) -> tuple[str, tuple[str, ...]]:
+    """The type and options of a question's wire form (records repeat a few specs)."""
+    from agentbranch.core.questions import coerce_question, to_spec
+
+    try:
+        spec = to_spec(question_id, coerce_question(question_id, json.loads(spec_json)))
+    except AgentBranchError as e:
+        raise ValueError(f"spec: {e}") from None
+    return spec.type, tuple(spec.options)
+
+
+def describe(error: ValidationError) -> str:
+    """Pydantic's errors as ``field: message``, missing fields named together."""
+    missing = [".".join(map(str, e["loc"])) for e in error.errors() if e["type"] == "missing"]
+    parts = [f"missing {missing}"] if missing else []
+    for e in error.errors():
+        if e["type"] == "missing":
+            continue
+        where = ".".join(str(p) for p in e["loc"])
+        message = str(e["msg"]).removeprefix("Value error, ")
+        if e["type"].endswith("_type") or e["type"] in ("literal_error", "too_short"):
+            message += f", got {short_repr(e.get('input'))}"
+        parts.append(f"{where}: {message}" if where else message)
+    return "; ".join(parts)
+
+
+def check_record(obj: Any, where: str = "audit record") -> dict[str, Any]:
+    """``obj`` as a plain dict if it is a valid audit record, else a
+    ``ConfigurationError`` that says, starting with ``where``, which field is wrong."""
+    if isinstance(obj, AuditRecord):
+        return obj.model_dump()
+    if not isinstance(obj, dict):
+        raise ConfigurationError(
+            f"{where}: an audit record is a JSON object, got {type(obj).__name__}"
+        )
+    try:
+        AuditRecord.model_validate(obj)
+    except ValidationError as e:
+        raise ConfigurationError(
+            f"{where}: not a valid audit record ({describe(e)}); records are written by "
+            "Policy(audit=Audit(sink=...))"
+        ) from None
+    return dict(obj)
+
+
+def check_records(records: Iterable[Any]) -> list[dict[str, Any]]:
+    """Every record checked (``audit record N`` in messages, from 1)."""
+    if isinstance(records, str | bytes | dict) or not isinstance(records, Iterable):
+        raise ConfigurationError(
+            f"audit records come as a list of records (dicts), got {type(records).__name__}"
+        )
+    return [check_record(r, f"audit record {i}") for i, r in enumerate(records, 1)]
+
+
+def load_records(path: str | Path) -> list[dict[str, Any]]:
+    """Audit records from a JSON Lines file (what ``Audit(sink="audits.jsonl")`` wrote),
+    every line checked. A file with no records (empty, blank lines only) is an
+    ``InvalidFileError`` too: nothing can be reported or fitted from it."""
+    path = Path(path)
+    records = []
+    for number, obj in json_lines(path, "audit file", "Policy(audit=Audit(sink=...)) writes one"):
+        try:
+            records.append(check_record(obj, f"{path}:{number}"))
+        except InvalidFileError:
+            raise
+        except ConfigurationError as e:
+            raise InvalidFileError(
+                f"{e}; a line edited by hand or copied from another file can be deleted"
+            ) from None
+    if not records:
+        raise InvalidFileError(
+            f"audit file {path} holds no audit records; Policy(audit=Audit(sink=...)) appends "
+            "one per audited decision and per fallback generation: run the graph with audits "
+            "on first"
+        )
+    return records

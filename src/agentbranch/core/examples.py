@@ -1,0 +1,136 @@
+"""Labelled examples on questions: ``examples={option: [texts...]}``.
+
+Every question type takes examples of states that should get each answer
+(``{"yes": [...], "no": [...]}`` for yes/no, ``{option: [...]}`` for choice,
+``{level: [...]}`` for score). ``langchain_core``'s ``Choice``/``Noul``/``Score`` forbid
+extra fields, so a question with examples is one of the subclasses below: it *is* a
+``Choice``/``Noul``/``Score`` everywhere, and its wire dict carries ``"examples"`` (a
+question without examples stays the plain ``langchain_core`` model, byte for byte).
+
+How readers use them: the embedded reader compares the state with each option's
+examples (like a router's utterances); canvas readers render them as few-shot lines in
+the question's instructions (``instructions_with_examples``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langchain_core.decisions import Choice, Noul, Score
+
+from agentbranch.core.errors import InvalidQuestionError
+
+#: At most this many examples per option (they are embedded or rendered on every read).
+MAX_EXAMPLES_PER_OPTION = 50
+
+Examples = dict[str, list[str]]
+
+
+class ChoiceWithExamples(Choice):
+    """A ``Choice`` with examples per option."""
+
+    examples: Examples
+
+
+class NoulWithExamples(Noul):
+    """A ``Noul`` with examples for ``yes`` and/or ``no``."""
+
+    examples: Examples
+
+
+class ScoreWithExamples(Score):
+    """A ``Score`` with examples per level."""
+
+    examples: Examples
+
+
+WITH_EXAMPLES: dict[str, type] = {
+    "choice": ChoiceWithExamples,
+    "noul": NoulWithExamples,
+    "score": ScoreWithExamples,
+}
+
+
+def check_examples(qid: str, options: Sequence[str], examples: Any) -> Examples:
+    """``examples`` validated against ``options``: a mapping option → list of non-empty
+    texts, every key an option. Raises ``InvalidQuestionError`` saying what to fix."""
+    where = f"question {qid!r}: " if qid else ""
+    if not isinstance(examples, Mapping):
+        raise InvalidQuestionError(
+            f"{where}examples must be a mapping option -> list of example texts, e.g. "
+            f"{{{options[0]!r}: ['...', '...']}}; got {type(examples).__name__}"
+        )
+    out: Examples = {}
+    for key, texts in examples.items():
+        if key not in options:
+            raise InvalidQuestionError(
+                f"{where}examples name {key!r}, which is not an option; use one of {list(options)}"
+            )
+        if isinstance(texts, str) or not isinstance(texts, Sequence):
+            raise InvalidQuestionError(
+                f"{where}examples[{key!r}] must be a list of texts, got {type(texts).__name__}"
+            )
+        if any(not isinstance(t, str) or not t.strip() for t in texts):
+            raise InvalidQuestionError(f"{where}examples[{key!r}] must be non-empty strings")
+        if len(texts) > MAX_EXAMPLES_PER_OPTION:
+            raise InvalidQuestionError(
+                f"{where}examples[{key!r}] has {len(texts)} texts; at most "
+                f"{MAX_EXAMPLES_PER_OPTION} per option (pick the most typical ones)"
+            )
+        if texts:
+            out[str(key)] = [str(t) for t in texts]
+    if not out:
+        raise InvalidQuestionError(f"{where}examples are empty; omit examples= instead")
+    return out
+
+
+def attach_examples(question: Any, options: Sequence[str], examples: Any) -> Any:
+    """``question`` itself without examples, else the same question with examples."""
+    if examples is None:
+        return question
+    checked = check_examples("", options, examples)
+    cls = WITH_EXAMPLES[question.type]
+    return cls(**question.model_dump(exclude_none=False), examples=checked)
+
+
+def question_examples(question: Any) -> Examples:
+    """The examples a question carries (``{}`` when none)."""
+    return dict(getattr(question, "examples", None) or {})
+
+
+def spec_examples(qid: str, question: Any, options: Sequence[str]) -> tuple[tuple[str, ...], ...]:
+    """Examples in option order for ``QuestionSpec.examples`` (``()`` when none)."""
+    examples = getattr(question, "examples", None)
+    if not examples:
+        return ()
+    checked = check_examples(qid, options, examples)
+    return tuple(tuple(checked.get(o, ())) for o in options)
+
+
+def instructions_with_examples(instructions: str, options: Sequence[str], examples: Any) -> str:
+    """The question's instructions followed by its examples as few-shot lines, which is
+    how canvas readers (transformers, vLLM, remote) show examples to the model::
+
+        <instructions>
+        Examples:
+        "Where is my refund?" -> billing
+        "The site returns 502" -> outage
+
+    ``examples`` is ``QuestionSpec.examples`` (per option, in option order). Without
+    examples the instructions are returned unchanged, so such reads stay identical to
+    vLLM's own prompts."""
+    if not examples:
+        return instructions
+    lines = [
+        f"{_quoted(text)} -> {option}" for option, texts in zip(options, examples) for text in texts
+    ]
+    if not lines:
+        return instructions
+    head = f"{instructions}\n" if instructions else ""
+    return head + "Examples:\n" + "\n".join(lines)
+
+
+def _quoted(text: str) -> str:
+    flat = " ".join(text.split())
+    return '"' + flat.replace('"', "'") + '"'

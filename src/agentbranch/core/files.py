@@ -1,0 +1,198 @@
+"""Reading the JSON and JSON Lines files agentbranch loads, with errors a user can act on.
+
+Every problem is an ``InvalidFileError`` naming the file (and the line where there is
+one): a missing file, a directory, a FIFO or device (refused before opening, so a read
+never blocks), bytes that are not UTF-8, a line longer than ``MAX_LINE_BYTES``, JSON
+that is broken, nested too deeply for the parser, or holds ``NaN``/``Infinity`` (not
+JSON, though Python's ``json`` writes and reads them).
+
+The primitives every file agentbranch writes or reads shares (cassettes, audit sinks,
+evidence stores) live here too: ``kind`` names what a path that is not a regular file
+is, ``open_regular`` opens one for reading without ever blocking on a FIFO, and
+``append_regular`` appends with one write so writers in other processes never split a
+line. Each takes ``refuse(mode)``, which builds the caller's own error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from agentbranch.core.errors import InvalidFileError
+
+#: The longest line a JSON Lines file may have (a record with a long state fits easily).
+MAX_LINE_BYTES = 16 * 1024 * 1024
+
+
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+#: Opening never waits: a FIFO with no writer (or reader) fails at once instead.
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+
+
+def kind(mode: int) -> str:
+    """What a file of ``st_mode`` ``mode`` is, for messages ("a FIFO (named pipe)")."""
+    return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
+@contextlib.contextmanager
+def open_regular(path: Path, refuse: Callable[[int], Exception]) -> Iterator[BinaryIO]:
+    """``path`` opened for binary reading; ``refuse(st_mode)`` is raised unless it is a
+    regular file. Never blocks (a FIFO is refused, not read)."""
+    fd = os.open(path, os.O_RDONLY | _NONBLOCK)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise refuse(st.st_mode)
+    with os.fdopen(fd, "rb") as f:
+        yield f
+
+
+def append_regular(
+    path: Path, data: bytes, refuse: Callable[[int], Exception], *, fsync: bool = False
+) -> os.stat_result:
+    """Append ``data`` to ``path`` (created if missing) and return its ``stat`` after.
+
+    One ``write`` on an ``O_APPEND`` descriptor, so another process appending to the same
+    file never splits a record (a buffered text file writes long lines in pieces);
+    ``refuse(st_mode)`` is raised when ``path`` is not a regular file, and a FIFO fails
+    at once instead of blocking. ``fsync`` waits until the bytes are on disk."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NONBLOCK, 0o666)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise refuse(os.fstat(fd).st_mode)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if fsync:
+            os.fsync(fd)
+        return os.fstat(fd)
+    finally:
+        os.close(fd)
+
+
+def short_repr(value: Any, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters for messages."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def loads(text: str | bytes, where: str) -> Any:
+    """``json.loads`` with every failure an ``InvalidFileError`` starting with ``where``."""
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise InvalidFileError(
+            f"{where}: JSON nested too deeply to read; agentbranch never writes such files"
+        ) from None
+    except json.JSONDecodeError as e:
+        raise InvalidFileError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
+    except ValueError as e:  # NaN / Infinity
+        raise InvalidFileError(f"{where}: not valid JSON ({e})") from None
+
+
+def check_regular(path: Path, what: str, hint: str = "") -> None:
+    """Refuse, by name, a path that is not a regular file (following symlinks); ``hint``
+    follows the message for a missing file."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise InvalidFileError(
+            f"{what} {path} does not exist" + (f"; {hint}" if hint else "")
+        ) from None
+    except OSError as e:  # a symlink loop, a permission denied on a folder, ...
+        raise InvalidFileError(f"{what} {path} cannot be read: {e.strerror or e}") from None
+    if stat.S_ISDIR(mode):
+        raise InvalidFileError(f"{what} {path} is a directory, not a file")
+    if not stat.S_ISREG(mode):
+        raise InvalidFileError(
+            f"{what} {path} is not a regular file (a FIFO, socket or device); give a file"
+        )
+
+
+def _decode(raw: bytes, where: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InvalidFileError(
+            f"{where}: not UTF-8 text (byte {e.start} of the line); the file was written by "
+            "another program or is damaged"
+        ) from None
+
+
+def read_json(path: str | os.PathLike[str], what: str) -> Any:
+    """The JSON document in ``path`` (a ``what`` for messages: "questions file")."""
+    path = Path(path)
+    check_regular(path, what)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise InvalidFileError(f"{what} {path} cannot be read: {e.strerror or e}") from None
+    text = _decode(raw, f"{what} {path}").lstrip("\ufeff")
+    if not text.strip():
+        raise InvalidFileError(f"{what} {path} is empty")
+    return loads(text, f"{what} {path}")
+
+
+def json_lines(
+    path: str | os.PathLike[str], what: str, hint: str = ""
+) -> Iterator[tuple[int, Any]]:
+    """``(line number, value)`` for every non-blank line of a JSON Lines file, streamed.
+    Lines starting with ``//`` are comments. The file is checked before the first value
+    is asked for."""
+    path = Path(path)
+    check_regular(path, what, hint)
+    try:
+        f = path.open("rb")
+    except OSError as e:
+        raise InvalidFileError(f"{what} {path} cannot be read: {e.strerror or e}") from None
+    with f:
+        number = 0
+        while True:
+            raw = f.readline(MAX_LINE_BYTES + 1)
+            if not raw:
+                return
+            number += 1
+            where = f"{path}:{number}"
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                raise InvalidFileError(
+                    f"{where}: a line longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB; "
+                    f"is this the {what}?"
+                )
+            line = _decode(raw, where).strip().lstrip("\ufeff")
+            if not line or line.startswith("//"):
+                continue
+            yield number, loads(line, where)
+
+
+def check_writable(path: str | os.PathLike[str], what: str) -> None:
+    """Refuse, before any work is done, an output path that cannot be written: a
+    directory, a folder that does not exist, a FIFO or device, a read-only folder."""
+    path = Path(path)
+    target = path.resolve() if path.is_symlink() else path
+    if target.is_dir():
+        raise InvalidFileError(f"{what} {path} is a directory; give a file name in it")
+    if target.exists() and not target.is_file():
+        raise InvalidFileError(f"{what} {path} is not a regular file (a FIFO or device)")
+    folder = target.parent
+    if not folder.is_dir():
+        raise InvalidFileError(
+            f"{what} {path}: folder {folder} does not exist; create it first (mkdir -p {folder})"
+        )
+    if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise InvalidFileError(f"{what} {path} cannot be written (permission denied)")

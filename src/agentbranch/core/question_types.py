@@ -1,0 +1,88 @@
+"""Question types: each one's label set, reply instruction and prompt text.
+
+The text matches vLLM's ``entrypoints/openai/decisions/question_types.py`` character
+for character, so a read built here is the read vLLM's own decisions endpoint builds.
+Adding a question type means adding one class to ``QUESTION_TYPES``.
+"""
+
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass
+from typing import ClassVar
+
+from agentbranch.core.reads import QuestionSpec
+
+
+@dataclass(frozen=True)
+class QuestionType:
+    """How one kind of question is labelled and asked."""
+
+    name: ClassVar[str]
+    #: The labels of a question's options, in option order.
+    label_set: ClassVar[tuple[str, ...]]
+    reply_instruction: ClassVar[str]
+    #: The fewest and most options this type allows (before label-set chunking).
+    min_options: ClassVar[int] = 2
+    max_options: ClassVar[int] = 255
+
+    def reply_line(self, label: str, option: str, description: str | None) -> str:
+        return f"{label}: {option} - {description}" if description else f"{label}: {option}"
+
+    def body(self, q: QuestionSpec) -> str:
+        """The labelled options and the reply instruction."""
+        lines = [
+            self.reply_line(label, option, description)
+            for label, option, description in zip(q.labels, q.options, q.descriptions)
+        ]
+        lines.append(self.reply_instruction)
+        return "\n".join(lines)
+
+    def prompt(self, q: QuestionSpec) -> str:
+        """The question as the model reads it, after the state (single read)."""
+        body = self.body(q)
+        return f"Question: {q.instructions}\n{body}" if q.instructions else body
+
+    def joint_prompt(self, number: int, q: QuestionSpec) -> str:
+        """A numbered question in a joint read. The heading shows even without
+        instructions so each answer line's number matches a question."""
+        head = f"Question {number}:"
+        if q.instructions:
+            head = f"{head} {q.instructions}"
+        return f"{head}\n{self.body(q)}"
+
+
+class ChoiceType(QuestionType):
+    name = "choice"
+    label_set = tuple(string.ascii_uppercase)
+    reply_instruction = "Answer with the letter of one option only."
+
+
+class NoulType(QuestionType):
+    name = "noul"
+    label_set = ("yes", "no")
+    reply_instruction = "Answer with yes or no only."
+    max_options = 2
+
+    def reply_line(self, label: str, option: str, description: str | None) -> str:
+        # Without the label in the prompt, models answer "Yes"/"No" instead.
+        return f"{label}: {description}" if description else label
+
+
+class ScoreType(QuestionType):
+    name = "score"
+    # 0-indexed like the answer, so a level's label is its score.
+    label_set = tuple(string.digits)
+    reply_instruction = "Answer with the number of one level only."
+    max_options = 10
+
+    def reply_line(self, label: str, option: str, description: str | None) -> str:
+        return f"{label}: {option}"
+
+
+QUESTION_TYPES: dict[str, QuestionType] = {t.name: t() for t in (ChoiceType, NoulType, ScoreType)}
+
+
+def question_type(name: str) -> QuestionType:
+    """The registered type called ``name``."""
+    return QUESTION_TYPES[name]

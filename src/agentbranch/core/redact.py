@@ -1,0 +1,87 @@
+"""Credentials kept out of what agentbranch prints, logs and raises.
+
+A server URL may carry secrets in two places: the userinfo (``http://user:password@host``;
+some services take a token as the user name) and the query string (``?token=T``,
+``?code=...``). ``redact_url`` masks both, whatever their length (a short password is a
+password): ``http://***@host/v1/systemone?token=***``. Every query value is masked, not only
+the ones whose names look secret: a gateway's ``?sig=`` or ``?code=`` is as sensitive as
+``?token=``, and a name list would miss one. ``url_secrets`` lists the same values for
+masking them in free text (a server message that echoes them).
+
+Standard library only, so ``agentbranch.engine.selection`` and the CLI use it without
+importing a reader.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote, unquote_plus
+
+__all__ = ["MASK", "redact_url", "url_secrets"]
+
+MASK = "***"
+
+#: ``scheme://user:password@`` (``scheme://`` optional): the userinfo ends at the last
+#: ``@`` before the path, query or fragment.
+_USERINFO = re.compile(r"^(?P<prefix>[^/?#@]*//)?(?P<userinfo>[^/?#]*)@")
+
+
+def _split(url: str) -> tuple[str, str | None, str, str | None, str | None]:
+    """``(prefix, userinfo, rest up to the query, query, fragment)``."""
+    prefix, userinfo = "", None
+    match = _USERINFO.match(url)
+    if match:
+        prefix, userinfo = match["prefix"] or "", match["userinfo"]
+        url = url[match.end() :]
+    url, hash_, fragment = url.partition("#")
+    url, mark, query = url.partition("?")
+    return prefix, userinfo, url, query if mark else None, fragment if hash_ else None
+
+
+def _mask_pairs(text: str) -> str:
+    parts = []
+    for part in text.split("&"):
+        name, eq, value = part.partition("=")
+        if eq:
+            parts.append(f"{name}={MASK}" if value else part)
+        else:  # a bare value (``?SECRET``) may itself be the credential
+            parts.append(MASK if name else part)
+    return "&".join(parts)
+
+
+def redact_url(url: object) -> str:
+    """``url`` with the userinfo (``user:password``) and every query-string and fragment
+    value replaced by ``***``; the rest as given.
+    Never raises: text that is not a valid URL is masked as far as it has those parts."""
+    if isinstance(url, bytes):
+        url = url.decode("utf-8", "replace")
+    if not isinstance(url, str):
+        return repr(url)
+    prefix, userinfo, rest, query, fragment = _split(url)
+    out = prefix
+    if userinfo is not None:
+        out += MASK + "@"
+    out += rest
+    if query is not None:
+        out += "?" + _mask_pairs(query)
+    if fragment is not None:
+        out += "#" + _mask_pairs(fragment)
+    return out
+
+
+def url_secrets(url: str) -> set[str]:
+    """The secrets ``redact_url`` masks in ``url`` (user name, password, query and
+    fragment values), as written and percent-decoded, to mask in free text too."""
+    _, userinfo, _, query, fragment = _split(url)
+    raw: list[str] = []
+    if userinfo is not None:
+        raw.extend(userinfo.split(":", 1))
+    for text in (query, fragment):
+        for part in (text or "").split("&"):
+            name, eq, value = part.partition("=")
+            raw.append(value if eq else name)
+    found = set()
+    for value in raw:
+        found.update({value, unquote(value), unquote_plus(value)})
+    found.discard("")
+    return found

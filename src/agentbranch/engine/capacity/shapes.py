@@ -1,0 +1,158 @@
+"""The model numbers capacity planning needs: vocabulary, width, attention layout, weights.
+
+``DIFFUSIONGEMMA_26B`` holds the published ``text_config`` of
+``google/diffusiongemma-26B-A4B-it`` (the RedHatAI FP8-dynamic and NVFP4 checkpoints
+quantize the same architecture): 30 layers of width 2816, 25 sliding-window layers
+(8 key/value heads of 256, window 1024) and 5 full-attention layers (2 key/value heads of
+512, values tied to keys but still cached twice by vLLM), vocabulary 262,144, served
+canvas 256 by default. ``ModelShape.from_config`` reads the same numbers from any
+DiffusionGemma ``config.json`` (a local checkpoint, a tiny test model).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from agentbranch.core.errors import ConfigurationError, InvalidFileError
+
+__all__ = ["DIFFUSIONGEMMA_26B", "PRESET_WEIGHTS_GIB", "ModelShape"]
+
+GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What sizes a DiffusionGemma deployment, besides the GPU."""
+
+    vocab_size: int
+    hidden_size: int
+    #: Sliding-window attention layers: count, key/value heads, head size, window.
+    sliding_layers: int
+    sliding_kv_heads: int
+    sliding_head_dim: int
+    sliding_window: int
+    #: Full-attention layers: count, key/value heads, head size.
+    full_layers: int
+    full_kv_heads: int
+    full_head_dim: int
+    #: The checkpoint's canvas (``canvas_length`` in config.json); vLLM serves this
+    #: unless ``diffusion_config`` says otherwise. Larger served canvases are refused.
+    max_canvas: int = 256
+    #: ``generation_config.json``'s ``stability_threshold`` (vLLM keeps one more step).
+    stability_threshold: int = 1
+    #: Bytes of the checkpoint's weights on the GPU (None: give ``weights_gib``).
+    weights_bytes: int | None = None
+    name: str = "model"
+
+    @property
+    def sliding_kv_bytes_per_token(self) -> int:
+        """K and V of one token in every sliding layer, in bytes per element of 1."""
+        return self.sliding_layers * 2 * self.sliding_kv_heads * self.sliding_head_dim
+
+    @property
+    def full_kv_bytes_per_token(self) -> int:
+        """K and V of one token in every full-attention layer (per byte of dtype)."""
+        return self.full_layers * 2 * self.full_kv_heads * self.full_head_dim
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any] | str | Path) -> ModelShape:
+        """The shape of a DiffusionGemma ``config.json`` (a dict, a file or a folder)."""
+        source = "config"
+        if not isinstance(config, dict):
+            path = Path(config)
+            if path.is_dir():
+                path = path / "config.json"
+            source = str(path)
+            try:
+                config = json.loads(path.read_text("utf-8"))
+            except (OSError, UnicodeDecodeError, ValueError) as e:
+                raise InvalidFileError(f"cannot read model config {source}: {e}") from None
+            if not isinstance(config, dict):
+                raise InvalidFileError(f"{source} is not a JSON object")
+        text = config.get("text_config", config)
+        try:
+            layer_types = list(
+                text.get("layer_types") or ["full_attention"] * int(text["num_hidden_layers"])
+            )
+            head_dim = int(
+                text.get("head_dim") or text["hidden_size"] // text["num_attention_heads"]
+            )
+            kv_heads = int(text.get("num_key_value_heads") or text["num_attention_heads"])
+            shape = cls(
+                vocab_size=int(text["vocab_size"]),
+                hidden_size=int(text["hidden_size"]),
+                sliding_layers=layer_types.count("sliding_attention"),
+                sliding_kv_heads=kv_heads,
+                sliding_head_dim=head_dim,
+                sliding_window=int(text.get("sliding_window") or 0),
+                full_layers=len(layer_types) - layer_types.count("sliding_attention"),
+                full_kv_heads=int(text.get("num_global_key_value_heads") or kv_heads),
+                full_head_dim=int(text.get("global_head_dim") or head_dim),
+                max_canvas=int(config.get("canvas_length") or 256),
+                stability_threshold=int(
+                    (config.get("generation_config") or {}).get("stability_threshold", 1)
+                ),
+                name=str(config.get("_name_or_path") or source),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise ConfigurationError(
+                f"{source} is not a DiffusionGemma config (missing or bad {e}); it needs "
+                "text_config.vocab_size, hidden_size, num_hidden_layers, num_attention_heads"
+            ) from None
+        return shape
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path) -> ModelShape:
+        """The shape transformers sees in a local checkpoint: as :meth:`from_config`, but
+        the attention layout comes from the config class's ``per_layer_config`` (what
+        vLLM's Gemma 4 layers read), which fills what ``config.json`` leaves out."""
+        from transformers import AutoConfig
+
+        hf = AutoConfig.from_pretrained(str(path))
+        shape = cls.from_config(hf.to_dict())
+        text = hf.get_text_config()
+        layers = list(getattr(text, "per_layer_config", None) or [])
+        if not layers:
+            return shape
+        kinds = list(text.layer_types)
+        sliding = [c for c, k in zip(layers, kinds) if k == "sliding_attention"]
+        full = [c for c, k in zip(layers, kinds) if k != "sliding_attention"]
+        pick = lambda group, attr, default: int(getattr(group[0], attr)) if group else default  # noqa: E731
+        return replace(
+            shape,
+            sliding_kv_heads=pick(sliding, "num_key_value_heads", shape.sliding_kv_heads),
+            sliding_head_dim=pick(sliding, "head_dim", shape.sliding_head_dim),
+            full_kv_heads=pick(full, "num_key_value_heads", shape.full_kv_heads),
+            full_head_dim=pick(full, "head_dim", shape.full_head_dim),
+            name=str(path),
+        )
+
+    def with_weights(self, weights_bytes: int) -> ModelShape:
+        return replace(self, weights_bytes=weights_bytes)
+
+
+#: google/diffusiongemma-26B-A4B-it's published config.json (text_config).
+DIFFUSIONGEMMA_26B = ModelShape(
+    vocab_size=262_144,
+    hidden_size=2816,
+    sliding_layers=25,
+    sliding_kv_heads=8,
+    sliding_head_dim=256,
+    sliding_window=1024,
+    full_layers=5,
+    full_kv_heads=2,
+    full_head_dim=512,
+    max_canvas=256,
+    stability_threshold=1,
+    name="diffusiongemma-26B-A4B-it",
+)
+
+#: Weights on the GPU, GiB, per preset precision. FP8: Red Hat's OpenShift AI page
+#: for the FP8-dynamic checkpoint (31.3 GB). BF16 and NVFP4: the published "GPU memory
+#: needed" figures (≈ 64 GB, ≈ 24 GB), which include some runtime, so these two are
+#: upper bounds; pass ``weights_gib`` for a measured figure (vLLM logs it at start-up:
+#: "Model loading took ... GiB").
+PRESET_WEIGHTS_GIB: dict[str, float] = {"fp8": 31.3, "bf16": 64.0, "nvfp4": 24.0}

@@ -1,0 +1,176 @@
+"""The server's answers as JSON and as strict pydantic models: nothing is coerced.
+
+``RemoteReader`` decodes each 2xx response body with ``decode_json`` (a key repeated in
+one JSON object is refused: which of the two values would count is a guess) and
+``parse`` reads each answer through these models (``validated``).
+
+**Types.** A probability, ``confidence`` or ``label_mass`` is a JSON number (never a
+string, a bool or a null), finite, in [0, 1] (up to ``ROUNDING`` outside is float
+rounding, clamped); ``argmax_is_label`` is a JSON boolean (the string ``"false"`` is an
+error, not true); a score level on ``/v1/decisions`` is a JSON integer (``0.2``, ``1.9``
+and ``true`` are errors, not levels 0, 1, 1). A field that is present must be valid: a
+null is a faulty server, not "unknown" (read as unknown it would give label mass 1, the
+most trusting value). Fields the reader does not use (``type``, ``choice``, ``legend``,
+...) are ignored.
+
+An answer that breaks these rules is an ``InvalidReadError`` naming the question, the
+field and the value (``validated``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictStr,
+    ValidationError,
+)
+
+from agentbranch.core.errors import InvalidReadError
+
+__all__ = [
+    "FAULTY",
+    "ROUNDING",
+    "DecisionsAnswer",
+    "DecisionsEntry",
+    "DuplicateKeyError",
+    "Probability",
+    "SystemOneAnswer",
+    "SystemOneDiagnostics",
+    "decode_json",
+    "short",
+    "validated",
+]
+
+#: How far outside [0, 1] a server probability may sit from float rounding.
+ROUNDING = 1e-6
+
+#: Said in the messages about answers no valid server sends.
+FAULTY = "the server or a proxy in between is faulty"
+
+
+# ----------------------------------------------------------------------------- JSON
+
+
+class DuplicateKeyError(ValueError):
+    """A JSON object names one key twice."""
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKeyError(f"the key {key!r} appears twice in one object")
+            seen.add(key)
+    return out
+
+
+def decode_json(content: bytes) -> Any:
+    """The JSON value of a response body. Raises ``ValueError`` for anything that is not
+    one JSON document (``DuplicateKeyError`` for a key repeated in one object) and
+    ``RecursionError`` for nesting too deep to decode."""
+    return json.loads(content, object_pairs_hook=_no_duplicates)
+
+
+# ------------------------------------------------------------------------ wire models
+
+
+def _clamp(value: float) -> float:
+    return min(1.0, max(0.0, value))
+
+
+#: A server probability: a finite JSON number in [0, 1], clamped within ``ROUNDING``.
+Probability = Annotated[
+    float,
+    Field(strict=True, allow_inf_nan=False, ge=-ROUNDING, le=1 + ROUNDING),
+    AfterValidator(_clamp),
+]
+
+
+class _Wire(BaseModel):
+    """Strict: no coercion (``"0.5"``, ``true``, ``1.9`` for an int are errors); unknown
+    fields ignored. A field given a default of ``None`` is optional, but its type is not:
+    present, it must be valid (``null`` included)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+
+class SystemOneAnswer(_Wire):
+    """One answer of a ``/v1/systemone`` response (vLLM: ``{"type", "noul" | "choice" |
+    "score", "probabilities", "confidence", ...}``)."""
+
+    probabilities: dict[str, Probability] = Field(default=None)  # type: ignore[assignment]
+    noul: Probability = Field(default=None)  # type: ignore[assignment]
+    confidence: Probability = Field(default=None)  # type: ignore[assignment]
+
+
+class SystemOneDiagnostics(_Wire):
+    """One question's ``diagnostics`` entry."""
+
+    label_mass: Probability = Field(default=None)  # type: ignore[assignment]
+    argmax_is_label: StrictBool = True
+
+
+def _scalar(value: Any) -> Any:
+    # Exact JSON types: a bool is not an int here, and 1.0 is not level 1.
+    if type(value) not in (str, bool, int):
+        raise ValueError("not a string, a boolean or an integer")
+    return value
+
+
+class DecisionsEntry(_Wire):
+    """One entry of a ``/v1/decisions`` answer's ``probabilities`` list: a choice value
+    (a string, or a boolean for yes/no) or a score level (an integer)."""
+
+    value: Annotated[Any, AfterValidator(_scalar)]
+    probability: Probability
+
+
+class DecisionsAnswer(_Wire):
+    """One answer of a ``/v1/decisions`` response (vLLM 0.33's ``make_answer``)."""
+
+    type: StrictStr = Field(default=None)  # type: ignore[assignment]
+    name: StrictStr | None = None  # vLLM sends null for a question without a name
+    probabilities: list[DecisionsEntry] = Field(default=None)  # type: ignore[assignment]
+    probability: Probability = Field(default=None)  # type: ignore[assignment]
+    confidence: Probability = Field(default=None)  # type: ignore[assignment]
+
+
+def short(value: Any, limit: int = 200) -> str:
+    """``repr(value)``, cut to ``limit`` characters (a server may send anything)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def validated(model: type[_Wire], data: Any, key: str, what: str = "answer") -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise InvalidReadError(
+            f"the server's {what} for question {key!r} is invalid: "
+            + "; ".join(_describe(error) for error in e.errors(include_url=False))
+            + f". {FAULTY}"
+        ) from None
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    """``probability nan for option 'yes' (Input should be a finite number)``."""
+    loc = list(error["loc"])
+    where = ""
+    if loc and loc[0] == "probabilities" and len(loc) >= 2:
+        # a dict entry (systemone) or a list entry's field (decisions)
+        where = f" for option {loc[1]!r}" if isinstance(loc[1], str) else f" of entry {loc[1]}"
+        loc = ["probability"] if isinstance(loc[1], str) else loc[2:] or ["probabilities"]
+    name = ".".join(str(part) for part in loc) or "answer"
+    if error["type"] == "missing":
+        return f"{name}{where} is missing"
+    return f"the server answered {name} {short(error['input'])}{where} ({error['msg']})"

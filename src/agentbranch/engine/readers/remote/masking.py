@@ -1,0 +1,84 @@
+"""Credential masking for ``RemoteReader``: no secret in a message, a log line or a repr.
+
+Credentials in the URL (``http://user:key@host``) are sent as HTTP Basic auth and never
+kept in ``reader.url``, which also shows every query-string value as ``***``
+(``http://gw/llm/v1/systemone?token=***``). The API key, the URL's user name, password and
+query values (whatever their length) and the values of ``Authorization``-like headers are
+replaced by ``***`` in every exception message (server messages that echo them included):
+``Redactor``. httpx logs each request's URL at INFO on the ``"httpx"`` logger (``HTTP
+Request: POST <url> ...``, formatted with ``str``); the reader's requests carry a URL that
+prints masked (``QuietURL``) while the request line sent is built from its real parts, so
+those log lines show ``token=***`` without the reader touching any logging configuration.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Mapping
+
+import httpx
+
+from agentbranch.core.redact import MASK, url_secrets
+
+__all__ = ["QuietURL", "Redactor"]
+
+#: ``Bearer <token>`` / ``Basic <token>`` anywhere in a message.
+_TOKEN = re.compile(r"(?i)\b(bearer\s+|basic\s+)[A-Za-z0-9._~+/=-]+")
+_SENSITIVE_HEADER = re.compile(r"(?i)auth|key|token|secret|cookie|session|password")
+
+
+class QuietURL(httpx.URL):
+    """The request URL, printed with its credentials masked (``redact_url``).
+
+    httpx logs every request at INFO on the ``"httpx"`` logger as ``HTTP Request: POST
+    <url> "HTTP/1.1 200 OK"``, formatting ``request.url`` with ``%s`` (``str``); its
+    ``repr(request)`` prints ``str(request.url)`` too. The transports build the request
+    line from the URL's parts (``raw_path`` keeps the real query), so with this URL on
+    the request the server gets the query string and those lines print ``***`` in its
+    values. Nothing in the process's logging configuration changes."""
+
+    def __init__(self, url: httpx.URL, shown: str) -> None:
+        super().__init__(url)
+        self._shown = shown
+
+    def __str__(self) -> str:
+        return self._shown
+
+    def __repr__(self) -> str:
+        return f"URL({self._shown!r})"
+
+
+def _secrets(headers: Mapping[str, str], api_key: str | None, base_url: str) -> list[str]:
+    """Strings that must never appear in a message, whatever their length (longest
+    first): the API key, the values of credential-like headers and the parts of their
+    ``Basic`` tokens, and the URL's user name, password and query values."""
+    found: set[str] = url_secrets(base_url)
+    if api_key:
+        found.add(api_key)
+    for name, value in headers.items():
+        if _SENSITIVE_HEADER.search(name) and value:
+            found.add(value)
+            scheme, _, token = value.partition(" ")
+            if token:
+                found.add(token)
+                if scheme.lower() == "basic":
+                    try:
+                        found.update(base64.b64decode(token).decode().split(":", 1))
+                    except ValueError:
+                        continue
+    found.discard("")
+    return sorted(found, key=len, reverse=True)
+
+
+class Redactor:
+    """``redact(text)``: ``text`` with one reader's credentials (and any bearer/basic
+    token) replaced by ``***``."""
+
+    def __init__(self, headers: Mapping[str, str], api_key: str | None, base_url: str) -> None:
+        self.secrets = _secrets(headers, api_key, base_url)
+
+    def __call__(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, MASK)
+        return _TOKEN.sub(rf"\1{MASK}", text)

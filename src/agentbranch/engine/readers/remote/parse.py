@@ -1,0 +1,275 @@
+"""How a server's answers become ``LabelRead``s, validated as strictly as a local read.
+
+``parse_answers`` reads a ``/v1/systemone`` response, ``parse_decisions_answers`` a
+``/v1/decisions`` one; each answer goes through the strict models of ``answers`` (types)
+and then these rules, and ``label_read`` turns it into the read a model reader reports.
+
+**Probabilities.** The server returns label probabilities renormalised over the labels
+(``p_i``), not logprobs. The read reports ``logprobs[i] = log(p_i × label_mass)``: the
+label's full-vocabulary log probability, as model readers report it, so reads of a choice
+split into chunks or read in several option orders combine the way they do for local
+readers. The engine renormalises, so a single read's decision gets exactly the server's
+``p_i``. ``argmax_is_label`` comes from the ``/v1/systemone`` ``diagnostics`` (True when
+absent).
+
+**Options.** One probability per option the question has: none missing, none extra,
+none twice; a yes/no answer's ``noul`` agrees with its ``probabilities`` when both
+are sent.
+
+**Label mass.** ``label_mass`` (the labels' total probability over the full vocabulary)
+comes from the response's ``diagnostics`` when the server sends them (vLLM's
+``/v1/systemone`` does), else from ``confidence / p_top`` (vLLM's confidence is ``p_top ×
+label_mass``), else 1.0. The probabilities usually sum to 1 (within ``NORMALISED``). When
+they sum to less, the numbers themselves say the labels got only that share: their sum
+is the label mass they imply, and the read's ``label_mass`` is never above it. So
+``{"yes": 0.001, "no": 0}`` reads "yes" with label mass 0.001, which a policy's
+``min_label_mass`` floor sends to its fallback, exactly as a local read with that mass.
+An answer whose probabilities sum to at most ``NO_SIGNAL`` gave the labels nothing: it is
+an ``InvalidReadError``, not a decision (``{"yes": 1e-300, "no": 0}`` would otherwise
+read "yes" at confidence 1). Probabilities summing to more than 1 + ``NORMALISED`` are
+invalid.
+
+Any of these is an ``InvalidReadError`` naming the question, the field and the value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agentbranch.core.errors import InvalidReadError, ReaderError
+from agentbranch.core.reads import LabelRead, QuestionSpec, ReadRequest
+from agentbranch.engine.readers.remote.answers import (
+    FAULTY,
+    ROUNDING,
+    DecisionsAnswer,
+    SystemOneAnswer,
+    SystemOneDiagnostics,
+    short,
+    validated,
+)
+from agentbranch.engine.readers.remote.wire import question_keys
+
+__all__ = [
+    "NORMALISED",
+    "NO_SIGNAL",
+    "label_read",
+    "parse_answers",
+    "parse_decisions_answers",
+]
+
+#: Probabilities summing to within this of 1 are renormalised shares (rounded); a sum
+#: lower than that is the label mass the numbers imply.
+NORMALISED = 1e-3
+#: Probabilities summing to no more than this gave the labels no probability: no signal.
+NO_SIGNAL = 1e-6
+
+
+def label_read(
+    key: str,
+    probs: Sequence[float],
+    *,
+    confidence: float | None = None,
+    label_mass: float | None = None,
+    argmax_is_label: bool = True,
+    answer: Any = None,
+) -> LabelRead:
+    """The read of one answer: ``logprobs[i] = log(share_i × label_mass)``, the label's
+    full-vocabulary log probability as a model reader reports it.
+
+    ``probs`` are validated probabilities in [0, 1], one per option. Their sum must be
+    above ``NO_SIGNAL`` and at most 1 + ``NORMALISED``; below 1 − ``NORMALISED`` it is the
+    label mass the numbers imply, and the shares are the probabilities renormalised.
+    ``label_mass`` is the least of the implied mass, the server's ``label_mass`` and
+    ``confidence / top share`` (vLLM's confidence is ``p_top × label_mass``); 1 when
+    nothing says less."""
+    total = math.fsum(probs)
+    if total > 1 + NORMALISED:
+        raise InvalidReadError(
+            f"the server's probabilities for question {key!r}, {list(probs)}, sum to "
+            f"{total:.4f}, more than 1; {FAULTY}"
+        )
+    if total <= NO_SIGNAL:
+        raise InvalidReadError(
+            f"the server's probabilities for question {key!r}, {list(probs)}, sum to "
+            f"{total:.3g}: the labels got no probability, so the answer carries no signal "
+            "and no decision is made (the model looked elsewhere, or the server is faulty)"
+        )
+    if total >= 1 - NORMALISED:
+        implied, shares = 1.0, list(probs)
+    else:  # unnormalised: the numbers are the labels' full-vocabulary probabilities
+        implied, shares = total, [p / total for p in probs]
+    mass = implied if label_mass is None else min(implied, label_mass)
+    if confidence is not None:
+        implied_by_confidence = confidence / max(shares)
+        if implied_by_confidence > 1 + ROUNDING:
+            raise InvalidReadError(
+                f"the server's confidence {confidence!r} for question {key!r} is above its "
+                f"top probability {max(shares)!r} (vLLM's confidence is p_top × label "
+                f"mass, at most p_top); {FAULTY}"
+            )
+        if label_mass is None:  # the diagnostics' own mass wins over this estimate
+            mass = min(mass, implied_by_confidence)
+    # log p + log mass, not log(p × mass): two tiny factors underflow to 0 in a product.
+    log_scale = math.log(mass) if mass > 0 else 0.0
+    return LabelRead(
+        logprobs=tuple([math.log(p) + log_scale if p > 0 else -math.inf for p in shares]),
+        label_mass=mass,
+        argmax_is_label=argmax_is_label,
+        extras={"answer": answer},
+    )
+
+
+def _per_option(key: str, probs: Mapping[str, float], expected: Sequence[str]) -> list[float]:
+    """One probability per option of ``expected``, in that order."""
+    if probs.keys() != set(expected):
+        extra = sorted(set(probs) - set(expected))
+        missing = [k for k in expected if k not in probs]
+        raise InvalidReadError(
+            f"the server's answer to question {key!r} lacks the label probabilities of {missing}"
+            if not extra
+            else f"the server answered probabilities for options question {key!r} does not "
+            f"have: {extra} (expected {list(expected)})"
+        )
+    return [probs[k] for k in expected]
+
+
+def _systemone_probabilities(key: str, q: QuestionSpec, answer: SystemOneAnswer) -> list[float]:
+    probs = answer.probabilities
+    if q.type == "noul":
+        if probs is not None and {"yes", "no"} <= probs.keys():
+            out = _per_option(key, probs, ("yes", "no"))
+            total = out[0] + out[1]
+            if answer.noul is not None and total > 0 and abs(answer.noul - out[0] / total) > 1e-3:
+                raise InvalidReadError(
+                    f"the server's answer to question {key!r} says noul {answer.noul!r} but "
+                    f"its probabilities say P(yes) = {out[0] / total:.4g}; {FAULTY}"
+                )
+            return out
+        if answer.noul is None:
+            raise InvalidReadError(
+                f"the server's answer to question {key!r} lacks the label probabilities "
+                "(neither 'noul' nor 'probabilities' with 'yes' and 'no')"
+            )
+        return [answer.noul, 1.0 - answer.noul]
+    if probs is None:
+        raise InvalidReadError(
+            f"the server's answer to question {key!r} lacks the label probabilities "
+            "('probabilities')"
+        )
+    if q.type == "score":
+        return _per_option(key, probs, [str(i) for i in range(len(q.options))])
+    return _per_option(key, probs, q.options)
+
+
+def _object(value: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise InvalidReadError(
+            f"the server's {what} is {type(value).__name__}, not an object; {FAULTY}"
+        )
+    return value
+
+
+def parse_answers(request: ReadRequest, response: Mapping[str, Any]) -> list[LabelRead]:
+    """The ``LabelRead`` of each question read, from a ``/v1/systemone`` response."""
+    answers = response.get("answers")
+    if not isinstance(answers, Mapping):
+        raise ReaderError(
+            "the /v1/systemone response has no 'answers' object; is the URL a System One "
+            f"endpoint? Got keys {sorted(response)}"
+        )
+    diagnostics = (
+        _object(response["diagnostics"], "'diagnostics'") if "diagnostics" in response else {}
+    )
+    reads = []
+    for key, q in zip(question_keys(request.questions), request.questions):
+        raw = answers.get(key)
+        if not isinstance(raw, Mapping):
+            raise InvalidReadError(f"the server returned no answer for question {key!r}")
+        answer = validated(SystemOneAnswer, raw, key)
+        diag = (
+            validated(SystemOneDiagnostics, diagnostics[key], key, "diagnostics")
+            if key in diagnostics
+            else None
+        )
+        reads.append(
+            label_read(
+                key,
+                _systemone_probabilities(key, q, answer),
+                confidence=answer.confidence,
+                label_mass=diag.label_mass if diag is not None else None,
+                argmax_is_label=diag.argmax_is_label if diag is not None else True,
+                answer=dict(raw),
+            )
+        )
+    return reads
+
+
+def _decision_probabilities(key: str, q: QuestionSpec, answer: DecisionsAnswer) -> list[float]:
+    if answer.type == "predicate":
+        if answer.probability is None:
+            raise InvalidReadError(
+                f"the server's predicate answer to question {key!r} lacks its 'probability'"
+            )
+        return [answer.probability, 1.0 - answer.probability]
+    if answer.probabilities is None:
+        raise InvalidReadError(
+            f"the server's answer to question {key!r} lacks the label probabilities "
+            "('probabilities')"
+        )
+    # The values each option is answered under, typed: True is not 1, "1" is not 1.
+    wanted: list[Any]
+    if q.type == "noul":
+        wanted = [True, False]
+    elif q.type == "score":
+        wanted = list(range(len(q.options)))
+    else:
+        wanted = list(q.options)
+    by_value: dict[tuple[type, Any], float] = {}
+    for entry in answer.probabilities:
+        typed = (type(entry.value), entry.value)
+        if typed in by_value:
+            raise InvalidReadError(
+                f"the server's answer to question {key!r} gives value {entry.value!r} twice; "
+                f"{FAULTY}"
+            )
+        by_value[typed] = entry.probability
+    want = {(type(v), v) for v in wanted}
+    if by_value.keys() != want:
+        got = sorted((repr(v) for _, v in by_value), key=str)
+        raise InvalidReadError(
+            f"the server's answer to question {key!r} lacks the label probabilities: it "
+            f"answers the values {got}, the question has {[v for v in wanted]}"
+        )
+    return [by_value[(type(v), v)] for v in wanted]
+
+
+def parse_decisions_answers(request: ReadRequest, response: Mapping[str, Any]) -> list[LabelRead]:
+    """The ``LabelRead`` of each question read, from a ``/v1/decisions`` response
+    (answers in question order)."""
+    answers = response.get("answers")
+    if not isinstance(answers, list):
+        raise ReaderError(
+            "the /v1/decisions response has no 'answers' list; is the URL a vLLM "
+            f"Decisions endpoint? Got keys {sorted(response)}"
+        )
+    keys = question_keys(request.questions)
+    if len(answers) != len(keys):
+        raise InvalidReadError(
+            f"the server returned {len(answers)} answers for {len(keys)} questions"
+        )
+    reads = []
+    for key, q, raw in zip(keys, request.questions, answers):
+        if not isinstance(raw, Mapping) or raw.get("name") not in (None, key):
+            raise InvalidReadError(f"the server's answer for question {key!r} is {short(raw)}")
+        answer = validated(DecisionsAnswer, raw, key)
+        reads.append(
+            label_read(
+                key,
+                _decision_probabilities(key, q, answer),
+                confidence=answer.confidence,
+                answer=dict(raw),
+            )
+        )
+    return reads

@@ -1,0 +1,281 @@
+"""``RemoteReader``: reads from a vLLM server over HTTP, through its ``/v1/systemone``
+endpoint (vLLM ≥ 0.32, the default) or its ``/v1/decisions`` endpoint (vLLM ≥ 0.33,
+``api="decisions"``, the only one with joint reads).
+
+The scale-out path: many agent workers share one vLLM deployment (KServe / OpenShift AI).
+One HTTP request per ``ReadRequest`` (all its questions, ``wire``); the requests of a
+batch go out concurrently (``aread``: ``asyncio.gather`` on the loop's pooled client;
+``read``: a thread pool on the pooled sync client), under one in-flight limit for the
+whole reader (``transport``). A failed attempt is retried as ``retries`` says. The
+answers are read strictly (``answers``, ``parse``): an invalid answer is an
+``InvalidReadError`` that ``read``/``aread`` return in place of that request's reads (the
+engine raises it for that request's caller), so one bad answer in a shared batch does
+not fail the other requests of the batch.
+
+This module is the reader itself: its settings, and one request's way from body to reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+
+from agentbranch.core.errors import ConfigurationError, InvalidReadError, ReaderError
+from agentbranch.core.reads import LabelRead, ReadRequest
+from agentbranch.core.redact import redact_url
+from agentbranch.engine.readers.base import Reader
+from agentbranch.engine.readers.remote.apis import APIS, endpoint
+from agentbranch.engine.readers.remote.masking import Redactor
+from agentbranch.engine.readers.remote.retries import Retry, aretry_after, backoff, retry_after
+from agentbranch.engine.readers.remote.transport import Connection, RemoteUnavailableError
+from agentbranch.engine.readers.remote.wire import DEFAULT_MAX_OPTIONS
+
+__all__ = ["RemoteReader"]
+
+
+class RemoteReader(Reader):
+    """A ``Reader`` over a vLLM ``/v1/systemone`` (or ``/v1/decisions``) server.
+
+    Args:
+        base_url: the server, e.g. ``http://localhost:8000`` or a KServe
+            InferenceService URL; the API's path is joined to its path and its query
+            string kept on every request; a URL that already ends in the API's path
+            (``/v1/systemone``, ``/v1/decisions``) is used as is. ``user:password@`` in
+            it is sent as HTTP Basic auth. ``reader.url`` and every message show it
+            with the credentials and query values masked (``***``).
+        model: the served model name to ask for (vLLM's ``--served-model-name``);
+            ``None`` lets the server use its only model (``/v1/systemone`` only: a
+            Decisions request must name it).
+        api: ``"systemone"`` (vLLM ≥ 0.32) or ``"decisions"`` (vLLM ≥ 0.33's OpenAI-style
+            Decisions API; sends ``joint`` for joint reads on DiffusionGemma).
+        api_key: sent as ``Authorization: Bearer <api_key>`` (vLLM ``--api-key``,
+            OpenShift AI token authentication).
+        headers: extra HTTP headers on every request.
+        timeout_s: read/write timeout of one HTTP attempt; ``connect_timeout_s`` for
+            connecting.
+        max_retries: further attempts after a transient failure (connection error, 429,
+            502, 503, 504); ``backoff_s`` doubles per attempt up to ``max_backoff_s``
+            (with jitter; a ``Retry-After`` header is honoured up to that cap).
+        max_connections: HTTP pool size and the most requests in flight at once, for
+            the whole reader (every thread and event loop together).
+        max_options: the most options the server labels in one read (26 for vLLM).
+        extra_body: merged into every request body (``cache_salt``, ``priority``,
+            ``chat_template_kwargs`` ...; ``/v1/decisions`` refuses fields it does not
+            know: ``cache_salt`` and ``safety_identifier`` only).
+        verify: TLS verification (``False``, a CA bundle path, or an ``ssl.SSLContext``).
+        transport / async_transport: custom httpx transports (tests use
+            ``httpx.MockTransport``). The engine's coalescer (its default) reads on
+            worker threads through ``read``, so async callers use ``transport`` too;
+            an ``async_transport`` without a ``transport`` is refused on that path
+            (``ConfigurationError``) rather than bypassed for a direct connection.
+    """
+
+    name = "remote"
+    #: The server batches concurrent requests itself: send each read at once.
+    coalesce_wait_s = 0.0
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str | None = None,
+        api: str = "systemone",
+        api_key: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout_s: float = 30.0,
+        connect_timeout_s: float = 5.0,
+        max_retries: int = 3,
+        backoff_s: float = 0.25,
+        max_backoff_s: float = 4.0,
+        max_connections: int = 32,
+        max_options: int = DEFAULT_MAX_OPTIONS,
+        extra_body: Mapping[str, Any] | None = None,
+        verify: Any = True,
+        transport: httpx.BaseTransport | None = None,
+        async_transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if not isinstance(base_url, str) or "://" not in base_url:
+            raise ConfigurationError(
+                "base_url must be an http(s) URL like 'http://vllm:8000', got "
+                f"{redact_url(base_url)!r}"
+            )
+        if max_retries < 0 or max_connections < 1 or timeout_s <= 0:
+            raise ConfigurationError(
+                "max_retries must be >= 0, max_connections >= 1 and timeout_s > 0"
+            )
+        if api not in APIS:
+            raise ConfigurationError(f"api must be one of {sorted(APIS)}, got {api!r}")
+        if api == "decisions" and not model:
+            raise ConfigurationError(
+                "api='decisions' needs model=...: a Decisions request names the served model"
+            )
+        self.api = api
+        self._api = APIS[api]
+        url, basic = endpoint(base_url, api)
+        if basic and api_key:
+            raise ConfigurationError(
+                "base_url carries credentials (user:password@) and api_key is set too; "
+                "give the credentials once"
+            )
+        self.requested_model = model
+        self.model = model or "unknown"
+        self.max_options = max_options
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.max_connections = max_connections
+        self.extra_body = dict(extra_body or {})
+        # No content-type here: every post sends json=, for which httpx sets it.
+        headers = dict(headers or {})
+        if api_key:
+            headers["authorization"] = f"Bearer {api_key}"
+        elif basic:
+            headers["authorization"] = basic
+        self._redact = Redactor(headers, api_key, base_url)
+        self._connection = Connection(
+            url,
+            headers=headers,
+            redact=self._redact,
+            timeout_s=timeout_s,
+            connect_timeout_s=connect_timeout_s,
+            max_connections=max_connections,
+            verify=verify,
+            transport=transport,
+            async_transport=async_transport,
+        )
+        #: The endpoint as shown in messages and ``repr``: query values masked (``***``).
+        self.url = self._connection.url
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def concurrent_batches(self) -> int:
+        """The engine's coalescer may have this many batches in flight: the server
+        batches requests itself, so reads go out as soon as they arrive."""
+        return self.max_connections
+
+    # -- one request -----------------------------------------------------------------
+
+    def _body(self, request: ReadRequest) -> dict[str, Any]:
+        for q in request.questions:
+            if len(q.options) > self.max_options:
+                raise ConfigurationError(
+                    f"question {q.id!r} has {len(q.options)} options in one read; the "
+                    f"server labels at most {self.max_options}. Build the reader with the "
+                    "server's limit as max_options so the engine splits the question."
+                )
+        return self._api.build(request, model=self.requested_model, extra=self.extra_body)
+
+    def _delay(self, attempt: int, response: httpx.Response | None) -> float:
+        return backoff(
+            attempt, response, backoff_s=self.backoff_s, max_backoff_s=self.max_backoff_s
+        )
+
+    def _reads(
+        self, request: ReadRequest, response: httpx.Response
+    ) -> list[LabelRead] | InvalidReadError:
+        """One attempt's reads, or the ``InvalidReadError`` that stands for them when the
+        answer is invalid (so it fails this request's caller only). Raises ``Retry`` when
+        the attempt is worth another try."""
+        data = self._connection.answer(response)
+        if isinstance(data, InvalidReadError):
+            return data
+        if isinstance(data.get("model"), str) and self.requested_model is None:
+            self.model = data["model"]
+        try:
+            return self._api.parse(request, data)
+        except ReaderError as e:  # the server's answer is quoted: it may echo a secret
+            error = type(e)(self._redact(str(e)))
+            if isinstance(error, InvalidReadError):
+                return error  # in place of this request's reads; the engine raises it
+            raise error from None
+
+    def _unavailable(self, last: str) -> RemoteUnavailableError:
+        return RemoteUnavailableError(
+            f"{self.url} is unavailable after {self.max_retries + 1} attempts ({last}). "
+            "Check that the server is up and reachable, or raise max_retries."
+        )
+
+    def _read_one(
+        self, client: httpx.Client, request: ReadRequest
+    ) -> list[LabelRead] | InvalidReadError:
+        if not request.questions:
+            return []
+        body = self._body(request)
+        post = self._connection.post
+        try:
+            try:  # the first attempt on its own: the usual read costs no retry machinery
+                return self._reads(request, post(client, body))
+            except Retry as first:
+                return retry_after(
+                    first,
+                    lambda: self._reads(request, post(client, body)),
+                    max_retries=self.max_retries,
+                    delay=self._delay,
+                )
+        except Retry as e:
+            raise self._unavailable(e.why) from None
+
+    async def _aread_one(
+        self, client: httpx.AsyncClient, request: ReadRequest
+    ) -> list[LabelRead] | InvalidReadError:
+        if not request.questions:
+            return []
+        body = self._body(request)
+        post = self._connection.apost
+        try:
+            try:  # the first attempt on its own: the usual read costs no retry machinery
+                return self._reads(request, await post(client, body))
+            except Retry as first:
+
+                async def attempt() -> list[LabelRead] | InvalidReadError:
+                    return self._reads(request, await post(client, body))
+
+                return await aretry_after(
+                    first, attempt, max_retries=self.max_retries, delay=self._delay
+                )
+        except Retry as e:
+            raise self._unavailable(e.why) from None
+
+    # -- Reader ----------------------------------------------------------------------
+
+    def read(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
+        requests = list(requests)
+        client = self._connection.client()
+        if len(requests) <= 1:
+            return [self._read_one(client, r) for r in requests]
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    self.max_connections, thread_name_prefix="agentbranch-remote"
+                )
+            pool = self._pool
+        futures = [pool.submit(self._read_one, client, r) for r in requests]
+        return [f.result() for f in futures]
+
+    async def aread(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
+        client = await self._connection.aclient()
+        if len(requests) == 1:
+            return [await self._aread_one(client, requests[0])]
+        return list(await asyncio.gather(*(self._aread_one(client, r) for r in requests)))
+
+    async def aclose(self) -> None:
+        """Close the HTTP pools; the running loop's async client is closed here, other
+        loops' clients when their loop shuts down."""
+        self.close()
+        await self._connection.aclose()
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        self._connection.close()
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def __repr__(self) -> str:
+        return f"RemoteReader({self.url!r}, model={self.model!r}, api={self.api!r})"

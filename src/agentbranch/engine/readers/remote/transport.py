@@ -1,0 +1,308 @@
+"""The HTTP side of ``RemoteReader`` (``Connection``): pooled clients, one POST, errors.
+
+``read`` posts through one pooled ``httpx.Client`` (from its thread pool), ``aread``
+through one pooled ``httpx.AsyncClient`` per event loop, closed when that loop shuts
+down; every request, sync or async, passes ONE in-flight limit (``Gate``,
+``max_connections``) for the whole reader. Requests carry a URL that prints masked
+(``masking.QuietURL``) and every message goes through the reader's ``Redactor``.
+
+**Errors.** A connection failure or a 429, 502, 503 or 504 is a ``Retry`` (``retries``
+decides whether to try again; after the last attempt the reader raises
+``RemoteUnavailableError``). Other 4xx raise ``RemoteRequestError`` carrying the status
+and the server's own message (wrong model name, too many options, ...). A redirect (3xx)
+is not followed (it would resend the request and its credentials elsewhere) and raises
+``RemoteRequestError`` naming the status and where it pointed; only a 2xx body is ever
+read as an answer. A read that times out raises ``ReaderTimeoutError``. A 2xx body that
+is not one JSON object is a ``ReaderError``; one that repeats a key in an object is an
+``InvalidReadError`` for that request only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import weakref
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, NoReturn
+
+import httpx
+
+from agentbranch.core.errors import (
+    ConfigurationError,
+    InvalidReadError,
+    ReaderError,
+    ReaderTimeoutError,
+)
+from agentbranch.core.redact import redact_url
+from agentbranch.engine.readers.remote.answers import DuplicateKeyError, decode_json
+from agentbranch.engine.readers.remote.gate import Gate
+from agentbranch.engine.readers.remote.masking import QuietURL, Redactor
+from agentbranch.engine.readers.remote.retries import RETRY_STATUSES, Retry
+
+__all__ = ["Connection", "RemoteRequestError", "RemoteUnavailableError", "server_message"]
+
+#: ``isinstance`` against this checks ``dict`` (what JSON gives) before the slower ABC.
+_MAPPING = (dict, Mapping)
+
+
+class RemoteRequestError(ReaderError):
+    """The server refused (4xx) or redirected (3xx) a request; not retried.
+    ``status_code`` and ``server_message`` say why (for a redirect, where to)."""
+
+    def __init__(self, message: str, *, status_code: int, server_message: str) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.server_message = server_message
+
+
+class RemoteUnavailableError(ReaderError):
+    """The server could not be reached or stayed unavailable through every retry."""
+
+
+def server_message(response: httpx.Response) -> str:
+    """What the server said in an error response (vLLM's ``{"error": {"message"}}``,
+    ``{"detail"}`` ..., else the start of the body)."""
+    try:
+        data = json.loads(response.content)
+    except (ValueError, RecursionError):
+        return response.text[:500] or response.reason_phrase
+    if isinstance(data, Mapping):
+        error = data.get("error")
+        if isinstance(error, Mapping) and error.get("message"):
+            return str(error["message"])
+        if isinstance(error, str):
+            return error
+        if data.get("message"):
+            return str(data["message"])
+        if data.get("detail"):
+            return str(data["detail"])
+    return str(data)[:500]
+
+
+async def _client_holder(client: httpx.AsyncClient) -> AsyncIterator[httpx.AsyncClient]:
+    """Keeps a loop's client; ``asyncio.run`` closes open async generators on its own
+    loop before closing it (``shutdown_asyncgens``), which closes the client there."""
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+class Connection:
+    """One reader's HTTP connection to its endpoint ``url`` (the real URL; ``self.url``
+    shows it masked)."""
+
+    def __init__(
+        self,
+        url: httpx.URL,
+        *,
+        headers: Mapping[str, str],
+        redact: Redactor,
+        timeout_s: float,
+        connect_timeout_s: float,
+        max_connections: int,
+        verify: Any,
+        transport: httpx.BaseTransport | None,
+        async_transport: httpx.AsyncBaseTransport | None,
+    ) -> None:
+        #: The endpoint as shown in messages and ``repr``: query values masked (``***``).
+        self.url = redact_url(str(url))
+        # What requests go to: the real query string, printed as ``self.url``.
+        self._request_url = QuietURL(url, self.url)
+        self.redact = redact
+        self._headers = dict(headers)
+        self._timeout = httpx.Timeout(timeout_s, connect=connect_timeout_s, pool=None)
+        self._limits = httpx.Limits(
+            max_connections=max_connections, max_keepalive_connections=max_connections
+        )
+        self._verify = verify
+        self._transport = transport
+        self._async_transport = async_transport
+        self._client: httpx.Client | None = None
+        # One AsyncClient per event loop (a pool belongs to the loop it runs on), held by
+        # an async generator so the loop closes it when it shuts down.
+        self._aclients: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, AsyncIterator[Any]]
+        ] = weakref.WeakKeyDictionary()
+        self._gate = Gate(max_connections)
+        self._lock = threading.Lock()
+        self._closed = False
+
+    # -- clients ---------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ReaderError("this RemoteReader is closed; create a new one")
+
+    def client(self) -> httpx.Client:
+        """The pooled sync client (made on first use)."""
+        with self._lock:
+            self._check_open()
+            if self._transport is None and self._async_transport is not None:
+                # Silently connecting to the URL would bypass the transport given.
+                raise ConfigurationError(
+                    "this RemoteReader has an async_transport but no transport, and a sync "
+                    f"read would connect to {self.url} itself. The engine's coalescer (on "
+                    "by default) reads through the sync path on worker threads, for async "
+                    "callers too: pass transport= as well, or use "
+                    "DecisionEngine(reader, batching=False) with adecide only"
+                )
+            if self._client is None:
+                self._client = httpx.Client(
+                    headers=self._headers,
+                    timeout=self._timeout,
+                    limits=self._limits,
+                    verify=self._verify,
+                    transport=self._transport,
+                    follow_redirects=False,  # a redirect is an error (status_error)
+                )
+            return self._client
+
+    async def aclient(self) -> httpx.AsyncClient:
+        """The running event loop's pooled async client (made on first use there)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            self._check_open()
+            held = self._aclients.get(loop)
+            if held is not None:
+                return held[0]
+            client = httpx.AsyncClient(
+                headers=self._headers,
+                timeout=self._timeout,
+                limits=self._limits,
+                verify=self._verify,
+                transport=self._async_transport,
+                follow_redirects=False,  # a redirect is an error (status_error)
+            )
+            holder = _client_holder(client)
+            self._aclients[loop] = (client, holder)
+        await holder.__anext__()  # registers the generator with this loop
+        return client
+
+    def close(self) -> None:
+        """Refuse further requests and close the sync pool."""
+        with self._lock:
+            self._closed = True
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    async def aclose(self) -> None:
+        """``close``, and close the running loop's async client (other loops' clients
+        close when their loop shuts down)."""
+        held = self._aclients.get(asyncio.get_running_loop())
+        self.close()
+        if held is not None:
+            await held[1].aclose()  # type: ignore[attr-defined]
+
+    # -- one attempt -----------------------------------------------------------------
+
+    def _request(self, client: httpx.Client | httpx.AsyncClient, body: Any) -> httpx.Request:
+        """The POST of ``body``; its URL prints with the query values masked
+        (``QuietURL``: httpx logs ``str(request.url)``)."""
+        request = client.build_request("POST", self._request_url, json=body)
+        request.url = self._request_url
+        return request
+
+    def post(self, client: httpx.Client, body: Any) -> httpx.Response:
+        """One POST of ``body`` through the gate: the response whatever its status, a
+        ``Retry`` for a connection failure, ``ReaderTimeoutError`` for a read timeout."""
+        self._gate.acquire()
+        try:
+            return client.send(self._request(client, body))
+        except httpx.TransportError as e:
+            error = e
+        finally:
+            self._gate.release()
+        self._failed(error)
+
+    async def apost(self, client: httpx.AsyncClient, body: Any) -> httpx.Response:
+        """``post`` on an event loop."""
+        await self._gate.aacquire()
+        try:
+            return await client.send(self._request(client, body))
+        except httpx.TransportError as e:
+            error = e
+        finally:
+            self._gate.release()
+        self._failed(error)
+
+    def _failed(self, error: httpx.TransportError) -> NoReturn:
+        if isinstance(error, httpx.TimeoutException) and not isinstance(
+            error, httpx.ConnectTimeout
+        ):
+            raise ReaderTimeoutError(
+                f"{self.url} did not answer within the timeout ({self.redact(repr(error))}); "
+                "raise timeout_s or check the server's load"
+            ) from error
+        raise Retry(self.redact(repr(error)), None)
+
+    # -- the response ----------------------------------------------------------------
+
+    def answer(self, response: httpx.Response) -> Mapping[str, Any] | InvalidReadError:
+        """The JSON object of a 2xx response; the ``InvalidReadError`` that stands for
+        this request's reads when it is ambiguous (so it fails this request's caller
+        only). Raises ``Retry`` when the status is worth another try, and the error for
+        any other status or a body that is not a JSON object."""
+        status = response.status_code
+        if status in RETRY_STATUSES:
+            raise Retry(f"HTTP {status}: {self.redact(server_message(response))}", response)
+        if not 200 <= status < 300:
+            raise self.status_error(response)
+        try:
+            data = decode_json(response.content)
+        except DuplicateKeyError as e:
+            # Which of the two values counts is a guess: never an answer.
+            return InvalidReadError(
+                f"{self.url} answered JSON that is ambiguous: {self.redact(str(e))}; the "
+                "server or a proxy in between is faulty"
+            )
+        except RecursionError:
+            raise ReaderError(
+                f"{self.url} answered JSON nested too deeply to read; is base_url the vLLM server?"
+            ) from None
+        except ValueError:
+            raise ReaderError(
+                f"{self.url} answered with non-JSON content "
+                f"({self.redact(response.text[:200])!r}); "
+                "is base_url the vLLM server?"
+            ) from None
+        if not isinstance(data, _MAPPING):
+            raise ReaderError(f"{self.url} answered with {type(data).__name__}, not an object")
+        return data
+
+    def status_error(self, response: httpx.Response) -> ReaderError:
+        """The error for a status other than 2xx (retryable ones aside): a body that
+        came with it is never taken as the answer."""
+        status = response.status_code
+        if 300 <= status < 400:
+            where = redact_url(response.headers.get("location", "(no Location header)"))
+            return RemoteRequestError(
+                f"{self.url} redirected the read with HTTP {status} to {where}; redirects "
+                "are not followed (they would resend the request and its credentials). "
+                "Set base_url to the server's own URL.",
+                status_code=status,
+                server_message=f"redirect to {where}",
+            )
+        message = self.redact(server_message(response))
+        if 400 <= status < 500:
+            hint = {
+                401: " Pass the server's key as api_key (or a valid token).",
+                403: " The token lacks access to this InferenceService.",
+                404: " Check base_url and model (the served model name).",
+            }.get(status, " Fix the request; retrying will not help.")
+            return RemoteRequestError(
+                f"{self.url} refused the read with HTTP {status}: {message}.{hint}",
+                status_code=status,
+                server_message=message,
+            )
+        if status >= 500:
+            return ReaderError(
+                f"{self.url} failed the read with HTTP {status}: {message}. "
+                "Check the server's logs (the engine may have died or run out of memory)."
+            )
+        return ReaderError(
+            f"{self.url} answered HTTP {status}, not an answer (a 2xx status with a JSON "
+            "body); is base_url the vLLM server?"
+        )

@@ -1,0 +1,183 @@
+"""The request bodies ``RemoteReader`` posts: one JSON body per ``ReadRequest``.
+
+``/v1/systemone`` (vLLM ≥ 0.32; docs/design.md, "Wire types")::
+
+    POST {base_url}/v1/systemone
+    {"model", "state", "instructions", "questions": {id: {"type", "instructions", "criteria"}}}
+    -> {"model", "answers": {id: {...}}, "usage", "diagnostics": {id: {"label_mass", ...}}}
+
+``/v1/decisions`` (vLLM 0.33's ``entrypoints/openai/decisions/protocol.py``)::
+
+    POST {base_url}/v1/decisions
+    {"model", "input", "questions": [{"type": "choice"|"score", "name", "instructions",
+     "choices": [{"value", "description"}] | "levels": [{"label", "description"}]}],
+     "joint"}
+    -> {"model", "answers": [{"type", "name", "probabilities": [...], "confidence"}], "usage"}
+
+The server builds the prompts itself (vLLM's question types), so on ``/v1/systemone`` the
+same state and questions give the same decisions as ``VLLMReader`` on the same model.
+``draws`` is never sent; ``joint`` only to ``/v1/decisions``.
+
+**``/v1/decisions`` mapping** (what vLLM 0.33 does with it, see ``adapters.py`` there):
+
+* choice → ``choices`` (string values; vLLM shows each as its JSON text, ``A: "billing"``);
+  score → ``levels`` (vLLM letters them ``A``, ``B`` ... like options, not ``0``-``9``);
+  yes/no → a choice of the values ``false`` and ``true`` (with the yes/no descriptions).
+  vLLM reads a ``predicate`` as exactly that choice (``A: false``, ``B: true``), but its
+  predicate answer has no ``confidence`` and so no label mass, and a predicate has no
+  place for descriptions; the boolean choice gives the same prompt and both.
+  So the server's wording differs from ``/v1/systemone``'s and the local readers'
+  (``yes``/``no``, ``0``-``9``, bare option names): same model, slightly other prompts.
+* The request has no system/instructions field (and forbids unknown fields): a
+  ``ReadRequest``'s instructions go first in ``input``, as a user message before the
+  state (vLLM joins the messages with a blank line into the one user turn).
+* ``joint`` is sent when the request asks for it; vLLM refuses it (400) for models other
+  than DiffusionGemma.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agentbranch.core.errors import ConfigurationError
+from agentbranch.core.examples import instructions_with_examples
+from agentbranch.core.reads import QuestionSpec, ReadRequest
+
+__all__ = [
+    "DECISIONS_PATH",
+    "DEFAULT_MAX_OPTIONS",
+    "DEFAULT_PATH",
+    "build_decisions_payload",
+    "build_payload",
+    "question_keys",
+]
+
+#: vLLM labels a choice's options A..Z, so one read takes at most 26 options.
+DEFAULT_MAX_OPTIONS = 26
+DEFAULT_PATH = "/v1/systemone"
+DECISIONS_PATH = "/v1/decisions"
+
+
+def question_keys(questions: Sequence[QuestionSpec]) -> list[str]:
+    """Wire ids for a request's question reads. The engine may read one question
+    several times (option chunks, permutations); repeats get a ``~n`` suffix so every
+    wire id is unique. The id is not part of the model's prompt."""
+    ids = [q.id for q in questions]
+    if len(set(ids)) == len(ids):  # the usual request: no repeats, no suffixes
+        return ids
+    seen: dict[str, int] = {}
+    keys = []
+    for q in questions:
+        n = seen.get(q.id, 0)
+        seen[q.id] = n + 1
+        keys.append(q.id if n == 0 else f"{q.id}~{n}")
+    taken = set()
+    for i, key in enumerate(keys):  # a user id that itself ends in "~n"
+        while key in taken:
+            key += "~"
+        taken.add(key)
+        keys[i] = key
+    return keys
+
+
+def _asked(q: QuestionSpec) -> str:
+    """The instructions sent: examples (if any) as few-shot lines, as canvas reads."""
+    return instructions_with_examples(q.instructions, q.options, q.examples)
+
+
+# ------------------------------------------------------------------- /v1/systemone
+
+
+def _criteria(q: QuestionSpec) -> Any:
+    """The System One ``criteria`` of a question read."""
+    if q.type == "noul":
+        sides = {
+            key: desc for key, desc in zip(("true", "false"), q.descriptions) if desc is not None
+        }
+        return sides or None
+    if q.type == "choice":
+        return dict(zip(q.options, q.descriptions))
+    if q.type == "score":
+        return list(q.options)
+    raise ConfigurationError(
+        f"question {q.id!r} has type {q.type!r}; a /v1/systemone server answers choice, "
+        "noul and score questions"
+    )
+
+
+def build_payload(
+    request: ReadRequest, *, model: str | None = None, extra: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The ``/v1/systemone`` JSON body for one ``ReadRequest``."""
+    questions: dict[str, Any] = {}
+    for key, q in zip(question_keys(request.questions), request.questions):
+        spec: dict[str, Any] = {"type": q.type, "instructions": _asked(q)}
+        criteria = _criteria(q)
+        if criteria is not None:
+            spec["criteria"] = criteria
+        questions[key] = spec
+    body: dict[str, Any] = {"state": request.state, "questions": questions}
+    if model:
+        body["model"] = model
+    if request.instructions:
+        body["instructions"] = request.instructions
+    if extra:
+        body.update(extra)
+    return body
+
+
+# ------------------------------------------------------------- /v1/decisions (0.33)
+
+
+def _decision_question(key: str, q: QuestionSpec) -> dict[str, Any]:
+    """One question of a ``/v1/decisions`` request (vLLM 0.33's ``DecisionQuestion``)."""
+    if q.type == "noul":
+        # vLLM reads a predicate as the choice [false, true]; as that choice it keeps
+        # the descriptions and its answer carries a confidence (the label mass).
+        yes, no = q.descriptions
+        values: list[tuple[Any, str | None]] = [(False, no), (True, yes)]
+        field, key_name = "choices", "value"
+    elif q.type == "choice":
+        values = list(zip(q.options, q.descriptions))
+        field, key_name = "choices", "value"
+    elif q.type == "score":
+        values = list(zip(q.options, q.descriptions))
+        field, key_name = "levels", "label"
+    else:
+        raise ConfigurationError(
+            f"question {q.id!r} has type {q.type!r}; a /v1/decisions server answers "
+            "choice, noul and score questions"
+        )
+    items = [{key_name: v, **({"description": d} if d else {})} for v, d in values]
+    kind = "score" if q.type == "score" else "choice"
+    return {"type": kind, "name": key, "instructions": _asked(q), field: items}
+
+
+def build_decisions_payload(
+    request: ReadRequest, *, model: str | None = None, extra: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The ``/v1/decisions`` JSON body for one ``ReadRequest`` (vLLM 0.33)."""
+    if not model:
+        raise ConfigurationError("a /v1/decisions request names its model; pass model=...")
+    if request.instructions:
+        # No system field: the instructions go first in the user turn.
+        input_: Any = [
+            {"role": "user", "content": request.instructions},
+            {"role": "user", "content": request.state},
+        ]
+    else:
+        input_ = request.state
+    body: dict[str, Any] = {
+        "model": model,
+        "input": input_,
+        "questions": [
+            _decision_question(key, q)
+            for key, q in zip(question_keys(request.questions), request.questions)
+        ],
+    }
+    if request.joint:
+        body["joint"] = True
+    if extra:
+        body.update(extra)
+    return body

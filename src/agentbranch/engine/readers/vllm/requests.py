@@ -1,0 +1,129 @@
+"""Request building: the vLLM requests and ``SamplingParams`` of planned token reads.
+
+Each planned ``TokenRead`` becomes ``EngineRequest`` s: its prompt ids (sent as a
+``TokensPrompt``), the label ids it asks logprobs for, and its mode's arguments
+(``diffusion.diffusion_extra_args``, or the next-token read's one greedy token).
+``logprob_token_ids`` holds at most 128 ids (``MAX_LOGPROB_TOKEN_IDS``); a read whose
+labels need more is sent as several requests with the same prompt and canvas (a seeded
+one-step read is deterministic, and prefix caching prefills the prompt once). A
+constrained read cannot be split (its normalisation would change) and is refused.
+``sampling_params`` turns a request into ``vllm.SamplingParams`` (vLLM is imported only
+then).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from agentbranch.core.errors import ConfigurationError
+from agentbranch.core.reads import TokenRead
+from agentbranch.engine.readers.vllm.diffusion import diffusion_extra_args
+from agentbranch.engine.readers.vllm.next_token import (
+    NEXT_TOKEN_MAX_TOKENS,
+    NEXT_TOKEN_TEMPERATURE,
+)
+
+if TYPE_CHECKING:
+    from vllm import SamplingParams
+
+__all__ = [
+    "MAX_LOGPROB_TOKEN_IDS",
+    "EngineRequest",
+    "Mode",
+    "engine_requests",
+    "label_id_order",
+    "sampling_params",
+]
+
+Mode = Literal["diffusion", "next_token"]
+#: vLLM's cap on ``SamplingParams.logprob_token_ids`` (``vllm.sampling_params``).
+MAX_LOGPROB_TOKEN_IDS = 128
+
+
+@dataclass(frozen=True)
+class EngineRequest:
+    """One vLLM request: which token read it serves and which label ids it asks for."""
+
+    read_index: int
+    prompt_ids: list[int]
+    label_ids: list[int]
+    max_tokens: int
+    extra_args: dict[str, Any] | None = None
+    temperature: float | None = None
+
+
+def label_id_order(read: TokenRead) -> list[int]:
+    """The ids a read asks logprobs for, in vLLM's order: a single slot's labels in
+    label order (``NextTokenStrategy``/single canvas reads), a joint canvas's ids
+    sorted (``read_joint``)."""
+    if len(read.slots) == 1:
+        return list(dict.fromkeys(i for group in read.slots[0].label_ids for i in group))
+    return sorted({i for slot in read.slots for group in slot.label_ids for i in group})
+
+
+def engine_requests(
+    reads: Sequence[TokenRead],
+    *,
+    mode: Mode,
+    constrained: bool = False,
+    max_steps: int = 1,
+    max_ids: int = MAX_LOGPROB_TOKEN_IDS,
+) -> list[EngineRequest]:
+    """The vLLM requests for ``reads`` (several per read when its label ids exceed
+    ``max_ids``)."""
+    out: list[EngineRequest] = []
+    for index, read in enumerate(reads):
+        ids = label_id_order(read)
+        if not ids:
+            raise ConfigurationError("a token read without label ids cannot be read")
+        if constrained and len(ids) > max_ids:
+            raise ConfigurationError(
+                f"a constrained read normalises over its label ids, and this read has "
+                f"{len(ids)} (vLLM allows {max_ids} per request, so it would be split). "
+                "Use fewer questions per joint read or constrained=False."
+            )
+        extra: dict[str, Any] | None = None
+        temperature: float | None = None
+        if mode == "diffusion":
+            extra = diffusion_extra_args(read, constrained=constrained, max_steps=max_steps)
+            max_tokens = read.read_length
+        else:
+            temperature = NEXT_TOKEN_TEMPERATURE
+            max_tokens = NEXT_TOKEN_MAX_TOKENS
+        for start in range(0, len(ids), max_ids):
+            out.append(
+                EngineRequest(
+                    read_index=index,
+                    prompt_ids=list(read.prompt_ids),
+                    label_ids=ids[start : start + max_ids],
+                    max_tokens=max_tokens,
+                    extra_args=extra,
+                    temperature=temperature,
+                )
+            )
+    return out
+
+
+def sampling_params(request: EngineRequest, *, engine: bool = False) -> SamplingParams:
+    """The ``vllm.SamplingParams`` of one engine request (as vLLM's strategies build
+    them). ``engine``: for ``LLMEngine.add_request`` — a fresh object per request that
+    vLLM need not deep-copy (``skip_clone``, as vLLM's own server builds its params)
+    and no detokenizing (a read needs the logprobs, never text). Neither changes what
+    the model computes."""
+    from vllm import SamplingParams
+
+    kwargs: dict[str, Any] = {
+        "max_tokens": request.max_tokens,
+        "logprob_token_ids": list(request.label_ids),
+    }
+    if engine:
+        kwargs["skip_clone"] = True
+        kwargs["detokenize"] = False
+    if request.temperature is not None:
+        kwargs["temperature"] = request.temperature
+    if request.extra_args is not None:
+        kwargs["extra_args"] = json.loads(json.dumps(request.extra_args))
+    return SamplingParams(**kwargs)

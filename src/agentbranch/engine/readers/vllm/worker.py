@@ -1,0 +1,317 @@
+"""The engine worker: the one thread that owns a vLLM ``LLM`` and runs every read on it.
+
+vLLM's offline engine is not thread-safe, so ONE worker thread owns the ``LLM``.
+``read``/``aread`` calls from any thread or event loop put their planned token reads on
+a queue (a ``Job`` with a future). The worker drives ``llm.llm_engine`` as
+``LLM.generate`` does (``add_request``, then ``step`` until done) without waiting for a
+whole batch: while vLLM is idle it takes everything queued (waiting at most
+``batch_window_s`` for more once a call arrived, up to ``max_batch_reads`` token reads);
+while vLLM computes it adds what arrives at once, so it joins vLLM's next scheduler step
+(continuous batching, like vLLM's server), and each call is answered when its own
+requests finish. Concurrent decisions (LangGraph ``Send`` fan-out, many agent threads)
+therefore share vLLM's steps. An ``LLM`` stand-in without the engine API gets one
+``generate`` call per batch instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import queue
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentbranch.core.errors import AgentBranchError, ReaderError
+from agentbranch.core.reads import SlotLogprobs, TokenRead
+from agentbranch.engine.readers.vllm.outputs import fold_outputs
+from agentbranch.engine.readers.vllm.requests import (
+    EngineRequest,
+    Mode,
+    engine_requests,
+    sampling_params,
+)
+
+__all__ = ["EngineWorker", "Job"]
+
+
+@dataclass
+class Job:
+    """One call's token reads and read options; ``future`` gets their ``SlotLogprobs``."""
+
+    reads: list[TokenRead]
+    constrained: bool
+    max_steps: int
+    max_ids: int
+    future: Future[list[list[SlotLogprobs]]] = field(default_factory=Future)
+
+
+@dataclass(eq=False)
+class _Running:
+    """A job whose requests are in the engine; ``outputs`` fill in as they finish."""
+
+    job: Job
+    requests: list[EngineRequest]
+    outputs: list[Any]
+    left: int
+
+
+_STOP = object()
+
+
+def _stepping_engine(llm: Any) -> Any:
+    """The ``LLMEngine`` behind ``llm`` when it offers the request API ``LLM.generate``
+    itself runs on (``add_request``/``step``), else ``None`` (then ``generate``)."""
+    engine = getattr(llm, "llm_engine", None)
+    needed = ("add_request", "step", "has_unfinished_requests", "abort_request")
+    if engine is not None and all(callable(getattr(engine, n, None)) for n in needed):
+        return engine
+    return None
+
+
+class EngineWorker:
+    """The one thread that owns an ``LLM``: takes queued jobs and runs them on vLLM,
+    handing every job its own results: with vLLM's engine API, jobs join the running
+    batch (``_run_stepping``); else each batch of queued jobs is ONE ``generate`` call
+    (``_run``)."""
+
+    def __init__(self, llm: Any, mode: Mode, batch_window_s: float, max_batch_reads: int | None):
+        self.llm = llm
+        self.mode = mode
+        self.batch_window_s = batch_window_s
+        self.max_batch_reads = max_batch_reads
+        self.generate_calls = 0
+        self.reads_run = 0
+        self.closed = False
+        self._engine = _stepping_engine(llm)
+        self._ids = itertools.count()
+        self._queue: queue.Queue[Any] = queue.Queue()
+        self._lock = threading.Lock()
+        run = self._run if self._engine is None else self._run_stepping
+        self._thread = threading.Thread(target=run, name="agentbranch-vllm", daemon=True)
+        self._thread.start()
+
+    def submit(self, job: Job) -> None:
+        with self._lock:
+            if self.closed:
+                raise ReaderError("this VLLMReader is closed; create a new one")
+            self._queue.put(job)
+
+    def close(self) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            self._queue.put(_STOP)
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=60)
+
+    def _take(self, wait: bool) -> tuple[list[Job], bool]:
+        """Queued jobs (up to ``max_batch_reads`` token reads) and whether to stop.
+        ``wait``: block for a first job, then up to ``batch_window_s`` for more;
+        otherwise only what is queued now."""
+        jobs: list[Job] = []
+        count = 0
+        deadline = 0.0
+        if wait:
+            first = self._queue.get()
+            if first is _STOP:
+                return jobs, True
+            jobs.append(first)
+            count = len(first.reads)
+            deadline = time.monotonic() + self.batch_window_s
+        while self.max_batch_reads is None or count < self.max_batch_reads:
+            try:
+                if wait:
+                    nxt = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                else:
+                    nxt = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if nxt is _STOP:
+                return jobs, True
+            jobs.append(nxt)
+            count += len(nxt.reads)
+        return jobs, False
+
+    def _requests(self, job: Job) -> list[EngineRequest] | None:
+        """The job's engine requests, or ``None`` when it was cancelled or is invalid
+        (then its future says so)."""
+        if not job.future.set_running_or_notify_cancel():
+            return None
+        try:
+            return engine_requests(
+                job.reads,
+                mode=self.mode,
+                constrained=job.constrained,
+                max_steps=job.max_steps,
+                max_ids=job.max_ids,
+            )
+        except AgentBranchError as e:
+            job.future.set_exception(e)
+            return None
+
+    # -- generate: one call per batch of jobs ----------------------------------------
+
+    def _run(self) -> None:
+        stop = False
+        while not stop:
+            jobs, stop = self._take(wait=True)
+            if jobs:
+                self._run_jobs(jobs)
+
+    def _run_jobs(self, jobs: list[Job]) -> None:
+        batch: list[tuple[Job, list[EngineRequest]]] = []
+        for job in jobs:
+            requests = self._requests(job)
+            if requests is not None:
+                batch.append((job, requests))
+        if not batch:
+            return
+        try:
+            results = self._generate(batch)
+        except BaseException as e:  # noqa: BLE001 - every waiter must hear of it
+            error = e if isinstance(e, AgentBranchError) else _engine_error(e)
+            for job, _ in batch:
+                job.future.set_exception(error)
+            return
+        for (job, _), result in zip(batch, results):
+            job.future.set_result(result)
+
+    def _generate(
+        self, batch: list[tuple[Job, list[EngineRequest]]]
+    ) -> list[list[list[SlotLogprobs]]]:
+        """ONE ``LLM.generate`` call for every job's requests."""
+        from vllm.inputs import TokensPrompt
+
+        requests = [r for _, rs in batch for r in rs]
+        prompts = [TokensPrompt(prompt_token_ids=r.prompt_ids) for r in requests]
+        params = [sampling_params(r) for r in requests]
+        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        self.generate_calls += 1
+        self.reads_run += sum(len(job.reads) for job, _ in batch)
+        if len(outputs) != len(requests):
+            raise ReaderError(f"vLLM returned {len(outputs)} outputs for {len(requests)} requests")
+        results = []
+        at = 0
+        for job, job_requests in batch:
+            job_outputs = outputs[at : at + len(job_requests)]
+            at += len(job_requests)
+            results.append(fold_outputs(job.reads, job_requests, job_outputs))
+        return results
+
+    # -- engine steps: jobs join the running batch -----------------------------------
+
+    def _run_stepping(self) -> None:
+        engine = self._engine
+        live: dict[str, tuple[_Running, int]] = {}
+        stop = False
+        while True:
+            if not stop:
+                # Idle: wait for work (and batch_window_s for more). Busy: add what is
+                # queued and go on stepping; it joins vLLM's next step.
+                jobs, stop = self._take(wait=not live)
+                if jobs:
+                    self._add(jobs, live)
+            if not live:
+                if stop:
+                    return
+                continue
+            try:
+                if not engine.has_unfinished_requests():  # vLLM dropped them: never wait
+                    raise ReaderError("vLLM finished without answering some reads")
+                outputs = engine.step()
+            except BaseException as e:  # noqa: BLE001 - every waiter must hear of it
+                error = e if isinstance(e, AgentBranchError) else _engine_error(e)
+                for run in {id(r): r for r, _ in live.values()}.values():
+                    _fail(run.job, error)
+                live.clear()
+                continue
+            self._finish(outputs, live)
+
+    def _finish(self, outputs: Sequence[Any], live: dict[str, tuple[_Running, int]]) -> None:
+        """File the finished outputs of one engine step; answer the jobs they complete."""
+        for output in outputs:
+            if not output.finished:
+                continue
+            entry = live.pop(output.request_id, None)
+            if entry is None:
+                continue
+            run, index = entry
+            run.outputs[index] = output
+            run.left -= 1
+            if run.left == 0:
+                try:
+                    result = fold_outputs(run.job.reads, run.requests, run.outputs)
+                except AgentBranchError as e:
+                    _fail(run.job, e)
+                else:
+                    run.job.future.set_result(result)
+
+    def _add(self, jobs: list[Job], live: dict[str, tuple[_Running, int]]) -> None:
+        """Add the jobs' requests to the engine, as ``LLM.generate`` adds its prompts:
+        rendered by the LLM's renderer, ``FINAL_ONLY`` outputs; and undetokenized (a
+        read needs the logprobs, never the text)."""
+        from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
+
+        runs = []
+        for job in jobs:
+            requests = self._requests(job)
+            if requests is not None:
+                runs.append(_Running(job, requests, [None] * len(requests), len(requests)))
+        if not runs:
+            return
+        engine = self._engine
+        try:
+            prompts: list[Any] = [
+                TokensPrompt(prompt_token_ids=r.prompt_ids) for run in runs for r in run.requests
+            ]
+            render = getattr(self.llm, "_preprocess_cmpl", None)
+            if callable(render):  # what LLM.generate does with its prompts (vLLM >= 0.32)
+                prompts = list(render(prompts))
+        except BaseException as e:  # noqa: BLE001
+            error = e if isinstance(e, AgentBranchError) else _engine_error(e)
+            for run in runs:
+                _fail(run.job, error)
+            return
+        at = 0
+        for run in runs:
+            added: list[str] = []
+            try:
+                for index, request in enumerate(run.requests):
+                    params = sampling_params(request, engine=True)
+                    params.output_kind = RequestOutputKind.FINAL_ONLY
+                    request_id = f"agentbranch-{next(self._ids)}"
+                    engine.add_request(request_id, prompts[at + index], params)
+                    added.append(request_id)
+                    live[request_id] = (run, index)
+            except BaseException as e:  # noqa: BLE001 - this job fails alone
+                for request_id in added:
+                    live.pop(request_id, None)
+                if added:
+                    with contextlib.suppress(Exception):
+                        engine.abort_request(added)
+                _fail(run.job, e if isinstance(e, AgentBranchError) else _engine_error(e))
+            at += len(run.requests)
+        self.generate_calls += 1
+        self.reads_run += sum(len(run.job.reads) for run in runs)
+
+
+def _fail(job: Job, error: BaseException) -> None:
+    with contextlib.suppress(InvalidStateError):
+        job.future.set_exception(error)
+
+
+def _engine_error(e: BaseException) -> ReaderError:
+    """The ``ReaderError`` every waiter gets when vLLM itself failed (cause: ``e``)."""
+    error = ReaderError(
+        f"vLLM failed the read: {type(e).__name__}: {e}. If the engine died (out of "
+        "memory, lost GPU), rebuild the reader; if vLLM rejected the request, check "
+        "that the LLM is the model the reader was built for."
+    )
+    error.__cause__ = e
+    return error

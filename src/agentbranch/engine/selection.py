@@ -1,0 +1,262 @@
+"""Engine selection from the environment, for ``DecisionEngine.from_env()``.
+
+The order, first match wins:
+
+1. **vLLM** (``VLLMReader``, offline ``LLM`` in this process) when
+   ``AGENTBRANCH_VLLM_MODEL`` names a DiffusionGemma checkpoint (a model id or local
+   path, or an engine preset name: ``fp8``, ``nvfp4``, ``bf16``), a CUDA device is
+   visible (``torch.cuda.is_available()``) and ``vllm`` imports.
+2. **remote** (``RemoteReader``) when ``AGENTBRANCH_REMOTE_URL`` points at a server
+   with ``/v1/systemone`` (``AGENTBRANCH_REMOTE_MODEL`` names the served model,
+   ``AGENTBRANCH_REMOTE_API_KEY`` is sent as a bearer token).
+3. **embedded** (``EmbeddedReader``): the MiniLM sentence embedder on CPU, offline.
+
+``AGENTBRANCH_ENGINE=vllm|remote|embedded`` forces one; a forced engine that cannot
+run is an error instead of a silent fall-through. ``AGENTBRANCH_CALIBRATION`` is a
+calibration file (from ``agentbranch calibrate``) the engine loads.
+
+Every choice comes with a human-readable reason ("vLLM: AGENTBRANCH_VLLM_MODEL is set
+but no CUDA device is visible; ...") which is logged and printed by
+``agentbranch engine``; the remote URL appears in it, in ``repr(EngineSettings)`` and in
+the CLI with its credentials masked (``redact_url``: ``http://***@host/?token=***``). The variables are read with pydantic-settings (``EngineSettings``).
+This module picks and builds readers only; it knows nothing of the engine, which
+imports it (one way).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import SecretStr, field_validator
+from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
+
+from agentbranch.core.errors import ConfigurationError
+from agentbranch.core.redact import redact_url
+
+if TYPE_CHECKING:
+    from agentbranch.engine.readers.base import Reader
+
+log = logging.getLogger("agentbranch")
+
+EngineKind = Literal["vllm", "remote", "embedded"]
+
+ENV_ENGINE = "AGENTBRANCH_ENGINE"
+ENV_VLLM_MODEL = "AGENTBRANCH_VLLM_MODEL"
+ENV_REMOTE_URL = "AGENTBRANCH_REMOTE_URL"
+ENV_REMOTE_MODEL = "AGENTBRANCH_REMOTE_MODEL"
+ENV_REMOTE_API_KEY = "AGENTBRANCH_REMOTE_API_KEY"
+ENV_CALIBRATION = "AGENTBRANCH_CALIBRATION"
+
+
+class EngineSettings(BaseSettings):
+    """The ``AGENTBRANCH_*`` variables, read by pydantic-settings (case-insensitive names;
+    blank values count as unset). ``EngineSettings.from_env(mapping)`` reads a mapping
+    instead of ``os.environ``; neither reads ``.env`` files."""
+
+    model_config = SettingsConfigDict(env_prefix="AGENTBRANCH_", extra="ignore")
+
+    engine: str | None = None
+    vllm_model: str | None = None
+    remote_url: str | None = None
+    remote_model: str | None = None
+    remote_api_key: SecretStr | None = None
+    calibration: str | None = None
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return value.strip() or None
+        return value
+
+    def __repr_args__(self) -> Any:
+        # The URL may carry credentials (user:password@, ?token=): masked in repr/str.
+        for name, value in super().__repr_args__():
+            yield name, redact_url(value) if name == "remote_url" and value else value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: Any,
+        env_settings: Any,
+        dotenv_settings: Any,
+        file_secret_settings: Any,
+    ) -> tuple[Any, ...]:
+        return init_settings, env_settings
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> EngineSettings:
+        """Settings from ``env`` (default ``os.environ``)."""
+        if env is None:
+            return cls()
+        mapping = env
+
+        class _FromMapping(cls):  # type: ignore[valid-type,misc]
+            @classmethod
+            def settings_customise_sources(
+                cls, settings_cls: type[BaseSettings], **_: Any
+            ) -> tuple[Any, ...]:
+                return (_MappingSource(settings_cls, mapping),)
+
+        return cls.model_validate(_FromMapping().model_dump())
+
+
+class _MappingSource(EnvSettingsSource):
+    """pydantic-settings' environment source over a given mapping."""
+
+    def __init__(self, settings_cls: type[BaseSettings], mapping: Mapping[str, str]) -> None:
+        self._mapping = mapping
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return {k.lower(): v for k, v in self._mapping.items()}
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which reader the environment asks for, and why (nothing loaded yet)."""
+
+    kind: EngineKind
+    reason: str
+    #: What the reader is built with (the remote URL and API key included): not in repr.
+    settings: dict[str, str] = field(default_factory=dict, repr=False)
+    #: Why the engines before it were passed over.
+    skipped: tuple[str, ...] = ()
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    try:
+        return bool(torch.cuda.is_available())
+    except Exception:  # noqa: BLE001  (a broken CUDA install is "no CUDA")
+        return False
+
+
+def _vllm_importable() -> bool:
+    return importlib.util.find_spec("vllm") is not None
+
+
+def select(
+    env: Mapping[str, str] | None = None,
+    *,
+    cuda_available: bool | None = None,
+    vllm_importable: bool | None = None,
+) -> Selection:
+    """Decide which reader to build from ``env`` (default ``os.environ``). The probes
+    (CUDA, vllm import) can be overridden for tests."""
+    settings = EngineSettings.from_env(env)
+    forced = settings.engine.lower() if settings.engine else None
+    if forced not in (None, "vllm", "remote", "embedded"):
+        raise ConfigurationError(
+            f"{ENV_ENGINE}={settings.engine!r} is not an engine; use vllm, remote or "
+            "embedded, or unset it to choose automatically"
+        )
+    skipped: list[str] = []
+
+    vllm_model = settings.vllm_model
+    if forced in (None, "vllm"):
+        if not vllm_model:
+            why = f"vLLM: {ENV_VLLM_MODEL} is not set"
+        else:
+            cuda = _cuda_available() if cuda_available is None else cuda_available
+            has_vllm = _vllm_importable() if vllm_importable is None else vllm_importable
+            if cuda and has_vllm:
+                return Selection(
+                    "vllm",
+                    f"vLLM with {vllm_model}: {ENV_VLLM_MODEL} is set, a CUDA device is "
+                    "visible and vllm is installed",
+                    {"model": vllm_model},
+                    tuple(skipped),
+                )
+            missing = []
+            if not cuda:
+                missing.append("no CUDA device is visible")
+            if not has_vllm:
+                missing.append("vllm is not installed (pip install 'agentbranch[vllm]')")
+            why = f"vLLM: {ENV_VLLM_MODEL}={vllm_model} is set but " + " and ".join(missing)
+        if forced == "vllm":
+            raise ConfigurationError(f"{ENV_ENGINE}=vllm but {why.split(': ', 1)[1]}")
+        skipped.append(why)
+
+    url = settings.remote_url
+    if forced in (None, "remote"):
+        if url:
+            model = settings.remote_model
+            remote = {"base_url": url}
+            if model:
+                remote["model"] = model
+            if settings.remote_api_key is not None:
+                remote["api_key"] = settings.remote_api_key.get_secret_value()
+            return Selection(
+                "remote",
+                f"remote /v1/systemone at {redact_url(url)}"
+                + (f" (model {model})" if model else "")
+                + f": {ENV_REMOTE_URL} is set",
+                remote,
+                tuple(skipped),
+            )
+        why = f"remote: {ENV_REMOTE_URL} is not set"
+        if forced == "remote":
+            raise ConfigurationError(
+                f"{ENV_ENGINE}=remote but {ENV_REMOTE_URL} is not set; point it at a "
+                "server with /v1/systemone (e.g. http://localhost:8000)"
+            )
+        skipped.append(why)
+
+    reason = "embedded CPU reader (all-MiniLM-L6-v2, offline)"
+    reason += f": forced by {ENV_ENGINE}" if forced == "embedded" else ": " + "; ".join(skipped)
+    return Selection("embedded", reason, {}, tuple(skipped))
+
+
+def build_reader(selection: Selection) -> Reader:
+    """Construct the reader a ``Selection`` names (loads vllm / the model lazily)."""
+    if selection.kind == "vllm":
+        try:
+            from agentbranch.engine.readers.vllm import VLLMReader
+        except ImportError as e:
+            raise ConfigurationError(
+                f"the vLLM reader could not be imported ({e}); install vllm "
+                "(pip install 'agentbranch[vllm]') on a CUDA machine, or unset "
+                f"{ENV_VLLM_MODEL} to use another engine"
+            ) from e
+        model = selection.settings["model"]
+        try:
+            from agentbranch.engine.presets import PRESETS
+        except ImportError:
+            PRESETS = {}
+        if model in PRESETS:
+            return VLLMReader(preset=model)
+        return VLLMReader(model)
+    if selection.kind == "remote":
+        try:
+            from agentbranch.engine.readers.remote import RemoteReader
+        except ImportError as e:
+            raise ConfigurationError(
+                f"the remote reader could not be imported ({e}); unset {ENV_REMOTE_URL} "
+                "to use the embedded reader"
+            ) from e
+        kwargs: dict[str, Any] = {}
+        if "model" in selection.settings:
+            kwargs["model"] = selection.settings["model"]
+        if "api_key" in selection.settings:
+            kwargs["api_key"] = selection.settings["api_key"]
+        return RemoteReader(selection.settings["base_url"], **kwargs)
+    from agentbranch.engine.readers.embedded import EmbeddedReader
+
+    return EmbeddedReader()
+
+
+def reader_from_env(env: Mapping[str, str] | None = None) -> tuple[Reader, str, str | None]:
+    """The reader ``env`` (default ``os.environ``) asks for, why, and the calibration file
+    ``AGENTBRANCH_CALIBRATION`` names (``None`` if unset).
+    ``DecisionEngine.from_env()`` builds the engine on it."""
+    selection = select(env)
+    return build_reader(selection), selection.reason, EngineSettings.from_env(env).calibration

@@ -1,0 +1,443 @@
+"""LangGraph integration: routers, decide nodes and Command nodes on typed decisions.
+
+Three shapes (docs/design.md, "LangGraph facts": routers cannot write state, replays
+re-run routers, unknown routes fail silently — so every label is mapped and checked when
+the graph is built):
+
+* ``route(engine, "urgent", yes_no(...), path_map={"yes": "page", "no": END})`` — a
+  conditional edge: ``graph.add_conditional_edges("intake", router, router.path_map)``.
+  Nothing is recorded in state.
+* ``decide_node(engine, {"team": ..., "urgent": ...})`` — a node that asks several
+  questions in ONE engine call and writes their records (plain dicts) under
+  ``state["decisions"]``; ``node.router("team", path_map)`` is the conditional edge that
+  reads the record. Records survive checkpoints and replays.
+* ``command_node(engine, "safe", yes_no(...), path_map=...)`` — a node returning
+  ``Command(goto=..., update={"decisions": {...}})``; add it with
+  ``graph.add_node("gate", node, destinations=node.destinations)``.
+
+Every shape takes a ``policy`` (``agentbranch.policy``): bands take / fallback / review,
+fallbacks (generation, a named node, more draws) and explicit fail-open/closed. Review
+uses ``interrupt(payload, response_schema=Literal[options])``; resume with
+``Command(resume="<option>")``. All are ``RunnableLambda``s with sync and async paths;
+only ``config`` is injected (injecting runtime/store breaks ``update_state`` forks).
+
+Concurrent branches (``Send`` fan-out, parallel runs) share reader batches: the engine
+coalesces concurrent calls by default (``agentbranch.engine.batching``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Literal
+
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables.config import ensure_config, get_callback_manager_for_config
+from langgraph.config import get_config
+from langgraph.constants import CONFIG_KEY_CHECKPOINTER, END
+from langgraph.types import Command, interrupt
+from pydantic import BaseModel
+
+from agentbranch.core.errors import AgentBranchError, ConfigurationError
+from agentbranch.core.questions import Question, validate_questions
+from agentbranch.integrations.observability import aemit_all, emit_all
+from agentbranch.policy import (
+    DecisionRecord,
+    PolicyArg,
+    Resolver,
+    options_of,
+    policy_for,
+)
+
+DEFAULT_KEY = "decisions"
+
+Renderer = Callable[[Any], Any]
+
+
+def merge_records(
+    left: dict[str, DecisionRecord] | None, right: dict[str, DecisionRecord] | None
+) -> dict[str, DecisionRecord]:
+    """State reducer for decision records: later records replace earlier ones per id."""
+    return {**(left or {}), **(right or {})}
+
+
+#: Annotate the records key of your state with this: ``decisions: DecisionRecords``.
+DecisionRecords = Annotated[dict[str, dict[str, Any]], merge_records]
+
+
+# -- helpers ----------------------------------------------------------------------------
+
+
+def check_resumable(what: str, fix: str) -> None:
+    """Refuse to interrupt a run that cannot be resumed (``what`` needs a human; ``fix``
+    says how else to go on). Without a checkpointer LangGraph returns ``__interrupt__``
+    silently and only the resume fails ("Cannot use Command(resume=...) without
+    checkpointer"): the run would wait for an answer that can never arrive. Outside a
+    graph run nothing is checked (``interrupt`` raises its own error there)."""
+    try:
+        config = get_config()
+    except RuntimeError:
+        return
+    if config.get("configurable", {}).get(CONFIG_KEY_CHECKPOINTER) is None:
+        raise ConfigurationError(
+            f"{what} needs a human review, but the graph has no checkpointer, so its "
+            "interrupt could never be resumed. Compile it with one (e.g. "
+            "checkpointer=InMemorySaver(); create_agent(..., checkpointer=...)) and invoke "
+            f"with config={{'configurable': {{'thread_id': ...}}}}; {fix}"
+        )
+
+
+def review_with_interrupt(payload: dict[str, Any]) -> str:
+    """Ask a human through LangGraph's ``interrupt``; the allowed responses are the
+    question's option names (validated on resume). A graph without a checkpointer is a
+    ``ConfigurationError`` (``check_resumable``)."""
+    check_resumable(
+        f"question {payload['question_id']!r}",
+        "or leave humans out with a policy without review_below",
+    )
+    options = tuple(payload["options"])
+    schema = Literal[options]  # type: ignore[valid-type]
+    return interrupt(payload, response_schema=schema)  # type: ignore[arg-type]
+
+
+def build_path_map(
+    question_id: str, options: list[str], path_map: Mapping[str, str] | None
+) -> dict[str, str]:
+    """Validated option → node mapping (identity when ``path_map`` is None)."""
+    if path_map is None:
+        return {o: o for o in options}
+    if not isinstance(path_map, Mapping):
+        raise ConfigurationError(f"question {question_id!r}: path_map must map option -> node name")
+    missing = [o for o in options if o not in path_map]
+    extra = [k for k in path_map if k not in options]
+    if missing or extra:
+        raise ConfigurationError(
+            f"question {question_id!r}: path_map must map every option to a node. "
+            + (f"Missing options: {missing}. " if missing else "")
+            + (f"Not options of this question: {extra}. " if extra else "")
+            + f"Options are {options}; map an option to END to end the run there."
+        )
+    for label, node in path_map.items():
+        if not isinstance(node, str) or not node:
+            raise ConfigurationError(
+                f"question {question_id!r}: option {label!r} maps to {node!r}, not a node name"
+            )
+    return dict(path_map)
+
+
+def _targets(path_map: Mapping[str, str], extra: list[str]) -> dict[str, str]:
+    targets: dict[str, str] = {}
+    for node in [*path_map.values(), *extra]:
+        targets[node] = node
+    return targets
+
+
+def _reader_input(state: Any, renderer: Renderer | None, state_key: str | None, key: str) -> Any:
+    if renderer is not None:
+        return renderer(state)
+    if state_key is not None:
+        if isinstance(state, Mapping):
+            if state_key not in state:
+                raise ConfigurationError(
+                    f"state has no key {state_key!r} for the engine to read; keys: {sorted(state)}"
+                )
+            return state[state_key]
+        return getattr(state, state_key)
+    if isinstance(state, BaseModel):
+        return state.model_dump(mode="json", exclude={key})
+    if isinstance(state, Mapping):
+        return {k: v for k, v in state.items() if k != key}
+    return state
+
+
+def _select(record: DecisionRecord, path_map: Mapping[str, str], question_id: str) -> str:
+    goto = record.get("goto")
+    if goto:
+        return goto
+    label = record.get("label")
+    if label not in path_map:
+        raise AgentBranchError(
+            f"question {question_id!r}: label {label!r} has no branch (options: "
+            f"{sorted(path_map)}); the record was changed or built for other options"
+        )
+    return path_map[label]
+
+
+# -- routers ----------------------------------------------------------------------------
+
+
+class _ResolvingRunnable(RunnableLambda):
+    """What routers and nodes share: render what the engine reads, resolve the questions
+    by the policy, and emit every record (the "agentbranch" logger, custom stream, callbacks)."""
+
+    def _setup(
+        self,
+        resolver: Resolver,
+        *,
+        renderer: Renderer | None,
+        state_key: str | None,
+        include_state: bool,
+        records_key: str,
+    ) -> None:
+        self.resolver = resolver
+        self._renderer = renderer
+        self._state_key = state_key
+        self._include_state = include_state
+        self._records_key = records_key
+
+    def _records(self, state: Any, config: RunnableConfig) -> dict[str, DecisionRecord]:
+        seen = _reader_input(state, self._renderer, self._state_key, self._records_key)
+        records = self.resolver.resolve(seen)
+        emit_all(records.values(), config=config, state=seen, include_state=self._include_state)
+        return records
+
+    async def _arecords(self, state: Any, config: RunnableConfig) -> dict[str, DecisionRecord]:
+        seen = _reader_input(state, self._renderer, self._state_key, self._records_key)
+        records = await self.resolver.aresolve(seen)
+        await aemit_all(
+            records.values(), config=config, state=seen, include_state=self._include_state
+        )
+        return records
+
+    # ``RunnableLambda.invoke`` opens a callback run around every call (and inspects the
+    # function's signature each time): about a fifth of a decide node's cost in a graph.
+    # When no callback handler is configured nobody can see that run, so it is skipped;
+    # with a handler (a tracer, ``astream_events``) the full path runs as before.
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        config = ensure_config(config)
+        if kwargs or get_callback_manager_for_config(config).handlers:
+            return super().invoke(input, config, **kwargs)
+        return self.func(input, config)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        config = ensure_config(config)
+        if kwargs or get_callback_manager_for_config(config).handlers:
+            return await super().ainvoke(input, config, **kwargs)
+        return await self.afunc(input, config)
+
+
+class DecisionRouter(_ResolvingRunnable):
+    """A conditional edge that asks the engine one question and returns the node:
+    ``graph.add_conditional_edges(source, router, router.path_map)``.
+
+    ``path_map`` maps every option to a node name (or ``END``); without it the option
+    names are the node names. A policy may add ``GotoNode``/``FailClosed`` targets; review
+    is not possible in a router (use ``decide_node`` or ``command_node``). The engine reads
+    ``renderer(state)``, else ``state[state_key]``, else the whole state minus records.
+    ``router.path_map`` (the attribute) lists every node it may return, so LangGraph
+    checks them when compiling.
+    """
+
+    def __init__(
+        self,
+        engine: Any,
+        question_id: str,
+        question: Question,
+        *,
+        path_map: Mapping[str, str] | None = None,
+        policy: PolicyArg = None,
+        renderer: Renderer | None = None,
+        state_key: str | None = None,
+        include_state: bool = False,
+        name: str | None = None,
+    ) -> None:
+        q = validate_questions({question_id: question})[question_id]
+        self.question_id = question_id
+        self._setup(
+            Resolver(engine, {question_id: q}, policy, review=None, allow_review=False),
+            renderer=renderer,
+            state_key=state_key,
+            include_state=include_state,
+            records_key=DEFAULT_KEY,
+        )
+        self.branches = build_path_map(question_id, options_of(question_id, q), path_map)
+        self.path_map = _targets(self.branches, policy_for(policy, question_id).targets())
+        super().__init__(self._route, afunc=self._aroute, name=name or f"route_{question_id}")
+
+    def _route(self, state: Any, config: RunnableConfig) -> str:
+        record = self._records(state, config)[self.question_id]
+        return _select(record, self.branches, self.question_id)
+
+    async def _aroute(self, state: Any, config: RunnableConfig) -> str:
+        record = (await self._arecords(state, config))[self.question_id]
+        return _select(record, self.branches, self.question_id)
+
+
+class RecordRouter(RunnableLambda):
+    """A conditional edge that branches on a recorded decision (no engine call)."""
+
+    def __init__(
+        self,
+        question_id: str,
+        branches: dict[str, str],
+        extra_targets: list[str],
+        *,
+        key: str = DEFAULT_KEY,
+    ) -> None:
+        self.question_id = question_id
+        self.key = key
+        self.branches = branches
+        self.path_map = _targets(branches, extra_targets)
+        super().__init__(self._route, name=f"route_on_{question_id}")
+
+    def _route(self, state: Any) -> str:
+        records = state.get(self.key) if isinstance(state, Mapping) else getattr(state, self.key)
+        record = (records or {}).get(self.question_id)
+        if record is None:
+            raise AgentBranchError(
+                f"no decision record for {self.question_id!r} under state[{self.key!r}]; "
+                "the decide node must run before this edge (and the key needs the "
+                "DecisionRecords reducer when several nodes write it)"
+            )
+        return _select(record, self.branches, self.question_id)
+
+
+# -- decide nodes -----------------------------------------------------------------------
+
+
+class DecideNode(_ResolvingRunnable):
+    """A node that answers several questions in ONE engine call and writes
+    ``{key: {question_id: record}}`` (plus, with ``write_labels``, each label under its
+    question id or the given state key). ``output(state, records)`` replaces that update
+    (e.g. to append to a list in a fan-out). ``policy`` is one ``Policy`` or a mapping
+    question id → ``Policy`` (``"*"`` = default). ``node.router(question_id, path_map)``
+    is the conditional edge that branches on the record."""
+
+    def __init__(
+        self,
+        engine: Any,
+        questions: Mapping[str, Question],
+        *,
+        policy: PolicyArg = None,
+        key: str = DEFAULT_KEY,
+        write_labels: bool | Mapping[str, str] = False,
+        output: Callable[[Any, dict[str, DecisionRecord]], dict[str, Any]] | None = None,
+        renderer: Renderer | None = None,
+        state_key: str | None = None,
+        include_state: bool = False,
+        name: str | None = None,
+    ) -> None:
+        self.questions = validate_questions(questions)
+        self.policy = policy
+        self.key = key
+        self._setup(
+            Resolver(engine, self.questions, policy, review=review_with_interrupt),
+            renderer=renderer,
+            state_key=state_key,
+            include_state=include_state,
+            records_key=key,
+        )
+        if write_labels is True:
+            self.label_keys = {qid: qid for qid in self.questions}
+        elif write_labels:
+            unknown = sorted(set(write_labels) - set(self.questions))
+            if unknown:
+                raise ConfigurationError(f"write_labels names unknown question ids {unknown}")
+            self.label_keys = dict(write_labels)
+        else:
+            self.label_keys = {}
+        self._output = output
+        super().__init__(self._node, afunc=self._anode, name=name or "decide")
+
+    def router(self, question_id: str, path_map: Mapping[str, str] | None = None) -> RecordRouter:
+        """The conditional edge branching on this node's record of ``question_id``."""
+        if question_id not in self.questions:
+            raise ConfigurationError(
+                f"this node does not ask {question_id!r}; it asks {sorted(self.questions)}"
+            )
+        options = options_of(question_id, self.questions[question_id])
+        branches = build_path_map(question_id, options, path_map)
+        return RecordRouter(
+            question_id,
+            branches,
+            policy_for(self.policy, question_id).targets(),
+            key=self.key,
+        )
+
+    def _update(self, state: Any, records: dict[str, DecisionRecord]) -> dict[str, Any]:
+        if self._output is not None:
+            return self._output(state, records)
+        update: dict[str, Any] = {self.key: records}
+        for qid, state_key in self.label_keys.items():
+            update[state_key] = records[qid]["label"]
+        return update
+
+    def _node(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        return self._update(state, self._records(state, config))
+
+    async def _anode(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        return self._update(state, await self._arecords(state, config))
+
+
+# -- Command nodes ----------------------------------------------------------------------
+
+
+class CommandNode(_ResolvingRunnable):
+    """A node that decides one question and returns
+    ``Command(goto=<node>, update={key: {question_id: record}})``. Add it with
+    ``graph.add_node(name, node, destinations=node.destinations)``."""
+
+    def __init__(
+        self,
+        engine: Any,
+        question_id: str,
+        question: Question,
+        *,
+        path_map: Mapping[str, str] | None = None,
+        policy: PolicyArg = None,
+        key: str = DEFAULT_KEY,
+        write_label: str | None = None,
+        renderer: Renderer | None = None,
+        state_key: str | None = None,
+        include_state: bool = False,
+        name: str | None = None,
+    ) -> None:
+        q = validate_questions({question_id: question})[question_id]
+        self.question_id = question_id
+        self._setup(
+            Resolver(engine, {question_id: q}, policy, review=review_with_interrupt),
+            renderer=renderer,
+            state_key=state_key,
+            include_state=include_state,
+            records_key=key,
+        )
+        self.branches = build_path_map(question_id, options_of(question_id, q), path_map)
+        targets = _targets(self.branches, policy_for(policy, question_id).targets())
+        #: pass to ``add_node(..., destinations=node.destinations)`` for graph drawing
+        self.destinations = tuple(targets)
+        self.key = key
+        self.write_label = write_label
+        super().__init__(self._node, afunc=self._anode, name=name or f"decide_{question_id}")
+
+    def _command(self, record: DecisionRecord) -> Command:
+        update: dict[str, Any] = {self.key: {self.question_id: record}}
+        if self.write_label:
+            update[self.write_label] = record["label"]
+        return Command(goto=_select(record, self.branches, self.question_id), update=update)
+
+    def _node(self, state: Any, config: RunnableConfig) -> Command:
+        return self._command(self._records(state, config)[self.question_id])
+
+    async def _anode(self, state: Any, config: RunnableConfig) -> Command:
+        return self._command((await self._arecords(state, config))[self.question_id])
+
+
+# The builders read as verbs in graph code: ``route(engine, "urgent", question, ...)``.
+route = DecisionRouter
+decide_node = DecideNode
+command_node = CommandNode
+
+__all__ = [
+    "END",
+    "CommandNode",
+    "DecideNode",
+    "DecisionRecords",
+    "DecisionRouter",
+    "RecordRouter",
+    "build_path_map",
+    "command_node",
+    "decide_node",
+    "merge_records",
+    "review_with_interrupt",
+    "route",
+]

@@ -1,0 +1,41 @@
+"""Agent middleware for LangChain's ``create_agent``, answered by the decision engine.
+
+* ``ToolGateMiddleware`` — gate tool calls on a measured yes/no risk decision: confident
+  safe calls run, confident risky calls are blocked with an error ``ToolMessage``,
+  uncertain calls go to a human (``HumanInTheLoopMiddleware``'s interrupt shape) or a
+  ``Generate`` fallback; all calls of one model turn in one batched read.
+* ``ToolSelectorMiddleware`` — before a model call, one read picks the tools to bind
+  (``LLMToolSelectorMiddleware``'s shape, with no generation).
+
+Both are re-exported from ``agentbranch.integrations.langchain``. They need the ``langchain`` package
+(``pip install 'agentbranch[agents]'``).
+"""
+
+try:
+    import langchain.agents.middleware  # noqa: F401
+except ImportError as e:  # pragma: no cover - depends on the environment
+    from agentbranch.core.errors import ConfigurationError
+
+    raise ConfigurationError(
+        "agentbranch's agent middleware needs LangChain's create_agent: "
+        "pip install 'agentbranch[agents]' (or 'langchain>=1.5')"
+    ) from e
+
+from agentbranch.integrations.middleware.gate import (
+    DEFAULT_POLICY,
+    DEFAULT_QUESTION,
+    ReviewResponseError,
+    ToolGateMiddleware,
+)
+from agentbranch.integrations.middleware.gate_texts import default_blocked_message, render_tool_call
+from agentbranch.integrations.middleware.tool_selection import ToolSelectorMiddleware
+
+__all__ = [
+    "DEFAULT_POLICY",
+    "DEFAULT_QUESTION",
+    "ReviewResponseError",
+    "ToolGateMiddleware",
+    "ToolSelectorMiddleware",
+    "default_blocked_message",
+    "render_tool_call",
+]

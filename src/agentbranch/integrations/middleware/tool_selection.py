@@ -1,0 +1,252 @@
+"""``ToolSelectorMiddleware``: one engine read picks the tools a model call binds.
+
+The same interface shape as LangChain's ``LLMToolSelectorMiddleware`` (``max_tools``,
+``always_include``, instructions for the selector), with no generation: before each model
+call the engine reads the latest user message against the available tools and the call
+binds only the tools it selects.
+
+* ``mode="choice"`` — one choice over the tool names (question id ``"tool"``), each
+  described by its tool description; the most probable tool is bound, and the next
+  most probable ones up to ``max_tools`` (1 by default) only when the read gives each at
+  least ``min_probability`` (0.1): a confident read binds one tool even with
+  ``max_tools=5``, an open one up to five. A tool the read gives (almost) no chance is
+  never bound.
+* ``mode="yes_no"`` — one yes/no question per tool ("does the request need it?"), all in
+  one read (one canvas with ``DecisionEngine(joint=True)``), each question's id the tool's
+  name; the tools answered ``yes`` are bound, the most probable first when ``max_tools``
+  caps them.
+
+``min_confidence`` is the floor: a choice read below it keeps every tool, and in yes/no
+mode a tool whose answer is below it is kept (the engine is not sure it is unneeded).
+A user message with nothing to read (empty, blank, ``"?"``, markup tokens) renders as
+the empty text, which the embedded reader answers uniformly: every tool is kept.
+The selection and its decision records go to agent state under ``tool_selection`` and are
+emitted like every decision (the stdlib decision log, custom stream, callbacks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal, NotRequired
+
+from langchain.agents.middleware.types import (
+    AgentMiddleware,
+    AgentState,
+    ExtendedModelResponse,
+    ModelResponse,
+)
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.types import Command
+
+from agentbranch.core.errors import ConfigurationError
+from agentbranch.core.questions import Question, choice, yes_no
+from agentbranch.integrations.observability import aemit, emit
+from agentbranch.policy import DecisionRecord, Threshold, engine_record
+
+#: The state key of the latest selection.
+STATE_KEY = "tool_selection"
+
+DEFAULT_INSTRUCTIONS = "Which tool is most relevant for answering the user's latest request?"
+DEFAULT_YES_NO_INSTRUCTIONS = "Does answering the user's latest request need the tool `{name}`?"
+
+Mode = Literal["choice", "yes_no"]
+
+
+class _SelectionState(AgentState):
+    tool_selection: NotRequired[dict[str, Any]]
+
+
+class ToolSelectorMiddleware(AgentMiddleware):
+    """Bind only the tools one engine read selects (see module doc).
+
+    Args:
+        engine: the ``DecisionEngine`` that reads.
+        mode: ``"choice"`` (one choice over the tools) or ``"yes_no"`` (one yes/no per
+            tool, in one read).
+        instructions: the question (choice mode), or a template with ``{name}`` (yes/no
+            mode).
+        max_tools: at most this many selected tools (choice mode: default 1).
+        min_probability: choice mode: a tool after the most probable one is bound only
+            when the read gives it at least this probability (default 0.1).
+        always_include: tool names always bound, never read about, not counted.
+        min_confidence: the confidence floor (see module doc).
+        on_error: ``"raise"`` (default) or ``"all"`` — an engine error binds every tool.
+        include_state: also put the latest user message in emitted events.
+    """
+
+    state_schema = _SelectionState
+
+    def __init__(
+        self,
+        engine: Any,
+        *,
+        mode: Mode = "choice",
+        instructions: str | None = None,
+        max_tools: int | None = None,
+        min_probability: float = 0.1,
+        always_include: Sequence[str] | None = None,
+        min_confidence: float = 0.5,
+        on_error: Literal["raise", "all"] = "raise",
+        include_state: bool = False,
+    ) -> None:
+        super().__init__()
+        if mode not in ("choice", "yes_no"):
+            raise ConfigurationError(f"mode must be 'choice' or 'yes_no', got {mode!r}")
+        if max_tools is not None and max_tools < 1:
+            raise ConfigurationError(f"max_tools must be >= 1, got {max_tools}")
+        if not 0.0 <= min_probability <= 1.0:
+            raise ConfigurationError(f"min_probability must be in [0, 1], got {min_probability}")
+        if not 0.0 <= min_confidence <= 1.0:
+            raise ConfigurationError(f"min_confidence must be in [0, 1], got {min_confidence}")
+        if on_error not in ("raise", "all"):
+            raise ConfigurationError(f"on_error must be 'raise' or 'all', got {on_error!r}")
+        self.engine = engine
+        self.mode: Mode = mode
+        self.instructions = instructions or (
+            DEFAULT_INSTRUCTIONS if mode == "choice" else DEFAULT_YES_NO_INSTRUCTIONS
+        )
+        if mode == "yes_no" and "{name}" not in self.instructions:
+            raise ConfigurationError(
+                "in yes_no mode, instructions is a template with {name}, e.g. "
+                "'Does the request need the tool `{name}`?'"
+            )
+        self.max_tools = max_tools if max_tools is not None else (1 if mode == "choice" else None)
+        self.min_probability = min_probability
+        self.always_include = list(always_include or [])
+        self.min_confidence = min_confidence
+        self.on_error = on_error
+        self.include_state = include_state
+
+    # -- hooks ----------------------------------------------------------------------------
+
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        plan = self._plan(request)
+        if plan is None:
+            return handler(request)
+        candidates, questions, state = plan
+        try:
+            decisions: Any = self.engine.decide(state, questions, log_decisions=False)
+        except Exception as e:
+            decisions = self._failed(e)
+        selection = self._select(candidates, questions, decisions)
+        for rec in selection["decisions"].values():
+            emit(rec, state=state, include_state=self.include_state)
+        return _with_update(handler(self._bind(request, selection)), selection)
+
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        plan = self._plan(request)
+        if plan is None:
+            return await handler(request)
+        candidates, questions, state = plan
+        try:
+            decisions: Any = await self.engine.adecide(state, questions, log_decisions=False)
+        except Exception as e:
+            decisions = self._failed(e)
+        selection = self._select(candidates, questions, decisions)
+        for rec in selection["decisions"].values():
+            await aemit(rec, state=state, include_state=self.include_state)
+        return _with_update(await handler(self._bind(request, selection)), selection)
+
+    # -- steps ----------------------------------------------------------------------------
+
+    def _plan(self, request: Any) -> tuple[list[Any], dict[str, Question], Any] | None:
+        """The tools to choose among, their questions, and what the engine reads; None
+        when there is nothing to choose."""
+        tools = [t for t in request.tools if not isinstance(t, dict)]
+        names = {t.name for t in tools}
+        missing = [n for n in self.always_include if n not in names]
+        if missing:
+            raise ConfigurationError(
+                f"always_include names tools the agent does not have: {missing}; "
+                f"available: {sorted(names)}"
+            )
+        candidates = [t for t in tools if t.name not in self.always_include]
+        user = next((m for m in reversed(request.messages) if isinstance(m, HumanMessage)), None)
+        if user is None or len(candidates) < (2 if self.mode == "choice" else 1):
+            return None
+        if self.mode == "choice":
+            questions: dict[str, Question] = {
+                "tool": choice(self.instructions, {t.name: t.description for t in candidates})
+            }
+        else:
+            questions = {
+                t.name: yes_no(
+                    self.instructions.format(name=t.name),
+                    # No "no" description: a sentence embedder reads a negated description
+                    # as the same topic; the reader uses its baseline instead.
+                    yes=f"{t.name}: {t.description}" if t.description else None,
+                )
+                for t in candidates
+            }
+        return candidates, questions, user
+
+    def _failed(self, error: Exception) -> Exception:
+        if self.on_error == "raise":
+            raise error
+        return error
+
+    def _select(
+        self, candidates: list[Any], questions: dict[str, Question], decisions: Any
+    ) -> dict[str, Any]:
+        names = [t.name for t in candidates]
+        if isinstance(decisions, Exception):
+            return _selection(
+                self.mode, names, True, {}, f"{type(decisions).__name__}: {decisions}"
+            )
+        records: dict[str, DecisionRecord] = {}
+        for qid, q in questions.items():
+            d = decisions[qid]
+            sure = d.confidence >= self.min_confidence
+            records[qid] = engine_record(
+                d,
+                q,
+                band="take" if sure else "fallback",
+                threshold=Threshold(self.min_confidence, "fixed"),
+            )
+            if not sure:
+                records[qid]["fallback"] = {"kind": "keep_tools", "floor": self.min_confidence}
+        if self.mode == "choice":
+            rec = records["tool"]
+            if rec["band"] != "take":
+                return _selection(self.mode, names, True, records)
+            probs = rec["probabilities"]
+            ranked = sorted(names, key=lambda n: -probs[n])
+            # The top tool, then only the ones the read supports (see module doc).
+            chosen = ranked[:1] + [n for n in ranked[1:] if probs[n] >= self.min_probability]
+            return _selection(self.mode, chosen[: self.max_tools], False, records)
+        kept = [n for n in names if records[n]["label"] == "yes" or records[n]["band"] != "take"]
+        kept.sort(key=lambda n: -records[n]["probabilities"]["yes"])
+        if self.max_tools is not None:
+            kept = kept[: self.max_tools]
+        return _selection(self.mode, kept, len(kept) == len(names), records)
+
+    def _bind(self, request: Any, selection: dict[str, Any]) -> Any:
+        keep = set(selection["selected"]) | set(self.always_include)
+        tools = [t for t in request.tools if isinstance(t, dict) or t.name in keep]
+        return request.override(tools=tools)
+
+
+def _selection(
+    mode: str,
+    selected: list[str],
+    kept_all: bool,
+    records: dict[str, DecisionRecord],
+    error: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "mode": mode,
+        "selected": list(selected),
+        "kept_all": kept_all,
+        "decisions": records,
+        "error": error,
+    }
+
+
+def _with_update(response: Any, selection: dict[str, Any]) -> ExtendedModelResponse:
+    if isinstance(response, AIMessage):
+        response = ModelResponse(result=[response])
+    if isinstance(response, ExtendedModelResponse):
+        response = response.model_response
+    return ExtendedModelResponse(
+        model_response=response, command=Command(update={STATE_KEY: selection})
+    )

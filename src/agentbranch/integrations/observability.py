@@ -1,0 +1,152 @@
+"""Where resolved decision records go besides graph state.
+
+Every decision is logged once. Used directly, the engine logs one ``agentbranch.decision``
+event per answer (stdlib ``logging``, logger ``"agentbranch"``, see ``agentbranch.core.logs``);
+under a policy (routers, nodes, the tool) the engine stays quiet and, once the policy has
+resolved the decision, ``emit`` sends its record (never the raw state unless
+``include_state=True``) to:
+
+* the ``"agentbranch"`` logger: the ``agentbranch.decision`` event, with band and decided_by;
+* LangGraph's custom stream, when running inside a graph node
+  (``graph.stream(..., stream_mode="custom")`` yields ``{"agentbranch.decision": record}``);
+* LangChain callbacks, as the custom event ``"agentbranch.decision"``
+  (``on_custom_event`` handlers, ``astream_events`` ``on_custom_event``).
+
+Outside a graph or a traced run the last two are skipped silently.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from agentbranch.core import logs
+
+log = logging.getLogger("agentbranch")
+
+EVENT = "agentbranch.decision"
+
+
+def _payload(record: dict[str, Any], state: Any, include_state: bool) -> dict[str, Any]:
+    payload = dict(record)
+    if include_state:
+        from agentbranch.core.state import render_state
+
+        payload["state"] = render_state(state)
+    return payload
+
+
+def _log(record: dict[str, Any]) -> None:
+    logs.event(
+        log,
+        logging.INFO,
+        EVENT,
+        question_id=record.get("question_id"),
+        type=record.get("type"),
+        label=record.get("label"),
+        probabilities=record.get("probabilities"),
+        entropy=record.get("entropy"),
+        confidence=record.get("confidence"),
+        label_mass=record.get("label_mass"),
+        band=record.get("band"),
+        take_at=record.get("take_at"),
+        trust=record.get("trust"),
+        decided_by=record.get("decided_by"),
+        goto=record.get("goto"),
+        reader=record.get("reader"),
+        model=record.get("model"),
+        latency_s=record.get("latency_s"),
+    )
+
+
+def _writer() -> Any:
+    """LangGraph's custom-stream writer of the running node, or ``None`` outside a run."""
+    try:
+        from langgraph.config import get_stream_writer
+
+        return get_stream_writer()
+    except Exception:  # not inside a LangGraph run (or langgraph missing)
+        return None
+
+
+def _callbacks(config: Any, *, is_async: bool) -> Any:
+    """The callback manager custom events go to, or ``None`` when no handler would see
+    them (no parent run, or no handlers): dispatching would build it for nothing."""
+    from langchain_core.runnables.config import (
+        ensure_config,
+        get_async_callback_manager_for_config,
+        get_callback_manager_for_config,
+    )
+
+    get = get_async_callback_manager_for_config if is_async else get_callback_manager_for_config
+    manager = get(ensure_config(config))
+    if manager.parent_run_id is None or not manager.handlers:
+        return None
+    return manager
+
+
+def _logged_and_streamed(
+    records: Iterable[dict[str, Any]], state: Any, include_state: bool
+) -> list[dict[str, Any]]:
+    """Log each record and write it to the custom stream; the payloads to dispatch."""
+    writer = _writer()
+    payloads = []
+    for record in records:
+        _log(record)
+        payload = _payload(record, state, include_state)
+        if writer is not None:
+            writer({EVENT: payload})
+        payloads.append(payload)
+    return payloads
+
+
+def emit_all(
+    records: Iterable[dict[str, Any]],
+    *,
+    config: Any = None,
+    state: Any = None,
+    include_state: bool = False,
+) -> None:
+    """Log, stream and dispatch resolved records (sync contexts), one event per record.
+    The stream writer and callback manager are looked up once for all of them."""
+    payloads = _logged_and_streamed(records, state, include_state)
+    manager = _callbacks(config, is_async=False)
+    for payload in payloads if manager is not None else ():
+        manager.on_custom_event(EVENT, payload, run_id=manager.parent_run_id)
+
+
+async def aemit_all(
+    records: Iterable[dict[str, Any]],
+    *,
+    config: Any = None,
+    state: Any = None,
+    include_state: bool = False,
+) -> None:
+    """Log, stream and dispatch resolved records (async contexts), one event per record."""
+    payloads = _logged_and_streamed(records, state, include_state)
+    manager = _callbacks(config, is_async=True)
+    for payload in payloads if manager is not None else ():
+        await manager.on_custom_event(EVENT, payload, run_id=manager.parent_run_id)
+
+
+def emit(
+    record: dict[str, Any],
+    *,
+    config: Any = None,
+    state: Any = None,
+    include_state: bool = False,
+) -> None:
+    """Log, stream and dispatch one resolved record (sync contexts)."""
+    emit_all([record], config=config, state=state, include_state=include_state)
+
+
+async def aemit(
+    record: dict[str, Any],
+    *,
+    config: Any = None,
+    state: Any = None,
+    include_state: bool = False,
+) -> None:
+    """Log, stream and dispatch one resolved record (async contexts)."""
+    await aemit_all([record], config=config, state=state, include_state=include_state)

@@ -1,0 +1,143 @@
+"""``Audit``: shadow a sampled share of taken decisions with a teacher model."""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from agentbranch.core import logs
+from agentbranch.core.errors import ConfigurationError
+from agentbranch.policy.auditing.sinks import AuditRecord, as_sinks
+from agentbranch.policy.auditing.worker import AuditStats, AuditWorker, Job
+
+log = logging.getLogger("agentbranch")
+
+AUDIT_EVENT = "agentbranch.audit"
+
+
+@dataclass(frozen=True, eq=False)
+class Audit:
+    """Shadow audits for a policy: ``Policy(take_at=0.8, ..., audit=Audit(rate=0.05))``.
+
+    A share ``rate`` of the decisions the engine takes on its own is also asked of the
+    teacher ``model`` (a LangChain chat model, called with ``invoke`` exactly like the
+    ``Generate`` fallback, so a cache or cassette attached to it records and replays the
+    calls). The teacher runs on a background thread fed by a bounded queue of
+    ``queue_size`` jobs: the run never waits for it, a full queue drops the audit, and a
+    failing teacher is logged (logger ``"agentbranch"``), never raised. Audits never change
+    a decision or a route.
+
+    With ``fallback_examples`` (default), every answer the policy's ``Generate`` fallback
+    gives is recorded too: the engine's distribution next to the generated label.
+
+    Args:
+        model: the teacher; ``None`` uses the policy's ``Generate`` fallback model (and its
+            instructions).
+        rate: the share of taken decisions audited, in [0, 1].
+        sink: where records go: a JSON Lines path, a LangGraph store, a callable, an object
+            with ``write(record)``, or a list of them. Every record is also logged as an
+            ``agentbranch.audit`` event beside the decision log.
+        seed / rng: make sampling reproducible (``rng`` is a ``random.Random``).
+        queue_size: audits waiting for the teacher before new ones are dropped.
+        instructions: the teacher's system prompt prefix (as ``Generate(instructions=)``).
+        include_state: keep the rendered state in each record (off by default: records
+            then hold no user text beyond the question).
+
+    ``audit.flush()`` waits for queued audits (at exit they get
+    ``agentbranch.core.at_exit.EXIT_WAIT_S``),
+    ``audit.stats`` counts them, ``audit.close()`` stops the worker.
+    """
+
+    model: Any = None
+    rate: float = 0.05
+    sink: Any = None
+    seed: int | None = None
+    rng: random.Random | None = None
+    queue_size: int = 256
+    instructions: str | None = None
+    fallback_examples: bool = True
+    include_state: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.rate, int | float) or not 0.0 <= self.rate <= 1.0:
+            raise ConfigurationError(f"Audit(rate=...) must be in [0, 1], got {self.rate!r}")
+        if self.queue_size < 1:
+            raise ConfigurationError(f"Audit(queue_size=...) must be >= 1, got {self.queue_size}")
+        if self.model is not None and not callable(getattr(self.model, "invoke", None)):
+            raise ConfigurationError(
+                f"Audit(model=...) must be a LangChain chat model (with invoke), got "
+                f"{type(self.model).__name__}"
+            )
+        object.__setattr__(self, "_rng", self.rng or random.Random(self.seed))
+        object.__setattr__(self, "_sinks", as_sinks(self.sink))
+        object.__setattr__(self, "_worker", AuditWorker(self.queue_size))
+
+    # -- used by the resolver (critical path: cheap, never blocking) --------------------
+
+    def sample(self) -> bool:
+        """Draw whether the next taken decision is audited (counted when it is)."""
+        worker: AuditWorker = self._worker  # type: ignore[attr-defined]
+        with worker._lock:
+            hit = self._rng.random() < self.rate  # type: ignore[attr-defined]
+            if hit:
+                worker.stats.sampled += 1
+        return hit
+
+    def submit(self, job: Job) -> bool:
+        """Queue a job for the worker; ``False`` when the queue is full (dropped)."""
+        return self._worker.submit(job)  # type: ignore[attr-defined]
+
+    # -- used on the worker's thread ----------------------------------------------------
+
+    def write(self, record: AuditRecord) -> None:
+        """Send one record to every sink and to the log. A failing sink is logged; the
+        others still get the record."""
+        self._worker.count("audited" if record["kind"] == "audit" else "fallback_examples")  # type: ignore[attr-defined]
+        for sink in self._sinks:  # type: ignore[attr-defined]
+            try:
+                sink.write(record)
+            except Exception as e:  # noqa: BLE001 - a sink never fails a run
+                self._worker.count("failed")  # type: ignore[attr-defined]
+                log.warning("agentbranch.audit: sink %r failed: %s: %s", sink, type(e).__name__, e)
+        logs.event(
+            log,
+            logging.INFO,
+            AUDIT_EVENT,
+            kind=record["kind"],
+            question_id=record["question_id"],
+            engine_label=record["engine_label"],
+            teacher_label=record["teacher_label"],
+            agree=record["agree"],
+            confidence=record["confidence"],
+            band=record["band"],
+            teacher=record["teacher"],
+        )
+
+    # -- for the application ------------------------------------------------------------
+
+    @property
+    def stats(self) -> AuditStats:
+        """A snapshot of the counters."""
+        worker: AuditWorker = self._worker  # type: ignore[attr-defined]
+        with worker._lock:
+            return AuditStats(**vars(worker.stats))
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until queued audits are recorded; ``False`` if ``timeout`` passed first."""
+        return self._worker.flush(timeout)  # type: ignore[attr-defined]
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Record what is queued and stop the worker thread."""
+        return self._worker.close(timeout)  # type: ignore[attr-defined]
+
+    def __copy__(self) -> Audit:
+        return self  # one queue, one worker and one set of sinks, however it is copied
+
+    def __deepcopy__(self, memo: dict) -> Audit:
+        return self
+
+    def __repr__(self) -> str:
+        model = type(self.model).__name__ if self.model is not None else "<Generate model>"
+        return f"Audit(model={model}, rate={self.rate}, sinks={self._sinks!r})"  # type: ignore[attr-defined]

@@ -1,0 +1,118 @@
+"""Running every comparison (``run_bench``) and the ``agentbranch bench`` command's output:
+progress on stderr, a table or JSON on stdout, the plot."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from agentbranch_bench.cpu import cpu_part
+from agentbranch_bench.plotting import plot
+from agentbranch_bench.results import Report, target_met, target_text
+from agentbranch_bench.vllm_part import vllm_part
+
+
+def run_bench(
+    *,
+    tick: Callable[[str], None] = lambda _: None,
+    quick: bool = False,
+    vllm: bool | None = None,
+    vllm_model: Path | None = None,
+    cpu: bool = True,
+) -> Report:
+    """Run every comparison; ``vllm=None`` runs the vLLM part when ``vllm`` imports."""
+    report = Report()
+    start = time.perf_counter()
+    if cpu:
+        cpu_part(report, tick, quick=quick)
+    if vllm is None:
+        vllm = importlib.util.find_spec("vllm") is not None
+    if vllm:
+        vllm_part(report, tick, model=vllm_model, quick=quick)
+    else:
+        report.notes.append("vLLM part skipped: vllm is not installed")
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr(on: bool) -> Iterator[None]:
+    """Send file descriptor 1 to stderr meanwhile (vLLM and its engine processes log to
+    stdout), so ``--json`` prints nothing but the JSON."""
+    if not on:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def command(
+    json_out: bool = False,
+    plot_path: Path | None = None,
+    quick: bool = False,
+    vllm: bool | None = None,
+    vllm_model: Path | None = None,
+    cpu: bool = True,
+) -> int:
+    """The ``agentbranch bench`` command: rich progress on stderr, a table (or JSON with
+    ``json_out``) on stdout, the plot at ``plot_path``."""
+    import json
+
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+    from rich.text import Text
+
+    from agentbranch.cli.tables import print_table
+
+    out, err = Console(), Console(stderr=True)
+    with (
+        _stdout_to_stderr(json_out),
+        Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err
+        ) as progress,
+    ):
+        task = progress.add_task("benchmarking", total=None)
+
+        def tick(message: str) -> None:
+            progress.update(task, description=message)
+            progress.console.print(f"[dim]{message}[/dim]")
+
+        report = run_bench(tick=tick, quick=quick, vllm=vllm, vllm_model=vllm_model, cpu=cpu)
+    if plot_path is not None:
+        plot(report, plot_path)
+        err.print(f"plot: {plot_path}")
+    if json_out:
+        out.print_json(json.dumps(report.as_json()))
+        return 0
+    table = Table(title=f"agentbranch bench ({report.seconds:.0f}s)")
+    for col in ("comparison", "measured", "target"):
+        table.add_column(col)
+    for r in report.results:
+        met = target_met(r)
+        style = "" if met is None else "green" if met else "red"
+        table.add_row(r.name, f"{r.value:.2f} {r.unit}", Text(target_text(r), style=style))
+    print_table(out, table)
+    sweep = Table(title="decisions/s by concurrent callers")
+    sweep.add_column("path")
+    counts = sorted({n for pts in report.sweep.values() for n in pts})
+    for n in counts:
+        sweep.add_column(str(n), justify="right")
+    for name, pts in report.sweep.items():
+        sweep.add_row(name, *(f"{pts[n]:.1f}" if n in pts else "" for n in counts))
+    print_table(out, sweep)
+    for note in report.notes:
+        out.print(f"[dim]{note}[/dim]")
+    return 0

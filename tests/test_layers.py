@@ -1,0 +1,244 @@
+"""The folders are the layers, and imports only run downwards (docs/design.md, "Layers").
+
+Read from the source with ``ast`` (nothing is imported): every ``import`` and
+``from ... import`` in ``src/``, at module level or inside a function, is an edge from the
+importing module to the imported one. Two rules:
+
+* **Downwards only.** A module may import its own layer and the layers below it. Layers
+  that share a rank are peers and do not import each other (``audit`` and ``replay``).
+* **No circles** between modules, lazy imports included: a lazy import that closes a
+  circle only hides it. Imports under ``if TYPE_CHECKING:`` name types for annotations
+  and never run, so they are not edges.
+
+``test_an_upward_import_is_caught`` shows the check failing on a deliberately added
+upward import, so it cannot pass by reading nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+#: Bottom to top. A layer is named by its folder under ``agentbranch/`` (or by a top-level
+#: package); layers in one tuple are peers.
+LAYERS: list[tuple[str, ...]] = [
+    ("core",),  # questions, decisions, errors, state rendering, reads; logs, files
+    ("engine",),  # plan, canvas, batching, readers/, capacity/, selection from the env
+    ("calibration",),  # fitting temperatures from labelled files
+    ("policy",),  # bands, fallbacks, earned trust, auditing while a policy runs
+    ("audit", "replay"),  # reports over audit records; cassettes
+    ("integrations", "testing"),  # LangGraph, LangChain, middleware; test doubles
+    ("public",),  # agentbranch/__init__.py and the public faces langgraph/langchain/middleware
+    ("demo", "deploy"),  # the demo graph; manifests
+    ("cli",),  # one module per command group
+    ("agentbranch_bench",),  # the benchmark harness, outside the runtime library
+]
+
+#: The only imports that run upwards, each with its reason.
+ALLOWED_UPWARD = {
+    # `agentbranch bench` loads the harness on demand: it is not part of the runtime
+    # library and `import agentbranch` never imports it.
+    ("cli", "agentbranch_bench"),
+}
+
+PUBLIC_FACES = {
+    "agentbranch",
+    "agentbranch.langgraph",
+    "agentbranch.langchain",
+    "agentbranch.middleware",
+}
+
+
+def module_name(path: Path, src: Path) -> str:
+    parts = list(path.relative_to(src).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer_of(module: str) -> str:
+    if module in PUBLIC_FACES:
+        return "public"
+    parts = module.split(".")
+    if parts[0] != "agentbranch":
+        return parts[0]
+    return parts[1]
+
+
+def rank(layer: str) -> int:
+    for i, names in enumerate(LAYERS):
+        if layer in names:
+            return i
+    raise AssertionError(f"{layer!r} is in no layer: add it to LAYERS in {__file__}")
+
+
+def _runtime_nodes(tree: ast.AST):
+    """Every node of ``tree`` except the bodies of ``if TYPE_CHECKING:`` blocks."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            todo.extend(node.orelse)
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+
+
+def import_edges(src: Path) -> dict[str, set[str]]:
+    """Module -> the agentbranch modules it imports (a ``from pkg import mod`` names ``pkg.mod``)."""
+    files = {module_name(p, src): p for p in src.rglob("*.py")}
+    modules = set(files)
+    edges: dict[str, set[str]] = {}
+    for name, path in files.items():
+        found: set[str] = set()
+        for node in _runtime_nodes(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                targets = [
+                    f"{node.module}.{alias.name}"
+                    if f"{node.module}.{alias.name}" in modules
+                    else node.module
+                    for alias in node.names
+                ]
+            else:
+                continue
+            found.update(
+                t for t in targets if t.split(".")[0] in ("agentbranch", "agentbranch_bench")
+            )
+        # A submodule's own package __init__ runs first anyway; importing a parent
+        # package is not an edge of its own (``import agentbranch.x.y`` names x.y).
+        edges[name] = {t for t in found if t in modules and t != name}
+    return edges
+
+
+def upward_imports(edges: dict[str, set[str]]) -> list[str]:
+    wrong = []
+    for module, targets in sorted(edges.items()):
+        low = layer_of(module)
+        for target in sorted(targets):
+            high = layer_of(target)
+            if high == low or (low, high) in ALLOWED_UPWARD:
+                continue
+            if rank(high) >= rank(low):
+                kind = "a peer" if rank(high) == rank(low) else "a higher layer"
+                wrong.append(f"{module} ({low}) imports {target}, {kind} ({high})")
+    return wrong
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_every_module_belongs_to_a_layer():
+    for module in import_edges(SRC):
+        rank(layer_of(module))
+
+
+def test_imports_run_downwards_only():
+    assert upward_imports(import_edges(SRC)) == []
+
+
+def test_no_import_circles():
+    assert circles(import_edges(SRC)) == []
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return tmp_path
+
+
+def test_an_upward_import_is_caught(tmp_path):
+    src = _tree(
+        tmp_path,
+        {
+            "agentbranch/__init__.py": "",
+            "agentbranch/core/__init__.py": "",
+            "agentbranch/core/questions.py": "def f():\n    from agentbranch.policy import bands\n",
+            "agentbranch/policy/__init__.py": "",
+            "agentbranch/policy/bands.py": "from agentbranch.core import questions\n",
+        },
+    )
+    edges = import_edges(src)
+    assert upward_imports(edges) == [
+        "agentbranch.core.questions (core) imports agentbranch.policy.bands, a higher layer (policy)"
+    ]
+    assert circles(edges) == [["agentbranch.core.questions", "agentbranch.policy.bands"]]
+
+
+def test_a_peer_import_is_caught(tmp_path):
+    src = _tree(
+        tmp_path,
+        {
+            "agentbranch/__init__.py": "",
+            "agentbranch/audit/__init__.py": "import agentbranch.replay.keys\n",
+            "agentbranch/replay/__init__.py": "",
+            "agentbranch/replay/keys.py": "",
+        },
+    )
+    assert upward_imports(import_edges(src)) == [
+        "agentbranch.audit (audit) imports agentbranch.replay.keys, a peer (replay)"
+    ]
+
+
+def test_an_unknown_folder_is_named(tmp_path):
+    src = _tree(tmp_path, {"agentbranch/__init__.py": "", "agentbranch/misc/__init__.py": ""})
+    with pytest.raises(AssertionError, match="'misc' is in no layer"):
+        for module in import_edges(src):
+            rank(layer_of(module))
+
+
+#: A module this long needs a reason in its docstring ("Over 500 lines: ...").
+LONG = 500
+
+
+def test_a_long_module_says_why():
+    unexplained = []
+    for path in sorted(SRC.rglob("*.py")):
+        text = path.read_text()
+        if text.count("\n") > LONG:
+            doc = ast.get_docstring(ast.parse(text)) or ""
+            if f"Over {LONG} lines:" not in doc:
+                unexplained.append(str(path.relative_to(SRC)))
+    assert unexplained == [], (
+        f"modules over {LONG} lines without a reason in their docstring: split them by job "
+        f"or say why one module must hold it ('Over {LONG} lines: ...')"
+    )
