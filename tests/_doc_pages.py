@@ -26,7 +26,8 @@ it (invisible on the rendered page), ``<!-- doc-test: DIRECTIVE; DIRECTIVE ... -
 ```bash blocks run (their ``agentbranch ...`` lines, as ``python -m agentbranch.cli``)
 when they show an output or name a scenario; a ```console block starting with
 ``$ [VAR=value ...] agentbranch ...`` runs that command and shows the rest of the block as
-its output (with ``scenario NAME``, the scenario's output instead). Latencies (``latency_s``) are masked on both sides.
+its output (with ``scenario NAME``, the scenario's output instead). Latencies
+(``latency_s``) are masked on both sides.
 """
 
 from __future__ import annotations
