@@ -549,19 +549,6 @@ def test_closing_fails_queued_requests_and_stops():
         engine.decide("x", {"team": TEAM})
 
 
-def test_the_benchmarks_page_example_runs():
-    from pathlib import Path
-
-    page = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
-    code = page.read_text().split("```python\n", 1)[1].split("```", 1)[0]
-    scope: dict = {}
-    exec(compile(code, str(page), "exec"), scope)
-    engine, plain = scope["engine"], scope["plain"]
-    assert isinstance(engine.reads_via, BatchingReader) and engine.reads_via.cache_size == 1024
-    assert plain.reads_via is plain.reader
-    assert list(engine.decide("x", {"team": TEAM})["team"].options) == ["billing", "outage", "bug"]
-
-
 def _batch_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "agentbranch-batch"]
 
