@@ -20,6 +20,7 @@ from _lg_fixtures import by_keyword, sure
 
 import agentbranch as ab
 from agentbranch.core.errors import ReaderError
+from agentbranch.core.reads import ReadRequest
 from agentbranch.engine.batching import BatchingReader, QueueFullError, read_key
 
 TEAM = ab.choice("Which team?", ["billing", "outage", "bug"])
@@ -553,10 +554,10 @@ def _batch_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "agentbranch-batch"]
 
 
-def _req(state: str) -> ab.engine.reads.ReadRequest:
+def _req(state: str) -> ReadRequest:
     from agentbranch.core.questions import to_spec
 
-    return ab.engine.reads.ReadRequest(state=state, questions=(to_spec("u", ab.yes_no("U?")),))
+    return ReadRequest(state=state, questions=(to_spec("u", ab.yes_no("U?")),))
 
 
 def test_a_request_abandoned_while_queued_is_never_read():
@@ -571,7 +572,9 @@ def test_a_request_abandoned_while_queued_is_never_read():
     try:
         slow = threading.Thread(target=lambda: out.append(coalescer.read([_req("slow")])))
         slow.start()
+        deadline = time.monotonic() + 60
         while not reader.calls:  # the one worker is reading "slow"; its caller waits
+            assert slow.is_alive() and time.monotonic() < deadline, "slow never reached the reader"
             time.sleep(0.01)
         with pytest.raises(ReaderTimeoutError, match="within 0.1s"):
             coalescer.read([_req("queued")], timeout_s=0.1)

@@ -19,6 +19,7 @@ import pytest
 
 import agentbranch as ab
 from agentbranch.core.errors import InvalidReadError, ReaderError, ReaderTimeoutError
+from agentbranch.core.reads import LabelRead
 from agentbranch.engine.batching import BatchingReader
 from agentbranch.policy import FailClosed, FailOpen, Policy, Resolver
 from agentbranch.testing import FaultyReader
@@ -156,7 +157,7 @@ def test_a_nan_yes_no_read_is_not_a_confident_no():
 
     class NanReader(ab.ScriptedReader):
         def read(self, requests):
-            return [[ab.engine.reads.LabelRead((math.nan, math.log(0.1)))] for _ in requests]
+            return [[LabelRead((math.nan, math.log(0.1)))] for _ in requests]
 
     engine = ab.DecisionEngine(NanReader())
     with pytest.raises(InvalidReadError, match="not in \\[-inf, 0\\]"):
