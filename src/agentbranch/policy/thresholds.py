@@ -122,6 +122,7 @@ def stratified(
     in_force: np.ndarray,
     review: np.ndarray,
     t: float,
+    effective: str = "variance",
 ) -> tuple[float, float]:
     """``(n, right)`` of the band ``confidence >= t`` as a stratified sample (see the
     module docstring): strata are cut at every threshold that was in force when a label
@@ -143,8 +144,18 @@ def stratified(
     share = np.bincount(stratum, weights=weights[band], minlength=2 * k)
     some = n_s > 0
     share, n_s, right_s = share[some] / share[some].sum(), n_s[some], right_s[some]
-    n = 1.0 / float((share * share / n_s).sum())
-    return n, n * float((share * right_s / n_s).sum())
+    p_hat = float((share * right_s / n_s).sum())
+    if effective == "kish":
+        n = 1.0 / float((share * share / n_s).sum())
+    else:
+        # Korn & Graubard (1998): the size whose binomial variance matches the stratified
+        # estimate's, each stratum with its own variance (shrunk off 0 and 1), at most
+        # the labels there are.
+        p_s = (right_s + 0.5) / (n_s + 1.0)
+        var = float((share * share * p_s * (1.0 - p_s) / n_s).sum())
+        p_bar = float((share * p_s).sum())
+        n = min(float(n_s.sum()), p_bar * (1.0 - p_bar) / var)
+    return n, n * p_hat
 
 
 def learn_then_test(
@@ -157,6 +168,8 @@ def learn_then_test(
     weights: Sequence[float] | None = None,
     in_force: Sequence[float | None] | None = None,
     review: Sequence[bool] | None = None,
+    shown: float | None = None,
+    effective: str = "variance",
 ) -> float | None:
     """The lowest candidate threshold whose take band ``confidence >= t`` is shown to
     reach ``precision`` at error ``alpha`` by fixed-sequence testing from the safest
@@ -176,18 +189,22 @@ def learn_then_test(
     rev = np.zeros(len(conf), dtype=int) if review is None else np.asarray(review, dtype=int)
     need = min_band(precision, alpha)
     chosen: float | None = None
-    size = -1
+    carried = shown is not None  # every candidate above `shown` was rejected already
+    # A candidate whose band holds no label more than the one before it shows nothing new.
+    size = -1 if shown is None else int((conf >= shown).sum())
     for t in candidates:
+        if shown is not None and t >= shown:
+            continue
         band = conf >= t
         if int(band.sum()) == size:
             continue  # no label between this candidate and the last: nothing shown below
         size = int(band.sum())
-        n, right = stratified(conf, ok, w, tau, rev, t)
-        if n < need:
+        n, right = stratified(conf, ok, w, tau, rev, t, effective)
+        if n < need and not carried:
             continue  # too few to ever reject here: skipping depends on no label
         if pvalue_below(right, n, precision) > alpha:
             break
-        chosen = t
+        chosen, carried = t, True
     return chosen
 
 
@@ -308,15 +325,3 @@ def takes_to_withdraw(
         if n > history and drift.drifted(alpha):
             return n - history
     return 0
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """When looks happen and what each spends (see module doc)."""
-
-    first: int
-    alpha: float
-
-    def look(self, labels: int, done: int) -> int | None:
-        """The look due at ``labels`` labels when ``done`` looks happened, else None."""
-        return done if labels >= look_at(self.first, done) else None
