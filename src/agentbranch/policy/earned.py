@@ -210,8 +210,6 @@ class Earned:
         #: Whether a look resumes the walk below the threshold it earned (hierarchical
         #: group-sequential testing) instead of testing again from the top.
         self.resume = True
-        #: Effective size of a stratified band (``thresholds.stratified``).
-        self.effective = "variance"
         self._lock = threading.RLock()
         self._states: dict[str, TrustState] = {}
         self._loaded_at: dict[str, float] = {}
@@ -438,7 +436,6 @@ def step(st: TrustState, rec: Evidence, cfg: Earned) -> None:
         alpha=alpha,
         candidates=cfg.candidates,
         shown=st.take_at if cfg.resume and st.trust == "earned" else None,
-        effective=cfg.effective,
     )
     what = f"look {st.looks} at {st.labels} labels (alpha {alpha:.3g})"
     lower = found is not None and (st.take_at is None or st.trust == "fixed" or found < st.take_at)

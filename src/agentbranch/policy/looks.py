@@ -80,7 +80,7 @@ class Looks:
     def alpha(self, alpha: float, k: int) -> float:
         """The error look ``k`` spends out of ``alpha``."""
         if self.power is None:
-            return alpha / 2 ** (k + 1)
+            return alpha * 0.5 ** (k + 1)
         return alpha * (k + 1) ** -self.power / self._norm  # type: ignore[attr-defined]
 
     def due(self, labels: int, done: int) -> bool:
