@@ -15,7 +15,11 @@ embedded CPU reader on its set's held-out part, which becomes a stream of decisi
 * **before**: the same, with the first release's method on the same streams (every look
   walks the candidates again from the top), for the ratio;
 * **hindsight**: the lowest fixed threshold whose decisions over the whole stream are
-  90 % right — the best any fixed threshold could do, known only afterwards.
+  90 % right — the best any fixed threshold could do, known only afterwards;
+* **reference**: the single-test reference of ``earned_simulation.py`` on the question's
+  own band curve — after ``i`` decisions, all labelled, the widest band one exact test
+  at 0.05 would show on the expected counts: the yardstick for what a level-0.95 method
+  can cover on a stream this long (and the labels it needs to open).
 
 The teacher is the set's true label (precision is against the truth here). Reported per
 question: accuracy; coverage (share of the stream taken) and realized precision of each
@@ -117,6 +121,11 @@ def question(q: dict, earneds: dict[str, Earned], seed: int) -> dict:
         }
 
     hind_cov = float(np.mean([c for _, c in rows["hindsight"]]))
+    # The single-test reference on this question's own band curve (earned_simulation.py).
+    cands = np.round(np.arange(1.0, -0.001, -0.01), 2)
+    ref_cov, ref_first = es.single_test_reference(
+        *es.band_curve(conf0, right0.astype(float), cands), len(conf0), TARGET, LEVEL
+    )
 
     def earned_summary(got: dict[str, list]) -> dict:
         out = summary(got["earned"])
@@ -138,6 +147,11 @@ def question(q: dict, earneds: dict[str, Earned], seed: int) -> dict:
         "hindsight": {
             "threshold": _median([t for t, _ in rows["hindsight"]]),
             "coverage": round(hind_cov, 3),
+        },
+        "reference": {
+            "coverage": round(ref_cov, 3),
+            "share_of_hindsight": round(ref_cov / hind_cov, 3) if hind_cov else None,
+            "labels_to_open": ref_first,
         },
         "fixed": {"take_at": FIXED, **summary(rows["fixed"])},
         "calibrated": {
@@ -183,7 +197,7 @@ def main() -> None:
     head = (
         f"{'question':24} {'n':>4} {'acc':>5} | {'hind':>5} | {'fixed':>11} | "
         f"{'calibrated':>11} | {'earned':>11} {'<.9':>5} {'share':>5} {'open@':>5} | "
-        f"{'before':>11} {'share':>5}"
+        f"{'before':>11} {'share':>5} | {'ref':>5} {'open@':>5}"
     )
     print(head + "\n" + "-" * len(head))
 
@@ -199,7 +213,8 @@ def main() -> None:
             f"{cp(r['fixed']):>11} | {cp(r['calibrated']):>11} | {cp(e):>11} "
             f"{e['streams_below_target']:>5.2f} {'-' if share is None else f'{share:.2f}':>5} "
             f"{'-' if opens is None else f'{opens:.0f}':>5} | {cp(r['before']):>11} "
-            f"{_share(r['before']):>5}"
+            f"{_share(r['before']):>5} | {_share(r['reference']):>5} "
+            f"{'-' if r['reference']['labels_to_open'] is None else r['reference']['labels_to_open']:>5}"
         )
     overall = {}
     for m in ("fixed", "calibrated", "earned", "before"):
@@ -212,6 +227,9 @@ def main() -> None:
                 (r[m]["precision"] or 1.0) < TARGET for r in results.values()
             ),
         }
+    overall["reference"] = {
+        "coverage": round(float(np.mean([r["reference"]["coverage"] for r in results.values()])), 3)
+    }
     overall["hindsight"] = {
         "coverage": round(float(np.mean([r["hindsight"]["coverage"] for r in results.values()])), 3)
     }
