@@ -78,8 +78,9 @@ learning again from fresh labels only.
 **Learning speed (simulated, defaults).** ``benchmarks/earned_simulation.py`` and
 docs/earned.md give the figures: a question right ~90 % of the time whose surest answers
 are nearly always right opens after a median of 100 labels; one whose confidence barely
-separates right from wrong needs many hundreds (no level-0.95 test can show 0.9 on a
-band 93 % right with fewer); one whose confidence is anti-correlated never opens.
+separates right from wrong needs many hundreds (even one exact test at 0.05 on the
+expected counts, with no looks to pay for, needs 642); one whose confidence is
+anti-correlated never opens.
 """
 
 from __future__ import annotations
@@ -188,7 +189,8 @@ def learn_then_test(
     one of which is labelled, ``1/rate`` for an audited one; ``in_force`` (default: none)
     the threshold in force when each label was made (``None``: nothing was taken) and
     ``review`` (default: none) whether it was in the review band, by which bands are
-    stratified (``stratified``)."""
+    stratified (``stratified``). ``shown``: the threshold an earlier look showed; the
+    walk resumes below it (hierarchical testing across looks, see the module doc)."""
     conf = np.asarray(confidence, dtype=float)
     ok = np.asarray(correct, dtype=float)
     w = np.ones_like(conf) if weights is None else np.asarray(weights, dtype=float)
