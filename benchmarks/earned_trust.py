@@ -12,8 +12,14 @@ embedded CPU reader on its set's held-out part, which becomes a stream of decisi
 * **earned**: ``Earned(precision=0.9, level=0.95)`` (defaults otherwise), fed as the
   policy feeds it: every decision below the threshold in force is labelled by the
   teacher (the ``Generate`` fallback), taken ones are audited at ``RATE``;
+* **before**: the same, with the first release's method on the same streams (every look
+  walks the candidates again from the top), for the ratio;
 * **hindsight**: the lowest fixed threshold whose decisions over the whole stream are
-  90 % right — the best any fixed threshold could do, known only afterwards.
+  90 % right — the best any fixed threshold could do, known only afterwards;
+* **reference**: the single-test reference of ``earned_simulation.py`` on the question's
+  own band curve — after ``i`` decisions, all labelled, the widest band one exact test
+  at 0.05 would show on the expected counts: the yardstick for what a level-0.95 method
+  can cover on a stream this long (and the labels it needs to open).
 
 The teacher is the set's true label (precision is against the truth here). Reported per
 question: accuracy; coverage (share of the stream taken) and realized precision of each
@@ -33,8 +39,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import platform
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -75,24 +83,17 @@ def calibrated_threshold(q: dict) -> tuple[float, float | None]:
     return t, cal.suggest_threshold(conf, right, TARGET).threshold
 
 
-def question(q: dict, earned: Earned, seed: int) -> dict:
+def question(q: dict, earneds: dict[str, Earned], seed: int) -> dict:
     conf0, right0 = (np.array(x) for x in er.confidence_and_correct(q["stream"]))
     temperature, cal_at = calibrated_threshold(q)
     cal_conf0 = np.array(
         [confidence_from(cal.apply_temperature(p, temperature)) for p in q["stream"]["probs"]]
     )
     rng = np.random.default_rng(seed)
-    rows: dict[str, list] = {
-        k: []
-        for k in (
-            "fixed",
-            "calibrated",
-            "earned",
-            "hindsight",
-            "labels",
-            "labels_to_open",
-            "late_coverage",
-        )
+    rows: dict[str, list] = {"fixed": [], "calibrated": [], "hindsight": []}
+    runs: dict[str, dict[str, list]] = {
+        name: {"earned": [], "labels": [], "labels_to_open": [], "late_coverage": []}
+        for name in earneds
     }
     for _ in range(STREAMS):
         order = rng.permutation(len(conf0))
@@ -100,12 +101,15 @@ def question(q: dict, earned: Earned, seed: int) -> dict:
         rows["fixed"].append(_stats(conf >= FIXED, right))
         cal_taken = cal_conf >= cal_at if cal_at is not None else np.zeros(len(conf), bool)
         rows["calibrated"].append(_stats(cal_taken, right))
-        run = es.run_stream(earned, conf, right, rng.random(len(conf)), RATE)
-        rows["earned"].append(_stats(run.taken, right))
-        rows["labels"].append(run.labels)
-        rows["labels_to_open"].append(run.labels_to_open)
-        rows["late_coverage"].append(float(run.taken[len(conf) // 2 :].mean()))
         rows["hindsight"].append(es.hindsight_best(conf, right, TARGET))
+        draw = rng.random(len(conf))
+        for name, earned in earneds.items():
+            run = es.run_stream(earned, conf, right, draw, RATE)
+            got = runs[name]
+            got["earned"].append(_stats(run.taken, right))
+            got["labels"].append(run.labels)
+            got["labels_to_open"].append(run.labels_to_open)
+            got["late_coverage"].append(float(run.taken[len(conf) // 2 :].mean()))
 
     def summary(pairs: list[tuple[float, float]]) -> dict:
         cov = [c for c, _ in pairs]
@@ -117,8 +121,24 @@ def question(q: dict, earned: Earned, seed: int) -> dict:
         }
 
     hind_cov = float(np.mean([c for _, c in rows["hindsight"]]))
-    earned_sum = summary(rows["earned"])
-    opened = [x for x in rows["labels_to_open"] if x is not None]
+    # The single-test reference on this question's own band curve (earned_simulation.py).
+    cands = np.round(np.arange(1.0, -0.001, -0.01), 2)
+    ref_cov, ref_first = es.single_test_reference(
+        *es.band_curve(conf0, right0.astype(float), cands), len(conf0), TARGET, LEVEL
+    )
+
+    def earned_summary(got: dict[str, list]) -> dict:
+        out = summary(got["earned"])
+        opened = [x for x in got["labels_to_open"] if x is not None]
+        return {
+            **out,
+            "coverage_second_half": round(float(np.mean(got["late_coverage"])), 3),
+            "share_of_hindsight": round(out["coverage"] / hind_cov, 3) if hind_cov else None,
+            "opened": round(len(opened) / STREAMS, 3),
+            "labels_to_open": _median(opened),
+            "labels": round(float(np.mean(got["labels"])), 1),
+        }
+
     return {
         "type": q["type"],
         "kind": q["kind"],
@@ -128,6 +148,11 @@ def question(q: dict, earned: Earned, seed: int) -> dict:
             "threshold": _median([t for t, _ in rows["hindsight"]]),
             "coverage": round(hind_cov, 3),
         },
+        "reference": {
+            "coverage": round(ref_cov, 3),
+            "share_of_hindsight": round(ref_cov / hind_cov, 3) if hind_cov else None,
+            "labels_to_open": ref_first,
+        },
         "fixed": {"take_at": FIXED, **summary(rows["fixed"])},
         "calibrated": {
             "temperature": round(temperature, 3),
@@ -135,15 +160,12 @@ def question(q: dict, earned: Earned, seed: int) -> dict:
             "labels": len(q["fit"]["label"]),
             **summary(rows["calibrated"]),
         },
-        "earned": {
-            **earned_sum,
-            "coverage_second_half": round(float(np.mean(rows["late_coverage"])), 3),
-            "share_of_hindsight": round(earned_sum["coverage"] / hind_cov, 3) if hind_cov else None,
-            "opened": round(len(opened) / STREAMS, 3),
-            "labels_to_open": _median(opened),
-            "labels": round(float(np.mean(rows["labels"])), 1),
-        },
+        **{name: earned_summary(got) for name, got in runs.items()},
     }
+
+
+def _share(m: dict) -> str:
+    return "-" if m["share_of_hindsight"] is None else f"{m['share_of_hindsight']:.2f}"
 
 
 def _median(xs: list) -> float | None:
@@ -160,9 +182,13 @@ def main() -> None:
     questions = er.load_or_read(args.reads)
     read_s = time.perf_counter() - start
     earned = Earned(precision=TARGET, level=LEVEL)
+    # The first release, on the same streams: every look walks again from the top.
+    before = Earned(precision=TARGET, level=LEVEL)
+    before.resume = False
+    earneds = {"before": before, "earned": earned}
     start = time.perf_counter()
     results = {
-        qid: question(q, earned, seed=i) for i, (qid, q) in enumerate(sorted(questions.items()))
+        qid: question(q, earneds, seed=i) for i, (qid, q) in enumerate(sorted(questions.items()))
     }
     print(
         f"{len(results)} questions x {STREAMS} streams in {time.perf_counter() - start:.0f}s "
@@ -170,7 +196,8 @@ def main() -> None:
     )
     head = (
         f"{'question':24} {'n':>4} {'acc':>5} | {'hind':>5} | {'fixed':>11} | "
-        f"{'calibrated':>11} | {'earned':>11} {'<.9':>5} {'share':>5} {'open@':>5}"
+        f"{'calibrated':>11} | {'earned':>11} {'<.9':>5} {'share':>5} {'open@':>5} | "
+        f"{'before':>11} {'share':>5} | {'ref':>5} {'open@':>5}"
     )
     print(head + "\n" + "-" * len(head))
 
@@ -185,10 +212,12 @@ def main() -> None:
             f"{qid:24} {r['n']:>4} {r['accuracy']:>5.2f} | {r['hindsight']['coverage']:>5.2f} | "
             f"{cp(r['fixed']):>11} | {cp(r['calibrated']):>11} | {cp(e):>11} "
             f"{e['streams_below_target']:>5.2f} {'-' if share is None else f'{share:.2f}':>5} "
-            f"{'-' if opens is None else f'{opens:.0f}':>5}"
+            f"{'-' if opens is None else f'{opens:.0f}':>5} | {cp(r['before']):>11} "
+            f"{_share(r['before']):>5} | {_share(r['reference']):>5} "
+            f"{'-' if r['reference']['labels_to_open'] is None else r['reference']['labels_to_open']:>5}"
         )
     overall = {}
-    for m in ("fixed", "calibrated", "earned"):
+    for m in ("fixed", "calibrated", "earned", "before"):
         overall[m] = {
             "coverage": round(float(np.mean([r[m]["coverage"] for r in results.values()])), 3),
             "streams_below_target": round(
@@ -198,10 +227,15 @@ def main() -> None:
                 (r[m]["precision"] or 1.0) < TARGET for r in results.values()
             ),
         }
+    overall["reference"] = {
+        "coverage": round(float(np.mean([r["reference"]["coverage"] for r in results.values()])), 3)
+    }
     overall["hindsight"] = {
         "coverage": round(float(np.mean([r["hindsight"]["coverage"] for r in results.values()])), 3)
     }
     print("\nmean over questions:", json.dumps(overall))
+    b, a = overall["before"]["coverage"], overall["earned"]["coverage"]
+    print(f"earned coverage, after/before: {a / b if b else float('nan'):.2f}x ({b} -> {a})")
     args.out.mkdir(parents=True, exist_ok=True)
     out = {
         "target_precision": TARGET,
@@ -209,6 +243,10 @@ def main() -> None:
         "fixed_take_at": FIXED,
         "audit_rate": RATE,
         "streams_per_question": STREAMS,
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "machine": f"{platform.machine()}, Python {platform.python_version()}",
+        "before": "the first release on the same streams: every look walks again from "
+        "the top of the candidates",
         "earned": repr(earned)
         + f" min_evidence={earned.min_evidence} step={earned.step} max_take_at={earned.max_take_at}",
         "overall": overall,

@@ -11,7 +11,7 @@ only takes part in the second:
    fit one *with-examples* temperature per type by the log loss of the top answer
    (``emb.OBJECTIVE``), the prior that a question's own leave-one-out fit shrinks
    towards. ``--write`` saves both to
-   ``src/agentbranch/engine/readers/embedded_temperatures.json`` (package data). It
+   ``src/agentbranch/engine/readers/embedded/embedded_temperatures.json`` (package data). It
    also prints how well each prior weight would serve on the fit parts
    (``select_prior_weight``), the evidence for the reader's ``PRIOR_WEIGHT``.
 2. **evaluate** — a fresh ``EmbeddedReader()`` (which loads the shipped file) reads the
@@ -57,7 +57,7 @@ from agentbranch.core.questions import to_spec  # noqa: E402
 from agentbranch.core.reads import QuestionSpec, ReadRequest  # noqa: E402
 from agentbranch.engine.readers import embedded as emb  # noqa: E402
 
-SHIPPED = emb._temperature_file()
+SHIPPED = emb.temperature_file()
 #: The sets the temperatures are fitted on (SNIPS is only read held out).
 FIT_SETS = {"bbc": ps.bbc_news, "drugs": ps.drug_reviews, "tweets": ps.tweets}
 EXAMPLES_PER_OPTION = 10

@@ -4,7 +4,7 @@
     python scripts/readme_demo.py --check  # exits 1 if the README is stale
 
 Run it after a change to the embedded reader, the demo or its tickets;
-tests/test_demo_output.py fails until the README shows the real output again.
+tests/test_docs.py fails until the README shows the real output again.
 """
 
 from __future__ import annotations

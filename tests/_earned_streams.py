@@ -247,3 +247,36 @@ def takes_after_history(
     if n == 0:
         raise AssertionError("never withdrawn")
     return n
+
+
+def single_test_reference(
+    coverage: np.ndarray, precision: np.ndarray, length: int, target: float, level: float
+) -> tuple[float, int | None]:
+    """A ceiling for any method at ``level``: given each candidate band's share of the
+    decisions (``coverage``) and its precision, after ``i`` decisions — every one
+    labelled — the lowest band a single exact binomial test at ``1 - level`` shows on
+    the expected counts (no looks, no choice among thresholds to pay for). Returns its
+    mean coverage over ``length`` decisions and the decisions before it first shows one."""
+    from scipy.special import betainc
+
+    total, first = 0.0, None
+    for i in range(1, length + 1):
+        m = i * coverage
+        k = m * precision
+        ok = (m > 0) & (k > 0)
+        p = np.ones_like(m)
+        p[ok] = betainc(k[ok], m[ok] - k[ok] + 1, target)
+        shown = np.flatnonzero(p <= 1 - level)
+        if len(shown):
+            total += coverage[shown].max()
+            first = i if first is None else first
+    return total / length, first
+
+
+def band_curve(conf: np.ndarray, right: np.ndarray, candidates: np.ndarray):
+    """``(coverage, precision)`` of the band ``conf >= t`` for each candidate ``t``."""
+    order = np.argsort(-conf, kind="stable")
+    c, cum = conf[order], np.cumsum(right[order])
+    kept = np.searchsorted(-c, -candidates, side="right")
+    prec = np.where(kept > 0, cum[np.maximum(kept, 1) - 1] / np.maximum(kept, 1), 0.0)
+    return kept / len(c), prec

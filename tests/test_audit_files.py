@@ -10,7 +10,6 @@ import os
 import random
 import re
 import threading
-from pathlib import Path
 
 import pytest
 from test_audit_report import overconfident_records, record
@@ -300,33 +299,3 @@ def test_calibrate_table_keeps_every_row_on_one_line_when_piped(tmp_path):
     # ECE and Brier before → after, whole, in the one line of the row (at 80 columns
     # rich split each pair over two lines).
     assert len(re.findall(r"\d\.\d{3} → \d\.\d{3}", team)) == 2, result.output
-
-
-def _console_lines(doc: str) -> list[str]:
-    return [
-        line
-        for block in re.findall(r"```console\n(.*?)```", doc, re.DOTALL)
-        for line in block.splitlines()
-        if line.strip()
-    ]
-
-
-def test_the_messages_docs_audit_shows_are_the_ones_printed(tmp_path):
-    from test_cli_errors import _worse_audits
-
-    shown = _console_lines((Path(__file__).parents[1] / "docs" / "audit.md").read_text())
-    assert len(shown) == 3
-    printed = []
-    path = _write(
-        tmp_path / "audits.jsonl", [json.dumps(GOOD)] * 2 + [json.dumps({**GOOD, "confidence": 5})]
-    )
-    printed += CliRunner().invoke(app, ["audit", "report", "audits.jsonl"]).output.splitlines()
-    path.write_text("")
-    printed += CliRunner().invoke(app, ["audit", "report", "audits.jsonl"]).output.splitlines()
-    _worse_audits(tmp_path)  # rewrites audits.jsonl: a fit the held-out records find worse
-    result = CliRunner().invoke(
-        app, ["calibrate", "--from-audit", "audits.jsonl", "--out", "calibration.json"]
-    )
-    printed += result.output.splitlines()
-    for line in shown:
-        assert line in printed, (line, printed)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -71,11 +70,3 @@ def test_an_answer_the_engine_cannot_vouch_for_is_not_shown_as_a_decision(demo_8
         assert (r[4:6] == ["not", "sure"]) == (not sure), r
     assert all(r[1] == "—" for r in others if r[0] == "frustration")  # ~0.01 on the CPU
     assert "else — (not sure" in " ".join(demo_80.split())
-
-
-def test_readme_shows_the_real_80_column_output(demo_80):
-    readme = (ROOT / "README.md").read_text("utf-8")
-    match = re.search(r"```console\n\$ COLUMNS=80 agentbranch demo\n(.*?)\n```", readme, re.S)
-    assert match, "README has no COLUMNS=80 agentbranch demo block"
-    # After a change to the embedded reader or the demo: python scripts/readme_demo.py
-    assert match.group(1) == demo_80.rstrip("\n")

@@ -224,6 +224,19 @@ def test_earned_without_a_label_source_says_what_to_add():
     Policy(take_at=Earned(), fallbacks=[Generate(Oracle())])
 
 
+def test_earned_without_audits_warns_that_drift_goes_unnoticed(caplog):
+    # The fallback's labels earn a threshold, but nothing checks what is taken above it.
+    with caplog.at_level("WARNING", logger="agentbranch"):
+        Policy(take_at=Earned(), fallbacks=[Generate(Oracle())])
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert "drift cannot withdraw it" in caplog.text and "Audit(rate=0.05)" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="agentbranch"):
+        Policy(take_at=Earned(), fallbacks=[Generate(Oracle())], audit=ab.Audit(rate=0.05))
+        Policy(take_at=0.8, fallbacks=[Generate(Oracle())])
+    assert caplog.records == []
+
+
 def test_earned_is_exported_at_the_top():
     assert ab.Earned is Earned
 

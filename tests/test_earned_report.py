@@ -184,34 +184,6 @@ def test_foreign_records_are_clear_errors():
         earned_report([{"schema": "agentbranch.earned/1", "id": "x"}])
 
 
-@pytest.mark.parametrize(
-    ("page", "marker"), [("docs/earned.md", None), ("README.md", "Earned trust")]
-)
-def test_the_pages_policy_snippets_build_an_earned_policy(page, marker, tmp_path, monkeypatch):
-    """The short snippets that show the policy (no output of their own) run too."""
-    import re
-    from pathlib import Path
-
-    monkeypatch.chdir(tmp_path)
-    text = (Path(__file__).resolve().parents[1] / page).read_text()
-    if marker is not None:
-        text = text[text.index(f"## {marker}") :]
-    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
-    from agentbranch.policy import Audit, Generate
-
-    namespace = {
-        "Policy": Policy,
-        "Earned": Earned,
-        "Generate": Generate,
-        "Audit": Audit,
-        "chat_model": Oracle(),
-    }
-    exec(compile(code, page, "exec"), namespace)
-    policy = namespace["policy"]
-    assert policy.earned is not None and policy.earned.precision == 0.9
-    assert policy.audit.rate == 0.05
-
-
 def test_cli_on_a_fifo_or_a_directory_is_a_clear_error(tmp_path):
     import os
 

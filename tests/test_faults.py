@@ -19,6 +19,7 @@ import pytest
 
 import agentbranch as ab
 from agentbranch.core.errors import InvalidReadError, ReaderError, ReaderTimeoutError
+from agentbranch.core.reads import LabelRead
 from agentbranch.engine.batching import BatchingReader
 from agentbranch.policy import FailClosed, FailOpen, Policy, Resolver
 from agentbranch.testing import FaultyReader
@@ -156,7 +157,7 @@ def test_a_nan_yes_no_read_is_not_a_confident_no():
 
     class NanReader(ab.ScriptedReader):
         def read(self, requests):
-            return [[ab.engine.reads.LabelRead((math.nan, math.log(0.1)))] for _ in requests]
+            return [[LabelRead((math.nan, math.log(0.1)))] for _ in requests]
 
     engine = ab.DecisionEngine(NanReader())
     with pytest.raises(InvalidReadError, match="not in \\[-inf, 0\\]"):
@@ -282,16 +283,3 @@ def test_a_timed_out_read_does_not_block_the_next_one():
         assert engine.decide("good", URGENT)["urgent"].label == "yes"
     finally:
         reader.release()
-
-
-def test_the_reliability_doc_example_prints_what_it_shows(capsys):
-    """docs/reliability.md's example runs as written and prints exactly its output."""
-    import re
-    from pathlib import Path
-
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "reliability.md").read_text()
-    code, shown = re.search(
-        r"```python\n(.*?)```\s*\nprints\s*\n\s*```text\n(.*?)```", doc, re.S
-    ).groups()
-    exec(compile(code, "docs/reliability.md", "exec"), {})
-    assert capsys.readouterr().out == shown

@@ -1288,6 +1288,50 @@ def test_json_nested_too_deeply_is_a_reader_error():
         ab.DecisionEngine(RemoteReader(URL, transport=transport)).decide("s", YES_NO)
 
 
+def test_a_huge_answer_is_refused_without_reading_it_all():
+    # A wrong server (or a proxy's error page) streaming without end: the reader stops at
+    # MAX_ANSWER_BYTES instead of holding the whole body in memory.
+    from agentbranch.engine.readers.remote import transport
+
+    sent = []
+
+    def endless():
+        for _ in range(transport.MAX_ANSWER_BYTES // 65536 * 4):
+            sent.append(1)
+            yield b" " * 65536
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=endless())
+
+    reader = RemoteReader(URL, transport=httpx.MockTransport(handle), backoff_s=0.0)
+    with pytest.raises(ReaderError, match="answered more than 16 MiB"):
+        ab.DecisionEngine(reader).decide("s", YES_NO)
+    assert len(sent) <= transport.MAX_ANSWER_BYTES // 65536 + 2  # it stopped reading
+
+    async def ahandle(request: httpx.Request) -> httpx.Response:
+        async def aendless():
+            for chunk in endless():
+                yield chunk
+
+        return httpx.Response(200, content=aendless())
+
+    areader = RemoteReader(URL, async_transport=httpx.MockTransport(ahandle), backoff_s=0.0)
+    with pytest.raises(ReaderError, match="answered more than 16 MiB"):
+        asyncio.run(ab.DecisionEngine(areader, batching=False).adecide("s", YES_NO))
+
+
+def test_a_compressed_answer_is_read_decoded():
+    import gzip
+
+    answer = {"answers": {"urgent": {"probabilities": {"yes": 0.8, "no": 0.2}}}}
+    transport, _ = _answering(
+        gzip.compress(json.dumps(answer).encode()), headers={"Content-Encoding": "gzip"}
+    )
+    reader = RemoteReader(URL, transport=transport)
+    decision = ab.DecisionEngine(reader).decide("s", YES_NO)["urgent"]
+    assert decision.label == "yes" and decision.probabilities["yes"] == pytest.approx(0.8)
+
+
 @pytest.mark.parametrize("api", ["systemone", "decisions"])
 def test_the_api_path_joins_the_base_path_and_the_query_is_kept(api):
     # The path was appended after the query string: ...?token=T/v1/systemone.

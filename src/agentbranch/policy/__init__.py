@@ -31,7 +31,8 @@ Modules, one job each: ``config`` (what a policy says), ``records`` (decision re
 ``failure`` (engine errors), ``resolver`` (the steps in order).
 
 Earned thresholds (``take_at=Earned(...)``): ``earned`` (the policy object and its state
-machine), ``thresholds`` (the statistics and their guarantee), ``evidence`` (the record
+machine), ``thresholds`` (the statistics and their guarantee), ``looks`` (when thresholds
+are re-estimated and the error each look spends), ``evidence`` (the record
 schema and key), ``evidence_store`` (JSON Lines and LangGraph stores), ``learning``
 (evidence from resolved decisions).
 """

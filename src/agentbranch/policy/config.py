@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -166,6 +167,15 @@ class Policy:
                 raise ConfigurationError(
                     "Policy(take_at=Earned(...)) with Audit(rate=0) and no Generate fallback "
                     "never gets a label; give Audit(rate=...) > 0 or a Generate fallback"
+                )
+            if self.audit is None or self.audit.rate <= 0.0:
+                # Allowed (the fallback's labels still earn a threshold), but once a band is
+                # open nothing checks what it takes: say so once, where it is set up.
+                logging.getLogger("agentbranch").warning(
+                    "Policy(take_at=Earned(...)) without audit=Audit(rate=...) > 0: decisions "
+                    "taken above an earned threshold are never checked against the teacher, "
+                    "so drift cannot withdraw it; add audit=Audit(rate=0.05) to watch the "
+                    "take band"
                 )
             return
         ok = isinstance(self.take_at, int | float) and not isinstance(self.take_at, bool)

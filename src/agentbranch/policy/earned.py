@@ -70,13 +70,8 @@ from typing import Any, Literal
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.policy.evidence import Evidence, Source, Trust, evidence_key, new_evidence
 from agentbranch.policy.evidence_store import EvidenceStore, as_store
-from agentbranch.policy.thresholds import (
-    Drift,
-    grid,
-    learn_then_test,
-    look_alpha,
-    look_at,
-)
+from agentbranch.policy.looks import Looks
+from agentbranch.policy.thresholds import Drift, grid, learn_then_test
 
 log = logging.getLogger("agentbranch")
 
@@ -210,6 +205,11 @@ class Earned:
             raise ConfigurationError(f"Earned(refresh_s=...) must be >= 0, got {refresh!r}")
         self.evidence: EvidenceStore = as_store(self.store)
         self.candidates = grid(self.max_take_at, self.min_take_at, self.step)
+        #: When thresholds are re-estimated and what each look spends (``looks.Looks``).
+        self.looks = Looks.doubling(self.min_evidence)
+        #: Whether a look resumes the walk below the threshold it earned (hierarchical
+        #: group-sequential testing) instead of testing again from the top.
+        self.resume = True
         self._lock = threading.RLock()
         self._states: dict[str, TrustState] = {}
         self._loaded_at: dict[str, float] = {}
@@ -422,9 +422,9 @@ def step(st: TrustState, rec: Evidence, cfg: Earned) -> None:
         if st._drift.drifted(cfg.alpha):
             _withdraw(st, cfg, index, rec.time)
             return
-    if st.labels < look_at(cfg.min_evidence, st.looks):
+    if not cfg.looks.due(st.labels, st.looks):
         return
-    alpha = look_alpha(cfg.alpha, st.looks)
+    alpha = cfg.looks.alpha(cfg.alpha, st.looks)
     st.looks += 1
     found = learn_then_test(
         st._conf,
@@ -435,11 +435,17 @@ def step(st: TrustState, rec: Evidence, cfg: Earned) -> None:
         precision=cfg.precision,
         alpha=alpha,
         candidates=cfg.candidates,
+        shown=st.take_at if cfg.resume and st.trust == "earned" else None,
     )
     what = f"look {st.looks} at {st.labels} labels (alpha {alpha:.3g})"
     lower = found is not None and (st.take_at is None or st.trust == "fixed" or found < st.take_at)
     if not lower:
-        shown = "nothing shown" if found is None else f"shown down to {found:g} only"
+        if found is not None:
+            shown = f"shown down to {found:g} only"
+        elif st.trust == "earned":
+            shown = f"nothing shown below {st.take_at:g}"
+        else:
+            shown = "nothing shown"
         st.events.append(Event("look", index, rec.time, st.take_at, st.labels, f"{what}: {shown}"))
         return
     kind: EventKind = "earned" if st.trust != "earned" else "lowered"

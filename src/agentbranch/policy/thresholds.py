@@ -13,13 +13,30 @@ band holds too few labels to ever reject are skipped, and so are candidates that
 label to the band above (the threshold never goes below the lowest confidence seen);
 both depend on the confidences only, never on the labels.
 
-**Re-estimating (looks).** Thresholds are recomputed only at looks, on a doubling
-schedule of labels since learning (re)started: ``first``, ``2·first``, ``4·first`` ...;
-look ``k`` spends ``alpha_k = alpha / 2**(k + 1)`` (total ≤ ``alpha``). A look only
-ever lowers the threshold in force (the band in force is the widest one some look
-showed), so by the union bound, with probability ≥ ``level`` no threshold in force ever
-has a take band below the target. Assumes exchangeable traffic within an epoch (between
-withdrawals) and takes the teacher as the reference.
+**Re-estimating (looks).** Thresholds are recomputed only at looks
+(``agentbranch.policy.looks``): by default on a doubling schedule of labels since
+learning (re)started, ``first``, ``2·first``, ``4·first`` ..., look ``k`` spending
+``alpha_k = alpha / 2**(k + 1)`` (total ≤ ``alpha``). The testing across looks is
+hierarchical (group-sequential testing of ordered hypotheses: Hung, Wang & O'Neill 2007;
+Tamhane, Mehta & Liu 2010): a candidate is rejected at look ``k`` when its test passes at
+``alpha_k`` and every candidate above it was rejected at this look or an earlier one,
+so a look resumes the walk just below the threshold in force (``shown``) instead of
+starting again at the top. Each candidate's own tests over all looks spend at most
+``alpha``, and the first hypothesis of the fixed order that is true (band below the
+target) must itself be rejected at some look for any error to happen: with probability
+≥ ``level`` no threshold ever in force has a take band below the target. (Restarting
+at the top, as the first release did, made a look after the opening test first the top
+bands, whose labels are the few made before the opening plus audits: a chance failure
+there ended the walk and the threshold stayed where it was.) A look only ever lowers
+the threshold in force. Assumes exchangeable traffic within an epoch (between
+withdrawals), takes the teacher as the reference, and — for the skipping of candidates
+whose band is still too small to test, which depends on the confidences only — that
+the bands below the target are the lowest candidates (precision does not rise again as
+the threshold falls); where that fails each extra run of such candidates can cost up
+to another ``alpha``. Denser looks (``Looks.dense``: every 25 % more labels, polynomial
+spending) were measured and do not help: under the union bound each look costs error,
+and what a question gains by not waiting for the next doubling it loses to the smaller
+``alpha_k`` (``benchmarks/earned_simulation.py``).
 
 **Two sources, stratified.** While learning nothing is taken and every decision is
 labelled (the ``Generate`` fallback answers each one), so the first opening is tested on
@@ -33,9 +50,13 @@ sample of it and pool unweighted. Strata are weighted by their share of the band
 decisions, estimated with inverse-probability weights (``Σ 1/rate``), and the binomial
 test runs on the stratified share right with Kish's effective size
 ``1 / Σ share²/n_stratum`` (exact with one stratum, approximate otherwise, like any
-weighted Clopper–Pearson interval). Weighting every label by ``1/rate`` in one sample
-instead would count 100 labels and 10 audits at ``r = 0.05`` as about 22. A look never
-raises the threshold.
+weighted Clopper–Pearson interval). The Korn–Graubard size (each stratum with its own
+variance; Korn & Graubard 1998) was tried: it lowers thresholds a little sooner, but at
+an audit rate of 0.005 — each audit standing for 200 decisions, so the strata's shares
+are themselves noisy — 5.4 % of 500 simulated streams ended below the target, over the
+5 % allowed (Kish: 1.0 %), so it is not used. Weighting every label by ``1/rate`` in
+one sample instead would count 100 labels and 10 audits at ``r = 0.05`` as about 22. A
+look never raises the threshold.
 
 **Drift (anytime-valid, restarting).** Audited takes are a uniform sample of the take
 band. One e-process for "precision ≥ target" is the mixture likelihood ratio over
@@ -54,11 +75,12 @@ path (at precision 0.9, level 0.95: 93 audited takes when the precision falls to
 and 57 after 10,000). Withdrawing closes the band at once and starts a new epoch:
 learning again from fresh labels only.
 
-**Learning speed (simulated, defaults).** A question the engine gets right 90% of the
-time, with confidence that separates right from wrong, opens at precision 0.9 within 100
-labels in about 0.77 of streams (first look at 50 labels, second at 100); one whose
-confidence is anti-correlated with correctness never opens. ``tests/test_earned.py``
-checks both.
+**Learning speed (simulated, defaults).** ``benchmarks/earned_simulation.py`` and
+docs/earned.md give the figures: a question right ~90 % of the time whose surest answers
+are nearly always right opens after a median of 100 labels; one whose confidence barely
+separates right from wrong needs many hundreds (even one exact test at 0.05 on the
+expected counts, with no looks to pay for, needs 642); one whose confidence is
+anti-correlated never opens.
 """
 
 from __future__ import annotations
@@ -157,6 +179,7 @@ def learn_then_test(
     weights: Sequence[float] | None = None,
     in_force: Sequence[float | None] | None = None,
     review: Sequence[bool] | None = None,
+    shown: float | None = None,
 ) -> float | None:
     """The lowest candidate threshold whose take band ``confidence >= t`` is shown to
     reach ``precision`` at error ``alpha`` by fixed-sequence testing from the safest
@@ -166,7 +189,8 @@ def learn_then_test(
     one of which is labelled, ``1/rate`` for an audited one; ``in_force`` (default: none)
     the threshold in force when each label was made (``None``: nothing was taken) and
     ``review`` (default: none) whether it was in the review band, by which bands are
-    stratified (``stratified``)."""
+    stratified (``stratified``). ``shown``: the threshold an earlier look showed; the
+    walk resumes below it (hierarchical testing across looks, see the module doc)."""
     conf = np.asarray(confidence, dtype=float)
     ok = np.asarray(correct, dtype=float)
     w = np.ones_like(conf) if weights is None else np.asarray(weights, dtype=float)
@@ -176,18 +200,22 @@ def learn_then_test(
     rev = np.zeros(len(conf), dtype=int) if review is None else np.asarray(review, dtype=int)
     need = min_band(precision, alpha)
     chosen: float | None = None
-    size = -1
+    carried = shown is not None  # every candidate above `shown` was rejected already
+    # A candidate whose band holds no label more than the one before it shows nothing new.
+    size = -1 if shown is None else int((conf >= shown).sum())
     for t in candidates:
+        if shown is not None and t >= shown:
+            continue
         band = conf >= t
         if int(band.sum()) == size:
             continue  # no label between this candidate and the last: nothing shown below
         size = int(band.sum())
         n, right = stratified(conf, ok, w, tau, rev, t)
-        if n < need:
+        if n < need and not carried:
             continue  # too few to ever reject here: skipping depends on no label
         if pvalue_below(right, n, precision) > alpha:
             break
-        chosen = t
+        chosen, carried = t, True
     return chosen
 
 
@@ -308,15 +336,3 @@ def takes_to_withdraw(
         if n > history and drift.drifted(alpha):
             return n - history
     return 0
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """When looks happen and what each spends (see module doc)."""
-
-    first: int
-    alpha: float
-
-    def look(self, labels: int, done: int) -> int | None:
-        """The look due at ``labels`` labels when ``done`` looks happened, else None."""
-        return done if labels >= look_at(self.first, done) else None

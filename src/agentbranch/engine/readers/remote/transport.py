@@ -89,6 +89,45 @@ async def _client_holder(client: httpx.AsyncClient) -> AsyncIterator[httpx.Async
         await client.aclose()
 
 
+#: The most of an answer's body that is read (decoded); a decisions answer is a few KB,
+#: so more is a wrong server, and reading on would only cost memory.
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
+
+
+class _Body:
+    """A response body read chunk by chunk, refused once it passes ``MAX_ANSWER_BYTES``."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.chunks: list[bytes] = []
+        self.size = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        if self.size > MAX_ANSWER_BYTES:
+            raise ReaderError(
+                f"{self.url} answered more than {MAX_ANSWER_BYTES // (1024 * 1024)} MiB; a "
+                "decisions answer is a few KB: is base_url the vLLM server?"
+            )
+        self.chunks.append(chunk)
+
+    def response(self, streamed: httpx.Response) -> httpx.Response:
+        """``streamed`` with its body in memory: already decoded, so without the
+        ``Content-Encoding`` and ``Content-Length`` of the encoded body."""
+        headers = [
+            (k, v)
+            for k, v in streamed.headers.multi_items()
+            if k.lower() not in ("content-encoding", "content-length")
+        ]
+        return httpx.Response(
+            streamed.status_code,
+            headers=headers,
+            content=b"".join(self.chunks),
+            request=streamed.request,
+            extensions=streamed.extensions,
+        )
+
+
 class Connection:
     """One reader's HTTP connection to its endpoint ``url`` (the real URL; ``self.url``
     shows it masked)."""
@@ -207,10 +246,18 @@ class Connection:
 
     def post(self, client: httpx.Client, body: Any) -> httpx.Response:
         """One POST of ``body`` through the gate: the response whatever its status, a
-        ``Retry`` for a connection failure, ``ReaderTimeoutError`` for a read timeout."""
+        ``Retry`` for a connection failure, ``ReaderTimeoutError`` for a read timeout.
+        The body is read up to ``MAX_ANSWER_BYTES`` (decoded) and no further."""
         self._gate.acquire()
         try:
-            return client.send(self._request(client, body))
+            response = client.send(self._request(client, body), stream=True)
+            try:
+                body = _Body(self.url)
+                for chunk in response.iter_bytes():
+                    body.add(chunk)
+                return body.response(response)
+            finally:
+                response.close()
         except httpx.TransportError as e:
             error = e
         finally:
@@ -221,7 +268,14 @@ class Connection:
         """``post`` on an event loop."""
         await self._gate.aacquire()
         try:
-            return await client.send(self._request(client, body))
+            response = await client.send(self._request(client, body), stream=True)
+            try:
+                body = _Body(self.url)
+                async for chunk in response.aiter_bytes():
+                    body.add(chunk)
+                return body.response(response)
+            finally:
+                await response.aclose()
         except httpx.TransportError as e:
             error = e
         finally:

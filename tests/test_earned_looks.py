@@ -1,0 +1,95 @@
+"""Earned thresholds: the look schedule, the walk that resumes below the threshold in
+force."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from agentbranch.policy.earned import Earned, replay, step
+from agentbranch.policy.evidence import new_evidence
+from agentbranch.policy.looks import Looks
+from agentbranch.policy.thresholds import grid, learn_then_test, look_alpha, look_at
+
+
+@pytest.mark.parametrize("looks", [Looks.doubling(50), Looks.dense(50), Looks(30, 1.5, 2.0)])
+def test_the_looks_of_a_schedule_spend_at_most_alpha(looks):
+    assert sum(looks.alpha(0.05, k) for k in range(5000)) <= 0.05
+    at = [looks.at(k) for k in range(40)]
+    assert at[0] == looks.first and all(b > a for a, b in zip(at, at[1:]))
+
+
+def test_doubling_is_the_first_releases_schedule():
+    looks = Looks.doubling(50)
+    for k in range(12):
+        assert looks.at(k) == look_at(50, k)
+        assert looks.alpha(0.05, k) == look_alpha(0.05, k)
+    assert looks.due(100, 1) and not looks.due(99, 1)
+
+
+def test_dense_looks_come_every_quarter_more_labels():
+    assert [Looks.dense(50).at(k) for k in range(5)] == [50, 63, 79, 99, 124]
+
+
+@pytest.mark.parametrize(
+    "bad", [dict(first=0), dict(first=5, growth=1.0), dict(first=5, power=1.0)]
+)
+def test_a_bad_schedule_is_refused(bad):
+    with pytest.raises(ValueError):
+        Looks(**bad)
+
+
+def _after_an_opening():
+    """Opened at 0.95 on 100 complete labels; since then 0.95 was in force: 20 audits of
+    the take band (rate 0.05, 17 right: a bad run) and 300 fallback labels at 0.90-0.95,
+    290 right (every 30th wrong)."""
+    conf = [0.97] * 100 + [0.97] * 20 + list(np.linspace(0.90, 0.9499, 300))
+    ok = [True] * 98 + [False] * 2 + [True] * 17 + [False] * 3 + [i % 30 != 7 for i in range(300)]
+    w = [1.0] * 100 + [20.0] * 20 + [1.0] * 300
+    in_force = [None] * 100 + [0.95] * 320
+    return np.array(conf), np.array(ok, dtype=float), np.array(w), in_force
+
+
+def test_a_look_resumes_below_the_threshold_it_earned():
+    conf, ok, w, in_force = _after_an_opening()
+    kw = dict(weights=w, in_force=in_force, precision=0.9, alpha=0.01, candidates=grid(1, 0, 0.01))
+    # From the top, the walk tests the band at 0.97 first: its labels (115 of 120 right
+    # with the audits weighted in) cannot show 0.9 at 0.01, and the walk ends there.
+    assert learn_then_test(conf, ok, **kw) is None
+    # Resumed below 0.95 (already shown), the bands at 0.90-0.94 are tested and shown.
+    assert learn_then_test(conf, ok, shown=0.95, **kw) == 0.9
+    # Nothing at or above `shown` is ever returned, and a band adding no label shows nothing.
+    assert learn_then_test(conf[:120], ok[:120], shown=0.95, **kw | {"weights": w[:120],
+                           "in_force": in_force[:120]}) is None  # fmt: skip
+
+
+def _record(i, conf, ok, *, take, take_at):
+    return new_evidence(
+        key="k", question_id="q", reader="r", model="m",
+        source="audit" if take else "fallback", band="take" if take else "fallback",
+        confidence=conf, options=["yes", "no"], engine_label="yes",
+        teacher_label="yes" if ok else "no", rate=0.05 if take else 1.0,
+        take_at=take_at, trust="earned" if take_at is not None else "learning",
+        time=f"2026-01-01T00:00:{i:09d}",
+    )  # fmt: skip
+
+
+def test_an_earned_threshold_is_lowered_by_a_later_look():
+    """The state machine end to end: 50 sure labels open the band; the labels that come
+    after below it, 98 % right, lower it at the next looks."""
+    earned = Earned(precision=0.9, level=0.95, min_evidence=50)
+    rng = np.random.default_rng(0)
+    records = [_record(i, 0.99, True, take=False, take_at=None) for i in range(50)]
+    st = replay(records, earned)
+    assert st.trust == "earned" and st.take_at == 0.99
+    for i in range(50, 400):
+        c = float(rng.uniform(0.8, 0.99))
+        if c >= st.take_at:
+            continue  # taken, and not audited here: no label
+        rec = _record(i, c, i % 50 != 7, take=False, take_at=st.take_at)
+        records.append(rec)
+        step(st, rec, earned)
+    assert st.take_at < 0.9
+    assert replay(records, earned).take_at == st.take_at
+    kinds = [e.kind for e in st.events]
+    assert kinds[0] == "earned" and "lowered" in kinds and "withdrawn" not in kinds
