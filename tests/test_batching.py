@@ -618,3 +618,29 @@ def test_a_hung_batch_nobody_waits_for_does_not_block_the_next_request():
     assert states == sorted([f"bad {i}" for i in range(3)] + [f"good {i}" for i in range(3)])
     assert coalescer.stats["requests"] == 6 and coalescer.stats["batches"] == 6
     assert coalescer._workers == 0 and not coalescer._reading
+
+
+def test_a_held_batch_closes_once_every_recent_caller_thread_waits():
+    # Two threads take turns, as a pool smaller than its inputs does. The quiet gap is
+    # 30 s: the batch can only close because both threads are waiting (not timing).
+    inner = GatedReader(SCRIPT)
+    inner.coalesce_wait_s = 30.0
+    engine = ab.DecisionEngine(inner)
+    coalescer = engine.reads_via
+    answers: dict[str, str] = {}
+
+    def decide(state: str) -> None:
+        answers[state] = engine.decide(state, {"team": TEAM})["team"].label
+
+    first = threading.Thread(target=lambda: (decide("charged twice"), decide("down again")))
+    first.start()
+    assert inner.entered.wait(10)  # the first thread's lone read is in flight
+    second = threading.Thread(target=decide, args=("site down",))
+    second.start()
+    _wait_for_queue(coalescer, 1)
+    inner.gate.set()  # the first thread is answered, comes back: both wait -> close
+    first.join(20)
+    second.join(20)
+    assert answers == {"charged twice": "billing", "site down": "outage", "down again": "outage"}
+    assert list(coalescer.batch_closes) == [(1, "alone"), (2, "all in")]
+    engine.close()

@@ -25,7 +25,16 @@ When to close a batch that is not full (the default, "hold while a burst arrives
   queue may wait that long for its turn), or when it is full, or at the latest after
   ``HOLD_SHARE`` (half) of the last read's time, never less than the quiet gap (the
   **bound**: waiting never costs more than half a read, and a reader that answers in
-  microseconds is held no longer than the quiet gap).
+  microseconds is held no longer than the quiet gap);
+* **all in**: a held batch also closes as soon as every thread that called lately
+  (within three reads' time) is waiting for answers: nobody is left to arrive. A pool
+  of threads smaller than its inputs (``graph.batch`` at LangGraph's default
+  concurrency, CPUs + 4 runs at once) comes back in full every round: a thread that
+  came back before is waited for (past the quiet gap, up to the bound) until twice
+  its last turnaround after its answer, and the first thread back is not read alone
+  when the last batch served several callers and others are expected back (every
+  round would split in two: 1 + 5, 1 + 5 ...). Async callers share one thread, so a
+  recent async caller turns this rule off (``agentbranch.engine.callers``).
 
 Why: callers of a burst do not arrive at once. 32 LangGraph runs in threads take turns
 on the GIL (a run's own work is about a millisecond), so their requests trickle in over
@@ -36,7 +45,8 @@ cost (a GPU) runs fewer forwards. The holding worker is not woken by every arriv
 wake-up is a GIL hand-off taken from the callers' own work): it wakes when the batch is
 full or at the time it computed, and looks again. ``batch_closes`` records why each of
 the last batches closed. A ``max_wait_s`` given explicitly is a plain window instead:
-every batch that is not full waits that long.
+every batch that is not full waits that long. ``close_when_all_in = False`` turns the
+all-in rule off, for comparison (``benchmarks/bench_patterns.py --compare``).
 
 * **De-duplication**: a request identical to one already queued or being read (same
   state, questions, instructions, draws, joint) is not read twice; both callers get the
@@ -85,6 +95,7 @@ from typing import Any
 from agentbranch.core.at_exit import COALESCERS, finish_at_exit, join_at_exit
 from agentbranch.core.errors import ConfigurationError, ReaderError, ReaderTimeoutError
 from agentbranch.core.reads import LabelRead, ReadRequest
+from agentbranch.engine.callers import CallerThreads
 from agentbranch.engine.readers.base import Reader, WrappingReader
 
 __all__ = ["BatchingReader", "QueueFullError", "read_key"]
@@ -257,6 +268,12 @@ class BatchingReader(WrappingReader):
         self._crowded = False
         self._last_arrival = 0.0  # when a request was last queued (monotonic)
         self._last_read_s = 0.0  # how long the last batch took to read
+        # Who calls: threads waiting now, recent ones, their turnarounds (``_all_in``).
+        self._callers = CallerThreads()
+        self._last_callers = 0  # distinct calls in the last batch taken
+        self._holding = False  # a worker is holding a burst's batch
+        #: A held burst closes once every recent caller thread is waiting ("all in").
+        self.close_when_all_in = True
         #: Counters: batches read, requests read, cache hits, de-duplicated requests,
         #: batches abandoned by all their callers while being read.
         self.stats = {"batches": 0, "requests": 0, "cache_hits": 0, "deduped": 0, "abandoned": 0}
@@ -264,8 +281,8 @@ class BatchingReader(WrappingReader):
         self.batch_sizes: deque[int] = deque(maxlen=1024)
         #: Why each of the last batches closed, with its size: ``"alone"`` (a lone
         #: caller, read at once), ``"full"``, ``"quiet"`` (no arrival for the quiet
-        #: gap), ``"bound"`` (held as long as allowed) or ``"window"`` (an explicit
-        #: ``max_wait_s`` elapsed).
+        #: gap), ``"all in"`` (every recent caller thread waits), ``"bound"`` (held as
+        #: long as allowed) or ``"window"`` (an explicit ``max_wait_s`` elapsed).
         self.batch_closes: deque[tuple[int, str]] = deque(maxlen=1024)
         finish_at_exit(self._finish_at_exit, order=COALESCERS)
 
@@ -282,7 +299,7 @@ class BatchingReader(WrappingReader):
         """Read ``requests`` in shared batches. ``timeout_s`` (the engine's): give up
         after that long with ``ReaderTimeoutError``; the requests are abandoned (not
         read if still queued, and a batch nobody waits for frees its worker's slot)."""
-        call, pending = self._call(requests)
+        call, pending = self._call(requests, threading.current_thread())
         until = None if timeout_s is None else time.monotonic() + timeout_s
         try:
             deadline = self._deadline()
@@ -327,21 +344,26 @@ class BatchingReader(WrappingReader):
             raise
 
     def _call(
-        self, requests: Sequence[ReadRequest]
+        self, requests: Sequence[ReadRequest], thread: threading.Thread | None = None
     ) -> tuple[_Call, deque[tuple[int, ReadRequest]]]:
         requests = list(requests)
         call = _Call([None] * len(requests), len(requests))
         if not requests:
             call.future.set_result([])
-        call.future.add_done_callback(self._given_up)
+            return call, deque()
+        with self._cond:  # who is waiting now, and who came lately (``_all_in``)
+            self._callers.arrive(thread, time.monotonic())
+        call.future.add_done_callback(lambda future: self._given_up(future, thread))
         return call, deque(enumerate(requests))
 
-    def _given_up(self, future: Future[Any]) -> None:
-        """A call ended without its answers (cancelled, timed out, failed): batches that
-        nobody waits for any more stop counting toward ``concurrency``."""
-        if not future.cancelled() and future.exception() is None:
-            return
+    def _given_up(self, future: Future[Any], thread: threading.Thread | None = None) -> None:
+        """A call ended: its thread waits no more. Without its answers (cancelled, timed
+        out, failed), batches that nobody waits for any more stop counting toward
+        ``concurrency``."""
         with self._cond:
+            self._callers.leave(thread, time.monotonic())
+            if not future.cancelled() and future.exception() is None:
+                return
             freed = False
             for batch in list(self._reading):
                 if not any(item.wanted() for item in batch.items):
@@ -383,9 +405,7 @@ class BatchingReader(WrappingReader):
             if self._closed:
                 raise ReaderError("this BatchingReader is closed; create a new one")
             queued = False
-            crowded = bool(self._queue) or any(
-                item.wanted() for batch in self._reading for item in batch.items
-            )
+            crowded = self._company()
             while pending:
                 index, request = pending[0]
                 # The cache keys on the digest; in-flight de-duplication on the request
@@ -419,7 +439,7 @@ class BatchingReader(WrappingReader):
                 self._crowded = crowded
                 self._last_arrival = time.monotonic()
                 self._wake()
-                if len(self._queue) >= self.max_batch:
+                if len(self._queue) >= self.max_batch or (self._holding and self._all_in()):
                     self._filled.notify_all()
             if not pending:
                 return None
@@ -463,6 +483,9 @@ class BatchingReader(WrappingReader):
                 if batch:
                     self._reading.add(taken)
                     self.batch_closes.append((len(batch), why))
+                    self._last_callers = len(
+                        {id(call) for item in batch for call, _ in item.waiters}
+                    )
             finally:
                 self._idle -= 1
         for r in room:
@@ -488,23 +511,58 @@ class BatchingReader(WrappingReader):
         # so a shorter pause does not show that the burst is over.
         gap = max(self.max_wait_s, sys.getswitchinterval())
         bound = time.monotonic() + max(gap, HOLD_SHARE * self._last_read_s)
-        while not self._ready():
-            at, why = self._close_at(bound, gap)
-            left = at - time.monotonic()
-            if left <= 0:
-                return why
-            # wakes when full, at exit, or at the time: an arrival meanwhile moved the
-            # quiet gap later, so the loop computes the next close time
-            self._filled.wait(left)
+        self._holding = True
+        try:
+            while not self._ready():
+                if self._all_in():
+                    return "all in"
+                at, why = self._close_at(bound, gap)
+                left = at - time.monotonic()
+                if left <= 0:
+                    return why
+                # wakes when full, when every caller is in, at exit, or at the time: an
+                # arrival meanwhile moved the quiet gap later, so the loop computes the
+                # next close time
+                self._filled.wait(left)
+        finally:
+            self._holding = False
         return "full"
+
+    def _company(self) -> bool:
+        """Whether a caller arriving now is part of a burst: other callers' requests
+        are queued or being read, or (``close_when_all_in``) the last batch served
+        several callers and a thread of theirs that came back before is expected back
+        soon (a pool of threads cycling through its inputs: its first thread back would
+        otherwise be read alone, and the rest of the pool would follow in a batch of
+        their own, 1 + 5, 1 + 5 ...)."""
+        if self._queue or any(item.wanted() for batch in self._reading for item in batch.items):
+            return True
+        return (
+            self.close_when_all_in
+            and self._last_callers >= 2
+            and self._callers.back_by(self._since()) > time.monotonic()
+        )
+
+    def _since(self) -> float:
+        """Callers seen since then are "recent": three reads' time, at least 0.1 s."""
+        return time.monotonic() - max(0.1, 3 * self._last_read_s)
+
+    def _all_in(self) -> bool:
+        """Whether every thread that called lately waits for answers now: nobody is
+        left to arrive, so waiting for a quiet gap would only cost time
+        (``agentbranch.engine.callers``)."""
+        return self.close_when_all_in and self._callers.all_in(self._since())
 
     def _ready(self) -> bool:
         return len(self._queue) >= self.max_batch or self._closed
 
     def _close_at(self, bound: float, gap: float) -> tuple[float, str]:
         """When a held burst's batch closes unless more arrives (and why): the quiet gap
-        after the last arrival, or the bound, whichever comes first."""
+        after the last arrival (or, with ``close_when_all_in``, once the threads that
+        are out should be back, if later), or the bound, whichever comes first."""
         quiet = self._last_arrival + gap
+        if self.close_when_all_in:
+            quiet = max(quiet, self._callers.back_by(self._since()))
         return (quiet, "quiet") if quiet <= bound else (bound, "bound")
 
     def _forget(self, item: _Item) -> None:

@@ -1,0 +1,52 @@
+"""``CallerThreads``: who waits, who came lately, when the ones out should be back
+(times are given, nothing sleeps)."""
+
+from __future__ import annotations
+
+import math
+
+from agentbranch.engine.callers import TURNAROUND_MARGIN, CallerThreads
+
+
+def test_all_in_needs_every_recent_thread_waiting_two_of_them_and_a_cycle():
+    c = CallerThreads()
+    c.arrive(1, 0.0)
+    assert not c.all_in(since=-1.0)  # one thread is not a pool
+    c.arrive(2, 0.1)
+    assert not c.all_in(since=-1.0)  # both wait, but nobody came back yet: starting up
+    c.leave(1, 0.2)
+    assert not c.all_in(since=-1.0)  # thread 1 is out
+    c.arrive(1, 0.3)
+    assert c.all_in(since=-1.0)  # thread 1 came back: a cycling pool, all in
+    c.leave(1, 0.4)
+    c.arrive(3, 0.5)
+    assert not c.all_in(since=-1.0)  # thread 1 is out again
+    assert c.all_in(since=0.45) is False  # 1 forgotten; 2 and 3 never came back
+
+
+def test_a_waiting_thread_is_never_forgotten():
+    c = CallerThreads()
+    c.arrive(1, 0.0)
+    c.arrive(2, 0.0)
+    assert c.recent(since=10.0) == [1, 2]  # both still wait, however long ago they came
+
+
+def test_an_async_caller_turns_the_rules_off():
+    c = CallerThreads()
+    c.arrive(1, 0.0)
+    c.arrive(2, 0.0)
+    c.arrive(None, 0.5)
+    assert not c.all_in(since=0.0)
+    assert c.back_by(since=0.0) == -math.inf
+
+
+def test_back_by_waits_only_for_threads_that_came_back_before():
+    c = CallerThreads()
+    c.arrive(1, 0.0)
+    c.leave(1, 1.0)
+    assert c.back_by(since=0.0) == -math.inf  # seen once: no turnaround yet
+    c.arrive(1, 1.5)  # came back 0.5 s after its answer
+    c.leave(1, 2.0)
+    assert c.back_by(since=0.0) == 2.0 + TURNAROUND_MARGIN * 0.5
+    c.arrive(1, 2.2)
+    assert c.back_by(since=0.0) == -math.inf  # back: nobody is out
