@@ -62,17 +62,7 @@ except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(ROOT / "src"))
 
 import agentbranch as ab  # noqa: E402
-
-TICKETS = [
-    "The dashboard returns 500 errors for everyone since 9am.",
-    "I was charged twice for my subscription this month.",
-    "The CSV export puts dates in the wrong column.",
-    "Can you add dark mode to the mobile app?",
-    "My password reset link expired before I could use it.",
-    "Our invoices show the wrong VAT number since the update.",
-    "The app crashes when I upload a photo larger than 10 MB.",
-    "Please cancel my account and refund the last payment.",
-]
+from agentbranch_bench.workload import TICKETS  # noqa: E402 - the harness's tickets
 
 #: Questions every reader can read (the embedded one needs described answers).
 QUESTIONS = {
