@@ -7,11 +7,11 @@ seeded streams run through ``Earned(precision=0.9, level=0.95)`` exactly as in
 tests/test_earned_simulation.py (fallback-band decisions labelled, taken ones audited at
 ``RATE``), once per variant:
 
-* ``before``: the first release — every look walks the candidates again from the top;
-* ``dense``: the current method with looks every 25 % more labels and polynomial
-  spending (``Looks.dense``): tried, and kept out of the defaults (see below);
-* ``after``: the current defaults — a look resumes below the threshold already earned
-  (hierarchical testing), looks at doubling label counts.
+* ``before``: the previous release — a look that has shown nothing yet walks the
+  candidates from the top only (``second_walk_from=None``);
+* ``after``: the current defaults — from the third look on, such a look also walks from
+  the band the confidences predict is easiest to show, each walk at half the look's
+  error (``thresholds.predicted_entry``).
 
 Printed and written to ``benchmarks/results/earned_simulation.json``, per variant:
 
@@ -52,16 +52,17 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 import _earned_streams as es  # noqa: E402
 
 from agentbranch.policy.earned import Earned  # noqa: E402
-from agentbranch.policy.looks import Looks  # noqa: E402
 
 TARGET, LEVEL, RATE, STREAMS = 0.9, 0.95, 0.05, 200
 CASES = [
     ("sharp", 1000),
     ("ninety", 1000),
     ("ninety", 4000),
+    ("ninety", 16000),
     ("calibrated", 1000),
     ("calibrated", 4000),
     ("calibrated", 16000),
+    ("sharp", 4000),
     ("overconfident", 4000),
     ("anticorrelated", 2000),
 ]
@@ -69,10 +70,8 @@ CASES = [
 
 def variants() -> dict[str, Earned]:
     before = Earned(precision=TARGET, level=LEVEL)
-    before.resume = False
-    dense = Earned(precision=TARGET, level=LEVEL)
-    dense.looks = Looks.dense(dense.min_evidence)
-    return {"before": before, "dense": dense, "after": Earned(precision=TARGET, level=LEVEL)}
+    before.second_walk_from = None
+    return {"before": before, "after": Earned(precision=TARGET, level=LEVEL)}
 
 
 def reference(scenario: str, length: int, hindsight: float) -> tuple[float, int | None]:
@@ -169,10 +168,10 @@ def main() -> None:
         "audit_rate": RATE,
         "streams": STREAMS,
         "variants": {
-            "before": "every look walks from the top; doubling looks (the first release)",
-            "dense": "resume below the earned threshold; looks every 25 % more labels, "
-            "spending alpha (k+1)^-1.3 / zeta(1.3)",
-            "after": "resume below the earned threshold; doubling looks (the defaults)",
+            "before": "a look that has shown nothing walks from the top only "
+            "(second_walk_from=None; the previous release)",
+            "after": "the defaults: from the third look, also a walk from the predicted "
+            "entry, each at half the look's error",
         },
         "cases": out,
     }

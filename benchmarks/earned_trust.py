@@ -12,8 +12,9 @@ embedded CPU reader on its set's held-out part, which becomes a stream of decisi
 * **earned**: ``Earned(precision=0.9, level=0.95)`` (defaults otherwise), fed as the
   policy feeds it: every decision below the threshold in force is labelled by the
   teacher (the ``Generate`` fallback), taken ones are audited at ``RATE``;
-* **before**: the same, with the first release's method on the same streams (every look
-  walks the candidates again from the top), for the ratio;
+* **before**: the same, with the previous release's method on the same streams (a look
+  that has shown nothing walks from the top only: ``second_walk_from=None``), for the
+  ratio;
 * **hindsight**: the lowest fixed threshold whose decisions over the whole stream are
   90 % right — the best any fixed threshold could do, known only afterwards;
 * **reference**: the single-test reference of ``earned_simulation.py`` on the question's
@@ -92,7 +93,13 @@ def question(q: dict, earneds: dict[str, Earned], seed: int) -> dict:
     rng = np.random.default_rng(seed)
     rows: dict[str, list] = {"fixed": [], "calibrated": [], "hindsight": []}
     runs: dict[str, dict[str, list]] = {
-        name: {"earned": [], "labels": [], "labels_to_open": [], "late_coverage": []}
+        name: {
+            "earned": [],
+            "labels": [],
+            "labels_to_open": [],
+            "late_coverage": [],
+            "at_realized": [],
+        }
         for name in earneds
     }
     for _ in range(STREAMS):
@@ -110,6 +117,9 @@ def question(q: dict, earneds: dict[str, Earned], seed: int) -> dict:
             got["labels"].append(run.labels)
             got["labels_to_open"].append(run.labels_to_open)
             got["late_coverage"].append(float(run.taken[len(conf) // 2 :].mean()))
+            # What hindsight takes at the precision this run's takes really had.
+            realized = float(right[run.taken].mean()) if run.taken.any() else TARGET
+            got["at_realized"].append(es.hindsight_best(conf, right, max(TARGET, realized))[1])
 
     def summary(pairs: list[tuple[float, float]]) -> dict:
         cov = [c for c, _ in pairs]
@@ -130,10 +140,14 @@ def question(q: dict, earneds: dict[str, Earned], seed: int) -> dict:
     def earned_summary(got: dict[str, list]) -> dict:
         out = summary(got["earned"])
         opened = [x for x in got["labels_to_open"] if x is not None]
+        at_realized = float(np.mean(got["at_realized"]))
         return {
             **out,
             "coverage_second_half": round(float(np.mean(got["late_coverage"])), 3),
             "share_of_hindsight": round(out["coverage"] / hind_cov, 3) if hind_cov else None,
+            "share_at_realized_precision": round(out["coverage"] / at_realized, 3)
+            if at_realized
+            else None,
             "opened": round(len(opened) / STREAMS, 3),
             "labels_to_open": _median(opened),
             "labels": round(float(np.mean(got["labels"])), 1),
@@ -168,6 +182,10 @@ def _share(m: dict) -> str:
     return "-" if m["share_of_hindsight"] is None else f"{m['share_of_hindsight']:.2f}"
 
 
+def _f(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
 def _median(xs: list) -> float | None:
     xs = [x for x in xs if x is not None]
     return round(float(np.median(xs)), 3) if xs else None
@@ -182,9 +200,9 @@ def main() -> None:
     questions = er.load_or_read(args.reads)
     read_s = time.perf_counter() - start
     earned = Earned(precision=TARGET, level=LEVEL)
-    # The first release, on the same streams: every look walks again from the top.
+    # The previous release, on the same streams: no second walk from the predicted entry.
     before = Earned(precision=TARGET, level=LEVEL)
-    before.resume = False
+    before.second_walk_from = None
     earneds = {"before": before, "earned": earned}
     start = time.perf_counter()
     results = {
@@ -196,7 +214,7 @@ def main() -> None:
     )
     head = (
         f"{'question':24} {'n':>4} {'acc':>5} | {'hind':>5} | {'fixed':>11} | "
-        f"{'calibrated':>11} | {'earned':>11} {'<.9':>5} {'share':>5} {'open@':>5} | "
+        f"{'calibrated':>11} | {'earned':>11} {'<.9':>5} {'share':>5} {'@real':>5} {'open@':>5} | "
         f"{'before':>11} {'share':>5} | {'ref':>5} {'open@':>5}"
     )
     print(head + "\n" + "-" * len(head))
@@ -212,6 +230,7 @@ def main() -> None:
             f"{qid:24} {r['n']:>4} {r['accuracy']:>5.2f} | {r['hindsight']['coverage']:>5.2f} | "
             f"{cp(r['fixed']):>11} | {cp(r['calibrated']):>11} | {cp(e):>11} "
             f"{e['streams_below_target']:>5.2f} {'-' if share is None else f'{share:.2f}':>5} "
+            f"{_f(e['share_at_realized_precision']):>5} "
             f"{'-' if opens is None else f'{opens:.0f}':>5} | {cp(r['before']):>11} "
             f"{_share(r['before']):>5} | {_share(r['reference']):>5} "
             f"{'-' if r['reference']['labels_to_open'] is None else r['reference']['labels_to_open']:>5}"
@@ -227,6 +246,10 @@ def main() -> None:
                 (r[m]["precision"] or 1.0) < TARGET for r in results.values()
             ),
         }
+    for m in ("earned", "before"):
+        at_real = [r[m]["share_at_realized_precision"] for r in results.values()]
+        at_real = [x for x in at_real if x is not None]
+        overall[m]["share_at_realized_precision"] = round(float(np.mean(at_real)), 3)
     overall["reference"] = {
         "coverage": round(float(np.mean([r["reference"]["coverage"] for r in results.values()])), 3)
     }
@@ -245,8 +268,8 @@ def main() -> None:
         "streams_per_question": STREAMS,
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
         "machine": f"{platform.machine()}, Python {platform.python_version()}",
-        "before": "the first release on the same streams: every look walks again from "
-        "the top of the candidates",
+        "before": "the previous release on the same streams: a look that has shown "
+        "nothing walks from the top only (second_walk_from=None)",
         "earned": repr(earned)
         + f" min_evidence={earned.min_evidence} step={earned.step} max_take_at={earned.max_take_at}",
         "overall": overall,

@@ -9,7 +9,13 @@ import pytest
 from agentbranch.policy.earned import Earned, replay, step
 from agentbranch.policy.evidence import new_evidence
 from agentbranch.policy.looks import Looks
-from agentbranch.policy.thresholds import grid, learn_then_test, look_alpha, look_at
+from agentbranch.policy.thresholds import (
+    grid,
+    learn_then_test,
+    look_alpha,
+    look_at,
+    predicted_entry,
+)
 
 
 @pytest.mark.parametrize("looks", [Looks.doubling(50), Looks.dense(50), Looks(30, 1.5, 2.0)])
@@ -93,3 +99,61 @@ def test_an_earned_threshold_is_lowered_by_a_later_look():
     assert replay(records, earned).take_at == st.take_at
     kinds = [e.kind for e in st.events]
     assert kinds[0] == "earned" and "lowered" in kinds and "withdrawn" not in kinds
+
+
+# -- the second walk, from the predicted entry ------------------------------------------
+
+
+def _weak_separation(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` complete labels of a question right ~94 % of the time whatever its
+    confidence (0.85-0.95): every band is a little above 0.9, none much more."""
+    rng = np.random.default_rng(seed)
+    conf = np.round(rng.uniform(0.85, 0.95, n), 4)
+    return conf, (rng.random(n) < 0.94).astype(float)
+
+
+KW = dict(precision=0.9, candidates=grid(1, 0, 0.01))
+
+
+def test_the_predicted_entry_depends_on_the_confidences_only():
+    conf, ok = _weak_separation(2000, 1)
+    entry = predicted_entry(conf, alpha=0.005, **KW)
+    # A wide band, not the smallest one that could reject (where the walk from the top
+    # starts: 0.94 here, its 10 % of the labels).
+    assert entry is not None and 0.88 <= entry <= 0.93
+    # It never sees a label: it takes none (the signature has no labels at all).
+    assert "correct" not in predicted_entry.__code__.co_varnames
+    # Too few labels for any band to reject at this error: no entry.
+    assert predicted_entry(conf[:40], alpha=0.005, **KW) is None
+
+
+def test_a_walk_from_the_predicted_entry_shows_what_the_walk_from_the_top_cannot():
+    conf, ok = _weak_separation(2000, 1)
+    # From the top the walk starts at the smallest band that could reject (0.94: about
+    # 200 labels, ~94 % right: not enough at this error) and stops there.
+    assert learn_then_test(conf, ok, alpha=0.005, **KW) is None
+    entry = predicted_entry(conf, alpha=0.005, **KW)
+    shown = learn_then_test(conf, ok, alpha=0.005, entry=entry, **KW)
+    assert shown is not None and shown <= entry
+    # The entry only decides where the walk starts: what it shows is still tested.
+    assert learn_then_test(conf, ok * 0, alpha=0.005, entry=entry, **KW) is None
+    assert learn_then_test(conf, ok * (conf < 0.9), alpha=0.005, entry=entry, **KW) is None
+
+
+def test_the_second_walk_starts_at_the_third_look_with_half_the_error_each():
+    """Replayed records: the look events say which walks ran, at what error, and on this
+    question only the second walk opens the band."""
+    conf, ok = _weak_separation(3200, 2)
+    records = [
+        _record(i, float(c), bool(o), take=False, take_at=None)
+        for i, (c, o) in enumerate(zip(conf, ok))
+    ]
+    st = replay(records, Earned(precision=0.9, level=0.95, min_evidence=50))
+    reasons = [e.reason for e in st.events]
+    assert "walks from" not in reasons[0] and "walks from" not in reasons[1]
+    assert "walks from the top and from" in reasons[2] and "at 0.00313 each" in reasons[2]
+    before = Earned(precision=0.9, level=0.95, min_evidence=50)
+    before.second_walk_from = None
+    old = replay(records, before)
+    assert all("walks from" not in e.reason for e in old.events)
+    assert old.trust == "learning" and st.trust == "earned"

@@ -71,7 +71,7 @@ from agentbranch.core.errors import ConfigurationError
 from agentbranch.policy.evidence import Evidence, Source, Trust, evidence_key, new_evidence
 from agentbranch.policy.evidence_store import EvidenceStore, as_store
 from agentbranch.policy.looks import Looks
-from agentbranch.policy.thresholds import Drift, grid, learn_then_test
+from agentbranch.policy.thresholds import Drift, grid, learn_then_test, predicted_entry
 
 log = logging.getLogger("agentbranch")
 
@@ -210,6 +210,10 @@ class Earned:
         #: Whether a look resumes the walk below the threshold it earned (hierarchical
         #: group-sequential testing) instead of testing again from the top.
         self.resume = True
+        #: From this look on (0-based), a look that has shown nothing yet runs two walks
+        #: at half its error each: from the top, and from the band the confidences
+        #: predict is easiest to show (``thresholds.predicted_entry``). ``None``: never.
+        self.second_walk_from: int | None = 2
         self._lock = threading.RLock()
         self._states: dict[str, TrustState] = {}
         self._loaded_at: dict[str, float] = {}
@@ -426,18 +430,7 @@ def step(st: TrustState, rec: Evidence, cfg: Earned) -> None:
         return
     alpha = cfg.looks.alpha(cfg.alpha, st.looks)
     st.looks += 1
-    found = learn_then_test(
-        st._conf,
-        st._ok,
-        weights=st._w,
-        in_force=st._tau,
-        review=st._review,
-        precision=cfg.precision,
-        alpha=alpha,
-        candidates=cfg.candidates,
-        shown=st.take_at if cfg.resume and st.trust == "earned" else None,
-    )
-    what = f"look {st.looks} at {st.labels} labels (alpha {alpha:.3g})"
+    found, what = _look(st, cfg, alpha)
     lower = found is not None and (st.take_at is None or st.trust == "fixed" or found < st.take_at)
     if not lower:
         if found is not None:
@@ -455,6 +448,39 @@ def step(st: TrustState, rec: Evidence, cfg: Earned) -> None:
     if was is not None:
         reason += f" (was {was:g})"
     st.events.append(Event(kind, index, rec.time, found, st.labels, reason))
+
+
+def _look(st: TrustState, cfg: Earned, alpha: float) -> tuple[float | None, str]:
+    """One look's test at error ``alpha``: the threshold it shows (``None``: none) and
+    how the event describes it. A look that resumes below an earned threshold walks on
+    from there; one that has shown nothing yet walks from the top, and from the
+    ``second_walk_from``-th look also from the predicted entry, each at ``alpha / 2``
+    (the two walks' errors add up to ``alpha``; the lower threshold shown counts)."""
+    shown = st.take_at if cfg.resume and st.trust == "earned" else None
+    data = {
+        "weights": st._w,
+        "in_force": st._tau,
+        "review": st._review,
+        "precision": cfg.precision,
+        "candidates": cfg.candidates,
+    }
+    what = f"look {st.looks} at {st.labels} labels (alpha {alpha:.3g})"
+    half, entry = alpha / 2, None
+    if shown is None and cfg.second_walk_from is not None and st.looks > cfg.second_walk_from:
+        # Chosen from the confidences only: whether there is a second walk spends nothing.
+        entry = predicted_entry(st._conf, alpha=half, **data)
+    if entry is None:
+        return learn_then_test(st._conf, st._ok, alpha=alpha, shown=shown, **data), what
+    found = [
+        t
+        for t in (
+            learn_then_test(st._conf, st._ok, alpha=half, **data),
+            learn_then_test(st._conf, st._ok, alpha=half, entry=entry, **data),
+        )
+        if t is not None
+    ]
+    what += f", walks from the top and from {entry:g} at {half:.3g} each"
+    return (min(found) if found else None), what
 
 
 def _withdraw(st: TrustState, cfg: Earned, index: int, when: str) -> None:

@@ -9,11 +9,11 @@ target, however many looks there are.
 
 Two spendings:
 
-* ``Looks.doubling(first)``: looks at ``first, 2·first, 4·first, …`` labels, look ``k``
-  spending ``alpha / 2**(k+1)`` (the schedule of the first release: cheap early looks,
-  but a label count just short of a look waits until it doubles, and late looks spend
-  almost nothing);
-* ``Looks.dense(first)`` (the default): looks every time the labels grow by ``growth``
+* ``Looks.doubling(first)`` (what ``Earned`` uses): looks at ``first, 2·first, 4·first,
+  …`` labels, look ``k`` spending ``alpha / 2**(k+1)`` (cheap early looks, but a label
+  count just short of a look waits until it doubles, and late looks spend almost
+  nothing);
+* ``Looks.dense(first)`` (measured, not adopted): looks every time the labels grow by ``growth``
   (1.25: at 50, 63, 79, 99, 124, … labels), look ``k`` spending
   ``alpha · (k+1)^-power / ζ(power)`` (``power`` 1.3). The errors still sum to
   ``alpha`` (ζ is the Riemann zeta function), but they fall polynomially in the number
@@ -67,7 +67,8 @@ class Looks:
 
     @classmethod
     def dense(cls, first: int) -> Looks:
-        """The default: looks every 25 % more labels, polynomial spending."""
+        """Looks every 25 % more labels, polynomial spending (slower to open than
+        ``doubling`` in ``benchmarks/earned_simulation.py``; kept for comparison)."""
         return cls(first)
 
     def at(self, k: int) -> int:
