@@ -11,7 +11,6 @@ from typing import Any
 from agentbranch.core.errors import FallbackError
 from agentbranch.core.questions import Question
 from agentbranch.policy.config import DecisionRecord, Generate, MoreDraws, Policy
-from agentbranch.policy.earned import Threshold
 from agentbranch.policy.generation import (
     fallback_record,
     generation_messages,
@@ -20,6 +19,7 @@ from agentbranch.policy.generation import (
     state_text,
 )
 from agentbranch.policy.records import engine_record
+from agentbranch.policy.trust import Threshold
 
 
 class Call:

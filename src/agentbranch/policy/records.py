@@ -16,7 +16,7 @@ from agentbranch.policy.config import (
     options_of,
     question_text,
 )
-from agentbranch.policy.earned import Threshold
+from agentbranch.policy.trust import Threshold
 
 
 def engine_record(
