@@ -187,13 +187,15 @@ def measure(
     *,
     reps: int = 5,
     kinds: tuple[str, ...] = KINDS,
+    warmup: bool = True,
     tick: Callable[[str], None] = lambda _: None,
 ) -> dict[str, dict[str, Any]]:
     """Median seconds per phase: ``{tree: {kind: {"phases": {...}, "modules", "heavy"}}}``
     for each source tree (a ``src`` folder put first on the children's path; ``None``:
     agentbranch as the children find it), every tree and kind alternated in fresh
-    processes each repetition. The last tree records the cassette the replay kind
-    reads."""
+    processes each repetition, after one untimed child per tree (``warmup``: the OS
+    file cache and the bytecode alike for every tree). The last tree records the
+    cassette the replay kind reads."""
     unknown = set(kinds) - set(KINDS)
     if unknown:
         raise ValueError(f"unknown kinds {sorted(unknown)}; known: {list(KINDS)}")
@@ -204,7 +206,7 @@ def measure(
         runs: dict[str, dict[str, list[dict[str, Any]]]] = {
             tree: {k: [] for k in kinds} for tree in trees
         }
-        for src in trees.values():  # the OS file cache warm for every tree alike
+        for src in trees.values() if warmup else ():
             run_child(CHILD, kinds[0], args[kinds[0]], src=src)
         for rep in range(reps):
             order = list(trees.items())
