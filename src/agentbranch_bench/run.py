@@ -10,8 +10,11 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+from agentbranch_bench.cold_start import cold_start_part
 from agentbranch_bench.cpu import cpu_part
+from agentbranch_bench.pattern_part import embedded_patterns
 from agentbranch_bench.plotting import plot
 from agentbranch_bench.results import Report, target_met, target_text
 from agentbranch_bench.vllm_part import vllm_part
@@ -24,16 +27,25 @@ def run_bench(
     vllm: bool | None = None,
     vllm_model: Path | None = None,
     cpu: bool = True,
+    patterns: bool = True,
+    cold_start: bool = True,
 ) -> Report:
-    """Run every comparison; ``vllm=None`` runs the vLLM part when ``vllm`` imports."""
+    """Run every comparison; ``vllm=None`` runs the vLLM part when ``vllm`` imports.
+    ``patterns``: the calling patterns on each reader that runs (the embedded default
+    with the CPU part; the vLLM part's reader); ``cold_start``: fresh interpreters to
+    the first decision (first, while this process is still quiet)."""
     report = Report()
     start = time.perf_counter()
+    if cold_start:
+        cold_start_part(report, tick, quick=quick)
     if cpu:
         cpu_part(report, tick, quick=quick)
+        if patterns:
+            embedded_patterns(report, tick, quick=quick)
     if vllm is None:
         vllm = importlib.util.find_spec("vllm") is not None
     if vllm:
-        vllm_part(report, tick, model=vllm_model, quick=quick)
+        vllm_part(report, tick, model=vllm_model, quick=quick, patterns=patterns)
     else:
         report.notes.append("vLLM part skipped: vllm is not installed")
     report.seconds = time.perf_counter() - start
@@ -58,6 +70,44 @@ def _stdout_to_stderr(on: bool) -> Iterator[None]:
         os.close(saved)
 
 
+def patterns_table(report: Report) -> Any:
+    """Each reader's calling patterns: the fraction of the bound (median), the target,
+    whether the pattern answered as ``decide_many``."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title="calling patterns: fraction of the bound (median)")
+    for col in ("reader", "pattern", "fraction", "target", "answers"):
+        table.add_column(col, justify="right" if col == "fraction" else "left")
+    for r in report.patterns:
+        met = target_met(r)
+        style = "" if met is None else "green" if met else "red"
+        same = r.detail["labels_equal_decide_many"]
+        table.add_row(
+            r.detail["reader"],
+            r.detail["pattern"],
+            f"{r.value:.2f}",
+            Text(target_text(r) or "- (documented)", style=style),
+            Text("= decide_many" if same else "✗ differ", style="" if same else "red"),
+        )
+    return table
+
+
+def cold_start_table(report: Report) -> Any:
+    """Cold start: median seconds per phase, each kind of fresh process."""
+    from rich.table import Table
+
+    from agentbranch_bench.cold_start import rows
+
+    reps = report.cold_start["reps"]
+    table = Table(title=f"cold start: seconds, medians of {reps} fresh processes")
+    for col in ("process", "phase", "seconds"):
+        table.add_column(col, justify="right" if col == "seconds" else "left")
+    for kind, phase, seconds in rows(report.cold_start["kinds"]):
+        table.add_row(kind, phase, f"{seconds:.3f}")
+    return table
+
+
 def command(
     json_out: bool = False,
     plot_path: Path | None = None,
@@ -65,6 +115,8 @@ def command(
     vllm: bool | None = None,
     vllm_model: Path | None = None,
     cpu: bool = True,
+    patterns: bool = True,
+    cold_start: bool = True,
 ) -> int:
     """The ``agentbranch bench`` command: rich progress on stderr, a table (or JSON with
     ``json_out``) on stdout, the plot at ``plot_path``."""
@@ -90,7 +142,15 @@ def command(
             progress.update(task, description=message)
             progress.console.print(f"[dim]{message}[/dim]")
 
-        report = run_bench(tick=tick, quick=quick, vllm=vllm, vllm_model=vllm_model, cpu=cpu)
+        report = run_bench(
+            tick=tick,
+            quick=quick,
+            vllm=vllm,
+            vllm_model=vllm_model,
+            cpu=cpu,
+            patterns=patterns,
+            cold_start=cold_start,
+        )
     if plot_path is not None:
         plot(report, plot_path)
         err.print(f"plot: {plot_path}")
@@ -113,6 +173,10 @@ def command(
     for name, pts in report.sweep.items():
         sweep.add_row(name, *(f"{pts[n]:.1f}" if n in pts else "" for n in counts))
     print_table(out, sweep)
+    if report.patterns:
+        print_table(out, patterns_table(report))
+    if report.cold_start:
+        print_table(out, cold_start_table(report))
     for note in report.notes:
         out.print(f"[dim]{note}[/dim]")
     return 0

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from agentbranch_bench.pattern_part import reader_patterns
 from agentbranch_bench.remote import remote_vs_raw_apart
 from agentbranch_bench.results import BenchResult, Report
 from agentbranch_bench.timing import sweep_point
@@ -74,11 +75,18 @@ def _engine_ceiling(reader: Any, q: dict[str, Any], decisions: int, reps: int) -
 
 
 def vllm_part(
-    report: Report, tick: Callable[[str], None], *, model: Path | None, quick: bool
+    report: Report,
+    tick: Callable[[str], None],
+    *,
+    model: Path | None,
+    quick: bool,
+    patterns: bool = True,
 ) -> None:
     """In-process ``VLLMReader`` vs vLLM's own ``/v1/systemone`` server (through
     ``RemoteReader``), both alive at once and measured alternately at each point, then
-    ``RemoteReader`` vs a raw client on that server."""
+    ``RemoteReader`` vs a raw client on that server. With ``patterns``, first the
+    calling patterns on the in-process reader (before the server starts: one engine
+    alive)."""
     import agentbranch as ab
     from agentbranch.engine.readers.remote import RemoteReader
     from agentbranch.engine.readers.vllm import VLLMReader
@@ -117,6 +125,8 @@ def vllm_part(
         ceiling = _engine_ceiling(local_reader, q, 32, reps)
         tick(f"vLLM engine alone, 32 decisions pre-planned: {ceiling:.1f}/s")
         try:
+            if patterns:
+                reader_patterns(report, tick, local_reader, "vLLM in process", quick=quick)
             with vllm_server(model, served, Path(tmp) / "server.log") as url:
                 tick("vLLM server ready")
                 remote = ab.DecisionEngine(RemoteReader(url, model=served, max_connections=64))

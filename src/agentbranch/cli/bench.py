@@ -22,6 +22,13 @@ def bench(
         Path | None, typer.Option(help="A causal model folder for the vLLM part.")
     ] = None,
     cpu: Annotated[bool, typer.Option(help="Run the CPU (transformers) part.")] = True,
+    patterns: Annotated[
+        bool,
+        typer.Option(help="Time the calling patterns against their bound on each reader run."),
+    ] = True,
+    cold_start: Annotated[
+        bool, typer.Option(help="Time fresh interpreters to the first decision, by phase.")
+    ] = True,
 ) -> None:
     """Time the read paths side by side and print every ratio (see docs/benchmarks.md)."""
     from agentbranch.core.errors import AgentBranchError
@@ -36,4 +43,4 @@ def bench(
             raise fail(f"--vllm-model {vllm_model} is not a folder (a causal model's files)")
     except AgentBranchError as e:
         raise fail(e) from None
-    raise typer.Exit(command(json_out, plot, quick, vllm, vllm_model, cpu))
+    raise typer.Exit(command(json_out, plot, quick, vllm, vllm_model, cpu, patterns, cold_start))

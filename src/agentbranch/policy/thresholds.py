@@ -106,8 +106,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+
+# numpy is imported where it is used: `import agentbranch` loads this module (earned
+# thresholds are part of the policy), and a process that never learns a threshold (a
+# CI replay job, a scripted test) need not pay for numpy.
 
 #: Alternatives of the drift e-process, as drops below the target precision.
 DRIFT_DROPS: tuple[float, ...] = (0.05, 0.1, 0.2, 0.3, 0.5)
@@ -170,6 +176,8 @@ def stratified(
     decisions, pooled unweighted; strata are weighted by their estimated share of the
     band's decisions (``Σ 1/rate``), and ``n`` is Kish's effective size
     ``1 / Σ share²/n_stratum``. One stratum: the plain counts (the test is exact)."""
+    import numpy as np
+
     band = confidence >= t
     if not band.any():
         return 0.0, 0.0
@@ -212,6 +220,8 @@ def learn_then_test(
     walk resumes below it (hierarchical testing across looks, see the module doc).
     ``entry``: a walk that has shown nothing yet starts at this candidate, skipping the
     ones above it (``predicted_entry``; chosen from the confidences only)."""
+    import numpy as np
+
     conf = np.asarray(confidence, dtype=float)
     ok = np.asarray(correct, dtype=float)
     w = np.ones_like(conf) if weights is None else np.asarray(weights, dtype=float)
@@ -264,6 +274,8 @@ def predicted_entry(
     the band the confidences say has the most evidence; an over-confident question
     predicts too much and its walk from here fails, which is why it is a second walk
     (``Earned`` gives it half of a look's error from the third look on), not the only one."""
+    import numpy as np
+
     conf = np.asarray(confidence, dtype=float)
     pred = np.clip(conf, 0.0, 1.0)
     w = np.ones_like(conf) if weights is None else np.asarray(weights, dtype=float)
@@ -294,12 +306,16 @@ def predicted_entry(
 def drift_evalue(right: int, wrong: int, precision: float) -> float:
     """One drift e-process after ``right``/``wrong`` audited takes since it started: the
     mixture likelihood ratio over ``DRIFT_DROPS`` (see module doc)."""
+    import numpy as np
+
     logs = _drift_logs(np.array([right], dtype=float), np.array([wrong], dtype=float), precision)
     return float(np.exp(logs[0]))
 
 
 def _drift_logs(right: np.ndarray, wrong: np.ndarray, precision: float) -> np.ndarray:
     """Log of ``drift_evalue`` for arrays of counts (one e-process each)."""
+    import numpy as np
+
     qs = [precision - d for d in DRIFT_DROPS if precision - d > 0.0]
     if not qs:
         return np.zeros(len(right))
@@ -359,6 +375,8 @@ class Drift:
 
     def add(self, correct: bool) -> float:
         """Count one audited take; the e-value after it."""
+        import numpy as np
+
         w = restart_weight(self.right + self.wrong)
         if w > 0.0:
             self._r0.append(self.right)

@@ -1,0 +1,270 @@
+"""Every calling pattern as a fraction of its bound, on one reader, in one run.
+
+The **bound** of a pattern is what nothing in agentbranch could beat: ONE ``decide_many``
+of the same states on an engine without the coalescer (``batching=False``: the states
+are known beforehand, no caller waits for another), plus what the same pattern costs
+with a function that needs no engine (a constant graph node, a constant tool, an empty
+thread or task: LangGraph's, LangChain's and Python's own work, not ours to cut). The
+**fraction** is bound / pattern time: 1.0 means the coalescer, the engine and the
+integration add nothing to the engine's own limit.
+
+Patterns (``n`` distinct states, default 32): ``1 caller`` (``single`` states decided
+one after the other, against ``decide_many([state])`` of each), ``threads`` (n threads
+calling ``decide``), ``asyncio`` (n tasks awaiting ``adecide``), ``graph.batch`` at
+``max_concurrency=n`` and at LangGraph's default (``min(32, CPUs + 4)``; no target: it
+runs fewer callers than states), ``graph.abatch`` and ``tool`` (``decision_tool`` from
+n agent steps, a ``ToolNode`` graph).
+
+Each repetition times, for every pattern, the bound's ``decide_many``, the no-engine
+pattern and the pattern, in a rotating order; a pattern's fraction is the median of the
+repetitions' own fractions. Before timing, every pattern's answers are checked against
+``decide_many``'s: the same labels, confidences equal to float rounding (another batch
+may sum in another order). Used by ``agentbranch bench`` and
+``benchmarks/bench_patterns.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import statistics
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from agentbranch_bench.pattern_graphs import (
+    constant_tool,
+    decide_graph,
+    pattern_questions,
+    pattern_states,
+    tool_graph,
+    tool_inputs,
+)
+
+#: The coalescer's levers (``BatchingReader`` attributes) and the variants that compare
+#: them in one run: ``now`` is the library as it is, ``before`` has them off (the
+#: coalescer as it was before them).
+LEVERS = ("close_when_all_in",)
+VARIANTS: dict[str, dict[str, bool]] = {"now": {}, "before": dict.fromkeys(LEVERS, False)}
+
+#: How close to its bound each pattern should come (the open issue's targets); LangGraph's
+#: default concurrency runs fewer callers than states, so it has none.
+TARGETS = {"1 caller": "≥ 0.90", "graph.batch (default)": None}
+TARGET_AT_N = "≥ 0.95"
+
+#: Confidences of a pattern and of ``decide_many`` may differ by float rounding.
+TOLERANCE = 1e-5
+
+
+def pattern_target(name: str) -> str | None:
+    """The target of pattern ``name`` (``"≥ 0.95"`` at n callers)."""
+    return TARGETS.get(name, TARGET_AT_N)
+
+
+def patterns(
+    engine: Any, q: dict[str, Any], n: int, single: int
+) -> dict[str, tuple[Callable[[], Any], Callable[[], Any], list[str]]]:
+    """name -> (run the pattern, run it without the engine, its states). Each run
+    returns its results."""
+    from agentbranch.integrations.langchain import decision_tool
+    from agentbranch.integrations.langgraph import decide_node
+
+    batch = pattern_states(n, "p-")
+    inputs = [{"ticket": s} for s in batch]
+    app = decide_graph(decide_node(engine, q, state_key="ticket"))
+    empty = decide_graph(lambda state: {"decisions": {}})
+    tools = tool_graph(decision_tool(engine, q))
+    no_tools = tool_graph(constant_tool())
+    full = {"max_concurrency": n}
+
+    def threads(fn: Callable[[str], Any]) -> Callable[[], list[Any]]:
+        def run() -> list[Any]:
+            with ThreadPoolExecutor(n) as pool:
+                return list(pool.map(fn, batch))
+
+        return run
+
+    def tasks(fn: Callable[[str], Any]) -> Callable[[], list[Any]]:
+        async def main() -> list[Any]:
+            return await asyncio.gather(*(fn(s) for s in batch))
+
+        return lambda: asyncio.run(main())
+
+    async def nothing(s: str) -> None:
+        return None
+
+    ones = pattern_states(single, "one-")
+    return {
+        "1 caller": (
+            lambda: [engine.decide(s, q) for s in ones],
+            lambda: [None for _ in ones],
+            ones,
+        ),
+        f"threads ({n})": (threads(lambda s: engine.decide(s, q)), threads(lambda s: None), batch),
+        f"asyncio ({n})": (tasks(lambda s: engine.adecide(s, q)), tasks(nothing), batch),
+        f"graph.batch ({n})": (
+            lambda: app.batch(inputs, config=full),
+            lambda: empty.batch(inputs, config=full),
+            batch,
+        ),
+        "graph.batch (default)": (lambda: app.batch(inputs), lambda: empty.batch(inputs), batch),
+        "graph.abatch": (
+            lambda: asyncio.run(app.abatch(inputs)),
+            lambda: asyncio.run(empty.abatch(inputs)),
+            batch,
+        ),
+        f"tool ({n} agent steps)": (
+            lambda: tools.batch(tool_inputs(batch), config=full),
+            lambda: no_tools.batch(tool_inputs(batch), config=full),
+            batch,
+        ),
+    }
+
+
+def kind_of(name: str) -> str:
+    """How pattern ``name`` returns its results (see ``answers_of``)."""
+    for kind in ("1 caller", "threads", "asyncio", "tool"):
+        if name.startswith(kind):
+            return kind
+    return "graph"
+
+
+def answers_of(kind: str, out: Any) -> list[dict[str, tuple[str, float]]]:
+    """Each result's ``{question: (label, confidence)}``."""
+    if kind in ("threads", "asyncio", "1 caller"):
+        return [{q: (d.label, d.confidence) for q, d in r.items()} for r in out]
+    if kind == "tool":
+        records = [o["messages"][-1].artifact for o in out]
+    else:
+        records = [o["decisions"] for o in out]
+    return [{q: (r["label"], r["confidence"]) for q, r in rec.items()} for rec in records]
+
+
+def same_answers(
+    got: list[dict[str, tuple[str, float]]], want: list[dict[str, tuple[str, float]]]
+) -> bool:
+    """The same labels, and confidences equal to ``TOLERANCE``."""
+    return len(got) == len(want) and all(
+        g.keys() == w.keys()
+        and all(g[q][0] == w[q][0] and math.isclose(g[q][1], w[q][1], abs_tol=TOLERANCE) for q in g)
+        for g, w in zip(got, want)
+    )
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, float]:
+    """Wall seconds and this process's CPU seconds of ``fn()``."""
+    cpu, start = time.process_time(), time.perf_counter()
+    fn()
+    return time.perf_counter() - start, time.process_time() - cpu
+
+
+def engine_for(reader: Any, levers: dict[str, bool]) -> Any:
+    """A default engine on ``reader`` whose coalescer has ``levers`` set."""
+    import agentbranch as ab
+
+    engine = ab.DecisionEngine(reader)
+    for lever, on in levers.items():
+        setattr(engine.reads_via, lever, on)
+    return engine
+
+
+def _medians(
+    t: dict[str, list[float]], cpu: dict[str, list[float]], variants: list[str], calls: Any
+) -> dict[str, Any]:
+    bound = statistics.median(t["bound"]) + statistics.median(t["empty"])
+    row: dict[str, Any] = {
+        "decide_many_s": statistics.median(t["bound"]),
+        "no_engine_s": statistics.median(t["empty"]),
+        "bound_s": bound,
+        "bound_cpu_s": statistics.median(cpu["bound"]) + statistics.median(cpu["empty"]),
+    }
+    for v in variants:
+        pattern = statistics.median(t[v])
+        # each repetition's own fraction (its parts ran back to back), then the median
+        paired = [(b + e) / p for b, e, p in zip(t["bound"], t["empty"], t[v])]
+        row[v] = {
+            "fraction": statistics.median(paired),
+            "fraction_of_medians": bound / pattern,
+            "pattern_s": pattern,
+            "pattern_cpu_s": statistics.median(cpu[v]),
+            "reader_calls": calls[v].most_common(3),
+        }
+    return row
+
+
+def measure(
+    reader: Any,
+    label: str,
+    *,
+    n: int = 32,
+    single: int = 16,
+    reps: int = 5,
+    questions: int = 3,
+    variants: list[str] | None = None,
+    only: list[str] | None = None,
+    tick: Callable[[str], None] = lambda _: None,
+) -> dict[str, Any]:
+    """Every pattern's fraction of its bound on ``reader`` for each variant of the
+    coalescer (``VARIANTS``; default ``["now"]``), all alternated in one run; ``only``
+    keeps the patterns whose names start so. ``labels_differ`` names the patterns (and
+    variants) whose answers were not ``decide_many``'s."""
+    import agentbranch as ab
+
+    if reps < 1:
+        raise ValueError("reps must be at least 1")
+    variants = variants or ["now"]
+    plain = ab.DecisionEngine(reader, batching=False)
+    q = pattern_questions(questions)
+    engines = {v: engine_for(reader, VARIANTS[v]) for v in variants}
+    tables = {v: patterns(engine, q, n, single) for v, engine in engines.items()}
+    names = [k for k in tables[variants[0]] if not only or any(k.startswith(o) for o in only)]
+
+    def bound_for(name: str, batch: list[str]) -> Callable[[], Any]:
+        if name == "1 caller":
+            return lambda: [plain.decide_many([s], q)[0] for s in batch]
+        return lambda: plain.decide_many(batch, q)
+
+    # warm up and check: every pattern answers as decide_many does
+    mismatched = []
+    for v, table in tables.items():
+        for name in names:
+            run, empty, batch = table[name]
+            want = answers_of("1 caller", bound_for(name, batch)())
+            empty()
+            if not same_answers(answers_of(kind_of(name), run()), want):
+                mismatched.append(f"{name} ({v})")
+    parts = ("bound", "empty", *variants)
+    times = {name: {part: [] for part in parts} for name in names}
+    cpu = {name: {part: [] for part in parts} for name in names}
+    calls: dict[str, dict[str, Counter[str]]] = {
+        name: {v: Counter() for v in variants} for name in names
+    }
+    for rep in range(reps):
+        for name in names:
+            _, empty, batch = tables[variants[0]][name]
+            jobs = [("bound", bound_for(name, batch), None), ("empty", empty, None)]
+            jobs += [(v, tables[v][name][0], engines[v].reads_via) for v in variants]
+            shift = rep % len(jobs)
+            for part, fn, coalescer in jobs[shift:] + jobs[:shift]:
+                before = coalescer.stats["batches"] if coalescer else 0
+                seconds, cpu_s = timed(fn)
+                times[name][part].append(seconds)
+                cpu[name][part].append(cpu_s)
+                if coalescer is not None:  # how the coalescer cut it: "alone1 + quiet31"
+                    k = coalescer.stats["batches"] - before
+                    closes = list(coalescer.batch_closes)[-k:] if k else []
+                    calls[name][part][" + ".join(f"{why}{size}" for size, why in closes)] += 1
+        tick(f"{label}: calling patterns, repetition {rep + 1}/{reps} done")
+    return {
+        "reader": label,
+        "questions": list(q),
+        "callers": n,
+        "reps": reps,
+        "variants": {v: VARIANTS[v] for v in variants},
+        "patterns": {
+            name: _medians(times[name], cpu[name], variants, calls[name]) for name in names
+        },
+        "labels_differ": mismatched,
+    }
