@@ -27,7 +27,9 @@ When to close a batch that is not full (the default, "hold while a burst arrives
   **bound**: waiting never costs more than half a read, and a reader that answers in
   microseconds is held no longer than the quiet gap);
 * **all in**: a held batch also closes as soon as every thread that called lately
-  (within three reads' time) is waiting for answers: nobody is left to arrive. A pool
+  (within three reads' time) is waiting for answers and at least half of them came
+  back before (a pool that cycles, not one still starting its threads): nobody is left
+  to arrive. A pool
   of threads smaller than its inputs (``graph.batch`` at LangGraph's default
   concurrency, CPUs + 4 runs at once) comes back in full every round: a thread that
   came back before is waited for (past the quiet gap, up to the bound) until twice
