@@ -1,6 +1,7 @@
-"""A lone sync caller reads its batch on its own thread (``read_alone_inline``): the
-same answers, callers arriving meanwhile are served after it by a worker, errors reach
-every caller, a timed caller still hands its read to a worker, one read at a time."""
+"""A lone sync caller reads its batch on its own thread (``read_alone_inline``, off by
+default): the same answers, callers arriving meanwhile are served after it by a worker,
+errors reach every caller, a timed caller still hands its read to a worker, one read at
+a time."""
 
 from __future__ import annotations
 
@@ -53,6 +54,12 @@ class Recording(ab.ScriptedReader):
                 self.in_flight -= 1
 
 
+def _inline(reader, **kwargs) -> ab.DecisionEngine:
+    engine = ab.DecisionEngine(reader, **kwargs)
+    engine.reads_via.read_alone_inline = True
+    return engine
+
+
 def _plain(states):
     engine = ab.DecisionEngine(ab.ScriptedReader(default=spread), batching=False)
     return [engine.decide(s, {"team": TEAM})["team"].probabilities for s in states]
@@ -70,6 +77,7 @@ def _wait_for_queue(coalescer, n: int) -> None:
 def test_a_lone_caller_reads_on_its_own_thread_only_when_inline(inline: bool) -> None:
     reader = Recording(default=spread)
     engine = ab.DecisionEngine(reader)
+    assert engine.reads_via.read_alone_inline is False  # off by default
     engine.reads_via.read_alone_inline = inline
     got = [engine.decide(s, {"team": TEAM})["team"].probabilities for s in ("a", "b")]
     assert got == _plain(["a", "b"])
@@ -82,7 +90,7 @@ def test_a_lone_caller_reads_on_its_own_thread_only_when_inline(inline: bool) ->
 def test_callers_arriving_during_an_inline_read_are_read_after_it_by_a_worker() -> None:
     reader = Recording(default=spread)
     reader.gate.clear()
-    engine = ab.DecisionEngine(reader)
+    engine = _inline(reader)
     coalescer = engine.reads_via
     states = [f"ticket {i}" for i in range(6)]
     with ThreadPoolExecutor(len(states)) as pool:
@@ -104,7 +112,7 @@ def test_callers_arriving_during_an_inline_read_are_read_after_it_by_a_worker() 
 def test_an_inline_read_that_fails_fails_its_caller_and_those_who_joined_it() -> None:
     reader = Recording(default=spread)
     reader.gate.clear()
-    engine = ab.DecisionEngine(reader)
+    engine = _inline(reader)
     with ThreadPoolExecutor(3) as pool:
         first = pool.submit(engine.decide, "poison", {"team": TEAM})
         assert reader.entered.wait(10)
@@ -127,7 +135,7 @@ def test_an_inline_read_that_fails_fails_its_caller_and_those_who_joined_it() ->
 def test_a_caller_with_a_timeout_hands_its_read_to_a_worker_and_times_out() -> None:
     reader = Recording(default=spread)
     reader.gate.clear()
-    engine = ab.DecisionEngine(reader, timeout_s=0.2)
+    engine = _inline(reader, timeout_s=0.2)
     with pytest.raises(ReaderTimeoutError):
         engine.decide("hangs", {"team": TEAM})
     assert reader.threads[0] is not threading.current_thread()
@@ -139,7 +147,7 @@ def test_a_caller_with_a_timeout_hands_its_read_to_a_worker_and_times_out() -> N
 def test_close_waits_for_an_inline_read_and_the_reader_answers_it() -> None:
     reader = Recording(default=spread)
     reader.gate.clear()
-    engine = ab.DecisionEngine(reader)
+    engine = _inline(reader)
     with ThreadPoolExecutor(1) as pool:
         lone = pool.submit(engine.decide, "a", {"team": TEAM})
         assert reader.entered.wait(10)
@@ -147,3 +155,17 @@ def test_close_waits_for_an_inline_read_and_the_reader_answers_it() -> None:
         engine.reads_via._stop_workers(None)  # waits for the read (up to 5 s)
         assert lone.done()
         assert lone.result()["team"].probabilities == _plain(["a"])[0]
+
+
+def test_after_a_batch_of_several_callers_a_lone_caller_hands_off() -> None:
+    # It may be the first of the next burst: a worker's batch lets the others join it.
+    reader = Recording(default=spread)
+    engine = _inline(reader)
+    engine.decide_many(["x", "y"], {"team": TEAM})  # one caller: inline
+    coalescer = engine.reads_via
+    coalescer._last_callers = 2  # as after a burst's batch (two callers)
+    assert engine.decide("z", {"team": TEAM})["team"].probabilities == _plain(["z"])[0]
+    assert engine.decide("w", {"team": TEAM})["team"].probabilities == _plain(["w"])[0]
+    on_caller = [t is threading.current_thread() for t in reader.threads]
+    assert on_caller == [True, False, True]  # after one caller's batch: inline again
+    engine.close()

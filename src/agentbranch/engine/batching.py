@@ -17,10 +17,10 @@ grow with the load by themselves ("natural batching").
 When to close a batch that is not full (the default, "hold while a burst arrives"):
 
 * a caller that finds no other caller's request queued or being read is **alone**: it is
-  read at once, never held for company; a sync caller without a timeout reads it on
-  its own thread (``read_alone_inline``), without the hand-off to a worker and back
-  (two thread switches), and callers arriving meanwhile queue for a worker, which
-  waits for the read slot;
+  read at once, never held for company (with ``read_alone_inline``, off by default, a
+  sync caller without a timeout, after a batch of one caller, reads it on its own
+  thread, without the hand-off to a worker and back; callers arriving meanwhile queue
+  for a worker, which waits for the read slot);
 * a caller that finds others in flight is part of a **burst** (``graph.batch`` threads,
   ``Send`` branches, many ``ainvoke``): the worker holds the batch while requests keep
   arriving and closes it once none has arrived for the **quiet gap** (``max_wait_s``,
@@ -281,9 +281,10 @@ class BatchingReader(WrappingReader):
         self._holding = False  # a worker is holding a burst's batch
         #: A held burst closes once every recent caller thread is waiting ("all in").
         self.close_when_all_in = True
-        #: A lone sync caller without a timeout reads its batch on its own thread
-        #: instead of handing it to a worker and waiting to be woken.
-        self.read_alone_inline = True
+        #: A lone sync caller without a timeout, after a batch of one caller, reads its
+        #: batch on its own thread instead of handing it to a worker and waiting to be
+        #: woken. Off by default until measured on a quiet machine (docs/benchmarks.md).
+        self.read_alone_inline = False
         #: Counters: batches read, requests read, cache hits, de-duplicated requests,
         #: batches abandoned by all their callers while being read.
         self.stats = {"batches": 0, "requests": 0, "cache_hits": 0, "deduped": 0, "abandoned": 0}
@@ -478,16 +479,23 @@ class BatchingReader(WrappingReader):
             # A worker idle too long ends by itself, and may then drop the last
             # reference to this coalescer and free the model: joined at exit until then.
             join_at_exit(worker)
-        self._cond.notify_all()
+        # While every read slot is taken (a lone caller reading inline), an idle worker
+        # woken now would only wait again: it is notified when the slot frees.
+        if len(self._reading) < self.concurrency:
+            self._cond.notify_all()
 
     def _alone_inline(self, crowded: bool) -> bool:
         """Whether the caller that just queued may read its batch itself: it is alone
-        (what a worker would read at once), the queue holds only its requests, and a
-        read slot is free."""
+        (what a worker would read at once), the last batch served one caller at most
+        (calls one after the other), the queue holds only its requests, and a read slot
+        is free. After a batch of several callers a lone caller may be a burst's first:
+        handed to a worker, whoever arrives before the worker takes the batch joins it
+        (read inline, they would need a forward of their own)."""
         return (
             self.read_alone_inline
             and self._auto_wait
             and not crowded
+            and self._last_callers <= 1
             and not self._closed
             and not self._holding
             and len(self._queue) <= self.max_batch
