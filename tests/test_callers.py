@@ -50,3 +50,19 @@ def test_back_by_waits_only_for_threads_that_came_back_before():
     assert c.back_by(since=0.0) == 2.0 + TURNAROUND_MARGIN * 0.5
     c.arrive(1, 2.2)
     assert c.back_by(since=0.0) == -math.inf  # back: nobody is out
+
+
+def test_a_pool_still_starting_its_threads_is_not_all_in():
+    # A fresh pool of many threads: its first thread is answered and back for another
+    # input while most threads called once; more of them may still be starting.
+    c = CallerThreads()
+    c.arrive(1, 0.0)
+    c.leave(1, 0.02)
+    for t in range(2, 6):
+        c.arrive(t, 0.01 + t / 1000)
+    c.arrive(1, 0.021)  # back: one of five came back
+    assert not c.all_in(since=-1.0)
+    for t in range(2, 4):  # two more came back: three of five, a pool that cycles
+        c.leave(t, 0.03)
+        c.arrive(t, 0.031)
+    assert c.all_in(since=-1.0)

@@ -126,7 +126,7 @@ PATTERNS = [
 ]
 
 
-@pytest.mark.parametrize("levers", [True, False], ids=["all-in on", "all-in off"])
+@pytest.mark.parametrize("levers", [True, False], ids=["levers on", "levers off"])
 @pytest.mark.parametrize("pattern", PATTERNS)
 def test_every_pattern_answers_as_decide_many(pattern: str, levers: bool) -> None:
     # a short sleep per read, so concurrent callers really share batches
@@ -134,6 +134,7 @@ def test_every_pattern_answers_as_decide_many(pattern: str, levers: bool) -> Non
     engine = ab.DecisionEngine(reader)
     coalescer = engine.reads_via
     coalescer.close_when_all_in = levers
+    coalescer.read_alone_inline = levers  # a lone caller reads on its own thread
     want = _of_decisions(ab.DecisionEngine(reader, batching=False).decide_many(STATES, QUESTIONS))
     got = run_pattern(pattern, engine)
     assert got == want[: len(got)]

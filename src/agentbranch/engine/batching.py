@@ -17,7 +17,10 @@ grow with the load by themselves ("natural batching").
 When to close a batch that is not full (the default, "hold while a burst arrives"):
 
 * a caller that finds no other caller's request queued or being read is **alone**: it is
-  read at once, never held for company;
+  read at once, never held for company (with ``read_alone_inline``, off by default, a
+  sync caller without a timeout, after a batch of one caller, reads it on its own
+  thread, without the hand-off to a worker and back; callers arriving meanwhile queue
+  for a worker, which waits for the read slot);
 * a caller that finds others in flight is part of a **burst** (``graph.batch`` threads,
   ``Send`` branches, many ``ainvoke``): the worker holds the batch while requests keep
   arriving and closes it once none has arrived for the **quiet gap** (``max_wait_s``,
@@ -27,7 +30,9 @@ When to close a batch that is not full (the default, "hold while a burst arrives
   **bound**: waiting never costs more than half a read, and a reader that answers in
   microseconds is held no longer than the quiet gap);
 * **all in**: a held batch also closes as soon as every thread that called lately
-  (within three reads' time) is waiting for answers: nobody is left to arrive. A pool
+  (within three reads' time) is waiting for answers and at least half of them came
+  back before (a pool that cycles, not one still starting its threads): nobody is left
+  to arrive. A pool
   of threads smaller than its inputs (``graph.batch`` at LangGraph's default
   concurrency, CPUs + 4 runs at once) comes back in full every round: a thread that
   came back before is waited for (past the quiet gap, up to the bound) until twice
@@ -181,11 +186,13 @@ class _Item:
 @dataclass(eq=False)
 class _Batch:
     """The requests one worker is reading; ``counted`` while it counts toward
-    ``concurrency`` (until every caller abandoned it)."""
+    ``concurrency`` (until every caller abandoned it). ``inline``: a lone sync caller
+    reads it on its own thread (never abandoned: it has no timeout)."""
 
     items: list[_Item]
     thread: threading.Thread
     counted: bool = True
+    inline: bool = False
 
 
 class BatchingReader(WrappingReader):
@@ -274,6 +281,10 @@ class BatchingReader(WrappingReader):
         self._holding = False  # a worker is holding a burst's batch
         #: A held burst closes once every recent caller thread is waiting ("all in").
         self.close_when_all_in = True
+        #: A lone sync caller without a timeout, after a batch of one caller, reads its
+        #: batch on its own thread instead of handing it to a worker and waiting to be
+        #: woken. Off by default until measured on a quiet machine (docs/benchmarks.md).
+        self.read_alone_inline = False
         #: Counters: batches read, requests read, cache hits, de-duplicated requests,
         #: batches abandoned by all their callers while being read.
         self.stats = {"batches": 0, "requests": 0, "cache_hits": 0, "deduped": 0, "abandoned": 0}
@@ -304,7 +315,10 @@ class BatchingReader(WrappingReader):
         try:
             deadline = self._deadline()
             while pending:
-                room = self._offer(call, pending)
+                room = self._offer(call, pending, inline=timeout_s is None)
+                if isinstance(room, _Batch):  # alone: read it here, no hand-off
+                    self._read_inline(room)
+                    break
                 if room is None:
                     break
                 wait = self._left(deadline)
@@ -366,6 +380,8 @@ class BatchingReader(WrappingReader):
                 return
             freed = False
             for batch in list(self._reading):
+                if batch.inline:  # its caller reads it: nothing to free
+                    continue
                 if not any(item.wanted() for item in batch.items):
                     batch.counted = False
                     self._reading.discard(batch)
@@ -398,9 +414,13 @@ class BatchingReader(WrappingReader):
             "max_queue or queue_timeout_s, or serve the model with more capacity."
         )
 
-    def _offer(self, call: _Call, pending: deque[tuple[int, ReadRequest]]) -> Future[None] | None:
+    def _offer(
+        self, call: _Call, pending: deque[tuple[int, ReadRequest]], *, inline: bool = False
+    ) -> Future[None] | _Batch | None:
         """Queue what fits of ``pending``; ``None`` when all is queued (or answered),
-        else a future that resolves when there may be room."""
+        else a future that resolves when there may be room. With ``inline`` (a sync
+        caller without a timeout), a caller that is alone gets its batch to read
+        itself (``read_alone_inline``) instead."""
         with self._cond:
             if self._closed:
                 raise ReaderError("this BatchingReader is closed; create a new one")
@@ -438,6 +458,8 @@ class BatchingReader(WrappingReader):
             if queued:
                 self._crowded = crowded
                 self._last_arrival = time.monotonic()
+                if inline and not pending and self._alone_inline(crowded):
+                    return self._claim()
                 self._wake()
                 if len(self._queue) >= self.max_batch or (self._holding and self._all_in()):
                     self._filled.notify_all()
@@ -457,7 +479,50 @@ class BatchingReader(WrappingReader):
             # A worker idle too long ends by itself, and may then drop the last
             # reference to this coalescer and free the model: joined at exit until then.
             join_at_exit(worker)
-        self._cond.notify_all()
+        # While every read slot is taken (a lone caller reading inline), an idle worker
+        # woken now would only wait again: it is notified when the slot frees.
+        if len(self._reading) < self.concurrency:
+            self._cond.notify_all()
+
+    def _alone_inline(self, crowded: bool) -> bool:
+        """Whether the caller that just queued may read its batch itself: it is alone
+        (what a worker would read at once), the last batch served one caller at most
+        (calls one after the other), the queue holds only its requests, and a read slot
+        is free. After a batch of several callers a lone caller may be a burst's first:
+        handed to a worker, whoever arrives before the worker takes the batch joins it
+        (read inline, they would need a forward of their own)."""
+        return (
+            self.read_alone_inline
+            and self._auto_wait
+            and not crowded
+            and self._last_callers <= 1
+            and not self._closed
+            and not self._holding
+            and len(self._queue) <= self.max_batch
+            and len(self._reading) < self.concurrency
+        )
+
+    def _claim(self) -> _Batch:
+        """Take the queue (one lone caller's requests) as a batch read on this thread."""
+        items = list(self._queue)
+        self._queue.clear()
+        taken = _Batch(items, threading.current_thread(), inline=True)
+        self._reading.add(taken)
+        self.batch_closes.append((len(items), "alone"))
+        self._last_callers = 1
+        return taken
+
+    def _read_inline(self, taken: _Batch) -> None:
+        """Read a lone caller's batch on its thread, then hand what queued meanwhile to
+        a worker (workers wait while every read slot is taken)."""
+        try:
+            self._read(taken.items)
+        finally:
+            with self._cond:
+                self._reading.discard(taken)
+                if self._queue:
+                    self._wake()
+                self._cond.notify_all()  # workers waiting for the slot, close()
 
     # -- workers -------------------------------------------------------------------
 
@@ -466,7 +531,8 @@ class BatchingReader(WrappingReader):
         with self._cond:
             self._idle += 1
             try:
-                while not self._queue:
+                # (a read slot may be taken by a lone caller reading inline)
+                while not self._queue or len(self._reading) >= self.concurrency:
                     if self._closed or not self._cond.wait(self.idle_s) and not self._queue:
                         self._workers -= 1
                         return None
@@ -668,6 +734,11 @@ class BatchingReader(WrappingReader):
             workers = [t for t in self._threads if t is not threading.current_thread()]
         for t in workers:  # each finishes the batch it is reading, then exits
             t.join(timeout=5 if deadline is None else max(0.0, deadline - time.monotonic()))
+        # a lone caller reading on its own thread: its read gets the same time
+        until = time.monotonic() + 5 if deadline is None else deadline
+        with self._cond:
+            while any(b.inline for b in self._reading) and time.monotonic() < until:
+                self._cond.wait(until - time.monotonic())
         return already
 
     def __repr__(self) -> str:

@@ -4,9 +4,12 @@ and how long each takes to come back after its answer.
 ``BatchingReader`` asks it two things (under its own lock) while it holds a burst's
 batch open:
 
-* **all in**: every thread that called lately waits for answers now, and some of them
-  came back before (the pool cycles), so nobody is left to arrive: close the batch at
-  once instead of waiting for a quiet gap;
+* **all in**: every thread that called lately waits for answers now, and at least half
+  of them came back before (the pool cycles), so nobody is left to arrive: close the
+  batch at once instead of waiting for a quiet gap. A pool still starting its threads
+  (a fresh ``ThreadPoolExecutor(32)``: one new thread every few milliseconds, the first
+  one back for a second input while the rest start) has mostly threads seen once: more
+  of them may be on their way, so the quiet gap decides;
 * **back by**: when the threads that are out (answered, working on their next input)
   should be back, judged by how long each took to come back before. A pool of threads
   cycling through more inputs than it has threads (``graph.batch`` at LangGraph's
@@ -67,13 +70,15 @@ class CallerThreads:
         return list(self.seen)
 
     def all_in(self, since: float) -> bool:
-        """Whether every recent thread (two or more) waits for answers now, and some
-        came back before: a pool that cycles. Threads that each call once (a fresh
-        pool starting up) leave it off: more of them may not have started yet."""
+        """Whether every recent thread (two or more) waits for answers now, and at least
+        half of them came back before: a pool that cycles. Threads that each call once
+        (a fresh pool starting up, even with its first thread back already) leave it
+        off: more of them may not have started yet."""
         recent = self.recent(since)
         if len(recent) < 2 or self.async_at >= since:
             return False
-        return all(t in self.waiting for t in recent) and any(t in self.turnaround for t in recent)
+        back = sum(t in self.turnaround for t in recent)
+        return all(t in self.waiting for t in recent) and back > 0 and 2 * back >= len(recent)
 
     def back_by(self, since: float) -> float:
         """When the recent threads that are out and came back before should be back

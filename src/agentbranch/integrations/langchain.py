@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, get_type_hints
 
 from langchain_core.decisions import BaseDecisionModel, ClassifierResponse, Score, ScoreAnswer
 from langchain_core.runnables import RunnableConfig
@@ -200,6 +200,10 @@ def decision_tool(
         await aemit_all(records.values(), config=config, state=text, include_state=include_state)
         return summarize(records), records
 
+    # LangChain reads the function's type hints on every call (to find its config
+    # parameter); resolved once here, they are not compiled from strings every time.
+    for fn in (_run, _arun):
+        fn.__annotations__ = get_type_hints(fn, include_extras=True)
     return StructuredTool.from_function(
         func=_run,
         coroutine=_arun,
