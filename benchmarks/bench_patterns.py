@@ -70,11 +70,16 @@ def print_table(result: dict[str, Any]) -> None:
     print(
         f"\n{result['reader']}: fraction of the bound (medians; {', '.join(result['questions'])})"
     )
-    head = "".join(f"{v:>9}{'ms':>8}{'cpu ms':>8}" for v in variants)
+    head = "".join(f"{v:>9}{'all in':>8}{'ms':>8}{'cpu ms':>8}" for v in variants)
     print(f"{'pattern':<24}{'bound ms':>9}{'cpu ms':>8}{head}   reader calls ({variants[0]})")
+
+    def all_in(x: float | None) -> str:
+        return f"{'-':>8}" if x is None else f"{x:8.3f}"
+
     for name, r in result["patterns"].items():
         cols = "".join(
-            f"{r[v]['fraction']:9.3f}{r[v]['pattern_s'] * 1e3:8.0f}{r[v]['pattern_cpu_s'] * 1e3:8.0f}"
+            f"{r[v]['fraction']:9.3f}{all_in(r[v]['fraction_all_in'])}"
+            f"{r[v]['pattern_s'] * 1e3:8.0f}{r[v]['pattern_cpu_s'] * 1e3:8.0f}"
             for v in variants
         )
         cut = r[variants[0]]["reader_calls"][0][0] if r[variants[0]]["reader_calls"] else ""

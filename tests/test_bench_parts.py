@@ -70,6 +70,12 @@ def test_patterns_part_table_json_and_answers_check(monkeypatch):
     assert targets["1 caller"] == "≥ 0.90" and targets["graph.batch (default)"] is None
     assert {targets[p] for p in PATTERNS[1:] if p != "graph.batch (default)"} == {"≥ 0.95"}
     assert any("repetition 2/2" in t for t in ticks)
+    # The all-in bound: every caller in flight at once, where a pattern can have that.
+    all_in = {r.detail["pattern"]: r.detail["fraction_all_in"] for r in report.patterns}
+    assert all_in["1 caller"] is None and all_in["graph.batch (default)"] is None
+    assert all(all_in[p] > 0 for p in PATTERNS if p not in ("1 caller", "graph.batch (default)"))
+    waits = {r.detail["pattern"]: r.detail["no_engine_all_in_s"] for r in report.patterns}
+    assert all(waits[p] is not None for p in all_in if all_in[p] is not None)
 
     result, seen = _invoke_with(monkeypatch, report, "--quick", "--no-cold-start")
     assert seen["patterns"] is True and seen["cold_start"] is False
@@ -77,6 +83,7 @@ def test_patterns_part_table_json_and_answers_check(monkeypatch):
     assert "calling patterns" in out and "graph.batch (default)" in out
     assert "= decide_many" in out and "differ" not in out
     assert "met" in out or "missed" in out
+    assert "all in" in out
 
     result, _ = _invoke_with(monkeypatch, report, "--json")
     data = json.loads(result.stdout[result.stdout.index("{") :])

@@ -5,6 +5,7 @@ LangChain's own work."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, TypedDict
 
 from agentbranch_bench.workload import TICKETS
@@ -98,13 +99,16 @@ def tool_inputs(batch: list[str]) -> list[dict[str, Any]]:
     ]
 
 
-def constant_tool() -> Any:
-    """A tool of ``decision_tool``'s shape that needs no engine."""
+def constant_tool(wait: Callable[[], Any] | None = None) -> Any:
+    """A tool of ``decision_tool``'s shape that needs no engine (calling ``wait`` first,
+    when given: the all-in bound's barrier)."""
     from langchain_core.tools import StructuredTool
 
     from agentbranch.integrations.langchain import _DecisionInput
 
     def run(text: str) -> tuple[str, dict[str, Any]]:
+        if wait is not None:
+            wait()
         return "team=billing (confidence 1.00)", {}
 
     return StructuredTool.from_function(

@@ -30,6 +30,8 @@ def add_patterns(report: Report, result: dict[str, Any]) -> None:
                     "bound_s": row["bound_s"],
                     "decide_many_s": row["decide_many_s"],
                     "no_engine_s": row["no_engine_s"],
+                    "no_engine_all_in_s": row["no_engine_all_in_s"],
+                    "fraction_all_in": now["fraction_all_in"],
                     "pattern_s": now["pattern_s"],
                     "fraction_of_medians": now["fraction_of_medians"],
                     "reader_calls": now["reader_calls"],

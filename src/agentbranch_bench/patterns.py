@@ -15,8 +15,17 @@ calling ``decide``), ``asyncio`` (n tasks awaiting ``adecide``), ``graph.batch``
 runs fewer callers than states), ``graph.abatch`` and ``tool`` (``decision_tool`` from
 n agent steps, a ``ToolNode`` graph).
 
+A second bound, **all in**, adds the no-engine pattern with every caller waiting at a
+barrier until all ``n`` are in flight. A shared batch asks exactly that of its callers
+(each blocks until its batch is read), while a function that returns at once lets a
+pool reuse the threads already up and never has ``n`` runs alive: starting them all
+(``n`` threads, ``n`` LangGraph runs, a ``ToolNode`` thread per call) is Python's and
+LangGraph's work that the first bound leaves out. Patterns whose callers cannot all be
+in flight at once (one caller; ``graph.batch`` at LangGraph's default concurrency) have
+no all-in bound.
+
 Each repetition times, for every pattern, the bound's ``decide_many``, the no-engine
-pattern and the pattern, in a rotating order; a pattern's fraction is the median of the
+pattern (and its all-in form) and the pattern, in a rotating order; a pattern's fraction is the median of the
 repetitions' own fractions. Before timing, every pattern's answers are checked against
 ``decide_many``'s: the same labels, confidences equal to float rounding (another batch
 may sum in another order). Used by ``agentbranch bench`` and
@@ -28,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import math
 import statistics
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -63,11 +73,16 @@ def pattern_target(name: str) -> str | None:
     return TARGETS.get(name, TARGET_AT_N)
 
 
-def patterns(
-    engine: Any, q: dict[str, Any], n: int, single: int
-) -> dict[str, tuple[Callable[[], Any], Callable[[], Any], list[str]]]:
-    """name -> (run the pattern, run it without the engine, its states). Each run
-    returns its results."""
+Pattern = tuple[Callable[[], Any], Callable[[], Any], Callable[[], Any] | None, list[str]]
+
+#: How long a caller of the all-in bound waits at its barrier before giving up (a
+#: pattern that never has all callers in flight fails instead of hanging).
+BARRIER_TIMEOUT_S = 60.0
+
+
+def patterns(engine: Any, q: dict[str, Any], n: int, single: int) -> dict[str, Pattern]:
+    """name -> (run the pattern, run it without the engine, run that with all ``n``
+    callers in flight at once or ``None``, its states). Each run returns its results."""
     from agentbranch.integrations.langchain import decision_tool
     from agentbranch.integrations.langgraph import decide_node
 
@@ -95,29 +110,78 @@ def patterns(
     async def nothing(s: str) -> None:
         return None
 
+    box: dict[str, Any] = {}
+
+    def all_in(*_: Any) -> None:  # every caller waits for all n, as a shared batch does
+        box["barrier"].wait(timeout=BARRIER_TIMEOUT_S)
+
+    def fresh(run: Callable[[], Any]) -> Callable[[], Any]:
+        def go() -> Any:
+            box["barrier"] = threading.Barrier(n)
+            return run()
+
+        return go
+
+    async def all_in_async(state: Any) -> dict[str, Any]:
+        await asyncio.wait_for(box["abarrier"].wait(), BARRIER_TIMEOUT_S)
+        return {"decisions": {}}
+
+    def fresh_async(run: Callable[[], Any]) -> Callable[[], Any]:
+        async def main() -> Any:
+            box["abarrier"] = asyncio.Barrier(n)  # bound to this run's loop
+            return await run()
+
+        return lambda: asyncio.run(main())
+
+    waiting = decide_graph(lambda state: (all_in(), {"decisions": {}})[1])
+    awaiting = decide_graph(all_in_async)
+    blocking_tools = tool_graph(constant_tool(all_in))
+
+    async def gathered() -> list[Any]:
+        return await asyncio.gather(*(all_in_async(s) for s in batch))
+
     ones = pattern_states(single, "one-")
     return {
         "1 caller": (
             lambda: [engine.decide(s, q) for s in ones],
             lambda: [None for _ in ones],
+            None,
             ones,
         ),
-        f"threads ({n})": (threads(lambda s: engine.decide(s, q)), threads(lambda s: None), batch),
-        f"asyncio ({n})": (tasks(lambda s: engine.adecide(s, q)), tasks(nothing), batch),
+        f"threads ({n})": (
+            threads(lambda s: engine.decide(s, q)),
+            threads(lambda s: None),
+            fresh(threads(all_in)),
+            batch,
+        ),
+        f"asyncio ({n})": (
+            tasks(lambda s: engine.adecide(s, q)),
+            tasks(nothing),
+            fresh_async(gathered),
+            batch,
+        ),
         f"graph.batch ({n})": (
             lambda: app.batch(inputs, config=full),
             lambda: empty.batch(inputs, config=full),
+            fresh(lambda: waiting.batch(inputs, config=full)),
             batch,
         ),
-        "graph.batch (default)": (lambda: app.batch(inputs), lambda: empty.batch(inputs), batch),
+        "graph.batch (default)": (
+            lambda: app.batch(inputs),
+            lambda: empty.batch(inputs),
+            None,
+            batch,
+        ),
         "graph.abatch": (
             lambda: asyncio.run(app.abatch(inputs)),
             lambda: asyncio.run(empty.abatch(inputs)),
+            fresh_async(lambda: awaiting.abatch(inputs)),
             batch,
         ),
         f"tool ({n} agent steps)": (
             lambda: tools.batch(tool_inputs(batch), config=full),
             lambda: no_tools.batch(tool_inputs(batch), config=full),
+            fresh(lambda: blocking_tools.batch(tool_inputs(batch), config=full)),
             batch,
         ),
     }
@@ -174,9 +238,11 @@ def _medians(
     t: dict[str, list[float]], cpu: dict[str, list[float]], variants: list[str], calls: Any
 ) -> dict[str, Any]:
     bound = statistics.median(t["bound"]) + statistics.median(t["empty"])
+    all_in = t.get("all_in") or []
     row: dict[str, Any] = {
         "decide_many_s": statistics.median(t["bound"]),
         "no_engine_s": statistics.median(t["empty"]),
+        "no_engine_all_in_s": statistics.median(all_in) if all_in else None,
         "bound_s": bound,
         "bound_cpu_s": statistics.median(cpu["bound"]) + statistics.median(cpu["empty"]),
     }
@@ -184,8 +250,10 @@ def _medians(
         pattern = statistics.median(t[v])
         # each repetition's own fraction (its parts ran back to back), then the median
         paired = [(b + e) / p for b, e, p in zip(t["bound"], t["empty"], t[v])]
+        paired_in = [(b + a) / p for b, a, p in zip(t["bound"], all_in, t[v])]
         row[v] = {
             "fraction": statistics.median(paired),
+            "fraction_all_in": statistics.median(paired_in) if paired_in else None,
             "fraction_of_medians": bound / pattern,
             "pattern_s": pattern,
             "pattern_cpu_s": statistics.median(cpu[v]),
@@ -230,12 +298,14 @@ def measure(
     mismatched = []
     for v, table in tables.items():
         for name in names:
-            run, empty, batch = table[name]
+            run, empty, all_in, batch = table[name]
             want = answers_of("1 caller", bound_for(name, batch)())
             empty()
+            if all_in is not None:
+                all_in()
             if not same_answers(answers_of(kind_of(name), run()), want):
                 mismatched.append(f"{name} ({v})")
-    parts = ("bound", "empty", *variants)
+    parts = ("bound", "empty", "all_in", *variants)
     times = {name: {part: [] for part in parts} for name in names}
     cpu = {name: {part: [] for part in parts} for name in names}
     calls: dict[str, dict[str, Counter[str]]] = {
@@ -243,8 +313,10 @@ def measure(
     }
     for rep in range(reps):
         for name in names:
-            _, empty, batch = tables[variants[0]][name]
+            _, empty, all_in, batch = tables[variants[0]][name]
             jobs = [("bound", bound_for(name, batch), None), ("empty", empty, None)]
+            if all_in is not None:
+                jobs.append(("all_in", all_in, None))
             jobs += [(v, tables[v][name][0], engines[v].reads_via) for v in variants]
             shift = rep % len(jobs)
             for part, fn, coalescer in jobs[shift:] + jobs[:shift]:

@@ -72,13 +72,15 @@ def _stdout_to_stderr(on: bool) -> Iterator[None]:
 
 def patterns_table(report: Report) -> Any:
     """Each reader's calling patterns: the fraction of the bound (median), the target,
-    whether the pattern answered as ``decide_many``."""
+    the fraction of the all-in bound (the no-engine pattern with every caller in flight
+    at once, see ``agentbranch_bench.patterns``), whether the pattern answered as
+    ``decide_many``."""
     from rich.table import Table
     from rich.text import Text
 
     table = Table(title="calling patterns: fraction of the bound (median)")
-    for col in ("reader", "pattern", "fraction", "target", "answers"):
-        table.add_column(col, justify="right" if col == "fraction" else "left")
+    for col in ("reader", "pattern", "fraction", "target", "all in", "answers"):
+        table.add_column(col, justify="right" if col in ("fraction", "all in") else "left")
     for r in report.patterns:
         met = target_met(r)
         style = "" if met is None else "green" if met else "red"
@@ -88,6 +90,7 @@ def patterns_table(report: Report) -> Any:
             r.detail["pattern"],
             f"{r.value:.2f}",
             Text(target_text(r) or "- (documented)", style=style),
+            "-" if r.detail["fraction_all_in"] is None else f"{r.detail['fraction_all_in']:.2f}",
             Text("= decide_many" if same else "✗ differ", style="" if same else "red"),
         )
     return table
