@@ -19,11 +19,16 @@ import os
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+try:
+    import agentbranch_bench  # noqa: F401
+except ImportError:  # running from a checkout without `pip install -e .`
+    sys.path.insert(0, str(ROOT / "src"))
+
+from agentbranch_bench.cold_start import export_src  # noqa: E402
 
 CHILD = r"""
 import json, sys, time
@@ -43,20 +48,6 @@ print(json.dumps({"import": t_import, "public": t_public, "modules": n_core, "he
 """
 
 
-def export_src(rev: str, into: Path) -> Path:
-    """``src/`` of ``rev`` written below ``into`` (``git archive``, no checkout touched)."""
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", "--format=tar", rev, "src"],
-        check=True,
-        capture_output=True,
-    ).stdout
-    tar_path = into / "src.tar"
-    tar_path.write_bytes(archive)
-    with tarfile.open(tar_path) as tar:
-        tar.extractall(into, filter="data")
-    return into / "src"
-
-
 def run_child(src: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(src), "PYTHONDONTWRITEBYTECODE": "1"}
     out = subprocess.run(
@@ -72,7 +63,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the medians here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        trees = {"before": export_src(args.before, Path(tmp)), "after": ROOT / "src"}
+        trees = {"before": export_src(ROOT, args.before, Path(tmp)), "after": ROOT / "src"}
         for src in trees.values():  # warm the OS file cache and __pycache__-free paths once
             run_child(src)
         runs: dict[str, list[dict]] = {name: [] for name in trees}

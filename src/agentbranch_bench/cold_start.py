@@ -36,9 +36,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-# Runs in the child process: prints one JSON line of phase times.
+# Runs in the child process: writes its phase times as JSON to the file named last on
+# its command line (``run_child``), so nothing it or a library prints gets in the way.
 CHILD = r"""
 import json, sys, time
+from pathlib import Path
 t0 = time.perf_counter()
 import agentbranch as ab
 t_import = time.perf_counter() - t0
@@ -96,7 +98,7 @@ t3 = time.perf_counter()
 engine.decide("Please resend my March invoice", Q) if kind != "replay" else None
 phases["second"] = time.perf_counter() - t3
 phases["to first decision"] = phases["import"] + phases["build"] + phases["first"]
-print(json.dumps({"phases": phases, "modules": n_modules, "heavy": heavy}))
+Path(sys.argv[-1]).write_text(json.dumps({"phases": phases, "modules": n_modules, "heavy": heavy}))
 """
 
 # Records the replay cassette the replay child reads (same questions, same first state).
@@ -137,19 +139,22 @@ def _env(src: Path | None) -> dict[str, str]:
 
 
 def run_child(code: str, *args: str, src: Path | None = None, timeout: float = 600) -> str:
-    """``code`` run by a fresh interpreter (``src`` first on its path); its stdout."""
-    done = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        env=_env(src),
-        timeout=timeout,
-    )
-    if done.returncode:
-        raise RuntimeError(
-            f"a cold-start child ({' '.join(args) or 'setup'}) failed:\n{done.stderr[-2000:]}"
+    """``code`` run by a fresh interpreter (``src`` first on its path) with ``args`` and,
+    last, the path of a file for its answer; what it wrote there ("" if nothing)."""
+    with tempfile.TemporaryDirectory(prefix="agentbranch-child-") as tmp:
+        answer = Path(tmp) / "answer"
+        done = subprocess.run(
+            [sys.executable, "-c", code, *args, str(answer)],
+            capture_output=True,
+            text=True,
+            env=_env(src),
+            timeout=timeout,
         )
-    return done.stdout
+        if done.returncode:
+            raise RuntimeError(
+                f"a cold-start child ({' '.join(args) or 'setup'}) failed:\n{done.stderr[-2000:]}"
+            )
+        return answer.read_text() if answer.exists() else ""
 
 
 def export_src(root: Path, rev: str, into: Path) -> Path:
@@ -176,9 +181,10 @@ def fixtures(into: Path, kinds: tuple[str, ...], src: Path | None = None) -> dic
         run_child(RECORD, args["replay"], src=src)
     if "transformers" in kinds:
         args["transformers"] = run_child(
-            "from agentbranch.testing import tiny_diffusiongemma; print(tiny_diffusiongemma())",
+            "import sys, pathlib; from agentbranch.testing import tiny_diffusiongemma; "
+            "pathlib.Path(sys.argv[-1]).write_text(str(tiny_diffusiongemma()))",
             src=src,
-        ).strip()
+        )
     return args
 
 
@@ -215,7 +221,7 @@ def measure(
             for kind in kinds:
                 for tree, src in order:
                     out = run_child(CHILD, kind, args[kind], src=src)
-                    runs[tree][kind].append(json.loads(out.strip().splitlines()[-1]))
+                    runs[tree][kind].append(json.loads(out))
             tick(f"cold start: repetition {rep + 1}/{reps} done")
     result: dict[str, dict[str, Any]] = {}
     for tree, by_kind in runs.items():

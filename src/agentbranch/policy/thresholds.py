@@ -195,6 +195,25 @@ def stratified(
     return n, n * float((share * right_s / n_s).sum())
 
 
+def _arrays(
+    confidence: Sequence[float],
+    weights: Sequence[float] | None,
+    in_force: Sequence[float | None] | None,
+    review: Sequence[bool] | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The labels' confidences, weights (default 1), thresholds in force (nan: none) and
+    review flags (default 0) as arrays, for ``stratified``."""
+    import numpy as np
+
+    conf = np.asarray(confidence, dtype=float)
+    w = np.ones_like(conf) if weights is None else np.asarray(weights, dtype=float)
+    tau = np.full(len(conf), np.nan)
+    if in_force is not None:
+        tau = np.array([np.nan if x is None else x for x in in_force], dtype=float)
+    rev = np.zeros(len(conf), dtype=int) if review is None else np.asarray(review, dtype=int)
+    return conf, w, tau, rev
+
+
 def learn_then_test(
     confidence: Sequence[float],
     correct: Sequence[bool],
@@ -222,13 +241,8 @@ def learn_then_test(
     ones above it (``predicted_entry``; chosen from the confidences only)."""
     import numpy as np
 
-    conf = np.asarray(confidence, dtype=float)
+    conf, w, tau, rev = _arrays(confidence, weights, in_force, review)
     ok = np.asarray(correct, dtype=float)
-    w = np.ones_like(conf) if weights is None else np.asarray(weights, dtype=float)
-    tau = np.full(len(conf), np.nan)
-    if in_force is not None:
-        tau = np.array([np.nan if x is None else x for x in in_force], dtype=float)
-    rev = np.zeros(len(conf), dtype=int) if review is None else np.asarray(review, dtype=int)
     need = min_band(precision, alpha)
     chosen: float | None = None
     carried = shown is not None  # every candidate above `shown` was rejected already
@@ -276,13 +290,8 @@ def predicted_entry(
     (``Earned`` gives it half of a look's error from the third look on), not the only one."""
     import numpy as np
 
-    conf = np.asarray(confidence, dtype=float)
+    conf, w, tau, rev = _arrays(confidence, weights, in_force, review)
     pred = np.clip(conf, 0.0, 1.0)
-    w = np.ones_like(conf) if weights is None else np.asarray(weights, dtype=float)
-    tau = np.full(len(conf), np.nan)
-    if in_force is not None:
-        tau = np.array([np.nan if x is None else x for x in in_force], dtype=float)
-    rev = np.zeros(len(conf), dtype=int) if review is None else np.asarray(review, dtype=int)
     need = min_band(precision, alpha)
     first: float | None = None
     best: float | None = None
