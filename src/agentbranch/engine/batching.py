@@ -80,26 +80,33 @@ all-in rule off, for comparison (``benchmarks/bench_patterns.py --compare``).
 
 Over 500 lines: one job, the coalescer, whose sync and async paths, burst hold and exit
 handling share one lock and queue; split, that state would have to be shared across
-modules.
+modules. What it queues and reads (calls, items, batches, the de-duplication digest) is
+in ``agentbranch.engine.batch_parts``; who called (the all-in rule's bookkeeping) in
+``agentbranch.engine.callers``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import sys
 import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Sequence
-from concurrent.futures import CancelledError, Future, InvalidStateError
-from dataclasses import dataclass, field
+from concurrent.futures import CancelledError, Future
 from typing import Any
 
 from agentbranch.core.at_exit import COALESCERS, finish_at_exit, join_at_exit
 from agentbranch.core.errors import ConfigurationError, ReaderError, ReaderTimeoutError
 from agentbranch.core.reads import LabelRead, ReadRequest
+from agentbranch.engine.batch_parts import (
+    Batch,
+    Call,
+    Item,
+    QueueFullError,
+    hashable,
+    read_key,
+)
 from agentbranch.engine.callers import CallerThreads
 from agentbranch.engine.readers.base import Reader, WrappingReader
 
@@ -107,92 +114,6 @@ __all__ = ["BatchingReader", "QueueFullError", "read_key"]
 
 #: A burst's batch is held at most this share of the last read's time (see above).
 HOLD_SHARE = 0.5
-
-
-class QueueFullError(ReaderError):
-    """The coalescer's queue stayed full for ``queue_timeout_s``: the reader is
-    overloaded. Lower the load, raise ``max_queue``/``queue_timeout_s``, or add readers."""
-
-
-def read_key(request: ReadRequest) -> str:
-    """A digest of everything that determines a read (the answer-cache key): the state,
-    instructions, draws, joint, and every question's id, type, wording, options,
-    descriptions and labels."""
-    blob = json.dumps(
-        [
-            request.state,
-            request.instructions,
-            request.draws,
-            request.joint,
-            [
-                [q.id, q.type, q.instructions, q.options, q.descriptions, q.labels]
-                for q in request.questions
-            ],
-        ],
-        ensure_ascii=False,
-    )
-    return hashlib.sha256(blob.encode()).hexdigest()
-
-
-def _hashable(request: ReadRequest) -> bool:
-    try:
-        hash(request)
-    except TypeError:  # built by hand with lists instead of tuples
-        return False
-    return True
-
-
-@dataclass(eq=False)
-class _Call:
-    """One caller's ``read``: its answers fill in as the requests are read."""
-
-    answers: list[list[LabelRead] | None]
-    remaining: int
-    future: Future[list[list[LabelRead]]] = field(default_factory=Future)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def give(self, index: int, reads: list[LabelRead]) -> None:
-        with self.lock:  # answers may arrive from several workers at once
-            if self.future.done() or self.answers[index] is not None:
-                return
-            self.answers[index] = reads
-            self.remaining -= 1
-            last = self.remaining == 0
-        if last:
-            try:
-                self.future.set_result(self.answers)  # type: ignore[arg-type]
-            except InvalidStateError:  # cancelled meanwhile
-                pass
-
-    def fail(self, error: BaseException) -> None:
-        try:
-            self.future.set_exception(error)
-        except InvalidStateError:
-            pass
-
-
-@dataclass(eq=False)
-class _Item:
-    """One distinct request in flight, and every (call, index) waiting for it."""
-
-    request: ReadRequest
-    key: Any
-    waiters: list[tuple[_Call, int]] = field(default_factory=list)
-
-    def wanted(self) -> bool:
-        return any(not call.future.done() for call, _ in self.waiters)
-
-
-@dataclass(eq=False)
-class _Batch:
-    """The requests one worker is reading; ``counted`` while it counts toward
-    ``concurrency`` (until every caller abandoned it). ``inline``: a lone sync caller
-    reads it on its own thread (never abandoned: it has no timeout)."""
-
-    items: list[_Item]
-    thread: threading.Thread
-    counted: bool = True
-    inline: bool = False
 
 
 class BatchingReader(WrappingReader):
@@ -261,12 +182,12 @@ class BatchingReader(WrappingReader):
         # A worker holding a batch waits on this one: woken when the batch is full or at
         # exit, not by every arrival (see the module docstring).
         self._filled = threading.Condition(lock)
-        self._queue: deque[_Item] = deque()
-        self._in_flight: dict[Any, _Item] = {}
+        self._queue: deque[Item] = deque()
+        self._in_flight: dict[Any, Item] = {}
         self._cache: OrderedDict[str, list[LabelRead]] = OrderedDict()
         self._room: list[Future[None]] = []
         self._workers = 0  # workers counted toward ``concurrency``
-        self._reading: set[_Batch] = set()  # batches of counted workers being read
+        self._reading: set[Batch] = set()  # batches of counted workers being read
         self._threads: set[threading.Thread] = set()
         self._idle = 0
         self._closed = False
@@ -316,7 +237,7 @@ class BatchingReader(WrappingReader):
             deadline = self._deadline()
             while pending:
                 room = self._offer(call, pending, inline=timeout_s is None)
-                if isinstance(room, _Batch):  # alone: read it here, no hand-off
+                if isinstance(room, Batch):  # alone: read it here, no hand-off
                     self._read_inline(room)
                     break
                 if room is None:
@@ -359,9 +280,9 @@ class BatchingReader(WrappingReader):
 
     def _call(
         self, requests: Sequence[ReadRequest], thread: threading.Thread | None = None
-    ) -> tuple[_Call, deque[tuple[int, ReadRequest]]]:
+    ) -> tuple[Call, deque[tuple[int, ReadRequest]]]:
         requests = list(requests)
-        call = _Call([None] * len(requests), len(requests))
+        call = Call([None] * len(requests), len(requests))
         if not requests:
             call.future.set_result([])
             return call, deque()
@@ -415,8 +336,8 @@ class BatchingReader(WrappingReader):
         )
 
     def _offer(
-        self, call: _Call, pending: deque[tuple[int, ReadRequest]], *, inline: bool = False
-    ) -> Future[None] | _Batch | None:
+        self, call: Call, pending: deque[tuple[int, ReadRequest]], *, inline: bool = False
+    ) -> Future[None] | Batch | None:
         """Queue what fits of ``pending``; ``None`` when all is queued (or answered),
         else a future that resolves when there may be room. With ``inline`` (a sync
         caller without a timeout), a caller that is alone gets its batch to read
@@ -434,7 +355,7 @@ class BatchingReader(WrappingReader):
                 if self.cache_size:
                     key = read_key(request)
                 elif self.dedupe:
-                    key = request if _hashable(request) else None
+                    key = request if hashable(request) else None
                 if key is not None and key in self._cache:
                     self._cache.move_to_end(key)
                     self.stats["cache_hits"] += 1
@@ -450,7 +371,7 @@ class BatchingReader(WrappingReader):
                 if len(self._queue) >= self.max_queue:
                     break
                 pending.popleft()
-                item = _Item(request, key, [(call, index)])
+                item = Item(request, key, [(call, index)])
                 if self.dedupe and key is not None:
                     self._in_flight[key] = item
                 self._queue.append(item)
@@ -502,17 +423,17 @@ class BatchingReader(WrappingReader):
             and len(self._reading) < self.concurrency
         )
 
-    def _claim(self) -> _Batch:
+    def _claim(self) -> Batch:
         """Take the queue (one lone caller's requests) as a batch read on this thread."""
         items = list(self._queue)
         self._queue.clear()
-        taken = _Batch(items, threading.current_thread(), inline=True)
+        taken = Batch(items, threading.current_thread(), inline=True)
         self._reading.add(taken)
         self.batch_closes.append((len(items), "alone"))
         self._last_callers = 1
         return taken
 
-    def _read_inline(self, taken: _Batch) -> None:
+    def _read_inline(self, taken: Batch) -> None:
         """Read a lone caller's batch on its thread, then hand what queued meanwhile to
         a worker (workers wait while every read slot is taken)."""
         try:
@@ -526,7 +447,7 @@ class BatchingReader(WrappingReader):
 
     # -- workers -------------------------------------------------------------------
 
-    def _take(self) -> _Batch | None:
+    def _take(self) -> Batch | None:
         """The next batch (``None``: idle too long or closed, the worker exits)."""
         with self._cond:
             self._idle += 1
@@ -537,7 +458,7 @@ class BatchingReader(WrappingReader):
                         self._workers -= 1
                         return None
                 why = self._hold()
-                batch: list[_Item] = []
+                batch: list[Item] = []
                 while self._queue and len(batch) < self.max_batch:
                     item = self._queue.popleft()
                     if item.wanted():
@@ -545,7 +466,7 @@ class BatchingReader(WrappingReader):
                     else:  # every caller gave up on it
                         self._forget(item)
                 room, self._room = self._room, []
-                taken = _Batch(batch, threading.current_thread())
+                taken = Batch(batch, threading.current_thread())
                 if batch:
                     self._reading.add(taken)
                     self.batch_closes.append((len(batch), why))
@@ -631,7 +552,7 @@ class BatchingReader(WrappingReader):
             quiet = max(quiet, self._callers.back_by(self._since()))
         return (quiet, "quiet") if quiet <= bound else (bound, "bound")
 
-    def _forget(self, item: _Item) -> None:
+    def _forget(self, item: Item) -> None:
         if item.key is not None and self._in_flight.get(item.key) is item:
             del self._in_flight[item.key]
 
@@ -648,7 +569,7 @@ class BatchingReader(WrappingReader):
             with self._cond:
                 self._threads.discard(threading.current_thread())
 
-    def _read(self, batch: list[_Item]) -> None:
+    def _read(self, batch: list[Item]) -> None:
         start = time.monotonic()
         try:
             reads = self.inner.read([item.request for item in batch])
@@ -680,7 +601,7 @@ class BatchingReader(WrappingReader):
             self._settle(item, item_reads, None)
 
     def _settle(
-        self, item: _Item, reads: list[LabelRead] | None, error: BaseException | None
+        self, item: Item, reads: list[LabelRead] | None, error: BaseException | None
     ) -> None:
         with self._cond:
             self._forget(item)

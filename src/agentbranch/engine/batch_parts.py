@@ -1,0 +1,101 @@
+"""What the coalescer (``agentbranch.engine.batching``) queues and reads: a caller's call,
+each distinct request in flight with the calls waiting for it, a batch a worker took,
+and the digest that tells identical requests apart."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentbranch.core.errors import ReaderError
+from agentbranch.core.reads import LabelRead, ReadRequest
+
+
+class QueueFullError(ReaderError):
+    """The coalescer's queue stayed full for ``queue_timeout_s``: the reader is
+    overloaded. Lower the load, raise ``max_queue``/``queue_timeout_s``, or add readers."""
+
+
+def read_key(request: ReadRequest) -> str:
+    """A digest of everything that determines a read (the answer-cache key): the state,
+    instructions, draws, joint, and every question's id, type, wording, options,
+    descriptions and labels."""
+    blob = json.dumps(
+        [
+            request.state,
+            request.instructions,
+            request.draws,
+            request.joint,
+            [
+                [q.id, q.type, q.instructions, q.options, q.descriptions, q.labels]
+                for q in request.questions
+            ],
+        ],
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def hashable(request: ReadRequest) -> bool:
+    try:
+        hash(request)
+    except TypeError:  # built by hand with lists instead of tuples
+        return False
+    return True
+
+
+@dataclass(eq=False)
+class Call:
+    """One caller's ``read``: its answers fill in as the requests are read."""
+
+    answers: list[list[LabelRead] | None]
+    remaining: int
+    future: Future[list[list[LabelRead]]] = field(default_factory=Future)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def give(self, index: int, reads: list[LabelRead]) -> None:
+        with self.lock:  # answers may arrive from several workers at once
+            if self.future.done() or self.answers[index] is not None:
+                return
+            self.answers[index] = reads
+            self.remaining -= 1
+            last = self.remaining == 0
+        if last:
+            try:
+                self.future.set_result(self.answers)  # type: ignore[arg-type]
+            except InvalidStateError:  # cancelled meanwhile
+                pass
+
+    def fail(self, error: BaseException) -> None:
+        try:
+            self.future.set_exception(error)
+        except InvalidStateError:
+            pass
+
+
+@dataclass(eq=False)
+class Item:
+    """One distinct request in flight, and every (call, index) waiting for it."""
+
+    request: ReadRequest
+    key: Any
+    waiters: list[tuple[Call, int]] = field(default_factory=list)
+
+    def wanted(self) -> bool:
+        return any(not call.future.done() for call, _ in self.waiters)
+
+
+@dataclass(eq=False)
+class Batch:
+    """The requests one worker is reading; ``counted`` while it counts toward
+    ``concurrency`` (until every caller abandoned it). ``inline``: a lone sync caller
+    reads it on its own thread (never abandoned: it has no timeout)."""
+
+    items: list[Item]
+    thread: threading.Thread
+    counted: bool = True
+    inline: bool = False
