@@ -138,7 +138,8 @@ def main() -> None:
         nargs="+",
         choices=sorted(VARIANTS),
         help="the coalescer variants to alternate (default: now; --compare: now before); "
-        "'inline' turns on BatchingReader.read_alone_inline",
+        "'inline' turns on BatchingReader.read_alone_inline, 'no_new_hold' turns off "
+        "hold_new_threads (a fresh pool's first thread is read alone again)",
     )
     ap.add_argument(
         "--only", nargs="+", metavar="PATTERN", help="only the patterns named so (prefixes)"

@@ -55,13 +55,15 @@ from agentbranch_bench.pattern_graphs import (
 
 #: The coalescer's levers (``BatchingReader`` attributes) and the variants that compare
 #: them in one run: ``now`` is the library as it is, ``before`` has them off (the
-#: coalescer as it was before them).
-LEVERS = ("close_when_all_in",)
+#: coalescer as it was before them; the hold's bound grows with the batch held in every
+#: variant), ``no_new_hold`` only ``hold_new_threads``.
+LEVERS = ("close_when_all_in", "hold_new_threads")
 VARIANTS: dict[str, dict[str, bool]] = {
     "now": {},
     "before": dict.fromkeys(LEVERS, False),
     # a lever that is off by default, for measuring it: a lone caller reads inline
     "inline": {"read_alone_inline": True},
+    "no_new_hold": {"hold_new_threads": False},
 }
 
 #: How close to its bound each pattern should come (the open issue's targets); LangGraph's

@@ -56,6 +56,9 @@ class Call:
     remaining: int
     future: Future[list[list[LabelRead]]] = field(default_factory=Future)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: The calling thread when it is a pool's and never called before (a fresh pool
+    #: may be starting: ``BatchingReader.hold_new_threads``), else ``None``.
+    pool_thread: threading.Thread | None = None
 
     def give(self, index: int, reads: list[LabelRead]) -> None:
         with self.lock:  # answers may arrive from several workers at once

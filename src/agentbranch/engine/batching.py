@@ -17,7 +17,14 @@ grow with the load by themselves ("natural batching").
 When to close a batch that is not full (the default, "hold while a burst arrives"):
 
 * a caller that finds no other caller's request queued or being read is **alone**: it is
-  read at once, never held for company (with ``read_alone_inline``, off by default, a
+  read at once, never held for company. Except a **fresh pool's first thread**: a lone
+  caller from a ``ThreadPoolExecutor`` thread (named ``<pool>_<n>``) that never called
+  before waits ``POOL_PEEK_S`` (0.2 ms) for the pool to start its next thread; if another
+  thread of its pool is alive by then, or another call arrived, it is a burst's first
+  (``graph.batch``, ``executor.map``, a ``ToolNode``'s parallel calls: the pool starts
+  a thread per input while the first one already calls), held as below instead of read
+  alone, which cost a read of its own (``hold_new_threads``; a pool of one thread, one
+  tool call, is read after the peek). With ``read_alone_inline``, off by default, a
   sync caller without a timeout, after a batch of one caller, reads it on its own
   thread, without the hand-off to a worker and back; callers arriving meanwhile queue
   for a worker, which waits for the read slot);
@@ -26,9 +33,11 @@ When to close a batch that is not full (the default, "hold while a burst arrives
   arriving and closes it once none has arrived for the **quiet gap** (``max_wait_s``,
   2 ms, but at least the interpreter's GIL switch interval, 5 ms: a caller ready to
   queue may wait that long for its turn), or when it is full, or at the latest after
-  ``HOLD_SHARE`` (half) of the last read's time, never less than the quiet gap (the
-  **bound**: waiting never costs more than half a read, and a reader that answers in
-  microseconds is held no longer than the quiet gap);
+  ``HOLD_SHARE`` (half) of the last read's time, or of what reading the requests
+  queued now should take at the last read's time per request if that is longer, never
+  less than the quiet gap (the **bound**: waiting never costs more than half a read of
+  the batch held, a burst of 32 after lone reads is not cut at half a one-request read,
+  and a reader that answers in microseconds is held no longer than the quiet gap);
 * **all in**: a held batch also closes as soon as every thread that called lately
   (within three reads' time) is waiting for answers and at least half of them came
   back before (a pool that cycles, not one still starting its threads): nobody is left
@@ -107,13 +116,15 @@ from agentbranch.engine.batch_parts import (
     hashable,
     read_key,
 )
-from agentbranch.engine.callers import CallerThreads
+from agentbranch.engine.callers import CallerThreads, pool_is_starting, pool_thread
 from agentbranch.engine.readers.base import Reader, WrappingReader
 
 __all__ = ["BatchingReader", "QueueFullError", "read_key"]
 
 #: A burst's batch is held at most this share of the last read's time (see above).
 HOLD_SHARE = 0.5
+#: How long a fresh pool's first caller waits for the pool's next thread to start.
+POOL_PEEK_S = 0.0002
 
 
 class BatchingReader(WrappingReader):
@@ -196,12 +207,19 @@ class BatchingReader(WrappingReader):
         self._crowded = False
         self._last_arrival = 0.0  # when a request was last queued (monotonic)
         self._last_read_s = 0.0  # how long the last batch took to read
+        self._last_read_size = 0  # and how many requests it read
         # Who calls: threads waiting now, recent ones, their turnarounds (``_all_in``).
         self._callers = CallerThreads()
         self._last_callers = 0  # distinct calls in the last batch taken
         self._holding = False  # a worker is holding a burst's batch
+        self._starter: threading.Thread | None = None  # a lone caller: a new pool thread
         #: A held burst closes once every recent caller thread is waiting ("all in").
         self.close_when_all_in = True
+        #: A lone caller from a pool's thread that never called before waits
+        #: ``POOL_PEEK_S`` for the pool to start its next thread; if it did (a fresh
+        #: pool: ``graph.batch``, a ``ToolNode``'s parallel calls) it is held as a
+        #: burst's first, not read alone (its read would cost one more).
+        self.hold_new_threads = True
         #: A lone sync caller without a timeout, after a batch of one caller, reads its
         #: batch on its own thread instead of handing it to a worker and waiting to be
         #: woken. Off by default until measured on a quiet machine (docs/benchmarks.md).
@@ -287,6 +305,8 @@ class BatchingReader(WrappingReader):
             call.future.set_result([])
             return call, deque()
         with self._cond:  # who is waiting now, and who came lately (``_all_in``)
+            if thread is not None and pool_thread(thread) and self._callers.is_new(thread):
+                call.pool_thread = thread
             self._callers.arrive(thread, time.monotonic())
         call.future.add_done_callback(lambda future: self._given_up(future, thread))
         return call, deque(enumerate(requests))
@@ -378,6 +398,7 @@ class BatchingReader(WrappingReader):
                 queued = True
             if queued:
                 self._crowded = crowded
+                self._starter = None if crowded else call.pool_thread
                 self._last_arrival = time.monotonic()
                 if inline and not pending and self._alone_inline(crowded):
                     return self._claim()
@@ -492,18 +513,18 @@ class BatchingReader(WrappingReader):
                     return "window"
                 self._filled.wait(left)
             return "full"
-        if not self._crowded or self.max_wait_s <= 0:
+        if self.max_wait_s <= 0 or not (self._crowded or self._pool_starting()):
             return "alone"
         # A caller ready to queue may wait one GIL switch interval (5 ms) for its turn,
         # so a shorter pause does not show that the burst is over.
         gap = max(self.max_wait_s, sys.getswitchinterval())
-        bound = time.monotonic() + max(gap, HOLD_SHARE * self._last_read_s)
+        start = time.monotonic()
         self._holding = True
         try:
             while not self._ready():
                 if self._all_in():
                     return "all in"
-                at, why = self._close_at(bound, gap)
+                at, why = self._close_at(start + self._hold_bound_s(gap), gap)
                 left = at - time.monotonic()
                 if left <= 0:
                     return why
@@ -514,6 +535,28 @@ class BatchingReader(WrappingReader):
         finally:
             self._holding = False
         return "full"
+
+    def _pool_starting(self) -> bool:
+        """Whether a lone caller is the first of a fresh pool's threads (``graph.batch``
+        starting its runs): after ``POOL_PEEK_S`` for the pool to start its next
+        thread, another call arrived or another thread of its pool is alive. A caller
+        that is no pool's new thread is read at once, without the peek."""
+        starter, self._starter = self._starter, None
+        if starter is None or not self.hold_new_threads:
+            return False
+        arrived = self._last_arrival
+        self._filled.wait(POOL_PEEK_S)  # (releases the lock: callers may queue)
+        return self._last_arrival != arrived or pool_is_starting(starter)
+
+    def _hold_bound_s(self, gap: float) -> float:
+        """How long a burst's batch may be held: ``HOLD_SHARE`` of the last read's
+        time, or of what reading the requests queued now should take at the last read's
+        time per request if that is longer (a burst larger than the last batch, say
+        after lone reads, is not cut by a bound set for one request), never less than
+        the quiet gap."""
+        per_request = self._last_read_s / max(1, self._last_read_size)
+        longest = max(self._last_read_s, per_request * len(self._queue))
+        return max(gap, HOLD_SHARE * longest)
 
     def _company(self) -> bool:
         """Whether a caller arriving now is part of a burst: other callers' requests
@@ -594,6 +637,7 @@ class BatchingReader(WrappingReader):
             return
         with self._cond:
             self._last_read_s = time.monotonic() - start
+            self._last_read_size = len(batch)
             self.stats["batches"] += 1
             self.stats["requests"] += len(batch)
             self.batch_sizes.append(len(batch))

@@ -22,11 +22,30 @@ async caller turns both answers off (``async_at``).
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections import Counter
 from collections.abc import Hashable
 
 #: A thread is expected back within this many of its own last turnarounds.
 TURNAROUND_MARGIN = 2.0
+
+
+def pool_thread(thread: threading.Thread) -> bool:
+    """Whether ``thread`` is named as a pool's: ``ThreadPoolExecutor`` names its threads
+    ``<prefix>_<n>`` (LangGraph's ``graph.batch``, a ``ToolNode``'s tool calls,
+    ``executor.map``)."""
+    prefix, sep, number = thread.name.rpartition("_")
+    return bool(sep and prefix and number.isdigit())
+
+
+def pool_is_starting(thread: threading.Thread) -> bool:
+    """Whether another live thread shares pool thread ``thread``'s pool. A pool of one
+    thread (one tool call of a ``ToolNode``) or a thread of no pool is not starting."""
+    if not pool_thread(thread):
+        return False
+    mates = thread.name.rpartition("_")[0] + "_"
+    return any(t is not thread and t.name.startswith(mates) for t in threading.enumerate())
 
 
 class CallerThreads:
@@ -41,6 +60,16 @@ class CallerThreads:
         self.answered: dict[Hashable, float] = {}  # thread -> when its last call ended
         self.turnaround: dict[Hashable, float] = {}  # thread -> answer-to-next-call seconds
         self.async_at = float("-inf")  # when an async caller last called
+        # Every live thread that ever called (weakly: a finished pool's threads go).
+        self.known: weakref.WeakSet[Hashable] = weakref.WeakSet()
+        self._known_keys: set[Hashable] = set()  # keys that cannot be weakly referenced
+
+    def is_new(self, thread: Hashable | None) -> bool:
+        """Whether ``thread`` never called before (a fresh pool's thread, a new
+        ``ToolNode`` call's thread); an async caller (``None``) is never new."""
+        if thread is None:
+            return False
+        return thread not in self.known and thread not in self._known_keys
 
     def arrive(self, thread: Hashable | None, now: float) -> None:
         """A call from ``thread`` (``None``: an async caller)."""
@@ -51,6 +80,10 @@ class CallerThreads:
             self.turnaround[thread] = now - self.answered[thread]
         self.seen[thread] = now
         self.waiting[thread] += 1
+        try:
+            self.known.add(thread)
+        except TypeError:
+            self._known_keys.add(thread)
 
     def leave(self, thread: Hashable | None, now: float) -> None:
         """A call of ``thread`` ended (answered, failed or given up)."""

@@ -1,0 +1,131 @@
+"""Where a burst starts and how long it may be held: a fresh pool's first caller is
+held for the pool (``hold_new_threads``), and a burst larger than the last read is held
+for its own read time, not for one request's. Nothing here depends on timing: reads wait
+on gates, the hold's clock is faked, and the quiet gap only needs to pass at all."""
+
+from __future__ import annotations
+
+import threading
+import types
+from concurrent.futures import ThreadPoolExecutor
+
+from test_batching import SCRIPT, TEAM, FakeClock, GatedReader, _wait_for_queue
+
+import agentbranch as ab
+from agentbranch.engine import batching
+from agentbranch.engine.callers import CallerThreads, pool_is_starting
+
+
+def _here() -> bool:
+    return pool_is_starting(threading.current_thread())
+
+
+def _in_thread(name: str, fn):
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("v", fn()), name=name)
+    t.start()
+    t.join(20)
+    return out["v"]
+
+
+def test_a_pool_is_starting_when_another_thread_of_it_is_alive():
+    gate = threading.Event()
+    with ThreadPoolExecutor(2, thread_name_prefix="pool-a") as pool:
+        assert pool.submit(_here).result() is False  # its only thread
+        pool.submit(gate.wait, 20)  # the first thread is busy: a second one starts
+        assert pool.submit(_here).result() is True
+        gate.set()
+    # a thread per request, a lone worker, the main thread: no pool
+    assert not _in_thread("worker", _here)
+    assert not pool_is_starting(threading.main_thread())
+    # a name that only shares a longer prefix is not a mate ("pool-1_0" vs "pool-10_0")
+    other = threading.Event()
+    mate = threading.Thread(target=other.wait, args=(20,), name="pool-10_0")
+    mate.start()
+    try:
+        assert not _in_thread("pool-1_0", _here)
+        assert _in_thread("pool-10_1", _here)
+    finally:
+        other.set()
+        mate.join(20)
+
+
+def test_a_thread_is_new_until_it_calls():
+    c = CallerThreads()
+    me = threading.current_thread()
+    assert c.is_new(me) and c.is_new(7)
+    c.arrive(me, 0.0)
+    c.arrive(7, 0.0)  # keys that cannot be weakly referenced work too
+    assert not c.is_new(me) and not c.is_new(7)
+    assert not c.is_new(None)  # an async caller is never new
+
+
+def _first_calls(hold: bool) -> list[tuple[int, str]]:
+    inner = ab.ScriptedReader(SCRIPT)
+    engine = ab.DecisionEngine(inner)
+    coalescer = engine.reads_via
+    coalescer.hold_new_threads = hold
+    gate = threading.Event()
+    with ThreadPoolExecutor(2) as pool:
+        pool.submit(gate.wait, 20)  # one thread of the pool is up and busy
+        # a second thread starts for this call: new, with a mate alive
+        assert (
+            pool.submit(engine.decide, "charged twice", {"team": TEAM}).result(20)["team"].label
+            == "billing"
+        )
+        # the same thread again: it called before
+        assert (
+            pool.submit(engine.decide, "site down", {"team": TEAM}).result(20)["team"].label
+            == "outage"
+        )
+        gate.set()
+    closes = list(coalescer.batch_closes)
+    engine.close()
+    return closes
+
+
+def test_a_fresh_pools_first_caller_is_held_for_the_rest_of_the_pool():
+    assert _first_calls(hold=True) == [(1, "quiet"), (1, "alone")]
+    assert _first_calls(hold=False) == [(1, "alone"), (1, "alone")]
+
+
+def test_a_single_thread_pool_is_read_at_once():
+    # one tool call of a ToolNode runs in a pool of its own thread
+    engine = ab.DecisionEngine(ab.ScriptedReader(SCRIPT))
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(engine.decide, "charged twice", {"team": TEAM}).result(20)
+    assert list(engine.reads_via.batch_closes) == [(1, "alone")]
+    engine.close()
+
+
+def test_a_burst_larger_than_the_last_read_is_held_for_its_own_read_time(monkeypatch):
+    # The first read (one request) takes 1 s; four callers queue behind it and arrivals
+    # never pause. The bound is half what reading the four should take at the last
+    # read's time per request (2 s), not half the last read (0.5 s).
+    clock = FakeClock()
+    monkeypatch.setattr(batching, "time", types.SimpleNamespace(monotonic=clock.monotonic))
+    inner = GatedReader(SCRIPT)
+    coalescer = batching.BatchingReader(inner)
+    coalescer.hold_new_threads = False  # the first caller is read alone
+    engine = ab.DecisionEngine(coalescer)
+    tickets = ["site down", "button broken", "charged again", "down again"]
+    with ThreadPoolExecutor(5) as pool:
+        first = pool.submit(engine.decide, "charged twice", {"team": TEAM})
+        assert inner.entered.wait(10)
+        clock.t += 1.0
+        rest = [pool.submit(engine.decide, t, {"team": TEAM}) for t in tickets]
+        _wait_for_queue(coalescer, len(tickets))
+        inner.gate.set()
+        assert first.result(timeout=20)["team"].label == "billing"
+        held_from = clock.t
+        while not all(f.done() for f in rest) and clock.t < held_from + 10:
+            with coalescer._cond:
+                clock.t += 0.001
+                coalescer._last_arrival = clock.t
+            threading.Event().wait(0.0005)
+        labels = [f.result(timeout=20)["team"].label for f in rest]
+    assert labels == ["outage", "bug", "billing", "outage"]
+    assert list(coalescer.batch_closes) == [(1, "alone"), (4, "bound")]
+    assert clock.t - held_from >= batching.HOLD_SHARE * 4 * 1.0
+    assert clock.t - held_from < 5  # ... and closed by the bound, not held forever
+    engine.close()
