@@ -66,21 +66,26 @@ def tick(message: str) -> None:
 
 
 def print_table(result: dict[str, Any]) -> None:
-    """Per pattern: the bound, then per variant its fraction, wall and CPU time (ms)."""
+    """Per pattern: the bound, then per variant its fraction (of the bound and of the
+    all-in bound), wall and CPU time (ms) and reader calls per run."""
     variants = list(result["variants"])
     print(
         f"\n{result['reader']}: fraction of the bound (medians; {', '.join(result['questions'])})"
     )
-    head = "".join(f"{v:>9}{'all in':>8}{'ms':>8}{'cpu ms':>8}" for v in variants)
+    width = {v: max(9, len(v) + 1) for v in variants}
+    head = "".join(
+        f"{v:>{width[v]}}{'all in':>8}{'ms':>8}{'cpu ms':>8}{'reads':>7}" for v in variants
+    )
     print(f"{'pattern':<24}{'bound ms':>9}{'cpu ms':>8}{head}   reader calls ({variants[0]})")
 
-    def all_in(x: float | None) -> str:
-        return f"{'-':>8}" if x is None else f"{x:8.3f}"
+    def opt(x: float | None, width: int, digits: int) -> str:
+        return f"{'-':>{width}}" if x is None else f"{x:{width}.{digits}f}"
 
     for name, r in result["patterns"].items():
         cols = "".join(
-            f"{r[v]['fraction']:9.3f}{all_in(r[v]['fraction_all_in'])}"
+            f"{r[v]['fraction']:{width[v]}.3f}{opt(r[v]['fraction_all_in'], 8, 3)}"
             f"{r[v]['pattern_s'] * 1e3:8.0f}{r[v]['pattern_cpu_s'] * 1e3:8.0f}"
+            f"{opt(r[v].get('reads_per_run'), 7, 1)}"
             for v in variants
         )
         cut = r[variants[0]]["reader_calls"][0][0] if r[variants[0]]["reader_calls"] else ""

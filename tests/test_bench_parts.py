@@ -76,6 +76,10 @@ def test_patterns_part_table_json_and_answers_check(monkeypatch):
     assert all(all_in[p] > 0 for p in PATTERNS if p not in ("1 caller", "graph.batch (default)"))
     waits = {r.detail["pattern"]: r.detail["no_engine_all_in_s"] for r in report.patterns}
     assert all(waits[p] is not None for p in all_in if all_in[p] is not None)
+    # how many reader calls a run took, on average (one per decision for one caller)
+    reads = {r.detail["pattern"]: r.detail["reads_per_run"] for r in report.patterns}
+    assert all(reads[p] >= 1 for p in PATTERNS)
+    assert reads["1 caller"] == len(report.patterns[0].detail["reader_calls"][0][0].split(" + "))
 
     result, seen = _invoke_with(monkeypatch, report, "--quick", "--no-cold-start")
     assert seen["patterns"] is True and seen["cold_start"] is False

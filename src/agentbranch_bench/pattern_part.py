@@ -35,6 +35,7 @@ def add_patterns(report: Report, result: dict[str, Any]) -> None:
                     "pattern_s": now["pattern_s"],
                     "fraction_of_medians": now["fraction_of_medians"],
                     "reader_calls": now["reader_calls"],
+                    "reads_per_run": now["reads_per_run"],
                     "questions": result["questions"],
                     "reps": result["reps"],
                 },

@@ -241,6 +241,15 @@ def engine_for(reader: Any, levers: dict[str, bool]) -> Any:
     return engine
 
 
+def _reads_per_run(cuts: Counter[str]) -> float | None:
+    """The mean number of reader calls per run of a pattern (``cuts``: how each run was
+    cut, ``"alone1 + quiet31"``)."""
+    runs = sum(cuts.values())
+    if not runs:
+        return None
+    return sum((cut.count(" + ") + 1 if cut else 0) * k for cut, k in cuts.items()) / runs
+
+
 def _medians(
     t: dict[str, list[float]], cpu: dict[str, list[float]], variants: list[str], calls: Any
 ) -> dict[str, Any]:
@@ -265,6 +274,7 @@ def _medians(
             "pattern_s": pattern,
             "pattern_cpu_s": statistics.median(cpu[v]),
             "reader_calls": calls[v].most_common(3),
+            "reads_per_run": _reads_per_run(calls[v]),
         }
     return row
 
