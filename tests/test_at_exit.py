@@ -74,9 +74,8 @@ class Slow(ab.ScriptedReader):
             f.write("read finished")
         return super().read(requests)
 
-if sys.argv[2] in ("coalescer", "inline"):  # a coalescer's worker reads, or its caller
+if sys.argv[2] == "coalescer":  # a coalescer's worker reads
     engine = ab.DecisionEngine(Slow())
-    engine.reads_via.read_alone_inline = sys.argv[2] == "inline"
 else:  # no coalescer: a timed read runs on its own thread
     engine = ab.DecisionEngine(Slow(), batching=False, timeout_s=0.1)
 
@@ -91,7 +90,7 @@ time.sleep(0.3)  # the read is in flight (its caller may have given up) at exit
 """
 
 
-@pytest.mark.parametrize("path", ["coalescer", "inline", "timed"])
+@pytest.mark.parametrize("path", ["coalescer", "timed"])
 def test_a_read_in_flight_finishes_before_the_interpreter_exits(tmp_path, path):
     # Stopped inside a native forward (torch), a daemon thread aborts the process.
     out = tmp_path / "out.txt"

@@ -134,7 +134,6 @@ def test_every_pattern_answers_as_decide_many(pattern: str, levers: bool) -> Non
     engine = ab.DecisionEngine(reader)
     coalescer = engine.reads_via
     coalescer.close_when_all_in = levers
-    coalescer.read_alone_inline = levers  # a lone caller reads on its own thread
     coalescer.hold_new_threads = levers  # a fresh pool's first thread is held
     want = _of_decisions(ab.DecisionEngine(reader, batching=False).decide_many(STATES, QUESTIONS))
     got = run_pattern(pattern, engine)

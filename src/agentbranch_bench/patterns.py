@@ -61,8 +61,6 @@ LEVERS = ("close_when_all_in", "hold_new_threads")
 VARIANTS: dict[str, dict[str, bool]] = {
     "now": {},
     "before": dict.fromkeys(LEVERS, False),
-    # a lever that is off by default, for measuring it: a lone caller reads inline
-    "inline": {"read_alone_inline": True},
     "no_new_hold": {"hold_new_threads": False},
 }
 

@@ -95,10 +95,8 @@ class Item:
 @dataclass(eq=False)
 class Batch:
     """The requests one worker is reading; ``counted`` while it counts toward
-    ``concurrency`` (until every caller abandoned it). ``inline``: a lone sync caller
-    reads it on its own thread (never abandoned: it has no timeout)."""
+    ``concurrency`` (until every caller abandoned it)."""
 
     items: list[Item]
     thread: threading.Thread
     counted: bool = True
-    inline: bool = False

@@ -24,10 +24,7 @@ When to close a batch that is not full (the default, "hold while a burst arrives
   (``graph.batch``, ``executor.map``, a ``ToolNode``'s parallel calls: the pool starts
   a thread per input while the first one already calls), held as below instead of read
   alone, which cost a read of its own (``hold_new_threads``; a pool of one thread, one
-  tool call, is read after the peek). With ``read_alone_inline``, off by default, a
-  sync caller without a timeout, after a batch of one caller, reads it on its own
-  thread, without the hand-off to a worker and back; callers arriving meanwhile queue
-  for a worker, which waits for the read slot);
+  tool call, is read after the peek);
 * a caller that finds others in flight is part of a **burst** (``graph.batch`` threads,
   ``Send`` branches, many ``ainvoke``): the worker holds the batch while requests keep
   arriving and closes it once none has arrived for the **quiet gap** (``max_wait_s``,
@@ -220,10 +217,6 @@ class BatchingReader(WrappingReader):
         #: pool: ``graph.batch``, a ``ToolNode``'s parallel calls) it is held as a
         #: burst's first, not read alone (its read would cost one more).
         self.hold_new_threads = True
-        #: A lone sync caller without a timeout, after a batch of one caller, reads its
-        #: batch on its own thread instead of handing it to a worker and waiting to be
-        #: woken. Off by default until measured on a quiet machine (docs/benchmarks.md).
-        self.read_alone_inline = False
         #: Counters: batches read, requests read, cache hits, de-duplicated requests,
         #: batches abandoned by all their callers while being read.
         self.stats = {"batches": 0, "requests": 0, "cache_hits": 0, "deduped": 0, "abandoned": 0}
@@ -254,10 +247,7 @@ class BatchingReader(WrappingReader):
         try:
             deadline = self._deadline()
             while pending:
-                room = self._offer(call, pending, inline=timeout_s is None)
-                if isinstance(room, Batch):  # alone: read it here, no hand-off
-                    self._read_inline(room)
-                    break
+                room = self._offer(call, pending)
                 if room is None:
                     break
                 wait = self._left(deadline)
@@ -321,8 +311,6 @@ class BatchingReader(WrappingReader):
                 return
             freed = False
             for batch in list(self._reading):
-                if batch.inline:  # its caller reads it: nothing to free
-                    continue
                 if not any(item.wanted() for item in batch.items):
                     batch.counted = False
                     self._reading.discard(batch)
@@ -355,13 +343,9 @@ class BatchingReader(WrappingReader):
             "max_queue or queue_timeout_s, or serve the model with more capacity."
         )
 
-    def _offer(
-        self, call: Call, pending: deque[tuple[int, ReadRequest]], *, inline: bool = False
-    ) -> Future[None] | Batch | None:
+    def _offer(self, call: Call, pending: deque[tuple[int, ReadRequest]]) -> Future[None] | None:
         """Queue what fits of ``pending``; ``None`` when all is queued (or answered),
-        else a future that resolves when there may be room. With ``inline`` (a sync
-        caller without a timeout), a caller that is alone gets its batch to read
-        itself (``read_alone_inline``) instead."""
+        else a future that resolves when there may be room."""
         with self._cond:
             if self._closed:
                 raise ReaderError("this BatchingReader is closed; create a new one")
@@ -400,8 +384,6 @@ class BatchingReader(WrappingReader):
                 self._crowded = crowded
                 self._starter = None if crowded else call.pool_thread
                 self._last_arrival = time.monotonic()
-                if inline and not pending and self._alone_inline(crowded):
-                    return self._claim()
                 self._wake()
                 if len(self._queue) >= self.max_batch or (self._holding and self._all_in()):
                     self._filled.notify_all()
@@ -421,50 +403,7 @@ class BatchingReader(WrappingReader):
             # A worker idle too long ends by itself, and may then drop the last
             # reference to this coalescer and free the model: joined at exit until then.
             join_at_exit(worker)
-        # While every read slot is taken (a lone caller reading inline), an idle worker
-        # woken now would only wait again: it is notified when the slot frees.
-        if len(self._reading) < self.concurrency:
-            self._cond.notify_all()
-
-    def _alone_inline(self, crowded: bool) -> bool:
-        """Whether the caller that just queued may read its batch itself: it is alone
-        (what a worker would read at once), the last batch served one caller at most
-        (calls one after the other), the queue holds only its requests, and a read slot
-        is free. After a batch of several callers a lone caller may be a burst's first:
-        handed to a worker, whoever arrives before the worker takes the batch joins it
-        (read inline, they would need a forward of their own)."""
-        return (
-            self.read_alone_inline
-            and self._auto_wait
-            and not crowded
-            and self._last_callers <= 1
-            and not self._closed
-            and not self._holding
-            and len(self._queue) <= self.max_batch
-            and len(self._reading) < self.concurrency
-        )
-
-    def _claim(self) -> Batch:
-        """Take the queue (one lone caller's requests) as a batch read on this thread."""
-        items = list(self._queue)
-        self._queue.clear()
-        taken = Batch(items, threading.current_thread(), inline=True)
-        self._reading.add(taken)
-        self.batch_closes.append((len(items), "alone"))
-        self._last_callers = 1
-        return taken
-
-    def _read_inline(self, taken: Batch) -> None:
-        """Read a lone caller's batch on its thread, then hand what queued meanwhile to
-        a worker (workers wait while every read slot is taken)."""
-        try:
-            self._read(taken.items)
-        finally:
-            with self._cond:
-                self._reading.discard(taken)
-                if self._queue:
-                    self._wake()
-                self._cond.notify_all()  # workers waiting for the slot, close()
+        self._cond.notify_all()
 
     # -- workers -------------------------------------------------------------------
 
@@ -473,8 +412,7 @@ class BatchingReader(WrappingReader):
         with self._cond:
             self._idle += 1
             try:
-                # (a read slot may be taken by a lone caller reading inline)
-                while not self._queue or len(self._reading) >= self.concurrency:
+                while not self._queue:
                     if self._closed or not self._cond.wait(self.idle_s) and not self._queue:
                         self._workers -= 1
                         return None
@@ -699,11 +637,6 @@ class BatchingReader(WrappingReader):
             workers = [t for t in self._threads if t is not threading.current_thread()]
         for t in workers:  # each finishes the batch it is reading, then exits
             t.join(timeout=5 if deadline is None else max(0.0, deadline - time.monotonic()))
-        # a lone caller reading on its own thread: its read gets the same time
-        until = time.monotonic() + 5 if deadline is None else deadline
-        with self._cond:
-            while any(b.inline for b in self._reading) and time.monotonic() < until:
-                self._cond.wait(until - time.monotonic())
         return already
 
     def __repr__(self) -> str:
