@@ -87,7 +87,7 @@ def test_patterns_part_table_json_and_answers_check(monkeypatch):
     assert "calling patterns" in out and "graph.batch (default)" in out
     assert "= decide_many" in out and "differ" not in out
     assert "met" in out or "missed" in out
-    assert "all in" in out
+    assert "all in" in out and "reads" in out
 
     result, _ = _invoke_with(monkeypatch, report, "--json")
     data = json.loads(result.stdout[result.stdout.index("{") :])

@@ -73,14 +73,14 @@ def _stdout_to_stderr(on: bool) -> Iterator[None]:
 def patterns_table(report: Report) -> Any:
     """Each reader's calling patterns: the fraction of the bound (median), the target,
     the fraction of the all-in bound (the no-engine pattern with every caller in flight
-    at once, see ``agentbranch_bench.patterns``), whether the pattern answered as
-    ``decide_many``."""
+    at once, see ``agentbranch_bench.patterns``), the reader calls a run took on
+    average, whether the pattern answered as ``decide_many``."""
     from rich.table import Table
     from rich.text import Text
 
     table = Table(title="calling patterns: fraction of the bound (median)")
-    for col in ("reader", "pattern", "fraction", "target", "all in", "answers"):
-        table.add_column(col, justify="right" if col in ("fraction", "all in") else "left")
+    for col in ("reader", "pattern", "fraction", "target", "all in", "reads", "answers"):
+        table.add_column(col, justify="right" if col in ("fraction", "all in", "reads") else "left")
     for r in report.patterns:
         met = target_met(r)
         style = "" if met is None else "green" if met else "red"
@@ -91,6 +91,7 @@ def patterns_table(report: Report) -> Any:
             f"{r.value:.2f}",
             Text(target_text(r) or "- (documented)", style=style),
             "-" if r.detail["fraction_all_in"] is None else f"{r.detail['fraction_all_in']:.2f}",
+            "-" if r.detail.get("reads_per_run") is None else f"{r.detail['reads_per_run']:.1f}",
             Text("= decide_many" if same else "✗ differ", style="" if same else "red"),
         )
     return table
