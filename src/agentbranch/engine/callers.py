@@ -16,6 +16,10 @@ batch open:
   default concurrency, a web server's workers) comes back in full every round; a
   thread seen only once has no turnaround yet and is never waited for.
 
+And, when a caller finds nobody in flight, whether it may be a fresh pool's first thread
+(``is_new``, ``pool_thread``, ``pool_is_starting``): a ``ThreadPoolExecutor`` thread
+(named ``<pool>_<n>``) that never called before, with another thread of its pool alive.
+
 Async callers share their event loop's thread, so they cannot be told apart: a recent
 async caller turns both answers off (``async_at``).
 """
