@@ -211,3 +211,40 @@ def test_a_thread_that_does_not_end_is_left_at_the_deadline(monkeypatch):
 def test_the_module_is_what_the_docs_name():
     text = (Path(__file__).parents[1] / "docs" / "reliability.md").read_text()
     assert "agentbranch.core.at_exit.EXIT_WAIT_S" in text
+
+
+ORDER_SCRIPT = """
+import atexit, sys, threading, time
+import agentbranch as ab
+from agentbranch.core import at_exit
+
+freed = threading.Event()
+
+class NeedsResource(ab.ScriptedReader):
+    def read(self, requests):
+        time.sleep(0.5)
+        if freed.is_set():
+            raise RuntimeError("freed under the read")
+        with open(sys.argv[1], "w") as f:
+            f.write("read finished")
+        return super().read(requests)
+
+# a library that frees at exit what a read uses, registered after import agentbranch
+# (vLLM's engine: a weakref.finalize, hooked into atexit when the first LLM is built)
+atexit.register(freed.set)
+if sys.argv[2] == "first":
+    at_exit.finish_first()  # what VLLMReader does once its LLM exists
+engine = ab.DecisionEngine(NeedsResource())
+threading.Thread(target=engine.decide, args=("s", {"q": ab.yes_no("Ready?")}), daemon=True).start()
+time.sleep(0.2)  # the read is in flight at exit
+"""
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["finish first", "registered before"])
+def test_finish_first_runs_the_exit_work_before_later_atexit_handlers(tmp_path, first):
+    out = tmp_path / "out.txt"
+    done = _run(ORDER_SCRIPT, str(out), "first" if first else "as is")
+    assert done.returncode == 0, done.stderr
+    # without it, the handler registered later runs first: the resource is freed under
+    # the read in flight (the case vLLM's tier test shows aborting the process)
+    assert out.exists() is first

@@ -7,9 +7,17 @@ forward (torch) aborts the process ("terminate called without an active exceptio
 and audits still queued are lost. So at exit (``atexit``, which runs before Python stops
 daemon threads) each of them gets to finish its work in flight, up to ``EXIT_WAIT_S``
 seconds in all: first the audit worker (its teacher may still read through an engine),
-then the coalescers (each stops taking batches and waits for its workers), last every
-thread registered with ``join_at_exit`` that still runs (a timed read, a coalescer
-worker ending by itself). Whatever is still running after that is left.
+then the coalescers (each stops taking batches and waits for its workers), then timed
+reads, then engine workers (vLLM's: the reads already handed to vLLM), last every thread
+registered with ``join_at_exit`` that still runs (a timed read, a coalescer worker ending
+by itself). Whatever is still running after that is left.
+
+``atexit`` runs the handler registered last first. A library that shuts down at exit
+what a read in flight still uses (vLLM's ``LLM``: its engine core is freed by a
+``weakref.finalize``, which hooks into ``atexit`` when the first ``LLM`` is built, after
+``import agentbranch``) would pull it from under the read: the read fails, or the
+process aborts. ``finish_first()`` moves agentbranch's exit work before the handlers
+registered so far; ``VLLMReader`` calls it once its ``LLM`` exists.
 
 Why the last step: a worker that ends by itself (a coalescer's worker idle too long, a
 timed read's thread once it has answered) may hold the last reference to a reader, and
@@ -30,13 +38,22 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["EXIT_WAIT_S", "AUDITS", "COALESCERS", "READS", "finish_at_exit", "join_at_exit"]
+__all__ = [
+    "EXIT_WAIT_S",
+    "AUDITS",
+    "COALESCERS",
+    "READS",
+    "ENGINES",
+    "finish_at_exit",
+    "finish_first",
+    "join_at_exit",
+]
 
 #: At interpreter exit, how long (in all) background work gets to finish.
 EXIT_WAIT_S = 10.0
 
 #: The order in which work finishes at exit.
-AUDITS, COALESCERS, READS = 0, 1, 2
+AUDITS, COALESCERS, READS, ENGINES = 0, 1, 2, 3
 
 _lock = threading.Lock()
 _finishers: list[tuple[int, Callable[[], Callable[[float], Any] | None]]] = []
@@ -80,6 +97,13 @@ def _finish_all() -> None:
         threads = [t for t in _threads if t is not threading.current_thread()]
     for thread in threads:
         thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def finish_first() -> None:
+    """Run agentbranch's exit work before every ``atexit`` handler registered so far
+    (see the module docstring)."""
+    atexit.unregister(_finish_all)
+    atexit.register(_finish_all)
 
 
 atexit.register(_finish_all)

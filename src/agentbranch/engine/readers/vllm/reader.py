@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, Any, Literal
 
+from agentbranch.core.at_exit import finish_first
 from agentbranch.core.errors import ConfigurationError, ReaderTimeoutError
 from agentbranch.core.reads import LabelRead, ReadRequest, SlotLogprobs, TokenRead
 from agentbranch.engine.presets import EnginePreset
@@ -153,6 +154,10 @@ class VLLMReader(TokenReader):
         self.timeout_s = timeout_s
         self._worker = EngineWorker(llm, self.mode, batch_window_s, max_batch_reads)
         self._is_variant = False
+        # vLLM frees its engine at exit (a ``weakref.finalize`` hooked into ``atexit``
+        # when the first LLM was built): agentbranch's exit work, which lets the reads
+        # in flight finish, must run before it.
+        finish_first()
 
     # -- reading ---------------------------------------------------------------------
 

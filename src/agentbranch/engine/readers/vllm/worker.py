@@ -25,6 +25,7 @@ from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentbranch.core.at_exit import ENGINES, finish_at_exit
 from agentbranch.core.errors import AgentBranchError, ReaderError
 from agentbranch.core.reads import SlotLogprobs, TokenRead
 from agentbranch.engine.readers.vllm.outputs import fold_outputs
@@ -93,6 +94,9 @@ class EngineWorker:
         run = self._run if self._engine is None else self._run_stepping
         self._thread = threading.Thread(target=run, name="agentbranch-vllm", daemon=True)
         self._thread.start()
+        # At exit the reads already handed to vLLM finish before vLLM shuts down (its
+        # engine freed under a step aborts the process).
+        finish_at_exit(self._finish_at_exit, order=ENGINES)
 
     def submit(self, job: Job) -> None:
         with self._lock:
@@ -100,14 +104,18 @@ class EngineWorker:
                 raise ReaderError("this VLLMReader is closed; create a new one")
             self._queue.put(job)
 
-    def close(self) -> None:
+    def close(self, timeout_s: float = 60.0) -> None:
+        """Stop taking jobs; what was queued before is run. Waits up to ``timeout_s``
+        for the worker to finish it."""
         with self._lock:
-            if self.closed:
-                return
-            self.closed = True
-            self._queue.put(_STOP)
+            if not self.closed:
+                self.closed = True
+                self._queue.put(_STOP)
         if self._thread is not threading.current_thread():
-            self._thread.join(timeout=60)
+            self._thread.join(timeout=timeout_s)
+
+    def _finish_at_exit(self, deadline: float) -> None:
+        self.close(timeout_s=max(0.0, deadline - time.monotonic()))
 
     def _take(self, wait: bool) -> tuple[list[Job], bool]:
         """Queued jobs (up to ``max_batch_reads`` token reads) and whether to stop.
