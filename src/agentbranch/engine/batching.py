@@ -87,8 +87,8 @@ all-in rule off, for comparison (``benchmarks/bench_patterns.py --compare``).
 Over 500 lines: one job, the coalescer, whose sync and async paths, burst hold and exit
 handling share one lock and queue; split, that state would have to be shared across
 modules. What it queues and reads (calls, items, batches, the de-duplication digest) is
-in ``agentbranch.engine.batch_parts``; who called (the all-in rule's bookkeeping) in
-``agentbranch.engine.callers``.
+in ``agentbranch.engine.batch_parts``; who called (the all-in rule's bookkeeping, and
+whether a lone caller is a fresh pool's first thread) in ``agentbranch.engine.callers``.
 """
 
 from __future__ import annotations
