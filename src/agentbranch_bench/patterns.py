@@ -56,12 +56,14 @@ from agentbranch_bench.pattern_graphs import (
 #: The coalescer's levers (``BatchingReader`` attributes) and the variants that compare
 #: them in one run: ``now`` is the library as it is, ``before`` has them off (the
 #: coalescer as it was before them; the hold's bound grows with the batch held in every
-#: variant), ``no_new_hold`` only ``hold_new_threads``.
-LEVERS = ("close_when_all_in", "hold_new_threads")
+#: variant), ``no_new_hold`` only ``hold_new_threads``, ``no_settled`` only
+#: ``close_when_settled``.
+LEVERS = ("close_when_all_in", "hold_new_threads", "close_when_settled")
 VARIANTS: dict[str, dict[str, bool]] = {
     "now": {},
     "before": dict.fromkeys(LEVERS, False),
     "no_new_hold": {"hold_new_threads": False},
+    "no_settled": {"close_when_settled": False},
 }
 
 #: How close to its bound each pattern should come (the open issue's targets); LangGraph's

@@ -45,7 +45,14 @@ When to close a batch that is not full (the default, "hold while a burst arrives
   its last turnaround after its answer, and the first thread back is not read alone
   when the last batch served several callers and others are expected back (every
   round would split in two: 1 + 5, 1 + 5 ...). Async callers share one thread, so a
-  recent async caller turns this rule off (``agentbranch.engine.callers``).
+  recent async caller turns this rule off (``agentbranch.engine.callers``);
+* **settled**: a held batch closes as soon as nobody who could still call is running:
+  every caller thread belongs to a ``ThreadPoolExecutor`` that has started all the
+  threads it may (``graph.batch``, ``executor.map``) and each of them waits for
+  answers, and every event loop whose tasks called has run everything it had ready
+  (``asyncio.gather``, ``abatch``: a callback the loop runs after them says so). A
+  fresh pool's burst and an async burst are read the moment their last caller queues,
+  not a quiet gap later (``close_when_settled``).
 
 Why: callers of a burst do not arrive at once. 32 LangGraph runs in threads take turns
 on the GIL (a run's own work is about a millisecond), so their requests trickle in over
@@ -56,8 +63,9 @@ cost (a GPU) runs fewer forwards. The holding worker is not woken by every arriv
 wake-up is a GIL hand-off taken from the callers' own work): it wakes when the batch is
 full or at the time it computed, and looks again. ``batch_closes`` records why each of
 the last batches closed. A ``max_wait_s`` given explicitly is a plain window instead:
-every batch that is not full waits that long. ``close_when_all_in = False`` turns the
-all-in rule off, for comparison (``benchmarks/bench_patterns.py --compare``).
+every batch that is not full waits that long. ``close_when_all_in = False`` and
+``close_when_settled = False`` turn those rules off, for comparison
+(``benchmarks/bench_patterns.py --variants``).
 
 * **De-duplication**: a request identical to one already queued or being read (same
   state, questions, instructions, draws, joint) is not read twice; both callers get the
@@ -113,7 +121,12 @@ from agentbranch.engine.batch_parts import (
     hashable,
     read_key,
 )
-from agentbranch.engine.callers import CallerThreads, pool_is_starting, pool_thread
+from agentbranch.engine.callers import (
+    CallerThreads,
+    loop_has_ready,
+    pool_is_starting,
+    pool_thread,
+)
 from agentbranch.engine.readers.base import Reader, WrappingReader
 
 __all__ = ["BatchingReader", "QueueFullError", "read_key"]
@@ -205,7 +218,7 @@ class BatchingReader(WrappingReader):
         self._last_arrival = 0.0  # when a request was last queued (monotonic)
         self._last_read_s = 0.0  # how long the last batch took to read
         self._last_read_size = 0  # and how many requests it read
-        # Who calls: threads waiting now, recent ones, their turnarounds (``_all_in``).
+        # Who calls: threads waiting now, recent ones, their turnarounds (``_nobody_left``).
         self._callers = CallerThreads()
         self._last_callers = 0  # distinct calls in the last batch taken
         self._holding = False  # a worker is holding a burst's batch
@@ -217,6 +230,10 @@ class BatchingReader(WrappingReader):
         #: pool: ``graph.batch``, a ``ToolNode``'s parallel calls) it is held as a
         #: burst's first, not read alone (its read would cost one more).
         self.hold_new_threads = True
+        #: A held burst closes once nobody who could still arrive is running
+        #: (``"settled"``): every caller thread's pool has started all its threads and
+        #: each waits, and every caller event loop has nothing left to run.
+        self.close_when_settled = True
         #: Counters: batches read, requests read, cache hits, de-duplicated requests,
         #: batches abandoned by all their callers while being read.
         self.stats = {"batches": 0, "requests": 0, "cache_hits": 0, "deduped": 0, "abandoned": 0}
@@ -270,7 +287,8 @@ class BatchingReader(WrappingReader):
             raise
 
     async def aread(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
-        call, pending = self._call(requests)
+        loop = asyncio.get_running_loop()
+        call, pending = self._call(requests, loop=loop)
         try:
             deadline = self._deadline()
             while pending:
@@ -281,32 +299,41 @@ class BatchingReader(WrappingReader):
                     await asyncio.wait_for(asyncio.wrap_future(room), self._left(deadline))
                 except TimeoutError:
                     raise self._full() from None
+            self._watch(loop)
             return await asyncio.wrap_future(call.future)
         except BaseException:  # cancelled or failed: take our requests out of the queue
             call.future.cancel()
             raise
 
     def _call(
-        self, requests: Sequence[ReadRequest], thread: threading.Thread | None = None
+        self,
+        requests: Sequence[ReadRequest],
+        thread: threading.Thread | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
     ) -> tuple[Call, deque[tuple[int, ReadRequest]]]:
         requests = list(requests)
         call = Call([None] * len(requests), len(requests))
         if not requests:
             call.future.set_result([])
             return call, deque()
-        with self._cond:  # who is waiting now, and who came lately (``_all_in``)
+        with self._cond:  # who is waiting now, and who came lately (``_nobody_left``)
             if thread is not None and pool_thread(thread) and self._callers.is_new(thread):
                 call.pool_thread = thread
-            self._callers.arrive(thread, time.monotonic())
-        call.future.add_done_callback(lambda future: self._given_up(future, thread))
+            self._callers.arrive(thread, time.monotonic(), loop)
+        call.future.add_done_callback(lambda future: self._given_up(future, thread, loop))
         return call, deque(enumerate(requests))
 
-    def _given_up(self, future: Future[Any], thread: threading.Thread | None = None) -> None:
-        """A call ended: its thread waits no more. Without its answers (cancelled, timed
-        out, failed), batches that nobody waits for any more stop counting toward
-        ``concurrency``."""
+    def _given_up(
+        self,
+        future: Future[Any],
+        thread: threading.Thread | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        """A call ended: its thread (or task) waits no more. Without its answers
+        (cancelled, timed out, failed), batches that nobody waits for any more stop
+        counting toward ``concurrency``."""
         with self._cond:
-            self._callers.leave(thread, time.monotonic())
+            self._callers.leave(thread, time.monotonic(), loop)
             if not future.cancelled() and future.exception() is None:
                 return
             freed = False
@@ -385,7 +412,7 @@ class BatchingReader(WrappingReader):
                 self._starter = None if crowded else call.pool_thread
                 self._last_arrival = time.monotonic()
                 self._wake()
-                if len(self._queue) >= self.max_batch or (self._holding and self._all_in()):
+                if len(self._queue) >= self.max_batch or (self._holding and self._nobody_left()):
                     self._filled.notify_all()
             if not pending:
                 return None
@@ -460,8 +487,8 @@ class BatchingReader(WrappingReader):
         self._holding = True
         try:
             while not self._ready():
-                if self._all_in():
-                    return "all in"
+                if why := self._nobody_left():
+                    return why
                 at, why = self._close_at(start + self._hold_bound_s(gap), gap)
                 left = at - time.monotonic()
                 if left <= 0:
@@ -515,11 +542,48 @@ class BatchingReader(WrappingReader):
         """Callers seen since then are "recent": three reads' time, at least 0.1 s."""
         return time.monotonic() - max(0.1, 3 * self._last_read_s)
 
-    def _all_in(self) -> bool:
-        """Whether every thread that called lately waits for answers now: nobody is
-        left to arrive, so waiting for a quiet gap would only cost time
-        (``agentbranch.engine.callers``)."""
-        return self.close_when_all_in and self._callers.all_in(self._since())
+    def _nobody_left(self) -> str | None:
+        """Why nobody is left to arrive, so that waiting for a quiet gap would only cost
+        time (``agentbranch.engine.callers``): ``"all in"`` (every thread that called
+        lately waits for answers now, a pool that cycles), ``"settled"`` (nobody who
+        could still call is running), else ``None``."""
+        since = self._since()
+        if self.close_when_all_in and self._callers.all_in(since):
+            return "all in"
+        if self.close_when_settled and self._callers.settled(since):
+            return "settled"
+        return None
+
+    def _watch(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Have ``loop`` tell the coalescer when its tasks have all run (``_loop_check``):
+        an async burst is in once its event loop has nothing left to run."""
+        if not self.close_when_settled:
+            return
+        with self._cond:
+            calls = self._callers.loops.get(loop)
+            if calls is None or calls.checking or calls.unknown:
+                return
+            calls.checking = True
+        loop.call_soon(self._loop_check, loop)
+
+    def _loop_check(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Runs on ``loop`` after the callbacks ready with it: if more are ready, look
+        again after those; else the loop's tasks have all run (the ones waiting for
+        answers are in), so a held batch may close."""
+        ready = loop_has_ready(loop)
+        with self._cond:
+            calls = self._callers.loops.get(loop)
+            if calls is None:
+                return
+            if ready and calls.waiting > 0:
+                loop.call_soon(self._loop_check, loop)
+                return
+            calls.checking = False
+            calls.unknown = ready is None
+            if ready is not None and calls.waiting > 0:
+                calls.settled_after = calls.arrivals
+                if self._holding and self._nobody_left():
+                    self._filled.notify_all()
 
     def _ready(self) -> bool:
         return len(self._queue) >= self.max_batch or self._closed

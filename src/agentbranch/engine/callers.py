@@ -16,12 +16,24 @@ batch open:
   default concurrency, a web server's workers) comes back in full every round; a
   thread seen only once has no turnaround yet and is never waited for.
 
+And a third, **settled** (``settled``): nobody who could still arrive is running. Every
+recent caller waits for answers, each caller thread belongs to a ``ThreadPoolExecutor``
+that has started all the threads it may (its ``max_workers``: ``graph.batch``,
+``executor.map``) and every one of them waits, and every event loop whose tasks called
+lately has nothing left to run (``loop_settled``, checked by a callback the loop runs
+after the tasks ready with it). A fresh pool's burst is then read the moment its last
+thread queues, not a quiet gap later. A caller thread of no pool, or of a pool that may
+still start threads, leaves it off (more may be on their way); so does an event loop
+this module cannot look into (one without asyncio's ready queue, such as uvloop). Tasks
+that wait on a timer or on I/O before they decide are not seen: they are read in the
+next batch.
+
 And, when a caller finds nobody in flight, whether it may be a fresh pool's first thread
 (``is_new``, ``pool_thread``, ``pool_is_starting``): a ``ThreadPoolExecutor`` thread
 (named ``<pool>_<n>``) that never called before, with another thread of its pool alive.
 
 Async callers share their event loop's thread, so they cannot be told apart: a recent
-async caller turns both answers off (``async_at``).
+async caller turns all in and back by off (``async_at``).
 """
 
 from __future__ import annotations
@@ -30,6 +42,9 @@ import threading
 import weakref
 from collections import Counter
 from collections.abc import Hashable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
 
 #: A thread is expected back within this many of its own last turnarounds.
 TURNAROUND_MARGIN = 2.0
@@ -52,6 +67,55 @@ def pool_is_starting(thread: threading.Thread) -> bool:
     return any(t is not thread and t.name.startswith(mates) for t in threading.enumerate())
 
 
+def executor_of(thread: Any) -> ThreadPoolExecutor | None:
+    """The ``ThreadPoolExecutor`` whose worker ``thread`` is, or ``None`` (a thread of no
+    pool, or a Python whose executor starts its workers otherwise). CPython starts each
+    worker as ``Thread(target=_worker, args=(weakref to the executor, ...))`` (3.11 to
+    3.14), so the thread's arguments lead to its pool."""
+    args = getattr(thread, "_args", None)
+    if not isinstance(args, tuple) or not args or not isinstance(args[0], weakref.ref):
+        return None
+    executor = args[0]()
+    if not isinstance(executor, ThreadPoolExecutor):
+        return None
+    if not isinstance(getattr(executor, "_threads", None), set):
+        return None
+    if not isinstance(getattr(executor, "_max_workers", None), int):
+        return None
+    return executor
+
+
+def pool_all_waiting(executor: ThreadPoolExecutor, waiting: Counter[Hashable]) -> bool:
+    """Whether ``executor`` started every thread it may (``max_workers``) and each of
+    them is in ``waiting``: no thread of this pool can call until they are answered."""
+    try:
+        threads = tuple(executor._threads)  # started by submit(), never more than the max
+    except RuntimeError:  # changed while copied (a Python without the GIL)
+        return False
+    if len(waiting) < executor._max_workers or len(threads) < executor._max_workers:
+        return False
+    return all(t in waiting for t in threads)
+
+
+def loop_has_ready(loop: Any) -> bool | None:
+    """Whether event loop ``loop`` has callbacks ready to run (its tasks may still
+    arrive), or ``None`` when it cannot be told (a loop without asyncio's ready queue)."""
+    ready = getattr(loop, "_ready", None)
+    return None if ready is None else bool(ready)
+
+
+@dataclass
+class LoopCalls:
+    """The async calls of one event loop."""
+
+    waiting: int = 0  # calls in flight
+    arrived: float = float("-inf")  # when one last called
+    arrivals: int = 0  # calls so far
+    settled_after: int = -1  # ``arrivals`` when the loop last had nothing left to run
+    checking: bool = False  # a settle check is scheduled on the loop
+    unknown: bool = False  # the loop cannot be looked into
+
+
 class CallerThreads:
     """The sync caller threads of one coalescer (not thread-safe: its lock guards it).
 
@@ -67,6 +131,10 @@ class CallerThreads:
         # Every live thread that ever called (weakly: a finished pool's threads go).
         self.known: weakref.WeakSet[Hashable] = weakref.WeakSet()
         self._known_keys: set[Hashable] = set()  # keys that cannot be weakly referenced
+        # Each recent thread's pool (``executor_of``), weakly: looked up once per thread.
+        self.pools: dict[Hashable, weakref.ref[ThreadPoolExecutor] | None] = {}
+        # The event loops whose tasks called (weakly: a finished asyncio.run's loop goes).
+        self.loops: weakref.WeakKeyDictionary[Any, LoopCalls] = weakref.WeakKeyDictionary()
 
     def is_new(self, thread: Hashable | None) -> bool:
         """Whether ``thread`` never called before (a fresh pool's thread, a new
@@ -75,23 +143,35 @@ class CallerThreads:
             return False
         return thread not in self.known and thread not in self._known_keys
 
-    def arrive(self, thread: Hashable | None, now: float) -> None:
-        """A call from ``thread`` (``None``: an async caller)."""
+    def arrive(self, thread: Hashable | None, now: float, loop: Any = None) -> None:
+        """A call from ``thread`` (``None``: an async caller, of event ``loop``)."""
         if thread is None:
             self.async_at = now
+            if loop is not None:
+                calls = self.loops.setdefault(loop, LoopCalls())
+                calls.waiting += 1
+                calls.arrived = now
+                calls.arrivals += 1
             return
         if thread in self.answered and not self.waiting[thread]:
             self.turnaround[thread] = now - self.answered[thread]
         self.seen[thread] = now
         self.waiting[thread] += 1
+        if thread not in self.pools:
+            executor = executor_of(thread)
+            self.pools[thread] = None if executor is None else weakref.ref(executor)
         try:
             self.known.add(thread)
         except TypeError:
             self._known_keys.add(thread)
 
-    def leave(self, thread: Hashable | None, now: float) -> None:
-        """A call of ``thread`` ended (answered, failed or given up)."""
+    def leave(self, thread: Hashable | None, now: float, loop: Any = None) -> None:
+        """A call of ``thread`` (or of event ``loop``) ended (answered, failed or given
+        up)."""
         if thread is None:
+            calls = self.loops.get(loop) if loop is not None else None
+            if calls is not None:
+                calls.waiting -= 1
             return
         self.waiting[thread] -= 1
         if self.waiting[thread] <= 0:
@@ -101,10 +181,14 @@ class CallerThreads:
     def recent(self, since: float) -> list[Hashable]:
         """The threads waiting now or seen since ``since``; older ones are forgotten."""
         for t in [t for t, at in self.seen.items() if at < since and t not in self.waiting]:
-            del self.seen[t]
-            self.answered.pop(t, None)
-            self.turnaround.pop(t, None)
+            self._forget(t)
         return list(self.seen)
+
+    def _forget(self, thread: Hashable) -> None:
+        del self.seen[thread]
+        self.answered.pop(thread, None)
+        self.turnaround.pop(thread, None)
+        self.pools.pop(thread, None)
 
     def all_in(self, since: float) -> bool:
         """Whether every recent thread (two or more) waits for answers now, and at least
@@ -116,6 +200,44 @@ class CallerThreads:
             return False
         back = sum(t in self.turnaround for t in recent)
         return all(t in self.waiting for t in recent) and back > 0 and 2 * back >= len(recent)
+
+    def settled(self, since: float) -> bool:
+        """Whether nobody who could still arrive is running: every recent caller waits,
+        every caller thread's pool has started all its threads and each waits, and every
+        event loop with recent callers had nothing left to run after they arrived (the
+        module docstring). Needs at least one recent caller."""
+        # Asked on every arrival while a burst is held: it stops at the first caller
+        # still out, which is soon while the burst arrives.
+        pools: dict[int, ThreadPoolExecutor] = {}
+        ended: list[Hashable] = []
+        try:
+            for t, at in self.seen.items():
+                if t in self.waiting:
+                    ref = self.pools.get(t)
+                    executor = ref() if ref is not None else None
+                    if executor is None:  # a thread of no pool: its mates cannot be known
+                        return False
+                    pools[id(executor)] = executor
+                elif at >= since:
+                    if _alive(t):  # out, and may call again
+                        return False
+                    ended.append(t)
+        finally:
+            for t in ended:
+                self._forget(t)
+        loops = [
+            calls
+            for loop, calls in list(self.loops.items())
+            if calls.arrived >= since and not _closed(loop)
+        ]
+        if not pools and not loops:
+            return False
+        if not all(pool_all_waiting(executor, self.waiting) for executor in pools.values()):
+            return False
+        return all(
+            calls.waiting > 0 and not calls.unknown and calls.settled_after == calls.arrivals
+            for calls in loops
+        )
 
     def back_by(self, since: float) -> float:
         """When the recent threads that are out and came back before should be back
@@ -131,3 +253,15 @@ class CallerThreads:
             ),
             default=float("-inf"),
         )
+
+
+def _alive(thread: Hashable) -> bool:
+    """Whether ``thread`` may still call (a key that is no thread is taken as alive)."""
+    is_alive = getattr(thread, "is_alive", None)
+    return bool(is_alive()) if callable(is_alive) else True
+
+
+def _closed(loop: Any) -> bool:
+    """Whether event ``loop`` is closed (its tasks can call no more)."""
+    is_closed = getattr(loop, "is_closed", None)
+    return bool(is_closed()) if callable(is_closed) else False
