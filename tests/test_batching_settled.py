@@ -19,7 +19,9 @@ from agentbranch.engine import batching
 from agentbranch.engine.callers import CallerThreads, executor_of, pool_all_waiting
 
 
-def _pool_threads(pool: ThreadPoolExecutor, n: int) -> tuple[list[threading.Thread], threading.Event]:
+def _pool_threads(
+    pool: ThreadPoolExecutor, n: int
+) -> tuple[list[threading.Thread], threading.Event]:
     """Start ``n`` threads of ``pool``, each parked on the returned event."""
     release = threading.Event()
     barrier = threading.Barrier(n + 1)

@@ -135,6 +135,7 @@ def test_every_pattern_answers_as_decide_many(pattern: str, levers: bool) -> Non
     coalescer = engine.reads_via
     coalescer.close_when_all_in = levers
     coalescer.hold_new_threads = levers  # a fresh pool's first thread is held
+    coalescer.close_when_settled = levers  # a burst closes once nobody is left to call
     want = _of_decisions(ab.DecisionEngine(reader, batching=False).decide_many(STATES, QUESTIONS))
     got = run_pattern(pattern, engine)
     assert got == want[: len(got)]

@@ -508,6 +508,8 @@ class DecisionEngine:
         return calibration.temperature(qid, qtype)
 
     def _log(self, d: Decision, state: str) -> None:
+        if not log.isEnabledFor(logging.INFO):  # the usual case: nobody configured it
+            return
         event: dict[str, Any] = dict(
             question_id=d.question_id,
             type=d.type,

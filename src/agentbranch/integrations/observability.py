@@ -38,6 +38,8 @@ def _payload(record: dict[str, Any], state: Any, include_state: bool) -> dict[st
 
 
 def _log(record: dict[str, Any]) -> None:
+    if not log.isEnabledFor(logging.INFO):
+        return
     logs.event(
         log,
         logging.INFO,
