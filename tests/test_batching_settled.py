@@ -75,11 +75,11 @@ def test_a_thread_of_no_pool_leaves_it_off():
 def test_a_finished_pools_threads_and_a_closed_loop_do_not_hold_it_open():
     c = CallerThreads()
     with ThreadPoolExecutor(2) as old:
-        for t in _pool_threads(old, 2)[0]:
+        threads_old, release_old = _pool_threads(old, 2)
+        for t in threads_old:
             c.arrive(t, 10.0)
             c.leave(t, 10.5)
-        threads_old = list(old._threads)
-        _pool_threads(old, 0)[1].set()
+        release_old.set()
     for t in threads_old:
         t.join(20)
     loop = asyncio.new_event_loop()
@@ -150,6 +150,39 @@ def test_with_the_lever_off_nobody_is_taken_to_be_left(monkeypatch):
         coalescer.close()
 
 
+def test_a_task_waiting_on_anything_else_keeps_the_burst_open(monkeypatch):
+    # A task of the loop awaits something that is not an answer (a checkpointer's write,
+    # say): it may still call, so the burst is not settled until it did.
+    _frozen(monkeypatch)  # no quiet gap or bound can close the batch
+    inner = GatedReader(SCRIPT)
+    engine = ab.DecisionEngine(inner)
+    coalescer = engine.reads_via
+
+    async def main() -> list[str]:
+        written = asyncio.Event()
+
+        async def after_write(ticket: str):
+            await written.wait()
+            return await engine.adecide(ticket, {"team": TEAM})
+
+        first = asyncio.ensure_future(engine.adecide("charged twice", {"team": TEAM}))
+        await asyncio.sleep(0)  # the first caller is alone: read at once (gated)
+        await asyncio.to_thread(inner.entered.wait, 20)
+        rest = [asyncio.ensure_future(engine.adecide(t, {"team": TEAM})) for t in TICKETS[1:4]]
+        late = asyncio.ensure_future(after_write(TICKETS[4]))
+        await asyncio.to_thread(_wait_for_queue, coalescer, len(rest))
+        inner.gate.set()
+        await first  # the burst of three is held now, the late task still writing
+        await asyncio.sleep(0.05)
+        written.set()
+        done = await asyncio.gather(first, *rest, late)
+        return [d["team"].label for d in done]
+
+    assert asyncio.run(main()) == ["billing", "outage", "bug", "billing", "outage"]
+    assert list(coalescer.batch_closes) == [(1, "alone"), (len(TICKETS) - 1, "settled")]
+    engine.close()
+
+
 class _LoopWithoutReadyQueue:
     """An event loop this module cannot look into (as uvloop)."""
 
@@ -170,15 +203,11 @@ def test_a_loop_that_cannot_be_looked_into_or_is_busy_is_not_settled(ready):
     if ready is not None:
         loop._ready = ready
     coalescer._callers.arrive(None, batching.time.monotonic(), loop)
-    coalescer._watch(loop)
+    coalescer._watch(loop, object())
     fn, args = loop.soon.pop()
     fn(*args)
     assert coalescer._nobody_left() is None
     # a busy loop is looked at again after what is ready; one that cannot be, never
     assert len(loop.soon) == (0 if ready is None else 1)
-    if ready is not None:
-        loop._ready = []
-        fn, args = loop.soon.pop()
-        fn(*args)
-        assert coalescer._nobody_left() == "settled"
+    assert coalescer._callers.loops[loop].unknown == (ready is None)
     coalescer.close()

@@ -49,10 +49,12 @@ When to close a batch that is not full (the default, "hold while a burst arrives
 * **settled**: a held batch closes as soon as nobody who could still call is running:
   every caller thread belongs to a ``ThreadPoolExecutor`` that has started all the
   threads it may (``graph.batch``, ``executor.map``) and each of them waits for
-  answers, and every event loop whose tasks called has run everything it had ready
-  (``asyncio.gather``, ``abatch``: a callback the loop runs after them says so). A
-  fresh pool's burst and an async burst are read the moment their last caller queues,
-  not a quiet gap later (``close_when_settled``).
+  answers, and every event loop whose tasks called has run everything it had ready and
+  each of its tasks awaits answers (``asyncio.gather``, ``abatch``: a callback the loop
+  runs after them looks). A fresh pool's burst and an async burst are read the moment
+  their last caller queues, not a quiet gap later (``close_when_settled``). A task
+  waiting on anything else (a checkpointer's write, a timer) may still call: the quiet
+  gap decides then.
 
 Why: callers of a burst do not arrive at once. 32 LangGraph runs in threads take turns
 on the GIL (a run's own work is about a millisecond), so their requests trickle in over
@@ -124,6 +126,7 @@ from agentbranch.engine.batch_parts import (
 from agentbranch.engine.callers import (
     CallerThreads,
     loop_has_ready,
+    loop_waits_on,
     pool_is_starting,
     pool_thread,
 )
@@ -299,8 +302,12 @@ class BatchingReader(WrappingReader):
                     await asyncio.wait_for(asyncio.wrap_future(room), self._left(deadline))
                 except TimeoutError:
                     raise self._full() from None
-            self._watch(loop)
-            return await asyncio.wrap_future(call.future)
+            waiter = asyncio.wrap_future(call.future)
+            self._watch(loop, waiter)
+            try:
+                return await waiter
+            finally:
+                self._unwatch(loop, waiter)
         except BaseException:  # cancelled or failed: take our requests out of the queue
             call.future.cancel()
             raise
@@ -485,6 +492,7 @@ class BatchingReader(WrappingReader):
         gap = max(self.max_wait_s, sys.getswitchinterval())
         start = time.monotonic()
         self._holding = True
+        self._check_loops()
         try:
             while not self._ready():
                 if why := self._nobody_left():
@@ -554,22 +562,45 @@ class BatchingReader(WrappingReader):
             return "settled"
         return None
 
-    def _watch(self, loop: asyncio.AbstractEventLoop) -> None:
+    def _watch(self, loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[Any]) -> None:
         """Have ``loop`` tell the coalescer when its tasks have all run (``_loop_check``):
-        an async burst is in once its event loop has nothing left to run."""
+        an async burst is in once its event loop has nothing left to run and every task
+        of it awaits answers (``waiter``: what this call's task awaits)."""
         if not self.close_when_settled:
             return
         with self._cond:
             calls = self._callers.loops.get(loop)
-            if calls is None or calls.checking or calls.unknown:
+            if calls is None or calls.unknown:
+                return
+            calls.futures.add(id(waiter))
+            if calls.checking:
                 return
             calls.checking = True
         loop.call_soon(self._loop_check, loop)
 
+    def _check_loops(self) -> None:
+        """Have every event loop with calls waiting look again (a held batch starts: a
+        task that was busy when the loop last looked may be waiting for answers now)."""
+        if not self.close_when_settled:
+            return
+        for loop, calls in list(self._callers.loops.items()):
+            if calls.waiting > 0 and not calls.checking and not calls.unknown:
+                try:
+                    loop.call_soon_threadsafe(self._loop_check, loop)
+                except RuntimeError:  # the loop is closed
+                    continue
+                calls.checking = True
+
+    def _unwatch(self, loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[Any]) -> None:
+        with self._cond:
+            calls = self._callers.loops.get(loop)
+            if calls is not None:
+                calls.futures.discard(id(waiter))
+
     def _loop_check(self, loop: asyncio.AbstractEventLoop) -> None:
         """Runs on ``loop`` after the callbacks ready with it: if more are ready, look
-        again after those; else the loop's tasks have all run (the ones waiting for
-        answers are in), so a held batch may close."""
+        again after those; else, if every task of the loop awaits answers, the loop's
+        tasks that could call are in, so a held batch may close."""
         ready = loop_has_ready(loop)
         with self._cond:
             calls = self._callers.loops.get(loop)
@@ -580,7 +611,7 @@ class BatchingReader(WrappingReader):
                 return
             calls.checking = False
             calls.unknown = ready is None
-            if ready is not None and calls.waiting > 0:
+            if ready is False and calls.waiting > 0 and loop_waits_on(loop, calls.futures):
                 calls.settled_after = calls.arrivals
                 if self._holding and self._nobody_left():
                     self._filled.notify_all()

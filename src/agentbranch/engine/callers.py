@@ -20,13 +20,13 @@ And a third, **settled** (``settled``): nobody who could still arrive is running
 recent caller waits for answers, each caller thread belongs to a ``ThreadPoolExecutor``
 that has started all the threads it may (its ``max_workers``: ``graph.batch``,
 ``executor.map``) and every one of them waits, and every event loop whose tasks called
-lately has nothing left to run (``loop_settled``, checked by a callback the loop runs
-after the tasks ready with it). A fresh pool's burst is then read the moment its last
+lately has nothing left to run, each of its tasks waiting for answers (``loop_waits_on``,
+checked by a callback the loop runs after the tasks ready with it). A fresh pool's burst is then read the moment its last
 thread queues, not a quiet gap later. A caller thread of no pool, or of a pool that may
 still start threads, leaves it off (more may be on their way); so does an event loop
-this module cannot look into (one without asyncio's ready queue, such as uvloop). Tasks
-that wait on a timer or on I/O before they decide are not seen: they are read in the
-next batch.
+this module cannot look into (one without asyncio's ready queue, such as uvloop), and
+so does a loop with a task waiting on anything else (I/O such as a checkpointer's write,
+a timer, ``asyncio.wait``): it may still call.
 
 And, when a caller finds nobody in flight, whether it may be a fresh pool's first thread
 (``is_new``, ``pool_thread``, ``pool_is_starting``): a ``ThreadPoolExecutor`` thread
@@ -38,12 +38,13 @@ async caller turns all in and back by off (``async_at``).
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import weakref
 from collections import Counter
 from collections.abc import Hashable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 #: A thread is expected back within this many of its own last turnarounds.
@@ -97,6 +98,37 @@ def pool_all_waiting(executor: ThreadPoolExecutor, waiting: Counter[Hashable]) -
     return all(t in waiting for t in threads)
 
 
+def loop_waits_on(loop: Any, ours: set[int]) -> bool:
+    """Whether every task of event ``loop`` waits for one of the futures whose ids are
+    ``ours``, directly or through the tasks and ``gather``s it awaits. A task waiting on
+    anything else (I/O such as a checkpointer's write, a timer, an ``asyncio.wait``)
+    may still call, so the loop is not settled. Called on the loop's own thread."""
+    try:
+        tasks = asyncio.all_tasks(loop)
+    except RuntimeError:  # the loop's task set changed while read
+        return False
+    return bool(tasks) and all(_waits_on(task, ours, 0) for task in tasks)
+
+
+#: How deep ``_waits_on`` follows tasks awaiting tasks (a LangGraph run awaits its node's
+#: task, which awaits the read: 2).
+WAIT_DEPTH = 16
+
+
+def _waits_on(future: Any, ours: set[int], depth: int) -> bool:
+    if id(future) in ours:
+        return True
+    if depth >= WAIT_DEPTH:
+        return False
+    if isinstance(future, asyncio.Task):
+        waiter = getattr(future, "_fut_waiter", None)  # what the task awaits now
+        return waiter is not None and _waits_on(waiter, ours, depth + 1)
+    children = getattr(future, "_children", None)  # a gather's
+    if isinstance(children, list):
+        return all(c.done() or _waits_on(c, ours, depth + 1) for c in children)
+    return False
+
+
 def loop_has_ready(loop: Any) -> bool | None:
     """Whether event loop ``loop`` has callbacks ready to run (its tasks may still
     arrive), or ``None`` when it cannot be told (a loop without asyncio's ready queue)."""
@@ -114,6 +146,7 @@ class LoopCalls:
     settled_after: int = -1  # ``arrivals`` when the loop last had nothing left to run
     checking: bool = False  # a settle check is scheduled on the loop
     unknown: bool = False  # the loop cannot be looked into
+    futures: set[int] = field(default_factory=set)  # ids of the futures its calls await
 
 
 class CallerThreads:
