@@ -20,13 +20,14 @@ And a third, **settled** (``settled``): nobody who could still arrive is running
 recent caller waits for answers, each caller thread belongs to a ``ThreadPoolExecutor``
 that has started all the threads it may (its ``max_workers``: ``graph.batch``,
 ``executor.map``) and every one of them waits, and every event loop whose tasks called
-lately has nothing left to run, each of its tasks waiting for answers (``loop_waits_on``,
-checked by a callback the loop runs after the tasks ready with it). A fresh pool's burst is then read the moment its last
-thread queues, not a quiet gap later. A caller thread of no pool, or of a pool that may
-still start threads, leaves it off (more may be on their way); so does an event loop
-this module cannot look into (one without asyncio's ready queue, such as uvloop), and
-so does a loop with a task waiting on anything else (I/O such as a checkpointer's write,
-a timer, ``asyncio.wait``): it may still call.
+lately has nothing left to run, each of its tasks waiting for answers
+(``loop_waits_on``, checked by a callback the loop runs after the tasks ready with it).
+A burst is then read the moment its last caller queues, not a quiet gap later. A
+caller thread of no pool, or of a pool that may still start threads, leaves it off
+(more may be on their way); so does an event loop this module cannot look into (one
+without asyncio's ready queue, such as uvloop), and so does a loop with a task waiting
+on anything else (I/O such as a checkpointer's write, a timer, ``asyncio.wait``): it
+may still call.
 
 And, when a caller finds nobody in flight, whether it may be a fresh pool's first thread
 (``is_new``, ``pool_thread``, ``pool_is_starting``): a ``ThreadPoolExecutor`` thread
@@ -150,7 +151,8 @@ class LoopCalls:
 
 
 class CallerThreads:
-    """The sync caller threads of one coalescer (not thread-safe: its lock guards it).
+    """The callers of one coalescer: its sync threads, and the event loops of its async
+    callers (not thread-safe: the coalescer's lock guards it).
 
     Threads are keyed by their ``threading.Thread`` object, not their ident: the OS
     reuses idents, and a fresh pool's thread would pass for one that came back."""
@@ -237,8 +239,9 @@ class CallerThreads:
     def settled(self, since: float) -> bool:
         """Whether nobody who could still arrive is running: every recent caller waits,
         every caller thread's pool has started all its threads and each waits, and every
-        event loop with recent callers had nothing left to run after they arrived (the
-        module docstring). Needs at least one recent caller."""
+        event loop with recent callers had nothing left to run after they arrived, each
+        of its tasks awaiting answers (the module docstring). Needs at least one recent
+        caller."""
         # Asked on every arrival while a burst is held: it stops at the first caller
         # still out, which is soon while the burst arrives.
         pools: dict[int, ThreadPoolExecutor] = {}
