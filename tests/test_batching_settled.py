@@ -203,7 +203,7 @@ def test_a_loop_that_cannot_be_looked_into_or_is_busy_is_not_settled(ready):
     if ready is not None:
         loop._ready = ready
     coalescer._callers.arrive(None, batching.time.monotonic(), loop)
-    coalescer._watch(loop, object())
+    coalescer._loops.watch(loop, object())
     fn, args = loop.soon.pop()
     fn(*args)
     assert coalescer._nobody_left() is None

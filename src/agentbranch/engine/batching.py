@@ -97,8 +97,9 @@ every batch that is not full waits that long. ``close_when_all_in = False`` and
 Over 500 lines: one job, the coalescer, whose sync and async paths, burst hold and exit
 handling share one lock and queue; split, that state would have to be shared across
 modules. What it queues and reads (calls, items, batches, the de-duplication digest) is
-in ``agentbranch.engine.batch_parts``; who called (the all-in rule's bookkeeping, and
-whether a lone caller is a fresh pool's first thread) in ``agentbranch.engine.callers``.
+in ``agentbranch.engine.batch_parts``; who called (the bookkeeping of the all-in and
+settled rules, whether a lone caller is a fresh pool's first thread, and the event
+loops' own look at their tasks, ``LoopWatch``) in ``agentbranch.engine.callers``.
 """
 
 from __future__ import annotations
@@ -123,13 +124,7 @@ from agentbranch.engine.batch_parts import (
     hashable,
     read_key,
 )
-from agentbranch.engine.callers import (
-    CallerThreads,
-    loop_has_ready,
-    loop_waits_on,
-    pool_is_starting,
-    pool_thread,
-)
+from agentbranch.engine.callers import CallerThreads, LoopWatch, pool_is_starting, pool_thread
 from agentbranch.engine.readers.base import Reader, WrappingReader
 
 __all__ = ["BatchingReader", "QueueFullError", "read_key"]
@@ -223,6 +218,7 @@ class BatchingReader(WrappingReader):
         self._last_read_size = 0  # and how many requests it read
         # Who calls: threads waiting now, recent ones, their turnarounds (``_nobody_left``).
         self._callers = CallerThreads()
+        self._loops = LoopWatch(self._callers, self._cond, self._loop_settled)
         self._last_callers = 0  # distinct calls in the last batch taken
         self._holding = False  # a worker is holding a burst's batch
         self._starter: threading.Thread | None = None  # a lone caller: a new pool thread
@@ -303,11 +299,12 @@ class BatchingReader(WrappingReader):
                 except TimeoutError:
                     raise self._full() from None
             waiter = asyncio.wrap_future(call.future)
-            self._watch(loop, waiter)
+            if self.close_when_settled:  # the loop says when its tasks are all in
+                self._loops.watch(loop, waiter)
             try:
                 return await waiter
             finally:
-                self._unwatch(loop, waiter)
+                self._loops.unwatch(loop, waiter)
         except BaseException:  # cancelled or failed: take our requests out of the queue
             call.future.cancel()
             raise
@@ -492,7 +489,8 @@ class BatchingReader(WrappingReader):
         gap = max(self.max_wait_s, sys.getswitchinterval())
         start = time.monotonic()
         self._holding = True
-        self._check_loops()
+        if self.close_when_settled:  # a task busy when its loop last looked may wait now
+            self._loops.look_again()
         try:
             while not self._ready():
                 if why := self._nobody_left():
@@ -562,59 +560,11 @@ class BatchingReader(WrappingReader):
             return "settled"
         return None
 
-    def _watch(self, loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[Any]) -> None:
-        """Have ``loop`` tell the coalescer when its tasks have all run (``_loop_check``):
-        an async burst is in once its event loop has nothing left to run and every task
-        of it awaits answers (``waiter``: what this call's task awaits)."""
-        if not self.close_when_settled:
-            return
-        with self._cond:
-            calls = self._callers.loops.get(loop)
-            if calls is None or calls.unknown:
-                return
-            calls.futures.add(id(waiter))
-            if calls.checking:
-                return
-            calls.checking = True
-        loop.call_soon(self._loop_check, loop)
-
-    def _check_loops(self) -> None:
-        """Have every event loop with calls waiting look again (a held batch starts: a
-        task that was busy when the loop last looked may be waiting for answers now)."""
-        if not self.close_when_settled:
-            return
-        for loop, calls in list(self._callers.loops.items()):
-            if calls.waiting > 0 and not calls.checking and not calls.unknown:
-                try:
-                    loop.call_soon_threadsafe(self._loop_check, loop)
-                except RuntimeError:  # the loop is closed
-                    continue
-                calls.checking = True
-
-    def _unwatch(self, loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[Any]) -> None:
-        with self._cond:
-            calls = self._callers.loops.get(loop)
-            if calls is not None:
-                calls.futures.discard(id(waiter))
-
-    def _loop_check(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Runs on ``loop`` after the callbacks ready with it: if more are ready, look
-        again after those; else, if every task of the loop awaits answers, the loop's
-        tasks that could call are in, so a held batch may close."""
-        ready = loop_has_ready(loop)
-        with self._cond:
-            calls = self._callers.loops.get(loop)
-            if calls is None:
-                return
-            if ready and calls.waiting > 0:
-                loop.call_soon(self._loop_check, loop)
-                return
-            calls.checking = False
-            calls.unknown = ready is None
-            if ready is False and calls.waiting > 0 and loop_waits_on(loop, calls.futures):
-                calls.settled_after = calls.arrivals
-                if self._holding and self._nobody_left():
-                    self._filled.notify_all()
+    def _loop_settled(self) -> None:
+        """An event loop of our async callers settled (``LoopWatch``): a held batch may
+        close now."""
+        if self._holding and self._nobody_left():
+            self._filled.notify_all()
 
     def _ready(self) -> bool:
         return len(self._queue) >= self.max_batch or self._closed

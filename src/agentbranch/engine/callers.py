@@ -29,6 +29,8 @@ without asyncio's ready queue, such as uvloop), and so does a loop with a task w
 on anything else (I/O such as a checkpointer's write, a timer, ``asyncio.wait``): it
 may still call.
 
+``LoopWatch`` has each event loop look at itself, on its own thread, for the third.
+
 And, when a caller finds nobody in flight, whether it may be a fresh pool's first thread
 (``is_new``, ``pool_thread``, ``pool_is_starting``): a ``ThreadPoolExecutor`` thread
 (named ``<pool>_<n>``) that never called before, with another thread of its pool alive.
@@ -43,7 +45,7 @@ import asyncio
 import threading
 import weakref
 from collections import Counter
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -301,3 +303,68 @@ def _closed(loop: Any) -> bool:
     """Whether event ``loop`` is closed (its tasks can call no more)."""
     is_closed = getattr(loop, "is_closed", None)
     return bool(is_closed()) if callable(is_closed) else False
+
+
+class LoopWatch:
+    """Whether the event loops of a coalescer's async callers are settled: each has run
+    all it had ready, and every task of it awaits answers (``loop_waits_on``). A loop
+    is looked at on its own thread, by a callback it runs after what is ready on it
+    (again after that while more is ready), when one of its tasks starts waiting for
+    answers and when a held batch starts (``look_again``). ``settled``, a method of the
+    coalescer, is called under ``lock`` when a loop became settled."""
+
+    def __init__(self, callers: CallerThreads, lock: Any, settled: Callable[[], None]) -> None:
+        self._callers = callers
+        self._lock = lock  # the coalescer's: it guards ``callers`` too
+        # Weakly: the coalescer owns this watch, and must be freed (its model with it)
+        # when its last user lets go, not at the next garbage collection.
+        self._settled = weakref.WeakMethod(settled)
+
+    def watch(self, loop: Any, waiter: Any) -> None:
+        """A task of ``loop`` awaits ``waiter`` for its answers: have the loop look."""
+        with self._lock:
+            calls = self._callers.loops.get(loop)
+            if calls is None or calls.unknown:
+                return
+            calls.futures.add(id(waiter))
+            if calls.checking:
+                return
+            calls.checking = True
+        loop.call_soon(self._check, loop)
+
+    def unwatch(self, loop: Any, waiter: Any) -> None:
+        """The task awaiting ``waiter`` has its answers (or gave up)."""
+        with self._lock:
+            calls = self._callers.loops.get(loop)
+            if calls is not None:
+                calls.futures.discard(id(waiter))
+
+    def look_again(self) -> None:
+        """Have every loop with calls waiting look again (called under the lock)."""
+        for loop, calls in list(self._callers.loops.items()):
+            if calls.waiting > 0 and not calls.checking and not calls.unknown:
+                try:
+                    loop.call_soon_threadsafe(self._check, loop)
+                except RuntimeError:  # the loop is closed
+                    continue
+                calls.checking = True
+
+    def _check(self, loop: Any) -> None:
+        """Runs on ``loop`` after the callbacks ready with it: if more are ready, look
+        again after those; else, if every task of the loop awaits answers, the loop's
+        tasks that could call are in."""
+        ready = loop_has_ready(loop)
+        with self._lock:
+            calls = self._callers.loops.get(loop)
+            if calls is None:
+                return
+            if ready and calls.waiting > 0:
+                loop.call_soon(self._check, loop)
+                return
+            calls.checking = False
+            calls.unknown = ready is None
+            if ready is False and calls.waiting > 0 and loop_waits_on(loop, calls.futures):
+                calls.settled_after = calls.arrivals
+                settled = self._settled()
+                if settled is not None:
+                    settled()
