@@ -94,6 +94,25 @@ def test_a_finished_pools_threads_and_a_closed_loop_do_not_hold_it_open():
         release.set()
 
 
+#: How long a test waits for a burst that should close at once (if the rule broke, the
+#: frozen clock would hold it forever: the test fails after this instead of hanging).
+WAIT_S = 20
+
+
+def _run_guarded(main, engine: ab.DecisionEngine):
+    """``asyncio.run(main())``, closing ``engine`` after ``WAIT_S`` if it is still
+    running: that fails a batch held forever, so a broken rule fails the test instead
+    of hanging it. (A watchdog thread, not ``asyncio.wait_for``: on Python 3.11 that
+    makes the awaiting task wait on a future of its own, which is not an answer.)"""
+    watchdog = threading.Timer(WAIT_S, engine.close)
+    watchdog.start()
+    try:
+        return asyncio.run(main())
+    finally:
+        watchdog.cancel()
+        engine.close()
+
+
 def _frozen(monkeypatch) -> FakeClock:
     clock = FakeClock()
     monkeypatch.setattr(batching, "time", types.SimpleNamespace(monotonic=clock.monotonic))
@@ -110,7 +129,11 @@ def test_a_fresh_pools_burst_closes_when_its_last_thread_queues(monkeypatch):
         return engine.decide(ticket, {"team": TEAM})["team"].label
 
     with ThreadPoolExecutor(len(TICKETS)) as pool:
-        labels = [f.result(timeout=20) for f in [pool.submit(decide, t) for t in TICKETS]]
+        try:
+            futures = [pool.submit(decide, t) for t in TICKETS]
+            labels = [f.result(timeout=WAIT_S) for f in futures]
+        finally:
+            engine.close()  # fails a batch still held, so a broken rule fails, not hangs
     assert labels == ["billing", "outage", "bug", "billing", "outage"]
     assert list(engine.reads_via.batch_closes) == [(len(TICKETS), "settled")]
     engine.close()
@@ -132,9 +155,9 @@ def test_an_async_burst_closes_once_its_loop_has_run_everything_ready(monkeypatc
         done = await asyncio.gather(first, *rest)
         return [d["team"].label for d in done]
 
-    assert asyncio.run(main()) == ["billing", "outage", "bug", "billing", "outage"]
+    labels = _run_guarded(main, engine)
+    assert labels == ["billing", "outage", "bug", "billing", "outage"]
     assert list(coalescer.batch_closes) == [(1, "alone"), (len(TICKETS) - 1, "settled")]
-    engine.close()
 
 
 def test_with_the_lever_off_nobody_is_taken_to_be_left(monkeypatch):
@@ -178,9 +201,9 @@ def test_a_task_waiting_on_anything_else_keeps_the_burst_open(monkeypatch):
         done = await asyncio.gather(first, *rest, late)
         return [d["team"].label for d in done]
 
-    assert asyncio.run(main()) == ["billing", "outage", "bug", "billing", "outage"]
+    labels = _run_guarded(main, engine)
+    assert labels == ["billing", "outage", "bug", "billing", "outage"]
     assert list(coalescer.batch_closes) == [(1, "alone"), (len(TICKETS) - 1, "settled")]
-    engine.close()
 
 
 class _LoopWithoutReadyQueue:
