@@ -59,6 +59,11 @@ class Call:
     #: The calling thread when it is a pool's and never called before (a fresh pool
     #: may be starting: ``BatchingReader.hold_new_threads``), else ``None``.
     pool_thread: threading.Thread | None = None
+    #: Who called: the calling thread (a sync caller) or event loop (an async one).
+    thread: threading.Thread | None = None
+    loop: Any = None
+    #: Whether the coalescer counts the caller as waiting yet (from its first queueing).
+    arrived: bool = False
 
     def give(self, index: int, reads: list[LabelRead]) -> None:
         with self.lock:  # answers may arrive from several workers at once

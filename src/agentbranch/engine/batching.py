@@ -316,16 +316,22 @@ class BatchingReader(WrappingReader):
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> tuple[Call, deque[tuple[int, ReadRequest]]]:
         requests = list(requests)
-        call = Call([None] * len(requests), len(requests))
+        call = Call([None] * len(requests), len(requests), thread=thread, loop=loop)
         if not requests:
             call.future.set_result([])
             return call, deque()
-        with self._cond:  # who is waiting now, and who came lately (``_nobody_left``)
-            if thread is not None and pool_thread(thread) and self._callers.is_new(thread):
-                call.pool_thread = thread
-            self._callers.arrive(thread, time.monotonic(), loop)
-        call.future.add_done_callback(lambda future: self._given_up(future, thread, loop))
         return call, deque(enumerate(requests))
+
+    def _arrive(self, call: Call) -> None:
+        """Count ``call``'s caller as waiting (who is waiting now, and who came lately:
+        ``_nobody_left``), under the lock as its requests are queued: a caller counted
+        before its requests are queued would let a held batch close without them."""
+        thread, loop = call.thread, call.loop
+        if thread is not None and pool_thread(thread) and self._callers.is_new(thread):
+            call.pool_thread = thread
+        self._callers.arrive(thread, time.monotonic(), loop)
+        call.arrived = True
+        call.future.add_done_callback(lambda future: self._given_up(future, thread, loop))
 
     def _given_up(
         self,
@@ -380,6 +386,8 @@ class BatchingReader(WrappingReader):
         with self._cond:
             if self._closed:
                 raise ReaderError("this BatchingReader is closed; create a new one")
+            if not call.arrived:
+                self._arrive(call)
             queued = False
             crowded = self._company()
             while pending:
