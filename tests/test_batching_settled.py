@@ -139,10 +139,12 @@ def test_a_fresh_pools_burst_closes_when_its_last_thread_queues(monkeypatch):
     engine.close()
 
 
-def test_an_async_burst_closes_once_its_loop_has_run_everything_ready(monkeypatch):
+@pytest.mark.parametrize("timeout_s", [None, 60.0], ids=["no timeout", "engine timeout"])
+def test_an_async_burst_closes_once_its_loop_has_run_everything_ready(monkeypatch, timeout_s):
+    # With the engine's timeout_s each task awaits its read under a timeout: still the read.
     _frozen(monkeypatch)
     inner = GatedReader(SCRIPT)
-    engine = ab.DecisionEngine(inner)
+    engine = ab.DecisionEngine(inner, timeout_s=timeout_s)
     coalescer = engine.reads_via
 
     async def main() -> list[str]:

@@ -414,7 +414,10 @@ class DecisionEngine:
             else:
                 read = via.aread(requests)
             try:
-                return await asyncio.wait_for(read, self.timeout_s)
+                # In this task, not one of its own (as asyncio.wait_for makes on Python
+                # 3.11): the coalescer sees the task awaiting its answers.
+                async with asyncio.timeout(self.timeout_s):
+                    return await read
             except TimeoutError:
                 raise self._timed_out() from None
         except AgentBranchError:
