@@ -47,10 +47,28 @@ def test_a_pool_is_settled_once_it_started_every_thread_and_each_waits():
             c.arrive(t, 10.0)
         assert not c.settled(0.0)  # the third thread may still call
         c.arrive(threads[2], 10.0)
-        assert c.settled(0.0) and pool_all_waiting(pool, c.waiting)
+        assert c.settled(0.0) and pool_all_waiting(pool, 3)
         c.leave(threads[0], 11.0)  # answered: it may call again
         assert not c.settled(0.0)
         release.set()
+
+
+def test_a_pools_last_thread_counts_before_its_executor_lists_it():
+    # ThreadPoolExecutor adds a thread to its ``_threads`` only after the thread
+    # started, and the thread may call first: the burst is in all the same.
+    with ThreadPoolExecutor(3) as pool:
+        threads, release = _pool_threads(pool, 3)
+        pool._threads.discard(threads[2])  # as just before the executor adds it
+        try:
+            c = CallerThreads()
+            for t in threads:
+                c.arrive(t, 10.0)
+            assert c.settled(0.0)
+            c.leave(threads[1], 11.0)
+            assert not c.settled(0.0)
+        finally:
+            pool._threads.add(threads[2])
+            release.set()
 
 
 def test_a_pool_that_may_start_more_threads_is_not_settled():

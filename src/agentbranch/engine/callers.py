@@ -89,16 +89,13 @@ def executor_of(thread: Any) -> ThreadPoolExecutor | None:
     return executor
 
 
-def pool_all_waiting(executor: ThreadPoolExecutor, waiting: Counter[Hashable]) -> bool:
-    """Whether ``executor`` started every thread it may (``max_workers``) and each of
-    them is in ``waiting``: no thread of this pool can call until they are answered."""
-    try:
-        threads = tuple(executor._threads)  # started by submit(), never more than the max
-    except RuntimeError:  # changed while copied (a Python without the GIL)
-        return False
-    if len(waiting) < executor._max_workers or len(threads) < executor._max_workers:
-        return False
-    return all(t in waiting for t in threads)
+def pool_all_waiting(executor: ThreadPoolExecutor, waiting: int) -> bool:
+    """Whether ``waiting`` distinct threads of ``executor`` wait for answers and that is
+    every thread it may start (``max_workers``): no thread of this pool can call until
+    they are answered. Counted, not looked up in ``executor._threads``: the executor
+    adds a thread there only after the thread started, and a new thread may call
+    before that."""
+    return waiting >= executor._max_workers
 
 
 def loop_waits_on(loop: Any, ours: set[int]) -> bool:
@@ -246,7 +243,7 @@ class CallerThreads:
         caller."""
         # Asked on every arrival while a burst is held: it stops at the first caller
         # still out, which is soon while the burst arrives.
-        pools: dict[int, ThreadPoolExecutor] = {}
+        pools: dict[int, tuple[ThreadPoolExecutor, int]] = {}
         ended: list[Hashable] = []
         try:
             for t, at in self.seen.items():
@@ -255,7 +252,8 @@ class CallerThreads:
                     executor = ref() if ref is not None else None
                     if executor is None:  # a thread of no pool: its mates cannot be known
                         return False
-                    pools[id(executor)] = executor
+                    waiting = pools.get(id(executor), (executor, 0))[1]
+                    pools[id(executor)] = (executor, waiting + 1)
                 elif at >= since:
                     if _alive(t):  # out, and may call again
                         return False
@@ -270,7 +268,7 @@ class CallerThreads:
         ]
         if not pools and not loops:
             return False
-        if not all(pool_all_waiting(executor, self.waiting) for executor in pools.values()):
+        if not all(pool_all_waiting(executor, waiting) for executor, waiting in pools.values()):
             return False
         return all(
             calls.waiting > 0 and not calls.unknown and calls.settled_after == calls.arrivals
