@@ -169,6 +169,9 @@ class CallerThreads:
         self.pools: dict[Hashable, weakref.ref[ThreadPoolExecutor] | None] = {}
         # The event loops whose tasks called (weakly: a finished asyncio.run's loop goes).
         self.loops: weakref.WeakKeyDictionary[Any, LoopCalls] = weakref.WeakKeyDictionary()
+        # Per pool (by id): its executor, weakly, and how many of its threads wait. A
+        # quick "no" for ``settled`` while a burst arrives, asked on every arrival.
+        self._pool_waiting: dict[int, tuple[weakref.ref[ThreadPoolExecutor], int]] = {}
 
     def is_new(self, thread: Hashable | None) -> bool:
         """Whether ``thread`` never called before (a fresh pool's thread, a new
@@ -194,6 +197,8 @@ class CallerThreads:
         if thread not in self.pools:
             executor = executor_of(thread)
             self.pools[thread] = None if executor is None else weakref.ref(executor)
+        if self.waiting[thread] == 1:
+            self._count_pool(thread, +1)
         try:
             self.known.add(thread)
         except TypeError:
@@ -211,6 +216,33 @@ class CallerThreads:
         if self.waiting[thread] <= 0:
             del self.waiting[thread]
             self.answered[thread] = now
+            self._count_pool(thread, -1)
+
+    def _count_pool(self, thread: Hashable, change: int) -> None:
+        """Count ``thread`` in (or out of) its pool's waiting threads, keyed by the
+        executor's id. Only a quick "no" rests on these counts (``_pool_short``), never
+        a "yes": a count off for a pool collected meanwhile costs at most a quiet gap."""
+        ref = self.pools.get(thread)
+        if ref is None:
+            return
+        executor = ref()
+        if executor is None:
+            return
+        _, waiting = self._pool_waiting.get(id(executor), (ref, 0))
+        if waiting + change > 0:
+            self._pool_waiting[id(executor)] = (ref, waiting + change)
+        else:
+            self._pool_waiting.pop(id(executor), None)
+
+    def _pool_short(self) -> bool:
+        """Whether a pool with threads waiting has fewer waiting than it may start."""
+        for key, (ref, waiting) in list(self._pool_waiting.items()):
+            executor = ref()
+            if executor is None:  # collected: its threads' counts can no longer end
+                del self._pool_waiting[key]
+            elif waiting < executor._max_workers:
+                return True
+        return False
 
     def recent(self, since: float) -> list[Hashable]:
         """The threads waiting now or seen since ``since``; older ones are forgotten."""
@@ -229,8 +261,10 @@ class CallerThreads:
         half of them came back before: a pool that cycles. Threads that each call once
         (a fresh pool starting up, even with its first thread back already) leave it
         off: more of them may not have started yet."""
+        if not self.turnaround or self.async_at >= since:  # nobody came back yet
+            return False
         recent = self.recent(since)
-        if len(recent) < 2 or self.async_at >= since:
+        if len(recent) < 2:
             return False
         back = sum(t in self.turnaround for t in recent)
         return all(t in self.waiting for t in recent) and back > 0 and 2 * back >= len(recent)
@@ -241,8 +275,10 @@ class CallerThreads:
         event loop with recent callers had nothing left to run after they arrived, each
         of its tasks awaiting answers (the module docstring). Needs at least one recent
         caller."""
-        # Asked on every arrival while a burst is held: it stops at the first caller
-        # still out, which is soon while the burst arrives.
+        # Asked on every arrival while a burst is held: a pool still short of waiting
+        # threads says no at once; else it stops at the first caller still out.
+        if self._pool_short():
+            return False
         pools: dict[int, tuple[ThreadPoolExecutor, int]] = {}
         ended: list[Hashable] = []
         try:
