@@ -131,3 +131,27 @@ def test_cold_start_part_by_phase_table_and_json(monkeypatch):
     out, _ = _invoke_with(monkeypatch, report, "--json")
     data = json.loads(out.stdout[out.stdout.index("{") :])
     assert data["cold_start"]["kinds"][kind]["phases"]["first read"] >= 0
+
+
+def test_the_all_in_gate_holds_every_caller_until_the_last_is_in():
+    import pytest
+
+    from agentbranch_bench.patterns import Gate
+
+    n = 5
+    gate = Gate(n)
+    passed: list[int] = []
+    threads = [
+        threading.Thread(target=lambda i=i: (gate.wait(20), passed.append(i))) for i in range(n - 1)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(0.2)
+    assert passed == [] and all(t.is_alive() for t in threads)  # four in: nobody passes
+    gate.wait(20)  # the fifth answers everyone, itself included
+    for t in threads:
+        t.join(20)
+    assert sorted(passed) == list(range(n - 1))
+    with pytest.raises(TimeoutError):  # a caller left alone gives up instead of hanging
+        Gate(2).wait(0.01)

@@ -101,7 +101,7 @@ def tool_inputs(batch: list[str]) -> list[dict[str, Any]]:
 
 def constant_tool(wait: Callable[[], Any] | None = None) -> Any:
     """A tool of ``decision_tool``'s shape that needs no engine (calling ``wait`` first,
-    when given: the all-in bound's barrier)."""
+    when given: the all-in bound's gate)."""
     from langchain_core.tools import StructuredTool
 
     from agentbranch.integrations.langchain import _DecisionInput

@@ -15,8 +15,10 @@ calling ``decide``), ``asyncio`` (n tasks awaiting ``adecide``), ``graph.batch``
 runs fewer callers than states), ``graph.abatch`` and ``tool`` (``decision_tool`` from
 n agent steps, a ``ToolNode`` graph).
 
-A second bound, **all in**, adds the no-engine pattern with every caller waiting at a
-barrier until all ``n`` are in flight. A shared batch asks exactly that of its callers
+A second bound, **all in**, adds the no-engine pattern with every caller waiting until
+all ``n`` are in flight (``Gate``: each thread waits on a future of its own, all of them
+answered by the ``n``-th caller, as the coalescer answers a batch's callers; async
+callers at an ``asyncio.Barrier``). A shared batch asks exactly that of its callers
 (each blocks until its batch is read), while a function that returns at once lets a
 pool reuse the threads already up and never has ``n`` runs alive: starting them all
 (``n`` threads, ``n`` LangGraph runs, a ``ToolNode`` thread per call) is Python's and
@@ -41,7 +43,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from agentbranch_bench.pattern_graphs import (
@@ -82,9 +84,30 @@ def pattern_target(name: str) -> str | None:
 
 Pattern = tuple[Callable[[], Any], Callable[[], Any], Callable[[], Any] | None, list[str]]
 
-#: How long a caller of the all-in bound waits at its barrier before giving up (a
+#: How long a caller of the all-in bound waits at its gate before giving up (a
 #: pattern that never has all callers in flight fails instead of hanging).
 BARRIER_TIMEOUT_S = 60.0
+
+
+class Gate:
+    """Holds ``n`` callers until all are in: each waits on a future of its own, and the
+    ``n``-th caller answers them all, as the coalescer's worker answers a batch's
+    callers. (A ``threading.Barrier`` wakes its waiters on one shared condition: each
+    re-takes the same lock in turn, a cost no coalesced caller pays.)"""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self._lock = threading.Lock()
+        self._waiting: list[Future[None]] = []
+
+    def wait(self, timeout: float | None = None) -> None:
+        mine: Future[None] = Future()
+        with self._lock:
+            self._waiting.append(mine)
+            everyone = list(self._waiting) if len(self._waiting) == self.n else []
+        for future in everyone:
+            future.set_result(None)
+        mine.result(timeout=timeout)
 
 
 def patterns(engine: Any, q: dict[str, Any], n: int, single: int) -> dict[str, Pattern]:
@@ -124,7 +147,7 @@ def patterns(engine: Any, q: dict[str, Any], n: int, single: int) -> dict[str, P
 
     def fresh(run: Callable[[], Any]) -> Callable[[], Any]:
         def go() -> Any:
-            box["barrier"] = threading.Barrier(n)
+            box["barrier"] = Gate(n)
             return run()
 
         return go
