@@ -148,3 +148,31 @@ def test_from_env_prefers_remote_when_configured(monkeypatch):
     )
     assert engine.reader.name == "remote"
     assert "AGENTBRANCH_REMOTE_URL" in engine.selection_reason
+
+
+def test_a_question_is_planned_once_and_again_when_changed_in_place():
+    from agentbranch.engine.plan import QuestionPlans
+
+    seen: list[tuple[str, ...]] = []
+
+    class Recording(ab.ScriptedReader):
+        def read(self, requests):
+            seen.extend(tuple(q.options) for r in requests for q in r.questions)
+            return super().read(requests)
+
+    team = ab.choice("Which team?", {"billing": "Invoices", "outage": "Service down"})
+    reader = Recording({"team": lambda state, q: {o: 1 / len(q.options) for o in q.options}})
+    engine = ab.DecisionEngine(reader, batching=False)
+    first = engine._prepare("a", {"team": team}, 1).request.questions[0]
+    assert engine._prepare("b", {"team": team}, 1).request.questions[0] is first  # reused
+    team.criteria["refund"] = "Money back"  # mutated in place: planned again
+    d = engine.decide("c", {"team": team})
+    assert seen[-1] == ("billing", "outage", "refund")
+    assert set(d["team"].probabilities) == {"billing", "outage", "refund"}
+    engine.permutations = 2  # a setting the plan depends on
+    engine.decide("d", {"team": team})
+    assert len(seen) == 1 + 2
+    plans = QuestionPlans(size=4)
+    for i in range(10):  # questions built on every call: the cache stays bounded
+        plans.plan("q", ab.yes_no(f"Question {i}?"), max_options=26, permutations=1)
+        assert len(plans._plans) <= 4

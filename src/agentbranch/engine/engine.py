@@ -33,12 +33,12 @@ from agentbranch.core.errors import (
     ReaderError,
     ReaderTimeoutError,
 )
-from agentbranch.core.questions import to_spec, validate_questions
+from agentbranch.core.questions import validate_questions
 from agentbranch.core.reads import LabelRead, ReadRequest
 from agentbranch.core.state import render_state
 from agentbranch.engine.batching import BatchingReader
 from agentbranch.engine.calibration import Calibration
-from agentbranch.engine.plan import Unit, combine, expand, normalise
+from agentbranch.engine.plan import QuestionPlans, Unit, combine, normalise
 from agentbranch.engine.readers.base import Reader
 
 log = logging.getLogger("agentbranch")
@@ -183,6 +183,7 @@ class DecisionEngine:
         self.timeout_s = _timeout(timeout_s)
         self.log_state = log_state
         self._uncalibrated: set[str] = set()  # question ids already warned about
+        self._plans = QuestionPlans()
         self.batching = batching
         self._coalescer: BatchingReader | None = None
         if batching and not isinstance(reader, BatchingReader):
@@ -341,11 +342,13 @@ class DecisionEngine:
 
     def _prepare(self, state: Any, questions: Mapping[str, Any], draws: int) -> _Prepared:
         validated = validate_questions(questions)
-        specs = [to_spec(qid, q) for qid, q in validated.items()]
-        units = [
-            expand(s, max_options=self.reader.max_options, permutations=self.permutations)
-            for s in specs
+        max_options, permutations = self.reader.max_options, self.permutations
+        planned = [
+            self._plans.plan(qid, q, max_options=max_options, permutations=permutations)
+            for qid, q in validated.items()
         ]
+        specs = [spec for spec, _ in planned]
+        units = [reads for _, reads in planned]
         request = ReadRequest(
             state=render_state(state),
             questions=tuple(u.spec for group in units for u in group),

@@ -13,12 +13,15 @@ Both happen in one batched read; ``combine`` folds the reads back.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from agentbranch.core.errors import InvalidReadError
 from agentbranch.core.question_types import question_type
+from agentbranch.core.questions import to_spec
 from agentbranch.core.reads import LabelRead, QuestionSpec
 
 #: How far above 0 a log-probability (and above 1 a label mass) may sit from float
@@ -80,6 +83,37 @@ def expand(spec: QuestionSpec, *, max_options: int, permutations: int = 1) -> li
                 )
             )
     return units
+
+
+class QuestionPlans:
+    """Each question's spec and reads (``to_spec`` then ``expand``), kept per question
+    object: a node asks the same questions on every call, and planning them again cost
+    about a third of a decision's own Python. An entry is used only while its question
+    still holds what it held when planned (questions are mutable models: one changed
+    in place is planned again), and keeps the question alive, so its ``id`` cannot
+    name another. At most ``size`` entries; past that the cache starts over."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._plans: dict[tuple[Any, ...], tuple[Any, dict[str, Any], QuestionSpec, list[Unit]]]
+        self._plans = {}
+
+    def plan(
+        self, qid: str, question: Any, *, max_options: int, permutations: int
+    ) -> tuple[QuestionSpec, list[Unit]]:
+        """``question``'s spec and the reads that answer it."""
+        key = (qid, id(question), max_options, permutations)
+        held = getattr(question, "__dict__", None)
+        hit = self._plans.get(key)
+        if hit is not None and hit[0] is question and hit[1] == held:
+            return hit[2], hit[3]
+        spec = to_spec(qid, question)
+        units = expand(spec, max_options=max_options, permutations=permutations)
+        if held is not None:
+            if len(self._plans) >= self.size:
+                self._plans = {}  # (a new dict: another thread may be reading the old)
+            self._plans[key] = (question, copy.deepcopy(held), spec, units)
+        return spec, units
 
 
 def check_read(qid: str, read: object, n_options: int) -> LabelRead:
