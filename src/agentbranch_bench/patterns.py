@@ -59,13 +59,14 @@ from agentbranch_bench.pattern_graphs import (
 #: them in one run: ``now`` is the library as it is, ``before`` has them off (the
 #: coalescer as it was before them; the hold's bound grows with the batch held in every
 #: variant), ``no_new_hold`` only ``hold_new_threads``, ``no_settled`` only
-#: ``close_when_settled``.
-LEVERS = ("close_when_all_in", "hold_new_threads", "close_when_settled")
+#: ``close_when_settled``, ``no_busy`` only ``hold_while_busy``.
+LEVERS = ("close_when_all_in", "hold_new_threads", "close_when_settled", "hold_while_busy")
 VARIANTS: dict[str, dict[str, bool]] = {
     "now": {},
     "before": dict.fromkeys(LEVERS, False),
     "no_new_hold": {"hold_new_threads": False},
     "no_settled": {"close_when_settled": False},
+    "no_busy": {"hold_while_busy": False},
 }
 
 #: How close to its bound each pattern should come (the open issue's targets); LangGraph's

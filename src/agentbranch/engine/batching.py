@@ -35,6 +35,13 @@ When to close a batch that is not full (the default, "hold while a burst arrives
   less than the quiet gap (the **bound**: waiting never costs more than half a read of
   the batch held, a burst of 32 after lone reads is not cut at half a one-request read,
   and a reader that answers in microseconds is held no longer than the quiet gap);
+* **busy is not quiet**: a quiet gap during which the process ran half a CPU or more
+  (``BUSY_SHARE``, its CPU time, all threads) starts again, up to the bound. Its
+  threads were working, not waiting: 32 agent steps calling a tool start a run, a
+  ``ToolNode`` pool and a thread each, and a turn on the GIL can pass 5 ms with none
+  of them arriving, so the burst was cut in two or three reads
+  (``quiet25 + quiet7``). When every caller waits, the process idles and the gap
+  closes as before (``hold_while_busy``);
 * **all in**: a held batch also closes as soon as every thread that called lately
   (within three reads' time) is waiting for answers and at least half of them came
   back before (a pool that cycles, not one still starting its threads): nobody is left
@@ -133,6 +140,12 @@ __all__ = ["BatchingReader", "QueueFullError", "read_key"]
 HOLD_SHARE = 0.5
 #: How long a fresh pool's first caller waits for the pool's next thread to start.
 POOL_PEEK_S = 0.0002
+#: A quiet gap during which the process ran at least this share of one CPU was not
+#: quiet: its threads were busy, and may be callers on their way (see above).
+BUSY_SHARE = 0.5
+
+# The process's CPU clock (all its threads), next to the coalescer's wall clock.
+_cpu_clock = time.process_time
 
 
 class BatchingReader(WrappingReader):
@@ -213,7 +226,10 @@ class BatchingReader(WrappingReader):
         # Whether the last caller found other callers' requests in flight: only then is
         # a burst arriving, worth the default wait; a lone caller is read at once.
         self._crowded = False
-        self._last_arrival = 0.0  # when a request was last queued (monotonic)
+        # When a request was last queued (monotonic), or a held burst's quiet gap was
+        # found busy: the quiet gap runs from then. And the process's CPU time then.
+        self._last_arrival = 0.0
+        self._last_arrival_cpu = 0.0
         self._last_read_s = 0.0  # how long the last batch took to read
         self._last_read_size = 0  # and how many requests it read
         # Who calls: threads waiting now, recent ones, their turnarounds (``_nobody_left``).
@@ -233,6 +249,9 @@ class BatchingReader(WrappingReader):
         #: (``"settled"``): every caller thread's pool has started all its threads and
         #: each waits, and every caller event loop has nothing left to run.
         self.close_when_settled = True
+        #: A held burst's quiet gap counts only if the process was quiet too: one during
+        #: which it ran ``BUSY_SHARE`` of a CPU or more starts again (up to the bound).
+        self.hold_while_busy = True
         #: Counters: batches read, requests read, cache hits, de-duplicated requests,
         #: batches abandoned by all their callers while being read.
         self.stats = {"batches": 0, "requests": 0, "cache_hits": 0, "deduped": 0, "abandoned": 0}
@@ -423,6 +442,7 @@ class BatchingReader(WrappingReader):
                 self._crowded = crowded
                 self._starter = None if crowded else call.pool_thread
                 self._last_arrival = time.monotonic()
+                self._last_arrival_cpu = _cpu_clock()
                 self._wake()
                 if len(self._queue) >= self.max_batch or (self._holding and self._nobody_left()):
                     self._filled.notify_all()
@@ -506,6 +526,11 @@ class BatchingReader(WrappingReader):
                 at, why = self._close_at(start + self._hold_bound_s(gap), gap)
                 left = at - time.monotonic()
                 if left <= 0:
+                    if why == "quiet" and self.hold_while_busy and self._busy():
+                        # not quiet: the gap starts again now
+                        self._last_arrival = time.monotonic()
+                        self._last_arrival_cpu = _cpu_clock()
+                        continue
                     return why
                 # wakes when full, when every caller is in, at exit, or at the time: an
                 # arrival meanwhile moved the quiet gap later, so the loop computes the
@@ -573,6 +598,13 @@ class BatchingReader(WrappingReader):
         close now."""
         if self._holding and self._nobody_left():
             self._filled.notify_all()
+
+    def _busy(self) -> bool:
+        """Whether the process ran at least ``BUSY_SHARE`` of a CPU since the quiet gap
+        began: its threads were working, not waiting (starting their runs, taking turns
+        on the GIL, collecting garbage), so no arrival does not mean none is coming."""
+        wall = time.monotonic() - self._last_arrival
+        return wall > 0 and _cpu_clock() - self._last_arrival_cpu >= BUSY_SHARE * wall
 
     def _ready(self) -> bool:
         return len(self._queue) >= self.max_batch or self._closed
