@@ -66,3 +66,39 @@ def test_a_pool_still_starting_its_threads_is_not_all_in():
         c.leave(t, 0.03)
         c.arrive(t, 0.031)
     assert c.all_in(since=-1.0)
+
+
+def test_threads_that_ended_are_swept_so_lone_callers_do_not_pile_up():
+    # A thread per request calls once and ends; no burst ever asks who came lately,
+    # so without a sweep every one of them would be kept (with its Thread object).
+    import threading
+
+    from agentbranch.engine.callers import SWEEP_AT
+
+    c = CallerThreads()
+    parked = threading.Event()
+    alive = threading.Thread(target=parked.wait, args=(20,))
+    alive.start()
+    c.arrive(alive, 0.0)
+    c.leave(alive, 0.1)  # alive but done: may call again, kept
+    for i in range(5 * SWEEP_AT):
+        t = threading.Thread(target=lambda: None)
+        t.start()
+        t.join()
+        c.arrive(t, 1.0 + i)
+        c.leave(t, 1.5 + i)
+    assert len(c.seen) <= 2 * SWEEP_AT and len(c.answered) == len(c.seen)
+    assert alive in c.seen
+    waiting = threading.Thread(target=lambda: None)
+    waiting.start()
+    waiting.join()
+    c.arrive(waiting, 9e9)  # ended (a key no longer running) but still counted waiting
+    for _ in range(3 * SWEEP_AT):
+        t = threading.Thread(target=lambda: None)
+        t.start()
+        t.join()
+        c.arrive(t, 9e9)
+        c.leave(t, 9e9)
+    assert waiting in c.seen and c.waiting[waiting] == 1  # never forgotten while waiting
+    parked.set()
+    alive.join(20)

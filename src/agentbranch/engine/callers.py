@@ -52,6 +52,8 @@ from typing import Any
 
 #: A thread is expected back within this many of its own last turnarounds.
 TURNAROUND_MARGIN = 2.0
+#: ``CallerThreads.seen`` is first swept of ended threads at this size.
+SWEEP_AT = 64
 
 
 def pool_thread(thread: threading.Thread) -> bool:
@@ -172,6 +174,8 @@ class CallerThreads:
         # Per pool (by id): its executor, weakly, and how many of its threads wait. A
         # quick "no" for ``settled`` while a burst arrives, asked on every arrival.
         self._pool_waiting: dict[int, tuple[weakref.ref[ThreadPoolExecutor], int]] = {}
+        # ``seen`` is swept of ended threads when it grows past this (``_sweep``).
+        self._sweep_at = SWEEP_AT
 
     def is_new(self, thread: Hashable | None) -> bool:
         """Whether ``thread`` never called before (a fresh pool's thread, a new
@@ -192,6 +196,8 @@ class CallerThreads:
             return
         if thread in self.answered and not self.waiting[thread]:
             self.turnaround[thread] = now - self.answered[thread]
+        if len(self.seen) >= self._sweep_at:
+            self._sweep()
         self.seen[thread] = now
         self.waiting[thread] += 1
         if thread not in self.pools:
@@ -249,6 +255,15 @@ class CallerThreads:
         for t in [t for t, at in self.seen.items() if at < since and t not in self.waiting]:
             self._forget(t)
         return list(self.seen)
+
+    def _sweep(self) -> None:
+        """Forget every thread that ended and waits for nothing: a thread per request
+        (a server's, ``threading.Thread(target=...)``) calls once, and its caller's
+        records would otherwise pile up when no burst ever asks ``recent``. Amortised:
+        the next sweep waits until ``seen`` doubles."""
+        for t in [t for t in self.seen if t not in self.waiting and not _alive(t)]:
+            self._forget(t)
+        self._sweep_at = max(SWEEP_AT, 2 * len(self.seen))
 
     def _forget(self, thread: Hashable) -> None:
         del self.seen[thread]
