@@ -136,6 +136,7 @@ def test_every_pattern_answers_as_decide_many(pattern: str, levers: bool) -> Non
     coalescer.close_when_all_in = levers
     coalescer.hold_new_threads = levers  # a fresh pool's first thread is held
     coalescer.close_when_settled = levers  # a burst closes once nobody is left to call
+    coalescer.hold_while_busy = levers  # a quiet gap while the process works starts again
     want = _of_decisions(ab.DecisionEngine(reader, batching=False).decide_many(STATES, QUESTIONS))
     got = run_pattern(pattern, engine)
     assert got == want[: len(got)]
