@@ -176,3 +176,16 @@ def test_a_question_is_planned_once_and_again_when_changed_in_place():
     for i in range(10):  # questions built on every call: the cache stays bounded
         plans.plan("q", ab.yes_no(f"Question {i}?"), max_options=26, permutations=1)
         assert len(plans._plans) <= 4
+
+
+def test_a_question_that_cannot_be_snapshot_is_planned_every_time(monkeypatch):
+    from agentbranch.engine import plan
+
+    def refuse(value):
+        raise TypeError("cannot copy")
+
+    monkeypatch.setattr(plan.copy, "deepcopy", refuse)
+    plans = plan.QuestionPlans()
+    q = ab.yes_no("Urgent?")
+    spec, units = plans.plan("u", q, max_options=26, permutations=1)
+    assert spec.options == ("yes", "no") and len(units) == 1 and not plans._plans

@@ -110,9 +110,13 @@ class QuestionPlans:
         spec = to_spec(qid, question)
         units = expand(spec, max_options=max_options, permutations=permutations)
         if held is not None:
+            try:
+                snapshot = copy.deepcopy(held)
+            except Exception:  # noqa: BLE001 - a question we cannot snapshot is not kept
+                return spec, units
             if len(self._plans) >= self.size:
                 self._plans = {}  # (a new dict: another thread may be reading the old)
-            self._plans[key] = (question, copy.deepcopy(held), spec, units)
+            self._plans[key] = (question, snapshot, spec, units)
         return spec, units
 
 
