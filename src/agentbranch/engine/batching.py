@@ -441,8 +441,7 @@ class BatchingReader(WrappingReader):
             if queued:
                 self._crowded = crowded
                 self._starter = None if crowded else call.pool_thread
-                self._last_arrival = time.monotonic()
-                self._last_arrival_cpu = _cpu_clock()
+                self._quiet_from_now()
                 self._wake()
                 if len(self._queue) >= self.max_batch or (self._holding and self._nobody_left()):
                     self._filled.notify_all()
@@ -527,9 +526,7 @@ class BatchingReader(WrappingReader):
                 left = at - time.monotonic()
                 if left <= 0:
                     if why == "quiet" and self.hold_while_busy and self._busy():
-                        # not quiet: the gap starts again now
-                        self._last_arrival = time.monotonic()
-                        self._last_arrival_cpu = _cpu_clock()
+                        self._quiet_from_now()  # not quiet: the gap starts again
                         continue
                     return why
                 # wakes when full, when every caller is in, at exit, or at the time: an
@@ -598,6 +595,11 @@ class BatchingReader(WrappingReader):
         close now."""
         if self._holding and self._nobody_left():
             self._filled.notify_all()
+
+    def _quiet_from_now(self) -> None:
+        """A request arrived (or a quiet gap was busy): the quiet gap runs from now."""
+        self._last_arrival = time.monotonic()
+        self._last_arrival_cpu = _cpu_clock()
 
     def _busy(self) -> bool:
         """Whether the process ran at least ``BUSY_SHARE`` of a CPU since the quiet gap

@@ -95,8 +95,9 @@ class QuestionPlans:
 
     def __init__(self, size: int = 256) -> None:
         self.size = size
-        self._plans: dict[tuple[Any, ...], tuple[Any, dict[str, Any], QuestionSpec, list[Unit]]]
-        self._plans = {}
+        # (qid, id(question), max_options, permutations) -> the question, a snapshot of
+        # its fields, its spec and its reads
+        self._plans: dict[tuple[Any, ...], tuple[Any, Any, QuestionSpec, list[Unit]]] = {}
 
     def plan(
         self, qid: str, question: Any, *, max_options: int, permutations: int
