@@ -33,6 +33,9 @@ PER_REQUEST = ("nan", "inf", "wrong_shape", "partial")
 FAILS_ALONE = (*PER_REQUEST, "raise")
 ON_ERROR = {"raise": "raise", "fail_open": FailOpen("no"), "fail_closed": FailClosed("safe")}
 TIMEOUT_S = 0.3  # a "hang" is 30 s (released at teardown); the engine gives up at 0.3 s
+#: Every read that is not a hang gets this long: a loaded machine can take more than 0.3 s
+#: for a scripted read, and a test must not fail on a time.
+HEALTHY_TIMEOUT_S = 30.0
 
 
 def faulty(fault: str) -> tuple[FaultyReader, ab.ScriptedReader]:
@@ -41,10 +44,10 @@ def faulty(fault: str) -> tuple[FaultyReader, ab.ScriptedReader]:
     return reader, inner
 
 
-def engine_over(reader, *, batch: bool) -> ab.DecisionEngine:
+def engine_over(reader, *, batch: bool, fault: str) -> ab.DecisionEngine:
     # max_batch=2: the window closes as soon as both callers joined (no timing).
     top = BatchingReader(reader, window_s=10.0, max_batch=2) if batch else reader
-    return ab.DecisionEngine(top, timeout_s=TIMEOUT_S)
+    return ab.DecisionEngine(top, timeout_s=TIMEOUT_S if fault == "hang" else HEALTHY_TIMEOUT_S)
 
 
 def expected_error(fault: str) -> type[ReaderError]:
@@ -92,10 +95,11 @@ def resolve(resolver: Resolver, state: str, use_async: bool = False):
 @pytest.mark.parametrize("fault", FAULTS)
 def test_fault_alone(fault, on_error, use_async):
     reader, inner = faulty(fault)
-    engine = engine_over(reader, batch=False)
+    engine = engine_over(reader, batch=False, fault=fault)
     resolver = Resolver(engine, URGENT, Policy(on_error=ON_ERROR[on_error]))
     try:
         check_outcome(resolve(resolver, "bad ticket", use_async), fault, on_error)
+        engine.timeout_s = HEALTHY_TIMEOUT_S  # the healthy reads below are not timed tight
         # the engine keeps serving: healthy states, then the same state once healed
         check_taken(resolve(resolver, "good ticket", use_async))
         reader.active = False
@@ -109,7 +113,7 @@ def test_fault_alone(fault, on_error, use_async):
 def test_fault_in_a_shared_batch(fault, on_error):
     """Two graph runs share one batch; only the bad one's answer is faulted."""
     reader, inner = faulty(fault)
-    engine = engine_over(reader, batch=True)
+    engine = engine_over(reader, batch=True, fault=fault)
     resolver = Resolver(engine, URGENT, Policy(on_error=ON_ERROR[on_error]))
     outcomes: dict[str, object] = {}
     start = threading.Barrier(2)
@@ -137,6 +141,7 @@ def test_fault_in_a_shared_batch(fault, on_error):
             check_outcome(outcomes["good ticket"], fault, on_error)
         reader.release()
         reader.active = False
+        engine.timeout_s = HEALTHY_TIMEOUT_S
         again: dict[str, object] = {}
         threads = [
             threading.Thread(target=lambda s=s: again.__setitem__(s, resolve(resolver, s)))
@@ -280,6 +285,7 @@ def test_a_timed_out_read_does_not_block_the_next_one():
     try:
         with pytest.raises(ReaderTimeoutError, match=f"within {TIMEOUT_S}s"):
             engine.decide("bad", URGENT)
+        engine.timeout_s = HEALTHY_TIMEOUT_S
         assert engine.decide("good", URGENT)["urgent"].label == "yes"
     finally:
         reader.release()
