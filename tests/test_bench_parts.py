@@ -155,3 +155,21 @@ def test_the_all_in_gate_holds_every_caller_until_the_last_is_in():
     assert sorted(passed) == list(range(n - 1))
     with pytest.raises(TimeoutError):  # a caller left alone gives up instead of hanging
         Gate(2).wait(0.01)
+
+
+def test_every_coalescer_variant_sets_levers_the_coalescer_has():
+    """A variant names ``BatchingReader`` attributes; a misspelt one would silently time
+    the library as it is under another name."""
+    from agentbranch_bench.patterns import VARIANTS, engine_for
+
+    reader = ab.ScriptedReader()
+    default = ab.DecisionEngine(reader).reads_via
+    for name, levers in VARIANTS.items():
+        coalescer = engine_for(reader, levers).reads_via
+        for lever, value in levers.items():
+            assert hasattr(default, lever), (name, lever)
+            assert getattr(coalescer, lever) == value != getattr(default, lever), (name, lever)
+    straight = engine_for(reader, VARIANTS["straight"]).reads_via
+    out = ab.DecisionEngine(straight).decide("x", {"q": ab.yes_no("Ready?")})
+    assert out["q"].label in ("yes", "no")
+    assert [why for _, why in straight.batch_closes] == ["alone"]  # nothing held

@@ -59,14 +59,17 @@ from agentbranch_bench.pattern_graphs import (
 #: them in one run: ``now`` is the library as it is, ``before`` has them off (the
 #: coalescer as it was before them; the hold's bound grows with the batch held in every
 #: variant), ``no_new_hold`` only ``hold_new_threads``, ``no_settled`` only
-#: ``close_when_settled``, ``no_busy`` only ``hold_while_busy``.
+#: ``close_when_settled``, ``no_busy`` only ``hold_while_busy``; ``straight`` holds no
+#: batch at all (``max_wait_s`` 0: each batch is what is queued when a worker is free,
+#: the coalescer in front of ``VLLMReader`` on a GPU and of ``RemoteReader``).
 LEVERS = ("close_when_all_in", "hold_new_threads", "close_when_settled", "hold_while_busy")
-VARIANTS: dict[str, dict[str, bool]] = {
+VARIANTS: dict[str, dict[str, bool | float]] = {
     "now": {},
     "before": dict.fromkeys(LEVERS, False),
     "no_new_hold": {"hold_new_threads": False},
     "no_settled": {"close_when_settled": False},
     "no_busy": {"hold_while_busy": False},
+    "straight": {"max_wait_s": 0.0},
 }
 
 #: How close to its bound each pattern should come (the open issue's targets); LangGraph's
@@ -255,7 +258,7 @@ def timed(fn: Callable[[], Any]) -> tuple[float, float]:
     return time.perf_counter() - start, time.process_time() - cpu
 
 
-def engine_for(reader: Any, levers: dict[str, bool]) -> Any:
+def engine_for(reader: Any, levers: dict[str, bool | float]) -> Any:
     """A default engine on ``reader`` whose coalescer has ``levers`` set."""
     import agentbranch as ab
 
