@@ -159,7 +159,10 @@ def test_a_burst_arriving_during_a_read_is_read_as_one_batch():
     plain = ab.DecisionEngine(ab.ScriptedReader(default=spread), batching=False)
     assert got == [plain.decide(s, {"team": TEAM})["team"].probabilities for s in states]
     assert [len(c) for c in inner.calls] == [1, 6]
-    assert list(coalescer.batch_closes) == [(1, "alone"), (6, "quiet")]
+    # held until arrivals paused, or up to the bound if the process stayed busy meanwhile
+    # (a loaded machine): which of the two closes it is timing, not the rule under test
+    assert [n for n, _ in coalescer.batch_closes] == [1, 6]
+    assert [why for _, why in coalescer.batch_closes] in (["alone", "quiet"], ["alone", "bound"])
     engine.close()
 
 
@@ -202,8 +205,8 @@ def test_graph_batch_runs_arriving_during_a_read_share_one_batch():
     closes = list(coalescer.batch_closes)
     assert [len(c) for c in inner.calls] == [n for n, _ in closes]
     assert sum(n for n, _ in closes) == len(tickets) and len(closes) <= 2
-    if len(closes) == 2:
-        assert closes[1][1] == "quiet"
+    if len(closes) == 2:  # held: closed by the quiet gap, or by the bound on a busy machine
+        assert closes[1][1] in ("quiet", "bound")
     engine.close()
 
 

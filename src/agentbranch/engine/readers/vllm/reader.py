@@ -118,8 +118,8 @@ class VLLMReader(TokenReader):
             )
         self.llm: Any = llm
         try:
-            model_config = llm.llm_engine.vllm_config.model_config
             vllm_config = llm.llm_engine.vllm_config
+            model_config = vllm_config.model_config
             check_logprobs_mode(model_config)
             if runs_on_cpu(vllm_config):
                 self.coalesce_wait_s = CPU_COALESCE_WAIT_S
