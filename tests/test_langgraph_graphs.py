@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import operator
 import sqlite3
+import sys
 from typing import Annotated, Any, TypedDict
 
 import pytest
@@ -532,6 +533,41 @@ def test_node_traces_its_own_run_only_when_a_handler_watches(use_async, monkeypa
 
 
 # -- fan-out ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_an_unwatched_node_looks_for_callback_handlers_once(use_async, monkeypatch):
+    # The node's fast path has just found no handler: emitting its records does not
+    # build the callback manager again. Watched, the records still reach the handler,
+    # and the caller's config is never changed.
+    import langchain_core.runnables.config as lc_config
+
+    looked_from: list[str] = []
+    for name in ("get_callback_manager_for_config", "get_async_callback_manager_for_config"):
+        original = getattr(lc_config, name)
+
+        def spy(*a, _original=original, **k):
+            looked_from.append(sys._getframe(1).f_code.co_filename)
+            return _original(*a, **k)
+
+        monkeypatch.setattr(lc_config, name, spy)
+    eng, _ = engine({"urgent": sure("no")})
+    node = decide_node(eng, {"urgent": URGENT}, state_key="text")
+    app = decide_graph(node, path_map={"yes": "page", "no": "queue"})
+
+    def run(cfg):
+        inp = {"text": "x"}
+        return asyncio.run(app.ainvoke(inp, cfg)) if use_async else app.invoke(inp, cfg)
+
+    plain_cfg: dict[str, Any] = {"configurable": {}}
+    plain = run(plain_cfg)
+    assert plain_cfg == {"configurable": {}}
+    assert not [f for f in looked_from if f.endswith("observability.py")]
+    handler = Events()
+    watched = run({"callbacks": [handler]})
+    assert [f for f in looked_from if f.endswith("observability.py")]
+    assert [d["question_id"] for _, d in handler.events] == ["urgent"]
+    assert plain["decisions"]["urgent"]["label"] == watched["decisions"]["urgent"]["label"]
 
 
 class FanState(TypedDict, total=False):

@@ -28,7 +28,7 @@ coalesces concurrent calls by default (``agentbranch.engine.batching``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.runnables.config import ensure_config, get_callback_manager_for_config
@@ -39,7 +39,7 @@ from pydantic import BaseModel
 
 from agentbranch.core.errors import AgentBranchError, ConfigurationError
 from agentbranch.core.questions import Question, validate_questions
-from agentbranch.integrations.observability import aemit_all, emit_all
+from agentbranch.integrations.observability import NO_HANDLERS, aemit_all, emit_all
 from agentbranch.policy import (
     DecisionRecord,
     PolicyArg,
@@ -165,6 +165,12 @@ def _select(record: DecisionRecord, path_map: Mapping[str, str], question_id: st
 # -- routers ----------------------------------------------------------------------------
 
 
+def _unheard(config: RunnableConfig) -> RunnableConfig:
+    """``config`` marked as having no callback handler (a copy: the caller's stays as it
+    is)."""
+    return cast(RunnableConfig, {**config, NO_HANDLERS: True})
+
+
 class _ResolvingRunnable(RunnableLambda):
     """What routers and nodes share: render what the engine reads, resolve the questions
     by the policy, and emit every record (the "agentbranch" logger, custom stream, callbacks)."""
@@ -201,19 +207,20 @@ class _ResolvingRunnable(RunnableLambda):
     # ``RunnableLambda.invoke`` opens a callback run around every call (and inspects the
     # function's signature each time): about a fifth of a decide node's cost in a graph.
     # When no callback handler is configured nobody can see that run, so it is skipped;
-    # with a handler (a tracer, ``astream_events``) the full path runs as before.
+    # with a handler (a tracer, ``astream_events``) the full path runs as before. The
+    # records' emit is told so (``NO_HANDLERS``) rather than looking again.
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         config = ensure_config(config)
         if kwargs or get_callback_manager_for_config(config).handlers:
             return super().invoke(input, config, **kwargs)
-        return self.func(input, config)
+        return self.func(input, _unheard(config))
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         config = ensure_config(config)
         if kwargs or get_callback_manager_for_config(config).handlers:
             return await super().ainvoke(input, config, **kwargs)
-        return await self.afunc(input, config)
+        return await self.afunc(input, _unheard(config))
 
 
 class DecisionRouter(_ResolvingRunnable):

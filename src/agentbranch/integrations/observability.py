@@ -27,6 +27,11 @@ log = logging.getLogger("agentbranch")
 
 EVENT = "agentbranch.decision"
 
+#: Set in a config by a caller that has just found no callback handler for it (a node's
+#: fast path): ``emit_all`` then skips building the callback manager a second time (about
+#: 30 µs a node call). Never passed on to other runnables.
+NO_HANDLERS = "__agentbranch_no_handlers"
+
 
 def _payload(record: dict[str, Any], state: Any, include_state: bool) -> dict[str, Any]:
     payload = dict(record)
@@ -81,6 +86,8 @@ def _callbacks(config: Any, *, is_async: bool) -> Any:
         get_callback_manager_for_config,
     )
 
+    if isinstance(config, dict) and config.get(NO_HANDLERS):
+        return None
     get = get_async_callback_manager_for_config if is_async else get_callback_manager_for_config
     manager = get(ensure_config(config))
     if manager.parent_run_id is None or not manager.handlers:

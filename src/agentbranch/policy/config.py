@@ -263,14 +263,19 @@ class Policy:
 PolicyArg = Policy | Mapping[str, Policy] | None
 
 
+#: ``Policy()``, shared (it is frozen): asked for on every decision of a question
+#: without a policy of its own.
+TAKE_EVERY_ANSWER = Policy()
+
+
 def policy_for(policy: PolicyArg, qid: str) -> Policy:
     """The policy of question ``qid`` (a mapping may give ``"*"`` as the default)."""
     if policy is None:
-        return Policy()
+        return TAKE_EVERY_ANSWER
     if isinstance(policy, Policy):
         return policy
     found = policy.get(qid, policy.get("*"))
-    return found if found is not None else Policy()
+    return found if found is not None else TAKE_EVERY_ANSWER
 
 
 def check_policies(policy: PolicyArg, questions: Mapping[str, Question]) -> None:
