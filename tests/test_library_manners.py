@@ -290,16 +290,20 @@ def test_warmup_and_eager():
     assert batching.reader.inner.warmups == 1
 
 
-def test_embedded_warmup_runs_one_forward_once():
+def test_embedded_warmup_runs_its_forwards_once():
     from agentbranch.engine.readers.embedded import EmbeddedReader
 
+    # the first forward pays the one-off setup, the second makes the traced embedding
     reader = EmbeddedReader(threads=1)
     engine = ab.DecisionEngine(reader).warmup()
-    assert reader.forward_calls == 1
+    assert reader.forward_calls == 2 and reader.pipelined_batch
     engine.warmup()
-    assert reader.forward_calls == 1
-    engine.decide("The site is down", {"urgent": ab.yes_no("Urgent?", yes="Production is down")})
     assert reader.forward_calls == 2
+    engine.decide("The site is down", {"urgent": ab.yes_no("Urgent?", yes="Production is down")})
+    assert reader.forward_calls == 3
+    untraced = EmbeddedReader(threads=1, trace=False)
+    ab.DecisionEngine(untraced).warmup().warmup()
+    assert untraced.forward_calls == 1 and untraced.pipelined_batch is None
 
 
 def test_docs_are_self_contained():

@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,12 @@ from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.readable import has_readable_text
 from agentbranch.core.reads import LabelRead, QuestionSpec, ReadRequest
 from agentbranch.engine.readers.base import Reader
-from agentbranch.engine.readers.embedded.scoring import combine, prototypes, uniform
+from agentbranch.engine.readers.embedded.scoring import (
+    Comparisons,
+    combine,
+    prototypes,
+    uniform,
+)
 from agentbranch.engine.readers.embedded.temperatures import (
     OBJECTIVE,
     PRIOR_WEIGHT,
@@ -29,6 +35,11 @@ from agentbranch.engine.readers.embedded.texts import (
     missing_signal,
     option_examples,
 )
+from agentbranch.engine.readers.embedded.traced import (
+    Embedding,
+    eager_embedding,
+    traced_embedding,
+)
 from agentbranch.engine.readers.threads import Threads, resolve_threads, torch_threads
 
 #: The model id reported in decisions.
@@ -37,6 +48,24 @@ MODEL_ID = "all-MiniLM-L6-v2"
 #: Library manners: silent unless the app configures logging.
 logger = logging.getLogger("agentbranch")
 logger.addHandler(logging.NullHandler())  # no "last resort" printing to stderr
+
+
+@contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """transformers' own logging held at errors, and its progress bars off, for the
+    block (they print to stderr; the library is silent), then as they were."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
 
 
 #: The yes and no descriptions of a question embed this alike or more: the embedder
@@ -85,6 +114,12 @@ class EmbeddedReader(Reader):
         threads: torch threads for this reader's forwards: ``"auto"`` (default), an int,
             or ``None`` for torch's own setting; set only around the forward
             (``agentbranch.engine.readers.threads``).
+        trace: from the second forward on, run the embedding as a TorchScript trace
+            (made then, in about a quarter of a second, and checked against the model;
+            the first forward, often a one-off decision, runs as is): the same numbers
+            at the same pace, but without holding the GIL, so the callers' and the app's
+            Python threads run meanwhile and do not slow it down
+            (``agentbranch.engine.readers.embedded.traced``). ``False``: always eager.
 
     The model files are loaded from local paths only (``local_files_only=True``); the
     reader never touches the process environment.
@@ -108,6 +143,7 @@ class EmbeddedReader(Reader):
         cache_size: int = 4096,
         device: str = "cpu",
         threads: Threads = "auto",
+        trace: bool = True,
     ) -> None:
         if temperature is not None and temperature <= 0:
             raise ConfigurationError("EmbeddedReader temperature must be positive (or None)")
@@ -130,19 +166,36 @@ class EmbeddedReader(Reader):
         self.shipped = shipped_temperatures()
         self.shipped_examples = shipped_temperatures(with_examples=True)
         self._fitted: dict[tuple[Any, ...], float] = {}
-        self._arrays: dict[Any, tuple[Any, list[int], list[Any]]] = {}
+        self._arrays: dict[Any, Comparisons] = {}
         self._warned: set[tuple[str, str]] = set()
         self.batch_size = batch_size
         self.max_length = max_length
         self.cache_size = cache_size
         self.device = device
         self.threads = resolve_threads(threads)
+        self.trace = trace
+        # The embedding in use: eager, then (``trace``) its checked trace once made.
+        self._embedding: Embedding | None = None
+        self._trace_tried = False
+        self._traced = False  # the embedding in use is the checked trace
         self._tokenizer: Any = None
         self._model: Any = None
         self._cache: OrderedDict[str, Any] = OrderedDict()
         self._lock = threading.Lock()
         #: Forward passes run (for tests and benchmarks).
         self.forward_calls = 0
+
+    #: Requests a coalescer gives this reader at once, once its embedding is traced: a
+    #: read then costs in proportion to its size and leaves the GIL free, so a burst's
+    #: later callers arrive, and its first ones go on with their answers, while it
+    #: reads (``BatchingReader.pipelined``; 8 costs more reads' overhead, 24 or 32
+    #: overlap less: ``benchmarks/bench_patterns.py --variants now no_pipeline``).
+    PIPELINED_BATCH = 16
+
+    @property
+    def pipelined_batch(self) -> int | None:
+        """``PIPELINED_BATCH`` once the traced embedding is in use, else ``None``."""
+        return self.PIPELINED_BATCH if self._traced else None
 
     # -- model -----------------------------------------------------------------------
 
@@ -153,12 +206,15 @@ class EmbeddedReader(Reader):
         return self
 
     def warmup(self) -> None:
-        """Load the model and run one forward (the first one pays one-off setup)."""
+        """Load the model and run one forward (the first one pays one-off setup), and a
+        second that makes the trace (``trace``)."""
         import torch
 
         with self._lock:
             if self._model is None or not self.forward_calls:
                 self._load()
+                self._embed(["warm-up"], torch)
+            if self.trace and not self._trace_tried:
                 self._embed(["warm-up"], torch)
 
     def _load(self) -> None:
@@ -166,20 +222,11 @@ class EmbeddedReader(Reader):
             return
         import torch  # noqa: F401  (fail early with the import error if torch is missing)
         from transformers import AutoModel, AutoTokenizer
-        from transformers.utils import logging as hf_logging
 
         path = self.model_path or default_model_path()
-        verbosity = hf_logging.get_verbosity()
-        bars = hf_logging.is_progress_bar_enabled()
-        hf_logging.set_verbosity_error()
-        hf_logging.disable_progress_bar()
-        try:
+        with quiet_transformers():
             self._tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
             model = AutoModel.from_pretrained(str(path), local_files_only=True)
-        finally:
-            hf_logging.set_verbosity(verbosity)
-            if bars:
-                hf_logging.enable_progress_bar()
         self._model = model.to(self.device).eval()
 
     def embed(self, texts: Sequence[str]) -> Any:
@@ -196,6 +243,7 @@ class EmbeddedReader(Reader):
         if not texts:
             return torch.zeros((0, self._model.config.hidden_size))
         special = torch.tensor(sorted(self._tokenizer.all_special_ids))
+        embedding = self._current_embedding()
         out = []
         for start in range(0, len(texts), self.batch_size):
             chunk = texts[start : start + self.batch_size]
@@ -210,12 +258,23 @@ class EmbeddedReader(Reader):
                 ids = batch["input_ids"].cpu()
                 readable.extend((~torch.isin(ids, special)).any(dim=1).tolist())
             with torch.inference_mode(), torch_threads(self.threads):
-                hidden = self._model(**batch).last_hidden_state
+                out.append(embedding(batch).cpu())
             self.forward_calls += 1
-            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-            out.append(torch.nn.functional.normalize(pooled, p=2, dim=-1).cpu())
         return torch.cat(out)
+
+    def _current_embedding(self) -> Embedding:
+        """The model step by step for the first forward; from the second on its checked
+        trace (when ``trace``, and the trace is faithful)."""
+        if self._embedding is None:
+            self._embedding = eager_embedding(self._model)
+        elif self.trace and not self._trace_tried:
+            self._trace_tried = True
+            # (tracing reads every attribute of the model: some log a warning)
+            with torch_threads(self.threads), quiet_transformers():
+                traced = traced_embedding(self._model, self._tokenizer, self.device)
+            if traced is not None:
+                self._embedding, self._traced = traced, True
+        return self._embedding
 
     # -- reading ---------------------------------------------------------------------
 
@@ -243,10 +302,18 @@ class EmbeddedReader(Reader):
                 self._cache.move_to_end(t)
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
+            # Each question's states read together (one product per question).
+            asked: dict[QuestionSpec, list[int]] = {}
+            for i, r in enumerate(requests):
+                if readable[i] and has_readable_text(r.state):
+                    for q in r.questions:
+                        asked.setdefault(q, []).append(i)
+            reads: dict[tuple[int, QuestionSpec], LabelRead] = {}
+            for q, rows in asked.items():
+                answers = self._answers(vectors[rows], q, option_vecs)
+                reads.update(((i, q), read) for i, read in zip(rows, answers))
             return [
-                [self._answer(vectors[i], q, option_vecs) for q in r.questions]
-                if readable[i] and has_readable_text(r.state)
-                else [self._unreadable_state(q) for q in r.questions]
+                [reads.get((i, q)) or self._unreadable_state(q) for q in r.questions]
                 for i, r in enumerate(requests)
             ]
 
@@ -270,19 +337,15 @@ class EmbeddedReader(Reader):
         """The score of each option for embedding ``x``: its example score (prototype
         and top-k similarity) blended with its description similarity (either alone
         when it has one)."""
-        texts = hypothesis_texts(q)
-        sims: list[list[float]] = [[] for _ in q.options]
-        protos: list[float | None] = [None] * len(q.options)
-        if q.examples:
-            matrix, sizes, prototypes = self._example_arrays(q, vecs)
-            flat = (matrix @ x).tolist() if sizes and sum(sizes) else []  # one product
-            start = 0
-            for i, n in enumerate(sizes):
-                sims[i], start = flat[start : start + n], start + n
-            protos = [float(x @ p) if p is not None else None for p in prototypes]
+        comparisons = self._comparisons(q, vecs)
+        return self._scores(comparisons.similarities(x.unsqueeze(0))[0], q, comparisons)
+
+    def _scores(self, sims: list[float], q: QuestionSpec, comparisons: Comparisons) -> list[float]:
+        """Option scores from one state's similarities with ``comparisons``' rows."""
+        description, examples, protos = comparisons.parts(sims)
         return combine(
-            [float(x @ vecs[t]) if t else None for t in texts],
-            sims,
+            description,
+            examples,
             self.top_k,
             self.example_weight,
             protos,
@@ -291,31 +354,34 @@ class EmbeddedReader(Reader):
             self.full_weight_examples,
         )
 
-    def _example_arrays(
-        self, q: QuestionSpec, vecs: dict[str, Any]
-    ) -> tuple[Any, list[int], list[Any]]:
-        """A question's example embeddings stacked, the count per option, and the
-        options' prototypes; built once per set of examples."""
-        hit = self._arrays.get(q.examples)
+    def _comparisons(self, q: QuestionSpec, vecs: dict[str, Any]) -> Comparisons:
+        """What a state is compared with for ``q``, stacked; built once per question."""
+        texts = hypothesis_texts(q)
+        key = (tuple(texts), q.examples)
+        hit = self._arrays.get(key)
         if hit is None:
-            import torch
-
-            examples = option_examples(q)
-            flat = [vecs[e] for ex in examples for e in ex]
-            matrix = torch.stack(flat) if flat else None
-            hit = (matrix, [len(ex) for ex in examples], prototypes(examples, vecs))
+            hit = Comparisons.of(texts, option_examples(q), vecs)
             if len(self._arrays) >= self.cache_size:
                 self._arrays.clear()
-            self._arrays[q.examples] = hit
+            self._arrays[key] = hit
         return hit
 
-    def _answer(self, state: Any, q: QuestionSpec, vecs: dict[str, Any]) -> LabelRead:
+    def _answers(self, states: Any, q: QuestionSpec, vecs: dict[str, Any]) -> list[LabelRead]:
+        """The reads of ``q`` for states (``(n, dim)`` embeddings): one similarity
+        product for them all."""
         reason = missing_signal(q) or self._twins(q, vecs)
         if reason is not None:
             self._warn_once(q.id, reason)
-            return uniform(q, reason)
-        scores = self.option_scores(state, q, vecs)
+            return [uniform(q, reason)] * len(states)
+        comparisons = self._comparisons(q, vecs)
         temperature, source = self._temperature(q, vecs)
+        return [
+            self._read_of(self._scores(sims, q, comparisons), temperature, source)
+            for sims in comparisons.similarities(states)
+        ]
+
+    @staticmethod
+    def _read_of(scores: list[float], temperature: float, source: str) -> LabelRead:
         return LabelRead(
             logprobs=tuple(log_softmax(scores, temperature)),
             label_mass=1.0,
@@ -436,5 +502,7 @@ class EmbeddedReader(Reader):
         with self._lock:
             self._model = None
             self._tokenizer = None
+            self._embedding = None
+            self._trace_tried = self._traced = False
             self._cache.clear()
             self._arrays.clear()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from agentbranch.core.reads import LabelRead, QuestionSpec
@@ -21,6 +22,63 @@ def prototypes(examples: Sequence[Sequence[str]], vecs: dict[str, Any]) -> list[
         else None
         for ex in examples
     ]
+
+
+@dataclass(frozen=True)
+class Comparisons:
+    """Everything a state is compared with for one question, stacked into one matrix
+    (one product per read instead of one per text: every small torch operation gives
+    the GIL away and must win it back), and where each option's part sits in it."""
+
+    #: ``(rows, dim)`` embeddings: descriptions, examples, prototypes (``None``: no row).
+    matrix: Any
+    #: Row of each option's description (``None``: it has none).
+    descriptions: tuple[int | None, ...]
+    #: Rows ``[start, end)`` of each option's examples.
+    examples: tuple[tuple[int, int], ...]
+    #: Row of each option's prototype (``None``: it has no examples).
+    prototypes: tuple[int | None, ...]
+
+    @classmethod
+    def of(
+        cls, texts: Sequence[str | None], examples: Sequence[Sequence[str]], vecs: dict[str, Any]
+    ) -> Comparisons:
+        """The comparisons of options described by ``texts`` (``hypothesis_texts``)
+        with ``examples`` (``option_examples``), from their embeddings ``vecs``."""
+        import torch
+
+        rows: list[Any] = []
+
+        def add(vec: Any) -> int:
+            rows.append(vec)
+            return len(rows) - 1
+
+        described = tuple(add(vecs[t]) if t else None for t in texts)
+        spans = []
+        for ex in examples:
+            start = len(rows)
+            rows.extend(vecs[e] for e in ex)
+            spans.append((start, len(rows)))
+        protos = tuple(add(p) if p is not None else None for p in prototypes(examples, vecs))
+        matrix = torch.stack(rows) if rows else None
+        return cls(matrix, described, tuple(spans), protos)
+
+    def similarities(self, states: Any) -> list[list[float]]:
+        """Each state's (``(n, dim)`` embeddings) similarity with every row."""
+        if self.matrix is None:
+            return [[] for _ in range(len(states))]
+        return (states @ self.matrix.T).tolist()
+
+    def parts(
+        self, sims: Sequence[float]
+    ) -> tuple[list[float | None], list[list[float]], list[float | None]]:
+        """One state's similarities (a row of ``similarities``) split per option: with
+        its description, with each of its examples, with its prototype."""
+        return (
+            [sims[i] if i is not None else None for i in self.descriptions],
+            [list(sims[a:b]) for a, b in self.examples],
+            [sims[i] if i is not None else None for i in self.prototypes],
+        )
 
 
 def uniform(q: QuestionSpec, reason: str) -> LabelRead:
