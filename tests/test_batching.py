@@ -647,3 +647,42 @@ def test_a_held_batch_closes_once_every_recent_caller_thread_waits():
     assert answers == {"charged twice": "billing", "site down": "outage", "down again": "outage"}
     assert list(coalescer.batch_closes) == [(1, "alone"), (2, "all in")]
     engine.close()
+
+
+class PipelinedReader(GatedReader):
+    """A reader that reads best in parts of 3 (as the embedded reader's trace does in
+    parts of 16)."""
+
+    pipelined_batch = 3
+
+
+@pytest.mark.parametrize("pipelined", [True, False])
+def test_a_pipelined_reader_is_given_a_burst_in_parts(pipelined):
+    # The first caller is read alone; the seven that arrive meanwhile are read in parts
+    # of the reader's pipelined_batch (while one part is read, the next callers wait,
+    # and the first ones carry on), or all at once with the lever off.
+    inner = PipelinedReader(default=spread)
+    engine = ab.DecisionEngine(inner)
+    coalescer = engine.reads_via
+    coalescer.pipelined = pipelined
+    states = [f"ticket {i}" for i in range(8)]
+    with ThreadPoolExecutor(len(states)) as pool:
+        first = pool.submit(engine.decide, states[0], {"team": TEAM})
+        assert inner.entered.wait(10)
+        rest = [pool.submit(engine.decide, s, {"team": TEAM}) for s in states[1:]]
+        _wait_for_queue(coalescer, len(rest))
+        inner.gate.set()
+        got = [f.result(timeout=20)["team"].probabilities for f in [first, *rest]]
+    plain = ab.DecisionEngine(ab.ScriptedReader(default=spread), batching=False)
+    assert got == [plain.decide(s, {"team": TEAM})["team"].probabilities for s in states]
+    assert [len(c) for c in inner.calls] == ([1, 3, 3, 1] if pipelined else [1, 7])
+    engine.close()
+
+
+def test_max_batch_caps_a_pipelined_reader_too():
+    inner = PipelinedReader(SCRIPT)
+    inner.gate.set()
+    engine = ab.DecisionEngine(BatchingReader(inner, window_s=0, max_batch=2))
+    assert [d["team"].label for d in engine.decide_many(TICKETS, {"team": TEAM})] == EXPECTED
+    assert [len(c) for c in inner.calls] == [2, 2, 1]
+    engine.close()

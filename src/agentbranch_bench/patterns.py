@@ -37,6 +37,7 @@ may sum in another order). Used by ``agentbranch bench`` and
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
 import statistics
 import threading
@@ -59,16 +60,27 @@ from agentbranch_bench.pattern_graphs import (
 #: them in one run: ``now`` is the library as it is, ``before`` has them off (the
 #: coalescer as it was before them; the hold's bound grows with the batch held in every
 #: variant), ``no_new_hold`` only ``hold_new_threads``, ``no_settled`` only
-#: ``close_when_settled``, ``no_busy`` only ``hold_while_busy``; ``straight`` holds no
-#: batch at all (``max_wait_s`` 0: each batch is what is queued when a worker is free,
+#: ``close_when_settled``, ``no_busy`` only ``hold_while_busy``, ``no_pipeline`` only
+#: ``pipelined`` (one read per burst, however large), ``parts8`` and ``parts24`` read a
+#: burst in parts of 8 or 24 instead of the reader's ``pipelined_batch``; ``straight``
+#: holds no batch at all (``max_wait_s`` 0: each batch is what is queued when a worker is free,
 #: the coalescer in front of ``VLLMReader`` on a GPU and of ``RemoteReader``).
-LEVERS = ("close_when_all_in", "hold_new_threads", "close_when_settled", "hold_while_busy")
+LEVERS = (
+    "close_when_all_in",
+    "hold_new_threads",
+    "close_when_settled",
+    "hold_while_busy",
+    "pipelined",
+)
 VARIANTS: dict[str, dict[str, bool | float]] = {
     "now": {},
     "before": dict.fromkeys(LEVERS, False),
     "no_new_hold": {"hold_new_threads": False},
     "no_settled": {"close_when_settled": False},
     "no_busy": {"hold_while_busy": False},
+    "no_pipeline": {"pipelined": False},
+    "parts8": {"pipelined": False, "max_batch": 8},
+    "parts24": {"pipelined": False, "max_batch": 24},
     "straight": {"max_wait_s": 0.0},
 }
 
@@ -317,11 +329,18 @@ def measure(
     variants: list[str] | None = None,
     only: list[str] | None = None,
     tick: Callable[[str], None] = lambda _: None,
+    freeze_gc: bool = False,
 ) -> dict[str, Any]:
     """Every pattern's fraction of its bound on ``reader`` for each variant of the
     coalescer (``VARIANTS``; default ``["now"]``), all alternated in one run; ``only``
     keeps the patterns whose names start so. ``labels_differ`` names the patterns (and
-    variants) whose answers were not ``decide_many``'s."""
+    variants) whose answers were not ``decide_many``'s.
+
+    ``freeze_gc``: after the warm-up, move every object then alive out of the garbage
+    collector's reach (``gc.freeze()``, undone at the end). A full collection otherwise
+    scans the million-odd objects of torch, transformers and LangGraph and stops the
+    process for 0.2–0.4 s wherever it falls, in a pattern's run or in its bound's: the
+    same for every variant, but the largest noise in a single run's fractions."""
     import agentbranch as ab
 
     if reps < 1:
@@ -349,6 +368,41 @@ def measure(
                 all_in()
             if not same_answers(answers_of(kind_of(name), run()), want):
                 mismatched.append(f"{name} ({v})")
+    if freeze_gc:
+        gc.collect()
+        gc.freeze()
+    try:
+        timing = _repetitions(tables, engines, names, variants, bound_for, reps, label, tick)
+    finally:
+        if freeze_gc:
+            gc.unfreeze()
+    times, cpu, calls = timing
+    return {
+        "reader": label,
+        "questions": list(q),
+        "callers": n,
+        "reps": reps,
+        "variants": {v: VARIANTS[v] for v in variants},
+        "gc_frozen": freeze_gc,
+        "patterns": {
+            name: _medians(times[name], cpu[name], variants, calls[name]) for name in names
+        },
+        "labels_differ": mismatched,
+    }
+
+
+def _repetitions(
+    tables: dict[str, dict[str, Pattern]],
+    engines: dict[str, Any],
+    names: list[str],
+    variants: list[str],
+    bound_for: Callable[[str, list[str]], Callable[[], Any]],
+    reps: int,
+    label: str,
+    tick: Callable[[str], None],
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Time every pattern ``reps`` times, each repetition in a rotating order: wall and
+    CPU seconds per pattern and part, and how each variant's runs were cut into reads."""
     parts = ("bound", "empty", "all_in", *variants)
     times = {name: {part: [] for part in parts} for name in names}
     cpu = {name: {part: [] for part in parts} for name in names}
@@ -373,14 +427,4 @@ def measure(
                     closes = list(coalescer.batch_closes)[-k:] if k else []
                     calls[name][part][" + ".join(f"{why}{size}" for size, why in closes)] += 1
         tick(f"{label}: calling patterns, repetition {rep + 1}/{reps} done")
-    return {
-        "reader": label,
-        "questions": list(q),
-        "callers": n,
-        "reps": reps,
-        "variants": {v: VARIANTS[v] for v in variants},
-        "patterns": {
-            name: _medians(times[name], cpu[name], variants, calls[name]) for name in names
-        },
-        "labels_differ": mismatched,
-    }
+    return times, cpu, calls

@@ -153,7 +153,8 @@ class BatchingReader(WrappingReader):
 
     Args:
         reader: the reader that does the work.
-        max_batch: most requests in one ``reader.read`` call.
+        max_batch: most requests in one ``reader.read`` call (fewer for a reader that
+            reads best in parts: ``pipelined``).
         max_wait_s: by default the quiet gap: a batch that is not full, of a burst
             (callers that found others in flight), closes once no request arrived for
             this long (at least the GIL switch interval), at the latest after half the
@@ -253,6 +254,11 @@ class BatchingReader(WrappingReader):
         #: A held burst's quiet gap counts only if the process was quiet too: one during
         #: which it ran ``BUSY_SHARE`` of a CPU or more starts again (up to the bound).
         self.hold_while_busy = True
+        #: A reader that declares ``pipelined_batch`` (its reads cost in proportion to
+        #: their size and leave the GIL free: the embedded reader's traced embedding) is
+        #: given at most that many requests at once: the rest of a burst arrives, and
+        #: the first callers go on with their answers, while it reads.
+        self.pipelined = True
         #: Counters: batches read, requests read, cache hits, de-duplicated requests,
         #: batches abandoned by all their callers while being read.
         self.stats = {"batches": 0, "requests": 0, "cache_hits": 0, "deduped": 0, "abandoned": 0}
@@ -444,7 +450,7 @@ class BatchingReader(WrappingReader):
                 self._starter = None if crowded else call.pool_thread
                 self._quiet_from_now()
                 self._wake()
-                if len(self._queue) >= self.max_batch or (self._holding and self._nobody_left()):
+                if len(self._queue) >= self._limit() or (self._holding and self._nobody_left()):
                     self._filled.notify_all()
             if not pending:
                 return None
@@ -477,7 +483,8 @@ class BatchingReader(WrappingReader):
                         return None
                 why = self._hold()
                 batch: list[Item] = []
-                while self._queue and len(batch) < self.max_batch:
+                limit = self._limit()
+                while self._queue and len(batch) < limit:
                     item = self._queue.popleft()
                     if item.wanted():
                         batch.append(item)
@@ -610,7 +617,13 @@ class BatchingReader(WrappingReader):
         return wall > 0 and _cpu_clock() - self._last_arrival_cpu >= BUSY_SHARE * wall
 
     def _ready(self) -> bool:
-        return len(self._queue) >= self.max_batch or self._closed
+        return len(self._queue) >= self._limit() or self._closed
+
+    def _limit(self) -> int:
+        """Most requests in the next read: ``max_batch``, or the reader's
+        ``pipelined_batch`` when smaller (``pipelined``)."""
+        part = getattr(self.inner, "pipelined_batch", None) if self.pipelined else None
+        return min(self.max_batch, part) if part else self.max_batch
 
     def _close_at(self, bound: float, gap: float) -> tuple[float, str]:
         """When a held burst's batch closes unless more arrives (and why): the quiet gap
