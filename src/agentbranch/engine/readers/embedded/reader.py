@@ -6,8 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.readable import has_readable_text
 from agentbranch.core.reads import LabelRead, QuestionSpec, ReadRequest
 from agentbranch.engine.readers.base import Reader
+from agentbranch.engine.readers.embedded.quiet import quiet_transformers
 from agentbranch.engine.readers.embedded.scoring import (
     Comparisons,
     combine,
@@ -48,24 +48,6 @@ MODEL_ID = "all-MiniLM-L6-v2"
 #: Library manners: silent unless the app configures logging.
 logger = logging.getLogger("agentbranch")
 logger.addHandler(logging.NullHandler())  # no "last resort" printing to stderr
-
-
-@contextmanager
-def quiet_transformers() -> Iterator[None]:
-    """transformers' own logging held at errors, and its progress bars off, for the
-    block (they print to stderr; the library is silent), then as they were."""
-    from transformers.utils import logging as hf_logging
-
-    verbosity = hf_logging.get_verbosity()
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(verbosity)
-        if bars:
-            hf_logging.enable_progress_bar()
 
 
 #: The yes and no descriptions of a question embed this alike or more: the embedder
