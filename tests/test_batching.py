@@ -142,22 +142,28 @@ def _wait_for_queue(coalescer: BatchingReader, n: int) -> None:
     raise AssertionError(f"{n} requests never queued")
 
 
+def burst_during_a_read(engine: ab.DecisionEngine, inner: GatedReader, n: int) -> None:
+    """One caller whose read ``inner`` holds, ``n - 1`` more queued meanwhile, then the
+    gate opened: every caller gets the answers of its own state."""
+    states = [f"ticket {i}" for i in range(n)]
+    with ThreadPoolExecutor(len(states)) as pool:
+        first = pool.submit(engine.decide, states[0], {"team": TEAM})
+        assert inner.entered.wait(10)
+        rest = [pool.submit(engine.decide, s, {"team": TEAM}) for s in states[1:]]
+        _wait_for_queue(engine.reads_via, len(rest))
+        inner.gate.set()
+        got = [f.result(timeout=20)["team"].probabilities for f in [first, *rest]]
+    plain = ab.DecisionEngine(ab.ScriptedReader(default=spread), batching=False)
+    assert got == [plain.decide(s, {"team": TEAM})["team"].probabilities for s in states]
+
+
 def test_a_burst_arriving_during_a_read_is_read_as_one_batch():
     # The default rule: the first caller is alone and read at once; the callers that
     # arrive while it is read are a burst, held until arrivals pause, then read together.
     inner = GatedReader(default=spread)
     engine = ab.DecisionEngine(inner)
     coalescer = engine.reads_via
-    states = [f"ticket {i}" for i in range(7)]
-    with ThreadPoolExecutor(len(states)) as pool:
-        first = pool.submit(engine.decide, states[0], {"team": TEAM})
-        assert inner.entered.wait(10)
-        rest = [pool.submit(engine.decide, s, {"team": TEAM}) for s in states[1:]]
-        _wait_for_queue(coalescer, len(rest))
-        inner.gate.set()
-        got = [f.result(timeout=20)["team"].probabilities for f in [first, *rest]]
-    plain = ab.DecisionEngine(ab.ScriptedReader(default=spread), batching=False)
-    assert got == [plain.decide(s, {"team": TEAM})["team"].probabilities for s in states]
+    burst_during_a_read(engine, inner, 7)
     assert [len(c) for c in inner.calls] == [1, 6]
     # held until arrivals paused, or up to the bound if the process stayed busy meanwhile
     # (a loaded machine): which of the two closes it is timing, not the rule under test
@@ -663,18 +669,8 @@ def test_a_pipelined_reader_is_given_a_burst_in_parts(pipelined):
     # and the first ones carry on), or all at once with the lever off.
     inner = PipelinedReader(default=spread)
     engine = ab.DecisionEngine(inner)
-    coalescer = engine.reads_via
-    coalescer.pipelined = pipelined
-    states = [f"ticket {i}" for i in range(8)]
-    with ThreadPoolExecutor(len(states)) as pool:
-        first = pool.submit(engine.decide, states[0], {"team": TEAM})
-        assert inner.entered.wait(10)
-        rest = [pool.submit(engine.decide, s, {"team": TEAM}) for s in states[1:]]
-        _wait_for_queue(coalescer, len(rest))
-        inner.gate.set()
-        got = [f.result(timeout=20)["team"].probabilities for f in [first, *rest]]
-    plain = ab.DecisionEngine(ab.ScriptedReader(default=spread), batching=False)
-    assert got == [plain.decide(s, {"team": TEAM})["team"].probabilities for s in states]
+    engine.reads_via.pipelined = pipelined
+    burst_during_a_read(engine, inner, 8)
     assert [len(c) for c in inner.calls] == ([1, 3, 3, 1] if pipelined else [1, 7])
     engine.close()
 
