@@ -324,7 +324,17 @@ class EmbeddedReader(Reader):
 
     def _scores(self, sims: list[float], q: QuestionSpec, comparisons: Comparisons) -> list[float]:
         """Option scores from one state's similarities with ``comparisons``' rows."""
-        description, examples, protos = comparisons.parts(sims)
+        return self._blend(q, *comparisons.parts(sims))
+
+    def _blend(
+        self,
+        q: QuestionSpec,
+        description: list[float | None],
+        examples: list[list[float]],
+        protos: list[float | None],
+    ) -> list[float]:
+        """``combine`` with this reader's weights: option scores of ``q`` from one
+        state's similarities with each option's description, examples and prototype."""
         return combine(
             description,
             examples,
@@ -460,18 +470,7 @@ class EmbeddedReader(Reader):
                     for i, p in enumerate(protos)
                 ]
                 hyp = [float(x @ vecs[t]) if t else None for t in texts]
-                rows.append(
-                    combine(
-                        hyp,
-                        held,
-                        self.top_k,
-                        self.example_weight,
-                        proto,
-                        self.prototype_weight,
-                        described(q),
-                        self.full_weight_examples,
-                    )
-                )
+                rows.append(self._blend(q, hyp, held, proto))
                 targets.append(j)
         return rows, targets
 
