@@ -217,7 +217,7 @@ def test_a_failing_teacher_never_fails_a_run(caplog):
     failures = [
         r for r in caplog.records if r.name == "agentbranch" and "teacher is down" in r.message
     ]
-    assert len(failures) == 6
+    assert len(failures) == 1  # rate-limited: the stats count all six
 
 
 def test_a_teacher_answering_outside_the_options_is_logged_not_recorded(caplog):

@@ -68,6 +68,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentbranch.core.errors import ConfigurationError
+from agentbranch.policy.auditing.health import AuditHealth
 from agentbranch.policy.evidence import Evidence, Source, Trust, evidence_key, new_evidence
 from agentbranch.policy.evidence_store import EvidenceStore, as_store
 from agentbranch.policy.looks import Looks
@@ -75,6 +76,9 @@ from agentbranch.policy.thresholds import grid
 from agentbranch.policy.trust import Threshold, TrustState, replay, step
 
 log = logging.getLogger("agentbranch")
+
+#: The threshold of a band suspended for missing audits: nothing is taken.
+_SUSPENDED = Threshold(None, "learning")
 
 
 def _check_unit(name: str, value: Any, *, open_: bool) -> float:
@@ -155,6 +159,9 @@ class Earned:
         #: at half its error each: from the top, and from the band the confidences
         #: predict is easiest to show (``thresholds.predicted_entry``). ``None``: never.
         self.second_walk_from: int | None = 2
+        #: Whether each question's due audits arrive; a band whose audits stopped
+        #: arriving is suspended (``agentbranch.policy.auditing.health``).
+        self.audit_health = AuditHealth(self.precision, self.level)
         self._lock = threading.RLock()
         self._states: dict[str, TrustState] = {}
         self._loaded_at: dict[str, float] = {}
@@ -191,8 +198,13 @@ class Earned:
     def threshold(
         self, question_id: str, question: Any, reader: str | None, model: str | None
     ) -> Threshold:
-        """The threshold in force for this question, reader and model."""
-        return self.state(question_id, question, reader, model).threshold
+        """The threshold in force for this question, reader and model: what the
+        evidence gives, closed (trust ``"learning"``) while the band's due audits are
+        missing (``audit_health``)."""
+        found = self.state(question_id, question, reader, model).threshold
+        if found.take_at is not None and self.audit_health.suspended(question_id, reader, model):
+            return _SUSPENDED
+        return found
 
     def state(
         self, question_id: str, question: Any, reader: str | None, model: str | None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 from agentbranch.core import logs
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.policy.auditing.sinks import AuditRecord, as_sinks
-from agentbranch.policy.auditing.worker import AuditStats, AuditWorker, Job
+from agentbranch.policy.auditing.worker import AuditStats, AuditWorker, Deadline, Job
 
 log = logging.getLogger("agentbranch")
 
@@ -25,9 +26,15 @@ class Audit:
     teacher ``model`` (a LangChain chat model, called with ``invoke`` exactly like the
     ``Generate`` fallback, so a cache or cassette attached to it records and replays the
     calls). The teacher runs on a background thread fed by a bounded queue of
-    ``queue_size`` jobs: the run never waits for it, a full queue drops the audit, and a
-    failing teacher is logged (logger ``"agentbranch"``), never raised. Audits never change
-    a decision or a route.
+    ``queue_size`` jobs: the run never waits for it, a full queue drops the audit, a
+    teacher call that takes longer than ``timeout`` seconds is given up, and a failing
+    teacher is logged (logger ``"agentbranch"``, WARNING, at most one line a minute per
+    kind of trouble), never raised. Audits never change a decision or a route.
+
+    Under an ``Earned`` policy an audit that was due and never came (dropped, timed
+    out, failed) counts against trust: once more than half of a question's recent due
+    audits are missing its band is suspended until they arrive again
+    (``agentbranch.policy.auditing.health``; docs/earned.md).
 
     With ``fallback_examples`` (default), every answer the policy's ``Generate`` fallback
     gives is recorded too: the engine's distribution next to the generated label.
@@ -41,6 +48,9 @@ class Audit:
             ``agentbranch.audit`` event beside the decision log.
         seed / rng: make sampling reproducible (``rng`` is a ``random.Random``).
         queue_size: audits waiting for the teacher before new ones are dropped.
+        timeout: seconds the worker waits for one teacher call (the call runs on a
+            helper thread); ``None`` waits for ever. A stuck call keeps its thread, and
+            later audits fail at once until it returns.
         instructions: the teacher's system prompt prefix (as ``Generate(instructions=)``).
         include_state: keep the rendered state in each record (off by default: records
             then hold no user text beyond the question).
@@ -59,6 +69,7 @@ class Audit:
     instructions: str | None = None
     fallback_examples: bool = True
     include_state: bool = False
+    timeout: float | None = 60.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.rate, int | float) or not 0.0 <= self.rate <= 1.0:
@@ -70,6 +81,15 @@ class Audit:
                 f"Audit(model=...) must be a LangChain chat model (with invoke), got "
                 f"{type(self.model).__name__}"
             )
+        t = self.timeout
+        if t is not None and (
+            isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t <= 0
+        ):
+            raise ConfigurationError(
+                f"Audit(timeout=...) must be a number of seconds > 0 (or None to wait for "
+                f"ever), got {t!r}"
+            )
+        object.__setattr__(self, "_deadline", Deadline(None if t is None else float(t)))
         object.__setattr__(self, "_rng", self.rng or random.Random(self.seed))
         object.__setattr__(self, "_sinks", as_sinks(self.sink))
         object.__setattr__(self, "_worker", AuditWorker(self.queue_size))
@@ -91,6 +111,10 @@ class Audit:
 
     # -- used on the worker's thread ----------------------------------------------------
 
+    def call_teacher(self, fn: Any) -> Any:
+        """``fn()`` (the teacher's ``invoke``), given up after ``timeout`` seconds."""
+        return self._deadline.call(fn)  # type: ignore[attr-defined]
+
     def write(self, record: AuditRecord) -> None:
         """Send one record to every sink and to the log. A failing sink is logged; the
         others still get the record."""
@@ -100,7 +124,13 @@ class Audit:
                 sink.write(record)
             except Exception as e:  # noqa: BLE001 - a sink never fails a run
                 self._worker.count("failed")  # type: ignore[attr-defined]
-                log.warning("agentbranch.audit: sink %r failed: %s: %s", sink, type(e).__name__, e)
+                self._worker.warnings.warn(  # type: ignore[attr-defined]
+                    f"sink:{id(sink)}",
+                    "agentbranch.audit: sink %r failed: %s: %s",
+                    sink,
+                    type(e).__name__,
+                    e,
+                )
         logs.event(
             log,
             logging.INFO,

@@ -3,6 +3,12 @@
 Runs on the critical path, so it only samples, renders the teacher's prompt for a sampled
 decision and queues a job; the teacher call and the sinks run on the audit worker. It
 never raises: anything unexpected is logged and the run goes on unchanged.
+
+Under an ``Earned`` policy every audit due is reported to the policy's audit health
+(``health``): arrived when the teacher's answer was used, missing when it was dropped,
+timed out or failed. While a question's band is suspended for missing audits, the
+decisions it would take are still sent to the teacher at the audit rate (probes: only
+their arrival counts; the fallback labels those decisions).
 """
 
 from __future__ import annotations
@@ -66,14 +72,20 @@ def _one(
 
     by = rec.get("decided_by")
     fallback = rec.get("fallback") or {}
-    if by == "engine" or _earned_needs_label(policy, rec):
+    audited = by == "engine" or _earned_needs_label(policy, rec)
+    if audited or _probe(policy, qid, question, rec):
         if not audit.sample():
             return
         teacher, instructions = _teacher(policy, audit)
         text = state_text(state)
         base = _base("audit", engine, question, policy, audit, rec, text, rate=audit.rate)
-        learn = _learner(policy, qid, question, rec, audit.rate)
-        audit.submit(lambda: _ask(audit, teacher, instructions, qid, question, text, base, learn))
+        learn = _learner(policy, qid, question, rec, audit.rate) if audited else None
+        health = _Outcome(policy, qid, rec)
+        ask = _ask if audited else _probe_ask
+        if not audit.submit(
+            lambda: ask(audit, teacher, instructions, qid, question, text, base, learn, health)
+        ):
+            health.missing("dropped: the audit queue was full")
     elif by == "fallback" and fallback.get("kind") == "generate" and audit.fallback_examples:
         text = state_text(state) if audit.include_state else None
         record = _base("fallback", engine, question, policy, audit, rec, text, rate=1.0)
@@ -97,6 +109,36 @@ def _earned_needs_label(policy: Any, rec: dict) -> bool:
         and rec.get("engine_label") is not None
         and not any(isinstance(f, Generate) for f in policy.fallbacks)
     )
+
+
+def _probe(policy: Any, qid: str, question: Any, rec: dict) -> bool:
+    """A fallback-band decision the suspended band of an ``Earned`` policy would have
+    taken (confidence at or above the threshold its evidence gives)."""
+    earned = policy.earned
+    if earned is None or rec.get("band") != "fallback" or rec.get("confidence") is None:
+        return False
+    reader, model = rec.get("reader"), rec.get("model")
+    if not earned.audit_health.suspended(qid, reader, model):
+        return False
+    take_at = earned.state(qid, question, reader, model).take_at
+    return take_at is not None and rec["confidence"] >= take_at
+
+
+class _Outcome:
+    """Reports one due audit to its ``Earned`` policy's audit health (no-op without)."""
+
+    def __init__(self, policy: Any, qid: str, rec: dict) -> None:
+        earned = policy.earned
+        self.health = None if earned is None else earned.audit_health
+        self.who = (qid, rec.get("reader"), rec.get("model"))
+
+    def arrived(self) -> None:
+        if self.health is not None:
+            self.health.arrived(*self.who)
+
+    def missing(self, why: str) -> None:
+        if self.health is not None:
+            self.health.missing(*self.who, why=why)
 
 
 def _learner(policy: Any, qid: str, question: Any, rec: dict, rate: float) -> Any:
@@ -174,16 +216,14 @@ def _ask(
     text: str,
     base: AuditRecord,
     learn: Any = None,
+    health: _Outcome | None = None,
 ) -> None:
     """On the worker: ask the teacher (its normal ``invoke``), validate, record."""
-    from agentbranch.policy.config import Generate
-    from agentbranch.policy.generation import generation_messages, model_name, parse_label
+    from agentbranch.policy.generation import model_name
 
-    messages = generation_messages(Generate(teacher, instructions), qid, question, text)
-    reply = teacher.invoke(
-        messages, config={"run_name": "agentbranch.audit", "tags": ["agentbranch:audit"]}
-    )
-    label = parse_label(reply, base["options"], source="audit teacher")
+    reply, label = _answer(audit, teacher, instructions, qid, question, text, base, health)
+    if health is not None:
+        health.arrived()
     base.update(
         teacher_label=label,
         agree=label == base["engine_label"],
@@ -193,3 +233,50 @@ def _ask(
     audit.write(base)
     if learn is not None:
         learn(label)
+
+
+def _answer(
+    audit: Audit,
+    teacher: Any,
+    instructions: str | None,
+    qid: str,
+    question: Any,
+    text: str,
+    base: AuditRecord,
+    health: _Outcome | None,
+) -> tuple[Any, str]:
+    """The teacher's reply and its label (within ``audit.timeout``); a call that fails,
+    times out or answers outside the options is a missing audit, and raises."""
+    from agentbranch.policy.config import Generate
+    from agentbranch.policy.generation import generation_messages, parse_label
+
+    messages = generation_messages(Generate(teacher, instructions), qid, question, text)
+    try:
+        reply = audit.call_teacher(
+            lambda: teacher.invoke(
+                messages, config={"run_name": "agentbranch.audit", "tags": ["agentbranch:audit"]}
+            )
+        )
+        label = parse_label(reply, base["options"], source="audit teacher")
+    except Exception as e:
+        if health is not None:
+            health.missing(f"{type(e).__name__}: {e}"[:200])
+        raise
+    return reply, label
+
+
+def _probe_ask(
+    audit: Audit,
+    teacher: Any,
+    instructions: str | None,
+    qid: str,
+    question: Any,
+    text: str,
+    base: AuditRecord,
+    learn: Any,
+    health: _Outcome,
+) -> None:
+    """On the worker: whether the teacher answers a decision a suspended band would have
+    taken (nothing is recorded: the fallback labelled that decision)."""
+    _answer(audit, teacher, instructions, qid, question, text, base, health)
+    health.arrived()

@@ -2,20 +2,25 @@
 
 ``submit`` never blocks: when the queue is full the job is dropped and counted. Each job
 runs on the worker's thread; whatever it raises is logged (stdlib ``logging``, logger
-``"agentbranch"``) and counted, never raised to the run that queued it. At interpreter
-exit the worker runs what is queued, up to ``agentbranch.core.at_exit.EXIT_WAIT_S``.
+``"agentbranch"``, at most one WARNING a minute per kind of trouble: ``ratelimit``) and
+counted, never raised to the run that queued it. ``Deadline`` bounds a teacher call. At
+interpreter exit the worker runs what is queued, up to
+``agentbranch.core.at_exit.EXIT_WAIT_S``.
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import queue
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from agentbranch.core.at_exit import AUDITS, finish_at_exit
+from agentbranch.policy.auditing.ratelimit import RateLimitedLog
 
 log = logging.getLogger("agentbranch")
 
@@ -33,6 +38,60 @@ class AuditStats:
     audited: int = 0  #: teacher answers recorded
     fallback_examples: int = 0  #: fallback generations recorded as labelled examples
     failed: int = 0  #: jobs that raised (teacher error, unusable reply, sink error)
+    timed_out: int = 0  #: teacher calls given up after ``Audit(timeout=...)`` (also failed)
+
+
+class AuditTimeout(TimeoutError):
+    """The audit teacher did not answer within ``Audit(timeout=...)``."""
+
+
+class Deadline:
+    """Runs teacher calls on a helper daemon thread so that the worker stops waiting
+    after ``timeout`` seconds (``None``: it waits, on its own thread). A call given up
+    on keeps its thread until it returns; while it does, later calls fail at once
+    instead of starting more threads behind a stuck teacher."""
+
+    def __init__(self, timeout: float | None) -> None:
+        self.timeout = timeout
+        self._stuck: threading.Thread | None = None
+        self._stuck_since = 0.0
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        if self.timeout is None:
+            return fn()
+        if self._stuck is not None:
+            if self._stuck.is_alive():
+                raise AuditTimeout(
+                    f"the teacher has not answered a call made "
+                    f"{time.monotonic() - self._stuck_since:.0f} s ago (Audit(timeout="
+                    f"{self.timeout:g})); audits fail until it does"
+                )
+            self._stuck = None
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                box["value"] = fn()
+            except BaseException as e:  # noqa: BLE001 - handed to the worker below
+                box["error"] = e
+
+        thread = threading.Thread(
+            target=contextvars.copy_context().run,
+            args=(run,),
+            name="agentbranch-audit-teacher",
+            daemon=True,
+        )
+        started = time.monotonic()
+        thread.start()
+        thread.join(self.timeout)
+        if thread.is_alive():
+            self._stuck, self._stuck_since = thread, started
+            raise AuditTimeout(
+                f"the teacher did not answer within {self.timeout:g} s (Audit(timeout=...))"
+            )
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
 
 
 class AuditWorker:
@@ -44,6 +103,8 @@ class AuditWorker:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.stats = AuditStats()
+        #: WARNINGs of this worker's troubles, at most one a minute per kind.
+        self.warnings = RateLimitedLog(log)
         finish_at_exit(self._finish_at_exit, order=AUDITS)
 
     def count(self, field: str, n: int = 1) -> None:
@@ -57,7 +118,13 @@ class AuditWorker:
             self._queue.put_nowait(job)
         except queue.Full:
             self.count("dropped")
-            log.debug("agentbranch.audit: queue full, audit dropped")
+            self.warnings.warn(
+                "dropped",
+                "agentbranch.audit: an audit was dropped: its queue (Audit(queue_size=%d)) "
+                "is full, so the teacher answers slower than audits are due, or not at all; "
+                "audits that never come count against earned trust",
+                self._queue.maxsize,
+            )
             return False
         self.count("queued")
         return True
@@ -77,7 +144,12 @@ class AuditWorker:
                 job()  # type: ignore[operator]
             except Exception as e:  # noqa: BLE001 - an audit never fails a run
                 self.count("failed")
-                log.warning("agentbranch.audit failed: %s: %s", type(e).__name__, e)
+                if isinstance(e, AuditTimeout):
+                    self.count("timed_out")
+                self.warnings.warn(
+                    f"failed:{type(e).__name__}",
+                    "agentbranch.audit failed: %s: %s", type(e).__name__, e
+                )
             finally:
                 self._queue.task_done()
 

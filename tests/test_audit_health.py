@@ -1,0 +1,238 @@
+"""Audits that were due and never came count against earned trust (issue 37.5): a teacher
+that hangs or raises suspends the band once drift could no longer be seen in time, the
+teacher call has a timeout, and the WARNINGs about it are rate-limited."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import pytest
+from _earned_fixtures import URGENT, Oracle, engine, state
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.outputs import ChatResult
+
+import agentbranch as ab
+from agentbranch.core.errors import ConfigurationError
+from agentbranch.policy import Earned, Generate, Policy, Resolver
+from agentbranch.policy.auditing.health import AuditHealth, health_window
+from agentbranch.policy.auditing.ratelimit import RateLimitedLog
+from agentbranch.policy.auditing.worker import AuditTimeout, Deadline
+from agentbranch.policy.thresholds import takes_to_withdraw
+
+
+class Hangs(BaseChatModel):
+    """A teacher whose calls never return (until ``release``)."""
+
+    release: Any = None
+
+    @property
+    def _llm_type(self) -> str:
+        return "hangs"
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any):
+        self.release.wait()
+        raise RuntimeError("released")
+
+
+class Raises(BaseChatModel):
+    @property
+    def _llm_type(self) -> str:
+        return "raises"
+
+    def _generate(self, *a: Any, **kw: Any) -> ChatResult:
+        raise ConnectionError("teacher unreachable")
+
+
+@pytest.fixture
+def release():
+    ev = threading.Event()
+    yield ev
+    ev.set()
+
+
+def _drifting_run(teacher: Any, n_after: int = 120) -> dict[str, Any]:
+    """Earn a band on 20 right labels (a working Generate fallback labels them), take
+    10 right decisions, then the traffic turns: the engine still says yes, the truth is
+    now no. The audit teacher is ``teacher``."""
+    earned = Earned(precision=0.8, min_evidence=20, refresh_s=0)
+    audit = ab.Audit(model=teacher, rate=1.0, timeout=0.05, queue_size=4, seed=0)
+    r = Resolver(
+        engine(),
+        {"urgent": URGENT},
+        Policy(take_at=earned, fallbacks=[Generate(Oracle())], audit=audit),
+    )
+    for i in range(30):
+        r.resolve(state(i, "yes", 0.99, "yes"))
+        audit.flush(timeout=5)
+    wrong_taken = 0
+    recs = []
+    for i in range(n_after):
+        rec = r.resolve(state(100 + i, "yes", 0.99, "no"))["urgent"]
+        audit.flush(timeout=5)
+        wrong_taken += rec["decided_by"] == "engine"
+        recs.append(rec)
+    out = {
+        "last": recs[-1],
+        "wrong_taken": wrong_taken,
+        "health": earned.audit_health.status("urgent", "scripted", "scripted-model"),
+        "stats": audit.stats,
+        "earned": earned,
+    }
+    audit.close(timeout=1)
+    return out
+
+
+def test_a_working_teacher_withdraws_the_band_and_is_never_suspended():
+    out = _drifting_run(Oracle())
+    assert out["last"]["trust"] == "withdrawn" and out["last"]["decided_by"] == "fallback"
+    assert out["wrong_taken"] <= takes_to_withdraw(0.8, 0.0, 0.95) + 5
+    assert out["health"].missing_total == 0 and not out["health"].suspended
+
+
+@pytest.mark.parametrize("kind", ["hangs", "raises"])
+def test_a_hanging_or_raising_teacher_ends_with_the_band_suspended(kind, release, caplog):
+    caplog.set_level(logging.WARNING, logger="agentbranch")
+    teacher = Hangs(release=release) if kind == "hangs" else Raises()
+    out = _drifting_run(teacher)
+    last = out["last"]
+    # Old code: the band stayed earned and took every one of the 120 wrong decisions.
+    assert last["take_at"] is None and last["trust"] == "learning"
+    assert last["decided_by"] == "fallback"
+    window = health_window(0.8, 0.95)
+    # Suspended after just over half a window of missing audits: no later than a
+    # working teacher would need to see a fall to 0.6 (the window itself).
+    assert out["wrong_taken"] <= window // 2 + 1 < window
+    assert out["health"].suspended and out["health"].arrived_total == 0
+    assert "trust in question 'urgent' suspended" in caplog.text
+    # The earned threshold is still there underneath: audits arriving again reopen it.
+    assert out["earned"].state("urgent", URGENT, "scripted", "scripted-model").take_at
+    if kind == "hangs":
+        assert out["stats"].timed_out >= 1
+
+
+def test_a_suspended_band_reopens_when_the_teacher_answers_again(release):
+    earned = Earned(precision=0.8, min_evidence=20, refresh_s=0)
+    health = earned.audit_health
+    who = ("urgent", "scripted", "scripted-model")
+    window = health.window
+    for _ in range(window // 2 + 1):
+        health.missing(*who, why="test")
+    assert health.suspended(*who)
+    # A teacher that answers again: probes of would-be-taken decisions arrive.
+    teacher = Oracle()
+    audit = ab.Audit(model=teacher, rate=1.0, timeout=5, seed=0)
+    r = Resolver(
+        engine(),
+        {"urgent": URGENT},
+        Policy(take_at=earned, fallbacks=[Generate(Oracle())], audit=audit),
+    )
+    for i in range(20):  # learning: labelled by the fallback, audited at the audit rate
+        r.resolve(state(i, "yes", 0.99, "yes"))
+        audit.flush(timeout=5)
+    assert earned.state("urgent", URGENT, *who[1:]).take_at is not None
+    recs = []
+    for i in range(window):
+        recs.append(r.resolve(state(50 + i, "yes", 0.99, "yes"))["urgent"])
+        audit.flush(timeout=5)
+    assert recs[0]["decided_by"] == "fallback" and recs[0]["trust"] == "learning"
+    assert recs[-1]["decided_by"] == "engine" and recs[-1]["trust"] == "earned"
+    assert not health.suspended(*who)
+    audit.close(timeout=1)
+
+
+def test_the_health_window_is_the_drift_tests_promise():
+    for precision in (0.5, 0.8, 0.9, 0.95):
+        fallen = max(precision - 0.2, precision / 2)
+        assert health_window(precision, 0.95) == max(
+            8, takes_to_withdraw(precision, fallen, 0.95)
+        )
+    h = AuditHealth(0.9, 0.95)
+    who = ("q", None, None)
+    for _ in range(h.window // 2):
+        h.missing(*who)
+    assert not h.suspended(*who)  # exactly half missing: drift still seen within 2x
+    h.missing(*who)
+    assert h.suspended(*who)
+    for _ in range(h.window):
+        h.arrived(*who)
+    assert not h.suspended(*who) and h.status(*who).missing == 0
+
+
+def test_other_questions_and_fixed_policies_are_not_suspended():
+    h = AuditHealth(0.9, 0.95)
+    for _ in range(h.window):
+        h.missing("a", None, None)
+    assert h.suspended("a", None, None) and not h.suspended("b", None, None)
+
+
+def test_the_teacher_call_times_out_and_a_stuck_call_fails_later_ones_at_once(release):
+    d = Deadline(0.05)
+    with pytest.raises(AuditTimeout, match="did not answer within 0.05 s"):
+        d.call(release.wait)
+    with pytest.raises(AuditTimeout, match="has not answered a call"):
+        d.call(lambda: 1)
+    release.set()
+    d._stuck.join(1)
+    assert d.call(lambda: 2) == 2
+    with pytest.raises(KeyError):
+        d.call(lambda: {}["x"])
+    assert Deadline(None).call(lambda: 3) == 3
+
+
+@pytest.mark.parametrize("bad", [0, -1, float("nan"), float("inf"), "5", True])
+def test_bad_timeouts_are_clear_errors(bad):
+    with pytest.raises(ConfigurationError, match="timeout"):
+        ab.Audit(timeout=bad)
+
+
+def test_warnings_are_rate_limited(caplog):
+    caplog.set_level(logging.WARNING, logger="t")
+    now = [0.0]
+    lim = RateLimitedLog(logging.getLogger("t"), interval_s=60, clock=lambda: now[0])
+    for _ in range(100):
+        lim.warn("dropped", "dropped %s", "x")
+        now[0] += 0.1  # 10 s in all
+    assert len(caplog.records) == 1
+    now[0] = 61.0
+    lim.warn("dropped", "dropped %s", "x")
+    lim.warn("failed", "failed")
+    msgs = [r.getMessage() for r in caplog.records]
+    assert len(msgs) == 3
+    assert "99 more like this in the last 61 s were not logged" in msgs[1]
+    assert msgs[2] == "failed"
+
+
+def test_a_raising_teacher_logs_one_warning_not_one_per_audit(caplog):
+    caplog.set_level(logging.WARNING, logger="agentbranch")
+    audit = ab.Audit(model=Raises(), rate=1.0, seed=0)
+    r = Resolver(
+        engine(),
+        {"urgent": URGENT},
+        Policy(take_at=0.5, fallbacks=[Generate(Oracle())], audit=audit),
+    )
+    for i in range(30):
+        r.resolve(state(i, "yes", 0.99, "yes"))
+    audit.flush(timeout=10)
+    assert audit.stats.failed == 30
+    failed = [r for r in caplog.records if "agentbranch.audit failed" in r.getMessage()]
+    assert len(failed) == 1  # old code: 30
+    audit.close(timeout=1)
+
+
+def test_dropped_audits_warn_instead_of_debug(release, caplog):
+    caplog.set_level(logging.WARNING, logger="agentbranch")
+    audit = ab.Audit(model=Hangs(release=release), rate=1.0, queue_size=1, timeout=None)
+    r = Resolver(
+        engine(),
+        {"urgent": URGENT},
+        Policy(take_at=0.5, fallbacks=[Generate(Oracle())], audit=audit),
+    )
+    for i in range(10):
+        r.resolve(state(i, "yes", 0.99, "yes"))
+    assert audit.stats.dropped >= 8
+    dropped = [r for r in caplog.records if "an audit was dropped" in r.getMessage()]
+    assert len(dropped) == 1
+    release.set()
+    audit.close(timeout=2)
