@@ -8,20 +8,41 @@ import os
 from pathlib import Path
 from typing import Any
 
+from agentbranch.audit.earned_now import TEST
 from agentbranch.audit.earned_report import EarnedReport, QuestionTrust
 from agentbranch.core.errors import ConfigurationError
 
 # -- diagram --------------------------------------------------------------------------
 
 
+def diagram_path(path: str | os.PathLike[str]) -> Path:
+    """The file a diagram is written to: ``path``, with ``.png`` added when it has no
+    extension (matplotlib would add it: the path said would not be the one written).
+    An extension matplotlib cannot write is a ``ConfigurationError``."""
+    out = Path(path)
+    if not out.suffix:
+        return out.with_name(out.name + ".png")
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if out.suffix[1:].lower() not in formats:
+        raise ConfigurationError(
+            f"cannot draw a diagram as {out.name}: the extension {out.suffix} is not an "
+            f"image format; use one of {', '.join('.' + f for f in sorted(formats))}"
+        )
+    return out
+
+
 def earned_diagram(report: EarnedReport, path: str | os.PathLike[str]) -> Path:
     """A PNG per report: for each question, the threshold in force and the coverage it
-    gave (per slice) against decisions, drift withdrawals marked."""
+    gave (per slice) against decisions, drift withdrawals marked. Returns the file
+    written (``diagram_path``)."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
+    out = diagram_path(path)
     qs = list(report.questions.values())
     if not qs:
         raise ConfigurationError("no evidence to draw yet")
@@ -61,7 +82,8 @@ def earned_diagram(report: EarnedReport, path: str | os.PathLike[str]) -> Path:
         ax.set_title(
             f"{q.question_id}: {q.trust}, take_at "
             f"{'closed' if q.take_at is None else f'{q.take_at:g}'} "
-            f"(target {report.precision:g} at level {report.level:g})",
+            f"(target {(q.target.precision if q.target else report.precision):g} at level "
+            f"{(q.target.level if q.target else report.level):g})",
             fontsize=9,
         )
         handles, labels = ax.get_legend_handles_labels()
@@ -72,7 +94,6 @@ def earned_diagram(report: EarnedReport, path: str | os.PathLike[str]) -> Path:
             labels.append("withdrawn (drift)")
         ax.legend(handles, labels, loc="lower right", fontsize=7)
     fig.tight_layout()
-    out = Path(path)
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return out
@@ -82,61 +103,148 @@ def earned_diagram(report: EarnedReport, path: str | os.PathLike[str]) -> Path:
 
 
 def _f(x: float | None, digits: int = 3) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "-"
     return f"{x:.{digits}f}"
 
 
-def render(report: EarnedReport, console: Any) -> None:
-    """The report as ``rich`` tables on ``console`` (what ``agentbranch audit report``
-    prints)."""
-    from rich.table import Table
+def _at(take_at: float | None) -> str:
+    return "closed (nothing taken)" if take_at is None else f"take_at {take_at:g}"
 
-    if not report.questions:
-        console.print("no earned-trust evidence yet")
-        return
-    for q in report.questions.values():
-        tb = q.take_band
-        table = Table(
-            title=f"{q.question_id}: earned trust (target {report.precision:g})",
-            show_header=False,
+
+def title(q: QuestionTrust) -> str:
+    """The table's title: the one threshold in force."""
+    at = "nothing taken" if q.take_at is None else f"take_at {q.take_at:g} in force"
+    return f"{q.question_id}: {at} ({q.trust})"
+
+
+def _in_force(q: QuestionTrust) -> str:
+    now = f"{q.trust}, {_at(q.take_at)}"
+    if q.suspended:
+        return (
+            f"{now}: the band this policy earned is suspended, its due audits stopped "
+            "arriving (it reopens when they arrive again; see the WARNING log)"
         )
-        table.add_column("what", style="cyan")
-        table.add_column("value")
-        table.add_row("reader / model", f"{q.reader} / {q.model}")
-        table.add_row(
-            "at the latest label",
-            f"{q.trust}, take_at {'closed' if q.take_at is None else f'{q.take_at:g}'}",
+    if not q.recomputed:
+        return (
+            f"{now}, as recorded at the latest label (audit records are not the evidence: "
+            "give the evidence store to see what the policy computes now)"
         )
-        table.add_row(
-            "evidence",
-            f"{q.labels} labels standing for {q.decisions:.0f} decisions"
-            + ("" if q.labels_to_open is None else f"; opened after {q.labels_to_open} labels"),
-        )
-        table.add_row(
+    same = (q.recorded_take_at, q.recorded_trust) == (q.take_at, q.trust)
+    recorded = (
+        "the latest record says the same"
+        if same
+        else f"the latest labelled decision was made under {q.recorded_trust}, "
+        f"{_at(q.recorded_take_at)}"
+    )
+    return f"{now}: what the policy computes from these {q.labels} records now; {recorded}"
+
+
+def _target(q: QuestionTrust) -> str:
+    t = q.target
+    if t is None:
+        return "-"
+    head = f"precision {t.precision:g} at level {t.level:g}"
+    if t.origin == "policy":
+        return f"{head}: the policy's own"
+    if t.origin == "asked":
+        return f"{head}: asked (--target-precision); the records do not say the policy's"
+    return (
+        f"{head}: a default; the records do not say the policy's (written by an older "
+        "release): ask with --target-precision"
+    )
+
+
+def _why(q: QuestionTrust) -> str | None:
+    if q.why is None:
+        return None
+    why = q.why
+    if q.next_look_at is not None and q.epoch_labels is not None:
+        why += f"; next look at {q.next_look_at} labels (now {q.epoch_labels})"
+    return f"{why} [{TEST}]"
+
+
+def _labels(q: QuestionTrust) -> str:
+    names = {"audit": "audits", "fallback": "fallback answers", "review": "reviews"}
+    parts = ", ".join(f"{n} {names.get(src, src)}" for src, n in sorted(q.by_source.items()))
+    out = f"{q.labels} labels ({parts}) standing for {q.decisions:.0f} decisions"
+    if q.labels_to_open is not None:
+        out += f"; opened after {q.labels_to_open} labels"
+    return out
+
+
+def rows(q: QuestionTrust, level: float) -> list[tuple[str, str]]:
+    """The table's rows for one question (the audit rows, if any, come after)."""
+    tb = q.take_band
+    level = q.target.level if q.target is not None else level
+    out = [("in force", _in_force(q)), ("target", _target(q))]
+    why = _why(q)
+    if why is not None:
+        out.append(("why", why))
+    if q.meaning is not None:
+        out.append(("what it means", q.meaning))
+    out += [
+        ("labels", _labels(q)),
+        (
+            "audits since it opened",
+            f"{tb.right}/{tb.n} agreed = {_f(tb.precision)} (≥ {_f(tb.lower)} at "
+            f"{level:.0%}); drift e-value {tb.drift_evalue:.3g} (withdraws at "
+            f"{1 / (1 - level):.3g})"
+            if tb.n
+            else "no audited takes since the band opened"
+            if q.take_at is not None
+            else "none: the band is not open",
+        ),
+        (
             "coverage",
             f"{_f(q.coverage, 2)} overall, {_f(q.recent_coverage, 2)} lately"
-            if not math.isnan(q.coverage)
+            if math.isfinite(q.coverage)
             else "unknown: no taken decision was audited (add Audit(rate=...))",
-        )
-        table.add_row(
-            "take-band precision",
-            f"{tb.right}/{tb.n} = {_f(tb.precision)} (≥ {_f(tb.lower)} at "
-            f"{report.level:.0%}, audits since the band opened); drift e-value "
-            f"{tb.drift_evalue:.3g} (withdraws at {1 / (1 - report.level):.3g})"
-            if tb.n
-            else "no audited takes since the band opened",
-        )
-        table.add_row(
+        ),
+        (
             "take_at over time",
             "  ".join(
                 f"{p.decisions:.0f}: {'-' if p.take_at is None else f'{p.take_at:g}'}"
                 f" ({_f(p.coverage, 2)})"
                 for p in q.timeline
             ),
+        ),
+        ("events", "\n".join(_events(q)) or "none"),
+    ]
+    if q.what_if is not None:
+        w = q.what_if
+        got = (
+            "the records cannot be replayed (audit records)"
+            if w.trust == "not recomputed"
+            else f"{w.trust}, {_at(w.take_at)}"
         )
-        table.add_row("events", "\n".join(_events(q)) or "none")
-        console.print(table)
+        out.append(
+            (
+                "what if",
+                f"at precision {w.precision:g} (asked with --target-precision; not the "
+                f"policy's, not in force): {got}",
+            )
+        )
+    return out
+
+
+def render(
+    report: EarnedReport,
+    console: Any,
+    extra: dict[str, list[tuple[str, str]]] | None = None,
+) -> None:
+    """The report as one table per question on ``console`` (what ``agentbranch audit
+    report`` prints); ``extra``: more rows per question id (the audit file's)."""
+    from agentbranch.cli.tables import key_value, print_table
+
+    if not report.questions:
+        console.print("no earned-trust evidence yet")
+        return
+    for q in report.questions.values():
+        more = (extra or {}).get(q.question_id, [])
+        table = key_value(title(q), [*rows(q, report.level), *more])
+        table.columns[1].max_width = 76  # long values wrap in their cell
+        print_table(console, table)
 
 
 def _events(q: QuestionTrust) -> list[str]:

@@ -1,13 +1,22 @@
-"""The earned-trust report: per question, the threshold that was in force over time, the
-coverage it gave, the take band's precision with its bound, and drift events.
+"""The earned-trust report: per question, one threshold — the one in force, why, and
+what the audits say about it since — with the coverage it gave over time and its events.
 
 Input: the evidence an ``Earned`` policy keeps (``Earned(store=...)``: a JSON Lines file,
 any LangGraph ``BaseStore``, or the ``Earned`` object itself), or audit records
 (``Audit(sink=...)``) of an ``Earned`` policy, which carry the same ``take_at`` and
 ``trust``. Every record is one teacher label for one decision and says the threshold in
-force when that decision was made, so the report shows what *was* in force, whatever
-settings the policy had; nothing is recomputed.
+force when that decision was made (``recorded_take_at``).
 
+* **target**: the policy's own precision and level, read from the records (each carries
+  its ``Earned`` settings; ``earned_now.target``). Records written before they did give
+  none: then the precision asked of the report, else 0.9 — and the report says which.
+* **in force** (``take_at``, ``trust``): what the policy computes from the evidence now,
+  replayed under its own settings (``earned_now``; from an ``Earned``, its state now,
+  with ``suspended`` when its audits stopped arriving), next to the recorded one; ``why``
+  is the look that set it (the test, its error, the labels behind it). Audit records
+  cannot be replayed: then the recorded threshold is the one shown.
+* **what if**: a precision asked of the report that is not the policy's own replays the
+  same evidence at it (``what_if``); it is never the threshold in force.
 * **decisions**: each record stands for ``1/rate`` decisions (a fallback-band label for
   one, an audited take for ``1/rate``), so ``decisions`` counts the traffic the records
   stand for and **coverage** is the share of it taken by the engine (over the whole
@@ -17,15 +26,15 @@ settings the policy had; nothing is recomputed.
   audits (one look); the guarantee is the policy's (docs/earned.md). Beside it, the drift
   test's e-value on those audits (the band is withdrawn when it reaches ``1/(1-level)``).
 * **events**: the band ``opened`` (trust earned, or a hand-chosen ``start_at``),
-  ``lowered``, ``raised`` (by a replica's or a re-estimate's change) or ``withdrawn``
-  (drift), at the decision count and time of the first record made under the new
-  threshold.
+  ``lowered``, ``raised`` (by a replica's or a re-estimate's change), ``withdrawn``
+  (drift) or ``closed`` (suspended: audits stopped arriving), at the decision count and
+  time of the first record made under the new threshold.
 
 Precision is agreement with the teacher: it measures the engine against the teacher.
 
 ``earned_sources`` reads the evidence (JSON Lines, SQLite, PostgreSQL, records) into
-rows; this module builds the report from them; ``earned_render`` prints its table and
-draws its diagram.
+rows; ``earned_now`` says what is in force and why; this module builds the report;
+``earned_render`` prints its table and draws its diagram.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from agentbranch.audit import earned_now
 from agentbranch.audit.earned_sources import EvidenceRow, evidence_rows
 from agentbranch.audit.report import json_safe
 from agentbranch.core.errors import ConfigurationError
@@ -80,7 +90,8 @@ class QuestionTrust:
     model: str | None
     labels: int
     decisions: float
-    #: in force when the latest labelled decision was made (from an ``Earned``: now)
+    #: in force: what the policy computes from the evidence now (``recomputed``), else
+    #: (audit records) what was in force when the latest labelled decision was made
     take_at: float | None
     trust: str
     #: share of all decisions taken; nan when the band was open but no taken decision
@@ -91,16 +102,35 @@ class QuestionTrust:
     take_band: TakeBand
     timeline: list[TrustPoint] = field(default_factory=list)
     events: list[TrustEvent] = field(default_factory=list)
+    #: the policy's precision and level (``target.origin``: where they come from)
+    target: earned_now.Target | None = None
+    #: in force when the latest labelled decision was made (the records say so)
+    recorded_take_at: float | None = None
+    recorded_trust: str | None = None
+    #: ``take_at``/``trust`` were recomputed from the evidence (not just recorded)
+    recomputed: bool = False
+    why: str | None = None  #: the look (or withdrawal) that set the threshold in force
+    epoch_labels: int | None = None  #: labels since learning last (re)started
+    next_look_at: int | None = None  #: labels at which the next look runs (not earned)
+    suspended: bool | None = None  #: a live ``Earned``'s audits stopped arriving
+    meaning: str | None = None  #: one sentence for a take_at well below the precision
+    by_source: dict[str, int] = field(default_factory=dict)  #: labels per source
+    what_if: earned_now.WhatIf | None = None  #: the precision asked of the report
 
 
 @dataclass(frozen=True)
 class EarnedReport:
+    """``precision``/``level``: the target reported against (the policy's own when the
+    records say it, ``target`` per question); ``asked``: a precision asked of the
+    report, shown as a what if."""
+
     precision: float
     level: float
     questions: dict[str, QuestionTrust]
+    asked: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-safe (NaN becomes ``None``)."""
+        """JSON-safe (NaN and infinities become ``None``: strict JSON)."""
         return json_safe(asdict(self))
 
 
@@ -124,10 +154,11 @@ def _change(was: float | None, now: float | None, trust: str) -> str:
 
 
 def _question(
-    rows: list[EvidenceRow], precision: float, level: float, windows: int
+    rows: list[EvidenceRow], tgt: earned_now.Target, windows: int, asked: tuple | None
 ) -> QuestionTrust:
     from agentbranch.policy.thresholds import Drift
 
+    precision, level = tgt.precision, tgt.level
     total = sum(1.0 / r.rate for r in rows)
     taken_total = sum(1.0 / r.rate for r in rows if r.band == "take")
     edges = [total * (i + 1) / windows for i in range(windows)]
@@ -151,6 +182,11 @@ def _question(
                 reason = f"trust {r.trust} after {i} labels"
             elif kind == "closed":
                 reason = f"the band closed (trust {r.trust})"
+                if r.trust == "learning" and prev.trust in ("earned", "fixed"):
+                    reason += (
+                        " while the evidence still had it open: the deciding process "
+                        "suspended it because its audits stopped arriving (see its WARNING)"
+                    )
             else:
                 reason = f"{r.trust}: from {prev.take_at:g} to {r.take_at:g}"
             events.append(TrustEvent(kind, decisions, i, r.time, r.take_at, prev.take_at, reason))
@@ -188,6 +224,14 @@ def _question(
         _lower_bound(right, n, level),
         drift.evalue if n else 1.0,
     )
+    now = earned_now.recompute(rows, tgt)
+    take_at = last.take_at if now is None else now.take_at
+    by_source: dict[str, int] = {}
+    for r in rows:
+        by_source[r.source or "unknown"] = by_source.get(r.source or "unknown", 0) + 1
+    what_if = None
+    if asked is not None and tgt.origin == "policy" and asked != (precision, level):
+        what_if = earned_now.what_if(rows, tgt, *asked)
     return QuestionTrust(
         question_id=last.question_id,
         key=last.group,
@@ -195,44 +239,92 @@ def _question(
         model=last.model,
         labels=len(rows),
         decisions=total,
-        take_at=last.take_at,
-        trust=last.trust,
+        take_at=take_at,
+        trust=last.trust if now is None else now.trust,
         coverage=taken_total / total if total else 0.0,
         recent_coverage=timeline[-1].coverage if timeline else 0.0,
         labels_to_open=labels_to_open,
         take_band=band,
         timeline=timeline,
         events=events,
+        target=tgt,
+        recorded_take_at=last.take_at,
+        recorded_trust=last.trust,
+        recomputed=now is not None,
+        why=None if now is None else now.why,
+        epoch_labels=None if now is None else now.labels,
+        next_look_at=None if now is None else now.next_look_at,
+        meaning=earned_now.meaning(take_at, precision, rows),
+        by_source=by_source,
+        what_if=what_if,
     )
 
 
 def earned_report(
-    source: Any, *, precision: float = 0.9, level: float = 0.95, windows: int = 10
+    source: Any,
+    *,
+    precision: float | None = None,
+    level: float | None = None,
+    windows: int = 10,
 ) -> EarnedReport:
-    """Per question (evidence key): the threshold in force over time, coverage, the take
-    band's precision with its bound and drift events (see the module docstring).
+    """Per question (evidence key): the threshold in force and why, what the audits say
+    about it since, coverage over time and events (see the module docstring).
 
     ``source``: an evidence JSON Lines path, a SQLite file or ``postgresql://`` URI of
     the LangGraph store the evidence is in, an ``Earned``, a LangGraph ``BaseStore``
-    holding evidence, an evidence store, or an iterable of evidence or audit records."""
+    holding evidence, an evidence store, or an iterable of evidence or audit records.
+    ``precision``/``level``: the policy's own are read from the records; a precision
+    given here is reported as a *what if* beside them (and used as the target only for
+    records that do not say theirs)."""
     for name, value in (("precision", precision), ("level", level)):
-        if not (isinstance(value, int | float) and 0.0 < value < 1.0):
+        if value is None:
+            continue
+        if not (
+            isinstance(value, int | float) and not isinstance(value, bool) and 0.0 < value < 1.0
+        ):
             raise ConfigurationError(f"{name} must be strictly between 0 and 1, got {value!r}")
     if not isinstance(windows, int) or windows < 1:
         raise ConfigurationError(f"windows must be a whole number >= 1, got {windows!r}")
+    from agentbranch.policy.earned import Earned
+
     groups: dict[str, list[EvidenceRow]] = {}
     for row in evidence_rows(source):
         groups.setdefault(row.group, []).append(row)
-    questions = {
-        key: _question(sorted(rows, key=lambda r: r.order), precision, level, windows)
-        for key, rows in groups.items()
-    }
-    from agentbranch.policy.earned import Earned
-
+    asked = None
+    if precision is not None:
+        asked = (float(precision), float(level if level is not None else 0.95))
+    questions = {}
+    for key, rows in groups.items():
+        rows.sort(key=lambda r: r.order)
+        if isinstance(source, Earned):
+            tgt = earned_now.Target(source.precision, source.level, "policy", source.settings)
+        else:
+            tgt = earned_now.target(rows, precision, level)
+        questions[key] = _question(rows, tgt, windows, asked)
     if isinstance(source, Earned):
-        # The threshold in force now, under this Earned's settings (the records only say
-        # what was in force at the latest labelled decision).
+        # The threshold in force now: this Earned's own state, closed while its audits
+        # are missing (what its ``threshold`` answers).
         for key, st in source.stored().items():
             if key in questions:
-                questions[key] = replace(questions[key], take_at=st.take_at, trust=st.trust)
-    return EarnedReport(precision, level, questions)
+                q = questions[key]
+                now = earned_now.from_state(st, source)
+                held = source.audit_health.suspended(q.question_id, q.reader, q.model)
+                questions[key] = replace(
+                    q,
+                    take_at=None if held else st.take_at,
+                    trust="learning" if held and st.take_at is not None else st.trust,
+                    recomputed=True,
+                    why=now.why,
+                    epoch_labels=now.labels,
+                    next_look_at=now.next_look_at,
+                    suspended=held and st.take_at is not None,
+                    meaning=earned_now.meaning(
+                        None if held else st.take_at, source.precision, groups[key]
+                    ),
+                )
+    first = next(iter(questions.values()), None)
+    if first is not None and first.target is not None:
+        shown = (first.target.precision, first.target.level)
+    else:
+        shown = asked or (earned_now.DEFAULT_PRECISION, earned_now.DEFAULT_LEVEL)
+    return EarnedReport(shown[0], shown[1], questions, None if asked is None else asked[0])

@@ -34,6 +34,12 @@ class EvidenceRow:
     correct: bool
     take_at: float | None
     trust: str
+    confidence: float | None = None
+    source: str | None = None  # "fallback" | "review" | "audit"
+    #: the ``Earned`` settings the record was made under (``None``: not recorded)
+    settings: Mapping[str, Any] | None = None
+    #: the evidence record itself (``None`` for an audit record): what is replayed
+    record: Any = None
 
 
 # -- input ----------------------------------------------------------------------------
@@ -148,7 +154,23 @@ def _from_evidence(rec: Any) -> EvidenceRow:
         rec.correct,
         rec.take_at,
         rec.trust,
+        rec.confidence,
+        rec.source,
+        None if rec.earned is None else rec.earned.model_dump(),
+        rec,
     )
+
+
+def _settings(raw: Any, where: str) -> dict[str, Any] | None:
+    """An audit record's ``earned`` settings, checked like an evidence record's."""
+    if raw is None:
+        return None
+    from agentbranch.policy.evidence import EarnedSettings
+
+    try:
+        return EarnedSettings.model_validate(raw).model_dump()
+    except ValueError as e:
+        raise ConfigurationError(f"{where}: earned settings are not valid: {e}") from None
 
 
 def _from_audit(rec: Mapping[str, Any], where: str) -> EvidenceRow | None:
@@ -177,6 +199,9 @@ def _from_audit(rec: Mapping[str, Any], where: str) -> EvidenceRow | None:
         rec["teacher_label"] == rec.get("engine_label"),
         rec.get("take_at"),
         str(trust),
+        float(rec["confidence"]),
+        "audit" if rec.get("kind") == "audit" else "fallback",
+        _settings(rec.get("earned"), where),
     )
 
 

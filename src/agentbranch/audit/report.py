@@ -143,8 +143,9 @@ class AuditReport:
 
 
 def json_safe(obj: Any) -> Any:
-    """``obj`` with NaN as ``None`` and tuples as lists (for ``json.dumps``)."""
-    if isinstance(obj, float) and math.isnan(obj):
+    """``obj`` with NaN and infinities as ``None`` and tuples as lists: strict JSON
+    (``json.dumps(..., allow_nan=False)``) that any parser reads."""
+    if isinstance(obj, float) and not math.isfinite(obj):
         return None
     if isinstance(obj, dict):
         return {k: json_safe(v) for k, v in obj.items()}

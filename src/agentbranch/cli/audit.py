@@ -37,119 +37,228 @@ def more_audits_text(t, pct: str) -> str:  # noqa: ANN001 - a report.TakeAt
 
 @audit_app.command()
 def report(
-    file: Annotated[Path, typer.Argument(help="Audit records (JSON Lines from Audit(sink=...)).")],
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="Audit records (JSON Lines from Audit(sink=...)), or an Earned policy's "
+            "evidence store (its JSON Lines file, SQLite file or postgresql:// URI)."
+        ),
+    ],
     target_precision: Annotated[
-        float, typer.Option(help="Precision the suggested take_at must reach, in (0, 1].")
-    ] = 0.9,
+        float | None,
+        typer.Option(
+            help="Audits of a fixed take_at: the precision the suggested take_at must reach "
+            "(default 0.9). Earned policies report at their own precision; this asks "
+            "'what if' at another one."
+        ),
+    ] = None,
     level: Annotated[
-        float, typer.Option(help="Confidence level of the intervals, in (0, 1).")
-    ] = 0.95,
+        float | None,
+        typer.Option(
+            help="Confidence level of the intervals, in (0, 1) (default 0.95; an Earned "
+            "policy's own level when its records say it)."
+        ),
+    ] = None,
     bins: Annotated[int, typer.Option(min=1, max=1000, help="Confidence bins (1-1000).")] = 10,
     diagram: Annotated[
-        Path | None, typer.Option(help="Write a reliability diagram PNG (vs the teacher).")
+        Path | None,
+        typer.Option(
+            help="Write a diagram (PNG unless the name says another image format): the "
+            "reliability diagram of audit records; for an evidence store, threshold and "
+            "coverage against decisions (with --evidence: NAME-earned.png beside it)."
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     evidence: Annotated[
         Path | None,
         typer.Option(
             help="An Earned policy's evidence (JSON Lines, SQLite file or postgresql:// "
-            "URI): add its earned trust."
+            "URI): one report per question, the threshold in force from the evidence."
         ),
     ] = None,
 ) -> None:
-    """Per question: the take band's precision (Wilson interval), agreement by confidence
-    bin, the take_at reaching --target-precision and how many more audits would show it.
-    FILE may also be an Earned policy's evidence store (docs/earned.md; a JSON Lines
-    file, a SQLite file or a postgresql:// URI of a LangGraph store): then, per
-    question, the earned threshold over time, its coverage, the take band's precision
-    with its bound and drift events (--diagram: threshold and coverage against
-    decisions)."""
+    """Per question, one threshold: the one in force, why, and what the audits say.
+
+    Audits of a fixed take_at: the take band's precision (Wilson interval), agreement by
+    confidence bin, the take_at reaching --target-precision and how many more audits
+    would show it. FILE may also be an Earned policy's evidence store (docs/earned.md):
+    then, per question, the threshold the policy computes from it now (next to the one
+    recorded), the look that set it, the audits since the band opened with the drift
+    test, coverage over time and events, at the policy's own precision (--target-precision
+    asks 'what if'). Audit records of an Earned policy (or --evidence) give the same
+    report, with the audits' agreement by confidence."""
     from agentbranch.audit.earned_sources import is_evidence_store
-    from agentbranch.audit.labels import scored_examples
     from agentbranch.audit.report import audit_report, load_records
     from agentbranch.core.errors import AgentBranchError
-    from agentbranch.core.files import check_writable
 
-    if is_evidence_store(_uri(file)):
-        _earned(_uri(file), target_precision, level, diagram, as_json)
-        return
     try:
-        if diagram is not None:
-            check_writable(diagram, "--diagram")
+        _check_unit("--target-precision", target_precision, closed=True)
+        _check_unit("--level", level, closed=False)
+        diagram = _diagram(diagram)
+        if is_evidence_store(_uri(file)):
+            _earned(_uri(file), target_precision, level, diagram, as_json)
+            return
         records = load_records(file)
-        rep = audit_report(records, target_precision=target_precision, level=level, bins=bins)
+        earned_policy = any(r.get("trust") in ("learning", "earned", "withdrawn") for r in records)
+        if evidence is not None or earned_policy:
+            _unified(file, records, evidence, target_precision, level, bins, diagram, as_json)
+            return
+        target = 0.9 if target_precision is None else target_precision
+        rep = audit_report(
+            records, target_precision=target, level=level or 0.95, bins=bins
+        )
         if diagram is not None:
-            from agentbranch.calibration import reliability_diagram
-
-            reliability_diagram(
-                scored_examples(records, raw=False), None, diagram, bins=bins, title="audits"
-            )
-    except AgentBranchError as e:
+            _reliability(records, diagram, bins)
+    except (AgentBranchError, OSError) as e:  # OSError: the diagram could not be written
         err.print(f"[red]error:[/red] {e}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
-    except OSError as e:  # the diagram could not be written after all (disk full, ...)
-        err.print(f"[red]error:[/red] {e}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
-    earned_diagram = diagram.with_name(diagram.stem + "-earned.png") if diagram else None
-    if as_json and evidence is not None:
-        _earned(evidence, target_precision, level, earned_diagram, True, audit=rep.as_dict())
-        return
     if as_json:
-        print(json.dumps(rep.as_dict(), indent=2))
+        print(json.dumps(rep.as_dict(), indent=2, allow_nan=False))
         return
-    from agentbranch.cli.tables import key_value, print_table
-
     if not rep.questions:
         console.print(f"{file}: no audit records yet")
-        if evidence is not None:
-            _earned(evidence, target_precision, level, earned_diagram, False)
         return
-    pct = f"{target_precision:.0%}"
-    for qid, q in rep.questions.items():
-        t, tb = q.threshold, q.take_band
-        rows = [
-            (
-                "audited",
-                f"{tb.n} taken + {q.fallback_examples} fallback "
-                f"(take_at now {fmt(q.current_take_at, 2)})",
-            ),
-            (
-                "take-band precision",
-                f"{fmt(tb.precision)}  [{fmt(tb.low)}, {fmt(tb.high)}] ({level:.0%} Wilson)"
-                if tb.n
-                else "no audits of the take band yet",
-            ),
-            (
-                f"take_at for {pct}",
-                (f"{fmt(t.take_at)} known" if t.take_at is not None else "not known yet")
-                + (
-                    f"; {fmt(t.estimate)} estimated (coverage {fmt(t.coverage, 2)})"
-                    if t.estimate is not None
-                    else "; no threshold reaches it"
-                ),
-            ),
-        ]
-        if t.estimate is not None:
-            rows.append(("more audits", more_audits_text(t, pct)))
-        rows.append(
-            (
-                "agreement by confidence",
-                "  ".join(f"≥{b.low:.1f}: {fmt(b.agreement, 2)} ({b.n})" for b in q.bins if b.n),
-            )
-        )
-        table = key_value(f"{qid}: the engine vs the teacher", rows)
-        table.columns[1].max_width = 76  # long values wrap in their cell, the rest stays
-        print_table(console, table)
+    for q in rep.questions.values():
+        _audit_table(q, target, level or 0.95)
     if diagram is not None:
         console.print(f"reliability diagram [bold]{diagram}[/bold]")
-    if evidence is not None:
-        _earned(evidence, target_precision, level, earned_diagram, False)
-    elif any(r.get("trust") in ("learning", "earned", "withdrawn") for r in records):
-        # An Earned policy's audits: the thresholds that were in force.
-        from agentbranch.audit.earned_render import render
-        from agentbranch.audit.earned_report import earned_report
 
-        render(earned_report(records, precision=target_precision, level=level), console)
+
+def _check_unit(flag: str, value: float | None, *, closed: bool) -> None:
+    from agentbranch.core.errors import ConfigurationError
+
+    if value is None:
+        return
+    ok = value <= 1.0 if closed else value < 1.0
+    if not (value > 0.0 and ok):  # NaN fails both
+        span = "in (0, 1]" if closed else "strictly between 0 and 1"
+        raise ConfigurationError(f"{flag} must be {span}, got {value}")
+
+
+def _diagram(path: Path | None) -> Path | None:
+    """The diagram file that will be written (``.png`` added when the name has no
+    extension), checked before any work: a missing folder is a clear error."""
+    if path is None:
+        return None
+    from agentbranch.audit.earned_render import diagram_path
+    from agentbranch.core.files import check_writable
+
+    if path.is_dir():
+        check_writable(path, "--diagram")  # a folder is refused, not named "folder.png"
+    path = diagram_path(path)
+    check_writable(path, "--diagram")
+    return path
+
+
+def _reliability(records: list, diagram: Path, bins: int) -> None:
+    from agentbranch.audit.labels import scored_examples
+    from agentbranch.calibration import reliability_diagram
+
+    examples = scored_examples(records, raw=False)
+    reliability_diagram(examples, None, diagram, bins=bins, title="audits")
+
+
+def _audit_table(q, target: float, level: float) -> None:  # noqa: ANN001
+    """One question's audit table (a fixed take_at: with the take_at for ``target``)."""
+    from agentbranch.cli.tables import key_value, print_table
+
+    table = key_value(f"{q.question_id}: the engine vs the teacher", _audit_rows(q, target, level))
+    table.columns[1].max_width = 76  # long values wrap in their cell, the rest stays
+    print_table(console, table)
+
+
+def _audit_rows(q, target: float, level: float) -> list[tuple[str, str]]:  # noqa: ANN001
+    pct = f"{target:.0%}"
+    t, tb = q.threshold, q.take_band
+    rows = [
+        (
+            "audited",
+            f"{tb.n} taken + {q.fallback_examples} fallback "
+            f"(take_at now {fmt(q.current_take_at, 2)})",
+        ),
+        (
+            "take-band precision",
+            f"{fmt(tb.precision)}  [{fmt(tb.low)}, {fmt(tb.high)}] ({level:.0%} Wilson)"
+            if tb.n
+            else "no audits of the take band yet",
+        ),
+        (
+            f"take_at for {pct}",
+            (f"{fmt(t.take_at)} known" if t.take_at is not None else "not known yet")
+            + (
+                f"; {fmt(t.estimate)} estimated (coverage {fmt(t.coverage, 2)})"
+                if t.estimate is not None
+                else "; no threshold reaches it"
+            ),
+        ),
+    ]
+    if t.estimate is not None:
+        rows.append(("more audits", more_audits_text(t, pct)))
+    rows.append(_agreement(q))
+    return rows
+
+
+def _agreement(q) -> tuple[str, str]:  # noqa: ANN001
+    return (
+        "agreement by confidence",
+        "  ".join(f"≥{b.low:.1f}: {fmt(b.agreement, 2)} ({b.n})" for b in q.bins if b.n),
+    )
+
+
+def _unified(
+    file: Path,
+    records: list,
+    evidence: Path | None,
+    target_precision: float | None,
+    level: float | None,
+    bins: int,
+    diagram: Path | None,
+    as_json: bool,
+) -> None:
+    """Audit records of an Earned policy (and its evidence): one report per question,
+    the threshold in force from the evidence (else from the records), the audits' own
+    figures beside it; questions under a fixed take_at get the audit table."""
+    from agentbranch.audit.earned_render import earned_diagram, render
+    from agentbranch.audit.earned_report import earned_report
+    from agentbranch.audit.report import audit_report
+
+    source = records if evidence is None else _uri(evidence)
+    rep = earned_report(source, precision=target_precision, level=level)
+    earned_ids = {q.question_id for q in rep.questions.values()}
+    audits = audit_report(
+        records, target_precision=target_precision or 0.9, level=level or 0.95, bins=bins
+    )
+    if diagram is not None:
+        _reliability(records, diagram, bins)
+        drawn = None
+        if rep.questions:
+            drawn = earned_diagram(rep, diagram.with_name(diagram.stem + "-earned.png"))
+    if as_json:
+        audit = audits.as_dict()
+        for qid in earned_ids & set(audit["questions"]):
+            del audit["questions"][qid]["threshold"]  # one threshold: the earned one
+        out = {"earned": rep.as_dict(), "audit": audit}
+        print(json.dumps(out, indent=2, allow_nan=False))
+        return
+    extra = {
+        qid: [
+            (
+                f"audits in {file.name}",
+                f"{q.take_band.n} taken + {q.fallback_examples} fallback",
+            ),
+            _agreement(q),
+        ]
+        for qid, q in audits.questions.items()
+        if qid in earned_ids
+    }
+    render(rep, console, extra)
+    for qid, q in audits.questions.items():
+        if qid not in earned_ids:
+            _audit_table(q, target_precision or 0.9, level or 0.95)
+    if diagram is not None:
+        console.print(f"reliability diagram [bold]{diagram}[/bold]")
+        if drawn is not None:
+            console.print(f"threshold and coverage diagram [bold]{drawn}[/bold]")
 
 
 def _uri(source: str | Path) -> str | Path:
@@ -163,28 +272,20 @@ def _uri(source: str | Path) -> str | Path:
 
 def _earned(
     file: str | Path,
-    precision: float,
-    level: float,
+    precision: float | None,
+    level: float | None,
     diagram: Path | None,
     as_json: bool,
-    audit: dict | None = None,
 ) -> None:
-    """The earned-trust report of an evidence store (after the audit report, if any)."""
+    """The earned-trust report of an evidence store."""
     from agentbranch.audit.earned_render import earned_diagram, render
     from agentbranch.audit.earned_report import earned_report
-    from agentbranch.core.errors import AgentBranchError
 
-    try:
-        rep = earned_report(_uri(file), precision=precision, level=level)
-        if diagram is not None and rep.questions:
-            earned_diagram(rep, diagram)
-    except AgentBranchError as e:
-        err.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
+    rep = earned_report(_uri(file), precision=precision, level=level)
+    drawn = earned_diagram(rep, diagram) if diagram is not None and rep.questions else None
     if as_json:
-        out = rep.as_dict() if audit is None else {"audit": audit, "earned": rep.as_dict()}
-        print(json.dumps(out, indent=2))
+        print(json.dumps(rep.as_dict(), indent=2, allow_nan=False))
         return
     render(rep, console)
-    if diagram is not None and rep.questions:
-        console.print(f"threshold and coverage diagram [bold]{diagram}[/bold]")
+    if drawn is not None:
+        console.print(f"threshold and coverage diagram [bold]{drawn}[/bold]")

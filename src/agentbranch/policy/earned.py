@@ -168,6 +168,20 @@ class Earned:
         self._names: dict[str, str] = {}
 
     @property
+    def settings(self) -> dict[str, Any]:
+        """The settings each evidence record carries (``Evidence.earned``): a report
+        reads the policy's own target from them and recomputes its thresholds."""
+        return {
+            "precision": self.precision,
+            "level": self.level,
+            "min_evidence": self.min_evidence,
+            "max_take_at": self.max_take_at,
+            "min_take_at": self.min_take_at,
+            "start_at": self.start_at,
+            "step": self.step,
+        }
+
+    @property
     def alpha(self) -> float:
         return 1.0 - self.level
 
@@ -280,6 +294,7 @@ class Earned:
                 rate=rate,
                 take_at=take_at,
                 trust=trust,
+                earned=self.settings,
             )
         except Exception as e:  # noqa: BLE001 - pydantic ValidationError and friends
             log.warning(

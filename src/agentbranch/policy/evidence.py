@@ -22,6 +22,10 @@ Schema (``EVIDENCE_SCHEMA``, JSON object, one per line of a JSON Lines store):
   audit rate for audits; each record stands for ``1/rate`` decisions)
 * ``take_at`` (float or null: the band was closed) and ``trust``: the threshold in force
   when the decision was made
+* ``earned`` (optional; absent in stores written before it was kept): the settings of
+  the ``Earned`` policy that made the record (``precision``, ``level``,
+  ``min_evidence``, ``max_take_at``, ``min_take_at``, ``start_at``, ``step``), so that a
+  report states the policy's own target and recomputes its thresholds
 """
 
 from __future__ import annotations
@@ -40,6 +44,20 @@ EVIDENCE_SCHEMA = "agentbranch.earned/1"
 
 Trust = Literal["learning", "earned", "withdrawn", "fixed"]
 Source = Literal["fallback", "review", "audit"]
+
+
+class EarnedSettings(BaseModel):
+    """The ``Earned`` settings a record was made under (what a report replays with)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")  # a newer release may add some
+
+    precision: float = Field(gt=0.0, lt=1.0)
+    level: float = Field(gt=0.0, lt=1.0)
+    min_evidence: int = Field(default=50, ge=1)
+    max_take_at: float = Field(default=1.0, ge=0.0, le=1.0)
+    min_take_at: float = Field(default=0.0, ge=0.0, le=1.0)
+    start_at: float | None = Field(default=None, ge=0.0, le=1.0)
+    step: float = Field(default=0.01, gt=0.0, le=0.5)
 
 
 class Evidence(BaseModel):
@@ -64,6 +82,7 @@ class Evidence(BaseModel):
     rate: float = Field(gt=0.0, le=1.0)
     take_at: float | None = Field(default=None, ge=0.0, le=1.0)
     trust: Trust = "learning"
+    earned: EarnedSettings | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Evidence:

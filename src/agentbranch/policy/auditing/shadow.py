@@ -202,6 +202,8 @@ def _base(
         trust=rec.get("trust"),
         spec=question.model_dump(mode="json"),
     )
+    if policy.earned is not None:
+        record["earned"] = policy.earned.settings  # the policy's own target, for reports
     if audit.include_state and text is not None:
         record["state"] = text
     return record
