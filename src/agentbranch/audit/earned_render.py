@@ -228,23 +228,34 @@ def rows(q: QuestionTrust, level: float) -> list[tuple[str, str]]:
     return out
 
 
+def tables(
+    report: EarnedReport, extra: dict[str, list[tuple[str, str]]] | None = None
+) -> list[Any]:
+    """One ``rich`` table per question; ``extra``: more rows per question id (an audit
+    file's own figures)."""
+    from rich.table import Table
+
+    out = []
+    for q in report.questions.values():
+        table = Table(title=title(q), show_header=False, title_justify="left")
+        table.add_column("what", style="cyan", no_wrap=True)
+        table.add_column("value", max_width=76)  # long values wrap in their cell
+        for name, value in [*rows(q, report.level), *(extra or {}).get(q.question_id, [])]:
+            table.add_row(name, value)
+        out.append(table)
+    return out
+
+
 def render(
     report: EarnedReport,
     console: Any,
     extra: dict[str, list[tuple[str, str]]] | None = None,
 ) -> None:
-    """The report as one table per question on ``console`` (what ``agentbranch audit
-    report`` prints); ``extra``: more rows per question id (the audit file's)."""
-    from agentbranch.cli.tables import key_value, print_table
-
+    """The report on a ``rich`` console, one table per question (``tables``)."""
     if not report.questions:
         console.print("no earned-trust evidence yet")
-        return
-    for q in report.questions.values():
-        more = (extra or {}).get(q.question_id, [])
-        table = key_value(title(q), [*rows(q, report.level), *more])
-        table.columns[1].max_width = 76  # long values wrap in their cell
-        print_table(console, table)
+    for table in tables(report, extra):
+        console.print(table)
 
 
 def _events(q: QuestionTrust) -> list[str]:

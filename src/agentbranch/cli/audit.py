@@ -121,7 +121,17 @@ def report(
     for q in rep.questions.values():
         _audit_table(q, target, level or 0.95)
     if diagram is not None:
-        console.print(f"reliability diagram [bold]{diagram}[/bold]")
+        console.print(f"reliability diagram [bold]{diagram}[/bold]", soft_wrap=True)
+
+
+def _print_earned(rep, extra: dict | None = None) -> None:  # noqa: ANN001 - an EarnedReport
+    from agentbranch.audit.earned_render import tables
+    from agentbranch.cli.tables import print_table
+
+    if not rep.questions:
+        console.print("no earned-trust evidence yet")
+    for table in tables(rep, extra):
+        print_table(console, table)
 
 
 def _check_unit(flag: str, value: float | None, *, closed: bool) -> None:
@@ -218,7 +228,7 @@ def _unified(
     """Audit records of an Earned policy (and its evidence): one report per question,
     the threshold in force from the evidence (else from the records), the audits' own
     figures beside it; questions under a fixed take_at get the audit table."""
-    from agentbranch.audit.earned_render import earned_diagram, render
+    from agentbranch.audit.earned_render import earned_diagram
     from agentbranch.audit.earned_report import earned_report
     from agentbranch.audit.report import audit_report
 
@@ -251,14 +261,14 @@ def _unified(
         for qid, q in audits.questions.items()
         if qid in earned_ids
     }
-    render(rep, console, extra)
+    _print_earned(rep, extra)
     for qid, q in audits.questions.items():
         if qid not in earned_ids:
             _audit_table(q, target_precision or 0.9, level or 0.95)
     if diagram is not None:
-        console.print(f"reliability diagram [bold]{diagram}[/bold]")
+        console.print(f"reliability diagram [bold]{diagram}[/bold]", soft_wrap=True)
         if drawn is not None:
-            console.print(f"threshold and coverage diagram [bold]{drawn}[/bold]")
+            console.print(f"threshold and coverage diagram [bold]{drawn}[/bold]", soft_wrap=True)
 
 
 def _uri(source: str | Path) -> str | Path:
@@ -278,7 +288,7 @@ def _earned(
     as_json: bool,
 ) -> None:
     """The earned-trust report of an evidence store."""
-    from agentbranch.audit.earned_render import earned_diagram, render
+    from agentbranch.audit.earned_render import earned_diagram
     from agentbranch.audit.earned_report import earned_report
 
     rep = earned_report(_uri(file), precision=precision, level=level)
@@ -286,6 +296,6 @@ def _earned(
     if as_json:
         print(json.dumps(rep.as_dict(), indent=2, allow_nan=False))
         return
-    render(rep, console)
+    _print_earned(rep)
     if drawn is not None:
-        console.print(f"threshold and coverage diagram [bold]{drawn}[/bold]")
+        console.print(f"threshold and coverage diagram [bold]{drawn}[/bold]", soft_wrap=True)
