@@ -110,6 +110,19 @@ def test_a_hanging_or_raising_teacher_ends_with_the_band_suspended(kind, release
     assert out["earned"].state("urgent", URGENT, "scripted", "scripted-model").take_at
     if kind == "hangs":
         assert out["stats"].timed_out >= 1
+    # What the operator sees in the report: the live policy's band suspended, and in the
+    # records (a file's view) decisions made with the band closed while it was open.
+    from agentbranch.audit.earned_render import rows
+    from agentbranch.audit.earned_report import earned_report
+
+    (live,) = earned_report(out["earned"]).questions.values()
+    assert live.suspended and live.take_at is None
+    records = [r for k in out["earned"].evidence.keys() for r in out["earned"].evidence.load(k)]
+    (seen,) = earned_report(records).questions.values()
+    assert seen.trust == "earned" and seen.closed_since >= 100
+    assert "suspended it because its audits stopped arriving" in dict(rows(seen, 0.95))[
+        "in force"
+    ]
 
 
 def test_a_suspended_band_reopens_when_the_teacher_answers_again(release):

@@ -48,6 +48,7 @@ class Recomputed:
     why: str  # the look (or withdrawal) that set it, in words
     labels: int  # labels in the current epoch (since learning last (re)started)
     next_look_at: int | None  # labels at which the next look runs (while not earned)
+    opened_at: int | None = None  # index of the record whose look set an open threshold
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,10 @@ def from_state(st: Any, earned: Any) -> Recomputed:
     next_look = None
     if st.trust in ("learning", "withdrawn"):
         next_look = earned.looks.at(st.looks)
-    return Recomputed(st.take_at, st.trust, why, st.labels, next_look)
+    opened_at = None
+    if st.take_at is not None and setting and setting[-1].kind != "withdrawn":
+        opened_at = setting[-1].index
+    return Recomputed(st.take_at, st.trust, why, st.labels, next_look, opened_at)
 
 
 def what_if(rows: Sequence[EvidenceRow], tgt: Target, precision: float, level: float) -> WhatIf:

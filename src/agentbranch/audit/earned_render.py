@@ -137,7 +137,14 @@ def _in_force(q: QuestionTrust) -> str:
         else f"the latest labelled decision was made under {q.recorded_trust}, "
         f"{_at(q.recorded_take_at)}"
     )
-    return f"{now}: what the policy computes from these {q.labels} records now; {recorded}"
+    out = f"{now}: what the policy computes from these {q.labels} records now; {recorded}"
+    if q.closed_since:
+        out += (
+            f"; {q.closed_since} labelled decisions since it opened were made with the band "
+            "closed: the deciding process suspended it because its audits stopped arriving "
+            "(see its WARNING log), or had not re-read the store yet (refresh_s)"
+        )
+    return out
 
 
 def _target(q: QuestionTrust) -> str:

@@ -116,6 +116,9 @@ class QuestionTrust:
     meaning: str | None = None  #: one sentence for a take_at well below the precision
     by_source: dict[str, int] = field(default_factory=dict)  #: labels per source
     what_if: earned_now.WhatIf | None = None  #: the precision asked of the report
+    #: labelled decisions made with the band closed although the evidence had it open
+    #: (the deciding process suspended it: its audits stopped arriving)
+    closed_since: int = 0
 
 
 @dataclass(frozen=True)
@@ -184,8 +187,9 @@ def _question(
                 reason = f"the band closed (trust {r.trust})"
                 if r.trust == "learning" and prev.trust in ("earned", "fixed"):
                     reason += (
-                        " while the evidence still had it open: the deciding process "
-                        "suspended it because its audits stopped arriving (see its WARNING)"
+                        " while the evidence had it open: the deciding process suspended "
+                        "it because its audits stopped arriving (see its WARNING log), or "
+                        "had not re-read the store yet"
                     )
             else:
                 reason = f"{r.trust}: from {prev.take_at:g} to {r.take_at:g}"
@@ -229,6 +233,9 @@ def _question(
     by_source: dict[str, int] = {}
     for r in rows:
         by_source[r.source or "unknown"] = by_source.get(r.source or "unknown", 0) + 1
+    closed_since = 0
+    if now is not None and now.opened_at is not None:
+        closed_since = sum(r.take_at is None for r in rows[now.opened_at + 1 :])
     what_if = None
     if asked is not None and tgt.origin == "policy" and asked != (precision, level):
         what_if = earned_now.what_if(rows, tgt, *asked)
@@ -257,6 +264,7 @@ def _question(
         meaning=earned_now.meaning(take_at, precision, rows),
         by_source=by_source,
         what_if=what_if,
+        closed_since=closed_since,
     )
 
 
