@@ -1,5 +1,7 @@
 """Auditing taken decisions while a policy runs: the ``Audit`` setting, where audit
-records go (sinks), the background worker that asks the teacher, and shadow reads.
+records go (sinks), the background worker that asks the teacher (with a timeout and
+rate-limited warnings: ``worker``, ``ratelimit``), shadow reads, and the audit health
+that suspends an ``Earned`` band whose due audits stop arriving (``health``).
 
 Reports over the records live in ``agentbranch.audit``, which also re-exports these.
 """
