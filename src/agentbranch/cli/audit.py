@@ -1,4 +1,6 @@
-"""``agentbranch audit report FILE``: the audit report as a table, JSON and a diagram."""
+"""``agentbranch audit report FILE``: audit records or an Earned policy's evidence, one report
+per question (a fixed take_at: the audit table; Earned: the threshold in force), as tables,
+JSON and a diagram."""
 
 from __future__ import annotations
 
