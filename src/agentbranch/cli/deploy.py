@@ -26,7 +26,9 @@ Canvas = Annotated[
     int | None, typer.Option(help="The served canvas (default: what --questions needs, else 64).")
 ]
 Questions = Annotated[
-    Path | None, typer.Option(help="JSON file {id: wire question}: size for its canvas.")
+    Path | None, typer.Option(
+        help="The questions file, JSON {id: question} (docs/questions.md): size for its canvas."
+    )
 ]
 Single = Annotated[
     bool, typer.Option("--single", help="The schema is read one question per canvas (not joint).")
