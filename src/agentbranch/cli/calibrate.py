@@ -107,7 +107,10 @@ def calibrate(
             extra = read_questions(questions) if questions else None
             examples = cal.load_labelled(labelled, extra, default_question=question)
             engine, reason = load_engine(None, permutations, reader)
-            err.print(f"[dim]engine:[/dim] {engine.reader.name} ({engine.reader.model}) — {reason}")
+            err.print(
+                f"[dim]engine:[/dim] {engine.reader.name} ({engine.reader.model}) — {reason}",
+                soft_wrap=True,
+            )
             with Progress(console=err, transient=True) as bar:
                 task = bar.add_task("reading examples", total=len(examples))
                 if evaluate is not None:
