@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from agentbranch.audit.earned_report import EarnedReport, QuestionTrust
+from agentbranch.audit.estimates import decisions_text
 from agentbranch.core.errors import ConfigurationError
 
 # -- diagram --------------------------------------------------------------------------
@@ -110,7 +111,11 @@ def render(report: EarnedReport, console: Any) -> None:
         )
         table.add_row(
             "evidence",
-            f"{q.labels} labels standing for {q.decisions:.0f} decisions"
+            (
+                decisions_text(q.decisions_estimate)
+                if q.decisions_estimate is not None
+                else f"{q.labels} labels standing for {q.decisions:.0f} decisions"
+            )
             + ("" if q.labels_to_open is None else f"; opened after {q.labels_to_open} labels"),
         )
         table.add_row(

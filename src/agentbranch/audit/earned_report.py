@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from agentbranch.audit.earned_sources import EvidenceRow, evidence_rows
+from agentbranch.audit.estimates import DecisionsEstimate, decisions_estimate
 from agentbranch.audit.report import json_safe
 from agentbranch.core.errors import ConfigurationError
 
@@ -91,6 +92,9 @@ class QuestionTrust:
     take_band: TakeBand
     timeline: list[TrustPoint] = field(default_factory=list)
     events: list[TrustEvent] = field(default_factory=list)
+    #: ``decisions`` as the estimate it is (each audited take stands for ``1/rate``),
+    #: with its interval (``agentbranch.audit.estimates``)
+    decisions_estimate: DecisionsEstimate | None = None
 
 
 @dataclass(frozen=True)
@@ -195,6 +199,7 @@ def _question(
         model=last.model,
         labels=len(rows),
         decisions=total,
+        decisions_estimate=decisions_estimate([1.0 / r.rate for r in rows], level),
         take_at=last.take_at,
         trust=last.trust,
         coverage=taken_total / total if total else 0.0,
