@@ -21,7 +21,9 @@ DEMO = Path(ab.__file__).parent / "demo"
 
 def _readme_paragraph() -> str:
     readme = (ROOT / "README.md").read_text("utf-8")
-    match = re.search(r"A take is not a promise of being right\..*?embedded CPU reader:", readme, re.S)
+    match = re.search(
+        r"A take is not a promise of being right\..*?embedded CPU reader:", readme, re.S
+    )
     assert match is not None, "the README's paragraph on the demo's takes is gone"
     return " ".join(match.group(0).split())
 
@@ -38,7 +40,9 @@ def _clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]
 def test_the_readme_says_how_often_the_demos_takes_are_right():
     from agentbranch.engine.readers.embedded import EmbeddedReader
 
-    team = [ex for ex in cal.load_labelled(DEMO / "labelled_tickets.jsonl") if ex.question_id == "team"]
+    team = [
+        ex for ex in cal.load_labelled(DEMO / "labelled_tickets.jsonl") if ex.question_id == "team"
+    ]
     engine = ab.DecisionEngine(EmbeddedReader())
     decisions = engine.decide_many([ex.state for ex in team], {"team": TRIAGE_QUESTIONS["team"]})
     pairs = [(d["team"], ex.label) for d, ex in zip(decisions, team)]

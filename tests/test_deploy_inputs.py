@@ -164,7 +164,9 @@ def test_output_to_a_file_names_that_file_and_the_runtime(tmp_path: Path):
     assert "oc apply -n <namespace> -f isvc.yaml" in text
     assert f"oc apply -n <namespace> -f {RUNTIME_FILE}" in text
     assert "-o DIR/" in out  # says how to get the runtime too
-    assert "error" in _error(["deploy", "kserve", "--gpu-gib", "80", "-o", str(tmp_path / "no/x.y")])
+    assert "error" in _error(
+        ["deploy", "kserve", "--gpu-gib", "80", "-o", str(tmp_path / "no/x.y")]
+    )
 
 
 def test_the_printed_manifest_says_which_runtime_it_needs():

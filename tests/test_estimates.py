@@ -52,9 +52,16 @@ def test_the_earned_report_says_estimated_when_labels_were_sampled(tmp_path):
         take = i % 2 == 0
         row = dict(base)
         row.update(
-            question_id="team", group="g", reader="r", model="m", trust="earned",
-            take_at=0.5, band="take" if take else "fallback", correct=True,
-            rate=0.1 if take else 1.0, time=f"2026-01-01T00:00:{i:02d}+00:00",
+            question_id="team",
+            group="g",
+            reader="r",
+            model="m",
+            trust="earned",
+            take_at=0.5,
+            band="take" if take else "fallback",
+            correct=True,
+            rate=0.1 if take else 1.0,
+            time=f"2026-01-01T00:00:{i:02d}+00:00",
         )
         rows.append(EvidenceRow(**{k: v for k, v in row.items() if k in fields}))
     q = _question(rows, 0.9, 0.95, 4)

@@ -26,7 +26,6 @@ PUBLIC = json.loads((Path(__file__).with_name("public_api.json")).read_text())
 
 @pytest.mark.parametrize("module", sorted(PUBLIC))
 def test_every_public_name_is_still_importable(module):
-    imported = importlib.import_module(module)
     missing = []
     for name in PUBLIC[module]:
         try:

@@ -1,4 +1,5 @@
-"""Deprecated import path: ``agentbranch.calibrate`` moved to ``agentbranch.calibration`` (fitting temperatures from labelled files).
+"""Deprecated import path: ``agentbranch.calibrate`` moved to ``agentbranch.calibration``
+(fitting temperatures from labelled files).
 
 Every name is still found here, with a ``DeprecationWarning``; import it from
 ``agentbranch.calibration``.

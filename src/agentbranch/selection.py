@@ -1,4 +1,5 @@
-"""Deprecated import path: ``agentbranch.selection`` moved to ``agentbranch.engine.selection`` (the engine the environment selects).
+"""Deprecated import path: ``agentbranch.selection`` moved to
+``agentbranch.engine.selection`` (the engine the environment selects).
 
 Every name is still found here, with a ``DeprecationWarning``; import it from
 ``agentbranch.engine.selection``.

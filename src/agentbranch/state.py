@@ -1,4 +1,5 @@
-"""Deprecated import path: ``agentbranch.state`` moved to ``agentbranch.core.state`` (rendering a graph state for a read).
+"""Deprecated import path: ``agentbranch.state`` moved to ``agentbranch.core.state``
+(rendering a graph state for a read).
 
 Every name is still found here, with a ``DeprecationWarning``; import it from
 ``agentbranch.core.state``.

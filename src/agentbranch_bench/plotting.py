@@ -11,7 +11,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from agentbranch_bench.results import BenchResult, Report, _TARGET, better, target_met
+from agentbranch_bench.results import _TARGET, BenchResult, Report, better, target_met
 
 #: Width, in characters, a bar's name wraps at.
 LABEL_WIDTH = 34
@@ -32,9 +32,7 @@ def _bars(ax, results: list[BenchResult], title: str) -> None:
     ax.set_title(title, fontsize=10)
     ax.set_xlabel("ratio (1 = no difference; green: target met, red: missed)", fontsize=8)
     for y, r in zip(ys, results):
-        ax.annotate(
-            f" {r.value:.2f}", (r.value, y), va="center", fontsize=7, annotation_clip=False
-        )
+        ax.annotate(f" {r.value:.2f}", (r.value, y), va="center", fontsize=7, annotation_clip=False)
         match = _TARGET.fullmatch(r.target or "")
         if match is not None:
             bound = float(match.group(2))

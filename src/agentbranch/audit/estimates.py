@@ -58,7 +58,8 @@ def decisions_estimate(weights: Iterable[float], level: float = 0.95) -> Decisio
     else:
         from scipy.stats import norm
 
-        spread = norm.ppf(1 - alpha / 2) * math.sqrt(sum((w * w - w) * m for w, m in sampled.items()))
+        variance = sum((w * w - w) * m for w, m in sampled.items())  # Σ (1 - π) / π²
+        spread = norm.ppf(1 - alpha / 2) * math.sqrt(variance)
         low, high = value - spread, value + spread
     return DecisionsEstimate(len(ws), value, max(low, float(len(ws))), high, level)
 

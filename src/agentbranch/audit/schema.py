@@ -1,4 +1,5 @@
-"""Deprecated import path: ``agentbranch.audit.schema`` moved to ``agentbranch.core.audit_records`` (the audit record schema).
+"""Deprecated import path: ``agentbranch.audit.schema`` moved to
+``agentbranch.core.audit_records`` (the audit record schema).
 
 Every name is still found here, with a ``DeprecationWarning``; import it from
 ``agentbranch.core.audit_records``.

@@ -17,10 +17,10 @@ def calibrate(
         Path | None, typer.Argument(help="Labelled JSON Lines (docs/calibration.md).")
     ] = None,
     questions: Annotated[
-        Path | None, typer.Option(
-            help="The questions file the lines refer to: JSON {id: question} "
-            "(docs/questions.md)."
-        )
+        Path | None,
+        typer.Option(
+            help="The questions file the lines refer to: JSON {id: question} (docs/questions.md)."
+        ),
     ] = None,
     out: Annotated[Path, typer.Option(help="Where to save the calibration.")] = Path(
         "calibration.json"

@@ -26,9 +26,10 @@ Canvas = Annotated[
     int | None, typer.Option(help="The served canvas (default: what --questions needs, else 64).")
 ]
 Questions = Annotated[
-    Path | None, typer.Option(
+    Path | None,
+    typer.Option(
         help="The questions file, JSON {id: question} (docs/questions.md): size for its canvas."
-    )
+    ),
 ]
 Single = Annotated[
     bool, typer.Option("--single", help="The schema is read one question per canvas (not joint).")
@@ -94,12 +95,13 @@ def _plan(
     # --canvas-length 0 into 64); size() and schema_canvas() say what is wrong with it.
     if max_canvas is not None and max_canvas < 1:
         raise ConfigurationError(f"--max-canvas must be at least 1 token, got {max_canvas}")
+    served = shape.max_canvas if max_canvas is None else min(max_canvas, shape.max_canvas)
     schema = None
     if questions is not None:
         schema = schema_canvas(
             load_questions(questions),
             joint=not single,
-            max_canvas=shape.max_canvas if max_canvas is None else min(max_canvas, shape.max_canvas),
+            max_canvas=served,
             encode=_encode(tokenizer),
         )
         canvas_length = schema.canvas_length
@@ -203,7 +205,8 @@ def size_command(
         kind = "joint" if schema.joint else "single"
         console.print(
             f"{schema.questions} questions, {kind}: {schema.reads_per_decision} read(s) per "
-            f"decision (widths {list(schema.widths)}), {plan.decisions_in_flight} decisions at once",
+            f"decision (widths {list(schema.widths)}), "
+            f"{plan.decisions_in_flight} decisions at once",
             soft_wrap=True,
         )
     # A note is one line (the terminal wraps it): rich would cut it mid-phrase at its width.
