@@ -178,3 +178,12 @@ def test_the_runtime_ships_in_the_package_and_matches_the_repositorys():
     shipped = servingruntime_manifest()
     assert yaml.safe_load(shipped)["metadata"]["name"] == RUNTIME_NAME
     assert (ENGINE / "kserve" / RUNTIME_FILE).read_text() == shipped
+
+
+def test_output_through_a_symlink_writes_its_target(tmp_path: Path):
+    real = tmp_path / "real.yaml"
+    real.write_text("old\n")
+    link = tmp_path / "link.yaml"
+    link.symlink_to(real)
+    _kserve("-o", str(link))
+    assert link.is_symlink() and "InferenceService" in real.read_text()

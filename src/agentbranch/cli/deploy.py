@@ -308,10 +308,11 @@ def _write(path: Path, text: str) -> Path:
     from agentbranch.core.files import check_writable
 
     check_writable(path, "output")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    target = path.resolve() if path.is_symlink() else path  # write through a symlink
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         tmp.write_text(text, "utf-8")
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except OSError as e:
         tmp.unlink(missing_ok=True)
         raise InvalidFileError(f"cannot write {path}: {e.strerror or e}") from None
