@@ -13,7 +13,8 @@ it (invisible on the rendered page), ``<!-- doc-test: DIRECTIVE; DIRECTIVE ... -
 ``check NAME``        ``_doc_hooks.NAME(namespace)`` after it: what it must have built
 ``creates FILE ...``  the block leaves these files in the session directory
 ``file PATH``         not run: written to PATH in the session directory before the session
-                      starts (a test file the page's commands run)
+                      starts (a test file the page's commands run; a ```json block, a data
+                      file its code reads: it must parse)
 ``scenario NAME``     ``_doc_hooks.NAME(block_text, namespace)`` stands for the block (what
                       the page describes in prose: run pytest twice, reword a question);
                       on a ```text block, what it prints is compared with the block
@@ -149,7 +150,7 @@ def snippets() -> list[Block]:
         b
         for path in PAGES
         for b in blocks(path)
-        if b.lang == "python" or b.runs or "excerpt" in b.directives
+        if b.lang == "python" or b.runs or "excerpt" in b.directives or "file" in b.directives
     ]
 
 

@@ -83,8 +83,11 @@ def _python(block: dict, namespace: dict) -> None:
 
 def run(block: dict, namespace: dict) -> None:
     d = block["directives"]
-    if "file" in d:  # written before the session started; it must at least be Python
-        compile(block["body"], d["file"], "exec")
+    if "file" in d:  # written before the session started; it must at least parse
+        if d["file"].endswith(".json"):
+            json.loads(block["body"])
+        else:
+            compile(block["body"], d["file"], "exec")
     if "scenario" in d:
         getattr(_doc_hooks, d["scenario"])(block["body"], namespace)
     elif "file" in d:

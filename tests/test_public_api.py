@@ -4,12 +4,19 @@
 change (its ``__all__`` and the agentbranch classes and functions it offered). Moving code
 between folders must keep each of them importable from the same module, by re-exports
 where the code moved. A name leaves this list only by a deliberate API change.
+
+``moved_api.json`` lists the modules that moved (import paths the docs once showed):
+each still imports, with a ``DeprecationWarning`` naming the new path. And every import
+in a code block of README.md, docs/*.md or examples/ is read from the pages themselves
+and must work, without a deprecation, so the next move cannot break one silently.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -19,8 +26,12 @@ PUBLIC = json.loads((Path(__file__).with_name("public_api.json")).read_text())
 
 @pytest.mark.parametrize("module", sorted(PUBLIC))
 def test_every_public_name_is_still_importable(module):
-    imported = importlib.import_module(module)
-    missing = [name for name in PUBLIC[module] if not hasattr(imported, name)]
+    missing = []
+    for name in PUBLIC[module]:
+        try:
+            _resolve(module, name)
+        except (ImportError, AttributeError):
+            missing.append(name)
     assert missing == [], f"{module} no longer exports {missing}"
 
 
@@ -41,3 +52,117 @@ def test_the_public_faces_are_the_integration_objects():
     assert agentbranch.langgraph.DecisionRouter is langgraph.DecisionRouter
     assert agentbranch.langchain.decision_tool is langchain.decision_tool
     assert agentbranch.langchain.ToolGateMiddleware is agentbranch.middleware.ToolGateMiddleware
+
+
+# --- Every import the docs show, read from the docs themselves -------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+MOVED = json.loads((Path(__file__).with_name("moved_api.json")).read_text())
+_FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
+_FROM = re.compile(r"\bfrom\s+(agentbranch(?:\.\w+)*)\s+import\s+(\([^)]*\)|[^\n]+)")
+_IMPORT = re.compile(r"^\s*import\s+(agentbranch(?:\.\w+)*)", re.M)
+
+
+def _imports_in(text: str) -> set[tuple[str, str]]:
+    """``(module, name)`` for each ``from agentbranch... import name``; ``(module, "")``
+    for ``import agentbranch...``."""
+    found: set[tuple[str, str]] = set()
+    for module, names in _FROM.findall(text):
+        for part in re.sub(r"#[^\n]*", "", names).strip("()").replace("\n", ",").split(","):
+            name = part.split(" as ")[0].strip()
+            if re.fullmatch(r"[A-Za-z_]\w*", name):
+                found.add((module, name))
+    found.update((module, "") for module in _IMPORT.findall(text))
+    return found
+
+
+def documented_imports() -> dict[tuple[str, str], str]:
+    """Every import in a code block of README.md or docs/*.md, and in examples/*.py, with
+    the first place that shows it."""
+    where: dict[tuple[str, str], str] = {}
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    for page in pages:
+        for block in _FENCE.findall(page.read_text("utf-8")):
+            for found in sorted(_imports_in(block)):
+                where.setdefault(found, str(page.relative_to(ROOT)))
+    for example in sorted((ROOT / "examples").glob("*.py")):
+        for found in sorted(_imports_in(example.read_text("utf-8"))):
+            where.setdefault(found, str(example.relative_to(ROOT)))
+    return where
+
+
+DOCUMENTED = documented_imports()
+
+
+def _resolve(module: str, name: str):
+    imported = importlib.import_module(module)
+    if not name:
+        return imported
+    if hasattr(imported, name):
+        return getattr(imported, name)
+    return importlib.import_module(f"{module}.{name}")  # a submodule: from pkg import mod
+
+
+def test_the_docs_show_imports_to_check():
+    # The scan reads real blocks: the README's quickstart import is among them.
+    assert ("agentbranch", "") in DOCUMENTED or ("agentbranch", "yes_no") in DOCUMENTED
+    assert len({m for m, _ in DOCUMENTED}) >= 10, sorted(DOCUMENTED)
+
+
+def test_the_scan_reads_parenthesised_and_aliased_imports():
+    text = "from agentbranch.policy import (\n    Audit,  # teacher\n    Earned as E,\n)\n"
+    assert _imports_in(text) == {("agentbranch.policy", "Audit"), ("agentbranch.policy", "Earned")}
+
+
+@pytest.mark.parametrize(("module", "name"), sorted(DOCUMENTED), ids=lambda x: x or "-")
+def test_every_documented_import_works_without_a_deprecation(module, name):
+    # The docs show today's paths: an import they show may not warn (it would mean a page
+    # still teaches a moved path) and may not fail.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        try:
+            _resolve(module, name)
+        except (ImportError, AttributeError, DeprecationWarning) as e:
+            pytest.fail(f"{DOCUMENTED[(module, name)]} shows an import that fails: {e}")
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_every_moved_path_still_imports_with_a_deprecation(old):
+    new = MOVED[old]["to"]
+    module = importlib.import_module(old)
+    for name in MOVED[old]["names"]:
+        with pytest.warns(DeprecationWarning, match=re.escape(new.split(".")[-1])):
+            value = getattr(module, name)
+        if hasattr(importlib.import_module(new), name):
+            assert value is getattr(importlib.import_module(new), name), (old, name)
+
+
+def test_the_old_state_path_of_docs_langgraph():
+    # docs/langgraph.md showed this line until the layout change moved the module.
+    with pytest.warns(DeprecationWarning, match="agentbranch.core.state"):
+        from agentbranch.state import render_state
+    from agentbranch.core.state import render_state as current
+
+    assert render_state is current
+
+
+def test_engine_from_env_still_returns_the_engine_and_its_reason():
+    from agentbranch.selection import engine_from_env
+
+    with pytest.warns(DeprecationWarning, match="DecisionEngine.from_env"):
+        engine, reason = engine_from_env({"AGENTBRANCH_ENGINE": "embedded"})
+    assert type(engine).__name__ == "DecisionEngine"
+    assert reason == engine.selection_reason and "embedded" in reason
+
+
+def test_version_comes_from_the_package_metadata():
+    from importlib.metadata import PackageNotFoundError, version
+
+    import agentbranch
+
+    try:
+        expected = version("agentbranch")
+    except PackageNotFoundError:
+        expected = "0+unknown"
+    assert agentbranch.__version__ == expected
+    assert re.match(r"^\d", agentbranch.__version__)

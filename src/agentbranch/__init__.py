@@ -96,6 +96,13 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":  # read on demand: importlib.metadata is not free at import
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("agentbranch")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            return "0+unknown"
     if name in _LAZY:
         import importlib
 

@@ -16,7 +16,7 @@ from agentbranch_bench.cold_start import cold_start_part
 from agentbranch_bench.cpu import cpu_part
 from agentbranch_bench.pattern_part import embedded_patterns
 from agentbranch_bench.plotting import plot
-from agentbranch_bench.results import Report, target_met, target_text
+from agentbranch_bench.results import Report, machine_load, target_met, target_text
 from agentbranch_bench.vllm_part import vllm_part
 
 
@@ -34,7 +34,7 @@ def run_bench(
     ``patterns``: the calling patterns on each reader that runs (the embedded default
     with the CPU part; the vLLM part's reader); ``cold_start``: fresh interpreters to
     the first decision (first, while this process is still quiet)."""
-    report = Report()
+    report = Report(load_start=machine_load())
     start = time.perf_counter()
     if cold_start:
         cold_start_part(report, tick, quick=quick)
@@ -49,6 +49,7 @@ def run_bench(
     else:
         report.notes.append("vLLM part skipped: vllm is not installed")
     report.seconds = time.perf_counter() - start
+    report.load_end = machine_load()
     return report
 
 
@@ -158,7 +159,11 @@ def command(
     if plot_path is not None:
         plot(report, plot_path)
         err.print(f"plot: {plot_path}")
+    # The machine's load, last (on stderr with --json): red when the timings cannot be
+    # trusted, saying so beside the targets they missed.
+    load_style = "" if report.trustworthy else "red"
     if json_out:
+        err.print(report.load_text(), style=load_style, soft_wrap=True)
         out.print_json(json.dumps(report.as_json()))
         return 0
     table = Table(title=f"agentbranch bench ({report.seconds:.0f}s)")
@@ -183,4 +188,5 @@ def command(
         print_table(out, cold_start_table(report))
     for note in report.notes:
         out.print(f"[dim]{note}[/dim]")
+    out.print(report.load_text(), style=load_style, soft_wrap=True)
     return 0

@@ -10,6 +10,7 @@ from typing import Any
 
 from agentbranch.audit.earned_now import TEST
 from agentbranch.audit.earned_report import EarnedReport, QuestionTrust
+from agentbranch.audit.estimates import decisions_text
 from agentbranch.core.errors import ConfigurationError
 
 # -- diagram --------------------------------------------------------------------------
@@ -174,7 +175,12 @@ def _why(q: QuestionTrust) -> str | None:
 def _labels(q: QuestionTrust) -> str:
     names = {"audit": "audits", "fallback": "fallback answers", "review": "reviews"}
     parts = ", ".join(f"{n} {names.get(src, src)}" for src, n in sorted(q.by_source.items()))
-    out = f"{q.labels} labels ({parts}) standing for {q.decisions:.0f} decisions"
+    standing = (
+        decisions_text(q.decisions_estimate)
+        if q.decisions_estimate is not None
+        else f"{q.labels} labels standing for {q.decisions:.0f} decisions"
+    )
+    out = standing.replace(" labels ", f" labels ({parts}) ", 1)
     if q.labels_to_open is not None:
         out += f"; opened after {q.labels_to_open} labels"
     return out

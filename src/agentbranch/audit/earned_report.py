@@ -44,6 +44,7 @@ from typing import Any
 
 from agentbranch.audit import earned_now
 from agentbranch.audit.earned_sources import EvidenceRow, evidence_rows
+from agentbranch.audit.estimates import DecisionsEstimate, decisions_estimate
 from agentbranch.audit.report import json_safe
 from agentbranch.core.errors import ConfigurationError
 
@@ -119,6 +120,9 @@ class QuestionTrust:
     #: labelled decisions made with the band closed although the evidence had it open
     #: (the deciding process suspended it: its audits stopped arriving)
     closed_since: int = 0
+    #: ``decisions`` as the estimate it is (each audited take stands for ``1/rate``),
+    #: with its interval (``agentbranch.audit.estimates``)
+    decisions_estimate: DecisionsEstimate | None = None
 
 
 @dataclass(frozen=True)
@@ -246,6 +250,7 @@ def _question(
         model=last.model,
         labels=len(rows),
         decisions=total,
+        decisions_estimate=decisions_estimate([1.0 / r.rate for r in rows], level),
         take_at=take_at,
         trust=last.trust if now is None else now.trust,
         coverage=taken_total / total if total else 0.0,

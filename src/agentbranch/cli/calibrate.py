@@ -17,7 +17,10 @@ def calibrate(
         Path | None, typer.Argument(help="Labelled JSON Lines (docs/calibration.md).")
     ] = None,
     questions: Annotated[
-        Path | None, typer.Option(help="JSON file {id: wire question} the lines refer to.")
+        Path | None,
+        typer.Option(
+            help="The questions file the lines refer to: JSON {id: question} (docs/questions.md)."
+        ),
     ] = None,
     out: Annotated[Path, typer.Option(help="Where to save the calibration.")] = Path(
         "calibration.json"
@@ -104,7 +107,10 @@ def calibrate(
             extra = read_questions(questions) if questions else None
             examples = cal.load_labelled(labelled, extra, default_question=question)
             engine, reason = load_engine(None, permutations, reader)
-            err.print(f"[dim]engine:[/dim] {engine.reader.name} ({engine.reader.model}) — {reason}")
+            err.print(
+                f"[dim]engine:[/dim] {engine.reader.name} ({engine.reader.model}) — {reason}",
+                soft_wrap=True,
+            )
             with Progress(console=err, transient=True) as bar:
                 task = bar.add_task("reading examples", total=len(examples))
                 if evaluate is not None:

@@ -58,7 +58,7 @@ def fail(message: object) -> typer.Exit:
 
 
 def read_questions(path: Path) -> dict[str, Any]:
-    """``--questions FILE.json``: a JSON object ``{id: wire question}``."""
+    """``--questions FILE.json``: a JSON object ``{id: wire question}`` (docs/questions.md)."""
     from agentbranch.core.files import read_json
 
     data = read_json(path, "questions file")
@@ -67,7 +67,8 @@ def read_questions(path: Path) -> dict[str, Any]:
 
         raise InvalidFileError(
             f"questions file {path}: expected a JSON object {{id: question}}, such as "
-            '{"urgent": {"type": "noul", "instructions": "Is it urgent?"}}; got '
+            '{"urgent": {"type": "noul", "instructions": "Is it urgent?"}} '
+            "(docs/questions.md); got "
             f"{type(data).__name__}"
         )
     return data

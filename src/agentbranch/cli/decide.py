@@ -61,7 +61,8 @@ def decide(
         ),
     ] = None,
     questions: Annotated[
-        Path | None, typer.Option(help="JSON file: {id: wire question} (System One shape).")
+        Path | None,
+        typer.Option(help="The questions file: JSON {id: question} (docs/questions.md)."),
     ] = None,
     calibration: Annotated[Path | None, typer.Option()] = None,
     permutations: Annotated[int, typer.Option(min=1, help="Option orders to average.")] = 1,

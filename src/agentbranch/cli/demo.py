@@ -164,7 +164,10 @@ def demo(
         raise fail(e) from None
     with err.status("loading the engine…"):
         engine, reason = load_engine(calibration)
-    err.print(f"[dim]engine:[/dim] {engine.reader.name} ({engine.reader.model}) — {reason}")
+    err.print(
+        f"[dim]engine:[/dim] {engine.reader.name} ({engine.reader.model}) — {reason}",
+        soft_wrap=True,
+    )
     states = run_demo(engine, rows, progress=not as_json and len(rows) > 5)
     if as_json:
         for t, s in zip(rows, states):

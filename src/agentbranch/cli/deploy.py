@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 __all__ = ["deploy_app", "register", "size_command"]
@@ -24,7 +26,10 @@ Canvas = Annotated[
     int | None, typer.Option(help="The served canvas (default: what --questions needs, else 64).")
 ]
 Questions = Annotated[
-    Path | None, typer.Option(help="JSON file {id: wire question}: size for its canvas.")
+    Path | None,
+    typer.Option(
+        help="The questions file, JSON {id: question} (docs/questions.md): size for its canvas."
+    ),
 ]
 Single = Annotated[
     bool, typer.Option("--single", help="The schema is read one question per canvas (not joint).")
@@ -78,6 +83,7 @@ def _plan(
     max_canvas: int | None,
     tokenizer: Path | None = None,
 ) -> tuple[Any, Any]:
+    from agentbranch.core.errors import ConfigurationError
     from agentbranch.deploy.schema import load_questions, schema_canvas
     from agentbranch.engine.capacity.shapes import DIFFUSIONGEMMA_26B, ModelShape
     from agentbranch.engine.capacity.sizing import size
@@ -85,23 +91,28 @@ def _plan(
     if canvas_length is not None and questions is not None:
         raise typer.BadParameter("give --canvas-length or --questions, not both")
     shape = ModelShape.from_config(model_config) if model_config else DIFFUSIONGEMMA_26B
+    # A value given is used or refused, never swapped for the default (`or` would turn
+    # --canvas-length 0 into 64); size() and schema_canvas() say what is wrong with it.
+    if max_canvas is not None and max_canvas < 1:
+        raise ConfigurationError(f"--max-canvas must be at least 1 token, got {max_canvas}")
+    served = shape.max_canvas if max_canvas is None else min(max_canvas, shape.max_canvas)
     schema = None
     if questions is not None:
         schema = schema_canvas(
             load_questions(questions),
             joint=not single,
-            max_canvas=min(max_canvas or shape.max_canvas, shape.max_canvas),
+            max_canvas=served,
             encode=_encode(tokenizer),
         )
         canvas_length = schema.canvas_length
     plan = size(
         preset,
         gpu_gib=gpu_gib,
-        canvas_length=canvas_length or 64,
+        canvas_length=64 if canvas_length is None else canvas_length,
         model_config=shape if model_config else None,
         gpu_memory_utilization=util,
         prompt_tokens=prompt_tokens,
-        max_model_len=max_model_len or 8192,
+        max_model_len=8192 if max_model_len is None else max_model_len,
         weights_gib=weights_gib,
         activation_gib=activation_gib,
         reads_per_decision=schema.reads_per_decision if schema else 1,
@@ -109,8 +120,24 @@ def _plan(
     return plan, schema
 
 
+#: size()'s argument names as the flags that set them, for its error messages.
+_FLAGS = {
+    "gpu_gib": "--gpu-gib",
+    "gpu_memory_utilization": "--gpu-memory-utilization",
+    "canvas_length": "--canvas-length",
+    "prompt_tokens": "--prompt-tokens",
+    "max_model_len": "--max-model-len",
+    "weights_gib": "--weights-gib",
+    "activation_gib": "--activation-gib",
+}
+
+
 def _fail(e: Exception) -> typer.Exit:
-    err.print(f"[red]error:[/red] {e}")
+    message = str(e)
+    name = message.split(" ", 1)[0]
+    if name in _FLAGS:  # "gpu_gib must be ..." -> "--gpu-gib must be ..."
+        message = _FLAGS[name] + message[len(name) :]
+    err.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True, highlight=False)
     return typer.Exit(2)
 
 
@@ -171,16 +198,20 @@ def size_command(
     bound = "the denoising step" if plan.bound_by == "step" else "the KV cache"
     console.print(
         f"max_num_seqs = {plan.max_num_seqs} ({bound} bounds it; step {plan.step_limit}, "
-        f"KV cache {plan.kv_limit})"
+        f"KV cache {plan.kv_limit})",
+        soft_wrap=True,
     )
     if schema is not None:
         kind = "joint" if schema.joint else "single"
         console.print(
             f"{schema.questions} questions, {kind}: {schema.reads_per_decision} read(s) per "
-            f"decision (widths {list(schema.widths)}), {plan.decisions_in_flight} decisions at once"
+            f"decision (widths {list(schema.widths)}), "
+            f"{plan.decisions_in_flight} decisions at once",
+            soft_wrap=True,
         )
+    # A note is one line (the terminal wraps it): rich would cut it mid-phrase at its width.
     for note in plan.notes:
-        console.print(f"note: {note}")
+        console.print(f"note: {note}", soft_wrap=True, markup=False, highlight=False)
 
 
 @deploy_app.command("kserve")
@@ -198,11 +229,22 @@ def kserve_command(
     max_canvas: MaxCanvas = None,
     tokenizer: TokenizerDir = None,
     name: Annotated[str | None, typer.Option(help="InferenceService name.")] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here.")] = None,
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="A folder (an existing one, or a name ending in /): write the "
+            "InferenceService and the ServingRuntime it runs on there. Else a file for the "
+            "InferenceService alone. Default: print it.",
+        ),
+    ] = None,
 ) -> None:
-    """An InferenceService (KServe / OpenShift AI) whose vLLM arguments come from the plan."""
+    """An InferenceService (KServe / OpenShift AI) whose vLLM arguments come from the plan,
+    and the ServingRuntime it runs on (with -o DIR/)."""
     from agentbranch.core.errors import AgentBranchError
-    from agentbranch.deploy.kserve import kserve_manifest
+    from agentbranch.deploy.kserve import inferenceservice_file, kserve_manifest
+    from agentbranch.engine.presets import get_preset
 
     try:
         plan, _ = _plan(
@@ -225,17 +267,83 @@ def kserve_command(
             command += f" --questions {questions.name}"
         elif canvas_length is not None:
             command += f" --canvas-length {canvas_length}"
-        text = kserve_manifest(preset, plan, name=name, command=command)
+        folder = _folder(output)
+        if output is None or folder is not None:
+            filename = None
+        else:
+            filename = Path(output).name
+        text = kserve_manifest(preset, plan, name=name, command=command, filename=filename)
+        if folder is not None:
+            isvc_name = name if name is not None else get_preset(preset).name
+            written = write_manifests(folder, text, inferenceservice_file(isvc_name))
+        elif output is not None:
+            written = [f"wrote {_write(Path(output), text)} (InferenceService)"]
     except AgentBranchError as e:
         raise _fail(e) from None
     if output is None:
         sys.stdout.write(text)
         return
+    for line in written:
+        err.print(line, highlight=False, soft_wrap=True, markup=False)
+    err.print(
+        f"max_num_seqs {plan.max_num_seqs}, canvas {plan.canvas_length}"
+        + ("" if folder is not None else "; the ServingRuntime it names: -o DIR/ writes it too"),
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def _folder(output: str | None) -> Path | None:
+    """``-o``'s folder: an existing directory, or a name ending in a slash; else None."""
+    if output is None:
+        return None
+    if output.endswith(("/", os.sep)) or Path(output).is_dir():
+        return Path(output)
+    return None
+
+
+def _write(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` whole or not at all (a temporary file renamed over it)."""
+    from agentbranch.core.errors import InvalidFileError
+    from agentbranch.core.files import check_writable
+
+    check_writable(path, "output")
+    target = path.resolve() if path.is_symlink() else path  # write through a symlink
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
-        output.write_text(text, "utf-8")
+        tmp.write_text(text, "utf-8")
+        os.replace(tmp, target)
     except OSError as e:
-        raise _fail(e) from None
-    err.print(f"wrote {output} (max_num_seqs {plan.max_num_seqs}, canvas {plan.canvas_length})")
+        tmp.unlink(missing_ok=True)
+        raise InvalidFileError(f"cannot write {path}: {e.strerror or e}") from None
+    return path
+
+
+def write_manifests(folder: Path, manifest: str, filename: str) -> list[str]:
+    """Into ``folder`` (made if missing): the InferenceService as ``filename`` and the
+    ServingRuntime it names. A runtime file already there that differs is kept (it may
+    hold local edits) and said so; a line saying what happened to each file."""
+    from agentbranch.core.errors import InvalidFileError
+    from agentbranch.deploy.kserve import RUNTIME_FILE, servingruntime_manifest
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InvalidFileError(f"cannot create folder {folder}: {e.strerror or e}") from None
+    written = [f"wrote {_write(folder / filename, manifest)} (InferenceService)"]
+    runtime, text = folder / RUNTIME_FILE, servingruntime_manifest()
+    try:
+        current = runtime.read_text("utf-8") if runtime.is_file() else None
+    except (OSError, UnicodeDecodeError):
+        current = ""
+    if current is None or current == text:
+        written.append(f"wrote {_write(runtime, text)} (ServingRuntime)")
+    else:
+        written.append(
+            f"kept {runtime} (a ServingRuntime that differs from this release's, perhaps "
+            "edited: delete it to write the current one)"
+        )
+    return written
 
 
 def register(app: typer.Typer) -> None:

@@ -25,9 +25,10 @@ def engine(
     try:
         choice = sel.select()
     except AgentBranchError as e:
-        err.print(f"[red]error:[/red] {e}")
+        err.print(f"[red]error:[/red] {e}", soft_wrap=True)
         raise typer.Exit(2) from None
-    console.print(f"[bold]{choice.kind}[/bold]: {escape(choice.reason)}")
+    # soft_wrap: one line per sentence, wrapped by the terminal, not cut mid-phrase by rich.
+    console.print(f"[bold]{choice.kind}[/bold]: {escape(choice.reason)}", soft_wrap=True)
     for key in (
         sel.ENV_ENGINE,
         sel.ENV_VLLM_MODEL,
@@ -47,4 +48,4 @@ def engine(
             console.print(f"  {key}={value}", markup=False, highlight=False)
     if load:
         built, _ = load_engine(None)
-        console.print(f"built: {built.reader.name} ({built.reader.model})")
+        console.print(f"built: {built.reader.name} ({built.reader.model})", soft_wrap=True)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import typer
 
 from agentbranch.cli import audit, bench, calibrate, decide, demo, deploy, engine, replay
+from agentbranch.cli.flags import show_flags_as_flags
 
 app = typer.Typer(
     name="agentbranch",
@@ -42,5 +43,7 @@ app.command()(bench.bench)
 app.add_typer(replay.replay_app, name="replay")
 app.add_typer(audit.audit_app, name="audit")
 deploy.register(app)  # size, deploy kserve
+# Help shows --json, --single, --help ... as flags, without a value (cli/flags.py).
+show_flags_as_flags(app)
 
 __all__ = ["app"]

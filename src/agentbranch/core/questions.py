@@ -213,8 +213,10 @@ def coerce_question(qid: str, question: Any) -> Question:
             )
         try:
             return model.model_validate(question)
-        except ValidationError as e:
-            raise InvalidQuestionError(f"question {qid!r} is malformed: {e}") from e
+        except ValidationError as e:  # one sentence per field, not pydantic's dump
+            from agentbranch.core.question_errors import describe_question_error
+
+            raise InvalidQuestionError(describe_question_error(qid, str(kind), e)) from None
     raise InvalidQuestionError(
         f"question {qid!r}: expected a Choice, Noul or Score (see agentbranch.choice/"
         f"yes_no/score), got {type(question).__name__}"

@@ -1,11 +1,11 @@
 """KServe / OpenShift AI ``InferenceService`` manifests sized by a plan.
 
-The shared vLLM ``ServingRuntime`` (``engine/kserve/servingruntime-vllm-diffusiongemma.yaml``)
-carries the read settings every checkpoint shares; each ``InferenceService`` carries what
-the sizing plan decides for its GPU: the served canvas, ``--max-num-seqs``,
-``--max-model-len`` and ``--gpu-memory-utilization``. The manifests shipped in
-``engine/kserve`` are this module's output for the presets' reference GPUs (a test
-checks that they are).
+The shared vLLM ``ServingRuntime`` ``vllm-diffusiongemma`` (shipped in the package:
+:func:`servingruntime_manifest`) carries the read settings every checkpoint shares; each
+``InferenceService`` names it and carries what the sizing plan decides for its GPU: the
+served canvas, ``--max-num-seqs``, ``--max-model-len`` and ``--gpu-memory-utilization``.
+The manifests in the repository's ``engine/kserve`` are this module's output for the
+presets' reference GPUs and the same runtime (a test checks that they are).
 """
 
 from __future__ import annotations
@@ -16,7 +16,19 @@ import re
 from agentbranch.engine.capacity.sizing import SizingPlan
 from agentbranch.engine.presets import EnginePreset, get_preset
 
-__all__ = ["inferenceservice_name", "kserve_manifest", "plan_args"]
+__all__ = [
+    "RUNTIME_FILE",
+    "RUNTIME_NAME",
+    "inferenceservice_file",
+    "inferenceservice_name",
+    "kserve_manifest",
+    "plan_args",
+    "servingruntime_manifest",
+]
+
+#: The ServingRuntime every InferenceService here names, and its file in the package.
+RUNTIME_NAME = "vllm-diffusiongemma"
+RUNTIME_FILE = "servingruntime-vllm-diffusiongemma.yaml"
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
@@ -48,22 +60,38 @@ def inferenceservice_name(preset: EnginePreset) -> str:
     return preset.name  # "diffusiongemma-fp8"
 
 
+def inferenceservice_file(name: str) -> str:
+    """The file name ``agentbranch deploy kserve -o DIR/`` gives an InferenceService."""
+    return f"inferenceservice-{name}.yaml"
+
+
+def servingruntime_manifest() -> str:
+    """The ``ServingRuntime`` YAML (``vllm-diffusiongemma``) the InferenceServices name."""
+    from importlib.resources import files
+
+    return files("agentbranch.deploy").joinpath(RUNTIME_FILE).read_text("utf-8")
+
+
 def kserve_manifest(
     preset: str | EnginePreset,
     plan: SizingPlan,
     *,
     name: str | None = None,
     command: str | None = None,
+    filename: str | None = None,
 ) -> str:
     """The ``InferenceService`` YAML for ``preset`` sized by ``plan`` (one GPU).
 
-    ``command`` is written into the header so the file says how to regenerate it.
+    ``command`` is written into the header so the file says how to regenerate it;
+    ``filename`` is the name it is saved as (the header's ``oc apply`` line; default
+    :func:`inferenceservice_file`). It names the ServingRuntime ``vllm-diffusiongemma``
+    (:func:`servingruntime_manifest`), which must be applied too.
     """
     from agentbranch.core.errors import ConfigurationError
 
     p = get_preset(preset)
     precision = p.name.split("-", 1)[1]
-    name = name or inferenceservice_name(p)
+    name = inferenceservice_name(p) if name is None else name
     if not _NAME.match(name):
         raise ConfigurationError(
             f"InferenceService name {name!r} must be a DNS label: lower-case letters, digits "
@@ -79,7 +107,10 @@ def kserve_manifest(
         f"{plan.term('kv_cache').gib:.1f} GiB). For another GPU or question schema:",
         f"#   {command or f'agentbranch deploy kserve --preset {precision} --gpu-gib {plan.gpu_gib:g}'}",
         "#",
-        f"#   oc apply -n <namespace> -f inferenceservice-{name}.yaml",
+        f"# Runs on the ServingRuntime {RUNTIME_NAME} ({RUNTIME_FILE},",
+        "# written beside this file by `agentbranch deploy kserve -o DIR/`). Apply both:",
+        f"#   oc apply -n <namespace> -f {RUNTIME_FILE}",
+        f"#   oc apply -n <namespace> -f {filename or inferenceservice_file(name)}",
         f"#   oc get inferenceservice {name} -o jsonpath='{{.status.url}}'",
         "#",
         "# Then, in the agent workers:",
@@ -117,7 +148,7 @@ spec:
     model:
       modelFormat:
         name: vLLM
-      runtime: vllm-diffusiongemma
+      runtime: {RUNTIME_NAME}
       # Hugging Face (KServe >= 0.15 storage initializer), or a modelcar image
       # (oci://...) / a PVC (pvc://<claim>/<path>) on disconnected clusters.
       storageUri: hf://{p.model}

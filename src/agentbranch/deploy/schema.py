@@ -44,14 +44,17 @@ class SchemaCanvas:
 
 
 def load_questions(path: str | Path) -> dict[str, Any]:
-    """A questions file: JSON ``{id: wire question}``, as ``agentbranch ask --questions``."""
+    """A questions file: JSON ``{id: wire question}`` (docs/questions.md), as every
+    ``--questions`` flag reads it."""
     path = Path(path)
     try:
         data = json.loads(path.read_text("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as e:
         raise InvalidFileError(f"cannot read questions file {path}: {e}") from None
     if not isinstance(data, Mapping):
-        raise InvalidFileError(f"{path}: expected a JSON object {{id: question}}")
+        raise InvalidFileError(
+            f"{path}: expected a JSON object {{id: question}} (docs/questions.md)"
+        )
     return dict(data)
 
 

@@ -120,7 +120,10 @@ def build_tiny_diffusiongemma(
         pad_token_id=SPECIAL_TOKEN_IDS["<pad>"],
         eos_token_id=[SPECIAL_TOKEN_IDS["<eos>"], SPECIAL_TOKEN_IDS["<turn|>"]],
     )
-    model.save_pretrained(folder)
+    from agentbranch.engine.quiet_loads import quiet_loads
+
+    with quiet_loads():  # transformers' "Writing model shards" bar: the library never prints
+        model.save_pretrained(folder)
     build_tiny_tokenizer(folder, vocab_size=vocab_size, thought_in_template=thought_in_template)
     return folder
 

@@ -22,6 +22,26 @@ __all__ = ["DIFFUSIONGEMMA_26B", "PRESET_WEIGHTS_GIB", "ModelShape"]
 
 GIB = 1 << 30
 
+#: The largest value a config field may hold: far beyond any real model, small enough
+#: that the sizing arithmetic stays exact and quick.
+MAX_COUNT = {"layers": 10_000, "default": 1 << 40}
+
+
+def _count(value: Any, field: str, source: str, minimum: int = 1) -> int:
+    """A config's whole number ``field``, at least ``minimum`` and sane, or a clear error."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigurationError(f"{source}: {field} must be a whole number, got {value!r}")
+    if isinstance(value, float) and not value.is_integer():  # nan, inf, 2.5
+        raise ConfigurationError(f"{source}: {field} must be a whole number, got {value!r}")
+    limit = MAX_COUNT["layers"] if "layers" in field else MAX_COUNT["default"]
+    if value < minimum:
+        raise ConfigurationError(f"{source}: {field} must be at least {minimum}, got {value:g}")
+    if value > limit:
+        raise ConfigurationError(
+            f"{source}: {field} = {value:g} is not a real model's (at most {limit:,})"
+        )
+    return int(value)
+
 
 @dataclass(frozen=True)
 class ModelShape:
@@ -73,31 +93,51 @@ class ModelShape:
             if not isinstance(config, dict):
                 raise InvalidFileError(f"{source} is not a JSON object")
         text = config.get("text_config", config)
+        if not isinstance(text, dict):
+            raise ConfigurationError(f"{source}: text_config must be a JSON object")
         try:
-            layer_types = list(
-                text.get("layer_types") or ["full_attention"] * int(text["num_hidden_layers"])
-            )
-            head_dim = int(
-                text.get("head_dim") or text["hidden_size"] // text["num_attention_heads"]
-            )
-            kv_heads = int(text.get("num_key_value_heads") or text["num_attention_heads"])
+            layer_types = text.get("layer_types")
+            if layer_types is None:
+                layers = _count(text["num_hidden_layers"], "num_hidden_layers", source)
+                sliding, full = 0, layers
+            else:
+                if not isinstance(layer_types, list) or not layer_types:
+                    raise ConfigurationError(
+                        f"{source}: layer_types must be a non-empty list of layer kinds"
+                    )
+                sliding = sum(1 for kind in layer_types if kind == "sliding_attention")
+                full = len(layer_types) - sliding
+            heads = text.get("num_attention_heads")
+            head_dim = text.get("head_dim") or _count(
+                text["hidden_size"], "hidden_size", source
+            ) // _count(heads, "num_attention_heads", source)
+            kv_heads = text.get("num_key_value_heads") or heads
             shape = cls(
-                vocab_size=int(text["vocab_size"]),
-                hidden_size=int(text["hidden_size"]),
-                sliding_layers=layer_types.count("sliding_attention"),
-                sliding_kv_heads=kv_heads,
-                sliding_head_dim=head_dim,
-                sliding_window=int(text.get("sliding_window") or 0),
-                full_layers=len(layer_types) - layer_types.count("sliding_attention"),
-                full_kv_heads=int(text.get("num_global_key_value_heads") or kv_heads),
-                full_head_dim=int(text.get("global_head_dim") or head_dim),
-                max_canvas=int(config.get("canvas_length") or 256),
-                stability_threshold=int(
-                    (config.get("generation_config") or {}).get("stability_threshold", 1)
+                vocab_size=_count(text["vocab_size"], "vocab_size", source),
+                hidden_size=_count(text["hidden_size"], "hidden_size", source),
+                sliding_layers=sliding,
+                sliding_kv_heads=_count(kv_heads, "num_key_value_heads", source),
+                sliding_head_dim=_count(head_dim, "head_dim", source),
+                sliding_window=_count(text.get("sliding_window") or 0, "sliding_window", source, 0),
+                full_layers=full,
+                full_kv_heads=_count(
+                    text.get("num_global_key_value_heads") or kv_heads,
+                    "num_global_key_value_heads",
+                    source,
+                ),
+                full_head_dim=_count(
+                    text.get("global_head_dim") or head_dim, "global_head_dim", source
+                ),
+                max_canvas=_count(config.get("canvas_length") or 256, "canvas_length", source),
+                stability_threshold=_count(
+                    (config.get("generation_config") or {}).get("stability_threshold", 1),
+                    "stability_threshold",
+                    source,
+                    0,
                 ),
                 name=str(config.get("_name_or_path") or source),
             )
-        except (KeyError, TypeError, ValueError) as e:
+        except (KeyError, TypeError, AttributeError) as e:
             raise ConfigurationError(
                 f"{source} is not a DiffusionGemma config (missing or bad {e}); it needs "
                 "text_config.vocab_size, hidden_size, num_hidden_layers, num_attention_heads"
@@ -129,6 +169,25 @@ class ModelShape:
             full_head_dim=pick(full, "head_dim", shape.full_head_dim),
             name=str(path),
         )
+
+    def __post_init__(self) -> None:
+        # Every size must be a whole, sane count: a zero, a negative or a huge number
+        # would size a deployment from nonsense ("needs -0.00 GiB") or never finish.
+        for name in ("vocab_size", "hidden_size", "sliding_head_dim", "full_head_dim"):
+            _count(getattr(self, name), name, self.name)
+        for name in ("sliding_kv_heads", "full_kv_heads", "max_canvas"):
+            _count(getattr(self, name), name, self.name)
+        for name in ("sliding_layers", "full_layers", "sliding_window", "stability_threshold"):
+            _count(getattr(self, name), name, self.name, 0)
+        if self.sliding_layers + self.full_layers < 1:
+            raise ConfigurationError(f"{self.name}: a model needs at least one layer")
+        if self.sliding_layers + self.full_layers > MAX_COUNT["layers"]:
+            raise ConfigurationError(
+                f"{self.name}: {self.sliding_layers + self.full_layers} layers is not a real "
+                f"model (at most {MAX_COUNT['layers']})"
+            )
+        if self.weights_bytes is not None:
+            _count(self.weights_bytes, "weights_bytes", self.name)
 
     def with_weights(self, weights_bytes: int) -> ModelShape:
         return replace(self, weights_bytes=weights_bytes)

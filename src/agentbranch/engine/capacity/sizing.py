@@ -145,6 +145,36 @@ class SizingPlan:
         return out
 
 
+#: Bounds that keep the arithmetic finite and quick; far beyond any GPU or context.
+MAX_GPU_GIB = 1 << 20  # 1 PiB
+MAX_TOKENS = 1 << 24  # 16M tokens
+
+
+def _number(name: str, value: Any, low: float, high: float, *, positive: bool = False) -> float:
+    """A finite number in ``[low, high]`` (``(0, high]`` if ``positive``), or a
+    ``ConfigurationError`` saying so."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigurationError(f"{name} must be a finite number, got {value!r}")
+    if positive and value <= 0:
+        raise ConfigurationError(f"{name} must be positive, got {value:g}")
+    if value < low:
+        raise ConfigurationError(f"{name} must be at least {low:g}, got {value:g}")
+    if value > high:
+        raise ConfigurationError(f"{name} must be at most {high:,.0f}, got {value:g}")
+    return float(value)
+
+
+def _whole(name: str, value: Any, low: int, high: int) -> int:
+    """A whole number in ``[low, high]``, or a ``ConfigurationError`` saying so."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigurationError(f"{name} must be a whole number, got {value!r}")
+    if value < low:
+        raise ConfigurationError(f"{name} must be at least {low}, got {value}")
+    if value > high:
+        raise ConfigurationError(f"{name} must be at most {high:,}, got {value}")
+    return value
+
+
 def _round_blocks(tokens: int) -> int:
     return -(-tokens // BLOCK_SIZE) * BLOCK_SIZE
 
@@ -188,7 +218,7 @@ def step_bytes_per_sequence(shape: ModelShape, canvas: int) -> int:
 
 def _weights(shape: ModelShape, preset: str | None, weights_gib: float | None) -> int:
     if weights_gib is not None:
-        if weights_gib <= 0:
+        if not weights_gib > 0:
             raise ConfigurationError(f"weights_gib must be positive, got {weights_gib}")
         return int(weights_gib * GIB)
     if shape.weights_bytes is not None:
@@ -263,29 +293,30 @@ def size(
         shape = model_config
     else:
         shape = ModelShape.from_config(model_config)
-    if not (0 < gpu_memory_utilization <= 1):
-        raise ConfigurationError(
-            f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}"
-        )
-    if gpu_gib <= 0 or math.isnan(gpu_gib):
-        raise ConfigurationError(f"gpu_gib must be positive, got {gpu_gib}")
-    if canvas_length < 1:
-        raise ConfigurationError(f"canvas_length must be positive, got {canvas_length}")
+    util = gpu_memory_utilization
+    if isinstance(util, (int, float)) and not isinstance(util, bool) and not 0 < util <= 1:
+        raise ConfigurationError(f"gpu_memory_utilization must be in (0, 1], got {util}")
+    gpu_memory_utilization = _number("gpu_memory_utilization", util, 0, 1, positive=True)
+    gpu_gib = _number("gpu_gib", gpu_gib, 0, MAX_GPU_GIB, positive=True)
+    canvas_length = _whole("canvas_length", canvas_length, 1, MAX_TOKENS)
     if canvas_length > shape.max_canvas:
         raise ConfigurationError(
             f"a canvas of {canvas_length} tokens is wider than the model's "
             f"{shape.max_canvas}; serve at most {shape.max_canvas} (joint reads are split "
             "into chunks that fit it)"
         )
-    if prompt_tokens < 1:
-        raise ConfigurationError(f"prompt_tokens must be positive, got {prompt_tokens}")
-    if activation_gib < 0:
-        raise ConfigurationError(f"activation_gib must be >= 0, got {activation_gib}")
+    prompt_tokens = _whole("prompt_tokens", prompt_tokens, 1, MAX_TOKENS)
+    activation_gib = _number("activation_gib", activation_gib, 0, MAX_GPU_GIB)
+    if weights_gib is not None:
+        weights_gib = _number("weights_gib", weights_gib, 0, MAX_GPU_GIB, positive=True)
+    reads_per_decision = _whole("reads_per_decision", reads_per_decision, 1, MAX_TOKENS)
     if kv_cache_dtype not in DTYPE_BYTES:
         raise ConfigurationError(
             f"unknown kv_cache_dtype {kv_cache_dtype!r}; one of {sorted(DTYPE_BYTES)}"
         )
-    max_model_len = max_model_len or prompt_tokens + canvas_length
+    if max_model_len is None:
+        max_model_len = prompt_tokens + canvas_length
+    max_model_len = _whole("max_model_len", max_model_len, 1, MAX_TOKENS)
     if max_model_len < canvas_length + 1:
         raise ConfigurationError(
             f"max_model_len={max_model_len} cannot hold a prompt and a {canvas_length}-token canvas"

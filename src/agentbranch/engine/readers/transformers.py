@@ -93,10 +93,13 @@ class TransformersTokenBackend:
             kwargs: dict[str, Any] = {"dtype": dtype or torch.float32}
             if attn_implementation is not None:
                 kwargs["attn_implementation"] = attn_implementation
-            loaded = DiffusionGemmaForBlockDiffusion.from_pretrained(folder, **kwargs)
-            tokenizer = (
-                tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(folder)
-            )
+            from agentbranch.engine.quiet_loads import quiet_loads
+
+            with quiet_loads():  # transformers' "Loading weights" bar: the library never prints
+                loaded = DiffusionGemmaForBlockDiffusion.from_pretrained(folder, **kwargs)
+                tokenizer = (
+                    tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(folder)
+                )
             model_id = model_id or folder.resolve().name
             model = loaded
         else:

@@ -1,0 +1,76 @@
+"""Counts that are estimates, said as estimates, with their interval.
+
+An audited take is one teacher label kept for ``1/rate`` decisions (``Audit(rate=0.1)``
+labels one taken decision in ten), so "how many decisions the labels stand for" is the
+sum of ``1/rate`` over the labels: exact when every rate is 1, an estimate otherwise. A
+report that prints "127 labels standing for 279 decisions" when 300 were served reads
+as a count; :func:`decisions_text` writes "an estimated 279 decisions (95% interval
+240–330)" instead.
+
+The interval: labels kept at rate ``r`` are a Poisson sample of the decisions they stand
+for, so their count ``m`` gives the exact (Garwood) interval for ``m/r``; with several
+rates, the Horvitz–Thompson variance ``Σ (1/r)² − 1/r`` and a normal interval. Labels at
+rate 1 are counted, not estimated. The low end is never below the labels themselves.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+__all__ = ["DecisionsEstimate", "decisions_estimate", "decisions_text"]
+
+
+@dataclass(frozen=True)
+class DecisionsEstimate:
+    """How many decisions some labels stand for: ``value`` and its interval."""
+
+    labels: int
+    value: float
+    low: float
+    high: float
+    level: float
+
+    @property
+    def exact(self) -> bool:
+        """Every label was kept at rate 1: the value is a count."""
+        return self.low == self.value == self.high
+
+
+def decisions_estimate(weights: Iterable[float], level: float = 0.95) -> DecisionsEstimate:
+    """The decisions labels of ``weights`` (each ``1/rate``) stand for, with the
+    two-sided ``level`` interval."""
+    ws = [float(w) for w in weights]
+    counted = sum(1 for w in ws if w == 1.0)
+    sampled = Counter(w for w in ws if w != 1.0)
+    value = counted + sum(w * m for w, m in sampled.items())
+    if not sampled:
+        return DecisionsEstimate(len(ws), value, value, value, level)
+    alpha = 1 - level
+    if len(sampled) == 1:
+        from scipy.stats import chi2
+
+        ((w, m),) = sampled.items()
+        low = counted + w * chi2.ppf(alpha / 2, 2 * m) / 2
+        high = counted + w * chi2.ppf(1 - alpha / 2, 2 * m + 2) / 2
+    else:
+        from scipy.stats import norm
+
+        variance = sum((w * w - w) * m for w, m in sampled.items())  # Σ (1 - π) / π²
+        spread = norm.ppf(1 - alpha / 2) * math.sqrt(variance)
+        low, high = value - spread, value + spread
+    return DecisionsEstimate(len(ws), value, max(low, float(len(ws))), high, level)
+
+
+def decisions_text(estimate: DecisionsEstimate) -> str:
+    """``"75 labels standing for 75 decisions"`` when it is a count; ``"62 labels
+    standing for an estimated 78 decisions (95% interval 66–101)"`` when it is not."""
+    e = estimate
+    if e.exact:
+        return f"{e.labels} labels standing for {e.value:.0f} decisions"
+    return (
+        f"{e.labels} labels standing for an estimated {e.value:.0f} decisions "
+        f"({e.level:.0%} interval {math.floor(e.low):.0f}–{math.ceil(e.high):.0f})"
+    )

@@ -1,0 +1,115 @@
+"""transformers' progress bars and chatter held back for the loads the library makes.
+
+Loading or saving a checkpoint through transformers prints tqdm bars on stderr
+("Loading weights", "Writing model shards") and, at WARNING, notes about the config; the
+library never prints. transformers' own switches (``disable_progress_bar``,
+``set_verbosity_error``) are process-wide: flipping them around a load would also hide
+the application's own bars and warnings, from every thread, for as long as the load
+runs, and two loads at once could restore each other's state wrongly.
+
+So :func:`quiet_loads` is scoped to the calling thread:
+
+* **bars**: transformers (5.19 and later) routes every bar it makes through one hook
+  (``transformers.utils.logging.set_tqdm_hook``). While any quiet block is open, a hook
+  is installed that gives the threads inside a block an empty bar and passes every other
+  thread's bar on to the hook that was there before (or to transformers' own choice).
+  The last block to close puts the previous hook back, unless someone replaced ours
+  meanwhile (theirs then stays).
+* **chatter**: a filter on the ``transformers`` logger's handlers drops records below
+  ERROR logged by a thread inside a block; errors, and other threads' records, pass.
+
+The user's settings (``is_progress_bar_enabled()``, the verbosity) are never changed. A
+transformers without the hook falls back to its process-wide bar switch, turned off by
+the first block and back on (if it was on) by the last.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = ["quiet_loads"]
+
+_lock = threading.Lock()
+#: Thread ident -> how many quiet blocks it is inside.
+_quiet: Counter[int] = Counter()
+#: What the first block replaced, restored by the last: the previous hook, the handlers
+#: filtered, whether the process-wide bar switch was on (the fallback only).
+_saved: dict[str, Any] = {}
+
+
+class _QuietThreads(logging.Filter):
+    """Drops records below ERROR logged by a thread inside a quiet block."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR or record.thread not in _quiet
+
+
+_FILTER = _QuietThreads()
+
+
+def _hook(factory: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """transformers' tqdm hook while a quiet block is open: an empty bar for the threads
+    inside one, the previous hook's (or transformers' own) bar for every other."""
+    if threading.get_ident() in _quiet:
+        from transformers.utils.logging import EmptyTqdm
+
+        return EmptyTqdm(*args, **kwargs)
+    previous = _saved.get("previous")
+    if previous is not None:
+        return previous(factory, args, kwargs)
+    return factory(*args, **kwargs)
+
+
+def _install() -> None:
+    from transformers.utils import logging as hf_logging
+
+    handlers = list(logging.getLogger("transformers").handlers)
+    for handler in handlers:
+        handler.addFilter(_FILTER)
+    _saved["handlers"] = handlers
+    set_hook = getattr(hf_logging, "set_tqdm_hook", None)
+    if set_hook is None:  # an older transformers: only the process-wide switch exists
+        _saved["bars_were_on"] = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()
+        return
+    _saved["previous"] = set_hook(_hook)  # it returns the hook it replaces; ours wraps it
+
+
+def _uninstall() -> None:
+    from transformers.utils import logging as hf_logging
+
+    for handler in _saved.pop("handlers", []):
+        handler.removeFilter(_FILTER)
+    if "bars_were_on" in _saved:
+        if _saved.pop("bars_were_on"):
+            hf_logging.enable_progress_bar()
+        return
+    previous = _saved.pop("previous", None)
+    current = hf_logging.set_tqdm_hook(previous)
+    if current is not _hook:  # someone set a hook of their own meanwhile: keep theirs
+        hf_logging.set_tqdm_hook(current)
+
+
+@contextmanager
+def quiet_loads() -> Iterator[None]:
+    """No transformers progress bar and no transformers record below ERROR from this
+    thread for the block; other threads and the user's settings are untouched."""
+    me = threading.get_ident()
+    with _lock:
+        if not _quiet:
+            _install()
+        _quiet[me] += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _quiet[me] -= 1
+            if _quiet[me] <= 0:
+                del _quiet[me]
+            if not _quiet:
+                _uninstall()
