@@ -42,6 +42,7 @@ def test_the_interval_holds_the_served_count_about_as_often_as_it_says():
 
 
 def test_the_earned_report_says_estimated_when_labels_were_sampled(tmp_path):
+    from agentbranch.audit.earned_now import Target
     from agentbranch.audit.earned_report import _question
     from agentbranch.audit.earned_sources import EvidenceRow
 
@@ -64,6 +65,6 @@ def test_the_earned_report_says_estimated_when_labels_were_sampled(tmp_path):
             time=f"2026-01-01T00:00:{i:02d}+00:00",
         )
         rows.append(EvidenceRow(**{k: v for k, v in row.items() if k in fields}))
-    q = _question(rows, 0.9, 0.95, 4)
+    q = _question(rows, Target(0.9, 0.95, "asked"), 4, None)
     assert q.decisions == 220 and q.decisions_estimate is not None
     assert "an estimated 220 decisions (95% interval" in decisions_text(q.decisions_estimate)
