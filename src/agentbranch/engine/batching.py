@@ -346,7 +346,10 @@ class BatchingReader(WrappingReader):
         if not requests:
             call.future.set_result([])
             return call, deque()
-        return call, deque(enumerate(requests))
+        # Shortest state first: the reads a call is cut into (``max_batch``,
+        # ``pipelined_batch``) then each hold states of similar length, and a reader
+        # that pads (every torch reader) pads each little (answers keep their places).
+        return call, deque(sorted(enumerate(requests), key=lambda pair: len(pair[1].state)))
 
     def _arrive(self, call: Call) -> None:
         """Count ``call``'s caller as waiting (who is waiting now, and who came lately:
