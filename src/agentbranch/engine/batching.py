@@ -130,6 +130,7 @@ from agentbranch.engine.batch_parts import (
     QueueFullError,
     hashable,
     read_key,
+    similar_part,
 )
 from agentbranch.engine.callers import CallerThreads, LoopWatch, pool_is_starting, pool_thread
 from agentbranch.engine.readers.base import Reader, WrappingReader
@@ -486,9 +487,7 @@ class BatchingReader(WrappingReader):
                         return None
                 why = self._hold()
                 batch: list[Item] = []
-                limit = self._limit()
-                while self._queue and len(batch) < limit:
-                    item = self._queue.popleft()
+                for item in similar_part(self._queue, self._limit()):
                     if item.wanted():
                         batch.append(item)
                     else:  # every caller gave up on it
