@@ -82,3 +82,19 @@ def test_a_burst_is_read_in_parts_of_similar_length():
     assert got == [plain.decide(s, {"team": TEAM})["team"].probabilities for s in states]
     engine.close()
 
+
+
+def test_a_decide_many_alone_is_not_cut_into_pipelined_parts():
+    # Parts let a burst's first callers go on early; one call's states have nobody to
+    # let go: they are read in parts of max_batch (here all at once), not of 3.
+    inner = PipelinedReader(default=spread)
+    inner.gate.set()
+    engine = ab.DecisionEngine(inner)
+    states = [f"ticket {i}" for i in range(8)]
+    got = engine.decide_many(states, {"team": TEAM})
+    assert [len(c) for c in inner.calls] == [8]
+    plain = ab.DecisionEngine(ab.ScriptedReader(default=spread), batching=False)
+    assert [d["team"].probabilities for d in got] == [
+        plain.decide(s, {"team": TEAM})["team"].probabilities for s in states
+    ]
+    engine.close()

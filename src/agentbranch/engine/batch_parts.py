@@ -10,6 +10,7 @@ import threading
 from concurrent.futures import Future, InvalidStateError
 from collections import deque
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from agentbranch.core.errors import ReaderError
@@ -130,3 +131,10 @@ def similar_part(queue: deque[Item], limit: int) -> list[Item]:
     chosen = set(nearest[: limit - 1])
     queue.extendleft(reversed([item for i, item in enumerate(rest) if i not in chosen]))
     return [head, *(item for i, item in enumerate(rest) if i in chosen)]
+
+
+def one_call(queue: deque[Item], n: int) -> bool:
+    """Whether the next ``n`` queued requests all wait for one call only (a
+    ``decide_many``): cutting them into small pipelined parts lets nobody go on early,
+    it only adds reads."""
+    return len({id(call) for item in islice(queue, n) for call, _ in item.waiters}) == 1

@@ -129,6 +129,7 @@ from agentbranch.engine.batch_parts import (
     Item,
     QueueFullError,
     hashable,
+    one_call,
     read_key,
     similar_part,
 )
@@ -258,7 +259,9 @@ class BatchingReader(WrappingReader):
         #: A reader that declares ``pipelined_batch`` (its reads cost in proportion to
         #: their size and leave the GIL free: the embedded reader's traced embedding) is
         #: given at most that many requests at once: the rest of a burst arrives, and
-        #: the first callers go on with their answers, while it reads.
+        #: the first callers go on with their answers, while it reads. (Requests of one
+        #: call alone, a ``decide_many``, are read in parts of ``max_batch``: nobody
+        #: would go on early.)
         self.pipelined = True
         #: Counters: batches read, requests read, cache hits, de-duplicated requests,
         #: batches abandoned by all their callers while being read.
@@ -487,7 +490,10 @@ class BatchingReader(WrappingReader):
                         return None
                 why = self._hold()
                 batch: list[Item] = []
-                for item in similar_part(self._queue, self._limit()):
+                limit = self._limit()
+                if limit < self.max_batch and one_call(self._queue, self.max_batch):
+                    limit = self.max_batch  # one decide_many: nobody gains from parts
+                for item in similar_part(self._queue, limit):
                     if item.wanted():
                         batch.append(item)
                     else:  # every caller gave up on it
