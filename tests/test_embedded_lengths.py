@@ -114,3 +114,22 @@ def test_a_read_pads_its_forwards_little_across_the_whole_read():
     reader.read([ReadRequest(state=s, questions=()) for s in states])
     padded = sum(n * width for n, width in shapes)
     assert padded <= 1.2 * sum(real), shapes  # one batch of 64 after another: 1.7
+
+
+def test_a_batch_is_what_the_tokenizer_pads_under_its_keys_in_its_order():
+    # The traced embedding runs only on the keys (in the order) it was traced with;
+    # anything else would fall back to the eager model unnoticed.
+    from transformers import AutoTokenizer
+
+    from agentbranch.engine.readers.embedded.batches import padded
+    from agentbranch.engine.readers.embedded.reader import default_model_path
+
+    tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()), local_files_only=True)
+    texts = ["a much longer text than the others, with many words", "ok", "hello there"]
+    rows = [2, 0, 1]
+    pads = {"input_ids": tokenizer.pad_token_id, "token_type_ids": tokenizer.pad_token_type_id}
+    got = padded(tokenizer(texts), rows, pads)
+    want = tokenizer([texts[i] for i in rows], padding=True, return_tensors="pt")
+    assert tuple(got) == tuple(want)
+    for key in want:
+        assert torch.equal(got[key], want[key])
