@@ -48,8 +48,10 @@ def main() -> None:
         f"decide_many (3 questions) vs sentence-transformers encode, {args.texts} texts, "
         f"{args.threads} thread(s), medians of {args.reps}:"
     )
-    print(f"{'texts':8}{'tokens (median/max)':>21}{'decide_many s':>15}{'encode s':>10}"
-          f"{'ratio':>8}  each repetition")
+    print(
+        f"{'texts':8}{'tokens (median/max)':>21}{'decide_many s':>15}{'encode s':>10}"
+        f"{'ratio':>8}  each repetition"
+    )
     for name in args.sets:
         texts = TEXT_SETS[name](args.texts)
         lengths = token_counts(texts)

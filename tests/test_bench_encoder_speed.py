@@ -19,8 +19,14 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_the_encoder_benchmark_races_both_on_every_text_set() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks/bench_encoder_speed.py"), "--texts", "3",
-         "--reps", "1"],
+        [
+            sys.executable,
+            str(ROOT / "benchmarks/bench_encoder_speed.py"),
+            "--texts",
+            "3",
+            "--reps",
+            "1",
+        ],
         capture_output=True,
         text=True,
         env=env,

@@ -48,9 +48,7 @@ QUESTIONS = {
 STATES = [*mixed_texts(16), *long_texts(2), "ok", "Refund please"]
 
 
-@given(
-    st.lists(st.integers(1, 300), max_size=60), st.integers(1, 70), st.integers(1, 5000)
-)
+@given(st.lists(st.integers(1, 300), max_size=60), st.integers(1, 70), st.integers(1, 5000))
 def test_length_batches_cover_every_text_once_within_the_limits(lengths, count, tokens):
     batches = length_batches(lengths, count, tokens)
     assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
@@ -121,14 +119,13 @@ def test_a_batch_is_what_the_tokenizer_pads_under_its_keys_in_its_order():
     # anything else would fall back to the eager model unnoticed.
     from transformers import AutoTokenizer
 
-    from agentbranch.engine.readers.embedded.batches import padded
+    from agentbranch.engine.readers.embedded.batches import pad_values, padded
     from agentbranch.engine.readers.embedded.reader import default_model_path
 
     tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()), local_files_only=True)
     texts = ["a much longer text than the others, with many words", "ok", "hello there"]
     rows = [2, 0, 1]
-    pads = {"input_ids": tokenizer.pad_token_id, "token_type_ids": tokenizer.pad_token_type_id}
-    got = padded(tokenizer(texts), rows, pads)
+    got = padded(tokenizer(texts), rows, pad_values(tokenizer))
     want = tokenizer([texts[i] for i in rows], padding=True, return_tensors="pt")
     assert tuple(got) == tuple(want)
     for key in want:

@@ -34,6 +34,11 @@ def length_batches(lengths: Sequence[int], max_count: int, max_tokens: int) -> l
     return batches
 
 
+def pad_values(tokenizer: Any) -> dict[str, int]:
+    """The padding value of each of ``tokenizer``'s keys (``padded``; others pad with 0)."""
+    return {"input_ids": tokenizer.pad_token_id, "token_type_ids": tokenizer.pad_token_type_id}
+
+
 def padded(
     encoding: Mapping[str, Sequence[Sequence[int]]],
     rows: Sequence[int],

@@ -14,7 +14,7 @@ from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.readable import has_readable_text
 from agentbranch.core.reads import LabelRead, QuestionSpec, ReadRequest
 from agentbranch.engine.readers.base import Reader
-from agentbranch.engine.readers.embedded.batches import length_batches, padded
+from agentbranch.engine.readers.embedded.batches import length_batches, pad_values, padded
 from agentbranch.engine.readers.embedded.quiet import quiet_transformers
 from agentbranch.engine.readers.embedded.scoring import (
     Comparisons,
@@ -241,17 +241,12 @@ class EmbeddedReader(Reader):
         if readable is not None:
             special = set(tokenizer.all_special_ids)
             readable.extend(not special.issuperset(row) for row in ids)
-        pad_values = {
-            "input_ids": tokenizer.pad_token_id,
-            "token_type_ids": tokenizer.pad_token_type_id,
-        }
+        pads = pad_values(tokenizer)
         embedding = self._current_embedding()
         out = torch.empty((len(texts), self._model.config.hidden_size))
         lengths = [len(row) for row in ids]
         for rows in length_batches(lengths, self.batch_size, self.batch_tokens):
-            batch = padded(encoding, rows, pad_values)
-            if self.device != "cpu":
-                batch = {k: v.to(self.device) for k, v in batch.items()}
+            batch = {k: v.to(self.device) for k, v in padded(encoding, rows, pads).items()}
             with torch.inference_mode(), torch_threads(self.threads):
                 out[rows] = embedding(batch).cpu()
             self.forward_calls += 1
