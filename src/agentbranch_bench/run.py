@@ -14,6 +14,7 @@ from typing import Any
 
 from agentbranch_bench.cold_start import cold_start_part
 from agentbranch_bench.cpu import cpu_part
+from agentbranch_bench.encoder_speed import encoder_speed_part
 from agentbranch_bench.pattern_part import embedded_patterns
 from agentbranch_bench.plotting import plot
 from agentbranch_bench.results import Report, machine_load, target_met, target_text
@@ -40,6 +41,7 @@ def run_bench(
         cold_start_part(report, tick, quick=quick)
     if cpu:
         cpu_part(report, tick, quick=quick)
+        encoder_speed_part(report, tick, quick=quick)
         if patterns:
             embedded_patterns(report, tick, quick=quick)
     if vllm is None:

@@ -8,7 +8,9 @@ import hashlib
 import json
 import threading
 from concurrent.futures import Future, InvalidStateError
+from collections import deque
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from agentbranch.core.errors import ReaderError
@@ -105,3 +107,34 @@ class Batch:
     items: list[Item]
     thread: threading.Thread
     counted: bool = True
+
+
+#: A read cut from a longer queue looks this many reads' worth into it for requests of
+#: its first request's length.
+SIMILAR_WINDOW = 4
+
+
+def similar_part(queue: deque[Item], limit: int) -> list[Item]:
+    """Take the next read's items off ``queue``: all of them when they fit in ``limit``;
+    else the oldest and the ``limit - 1`` of the next ``SIMILAR_WINDOW × limit`` whose
+    states are closest to its length (ties: the older), the rest staying queued in
+    order. A reader pads each forward to its longest state, so a burst's reads then
+    each hold states of similar length; the oldest is always read, so none starves."""
+    if len(queue) <= limit:
+        part = list(queue)
+        queue.clear()
+        return part
+    window = [queue.popleft() for _ in range(min(len(queue), SIMILAR_WINDOW * limit))]
+    head, rest = window[0], window[1:]
+    n = len(head.request.state)
+    nearest = sorted(range(len(rest)), key=lambda i: abs(len(rest[i].request.state) - n))
+    chosen = set(nearest[: limit - 1])
+    queue.extendleft(reversed([item for i, item in enumerate(rest) if i not in chosen]))
+    return [head, *(item for i, item in enumerate(rest) if i in chosen)]
+
+
+def one_call(queue: deque[Item], n: int) -> bool:
+    """Whether the next ``n`` queued requests all wait for one call only (a
+    ``decide_many``): cutting them into small pipelined parts lets nobody go on early,
+    it only adds reads."""
+    return len({id(call) for item in islice(queue, n) for call, _ in item.waiters}) == 1

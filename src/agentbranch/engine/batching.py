@@ -129,7 +129,9 @@ from agentbranch.engine.batch_parts import (
     Item,
     QueueFullError,
     hashable,
+    one_call,
     read_key,
+    similar_part,
 )
 from agentbranch.engine.callers import CallerThreads, LoopWatch, pool_is_starting, pool_thread
 from agentbranch.engine.readers.base import Reader, WrappingReader
@@ -257,7 +259,9 @@ class BatchingReader(WrappingReader):
         #: A reader that declares ``pipelined_batch`` (its reads cost in proportion to
         #: their size and leave the GIL free: the embedded reader's traced embedding) is
         #: given at most that many requests at once: the rest of a burst arrives, and
-        #: the first callers go on with their answers, while it reads.
+        #: the first callers go on with their answers, while it reads. (Requests of one
+        #: call alone, a ``decide_many``, are read in parts of ``max_batch``: nobody
+        #: would go on early.)
         self.pipelined = True
         #: Counters: batches read, requests read, cache hits, de-duplicated requests,
         #: batches abandoned by all their callers while being read.
@@ -346,7 +350,10 @@ class BatchingReader(WrappingReader):
         if not requests:
             call.future.set_result([])
             return call, deque()
-        return call, deque(enumerate(requests))
+        # Shortest state first: the reads a call is cut into (``max_batch``,
+        # ``pipelined_batch``) then each hold states of similar length, and a reader
+        # that pads (every torch reader) pads each little (answers keep their places).
+        return call, deque(sorted(enumerate(requests), key=lambda pair: len(pair[1].state)))
 
     def _arrive(self, call: Call) -> None:
         """Count ``call``'s caller as waiting (who is waiting now, and who came lately:
@@ -484,8 +491,9 @@ class BatchingReader(WrappingReader):
                 why = self._hold()
                 batch: list[Item] = []
                 limit = self._limit()
-                while self._queue and len(batch) < limit:
-                    item = self._queue.popleft()
+                if limit < self.max_batch and one_call(self._queue, self.max_batch):
+                    limit = self.max_batch  # one decide_many: nobody gains from parts
+                for item in similar_part(self._queue, limit):
                     if item.wanted():
                         batch.append(item)
                     else:  # every caller gave up on it

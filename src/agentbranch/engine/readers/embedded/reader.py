@@ -14,6 +14,7 @@ from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.readable import has_readable_text
 from agentbranch.core.reads import LabelRead, QuestionSpec, ReadRequest
 from agentbranch.engine.readers.base import Reader
+from agentbranch.engine.readers.embedded.batches import length_batches, pad_values, padded
 from agentbranch.engine.readers.embedded.quiet import quiet_transformers
 from agentbranch.engine.readers.embedded.scoring import (
     Comparisons,
@@ -89,7 +90,11 @@ class EmbeddedReader(Reader):
             choice's option description) and fewer examples than this gives them only
             that share of ``example_weight``: one or two examples stand for an option
             worse than a line describing it. 1: full weight however few.
-        batch_size: texts per forward pass.
+        batch_size: most texts per forward pass.
+        batch_tokens: most padded tokens (texts × the longest of them) per forward
+            pass. A read sorts all its texts by length and each forward reads texts of
+            similar length (``agentbranch.engine.readers.embedded.batches``): padding
+            costs what real tokens do.
         max_length: tokens per text (MiniLM was trained on 256).
         cache_size: option-text embeddings kept across calls.
         device: torch device (``"cpu"``).
@@ -121,6 +126,7 @@ class EmbeddedReader(Reader):
         prototype_weight: float = 0.75,
         full_weight_examples: int = 5,
         batch_size: int = 64,
+        batch_tokens: int = 4096,
         max_length: int = 256,
         cache_size: int = 4096,
         device: str = "cpu",
@@ -139,6 +145,8 @@ class EmbeddedReader(Reader):
                 "EmbeddedReader needs top_k >= 1, full_weight_examples >= 1, "
                 "0 <= example_weight <= 1 and 0 <= prototype_weight <= 1"
             )
+        if batch_size < 1 or batch_tokens < 1:
+            raise ConfigurationError("EmbeddedReader needs batch_size >= 1 and batch_tokens >= 1")
         self.model_path = Path(model_path) if model_path else None
         self.temperature = temperature
         self.top_k = top_k
@@ -151,6 +159,7 @@ class EmbeddedReader(Reader):
         self._arrays: dict[Any, Comparisons] = {}
         self._warned: set[tuple[str, str]] = set()
         self.batch_size = batch_size
+        self.batch_tokens = batch_tokens
         self.max_length = max_length
         self.cache_size = cache_size
         self.device = device
@@ -220,29 +229,28 @@ class EmbeddedReader(Reader):
             return self._embed(list(texts), torch)
 
     def _embed(self, texts: list[str], torch: Any, readable: list[bool] | None = None) -> Any:
-        """Embed ``texts``; when ``readable`` is given, append to it whether each text
-        holds a token the embedder knows (not only special and unknown tokens)."""
+        """Embed ``texts`` (in their order) in forwards of similar lengths
+        (``embedded.batches``); when ``readable`` is given, append to it whether each
+        text holds a token the embedder knows (not only special and unknown tokens)."""
         if not texts:
             return torch.zeros((0, self._model.config.hidden_size))
-        special = torch.tensor(sorted(self._tokenizer.all_special_ids))
+        tokenizer = self._tokenizer
+        # Tokenised once, unpadded: each batch is padded to its own longest below.
+        encoding = tokenizer(texts, truncation=True, max_length=self.max_length)
+        ids = encoding["input_ids"]
+        if readable is not None:
+            special = set(tokenizer.all_special_ids)
+            readable.extend(not special.issuperset(row) for row in ids)
+        pads = pad_values(tokenizer)
         embedding = self._current_embedding()
-        out = []
-        for start in range(0, len(texts), self.batch_size):
-            chunk = texts[start : start + self.batch_size]
-            batch = self._tokenizer(
-                chunk,
-                padding=True,
-                truncation=True,
-                max_length=self.max_length,
-                return_tensors="pt",
-            ).to(self.device)
-            if readable is not None:
-                ids = batch["input_ids"].cpu()
-                readable.extend((~torch.isin(ids, special)).any(dim=1).tolist())
+        out = torch.empty((len(texts), self._model.config.hidden_size))
+        lengths = [len(row) for row in ids]
+        for rows in length_batches(lengths, self.batch_size, self.batch_tokens):
+            batch = {k: v.to(self.device) for k, v in padded(encoding, rows, pads).items()}
             with torch.inference_mode(), torch_threads(self.threads):
-                out.append(embedding(batch).cpu())
+                out[rows] = embedding(batch).cpu()
             self.forward_calls += 1
-        return torch.cat(out)
+        return out
 
     def _current_embedding(self) -> Embedding:
         """The model step by step for the first forward; from the second on its checked
