@@ -71,7 +71,7 @@ from agentbranch.core.errors import ConfigurationError
 from agentbranch.policy.evidence import Evidence, Source, Trust, evidence_key, new_evidence
 from agentbranch.policy.evidence_store import EvidenceStore, as_store
 from agentbranch.policy.looks import Looks
-from agentbranch.policy.thresholds import grid
+from agentbranch.policy.thresholds import MAX_CANDIDATES, grid, grid_size
 from agentbranch.policy.trust import Threshold, TrustState, replay, step
 
 log = logging.getLogger("agentbranch")
@@ -130,6 +130,11 @@ class Earned:
             )
         if self.start_at is not None:
             self.start_at = _check_unit("start_at", self.start_at, open_=False)
+            if self.start_at > self.max_take_at:
+                raise ConfigurationError(
+                    f"Earned(start_at={self.start_at}) is above max_take_at={self.max_take_at}, "
+                    "the highest threshold ever used; lower start_at or raise max_take_at"
+                )
         if (
             not isinstance(self.min_evidence, int)
             or isinstance(self.min_evidence, bool)
@@ -139,8 +144,21 @@ class Earned:
                 f"Earned(min_evidence=...) must be a whole number >= 1, got {self.min_evidence!r}"
             )
         step = self.step
-        if not isinstance(step, int | float) or not math.isfinite(step) or not 0 < step <= 0.5:
+        if (
+            not isinstance(step, int | float)
+            or isinstance(step, bool)
+            or not math.isfinite(step)
+            or not 0 < step <= 0.5
+        ):
             raise ConfigurationError(f"Earned(step=...) must be in (0, 0.5], got {step!r}")
+        if grid_size(self.max_take_at, self.min_take_at, step) > MAX_CANDIDATES:
+            span = self.max_take_at - self.min_take_at
+            raise ConfigurationError(
+                f"Earned(step={step!r}) makes more than {MAX_CANDIDATES} candidate thresholds "
+                f"between min_take_at={self.min_take_at} and max_take_at={self.max_take_at}; "
+                f"every look tests them all. Use step >= {span / (MAX_CANDIDATES - 1):.3g} "
+                "(0.01, the default, is finer than confidences are meaningful)"
+            )
         refresh = self.refresh_s
         if not isinstance(refresh, int | float) or not refresh >= 0:
             raise ConfigurationError(f"Earned(refresh_s=...) must be >= 0, got {refresh!r}")
@@ -185,20 +203,39 @@ class Earned:
             self.frozen = True
         return self
 
-    def key(self, question_id: str, question: Any, reader: str | None, model: str | None) -> str:
-        return evidence_key(question_id, question, reader, model)
+    def key(
+        self,
+        question_id: str,
+        question: Any,
+        reader: str | None,
+        model: str | None,
+        reading: str | None = None,
+    ) -> str:
+        """The evidence key (``evidence.evidence_key``); ``reading`` is the decision's
+        reading fingerprint (``Decision.reading``)."""
+        return evidence_key(question_id, question, reader, model, reading)
 
     def threshold(
-        self, question_id: str, question: Any, reader: str | None, model: str | None
+        self,
+        question_id: str,
+        question: Any,
+        reader: str | None,
+        model: str | None,
+        reading: str | None = None,
     ) -> Threshold:
-        """The threshold in force for this question, reader and model."""
-        return self.state(question_id, question, reader, model).threshold
+        """The threshold in force for this question, reader, model and reading settings."""
+        return self.state(question_id, question, reader, model, reading).threshold
 
     def state(
-        self, question_id: str, question: Any, reader: str | None, model: str | None
+        self,
+        question_id: str,
+        question: Any,
+        reader: str | None,
+        model: str | None,
+        reading: str | None = None,
     ) -> TrustState:
         """This question's trust (a live object: copy what you keep)."""
-        key = self.key(question_id, question, reader, model)
+        key = self.key(question_id, question, reader, model, reading)
         with self._lock:
             self._names.setdefault(key, question_id)
             st = self._states.get(key)
@@ -247,12 +284,16 @@ class Earned:
         rate: float,
         take_at: float | None,
         trust: Trust,
+        reading: str | None = None,
+        decision: str | None = None,
     ) -> Evidence | None:
         """Record one teacher label (no-op when frozen). Bad evidence (a label outside
-        the options, a non-finite confidence) is dropped with a WARNING, never used."""
+        the options, a non-finite confidence) is dropped with a WARNING, never used.
+        ``reading``: the decision's reading fingerprint (part of the key); ``decision``:
+        its identity (``agentbranch.policy.identity``; labels of one decision count once)."""
         if self.frozen:
             return None
-        key = self.key(question_id, question, reader, model)
+        key = self.key(question_id, question, reader, model, reading)
         try:
             rec = new_evidence(
                 key=key,
@@ -268,6 +309,7 @@ class Earned:
                 rate=rate,
                 take_at=take_at,
                 trust=trust,
+                decision=decision,
             )
         except Exception as e:  # noqa: BLE001 - pydantic ValidationError and friends
             log.warning(

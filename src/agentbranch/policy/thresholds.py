@@ -99,6 +99,16 @@ are nearly always right opens after a median of 100 labels; one whose confidence
 separates right from wrong needs many hundreds (even one exact test at 0.05 on the
 expected counts, with no looks to pay for, needs 642); one whose confidence is
 anti-correlated never opens.
+
+**Failing closed.** A statistic that cannot be computed opens nothing: a p-value that is
+not a finite number never passes (``learn_then_test`` goes on only while it is a finite
+number at most ``alpha``), a band whose weights are not all finite and positive is not
+tested, and a band that holds a stratum with no label at all is not shown: its labels
+say nothing about part of the decisions the band would take (with ``start_at`` and no
+audits, the decisions above the hand-chosen threshold were taken unlabelled, and labels
+below it cannot show them right). The work is bounded: at most ``MAX_CANDIDATES``
+candidate thresholds, and ``takes_to_withdraw`` refuses drops the drift test cannot see
+and paths longer than ``TAKES_LIMIT``.
 """
 
 from __future__ import annotations
@@ -118,20 +128,36 @@ if TYPE_CHECKING:
 #: Alternatives of the drift e-process, as drops below the target precision.
 DRIFT_DROPS: tuple[float, ...] = (0.05, 0.1, 0.2, 0.3, 0.5)
 
+#: The most candidate thresholds a grid may hold (``step`` 0.001 over [0, 1]): a look
+#: walks them all, and confidences finer than that separate nothing.
+MAX_CANDIDATES = 1001
+
+#: The most audited takes ``takes_to_withdraw`` follows before it gives up.
+TAKES_LIMIT = 100_000
+
+
+def _finite(*values: float) -> bool:
+    return all(isinstance(v, int | float) and math.isfinite(v) for v in values)
+
 
 def pvalue_below(right: float, n: float, precision: float) -> float:
     """Exact one-sided p-value of H0 "precision < ``precision``" after ``right`` of ``n``
     labels agreed: ``P(X >= right)`` for ``X ~ Binomial(n, precision)`` (the boundary of
     H0 is the worst case). 1 when ``n == 0``. Non-integer counts (effective sizes of a
-    weighted sample) use the same beta-function form."""
-    if n <= 0 or right <= 0:
+    weighted sample) use the same beta-function form. Fails closed: any input that is
+    not a finite number (or a count outside ``0 <= right <= n``) gives 1, never a NaN."""
+    if not _finite(right, n, precision) or not 0.0 < precision < 1.0:
         return 1.0
+    if n <= 0 or right <= 0 or right > n * (1 + 1e-9):
+        return 1.0
+    right = min(right, n)
     # Imported here: scipy.special costs ~0.3 s, paid by Earned users at their first
     # test rather than by every `import agentbranch`.
     from scipy.special import betainc
 
     # P(X >= k) = I_p(k, n - k + 1), the Clopper–Pearson relation.
-    return float(betainc(right, n - right + 1, precision))
+    p = float(betainc(right, n - right + 1, precision))
+    return p if math.isfinite(p) else 1.0
 
 
 def min_band(precision: float, alpha: float) -> int:
@@ -149,8 +175,22 @@ def look_at(first: int, look: int) -> int:
     return first * 2**look
 
 
+def grid_size(max_take_at: float, min_take_at: float, step: float) -> float:
+    """How many candidates ``grid`` would make (``inf`` when it cannot be said)."""
+    if not _finite(max_take_at, min_take_at, step) or step <= 0:
+        return math.inf
+    return math.floor((max_take_at - min_take_at) / step + 1e-9) + 1
+
+
 def grid(max_take_at: float, min_take_at: float, step: float) -> list[float]:
-    """Candidate thresholds, safest first."""
+    """Candidate thresholds, safest first. ``ValueError`` when there would be more than
+    ``MAX_CANDIDATES`` (or ``step`` is not a positive finite number)."""
+    if grid_size(max_take_at, min_take_at, step) > MAX_CANDIDATES:
+        raise ValueError(
+            f"step {step!r} from {max_take_at!r} down to {min_take_at!r} makes more than "
+            f"{MAX_CANDIDATES} candidate thresholds; use a step of at least "
+            f"{max(0.0, max_take_at - min_take_at) / (MAX_CANDIDATES - 1):.3g}"
+        )
     out, k = [], 0
     while True:
         t = round(max_take_at - k * step, 10)
@@ -175,24 +215,38 @@ def stratified(
     the rest (``review``). Within a stratum the labels are a plain sample of its
     decisions, pooled unweighted; strata are weighted by their estimated share of the
     band's decisions (``Σ 1/rate``), and ``n`` is Kish's effective size
-    ``1 / Σ share²/n_stratum``. One stratum: the plain counts (the test is exact)."""
+    ``1 / Σ share²/n_stratum``. One stratum: the plain counts (the test is exact).
+
+    Fails closed with ``(0, 0)`` (nothing to test): when a confidence range of the band
+    between two thresholds that were in force (or above the highest) holds no label at
+    all, so part of what the band takes was never labelled; and when a weight is not a
+    finite positive number."""
     import numpy as np
 
     band = confidence >= t
     if not band.any():
         return 0.0, 0.0
+    w = weights[band]
+    if not np.all(np.isfinite(w) & (w > 0)):
+        return 0.0, 0.0
     cuts = np.unique(in_force[~np.isnan(in_force) & (in_force > t)])
     k = len(cuts) + 1
-    stratum = np.searchsorted(cuts, confidence[band], side="right") + k * review[band]
+    ranges = np.searchsorted(cuts, confidence[band], side="right")
+    if np.count_nonzero(np.bincount(ranges, minlength=k)) < k:
+        return 0.0, 0.0  # a stratum without a single label: the band cannot be shown
+    stratum = ranges + k * review[band]
     n_s = np.bincount(stratum, minlength=2 * k).astype(float)
     if np.count_nonzero(n_s) == 1:
         return float(band.sum()), float(right[band].sum())
     right_s = np.bincount(stratum, weights=right[band], minlength=2 * k)
-    share = np.bincount(stratum, weights=weights[band], minlength=2 * k)
+    share = np.bincount(stratum, weights=w, minlength=2 * k)
     some = n_s > 0
     share, n_s, right_s = share[some] / share[some].sum(), n_s[some], right_s[some]
     n = 1.0 / float((share * share / n_s).sum())
-    return n, n * float((share * right_s / n_s).sum())
+    right_n = n * float((share * right_s / n_s).sum())
+    if not (math.isfinite(n) and math.isfinite(right_n)):
+        return 0.0, 0.0
+    return n, right_n
 
 
 def _arrays(
@@ -258,8 +312,9 @@ def learn_then_test(
         n, right = stratified(conf, ok, w, tau, rev, t)
         if n < need and not carried:
             continue  # too few to ever reject here: skipping depends on no label
-        if pvalue_below(right, n, precision) > alpha:
-            break
+        p = pvalue_below(right, n, precision)
+        if not (math.isfinite(p) and p <= alpha):
+            break  # not shown (a NaN never passes)
         chosen, carried = t, True
     return chosen
 
@@ -307,7 +362,7 @@ def predicted_entry(
             continue
         first = t if first is None else first
         p = pvalue_below(right, n, precision)
-        if p < best_p:
+        if math.isfinite(p) and p < best_p:
             best, best_p = t, p
     return None if best == first else best
 
@@ -339,7 +394,9 @@ def drifted(right: int, wrong: int, precision: float, alpha: float) -> bool:
     """Whether one drift e-process (``drift_evalue``) reaches ``1/alpha``."""
     if wrong == 0:
         return False
-    return drift_evalue(right, wrong, precision) >= 1.0 / alpha
+    e = drift_evalue(right, wrong, precision)
+    # A NaN e-value counts as drift: a test that cannot be computed keeps nothing open.
+    return not math.isfinite(e) or e >= 1.0 / alpha
 
 
 #: Restarts of the drift test: per octave of audited takes ``[2**k, 2**(k+1))`` at
@@ -405,8 +462,10 @@ class Drift:
         return self.evalue
 
     def drifted(self, alpha: float) -> bool:
-        """Whether the audited takes so far show the precision below target."""
-        return self.wrong > 0 and self.evalue >= 1.0 / alpha
+        """Whether the audited takes so far show the precision below target (an e-value
+        that is not a number counts as drift: the band closes rather than stay open on a
+        test that cannot be computed)."""
+        return self.wrong > 0 and not (self.evalue < 1.0 / alpha)
 
 
 def takes_to_withdraw(
@@ -421,12 +480,52 @@ def takes_to_withdraw(
     ``true_precision`` after ``history`` audited takes at ``before``, when the audits
     show exactly those rates (the typical path: after ``n`` audits, the number wrong is
     the expected one, rounded). ``0`` if it never would (``true_precision >=
-    precision``)."""
+    precision``).
+
+    ``ValueError`` when the answer cannot be computed with bounded work: arguments that
+    are not numbers in range, a drop too small for the drift test's alternatives
+    (``DRIFT_DROPS``) to ever see on this path, or more than ``TAKES_LIMIT`` audited takes
+    (``history`` included)."""
+    if not (
+        _finite(precision, true_precision, level, before)
+        and 0.0 < precision < 1.0
+        and 0.0 < level < 1.0
+        and 0.0 <= true_precision <= 1.0
+        and 0.0 <= before <= 1.0
+    ):
+        raise ValueError(
+            "takes_to_withdraw needs precision and level in (0, 1) and true_precision and "
+            f"before in [0, 1]; got {precision!r}, {true_precision!r}, {level!r}, {before!r}"
+        )
+    if not isinstance(history, int) or isinstance(history, bool) or history < 0:
+        raise ValueError(f"history must be a whole number >= 0, got {history!r}")
     if true_precision >= precision:
         return 0
+    if history > TAKES_LIMIT:
+        raise ValueError(f"history={history} is more than {TAKES_LIMIT} audited takes")
+    qs = [precision - d for d in DRIFT_DROPS if precision - d > 0.0]
+    gain = max(
+        (
+            true_precision * math.log(q / precision)
+            + (1 - true_precision) * math.log((1 - q) / (1 - precision))
+            for q in qs
+        ),
+        default=0.0,
+    )
+    if gain <= 0.0:
+        raise ValueError(
+            f"the drift test cannot withdraw a band whose precision fell from {precision:g} "
+            f"to {true_precision:g}: its alternatives are {sorted(round(q, 6) for q in qs)} "
+            "and none fits audits right that often better than the target does"
+        )
     alpha = 1.0 - level
+    if math.log(1.0 / alpha) / gain > TAKES_LIMIT:
+        raise ValueError(
+            f"withdrawing a band whose precision fell from {precision:g} to "
+            f"{true_precision:g} takes more than {TAKES_LIMIT} audited takes"
+        )
     drift = Drift(precision)
-    for n in range(1, history + 1_000_000):
+    for n in range(1, history + TAKES_LIMIT + 1):
         if n <= history:
             wrong = round(n * (1.0 - before))
         else:
@@ -434,4 +533,7 @@ def takes_to_withdraw(
         drift.add(wrong == drift.wrong)
         if n > history and drift.drifted(alpha):
             return n - history
-    return 0
+    raise ValueError(
+        f"withdrawing a band whose precision fell from {precision:g} to {true_precision:g} "
+        f"takes more than {TAKES_LIMIT} audited takes"
+    )

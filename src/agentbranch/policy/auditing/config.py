@@ -10,6 +10,7 @@ from typing import Any
 from agentbranch.core import logs
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.policy.auditing.sinks import AuditRecord, as_sinks
+from agentbranch.policy.evidence import MIN_RATE
 from agentbranch.policy.auditing.worker import AuditStats, AuditWorker, Job
 
 log = logging.getLogger("agentbranch")
@@ -61,8 +62,15 @@ class Audit:
     include_state: bool = False
 
     def __post_init__(self) -> None:
-        if not isinstance(self.rate, int | float) or not 0.0 <= self.rate <= 1.0:
-            raise ConfigurationError(f"Audit(rate=...) must be in [0, 1], got {self.rate!r}")
+        if (
+            not isinstance(self.rate, int | float)
+            or isinstance(self.rate, bool)
+            or not (self.rate == 0.0 or MIN_RATE <= self.rate <= 1.0)
+        ):
+            raise ConfigurationError(
+                f"Audit(rate=...) must be 0 or in [{MIN_RATE:g}, 1] (each audit stands for "
+                f"1/rate decisions), got {self.rate!r}"
+            )
         if self.queue_size < 1:
             raise ConfigurationError(f"Audit(queue_size=...) must be >= 1, got {self.queue_size}")
         if self.model is not None and not callable(getattr(self.model, "invoke", None)):
