@@ -407,3 +407,14 @@ def test_a_store_written_by_a_newer_schema_says_upgrade(tmp_path):
 def test_start_at_above_max_take_at_is_a_configuration_error():
     with pytest.raises(ConfigurationError, match=r"start_at=0.95\) is above max_take_at=0.9"):
         Earned(start_at=0.95, max_take_at=0.9)
+
+
+def test_a_canvas_reader_keeps_no_fingerprint_by_default_and_a_changed_prompt_has_one(
+    tiny_model_dir,
+):
+    from agentbranch.engine.reading import reader_settings
+
+    plain = ab.TransformersReader.from_pretrained(tiny_model_dir)
+    assert reader_settings(plain) == {}
+    as_text = ab.TransformersReader.from_pretrained(tiny_model_dir, special_tokens="text")
+    assert reader_settings(as_text) == {"planner.special_tokens": "text"}

@@ -12,8 +12,9 @@ What counts (engine): ``instructions``, ``joint``, the draws of the read (``draw
 a call's ``draws=``), ``permutations``, and the temperature the calibration gives this
 question. Reader: the scoring settings named in ``READER_SETTINGS`` that the reader
 holds with a value other than its constructor's default (the embedded reader's
-temperature and weights, a vLLM reader's denoising steps and constraint ...), or
-whatever a reader's own ``reading_settings()`` returns. Question wording, options and
+temperature and weights, a vLLM reader's denoising steps and constraint ...), a canvas
+reader's chat template, template arguments and special-token handling
+(``PLANNER_SETTINGS``), or whatever a reader's own ``reading_settings()`` returns. Question wording, options and
 examples are in the evidence key already; reader name and model too.
 """
 
@@ -34,10 +35,15 @@ READER_SETTINGS: tuple[str, ...] = (
     "max_length",
     "constrained",
     "max_steps",
-    "chat_template",
-    "template_kwargs",
-    "special_tokens",
 )
+
+#: Settings of a canvas reader's chat prompt (``reader.planner.chat``) that reshape what
+#: the model reads, with their defaults.
+PLANNER_SETTINGS: dict[str, Any] = {
+    "chat_template": None,
+    "template_kwargs": {},
+    "special_tokens": "reject",
+}
 
 
 def _innermost(reader: Any) -> Any:
@@ -76,6 +82,11 @@ def reader_settings(reader: Any) -> dict[str, Any]:
             same = False
         if not same:
             out[name] = _plain(value)
+    chat = getattr(getattr(reader, "planner", None), "chat", None)
+    for name, default in PLANNER_SETTINGS.items():
+        value = getattr(chat, name, default) if chat is not None else default
+        if value != default:
+            out[f"planner.{name}"] = _plain(value)
     return out
 
 
