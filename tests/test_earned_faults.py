@@ -366,6 +366,7 @@ def test_takes_to_withdraw_refuses_arguments_out_of_range(args):
         ({"rate": "1"}, "rate"),
         ({"time": "banana"}, "time"),
         ({"time": "2026-01-01T00:00:00"}, "time"),  # no UTC offset
+        ({"time": "2026-01-01T02:00:00+02:00"}, "time"),  # not UTC: would sort wrongly
         ({"options": ["yes", "yes"], "teacher_label": "yes"}, "options"),
         ({"rate": 1e-310}, "rate"),
         ({"decision": ""}, "decision"),

@@ -7,7 +7,7 @@ the teacher's label for it. Records are append-only (one stored item per record,
 Schema (``EVIDENCE_SCHEMA``, JSON object, one per line of a JSON Lines store):
 
 * ``schema``: ``"agentbranch.earned/1"``
-* ``id``: unique hex id; ``time``: ISO-8601 with a UTC offset (ms) when it was recorded,
+* ``id``: unique hex id; ``time``: ISO-8601 in UTC (ms) when it was recorded,
   never more than ``MAX_CLOCK_SKEW_S`` (5 minutes) in the future of the clock reading it
 * ``key``: the evidence key (``evidence_key``): a hash of the question's identity (id,
   instructions, options, examples — its ``model_dump``), of reader and model, and of the
@@ -42,8 +42,8 @@ import hashlib
 import itertools
 import json
 import math
-import uuid
 import re
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -160,14 +160,17 @@ def newer_schema(raw: Any) -> str | None:
 
 
 def check_time(value: str, now: datetime | None = None) -> datetime:
-    """``value`` as a time: ISO-8601 with a UTC offset, at most ``MAX_CLOCK_SKEW_S`` after
+    """``value`` as a time: ISO-8601 in UTC, at most ``MAX_CLOCK_SKEW_S`` after
     ``now`` (default: the clock now). ``ValueError`` saying what is wrong otherwise."""
     try:
         when = datetime.fromisoformat(value)
     except ValueError:
         raise ValueError(f"time {value!r} is not an ISO-8601 time") from None
-    if when.tzinfo is None or when.utcoffset() is None:
-        raise ValueError(f"time {value!r} has no UTC offset (write e.g. '...+00:00')")
+    if when.tzinfo is None or when.utcoffset() != timedelta(0):
+        raise ValueError(
+            f"time {value!r} is not in UTC (records are ordered by time: write it with "
+            "'+00:00')"
+        )
     now = now or datetime.now(UTC)
     if when - now > timedelta(seconds=MAX_CLOCK_SKEW_S):
         raise ValueError(
