@@ -419,3 +419,10 @@ def test_a_canvas_reader_keeps_no_fingerprint_by_default_and_a_changed_prompt_ha
     assert reader_settings(plain) == {}
     as_text = ab.TransformersReader.from_pretrained(tiny_model_dir, special_tokens="text")
     assert reader_settings(as_text) == {"planner.special_tokens": "text"}
+
+
+def test_takes_to_withdraw_a_drop_that_needs_too_many_takes_says_so_at_once():
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="more than 10000 audited takes"):
+        takes_to_withdraw(0.9, 0.876, 0.95)
+    assert time.monotonic() - started < 5

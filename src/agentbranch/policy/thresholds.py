@@ -108,7 +108,7 @@ say nothing about part of the decisions the band would take (with ``start_at`` a
 audits, the decisions above the hand-chosen threshold were taken unlabelled, and labels
 below it cannot show them right). The work is bounded: at most ``MAX_CANDIDATES``
 candidate thresholds, and ``takes_to_withdraw`` refuses drops the drift test cannot see
-and paths longer than ``TAKES_LIMIT``.
+and paths longer than ``TAKES_LIMIT`` audited takes after the drop.
 """
 
 from __future__ import annotations
@@ -132,12 +132,18 @@ DRIFT_DROPS: tuple[float, ...] = (0.05, 0.1, 0.2, 0.3, 0.5)
 #: walks them all, and confidences finer than that separate nothing.
 MAX_CANDIDATES = 1001
 
-#: The most audited takes ``takes_to_withdraw`` follows before it gives up.
-TAKES_LIMIT = 100_000
+#: The most audited takes after the drop ``takes_to_withdraw`` follows before it gives
+#: up, and the longest good record (``history``) it replays first.
+TAKES_LIMIT = 10_000
+HISTORY_LIMIT = 100_000
 
 
 def _finite(*values: float) -> bool:
-    return all(isinstance(v, int | float) and math.isfinite(v) for v in values)
+    """Whether every value is a finite number (numpy scalars included)."""
+    try:
+        return all(math.isfinite(float(v)) for v in values)
+    except (TypeError, ValueError, OverflowError):
+        return False
 
 
 def pvalue_below(right: float, n: float, precision: float) -> float:
@@ -484,8 +490,8 @@ def takes_to_withdraw(
 
     ``ValueError`` when the answer cannot be computed with bounded work: arguments that
     are not numbers in range, a drop too small for the drift test's alternatives
-    (``DRIFT_DROPS``) to ever see on this path, or more than ``TAKES_LIMIT`` audited takes
-    (``history`` included)."""
+    (``DRIFT_DROPS``) to ever see on this path, more than ``TAKES_LIMIT`` audited takes
+    after the drop, or a ``history`` longer than ``HISTORY_LIMIT``."""
     if not (
         _finite(precision, true_precision, level, before)
         and 0.0 < precision < 1.0
@@ -501,8 +507,8 @@ def takes_to_withdraw(
         raise ValueError(f"history must be a whole number >= 0, got {history!r}")
     if true_precision >= precision:
         return 0
-    if history > TAKES_LIMIT:
-        raise ValueError(f"history={history} is more than {TAKES_LIMIT} audited takes")
+    if history > HISTORY_LIMIT:
+        raise ValueError(f"history={history} is more than {HISTORY_LIMIT} audited takes")
     qs = [precision - d for d in DRIFT_DROPS if precision - d > 0.0]
     gain = max(
         (
