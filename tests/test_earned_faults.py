@@ -27,8 +27,8 @@ from agentbranch.policy.thresholds import (
     learn_then_test,
     pvalue_below,
     stratified,
-    takes_to_withdraw,
 )
+from agentbranch.policy.withdrawal import takes_to_withdraw
 
 _T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -40,7 +40,7 @@ How it behaves (the API other code builds on):
     records themselves (confidence, engine and teacher labels, band, rate, the threshold
     and trust in force), from which coverage and precision over time follow;
     ``replay(records, earned)`` recomputes a state from any records.
-  - ``thresholds.takes_to_withdraw(precision, dropped_to, level, history=, before=)``:
+  - ``withdrawal.takes_to_withdraw(precision, dropped_to, level, history=, before=)``:
     audited takes the drift test needs to withdraw a band (at 0.9 and level 0.95: 93
     when precision falls to 0.8, 25 to 0.7, 7 to 0.5; to 0.6 after 1,000 good audits
     at 0.95: 42).
