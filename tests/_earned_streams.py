@@ -241,7 +241,7 @@ def takes_after_history(
     """Audited takes the core's drift test needs to withdraw a band whose precision fell
     from ``before`` to ``after``, when ``history`` audited takes were made since it
     opened (the typical path: every count at its expected value)."""
-    from agentbranch.policy.thresholds import takes_to_withdraw
+    from agentbranch.policy.withdrawal import takes_to_withdraw
 
     n = takes_to_withdraw(precision, after, level, history=history, before=before)
     if n == 0:

@@ -7,6 +7,7 @@ import json
 import logging
 import math
 import random
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -26,8 +27,10 @@ from agentbranch.policy.thresholds import (
     min_band,
     pvalue_below,
     stratified,
-    takes_to_withdraw,
 )
+from agentbranch.policy.withdrawal import takes_to_withdraw
+
+_T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 # -- statistics -------------------------------------------------------------------------
 
@@ -575,7 +578,7 @@ def _records(draws, *, right=None):
                 rate=rate if taken else 1.0,
                 take_at=None,
                 trust="learning",
-                time=f"{i:08d}",
+                time=(_T0 + timedelta(milliseconds=i)).isoformat(timespec="milliseconds"),
             )
         )
     return out
@@ -616,7 +619,8 @@ def test_an_open_band_whose_audits_all_disagree_closes_in_bounded_takes(right_be
     assert replay(opening, earned).trust == "earned"
     audits = _records([(0.95, True, True, 0.1)] * right_before + [(0.95, False, True, 0.1)] * 60)
     for r, rec in enumerate(audits):
-        object.__setattr__(rec, "time", f"1{r:07d}")
+        later = _T0 + timedelta(hours=1, milliseconds=r)
+        object.__setattr__(rec, "time", later.isoformat(timespec="milliseconds"))
     state_ = replay(opening + audits, earned)
     (withdrawn,) = [e for e in state_.events if e.kind == "withdrawn"]
     wrong_needed = next(w for w in range(1, 61) if _drift_after(right_before, w, 0.8).drifted(0.05))

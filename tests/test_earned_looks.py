@@ -3,6 +3,8 @@ force."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import numpy as np
 import pytest
 
@@ -16,6 +18,8 @@ from agentbranch.policy.thresholds import (
     look_at,
     predicted_entry,
 )
+
+_T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 @pytest.mark.parametrize("looks", [Looks.doubling(50), Looks.dense(50), Looks(30, 1.5, 2.0)])
@@ -76,7 +80,7 @@ def _record(i, conf, ok, *, take, take_at):
         confidence=conf, options=["yes", "no"], engine_label="yes",
         teacher_label="yes" if ok else "no", rate=0.05 if take else 1.0,
         take_at=take_at, trust="earned" if take_at is not None else "learning",
-        time=f"2026-01-01T00:00:{i:09d}",
+        time=(_T0 + timedelta(milliseconds=i)).isoformat(timespec="milliseconds"),
     )  # fmt: skip
 
 

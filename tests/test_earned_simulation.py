@@ -10,6 +10,7 @@ benchmarks/earned_simulation.py; here only the guarantees, and that it opens at 
 from __future__ import annotations
 
 import functools
+from datetime import UTC, datetime, timedelta
 
 import _earned_streams as es
 import numpy as np
@@ -17,6 +18,8 @@ import pytest
 
 from agentbranch.policy.earned import Earned, replay
 from agentbranch.policy.evidence import new_evidence
+
+_T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 PRECISION, LEVEL = 0.9, 0.95
 #: 4,000 decisions: with fewer, a band that opened late has taken a handful of decisions
@@ -155,7 +158,7 @@ def test_simulated_records_replay_like_real_evidence():
             rate=0.1 if take else 1.0,
             take_at=t,
             trust=replayed.trust,
-            time=f"2026-01-01T00:00:{i:09d}",
+            time=(_T0 + timedelta(milliseconds=i)).isoformat(timespec="milliseconds"),
         )
         records.append(rec)
         step(replayed, rec, earned)

@@ -64,7 +64,10 @@ def test_two_writers_in_one_file_lose_nothing(tmp_path):
         (b"not json\n", r"line 2 is not JSON"),
         (b'{"kind": "audit", "question_id": "q"}\n', r"line 2 is not an agentbranch evidence"),
         (b"\xff\xfe\n", r"line 2 is not UTF-8"),
-        (b'{"schema": "agentbranch.earned/9"}\n', r"line 2 is not an agentbranch evidence"),
+        (
+            b'{"schema": "agentbranch.earned/9"}\n',
+            r"line 2 was written by a newer release of agentbranch \(schema agentbranch.earned/9",
+        ),
     ],
 )
 def test_corrupt_or_foreign_lines_are_errors_naming_file_and_line(tmp_path, content, match):

@@ -64,6 +64,11 @@ class Decision(BaseModel):
     model: str
     latency_s: float
     calibrated: bool = False
+    #: Fingerprint of the reading settings that shaped ``confidence`` (draws,
+    #: permutations, joint canvas, instructions, calibration temperature, the reader's
+    #: scoring settings); ``None`` when all are the defaults. Earned thresholds key
+    #: their evidence by it (``agentbranch.engine.reading``).
+    reading: str | None = None
 
     @classmethod
     def from_probs(
@@ -80,6 +85,7 @@ class Decision(BaseModel):
         model: str,
         latency_s: float,
         calibrated: bool = False,
+        reading: str | None = None,
     ) -> Decision:
         """Build a decision from a normalised distribution over ``options``."""
         top = max(range(len(probs)), key=probs.__getitem__)
@@ -102,6 +108,7 @@ class Decision(BaseModel):
             model=model,
             latency_s=latency_s,
             calibrated=calibrated,
+            reading=reading,
         )
 
     @property

@@ -39,6 +39,7 @@ from agentbranch.core.state import render_state
 from agentbranch.engine.batching import BatchingReader
 from agentbranch.engine.calibration import Calibration
 from agentbranch.engine.plan import QuestionPlans, Unit, combine, normalise
+from agentbranch.engine.reading import fingerprint, reader_settings
 from agentbranch.engine.readers.base import Reader
 
 log = logging.getLogger("agentbranch")
@@ -470,6 +471,14 @@ class DecisionEngine:
             at += len(units)
             folded = combine(len(options), units, unit_reads)  # checks every read
             temperature = self._temperature(qid, qtype)
+            reading = fingerprint(
+                instructions=self.instructions,
+                joint=self.joint,
+                draws=prepared.request.draws,
+                permutations=self.permutations,
+                temperature=temperature,
+                reader=self._reader_settings(),
+            )
             probs = normalise(folded.scores, temperature)
             if probs is None:
                 raise ReaderError(
@@ -488,10 +497,18 @@ class DecisionEngine:
                 model=self.reader.model,
                 latency_s=latency_s,
                 calibrated=temperature != 1.0 or _reader_calibrated(unit_reads),
+                reading=reading,
             )
             decisions[qid] = decision
         usage, request_id = _usage(reads)
         return Decisions(decisions, latency_s=latency_s, usage=usage, request_id=request_id)
+
+    def _reader_settings(self) -> dict[str, Any]:
+        """The reader's confidence-shaping settings (``engine.reading``), read once."""
+        got = self.__dict__.get("_reading_settings")
+        if got is None:
+            got = self.__dict__["_reading_settings"] = reader_settings(self.reader)
+        return got
 
     def _temperature(self, qid: str, qtype: str) -> float:
         calibration = self.calibration

@@ -193,9 +193,13 @@ class Policy:
     def threshold(self, qid: str, question: Question, decision: Decision) -> Threshold:
         """The threshold in force for ``decision`` of question ``qid``: the fixed
         ``take_at`` (trust ``"fixed"``) or what ``Earned`` has earned for this question,
-        reader and model."""
+        reader, model and reading settings (``decision.reading``: a threshold earned on
+        one confidence scale never serves another)."""
         if isinstance(self.take_at, Earned):
-            return self.take_at.threshold(qid, question, decision.reader, decision.model)
+            reading = getattr(decision, "reading", None)
+            return self.take_at.threshold(
+                qid, question, decision.reader, decision.model, reading
+            )
         return Threshold(self.take_at, "fixed")
 
     def _check_audit(self) -> None:

@@ -43,7 +43,7 @@ How it behaves (the API other code builds on):
   - ``earned.audit_health``: per question, whether its due audits arrive; a band whose
     audits stopped arriving is suspended (``threshold`` closes it) until they do
     (``agentbranch.policy.auditing.health``);
-  - ``thresholds.takes_to_withdraw(precision, dropped_to, level, history=, before=)``:
+  - ``withdrawal.takes_to_withdraw(precision, dropped_to, level, history=, before=)``:
     audited takes the drift test needs to withdraw a band (at 0.9 and level 0.95: 93
     when precision falls to 0.8, 25 to 0.7, 7 to 0.5; to 0.6 after 1,000 good audits
     at 0.95: 42).
@@ -75,7 +75,7 @@ from agentbranch.policy.auditing.health import AuditHealth
 from agentbranch.policy.evidence import Evidence, Source, Trust, evidence_key, new_evidence
 from agentbranch.policy.evidence_store import EvidenceStore, as_store
 from agentbranch.policy.looks import Looks
-from agentbranch.policy.thresholds import grid
+from agentbranch.policy.thresholds import MAX_CANDIDATES, grid, grid_size
 from agentbranch.policy.trust import Threshold, TrustState, replay, step
 
 log = logging.getLogger("agentbranch")
@@ -137,6 +137,11 @@ class Earned:
             )
         if self.start_at is not None:
             self.start_at = _check_unit("start_at", self.start_at, open_=False)
+            if self.start_at > self.max_take_at:
+                raise ConfigurationError(
+                    f"Earned(start_at={self.start_at}) is above max_take_at={self.max_take_at}, "
+                    "the highest threshold ever used; lower start_at or raise max_take_at"
+                )
         if (
             not isinstance(self.min_evidence, int)
             or isinstance(self.min_evidence, bool)
@@ -146,8 +151,21 @@ class Earned:
                 f"Earned(min_evidence=...) must be a whole number >= 1, got {self.min_evidence!r}"
             )
         step = self.step
-        if not isinstance(step, int | float) or not math.isfinite(step) or not 0 < step <= 0.5:
+        if (
+            not isinstance(step, int | float)
+            or isinstance(step, bool)
+            or not math.isfinite(step)
+            or not 0 < step <= 0.5
+        ):
             raise ConfigurationError(f"Earned(step=...) must be in (0, 0.5], got {step!r}")
+        if grid_size(self.max_take_at, self.min_take_at, step) > MAX_CANDIDATES:
+            span = self.max_take_at - self.min_take_at
+            raise ConfigurationError(
+                f"Earned(step={step!r}) makes more than {MAX_CANDIDATES} candidate thresholds "
+                f"between min_take_at={self.min_take_at} and max_take_at={self.max_take_at}; "
+                f"every look tests them all. Use step >= {span / (MAX_CANDIDATES - 1):.3g} "
+                "(0.01, the default, is finer than confidences are meaningful)"
+            )
         refresh = self.refresh_s
         if not isinstance(refresh, int | float) or not refresh >= 0:
             raise ConfigurationError(f"Earned(refresh_s=...) must be >= 0, got {refresh!r}")
@@ -209,25 +227,44 @@ class Earned:
             self.frozen = True
         return self
 
-    def key(self, question_id: str, question: Any, reader: str | None, model: str | None) -> str:
-        return evidence_key(question_id, question, reader, model)
+    def key(
+        self,
+        question_id: str,
+        question: Any,
+        reader: str | None,
+        model: str | None,
+        reading: str | None = None,
+    ) -> str:
+        """The evidence key (``evidence.evidence_key``); ``reading`` is the decision's
+        reading fingerprint (``Decision.reading``)."""
+        return evidence_key(question_id, question, reader, model, reading)
 
     def threshold(
-        self, question_id: str, question: Any, reader: str | None, model: str | None
+        self,
+        question_id: str,
+        question: Any,
+        reader: str | None,
+        model: str | None,
+        reading: str | None = None,
     ) -> Threshold:
-        """The threshold in force for this question, reader and model: what the
+        """The threshold in force for this question, reader, model and reading settings: what the
         evidence gives, closed (trust ``"learning"``) while the band's due audits are
         missing (``audit_health``)."""
-        found = self.state(question_id, question, reader, model).threshold
+        found = self.state(question_id, question, reader, model, reading).threshold
         if found.take_at is not None and self.audit_health.suspended(question_id, reader, model):
             return _SUSPENDED
         return found
 
     def state(
-        self, question_id: str, question: Any, reader: str | None, model: str | None
+        self,
+        question_id: str,
+        question: Any,
+        reader: str | None,
+        model: str | None,
+        reading: str | None = None,
     ) -> TrustState:
         """This question's trust (a live object: copy what you keep)."""
-        key = self.key(question_id, question, reader, model)
+        key = self.key(question_id, question, reader, model, reading)
         with self._lock:
             self._names.setdefault(key, question_id)
             st = self._states.get(key)
@@ -276,12 +313,16 @@ class Earned:
         rate: float,
         take_at: float | None,
         trust: Trust,
+        reading: str | None = None,
+        decision: str | None = None,
     ) -> Evidence | None:
         """Record one teacher label (no-op when frozen). Bad evidence (a label outside
-        the options, a non-finite confidence) is dropped with a WARNING, never used."""
+        the options, a non-finite confidence) is dropped with a WARNING, never used.
+        ``reading``: the decision's reading fingerprint (part of the key); ``decision``:
+        its identity (``agentbranch.policy.identity``; labels of one decision count once)."""
         if self.frozen:
             return None
-        key = self.key(question_id, question, reader, model)
+        key = self.key(question_id, question, reader, model, reading)
         try:
             rec = new_evidence(
                 key=key,
@@ -298,6 +339,7 @@ class Earned:
                 take_at=take_at,
                 trust=trust,
                 earned=self.settings,
+                decision=decision,
             )
         except Exception as e:  # noqa: BLE001 - pydantic ValidationError and friends
             log.warning(

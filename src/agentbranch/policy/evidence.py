@@ -7,9 +7,14 @@ the teacher's label for it. Records are append-only (one stored item per record,
 Schema (``EVIDENCE_SCHEMA``, JSON object, one per line of a JSON Lines store):
 
 * ``schema``: ``"agentbranch.earned/1"``
-* ``id``: unique hex id; ``time``: UTC ISO-8601 (ms) when it was recorded
+* ``id``: unique hex id; ``time``: ISO-8601 in UTC (ms) when it was recorded,
+  never more than ``MAX_CLOCK_SKEW_S`` (5 minutes) in the future of the clock reading it
 * ``key``: the evidence key (``evidence_key``): a hash of the question's identity (id,
-  instructions, options, examples — its ``model_dump``) and of reader and model
+  instructions, options, examples — its ``model_dump``), of reader and model, and of the
+  reading settings that shape its confidences (``reading``, when any differs from the
+  defaults)
+* ``decision`` (optional, ``None`` in records of earlier releases): the decision's
+  identity (``agentbranch.policy.identity``): labels of one decision count once
 * ``question_id``, ``reader``, ``model``: readable copies of what the key hashes
 * ``source``: ``"fallback"`` (a ``Generate`` answer in the fallback band: every decision
   there gets one), ``"review"`` (a human's answer in the review band) or ``"audit"``
@@ -19,13 +24,20 @@ Schema (``EVIDENCE_SCHEMA``, JSON object, one per line of a JSON Lines store):
 * ``confidence``: the engine's confidence in [0, 1]; ``engine_label`` / ``teacher_label``:
   both among ``options``; ``correct``: ``engine_label == teacher_label``
 * ``rate``: the probability this decision was labelled (1 for fallback and review, the
-  audit rate for audits; each record stands for ``1/rate`` decisions)
+  audit rate for audits; each record stands for ``1/rate`` decisions), at least
+  ``MIN_RATE`` (1e-4: one record never stands for more than 10,000 decisions, so every
+  weight the statistics use is finite)
 * ``take_at`` (float or null: the band was closed) and ``trust``: the threshold in force
   when the decision was made
 * ``earned`` (optional; absent in stores written before it was kept): the settings of
   the ``Earned`` policy that made the record (``precision``, ``level``,
   ``min_evidence``, ``max_take_at``, ``min_take_at``, ``start_at``, ``step``), so that a
   report states the policy's own target and recomputes its thresholds
+
+Records are validated strictly: numbers must be JSON numbers (``"0.97"`` or ``true`` as
+a confidence is refused), ``correct`` a JSON boolean, options distinct. A record whose
+``schema`` names a later version was written by a newer release of agentbranch: it is
+refused with a message saying so (``newer_schema``), never read as something edited.
 """
 
 from __future__ import annotations
@@ -34,13 +46,27 @@ import hashlib
 import itertools
 import json
 import math
+import re
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 EVIDENCE_SCHEMA = "agentbranch.earned/1"
+#: The schema version this release writes and reads (``EVIDENCE_SCHEMA``'s number).
+SCHEMA_VERSION = 1
+#: The smallest labelling probability a record may carry (and ``Audit(rate=...)`` may
+#: be, unless 0): a record stands for at most 1/MIN_RATE = 10,000 decisions, so the
+#: inverse-probability weights stay finite and meaningful. Below it a stratum's share
+#: would rest on one audit standing for more decisions than a store usually holds.
+MIN_RATE = 1e-4
+#: How far in the future of the reading clock a record's ``time`` may be: clocks of
+#: replicas differ by a little; a record further ahead was edited or came from a clock
+#: that is wrong, and would sort after every label made until then.
+MAX_CLOCK_SKEW_S = 300.0
+
+_SCHEMA = re.compile(r"agentbranch\.earned/(\d+)")
 
 Trust = Literal["learning", "earned", "withdrawn", "fixed"]
 Source = Literal["fallback", "review", "audit"]
@@ -63,7 +89,7 @@ class EarnedSettings(BaseModel):
 class Evidence(BaseModel):
     """One teacher label for one engine decision (see the module docstring)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     schema_: Literal["agentbranch.earned/1"] = Field(EVIDENCE_SCHEMA, alias="schema")
     id: str = Field(min_length=1, max_length=64)
@@ -79,15 +105,35 @@ class Evidence(BaseModel):
     engine_label: str
     teacher_label: str
     correct: bool
-    rate: float = Field(gt=0.0, le=1.0)
+    rate: float = Field(ge=MIN_RATE, le=1.0)
     take_at: float | None = Field(default=None, ge=0.0, le=1.0)
     trust: Trust = "learning"
     earned: EarnedSettings | None = None
+    decision: str | None = Field(default=None, min_length=1, max_length=128)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _version(cls, raw: Any) -> Any:
+        if isinstance(raw, dict):
+            newer = newer_schema(raw)
+            if newer is not None:
+                raise ValueError(newer)
+        return raw
+
+    @field_validator("time")
+    @classmethod
+    def _time(cls, value: str) -> str:
+        check_time(value)
+        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> Evidence:
-        if not math.isfinite(self.confidence):
-            raise ValueError("confidence must be finite")
+        for name in ("confidence", "rate", "take_at"):
+            value = getattr(self, name)
+            if value is not None and not math.isfinite(value):
+                raise ValueError(f"{name} must be finite")
+        if len(set(self.options)) != len(self.options):
+            raise ValueError(f"options {self.options} name an option more than once")
         for name in ("engine_label", "teacher_label"):
             if getattr(self, name) not in self.options:
                 raise ValueError(f"{name} {getattr(self, name)!r} is not one of {self.options}")
@@ -119,14 +165,58 @@ def new_evidence(**fields: Any) -> Evidence:
     return Evidence(**fields)
 
 
-def evidence_key(question_id: str, question: Any, reader: str | None, model: str | None) -> str:
-    """The key evidence is kept under: question identity (id, instructions, options,
-    examples — the whole ``model_dump``) plus reader and model. Change any of them and the
-    question starts learning again."""
-    spec = question.model_dump(mode="json") if hasattr(question, "model_dump") else question
-    blob = json.dumps(
-        {"id": question_id, "question": spec, "reader": reader, "model": model},
-        sort_keys=True,
-        ensure_ascii=True,
+def newer_schema(raw: Any) -> str | None:
+    """Why a stored item cannot be read when a newer release of agentbranch wrote it
+    (its ``schema`` names a later version), else ``None``."""
+    schema = raw.get("schema") if isinstance(raw, dict) else None
+    found = _SCHEMA.fullmatch(schema) if isinstance(schema, str) else None
+    if found is None or int(found.group(1)) <= SCHEMA_VERSION:
+        return None
+    return (
+        f"written by a newer release of agentbranch (schema {schema}; this release reads "
+        f"{EVIDENCE_SCHEMA}); upgrade agentbranch to read this store"
     )
+
+
+def check_time(value: str, now: datetime | None = None) -> datetime:
+    """``value`` as a time: ISO-8601 in UTC, at most ``MAX_CLOCK_SKEW_S`` after
+    ``now`` (default: the clock now). ``ValueError`` saying what is wrong otherwise."""
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"time {value!r} is not an ISO-8601 time") from None
+    if when.tzinfo is None or when.utcoffset() != timedelta(0):
+        raise ValueError(
+            f"time {value!r} is not in UTC (records are ordered by time: write it with "
+            "'+00:00')"
+        )
+    now = now or datetime.now(UTC)
+    if when - now > timedelta(seconds=MAX_CLOCK_SKEW_S):
+        raise ValueError(
+            f"time {value!r} is {(when - now).total_seconds():.0f} s in the future (more than "
+            f"{MAX_CLOCK_SKEW_S:.0f} s of clock skew): the record was edited or its writer's "
+            "clock is wrong"
+        )
+    return when
+
+
+def evidence_key(
+    question_id: str,
+    question: Any,
+    reader: str | None,
+    model: str | None,
+    reading: str | None = None,
+) -> str:
+    """The key evidence is kept under: question identity (id, instructions, options,
+    examples — the whole ``model_dump``), reader and model, and ``reading``: the
+    fingerprint of the reading settings that shape the confidence (``Decision.reading``:
+    the engine's draws, permutations, joint canvas, instructions, calibration temperature
+    and the reader's own scoring settings; ``None`` when all are the defaults, which keeps
+    the keys of earlier releases). Change any of them and the question starts learning
+    again: a threshold earned on one confidence scale never serves another."""
+    spec = question.model_dump(mode="json") if hasattr(question, "model_dump") else question
+    identity = {"id": question_id, "question": spec, "reader": reader, "model": model}
+    if reading is not None:
+        identity["reading"] = reading
+    blob = json.dumps(identity, sort_keys=True, ensure_ascii=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]

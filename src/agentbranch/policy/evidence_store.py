@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from agentbranch.core.errors import ConfigurationError, InvalidFileError
 from agentbranch.core.files import append_regular, kind, open_regular
-from agentbranch.policy.evidence import Evidence
+from agentbranch.policy.evidence import Evidence, newer_schema
 
 #: Namespace prefix of evidence items in a LangGraph store.
 NAMESPACE: tuple[str, ...] = ("agentbranch", "earned")
@@ -46,6 +46,9 @@ class EvidenceStore(Protocol):
 
 
 def _parse(raw: Any, where: str) -> Evidence:
+    newer = newer_schema(raw)
+    if newer is not None:
+        raise InvalidFileError(f"{where} was {newer}; nothing was reset")
     try:
         return Evidence.model_validate(raw)
     except ValidationError as e:

@@ -47,9 +47,13 @@ def observe_record(
     source: str,
     teacher_label: str,
     rate: float,
+    decision: str | None = None,
 ) -> None:
-    """One evidence record for the banded decision ``banded`` (its first read). A store
-    that is not an evidence store raises; any other write failure is logged."""
+    """One evidence record for the banded decision ``banded`` (its first read), keyed
+    with its reading fingerprint (``banded["reading"]``) and carrying its identity
+    (``decision``, default ``banded["decision_id"]``: labels of one decision count
+    once). A store that is not an evidence store raises; any other write failure is
+    logged."""
     if banded.get("confidence") is None or banded.get("engine_label") is None:
         return
     if is_replayed(banded):
@@ -70,6 +74,8 @@ def observe_record(
             rate=rate,
             take_at=banded.get("take_at"),
             trust=banded.get("trust") or "learning",
+            reading=banded.get("reading"),
+            decision=decision if decision is not None else banded.get("decision_id"),
         )
     except ConfigurationError:
         raise

@@ -28,7 +28,9 @@ def engine_record(
     threshold: Threshold | None = None,
 ) -> DecisionRecord:
     """The plain-dict record of an engine decision taken as is. ``threshold`` is the
-    threshold in force (``take_at`` and ``trust`` in the record)."""
+    threshold in force (``take_at`` and ``trust`` in the record); ``reading`` is the
+    decision's reading fingerprint and ``decision_id`` its identity, set by the resolver
+    for ``Earned`` policies (``agentbranch.policy.identity``)."""
     return {
         "question_id": decision.question_id,
         "question": question_text(decision.question_id, question),
@@ -50,6 +52,8 @@ def engine_record(
         "goto": None,
         "reader": decision.reader,
         "model": decision.model,
+        "reading": decision.reading,
+        "decision_id": None,
         "latency_s": decision.latency_s,
         "draws": draws,
         "fallback": None,
@@ -90,6 +94,8 @@ def error_record(
         "goto": on_error.node if isinstance(on_error, FailClosed) else None,
         "reader": getattr(reader, "name", None),
         "model": getattr(reader, "model", None),
+        "reading": None,
+        "decision_id": None,
         "latency_s": None,
         "draws": None,
         "fallback": None,

@@ -8,6 +8,7 @@ from typing import Any
 
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.questions import Question, validate_questions
+from agentbranch.core.state import render_state
 from agentbranch.policy.bands import band_all
 from agentbranch.policy.config import (
     DecisionRecord,
@@ -18,6 +19,7 @@ from agentbranch.policy.config import (
 )
 from agentbranch.policy.failure import records_for_error
 from agentbranch.policy.fallbacks import Steps, fallback_steps, run_async, run_sync
+from agentbranch.policy.identity import decision_identity, langgraph_thread
 from agentbranch.policy.in_force import thresholds_for
 from agentbranch.policy.learning import collect, snapshot
 from agentbranch.policy.review import review_all
@@ -67,6 +69,7 @@ class Resolver:
         records, pending = band_all(
             decisions, self.questions, self.policy, thresholds_for(self.engine, state)
         )
+        self._identify(records, state)
         banded = snapshot(records, self.policy)
         review_all(records, pending["review"], self.review)
         for qid in pending["fallback"]:
@@ -85,6 +88,7 @@ class Resolver:
         records, pending = band_all(
             decisions, self.questions, self.policy, thresholds_for(self.engine, state)
         )
+        self._identify(records, state)
         banded = snapshot(records, self.policy)
         review_all(records, pending["review"], self.review)
         for qid in pending["fallback"]:
@@ -93,6 +97,17 @@ class Resolver:
             await asyncio.to_thread(collect, self.questions, self.policy, banded, records)
         self._shadow(records, state)
         return records
+
+    def _identify(self, records: dict[str, DecisionRecord], state: Any) -> None:
+        """Give each decision of an ``Earned`` question its identity (``decision_id``;
+        ``agentbranch.policy.identity``), so its teacher labels count once."""
+        if not self._earned:
+            return
+        text = render_state(state)
+        thread = langgraph_thread()
+        for qid, rec in records.items():
+            if policy_for(self.policy, qid).earned is not None:
+                rec["decision_id"] = decision_identity(qid, text, thread)
 
     def _thresholds_now(self, decisions: Any) -> None:
         """Bring every ``Earned`` threshold up to date (re-reading the store when due)."""

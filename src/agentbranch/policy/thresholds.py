@@ -87,7 +87,7 @@ those not started yet at their weight: one supermartingale starting at 1, so by 
 inequality it ever reaches ``1/alpha`` with probability ≤ ``alpha`` — checking after
 every audit is valid over the whole life of the band. A recent start carries little of
 the good record before a drop, so a long good record delays withdrawal only
-logarithmically. ``takes_to_withdraw`` gives the audited takes it needs on the typical
+logarithmically. ``withdrawal.takes_to_withdraw`` gives the audited takes it needs on the typical
 path (at precision 0.9, level 0.95: 93 audited takes when the precision falls to 0.8,
 25 to 0.7, 7 to 0.5; to 0.6 from 0.95: 12 from the opening, 42 after 1,000 good audits
 and 57 after 10,000). Withdrawing closes the band at once and starts a new epoch:
@@ -99,6 +99,16 @@ are nearly always right opens after a median of 100 labels; one whose confidence
 separates right from wrong needs many hundreds (even one exact test at 0.05 on the
 expected counts, with no looks to pay for, needs 642); one whose confidence is
 anti-correlated never opens.
+
+**Failing closed.** A statistic that cannot be computed opens nothing: a p-value that is
+not a finite number never passes (``learn_then_test`` goes on only while it is a finite
+number at most ``alpha``), a band whose weights are not all finite and positive is not
+tested, and a band that holds a stratum with no label at all is not shown: its labels
+say nothing about part of the decisions the band would take (with ``start_at`` and no
+audits, the decisions above the hand-chosen threshold were taken unlabelled, and labels
+below it cannot show them right). The work is bounded: at most ``MAX_CANDIDATES``
+candidate thresholds, and ``withdrawal.takes_to_withdraw`` refuses drops the drift test cannot see
+and paths longer than ``TAKES_LIMIT`` audited takes after the drop.
 """
 
 from __future__ import annotations
@@ -106,7 +116,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
@@ -118,20 +128,37 @@ if TYPE_CHECKING:
 #: Alternatives of the drift e-process, as drops below the target precision.
 DRIFT_DROPS: tuple[float, ...] = (0.05, 0.1, 0.2, 0.3, 0.5)
 
+#: The most candidate thresholds a grid may hold (``step`` 0.001 over [0, 1]): a look
+#: walks them all, and confidences finer than that separate nothing.
+MAX_CANDIDATES = 1001
+
+
+def _finite(*values: float) -> bool:
+    """Whether every value is a finite number (numpy scalars included)."""
+    try:
+        return all(math.isfinite(float(v)) for v in values)
+    except (TypeError, ValueError, OverflowError):
+        return False
+
 
 def pvalue_below(right: float, n: float, precision: float) -> float:
     """Exact one-sided p-value of H0 "precision < ``precision``" after ``right`` of ``n``
     labels agreed: ``P(X >= right)`` for ``X ~ Binomial(n, precision)`` (the boundary of
     H0 is the worst case). 1 when ``n == 0``. Non-integer counts (effective sizes of a
-    weighted sample) use the same beta-function form."""
-    if n <= 0 or right <= 0:
+    weighted sample) use the same beta-function form. Fails closed: any input that is
+    not a finite number (or a count outside ``0 <= right <= n``) gives 1, never a NaN."""
+    if not _finite(right, n, precision) or not 0.0 < precision < 1.0:
         return 1.0
+    if n <= 0 or right <= 0 or right > n * (1 + 1e-9):
+        return 1.0
+    right = min(right, n)
     # Imported here: scipy.special costs ~0.3 s, paid by Earned users at their first
     # test rather than by every `import agentbranch`.
     from scipy.special import betainc
 
     # P(X >= k) = I_p(k, n - k + 1), the Clopper–Pearson relation.
-    return float(betainc(right, n - right + 1, precision))
+    p = float(betainc(right, n - right + 1, precision))
+    return p if math.isfinite(p) else 1.0
 
 
 def min_band(precision: float, alpha: float) -> int:
@@ -149,8 +176,22 @@ def look_at(first: int, look: int) -> int:
     return first * 2**look
 
 
+def grid_size(max_take_at: float, min_take_at: float, step: float) -> float:
+    """How many candidates ``grid`` would make (``inf`` when it cannot be said)."""
+    if not _finite(max_take_at, min_take_at, step) or step <= 0:
+        return math.inf
+    return math.floor((max_take_at - min_take_at) / step + 1e-9) + 1
+
+
 def grid(max_take_at: float, min_take_at: float, step: float) -> list[float]:
-    """Candidate thresholds, safest first."""
+    """Candidate thresholds, safest first. ``ValueError`` when there would be more than
+    ``MAX_CANDIDATES`` (or ``step`` is not a positive finite number)."""
+    if grid_size(max_take_at, min_take_at, step) > MAX_CANDIDATES:
+        raise ValueError(
+            f"step {step!r} from {max_take_at!r} down to {min_take_at!r} makes more than "
+            f"{MAX_CANDIDATES} candidate thresholds; use a step of at least "
+            f"{max(0.0, max_take_at - min_take_at) / (MAX_CANDIDATES - 1):.3g}"
+        )
     out, k = [], 0
     while True:
         t = round(max_take_at - k * step, 10)
@@ -175,24 +216,38 @@ def stratified(
     the rest (``review``). Within a stratum the labels are a plain sample of its
     decisions, pooled unweighted; strata are weighted by their estimated share of the
     band's decisions (``Σ 1/rate``), and ``n`` is Kish's effective size
-    ``1 / Σ share²/n_stratum``. One stratum: the plain counts (the test is exact)."""
+    ``1 / Σ share²/n_stratum``. One stratum: the plain counts (the test is exact).
+
+    Fails closed with ``(0, 0)`` (nothing to test): when a confidence range of the band
+    between two thresholds that were in force (or above the highest) holds no label at
+    all, so part of what the band takes was never labelled; and when a weight is not a
+    finite positive number."""
     import numpy as np
 
     band = confidence >= t
     if not band.any():
         return 0.0, 0.0
+    w = weights[band]
+    if not np.all(np.isfinite(w) & (w > 0)):
+        return 0.0, 0.0
     cuts = np.unique(in_force[~np.isnan(in_force) & (in_force > t)])
     k = len(cuts) + 1
-    stratum = np.searchsorted(cuts, confidence[band], side="right") + k * review[band]
+    ranges = np.searchsorted(cuts, confidence[band], side="right")
+    if np.count_nonzero(np.bincount(ranges, minlength=k)) < k:
+        return 0.0, 0.0  # a stratum without a single label: the band cannot be shown
+    stratum = ranges + k * review[band]
     n_s = np.bincount(stratum, minlength=2 * k).astype(float)
     if np.count_nonzero(n_s) == 1:
         return float(band.sum()), float(right[band].sum())
     right_s = np.bincount(stratum, weights=right[band], minlength=2 * k)
-    share = np.bincount(stratum, weights=weights[band], minlength=2 * k)
+    share = np.bincount(stratum, weights=w, minlength=2 * k)
     some = n_s > 0
     share, n_s, right_s = share[some] / share[some].sum(), n_s[some], right_s[some]
     n = 1.0 / float((share * share / n_s).sum())
-    return n, n * float((share * right_s / n_s).sum())
+    right_n = n * float((share * right_s / n_s).sum())
+    if not (math.isfinite(n) and math.isfinite(right_n)):
+        return 0.0, 0.0
+    return n, right_n
 
 
 def _arrays(
@@ -258,8 +313,9 @@ def learn_then_test(
         n, right = stratified(conf, ok, w, tau, rev, t)
         if n < need and not carried:
             continue  # too few to ever reject here: skipping depends on no label
-        if pvalue_below(right, n, precision) > alpha:
-            break
+        p = pvalue_below(right, n, precision)
+        if not (math.isfinite(p) and p <= alpha):
+            break  # not shown (a NaN never passes)
         chosen, carried = t, True
     return chosen
 
@@ -307,7 +363,7 @@ def predicted_entry(
             continue
         first = t if first is None else first
         p = pvalue_below(right, n, precision)
-        if p < best_p:
+        if math.isfinite(p) and p < best_p:
             best, best_p = t, p
     return None if best == first else best
 
@@ -339,7 +395,9 @@ def drifted(right: int, wrong: int, precision: float, alpha: float) -> bool:
     """Whether one drift e-process (``drift_evalue``) reaches ``1/alpha``."""
     if wrong == 0:
         return False
-    return drift_evalue(right, wrong, precision) >= 1.0 / alpha
+    e = drift_evalue(right, wrong, precision)
+    # A NaN e-value counts as drift: a test that cannot be computed keeps nothing open.
+    return not math.isfinite(e) or e >= 1.0 / alpha
 
 
 #: Restarts of the drift test: per octave of audited takes ``[2**k, 2**(k+1))`` at
@@ -405,33 +463,17 @@ class Drift:
         return self.evalue
 
     def drifted(self, alpha: float) -> bool:
-        """Whether the audited takes so far show the precision below target."""
-        return self.wrong > 0 and self.evalue >= 1.0 / alpha
+        """Whether the audited takes so far show the precision below target (an e-value
+        that is not a number counts as drift: the band closes rather than stay open on a
+        test that cannot be computed)."""
+        return self.wrong > 0 and not (self.evalue < 1.0 / alpha)
 
 
-def takes_to_withdraw(
-    precision: float,
-    true_precision: float,
-    level: float,
-    *,
-    history: int = 0,
-    before: float = 1.0,
-) -> int:
-    """Audited takes the drift test needs to withdraw a band whose precision fell to
-    ``true_precision`` after ``history`` audited takes at ``before``, when the audits
-    show exactly those rates (the typical path: after ``n`` audits, the number wrong is
-    the expected one, rounded). ``0`` if it never would (``true_precision >=
-    precision``)."""
-    if true_precision >= precision:
-        return 0
-    alpha = 1.0 - level
-    drift = Drift(precision)
-    for n in range(1, history + 1_000_000):
-        if n <= history:
-            wrong = round(n * (1.0 - before))
-        else:
-            wrong = round(history * (1.0 - before) + (n - history) * (1.0 - true_precision))
-        drift.add(wrong == drift.wrong)
-        if n > history and drift.drifted(alpha):
-            return n - history
-    return 0
+def __getattr__(name: str) -> Any:
+    # ``takes_to_withdraw`` lives in ``agentbranch.policy.withdrawal`` (which imports this
+    # module); its old import path keeps working.
+    if name == "takes_to_withdraw":
+        from agentbranch.policy.withdrawal import takes_to_withdraw
+
+        return takes_to_withdraw
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,6 +12,7 @@ from agentbranch.core import logs
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.policy.auditing.sinks import AuditRecord, as_sinks
 from agentbranch.policy.auditing.worker import AuditStats, AuditWorker, Deadline, Job
+from agentbranch.policy.evidence import MIN_RATE
 
 log = logging.getLogger("agentbranch")
 
@@ -72,8 +73,15 @@ class Audit:
     timeout: float | None = 60.0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.rate, int | float) or not 0.0 <= self.rate <= 1.0:
-            raise ConfigurationError(f"Audit(rate=...) must be in [0, 1], got {self.rate!r}")
+        if (
+            not isinstance(self.rate, int | float)
+            or isinstance(self.rate, bool)
+            or not (self.rate == 0.0 or MIN_RATE <= self.rate <= 1.0)
+        ):
+            raise ConfigurationError(
+                f"Audit(rate=...) must be 0 or in [{MIN_RATE:g}, 1] (each audit stands for "
+                f"1/rate decisions), got {self.rate!r}"
+            )
         if self.queue_size < 1:
             raise ConfigurationError(f"Audit(queue_size=...) must be >= 1, got {self.queue_size}")
         if self.model is not None and not callable(getattr(self.model, "invoke", None)):
