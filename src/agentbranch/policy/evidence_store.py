@@ -257,14 +257,17 @@ class JsonlEvidenceStore:
                 return out
             f.seek(self._offset)
             chunk = f.read(size - self._offset)
-        self._identity = (st.st_dev, st.st_ino)
         end = chunk.rfind(b"\n") + 1  # a line still being written waits for the next read
+        line = self._line
         for raw in chunk[:end].splitlines():
-            self._line += 1
-            rec = self._parse_line(raw, self._line)
-            self._keys.add(rec.key)
+            line += 1
+            rec = self._parse_line(raw, line)
             out.append(rec)
+        self._keys.update(r.key for r in out)
+        self._line = line
         self._offset += end
+        if end:  # the file is known to hold evidence from here on
+            self._identity = (st.st_dev, st.st_ino)
         return out
 
     def _parse_line(self, raw: bytes, line: int) -> Evidence:

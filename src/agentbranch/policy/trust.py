@@ -103,7 +103,7 @@ class TrustState:
         if self._cells is not None:
             c = self._cells
             size += sum(sys.getsizeof(x) for x in (c.n, c.right, c.weight, c.conf, c.in_force))
-            size += 32 * len(c.weight) * 2 + 8 * len(c.boundaries)
+            size += 8 * len(c.boundaries)
         return size
 
 

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 #: Labels per chunk (a late label re-runs at most its chunk and the ones after it) ...
 CHUNK = 32
 #: ... and chunks kept: a label may arrive up to CHUNK × (CHUNKS - 1) labels late.
-CHUNKS = 32
+CHUNKS = 16
 
 COUNTED, DUPLICATE, REBUILD = "counted", "duplicate", "rebuild"
 
