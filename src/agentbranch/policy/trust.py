@@ -10,6 +10,7 @@ fixed size however many labels it has seen (``TrustState.nbytes``)."""
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -115,6 +116,12 @@ def boundaries(cfg: Earned, extra: Iterable[float] = ()) -> list[float]:
     return sorted(values)
 
 
+@functools.lru_cache(maxsize=4096)
+def _look_at(looks: Any, k: int) -> int:
+    """Labels at which look ``k`` is due (``Looks.at``, remembered)."""
+    return looks.at(k)
+
+
 def step(st: TrustState, rec: Any, cfg: Earned) -> None:
     """Replay one record into ``st`` (the whole state machine). Raises ``cells.OffGrid``
     (with ``st`` unchanged) when the record's threshold in force is not a cell boundary
@@ -140,7 +147,7 @@ def step(st: TrustState, rec: Any, cfg: Earned) -> None:
         if st._drift.drifted(cfg.alpha):
             _withdraw(st, cfg, index, rec.time)
             return
-    if not cfg.looks.due(st.labels, st.looks):
+    if st.labels < _look_at(cfg.looks, st.looks):
         return
     alpha = cfg.looks.alpha(cfg.alpha, st.looks)
     st.looks += 1

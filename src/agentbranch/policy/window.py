@@ -88,15 +88,20 @@ class QuestionWindow:
         """Feed one record: ``COUNTED`` (or not counted as a repeat of a decision),
         ``DUPLICATE`` (its id was seen) or ``REBUILD`` (older than the window). Raises
         ``cells.OffGrid`` when its threshold in force needs a new cell boundary."""
-        if rec.id in self._ids or digest("id:" + rec.id) in self.seen:
+        if rec.id in self._ids:
+            return DUPLICATE
+        last = self._chunks[-1]
+        newest = last.labels[-1].order if last.labels else (
+            self._chunks[-2].labels[-1].order if len(self._chunks) > 1 else None)
+        in_order = newest is None or rec.order > newest
+        # A copy of a folded record sorts where it did, before the window: only a record
+        # that is not in order can be one.
+        if not in_order and digest("id:" + rec.id) in self.seen:
             return DUPLICATE
         decision = getattr(rec, "decision", None)
         dd = None if decision is None else digest(f"decision:{self.key}:{decision}")
         label = Label(rec, dd)
-        last = self._chunks[-1]
-        newest = last.labels[-1].order if last.labels else (
-            self._chunks[-2].labels[-1].order if len(self._chunks) > 1 else None)
-        if newest is None or label.order > newest:
+        if in_order:
             counted = dd is None or (dd not in self._decisions and dd not in self.seen)
             if counted:
                 step(self.live, label, self.cfg)
