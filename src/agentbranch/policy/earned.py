@@ -71,6 +71,7 @@ from agentbranch.policy.evidence import Evidence, Source, Trust, evidence_key, n
 from agentbranch.policy.evidence_store import EvidenceStore, as_store
 from agentbranch.policy.looks import Looks
 from agentbranch.policy.thresholds import grid
+from agentbranch.policy import checkpoint
 from agentbranch.policy.ledger import Ledger
 from agentbranch.policy.trust import Threshold, TrustState, replay, step
 
@@ -163,6 +164,7 @@ class Earned:
         self._ledger = Ledger(self)
         self._read_at: float | None = None  # monotonic time of the last read of the store
         self._used: dict[str, str] = {}  # evidence keys this process asked for -> question id
+        self._saved_at = 0  # store offset of the last checkpoint written
 
     @property
     def alpha(self) -> float:
@@ -303,6 +305,8 @@ class Earned:
     def _catch_up(self, *, announce: bool = True) -> None:
         """Feed what the store gained since the last read (the caller holds the feed
         lock)."""
+        if self._read_at is None and checkpoint.restore(self):
+            self._saved_at = self.evidence.offset
         read_new = getattr(self.evidence, "read_new", None)
         if read_new is None:  # a store with only append/load/keys: read it all, count new ids
             records = [r for key in self.evidence.keys() for r in self.evidence.load(key)]
@@ -311,6 +315,12 @@ class Earned:
         lost = self._check_lost()
         self._ledger.feed(records, announce=announce and not lost)
         self._read_at = time.monotonic()
+        if lost:
+            self._saved_at = 0
+        offset = getattr(self.evidence, "offset", 0)
+        if not self.frozen and offset - self._saved_at >= checkpoint.CHECKPOINT_BYTES:
+            checkpoint.save(self)
+            self._saved_at = offset
 
     def _check_lost(self) -> bool:
         """The store was moved, deleted or replaced while serving: every question learns

@@ -13,13 +13,14 @@ never a silent reset.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import stat
 import threading
-from datetime import timedelta
 from collections.abc import Iterator, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -99,6 +100,7 @@ class JsonlEvidenceStore:
         self._identity: tuple[int, int] | None = None
         self._keys: set[str] = set()
         self._lost: str | None = None
+        self._hash = hashlib.sha256()  # of the bytes before ``_offset`` (checkpoints)
 
     def __repr__(self) -> str:
         return f"JsonlEvidenceStore({str(self.path)!r})"
@@ -139,6 +141,7 @@ class JsonlEvidenceStore:
                 if self._identity in (None, identity) and after.st_size - len(raw) == self._offset:
                     # Nothing unread before our lines: they need not be read back.
                     self._offset, self._identity = after.st_size, identity
+                    self._hash.update(raw)
                     self._line += len(records)
                     self._keys.update(r.key for r in records)
 
@@ -187,7 +190,38 @@ class JsonlEvidenceStore:
         self._offset = self._line = 0
         self._identity = None
         self._keys = set()
+        self._hash = hashlib.sha256()
         return False
+
+    def position(self) -> dict[str, Any]:
+        """Where reading stands: offset, lines, the SHA-256 of the bytes before the
+        offset and the keys seen (what a checkpoint records)."""
+        with self._mutex:
+            return {"offset": self._offset, "line": self._line,
+                    "sha256": self._hash.hexdigest(), "keys": sorted(self._keys)}
+
+    def resume(self, offset: int, line: int, sha256: str | None,
+               keys: Sequence[str] = ()) -> bool:
+        """Continue reading at ``offset`` if the file's bytes before it hash to
+        ``sha256`` (a checkpoint); otherwise (or with ``sha256=None``) from the start."""
+        with self._mutex:
+            self._offset = self._line = 0
+            self._identity, self._hash, self._keys = None, hashlib.sha256(), set()
+            if sha256 is None or not self.path.exists():
+                return sha256 is None
+            h, left = hashlib.sha256(), offset
+            with open_regular(self.path, self._not_regular) as f:
+                st = os.fstat(f.fileno())
+                if st.st_size < offset:
+                    return False
+                while left > 0 and (block := f.read(min(left, 8 << 20))):
+                    h.update(block)
+                    left -= len(block)
+            if left or h.hexdigest() != sha256:
+                return False
+            self._offset, self._line, self._hash = offset, line, h
+            self._identity, self._keys = (st.st_dev, st.st_ino), set(keys)
+            return True
 
     def _first_line_ok(self, f: Any, size: int) -> bool:
         """Whether the file's first line is an evidence record (a torn single line of
@@ -264,6 +298,7 @@ class JsonlEvidenceStore:
             rec = self._parse_line(raw, line)
             out.append(rec)
         self._keys.update(r.key for r in out)
+        self._hash.update(memoryview(chunk)[:end])
         self._line = line
         self._offset += end
         if end:  # the file is known to hold evidence from here on
