@@ -18,16 +18,27 @@ def _fill(earned: Earned, n: int, seed: int = 0) -> None:
     for i in range(n):
         conf = rng.random()
         earned.observe(
-            f"q{i % 2}", {"q": i % 2}, reader="r", model="m", source="fallback",
-            band="fallback", confidence=conf, options=["yes", "no"], engine_label="yes",
-            teacher_label="yes" if rng.random() < 0.2 + conf else "no", rate=1.0,
-            take_at=None, trust="learning",
+            f"q{i % 2}",
+            {"q": i % 2},
+            reader="r",
+            model="m",
+            source="fallback",
+            band="fallback",
+            confidence=conf,
+            options=["yes", "no"],
+            engine_label="yes",
+            teacher_label="yes" if rng.random() < 0.2 + conf else "no",
+            rate=1.0,
+            take_at=None,
+            trust="learning",
         )
 
 
 def _states(earned: Earned) -> dict:
-    return {k: (s.take_at, s.trust, s.labels, s.looks, s.records, s.events, s.last)
-            for k, s in earned.stored().items()}
+    return {
+        k: (s.take_at, s.trust, s.labels, s.looks, s.records, s.events, s.last)
+        for k, s in earned.stored().items()
+    }
 
 
 @pytest.fixture
@@ -37,9 +48,11 @@ def small_checkpoints(monkeypatch):
 
 def _replayed(path) -> dict:
     earned = Earned(precision=0.8, min_evidence=20, store=path)
-    return {k: (s.take_at, s.trust, s.labels, s.looks, s.records, s.events, s.last)
-            for k in earned.evidence.keys()
-            for s in [replay(earned.evidence.load(k), earned)]}
+    return {
+        k: (s.take_at, s.trust, s.labels, s.looks, s.records, s.events, s.last)
+        for k in earned.evidence.keys()
+        for s in [replay(earned.evidence.load(k), earned)]
+    }
 
 
 def test_a_checkpoint_is_written_and_gives_the_replayed_state(tmp_path, small_checkpoints):
@@ -55,15 +68,14 @@ def test_a_checkpoint_is_written_and_gives_the_replayed_state(tmp_path, small_ch
     assert _states(opened) == _replayed(path)
 
 
-def test_a_checkpoint_that_does_not_match_the_log_is_rebuilt(tmp_path, small_checkpoints,
-                                                              caplog):
+def test_a_checkpoint_that_does_not_match_the_log_is_rebuilt(tmp_path, small_checkpoints, caplog):
     path = tmp_path / "e.jsonl"
     writer = Earned(precision=0.8, min_evidence=20, store=path, refresh_s=0)
     _fill(writer, 300)
     writer.refresh()
     data = path.read_bytes()
     at = data.index(b'"id": "') + 7 + 14  # a hex digit of the first id: same length, valid
-    path.write_bytes(data[:at] + (b"a" if data[at:at + 1] != b"a" else b"b") + data[at + 1:])
+    path.write_bytes(data[:at] + (b"a" if data[at : at + 1] != b"a" else b"b") + data[at + 1 :])
     with caplog.at_level(logging.WARNING, logger="agentbranch"):
         opened = Earned(precision=0.8, min_evidence=20, store=path)
         got = _states(opened)
@@ -71,8 +83,7 @@ def test_a_checkpoint_that_does_not_match_the_log_is_rebuilt(tmp_path, small_che
     assert got == _replayed(path)
 
 
-def test_a_checkpoint_of_another_configuration_is_not_used(tmp_path, small_checkpoints,
-                                                            caplog):
+def test_a_checkpoint_of_another_configuration_is_not_used(tmp_path, small_checkpoints, caplog):
     path = tmp_path / "e.jsonl"
     writer = Earned(precision=0.8, min_evidence=20, store=path, refresh_s=0)
     _fill(writer, 300)

@@ -230,12 +230,22 @@ def test_cell_test_equals_the_per_label_test(seed, n, shown_i):
     shown = None if shown_i is None else cand[shown_i]
     for alpha in (0.05, 0.2):
         per_label = learn_then_test(
-            conf, ok, precision=0.7, alpha=alpha, candidates=cand, weights=w, in_force=tau,
-            review=rev, shown=shown,
+            conf,
+            ok,
+            precision=0.7,
+            alpha=alpha,
+            candidates=cand,
+            weights=w,
+            in_force=tau,
+            review=rev,
+            shown=shown,
         )
-        assert learn_then_test_cells(
-            cells.view(), precision=0.7, alpha=alpha, candidates=cand, shown=shown
-        ) == per_label
+        assert (
+            learn_then_test_cells(
+                cells.view(), precision=0.7, alpha=alpha, candidates=cand, shown=shown
+            )
+            == per_label
+        )
 
 
 @given(seed=st.integers(0, 10_000), p=st.sampled_from([0.8, 0.9, 0.95]))
@@ -263,14 +273,16 @@ def test_duplicated_store_lines_count_once(tmp_path):
     files joined with cat) gives the thresholds of its records counted once."""
     path = tmp_path / "e.jsonl"
     earned = Earned(precision=0.8, min_evidence=40, store=path)
-    for i in range(25):
+    for _ in range(25):
         _observe(earned, 0.99, True)
     once = earned.state("q", {"q": 1}, "r", "m")
     assert (once.trust, once.labels) == ("learning", 25)
     path.write_bytes(path.read_bytes() * 2)
     again = Earned(precision=0.8, min_evidence=40, store=path).state("q", {"q": 1}, "r", "m")
     assert (again.trust, again.labels, again.take_at) == ("learning", 25, None)
-    assert replay(earned.evidence.load(earned.key("q", {"q": 1}, "r", "m")) * 2, earned).labels == 25
+    assert (
+        replay(earned.evidence.load(earned.key("q", {"q": 1}, "r", "m")) * 2, earned).labels == 25
+    )
 
 
 def test_one_label_per_decision_identity():
@@ -280,9 +292,17 @@ def test_one_label_per_decision_identity():
     recs = []
     for i in range(40):
         rec = SimpleNamespace(
-            id=f"id{i}", time=f"t{i:04d}", order=(f"t{i:04d}", f"id{i}"), key="k",
-            question_id="q", band="fallback", confidence=0.99, correct=True, rate=1.0,
-            take_at=None, decision=f"d{i % 20}",
+            id=f"id{i}",
+            time=f"t{i:04d}",
+            order=(f"t{i:04d}", f"id{i}"),
+            key="k",
+            question_id="q",
+            band="fallback",
+            confidence=0.99,
+            correct=True,
+            rate=1.0,
+            take_at=None,
+            decision=f"d{i % 20}",
         )
         recs.append(rec)
     assert replay(recs, earned).labels == 20
@@ -300,3 +320,22 @@ def test_digest_set_is_compact_and_exact():
     assert all(d in seen for d in ids[::97])
     assert digest("id:absent") not in seen
     assert seen.nbytes <= 8 * 50_000 + 72 * 4096
+
+
+def test_a_sqlite_store_is_read_incrementally(tmp_path):
+    """A replica sharing a LangGraph store reads only what is new (issue 42)."""
+    from langgraph.store.sqlite import SqliteStore
+
+    with SqliteStore.from_conn_string(str(tmp_path / "e.db")) as store:
+        store.setup()
+        a = Earned(precision=0.8, min_evidence=40, store=store)
+        b = Earned(precision=0.8, min_evidence=40, store=store, refresh_s=0)
+        for _ in range(30):
+            _observe(a, 0.99, True)
+        assert b.state("q", {"q": 1}, "r", "m").labels == 30
+        last = _observe(a, 0.99, True)
+        new = b.evidence.read_new()
+        assert [r.id for r in new] == [last.id]
+        assert b.evidence.read_new() == []
+        b._ledger.feed(new)
+        assert b.state("q", {"q": 1}, "r", "m").labels == 31

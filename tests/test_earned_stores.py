@@ -92,7 +92,9 @@ def test_a_truncated_store_is_logged_and_learning_restarts(tmp_path, caplog):
         earned.refresh()
     assert "shrank" in caplog.text and "learning again" in caplog.text
     key = earned.key("urgent", URGENT, "scripted", "scripted-model")
-    assert all(st.trust == "learning" for st in earned.states().values()) or key not in earned.states()
+    assert (
+        all(st.trust == "learning" for st in earned.states().values()) or key not in earned.states()
+    )
 
 
 def test_a_line_being_written_waits(tmp_path):

@@ -62,8 +62,9 @@ class Cells:
         #: thresholds in force when this epoch's labels were made, with their label counts
         self.in_force: dict[float, int] = {}
 
-    def add(self, confidence: float, correct: bool, weight: float, in_force: float | None,
-            review: bool) -> None:
+    def add(
+        self, confidence: float, correct: bool, weight: float, in_force: float | None, review: bool
+    ) -> None:
         """Count one label (``OffGrid`` if ``in_force`` is not a boundary)."""
         if in_force is not None and in_force not in self.in_force:
             i = bisect_right(self.boundaries, in_force)
@@ -131,10 +132,12 @@ class _View:
         n_s = np.bincount(stratum, weights=np.concatenate([n_c[:, 0], n_c[:, 1]]), minlength=2 * k)
         if np.count_nonzero(n_s) == 1:
             return float(n_c.sum()), float(r_c.sum())
-        right_s = np.bincount(stratum, weights=np.concatenate([r_c[:, 0], r_c[:, 1]]),
-                              minlength=2 * k)
-        share = np.bincount(stratum, weights=np.concatenate([w_c[:, 0], w_c[:, 1]]),
-                            minlength=2 * k)
+        right_s = np.bincount(
+            stratum, weights=np.concatenate([r_c[:, 0], r_c[:, 1]]), minlength=2 * k
+        )
+        share = np.bincount(
+            stratum, weights=np.concatenate([w_c[:, 0], w_c[:, 1]]), minlength=2 * k
+        )
         some = n_s > 0
         share, n_s, right_s = share[some] / share[some].sum(), n_s[some], right_s[some]
         n = 1.0 / float((share * share / n_s).sum())
@@ -242,7 +245,11 @@ class DriftState:
     def copy(self) -> DriftState:
         new = DriftState.__new__(DriftState)
         new.precision, new.right, new.wrong, new.evalue = (
-            self.precision, self.right, self.wrong, self.evalue)
+            self.precision,
+            self.right,
+            self.wrong,
+            self.evalue,
+        )
         new._sums, new._started = list(self._sums), self._started
         new._up, new._down = self._up, self._down
         return new

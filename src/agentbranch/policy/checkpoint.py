@@ -29,7 +29,7 @@ import numpy as np
 from agentbranch.policy.cells import Cells, DriftState
 from agentbranch.policy.digests import DigestSet
 from agentbranch.policy.trust import Event, TrustState
-from agentbranch.policy.window import QuestionWindow, _Chunk, Label
+from agentbranch.policy.window import Label, QuestionWindow, _Chunk
 
 if TYPE_CHECKING:
     from agentbranch.policy.earned import Earned
@@ -73,19 +73,37 @@ def _b64(a: Any) -> str:
 def _state(st: TrustState) -> dict[str, Any]:
     c, d = st._cells, st._drift
     return {
-        "take_at": st.take_at, "trust": st.trust, "labels": st.labels, "looks": st.looks,
-        "audit_right": st.audit_right, "audit_wrong": st.audit_wrong, "records": st.records,
-        "question_id": st.question_id, "last": None if st.last is None else list(st.last),
-        "events": [dataclasses.asdict(e) for e in st.events], "extra": list(st._extra),
+        "take_at": st.take_at,
+        "trust": st.trust,
+        "labels": st.labels,
+        "looks": st.looks,
+        "audit_right": st.audit_right,
+        "audit_wrong": st.audit_wrong,
+        "records": st.records,
+        "question_id": st.question_id,
+        "last": None if st.last is None else list(st.last),
+        "events": [dataclasses.asdict(e) for e in st.events],
+        "extra": list(st._extra),
         "evalue": st._evalue,
-        "cells": None if c is None else {
-            "boundaries": list(c.boundaries), "n": _b64(c.n), "right": _b64(c.right),
-            "weight": _b64(c.weight), "conf": _b64(c.conf),
+        "cells": None
+        if c is None
+        else {
+            "boundaries": list(c.boundaries),
+            "n": _b64(c.n),
+            "right": _b64(c.right),
+            "weight": _b64(c.weight),
+            "conf": _b64(c.conf),
             "in_force": [[k, v] for k, v in c.in_force.items()],
         },
-        "drift": None if d is None else {
-            "precision": d.precision, "right": d.right, "wrong": d.wrong, "evalue": d.evalue,
-            "sums": d._sums, "started": d._started,
+        "drift": None
+        if d is None
+        else {
+            "precision": d.precision,
+            "right": d.right,
+            "wrong": d.wrong,
+            "evalue": d.evalue,
+            "sums": d._sums,
+            "started": d._started,
         },
     }
 
@@ -118,19 +136,36 @@ def _window(w: QuestionWindow) -> dict[str, Any]:
     dropped = w._chunks[:-KEEP_CHUNKS]
     seen = w.seen.to_array()
     extra = [x.id for c in dropped for x in c.labels]
-    extra_dec = [x.decision for c in dropped for x, k in zip(c.labels, c.counted)
-                 if k and x.decision is not None]
+    extra_dec = [
+        x.decision
+        for c in dropped
+        for x, k in zip(c.labels, c.counted)
+        if k and x.decision is not None
+    ]
     from agentbranch.policy.digests import digest
 
-    folded = np.union1d(seen, np.array([digest("id:" + i) for i in extra] + extra_dec,
-                                       dtype=np.uint64))
+    folded = np.union1d(
+        seen, np.array([digest("id:" + i) for i in extra] + extra_dec, dtype=np.uint64)
+    )
     return {
         "live": _state(w.live),
         "chunks": [
             {
                 "start": _state(c.start),
-                "labels": [[x.id, x.time, x.question_id, x.band, x.confidence, x.correct,
-                            x.rate, x.take_at, x.decision] for x in c.labels],
+                "labels": [
+                    [
+                        x.id,
+                        x.time,
+                        x.question_id,
+                        x.band,
+                        x.confidence,
+                        x.correct,
+                        x.rate,
+                        x.take_at,
+                        x.decision,
+                    ]
+                    for x in c.labels
+                ],
                 "counted": c.counted,
             }
             for c in w._chunks[-KEEP_CHUNKS:]
@@ -148,8 +183,17 @@ def _unwindow(key: str, earned: Earned, raw: dict[str, Any]) -> QuestionWindow:
         chunk = _Chunk(_unstate(c["start"]))
         for fields in c["labels"]:
             rec = Label.__new__(Label)
-            (rec.id, rec.time, rec.question_id, rec.band, rec.confidence, rec.correct,
-             rec.rate, rec.take_at, rec.decision) = fields
+            (
+                rec.id,
+                rec.time,
+                rec.question_id,
+                rec.band,
+                rec.confidence,
+                rec.correct,
+                rec.rate,
+                rec.take_at,
+                rec.decision,
+            ) = fields
             rec.order = (rec.time, rec.id)
             chunk.labels.append(rec)
         chunk.counted = list(c["counted"])
@@ -157,8 +201,12 @@ def _unwindow(key: str, earned: Earned, raw: dict[str, Any]) -> QuestionWindow:
     w._chunks = chunks
     w.live = _unstate(raw["live"])
     w._ids = {x.id for c in chunks for x in c.labels}
-    w._decisions = {x.decision for c in chunks for x, k in zip(c.labels, c.counted)
-                    if k and x.decision is not None}
+    w._decisions = {
+        x.decision
+        for c in chunks
+        for x, k in zip(c.labels, c.counted)
+        if k and x.decision is not None
+    }
     w.seen = DigestSet.from_array(np.frombuffer(base64.b64decode(raw["seen"]), dtype="<u8"))
     w._folded = raw["folded"]
     w._announced = {tuple(a) for a in raw["announced"]}
@@ -188,8 +236,12 @@ def save(earned: Earned) -> None:
         tmp.write_text(json.dumps(body, separators=(",", ":")), encoding="utf-8")
         os.replace(tmp, target)
     except OSError as e:
-        log.warning("agentbranch.earned: could not write the checkpoint %s (%s); the log "
-                    "is complete, opening it will just take longer", target, e)
+        log.warning(
+            "agentbranch.earned: could not write the checkpoint %s (%s); the log "
+            "is complete, opening it will just take longer",
+            target,
+            e,
+        )
         tmp.unlink(missing_ok=True)
 
 
@@ -213,8 +265,11 @@ def restore(earned: Earned) -> bool:
     except (OSError, ValueError, KeyError, TypeError) as e:
         why = f"it is unreadable ({type(e).__name__}: {e})"
     if why is not None:
-        log.warning("agentbranch.earned: checkpoint %s not used: %s; the state is rebuilt "
-                    "from the log", target, why)
+        log.warning(
+            "agentbranch.earned: checkpoint %s not used: %s; the state is rebuilt from the log",
+            target,
+            why,
+        )
         store.resume(offset=0, line=0, sha256=None)
         return False
     earned._ledger.windows = windows

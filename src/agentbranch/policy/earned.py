@@ -23,9 +23,13 @@ How it behaves (the API other code builds on):
   Without ``Audit`` no taken decision is ever checked, so drift cannot withdraw a band
   and the threshold can only be lowered by fallback labels: give ``audit=Audit(rate=...)``
   (the smaller the rate, the more decisions pass before drift is seen).
-* Thresholds are a deterministic function of the ordered evidence (``replay``), so every
-  process sharing a store converges on the same thresholds once it has read the same
-  records (each re-reads the store every ``refresh_s``; its own evidence counts at once).
+* Thresholds are a deterministic function of the ordered evidence (``replay``: sorted by
+  time and id, each id once, one label per ``decision`` identity), so every process
+  sharing a store converges on the same thresholds once it has read the same records
+  (each reads what the store gained every ``refresh_s``; its own evidence counts at
+  once). The state per question is compact and a label costs O(1), late ones included
+  (``agentbranch.policy.window``, ``agentbranch.policy.cells``); a JSON Lines store gets
+  a verifiable checkpoint beside it (``agentbranch.policy.checkpoint``).
   The statistics, their guarantee and their assumptions: ``agentbranch.policy.thresholds``.
 * Reading it back (reports, diagrams):
 
@@ -67,12 +71,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentbranch.core.errors import ConfigurationError
+from agentbranch.policy import checkpoint
 from agentbranch.policy.evidence import Evidence, Source, Trust, evidence_key, new_evidence
 from agentbranch.policy.evidence_store import EvidenceStore, as_store
+from agentbranch.policy.ledger import Ledger
 from agentbranch.policy.looks import Looks
 from agentbranch.policy.thresholds import grid
-from agentbranch.policy import checkpoint
-from agentbranch.policy.ledger import Ledger
 from agentbranch.policy.trust import Threshold, TrustState, replay, step
 
 __all__ = ["Earned", "Threshold", "TrustState", "replay", "step"]
@@ -332,7 +336,8 @@ class Earned:
         log.error(
             "agentbranch.earned: %s; every question is learning again (nothing is taken "
             "until trust is earned anew) and new evidence goes to a new store at the same "
-            "place", why,
+            "place",
+            why,
         )
         self._ledger.reset()
         return True

@@ -4,7 +4,10 @@ share one body of evidence and converge on the same thresholds).
 
 The interface (``EvidenceStore``) is three calls: ``append(records)``,
 ``load(key) -> list[Evidence]`` (every record of one evidence key, in replay order) and
-``keys()`` (every key held).
+``keys()`` (every key held). The stores here also offer ``read_new()`` (the records
+written since the last call, by any process: what ``Earned`` catches up with, so a
+reader's work is proportional to what is new) and ``pop_lost()`` (the store was moved or
+deleted while serving); a store without them is re-read whole.
 Writes are append-only: one item per record, keyed by its unique id, never rewritten;
 thresholds are recomputed from the records. A store holding something that is not
 evidence is an ``InvalidFileError`` naming the file and line (or namespace and item),
@@ -197,11 +200,14 @@ class JsonlEvidenceStore:
         """Where reading stands: offset, lines, the SHA-256 of the bytes before the
         offset and the keys seen (what a checkpoint records)."""
         with self._mutex:
-            return {"offset": self._offset, "line": self._line,
-                    "sha256": self._hash.hexdigest(), "keys": sorted(self._keys)}
+            return {
+                "offset": self._offset,
+                "line": self._line,
+                "sha256": self._hash.hexdigest(),
+                "keys": sorted(self._keys),
+            }
 
-    def resume(self, offset: int, line: int, sha256: str | None,
-               keys: Sequence[str] = ()) -> bool:
+    def resume(self, offset: int, line: int, sha256: str | None, keys: Sequence[str] = ()) -> bool:
         """Continue reading at ``offset`` if the file's bytes before it hash to
         ``sha256`` (a checkpoint); otherwise (or with ``sha256=None``) from the start."""
         with self._mutex:
@@ -234,7 +240,9 @@ class JsonlEvidenceStore:
             _parse(obj, "first line")
             return True
         except (InvalidFileError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-            return b"\n" not in head and head.lstrip().startswith(b'{"schema": "agentbranch.earned/')
+            return b"\n" not in head and head.lstrip().startswith(
+                b'{"schema": "agentbranch.earned/'
+            )
 
     def _repair_tail(self) -> None:
         """Before an append (under the file lock): refuse a file that is not an evidence
@@ -274,7 +282,10 @@ class JsonlEvidenceStore:
         log.error(
             "agentbranch.earned: evidence store %s ended in a torn line (%d bytes at byte "
             "offset %d, a writer that stopped mid-append); moved to %s, serving continues",
-            self.path, size - cut, cut, torn,
+            self.path,
+            size - cut,
+            cut,
+            torn,
         )
 
     def _read_new(self) -> list[Evidence]:

@@ -54,8 +54,11 @@ class Ledger:
             try:
                 result = w.add(rec)
             except OffGrid as e:
-                self.rebuild(rec.key, (*w.extra, e.value), why=f"threshold in force {e.value:g}"
-                             " is not on this Earned's grid")
+                self.rebuild(
+                    rec.key,
+                    (*w.extra, e.value),
+                    why=f"threshold in force {e.value:g} is not on this Earned's grid",
+                )
                 continue
             if result == DUPLICATE:
                 self.duplicates += 1
@@ -67,15 +70,20 @@ class Ledger:
                 for ev in news:
                     log.warning(
                         "agentbranch.earned: trust in question %r withdrawn: %s",
-                        w.live.question_id, ev.reason,
+                        w.live.question_id,
+                        ev.reason,
                     )
 
     def rebuild(self, key: str, extra: tuple[float, ...], *, why: str) -> None:
         """Replay question ``key`` from every record the store holds of it."""
         old = self.windows.get(key)
         records = self.earned.evidence.load(key)
-        log.info("agentbranch.earned: question %s replayed from its %d stored records (%s)",
-                 key, len(records), why)
+        log.info(
+            "agentbranch.earned: question %s replayed from its %d stored records (%s)",
+            key,
+            len(records),
+            why,
+        )
         while True:
             w = QuestionWindow(key, self.earned, self._fresh, extra=tuple(sorted(set(extra))))
             try:
@@ -88,8 +96,11 @@ class Ledger:
         w._announced = set(old._announced) if old is not None else set()
         for ev in w.new_withdrawals():
             if old is not None:  # withdrawals this process had not announced yet
-                log.warning("agentbranch.earned: trust in question %r withdrawn: %s",
-                            w.live.question_id, ev.reason)
+                log.warning(
+                    "agentbranch.earned: trust in question %r withdrawn: %s",
+                    w.live.question_id,
+                    ev.reason,
+                )
         self.windows[key] = w
 
     def reset(self) -> None:

@@ -221,7 +221,9 @@ def replay(records: Sequence[Evidence], earned: Earned) -> TrustState:
     id), each ``id`` counted once, and of records carrying the same ``decision`` (an
     identity of the decision they label) only the first."""
     st = earned._fresh()
-    st._extra = tuple(sorted({t for r in records if (t := getattr(r, "take_at", None)) is not None}))
+    st._extra = tuple(
+        sorted({t for r in records if (t := getattr(r, "take_at", None)) is not None})
+    )
     ids: set[str] = set()
     decisions: set[str] = set()
     for rec in sorted(records, key=lambda r: r.order):

@@ -41,8 +41,18 @@ class Label:
     """The fields of an evidence record the state machine reads (a window keeps these,
     about 250 bytes, instead of the record)."""
 
-    __slots__ = ("band", "confidence", "correct", "decision", "id", "order", "question_id",
-                 "rate", "take_at", "time")
+    __slots__ = (
+        "band",
+        "confidence",
+        "correct",
+        "decision",
+        "id",
+        "order",
+        "question_id",
+        "rate",
+        "take_at",
+        "time",
+    )
 
     def __init__(self, rec: Any, decision: int | None) -> None:
         self.id, self.time, self.order = rec.id, rec.time, rec.order
@@ -65,8 +75,9 @@ class QuestionWindow:
     """One question's live ``TrustState`` and the recent labels that let a late one be
     inserted (see the module doc). Not thread-safe: the caller serializes ``add``."""
 
-    def __init__(self, key: str, cfg: Earned, fresh: Callable[[], TrustState],
-                 extra: tuple[float, ...] = ()) -> None:
+    def __init__(
+        self, key: str, cfg: Earned, fresh: Callable[[], TrustState], extra: tuple[float, ...] = ()
+    ) -> None:
         self.key, self.cfg = key, cfg
         #: ids (and counted decisions) folded out of the window: 8 bytes each
         self.seen = DigestSet()
@@ -91,8 +102,11 @@ class QuestionWindow:
         if rec.id in self._ids:
             return DUPLICATE
         last = self._chunks[-1]
-        newest = last.labels[-1].order if last.labels else (
-            self._chunks[-2].labels[-1].order if len(self._chunks) > 1 else None)
+        newest = (
+            last.labels[-1].order
+            if last.labels
+            else (self._chunks[-2].labels[-1].order if len(self._chunks) > 1 else None)
+        )
         in_order = newest is None or rec.order > newest
         # A copy of a folded record sorts where it did, before the window: only a record
         # that is not in order can be one.
@@ -117,8 +131,9 @@ class QuestionWindow:
         first = self._chunks[0].labels[0].order
         if self._folded and label.order < first:
             return REBUILD
-        j = max(0, bisect_right([c.labels[0].order for c in self._chunks if c.labels],
-                                label.order) - 1)
+        j = max(
+            0, bisect_right([c.labels[0].order for c in self._chunks if c.labels], label.order) - 1
+        )
         chunk = self._chunks[j]
         at = bisect_right([x.order for x in chunk.labels], label.order)
         chunk.labels.insert(at, label)
@@ -172,7 +187,7 @@ class QuestionWindow:
     def new_withdrawals(self) -> list[Event]:
         """Withdrawals in ``live`` not reported yet (each reported once)."""
         out = []
-        for ev in self.live.events[self._checked:]:
+        for ev in self.live.events[self._checked :]:
             if ev.kind == "withdrawn" and (ev.time, ev.reason) not in self._announced:
                 self._announced.add((ev.time, ev.reason))
                 out.append(ev)
