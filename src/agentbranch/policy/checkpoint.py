@@ -28,7 +28,7 @@ import numpy as np
 
 from agentbranch.policy.cells import Cells, DriftState
 from agentbranch.policy.digests import DigestSet
-from agentbranch.policy.trust import Event, TrustState
+from agentbranch.policy.trust import Event, Threshold, TrustState
 from agentbranch.policy.window import Label, QuestionWindow, _Chunk
 
 if TYPE_CHECKING:
@@ -115,6 +115,7 @@ def _unstate(raw: dict[str, Any]) -> TrustState:
     st.last = None if raw["last"] is None else tuple(raw["last"])
     st.events = [Event(**e) for e in raw["events"]]
     st._extra, st._evalue = tuple(raw["extra"]), raw["evalue"]
+    st._pair = Threshold(st.take_at, st.trust)
     if (c := raw["cells"]) is not None:
         cells = Cells(c["boundaries"])
         for name, code in (("n", "q"), ("right", "q"), ("weight", "d"), ("conf", "d")):

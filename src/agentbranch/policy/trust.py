@@ -79,7 +79,10 @@ class TrustState:
 
     @property
     def threshold(self) -> Threshold:
-        return Threshold(self.take_at, self.trust)
+        # Deciding threads read this without a lock while a label may be changing the
+        # state: the pair published last is read in one step, never half of a change.
+        pair = self._pair
+        return pair if pair is not None else Threshold(self.take_at, self.trust)
 
     @property
     def drift_evalue(self) -> float:
@@ -87,6 +90,7 @@ class TrustState:
         return self._evalue
 
     _evalue: float = 1.0
+    _pair: Threshold | None = field(default=None, repr=False, compare=False)
 
     def copy(self) -> TrustState:
         """An independent copy (a snapshot to resume from)."""
@@ -164,6 +168,7 @@ def step(st: TrustState, rec: Any, cfg: Earned) -> None:
         return
     kind: EventKind = "earned" if st.trust != "earned" else "lowered"
     was = st.take_at
+    st._pair = Threshold(found, "earned")
     st.take_at, st.trust = found, "earned"
     reason = f"{what}: precision >= {cfg.precision:g} shown down to {found:g}"
     if was is not None:
@@ -208,6 +213,7 @@ def _withdraw(st: TrustState, cfg: Earned, index: int, when: str) -> None:
         f"{cfg.precision:g} at level {cfg.level:g} (e-value {st._evalue:.3g} >= "
         f"{1 / cfg.alpha:.3g}); nothing is taken until trust is earned again"
     )
+    st._pair = Threshold(None, "withdrawn")
     st.take_at, st.trust = None, "withdrawn"
     st.labels = st.looks = st.audit_right = st.audit_wrong = 0
     st._cells = None
