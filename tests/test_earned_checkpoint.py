@@ -101,3 +101,21 @@ def test_a_frozen_earned_writes_no_checkpoint(tmp_path, small_checkpoints):
     (tmp_path / "e.jsonl.state").unlink(missing_ok=True)
     Earned(precision=0.8, min_evidence=20, store=path, frozen=True).refresh()
     assert not (tmp_path / "e.jsonl.state").exists()
+
+
+def test_a_large_store_is_read_in_bounded_pieces(tmp_path, monkeypatch):
+    """Opening a store never holds all of its records at once (a million labels peaked
+    at 3 GB when every record was parsed in one read)."""
+    from agentbranch.policy import JsonlEvidenceStore
+    from agentbranch.policy import evidence_store as es
+
+    path = tmp_path / "e.jsonl"
+    _fill(Earned(precision=0.8, min_evidence=20, store=path, refresh_s=3600), 60)
+    monkeypatch.setattr(es, "READ_BYTES", 2_000)
+    store = JsonlEvidenceStore(path)
+    pieces = []
+    while batch := store.read_new():
+        pieces.append(len(batch))
+    assert sum(pieces) == 60 and max(pieces) <= 5
+    opened = Earned(precision=0.8, min_evidence=20, store=path)
+    assert sum(s.records for s in opened.stored().values()) == 60

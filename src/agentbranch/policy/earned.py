@@ -312,19 +312,22 @@ class Earned:
         if self._read_at is None and checkpoint.restore(self):
             self._saved_at = self.evidence.offset
         read_new = getattr(self.evidence, "read_new", None)
-        if read_new is None:  # a store with only append/load/keys: read it all, count new ids
-            records = [r for key in self.evidence.keys() for r in self.evidence.load(key)]
-        else:
-            records = read_new()
-        lost = self._check_lost()
-        self._ledger.feed(records, announce=announce and not lost)
+        while True:
+            if read_new is None:  # a store with only append/load/keys: read it all
+                records = [r for key in self.evidence.keys() for r in self.evidence.load(key)]
+            else:
+                records = read_new()
+            lost = self._check_lost()
+            self._ledger.feed(records, announce=announce and not lost)
+            if lost:
+                self._saved_at = 0
+            offset = getattr(self.evidence, "offset", 0)
+            if not self.frozen and offset - self._saved_at >= checkpoint.CHECKPOINT_BYTES:
+                checkpoint.save(self)
+                self._saved_at = offset
+            if read_new is None or not records or not hasattr(self.evidence, "offset"):
+                break
         self._read_at = time.monotonic()
-        if lost:
-            self._saved_at = 0
-        offset = getattr(self.evidence, "offset", 0)
-        if not self.frozen and offset - self._saved_at >= checkpoint.CHECKPOINT_BYTES:
-            checkpoint.save(self)
-            self._saved_at = offset
 
     def _check_lost(self) -> bool:
         """The store was moved, deleted or replaced while serving: every question learns

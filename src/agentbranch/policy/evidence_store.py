@@ -39,6 +39,10 @@ log = logging.getLogger("agentbranch")
 #: incrementally (``LangGraphEvidenceStore.read_new``).
 MARGIN = timedelta(seconds=30)
 
+#: Bytes of a JSON Lines store parsed per ``read_new`` call (bounds the memory of
+#: opening a large store).
+READ_BYTES = 8 << 20
+
 #: Namespace prefix of evidence items in a LangGraph store.
 NAMESPACE: tuple[str, ...] = ("agentbranch", "earned")
 
@@ -155,7 +159,8 @@ class JsonlEvidenceStore:
             return why
 
     def read_new(self) -> list[Evidence]:
-        """Records appended since the last read (by any process), in file order."""
+        """Records appended since the last read (by any process), in file order: at
+        most about ``READ_BYTES`` of them per call (call again until it returns none)."""
         with self._mutex:
             return self._read_new()
 
@@ -301,7 +306,9 @@ class JsonlEvidenceStore:
             if size < self._offset:
                 return out
             f.seek(self._offset)
-            chunk = f.read(size - self._offset)
+            chunk = f.read(min(size - self._offset, READ_BYTES))
+            if b"\n" not in chunk and self._offset + len(chunk) < size:
+                chunk += f.read(size - self._offset - len(chunk))  # one very long line
         end = chunk.rfind(b"\n") + 1  # a line still being written waits for the next read
         line = self._line
         for raw in chunk[:end].splitlines():
