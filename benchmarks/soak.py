@@ -1,6 +1,12 @@
 """Soak: 10,000 decisions from 64 concurrent graph runs sharing one engine.
 
     python benchmarks/soak.py [--decisions 10000] [--concurrency 64] [--read-ms 2]
+    python benchmarks/soak.py earned [--minutes 30] [--callers 8] [--store jsonl|sqlite]
+
+The second form is the earned-trust soak (``agentbranch_bench.earned_soak``): 8 callers
+on the triage graph under ``Earned`` with a teacher and audits for a set time, printing
+per minute decisions/s, CPU per decision, p50/p99, RSS, threads, descriptors and store
+size, and the CPU per decision of the first and last few thousand decisions.
 
 A LangGraph triage graph (a decide node asking two questions in one engine call, then a
 router on its record) runs concurrently: half the runs on threads (``app.invoke``), half
@@ -159,6 +165,10 @@ class Soak:
 
 
 def main() -> int:
+    if sys.argv[1:2] == ["earned"]:
+        from agentbranch_bench.earned_soak import main as earned_soak
+
+        return earned_soak(sys.argv[2:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--decisions", type=int, default=10_000)
     parser.add_argument("--concurrency", type=int, default=64)

@@ -4,6 +4,7 @@ shared by real processes (SQLite, PostgreSQL)."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -83,13 +84,20 @@ def test_corrupt_or_foreign_lines_are_errors_naming_file_and_line(tmp_path, cont
     assert path.read_bytes().endswith(content)  # nothing rewritten
 
 
-def test_a_truncated_store_is_an_error_not_a_reset(tmp_path):
+def test_a_truncated_store_is_logged_and_learning_restarts(tmp_path, caplog):
+    """Issue 37.8: a store truncated while serving is an ERROR and learning again (nothing
+    taken), not an exception on every decision."""
     path = tmp_path / "evidence.jsonl"
     earned = Earned(precision=0.8, min_evidence=20, store=path, refresh_s=0)
     learn(earned, 3)
     path.write_text("")
-    with pytest.raises(InvalidFileError, match="shrank"):
+    with caplog.at_level(logging.ERROR, logger="agentbranch"):
         earned.refresh()
+    assert "shrank" in caplog.text and "learning again" in caplog.text
+    key = earned.key("urgent", URGENT, "scripted", "scripted-model")
+    assert (
+        all(st.trust == "learning" for st in earned.states().values()) or key not in earned.states()
+    )
 
 
 def test_a_line_being_written_waits(tmp_path):

@@ -23,9 +23,13 @@ How it behaves (the API other code builds on):
   Without ``Audit`` no taken decision is ever checked, so drift cannot withdraw a band
   and the threshold can only be lowered by fallback labels: give ``audit=Audit(rate=...)``
   (the smaller the rate, the more decisions pass before drift is seen).
-* Thresholds are a deterministic function of the ordered evidence (``replay``), so every
-  process sharing a store converges on the same thresholds once it has read the same
-  records (each re-reads the store every ``refresh_s``; its own evidence counts at once).
+* Thresholds are a deterministic function of the ordered evidence (``replay``: sorted by
+  time and id, each id once, one label per ``decision`` identity), so every process
+  sharing a store converges on the same thresholds once it has read the same records
+  (each reads what the store gained every ``refresh_s``; its own evidence counts at
+  once). The state per question is compact and a label costs O(1), late ones included
+  (``agentbranch.policy.window``, ``agentbranch.policy.cells``); a JSON Lines store gets
+  a verifiable checkpoint beside it (``agentbranch.policy.checkpoint``).
   The statistics, their guarantee and their assumptions: ``agentbranch.policy.thresholds``.
 * Reading it back (reports, diagrams):
 
@@ -66,17 +70,20 @@ import math
 import threading
 import time
 from collections.abc import Sequence
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.policy.auditing.health import AuditHealth
+from agentbranch.policy import checkpoint
 from agentbranch.policy.evidence import Evidence, Source, Trust, evidence_key, new_evidence
 from agentbranch.policy.evidence_store import EvidenceStore, as_store
+from agentbranch.policy.ledger import Ledger
 from agentbranch.policy.looks import Looks
 from agentbranch.policy.thresholds import MAX_CANDIDATES, grid, grid_size
 from agentbranch.policy.trust import Threshold, TrustState, replay, step
+
+__all__ = ["Earned", "Threshold", "TrustState", "replay", "step"]
 
 log = logging.getLogger("agentbranch")
 
@@ -184,9 +191,12 @@ class Earned:
         #: arriving is suspended (``agentbranch.policy.auditing.health``).
         self.audit_health = AuditHealth(self.precision, self.level)
         self._lock = threading.RLock()
-        self._states: dict[str, TrustState] = {}
-        self._loaded_at: dict[str, float] = {}
-        self._names: dict[str, str] = {}
+        #: Serializes reading the store and feeding states (never held while deciding).
+        self._feed_lock = threading.Lock()
+        self._ledger = Ledger(self)
+        self._read_at: float | None = None  # monotonic time of the last read of the store
+        self._used: dict[str, str] = {}  # evidence keys this process asked for -> question id
+        self._saved_at = 0  # store offset of the last checkpoint written
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -263,39 +273,47 @@ class Earned:
         model: str | None,
         reading: str | None = None,
     ) -> TrustState:
-        """This question's trust (a live object: copy what you keep)."""
+        """This question's trust (a live object: copy what you keep).
+
+        The decision path: a dictionary lookup, plus a read of what the store gained
+        since the last one every ``refresh_s`` (skipped, not waited for, while another
+        thread is reading it); only the first call of the process waits for the store."""
         key = self.key(question_id, question, reader, model, reading)
-        with self._lock:
-            self._names.setdefault(key, question_id)
-            st = self._states.get(key)
-            due = st is None or (
-                not self.frozen and time.monotonic() - self._loaded_at[key] >= self.refresh_s
-            )
-            if due:
-                st = self._reload(key, question_id, st)
-            return st
+        self._used.setdefault(key, question_id)
+        if self._read_at is None:
+            with self._feed_lock:
+                if self._read_at is None:
+                    self._catch_up(announce=False)
+        elif not self.frozen and time.monotonic() - self._read_at >= self.refresh_s:
+            if self._feed_lock.acquire(blocking=False):
+                try:
+                    self._catch_up()
+                finally:
+                    self._feed_lock.release()
+        w = self._ledger.windows.get(key)
+        if w is None:
+            with self._feed_lock:
+                w = self._ledger.window(key)
+        return w.live
 
     def states(self) -> dict[str, TrustState]:
         """Every evidence key this process has seen, with its trust."""
-        with self._lock:
-            return dict(self._states)
+        windows = self._ledger.windows
+        return {k: windows[k].live for k in list(self._used) if k in windows}
 
     def stored(self) -> dict[str, TrustState]:
-        """Every question the store holds evidence of (any process's), by evidence key,
-        recomputed from the records: for reports (the question id is
-        ``state.question_id``; ``state.events`` the history)."""
-        out = {}
-        for key in self.evidence.keys():
-            records = self.evidence.load(key)
-            if records:
-                out[key] = replay(records, self)
-        return out
+        """Every question the store holds evidence of (any process's), by evidence key:
+        for reports (the question id is ``state.question_id``; ``state.events`` the
+        history). Reads what the store gained, then the states kept up to date."""
+        with self._feed_lock:
+            self._catch_up(announce=self._read_at is not None)
+            windows = dict(self._ledger.windows)
+        return {k: w.live for k, w in sorted(windows.items()) if w.live.records}
 
     def refresh(self) -> None:
-        """Re-read the store for every question seen (other processes' evidence)."""
-        with self._lock:
-            for key, st in list(self._states.items()):
-                self._reload(key, self._names.get(key, key), st)
+        """Read what the store gained since the last read (other processes' evidence)."""
+        with self._feed_lock:
+            self._catch_up(announce=self._read_at is not None)
 
     def observe(
         self,
@@ -349,67 +367,57 @@ class Earned:
                 str(e).splitlines()[0] if str(e) else "",
             )
             return None
-        self.evidence.append([rec])
-        with self._lock:
-            self._names.setdefault(key, question_id)
-            st = self._states.get(key)
-            if st is None:
-                self._reload(key, question_id, None)
-            elif st.last is None or rec.order > st.last:
-                self._feed(key, question_id, st, [rec])
-            else:
-                self._reload(key, question_id, st)
+        with self._feed_lock:
+            self._append(rec)
+            self._ledger.feed([rec])
         return rec
 
     # -- internals ------------------------------------------------------------------------
 
-    def _reload(self, key: str, question_id: str, old: TrustState | None) -> TrustState:
-        records = self.evidence.load(key)
-        st = old
-        if st is not None and st.records <= len(records):
-            seen = records[: st.records]
-            # Fast path: nothing new arrived before what was replayed.
-            if not seen or seen[-1].order == st.last:
-                self._feed(key, question_id, st, records[st.records :])
+    def _append(self, rec: Evidence) -> None:
+        self.evidence.append([rec])
+        self._check_lost()
+
+    def _catch_up(self, *, announce: bool = True) -> None:
+        """Feed what the store gained since the last read (the caller holds the feed
+        lock)."""
+        if self._read_at is None and checkpoint.restore(self):
+            self._saved_at = self.evidence.offset
+        read_new = getattr(self.evidence, "read_new", None)
+        while True:
+            if read_new is None:  # a store with only append/load/keys: read it all
+                records = [r for key in self.evidence.keys() for r in self.evidence.load(key)]
             else:
-                st = None
-        else:
-            st = None
-        if st is None:
-            st = self._fresh()
-            # Replayed from the start (first read, or records arrived out of order): only
-            # withdrawals this process has not announced yet are new.
-            known = None if old is None else {(e.kind, e.time, e.reason) for e in old.events}
-            self._feed(key, question_id, st, records, known=known)
-        self._states[key] = st
-        self._loaded_at[key] = time.monotonic()
-        return st
+                records = read_new()
+            lost = self._check_lost()
+            self._ledger.feed(records, announce=announce and not lost)
+            if lost:
+                self._saved_at = 0
+            offset = getattr(self.evidence, "offset", 0)
+            if not self.frozen and offset - self._saved_at >= checkpoint.CHECKPOINT_BYTES:
+                checkpoint.save(self)
+                self._saved_at = offset
+            if read_new is None or not records or not hasattr(self.evidence, "offset"):
+                break
+        self._read_at = time.monotonic()
+
+    def _check_lost(self) -> bool:
+        """The store was moved, deleted or replaced while serving: every question learns
+        again from nothing (nothing is taken), an ERROR says so, a new store is started."""
+        pop = getattr(self.evidence, "pop_lost", None)
+        why = pop() if pop is not None else None
+        if why is None:
+            return False
+        log.error(
+            "agentbranch.earned: %s; every question is learning again (nothing is taken "
+            "until trust is earned anew) and new evidence goes to a new store at the same "
+            "place",
+            why,
+        )
+        self._ledger.reset()
+        return True
 
     def _fresh(self) -> TrustState:
         if self.start_at is not None:
             return TrustState(take_at=self.start_at, trust="fixed")
         return TrustState(take_at=None, trust="learning")
-
-    def _feed(
-        self,
-        key: str,
-        question_id: str,
-        st: TrustState,
-        records: Sequence[Evidence],
-        *,
-        known: AbstractSet[tuple[str, str, str]] | None = frozenset(),
-    ) -> None:
-        """Replay ``records`` into ``st``; a withdrawal not in ``known`` is logged
-        (``known=None``: this process's first read of the question, nothing announced)."""
-        before = len(st.events)
-        for rec in records:
-            step(st, rec, self)
-        if known is not None:
-            for ev in st.events[before:]:
-                if ev.kind == "withdrawn" and (ev.kind, ev.time, ev.reason) not in known:
-                    log.warning(
-                        "agentbranch.earned: trust in question %r withdrawn: %s",
-                        question_id,
-                        ev.reason,
-                    )
-        self._states[key] = st

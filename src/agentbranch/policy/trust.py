@@ -1,16 +1,29 @@
 """One question's trust as a state machine: evidence records in, the threshold in force
 out (``step`` one record, ``replay`` many). ``Earned`` (``agentbranch.policy.earned``) keeps
 a ``TrustState`` per question and feeds it; the statistics each look and the drift test
-run are in ``agentbranch.policy.thresholds``."""
+run are in ``agentbranch.policy.thresholds``.
+
+The state is compact: the epoch's labels as counts per confidence cell
+(``agentbranch.policy.cells.Cells``) and the drift test as one running sum per
+alternative (``cells.DriftState``), so a label costs O(1) and a question's state has a
+fixed size however many labels it has seen (``TrustState.nbytes``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+import functools
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
 
+from agentbranch.policy.cells import (
+    Cells,
+    DriftState,
+    OffGrid,
+    learn_then_test_cells,
+    predicted_entry_cells,
+)
 from agentbranch.policy.evidence import Evidence, Trust
-from agentbranch.policy.thresholds import Drift, learn_then_test, predicted_entry
 
 if TYPE_CHECKING:
     from agentbranch.policy.earned import Earned
@@ -57,16 +70,19 @@ class TrustState:
     question_id: str | None = None  #: the question of the last record replayed
     events: list[Event] = field(default_factory=list)
     last: tuple[str, str] | None = None  #: order of the last record replayed
-    _conf: list[float] = field(default_factory=list, repr=False)
-    _ok: list[bool] = field(default_factory=list, repr=False)
-    _w: list[float] = field(default_factory=list, repr=False)
-    _tau: list[float | None] = field(default_factory=list, repr=False)  #: take_at in force
-    _review: list[bool] = field(default_factory=list, repr=False)
-    _drift: Drift | None = field(default=None, repr=False)  #: since the band opened
+    #: this epoch's labels as counts per confidence cell (created at the first label)
+    _cells: Cells | None = field(default=None, repr=False)
+    #: boundaries beyond the candidate grid and ``start_at``: thresholds in force
+    #: recorded by another configuration (``cells.OffGrid``)
+    _extra: tuple[float, ...] = field(default=(), repr=False)
+    _drift: DriftState | None = field(default=None, repr=False)  #: since the band opened
 
     @property
     def threshold(self) -> Threshold:
-        return Threshold(self.take_at, self.trust)
+        # Deciding threads read this without a lock while a label may be changing the
+        # state: the pair published last is read in one step, never half of a change.
+        pair = self._pair
+        return pair if pair is not None else Threshold(self.take_at, self.trust)
 
     @property
     def drift_evalue(self) -> float:
@@ -74,20 +90,55 @@ class TrustState:
         return self._evalue
 
     _evalue: float = 1.0
+    _pair: Threshold | None = field(default=None, repr=False, compare=False)
+
+    def copy(self) -> TrustState:
+        """An independent copy (a snapshot to resume from)."""
+        return replace(
+            self,
+            events=list(self.events),
+            _cells=None if self._cells is None else self._cells.copy(),
+            _drift=None if self._drift is None else self._drift.copy(),
+        )
+
+    @property
+    def nbytes(self) -> int:
+        """Approximate memory of this state (fixed per question, whatever its labels)."""
+        size = sys.getsizeof(self) + sys.getsizeof(self.events) + 200 * len(self.events)
+        if self._cells is not None:
+            c = self._cells
+            size += sum(sys.getsizeof(x) for x in (c.n, c.right, c.weight, c.conf, c.in_force))
+            size += 8 * len(c.boundaries)
+        return size
 
 
-def step(st: TrustState, rec: Evidence, cfg: Earned) -> None:
-    """Replay one record into ``st`` (the whole state machine)."""
+def boundaries(cfg: Earned, extra: Iterable[float] = ()) -> list[float]:
+    """Cell boundaries of a question: the candidate grid, ``start_at`` and ``extra``."""
+    values = set(cfg.candidates) | set(extra)
+    if cfg.start_at is not None:
+        values.add(cfg.start_at)
+    return sorted(values)
+
+
+@functools.lru_cache(maxsize=4096)
+def _look_at(looks: Any, k: int) -> int:
+    """Labels at which look ``k`` is due (``Looks.at``, remembered)."""
+    return looks.at(k)
+
+
+def step(st: TrustState, rec: Any, cfg: Earned) -> None:
+    """Replay one record into ``st`` (the whole state machine). Raises ``cells.OffGrid``
+    (with ``st`` unchanged) when the record's threshold in force is not a cell boundary
+    of ``st``: replay the question with it in ``_extra``."""
+    if st._cells is None:
+        st._cells = Cells(boundaries(cfg, st._extra))
+    # The threshold the deciding process had in force (what decided how it was labelled).
+    tau = getattr(rec, "take_at", st.take_at)
+    st._cells.add(rec.confidence, rec.correct, 1.0 / rec.rate, tau, rec.band == "review")
     index = st.records
     st.records += 1
     st.last = rec.order
     st.question_id = rec.question_id
-    st._conf.append(rec.confidence)
-    st._ok.append(rec.correct)
-    st._w.append(1.0 / rec.rate)
-    # The threshold the deciding process had in force (what decided how it was labelled).
-    st._tau.append(getattr(rec, "take_at", st.take_at))
-    st._review.append(rec.band == "review")
     st.labels += 1
     if rec.band == "take" and st.take_at is not None:
         if rec.correct:
@@ -95,12 +146,12 @@ def step(st: TrustState, rec: Evidence, cfg: Earned) -> None:
         else:
             st.audit_wrong += 1
         if st._drift is None:
-            st._drift = Drift(cfg.precision)
+            st._drift = DriftState(cfg.precision)
         st._evalue = st._drift.add(rec.correct)
         if st._drift.drifted(cfg.alpha):
             _withdraw(st, cfg, index, rec.time)
             return
-    if not cfg.looks.due(st.labels, st.looks):
+    if st.labels < _look_at(cfg.looks, st.looks):
         return
     alpha = cfg.looks.alpha(cfg.alpha, st.looks)
     st.looks += 1
@@ -117,6 +168,7 @@ def step(st: TrustState, rec: Evidence, cfg: Earned) -> None:
         return
     kind: EventKind = "earned" if st.trust != "earned" else "lowered"
     was = st.take_at
+    st._pair = Threshold(found, "earned")
     st.take_at, st.trust = found, "earned"
     reason = f"{what}: precision >= {cfg.precision:g} shown down to {found:g}"
     if was is not None:
@@ -131,25 +183,21 @@ def _look(st: TrustState, cfg: Earned, alpha: float) -> tuple[float | None, str]
     ``second_walk_from``-th look also from the predicted entry, each at ``alpha / 2``
     (the two walks' errors add up to ``alpha``; the lower threshold shown counts)."""
     shown = st.take_at if cfg.resume and st.trust == "earned" else None
-    data = {
-        "weights": st._w,
-        "in_force": st._tau,
-        "review": st._review,
-        "precision": cfg.precision,
-        "candidates": cfg.candidates,
-    }
+    assert st._cells is not None  # a look follows a label
+    view = st._cells.view()
+    data = {"precision": cfg.precision, "candidates": cfg.candidates}
     what = f"look {st.looks} at {st.labels} labels (alpha {alpha:.3g})"
     half, entry = alpha / 2, None
     if shown is None and cfg.second_walk_from is not None and st.looks > cfg.second_walk_from:
         # Chosen from the confidences only: whether there is a second walk spends nothing.
-        entry = predicted_entry(st._conf, alpha=half, **data)
+        entry = predicted_entry_cells(view, alpha=half, **data)
     if entry is None:
-        return learn_then_test(st._conf, st._ok, alpha=alpha, shown=shown, **data), what
+        return learn_then_test_cells(view, alpha=alpha, shown=shown, **data), what
     found = [
         t
         for t in (
-            learn_then_test(st._conf, st._ok, alpha=half, **data),
-            learn_then_test(st._conf, st._ok, alpha=half, entry=entry, **data),
+            learn_then_test_cells(view, alpha=half, **data),
+            learn_then_test_cells(view, alpha=half, entry=entry, **data),
         )
         if t is not None
     ]
@@ -165,21 +213,36 @@ def _withdraw(st: TrustState, cfg: Earned, index: int, when: str) -> None:
         f"{cfg.precision:g} at level {cfg.level:g} (e-value {st._evalue:.3g} >= "
         f"{1 / cfg.alpha:.3g}); nothing is taken until trust is earned again"
     )
+    st._pair = Threshold(None, "withdrawn")
     st.take_at, st.trust = None, "withdrawn"
     st.labels = st.looks = st.audit_right = st.audit_wrong = 0
-    st._conf.clear()
-    st._ok.clear()
-    st._w.clear()
-    st._tau.clear()
-    st._review.clear()
+    st._cells = None
     st._evalue = 1.0
     st._drift = None
     st.events.append(Event("withdrawn", index, when, None, 0, reason))
 
 
 def replay(records: Sequence[Evidence], earned: Earned) -> TrustState:
-    """The state ``earned`` computes from ``records`` (sorted into replay order)."""
+    """The state ``earned`` computes from ``records``: sorted into replay order (time,
+    id), each ``id`` counted once, and of records carrying the same ``decision`` (an
+    identity of the decision they label) only the first."""
     st = earned._fresh()
+    st._extra = tuple(
+        sorted({t for r in records if (t := getattr(r, "take_at", None)) is not None})
+    )
+    ids: set[str] = set()
+    decisions: set[str] = set()
     for rec in sorted(records, key=lambda r: r.order):
+        if rec.id in ids:
+            continue
+        ids.add(rec.id)
+        decision = getattr(rec, "decision", None)
+        if decision is not None:
+            if decision in decisions:
+                continue
+            decisions.add(decision)
         step(st, rec, earned)
     return st
+
+
+__all__ = ["Event", "OffGrid", "Threshold", "TrustState", "boundaries", "replay", "step"]

@@ -1,0 +1,117 @@
+"""Store file faults while serving (issue 37, points 7 and 8): a torn last line, another
+tool's file, the store moved or deleted. The service keeps answering; nothing is taken
+that was not earned; the operator sees an ERROR saying what happened."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from agentbranch.core.errors import InvalidFileError
+from agentbranch.policy import Earned
+
+
+def _observe(earned: Earned, conf: float = 0.99, right: bool = True):
+    return earned.observe(
+        "q",
+        {"q": 1},
+        reader="r",
+        model="m",
+        source="fallback",
+        band="fallback",
+        confidence=conf,
+        options=["yes", "no"],
+        engine_label="yes",
+        teacher_label="yes" if right else "no",
+        rate=1.0,
+        take_at=None,
+        trust="learning",
+    )
+
+
+def _state(earned: Earned):
+    return earned.state("q", {"q": 1}, "r", "m")
+
+
+def _earn(earned: Earned, n: int = 60) -> None:
+    for _ in range(n):
+        _observe(earned)
+    assert _state(earned).trust == "earned"
+
+
+def test_a_torn_last_line_is_moved_aside_and_serving_continues(tmp_path, caplog):
+    path = tmp_path / "evidence.jsonl"
+    earned = Earned(precision=0.8, min_evidence=20, store=path, refresh_s=0)
+    for _ in range(5):
+        _observe(earned)
+    good = path.read_bytes()
+    torn = good.splitlines(keepends=True)[-1][:57]  # a writer died mid-append
+    with open(path, "ab") as f:
+        f.write(torn)
+    with caplog.at_level(logging.ERROR, logger="agentbranch"):
+        for _ in range(3):
+            _observe(earned)
+    assert f"byte offset {len(good)}" in caplog.text and "torn" in caplog.text
+    assert (tmp_path / "evidence.jsonl.torn").read_bytes() == torn + b"\n"
+    lines = path.read_bytes().splitlines()
+    assert len(lines) == 8 and all(json.loads(x)["schema"] for x in lines)
+    fresh = Earned(precision=0.8, min_evidence=20, store=path)
+    assert _state(fresh).labels == 8
+
+
+def test_another_tools_file_is_refused_before_anything_is_written(tmp_path):
+    path = tmp_path / "settings.json"
+    content = b'{"theme": "dark", "fontSize": 14}'
+    path.write_bytes(content)
+    earned = Earned(precision=0.8, min_evidence=20, store=path)
+    with pytest.raises(InvalidFileError, match="does not start with an agentbranch evidence"):
+        _observe(earned)
+    assert path.read_bytes() == content
+
+
+def test_another_tools_file_with_a_final_newline_is_refused_too(tmp_path):
+    path = tmp_path / "settings.json"
+    content = b'{"theme": "dark"}\n'
+    path.write_bytes(content)
+    earned = Earned(precision=0.8, min_evidence=20, store=path)
+    with pytest.raises(InvalidFileError):
+        _state(earned)
+    with pytest.raises(InvalidFileError):
+        _observe(earned)
+    assert path.read_bytes() == content
+
+
+@pytest.mark.parametrize("fault", ["deleted", "moved", "replaced"])
+def test_a_store_lost_while_serving_means_learning_and_an_error(tmp_path, caplog, fault):
+    path = tmp_path / "evidence.jsonl"
+    earned = Earned(precision=0.8, min_evidence=20, store=path, refresh_s=0, start_at=0.5)
+    _earn(earned)
+    if fault == "deleted":
+        path.unlink()
+    elif fault == "moved":
+        path.rename(tmp_path / "evidence.jsonl.1")  # log rotation
+    else:
+        path.rename(tmp_path / "old.jsonl")
+        path.write_bytes(b"")
+    with caplog.at_level(logging.ERROR, logger="agentbranch"):
+        st = _state(earned)  # the decision path: no exception
+    assert (st.trust, st.take_at) == ("learning", None)  # nothing taken, even with start_at
+    assert "learning again" in caplog.text and str(path) in caplog.text
+    _observe(earned)  # a new store file is started
+    assert len(path.read_bytes().splitlines()) == 1
+    st = _state(earned)
+    assert (st.trust, st.labels) == ("learning", 1)
+
+
+def test_a_store_deleted_before_an_append_is_started_again(tmp_path, caplog):
+    path = tmp_path / "evidence.jsonl"
+    earned = Earned(precision=0.8, min_evidence=20, store=path, refresh_s=3600)
+    _earn(earned)
+    path.unlink()
+    with caplog.at_level(logging.ERROR, logger="agentbranch"):
+        _observe(earned)
+    assert "learning again" in caplog.text
+    assert _state(earned).trust == "learning"
+    assert len(path.read_bytes().splitlines()) == 1
