@@ -109,6 +109,8 @@ class JsonlEvidenceStore:
         self._line = 0
         self._identity: tuple[int, int] | None = None
         self._keys: set[str] = set()
+        #: records ``keys()`` read past for a report, not yet handed to ``read_new``
+        self._pending: list[Evidence] = []
         self._lost: str | None = None
         self._hash = hashlib.sha256()  # of the bytes before ``_offset`` (checkpoints)
 
@@ -165,6 +167,9 @@ class JsonlEvidenceStore:
         """Records appended since the last read (by any process), in file order: at
         most about ``READ_BYTES`` of them per call (call again until it returns none)."""
         with self._mutex:
+            if self._pending:
+                out, self._pending = self._pending, []
+                return out
             return self._read_new()
 
     def load(self, key: str) -> list[Evidence]:
@@ -176,7 +181,10 @@ class JsonlEvidenceStore:
 
     def keys(self) -> list[str]:
         with self._mutex:
-            self._read_new()
+            # What this reads is kept for ``read_new``: a report asking for the keys must
+            # not make the incremental reader skip those records.
+            while new := self._read_new():
+                self._pending += new
             return sorted(self._keys)
 
     def _check_identity(self) -> bool:
