@@ -88,6 +88,12 @@ class LocalChatModel(BaseChatModel):
         return self._generator
 
     @property
+    def supports_choices(self) -> bool:
+        """Whether the engine can hold a reply to ``choices`` (vLLM structured outputs on
+        a causal model); elsewhere ``choices`` are ignored and the reply is free text."""
+        return bool(getattr(self._generator, "supports_choices", False))
+
+    @property
     def _llm_type(self) -> str:
         return "agentbranch-local"
 

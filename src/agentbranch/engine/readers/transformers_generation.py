@@ -166,7 +166,8 @@ class TransformersGenerator:
             kwargs["max_denoising_steps"] = request.steps
         out = self.model.generate(input_ids, **kwargs)
         sequences = getattr(out, "sequences", out)
-        return sequences[0, input_ids.shape[1] :].tolist()
+        # Whole canvases are denoised; the reply is capped at what was asked for.
+        return sequences[0, input_ids.shape[1] :].tolist()[:max_new]
 
     def _result(self, request: GenerationRequest, new: list[int], max_new: int) -> GenerationResult:
         eos = self._eos_ids()

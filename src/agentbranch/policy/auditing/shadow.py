@@ -177,10 +177,17 @@ def _ask(
 ) -> None:
     """On the worker: ask the teacher (its normal ``invoke``), validate, record."""
     from agentbranch.policy.config import Generate
-    from agentbranch.policy.generation import generation_messages, model_name, parse_label
+    from agentbranch.policy.generation import (
+        constrained_to,
+        generation_messages,
+        model_name,
+        parse_label,
+    )
 
     messages = generation_messages(Generate(teacher, instructions), qid, question, text)
-    reply = teacher.invoke(
+    # A teacher that can hold its reply to the options (a reader's own chat model on
+    # vLLM) is asked to: its answer then always counts as a label.
+    reply = constrained_to(teacher, base["options"]).invoke(
         messages, config={"run_name": "agentbranch.audit", "tags": ["agentbranch:audit"]}
     )
     label = parse_label(reply, base["options"], source="audit teacher")
