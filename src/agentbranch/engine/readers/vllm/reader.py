@@ -23,8 +23,8 @@ from agentbranch.core.errors import ConfigurationError, ReaderTimeoutError
 from agentbranch.core.reads import LabelRead, ReadRequest, SlotLogprobs, TokenRead
 from agentbranch.engine.presets import EnginePreset
 from agentbranch.engine.readers.canvas_reader import TokenReader
-from agentbranch.engine.readers.vllm.generation import VLLMGenerator
 from agentbranch.engine.readers.vllm.diffusion import architecture, diffusion_planner, is_diffusion
+from agentbranch.engine.readers.vllm.generation import VLLMGenerator
 from agentbranch.engine.readers.vllm.llm import (
     build_llm,
     check_logprobs_mode,
