@@ -173,3 +173,12 @@ def test_generate_fallback_records_whether_the_reply_was_constrained():
     assert record["label"] == "billing"
     assert record["fallback"]["constrained"] == "choice"
     assert held.choices == [("billing", "bugs")]
+
+
+def test_smollm2_choices_hold_the_reply_to_an_option(smollm2_chat):
+    options = ["Paris", "London", "Berlin"]
+    reply = smollm2_chat.invoke("What is the capital of France?", choices=options)
+    assert reply.content == "Paris"
+    assert reply.response_metadata["constrained"] == "choice"
+    reply = smollm2_chat.invoke("What is the capital of Germany?", choices=options)
+    assert reply.content == "Berlin"

@@ -13,7 +13,8 @@ denoising schedule. Options, as defaults here or per call (``model.invoke(messag
 max_tokens=32)``): ``max_tokens``, ``temperature`` (default: greedy; unset on diffusion
 models), ``stop``, ``seed``, ``steps`` (denoising steps, diffusion models only) and
 ``choices`` (the reply is constrained to exactly one of these strings where the engine
-supports it — vLLM's structured outputs on causal models — and
+supports it — on causal models: vLLM's structured outputs, or on transformers the option
+the model finds most likely — and
 ``response_metadata["constrained"]`` says ``"choice"`` when it was).
 
 Each reply carries ``usage_metadata`` (input, output and total tokens) and
@@ -70,13 +71,17 @@ class LocalChatModel(BaseChatModel):
 
     @classmethod
     def from_pretrained(
-        cls, path: Any, *, threads: Any = "auto", **defaults: Any
+        cls, path: Any, *, threads: Any = "auto", model_name: str | None = None, **defaults: Any
     ) -> LocalChatModel:
         """A chat model on a local causal-model folder loaded with transformers (no
-        hub), e.g. ``LocalChatModel.from_pretrained(agentbranch.testing.smollm2())``."""
+        hub), e.g. ``LocalChatModel.from_pretrained(agentbranch.testing.smollm2())``;
+        ``model_name`` is reported in replies (default: the folder's name)."""
         from agentbranch.engine.readers.transformers_generation import TransformersGenerator
 
-        return cls.on(TransformersGenerator.from_pretrained(path, threads=threads), **defaults)
+        generator = TransformersGenerator.from_pretrained(
+            path, threads=threads, model_name=model_name
+        )
+        return cls.on(generator, **defaults)
 
     @property
     def generator(self) -> Any:
@@ -89,8 +94,9 @@ class LocalChatModel(BaseChatModel):
 
     @property
     def supports_choices(self) -> bool:
-        """Whether the engine can hold a reply to ``choices`` (vLLM structured outputs on
-        a causal model); elsewhere ``choices`` are ignored and the reply is free text."""
+        """Whether the engine can hold a reply to ``choices`` (on a causal model: vLLM's
+        structured outputs, or on transformers the most likely option); on DiffusionGemma
+        ``choices`` are ignored and the reply is free text."""
         return bool(getattr(self._generator, "supports_choices", False))
 
     @property

@@ -2,7 +2,8 @@
 options, and its reply is validated against them.
 
 A chat model that can constrain its own generation to a set of strings (a reader's
-``chat_model()`` on vLLM with a causal model: vLLM's structured outputs) is asked for
+``chat_model()`` on a causal model: vLLM's structured outputs, or on transformers the
+most likely option) is asked for
 exactly one of the option names, so its reply cannot fail to parse; every other model
 is asked as before and its reply parsed. The decision record's ``fallback.constrained``
 says which (``"choice"`` or ``None``)."""

@@ -8,8 +8,13 @@
 
 Calls are serialised by a lock (the reader's own, so reads and generations of one model
 take turns); ``agenerate`` runs in a worker thread, never on the event loop. A ``seed``
-draws from a forked RNG: the process's torch RNG is left as it was. Choices are not
-enforced here (``supports_choices`` is False): the caller parses the reply.
+draws from a forked RNG: the process's torch RNG is left as it was.
+
+``choices`` on a causal model: the reply is the option whose tokens the model finds most
+likely after the prompt (the sum of their log probabilities, one batched forward), so it
+is always exactly one of them (``constrained="choice"``), as vLLM's structured outputs
+hold a generation to a choice. A DiffusionGemma generation is not constrained
+(``supports_choices`` is False there): the caller parses the reply.
 """
 
 from __future__ import annotations
@@ -65,7 +70,7 @@ class TransformersGenerator:
         self.threads = resolve_threads(threads)
         self._lock = lock or threading.Lock()
         self.is_diffusion = hasattr(model.config, "canvas_length")
-        self.supports_choices = False
+        self.supports_choices = not self.is_diffusion
         text_config = model.config.get_text_config()
         limit = int(getattr(text_config, "max_position_embeddings", 0) or 1 << 30)
         self.max_model_len = min(limit, max_model_len) if max_model_len else limit
@@ -120,6 +125,8 @@ class TransformersGenerator:
         input_ids = torch.tensor([list(request.prompt_ids)], dtype=torch.long, device=device)
         with self._lock, torch_threads(self.threads), torch.inference_mode():
             try:
+                if request.choices is not None and self.supports_choices:
+                    return self._choose(input_ids, request)
                 if self.is_diffusion:
                     new = self._diffusion(input_ids, max_new, request)
                 else:
@@ -168,6 +175,37 @@ class TransformersGenerator:
         sequences = getattr(out, "sequences", out)
         # Whole canvases are denoised; the reply is capped at what was asked for.
         return sequences[0, input_ids.shape[1] :].tolist()[:max_new]
+
+    def _choose(self, input_ids: Any, request: GenerationRequest) -> GenerationResult:
+        """The most likely of ``request.choices`` (summed token log probabilities)."""
+        import torch
+
+        assert request.choices is not None
+        options = list(request.choices)
+        tails = [self.tokenizer.encode(o, add_special_tokens=False) for o in options]
+        if any(not t for t in tails):
+            raise ConfigurationError("every choice must hold at least one token")
+        prompt = input_ids[0].tolist()
+        width = len(prompt) + max(len(t) for t in tails)
+        ids = torch.zeros((len(options), width), dtype=torch.long, device=input_ids.device)
+        mask = torch.zeros_like(ids)
+        for i, tail in enumerate(tails):
+            row = prompt + tail
+            ids[i, : len(row)] = torch.tensor(row)
+            mask[i, : len(row)] = 1
+        logprobs = torch.log_softmax(self.model(input_ids=ids, attention_mask=mask).logits, -1)
+        scores = []
+        for i, tail in enumerate(tails):
+            at = torch.arange(len(prompt) - 1, len(prompt) - 1 + len(tail))
+            scores.append(float(logprobs[i, at, torch.tensor(tail)].float().sum()))
+        best = max(range(len(options)), key=lambda i: scores[i])
+        return GenerationResult(
+            text=options[best],
+            prompt_tokens=len(prompt),
+            completion_tokens=len(tails[best]),
+            finish_reason="stop",
+            constrained="choice",
+        )
 
     def _result(self, request: GenerationRequest, new: list[int], max_new: int) -> GenerationResult:
         eos = self._eos_ids()
