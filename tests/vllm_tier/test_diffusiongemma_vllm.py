@@ -404,3 +404,33 @@ def test_graph_decide_node_and_router_take_and_fall_back(reader):
             assert (record["band"], record["decided_by"]) == ("fallback", "fallback")
             assert record["engine_label"] == measured.label
             assert record["reader"] == "vllm"
+
+
+def test_chat_model_generates_with_the_full_schedule_on_the_same_llm(reader):
+    """The reader's chat model generates on the very ``LLM`` that reads (vLLM's own
+    denoising schedule; ``steps`` caps it), alongside reads in the same worker."""
+    from agentbranch.core.errors import ConfigurationError
+
+    model = reader.chat_model(max_tokens=32)
+    assert model.generator.reader.llm is reader.llm and not model.supports_choices
+    before = reader.generations_run
+    reply = model.invoke("Hello there")
+    assert isinstance(reply.content, str)
+    assert 0 < reply.usage_metadata["output_tokens"] <= 32
+    assert reply.response_metadata["constrained"] is None
+    capped = model.invoke("Hello there", steps=2)
+    assert capped.usage_metadata["input_tokens"] == reply.usage_metadata["input_tokens"]
+
+    engine = ab.DecisionEngine(reader)
+
+    async def both() -> list[Any]:
+        return await asyncio.gather(
+            engine.adecide(STATES[0], QUESTION_SETS["bare"]), model.ainvoke("Hi")
+        )
+
+    decisions, generated = asyncio.run(both())
+    assert decisions["pick"].label in ("alpha", "beta", "gamma")
+    assert generated.usage_metadata["output_tokens"] > 0
+    assert reader.generations_run == before + 3
+    with pytest.raises(ConfigurationError, match="temperature"):
+        model.invoke("Hello", temperature=0.5)

@@ -105,8 +105,11 @@ def default_policy(
 ) -> dict[str, Policy]:
     """Team: take above ``take_at``, else generation (or ``human_triage``); the other
     questions are always taken (their records still show confidence)."""
-    fallback = Generate(fallback_model) if fallback_model is not None else GotoNode("human_triage")
-    return {"team": Policy(take_at=take_at, fallbacks=[fallback]), "*": Policy()}
+    # A generated reply that names no team still reaches a person.
+    fallbacks: list[Any] = [GotoNode("human_triage")]
+    if fallback_model is not None:
+        fallbacks.insert(0, Generate(fallback_model))
+    return {"team": Policy(take_at=take_at, fallbacks=fallbacks), "*": Policy()}
 
 
 def build_triage_graph(

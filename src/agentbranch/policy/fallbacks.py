@@ -64,7 +64,7 @@ def fallback_steps(
                 return rec
         elif isinstance(fb, Generate):
             messages = generation_messages(fb, qid, question, state_text(state))
-            model = model_for(fb.model, engine)
+            model = model_for(fb.model, engine, rec["options"])
             reply = yield Call(model.invoke, model.ainvoke, messages)
             try:
                 label = parse_label(reply, rec["options"])

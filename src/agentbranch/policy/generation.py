@@ -1,5 +1,12 @@
 """The generation fallback: a LangChain chat model answers the same question over the same
-options, and its reply is validated against them."""
+options, and its reply is validated against them.
+
+A chat model that can constrain its own generation to a set of strings (a reader's
+``chat_model()`` on a causal model: vLLM's structured outputs, or on transformers the
+most likely option) is asked for
+exactly one of the option names, so its reply cannot fail to parse; every other model
+is asked as before and its reply parsed. The decision record's ``fallback.constrained``
+says which (``"choice"`` or ``None``)."""
 
 from __future__ import annotations
 
@@ -97,15 +104,34 @@ def fallback_record(rec: DecisionRecord, label: str, model: Any, reply: Any) -> 
         "kind": "generate",
         "model": model_name(model),
         "reply": str(getattr(reply, "content", reply))[:500],
+        "constrained": constrained_by(reply),
     }
     return out
 
 
-def model_for(model: Any, engine: Any) -> Any:
+def constrained_by(reply: Any) -> str | None:
+    """How the engine constrained ``reply`` to the options (``"choice"``), or ``None``
+    when it was free text, parsed afterwards."""
+    meta = getattr(reply, "response_metadata", None) or {}
+    value = meta.get("constrained")
+    return value if isinstance(value, str) else None
+
+
+def constrained_to(model: Any, options: Sequence[str] | None) -> Any:
+    """``model`` asked to reply with exactly one of ``options``, when it can enforce that
+    itself (a ``LocalChatModel`` whose engine supports it); else ``model`` unchanged."""
+    if not options or not getattr(model, "supports_choices", False):
+        return model
+    return model.model_copy(update={"choices": list(options)})
+
+
+def model_for(model: Any, engine: Any, options: Sequence[str] | None = None) -> Any:
     """The chat model ``Generate`` calls: ``model`` itself, or — when the engine reads
     through a cassette (its reader, or a reader it wraps, has a ``chat_cache``) and the
     model has no cache of its own (``cache=None``) — a copy using the cassette's cache,
-    so the fallback is recorded and replayed with the run's reads."""
+    so the fallback is recorded and replayed with the run's reads; constrained to
+    ``options`` where the model can enforce them (``constrained_to``)."""
+    model = constrained_to(model, options)
     cache, reader = None, getattr(engine, "reader", None)
     while reader is not None and cache is None:
         cache = getattr(reader, "chat_cache", None)

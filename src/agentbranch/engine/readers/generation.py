@@ -1,0 +1,151 @@
+"""Generation on a reader's own model: the request and result a generator handles.
+
+A reader that can also let its model speak (``VLLMReader``, ``TransformersReader``)
+offers a *generator*: an object with ``generate(request) -> GenerationResult`` (blocking)
+and ``async agenerate(request)`` (never blocks the event loop), plus ``render(messages)``
+(chat messages to prompt ids through the model's chat template), ``model_name``,
+``is_diffusion`` and ``supports_choices`` (whether it can constrain a generation to a set
+of strings). ``agentbranch.integrations.local_chat.LocalChatModel`` wraps one as a
+LangChain chat model. Nothing here imports LangChain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from agentbranch.core.errors import ConfigurationError
+
+__all__ = [
+    "GenerationRequest",
+    "GenerationResult",
+    "Generator",
+    "check_request",
+    "cut_at_stop",
+    "render_chat",
+    "render_with_planner",
+]
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One generation: prompt ids and sampling options.
+
+    ``temperature`` ``None`` is the model's own default (greedy for causal models here;
+    a diffusion model's schedule); ``seed`` makes sampling repeatable (causal models
+    only); ``steps`` caps a diffusion model's denoising steps (``None``: its own
+    schedule); ``choices`` constrains the reply to exactly one of these strings where the
+    generator supports it."""
+
+    prompt_ids: tuple[int, ...]
+    max_tokens: int = 256
+    temperature: float | None = None
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    steps: int | None = None
+    choices: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    """What the model generated: the text (cut before a stop string), token counts,
+    why it ended (``"stop"``, ``"length"``), and ``constrained`` — ``"choice"`` when the
+    engine restricted the reply to the request's choices, else ``None``."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str | None
+    constrained: str | None = None
+
+
+class Generator(Protocol):
+    model_name: str
+    is_diffusion: bool
+    supports_choices: bool
+
+    def render(self, messages: Sequence[dict[str, str]]) -> list[int]: ...
+
+    def generate(self, request: GenerationRequest) -> GenerationResult: ...
+
+    async def agenerate(self, request: GenerationRequest) -> GenerationResult: ...
+
+
+def check_request(request: GenerationRequest, *, is_diffusion: bool, max_model_len: int) -> None:
+    """Refuse options the model cannot honour, with what to change (a diffusion model
+    in vLLM takes neither a temperature other than 1 nor a seed)."""
+    if request.max_tokens < 1:
+        raise ConfigurationError(f"max_tokens must be at least 1, got {request.max_tokens}")
+    if not request.prompt_ids:
+        raise ConfigurationError("a generation needs at least one prompt token")
+    if len(request.prompt_ids) >= max_model_len:
+        raise ConfigurationError(
+            f"the prompt is {len(request.prompt_ids)} tokens, and the model holds "
+            f"{max_model_len}; shorten the messages or raise max_model_len"
+        )
+    if request.temperature is not None and request.temperature < 0:
+        raise ConfigurationError(f"temperature must be >= 0, got {request.temperature}")
+    if request.steps is not None and request.steps < 1:
+        raise ConfigurationError(f"steps must be at least 1, got {request.steps}")
+    if request.choices is not None and not request.choices:
+        raise ConfigurationError("choices must name at least one option")
+    if is_diffusion:
+        if request.temperature not in (None, 1.0):
+            raise ConfigurationError(
+                "a diffusion model generates with its own temperature schedule; leave "
+                f"temperature unset (got {request.temperature})"
+            )
+        if request.seed is not None:
+            raise ConfigurationError(
+                "a diffusion model takes no seed (vLLM rejects it); leave seed unset"
+            )
+    elif request.steps is not None:
+        raise ConfigurationError("steps applies to diffusion models only; leave it unset")
+
+
+def render_chat(
+    tokenizer: Any,
+    messages: Sequence[dict[str, str]],
+    *,
+    chat_template: str | None = None,
+    template_kwargs: dict[str, Any] | None = None,
+) -> list[int]:
+    """Prompt ids of ``messages`` through the chat template, generation prompt on and
+    thinking off (as the reads render their prompts)."""
+    text = tokenizer.apply_chat_template(
+        list(messages),
+        **{
+            **(template_kwargs or {}),
+            "chat_template": chat_template,
+            "add_generation_prompt": True,
+            "tokenize": False,
+            "enable_thinking": False,
+        },
+    )
+    if not isinstance(text, str):
+        raise ConfigurationError("the chat template did not render to text")
+    return list(tokenizer.encode(text, add_special_tokens=False))
+
+
+def render_with_planner(planner: Any, messages: Sequence[dict[str, str]]) -> list[int]:
+    """Prompt ids of ``messages`` with the chat template and options a reader's planner
+    renders its reads with; on DiffusionGemma (a planner with a thought block) the empty
+    thought block follows, as the template with thinking off ends in vLLM's reads, and
+    is never doubled."""
+    ids = render_chat(
+        planner.tokenizer,
+        messages,
+        chat_template=planner.chat.chat_template,
+        template_kwargs=planner.chat.template_kwargs,
+    )
+    thought = list(getattr(planner, "thought", ()) or ())
+    if thought and ids[len(ids) - len(thought) :] != thought:
+        ids += thought
+    return ids
+
+
+def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
+    """``text`` up to the first stop string (excluded), and whether one was found."""
+    cut = min((i for s in stop if s and (i := text.find(s)) >= 0), default=-1)
+    return (text[:cut], True) if cut >= 0 else (text, False)

@@ -1,0 +1,145 @@
+"""Generations on the reader's own ``LLM``, through the same engine worker as its reads.
+
+``VLLMGenerator`` (``VLLMReader.generator()``) turns a ``GenerationRequest`` into a
+``GenerationJob`` on the reader's ``EngineWorker``: the worker adds it to vLLM's running
+batch beside the reads (one engine, one copy of the weights; reads and generations share
+scheduler steps) and answers its future when vLLM finishes it.
+
+The request's ``SamplingParams`` (``generation_params``):
+
+* causal models: ``temperature`` (default 0, greedy), ``seed``, ``stop``, ``max_tokens``;
+  ``choices`` become ``structured_outputs=StructuredOutputsParams(choice=[...])`` — vLLM's
+  structured outputs force the reply to be exactly one of them;
+* DiffusionGemma: vLLM's own full denoising schedule (its ``generation_config.json``),
+  ``steps`` as ``extra_args={"diffusion_max_steps": steps}``; never a temperature, seed or
+  structured outputs (vLLM rejects them for diffusion models), so ``choices`` are not
+  enforced there (``supports_choices`` is False) and the caller parses the reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agentbranch.core.errors import ReaderError, ReaderTimeoutError
+from agentbranch.engine.readers.generation import (
+    GenerationRequest,
+    GenerationResult,
+    check_request,
+    render_with_planner,
+)
+
+if TYPE_CHECKING:
+    from vllm import SamplingParams
+
+    from agentbranch.engine.readers.vllm.reader import VLLMReader
+
+__all__ = ["GenerationJob", "VLLMGenerator", "generation_params", "generation_result"]
+
+
+@dataclass(eq=False)
+class GenerationJob:
+    """One generation for the engine worker; ``future`` gets its ``GenerationResult``."""
+
+    request: GenerationRequest
+    diffusion: bool
+    future: Future[GenerationResult] = field(default_factory=Future)
+
+    @property
+    def prompt_ids(self) -> list[int]:
+        return list(self.request.prompt_ids)
+
+    #: The worker's batch-size count (a read job counts its token reads).
+    size = 1
+
+
+def generation_params(job: GenerationJob, *, engine: bool = False) -> SamplingParams:
+    """The ``vllm.SamplingParams`` of one generation (see the module docstring)."""
+    from vllm import SamplingParams
+
+    r = job.request
+    kwargs: dict[str, Any] = {"max_tokens": r.max_tokens}
+    if r.stop:
+        kwargs["stop"] = list(r.stop)
+    if engine:
+        kwargs["skip_clone"] = True
+    if job.diffusion:
+        if r.steps is not None:
+            kwargs["extra_args"] = {"diffusion_max_steps": r.steps}
+    else:
+        kwargs["temperature"] = 0.0 if r.temperature is None else r.temperature
+        if r.seed is not None:
+            kwargs["seed"] = r.seed
+        if r.choices is not None:
+            from vllm.sampling_params import StructuredOutputsParams
+
+            kwargs["structured_outputs"] = StructuredOutputsParams(choice=list(r.choices))
+    return SamplingParams(**kwargs)
+
+
+def generation_result(job: GenerationJob, output: Any) -> GenerationResult:
+    """A vLLM ``RequestOutput`` as a ``GenerationResult``."""
+    if not output.outputs:
+        raise ReaderError("vLLM finished a generation without an output")
+    completion = output.outputs[0]
+    constrained = "choice" if (job.request.choices is not None and not job.diffusion) else None
+    return GenerationResult(
+        text=str(completion.text),
+        prompt_tokens=len(output.prompt_token_ids or job.request.prompt_ids),
+        completion_tokens=len(completion.token_ids),
+        finish_reason=completion.finish_reason,
+        constrained=constrained,
+    )
+
+
+class VLLMGenerator:
+    """Generations on a ``VLLMReader``'s ``LLM`` through its engine worker (see the module
+    docstring). ``timeout_s``: a generation that waits longer raises
+    ``ReaderTimeoutError`` (default: wait)."""
+
+    def __init__(self, reader: VLLMReader, *, timeout_s: float | None = None) -> None:
+        self.reader = reader
+        self.timeout_s = timeout_s
+        self.model_name = reader.model
+        self.is_diffusion = reader.mode == "diffusion"
+        self.supports_choices = not self.is_diffusion
+
+    def render(self, messages: Sequence[dict[str, str]]) -> list[int]:
+        """Prompt ids of chat ``messages`` (the template the reads use)."""
+        return render_with_planner(self.reader.planner, messages)
+
+    def _submit(self, request: GenerationRequest) -> GenerationJob:
+        check_request(
+            request, is_diffusion=self.is_diffusion, max_model_len=self.reader.max_model_len
+        )
+        job = GenerationJob(request, self.is_diffusion)
+        self.reader._worker.submit(job)
+        return job
+
+    def generate(self, request: GenerationRequest) -> GenerationResult:
+        """Generate, blocking until vLLM finishes (batched with concurrent work)."""
+        job = self._submit(request)
+        try:
+            return job.future.result(timeout=self.timeout_s)
+        except FutureTimeout:
+            job.future.cancel()
+            raise self._timeout() from None
+
+    async def agenerate(self, request: GenerationRequest) -> GenerationResult:
+        """Async ``generate``: waits on the worker's future without blocking the loop."""
+        job = self._submit(request)
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(job.future), self.timeout_s)
+        except TimeoutError:
+            job.future.cancel()
+            raise self._timeout() from None
+
+    def _timeout(self) -> ReaderTimeoutError:
+        return ReaderTimeoutError(
+            f"vLLM did not finish the generation within {self.timeout_s}s; raise "
+            "timeout_s or lower max_tokens"
+        )
