@@ -334,3 +334,43 @@ def test_earned_on_a_store_holding_a_foreign_record_fails_instead_of_counting_it
     inner.put(("agentbranch", "earned", earned.key(*WHO)), other.id, other.to_json())
     with pytest.raises(InvalidFileError, match="written by something else"):
         threshold(earned)
+
+
+# -- evidence records: the key and the time ----------------------------------------------
+
+
+def test_the_evidence_key_is_stable_across_releases():
+    """A store keeps its evidence under these keys: a release that computed them
+    differently would silently start every question learning again."""
+    from agentbranch.policy.evidence import evidence_key
+
+    assert evidence_key(*WHO) == "7be6c475e6c26df284798a0d202098cb"
+    spec = {"options": ["billing", "outage"], "instructions": "Which team? é"}
+    assert evidence_key("route", spec, None, None) == "d05f847257cf7444dbc22797be4ef5b5"
+    # the same question written in another order of its fields is the same question
+    reordered = {"instructions": "Which team? é", "options": ["billing", "outage"]}
+    assert evidence_key("route", reordered, None, None) == evidence_key("route", spec, None, None)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        ("other", URGENT, "scripted", "scripted-model"),
+        ("urgent", ab.yes_no("Is the ticket urgent now?"), "scripted", "scripted-model"),
+        ("urgent", URGENT, "embedded", "scripted-model"),
+        ("urgent", URGENT, "scripted", "other-model"),
+    ],
+    ids=["id", "question", "reader", "model"],
+)
+def test_the_evidence_key_changes_with_id_question_reader_and_model(change):
+    from agentbranch.policy.evidence import evidence_key
+
+    assert evidence_key(*change) != evidence_key(*WHO)
+
+
+def test_new_evidence_is_stamped_in_utc_to_the_millisecond():
+    from datetime import datetime, timedelta
+
+    stamp = datetime.fromisoformat(_record().time)
+    assert stamp.utcoffset() == timedelta(0)
+    assert _record().time.endswith("+00:00") and len(_record().time.split(".")[1]) == 9
