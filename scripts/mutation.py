@@ -3,6 +3,7 @@
     python scripts/mutation.py                    # every module below, one after another
     python scripts/mutation.py trust evidence     # some of them
     python scripts/mutation.py --budget-s 900     # stop a module's run after 15 minutes
+    python scripts/mutation.py --again trust      # only last run's survivors, new tests
 
 Each module runs in its own scratch copy of the repo (``.mutation/<module>/``: ``src/``,
 ``tests/`` and a ``pyproject.toml`` whose ``[tool.mutmut]`` names that module and its
@@ -60,7 +61,11 @@ MODULES: dict[str, Module] = {
     # The evidence record's schema and key.
     "evidence": Module(
         "src/agentbranch/policy/evidence.py",
-        (*_EARNED_TESTS, "tests/test_earned_stores.py"),
+        (
+            "tests/test_trust_mutants.py",
+            "tests/test_evidence_store_mutants.py",
+            "tests/test_earned_stores.py",
+        ),
     ),
     # The stores: JSON Lines and LangGraph BaseStore.
     "evidence_store": Module(
@@ -110,13 +115,30 @@ def _prepare(name: str, module: Module) -> Path:
     return work
 
 
-def _run(work: Path, budget_s: float, children: int) -> bool:
-    """``mutmut run`` in ``work``; False when it was stopped at the time budget."""
+def _again(name: str, module: Module) -> tuple[Path, list[str]]:
+    """The scratch copy of an earlier run with today's tests (the source must not have
+    changed), and the mutants that run did not kill."""
+    work = WORK / name
+    if not (work / "summary.json").exists():
+        raise SystemExit(f"no earlier run of {name} in {work}: run it without --again first")
+    if (work / module.source).read_bytes() != (ROOT / module.source).read_bytes():
+        raise SystemExit(f"{module.source} changed since the run in {work}: run it afresh")
+    skip = shutil.ignore_patterns("__pycache__", ".hypothesis", "*.pyc")
+    shutil.rmtree(work / "tests")
+    shutil.copytree(ROOT / "tests", work / "tests", ignore=skip)  # mutmut copies it on
+    pyproject = (ROOT / "pyproject.toml").read_text() + _mutmut_config(module)
+    (work / "pyproject.toml").write_text(pyproject)
+    return work, list(json.loads((work / "summary.json").read_text())["survivors"])
+
+
+def _run(work: Path, budget_s: float, children: int, names: list[str] = ()) -> bool:
+    """``mutmut run`` in ``work`` (only ``names`` if given); False when it was stopped
+    at the time budget."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # import the mutants
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", CI="1")  # CI: fixed examples
     with open(work / "run.log", "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "mutmut", "run", "--max-children", str(children)],
+            [sys.executable, "-m", "mutmut", "run", "--max-children", str(children), *names],
             cwd=work,
             env=env,
             stdout=log,
@@ -161,6 +183,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("modules", nargs="*", help=f"some of {', '.join(MODULES)} (default all)")
     parser.add_argument("--budget-s", type=float, default=1800.0, help="per module")
     parser.add_argument("--children", type=int, default=1, help="mutants run at once")
+    parser.add_argument(
+        "--again",
+        action="store_true",
+        help="re-run only the mutants the last run left alive, against today's tests",
+    )
     args = parser.parse_args(argv)
     unknown = sorted(set(args.modules) - set(MODULES))
     if unknown:
@@ -169,8 +196,12 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.modules or list(MODULES):
         module = MODULES[name]
         start = time.monotonic()
-        work = _prepare(name, module)
-        finished = _run(work, args.budget_s, args.children)
+        if args.again:
+            work, names = _again(name, module)
+            finished = _run(work, args.budget_s, args.children, names) if names else True
+        else:
+            work = _prepare(name, module)
+            finished = _run(work, args.budget_s, args.children)
         took = time.monotonic() - start
         results = _results(work, module)
         killed, checked, share = score(results)
