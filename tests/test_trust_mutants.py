@@ -374,3 +374,67 @@ def test_new_evidence_is_stamped_in_utc_to_the_millisecond():
     stamp = datetime.fromisoformat(_record().time)
     assert stamp.utcoffset() == timedelta(0)
     assert _record().time.endswith("+00:00") and len(_record().time.split(".")[1]) == 9
+
+
+# -- looks resume below the threshold in force; withdrawal starts a new epoch -------------
+
+
+def test_a_look_after_the_opening_resumes_below_the_threshold_in_force():
+    """Hierarchical looks: once 0.97 is shown, the next look tests only the bands below
+    it (here all worse) and says nothing new was shown there; it never re-tests the
+    bands above (which would show 0.97 "only" again)."""
+    earned = Earned(precision=0.9, min_evidence=50, refresh_s=0)
+    for _ in range(50):
+        label(earned, 0.97, True)
+    for i in range(50):
+        label(earned, 0.90 + (i % 7) / 100, i % 2 == 0)
+    st = earned.state(*WHO)
+    assert [(e.kind, e.take_at) for e in st.events] == [("earned", 0.97), ("look", 0.97)]
+    assert st.events[1].reason == "look 2 at 100 labels (alpha 0.0125): nothing shown below 0.97"
+
+
+def _withdrawn() -> tuple[Earned, int]:
+    earned = _opened()  # opened at 0.97 on 20 labels, precision 0.8
+    for i in range(3):
+        assert label(earned, 0.98, True, rate=0.5)
+    n = 3
+    while threshold(earned).trust == "earned":
+        assert label(earned, 0.98, False, rate=0.5)
+        n += 1
+    return earned, n
+
+
+def test_a_withdrawal_says_why_and_starts_a_new_epoch():
+    earned, audited = _withdrawn()
+    st = earned.state(*WHO)
+    records = earned.evidence.load(earned.key(*WHO))
+    (ev,) = [e for e in st.events if e.kind == "withdrawn"]
+    assert (ev.index, ev.time, ev.take_at, ev.labels) == (
+        len(records) - 1,
+        records[-1].time,
+        None,
+        0,
+    )
+    assert ev.reason.startswith(
+        f"3 of {audited} audited takes agreed with the teacher since the band opened "
+        "(take_at=0.97): the drift test shows precision below 0.8 at level 0.95 (e-value "
+    )
+    assert ev.reason.endswith(" >= 20); nothing is taken until trust is earned again")
+    evalue = float(ev.reason.split("(e-value ")[1].split(" >=")[0])
+    assert evalue >= 20
+    # a new epoch: nothing carried over from the old one
+    assert (st.labels, st.looks, st.audit_right, st.audit_wrong) == (0, 0, 0, 0)
+    assert st.drift_evalue == 1.0
+
+
+def test_after_a_withdrawal_trust_is_earned_again_from_fresh_labels_only():
+    earned, _ = _withdrawn()
+    for i in range(19):
+        assert not label(earned, 0.97, True)
+    assert threshold(earned) == Threshold(None, "withdrawn")  # 19 labels: no look yet
+    label(earned, 0.97, True)
+    st = earned.state(*WHO)
+    assert st.threshold == Threshold(0.97, "earned")
+    assert (st.events[-1].kind, st.events[-1].labels) == ("earned", 20)
+    assert st.drift_evalue == 1.0 and (st.audit_right, st.audit_wrong) == (0, 0)
+    assert replayed(earned).threshold == st.threshold
