@@ -438,3 +438,29 @@ def test_after_a_withdrawal_trust_is_earned_again_from_fresh_labels_only():
     assert (st.events[-1].kind, st.events[-1].labels) == ("earned", 20)
     assert st.drift_evalue == 1.0 and (st.audit_right, st.audit_wrong) == (0, 0)
     assert replayed(earned).threshold == st.threshold
+
+
+def test_the_second_walk_joins_from_the_third_look_and_says_so():
+    """A question right ~94 % of the time whatever its confidence (0.85-0.95): from the
+    third look on, a look that has shown nothing walks from the top and from the
+    predicted entry at half its error each, and its event says so."""
+    earned = Earned(precision=0.9, min_evidence=100, refresh_s=0)
+    for i in range(400):
+        label(earned, round(0.85 + (i * 37 % 100) / 1000, 4), i % 17 != 5)
+    reasons = [e.reason for e in earned.state(*WHO).events]
+    assert reasons == [
+        "look 1 at 100 labels (alpha 0.025): nothing shown",
+        "look 2 at 200 labels (alpha 0.0125): nothing shown",
+        "look 3 at 400 labels (alpha 0.00625), walks from the top and from 0.91 at 0.00313 "
+        "each: nothing shown",
+    ]
+
+
+def test_a_reopened_band_has_a_fresh_drift_test():
+    earned, _ = _withdrawn()
+    for _ in range(20):
+        label(earned, 0.97, True)
+    assert threshold(earned) == Threshold(0.97, "earned")
+    assert label(earned, 0.98, True, rate=0.5)
+    st = earned.state(*WHO)
+    assert (st.audit_right, st.audit_wrong) == (1, 0) and st.drift_evalue < 1.0
