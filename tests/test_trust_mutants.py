@@ -464,3 +464,11 @@ def test_a_reopened_band_has_a_fresh_drift_test():
     assert label(earned, 0.98, True, rate=0.5)
     st = earned.state(*WHO)
     assert (st.audit_right, st.audit_wrong) == (1, 0) and st.drift_evalue < 1.0
+
+
+def test_stored_states_name_their_question():
+    earned = Earned(precision=0.8, min_evidence=20, refresh_s=0)
+    label(earned, 0.97, True)
+    (st,) = earned.stored().values()
+    assert (st.question_id, st.records) == ("urgent", 1)
+    assert earned.state(*WHO).question_id == "urgent"
