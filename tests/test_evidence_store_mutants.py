@@ -257,3 +257,12 @@ def test_a_store_path_is_a_jsonl_store_and_none_is_in_memory(tmp_path):
     assert isinstance(as_store(tmp_path / "e.jsonl"), JsonlEvidenceStore)
     assert isinstance(as_store(str(tmp_path / "e.jsonl")), JsonlEvidenceStore)
     assert isinstance(as_store(None), LangGraphEvidenceStore)
+
+
+def test_stores_say_what_they_are(tmp_path):
+    path = tmp_path / "evidence.jsonl"
+    assert repr(JsonlEvidenceStore(path)) == f"JsonlEvidenceStore({str(path)!r})"
+    assert repr(memory()[1]) == "LangGraphEvidenceStore(InMemoryStore, ('agentbranch', 'earned'))"
+    assert repr(Earned(store=path)) == (
+        f"Earned(precision=0.9, level=0.95, store=JsonlEvidenceStore({str(path)!r}))"
+    )
