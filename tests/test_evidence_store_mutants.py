@@ -161,8 +161,9 @@ def test_a_jsonl_store_that_disappears_after_being_read_is_an_error(tmp_path):
     store.append([record()])
     assert len(store.load("k" * 32)) == 1
     path.unlink()
-    with pytest.raises(InvalidFileError, match=rf"evidence store {path} disappeared after being read"):
+    with pytest.raises(InvalidFileError) as info:
         store.load("k" * 32)
+    assert str(info.value) == f"evidence store {path} disappeared after being read"
 
 
 def test_a_jsonl_store_that_shrank_says_it_is_append_only(tmp_path):
