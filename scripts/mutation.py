@@ -4,6 +4,7 @@
     python scripts/mutation.py trust evidence     # some of them
     python scripts/mutation.py --budget-s 900     # stop a module's run after 15 minutes
     python scripts/mutation.py --again trust      # only last run's survivors, new tests
+    python scripts/mutation.py --report           # the last results again, runs nothing
 
 Each module runs in its own scratch copy of the repo (``.mutation/<module>/``: ``src/``,
 ``tests/`` and a ``pyproject.toml`` whose ``[tool.mutmut]`` names that module and its
@@ -61,11 +62,7 @@ MODULES: dict[str, Module] = {
     # The evidence record's schema and key.
     "evidence": Module(
         "src/agentbranch/policy/evidence.py",
-        (
-            "tests/test_trust_mutants.py",
-            "tests/test_evidence_store_mutants.py",
-            "tests/test_earned_stores.py",
-        ),
+        (*_EARNED_TESTS, "tests/test_evidence_store_mutants.py", "tests/test_earned_stores.py"),
     ),
     # The stores: JSON Lines and LangGraph BaseStore.
     "evidence_store": Module(
@@ -123,6 +120,13 @@ def _again(name: str, module: Module) -> tuple[Path, list[str]]:
         raise SystemExit(f"no earlier run of {name} in {work}: run it without --again first")
     if (work / module.source).read_bytes() != (ROOT / module.source).read_bytes():
         raise SystemExit(f"{module.source} changed since the run in {work}: run it afresh")
+    # mutmut forgets results when the tests change: keep what earlier runs found (valid
+    # while selections only grow: a mutant killed then is killed by a superset too).
+    kept = _codes(work / "previous_codes.json")
+    for name_, code in _codes(work / "mutants" / (module.source + ".meta")).items():
+        if code is not None:
+            kept[name_] = code
+    (work / "previous_codes.json").write_text(json.dumps(kept, indent=1) + "\n")
     skip = shutil.ignore_patterns("__pycache__", ".hypothesis", "*.pyc")
     shutil.rmtree(work / "tests")
     shutil.copytree(ROOT / "tests", work / "tests", ignore=skip)  # mutmut copies it on
@@ -158,15 +162,23 @@ def _failed(work: Path, code: int) -> bool:
     raise SystemExit(f"mutmut failed (exit {code}) in {work}; the end of run.log:\n{tail}")
 
 
+def _codes(path: Path) -> dict[str, int | None]:
+    """Exit codes by mutant: a mutmut ``.meta`` file or ``previous_codes.json``."""
+    if not path.exists():
+        return {}
+    data = json.loads(path.read_text())
+    return data["exit_code_by_key"] if path.suffix == ".meta" else data
+
+
 def _results(work: Path, module: Module) -> dict[str, str]:
-    """Each mutant's status, from mutmut's own records (``mutants/<source>.meta``)."""
-    sys.path.insert(0, str(work))  # mutmut.stats, as installed
+    """Each mutant's status, from mutmut's own records (``mutants/<source>.meta``), and
+    for a mutant this run did not check, from an earlier run (``--again``)."""
     from mutmut.stats import status_by_exit_code
 
-    meta = work / "mutants" / (module.source + ".meta")
-    if not meta.exists():
-        return {}
-    codes = json.loads(meta.read_text())["exit_code_by_key"]
+    codes = _codes(work / "mutants" / (module.source + ".meta"))
+    for name, code in _codes(work / "previous_codes.json").items():
+        if codes.get(name) is None:
+            codes[name] = code
     return {name: status_by_exit_code[code] for name, code in sorted(codes.items())}
 
 
@@ -184,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=1800.0, help="per module")
     parser.add_argument("--children", type=int, default=1, help="mutants run at once")
     parser.add_argument(
+        "--report", action="store_true", help="print the last run's results, run nothing"
+    )
+    parser.add_argument(
         "--again",
         action="store_true",
         help="re-run only the mutants the last run left alive, against today's tests",
@@ -196,13 +211,19 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.modules or list(MODULES):
         module = MODULES[name]
         start = time.monotonic()
-        if args.again:
+        if args.report:
+            work, finished = WORK / name, True
+            if not (work / "summary.json").exists():
+                continue
+        elif args.again:
             work, names = _again(name, module)
             finished = _run(work, args.budget_s, args.children, names) if names else True
         else:
             work = _prepare(name, module)
             finished = _run(work, args.budget_s, args.children)
         took = time.monotonic() - start
+        if args.report:
+            took = json.loads((work / "summary.json").read_text())["seconds"]
         results = _results(work, module)
         killed, checked, share = score(results)
         counts: dict[str, int] = {}
