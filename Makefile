@@ -7,7 +7,7 @@ TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test test-main test-vllm bench clean
+.PHONY: setup demo test test-main test-vllm bench mutation clean
 
 setup: $(VENV)/.installed
 
@@ -32,5 +32,13 @@ test-vllm:
 bench: setup
 	$(PY) benchmarks/bench_read_vs_generate.py
 
+# Mutation testing of the trust and read-validation code (not part of `make test`/CI):
+# `make mutation` runs every module, `make mutation MODULES="trust evidence"` some.
+# docs/reliability.md ("Mutation testing") gives the score and the time per module.
+MODULES ?=
+mutation: setup
+	$(PY) -m pip install -q -c constraints.txt -e ".[mutation]"
+	$(PY) scripts/mutation.py $(MODULES)
+
 clean:
-	rm -rf $(VENV) .venv-vllm
+	rm -rf $(VENV) .venv-vllm .mutation

@@ -1,0 +1,269 @@
+"""Evidence stores: behaviours mutation testing found no test for (scripts/mutation.py,
+docs/reliability.md "Mutation testing"): many pages of records and keys in a LangGraph
+store, namespaces that are not evidence, the JSON Lines file's lock, encoding,
+durability and errors, and what ``Earned(store=...)`` accepts."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+
+import pytest
+
+from agentbranch.core.errors import ConfigurationError, InvalidFileError
+from agentbranch.policy import Earned, JsonlEvidenceStore
+from agentbranch.policy.evidence import new_evidence
+from agentbranch.policy.evidence_store import LangGraphEvidenceStore, as_store
+
+
+def record(key: str = "k" * 32, i: int = 0, **over):
+    fields = dict(
+        key=key,
+        question_id="urgent",
+        source="fallback",
+        band="fallback",
+        confidence=0.9,
+        options=["yes", "no"],
+        engine_label="yes",
+        teacher_label="yes",
+        rate=1.0,
+        time=f"2026-01-01T00:00:00.000+00:00#{i:06d}",
+    )
+    fields.update(over)
+    return new_evidence(**fields)
+
+
+def memory():
+    from langgraph.store.memory import InMemoryStore
+
+    inner = InMemoryStore()
+    return inner, LangGraphEvidenceStore(inner)
+
+
+# -- LangGraph stores: paging, foreign namespaces, messages -------------------------------
+
+
+def test_a_langgraph_store_loads_every_record_of_a_key_across_pages():
+    # 1,000 items a page: 2,500 records are three pages, the last one short.
+    _, store = memory()
+    records = [record(i=i) for i in range(2500)]
+    store.append(records)
+    assert store.load("k" * 32) == records
+
+
+def test_a_langgraph_store_lists_every_key_across_pages():
+    _, store = memory()
+    keys = [f"{i:032d}" for i in range(2100)]
+    store.append([record(key=k) for k in keys])
+    assert store.keys() == keys
+
+
+def test_a_langgraph_store_lists_only_its_own_namespaces():
+    inner, store = memory()
+    store.append([record(key="a" * 32)])
+    inner.put(("checkpoints", "thread-1"), "x", {"app": "data"})  # the app's own items
+    inner.put(("agentbranch", "other"), "x", {"app": "data"})
+    inner.put(("agentbranch", "earned"), "x", {"not": "a key"})  # directly in the prefix
+    assert store.keys() == ["a" * 32]
+    assert LangGraphEvidenceStore(inner, namespace=("checkpoints",)).keys() == ["thread-1"]
+
+
+def test_a_foreign_item_is_named_with_store_item_and_namespace():
+    inner, store = memory()
+    inner.put(("agentbranch", "earned", "k" * 32), "x1", {"hello": "world"})
+    with pytest.raises(InvalidFileError) as info:
+        store.load("k" * 32)
+    msg = str(info.value)
+    assert msg.startswith(
+        f"evidence store InMemoryStore, item 'x1' in ('agentbranch', 'earned', '{'k' * 32}') "
+        "is not an agentbranch evidence record (id: Field required)"
+    )
+    assert msg.endswith(
+        "the store holds something else or was edited. Point Earned(store=...) at a file or "
+        "store of its own; nothing was reset"
+    )
+
+
+def test_evidence_is_never_embedded_in_a_store_set_up_for_semantic_search():
+    from langgraph.store.memory import InMemoryStore
+
+    calls = []
+
+    def embed(texts):
+        calls.append(list(texts))
+        return [[1.0, 0.0] for _ in texts]
+
+    store = LangGraphEvidenceStore(InMemoryStore(index={"dims": 2, "embed": embed}))
+    store.append([record(i=i) for i in range(3)])
+    assert len(store.load("k" * 32)) == 3
+    assert calls == []
+
+
+# -- JSON Lines: lock, encoding, durability, errors ----------------------------------------
+
+
+def test_a_jsonl_append_waits_for_the_lock_other_writers_hold(tmp_path):
+    from filelock import FileLock
+
+    path = tmp_path / "evidence.jsonl"
+    store = JsonlEvidenceStore(path)
+    held = FileLock(str(path) + ".lock")
+    held.acquire()
+    writer = threading.Thread(target=store.append, args=([record()],))
+    writer.start()
+    time.sleep(0.3)
+    assert not path.exists() or path.read_bytes() == b""  # waiting for the lock
+    held.release()
+    writer.join(5)
+    assert len(store.load("k" * 32)) == 1
+
+
+def test_a_jsonl_append_of_many_records_writes_one_line_each(tmp_path):
+    path = tmp_path / "evidence.jsonl"
+    store = JsonlEvidenceStore(path)
+    records = [record(i=i) for i in range(3)]
+    store.append(records)
+    store.append([])
+    assert [json.loads(line)["id"] for line in path.read_text().splitlines()] == [
+        r.id for r in records
+    ]
+    assert JsonlEvidenceStore(path).load("k" * 32) == records
+
+
+def test_a_jsonl_store_writes_utf8_text_not_escapes(tmp_path):
+    path = tmp_path / "evidence.jsonl"
+    rec = record(question_id="dringlichkeit-é-緊急", options=["ja", "nein"], engine_label="ja",
+                 teacher_label="ja")  # fmt: skip
+    JsonlEvidenceStore(path).append([rec])
+    assert "dringlichkeit-é-緊急" in path.read_text(encoding="utf-8")
+    assert JsonlEvidenceStore(path).load(rec.key) == [rec]
+
+
+def test_a_jsonl_store_creates_missing_directories(tmp_path):
+    path = tmp_path / "a" / "b" / "evidence.jsonl"
+    JsonlEvidenceStore(path).append([record()])
+    assert len(JsonlEvidenceStore(path).load("k" * 32)) == 1
+
+
+def test_a_jsonl_append_is_on_disk_before_it_returns(tmp_path, monkeypatch):
+    synced = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    JsonlEvidenceStore(tmp_path / "evidence.jsonl").append([record()])
+    assert len(synced) == 1
+
+
+def test_a_jsonl_store_that_disappears_after_being_read_is_an_error(tmp_path):
+    path = tmp_path / "evidence.jsonl"
+    store = JsonlEvidenceStore(path)
+    store.append([record()])
+    assert len(store.load("k" * 32)) == 1
+    path.unlink()
+    with pytest.raises(InvalidFileError) as info:
+        store.load("k" * 32)
+    assert str(info.value) == f"evidence store {path} disappeared after being read"
+
+
+def test_a_jsonl_store_that_shrank_says_it_is_append_only(tmp_path):
+    path = tmp_path / "evidence.jsonl"
+    store = JsonlEvidenceStore(path)
+    store.append([record(i=i) for i in range(2)])
+    store.keys()
+    path.write_text(path.read_text().splitlines()[0] + "\n")
+    with pytest.raises(InvalidFileError) as info:
+        store.keys()
+    assert str(info.value).endswith(
+        "bytes read); it is append-only: it was truncated or rewritten by something else"
+    )
+
+
+def test_a_bad_line_names_the_field_and_what_is_wrong(tmp_path):
+    path = tmp_path / "evidence.jsonl"
+    bad = record().to_json()
+    bad["confidence"] = 1.5
+    path.write_text(json.dumps(bad) + "\n")
+    with pytest.raises(InvalidFileError) as info:
+        JsonlEvidenceStore(path).keys()
+    assert (
+        f"evidence store {path}, line 1 is not an agentbranch evidence record "
+        "(confidence: Input should be less than or equal to 1); "
+    ) in str(info.value)
+
+
+def test_a_record_level_error_is_named_record(tmp_path):
+    path = tmp_path / "evidence.jsonl"
+    bad = record().to_json()
+    bad["correct"] = False  # the labels agree
+    path.write_text(json.dumps(bad) + "\n")
+    with pytest.raises(InvalidFileError, match=r"line 1 is not an agentbranch evidence "
+                       r"record \(record: Value error, correct must say"):  # fmt: skip
+        JsonlEvidenceStore(path).keys()
+
+
+def test_a_jsonl_store_that_is_not_a_regular_file_says_so(tmp_path):
+    with pytest.raises(ConfigurationError, match=r"is a directory, not a regular file; give "
+                       r"a \.jsonl file path$"):  # fmt: skip
+        JsonlEvidenceStore(tmp_path)
+
+
+# -- what Earned(store=...) accepts ------------------------------------------------------
+
+
+class OwnStore:
+    """A store of the application's own: anything with append and load."""
+
+    def __init__(self):
+        self.records = []
+
+    def append(self, records):
+        self.records += records
+
+    def load(self, key):
+        return [r for r in self.records if r.key == key]
+
+    def keys(self):
+        return sorted({r.key for r in self.records})
+
+
+def test_a_store_with_append_and_load_is_used_as_it_is():
+    own = OwnStore()
+    assert as_store(own) is own
+    earned = Earned(store=own)
+    assert earned.evidence is own
+
+
+@pytest.mark.parametrize("missing", ["append", "load"])
+def test_a_store_without_append_or_load_is_refused(missing):
+    class Half(OwnStore):
+        pass
+
+    setattr(Half, missing, None)
+    with pytest.raises(
+        ConfigurationError,
+        match=r"^Earned\(store=\.\.\.\) takes a JSON Lines path or a LangGraph BaseStore "
+        r"\(InMemoryStore, SqliteStore, PostgresStore\), got Half$",
+    ):
+        as_store(Half())
+
+
+@pytest.mark.parametrize("path", ["", "   "])
+def test_an_empty_store_path_is_refused(path):
+    with pytest.raises(ConfigurationError, match=r"^Earned\(store=\.\.\.\) got an empty path$"):
+        as_store(path)
+
+
+def test_a_store_path_is_a_jsonl_store_and_none_is_in_memory(tmp_path):
+    assert isinstance(as_store(tmp_path / "e.jsonl"), JsonlEvidenceStore)
+    assert isinstance(as_store(str(tmp_path / "e.jsonl")), JsonlEvidenceStore)
+    assert isinstance(as_store(None), LangGraphEvidenceStore)
+
+
+def test_stores_say_what_they_are(tmp_path):
+    path = tmp_path / "evidence.jsonl"
+    assert repr(JsonlEvidenceStore(path)) == f"JsonlEvidenceStore({str(path)!r})"
+    assert repr(memory()[1]) == "LangGraphEvidenceStore(InMemoryStore, ('agentbranch', 'earned'))"
+    assert repr(Earned(store=path)) == (
+        f"Earned(precision=0.9, level=0.95, store=JsonlEvidenceStore({str(path)!r}))"
+    )

@@ -1,0 +1,474 @@
+"""Earned trust: behaviours that hand-made mutants of the trust code broke without a test
+noticing (issue 42). Each test states one behaviour through the public API —
+``Earned(...)`` with ``observe``/``threshold``/``state``, ``replay``, ``Evidence`` and the
+stores' ``append``/``load`` — so it holds whatever the internals look like.
+
+The decisions here are simulated the way ``Policy`` labels them: below the threshold in
+force every decision is labelled (a ``Generate`` answer, rate 1), above it only the
+audited share (rate ``r``, each label standing for ``1/r`` decisions)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from pydantic import ValidationError
+
+import agentbranch as ab
+from agentbranch.core.errors import ConfigurationError, InvalidFileError
+from agentbranch.policy import Earned, JsonlEvidenceStore, Threshold, replay
+from agentbranch.policy.evidence import Evidence, new_evidence
+from agentbranch.policy.evidence_store import LangGraphEvidenceStore
+
+URGENT = ab.yes_no("Is the ticket urgent?")
+WHO = ("urgent", URGENT, "scripted", "scripted-model")
+
+
+def threshold(earned: Earned) -> Threshold:
+    return earned.threshold(*WHO)
+
+
+def label(
+    earned: Earned, confidence: float, right: bool, *, rate: float = 1.0, review: bool = False
+) -> bool:
+    """One decision at ``confidence`` labelled by the teacher (``right``: it agreed):
+    taken (an audit at ``rate``) when the threshold in force allows, else the fallback
+    band (or the review band). Returns whether it was taken."""
+    th = threshold(earned)
+    taken = not review and th.take_at is not None and confidence >= th.take_at
+    band = "take" if taken else "review" if review else "fallback"
+    source = "audit" if taken else "review" if review else "fallback"
+    earned.observe(
+        "urgent",
+        URGENT,
+        reader="scripted",
+        model="scripted-model",
+        source=source,
+        band=band,
+        confidence=confidence,
+        options=["yes", "no"],
+        engine_label="yes",
+        teacher_label="yes" if right else "no",
+        rate=rate if taken else 1.0,
+        take_at=th.take_at,
+        trust=th.trust,
+    )
+    return taken
+
+
+def replayed(earned: Earned):
+    """The state a fresh process computes from the store's records."""
+    key = earned.key(*WHO)
+    return replay(earned.evidence.load(key), earned)
+
+
+# -- start_at: a hand-chosen threshold is only a starting point ---------------------------
+
+
+def _mixed(n: int) -> list[tuple[float, bool]]:
+    """Confidences 0.50-0.99 in a fixed shuffle; right at 0.80 and above, half of the
+    time below: precision >= 0.8 holds for bands from about 0.76 up, not at 0.6."""
+    return [(0.5 + (i * 37 % 50) / 100, 0.5 + (i * 37 % 50) / 100 >= 0.8 or i % 2 == 0)
+            for i in range(n)]  # fmt: skip
+
+
+def test_start_at_is_replaced_by_a_higher_threshold_the_evidence_shows():
+    """A hand-chosen 0.6 takes decisions the evidence then shows are below the target:
+    the first look that shows a threshold replaces it even though it is higher, and
+    from then on nothing between 0.6 and the earned threshold is taken."""
+    earned = Earned(precision=0.8, min_evidence=30, start_at=0.6, refresh_s=0)
+    seen = []
+    for c, right in _mixed(300):
+        th = threshold(earned)
+        seen.append((c, th))
+        label(earned, c, right)  # every take audited (rate 1): the drift test watches too
+    st = earned.state(*WHO)
+    kinds = [(e.kind, e.take_at) for e in st.events]
+    # The first look (30 labels) shows nothing yet: the hand-chosen threshold stays.
+    assert kinds[0] == ("look", 0.6)
+    assert seen[30][1] == Threshold(0.6, "fixed")
+    # The next one shows 0.8 only: it replaces 0.6.
+    opened = next(e for e in st.events if e.kind == "earned")
+    assert opened.take_at == 0.8 and opened.index == 59
+    assert st.trust == "earned" and st.take_at >= 0.75
+    after = [(c, th) for c, th in seen[opened.index + 1 :]]
+    assert all(th.trust == "earned" and th.take_at >= 0.75 for _, th in after)
+    assert not [c for c, th in after if 0.6 <= c < 0.75 and c >= th.take_at]
+    assert replayed(earned).threshold == st.threshold
+
+
+def test_start_at_is_lowered_by_a_look_that_shows_a_lower_threshold():
+    earned = Earned(precision=0.8, min_evidence=30, start_at=0.95, refresh_s=0)
+    for i in range(120):
+        label(earned, 0.80 + (i * 7 % 20) / 100, True)  # 0.80-0.99, always right
+    st = earned.state(*WHO)
+    assert st.trust == "earned" and st.take_at < 0.95
+    assert [e.kind for e in st.events][0] == "earned"
+    assert threshold(earned) == replayed(earned).threshold
+
+
+def test_start_at_stays_while_no_look_shows_anything():
+    earned = Earned(precision=0.9, min_evidence=20, start_at=0.7, refresh_s=0)
+    for i in range(80):
+        label(earned, 0.5 + (i % 10) / 100, i % 2 == 0)  # below 0.7, half right
+    st = earned.state(*WHO)
+    assert st.threshold == Threshold(0.7, "fixed")
+    assert st.looks >= 2 and all(e.kind == "look" for e in st.events)
+
+
+# -- audits weigh 1/rate inside the state machine ---------------------------------------
+
+
+@pytest.mark.parametrize(("rate", "lowered"), [(0.05, True), (1.0, False)])
+def test_each_audit_stands_for_one_over_rate_takes_when_a_look_lowers(rate, lowered):
+    """The same labels, audited at 5 % or at 100 %: 50 sure labels open the band at
+    0.97; then 20 audits of the take band (all right) and 30 fallback labels at 0.93 (8
+    wrong). At 5 % the audits stand for 400 takes, so the band down to 0.93 is mostly
+    the good top and the look lowers the threshold to 0.93; at 100 % they stand for 20
+    and the 8 errors weigh enough that nothing is shown below 0.97."""
+    earned = Earned(precision=0.9, min_evidence=50, refresh_s=0)
+    for _ in range(50):
+        assert not label(earned, 0.97, True)
+    assert threshold(earned) == Threshold(0.97, "earned")
+    for i in range(50):
+        if i % 5 < 2:
+            assert label(earned, 0.98, True, rate=rate)
+        else:
+            assert not label(earned, 0.93, i % 5 != 2 or i % 3 == 0)
+    st = earned.state(*WHO)
+    assert (st.labels, st.audit_right, st.audit_wrong) == (100, 20, 0)
+    assert st.take_at == (0.93 if lowered else 0.97)
+    assert [e.kind for e in st.events] == ["earned", "lowered" if lowered else "look"]
+    assert replayed(earned).threshold == st.threshold
+
+
+# -- the drift test sees audited takes only ---------------------------------------------
+
+
+def _opened() -> Earned:
+    earned = Earned(precision=0.8, min_evidence=20, refresh_s=0)
+    for _ in range(20):
+        label(earned, 0.97, True)
+    assert threshold(earned) == Threshold(0.97, "earned")
+    return earned
+
+
+def test_human_review_labels_never_feed_the_drift_test():
+    """Review-band decisions are the ones the engine was unsure of: a human disagreeing
+    with all of them says nothing about the take band, so it never withdraws it."""
+    earned = _opened()
+    for _ in range(60):
+        label(earned, 0.55, False, review=True)
+    st = earned.state(*WHO)
+    assert st.threshold == Threshold(0.97, "earned")
+    assert (st.audit_right, st.audit_wrong, st.drift_evalue) == (0, 0, 1.0)
+    assert "withdrawn" not in [e.kind for e in st.events]
+    assert st.labels == 80  # still evidence for the looks
+    assert replayed(earned).threshold == st.threshold
+
+
+def test_fallback_labels_never_feed_the_drift_test():
+    earned = _opened()
+    for _ in range(60):
+        assert not label(earned, 0.6, False)
+    st = earned.state(*WHO)
+    assert st.threshold == Threshold(0.97, "earned")
+    assert (st.audit_right, st.audit_wrong, st.drift_evalue) == (0, 0, 1.0)
+
+
+def test_audited_takes_that_disagree_do_withdraw():
+    earned = _opened()
+    for _ in range(60):
+        if threshold(earned).trust != "earned":
+            break
+        assert label(earned, 0.98, False, rate=0.5)
+    st = earned.state(*WHO)
+    assert st.threshold == Threshold(None, "withdrawn")
+    assert [e.kind for e in st.events] == ["earned", "withdrawn"]
+
+
+# -- precision and level: strictly between 0 and 1 --------------------------------------
+
+
+@pytest.mark.parametrize("name", ["precision", "level"])
+@pytest.mark.parametrize(
+    "value", [1.0, 1, 0.0, 0, -0.1, 1.5, math.nan, math.inf, -math.inf, True, False, "0.9", None]
+)
+def test_precision_and_level_outside_0_1_are_configuration_errors(name, value):
+    with pytest.raises(ConfigurationError, match=rf"Earned\({name}=\.\.\.\) must be a number"):
+        Earned(**{name: value})
+
+
+@pytest.mark.parametrize("name", ["precision", "level"])
+@pytest.mark.parametrize("value", [1e-9, 0.5, 0.999999])
+def test_precision_and_level_just_inside_0_1_work(name, value):
+    earned = Earned(**{name: value}, min_evidence=5)
+    assert getattr(earned, name) == value
+    for _ in range(5):
+        label(earned, 0.99, True)
+    assert threshold(earned).trust in ("learning", "earned")
+
+
+@pytest.mark.parametrize("name", ["max_take_at", "min_take_at", "start_at"])
+@pytest.mark.parametrize("value", [True, False, -0.01, 1.01, math.nan, "0.5"])
+def test_thresholds_outside_0_1_or_booleans_are_configuration_errors(name, value):
+    with pytest.raises(ConfigurationError, match=rf"Earned\({name}=\.\.\.\)"):
+        Earned(**{name: value})
+
+
+@pytest.mark.parametrize("name", ["max_take_at", "min_take_at", "start_at"])
+@pytest.mark.parametrize("value", [0.0, 1.0])
+def test_thresholds_may_be_0_or_1(name, value):
+    kw = {name: value}
+    if name == "min_take_at":
+        kw["max_take_at"] = 1.0
+    assert getattr(Earned(**kw), name) == value
+
+
+# -- a record whose `correct` disagrees with its labels is refused ------------------------
+
+
+def _record(**over) -> Evidence:
+    fields = dict(
+        key="k" * 32,
+        question_id="urgent",
+        source="fallback",
+        band="fallback",
+        confidence=0.9,
+        options=["yes", "no"],
+        engine_label="yes",
+        teacher_label="yes",
+        rate=1.0,
+    )
+    fields.update(over)
+    return new_evidence(**fields)
+
+
+@pytest.mark.parametrize(
+    ("teacher", "correct"), [("yes", False), ("no", True)], ids=["agree-false", "disagree-true"]
+)
+def test_evidence_whose_correct_contradicts_its_labels_does_not_validate(teacher, correct):
+    raw = _record(teacher_label=teacher).to_json()
+    raw["correct"] = correct
+    with pytest.raises(ValidationError, match="correct must say whether"):
+        Evidence.model_validate(raw)
+    raw["correct"] = not correct
+    assert Evidence.model_validate(raw).correct is (teacher == "yes")
+
+
+def test_new_evidence_computes_correct_whatever_it_is_given():
+    assert _record(teacher_label="no", correct=True).correct is False
+    assert _record(teacher_label="yes", correct=False).correct is True
+
+
+@pytest.mark.parametrize("correct", [True, False])
+def test_a_jsonl_store_refuses_a_line_whose_correct_contradicts_its_labels(tmp_path, correct):
+    path = tmp_path / "evidence.jsonl"
+    good = _record(teacher_label="yes")
+    bad = _record(teacher_label="yes" if not correct else "no").to_json()
+    bad["correct"] = correct
+    path.write_text(json.dumps(good.to_json()) + "\n" + json.dumps(bad) + "\n")
+    store = JsonlEvidenceStore(path)
+    with pytest.raises(InvalidFileError, match=r"line 2 is not an agentbranch evidence record"):
+        store.load(good.key)
+
+
+def test_a_langgraph_store_refuses_an_item_whose_correct_contradicts_its_labels():
+    from langgraph.store.memory import InMemoryStore
+
+    inner = InMemoryStore()
+    store = LangGraphEvidenceStore(inner)
+    rec = _record(teacher_label="no")
+    raw = rec.to_json()
+    raw["correct"] = True
+    inner.put(("agentbranch", "earned", rec.key), rec.id, raw)
+    with pytest.raises(InvalidFileError, match="not an agentbranch evidence record"):
+        store.load(rec.key)
+
+
+# -- the LangGraph store holds one question per namespace ---------------------------------
+
+
+def _langgraph_store():
+    from langgraph.store.memory import InMemoryStore
+
+    inner = InMemoryStore()
+    return inner, LangGraphEvidenceStore(inner)
+
+
+def test_a_langgraph_record_of_another_key_under_the_same_id_is_refused():
+    inner, store = _langgraph_store()
+    mine, theirs = "a" * 32, "b" * 32
+    rec = _record(key=theirs)
+    inner.put(("agentbranch", "earned", mine), rec.id, rec.to_json())  # key differs, id same
+    with pytest.raises(InvalidFileError, match="written by something else"):
+        store.load(mine)
+
+
+def test_a_langgraph_record_of_the_same_key_under_another_id_is_refused():
+    inner, store = _langgraph_store()
+    rec = _record(key="a" * 32)
+    inner.put(("agentbranch", "earned", rec.key), "not-" + rec.id, rec.to_json())
+    with pytest.raises(InvalidFileError, match="written by something else"):
+        store.load(rec.key)
+
+
+def test_a_langgraph_store_gives_back_exactly_what_was_appended_per_key():
+    _, store = _langgraph_store()
+    a = [_record(key="a" * 32, time=f"2026-01-01T00:00:0{i}") for i in range(3)]
+    b = [_record(key="b" * 32, teacher_label="no")]
+    store.append([a[2], b[0], a[0], a[1]])
+    assert store.load("a" * 32) == a
+    assert store.load("b" * 32) == b
+    assert store.keys() == ["a" * 32, "b" * 32]
+    assert store.load("c" * 32) == []
+
+
+def test_earned_on_a_store_holding_a_foreign_record_fails_instead_of_counting_it():
+    from langgraph.store.memory import InMemoryStore
+
+    inner = InMemoryStore()
+    earned = Earned(precision=0.8, min_evidence=20, store=inner, refresh_s=0)
+    other = _record(key="b" * 32)
+    inner.put(("agentbranch", "earned", earned.key(*WHO)), other.id, other.to_json())
+    with pytest.raises(InvalidFileError, match="written by something else"):
+        threshold(earned)
+
+
+# -- evidence records: the key and the time ----------------------------------------------
+
+
+def test_the_evidence_key_is_stable_across_releases():
+    """A store keeps its evidence under these keys: a release that computed them
+    differently would silently start every question learning again."""
+    from agentbranch.policy.evidence import evidence_key
+
+    assert evidence_key(*WHO) == "7be6c475e6c26df284798a0d202098cb"
+    spec = {"options": ["billing", "outage"], "instructions": "Which team? é"}
+    assert evidence_key("route", spec, None, None) == "d05f847257cf7444dbc22797be4ef5b5"
+    # the same question written in another order of its fields is the same question
+    reordered = {"instructions": "Which team? é", "options": ["billing", "outage"]}
+    assert evidence_key("route", reordered, None, None) == evidence_key("route", spec, None, None)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        ("other", URGENT, "scripted", "scripted-model"),
+        ("urgent", ab.yes_no("Is the ticket urgent now?"), "scripted", "scripted-model"),
+        ("urgent", URGENT, "embedded", "scripted-model"),
+        ("urgent", URGENT, "scripted", "other-model"),
+    ],
+    ids=["id", "question", "reader", "model"],
+)
+def test_the_evidence_key_changes_with_id_question_reader_and_model(change):
+    from agentbranch.policy.evidence import evidence_key
+
+    assert evidence_key(*change) != evidence_key(*WHO)
+
+
+def test_new_evidence_is_stamped_in_utc_to_the_millisecond():
+    from datetime import datetime, timedelta
+
+    stamp = datetime.fromisoformat(_record().time)
+    assert stamp.utcoffset() == timedelta(0)
+    assert _record().time.endswith("+00:00") and len(_record().time.split(".")[1]) == 9
+
+
+# -- looks resume below the threshold in force; withdrawal starts a new epoch -------------
+
+
+def test_a_look_after_the_opening_resumes_below_the_threshold_in_force():
+    """Hierarchical looks: once 0.97 is shown, the next look tests only the bands below
+    it (here all worse) and says nothing new was shown there; it never re-tests the
+    bands above (which would show 0.97 "only" again)."""
+    earned = Earned(precision=0.9, min_evidence=50, refresh_s=0)
+    for _ in range(50):
+        label(earned, 0.97, True)
+    for i in range(50):
+        label(earned, 0.90 + (i % 7) / 100, i % 2 == 0)
+    st = earned.state(*WHO)
+    assert [(e.kind, e.take_at) for e in st.events] == [("earned", 0.97), ("look", 0.97)]
+    assert st.events[1].reason == "look 2 at 100 labels (alpha 0.0125): nothing shown below 0.97"
+
+
+def _withdrawn() -> tuple[Earned, int]:
+    earned = _opened()  # opened at 0.97 on 20 labels, precision 0.8
+    for i in range(3):
+        assert label(earned, 0.98, True, rate=0.5)
+    n = 3
+    while threshold(earned).trust == "earned":
+        assert label(earned, 0.98, False, rate=0.5)
+        n += 1
+    return earned, n
+
+
+def test_a_withdrawal_says_why_and_starts_a_new_epoch():
+    earned, audited = _withdrawn()
+    st = earned.state(*WHO)
+    records = earned.evidence.load(earned.key(*WHO))
+    (ev,) = [e for e in st.events if e.kind == "withdrawn"]
+    assert (ev.index, ev.time, ev.take_at, ev.labels) == (
+        len(records) - 1,
+        records[-1].time,
+        None,
+        0,
+    )
+    assert ev.reason.startswith(
+        f"3 of {audited} audited takes agreed with the teacher since the band opened "
+        "(take_at=0.97): the drift test shows precision below 0.8 at level 0.95 (e-value "
+    )
+    assert ev.reason.endswith(" >= 20); nothing is taken until trust is earned again")
+    evalue = float(ev.reason.split("(e-value ")[1].split(" >=")[0])
+    assert evalue >= 20
+    # a new epoch: nothing carried over from the old one
+    assert (st.labels, st.looks, st.audit_right, st.audit_wrong) == (0, 0, 0, 0)
+    assert st.drift_evalue == 1.0
+
+
+def test_after_a_withdrawal_trust_is_earned_again_from_fresh_labels_only():
+    earned, _ = _withdrawn()
+    for i in range(19):
+        assert not label(earned, 0.97, True)
+    assert threshold(earned) == Threshold(None, "withdrawn")  # 19 labels: no look yet
+    label(earned, 0.97, True)
+    st = earned.state(*WHO)
+    assert st.threshold == Threshold(0.97, "earned")
+    assert (st.events[-1].kind, st.events[-1].labels) == ("earned", 20)
+    assert st.drift_evalue == 1.0 and (st.audit_right, st.audit_wrong) == (0, 0)
+    assert replayed(earned).threshold == st.threshold
+
+
+def test_the_second_walk_joins_from_the_third_look_and_says_so():
+    """A question right ~94 % of the time whatever its confidence (0.85-0.95): from the
+    third look on, a look that has shown nothing walks from the top and from the
+    predicted entry at half its error each, and its event says so."""
+    earned = Earned(precision=0.9, min_evidence=100, refresh_s=0)
+    for i in range(400):
+        label(earned, round(0.85 + (i * 37 % 100) / 1000, 4), i % 17 != 5)
+    reasons = [e.reason for e in earned.state(*WHO).events]
+    assert reasons == [
+        "look 1 at 100 labels (alpha 0.025): nothing shown",
+        "look 2 at 200 labels (alpha 0.0125): nothing shown",
+        "look 3 at 400 labels (alpha 0.00625), walks from the top and from 0.91 at 0.00313 "
+        "each: nothing shown",
+    ]
+
+
+def test_a_reopened_band_has_a_fresh_drift_test():
+    earned, _ = _withdrawn()
+    for _ in range(20):
+        label(earned, 0.97, True)
+    assert threshold(earned) == Threshold(0.97, "earned")
+    assert label(earned, 0.98, True, rate=0.5)
+    st = earned.state(*WHO)
+    assert (st.audit_right, st.audit_wrong) == (1, 0) and st.drift_evalue < 1.0
+
+
+def test_stored_states_name_their_question():
+    earned = Earned(precision=0.8, min_evidence=20, refresh_s=0)
+    label(earned, 0.97, True)
+    (st,) = earned.stored().values()
+    assert (st.question_id, st.records) == ("urgent", 1)
+    assert earned.state(*WHO).question_id == "urgent"
