@@ -115,3 +115,27 @@ def test_a_store_deleted_before_an_append_is_started_again(tmp_path, caplog):
     assert "learning again" in caplog.text
     assert _state(earned).trust == "learning"
     assert len(path.read_bytes().splitlines()) == 1
+
+
+def test_a_record_from_a_fast_clock_is_skipped_with_a_warning_not_an_outage(tmp_path, caplog):
+    """A replica whose clock runs ahead writes a record dated past the allowed skew: the
+    others skip that one record (logged) and keep serving on the rest."""
+    import json as _json
+
+    from agentbranch.policy.earned import Earned as _Earned
+    from agentbranch.policy.evidence import new_evidence
+
+    path = tmp_path / "evidence.jsonl"
+    fields = dict(
+        key="k", question_id="q", reader="r", model="m", source="fallback", band="fallback",
+        confidence=0.5, options=["a", "b"], engine_label="a", teacher_label="a", rate=1.0,
+    )
+    good = new_evidence(**fields)
+    ahead = new_evidence(**fields).to_json() | {"time": "2099-01-01T00:00:00.000+00:00"}
+    path.write_text(_json.dumps(good.to_json()) + "\n" + _json.dumps(ahead) + "\n")
+    earned = _Earned(store=str(path))
+    with caplog.at_level("WARNING", logger="agentbranch"):
+        assert [r.id for r in earned.evidence.load("k")] == [good.id]
+        earned.refresh()
+    assert any("in the future" in r.getMessage() for r in caplog.records)
+    assert sum(st.records for st in earned.stored().values()) == 1

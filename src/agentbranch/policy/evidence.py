@@ -51,7 +51,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 EVIDENCE_SCHEMA = "agentbranch.earned/1"
 #: The schema version this release writes and reads (``EVIDENCE_SCHEMA``'s number).
@@ -122,8 +122,12 @@ class Evidence(BaseModel):
 
     @field_validator("time")
     @classmethod
-    def _time(cls, value: str) -> str:
-        check_time(value)
+    def _time(cls, value: str, info: ValidationInfo) -> str:
+        # A stored record is read with ``context={"stored": True}``: its time must be
+        # ISO-8601 UTC, and the store (``evidence_store``) decides what a record from
+        # the future means there (one replica's fast clock must not stop the others).
+        stored = bool(info.context and info.context.get("stored"))
+        check_time(value, future_ok=stored)
         return value
 
     @model_validator(mode="after")
@@ -178,9 +182,10 @@ def newer_schema(raw: Any) -> str | None:
     )
 
 
-def check_time(value: str, now: datetime | None = None) -> datetime:
+def check_time(value: str, now: datetime | None = None, *, future_ok: bool = False) -> datetime:
     """``value`` as a time: ISO-8601 in UTC, at most ``MAX_CLOCK_SKEW_S`` after
-    ``now`` (default: the clock now). ``ValueError`` saying what is wrong otherwise."""
+    ``now`` (default: the clock now; ``future_ok``: any time). ``ValueError`` saying
+    what is wrong otherwise."""
     try:
         when = datetime.fromisoformat(value)
     except ValueError:
@@ -191,7 +196,7 @@ def check_time(value: str, now: datetime | None = None) -> datetime:
             "'+00:00')"
         )
     now = now or datetime.now(UTC)
-    if when - now > timedelta(seconds=MAX_CLOCK_SKEW_S):
+    if not future_ok and when - now > timedelta(seconds=MAX_CLOCK_SKEW_S):
         raise ValueError(
             f"time {value!r} is {(when - now).total_seconds():.0f} s in the future (more than "
             f"{MAX_CLOCK_SKEW_S:.0f} s of clock skew): the record was edited or its writer's "

@@ -22,7 +22,7 @@ import logging
 import os
 import stat
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -31,7 +31,7 @@ from pydantic import ValidationError
 
 from agentbranch.core.errors import ConfigurationError, InvalidFileError
 from agentbranch.core.files import append_regular, kind, open_regular
-from agentbranch.policy.evidence import Evidence, newer_schema
+from agentbranch.policy.evidence import Evidence, check_time, newer_schema
 
 log = logging.getLogger("agentbranch")
 
@@ -61,12 +61,13 @@ class EvidenceStore(Protocol):
         """Every evidence key the store holds records of."""
 
 
-def _parse(raw: Any, where: str) -> Evidence:
+def _parse(raw: Any, where: str) -> Evidence | None:
+    """The record, or ``None`` for a record dated in the future (skipped, WARNING)."""
     newer = newer_schema(raw)
     if newer is not None:
         raise InvalidFileError(f"{where} was {newer}; nothing was reset")
     try:
-        return Evidence.model_validate(raw)
+        rec = Evidence.model_validate(raw, context={"stored": True})
     except ValidationError as e:
         first = e.errors()[0]
         field = ".".join(str(p) for p in first.get("loc", ())) or "record"
@@ -75,6 +76,18 @@ def _parse(raw: Any, where: str) -> Evidence:
             "the store holds something else or was edited. Point Earned(store=...) at a "
             "file or store of its own; nothing was reset"
         ) from None
+    try:
+        check_time(rec.time)
+    except ValueError as e:
+        # A writer whose clock runs fast (or an edited line): the record is not counted
+        # (failing closed: less evidence), and serving goes on for every other record.
+        log.warning("agentbranch.earned: %s skipped: %s", where, e)
+        return None
+    return rec
+
+
+def _present(records: Iterable[Evidence | None]) -> list[Evidence]:
+    return [r for r in records if r is not None]
 
 
 class StoreLost(Exception):  # noqa: N818 - reported by the store, handled by Earned
@@ -325,7 +338,8 @@ class JsonlEvidenceStore:
         for raw in chunk[:end].splitlines():
             line += 1
             rec = self._parse_line(raw, line)
-            out.append(rec)
+            if rec is not None:
+                out.append(rec)
         self._keys.update(r.key for r in out)
         self._hash.update(memoryview(chunk)[:end])
         self._line = line
@@ -334,7 +348,7 @@ class JsonlEvidenceStore:
             self._identity = (st.st_dev, st.st_ino)
         return out
 
-    def _parse_line(self, raw: bytes, line: int) -> Evidence:
+    def _parse_line(self, raw: bytes, line: int) -> Evidence | None:
         where = f"evidence store {self.path}, line {line}"
         try:
             obj = json.loads(raw.decode("utf-8"))
@@ -355,7 +369,7 @@ class JsonlEvidenceStore:
                     break
                 if needle in raw:
                     rec = self._parse_line(raw, line)
-                    if rec.key == key:
+                    if rec is not None and rec.key == key:
                         yield rec
 
 
@@ -402,10 +416,12 @@ class LangGraphEvidenceStore:
             return self._read_in_order()
         return self._read_newest_first()
 
-    def _checked(self, item: Any) -> Evidence:
+    def _checked(self, item: Any) -> Evidence | None:
         ns = tuple(item.namespace)
         where = f"evidence store {type(self.store).__name__}, item {item.key!r} in {ns}"
         rec = _parse(item.value, where)
+        if rec is None:
+            return None
         if ns != (*self.namespace, rec.key) or rec.id != item.key:
             raise InvalidFileError(
                 f"{where} holds a record of key {rec.key!r} id {rec.id!r}: written by "
@@ -421,7 +437,7 @@ class LangGraphEvidenceStore:
             offset = self._counts.get(ns, 0)
             while True:
                 items = self.store.search(ns, limit=1000, offset=offset)
-                out += [self._checked(item) for item in items if len(item.namespace) == n + 1]
+                out += _present(self._checked(item) for item in items if len(item.namespace) == n + 1)
                 offset += len(items)
                 if len(items) < 1000:
                     break
@@ -441,7 +457,7 @@ class LangGraphEvidenceStore:
                     done = True
                     break
                 if item.key not in self._recent and len(item.namespace) == len(self.namespace) + 1:
-                    out.append(self._checked(item))
+                    out += _present([self._checked(item)])
                 near[item.key] = when
                 newest = when if newest is None or when > newest else newest
             offset += len(items)
@@ -456,7 +472,7 @@ class LangGraphEvidenceStore:
         ns, out, offset, page = (*self.namespace, key), [], 0, 1000
         while True:
             items = self.store.search(ns, limit=page, offset=offset)
-            out += [self._checked(item) for item in items]
+            out += _present(self._checked(item) for item in items)
             if len(items) < page:
                 break
             offset += page
