@@ -106,6 +106,12 @@ class Earned:
         refresh_s: re-read the store (other processes' evidence) at most this often;
             this process's own evidence counts at once.
         frozen: never write evidence; thresholds stay what the store gives (``freeze()``).
+        learn: learn from the teacher (``agentbranch.policy.learn``): each label also
+            becomes an example of the question's read, which is then a new version with
+            its own evidence and threshold, in force once it has earned one on labels
+            gathered after its fit. Stores each labelled state's text with its evidence.
+        redact: with ``learn``, what is applied to a labelled state's text before it is
+            stored and learned from (e.g. masking e-mail addresses); ``None``: as is.
     """
 
     precision: float = 0.9
@@ -118,6 +124,8 @@ class Earned:
     step: float = 0.01
     refresh_s: float = 10.0
     frozen: bool = False
+    learn: bool = False
+    redact: Any = None
 
     def __post_init__(self) -> None:
         self.precision = _check_unit("precision", self.precision, open_=True)
@@ -159,6 +167,14 @@ class Earned:
         self._states: dict[str, TrustState] = {}
         self._loaded_at: dict[str, float] = {}
         self._names: dict[str, str] = {}
+        # -- learning hook (agentbranch.policy.learn): versions of the read per question --
+        if self.redact is not None and not callable(self.redact):
+            raise ConfigurationError(f"Earned(redact=...) must be a function str -> str, got {self.redact!r}")
+        self.learner: Any = None
+        if self.learn:
+            from agentbranch.policy.learn.loop import Learner
+
+            self.learner = Learner(self, redact=self.redact)
 
     @property
     def alpha(self) -> float:
@@ -198,6 +214,8 @@ class Earned:
         self, question_id: str, question: Any, reader: str | None, model: str | None
     ) -> TrustState:
         """This question's trust (a live object: copy what you keep)."""
+        if self.learner is not None:  # learning hook: the version's own trust
+            return self.learner.state(question_id, question, reader, model)
         key = self.key(question_id, question, reader, model)
         with self._lock:
             self._names.setdefault(key, question_id)
@@ -247,11 +265,33 @@ class Earned:
         rate: float,
         take_at: float | None,
         trust: Trust,
+        state: str | None = None,
+        version: int | None = None,
     ) -> Evidence | None:
         """Record one teacher label (no-op when frozen). Bad evidence (a label outside
-        the options, a non-finite confidence) is dropped with a WARNING, never used."""
+        the options, a non-finite confidence) is dropped with a WARNING, never used.
+        With ``learn=True``: ``state`` is the labelled state's text and ``version`` the
+        version of the read that decided (``agentbranch.policy.learn``)."""
         if self.frozen:
             return None
+        if self.learner is not None:  # learning hook: the version that decided learns
+            return self.learner.observe(
+                question_id,
+                question,
+                state=state,
+                version=version,
+                reader=reader,
+                model=model,
+                source=source,
+                band=band,
+                confidence=confidence,
+                options=options,
+                engine_label=engine_label,
+                teacher_label=teacher_label,
+                rate=rate,
+                take_at=take_at,
+                trust=trust,
+            )
         key = self.key(question_id, question, reader, model)
         try:
             rec = new_evidence(
@@ -268,6 +308,7 @@ class Earned:
                 rate=rate,
                 take_at=take_at,
                 trust=trust,
+                **({"state": state} if state is not None else {}),
             )
         except Exception as e:  # noqa: BLE001 - pydantic ValidationError and friends
             log.warning(

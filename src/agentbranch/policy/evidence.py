@@ -22,6 +22,9 @@ Schema (``EVIDENCE_SCHEMA``, JSON object, one per line of a JSON Lines store):
   audit rate for audits; each record stands for ``1/rate`` decisions)
 * ``take_at`` (float or null: the band was closed) and ``trust``: the threshold in force
   when the decision was made
+* ``state`` (optional, only with ``Earned(learn=True)``; absent otherwise): the labelled
+  state's text, after ``Earned(redact=...)``, which the question learns from
+  (``agentbranch.policy.learn``)
 """
 
 from __future__ import annotations
@@ -64,6 +67,8 @@ class Evidence(BaseModel):
     rate: float = Field(gt=0.0, le=1.0)
     take_at: float | None = Field(default=None, ge=0.0, le=1.0)
     trust: Trust = "learning"
+    # -- learning hook (agentbranch.policy.learn): the labelled state, learn=True only --
+    state: str | None = Field(default=None, max_length=100_000)
 
     @model_validator(mode="after")
     def _consistent(self) -> Evidence:
@@ -77,7 +82,10 @@ class Evidence(BaseModel):
         return self
 
     def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True)
+        out = self.model_dump(mode="json", by_alias=True)
+        if out.get("state") is None:  # learning hook: absent unless learn=True stored one
+            out.pop("state", None)
+        return out
 
     @property
     def order(self) -> tuple[str, str]:

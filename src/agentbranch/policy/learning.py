@@ -47,14 +47,22 @@ def observe_record(
     source: str,
     teacher_label: str,
     rate: float,
+    state: Any = None,
 ) -> None:
     """One evidence record for the banded decision ``banded`` (its first read). A store
-    that is not an evidence store raises; any other write failure is logged."""
+    that is not an evidence store raises; any other write failure is logged. ``state``:
+    the state read, kept with the label when the policy learns (``learn=True``)."""
     if banded.get("confidence") is None or banded.get("engine_label") is None:
         return
     if is_replayed(banded):
         return  # a replayed decision is no live traffic
     band = banded["band"] if banded["band"] in ("take", "fallback", "review") else "fallback"
+    learning = {}  # learning hook (agentbranch.policy.learn): the state and the version
+    if getattr(earned, "learner", None) is not None:
+        from agentbranch.policy.generation import state_text
+
+        text = state if isinstance(state, str) or state is None else state_text(state)
+        learning = {"state": text, "version": banded.get("reader_version")}
     try:
         earned.observe(
             qid,
@@ -70,6 +78,7 @@ def observe_record(
             rate=rate,
             take_at=banded.get("take_at"),
             trust=banded.get("trust") or "learning",
+            **learning,
         )
     except ConfigurationError:
         raise
@@ -84,13 +93,22 @@ def collect(
     policy: PolicyArg,
     banded: Mapping[str, DecisionRecord],
     final: Mapping[str, DecisionRecord],
+    state: Any = None,
 ) -> None:
-    """Store the labels the resolution of ``final`` gave (see module docstring)."""
+    """Store the labels the resolution of ``final`` gave (see module docstring); with
+    ``state`` (the state read), a learning policy keeps it with the label."""
     for qid, first in banded.items():
         got = label_of(final[qid])
         if got is None:
             continue
         earned = policy_for(policy, qid).earned
         observe_record(
-            earned, qid, questions[qid], first, source=got[0], teacher_label=got[1], rate=1.0
+            earned,
+            qid,
+            questions[qid],
+            first,
+            source=got[0],
+            teacher_label=got[1],
+            rate=1.0,
+            state=state,
         )

@@ -72,7 +72,7 @@ def _one(
         teacher, instructions = _teacher(policy, audit)
         text = state_text(state)
         base = _base("audit", engine, question, policy, audit, rec, text, rate=audit.rate)
-        learn = _learner(policy, qid, question, rec, audit.rate)
+        learn = _learner(policy, qid, question, rec, audit.rate, text)
         audit.submit(lambda: _ask(audit, teacher, instructions, qid, question, text, base, learn))
     elif by == "fallback" and fallback.get("kind") == "generate" and audit.fallback_examples:
         text = state_text(state) if audit.include_state else None
@@ -99,7 +99,9 @@ def _earned_needs_label(policy: Any, rec: dict) -> bool:
     )
 
 
-def _learner(policy: Any, qid: str, question: Any, rec: dict, rate: float) -> Any:
+def _learner(
+    policy: Any, qid: str, question: Any, rec: dict, rate: float, text: str | None = None
+) -> Any:
     """What to do with the teacher's label besides the audit record: evidence for an
     ``Earned`` policy (``None`` otherwise)."""
     earned = policy.earned
@@ -111,7 +113,14 @@ def _learner(policy: Any, qid: str, question: Any, rec: dict, rate: float) -> An
 
     def learn(label: str) -> None:
         observe_record(
-            earned, qid, question, banded, source="audit", teacher_label=label, rate=rate
+            earned,
+            qid,
+            question,
+            banded,
+            source="audit",
+            teacher_label=label,
+            rate=rate,
+            state=text,  # learning hook: kept only when the policy learns
         )
 
     return learn

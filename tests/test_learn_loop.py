@@ -1,0 +1,143 @@
+"""Earned(learn=True) end to end on the embedded reader: labels become a new version of
+the read, tested on later labels only, adopted once it has earned its own threshold,
+kept with the evidence (redacted) and rebuilt from the store after a restart."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from typing import Any
+
+import pytest
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+
+import agentbranch as ab
+from agentbranch.policy import Earned, Generate, Policy, Resolver
+from agentbranch.policy.learn import ladder as ld
+
+SPORT = [
+    "The striker scored twice as the home side won the league match",
+    "She won the tennis final in three sets on the centre court",
+    "The marathon runner broke the course record by a minute",
+    "Their goalkeeper saved a penalty in the cup semi-final",
+    "The cyclist took the yellow jersey after the mountain stage",
+    "The rugby team lost the derby after a late try",
+    "He swam the fastest 100 metres of the season at the trials",
+    "The boxer kept his title with a knockout in the fifth round",
+]
+COOKING = [
+    "Simmer the onions in butter until soft, then add the rice",
+    "Knead the dough for ten minutes and let it rise overnight",
+    "Roast the chicken with lemon and garlic for an hour",
+    "Whisk the eggs with sugar until pale before folding in flour",
+    "Season the soup with salt, pepper and a little fresh thyme",
+    "Fry the garlic gently so it does not burn, then add tomatoes",
+    "Bake the cake at 180 degrees until a skewer comes out clean",
+    "Chop the herbs finely and stir them into the warm sauce",
+]
+QUESTION = ab.yes_no("Is this about sport?", yes="news", no="text")
+
+
+def stream(n: int, seed: int = 0) -> list[tuple[str, str]]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        yes = rng.random() < 0.5
+        base = rng.choice(SPORT if yes else COOKING)
+        out.append((f"{base} (note {i})", "yes" if yes else "no"))
+    return out
+
+
+class Teacher(BaseChatModel):
+    """Answers the truth of the state named in the prompt."""
+
+    truth: dict[str, str]
+    calls: int = 0
+
+    @property
+    def _llm_type(self) -> str:
+        return "teacher"
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, **kw: Any) -> ChatResult:
+        with _lock:
+            self.calls += 1
+        text = str(messages[-1].content)
+        label = next(y for s, y in self.truth.items() if s in text)
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(f'{{"label": "{label}"}}'))])
+
+
+_lock = threading.Lock()
+
+
+@pytest.fixture(scope="module")
+def engine() -> ab.DecisionEngine:
+    from agentbranch.engine.readers.embedded import EmbeddedReader
+
+    return ab.DecisionEngine(EmbeddedReader())
+
+
+def _resolver(engine, earned: Earned, truth: dict[str, str]) -> Resolver:
+    earned.learner.background = False  # fit at once: deterministic for the test
+    policy = Policy(take_at=earned, fallbacks=[Generate(Teacher(truth=truth))])
+    return Resolver(engine, {"sport": QUESTION}, policy)
+
+
+def test_labels_make_a_version_that_is_tested_then_decides(engine, tmp_path):
+    path = tmp_path / "evidence.jsonl"
+    items = stream(140)
+    truth = dict(items)
+    redact = lambda s: s.replace("note", "[n]")  # noqa: E731
+    earned = Earned(precision=0.8, min_evidence=10, refresh_s=0, store=path, learn=True, redact=redact)
+    r = _resolver(engine, earned, truth)
+    records = [r.resolve(text)["sport"] for text, _ in items]
+
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    deciding = [x for x in lines if "state" in x]
+    # Every label the deciding version got is kept with its (redacted) state.
+    assert deciding and all("[n]" in x["state"] and "note" not in x["state"] for x in deciding)
+    v1_fit = ld.refit_at(1)
+    ladder = next(iter(earned.learner._questions.values())).ladder
+    assert len(ladder.rungs) >= 2 and ladder.rungs[1].fitted_on == v1_fit
+    v1 = ladder.rungs[1]
+    assert v1.model.examples  # the learned version reads its labelled states as examples
+    v1_key = earned.key("sport", v1.model, "embedded", engine.reader.model)
+    trials = [x for x in lines if x["key"] == v1_key and "state" not in x]
+    # Version 1 was tested on labels after its fit only: its first trial record comes
+    # after the 32nd labelled state, and trial records decide nothing.
+    first_trial = lines.index(trials[0])
+    assert sum("state" in x for x in lines[:first_trial]) >= v1_fit
+    assert all(x["take_at"] is None and x["trust"] == "learning" for x in trials)
+    # It was adopted once it had earned a threshold of its own: decisions say so.
+    versions = [rec.get("reader_version") for rec in records]
+    assert versions[0] == 0 and max(versions) >= 1
+    adopted = versions.index(max(versions))
+    assert all(v == 0 for v in versions[: v1_fit])
+    assert records[adopted]["trust"] in ("earned", "learning")
+
+    # A restart rebuilds the same versions from the store and the same one is in force.
+    again = Earned(precision=0.8, min_evidence=10, refresh_s=0, store=path, learn=True, redact=redact)
+    again.learner.bind(engine)
+    q, j = again.learner.asked("sport", QUESTION, "embedded", engine.reader.model)
+    assert j == ladder.in_force
+    assert again.key("sport", q, "embedded", engine.reader.model) == earned.key(
+        "sport", ladder.deciding.model, "embedded", engine.reader.model
+    )
+
+
+def test_without_learn_no_state_is_stored(engine, tmp_path):
+    path = tmp_path / "evidence.jsonl"
+    items = stream(5)
+    earned = Earned(precision=0.8, min_evidence=10, refresh_s=0, store=path)
+    policy = Policy(take_at=earned, fallbacks=[Generate(Teacher(truth=dict(items)))])
+    r = Resolver(engine, {"sport": QUESTION}, policy)
+    recs = [r.resolve(t)["sport"] for t, _ in items]
+    assert all("reader_version" not in rec for rec in recs)
+    assert all("state" not in json.loads(x) for x in path.read_text().splitlines())
+
+
+def test_redact_must_be_a_function():
+    with pytest.raises(ab.ConfigurationError, match="redact"):
+        Earned(learn=True, redact="emails")
