@@ -37,7 +37,6 @@ import math
 import platform
 import sys
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -45,14 +44,15 @@ import numpy as np
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))
 
+import _learn_streams as ls  # noqa: E402
 import embedded_calibration as ec  # noqa: E402
 import learning_readers as lr  # noqa: E402
 import public_sets as ps  # noqa: E402
 
 from agentbranch.policy.earned import Earned  # noqa: E402
 from agentbranch.policy.learn import ladder as ld  # noqa: E402
-from agentbranch.policy.trust import step  # noqa: E402
 
 TARGET, LEVEL, RATE = 0.9, 0.95, 0.2
 STREAMS = 3
@@ -63,81 +63,26 @@ BASE_SHARE = ld.BASE_SHARE
 FIRST = ld.FIRST_REFIT
 
 
-class Rec:
-    """The fields of an evidence record the trust state machine reads."""
-
-    __slots__ = ("band", "confidence", "correct", "index", "rate", "take_at")
-    id = "s"
-    question_id = "bench"
-
-    def __init__(self, confidence, correct, rate, band, take_at, index):
-        self.confidence, self.correct, self.rate, self.band = confidence, correct, rate, band
-        self.take_at, self.index = take_at, index
-
-    @property
-    def time(self) -> str:
-        return f"{self.index:09d}"
-
-    @property
-    def order(self) -> tuple[int, str]:
-        return (self.index, self.id)
-
-
-@dataclass
-class StreamRun:
-    taken: np.ndarray
-    right: np.ndarray  # the deciding read's label was right
-    top: np.ndarray  # the deciding read's top probability
-    labels_before: np.ndarray  # labels gathered before each decision
-    version: np.ndarray  # version in force per decision
-    labels: int
-
-
-def run_stream(q: lr.Question, order: np.ndarray, draw: np.ndarray, learner) -> StreamRun:
+def run_stream(q: lr.Question, order: np.ndarray, draw: np.ndarray, learner) -> ls.LadderRun:
     """One stream through the ladder (``learner=None``: learning off, one version at the
     full level)."""
-    n = len(order)
     y = q.label[order]
-    base = Earned(precision=TARGET, level=LEVEL)
-    lad = ld.Ladder(first=FIRST if learner else 10**12)
-    cfg0 = ld.version_earned(base, 0, store=None, base=BASE_SHARE) if learner else base
-    read0 = q.base.take(order)
-    lad.rungs.append(ld.Rung(0, 0, model=read0, trust=(cfg0, cfg0._fresh())))
-    out = StreamRun(
-        np.zeros(n, bool), np.zeros(n, bool), np.zeros(n), np.zeros(n, int), np.zeros(n, int), 0
+
+    def read(r: lr.Reads) -> ls.Read:
+        return ls.Read(r.conf[order], r.pred[order] == y, r.top[order])
+
+    def fit(j: int, train: np.ndarray) -> ls.Read:
+        return read(learner.fit(q, order[train], y[train]))
+
+    return ls.run_ladder(
+        Earned(precision=TARGET, level=LEVEL),
+        read(q.base),
+        draw,
+        RATE,
+        fit if learner is not None else None,
+        first=FIRST,
+        base_share=BASE_SHARE,
     )
-    train: list[int] = []
-    for i in range(n):
-        rung = lad.deciding
-        cfg, st = rung.trust
-        t = st.take_at
-        conf, pred, top = rung.model.conf[i], rung.model.pred[i], rung.model.top[i]
-        take = t is not None and conf >= t
-        right = pred == y[i]
-        out.taken[i], out.right[i], out.top[i] = take, right, top
-        out.labels_before[i], out.version[i] = lad.labels, rung.index
-        if take and draw[i] >= RATE:
-            continue
-        lad.labels += 1
-        train.append(i)
-        for r in lad.fed:
-            rcfg, rst = r.trust
-            if r is rung:
-                rec = Rec(conf, right, RATE if take else 1.0, "take" if take else "fallback", t, i)
-            else:
-                f = ld.trial_fields(take, RATE)
-                rec = Rec(
-                    r.model.conf[i], r.model.pred[i] == y[i], f["rate"], f["band"], None, i
-                )
-            step(rst, rec, rcfg)
-        lad.adopt([r.trust[1].take_at is not None for r in lad.fed])
-        if learner is not None and lad.due():
-            j = len(lad.rungs)
-            reads = learner.fit(q, order[train], y[train]).take_order(order)
-            vcfg = ld.version_earned(base, j, store=None, base=BASE_SHARE)
-            lad.rungs.append(ld.Rung(j, len(train), model=reads, trust=(vcfg, vcfg._fresh())))
-    out.labels = lad.labels
-    return out
 
 
 def ece(top: np.ndarray, right: np.ndarray, bins: int = 10) -> float | None:
@@ -184,7 +129,7 @@ def question_result(q: lr.Question, learners: dict, seed: int) -> dict:
     return res
 
 
-def _curve(runs: list[StreamRun], parts: int = 4) -> list[float]:
+def _curve(runs: list[ls.LadderRun], parts: int = 4) -> list[float]:
     """Coverage in each quarter of the stream (mean over streams)."""
     out = []
     for k in range(parts):

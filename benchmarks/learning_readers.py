@@ -52,8 +52,23 @@ class Question:
     texts: list[str]
     emb: np.ndarray  # (n, dim) L2-normalised
     label: np.ndarray  # true option index
-    vecs: dict[str, Any]  # text -> torch vector: options, written examples, states
+    option_vecs: dict[str, np.ndarray]  # options' and written examples' embeddings
     base: Reads
+
+    @property
+    def vecs(self) -> dict[str, Any]:
+        """text -> torch vector: options, written examples, states (built once)."""
+        cached = self.__dict__.get("_vecs")
+        if cached is None:
+            import torch
+
+            cached = {t: torch.from_numpy(v) for t, v in self.option_vecs.items()}
+            cached.update((t, torch.from_numpy(v)) for t, v in zip(self.texts, self.emb))
+            self.__dict__["_vecs"] = cached
+        return cached
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_vecs"}
 
 
 _READER: emb.EmbeddedReader | None = None
@@ -96,7 +111,7 @@ def load_questions(sets: dict) -> dict[str, Question]:
                 if t
             }
         )
-        vecs = dict(zip(extra, r.embed(extra)))
+        vecs = {t: v.copy() for t, v in zip(extra, r.embed(extra).numpy())}
         for task, spec in zip(tasks, specs):
             written = {e for ex in emb.option_examples(spec) for e in ex}
             rows, labels = [], []
@@ -107,10 +122,8 @@ def load_questions(sets: dict) -> dict[str, Question]:
                 rows.append(k)
                 labels.append(spec.options.index(truth))
             texts = [held[k].text for k in rows]
-            x = states[rows]
-            qv = dict(vecs)
-            qv.update(zip(texts, x))
-            q = Question(task.id, spec, texts, x.numpy(), np.array(labels), qv, None)  # type: ignore[arg-type]
+            x = states[rows].numpy().copy()
+            q = Question(task.id, spec, texts, x, np.array(labels), vecs, None)  # type: ignore[arg-type]
             q.base = read_spec(q, spec)
             out[task.id] = q
         print(f"read {name}: {len(held)} texts ({time.perf_counter() - start:.0f}s)")
@@ -180,4 +193,9 @@ class HeadLearner:
         return Reads.of(probs / probs.sum(1, keepdims=True))
 
 
-LEARNERS = {"off": lambda: None, "examples": ExamplesLearner, "head": HeadLearner}
+LEARNERS = {
+    "off": lambda: None,
+    "examples": ExamplesLearner,
+    "examples48": lambda: ExamplesLearner(48),
+    "head": HeadLearner,
+}

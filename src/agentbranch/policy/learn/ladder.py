@@ -19,7 +19,8 @@ read learns from the teacher's labels).
   the statistics' second stratum flag, with ``rate`` the audit rate), so the stratified
   test weights the two sets by their share of the decisions (``thresholds.stratified``).
 * **Adoption.** After every label the newest version holding a threshold decides;
-  older ones are no longer fed.
+  older ones are no longer fed. At most ``MAX_TRIALS`` versions are on trial at once
+  (the newest): each costs a shadow read per label.
 * **Error.** Each version's test spends its own share of ``1 - level``: version 0 half,
   version ``j`` a share ``1/(2 j (j+1))`` (the shares add up to 1), so with probability
   at least ``level`` no threshold in force, of any version, has a take band below the
@@ -34,6 +35,10 @@ from typing import Any
 
 #: Labels at which the first learned version is fitted; later ones at 2x, 4x ...
 FIRST_REFIT = 32
+#: Versions on trial at once (the newest ones): each label costs one shadow read per
+#: trial, and a trial that has not passed by the time two newer versions exist (4x
+#: the labels it was fitted on) is retired.
+MAX_TRIALS = 2
 
 
 def refit_at(j: int, first: int = FIRST_REFIT) -> int:
@@ -101,8 +106,10 @@ class Ladder:
 
     @property
     def fed(self) -> list[Rung]:
-        """The version in force and the newer ones on trial: every label goes to these."""
-        return self.rungs[self.in_force :]
+        """The version in force and the newest (at most ``MAX_TRIALS``) newer ones on
+        trial: every label goes to these."""
+        trials = self.rungs[self.in_force + 1 :][-MAX_TRIALS:]
+        return [self.rungs[self.in_force], *trials]
 
     def due(self) -> bool:
         """Whether a new version is due now (``labels`` just reached a refit point)."""
