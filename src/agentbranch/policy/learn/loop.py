@@ -25,6 +25,11 @@ from agentbranch.policy.learn.ladder import Ladder, Rung, refit_at, trial_fields
 
 log = logging.getLogger("agentbranch")
 
+#: Canvas readers (no embedder: transformers, vLLM, remote) show learned examples as
+#: few-shot lines in the prompt: fewer of them, each cut to at most this many characters.
+CANVAS_PER_OPTION = 4
+CANVAS_CHARS = 300
+
 
 @dataclass
 class _Question:
@@ -190,12 +195,17 @@ class Learner:
         texts = [t for _, t, _ in labelled]
         labels = [y for _, _, y in labelled]
         options = self._options(q)
-        vectors = None
+        vectors, per_option = None, lx.PER_OPTION
         embed = getattr(getattr(self.engine, "reader", None), "embed", None)
         if callable(embed):
             vectors = embed(texts).numpy()
+        else:  # a canvas reader: a few short few-shot lines per option
+            texts = [t[:CANVAS_CHARS] for t in texts]
+            per_option = CANVAS_PER_OPTION
         written = lx.question_examples(q.question)
-        learned = lx.select(texts, labels, options, vectors=vectors, written=written)
+        learned = lx.select(
+            texts, labels, options, vectors=vectors, per_option=per_option, written=written
+        )
         question = lx.with_learned(q.question, options, learned)
         return Rung(j, len(labelled), model=question, trust=version_earned(self.earned, j))
 
