@@ -146,9 +146,13 @@ def pooled(results: dict, name: str) -> dict:
     right = sum(r[name]["right_takes"] for r in results.values())
     decisions = sum(r[name]["decisions"] for r in results.values())
     worst = [
-        r[name]["right_takes"] / r[name]["takes"] for r in results.values() if r[name]["takes"] >= 20
+        r[name]["right_takes"] / r[name]["takes"]
+        for r in results.values()
+        if r[name]["takes"] >= 20
     ]
-    eces = [r[name]["ece_after_200"] for r in results.values() if r[name]["ece_after_200"] is not None]
+    eces = [
+        r[name]["ece_after_200"] for r in results.values() if r[name]["ece_after_200"] is not None
+    ]
     return {
         "coverage": round(takes / decisions, 4),
         "precision": round(right / takes, 4) if takes else None,
@@ -180,7 +184,8 @@ def main() -> None:
     learners = {name: lr.LEARNERS[name]() for name in args.variants}
     start = time.perf_counter()
     results = {
-        qid: question_result(q, learners, seed=i) for i, (qid, q) in enumerate(sorted(questions.items()))
+        qid: question_result(q, learners, seed=i)
+        for i, (qid, q) in enumerate(sorted(questions.items()))
     }
     run_s = time.perf_counter() - start
     print(f"{len(results)} questions x {STREAMS} streams: reads {read_s:.0f}s, runs {run_s:.0f}s\n")

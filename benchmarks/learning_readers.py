@@ -107,7 +107,10 @@ def load_questions(sets: dict) -> dict[str, Question]:
             {
                 t
                 for s in specs
-                for t in [*emb.hypothesis_texts(s), *(e for ex in emb.option_examples(s) for e in ex)]
+                for t in [
+                    *emb.hypothesis_texts(s),
+                    *(e for ex in emb.option_examples(s) for e in ex),
+                ]
                 if t
             }
         )
@@ -164,9 +167,7 @@ class ExamplesLearner:
             per_option=self.per_option,
             written=written,
         )
-        examples = tuple(
-            tuple(written.get(o, [])) + tuple(learned.get(o, [])) for o in options
-        )
+        examples = tuple(tuple(written.get(o, [])) + tuple(learned.get(o, [])) for o in options)
         return read_spec(q, dataclasses.replace(q.spec, examples=examples))
 
 

@@ -105,7 +105,9 @@ def run_ladder(
                 rec = Rec(conf, right, rate if take else 1.0, "take" if take else "fallback", t, i)
             else:
                 f = ld.trial_fields(take, rate)
-                rec = Rec(float(r.model.conf[i]), bool(r.model.right[i]), f["rate"], f["band"], None, i)
+                rec = Rec(
+                    float(r.model.conf[i]), bool(r.model.right[i]), f["rate"], f["band"], None, i
+                )
             step(rst, rec, rcfg)
         lad.adopt([r.trust[1].take_at is not None for r in lad.fed])
         if fit is not None and lad.due():

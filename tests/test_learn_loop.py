@@ -66,7 +66,9 @@ class Teacher(BaseChatModel):
             self.calls += 1
         text = str(messages[-1].content)
         label = next(y for s, y in self.truth.items() if s in text)
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(f'{{"label": "{label}"}}'))])
+        return ChatResult(
+            generations=[ChatGeneration(message=AIMessage(f'{{"label": "{label}"}}'))]
+        )
 
 
 _lock = threading.Lock()
@@ -90,7 +92,9 @@ def test_labels_make_a_version_that_is_tested_then_decides(engine, tmp_path):
     items = stream(140)
     truth = dict(items)
     redact = lambda s: s.replace("note", "[n]")  # noqa: E731
-    earned = Earned(precision=0.8, min_evidence=10, refresh_s=0, store=path, learn=True, redact=redact)
+    earned = Earned(
+        precision=0.8, min_evidence=10, refresh_s=0, store=path, learn=True, redact=redact
+    )
     r = _resolver(engine, earned, truth)
     records = [r.resolve(text)["sport"] for text, _ in items]
 
@@ -114,11 +118,13 @@ def test_labels_make_a_version_that_is_tested_then_decides(engine, tmp_path):
     versions = [rec.get("reader_version") for rec in records]
     assert versions[0] == 0 and max(versions) >= 1
     adopted = versions.index(max(versions))
-    assert all(v == 0 for v in versions[: v1_fit])
+    assert all(v == 0 for v in versions[:v1_fit])
     assert records[adopted]["trust"] in ("earned", "learning")
 
     # A restart rebuilds the same versions from the store and the same one is in force.
-    again = Earned(precision=0.8, min_evidence=10, refresh_s=0, store=path, learn=True, redact=redact)
+    again = Earned(
+        precision=0.8, min_evidence=10, refresh_s=0, store=path, learn=True, redact=redact
+    )
     again.learner.bind(engine)
     q, j = again.learner.asked("sport", QUESTION, "embedded", engine.reader.model)
     assert j == ladder.in_force
@@ -147,12 +153,26 @@ def test_the_report_summary_follows_the_versions(tmp_path):
     from agentbranch.policy.evidence import new_evidence
     from agentbranch.policy.learn.report import lines, summarize
 
-    common = dict(question_id="q", reader="r", model="m", options=["yes", "no"], take_at=None, trust="learning")
+    common = dict(
+        question_id="q",
+        reader="r",
+        model="m",
+        options=["yes", "no"],
+        take_at=None,
+        trust="learning",
+    )
 
     def rec(key, state, correct, band="fallback"):
         return new_evidence(
-            key=key, source="fallback", band=band, confidence=0.5, engine_label="yes",
-            teacher_label="yes" if correct else "no", rate=1.0, **({"state": state} if state else {}), **common,
+            key=key,
+            source="fallback",
+            band=band,
+            confidence=0.5,
+            engine_label="yes",
+            teacher_label="yes" if correct else "no",
+            rate=1.0,
+            **({"state": state} if state else {}),
+            **common,
         )
 
     recs = [rec("k0", f"s{i}", i % 2 == 0) for i in range(60)]
@@ -171,9 +191,14 @@ def test_a_reader_without_an_embedder_gets_a_few_short_few_shot_lines():
 
     earned = Earned(learn=True)
     learner = earned.learner
-    learner.bind(ab.DecisionEngine(ab.ScriptedReader({"sport": lambda s, q: {"yes": 0.5, "no": 0.5}})))
+    learner.bind(
+        ab.DecisionEngine(ab.ScriptedReader({"sport": lambda s, q: {"yes": 0.5, "no": 0.5}}))
+    )
     q = learner._question("sport", QUESTION, "scripted", "m")
-    labelled = [((f"{i:04d}", "x"), f"{i} " + "long text " * 100, "yes" if i % 2 else "no") for i in range(32)]
+    labelled = [
+        ((f"{i:04d}", "x"), f"{i} " + "long text " * 100, "yes" if i % 2 else "no")
+        for i in range(32)
+    ]
     version = learner._version(q, 1, labelled).model
     assert all(len(v) == loop.CANVAS_PER_OPTION for v in version.examples.values())
     assert all(len(t) <= loop.CANVAS_CHARS for v in version.examples.values() for t in v)

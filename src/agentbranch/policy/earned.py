@@ -169,7 +169,9 @@ class Earned:
         self._names: dict[str, str] = {}
         # -- learning hook (agentbranch.policy.learn): versions of the read per question --
         if self.redact is not None and not callable(self.redact):
-            raise ConfigurationError(f"Earned(redact=...) must be a function str -> str, got {self.redact!r}")
+            raise ConfigurationError(
+                f"Earned(redact=...) must be a function str -> str, got {self.redact!r}"
+            )
         self.learner: Any = None
         if self.learn:
             from agentbranch.policy.learn.loop import Learner

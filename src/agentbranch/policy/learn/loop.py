@@ -63,7 +63,9 @@ class Learner:
         """The engine trial versions are read with (the resolver's)."""
         self.engine = engine
 
-    def asked(self, qid: str, question: Any, reader: str | None, model: str | None) -> tuple[Any, int]:
+    def asked(
+        self, qid: str, question: Any, reader: str | None, model: str | None
+    ) -> tuple[Any, int]:
         """The version in force of ``question``, and its index."""
         q = self._question(qid, question, reader, model)
         rung = q.ladder.deciding
@@ -96,7 +98,9 @@ class Learner:
 
     # -- labels -----------------------------------------------------------------------
 
-    def observe(self, qid: str, question: Any, *, state: str | None, version: int | None, **fields: Any) -> Any:
+    def observe(
+        self, qid: str, question: Any, *, state: str | None, version: int | None, **fields: Any
+    ) -> Any:
         """One teacher label for the decision the version ``version`` (or ``question``'s
         own, or the one in force) made: its evidence, with the labelled state; then each
         newer version on trial reads the state, and its read is its evidence."""
@@ -185,7 +189,9 @@ class Learner:
                 if len(q.ladder.rungs) == j:
                     self._add(q, rung)
         except Exception as e:  # noqa: BLE001 - a failed fit leaves the version in force
-            log.warning("agentbranch.learn: fitting version %d of %r failed: %s", j, q.question_id, e)
+            log.warning(
+                "agentbranch.learn: fitting version %d of %r failed: %s", j, q.question_id, e
+            )
         finally:
             with self._lock:
                 q.fitting = False
@@ -219,7 +225,9 @@ class Learner:
         key = self.earned_key(q.question_id, rung.model, q.reader, q.model)
         self._rungs[key] = (q, rung)
 
-    def _question(self, qid: str, question: Any, reader: str | None, model: str | None) -> _Question:
+    def _question(
+        self, qid: str, question: Any, reader: str | None, model: str | None
+    ) -> _Question:
         key = self.earned_key(qid, question, reader, model)
         with self._lock:
             hit = self._rungs.get(key)
