@@ -1,9 +1,11 @@
 """Decisions per second on the embedded reader with 0, 100 and 1,000 labels learned per
-question (``Earned(learn=True)``'s versions: the question with its labelled states as
-examples, at most ``agentbranch.policy.learn.examples.PER_OPTION`` per option).
+question (``Earned(learn=True)``'s versions on the embedded reader: the question read
+by a logistic head fitted on its labelled states' embeddings; ``--examples``: the
+question with its labelled states as examples instead, at most
+``agentbranch.policy.learn.examples.PER_OPTION`` per option, spread over the embedder's
+space as the learner selects them for canvas readers).
 
-The labelled states are selected as the learner selects them (spread over the
-embedder's space); the variants are timed alternately in one process, on the same
+The variants are timed alternately in one process, on the same
 states, and the ratio to the unlearned read is printed.
 
     HF_HUB_OFFLINE=1 python benchmarks/bench_learning_speed.py [--rounds 5] [--batch 16]
@@ -17,7 +19,9 @@ import time
 
 import agentbranch as ab
 from agentbranch.engine.readers.embedded import EmbeddedReader
+from agentbranch.core.heads import with_head
 from agentbranch.policy.learn import examples as lx
+from agentbranch.policy.learn.head import fit_head
 
 TOPICS = {
     "billing": ["invoice", "refund", "charge", "payment", "subscription", "price"],
@@ -36,6 +40,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--labels", type=int, nargs="+", default=[0, 100, 1000])
+    parser.add_argument("--examples", action="store_true", help="learned examples, not heads")
     args = parser.parse_args()
     rng = random.Random(0)
     reader = EmbeddedReader().load()
@@ -47,10 +52,16 @@ def main() -> None:
         labels = [rng.choice(options) for _ in range(n)]
         texts = [text(rng, y, i) for i, y in enumerate(labels)]
         vectors = reader.embed(texts).numpy() if texts else None
-        learned = lx.select(texts, labels, options, vectors=vectors)
-        variants[n] = lx.with_learned(base, options, learned)
-        size = sum(len(v) for v in learned.values())
-        print(f"{n:>5} labels: {size} learned examples")
+        head = None if args.examples or not texts else fit_head(options, vectors, labels)
+        if head is not None:
+            variants[n] = with_head(base, head)
+            size = head.weights.nbytes + head.bias.nbytes
+            print(f"{n:>5} labels: a head of {size / 1024:.1f} KiB")
+        else:
+            learned = lx.select(texts, labels, options, vectors=vectors)
+            variants[n] = lx.with_learned(base, options, learned)
+            size = sum(len(v) for v in learned.values())
+            print(f"{n:>5} labels: {size} learned examples")
     states = [text(rng, rng.choice(options), 10_000 + i) for i in range(args.batch)]
     for q in variants.values():  # warm: embeddings of the examples, temperatures
         engine.decide_many(states[:2], {"team": q})

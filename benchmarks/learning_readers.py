@@ -1,7 +1,7 @@
 """The reads ``learning.py`` streams: each question's states embedded once, the written
 question's read of every state, and the learners that fit a new version of the read
 from labelled states (``examples``: the library's learned examples on the embedded
-reader; ``head``: a logistic head on the embeddings)."""
+reader; ``head``: the shipped logistic head on the embeddings)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from agentbranch.core.questions import to_spec
 from agentbranch.core.reads import QuestionSpec
 from agentbranch.engine.readers import embedded as emb
 from agentbranch.policy.learn import examples as lx
+from agentbranch.policy.learn import head as lh
 
 
 @dataclass
@@ -172,26 +173,23 @@ class ExamplesLearner:
 
 
 class HeadLearner:
-    """A version = a logistic head on the embeddings of the labelled states (options not
-    labelled yet keep a tiny probability)."""
+    """A version = what ``Earned(learn=True)`` ships for the embedded reader: the
+    question with a logistic head fitted on the embeddings of the labelled states
+    (``agentbranch.policy.learn.head.fit_head``), read by the reader's own head read;
+    while fewer than two options are labelled, the learned examples instead."""
 
-    def __init__(self, c: float = 10.0) -> None:
+    def __init__(self, c: float = lh.C) -> None:
         self.c = c
 
     def __repr__(self) -> str:
-        return f"logistic head on the embeddings (C={self.c})"
+        return f"the shipped learned head: logistic on the embeddings (C={self.c})"
 
     def fit(self, q: Question, train: np.ndarray, y: np.ndarray) -> Reads:
-        from sklearn.linear_model import LogisticRegression
-
-        k = len(q.spec.options)
-        if len(set(y.tolist())) < 2:
-            probs = np.full((len(q.label), k), 1.0 / k)
-            return Reads.of(probs)
-        head = LogisticRegression(C=self.c, max_iter=2000).fit(q.emb[train], y)
-        probs = np.full((len(q.label), k), 1e-6)
-        probs[:, head.classes_] = head.predict_proba(q.emb)
-        return Reads.of(probs / probs.sum(1, keepdims=True))
+        options = list(q.spec.options)
+        head = lh.fit_head(options, q.emb[train], [options[k] for k in y], c=self.c)
+        if head is None:
+            return ExamplesLearner().fit(q, train, y)
+        return read_spec(q, dataclasses.replace(q.spec, head=head))
 
 
 LEARNERS = {

@@ -9,13 +9,16 @@ import random
 import threading
 from typing import Any
 
+import numpy as np
 import pytest
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 import agentbranch as ab
+from agentbranch.core.heads import LinearHead, question_head, with_head
 from agentbranch.policy import Earned, Generate, Policy, Resolver
+from agentbranch.policy.learn import examples as lx
 from agentbranch.policy.learn import ladder as ld
 
 SPORT = [
@@ -106,8 +109,22 @@ def test_labels_make_a_version_that_is_tested_then_decides(engine, tmp_path):
     ladder = next(iter(earned.learner._questions.values())).ladder
     assert len(ladder.rungs) >= 2 and ladder.rungs[1].fitted_on == v1_fit
     v1 = ladder.rungs[1]
-    assert v1.model.examples  # the learned version reads its labelled states as examples
+    # On the embedded reader the learned version is the written question read by a
+    # logistic head fitted on the embeddings of its 32 labelled states.
+    head = question_head(v1.model)
+    assert head is not None and set(head.classes) == {"yes", "no"}
+    assert not v1.model.examples  # the head reads; no learned examples
+    _check_head_version(engine, v1.model, head, items)
     v1_key = earned.key("sport", v1.model, "embedded", engine.reader.model)
+    # Its key is not the written question's, nor that of the version with the same
+    # labels as examples: the head's digest is part of the version's identity.
+    examples_version = lx.with_learned(
+        QUESTION, ["yes", "no"], {"yes": ["The striker scored"], "no": ["Simmer the onions"]}
+    )
+    model = engine.reader.model
+    others = {earned.key("sport", m, "embedded", model) for m in (QUESTION, examples_version)}
+    assert v1_key not in others
+    assert json.loads(json.dumps(v1.model.model_dump(mode="json")))["learned_head"] == head.digest
     trials = [x for x in lines if x["key"] == v1_key and "state" not in x]
     # Version 1 was tested on labels after its fit only: its first trial record comes
     # after the 32nd labelled state, and trial records decide nothing.
@@ -130,6 +147,25 @@ def test_labels_make_a_version_that_is_tested_then_decides(engine, tmp_path):
     assert j == ladder.in_force
     assert again.key("sport", q, "embedded", engine.reader.model) == earned.key(
         "sport", ladder.deciding.model, "embedded", engine.reader.model
+    )
+
+
+def _check_head_version(engine, version, head, items) -> None:
+    """The version's embedded read is its head's: one product on the state embeddings,
+    not the similarity read of the written question."""
+    texts = [t for t, _ in items[-6:]]
+    written = engine.decide_many(texts, {"sport": QUESTION})
+    learned = engine.decide_many(texts, {"sport": version})
+    expect = np.exp(head.log_probs(engine.reader.embed(texts).numpy(), ["yes", "no"]))
+    for w, d, p in zip(written, learned, expect):
+        got = [d["sport"].probabilities[o] for o in ("yes", "no")]
+        assert got == pytest.approx(p.tolist(), abs=1e-5)
+        assert got != pytest.approx([w["sport"].probabilities[o] for o in ("yes", "no")])
+    # Another head (other weights) is another version, with another key.
+    other = LinearHead(head.options, head.classes, head.weights * 0.5, head.bias)
+    assert with_head(QUESTION, other) != version
+    assert Earned().key("sport", with_head(QUESTION, other), "embedded", "m") != Earned().key(
+        "sport", version, "embedded", "m"
     )
 
 
@@ -204,3 +240,37 @@ def test_a_reader_without_an_embedder_gets_a_few_short_few_shot_lines():
     assert all(len(t) <= loop.CANVAS_CHARS for v in version.examples.values() for t in v)
     # the most recent ones (no embedder to spread them with)
     assert [t.split()[0] for t in version.examples["yes"]] == ["25", "27", "29", "31"]
+
+
+def test_the_head_reads_what_scikit_learn_fitted_and_survives_json():
+    from sklearn.linear_model import LogisticRegression
+
+    from agentbranch.core.heads import FLOOR
+    from agentbranch.policy.learn.head import C, fit_head
+
+    rng = np.random.default_rng(0)
+    options = ["a", "b", "c", "d"]
+    x = rng.normal(size=(60, 8))
+    y = (x[:, 0] > 0).astype(int) + 2 * (x[:, 1] > 0.5)  # options a..d, "d" rarely
+    x, y = x[y < 3], y[y < 3]  # "d" never labelled
+    head = fit_head(options, x, [options[k] for k in y])
+    ref = LogisticRegression(C=C, max_iter=2000).fit(x, y).predict_proba(x)
+    want = np.full((len(x), 4), FLOOR)
+    want[:, :3] = ref
+    want /= want.sum(1, keepdims=True)
+    assert np.exp(head.log_probs(x, options)) == pytest.approx(want, abs=1e-12)
+    # a yes/no head: one logit in scikit-learn, two rows here
+    yn = fit_head(["yes", "no"], x, ["yes" if k == 0 else "no" for k in y])
+    ref = LogisticRegression(C=C, max_iter=2000).fit(x, (y != 0).astype(int)).predict_proba(x)
+    assert np.exp(yn.log_probs(x, ["yes", "no"])) == pytest.approx(ref, abs=1e-12)
+    # serialisable, same digest; a permuted or partial question is read over its options
+    back = LinearHead.from_dict(json.loads(json.dumps(head.to_dict())))
+    assert back == head and back.digest == head.digest and hash(back) == hash(head)
+    sub = np.exp(head.log_probs(x[:3], ["c", "a"]))
+    full = np.exp(head.log_probs(x[:3], options))
+    assert sub == pytest.approx(full[:, [2, 0]] / full[:, [2, 0]].sum(1, keepdims=True))
+    assert not head.reads(["a", "z"])
+    # nothing to tell apart: no head (the learner then uses learned examples)
+    assert fit_head(options, x[:5], ["a"] * 5) is None
+    with pytest.raises(ValueError, match="finite"):
+        LinearHead(["a", "b"], ["a", "b"], [[np.nan], [0.0]], [0.0, 0.0])

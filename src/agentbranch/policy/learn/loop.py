@@ -1,8 +1,10 @@
-"""``Earned(..., learn=True)``: the labels the teacher gives become the read's examples.
+"""``Earned(..., learn=True)``: the labels the teacher gives become the read's training data.
 
 Per question (and reader, model) a ``Ladder`` of versions (``ladder``): version 0 is the
-question as written, version ``j`` the question with the labelled states of its first
-``refit_at(j)`` labels as learned examples (``examples``). The version in force is the
+question as written, version ``j`` is fitted on the labelled states of its first
+``refit_at(j)`` labels: on the embedded reader a logistic head on their embeddings
+(``head``; its digest is in the version's key), on canvas readers those states as
+learned examples (``examples``, a few short few-shot lines). The version in force is the
 question the engine is asked; its threshold is its own (a version's learned examples
 are part of its evidence key). Every label the version in force gets is stored with the
 labelled state (``Evidence.state``, after ``Earned(redact=...)``), and read again by
@@ -20,7 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentbranch.core.heads import with_head
 from agentbranch.policy.learn import examples as lx
+from agentbranch.policy.learn.head import fit_head
 from agentbranch.policy.learn.ladder import Ladder, Rung, refit_at, trial_fields, version_earned
 
 log = logging.getLogger("agentbranch")
@@ -197,7 +201,10 @@ class Learner:
                 q.fitting = False
 
     def _version(self, q: _Question, j: int, labelled: list) -> Rung:
-        """Version ``j``: the written question with ``labelled`` states as examples."""
+        """Version ``j``: on a reader with an embedder, the written question read by a
+        logistic head fitted on the embeddings of the ``labelled`` states; else (or
+        while fewer than two options are labelled) the written question with them as
+        examples."""
         texts = [t for _, t, _ in labelled]
         labels = [y for _, _, y in labelled]
         options = self._options(q)
@@ -205,6 +212,10 @@ class Learner:
         embed = getattr(getattr(self.engine, "reader", None), "embed", None)
         if callable(embed):
             vectors = embed(texts).numpy()
+            head = fit_head(options, vectors, labels)
+            if head is not None:
+                question = with_head(q.question, head)
+                return Rung(j, len(labelled), model=question, trust=version_earned(self.earned, j))
         else:  # a canvas reader: a few short few-shot lines per option
             texts = [t[:CANVAS_CHARS] for t in texts]
             per_option = CANVAS_PER_OPTION
