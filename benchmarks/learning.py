@@ -9,12 +9,15 @@ threshold in force goes to a teacher that knows the true label (the ``Generate``
 fallback), a taken one is audited at ``RATE``. Every label is also training data:
 
 * **off**: today's engine, labels only move the threshold;
-* **examples**: the learned reader versions of ``agentbranch.policy.learn`` (refits at
-  32, 64, 128 ... labels; each version is the question with the labelled states as
-  ``examples=``, at most ``PER_OPTION`` per option, hand-written ones first), under the
-  version ladder (``agentbranch.policy.learn.ladder``): a version decides only once it
-  has earned a threshold of its own on labels gathered after its fit, read by it;
-* **head**: the same ladder, each version a logistic head (``C``) on the embeddings.
+* **head** (what ``Earned(learn=True)`` ships for the embedded reader): the learned
+  reader versions of ``agentbranch.policy.learn`` (refits at 32, 64, 128 ... labels;
+  each version is the question read by a logistic head fitted on the embeddings of the
+  labelled states, ``agentbranch.policy.learn.head``, through the reader's own head
+  read), under the version ladder (``agentbranch.policy.learn.ladder``): a version
+  decides only once it has earned a threshold of its own on labels gathered after its
+  fit, read by it;
+* **examples**: the same ladder, each version the question with the labelled states as
+  ``examples=`` (at most ``PER_OPTION`` per option, hand-written ones first).
 
 Printed per question (pooled over its streams): decisions, accuracy of the written
 question, coverage and take precision of each variant, coverage in the stream's last
