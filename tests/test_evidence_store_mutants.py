@@ -9,6 +9,7 @@ import json
 import os
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -16,6 +17,10 @@ from agentbranch.core.errors import ConfigurationError, InvalidFileError
 from agentbranch.policy import Earned, JsonlEvidenceStore
 from agentbranch.policy.evidence import new_evidence
 from agentbranch.policy.evidence_store import LangGraphEvidenceStore, as_store
+
+
+#: Record ``i`` is made ``i`` ms after this: records sort (time, id) in the order of ``i``.
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def record(key: str = "k" * 32, i: int = 0, **over):
@@ -29,7 +34,7 @@ def record(key: str = "k" * 32, i: int = 0, **over):
         engine_label="yes",
         teacher_label="yes",
         rate=1.0,
-        time=f"2026-01-01T00:00:00.000+00:00#{i:06d}",
+        time=(EPOCH + timedelta(milliseconds=i)).isoformat(timespec="milliseconds"),
     )
     fields.update(over)
     return new_evidence(**fields)
@@ -155,28 +160,43 @@ def test_a_jsonl_append_is_on_disk_before_it_returns(tmp_path, monkeypatch):
     assert len(synced) == 1
 
 
-def test_a_jsonl_store_that_disappears_after_being_read_is_an_error(tmp_path):
+def test_a_jsonl_store_that_disappears_after_being_read_is_reported_once(tmp_path):
+    """Issue 37.8: a store deleted while serving is not an exception on every read; the
+    store reports it once (``pop_lost``, which ``Earned`` logs as an ERROR and answers
+    with learning again), forgets what it read, and the next append starts a new file."""
     path = tmp_path / "evidence.jsonl"
     store = JsonlEvidenceStore(path)
     store.append([record()])
-    assert len(store.load("k" * 32)) == 1
+    assert store.keys() == ["k" * 32]
+    assert store.pop_lost() is None  # nothing lost while the file is there
     path.unlink()
-    with pytest.raises(InvalidFileError) as info:
-        store.load("k" * 32)
-    assert str(info.value) == f"evidence store {path} disappeared after being read"
+    assert store.read_new() == []
+    assert store.keys() == []  # the keys of the lost file are forgotten
+    assert store.pop_lost() == f"evidence store {path} was moved or deleted while serving"
+    assert store.pop_lost() is None  # reported once
+    fresh = record(i=1)
+    store.append([fresh])
+    assert store.load("k" * 32) == [fresh]
+    assert store.keys() == ["k" * 32] and store.read_new() == []  # its own line: not read back
+    assert store.pop_lost() is None
 
 
-def test_a_jsonl_store_that_shrank_says_it_is_append_only(tmp_path):
+def test_a_jsonl_store_that_shrank_is_reported_and_read_again_from_the_start(tmp_path):
+    """Issue 37.8: a store truncated or rewritten while serving (it is append-only) is
+    reported once with the sizes, and what the file now holds is read from its start."""
     path = tmp_path / "evidence.jsonl"
     store = JsonlEvidenceStore(path)
-    store.append([record(i=i) for i in range(2)])
-    store.keys()
-    path.write_text(path.read_text().splitlines()[0] + "\n")
-    with pytest.raises(InvalidFileError) as info:
-        store.keys()
-    assert str(info.value).endswith(
-        "bytes read); it is append-only: it was truncated or rewritten by something else"
+    first, second = record(i=0), record(i=1)
+    store.append([first, second])
+    size = path.stat().st_size
+    assert store.read_new() == [] and store.keys() == ["k" * 32]
+    assert store.pop_lost() is None  # a file exactly as long as what was read is intact
+    path.write_text(path.read_text().splitlines()[0] + "\n")  # same file, shorter
+    assert store.read_new() == [first]
+    assert store.pop_lost() == (
+        f"evidence store {path} shrank ({path.stat().st_size} < {size} bytes read) while serving"
     )
+    assert store.pop_lost() is None and store.read_new() == []
 
 
 def test_a_bad_line_names_the_field_and_what_is_wrong(tmp_path):

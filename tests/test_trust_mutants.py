@@ -316,7 +316,7 @@ def test_a_langgraph_record_of_the_same_key_under_another_id_is_refused():
 
 def test_a_langgraph_store_gives_back_exactly_what_was_appended_per_key():
     _, store = _langgraph_store()
-    a = [_record(key="a" * 32, time=f"2026-01-01T00:00:0{i}") for i in range(3)]
+    a = [_record(key="a" * 32, time=f"2026-01-01T00:00:0{i}+00:00") for i in range(3)]
     b = [_record(key="b" * 32, teacher_label="no")]
     store.append([a[2], b[0], a[0], a[1]])
     assert store.load("a" * 32) == a

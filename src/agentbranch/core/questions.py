@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from agentbranch.core.errors import InvalidQuestionError
 from agentbranch.core.examples import WITH_EXAMPLES, attach_examples, spec_examples
+from agentbranch.core.heads import question_head
 from agentbranch.core.question_types import QUESTION_TYPES
 from agentbranch.core.reads import QuestionSpec
 
@@ -283,4 +284,5 @@ def to_spec(qid: str, question: Question) -> QuestionSpec:
         descriptions=tuple(descriptions),
         labels=tuple(labels),
         examples=spec_examples(qid, question, options),
+        head=question_head(question),
     )

@@ -14,6 +14,7 @@ dataclasses. Two levels exist:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,9 @@ class QuestionSpec:
     labels: tuple[str, ...]
     #: Example states per option, in option order (``()`` when the question has none).
     examples: tuple[tuple[str, ...], ...] = ()
+    #: A learned head (``agentbranch.core.heads.LinearHead``) the embedded reader reads
+    #: the question with (``Earned(..., learn=True)``); other readers ignore it.
+    head: Any = None
 
 
 @dataclass(frozen=True)

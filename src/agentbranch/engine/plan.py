@@ -78,6 +78,7 @@ def expand(spec: QuestionSpec, *, max_options: int, permutations: int = 1) -> li
                         descriptions=tuple(spec.descriptions[i] for i in order),
                         labels=label_set[: len(order)] if len(order) <= len(label_set) else (),
                         examples=tuple(spec.examples[i] for i in order) if spec.examples else (),
+                        head=spec.head,
                     ),
                     tuple(order),
                 )

@@ -120,6 +120,12 @@ class Earned:
         refresh_s: re-read the store (other processes' evidence) at most this often;
             this process's own evidence counts at once.
         frozen: never write evidence; thresholds stay what the store gives (``freeze()``).
+        learn: learn from the teacher (``agentbranch.policy.learn``): each label also
+            becomes an example of the question's read, which is then a new version with
+            its own evidence and threshold, in force once it has earned one on labels
+            gathered after its fit. Stores each labelled state's text with its evidence.
+        redact: with ``learn``, what is applied to a labelled state's text before it is
+            stored and learned from (e.g. masking e-mail addresses); ``None``: as is.
     """
 
     precision: float = 0.9
@@ -132,6 +138,8 @@ class Earned:
     step: float = 0.01
     refresh_s: float = 10.0
     frozen: bool = False
+    learn: bool = False
+    redact: Any = None
 
     def __post_init__(self) -> None:
         self.precision = _check_unit("precision", self.precision, open_=True)
@@ -197,6 +205,19 @@ class Earned:
         self._read_at: float | None = None  # monotonic time of the last read of the store
         self._used: dict[str, str] = {}  # evidence keys this process asked for -> question id
         self._saved_at = 0  # store offset of the last checkpoint written
+        #: Whether this Earned keeps a checkpoint beside its store (the copies that test
+        #: learned versions, ``learn.ladder``, read the same store and keep none).
+        self._checkpoints = True
+        # -- learning hook (agentbranch.policy.learn): versions of the read per question --
+        if self.redact is not None and not callable(self.redact):
+            raise ConfigurationError(
+                f"Earned(redact=...) must be a function str -> str, got {self.redact!r}"
+            )
+        self.learner: Any = None
+        if self.learn:
+            from agentbranch.policy.learn.loop import Learner
+
+            self.learner = Learner(self, redact=self.redact)
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -278,6 +299,8 @@ class Earned:
         The decision path: a dictionary lookup, plus a read of what the store gained
         since the last one every ``refresh_s`` (skipped, not waited for, while another
         thread is reading it); only the first call of the process waits for the store."""
+        if self.learner is not None:  # learning hook: the version's own trust
+            return self.learner.state(question_id, question, reader, model)
         key = self.key(question_id, question, reader, model, reading)
         self._used.setdefault(key, question_id)
         if self._read_at is None:
@@ -333,13 +356,36 @@ class Earned:
         trust: Trust,
         reading: str | None = None,
         decision: str | None = None,
+        state: str | None = None,
+        version: int | None = None,
     ) -> Evidence | None:
         """Record one teacher label (no-op when frozen). Bad evidence (a label outside
         the options, a non-finite confidence) is dropped with a WARNING, never used.
         ``reading``: the decision's reading fingerprint (part of the key); ``decision``:
-        its identity (``agentbranch.policy.identity``; labels of one decision count once)."""
+        its identity (``agentbranch.policy.identity``; labels of one decision count once).
+        With ``learn=True``: ``state`` is the labelled state's text and ``version`` the
+        version of the read that decided (``agentbranch.policy.learn``)."""
         if self.frozen:
             return None
+        if self.learner is not None:  # learning hook: the version that decided learns
+            return self.learner.observe(
+                question_id,
+                question,
+                state=state,
+                version=version,
+                reader=reader,
+                model=model,
+                source=source,
+                band=band,
+                confidence=confidence,
+                options=options,
+                engine_label=engine_label,
+                teacher_label=teacher_label,
+                rate=rate,
+                take_at=take_at,
+                trust=trust,
+                decision=decision,
+            )
         key = self.key(question_id, question, reader, model, reading)
         try:
             rec = new_evidence(
@@ -358,6 +404,7 @@ class Earned:
                 trust=trust,
                 earned=self.settings,
                 decision=decision,
+                **({"state": state} if state is not None else {}),
             )
         except Exception as e:  # noqa: BLE001 - pydantic ValidationError and friends
             log.warning(
@@ -381,7 +428,7 @@ class Earned:
     def _catch_up(self, *, announce: bool = True) -> None:
         """Feed what the store gained since the last read (the caller holds the feed
         lock)."""
-        if self._read_at is None and checkpoint.restore(self):
+        if self._read_at is None and self._checkpoints and checkpoint.restore(self):
             self._saved_at = self.evidence.offset
         read_new = getattr(self.evidence, "read_new", None)
         while True:
@@ -394,7 +441,11 @@ class Earned:
             if lost:
                 self._saved_at = 0
             offset = getattr(self.evidence, "offset", 0)
-            if not self.frozen and offset - self._saved_at >= checkpoint.CHECKPOINT_BYTES:
+            if (
+                self._checkpoints
+                and not self.frozen
+                and offset - self._saved_at >= checkpoint.CHECKPOINT_BYTES
+            ):
                 checkpoint.save(self)
                 self._saved_at = offset
             if read_new is None or not records or not hasattr(self.evidence, "offset"):

@@ -34,6 +34,10 @@ Schema (``EVIDENCE_SCHEMA``, JSON object, one per line of a JSON Lines store):
   ``min_evidence``, ``max_take_at``, ``min_take_at``, ``start_at``, ``step``), so that a
   report states the policy's own target and recomputes its thresholds
 
+* ``state`` (optional, only with ``Earned(learn=True)``; absent otherwise): the labelled
+  state's text, after ``Earned(redact=...)``, which the question learns from
+  (``agentbranch.policy.learn``)
+
 Records are validated strictly: numbers must be JSON numbers (``"0.97"`` or ``true`` as
 a confidence is refused), ``correct`` a JSON boolean, options distinct. A record whose
 ``schema`` names a later version was written by a newer release of agentbranch: it is
@@ -129,6 +133,8 @@ class Evidence(BaseModel):
         stored = bool(info.context and info.context.get("stored"))
         check_time(value, future_ok=stored)
         return value
+    # -- learning hook (agentbranch.policy.learn): the labelled state, learn=True only --
+    state: str | None = Field(default=None, max_length=100_000)
 
     @model_validator(mode="after")
     def _consistent(self) -> Evidence:
@@ -146,7 +152,10 @@ class Evidence(BaseModel):
         return self
 
     def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True)
+        out = self.model_dump(mode="json", by_alias=True)
+        if out.get("state") is None:  # learning hook: absent unless learn=True stored one
+            out.pop("state", None)
+        return out
 
     @property
     def order(self) -> tuple[str, str]:

@@ -491,6 +491,16 @@ class LangGraphEvidenceStore:
             offset += page
 
 
+def store_view(store: EvidenceStore) -> EvidenceStore:
+    """Another reader of the same evidence: its own read position, so two ``Earned``
+    objects on one store (the learned versions' copies) each read every record."""
+    if isinstance(store, JsonlEvidenceStore):
+        return JsonlEvidenceStore(store.path)
+    if isinstance(store, LangGraphEvidenceStore):
+        return LangGraphEvidenceStore(store.store, store.namespace, private=store.private)
+    return store
+
+
 def as_store(store: Any) -> EvidenceStore:
     """``Earned(store=...)``: ``None`` (an in-memory LangGraph store, this process only),
     a JSON Lines path, a LangGraph ``BaseStore``, or an ``EvidenceStore``."""

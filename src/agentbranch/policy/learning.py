@@ -48,17 +48,25 @@ def observe_record(
     teacher_label: str,
     rate: float,
     decision: str | None = None,
+    state: Any = None,
 ) -> None:
     """One evidence record for the banded decision ``banded`` (its first read), keyed
     with its reading fingerprint (``banded["reading"]``) and carrying its identity
     (``decision``, default ``banded["decision_id"]``: labels of one decision count
     once). A store that is not an evidence store raises; any other write failure is
-    logged."""
+    logged. ``state``: the state read, kept with the label when the policy learns
+    (``learn=True``)."""
     if banded.get("confidence") is None or banded.get("engine_label") is None:
         return
     if is_replayed(banded):
         return  # a replayed decision is no live traffic
     band = banded["band"] if banded["band"] in ("take", "fallback", "review") else "fallback"
+    learning = {}  # learning hook (agentbranch.policy.learn): the state and the version
+    if getattr(earned, "learner", None) is not None:
+        from agentbranch.policy.generation import state_text
+
+        text = state if isinstance(state, str) or state is None else state_text(state)
+        learning = {"state": text, "version": banded.get("reader_version")}
     try:
         earned.observe(
             qid,
@@ -76,6 +84,7 @@ def observe_record(
             trust=banded.get("trust") or "learning",
             reading=banded.get("reading"),
             decision=decision if decision is not None else banded.get("decision_id"),
+            **learning,
         )
     except ConfigurationError:
         raise
@@ -90,13 +99,22 @@ def collect(
     policy: PolicyArg,
     banded: Mapping[str, DecisionRecord],
     final: Mapping[str, DecisionRecord],
+    state: Any = None,
 ) -> None:
-    """Store the labels the resolution of ``final`` gave (see module docstring)."""
+    """Store the labels the resolution of ``final`` gave (see module docstring); with
+    ``state`` (the state read), a learning policy keeps it with the label."""
     for qid, first in banded.items():
         got = label_of(final[qid])
         if got is None:
             continue
         earned = policy_for(policy, qid).earned
         observe_record(
-            earned, qid, questions[qid], first, source=got[0], teacher_label=got[1], rate=1.0
+            earned,
+            qid,
+            questions[qid],
+            first,
+            source=got[0],
+            teacher_label=got[1],
+            rate=1.0,
+            state=state,
         )

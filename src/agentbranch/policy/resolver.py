@@ -21,6 +21,7 @@ from agentbranch.policy.failure import records_for_error
 from agentbranch.policy.fallbacks import Steps, fallback_steps, run_async, run_sync
 from agentbranch.policy.identity import decision_identity, langgraph_thread
 from agentbranch.policy.in_force import thresholds_for
+from agentbranch.policy.learn.hooks import asked_questions, mark_versions
 from agentbranch.policy.learning import collect, snapshot
 from agentbranch.policy.review import review_all
 
@@ -62,39 +63,44 @@ class Resolver:
                 )
 
     def resolve(self, state: Any) -> dict[str, DecisionRecord]:
+        # learning hook: each learning question's version in force is what is asked
+        asked, versions = asked_questions(self.engine, self.questions, self.policy)
         try:
-            decisions = self.engine.decide(state, self.questions, log_decisions=False)
+            decisions = self.engine.decide(state, asked, log_decisions=False)
         except BaseException as e:  # noqa: BLE001 - re-raised unless a policy handles it
             return records_for_error(e, self.questions, self.policy, self.engine.reader)
         records, pending = band_all(
-            decisions, self.questions, self.policy, thresholds_for(self.engine, state)
+            decisions, asked, self.policy, thresholds_for(self.engine, state)
         )
         self._identify(records, state)
+        mark_versions(records, versions)  # learning hook
         banded = snapshot(records, self.policy)
         review_all(records, pending["review"], self.review)
         for qid in pending["fallback"]:
             records[qid] = run_sync(self._fallbacks(qid, records[qid], state))
-        collect(self.questions, self.policy, banded, records)
+        collect(asked, self.policy, banded, records, state=state)
         self._shadow(records, state)
         return records
 
     async def aresolve(self, state: Any) -> dict[str, DecisionRecord]:
+        asked, versions = asked_questions(self.engine, self.questions, self.policy)  # learning
         try:
-            decisions = await self.engine.adecide(state, self.questions, log_decisions=False)
+            decisions = await self.engine.adecide(state, asked, log_decisions=False)
         except BaseException as e:  # noqa: BLE001
             return records_for_error(e, self.questions, self.policy, self.engine.reader)
         if self._earned:  # a due store re-read is blocking I/O: off the event loop
-            await asyncio.to_thread(self._thresholds_now, decisions)
+            await asyncio.to_thread(self._thresholds_now, decisions, asked)
         records, pending = band_all(
-            decisions, self.questions, self.policy, thresholds_for(self.engine, state)
+            decisions, asked, self.policy, thresholds_for(self.engine, state)
         )
         self._identify(records, state)
+        mark_versions(records, versions)  # learning hook
         banded = snapshot(records, self.policy)
         review_all(records, pending["review"], self.review)
         for qid in pending["fallback"]:
             records[qid] = await run_async(self._fallbacks(qid, records[qid], state))
         if banded:  # evidence stores do blocking I/O: off the event loop
-            await asyncio.to_thread(collect, self.questions, self.policy, banded, records)
+            await asyncio.to_thread(collect, asked, self.policy, banded, records, state=state)
         self._shadow(records, state)
         return records
 
@@ -109,9 +115,9 @@ class Resolver:
             if policy_for(self.policy, qid).earned is not None:
                 rec["decision_id"] = decision_identity(qid, text, thread)
 
-    def _thresholds_now(self, decisions: Any) -> None:
+    def _thresholds_now(self, decisions: Any, asked: dict[str, Question]) -> None:
         """Bring every ``Earned`` threshold up to date (re-reading the store when due)."""
-        for qid, q in self.questions.items():
+        for qid, q in asked.items():
             p = policy_for(self.policy, qid)
             if p.earned is not None:
                 p.threshold(qid, q, decisions[qid])

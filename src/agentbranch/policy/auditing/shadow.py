@@ -79,7 +79,7 @@ def _one(
         teacher, instructions = _teacher(policy, audit)
         text = state_text(state)
         base = _base("audit", engine, question, policy, audit, rec, text, rate=audit.rate)
-        learn = _learner(policy, qid, question, rec, audit.rate) if audited else None
+        learn = _learner(policy, qid, question, rec, audit.rate, text) if audited else None
         health = _Outcome(policy, qid, rec)
         ask = _ask if audited else _probe_ask
         if not audit.submit(
@@ -141,7 +141,9 @@ class _Outcome:
             self.health.missing(*self.who, why=why)
 
 
-def _learner(policy: Any, qid: str, question: Any, rec: dict, rate: float) -> Any:
+def _learner(
+    policy: Any, qid: str, question: Any, rec: dict, rate: float, text: str | None = None
+) -> Any:
     """What to do with the teacher's label besides the audit record: evidence for an
     ``Earned`` policy (``None`` otherwise)."""
     earned = policy.earned
@@ -153,7 +155,14 @@ def _learner(policy: Any, qid: str, question: Any, rec: dict, rate: float) -> An
 
     def learn(label: str) -> None:
         observe_record(
-            earned, qid, question, banded, source="audit", teacher_label=label, rate=rate
+            earned,
+            qid,
+            question,
+            banded,
+            source="audit",
+            teacher_label=label,
+            rate=rate,
+            state=text,  # learning hook: kept only when the policy learns
         )
 
     return learn

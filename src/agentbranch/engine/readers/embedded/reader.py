@@ -19,6 +19,7 @@ from agentbranch.engine.readers.embedded.quiet import quiet_transformers
 from agentbranch.engine.readers.embedded.scoring import (
     Comparisons,
     combine,
+    head_reads,
     prototypes,
     uniform,
 )
@@ -368,7 +369,10 @@ class EmbeddedReader(Reader):
 
     def _answers(self, states: Any, q: QuestionSpec, vecs: dict[str, Any]) -> list[LabelRead]:
         """The reads of ``q`` for states (``(n, dim)`` embeddings): one similarity
-        product for them all."""
+        product for them all (one learned head's product when ``q`` carries one)."""
+        learned = head_reads(q, states)
+        if learned is not None:
+            return learned
         reason = missing_signal(q) or self._twins(q, vecs)
         if reason is not None:
             self._warn_once(q.id, reason)

@@ -122,3 +122,21 @@ def combine(
         else:
             out.append(d if d is not None else -1.0)
     return out
+
+
+def head_reads(q: QuestionSpec, states: Any) -> list[LabelRead] | None:
+    """The reads of ``q`` by its learned head (``QuestionSpec.head``) for ``states``
+    (``(n, dim)`` embeddings), one matrix product for them all; ``None`` when ``q``
+    carries no head, or one that cannot read it (other options, another embedder's
+    size): then the question is read by similarity as written."""
+    head = q.head
+    if head is None or not head.reads(q.options) or states.shape[-1] != head.dim:
+        return None
+    logp = head.log_probs(states.detach().cpu().numpy(), q.options)
+    return [
+        LabelRead(
+            logprobs=tuple(row),
+            extras={"source": "head", "head": head.digest, "calibrated": False},
+        )
+        for row in logp.tolist()
+    ]

@@ -1,0 +1,161 @@
+"""A learned head on a question: per-option weights over a reader's state embedding.
+
+``Earned(..., learn=True)`` fits one on the labelled states of a question (a logistic
+regression on their embeddings, ``agentbranch.policy.learn.head``) and makes it part of
+a new version of the question (``with_head``). The embedded reader, asked a question
+that carries a head, reads a state by the head alone: its label probabilities are the
+head's softmax over the options it was fitted on, options it never saw a label for
+keep a tiny floor (``FLOOR``, then renormalised). Other readers ignore the head.
+
+The head is small (``options x dim`` weights and a bias per option), serialisable
+(``to_dict`` / ``from_dict``) and identified by a digest of its numbers: the question's
+wire dict carries the digest (``"learned_head"``), so a version's evidence key changes
+with its weights, and the weights themselves are refitted from the stored labels.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langchain_core.decisions import Choice, Noul, Score
+from pydantic import ConfigDict, field_serializer
+
+from agentbranch.core.examples import Examples
+
+#: Probability an option the head was not fitted on keeps (before renormalising).
+FLOOR = 1e-6
+
+
+class LinearHead:
+    """Per-option weights ``(len(classes), dim)`` and biases over a state embedding.
+
+    ``classes`` are the option names the head was fitted on (2 or more, in the order of
+    the weight rows); ``options`` all options of the question, in order."""
+
+    __slots__ = ("options", "classes", "weights", "bias", "digest")
+
+    def __init__(
+        self, options: Sequence[str], classes: Sequence[str], weights: Any, bias: Any
+    ) -> None:
+        import numpy as np
+
+        w = np.array(weights, dtype=np.float64)
+        b = np.array(bias, dtype=np.float64).reshape(-1)
+        options, classes = tuple(options), tuple(classes)
+        k = len(classes)
+        if w.ndim != 2 or k < 2 or w.shape[0] != k or b.shape != (k,):
+            raise ValueError(
+                f"a head needs 2+ classes, weights (classes, dim) and one bias per class; got "
+                f"{len(classes)} classes, weights {w.shape}, bias {b.shape}"
+            )
+        if not set(classes) <= set(options) or len(set(classes)) != len(classes):
+            raise ValueError(f"head classes {classes} must be distinct options of {options}")
+        if not (np.isfinite(w).all() and np.isfinite(b).all()):
+            raise ValueError("a head's weights and biases must be finite")
+        w.setflags(write=False)
+        b.setflags(write=False)
+        self.options, self.classes, self.weights, self.bias = options, classes, w, b
+        blob = repr((options, classes, w.shape)).encode() + w.tobytes() + b.tobytes()
+        self.digest = hashlib.sha256(blob).hexdigest()[:32]
+
+    @property
+    def dim(self) -> int:
+        return int(self.weights.shape[1])
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LinearHead) and other.digest == self.digest
+
+    def __hash__(self) -> int:
+        return hash(self.digest)
+
+    def __repr__(self) -> str:
+        return (
+            f"LinearHead({len(self.classes)} of {len(self.options)} options, "
+            f"dim {self.dim}, {self.digest[:8]})"
+        )
+
+    def __deepcopy__(self, memo: dict) -> LinearHead:
+        return self  # immutable
+
+    def reads(self, options: Sequence[str]) -> bool:
+        """Whether the head can read a question with ``options`` (all of them its own)."""
+        return bool(options) and set(options) <= set(self.options)
+
+    def log_probs(self, states: Any, options: Sequence[str]) -> Any:
+        """``(n, len(options))`` log-probabilities of ``options`` for ``states``
+        (``(n, dim)`` embeddings): one matrix product for the batch."""
+        import numpy as np
+
+        x = np.asarray(states, dtype=np.float64)
+        if x.ndim != 2 or x.shape[1] != self.dim:
+            raise ValueError(f"the head reads {self.dim}-dim embeddings, got {x.shape}")
+        z = x @ self.weights.T + self.bias
+        z -= z.max(1, keepdims=True)
+        p = np.exp(z)
+        p /= p.sum(1, keepdims=True)
+        full = np.full((len(x), len(self.options)), FLOOR)
+        full[:, [self.options.index(c) for c in self.classes]] = p
+        full = full[:, [self.options.index(o) for o in options]]
+        full /= full.sum(1, keepdims=True)
+        return np.log(full)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "options": list(self.options),
+            "classes": list(self.classes),
+            "weights": self.weights.tolist(),
+            "bias": self.bias.tolist(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LinearHead:
+        return cls(d["options"], d["classes"], d["weights"], d["bias"])
+
+
+class _WithHead:
+    """What a question with a learned head adds: the head (its digest on the wire) and
+    optional examples (the written ones)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    examples: Examples | None = None
+    learned_head: LinearHead
+
+    @field_serializer("learned_head")
+    def _digest(self, head: LinearHead) -> str:
+        return head.digest
+
+
+class ChoiceWithHead(_WithHead, Choice):
+    """A ``Choice`` read by a learned head (on readers that have one)."""
+
+
+class NoulWithHead(_WithHead, Noul):
+    """A ``Noul`` read by a learned head (on readers that have one)."""
+
+
+class ScoreWithHead(_WithHead, Score):
+    """A ``Score`` read by a learned head (on readers that have one)."""
+
+
+WITH_HEAD: dict[str, type] = {
+    "choice": ChoiceWithHead,
+    "noul": NoulWithHead,
+    "score": ScoreWithHead,
+}
+
+
+def with_head(question: Any, head: LinearHead) -> Any:
+    """``question`` (its written examples kept) read by ``head``: a new question, so a
+    new evidence key (the head's digest is in its wire dict)."""
+    fields = question.model_dump(exclude_none=False)
+    fields.pop("learned_head", None)
+    return WITH_HEAD[question.type](**fields, learned_head=head)
+
+
+def question_head(question: Any) -> LinearHead | None:
+    """The learned head a question carries (``None``: none)."""
+    head = getattr(question, "learned_head", None)
+    return head if isinstance(head, LinearHead) else None

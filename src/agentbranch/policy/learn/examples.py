@@ -1,0 +1,89 @@
+"""Which labelled states a learned version shows as examples, and the question it reads.
+
+A learned version of a question is the question with its labelled states added to its
+``examples=`` (after the hand-written ones, which stay first): the embedded reader
+compares a state with them as it does with written examples, canvas readers show them
+as few-shot lines. Per option at most ``per_option`` learned examples (and never more
+than ``MAX_EXAMPLES_PER_OPTION`` in all), chosen deterministically: when an option has
+more labelled states than fit, a spread of them (farthest-point selection in the
+embedder's space, from the state nearest the option's mean), so a few kinds of text
+that dominate the traffic do not crowd out the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agentbranch.core.examples import MAX_EXAMPLES_PER_OPTION, WITH_EXAMPLES, question_examples
+
+#: Learned examples per option (bounded: they are compared with, or rendered on, every read).
+PER_OPTION = 32
+
+
+def spread(vectors: Any, k: int) -> list[int]:
+    """``k`` row indices of ``vectors`` (``(n, dim)``, L2-normalised) spread over the
+    space: the row nearest the mean first, then each time the row farthest from those
+    chosen (ties: the earliest). All rows when ``n <= k``."""
+    import numpy as np
+
+    x = np.asarray(vectors, dtype=float)
+    n = len(x)
+    if n <= k:
+        return list(range(n))
+    mean = x.mean(0)
+    first = int(np.argmax(x @ mean))
+    chosen = [first]
+    nearest = x @ x[first]  # similarity to the closest chosen row
+    for _ in range(k - 1):
+        nearest[chosen] = np.inf
+        nxt = int(np.argmin(nearest))
+        chosen.append(nxt)
+        nearest = np.maximum(nearest, x @ x[nxt])
+    return sorted(chosen)
+
+
+def select(
+    texts: Sequence[str],
+    labels: Sequence[str],
+    options: Sequence[str],
+    vectors: Any = None,
+    per_option: int = PER_OPTION,
+    written: dict[str, list[str]] | None = None,
+) -> dict[str, list[str]]:
+    """The learned examples per option from labelled ``texts`` (in the order they were
+    labelled): duplicates and hand-written examples (``written``) dropped, then at most
+    ``min(per_option, MAX_EXAMPLES_PER_OPTION - written)`` per option, spread by
+    ``vectors`` (the texts' embeddings; without them the most recent ones)."""
+    written = written or {}
+    out: dict[str, list[str]] = {}
+    for option in options:
+        room = min(per_option, MAX_EXAMPLES_PER_OPTION - len(written.get(option, [])))
+        seen = set(written.get(option, []))
+        rows = []
+        for i, (t, y) in enumerate(zip(texts, labels)):
+            if y == option and t.strip() and t not in seen:
+                seen.add(t)
+                rows.append(i)
+        if room <= 0 or not rows:
+            continue
+        if len(rows) > room:
+            if vectors is not None:
+                rows = [rows[j] for j in spread([vectors[i] for i in rows], room)]
+            else:
+                rows = rows[-room:]
+        out[option] = [texts[i] for i in rows]
+    return out
+
+
+def with_learned(question: Any, options: Sequence[str], learned: dict[str, list[str]]) -> Any:
+    """``question`` with ``learned`` examples after its own (a new question, so a new
+    evidence key). ``question`` itself when nothing was learned."""
+    if not any(learned.values()):
+        return question
+    merged = {o: list(v) for o, v in question_examples(question).items()}
+    for option, texts in learned.items():
+        merged.setdefault(option, []).extend(texts)
+    fields = question.model_dump(exclude_none=False)
+    fields.pop("examples", None)
+    return WITH_EXAMPLES[question.type](**fields, examples={o: v for o, v in merged.items() if v})

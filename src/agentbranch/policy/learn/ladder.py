@@ -1,0 +1,136 @@
+"""The version ladder of one question: which learned version of its read decides, and
+which newer versions are on trial (the rule that keeps ``Earned``'s guarantee while the
+read learns from the teacher's labels).
+
+* **Versions.** Version 0 is the question as written. Version ``j >= 1`` is fitted on
+  the first ``refit_at(j)`` labels of the question (``first``, ``2·first``, ``4·first``
+  ...): a reader that changed from its labels is a new reader, with an evidence key of
+  its own (the learned examples are part of the question, so they are part of the key).
+* **Trials.** A version is tested only on labels gathered *after* its fit, each read
+  again by that version (a shadow read of the same state): no label it learned from is
+  evidence for it. Until it has earned a threshold of its own, the version in force
+  keeps deciding at its own threshold (closing the band at every refit was measured to
+  end below not learning at all).
+* **Strata.** A trial's labels were sampled by the decisions of the version in force:
+  every decision outside its take band was labelled, a taken one only at the audit
+  rate. So for the trial the sample's strata are those two sets, whatever the trial's
+  own confidence says; a trial record is written with ``take_at=None`` (nothing of the
+  trial was in force) and the audited ones in a stratum of their own (``band="review"``,
+  the statistics' second stratum flag, with ``rate`` the audit rate), so the stratified
+  test weights the two sets by their share of the decisions (``thresholds.stratified``).
+* **Adoption.** After every label the newest version holding a threshold decides;
+  older ones are no longer fed. At most ``MAX_TRIALS`` versions are on trial at once
+  (the newest): each costs a shadow read per label.
+* **Error.** Each version's test spends its own share of ``1 - level``: version 0 half,
+  version ``j`` a share ``1/(2 j (j+1))`` (the shares add up to 1), so with probability
+  at least ``level`` no threshold in force, of any version, has a take band below the
+  target precision (the union bound over versions; exchangeable traffic between
+  withdrawals, the teacher as the reference, as for ``Earned`` itself).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+#: Labels at which the first learned version is fitted; later ones at 2x, 4x ...
+FIRST_REFIT = 32
+#: Versions on trial at once (the newest ones): each label costs one shadow read per
+#: trial, and a trial that has not passed by the time four newer versions exist (16x
+#: the labels it was fitted on) is retired. Two was measured to cost a quarter of the
+#: gain (``benchmarks/learning.py``: 1.54x instead of 1.66x the coverage of learn-off):
+#: an early version, with the most trial evidence, is often the first to pass.
+MAX_TRIALS = 4
+
+
+def refit_at(j: int, first: int = FIRST_REFIT) -> int:
+    """Labels version ``j >= 1`` is fitted on."""
+    return first * 2 ** (j - 1)
+
+
+#: Version 0's share of the error ``1 - level``; version ``j >= 1`` gets
+#: ``(1 - BASE_SHARE) / (j (j + 1))`` (the shares add up to 1).
+BASE_SHARE = 0.5
+
+
+def version_share(j: int, base: float = BASE_SHARE) -> float:
+    """Version ``j``'s share of the error ``1 - level`` (all shares add up to 1)."""
+    return base if j == 0 else (1.0 - base) / (j * (j + 1))
+
+
+def version_earned(earned: Any, j: int, store: Any = None, base: float = BASE_SHARE) -> Any:
+    """A copy of ``earned`` testing version ``j`` at its share of the error, on
+    ``store`` (default: ``earned``'s own evidence store, shared)."""
+    alpha = (1.0 - earned.level) * version_share(j, base)
+    extra = {"learn": False} if hasattr(earned, "learn") else {}
+    from agentbranch.policy.evidence_store import store_view
+
+    copy = replace(
+        earned,
+        level=1.0 - alpha,
+        store=store_view(earned.evidence) if store is None else store,
+        **extra,
+    )
+    copy._checkpoints = False  # one checkpoint per store: the original's
+    for name in ("resume", "second_walk_from"):  # tuned on the original, kept alike
+        if hasattr(earned, name):
+            setattr(copy, name, getattr(earned, name))
+    return copy
+
+
+def trial_fields(taken: bool, rate: float) -> dict[str, Any]:
+    """The record fields of a trial version's shadow read of a labelled decision that
+    the version in force took (``taken``, labelled at ``rate``) or did not."""
+    return {
+        "band": "review" if taken else "fallback",
+        "rate": rate if taken else 1.0,
+        "take_at": None,
+        "trust": "learning",
+    }
+
+
+@dataclass
+class Rung:
+    """One version of a question's read on the ladder."""
+
+    index: int
+    fitted_on: int  #: labels it was fitted on (0: the question as written)
+    model: Any = None  #: what reads it (a question with learned examples, a head ...)
+    trust: Any = None  #: its trust (whatever the caller keeps: a ``TrustState``, a key)
+
+
+@dataclass
+class Ladder:
+    """The versions of one question: ``in_force`` decides, ``trials`` are tested."""
+
+    first: int = FIRST_REFIT
+    rungs: list[Rung] = field(default_factory=list)
+    in_force: int = 0  #: index into ``rungs`` of the version that decides
+    labels: int = 0  #: labels of the question (all versions)
+
+    @property
+    def deciding(self) -> Rung:
+        return self.rungs[self.in_force]
+
+    @property
+    def fed(self) -> list[Rung]:
+        """The version in force and the newest (at most ``MAX_TRIALS``) newer ones on
+        trial: every label goes to these."""
+        trials = self.rungs[self.in_force + 1 :][-MAX_TRIALS:]
+        return [self.rungs[self.in_force], *trials]
+
+    def due(self) -> bool:
+        """Whether a new version is due now (``labels`` just reached a refit point)."""
+        return self.labels == refit_at(len(self.rungs), self.first)
+
+    def adopt(self, holds_threshold: list[bool]) -> Rung | None:
+        """Given, for each fed rung, whether it now holds a threshold, put the newest
+        such one in force; returns it when it changed."""
+        newest = None
+        for rung, holds in zip(self.fed, holds_threshold):
+            if holds:
+                newest = rung
+        if newest is None or newest.index == self.in_force:
+            return None
+        self.in_force = newest.index
+        return newest

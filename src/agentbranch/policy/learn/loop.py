@@ -1,0 +1,274 @@
+"""``Earned(..., learn=True)``: the labels the teacher gives become the read's training data.
+
+Per question (and reader, model) a ``Ladder`` of versions (``ladder``): version 0 is the
+question as written, version ``j`` is fitted on the labelled states of its first
+``refit_at(j)`` labels: on the embedded reader a logistic head on their embeddings
+(``head``; its digest is in the version's key), on canvas readers those states as
+learned examples (``examples``, a few short few-shot lines). The version in force is the
+question the engine is asked; its threshold is its own (a version's learned examples
+are part of its evidence key). Every label the version in force gets is stored with the
+labelled state (``Evidence.state``, after ``Earned(redact=...)``), and read again by
+each newer version on trial, whose own evidence it becomes (no label a version learned
+from is evidence for it). A version is fitted off the decision path (a thread), from
+the store's labels in replay order, so replicas sharing a store fit the same versions,
+and a restart rebuilds them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentbranch.core.heads import with_head
+from agentbranch.policy.learn import examples as lx
+from agentbranch.policy.learn.head import fit_head
+from agentbranch.policy.learn.ladder import Ladder, Rung, refit_at, trial_fields, version_earned
+
+log = logging.getLogger("agentbranch")
+
+#: Canvas readers (no embedder: transformers, vLLM, remote) show learned examples as
+#: few-shot lines in the prompt: fewer of them, each cut to at most this many characters.
+CANVAS_PER_OPTION = 4
+CANVAS_CHARS = 300
+
+
+@dataclass
+class _Question:
+    """One question's ladder and the labelled states it learns from."""
+
+    question_id: str
+    question: Any  #: as written
+    reader: str | None
+    model: str | None
+    ladder: Ladder
+    states: list[tuple[tuple[str, str], str, str]] = field(default_factory=list)
+    fitting: bool = False
+
+
+class Learner:
+    """The learning of one ``Earned`` policy (``Earned.learner`` when ``learn=True``)."""
+
+    def __init__(self, earned: Any, redact: Callable[[str], str] | None = None) -> None:
+        self.earned = earned
+        self.redact = redact
+        self.engine: Any = None  #: reads trial versions (bound by the resolver)
+        self._lock = threading.RLock()
+        self._questions: dict[str, _Question] = {}  #: by the written question's key
+        self._rungs: dict[str, tuple[_Question, Rung]] = {}  #: every version's key
+        #: Fit versions on a thread (``False``: at once, for tests and benchmarks).
+        self.background = True
+
+    # -- what the policy asks ---------------------------------------------------------
+
+    def bind(self, engine: Any) -> None:
+        """The engine trial versions are read with (the resolver's)."""
+        self.engine = engine
+
+    def asked(
+        self, qid: str, question: Any, reader: str | None, model: str | None
+    ) -> tuple[Any, int]:
+        """The version in force of ``question``, and its index."""
+        q = self._question(qid, question, reader, model)
+        rung = q.ladder.deciding
+        return rung.model, rung.index
+
+    def version_of(
+        self, qid: str, question: Any, reader: str | None, model: str | None, version: int | None
+    ) -> tuple[_Question, Rung]:
+        """The ladder and rung ``question`` is (a version's key), or version ``version``
+        of the written ``question`` (default: the one in force)."""
+        key = self.earned_key(qid, question, reader, model)
+        with self._lock:
+            hit = self._rungs.get(key)
+        q, rung = hit if hit is not None else (None, None)
+        if q is None:
+            q = self._question(qid, question, reader, model)
+        rungs = q.ladder.rungs
+        if version is not None and 0 <= version < len(rungs):
+            return q, rungs[version]
+        return q, rung if rung is not None else q.ladder.deciding
+
+    def state(self, qid: str, question: Any, reader: str | None, model: str | None) -> Any:
+        q, rung = self.version_of(qid, question, reader, model, None)
+        return rung.trust.state(qid, rung.model, reader, model)
+
+    def earned_key(self, qid: str, question: Any, reader: str | None, model: str | None) -> str:
+        from agentbranch.policy.evidence import evidence_key
+
+        return evidence_key(qid, question, reader, model)
+
+    # -- labels -----------------------------------------------------------------------
+
+    def observe(
+        self, qid: str, question: Any, *, state: str | None, version: int | None, **fields: Any
+    ) -> Any:
+        """One teacher label for the decision the version ``version`` (or ``question``'s
+        own, or the one in force) made: its evidence, with the labelled state; then each
+        newer version on trial reads the state, and its read is its evidence."""
+        reader, model = fields["reader"], fields["model"]
+        q, rung = self.version_of(qid, question, reader, model, version)
+        text = state
+        if text is not None and self.redact is not None:
+            text = self.redact(text)
+        rec = rung.trust.observe(qid, rung.model, state=text, **fields)
+        if rec is None:
+            return None
+        with self._lock:
+            if text is not None:
+                q.states.append((rec.order, text, rec.teacher_label))
+                q.states.sort(key=lambda s: s[0])
+            q.ladder.labels = len(q.states)
+            trials = [r for r in q.ladder.fed if r.index > rung.index]
+        if state is not None:
+            taken = fields["band"] == "take"
+            for trial in trials:
+                self._trial(q, trial, state, taken, fields)
+        self._adopt(q)
+        self._maybe_fit(q)
+        return rec
+
+    def _trial(self, q: _Question, trial: Rung, state: str, taken: bool, fields: dict) -> None:
+        """The trial version's read of a labelled state, as its evidence."""
+        if self.engine is None:
+            return
+        try:
+            d = self.engine.decide(state, {q.question_id: trial.model}, log_decisions=False)
+            d = d[q.question_id]
+        except Exception as e:  # noqa: BLE001 - a failed trial read is no evidence
+            log.warning("agentbranch.learn: trial read of %r failed: %s", q.question_id, e)
+            return
+        trial.trust.observe(
+            q.question_id,
+            trial.model,
+            reader=q.reader,
+            model=q.model,
+            source=fields["source"],
+            confidence=d.confidence,
+            options=list(d.options),
+            engine_label=d.label,
+            teacher_label=fields["teacher_label"],
+            **trial_fields(taken, fields["rate"]),
+        )
+
+    def _adopt(self, q: _Question) -> None:
+        with self._lock:
+            fed = q.ladder.fed
+        holds = [
+            r.trust.threshold(q.question_id, r.model, q.reader, q.model).take_at is not None
+            for r in fed
+        ]
+        with self._lock:
+            new = q.ladder.adopt(holds)
+        if new is not None:
+            log.info(
+                "agentbranch.learn: question %r now decides with version %d (fitted on %d labels)",
+                q.question_id,
+                new.index,
+                new.fitted_on,
+            )
+
+    # -- versions ---------------------------------------------------------------------
+
+    def _maybe_fit(self, q: _Question) -> None:
+        with self._lock:
+            j = len(q.ladder.rungs)
+            if q.fitting or len(q.states) < refit_at(j, q.ladder.first):
+                return
+            q.fitting = True
+            labelled = list(q.states[: refit_at(j, q.ladder.first)])
+        if self.background:
+            threading.Thread(
+                target=self._fit, args=(q, j, labelled), name="agentbranch-learn", daemon=True
+            ).start()
+        else:
+            self._fit(q, j, labelled)
+
+    def _fit(self, q: _Question, j: int, labelled: list) -> None:
+        try:
+            rung = self._version(q, j, labelled)
+            with self._lock:
+                if len(q.ladder.rungs) == j:
+                    self._add(q, rung)
+        except Exception as e:  # noqa: BLE001 - a failed fit leaves the version in force
+            log.warning(
+                "agentbranch.learn: fitting version %d of %r failed: %s", j, q.question_id, e
+            )
+        finally:
+            with self._lock:
+                q.fitting = False
+
+    def _version(self, q: _Question, j: int, labelled: list) -> Rung:
+        """Version ``j``: on a reader with an embedder, the written question read by a
+        logistic head fitted on the embeddings of the ``labelled`` states; else (or
+        while fewer than two options are labelled) the written question with them as
+        examples."""
+        texts = [t for _, t, _ in labelled]
+        labels = [y for _, _, y in labelled]
+        options = self._options(q)
+        vectors, per_option = None, lx.PER_OPTION
+        embed = getattr(getattr(self.engine, "reader", None), "embed", None)
+        if callable(embed):
+            vectors = embed(texts).numpy()
+            head = fit_head(options, vectors, labels)
+            if head is not None:
+                question = with_head(q.question, head)
+                return Rung(j, len(labelled), model=question, trust=version_earned(self.earned, j))
+        else:  # a canvas reader: a few short few-shot lines per option
+            texts = [t[:CANVAS_CHARS] for t in texts]
+            per_option = CANVAS_PER_OPTION
+        written = lx.question_examples(q.question)
+        learned = lx.select(
+            texts, labels, options, vectors=vectors, per_option=per_option, written=written
+        )
+        question = lx.with_learned(q.question, options, learned)
+        return Rung(j, len(labelled), model=question, trust=version_earned(self.earned, j))
+
+    def _options(self, q: _Question) -> list[str]:
+        from agentbranch.core.questions import to_spec
+
+        return list(to_spec(q.question_id, q.question).options)
+
+    def _add(self, q: _Question, rung: Rung) -> None:
+        q.ladder.rungs.append(rung)
+        key = self.earned_key(q.question_id, rung.model, q.reader, q.model)
+        self._rungs[key] = (q, rung)
+
+    def _question(
+        self, qid: str, question: Any, reader: str | None, model: str | None
+    ) -> _Question:
+        key = self.earned_key(qid, question, reader, model)
+        with self._lock:
+            hit = self._rungs.get(key)
+            if hit is not None:
+                return hit[0]
+            q = _Question(qid, question, reader, model, Ladder())
+            self._questions[key] = q
+            self._add(q, Rung(0, 0, model=question, trust=version_earned(self.earned, 0)))
+            self._rebuild(q)
+            return q
+
+    def _rebuild(self, q: _Question) -> None:
+        """The ladder from the store: the labelled states of each version in replay
+        order, the versions fitted on them, the newest with a threshold in force."""
+        store = self.earned.evidence
+        j = 0
+        while j < len(q.ladder.rungs):
+            rung = q.ladder.rungs[j]
+            key = self.earned_key(q.question_id, rung.model, q.reader, q.model)
+            for rec in store.load(key):
+                if getattr(rec, "state", None) is not None:
+                    q.states.append((rec.order, rec.state, rec.teacher_label))
+            q.states.sort(key=lambda s: s[0])
+            nxt = j + 1
+            if len(q.states) >= refit_at(nxt, q.ladder.first):
+                self._add(q, self._version(q, nxt, q.states[: refit_at(nxt, q.ladder.first)]))
+            j += 1
+        q.ladder.labels = len(q.states)
+        holds = [
+            r.trust.threshold(q.question_id, r.model, q.reader, q.model).take_at is not None
+            for r in q.ladder.rungs
+        ]
+        q.ladder.adopt(holds)

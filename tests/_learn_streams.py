@@ -1,0 +1,119 @@
+"""Running a decision stream through the learning ladder (``agentbranch.policy.learn``)
+as the policy feeds it, on the trust state machine directly (fast, like
+``_earned_streams.run_stream``): shared by tests/test_earned_simulation.py's learning
+variant and benchmarks/learning.py.
+
+A version's read of the stream is given as arrays over the stream's decisions:
+``conf`` (confidence), ``right`` (its label agrees with the teacher), ``top`` (its top
+probability, for calibration).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from agentbranch.policy.learn import ladder as ld
+from agentbranch.policy.trust import step
+
+
+@dataclass
+class Read:
+    conf: np.ndarray
+    right: np.ndarray
+    top: np.ndarray
+
+
+class Rec:
+    """The fields of an evidence record the trust state machine reads."""
+
+    __slots__ = ("band", "confidence", "correct", "index", "rate", "take_at")
+    id = "s"
+    question_id = "stream"
+
+    def __init__(self, confidence, correct, rate, band, take_at, index):
+        self.confidence, self.correct, self.rate, self.band = confidence, correct, rate, band
+        self.take_at, self.index = take_at, index
+
+    @property
+    def time(self) -> str:
+        return f"{self.index:09d}"
+
+    @property
+    def order(self) -> tuple[int, str]:
+        return (self.index, self.id)
+
+
+@dataclass
+class LadderRun:
+    taken: np.ndarray  # taken by the version in force
+    right: np.ndarray  # the deciding read was right
+    top: np.ndarray  # the deciding read's top probability
+    take_at: np.ndarray  # threshold in force (nan: closed)
+    version: np.ndarray  # version in force
+    labels_before: np.ndarray  # labels gathered before each decision
+    labels: int
+
+
+def run_ladder(
+    earned,
+    base: Read,
+    draw: np.ndarray,
+    rate: float,
+    fit: Callable[[int, np.ndarray], Read] | None,
+    first: int = ld.FIRST_REFIT,
+    base_share: float = ld.BASE_SHARE,
+) -> LadderRun:
+    """One stream: the version in force decides at its threshold; a decision it does not
+    take is labelled (the fallback), a taken one with probability ``rate`` (the audit).
+    Each label feeds the version in force and the trials (``ladder.trial_fields``); at
+    each refit point ``fit(j, labelled positions)`` gives version ``j``'s read of the
+    whole stream. ``fit=None``: learning off, version 0 at the full level."""
+    n = len(base.conf)
+    lad = ld.Ladder(first=first if fit else 10**12)
+    cfg0 = ld.version_earned(earned, 0, store=None, base=base_share) if fit else earned
+    lad.rungs.append(ld.Rung(0, 0, model=base, trust=(cfg0, cfg0._fresh())))
+    out = LadderRun(
+        np.zeros(n, bool),
+        np.zeros(n, bool),
+        np.zeros(n),
+        np.full(n, np.nan),
+        np.zeros(n, int),
+        np.zeros(n, int),
+        0,
+    )
+    train: list[int] = []
+    for i in range(n):
+        rung = lad.deciding
+        _, st = rung.trust
+        t = st.take_at
+        read = rung.model
+        conf, right = float(read.conf[i]), bool(read.right[i])
+        take = t is not None and conf >= t
+        out.taken[i], out.right[i], out.top[i] = take, right, read.top[i]
+        out.take_at[i] = np.nan if t is None else t
+        out.labels_before[i], out.version[i] = lad.labels, rung.index
+        if take and draw[i] >= rate:
+            continue
+        lad.labels += 1
+        train.append(i)
+        for r in lad.fed:
+            rcfg, rst = r.trust
+            if r is rung:
+                rec = Rec(conf, right, rate if take else 1.0, "take" if take else "fallback", t, i)
+            else:
+                f = ld.trial_fields(take, rate)
+                rec = Rec(
+                    float(r.model.conf[i]), bool(r.model.right[i]), f["rate"], f["band"], None, i
+                )
+            step(rst, rec, rcfg)
+        lad.adopt([r.trust[1].take_at is not None for r in lad.fed])
+        if fit is not None and lad.due():
+            j = len(lad.rungs)
+            vcfg = ld.version_earned(earned, j, store=None, base=base_share)
+            read_j = fit(j, np.array(train))
+            lad.rungs.append(ld.Rung(j, len(train), model=read_j, trust=(vcfg, vcfg._fresh())))
+    out.labels = lad.labels
+    return out

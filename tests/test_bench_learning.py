@@ -1,0 +1,59 @@
+"""The learning benchmarks run, in tiny configurations (no time or number is asserted):
+``bench_learning_speed.py`` on the embedded reader, and ``learning.py``'s stream runner
+on two short synthetic questions (the public sets are an optional install)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import _learn_streams as ls
+import numpy as np
+
+from agentbranch.policy.earned import Earned
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_speed_benchmark_runs_every_label_count() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks/bench_learning_speed.py"),
+            "--rounds",
+            "1",
+            "--batch",
+            "2",
+            "--labels",
+            "0",
+            "100",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "100 labels:" in done.stdout and "decisions/s" in done.stdout
+
+
+def test_the_ladder_runner_learns_only_from_labels_before_each_fit() -> None:
+    rng = np.random.default_rng(0)
+    n = 300
+    conf = rng.random(n)
+    base = ls.Read(conf, rng.random(n) < conf, conf)
+    seen: list[np.ndarray] = []
+
+    def fit(j: int, train: np.ndarray) -> ls.Read:
+        seen.append(train)
+        return ls.Read(np.ones(n), np.ones(n, bool), np.ones(n))  # a perfect version
+
+    run = ls.run_ladder(Earned(precision=0.9, level=0.95), base, rng.random(n), 0.2, fit)
+    assert [len(t) for t in seen][:2] == [32, 64]  # fitted at the refit points
+    assert all(t.max() < n for t in seen)
+    adopted = np.flatnonzero(run.version > 0)
+    assert len(adopted) and run.labels_before[adopted[0]] > 32 + 10  # tested after its fit
+    assert run.taken[adopted[-1]]  # the perfect version takes once in force

@@ -1,0 +1,276 @@
+"""Earned(learn=True) end to end on the embedded reader: labels become a new version of
+the read, tested on later labels only, adopted once it has earned its own threshold,
+kept with the evidence (redacted) and rebuilt from the store after a restart."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+
+import agentbranch as ab
+from agentbranch.core.heads import LinearHead, question_head, with_head
+from agentbranch.policy import Earned, Generate, Policy, Resolver
+from agentbranch.policy.learn import examples as lx
+from agentbranch.policy.learn import ladder as ld
+
+SPORT = [
+    "The striker scored twice as the home side won the league match",
+    "She won the tennis final in three sets on the centre court",
+    "The marathon runner broke the course record by a minute",
+    "Their goalkeeper saved a penalty in the cup semi-final",
+    "The cyclist took the yellow jersey after the mountain stage",
+    "The rugby team lost the derby after a late try",
+    "He swam the fastest 100 metres of the season at the trials",
+    "The boxer kept his title with a knockout in the fifth round",
+]
+COOKING = [
+    "Simmer the onions in butter until soft, then add the rice",
+    "Knead the dough for ten minutes and let it rise overnight",
+    "Roast the chicken with lemon and garlic for an hour",
+    "Whisk the eggs with sugar until pale before folding in flour",
+    "Season the soup with salt, pepper and a little fresh thyme",
+    "Fry the garlic gently so it does not burn, then add tomatoes",
+    "Bake the cake at 180 degrees until a skewer comes out clean",
+    "Chop the herbs finely and stir them into the warm sauce",
+]
+QUESTION = ab.yes_no("Is this about sport?", yes="news", no="text")
+
+
+def stream(n: int, seed: int = 0) -> list[tuple[str, str]]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        yes = rng.random() < 0.5
+        base = rng.choice(SPORT if yes else COOKING)
+        out.append((f"{base} (note {i})", "yes" if yes else "no"))
+    return out
+
+
+class Teacher(BaseChatModel):
+    """Answers the truth of the state named in the prompt."""
+
+    truth: dict[str, str]
+    calls: int = 0
+
+    @property
+    def _llm_type(self) -> str:
+        return "teacher"
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, **kw: Any) -> ChatResult:
+        with _lock:
+            self.calls += 1
+        text = str(messages[-1].content)
+        label = next(y for s, y in self.truth.items() if s in text)
+        return ChatResult(
+            generations=[ChatGeneration(message=AIMessage(f'{{"label": "{label}"}}'))]
+        )
+
+
+_lock = threading.Lock()
+
+
+@pytest.fixture(scope="module")
+def engine() -> ab.DecisionEngine:
+    from agentbranch.engine.readers.embedded import EmbeddedReader
+
+    return ab.DecisionEngine(EmbeddedReader())
+
+
+def _resolver(engine, earned: Earned, truth: dict[str, str]) -> Resolver:
+    earned.learner.background = False  # fit at once: deterministic for the test
+    policy = Policy(take_at=earned, fallbacks=[Generate(Teacher(truth=truth))])
+    return Resolver(engine, {"sport": QUESTION}, policy)
+
+
+def test_labels_make_a_version_that_is_tested_then_decides(engine, tmp_path):
+    path = tmp_path / "evidence.jsonl"
+    items = stream(140)
+    truth = dict(items)
+    redact = lambda s: s.replace("note", "[n]")  # noqa: E731
+    earned = Earned(
+        precision=0.8, min_evidence=10, refresh_s=0, store=path, learn=True, redact=redact
+    )
+    r = _resolver(engine, earned, truth)
+    records = [r.resolve(text)["sport"] for text, _ in items]
+
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    deciding = [x for x in lines if "state" in x]
+    # Every label the deciding version got is kept with its (redacted) state.
+    assert deciding and all("[n]" in x["state"] and "note" not in x["state"] for x in deciding)
+    v1_fit = ld.refit_at(1)
+    ladder = next(iter(earned.learner._questions.values())).ladder
+    assert len(ladder.rungs) >= 2 and ladder.rungs[1].fitted_on == v1_fit
+    v1 = ladder.rungs[1]
+    # On the embedded reader the learned version is the written question read by a
+    # logistic head fitted on the embeddings of its 32 labelled states.
+    head = question_head(v1.model)
+    assert head is not None and set(head.classes) == {"yes", "no"}
+    assert not v1.model.examples  # the head reads; no learned examples
+    _check_head_version(engine, v1.model, head, items)
+    v1_key = earned.key("sport", v1.model, "embedded", engine.reader.model)
+    # Its key is not the written question's, nor that of the version with the same
+    # labels as examples: the head's digest is part of the version's identity.
+    examples_version = lx.with_learned(
+        QUESTION, ["yes", "no"], {"yes": ["The striker scored"], "no": ["Simmer the onions"]}
+    )
+    model = engine.reader.model
+    others = {earned.key("sport", m, "embedded", model) for m in (QUESTION, examples_version)}
+    assert v1_key not in others
+    assert json.loads(json.dumps(v1.model.model_dump(mode="json")))["learned_head"] == head.digest
+    trials = [x for x in lines if x["key"] == v1_key and "state" not in x]
+    # Version 1 was tested on labels after its fit only: its first trial record comes
+    # after the 32nd labelled state, and trial records decide nothing.
+    first_trial = lines.index(trials[0])
+    assert sum("state" in x for x in lines[:first_trial]) >= v1_fit
+    assert all(x["take_at"] is None and x["trust"] == "learning" for x in trials)
+    # It was adopted once it had earned a threshold of its own: decisions say so.
+    versions = [rec.get("reader_version") for rec in records]
+    assert versions[0] == 0 and max(versions) >= 1
+    adopted = versions.index(max(versions))
+    assert all(v == 0 for v in versions[:v1_fit])
+    assert records[adopted]["trust"] in ("earned", "learning")
+
+    # A restart rebuilds the same versions from the store and the same one is in force.
+    again = Earned(
+        precision=0.8, min_evidence=10, refresh_s=0, store=path, learn=True, redact=redact
+    )
+    again.learner.bind(engine)
+    q, j = again.learner.asked("sport", QUESTION, "embedded", engine.reader.model)
+    assert j == ladder.in_force
+    assert again.key("sport", q, "embedded", engine.reader.model) == earned.key(
+        "sport", ladder.deciding.model, "embedded", engine.reader.model
+    )
+
+
+def _check_head_version(engine, version, head, items) -> None:
+    """The version's embedded read is its head's: one product on the state embeddings,
+    not the similarity read of the written question."""
+    texts = [t for t, _ in items[-6:]]
+    written = engine.decide_many(texts, {"sport": QUESTION})
+    learned = engine.decide_many(texts, {"sport": version})
+    expect = np.exp(head.log_probs(engine.reader.embed(texts).numpy(), ["yes", "no"]))
+    for w, d, p in zip(written, learned, expect):
+        got = [d["sport"].probabilities[o] for o in ("yes", "no")]
+        assert got == pytest.approx(p.tolist(), abs=1e-5)
+        assert got != pytest.approx([w["sport"].probabilities[o] for o in ("yes", "no")])
+    # Another head (other weights) is another version, with another key.
+    other = LinearHead(head.options, head.classes, head.weights * 0.5, head.bias)
+    assert with_head(QUESTION, other) != version
+    assert Earned().key("sport", with_head(QUESTION, other), "embedded", "m") != Earned().key(
+        "sport", version, "embedded", "m"
+    )
+
+
+def test_without_learn_no_state_is_stored(engine, tmp_path):
+    path = tmp_path / "evidence.jsonl"
+    items = stream(5)
+    earned = Earned(precision=0.8, min_evidence=10, refresh_s=0, store=path)
+    policy = Policy(take_at=earned, fallbacks=[Generate(Teacher(truth=dict(items)))])
+    r = Resolver(engine, {"sport": QUESTION}, policy)
+    recs = [r.resolve(t)["sport"] for t, _ in items]
+    assert all("reader_version" not in rec for rec in recs)
+    assert all("state" not in json.loads(x) for x in path.read_text().splitlines())
+
+
+def test_redact_must_be_a_function():
+    with pytest.raises(ab.ConfigurationError, match="redact"):
+        Earned(learn=True, redact="emails")
+
+
+def test_the_report_summary_follows_the_versions(tmp_path):
+    from agentbranch.policy.evidence import new_evidence
+    from agentbranch.policy.learn.report import lines, summarize
+
+    common = dict(
+        question_id="q",
+        reader="r",
+        model="m",
+        options=["yes", "no"],
+        take_at=None,
+        trust="learning",
+    )
+
+    def rec(key, state, correct, band="fallback"):
+        return new_evidence(
+            key=key,
+            source="fallback",
+            band=band,
+            confidence=0.5,
+            engine_label="yes",
+            teacher_label="yes" if correct else "no",
+            rate=1.0,
+            **({"state": state} if state else {}),
+            **common,
+        )
+
+    recs = [rec("k0", f"s{i}", i % 2 == 0) for i in range(60)]
+    recs += [rec("k1", None, True) for _ in range(5)]  # trial reads of version 1
+    recs += [rec("k1", f"t{i}", True) for i in range(10)]  # version 1 decides
+    s = summarize(recs)["q"]
+    assert s.labels == 70 and [v.index for v in s.versions] == [0, 1]
+    assert s.versions[1].trial_reads == 5 and s.versions[1].deciding_labels == 10
+    assert s.last_deciding == 1
+    assert s.accuracy == [0.5, 0.75]  # 25 of 50, then 5 of 10 and 10 of 10
+    assert "version 1 deciding" in lines({"q": s})[0]
+
+
+def test_a_reader_without_an_embedder_gets_a_few_short_few_shot_lines():
+    from agentbranch.policy.learn import loop
+
+    earned = Earned(learn=True)
+    learner = earned.learner
+    learner.bind(
+        ab.DecisionEngine(ab.ScriptedReader({"sport": lambda s, q: {"yes": 0.5, "no": 0.5}}))
+    )
+    q = learner._question("sport", QUESTION, "scripted", "m")
+    labelled = [
+        ((f"{i:04d}", "x"), f"{i} " + "long text " * 100, "yes" if i % 2 else "no")
+        for i in range(32)
+    ]
+    version = learner._version(q, 1, labelled).model
+    assert all(len(v) == loop.CANVAS_PER_OPTION for v in version.examples.values())
+    assert all(len(t) <= loop.CANVAS_CHARS for v in version.examples.values() for t in v)
+    # the most recent ones (no embedder to spread them with)
+    assert [t.split()[0] for t in version.examples["yes"]] == ["25", "27", "29", "31"]
+
+
+def test_the_head_reads_what_scikit_learn_fitted_and_survives_json():
+    from sklearn.linear_model import LogisticRegression
+
+    from agentbranch.core.heads import FLOOR
+    from agentbranch.policy.learn.head import C, fit_head
+
+    rng = np.random.default_rng(0)
+    options = ["a", "b", "c", "d"]
+    x = rng.normal(size=(60, 8))
+    y = (x[:, 0] > 0).astype(int) + 2 * (x[:, 1] > 0.5)  # options a..d, "d" rarely
+    x, y = x[y < 3], y[y < 3]  # "d" never labelled
+    head = fit_head(options, x, [options[k] for k in y])
+    ref = LogisticRegression(C=C, max_iter=2000).fit(x, y).predict_proba(x)
+    want = np.full((len(x), 4), FLOOR)
+    want[:, :3] = ref
+    want /= want.sum(1, keepdims=True)
+    assert np.exp(head.log_probs(x, options)) == pytest.approx(want, abs=1e-12)
+    # a yes/no head: one logit in scikit-learn, two rows here
+    yn = fit_head(["yes", "no"], x, ["yes" if k == 0 else "no" for k in y])
+    ref = LogisticRegression(C=C, max_iter=2000).fit(x, (y != 0).astype(int)).predict_proba(x)
+    assert np.exp(yn.log_probs(x, ["yes", "no"])) == pytest.approx(ref, abs=1e-12)
+    # serialisable, same digest; a permuted or partial question is read over its options
+    back = LinearHead.from_dict(json.loads(json.dumps(head.to_dict())))
+    assert back == head and back.digest == head.digest and hash(back) == hash(head)
+    sub = np.exp(head.log_probs(x[:3], ["c", "a"]))
+    full = np.exp(head.log_probs(x[:3], options))
+    assert sub == pytest.approx(full[:, [2, 0]] / full[:, [2, 0]].sum(1, keepdims=True))
+    assert not head.reads(["a", "z"])
+    # nothing to tell apart: no head (the learner then uses learned examples)
+    assert fit_head(options, x[:5], ["a"] * 5) is None
+    with pytest.raises(ValueError, match="finite"):
+        LinearHead(["a", "b"], ["a", "b"], [[np.nan], [0.0]], [0.0, 0.0])
