@@ -139,3 +139,29 @@ def test_a_record_from_a_fast_clock_is_skipped_with_a_warning_not_an_outage(tmp_
         earned.refresh()
     assert any("in the future" in r.getMessage() for r in caplog.records)
     assert sum(st.records for st in earned.stored().values()) == 1
+
+
+def test_a_store_emptied_in_place_and_refilled_is_noticed_not_an_outage(tmp_path):
+    """copytruncate-style rotation: the file is emptied in place and another writer
+    appends past where this reader had read. The reader notices (the bytes before its
+    position changed), reports it once and reads the new file from its start."""
+    import sys as _sys
+
+    from pathlib import Path as _Path
+
+    _sys.path.insert(0, str(_Path(__file__).parent))
+    from test_trust_mutants import label, threshold
+
+    from agentbranch.policy.earned import Earned as _Earned
+
+    path = tmp_path / "e.jsonl"
+    a = _Earned(precision=0.8, min_evidence=20, store=path, refresh_s=0)
+    b = _Earned(precision=0.8, min_evidence=20, store=path, refresh_s=0)
+    for _ in range(5):
+        label(a, 0.9, True)
+    threshold(b)
+    path.write_text("")
+    for _ in range(8):
+        label(a, 0.912345, True)
+    threshold(b)  # old code: InvalidFileError (read on from the middle of a line)
+    threshold(b)

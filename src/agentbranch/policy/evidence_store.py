@@ -86,6 +86,10 @@ def _parse(raw: Any, where: str) -> Evidence | None:
     return rec
 
 
+#: Bytes before the read position compared at each read (``_tail_still_there``).
+TAIL_BYTES = 64
+
+
 def _present(records: Iterable[Evidence | None]) -> list[Evidence]:
     return [r for r in records if r is not None]
 
@@ -124,6 +128,7 @@ class JsonlEvidenceStore:
         self._keys: set[str] = set()
         #: records ``keys()`` read past for a report, not yet handed to ``read_new``
         self._pending: list[Evidence] = []
+        self._tail = b""  # the last bytes read (a file emptied and refilled is noticed)
         self._lost: str | None = None
         self._hash = hashlib.sha256()  # of the bytes before ``_offset`` (checkpoints)
 
@@ -167,6 +172,7 @@ class JsonlEvidenceStore:
                     # Nothing unread before our lines: they need not be read back.
                     self._offset, self._identity = after.st_size, identity
                     self._hash.update(raw)
+                    self._tail = (self._tail + raw)[-TAIL_BYTES:]
                     self._line += len(records)
                     self._keys.update(r.key for r in records)
 
@@ -216,14 +222,27 @@ class JsonlEvidenceStore:
             why = "was replaced by another file"
         elif st.st_size < self._offset:
             why = f"shrank ({st.st_size} < {self._offset} bytes read)"
+        elif self._tail and not self._tail_still_there():
+            why = "was emptied and written again (copytruncate?)"
         if why is None:
             return True
         self._lost = f"evidence store {self.path} {why} while serving"
         self._offset = self._line = 0
+        self._tail = b""
         self._identity = None
         self._keys = set()
         self._hash = hashlib.sha256()
         return False
+
+    def _tail_still_there(self) -> bool:
+        """Whether the bytes just before the read position are still the ones read: a
+        file emptied in place and refilled past that position is another file."""
+        try:
+            with open_regular(self.path, self._not_regular) as f:
+                f.seek(self._offset - len(self._tail))
+                return f.read(len(self._tail)) == self._tail
+        except OSError:
+            return False
 
     def position(self) -> dict[str, Any]:
         """Where reading stands: offset, lines, the SHA-256 of the bytes before the
@@ -241,6 +260,7 @@ class JsonlEvidenceStore:
         ``sha256`` (a checkpoint); otherwise (or with ``sha256=None``) from the start."""
         with self._mutex:
             self._offset = self._line = 0
+            self._tail = b""
             self._identity, self._hash, self._keys = None, hashlib.sha256(), set()
             if sha256 is None or not self.path.exists():
                 return sha256 is None
@@ -249,12 +269,14 @@ class JsonlEvidenceStore:
                 st = os.fstat(f.fileno())
                 if st.st_size < offset:
                     return False
+                tail = b""
                 while left > 0 and (block := f.read(min(left, 8 << 20))):
                     h.update(block)
+                    tail = (tail + block)[-TAIL_BYTES:]
                     left -= len(block)
             if left or h.hexdigest() != sha256:
                 return False
-            self._offset, self._line, self._hash = offset, line, h
+            self._offset, self._line, self._hash, self._tail = offset, line, h, tail
             self._identity, self._keys = (st.st_dev, st.st_ino), set(keys)
             return True
 
@@ -344,6 +366,8 @@ class JsonlEvidenceStore:
         self._hash.update(memoryview(chunk)[:end])
         self._line = line
         self._offset += end
+        if end:
+            self._tail = bytes(chunk[max(0, end - TAIL_BYTES) : end])
         if end:  # the file is known to hold evidence from here on
             self._identity = (st.st_dev, st.st_ino)
         return out
