@@ -43,6 +43,10 @@ ALLOWED_UPWARD = {
     # `agentbranch bench` loads the harness on demand: it is not part of the runtime
     # library and `import agentbranch` never imports it.
     ("cli", "agentbranch_bench"),
+    # A reader's ``chat_model()`` wraps the reader's own generator (engine-level, no
+    # LangChain) in the LangChain chat model on demand: imported inside the method only,
+    # so the read path and ``import agentbranch.engine`` never load the integration.
+    ("engine", "integrations"),
 }
 
 PUBLIC_FACES = {

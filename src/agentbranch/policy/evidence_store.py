@@ -12,6 +12,10 @@ Writes are append-only: one item per record, keyed by its unique id, never rewri
 thresholds are recomputed from the records. A store holding something that is not
 evidence is an ``InvalidFileError`` naming the file and line (or namespace and item),
 never a silent reset.
+
+Over 500 lines: the two stores (JSON Lines and LangGraph) behind one interface, each
+with its incremental reader and the file faults it survives; they share the parsing and
+the fault rules, so they are read best side by side.
 """
 
 from __future__ import annotations

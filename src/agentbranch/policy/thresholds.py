@@ -109,6 +109,10 @@ audits, the decisions above the hand-chosen threshold were taken unlabelled, and
 below it cannot show them right). The work is bounded: at most ``MAX_CANDIDATES``
 candidate thresholds, and ``withdrawal.takes_to_withdraw`` refuses drops the drift test cannot see
 and paths longer than ``TAKES_LIMIT`` audited takes after the drop.
+
+Over 500 lines: one job, the statistics of one question's trust (the look test, its
+strata, the drift e-process and what it takes to withdraw), kept together so the
+guarantee can be read and checked in one place.
 """
 
 from __future__ import annotations
@@ -116,7 +120,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import numpy as np
@@ -469,11 +473,78 @@ class Drift:
         return self.wrong > 0 and not (self.evalue < 1.0 / alpha)
 
 
-def __getattr__(name: str) -> Any:
-    # ``takes_to_withdraw`` lives in ``agentbranch.policy.withdrawal`` (which imports this
-    # module); its old import path keeps working.
-    if name == "takes_to_withdraw":
-        from agentbranch.policy.withdrawal import takes_to_withdraw
+#: The most audited takes after the drop ``takes_to_withdraw`` follows before it gives
+#: up, and the longest good record (``history``) it replays first.
+TAKES_LIMIT = 10_000
+HISTORY_LIMIT = 100_000
 
-        return takes_to_withdraw
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def takes_to_withdraw(
+    precision: float,
+    true_precision: float,
+    level: float,
+    *,
+    history: int = 0,
+    before: float = 1.0,
+) -> int:
+    """Audited takes the drift test needs to withdraw a band whose precision fell to
+    ``true_precision`` after ``history`` audited takes at ``before``, when the audits
+    show exactly those rates (the typical path: after ``n`` audits, the number wrong is
+    the expected one, rounded). ``0`` if it never would (``true_precision >=
+    precision``).
+
+    ``ValueError`` when the answer cannot be computed with bounded work: arguments that
+    are not numbers in range, a drop too small for the drift test's alternatives
+    (``DRIFT_DROPS``) to ever see on this path, more than ``TAKES_LIMIT`` audited takes
+    after the drop, or a ``history`` longer than ``HISTORY_LIMIT``."""
+    if not (
+        _finite(precision, true_precision, level, before)
+        and 0.0 < precision < 1.0
+        and 0.0 < level < 1.0
+        and 0.0 <= true_precision <= 1.0
+        and 0.0 <= before <= 1.0
+    ):
+        raise ValueError(
+            "takes_to_withdraw needs precision and level in (0, 1) and true_precision and "
+            f"before in [0, 1]; got {precision!r}, {true_precision!r}, {level!r}, {before!r}"
+        )
+    if not isinstance(history, int) or isinstance(history, bool) or history < 0:
+        raise ValueError(f"history must be a whole number >= 0, got {history!r}")
+    if true_precision >= precision:
+        return 0
+    if history > HISTORY_LIMIT:
+        raise ValueError(f"history={history} is more than {HISTORY_LIMIT} audited takes")
+    qs = [precision - d for d in DRIFT_DROPS if precision - d > 0.0]
+    gain = max(
+        (
+            true_precision * math.log(q / precision)
+            + (1 - true_precision) * math.log((1 - q) / (1 - precision))
+            for q in qs
+        ),
+        default=0.0,
+    )
+    if gain <= 0.0:
+        raise ValueError(
+            f"the drift test cannot withdraw a band whose precision fell from {precision:g} "
+            f"to {true_precision:g}: its alternatives are {sorted(round(q, 6) for q in qs)} "
+            "and none fits audits right that often better than the target does"
+        )
+    alpha = 1.0 - level
+    if math.log(1.0 / alpha) / gain > TAKES_LIMIT:
+        raise ValueError(
+            f"withdrawing a band whose precision fell from {precision:g} to "
+            f"{true_precision:g} takes more than {TAKES_LIMIT} audited takes"
+        )
+    drift = Drift(precision)
+    for n in range(1, history + TAKES_LIMIT + 1):
+        if n <= history:
+            wrong = round(n * (1.0 - before))
+        else:
+            wrong = round(history * (1.0 - before) + (n - history) * (1.0 - true_precision))
+        drift.add(wrong == drift.wrong)
+        if n > history and drift.drifted(alpha):
+            return n - history
+    raise ValueError(
+        f"withdrawing a band whose precision fell from {precision:g} to {true_precision:g} "
+        f"takes more than {TAKES_LIMIT} audited takes"
+    )

@@ -1,5 +1,10 @@
 """``EmbeddedReader``: the MiniLM model, its embedding cache, and the read (see the
-package docstring for what it reads and how)."""
+package docstring for what it reads and how).
+
+Over 500 lines: one class, the reader, whose model loading, cache, length-sorted
+embedding, trace and read share its state; the scoring and batching helpers live in
+their own modules.
+"""
 
 from __future__ import annotations
 
