@@ -43,10 +43,15 @@ _saved: dict[str, Any] = {}
 
 
 class _QuietThreads(logging.Filter):
-    """Drops records below ERROR logged by a thread inside a quiet block."""
+    """Drops transformers' records below ERROR logged by a thread inside a quiet block
+    (only transformers': a handler it shares with others keeps theirs)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno >= logging.ERROR or record.thread not in _quiet
+        return (
+            record.levelno >= logging.ERROR
+            or record.thread not in _quiet
+            or not record.name.startswith("transformers")
+        )
 
 
 _FILTER = _QuietThreads()

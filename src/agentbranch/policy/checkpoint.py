@@ -24,8 +24,6 @@ from array import array
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from agentbranch.policy.cells import Cells, DriftState
 from agentbranch.policy.digests import DigestSet
 from agentbranch.policy.trust import Event, Threshold, TrustState
@@ -134,6 +132,8 @@ def _unstate(raw: dict[str, Any]) -> TrustState:
 
 
 def _window(w: QuestionWindow) -> dict[str, Any]:
+    import numpy as np  # here: `import agentbranch` loads no numpy
+
     dropped = w._chunks[:-KEEP_CHUNKS]
     seen = w.seen.to_array()
     extra = [x.id for c in dropped for x in c.labels]
@@ -178,6 +178,8 @@ def _window(w: QuestionWindow) -> dict[str, Any]:
 
 
 def _unwindow(key: str, earned: Earned, raw: dict[str, Any]) -> QuestionWindow:
+    import numpy as np  # here: `import agentbranch` loads no numpy
+
     w = QuestionWindow(key, earned, earned._ledger._fresh)
     chunks = []
     for c in raw["chunks"]:

@@ -75,10 +75,8 @@ from typing import Any
 
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.policy.auditing.health import AuditHealth
-from agentbranch.policy import checkpoint
 from agentbranch.policy.evidence import Evidence, Source, Trust, evidence_key, new_evidence
 from agentbranch.policy.evidence_store import EvidenceStore, as_store
-from agentbranch.policy.ledger import Ledger
 from agentbranch.policy.looks import Looks
 from agentbranch.policy.thresholds import MAX_CANDIDATES, grid, grid_size
 from agentbranch.policy.trust import Threshold, TrustState, replay, step
@@ -201,6 +199,10 @@ class Earned:
         self._lock = threading.RLock()
         #: Serializes reading the store and feeding states (never held while deciding).
         self._feed_lock = threading.Lock()
+        # Imported here: the ledger's compact state needs numpy, which `import
+        # agentbranch` does not load.
+        from agentbranch.policy.ledger import Ledger
+
         self._ledger = Ledger(self)
         self._read_at: float | None = None  # monotonic time of the last read of the store
         self._used: dict[str, str] = {}  # evidence keys this process asked for -> question id
@@ -428,6 +430,8 @@ class Earned:
     def _catch_up(self, *, announce: bool = True) -> None:
         """Feed what the store gained since the last read (the caller holds the feed
         lock)."""
+        from agentbranch.policy import checkpoint
+
         if self._read_at is None and self._checkpoints and checkpoint.restore(self):
             self._saved_at = self.evidence.offset
         read_new = getattr(self.evidence, "read_new", None)
