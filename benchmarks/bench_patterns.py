@@ -20,6 +20,9 @@ Patterns (``--callers`` N, default 32, distinct states, the same 3 questions):
 * ``tool``: ``decision_tool`` called from N agent steps: a ``ToolNode`` graph, one tool
   call per run, ``batch`` with ``max_concurrency=N``.
 
+``--lengths mixed`` runs every pattern on states of the ragged lengths real traffic has
+(median about 36 tokens, a few past 256) instead of one-line tickets.
+
 Each repetition times, for every pattern, the bound's ``decide_many``, the no-engine
 pattern and the pattern, in a rotating order; the fractions use the medians of
 ``--reps`` (>= 5) repetitions. The readers run one after the other (never two models
@@ -70,7 +73,8 @@ def print_table(result: dict[str, Any]) -> None:
     all-in bound), wall and CPU time (ms) and reader calls per run."""
     variants = list(result["variants"])
     print(
-        f"\n{result['reader']}: fraction of the bound (medians; {', '.join(result['questions'])})"
+        f"\n{result['reader']}: fraction of the bound (medians; "
+        f"{', '.join(result['questions'])}; {result.get('lengths', 'short')} states)"
     )
     width = {v: max(9, len(v) + 1) for v in variants}
     head = "".join(
@@ -116,6 +120,7 @@ def vllm_reader_run(args: argparse.Namespace) -> dict[str, Any]:
                 only=args.only,
                 tick=tick,
                 freeze_gc=args.freeze_gc,
+                lengths=args.lengths,
             )
         finally:
             reader.close()
@@ -165,6 +170,13 @@ def main() -> None:
         help="the embedded reader with trace=False (its embedding driven from Python, "
         "holding the GIL between steps; never pipelined): the reader as it was",
     )
+    ap.add_argument(
+        "--lengths",
+        choices=("short", "mixed"),
+        default="short",
+        help="the states: one-line tickets, or the mixed lengths of real traffic (median "
+        "about 36 tokens, a few past 256)",
+    )
     ap.add_argument("--no-vllm", action="store_true")
     ap.add_argument("--no-embedded", action="store_true")
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks/results/patterns.json")
@@ -193,6 +205,7 @@ def main() -> None:
                 only=args.only,
                 tick=tick,
                 freeze_gc=args.freeze_gc,
+                lengths=args.lengths,
             )
         )
         reader.close()

@@ -42,8 +42,21 @@ def pattern_questions(n: int = 3) -> dict[str, Any]:
     return dict(list(every.items())[:n])
 
 
-def pattern_states(n: int, tag: str) -> list[str]:
-    """``n`` distinct ticket states."""
+#: The state lengths the patterns can run on: ``short`` one-line tickets (uniform),
+#: ``mixed`` the ragged lengths of real traffic (``mixed_texts``: median about 36
+#: tokens, a few past 256), drawn afresh for each tag.
+LENGTHS = ("short", "mixed")
+
+
+def pattern_states(n: int, tag: str, lengths: str = "short") -> list[str]:
+    """``n`` distinct ticket states, one-line (``lengths="short"``) or of mixed length."""
+    if lengths == "mixed":
+        from agentbranch_bench.mixed_texts import mixed_texts
+
+        seed = sum(map(ord, tag))  # each tag its own draw, the same in every run
+        return [f"{t} (ticket {tag}{i})" for i, t in enumerate(mixed_texts(n, seed=seed))]
+    if lengths != "short":
+        raise ValueError(f"lengths must be one of {LENGTHS}, not {lengths!r}")
     return [f"{TICKETS[i % len(TICKETS)]} (ticket {tag}{i})" for i in range(n)]
 
 

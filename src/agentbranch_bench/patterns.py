@@ -126,13 +126,16 @@ class Gate:
         mine.result(timeout=timeout)
 
 
-def patterns(engine: Any, q: dict[str, Any], n: int, single: int) -> dict[str, Pattern]:
+def patterns(
+    engine: Any, q: dict[str, Any], n: int, single: int, lengths: str = "short"
+) -> dict[str, Pattern]:
     """name -> (run the pattern, run it without the engine, run that with all ``n``
-    callers in flight at once or ``None``, its states). Each run returns its results."""
+    callers in flight at once or ``None``, its states). Each run returns its results.
+    ``lengths``: the states' lengths (``pattern_graphs.LENGTHS``)."""
     from agentbranch.integrations.langchain import decision_tool
     from agentbranch.integrations.langgraph import decide_node
 
-    batch = pattern_states(n, "p-")
+    batch = pattern_states(n, "p-", lengths)
     inputs = [{"ticket": s} for s in batch]
     app = decide_graph(decide_node(engine, q, state_key="ticket"))
     empty = decide_graph(lambda state: {"decisions": {}})
@@ -186,7 +189,7 @@ def patterns(engine: Any, q: dict[str, Any], n: int, single: int) -> dict[str, P
     async def gathered() -> list[Any]:
         return await asyncio.gather(*(all_in_async(s) for s in batch))
 
-    ones = pattern_states(single, "one-")
+    ones = pattern_states(single, "one-", lengths)
     return {
         "1 caller": (
             lambda: [engine.decide(s, q) for s in ones],
@@ -330,10 +333,13 @@ def measure(
     only: list[str] | None = None,
     tick: Callable[[str], None] = lambda _: None,
     freeze_gc: bool = False,
+    lengths: str = "short",
 ) -> dict[str, Any]:
     """Every pattern's fraction of its bound on ``reader`` for each variant of the
     coalescer (``VARIANTS``; default ``["now"]``), all alternated in one run; ``only``
-    keeps the patterns whose names start so. ``labels_differ`` names the patterns (and
+    keeps the patterns whose names start so; ``lengths`` picks one-line states
+    (``"short"``) or the ragged lengths of real traffic (``"mixed"``).
+    ``labels_differ`` names the patterns (and
     variants) whose answers were not ``decide_many``'s.
 
     ``freeze_gc``: after the warm-up, move every object then alive out of the garbage
@@ -349,7 +355,7 @@ def measure(
     plain = ab.DecisionEngine(reader, batching=False)
     q = pattern_questions(questions)
     engines = {v: engine_for(reader, VARIANTS[v]) for v in variants}
-    tables = {v: patterns(engine, q, n, single) for v, engine in engines.items()}
+    tables = {v: patterns(engine, q, n, single, lengths) for v, engine in engines.items()}
     names = [k for k in tables[variants[0]] if not only or any(k.startswith(o) for o in only)]
 
     def bound_for(name: str, batch: list[str]) -> Callable[[], Any]:
@@ -381,6 +387,7 @@ def measure(
         "reader": label,
         "questions": list(q),
         "callers": n,
+        "lengths": lengths,
         "reps": reps,
         "variants": {v: VARIANTS[v] for v in variants},
         "gc_frozen": freeze_gc,
