@@ -6,7 +6,9 @@ three questions, ``examples=``, on the embedded CPU reader) under
 ``Earned(precision=0.9, level=0.95, store=...)`` with a ``Generate`` teacher (a stand-in
 chat model that knows the labelled tickets' answers) and ``Audit(rate=0.2)``, for
 ``--minutes``. Every ``--report-s`` it prints decisions/s, CPU per decision, p50/p99
-invoke latency, RSS, threads, open descriptors, the store's size and the labels so far;
+invoke latency, RSS, the Python objects' memory blocks alive (``sys.getallocatedblocks``:
+flat when nothing in Python accumulates, whatever native memory does), threads, open
+descriptors, the store's size and the labels so far;
 at the end the CPU per decision of the first and last ``--window`` decisions and their
 ratio (the done-when of issue 42: within 1.3x). Store: ``--store jsonl`` or ``sqlite``.
 
@@ -227,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"{'min':>5} {'dec/s':>7} {'cpu ms/dec':>10} {'p50 s':>6} {'p99 s':>6} {'RSS MB':>7} "
-        f"{'thr':>4} {'fds':>4} {'store MB':>8} {'labels':>7} {'decisions':>9}",
+        f"{'blocks k':>8} {'thr':>4} {'fds':>4} {'store MB':>8} {'labels':>7} "
+        f"{'decisions':>9}",
         flush=True,
     )
     threads = [threading.Thread(target=caller, args=(k,), daemon=True) for k in range(args.callers)]
@@ -254,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{(now - start) / 60:5.1f} {dn * per_invoke / (now - last_t):7.1f} "
                 f"{cpu_ms:10.2f} {p50:6.3f} {p99:6.3f} {rss_mb():7.0f} "
+                f"{sys.getallocatedblocks() / 1000:8.0f} "
                 f"{threading.active_count():4d} {descriptors():4d} "
                 f"{store_bytes() / 2**20:8.2f} {labels():7d} {n * per_invoke:9d}",
                 flush=True,
