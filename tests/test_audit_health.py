@@ -187,11 +187,51 @@ def test_the_teacher_call_times_out_and_a_stuck_call_fails_later_ones_at_once(re
     with pytest.raises(AuditTimeout, match="has not answered a call"):
         d.call(lambda: 1)
     release.set()
-    d._stuck.join(1)
+    d._mine.stuck.join(1)
     assert d.call(lambda: 2) == 2
     with pytest.raises(KeyError):
         d.call(lambda: {}["x"])
     assert Deadline(None).call(lambda: 3) == 3
+
+
+def test_a_stuck_call_holds_only_its_own_worker_thread(release):
+    d = Deadline(0.05)
+    with pytest.raises(AuditTimeout):
+        d.call(release.wait)  # this thread's teacher is stuck
+    other: list[object] = []
+    t = threading.Thread(target=lambda: other.append(d.call(lambda: "answered")))
+    t.start()
+    t.join(5)
+    assert other == ["answered"]  # another worker thread still calls its teacher
+    with pytest.raises(AuditTimeout, match="has not answered a call"):
+        d.call(lambda: 1)
+    release.set()
+
+
+def test_several_workers_call_the_teacher_at_once():
+    # Four teacher calls that each wait for all four to be in flight: they finish only
+    # if four workers run them at once (one worker would time out on the barrier).
+    barrier = threading.Barrier(4, timeout=10)
+    audit = ab.Audit(rate=1.0, workers=4, timeout=30)
+    done: list[int] = []
+    lock = threading.Lock()
+
+    def job(k: int) -> None:
+        audit.call_teacher(barrier.wait)
+        with lock:
+            done.append(k)
+
+    for k in range(4):
+        assert audit.submit(lambda k=k: job(k))
+    assert audit.flush(20)
+    assert sorted(done) == [0, 1, 2, 3] and audit.stats.failed == 0
+    assert audit.close(10)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 65, 2.5, "2", True, None])
+def test_bad_worker_counts_are_clear_errors(bad):
+    with pytest.raises(ConfigurationError, match=r"Audit\(workers=\.\.\.\)"):
+        ab.Audit(workers=bad)
 
 
 @pytest.mark.parametrize("bad", [0, -1, float("nan"), float("inf"), "5", True])

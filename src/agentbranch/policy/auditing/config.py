@@ -17,6 +17,8 @@ from agentbranch.policy.evidence import MIN_RATE
 log = logging.getLogger("agentbranch")
 
 AUDIT_EVENT = "agentbranch.audit"
+#: The most teacher calls an ``Audit`` makes at once (``workers``).
+MAX_WORKERS = 64
 
 
 @dataclass(frozen=True, eq=False)
@@ -49,6 +51,11 @@ class Audit:
             ``agentbranch.audit`` event beside the decision log.
         seed / rng: make sampling reproducible (``rng`` is a ``random.Random``).
         queue_size: audits waiting for the teacher before new ones are dropped.
+        workers: teacher calls made at once (threads draining the queue; default 1).
+            One thread audits at most ``1 / teacher latency`` decisions a second: a
+            teacher that takes 1 s keeps up with 5 taken decisions a second at
+            ``rate=0.2``; raise ``workers`` when ``audit.stats.dropped`` grows. Sinks that
+            are callables or your own objects are then called from several threads.
         timeout: seconds the worker waits for one teacher call (the call runs on a
             helper thread); ``None`` waits for ever. A stuck call keeps its thread, and
             later audits fail at once until it returns.
@@ -71,6 +78,7 @@ class Audit:
     fallback_examples: bool = True
     include_state: bool = False
     timeout: float | None = 60.0
+    workers: int = 1
 
     def __post_init__(self) -> None:
         if (
@@ -84,6 +92,12 @@ class Audit:
             )
         if self.queue_size < 1:
             raise ConfigurationError(f"Audit(queue_size=...) must be >= 1, got {self.queue_size}")
+        w = self.workers
+        if isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= MAX_WORKERS:
+            raise ConfigurationError(
+                f"Audit(workers=...) must be a whole number from 1 to {MAX_WORKERS} (teacher "
+                f"calls made at once), got {w!r}"
+            )
         if self.model is not None and not callable(getattr(self.model, "invoke", None)):
             raise ConfigurationError(
                 f"Audit(model=...) must be a LangChain chat model (with invoke), got "
@@ -100,7 +114,7 @@ class Audit:
         object.__setattr__(self, "_deadline", Deadline(None if t is None else float(t)))
         object.__setattr__(self, "_rng", self.rng or random.Random(self.seed))
         object.__setattr__(self, "_sinks", as_sinks(self.sink))
-        object.__setattr__(self, "_worker", AuditWorker(self.queue_size))
+        object.__setattr__(self, "_worker", AuditWorker(self.queue_size, workers=w))
 
     # -- used by the resolver (critical path: cheap, never blocking) --------------------
 

@@ -1,7 +1,7 @@
-"""The audit worker: one background thread draining a bounded queue.
+"""The audit worker: background threads (one by default) draining a bounded queue.
 
 ``submit`` never blocks: when the queue is full the job is dropped and counted. Each job
-runs on the worker's thread; whatever it raises is logged (stdlib ``logging``, logger
+runs on one of the worker's threads; whatever it raises is logged (stdlib ``logging``, logger
 ``"agentbranch"``, at most one WARNING a minute per kind of trouble: ``ratelimit``) and
 counted, never raised to the run that queued it. ``Deadline`` bounds a teacher call. At
 interpreter exit the worker runs what is queued, up to
@@ -48,25 +48,26 @@ class AuditTimeout(TimeoutError):
 class Deadline:
     """Runs teacher calls on a helper daemon thread so that the worker stops waiting
     after ``timeout`` seconds (``None``: it waits, on its own thread). A call given up
-    on keeps its thread until it returns; while it does, later calls fail at once
-    instead of starting more threads behind a stuck teacher."""
+    on keeps its thread until it returns; while it does, later calls from the same worker
+    thread fail at once instead of starting more threads behind a stuck teacher (each
+    worker thread has its own stuck call: one per worker at most)."""
 
     def __init__(self, timeout: float | None) -> None:
         self.timeout = timeout
-        self._stuck: threading.Thread | None = None
-        self._stuck_since = 0.0
+        self._mine = threading.local()  # .stuck, .since: this worker thread's stuck call
 
     def call(self, fn: Callable[[], Any]) -> Any:
         if self.timeout is None:
             return fn()
-        if self._stuck is not None:
-            if self._stuck.is_alive():
+        stuck = getattr(self._mine, "stuck", None)
+        if stuck is not None:
+            if stuck.is_alive():
                 raise AuditTimeout(
                     f"the teacher has not answered a call made "
-                    f"{time.monotonic() - self._stuck_since:.0f} s ago (Audit(timeout="
+                    f"{time.monotonic() - self._mine.since:.0f} s ago (Audit(timeout="
                     f"{self.timeout:g})); audits fail until it does"
                 )
-            self._stuck = None
+            self._mine.stuck = None
         box: dict[str, Any] = {}
 
         def run() -> None:
@@ -85,7 +86,7 @@ class Deadline:
         thread.start()
         thread.join(self.timeout)
         if thread.is_alive():
-            self._stuck, self._stuck_since = thread, started
+            self._mine.stuck, self._mine.since = thread, started
             raise AuditTimeout(
                 f"the teacher did not answer within {self.timeout:g} s (Audit(timeout=...))"
             )
@@ -95,12 +96,14 @@ class Deadline:
 
 
 class AuditWorker:
-    """A bounded queue and the daemon thread that drains it (started on first use)."""
+    """A bounded queue and the ``workers`` daemon threads that drain it (started on
+    first use)."""
 
-    def __init__(self, queue_size: int, name: str = "agentbranch-audit") -> None:
+    def __init__(self, queue_size: int, name: str = "agentbranch-audit", workers: int = 1) -> None:
         self._queue: queue.Queue[object] = queue.Queue(maxsize=queue_size)
         self._name = name
-        self._thread: threading.Thread | None = None
+        self._workers = workers
+        self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self.stats = AuditStats()
         #: WARNINGs of this worker's troubles, at most one a minute per kind.
@@ -131,9 +134,13 @@ class AuditWorker:
 
     def _ensure_started(self) -> None:
         with self._lock:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-                self._thread.start()
+            self._threads = [t for t in self._threads if t.is_alive()]
+            while len(self._threads) < self._workers:
+                k = len(self._threads)
+                name = self._name if k == 0 else f"{self._name}-{k}"
+                thread = threading.Thread(target=self._run, name=name, daemon=True)
+                thread.start()
+                self._threads.append(thread)
 
     def _run(self) -> None:
         while True:
@@ -148,7 +155,9 @@ class AuditWorker:
                     self.count("timed_out")
                 self.warnings.warn(
                     f"failed:{type(e).__name__}",
-                    "agentbranch.audit failed: %s: %s", type(e).__name__, e
+                    "agentbranch.audit failed: %s: %s",
+                    type(e).__name__,
+                    e,
                 )
             finally:
                 self._queue.task_done()
@@ -168,7 +177,7 @@ class AuditWorker:
     def _finish_at_exit(self, deadline: float) -> None:
         """Run what is queued before the process stops the daemon thread (which would
         lose it, or abort the process inside a local teacher's native code)."""
-        if self._thread is None or self.flush(max(0.0, deadline - time.monotonic())):
+        if not self._threads or self.flush(max(0.0, deadline - time.monotonic())):
             return  # an idle worker waiting on its queue is safe to stop
         left = self._queue.unfinished_tasks
         log.warning(
@@ -178,15 +187,19 @@ class AuditWorker:
         )
 
     def close(self, timeout: float | None = None) -> bool:
-        """Run what is queued, then stop the thread; ``False`` if it did not stop in time.
-        A later ``submit`` starts a new thread."""
+        """Run what is queued, then stop the threads; ``False`` if they did not stop in
+        time. A later ``submit`` starts new threads."""
         with self._lock:
-            thread = self._thread
-        if thread is None or not thread.is_alive():
+            threads = [t for t in self._threads if t.is_alive()]
+        if not threads:
             return True
+        end = None if timeout is None else time.monotonic() + timeout
         try:
-            self._queue.put(_STOP, timeout=timeout)
+            for _ in threads:  # each thread takes one stop and returns
+                left = None if end is None else max(0.0, end - time.monotonic())
+                self._queue.put(_STOP, timeout=left)
         except queue.Full:
             return False
-        thread.join(timeout)
-        return not thread.is_alive()
+        for thread in threads:
+            thread.join(None if end is None else max(0.0, end - time.monotonic()))
+        return not any(t.is_alive() for t in threads)
