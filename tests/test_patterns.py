@@ -163,3 +163,15 @@ def test_every_pattern_answers_as_decide_many_on_the_embedded_reader() -> None:
                 for option, p in g[q][1].items():
                     assert math.isclose(p, w[q][1][option], abs_tol=1e-5), (pattern, q)
     engine.close()
+
+
+def test_mixed_length_pattern_states_are_distinct_ragged_and_the_same_each_run() -> None:
+    from agentbranch_bench.pattern_graphs import pattern_states
+
+    states = pattern_states(64, "p-", "mixed")
+    words = sorted(len(s.split()) for s in states)
+    assert len(set(states)) == 64 and states == pattern_states(64, "p-", "mixed")
+    assert words[-1] > 4 * words[len(words) // 2]  # a long tail beside short states
+    assert pattern_states(64, "one-", "mixed") != states  # each tag its own draw
+    with pytest.raises(ValueError, match="lengths must be one of"):
+        pattern_states(4, "p-", "long")
