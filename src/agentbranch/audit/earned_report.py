@@ -135,10 +135,17 @@ class EarnedReport:
     level: float
     questions: dict[str, QuestionTrust]
     asked: float | None = None
+    #: per learning question (``Earned(learn=True)``): its versions, the one in force,
+    #: the read's accuracy against the teacher over time (``earned_learning``); empty
+    #: (and absent from ``as_dict``) for a store without learning
+    learning: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-safe (NaN and infinities become ``None``: strict JSON)."""
-        return json_safe(asdict(self))
+        out = asdict(self)
+        if not out["learning"]:
+            del out["learning"]
+        return json_safe(out)
 
 
 # -- the report -----------------------------------------------------------------------
@@ -335,9 +342,14 @@ def earned_report(
                         None if held else st.take_at, source.precision, groups[key]
                     ),
                 )
+    from agentbranch.audit.earned_learning import learning
+
+    learned = learning(groups, questions)
     first = next(iter(questions.values()), None)
     if first is not None and first.target is not None:
         shown = (first.target.precision, first.target.level)
     else:
         shown = asked or (earned_now.DEFAULT_PRECISION, earned_now.DEFAULT_LEVEL)
-    return EarnedReport(shown[0], shown[1], questions, None if asked is None else asked[0])
+    return EarnedReport(
+        shown[0], shown[1], questions, None if asked is None else asked[0], learned
+    )

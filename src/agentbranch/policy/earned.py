@@ -216,6 +216,9 @@ class Earned:
                 f"Earned(redact=...) must be a function str -> str, got {self.redact!r}"
             )
         self.learner: Any = None
+        #: The version of a learning question's read this copy tests (set by
+        #: ``learn.ladder.version_earned``; stored with its evidence); ``None``: none.
+        self.learn_version: int | None = None
         if self.learn:
             from agentbranch.policy.learn.loop import Learner
 
@@ -333,7 +336,12 @@ class Earned:
         with self._feed_lock:
             self._catch_up(announce=self._read_at is not None)
             windows = dict(self._ledger.windows)
-        return {k: w.live for k, w in sorted(windows.items()) if w.live.records}
+        states = {k: w.live for k, w in sorted(windows.items()) if w.live.records}
+        if self.learn:  # learning hook: each version's key at its own share of the error
+            from agentbranch.policy.learn.stored import at_shares
+
+            states = at_shares(self, states)
+        return states
 
     def refresh(self) -> None:
         """Read what the store gained since the last read (other processes' evidence)."""
@@ -407,6 +415,7 @@ class Earned:
                 earned=self.settings,
                 decision=decision,
                 **({"state": state} if state is not None else {}),
+                **({"version": self.learn_version} if self.learn_version is not None else {}),
             )
         except Exception as e:  # noqa: BLE001 - pydantic ValidationError and friends
             log.warning(
