@@ -52,7 +52,9 @@ def earned_diagram(report: EarnedReport, path: str | os.PathLike[str]) -> Path:
     fig, axes = plt.subplots(n, 1, figsize=(7.5, 3.2 * n), squeeze=False)
     for ax, lq in zip(axes[len(qs) :, 0], learning):
         _learning_panel(ax, lq)
+    versions = {v.key: v.version for lq in learning for v in lq.versions}
     for ax, q in zip(axes[:, 0], qs):
+        name = q.question_id if q.key not in versions else f"{q.question_id} v{versions[q.key]}"
         xs = [0.0] + [p.decisions for p in q.timeline]
         ax.bar(
             [(a + b) / 2 for a, b in zip(xs, xs[1:])],
@@ -85,7 +87,7 @@ def earned_diagram(report: EarnedReport, path: str | os.PathLike[str]) -> Path:
         ax.set_xlim(0, max(xs[-1], 1.0))
         ax.set_xlabel("decisions")
         ax.set_title(
-            f"{q.question_id}: {q.trust}, take_at "
+            f"{name}: {q.trust}, take_at "
             f"{'closed' if q.take_at is None else f'{q.take_at:g}'} "
             f"(target {(q.target.precision if q.target else report.precision):g} at level "
             f"{(q.target.level if q.target else report.level):g})",
@@ -287,8 +289,12 @@ def tables(
     from rich.table import Table
 
     out = []
-    for q in report.questions.values():
-        table = Table(title=title(q), show_header=False, title_justify="left")
+    versions = {v.key: v.version for lq in report.learning.values() for v in lq.versions}
+    for key, q in report.questions.items():
+        name = title(q)
+        if key in versions:  # a learning question's version of the read
+            name = name.replace(f"{q.question_id}:", f"{q.question_id} v{versions[key]}:", 1)
+        table = Table(title=name, show_header=False, title_justify="left")
         table.add_column("what", style="cyan", no_wrap=True)
         table.add_column("value", max_width=76)  # long values wrap in their cell
         for name, value in [*rows(q, report.level), *(extra or {}).get(q.question_id, [])]:
@@ -351,12 +357,13 @@ def learning_rows(lq: Any) -> list[tuple[str, str]]:
     out.append(
         (
             "read vs teacher",
-            "  ".join(
-                f"{p.labels}: {_f(p.accuracy, 2)} "
-                f"(v{'/'.join(str(j) for j in p.versions)})"
+            f"share of the deciding read's labels the teacher agreed with, per block of "
+            f"{lq.curve[0].labels if lq.curve else 0} labels (labels so far: share, versions "
+            "deciding): "
+            + "  ".join(
+                f"{p.labels}: {_f(p.accuracy, 2)} (v{'/'.join(str(j) for j in p.versions)})"
                 for p in lq.curve
-            )
-            + "  (accuracy of the deciding read per block of labels, against the teacher)",
+            ),
         )
     )
     out.append(

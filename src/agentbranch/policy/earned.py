@@ -39,7 +39,8 @@ How it behaves (the API other code builds on):
     ``records``, and ``events``: every ``Event`` (``kind`` ``"look"`` | ``"earned"`` | ``"lowered"`` | ``"withdrawn"``, ``index`` of the
     record that caused it, its ``time``, ``take_at`` after it, ``labels``, ``reason``);
   - ``earned.stored()`` → ``{evidence key: TrustState}`` for every question the store
-    holds evidence of (any process's); ``earned.states()`` those this process has used;
+    holds evidence of (any process's; with ``learn``, each version's key at its own
+    share of the error, ``learn.stored``); ``earned.states()`` those this process has used;
   - ``earned.evidence`` is the store (``load(key)``, ``keys()``): the ``Evidence``
     records themselves (confidence, engine and teacher labels, band, rate, the threshold
     and trust in force), from which coverage and precision over time follow;
