@@ -47,6 +47,7 @@ def test_stored_tests_every_version_at_its_own_share(run):
     other = Earned(precision=0.8, min_evidence=20, refresh_s=0, store=str(path), learn=True)
     elsewhere = other.stored()  # another process reading the same store
     at_full_level_differs = False
+    by_file = earned_report(path)
     for rung in ladder.rungs:
         key = earned.key("sport", rung.model, q.reader, q.model)
         live = rung.trust.threshold("sport", rung.model, q.reader, q.model)
@@ -55,8 +56,9 @@ def test_stored_tests_every_version_at_its_own_share(run):
         assert rung.trust.level == pytest.approx(1 - 0.05 * version_share(rung.index))
         full = replay(earned.evidence.load(key), earned)
         at_full_level_differs |= (full.take_at, full.trust) != (live.take_at, live.trust)
-        # the report from the policy itself shows the same threshold in force
+        # the report, from the policy itself or from its file, shows the same threshold
         assert earned_report(earned).questions[key].take_at == live.take_at
+        assert by_file.questions[key].take_at == live.take_at
     # The store makes the difference visible: at the policy's full level some version
     # would hold a threshold the live policy does not (what stored() used to show).
     assert at_full_level_differs
@@ -203,3 +205,15 @@ def test_the_section_follows_the_versions_records_say():
     # blocks of 10 labels: 5 of 10 right in each of v0's, then v1's 10 of 10
     assert [p.accuracy for p in lq.curve] == [0.5] * 6 + [1.0]
     assert lq.curve[-1].versions == [1]
+
+
+def test_a_precision_asked_of_the_report_is_asked_at_each_versions_share(run):
+    earned, path = run
+    q, ladder = _rungs(earned)
+    v1 = earned.key("sport", ladder.rungs[1].model, q.reader, q.model)
+    own = earned_report(path, precision=0.8)  # the policy's own precision: no what if
+    assert all(x.what_if is None for x in own.questions.values())
+    res = runner.invoke(app, ["audit", "report", str(path), "--target-precision", "0.8"])
+    assert res.exit_code == 0 and "what if" not in res.output
+    other = earned_report(path, precision=0.9).questions[v1].what_if
+    assert (other.precision, other.level) == (0.9, pytest.approx(1 - 0.05 / 4))

@@ -280,6 +280,21 @@ def _question(
     )
 
 
+def _at_share(asked: tuple | None, rows: list[EvidenceRow]) -> tuple | None:
+    """A precision and level asked of the report, for the evidence of a learning
+    question's version ``j`` (its records say it): that version tests at its share of
+    the error (``learn.ladder.version_share``), so the level asked is taken at it."""
+    if asked is None:
+        return None
+    from agentbranch.policy.learn.ladder import version_share
+    from agentbranch.policy.learn.stored import key_version
+
+    j = key_version([r.record for r in rows if r.record is not None])
+    if j is None:
+        return asked
+    return (asked[0], 1.0 - (1.0 - asked[1]) * version_share(j))
+
+
 def earned_report(
     source: Any,
     *,
@@ -320,7 +335,7 @@ def earned_report(
             tgt = earned_now.Target(source.precision, source.level, "policy", source.settings)
         else:
             tgt = earned_now.target(rows, precision, level)
-        questions[key] = _question(rows, tgt, windows, asked)
+        questions[key] = _question(rows, tgt, windows, _at_share(asked, rows))
     if isinstance(source, Earned):
         # The threshold in force now: this Earned's own state, closed while its audits
         # are missing (what its ``threshold`` answers).
