@@ -217,3 +217,15 @@ def test_a_precision_asked_of_the_report_is_asked_at_each_versions_share(run):
     assert res.exit_code == 0 and "what if" not in res.output
     other = earned_report(path, precision=0.9).questions[v1].what_if
     assert (other.precision, other.level) == (0.9, pytest.approx(1 - 0.05 / 4))
+
+
+def test_labels_without_their_state_are_no_curve_and_no_trial():
+    from agentbranch.audit.earned_render import learning_rows
+
+    rows = evidence_rows([_rec("k0", 0, None, True, i) for i in range(5)])
+    (lq,) = learning({"k0": rows}, {}).values()
+    assert lq.labels == 0 and lq.curve == [] and lq.versions[0].trial_reads == 0
+    cells = dict(learning_rows(lq))
+    assert cells["read vs teacher"] == "no label with its state yet"
+    assert cells["coverage"] == "-"
+    assert "tested at level" not in cells["in force"]  # the records do not say the level

@@ -102,7 +102,8 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
         mine = by_version[j]
         q = reports.get(mine[-1].group)
         labels = [r for r in mine if r.record.state is not None]
-        trials = [r for r in mine if r.record.state is None]
+        # a version's reads without a state are trial reads (version 0 is never on trial)
+        trials = [r for r in mine if r.record.state is None] if j > 0 else []
         versions.append(
             VersionLearning(
                 version=j,
@@ -114,7 +115,7 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
                 trial_accuracy=_share(trials),
                 take_at=None if q is None else q.take_at,
                 trust="learning" if q is None else q.trust,
-                level=None if q is None or q.target is None else q.target.level,
+                level=q.target.level if q and q.target and q.target.origin == "policy" else None,
                 why=None if q is None else q.why,
             )
         )

@@ -358,12 +358,13 @@ def learning_rows(lq: Any) -> list[tuple[str, str]]:
         (
             "read vs teacher",
             f"share of the deciding read's labels the teacher agreed with, per block of "
-            f"{lq.curve[0].labels if lq.curve else 0} labels (labels so far: share, versions "
-            "deciding): "
+            f"{lq.curve[0].labels} labels (labels so far: share, versions deciding): "
             + "  ".join(
                 f"{p.labels}: {_f(p.accuracy, 2)} (v{'/'.join(str(j) for j in p.versions)})"
                 for p in lq.curve
-            ),
+            )
+            if lq.curve
+            else "no label with its state yet",
         )
     )
     out.append(
@@ -371,7 +372,9 @@ def learning_rows(lq: Any) -> list[tuple[str, str]]:
             "coverage",
             f"{_f(lq.coverage, 2)} overall, {_f(lq.recent_coverage, 2)} lately"
             if math.isfinite(lq.coverage)
-            else "unknown: no taken decision was audited (add Audit(rate=...))",
+            else "unknown: no taken decision was audited (add Audit(rate=...))"
+            if lq.curve
+            else "-",
         )
     )
     if lq.why is not None:
