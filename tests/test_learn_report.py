@@ -48,6 +48,8 @@ def test_stored_tests_every_version_at_its_own_share(run):
     elsewhere = other.stored()  # another process reading the same store
     at_full_level_differs = False
     by_file = earned_report(path)
+    by_policy = earned_report(earned)
+    assert by_policy.as_dict()["learning"] == by_file.as_dict()["learning"]  # NaN: None
     for rung in ladder.rungs:
         key = earned.key("sport", rung.model, q.reader, q.model)
         live = rung.trust.threshold("sport", rung.model, q.reader, q.model)
@@ -57,8 +59,10 @@ def test_stored_tests_every_version_at_its_own_share(run):
         full = replay(earned.evidence.load(key), earned)
         at_full_level_differs |= (full.take_at, full.trust) != (live.take_at, live.trust)
         # the report, from the policy itself or from its file, shows the same threshold
-        assert earned_report(earned).questions[key].take_at == live.take_at
+        assert by_policy.questions[key].take_at == live.take_at
         assert by_file.questions[key].take_at == live.take_at
+        assert by_policy.questions[key].target.level == by_file.questions[key].target.level
+        assert by_policy.questions[key].target.level == rung.trust.level
     # The store makes the difference visible: at the policy's full level some version
     # would hold a threshold the live policy does not (what stored() used to show).
     assert at_full_level_differs

@@ -295,6 +295,20 @@ def _at_share(asked: tuple | None, rows: list[EvidenceRow]) -> tuple | None:
     return (asked[0], 1.0 - (1.0 - asked[1]) * version_share(j))
 
 
+def _version_settings(earned: Any, rows: list[EvidenceRow]) -> dict[str, Any]:
+    """``earned``'s settings for the evidence ``rows``: those of the version of a
+    learning question's read they are evidence of (its share of the error), else its
+    own."""
+    from agentbranch.policy.learn.ladder import version_share
+    from agentbranch.policy.learn.stored import key_version
+
+    settings = dict(earned.settings)
+    j = key_version([r.record for r in rows if r.record is not None]) if earned.learn else None
+    if j is not None:
+        settings["level"] = 1.0 - (1.0 - earned.level) * version_share(j)
+    return settings
+
+
 def earned_report(
     source: Any,
     *,
@@ -332,7 +346,8 @@ def earned_report(
     for key, rows in groups.items():
         rows.sort(key=lambda r: r.order)
         if isinstance(source, Earned):
-            tgt = earned_now.Target(source.precision, source.level, "policy", source.settings)
+            own = _version_settings(source, rows)
+            tgt = earned_now.Target(source.precision, own["level"], "policy", own)
         else:
             tgt = earned_now.target(rows, precision, level)
         questions[key] = _question(rows, tgt, windows, _at_share(asked, rows))
