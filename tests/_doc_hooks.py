@@ -211,3 +211,24 @@ def model_upgrade(block: str, ns: dict) -> None:
         stdin=subprocess.DEVNULL,
     )
     assert done.returncode == 1  # decisions flipped: the command gates the upgrade
+
+
+# -- scenarios: docs/earned.md's learning section of the report ---------------------------
+
+
+def learning_store(ns: dict) -> None:
+    """learning.jsonl: the evidence of an ``Earned(learn=True)`` run of 700 decisions
+    (tests/_learn_store.py)."""
+    from _learn_store import learn_store
+
+    learn_store("learning.jsonl", n=700)
+
+
+def learning_report(block: str, ns: dict) -> None:
+    """``agentbranch audit report`` on the evidence of an ``Earned(learn=True)`` run:
+    700 decisions, a scripted reader that reads better with learned examples
+    (tests/_learn_store.py)."""
+    from _learn_store import learn_store
+
+    learn_store("learning.jsonl", n=700)
+    cli("audit", "report", "learning.jsonl", cwd=Path("."), status=0)

@@ -185,43 +185,6 @@ def test_redact_must_be_a_function():
         Earned(learn=True, redact="emails")
 
 
-def test_the_report_summary_follows_the_versions(tmp_path):
-    from agentbranch.policy.evidence import new_evidence
-    from agentbranch.policy.learn.report import lines, summarize
-
-    common = dict(
-        question_id="q",
-        reader="r",
-        model="m",
-        options=["yes", "no"],
-        take_at=None,
-        trust="learning",
-    )
-
-    def rec(key, state, correct, band="fallback"):
-        return new_evidence(
-            key=key,
-            source="fallback",
-            band=band,
-            confidence=0.5,
-            engine_label="yes",
-            teacher_label="yes" if correct else "no",
-            rate=1.0,
-            **({"state": state} if state else {}),
-            **common,
-        )
-
-    recs = [rec("k0", f"s{i}", i % 2 == 0) for i in range(60)]
-    recs += [rec("k1", None, True) for _ in range(5)]  # trial reads of version 1
-    recs += [rec("k1", f"t{i}", True) for i in range(10)]  # version 1 decides
-    s = summarize(recs)["q"]
-    assert s.labels == 70 and [v.index for v in s.versions] == [0, 1]
-    assert s.versions[1].trial_reads == 5 and s.versions[1].deciding_labels == 10
-    assert s.last_deciding == 1
-    assert s.accuracy == [0.5, 0.75]  # 25 of 50, then 5 of 10 and 10 of 10
-    assert "version 1 deciding" in lines({"q": s})[0]
-
-
 def test_a_reader_without_an_embedder_gets_a_few_short_few_shot_lines():
     from agentbranch.policy.learn import loop
 

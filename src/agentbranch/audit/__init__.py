@@ -9,7 +9,8 @@ the background, and keeps every fallback generation as a labelled example. Then:
   agreement by confidence bin and the ``take_at`` reaching a target precision;
 * ``earned_report(earned_or_evidence)`` / ``agentbranch audit report evidence.jsonl``:
   for an ``Earned`` policy, the threshold in force over time, coverage, precision with
-  its bound and drift events (``earned_report``; docs/earned.md);
+  its bound and drift events (``earned_report``; docs/earned.md); with ``learn=True``,
+  per question the versions of its read and its learning curve (``earned_learning``);
 * ``calibrate_from_audit("audits.jsonl")`` / ``agentbranch calibrate --from-audit
   audits.jsonl``: temperatures fitted on the teacher's labels.
 

@@ -47,8 +47,14 @@ def earned_diagram(report: EarnedReport, path: str | os.PathLike[str]) -> Path:
     qs = list(report.questions.values())
     if not qs:
         raise ConfigurationError("no evidence to draw yet")
-    fig, axes = plt.subplots(len(qs), 1, figsize=(7.5, 3.2 * len(qs)), squeeze=False)
+    learning = list(report.learning.values())
+    n = len(qs) + len(learning)
+    fig, axes = plt.subplots(n, 1, figsize=(7.5, 3.2 * n), squeeze=False)
+    for ax, lq in zip(axes[len(qs) :, 0], learning):
+        _learning_panel(ax, lq)
+    versions = {v.key: v.version for lq in learning for v in lq.versions}
     for ax, q in zip(axes[:, 0], qs):
+        name = q.question_id if q.key not in versions else f"{q.question_id} v{versions[q.key]}"
         xs = [0.0] + [p.decisions for p in q.timeline]
         ax.bar(
             [(a + b) / 2 for a, b in zip(xs, xs[1:])],
@@ -81,7 +87,7 @@ def earned_diagram(report: EarnedReport, path: str | os.PathLike[str]) -> Path:
         ax.set_xlim(0, max(xs[-1], 1.0))
         ax.set_xlabel("decisions")
         ax.set_title(
-            f"{q.question_id}: {q.trust}, take_at "
+            f"{name}: {q.trust}, take_at "
             f"{'closed' if q.take_at is None else f'{q.take_at:g}'} "
             f"(target {(q.target.precision if q.target else report.precision):g} at level "
             f"{(q.target.level if q.target else report.level):g})",
@@ -98,6 +104,40 @@ def earned_diagram(report: EarnedReport, path: str | os.PathLike[str]) -> Path:
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return out
+
+
+def _learning_panel(ax: Any, lq: Any) -> None:
+    """A learning question's curve: the deciding read's accuracy against the teacher
+    per block of labels, the coverage each block gave, a line where a version began
+    deciding."""
+    xs = [0] + [p.labels for p in lq.curve]
+    ax.bar(
+        [(a + b) / 2 for a, b in zip(xs, xs[1:])],
+        [0.0 if math.isnan(p.coverage) else p.coverage for p in lq.curve],
+        width=[b - a for a, b in zip(xs, xs[1:])],
+        color="tab:green",
+        alpha=0.3,
+        label="coverage (share taken)",
+    )
+    ax.plot(
+        [p.labels for p in lq.curve],
+        [p.accuracy for p in lq.curve],
+        marker="o",
+        color="tab:purple",
+        label="read's accuracy vs the teacher",
+    )
+    for j, at in lq.began[1:]:
+        ax.axvline(at, color="0.4", linestyle=":", linewidth=1)
+        ax.text(at, 0.03, f" v{j}", fontsize=7, color="0.3")
+    ax.set_ylim(0, 1.02)
+    ax.set_xlim(0, max(xs[-1], 1))
+    ax.set_xlabel("labels learned from")
+    at = "closed" if lq.take_at is None else f"take_at {lq.take_at:g}"
+    ax.set_title(
+        f"{lq.question_id}: learning, version {lq.in_force} in force ({lq.trust}, {at})",
+        fontsize=9,
+    )
+    ax.legend(loc="lower right", fontsize=7)
 
 
 # -- text -----------------------------------------------------------------------------
@@ -249,13 +289,96 @@ def tables(
     from rich.table import Table
 
     out = []
-    for q in report.questions.values():
-        table = Table(title=title(q), show_header=False, title_justify="left")
+    versions = {v.key: v.version for lq in report.learning.values() for v in lq.versions}
+    for key, q in report.questions.items():
+        name = title(q)
+        if key in versions:  # a learning question's version of the read
+            name = name.replace(f"{q.question_id}:", f"{q.question_id} v{versions[key]}:", 1)
+        table = Table(title=name, show_header=False, title_justify="left")
         table.add_column("what", style="cyan", no_wrap=True)
         table.add_column("value", max_width=76)  # long values wrap in their cell
         for name, value in [*rows(q, report.level), *(extra or {}).get(q.question_id, [])]:
             table.add_row(name, value)
         out.append(table)
+    for lq in report.learning.values():
+        table = Table(title=learning_title(lq), show_header=False, title_justify="left")
+        table.add_column("what", style="cyan", no_wrap=True)
+        table.add_column("value", max_width=76)
+        for name, value in learning_rows(lq):
+            table.add_row(name, value)
+        out.append(table)
+    return out
+
+
+# -- learning (Earned(learn=True)) ----------------------------------------------------
+
+
+def learning_title(lq: Any) -> str:
+    who = ", ".join(x for x in (lq.reader, lq.model) if x)
+    return f"{lq.question_id} ({who}): learning from the teacher, version {lq.in_force} in force"
+
+
+def _version(v: Any) -> str:
+    from agentbranch.policy.learn.ladder import version_share
+
+    made = "as written" if v.version == 0 else f"fitted on the first {v.fitted_on} labels"
+    out = f"v{v.version} ({made}): {v.trust}, {_at(v.take_at)}"
+    if v.level is not None:
+        share = version_share(v.version)
+        policy = 1.0 - (1.0 - v.level) / share
+        out += f", tested at level {v.level:.4g} (its share {share:.3g} of 1 - {policy:.3g})"
+    done = []
+    if v.deciding_labels:
+        done.append(f"decided {v.deciding_labels} labels, {_f(v.deciding_accuracy, 2)} right")
+    if v.trial_reads:
+        done.append(f"{v.trial_reads} trial reads, {_f(v.trial_accuracy, 2)} right")
+    return out + ("; " + "; ".join(done) if done else "")
+
+
+def learning_rows(lq: Any) -> list[tuple[str, str]]:
+    """The rows of a learning question's table."""
+    now = next((v for v in lq.versions if v.version == lq.in_force), None)
+    trials = [v for v in lq.versions if v.version in lq.on_trial]
+    out = [
+        ("labels", f"{lq.labels} labels learned from (each with its labelled state)"),
+        ("in force", "-" if now is None else _version(now)),
+        ("on trial", "\n".join(_version(v) for v in trials) or "none"),
+    ]
+    if len(lq.began) > 1:
+        out.append(
+            (
+                "decided by",
+                ", ".join(f"v{j} from label {i + 1}" for j, i in lq.began),
+            )
+        )
+    older = [v for v in lq.versions if v.version != lq.in_force and v not in trials]
+    if older:
+        out.append(("earlier versions", "\n".join(_version(v) for v in older)))
+    out.append(
+        (
+            "read vs teacher",
+            f"share of the deciding read's labels the teacher agreed with, per block of "
+            f"{lq.curve[0].labels} labels (labels so far: share, versions deciding): "
+            + "  ".join(
+                f"{p.labels}: {_f(p.accuracy, 2)} (v{'/'.join(str(j) for j in p.versions)})"
+                for p in lq.curve
+            )
+            if lq.curve
+            else "no label with its state yet",
+        )
+    )
+    out.append(
+        (
+            "coverage",
+            f"{_f(lq.coverage, 2)} overall, {_f(lq.recent_coverage, 2)} lately"
+            if math.isfinite(lq.coverage)
+            else "unknown: no taken decision was audited (add Audit(rate=...))"
+            if lq.curve
+            else "-",
+        )
+    )
+    if lq.why is not None:
+        out.append(("why", f"{lq.why} [{TEST}]"))
     return out
 
 

@@ -135,10 +135,17 @@ class EarnedReport:
     level: float
     questions: dict[str, QuestionTrust]
     asked: float | None = None
+    #: per learning question (``Earned(learn=True)``): its versions, the one in force,
+    #: the read's accuracy against the teacher over time (``earned_learning``); empty
+    #: (and absent from ``as_dict``) for a store without learning
+    learning: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-safe (NaN and infinities become ``None``: strict JSON)."""
-        return json_safe(asdict(self))
+        out = asdict(self)
+        if not out["learning"]:
+            del out["learning"]
+        return json_safe(out)
 
 
 # -- the report -----------------------------------------------------------------------
@@ -273,6 +280,35 @@ def _question(
     )
 
 
+def _at_share(asked: tuple | None, rows: list[EvidenceRow]) -> tuple | None:
+    """A precision and level asked of the report, for the evidence of a learning
+    question's version ``j`` (its records say it): that version tests at its share of
+    the error (``learn.ladder.version_share``), so the level asked is taken at it."""
+    if asked is None:
+        return None
+    from agentbranch.policy.learn.ladder import version_share
+    from agentbranch.policy.learn.stored import key_version
+
+    j = key_version([r.record for r in rows if r.record is not None])
+    if j is None:
+        return asked
+    return (asked[0], 1.0 - (1.0 - asked[1]) * version_share(j))
+
+
+def _version_settings(earned: Any, rows: list[EvidenceRow]) -> dict[str, Any]:
+    """``earned``'s settings for the evidence ``rows``: those of the version of a
+    learning question's read they are evidence of (its share of the error), else its
+    own."""
+    from agentbranch.policy.learn.ladder import version_share
+    from agentbranch.policy.learn.stored import key_version
+
+    settings = dict(earned.settings)
+    j = key_version([r.record for r in rows if r.record is not None]) if earned.learn else None
+    if j is not None:
+        settings["level"] = 1.0 - (1.0 - earned.level) * version_share(j)
+    return settings
+
+
 def earned_report(
     source: Any,
     *,
@@ -310,10 +346,11 @@ def earned_report(
     for key, rows in groups.items():
         rows.sort(key=lambda r: r.order)
         if isinstance(source, Earned):
-            tgt = earned_now.Target(source.precision, source.level, "policy", source.settings)
+            own = _version_settings(source, rows)
+            tgt = earned_now.Target(source.precision, own["level"], "policy", own)
         else:
             tgt = earned_now.target(rows, precision, level)
-        questions[key] = _question(rows, tgt, windows, asked)
+        questions[key] = _question(rows, tgt, windows, _at_share(asked, rows))
     if isinstance(source, Earned):
         # The threshold in force now: this Earned's own state, closed while its audits
         # are missing (what its ``threshold`` answers).
@@ -335,9 +372,14 @@ def earned_report(
                         None if held else st.take_at, source.precision, groups[key]
                     ),
                 )
+    from agentbranch.audit.earned_learning import learning
+
+    learned = learning(groups, questions)
     first = next(iter(questions.values()), None)
     if first is not None and first.target is not None:
         shown = (first.target.precision, first.target.level)
     else:
         shown = asked or (earned_now.DEFAULT_PRECISION, earned_now.DEFAULT_LEVEL)
-    return EarnedReport(shown[0], shown[1], questions, None if asked is None else asked[0])
+    return EarnedReport(
+        shown[0], shown[1], questions, None if asked is None else asked[0], learned
+    )

@@ -67,7 +67,8 @@ def report(
         typer.Option(
             help="Write a diagram (PNG unless the name says another image format): the "
             "reliability diagram of audit records; for an evidence store, threshold and "
-            "coverage against decisions (with --evidence: NAME-earned.png beside it)."
+            "coverage against decisions, and the learning curve of a policy that learns "
+            "(with --evidence: NAME-earned.png beside it)."
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
@@ -87,8 +88,11 @@ def report(
     then, per question, the threshold the policy computes from it now (next to the one
     recorded), the look that set it, the audits since the band opened with the drift
     test, coverage over time and events, at the policy's own precision (--target-precision
-    asks 'what if'). Audit records of an Earned policy (or --evidence) give the same
-    report, with the audits' agreement by confidence."""
+    asks 'what if'). A policy that learns (Earned(learn=True)) gets, per question, the
+    versions of its read (in force, on trial), the read's accuracy against the teacher
+    over time, coverage, and the threshold in force with why. Audit records of an Earned
+    policy (or --evidence) give the same report, with the audits' agreement by
+    confidence."""
     from agentbranch.audit.earned_sources import is_evidence_store
     from agentbranch.audit.report import audit_report, load_records
     from agentbranch.core.errors import AgentBranchError

@@ -39,7 +39,8 @@ How it behaves (the API other code builds on):
     ``records``, and ``events``: every ``Event`` (``kind`` ``"look"`` | ``"earned"`` | ``"lowered"`` | ``"withdrawn"``, ``index`` of the
     record that caused it, its ``time``, ``take_at`` after it, ``labels``, ``reason``);
   - ``earned.stored()`` → ``{evidence key: TrustState}`` for every question the store
-    holds evidence of (any process's); ``earned.states()`` those this process has used;
+    holds evidence of (any process's; with ``learn``, each version's key at its own
+    share of the error, ``learn.stored``); ``earned.states()`` those this process has used;
   - ``earned.evidence`` is the store (``load(key)``, ``keys()``): the ``Evidence``
     records themselves (confidence, engine and teacher labels, band, rate, the threshold
     and trust in force), from which coverage and precision over time follow;
@@ -216,6 +217,9 @@ class Earned:
                 f"Earned(redact=...) must be a function str -> str, got {self.redact!r}"
             )
         self.learner: Any = None
+        #: The version of a learning question's read this copy tests (set by
+        #: ``learn.ladder.version_earned``; stored with its evidence); ``None``: none.
+        self.learn_version: int | None = None
         if self.learn:
             from agentbranch.policy.learn.loop import Learner
 
@@ -333,7 +337,12 @@ class Earned:
         with self._feed_lock:
             self._catch_up(announce=self._read_at is not None)
             windows = dict(self._ledger.windows)
-        return {k: w.live for k, w in sorted(windows.items()) if w.live.records}
+        states = {k: w.live for k, w in sorted(windows.items()) if w.live.records}
+        if self.learn:  # learning hook: each version's key at its own share of the error
+            from agentbranch.policy.learn.stored import at_shares
+
+            states = at_shares(self, states)
+        return states
 
     def refresh(self) -> None:
         """Read what the store gained since the last read (other processes' evidence)."""
@@ -407,6 +416,7 @@ class Earned:
                 earned=self.settings,
                 decision=decision,
                 **({"state": state} if state is not None else {}),
+                **({"version": self.learn_version} if self.learn_version is not None else {}),
             )
         except Exception as e:  # noqa: BLE001 - pydantic ValidationError and friends
             log.warning(

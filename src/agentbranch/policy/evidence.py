@@ -37,6 +37,9 @@ Schema (``EVIDENCE_SCHEMA``, JSON object, one per line of a JSON Lines store):
 * ``state`` (optional, only with ``Earned(learn=True)``; absent otherwise): the labelled
   state's text, after ``Earned(redact=...)``, which the question learns from
   (``agentbranch.policy.learn``)
+* ``version`` (optional, only with ``Earned(learn=True)``; absent otherwise): the
+  version of the question's read whose evidence this is (0: the question as written),
+  so a report or ``Earned.stored()`` tests each version at its own share of the error
 
 Records are validated strictly: numbers must be JSON numbers (``"0.97"`` or ``true`` as
 a confidence is refused), ``correct`` a JSON boolean, options distinct. A record whose
@@ -135,6 +138,7 @@ class Evidence(BaseModel):
         return value
     # -- learning hook (agentbranch.policy.learn): the labelled state, learn=True only --
     state: str | None = Field(default=None, max_length=100_000)
+    version: int | None = Field(default=None, ge=0, le=1000)
 
     @model_validator(mode="after")
     def _consistent(self) -> Evidence:
@@ -153,8 +157,9 @@ class Evidence(BaseModel):
 
     def to_json(self) -> dict[str, Any]:
         out = self.model_dump(mode="json", by_alias=True)
-        if out.get("state") is None:  # learning hook: absent unless learn=True stored one
-            out.pop("state", None)
+        for name in ("state", "version"):  # learning hook: absent unless learn=True
+            if out.get(name) is None:
+                out.pop(name, None)
         return out
 
     @property

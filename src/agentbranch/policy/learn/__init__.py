@@ -6,4 +6,6 @@ training data for that question's read, under ``Earned``'s guarantee
   guarantee while the read changes);
 * ``examples``: which labelled states a version shows as examples, and the question it
   reads.
+* ``stored``: ``Earned.stored()`` with each version's key at its own share of the error
+  (the report's learning section: ``agentbranch.audit.earned_learning``).
 """

@@ -72,6 +72,7 @@ def version_earned(earned: Any, j: int, store: Any = None, base: float = BASE_SH
         **extra,
     )
     copy._checkpoints = False  # one checkpoint per store: the original's
+    copy.learn_version = j  # its evidence says which version it is (``Evidence.version``)
     for name in ("resume", "second_walk_from"):  # tuned on the original, kept alike
         if hasattr(earned, name):
             setattr(copy, name, getattr(earned, name))

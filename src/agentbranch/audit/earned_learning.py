@@ -1,0 +1,181 @@
+"""The learning section of the earned-trust report (``Earned(..., learn=True)``): per
+question (id, reader, model), the labels it learned from, the version of its read in
+force and those on trial, the read's accuracy against the teacher over time, the
+coverage it gave, and the threshold in force with why.
+
+Read from the evidence alone: every record of a learning policy says the version of the
+read it is evidence of (``Evidence.version``); a record with the labelled state
+(``state``) is a label of the version that decided, one without it a trial version's
+shadow read of a labelled state. Version ``j >= 1`` was fitted on the first
+``refit_at(j)`` labels (``agentbranch.policy.learn.ladder``). The version in force is
+the one that decided the latest label, or the newest version fed beside it that now
+holds a threshold (the ladder's own adoption rule, ``Ladder.adopt``). Each version's
+threshold, trust and why are the report's own for its evidence key (replayed at the
+version's share of the error: its records carry that level).
+
+A store without learning records gives no section.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentbranch.audit.earned_sources import EvidenceRow
+
+#: Points of the accuracy curve (blocks of labels; at least ``MIN_BLOCK`` labels each).
+POINTS = 10
+MIN_BLOCK = 10
+
+
+@dataclass(frozen=True)
+class VersionLearning:
+    """One version of a question's read."""
+
+    version: int
+    key: str  #: its evidence key
+    fitted_on: int  #: labels it was fitted on (0: the question as written)
+    deciding_labels: int  #: labels it got while deciding
+    deciding_accuracy: float  #: share of them its read agreed with (nan: none)
+    trial_reads: int  #: shadow reads while on trial
+    trial_accuracy: float  #: share of them that agreed with the teacher (nan: none)
+    take_at: float | None  #: its threshold now (recomputed at its share)
+    trust: str
+    level: float | None  #: the level its test is at (its share of 1 - level)
+    why: str | None = None
+
+
+@dataclass(frozen=True)
+class AccuracyPoint:
+    """One block of labels of the deciding read, in order."""
+
+    labels: int  #: labels up to the end of the block
+    accuracy: float  #: share of the block's deciding reads the teacher agreed with
+    versions: list[int]  #: the versions that decided in it
+    coverage: float  #: share of the decisions the block stands for that were taken
+
+
+@dataclass(frozen=True)
+class QuestionLearning:
+    question_id: str
+    reader: str | None
+    model: str | None
+    labels: int  #: labels learned from (each with its labelled state)
+    in_force: int  #: the version in force
+    on_trial: list[int]  #: versions on trial (fed every label beside it)
+    versions: list[VersionLearning] = field(default_factory=list)
+    curve: list[AccuracyPoint] = field(default_factory=list)
+    coverage: float = float("nan")  #: share of all decisions taken (nan: unknown)
+    recent_coverage: float = float("nan")  #: in the latest block
+    take_at: float | None = None  #: the version in force's threshold
+    trust: str = "learning"
+    why: str | None = None
+    #: ``[version, labels before it]``: when each version first decided
+    began: list[list[int]] = field(default_factory=list)
+
+
+def _share(rows: Sequence[EvidenceRow]) -> float:
+    if not rows:
+        return float("nan")
+    return sum(r.correct for r in rows) / len(rows)
+
+
+def _coverage(rows: Sequence[EvidenceRow], audited: bool) -> float:
+    total = sum(1.0 / r.rate for r in rows)
+    if not total or not audited:
+        return float("nan")
+    return sum(1.0 / r.rate for r in rows if r.band == "take") / total
+
+
+def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLearning:
+    from agentbranch.policy.learn.ladder import Ladder, Rung, refit_at
+
+    rows.sort(key=lambda r: r.order)
+    deciding = [r for r in rows if r.record.state is not None]
+    by_version: dict[int, list[EvidenceRow]] = {}
+    for r in rows:
+        by_version.setdefault(r.record.version, []).append(r)
+    versions = []
+    for j in sorted(by_version):
+        mine = by_version[j]
+        q = reports.get(mine[-1].group)
+        labels = [r for r in mine if r.record.state is not None]
+        # a version's reads without a state are trial reads (version 0 is never on trial)
+        trials = [r for r in mine if r.record.state is None] if j > 0 else []
+        versions.append(
+            VersionLearning(
+                version=j,
+                key=mine[-1].group,
+                fitted_on=0 if j == 0 else refit_at(j),
+                deciding_labels=len(labels),
+                deciding_accuracy=_share(labels),
+                trial_reads=len(trials),
+                trial_accuracy=_share(trials),
+                take_at=None if q is None else q.take_at,
+                trust="learning" if q is None else q.trust,
+                level=q.target.level if q and q.target and q.target.origin == "policy" else None,
+                why=None if q is None else q.why,
+            )
+        )
+    # The version in force: the one that decided the latest label, or the newest one
+    # fed beside it that holds a threshold now (the ladder's adoption rule).
+    ladder = Ladder()
+    known = {v.version: v for v in versions}
+    top = max(known)
+    ladder.rungs = [Rung(j, 0 if j == 0 else refit_at(j)) for j in range(top + 1)]
+    ladder.in_force = deciding[-1].record.version if deciding else 0
+    holds = [r.index in known and known[r.index].take_at is not None for r in ladder.fed]
+    ladder.adopt(holds)
+    on_trial = [r.index for r in ladder.fed[1:] if r.index in known]
+    audited = any(r.band == "take" for r in deciding) or all(
+        r.take_at is None for r in deciding
+    )
+    block = max(MIN_BLOCK, math.ceil(len(deciding) / POINTS))
+    curve = []
+    for i in range(0, len(deciding), block):
+        part = deciding[i : i + block]
+        curve.append(
+            AccuracyPoint(
+                labels=i + len(part),
+                accuracy=_share(part),
+                versions=sorted({r.record.version for r in part}),
+                coverage=_coverage(part, audited),
+            )
+        )
+    began: dict[int, int] = {}
+    for i, r in enumerate(deciding):
+        began.setdefault(r.record.version, i)
+    now = known.get(ladder.in_force)
+    return QuestionLearning(
+        question_id=rows[-1].question_id,
+        reader=rows[-1].reader,
+        model=rows[-1].model,
+        labels=len(deciding),
+        in_force=ladder.in_force,
+        on_trial=on_trial,
+        versions=versions,
+        curve=curve,
+        coverage=_coverage(deciding, audited),
+        recent_coverage=curve[-1].coverage if curve else float("nan"),
+        take_at=None if now is None else now.take_at,
+        trust="learning" if now is None else now.trust,
+        why=None if now is None else now.why,
+        began=[[j, i] for j, i in began.items()],
+    )
+
+
+def learning(groups: Mapping[str, list[EvidenceRow]], reports: Mapping[str, Any]) -> dict:
+    """Per learning question (``"id (reader, model)"``), its ``QuestionLearning``, from
+    the report's rows by evidence key and its ``QuestionTrust`` per key (``reports``).
+    Empty when no record is a learning policy's."""
+    by_question: dict[tuple, list[EvidenceRow]] = {}
+    for rows in groups.values():
+        for r in rows:
+            if r.record is not None and getattr(r.record, "version", None) is not None:
+                by_question.setdefault((r.question_id, r.reader, r.model), []).append(r)
+    out = {}
+    for (qid, reader, model), rows in sorted(by_question.items(), key=lambda kv: str(kv[0])):
+        out[f"{qid} ({reader}, {model})"] = _question(rows, reports)
+    return out
