@@ -21,8 +21,9 @@ fallback), a taken one is audited at ``RATE``. Every label is also training data
 
 Printed per question (pooled over its streams): decisions, accuracy of the written
 question, coverage and take precision of each variant, coverage in the stream's last
-half, the version in force at the end, and the ECE of the read in force on decisions
-after 200 labels; then the three numbers the issue judges by: pooled coverage with
+half, the version in force at the end, and the ECE of the confidence the decisions
+carried (the probability the deciding read gave its label, ``BINS`` equal-width bins)
+on decisions after 200 labels, with their number; then the three numbers the issue judges by: pooled coverage with
 learning on over off, pooled take precision, and the worst question's take precision
 (questions with >= 20 takes).
 
@@ -88,7 +89,14 @@ def run_stream(q: lr.Question, order: np.ndarray, draw: np.ndarray, learner) -> 
     )
 
 
-def ece(top: np.ndarray, right: np.ndarray, bins: int = 10) -> float | None:
+#: ECE bins: equal width over [0, 1].
+BINS = 10
+
+
+def ece(top: np.ndarray, right: np.ndarray, bins: int = BINS) -> float | None:
+    """Expected calibration error of the probability each decision gave its label
+    (``top``) against whether the label was right: ``bins`` equal-width bins over
+    [0, 1], each weighted by its share of the decisions."""
     if len(top) == 0:
         return None
     idx = np.minimum((top * bins).astype(int), bins - 1)
@@ -98,6 +106,16 @@ def ece(top: np.ndarray, right: np.ndarray, bins: int = 10) -> float | None:
         if m.any():
             total += m.sum() / len(top) * abs(top[m].mean() - right[m].mean())
     return total
+
+
+def ece_floor(top: np.ndarray, draws: int = 200, seed: int = 0) -> float | None:
+    """The mean ECE a perfectly calibrated read with these ``top`` probabilities
+    would show on this few decisions (its right/wrong drawn with probability
+    ``top``): the noise the measured ECE sits on."""
+    if len(top) == 0:
+        return None
+    rng = np.random.default_rng(seed)
+    return float(np.mean([ece(top, rng.random(len(top)) < top) for _ in range(draws)]))
 
 
 def question_result(q: lr.Question, learners: dict, seed: int) -> dict:
@@ -127,6 +145,8 @@ def question_result(q: lr.Question, learners: dict, seed: int) -> dict:
             "ece_after_200": None
             if not after.any()
             else round(float(ece(tops[after], right[after])), 3),
+            "ece_n": int(after.sum()),
+            "ece_floor": None if not after.any() else round(ece_floor(tops[after]), 3),
             "curve": _curve(runs),
         }
     return res
@@ -156,6 +176,7 @@ def pooled(results: dict, name: str) -> dict:
     eces = [
         r[name]["ece_after_200"] for r in results.values() if r[name]["ece_after_200"] is not None
     ]
+    measured = [r[name] for r in results.values() if r[name]["ece_after_200"] is not None]
     return {
         "coverage": round(takes / decisions, 4),
         "precision": round(right / takes, 4) if takes else None,
@@ -163,6 +184,9 @@ def pooled(results: dict, name: str) -> dict:
         "questions_opened": sum(r[name]["takes"] > 0 for r in results.values()),
         "ece_max": round(max(eces), 3) if eces else None,
         "ece_over_0_05": sum(e > 0.05 for e in eces),
+        "ece_measured": len(eces),
+        #: questions whose ECE is above 0.05 with at least 300 decisions measured
+        "ece_over_0_05_n300": sum(m["ece_after_200"] > 0.05 for m in measured if m["ece_n"] >= 300),
     }
 
 
@@ -195,13 +219,17 @@ def main() -> None:
     head = f"{'question':24} {'n':>4} {'acc':>5} |" + "".join(
         f" {name:>22} |" for name in args.variants
     )
-    print(head + "\n" + f"{'':35}|" + " cov  prec  late v ece  |" * len(args.variants))
+    print(head + "\n" + f"{'':35}|" + " cov  prec  late v  ece  (n)  |" * len(args.variants))
     for qid, r in results.items():
         cells = []
         for name in args.variants:
             m = r[name]
             p = "  -  " if m["precision"] is None else f"{m['precision']:.3f}"
-            e = " -  " if m["ece_after_200"] is None else f"{m['ece_after_200']:.2f}"
+            e = (
+                "  -        "
+                if m["ece_after_200"] is None
+                else (f"{m['ece_after_200']:.3f} ({m['ece_n']:>3})")
+            )
             cells.append(
                 f" {m['coverage']:.2f} {p} {m['coverage_second_half']:.2f} "
                 f"{m['final_version']} {e} |"
@@ -221,6 +249,13 @@ def main() -> None:
                 f"pooled take precision {o['precision']}, worst question (>=20 takes) "
                 f"{o['worst_question_precision']}"
             )
+    for name in args.variants:
+        o = overall[name]
+        print(
+            f"{name}: ECE after {ECE_AFTER} labels ({BINS} equal-width bins) above 0.05 on "
+            f"{o['ece_over_0_05']} of {o['ece_measured']} questions measured "
+            f"({o['ece_over_0_05_n300']} of those with >= 300 decisions), max {o['ece_max']}"
+        )
     args.out.mkdir(parents=True, exist_ok=True)
     out = {
         "target_precision": TARGET,

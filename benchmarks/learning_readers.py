@@ -1,7 +1,8 @@
 """The reads ``learning.py`` streams: each question's states embedded once, the written
 question's read of every state, and the learners that fit a new version of the read
 from labelled states (``examples``: the library's learned examples on the embedded
-reader; ``head``: the shipped logistic head on the embeddings)."""
+reader; ``head``: the shipped logistic head on the embeddings, with its out-of-fold
+temperature; ``head_t1``: the same head without it)."""
 
 from __future__ import annotations
 
@@ -178,15 +179,22 @@ class HeadLearner:
     (``agentbranch.policy.learn.head.fit_head``), read by the reader's own head read;
     while fewer than two options are labelled, the learned examples instead."""
 
-    def __init__(self, c: float = lh.C) -> None:
-        self.c = c
+    def __init__(self, c: float = lh.C, calibrate: bool = True) -> None:
+        self.c, self.calibrate = c, calibrate
 
     def __repr__(self) -> str:
-        return f"the shipped learned head: logistic on the embeddings (C={self.c})"
+        if not self.calibrate:
+            return f"logistic on the embeddings (C={self.c}), no confidence map (temperature 1)"
+        return (
+            f"the shipped learned head: logistic on the embeddings (C={self.c}), its "
+            f"temperature fitted {lh.FOLDS}-fold out-of-fold on the same labels"
+        )
 
     def fit(self, q: Question, train: np.ndarray, y: np.ndarray) -> Reads:
         options = list(q.spec.options)
-        head = lh.fit_head(options, q.emb[train], [options[k] for k in y], c=self.c)
+        head = lh.fit_head(
+            options, q.emb[train], [options[k] for k in y], c=self.c, calibrate=self.calibrate
+        )
         if head is None:
             return ExamplesLearner().fit(q, train, y)
         return read_spec(q, dataclasses.replace(q.spec, head=head))
@@ -197,4 +205,5 @@ LEARNERS = {
     "examples": ExamplesLearner,
     "examples48": lambda: ExamplesLearner(48),
     "head": HeadLearner,
+    "head_t1": lambda: HeadLearner(calibrate=False),
 }

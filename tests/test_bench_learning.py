@@ -54,6 +54,6 @@ def test_the_ladder_runner_learns_only_from_labels_before_each_fit() -> None:
     run = ls.run_ladder(Earned(precision=0.9, level=0.95), base, rng.random(n), 0.2, fit)
     assert [len(t) for t in seen][:2] == [32, 64]  # fitted at the refit points
     assert all(t.max() < n for t in seen)
-    adopted = np.flatnonzero(run.version > 0)
-    assert len(adopted) and run.labels_before[adopted[0]] > 32 + 10  # tested after its fit
-    assert run.taken[adopted[-1]]  # the perfect version takes once in force
+    took = np.flatnonzero(run.taken & (run.version > 0))
+    assert len(took) and run.labels_before[took[0]] > 32 + 10  # tested after its fit
+    assert run.taken[-1] and run.version[-1] > 0  # the perfect version takes once in force

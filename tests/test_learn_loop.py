@@ -144,7 +144,9 @@ def test_labels_make_a_version_that_is_tested_then_decides(engine, tmp_path):
     )
     again.learner.bind(engine)
     q, j = again.learner.asked("sport", QUESTION, "embedded", engine.reader.model)
-    assert j == ladder.in_force
+    assert j == ladder.deciding.index and again.learner._questions  # the same one reads
+    rebuilt = next(iter(again.learner._questions.values())).ladder
+    assert (rebuilt.in_force, rebuilt.open) == (ladder.in_force, ladder.open)
     assert again.key("sport", q, "embedded", engine.reader.model) == earned.key(
         "sport", ladder.deciding.model, "embedded", engine.reader.model
     )
@@ -216,16 +218,23 @@ def test_the_head_reads_what_scikit_learn_fitted_and_survives_json():
     x = rng.normal(size=(60, 8))
     y = (x[:, 0] > 0).astype(int) + 2 * (x[:, 1] > 0.5)  # options a..d, "d" rarely
     x, y = x[y < 3], y[y < 3]  # "d" never labelled
-    head = fit_head(options, x, [options[k] for k in y])
+    head = fit_head(options, x, [options[k] for k in y], calibrate=False)
     ref = LogisticRegression(C=C, max_iter=2000).fit(x, y).predict_proba(x)
     want = np.full((len(x), 4), FLOOR)
     want[:, :3] = ref
     want /= want.sum(1, keepdims=True)
     assert np.exp(head.log_probs(x, options)) == pytest.approx(want, abs=1e-12)
     # a yes/no head: one logit in scikit-learn, two rows here
-    yn = fit_head(["yes", "no"], x, ["yes" if k == 0 else "no" for k in y])
+    yn = fit_head(["yes", "no"], x, ["yes" if k == 0 else "no" for k in y], calibrate=False)
     ref = LogisticRegression(C=C, max_iter=2000).fit(x, (y != 0).astype(int)).predict_proba(x)
     assert np.exp(yn.log_probs(x, ["yes", "no"])) == pytest.approx(ref, abs=1e-12)
+    # the shipped head: the same weights, the logits divided by its out-of-fold temperature
+    mapped = fit_head(["yes", "no"], x, ["yes" if k == 0 else "no" for k in y])
+    assert (mapped.weights == yn.weights).all() and mapped.temperature != 1.0
+    z = x @ yn.weights.T + yn.bias
+    want = np.exp(z / mapped.temperature)
+    want /= want.sum(1, keepdims=True)
+    assert np.exp(mapped.log_probs(x, list(mapped.classes))) == pytest.approx(want, abs=1e-12)
     # serialisable, same digest; a permuted or partial question is read over its options
     back = LinearHead.from_dict(json.loads(json.dumps(head.to_dict())))
     assert back == head and back.digest == head.digest and hash(back) == hash(head)

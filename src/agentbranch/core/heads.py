@@ -7,6 +7,12 @@ that carries a head, reads a state by the head alone: its label probabilities ar
 head's softmax over the options it was fitted on, options it never saw a label for
 keep a tiny floor (``FLOOR``, then renormalised). Other readers ignore the head.
 
+A head carries its confidence map: a ``temperature`` ``T`` that divides its logits
+before the softmax (``agentbranch.policy.learn.head`` fits it out-of-fold on the labels
+the head was fitted on, so the probabilities read true on states it has not seen). A
+state whose embedding or logits are not finite is read as uniform over the head's
+options (confidence 0): never a confident answer from numbers that mean nothing.
+
 The head is small (``options x dim`` weights and a bias per option), serialisable
 (``to_dict`` / ``from_dict``) and identified by a digest of its numbers: the question's
 wire dict carries the digest (``"learned_head"``), so a version's evidence key changes
@@ -32,13 +38,21 @@ class LinearHead:
     """Per-option weights ``(len(classes), dim)`` and biases over a state embedding.
 
     ``classes`` are the option names the head was fitted on (2 or more, in the order of
-    the weight rows); ``options`` all options of the question, in order."""
+    the weight rows); ``options`` all options of the question, in order; ``temperature``
+    its confidence map (finite, > 0; part of the digest unless it is 1)."""
 
-    __slots__ = ("options", "classes", "weights", "bias", "digest")
+    __slots__ = ("options", "classes", "weights", "bias", "temperature", "digest")
 
     def __init__(
-        self, options: Sequence[str], classes: Sequence[str], weights: Any, bias: Any
+        self,
+        options: Sequence[str],
+        classes: Sequence[str],
+        weights: Any,
+        bias: Any,
+        temperature: float = 1.0,
     ) -> None:
+        import math
+
         import numpy as np
 
         w = np.array(weights, dtype=np.float64)
@@ -54,10 +68,19 @@ class LinearHead:
             raise ValueError(f"head classes {classes} must be distinct options of {options}")
         if not (np.isfinite(w).all() and np.isfinite(b).all()):
             raise ValueError("a head's weights and biases must be finite")
+        t = temperature
+        if isinstance(t, bool) or not isinstance(t, (int, float)):
+            raise ValueError(f"a head's temperature must be a number, got {t!r}")
+        t = float(t)
+        if not (math.isfinite(t) and t > 0 and math.isfinite(1.0 / t)):
+            raise ValueError(f"a head's temperature must be a finite number > 0, got {t!r}")
         w.setflags(write=False)
         b.setflags(write=False)
         self.options, self.classes, self.weights, self.bias = options, classes, w, b
+        self.temperature = t
         blob = repr((options, classes, w.shape)).encode() + w.tobytes() + b.tobytes()
+        if t != 1.0:  # a head without a map keeps the digest it always had
+            blob += b"temperature" + np.float64(t).tobytes()
         self.digest = hashlib.sha256(blob).hexdigest()[:32]
 
     @property
@@ -73,7 +96,7 @@ class LinearHead:
     def __repr__(self) -> str:
         return (
             f"LinearHead({len(self.classes)} of {len(self.options)} options, "
-            f"dim {self.dim}, {self.digest[:8]})"
+            f"dim {self.dim}, T={self.temperature:.3g}, {self.digest[:8]})"
         )
 
     def __deepcopy__(self, memo: dict) -> LinearHead:
@@ -83,23 +106,39 @@ class LinearHead:
         """Whether the head can read a question with ``options`` (all of them its own)."""
         return bool(options) and set(options) <= set(self.options)
 
-    def log_probs(self, states: Any, options: Sequence[str]) -> Any:
-        """``(n, len(options))`` log-probabilities of ``options`` for ``states``
-        (``(n, dim)`` embeddings): one matrix product for the batch."""
+    def logits(self, states: Any) -> Any:
+        """``(n, len(classes))`` raw logits for ``states`` (``(n, dim)`` embeddings),
+        before the temperature."""
         import numpy as np
 
         x = np.asarray(states, dtype=np.float64)
         if x.ndim != 2 or x.shape[1] != self.dim:
             raise ValueError(f"the head reads {self.dim}-dim embeddings, got {x.shape}")
-        z = x @ self.weights.T + self.bias
-        z -= z.max(1, keepdims=True)
-        p = np.exp(z)
-        p /= p.sum(1, keepdims=True)
-        full = np.full((len(x), len(self.options)), FLOOR)
+        with np.errstate(all="ignore"):
+            return x @ self.weights.T + self.bias
+
+    def log_probs(self, states: Any, options: Sequence[str]) -> Any:
+        """``(n, len(options))`` log-probabilities of ``options`` for ``states``
+        (``(n, dim)`` embeddings): one matrix product for the batch, the logits divided
+        by the temperature; a row that is not finite reads uniform over the options."""
+        return self.over(softmax(self.logits(states), self.temperature), options)
+
+    def over(self, p: Any, options: Sequence[str]) -> Any:
+        """Log-probabilities over ``options`` from ``p`` (``(n, len(classes))``
+        probabilities over the head's classes): an option never fitted keeps ``FLOOR``;
+        a row that is not finite is uniform over ``options``."""
+        import numpy as np
+
+        p = np.asarray(p, dtype=np.float64)
+        full = np.full((len(p), len(self.options)), FLOOR)
         full[:, [self.options.index(c) for c in self.classes]] = p
         full = full[:, [self.options.index(o) for o in options]]
-        full /= full.sum(1, keepdims=True)
-        return np.log(full)
+        with np.errstate(all="ignore"):
+            full /= full.sum(1, keepdims=True)
+        bad = ~np.isfinite(full).all(1)
+        full[bad] = 1.0 / len(options)
+        with np.errstate(divide="ignore"):  # a probability that underflowed: -inf
+            return np.log(full)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -107,11 +146,27 @@ class LinearHead:
             "classes": list(self.classes),
             "weights": self.weights.tolist(),
             "bias": self.bias.tolist(),
+            "temperature": self.temperature,
         }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> LinearHead:
-        return cls(d["options"], d["classes"], d["weights"], d["bias"])
+        return cls(d["options"], d["classes"], d["weights"], d["bias"], d.get("temperature", 1.0))
+
+
+def softmax(z: Any, temperature: float = 1.0) -> Any:
+    """Row-wise softmax of logits ``z`` divided by ``temperature``; a row with a
+    non-finite logit comes out NaN (``LinearHead.over`` reads it as uniform)."""
+    import numpy as np
+
+    z = np.asarray(z, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        z = z / temperature
+        z = z - z.max(1, keepdims=True)
+        p = np.exp(z)
+        p /= p.sum(1, keepdims=True)
+    p[~np.isfinite(z).all(1)] = np.nan
+    return p
 
 
 class _WithHead:

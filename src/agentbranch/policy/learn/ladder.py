@@ -19,7 +19,11 @@ read learns from the teacher's labels).
   the statistics' second stratum flag, with ``rate`` the audit rate), so the stratified
   test weights the two sets by their share of the decisions (``thresholds.stratified``).
 * **Adoption.** After every label the newest version holding a threshold decides;
-  older ones are no longer fed. At most ``MAX_TRIALS`` versions are on trial at once
+  older ones are no longer fed. While no fed version holds one, nothing is taken
+  whichever version reads, so the newest version reads (its read, and the confidence
+  its own map gives it, is what the decision carries, always sent to the teacher); the
+  older fed ones keep getting every label, as shadow reads, so any of them may still
+  earn a threshold and decide. At most ``MAX_TRIALS`` versions are on trial at once
   (the newest): each costs a shadow read per label.
 * **Error.** Each version's test spends its own share of ``1 - level``: version 0 half,
   version ``j`` a share ``1/(2 j (j+1))`` (the shares add up to 1), so with probability
@@ -106,12 +110,18 @@ class Ladder:
 
     first: int = FIRST_REFIT
     rungs: list[Rung] = field(default_factory=list)
-    in_force: int = 0  #: index into ``rungs`` of the version that decides
+    #: index into ``rungs`` of the newest version that held a threshold (0: none yet):
+    #: it and the newer ones are fed
+    in_force: int = 0
     labels: int = 0  #: labels of the question (all versions)
+    #: whether a fed version holds a threshold now (``adopt``)
+    open: bool = False
 
     @property
     def deciding(self) -> Rung:
-        return self.rungs[self.in_force]
+        """The version whose read decides: the one in force while it holds a
+        threshold, else the newest (it takes nothing: no fed version holds one)."""
+        return self.rungs[self.in_force] if self.open else self.rungs[-1]
 
     @property
     def fed(self) -> list[Rung]:
@@ -131,6 +141,7 @@ class Ladder:
         for rung, holds in zip(self.fed, holds_threshold):
             if holds:
                 newest = rung
+        self.open = newest is not None
         if newest is None or newest.index == self.in_force:
             return None
         self.in_force = newest.index

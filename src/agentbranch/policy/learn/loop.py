@@ -5,8 +5,9 @@ question as written, version ``j`` is fitted on the labelled states of its first
 ``refit_at(j)`` labels: on the embedded reader a logistic head on their embeddings
 (``head``; its digest is in the version's key), on canvas readers those states as
 learned examples (``examples``, a few short few-shot lines). The version in force is the
-question the engine is asked; its threshold is its own (a version's learned examples
-are part of its evidence key). Every label the version in force gets is stored with the
+question the engine is asked (while no version holds a threshold, the newest: nothing is
+taken); its threshold is its own (a version's learned examples, or its head and the
+head's confidence map, are part of its evidence key). Every label the version in force gets is stored with the
 labelled state (``Evidence.state``, after ``Earned(redact=...)``), and read again by
 each newer version on trial, whose own evidence it becomes (no label a version learned
 from is evidence for it). A version is fitted off the decision path (a thread), from
@@ -121,7 +122,7 @@ class Learner:
                 q.states.append((rec.order, text, rec.teacher_label))
                 q.states.sort(key=lambda s: s[0])
             q.ladder.labels = len(q.states)
-            trials = [r for r in q.ladder.fed if r.index > rung.index]
+            trials = [r for r in q.ladder.fed if r is not rung]  # every other fed version
         if state is not None:
             taken = fields["band"] == "take"
             for trial in trials:
@@ -271,4 +272,6 @@ class Learner:
             r.trust.threshold(q.question_id, r.model, q.reader, q.model).take_at is not None
             for r in q.ladder.rungs
         ]
-        q.ladder.adopt(holds)
+        # the newest version holding a threshold is in force (none: the written one)
+        q.ladder.in_force = max((i for i, h in enumerate(holds) if h), default=0)
+        q.ladder.open = any(holds)

@@ -1,0 +1,198 @@
+"""A learned version's confidence map: a temperature fitted out-of-fold on the labels the
+version learned from (``agentbranch.policy.learn.head``), carried by its head, part of its
+digest and so of its evidence key; and the ladder's newest version reading while no
+version holds a threshold (``agentbranch.policy.learn.ladder``)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import _learn_streams as ls
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import agentbranch as ab
+from agentbranch.core.decisions import confidence_from
+from agentbranch.core.heads import LinearHead, softmax, with_head
+from agentbranch.policy import Earned
+from agentbranch.policy.learn import head as lh
+from agentbranch.policy.learn import ladder as ld
+
+QUESTION = ab.yes_no("Is this about sport?")
+
+
+def _softmax_nll(z: np.ndarray, y: np.ndarray, t: float) -> float:
+    p = softmax(z, t)
+    return float(-np.mean(np.log(p[np.arange(len(y)), y])))
+
+
+def _ece(top: np.ndarray, right: np.ndarray, bins: int = 10) -> float:
+    idx = np.minimum((top * bins).astype(int), bins - 1)
+    return sum(
+        (idx == b).mean() * abs(top[idx == b].mean() - right[idx == b].mean())
+        for b in range(bins)
+        if (idx == b).any()
+    )
+
+
+def test_the_temperature_fitted_is_the_one_the_labels_were_drawn_at():
+    rng = np.random.default_rng(0)
+    z = rng.normal(scale=4.0, size=(4000, 3))
+    for t in (0.5, 2.5):
+        p = softmax(z, t)
+        y = (rng.random((len(z), 1)) > p.cumsum(1)).sum(1)
+        got = lh.fit_temperature(z, y)
+        assert got == pytest.approx(t, rel=0.1)
+        # it is the grid's best: no other temperature fits these labels better
+        assert _softmax_nll(z, y, got) <= min(_softmax_nll(z, y, s) for s in (t * 0.8, t * 1.25))
+
+
+def _task(rng: np.random.Generator, n: int, dim: int = 40, noise: float = 0.25):
+    """States whose label is the sign of one direction, flipped for ``noise`` of them:
+    a head on few of them is sure of what it saw, and wrong a quarter of the time."""
+    x = rng.normal(size=(n, dim))
+    y = (x[:, 0] > 0).astype(int)
+    flip = rng.random(n) < noise
+    y[flip] = 1 - y[flip]
+    return x / np.linalg.norm(x, axis=1, keepdims=True), y
+
+
+def test_the_out_of_fold_temperature_makes_the_head_read_true_on_new_states():
+    rng = np.random.default_rng(0)
+    options = ["no", "yes"]
+    x, y = _task(rng, 256)
+    raw = lh.fit_head(options, x, [options[k] for k in y], calibrate=False)
+    head = lh.fit_head(options, x, [options[k] for k in y])
+    assert (head.weights == raw.weights).all() and (head.bias == raw.bias).all()
+    assert raw.temperature == 1.0 and head.temperature > 2  # the raw head is overconfident
+    # a temperature fitted on the head's own reads of its training labels would not see it
+    assert lh.fit_temperature(raw.logits(x), y) < head.temperature
+    xt, yt = _task(rng, 4000)
+    for h, worse in ((raw, True), (head, False)):
+        p = np.exp(h.log_probs(xt, options))
+        e = _ece(p.max(1), p.argmax(1) == yt)
+        assert (e > 0.1) if worse else (e < 0.05)
+    assert _softmax_nll(head.logits(xt), yt, head.temperature) < _softmax_nll(
+        raw.logits(xt), yt, 1.0
+    )
+
+
+def test_the_map_is_part_of_the_version_and_its_key():
+    rng = np.random.default_rng(2)
+    x, y = _task(rng, 64)
+    head = lh.fit_head(["no", "yes"], x, ["yes" if k else "no" for k in y])
+    again = lh.fit_head(["no", "yes"], x, ["yes" if k else "no" for k in y])
+    assert again.digest == head.digest  # deterministic: replicas fit the same version
+    bare = LinearHead(head.options, head.classes, head.weights, head.bias)
+    other = LinearHead(head.options, head.classes, head.weights, head.bias, 2 * head.temperature)
+    # temperature 1 keeps the digest a head without a map always had
+    assert bare.digest == LinearHead(head.options, head.classes, head.weights, head.bias, 1).digest
+    assert len({bare.digest, head.digest, other.digest}) == 3
+    keys = {
+        Earned().key("sport", with_head(QUESTION, h), "embedded", "m") for h in (bare, head, other)
+    }
+    assert len(keys) == 3
+    back = LinearHead.from_dict(json.loads(json.dumps(head.to_dict())))
+    assert back.temperature == head.temperature and back.digest == head.digest
+
+
+@pytest.mark.parametrize("t", [0, -1.0, math.nan, math.inf, 5e-324, True, "2", None])
+def test_a_temperature_that_is_not_a_finite_positive_number_is_refused(t):
+    with pytest.raises(ValueError, match="temperature"):
+        LinearHead(["a", "b"], ["a", "b"], [[1.0], [0.0]], [0.0, 0.0], t)
+
+
+def test_too_few_labels_for_folds_keep_temperature_one():
+    rng = np.random.default_rng(3)
+    x, y = _task(rng, 2 * lh.FOLDS - 1)
+    y[:2] = [0, 1]
+    head = lh.fit_head(["no", "yes"], x, ["yes" if k else "no" for k in y])
+    assert head.temperature == 1.0
+
+
+finite_or_not = st.one_of(
+    st.floats(-1e6, 1e6, allow_nan=False), st.sampled_from([math.nan, math.inf, -math.inf])
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    z=hnp.arrays(np.float64, st.tuples(st.integers(0, 12), st.just(3)), elements=finite_or_not),
+    data=st.data(),
+)
+def test_any_logits_give_a_finite_positive_temperature(z, data):
+    y = data.draw(hnp.arrays(np.int64, len(z), elements=st.integers(0, 2)))
+    t = lh.fit_temperature(z, y)
+    assert math.isfinite(t) and lh.T_MIN * 0.999 <= t <= lh.T_MAX * 1.001
+    if not np.isfinite(z).all(1).any():
+        assert t == 1.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    states=hnp.arrays(np.float64, st.tuples(st.integers(1, 5), st.just(4)), elements=finite_or_not),
+    t=st.floats(0.05, 50.0),
+)
+def test_a_state_that_is_not_finite_is_never_read_with_confidence(states, t):
+    head = LinearHead(
+        ["a", "b", "c"], ["a", "b"], [[1.0, -2.0, 0.5, 3.0], [0.0, 1.0, -1.0, 2.0]], [0.1, 0.0], t
+    )
+    p = np.exp(head.log_probs(states, ["a", "b", "c"]))
+    assert np.isfinite(p).all() and p.sum(1) == pytest.approx(1.0)
+    for row, prob in zip(states, p):
+        if not np.isfinite(row).all():
+            assert prob == pytest.approx([1 / 3] * 3)
+            assert confidence_from(prob.tolist()) == pytest.approx(0.0, abs=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    z=hnp.arrays(
+        np.float64, st.tuples(st.integers(2, 20), st.just(2)), elements=st.floats(-30, 30)
+    ),
+    t=st.floats(0.05, 50.0),
+)
+def test_the_map_is_monotone(z, t):
+    """On a yes/no head the map keeps the order of the reads' confidence (so the same
+    decisions rank above any threshold); on any head a temperature above 1 never makes a
+    read surer, one below 1 never less sure."""
+    raw, mapped = softmax(z, 1.0).max(1), softmax(z, t).max(1)
+    order = np.argsort(np.abs(z[:, 0] - z[:, 1]), kind="stable")  # raw sureness, unrounded
+    assert (np.diff(raw[order]) >= 0).all() and (np.diff(mapped[order]) >= 0).all()
+    if t >= 1:
+        assert (mapped <= raw + 1e-12).all()
+    else:
+        assert (mapped >= raw - 1e-12).all()
+
+
+def test_while_no_version_holds_a_threshold_the_newest_reads_and_takes_nothing():
+    lad = ld.Ladder()
+    for j in range(3):
+        lad.rungs.append(ld.Rung(j, ld.refit_at(j) if j else 0))
+    assert lad.deciding.index == 2 and [r.index for r in lad.fed] == [0, 1, 2]
+    assert lad.adopt([False, False, False]) is None and lad.deciding.index == 2
+    # the written question earns a threshold: it decides, the newer ones stay fed
+    assert lad.adopt([True, False, False]) is None and lad.deciding.index == 0
+    assert lad.adopt([True, True, False]).index == 1 and lad.deciding.index == 1
+    assert [r.index for r in lad.fed] == [1, 2]
+    lad.adopt([False, False])  # withdrawn: nothing open, the newest reads
+    assert lad.deciding.index == 2 and lad.in_force == 1
+
+    # on a stream: a version that reads while nothing is open takes nothing
+    rng = np.random.default_rng(4)
+    n = 400
+    conf = rng.random(n)
+    base = ls.Read(conf, rng.random(n) < 0.5, conf)  # never opens (right half the time)
+
+    def fit(j: int, train: np.ndarray) -> ls.Read:
+        return ls.Read(np.full(n, 0.99), np.ones(n, bool), np.full(n, 0.99))
+
+    run = ls.run_ladder(Earned(precision=0.9, level=0.95), base, rng.random(n), 0.2, fit)
+    reading = np.flatnonzero(run.version > 0)
+    assert reading[0] == np.flatnonzero(run.labels_before >= 32)[0]  # reads at once
+    assert not run.taken[np.isnan(run.take_at)].any()  # takes only at a threshold
+    assert run.taken.any() and run.labels_before[np.flatnonzero(run.taken)[0]] > 32 + 10
