@@ -6,7 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from agentbranch.core.state import render_state
 from agentbranch.policy.config import PolicyArg, policy_for
+from agentbranch.policy.in_force import cassette_of
+from agentbranch.policy.learn import nearest, replayed
 
 
 def learner_of(policy: PolicyArg, qid: str) -> Any:
@@ -15,21 +18,41 @@ def learner_of(policy: PolicyArg, qid: str) -> Any:
 
 
 def asked_questions(
-    engine: Any, questions: Mapping[str, Any], policy: PolicyArg
-) -> tuple[dict[str, Any], dict[str, int]]:
-    """The questions to ask the engine (each learning question's version in force) and
-    the version of each learning question."""
+    engine: Any, questions: Mapping[str, Any], policy: PolicyArg, state: Any = None
+) -> tuple[dict[str, Any], dict[str, int], dict[str, Any]]:
+    """The questions of each learning question's version in force (the evidence key and
+    threshold are theirs), the version of each, and the questions to read ``state``
+    with: a canvas version's with the labelled states nearest ``state`` as few-shot
+    lines (``nearest``). Under a replay cassette the version recorded for this decision
+    (``replayed``), whatever the store holds now."""
     asked: dict[str, Any] = dict(questions)
+    reads: dict[str, Any] = dict(questions)
     versions: dict[str, int] = {}
     reader = getattr(engine, "reader", None)
     name, model = getattr(reader, "name", None), getattr(reader, "model", None)
+    try:
+        text = None if state is None else render_state(state)
+    except Exception:  # noqa: BLE001 - the engine's read says what is wrong with it
+        text = None
+    cassette = None if state is None else cassette_of(engine)
     for qid, q in questions.items():
         learner = learner_of(policy, qid)
         if learner is None:
             continue
         learner.bind(engine)
-        asked[qid], versions[qid] = learner.asked(qid, q, name, model)
-    return asked, versions
+
+        def live(qid: str = qid, q: Any = q, learner: Any = learner) -> tuple[Any, int, Any]:
+            version, j = learner.asked(qid, q, name, model)
+            pool = nearest.question_pool(version)
+            if pool is None or text is None:
+                return version, j, version
+            return version, j, nearest.read_question(version, pool.pick([text])[0])
+
+        if cassette is None or text is None:
+            asked[qid], versions[qid], reads[qid] = live()
+        else:
+            asked[qid], versions[qid], reads[qid] = replayed.version(cassette, qid, q, text, live)
+    return asked, versions, reads
 
 
 def mark_versions(records: dict[str, dict[str, Any]], versions: Mapping[str, int]) -> None:
