@@ -218,3 +218,32 @@ def test_a_pool_version_on_the_tiny_transformers_reader(tiny_model_dir):
     alone = [engine.decide(s, {"sport": q})["sport"] for s, q in zip(states, reads)]
     for a, d in zip(alone, decided):
         assert a.probabilities == pytest.approx(d["sport"].probabilities, abs=1e-4)
+
+
+def test_when_picking_fails_the_written_question_decides_and_says_so(tmp_path, caplog):
+    from agentbranch.policy.learn.hooks import asked_questions
+
+    fake, broken = FakeEncoder(), [True]
+
+    def encoder(texts):
+        if broken[0]:
+            raise OSError("encoder files missing")
+        return fake(texts)
+
+    earned = _learning(tmp_path, encoder)
+    engine = ab.DecisionEngine(canvas_reader())
+    learner = earned.learner
+    learner.bind(engine)
+    q = learner._question("sport", QUESTION, "scripted", "canvas")
+    labelled = [((f"{i:04d}", "x"), t, y) for i, (t, y) in enumerate(stream(32))]
+    learner._add(q, learner._version(q, 1, labelled))
+    q.ladder.in_force = 1  # (as if version 1 had earned its threshold)
+    policy = Policy(take_at=earned, fallbacks=[Generate(Teacher())])
+    with caplog.at_level(logging.WARNING, logger="agentbranch"):
+        asked, versions, reads = asked_questions(engine, {"sport": QUESTION}, policy, "a state")
+    assert asked["sport"] is QUESTION and reads["sport"] is QUESTION and versions == {"sport": 0}
+    assert any("encoder files missing" in r.getMessage() for r in caplog.records)
+    broken[0] = False  # the version itself decides when its pool can pick
+    asked, versions, reads = asked_questions(engine, {"sport": QUESTION}, policy, "a state")
+    assert versions == {"sport": 1} and asked["sport"] is q.ladder.rungs[1].model
+    assert len(reads["sport"].examples["yes"]) > len(WRITTEN["yes"])

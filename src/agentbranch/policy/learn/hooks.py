@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,6 +11,8 @@ from agentbranch.core.state import render_state
 from agentbranch.policy.config import PolicyArg, policy_for
 from agentbranch.policy.in_force import cassette_of
 from agentbranch.policy.learn import nearest, replayed
+
+log = logging.getLogger("agentbranch")
 
 
 def learner_of(policy: PolicyArg, qid: str) -> Any:
@@ -28,6 +31,9 @@ def asked_questions(
     asked: dict[str, Any] = dict(questions)
     reads: dict[str, Any] = dict(questions)
     versions: dict[str, int] = {}
+    learners = {qid: learner_of(policy, qid) for qid in questions}
+    if not any(learners.values()):
+        return asked, versions, reads  # (no learning: nothing rendered, nothing looked up)
     reader = getattr(engine, "reader", None)
     name, model = getattr(reader, "name", None), getattr(reader, "model", None)
     try:
@@ -36,7 +42,7 @@ def asked_questions(
         text = None
     cassette = None if state is None else cassette_of(engine)
     for qid, q in questions.items():
-        learner = learner_of(policy, qid)
+        learner = learners[qid]
         if learner is None:
             continue
         learner.bind(engine)
@@ -46,7 +52,18 @@ def asked_questions(
             pool = nearest.question_pool(version)
             if pool is None or text is None:
                 return version, j, version
-            return version, j, nearest.read_question(version, pool.pick([text])[0])
+            try:
+                picked = pool.pick([text])[0]
+            except Exception as e:  # noqa: BLE001 - the written question decides instead
+                log.warning(
+                    "agentbranch.learn: could not pick few-shot lines for %r (%s: %s); "
+                    "the question as written decides, at its own threshold",
+                    qid,
+                    type(e).__name__,
+                    e,
+                )
+                return q, 0, q
+            return version, j, nearest.read_question(version, picked)
 
         if cassette is None or text is None:
             asked[qid], versions[qid], reads[qid] = live()
