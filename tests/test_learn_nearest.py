@@ -247,3 +247,43 @@ def test_when_picking_fails_the_written_question_decides_and_says_so(tmp_path, c
     asked, versions, reads = asked_questions(engine, {"sport": QUESTION}, policy, "a state")
     assert versions == {"sport": 1} and asked["sport"] is q.ladder.rungs[1].model
     assert len(reads["sport"].examples["yes"]) > len(WRITTEN["yes"])
+
+
+def test_concurrent_picks_embed_their_states_together():
+    import threading
+    import time
+
+    fake = FakeEncoder()
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(texts):
+        entered.set()
+        release.wait(5)
+        time.sleep(0.01)
+        return fake(texts)
+
+    shared = nearest.Coalesced(slow)
+    texts = [f"{SPORT[i % 6]} {i}" for i in range(8)]
+    got: dict[int, np.ndarray] = {}
+
+    def call(i):
+        got[i] = shared([texts[i]])
+
+    first = threading.Thread(target=call, args=(0,))
+    first.start()
+    entered.wait(5)  # the first forward runs; the others queue behind it
+    rest = [threading.Thread(target=call, args=(i,)) for i in range(1, 8)]
+    for t in rest:
+        t.start()
+    deadline = time.monotonic() + 10
+    while len(shared._pending) < 7 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    release.set()
+    for t in [first, *rest]:
+        t.join(5)
+    assert shared.forwards == 2  # the first alone, then the seven that waited, at once
+    for i in range(8):  # each caller its own row
+        assert got[i] == pytest.approx(fake([texts[i]]))
+    errors = nearest.Coalesced(lambda t: (_ for _ in ()).throw(OSError("no model")))
+    with pytest.raises(OSError, match="no model"):
+        errors(["x"])

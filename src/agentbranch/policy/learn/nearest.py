@@ -238,6 +238,48 @@ def read_questions(asked: Mapping[str, Any], state: str) -> dict[str, Any]:
 
 # -- the encoder -------------------------------------------------------------------------
 
+
+class Coalesced:
+    """``encode`` shared by concurrent callers: while one forward runs, the texts of the
+    callers that arrive queue up, and the next forward embeds them all at once (the
+    states of concurrent decisions in one batch, as their reads are). Each caller gets
+    its own rows, in its order."""
+
+    def __init__(self, encode: Encode) -> None:
+        self.encode = encode
+        self._queue_lock = threading.Lock()
+        self._run_lock = threading.Lock()
+        self._pending: list[tuple[list[str], dict[str, Any]]] = []
+        #: forwards run (for tests)
+        self.forwards = 0
+
+    def __call__(self, texts: Sequence[str]) -> Any:
+        import numpy as np
+
+        slot: dict[str, Any] = {}
+        with self._queue_lock:
+            self._pending.append((list(texts), slot))
+        with self._run_lock:
+            if "rows" not in slot and "error" not in slot:
+                with self._queue_lock:
+                    batch, self._pending = self._pending, []
+                flat = [t for chunk, _ in batch for t in chunk]
+                try:
+                    rows = np.asarray(self.encode(flat)) if flat else np.zeros((0, 0))
+                    self.forwards += 1
+                except BaseException as e:  # every caller of this batch gets the error
+                    for _, s in batch:
+                        s["error"] = e
+                else:
+                    start = 0
+                    for chunk, s in batch:
+                        s["rows"] = rows[start : start + len(chunk)]
+                        start += len(chunk)
+        if "error" in slot:
+            raise slot["error"]
+        return slot["rows"]
+
+
 _encoder_lock = threading.Lock()
 _encoder: Any = None
 
@@ -253,11 +295,12 @@ def encoder_available() -> bool:
 
 def default_encode(texts: Sequence[str]) -> Any:
     """The embedded default's embeddings of ``texts`` (one shared encoder, loaded on
-    first use)."""
+    first use; concurrent callers' texts embedded together, ``Coalesced``)."""
     global _encoder
     with _encoder_lock:
         if _encoder is None:
             from agentbranch.engine.readers.embedded import EmbeddedReader
 
-            _encoder = EmbeddedReader()
-    return _encoder.embed(list(texts)).numpy()
+            reader = EmbeddedReader()
+            _encoder = Coalesced(lambda batch: reader.embed(batch).numpy())
+    return _encoder(texts)
