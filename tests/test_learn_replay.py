@@ -134,3 +134,18 @@ def test_a_replayed_head_version_is_keyed_by_its_digest(tmp_path):
     assert key(with_head(QUESTION, other)) != key(version)
     with pytest.raises(ab.ConfigurationError, match="replayed"):
         question_head(back).log_probs(np.zeros((1, 3)), ["yes", "no"])
+
+
+def test_recording_through_a_cassette_fits_the_same_kind_of_version(tmp_path):
+    """A reader that embeds (the embedded default) is seen through the cassette reader,
+    so learning fits it learned heads there too (``Learner._version`` looks for
+    ``reader.embed``), not the few-shot pools of canvas readers."""
+
+    class Embedding(ab.ScriptedReader):
+        embed = staticmethod(FakeEncoder())
+
+    with Cassette(tmp_path / "run.jsonl", mode="all") as cassette:
+        reader = cassette.reader(lambda: Embedding({"sport": lambda s, q: {"yes": 1.0}}))
+        assert reader.embed is Embedding.embed
+    with Cassette(tmp_path / "run.jsonl", mode="none") as cassette:
+        assert cassette.reader().embed is None  # a replay loads no model for it
