@@ -149,3 +149,24 @@ def test_recording_through_a_cassette_fits_the_same_kind_of_version(tmp_path):
         assert reader.embed is Embedding.embed
     with Cassette(tmp_path / "run.jsonl", mode="none") as cassette:
         assert cassette.reader().embed is None  # a replay loads no model for it
+
+
+def test_an_embedded_learning_run_replays_its_head_versions(tmp_path):
+    """The embedded default through a cassette: versions are learned heads, their reads
+    recorded under the head's digest, and the run replays without the store."""
+    from agentbranch.engine.readers.embedded import EmbeddedReader
+
+    texts = [t for t, _ in stream(110)]
+    with Cassette(tmp_path / "run.jsonl", mode="all") as cassette:
+        engine = ab.DecisionEngine(cassette.reader(EmbeddedReader))
+        app = graph(engine, earned_on(tmp_path / "ev"))
+        recorded = run(app, texts)
+    versions = [rec["reader_version"] for _, rec in recorded]
+    assert max(versions) >= 1
+    lines = [json.loads(x) for x in (tmp_path / "run.jsonl").read_text().splitlines()]
+    kept = [x for x in lines if x.get("kind") == "version" and x["version"]]
+    heads = [x["asked"]["learned_head"] for x in kept]
+    assert heads and all(isinstance(h, str) and len(h) == 32 for h in heads)
+    with Cassette(tmp_path / "run.jsonl", mode="none") as cassette:
+        app = graph(ab.DecisionEngine(cassette.reader()), earned_on(tmp_path / "gone"))
+        assert run(app, texts) == recorded
