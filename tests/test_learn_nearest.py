@@ -287,3 +287,12 @@ def test_concurrent_picks_embed_their_states_together():
     errors = nearest.Coalesced(lambda t: (_ for _ in ()).throw(OSError("no model")))
     with pytest.raises(OSError, match="no model"):
         errors(["x"])
+
+
+def test_the_pool_names_its_encoder(monkeypatch):
+    texts, labels = [t for t, _ in stream(8)], [y for _, y in stream(8)]
+    fake = FakeEncoder()
+    assert nearest.pool_of(texts, labels, ["yes", "no"], {}, fake).rule["encoder"] == "FakeEncoder"
+    monkeypatch.setattr(nearest, "default_encode", fake)
+    default = nearest.pool_of(texts, labels, ["yes", "no"], {}, nearest.default_encode)
+    assert default.rule["encoder"] == nearest.ENCODER == "all-MiniLM-L6-v2"

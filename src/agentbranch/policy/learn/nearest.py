@@ -154,13 +154,17 @@ def pool_of(
 ) -> Pool | None:
     """The pool of labelled ``texts`` (label order): per option the most recent
     ``POOL_PER_OPTION`` not among the hand-written ``written``, cut to ``CHARS``;
-    ``None`` when nothing is left."""
+    ``None`` when nothing is left. Its rule names the encoder: ``ENCODER`` for the
+    default, else ``encode``'s ``name`` or class (another encoder, another key)."""
     from agentbranch.policy.learn import examples as lx
 
     cut = [t[:CHARS] for t in texts]
     mine = {k: list(v) for k, v in written.items()}
     chosen = lx.select(cut, labels, options, per_option=POOL_PER_OPTION, written=mine)
-    return Pool(chosen, encode) if any(chosen.values()) else None
+    if not any(chosen.values()):
+        return None
+    name = ENCODER if encode is default_encode else getattr(encode, "name", None)
+    return Pool(chosen, encode, encoder=str(name or type(encode).__qualname__))
 
 
 # -- questions that carry a pool ---------------------------------------------------------
