@@ -187,26 +187,6 @@ def test_redact_must_be_a_function():
         Earned(learn=True, redact="emails")
 
 
-def test_a_reader_without_an_embedder_gets_a_few_short_few_shot_lines():
-    from agentbranch.policy.learn import loop
-
-    earned = Earned(learn=True)
-    learner = earned.learner
-    learner.bind(
-        ab.DecisionEngine(ab.ScriptedReader({"sport": lambda s, q: {"yes": 0.5, "no": 0.5}}))
-    )
-    q = learner._question("sport", QUESTION, "scripted", "m")
-    labelled = [
-        ((f"{i:04d}", "x"), f"{i} " + "long text " * 100, "yes" if i % 2 else "no")
-        for i in range(32)
-    ]
-    version = learner._version(q, 1, labelled).model
-    assert all(len(v) == loop.CANVAS_PER_OPTION for v in version.examples.values())
-    assert all(len(t) <= loop.CANVAS_CHARS for v in version.examples.values() for t in v)
-    # the most recent ones (no embedder to spread them with)
-    assert [t.split()[0] for t in version.examples["yes"]] == ["25", "27", "29", "31"]
-
-
 def test_the_head_reads_what_scikit_learn_fitted_and_survives_json():
     from sklearn.linear_model import LogisticRegression
 

@@ -21,7 +21,7 @@ from agentbranch.policy.failure import records_for_error
 from agentbranch.policy.fallbacks import Steps, fallback_steps, run_async, run_sync
 from agentbranch.policy.identity import decision_identity, langgraph_thread
 from agentbranch.policy.in_force import thresholds_for
-from agentbranch.policy.learn.hooks import asked_questions, mark_versions
+from agentbranch.policy.learn.hooks import asked_questions, learner_of, mark_versions
 from agentbranch.policy.learning import collect, snapshot
 from agentbranch.policy.review import review_all
 
@@ -48,6 +48,7 @@ class Resolver:
         check_policies(self.policy, self.questions)
         self._audited = any(policy_for(self.policy, q).audit for q in self.questions)
         self._earned = any(policy_for(self.policy, q).earned for q in self.questions)
+        self._learns = any(learner_of(self.policy, q) is not None for q in self.questions)
         for qid in self.questions:
             p = policy_for(self.policy, qid)
             if not self.allow_goto and p.targets():
@@ -64,9 +65,9 @@ class Resolver:
 
     def resolve(self, state: Any) -> dict[str, DecisionRecord]:
         # learning hook: each learning question's version in force is what is asked
-        asked, versions = asked_questions(self.engine, self.questions, self.policy)
+        asked, versions, reads = asked_questions(self.engine, self.questions, self.policy, state)
         try:
-            decisions = self.engine.decide(state, asked, log_decisions=False)
+            decisions = self.engine.decide(state, reads, log_decisions=False)
         except BaseException as e:  # noqa: BLE001 - re-raised unless a policy handles it
             return records_for_error(e, self.questions, self.policy, self.engine.reader)
         records, pending = band_all(
@@ -83,9 +84,9 @@ class Resolver:
         return records
 
     async def aresolve(self, state: Any) -> dict[str, DecisionRecord]:
-        asked, versions = asked_questions(self.engine, self.questions, self.policy)  # learning
+        asked, versions, reads = await self._asked(state)  # learning
         try:
-            decisions = await self.engine.adecide(state, asked, log_decisions=False)
+            decisions = await self.engine.adecide(state, reads, log_decisions=False)
         except BaseException as e:  # noqa: BLE001
             return records_for_error(e, self.questions, self.policy, self.engine.reader)
         if self._earned:  # a due store re-read is blocking I/O: off the event loop
@@ -103,6 +104,15 @@ class Resolver:
             await asyncio.to_thread(collect, asked, self.policy, banded, records, state=state)
         self._shadow(records, state)
         return records
+
+    async def _asked(self, state: Any) -> tuple[dict, dict, dict]:
+        """``asked_questions`` (a learning question may embed the state to pick its
+        few-shot lines, or rebuild its versions from the store: off the event loop)."""
+        if not self._learns:
+            return asked_questions(self.engine, self.questions, self.policy, state)
+        return await asyncio.to_thread(
+            asked_questions, self.engine, self.questions, self.policy, state
+        )
 
     def _identify(self, records: dict[str, DecisionRecord], state: Any) -> None:
         """Give each decision of an ``Earned`` question its identity (``decision_id``;

@@ -119,6 +119,9 @@ class Cassette:
         # in this test (repeated decisions are numbered in order).
         self._thresholds: dict[str, dict[str, Any]] = {}
         self._threshold_seen: dict[str, int] = {}
+        # Learning questions' versions in force, the same way.
+        self._versions: dict[str, dict[str, Any]] = {}
+        self._version_seen: dict[str, int] = {}
         self._opened: list[Reader] = []
         self._cache: Any = None
         if self.mode == "passthrough":
@@ -217,6 +220,7 @@ class Cassette:
         repeated decisions from the first)."""
         self._next_reader = 1
         self._threshold_seen = {}
+        self._version_seen = {}
 
     # -- reads --------------------------------------------------------------------------
 
@@ -377,6 +381,30 @@ class Cassette:
         self._commit(lambda: [fmt.threshold_line(key, value)])
         return value
 
+    def version(self, key: str, live: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """The version of a learning question's read in force (``{"version", "asked",
+        "read"}``, ``agentbranch.policy.learn.replayed``) for the next decision with
+        ``key`` (question and state; repeats numbered in order): the recorded one when
+        replaying, else ``live()``, recorded. Replays then ask what the recording asked,
+        whatever the evidence store has learned since (or without it)."""
+        with self._lock:
+            n = self._version_seen.get(key, 0)
+            self._version_seen[key] = n + 1
+            key = f"{key}#{n}"
+            if self.mode in ("new", "none") and key in self._versions:
+                return dict(self._versions[key])
+            if self.mode == "none":
+                raise ReplayMissError(
+                    f"cassette {self._shown} (mode 'none') holds no version for this decision "
+                    "of a learning Earned policy (recorded before versions were kept?); "
+                    f"{fmt.RERECORD}"
+                )
+        value = live()
+        if self.mode == "passthrough":
+            return value
+        self._commit(lambda: [fmt.version_line(key, value)])
+        return value
+
     # -- stale entries ------------------------------------------------------------------
 
     def stale(self) -> list[dict[str, Any]]:
@@ -477,6 +505,7 @@ class Cassette:
             reads=list(self._reads.values()),
             chats=list(self._chats.values()),
             thresholds=dict(self._parser.data.thresholds),
+            versions=dict(self._parser.data.versions),
         )
         recording = self._parser.data.recording or self.recording
         files.replace(self.path, fmt.body(data, recording, chats=chats))
@@ -536,6 +565,7 @@ class Cassette:
         self.readers = dict(self._parser.data.readers)
         self.chat_models = dict(self._parser.data.chat_models)
         self._thresholds = dict(self._parser.data.thresholds)
+        self._versions = dict(self._parser.data.versions)
 
 
 def _shown(path: Path) -> str:

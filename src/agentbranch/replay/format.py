@@ -94,6 +94,9 @@ class CassetteData:
     chats: list[ChatEntry] = field(default_factory=list)
     #: Earned thresholds in force, by decision key: ``{"take_at", "trust"}``.
     thresholds: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Learning questions' versions in force, by decision key: ``{"version", "asked",
+    #: "read"}``.
+    versions: dict[str, dict[str, Any]] = field(default_factory=dict)
     library: str = "unknown"
     legacy: bool = False
     #: The format version of the file (0 for pre-v1), ``None`` before its first line.
@@ -196,6 +199,11 @@ def threshold_line(key: str, value: dict[str, Any]) -> dict[str, Any]:
     return {"kind": "threshold", "key": key, "take_at": value["take_at"], "trust": value["trust"]}
 
 
+def version_line(key: str, value: dict[str, Any]) -> dict[str, Any]:
+    """The version of a learning question in force for one recorded decision."""
+    return {"kind": "version", "key": key, **{k: value[k] for k in ("version", "asked", "read")}}
+
+
 def dumps(obj: dict[str, Any]) -> str:
     return json.dumps(obj, ensure_ascii=False, allow_nan=False) + "\n"
 
@@ -210,6 +218,7 @@ def body(data: CassetteData, recording: str | None, *, chats: bool = True) -> by
     if chats:
         lines += [chat_line(e) for e in data.chats]
     lines += [threshold_line(k, v) for k, v in data.thresholds.items()]
+    lines += [version_line(k, v) for k, v in data.versions.items()]
     return "".join(dumps(x) for x in lines).encode("utf-8")
 
 
@@ -350,6 +359,12 @@ class Parser:
             self.data.chat_models[line.id] = {"name": line.name, "llm_string": line.llm_string}
         elif isinstance(line, schema.ThresholdLine):
             self.data.thresholds[line.key] = {"take_at": line.take_at, "trust": line.trust}
+        elif isinstance(line, schema.VersionLine):
+            self.data.versions[line.key] = {
+                "version": line.version,
+                "asked": line.asked,
+                "read": line.read,
+            }
         elif isinstance(line, schema.ReadLine):
             if line.reader not in self.data.readers:
                 raise self.fail(no, f"reader {line.reader!r} is not declared before this line")

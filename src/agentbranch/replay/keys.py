@@ -37,7 +37,15 @@ def short(text: str | None, width: int = EXCERPT) -> str | None:
 
 def request_key(request: ReadRequest) -> str:
     """A stable digest of everything that determines a read."""
-    return digest(json.dumps(asdict(request), sort_keys=True, ensure_ascii=False))
+    return digest(json.dumps(asdict(request), sort_keys=True, ensure_ascii=False, default=_digest))
+
+
+def _digest(value: Any) -> str:
+    """A learned head in a request (``QuestionSpec.head``) is keyed by its digest."""
+    got = getattr(value, "digest", None)
+    if not isinstance(got, str):
+        raise TypeError(f"a read request holds a {type(value).__name__}, which has no key")
+    return got
 
 
 def request_summary(request: ReadRequest) -> dict[str, Any]:

@@ -66,6 +66,14 @@ class CassetteReader(Reader):
         this reader record and replay their chat model with it."""
         return self.cassette.chat_cache
 
+    @property
+    def embed(self) -> Any:
+        """The live reader's ``embed`` (the embedded reader's), so a learning policy fits
+        the same versions recording through a cassette as without one; ``None`` when
+        this run reads nothing live or its reader embeds nothing."""
+        live = self._live_or_none()
+        return getattr(live, "embed", None)
+
     def _live_or_none(self) -> Reader | None:
         """The live reader, built now if this run may read live at all."""
         if self.cassette.mode == "none" or self._live_arg is None:

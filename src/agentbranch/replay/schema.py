@@ -128,10 +128,22 @@ class ThresholdLine(_Strict):
     trust: Literal["learning", "earned", "withdrawn", "fixed"]
 
 
-AnyLine = ReaderLine | ChatModelLine | ReadLine | ChatLine | ThresholdLine
+class VersionLine(_Strict):
+    """The version of a learning question's read (``Earned(..., learn=True)``) in force
+    for one recorded decision: its index, and the wire dicts of the version's question
+    and of the question read (``None``: the written question, the version's own)."""
+
+    kind: Literal["version"]
+    key: Name
+    version: int = Field(ge=0)
+    asked: dict[str, Any] | None
+    read: dict[str, Any] | None
+
+
+AnyLine = ReaderLine | ChatModelLine | ReadLine | ChatLine | ThresholdLine | VersionLine
 Line = Annotated[AnyLine, Field(discriminator="kind")]
 LINE: TypeAdapter[AnyLine] = TypeAdapter(Line)
-KINDS = ("reader", "chat_model", "read", "chat", "threshold")
+KINDS = ("reader", "chat_model", "read", "chat", "threshold", "version")
 
 
 # -- format 1 and before ----------------------------------------------------------------
@@ -200,5 +212,6 @@ __all__ = [
     "ReaderLine",
     "RequestSummary",
     "StoredRead",
+    "VersionLine",
     "describe",
 ]

@@ -5,7 +5,12 @@ training data for that question's read, under ``Earned``'s guarantee
 * ``ladder``: reader versions, their trials and adoption (the rule that keeps the
   guarantee while the read changes);
 * ``examples``: which labelled states a version shows as examples, and the question it
-  reads.
+  reads;
+* ``head``: the embedded reader's versions (a logistic head on the embeddings);
+* ``nearest``: canvas readers' versions (per state, the nearest labelled states as
+  few-shot lines);
+* ``loop``: the learner (labels, trials, fits); ``hooks``: where the resolver meets it;
+* ``replayed``: the version in force recorded with a replay cassette, and replayed;
 * ``stored``: ``Earned.stored()`` with each version's key at its own share of the error
   (the report's learning section: ``agentbranch.audit.earned_learning``).
 """

@@ -3,10 +3,16 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
+from agentbranch.core.state import render_state
 from agentbranch.policy.config import PolicyArg, policy_for
+from agentbranch.policy.in_force import cassette_of
+from agentbranch.policy.learn import nearest, replayed
+
+log = logging.getLogger("agentbranch")
 
 
 def learner_of(policy: PolicyArg, qid: str) -> Any:
@@ -15,21 +21,55 @@ def learner_of(policy: PolicyArg, qid: str) -> Any:
 
 
 def asked_questions(
-    engine: Any, questions: Mapping[str, Any], policy: PolicyArg
-) -> tuple[dict[str, Any], dict[str, int]]:
-    """The questions to ask the engine (each learning question's version in force) and
-    the version of each learning question."""
+    engine: Any, questions: Mapping[str, Any], policy: PolicyArg, state: Any = None
+) -> tuple[dict[str, Any], dict[str, int], dict[str, Any]]:
+    """The questions of each learning question's version in force (the evidence key and
+    threshold are theirs), the version of each, and the questions to read ``state``
+    with: a canvas version's with the labelled states nearest ``state`` as few-shot
+    lines (``nearest``). Under a replay cassette the version recorded for this decision
+    (``replayed``), whatever the store holds now."""
     asked: dict[str, Any] = dict(questions)
+    reads: dict[str, Any] = dict(questions)
     versions: dict[str, int] = {}
+    learners = {qid: learner_of(policy, qid) for qid in questions}
+    if not any(learners.values()):
+        return asked, versions, reads  # (no learning: nothing rendered, nothing looked up)
     reader = getattr(engine, "reader", None)
     name, model = getattr(reader, "name", None), getattr(reader, "model", None)
+    try:
+        text = None if state is None else render_state(state)
+    except Exception:  # noqa: BLE001 - the engine's read says what is wrong with it
+        text = None
+    cassette = None if state is None else cassette_of(engine)
     for qid, q in questions.items():
-        learner = learner_of(policy, qid)
+        learner = learners[qid]
         if learner is None:
             continue
         learner.bind(engine)
-        asked[qid], versions[qid] = learner.asked(qid, q, name, model)
-    return asked, versions
+
+        def live(qid: str = qid, q: Any = q, learner: Any = learner) -> tuple[Any, int, Any]:
+            version, j = learner.asked(qid, q, name, model)
+            pool = nearest.question_pool(version)
+            if pool is None or text is None:
+                return version, j, version
+            try:
+                picked = pool.pick([text])[0]
+            except Exception as e:  # noqa: BLE001 - the written question decides instead
+                log.warning(
+                    "agentbranch.learn: could not pick few-shot lines for %r (%s: %s); "
+                    "the question as written decides, at its own threshold",
+                    qid,
+                    type(e).__name__,
+                    e,
+                )
+                return q, 0, q
+            return version, j, nearest.read_question(version, picked)
+
+        if cassette is None or text is None:
+            asked[qid], versions[qid], reads[qid] = live()
+        else:
+            asked[qid], versions[qid], reads[qid] = replayed.version(cassette, qid, q, text, live)
+    return asked, versions, reads
 
 
 def mark_versions(records: dict[str, dict[str, Any]], versions: Mapping[str, int]) -> None:

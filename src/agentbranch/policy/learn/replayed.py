@@ -1,0 +1,104 @@
+"""Which version of a learning question decided, under a replay cassette.
+
+Recording, each decision of a learning question records (``Cassette.version``) the
+version in force, the version's question and, for a canvas version that picks its
+few-shot lines per state, the question that was read: their wire dicts, which hold
+everything the read and the threshold are keyed by (a head's or pool's digest, never
+the labelled states or weights). Replaying, those are rebuilt from the cassette and
+asked again, whatever the evidence store holds by then (a newer version in force, or
+no store at all): the same requests, so the same recorded reads, the same recorded
+thresholds, the same decisions, the same ``reader_version``. A rebuilt head or pool
+is a stand-in with the recorded digest: it cannot read or pick live.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from agentbranch.core.errors import ConfigurationError
+from agentbranch.core.examples import WITH_EXAMPLES
+from agentbranch.core.heads import WITH_HEAD, LinearHead
+from agentbranch.policy.learn.nearest import PLAIN, WITH_POOL, Pool
+
+
+class RecordedHead(LinearHead):
+    """A learned head known only by its digest (a replayed version's)."""
+
+    __slots__ = ()
+
+    def __init__(self, digest: str, options: Any) -> None:  # noqa: D107 - no weights
+        self.options, self.classes = tuple(options), ()
+        self.weights = self.bias = None
+        self.digest = digest
+
+    def __repr__(self) -> str:
+        return f"RecordedHead({self.digest[:8]})"
+
+    def log_probs(self, states: Any, options: Any) -> Any:
+        raise ConfigurationError(
+            "this learned head was replayed from a cassette (its weights are not in it): "
+            "it cannot read a state that was not recorded"
+        )
+
+
+def wire(question: Any) -> dict[str, Any]:
+    """The question's wire dict (what its evidence key and its reads are made of)."""
+    return question.model_dump(mode="json")
+
+
+def rebuild(qtype: str, data: Mapping[str, Any]) -> Any:
+    """A question whose wire dict is ``data`` (heads and pools as digest stand-ins)."""
+    fields = dict(data)
+    if "learned_head" in fields:
+        from agentbranch.core.questions import to_spec
+
+        digest = str(fields.pop("learned_head"))
+        plain = PLAIN[qtype](**{k: v for k, v in fields.items() if k != "examples"})
+        head = RecordedHead(digest, to_spec("replayed", plain).options)
+        return WITH_HEAD[qtype](**fields, learned_head=head)
+    if "learned_pool" in fields:
+        pool = Pool.recorded(fields.pop("learned_pool"))
+        return WITH_POOL[qtype](**fields, learned_pool=pool)
+    examples = fields.pop("examples", None)
+    if examples:
+        return WITH_EXAMPLES[qtype](**fields, examples=examples)
+    return PLAIN[qtype](**fields)
+
+
+def decision_key(qid: str, written: Any, text: str) -> str:
+    """The cassette key of one decision of ``written`` on the rendered state ``text``."""
+    blob = json.dumps([qid, wire(written), text], sort_keys=True)
+    return "version:" + hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def version(
+    cassette: Any,
+    qid: str,
+    written: Any,
+    text: str,
+    live: Callable[[], tuple[Any, int, Any]],
+) -> tuple[Any, int, Any]:
+    """``(asked, version, read)`` for one decision: the recorded ones when the cassette
+    holds them, else ``live()``'s, recorded (``read`` is ``asked`` unless the version
+    picks per state)."""
+    made: list[tuple[Any, int, Any]] = []
+
+    def now() -> dict[str, Any]:
+        asked, j, read = live()
+        made.append((asked, j, read))
+        return {
+            "version": j,
+            "asked": None if j == 0 else wire(asked),
+            "read": None if read is asked else wire(read),
+        }
+
+    got = cassette.version(decision_key(qid, written, text), now)
+    if made:
+        return made[0]
+    j = int(got["version"])
+    asked = written if got["asked"] is None else rebuild(written.type, got["asked"])
+    read = asked if got["read"] is None else rebuild(written.type, got["read"])
+    return asked, j, read
