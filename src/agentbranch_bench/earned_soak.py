@@ -158,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=300, help="decisions before the first")
     parser.add_argument("--max-invokes", type=int, default=0, help="stop after (0: by time)")
     parser.add_argument(
+        "--audit-workers", type=int, default=1, help="Audit(workers=...): teacher calls at once"
+    )
+    parser.add_argument(
         "--reader",
         choices=["embedded", "scripted"],
         default="embedded",
@@ -181,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     store, path = _store(args.store, args.dir, stack)
     texts, truth = tickets()
     earned = Earned(precision=0.9, level=0.95, store=store)
-    audit = Audit(rate=0.2, seed=1)
+    audit = Audit(rate=0.2, seed=1, workers=args.audit_workers)
     policy = Policy(take_at=earned, fallbacks=[Generate(teacher(truth))], audit=audit)
     engine = (
         ab.DecisionEngine(scripted_reader(truth))
@@ -224,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"earned soak: {args.callers} callers, graph.invoke on 3 questions ({args.reader} "
         f"reader, examples=), Earned(precision=0.9, level=0.95, store={args.store}), Generate "
-        f"teacher, Audit(rate=0.2), {args.minutes:g} min",
+        f"teacher, Audit(rate=0.2, workers={args.audit_workers}), {args.minutes:g} min",
         flush=True,
     )
     print(
@@ -274,6 +277,11 @@ def main(argv: list[str] | None = None) -> int:
     w, warm = args.window // per_invoke, args.warmup // per_invoke
     first = cpu_per(samples, warm, warm + w)
     last = cpu_per(samples, n - w, n)
+    stats = audit.stats
+    print(
+        f"audits: {stats.audited} answered, {stats.dropped} dropped (queue full), "
+        f"{stats.failed} failed"
+    )
     print(
         f"decisions {n * per_invoke}, errors {len(meter.errors)}, labels {labels()}, "
         f"store {store_bytes() / 2**20:.1f} MB, RSS {rss_mb():.0f} MB"
