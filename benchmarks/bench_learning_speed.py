@@ -18,8 +18,8 @@ import random
 import time
 
 import agentbranch as ab
-from agentbranch.engine.readers.embedded import EmbeddedReader
 from agentbranch.core.heads import with_head
+from agentbranch.engine.readers.embedded import EmbeddedReader
 from agentbranch.policy.learn import examples as lx
 from agentbranch.policy.learn.head import fit_head
 

@@ -146,7 +146,6 @@ def test_a_store_emptied_in_place_and_refilled_is_noticed_not_an_outage(tmp_path
     appends past where this reader had read. The reader notices (the bytes before its
     position changed), reports it once and reads the new file from its start."""
     import sys as _sys
-
     from pathlib import Path as _Path
 
     _sys.path.insert(0, str(_Path(__file__).parent))

@@ -129,9 +129,7 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
     holds = [r.index in known and known[r.index].take_at is not None for r in ladder.fed]
     ladder.adopt(holds)
     on_trial = [r.index for r in ladder.fed[1:] if r.index in known]
-    audited = any(r.band == "take" for r in deciding) or all(
-        r.take_at is None for r in deciding
-    )
+    audited = any(r.band == "take" for r in deciding) or all(r.take_at is None for r in deciding)
     block = max(MIN_BLOCK, math.ceil(len(deciding) / POINTS))
     curve = []
     for i in range(0, len(deciding), block):

@@ -380,6 +380,4 @@ def earned_report(
         shown = (first.target.precision, first.target.level)
     else:
         shown = asked or (earned_now.DEFAULT_PRECISION, earned_now.DEFAULT_LEVEL)
-    return EarnedReport(
-        shown[0], shown[1], questions, None if asked is None else asked[0], learned
-    )
+    return EarnedReport(shown[0], shown[1], questions, None if asked is None else asked[0], learned)

@@ -110,9 +110,7 @@ def report(
             _unified(file, records, evidence, target_precision, level, bins, diagram, as_json)
             return
         target = 0.9 if target_precision is None else target_precision
-        rep = audit_report(
-            records, target_precision=target, level=level or 0.95, bins=bins
-        )
+        rep = audit_report(records, target_precision=target, level=level or 0.95, bins=bins)
         if diagram is not None:
             _reliability(records, diagram, bins)
     except (AgentBranchError, OSError) as e:  # OSError: the diagram could not be written

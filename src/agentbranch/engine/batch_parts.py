@@ -7,8 +7,8 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from concurrent.futures import Future, InvalidStateError
 from collections import deque
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any

@@ -39,8 +39,8 @@ from agentbranch.core.state import render_state
 from agentbranch.engine.batching import BatchingReader
 from agentbranch.engine.calibration import Calibration
 from agentbranch.engine.plan import QuestionPlans, Unit, combine, normalise
-from agentbranch.engine.reading import fingerprint, reader_settings
 from agentbranch.engine.readers.base import Reader
+from agentbranch.engine.reading import fingerprint, reader_settings
 
 log = logging.getLogger("agentbranch")
 calibration_log = logging.getLogger("agentbranch.calibration")

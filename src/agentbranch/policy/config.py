@@ -197,9 +197,7 @@ class Policy:
         one confidence scale never serves another)."""
         if isinstance(self.take_at, Earned):
             reading = getattr(decision, "reading", None)
-            return self.take_at.threshold(
-                qid, question, decision.reader, decision.model, reading
-            )
+            return self.take_at.threshold(qid, question, decision.reader, decision.model, reading)
         return Threshold(self.take_at, "fixed")
 
     def _check_audit(self) -> None:

@@ -136,6 +136,7 @@ class Evidence(BaseModel):
         stored = bool(info.context and info.context.get("stored"))
         check_time(value, future_ok=stored)
         return value
+
     # -- learning hook (agentbranch.policy.learn): the labelled state, learn=True only --
     state: str | None = Field(default=None, max_length=100_000)
     version: int | None = Field(default=None, ge=0, le=1000)
@@ -206,8 +207,7 @@ def check_time(value: str, now: datetime | None = None, *, future_ok: bool = Fal
         raise ValueError(f"time {value!r} is not an ISO-8601 time") from None
     if when.tzinfo is None or when.utcoffset() != timedelta(0):
         raise ValueError(
-            f"time {value!r} is not in UTC (records are ordered by time: write it with "
-            "'+00:00')"
+            f"time {value!r} is not in UTC (records are ordered by time: write it with '+00:00')"
         )
     now = now or datetime.now(UTC)
     if not future_ok and when - now > timedelta(seconds=MAX_CLOCK_SKEW_S):

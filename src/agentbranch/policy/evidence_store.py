@@ -465,7 +465,9 @@ class LangGraphEvidenceStore:
             offset = self._counts.get(ns, 0)
             while True:
                 items = self.store.search(ns, limit=1000, offset=offset)
-                out += _present(self._checked(item) for item in items if len(item.namespace) == n + 1)
+                out += _present(
+                    self._checked(item) for item in items if len(item.namespace) == n + 1
+                )
                 offset += len(items)
                 if len(items) < 1000:
                     break
