@@ -54,11 +54,18 @@ _EARNED_TESTS = (
     "tests/test_earned_looks.py",
 )
 
+#: The incremental statistics are checked against the per-label ones here.
+_SCALE_TESTS = (*_EARNED_TESTS, "tests/test_earned_scale.py")
+
 MODULES: dict[str, Module] = {
-    # The statistics: Learn-then-Test, the stratified sample, the drift e-process.
-    "thresholds": Module("src/agentbranch/policy/thresholds.py", _EARNED_TESTS),
+    # The statistics as the state machine runs them: counts per confidence cell, the
+    # looks and predicted entry read from the cells, the running drift e-process.
+    "cells": Module("src/agentbranch/policy/cells.py", _SCALE_TESTS),
+    # The statistics per label: Learn-then-Test, the stratified sample, the drift
+    # e-process, the p-values and sizes the cells reuse.
+    "thresholds": Module("src/agentbranch/policy/thresholds.py", _SCALE_TESTS),
     # The per-question state machine: looks, openings, lowering, withdrawal.
-    "trust": Module("src/agentbranch/policy/trust.py", _EARNED_TESTS),
+    "trust": Module("src/agentbranch/policy/trust.py", _SCALE_TESTS),
     # The evidence record's schema and key.
     "evidence": Module(
         "src/agentbranch/policy/evidence.py",

@@ -472,3 +472,41 @@ def test_stored_states_name_their_question():
     (st,) = earned.stored().values()
     assert (st.question_id, st.records) == ("urgent", 1)
     assert earned.state(*WHO).question_id == "urgent"
+
+
+# -- human review labels are a stratum of their own, even inside a tested band ------------
+
+
+def _reviews_among_audits(wrong_reviews: int) -> Earned:
+    """Opened at 0.97 on 50 sure labels; then 20 audits of the take band at 5 % (all
+    right: they stand for 400 takes), 10 human reviews at 0.98 (the review band can
+    lie above an earned threshold: review comes first) of which ``wrong_reviews``
+    disagree, and 20 fallback labels at 0.93 (4 wrong). The look at 100 labels tests
+    the band down to 0.93, where the reviews sit among the audits."""
+    earned = Earned(precision=0.9, min_evidence=50, refresh_s=0)
+    for _ in range(50):
+        assert not label(earned, 0.97, True)
+    assert threshold(earned) == Threshold(0.97, "earned")
+    for i in range(50):
+        if i % 5 < 2:
+            assert label(earned, 0.98, True, rate=0.05)
+        elif i % 5 == 2:
+            assert not label(earned, 0.98, i // 5 >= wrong_reviews, review=True)
+        else:
+            assert not label(earned, 0.93, i % 5 != 3 or i >= 20)
+    return earned
+
+
+@pytest.mark.parametrize(("wrong_reviews", "lowered"), [(0, True), (5, True), (10, False)])
+def test_human_review_labels_inside_a_tested_band_stand_for_themselves(wrong_reviews, lowered):
+    """Review labels are weighed as a stratum of their own (each stands for one
+    decision), not pooled with the audits beside them: 5 wrong reviews of 10 among
+    audits that stand for 400 right takes still let the look lower to 0.93 (pooled
+    unweighted with the 20 audits, 5 errors in 30 labels would sink the band's
+    estimate below 0.9 and show nothing); all 10 wrong is too many either way."""
+    earned = _reviews_among_audits(wrong_reviews)
+    st = earned.state(*WHO)
+    assert (st.labels, st.audit_right, st.audit_wrong) == (100, 20, 0)
+    assert st.take_at == (0.93 if lowered else 0.97)
+    assert [e.kind for e in st.events] == ["earned", "lowered" if lowered else "look"]
+    assert replayed(earned).threshold == st.threshold
