@@ -510,3 +510,149 @@ def test_human_review_labels_inside_a_tested_band_stand_for_themselves(wrong_rev
     assert st.take_at == (0.93 if lowered else 0.97)
     assert [e.kind for e in st.events] == ["earned", "lowered" if lowered else "look"]
     assert replayed(earned).threshold == st.threshold
+
+
+# -- the incremental statistics (policy/cells.py) agree with the per-label ones ----------
+
+_GRID = [round(1 - 0.02 * k, 10) for k in range(26)]  # 1.0 down to 0.5
+
+
+def _cells_of(conf, weights=None, in_force=None, review=None):
+    from agentbranch.policy.cells import Cells
+
+    n = len(conf)
+    cells = Cells(sorted(_GRID))
+    for i, c in enumerate(conf):
+        cells.add(
+            float(c),
+            True,
+            1.0 if weights is None else float(weights[i]),
+            None if in_force is None else in_force[i],
+            False if review is None else bool(review[i]),
+        )
+    assert cells.labels == n
+    return cells
+
+
+def test_predicted_entry_is_none_when_the_first_band_that_can_reject_is_the_best():
+    """Every label at 0.99: the only band is the top one, where the walk from the top
+    starts anyway, so there is no entry to predict (the candidate 1.0 above it holds no
+    label and can never reject, so it is not "the first band")."""
+    from agentbranch.policy.cells import predicted_entry_cells
+    from agentbranch.policy.thresholds import predicted_entry
+
+    conf = [0.99] * 300
+    kw = dict(precision=0.8, alpha=0.05, candidates=_GRID)
+    assert predicted_entry(conf, **kw) is None
+    assert predicted_entry_cells(_cells_of(conf).view(), **kw) is None
+
+
+def test_predicted_entry_is_the_band_with_the_smallest_p_value():
+    """Confidences spread evenly over 0.5-1.0, standing in for correctness: a band
+    ``>= t`` is predicted right (1+t)/2 of the time. The top bands are small, the low
+    ones too close to the target: the best evidence lies between, strictly below the
+    first band big enough to reject; the cells give the same candidate."""
+    from agentbranch.policy.cells import predicted_entry_cells
+    from agentbranch.policy.thresholds import pvalue_below, predicted_entry, stratified
+
+    np = pytest.importorskip("numpy")
+    conf = np.linspace(0.5, 0.9999, 1000)
+    kw = dict(precision=0.8, alpha=0.05, candidates=_GRID)
+    entry = predicted_entry(conf, **kw)
+    assert entry is not None and 0.6 < entry < 0.95
+    assert predicted_entry_cells(_cells_of(conf).view(), **kw) == entry
+    ones, nan, flags = np.ones(len(conf)), np.full(len(conf), np.nan), np.zeros(len(conf), int)
+    p = {}
+    for t in _GRID:
+        n, right = stratified(conf, conf, ones, nan, flags, t)
+        p[t] = pvalue_below(right, n, 0.8)
+    assert p[entry] == min(p.values()) < p[0.98]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_predicted_entry_from_cells_equals_the_per_label_one(seed):
+    """Weighted, stratified labels (thresholds in force, review flags): the cells
+    predict the entry the per-label function predicts."""
+    from agentbranch.policy.cells import predicted_entry_cells
+    from agentbranch.policy.thresholds import predicted_entry
+
+    np = pytest.importorskip("numpy")
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(50, 600))
+    conf = 0.5 + 0.5 * rng.random(n) ** 0.5
+    w = rng.choice([1.0, 5.0, 10.0], n)
+    tau = [None if u < 0.5 else float(rng.choice(_GRID[:10])) for u in rng.random(n)]
+    rev = rng.random(n) < 0.1
+    cells = _cells_of(conf, w, tau, rev)
+    for precision, alpha in ((0.8, 0.05), (0.7, 0.2), (0.9, 0.01)):
+        kw = dict(precision=precision, alpha=alpha, candidates=_GRID)
+        expected = predicted_entry(conf, weights=w, in_force=tau, review=rev, **kw)
+        assert predicted_entry_cells(cells.view(), **kw) == expected
+
+
+def test_a_single_wrong_audit_can_withdraw_a_very_precise_band():
+    """At precision 0.999 one wrong audited take is already 100 times likelier under a
+    drop than under the target: the first one withdraws (no second error needed)."""
+    from agentbranch.policy.cells import DriftState
+    from agentbranch.policy.thresholds import Drift, drifted
+
+    running, restarting = DriftState(0.999), Drift(0.999)
+    assert running.add(False) == pytest.approx(restarting.add(False))
+    assert running.evalue >= 20 and running.drifted(0.05) and restarting.drifted(0.05)
+    assert drifted(0, 1, 0.999, 0.05)
+
+
+@pytest.mark.parametrize("precision", [0.2, 0.1, 0.05])
+def test_a_drop_that_reaches_zero_precision_is_no_alternative(precision):
+    """A drop as large as the target itself (precision 0.2 and the 0.2 drop) would test
+    against precision 0, which no wrong audit can make likelier than right ones: it is
+    not an alternative. The running e-value equals the restarting one."""
+    from agentbranch.policy.cells import DriftState
+    from agentbranch.policy.thresholds import Drift
+
+    running, restarting = DriftState(precision), Drift(precision)
+    for i in range(40):
+        ok = i % 3 != 0
+        assert running.add(ok) == pytest.approx(restarting.add(ok), rel=1e-9)
+
+
+def test_below_every_drop_the_drift_test_has_no_alternative_and_never_withdraws():
+    """A target of 0.04 is below the smallest drop (0.05): no alternative, the e-value
+    stays 1 however many audits disagree."""
+    from agentbranch.policy.cells import DriftState
+    from agentbranch.policy.thresholds import Drift
+
+    running, restarting = DriftState(0.04), Drift(0.04)
+    for _ in range(30):
+        assert running.add(False) == 1.0 == restarting.add(False)
+    assert not running.drifted(0.05) and not restarting.drifted(0.05)
+
+
+def test_the_drift_test_withdraws_at_exactly_one_over_alpha():
+    """Withdrawal is at ``e-value >= 1/alpha``: an e-value exactly at the bound
+    withdraws."""
+    from agentbranch.policy.cells import DriftState
+    from agentbranch.policy.thresholds import Drift
+
+    running, restarting = DriftState(0.999), Drift(0.999)
+    e = running.add(False)
+    restarting.add(False)
+    alpha = 1.0 / e
+    while 1.0 / alpha != e:  # the float whose reciprocal is the e-value exactly
+        alpha = math.nextafter(alpha, 0.0 if 1.0 / alpha < e else 1.0)
+    assert running.drifted(alpha)
+    assert not running.drifted(alpha * (1 - 1e-9))  # a bound just above it: not yet
+
+
+def test_a_band_of_exactly_the_fewest_labels_that_can_reject_is_the_first_band():
+    """``min_band(0.8, 0.05)`` is 14: a top band of exactly 14 labels can reject (were
+    they all right), so it is where the walk from the top starts, and the better band
+    below it (200 labels at 0.95) is a predicted entry of its own."""
+    from agentbranch.policy.cells import predicted_entry_cells
+    from agentbranch.policy.thresholds import min_band, predicted_entry
+
+    assert min_band(0.8, 0.05) == 14
+    conf = [0.99] * 14 + [0.95] * 200 + [0.6] * 100
+    kw = dict(precision=0.8, alpha=0.05, candidates=_GRID)
+    assert predicted_entry(conf, **kw) == 0.94
+    assert predicted_entry_cells(_cells_of(conf).view(), **kw) == 0.94
