@@ -60,7 +60,10 @@ _SCALE_TESTS = (*_EARNED_TESTS, "tests/test_earned_scale.py")
 MODULES: dict[str, Module] = {
     # The statistics as the state machine runs them: counts per confidence cell, the
     # looks and predicted entry read from the cells, the running drift e-process.
-    "cells": Module("src/agentbranch/policy/cells.py", _SCALE_TESTS),
+    "cells": Module(
+        "src/agentbranch/policy/cells.py",
+        (*_SCALE_TESTS, "tests/test_earned_checkpoint.py"),  # cells and drift written, read
+    ),
     # The statistics per label: Learn-then-Test, the stratified sample, the drift
     # e-process, the p-values and sizes the cells reuse.
     "thresholds": Module("src/agentbranch/policy/thresholds.py", _SCALE_TESTS),
@@ -78,6 +81,7 @@ MODULES: dict[str, Module] = {
             "tests/test_trust_mutants.py",
             "tests/test_evidence_store_mutants.py",
             "tests/test_earned_stores.py",
+            "tests/test_earned_store_faults.py",  # torn, moved, replaced, truncated files
         ),
     ),
     # Read validation and folding (check_read, combine, normalise; the reads' types are
@@ -254,7 +258,10 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         for m in survivors:
-            print(f"    {results[m]:12s} {m}", flush=True)
+            if results[m] != "not checked":
+                print(f"    {results[m]:12s} {m}", flush=True)
+        if counts.get("not checked"):
+            print(f"    not checked: {counts['not checked']} (the budget ran out)", flush=True)
         (work / "summary.json").write_text(json.dumps(summary[name], indent=2) + "\n")
     killed = sum(s["killed"] for s in summary.values())
     checked = sum(s["checked"] for s in summary.values())

@@ -656,3 +656,67 @@ def test_a_band_of_exactly_the_fewest_labels_that_can_reject_is_the_first_band()
     kw = dict(precision=0.8, alpha=0.05, candidates=_GRID)
     assert predicted_entry(conf, **kw) == 0.94
     assert predicted_entry_cells(_cells_of(conf).view(), **kw) == 0.94
+
+
+def test_no_entry_is_predicted_when_the_top_band_is_the_strongest():
+    """300 labels at 0.99 over 100 at 0.6: the top band is both the first that can
+    reject and the strongest (the band down to 0.6 is predicted right only 89 % of the
+    time), so the walk from the top already starts at the best place: no entry."""
+    from agentbranch.policy.cells import predicted_entry_cells
+    from agentbranch.policy.thresholds import predicted_entry
+
+    conf = [0.99] * 300 + [0.6] * 100
+    kw = dict(precision=0.8, alpha=0.05, candidates=_GRID)
+    assert predicted_entry(conf, **kw) is None
+    assert predicted_entry_cells(_cells_of(conf).view(), **kw) is None
+
+
+def test_of_equally_strong_bands_the_predicted_entry_is_the_higher():
+    """5,000 labels at 0.99 and 5,000 at 0.97: both bands' p-values underflow to 0, a
+    tie; the higher band (the first, where the walk from the top starts) is kept, so
+    no entry is predicted."""
+    from agentbranch.policy.cells import predicted_entry_cells
+    from agentbranch.policy.thresholds import predicted_entry, pvalue_below
+
+    assert pvalue_below(0.99 * 5000, 5000, 0.8) == pvalue_below(0.98 * 10000, 10000, 0.8) == 0
+    conf = [0.99] * 5000 + [0.97] * 5000
+    kw = dict(precision=0.8, alpha=0.05, candidates=_GRID)
+    assert predicted_entry(conf, **kw) is None
+    assert predicted_entry_cells(_cells_of(conf).view(), **kw) is None
+
+
+def test_a_band_whose_p_value_is_exactly_alpha_is_shown():
+    """The test rejects at ``p <= alpha``: a band of 25 labels at 0.99 with one wrong,
+    tested at exactly its own p-value, is shown (per label and from the cells)."""
+    from agentbranch.policy.cells import Cells, learn_then_test_cells
+    from agentbranch.policy.thresholds import learn_then_test, pvalue_below
+
+    alpha = pvalue_below(24, 25, 0.8)
+    conf, ok = [0.99] * 25, [True] * 24 + [False]
+    cells = Cells(sorted(_GRID))
+    for c, o in zip(conf, ok):
+        cells.add(c, o, 1.0, None, False)
+    kw = dict(precision=0.8, alpha=alpha, candidates=_GRID)
+    assert learn_then_test(conf, ok, **kw) == 0.98  # the one band (lower ones add nothing)
+    assert learn_then_test_cells(cells.view(), **kw) == 0.98
+    kw["alpha"] = math.nextafter(alpha, 0.0)
+    assert learn_then_test(conf, ok, **kw) is None
+    assert learn_then_test_cells(cells.view(), **kw) is None
+
+
+@pytest.mark.parametrize(("bad", "shown"), [(0.0, 0.98), (-1.0, 0.98), (math.inf, 0.98),
+                                            (math.nan, 0.98), (1.0, 0.94)])  # fmt: skip
+def test_a_band_holding_one_label_of_a_bad_weight_shows_nothing(bad, shown):
+    """A weight that is not finite and positive (a labelling rate that cannot be
+    right) fails closed, even for a single label in a band of good ones."""
+    from agentbranch.policy.cells import Cells, learn_then_test_cells
+    from agentbranch.policy.thresholds import learn_then_test
+
+    conf, ok = [0.99] * 60 + [0.95], [True] * 61
+    w = [1.0] * 60 + [bad]
+    cells = Cells(sorted(_GRID))
+    for c, o, ww in zip(conf, ok, w):
+        cells.add(c, o, ww, None, False)
+    kw = dict(precision=0.8, alpha=0.05, candidates=_GRID)
+    assert learn_then_test(conf, ok, weights=w, **kw) == shown  # a bad one stops the walk
+    assert learn_then_test_cells(cells.view(), **kw) == shown
