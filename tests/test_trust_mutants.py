@@ -652,7 +652,7 @@ def test_a_band_of_exactly_the_fewest_labels_that_can_reject_is_the_first_band()
     from agentbranch.policy.thresholds import min_band, predicted_entry
 
     assert min_band(0.8, 0.05) == 14
-    conf = [0.99] * 14 + [0.95] * 200 + [0.6] * 100
+    conf = [0.99] * 14 + [0.94] * 200 + [0.6] * 100  # 0.94 on the grid: in its band
     kw = dict(precision=0.8, alpha=0.05, candidates=_GRID)
     assert predicted_entry(conf, **kw) == 0.94
     assert predicted_entry_cells(_cells_of(conf).view(), **kw) == 0.94
@@ -720,3 +720,83 @@ def test_a_band_holding_one_label_of_a_bad_weight_shows_nothing(bad, shown):
     kw = dict(precision=0.8, alpha=0.05, candidates=_GRID)
     assert learn_then_test(conf, ok, weights=w, **kw) == shown  # a bad one stops the walk
     assert learn_then_test_cells(cells.view(), **kw) == shown
+
+
+def _both_walks(conf, ok, **kw):
+    """``learn_then_test`` per label and from the cells (all weights 1, nothing in
+    force, no review), which must agree."""
+    from agentbranch.policy.cells import Cells, learn_then_test_cells
+    from agentbranch.policy.thresholds import learn_then_test
+
+    cells = Cells(sorted(_GRID))
+    for c, o in zip(conf, ok):
+        cells.add(c, o, 1.0, None, False)
+    per_label = learn_then_test(conf, ok, candidates=_GRID, **kw)
+    assert learn_then_test_cells(cells.view(), candidates=_GRID, **kw) == per_label
+    return per_label
+
+
+def test_a_resumed_walk_shows_nothing_below_a_band_that_holds_no_new_label():
+    """100 right labels exactly at 0.98 show 0.98; resumed from there, the bands below
+    hold the same labels: nothing new, so nothing lower is shown."""
+    conf, ok = [0.98] * 100, [True] * 100
+    assert _both_walks(conf, ok, precision=0.8, alpha=0.05) == 0.98
+    assert _both_walks(conf, ok, precision=0.8, alpha=0.05, shown=0.98) is None
+
+
+def test_a_band_of_exactly_min_band_labels_is_tested():
+    """14 right labels (``min_band(0.8, 0.05)``): 0.8**14 = 0.044 <= 0.05, shown."""
+    assert _both_walks([0.99] * 14, [True] * 14, precision=0.8, alpha=0.05) == 0.98
+    assert _both_walks([0.99] * 13, [True] * 13, precision=0.8, alpha=0.05) is None
+
+
+def test_a_walk_from_the_predicted_entry_tests_the_entry_itself():
+    """Entry 0.94: the band from 0.94 (200 right labels) is shown, the next one with
+    new labels (0.90, 250 of 300 right) is not; the walk gives 0.94, not a candidate
+    below it holding the same labels."""
+    conf = [0.99] * 100 + [0.95] * 100 + [0.90] * 100
+    ok = [True] * 200 + [i % 2 == 0 for i in range(100)]
+    assert _both_walks(conf, ok, precision=0.8, alpha=0.05, entry=0.94) == 0.94
+
+
+def test_the_per_label_drift_test_withdraws_on_evidence_only():
+    """``thresholds.drifted``: no disagreement never withdraws; one wrong audit in 101
+    at a 0.9 target does not; at 0.999 one wrong audit withdraws, at exactly
+    ``e-value = 1/alpha``."""
+    from agentbranch.policy.thresholds import drift_evalue, drifted
+
+    assert not drifted(100, 0, 0.9, 0.05)
+    assert not drifted(100, 1, 0.9, 0.05)
+    assert drifted(0, 3, 0.9, 0.05)
+    e = drift_evalue(0, 1, 0.999)
+    alpha = 1.0 / e
+    while 1.0 / alpha != e:
+        alpha = math.nextafter(alpha, 0.0 if 1.0 / alpha < e else 1.0)
+    assert drifted(0, 1, 0.999, alpha)
+    assert not drifted(0, 1, 0.999, alpha * (1 - 1e-9))
+
+
+def test_review_labels_are_their_own_stratum_per_label_and_in_cells():
+    """The labels of ``test_human_review_labels_inside_a_tested_band_stand_for_themselves``
+    given to the statistics directly: review flags kept, the look at 100 labels
+    (alpha 0.0125) resumed below 0.97 shows 0.93; pooled (no review flags), nothing."""
+    from agentbranch.policy.cells import Cells, learn_then_test_cells
+    from agentbranch.policy.thresholds import learn_then_test
+
+    rows = [(0.97, True, 1.0, None, False)] * 50
+    for i in range(50):
+        if i % 5 < 2:
+            rows.append((0.98, True, 20.0, 0.97, False))
+        elif i % 5 == 2:
+            rows.append((0.98, i // 5 >= 5, 1.0, 0.97, True))
+        else:
+            rows.append((0.93, i % 5 != 3 or i >= 20, 1.0, 0.97, False))
+    conf, ok, w, tau, rev = (list(x) for x in zip(*rows))
+    grid = [round(1 - 0.01 * k, 10) for k in range(51)]  # Earned's: 0.97 and 0.93 on it
+    kw = dict(precision=0.9, alpha=0.0125, candidates=grid, shown=0.97)
+    assert learn_then_test(conf, ok, weights=w, in_force=tau, review=rev, **kw) == 0.93
+    assert learn_then_test(conf, ok, weights=w, in_force=tau, **kw) is None
+    cells = Cells(sorted(grid))
+    for row in rows:
+        cells.add(*row)
+    assert learn_then_test_cells(cells.view(), **kw) == 0.93
