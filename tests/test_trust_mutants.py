@@ -800,3 +800,26 @@ def test_review_labels_are_their_own_stratum_per_label_and_in_cells():
     for row in rows:
         cells.add(*row)
     assert learn_then_test_cells(cells.view(), **kw) == 0.93
+
+
+@pytest.mark.parametrize("below", [False, True])
+def test_a_label_at_the_threshold_in_force_is_in_the_band_it_opened(below):
+    """50 audits (rate 5 %) exactly at 0.97 while 0.97 was in force: they were taken,
+    so they belong to the band ``>= 0.97``, which they show; with 30 fallback labels
+    at 0.95 under it (27 right) the band down to 0.95 is two strata, both labelled, and
+    is shown too. A threshold in force equal to the candidate tested cuts nothing."""
+    from agentbranch.policy.cells import Cells, learn_then_test_cells
+    from agentbranch.policy.thresholds import learn_then_test
+
+    rows = [(0.97, True, 20.0, 0.97, False)] * 50
+    if below:
+        rows += [(0.95, i % 10 != 0, 1.0, 0.97, False) for i in range(30)]
+    conf, ok, w, tau, rev = (list(x) for x in zip(*rows))
+    grid = [round(1 - 0.01 * k, 10) for k in range(51)]
+    kw = dict(precision=0.9, alpha=0.05, candidates=grid)
+    expected = 0.95 if below else 0.97
+    assert learn_then_test(conf, ok, weights=w, in_force=tau, review=rev, **kw) == expected
+    cells = Cells(sorted(grid))
+    for row in rows:
+        cells.add(*row)
+    assert learn_then_test_cells(cells.view(), **kw) == expected
