@@ -823,3 +823,25 @@ def test_a_label_at_the_threshold_in_force_is_in_the_band_it_opened(below):
     for row in rows:
         cells.add(*row)
     assert learn_then_test_cells(cells.view(), **kw) == expected
+
+
+def test_the_predicted_entry_weighs_audits_by_one_over_rate():
+    """100 audits at 0.99 (rate 5 %: 2,000 takes) over 100 fallback labels at 0.93 and
+    100 review labels at 0.90, all while 0.97 was in force. Weighted, the band down to
+    0.93 is mostly the sure top and is the predicted entry at precision 0.9; counted
+    one label each it is not (no entry)."""
+    from agentbranch.policy.cells import Cells, predicted_entry_cells
+    from agentbranch.policy.thresholds import predicted_entry
+
+    grid = [round(1 - 0.01 * k, 10) for k in range(51)]
+    conf = [0.99] * 100 + [0.93] * 100 + [0.90] * 100
+    w = [20.0] * 100 + [1.0] * 200
+    tau = [0.97] * 300
+    rev = [False] * 200 + [True] * 100
+    kw = dict(precision=0.9, alpha=0.05, candidates=grid)
+    assert predicted_entry(conf, weights=w, in_force=tau, review=rev, **kw) == 0.93
+    assert predicted_entry(conf, in_force=tau, review=rev, **kw) is None
+    cells = Cells(sorted(grid))
+    for row in zip(conf, [True] * 300, w, tau, rev):
+        cells.add(*row)
+    assert predicted_entry_cells(cells.view(), **kw) == 0.93
