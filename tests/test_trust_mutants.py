@@ -423,6 +423,7 @@ def test_a_withdrawal_says_why_and_starts_a_new_epoch():
     evalue = float(ev.reason.split("(e-value ")[1].split(" >=")[0])
     assert evalue >= 20
     # a new epoch: nothing carried over from the old one
+    assert (st.take_at, st.trust) == (None, "withdrawn")  # the state's own fields too
     assert (st.labels, st.looks, st.audit_right, st.audit_wrong) == (0, 0, 0, 0)
     assert st.drift_evalue == 1.0
 
