@@ -158,8 +158,9 @@ def test_combine_averages_each_option_over_the_reads_that_saw_it():
     assert out.scores == pytest.approx([0.6, 0.35, 1.0, 0.0])
     assert out.scores[2] == 1.0 and out.scores[3] == 0.0
     assert (out.label_mass, out.agreement) == (pytest.approx(0.6), 0.75)
-    clamped = combine(1, [_unit(0)], [LabelRead((0.0,), label_mass=1 + ROUNDING)])
-    assert clamped.label_mass == 1.0
+    over = LabelRead((0.0,), label_mass=1 + ROUNDING, agreement=1 + ROUNDING)
+    clamped = combine(1, [_unit(0)], [over])
+    assert (clamped.label_mass, clamped.agreement) == (1.0, 1.0)
 
 
 def test_combine_checks_every_read_for_its_question():
