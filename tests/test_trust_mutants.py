@@ -846,3 +846,18 @@ def test_the_predicted_entry_weighs_audits_by_one_over_rate():
     for row in zip(conf, [True] * 300, w, tau, rev):
         cells.add(*row)
     assert predicted_entry_cells(cells.view(), **kw) == 0.93
+
+
+def test_a_threshold_in_force_off_this_grid_becomes_a_cell_boundary():
+    """A record labelled while another configuration had 0.955 in force (not on this
+    Earned's 0.01 grid): the question's cells are rebuilt with 0.955 as a boundary, and
+    the state equals a full replay of the records."""
+    earned = Earned(precision=0.8, min_evidence=20, refresh_s=0)
+    for i in range(30):
+        earned.observe("urgent", URGENT, reader="scripted", model="scripted-model",
+                       source="fallback", band="fallback", confidence=0.96 + (i % 3) / 100,
+                       options=["yes", "no"], engine_label="yes", teacher_label="yes",
+                       rate=1.0, take_at=0.955 if i >= 25 else None, trust="earned")  # fmt: skip
+    st = earned.state(*WHO)
+    assert 0.955 in st._cells.boundaries and 0.955 not in earned.candidates
+    assert replayed(earned).threshold == st.threshold and st.labels == 30
