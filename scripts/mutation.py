@@ -82,6 +82,8 @@ MODULES: dict[str, Module] = {
             "tests/test_evidence_store_mutants.py",
             "tests/test_earned_stores.py",
             "tests/test_earned_store_faults.py",  # torn, moved, replaced, truncated files
+            "tests/test_earned_checkpoint.py",  # position/resume: a checkpoint's read offset
+            "tests/test_earned_scale.py",  # incremental reads, newest-first LangGraph reads
         ),
     ),
     # Read validation and folding (check_read, combine, normalise; the reads' types are
