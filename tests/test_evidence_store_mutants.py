@@ -18,7 +18,6 @@ from agentbranch.policy import Earned, JsonlEvidenceStore
 from agentbranch.policy.evidence import new_evidence
 from agentbranch.policy.evidence_store import LangGraphEvidenceStore, as_store
 
-
 #: Record ``i`` is made ``i`` ms after this: records sort (time, id) in the order of ``i``.
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 

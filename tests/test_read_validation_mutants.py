@@ -44,9 +44,13 @@ def test_a_reader_answering_fewer_requests_than_sent_is_an_error_not_fewer_decis
     # batch it forwarded first (a ReaderError: the reader failed the whole batch).
     engine = ab.DecisionEngine(Answers(drop=drop), batching=batching)
     states = [f"ticket {i}" for i in range(3)]
-    error, match = (ReaderError, "answered .* batched requests") if batching else (
-        InvalidReadError,
-        rf"answered {3 - drop} of 3 requests",
+    error, match = (
+        (ReaderError, "answered .* batched requests")
+        if batching
+        else (
+            InvalidReadError,
+            rf"answered {3 - drop} of 3 requests",
+        )
     )
     with pytest.raises(error, match=match):
         engine.decide_many(states, {"urgent": URGENT})

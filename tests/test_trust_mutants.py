@@ -554,7 +554,7 @@ def test_predicted_entry_is_the_band_with_the_smallest_p_value():
     ones too close to the target: the best evidence lies between, strictly below the
     first band big enough to reject; the cells give the same candidate."""
     from agentbranch.policy.cells import predicted_entry_cells
-    from agentbranch.policy.thresholds import pvalue_below, predicted_entry, stratified
+    from agentbranch.policy.thresholds import predicted_entry, pvalue_below, stratified
 
     np = pytest.importorskip("numpy")
     conf = np.linspace(0.5, 0.9999, 1000)
