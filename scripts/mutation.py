@@ -3,7 +3,7 @@
     python scripts/mutation.py                    # every module below, one after another
     python scripts/mutation.py trust evidence     # some of them
     python scripts/mutation.py --budget-s 900     # stop a module's run after 15 minutes
-    python scripts/mutation.py --again trust      # only last run's survivors, new tests
+    python scripts/mutation.py --again trust      # last run's survivors and unreached, new tests
     python scripts/mutation.py --report           # the last results again, runs nothing
 
 Each module runs in its own scratch copy of the repo (``.mutation/<module>/``: ``src/``,
