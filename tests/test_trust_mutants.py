@@ -861,3 +861,20 @@ def test_a_threshold_in_force_off_this_grid_becomes_a_cell_boundary():
     st = earned.state(*WHO)
     assert 0.955 in st._cells.boundaries and 0.955 not in earned.candidates
     assert replayed(earned).threshold == st.threshold and st.labels == 30
+
+
+def test_a_stratum_of_a_single_label_counts_in_the_band():
+    """60 right labels and one wrong human review at 0.99: the review is a stratum of
+    one label, and it counts: 60 of 61 right does not show precision 0.95 at 0.05
+    (0.95**60 = 0.046 would, were the review left out)."""
+    from agentbranch.policy.cells import Cells, learn_then_test_cells
+    from agentbranch.policy.thresholds import learn_then_test
+
+    conf, ok, rev = [0.99] * 61, [True] * 60 + [False], [False] * 60 + [True]
+    kw = dict(precision=0.95, alpha=0.05, candidates=_GRID)
+    assert learn_then_test(conf, ok, review=rev, **kw) is None
+    assert learn_then_test(conf[:60], ok[:60], **kw) == 0.98  # without it: shown
+    cells = Cells(sorted(_GRID))
+    for c, o, r in zip(conf, ok, rev):
+        cells.add(c, o, 1.0, None, r)
+    assert learn_then_test_cells(cells.view(), **kw) is None
