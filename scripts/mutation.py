@@ -3,7 +3,7 @@
     python scripts/mutation.py                    # every module below, one after another
     python scripts/mutation.py trust evidence     # some of them
     python scripts/mutation.py --budget-s 900     # stop a module's run after 15 minutes
-    python scripts/mutation.py --again trust      # only last run's survivors, new tests
+    python scripts/mutation.py --again trust      # last run's survivors and unreached, new tests
     python scripts/mutation.py --report           # the last results again, runs nothing
 
 Each module runs in its own scratch copy of the repo (``.mutation/<module>/``: ``src/``,
@@ -54,11 +54,21 @@ _EARNED_TESTS = (
     "tests/test_earned_looks.py",
 )
 
+#: The incremental statistics are checked against the per-label ones here.
+_SCALE_TESTS = (*_EARNED_TESTS, "tests/test_earned_scale.py")
+
 MODULES: dict[str, Module] = {
-    # The statistics: Learn-then-Test, the stratified sample, the drift e-process.
-    "thresholds": Module("src/agentbranch/policy/thresholds.py", _EARNED_TESTS),
+    # The statistics as the state machine runs them: counts per confidence cell, the
+    # looks and predicted entry read from the cells, the running drift e-process.
+    "cells": Module(
+        "src/agentbranch/policy/cells.py",
+        (*_SCALE_TESTS, "tests/test_earned_checkpoint.py"),  # cells and drift written, read
+    ),
+    # The statistics per label: Learn-then-Test, the stratified sample, the drift
+    # e-process, the p-values and sizes the cells reuse.
+    "thresholds": Module("src/agentbranch/policy/thresholds.py", _SCALE_TESTS),
     # The per-question state machine: looks, openings, lowering, withdrawal.
-    "trust": Module("src/agentbranch/policy/trust.py", _EARNED_TESTS),
+    "trust": Module("src/agentbranch/policy/trust.py", _SCALE_TESTS),
     # The evidence record's schema and key.
     "evidence": Module(
         "src/agentbranch/policy/evidence.py",
@@ -71,6 +81,9 @@ MODULES: dict[str, Module] = {
             "tests/test_trust_mutants.py",
             "tests/test_evidence_store_mutants.py",
             "tests/test_earned_stores.py",
+            "tests/test_earned_store_faults.py",  # torn, moved, replaced, truncated files
+            "tests/test_earned_checkpoint.py",  # position/resume: a checkpoint's read offset
+            "tests/test_earned_scale.py",  # incremental reads, newest-first LangGraph reads
         ),
     ),
     # Read validation and folding (check_read, combine, normalise; the reads' types are
@@ -247,7 +260,10 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         for m in survivors:
-            print(f"    {results[m]:12s} {m}", flush=True)
+            if results[m] != "not checked":
+                print(f"    {results[m]:12s} {m}", flush=True)
+        if counts.get("not checked"):
+            print(f"    not checked: {counts['not checked']} (the budget ran out)", flush=True)
         (work / "summary.json").write_text(json.dumps(summary[name], indent=2) + "\n")
     killed = sum(s["killed"] for s in summary.values())
     checked = sum(s["checked"] for s in summary.values())

@@ -18,7 +18,6 @@ from agentbranch.policy import Earned, JsonlEvidenceStore
 from agentbranch.policy.evidence import new_evidence
 from agentbranch.policy.evidence_store import LangGraphEvidenceStore, as_store
 
-
 #: Record ``i`` is made ``i`` ms after this: records sort (time, id) in the order of ``i``.
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -287,3 +286,56 @@ def test_stores_say_what_they_are(tmp_path):
     assert repr(Earned(store=path)) == (
         f"Earned(precision=0.9, level=0.95, store=JsonlEvidenceStore({str(path)!r}))"
     )
+
+
+# -- evidence.py: times, the key's reading fingerprint, the record's JSON ----------------
+
+
+def test_check_time_says_what_is_wrong_with_a_time():
+    from datetime import UTC, datetime, timedelta
+
+    from agentbranch.policy.evidence import MAX_CLOCK_SKEW_S, check_time
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    with pytest.raises(ValueError, match=r"^time 'soon' is not an ISO-8601 time$"):
+        check_time("soon", now)
+    for zone in ("", "+02:00"):
+        with pytest.raises(
+            ValueError,
+            match=r"is not in UTC \(records are ordered by time: write it with '\+00:00'\)$",
+        ):
+            check_time("2026-01-01T00:00:00" + zone, now)
+    skew = timedelta(seconds=MAX_CLOCK_SKEW_S)
+    at_limit = (now + skew).isoformat()
+    assert check_time(at_limit, now) == now + skew  # exactly the allowed skew: accepted
+    late = (now + 2 * skew).isoformat()
+    with pytest.raises(ValueError) as err:
+        check_time(late, now)
+    assert str(err.value) == (
+        f"time {late!r} is 600 s in the future (more than 300 s of clock skew): the record "
+        "was edited or its writer's clock is wrong"
+    )
+    assert check_time(late, now, future_ok=True) == now + 2 * skew
+
+
+def test_the_evidence_key_changes_with_the_reading_fingerprint():
+    from agentbranch.policy.evidence import evidence_key
+
+    who = ("urgent", {"options": ["yes", "no"]}, "scripted", "m")
+    plain = evidence_key(*who)
+    assert evidence_key(*who, reading=None) == plain  # defaults keep the earlier keys
+    keys = {evidence_key(*who, reading=r) for r in ("draws=4", "draws=8", "None", "")}
+    assert len(keys) == 4 and plain not in keys
+    # pinned like the keys above: stores keep evidence under it
+    assert evidence_key(*who, reading="draws=4") == "80b3ec7979fe85e6f8e33922d5a20704"
+
+
+def test_a_record_without_a_learning_state_has_no_state_field():
+    from agentbranch.policy.evidence import new_evidence
+
+    fields = dict(key="k" * 32, question_id="q", source="fallback", band="fallback",
+                  confidence=0.9, options=["yes", "no"], engine_label="yes",
+                  teacher_label="yes", rate=1.0)  # fmt: skip
+    assert "state" not in new_evidence(**fields).to_json()
+    kept = new_evidence(**fields, state="the ticket text").to_json()
+    assert kept["state"] == "the ticket text"

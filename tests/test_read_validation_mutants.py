@@ -44,9 +44,13 @@ def test_a_reader_answering_fewer_requests_than_sent_is_an_error_not_fewer_decis
     # batch it forwarded first (a ReaderError: the reader failed the whole batch).
     engine = ab.DecisionEngine(Answers(drop=drop), batching=batching)
     states = [f"ticket {i}" for i in range(3)]
-    error, match = (ReaderError, "answered .* batched requests") if batching else (
-        InvalidReadError,
-        rf"answered {3 - drop} of 3 requests",
+    error, match = (
+        (ReaderError, "answered .* batched requests")
+        if batching
+        else (
+            InvalidReadError,
+            rf"answered {3 - drop} of 3 requests",
+        )
     )
     with pytest.raises(error, match=match):
         engine.decide_many(states, {"urgent": URGENT})
@@ -105,3 +109,83 @@ def test_minus_infinity_is_probability_zero():
     read = LabelRead(logprobs=(-math.inf, 0.0))
     d = ab.DecisionEngine(Answers(read), batching=False).decide("ticket", {"urgent": URGENT})
     assert (d["urgent"].label, d["urgent"].confidence) == ("no", 1.0)
+
+
+# -- check_read, combine and normalise directly (engine/plan.py) --------------------------
+
+from types import SimpleNamespace  # noqa: E402
+
+from agentbranch.engine.plan import ROUNDING, check_read, combine, normalise  # noqa: E402
+
+
+def test_an_invalid_read_names_the_question_what_is_wrong_and_what_happens():
+    with pytest.raises(InvalidReadError) as err:
+        check_read("urgent", "yes", 2)
+    assert str(err.value) == (
+        "the reader's answer to question 'urgent' is invalid: expected a LabelRead, got "
+        "str. The decision was not made; the reader or server is faulty (on_error applies)."
+    )
+
+
+@pytest.mark.parametrize(
+    ("logprobs", "got"),
+    [((-1.0, -2.0, -3.0), "3"), ([-1.0], "1"), ({"yes": -1.0, "no": -2.0}, "dict")],
+)
+def test_a_read_with_the_wrong_number_of_log_probabilities_says_how_many(logprobs, got):
+    with pytest.raises(InvalidReadError, match=rf": {got} log-probabilities for 2 options\."):
+        check_read("q", LabelRead(logprobs), 2)
+
+
+def test_values_within_rounding_of_the_bounds_are_accepted():
+    """Up to ``ROUNDING`` above 0 (a log-probability) or outside [0, 1] (label mass,
+    agreement) is float rounding, not a faulty reader."""
+    read = LabelRead((ROUNDING, -1.0), label_mass=1 + ROUNDING, agreement=-ROUNDING)
+    assert check_read("q", read, 2) is read
+    assert check_read("q", LabelRead((-1.0, -2.0), label_mass=-ROUNDING), 2)
+    with pytest.raises(InvalidReadError):
+        check_read("q", LabelRead((ROUNDING * 1.01, -1.0)), 2)
+
+
+def _unit(*options: int):
+    return SimpleNamespace(spec=SimpleNamespace(id="q"), option_indices=options)
+
+
+def test_combine_averages_each_option_over_the_reads_that_saw_it():
+    """Two reads over options (0, 1) and (1, 2) of four: option 1 is the mean of its
+    two probabilities, an option no read saw scores 0; label mass and agreement are
+    the reads' means; a log-probability within rounding above 0 counts as 1."""
+    reads = [
+        LabelRead((math.log(0.6), math.log(0.4)), label_mass=0.5, agreement=1.0),
+        LabelRead((math.log(0.3), ROUNDING / 2), label_mass=0.7, agreement=0.5),
+    ]
+    out = combine(4, [_unit(0, 1), _unit(1, 2)], reads)
+    assert out.scores == pytest.approx([0.6, 0.35, 1.0, 0.0])
+    assert out.scores[2] == 1.0 and out.scores[3] == 0.0
+    assert (out.label_mass, out.agreement) == (pytest.approx(0.6), 0.75)
+    over = LabelRead((0.0,), label_mass=1 + ROUNDING, agreement=1 + ROUNDING)
+    clamped = combine(1, [_unit(0)], [over])
+    assert (clamped.label_mass, clamped.agreement) == (1.0, 1.0)
+
+
+def test_combine_checks_every_read_for_its_question():
+    with pytest.raises(InvalidReadError, match="question 'q' is invalid"):
+        combine(2, [_unit(0, 1)], [LabelRead((math.nan, -1.0))])
+
+
+@pytest.mark.parametrize("scores", [[-1.0, 1.0], [math.inf, 1.0], [math.nan, 1.0]])
+def test_normalise_refuses_scores_that_are_not_finite_and_non_negative(scores):
+    with pytest.raises(ValueError, match=r"scores must be finite and >= 0, got \["):
+        normalise(scores)
+
+
+@pytest.mark.parametrize("temperature", [0.0, -1.0, math.inf, math.nan])
+def test_normalise_refuses_a_temperature_that_is_not_finite_and_positive(temperature):
+    with pytest.raises(ValueError, match="temperature must be finite and > 0, got"):
+        normalise([0.5, 0.25], temperature)
+
+
+def test_normalise_is_a_distribution_at_any_temperature():
+    assert normalise([0.5, 0.25]) == pytest.approx([2 / 3, 1 / 3])
+    assert normalise([0.5, 0.25], 1e-4) == [1.0, 0.0]  # all mass on the top option
+    assert normalise([0.5, 0.25], 1e6) == pytest.approx([0.5, 0.5])
+    assert normalise([0.0, 0.0]) is None

@@ -423,6 +423,7 @@ def test_a_withdrawal_says_why_and_starts_a_new_epoch():
     evalue = float(ev.reason.split("(e-value ")[1].split(" >=")[0])
     assert evalue >= 20
     # a new epoch: nothing carried over from the old one
+    assert (st.take_at, st.trust) == (None, "withdrawn")  # the state's own fields too
     assert (st.labels, st.looks, st.audit_right, st.audit_wrong) == (0, 0, 0, 0)
     assert st.drift_evalue == 1.0
 
@@ -472,3 +473,408 @@ def test_stored_states_name_their_question():
     (st,) = earned.stored().values()
     assert (st.question_id, st.records) == ("urgent", 1)
     assert earned.state(*WHO).question_id == "urgent"
+
+
+# -- human review labels are a stratum of their own, even inside a tested band ------------
+
+
+def _reviews_among_audits(wrong_reviews: int) -> Earned:
+    """Opened at 0.97 on 50 sure labels; then 20 audits of the take band at 5 % (all
+    right: they stand for 400 takes), 10 human reviews at 0.98 (the review band can
+    lie above an earned threshold: review comes first) of which ``wrong_reviews``
+    disagree, and 20 fallback labels at 0.93 (4 wrong). The look at 100 labels tests
+    the band down to 0.93, where the reviews sit among the audits."""
+    earned = Earned(precision=0.9, min_evidence=50, refresh_s=0)
+    for _ in range(50):
+        assert not label(earned, 0.97, True)
+    assert threshold(earned) == Threshold(0.97, "earned")
+    for i in range(50):
+        if i % 5 < 2:
+            assert label(earned, 0.98, True, rate=0.05)
+        elif i % 5 == 2:
+            assert not label(earned, 0.98, i // 5 >= wrong_reviews, review=True)
+        else:
+            assert not label(earned, 0.93, i % 5 != 3 or i >= 20)
+    return earned
+
+
+@pytest.mark.parametrize(("wrong_reviews", "lowered"), [(0, True), (5, True), (10, False)])
+def test_human_review_labels_inside_a_tested_band_stand_for_themselves(wrong_reviews, lowered):
+    """Review labels are weighed as a stratum of their own (each stands for one
+    decision), not pooled with the audits beside them: 5 wrong reviews of 10 among
+    audits that stand for 400 right takes still let the look lower to 0.93 (pooled
+    unweighted with the 20 audits, 5 errors in 30 labels would sink the band's
+    estimate below 0.9 and show nothing); all 10 wrong is too many either way."""
+    earned = _reviews_among_audits(wrong_reviews)
+    st = earned.state(*WHO)
+    assert (st.labels, st.audit_right, st.audit_wrong) == (100, 20, 0)
+    assert st.take_at == (0.93 if lowered else 0.97)
+    assert [e.kind for e in st.events] == ["earned", "lowered" if lowered else "look"]
+    assert replayed(earned).threshold == st.threshold
+
+
+# -- the incremental statistics (policy/cells.py) agree with the per-label ones ----------
+
+_GRID = [round(1 - 0.02 * k, 10) for k in range(26)]  # 1.0 down to 0.5
+
+
+def _cells_of(conf, weights=None, in_force=None, review=None):
+    from agentbranch.policy.cells import Cells
+
+    n = len(conf)
+    cells = Cells(sorted(_GRID))
+    for i, c in enumerate(conf):
+        cells.add(
+            float(c),
+            True,
+            1.0 if weights is None else float(weights[i]),
+            None if in_force is None else in_force[i],
+            False if review is None else bool(review[i]),
+        )
+    assert cells.labels == n
+    return cells
+
+
+def test_predicted_entry_is_none_when_the_first_band_that_can_reject_is_the_best():
+    """Every label at 0.99: the only band is the top one, where the walk from the top
+    starts anyway, so there is no entry to predict (the candidate 1.0 above it holds no
+    label and can never reject, so it is not "the first band")."""
+    from agentbranch.policy.cells import predicted_entry_cells
+    from agentbranch.policy.thresholds import predicted_entry
+
+    conf = [0.99] * 300
+    kw = dict(precision=0.8, alpha=0.05, candidates=_GRID)
+    assert predicted_entry(conf, **kw) is None
+    assert predicted_entry_cells(_cells_of(conf).view(), **kw) is None
+
+
+def test_predicted_entry_is_the_band_with_the_smallest_p_value():
+    """Confidences spread evenly over 0.5-1.0, standing in for correctness: a band
+    ``>= t`` is predicted right (1+t)/2 of the time. The top bands are small, the low
+    ones too close to the target: the best evidence lies between, strictly below the
+    first band big enough to reject; the cells give the same candidate."""
+    from agentbranch.policy.cells import predicted_entry_cells
+    from agentbranch.policy.thresholds import predicted_entry, pvalue_below, stratified
+
+    np = pytest.importorskip("numpy")
+    conf = np.linspace(0.5, 0.9999, 1000)
+    kw = dict(precision=0.8, alpha=0.05, candidates=_GRID)
+    entry = predicted_entry(conf, **kw)
+    assert entry is not None and 0.6 < entry < 0.95
+    assert predicted_entry_cells(_cells_of(conf).view(), **kw) == entry
+    ones, nan, flags = np.ones(len(conf)), np.full(len(conf), np.nan), np.zeros(len(conf), int)
+    p = {}
+    for t in _GRID:
+        n, right = stratified(conf, conf, ones, nan, flags, t)
+        p[t] = pvalue_below(right, n, 0.8)
+    assert p[entry] == min(p.values()) < p[0.98]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_predicted_entry_from_cells_equals_the_per_label_one(seed):
+    """Weighted, stratified labels (thresholds in force, review flags): the cells
+    predict the entry the per-label function predicts."""
+    from agentbranch.policy.cells import predicted_entry_cells
+    from agentbranch.policy.thresholds import predicted_entry
+
+    np = pytest.importorskip("numpy")
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(50, 600))
+    conf = 0.5 + 0.5 * rng.random(n) ** 0.5
+    w = rng.choice([1.0, 5.0, 10.0], n)
+    tau = [None if u < 0.5 else float(rng.choice(_GRID[:10])) for u in rng.random(n)]
+    rev = rng.random(n) < 0.1
+    cells = _cells_of(conf, w, tau, rev)
+    for precision, alpha in ((0.8, 0.05), (0.7, 0.2), (0.9, 0.01)):
+        kw = dict(precision=precision, alpha=alpha, candidates=_GRID)
+        expected = predicted_entry(conf, weights=w, in_force=tau, review=rev, **kw)
+        assert predicted_entry_cells(cells.view(), **kw) == expected
+
+
+def test_a_single_wrong_audit_can_withdraw_a_very_precise_band():
+    """At precision 0.999 one wrong audited take is already 100 times likelier under a
+    drop than under the target: the first one withdraws (no second error needed)."""
+    from agentbranch.policy.cells import DriftState
+    from agentbranch.policy.thresholds import Drift, drifted
+
+    running, restarting = DriftState(0.999), Drift(0.999)
+    assert running.add(False) == pytest.approx(restarting.add(False))
+    assert running.evalue >= 20 and running.drifted(0.05) and restarting.drifted(0.05)
+    assert drifted(0, 1, 0.999, 0.05)
+
+
+@pytest.mark.parametrize("precision", [0.2, 0.1, 0.05])
+def test_a_drop_that_reaches_zero_precision_is_no_alternative(precision):
+    """A drop as large as the target itself (precision 0.2 and the 0.2 drop) would test
+    against precision 0, which no wrong audit can make likelier than right ones: it is
+    not an alternative. The running e-value equals the restarting one."""
+    from agentbranch.policy.cells import DriftState
+    from agentbranch.policy.thresholds import Drift
+
+    running, restarting = DriftState(precision), Drift(precision)
+    for i in range(40):
+        ok = i % 3 != 0
+        assert running.add(ok) == pytest.approx(restarting.add(ok), rel=1e-9)
+
+
+def test_below_every_drop_the_drift_test_has_no_alternative_and_never_withdraws():
+    """A target of 0.04 is below the smallest drop (0.05): no alternative, the e-value
+    stays 1 however many audits disagree."""
+    from agentbranch.policy.cells import DriftState
+    from agentbranch.policy.thresholds import Drift
+
+    running, restarting = DriftState(0.04), Drift(0.04)
+    for _ in range(30):
+        assert running.add(False) == 1.0 == restarting.add(False)
+    assert not running.drifted(0.05) and not restarting.drifted(0.05)
+
+
+def test_the_drift_test_withdraws_at_exactly_one_over_alpha():
+    """Withdrawal is at ``e-value >= 1/alpha``: an e-value exactly at the bound
+    withdraws."""
+    from agentbranch.policy.cells import DriftState
+    from agentbranch.policy.thresholds import Drift
+
+    running, restarting = DriftState(0.999), Drift(0.999)
+    e = running.add(False)
+    restarting.add(False)
+    alpha = 1.0 / e
+    while 1.0 / alpha != e:  # the float whose reciprocal is the e-value exactly
+        alpha = math.nextafter(alpha, 0.0 if 1.0 / alpha < e else 1.0)
+    assert running.drifted(alpha)
+    assert not running.drifted(alpha * (1 - 1e-9))  # a bound just above it: not yet
+
+
+def test_a_band_of_exactly_the_fewest_labels_that_can_reject_is_the_first_band():
+    """``min_band(0.8, 0.05)`` is 14: a top band of exactly 14 labels can reject (were
+    they all right), so it is where the walk from the top starts, and the better band
+    below it (200 labels at 0.95) is a predicted entry of its own."""
+    from agentbranch.policy.cells import predicted_entry_cells
+    from agentbranch.policy.thresholds import min_band, predicted_entry
+
+    assert min_band(0.8, 0.05) == 14
+    conf = [0.99] * 14 + [0.94] * 200 + [0.6] * 100  # 0.94 on the grid: in its band
+    kw = dict(precision=0.8, alpha=0.05, candidates=_GRID)
+    assert predicted_entry(conf, **kw) == 0.94
+    assert predicted_entry_cells(_cells_of(conf).view(), **kw) == 0.94
+
+
+def test_no_entry_is_predicted_when_the_top_band_is_the_strongest():
+    """300 labels at 0.99 over 100 at 0.6: the top band is both the first that can
+    reject and the strongest (the band down to 0.6 is predicted right only 89 % of the
+    time), so the walk from the top already starts at the best place: no entry."""
+    from agentbranch.policy.cells import predicted_entry_cells
+    from agentbranch.policy.thresholds import predicted_entry
+
+    conf = [0.99] * 300 + [0.6] * 100
+    kw = dict(precision=0.8, alpha=0.05, candidates=_GRID)
+    assert predicted_entry(conf, **kw) is None
+    assert predicted_entry_cells(_cells_of(conf).view(), **kw) is None
+
+
+def test_of_equally_strong_bands_the_predicted_entry_is_the_higher():
+    """5,000 labels at 0.99 and 5,000 at 0.97: both bands' p-values underflow to 0, a
+    tie; the higher band (the first, where the walk from the top starts) is kept, so
+    no entry is predicted."""
+    from agentbranch.policy.cells import predicted_entry_cells
+    from agentbranch.policy.thresholds import predicted_entry, pvalue_below
+
+    assert pvalue_below(0.99 * 5000, 5000, 0.8) == pvalue_below(0.98 * 10000, 10000, 0.8) == 0
+    conf = [0.99] * 5000 + [0.97] * 5000
+    kw = dict(precision=0.8, alpha=0.05, candidates=_GRID)
+    assert predicted_entry(conf, **kw) is None
+    assert predicted_entry_cells(_cells_of(conf).view(), **kw) is None
+
+
+def test_a_band_whose_p_value_is_exactly_alpha_is_shown():
+    """The test rejects at ``p <= alpha``: a band of 25 labels at 0.99 with one wrong,
+    tested at exactly its own p-value, is shown (per label and from the cells)."""
+    from agentbranch.policy.cells import Cells, learn_then_test_cells
+    from agentbranch.policy.thresholds import learn_then_test, pvalue_below
+
+    alpha = pvalue_below(24, 25, 0.8)
+    conf, ok = [0.99] * 25, [True] * 24 + [False]
+    cells = Cells(sorted(_GRID))
+    for c, o in zip(conf, ok):
+        cells.add(c, o, 1.0, None, False)
+    kw = dict(precision=0.8, alpha=alpha, candidates=_GRID)
+    assert learn_then_test(conf, ok, **kw) == 0.98  # the one band (lower ones add nothing)
+    assert learn_then_test_cells(cells.view(), **kw) == 0.98
+    kw["alpha"] = math.nextafter(alpha, 0.0)
+    assert learn_then_test(conf, ok, **kw) is None
+    assert learn_then_test_cells(cells.view(), **kw) is None
+
+
+@pytest.mark.parametrize(("bad", "shown"), [(0.0, 0.98), (-1.0, 0.98), (math.inf, 0.98),
+                                            (math.nan, 0.98), (1.0, 0.94)])  # fmt: skip
+def test_a_band_holding_one_label_of_a_bad_weight_shows_nothing(bad, shown):
+    """A weight that is not finite and positive (a labelling rate that cannot be
+    right) fails closed, even for a single label in a band of good ones."""
+    from agentbranch.policy.cells import Cells, learn_then_test_cells
+    from agentbranch.policy.thresholds import learn_then_test
+
+    conf, ok = [0.99] * 60 + [0.95], [True] * 61
+    w = [1.0] * 60 + [bad]
+    cells = Cells(sorted(_GRID))
+    for c, o, ww in zip(conf, ok, w):
+        cells.add(c, o, ww, None, False)
+    kw = dict(precision=0.8, alpha=0.05, candidates=_GRID)
+    assert learn_then_test(conf, ok, weights=w, **kw) == shown  # a bad one stops the walk
+    assert learn_then_test_cells(cells.view(), **kw) == shown
+
+
+def _both_walks(conf, ok, **kw):
+    """``learn_then_test`` per label and from the cells (all weights 1, nothing in
+    force, no review), which must agree."""
+    from agentbranch.policy.cells import Cells, learn_then_test_cells
+    from agentbranch.policy.thresholds import learn_then_test
+
+    cells = Cells(sorted(_GRID))
+    for c, o in zip(conf, ok):
+        cells.add(c, o, 1.0, None, False)
+    per_label = learn_then_test(conf, ok, candidates=_GRID, **kw)
+    assert learn_then_test_cells(cells.view(), candidates=_GRID, **kw) == per_label
+    return per_label
+
+
+def test_a_resumed_walk_shows_nothing_below_a_band_that_holds_no_new_label():
+    """100 right labels exactly at 0.98 show 0.98; resumed from there, the bands below
+    hold the same labels: nothing new, so nothing lower is shown."""
+    conf, ok = [0.98] * 100, [True] * 100
+    assert _both_walks(conf, ok, precision=0.8, alpha=0.05) == 0.98
+    assert _both_walks(conf, ok, precision=0.8, alpha=0.05, shown=0.98) is None
+
+
+def test_a_band_of_exactly_min_band_labels_is_tested():
+    """14 right labels (``min_band(0.8, 0.05)``): 0.8**14 = 0.044 <= 0.05, shown."""
+    assert _both_walks([0.99] * 14, [True] * 14, precision=0.8, alpha=0.05) == 0.98
+    assert _both_walks([0.99] * 13, [True] * 13, precision=0.8, alpha=0.05) is None
+
+
+def test_a_walk_from_the_predicted_entry_tests_the_entry_itself():
+    """Entry 0.94: the band from 0.94 (200 right labels) is shown, the next one with
+    new labels (0.90, 250 of 300 right) is not; the walk gives 0.94, not a candidate
+    below it holding the same labels."""
+    conf = [0.99] * 100 + [0.95] * 100 + [0.90] * 100
+    ok = [True] * 200 + [i % 2 == 0 for i in range(100)]
+    assert _both_walks(conf, ok, precision=0.8, alpha=0.05, entry=0.94) == 0.94
+
+
+def test_the_per_label_drift_test_withdraws_on_evidence_only():
+    """``thresholds.drifted``: no disagreement never withdraws; one wrong audit in 101
+    at a 0.9 target does not; at 0.999 one wrong audit withdraws, at exactly
+    ``e-value = 1/alpha``."""
+    from agentbranch.policy.thresholds import drift_evalue, drifted
+
+    assert not drifted(100, 0, 0.9, 0.05)
+    assert not drifted(100, 1, 0.9, 0.05)
+    assert drifted(0, 3, 0.9, 0.05)
+    e = drift_evalue(0, 1, 0.999)
+    alpha = 1.0 / e
+    while 1.0 / alpha != e:
+        alpha = math.nextafter(alpha, 0.0 if 1.0 / alpha < e else 1.0)
+    assert drifted(0, 1, 0.999, alpha)
+    assert not drifted(0, 1, 0.999, alpha * (1 - 1e-9))
+
+
+def test_review_labels_are_their_own_stratum_per_label_and_in_cells():
+    """The labels of ``test_human_review_labels_inside_a_tested_band_stand_for_themselves``
+    given to the statistics directly: review flags kept, the look at 100 labels
+    (alpha 0.0125) resumed below 0.97 shows 0.93; pooled (no review flags), nothing."""
+    from agentbranch.policy.cells import Cells, learn_then_test_cells
+    from agentbranch.policy.thresholds import learn_then_test
+
+    rows = [(0.97, True, 1.0, None, False)] * 50
+    for i in range(50):
+        if i % 5 < 2:
+            rows.append((0.98, True, 20.0, 0.97, False))
+        elif i % 5 == 2:
+            rows.append((0.98, i // 5 >= 5, 1.0, 0.97, True))
+        else:
+            rows.append((0.93, i % 5 != 3 or i >= 20, 1.0, 0.97, False))
+    conf, ok, w, tau, rev = (list(x) for x in zip(*rows))
+    grid = [round(1 - 0.01 * k, 10) for k in range(51)]  # Earned's: 0.97 and 0.93 on it
+    kw = dict(precision=0.9, alpha=0.0125, candidates=grid, shown=0.97)
+    assert learn_then_test(conf, ok, weights=w, in_force=tau, review=rev, **kw) == 0.93
+    assert learn_then_test(conf, ok, weights=w, in_force=tau, **kw) is None
+    cells = Cells(sorted(grid))
+    for row in rows:
+        cells.add(*row)
+    assert learn_then_test_cells(cells.view(), **kw) == 0.93
+
+
+@pytest.mark.parametrize("below", [False, True])
+def test_a_label_at_the_threshold_in_force_is_in_the_band_it_opened(below):
+    """50 audits (rate 5 %) exactly at 0.97 while 0.97 was in force: they were taken,
+    so they belong to the band ``>= 0.97``, which they show; with 30 fallback labels
+    at 0.95 under it (27 right) the band down to 0.95 is two strata, both labelled, and
+    is shown too. A threshold in force equal to the candidate tested cuts nothing."""
+    from agentbranch.policy.cells import Cells, learn_then_test_cells
+    from agentbranch.policy.thresholds import learn_then_test
+
+    rows = [(0.97, True, 20.0, 0.97, False)] * 50
+    if below:
+        rows += [(0.95, i % 10 != 0, 1.0, 0.97, False) for i in range(30)]
+    conf, ok, w, tau, rev = (list(x) for x in zip(*rows))
+    grid = [round(1 - 0.01 * k, 10) for k in range(51)]
+    kw = dict(precision=0.9, alpha=0.05, candidates=grid)
+    expected = 0.95 if below else 0.97
+    assert learn_then_test(conf, ok, weights=w, in_force=tau, review=rev, **kw) == expected
+    cells = Cells(sorted(grid))
+    for row in rows:
+        cells.add(*row)
+    assert learn_then_test_cells(cells.view(), **kw) == expected
+
+
+def test_the_predicted_entry_weighs_audits_by_one_over_rate():
+    """100 audits at 0.99 (rate 5 %: 2,000 takes) over 100 fallback labels at 0.93 and
+    100 review labels at 0.90, all while 0.97 was in force. Weighted, the band down to
+    0.93 is mostly the sure top and is the predicted entry at precision 0.9; counted
+    one label each it is not (no entry)."""
+    from agentbranch.policy.cells import Cells, predicted_entry_cells
+    from agentbranch.policy.thresholds import predicted_entry
+
+    grid = [round(1 - 0.01 * k, 10) for k in range(51)]
+    conf = [0.99] * 100 + [0.93] * 100 + [0.90] * 100
+    w = [20.0] * 100 + [1.0] * 200
+    tau = [0.97] * 300
+    rev = [False] * 200 + [True] * 100
+    kw = dict(precision=0.9, alpha=0.05, candidates=grid)
+    assert predicted_entry(conf, weights=w, in_force=tau, review=rev, **kw) == 0.93
+    assert predicted_entry(conf, in_force=tau, review=rev, **kw) is None
+    cells = Cells(sorted(grid))
+    for row in zip(conf, [True] * 300, w, tau, rev):
+        cells.add(*row)
+    assert predicted_entry_cells(cells.view(), **kw) == 0.93
+
+
+def test_a_threshold_in_force_off_this_grid_becomes_a_cell_boundary():
+    """A record labelled while another configuration had 0.955 in force (not on this
+    Earned's 0.01 grid): the question's cells are rebuilt with 0.955 as a boundary, and
+    the state equals a full replay of the records."""
+    earned = Earned(precision=0.8, min_evidence=20, refresh_s=0)
+    for i in range(30):
+        earned.observe("urgent", URGENT, reader="scripted", model="scripted-model",
+                       source="fallback", band="fallback", confidence=0.96 + (i % 3) / 100,
+                       options=["yes", "no"], engine_label="yes", teacher_label="yes",
+                       rate=1.0, take_at=0.955 if i >= 25 else None, trust="earned")  # fmt: skip
+    st = earned.state(*WHO)
+    assert 0.955 in st._cells.boundaries and 0.955 not in earned.candidates
+    assert replayed(earned).threshold == st.threshold and st.labels == 30
+
+
+def test_a_stratum_of_a_single_label_counts_in_the_band():
+    """60 right labels and one wrong human review at 0.99: the review is a stratum of
+    one label, and it counts: 60 of 61 right does not show precision 0.95 at 0.05
+    (0.95**60 = 0.046 would, were the review left out)."""
+    from agentbranch.policy.cells import Cells, learn_then_test_cells
+    from agentbranch.policy.thresholds import learn_then_test
+
+    conf, ok, rev = [0.99] * 61, [True] * 60 + [False], [False] * 60 + [True]
+    kw = dict(precision=0.95, alpha=0.05, candidates=_GRID)
+    assert learn_then_test(conf, ok, review=rev, **kw) is None
+    assert learn_then_test(conf[:60], ok[:60], **kw) == 0.98  # without it: shown
+    cells = Cells(sorted(_GRID))
+    for c, o, r in zip(conf, ok, rev):
+        cells.add(c, o, 1.0, None, r)
+    assert learn_then_test_cells(cells.view(), **kw) is None
