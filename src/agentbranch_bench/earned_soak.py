@@ -161,6 +161,12 @@ def main(argv: list[str] | None = None) -> int:
         "--audit-workers", type=int, default=1, help="Audit(workers=...): teacher calls at once"
     )
     parser.add_argument(
+        "--audit-timeout",
+        type=lambda v: None if v == "none" else float(v),
+        default=60.0,
+        help="Audit(timeout=...) in seconds, or 'none' (teacher calls on the worker thread)",
+    )
+    parser.add_argument(
         "--reader",
         choices=["embedded", "scripted"],
         default="embedded",
@@ -184,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     store, path = _store(args.store, args.dir, stack)
     texts, truth = tickets()
     earned = Earned(precision=0.9, level=0.95, store=store)
-    audit = Audit(rate=0.2, seed=1, workers=args.audit_workers)
+    audit = Audit(rate=0.2, seed=1, workers=args.audit_workers, timeout=args.audit_timeout)
     policy = Policy(take_at=earned, fallbacks=[Generate(teacher(truth))], audit=audit)
     engine = (
         ab.DecisionEngine(scripted_reader(truth))
@@ -227,7 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"earned soak: {args.callers} callers, graph.invoke on 3 questions ({args.reader} "
         f"reader, examples=), Earned(precision=0.9, level=0.95, store={args.store}), Generate "
-        f"teacher, Audit(rate=0.2, workers={args.audit_workers}), {args.minutes:g} min",
+        f"teacher, Audit(rate=0.2, workers={args.audit_workers}, timeout={args.audit_timeout}), "
+        f"{args.minutes:g} min",
         flush=True,
     )
     print(
