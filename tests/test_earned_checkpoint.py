@@ -3,6 +3,7 @@ seconds): used only when it matches the log and the configuration, rebuilt other
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 
@@ -55,17 +56,29 @@ def _replayed(path) -> dict:
     }
 
 
-def test_a_checkpoint_is_written_and_gives_the_replayed_state(tmp_path, small_checkpoints):
+def test_a_checkpoint_is_written_and_gives_the_replayed_state(tmp_path, small_checkpoints, caplog):
     path = tmp_path / "e.jsonl"
     writer = Earned(precision=0.8, min_evidence=20, store=path, refresh_s=0)
     _fill(writer, 300)
     writer.refresh()
     assert (tmp_path / "e.jsonl.state").exists()
+    first = (tmp_path / "e.jsonl.state").read_text()
+    covered = json.loads(first)["store"]["offset"]
     _fill(writer, 40, seed=1)  # more after the checkpoint: read from the log
+    caplog.set_level(logging.WARNING, logger="agentbranch")
     opened = Earned(precision=0.8, min_evidence=20, store=path)
     opened.refresh()
-    assert opened._saved_at > 0  # resumed from the checkpoint
+    assert opened._saved_at > 0
     assert _states(opened) == _replayed(path)
+    # It was used, not rebuilt (a rebuild gives the same states and says so at WARNING).
+    assert not [r for r in caplog.records if "not used" in r.getMessage()]
+    # A log that ends exactly where its checkpoint does (nothing after it) resumes too.
+    exact = tmp_path / "exact.jsonl"
+    with path.open("rb") as f:
+        exact.write_bytes(f.read(covered))
+    (tmp_path / "exact.jsonl.state").write_text(first)
+    assert ck.restore(Earned(precision=0.8, min_evidence=20, store=exact, refresh_s=0)) is True
+    assert not [r for r in caplog.records if "not used" in r.getMessage()]
 
 
 def test_a_checkpoint_that_does_not_match_the_log_is_rebuilt(tmp_path, small_checkpoints, caplog):

@@ -221,6 +221,16 @@ def test_a_record_level_error_is_named_record(tmp_path):
         JsonlEvidenceStore(path).keys()
 
 
+@pytest.mark.parametrize("line", ["[1, 2]", '"a string"', "42", "null"])
+def test_a_line_that_is_json_but_not_an_object_is_not_a_record(tmp_path, line):
+    """A JSON array, string, number or null on a line: named as not a record, never an
+    AttributeError from looking for its schema."""
+    path = tmp_path / "evidence.jsonl"
+    path.write_text(json.dumps(record().to_json()) + "\n" + line + "\n")
+    with pytest.raises(InvalidFileError, match=r"line 2 is not an agentbranch evidence record"):
+        JsonlEvidenceStore(path).keys()
+
+
 def test_a_jsonl_store_that_is_not_a_regular_file_says_so(tmp_path):
     with pytest.raises(ConfigurationError, match=r"is a directory, not a regular file; give "
                        r"a \.jsonl file path$"):  # fmt: skip
@@ -336,6 +346,7 @@ def test_a_record_without_a_learning_state_has_no_state_field():
     fields = dict(key="k" * 32, question_id="q", source="fallback", band="fallback",
                   confidence=0.9, options=["yes", "no"], engine_label="yes",
                   teacher_label="yes", rate=1.0)  # fmt: skip
-    assert "state" not in new_evidence(**fields).to_json()
-    kept = new_evidence(**fields, state="the ticket text").to_json()
-    assert kept["state"] == "the ticket text"
+    bare = new_evidence(**fields).to_json()
+    assert "state" not in bare and "version" not in bare  # records written before learning
+    kept = new_evidence(**fields, state="the ticket text", version=2).to_json()
+    assert kept["state"] == "the ticket text" and kept["version"] == 2

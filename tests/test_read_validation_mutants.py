@@ -189,3 +189,53 @@ def test_normalise_is_a_distribution_at_any_temperature():
     assert normalise([0.5, 0.25], 1e-4) == [1.0, 0.0]  # all mass on the top option
     assert normalise([0.5, 0.25], 1e6) == pytest.approx([0.5, 0.5])
     assert normalise([0.0, 0.0]) is None
+
+
+# -- expand: how a question becomes its reads (each checked against a surviving mutant) --
+
+from agentbranch.core.reads import QuestionSpec  # noqa: E402
+from agentbranch.engine.plan import expand  # noqa: E402
+
+
+def _choice(n: int, *, head: object = None) -> QuestionSpec:
+    return QuestionSpec(
+        id="q",
+        type="choice",
+        instructions="Which team should handle it?",
+        options=tuple(f"opt{i}" for i in range(n)),
+        descriptions=tuple(f"about opt{i}" if i % 2 else None for i in range(n)),
+        labels=(),
+        examples=tuple((f"an example of opt{i}",) for i in range(n)),
+        head=head,
+    )
+
+
+def test_a_choice_split_into_parts_reads_every_option_once_and_keeps_its_wording():
+    """More options than a read holds: balanced parts that cover every option exactly once,
+    each part carrying the question's type, instructions, head and its options' own
+    descriptions and examples (a part without them reads a different question)."""
+    head = object()
+    spec = _choice(7, head=head)
+    units = expand(spec, max_options=3)  # one order per part unless asked
+    assert [u.option_indices for u in units] == [(0, 1, 2), (3, 4), (5, 6)]
+    for u in units:
+        part = u.spec
+        assert part.type == "choice" and part.instructions == spec.instructions
+        assert part.head is head
+        assert part.options == tuple(spec.options[i] for i in u.option_indices)
+        assert part.descriptions == tuple(spec.descriptions[i] for i in u.option_indices)
+        assert part.examples == tuple(spec.examples[i] for i in u.option_indices)
+        assert part.labels == tuple("ABC"[: len(u.option_indices)])
+
+
+def test_only_choices_are_read_in_several_orders():
+    yes_no = QuestionSpec(id="q", type="noul", instructions="Is it urgent?",
+                          options=("yes", "no"), descriptions=(None, None), labels=())  # fmt: skip
+    assert len(expand(yes_no, max_options=26, permutations=3)) == 1
+    assert len(expand(_choice(4), max_options=26, permutations=3)) == 3
+
+
+def test_labels_cover_a_part_exactly_the_size_of_the_label_set_and_none_past_it():
+    assert expand(_choice(26), max_options=26)[0].spec.labels == tuple("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    # Readers without label tokens (embedded) take more options per read: no labels.
+    assert expand(_choice(30), max_options=30)[0].spec.labels == ()
