@@ -127,8 +127,17 @@ def test_a_record_from_a_fast_clock_is_skipped_with_a_warning_not_an_outage(tmp_
 
     path = tmp_path / "evidence.jsonl"
     fields = dict(
-        key="k", question_id="q", reader="r", model="m", source="fallback", band="fallback",
-        confidence=0.5, options=["a", "b"], engine_label="a", teacher_label="a", rate=1.0,
+        key="k",
+        question_id="q",
+        reader="r",
+        model="m",
+        source="fallback",
+        band="fallback",
+        confidence=0.5,
+        options=["a", "b"],
+        engine_label="a",
+        teacher_label="a",
+        rate=1.0,
     )
     good = new_evidence(**fields)
     ahead = new_evidence(**fields).to_json() | {"time": "2099-01-01T00:00:00.000+00:00"}
@@ -164,3 +173,34 @@ def test_a_store_emptied_in_place_and_refilled_is_noticed_not_an_outage(tmp_path
         label(a, 0.912345, True)
     threshold(b)  # old code: InvalidFileError (read on from the middle of a line)
     threshold(b)
+
+
+def _first_record(tmp_path) -> bytes:
+    scratch = Earned(precision=0.8, min_evidence=20, store=tmp_path / "scratch.jsonl")
+    _observe(scratch)
+    return (tmp_path / "scratch.jsonl").read_bytes()
+
+
+@pytest.mark.parametrize("indent", [b"", b"  "])
+def test_a_store_holding_only_a_torn_first_record_is_ours_and_repaired(tmp_path, indent):
+    """A writer died mid-append on an empty store: the one line is the start of one of
+    our records (no newline), so the store is ours; the fragment is moved aside."""
+    path = tmp_path / "evidence.jsonl"
+    torn = indent + _first_record(tmp_path)[:57]
+    path.write_bytes(torn)
+    earned = Earned(precision=0.8, min_evidence=20, store=path, refresh_s=0)
+    _observe(earned)
+    assert (tmp_path / "evidence.jsonl.torn").read_bytes() == torn + b"\n"
+    assert len(path.read_bytes().splitlines()) == 1
+
+
+def test_a_first_line_that_only_starts_like_a_record_is_refused(tmp_path):
+    """A first line that begins like a record but is not one, followed by more lines, is
+    not a torn record of ours (a torn line is only ever the last): refused, untouched."""
+    path = tmp_path / "evidence.jsonl"
+    content = _first_record(tmp_path)[:57] + b"\n" + b'{"theme": "dark"}\n'
+    path.write_bytes(content)
+    earned = Earned(precision=0.8, min_evidence=20, store=path)
+    with pytest.raises(InvalidFileError, match="does not start with an agentbranch evidence"):
+        _observe(earned)
+    assert path.read_bytes() == content
