@@ -66,9 +66,11 @@ def test_stored_tests_every_version_at_its_own_share(run):
     # The store makes the difference visible: at the policy's full level some version
     # would hold a threshold the live policy does not (what stored() used to show).
     assert at_full_level_differs
-    assert set(stored) == set(elsewhere) == {
-        earned.key("sport", r.model, q.reader, q.model) for r in ladder.rungs
-    }
+    assert (
+        set(stored)
+        == set(elsewhere)
+        == {earned.key("sport", r.model, q.reader, q.model) for r in ladder.rungs}
+    )
 
 
 def test_every_record_of_a_learning_policy_says_its_version(run):
@@ -121,8 +123,10 @@ def test_the_report_shows_the_learning_section(run):
     assert res.exit_code == 0, res.output
     out = res.output
     n_labels = sum("state" in x for x in lines)
-    assert f"sport (scripted, scripted): learning from the teacher, version {ladder.in_force} " \
+    assert (
+        f"sport (scripted, scripted): learning from the teacher, version {ladder.in_force} "
         "in force" in out
+    )
     assert f"{n_labels} labels learned from" in out
     live = ladder.deciding.trust.threshold("sport", ladder.deciding.model, q.reader, q.model)
     cells = _cells(out.split("learning from the teacher")[1])
@@ -173,9 +177,19 @@ def test_a_store_without_learning_has_no_learning_section(tmp_path):
     earned = Earned(precision=0.8, min_evidence=10, store=str(path))
     for i in range(30):
         earned.observe(
-            "q", "Is it?", reader="r", model="m", source="fallback", band="fallback",
-            confidence=0.9, options=["yes", "no"], engine_label="yes",
-            teacher_label="yes" if i % 10 else "no", rate=1.0, take_at=None, trust="learning",
+            "q",
+            "Is it?",
+            reader="r",
+            model="m",
+            source="fallback",
+            band="fallback",
+            confidence=0.9,
+            options=["yes", "no"],
+            engine_label="yes",
+            teacher_label="yes" if i % 10 else "no",
+            rate=1.0,
+            take_at=None,
+            trust="learning",
         )
     assert all("version" not in json.loads(x) for x in path.read_text().splitlines())
     rep = earned_report(path)
@@ -186,10 +200,21 @@ def test_a_store_without_learning_has_no_learning_section(tmp_path):
 
 def _rec(key, version, state, correct, i, band="fallback", rate=1.0, take_at=None):
     return new_evidence(
-        key=key, question_id="q", reader="r", model="m", source="fallback", band=band,
-        confidence=0.5, options=["yes", "no"], engine_label="yes",
-        teacher_label="yes" if correct else "no", rate=rate, take_at=take_at,
-        trust="learning", version=version, time=f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}+00:00",
+        key=key,
+        question_id="q",
+        reader="r",
+        model="m",
+        source="fallback",
+        band=band,
+        confidence=0.5,
+        options=["yes", "no"],
+        engine_label="yes",
+        teacher_label="yes" if correct else "no",
+        rate=rate,
+        take_at=take_at,
+        trust="learning",
+        version=version,
+        time=f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}+00:00",
         **({"state": state} if state else {}),
     )
 
@@ -233,3 +258,18 @@ def test_labels_without_their_state_are_no_curve_and_no_trial():
     assert cells["read vs teacher"] == "no label with its state yet"
     assert cells["coverage"] == "-"
     assert "tested at level" not in cells["in force"]  # the records do not say the level
+
+
+def test_a_version_that_decides_again_is_shown_again():
+    """The newest version reads while none holds a threshold; when an older one earns
+    its threshold it decides again, and the report says so (not only first starts)."""
+    recs = [_rec("k0", 0, f"s{i}", True, i) for i in range(20)]
+    recs += [_rec("k1", 1, f"t{i}", True, 20 + i) for i in range(10)]
+    recs += [_rec("k2", 2, f"u{i}", True, 30 + i) for i in range(10)]
+    recs += [_rec("k1", 1, f"v{i}", True, 40 + i) for i in range(10)]
+    rows = evidence_rows(recs)
+    groups = {}
+    for r in rows:
+        groups.setdefault(r.group, []).append(r)
+    (lq,) = learning(groups, {}).values()
+    assert lq.began == [[0, 0], [1, 20], [2, 30], [1, 40]]

@@ -72,7 +72,7 @@ class QuestionLearning:
     take_at: float | None = None  #: the version in force's threshold
     trust: str = "learning"
     why: str | None = None
-    #: ``[version, labels before it]``: when each version first decided
+    #: ``[version, labels before it]``: each time the deciding version changed
     began: list[list[int]] = field(default_factory=list)
 
 
@@ -142,9 +142,13 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
                 coverage=_coverage(part, audited),
             )
         )
-    began: dict[int, int] = {}
+    # Each time the deciding version changes (a version that had been deciding can
+    # decide again: the newest reads while none holds a threshold, then the one that
+    # earned it takes over).
+    began: list[list[int]] = []
     for i, r in enumerate(deciding):
-        began.setdefault(r.record.version, i)
+        if not began or began[-1][0] != r.record.version:
+            began.append([r.record.version, i])
     now = known.get(ladder.in_force)
     return QuestionLearning(
         question_id=rows[-1].question_id,
@@ -160,7 +164,7 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
         take_at=None if now is None else now.take_at,
         trust="learning" if now is None else now.trust,
         why=None if now is None else now.why,
-        began=[[j, i] for j, i in began.items()],
+        began=began,
     )
 
 
