@@ -3,7 +3,7 @@
     python benchmarks/soak.py [--decisions 10000] [--concurrency 64] [--read-ms 2]
     python benchmarks/soak.py earned [--minutes 30] [--callers 8] [--store jsonl|sqlite]
 
-The second form is the earned-trust soak (``agentbranch_bench.earned_soak``): 8 callers
+The second form is the earned-trust soak (``benchmarks/earned_soak.py``): 8 callers
 on the triage graph under ``Earned`` with a teacher and audits for a set time, printing
 per minute decisions/s, CPU per decision, p50/p99, RSS, threads, descriptors and store
 size, and the CPU per decision of the first and last few thousand decisions.
@@ -166,7 +166,7 @@ class Soak:
 
 def main() -> int:
     if sys.argv[1:2] == ["earned"]:
-        from agentbranch_bench.earned_soak import main as earned_soak
+        from earned_soak import main as earned_soak  # benchmarks/earned_soak.py
 
         return earned_soak(sys.argv[2:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
