@@ -363,23 +363,15 @@ class Cassette:
         ``key`` (question and state; repeats are numbered in order): the recorded one when
         replaying, else ``live()``, recorded. Replays then band exactly as the recording
         did, whatever an ``Earned`` store holds now."""
-        with self._lock:
-            n = self._threshold_seen.get(key, 0)
-            self._threshold_seen[key] = n + 1
-            key = f"{key}#{n}"
-            if self.mode in ("new", "none") and key in self._thresholds:
-                return dict(self._thresholds[key])
-            if self.mode == "none":
-                raise ReplayMissError(
-                    f"cassette {self._shown} (mode 'none') holds no threshold for this decision "
-                    "of an Earned policy (recorded before thresholds were kept?); "
-                    f"{fmt.RERECORD}"
-                )
-        value = live()
-        if self.mode == "passthrough":
-            return value
-        self._commit(lambda: [fmt.threshold_line(key, value)])
-        return value
+        return self._per_decision(
+            key,
+            live,
+            self._threshold_seen,
+            self._thresholds,
+            fmt.threshold_line,
+            "threshold for this decision of an Earned policy (recorded before thresholds "
+            "were kept?)",
+        )
 
     def version(self, key: str, live: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """The version of a learning question's read in force (``{"version", "asked",
@@ -387,22 +379,41 @@ class Cassette:
         ``key`` (question and state; repeats numbered in order): the recorded one when
         replaying, else ``live()``, recorded. Replays then ask what the recording asked,
         whatever the evidence store has learned since (or without it)."""
+        return self._per_decision(
+            key,
+            live,
+            self._version_seen,
+            self._versions,
+            fmt.version_line,
+            "version for this decision of a learning Earned policy (recorded before "
+            "versions were kept?)",
+        )
+
+    def _per_decision(
+        self,
+        key: str,
+        live: Callable[[], dict[str, Any]],
+        seen: dict[str, int],
+        held: dict[str, dict[str, Any]],
+        line: Callable[[str, dict[str, Any]], Any],
+        missing: str,
+    ) -> dict[str, Any]:
+        """The recorded value for the next decision with ``key`` (``#n`` numbers its
+        repeats) when replaying, else ``live()``, recorded as ``line(key, value)``."""
         with self._lock:
-            n = self._version_seen.get(key, 0)
-            self._version_seen[key] = n + 1
+            n = seen.get(key, 0)
+            seen[key] = n + 1
             key = f"{key}#{n}"
-            if self.mode in ("new", "none") and key in self._versions:
-                return dict(self._versions[key])
+            if self.mode in ("new", "none") and key in held:
+                return dict(held[key])
             if self.mode == "none":
                 raise ReplayMissError(
-                    f"cassette {self._shown} (mode 'none') holds no version for this decision "
-                    "of a learning Earned policy (recorded before versions were kept?); "
-                    f"{fmt.RERECORD}"
+                    f"cassette {self._shown} (mode 'none') holds no {missing}; {fmt.RERECORD}"
                 )
         value = live()
         if self.mode == "passthrough":
             return value
-        self._commit(lambda: [fmt.version_line(key, value)])
+        self._commit(lambda: [line(key, value)])
         return value
 
     # -- stale entries ------------------------------------------------------------------
