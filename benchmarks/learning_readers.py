@@ -2,7 +2,8 @@
 question's read of every state, and the learners that fit a new version of the read
 from labelled states (``examples``: the library's learned examples on the embedded
 reader; ``head``: the shipped logistic head on the embeddings, with its out-of-fold
-temperature; ``head_t1``: the same head without it)."""
+confidence map, a temperature and a shift per option; ``head_temperature``: the same
+head with the temperature alone; ``head_t1``: without a map)."""
 
 from __future__ import annotations
 
@@ -179,21 +180,27 @@ class HeadLearner:
     (``agentbranch.policy.learn.head.fit_head``), read by the reader's own head read;
     while fewer than two options are labelled, the learned examples instead."""
 
-    def __init__(self, c: float = lh.C, calibrate: bool = True) -> None:
-        self.c, self.calibrate = c, calibrate
+    def __init__(self, c: float = lh.C, calibrate: bool = True, shift: bool = True) -> None:
+        self.c, self.calibrate, self.shift = c, calibrate, shift
 
     def __repr__(self) -> str:
         if not self.calibrate:
             return f"logistic on the embeddings (C={self.c}), no confidence map (temperature 1)"
+        fitted = "temperature and per-option shift" if self.shift else "temperature alone"
         return (
-            f"the shipped learned head: logistic on the embeddings (C={self.c}), its "
-            f"temperature fitted {lh.FOLDS}-fold out-of-fold on the same labels"
+            f"the {'shipped ' if self.shift else ''}learned head: logistic on the embeddings "
+            f"(C={self.c}), its {fitted} fitted {lh.FOLDS}-fold out-of-fold on the same labels"
         )
 
     def fit(self, q: Question, train: np.ndarray, y: np.ndarray) -> Reads:
         options = list(q.spec.options)
         head = lh.fit_head(
-            options, q.emb[train], [options[k] for k in y], c=self.c, calibrate=self.calibrate
+            options,
+            q.emb[train],
+            [options[k] for k in y],
+            c=self.c,
+            calibrate=self.calibrate,
+            shift=self.shift,
         )
         if head is None:
             return ExamplesLearner().fit(q, train, y)
@@ -205,5 +212,6 @@ LEARNERS = {
     "examples": ExamplesLearner,
     "examples48": lambda: ExamplesLearner(48),
     "head": HeadLearner,
+    "head_temperature": lambda: HeadLearner(shift=False),
     "head_t1": lambda: HeadLearner(calibrate=False),
 }

@@ -208,11 +208,14 @@ def test_the_head_reads_what_scikit_learn_fitted_and_survives_json():
     yn = fit_head(["yes", "no"], x, ["yes" if k == 0 else "no" for k in y], calibrate=False)
     ref = LogisticRegression(C=C, max_iter=2000).fit(x, (y != 0).astype(int)).predict_proba(x)
     assert np.exp(yn.log_probs(x, ["yes", "no"])) == pytest.approx(ref, abs=1e-12)
-    # the shipped head: the same weights, the logits divided by its out-of-fold temperature
+    # the shipped head: the same weights, the logits divided by its out-of-fold
+    # temperature plus a shift per option (carried in the biases, centred)
     mapped = fit_head(["yes", "no"], x, ["yes" if k == 0 else "no" for k in y])
     assert (mapped.weights == yn.weights).all() and mapped.temperature != 1.0
+    shift = (mapped.bias - yn.bias) / mapped.temperature
+    assert shift.sum() == pytest.approx(0.0, abs=1e-12) and (shift != 0).any()
     z = x @ yn.weights.T + yn.bias
-    want = np.exp(z / mapped.temperature)
+    want = np.exp(z / mapped.temperature + shift)
     want /= want.sum(1, keepdims=True)
     assert np.exp(mapped.log_probs(x, list(mapped.classes))) == pytest.approx(want, abs=1e-12)
     # serialisable, same digest; a permuted or partial question is read over its options

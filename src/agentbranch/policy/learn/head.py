@@ -1,23 +1,28 @@
 """A learned version's head for the embedded reader: a logistic regression on the
 embeddings of a question's labelled states (``agentbranch.core.heads.LinearHead``), with
-its confidence map, a temperature fitted out-of-fold on the same labels.
+its confidence map, fitted out-of-fold on the same labels.
 
 Fitted off the decision path (the learner's thread), deterministically (scikit-learn's
 ``LogisticRegression``, L-BFGS, on the states in replay order; folds by position; the
-temperature by a fixed grid): replicas that run the same library versions on the same
-labels fit the same numbers, so the same digest and evidence key. (Other numeric
-libraries may round differently: a replica's head is then a version of its own that
-earns its own threshold, never one that borrows another's.)
+map by a fixed grid, then SciPy's L-BFGS-B from it): replicas that run the same library
+versions on the same labels fit the same numbers, so the same digest and evidence key.
+(Other numeric libraries may round differently: a replica's head is then a version of
+its own that earns its own threshold, never one that borrows another's.)
 
-**The confidence map** (``cross_fitted_temperature``). A head fitted on ``n`` labels is
-sure of them (its probabilities on its own training states are near 1), so a
-temperature fitted on its own reads of them would be one as well. Instead the ``n``
-labels are cut into ``FOLDS`` folds (label ``i`` in fold ``i mod FOLDS``); a head
-fitted on the other folds reads each fold, and the temperature is the one that
-minimises the log-loss of these out-of-fold reads. The version's head (fitted on all
-``n``) carries it, and its digest with it: the map is part of the version, fitted on
-the version's own labels only, so no label it learned from — weights or map — is
-evidence for its threshold.
+**The confidence map** (``cross_fitted_map``): a temperature ``T`` that divides the
+head's logits and a shift ``s`` per option added after it, ``softmax(z / T + s)``
+(temperature scaling with a bias per class). A head fitted on ``n`` labels is sure of
+them (its probabilities on its own training states are near 1), so a map fitted on its
+own reads of them would be the identity. Instead the ``n`` labels are cut into
+``FOLDS`` folds (label ``i`` in fold ``i mod FOLDS``); a head fitted on the other folds
+reads each fold, and the map is the one that minimises the log-loss of these
+out-of-fold reads. The shift corrects what one temperature cannot: a head that favours
+one option more than the labels do (measured on ``benchmarks/learning.py``: fewer
+questions with a calibration error above 0.05, and more coverage). The version's head
+(fitted on all ``n``) carries the map (the shift folded into its biases:
+``softmax((Wx + b) / T + s) = softmax((Wx + b + T s) / T)``), and its digest with it: the
+map is part of the version, fitted on the version's own labels only, so no label it
+learned from — weights or map — is evidence for its threshold.
 """
 
 from __future__ import annotations
@@ -33,8 +38,12 @@ C = 10.0
 MAX_ITER = 2000
 #: Folds of the out-of-fold reads the temperature is fitted on.
 FOLDS = 5
-#: The temperatures tried (log-spaced from 1/20 to 50): the map is the best of them.
+#: The temperatures tried (log-spaced from 1/20 to 50): the map starts at the best of them
+#: and its temperature stays within them.
 T_MIN, T_MAX, T_STEPS = 0.05, 50.0, 481
+#: Ridge weight on the shifts (the map minimises the mean log-loss plus ``SHIFT_RIDGE *
+#: |s|^2``): where the labels say little about an option, its shift stays near 0.
+SHIFT_RIDGE = 1e-3
 
 
 def _fit(options: list[str], x: Any, y: Any, c: float) -> LinearHead | None:
@@ -52,19 +61,28 @@ def _fit(options: list[str], x: Any, y: Any, c: float) -> LinearHead | None:
     return LinearHead(options, classes, weights, bias)
 
 
+def _rows(logits: Any, labels: Any) -> tuple[Any, Any]:
+    """The finite rows of ``logits`` (each shifted to a maximum of 0) and their labels."""
+    import numpy as np
+
+    z = np.asarray(logits, dtype=np.float64)
+    y = np.asarray(labels, dtype=int)
+    if z.ndim != 2 or not len(z):
+        return np.zeros((0, z.shape[-1] if z.ndim == 2 else 0)), np.zeros(0, int)
+    ok = np.isfinite(z).all(1)
+    z = z[ok]
+    return z - z.max(1, keepdims=True) if len(z) else z, y[ok]
+
+
 def fit_temperature(logits: Any, labels: Any) -> float:
     """The temperature (of the ``T_STEPS`` log-spaced ones in ``[T_MIN, T_MAX]``) that
     minimises the mean log-loss of ``softmax(logits / T)`` at ``labels`` (column
     indices). Rows that are not finite are left out; with none left, 1."""
     import numpy as np
 
-    z = np.asarray(logits, dtype=np.float64)
-    y = np.asarray(labels, dtype=int)
-    ok = np.isfinite(z).all(1) if z.ndim == 2 and len(z) else np.zeros(0, bool)
-    if not ok.any():
+    z, y = _rows(logits, labels)
+    if not len(z):
         return 1.0
-    z, y = z[ok], y[ok]
-    z = z - z.max(1, keepdims=True)
     betas = np.exp(-np.linspace(np.log(T_MIN), np.log(T_MAX), T_STEPS))  # 1/T
     rows = np.arange(len(z))
     best, best_loss = 1.0, np.inf
@@ -78,18 +96,61 @@ def fit_temperature(logits: Any, labels: Any) -> float:
     return best
 
 
-def cross_fitted_temperature(
-    head: LinearHead, x: Any, y: Any, c: float = C, folds: int = FOLDS
-) -> float:
-    """The temperature of ``head`` (fitted on all of ``x``, ``y``) from out-of-fold
-    reads: label ``i`` is read by a head fitted on the labels of the other folds
-    (``i mod folds``). 1 when fewer than ``2 * folds`` labels."""
+def fit_map(logits: Any, labels: Any, ridge: float = SHIFT_RIDGE) -> tuple[float, Any]:
+    """The confidence map ``(T, s)`` that minimises the mean log-loss of
+    ``softmax(logits / T + s)`` at ``labels`` (column indices) plus ``ridge * |s|^2``:
+    from ``fit_temperature``'s best and no shift, SciPy's L-BFGS-B on ``1/T`` (kept in
+    ``[T_MIN, T_MAX]``) and ``s`` together. Rows that are not finite are left out; with
+    none left, ``(1, 0)``; a fit that does not end finite keeps the temperature alone."""
+    import numpy as np
+    from scipy.optimize import minimize
+
+    z, y = _rows(logits, labels)
+    k = z.shape[1] if z.ndim == 2 else 0
+    if not len(z):
+        return 1.0, np.zeros(k)
+    t0 = fit_temperature(z, y)
+    rows, onehot = np.arange(len(z)), np.eye(k)[y]
+
+    def loss(params: Any) -> tuple[float, Any]:
+        beta, shift = params[0], params[1:]
+        s = beta * z + shift
+        m = s.max(1, keepdims=True)
+        e = np.exp(s - m)
+        total = e.sum(1, keepdims=True)
+        p = e / total
+        value = np.mean(m[:, 0] + np.log(total[:, 0]) - s[rows, y]) + ridge * shift @ shift
+        grad_beta = np.mean((p * z).sum(1) - z[rows, y])
+        grad_shift = (p - onehot).mean(0) + 2 * ridge * shift
+        return float(value), np.concatenate([[grad_beta], grad_shift])
+
+    bounds = [(1.0 / T_MAX, 1.0 / T_MIN)] + [(None, None)] * k
+    fit = minimize(loss, np.r_[1.0 / t0, np.zeros(k)], jac=True, method="L-BFGS-B", bounds=bounds)
+    beta, shift = float(fit.x[0]), np.asarray(fit.x[1:], dtype=np.float64)
+    start = loss(np.r_[1.0 / t0, np.zeros(k)])[0]
+    if not (np.isfinite(fit.x).all() and beta > 0 and loss(fit.x)[0] <= start):
+        return t0, np.zeros(k)  # never worse than the temperature alone
+    return float(np.clip(1.0 / beta, T_MIN, T_MAX)), shift - shift.mean()
+
+
+def cross_fitted_map(
+    head: LinearHead,
+    x: Any,
+    y: Any,
+    c: float = C,
+    folds: int = FOLDS,
+    ridge: float | None = SHIFT_RIDGE,
+) -> tuple[float, Any]:
+    """The confidence map ``(T, s)`` of ``head`` (fitted on all of ``x``, ``y``; ``s``
+    one shift per head class) from out-of-fold reads: label ``i`` is read by a head
+    fitted on the labels of the other folds (``i mod folds``). ``(1, 0)`` when fewer
+    than ``2 * folds`` labels; ``ridge=None``: the temperature alone (no shift)."""
     import numpy as np
 
     options, classes = list(head.options), list(head.classes)
-    n = len(y)
+    n, none = len(y), (1.0, np.zeros(len(classes)))
     if n < 2 * folds:
-        return 1.0
+        return none
     fold = np.arange(n) % folds
     oof = np.full((n, len(classes)), np.nan)
     for f in range(folds):
@@ -98,13 +159,15 @@ def cross_fitted_temperature(
         if part is None:
             continue
         # log-probabilities over the head's classes (FLOOR for one the fold never saw):
-        # a temperature on them is the temperature on the logits (softmax is shift-free)
+        # the map on them is the map on the logits (softmax is shift-free)
         oof[test] = part.log_probs(x[test], classes)
     ok = np.isfinite(oof).all(1)
     if ok.sum() < folds:
-        return 1.0
+        return none
     at = np.array([classes.index(options[int(k)]) for k in y])
-    return fit_temperature(oof[ok], at[ok])
+    if ridge is None:
+        return fit_temperature(oof[ok], at[ok]), none[1]
+    return fit_map(oof[ok], at[ok], ridge)
 
 
 def fit_head(
@@ -113,10 +176,12 @@ def fit_head(
     labels: Sequence[str],
     c: float = C,
     calibrate: bool = True,
+    shift: bool = True,
 ) -> LinearHead | None:
     """The head fitted on ``vectors`` (``(n, dim)`` embeddings of labelled states) and
     their ``labels`` (option names), with its confidence map fitted out-of-fold on them
-    (``calibrate=False``: temperature 1); ``None`` when fewer than two options are
+    (``calibrate=False``: none, temperature 1; ``shift=False``: the temperature alone,
+    as measured against the shipped map); ``None`` when fewer than two options are
     labelled (nothing to tell apart)."""
     import numpy as np
 
@@ -126,5 +191,6 @@ def fit_head(
     head = _fit(options, x, y, c)
     if head is None or not calibrate:
         return head
-    t = cross_fitted_temperature(head, x, y, c)
-    return LinearHead(head.options, head.classes, head.weights, head.bias, t)
+    t, s = cross_fitted_map(head, x, y, c, ridge=SHIFT_RIDGE if shift else None)
+    # the shift rides in the biases: softmax((Wx + b) / T + s) = softmax((Wx + b + T s) / T)
+    return LinearHead(head.options, head.classes, head.weights, head.bias + t * s, t)
