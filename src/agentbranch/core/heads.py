@@ -8,8 +8,9 @@ head's softmax over the options it was fitted on, options it never saw a label f
 keep a tiny floor (``FLOOR``, then renormalised). Other readers ignore the head.
 
 A head carries its confidence map: a ``temperature`` ``T`` that divides its logits
-before the softmax (``agentbranch.policy.learn.head`` fits it out-of-fold on the labels
-the head was fitted on, so the probabilities read true on states it has not seen). A
+before the softmax, and a shift per option already added into its biases
+(``agentbranch.policy.learn.head`` fits both out-of-fold on the labels the head was
+fitted on, so the probabilities read true on states it has not seen). A
 state whose embedding or logits are not finite is read as uniform over the head's
 options (confidence 0): never a confident answer from numbers that mean nothing.
 

@@ -36,7 +36,7 @@ from agentbranch.core.heads import LinearHead
 C = 10.0
 #: L-BFGS iterations at most.
 MAX_ITER = 2000
-#: Folds of the out-of-fold reads the temperature is fitted on.
+#: Folds of the out-of-fold reads the confidence map is fitted on.
 FOLDS = 5
 #: The temperatures tried (log-spaced from 1/20 to 50): the map starts at the best of them
 #: and its temperature stays within them.
