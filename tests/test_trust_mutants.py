@@ -395,7 +395,7 @@ def test_a_look_after_the_opening_resumes_below_the_threshold_in_force():
 
 def _withdrawn() -> tuple[Earned, int]:
     earned = _opened()  # opened at 0.97 on 20 labels, precision 0.8
-    for i in range(3):
+    for _ in range(3):
         assert label(earned, 0.98, True, rate=0.5)
     n = 3
     while threshold(earned).trust == "earned":
@@ -430,7 +430,7 @@ def test_a_withdrawal_says_why_and_starts_a_new_epoch():
 
 def test_after_a_withdrawal_trust_is_earned_again_from_fresh_labels_only():
     earned, _ = _withdrawn()
-    for i in range(19):
+    for _ in range(19):
         assert not label(earned, 0.97, True)
     assert threshold(earned) == Threshold(None, "withdrawn")  # 19 labels: no look yet
     label(earned, 0.97, True)
