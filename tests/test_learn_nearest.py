@@ -296,3 +296,40 @@ def test_the_pool_names_its_encoder(monkeypatch):
     monkeypatch.setattr(nearest, "default_encode", fake)
     default = nearest.pool_of(texts, labels, ["yes", "no"], {}, nearest.default_encode)
     assert default.rule["encoder"] == nearest.ENCODER == "all-MiniLM-L6-v2"
+
+
+def test_a_learning_question_keys_its_evidence_by_its_reading_settings(tmp_path):
+    """The reading fingerprint (here the engine's calibration temperature) is in every
+    version's evidence key, as it is without learning: a threshold earned on one
+    confidence scale never serves another, and a change of reading settings starts the
+    question's learning and trust afresh."""
+    from agentbranch.engine.calibration import Calibration
+
+    earned = _learning(tmp_path, FakeEncoder())
+    policy = {"sport": Policy(take_at=earned, fallbacks=[Generate(Teacher())])}
+    sharp = ab.DecisionEngine(
+        canvas_reader(), batching=False, calibration=Calibration(temperatures={"sport": 0.5})
+    )
+    reading = sharp.reading_for("sport", QUESTION)
+    assert reading is not None
+    r = Resolver(sharp, {"sport": QUESTION}, policy)
+    records = [r.resolve(text)["sport"] for text, _ in stream(90)]
+    assert {rec["reading"] for rec in records} == {reading}
+    assert any(rec["decided_by"] == "engine" for rec in records)  # trust was earned
+
+    ladder = next(iter(earned.learner._questions.values())).ladder
+    keys = {earned.key("sport", rung.model, "scripted", "canvas", reading) for rung in ladder.rungs}
+    unkeyed = {earned.key("sport", rung.model, "scripted", "canvas") for rung in ladder.rungs}
+    stored = set(earned.evidence.keys())
+    assert stored and stored <= keys and not stored & unkeyed
+    deciding = ladder.deciding.model
+    assert earned.threshold("sport", deciding, "scripted", "canvas", reading).take_at is not None
+    assert earned.threshold("sport", deciding, "scripted", "canvas").take_at is None
+
+    # The same policy on an engine without the calibration: nothing earned carries over.
+    plain = ab.DecisionEngine(canvas_reader(), batching=False)
+    assert plain.reading_for("sport", QUESTION) is None
+    first = Resolver(plain, {"sport": QUESTION}, policy).resolve(stream(1, seed=7)[0][0])
+    assert first["sport"]["reading"] is None
+    assert first["sport"]["decided_by"] == "fallback" and first["sport"]["reader_version"] == 0
+    assert len(earned.learner._questions) == 2  # a ladder per reading

@@ -503,6 +503,20 @@ class DecisionEngine:
         usage, request_id = _usage(reads)
         return Decisions(decisions, latency_s=latency_s, usage=usage, request_id=request_id)
 
+    def reading_for(self, question_id: str, question: Any) -> str | None:
+        """The reading fingerprint (``Decision.reading``) this engine's decision of
+        ``question`` carries, with the engine's own draws (no per-call ``draws=``): a
+        learning policy keys the version it asks by it before the read."""
+        spec = validate_questions({question_id: question})[question_id]
+        return fingerprint(
+            instructions=self.instructions,
+            joint=self.joint,
+            draws=self.draws,
+            permutations=self.permutations,
+            temperature=self._temperature(question_id, spec.type),
+            reader=self._reader_settings(),
+        )
+
     def _reader_settings(self) -> dict[str, Any]:
         """The reader's confidence-shaping settings (``engine.reading``), read once."""
         got = self.__dict__.get("_reading_settings")

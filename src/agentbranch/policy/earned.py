@@ -306,7 +306,7 @@ class Earned:
         since the last one every ``refresh_s`` (skipped, not waited for, while another
         thread is reading it); only the first call of the process waits for the store."""
         if self.learner is not None:  # learning hook: the version's own trust
-            return self.learner.state(question_id, question, reader, model)
+            return self.learner.state(question_id, question, reader, model, reading)
         key = self.key(question_id, question, reader, model, reading)
         self._used.setdefault(key, question_id)
         if self._read_at is None:
@@ -384,6 +384,7 @@ class Earned:
                 question,
                 state=state,
                 version=version,
+                reading=reading,
                 reader=reader,
                 model=model,
                 source=source,

@@ -20,6 +20,13 @@ def learner_of(policy: PolicyArg, qid: str) -> Any:
     return None if earned is None else earned.learner
 
 
+def reading_of(engine: Any, qid: str, question: Any) -> str | None:
+    """The reading fingerprint ``engine``'s decision of ``question`` will carry
+    (``Engine.reading_for``; ``None``, the defaults', for an engine without it)."""
+    reading_for = getattr(engine, "reading_for", None)
+    return reading_for(qid, question) if callable(reading_for) else None
+
+
 def asked_questions(
     engine: Any, questions: Mapping[str, Any], policy: PolicyArg, state: Any = None
 ) -> tuple[dict[str, Any], dict[str, int], dict[str, Any]]:
@@ -48,7 +55,7 @@ def asked_questions(
         learner.bind(engine)
 
         def live(qid: str = qid, q: Any = q, learner: Any = learner) -> tuple[Any, int, Any]:
-            version, j = learner.asked(qid, q, name, model)
+            version, j = learner.asked(qid, q, name, model, reading_of(engine, qid, q))
             pool = nearest.question_pool(version)
             if pool is None or text is None:
                 return version, j, version

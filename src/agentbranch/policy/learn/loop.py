@@ -7,7 +7,11 @@ question as written, version ``j`` is fitted on the labelled states of its first
 readers a pool of those states from which each read shows the ones most similar to its
 state as few-shot lines (``nearest``; the pool's digest and rule are in the key). The
 version in force is the question the engine is asked (while no version holds a
-threshold, the newest: nothing is taken); its threshold is its own. Every label the
+threshold, the newest: nothing is taken); its threshold is its own. A ladder belongs to
+one reading fingerprint (``Decision.reading``: the engine's calibration temperature,
+draws, instructions, reader settings), which is in every version's evidence key: a
+change of reading settings starts the question's learning and trust afresh, as it
+starts trust afresh without learning (the earlier labels stay in the store). Every label the
 version in force gets is stored with the
 labelled state (``Evidence.state``, after ``Earned(redact=...)``), and read again by
 each newer version on trial, whose own evidence it becomes (no label a version learned
@@ -48,6 +52,9 @@ class _Question:
     question: Any  #: as written
     reader: str | None
     model: str | None
+    #: the reading fingerprint its reads carry (``Decision.reading``): part of every
+    #: version's evidence key, so a change of reading settings starts a ladder afresh
+    reading: str | None
     ladder: Ladder
     states: list[tuple[tuple[str, str], str, str]] = field(default_factory=list)
     fitting: bool = False
@@ -63,6 +70,8 @@ class Learner:
         self._lock = threading.RLock()
         self._questions: dict[str, _Question] = {}  #: by the written question's key
         self._rungs: dict[str, tuple[_Question, Rung]] = {}  #: every version's key
+        #: every version by its key without the reading (which question it is a version of)
+        self._versions: dict[str, tuple[_Question, Rung]] = {}
         #: Fit versions on a thread (``False``: at once, for tests and benchmarks).
         self.background = True
         #: Embeds texts for canvas versions' per-state examples (``None``: the embedded
@@ -77,52 +86,108 @@ class Learner:
         self.engine = engine
 
     def asked(
-        self, qid: str, question: Any, reader: str | None, model: str | None
+        self,
+        qid: str,
+        question: Any,
+        reader: str | None,
+        model: str | None,
+        reading: str | None = None,
     ) -> tuple[Any, int]:
-        """The version in force of ``question``, and its index."""
-        q = self._question(qid, question, reader, model)
+        """The version in force of ``question`` read with the reading settings
+        ``reading`` (the fingerprint its decision will carry), and its index."""
+        q = self._question(qid, question, reader, model, reading)
         rung = q.ladder.deciding
         return rung.model, rung.index
 
     def version_of(
-        self, qid: str, question: Any, reader: str | None, model: str | None, version: int | None
+        self,
+        qid: str,
+        question: Any,
+        reader: str | None,
+        model: str | None,
+        version: int | None,
+        reading: str | None = None,
     ) -> tuple[_Question, Rung]:
         """The ladder and rung ``question`` is (a version's key), or version ``version``
         of the written ``question`` (default: the one in force)."""
-        key = self.earned_key(qid, question, reader, model)
+        key = self.earned_key(qid, question, reader, model, reading)
         with self._lock:
             hit = self._rungs.get(key)
+        if hit is None:  # (a first ask, or a version asked with other reading settings)
+            with self._lock:
+                known = self._versions.get(self.earned_key(qid, question, reader, model))
+            if known is not None and known[1].index > 0:
+                return self._other_reading(key, known, question, reading)
         q, rung = hit if hit is not None else (None, None)
         if q is None:
-            q = self._question(qid, question, reader, model)
+            q = self._question(qid, question, reader, model, reading)
         rungs = q.ladder.rungs
         if version is not None and 0 <= version < len(rungs):
             return q, rungs[version]
         return q, rung if rung is not None else q.ladder.deciding
 
-    def state(self, qid: str, question: Any, reader: str | None, model: str | None) -> Any:
-        q, rung = self.version_of(qid, question, reader, model, None)
-        return rung.trust.state(qid, rung.model, reader, model)
+    def _other_reading(
+        self, key: str, known: tuple[_Question, Rung], question: Any, reading: str | None
+    ) -> tuple[_Question, Rung]:
+        """A learned version of a known question asked with other reading settings than
+        its ladder's: a rung of its own under its own key (its evidence, if any: a
+        threshold never crosses readings), outside any ladder."""
+        q0, rung0 = known
+        q = self._question(q0.question_id, q0.question, q0.reader, q0.model, reading)
+        rung = Rung(
+            rung0.index,
+            rung0.fitted_on,
+            model=question,
+            trust=version_earned(self.earned, rung0.index),
+        )
+        with self._lock:
+            return self._rungs.setdefault(key, (q, rung))
 
-    def earned_key(self, qid: str, question: Any, reader: str | None, model: str | None) -> str:
+    def state(
+        self,
+        qid: str,
+        question: Any,
+        reader: str | None,
+        model: str | None,
+        reading: str | None = None,
+    ) -> Any:
+        q, rung = self.version_of(qid, question, reader, model, None, reading)
+        return rung.trust.state(qid, rung.model, reader, model, reading)
+
+    def earned_key(
+        self,
+        qid: str,
+        question: Any,
+        reader: str | None,
+        model: str | None,
+        reading: str | None = None,
+    ) -> str:
         from agentbranch.policy.evidence import evidence_key
 
-        return evidence_key(qid, question, reader, model)
+        return evidence_key(qid, question, reader, model, reading)
 
     # -- labels -----------------------------------------------------------------------
 
     def observe(
-        self, qid: str, question: Any, *, state: str | None, version: int | None, **fields: Any
+        self,
+        qid: str,
+        question: Any,
+        *,
+        state: str | None,
+        version: int | None,
+        reading: str | None = None,
+        **fields: Any,
     ) -> Any:
         """One teacher label for the decision the version ``version`` (or ``question``'s
-        own, or the one in force) made: its evidence, with the labelled state; then each
-        newer version on trial reads the state, and its read is its evidence."""
+        own, or the one in force) made with the reading settings ``reading``: its
+        evidence, with the labelled state; then each newer version on trial reads the
+        state, and its read is its evidence."""
         reader, model = fields["reader"], fields["model"]
-        q, rung = self.version_of(qid, question, reader, model, version)
+        q, rung = self.version_of(qid, question, reader, model, version, reading)
         text = state
         if text is not None and self.redact is not None:
             text = self.redact(text)
-        rec = rung.trust.observe(qid, rung.model, state=text, **fields)
+        rec = rung.trust.observe(qid, rung.model, state=text, reading=q.reading, **fields)
         if rec is None:
             return None
         with self._lock:
@@ -150,11 +215,21 @@ class Learner:
         except Exception as e:  # noqa: BLE001 - a failed trial read is no evidence
             log.warning("agentbranch.learn: trial read of %r failed: %s", q.question_id, e)
             return
+        if d.reading != q.reading:  # read on another confidence scale: not this ladder's
+            log.warning(
+                "agentbranch.learn: trial read of %r carries other reading settings (%s, "
+                "the ladder's %s); not used as evidence",
+                q.question_id,
+                d.reading,
+                q.reading,
+            )
+            return
         trial.trust.observe(
             q.question_id,
             trial.model,
             reader=q.reader,
             model=q.model,
+            reading=q.reading,
             source=fields["source"],
             confidence=d.confidence,
             options=list(d.options),
@@ -167,7 +242,8 @@ class Learner:
         with self._lock:
             fed = q.ladder.fed
         holds = [
-            r.trust.threshold(q.question_id, r.model, q.reader, q.model).take_at is not None
+            r.trust.threshold(q.question_id, r.model, q.reader, q.model, q.reading).take_at
+            is not None
             for r in fed
         ]
         with self._lock:
@@ -266,18 +342,24 @@ class Learner:
 
     def _add(self, q: _Question, rung: Rung) -> None:
         q.ladder.rungs.append(rung)
-        key = self.earned_key(q.question_id, rung.model, q.reader, q.model)
+        key = self.earned_key(q.question_id, rung.model, q.reader, q.model, q.reading)
         self._rungs[key] = (q, rung)
+        self._versions[self.earned_key(q.question_id, rung.model, q.reader, q.model)] = (q, rung)
 
     def _question(
-        self, qid: str, question: Any, reader: str | None, model: str | None
+        self,
+        qid: str,
+        question: Any,
+        reader: str | None,
+        model: str | None,
+        reading: str | None = None,
     ) -> _Question:
-        key = self.earned_key(qid, question, reader, model)
+        key = self.earned_key(qid, question, reader, model, reading)
         with self._lock:
             hit = self._rungs.get(key)
             if hit is not None:
                 return hit[0]
-            q = _Question(qid, question, reader, model, Ladder())
+            q = _Question(qid, question, reader, model, reading, Ladder())
             self._questions[key] = q
             self._add(q, Rung(0, 0, model=question, trust=version_earned(self.earned, 0)))
             self._rebuild(q)
@@ -290,7 +372,7 @@ class Learner:
         j = 0
         while j < len(q.ladder.rungs):
             rung = q.ladder.rungs[j]
-            key = self.earned_key(q.question_id, rung.model, q.reader, q.model)
+            key = self.earned_key(q.question_id, rung.model, q.reader, q.model, q.reading)
             for rec in store.load(key):
                 if getattr(rec, "state", None) is not None:
                     q.states.append((rec.order, rec.state, rec.teacher_label))
@@ -301,7 +383,8 @@ class Learner:
             j += 1
         q.ladder.labels = len(q.states)
         holds = [
-            r.trust.threshold(q.question_id, r.model, q.reader, q.model).take_at is not None
+            r.trust.threshold(q.question_id, r.model, q.reader, q.model, q.reading).take_at
+            is not None
             for r in q.ladder.rungs
         ]
         # the newest version holding a threshold is in force (none: the written one)
