@@ -333,3 +333,40 @@ def test_a_learning_question_keys_its_evidence_by_its_reading_settings(tmp_path)
     assert first["sport"]["reading"] is None
     assert first["sport"]["decided_by"] == "fallback" and first["sport"]["reader_version"] == 0
     assert len(earned.learner._questions) == 2  # a ladder per reading
+
+
+def test_labels_stored_under_a_version_no_longer_fitted_the_same_way_are_learned_from(tmp_path):
+    """A later release (or another encoder, other numeric libraries) fits the versions
+    differently, so under other keys: the labelled states stored while an earlier
+    version decided are still found, through the written question they name, and the
+    rebuilt question learns from all of them, each once."""
+    import json
+
+    earned = _learning(tmp_path, FakeEncoder())
+    policy = {"sport": Policy(take_at=earned, fallbacks=[Generate(Teacher())])}
+    engine = ab.DecisionEngine(canvas_reader(), batching=False)
+    r = Resolver(engine, {"sport": QUESTION}, policy)
+    versions = [r.resolve(text)["sport"]["reader_version"] for text, _ in stream(120)]
+    assert 1 in versions  # a learned version decided, so labels sit under its key
+    lines = [json.loads(x) for x in (tmp_path / "ev.jsonl").read_text().splitlines()]
+    labelled = [x for x in lines if "state" in x]
+    written = earned.key("sport", QUESTION, "scripted", "canvas")
+    assert {x["written"] for x in lines} == {written}  # every learning record names it
+    assert len({x["key"] for x in labelled}) >= 2  # states under the written and v1 keys
+
+    renamed = FakeEncoder()
+    renamed.name = "another-encoder"  # its versions' pools name it: other keys
+    again = _learning(tmp_path, renamed)
+    again.learner.bind(engine)
+    again.learner.asked("sport", QUESTION, "scripted", "canvas")
+    rebuilt = next(iter(again.learner._questions.values()))
+    old_keys = {x["key"] for x in lines}
+    new_keys = {
+        again.key("sport", rung.model, "scripted", "canvas") for rung in rebuilt.ladder.rungs
+    }
+    assert old_keys & new_keys == {written}  # only the written question keeps its key
+    assert rebuilt.ladder.labels == len(labelled)  # every label, once
+    assert [s[1] for s in rebuilt.states] == [x["state"] for x in labelled]
+    assert len(rebuilt.ladder.rungs) == len(
+        next(iter(earned.learner._questions.values())).ladder.rungs
+    )

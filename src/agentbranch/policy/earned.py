@@ -220,6 +220,8 @@ class Earned:
         #: The version of a learning question's read this copy tests (set by
         #: ``learn.ladder.version_earned``; stored with its evidence); ``None``: none.
         self.learn_version: int | None = None
+        #: the written question's evidence key (``Evidence.written``), set by the learner
+        self.learn_written: str | None = None
         if self.learn:
             from agentbranch.policy.learn.loop import Learner
 
@@ -418,6 +420,7 @@ class Earned:
                 decision=decision,
                 **({"state": state} if state is not None else {}),
                 **({"version": self.learn_version} if self.learn_version is not None else {}),
+                **({"written": self.learn_written} if self.learn_written is not None else {}),
             )
         except Exception as e:  # noqa: BLE001 - pydantic ValidationError and friends
             log.warning(

@@ -40,6 +40,10 @@ Schema (``EVIDENCE_SCHEMA``, JSON object, one per line of a JSON Lines store):
 * ``version`` (optional, only with ``Earned(learn=True)``; absent otherwise): the
   version of the question's read whose evidence this is (0: the question as written),
   so a report or ``Earned.stored()`` tests each version at its own share of the error
+* ``written`` (optional, only with ``Earned(learn=True)``; absent otherwise): the
+  evidence key of the question as written that this version learned from, so the
+  labelled states of a version that a later release (or other numeric libraries) no
+  longer fits the same way are still found and learned from
 
 Records are validated strictly: numbers must be JSON numbers (``"0.97"`` or ``true`` as
 a confidence is refused), ``correct`` a JSON boolean, options distinct. A record whose
@@ -140,6 +144,7 @@ class Evidence(BaseModel):
     # -- learning hook (agentbranch.policy.learn): the labelled state, learn=True only --
     state: str | None = Field(default=None, max_length=100_000)
     version: int | None = Field(default=None, ge=0, le=1000)
+    written: str | None = Field(default=None, pattern=r"^[0-9a-f]{1,64}$")
 
     @model_validator(mode="after")
     def _consistent(self) -> Evidence:
@@ -158,7 +163,7 @@ class Evidence(BaseModel):
 
     def to_json(self) -> dict[str, Any]:
         out = self.model_dump(mode="json", by_alias=True)
-        for name in ("state", "version"):  # learning hook: absent unless learn=True
+        for name in ("state", "version", "written"):  # learning: absent unless learn=True
             if out.get(name) is None:
                 out.pop(name, None)
         return out

@@ -72,6 +72,9 @@ class Learner:
         self._rungs: dict[str, tuple[_Question, Rung]] = {}  #: every version's key
         #: every version by its key without the reading (which question it is a version of)
         self._versions: dict[str, tuple[_Question, Rung]] = {}
+        #: labelled states in the store by the written question they were learned for
+        #: (``Evidence.written``), read once at the first rebuild (``_learned_for``)
+        self._by_written: dict[str, list[tuple[Any, str, str]]] | None = None
         #: Fit versions on a thread (``False``: at once, for tests and benchmarks).
         self.background = True
         #: Embeds texts for canvas versions' per-state examples (``None``: the embedded
@@ -140,6 +143,7 @@ class Learner:
             model=question,
             trust=version_earned(self.earned, rung0.index),
         )
+        rung.trust.learn_written = self._written_key(q)
         with self._lock:
             return self._rungs.setdefault(key, (q, rung))
 
@@ -345,6 +349,27 @@ class Learner:
         key = self.earned_key(q.question_id, rung.model, q.reader, q.model, q.reading)
         self._rungs[key] = (q, rung)
         self._versions[self.earned_key(q.question_id, rung.model, q.reader, q.model)] = (q, rung)
+        rung.trust.learn_written = self._written_key(q)
+
+    def _written_key(self, q: _Question) -> str:
+        """The evidence key of ``q`` as written (``Evidence.written`` of its records)."""
+        return self.earned_key(q.question_id, q.question, q.reader, q.model, q.reading)
+
+    def _learned_for(self, written: str) -> list[tuple[Any, str, str]]:
+        """The labelled states in the store learned for the written question whose key is
+        ``written``, under whatever key they were stored (a version this release no
+        longer fits the same way keeps its labels): the store is read once."""
+        if self._by_written is None:
+            index: dict[str, list[tuple[Any, str, str]]] = {}
+            store = self.earned.evidence
+            for key in store.keys():
+                for rec in store.load(key):
+                    if rec.written is not None and rec.state is not None:
+                        index.setdefault(rec.written, []).append(
+                            (rec.order, rec.state, rec.teacher_label)
+                        )
+            self._by_written = index
+        return self._by_written.get(written, [])
 
     def _question(
         self,
@@ -369,14 +394,18 @@ class Learner:
         """The ladder from the store: the labelled states of each version in replay
         order, the versions fitted on them, the newest with a threshold in force."""
         store = self.earned.evidence
+        # each label once, by its record's order: found under its version's key, or
+        # through the written question's key it names (``_learned_for``)
+        found = {s[0]: s for s in self._learned_for(self._written_key(q))}
+        q.states = sorted(found.values(), key=lambda s: s[0])
         j = 0
         while j < len(q.ladder.rungs):
             rung = q.ladder.rungs[j]
             key = self.earned_key(q.question_id, rung.model, q.reader, q.model, q.reading)
             for rec in store.load(key):
                 if getattr(rec, "state", None) is not None:
-                    q.states.append((rec.order, rec.state, rec.teacher_label))
-            q.states.sort(key=lambda s: s[0])
+                    found[rec.order] = (rec.order, rec.state, rec.teacher_label)
+            q.states = sorted(found.values(), key=lambda s: s[0])
             nxt = j + 1
             if len(q.states) >= refit_at(nxt, q.ladder.first):
                 self._add(q, self._version(q, nxt, q.states[: refit_at(nxt, q.ladder.first)]))
