@@ -471,14 +471,7 @@ class DecisionEngine:
             at += len(units)
             folded = combine(len(options), units, unit_reads)  # checks every read
             temperature = self._temperature(qid, qtype)
-            reading = fingerprint(
-                instructions=self.instructions,
-                joint=self.joint,
-                draws=prepared.request.draws,
-                permutations=self.permutations,
-                temperature=temperature,
-                reader=self._reader_settings(),
-            )
+            reading = self._reading(prepared.request.draws, temperature)
             probs = normalise(folded.scores, temperature)
             if probs is None:
                 raise ReaderError(
@@ -508,12 +501,16 @@ class DecisionEngine:
         ``question`` carries, with the engine's own draws (no per-call ``draws=``): a
         learning policy keys the version it asks by it before the read."""
         spec = validate_questions({question_id: question})[question_id]
+        return self._reading(self.draws, self._temperature(question_id, spec.type))
+
+    def _reading(self, draws: int, temperature: float) -> str | None:
+        """The reading fingerprint of a read with ``draws`` at ``temperature``."""
         return fingerprint(
             instructions=self.instructions,
             joint=self.joint,
-            draws=self.draws,
+            draws=draws,
             permutations=self.permutations,
-            temperature=self._temperature(question_id, spec.type),
+            temperature=temperature,
             reader=self._reader_settings(),
         )
 
