@@ -39,6 +39,7 @@ SUFFIX = " (ref {})"
 
 
 def rss_mb() -> float:
+    """Current resident set size (Linux /proc), else the peak from getrusage."""
     try:
         pages = int(Path("/proc/self/statm").read_text().split()[1])
         return pages * resource.getpagesize() / 2**20

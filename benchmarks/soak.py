@@ -30,7 +30,6 @@ import asyncio
 import logging
 import math
 import random
-import resource
 import statistics
 import sys
 import threading
@@ -44,6 +43,7 @@ except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import structlog
+from earned_soak import rss_mb  # benchmarks/earned_soak.py (this folder)
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
@@ -67,15 +67,6 @@ def distribution(state: str, q: Any) -> dict[str, float]:
     weights = [rng.random() + 0.05 for _ in q.options]
     z = sum(weights)
     return {o: w / z for o, w in zip(q.options, weights)}
-
-
-def rss_mb() -> float:
-    """Current resident set size (Linux /proc), else the peak from getrusage."""
-    try:
-        pages = int(Path("/proc/self/statm").read_text().split()[1])
-        return pages * resource.getpagesize() / 2**20
-    except (OSError, ValueError, IndexError):
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 class SizedReader(ab.ScriptedReader):
