@@ -15,9 +15,11 @@ starts trust afresh without learning (the earlier labels stay in the store). Eve
 version in force gets is stored with the
 labelled state (``Evidence.state``, after ``Earned(redact=...)``), and read again by
 each newer version on trial, whose own evidence it becomes (no label a version learned
-from is evidence for it). A version is fitted off the decision path (a thread), from
-the store's labels in replay order, so replicas sharing a store fit the same versions,
-and a restart rebuilds them.
+from is evidence for it). A version is fitted off the decision path (a thread), on a
+prefix of the labels in replay order: at start-up the store's (so a restart rebuilds
+the same versions), then the ones this process gathers (replicas running side by side
+each fit their own versions until they restart; learning from each other's labels live
+is not built).
 """
 
 from __future__ import annotations
