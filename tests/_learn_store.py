@@ -74,6 +74,7 @@ def learn_store(path: str | Path, n: int = 400, seed: int = 0) -> Earned:
     truth = dict(items)
     earned = Earned(precision=0.8, min_evidence=20, refresh_s=0, store=str(path), learn=True)
     earned.learner.background = False
+    earned.learner.settle_s = 0  # one writer: no other replica's labels to wait for
     teacher = TruthTeacher(truth=truth)
     audit = Audit(rate=0.2, seed=seed)
     policy = Policy(take_at=earned, fallbacks=[Generate(teacher)], audit=audit)

@@ -86,6 +86,7 @@ def engine() -> ab.DecisionEngine:
 
 def _resolver(engine, earned: Earned, truth: dict[str, str]) -> Resolver:
     earned.learner.background = False  # fit at once: deterministic for the test
+    earned.learner.settle_s = 0  # one writer: no other replica's labels to wait for
     policy = Policy(take_at=earned, fallbacks=[Generate(Teacher(truth=truth))])
     return Resolver(engine, {"sport": QUESTION}, policy)
 

@@ -87,6 +87,7 @@ def _learning(tmp_path, encoder=None, **kw):
         precision=0.8, min_evidence=10, refresh_s=0, store=tmp_path / "ev.jsonl", learn=True, **kw
     )
     earned.learner.background = False
+    earned.learner.settle_s = 0  # one writer: no other replica's labels to wait for
     earned.learner.encoder = encoder
     return earned
 

@@ -48,6 +48,7 @@ def graph(engine: ab.DecisionEngine, earned: Earned, teacher: Teacher | None = N
 def earned_on(path, encoder=None) -> Earned:
     e = Earned(precision=0.8, min_evidence=10, refresh_s=0, store=path, learn=True)
     e.learner.background = False
+    e.learner.settle_s = 0  # one writer: no other replica's labels to wait for
     e.learner.encoder = encoder or FakeEncoder()
     return e
 

@@ -13,9 +13,11 @@ import agentbranch as ab
 from agentbranch.policy import Earned, Generate, Policy, Resolver
 
 
-def _learning(store) -> Earned:
+def _learning(store, settle_s: float = 0) -> Earned:
     earned = Earned(precision=0.8, min_evidence=10, refresh_s=0, store=store, learn=True)
     earned.learner.background = False
+    # one writer at a time: no label of another replica is ever still being written
+    earned.learner.settle_s = settle_s
     earned.learner.encoder = FakeEncoder()
     return earned
 
@@ -74,3 +76,78 @@ def test_learning_lasts_on_a_postgres_store(tmp_path):
             _learn_and_restart(store)
     finally:
         server.cleanup()
+
+
+def _replicas_learn_together(make_store) -> None:
+    """Two replicas on one store, taking turns: each fits every version on the labels
+    both gathered, so their versions are the same (same keys, one threshold each)."""
+    engine = ab.DecisionEngine(canvas_reader(), batching=False)
+    replicas = []
+    for _ in range(2):
+        earned = _learning(make_store())
+        policy = {"sport": Policy(take_at=earned, fallbacks=[Generate(Teacher())])}
+        replicas.append((earned, Resolver(engine, {"sport": QUESTION}, policy)))
+    versions = [
+        replicas[i % 2][1].resolve(text)["sport"]["reader_version"]
+        for i, (text, _) in enumerate(stream(160))
+    ]
+    assert 1 in versions[-40:]
+    for earned, _ in replicas:  # a last read of the store, as the next decision would
+        earned.learner.asked("sport", QUESTION, "scripted", "canvas")
+    store = replicas[0][0].evidence
+    labelled = [r for key in store.keys() for r in store.load(key) if r.state is not None]
+    ladders = [next(iter(e.learner._questions.values())).ladder for e, _ in replicas]
+    assert [ladder.labels for ladder in ladders] == [len(labelled)] * 2
+    keys = [
+        [e.key("sport", x.model, "scripted", "canvas") for x in ladder.rungs]
+        for (e, _), ladder in zip(replicas, ladders)
+    ]
+    assert len(keys[0]) >= 3 and keys[0] == keys[1]
+    # one threshold per version, earned on both replicas' reads: the same one decides
+    assert [ladder.deciding.index for ladder in ladders] == [ladders[0].deciding.index] * 2
+
+
+def test_replicas_on_a_json_lines_store_learn_together(tmp_path):
+    _replicas_learn_together(lambda: str(tmp_path / "evidence.jsonl"))
+
+
+def test_replicas_on_a_sqlite_store_learn_together(tmp_path):
+    from langgraph.store.sqlite import SqliteStore
+
+    with SqliteStore.from_conn_string(str(tmp_path / "evidence.sqlite")) as store:
+        store.setup()
+        _replicas_learn_together(lambda: store)
+
+
+def test_replicas_deciding_at_once_fit_the_same_versions(tmp_path):
+    """Four threads, two replicas, one store: labels made at once are written in another
+    order than they were made; waiting ``settle_s`` before a fit, both fit the same."""
+    import threading
+    import time
+
+    engine = ab.DecisionEngine(canvas_reader(), batching=False)
+    replicas = []
+    for _ in range(2):
+        earned = _learning(str(tmp_path / "evidence.jsonl"), settle_s=1.0)
+        policy = {"sport": Policy(take_at=earned, fallbacks=[Generate(Teacher())])}
+        replicas.append((earned, Resolver(engine, {"sport": QUESTION}, policy)))
+    texts = [text for text, _ in stream(400)]
+
+    def run(i: int) -> None:
+        for text in texts[i::4]:
+            replicas[i % 2][1].resolve(text)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    time.sleep(1.0)
+    for earned, _ in replicas * 4:  # the next decisions' reads of the store: fit what is due
+        earned.learner.asked("sport", QUESTION, "scripted", "canvas")
+    ladders = [next(iter(e.learner._questions.values())).ladder for e, _ in replicas]
+    keys = [
+        [e.key("sport", x.model, "scripted", "canvas") for x in ladder.rungs]
+        for (e, _), ladder in zip(replicas, ladders)
+    ]
+    assert len(keys[0]) >= 3 and keys[0] == keys[1]

@@ -16,18 +16,23 @@ version in force gets is stored with the
 labelled state (``Evidence.state``, after ``Earned(redact=...)``), and read again by
 each newer version on trial, whose own evidence it becomes (no label a version learned
 from is evidence for it). A version is fitted off the decision path (a thread), on a
-prefix of the labels in replay order: at start-up the store's (so a restart rebuilds
-the same versions), then the ones this process gathers (replicas running side by side
-each fit their own versions until they restart; learning from each other's labels live
-is not built).
+prefix of the labels in replay order, the store's: at start-up (so a restart rebuilds
+the same versions) and then as it grows, by any process. Every ``refresh_s`` (and
+always just before a fit) the learner reads the labelled states the store gained (its
+own reader of the store, ``store_view``), so replicas sharing a store fit each version
+on the same labels: the same version, the same evidence key, one threshold earned on
+all their trial reads (two labels written within the same instant by two replicas may
+still split a version in two, each with evidence of its own, until a restart).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from agentbranch.core.heads import with_head
@@ -44,6 +49,9 @@ log = logging.getLogger("agentbranch")
 #: them, each cut to at most this many characters (with it: ``nearest``).
 CANVAS_PER_OPTION = 4
 CANVAS_CHARS = 300
+#: Seconds a refit point's last label must be old before a version is fitted on a
+#: shared store: labels made before it by other replicas are written by then.
+SETTLE_S = 2.0
 
 
 @dataclass
@@ -61,6 +69,16 @@ class _Question:
     states: list[tuple[tuple[str, str], str, str]] = field(default_factory=list)
     fitting: bool = False
 
+    def merge(self, labelled: list[tuple[tuple[str, str], str, str]]) -> bool:
+        """Add labelled states (each label once, by its record's order), keep replay
+        order; whether any was new."""
+        seen = {s[0] for s in self.states}
+        new = [s for s in labelled if s[0] not in seen]
+        if new:
+            self.states = sorted([*self.states, *new], key=lambda s: s[0])
+            self.ladder.labels = len(self.states)
+        return bool(new)
+
 
 class Learner:
     """The learning of one ``Earned`` policy (``Earned.learner`` when ``learn=True``)."""
@@ -75,14 +93,21 @@ class Learner:
         #: every version by its key without the reading (which question it is a version of)
         self._versions: dict[str, tuple[_Question, Rung]] = {}
         #: labelled states in the store by the written question they were learned for
-        #: (``Evidence.written``), read once at the first rebuild (``_learned_for``)
-        self._by_written: dict[str, list[tuple[Any, str, str]]] | None = None
+        #: (``Evidence.written``), then by record order; kept up to date by reading what
+        #: the store gained (``_read_labels``, under ``_read_lock``)
+        self._by_written: dict[str, dict[Any, tuple[Any, str, str]]] = {}
+        self._view: Any = None  #: the learner's own reader of the store
+        self._read_lock = threading.Lock()
+        self._read_at: float | None = None
         #: Fit versions on a thread (``False``: at once, for tests and benchmarks).
         self.background = True
         #: Embeds texts for canvas versions' per-state examples (``None``: the embedded
         #: default's encoder, ``nearest.default_encode``, when installed).
         self.encoder: Callable[[Any], Any] | None = None
         self._said_no_encoder = False
+        #: Seconds a version's last label must be old before the version is fitted
+        #: (``SETTLE_S``; 0 on a store only this process writes, ``Earned(store=None)``).
+        self.settle_s = 0.0 if getattr(earned.evidence, "private", False) else SETTLE_S
 
     # -- what the policy asks ---------------------------------------------------------
 
@@ -101,6 +126,9 @@ class Learner:
         """The version in force of ``question`` read with the reading settings
         ``reading`` (the fingerprint its decision will carry), and its index."""
         q = self._question(qid, question, reader, model, reading)
+        if self._refresh():  # other replicas' labels and trials: a version due or adopted
+            self._adopt(q)
+            self._maybe_fit(q)
         rung = q.ladder.deciding
         return rung.model, rung.index
 
@@ -198,9 +226,7 @@ class Learner:
             return None
         with self._lock:
             if text is not None:
-                q.states.append((rec.order, text, rec.teacher_label))
-                q.states.sort(key=lambda s: s[0])
-            q.ladder.labels = len(q.states)
+                q.merge([(rec.order, text, rec.teacher_label)])
             trials = [r for r in q.ladder.fed if r is not rung]  # every other fed version
         if state is not None:
             taken = fields["band"] == "take"
@@ -269,8 +295,17 @@ class Learner:
             j = len(q.ladder.rungs)
             if q.fitting or len(q.states) < refit_at(j, q.ladder.first):
                 return
-            q.fitting = True
+        # a fit takes the first labels in replay order: read every label the store has
+        # now (other replicas'), so replicas fit this version on the same ones
+        self._refresh(force=True)
+        with self._lock:
+            j = len(q.ladder.rungs)
+            if q.fitting or len(q.states) < refit_at(j, q.ladder.first):
+                return
             labelled = list(q.states[: refit_at(j, q.ladder.first)])
+            if not _settled(labelled[-1][0], self.settle_s):
+                return  # (tried again with the next label, or the next read of the store)
+            q.fitting = True
         if self.background:
             threading.Thread(
                 target=self._fit, args=(q, j, labelled), name="agentbranch-learn", daemon=True
@@ -360,18 +395,61 @@ class Learner:
     def _learned_for(self, written: str) -> list[tuple[Any, str, str]]:
         """The labelled states in the store learned for the written question whose key is
         ``written``, under whatever key they were stored (a version this release no
-        longer fits the same way keeps its labels): the store is read once."""
-        if self._by_written is None:
-            index: dict[str, list[tuple[Any, str, str]]] = {}
-            store = self.earned.evidence
-            for key in store.keys():
-                for rec in store.load(key):
-                    if rec.written is not None and rec.state is not None:
-                        index.setdefault(rec.written, []).append(
-                            (rec.order, rec.state, rec.teacher_label)
-                        )
-            self._by_written = index
-        return self._by_written.get(written, [])
+        longer fits the same way keeps its labels), after reading what the store gained."""
+        self._refresh(force=True)
+        with self._read_lock:
+            return list(self._by_written.get(written, {}).values())
+
+    def _refresh(self, *, force: bool = False) -> bool:
+        """Read the labelled states the store gained since the last read (every
+        ``refresh_s``, or now when ``force``; skipped, not waited for, while another
+        thread reads unless ``force``) into the questions they were learned for;
+        whether it read."""
+        earned = self.earned
+        if not force and (
+            earned.frozen
+            or (self._read_at is not None and time.monotonic() - self._read_at < earned.refresh_s)
+        ):
+            return False
+        if not self._read_lock.acquire(blocking=force):
+            return False
+        try:
+            new = self._read_labels()
+            self._read_at = time.monotonic()
+        finally:
+            self._read_lock.release()
+        with self._lock:
+            for written, labelled in new.items():
+                q = self._questions.get(written)
+                if q is not None:
+                    q.merge(labelled)
+        return True
+
+    def _read_labels(self) -> dict[str, list[tuple[Any, str, str]]]:
+        """The labelled states the store gained (any process's), by the written question
+        they were learned for, added to ``_by_written`` (the caller holds
+        ``_read_lock``). A store that cannot say what it gained is read whole."""
+        from agentbranch.policy.evidence_store import store_view
+
+        store = self.earned.evidence
+        if self._view is None:
+            self._view = store_view(store)
+        read_new = getattr(self._view, "read_new", None)
+        if read_new is None:
+            records = [r for key in store.keys() for r in store.load(key)]
+        else:
+            records = []
+            while batch := read_new():
+                records += batch
+        new: dict[str, list[tuple[Any, str, str]]] = {}
+        for rec in records:
+            if rec.written is None or rec.state is None:
+                continue
+            known = self._by_written.setdefault(rec.written, {})
+            if rec.order not in known:
+                known[rec.order] = (rec.order, rec.state, rec.teacher_label)
+                new.setdefault(rec.written, []).append(known[rec.order])
+        return new
 
     def _question(
         self,
@@ -421,3 +499,11 @@ class Learner:
         # the newest version holding a threshold is in force (none: the written one)
         q.ladder.in_force = max((i for i, h in enumerate(holds) if h), default=0)
         q.ladder.open = any(holds)
+
+
+def _settled(order: tuple[str, str], settle_s: float) -> bool:
+    """Whether the label of record order ``order`` (time, id) is ``settle_s`` old."""
+    if settle_s <= 0:
+        return True
+    made = datetime.fromisoformat(order[0])
+    return (datetime.now(UTC) - made).total_seconds() >= settle_s
