@@ -22,8 +22,9 @@ fallback), a taken one is audited at ``RATE``. Every label is also training data
 Printed per question (pooled over its streams): decisions, accuracy of the written
 question, coverage and take precision of each variant, coverage in the stream's last
 half, the version in force at the end, and the ECE of the confidence the decisions
-carried (the probability the deciding read gave its label, ``BINS`` equal-width bins)
-on decisions after 200 labels, with their number; then the three numbers the issue judges by: pooled coverage with
+carried (the probability reported: the deciding version's measured map while it is in
+force, ``agentbranch.policy.learn.probability``, else the probability the read gave its
+label; ``BINS`` equal-width bins) on decisions after 200 labels, with their number; then the three numbers the issue judges by: pooled coverage with
 learning on over off, pooled take precision, and the worst question's take precision
 (questions with >= 20 takes).
 
@@ -129,7 +130,8 @@ def question_result(q: lr.Question, learners: dict, seed: int) -> dict:
         right = np.concatenate([r.right for r in runs])
         late = np.concatenate([r.taken[len(r.taken) // 2 :] for r in runs])
         after = np.concatenate([r.labels_before >= ECE_AFTER for r in runs])
-        tops = np.concatenate([r.top for r in runs])
+        tops = np.concatenate([r.probability for r in runs])
+        reads = np.concatenate([r.top for r in runs])
         res[name] = {
             "decisions": int(len(taken)),
             "takes": int(taken.sum()),
@@ -147,6 +149,10 @@ def question_result(q: lr.Question, learners: dict, seed: int) -> dict:
             else round(float(ece(tops[after], right[after])), 3),
             "ece_n": int(after.sum()),
             "ece_floor": None if not after.any() else round(ece_floor(tops[after]), 3),
+            #: the ECE of the read's own probability (no measured map)
+            "ece_read_after_200": None
+            if not after.any()
+            else round(float(ece(reads[after], right[after])), 3),
             "curve": _curve(runs),
         }
     return res
@@ -177,6 +183,7 @@ def pooled(results: dict, name: str) -> dict:
         r[name]["ece_after_200"] for r in results.values() if r[name]["ece_after_200"] is not None
     ]
     measured = [r[name] for r in results.values() if r[name]["ece_after_200"] is not None]
+    own = [m["ece_read_after_200"] for m in measured]
     return {
         "coverage": round(takes / decisions, 4),
         "precision": round(right / takes, 4) if takes else None,
@@ -187,6 +194,9 @@ def pooled(results: dict, name: str) -> dict:
         "ece_measured": len(eces),
         #: questions whose ECE is above 0.05 with at least 300 decisions measured
         "ece_over_0_05_n300": sum(m["ece_after_200"] > 0.05 for m in measured if m["ece_n"] >= 300),
+        #: the same count for the read's own probability (no measured map)
+        "ece_read_over_0_05": sum(e > 0.05 for e in own),
+        "ece_read_max": round(max(own), 3) if own else None,
     }
 
 
@@ -254,7 +264,8 @@ def main() -> None:
         print(
             f"{name}: ECE after {ECE_AFTER} labels ({BINS} equal-width bins) above 0.05 on "
             f"{o['ece_over_0_05']} of {o['ece_measured']} questions measured "
-            f"({o['ece_over_0_05_n300']} of those with >= 300 decisions), max {o['ece_max']}"
+            f"({o['ece_over_0_05_n300']} of those with >= 300 decisions), max {o['ece_max']}; "
+            f"the read's own probability: {o['ece_read_over_0_05']} above, max {o['ece_read_max']}"
         )
     args.out.mkdir(parents=True, exist_ok=True)
     out = {

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from agentbranch.policy.learn import ladder as ld
+from agentbranch.policy.learn.probability import ProbabilityFit, apply
 from agentbranch.policy.trust import step
 
 
@@ -51,6 +52,9 @@ class LadderRun:
     taken: np.ndarray  # taken by the version in force
     right: np.ndarray  # the deciding read was right
     top: np.ndarray  # the deciding read's top probability
+    #: the probability reported: the deciding version's map, while it is in force
+    #: (``agentbranch.policy.learn.probability``), else ``top``
+    probability: np.ndarray
     take_at: np.ndarray  # threshold in force (nan: closed)
     version: np.ndarray  # version in force
     labels_before: np.ndarray  # labels gathered before each decision
@@ -75,9 +79,11 @@ def run_ladder(
     lad = ld.Ladder(first=first if fit else 10**12)
     cfg0 = ld.version_earned(earned, 0, store=None, base=base_share) if fit else earned
     lad.rungs.append(ld.Rung(0, 0, model=base, trust=(cfg0, cfg0._fresh())))
+    fits = {0: ProbabilityFit()}
     out = LadderRun(
         np.zeros(n, bool),
         np.zeros(n, bool),
+        np.zeros(n),
         np.zeros(n),
         np.full(n, np.nan),
         np.zeros(n, int),
@@ -93,6 +99,8 @@ def run_ladder(
         conf, right = float(read.conf[i]), bool(read.right[i])
         take = t is not None and conf >= t
         out.taken[i], out.right[i], out.top[i] = take, right, read.top[i]
+        mapped = fits[rung.index].in_force if fit is not None else None
+        out.probability[i] = read.top[i] if mapped is None else apply(mapped, conf)
         out.take_at[i] = np.nan if t is None else t
         out.labels_before[i], out.version[i] = lad.labels, rung.index
         if take and draw[i] >= rate:
@@ -109,11 +117,13 @@ def run_ladder(
                     float(r.model.conf[i]), bool(r.model.right[i]), f["rate"], f["band"], None, i
                 )
             step(rst, rec, rcfg)
+            fits[r.index].add(rec.confidence, float(r.model.top[i]), rec.correct, 1.0 / rec.rate)
         lad.adopt([r.trust[1].take_at is not None for r in lad.fed])
         if fit is not None and lad.due():
             j = len(lad.rungs)
             vcfg = ld.version_earned(earned, j, store=None, base=base_share)
             read_j = fit(j, np.array(train))
             lad.rungs.append(ld.Rung(j, len(train), model=read_j, trust=(vcfg, vcfg._fresh())))
+            fits[j] = ProbabilityFit()
     out.labels = lad.labels
     return out

@@ -241,11 +241,11 @@ def test_when_picking_fails_the_written_question_decides_and_says_so(tmp_path, c
     q.ladder.in_force = 1  # (as if version 1 had earned its threshold)
     policy = Policy(take_at=earned, fallbacks=[Generate(Teacher())])
     with caplog.at_level(logging.WARNING, logger="agentbranch"):
-        asked, versions, reads = asked_questions(engine, {"sport": QUESTION}, policy, "a state")
+        asked, versions, reads, _ = asked_questions(engine, {"sport": QUESTION}, policy, "a state")
     assert asked["sport"] is QUESTION and reads["sport"] is QUESTION and versions == {"sport": 0}
     assert any("encoder files missing" in r.getMessage() for r in caplog.records)
     broken[0] = False  # the version itself decides when its pool can pick
-    asked, versions, reads = asked_questions(engine, {"sport": QUESTION}, policy, "a state")
+    asked, versions, reads, _ = asked_questions(engine, {"sport": QUESTION}, policy, "a state")
     assert versions == {"sport": 1} and asked["sport"] is q.ladder.rungs[1].model
     assert len(reads["sport"].examples["yes"]) > len(WRITTEN["yes"])
 

@@ -37,9 +37,7 @@ def graph(engine: ab.DecisionEngine, earned: Earned, teacher: Teacher | None = N
     g.add_node("sports_desk", lambda s: {"out": "sports_desk"})
     g.add_node("kitchen", lambda s: {"out": "kitchen"})
     g.add_edge(START, "read")
-    g.add_conditional_edges(
-        "read", node.router("sport", {"yes": "sports_desk", "no": "kitchen"})
-    )
+    g.add_conditional_edges("read", node.router("sport", {"yes": "sports_desk", "no": "kitchen"}))
     g.add_edge("sports_desk", END)
     g.add_edge("kitchen", END)
     return g.compile()
@@ -53,7 +51,16 @@ def earned_on(path, encoder=None) -> Earned:
     return e
 
 
-KEEP = ("label", "decided_by", "band", "take_at", "trust", "reader_version", "confidence")
+KEEP = (
+    "label",
+    "decided_by",
+    "band",
+    "take_at",
+    "trust",
+    "reader_version",
+    "confidence",
+    "probability",
+)
 
 
 def run(app, texts, use_async=False):

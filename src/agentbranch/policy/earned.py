@@ -371,13 +371,15 @@ class Earned:
         decision: str | None = None,
         state: str | None = None,
         version: int | None = None,
+        probability: float | None = None,
     ) -> Evidence | None:
         """Record one teacher label (no-op when frozen). Bad evidence (a label outside
         the options, a non-finite confidence) is dropped with a WARNING, never used.
         ``reading``: the decision's reading fingerprint (part of the key); ``decision``:
         its identity (``agentbranch.policy.identity``; labels of one decision count once).
-        With ``learn=True``: ``state`` is the labelled state's text and ``version`` the
-        version of the read that decided (``agentbranch.policy.learn``)."""
+        With ``learn=True``: ``state`` is the labelled state's text, ``version`` the
+        version of the read that decided and ``probability`` the probability it gave its
+        label (``agentbranch.policy.learn``)."""
         if self.frozen:
             return None
         if self.learner is not None:  # learning hook: the version that decided learns
@@ -386,6 +388,7 @@ class Earned:
                 question,
                 state=state,
                 version=version,
+                probability=probability,
                 reading=reading,
                 reader=reader,
                 model=model,
@@ -421,6 +424,7 @@ class Earned:
                 **({"state": state} if state is not None else {}),
                 **({"version": self.learn_version} if self.learn_version is not None else {}),
                 **({"written": self.learn_written} if self.learn_written is not None else {}),
+                **({"probability": probability} if probability is not None else {}),
             )
         except Exception as e:  # noqa: BLE001 - pydantic ValidationError and friends
             log.warning(

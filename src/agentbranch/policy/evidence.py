@@ -145,10 +145,13 @@ class Evidence(BaseModel):
     state: str | None = Field(default=None, max_length=100_000)
     version: int | None = Field(default=None, ge=0, le=1000)
     written: str | None = Field(default=None, pattern=r"^[0-9a-f]{1,64}$")
+    #: the probability the read gave ``engine_label`` (what its version's reported
+    #: probability is measured against: ``agentbranch.policy.learn.probability``)
+    probability: float | None = Field(default=None, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _consistent(self) -> Evidence:
-        for name in ("confidence", "rate", "take_at"):
+        for name in ("confidence", "rate", "take_at", "probability"):
             value = getattr(self, name)
             if value is not None and not math.isfinite(value):
                 raise ValueError(f"{name} must be finite")
@@ -163,7 +166,8 @@ class Evidence(BaseModel):
 
     def to_json(self) -> dict[str, Any]:
         out = self.model_dump(mode="json", by_alias=True)
-        for name in ("state", "version", "written"):  # learning: absent unless learn=True
+        # learning: absent unless learn=True
+        for name in ("state", "version", "written", "probability"):
             if out.get(name) is None:
                 out.pop(name, None)
         return out

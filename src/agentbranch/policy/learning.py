@@ -66,7 +66,12 @@ def observe_record(
         from agentbranch.policy.generation import state_text
 
         text = state if isinstance(state, str) or state is None else state_text(state)
-        learning = {"state": text, "version": banded.get("reader_version")}
+        read = (banded.get("probabilities") or {}).get(banded["engine_label"])
+        learning = {
+            "state": text,
+            "version": banded.get("reader_version"),
+            "probability": read,
+        }
     try:
         earned.observe(
             qid,

@@ -65,7 +65,9 @@ class Resolver:
 
     def resolve(self, state: Any) -> dict[str, DecisionRecord]:
         # learning hook: each learning question's version in force is what is asked
-        asked, versions, reads = asked_questions(self.engine, self.questions, self.policy, state)
+        asked, versions, reads, maps = asked_questions(
+            self.engine, self.questions, self.policy, state
+        )
         try:
             decisions = self.engine.decide(state, reads, log_decisions=False)
         except BaseException as e:  # noqa: BLE001 - re-raised unless a policy handles it
@@ -74,7 +76,7 @@ class Resolver:
             decisions, asked, self.policy, thresholds_for(self.engine, state)
         )
         self._identify(records, state)
-        mark_versions(records, versions)  # learning hook
+        mark_versions(records, versions, maps)  # learning hook
         banded = snapshot(records, self.policy)
         review_all(records, pending["review"], self.review)
         for qid in pending["fallback"]:
@@ -84,7 +86,7 @@ class Resolver:
         return records
 
     async def aresolve(self, state: Any) -> dict[str, DecisionRecord]:
-        asked, versions, reads = await self._asked(state)  # learning
+        asked, versions, reads, maps = await self._asked(state)  # learning
         try:
             decisions = await self.engine.adecide(state, reads, log_decisions=False)
         except BaseException as e:  # noqa: BLE001
@@ -95,7 +97,7 @@ class Resolver:
             decisions, asked, self.policy, thresholds_for(self.engine, state)
         )
         self._identify(records, state)
-        mark_versions(records, versions)  # learning hook
+        mark_versions(records, versions, maps)  # learning hook
         banded = snapshot(records, self.policy)
         review_all(records, pending["review"], self.review)
         for qid in pending["fallback"]:
@@ -105,7 +107,7 @@ class Resolver:
         self._shadow(records, state)
         return records
 
-    async def _asked(self, state: Any) -> tuple[dict, dict, dict]:
+    async def _asked(self, state: Any) -> tuple[dict, dict, dict, dict]:
         """``asked_questions`` (a learning question may embed the state to pick its
         few-shot lines, or rebuild its versions from the store: off the event loop)."""
         if not self._learns:

@@ -201,7 +201,10 @@ def threshold_line(key: str, value: dict[str, Any]) -> dict[str, Any]:
 
 def version_line(key: str, value: dict[str, Any]) -> dict[str, Any]:
     """The version of a learning question in force for one recorded decision."""
-    return {"kind": "version", "key": key, **{k: value[k] for k in ("version", "asked", "read")}}
+    line = {"kind": "version", "key": key, **{k: value[k] for k in ("version", "asked", "read")}}
+    if value.get("probability_map") is not None:
+        line["probability_map"] = list(value["probability_map"])
+    return line
 
 
 def dumps(obj: dict[str, Any]) -> str:
@@ -364,6 +367,9 @@ class Parser:
                 "version": line.version,
                 "asked": line.asked,
                 "read": line.read,
+                "probability_map": None
+                if line.probability_map is None
+                else list(line.probability_map),
             }
         elif isinstance(line, schema.ReadLine):
             if line.reader not in self.data.readers:

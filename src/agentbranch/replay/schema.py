@@ -131,13 +131,16 @@ class ThresholdLine(_Strict):
 class VersionLine(_Strict):
     """The version of a learning question's read (``Earned(..., learn=True)``) in force
     for one recorded decision: its index, and the wire dicts of the version's question
-    and of the question read (``None``: the written question, the version's own)."""
+    and of the question read (``None``: the written question, the version's own), and
+    the probability map the decision's ``probability`` came from (``None``: none, or
+    recorded before maps were)."""
 
     kind: Literal["version"]
     key: Name
     version: int = Field(ge=0)
     asked: dict[str, Any] | None
     read: dict[str, Any] | None
+    probability_map: list[LogProb] | None = Field(default=None, min_length=4, max_length=4)
 
 
 AnyLine = ReaderLine | ChatModelLine | ReadLine | ChatLine | ThresholdLine | VersionLine

@@ -10,7 +10,7 @@ from typing import Any
 from agentbranch.core.state import render_state
 from agentbranch.policy.config import PolicyArg, policy_for
 from agentbranch.policy.in_force import cassette_of
-from agentbranch.policy.learn import nearest, replayed
+from agentbranch.policy.learn import nearest, probability, replayed
 
 log = logging.getLogger("agentbranch")
 
@@ -27,20 +27,25 @@ def reading_of(engine: Any, qid: str, question: Any) -> str | None:
     return reading_for(qid, question) if callable(reading_for) else None
 
 
+Map = tuple[float, float, float, float] | None
+
+
 def asked_questions(
     engine: Any, questions: Mapping[str, Any], policy: PolicyArg, state: Any = None
-) -> tuple[dict[str, Any], dict[str, int], dict[str, Any]]:
+) -> tuple[dict[str, Any], dict[str, int], dict[str, Any], dict[str, Map]]:
     """The questions of each learning question's version in force (the evidence key and
-    threshold are theirs), the version of each, and the questions to read ``state``
-    with: a canvas version's with the labelled states nearest ``state`` as few-shot
-    lines (``nearest``). Under a replay cassette the version recorded for this decision
+    threshold are theirs), the version of each, the questions to read ``state`` with
+    (a canvas version's with the labelled states nearest ``state`` as few-shot lines,
+    ``nearest``), and each version's probability map in force (``probability``).
+    Under a replay cassette the version and map recorded for this decision
     (``replayed``), whatever the store holds now."""
     asked: dict[str, Any] = dict(questions)
     reads: dict[str, Any] = dict(questions)
     versions: dict[str, int] = {}
+    maps: dict[str, Map] = {}
     learners = {qid: learner_of(policy, qid) for qid in questions}
     if not any(learners.values()):
-        return asked, versions, reads  # (no learning: nothing rendered, nothing looked up)
+        return asked, versions, reads, maps  # (no learning: nothing rendered or looked up)
     reader = getattr(engine, "reader", None)
     name, model = getattr(reader, "name", None), getattr(reader, "model", None)
     try:
@@ -54,11 +59,13 @@ def asked_questions(
             continue
         learner.bind(engine)
 
-        def live(qid: str = qid, q: Any = q, learner: Any = learner) -> tuple[Any, int, Any]:
-            version, j = learner.asked(qid, q, name, model, reading_of(engine, qid, q))
+        def live(qid: str = qid, q: Any = q, learner: Any = learner) -> tuple[Any, int, Any, Map]:
+            reading = reading_of(engine, qid, q)
+            version, j = learner.asked(qid, q, name, model, reading)
+            mapped = learner.probability_map(qid, version, name, model, reading)
             pool = nearest.question_pool(version)
             if pool is None or text is None:
-                return version, j, version
+                return version, j, version, mapped
             try:
                 picked = pool.pick([text])[0]
             except Exception as e:  # noqa: BLE001 - the written question decides instead
@@ -69,19 +76,38 @@ def asked_questions(
                     type(e).__name__,
                     e,
                 )
-                return q, 0, q
-            return version, j, nearest.read_question(version, picked)
+                written = learner.probability_map(qid, q, name, model, reading)
+                return q, 0, q, written
+            return version, j, nearest.read_question(version, picked), mapped
 
-        if cassette is None or text is None:
-            asked[qid], versions[qid], reads[qid] = live()
-        else:
-            asked[qid], versions[qid], reads[qid] = replayed.version(cassette, qid, q, text, live)
-    return asked, versions, reads
+        got = (
+            live()
+            if cassette is None or text is None
+            else replayed.version(cassette, qid, q, text, live)
+        )
+        asked[qid], versions[qid], reads[qid], maps[qid] = got
+    return asked, versions, reads, maps
 
 
-def mark_versions(records: dict[str, dict[str, Any]], versions: Mapping[str, int]) -> None:
+def mark_versions(
+    records: dict[str, dict[str, Any]],
+    versions: Mapping[str, int],
+    maps: Mapping[str, Map] | None = None,
+) -> None:
     """Record the version of the read that decided (``reader_version``), for audits
-    that label it later and for replays."""
+    that label it later and for replays, and the probability its engine label is right
+    (``probability``: its version's map in force, ``maps``, applied to the decision's
+    confidence; without one, the read's own probability of that label)."""
     for qid, j in versions.items():
-        if qid in records:
-            records[qid]["reader_version"] = j
+        rec = records.get(qid)
+        if rec is None:
+            continue
+        rec["reader_version"] = j
+        mapped = (maps or {}).get(qid)
+        label, confidence = rec.get("engine_label"), rec.get("confidence")
+        if label is None or confidence is None:
+            rec["probability"] = None
+        elif mapped is not None:
+            rec["probability"] = round(probability.apply(mapped, confidence), 6)
+        else:
+            rec["probability"] = (rec.get("probabilities") or {}).get(label)

@@ -41,6 +41,7 @@ from agentbranch.policy.learn import examples as lx
 from agentbranch.policy.learn import nearest
 from agentbranch.policy.learn.head import fit_head
 from agentbranch.policy.learn.ladder import Ladder, Rung, refit_at, trial_fields, version_earned
+from agentbranch.policy.learn.probability import ProbabilityFit
 
 log = logging.getLogger("agentbranch")
 
@@ -97,6 +98,10 @@ class Learner:
         #: the store gained (``_read_labels``, under ``_read_lock``)
         self._by_written: dict[str, dict[Any, tuple[Any, str, str]]] = {}
         self._view: Any = None  #: the learner's own reader of the store
+        #: per version's evidence key: its labelled reads and probability map
+        #: (``probability``), fed from the store as it is read, each label once
+        self._fits: dict[str, ProbabilityFit] = {}
+        self._fitted: dict[str, set[str]] = {}  #: decisions (or record ids) counted per key
         self._read_lock = threading.Lock()
         self._read_at: float | None = None
         #: Fit versions on a thread (``False``: at once, for tests and benchmarks).
@@ -188,6 +193,20 @@ class Learner:
         q, rung = self.version_of(qid, question, reader, model, None, reading)
         return rung.trust.state(qid, rung.model, reader, model, reading)
 
+    def probability_map(
+        self,
+        qid: str,
+        question: Any,
+        reader: str | None,
+        model: str | None,
+        reading: str | None = None,
+    ) -> tuple[float, float, float, float] | None:
+        """The probability map in force for the version ``question`` (its key), measured
+        on its labels as read from the store (``probability``); ``None``: the read's
+        own probability is reported."""
+        fitted = self._fits.get(self.earned_key(qid, question, reader, model, reading))
+        return None if fitted is None else fitted.in_force
+
     def earned_key(
         self,
         qid: str,
@@ -210,6 +229,7 @@ class Learner:
         state: str | None,
         version: int | None,
         reading: str | None = None,
+        probability: float | None = None,
         **fields: Any,
     ) -> Any:
         """One teacher label for the decision the version ``version`` (or ``question``'s
@@ -221,7 +241,9 @@ class Learner:
         text = state
         if text is not None and self.redact is not None:
             text = self.redact(text)
-        rec = rung.trust.observe(qid, rung.model, state=text, reading=q.reading, **fields)
+        rec = rung.trust.observe(
+            qid, rung.model, state=text, reading=q.reading, probability=probability, **fields
+        )
         if rec is None:
             return None
         with self._lock:
@@ -267,6 +289,7 @@ class Learner:
             options=list(d.options),
             engine_label=d.label,
             teacher_label=fields["teacher_label"],
+            probability=d.probabilities.get(d.label),
             **trial_fields(taken, fields["rate"]),
         )
 
@@ -443,6 +466,7 @@ class Learner:
                 records += batch
         new: dict[str, list[tuple[Any, str, str]]] = {}
         for rec in records:
+            self._count(rec)
             if rec.written is None or rec.state is None:
                 continue
             known = self._by_written.setdefault(rec.written, {})
@@ -450,6 +474,19 @@ class Learner:
                 known[rec.order] = (rec.order, rec.state, rec.teacher_label)
                 new.setdefault(rec.written, []).append(known[rec.order])
         return new
+
+    def _count(self, rec: Any) -> None:
+        """A learning record's read in its version's probability fit (each decision's
+        label once, as for the threshold)."""
+        if rec.probability is None:
+            return
+        seen = self._fitted.setdefault(rec.key, set())
+        label = rec.decision or rec.id
+        if label in seen:
+            return
+        seen.add(label)
+        fitted = self._fits.setdefault(rec.key, ProbabilityFit())
+        fitted.add(rec.confidence, rec.probability, rec.correct, 1.0 / rec.rate)
 
     def _question(
         self,

@@ -79,20 +79,21 @@ def version(
     qid: str,
     written: Any,
     text: str,
-    live: Callable[[], tuple[Any, int, Any]],
-) -> tuple[Any, int, Any]:
-    """``(asked, version, read)`` for one decision: the recorded ones when the cassette
-    holds them, else ``live()``'s, recorded (``read`` is ``asked`` unless the version
-    picks per state)."""
-    made: list[tuple[Any, int, Any]] = []
+    live: Callable[[], tuple[Any, int, Any, Any]],
+) -> tuple[Any, int, Any, Any]:
+    """``(asked, version, read, probability map)`` for one decision: the recorded ones
+    when the cassette holds them, else ``live()``'s, recorded (``read`` is ``asked``
+    unless the version picks per state; a cassette recorded before maps were: none)."""
+    made: list[tuple[Any, int, Any, Any]] = []
 
     def now() -> dict[str, Any]:
-        asked, j, read = live()
-        made.append((asked, j, read))
+        asked, j, read, mapped = live()
+        made.append((asked, j, read, mapped))
         return {
             "version": j,
             "asked": None if j == 0 else wire(asked),
             "read": None if read is asked else wire(read),
+            "probability_map": None if mapped is None else list(mapped),
         }
 
     got = cassette.version(decision_key(qid, written, text), now)
@@ -101,4 +102,5 @@ def version(
     j = int(got["version"])
     asked = written if got["asked"] is None else rebuild(written.type, got["asked"])
     read = asked if got["read"] is None else rebuild(written.type, got["read"])
-    return asked, j, read
+    mapped = got.get("probability_map")
+    return asked, j, read, None if mapped is None else tuple(float(x) for x in mapped)

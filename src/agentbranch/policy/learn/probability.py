@@ -1,0 +1,153 @@
+"""The probability a learning question reports with each decision: the chance that the
+engine's label is right, measured on the labels of the version that read it.
+
+A version's read gives its label a probability (``Decision.probabilities[label]``,
+its head's or calibration's). Whether that reads true for *this* question is what its
+labels say, so per version (evidence key) ``ProbabilityFit`` keeps the labelled reads
+as weighted counts per confidence bin (``BINS`` equal-width bins of
+``Decision.confidence``, weight ``1/rate``: an audited take stands for the takes that
+were not audited) and fits on them a map ``p = σ(a·logit(confidence) + b)``, ``a > 0``,
+by weighted log-loss with a ridge towards ``(1, 0)`` (``logit(confidence)`` held within
+the range of the bins it was fitted on: no extrapolation past what the labels showed;
+the map is ``(a, b, lowest, highest)``): from ``MIN_LABELS`` labels, again
+every ``max(REFIT_EVERY, labels/16)``. The map is used only while it predicts better
+than the read's own probability did: each label is first scored, before it is counted,
+by the map then in force and by the read's own probability (their log-losses summed,
+weighted alike), and the map reports only while its sum is the lower. So a report is
+never fitted on the label it is judged by (prequential), and a map that does not help
+is not used.
+
+The map changes what the decision reports (``probability`` in the decision record),
+never what is taken: the threshold tests ``confidence``, and a monotone map of it leaves
+the take band where it is.
+"""
+
+from __future__ import annotations
+
+import math
+
+#: Equal-width confidence bins the labels are counted in.
+BINS = 50
+#: Labels of a version before its map is first fitted.
+MIN_LABELS = 30
+#: Labels between refits, at least (then every 1/16 of the labels).
+REFIT_EVERY = 8
+#: Ridge towards the map ``(a, b) = (1, 0)``, in labels' worth of log-loss.
+RIDGE = 1.0
+#: Confidences and probabilities are kept this far from 0 and 1 (finite logits).
+EPS = 1e-4
+#: The slope's bounds (positive: the map keeps the order of confidences).
+SLOPE = (0.01, 20.0)
+
+
+def _logit(p: float) -> float:
+    p = min(1.0 - EPS, max(EPS, p))
+    return math.log(p / (1.0 - p))
+
+
+def _sigmoid(s: float) -> float:
+    if s >= 0:
+        return 1.0 / (1.0 + math.exp(-s))
+    e = math.exp(s)
+    return e / (1.0 + e)
+
+
+Map = tuple[float, float, float, float]
+
+
+def apply(fitted: Map, confidence: float) -> float:
+    """The probability the map ``fitted`` = ``(a, b, lowest, highest)`` gives a read of
+    ``confidence``."""
+    a, b, lo, hi = fitted
+    return _sigmoid(a * min(hi, max(lo, _logit(confidence))) + b)
+
+
+def _loss(p: float, correct: bool) -> float:
+    p = min(1.0 - EPS, max(EPS, p))
+    return -math.log(p if correct else 1.0 - p)
+
+
+class ProbabilityFit:
+    """The labelled reads of one version and the map fitted on them (module doc)."""
+
+    __slots__ = (
+        "weight",
+        "right",
+        "conf",
+        "labels",
+        "fitted_at",
+        "fitted",
+        "loss_read",
+        "loss_map",
+    )
+
+    def __init__(self) -> None:
+        self.weight = [0.0] * BINS  #: per bin: sum of weights
+        self.right = [0.0] * BINS  #: per bin: sum of weights of right labels
+        self.conf = [0.0] * BINS  #: per bin: sum of weight x confidence
+        self.labels = 0
+        self.fitted_at = 0
+        self.fitted: Map | None = None
+        self.loss_read = 0.0  #: prequential log-loss of the read's own probability
+        self.loss_map = 0.0  #: ... and of the map in force before each label
+
+    def add(self, confidence: float, probability: float, correct: bool, weight: float) -> None:
+        """Count one labelled read: ``confidence`` and ``probability`` (of its label) as
+        read, whether the label was right, its weight (``1/rate``). A non-finite or
+        out-of-range value is not counted."""
+        values = (confidence, probability, weight)
+        if not all(math.isfinite(v) for v in values) or not 0.0 <= confidence <= 1.0:
+            return
+        if not 0.0 <= probability <= 1.0 or weight <= 0.0:
+            return
+        if self.fitted is not None:  # scored before it is counted
+            self.loss_map += weight * _loss(apply(self.fitted, confidence), correct)
+            self.loss_read += weight * _loss(probability, correct)
+        i = min(int(confidence * BINS), BINS - 1)
+        self.weight[i] += weight
+        self.right[i] += weight if correct else 0.0
+        self.conf[i] += weight * confidence
+        self.labels += 1
+        due = max(REFIT_EVERY, self.labels // 16)
+        if self.labels >= MIN_LABELS and (
+            self.fitted is None or self.labels - self.fitted_at >= due
+        ):
+            self.fitted = fit(self.weight, self.right, self.conf, self.labels)
+            self.fitted_at = self.labels
+
+    @property
+    def in_force(self) -> Map | None:
+        """The map, while it has predicted this version's labels better than the read's
+        own probability; else ``None`` (the read's own probability is reported)."""
+        if self.fitted is None or not self.loss_map < self.loss_read:
+            return None
+        return self.fitted
+
+
+def fit(weight: list[float], right: list[float], conf: list[float], labels: int) -> Map:
+    """``(a, b, lowest, highest)``: ``a, b`` minimising the weighted log-loss of ``σ(a·logit(x) + b)`` over the bins
+    (``x`` each bin's mean confidence; weights scaled to ``labels`` in all) plus
+    ``RIDGE·((a − 1)² + b²)`` (Newton steps on two parameters), the bins' lowest and
+    highest ``logit(x)``."""
+    total = sum(weight)
+    scale = labels / total if total > 0 else 0.0
+    rows = [(_logit(c / w), w * scale, r * scale) for w, r, c in zip(weight, right, conf) if w > 0]
+    a, b = 1.0, 0.0
+    for _ in range(50):
+        ga, gb = 2 * RIDGE * (a - 1.0), 2 * RIDGE * b
+        haa, hab, hbb = 2 * RIDGE, 0.0, 2 * RIDGE
+        for z, w, r in rows:
+            p = _sigmoid(a * z + b)
+            g = w * p - r  # d(loss)/ds summed over the bin's labels
+            h = w * p * (1.0 - p)
+            ga, gb = ga + g * z, gb + g
+            haa, hab, hbb = haa + h * z * z, hab + h * z, hbb + h
+        det = haa * hbb - hab * hab
+        if det <= 0:
+            break
+        da, db = (hbb * ga - hab * gb) / det, (haa * gb - hab * ga) / det
+        a, b = min(SLOPE[1], max(SLOPE[0], a - da)), b - db
+        if abs(da) < 1e-9 and abs(db) < 1e-9:
+            break
+    zs = [z for z, _, _ in rows]
+    return (a, b, min(zs), max(zs))
