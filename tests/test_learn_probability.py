@@ -158,12 +158,23 @@ def test_a_learning_question_reports_the_probability_its_labels_measured(tmp_pat
         assert rec["probabilities"][rec["engine_label"]] == pytest.approx(0.95)
         taken = rec["take_at"] is not None and rec["confidence"] >= rec["take_at"]
         assert (rec["band"] == "take") == taken
+    # each label counted once: counted as made, and again as read from the store
+    store = earned.evidence
+    for key, fit in earned.learner._fits.items():
+        assert fit.labels == sum(rec.probability is not None for rec in store.load(key))
     # a replica started now reads the same maps from the store
     again, _ = _resolver(str(tmp_path / "evidence.jsonl"))
     again.learner.asked("sport", QUESTION, "scripted", "canvas")
     assert again.learner._fits.keys() == earned.learner._fits.keys()
     for key, fit in earned.learner._fits.items():
         assert again.learner._fits[key].in_force == fit.in_force
+
+
+def test_a_learning_question_with_its_store_in_memory_measures_its_own_labels():
+    earned, r = _resolver(None)  # Earned(store=None): nobody else writes it
+    records = [r.resolve(text)["sport"] for text, _ in stream(160)]
+    assert any(rec["probability"] < 0.8 for rec in records)
+    assert all(f.labels <= 160 for f in earned.learner._fits.values())
 
 
 def test_a_replay_reports_the_recorded_probability_without_the_store(tmp_path):

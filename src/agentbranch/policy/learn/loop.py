@@ -246,6 +246,7 @@ class Learner:
         )
         if rec is None:
             return None
+        self._counted(rec)
         with self._lock:
             if text is not None:
                 q.merge([(rec.order, text, rec.teacher_label)])
@@ -278,7 +279,7 @@ class Learner:
                 q.reading,
             )
             return
-        trial.trust.observe(
+        rec = trial.trust.observe(
             q.question_id,
             trial.model,
             reader=q.reader,
@@ -292,6 +293,8 @@ class Learner:
             probability=d.probabilities.get(d.label),
             **trial_fields(taken, fields["rate"]),
         )
+        if rec is not None:
+            self._counted(rec)
 
     def _adopt(self, q: _Question) -> None:
         with self._lock:
@@ -474,6 +477,12 @@ class Learner:
                 known[rec.order] = (rec.order, rec.state, rec.teacher_label)
                 new.setdefault(rec.written, []).append(known[rec.order])
         return new
+
+    def _counted(self, rec: Any) -> None:
+        """This process's record in its version's probability fit at once (a store only
+        it writes is never read back; read back from a shared one, it counts once)."""
+        with self._read_lock:
+            self._count(rec)
 
     def _count(self, rec: Any) -> None:
         """A learning record's read in its version's probability fit (each decision's
