@@ -27,7 +27,7 @@ def reading_of(engine: Any, qid: str, question: Any) -> str | None:
     return reading_for(qid, question) if callable(reading_for) else None
 
 
-Map = tuple[float, float, float, float] | None
+Map = probability.Map | None  #: a version's probability map in force (``None``: none)
 
 
 def asked_questions(

@@ -41,7 +41,7 @@ from agentbranch.policy.learn import examples as lx
 from agentbranch.policy.learn import nearest
 from agentbranch.policy.learn.head import fit_head
 from agentbranch.policy.learn.ladder import Ladder, Rung, refit_at, trial_fields, version_earned
-from agentbranch.policy.learn.probability import ProbabilityFit
+from agentbranch.policy.learn.probability import Map, ProbabilityFit
 
 log = logging.getLogger("agentbranch")
 
@@ -200,7 +200,7 @@ class Learner:
         reader: str | None,
         model: str | None,
         reading: str | None = None,
-    ) -> tuple[float, float, float, float] | None:
+    ) -> Map | None:
         """The probability map in force for the version ``question`` (its key), measured
         on its labels as read from the store (``probability``); ``None``: the read's
         own probability is reported."""
