@@ -11,7 +11,10 @@ shadow read of a labelled state. Version ``j >= 1`` was fitted on the first
 the one that decided the latest label, or the newest version fed beside it that now
 holds a threshold (the ladder's own adoption rule, ``Ladder.adopt``). Each version's
 threshold, trust and why are the report's own for its evidence key (replayed at the
-version's share of the error: its records carry that level).
+version's share of the error: its records carry that level). The calibration of the
+``probability`` the decisions reported is replayed too: each version's records, in
+order, through its probability fit (``agentbranch.policy.learn.probability``), each
+labelled decision scored with what the fit would report before its label was counted.
 
 A store without learning records gives no section.
 """
@@ -28,6 +31,8 @@ from agentbranch.audit.earned_sources import EvidenceRow
 #: Points of the accuracy curve (blocks of labels; at least ``MIN_BLOCK`` labels each).
 POINTS = 10
 MIN_BLOCK = 10
+#: Equal-width bins of the calibration error of the probability reported.
+ECE_BINS = 10
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,46 @@ class QuestionLearning:
     why: str | None = None
     #: ``[version, labels before it]``: each time the deciding version changed
     began: list[list[int]] = field(default_factory=list)
+    #: the expected calibration error of the ``probability`` reported with the labelled
+    #: decisions (``ECE_BINS`` equal-width bins, weights ``1/rate``; nan: none reported)
+    probability_ece: float = float("nan")
+    #: labelled decisions it is measured on, and the share reported by a measured map
+    probability_labels: int = 0
+    probability_mapped: float = float("nan")
+
+
+def _reported(rows: Sequence[EvidenceRow]) -> list[tuple[float, bool, float, bool]]:
+    """``(probability reported, right, weight, by a map)`` for each labelled decision
+    that recorded its read's probability: each version's records replayed in order
+    through its probability fit, each label once, scored before it is counted."""
+    from agentbranch.policy.learn.probability import ProbabilityFit, apply
+
+    fits: dict[str, ProbabilityFit] = {}
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for r in rows:
+        rec = r.record
+        if rec.probability is None or (r.group, rec.decision or rec.id) in seen:
+            continue
+        seen.add((r.group, rec.decision or rec.id))
+        fit = fits.setdefault(r.group, ProbabilityFit())
+        if rec.state is not None:  # a decision's own label (not a trial read)
+            mapped = fit.in_force
+            said = rec.probability if mapped is None else apply(mapped, rec.confidence)
+            out.append((said, rec.correct, 1.0 / rec.rate, mapped is not None))
+        fit.add(rec.confidence, rec.probability, rec.correct, 1.0 / rec.rate)
+    return out
+
+
+def _ece(reported: Sequence[tuple[float, bool, float, bool]]) -> float:
+    total = sum(w for _, _, w, _ in reported)
+    if not total:
+        return float("nan")
+    bins: dict[int, list[float]] = {}
+    for p, right, w, _ in reported:
+        b = bins.setdefault(min(int(p * ECE_BINS), ECE_BINS - 1), [0.0, 0.0, 0.0])
+        b[0], b[1], b[2] = b[0] + w, b[1] + w * p, b[2] + (w if right else 0.0)
+    return sum(abs(said - right) for _, said, right in bins.values()) / total
 
 
 def _share(rows: Sequence[EvidenceRow]) -> float:
@@ -150,6 +195,7 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
         if not began or began[-1][0] != r.record.version:
             began.append([r.record.version, i])
     now = known.get(ladder.in_force)
+    reported = _reported(rows)
     return QuestionLearning(
         question_id=rows[-1].question_id,
         reader=rows[-1].reader,
@@ -165,6 +211,11 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
         trust="learning" if now is None else now.trust,
         why=None if now is None else now.why,
         began=began,
+        probability_ece=_ece(reported),
+        probability_labels=len(reported),
+        probability_mapped=(
+            sum(m for *_, m in reported) / len(reported) if reported else float("nan")
+        ),
     )
 
 

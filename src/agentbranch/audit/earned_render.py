@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from agentbranch.audit.earned_learning import ECE_BINS
 from agentbranch.audit.earned_now import TEST
 from agentbranch.audit.earned_report import EarnedReport, QuestionTrust
 from agentbranch.audit.estimates import decisions_text
@@ -367,6 +368,16 @@ def learning_rows(lq: Any) -> list[tuple[str, str]]:
             else "no label with its state yet",
         )
     )
+    if lq.probability_labels:
+        out.append(
+            (
+                "probability",
+                f"reported with {lq.probability_labels} labelled decisions: calibration "
+                f"error {_f(lq.probability_ece, 3)} ({ECE_BINS} bins, weights 1/rate); "
+                f"a measured map on {_f(lq.probability_mapped, 2)} of them, the read's "
+                "own probability on the rest",
+            )
+        )
     out.append(
         (
             "coverage",

@@ -29,10 +29,8 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from agentbranch.core.heads import with_head
@@ -41,7 +39,8 @@ from agentbranch.policy.learn import examples as lx
 from agentbranch.policy.learn import nearest
 from agentbranch.policy.learn.head import fit_head
 from agentbranch.policy.learn.ladder import Ladder, Rung, refit_at, trial_fields, version_earned
-from agentbranch.policy.learn.probability import Map, ProbabilityFit
+from agentbranch.policy.learn.probability import Map
+from agentbranch.policy.learn.shared import StoreLabels, settled
 
 log = logging.getLogger("agentbranch")
 
@@ -93,17 +92,9 @@ class Learner:
         self._rungs: dict[str, tuple[_Question, Rung]] = {}  #: every version's key
         #: every version by its key without the reading (which question it is a version of)
         self._versions: dict[str, tuple[_Question, Rung]] = {}
-        #: labelled states in the store by the written question they were learned for
-        #: (``Evidence.written``), then by record order; kept up to date by reading what
-        #: the store gained (``_read_labels``, under ``_read_lock``)
-        self._by_written: dict[str, dict[Any, tuple[Any, str, str]]] = {}
-        self._view: Any = None  #: the learner's own reader of the store
-        #: per version's evidence key: its labelled reads and probability map
-        #: (``probability``), fed from the store as it is read, each label once
-        self._fits: dict[str, ProbabilityFit] = {}
-        self._fitted: dict[str, set[str]] = {}  #: decisions (or record ids) counted per key
-        self._read_lock = threading.Lock()
-        self._read_at: float | None = None
+        #: what it reads back from the store: every replica's labelled states, each
+        #: version's probability fit
+        self.store = StoreLabels(earned)
         #: Fit versions on a thread (``False``: at once, for tests and benchmarks).
         self.background = True
         #: Embeds texts for canvas versions' per-state examples (``None``: the embedded
@@ -204,8 +195,7 @@ class Learner:
         """The probability map in force for the version ``question`` (its key), measured
         on its labels as read from the store (``probability``); ``None``: the read's
         own probability is reported."""
-        fitted = self._fits.get(self.earned_key(qid, question, reader, model, reading))
-        return None if fitted is None else fitted.in_force
+        return self.store.probability_map(self.earned_key(qid, question, reader, model, reading))
 
     def earned_key(
         self,
@@ -246,7 +236,7 @@ class Learner:
         )
         if rec is None:
             return None
-        self._counted(rec)
+        self.store.count(rec)
         with self._lock:
             if text is not None:
                 q.merge([(rec.order, text, rec.teacher_label)])
@@ -294,7 +284,7 @@ class Learner:
             **trial_fields(taken, fields["rate"]),
         )
         if rec is not None:
-            self._counted(rec)
+            self.store.count(rec)
 
     def _adopt(self, q: _Question) -> None:
         with self._lock:
@@ -329,7 +319,7 @@ class Learner:
             if q.fitting or len(q.states) < refit_at(j, q.ladder.first):
                 return
             labelled = list(q.states[: refit_at(j, q.ladder.first)])
-            if not _settled(labelled[-1][0], self.settle_s):
+            if not settled(labelled[-1][0], self.settle_s):
                 return  # (tried again with the next label, or the next read of the store)
             q.fitting = True
         if self.background:
@@ -418,84 +408,18 @@ class Learner:
         """The evidence key of ``q`` as written (``Evidence.written`` of its records)."""
         return self.earned_key(q.question_id, q.question, q.reader, q.model, q.reading)
 
-    def _learned_for(self, written: str) -> list[tuple[Any, str, str]]:
-        """The labelled states in the store learned for the written question whose key is
-        ``written``, under whatever key they were stored (a version this release no
-        longer fits the same way keeps its labels), after reading what the store gained."""
-        self._refresh(force=True)
-        with self._read_lock:
-            return list(self._by_written.get(written, {}).values())
-
     def _refresh(self, *, force: bool = False) -> bool:
-        """Read the labelled states the store gained since the last read (every
-        ``refresh_s``, or now when ``force``; skipped, not waited for, while another
-        thread reads unless ``force``) into the questions they were learned for;
-        whether it read."""
-        earned = self.earned
-        if not force and (
-            earned.frozen
-            or (self._read_at is not None and time.monotonic() - self._read_at < earned.refresh_s)
-        ):
+        """Read the labelled states the store gained (``StoreLabels.read``) into the
+        questions they were learned for; whether it read."""
+        new = self.store.read(force=force)
+        if new is None:
             return False
-        if not self._read_lock.acquire(blocking=force):
-            return False
-        try:
-            new = self._read_labels()
-            self._read_at = time.monotonic()
-        finally:
-            self._read_lock.release()
         with self._lock:
             for written, labelled in new.items():
                 q = self._questions.get(written)
                 if q is not None:
                     q.merge(labelled)
         return True
-
-    def _read_labels(self) -> dict[str, list[tuple[Any, str, str]]]:
-        """The labelled states the store gained (any process's), by the written question
-        they were learned for, added to ``_by_written`` (the caller holds
-        ``_read_lock``). A store that cannot say what it gained is read whole."""
-        from agentbranch.policy.evidence_store import store_view
-
-        store = self.earned.evidence
-        if self._view is None:
-            self._view = store_view(store)
-        read_new = getattr(self._view, "read_new", None)
-        if read_new is None:
-            records = [r for key in store.keys() for r in store.load(key)]
-        else:
-            records = []
-            while batch := read_new():
-                records += batch
-        new: dict[str, list[tuple[Any, str, str]]] = {}
-        for rec in records:
-            self._count(rec)
-            if rec.written is None or rec.state is None:
-                continue
-            known = self._by_written.setdefault(rec.written, {})
-            if rec.order not in known:
-                known[rec.order] = (rec.order, rec.state, rec.teacher_label)
-                new.setdefault(rec.written, []).append(known[rec.order])
-        return new
-
-    def _counted(self, rec: Any) -> None:
-        """This process's record in its version's probability fit at once (a store only
-        it writes is never read back; read back from a shared one, it counts once)."""
-        with self._read_lock:
-            self._count(rec)
-
-    def _count(self, rec: Any) -> None:
-        """A learning record's read in its version's probability fit (each decision's
-        label once, as for the threshold)."""
-        if rec.probability is None:
-            return
-        seen = self._fitted.setdefault(rec.key, set())
-        label = rec.decision or rec.id
-        if label in seen:
-            return
-        seen.add(label)
-        fitted = self._fits.setdefault(rec.key, ProbabilityFit())
-        fitted.add(rec.confidence, rec.probability, rec.correct, 1.0 / rec.rate)
 
     def _question(
         self,
@@ -521,8 +445,9 @@ class Learner:
         order, the versions fitted on them, the newest with a threshold in force."""
         store = self.earned.evidence
         # each label once, by its record's order: found under its version's key, or
-        # through the written question's key it names (``_learned_for``)
-        found = {s[0]: s for s in self._learned_for(self._written_key(q))}
+        # through the written question's key it names (``StoreLabels.learned_for``)
+        self._refresh(force=True)
+        found = {s[0]: s for s in self.store.learned_for(self._written_key(q))}
         q.states = sorted(found.values(), key=lambda s: s[0])
         j = 0
         while j < len(q.ladder.rungs):
@@ -545,11 +470,3 @@ class Learner:
         # the newest version holding a threshold is in force (none: the written one)
         q.ladder.in_force = max((i for i, h in enumerate(holds) if h), default=0)
         q.ladder.open = any(holds)
-
-
-def _settled(order: tuple[str, str], settle_s: float) -> bool:
-    """Whether the label of record order ``order`` (time, id) is ``settle_s`` old."""
-    if settle_s <= 0:
-        return True
-    made = datetime.fromisoformat(order[0])
-    return (datetime.now(UTC) - made).total_seconds() >= settle_s

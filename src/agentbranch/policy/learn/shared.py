@@ -1,0 +1,115 @@
+"""What a learning policy reads back from its evidence store: the labelled states every
+replica gathered, by the written question they were learned for, and each version's
+probability fit (``probability``), so replicas sharing a store learn together.
+
+``StoreLabels`` has its own reader of the store (``store_view``: its own read position)
+and reads what the store gained since its last read, at most every ``refresh_s`` unless
+asked to now (before a fit, or when a question is first asked). A store that cannot
+say what it gained is read whole, each label still counted once (by its record's order
+for labelled states, by its decision for probability fits).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from agentbranch.policy.learn.probability import Map, ProbabilityFit
+
+Labelled = tuple[Any, str, str]  #: (record order, state, teacher's label)
+
+
+class StoreLabels:
+    """The labelled states and probability fits read from ``earned``'s store."""
+
+    def __init__(self, earned: Any) -> None:
+        self.earned = earned
+        #: labelled states by the written question's key (``Evidence.written``), then by
+        #: record order
+        self.by_written: dict[str, dict[Any, Labelled]] = {}
+        #: per version's evidence key: its labelled reads and probability map
+        self.fits: dict[str, ProbabilityFit] = {}
+        self._counted: dict[str, set[str]] = {}  #: decisions (or record ids) per key
+        self._view: Any = None
+        self._lock = threading.Lock()
+        self._read_at: float | None = None
+
+    def read(self, *, force: bool = False) -> dict[str, list[Labelled]] | None:
+        """The labelled states the store gained since the last read, by written key
+        (every ``refresh_s``, or now when ``force``; skipped, not waited for, while
+        another thread reads unless ``force``); ``None`` when it did not read."""
+        earned = self.earned
+        if not force and (
+            earned.frozen
+            or (self._read_at is not None and time.monotonic() - self._read_at < earned.refresh_s)
+        ):
+            return None
+        if not self._lock.acquire(blocking=force):
+            return None
+        try:
+            new = self._read_new()
+            self._read_at = time.monotonic()
+            return new
+        finally:
+            self._lock.release()
+
+    def learned_for(self, written: str) -> list[Labelled]:
+        """Every labelled state read so far learned for the written question ``written``."""
+        with self._lock:
+            return list(self.by_written.get(written, {}).values())
+
+    def count(self, rec: Any) -> None:
+        """This process's record in its version's probability fit at once (a store only
+        it writes is never read back; read back from a shared one, it counts once)."""
+        with self._lock:
+            self._count(rec)
+
+    def probability_map(self, key: str) -> Map | None:
+        """The probability map in force for the version whose evidence key is ``key``."""
+        fitted = self.fits.get(key)
+        return None if fitted is None else fitted.in_force
+
+    def _read_new(self) -> dict[str, list[Labelled]]:
+        from agentbranch.policy.evidence_store import store_view
+
+        store = self.earned.evidence
+        if self._view is None:
+            self._view = store_view(store)
+        read_new = getattr(self._view, "read_new", None)
+        if read_new is None:
+            records = [r for key in store.keys() for r in store.load(key)]
+        else:
+            records = []
+            while batch := read_new():
+                records += batch
+        new: dict[str, list[Labelled]] = {}
+        for rec in records:
+            self._count(rec)
+            if rec.written is None or rec.state is None:
+                continue
+            known = self.by_written.setdefault(rec.written, {})
+            if rec.order not in known:
+                known[rec.order] = (rec.order, rec.state, rec.teacher_label)
+                new.setdefault(rec.written, []).append(known[rec.order])
+        return new
+
+    def _count(self, rec: Any) -> None:
+        if rec.probability is None:
+            return
+        seen = self._counted.setdefault(rec.key, set())
+        label = rec.decision or rec.id
+        if label in seen:
+            return
+        seen.add(label)
+        fitted = self.fits.setdefault(rec.key, ProbabilityFit())
+        fitted.add(rec.confidence, rec.probability, rec.correct, 1.0 / rec.rate)
+
+
+def settled(order: tuple[str, str], settle_s: float) -> bool:
+    """Whether the label of record order ``order`` (time, id) is ``settle_s`` old."""
+    if settle_s <= 0:
+        return True
+    made = datetime.fromisoformat(order[0])
+    return (datetime.now(UTC) - made).total_seconds() >= settle_s
