@@ -31,7 +31,10 @@ class StoreLabels:
         self.by_written: dict[str, dict[Any, Labelled]] = {}
         #: per version's evidence key: its labelled reads and probability map
         self.fits: dict[str, ProbabilityFit] = {}
-        self._counted: dict[str, set[str]] = {}  #: decisions (or record ids) per key
+        from agentbranch.policy.digests import DigestSet  # (numpy: not at import)
+
+        #: the labels counted in fits, as 8-byte digests of (key, decision or record id)
+        self._counted = DigestSet()
         self._view: Any = None
         self._lock = threading.Lock()
         self._read_at: float | None = None
@@ -96,13 +99,14 @@ class StoreLabels:
         return new
 
     def _count(self, rec: Any) -> None:
+        from agentbranch.policy.digests import digest
+
         if rec.probability is None:
             return
-        seen = self._counted.setdefault(rec.key, set())
-        label = rec.decision or rec.id
-        if label in seen:
+        label = digest(f"{rec.key}:{rec.decision or rec.id}")
+        if label in self._counted:
             return
-        seen.add(label)
+        self._counted.add(label)
         fitted = self.fits.setdefault(rec.key, ProbabilityFit())
         fitted.add(rec.confidence, rec.probability, rec.correct, 1.0 / rec.rate)
 
