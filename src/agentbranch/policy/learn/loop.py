@@ -18,11 +18,14 @@ each newer version on trial, whose own evidence it becomes (no label a version l
 from is evidence for it). A version is fitted off the decision path (a thread), on a
 prefix of the labels in replay order, the store's: at start-up (so a restart rebuilds
 the same versions) and then as it grows, by any process. Every ``refresh_s`` (and
-always just before a fit) the learner reads the labelled states the store gained (its
-own reader of the store, ``store_view``), so replicas sharing a store fit each version
-on the same labels: the same version, the same evidence key, one threshold earned on
-all their trial reads (two labels written within the same instant by two replicas may
-still split a version in two, each with evidence of its own, until a restart).
+always just before a fit) the learner reads the labelled states the store gained
+(``shared.StoreLabels``), so replicas sharing a store fit each version on the same
+labels: the same version, the same evidence key, one threshold earned on all their
+trial reads. A version is fitted only once its last label is ``settle_s`` old, so that
+labels other replicas made just before it (written a moment later) are read by then (a
+write later than that splits the version in two, each with evidence of its own, until a
+restart). Each decision also reports the probability its version's labels measure
+for its label (``probability``; the maps are fitted from the same reads of the store).
 """
 
 from __future__ import annotations
