@@ -222,3 +222,30 @@ def test_the_report_measures_the_probability_the_decisions_reported(tmp_path):
     assert lq.probability_mapped == pytest.approx(sum(mapped) / len(mapped))
     out = CliRunner().invoke(app, ["audit", "report", str(path)], terminal_width=200).output
     assert f"reported with {len(labelled)} labelled decisions: calibration error" in out
+
+
+def test_each_label_is_scored_by_the_map_fitted_before_it():
+    rng = random.Random(5)
+    fit = ProbabilityFit()
+    for _ in range(37):
+        fit.add(rng.random(), 0.9, rng.random() < 0.6, 1.0)
+    before, loss = fit.fitted, fit.loss_map
+    assert before is not None and fit.fitted_at == 30
+    fit.add(0.8, 0.9, False, 2.0)  # the 38th: a refit point
+    assert fit.fitted_at == 38 and fit.fitted != before
+    assert fit.loss_map - loss == pytest.approx(-2.0 * math.log(1.0 - apply(before, 0.8)))
+
+
+def test_a_store_line_written_twice_counts_once(tmp_path):
+    path = tmp_path / "evidence.jsonl"
+    earned, r = _resolver(str(path))
+    for text, _ in stream(120):
+        r.resolve(text)
+    lines = path.read_text().splitlines(keepends=True)
+    doubled = tmp_path / "doubled.jsonl"
+    doubled.write_text("".join(line for line in lines for _ in (0, 1)))
+    again, _ = _resolver(str(doubled))
+    again.learner.asked("sport", QUESTION, "scripted", "canvas")
+    assert {k: f.labels for k, f in again.learner.store.fits.items()} == {
+        k: f.labels for k, f in earned.learner.store.fits.items()
+    }
