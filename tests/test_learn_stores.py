@@ -151,3 +151,29 @@ def test_replicas_deciding_at_once_fit_the_same_versions(tmp_path):
         for (e, _), ladder in zip(replicas, ladders)
     ]
     assert len(keys[0]) >= 3 and keys[0] == keys[1]
+
+
+def test_labels_stored_before_records_named_their_written_question_are_learned_from(tmp_path):
+    """Records without ``written`` (stored by an earlier release) are found under their
+    version's key: a restart rebuilds the same versions from them."""
+    path = tmp_path / "evidence.jsonl"
+    earned = _learning(str(path))
+    policy = {"sport": Policy(take_at=earned, fallbacks=[Generate(Teacher())])}
+    engine = ab.DecisionEngine(canvas_reader(), batching=False)
+    r = Resolver(engine, {"sport": QUESTION}, policy)
+    for text, _ in stream(120):
+        r.resolve(text)
+    ladder = next(iter(earned.learner._questions.values())).ladder
+    older = tmp_path / "older.jsonl"
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    older.write_text(
+        "".join(json.dumps({k: v for k, v in x.items() if k != "written"}) + "\n" for x in lines)
+    )
+    again = _learning(str(older))
+    again.learner.bind(engine)
+    again.learner.asked("sport", QUESTION, "scripted", "canvas")
+    rebuilt = next(iter(again.learner._questions.values())).ladder
+    assert rebuilt.labels == ladder.labels > 64
+    assert [again.key("sport", x.model, "scripted", "canvas") for x in rebuilt.rungs] == [
+        earned.key("sport", x.model, "scripted", "canvas") for x in ladder.rungs
+    ]

@@ -446,9 +446,9 @@ class Learner:
     def _rebuild(self, q: _Question) -> None:
         """The ladder from the store: the labelled states of each version in replay
         order, the versions fitted on them, the newest with a threshold in force."""
-        store = self.earned.evidence
-        # each label once, by its record's order: found under its version's key, or
-        # through the written question's key it names (``StoreLabels.learned_for``)
+        # each label once, by its record's order: through the written question's key it
+        # names (``StoreLabels.learned_for``), or under its version's key (records that
+        # name none); the store is read once, here, not once per version
         self._refresh(force=True)
         found = {s[0]: s for s in self.store.learned_for(self._written_key(q))}
         q.states = sorted(found.values(), key=lambda s: s[0])
@@ -456,9 +456,7 @@ class Learner:
         while j < len(q.ladder.rungs):
             rung = q.ladder.rungs[j]
             key = self.earned_key(q.question_id, rung.model, q.reader, q.model, q.reading)
-            for rec in store.load(key):
-                if getattr(rec, "state", None) is not None:
-                    found[rec.order] = (rec.order, rec.state, rec.teacher_label)
+            found.update((s[0], s) for s in self.store.stored_under(key))
             q.states = sorted(found.values(), key=lambda s: s[0])
             nxt = j + 1
             if len(q.states) >= refit_at(nxt, q.ladder.first):

@@ -29,6 +29,9 @@ class StoreLabels:
         #: labelled states by the written question's key (``Evidence.written``), then by
         #: record order
         self.by_written: dict[str, dict[Any, Labelled]] = {}
+        #: labelled states of records that name no written question (stored before
+        #: records did), by their evidence key, then by record order
+        self.by_key: dict[str, dict[Any, Labelled]] = {}
         #: per version's evidence key: its labelled reads and probability map
         self.fits: dict[str, ProbabilityFit] = {}
         from agentbranch.policy.digests import DigestSet  # (numpy: not at import)
@@ -63,6 +66,12 @@ class StoreLabels:
         with self._lock:
             return list(self.by_written.get(written, {}).values())
 
+    def stored_under(self, key: str) -> list[Labelled]:
+        """The labelled states read so far under evidence key ``key`` that name no
+        written question (records stored before they did)."""
+        with self._lock:
+            return list(self.by_key.get(key, {}).values())
+
     def count(self, rec: Any) -> None:
         """This process's record in its version's probability fit at once (a store only
         it writes is never read back; read back from a shared one, it counts once)."""
@@ -90,7 +99,11 @@ class StoreLabels:
         new: dict[str, list[Labelled]] = {}
         for rec in records:
             self._count(rec)
-            if rec.written is None or rec.state is None:
+            if rec.state is None:
+                continue
+            if rec.written is None:
+                labelled = (rec.order, rec.state, rec.teacher_label)
+                self.by_key.setdefault(rec.key, {}).setdefault(rec.order, labelled)
                 continue
             known = self.by_written.setdefault(rec.written, {})
             if rec.order not in known:
