@@ -44,6 +44,9 @@ Schema (``EVIDENCE_SCHEMA``, JSON object, one per line of a JSON Lines store):
   evidence key of the question as written that this version learned from, so the
   labelled states of a version that a later release (or other numeric libraries) no
   longer fits the same way are still found and learned from
+* ``probability`` (optional, only with ``Earned(learn=True)``; absent otherwise): the
+  probability the read gave ``engine_label``, what the probability its version reports
+  is measured against (``agentbranch.policy.learn.probability``)
 
 Records are validated strictly: numbers must be JSON numbers (``"0.97"`` or ``true`` as
 a confidence is refused), ``correct`` a JSON boolean, options distinct. A record whose
