@@ -55,6 +55,18 @@ def test_more_draws_alone_cannot_resolve():
         Policy(take_at=0.7, fallbacks=[MoreDraws(4)])
 
 
+@pytest.mark.parametrize("learn", [False, True])
+def test_earned_threshold_never_takes_a_more_draws_re_read(learn):
+    # its threshold was earned on the first read; a re-read with more draws (or through
+    # another engine) has another confidence scale and no evidence of its own
+    from agentbranch.policy.earned import Earned
+
+    model = StrictFakeChat(replies=["bug"])
+    with pytest.raises(ConfigurationError, match="cannot take a MoreDraws re-read"):
+        Policy(take_at=Earned(learn=learn), fallbacks=[MoreDraws(4), Generate(model)])
+    Policy(take_at=Earned(learn=learn), fallbacks=[Generate(model)])
+
+
 def test_review_threshold_must_not_exceed_take():
     with pytest.raises(ConfigurationError, match="review_below"):
         Policy(take_at=0.5, review_below=0.8, fallbacks=[GotoNode("x")])

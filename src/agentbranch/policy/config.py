@@ -164,6 +164,16 @@ class Policy:
                     "(labels every uncertain decision) or audit=Audit(model=chat_model, "
                     "rate=...) (labels a sampled share)"
                 )
+            if any(isinstance(f, MoreDraws) for f in self.fallbacks):
+                # An earned threshold holds for the read it was earned on (its evidence
+                # key: question, reader version, model, draws); a re-read with more
+                # draws or another engine is another read, with no evidence of its own.
+                raise ConfigurationError(
+                    "Policy(take_at=Earned(...)) cannot take a MoreDraws re-read: its "
+                    "threshold was earned on the first read (its reader, model and draws) "
+                    "and says nothing about another read's confidence; drop MoreDraws "
+                    "(fallbacks=[Generate(chat_model)]) or use a fixed take_at with it"
+                )
             if not has_generate and self.audit.rate <= 0.0:
                 raise ConfigurationError(
                     "Policy(take_at=Earned(...)) with Audit(rate=0) and no Generate fallback "
