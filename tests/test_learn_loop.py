@@ -64,7 +64,9 @@ class Teacher(BaseChatModel):
     def _llm_type(self) -> str:
         return "teacher"
 
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, **kw: Any) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
         with _lock:
             self.calls += 1
         text = str(messages[-1].content)

@@ -2,7 +2,8 @@
 
 After each model turn, every proposed call of a guarded tool becomes one state for a
 yes/no risk question, and all of them are answered in ONE batched engine read
-(``decide_many``). Each answer is banded by an ``agentbranch.policy.Policy``:
+(``decide_many``; with ``Earned(..., learn=True)`` each call is read by the question's
+version in force and its teacher label teaches it, ``gate_reads``). Each answer is banded by an ``agentbranch.policy.Policy``:
 
 * **take** — the engine is sure: a safe call runs; a risky call is blocked with an error
   ``ToolMessage`` that says why (the tool never runs);
@@ -61,6 +62,7 @@ from langgraph.types import interrupt
 from agentbranch.core.errors import AgentBranchError, ConfigurationError
 from agentbranch.core.questions import Question, validate_questions, yes_no
 from agentbranch.integrations.langgraph import check_resumable, merge_records
+from agentbranch.integrations.middleware.gate_reads import aread_calls, band_call, read_calls
 from agentbranch.integrations.middleware.gate_texts import (
     default_blocked_message,
     gate_tool_message,
@@ -78,7 +80,6 @@ from agentbranch.policy import (
     check_policies,
     options_of,
 )
-from agentbranch.policy.bands import band_all
 from agentbranch.policy.failure import records_for_error
 from agentbranch.policy.fallbacks import fallback_steps, run_async, run_sync
 from agentbranch.policy.learning import collect
@@ -124,6 +125,7 @@ class _Call:
     index: int  # its position in the model's message
     record: DecisionRecord = field(default_factory=dict)
     review: dict[str, Any] | None = None
+    asked: Mapping[str, Any] | None = None  # what the engine was asked (learning: a version)
 
 
 class ToolGateMiddleware(AgentMiddleware):
@@ -213,9 +215,7 @@ class ToolGateMiddleware(AgentMiddleware):
             return None
         ai, calls = turn
         try:
-            read = self.engine.decide_many(
-                [c.state for c in calls], self.questions, log_decisions=False
-            )
+            read = read_calls(self.engine, self.questions, self.policy, [c.state for c in calls])
         except BaseException as e:  # noqa: BLE001 - re-raised unless the policy handles it
             read = e
         self._band(calls, read)
@@ -237,9 +237,8 @@ class ToolGateMiddleware(AgentMiddleware):
             return None
         ai, calls = turn
         try:
-            read = await self.engine.adecide_many(
-                [c.state for c in calls], self.questions, log_decisions=False
-            )
+            states = [c.state for c in calls]
+            read = await aread_calls(self.engine, self.questions, self.policy, states)
         except BaseException as e:  # noqa: BLE001
             read = e
         self._band(calls, read)
@@ -294,8 +293,9 @@ class ToolGateMiddleware(AgentMiddleware):
                     self.question_id
                 ]
         else:
-            for c, decisions in zip(calls, read, strict=True):
-                c.record = band_all(decisions, self.questions, self.policy)[0][self.question_id]
+            for c, one in zip(calls, read, strict=True):
+                c.record = band_call(self.engine, self.question_id, self.policy, one, c.state)
+                c.asked = one.asked
         for c in calls:
             c.record["tool_call"] = {
                 "id": c.tool_call["id"],
@@ -321,7 +321,8 @@ class ToolGateMiddleware(AgentMiddleware):
         steps = _keep_tool_call(steps, c.record["tool_call"])
         if self.policy.earned is None:
             return steps
-        return _learn(steps, self.questions, self.policy, {self.question_id: dict(c.record)})
+        banded = {self.question_id: dict(c.record)}
+        return _learn(steps, c.asked or self.questions, self.policy, banded, c.state)
 
     def _ask_human(self, calls: list[_Call]) -> None:
         """One interrupt for every call of the turn that needs a human. Runs before any
@@ -503,11 +504,13 @@ def _record_keys(tool_calls: Sequence[ToolCall]) -> list[str]:
     return keys
 
 
-def _learn(steps: Any, questions: Any, policy: Policy, banded: dict[str, Any]) -> Any:
-    """Fallback steps whose ``Generate`` answer is also evidence for an ``Earned`` policy."""
+def _learn(steps: Any, questions: Any, policy: Policy, banded: dict[str, Any], state: Any) -> Any:
+    """Fallback steps whose ``Generate`` answer is also evidence for an ``Earned`` policy
+    (kept with the call's ``state`` when it learns; ``questions``: what was asked, a
+    learning question's version in force)."""
     record = yield from steps
     (qid,) = banded
-    collect(questions, policy, banded, {qid: record})
+    collect(questions, policy, banded, {qid: record}, state=state)
     return record
 
 

@@ -1,0 +1,87 @@
+"""ToolGateMiddleware with Earned(learn=True): the gate's teacher answers teach its
+question like a decide node's (each call read by the version in force, its label kept
+with the call's state), on the embedded reader."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from test_learn_loop import QUESTION, Teacher, stream
+
+import agentbranch as ab
+from agentbranch.langchain import ToolGateMiddleware
+from agentbranch.policy import Earned, Generate, Policy
+from agentbranch.policy.learn import ladder as ld
+
+
+@pytest.fixture(scope="module")
+def engine() -> ab.DecisionEngine:
+    from agentbranch.engine.readers.embedded import EmbeddedReader
+
+    return ab.DecisionEngine(EmbeddedReader())
+
+
+def _gate(engine, path, truth) -> tuple[ToolGateMiddleware, Earned]:
+    earned = Earned(precision=0.8, min_evidence=10, refresh_s=0, store=path, learn=True)
+    earned.learner.background = False  # fit at once: deterministic for the test
+    earned.learner.settle_s = 0  # one writer
+    policy = Policy(take_at=earned, fallbacks=[Generate(Teacher(truth=truth))])
+    gate = ToolGateMiddleware(
+        engine,
+        tools=["post"],
+        question=QUESTION,
+        question_id="sport",
+        block_on="no",  # posts about sport only
+        policy=policy,
+        renderer=lambda call, description, context: call["args"]["text"],
+    )
+    return gate, earned
+
+
+def _turn(i: int, text: str) -> dict:
+    call = {"name": "post", "args": {"text": text}, "id": f"c{i}", "type": "tool_call"}
+    return {"messages": [HumanMessage("post it"), AIMessage("", tool_calls=[call])]}
+
+
+def test_the_gate_learns_from_its_teacher(engine, tmp_path):
+    path = tmp_path / "evidence.jsonl"
+    items = stream(140, seed=3)
+    gate, earned = _gate(engine, path, dict(items))
+    records = []
+    for i, (text, _) in enumerate(items):
+        update = gate.after_model(_turn(i, text), None)
+        records.append(update["tool_decisions"][f"c{i}"])
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    # every teacher label is kept with the call's state and the version that read it
+    labelled = [x for x in lines if "state" in x]
+    assert labelled and {x["state"] for x in labelled} <= set(dict(items))
+    ladder = next(iter(earned.learner._questions.values())).ladder
+    assert len(ladder.rungs) >= 2 and ladder.rungs[1].fitted_on == ld.refit_at(1)
+    # each record says which version read it, the probability it reports, its identity
+    versions = [rec["reader_version"] for rec in records]
+    assert versions[0] == 0 and max(versions) >= 1
+    assert all(rec["probability"] is not None and rec["decision_id"] for rec in records)
+    # a learned version took decisions of its own, at a threshold earned on its own key
+    learned = [r for r in records if r["reader_version"] >= 1 and r["band"] == "take"]
+    assert learned and all(r["take_at"] is not None for r in learned)
+
+
+def test_the_async_gate_learns_too(engine, tmp_path):
+    path = tmp_path / "evidence.jsonl"
+    items = stream(12, seed=4)
+    gate, earned = _gate(engine, path, dict(items))
+
+    async def run() -> list[dict]:
+        out = []
+        for i, (text, _) in enumerate(items):
+            update = await gate.aafter_model(_turn(i, text), None)
+            out.append(update["tool_decisions"][f"c{i}"])
+        return out
+
+    records = asyncio.run(run())
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert len([x for x in lines if "state" in x]) == len(items)  # all fell back: learning
+    assert all(r["reader_version"] == 0 and r["decided_by"] == "fallback" for r in records)
