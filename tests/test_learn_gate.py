@@ -85,3 +85,37 @@ def test_the_async_gate_learns_too(engine, tmp_path):
     lines = [json.loads(x) for x in path.read_text().splitlines()]
     assert len([x for x in lines if "state" in x]) == len(items)  # all fell back: learning
     assert all(r["reader_version"] == 0 and r["decided_by"] == "fallback" for r in records)
+
+
+def test_the_gate_audits_and_its_audits_teach(engine, tmp_path):
+    """A gate whose only teacher is an ``Audit`` (uncertain calls blocked): the audits
+    label its calls in the background, and the labels are kept with the calls' states."""
+    from agentbranch.policy import Audit, GotoNode
+
+    path = tmp_path / "evidence.jsonl"
+    items = stream(12, seed=5)
+    teacher = Teacher(truth=dict(items))
+    audit = Audit(model=teacher, rate=1.0)
+    earned = Earned(precision=0.8, min_evidence=10, refresh_s=0, store=path, learn=True)
+    earned.learner.background = False
+    policy = Policy(take_at=earned, fallbacks=[GotoNode("block")], audit=audit)
+    gate = ToolGateMiddleware(
+        engine,
+        tools=["post"],
+        question=QUESTION,
+        question_id="sport",
+        block_on="no",
+        policy=policy,
+        renderer=lambda call, description, context: call["args"]["text"],
+    )
+    records = [
+        gate.after_model(_turn(i, text), None)["tool_decisions"][f"c{i}"]
+        for i, (text, _) in enumerate(items)
+    ]
+    assert audit.flush(timeout=60)
+    audit.close()
+    assert all(r["decided_by"] == "fallback_node" and r["outcome"] == "blocked" for r in records)
+    assert teacher.calls == len(items)  # each blocked call was audited once
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert sorted(x["state"] for x in lines) == sorted(text for text, _ in items)
+    assert {x["teacher_label"] for x in lines} <= {"yes", "no"}

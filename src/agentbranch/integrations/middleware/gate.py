@@ -225,6 +225,7 @@ class ToolGateMiddleware(AgentMiddleware):
                 c.record = run_sync(self._fallbacks(c))
         for c in calls:
             self._finish(c)
+        self._shadow(calls)
         unrun = self._shared_ids(ai, calls)
         config = _config()
         for c in calls:
@@ -248,6 +249,7 @@ class ToolGateMiddleware(AgentMiddleware):
                 c.record = await run_async(self._fallbacks(c))
         for c in calls:
             self._finish(c)
+        self._shadow(calls)
         unrun = self._shared_ids(ai, calls)
         config = _config()
         for c in calls:
@@ -323,6 +325,17 @@ class ToolGateMiddleware(AgentMiddleware):
             return steps
         banded = {self.question_id: dict(c.record)}
         return _learn(steps, c.asked or self.questions, self.policy, banded, c.state)
+
+    def _shadow(self, calls: list[_Call]) -> None:
+        """Queue the policy's audits of the calls' final records, as a decide node does
+        (``agentbranch.audit``: a sampled share of the taken calls is asked of the
+        teacher in the background; never blocks, never raises)."""
+        if self.policy.audit is None:
+            return
+        from agentbranch.policy.auditing.shadow import shadow
+
+        for c in calls:
+            shadow(self.engine, self.questions, self.policy, {self.question_id: c.record}, c.state)
 
     def _ask_human(self, calls: list[_Call]) -> None:
         """One interrupt for every call of the turn that needs a human. Runs before any
