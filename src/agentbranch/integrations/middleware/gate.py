@@ -3,7 +3,8 @@
 After each model turn, every proposed call of a guarded tool becomes one state for a
 yes/no risk question, and all of them are answered in ONE batched engine read
 (``decide_many``; with ``Earned(..., learn=True)`` each call is read by the question's
-version in force and its teacher label teaches it, ``gate_reads``). Each answer is banded by an ``agentbranch.policy.Policy``:
+version in force and its teacher label teaches it, ``gate_reads``). Each answer is
+banded by an ``agentbranch.policy.Policy``:
 
 * **take** — the engine is sure: a safe call runs; a risky call is blocked with an error
   ``ToolMessage`` that says why (the tool never runs);
