@@ -57,3 +57,28 @@ def test_the_ladder_runner_learns_only_from_labels_before_each_fit() -> None:
     took = np.flatnonzero(run.taken & (run.version > 0))
     assert len(took) and run.labels_before[took[0]] > 32 + 10  # tested after its fit
     assert run.taken[-1] and run.version[-1] > 0  # the perfect version takes once in force
+
+
+def test_the_canvas_lines_benchmark_reads_what_the_learner_would_show() -> None:
+    """``canvas_lines.py`` (its reads need vLLM and a real model: not run here) builds
+    the three variants it compares: the written question, the most recent labelled
+    states as lines, and each state's nearest labelled states."""
+    from types import SimpleNamespace
+
+    from test_learn_loop import COOKING, QUESTION, SPORT
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import canvas_lines as cl
+
+    texts = [t for pair in zip(SPORT, COOKING) for t in pair]  # labelled alternately
+    labels = ["yes", "no"] * len(SPORT)
+    task = SimpleNamespace(id="sport", question=QUESTION)
+    test = ["The goalkeeper saved a penalty", "Simmer the onions in butter"]
+    got = cl.variants(task, texts, labels, test)
+    assert got["written"] == [QUESTION, QUESTION]
+    recent = got["recent"][0].examples
+    assert recent["yes"] == SPORT[-4:] and recent["no"] == COOKING[-4:]  # the latest four
+    first, second = (q.examples for q in got["nearest"])
+    assert first["yes"][0] == "Their goalkeeper saved a penalty in the cup semi-final"
+    assert second["no"][0] == "Simmer the onions in butter until soft, then add the rice"
+    assert first != second  # chosen per state
