@@ -512,3 +512,33 @@ def test_earned_gate_learns_from_its_generate_fallback():
     assert RAN == ["get_weather Paris"] and judge.calls == 1
     (state,) = earned.states().values()
     assert state.records == 1 and state.trust == "learning"
+
+
+@pytest.mark.parametrize(
+    "decision, label",
+    [
+        ({"type": "approve"}, "no"),
+        ({"type": "reject"}, "yes"),
+        ({"type": "edit", "edited_action": {"name": "shell", "args": {"cmd": "ls -l"}}}, None),
+        ({"type": "respond", "message": "use the file browser"}, None),
+    ],
+)
+def test_a_reviewers_approve_or_reject_is_earned_evidence(decision, label, tmp_path):
+    """A reviewer who approves the proposed call says it is not risky, one who rejects
+    it says it is; an edit or a response says neither, and labels nothing."""
+    import json
+
+    store = tmp_path / "evidence.jsonl"
+    earned = ab.Earned(precision=0.8, min_evidence=20, refresh_s=0, store=store)
+    judge = StrictFakeChat(replies=['{"label": "no"}'])
+    policy = Policy(take_at=earned, review_below=0.2, fallbacks=[Generate(judge)])
+    agent, config, _ = agent_for(LS, policy=policy)
+    assert interrupted(ask(agent, config))  # a coin flip: a human decides
+    out = agent.invoke(Command(resume={"decisions": [decision]}), config)
+    assert out["tool_decisions"]["c3"]["decided_by"] == "human" and judge.calls == 0
+    lines = [json.loads(x) for x in store.read_text().splitlines()] if store.exists() else []
+    if label is None:
+        assert lines == []
+    else:
+        (line,) = lines  # once, though the node ran again on resume
+        assert (line["source"], line["teacher_label"], line["band"]) == ("review", label, "review")

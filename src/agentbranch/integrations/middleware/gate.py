@@ -370,7 +370,20 @@ class ToolGateMiddleware(AgentMiddleware):
         response = interrupt(request)
         decisions = _decisions_of(response, len(pending))
         for c, decision in zip(pending, decisions, strict=True):
+            banded = {self.question_id: dict(c.record)}
             self._apply_review(c, decision)
+            self._review_label(c, banded)
+
+    def _review_label(self, c: _Call, banded: dict[str, DecisionRecord]) -> None:
+        """An ``Earned`` policy's evidence from a reviewer who approved (the call is
+        ``run_on``) or rejected (``block_on``) the call as proposed. An edit or a
+        response labels nothing: it does not say whether the proposed call was risky."""
+        if self.policy.earned is None or c.review is None:
+            return
+        if c.review.get("type") not in ("approve", "reject"):
+            return
+        final = {self.question_id: c.record}
+        collect(c.asked or self.questions, self.policy, banded, final, state=c.state)
 
     def _apply_review(self, c: _Call, decision: Any) -> None:
         kind = decision.get("type") if isinstance(decision, Mapping) else None
