@@ -29,16 +29,20 @@ def _gate(engine, path, truth) -> tuple[ToolGateMiddleware, Earned]:
     earned.learner.background = False  # fit at once: deterministic for the test
     earned.learner.settle_s = 0  # one writer
     policy = Policy(take_at=earned, fallbacks=[Generate(Teacher(truth=truth))])
-    gate = ToolGateMiddleware(
+    return _gate_of(engine, policy), earned
+
+
+def _gate_of(engine, policy: Policy) -> ToolGateMiddleware:
+    """A gate on ``post`` calls (posts about sport only) whose state is the post's text."""
+    return ToolGateMiddleware(
         engine,
         tools=["post"],
         question=QUESTION,
         question_id="sport",
-        block_on="no",  # posts about sport only
+        block_on="no",
         policy=policy,
         renderer=lambda call, description, context: call["args"]["text"],
     )
-    return gate, earned
 
 
 def _turn(i: int, text: str) -> dict:
@@ -98,16 +102,7 @@ def test_the_gate_audits_and_its_audits_teach(engine, tmp_path):
     audit = Audit(model=teacher, rate=1.0)
     earned = Earned(precision=0.8, min_evidence=10, refresh_s=0, store=path, learn=True)
     earned.learner.background = False
-    policy = Policy(take_at=earned, fallbacks=[GotoNode("block")], audit=audit)
-    gate = ToolGateMiddleware(
-        engine,
-        tools=["post"],
-        question=QUESTION,
-        question_id="sport",
-        block_on="no",
-        policy=policy,
-        renderer=lambda call, description, context: call["args"]["text"],
-    )
+    gate = _gate_of(engine, Policy(take_at=earned, fallbacks=[GotoNode("block")], audit=audit))
     records = [
         gate.after_model(_turn(i, text), None)["tool_decisions"][f"c{i}"]
         for i, (text, _) in enumerate(items)
