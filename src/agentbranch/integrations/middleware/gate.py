@@ -33,7 +33,8 @@ saying they were not run because of the shared id (``outcome: "blocked"``,
 
 Over 500 lines: one middleware: sync and async tool-call wrapping, human review through
 an interrupt, shared tool-call ids and earned-trust evidence all run on the same per-
-call records.
+call records. What stands alone lives beside it: the engine reads and bands
+(``gate_reads``), the reviewer exchange (``gate_review``), the texts (``gate_texts``).
 """
 
 from __future__ import annotations
@@ -43,12 +44,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired
 
-from langchain.agents.middleware.human_in_the_loop import (
-    ActionRequest,
-    DecisionType,
-    HITLRequest,
-    ReviewConfig,
-)
+from langchain.agents.middleware.human_in_the_loop import DecisionType
 from langchain.agents.middleware.types import AgentMiddleware, AgentState
 from langchain_core.messages import (
     AIMessage,
@@ -60,16 +56,20 @@ from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 from langgraph.types import interrupt
 
-from agentbranch.core.errors import AgentBranchError, ConfigurationError
+from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.questions import Question, validate_questions, yes_no
 from agentbranch.integrations.langgraph import check_resumable, merge_records
 from agentbranch.integrations.middleware.gate_reads import aread_calls, band_call, read_calls
+from agentbranch.integrations.middleware.gate_review import (
+    checked_kind,
+    decisions_of,
+    review_request,
+)
 from agentbranch.integrations.middleware.gate_texts import (
     default_blocked_message,
     gate_tool_message,
     rejected_message,
     render_tool_call,
-    review_description,
     shared_id_message,
 )
 from agentbranch.integrations.observability import aemit, emit
@@ -106,10 +106,6 @@ ALL_DECISIONS: tuple[DecisionType, ...] = ("approve", "edit", "reject", "respond
 
 #: ``renderer(tool_call, tool_description, context_messages) -> state`` for one call.
 CallRenderer = Callable[[ToolCall, str | None, list[BaseMessage]], Any]
-
-
-class ReviewResponseError(AgentBranchError, ValueError):
-    """The human's resume value does not fit the gate's ``HITLRequest``."""
 
 
 class _GateState(AgentState):
@@ -345,22 +341,10 @@ class ToolGateMiddleware(AgentMiddleware):
         pending = [c for c in calls if self._needs_human(c)]
         if not pending:
             return
-        request = HITLRequest(
-            action_requests=[
-                ActionRequest(
-                    name=c.tool_call["name"],
-                    args=c.tool_call["args"],
-                    description=review_description(c.tool_call, c.record, self.description_prefix),
-                )
-                for c in pending
-            ],
-            review_configs=[
-                ReviewConfig(
-                    action_name=c.tool_call["name"],
-                    allowed_decisions=list(self.allowed_decisions),
-                )
-                for c in pending
-            ],
+        request = review_request(
+            [(c.tool_call, c.record) for c in pending],
+            self.allowed_decisions,
+            self.description_prefix,
         )
         check_resumable(
             f"ToolGateMiddleware ({len(pending)} tool call{'s' if len(pending) > 1 else ''})",
@@ -368,7 +352,7 @@ class ToolGateMiddleware(AgentMiddleware):
             "fallbacks=[GotoNode('block')]) or [Generate(model)]",
         )
         response = interrupt(request)
-        decisions = _decisions_of(response, len(pending))
+        decisions = decisions_of(response, len(pending))
         for c, decision in zip(pending, decisions, strict=True):
             banded = {self.question_id: dict(c.record)}
             self._apply_review(c, decision)
@@ -386,25 +370,7 @@ class ToolGateMiddleware(AgentMiddleware):
         collect(c.asked or self.questions, self.policy, banded, final, state=c.state)
 
     def _apply_review(self, c: _Call, decision: Any) -> None:
-        kind = decision.get("type") if isinstance(decision, Mapping) else None
-        if kind not in self.allowed_decisions:
-            raise ReviewResponseError(
-                f"the reviewer's decision {decision!r} for tool call {c.tool_call['id']!r} is "
-                f"not allowed; allowed types: {self.allowed_decisions}"
-            )
-        if kind == "edit":
-            action = decision.get("edited_action")
-            if not (
-                isinstance(action, Mapping)
-                and isinstance(action.get("name"), str)
-                and isinstance(action.get("args"), Mapping)
-            ):
-                raise ReviewResponseError(
-                    "an edit decision needs edited_action={'name': <tool>, 'args': {...}}, "
-                    f"got {decision!r}"
-                )
-        if kind == "respond" and not isinstance(decision.get("message"), str):
-            raise ReviewResponseError("a respond decision needs message=<str>")
+        kind = checked_kind(decision, c.tool_call["id"], self.allowed_decisions)
         c.review = dict(decision)
         c.record.update(
             label=self.run_on if kind in ("approve", "edit") else self.block_on,
@@ -546,22 +512,6 @@ def _keep_tool_call(steps: Any, tool_call: dict[str, Any]) -> Any:
     record = yield from steps
     record["tool_call"] = tool_call
     return record
-
-
-def _decisions_of(response: Any, expected: int) -> list[Any]:
-    decisions = response.get("decisions") if isinstance(response, Mapping) else None
-    if not isinstance(decisions, list):
-        raise ReviewResponseError(
-            "resume the gate's interrupt with a HITLResponse: "
-            "Command(resume={'decisions': [{'type': 'approve'}, ...]}), got "
-            f"{response!r}"
-        )
-    if len(decisions) != expected:
-        raise ReviewResponseError(
-            f"the HITLRequest listed {expected} tool call(s) but the response has "
-            f"{len(decisions)} decision(s); give one decision per action request, in order"
-        )
-    return decisions
 
 
 def _config() -> Any:
