@@ -168,33 +168,25 @@ def replicas(kind: str, target: str, barrier: Path) -> list[dict]:
     return out
 
 
-def test_two_processes_share_a_sqlite_store(tmp_path):
-    from langgraph.store.sqlite import SqliteStore
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_two_processes_share_a_langgraph_store(kind, tmp_path, request):
+    if kind == "sqlite":
+        from langgraph.store.sqlite import SqliteStore as Store
 
-    db = str(tmp_path / "evidence.sqlite")
-    with SqliteStore.from_conn_string(db) as store:
+        conn = str(tmp_path / "evidence.sqlite")
+    else:
+        from langgraph.store.postgres import PostgresStore as Store
+
+        conn = request.getfixturevalue("postgres_uri")
+    with Store.from_conn_string(conn) as store:
         store.setup()
-    a, b = replicas("sqlite", db, tmp_path / "barrier")
+    a, b = replicas(kind, conn, tmp_path / "barrier")
     # 20 labels open the band (min_evidence=20); the replica that sees it first stops
     # labelling, so 20..30 records in all, and both replicas agree on everything
     assert a == b and 20 <= a["records"] <= 30 and a["trust"] == "earned"
-    with SqliteStore.from_conn_string(db) as store:
+    with Store.from_conn_string(conn) as store:
         earned = Earned(precision=0.8, min_evidence=20, store=store, refresh_s=0)
         third = trust(earned)  # a third replica converges too
-        assert (third.take_at, third.records) == (a["take_at"], a["records"])
-
-
-def test_two_processes_share_a_postgres_store(tmp_path, postgres_uri):
-    from langgraph.store.postgres import PostgresStore
-
-    uri = postgres_uri
-    with PostgresStore.from_conn_string(uri) as store:
-        store.setup()
-    a, b = replicas("postgres", uri, tmp_path / "barrier")
-    assert a == b and 20 <= a["records"] <= 30 and a["trust"] == "earned"
-    with PostgresStore.from_conn_string(uri) as store:
-        earned = Earned(precision=0.8, min_evidence=20, store=store, refresh_s=0)
-        third = trust(earned)
         assert (third.take_at, third.records) == (a["take_at"], a["records"])
 
 
