@@ -114,3 +114,41 @@ def test_the_gate_audits_and_its_audits_teach(engine, tmp_path):
     lines = [json.loads(x) for x in path.read_text().splitlines()]
     assert sorted(x["state"] for x in lines) == sorted(text for text, _ in items)
     assert {x["teacher_label"] for x in lines} <= {"yes", "no"}
+
+
+@pytest.mark.parametrize("run_async", [False, True])
+def test_a_learning_gate_reads_a_turns_calls_in_one_batch(engine, tmp_path, run_async):
+    """Two calls of one turn: one batched engine read, each call asked its own
+    questions, each record its own version and identity."""
+    items = stream(2, seed=6)
+    gate, earned = _gate(engine, tmp_path / "evidence.jsonl", dict(items))
+    batches: list[list] = []
+    real, areal = engine.decide_many, engine.adecide_many
+
+    def spy(states, questions, **kw):
+        batches.append(list(questions))
+        return real(states, questions, **kw)
+
+    async def aspy(states, questions, **kw):
+        batches.append(list(questions))
+        return await areal(states, questions, **kw)
+
+    calls = [
+        {"name": "post", "args": {"text": t}, "id": f"c{i}", "type": "tool_call"}
+        for i, (t, _) in enumerate(items)
+    ]
+    state = {"messages": [HumanMessage("post both"), AIMessage("", tool_calls=calls)]}
+    engine.decide_many, engine.adecide_many = spy, aspy
+    try:
+        if run_async:
+            update = asyncio.run(gate.aafter_model(state, None))
+        else:
+            update = gate.after_model(state, None)
+    finally:
+        del engine.decide_many, engine.adecide_many
+    assert len(batches) == 1 and len(batches[0]) == 2  # per state its questions, one read
+    records = update["tool_decisions"]
+    assert [records[f"c{i}"]["reader_version"] for i in range(2)] == [0, 0]
+    assert records["c0"]["decision_id"] != records["c1"]["decision_id"]
+    stored = [json.loads(x) for x in (tmp_path / "evidence.jsonl").read_text().splitlines()]
+    assert sorted(x["state"] for x in stored) == sorted(t for t, _ in items)

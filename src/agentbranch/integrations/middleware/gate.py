@@ -2,7 +2,7 @@
 
 After each model turn, every proposed call of a guarded tool becomes one state for a
 yes/no risk question, and all of them are answered in ONE batched engine read
-(``decide_many``; with ``Earned(..., learn=True)`` each call is read by the question's
+(``decide_many``; with ``Earned(..., learn=True)`` each call is asked the question's
 version in force and its teacher label teaches it, ``gate_reads``). Each answer is
 banded by an ``agentbranch.policy.Policy``:
 

@@ -1,12 +1,12 @@
 """The gate's engine reads and their bands, the way the resolver does them.
 
-A policy that does not learn reads every guarded call of a turn in ONE batched engine
-read (``decide_many``). An ``Earned(..., learn=True)`` policy reads each call with its
-question's version in force (``agentbranch.policy.learn.hooks.asked_questions``: a
-canvas version picks few-shot lines per state, so calls cannot share one question), and
-each record carries the version that read it and the probability it reports, so the
-teacher's answer to a fallback is stored with the call's state and teaches that version.
-Either way a record is banded at the threshold in force (live, or recorded when a
+Every guarded call of a turn is read in ONE batched engine read (``decide_many``). With
+``Earned(..., learn=True)`` each call is asked its question's version in force
+(``agentbranch.policy.learn.hooks.asked_questions``: a canvas version picks few-shot
+lines per state, so each state gets its own questions in the batch), and each record
+carries the version that read it and the probability it reports, so the teacher's
+answer to a fallback is stored with the call's state and teaches that version. Either
+way a record is banded at the threshold in force (live, or recorded when a
 cassette replays) and an ``Earned`` record carries its ``decision_id`` (its labels count
 once)."""
 
@@ -37,24 +37,14 @@ class CallRead:
     maps: dict[str, Any] = field(default_factory=dict)
 
 
-def _learns(policy: Policy) -> bool:
-    return policy.earned is not None and policy.earned.learner is not None
-
-
 def read_calls(
     engine: Any, questions: Mapping[str, Any], policy: Policy, states: list[Any]
 ) -> list[CallRead]:
-    """The engine's read of each call's state (raises what the engine raises)."""
-    if not _learns(policy):
-        batch = engine.decide_many(states, questions, log_decisions=False)
-        return [CallRead(d, questions) for d in batch]
-    out = []
-    for state in states:
-        asked, versions, reads, maps = asked_questions(engine, questions, policy, state)
-        out.append(
-            CallRead(engine.decide(state, reads, log_decisions=False), asked, versions, maps)
-        )
-    return out
+    """The engine's read of every call's state, in one batch (raises what the engine
+    raises)."""
+    looked = [asked_questions(engine, questions, policy, s) for s in states]
+    batch = engine.decide_many(states, [reads for _, _, reads, _ in looked], log_decisions=False)
+    return [CallRead(d, a, v, m) for d, (a, v, _, m) in zip(batch, looked, strict=True)]
 
 
 async def aread_calls(
@@ -62,17 +52,16 @@ async def aread_calls(
 ) -> list[CallRead]:
     """``read_calls`` on the event loop (a learning question's lookups, which may read
     its store, run off it)."""
-    if not _learns(policy):
-        batch = await engine.adecide_many(states, questions, log_decisions=False)
-        return [CallRead(d, questions) for d in batch]
-    out = []
-    for state in states:
-        asked, versions, reads, maps = await asyncio.to_thread(
-            asked_questions, engine, questions, policy, state
+    if policy.earned is not None and policy.earned.learner is not None:
+        looked = await asyncio.to_thread(
+            lambda: [asked_questions(engine, questions, policy, s) for s in states]
         )
-        decisions = await engine.adecide(state, reads, log_decisions=False)
-        out.append(CallRead(decisions, asked, versions, maps))
-    return out
+    else:  # nothing to look up: no thread
+        looked = [asked_questions(engine, questions, policy, s) for s in states]
+    batch = await engine.adecide_many(
+        states, [reads for _, _, reads, _ in looked], log_decisions=False
+    )
+    return [CallRead(d, a, v, m) for d, (a, v, _, m) in zip(batch, looked, strict=True)]
 
 
 def band_call(engine: Any, qid: str, policy: Policy, read: CallRead, state: Any) -> DecisionRecord:
