@@ -372,6 +372,8 @@ class Earned:
         state: str | None = None,
         version: int | None = None,
         probability: float | None = None,
+        audit_rate: float | None = None,
+        floor: float | None = None,
     ) -> Evidence | None:
         """Record one teacher label (no-op when frozen). Bad evidence (a label outside
         the options, a non-finite confidence) is dropped with a WARNING, never used.
@@ -379,7 +381,10 @@ class Earned:
         its identity (``agentbranch.policy.identity``; labels of one decision count once).
         With ``learn=True``: ``state`` is the labelled state's text, ``version`` the
         version of the read that decided and ``probability`` the probability it gave its
-        label (``agentbranch.policy.learn``)."""
+        label (``agentbranch.policy.learn``), ``audit_rate`` the policy's audit rate (0:
+        no audits; ``None``: not known) and ``floor`` (set by the learner) the least
+        probability any decision was labelled with as this label was made
+        (``Evidence.floor``)."""
         if self.frozen:
             return None
         if self.learner is not None:  # learning hook: the version that decided learns
@@ -389,6 +394,7 @@ class Earned:
                 state=state,
                 version=version,
                 probability=probability,
+                audit_rate=audit_rate,
                 reading=reading,
                 reader=reader,
                 model=model,
@@ -425,6 +431,7 @@ class Earned:
                 **({"version": self.learn_version} if self.learn_version is not None else {}),
                 **({"written": self.learn_written} if self.learn_written is not None else {}),
                 **({"probability": probability} if probability is not None else {}),
+                **({"floor": floor} if floor is not None else {}),
             )
         except Exception as e:  # noqa: BLE001 - pydantic ValidationError and friends
             log.warning(

@@ -38,10 +38,17 @@ from typing import Any
 
 from agentbranch.core.heads import with_head
 from agentbranch.core.state import render_state
+from agentbranch.policy.learn import eprocess, nearest
 from agentbranch.policy.learn import examples as lx
-from agentbranch.policy.learn import nearest
 from agentbranch.policy.learn.head import fit_head
-from agentbranch.policy.learn.ladder import Ladder, Rung, refit_at, trial_fields, version_earned
+from agentbranch.policy.learn.ladder import (
+    Ladder,
+    Rung,
+    refit_at,
+    trial_fields,
+    version_earned,
+    version_share,
+)
 from agentbranch.policy.learn.probability import Map
 from agentbranch.policy.learn.shared import StoreLabels, settled
 
@@ -170,7 +177,8 @@ class Learner:
             rung0.index,
             rung0.fitted_on,
             model=question,
-            trust=version_earned(self.earned, rung0.index),
+            trust=version_earned(self.earned, rung0.index, entry=rung0.entry),
+            entry=rung0.entry,
         )
         rung.trust.learn_written = self._written_key(q)
         with self._lock:
@@ -223,6 +231,7 @@ class Learner:
         version: int | None,
         reading: str | None = None,
         probability: float | None = None,
+        audit_rate: float | None = None,
         **fields: Any,
     ) -> Any:
         """One teacher label for the decision the version ``version`` (or ``question``'s
@@ -234,8 +243,16 @@ class Learner:
         text = state
         if text is not None and self.redact is not None:
             text = self.redact(text)
+        with self._lock:  # (before this label counts: what held when it was made)
+            floor = 1.0 if not q.ladder.open else (audit_rate or None)
         rec = rung.trust.observe(
-            qid, rung.model, state=text, reading=q.reading, probability=probability, **fields
+            qid,
+            rung.model,
+            state=text,
+            reading=q.reading,
+            probability=probability,
+            floor=floor,
+            **fields,
         )
         if rec is None:
             return None
@@ -247,12 +264,20 @@ class Learner:
         if state is not None:
             taken = fields["band"] == "take"
             for trial in trials:
-                self._trial(q, trial, state, taken, fields)
+                self._trial(q, trial, state, taken, fields, floor)
         self._adopt(q)
         self._maybe_fit(q)
         return rec
 
-    def _trial(self, q: _Question, trial: Rung, state: str, taken: bool, fields: dict) -> None:
+    def _trial(
+        self,
+        q: _Question,
+        trial: Rung,
+        state: str,
+        taken: bool,
+        fields: dict,
+        floor: float | None,
+    ) -> None:
         """The trial version's read of a labelled state, as its evidence."""
         if self.engine is None:
             return
@@ -284,6 +309,7 @@ class Learner:
             engine_label=d.label,
             teacher_label=fields["teacher_label"],
             probability=d.probabilities.get(d.label),
+            floor=floor,
             **trial_fields(taken, fields["rate"]),
         )
         if rec is not None:
@@ -361,7 +387,19 @@ class Learner:
             head = fit_head(options, vectors, labels)
             if head is not None:
                 question = with_head(q.question, head)
-                return Rung(j, len(labelled), model=question, trust=version_earned(self.earned, j))
+                # where its anytime-valid test starts: its out-of-fold reads of these
+                # labels, which are never its evidence (``eprocess``)
+                conf, right = eprocess.oof_reads(options, vectors, labels)
+                start = eprocess.entry(
+                    conf,
+                    right,
+                    candidates=self.earned.candidates,
+                    precision=self.earned.precision,
+                    alpha=(1.0 - self.earned.level) * version_share(j) * eprocess.SHARE,
+                    scale=eprocess.confidences(head, vectors, options),
+                )
+                trust = version_earned(self.earned, j, entry=start)
+                return Rung(j, len(labelled), model=question, trust=trust, entry=start)
         else:  # a canvas reader: per state the nearest labelled states (``nearest``)
             encode = self._encode()
             if encode is not None:
