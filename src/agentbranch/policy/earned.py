@@ -381,10 +381,7 @@ class Earned:
         its identity (``agentbranch.policy.identity``; labels of one decision count once).
         With ``learn=True``: ``state`` is the labelled state's text, ``version`` the
         version of the read that decided and ``probability`` the probability it gave its
-        label (``agentbranch.policy.learn``), ``audit_rate`` the policy's audit rate (0:
-        no audits; ``None``: not known) and ``floor`` (set by the learner) the least
-        probability any decision was labelled with as this label was made
-        (``Evidence.floor``)."""
+        label, ``audit_rate`` the policy's (0: none), ``floor`` ``Evidence.floor``."""
         if self.frozen:
             return None
         if self.learner is not None:  # learning hook: the version that decided learns

@@ -219,6 +219,23 @@ def entry(
     return (best,) if moved is None or moved == best else (best, moved)
 
 
+def head_entries(
+    earned: Any, share: float, head: Any, options: Sequence[str], vectors: Any, labels: Any
+) -> tuple[float, ...] | None:
+    """The entries of a version (a ``head`` fitted on ``vectors``, ``labels``; ``share``
+    its share of the error) of a learning ``earned``: ``entry`` on its out-of-fold reads
+    of its own labels, carried over to its own confidences."""
+    conf, right = oof_reads(options, vectors, labels)
+    return entry(
+        conf,
+        right,
+        candidates=earned.candidates,
+        precision=earned.precision,
+        alpha=(1.0 - earned.level) * share * SHARE,
+        scale=confidences(head, vectors, options),
+    )
+
+
 def confidences(head: Any, vectors: Any, options: Sequence[str]) -> Any:
     """A head's confidence ``1 - H / ln K`` for each of ``vectors``."""
     import numpy as np

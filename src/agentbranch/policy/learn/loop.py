@@ -41,14 +41,8 @@ from agentbranch.core.state import render_state
 from agentbranch.policy.learn import eprocess, nearest
 from agentbranch.policy.learn import examples as lx
 from agentbranch.policy.learn.head import fit_head
-from agentbranch.policy.learn.ladder import (
-    Ladder,
-    Rung,
-    refit_at,
-    trial_fields,
-    version_earned,
-    version_share,
-)
+from agentbranch.policy.learn.ladder import Ladder, Rung, refit_at, trial_fields, version_earned
+from agentbranch.policy.learn.ladder import version_share
 from agentbranch.policy.learn.probability import Map
 from agentbranch.policy.learn.shared import StoreLabels, settled
 
@@ -245,14 +239,9 @@ class Learner:
             text = self.redact(text)
         with self._lock:  # (before this label counts: what held when it was made)
             floor = 1.0 if not q.ladder.open else (audit_rate or None)
+        fields["floor"] = floor
         rec = rung.trust.observe(
-            qid,
-            rung.model,
-            state=text,
-            reading=q.reading,
-            probability=probability,
-            floor=floor,
-            **fields,
+            qid, rung.model, state=text, reading=q.reading, probability=probability, **fields
         )
         if rec is None:
             return None
@@ -264,20 +253,12 @@ class Learner:
         if state is not None:
             taken = fields["band"] == "take"
             for trial in trials:
-                self._trial(q, trial, state, taken, fields, floor)
+                self._trial(q, trial, state, taken, fields)
         self._adopt(q)
         self._maybe_fit(q)
         return rec
 
-    def _trial(
-        self,
-        q: _Question,
-        trial: Rung,
-        state: str,
-        taken: bool,
-        fields: dict,
-        floor: float | None,
-    ) -> None:
+    def _trial(self, q: _Question, trial: Rung, state: str, taken: bool, fields: dict) -> None:
         """The trial version's read of a labelled state, as its evidence."""
         if self.engine is None:
             return
@@ -309,7 +290,7 @@ class Learner:
             engine_label=d.label,
             teacher_label=fields["teacher_label"],
             probability=d.probabilities.get(d.label),
-            floor=floor,
+            floor=fields["floor"],
             **trial_fields(taken, fields["rate"]),
         )
         if rec is not None:
@@ -389,15 +370,8 @@ class Learner:
                 question = with_head(q.question, head)
                 # where its anytime-valid test starts: its out-of-fold reads of these
                 # labels, which are never its evidence (``eprocess``)
-                conf, right = eprocess.oof_reads(options, vectors, labels)
-                start = eprocess.entry(
-                    conf,
-                    right,
-                    candidates=self.earned.candidates,
-                    precision=self.earned.precision,
-                    alpha=(1.0 - self.earned.level) * version_share(j) * eprocess.SHARE,
-                    scale=eprocess.confidences(head, vectors, options),
-                )
+                share = version_share(j)
+                start = eprocess.head_entries(self.earned, share, head, options, vectors, labels)
                 trust = version_earned(self.earned, j, entry=start)
                 return Rung(j, len(labelled), model=question, trust=trust, entry=start)
         else:  # a canvas reader: per state the nearest labelled states (``nearest``)
