@@ -44,7 +44,7 @@ from typing import Any
 #: Bet fractions of the mixture (of the boldest bet ``1/p`` on "right").
 FRACTIONS: tuple[float, ...] = (0.5, 0.75, 0.9, 0.97)
 #: Share of a version's error given to this test; the looks keep the rest.
-SHARE = 0.75
+SHARE = 0.9
 #: Fewest pre-fit labels a band must hold, read out of fold, to be an entry.
 MIN_ENTRY_BAND = 4
 
