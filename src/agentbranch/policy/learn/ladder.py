@@ -44,7 +44,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 #: Labels at which the first learned version is fitted; later ones at 2x, 4x ...
-FIRST_REFIT = 24
+FIRST_REFIT = 32
 #: Versions on trial at once (the newest ones): each label costs one shadow read per
 #: trial, and a trial that has not passed by the time four newer versions exist (16x
 #: the labels it was fitted on) is retired. Two was measured to cost a quarter of the
