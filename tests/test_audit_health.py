@@ -19,7 +19,7 @@ from agentbranch.policy import Earned, Generate, Policy, Resolver
 from agentbranch.policy.auditing.health import AuditHealth, health_window
 from agentbranch.policy.auditing.ratelimit import RateLimitedLog
 from agentbranch.policy.auditing.worker import AuditTimeout, Deadline
-from agentbranch.policy.thresholds import takes_to_withdraw
+from _reference_statistics import takes_to_withdraw
 
 
 class Hangs(BaseChatModel):

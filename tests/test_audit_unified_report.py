@@ -16,7 +16,7 @@ from agentbranch.audit.earned_report import earned_report
 from agentbranch.audit.report import json_safe
 from agentbranch.cli import app
 from agentbranch.policy import Earned
-from agentbranch.policy.evidence import new_evidence
+from agentbranch.policy.earned._evidence import new_evidence
 
 runner = CliRunner()
 URGENT = ab.yes_no("Is the ticket urgent?")

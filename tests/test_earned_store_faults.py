@@ -123,7 +123,7 @@ def test_a_record_from_a_fast_clock_is_skipped_with_a_warning_not_an_outage(tmp_
     import json as _json
 
     from agentbranch.policy.earned import Earned as _Earned
-    from agentbranch.policy.evidence import new_evidence
+    from agentbranch.policy.earned._evidence import new_evidence
 
     path = tmp_path / "evidence.jsonl"
     fields = dict(

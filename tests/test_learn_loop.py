@@ -18,8 +18,8 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 import agentbranch as ab
 from agentbranch.core.heads import LinearHead, question_head, with_head
 from agentbranch.policy import Earned, Generate, Policy, Resolver
-from agentbranch.policy.learn import examples as lx
-from agentbranch.policy.learn import ladder as ld
+from agentbranch.policy.earned.learn import examples as lx
+from agentbranch.policy.earned.learn import ladder as ld
 
 SPORT = [
     "The striker scored twice as the home side won the league match",
@@ -194,7 +194,7 @@ def test_the_head_reads_what_scikit_learn_fitted_and_survives_json():
     from sklearn.linear_model import LogisticRegression
 
     from agentbranch.core.heads import FLOOR
-    from agentbranch.policy.learn.head import C, fit_head
+    from agentbranch.policy.earned.learn.head import C, fit_head
 
     rng = np.random.default_rng(0)
     options = ["a", "b", "c", "d"]

@@ -1,5 +1,5 @@
 """Earned(learn=True) on canvas readers: each state read by a learned version is shown
-the labelled states most similar to it (``agentbranch.policy.learn.nearest``), after the
+the labelled states most similar to it (``agentbranch.policy.earned.learn.nearest``), after the
 hand-written examples, within the bounds, under a key that names the pool and the rule;
 without the encoder, the most recent labelled states under another key."""
 
@@ -23,8 +23,8 @@ from _learn_canvas import (
 import agentbranch as ab
 from agentbranch.core.examples import instructions_with_examples
 from agentbranch.policy import Earned, Generate, Policy, Resolver
-from agentbranch.policy.learn import loop, nearest
-from agentbranch.policy.learn.ladder import refit_at
+from agentbranch.policy.earned.learn import loop, nearest
+from agentbranch.policy.earned.learn.ladder import refit_at
 
 
 def _expected(pool_rows, encode, state, per_option, budget, chars=nearest.CHARS):
@@ -222,7 +222,7 @@ def test_a_pool_version_on_the_tiny_transformers_reader(tiny_model_dir):
 
 
 def test_when_picking_fails_the_written_question_decides_and_says_so(tmp_path, caplog):
-    from agentbranch.policy.learn.hooks import asked_questions
+    from agentbranch.policy.earned.learn.hooks import asked_questions
 
     fake, broken = FakeEncoder(), [True]
 

@@ -1,4 +1,4 @@
-"""The probability a learning question reports (``agentbranch.policy.learn.probability``):
+"""The probability a learning question reports (``agentbranch.policy.earned.learn.probability``):
 a map of the read's confidence measured on its version's labels, used only while it
 predicts them better than the read's own probability, shared through the store and
 replayed from a cassette; it never changes what is taken."""
@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 import agentbranch as ab
 from agentbranch.policy import Earned, Generate, Policy, Resolver
-from agentbranch.policy.learn import probability as pr
-from agentbranch.policy.learn.probability import ProbabilityFit, apply
+from agentbranch.policy.earned.learn import probability as pr
+from agentbranch.policy.earned.learn.probability import ProbabilityFit, apply
 
 
 def _feed(fit: ProbabilityFit, n: int, right_at, seed: int = 0, weight=lambda i: 1.0) -> None:

@@ -1,7 +1,7 @@
 """A recorded LangGraph run with Earned(learn=True) replays exactly — the same versions,
 decisions and branches — when the store has since learned more (a newer version in
 force from the first decision) or is gone: the cassette keeps the version in force for
-each decision (``agentbranch.policy.learn.replayed``)."""
+each decision (``agentbranch.policy.earned.learn.replayed``)."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ def test_a_replayed_head_version_is_keyed_by_its_digest(tmp_path):
     from agentbranch.core.heads import LinearHead, question_head, with_head
     from agentbranch.core.questions import to_spec
     from agentbranch.core.reads import ReadRequest
-    from agentbranch.policy.learn.replayed import rebuild, wire
+    from agentbranch.policy.earned.learn.replayed import rebuild, wire
     from agentbranch.replay.keys import request_key
 
     head = LinearHead(["yes", "no"], ["yes", "no"], np.arange(6.0).reshape(2, 3), [0.1, -0.1])

@@ -20,9 +20,9 @@ from agentbranch.audit.earned_report import earned_report
 from agentbranch.audit.earned_sources import evidence_rows
 from agentbranch.cli import app
 from agentbranch.policy import Earned
-from agentbranch.policy.evidence import new_evidence
-from agentbranch.policy.learn.ladder import version_share
-from agentbranch.policy.trust import replay
+from agentbranch.policy.earned._evidence import new_evidence
+from agentbranch.policy.earned.learn.ladder import version_share
+from agentbranch.policy.earned._state import replay
 
 runner = CliRunner()
 

@@ -320,7 +320,7 @@ def learning_title(lq: Any) -> str:
 
 
 def _version(v: Any) -> str:
-    from agentbranch.policy.learn.ladder import version_share
+    from agentbranch.policy.earned.learn.ladder import version_share
 
     made = "as written" if v.version == 0 else f"fitted on the first {v.fitted_on} labels"
     out = f"v{v.version} ({made}): {v.trust}, {_at(v.take_at)}"

@@ -165,7 +165,7 @@ def _settings(raw: Any, where: str) -> dict[str, Any] | None:
     """An audit record's ``earned`` settings, checked like an evidence record's."""
     if raw is None:
         return None
-    from agentbranch.policy.evidence import EarnedSettings
+    from agentbranch.policy.earned._evidence import EarnedSettings
 
     try:
         return EarnedSettings.model_validate(raw).model_dump()
@@ -209,8 +209,8 @@ def evidence_rows(source: Any) -> list[EvidenceRow]:
     """Rows from an evidence file, an ``Earned``, an evidence store, a LangGraph store,
     or records (evidence records, their dicts, or audit records)."""
     from agentbranch.policy.earned import Earned
-    from agentbranch.policy.evidence import Evidence
-    from agentbranch.policy.evidence_store import (
+    from agentbranch.policy.earned._evidence import Evidence
+    from agentbranch.policy.earned._stores import (
         JsonlEvidenceStore,
         LangGraphEvidenceStore,
         as_store,

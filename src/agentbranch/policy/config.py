@@ -11,7 +11,7 @@ from agentbranch.core.decisions import Decision
 from agentbranch.core.errors import ConfigurationError, ReaderError
 from agentbranch.core.questions import Question, instructions_text, to_spec
 from agentbranch.policy.earned import Earned
-from agentbranch.policy.trust import Threshold
+from agentbranch.policy.earned._state import Threshold
 
 Band = Literal["take", "fallback", "review", "error"]
 DecidedBy = Literal["engine", "fallback", "fallback_node", "human", "fail_open", "fail_closed"]

@@ -19,7 +19,7 @@ from agentbranch.policy.generation import (
     state_text,
 )
 from agentbranch.policy.records import engine_record
-from agentbranch.policy.trust import Threshold
+from agentbranch.policy.earned._state import Threshold
 
 
 class Call:

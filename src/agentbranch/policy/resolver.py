@@ -19,10 +19,10 @@ from agentbranch.policy.config import (
 )
 from agentbranch.policy.failure import records_for_error
 from agentbranch.policy.fallbacks import Steps, fallback_steps, run_async, run_sync
-from agentbranch.policy.identity import decision_identity, langgraph_thread
-from agentbranch.policy.in_force import thresholds_for
-from agentbranch.policy.learn.hooks import asked_questions, learner_of, mark_versions
-from agentbranch.policy.learning import collect, snapshot
+from agentbranch.policy.earned._identity import decision_identity, langgraph_thread
+from agentbranch.policy.earned._in_force import thresholds_for
+from agentbranch.policy.earned.learn.hooks import asked_questions, learner_of, mark_versions
+from agentbranch.policy.earned._collect import collect, snapshot
 from agentbranch.policy.review import review_all
 
 
@@ -118,7 +118,7 @@ class Resolver:
 
     def _identify(self, records: dict[str, DecisionRecord], state: Any) -> None:
         """Give each decision of an ``Earned`` question its identity (``decision_id``;
-        ``agentbranch.policy.identity``), so its teacher labels count once."""
+        ``agentbranch.policy.earned._identity``), so its teacher labels count once."""
         if not self._earned:
             return
         text = render_state(state)

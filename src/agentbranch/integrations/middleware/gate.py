@@ -83,7 +83,7 @@ from agentbranch.policy import (
 )
 from agentbranch.policy.failure import records_for_error
 from agentbranch.policy.fallbacks import fallback_steps, run_async, run_sync
-from agentbranch.policy.learning import collect
+from agentbranch.policy.earned._collect import collect
 
 log = logging.getLogger("agentbranch")
 

@@ -2,7 +2,7 @@
 
 Every guarded call of a turn is read in ONE batched engine read (``decide_many``). With
 ``Earned(..., learn=True)`` each call is asked its question's version in force
-(``agentbranch.policy.learn.hooks.asked_questions``: a canvas version picks few-shot
+(``agentbranch.policy.earned.learn.hooks.asked_questions``: a canvas version picks few-shot
 lines per state, so each state gets its own questions in the batch), and each record
 carries the version that read it and the probability it reports, so the teacher's
 answer to a fallback is stored with the call's state and teaches that version. Either
@@ -20,9 +20,9 @@ from typing import Any
 from agentbranch.core.state import render_state
 from agentbranch.policy.bands import band_all
 from agentbranch.policy.config import DecisionRecord, Policy
-from agentbranch.policy.identity import decision_identity, langgraph_thread
-from agentbranch.policy.in_force import thresholds_for
-from agentbranch.policy.learn.hooks import asked_questions, mark_versions
+from agentbranch.policy.earned._identity import decision_identity, langgraph_thread
+from agentbranch.policy.earned._in_force import thresholds_for
+from agentbranch.policy.earned.learn.hooks import asked_questions, mark_versions
 
 
 @dataclass

@@ -12,7 +12,7 @@ from agentbranch.core import logs
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.policy.auditing.sinks import AuditRecord, as_sinks
 from agentbranch.policy.auditing.worker import AuditStats, AuditWorker, Deadline, Job
-from agentbranch.policy.evidence import MIN_RATE
+from agentbranch.policy.earned._evidence import MIN_RATE
 
 log = logging.getLogger("agentbranch")
 

@@ -149,7 +149,7 @@ def _learner(
     earned = policy.earned
     if earned is None:
         return None
-    from agentbranch.policy.learning import observe_record
+    from agentbranch.policy.earned._collect import observe_record
 
     banded = dict(rec)
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from agentbranch.core.state import render_state
 from agentbranch.policy.config import PolicyArg, policy_for
-from agentbranch.policy.in_force import cassette_of
-from agentbranch.policy.learn import nearest, probability, replayed
+from agentbranch.policy.earned._in_force import cassette_of
+from agentbranch.policy.earned.learn import nearest, probability, replayed
 
 log = logging.getLogger("agentbranch")
 

@@ -38,12 +38,12 @@ from typing import Any
 
 from agentbranch.core.heads import with_head
 from agentbranch.core.state import render_state
-from agentbranch.policy.learn import examples as lx
-from agentbranch.policy.learn import nearest
-from agentbranch.policy.learn.head import fit_head
-from agentbranch.policy.learn.ladder import Ladder, Rung, refit_at, trial_fields, version_earned
-from agentbranch.policy.learn.probability import Map
-from agentbranch.policy.learn.shared import StoreLabels, settled
+from agentbranch.policy.earned.learn import examples as lx
+from agentbranch.policy.earned.learn import nearest
+from agentbranch.policy.earned.learn.head import fit_head
+from agentbranch.policy.earned.learn.ladder import Ladder, Rung, refit_at, trial_fields, version_earned
+from agentbranch.policy.earned.learn.probability import Map
+from agentbranch.policy.earned.learn.shared import StoreLabels, settled
 
 log = logging.getLogger("agentbranch")
 
@@ -208,7 +208,7 @@ class Learner:
         model: str | None,
         reading: str | None = None,
     ) -> str:
-        from agentbranch.policy.evidence import evidence_key
+        from agentbranch.policy.earned._evidence import evidence_key
 
         return evidence_key(qid, question, reader, model, reading)
 

@@ -16,7 +16,7 @@ from typing import Any
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.questions import Question
 from agentbranch.policy.config import DecisionRecord, PolicyArg, policy_for
-from agentbranch.policy.in_force import is_replayed
+from agentbranch.policy.earned._in_force import is_replayed
 
 log = logging.getLogger("agentbranch")
 
@@ -61,7 +61,7 @@ def observe_record(
     if is_replayed(banded):
         return  # a replayed decision is no live traffic
     band = banded["band"] if banded["band"] in ("take", "fallback", "review") else "fallback"
-    learning = {}  # learning hook (agentbranch.policy.learn): the state and the version
+    learning = {}  # learning hook (agentbranch.policy.earned.learn): the state and the version
     if getattr(earned, "learner", None) is not None:
         from agentbranch.policy.generation import state_text
 

@@ -17,7 +17,7 @@ same pool and pick the same lines. The encoder is loaded only when a pool first 
 (a pool version actually read), and the pool's own embeddings are computed then, once.
 Without the encoder (torch, transformers or the MiniLM wheel not installed, as in a
 slim deployment) a version shows the most recent labelled states instead
-(``agentbranch.policy.learn.loop``), under another key.
+(``agentbranch.policy.earned.learn.loop``), under another key.
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ def pool_of(
     ``POOL_PER_OPTION`` not among the hand-written ``written``, cut to ``CHARS``;
     ``None`` when nothing is left. Its rule names the encoder: ``ENCODER`` for the
     default, else ``encode``'s ``name`` or class (another encoder, another key)."""
-    from agentbranch.policy.learn import examples as lx
+    from agentbranch.policy.earned.learn import examples as lx
 
     cut = [t[:CHARS] for t in texts]
     mine = {k: list(v) for k, v in written.items()}

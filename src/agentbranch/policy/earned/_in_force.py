@@ -17,7 +17,7 @@ from typing import Any
 from agentbranch.core.decisions import Decision
 from agentbranch.core.questions import Question
 from agentbranch.policy.config import Policy
-from agentbranch.policy.trust import Threshold
+from agentbranch.policy.earned._state import Threshold
 
 #: ``threshold(qid, question, decision, policy)``: the threshold in force.
 ThresholdFn = Callable[[str, Question, Decision, Policy], Threshold]

@@ -21,7 +21,7 @@ from typing import Any
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.examples import WITH_EXAMPLES
 from agentbranch.core.heads import WITH_HEAD, LinearHead
-from agentbranch.policy.learn.nearest import PLAIN, WITH_POOL, Pool
+from agentbranch.policy.earned.learn.nearest import PLAIN, WITH_POOL, Pool
 
 
 class RecordedHead(LinearHead):
