@@ -122,7 +122,7 @@ def test_a_large_store_is_read_in_bounded_pieces(tmp_path, monkeypatch):
     """Opening a store never holds all of its records at once (a million labels peaked
     at 3 GB when every record was parsed in one read)."""
     from agentbranch.policy import JsonlEvidenceStore
-    from agentbranch.policy.earned import _stores as es
+    from agentbranch.policy.earned import _jsonl_store as es
 
     path = tmp_path / "e.jsonl"
     _fill(Earned(precision=0.8, min_evidence=20, store=path, refresh_s=3600), 60)

@@ -19,7 +19,7 @@ import agentbranch as ab
 from agentbranch.core.errors import ConfigurationError, InvalidFileError
 from agentbranch.policy import Earned, JsonlEvidenceStore, Threshold, replay
 from agentbranch.policy.earned._evidence import Evidence, new_evidence
-from agentbranch.policy.earned._stores import LangGraphEvidenceStore
+from agentbranch.policy.earned import LangGraphEvidenceStore
 
 URGENT = ab.yes_no("Is the ticket urgent?")
 WHO = ("urgent", URGENT, "scripted", "scripted-model")

@@ -8,23 +8,23 @@ and ``drifted`` are the drift test's figures. The modules behind this face are p
 
 * ``_earned``: the policy object; ``_state``: the state machine, fed by ``_window``
   (late labels) and ``_ledger`` (every question, from the store), ``_digests`` (ids seen);
-* ``_statistics``: the look test and the drift test over counts; ``_looks``: when looks run;
-* ``_evidence``: the record schema and key; ``_stores``: where records are kept;
+* ``_statistics``: the look test over counts; ``_drift``: the drift test; ``_looks``:
+  when looks run;
+* ``_evidence``: the record schema and key; ``_stores``: the store interface, kept by
+  ``_jsonl_store`` and ``_langgraph_store`` (``_any_store`` picks one);
   ``_checkpoint``: the state saved beside a JSON Lines store;
 * ``_collect``: evidence from resolved decisions; ``_identity``: one decision's identity;
   ``_in_force``: the threshold a decision was read under;
 * ``learn/``: learning a better read of a question from its evidence.
 """
 
+from agentbranch.policy.earned._drift import drifted, takes_to_withdraw
 from agentbranch.policy.earned._earned import Earned
 from agentbranch.policy.earned._evidence import Evidence, evidence_key
+from agentbranch.policy.earned._jsonl_store import JsonlEvidenceStore
+from agentbranch.policy.earned._langgraph_store import LangGraphEvidenceStore
 from agentbranch.policy.earned._state import Threshold, TrustState, replay
-from agentbranch.policy.earned._drift import drifted, takes_to_withdraw
-from agentbranch.policy.earned._stores import (
-    EvidenceStore,
-    JsonlEvidenceStore,
-    LangGraphEvidenceStore,
-)
+from agentbranch.policy.earned._stores import EvidenceStore
 
 __all__ = [
     "Earned",

@@ -77,7 +77,8 @@ from typing import Any
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.policy.auditing.health import AuditHealth
 from agentbranch.policy.earned._evidence import Evidence, Source, Trust, evidence_key, new_evidence
-from agentbranch.policy.earned._stores import EvidenceStore, as_store
+from agentbranch.policy.earned._any_store import as_store
+from agentbranch.policy.earned._stores import EvidenceStore
 from agentbranch.policy.earned._looks import Looks
 from agentbranch.policy.earned._statistics import MAX_CANDIDATES, grid, grid_size
 from agentbranch.policy.earned._state import Threshold, TrustState, fresh_state, replay, step

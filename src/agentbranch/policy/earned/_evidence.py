@@ -61,6 +61,7 @@ import itertools
 import json
 import math
 import re
+import typing
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -82,7 +83,9 @@ MAX_CLOCK_SKEW_S = 300.0
 
 _SCHEMA = re.compile(r"agentbranch\.earned/(\d+)")
 
+#: The trust values a question can be in (one place: the records and reports use these).
 Trust = Literal["learning", "earned", "withdrawn", "fixed"]
+TRUSTS: tuple[str, ...] = typing.get_args(Trust)
 Source = Literal["fallback", "review", "audit"]
 
 

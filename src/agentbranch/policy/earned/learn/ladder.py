@@ -67,7 +67,7 @@ def version_earned(earned: Any, j: int, store: Any = None, base: float = BASE_SH
     ``store`` (default: ``earned``'s own evidence store, shared)."""
     alpha = (1.0 - earned.level) * version_share(j, base)
     extra = {"learn": False} if hasattr(earned, "learn") else {}
-    from agentbranch.policy.earned._stores import store_view
+    from agentbranch.policy.earned._any_store import store_view
 
     copy = replace(
         earned,

@@ -84,7 +84,7 @@ class StoreLabels:
         return None if fitted is None else fitted.in_force
 
     def _read_new(self) -> dict[str, list[Labelled]]:
-        from agentbranch.policy.earned._stores import store_view
+        from agentbranch.policy.earned._any_store import store_view
 
         store = self.earned.evidence
         if self._view is None:
