@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 import agentbranch as ab
+from agentbranch.policy.earned import QuestionKey
 from agentbranch.audit.earned_report import earned_report
 from agentbranch.audit.report import json_safe
 from agentbranch.cli import app
@@ -26,9 +27,9 @@ WHO = {"reader": "embedded", "model": "m"}
 def _observe(earned: Earned, n: int, *, conf=lambda i: 0.97, right=lambda i: True) -> None:
     for i in range(n):
         earned.observe(
-            "urgent", URGENT, **WHO, source="fallback", band="fallback", confidence=conf(i),
-            options=["yes", "no"], engine_label="yes",
-            teacher_label="yes" if right(i) else "no", rate=1.0, take_at=None, trust="learning",
+            QuestionKey("urgent", URGENT, **WHO), "yes" if right(i) else "no",
+            source="fallback", band="fallback", confidence=conf(i), options=["yes", "no"],
+            engine_label="yes", rate=1.0, take_at=None, trust="learning",
         )
 
 

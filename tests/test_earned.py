@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from scipy.stats import binomtest
 
 import agentbranch as ab
+from agentbranch.policy.earned import QuestionKey
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.policy import Earned, Generate, GotoNode, Policy, Resolver, replay
 from _reference_statistics import (
@@ -350,21 +351,7 @@ def test_bad_evidence_is_ignored_with_a_warning(caplog):
     earned = Earned(refresh_s=0)
     caplog.set_level(logging.WARNING, logger="agentbranch")
     for conf, teacher in ((0.9, "maybe"), (math.nan, "yes"), (1.5, "yes")):
-        got = earned.observe(
-            "urgent",
-            URGENT,
-            reader="r",
-            model="m",
-            source="fallback",
-            band="fallback",
-            confidence=conf,
-            options=["yes", "no"],
-            engine_label="yes",
-            teacher_label=teacher,
-            rate=1.0,
-            take_at=None,
-            trust="learning",
-        )
+        got = earned.observe(QuestionKey("urgent", URGENT, "r", "m"), teacher, source="fallback", band="fallback", confidence=conf, options=["yes", "no"], engine_label="yes", rate=1.0, take_at=None, trust="learning")
         assert got is None
     assert earned.state("urgent", URGENT, "r", "m").records == 0
     assert caplog.text.count("evidence for 'urgent' ignored") == 3
@@ -666,21 +653,7 @@ def test_each_replica_announces_a_withdrawal_once(caplog):
     run(Resolver(engine(), {"urgent": URGENT}, policy), stream(20))
     assert b.threshold("urgent", URGENT, "scripted", "scripted-model").trust == "earned"
     for _ in range(10):
-        a.observe(
-            "urgent",
-            URGENT,
-            reader="scripted",
-            model="scripted-model",
-            source="audit",
-            band="take",
-            confidence=0.95,
-            options=["yes", "no"],
-            engine_label="yes",
-            teacher_label="no",
-            rate=0.1,
-            take_at=0.9,
-            trust="earned",
-        )
+        a.observe(QuestionKey("urgent", URGENT, "scripted", "scripted-model"), "no", source="audit", band="take", confidence=0.95, options=["yes", "no"], engine_label="yes", rate=0.1, take_at=0.9, trust="earned")
     assert caplog.text.count("withdrawn:") == 1  # replica a, as it happened
     b.refresh()
     b.refresh()

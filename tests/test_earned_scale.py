@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agentbranch.policy.earned import QuestionKey
 from agentbranch.policy import Earned
 from agentbranch.policy.earned import _window as window_mod
 from agentbranch.policy.earned._drift import DriftState
@@ -146,21 +147,7 @@ def _counting(monkeypatch) -> list[int]:
 
 
 def _observe(earned: Earned, conf: float, right: bool):
-    return earned.observe(
-        "q",
-        {"q": 1},
-        reader="r",
-        model="m",
-        source="fallback",
-        band="fallback",
-        confidence=conf,
-        options=["yes", "no"],
-        engine_label="yes",
-        teacher_label="yes" if right else "no",
-        rate=1.0,
-        take_at=None,
-        trust="learning",
-    )
+    return earned.observe(QuestionKey("q", {"q": 1}, "r", "m"), "yes" if right else "no", source="fallback", band="fallback", confidence=conf, options=["yes", "no"], engine_label="yes", rate=1.0, take_at=None, trust="learning")
 
 
 def test_a_future_dated_record_does_not_make_each_label_replay_the_store(tmp_path, monkeypatch):

@@ -14,6 +14,7 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 import agentbranch as ab
+from agentbranch.policy.earned import QuestionKey
 from agentbranch.langgraph import DecisionRecords, decide_node
 from agentbranch.policy import Earned, Generate, Policy
 from agentbranch.replay import Cassette, ReplayMissError
@@ -94,7 +95,7 @@ def test_a_learning_run_replays_its_versions_whatever_the_store_learned(tmp_path
     run(graph(ab.DecisionEngine(canvas_reader()), live), [t for t, _ in stream(60, seed=1)])
     now = earned_on(store)
     now.learner.bind(ab.DecisionEngine(canvas_reader()))
-    _, in_force = now.learner.asked("sport", QUESTION, "scripted", "canvas")
+    _, in_force = now.learner.asked(QuestionKey("sport", QUESTION, "scripted", "canvas"))
     assert in_force >= 1
 
     for label, path in (("learned more", store), ("no store", tmp_path / "gone.jsonl")):

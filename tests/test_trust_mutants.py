@@ -16,6 +16,7 @@ import pytest
 from pydantic import ValidationError
 
 import agentbranch as ab
+from agentbranch.policy.earned import QuestionKey
 from agentbranch.core.errors import ConfigurationError, InvalidFileError
 from agentbranch.policy import Earned, JsonlEvidenceStore, Threshold, replay
 from agentbranch.policy.earned._evidence import Evidence, new_evidence
@@ -39,21 +40,7 @@ def label(
     taken = not review and th.take_at is not None and confidence >= th.take_at
     band = "take" if taken else "review" if review else "fallback"
     source = "audit" if taken else "review" if review else "fallback"
-    earned.observe(
-        "urgent",
-        URGENT,
-        reader="scripted",
-        model="scripted-model",
-        source=source,
-        band=band,
-        confidence=confidence,
-        options=["yes", "no"],
-        engine_label="yes",
-        teacher_label="yes" if right else "no",
-        rate=rate if taken else 1.0,
-        take_at=th.take_at,
-        trust=th.trust,
-    )
+    earned.observe(QuestionKey("urgent", URGENT, "scripted", "scripted-model"), "yes" if right else "no", source=source, band=band, confidence=confidence, options=["yes", "no"], engine_label="yes", rate=rate if taken else 1.0, take_at=th.take_at, trust=th.trust)
     return taken
 
 
@@ -854,10 +841,7 @@ def test_a_threshold_in_force_off_this_grid_becomes_a_cell_boundary():
     the state equals a full replay of the records."""
     earned = Earned(precision=0.8, min_evidence=20, refresh_s=0)
     for i in range(30):
-        earned.observe("urgent", URGENT, reader="scripted", model="scripted-model",
-                       source="fallback", band="fallback", confidence=0.96 + (i % 3) / 100,
-                       options=["yes", "no"], engine_label="yes", teacher_label="yes",
-                       rate=1.0, take_at=0.955 if i >= 25 else None, trust="earned")  # fmt: skip
+        earned.observe(QuestionKey("urgent", URGENT, "scripted", "scripted-model"), "yes", source="fallback", band="fallback", confidence=0.96 + (i % 3) / 100, options=["yes", "no"], engine_label="yes", rate=1.0, take_at=0.955 if i >= 25 else None, trust="earned")  # fmt: skip
     st = earned.state(*WHO)
     assert 0.955 in st._cells.boundaries and 0.955 not in earned.candidates
     assert replayed(earned).threshold == st.threshold and st.labels == 30

@@ -1,7 +1,7 @@
 """Earned trust: a take threshold learned per question from the teacher's labels.
 
 ``Earned`` is the policy object (``Policy(take_at=Earned(...))``); ``TrustState`` and
-``Threshold`` are what it reports per question; ``Evidence`` is one labelled decision
+``Threshold`` are what it reports per question, by ``QuestionKey``; ``Evidence`` is one labelled decision
 and the stores keep them (``JsonlEvidenceStore``, ``LangGraphEvidenceStore``, or any
 ``EvidenceStore``); ``replay`` recomputes a state from records; ``takes_to_withdraw``
 and ``drifted`` are the drift test's figures. The modules behind this face are private:
@@ -20,7 +20,7 @@ and ``drifted`` are the drift test's figures. The modules behind this face are p
 
 from agentbranch.policy.earned._drift import drifted, takes_to_withdraw
 from agentbranch.policy.earned._earned import Earned
-from agentbranch.policy.earned._evidence import Evidence, evidence_key
+from agentbranch.policy.earned._evidence import Evidence, QuestionKey, evidence_key
 from agentbranch.policy.earned._jsonl_store import JsonlEvidenceStore
 from agentbranch.policy.earned._langgraph_store import LangGraphEvidenceStore
 from agentbranch.policy.earned._state import Threshold, TrustState, replay
@@ -32,6 +32,7 @@ __all__ = [
     "EvidenceStore",
     "JsonlEvidenceStore",
     "LangGraphEvidenceStore",
+    "QuestionKey",
     "Threshold",
     "TrustState",
     "drifted",

@@ -16,6 +16,7 @@ from typing import Any
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.questions import Question
 from agentbranch.policy.config import DecisionRecord, PolicyArg, policy_for
+from agentbranch.policy.earned._evidence import QuestionKey
 from agentbranch.policy.earned._in_force import is_replayed
 
 log = logging.getLogger("agentbranch")
@@ -74,20 +75,18 @@ def observe_record(
         }
     try:
         earned.observe(
-            qid,
-            question,
-            reader=banded.get("reader"),
-            model=banded.get("model"),
+            QuestionKey(
+                qid, question, banded.get("reader"), banded.get("model"), banded.get("reading")
+            ),
+            teacher_label,
             source=source,
             band=band,
             confidence=banded["confidence"],
             options=banded["options"],
             engine_label=banded["engine_label"],
-            teacher_label=teacher_label,
             rate=rate,
             take_at=banded.get("take_at"),
             trust=banded.get("trust") or "learning",
-            reading=banded.get("reading"),
             decision=decision if decision is not None else banded.get("decision_id"),
             **learning,
         )

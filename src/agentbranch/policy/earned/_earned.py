@@ -33,7 +33,8 @@ How it behaves (the API other code builds on):
   The statistics, their guarantee and their assumptions: docs/earned.md.
 * Reading it back (reports, diagrams):
 
-  - ``earned.state(question_id, question, reader, model)`` → ``TrustState``: ``take_at``,
+  - ``earned.state(QuestionKey(question_id, question, reader, model))`` (or the short
+    form ``earned.state(question_id, question, reader, model)``) → ``TrustState``: ``take_at``,
     ``trust``, ``labels`` (this epoch), ``looks``, ``audit_right``/``audit_wrong`` (since
     the band opened), ``drift_evalue`` (of the drift test),
     ``records``, and ``events``: every ``Event`` (``kind`` ``"look"`` | ``"earned"`` | ``"lowered"`` | ``"withdrawn"``, ``index`` of the
@@ -76,7 +77,7 @@ from typing import Any
 
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.policy.auditing.health import AuditHealth
-from agentbranch.policy.earned._evidence import Evidence, Source, Trust, evidence_key, new_evidence
+from agentbranch.policy.earned._evidence import Evidence, QuestionKey, Source, Trust, new_evidence
 from agentbranch.policy.earned._any_store import as_store
 from agentbranch.policy.earned._stores import EvidenceStore
 from agentbranch.policy.earned._looks import Looks
@@ -86,6 +87,15 @@ from agentbranch.policy.earned._state import Threshold, TrustState, fresh_state,
 __all__ = ["Earned", "Threshold", "TrustState", "replay", "step"]
 
 log = logging.getLogger("agentbranch")
+
+
+def _key_of(
+    key: QuestionKey | str, question: Any, reader: str | None, model: str | None, reading: str | None
+) -> QuestionKey:
+    """``key`` itself, or the key of the short form's fields."""
+    if isinstance(key, QuestionKey):
+        return key
+    return QuestionKey(key, question, reader, model, reading)
 
 #: The threshold of a band suspended for missing audits: nothing is taken.
 _SUSPENDED = Threshold(None, "learning")
@@ -269,38 +279,41 @@ class Earned:
 
     def key(
         self,
-        question_id: str,
-        question: Any,
-        reader: str | None,
-        model: str | None,
+        key: QuestionKey | str,
+        question: Any = None,
+        reader: str | None = None,
+        model: str | None = None,
         reading: str | None = None,
     ) -> str:
-        """The evidence key (``evidence.evidence_key``); ``reading`` is the decision's
-        reading fingerprint (``Decision.reading``)."""
-        return evidence_key(question_id, question, reader, model, reading)
+        """The evidence key of ``key`` (a ``QuestionKey``; or its fields in order, the
+        short form: question id, question, reader, model, reading)."""
+        return _key_of(key, question, reader, model, reading).evidence_key
 
     def threshold(
         self,
-        question_id: str,
-        question: Any,
-        reader: str | None,
-        model: str | None,
+        key: QuestionKey | str,
+        question: Any = None,
+        reader: str | None = None,
+        model: str | None = None,
         reading: str | None = None,
     ) -> Threshold:
-        """The threshold in force for this question, reader, model and reading settings: what the
-        evidence gives, closed (trust ``"learning"``) while the band's due audits are
-        missing (``audit_health``)."""
-        found = self.state(question_id, question, reader, model, reading).threshold
-        if found.take_at is not None and self.audit_health.suspended(question_id, reader, model):
+        """The threshold in force for this question, reader, model and reading settings:
+        what the evidence gives, closed (trust ``"learning"``) while the band's due audits
+        are missing (``audit_health``). ``key`` as for ``key``."""
+        k = _key_of(key, question, reader, model, reading)
+        found = self.state(k).threshold
+        if found.take_at is not None and self.audit_health.suspended(
+            k.question_id, k.reader, k.model
+        ):
             return _SUSPENDED
         return found
 
     def state(
         self,
-        question_id: str,
-        question: Any,
-        reader: str | None,
-        model: str | None,
+        key: QuestionKey | str,
+        question: Any = None,
+        reader: str | None = None,
+        model: str | None = None,
         reading: str | None = None,
     ) -> TrustState:
         """This question's trust (a live object: copy what you keep).
@@ -308,10 +321,11 @@ class Earned:
         The decision path: a dictionary lookup, plus a read of what the store gained
         since the last one every ``refresh_s`` (skipped, not waited for, while another
         thread is reading it); only the first call of the process waits for the store."""
+        k = _key_of(key, question, reader, model, reading)
         if self.learner is not None:  # learning hook: the version's own trust
-            return self.learner.state(question_id, question, reader, model, reading)
-        key = self.key(question_id, question, reader, model, reading)
-        self._used.setdefault(key, question_id)
+            return self.learner.state(k)
+        key = k.evidence_key
+        self._used.setdefault(key, k.question_id)
         if self._read_at is None:
             with self._feed_lock:
                 if self._read_at is None:
@@ -354,74 +368,56 @@ class Earned:
 
     def observe(
         self,
-        question_id: str,
-        question: Any,
+        key: QuestionKey,
+        teacher_label: str,
         *,
-        reader: str | None,
-        model: str | None,
         source: Source,
         band: str,
         confidence: float,
         options: Sequence[str],
         engine_label: str,
-        teacher_label: str,
         rate: float,
         take_at: float | None,
         trust: Trust,
-        reading: str | None = None,
         decision: str | None = None,
         state: str | None = None,
         version: int | None = None,
         probability: float | None = None,
     ) -> Evidence | None:
-        """Record one teacher label (no-op when frozen). Bad evidence (a label outside
-        the options, a non-finite confidence) is dropped with a WARNING, never used.
-        ``reading``: the decision's reading fingerprint (part of the key); ``decision``:
-        its identity (``agentbranch.policy.earned._identity``; labels of one decision count once).
+        """Record the teacher's label ``teacher_label`` of one decision of ``key`` (no-op
+        when frozen). Bad evidence (a label outside the options, a non-finite confidence)
+        is dropped with a WARNING, never used. ``decision``: its identity
+        (``agentbranch.policy.earned._identity``; labels of one decision count once).
         With ``learn=True``: ``state`` is the labelled state's text, ``version`` the
         version of the read that decided and ``probability`` the probability it gave its
         label (``agentbranch.policy.earned.learn``)."""
         if self.frozen:
             return None
+        fields = {
+            "source": source,
+            "band": band,
+            "confidence": confidence,
+            "options": options,
+            "engine_label": engine_label,
+            "rate": rate,
+            "take_at": take_at,
+            "trust": trust,
+            "decision": decision,
+        }
         if self.learner is not None:  # learning hook: the version that decided learns
             return self.learner.observe(
-                question_id,
-                question,
-                state=state,
-                version=version,
-                probability=probability,
-                reading=reading,
-                reader=reader,
-                model=model,
-                source=source,
-                band=band,
-                confidence=confidence,
-                options=options,
-                engine_label=engine_label,
-                teacher_label=teacher_label,
-                rate=rate,
-                take_at=take_at,
-                trust=trust,
-                decision=decision,
+                key, teacher_label, state=state, version=version, probability=probability, **fields
             )
-        key = self.key(question_id, question, reader, model, reading)
+        question_id = key.question_id
         try:
             rec = new_evidence(
-                key=key,
+                key=key.evidence_key,
                 question_id=question_id,
-                reader=reader,
-                model=model,
-                source=source,
-                band=band,
-                confidence=confidence,
-                options=list(options),
-                engine_label=engine_label,
+                reader=key.reader,
+                model=key.model,
+                **{**fields, "options": list(options)},
                 teacher_label=teacher_label,
-                rate=rate,
-                take_at=take_at,
-                trust=trust,
                 earned=self.settings,
-                decision=decision,
                 **({"state": state} if state is not None else {}),
                 **({"version": self.learn_version} if self.learn_version is not None else {}),
                 **({"written": self.learn_written} if self.learn_written is not None else {}),

@@ -63,6 +63,7 @@ import math
 import re
 import typing
 import uuid
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -254,3 +255,29 @@ def evidence_key(
         identity["reading"] = reading
     blob = json.dumps(identity, sort_keys=True, ensure_ascii=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class QuestionKey:
+    """Which trust a decision reads and feeds: the question (``question_id`` and the
+    question as asked), the ``reader`` and ``model`` that read it, and ``reading``, the
+    fingerprint of its reading settings (``Decision.reading``). ``evidence_key`` is the
+    key its evidence is kept under."""
+
+    question_id: str
+    question: Any
+    reader: str | None = None
+    model: str | None = None
+    reading: str | None = None
+
+    @property
+    def evidence_key(self) -> str:
+        return evidence_key(self.question_id, self.question, self.reader, self.model, self.reading)
+
+    def asking(self, question: Any) -> QuestionKey:
+        """The same key for another version of the question (a learned read of it)."""
+        return replace(self, question=question)
+
+    def read_with(self, reading: str | None) -> QuestionKey:
+        """The same key under other reading settings."""
+        return replace(self, reading=reading)

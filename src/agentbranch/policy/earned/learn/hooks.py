@@ -9,6 +9,7 @@ from typing import Any
 
 from agentbranch.core.state import render_state
 from agentbranch.policy.config import PolicyArg, policy_for
+from agentbranch.policy.earned._evidence import QuestionKey
 from agentbranch.policy.earned._in_force import cassette_of
 from agentbranch.policy.earned.learn import nearest, probability, replayed
 
@@ -61,8 +62,9 @@ def asked_questions(
 
         def live(qid: str = qid, q: Any = q, learner: Any = learner) -> tuple[Any, int, Any, Map]:
             reading = reading_of(engine, qid, q)
-            version, j = learner.asked(qid, q, name, model, reading)
-            mapped = learner.probability_map(qid, version, name, model, reading)
+            key = QuestionKey(qid, q, name, model, reading)
+            version, j = learner.asked(key)
+            mapped = learner.probability_map(key.asking(version))
             pool = nearest.question_pool(version)
             if pool is None or text is None:
                 return version, j, version, mapped
@@ -76,7 +78,7 @@ def asked_questions(
                     type(e).__name__,
                     e,
                 )
-                written = learner.probability_map(qid, q, name, model, reading)
+                written = learner.probability_map(key)
                 return q, 0, q, written
             return version, j, nearest.read_question(version, picked), mapped
 
