@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from agentbranch.policy.earned._state import step
 from agentbranch.policy.earned.learn import ladder as ld
 from agentbranch.policy.earned.learn.probability import ProbabilityFit, apply
-from agentbranch.policy.earned._state import step
 
 
 @dataclass

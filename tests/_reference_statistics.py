@@ -122,7 +122,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from agentbranch.policy.earned._looks import Looks
 from agentbranch.policy.earned._drift import (
     DRIFT_DROPS,
     HISTORY_LIMIT,
@@ -131,6 +130,7 @@ from agentbranch.policy.earned._drift import (
     restart_weight,
     takes_to_withdraw,
 )
+from agentbranch.policy.earned._looks import Looks
 from agentbranch.policy.earned._statistics import (
     MAX_CANDIDATES,
     grid,
@@ -414,5 +414,3 @@ class Drift:
         that is not a number counts as drift: the band closes rather than stay open on a
         test that cannot be computed)."""
         return self.wrong > 0 and not (self.evalue < 1.0 / alpha)
-
-

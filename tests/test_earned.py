@@ -12,14 +12,6 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 from _earned_fixtures import URGENT, Oracle, engine, state
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from scipy.stats import binomtest
-
-import agentbranch as ab
-from agentbranch.policy.earned import QuestionKey
-from agentbranch.core.errors import ConfigurationError
-from agentbranch.policy import Earned, Generate, GotoNode, Policy, Resolver, replay
 from _reference_statistics import (
     Drift,
     grid,
@@ -29,7 +21,14 @@ from _reference_statistics import (
     pvalue_below,
     stratified,
 )
-from agentbranch.policy.earned import takes_to_withdraw
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import binomtest
+
+import agentbranch as ab
+from agentbranch.core.errors import ConfigurationError
+from agentbranch.policy import Earned, Generate, GotoNode, Policy, Resolver, replay
+from agentbranch.policy.earned import QuestionKey, takes_to_withdraw
 
 _T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -351,7 +350,18 @@ def test_bad_evidence_is_ignored_with_a_warning(caplog):
     earned = Earned(refresh_s=0)
     caplog.set_level(logging.WARNING, logger="agentbranch")
     for conf, teacher in ((0.9, "maybe"), (math.nan, "yes"), (1.5, "yes")):
-        got = earned.observe(QuestionKey("urgent", URGENT, "r", "m"), teacher, source="fallback", band="fallback", confidence=conf, options=["yes", "no"], engine_label="yes", rate=1.0, take_at=None, trust="learning")
+        got = earned.observe(
+            QuestionKey("urgent", URGENT, "r", "m"),
+            teacher,
+            source="fallback",
+            band="fallback",
+            confidence=conf,
+            options=["yes", "no"],
+            engine_label="yes",
+            rate=1.0,
+            take_at=None,
+            trust="learning",
+        )
         assert got is None
     assert earned.state("urgent", URGENT, "r", "m").records == 0
     assert caplog.text.count("evidence for 'urgent' ignored") == 3
@@ -653,7 +663,18 @@ def test_each_replica_announces_a_withdrawal_once(caplog):
     run(Resolver(engine(), {"urgent": URGENT}, policy), stream(20))
     assert b.threshold("urgent", URGENT, "scripted", "scripted-model").trust == "earned"
     for _ in range(10):
-        a.observe(QuestionKey("urgent", URGENT, "scripted", "scripted-model"), "no", source="audit", band="take", confidence=0.95, options=["yes", "no"], engine_label="yes", rate=0.1, take_at=0.9, trust="earned")
+        a.observe(
+            QuestionKey("urgent", URGENT, "scripted", "scripted-model"),
+            "no",
+            source="audit",
+            band="take",
+            confidence=0.95,
+            options=["yes", "no"],
+            engine_label="yes",
+            rate=0.1,
+            take_at=0.9,
+            trust="earned",
+        )
     assert caplog.text.count("withdrawn:") == 1  # replica a, as it happened
     b.refresh()
     b.refresh()

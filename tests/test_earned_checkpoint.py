@@ -9,8 +9,8 @@ import random
 
 import pytest
 
-from agentbranch.policy.earned import QuestionKey
 from agentbranch.policy import Earned
+from agentbranch.policy.earned import QuestionKey
 from agentbranch.policy.earned import _checkpoint as ck
 from agentbranch.policy.earned._ledger import Ledger
 from agentbranch.policy.earned._state import replay
@@ -20,7 +20,18 @@ def _fill(earned: Earned, n: int, seed: int = 0) -> None:
     rng = random.Random(seed)
     for i in range(n):
         conf = rng.random()
-        earned.observe(QuestionKey(f"q{i % 2}", {"q": i % 2}, "r", "m"), "yes" if rng.random() < 0.2 + conf else "no", source="fallback", band="fallback", confidence=conf, options=["yes", "no"], engine_label="yes", rate=1.0, take_at=None, trust="learning")
+        earned.observe(
+            QuestionKey(f"q{i % 2}", {"q": i % 2}, "r", "m"),
+            "yes" if rng.random() < 0.2 + conf else "no",
+            source="fallback",
+            band="fallback",
+            confidence=conf,
+            options=["yes", "no"],
+            engine_label="yes",
+            rate=1.0,
+            take_at=None,
+            trust="learning",
+        )
 
 
 def _states(earned: Earned) -> dict:

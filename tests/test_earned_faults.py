@@ -13,6 +13,12 @@ from typing import Annotated, TypedDict
 import numpy as np
 import pytest
 from _earned_fixtures import URGENT, Oracle, engine, state
+from _reference_statistics import (
+    grid,
+    learn_then_test,
+    pvalue_below,
+    stratified,
+)
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import RetryPolicy
 from pydantic import ValidationError
@@ -21,14 +27,8 @@ import agentbranch as ab
 from agentbranch.core.errors import ConfigurationError, InvalidFileError
 from agentbranch.integrations.langgraph import DecisionRecords, decide_node
 from agentbranch.policy import Earned, Generate, Policy, Resolver, replay
-from agentbranch.policy.earned._evidence import Evidence, evidence_key, new_evidence
-from _reference_statistics import (
-    grid,
-    learn_then_test,
-    pvalue_below,
-    stratified,
-)
 from agentbranch.policy.earned import takes_to_withdraw
+from agentbranch.policy.earned._evidence import Evidence, evidence_key, new_evidence
 
 _T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

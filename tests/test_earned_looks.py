@@ -7,11 +7,6 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
-
-from agentbranch.policy.earned import Earned, replay
-from agentbranch.policy.earned._state import step
-from agentbranch.policy.earned._evidence import new_evidence
-from agentbranch.policy.earned._looks import Looks
 from _reference_statistics import (
     dense,
     grid,
@@ -20,6 +15,11 @@ from _reference_statistics import (
     look_at,
     predicted_entry,
 )
+
+from agentbranch.policy.earned import Earned, replay
+from agentbranch.policy.earned._evidence import new_evidence
+from agentbranch.policy.earned._looks import Looks
+from agentbranch.policy.earned._state import step
 
 _T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -9,13 +9,24 @@ import logging
 
 import pytest
 
-from agentbranch.policy.earned import QuestionKey
 from agentbranch.core.errors import InvalidFileError
 from agentbranch.policy import Earned
+from agentbranch.policy.earned import QuestionKey
 
 
 def _observe(earned: Earned, conf: float = 0.99, right: bool = True):
-    return earned.observe(QuestionKey("q", {"q": 1}, "r", "m"), "yes" if right else "no", source="fallback", band="fallback", confidence=conf, options=["yes", "no"], engine_label="yes", rate=1.0, take_at=None, trust="learning")
+    return earned.observe(
+        QuestionKey("q", {"q": 1}, "r", "m"),
+        "yes" if right else "no",
+        source="fallback",
+        band="fallback",
+        confidence=conf,
+        options=["yes", "no"],
+        engine_label="yes",
+        rate=1.0,
+        take_at=None,
+        trust="learning",
+    )
 
 
 def _state(earned: Earned):

@@ -15,9 +15,9 @@ import pytest
 
 from agentbranch.core.errors import ConfigurationError, InvalidFileError
 from agentbranch.policy import Earned, JsonlEvidenceStore
-from agentbranch.policy.earned._evidence import new_evidence
 from agentbranch.policy.earned import LangGraphEvidenceStore
 from agentbranch.policy.earned._any_store import as_store
+from agentbranch.policy.earned._evidence import new_evidence
 
 #: Record ``i`` is made ``i`` ms after this: records sort (time, id) in the order of ``i``.
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)

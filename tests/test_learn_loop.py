@@ -16,9 +16,9 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 import agentbranch as ab
-from agentbranch.policy.earned import QuestionKey
 from agentbranch.core.heads import LinearHead, question_head, with_head
 from agentbranch.policy import Earned, Generate, Policy, Resolver
+from agentbranch.policy.earned import QuestionKey
 from agentbranch.policy.earned.learn import examples as lx
 from agentbranch.policy.earned.learn import ladder as ld
 

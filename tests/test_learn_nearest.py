@@ -21,9 +21,9 @@ from _learn_canvas import (
 )
 
 import agentbranch as ab
-from agentbranch.policy.earned import QuestionKey
 from agentbranch.core.examples import instructions_with_examples
 from agentbranch.policy import Earned, Generate, Policy, Resolver
+from agentbranch.policy.earned import QuestionKey
 from agentbranch.policy.earned.learn import loop, nearest
 from agentbranch.policy.earned.learn.ladder import refit_at
 

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agentbranch as ab
-from agentbranch.policy.earned import QuestionKey
 from agentbranch.policy import Earned, Generate, Policy, Resolver
+from agentbranch.policy.earned import QuestionKey
 from agentbranch.policy.earned.learn import probability as pr
 from agentbranch.policy.earned.learn.probability import ProbabilityFit, apply
 

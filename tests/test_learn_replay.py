@@ -14,9 +14,9 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 import agentbranch as ab
-from agentbranch.policy.earned import QuestionKey
 from agentbranch.langgraph import DecisionRecords, decide_node
 from agentbranch.policy import Earned, Generate, Policy
+from agentbranch.policy.earned import QuestionKey
 from agentbranch.replay import Cassette, ReplayMissError
 
 

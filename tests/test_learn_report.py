@@ -15,15 +15,15 @@ import pytest
 from _learn_store import learn_store
 from typer.testing import CliRunner
 
-from agentbranch.policy.earned import QuestionKey
 from agentbranch.audit.earned_learning import learning
 from agentbranch.audit.earned_report import earned_report
 from agentbranch.audit.earned_sources import evidence_rows
 from agentbranch.cli import app
 from agentbranch.policy import Earned
+from agentbranch.policy.earned import QuestionKey
 from agentbranch.policy.earned._evidence import new_evidence
-from agentbranch.policy.earned.learn.ladder import version_share
 from agentbranch.policy.earned._state import replay
+from agentbranch.policy.earned.learn.ladder import version_share
 
 runner = CliRunner()
 
@@ -177,7 +177,18 @@ def test_a_store_without_learning_has_no_learning_section(tmp_path):
     path = tmp_path / "plain.jsonl"
     earned = Earned(precision=0.8, min_evidence=10, store=str(path))
     for i in range(30):
-        earned.observe(QuestionKey("q", "Is it?", "r", "m"), "yes" if i % 10 else "no", source="fallback", band="fallback", confidence=0.9, options=["yes", "no"], engine_label="yes", rate=1.0, take_at=None, trust="learning")
+        earned.observe(
+            QuestionKey("q", "Is it?", "r", "m"),
+            "yes" if i % 10 else "no",
+            source="fallback",
+            band="fallback",
+            confidence=0.9,
+            options=["yes", "no"],
+            engine_label="yes",
+            rate=1.0,
+            take_at=None,
+            trust="learning",
+        )
     assert all("version" not in json.loads(x) for x in path.read_text().splitlines())
     rep = earned_report(path)
     assert rep.learning == {} and "learning" not in rep.as_dict()

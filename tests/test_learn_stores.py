@@ -9,8 +9,8 @@ import json
 from _learn_canvas import QUESTION, FakeEncoder, Teacher, canvas_reader, stream
 
 import agentbranch as ab
-from agentbranch.policy.earned import QuestionKey
 from agentbranch.policy import Earned, Generate, Policy, Resolver
+from agentbranch.policy.earned import QuestionKey
 
 
 def _learning(store, settle_s: float = 0) -> Earned:

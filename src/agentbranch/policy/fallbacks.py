@@ -11,6 +11,7 @@ from typing import Any
 from agentbranch.core.errors import FallbackError
 from agentbranch.core.questions import Question
 from agentbranch.policy.config import DecisionRecord, Generate, MoreDraws, Policy
+from agentbranch.policy.earned._state import Threshold
 from agentbranch.policy.generation import (
     fallback_record,
     generation_messages,
@@ -19,7 +20,6 @@ from agentbranch.policy.generation import (
     state_text,
 )
 from agentbranch.policy.records import engine_record
-from agentbranch.policy.earned._state import Threshold
 
 
 class Call:

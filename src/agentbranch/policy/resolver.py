@@ -17,12 +17,12 @@ from agentbranch.policy.config import (
     check_policies,
     policy_for,
 )
-from agentbranch.policy.failure import records_for_error
-from agentbranch.policy.fallbacks import Steps, fallback_steps, run_async, run_sync
+from agentbranch.policy.earned._collect import collect, snapshot
 from agentbranch.policy.earned._identity import decision_identity, langgraph_thread
 from agentbranch.policy.earned._in_force import thresholds_for
 from agentbranch.policy.earned.learn.hooks import asked_questions, learner_of, mark_versions
-from agentbranch.policy.earned._collect import collect, snapshot
+from agentbranch.policy.failure import records_for_error
+from agentbranch.policy.fallbacks import Steps, fallback_steps, run_async, run_sync
 from agentbranch.policy.review import review_all
 
 

@@ -81,9 +81,9 @@ from agentbranch.policy import (
     check_policies,
     options_of,
 )
+from agentbranch.policy.earned._collect import collect
 from agentbranch.policy.failure import records_for_error
 from agentbranch.policy.fallbacks import fallback_steps, run_async, run_sync
-from agentbranch.policy.earned._collect import collect
 
 log = logging.getLogger("agentbranch")
 

@@ -30,6 +30,7 @@ class Configured(Source, Protocol):
 
     min_evidence: int
 
+
 log = logging.getLogger("agentbranch")
 
 #: Bump when the statistics or the state's layout change: older checkpoints are rebuilt.
@@ -127,4 +128,12 @@ def restore(earned: Configured, ledger: Ledger) -> bool:
     return True
 
 
-__all__ = ["CHECKPOINT_BYTES", "KEEP_CHUNKS", "STATE_FORMAT", "fingerprint", "path_for", "restore", "save"]
+__all__ = [
+    "CHECKPOINT_BYTES",
+    "KEEP_CHUNKS",
+    "STATE_FORMAT",
+    "fingerprint",
+    "path_for",
+    "restore",
+    "save",
+]

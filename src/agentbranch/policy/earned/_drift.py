@@ -26,16 +26,14 @@ __all__ = [
 #: Alternatives of the drift e-process, as drops below the target precision.
 DRIFT_DROPS: tuple[float, ...] = (0.05, 0.1, 0.2, 0.3, 0.5)
 
+
 def _drift_log(right: float, wrong: float, precision: float) -> float:
     """Log of one drift e-process after ``right``/``wrong`` audited takes since it
     started: the mixture likelihood ratio over ``DRIFT_DROPS`` (log-sum-exp)."""
     qs = [precision - d for d in DRIFT_DROPS if precision - d > 0.0]
     if not qs:
         return 0.0
-    v = [
-        right * math.log(q / precision) + wrong * math.log((1 - q) / (1 - precision))
-        for q in qs
-    ]
+    v = [right * math.log(q / precision) + wrong * math.log((1 - q) / (1 - precision)) for q in qs]
     m = max(v)
     return m + math.log(sum(math.exp(x - m) for x in v) / len(v))
 

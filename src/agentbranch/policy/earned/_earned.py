@@ -77,12 +77,12 @@ from typing import Any
 
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.policy.auditing.health import AuditHealth
-from agentbranch.policy.earned._evidence import Evidence, QuestionKey, Source, Trust, new_evidence
 from agentbranch.policy.earned._any_store import as_store
-from agentbranch.policy.earned._stores import EvidenceStore
+from agentbranch.policy.earned._evidence import Evidence, QuestionKey, Source, Trust, new_evidence
 from agentbranch.policy.earned._looks import Looks
-from agentbranch.policy.earned._statistics import MAX_CANDIDATES, grid, grid_size
 from agentbranch.policy.earned._state import Threshold, TrustState, fresh_state, replay, step
+from agentbranch.policy.earned._statistics import MAX_CANDIDATES, grid, grid_size
+from agentbranch.policy.earned._stores import EvidenceStore
 
 __all__ = ["Earned", "Threshold", "TrustState", "replay", "step"]
 
@@ -90,12 +90,17 @@ log = logging.getLogger("agentbranch")
 
 
 def _key_of(
-    key: QuestionKey | str, question: Any, reader: str | None, model: str | None, reading: str | None
+    key: QuestionKey | str,
+    question: Any,
+    reader: str | None,
+    model: str | None,
+    reading: str | None,
 ) -> QuestionKey:
     """``key`` itself, or the key of the short form's fields."""
     if isinstance(key, QuestionKey):
         return key
     return QuestionKey(key, question, reader, model, reading)
+
 
 #: The threshold of a band suspended for missing audits: nothing is taken.
 _SUSPENDED = Threshold(None, "learning")

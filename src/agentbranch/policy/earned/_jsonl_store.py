@@ -11,14 +11,14 @@ import logging
 import os
 import stat
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from agentbranch.core.errors import ConfigurationError, InvalidFileError
 from agentbranch.core.files import append_regular, kind, open_regular
 from agentbranch.policy.earned._evidence import Evidence
-from agentbranch.policy.earned._stores import StoreLost, parse_record, present
+from agentbranch.policy.earned._stores import parse_record
 
 __all__ = ["READ_BYTES", "TAIL_BYTES", "JsonlEvidenceStore"]
 

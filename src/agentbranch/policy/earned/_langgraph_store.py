@@ -6,7 +6,7 @@ on the same thresholds; each reads incrementally what the others committed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 

@@ -25,6 +25,7 @@ class Source(Settings, Protocol):
 
     evidence: Any
 
+
 log = logging.getLogger("agentbranch")
 
 

@@ -17,13 +17,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from agentbranch.policy.earned._drift import DriftState
+from agentbranch.policy.earned._evidence import Evidence, Trust
 from agentbranch.policy.earned._statistics import (
     Cells,
     OffGrid,
     learn_then_test_cells,
     predicted_entry_cells,
 )
-from agentbranch.policy.earned._evidence import Evidence, Trust
 
 
 class Settings(Protocol):
@@ -39,6 +39,7 @@ class Settings(Protocol):
 
     @property
     def alpha(self) -> float: ...
+
 
 EventKind = Literal["look", "earned", "lowered", "withdrawn"]
 

@@ -10,8 +10,8 @@ and tests/_reference_statistics.py, the list forms these are checked against.
 
 from __future__ import annotations
 
-import math
 import base64
+import math
 from array import array
 from bisect import bisect_right
 from collections.abc import Sequence
@@ -156,7 +156,6 @@ class Cells:
 
     def view(self) -> _View:
         return _View(self)
-
 
     def to_dict(self) -> dict:
         """The counts as JSON-safe values (arrays base64-encoded), for a checkpoint."""

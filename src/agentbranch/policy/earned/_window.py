@@ -88,7 +88,11 @@ class QuestionWindow:
     inserted (see the module doc). Not thread-safe: the caller serializes ``add``."""
 
     def __init__(
-        self, key: str, cfg: Settings, fresh: Callable[[], TrustState], extra: tuple[float, ...] = ()
+        self,
+        key: str,
+        cfg: Settings,
+        fresh: Callable[[], TrustState],
+        extra: tuple[float, ...] = (),
     ) -> None:
         self.key, self.cfg = key, cfg
         #: ids (and counted decisions) folded out of the window: 8 bytes each

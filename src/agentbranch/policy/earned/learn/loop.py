@@ -42,7 +42,13 @@ from agentbranch.policy.earned._evidence import QuestionKey
 from agentbranch.policy.earned.learn import examples as lx
 from agentbranch.policy.earned.learn import nearest
 from agentbranch.policy.earned.learn.head import fit_head
-from agentbranch.policy.earned.learn.ladder import Ladder, Rung, refit_at, trial_fields, version_earned
+from agentbranch.policy.earned.learn.ladder import (
+    Ladder,
+    Rung,
+    refit_at,
+    trial_fields,
+    version_earned,
+)
 from agentbranch.policy.earned.learn.probability import Map
 from agentbranch.policy.earned.learn.shared import StoreLabels, settled
 
@@ -254,11 +260,7 @@ class Learner:
     def _adopt(self, q: _Question) -> None:
         with self._lock:
             fed = q.ladder.fed
-        holds = [
-            r.trust.threshold(q.key.asking(r.model)).take_at
-            is not None
-            for r in fed
-        ]
+        holds = [r.trust.threshold(q.key.asking(r.model)).take_at is not None for r in fed]
         with self._lock:
             new = q.ladder.adopt(holds)
         if new is not None:
@@ -420,9 +422,7 @@ class Learner:
             j += 1
         q.ladder.labels = len(q.states)
         holds = [
-            r.trust.threshold(q.key.asking(r.model)).take_at
-            is not None
-            for r in q.ladder.rungs
+            r.trust.threshold(q.key.asking(r.model)).take_at is not None for r in q.ladder.rungs
         ]
         # the newest version holding a threshold is in force (none: the written one)
         q.ladder.in_force = max((i for i, h in enumerate(holds) if h), default=0)
