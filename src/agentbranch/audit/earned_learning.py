@@ -232,3 +232,14 @@ def learning(groups: Mapping[str, list[EvidenceRow]], reports: Mapping[str, Any]
     for (qid, reader, model), rows in sorted(by_question.items(), key=lambda kv: str(kv[0])):
         out[f"{qid} ({reader}, {model})"] = _question(rows, reports)
     return out
+
+
+__all__ = [
+    "AccuracyPoint",
+    "ECE_BINS",
+    "MIN_BLOCK",
+    "POINTS",
+    "QuestionLearning",
+    "VersionLearning",
+    "learning",
+]

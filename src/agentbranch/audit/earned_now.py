@@ -143,3 +143,18 @@ def meaning(take_at: float | None, precision: float, rows: Sequence[EvidenceRow]
         f"decisions at or above {take_at:g} were shown right at least {precision:.0%} of "
         "the time"
     )
+
+
+__all__ = [
+    "DEFAULT_LEVEL",
+    "DEFAULT_PRECISION",
+    "Recomputed",
+    "TEST",
+    "Target",
+    "WhatIf",
+    "from_state",
+    "meaning",
+    "recompute",
+    "target",
+    "what_if",
+]

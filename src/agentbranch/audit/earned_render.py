@@ -409,3 +409,15 @@ def _events(q: QuestionTrust) -> list[str]:
     return [
         f"{e.kind} at {e.decisions:.0f} decisions ({e.labels} labels): {e.reason}" for e in q.events
     ]
+
+
+__all__ = [
+    "diagram_path",
+    "earned_diagram",
+    "learning_rows",
+    "learning_title",
+    "render",
+    "rows",
+    "tables",
+    "title",
+]

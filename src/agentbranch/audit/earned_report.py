@@ -381,3 +381,13 @@ def earned_report(
     else:
         shown = asked or (earned_now.DEFAULT_PRECISION, earned_now.DEFAULT_LEVEL)
     return EarnedReport(shown[0], shown[1], questions, None if asked is None else asked[0], learned)
+
+
+__all__ = [
+    "EarnedReport",
+    "QuestionTrust",
+    "TakeBand",
+    "TrustEvent",
+    "TrustPoint",
+    "earned_report",
+]

@@ -262,3 +262,11 @@ def evidence_rows(source: Any) -> list[EvidenceRow]:
                 f"record {i}: expected an evidence or audit record, got {type(rec).__name__}"
             )
     return rows
+
+
+__all__ = [
+    "EvidenceRow",
+    "evidence_rows",
+    "is_evidence_file",
+    "is_evidence_store",
+]

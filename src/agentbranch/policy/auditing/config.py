@@ -193,3 +193,10 @@ class Audit:
     def __repr__(self) -> str:
         model = type(self.model).__name__ if self.model is not None else "<Generate model>"
         return f"Audit(model={model}, rate={self.rate}, sinks={self._sinks!r})"  # type: ignore[attr-defined]
+
+
+__all__ = [
+    "AUDIT_EVENT",
+    "Audit",
+    "MAX_WORKERS",
+]

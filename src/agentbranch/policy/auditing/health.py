@@ -173,3 +173,14 @@ class AuditHealth:
                 lost,
                 seen,
             )
+
+
+__all__ = [
+    "AuditHealth",
+    "HealthStatus",
+    "MAX_WINDOW",
+    "MIN_WINDOW",
+    "REFERENCE_DROP",
+    "Who",
+    "health_window",
+]

@@ -294,3 +294,8 @@ def _probe_ask(
     taken (nothing is recorded: the fallback labelled that decision)."""
     _answer(audit, teacher, instructions, qid, question, text, base, health)
     health.arrived()
+
+
+__all__ = [
+    "shadow",
+]

@@ -122,3 +122,11 @@ def collect(
             rate=1.0,
             state=state,
         )
+
+
+__all__ = [
+    "collect",
+    "label_of",
+    "observe_record",
+    "snapshot",
+]

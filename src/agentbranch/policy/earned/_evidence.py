@@ -281,3 +281,21 @@ class QuestionKey:
     def read_with(self, reading: str | None) -> QuestionKey:
         """The same key under other reading settings."""
         return replace(self, reading=reading)
+
+
+__all__ = [
+    "EVIDENCE_SCHEMA",
+    "EarnedSettings",
+    "Evidence",
+    "MAX_CLOCK_SKEW_S",
+    "MIN_RATE",
+    "QuestionKey",
+    "SCHEMA_VERSION",
+    "Source",
+    "TRUSTS",
+    "Trust",
+    "check_time",
+    "evidence_key",
+    "new_evidence",
+    "newer_schema",
+]

@@ -66,3 +66,12 @@ def thresholds_for(engine: Any, state: Any) -> ThresholdFn:
 def is_replayed(record: dict[str, Any]) -> bool:
     """Whether a decision was replayed from a cassette (its labels are no live evidence)."""
     return str(record.get("reader") or "").startswith("replay:")
+
+
+__all__ = [
+    "ThresholdFn",
+    "cassette_of",
+    "is_replayed",
+    "live",
+    "thresholds_for",
+]

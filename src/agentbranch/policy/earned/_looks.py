@@ -66,3 +66,8 @@ class Looks:
     def due(self, labels: int, done: int) -> bool:
         """Whether look ``done`` (the next one) is due at ``labels`` labels."""
         return labels >= self.at(done)
+
+
+__all__ = [
+    "Looks",
+]

@@ -113,3 +113,12 @@ def mark_versions(
             rec["probability"] = round(probability.apply(mapped, confidence), 6)
         else:
             rec["probability"] = (rec.get("probabilities") or {}).get(label)
+
+
+__all__ = [
+    "Map",
+    "asked_questions",
+    "learner_of",
+    "mark_versions",
+    "reading_of",
+]

@@ -146,3 +146,16 @@ class Ladder:
             return None
         self.in_force = newest.index
         return newest
+
+
+__all__ = [
+    "BASE_SHARE",
+    "FIRST_REFIT",
+    "Ladder",
+    "MAX_TRIALS",
+    "Rung",
+    "refit_at",
+    "trial_fields",
+    "version_earned",
+    "version_share",
+]

@@ -427,3 +427,11 @@ class Learner:
         # the newest version holding a threshold is in force (none: the written one)
         q.ladder.in_force = max((i for i, h in enumerate(holds) if h), default=0)
         q.ladder.open = any(holds)
+
+
+__all__ = [
+    "CANVAS_CHARS",
+    "CANVAS_PER_OPTION",
+    "Learner",
+    "SETTLE_S",
+]

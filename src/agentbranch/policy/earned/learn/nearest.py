@@ -308,3 +308,27 @@ def default_encode(texts: Sequence[str]) -> Any:
             reader = EmbeddedReader()
             _encoder = Coalesced(lambda batch: reader.embed(batch).numpy())
     return _encoder(texts)
+
+
+__all__ = [
+    "BUDGET",
+    "CHARS",
+    "ChoiceWithPool",
+    "Coalesced",
+    "ENCODER",
+    "Encode",
+    "NoulWithPool",
+    "PER_OPTION",
+    "PLAIN",
+    "POOL_PER_OPTION",
+    "Pool",
+    "ScoreWithPool",
+    "WITH_POOL",
+    "default_encode",
+    "encoder_available",
+    "pool_of",
+    "question_pool",
+    "read_question",
+    "read_questions",
+    "with_pool",
+]

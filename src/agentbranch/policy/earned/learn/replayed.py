@@ -104,3 +104,12 @@ def version(
     read = asked if got["read"] is None else rebuild(written.type, got["read"])
     mapped = got.get("probability_map")
     return asked, j, read, None if mapped is None else tuple(float(x) for x in mapped)
+
+
+__all__ = [
+    "RecordedHead",
+    "decision_key",
+    "rebuild",
+    "version",
+    "wire",
+]

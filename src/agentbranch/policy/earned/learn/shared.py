@@ -130,3 +130,10 @@ def settled(order: tuple[str, str], settle_s: float) -> bool:
         return True
     made = datetime.fromisoformat(order[0])
     return (datetime.now(UTC) - made).total_seconds() >= settle_s
+
+
+__all__ = [
+    "Labelled",
+    "StoreLabels",
+    "settled",
+]

@@ -41,3 +41,9 @@ def at_shares(earned: Any, states: dict[str, Any]) -> dict[str, Any]:
             copies[j] = version_earned(earned, j, store=earned.evidence)
         out[key] = replay(records, copies[j])
     return out
+
+
+__all__ = [
+    "at_shares",
+    "key_version",
+]
