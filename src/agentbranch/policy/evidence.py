@@ -1,5 +1,5 @@
-"""Deprecated import path: ``agentbranch.policy.evidence`` (the evidence record) moved to
-``agentbranch.policy.earned``; removed in agentbranch 0.3.
+"""Deprecated import path: ``agentbranch.policy.evidence`` (the evidence record) moved
+to ``agentbranch.policy.earned``; removed in agentbranch 0.3.
 
 Every public name is still found here, with a ``DeprecationWarning``; import it from
 ``agentbranch.policy.earned``.

@@ -1,5 +1,5 @@
-"""Deprecated import path: ``agentbranch.policy.thresholds`` (the statistics of earned thresholds) moved to
-``agentbranch.policy.earned``; removed in agentbranch 0.3.
+"""Deprecated import path: ``agentbranch.policy.thresholds`` (the earned-threshold statistics)
+to ``agentbranch.policy.earned``; removed in agentbranch 0.3.
 
 Every public name is still found here, with a ``DeprecationWarning``; import it from
 ``agentbranch.policy.earned``.

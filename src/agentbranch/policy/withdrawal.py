@@ -1,5 +1,5 @@
-"""Deprecated import path: ``agentbranch.policy.withdrawal`` (what the drift test needs to withdraw a band) moved to
-``agentbranch.policy.earned``; removed in agentbranch 0.3.
+"""Deprecated import path: ``agentbranch.policy.withdrawal`` (audited takes to withdraw)
+to ``agentbranch.policy.earned``; removed in agentbranch 0.3.
 
 Every public name is still found here, with a ``DeprecationWarning``; import it from
 ``agentbranch.policy.earned``.

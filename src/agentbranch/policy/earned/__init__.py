@@ -1,9 +1,9 @@
 """Earned trust: a take threshold learned per question from the teacher's labels.
 
 ``Earned`` is the policy object (``Policy(take_at=Earned(...))``); ``TrustState`` and
-``Threshold`` are what it reports per question, by ``QuestionKey``; ``Evidence`` is one labelled decision
-and the stores keep them (``JsonlEvidenceStore``, ``LangGraphEvidenceStore``, or any
-``EvidenceStore``); ``replay`` recomputes a state from records; ``takes_to_withdraw``
+``Threshold`` are what it reports per question, by ``QuestionKey``; ``Evidence`` is one
+labelled decision and the stores keep them (``JsonlEvidenceStore``,
+``LangGraphEvidenceStore``, or any ``EvidenceStore``); ``replay`` recomputes a state from records; ``takes_to_withdraw``
 and ``drifted`` are the drift test's figures. The modules behind this face are private:
 
 * ``_earned``: the policy object; ``_state``: the state machine, fed by ``_window``

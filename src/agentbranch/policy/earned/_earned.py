@@ -28,17 +28,18 @@ How it behaves (the API other code builds on):
   sharing a store converges on the same thresholds once it has read the same records
   (each reads what the store gained every ``refresh_s``; its own evidence counts at
   once). The state per question is compact and a label costs O(1), late ones included
-  (``agentbranch.policy.earned._window``, ``agentbranch.policy.earned._statistics``); a JSON Lines store gets
-  a verifiable checkpoint beside it (``agentbranch.policy.earned._checkpoint``).
+  (``_window``, ``_statistics``); a JSON Lines store gets a verifiable checkpoint
+  beside it (``_checkpoint``).
   The statistics, their guarantee and their assumptions: docs/earned.md.
 * Reading it back (reports, diagrams):
 
   - ``earned.state(QuestionKey(question_id, question, reader, model))`` (or the short
-    form ``earned.state(question_id, question, reader, model)``) → ``TrustState``: ``take_at``,
-    ``trust``, ``labels`` (this epoch), ``looks``, ``audit_right``/``audit_wrong`` (since
-    the band opened), ``drift_evalue`` (of the drift test),
-    ``records``, and ``events``: every ``Event`` (``kind`` ``"look"`` | ``"earned"`` | ``"lowered"`` | ``"withdrawn"``, ``index`` of the
-    record that caused it, its ``time``, ``take_at`` after it, ``labels``, ``reason``);
+    form ``earned.state(question_id, question, reader, model)``) → ``TrustState``:
+    ``take_at``, ``trust``, ``labels`` (this epoch), ``looks``,
+    ``audit_right``/``audit_wrong`` (since the band opened), ``drift_evalue`` (of the
+    drift test), ``records``, and ``events``: every ``Event`` (``kind`` ``"look"`` |
+    ``"earned"`` | ``"lowered"`` | ``"withdrawn"``, ``index`` of the record that caused
+    it, its ``time``, ``take_at`` after it, ``labels``, ``reason``);
   - ``earned.stored()`` → ``{evidence key: TrustState}`` for every question the store
     holds evidence of (any process's; with ``learn``, each version's key at its own
     share of the error, ``learn.stored``); ``earned.states()`` those this process has used;

@@ -86,7 +86,7 @@ class TrustState:
     #: this epoch's labels as counts per confidence cell (created at the first label)
     _cells: Cells | None = field(default=None, repr=False)
     #: boundaries beyond the candidate grid and ``start_at``: thresholds in force
-    #: recorded by another configuration (``cells.OffGrid``)
+    #: recorded by another configuration (``OffGrid``)
     _extra: tuple[float, ...] = field(default=(), repr=False)
     _drift: DriftState | None = field(default=None, repr=False)  #: since the band opened
 
@@ -193,7 +193,7 @@ def _look_at(looks: Any, k: int) -> int:
 
 
 def step(st: TrustState, rec: Any, cfg: Settings) -> None:
-    """Replay one record into ``st`` (the whole state machine). Raises ``cells.OffGrid``
+    """Replay one record into ``st`` (the whole state machine). Raises ``OffGrid``
     (with ``st`` unchanged) when the record's threshold in force is not a cell boundary
     of ``st``: replay the question with it in ``_extra``."""
     if st._cells is None:

@@ -183,7 +183,7 @@ class QuestionWindow:
     def add(self, rec: Any) -> str:
         """Feed one record: ``COUNTED`` (or not counted as a repeat of a decision),
         ``DUPLICATE`` (its id was seen) or ``REBUILD`` (older than the window). Raises
-        ``cells.OffGrid`` when its threshold in force needs a new cell boundary."""
+        ``OffGrid`` when its threshold in force needs a new cell boundary."""
         if rec.id in self._ids:
             return DUPLICATE
         last = self._chunks[-1]

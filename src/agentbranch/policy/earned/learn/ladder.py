@@ -17,7 +17,7 @@ read learns from the teacher's labels).
   own confidence says; a trial record is written with ``take_at=None`` (nothing of the
   trial was in force) and the audited ones in a stratum of their own (``band="review"``,
   the statistics' second stratum flag, with ``rate`` the audit rate), so the stratified
-  test weights the two sets by their share of the decisions (``thresholds.stratified``).
+  test weights the two sets by their share of the decisions (``_statistics``).
 * **Adoption.** After every label the newest version holding a threshold decides;
   older ones are no longer fed. While no fed version holds one, nothing is taken
   whichever version reads, so the newest version reads (its read, and the confidence
