@@ -3,8 +3,8 @@
 ``Earned`` is the policy object (``Policy(take_at=Earned(...))``); ``TrustState`` and
 ``Threshold`` are what it reports per question, by ``QuestionKey``; ``Evidence`` is one
 labelled decision and the stores keep them (``JsonlEvidenceStore``,
-``LangGraphEvidenceStore``, or any ``EvidenceStore``); ``replay`` recomputes a state from records; ``takes_to_withdraw``
-and ``drifted`` are the drift test's figures. The modules behind this face are private:
+``LangGraphEvidenceStore``, or any ``EvidenceStore``); ``replay`` recomputes a state
+from records; ``takes_to_withdraw`` and ``drifted`` are the drift test's figures. The modules behind this face are private:
 
 * ``_earned``: the policy object; ``_state``: the state machine, fed by ``_window``
   (late labels) and ``_ledger`` (every question, from the store), ``_digests`` (ids seen);
