@@ -25,7 +25,9 @@ log = logging.getLogger("agentbranch")
 def snapshot(records: Mapping[str, DecisionRecord], policy: PolicyArg) -> dict[str, DecisionRecord]:
     """Copies of the banded records of questions whose policy is ``Earned``."""
     return {
-        qid: dict(rec) for qid, rec in records.items() if policy_for(policy, qid).earned is not None
+        question_id: dict(rec)
+        for question_id, rec in records.items()
+        if policy_for(policy, question_id).earned is not None
     }
 
 
@@ -41,7 +43,7 @@ def label_of(final: DecisionRecord) -> tuple[str, str] | None:
 
 def observe_record(
     earned: Any,
-    qid: str,
+    question_id: str,
     question: Question,
     banded: DecisionRecord,
     *,
@@ -76,7 +78,11 @@ def observe_record(
     try:
         earned.observe(
             QuestionKey(
-                qid, question, banded.get("reader"), banded.get("model"), banded.get("reading")
+                question_id,
+                question,
+                banded.get("reader"),
+                banded.get("model"),
+                banded.get("reading"),
             ),
             teacher_label,
             source=source,
@@ -94,7 +100,10 @@ def observe_record(
         raise
     except Exception as e:  # noqa: BLE001 - a lost label never fails the decision
         log.warning(
-            "agentbranch.earned: evidence for %r not stored: %s: %s", qid, type(e).__name__, e
+            "agentbranch.earned: evidence for %r not stored: %s: %s",
+            question_id,
+            type(e).__name__,
+            e,
         )
 
 
@@ -107,15 +116,15 @@ def collect(
 ) -> None:
     """Store the labels the resolution of ``final`` gave (see module docstring); with
     ``state`` (the state read), a learning policy keeps it with the label."""
-    for qid, first in banded.items():
-        got = label_of(final[qid])
+    for question_id, first in banded.items():
+        got = label_of(final[question_id])
         if got is None:
             continue
-        earned = policy_for(policy, qid).earned
+        earned = policy_for(policy, question_id).earned
         observe_record(
             earned,
-            qid,
-            questions[qid],
+            question_id,
+            questions[question_id],
             first,
             source=got[0],
             teacher_label=got[1],

@@ -233,10 +233,10 @@ def read_question(question: Any, learned: Mapping[str, Sequence[str]]) -> Any:
 def read_questions(asked: Mapping[str, Any], state: str) -> dict[str, Any]:
     """``asked`` with each pool version replaced by its question for ``state``."""
     out = dict(asked)
-    for qid, q in asked.items():
+    for question_id, q in asked.items():
         pool = question_pool(q)
         if pool is not None:
-            out[qid] = read_question(q, pool.pick([state])[0])
+            out[question_id] = read_question(q, pool.pick([state])[0])
     return out
 
 

@@ -68,15 +68,15 @@ def rebuild(qtype: str, data: Mapping[str, Any]) -> Any:
     return PLAIN[qtype](**fields)
 
 
-def decision_key(qid: str, written: Any, text: str) -> str:
+def decision_key(question_id: str, written: Any, text: str) -> str:
     """The cassette key of one decision of ``written`` on the rendered state ``text``."""
-    blob = json.dumps([qid, wire(written), text], sort_keys=True)
+    blob = json.dumps([question_id, wire(written), text], sort_keys=True)
     return "version:" + hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
 def version(
     cassette: Any,
-    qid: str,
+    question_id: str,
     written: Any,
     text: str,
     live: Callable[[], tuple[Any, int, Any, Any]],
@@ -96,7 +96,7 @@ def version(
             "probability_map": None if mapped is None else list(mapped),
         }
 
-    got = cassette.version(decision_key(qid, written, text), now)
+    got = cassette.version(decision_key(question_id, written, text), now)
     if made:
         return made[0]
     j = int(got["version"])
