@@ -51,33 +51,36 @@ def _nothing(*args: Any, **kwargs: Any) -> None:
     return None
 
 
+class _Done:
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _advance(steps: Steps[Any], result: Any, error: BaseException | None) -> Call | _Done:
+    """Give ``steps`` the last call's result (or raise its error at the ``yield``)."""
+    try:
+        return steps.send(result) if error is None else steps.throw(error)
+    except StopIteration as done:
+        return _Done(done.value)
+
+
 def run_sync(steps: Steps[T]) -> T:
     """Drive ``steps`` with blocking calls."""
-    result: Any = None
-    error: BaseException | None = None
-    while True:
+    result, error = None, None
+    while not isinstance(call := _advance(steps, result, error), _Done):
         try:
-            call = steps.send(result) if error is None else steps.throw(error)
-        except StopIteration as done:
-            return done.value
-        result, error = None, None
-        try:
-            result = call.run()
+            result, error = call.run(), None
         except BaseException as e:  # noqa: BLE001 - raised inside the steps, at the yield
-            error = e
+            result, error = None, e
+    return call.value
 
 
 async def run_async(steps: Steps[T]) -> T:
     """Drive ``steps`` with awaited calls."""
-    result: Any = None
-    error: BaseException | None = None
-    while True:
+    result, error = None, None
+    while not isinstance(call := _advance(steps, result, error), _Done):
         try:
-            call = steps.send(result) if error is None else steps.throw(error)
-        except StopIteration as done:
-            return done.value
-        result, error = None, None
-        try:
-            result = await call.arun()
+            result, error = await call.arun(), None
         except BaseException as e:  # noqa: BLE001 - raised inside the steps, at the yield
-            error = e
+            result, error = None, e
+    return call.value
