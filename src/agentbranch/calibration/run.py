@@ -20,6 +20,8 @@ from agentbranch.calibration.temperatures import By, calibrated, fit
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.engine.calibration import Calibration
 
+__all__ = ["WORSE_FIT", "calibrate", "calibrate_scored", "evaluate"]
+
 logger = logging.getLogger("agentbranch.calibration")
 
 #: How the warning about a fit that made the evaluation split worse begins.

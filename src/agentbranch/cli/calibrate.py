@@ -11,6 +11,8 @@ from rich.table import Table
 
 from agentbranch.cli.common import console, err, fail, fmt, load_engine, quiet_logs, read_questions
 
+__all__ = ["calibrate"]
+
 
 def calibrate(
     labelled: Annotated[

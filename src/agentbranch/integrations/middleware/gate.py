@@ -84,6 +84,16 @@ from agentbranch.policy import (
 from agentbranch.policy.resolving import Resolution, resolve_many
 from agentbranch.policy.steps import Steps, run_async, run_sync
 
+__all__ = [
+    "ALL_DECISIONS",
+    "DEFAULT_POLICY",
+    "DEFAULT_QUESTION",
+    "DEFAULT_QUESTION_ID",
+    "STATE_KEY",
+    "CallRenderer",
+    "ToolGateMiddleware",
+]
+
 log = logging.getLogger("agentbranch")
 
 #: The state key the gate writes its records under (tool call id → record).

@@ -45,6 +45,8 @@ from agentbranch.engine.readers.embedded.traced import (
 )
 from agentbranch.engine.readers.threads import Threads, resolve_threads, torch_threads
 
+__all__ = ["MODEL_ID", "TWIN_SIMILARITY", "EmbeddedReader", "default_model_path"]
+
 #: The model id reported in decisions.
 MODEL_ID = "all-MiniLM-L6-v2"
 

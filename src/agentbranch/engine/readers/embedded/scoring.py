@@ -11,6 +11,8 @@ from typing import Any
 from agentbranch.core.reads import LabelRead, QuestionSpec
 from agentbranch.engine.readers.embedded.temperatures import log_softmax
 
+__all__ = ["Comparisons", "combine", "head_reads", "label_read", "prototypes", "uniform"]
+
 
 def prototypes(examples: Sequence[Sequence[str]], vecs: dict[str, Any]) -> list[Any]:
     """Each option's prototype: the L2-normalised mean of its example embeddings
