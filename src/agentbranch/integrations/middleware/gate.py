@@ -32,10 +32,8 @@ blocked (or answered by a reviewer), the others with its id get an error ToolMes
 saying they were not run because of the shared id (``outcome: "blocked"``,
 ``shared_id_with``), instead of vanishing.
 
-Over 500 lines: one middleware: sync and async tool-call wrapping, human review through
-an interrupt, shared tool-call ids and earned-trust evidence all run on the same per-
-call records. What stands alone lives beside it: the resolving steps
-(``agentbranch.policy.resolving``), the reviewer exchange (``gate_review``), the texts (``gate_texts``).
+The resolving steps are ``agentbranch.policy.resolving``'s; the reviewer exchange is
+``gate_review``, the texts ``gate_texts``.
 """
 
 from __future__ import annotations
