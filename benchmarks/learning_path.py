@@ -286,7 +286,7 @@ def main() -> None:
         "ladder.BASE_SHARE=0.5, eprocess.SHARE=0.5)",
     )
     args = parser.parse_args()
-    from agentbranch.policy.learn import eprocess, ladder
+    from agentbranch.policy.earned.learn import eprocess, ladder
 
     for item in args.set:
         name, value = item.split("=", 1)

@@ -1,4 +1,4 @@
-"""The anytime-valid test of learned versions (``agentbranch.policy.learn.eprocess``):
+"""The anytime-valid test of learned versions (``agentbranch.policy.earned.learn.eprocess``):
 it errs within its level however often it is checked, it fails closed on labels it
 cannot read, it bets only on labels made while every decision was labelled, each label
 counts once, and its entry comes from pre-fit reads only."""
@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentbranch.policy.earned import Earned
-from agentbranch.policy.learn import eprocess
-from agentbranch.policy.learn import ladder as ld
-from agentbranch.policy.trust import replay, step
+from agentbranch.policy.earned.learn import eprocess
+from agentbranch.policy.earned.learn import ladder as ld
+from agentbranch.policy.earned._state import replay, step
 
 GRID = [round(1.0 - 0.01 * k, 2) for k in range(101)]
 

@@ -253,7 +253,7 @@ def oof_reads(options: Sequence[str], vectors: Any, labels: Sequence[str]) -> tu
     fitted)."""
     import numpy as np
 
-    from agentbranch.policy.learn import head as lh
+    from agentbranch.policy.earned.learn import head as lh
 
     options = list(options)
     y = np.array([options.index(label) for label in labels])
