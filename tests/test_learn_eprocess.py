@@ -209,3 +209,28 @@ def test_two_walks_share_the_error_and_the_lowest_shown_counts():
         walks.add(0.6, True)  # only in the lower walk's bands
     assert walks.walks[0].shown() is None and walks.shown() is not None
     assert walks.shown() <= 0.5
+
+
+def test_the_floor_is_kept_with_the_record_and_checked():
+    from agentbranch.policy.earned._evidence import Evidence, new_evidence
+
+    base = {
+        "key": "k",
+        "question_id": "q",
+        "source": "fallback",
+        "band": "fallback",
+        "confidence": 0.9,
+        "options": ["yes", "no"],
+        "engine_label": "yes",
+        "teacher_label": "yes",
+        "rate": 1.0,
+    }
+    rec = new_evidence(**base, floor=0.2)
+    again = Evidence.model_validate(rec.to_json(), context={"stored": True})
+    assert again.floor == 0.2 and "floor" not in new_evidence(**base).to_json()
+    for bad in (math.nan, math.inf, 0.0, 1.5, True, "0.2"):
+        try:
+            new_evidence(**base, floor=bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"floor={bad!r} was accepted")
