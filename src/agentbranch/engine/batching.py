@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import warnings
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 from concurrent.futures import CancelledError, Future
@@ -46,6 +47,11 @@ from agentbranch.engine.readers.base import Reader, WrappingReader
 
 __all__ = ["BatchingReader", "QueueFullError", "read_key"]
 
+_WINDOW_S = (
+    "BatchingReader's window_s is deprecated since agentbranch 0.1 and removed in "
+    "agentbranch 0.3: use max_wait_s (the same value)"
+)
+
 
 class BatchingReader(HoldRule, WrappingReader):
     """A reader that coalesces concurrent ``read``/``aread`` calls into batches.
@@ -62,7 +68,8 @@ class BatchingReader(HoldRule, WrappingReader):
             ``RemoteReader`` and for ``VLLMReader`` on a GPU, which batch again
             downstream (``VLLMReader`` on the CPU holds, as the default). A value
             given here is a plain window instead: every batch that is not full waits
-            that long (``window_s`` is the old name).
+            that long. (``window_s``, its old name, still works with a
+            ``DeprecationWarning`` until agentbranch 0.3 removes it.)
         max_queue: most requests waiting; further callers wait for room (back-pressure).
         queue_timeout_s: how long a caller waits for room before ``QueueFullError``
             (``None``: as long as it takes).
@@ -85,7 +92,11 @@ class BatchingReader(HoldRule, WrappingReader):
         dedupe: bool = True,
         window_s: float | None = None,
     ) -> None:
-        wait = max_wait_s if max_wait_s is not None else window_s
+        if window_s is not None:
+            warnings.warn(_WINDOW_S, DeprecationWarning, stacklevel=2)
+            if max_wait_s is None:
+                max_wait_s = window_s
+        wait = max_wait_s
         # The default wait applies only while other callers' requests are in flight.
         self._auto_wait = wait is None
         if wait is None:  # a reader that batches again itself need not wait here too
@@ -153,7 +164,8 @@ class BatchingReader(HoldRule, WrappingReader):
 
     @property
     def window_s(self) -> float:
-        """The old name of ``max_wait_s``."""
+        """Deprecated (removed in agentbranch 0.3): the old name of ``max_wait_s``."""
+        warnings.warn(_WINDOW_S, DeprecationWarning, stacklevel=2)
         return self.max_wait_s
 
     # -- reading ---------------------------------------------------------------------
