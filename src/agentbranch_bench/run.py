@@ -20,6 +20,8 @@ from agentbranch_bench.plotting import plot
 from agentbranch_bench.results import Report, machine_load, target_met, target_text
 from agentbranch_bench.vllm_part import vllm_part
 
+__all__ = ["cold_start_table", "command", "patterns_table", "run_bench"]
+
 
 def run_bench(
     *,
