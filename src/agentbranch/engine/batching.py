@@ -24,7 +24,7 @@ import threading
 import time
 import warnings
 from collections import OrderedDict, deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import CancelledError, Future
 from typing import Any
 
@@ -37,6 +37,7 @@ from agentbranch.engine.batch_parts import (
     Item,
     QueueFullError,
     hashable,
+    new_call,
     one_call,
     read_key,
     similar_part,
@@ -176,14 +177,11 @@ class BatchingReader(HoldRule, WrappingReader):
         """Read ``requests`` in shared batches. ``timeout_s`` (the engine's): give up
         after that long with ``ReaderTimeoutError``; the requests are abandoned (not
         read if still queued, and a batch nobody waits for frees its worker's slot)."""
-        call, pending = self._call(requests, threading.current_thread())
+        call, pending = new_call(requests, threading.current_thread())
         until = None if timeout_s is None else time.monotonic() + timeout_s
         try:
             deadline = self._deadline()
-            while pending:
-                room = self._offer(call, pending)
-                if room is None:
-                    break
+            for room in self._rooms(call, pending):
                 wait = self._left(deadline)
                 if until is not None:
                     wait = self._left(until) if wait is None else min(wait, self._left(until))
@@ -205,13 +203,10 @@ class BatchingReader(HoldRule, WrappingReader):
 
     async def aread(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
         loop = asyncio.get_running_loop()
-        call, pending = self._call(requests, loop=loop)
+        call, pending = new_call(requests, loop=loop)
         try:
             deadline = self._deadline()
-            while pending:
-                room = self._offer(call, pending)
-                if room is None:
-                    break
+            for room in self._rooms(call, pending):
                 try:
                     await asyncio.wait_for(asyncio.wrap_future(room), self._left(deadline))
                 except TimeoutError:
@@ -226,21 +221,14 @@ class BatchingReader(HoldRule, WrappingReader):
             call.future.cancel()
             raise
 
-    def _call(
-        self,
-        requests: Sequence[ReadRequest],
-        thread: threading.Thread | None = None,
-        loop: asyncio.AbstractEventLoop | None = None,
-    ) -> tuple[Call, deque[tuple[int, ReadRequest]]]:
-        requests = list(requests)
-        call = Call([None] * len(requests), len(requests), thread=thread, loop=loop)
-        if not requests:
-            call.future.set_result([])
-            return call, deque()
-        # Shortest state first: the reads a call is cut into (``max_batch``,
-        # ``pipelined_batch``) then each hold states of similar length, and a reader
-        # that pads (every torch reader) pads each little (answers keep their places).
-        return call, deque(sorted(enumerate(requests), key=lambda pair: len(pair[1].state)))
+    def _rooms(self, call: Call, pending: deque[tuple[int, ReadRequest]]) -> Iterator[Future[None]]:
+        """Queue ``pending``; while the queue is full, each time a future that resolves
+        when there may be room, for the caller to wait on (sync or async)."""
+        while pending:
+            room = self._offer(call, pending)
+            if room is None:
+                return
+            yield room
 
     def _arrive(self, call: Call) -> None:
         """Count ``call``'s caller as waiting (who is waiting now, and who came lately:
