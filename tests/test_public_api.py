@@ -173,12 +173,11 @@ def test_version_comes_from_the_package_metadata():
 
 SRC = ROOT / "src"
 
-#: Not yet held to the rule: the earned-trust room (policy/, audit/) and the modules its
-#: move takes along are being reorganised on their own branch, which adds theirs.
+#: Not yet held to the rule: policy/ (six modules outside policy/earned/ still lack
+#: ``__all__``) and the two temperatures modules, left to the earned-trust work that
+#: reorganises them. Take an entry out once its modules comply.
 NOT_YET = (
     "agentbranch/policy/",
-    "agentbranch/audit/",
-    "agentbranch/core/moved.py",
     "agentbranch/calibration/temperatures.py",
     "agentbranch/engine/readers/embedded/temperatures.py",
 )
