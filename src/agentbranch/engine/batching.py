@@ -30,6 +30,7 @@ from typing import Any
 
 from agentbranch.core.at_exit import COALESCERS, finish_at_exit, join_at_exit
 from agentbranch.core.errors import ConfigurationError, ReaderError, ReaderTimeoutError
+from agentbranch.core.moved import REMOVAL, SINCE
 from agentbranch.core.reads import LabelRead, ReadRequest
 from agentbranch.engine.batch_parts import (
     Batch,
@@ -49,8 +50,8 @@ from agentbranch.engine.readers.base import Reader, WrappingReader
 __all__ = ["BatchingReader", "QueueFullError", "read_key"]
 
 _WINDOW_S = (
-    "BatchingReader's window_s is deprecated since agentbranch 0.1 and removed in "
-    "agentbranch 0.3: use max_wait_s (the same value)"
+    f"BatchingReader's window_s is deprecated since agentbranch {SINCE} and removed in "
+    f"agentbranch {REMOVAL}: use max_wait_s (the same value)"
 )
 
 
