@@ -5,6 +5,7 @@ The steps are written once, as a generator that yields each engine or model call
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any
 
@@ -12,14 +13,19 @@ from agentbranch.core.errors import FallbackError
 from agentbranch.core.questions import Question
 from agentbranch.policy.config import DecisionRecord, Generate, MoreDraws, Policy
 from agentbranch.policy.generation import (
+    Expired,
+    ainvoke_within,
     fallback_record,
     generation_messages,
+    invoke_within,
     model_for,
     parse_label,
     state_text,
 )
 from agentbranch.policy.records import engine_record
 from agentbranch.policy.trust import Threshold
+
+log = logging.getLogger("agentbranch")
 
 
 class Call:
@@ -65,7 +71,11 @@ def fallback_steps(
         elif isinstance(fb, Generate):
             messages = generation_messages(fb, qid, question, state_text(state))
             model = model_for(fb.model, engine, rec["options"])
-            reply = yield Call(model.invoke, model.ainvoke, messages)
+            reply = yield Call(invoke_within, ainvoke_within, model, messages, fb.timeout_s)
+            if isinstance(reply, Expired):  # a failed fallback: the next one runs
+                log.warning("agentbranch: question %r: %s", qid, reply.message)
+                errors.append(reply.message)
+                continue
             try:
                 label = parse_label(reply, rec["options"])
             except FallbackError as e:
