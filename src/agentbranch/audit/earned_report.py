@@ -44,7 +44,7 @@ from typing import Any
 
 from agentbranch.audit import earned_now
 from agentbranch.audit.earned_sources import EvidenceRow, evidence_rows
-from agentbranch.audit.estimates import DecisionsEstimate, decisions_estimate
+from agentbranch.audit.estimates import COUNT_LEVEL, DecisionsEstimate, decisions_estimate
 from agentbranch.audit.report import json_safe
 from agentbranch.core.errors import ConfigurationError
 
@@ -257,7 +257,7 @@ def _question(
         model=last.model,
         labels=len(rows),
         decisions=total,
-        decisions_estimate=decisions_estimate([1.0 / r.rate for r in rows], level),
+        decisions_estimate=decisions_estimate([1.0 / r.rate for r in rows], COUNT_LEVEL),
         take_at=take_at,
         trust=last.trust if now is None else now.trust,
         coverage=taken_total / total if total else 0.0,
@@ -375,6 +375,14 @@ def earned_report(
     from agentbranch.audit.earned_learning import learning
 
     learned = learning(groups, questions)
+    # Learned versions in order (v0, v1, ...), each question's together.
+    versions = {v.key: v.version for lq in learned.values() for v in lq.versions}
+    questions = dict(
+        sorted(
+            questions.items(),
+            key=lambda kv: (kv[1].question_id, str(kv[1].reader), versions.get(kv[0], -1)),
+        )
+    )
     first = next(iter(questions.values()), None)
     if first is not None and first.target is not None:
         shown = (first.target.precision, first.target.level)

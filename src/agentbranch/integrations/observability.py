@@ -21,7 +21,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from agentbranch.core import logs
+from agentbranch.core import logs, metrics
 
 log = logging.getLogger("agentbranch")
 
@@ -99,6 +99,8 @@ def _logged_and_streamed(
     records: Iterable[dict[str, Any]], state: Any, include_state: bool
 ) -> list[dict[str, Any]]:
     """Log each record and write it to the custom stream; the payloads to dispatch."""
+    records = list(records)
+    metrics.decisions(records)
     writer = _writer()
     payloads = []
     for record in records:

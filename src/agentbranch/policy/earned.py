@@ -78,6 +78,7 @@ from agentbranch.core.errors import ConfigurationError
 from agentbranch.policy.auditing.health import AuditHealth
 from agentbranch.policy.evidence import Evidence, Source, Trust, evidence_key, new_evidence
 from agentbranch.policy.evidence_store import EvidenceStore, as_store
+from agentbranch.policy.label_loss import append_counted
 from agentbranch.policy.looks import Looks
 from agentbranch.policy.thresholds import MAX_CANDIDATES, grid, grid_size
 from agentbranch.policy.trust import Threshold, TrustState, replay, step
@@ -442,7 +443,7 @@ class Earned:
     # -- internals ------------------------------------------------------------------------
 
     def _append(self, rec: Evidence) -> None:
-        self.evidence.append([rec])
+        append_counted(self.evidence, rec)  # a label the store cannot take is counted
         self._check_lost()
 
     def _catch_up(self, *, announce: bool = True) -> None:

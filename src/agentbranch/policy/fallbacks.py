@@ -6,9 +6,11 @@ The steps are written once, as a generator that yields each engine or model call
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any
 
+from agentbranch.core import metrics
 from agentbranch.core.errors import FallbackError
 from agentbranch.core.questions import Question
 from agentbranch.policy.config import DecisionRecord, Generate, MoreDraws, Policy
@@ -71,16 +73,21 @@ def fallback_steps(
         elif isinstance(fb, Generate):
             messages = generation_messages(fb, qid, question, state_text(state))
             model = model_for(fb.model, engine, rec["options"])
-            reply = yield Call(invoke_within, ainvoke_within, model, messages, fb.timeout_s)
+            started = time.perf_counter()
+            reply = yield Call(invoke_within, ainvoke_within, model, messages, fb.timeout_s, qid)
+            took = time.perf_counter() - started
             if isinstance(reply, Expired):  # a failed fallback: the next one runs
+                metrics.teacher_call(qid, "fallback", took, "timeout")
                 log.warning("agentbranch: question %r: %s", qid, reply.message)
                 errors.append(reply.message)
                 continue
             try:
                 label = parse_label(reply, rec["options"])
             except FallbackError as e:
+                metrics.teacher_call(qid, "fallback", took, "invalid_reply")
                 errors.append(str(e))
                 continue
+            metrics.teacher_call(qid, "fallback", took, None)
             return fallback_record(rec, label, fb.model, reply)
         else:
             out = dict(rec)

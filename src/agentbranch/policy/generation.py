@@ -11,13 +11,16 @@ says which (``"choice"`` or ``None``)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import json
 import logging
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+from agentbranch.core import metrics
 from agentbranch.core.errors import FallbackError
 from agentbranch.core.questions import Question, to_spec
 from agentbranch.policy.config import DecisionRecord, Generate
@@ -158,9 +161,36 @@ def _expired(model: Any, timeout_s: float) -> Expired:
     )
 
 
-def invoke_within(model: Any, messages: list[Any], timeout_s: float | None) -> Any:
+def invoke_within(
+    model: Any, messages: list[Any], timeout_s: float | None, question_id: str = ""
+) -> Any:
     """``model.invoke(messages)``, or ``Expired`` after ``timeout_s`` seconds (the call
-    runs on a helper thread, left to finish on its own)."""
+    runs on a helper thread, left to finish on its own). A call that raises is counted
+    (``agentbranch.teacher.failures``) before its error goes on."""
+    with _raising(question_id):
+        return _invoke_within(model, messages, timeout_s)
+
+
+async def ainvoke_within(
+    model: Any, messages: list[Any], timeout_s: float | None, question_id: str = ""
+) -> Any:
+    """``await model.ainvoke(messages)``, or ``Expired`` after ``timeout_s`` seconds
+    (the call is cancelled). The model's own errors are counted and raised as they are."""
+    with _raising(question_id):
+        return await _ainvoke_within(model, messages, timeout_s)
+
+
+@contextlib.contextmanager
+def _raising(question_id: str) -> Iterator[None]:
+    started = time.perf_counter()
+    try:
+        yield
+    except Exception as e:
+        metrics.teacher_call(question_id, "fallback", time.perf_counter() - started, type(e).__name__)
+        raise
+
+
+def _invoke_within(model: Any, messages: list[Any], timeout_s: float | None) -> Any:
     if timeout_s is None:
         return model.invoke(messages)
     with _stuck_lock:
@@ -192,9 +222,7 @@ def invoke_within(model: Any, messages: list[Any], timeout_s: float | None) -> A
     return box["value"]
 
 
-async def ainvoke_within(model: Any, messages: list[Any], timeout_s: float | None) -> Any:
-    """``await model.ainvoke(messages)``, or ``Expired`` after ``timeout_s`` seconds
-    (the call is cancelled). The model's own errors are raised as they are."""
+async def _ainvoke_within(model: Any, messages: list[Any], timeout_s: float | None) -> Any:
     if timeout_s is None:
         return await model.ainvoke(messages)
     task = asyncio.ensure_future(model.ainvoke(messages))
