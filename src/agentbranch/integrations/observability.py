@@ -21,7 +21,8 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from agentbranch.core import logs, metrics
+from agentbranch.core import _metrics as metrics
+from agentbranch.core import logs
 
 log = logging.getLogger("agentbranch")
 

@@ -65,6 +65,7 @@ from agentbranch.policy.evidence_store import (
     LangGraphEvidenceStore,
 )
 from agentbranch.policy.generation import generation_messages, parse_label
+from agentbranch.policy.label_loss import LabelLostError, labels_lost
 from agentbranch.policy.records import engine_record, error_record, review_payload
 from agentbranch.policy.resolver import Resolver
 
@@ -82,6 +83,7 @@ __all__ = [
     "Generate",
     "GotoNode",
     "JsonlEvidenceStore",
+    "LabelLostError",
     "LangGraphEvidenceStore",
     "MoreDraws",
     "OnError",
@@ -96,6 +98,7 @@ __all__ = [
     "error_record",
     "evidence_key",
     "generation_messages",
+    "labels_lost",
     "options_of",
     "parse_label",
     "policy_for",

@@ -10,7 +10,7 @@ import time
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any
 
-from agentbranch.core import metrics
+from agentbranch.core import _metrics as metrics
 from agentbranch.core.errors import FallbackError
 from agentbranch.core.questions import Question
 from agentbranch.policy.config import DecisionRecord, Generate, MoreDraws, Policy

@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from agentbranch.core import metrics
+from agentbranch.core import _metrics as metrics
 from agentbranch.core.errors import FallbackError
 from agentbranch.core.questions import Question, to_spec
 from agentbranch.policy.config import DecisionRecord, Generate

@@ -14,7 +14,7 @@ import logging
 import threading
 from typing import Any
 
-from agentbranch.core import metrics
+from agentbranch.core import _metrics as metrics
 from agentbranch.core.errors import AgentBranchError, ConfigurationError
 
 log = logging.getLogger("agentbranch")

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from agentbranch.core import metrics
+from agentbranch.core import _metrics as metrics
 from agentbranch.policy.auditing.config import Audit
 from agentbranch.policy.auditing.worker import AuditTimeout
 from agentbranch.policy.auditing.sinks import AuditRecord

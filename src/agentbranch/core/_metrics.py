@@ -4,7 +4,9 @@ teacher costs, whether labels are stored and audits arrive, the trust in force.
 The API (``opentelemetry-api``, the ``metrics`` extra) is optional and the library never
 sets a provider or an exporter: the meter is ``opentelemetry.metrics.get_meter
 ("agentbranch", version)`` on the application's provider (or the one given to
-``use_meter_provider``). Without the API, or while no SDK provider is set, every hook
+``use_meter_provider``). agentbranch never imports OpenTelemetry itself (its import
+takes a fifth of a second): it uses the API once the application has imported it, as it
+does to set its provider. Until then, and while no SDK provider is set, every hook
 returns after one check: no instrument is made, no attribute built. Each fact is counted
 in one place (where its record is logged); attributes are question ids and a few small
 enumerations (band, who decided, role, error type), never states or labels' text.
@@ -12,16 +14,10 @@ enumerations (band, who decided, role, error type), never states or labels' text
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
-
-try:  # the API alone: no SDK module is imported here
-    from opentelemetry import metrics as _api
-    from opentelemetry.metrics import CallbackOptions, NoOpMeterProvider, Observation
-    from opentelemetry.metrics._internal import _ProxyMeterProvider
-except ImportError:  # pragma: no cover - exercised by tests/test_metrics.py in a subprocess
-    _api = None
 
 #: Attribute names (OpenTelemetry style: lowercase, dot-namespaced).
 QUESTION = "agentbranch.question.id"
@@ -38,6 +34,7 @@ DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0
 _lock = threading.Lock()
 _explicit: Any = None  # a provider given to use_meter_provider (None: the global one)
 _built: tuple[Any, Any] | None = None  # (provider, _Instruments)
+_noop: list[Any] = [None]  # the last provider found to be a stand-in (no SDK)
 #: Per question, what the last resolved decision says is in force (for the gauges).
 _in_force: dict[str, dict[str, Any]] = {}
 
@@ -106,15 +103,26 @@ def _version() -> str:
 
 def _instruments() -> _Instruments | None:
     """The instruments on the provider in use, or ``None`` when nothing would record."""
-    if _api is None:
+    api = sys.modules.get("opentelemetry.metrics")
+    if api is None:  # the application has not imported OpenTelemetry: no provider
         return None
-    provider = _explicit if _explicit is not None else _api.get_meter_provider()
+    provider = _explicit if _explicit is not None else api.get_meter_provider()
     built = _built
     if built is not None and built[0] is provider:
         return built[1]
-    if isinstance(provider, _ProxyMeterProvider | NoOpMeterProvider):
-        return None  # no SDK: instruments would be no-ops
+    if provider is _noop[0]:
+        return None
+    if _is_noop(api, provider):
+        _noop[0] = provider  # no SDK: instruments would be no-ops
+        return None
     return _build(provider)
+
+
+def _is_noop(api: Any, provider: Any) -> bool:
+    """Whether ``provider`` is the API's own stand-in (no SDK set yet) or its no-op."""
+    from opentelemetry.metrics._internal import _ProxyMeterProvider
+
+    return isinstance(provider, _ProxyMeterProvider | api.NoOpMeterProvider)
 
 
 def _build(provider: Any) -> _Instruments:
@@ -196,19 +204,25 @@ def audit(question_id: str, outcome: str, error: str | None = None) -> None:
 # -- observable gauges (read at collection) ---------------------------------------------
 
 
-def _thresholds(options: CallbackOptions) -> Iterable[Observation]:
+def _thresholds(options: Any) -> Iterable[Any]:
+    from opentelemetry.metrics import Observation
+
     for qid, now in list(_in_force.items()):
         if now["take_at"] is not None:
             yield Observation(float(now["take_at"]), {QUESTION: qid})
 
 
-def _trusts(options: CallbackOptions) -> Iterable[Observation]:
+def _trusts(options: Any) -> Iterable[Any]:
+    from opentelemetry.metrics import Observation
+
     for qid, now in list(_in_force.items()):
         for trust in TRUSTS:
             yield Observation(1 if now["trust"] == trust else 0, {QUESTION: qid, TRUST: trust})
 
 
-def _versions(options: CallbackOptions) -> Iterable[Observation]:
+def _versions(options: Any) -> Iterable[Any]:
+    from opentelemetry.metrics import Observation
+
     for qid, now in list(_in_force.items()):
         if isinstance(now["version"], int):
             yield Observation(now["version"], {QUESTION: qid})
