@@ -14,6 +14,8 @@ enumerations (band, who decided, role, error type), never states or labels' text
 
 from __future__ import annotations
 
+import functools
+import os
 import sys
 import threading
 from collections.abc import Iterable, Mapping
@@ -103,19 +105,41 @@ def _version() -> str:
 
 def _instruments() -> _Instruments | None:
     """The instruments on the provider in use, or ``None`` when nothing would record."""
-    api = sys.modules.get("opentelemetry.metrics")
-    if api is None:  # the application has not imported OpenTelemetry: no provider
+    provider = _explicit if _explicit is not None else _global_provider()
+    if provider is None:
         return None
-    provider = _explicit if _explicit is not None else api.get_meter_provider()
     built = _built
     if built is not None and built[0] is provider:
         return built[1]
     if provider is _noop[0]:
         return None
-    if _is_noop(api, provider):
-        _noop[0] = provider  # no SDK: instruments would be no-ops
+    if _is_noop(sys.modules["opentelemetry.metrics"], provider):
+        _noop[0] = provider  # a no-op provider: instruments would record nothing
         return None
     return _build(provider)
+
+
+def _global_provider() -> Any:
+    """The provider the application set globally, or ``None`` while it set none (read
+    without a call: the API's own ``get_meter_provider`` reads the environment each
+    time). ``None`` too when the application has not imported the API at all."""
+    internal = sys.modules.get("opentelemetry.metrics._internal")
+    if internal is None:
+        return None
+    provider = getattr(internal, "_METER_PROVIDER", _UNKNOWN)
+    if provider is None:  # none set yet; one named by OTEL_PYTHON_METER_PROVIDER loads
+        return internal.get_meter_provider() if _env_provider() else None
+    if provider is _UNKNOWN:  # an API release that keeps it elsewhere: ask it
+        return sys.modules["opentelemetry.metrics"].get_meter_provider()
+    return provider
+
+
+@functools.cache
+def _env_provider() -> bool:
+    return "OTEL_PYTHON_METER_PROVIDER" in os.environ
+
+
+_UNKNOWN = object()
 
 
 def _is_noop(api: Any, provider: Any) -> bool:
