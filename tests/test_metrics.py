@@ -277,3 +277,22 @@ def test_hooks_do_nothing_until_a_provider_is_given():
     finally:
         ab.use_meter_provider(None)
         provider.shutdown()
+
+
+def test_the_gauges_say_what_the_latest_decision_had_in_force(reader):
+    rec = {
+        "question_id": "sport",
+        "band": "take",
+        "decided_by": "engine",
+        "trust": "earned",
+        "take_at": 0.8,
+        "reader_version": 2,
+    }
+    _metrics.decisions([rec, {**rec, "take_at": 0.75, "reader_version": 3}])
+    pts = points(reader)
+    def now(name):
+        return [p.value for p in pts[name] if p.attributes["agentbranch.question.id"] == "sport"]
+
+    assert now("agentbranch.learn.version") == [3]
+    assert now("agentbranch.threshold") == [0.75]
+    assert total(pts, "agentbranch.teacher.calls_saved", **{"question.id": "sport"}) == 2

@@ -439,7 +439,7 @@ def _cli(*args: str):
 
     from agentbranch.cli import app
 
-    result = CliRunner().invoke(app, list(args), env={"AGENTBRANCH_READER": ""})
+    result = CliRunner().invoke(app, list(args))
     return result.exit_code, result.output + (result.stderr if result.stderr_bytes else "")
 
 
