@@ -115,7 +115,8 @@ def test_a_graph_under_the_sdk_exports_what_the_report_computes(reader, tmp_path
         assert total(pts, "agentbranch.decisions", **{"decision.band": band,
                      "decision.decided_by": decided_by}) == n
     # every label the report counts was stored, and counted, once
-    assert total(pts, "agentbranch.labels.stored") == q["labels"] == len(store.read_text().splitlines())
+    stored = len(store.read_text().splitlines())
+    assert total(pts, "agentbranch.labels.stored") == q["labels"] == stored
     assert total(pts, "agentbranch.labels.lost") == 0
     # fallback labels are the teacher's fallback answers; audited takes are the takes
     fallback = total(pts, "agentbranch.teacher.calls", **{"teacher.role": "fallback"})
@@ -127,7 +128,9 @@ def test_a_graph_under_the_sdk_exports_what_the_report_computes(reader, tmp_path
     assert total(pts, "agentbranch.audits.missing") == 0
     assert total(pts, "agentbranch.teacher.failures") == 0
     # the teacher's latency: one histogram point per role, its count the calls
-    durations = {p.attributes["agentbranch.teacher.role"]: p for p in pts["agentbranch.teacher.duration"]}
+    durations = {
+        p.attributes["agentbranch.teacher.role"]: p for p in pts["agentbranch.teacher.duration"]
+    }
     assert durations["fallback"].count == fallback
     assert durations["audit"].count == q["by_source"]["audit"]
     assert all(p.sum >= 0 for p in durations.values())

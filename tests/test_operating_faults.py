@@ -78,7 +78,9 @@ def test_a_hung_generate_expires_and_the_next_fallback_runs(path, caplog):
 def test_a_hung_last_generate_is_a_fallback_error_naming_the_timeout(path):
     release = threading.Event()
     r = Resolver(
-        engine(), {"team": TEAM}, Policy(take_at=0.6, fallbacks=[Generate(HungChat(release=release), timeout_s=0.1)])
+        engine(),
+        {"team": TEAM},
+        Policy(take_at=0.6, fallbacks=[Generate(HungChat(release=release), timeout_s=0.1)]),
     )
     try:
         with pytest.raises(FallbackError, match=r"timeout_s"):
@@ -152,7 +154,9 @@ def test_a_degenerate_400kb_reply_is_refused_without_being_scanned(monkeypatch):
     assert len(reads) == 1 and reads[0] <= generation.MAX_REPLY_CHARS
 
 
-_option = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1, max_size=12)
+_option = st.text(
+    st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1, max_size=12
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -201,7 +205,8 @@ def test_an_ambiguous_fallback_reply_stores_no_evidence(tmp_path):
     store = tmp_path / "evidence.jsonl"
     earned = Earned(precision=0.9, store=str(store))
     model = StrictFakeChat(replies=['{"label": "billing", "answer": "bug"}'])
-    r = Resolver(engine(), {"team": TEAM}, Policy(take_at=earned, fallbacks=[Generate(model), GotoNode("human")]))
+    policy = Policy(take_at=earned, fallbacks=[Generate(model), GotoNode("human")])
+    r = Resolver(engine(), {"team": TEAM}, policy)
     rec = r.resolve("charged twice")["team"]
     assert rec["decided_by"] == "fallback_node"
     assert not store.exists() or store.read_text() == ""
@@ -446,7 +451,8 @@ def _cli(*args: str):
 def test_the_cli_refuses_repeated_options_with_the_librarys_message():
     with pytest.raises(ab.InvalidQuestionError) as lib:
         ab.choice("Which team?", ["billing", "shipping", "billing"])
-    code, out = _cli("decide", "x", "--choice", "Which team?", "-o", "billing", "-o", "shipping", "-o", "billing")
+    options = ["-o", "billing", "-o", "shipping", "-o", "billing"]
+    code, out = _cli("decide", "x", "--choice", "Which team?", *options)
     assert code == 2 and "options must be distinct" in out and "billing" in out
     assert str(lib.value).split(":", 1)[1].strip()[:40] in " ".join(out.split())
 
@@ -541,3 +547,17 @@ def test_the_report_lists_versions_in_order_and_counts_at_95_percent():
     assert titles == ["0", "1", "2", "3"], text[:2000]
     assert "95% interval" in text and "100% interval" not in text
     assert not re.search(r"level 0\.\d{5,}", text), text
+
+
+def test_the_report_of_a_live_earned_counts_its_lost_labels(tmp_path):
+    from agentbranch.audit.earned_render import tables
+    from agentbranch.audit.earned_report import earned_report
+
+    store = FullDisk(tmp_path / "evidence.jsonl")
+    earned = _fallback_run(store, n=3)
+    store.full = False
+    _fallback_run(store, n=1)  # the store takes labels again: one is there
+    rep = earned_report(earned)
+    assert rep.labels_lost == 3 and rep.as_dict()["labels_lost"] == 3
+    assert any("labels lost" in str(t.columns[0]._cells) for t in tables(rep))
+    assert "labels_lost" not in earned_report(store.inner.path).as_dict()  # cannot know

@@ -300,6 +300,12 @@ def tables(
         table.add_column("value", max_width=76)  # long values wrap in their cell
         for name, value in [*rows(q, report.level), *(extra or {}).get(q.question_id, [])]:
             table.add_row(name, value)
+        if report.labels_lost:
+            table.add_row(
+                "labels lost",
+                f"{report.labels_lost} labels of this process never reached the store (it "
+                "could not be written: see the ERROR log, docs/reliability.md)",
+            )
         out.append(table)
     for lq in report.learning.values():
         table = Table(title=learning_title(lq), show_header=False, title_justify="left")

@@ -139,12 +139,17 @@ class EarnedReport:
     #: the read's accuracy against the teacher over time (``earned_learning``); empty
     #: (and absent from ``as_dict``) for a store without learning
     learning: dict[str, Any] = field(default_factory=dict)
+    #: labels this process could not store (a report of a live ``Earned``: the store
+    #: never saw them); ``None`` (and absent from ``as_dict``) when the report cannot know
+    labels_lost: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-safe (NaN and infinities become ``None``: strict JSON)."""
         out = asdict(self)
         if not out["learning"]:
             del out["learning"]
+        if out["labels_lost"] is None:
+            del out["labels_lost"]
         return json_safe(out)
 
 
@@ -388,4 +393,10 @@ def earned_report(
         shown = (first.target.precision, first.target.level)
     else:
         shown = asked or (earned_now.DEFAULT_PRECISION, earned_now.DEFAULT_LEVEL)
-    return EarnedReport(shown[0], shown[1], questions, None if asked is None else asked[0], learned)
+    lost = None
+    if isinstance(source, Earned):  # the serving process's own count
+        from agentbranch.policy.label_loss import labels_lost
+
+        lost = labels_lost(source)
+    asked_at = None if asked is None else asked[0]
+    return EarnedReport(shown[0], shown[1], questions, asked_at, learned, lost)

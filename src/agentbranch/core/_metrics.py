@@ -76,7 +76,9 @@ class _Instruments:
         )
         self.stored = c("agentbranch.labels.stored", "{label}", "Teacher labels stored")
         self.lost = c(
-            "agentbranch.labels.lost", "{label}", "Teacher labels lost: the store could not be written"
+            "agentbranch.labels.lost",
+            "{label}",
+            "Teacher labels lost: the store could not be written",
         )
         self.due = c("agentbranch.audits.due", "{audit}", "Audits sampled (due)")
         self.done = c("agentbranch.audits.done", "{audit}", "Due audits the teacher answered")

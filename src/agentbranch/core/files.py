@@ -136,9 +136,8 @@ def loads(text: str | bytes, where: str, *, unique_keys: bool = False) -> Any:
     with ``unique_keys``, an object naming a key twice is one too (JSON would keep the
     last silently)."""
     try:
-        return json.loads(
-            text, parse_constant=_refuse_constant, object_pairs_hook=_unique if unique_keys else None
-        )
+        hook = _unique if unique_keys else None
+        return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=hook)
     except _DuplicateKey as e:
         raise InvalidFileError(
             f"{where}: the key {e.args[0]!r} appears twice in one object (JSON would keep "

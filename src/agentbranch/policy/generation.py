@@ -186,7 +186,8 @@ def _raising(question_id: str) -> Iterator[None]:
     try:
         yield
     except Exception as e:
-        metrics.teacher_call(question_id, "fallback", time.perf_counter() - started, type(e).__name__)
+        took = time.perf_counter() - started
+        metrics.teacher_call(question_id, "fallback", took, type(e).__name__)
         raise
 
 
