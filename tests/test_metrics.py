@@ -299,3 +299,44 @@ def test_the_gauges_say_what_the_latest_decision_had_in_force(reader):
     assert now("agentbranch.learn.version") == [3]
     assert now("agentbranch.threshold") == [0.75]
     assert total(pts, "agentbranch.teacher.calls_saved", **{"question.id": "sport"}) == 2
+
+
+class _Broken(Oracle):
+    """A teacher whose every call raises."""
+
+    def _generate(self, messages, stop=None, run_manager=None, **kw):
+        raise RuntimeError("the teacher's server is down")
+
+
+class _Slow(Oracle):
+    """A teacher that answers after ``delay`` seconds."""
+
+    delay: float = 5.0
+
+    def _generate(self, messages, stop=None, run_manager=None, **kw):
+        import time
+
+        time.sleep(self.delay)
+        return super()._generate(messages, stop, run_manager, **kw)
+
+
+def test_audits_that_never_come_and_fallbacks_that_time_out_are_counted(reader):
+    from agentbranch.policy import GotoNode, Resolver
+
+    earned = Earned(precision=0.8, start_at=0.5)  # taken from the start: audits are due
+    audit = Audit(model=_Broken(), rate=1.0)
+    slow = Generate(_Slow(delay=2.0), timeout_s=0.05)
+    policy = Policy(take_at=earned, fallbacks=[slow, GotoNode("human")], audit=audit)
+    r = Resolver(engine(), {"urgent": URGENT}, policy)
+    for i in range(4):
+        r.resolve(state(i, "yes", 0.99, "yes"))  # taken, audited by the broken teacher
+    assert r.resolve(state(9, "yes", 0.3, "yes"))["urgent"]["decided_by"] == "fallback_node"
+    assert audit.flush(30)
+    pts = points(reader)
+    assert total(pts, "agentbranch.audits.due") == 4
+    assert total(pts, "agentbranch.audits.missing", **{"error.type": "RuntimeError"}) == 4
+    assert total(pts, "agentbranch.audits.done") == 0
+    audit_failures = {"teacher.role": "audit", "error.type": "RuntimeError"}
+    assert total(pts, "agentbranch.teacher.failures", **audit_failures) == 4
+    timeouts = {"teacher.role": "fallback", "error.type": "timeout"}
+    assert total(pts, "agentbranch.teacher.failures", **timeouts) == 1
