@@ -21,6 +21,8 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+__all__ = ["enabled", "use_meter_provider"]
+
 #: Attribute names (OpenTelemetry style: lowercase, dot-namespaced).
 QUESTION = "agentbranch.question.id"
 BAND = "agentbranch.decision.band"

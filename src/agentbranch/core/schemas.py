@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+__all__ = ["EVIDENCE_SCHEMA", "EVIDENCE_VERSION", "is_evidence_schema", "newer_release"]
+
 #: An evidence record's ``schema`` (``Earned(store=...)``), and its version number.
 EVIDENCE_SCHEMA = "agentbranch.earned/1"
 EVIDENCE_VERSION = 1

@@ -17,6 +17,8 @@ from typing import Any
 from agentbranch.core import _metrics as metrics
 from agentbranch.core.errors import AgentBranchError, ConfigurationError
 
+__all__ = ["LabelLoss", "LabelLostError", "append_counted", "labels_lost", "loss_for"]
+
 log = logging.getLogger("agentbranch")
 
 
