@@ -561,3 +561,26 @@ def test_the_report_of_a_live_earned_counts_its_lost_labels(tmp_path):
     assert rep.labels_lost == 3 and rep.as_dict()["labels_lost"] == 3
     assert any("labels lost" in str(t.columns[0]._cells) for t in tables(rep))
     assert "labels_lost" not in earned_report(store.inner.path).as_dict()  # cannot know
+
+
+def test_hung_calls_do_not_pile_up_threads(monkeypatch):
+    class Counting(HungChat):
+        calls: int = 0
+
+        def _generate(self, messages, stop=None, **kw):
+            self.calls += 1
+            return super()._generate(messages, stop, **kw)
+
+    monkeypatch.setattr(generation, "MAX_STUCK", 1)
+    monkeypatch.setattr(generation, "_stuck", [])
+    release = threading.Event()
+    hung = Counting(release=release)
+    policy = Policy(take_at=0.6, fallbacks=[Generate(hung, timeout_s=0.1), GotoNode("human")])
+    r = Resolver(engine(), {"team": TEAM}, policy)
+    try:
+        first = r.resolve("x")["team"]
+        second = r.resolve("y")["team"]
+    finally:
+        release.set()
+    assert first["decided_by"] == second["decided_by"] == "fallback_node"
+    assert hung.calls == 1  # the second call was not made behind the stuck one

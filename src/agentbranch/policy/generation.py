@@ -6,7 +6,10 @@ A chat model that can constrain its own generation to a set of strings (a reader
 most likely option) is asked for
 exactly one of the option names, so its reply cannot fail to parse; every other model
 is asked as before and its reply parsed. The decision record's ``fallback.constrained``
-says which (``"choice"`` or ``None``)."""
+says which (``"choice"`` or ``None``).
+
+A call is bounded by ``Generate(timeout_s=...)`` (``invoke_within``/``ainvoke_within``:
+``Expired`` when it runs out, a failed fallback) and a reply by ``MAX_REPLY_CHARS``."""
 
 from __future__ import annotations
 
