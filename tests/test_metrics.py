@@ -151,7 +151,7 @@ def test_a_failing_teacher_and_lost_labels_are_counted(reader, tmp_path):
     import os
 
     from agentbranch.policy import Resolver
-    from agentbranch.policy.evidence_store import JsonlEvidenceStore
+    from agentbranch.policy.earned import JsonlEvidenceStore
 
     class Full(JsonlEvidenceStore):
         def append(self, records):

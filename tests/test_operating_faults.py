@@ -303,7 +303,7 @@ def test_an_io_error_while_serving_is_an_error_naming_the_store(tmp_path, monkey
     import errno
 
     from agentbranch.core.errors import InvalidFileError
-    from agentbranch.policy.evidence_store import JsonlEvidenceStore
+    from agentbranch.policy.earned import JsonlEvidenceStore
 
     path = tmp_path / "evidence.jsonl"
     _fallback_run(str(path))
@@ -323,7 +323,7 @@ class FullDisk:
     def __init__(self, path):
         import errno
 
-        from agentbranch.policy.evidence_store import JsonlEvidenceStore
+        from agentbranch.policy.earned import JsonlEvidenceStore
 
         self.inner = JsonlEvidenceStore(path)
         self.full = True
@@ -404,7 +404,7 @@ def test_stores_and_audit_files_are_created_owner_only(tmp_path, usual_umask):
 
 def test_the_operator_may_ask_for_other_permissions(tmp_path, usual_umask):
     from agentbranch.policy.auditing.sinks import JsonlSink
-    from agentbranch.policy.evidence_store import JsonlEvidenceStore
+    from agentbranch.policy.earned import JsonlEvidenceStore
 
     store = JsonlEvidenceStore(tmp_path / "evidence.jsonl", mode=0o640)
     _fallback_run(store, n=1)
@@ -498,7 +498,7 @@ def test_levels_are_written_the_way_a_person_writes_them(level, pct, frac):
 def _version_records():
     """Labels of four versions of one question, stored in the order v1, v3, v0, v2, at
     an audit rate (so the decisions they stand for are an estimate)."""
-    from agentbranch.policy.evidence import new_evidence
+    from agentbranch.policy.earned._evidence import new_evidence
 
     out, i = [], 0
     for version in (1, 3, 0, 2):

@@ -13,6 +13,7 @@ from agentbranch.core import _metrics as metrics
 from agentbranch.core.errors import FallbackError
 from agentbranch.core.questions import Question
 from agentbranch.policy.config import DecisionRecord, Generate, MoreDraws, Policy
+from agentbranch.policy.earned._state import Threshold
 from agentbranch.policy.generation import (
     Expired,
     ainvoke_within,
@@ -25,7 +26,6 @@ from agentbranch.policy.generation import (
 )
 from agentbranch.policy.records import engine_record
 from agentbranch.policy.steps import Call, Steps, run_async, run_sync
-from agentbranch.policy.trust import Threshold
 
 log = logging.getLogger("agentbranch")
 
