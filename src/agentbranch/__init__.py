@@ -66,6 +66,7 @@ __all__ = [
     "InvalidReadError",
     "InvalidStateError",
     "LabelTokenError",
+    "LocalChatModel",
     "MoreDraws",
     "Policy",
     "Reader",
@@ -79,7 +80,9 @@ __all__ = [
     "VLLMReader",
     "choice",
     "decision_tool",
+    "local_generator",
     "score",
+    "smollm2",
     "yes_no",
 ]
 
@@ -92,6 +95,9 @@ _LAZY = {
     "RemoteReader": "agentbranch.engine.readers.remote",
     "AgentBranchDecisionModel": "agentbranch.integrations.langchain",
     "decision_tool": "agentbranch.integrations.langchain",
+    "LocalChatModel": "agentbranch.integrations.local_chat",
+    "local_generator": "agentbranch.integrations.local_models",
+    "smollm2": "agentbranch.engine.readers.smollm2",
 }
 
 
