@@ -84,7 +84,9 @@ class LocalChatModel(BaseChatModel):
     special_tokens: Literal["reject", "text"] | None = None
     threads: int | Literal["auto"] | None = "auto"
     streaming: bool = False
-    _generator: Any = PrivateAttr(default=None)
+    # One holder per model, shared by its copies (``model_copy``: a cassette's, a
+    # constrained ``Generate``'s), so a folder is loaded once for all of them.
+    _holder: dict[str, Any] = PrivateAttr(default_factory=dict)
     _load_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     def __init__(self, **data: Any) -> None:
@@ -119,7 +121,7 @@ class LocalChatModel(BaseChatModel):
                 f"unknown chat model option(s) {unknown}; use {', '.join(OPTIONS)}"
             )
         model = cls(model_name=generator.model_name, **defaults)
-        model._generator = generator
+        model._holder["generator"] = generator
         return model
 
     @classmethod
@@ -134,22 +136,29 @@ class LocalChatModel(BaseChatModel):
     @property
     def generator(self) -> Any:
         """The generator (a folder's is loaded here, once)."""
-        if self._generator is None:
-            if self.model is None:
-                raise ConfigurationError(
-                    "this LocalChatModel has no model to generate with; build it with "
-                    "reader.chat_model() or LocalChatModel(model='path/to/folder')"
+        generator = self._holder.get("generator")
+        if generator is not None:
+            return generator
+        if self.model is None:
+            raise ConfigurationError(
+                "this LocalChatModel has no model to generate with; build it with "
+                "reader.chat_model() or LocalChatModel(model='path/to/folder')"
+            )
+        with self._load_lock:
+            if "generator" not in self._holder:
+                from agentbranch.engine.readers.transformers_generation import (
+                    TransformersGenerator,
                 )
-            with self._load_lock:
-                if self._generator is None:
-                    from agentbranch.engine.readers.transformers_generation import (
-                        TransformersGenerator,
-                    )
 
-                    self._generator = TransformersGenerator.from_pretrained(
-                        self.model, threads=self.threads, model_name=self.model_name
-                    )
-        return self._generator
+                self._holder["generator"] = TransformersGenerator.from_pretrained(
+                    self.model, threads=self.threads, model_name=self.model_name
+                )
+        return self._holder["generator"]
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the generator is there (a folder loads on the first generation)."""
+        return "generator" in self._holder
 
     @property
     def supports_choices(self) -> bool:
@@ -240,6 +249,9 @@ class LocalChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
         generator, request = self._prepare(messages, stop, kwargs)
+        if not hasattr(generator, "stream"):  # a generator that cannot stream: one piece
+            yield from map(self._chunk, _whole(generator.generate(request)))
+            return
         for item in generator.stream(request):
             yield self._chunk(item)
 
@@ -251,6 +263,10 @@ class LocalChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
         generator, request = await asyncio.to_thread(self._prepare, messages, stop, kwargs)
+        if not hasattr(generator, "astream"):
+            for item in _whole(await generator.agenerate(request)):
+                yield self._chunk(item)
+            return
         async for item in generator.astream(request):
             yield self._chunk(item)
 
@@ -290,3 +306,8 @@ class LocalChatModel(BaseChatModel):
             generations=[ChatGeneration(message=message)],
             llm_output={"token_usage": usage, "model_name": self.model_name},
         )
+
+
+def _whole(result: GenerationResult) -> list[str | GenerationResult]:
+    """A finished generation as a stream: its text in one piece, then the result."""
+    return [result.text, result] if result.text else [result]
