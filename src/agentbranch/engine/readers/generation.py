@@ -2,7 +2,9 @@
 
 A reader that can also let its model speak (``VLLMReader``, ``TransformersReader``)
 offers a *generator*: an object with ``generate(request) -> GenerationResult`` (blocking)
-and ``async agenerate(request)`` (never blocks the event loop), plus ``render(messages)``
+and ``async agenerate(request)`` (never blocks the event loop), ``stream(request)`` and
+``async astream(request)`` (text pieces as they are generated, then the result:
+``agentbranch.engine.readers.streaming``), plus ``render(messages, special_tokens)``
 (chat messages to prompt ids through the model's chat template), ``model_name``,
 ``is_diffusion`` and ``supports_choices`` (whether it can constrain a generation to a set
 of strings). ``agentbranch.integrations.local_chat.LocalChatModel`` wraps one as a
@@ -11,7 +13,7 @@ LangChain chat model. Nothing here imports LangChain.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -72,6 +74,10 @@ class Generator(Protocol):
     def generate(self, request: GenerationRequest) -> GenerationResult: ...
 
     async def agenerate(self, request: GenerationRequest) -> GenerationResult: ...
+
+    def stream(self, request: GenerationRequest) -> Iterator[str | GenerationResult]: ...
+
+    def astream(self, request: GenerationRequest) -> AsyncIterator[str | GenerationResult]: ...
 
 
 def check_request(request: GenerationRequest, *, is_diffusion: bool, max_model_len: int) -> None:
