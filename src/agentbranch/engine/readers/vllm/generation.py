@@ -3,10 +3,11 @@
 ``VLLMGenerator`` (``VLLMReader.generator()``) turns a ``GenerationRequest`` into a
 ``GenerationJob`` on the reader's ``EngineWorker``: the worker adds it to vLLM's running
 batch beside the reads (one engine, one copy of the weights; reads and generations share
-scheduler steps) and answers its future when vLLM finishes it. ``stream``/``astream`` hand out the text as
-vLLM's engine steps produce it: with vLLM's engine API, after every scheduler step (a
-causal model: about one token per step; DiffusionGemma: as vLLM reports its canvas
-steps); on an ``LLM`` stand-in without it, once, when the request finishes.
+scheduler steps) and answers its future when vLLM finishes it. ``stream``/``astream``
+hand out the text as vLLM's engine steps produce it: with vLLM's engine API, after every
+scheduler step (a causal model: about one token per step; DiffusionGemma: as vLLM
+reports its canvas steps); on an ``LLM`` stand-in without it, once, when the request
+finishes.
 
 The request's ``SamplingParams`` (``generation_params``):
 
