@@ -92,11 +92,12 @@ def test_stop_strings_are_honoured_while_streaming(smol):
 
 
 def test_leaving_a_stream_early_stops_the_generation(smol):
+    generator = smol.generator
     stream = smol.stream("Tell me a long story about a dragon.", max_tokens=200)
     first = next(c for c in stream if c.content)
-    assert first.content
+    # The first token is here while the other 199 are still being generated.
+    assert first.content and generator._lock.locked()
     stream.close()
-    generator = smol.generator
     # The generation ends at its next token: the lock is free again for the next call.
     assert generator._lock.acquire(timeout=60)
     generator._lock.release()
