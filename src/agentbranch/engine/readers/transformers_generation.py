@@ -102,7 +102,7 @@ class TransformersGenerator:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from agentbranch.engine.readers.embedded.quiet import quiet_transformers
+        from agentbranch.engine.quiet_loads import quiet_loads
 
         folder = Path(path)
         try:
@@ -113,7 +113,7 @@ class TransformersGenerator:
                 "of a saved model, e.g. agentbranch.smollm2()"
             ) from e
         diffusion = isinstance(config, dict) and "canvas_length" in config
-        with quiet_transformers():
+        with quiet_loads():
             tokenizer = AutoTokenizer.from_pretrained(folder)
             if diffusion:
                 from transformers import DiffusionGemmaForBlockDiffusion as auto
