@@ -149,7 +149,7 @@ def _learner(
     earned = policy.earned
     if earned is None:
         return None
-    from agentbranch.policy.learning import observe_record
+    from agentbranch.policy.earned._collect import observe_record
 
     banded = dict(rec)
 
@@ -294,3 +294,8 @@ def _probe_ask(
     taken (nothing is recorded: the fallback labelled that decision)."""
     _answer(audit, teacher, instructions, qid, question, text, base, health)
     health.arrived()
+
+
+__all__ = [
+    "shadow",
+]
