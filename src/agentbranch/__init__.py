@@ -83,6 +83,7 @@ __all__ = [
     "local_generator",
     "score",
     "smollm2",
+    "use_meter_provider",
     "yes_no",
 ]
 
@@ -98,6 +99,8 @@ _LAZY = {
     "LocalChatModel": "agentbranch.integrations.local_chat",
     "local_generator": "agentbranch.integrations.local_models",
     "smollm2": "agentbranch.engine.readers.smollm2",
+    # metrics through OpenTelemetry's API (docs/metrics.md)
+    "use_meter_provider": "agentbranch.core._metrics",
 }
 
 
