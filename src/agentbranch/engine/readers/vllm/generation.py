@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentbranch.core.errors import ReaderError, ReaderTimeoutError
 from agentbranch.engine.readers.generation import (
@@ -43,8 +43,6 @@ from agentbranch.engine.readers.streaming import StreamText
 
 if TYPE_CHECKING:
     from vllm import SamplingParams
-
-    from agentbranch.engine.readers.vllm.reader import VLLMReader
 
 __all__ = ["GenerationJob", "VLLMGenerator", "generation_params", "generation_result"]
 
@@ -111,12 +109,23 @@ def generation_result(job: GenerationJob, output: Any) -> GenerationResult:
 _DONE = object()
 
 
+class _GenerationHost(Protocol):
+    """What a ``VLLMGenerator`` uses of its ``VLLMReader`` (named here, not imported:
+    the reader builds its generator, so importing it back would close a circle)."""
+
+    model: str
+    mode: str
+    planner: Any
+    max_model_len: int
+    _worker: Any
+
+
 class VLLMGenerator:
     """Generations on a ``VLLMReader``'s ``LLM`` through its engine worker (see the module
     docstring). ``timeout_s``: a generation that waits longer raises
     ``ReaderTimeoutError`` (default: wait)."""
 
-    def __init__(self, reader: VLLMReader, *, timeout_s: float | None = None) -> None:
+    def __init__(self, reader: _GenerationHost, *, timeout_s: float | None = None) -> None:
         self.reader = reader
         self.timeout_s = timeout_s
         self.model_name = reader.model
