@@ -359,11 +359,12 @@ def main() -> None:
             f"({o['streams_that_took']} streams took, {o['streams_that_never_took']} never), "
             f"teacher calls {o['teacher_calls']}"
         )
-    ratio = float("nan")
+    ratio = None  # (JSON has no NaN: None when learning off took nothing)
     if len(overall) == 2:
         off_cov, on_cov = overall["off"]["coverage"], overall["on"]["coverage"]
-        ratio = on_cov / off_cov if off_cov else float("nan")
-        say(f"coverage learn on / off: {ratio:.2f}x ({off_cov} -> {on_cov})")
+        ratio = on_cov / off_cov if off_cov else None
+        shown = "-" if ratio is None else f"{ratio:.2f}x"
+        say(f"coverage learn on / off: {shown} ({off_cov} -> {on_cov})")
     args.out.mkdir(parents=True, exist_ok=True)
     out = {
         "command": "HF_HUB_OFFLINE=1 python benchmarks/learning_path.py " + " ".join(sys.argv[1:]),
@@ -380,7 +381,7 @@ def main() -> None:
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
         "machine": f"{platform.machine()}, Python {platform.python_version()}",
         "seconds": round(run_s),
-        "coverage_ratio": round(ratio, 3),
+        "coverage_ratio": None if ratio is None else round(ratio, 3),
         "overall": overall,
         "per_question": results,
     }
