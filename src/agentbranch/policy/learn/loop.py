@@ -41,9 +41,10 @@ from agentbranch.core.state import render_state
 from agentbranch.policy.learn import examples as lx
 from agentbranch.policy.learn import nearest
 from agentbranch.policy.learn.head import fit_head
-from agentbranch.policy.learn.ladder import Ladder, Rung, refit_at, trial_fields, version_earned
+from agentbranch.policy.learn.labels import QuestionLabels
+from agentbranch.policy.learn.ladder import Ladder, Rung, trial_fields, version_earned
 from agentbranch.policy.learn.probability import Map
-from agentbranch.policy.learn.shared import StoreLabels, settled
+from agentbranch.policy.learn.shared import Labelled4, StoreLabels, settled
 
 log = logging.getLogger("agentbranch")
 
@@ -59,7 +60,7 @@ SETTLE_S = 2.0
 
 @dataclass
 class _Question:
-    """One question's ladder and the labelled states it learns from."""
+    """One question's ladder and the labels it learns from."""
 
     question_id: str
     question: Any  #: as written
@@ -69,18 +70,18 @@ class _Question:
     #: version's evidence key, so a change of reading settings starts a ladder afresh
     reading: str | None
     ladder: Ladder
-    states: list[tuple[tuple[str, str], str, str]] = field(default_factory=list)
+    #: its labels: each decision once, which versions learned from which, and what the
+    #: next fit reads (``labels``)
+    labels: QuestionLabels = field(default_factory=QuestionLabels)
     fitting: bool = False
 
-    def merge(self, labelled: list[tuple[tuple[str, str], str, str]]) -> bool:
-        """Add labelled states (each label once, by its record's order), keep replay
-        order; whether any was new."""
-        seen = {s[0] for s in self.states}
-        new = [s for s in labelled if s[0] not in seen]
-        if new:
-            self.states = sorted([*self.states, *new], key=lambda s: s[0])
-            self.ladder.labels = len(self.states)
-        return bool(new)
+    def merge(self, labelled: list[Labelled4]) -> bool:
+        """Add labelled states ``(order, state, label, decision)`` (each identity once);
+        whether any was new. Counted by ``Learner._fold``."""
+        new = False
+        for order, text, label, decision in labelled:
+            new = self.labels.add(order, decision, text, label) or new
+        return new
 
 
 class Learner:
@@ -126,6 +127,7 @@ class Learner:
         ``reading`` (the fingerprint its decision will carry), and its index."""
         q = self._question(qid, question, reader, model, reading)
         if self._refresh():  # other replicas' labels and trials: a version due or adopted
+            self._fold(q)
             self._adopt(q)
             self._maybe_fit(q)
         rung = q.ladder.deciding
@@ -234,20 +236,31 @@ class Learner:
         text = state
         if text is not None and self.redact is not None:
             text = self.redact(text)
+        decision = fields.get("decision")
+        with self._lock:
+            # One label per decision, whichever version read it: a decision labelled
+            # before (a retried node, a redelivered message, a re-run) is no new label,
+            # no new labelled state, and never evidence for a version that learned from
+            # it (``QuestionLabels.learned_by``: every version fitted since it first came
+            # did); every version fed when it first came was given it then.
+            if q.labels.known(decision, text):
+                log.debug("agentbranch.learn: a repeated label of %r not counted again", qid)
+                return None
+            trials = [r for r in q.ladder.fed if r is not rung]  # every other fed version
         rec = rung.trust.observe(
             qid, rung.model, state=text, reading=q.reading, probability=probability, **fields
         )
         if rec is None:
             return None
         self.store.count(rec)
-        with self._lock:
-            if text is not None:
-                q.merge([(rec.order, text, rec.teacher_label)])
-            trials = [r for r in q.ladder.fed if r is not rung]  # every other fed version
+        if text is not None:
+            with self._lock:
+                q.merge([(rec.order, text, rec.teacher_label, decision)])
         if state is not None:
             taken = fields["band"] == "take"
             for trial in trials:
                 self._trial(q, trial, state, taken, fields)
+        self._fold(q)
         self._adopt(q)
         self._maybe_fit(q)
         return rec
@@ -284,6 +297,7 @@ class Learner:
             engine_label=d.label,
             teacher_label=fields["teacher_label"],
             probability=d.probabilities.get(d.label),
+            decision=fields.get("decision"),  # one label per decision in every version
             **trial_fields(taken, fields["rate"]),
         )
         if rec is not None:
@@ -309,21 +323,26 @@ class Learner:
 
     # -- versions ---------------------------------------------------------------------
 
+    def _fold(self, q: _Question) -> None:
+        """Count the settled labels of ``q`` in record order; a refit point among them
+        makes its version due (``QuestionLabels.due``). On a shared store, first read
+        what other replicas wrote, so replicas fit each version on the same labels."""
+        ok = (lambda order: settled(order, self.settle_s)) if self.settle_s > 0 else None
+        with self._lock:
+            ready = q.labels.ready(ok)
+            reaches = ready and q.labels.count + ready >= q.labels.next_refit()
+        if reaches and self.settle_s > 0:
+            self._refresh(force=True)
+        with self._lock:
+            q.labels.fold(ok)
+            q.ladder.labels = q.labels.count
+
     def _maybe_fit(self, q: _Question) -> None:
         with self._lock:
             j = len(q.ladder.rungs)
-            if q.fitting or len(q.states) < refit_at(j, q.ladder.first):
+            if q.fitting or j not in q.labels.due:
                 return
-        # a fit takes the first labels in replay order: read every label the store has
-        # now (other replicas'), so replicas fit this version on the same ones
-        self._refresh(force=True)
-        with self._lock:
-            j = len(q.ladder.rungs)
-            if q.fitting or len(q.states) < refit_at(j, q.ladder.first):
-                return
-            labelled = list(q.states[: refit_at(j, q.ladder.first)])
-            if not settled(labelled[-1][0], self.settle_s):
-                return  # (tried again with the next label, or the next read of the store)
+            labelled = list(q.labels.due[j])
             q.fitting = True
         if self.background:
             threading.Thread(
@@ -338,6 +357,7 @@ class Learner:
             with self._lock:
                 if len(q.ladder.rungs) == j:
                     self._add(q, rung)
+                    q.labels.due.pop(j, None)
         except Exception as e:  # noqa: BLE001 - a failed fit leaves the version in force
             log.warning(
                 "agentbranch.learn: fitting version %d of %r failed: %s", j, q.question_id, e
@@ -446,23 +466,23 @@ class Learner:
     def _rebuild(self, q: _Question) -> None:
         """The ladder from the store: the labelled states of each version in replay
         order, the versions fitted on them, the newest with a threshold in force."""
-        # each label once, by its record's order: through the written question's key it
-        # names (``StoreLabels.learned_for``), or under its version's key (records that
-        # name none); the store is read once, here, not once per version
+        # each label once, by its identity: through the written question's key it
+        # names (``StoreLabels.claim``), or under its version's key (records that name
+        # none, ``claim_key``); the store is read once, here, not once per version
         self._refresh(force=True)
-        found = {s[0]: s for s in self.store.learned_for(self._written_key(q))}
-        q.states = sorted(found.values(), key=lambda s: s[0])
+        q.merge(self.store.claim(self._written_key(q)))
+        q.labels.fold()
         j = 0
         while j < len(q.ladder.rungs):
             rung = q.ladder.rungs[j]
             key = self.earned_key(q.question_id, rung.model, q.reader, q.model, q.reading)
-            found.update((s[0], s) for s in self.store.stored_under(key))
-            q.states = sorted(found.values(), key=lambda s: s[0])
+            q.merge(self.store.claim_key(key))
+            q.labels.fold()
             nxt = j + 1
-            if len(q.states) >= refit_at(nxt, q.ladder.first):
-                self._add(q, self._version(q, nxt, q.states[: refit_at(nxt, q.ladder.first)]))
+            if nxt in q.labels.due:
+                self._add(q, self._version(q, nxt, q.labels.due.pop(nxt)))
             j += 1
-        q.ladder.labels = len(q.states)
+        q.ladder.labels = q.labels.count
         holds = [
             r.trust.threshold(q.question_id, r.model, q.reader, q.model, q.reading).take_at
             is not None
