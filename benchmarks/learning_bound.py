@@ -37,7 +37,7 @@ from agentbranch.policy.learn import ladder as ld  # noqa: E402
 from agentbranch.policy.learn.labels import priority  # noqa: E402
 
 TEST = 50  #: states after the fit at least, to measure its accuracy on
-BOUNDS = (16, 32, 64, 128)
+BOUNDS = (16, 32, 64, 128, 256)
 
 
 def _accuracy(q: lr.Question, train: np.ndarray, test: np.ndarray) -> float:

@@ -69,12 +69,24 @@ def run_ladder(
     fit: Callable[[int, np.ndarray], Read] | None,
     first: int = ld.FIRST_REFIT,
     base_share: float = ld.BASE_SHARE,
+    ident: np.ndarray | None = None,
+    memorize: bool = False,
 ) -> LadderRun:
     """One stream: the version in force decides at its threshold; a decision it does not
     take is labelled (the fallback), a taken one with probability ``rate`` (the audit).
     Each label feeds the version in force and the trials (``ladder.trial_fields``); at
     each refit point ``fit(j, labelled positions)`` gives version ``j``'s read of the
-    whole stream. ``fit=None``: learning off, version 0 at the full level."""
+    whole stream. ``fit=None``: learning off, version 0 at the full level.
+
+    ``ident``: each decision's identity (a repeat — a retry, a redelivery — has the one
+    it repeats); labels are counted as the learner counts them
+    (``agentbranch.policy.learn.labels.QuestionLabels``: one per identity, a repeat is
+    no label). ``memorize``: a learned version reads the decisions it was fitted on
+    sure and right (an overfit version), so a repeat counted as its evidence would
+    open it on labels that say nothing of new traffic."""
+    from agentbranch.policy.learn.labels import QuestionLabels
+
+    counted = QuestionLabels(first=first, per_option=1)
     n = len(base.conf)
     lad = ld.Ladder(first=first if fit else 10**12)
     cfg0 = ld.version_earned(earned, 0, store=None, base=base_share) if fit else earned
@@ -91,12 +103,24 @@ def run_ladder(
         0,
     )
     train: list[int] = []
+
+    learned: dict[int, int | None] = {}  # identity -> first version fitted on it (fixed once set)
+
+    def read_of(r: ld.Rung, i: int) -> tuple[float, bool]:
+        if memorize and ident is not None and r.index > 0:
+            by = learned.get(int(ident[i]))
+            if by is None:
+                by = learned[int(ident[i])] = counted.learned_by(str(ident[i]), None)
+            if by is not None and by <= r.index:
+                return 0.99, True
+        return float(r.model.conf[i]), bool(r.model.right[i])
+
     for i in range(n):
         rung = lad.deciding
         _, st = rung.trust
         t = st.take_at
         read = rung.model
-        conf, right = float(read.conf[i]), bool(read.right[i])
+        conf, right = read_of(rung, i)
         take = t is not None and conf >= t
         out.taken[i], out.right[i], out.top[i] = take, right, read.top[i]
         mapped = fits[rung.index].in_force if fit is not None else None
@@ -105,6 +129,10 @@ def run_ladder(
         out.labels_before[i], out.version[i] = lad.labels, rung.index
         if take and draw[i] >= rate:
             continue
+        if ident is not None:
+            if not counted.add(i, str(ident[i]), str(ident[i]), "label"):
+                continue  # a repeat of a decision labelled before: no label
+            counted.fold()
         lad.labels += 1
         train.append(i)
         for r in lad.fed:
@@ -113,9 +141,7 @@ def run_ladder(
                 rec = Rec(conf, right, rate if take else 1.0, "take" if take else "fallback", t, i)
             else:
                 f = ld.trial_fields(take, rate)
-                rec = Rec(
-                    float(r.model.conf[i]), bool(r.model.right[i]), f["rate"], f["band"], None, i
-                )
+                rec = Rec(*read_of(r, i), f["rate"], f["band"], None, i)
             step(rst, rec, rcfg)
             fits[r.index].add(rec.confidence, float(r.model.top[i]), rec.correct, 1.0 / rec.rate)
         lad.adopt([r.trust[1].take_at is not None for r in lad.fed])

@@ -41,7 +41,7 @@ from agentbranch.core.state import render_state
 from agentbranch.policy.learn import examples as lx
 from agentbranch.policy.learn import nearest
 from agentbranch.policy.learn.head import fit_head
-from agentbranch.policy.learn.labels import QuestionLabels
+from agentbranch.policy.learn.labels import FIT_PER_OPTION, QuestionLabels
 from agentbranch.policy.learn.ladder import Ladder, Rung, trial_fields, version_earned
 from agentbranch.policy.learn.probability import Map
 from agentbranch.policy.learn.shared import Labelled4, StoreLabels, settled
@@ -108,6 +108,9 @@ class Learner:
         #: Seconds a version's last label must be old before the version is fitted
         #: (``SETTLE_S``; 0 on a store only this process writes, ``Earned(store=None)``).
         self.settle_s = 0.0 if getattr(earned.evidence, "private", False) else SETTLE_S
+        #: Labels per option a version's fit reads at most (``labels.FIT_PER_OPTION``):
+        #: a fit's memory and time stay flat however many labels the store holds.
+        self.fit_per_option = FIT_PER_OPTION
 
     # -- what the policy asks ---------------------------------------------------------
 
@@ -457,7 +460,8 @@ class Learner:
             hit = self._rungs.get(key)
             if hit is not None:
                 return hit[0]
-            q = _Question(qid, question, reader, model, reading, Ladder())
+            labels = QuestionLabels(per_option=self.fit_per_option)
+            q = _Question(qid, question, reader, model, reading, Ladder(), labels)
             self._questions[key] = q
             self._add(q, Rung(0, 0, model=question, trust=version_earned(self.earned, 0)))
             self._rebuild(q)
