@@ -30,7 +30,7 @@ from agentbranch.policy.learn.ladder import FIRST_REFIT, refit_at
 
 #: Labels per option a version's fit reads at most (``benchmarks/learning_bound.py``:
 #: the head fitted on this many per option is within noise of the head fitted on all).
-FIT_PER_OPTION = 128
+FIT_PER_OPTION = 256
 
 Labelled = tuple[Any, str, str]  #: (record order, state, teacher's label)
 
