@@ -178,6 +178,7 @@ class Learner:
             trust=version_earned(self.earned, rung0.index),
         )
         rung.trust.learn_written = self._written_key(q)
+        rung.trust._ledger.only = {key}
         with self._lock:
             return self._rungs.setdefault(key, (q, rung))
 
@@ -429,6 +430,7 @@ class Learner:
         self._rungs[key] = (q, rung)
         self._versions[self.earned_key(q.question_id, rung.model, q.reader, q.model)] = (q, rung)
         rung.trust.learn_written = self._written_key(q)
+        rung.trust._ledger.only = {key}  # its own evidence: not every version's, again
 
     def _written_key(self, q: _Question) -> str:
         """The evidence key of ``q`` as written (``Evidence.written`` of its records)."""
