@@ -107,7 +107,8 @@ class Teacher(BaseChatModel):
     def _generate(self, messages: list[BaseMessage], stop: Any = None, **kw: Any) -> ChatResult:
         text = str(messages[-1].content)
         topic = next(t for t in TOPICS if f"about {t}" in text)
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(json.dumps({"label": topic})))])
+        reply = AIMessage(json.dumps({"label": topic}))
+        return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
 def run(
