@@ -1,6 +1,6 @@
 """A month of labels: ``Earned(learn=True)`` streamed 100,000 labelled decisions, with
 RSS and CPU per decision printed in blocks (they stay flat after warm-up: what a fit
-reads is a bounded sample per option, ``agentbranch.policy.learn.labels``).
+reads is a bounded sample per option, ``agentbranch.policy.earned.learn.labels``).
 
 The path users run, above the reader: a ``Resolver`` (what a decide node calls) with
 ``Earned(precision=0.9, learn=True, store=<JSON Lines file>)``, a ``Generate`` teacher
@@ -9,7 +9,7 @@ The reader is a ``ScriptedReader`` with an ``embed`` (``TopicReader``): each tex
 embedding is a fixed vector of its topic plus noise, cached, so 100,000 decisions finish
 in minutes on 2 shared cores; its read of the question as written is a noisy
 similarity, and of a learned version the version's own logistic head applied to the
-embedding (the real head, ``agentbranch.policy.learn.head.fit_head``, fitted on the
+embedding (the real head, ``agentbranch.policy.earned.learn.head.fit_head``, fitted on the
 real sample). What is measured is the library's per-label cost: evidence, the version
 ladder, trial reads, fits and the store, not a model.
 

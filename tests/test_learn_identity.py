@@ -18,7 +18,7 @@ from langchain_core.runnables import RunnableLambda
 
 import agentbranch as ab
 from agentbranch.policy import Audit, Earned, Generate, Policy, Resolver
-from agentbranch.policy.learn import ladder as ld
+from agentbranch.policy.earned.learn import ladder as ld
 
 QUESTION = ab.yes_no("Is this about sport?")
 SPORT = ["The striker scored twice", "She won the tennis final", "The marathon record fell"]

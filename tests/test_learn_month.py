@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import learning_month as lm  # noqa: E402
 
 from agentbranch.policy import Earned  # noqa: E402
+from agentbranch.policy.earned import QuestionKey  # noqa: E402
 
 #: A bound small enough to bite within 5,000 decisions (the library's is larger).
 BOUND = 32
@@ -52,7 +53,7 @@ def test_what_a_fit_reads_stays_bounded_however_many_labels(tmp_path):
     again = Earned(precision=0.9, level=0.95, store=str(store), learn=True)
     again.learner.fit_per_option = BOUND
     again.learner.bind(resolver.engine)
-    again.learner.asked("team", lm.QUESTION, "scripted", "scripted")
+    again.learner.asked(QuestionKey("team", lm.QUESTION, "scripted", "scripted"))
     keys = [
         [e.key("team", r.model, "scripted", "scripted") for r in q.ladder.rungs]
         for e in (earned, again)

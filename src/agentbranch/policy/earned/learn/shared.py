@@ -20,7 +20,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from agentbranch.policy.learn.probability import Map, ProbabilityFit
+from agentbranch.policy.earned.learn.probability import Map, ProbabilityFit
 
 Labelled = tuple[Any, str, str]  #: (record order, state, teacher's label)
 #: (record order, state, teacher's label, decision identity or None)
@@ -41,7 +41,7 @@ class StoreLabels:
         self._claimed: set[str] = set()  #: written keys whose states go to the learner
         #: per version's evidence key: its labelled reads and probability map
         self.fits: dict[str, ProbabilityFit] = {}
-        from agentbranch.policy.digests import DigestSet  # (numpy: not at import)
+        from agentbranch.policy.earned._digests import DigestSet  # (numpy: not at import)
 
         #: the labels counted in fits, as 8-byte digests of (key, decision or record id)
         self._counted = DigestSet()
@@ -93,7 +93,7 @@ class StoreLabels:
         return None if fitted is None else fitted.in_force
 
     def _read_new(self) -> dict[str, list[Labelled4]]:
-        from agentbranch.policy.evidence_store import store_view
+        from agentbranch.policy.earned._any_store import store_view
 
         store = self.earned.evidence
         if self._view is None:
@@ -120,7 +120,7 @@ class StoreLabels:
         return new
 
     def _count(self, rec: Any) -> None:
-        from agentbranch.policy.digests import digest
+        from agentbranch.policy.earned._digests import digest
 
         if rec.probability is None:
             return
@@ -138,3 +138,10 @@ def settled(order: tuple[str, str], settle_s: float) -> bool:
         return True
     made = datetime.fromisoformat(order[0])
     return (datetime.now(UTC) - made).total_seconds() >= settle_s
+
+
+__all__ = [
+    "Labelled",
+    "StoreLabels",
+    "settled",
+]

@@ -10,7 +10,7 @@ it, and what each version's fit reads (a bounded sample per option).
   ``refit_at(j)``, so a label of rank ``r`` is among the training labels of every
   version ``j`` with ``refit_at(j) > r``, and never evidence for them (``learned_by``).
   Per segment of ranks between two refit points the identities' 8-byte digests are kept
-  (``digests.DigestSet``; with the state's digest too, for records without an identity):
+  (``_digests.DigestSet``; with the state's digest too, for records without an identity):
   16 bytes a label, the price of counting each label once over any span of time, like
   the evidence windows' digests.
 * **What a fit reads.** Version ``j`` reads, per option, the ``per_option`` labels of
@@ -26,7 +26,7 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentbranch.policy.learn.ladder import FIRST_REFIT, refit_at
+from agentbranch.policy.earned.learn.ladder import FIRST_REFIT, refit_at
 
 #: Labels per option a version's fit reads at most (``benchmarks/learning_bound.py``:
 #: the head fitted on this many per option is within noise of the head fitted on all).
@@ -44,7 +44,7 @@ def identity(decision: str | None, text: str | None) -> str | None:
 
 def priority(ident: str) -> int:
     """A label's place in its option's sample: smallest first (a 64-bit hash)."""
-    from agentbranch.policy.digests import digest
+    from agentbranch.policy.earned._digests import digest
 
     return digest(f"sample:{ident}")
 
@@ -80,7 +80,7 @@ class QuestionLabels:
 
     @staticmethod
     def _ids(decision: str | None, text: str | None) -> tuple[int, ...]:
-        from agentbranch.policy.digests import digest
+        from agentbranch.policy.earned._digests import digest
 
         ident = identity(decision, text)
         ids = () if ident is None else (digest(ident),)
@@ -117,8 +117,8 @@ class QuestionLabels:
         counted already (it is not counted again). Counted by ``fold``."""
         if self.known(decision, text):
             return False
-        ident = identity(decision, text)
-        item = _Pending(order, self._ids(decision, text), text, label, priority(ident))  # type: ignore[arg-type]
+        ident = identity(decision, text) or ""  # (never empty: text is a str)
+        item = _Pending(order, self._ids(decision, text), text, label, priority(ident))
         orders = [p.order for p in self._pending]
         self._pending.insert(bisect.bisect(orders, order), item)
         self._pending_ids.add(item.ids[0])
@@ -141,7 +141,7 @@ class QuestionLabels:
     def fold(self, settled: Any = None) -> bool:
         """Count the pending labels in record order, up to the first not ``settled``
         (``settled(order)``; default: all); whether any was counted."""
-        from agentbranch.policy.digests import DigestSet
+        from agentbranch.policy.earned._digests import DigestSet
 
         folded = False
         while self._pending and (settled is None or settled(self._pending[0].order)):
