@@ -14,12 +14,15 @@ their arrival counts; the fallback labels those decisions).
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from agentbranch.core import _metrics as metrics
 from agentbranch.policy.auditing.config import Audit
+from agentbranch.policy.auditing.worker import AuditTimeout
 from agentbranch.policy.auditing.sinks import AuditRecord
 
 log = logging.getLogger("agentbranch")
@@ -132,12 +135,15 @@ class _Outcome:
         earned = policy.earned
         self.health = None if earned is None else earned.audit_health
         self.who = (qid, rec.get("reader"), rec.get("model"))
+        metrics.audit(qid, "due")
 
     def arrived(self) -> None:
+        metrics.audit(self.who[0], "done")
         if self.health is not None:
             self.health.arrived(*self.who)
 
-    def missing(self, why: str) -> None:
+    def missing(self, why: str, error: str = "dropped") -> None:
+        metrics.audit(self.who[0], "missing", error)
         if self.health is not None:
             self.health.missing(*self.who, why=why)
 
@@ -266,17 +272,33 @@ def _answer(
     # A teacher that can hold its reply to the options (a reader's own chat model on
     # vLLM) is asked to: its answer then always counts as a label.
     held = constrained_to(teacher, base["options"])
+    started = time.perf_counter()
+    error: str | None = None
     try:
-        reply = audit.call_teacher(
-            lambda: held.invoke(
-                messages, config={"run_name": "agentbranch.audit", "tags": ["agentbranch:audit"]}
+        try:
+            reply = audit.call_teacher(
+                lambda: held.invoke(
+                    messages,
+                    config={"run_name": "agentbranch.audit", "tags": ["agentbranch:audit"]},
+                )
             )
-        )
-        label = parse_label(reply, base["options"], source="audit teacher")
+        except AuditTimeout:
+            error = "timeout"
+            raise
+        except Exception as e:
+            error = type(e).__name__
+            raise
+        try:
+            label = parse_label(reply, base["options"], source="audit teacher")
+        except Exception:
+            error = "invalid_reply"
+            raise
     except Exception as e:
         if health is not None:
-            health.missing(f"{type(e).__name__}: {e}"[:200])
+            health.missing(f"{type(e).__name__}: {e}"[:200], error or type(e).__name__)
         raise
+    finally:
+        metrics.teacher_call(qid, "audit", time.perf_counter() - started, error)
     return reply, label
 
 
