@@ -70,6 +70,8 @@ def run_ladder(
     first: int | None = None,
     base_share: float | None = None,
     anytime: bool = True,
+    ident: np.ndarray | None = None,
+    memorize: bool = False,
 ) -> LadderRun:
     """One stream: the version in force decides at its threshold; a decision it does not
     take is labelled (the fallback), a taken one with probability ``rate`` (the audit).
@@ -77,10 +79,19 @@ def run_ladder(
     each refit point ``fit(j, labelled positions)`` gives version ``j``'s read of the
     whole stream. ``fit=None``: learning off, version 0 at the full level. ``anytime``:
     each version's anytime-valid test (``eprocess``) starts where its reads of its own
-    pre-fit labels say (as the learner's out-of-fold reads do), as shipped."""
+    pre-fit labels say (as the learner's out-of-fold reads do), as shipped.
+
+    ``ident``: each decision's identity (a repeat — a retry, a redelivery — has the one
+    it repeats); labels are counted as the learner counts them
+    (``agentbranch.policy.earned.learn.labels.QuestionLabels``: one per identity, a repeat is
+    no label). ``memorize``: a learned version reads the decisions it was fitted on
+    sure and right (an overfit version), so a repeat counted as its evidence would
+    open it on labels that say nothing of new traffic."""
     from agentbranch.policy.earned.learn import eprocess
+    from agentbranch.policy.earned.learn.labels import QuestionLabels
 
     first = ld.FIRST_REFIT if first is None else first
+    counted = QuestionLabels(first=first, per_option=1)
     n = len(base.conf)
     lad = ld.Ladder(first=first if fit else 10**12)
     cfg0 = ld.version_earned(earned, 0, store=None, base=base_share) if fit else earned
@@ -97,12 +108,24 @@ def run_ladder(
         0,
     )
     train: list[int] = []
+
+    learned: dict[int, int | None] = {}  # identity -> first version fitted on it (fixed once set)
+
+    def read_of(r: ld.Rung, i: int) -> tuple[float, bool]:
+        if memorize and ident is not None and r.index > 0:
+            by = learned.get(int(ident[i]))
+            if by is None:
+                by = learned[int(ident[i])] = counted.learned_by(str(ident[i]), None)
+            if by is not None and by <= r.index:
+                return 0.99, True
+        return float(r.model.conf[i]), bool(r.model.right[i])
+
     for i in range(n):
         rung = lad.deciding
         _, st = rung.trust
         t = st.take_at
         read = rung.model
-        conf, right = float(read.conf[i]), bool(read.right[i])
+        conf, right = read_of(rung, i)
         take = t is not None and conf >= t
         out.taken[i], out.right[i], out.top[i] = take, right, read.top[i]
         mapped = fits[rung.index].in_force if fit is not None else None
@@ -111,6 +134,10 @@ def run_ladder(
         out.labels_before[i], out.version[i] = lad.labels, rung.index
         if take and draw[i] >= rate:
             continue
+        if ident is not None:
+            if not counted.add(i, str(ident[i]), str(ident[i]), "label"):
+                continue  # a repeat of a decision labelled before: no label
+            counted.fold()
         lad.labels += 1
         train.append(i)
         floor = 1.0 if not lad.open else rate  # what held when the label was made
@@ -121,15 +148,7 @@ def run_ladder(
                 rec = Rec(conf, right, rate if take else 1.0, band, t, i, floor)
             else:
                 f = ld.trial_fields(take, rate)
-                rec = Rec(
-                    float(r.model.conf[i]),
-                    bool(r.model.right[i]),
-                    f["rate"],
-                    f["band"],
-                    None,
-                    i,
-                    floor,
-                )
+                rec = Rec(*read_of(r, i), f["rate"], f["band"], None, i, floor)
             step(rst, rec, rcfg)
             fits[r.index].add(rec.confidence, float(r.model.top[i]), rec.correct, 1.0 / rec.rate)
         lad.adopt([r.trust[1].take_at is not None for r in lad.fed])

@@ -368,7 +368,8 @@ def test_labels_stored_under_a_version_no_longer_fitted_the_same_way_are_learned
     }
     assert old_keys & new_keys == {written}  # only the written question keeps its key
     assert rebuilt.ladder.labels == len(labelled)  # every label, once
-    assert [s[1] for s in rebuilt.states] == [x["state"] for x in labelled]
+    # (fewer than FIT_PER_OPTION per option: the fits' sample holds every one)
+    assert [s[1] for s in rebuilt.labels.sample()] == [x["state"] for x in labelled]
     assert len(rebuilt.ladder.rungs) == len(
         next(iter(earned.learner._questions.values())).ladder.rungs
     )

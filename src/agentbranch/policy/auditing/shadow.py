@@ -45,6 +45,7 @@ _COPIED = (
     "reader",
     "model",
     "draws",
+    "decision_id",  # the decision's identity under an ``Earned`` policy (else None)
 )
 
 

@@ -39,6 +39,11 @@ class Ledger:
         #: (nothing taken), even with ``start_at``.
         self.learning_only = False
         self.duplicates = 0  #: records dropped because their id was already counted
+        #: The evidence keys this ledger keeps (``None``: every key). A learned
+        #: version's copy of the policy (``learn.ladder.version_earned``) reads the
+        #: shared store for its own key only: each version keeping a window of every
+        #: other version's evidence grew memory with the square of the versions.
+        self.only: set[str] | None = None
 
     def fresh(self) -> TrustState:
         """A new question's state (learning only, once the store was lost)."""
@@ -54,7 +59,10 @@ class Ledger:
 
     def feed(self, records: Iterable[Any], *, announce: bool = True) -> None:
         """Count ``records`` (any order; each id once)."""
+        only = self.only
         for rec in records:
+            if only is not None and rec.key not in only:
+                continue
             w = self.window(rec.key)
             try:
                 result = w.add(rec)

@@ -42,16 +42,16 @@ from agentbranch.policy.earned._evidence import QuestionKey
 from agentbranch.policy.earned.learn import eprocess, nearest
 from agentbranch.policy.earned.learn import examples as lx
 from agentbranch.policy.earned.learn.head import fit_head
+from agentbranch.policy.earned.learn.labels import FIT_PER_OPTION, QuestionLabels
 from agentbranch.policy.earned.learn.ladder import (
     Ladder,
     Rung,
-    refit_at,
     trial_fields,
     version_earned,
     version_share,
 )
 from agentbranch.policy.earned.learn.probability import Map
-from agentbranch.policy.earned.learn.shared import StoreLabels, settled
+from agentbranch.policy.earned.learn.shared import Labelled4, StoreLabels, settled
 
 log = logging.getLogger("agentbranch")
 
@@ -67,7 +67,7 @@ SETTLE_S = 2.0
 
 @dataclass
 class _Question:
-    """One question's ladder and the labelled states it learns from."""
+    """One question's ladder and the labels it learns from."""
 
     question_id: str
     question: Any  #: as written
@@ -77,7 +77,9 @@ class _Question:
     #: version's evidence key, so a change of reading settings starts a ladder afresh
     reading: str | None
     ladder: Ladder
-    states: list[tuple[tuple[str, str], str, str]] = field(default_factory=list)
+    #: its labels: each decision once, which versions learned from which, and what the
+    #: next fit reads (``labels``)
+    labels: QuestionLabels = field(default_factory=QuestionLabels)
     fitting: bool = False
 
     @property
@@ -85,15 +87,13 @@ class _Question:
         """The key of the question as written."""
         return QuestionKey(self.question_id, self.question, self.reader, self.model, self.reading)
 
-    def merge(self, labelled: list[tuple[tuple[str, str], str, str]]) -> bool:
-        """Add labelled states (each label once, by its record's order), keep replay
-        order; whether any was new."""
-        seen = {s[0] for s in self.states}
-        new = [s for s in labelled if s[0] not in seen]
-        if new:
-            self.states = sorted([*self.states, *new], key=lambda s: s[0])
-            self.ladder.labels = len(self.states)
-        return bool(new)
+    def merge(self, labelled: list[Labelled4]) -> bool:
+        """Add labelled states ``(order, state, label, decision)`` (each identity once);
+        whether any was new. Counted by ``Learner._fold``."""
+        new = False
+        for order, text, label, decision in labelled:
+            new = self.labels.add(order, decision, text, label) or new
+        return new
 
 
 class Learner:
@@ -120,6 +120,9 @@ class Learner:
         #: Seconds a version's last label must be old before the version is fitted
         #: (``SETTLE_S``; 0 on a store only this process writes, ``Earned(store=None)``).
         self.settle_s = 0.0 if getattr(earned.evidence, "private", False) else SETTLE_S
+        #: Labels per option a version's fit reads at most (``labels.FIT_PER_OPTION``):
+        #: a fit's memory and time stay flat however many labels the store holds.
+        self.fit_per_option = FIT_PER_OPTION
 
     # -- what the policy asks ---------------------------------------------------------
 
@@ -132,6 +135,7 @@ class Learner:
         (the fingerprint its decision will carry), and its index."""
         q = self._question(key)
         if self._refresh():  # other replicas' labels and trials: a version due or adopted
+            self._fold(q)
             self._adopt(q)
             self._maybe_fit(q)
         rung = q.ladder.deciding
@@ -171,6 +175,7 @@ class Learner:
             entry=rung0.entry,
         )
         rung.trust.learn_written = self._written_key(q)
+        rung.trust._ledger.only = {key.evidence_key}
         with self._lock:
             return self._rungs.setdefault(key.evidence_key, (q, rung))
 
@@ -205,9 +210,19 @@ class Learner:
         text = state
         if text is not None and self.redact is not None:
             text = self.redact(text)
-        with self._lock:  # (before this label counts: what held when it was made)
-            floor = 1.0 if not q.ladder.open else (audit_rate or None)
-        fields["floor"] = floor
+        decision = fields.get("decision")
+        with self._lock:
+            # (before this label counts: what held when it was made)
+            fields["floor"] = 1.0 if not q.ladder.open else (audit_rate or None)
+            # One label per decision, whichever version read it: a decision labelled
+            # before (a retried node, a redelivered message, a re-run) is no new label,
+            # no new labelled state, and never evidence for a version that learned from
+            # it (``QuestionLabels.learned_by``: every version fitted since it first came
+            # did); every version fed when it first came was given it then.
+            if q.labels.known(decision, text):
+                log.debug("agentbranch.learn: a repeat of a label of %r: not counted", q.question_id)
+                return None
+            trials = [r for r in q.ladder.fed if r is not rung]  # every other fed version
         rec = rung.trust.observe(
             q.key.asking(rung.model),
             teacher_label,
@@ -218,14 +233,14 @@ class Learner:
         if rec is None:
             return None
         self.store.count(rec)
-        with self._lock:
-            if text is not None:
-                q.merge([(rec.order, text, rec.teacher_label)])
-            trials = [r for r in q.ladder.fed if r is not rung]  # every other fed version
+        if text is not None:
+            with self._lock:
+                q.merge([(rec.order, text, rec.teacher_label, decision)])
         if state is not None:
             taken = fields["band"] == "take"
             for trial in trials:
                 self._trial(q, trial, state, taken, {**fields, "teacher_label": teacher_label})
+        self._fold(q)
         self._adopt(q)
         self._maybe_fit(q)
         return rec
@@ -259,6 +274,7 @@ class Learner:
             engine_label=d.label,
             probability=d.probabilities.get(d.label),
             floor=fields["floor"],
+            decision=fields.get("decision"),  # one label per decision in every version
             **trial_fields(taken, fields["rate"]),
         )
         if rec is not None:
@@ -280,21 +296,26 @@ class Learner:
 
     # -- versions ---------------------------------------------------------------------
 
+    def _fold(self, q: _Question) -> None:
+        """Count the settled labels of ``q`` in record order; a refit point among them
+        makes its version due (``QuestionLabels.due``). On a shared store, first read
+        what other replicas wrote, so replicas fit each version on the same labels."""
+        ok = (lambda order: settled(order, self.settle_s)) if self.settle_s > 0 else None
+        with self._lock:
+            ready = q.labels.ready(ok)
+            reaches = ready and q.labels.count + ready >= q.labels.next_refit()
+        if reaches and self.settle_s > 0:
+            self._refresh(force=True)
+        with self._lock:
+            q.labels.fold(ok)
+            q.ladder.labels = q.labels.count
+
     def _maybe_fit(self, q: _Question) -> None:
         with self._lock:
             j = len(q.ladder.rungs)
-            if q.fitting or len(q.states) < refit_at(j, q.ladder.first):
+            if q.fitting or j not in q.labels.due:
                 return
-        # a fit takes the first labels in replay order: read every label the store has
-        # now (other replicas'), so replicas fit this version on the same ones
-        self._refresh(force=True)
-        with self._lock:
-            j = len(q.ladder.rungs)
-            if q.fitting or len(q.states) < refit_at(j, q.ladder.first):
-                return
-            labelled = list(q.states[: refit_at(j, q.ladder.first)])
-            if not settled(labelled[-1][0], self.settle_s):
-                return  # (tried again with the next label, or the next read of the store)
+            labelled = list(q.labels.due[j])
             q.fitting = True
         if self.background:
             threading.Thread(
@@ -309,6 +330,7 @@ class Learner:
             with self._lock:
                 if len(q.ladder.rungs) == j:
                     self._add(q, rung)
+                    q.labels.due.pop(j, None)
         except Exception as e:  # noqa: BLE001 - a failed fit leaves the version in force
             log.warning(
                 "agentbranch.learn: fitting version %d of %r failed: %s", j, q.question_id, e
@@ -382,6 +404,7 @@ class Learner:
         self._rungs[version.evidence_key] = (q, rung)
         self._versions[version.read_with(None).evidence_key] = (q, rung)
         rung.trust.learn_written = self._written_key(q)
+        rung.trust._ledger.only = {version.evidence_key}  # its own evidence, not all
 
     def _written_key(self, q: _Question) -> str:
         """The evidence key of ``q`` as written (``Evidence.written`` of its records)."""
@@ -405,8 +428,9 @@ class Learner:
             hit = self._rungs.get(key.evidence_key)
             if hit is not None:
                 return hit[0]
+            labels = QuestionLabels(per_option=self.fit_per_option)
             q = _Question(
-                key.question_id, key.question, key.reader, key.model, key.reading, Ladder()
+                key.question_id, key.question, key.reader, key.model, key.reading, Ladder(), labels
             )
             self._questions[key.evidence_key] = q
             self._add(q, Rung(0, 0, model=key.question, trust=version_earned(self.earned, 0)))
@@ -416,23 +440,23 @@ class Learner:
     def _rebuild(self, q: _Question) -> None:
         """The ladder from the store: the labelled states of each version in replay
         order, the versions fitted on them, the newest with a threshold in force."""
-        # each label once, by its record's order: through the written question's key it
-        # names (``StoreLabels.learned_for``), or under its version's key (records that
-        # name none); the store is read once, here, not once per version
+        # each label once, by its identity: through the written question's key it
+        # names (``StoreLabels.claim``), or under its version's key (records that name
+        # none, ``claim_key``); the store is read once, here, not once per version
         self._refresh(force=True)
-        found = {s[0]: s for s in self.store.learned_for(self._written_key(q))}
-        q.states = sorted(found.values(), key=lambda s: s[0])
+        q.merge(self.store.claim(self._written_key(q)))
+        q.labels.fold()
         j = 0
         while j < len(q.ladder.rungs):
             rung = q.ladder.rungs[j]
             key = q.key.asking(rung.model).evidence_key
-            found.update((s[0], s) for s in self.store.stored_under(key))
-            q.states = sorted(found.values(), key=lambda s: s[0])
+            q.merge(self.store.claim_key(key))
+            q.labels.fold()
             nxt = j + 1
-            if len(q.states) >= refit_at(nxt, q.ladder.first):
-                self._add(q, self._version(q, nxt, q.states[: refit_at(nxt, q.ladder.first)]))
+            if nxt in q.labels.due:
+                self._add(q, self._version(q, nxt, q.labels.due.pop(nxt)))
             j += 1
-        q.ladder.labels = len(q.states)
+        q.ladder.labels = q.labels.count
         holds = [
             r.trust.threshold(q.key.asking(r.model)).take_at is not None for r in q.ladder.rungs
         ]

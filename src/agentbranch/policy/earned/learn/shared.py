@@ -5,8 +5,12 @@ probability fit (``probability``), so replicas sharing a store learn together.
 ``StoreLabels`` has its own reader of the store (``store_view``: its own read position)
 and reads what the store gained since its last read, at most every ``refresh_s`` unless
 asked to now (before a fit, or when a question is first asked). A store that cannot
-say what it gained is read whole, each label still counted once (by its record's order
-for labelled states, by its decision for probability fits).
+say what it gained is read whole, each label still counted once (by its identity for
+labelled states, ``labels``; by its decision for probability fits).
+
+The labelled states of a question the learner has (``claim``) are handed to it as they
+are read and not kept here (the learner keeps what its fits read: a bounded sample);
+those of questions not asked yet in this process are kept until they are.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from typing import Any
 from agentbranch.policy.earned.learn.probability import Map, ProbabilityFit
 
 Labelled = tuple[Any, str, str]  #: (record order, state, teacher's label)
+#: (record order, state, teacher's label, decision identity or None)
+Labelled4 = tuple[Any, str, str, str | None]
 
 
 class StoreLabels:
@@ -26,12 +32,13 @@ class StoreLabels:
 
     def __init__(self, earned: Any) -> None:
         self.earned = earned
-        #: labelled states by the written question's key (``Evidence.written``), then by
-        #: record order
-        self.by_written: dict[str, dict[Any, Labelled]] = {}
+        #: labelled states not claimed yet, by the written question's key
+        #: (``Evidence.written``), then by record order
+        self.by_written: dict[str, dict[Any, Labelled4]] = {}
         #: labelled states of records that name no written question (stored before
-        #: records did), by their evidence key, then by record order
-        self.by_key: dict[str, dict[Any, Labelled]] = {}
+        #: records did) not claimed yet, by their evidence key, then by record order
+        self.by_key: dict[str, dict[Any, Labelled4]] = {}
+        self._claimed: set[str] = set()  #: written keys whose states go to the learner
         #: per version's evidence key: its labelled reads and probability map
         self.fits: dict[str, ProbabilityFit] = {}
         from agentbranch.policy.earned._digests import DigestSet  # (numpy: not at import)
@@ -42,7 +49,7 @@ class StoreLabels:
         self._lock = threading.Lock()
         self._read_at: float | None = None
 
-    def read(self, *, force: bool = False) -> dict[str, list[Labelled]] | None:
+    def read(self, *, force: bool = False) -> dict[str, list[Labelled4]] | None:
         """The labelled states the store gained since the last read, by written key
         (every ``refresh_s``, or now when ``force``; skipped, not waited for, while
         another thread reads unless ``force``); ``None`` when it did not read."""
@@ -61,16 +68,18 @@ class StoreLabels:
         finally:
             self._lock.release()
 
-    def learned_for(self, written: str) -> list[Labelled]:
-        """Every labelled state read so far learned for the written question ``written``."""
+    def claim(self, written: str) -> list[Labelled4]:
+        """The labelled states read so far learned for the written question ``written``;
+        from now on its new ones are only returned by ``read`` (not kept here)."""
         with self._lock:
-            return list(self.by_written.get(written, {}).values())
+            self._claimed.add(written)
+            return sorted(self.by_written.pop(written, {}).values(), key=lambda s: s[0])
 
-    def stored_under(self, key: str) -> list[Labelled]:
+    def claim_key(self, key: str) -> list[Labelled4]:
         """The labelled states read so far under evidence key ``key`` that name no
-        written question (records stored before they did)."""
+        written question (records stored before they did), handed over once."""
         with self._lock:
-            return list(self.by_key.get(key, {}).values())
+            return sorted(self.by_key.pop(key, {}).values(), key=lambda s: s[0])
 
     def count(self, rec: Any) -> None:
         """This process's record in its version's probability fit at once (a store only
@@ -83,7 +92,7 @@ class StoreLabels:
         fitted = self.fits.get(key)
         return None if fitted is None else fitted.in_force
 
-    def _read_new(self) -> dict[str, list[Labelled]]:
+    def _read_new(self) -> dict[str, list[Labelled4]]:
         from agentbranch.policy.earned._any_store import store_view
 
         store = self.earned.evidence
@@ -96,19 +105,18 @@ class StoreLabels:
             records = []
             while batch := read_new():
                 records += batch
-        new: dict[str, list[Labelled]] = {}
+        new: dict[str, list[Labelled4]] = {}
         for rec in records:
             self._count(rec)
             if rec.state is None:
                 continue
+            labelled = (rec.order, rec.state, rec.teacher_label, rec.decision)
             if rec.written is None:
-                labelled = (rec.order, rec.state, rec.teacher_label)
                 self.by_key.setdefault(rec.key, {}).setdefault(rec.order, labelled)
-                continue
-            known = self.by_written.setdefault(rec.written, {})
-            if rec.order not in known:
-                known[rec.order] = (rec.order, rec.state, rec.teacher_label)
-                new.setdefault(rec.written, []).append(known[rec.order])
+            elif rec.written in self._claimed:
+                new.setdefault(rec.written, []).append(labelled)
+            else:
+                self.by_written.setdefault(rec.written, {}).setdefault(rec.order, labelled)
         return new
 
     def _count(self, rec: Any) -> None:
