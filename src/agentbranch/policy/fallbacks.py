@@ -12,9 +12,10 @@ from agentbranch.core.errors import FallbackError
 from agentbranch.core.questions import Question
 from agentbranch.policy.config import DecisionRecord, Generate, MoreDraws, Policy
 from agentbranch.policy.generation import (
+    agenerate,
     fallback_record,
+    generate,
     generation_messages,
-    model_for,
     parse_label,
     state_text,
 )
@@ -64,8 +65,7 @@ def fallback_steps(
                 return rec
         elif isinstance(fb, Generate):
             messages = generation_messages(fb, qid, question, state_text(state))
-            model = model_for(fb.model, engine, rec["options"])
-            reply = yield Call(model.invoke, model.ainvoke, messages)
+            reply = yield Call(generate, agenerate, engine, fb, qid, messages, rec["options"])
             try:
                 label = parse_label(reply, rec["options"])
             except FallbackError as e:

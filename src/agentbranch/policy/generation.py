@@ -6,17 +6,21 @@ A chat model that can constrain its own generation to a set of strings (a reader
 most likely option) is asked for
 exactly one of the option names, so its reply cannot fail to parse; every other model
 is asked as before and its reply parsed. The decision record's ``fallback.constrained``
-says which (``"choice"`` or ``None``)."""
+says which (``"choice"`` or ``None``).
+
+Every teacher call (``ask``: a fallback's, an audit's, a reviewer's) goes through the
+engine's replay cassette when it reads through one (``agentbranch.core.teacher_calls``)."""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from agentbranch.core.errors import FallbackError
 from agentbranch.core.questions import Question, to_spec
+from agentbranch.core.teacher_calls import TeacherCall, teacher_calls_of
 from agentbranch.policy.config import DecisionRecord, Generate
 
 
@@ -125,21 +129,35 @@ def constrained_to(model: Any, options: Sequence[str] | None) -> Any:
     return model.model_copy(update={"choices": list(options)})
 
 
-def model_for(model: Any, engine: Any, options: Sequence[str] | None = None) -> Any:
-    """The chat model ``Generate`` calls: ``model`` itself, or — when the engine reads
-    through a cassette (its reader, or a reader it wraps, has a ``chat_cache``) and the
-    model has no cache of its own (``cache=None``) — a copy using the cassette's cache,
-    so the fallback is recorded and replayed with the run's reads; constrained to
-    ``options`` where the model can enforce them (``constrained_to``)."""
-    model = constrained_to(model, options)
-    cache, reader = None, getattr(engine, "reader", None)
-    while reader is not None and cache is None:
-        cache = getattr(reader, "chat_cache", None)
-        reader = getattr(reader, "inner", None)
-    has_cache_field = "cache" in getattr(type(model), "model_fields", {})
-    if cache is None or not has_cache_field or model.cache is not None:
-        return model
-    return model.model_copy(update={"cache": cache})
+def ask(engine: Any, call: TeacherCall, invoke: Callable[[Any], Any]) -> Any:
+    """The reply to the teacher call ``call``: ``invoke(call.teacher)``, or — when the
+    engine reads through a replay cassette (``DecisionEngine.teacher_calls``) — what the
+    cassette answers (recorded, replayed, or a ``ReplayMissError`` in replay-only mode),
+    so no teacher is called live in a replay and nothing needs wrapping by hand."""
+    calls = teacher_calls_of(engine)
+    if calls is None:
+        return invoke(call.teacher)
+    return calls.call(call, invoke)
+
+
+async def aask(engine: Any, call: TeacherCall, invoke: Callable[[Any], Awaitable[Any]]) -> Any:
+    """``ask`` on the async path."""
+    calls = teacher_calls_of(engine)
+    if calls is None:
+        return await invoke(call.teacher)
+    return await calls.acall(call, invoke)
+
+
+def generate(engine: Any, fb: Generate, qid: str, messages: list[Any], options: Any) -> Any:
+    """A ``Generate`` fallback's reply (``fb.model``, constrained to ``options`` where it
+    can enforce them, ``constrained_to``), through the engine's cassette if any."""
+    call = TeacherCall("generate", qid, constrained_to(fb.model, options), messages)
+    return ask(engine, call, lambda m: m.invoke(messages))
+
+
+async def agenerate(engine: Any, fb: Generate, qid: str, messages: list[Any], options: Any) -> Any:
+    call = TeacherCall("generate", qid, constrained_to(fb.model, options), messages)
+    return await aask(engine, call, lambda m: m.ainvoke(messages))
 
 
 def model_name(model: Any) -> str:

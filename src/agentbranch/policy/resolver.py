@@ -78,7 +78,7 @@ class Resolver:
         self._identify(records, state)
         mark_versions(records, versions, maps)  # learning hook
         banded = snapshot(records, self.policy)
-        review_all(records, pending["review"], self.review)
+        review_all(records, pending["review"], self.review, self.engine, state)
         for qid in pending["fallback"]:
             records[qid] = run_sync(self._fallbacks(qid, records[qid], state))
         collect(asked, self.policy, banded, records, state=state)
@@ -99,7 +99,7 @@ class Resolver:
         self._identify(records, state)
         mark_versions(records, versions, maps)  # learning hook
         banded = snapshot(records, self.policy)
-        review_all(records, pending["review"], self.review)
+        review_all(records, pending["review"], self.review, self.engine, state)
         for qid in pending["fallback"]:
             records[qid] = await run_async(self._fallbacks(qid, records[qid], state))
         if banded:  # evidence stores do blocking I/O: off the event loop

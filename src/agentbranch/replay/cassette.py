@@ -23,6 +23,7 @@ and rewriting share the parser's offset and tables.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import uuid
@@ -35,7 +36,7 @@ from agentbranch.core.reads import LabelRead, ReadRequest
 from agentbranch.engine.readers.base import Reader
 from agentbranch.replay import files
 from agentbranch.replay import format as fmt
-from agentbranch.replay.format import ChatEntry, ReadEntry, ReaderInfo
+from agentbranch.replay.format import ChatEntry, ReadEntry, ReaderInfo, TeacherEntry
 from agentbranch.replay.keys import (
     chat_key,
     chat_model_id,
@@ -53,18 +54,21 @@ from agentbranch.replay.misses import (
     fields_note,
     nearest_chat,
     nearest_read,
+    nearest_teacher,
 )
 from agentbranch.replay.modes import RecordMode, resolve_mode
 
 if TYPE_CHECKING:
     from agentbranch.replay.readers import CassetteReader
+    from agentbranch.replay.teachers import CassetteTeachers
 
 
 class ReplayMissError(AgentBranchError, LookupError):
     """A replayed run asked for a read or a chat reply the cassette does not hold."""
 
 
-Identity = tuple[str, str, str]  # ("read", reader id, key) | ("chat", model id, key)
+#: ("read", reader id, key) | ("chat", model id, key) | ("teacher", role, key)
+Identity = tuple[str, str, str]
 
 
 class Cassette:
@@ -105,10 +109,14 @@ class Cassette:
         self.chat_models: dict[str, dict[str, str]] = {}
         self._reads: dict[tuple[str, str], ReadEntry] = {}
         self._chats: dict[str, ChatEntry] = {}
+        self._teachers: dict[str, TeacherEntry] = {}  # by key (agentbranch.replay.teachers)
         self._loaded: set[Identity] = set()
         self._played: set[Identity] = set()
         #: Short descriptions of every miss this cassette raised.
         self.misses: list[str] = []
+        #: The misses of audits: raised on an audit's worker thread, where they fail the
+        #: audit but not the run (the pytest plugin fails the test that made them).
+        self.audit_misses: list[str] = []
         # What this process has read of the file: the parser's state, and which file
         # (device, inode) its offset is in; ``None`` until the first read or write.
         self._parser: fmt.Parser | None = None
@@ -122,8 +130,12 @@ class Cassette:
         # Learning questions' versions in force, the same way.
         self._versions: dict[str, dict[str, Any]] = {}
         self._version_seen: dict[str, int] = {}
+        # Audits' draws (whether each decision was audited), the same way.
+        self._samples: dict[str, dict[str, Any]] = {}
+        self._sample_seen: dict[str, int] = {}
         self._opened: list[Reader] = []
         self._cache: Any = None
+        self._teacher_calls: CassetteTeachers | None = None
         if self.mode == "passthrough":
             return
         st = files.status(self.path)  # a loop, a FIFO, a directory: refused now
@@ -180,6 +192,18 @@ class Cassette:
             self._cache = CassetteCache(self)
         return self._cache
 
+    @property
+    def teacher_calls(self) -> CassetteTeachers:
+        """The policy's teacher calls through this cassette (``Generate`` fallbacks of
+        any Runnable, audits, reviewers): engines reading through one of its readers
+        find it (``DecisionEngine.teacher_calls``); see ``agentbranch.replay.teachers``."""
+        with self._lock:
+            if self._teacher_calls is None:
+                from agentbranch.replay.teachers import CassetteTeachers
+
+                self._teacher_calls = CassetteTeachers(self)
+            return self._teacher_calls
+
     def chat_model(self, model: Any) -> Any:
         """A copy of the LangChain chat model ``model`` whose calls go through this
         cassette (``model.model_copy(update={"cache": cassette.chat_cache})``).
@@ -221,6 +245,7 @@ class Cassette:
         self._next_reader = 1
         self._threshold_seen = {}
         self._version_seen = {}
+        self._sample_seen = {}
 
     # -- reads --------------------------------------------------------------------------
 
@@ -333,10 +358,14 @@ class Cassette:
             entries, known = list(self._chats.values()), dict(self.chat_models)
         nearest, diffs = nearest_chat(messages, model, llm_string, name, entries, known)
         last = str(messages[-1].get("content")) if messages else ""
+        from agentbranch.replay.teachers import current_call, describe
+
+        call = current_call()  # a policy's teacher call: say which
         head = (
             f"cassette {self._shown} (mode {self.mode!r}) has no reply of chat model {name} "
-            f"({model}) to these {len(messages)} messages (last: {short(last, 60)!r}). "
-            "Replay calls no model."
+            f"({model}) to these {len(messages)} messages (last: {short(last, 60)!r})"
+            + ("" if call is None else f", asked as {describe(call, name)}")
+            + ". Replay calls no model."
         )
         empty = (
             f"There is no cassette file at {self.path} yet."
@@ -345,7 +374,72 @@ class Cassette:
         )
         with self._lock:
             self.misses.append(f"chat {name} {short(last, 50)!r}" + fields_note(diffs))
+            if call is not None and call.role == "audit":
+                self.audit_misses.append(self.misses[-1])
         return ReplayMissError(explain(head, "exchange", nearest, diffs, empty, UNSEEN_CHAT))
+
+    def holds_chat(self, prompt: str, llm_string: str) -> bool:
+        """Whether this cassette holds a reply to the exchange (nothing is played)."""
+        with self._lock:
+            return chat_key(prompt, llm_string) in self._chats
+
+    # -- teacher calls (agentbranch.replay.teachers) -----------------------------------
+
+    def lookup_teacher(self, key: str) -> TeacherEntry | None:
+        """The recorded teacher call ``key`` (played), or ``None``."""
+        with self._lock:
+            entry = self._teachers.get(key)
+            if entry is not None:
+                self._played.add(("teacher", entry.role, key))
+            return entry
+
+    def holds_teacher(self, key: str) -> bool:
+        with self._lock:
+            return key in self._teachers
+
+    def record_teacher(self, entry: TeacherEntry) -> None:
+        if self.mode == "passthrough":
+            return
+
+        def lines() -> list[dict[str, Any]]:
+            self._played.add(("teacher", entry.role, entry.key))
+            return [fmt.teacher_line(entry)]
+
+        self._commit(lines)
+
+    def teacher_miss(self, call: Any, key: str) -> ReplayMissError:
+        """The error for a teacher call (``core.teacher_calls.TeacherCall``) this
+        cassette cannot answer, with the nearest recorded call of the same role and
+        question and how its input differs."""
+        from agentbranch.replay.teachers import describe, identity, input_summary
+
+        name = identity(call.teacher)
+        summary = input_summary(call.input)
+        with self._lock:
+            entries = [
+                t
+                for t in self._teachers.values()
+                if (t.role, t.question) == (call.role, call.question_id)
+            ]
+        nearest, diffs = nearest_teacher(name, summary, entries)
+        head = (
+            f"cassette {self._shown} (mode {self.mode!r}) has no answer of "
+            f"{describe(call, name)} to this input ({_excerpt(summary)!r}). "
+            "Replay calls no teacher."
+        )
+        empty = (
+            f"There is no cassette file at {self.path} yet."
+            if not self.path.exists()
+            else f"The cassette holds no {call.role} call of question {call.question_id!r}."
+        )
+        with self._lock:
+            self.misses.append(
+                f"{call.role} {name} of {call.question_id!r} {_excerpt(summary, 50)!r}"
+                + fields_note(diffs)
+            )
+            if call.role == "audit":
+                self.audit_misses.append(self.misses[-1])
+        return ReplayMissError(explain(head, "call", nearest, diffs, empty, UNSEEN_CHAT))
 
     def clear_chats(self) -> None:
         """Forget every recorded chat exchange (and rewrite the file without them)."""
@@ -389,6 +483,22 @@ class Cassette:
             "versions were kept?)",
         )
 
+    def sampled(self, key: str, live: Callable[[], bool], unrecorded: Callable[[], bool]) -> bool:
+        """Whether the next decision with ``key`` (question and state; repeats numbered
+        in order) is audited: as recorded when replaying, else ``live()`` (the audit's
+        draw), recorded; ``unrecorded()`` in replay-only mode when the cassette was
+        recorded before draws were kept."""
+        got = self._per_decision(
+            key,
+            lambda: {"audited": bool(live())},
+            self._sample_seen,
+            self._samples,
+            fmt.sample_line,
+            "",
+            otherwise=lambda: {"audited": bool(unrecorded())},
+        )
+        return bool(got["audited"])
+
     def _per_decision(
         self,
         key: str,
@@ -397,15 +507,19 @@ class Cassette:
         held: dict[str, dict[str, Any]],
         line: Callable[[str, dict[str, Any]], Any],
         missing: str,
+        otherwise: Callable[[], dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """The recorded value for the next decision with ``key`` (``#n`` numbers its
-        repeats) when replaying, else ``live()``, recorded as ``line(key, value)``."""
+        repeats) when replaying, else ``live()``, recorded as ``line(key, value)``
+        (``otherwise()`` in mode ``none`` when it is not recorded, else a miss)."""
         with self._lock:
             n = seen.get(key, 0)
             seen[key] = n + 1
             key = f"{key}#{n}"
             if self.mode in ("new", "none") and key in held:
                 return dict(held[key])
+            if self.mode == "none" and otherwise is not None:
+                return otherwise()
             if self.mode == "none":
                 raise ReplayMissError(
                     f"cassette {self._shown} (mode 'none') holds no {missing}; {fmt.RERECORD}"
@@ -425,6 +539,18 @@ class Cassette:
         with self._lock:
             for ident in sorted(self._loaded - self._played, key=self._line_of):
                 kind, who, key = ident
+                if kind == "teacher":
+                    t = self._teachers.get(key)
+                    if t is not None:
+                        out.append(
+                            {
+                                "kind": "teacher",
+                                "line": t.line,
+                                "model": t.teacher,
+                                "summary": f"{t.role} of {t.question!r}",
+                            }
+                        )
+                    continue
                 if kind == "read":
                     e = self._reads.get((who, key))
                     if e is None:  # the file was replaced without it meanwhile
@@ -450,7 +576,11 @@ class Cassette:
 
     def _line_of(self, ident: Identity) -> int:
         kind, who, key = ident
-        e = self._reads.get((who, key)) if kind == "read" else self._chats.get(key)
+        e: Any
+        if kind == "teacher":
+            e = self._teachers.get(key)
+        else:
+            e = self._reads.get((who, key)) if kind == "read" else self._chats.get(key)
         return (e.line or 0) if e is not None else 0
 
     # -- the file -----------------------------------------------------------------------
@@ -517,6 +647,8 @@ class Cassette:
             chats=list(self._chats.values()),
             thresholds=dict(self._parser.data.thresholds),
             versions=dict(self._parser.data.versions),
+            samples=dict(self._parser.data.samples),
+            teachers=list(self._teachers.values()),
         )
         recording = self._parser.data.recording or self.recording
         files.replace(self.path, fmt.body(data, recording, chats=chats))
@@ -564,6 +696,7 @@ class Cassette:
         if fresh:
             self._reads.clear()
             self._chats.clear()
+            self._teachers.clear()
         reads, chats = self._parser.take()
         for r in reads:
             self._reads[(r.reader, r.key)] = r
@@ -573,10 +706,22 @@ class Cassette:
             self._chats[c.key] = c
             if initial:
                 self._loaded.add(("chat", c.model, c.key))
+        for t in self._parser.take_teachers():
+            self._teachers[t.key] = t
+            if initial:
+                self._loaded.add(("teacher", t.role, t.key))
         self.readers = dict(self._parser.data.readers)
         self.chat_models = dict(self._parser.data.chat_models)
         self._thresholds = dict(self._parser.data.thresholds)
         self._versions = dict(self._parser.data.versions)
+        self._samples = dict(self._parser.data.samples)
+
+
+def _excerpt(summary: Any, width: int = 60) -> str | None:
+    """The last message's content of a teacher input summary (or the payload)."""
+    if isinstance(summary, list) and summary and isinstance(summary[-1], dict):
+        return short(str(summary[-1].get("content")), width)
+    return short(json.dumps(summary, sort_keys=True, default=str), width)
 
 
 def _shown(path: Path) -> str:

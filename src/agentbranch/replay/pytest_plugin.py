@@ -59,6 +59,7 @@ class _Session:
 
 
 _SESSION = pytest.StashKey[_Session]()
+_CALL_FAILED = pytest.StashKey[bool]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -106,15 +107,29 @@ def decision_cassette(request: pytest.FixtureRequest) -> Iterator[Any]:
     ``.chat_model(model)``, ``.chat_cache``, ``.path``, ``.mode``."""
     session = request.config.stash[_SESSION]
     cassette = session.open(_cassette_path(request), request.node.nodeid)
+    audit_misses = len(cassette.audit_misses)
     try:
         yield cassette
     finally:
         cassette.close()
+    # An audit's teacher runs on the audit's worker thread, where a miss fails the audit,
+    # never the run: fail the test here instead of letting it pass with a miss.
+    missed = cassette.audit_misses[audit_misses:]
+    if missed and not request.node.stash.get(_CALL_FAILED, False):
+        pytest.fail(
+            f"the cassette {_rel(cassette.path, request.config)} has no answer for "
+            f"{len(missed)} audit teacher call(s) of this test (made on the audit's worker "
+            f"thread, so the test itself did not fail): {'; '.join(missed)}. Record them: "
+            "pytest --agentbranch-record=new, or --agentbranch-record=all",
+            pytrace=False,
+        )
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Any:
     report = yield
+    if report.when == "call":
+        item.stash[_CALL_FAILED] = report.failed
     if report.failed and _SESSION in item.config.stash:
         item.config.stash[_SESSION].failed.add(item.nodeid)
     return report

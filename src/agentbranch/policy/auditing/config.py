@@ -118,14 +118,22 @@ class Audit:
 
     # -- used by the resolver (critical path: cheap, never blocking) --------------------
 
-    def sample(self) -> bool:
-        """Draw whether the next taken decision is audited (counted when it is)."""
+    def sample(self, recorded: bool | None = None) -> bool:
+        """Draw whether the next taken decision is audited (counted when it is).
+        ``recorded``: for a decision replayed from a cassette, whether the recording
+        audited it, which decides instead of a draw (a replay audits the same ones)."""
         worker: AuditWorker = self._worker  # type: ignore[attr-defined]
-        with worker._lock:
-            hit = self._rng.random() < self.rate  # type: ignore[attr-defined]
-            if hit:
+        hit = self.draw() if recorded is None else recorded
+        if hit:
+            with worker._lock:
                 worker.stats.sampled += 1
         return hit
+
+    def draw(self) -> bool:
+        """One draw at ``rate`` (not counted; ``sample`` counts)."""
+        worker: AuditWorker = self._worker  # type: ignore[attr-defined]
+        with worker._lock:
+            return self._rng.random() < self.rate  # type: ignore[attr-defined]
 
     def submit(self, job: Job) -> bool:
         """Queue a job for the worker; ``False`` when the queue is full (dropped)."""

@@ -1,0 +1,268 @@
+"""Replays are offline by construction: every teacher call a policy makes goes through the
+cassette its engine reads through, with no wrapping by the user.
+
+A user's test suite (pytester, in a subprocess: numpy cannot be imported twice in one
+process, and the plugin as installed) records a learning graph once —
+``Earned(learn=True)``, a decide node, an ``Audit`` whose teacher is a chat model, a
+``Generate`` fallback whose teacher is a ``RunnableLambda`` — and replays it under
+``CI=true`` with teachers that raise if they are ever called: the same decisions and
+audit records, no stale entry, no miss. A changed teacher prompt is a ``ReplayMissError``
+naming the call. Sync and async."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+PLUGIN = ("-p", "agentbranch.replay.pytest_plugin")
+
+LEARNING_GRAPH = """
+import asyncio
+import json
+import random
+import re
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import RunnableLambda
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
+
+import agentbranch as ab
+from agentbranch.langgraph import DecisionRecords, decide_node
+from agentbranch.policy import Audit, Earned, Generate, Policy
+
+GENERATE_PROMPT = None
+AUDIT_PROMPT = None
+SPORT = ["The striker scored twice as the home side won", "She won the tennis final",
+         "The marathon runner broke the course record", "Their goalkeeper saved a penalty"]
+COOKING = ["Simmer the onions in butter until soft", "Knead the dough for ten minutes",
+           "Roast the chicken with lemon and garlic", "Whisk the eggs with sugar until pale"]
+QUESTION = ab.yes_no("Is this about sport?",
+                     examples={"yes": ["A football match report"], "no": ["A bread recipe"]})
+TEXTS = [f"{random.Random(i).choice(SPORT + COOKING)} (note {i})" for i in range(90)]
+CALLS = {"generate": 0, "audit": 0}
+REPLAY = [False]
+
+
+def truth(text):
+    return "yes" if any(s in text for s in SPORT) else "no"
+
+
+def read(state, q):  # unsure on the question as written, sure once it shows learned lines
+    if sum(len(e) for e in q.examples) <= 2:
+        return {"yes": 0.5, "no": 0.5}
+    return {o: 0.97 if o == truth(state) else 0.03 for o in q.options}
+
+
+def encode(texts):  # a bag of hashed words (the learner's few-shot picker)
+    out = np.full((len(texts), 64), 1e-3)
+    for i, t in enumerate(texts):
+        for w in re.findall(r"[a-z]+", t.lower()):
+            out[i, zlib.crc32(w.encode()) % 64] += 1.0
+    return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+def generate_teacher(messages):
+    if REPLAY[0]:
+        raise AssertionError("the Generate teacher was called during a replay")
+    CALLS["generate"] += 1
+    return AIMessage(json.dumps({"label": truth(messages[-1].content)}))
+
+
+class AuditTeacher(BaseChatModel):
+    @property
+    def _llm_type(self):
+        return "audit-teacher"
+
+    def _generate(self, messages, stop=None, **kw):
+        if REPLAY[0]:
+            raise AssertionError("the audit teacher was called during a replay")
+        CALLS["audit"] += 1
+        reply = AIMessage(json.dumps({"label": truth(str(messages[-1].content))}))
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+class S(TypedDict, total=False):
+    text: str
+    decisions: DecisionRecords
+    out: str
+
+
+def build(decision_cassette, store, sink):
+    earned = Earned(precision=0.8, min_evidence=10, refresh_s=0, store=store, learn=True)
+    earned.learner.background = False
+    earned.learner.settle_s = 0
+    earned.learner.encoder = encode
+    audit = Audit(model=AuditTeacher(), rate=0.5, sink=sink, instructions=AUDIT_PROMPT)
+    generate = Generate(RunnableLambda(generate_teacher), instructions=GENERATE_PROMPT)
+    policy = Policy(take_at=earned, fallbacks=[generate], audit=audit)
+    reader = decision_cassette.reader(lambda: ab.ScriptedReader({"sport": read}, model="canvas"))
+    node = decide_node(ab.DecisionEngine(reader), {"sport": QUESTION}, policy=policy,
+                       state_key="text")
+    g = StateGraph(S)
+    g.add_node("read", node)
+    g.add_node("sports", lambda s: {"out": "sports"})
+    g.add_node("kitchen", lambda s: {"out": "kitchen"})
+    g.add_edge(START, "read")
+    g.add_conditional_edges("read", node.router("sport", {"yes": "sports", "no": "kitchen"}))
+    g.add_edge("sports", END)
+    g.add_edge("kitchen", END)
+    return g.compile(), audit
+
+
+KEEP = ("label", "decided_by", "band", "take_at", "trust", "reader_version", "probability")
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+def test_learning_graph(decision_cassette, tmp_path, use_async):
+    REPLAY[0] = decision_cassette.mode == "none"
+    sink = []
+    app, audit = build(decision_cassette, tmp_path / "evidence.jsonl", sink.append)
+    outs = []
+    for text in TEXTS:
+        out = asyncio.run(app.ainvoke({"text": text})) if use_async else app.invoke({"text": text})
+        outs.append([out["out"], {k: out["decisions"]["sport"].get(k) for k in KEEP}])
+    assert audit.flush(timeout=60)
+    audits = [{k: v for k, v in r.items() if k not in ("id", "time", "reader")} for r in sink]
+    run = json.loads(json.dumps({"decisions": outs, "audits": audits}))
+    kept = Path(__file__).parent / f"recorded-{use_async}.json"
+    if REPLAY[0]:
+        assert run == json.loads(kept.read_text())
+    else:
+        assert CALLS["generate"] > 0 and CALLS["audit"] > 0
+        assert max(rec["reader_version"] for _, rec in outs) >= 1  # it learned
+        kept.write_text(json.dumps(run))
+"""
+
+
+@pytest.fixture
+def suite(pytester, monkeypatch):
+    monkeypatch.delenv("CI", raising=False)
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile(test_graph=LEARNING_GRAPH)
+    return pytester
+
+
+def kinds(path) -> dict[str, int]:
+    lines = [json.loads(x) for x in path.read_text().splitlines()[1:]]
+    got: dict[str, int] = {}
+    for line in lines:
+        got[line["kind"]] = got.get(line["kind"], 0) + 1
+    return got
+
+
+def test_a_recorded_learning_graph_replays_in_ci_without_calling_a_teacher(suite, monkeypatch):
+    suite.runpytest_subprocess(*PLUGIN).assert_outcomes(passed=2)
+    for case in ("sync", "async"):
+        got = kinds(suite.path / "cassettes" / f"test_learning_graph_{case}_.jsonl")
+        # the RunnableLambda's answers, the audit teacher's exchanges, each audit's draw
+        assert got["teacher"] > 0 and got["chat"] > 0 and got["sample"] > 0, got
+        assert got["read"] == 90, got  # the decisions' reads only: no trial read is kept
+
+    monkeypatch.setenv("CI", "true")
+    replay = suite.runpytest_subprocess(*PLUGIN)
+    replay.assert_outcomes(passed=2)  # the teachers raise if called: none was
+    assert "agentbranch decision cassettes" not in replay.stdout.str()  # no stale, no miss
+
+    # Re-recording brings nothing stale back.
+    monkeypatch.delenv("CI")
+    suite.runpytest_subprocess(*PLUGIN, "--agentbranch-record=all").assert_outcomes(passed=2)
+    monkeypatch.setenv("CI", "true")
+    again = suite.runpytest_subprocess(*PLUGIN)
+    again.assert_outcomes(passed=2)
+    assert "agentbranch decision cassettes" not in again.stdout.str()
+
+
+def test_a_changed_teacher_prompt_is_a_miss_naming_the_call(suite, monkeypatch):
+    suite.runpytest_subprocess(*PLUGIN).assert_outcomes(passed=2)
+    source = (suite.path / "test_graph.py").read_text()
+    monkeypatch.setenv("CI", "true")
+
+    # The Generate fallback's prompt: the decide node raises the miss.
+    suite.makepyfile(
+        test_graph=source.replace(
+            "GENERATE_PROMPT = None", 'GENERATE_PROMPT = "Answer as a sports editor."'
+        )
+    )
+    result = suite.runpytest_subprocess(*PLUGIN)
+    result.assert_outcomes(failed=2)
+    assert "the Generate teacher was called" not in result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*ReplayMissError: cassette cassettes/test_learning_graph_*_.jsonl (mode 'none') "
+            "has no answer of the Generate fallback RunnableLambda generate_teacher of "
+            "question 'sport' to this input ('Input:*'). Replay calls no teacher.",
+            "*Nearest recorded call (line *) differs in: message 1 (system)",
+            "*Record it: pytest --agentbranch-record=new*",
+        ]
+    )
+
+    # The audit teacher's prompt, in a test that does not look at its audit records: the
+    # audit runs on the audit's worker thread, where a miss cannot fail the run, so the
+    # plugin fails the test, naming the audit calls it missed.
+    audited = source.replace("AUDIT_PROMPT = None", 'AUDIT_PROMPT = "You audit a sports desk."')
+    suite.makepyfile(
+        test_graph=audited.replace(
+            "assert run == json.loads(kept.read_text())",
+            'assert run["decisions"] == json.loads(kept.read_text())["decisions"]',
+        )
+    )
+    result = suite.runpytest_subprocess(*PLUGIN)
+    out = result.stdout.str()
+    assert "the audit teacher was called" not in out
+    result.assert_outcomes(passed=2, errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*the cassette cassettes/test_learning_graph_*_.jsonl has no answer for * audit "
+            "teacher call(s) of this test (made on the audit's worker thread*",
+            "*misses (*",
+            "*chat audit-teacher*",
+        ]
+    )
+
+
+def test_a_reviewer_function_is_recorded_and_replayed(tmp_path):
+    """A ``Resolver(review=fn)`` reviewer is a teacher call too: its answers replay, and
+    a reviewer shown something else (other probabilities: a new calibration) misses."""
+    import agentbranch as ab
+    from agentbranch.policy import Policy, Resolver
+    from agentbranch.replay import Cassette, ReplayMissError
+
+    questions = {"team": ab.choice("Which team?", ["billing", "outage"])}
+    policy = Policy(take_at=0.9, review_below=0.9)
+    asked: list[dict] = []
+    replaying = [False]
+
+    def human(payload: dict) -> str:
+        if replaying[0]:
+            raise AssertionError("the reviewer was asked during a replay")
+        asked.append(payload)
+        return "outage"
+
+    def resolver(cassette: Cassette, calibration: ab.Calibration | None = None) -> Resolver:
+        script = {"team": {"billing": 0.6, "outage": 0.4}}
+        reader = cassette.reader(lambda: ab.ScriptedReader(script), id="desk")
+        engine = ab.DecisionEngine(reader, calibration=calibration)
+        return Resolver(engine, questions, policy, review=human)
+
+    path = tmp_path / "reviewed.jsonl"
+    with Cassette(path, "all") as cassette:
+        live = resolver(cassette).resolve("The site is down")
+    assert live["team"]["decided_by"] == "human" and live["team"]["label"] == "outage"
+    assert len(asked) == 1
+    assert kinds(path)["teacher"] == 1
+
+    replaying[0] = True
+    with Cassette(path, "none") as cassette:
+        assert resolver(cassette).resolve("The site is down")["team"]["label"] == "outage"
+        assert cassette.stale() == []
+        recalibrated = resolver(cassette, ab.Calibration(default=2.0))
+        with pytest.raises(ReplayMissError, match="the reviewer .*human of question 'team'"):
+            recalibrated.resolve("The site is down")
