@@ -12,7 +12,9 @@ the test builds. ``@pytest.mark.decision_cassette("name")`` names the cassette
 workers: they record into it together). ``--agentbranch-record=MODE``
 sets the record mode (``all``, ``new``, ``none``, ``passthrough``); the default is
 ``none`` when ``CI`` is set, else ``new``. The terminal summary lists misses and the
-entries no test played (stale).
+entries no test played (stale). A test whose audits missed (an audit's teacher runs on
+the audit's worker thread, where a miss fails the audit but not the run) fails at
+teardown.
 """
 
 from __future__ import annotations
