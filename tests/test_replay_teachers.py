@@ -266,3 +266,117 @@ def test_a_reviewer_function_is_recorded_and_replayed(tmp_path):
         recalibrated = resolver(cassette, ab.Calibration(default=2.0))
         with pytest.raises(ReplayMissError, match="the reviewer .*human of question 'team'"):
             recalibrated.resolve("The site is down")
+
+
+def _resolve_tickets(cassette, model, tickets, *, audit=None):
+    import agentbranch as ab
+    from agentbranch.policy import Generate, Policy, Resolver
+
+    questions = {"team": ab.choice("Which team?", ["billing", "outage"])}
+    reader = cassette.reader(
+        lambda: ab.ScriptedReader({"team": {"billing": 0.5, "outage": 0.5}}), id="desk"
+    )
+    policy = Policy(take_at=0.9, fallbacks=[Generate(model)], audit=audit)
+    resolver = Resolver(ab.DecisionEngine(reader), questions, policy)
+    return [resolver.resolve(t)["team"]["label"] for t in tickets]
+
+
+def test_a_chat_model_with_its_own_cache_is_a_teacher_call(tmp_path):
+    """A chat model that has a cache of its own (or ``cache=False``) is not put on the
+    cassette's chat cache: its calls are teacher lines, replayed all the same."""
+    from langchain_core.language_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+
+    from agentbranch.replay import Cassette
+
+    path = tmp_path / "own-cache.jsonl"
+    tickets = ["The site is down", "I was charged twice"]
+    answers = [AIMessage('{"label": "outage"}'), AIMessage('{"label": "billing"}')]
+    live = GenericFakeChatModel(messages=iter(answers), cache=False)
+    with Cassette(path, "all") as cassette:
+        assert _resolve_tickets(cassette, live, tickets) == ["outage", "billing"]
+    assert kinds(path).get("chat", 0) == 0 and kinds(path)["teacher"] == 2
+    teacher = [json.loads(x) for x in path.read_text().splitlines() if '"teacher"' in x][0]
+    assert teacher["role"] == "generate" and teacher["question"] == "team"
+    assert teacher["teacher"].startswith("generic-fake-chat-model chat-")  # its llm_string
+    assert teacher["reply"]["message"]["data"]["content"] == '{"label": "outage"}'
+
+    empty = GenericFakeChatModel(messages=iter([]), cache=False)  # raises if called
+    with Cassette(path, "none") as cassette:
+        assert _resolve_tickets(cassette, empty, tickets) == ["outage", "billing"]
+        assert cassette.stale() == []
+
+
+def test_new_mode_records_only_the_teacher_calls_it_lacks(tmp_path):
+    from langchain_core.messages import AIMessage
+    from langchain_core.runnables import RunnableLambda
+
+    from agentbranch.replay import Cassette
+
+    calls: list[str] = []
+
+    def teacher(messages):
+        calls.append(messages[-1].content)
+        return AIMessage('{"label": "billing"}')
+
+    path = tmp_path / "new.jsonl"
+    with Cassette(path, "new") as cassette:
+        _resolve_tickets(cassette, RunnableLambda(teacher), ["a refund", "a refund"])
+    assert len(calls) == 1  # a repeat of a call this run made replays it
+    with Cassette(path, "new") as cassette:
+        _resolve_tickets(cassette, RunnableLambda(teacher), ["a refund", "an invoice"])
+    assert len(calls) == 2 and kinds(path)["teacher"] == 2
+
+
+def test_teacher_and_sample_lines_load_and_survive_a_rewrite(tmp_path):
+    """The new kinds load, are checked like every line, and are kept when a cassette is
+    rewritten (``clear_chats``; an upgrade of an older format)."""
+    from langchain_core.messages import AIMessage
+    from langchain_core.runnables import RunnableLambda
+
+    from agentbranch.policy import Audit
+    from agentbranch.replay import Cassette, CassetteFormatError
+    from agentbranch.replay.format import load
+
+    path = tmp_path / "run.jsonl"
+    teacher = RunnableLambda(lambda messages: AIMessage('{"label": "billing"}'))
+    with Cassette(path, "all") as cassette:
+        _resolve_tickets(cassette, teacher, ["a refund"], audit=Audit(rate=1.0))
+    data = load(path)
+    assert [t.role for t in data.teachers] == ["generate"] and not data.samples  # no take
+    lines = path.read_text().splitlines()
+    sample = {"kind": "sample", "key": "audit:0123456789abcdef01234567#0", "audited": True}
+    path.write_text("\n".join([*lines, json.dumps(sample)]) + "\n")
+    Cassette(path, "new").clear_chats()
+    kept = load(path)
+    assert [t.key for t in kept.teachers] == [t.key for t in data.teachers]
+    assert kept.samples == {sample["key"]: {"audited": True}}
+
+    bad = [json.loads(x) for x in path.read_text().splitlines()]
+    for line in bad:
+        if line.get("kind") == "teacher":
+            line["role"] = "oracle"
+    path.write_text("".join(json.dumps(x) + "\n" for x in bad))
+    with pytest.raises(CassetteFormatError, match="field 'role'"):
+        load(path)
+
+
+def test_replay_diff_reports_a_changed_teacher_reply(tmp_path):
+    from langchain_core.messages import AIMessage
+    from langchain_core.runnables import RunnableLambda
+
+    from agentbranch.replay import Cassette
+    from agentbranch.replay.diff import diff_cassettes
+
+    def recorded(label: str, path):
+        reply = AIMessage(json.dumps({"label": label}))
+        with Cassette(path, "all") as cassette:
+            _resolve_tickets(cassette, RunnableLambda(lambda m: reply), ["a refund"])
+
+    recorded("billing", tmp_path / "old.jsonl")
+    recorded("outage", tmp_path / "new.jsonl")
+    report = diff_cassettes(tmp_path / "old.jsonl", tmp_path / "new.jsonl")
+    assert [(c.old_reply, c.new_reply) for c in report.chats] == [
+        ('{"label": "billing"}', '{"label": "outage"}')
+    ]
+    assert report.changed
