@@ -75,10 +75,15 @@ def _one(
     fallback = rec.get("fallback") or {}
     audited = by == "engine" or _earned_needs_label(policy, rec)
     if audited or _probe(policy, qid, question, rec):
+        calls = teacher_calls_of(engine)
+        if calls is None and not audit.sample():
+            return
         teacher, instructions = _teacher(policy, audit)
         text = state_text(state)
         call = _call(teacher, instructions, qid, question, text, rec["options"])
-        if not _sampled(engine, audit, call, text):
+        # Under a replay cassette the draw is the recording's: a replay audits the
+        # decisions the recording audited.
+        if calls is not None and not audit.sample(calls.audited(call, text, audit.draw)):
             return
         base = _base("audit", engine, question, policy, audit, rec, text, rate=audit.rate)
         learn = _learner(policy, qid, question, rec, audit.rate, text) if audited else None
@@ -109,15 +114,6 @@ def _call(
 
     messages = generation_messages(Generate(teacher, instructions), qid, question, text)
     return TeacherCall("audit", qid, constrained_to(teacher, options), messages)
-
-
-def _sampled(engine: Any, audit: Audit, call: TeacherCall, text: str) -> bool:
-    """Whether this decision is audited: the audit's draw, or — under a replay cassette
-    — the recording's (a replay audits the decisions the recording audited)."""
-    calls = teacher_calls_of(engine)
-    if calls is None:
-        return audit.sample()
-    return audit.sample(calls.audited(call, text, audit.draw))
 
 
 def _earned_needs_label(policy: Any, rec: dict) -> bool:
