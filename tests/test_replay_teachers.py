@@ -380,3 +380,23 @@ def test_replay_diff_reports_a_changed_teacher_reply(tmp_path):
         ('{"label": "billing"}', '{"label": "outage"}')
     ]
     assert report.changed
+
+
+def test_an_unplayed_teacher_call_is_listed_as_stale(tmp_path):
+    from langchain_core.messages import AIMessage
+    from langchain_core.runnables import RunnableLambda
+
+    from agentbranch.replay import Cassette
+
+    def labeller(messages):
+        return AIMessage('{"label": "billing"}')
+
+    path = tmp_path / "stale.jsonl"
+    with Cassette(path, "all") as cassette:
+        _resolve_tickets(cassette, RunnableLambda(labeller), ["a refund", "an invoice"])
+    with Cassette(path, "none") as cassette:
+        _resolve_tickets(cassette, RunnableLambda(labeller), ["a refund"])
+        (stale_read, stale_call) = cassette.stale()
+    assert stale_read["kind"] == "read"
+    assert stale_call["kind"] == "teacher" and stale_call["model"] == "RunnableLambda labeller"
+    assert stale_call["summary"].startswith("generate of 'team' 'Input:\\nan invoice")

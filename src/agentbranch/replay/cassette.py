@@ -547,7 +547,7 @@ class Cassette:
                                 "kind": "teacher",
                                 "line": t.line,
                                 "model": t.teacher,
-                                "summary": f"{t.role} of {t.question!r}",
+                                "summary": f"{t.role} of {t.question!r} {_excerpt(t.input, 50)!r}",
                             }
                         )
                     continue
