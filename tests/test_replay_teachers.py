@@ -400,3 +400,59 @@ def test_an_unplayed_teacher_call_is_listed_as_stale(tmp_path):
     assert stale_read["kind"] == "read"
     assert stale_call["kind"] == "teacher" and stale_call["model"] == "RunnableLambda labeller"
     assert stale_call["summary"].startswith("generate of 'team' 'Input:\\nan invoice")
+
+
+@pytest.mark.parametrize("teacher_kind", ["runnable", "chat model"])
+def test_audits_replay_the_recorded_draws_and_without_them_the_recorded_calls(
+    tmp_path, teacher_kind
+):
+    """A replay audits the decisions the recording drew (whatever its own seed); a
+    cassette recorded before draws were kept audits those whose teacher calls it holds."""
+    from langchain_core.language_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+    from langchain_core.runnables import RunnableLambda
+
+    import agentbranch as ab
+    from agentbranch.policy import Audit, GotoNode, Policy, Resolver
+    from agentbranch.replay import Cassette
+
+    questions = {"team": ab.choice("Which team?", ["billing", "outage"])}
+    tickets = [f"I was charged twice, case {i}" for i in range(12)]
+
+    def teacher(live: bool):
+        if teacher_kind == "runnable":
+
+            def label(messages):
+                assert live, "the audit teacher was called during a replay"
+                return AIMessage('{"label": "billing"}')
+
+            return RunnableLambda(label)
+        answers = iter([AIMessage('{"label": "billing"}')] * (len(tickets) if live else 0))
+        return GenericFakeChatModel(messages=answers)  # raises once it runs out
+
+    def audited(cassette: Cassette, live: bool, seed: int) -> list[str]:
+        reader = cassette.reader(lambda: ab.ScriptedReader({"team": {"billing": 0.99}}))
+        records: list[dict] = []
+        audit = Audit(
+            model=teacher(live), rate=0.5, seed=seed, sink=records.append, include_state=True
+        )
+        policy = Policy(take_at=0.5, fallbacks=[GotoNode("human")], audit=audit)
+        resolver = Resolver(ab.DecisionEngine(reader), questions, policy)
+        for t in tickets:
+            resolver.resolve(t)
+        assert audit.flush(timeout=30)
+        assert audit.stats.failed == 0
+        return sorted(r["state"] for r in records)  # which decisions were audited
+
+    path = tmp_path / "audited.jsonl"
+    with Cassette(path, "all") as cassette:
+        recorded = audited(cassette, live=True, seed=1)
+    assert 0 < len(recorded) < len(tickets)
+    with Cassette(path, "none") as cassette:
+        assert audited(cassette, live=False, seed=2) == recorded  # another seed: same audits
+        assert cassette.stale() == []
+
+    lines = [x for x in path.read_text().splitlines() if '"kind": "sample"' not in x]
+    path.write_text("\n".join(lines) + "\n")
+    with Cassette(path, "none") as cassette:
+        assert audited(cassette, live=False, seed=2) == recorded
