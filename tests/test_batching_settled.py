@@ -15,7 +15,8 @@ import pytest
 from test_batching import SCRIPT, TEAM, TICKETS, FakeClock, GatedReader, _wait_for_queue
 
 import agentbranch as ab
-from agentbranch.engine import batching
+from agentbranch.engine import _batch_hold, batching
+from agentbranch_bench.levers import LeverReader
 from agentbranch.engine.callers import CallerThreads, executor_of, pool_all_waiting
 
 
@@ -133,7 +134,9 @@ def _run_guarded(main, engine: ab.DecisionEngine):
 
 def _frozen(monkeypatch) -> FakeClock:
     clock = FakeClock()
-    monkeypatch.setattr(batching, "time", types.SimpleNamespace(monotonic=clock.monotonic))
+    fake = types.SimpleNamespace(monotonic=clock.monotonic)
+    monkeypatch.setattr(batching, "time", fake)
+    monkeypatch.setattr(_batch_hold, "time", fake)  # the hold rule's clock
     return clock
 
 
@@ -183,7 +186,7 @@ def test_an_async_burst_closes_once_its_loop_has_run_everything_ready(monkeypatc
 def test_with_the_lever_off_nobody_is_taken_to_be_left(monkeypatch):
     with ThreadPoolExecutor(2) as pool:
         threads, release = _pool_threads(pool, 2)
-        coalescer = batching.BatchingReader(ab.ScriptedReader(SCRIPT))
+        coalescer = LeverReader(ab.ScriptedReader(SCRIPT))
         for t in threads:
             coalescer._callers.arrive(t, batching.time.monotonic())
         assert coalescer._nobody_left() == "settled"
@@ -241,7 +244,7 @@ class _LoopWithoutReadyQueue:
 
 @pytest.mark.parametrize("ready", [None, ["a callback"]])
 def test_a_loop_that_cannot_be_looked_into_or_is_busy_is_not_settled(ready):
-    coalescer = batching.BatchingReader(ab.ScriptedReader(SCRIPT))
+    coalescer = LeverReader(ab.ScriptedReader(SCRIPT))
     loop = _LoopWithoutReadyQueue()
     if ready is not None:
         loop._ready = ready

@@ -25,6 +25,7 @@ from langgraph.prebuilt import ToolNode
 import agentbranch as ab
 from agentbranch.langchain import decision_tool
 from agentbranch.langgraph import decide_node
+from agentbranch_bench.levers import LeverReader
 
 N = 32
 QUESTIONS = {
@@ -131,7 +132,7 @@ PATTERNS = [
 def test_every_pattern_answers_as_decide_many(pattern: str, levers: bool) -> None:
     # a short sleep per read, so concurrent callers really share batches
     reader = ab.ScriptedReader(default=hashed, delay_s=0.002)
-    engine = ab.DecisionEngine(reader)
+    engine = ab.DecisionEngine(LeverReader(reader))
     coalescer = engine.reads_via
     coalescer.close_when_all_in = levers
     coalescer.hold_new_threads = levers  # a fresh pool's first thread is held

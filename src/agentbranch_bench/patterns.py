@@ -47,6 +47,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from agentbranch_bench.levers import LEVERS, LeverReader
 from agentbranch_bench.pattern_graphs import (
     constant_tool,
     decide_graph,
@@ -56,7 +57,7 @@ from agentbranch_bench.pattern_graphs import (
     tool_inputs,
 )
 
-#: The coalescer's levers (``BatchingReader`` attributes) and the variants that compare
+#: The coalescer's levers (``LeverReader`` switches, ``agentbranch_bench.levers``) and the variants that compare
 #: them in one run: ``now`` is the library as it is, ``before`` has them off (the
 #: coalescer as it was before them; the hold's bound grows with the batch held in every
 #: variant), ``no_new_hold`` only ``hold_new_threads``, ``no_settled`` only
@@ -65,13 +66,6 @@ from agentbranch_bench.pattern_graphs import (
 #: burst in parts of 8 or 24 instead of the reader's ``pipelined_batch``; ``straight``
 #: holds no batch at all (``max_wait_s`` 0: each batch is what is queued when a worker is free,
 #: the coalescer in front of ``VLLMReader`` on a GPU and of ``RemoteReader``).
-LEVERS = (
-    "close_when_all_in",
-    "hold_new_threads",
-    "close_when_settled",
-    "hold_while_busy",
-    "pipelined",
-)
 VARIANTS: dict[str, dict[str, bool | float]] = {
     "now": {},
     "before": dict.fromkeys(LEVERS, False),
@@ -274,10 +268,11 @@ def timed(fn: Callable[[], Any]) -> tuple[float, float]:
 
 
 def engine_for(reader: Any, levers: dict[str, bool | float]) -> Any:
-    """A default engine on ``reader`` whose coalescer has ``levers`` set."""
+    """A default engine on ``reader`` whose coalescer (a ``LeverReader``) has ``levers``
+    set."""
     import agentbranch as ab
 
-    engine = ab.DecisionEngine(reader)
+    engine = ab.DecisionEngine(LeverReader(reader))
     for lever, on in levers.items():
         setattr(engine.reads_via, lever, on)
     return engine

@@ -12,6 +12,8 @@ from agentbranch.calibration.measures import ece
 from agentbranch.calibration.scored import Scored, top_index
 from agentbranch.core.errors import ConfigurationError
 
+__all__ = ["reliability_diagram"]
+
 
 def reliability_diagram(
     before: Sequence[Scored],

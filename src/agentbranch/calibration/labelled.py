@@ -34,6 +34,18 @@ from agentbranch.core.errors import ConfigurationError, InvalidFileError, Invali
 from agentbranch.core.files import json_lines, loads, short_repr
 from agentbranch.core.questions import Question, coerce_question, to_spec
 
+__all__ = [
+    "EXPECTED_SHAPES",
+    "STATE_KEYS",
+    "Example",
+    "ExampleLine",
+    "HeaderLine",
+    "Label",
+    "load_labelled",
+    "parse_labelled",
+    "split",
+]
+
 
 @dataclass(frozen=True)
 class Example:

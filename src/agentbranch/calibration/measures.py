@@ -17,6 +17,8 @@ from agentbranch.calibration.scored import Scored, top_index
 from agentbranch.calibration.thresholds import Threshold, suggest_threshold
 from agentbranch.core.decisions import confidence_from
 
+__all__ = ["Metrics", "brier", "ece", "metrics", "nll"]
+
 
 def _log_probs_at(scored: Sequence[Scored], temperature: float) -> list[float]:
     """log p(true label) at ``temperature`` for each example."""

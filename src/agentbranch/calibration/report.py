@@ -17,6 +17,8 @@ from agentbranch.calibration.temperatures import T_HIGH, T_LOW
 from agentbranch.calibration.thresholds import Threshold, check_threshold
 from agentbranch.engine.calibration import Calibration
 
+__all__ = ["Report", "bound_warnings", "by_question", "made_worse"]
+
 
 @dataclass
 class Report:

@@ -20,6 +20,8 @@ from agentbranch.calibration.temperatures import By, calibrated, fit
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.engine.calibration import Calibration
 
+__all__ = ["WORSE_FIT", "calibrate", "calibrate_scored", "evaluate"]
+
 logger = logging.getLogger("agentbranch.calibration")
 
 #: How the warning about a fit that made the evaluation split worse begins.
@@ -56,11 +58,9 @@ def calibrate_scored(
             calibration.thresholds[qid] = round(t.threshold, 4)
     held_out = eval_scored is not None and len(eval_scored) > 0
     ev = list(eval_scored) if held_out else list(fit_scored)
-    ev_after = calibrated(ev, calibration)
-    per_question, thresholds = by_question(ev, ev_after, calibration, target_precision)
-    before = metrics(ev, target_precision=target_precision)
-    after = metrics(ev_after, target_precision=target_precision)
-    warnings = bound_warnings(calibration)
+    ev_after, per_question, thresholds, before, after, warnings = _compared(
+        ev, calibration, target_precision
+    )
     if made_worse(before, after):
         split_name = "held-out" if held_out else "fitted"
         warnings.append(
@@ -85,6 +85,16 @@ def calibrate_scored(
     )
 
 
+def _compared(scored: list[Any], calibration: Calibration, target_precision: float) -> tuple:
+    """``scored`` calibrated, its per-question report and held-out thresholds, the
+    metrics before and after, and the calibration's bound warnings."""
+    after = calibrated(scored, calibration)
+    per_question, thresholds = by_question(scored, after, calibration, target_precision)
+    before = metrics(scored, target_precision=target_precision)
+    m_after = metrics(after, target_precision=target_precision)
+    return after, per_question, thresholds, before, m_after, bound_warnings(calibration)
+
+
 def _check_settings(target_precision: float, min_examples: int) -> None:
     if not (isinstance(target_precision, int | float) and 0.0 < target_precision <= 1.0):
         raise ConfigurationError(f"target_precision must be in (0, 1], got {target_precision!r}")
@@ -107,11 +117,9 @@ def evaluate(
     calibration = calibration if calibration is not None else engine.calibration
     calibration = calibration if calibration is not None else Calibration()
     scored = read_examples(engine, examples, progress=progress)
-    after = calibrated(scored, calibration)
-    per_question, thresholds = by_question(scored, after, calibration, target_precision)
-    m_before = metrics(scored, target_precision=target_precision)
-    m_after = metrics(after, target_precision=target_precision)
-    warnings = bound_warnings(calibration)
+    after, per_question, thresholds, m_before, m_after, warnings = _compared(
+        scored, calibration, target_precision
+    )
     if made_worse(m_before, m_after):
         warnings.append(
             f"this calibration makes these examples worse than the raw reads: ECE "

@@ -14,6 +14,8 @@ from typing import Any
 from agentbranch.calibration.labelled import Example
 from agentbranch.core.questions import Question
 
+__all__ = ["Scored", "read_examples", "top_index"]
+
 
 @dataclass(frozen=True)
 class Scored:

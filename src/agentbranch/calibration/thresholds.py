@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from agentbranch.calibration.scored import Scored, top_index
 from agentbranch.core.decisions import confidence_from
 
+__all__ = ["Threshold", "check_threshold", "suggest_threshold"]
+
 
 @dataclass(frozen=True)
 class Threshold:

@@ -12,6 +12,8 @@ import typer
 
 from agentbranch.cli.common import console, err, fmt
 
+__all__ = ["audit_app", "more_audits_text", "report"]
+
 audit_app = typer.Typer(
     name="audit",
     help="Shadow audits: how often the decisions the engine takes agree with a teacher.",

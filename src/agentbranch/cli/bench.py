@@ -10,6 +10,8 @@ import typer
 
 from agentbranch.cli.common import fail, quiet_logs
 
+__all__ = ["bench"]
+
 
 def bench(
     json_out: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,

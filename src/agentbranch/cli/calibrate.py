@@ -11,6 +11,8 @@ from rich.table import Table
 
 from agentbranch.cli.common import console, err, fail, fmt, load_engine, quiet_logs, read_questions
 
+__all__ = ["calibrate"]
+
 
 def calibrate(
     labelled: Annotated[
@@ -92,17 +94,17 @@ def calibrate(
             check_writable(out, "--out")
         if diagram is not None:
             check_writable(diagram, "--diagram")
+        fit: dict[str, Any] = {  # how to fit, from audits or from labelled examples
+            "by": by,
+            "holdout": holdout,
+            "target_precision": target_precision,
+            "seed": seed,
+            "min_examples": min_examples,
+        }
         if from_audit is not None:  # the engine's logged distributions, the teacher's labels
             from agentbranch.audit import calibrate_from_audit
 
-            report = calibrate_from_audit(
-                from_audit,
-                by=by,  # type: ignore[arg-type]
-                holdout=holdout,
-                target_precision=target_precision,
-                seed=seed,
-                min_examples=min_examples,
-            )
+            report = calibrate_from_audit(from_audit, **fit)
         else:
             extra = read_questions(questions) if questions else None
             examples = cal.load_labelled(labelled, extra, default_question=question)
@@ -123,14 +125,7 @@ def calibrate(
                     )
                 else:
                     report = cal.calibrate(
-                        engine,
-                        examples,
-                        by=by,  # type: ignore[arg-type]
-                        holdout=holdout,
-                        target_precision=target_precision,
-                        seed=seed,
-                        min_examples=min_examples,
-                        progress=lambda n: bar.advance(task, n),
+                        engine, examples, **fit, progress=lambda n: bar.advance(task, n)
                     )
     except AgentBranchError as e:
         raise fail(e) from None

@@ -13,6 +13,8 @@ from typing import Any
 import typer
 from rich.console import Console
 
+__all__ = ["console", "err", "fail", "fmt", "load_engine", "quiet_logs", "read_questions"]
+
 console = Console()
 err = Console(stderr=True)
 

@@ -12,6 +12,8 @@ from rich.table import Table
 
 from agentbranch.cli.common import console, err, fail, load_engine, quiet_logs, read_questions
 
+__all__ = ["decide"]
+
 
 def _fmt_probs(probs: dict[str, float], top: int = 3) -> str:
     ranked = sorted(probs.items(), key=lambda kv: -kv[1])[:top]

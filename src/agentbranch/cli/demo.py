@@ -12,6 +12,15 @@ import typer
 
 from agentbranch.cli.common import console, err, fail, load_engine, quiet_logs
 
+__all__ = [
+    "demo",
+    "demo_policy",
+    "demo_report",
+    "load_tickets",
+    "local_chat_model",
+    "run_demo",
+]
+
 
 def load_tickets(path: Path | None = None) -> list[dict[str, Any]]:
     """Tickets from a JSON Lines file (``{"id", "ticket"}`` per line; plain strings and

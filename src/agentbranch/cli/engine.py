@@ -8,6 +8,8 @@ import typer
 
 from agentbranch.cli.common import console, err, load_engine, quiet_logs
 
+__all__ = ["engine"]
+
 
 def engine(
     load: Annotated[bool, typer.Option(help="Also build the engine (loads the model).")] = False,

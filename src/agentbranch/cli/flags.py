@@ -17,6 +17,8 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 from typer.models import DefaultPlaceholder
 
+__all__ = ["FlagCommand", "FlagGroup", "show_flags_as_flags"]
+
 
 def _no_value(ctx: Any) -> None:
     return None

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable
 from rich.console import Console, RenderableType
 from rich.table import Table
 
+__all__ = ["key_value", "natural_width", "print_table"]
+
 
 def natural_width(console: Console, table: Table) -> int:
     """The width ``table`` takes when nothing makes it wrap."""

@@ -27,6 +27,18 @@ from agentbranch.core.decisions import confidence_from
 from agentbranch.core.errors import AgentBranchError, ConfigurationError, InvalidFileError
 from agentbranch.core.files import json_lines, short_repr
 
+__all__ = [
+    "TOLERANCE",
+    "AuditRecord",
+    "Finite",
+    "Name",
+    "Unit",
+    "check_record",
+    "check_records",
+    "describe",
+    "load_records",
+]
+
 #: How far probabilities may sum from 1, and a confidence from the one they imply
 #: (records are written with full float precision; this leaves room for rounding).
 TOLERANCE = 0.01

@@ -22,6 +22,8 @@ from langchain_core.decisions import (
 )
 from pydantic import BaseModel, ConfigDict
 
+__all__ = ["Decision", "Decisions", "confidence_from", "entropy"]
+
 
 def entropy(probs: Sequence[float]) -> float:
     """Shannon entropy in nats."""

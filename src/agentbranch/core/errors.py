@@ -6,6 +6,21 @@ low-confidence answers, unless the caller explicitly chose fail-open/fail-closed
 
 from __future__ import annotations
 
+__all__ = [
+    "AgentBranchError",
+    "ConfigurationError",
+    "FallbackError",
+    "InvalidFileError",
+    "InvalidQuestionError",
+    "InvalidReadError",
+    "InvalidStateError",
+    "LabelTokenError",
+    "ReaderError",
+    "ReaderTimeoutError",
+    "SpecialTokenError",
+    "StateTooLongError",
+]
+
 
 class AgentBranchError(Exception):
     """Base class of every error agentbranch raises on purpose."""

@@ -21,6 +21,20 @@ from langchain_core.decisions import Choice, Noul, Score
 
 from agentbranch.core.errors import InvalidQuestionError
 
+__all__ = [
+    "MAX_EXAMPLES_PER_OPTION",
+    "WITH_EXAMPLES",
+    "ChoiceWithExamples",
+    "Examples",
+    "NoulWithExamples",
+    "ScoreWithExamples",
+    "attach_examples",
+    "check_examples",
+    "instructions_with_examples",
+    "question_examples",
+    "spec_examples",
+]
+
 #: At most this many examples per option (they are embedded or rendered on every read).
 MAX_EXAMPLES_PER_OPTION = 50
 

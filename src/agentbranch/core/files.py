@@ -25,6 +25,19 @@ from typing import Any, BinaryIO
 
 from agentbranch.core.errors import InvalidFileError
 
+__all__ = [
+    "MAX_LINE_BYTES",
+    "append_regular",
+    "check_regular",
+    "check_writable",
+    "json_lines",
+    "kind",
+    "loads",
+    "open_regular",
+    "read_json",
+    "short_repr",
+]
+
 #: The longest line a JSON Lines file may have (a record with a long state fits easily).
 MAX_LINE_BYTES = 16 * 1024 * 1024
 

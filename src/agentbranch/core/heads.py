@@ -31,6 +31,18 @@ from pydantic import ConfigDict, field_serializer
 
 from agentbranch.core.examples import Examples
 
+__all__ = [
+    "FLOOR",
+    "WITH_HEAD",
+    "ChoiceWithHead",
+    "LinearHead",
+    "NoulWithHead",
+    "ScoreWithHead",
+    "question_head",
+    "softmax",
+    "with_head",
+]
+
 #: Probability an option the head was not fitted on keeps (before renormalising).
 FLOOR = 1e-6
 

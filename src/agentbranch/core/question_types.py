@@ -13,6 +13,15 @@ from typing import ClassVar
 
 from agentbranch.core.reads import QuestionSpec
 
+__all__ = [
+    "QUESTION_TYPES",
+    "ChoiceType",
+    "NoulType",
+    "QuestionType",
+    "ScoreType",
+    "question_type",
+]
+
 
 @dataclass(frozen=True)
 class QuestionType:

@@ -26,6 +26,19 @@ from agentbranch.core.heads import question_head
 from agentbranch.core.question_types import QUESTION_TYPES
 from agentbranch.core.reads import QuestionSpec
 
+__all__ = [
+    "MAX_QUESTIONS",
+    "Question",
+    "Questions",
+    "choice",
+    "coerce_question",
+    "instructions_text",
+    "score",
+    "to_spec",
+    "validate_questions",
+    "yes_no",
+]
+
 Question: TypeAlias = Choice | Noul | Score
 Questions: TypeAlias = Mapping[str, "Question | Mapping[str, Any]"]
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+__all__ = ["has_readable_text"]
+
 #: Chat-template markup: angle-bracket tokens without spaces (``<turn|>``, ``<|turn>``,
 #: ``<|im_start|>``, ``</s>``, ``<end_of_turn>``) and BERT's bracket tokens. A URL or an
 #: address in angle brackets (``<https://…>``, ``<a@b.c>``) is not markup: it has a

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+__all__ = ["LabelRead", "QuestionSpec", "ReadRequest", "Slot", "SlotLogprobs", "TokenRead"]
+
 
 @dataclass(frozen=True)
 class QuestionSpec:

@@ -39,6 +39,14 @@ from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, ToolMes
 from agentbranch.core.errors import InvalidStateError
 from agentbranch.core.readable import has_readable_text
 
+__all__ = [
+    "MAX_STATE_DEPTH",
+    "MAX_STATE_VALUES",
+    "check_state",
+    "media_placeholder",
+    "render_state",
+]
+
 #: Block types that carry media, and the keys that hold its data or location.
 _MEDIA_KINDS = {
     "image": "image",

@@ -16,6 +16,18 @@ from typing import Any
 from agentbranch.core.errors import ReaderError
 from agentbranch.core.reads import LabelRead, ReadRequest
 
+__all__ = [
+    "SIMILAR_WINDOW",
+    "Batch",
+    "Call",
+    "Item",
+    "QueueFullError",
+    "hashable",
+    "one_call",
+    "read_key",
+    "similar_part",
+]
+
 
 class QueueFullError(ReaderError):
     """The coalescer's queue stayed full for ``queue_timeout_s``: the reader is

@@ -1,118 +1,25 @@
 """The coalescer: concurrent decisions reach the model as few, full reader batches.
 
 ``DecisionEngine`` puts one in front of its reader by default, so threads (LangGraph's
-``graph.batch``, sync ``Send`` branches, web-server workers), asyncio tasks (``ainvoke``,
-async branches) and any mix of them share reader batches without the user doing
-anything. ``DecisionEngine(reader, batching=False)`` turns it off; build one yourself to
-tune it::
+``graph.batch``, sync ``Send`` branches, web-server workers), asyncio tasks and any mix
+of them share reader batches. ``DecisionEngine(reader, batching=False)`` turns it off;
+build one yourself to tune it::
 
     engine = DecisionEngine(BatchingReader(reader, max_batch=32, max_wait_s=0.005))
 
-How it works: every caller's requests go on one bounded queue. Worker threads (at most
-``concurrency``, default the reader's ``concurrent_batches``, 1 for a local model) take
-up to ``max_batch`` queued requests, make ONE ``reader.read`` call and hand each caller
-exactly its own answers. While a batch is being read the next one queues up, so batches
-grow with the load by themselves ("natural batching").
-
-When to close a batch that is not full (the default, "hold while a burst arrives"):
-
-* a caller that finds no other caller's request queued or being read is **alone**: it is
-  read at once, never held for company. Except a **fresh pool's first thread**: a lone
-  caller from a ``ThreadPoolExecutor`` thread (named ``<pool>_<n>``) that never called
-  before waits ``POOL_PEEK_S`` (0.2 ms) for the pool to start its next thread; if another
-  thread of its pool is alive by then, or another call arrived, it is a burst's first
-  (``graph.batch``, ``executor.map``, a ``ToolNode``'s parallel calls: the pool starts
-  a thread per input while the first one already calls), held as below instead of read
-  alone, which cost a read of its own (``hold_new_threads``; a pool of one thread, one
-  tool call, is read after the peek);
-* a caller that finds others in flight is part of a **burst** (``graph.batch`` threads,
-  ``Send`` branches, many ``ainvoke``): the worker holds the batch while requests keep
-  arriving and closes it once none has arrived for the **quiet gap** (``max_wait_s``,
-  2 ms, but at least the interpreter's GIL switch interval, 5 ms: a caller ready to
-  queue may wait that long for its turn), or when it is full, or at the latest after
-  ``HOLD_SHARE`` (half) of the last read's time, or of what reading the requests
-  queued now should take at the last read's time per request if that is longer, never
-  less than the quiet gap (the **bound**: waiting never costs more than half a read of
-  the batch held, a burst of 32 after lone reads is not cut at half a one-request read,
-  and a reader that answers in microseconds is held no longer than the quiet gap);
-* **busy is not quiet**: a quiet gap during which the process ran half a CPU or more
-  (``BUSY_SHARE``, its CPU time, all threads) starts again, up to the bound. Its
-  threads were working, not waiting: 32 agent steps calling a tool start a run, a
-  ``ToolNode`` pool and a thread each, and a turn on the GIL can pass 5 ms with none
-  of them arriving, so the burst was cut in two or three reads
-  (``quiet25 + quiet7``). When every caller waits, the process idles and the gap
-  closes as before (``hold_while_busy``);
-* **all in**: a held batch also closes as soon as every thread that called lately
-  (within three reads' time) is waiting for answers and at least half of them came
-  back before (a pool that cycles, not one still starting its threads): nobody is left
-  to arrive. A pool
-  of threads smaller than its inputs (``graph.batch`` at LangGraph's default
-  concurrency, CPUs + 4 runs at once) comes back in full every round: a thread that
-  came back before is waited for (past the quiet gap, up to the bound) until twice
-  its last turnaround after its answer, and the first thread back is not read alone
-  when the last batch served several callers and others are expected back (every
-  round would split in two: 1 + 5, 1 + 5 ...). Async callers share one thread, so a
-  recent async caller turns this rule off (``agentbranch.engine.callers``);
-* **settled**: a held batch closes as soon as nobody who could still call is running:
-  every caller thread belongs to a ``ThreadPoolExecutor`` that has started all the
-  threads it may (``graph.batch``, ``executor.map``) and each of them waits for
-  answers, and every event loop whose tasks called has run everything it had ready and
-  each of its tasks awaits answers (``asyncio.gather``, ``abatch``: a callback the loop
-  runs after them looks). A fresh pool's burst and an async burst are read the moment
-  their last caller queues, not a quiet gap later (``close_when_settled``). A task
-  waiting on anything else (a checkpointer's write, a timer) may still call: the quiet
-  gap decides then.
-
-Why: callers of a burst do not arrive at once. 32 LangGraph runs in threads take turns
-on the GIL (a run's own work is about a millisecond), so their requests trickle in over
-tens of milliseconds, most of them while the first caller is being read. A fixed 2 ms
-window cut the rest into several batches (4 + 28, 1 + 8 + 23 ...); holding until
-arrivals pause reads them as one (1 + 31), so a reader whose forward has a large fixed
-cost (a GPU) runs fewer forwards. The holding worker is not woken by every arrival (each
-wake-up is a GIL hand-off taken from the callers' own work): it wakes when the batch is
-full or at the time it computed, and looks again. ``batch_closes`` records why each of
-the last batches closed. A ``max_wait_s`` given explicitly is a plain window instead:
-every batch that is not full waits that long. ``close_when_all_in = False`` and
-``close_when_settled = False`` turn those rules off, for comparison
-(``benchmarks/bench_patterns.py --variants``).
-
-* **De-duplication**: a request identical to one already queued or being read (same
-  state, questions, instructions, draws, joint) is not read twice; both callers get the
-  one answer.
-* **Answer cache** (``cache_size``, off by default): a bounded LRU of answers keyed by a
-  digest of the whole ``ReadRequest``. Only for deterministic readers (every model reader
-  here is: a one-step read with a seeded canvas is a pure function of its request).
-* **Back-pressure**: at most ``max_queue`` requests wait; a caller that finds the queue
-  full waits for room (an async caller without blocking its event loop), at most
-  ``queue_timeout_s`` when set, then gets ``QueueFullError``.
-* **Failure isolation**: when a batch fails, its requests are read again one by one, so
-  a bad request (a state too long, a special token) fails alone and the others get their
-  answers. A cancelled caller (an async task cancelled, a timed-out wait) takes its
-  requests out of the queue if they were not taken yet; nobody else is affected.
-* **Abandoned reads**: a worker whose batch every caller gave up on (timed out,
-  cancelled) stops counting toward ``concurrency``, so the next request starts a fresh
-  worker instead of queueing behind a hung read. Python cannot stop a thread: the old
-  worker finishes when the reader returns, then exits.
-* **Interpreter exit**: workers are daemon threads, which Python stops wherever they are
-  at exit; one stopped inside a native forward (torch) aborts the process ("terminate
-  called without an active exception"). So at exit (``agentbranch.core.at_exit``, as
-  ``concurrent.futures`` joins its workers) every coalescer stops taking batches and the
-  reads in flight get up to ``at_exit.EXIT_WAIT_S`` in all to finish; a reader that hangs
-  is left. A worker that ended by itself (idle) is waited for too: it may be the one
-  freeing a coalescer nobody else holds, model and all.
-
-Over 500 lines: one job, the coalescer, whose sync and async paths, burst hold and exit
-handling share one lock and queue; split, that state would have to be shared across
-modules. What it queues and reads (calls, items, batches, the de-duplication digest) is
-in ``agentbranch.engine.batch_parts``; who called (the bookkeeping of the all-in and
-settled rules, whether a lone caller is a fresh pool's first thread, and the event
-loops' own look at their tasks, ``LoopWatch``) in ``agentbranch.engine.callers``.
+Every caller's requests go on one bounded queue; worker threads (at most
+``concurrency``) take up to ``max_batch`` of them, make ONE ``reader.read`` call and hand
+each caller exactly its own answers. Identical requests in flight are read once, an
+optional LRU caches answers, a full queue applies back-pressure (``QueueFullError``), a
+failed batch is read again one by one so a bad request fails alone, abandoned reads free
+their worker's slot, and at interpreter exit the reads in flight may finish. When a
+batch that is not full closes (alone, quiet, all in, settled, bound) is the hold rule of
+``agentbranch.engine._batch_hold``; docs/design.md explains both in full.
 """
 
 from __future__ import annotations
 
 import asyncio
-import sys
 import threading
 import time
 from collections import OrderedDict, deque
@@ -123,6 +30,7 @@ from typing import Any
 from agentbranch.core.at_exit import COALESCERS, finish_at_exit, join_at_exit
 from agentbranch.core.errors import ConfigurationError, ReaderError, ReaderTimeoutError
 from agentbranch.core.reads import LabelRead, ReadRequest
+from agentbranch.engine._batch_hold import HoldRule
 from agentbranch.engine.batch_parts import (
     Batch,
     Call,
@@ -133,24 +41,13 @@ from agentbranch.engine.batch_parts import (
     read_key,
     similar_part,
 )
-from agentbranch.engine.callers import CallerThreads, LoopWatch, pool_is_starting, pool_thread
+from agentbranch.engine.callers import CallerThreads, LoopWatch, pool_thread
 from agentbranch.engine.readers.base import Reader, WrappingReader
 
 __all__ = ["BatchingReader", "QueueFullError", "read_key"]
 
-#: A burst's batch is held at most this share of the last read's time (see above).
-HOLD_SHARE = 0.5
-#: How long a fresh pool's first caller waits for the pool's next thread to start.
-POOL_PEEK_S = 0.0002
-#: A quiet gap during which the process ran at least this share of one CPU was not
-#: quiet: its threads were busy, and may be callers on their way (see above).
-BUSY_SHARE = 0.5
 
-# The process's CPU clock (all its threads), next to the coalescer's wall clock.
-_cpu_clock = time.process_time
-
-
-class BatchingReader(WrappingReader):
+class BatchingReader(HoldRule, WrappingReader):
     """A reader that coalesces concurrent ``read``/``aread`` calls into batches.
 
     Args:
@@ -242,27 +139,6 @@ class BatchingReader(WrappingReader):
         self._last_callers = 0  # distinct calls in the last batch taken
         self._holding = False  # a worker is holding a burst's batch
         self._starter: threading.Thread | None = None  # a lone caller: a new pool thread
-        #: A held burst closes once every recent caller thread is waiting ("all in").
-        self.close_when_all_in = True
-        #: A lone caller from a pool's thread that never called before waits
-        #: ``POOL_PEEK_S`` for the pool to start its next thread; if it did (a fresh
-        #: pool: ``graph.batch``, a ``ToolNode``'s parallel calls) it is held as a
-        #: burst's first, not read alone (its read would cost one more).
-        self.hold_new_threads = True
-        #: A held burst closes once nobody who could still arrive is running
-        #: (``"settled"``): every caller thread's pool has started all its threads and
-        #: each waits, and every caller event loop has nothing left to run.
-        self.close_when_settled = True
-        #: A held burst's quiet gap counts only if the process was quiet too: one during
-        #: which it ran ``BUSY_SHARE`` of a CPU or more starts again (up to the bound).
-        self.hold_while_busy = True
-        #: A reader that declares ``pipelined_batch`` (its reads cost in proportion to
-        #: their size and leave the GIL free: the embedded reader's traced embedding) is
-        #: given at most that many requests at once: the rest of a burst arrives, and
-        #: the first callers go on with their answers, while it reads. (Requests of one
-        #: call alone, a ``decide_many``, are read in parts of ``max_batch``: nobody
-        #: would go on early.)
-        self.pipelined = True
         #: Counters: batches read, requests read, cache hits, de-duplicated requests,
         #: batches abandoned by all their callers while being read.
         self.stats = {"batches": 0, "requests": 0, "cache_hits": 0, "deduped": 0, "abandoned": 0}
@@ -329,8 +205,7 @@ class BatchingReader(WrappingReader):
                 except TimeoutError:
                     raise self._full() from None
             waiter = asyncio.wrap_future(call.future)
-            if self.close_when_settled:  # the loop says when its tasks are all in
-                self._loops.watch(loop, waiter)
+            self._loops.watch(loop, waiter)  # the loop says when its tasks are all in
             try:
                 return await waiter
             finally:
@@ -511,136 +386,6 @@ class BatchingReader(WrappingReader):
         for r in room:
             r.set_result(None)
         return taken
-
-    def _hold(self) -> str:
-        """Wait (holding ``_cond``) until the queued batch should close; say why (the
-        rule is in the module docstring)."""
-        if self._ready():
-            return "full"
-        if not self._auto_wait:  # an explicit window: always waited
-            deadline = time.monotonic() + self.max_wait_s
-            while not self._ready():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return "window"
-                self._filled.wait(left)
-            return "full"
-        if self.max_wait_s <= 0 or not (self._crowded or self._pool_starting()):
-            return "alone"
-        # A caller ready to queue may wait one GIL switch interval (5 ms) for its turn,
-        # so a shorter pause does not show that the burst is over.
-        gap = max(self.max_wait_s, sys.getswitchinterval())
-        start = time.monotonic()
-        self._holding = True
-        if self.close_when_settled:  # a task busy when its loop last looked may wait now
-            self._loops.look_again()
-        try:
-            while not self._ready():
-                if why := self._nobody_left():
-                    return why
-                at, why = self._close_at(start + self._hold_bound_s(gap), gap)
-                left = at - time.monotonic()
-                if left <= 0:
-                    if why == "quiet" and self.hold_while_busy and self._busy():
-                        self._quiet_from_now()  # not quiet: the gap starts again
-                        continue
-                    return why
-                # wakes when full, when every caller is in, at exit, or at the time: an
-                # arrival meanwhile moved the quiet gap later, so the loop computes the
-                # next close time
-                self._filled.wait(left)
-        finally:
-            self._holding = False
-        return "full"
-
-    def _pool_starting(self) -> bool:
-        """Whether a lone caller is the first of a fresh pool's threads (``graph.batch``
-        starting its runs): after ``POOL_PEEK_S`` for the pool to start its next
-        thread, another call arrived or another thread of its pool is alive. A caller
-        that is no pool's new thread is read at once, without the peek."""
-        starter, self._starter = self._starter, None
-        if starter is None or not self.hold_new_threads:
-            return False
-        arrived = self._last_arrival
-        self._filled.wait(POOL_PEEK_S)  # (releases the lock: callers may queue)
-        return self._last_arrival != arrived or pool_is_starting(starter)
-
-    def _hold_bound_s(self, gap: float) -> float:
-        """How long a burst's batch may be held: ``HOLD_SHARE`` of the last read's
-        time, or of what reading the requests queued now should take at the last read's
-        time per request if that is longer (a burst larger than the last batch, say
-        after lone reads, is not cut by a bound set for one request), never less than
-        the quiet gap."""
-        per_request = self._last_read_s / max(1, self._last_read_size)
-        longest = max(self._last_read_s, per_request * len(self._queue))
-        return max(gap, HOLD_SHARE * longest)
-
-    def _company(self) -> bool:
-        """Whether a caller arriving now is part of a burst: other callers' requests
-        are queued or being read, or (``close_when_all_in``) the last batch served
-        several callers and a thread of theirs that came back before is expected back
-        soon (a pool of threads cycling through its inputs: its first thread back would
-        otherwise be read alone, and the rest of the pool would follow in a batch of
-        their own, 1 + 5, 1 + 5 ...)."""
-        if self._queue or any(item.wanted() for batch in self._reading for item in batch.items):
-            return True
-        return (
-            self.close_when_all_in
-            and self._last_callers >= 2
-            and self._callers.back_by(self._since()) > time.monotonic()
-        )
-
-    def _since(self) -> float:
-        """Callers seen since then are "recent": three reads' time, at least 0.1 s."""
-        return time.monotonic() - max(0.1, 3 * self._last_read_s)
-
-    def _nobody_left(self) -> str | None:
-        """Why nobody is left to arrive, so that waiting for a quiet gap would only cost
-        time (``agentbranch.engine.callers``): ``"all in"`` (every thread that called
-        lately waits for answers now, a pool that cycles), ``"settled"`` (nobody who
-        could still call is running), else ``None``."""
-        since = self._since()
-        if self.close_when_all_in and self._callers.all_in(since):
-            return "all in"
-        if self.close_when_settled and self._callers.settled(since):
-            return "settled"
-        return None
-
-    def _loop_settled(self) -> None:
-        """An event loop of our async callers settled (``LoopWatch``): a held batch may
-        close now."""
-        if self._holding and self._nobody_left():
-            self._filled.notify_all()
-
-    def _quiet_from_now(self) -> None:
-        """A request arrived (or a quiet gap was busy): the quiet gap runs from now."""
-        self._last_arrival = time.monotonic()
-        self._last_arrival_cpu = _cpu_clock()
-
-    def _busy(self) -> bool:
-        """Whether the process ran at least ``BUSY_SHARE`` of a CPU since the quiet gap
-        began: its threads were working, not waiting (starting their runs, taking turns
-        on the GIL, collecting garbage), so no arrival does not mean none is coming."""
-        wall = time.monotonic() - self._last_arrival
-        return wall > 0 and _cpu_clock() - self._last_arrival_cpu >= BUSY_SHARE * wall
-
-    def _ready(self) -> bool:
-        return len(self._queue) >= self._limit() or self._closed
-
-    def _limit(self) -> int:
-        """Most requests in the next read: ``max_batch``, or the reader's
-        ``pipelined_batch`` when smaller (``pipelined``)."""
-        part = getattr(self.inner, "pipelined_batch", None) if self.pipelined else None
-        return min(self.max_batch, part) if part else self.max_batch
-
-    def _close_at(self, bound: float, gap: float) -> tuple[float, str]:
-        """When a held burst's batch closes unless more arrives (and why): the quiet gap
-        after the last arrival (or, with ``close_when_all_in``, once the threads that
-        are out should be back, if later), or the bound, whichever comes first."""
-        quiet = self._last_arrival + gap
-        if self.close_when_all_in:
-            quiet = max(quiet, self._callers.back_by(self._since()))
-        return (quiet, "quiet") if quiet <= bound else (bound, "bound")
 
     def _forget(self, item: Item) -> None:
         if item.key is not None and self._in_flight.get(item.key) is item:

@@ -24,6 +24,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from agentbranch.core.errors import ConfigurationError, InvalidFileError
 
+__all__ = ["CALIBRATION_VERSION", "Calibration", "Temperature", "Threshold"]
+
 logger = logging.getLogger("agentbranch.calibration")
 
 #: The file format this version of agentbranch writes and reads.

@@ -50,6 +50,21 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+__all__ = [
+    "SWEEP_AT",
+    "TURNAROUND_MARGIN",
+    "WAIT_DEPTH",
+    "CallerThreads",
+    "LoopCalls",
+    "LoopWatch",
+    "executor_of",
+    "loop_has_ready",
+    "loop_waits_on",
+    "pool_all_waiting",
+    "pool_is_starting",
+    "pool_thread",
+]
+
 #: A thread is expected back within this many of its own last turnarounds.
 TURNAROUND_MARGIN = 2.0
 #: ``CallerThreads.seen`` is first swept of ended threads at this size.

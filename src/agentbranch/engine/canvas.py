@@ -19,9 +19,8 @@ User content never becomes special tokens: by default a state or question contai
 the tokenizer's special tokens is rejected; with ``special_tokens="text"`` those
 characters are tokenized as plain text.
 
-Over 500 lines: the token-level plan of one read (prompt, canvas, slots, label ids,
-chunking) follows vLLM's strategy step by step, kept in one place so parity with vLLM
-can be read and checked together.
+The chat prompt itself (template, special tokens, label ids) is
+``agentbranch.engine._chat_prompt``.
 """
 
 from __future__ import annotations
@@ -30,20 +29,44 @@ import hashlib
 import json
 import logging
 import random
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol
+from typing import Any
 
 from agentbranch.core.errors import (
     ConfigurationError,
-    LabelTokenError,
-    SpecialTokenError,
     StateTooLongError,
 )
 from agentbranch.core.examples import instructions_with_examples
 from agentbranch.core.question_types import QUESTION_TYPES, question_type
 from agentbranch.core.reads import QuestionSpec, ReadRequest, Slot, TokenRead
+from agentbranch.engine._chat_prompt import (
+    ChatPrompt,
+    SpecialTokens,
+    Tokenizer,
+    prompt_tail,
+    reply_label_ids,
+)
+
+__all__ = [
+    "CANVAS_STEP",
+    "END_OF_TURN",
+    "JOINT_REPLY",
+    "MAX_JOINT_QUESTIONS",
+    "THOUGHT",
+    "CanvasPlanner",
+    "ChatPrompt",
+    "NextTokenPlanner",
+    "NoiseSeeds",
+    "ReadPlan",
+    "SpecialTokens",
+    "Tokenizer",
+    "asked",
+    "joint_spans",
+    "joint_width",
+    "prompt_tail",
+    "reply_label_ids",
+]
 
 log = logging.getLogger("agentbranch.canvas")
 
@@ -53,23 +76,6 @@ CANVAS_STEP = 16
 JOINT_REPLY = 'Reply with one line per question, in order, formatted as "number: answer".'
 #: Most questions one joint read numbers (vLLM's decision limit).
 MAX_JOINT_QUESTIONS = 64
-#: Private-use characters no template touches: where the user content goes in "text" mode.
-_SENTINELS = ("\ue000", "\ue001")
-
-SpecialTokens = Literal["reject", "text"]
-
-
-class Tokenizer(Protocol):
-    """The slice of a Hugging Face tokenizer the planners use."""
-
-    pad_token_id: int | None
-
-    def encode(self, text: str, add_special_tokens: bool = ..., **kw: Any) -> list[int]: ...
-    def decode(self, ids: Sequence[int], **kw: Any) -> str: ...
-    def apply_chat_template(self, conversation: Any, **kw: Any) -> Any: ...
-    def get_added_vocab(self) -> dict[str, int]: ...
-
-
 @dataclass
 class ReadPlan:
     """The token reads for one ``ReadRequest``.
@@ -90,192 +96,6 @@ def asked(q: QuestionSpec) -> QuestionSpec:
     return replace(
         q, instructions=instructions_with_examples(q.instructions, q.options, q.examples)
     )
-
-
-def prompt_tail(tokenizer: Tokenizer, prompt_ids: Sequence[int]) -> list[int]:
-    """The prompt's ids after its last added (special) token."""
-    added = set(tokenizer.get_added_vocab().values())
-    start = max((i + 1 for i, t in enumerate(prompt_ids) if t in added), default=0)
-    return list(prompt_ids[start:])
-
-
-def reply_label_ids(
-    tokenizer: Tokenizer, prompt_ids: Sequence[int], labels: Sequence[str]
-) -> list[int]:
-    """The token each label adds as the reply's first token after ``prompt_ids``
-    (vLLM's ``reply_label_ids``). Raises ``LabelTokenError`` unless each label is one
-    distinct token there."""
-    tail = prompt_tail(tokenizer, prompt_ids)
-    text = tokenizer.decode(tail)
-    ids: list[int] = []
-    for label in labels:
-        extended = tokenizer.encode(text + label, add_special_tokens=False)
-        if extended[:-1] != tail or extended[-1] in ids:
-            raise LabelTokenError(
-                f"label {label!r} is not one distinct token at the start of this "
-                "model's reply, so its probability cannot be read in one step. This "
-                "tokenizer cannot serve these labels; use a model whose tokenizer "
-                "keeps A-Z, yes/no and 0-9 as single tokens (Gemma, Qwen and Llama "
-                "tokenizers do)."
-            )
-        ids.append(extended[-1])
-    return ids
-
-
-class ChatPrompt:
-    """Renders a user turn (and optional system turn) through the chat template with
-    thinking off and the generation prompt on, into token ids."""
-
-    def __init__(
-        self,
-        tokenizer: Tokenizer,
-        *,
-        chat_template: str | None = None,
-        special_tokens: SpecialTokens = "reject",
-        template_kwargs: dict[str, Any] | None = None,
-    ) -> None:
-        if special_tokens not in ("reject", "text"):
-            raise ConfigurationError(
-                f"special_tokens must be 'reject' or 'text', got {special_tokens!r}"
-            )
-        self.tokenizer = tokenizer
-        self.chat_template = chat_template
-        self.special_tokens = special_tokens
-        self.template_kwargs = dict(template_kwargs or {})
-        added = set(tokenizer.get_added_vocab())
-        added |= set(getattr(tokenizer, "all_special_tokens", ()) or ())
-        # Longest first so "<turn|>" is reported, not a shorter token inside it.
-        self._special = sorted((t for t in added if t), key=len, reverse=True)
-        # One regex scan says whether any special token occurs at all (the usual answer is
-        # no); a tokenizer has hundreds of them (Gemma's <unusedN>), one `in` each is slow.
-        self._any_special = (
-            re.compile("|".join(map(re.escape, self._special))) if self._special else None
-        )
-
-    def _template(self, messages: list[dict[str, str]]) -> str:
-        text = self.tokenizer.apply_chat_template(
-            messages,
-            **{
-                **self.template_kwargs,
-                "chat_template": self.chat_template,
-                "add_generation_prompt": True,
-                "tokenize": False,
-                "enable_thinking": False,
-            },
-        )
-        if not isinstance(text, str):
-            raise ConfigurationError("the chat template did not render to text")
-        return text
-
-    def generation_prompt(self) -> list[int]:
-        """A chat prompt up to the generation prompt, with thinking off (vLLM's probe)."""
-        return self._encode(self._template([{"role": "user", "content": "x"}]))
-
-    def _encode(self, text: str) -> list[int]:
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
-
-    def special_tokens_in(self, text: str) -> list[str]:
-        """The special tokens that occur in ``text``."""
-        if self._any_special is None or not self._any_special.search(text):
-            return []
-        found: list[str] = []
-        for token in self._special:
-            if token in text and not any(token in f for f in found):
-                found.append(token)
-        return found
-
-    @staticmethod
-    def messages(content: str, system: str | None) -> list[dict[str, str]]:
-        messages = [{"role": "user", "content": content}]
-        if system:
-            messages.insert(0, {"role": "system", "content": system})
-        return messages
-
-    def render(self, content: str, system: str | None = None) -> list[int]:
-        """Prompt ids for one user turn. Raises ``SpecialTokenError`` (mode
-        ``"reject"``) if the content holds special tokens."""
-        found = self.special_tokens_in(content) + self.special_tokens_in(system or "")
-        if not found:
-            return self._encode(self._template(self.messages(content, system)))
-        if self.special_tokens == "reject":
-            raise SpecialTokenError(
-                f"the state or question text contains the model's special token(s) "
-                f"{found}; read as control tokens they would end the user turn or fake "
-                "a reply. Remove them from the content, or build the engine with "
-                "special_tokens='text' to read them as plain text."
-            )
-        return self._render_as_text(content, system)
-
-    def render_many(
-        self, head: str, tails: Sequence[str], system: str | None = None
-    ) -> list[list[int]]:
-        """Prompt ids for the user turns ``head + tail``, one per tail, tokenizing the
-        shared ``head`` (the state) ONCE and each tail on its own (``render_shared``)."""
-        return self.render_shared(head, tails, system)[0]
-
-    def render_shared(
-        self, head: str, tails: Sequence[str], system: str | None = None
-    ) -> tuple[list[list[int]], list[int]]:
-        """``render_many``'s prompts, and the ids of the rendered head that the prompts
-        joined at the head start with (``[]`` when every prompt was rendered whole).
-
-        A tail's ids are only joined to the head's when that is exactly what tokenizing
-        the whole prompt gives: the rendered text must be the head's text, the tail and
-        the template's ending, and the head's last tokens must re-tokenize the same with
-        the tail after them (no token straddles the join). Otherwise, and for content
-        with special tokens, that prompt is rendered whole, as ``render`` does."""
-        whole = lambda tail: self.render(head + tail, system)  # noqa: E731
-        if len(tails) < 2 or self.special_tokens_in(head) or self.special_tokens_in(system or ""):
-            return [whole(t) for t in tails], []
-        marker = _SENTINELS[0]
-        text = self._template(self.messages(head + marker, system))
-        if text.count(marker) != 1 or marker in head:
-            return [whole(t) for t in tails], []
-        text_head, text_end = text.split(marker)
-        head_ids = self._encode(text_head)
-        m = min(4, len(head_ids))
-        probe = head_ids[len(head_ids) - m :]
-        probe_text = self.tokenizer.decode(
-            probe, skip_special_tokens=False, clean_up_tokenization_spaces=False
-        )
-        if self._encode(probe_text) != probe:
-            return [whole(t) for t in tails], []
-        out = []
-        for tail in tails:
-            rendered = self._template(self.messages(head + tail, system))
-            if self.special_tokens_in(tail) or rendered != text_head + tail + text_end:
-                out.append(whole(tail))
-                continue
-            rest = self._encode(tail + text_end)
-            if self._encode(probe_text + tail + text_end) != probe + rest:
-                out.append(whole(tail))  # a token straddles the join
-                continue
-            out.append(head_ids + rest)
-        return out, head_ids
-
-    def _render_as_text(self, content: str, system: str | None) -> list[int]:
-        # Render with placeholders, then tokenize the user's text on its own with
-        # special-token splitting on, so "<turn|>" there stays characters.
-        placeholder_user, placeholder_system = _SENTINELS
-        text = self._template(
-            self.messages(placeholder_user, placeholder_system if system else None)
-        )
-        ids: list[int] = []
-        pieces = {placeholder_user: content, placeholder_system: system or ""}
-        rest = text
-        while True:
-            hits = [(rest.find(s), s) for s in pieces if s in rest]
-            if not hits:
-                break
-            at, sentinel = min(hits)
-            ids += self._encode(rest[:at])
-            ids += list(
-                self.tokenizer.encode(
-                    pieces[sentinel], add_special_tokens=False, split_special_tokens=True
-                )
-            )
-            rest = rest[at + len(sentinel) :]
-        return ids + self._encode(rest)
 
 
 def joint_spans(rows: Sequence[int], served: int) -> list[tuple[int, int]]:

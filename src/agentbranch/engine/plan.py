@@ -24,6 +24,17 @@ from agentbranch.core.question_types import question_type
 from agentbranch.core.questions import to_spec
 from agentbranch.core.reads import LabelRead, QuestionSpec
 
+__all__ = [
+    "ROUNDING",
+    "Combined",
+    "QuestionPlans",
+    "Unit",
+    "check_read",
+    "combine",
+    "expand",
+    "normalise",
+]
+
 #: How far above 0 a log-probability (and above 1 a label mass) may sit from float
 #: rounding (float32 softmax) before the read counts as invalid.
 ROUNDING = 1e-4

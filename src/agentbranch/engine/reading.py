@@ -25,6 +25,8 @@ import inspect
 import json
 from typing import Any
 
+__all__ = ["PLANNER_SETTINGS", "READER_SETTINGS", "fingerprint", "reader_settings"]
+
 #: Reader attributes that reshape confidences (compared with the constructor default).
 READER_SETTINGS: tuple[str, ...] = (
     "temperature",

@@ -40,6 +40,21 @@ from agentbranch.core.redact import redact_url
 if TYPE_CHECKING:
     from agentbranch.engine.readers.base import Reader
 
+__all__ = [
+    "ENV_CALIBRATION",
+    "ENV_ENGINE",
+    "ENV_REMOTE_API_KEY",
+    "ENV_REMOTE_MODEL",
+    "ENV_REMOTE_URL",
+    "ENV_VLLM_MODEL",
+    "EngineKind",
+    "EngineSettings",
+    "Selection",
+    "build_reader",
+    "reader_from_env",
+    "select",
+]
+
 log = logging.getLogger("agentbranch")
 
 EngineKind = Literal["vllm", "remote", "embedded"]

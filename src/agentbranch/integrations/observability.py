@@ -23,6 +23,8 @@ from typing import Any
 
 from agentbranch.core import logs
 
+__all__ = ["EVENT", "NO_HANDLERS", "aemit", "aemit_all", "emit", "emit_all"]
+
 log = logging.getLogger("agentbranch")
 
 EVENT = "agentbranch.decision"

@@ -1,11 +1,10 @@
 """Step 3 of resolving: the fallbacks of one uncertain decision, in order.
 
-The steps are written once, as a generator that yields each engine or model call as a
-``Call``; ``run_sync`` and ``run_async`` drive it on either path."""
+Written once, as steps (``agentbranch.policy.steps``) that yield each engine or model
+call; ``run_sync`` and ``run_async`` drive them on either path."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator
 from typing import Any
 
 from agentbranch.core.errors import FallbackError
@@ -20,34 +19,15 @@ from agentbranch.policy.generation import (
     state_text,
 )
 from agentbranch.policy.records import engine_record
+from agentbranch.policy.steps import Call, Steps, run_async, run_sync
 from agentbranch.policy.trust import Threshold
 
-
-class Call:
-    """One engine or model call of a fallback, runnable sync or async."""
-
-    def __init__(
-        self,
-        sync: Callable[..., Any],
-        async_: Callable[..., Awaitable[Any]],
-        *args: Any,
-        **kwargs: Any,
-    ) -> None:
-        self.sync, self.async_, self.args, self.kwargs = sync, async_, args, kwargs
-
-    def run(self) -> Any:
-        return self.sync(*self.args, **self.kwargs)
-
-    async def arun(self) -> Any:
-        return await self.async_(*self.args, **self.kwargs)
-
-
-Steps = Generator[Call, Any, DecisionRecord]
+__all__ = ["Call", "Steps", "fallback_steps", "run_async", "run_sync"]
 
 
 def fallback_steps(
     engine: Any, qid: str, question: Question, policy: Policy, rec: DecisionRecord, state: Any
-) -> Steps:
+) -> Steps[DecisionRecord]:
     """Run ``policy.fallbacks`` for question ``qid`` until one resolves it."""
     asked = {qid: question}
     errors: list[str] = []
@@ -81,25 +61,3 @@ def fallback_steps(
         f"question {qid!r}: confidence {rec['confidence']:.3f} is below take_at="
         f"{threshold.take_at} ({threshold.trust}) and no fallback resolved it: " + "; ".join(errors)
     )
-
-
-def run_sync(steps: Steps) -> DecisionRecord:
-    """Drive ``steps`` with blocking calls."""
-    result: Any = None
-    while True:
-        try:
-            call = steps.send(result)
-        except StopIteration as done:
-            return done.value
-        result = call.run()
-
-
-async def run_async(steps: Steps) -> DecisionRecord:
-    """Drive ``steps`` with awaited calls."""
-    result: Any = None
-    while True:
-        try:
-            call = steps.send(result)
-        except StopIteration as done:
-            return done.value
-        result = await call.arun()

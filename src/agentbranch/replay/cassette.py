@@ -16,14 +16,11 @@ interrupted run keeps what it recorded and several processes may record into one
 cassette at once: before appending, a writer reads what the others appended since it
 last looked (``_sync``). The file is only ever rewritten as a whole (atomically) to start
 a re-recording (mode ``all``), to upgrade an older format, or by ``clear_chats``.
-
-Over 500 lines: one file's state under a thread lock and a file lock: reading, appending
-and rewriting share the parser's offset and tables.
+Catching up with, appending to and rewriting the file is ``replay._cassette_file``.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import uuid
@@ -36,7 +33,9 @@ from agentbranch.core.reads import LabelRead, ReadRequest
 from agentbranch.engine.readers.base import Reader
 from agentbranch.replay import files
 from agentbranch.replay import format as fmt
-from agentbranch.replay.format import ChatEntry, ReadEntry, ReaderInfo, TeacherEntry
+from agentbranch.replay._cassette_file import CassetteFile
+from agentbranch.replay._cassette_teachers import CassetteTeacherEntries
+from agentbranch.replay.format import ChatEntry, ReadEntry, ReaderInfo
 from agentbranch.replay.keys import (
     chat_key,
     chat_model_id,
@@ -54,24 +53,22 @@ from agentbranch.replay.misses import (
     fields_note,
     nearest_chat,
     nearest_read,
-    nearest_teacher,
 )
 from agentbranch.replay.modes import RecordMode, resolve_mode
 
 if TYPE_CHECKING:
     from agentbranch.replay.readers import CassetteReader
-    from agentbranch.replay.teachers import CassetteTeachers
 
 
 class ReplayMissError(AgentBranchError, LookupError):
-    """A replayed run asked for a read or a chat reply the cassette does not hold."""
+    """A replayed run asked for a read, a chat reply or a teacher's answer the cassette
+    does not hold."""
 
 
-#: ("read", reader id, key) | ("chat", model id, key) | ("teacher", role, key)
-Identity = tuple[str, str, str]
+Identity = tuple[str, str, str]  # (kind: "read" | "chat" | "teacher", who, key)
 
 
-class Cassette:
+class Cassette(CassetteFile, CassetteTeacherEntries):
     """A cassette file and its record mode.
 
     Several processes may record into one cassette at once (``pytest -n``, parallel jobs):
@@ -91,6 +88,8 @@ class Cassette:
             default: a fresh id per ``Cassette``.
     """
 
+    _miss_error = ReplayMissError  # what its teacher half raises
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -109,14 +108,10 @@ class Cassette:
         self.chat_models: dict[str, dict[str, str]] = {}
         self._reads: dict[tuple[str, str], ReadEntry] = {}
         self._chats: dict[str, ChatEntry] = {}
-        self._teachers: dict[str, TeacherEntry] = {}  # by key (agentbranch.replay.teachers)
         self._loaded: set[Identity] = set()
         self._played: set[Identity] = set()
         #: Short descriptions of every miss this cassette raised.
         self.misses: list[str] = []
-        #: The misses of audits: raised on an audit's worker thread, where they fail the
-        #: audit but not the run (the pytest plugin fails the test that made them).
-        self.audit_misses: list[str] = []
         # What this process has read of the file: the parser's state, and which file
         # (device, inode) its offset is in; ``None`` until the first read or write.
         self._parser: fmt.Parser | None = None
@@ -130,12 +125,9 @@ class Cassette:
         # Learning questions' versions in force, the same way.
         self._versions: dict[str, dict[str, Any]] = {}
         self._version_seen: dict[str, int] = {}
-        # Audits' draws (whether each decision was audited), the same way.
-        self._samples: dict[str, dict[str, Any]] = {}
-        self._sample_seen: dict[str, int] = {}
         self._opened: list[Reader] = []
         self._cache: Any = None
-        self._teacher_calls: CassetteTeachers | None = None
+        self._init_teachers()
         if self.mode == "passthrough":
             return
         st = files.status(self.path)  # a loop, a FIFO, a directory: refused now
@@ -191,18 +183,6 @@ class Cassette:
 
             self._cache = CassetteCache(self)
         return self._cache
-
-    @property
-    def teacher_calls(self) -> CassetteTeachers:
-        """The policy's teacher calls through this cassette (``Generate`` fallbacks of
-        any Runnable, audits, reviewers): engines reading through one of its readers
-        find it (``DecisionEngine.teacher_calls``); see ``agentbranch.replay.teachers``."""
-        with self._lock:
-            if self._teacher_calls is None:
-                from agentbranch.replay.teachers import CassetteTeachers
-
-                self._teacher_calls = CassetteTeachers(self)
-            return self._teacher_calls
 
     def chat_model(self, model: Any) -> Any:
         """A copy of the LangChain chat model ``model`` whose calls go through this
@@ -358,14 +338,11 @@ class Cassette:
             entries, known = list(self._chats.values()), dict(self.chat_models)
         nearest, diffs = nearest_chat(messages, model, llm_string, name, entries, known)
         last = str(messages[-1].get("content")) if messages else ""
-        from agentbranch.replay.teachers import current_call, describe
-
-        call = current_call()  # a policy's teacher call: say which
+        call, asked_as = self._asked_as(name)  # a policy's teacher call: which
         head = (
             f"cassette {self._shown} (mode {self.mode!r}) has no reply of chat model {name} "
             f"({model}) to these {len(messages)} messages (last: {short(last, 60)!r})"
-            + ("" if call is None else f", asked as {describe(call, name)}")
-            + ". Replay calls no model."
+            f"{asked_as}. Replay calls no model."
         )
         empty = (
             f"There is no cassette file at {self.path} yet."
@@ -377,69 +354,6 @@ class Cassette:
             if call is not None and call.role == "audit":
                 self.audit_misses.append(self.misses[-1])
         return ReplayMissError(explain(head, "exchange", nearest, diffs, empty, UNSEEN_CHAT))
-
-    def holds_chat(self, prompt: str, llm_string: str) -> bool:
-        """Whether this cassette holds a reply to the exchange (nothing is played)."""
-        with self._lock:
-            return chat_key(prompt, llm_string) in self._chats
-
-    # -- teacher calls (agentbranch.replay.teachers) -----------------------------------
-
-    def lookup_teacher(self, key: str) -> TeacherEntry | None:
-        """The recorded teacher call ``key`` (played), or ``None``."""
-        with self._lock:
-            entry = self._teachers.get(key)
-            if entry is not None:
-                self._played.add(("teacher", entry.role, key))
-            return entry
-
-    def holds_teacher(self, key: str) -> bool:
-        with self._lock:
-            return key in self._teachers
-
-    def record_teacher(self, entry: TeacherEntry) -> None:
-        if self.mode == "passthrough":
-            return
-
-        def lines() -> list[dict[str, Any]]:
-            self._played.add(("teacher", entry.role, entry.key))
-            return [fmt.teacher_line(entry)]
-
-        self._commit(lines)
-
-    def teacher_miss(self, call: Any, key: str) -> ReplayMissError:
-        """The error for a teacher call (``core.teacher_calls.TeacherCall``) this
-        cassette cannot answer, with the nearest recorded call of the same role and
-        question and how its input differs."""
-        from agentbranch.replay.teachers import describe, identity, input_summary
-
-        name = identity(call.teacher)
-        summary = input_summary(call.input)
-        with self._lock:
-            entries = [
-                t
-                for t in self._teachers.values()
-                if (t.role, t.question) == (call.role, call.question_id)
-            ]
-        nearest, diffs = nearest_teacher(name, summary, entries)
-        head = (
-            f"cassette {self._shown} (mode {self.mode!r}) has no answer of "
-            f"{describe(call, name)} to this input ({_excerpt(summary)!r}). "
-            "Replay calls no teacher."
-        )
-        empty = (
-            f"There is no cassette file at {self.path} yet."
-            if not self.path.exists()
-            else f"The cassette holds no {call.role} call of question {call.question_id!r}."
-        )
-        with self._lock:
-            self.misses.append(
-                f"{call.role} {name} of {call.question_id!r} {_excerpt(summary, 50)!r}"
-                + fields_note(diffs)
-            )
-            if call.role == "audit":
-                self.audit_misses.append(self.misses[-1])
-        return ReplayMissError(explain(head, "call", nearest, diffs, empty, UNSEEN_CHAT))
 
     def clear_chats(self) -> None:
         """Forget every recorded chat exchange (and rewrite the file without them)."""
@@ -483,22 +397,6 @@ class Cassette:
             "versions were kept?)",
         )
 
-    def sampled(self, key: str, live: Callable[[], bool], unrecorded: Callable[[], bool]) -> bool:
-        """Whether the next decision with ``key`` (question and state; repeats numbered
-        in order) is audited: as recorded when replaying, else ``live()`` (the audit's
-        draw), recorded; ``unrecorded()`` in replay-only mode when the cassette was
-        recorded before draws were kept."""
-        got = self._per_decision(
-            key,
-            lambda: {"audited": bool(live())},
-            self._sample_seen,
-            self._samples,
-            fmt.sample_line,
-            "",
-            otherwise=lambda: {"audited": bool(unrecorded())},
-        )
-        return bool(got["audited"])
-
     def _per_decision(
         self,
         key: str,
@@ -540,18 +438,8 @@ class Cassette:
             for ident in sorted(self._loaded - self._played, key=self._line_of):
                 kind, who, key = ident
                 if kind == "teacher":
-                    t = self._teachers.get(key)
-                    if t is not None:
-                        out.append(
-                            {
-                                "kind": "teacher",
-                                "line": t.line,
-                                "model": t.teacher,
-                                "summary": f"{t.role} of {t.question!r} {_excerpt(t.input, 50)!r}",
-                            }
-                        )
-                    continue
-                if kind == "read":
+                    out += self._stale_teacher(key)
+                elif kind == "read":
                     e = self._reads.get((who, key))
                     if e is None:  # the file was replaced without it meanwhile
                         continue
@@ -576,152 +464,9 @@ class Cassette:
 
     def _line_of(self, ident: Identity) -> int:
         kind, who, key = ident
-        e: Any
-        if kind == "teacher":
-            e = self._teachers.get(key)
-        else:
-            e = self._reads.get((who, key)) if kind == "read" else self._chats.get(key)
+        tables: dict[str, Any] = {"read": self._reads, "chat": self._chats}
+        e = tables.get(kind, self._teachers).get((who, key) if kind == "read" else key)
         return (e.line or 0) if e is not None else 0
-
-    # -- the file -----------------------------------------------------------------------
-
-    def _commit(self, lines: Callable[[], list[dict[str, Any]]]) -> None:
-        """Under the file lock: catch up with the file (other writers' lines), then append
-        what ``lines()`` returns (it runs under the lock, so it sees the file's current
-        declarations)."""
-        try:
-            with self._lock, self._file_lock.writing():
-                self._prepare()
-                new = lines()
-                if new:
-                    self._append(new)
-        except OSError as e:
-            raise ConfigurationError(
-                f"cannot write the cassette {self.path}: {e}; check that its folder is a "
-                "writable directory (or replay with mode 'none')"
-            ) from e
-
-    def _prepare(self) -> None:
-        """Make the file ready for appending: started (mode ``all``), caught up, with a
-        format-2 header."""
-        if self.mode == "all" and not self._started:
-            self._start()
-            return
-        self._sync()
-        assert self._parser is not None
-        if self._parser.version is None:  # no file yet, or an empty one
-            self._append([fmt.header_line(self.recording)])
-        elif self._parser.version < fmt.FORMAT_VERSION:
-            self._rewrite(chats=True)  # an older format: upgraded, every entry kept
-
-    def _start(self) -> None:
-        """Mode ``all``: start the file afresh, or join it when another process of this
-        recording (same ``recording`` id) started it."""
-        self._started = True
-        head = None
-        if files.status(self.path) is not None:
-            self._refuse_foreign()
-            head = fmt.first_object(self.path)
-        if (
-            isinstance(head, dict)
-            and head.get(fmt.MARK) == fmt.FORMAT_VERSION
-            and head.get("recording") == self.recording
-        ):
-            self._sync()
-            return
-        data = fmt.dumps(fmt.header_line(self.recording)).encode("utf-8")
-        if files.status(self.path) is None:
-            files.append(self.path, data)
-        else:
-            files.replace(self.path, data)
-        self._reload()
-
-    def _rewrite(self, *, chats: bool) -> None:
-        """Replace the file by what this process holds (all of it: it has just caught up),
-        as format 2."""
-        assert self._parser is not None
-        data = fmt.CassetteData(
-            readers=dict(self._parser.data.readers),
-            chat_models=dict(self._parser.data.chat_models),
-            reads=list(self._reads.values()),
-            chats=list(self._chats.values()),
-            thresholds=dict(self._parser.data.thresholds),
-            versions=dict(self._parser.data.versions),
-            samples=dict(self._parser.data.samples),
-            teachers=list(self._teachers.values()),
-        )
-        recording = self._parser.data.recording or self.recording
-        files.replace(self.path, fmt.body(data, recording, chats=chats))
-        self._reload()
-
-    def _reload(self) -> None:
-        self._parser, self._seen = None, None
-        self._sync()
-
-    def _sync(self, *, initial: bool = False) -> None:
-        """Catch up with the file: parse the lines appended since this process last read
-        it, or all of it when it was replaced. Call under both locks."""
-        if files.status(self.path) is None:  # nothing there (yet, or any more)
-            fresh = self._parser is None or self._parser.version is not None
-            if fresh:
-                self._parser, self._seen = fmt.Parser(self.path), None
-            self._absorb(fresh, initial)
-            return
-        with files.open_read(self.path) as f:
-            st = os.fstat(f.fileno())
-            ident = (st.st_dev, st.st_ino)
-            fresh = self._parser is None or ident != self._seen or st.st_size < self._parser.offset
-            if fresh:
-                self._parser = fmt.Parser(self.path)
-            assert self._parser is not None
-            self._parser.feed_file(f)
-        self._seen = ident
-        if initial and self._parser.version is None and self.mode == "none":
-            raise fmt.CassetteFormatError(f"{self.path} is empty; {fmt.RERECORD}")
-        self._absorb(fresh, initial)
-
-    def _append(self, lines: list[dict[str, Any]]) -> None:
-        """Append ``lines`` (one write) and take them in as if read back."""
-        assert self._parser is not None
-        data = "".join(fmt.dumps(line) for line in lines).encode("utf-8")
-        st = files.append(self.path, data)
-        self._seen = (st.st_dev, st.st_ino)
-        self._parser.feed_lines(data.splitlines(keepends=True))
-        self._absorb(False, False)
-
-    def _absorb(self, fresh: bool, initial: bool) -> None:
-        """Take the parser's new entries into the lookup tables (all of them, replacing
-        what was there, when the file was read from its start)."""
-        assert self._parser is not None
-        if fresh:
-            self._reads.clear()
-            self._chats.clear()
-            self._teachers.clear()
-        reads, chats = self._parser.take()
-        for r in reads:
-            self._reads[(r.reader, r.key)] = r
-            if initial:
-                self._loaded.add(("read", r.reader, r.key))
-        for c in chats:
-            self._chats[c.key] = c
-            if initial:
-                self._loaded.add(("chat", c.model, c.key))
-        for t in self._parser.take_teachers():
-            self._teachers[t.key] = t
-            if initial:
-                self._loaded.add(("teacher", t.role, t.key))
-        self.readers = dict(self._parser.data.readers)
-        self.chat_models = dict(self._parser.data.chat_models)
-        self._thresholds = dict(self._parser.data.thresholds)
-        self._versions = dict(self._parser.data.versions)
-        self._samples = dict(self._parser.data.samples)
-
-
-def _excerpt(summary: Any, width: int = 60) -> str | None:
-    """The last message's content of a teacher input summary (or the payload)."""
-    if isinstance(summary, list) and summary and isinstance(summary[-1], dict):
-        return short(str(summary[-1].get("content")), width)
-    return short(json.dumps(summary, sort_keys=True, default=str), width)
 
 
 def _shown(path: Path) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from agentbranch.core.errors import AgentBranchError
 
+__all__ = ["CassetteFormatError"]
+
 
 class CassetteFormatError(AgentBranchError, ValueError):
     """A cassette file cannot be read: not found, not a regular file, not UTF-8, corrupt,

@@ -28,6 +28,15 @@ from typing import Any
 
 import pytest
 
+__all__ = [
+    "MODES",
+    "decision_cassette",
+    "pytest_addoption",
+    "pytest_configure",
+    "pytest_runtest_makereport",
+    "pytest_terminal_summary",
+]
+
 # agentbranch.replay.modes.MODES, repeated so that loading the plugin in every pytest
 # session imports nothing but pytest.
 MODES = ("all", "new", "none", "passthrough")

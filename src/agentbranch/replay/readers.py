@@ -48,17 +48,18 @@ class CassetteReader(Reader):
 
     @property
     def model(self) -> str:  # type: ignore[override]
-        if self._recorded is not None:
-            return self._recorded.model
-        live = self._live_or_none()
-        return live.model if live is not None else "unknown"
+        return self._identity("model", "unknown")
 
     @property
     def max_options(self) -> int:  # type: ignore[override]
+        return self._identity("max_options", 26)
+
+    def _identity(self, field: str, unknown: Any) -> Any:
+        """``field`` of the recorded reader, else of the live one, else ``unknown``."""
         if self._recorded is not None:
-            return self._recorded.max_options
+            return getattr(self._recorded, field)
         live = self._live_or_none()
-        return live.max_options if live is not None else 26
+        return getattr(live, field) if live is not None else unknown
 
     @property
     def chat_cache(self) -> Any:

@@ -10,6 +10,8 @@ from pydantic import Field, model_validator
 
 from agentbranch.core.errors import ConfigurationError
 
+__all__ = ["FakeToolCallingModel"]
+
 # -- a fake tool-calling chat model ------------------------------------------------------
 
 

@@ -14,6 +14,8 @@ from typing import Any
 from agentbranch.testing import tokenizer
 from agentbranch.testing.tokenizer import SPECIAL_TOKEN_IDS, build_tiny_tokenizer
 
+__all__ = ["build_tiny_diffusiongemma", "tiny_diffusiongemma"]
+
 
 def build_tiny_diffusiongemma(
     path: str | os.PathLike[str],

@@ -9,6 +9,8 @@ from typing import Any
 from agentbranch.core.reads import LabelRead
 from agentbranch.engine.readers.base import Reader, WrappingReader
 
+__all__ = ["FaultyReader"]
+
 # -- fault injection ---------------------------------------------------------------------
 
 

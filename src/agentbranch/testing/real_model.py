@@ -145,10 +145,10 @@ def convert_gguf(gguf: Path, out: Path) -> Path:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from agentbranch.engine.readers.embedded.quiet import quiet_transformers
+    from agentbranch.engine.quiet_loads import quiet_loads
 
     folder, name = str(gguf.parent), gguf.name
-    with quiet_transformers():
+    with quiet_loads():
         tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
         # float32: transformers dequantizes GGUF blocks fastest into it; saved as bf16.
         loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)

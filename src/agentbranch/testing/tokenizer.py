@@ -8,6 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+__all__ = ["NEWLINE_ID", "SPECIAL_TOKEN_IDS", "build_tiny_tokenizer", "tiny_chat_template"]
+
 SPECIAL_TOKEN_IDS: dict[str, int] = {
     "<pad>": 0,
     "<eos>": 1,

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 from agentbranch.core.reads import LabelRead, ReadRequest
 
+__all__ = ["Reader", "WrappingReader"]
+
 
 class Reader(ABC):
     """Turns read requests into label reads, batched.

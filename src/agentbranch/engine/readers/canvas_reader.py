@@ -18,6 +18,8 @@ from agentbranch.core.reads import LabelRead, ReadRequest, SlotLogprobs, TokenRe
 from agentbranch.engine.canvas import CanvasPlanner, NextTokenPlanner, ReadPlan
 from agentbranch.engine.readers.base import Reader
 
+__all__ = ["TokenReader", "fold_draws"]
+
 
 def fold_draws(draws: Sequence[SlotLogprobs]) -> LabelRead:
     """One read from several noise draws of the same slot: the label probabilities

@@ -17,6 +17,8 @@ from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.reads import LabelRead, QuestionSpec, ReadRequest
 from agentbranch.engine.readers.base import Reader
 
+__all__ = ["Distribution", "Script", "ScriptedReader"]
+
 Distribution = Mapping[str, float]
 Script = Distribution | Callable[[str, QuestionSpec], Distribution]
 

@@ -90,7 +90,7 @@ class TransformersGenerator:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from agentbranch.engine.readers.embedded.quiet import quiet_transformers
+        from agentbranch.engine.quiet_loads import quiet_loads
 
         folder = Path(path)
         if not (folder / "config.json").is_file():
@@ -98,7 +98,7 @@ class TransformersGenerator:
                 f"{folder} is not a local model folder (no config.json); pass the folder "
                 "of a saved causal model, e.g. agentbranch.testing.smollm2()"
             )
-        with quiet_transformers():
+        with quiet_loads():
             tokenizer = AutoTokenizer.from_pretrained(folder)
             model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype or torch.float32)
         return cls(

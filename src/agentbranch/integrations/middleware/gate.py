@@ -3,7 +3,8 @@
 After each model turn, every proposed call of a guarded tool becomes one state for a
 yes/no risk question, and all of them are answered in ONE batched engine read
 (``decide_many``; with ``Earned(..., learn=True)`` each call is asked the question's
-version in force and its teacher label teaches it, ``gate_reads``). Each answer is
+version in force and its teacher label teaches it; the steps are
+``agentbranch.policy.resolving``'s, as a decide node's). Each answer is
 banded by an ``agentbranch.policy.Policy``:
 
 * **take** — the engine is sure: a safe call runs; a risky call is blocked with an error
@@ -31,10 +32,8 @@ blocked (or answered by a reviewer), the others with its id get an error ToolMes
 saying they were not run because of the shared id (``outcome: "blocked"``,
 ``shared_id_with``), instead of vanishing.
 
-Over 500 lines: one middleware: sync and async tool-call wrapping, human review through
-an interrupt, shared tool-call ids and earned-trust evidence all run on the same per-
-call records. What stands alone lives beside it: the engine reads and bands
-(``gate_reads``), the reviewer exchange (``gate_review``), the texts (``gate_texts``).
+The resolving steps are ``agentbranch.policy.resolving``'s; the reviewer exchange is
+``gate_review``, the texts ``gate_texts``.
 """
 
 from __future__ import annotations
@@ -59,7 +58,6 @@ from langgraph.types import interrupt
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.questions import Question, validate_questions, yes_no
 from agentbranch.integrations.langgraph import check_resumable, merge_records
-from agentbranch.integrations.middleware.gate_reads import aread_calls, band_call, read_calls
 from agentbranch.integrations.middleware.gate_review import (
     checked_kind,
     decisions_of,
@@ -81,9 +79,18 @@ from agentbranch.policy import (
     check_policies,
     options_of,
 )
-from agentbranch.policy.failure import records_for_error
-from agentbranch.policy.fallbacks import fallback_steps, run_async, run_sync
-from agentbranch.policy.learning import collect
+from agentbranch.policy.resolving import Resolution, resolve_many
+from agentbranch.policy.steps import Steps, run_async, run_sync
+
+__all__ = [
+    "ALL_DECISIONS",
+    "DEFAULT_POLICY",
+    "DEFAULT_QUESTION",
+    "DEFAULT_QUESTION_ID",
+    "STATE_KEY",
+    "CallRenderer",
+    "ToolGateMiddleware",
+]
 
 log = logging.getLogger("agentbranch")
 
@@ -211,18 +218,7 @@ class ToolGateMiddleware(AgentMiddleware):
         if turn is None:
             return None
         ai, calls = turn
-        try:
-            read = read_calls(self.engine, self.questions, self.policy, [c.state for c in calls])
-        except BaseException as e:  # noqa: BLE001 - re-raised unless the policy handles it
-            read = e
-        self._band(calls, read)
-        self._ask_human(calls)
-        for c in calls:
-            if self._needs_fallback(c):
-                c.record = run_sync(self._fallbacks(c))
-        for c in calls:
-            self._finish(c)
-        self._shadow(calls)
+        run_sync(self._steps(calls))
         unrun = self._shared_ids(ai, calls)
         config = _config()
         for c in calls:
@@ -234,24 +230,35 @@ class ToolGateMiddleware(AgentMiddleware):
         if turn is None:
             return None
         ai, calls = turn
-        try:
-            states = [c.state for c in calls]
-            read = await aread_calls(self.engine, self.questions, self.policy, states)
-        except BaseException as e:  # noqa: BLE001
-            read = e
-        self._band(calls, read)
-        self._ask_human(calls)
-        for c in calls:
-            if self._needs_fallback(c):
-                c.record = await run_async(self._fallbacks(c))
-        for c in calls:
-            self._finish(c)
-        self._shadow(calls)
+        await run_async(self._steps(calls))
         unrun = self._shared_ids(ai, calls)
         config = _config()
         for c in calls:
             await aemit(c.record, config=config, state=c.state, include_state=self.include_state)
         return self._update(ai, calls, unrun)
+
+    def _steps(self, calls: list[_Call]) -> Steps[Any]:
+        """The resolving steps (``agentbranch.policy.resolving``) of the turn's calls:
+        one batched engine read, a human for the review band (one interrupt), then the
+        fallbacks; each call's record ends in ``c.record``."""
+
+        def review(out: list[Resolution]) -> None:
+            for c, r in zip(calls, out, strict=True):
+                c.record, c.asked = r.records[self.question_id], r.asked
+                c.record["tool_call"] = _tool_call(c)
+            self._ask_human(calls, out)
+
+        def finish(out: list[Resolution]) -> None:
+            for c, r in zip(calls, out, strict=True):
+                c.record = r.records[self.question_id]
+                c.record["tool_call"] = _tool_call(c)  # (a fallback's record is a new one)
+                self._finish(c)
+
+        states = [c.state for c in calls]
+        steps = resolve_many(
+            self.engine, self.questions, self.policy, states, review=review, finish=finish
+        )
+        yield from steps
 
     # -- steps ----------------------------------------------------------------------------
 
@@ -284,60 +291,16 @@ class ToolGateMiddleware(AgentMiddleware):
         ]
         return (ai, calls) if calls else None
 
-    def _band(self, calls: list[_Call], read: Any) -> None:
-        if isinstance(read, BaseException):
-            reader = getattr(self.engine, "reader", None)
-            for c in calls:  # raises unless the policy fails open or closed
-                c.record = records_for_error(read, self.questions, self.policy, reader)[
-                    self.question_id
-                ]
-        else:
-            for c, one in zip(calls, read, strict=True):
-                c.record = band_call(self.engine, self.question_id, self.policy, one, c.state)
-                c.asked = one.asked
-        for c in calls:
-            c.record["tool_call"] = {
-                "id": c.tool_call["id"],
-                "name": c.tool_call["name"],
-                "args": c.tool_call["args"],
-            }
-
     def _needs_human(self, c: _Call) -> bool:
         return c.record["band"] == "review" or c.record.get("goto") == "review"
 
-    def _needs_fallback(self, c: _Call) -> bool:
-        return c.review is None and c.record["band"] == "fallback"
-
-    def _fallbacks(self, c: _Call) -> Any:
-        steps = fallback_steps(
-            self.engine,
-            self.question_id,
-            self.questions[self.question_id],
-            self.policy,
-            c.record,
-            c.state,
-        )
-        steps = _keep_tool_call(steps, c.record["tool_call"])
-        if self.policy.earned is None:
-            return steps
-        banded = {self.question_id: dict(c.record)}
-        return _learn(steps, c.asked or self.questions, self.policy, banded, c.state)
-
-    def _shadow(self, calls: list[_Call]) -> None:
-        """Queue the policy's audits of the calls' final records, as a decide node does
-        (``agentbranch.audit``: a sampled share of the taken calls is asked of the
-        teacher in the background; never blocks, never raises)."""
-        if self.policy.audit is None:
-            return
-        from agentbranch.policy.auditing.shadow import shadow
-
-        for c in calls:
-            shadow(self.engine, self.questions, self.policy, {self.question_id: c.record}, c.state)
-
-    def _ask_human(self, calls: list[_Call]) -> None:
+    def _ask_human(self, calls: list[_Call], out: list[Resolution]) -> None:
         """One interrupt for every call of the turn that needs a human. Runs before any
         fallback: a resumed node re-runs from its start (the engine read is repeated
-        and identical; a fallback model called before the interrupt would run twice)."""
+        and identical; a fallback model called before the interrupt would run twice).
+        A reviewer who approved (the call is ``run_on``) or rejected (``block_on``) the
+        call as proposed labels it for an ``Earned`` policy; an edit or a response
+        labels nothing: it does not say whether the proposed call was risky."""
         pending = [c for c in calls if self._needs_human(c)]
         if not pending:
             return
@@ -353,21 +316,11 @@ class ToolGateMiddleware(AgentMiddleware):
         )
         response = interrupt(request)
         decisions = decisions_of(response, len(pending))
+        resolution = {id(c): r for c, r in zip(calls, out, strict=True)}
         for c, decision in zip(pending, decisions, strict=True):
-            banded = {self.question_id: dict(c.record)}
             self._apply_review(c, decision)
-            self._review_label(c, banded)
-
-    def _review_label(self, c: _Call, banded: dict[str, DecisionRecord]) -> None:
-        """An ``Earned`` policy's evidence from a reviewer who approved (the call is
-        ``run_on``) or rejected (``block_on``) the call as proposed. An edit or a
-        response labels nothing: it does not say whether the proposed call was risky."""
-        if self.policy.earned is None or c.review is None:
-            return
-        if c.review.get("type") not in ("approve", "reject"):
-            return
-        final = {self.question_id: c.record}
-        collect(c.asked or self.questions, self.policy, banded, final, state=c.state)
+            if c.review is not None and c.review.get("type") not in ("approve", "reject"):
+                resolution[id(c)].banded.pop(self.question_id, None)
 
     def _apply_review(self, c: _Call, decision: Any) -> None:
         kind = checked_kind(decision, c.tool_call["id"], self.allowed_decisions)
@@ -497,21 +450,8 @@ def _record_keys(tool_calls: Sequence[ToolCall]) -> list[str]:
     return keys
 
 
-def _learn(steps: Any, questions: Any, policy: Policy, banded: dict[str, Any], state: Any) -> Any:
-    """Fallback steps whose ``Generate`` answer is also evidence for an ``Earned`` policy
-    (kept with the call's ``state`` when it learns; ``questions``: what was asked, a
-    learning question's version in force)."""
-    record = yield from steps
-    (qid,) = banded
-    collect(questions, policy, banded, {qid: record}, state=state)
-    return record
-
-
-def _keep_tool_call(steps: Any, tool_call: dict[str, Any]) -> Any:
-    """Fallback steps whose final record keeps the ``tool_call`` entry."""
-    record = yield from steps
-    record["tool_call"] = tool_call
-    return record
+def _tool_call(c: _Call) -> dict[str, Any]:
+    return {"id": c.tool_call["id"], "name": c.tool_call["name"], "args": c.tool_call["args"]}
 
 
 def _config() -> Any:

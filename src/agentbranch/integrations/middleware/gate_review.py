@@ -19,6 +19,8 @@ from agentbranch.core.errors import AgentBranchError
 from agentbranch.integrations.middleware.gate_texts import review_description
 from agentbranch.policy import DecisionRecord
 
+__all__ = ["ReviewResponseError", "checked_kind", "decisions_of", "review_request"]
+
 
 class ReviewResponseError(AgentBranchError, ValueError):
     """The human's resume value does not fit the gate's ``HITLRequest``."""

@@ -12,6 +12,15 @@ from langchain_core.messages import BaseMessage, ToolCall, ToolMessage, add_noti
 from agentbranch.core.state import render_state
 from agentbranch.policy import DecisionRecord
 
+__all__ = [
+    "default_blocked_message",
+    "gate_tool_message",
+    "rejected_message",
+    "render_tool_call",
+    "review_description",
+    "shared_id_message",
+]
+
 
 def render_tool_call(
     tool_call: ToolCall, description: str | None, context: Sequence[BaseMessage]

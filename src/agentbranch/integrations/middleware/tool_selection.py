@@ -43,6 +43,14 @@ from agentbranch.core.questions import Question, choice, yes_no
 from agentbranch.integrations.observability import aemit, emit
 from agentbranch.policy import DecisionRecord, Threshold, engine_record
 
+__all__ = [
+    "DEFAULT_INSTRUCTIONS",
+    "DEFAULT_YES_NO_INSTRUCTIONS",
+    "STATE_KEY",
+    "Mode",
+    "ToolSelectorMiddleware",
+]
+
 #: The state key of the latest selection.
 STATE_KEY = "tool_selection"
 

@@ -15,6 +15,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+__all__ = [
+    "ATTENTION_TOKENS",
+    "FORWARD_OVERHEAD_TOKENS",
+    "forward_cost",
+    "length_batches",
+    "pad_values",
+    "padded",
+]
+
 #: The cost model of a forward, in padded tokens: a fixed cost (the model's Python and
 #: kernel launches, whatever its size) plus each padded token, whose cost grows with the
 #: batch's length (attention compares every token with every other). Fitted to MiniLM's

@@ -1,10 +1,6 @@
 """``EmbeddedReader``: the MiniLM model, its embedding cache, and the read (see the
-package docstring for what it reads and how).
-
-Over 500 lines: one class, the reader, whose model loading, cache, length-sorted
-embedding, trace and read share its state; the scoring and batching helpers live in
-their own modules.
-"""
+package docstring for what it reads and how; scoring, batching and temperatures are in
+their own modules)."""
 
 from __future__ import annotations
 
@@ -18,13 +14,14 @@ from typing import Any
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.readable import has_readable_text
 from agentbranch.core.reads import LabelRead, QuestionSpec, ReadRequest
+from agentbranch.engine.quiet_loads import quiet_loads
 from agentbranch.engine.readers.base import Reader
 from agentbranch.engine.readers.embedded.batches import length_batches, pad_values, padded
-from agentbranch.engine.readers.embedded.quiet import quiet_transformers
 from agentbranch.engine.readers.embedded.scoring import (
     Comparisons,
     combine,
     head_reads,
+    label_read,
     prototypes,
     uniform,
 )
@@ -33,7 +30,6 @@ from agentbranch.engine.readers.embedded.temperatures import (
     PRIOR_WEIGHT,
     T_MAX,
     fit_temperature,
-    log_softmax,
     shipped_temperatures,
 )
 from agentbranch.engine.readers.embedded.texts import (
@@ -48,6 +44,8 @@ from agentbranch.engine.readers.embedded.traced import (
     traced_embedding,
 )
 from agentbranch.engine.readers.threads import Threads, resolve_threads, torch_threads
+
+__all__ = ["MODEL_ID", "TWIN_SIMILARITY", "EmbeddedReader", "default_model_path"]
 
 #: The model id reported in decisions.
 MODEL_ID = "all-MiniLM-L6-v2"
@@ -221,7 +219,7 @@ class EmbeddedReader(Reader):
         from transformers import AutoModel, AutoTokenizer
 
         path = self.model_path or default_model_path()
-        with quiet_transformers():
+        with quiet_loads():
             self._tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
             model = AutoModel.from_pretrained(str(path), local_files_only=True)
         self._model = model.to(self.device).eval()
@@ -266,7 +264,7 @@ class EmbeddedReader(Reader):
         elif self.trace and not self._trace_tried:
             self._trace_tried = True
             # (tracing reads every attribute of the model: some log a warning)
-            with torch_threads(self.threads), quiet_transformers():
+            with torch_threads(self.threads), quiet_loads():
                 traced = traced_embedding(self._model, self._tokenizer, self.device)
             if traced is not None:
                 self._embedding, self._traced = traced, True
@@ -385,25 +383,9 @@ class EmbeddedReader(Reader):
         comparisons = self._comparisons(q, vecs)
         temperature, source = self._temperature(q, vecs)
         return [
-            self._read_of(self._scores(sims, q, comparisons), temperature, source)
+            label_read(self._scores(sims, q, comparisons), temperature, source)
             for sims in comparisons.similarities(states)
         ]
-
-    @staticmethod
-    def _read_of(scores: list[float], temperature: float, source: str) -> LabelRead:
-        return LabelRead(
-            logprobs=tuple(log_softmax(scores, temperature)),
-            label_mass=1.0,
-            argmax_is_label=True,
-            agreement=1.0,
-            extras={
-                "similarities": scores,
-                "temperature": temperature,
-                "source": source,
-                # a fitted temperature (shipped, or leave-one-out on the examples)
-                "calibrated": source != "explicit",
-            },
-        )
 
     def _twins(self, q: QuestionSpec, vecs: dict[str, Any]) -> str | None:
         """Yes/no read by descriptions alone whose two descriptions embed alike."""

@@ -9,6 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentbranch.core.reads import LabelRead, QuestionSpec
+from agentbranch.engine.readers.embedded.temperatures import log_softmax
+
+__all__ = ["Comparisons", "combine", "head_reads", "label_read", "prototypes", "uniform"]
 
 
 def prototypes(examples: Sequence[Sequence[str]], vecs: dict[str, Any]) -> list[Any]:
@@ -140,3 +143,21 @@ def head_reads(q: QuestionSpec, states: Any) -> list[LabelRead] | None:
         )
         for row in logp.tolist()
     ]
+
+
+def label_read(scores: list[float], temperature: float, source: str) -> LabelRead:
+    """The read of one question: the options' similarity ``scores`` at ``temperature``
+    (``source``: where the temperature came from; fitted unless ``"explicit"``)."""
+    return LabelRead(
+        logprobs=tuple(log_softmax(scores, temperature)),
+        label_mass=1.0,
+        argmax_is_label=True,
+        agreement=1.0,
+        extras={
+            "similarities": scores,
+            "temperature": temperature,
+            "source": source,
+            # a fitted temperature (shipped, or leave-one-out on the examples)
+            "calibrated": source != "explicit",
+        },
+    )

@@ -8,6 +8,8 @@ import re
 
 from agentbranch.core.reads import QuestionSpec
 
+__all__ = ["described", "hypothesis_texts", "missing_signal", "option_examples"]
+
 #: Word boundaries inside an identifier: ``AddToPlaylist``, ``getWeather``, ``URLCheck``.
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 

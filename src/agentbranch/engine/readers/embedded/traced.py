@@ -23,6 +23,15 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
+__all__ = [
+    "CHECK_TEXTS",
+    "TOLERANCE",
+    "TRACE_TEXTS",
+    "Embedding",
+    "eager_embedding",
+    "traced_embedding",
+]
+
 logger = logging.getLogger("agentbranch")
 
 #: Texts the embedding is traced on, and the ones it is checked on (another count,

@@ -188,15 +188,19 @@ class Connection:
                     "DecisionEngine(reader, batching=False) with adecide only"
                 )
             if self._client is None:
-                self._client = httpx.Client(
-                    headers=self._headers,
-                    timeout=self._timeout,
-                    limits=self._limits,
-                    verify=self._verify,
-                    transport=self._transport,
-                    follow_redirects=False,  # a redirect is an error (status_error)
-                )
+                self._client = httpx.Client(**self._options(self._transport))
             return self._client
+
+    def _options(self, transport: Any) -> dict[str, Any]:
+        """What every client of this connection is made with."""
+        return {
+            "headers": self._headers,
+            "timeout": self._timeout,
+            "limits": self._limits,
+            "verify": self._verify,
+            "transport": transport,
+            "follow_redirects": False,  # a redirect is an error (status_error)
+        }
 
     async def aclient(self) -> httpx.AsyncClient:
         """The running event loop's pooled async client (made on first use there)."""
@@ -206,14 +210,7 @@ class Connection:
             held = self._aclients.get(loop)
             if held is not None:
                 return held[0]
-            client = httpx.AsyncClient(
-                headers=self._headers,
-                timeout=self._timeout,
-                limits=self._limits,
-                verify=self._verify,
-                transport=self._async_transport,
-                follow_redirects=False,  # a redirect is an error (status_error)
-            )
+            client = httpx.AsyncClient(**self._options(self._async_transport))
             holder = _client_holder(client)
             self._aclients[loop] = (client, holder)
         await holder.__anext__()  # registers the generator with this loop
