@@ -2,7 +2,7 @@
 question (``Earned(learn=True)``'s versions on the embedded reader: the question read
 by a logistic head fitted on its labelled states' embeddings; ``--examples``: the
 question with its labelled states as examples instead, at most
-``agentbranch.policy.learn.examples.PER_OPTION`` per option, spread over the embedder's
+``agentbranch.policy.earned.learn.examples.PER_OPTION`` per option, spread over the embedder's
 space as the learner selects them for canvas readers).
 
 The variants are timed alternately in one process, on the same
@@ -20,8 +20,8 @@ import time
 import agentbranch as ab
 from agentbranch.core.heads import with_head
 from agentbranch.engine.readers.embedded import EmbeddedReader
-from agentbranch.policy.learn import examples as lx
-from agentbranch.policy.learn.head import fit_head
+from agentbranch.policy.earned.learn import examples as lx
+from agentbranch.policy.earned.learn.head import fit_head
 
 TOPICS = {
     "billing": ["invoice", "refund", "charge", "payment", "subscription", "price"],

@@ -3,8 +3,8 @@
 A canvas reader's learned version (``Earned(..., learn=True)`` on transformers, vLLM or
 a remote server) shows labelled states as few-shot lines after the hand-written
 examples: for each state the labelled states most similar to it
-(``agentbranch.policy.learn.nearest``, the default), or, without the embedded encoder
-installed, the most recent ones (``agentbranch.policy.learn.loop``). This measures both
+(``agentbranch.policy.earned.learn.nearest``, the default), or, without the embedded encoder
+installed, the most recent ones (``agentbranch.policy.earned.learn.loop``). This measures both
 against the written question on SmolLM2-135M-Instruct (``agentbranch.testing.smollm2``,
 the real language model that installs from the package index), read by vLLM's offline
 ``LLM`` on this CPU (``VLLMReader``, next-token reads).
@@ -50,8 +50,8 @@ import public_sets as ps  # noqa: E402
 
 import agentbranch as ab  # noqa: E402
 from agentbranch.core.questions import to_spec  # noqa: E402
-from agentbranch.policy.learn import examples as lx  # noqa: E402
-from agentbranch.policy.learn import loop, nearest  # noqa: E402
+from agentbranch.policy.earned.learn import examples as lx  # noqa: E402
+from agentbranch.policy.earned.learn import loop, nearest  # noqa: E402
 
 SETS = {"snips": ps.snips, "tweets": ps.tweets}
 QUESTIONS = ["snips.intent", "snips.play_music", "tweets.tone", "tweets.complaint"]

@@ -41,7 +41,7 @@ print(f"wall {wall:.1f} s, CPU {cpu:.1f} s, peak RSS {rss:.0f} MB, states {state
 
 
 def write_store(path: Path, n: int) -> None:
-    from agentbranch.policy.evidence import new_evidence
+    from agentbranch.policy.earned._evidence import new_evidence
 
     rng = random.Random(0)
     base = new_evidence(

@@ -13,10 +13,10 @@ fallback), a taken one is audited at ``RATE``. Every label is also training data
 
 * **off**: today's engine, labels only move the threshold;
 * **head** (what ``Earned(learn=True)`` ships for the embedded reader): the learned
-  reader versions of ``agentbranch.policy.learn`` (refits at 32, 64, 128 ... labels;
+  reader versions of ``agentbranch.policy.earned.learn`` (refits at 32, 64, 128 ... labels;
   each version is the question read by a logistic head fitted on the embeddings of the
-  labelled states, ``agentbranch.policy.learn.head``, through the reader's own head
-  read), under the version ladder (``agentbranch.policy.learn.ladder``): a version
+  labelled states, ``agentbranch.policy.earned.learn.head``, through the reader's own head
+  read), under the version ladder (``agentbranch.policy.earned.learn.ladder``): a version
   decides only once it has earned a threshold of its own on labels gathered after its
   fit, read by it;
 * **examples**: the same ladder, each version the question with the labelled states as
@@ -26,7 +26,7 @@ Printed per question (pooled over its streams): decisions, accuracy of the writt
 question, coverage and take precision of each variant, coverage in the stream's last
 half, the version in force at the end, and the ECE of the confidence the decisions
 carried (the probability reported: the deciding version's measured map while it is in
-force, ``agentbranch.policy.learn.probability``, else the probability the read gave its
+force, ``agentbranch.policy.earned.learn.probability``, else the probability the read gave its
 label; ``BINS`` equal-width bins) on decisions after 200 labels, with their number; then the three numbers the issue judges by: pooled coverage with
 learning on over off, pooled take precision, and the worst question's take precision
 (questions with >= 20 takes).
@@ -60,7 +60,7 @@ import learning_readers as lr  # noqa: E402
 import public_sets as ps  # noqa: E402
 
 from agentbranch.policy.earned import Earned  # noqa: E402
-from agentbranch.policy.learn import ladder as ld  # noqa: E402
+from agentbranch.policy.earned.learn import ladder as ld  # noqa: E402
 
 TARGET, LEVEL, RATE = 0.9, 0.95, 0.2
 STREAMS = 10

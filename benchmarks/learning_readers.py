@@ -19,8 +19,8 @@ import numpy as np
 from agentbranch.core.questions import to_spec
 from agentbranch.core.reads import QuestionSpec
 from agentbranch.engine.readers import embedded as emb
-from agentbranch.policy.learn import examples as lx
-from agentbranch.policy.learn import head as lh
+from agentbranch.policy.earned.learn import examples as lx
+from agentbranch.policy.earned.learn import head as lh
 
 
 @dataclass
@@ -177,7 +177,7 @@ class ExamplesLearner:
 class HeadLearner:
     """A version = what ``Earned(learn=True)`` ships for the embedded reader: the
     question with a logistic head fitted on the embeddings of the labelled states
-    (``agentbranch.policy.learn.head.fit_head``), read by the reader's own head read;
+    (``agentbranch.policy.earned.learn.head.fit_head``), read by the reader's own head read;
     while fewer than two options are labelled, the learned examples instead."""
 
     def __init__(self, c: float = lh.C, calibrate: bool = True, shift: bool = True) -> None:

@@ -59,24 +59,27 @@ _SCALE_TESTS = (*_EARNED_TESTS, "tests/test_earned_scale.py")
 
 MODULES: dict[str, Module] = {
     # The statistics as the state machine runs them: counts per confidence cell, the
-    # looks and predicted entry read from the cells, the running drift e-process.
+    # looks and predicted entry read from the cells, the p-values and the grid (checked
+    # against the per-label reference forms in tests/_reference_statistics.py).
     "cells": Module(
-        "src/agentbranch/policy/cells.py",
-        (*_SCALE_TESTS, "tests/test_earned_checkpoint.py"),  # cells and drift written, read
+        "src/agentbranch/policy/earned/_statistics.py",
+        (*_SCALE_TESTS, "tests/test_earned_checkpoint.py"),  # cells written, read
     ),
-    # The statistics per label: Learn-then-Test, the stratified sample, the drift
-    # e-process, the p-values and sizes the cells reuse.
-    "thresholds": Module("src/agentbranch/policy/thresholds.py", _SCALE_TESTS),
+    # The running drift e-process and what it takes to withdraw.
+    "drift": Module(
+        "src/agentbranch/policy/earned/_drift.py",
+        (*_SCALE_TESTS, "tests/test_earned_checkpoint.py"),
+    ),
     # The per-question state machine: looks, openings, lowering, withdrawal.
-    "trust": Module("src/agentbranch/policy/trust.py", _SCALE_TESTS),
+    "trust": Module("src/agentbranch/policy/earned/_state.py", _SCALE_TESTS),
     # The evidence record's schema and key.
     "evidence": Module(
-        "src/agentbranch/policy/evidence.py",
+        "src/agentbranch/policy/earned/_evidence.py",
         (*_EARNED_TESTS, "tests/test_evidence_store_mutants.py", "tests/test_earned_stores.py"),
     ),
-    # The stores: JSON Lines and LangGraph BaseStore.
+    # The stores: JSON Lines (LangGraph BaseStore: policy/earned/_langgraph_store.py).
     "evidence_store": Module(
-        "src/agentbranch/policy/evidence_store.py",
+        "src/agentbranch/policy/earned/_jsonl_store.py",
         (
             "tests/test_trust_mutants.py",
             "tests/test_evidence_store_mutants.py",

@@ -128,7 +128,7 @@ def hindsight_best(
 
 class SimRecord:
     """The fields of an evidence record the core's state machine reads (a light stand-in
-    for ``agentbranch.policy.evidence.Evidence``: building 10⁶ pydantic records would
+    for ``agentbranch.policy.earned._evidence.Evidence``: building 10⁶ pydantic records would
     dominate the run; ``test_simulated_records_replay_like_real_evidence`` checks they
     are replayed alike)."""
 
@@ -176,7 +176,7 @@ def run_stream(
     other decision goes to the ``Generate`` fallback, whose answer is a label
     (``band="fallback"``, rate 1). The threshold in force is re-read after each label
     (the only thing that changes it), so only labelled decisions are visited."""
-    from agentbranch.policy.earned import step
+    from agentbranch.policy.earned._state import step
 
     st = earned._fresh()
     n = len(conf)
@@ -241,7 +241,7 @@ def takes_after_history(
     """Audited takes the core's drift test needs to withdraw a band whose precision fell
     from ``before`` to ``after``, when ``history`` audited takes were made since it
     opened (the typical path: every count at its expected value)."""
-    from agentbranch.policy.withdrawal import takes_to_withdraw
+    from agentbranch.policy.earned import takes_to_withdraw
 
     n = takes_to_withdraw(precision, after, level, history=history, before=before)
     if n == 0:

@@ -2,7 +2,7 @@
 learning section of ``agentbranch audit report`` (tests and docs/audit.md).
 
 The reader is a ``ScriptedReader`` whose read improves once the question carries learned
-examples (a learned version, ``agentbranch.policy.learn``): as written it is right on
+examples (a learned version, ``agentbranch.policy.earned.learn``): as written it is right on
 three states in four, its answer at probability 0.8 (confidence 0.28); with examples,
 right on 19 in 20 at 0.995 (confidence 0.95).
 The teacher answers the truth; audits check a share of the taken decisions.

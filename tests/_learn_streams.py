@@ -1,4 +1,4 @@
-"""Running a decision stream through the learning ladder (``agentbranch.policy.learn``)
+"""Running a decision stream through the learning ladder (``agentbranch.policy.earned.learn``)
 as the policy feeds it, on the trust state machine directly (fast, like
 ``_earned_streams.run_stream``): shared by tests/test_earned_simulation.py's learning
 variant and benchmarks/learning.py.
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agentbranch.policy.learn import ladder as ld
-from agentbranch.policy.learn.probability import ProbabilityFit, apply
-from agentbranch.policy.trust import step
+from agentbranch.policy.earned._state import step
+from agentbranch.policy.earned.learn import ladder as ld
+from agentbranch.policy.earned.learn.probability import ProbabilityFit, apply
 
 
 @dataclass
@@ -53,7 +53,7 @@ class LadderRun:
     right: np.ndarray  # the deciding read was right
     top: np.ndarray  # the deciding read's top probability
     #: the probability reported: the deciding version's map, while it is in force
-    #: (``agentbranch.policy.learn.probability``), else ``top``
+    #: (``agentbranch.policy.earned.learn.probability``), else ``top``
     probability: np.ndarray
     take_at: np.ndarray  # threshold in force (nan: closed)
     version: np.ndarray  # version in force

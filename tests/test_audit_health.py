@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from _earned_fixtures import URGENT, Oracle, engine, state
+from _reference_statistics import takes_to_withdraw
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.outputs import ChatResult
 
@@ -19,7 +20,6 @@ from agentbranch.policy import Earned, Generate, Policy, Resolver
 from agentbranch.policy.auditing.health import AuditHealth, health_window
 from agentbranch.policy.auditing.ratelimit import RateLimitedLog
 from agentbranch.policy.auditing.worker import AuditTimeout, Deadline
-from agentbranch.policy.thresholds import takes_to_withdraw
 
 
 class Hangs(BaseChatModel):
@@ -120,9 +120,7 @@ def test_a_hanging_or_raising_teacher_ends_with_the_band_suspended(kind, release
     records = [r for k in out["earned"].evidence.keys() for r in out["earned"].evidence.load(k)]
     (seen,) = earned_report(records).questions.values()
     assert seen.trust == "earned" and seen.closed_since >= 100
-    assert "suspended it because its audits stopped arriving" in dict(rows(seen, 0.95))[
-        "in force"
-    ]
+    assert "suspended it because its audits stopped arriving" in dict(rows(seen, 0.95))["in force"]
 
 
 def test_a_suspended_band_reopens_when_the_teacher_answers_again(release):
@@ -158,9 +156,7 @@ def test_a_suspended_band_reopens_when_the_teacher_answers_again(release):
 def test_the_health_window_is_the_drift_tests_promise():
     for precision in (0.5, 0.8, 0.9, 0.95):
         fallen = max(precision - 0.2, precision / 2)
-        assert health_window(precision, 0.95) == max(
-            8, takes_to_withdraw(precision, fallen, 0.95)
-        )
+        assert health_window(precision, 0.95) == max(8, takes_to_withdraw(precision, fallen, 0.95))
     h = AuditHealth(0.9, 0.95)
     who = ("q", None, None)
     for _ in range(h.window // 2):

@@ -16,7 +16,8 @@ from agentbranch.audit.earned_report import earned_report
 from agentbranch.audit.report import json_safe
 from agentbranch.cli import app
 from agentbranch.policy import Earned
-from agentbranch.policy.evidence import new_evidence
+from agentbranch.policy.earned import QuestionKey
+from agentbranch.policy.earned._evidence import new_evidence
 
 runner = CliRunner()
 URGENT = ab.yes_no("Is the ticket urgent?")
@@ -26,9 +27,16 @@ WHO = {"reader": "embedded", "model": "m"}
 def _observe(earned: Earned, n: int, *, conf=lambda i: 0.97, right=lambda i: True) -> None:
     for i in range(n):
         earned.observe(
-            "urgent", URGENT, **WHO, source="fallback", band="fallback", confidence=conf(i),
-            options=["yes", "no"], engine_label="yes",
-            teacher_label="yes" if right(i) else "no", rate=1.0, take_at=None, trust="learning",
+            QuestionKey("urgent", URGENT, **WHO),
+            "yes" if right(i) else "no",
+            source="fallback",
+            band="fallback",
+            confidence=conf(i),
+            options=["yes", "no"],
+            engine_label="yes",
+            rate=1.0,
+            take_at=None,
+            trust="learning",
         )
 
 
@@ -58,7 +66,8 @@ def test_the_target_is_the_policys_own_and_the_flag_only_asks_what_if(store_at_8
     assert "precision 0.8 at level 0.95: the policy's own" in res.output
     assert "what if" not in res.output
     res = runner.invoke(
-        app, ["audit", "report", str(store_at_80), "--target-precision", "0.95"],
+        app,
+        ["audit", "report", str(store_at_80), "--target-precision", "0.95"],
         terminal_width=200,
     )
     assert "at precision 0.95 (asked with --target-precision; not the policy's, not in" in (
@@ -92,10 +101,18 @@ def test_the_threshold_the_policy_would_use_is_shown_next_to_the_recorded_one(tm
     with path.open("w") as f:
         for i in range(60):
             rec = new_evidence(
-                key="k", question_id="urgent", **WHO, source="fallback", band="fallback",
-                confidence=0.7, options=["yes", "no"], engine_label="yes",
-                teacher_label="yes" if i % 2 else "no", rate=1.0,
-                take_at=0.6 if i else None, trust="earned" if i else "learning",
+                key="k",
+                question_id="urgent",
+                **WHO,
+                source="fallback",
+                band="fallback",
+                confidence=0.7,
+                options=["yes", "no"],
+                engine_label="yes",
+                teacher_label="yes" if i % 2 else "no",
+                rate=1.0,
+                take_at=0.6 if i else None,
+                trust="earned" if i else "learning",
                 earned=settings,
             )
             f.write(json.dumps(rec.to_json()) + "\n")
@@ -165,7 +182,8 @@ def test_help_says_it_reads_evidence_stores_too():
 
 def test_diagram_without_an_extension_prints_the_file_it_wrote(store_at_80, tmp_path):
     res = runner.invoke(
-        app, ["audit", "report", str(store_at_80), "--diagram", str(tmp_path / "trust")],
+        app,
+        ["audit", "report", str(store_at_80), "--diagram", str(tmp_path / "trust")],
         terminal_width=300,
     )
     assert res.exit_code == 0, res.output
@@ -184,7 +202,8 @@ def test_diagram_without_an_extension_prints_the_file_it_wrote(store_at_80, tmp_
 )
 def test_a_diagram_that_cannot_be_written_is_a_clear_error(store_at_80, tmp_path, name, message):
     res = runner.invoke(
-        app, ["audit", "report", str(store_at_80), "--diagram", str(tmp_path / name)],
+        app,
+        ["audit", "report", str(store_at_80), "--diagram", str(tmp_path / name)],
         terminal_width=300,
     )
     assert res.exit_code == 2 and res.output.startswith("error: ") and message in res.output

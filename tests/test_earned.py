@@ -12,14 +12,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 from _earned_fixtures import URGENT, Oracle, engine, state
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from scipy.stats import binomtest
-
-import agentbranch as ab
-from agentbranch.core.errors import ConfigurationError
-from agentbranch.policy import Earned, Generate, GotoNode, Policy, Resolver, replay
-from agentbranch.policy.thresholds import (
+from _reference_statistics import (
     Drift,
     grid,
     learn_then_test,
@@ -28,7 +21,14 @@ from agentbranch.policy.thresholds import (
     pvalue_below,
     stratified,
 )
-from agentbranch.policy.withdrawal import takes_to_withdraw
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import binomtest
+
+import agentbranch as ab
+from agentbranch.core.errors import ConfigurationError
+from agentbranch.policy import Earned, Generate, GotoNode, Policy, Resolver, replay
+from agentbranch.policy.earned import QuestionKey, takes_to_withdraw
 
 _T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -351,16 +351,13 @@ def test_bad_evidence_is_ignored_with_a_warning(caplog):
     caplog.set_level(logging.WARNING, logger="agentbranch")
     for conf, teacher in ((0.9, "maybe"), (math.nan, "yes"), (1.5, "yes")):
         got = earned.observe(
-            "urgent",
-            URGENT,
-            reader="r",
-            model="m",
+            QuestionKey("urgent", URGENT, "r", "m"),
+            teacher,
             source="fallback",
             band="fallback",
             confidence=conf,
             options=["yes", "no"],
             engine_label="yes",
-            teacher_label=teacher,
             rate=1.0,
             take_at=None,
             trust="learning",
@@ -560,7 +557,7 @@ def test_a_replay_without_a_recorded_threshold_is_a_miss(tmp_path):
 
 
 def _records(draws, *, right=None):
-    from agentbranch.policy.evidence import new_evidence
+    from agentbranch.policy.earned._evidence import new_evidence
 
     out = []
     for i, (conf, ok, taken, rate) in enumerate(draws):
@@ -629,7 +626,7 @@ def test_an_open_band_whose_audits_all_disagree_closes_in_bounded_takes(right_be
 
 
 def test_the_documented_drift_figures_hold():
-    import agentbranch.policy.thresholds as th
+    import _reference_statistics as th
 
     assert [takes_to_withdraw(0.9, p, 0.95) for p in (0.8, 0.7, 0.5)] == [93, 25, 7]
     doc = " ".join(th.__doc__.split())
@@ -667,16 +664,13 @@ def test_each_replica_announces_a_withdrawal_once(caplog):
     assert b.threshold("urgent", URGENT, "scripted", "scripted-model").trust == "earned"
     for _ in range(10):
         a.observe(
-            "urgent",
-            URGENT,
-            reader="scripted",
-            model="scripted-model",
+            QuestionKey("urgent", URGENT, "scripted", "scripted-model"),
+            "no",
             source="audit",
             band="take",
             confidence=0.95,
             options=["yes", "no"],
             engine_label="yes",
-            teacher_label="no",
             rate=0.1,
             take_at=0.9,
             trust="earned",
@@ -700,7 +694,7 @@ def test_records_made_in_the_same_millisecond_replay_in_the_order_they_were_made
     # A replica replays the store sorted by (time, id); with random ids, records made in
     # the same millisecond came back in a random order (and a withdrawal was announced
     # twice by the process that made them).
-    from agentbranch.policy.evidence import new_evidence
+    from agentbranch.policy.earned._evidence import new_evidence
 
     made = [
         new_evidence(

@@ -10,8 +10,10 @@ import random
 import pytest
 
 from agentbranch.policy import Earned
-from agentbranch.policy import checkpoint as ck
-from agentbranch.policy.trust import replay
+from agentbranch.policy.earned import QuestionKey
+from agentbranch.policy.earned import _checkpoint as ck
+from agentbranch.policy.earned._ledger import Ledger
+from agentbranch.policy.earned._state import replay
 
 
 def _fill(earned: Earned, n: int, seed: int = 0) -> None:
@@ -19,16 +21,13 @@ def _fill(earned: Earned, n: int, seed: int = 0) -> None:
     for i in range(n):
         conf = rng.random()
         earned.observe(
-            f"q{i % 2}",
-            {"q": i % 2},
-            reader="r",
-            model="m",
+            QuestionKey(f"q{i % 2}", {"q": i % 2}, "r", "m"),
+            "yes" if rng.random() < 0.2 + conf else "no",
             source="fallback",
             band="fallback",
             confidence=conf,
             options=["yes", "no"],
             engine_label="yes",
-            teacher_label="yes" if rng.random() < 0.2 + conf else "no",
             rate=1.0,
             take_at=None,
             trust="learning",
@@ -77,7 +76,8 @@ def test_a_checkpoint_is_written_and_gives_the_replayed_state(tmp_path, small_ch
     with path.open("rb") as f:
         exact.write_bytes(f.read(covered))
     (tmp_path / "exact.jsonl.state").write_text(first)
-    assert ck.restore(Earned(precision=0.8, min_evidence=20, store=exact, refresh_s=0)) is True
+    reopened = Earned(precision=0.8, min_evidence=20, store=exact, refresh_s=0)
+    assert ck.restore(reopened, Ledger(reopened)) is True
     assert not [r for r in caplog.records if "not used" in r.getMessage()]
 
 
@@ -120,7 +120,7 @@ def test_a_large_store_is_read_in_bounded_pieces(tmp_path, monkeypatch):
     """Opening a store never holds all of its records at once (a million labels peaked
     at 3 GB when every record was parsed in one read)."""
     from agentbranch.policy import JsonlEvidenceStore
-    from agentbranch.policy import evidence_store as es
+    from agentbranch.policy.earned import _jsonl_store as es
 
     path = tmp_path / "e.jsonl"
     _fill(Earned(precision=0.8, min_evidence=20, store=path, refresh_s=3600), 60)

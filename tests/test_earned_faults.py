@@ -13,6 +13,12 @@ from typing import Annotated, TypedDict
 import numpy as np
 import pytest
 from _earned_fixtures import URGENT, Oracle, engine, state
+from _reference_statistics import (
+    grid,
+    learn_then_test,
+    pvalue_below,
+    stratified,
+)
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import RetryPolicy
 from pydantic import ValidationError
@@ -21,14 +27,8 @@ import agentbranch as ab
 from agentbranch.core.errors import ConfigurationError, InvalidFileError
 from agentbranch.integrations.langgraph import DecisionRecords, decide_node
 from agentbranch.policy import Earned, Generate, Policy, Resolver, replay
-from agentbranch.policy.evidence import Evidence, evidence_key, new_evidence
-from agentbranch.policy.thresholds import (
-    grid,
-    learn_then_test,
-    pvalue_below,
-    stratified,
-)
-from agentbranch.policy.withdrawal import takes_to_withdraw
+from agentbranch.policy.earned import takes_to_withdraw
+from agentbranch.policy.earned._evidence import Evidence, evidence_key, new_evidence
 
 _T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -218,7 +218,7 @@ def test_a_node_rerun_after_a_later_failure_keeps_its_identity():
 
 
 def test_outside_langgraph_the_identity_is_the_question_and_the_rendered_state():
-    from agentbranch.policy.identity import decision_identity, langgraph_thread
+    from agentbranch.policy.earned._identity import decision_identity, langgraph_thread
 
     assert langgraph_thread() is None
     a = decision_identity("urgent", "site down")

@@ -7,11 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
-
-from agentbranch.policy.earned import Earned, replay, step
-from agentbranch.policy.evidence import new_evidence
-from agentbranch.policy.looks import Looks
-from agentbranch.policy.thresholds import (
+from _reference_statistics import (
+    dense,
     grid,
     learn_then_test,
     look_alpha,
@@ -19,10 +16,15 @@ from agentbranch.policy.thresholds import (
     predicted_entry,
 )
 
+from agentbranch.policy.earned import Earned, replay
+from agentbranch.policy.earned._evidence import new_evidence
+from agentbranch.policy.earned._looks import Looks
+from agentbranch.policy.earned._state import step
+
 _T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-@pytest.mark.parametrize("looks", [Looks.doubling(50), Looks.dense(50), Looks(30, 1.5, 2.0)])
+@pytest.mark.parametrize("looks", [Looks.doubling(50), dense(50), Looks(30, 1.5, 2.0)])
 def test_the_looks_of_a_schedule_spend_at_most_alpha(looks):
     assert sum(looks.alpha(0.05, k) for k in range(5000)) <= 0.05
     at = [looks.at(k) for k in range(40)]
@@ -38,7 +40,7 @@ def test_doubling_is_the_first_releases_schedule():
 
 
 def test_dense_looks_come_every_quarter_more_labels():
-    assert [Looks.dense(50).at(k) for k in range(5)] == [50, 63, 79, 99, 124]
+    assert [dense(50).at(k) for k in range(5)] == [50, 63, 79, 99, 124]
 
 
 @pytest.mark.parametrize(

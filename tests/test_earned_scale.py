@@ -8,16 +8,18 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from _reference_statistics import Drift, learn_then_test, takes_to_withdraw
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentbranch.policy import Earned
-from agentbranch.policy import window as window_mod
-from agentbranch.policy.cells import Cells, DriftState, learn_then_test_cells
-from agentbranch.policy.digests import DigestSet, digest
-from agentbranch.policy.evidence import new_evidence
-from agentbranch.policy.thresholds import Drift, learn_then_test, takes_to_withdraw
-from agentbranch.policy.trust import replay
+from agentbranch.policy.earned import QuestionKey
+from agentbranch.policy.earned import _window as window_mod
+from agentbranch.policy.earned._digests import DigestSet, digest
+from agentbranch.policy.earned._drift import DriftState
+from agentbranch.policy.earned._evidence import new_evidence
+from agentbranch.policy.earned._state import replay
+from agentbranch.policy.earned._statistics import Cells, learn_then_test_cells
 
 
 def _records(seed: int, n: int, grid: list[float]) -> list:
@@ -129,7 +131,7 @@ def test_a_label_later_than_its_window_replays_the_question_from_the_store(monke
 def _counting(monkeypatch) -> list[int]:
     """Count state-machine steps wherever they are called from."""
     import agentbranch.policy.earned as earned_mod
-    import agentbranch.policy.trust as trust_mod
+    import agentbranch.policy.earned._state as trust_mod
 
     calls = [0]
     original = trust_mod.step
@@ -146,16 +148,13 @@ def _counting(monkeypatch) -> list[int]:
 
 def _observe(earned: Earned, conf: float, right: bool):
     return earned.observe(
-        "q",
-        {"q": 1},
-        reader="r",
-        model="m",
+        QuestionKey("q", {"q": 1}, "r", "m"),
+        "yes" if right else "no",
         source="fallback",
         band="fallback",
         confidence=conf,
         options=["yes", "no"],
         engine_label="yes",
-        teacher_label="yes" if right else "no",
         rate=1.0,
         take_at=None,
         trust="learning",

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from agentbranch.policy.earned import Earned, replay
-from agentbranch.policy.evidence import new_evidence
+from agentbranch.policy.earned._evidence import new_evidence
 
 _T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -137,7 +137,7 @@ def test_simulated_records_replay_like_real_evidence():
     assert run.labels_to_open is not None  # the comparison covers an opening
     records, t = [], None
     replayed = earned._fresh()
-    from agentbranch.policy.earned import step
+    from agentbranch.policy.earned._state import step
 
     for i, (c, ok, u) in enumerate(zip(s.confidence[0], s.right[0], s.audit_draw[0])):
         t = replayed.take_at

@@ -11,20 +11,18 @@ import pytest
 
 from agentbranch.core.errors import InvalidFileError
 from agentbranch.policy import Earned
+from agentbranch.policy.earned import QuestionKey
 
 
 def _observe(earned: Earned, conf: float = 0.99, right: bool = True):
     return earned.observe(
-        "q",
-        {"q": 1},
-        reader="r",
-        model="m",
+        QuestionKey("q", {"q": 1}, "r", "m"),
+        "yes" if right else "no",
         source="fallback",
         band="fallback",
         confidence=conf,
         options=["yes", "no"],
         engine_label="yes",
-        teacher_label="yes" if right else "no",
         rate=1.0,
         take_at=None,
         trust="learning",
@@ -123,7 +121,7 @@ def test_a_record_from_a_fast_clock_is_skipped_with_a_warning_not_an_outage(tmp_
     import json as _json
 
     from agentbranch.policy.earned import Earned as _Earned
-    from agentbranch.policy.evidence import new_evidence
+    from agentbranch.policy.earned._evidence import new_evidence
 
     path = tmp_path / "evidence.jsonl"
     fields = dict(

@@ -15,8 +15,9 @@ import pytest
 
 from agentbranch.core.errors import ConfigurationError, InvalidFileError
 from agentbranch.policy import Earned, JsonlEvidenceStore
-from agentbranch.policy.evidence import new_evidence
-from agentbranch.policy.evidence_store import LangGraphEvidenceStore, as_store
+from agentbranch.policy.earned import LangGraphEvidenceStore
+from agentbranch.policy.earned._any_store import as_store
+from agentbranch.policy.earned._evidence import new_evidence
 
 #: Record ``i`` is made ``i`` ms after this: records sort (time, id) in the order of ``i``.
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
@@ -304,7 +305,7 @@ def test_stores_say_what_they_are(tmp_path):
 def test_check_time_says_what_is_wrong_with_a_time():
     from datetime import UTC, datetime, timedelta
 
-    from agentbranch.policy.evidence import MAX_CLOCK_SKEW_S, check_time
+    from agentbranch.policy.earned._evidence import MAX_CLOCK_SKEW_S, check_time
 
     now = datetime(2026, 1, 1, tzinfo=UTC)
     with pytest.raises(ValueError, match=r"^time 'soon' is not an ISO-8601 time$"):
@@ -329,7 +330,7 @@ def test_check_time_says_what_is_wrong_with_a_time():
 
 
 def test_the_evidence_key_changes_with_the_reading_fingerprint():
-    from agentbranch.policy.evidence import evidence_key
+    from agentbranch.policy.earned._evidence import evidence_key
 
     who = ("urgent", {"options": ["yes", "no"]}, "scripted", "m")
     plain = evidence_key(*who)
@@ -341,7 +342,7 @@ def test_the_evidence_key_changes_with_the_reading_fingerprint():
 
 
 def test_a_record_without_a_learning_state_has_no_state_field():
-    from agentbranch.policy.evidence import new_evidence
+    from agentbranch.policy.earned._evidence import new_evidence
 
     fields = dict(key="k" * 32, question_id="q", source="fallback", band="fallback",
                   confidence=0.9, options=["yes", "no"], engine_label="yes",

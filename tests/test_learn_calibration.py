@@ -1,7 +1,7 @@
 """A learned version's confidence map: a temperature and a shift per option, fitted
-out-of-fold on the labels the version learned from (``agentbranch.policy.learn.head``), carried by its head, part of its
+out-of-fold on the labels the version learned from (``agentbranch.policy.earned.learn.head``), carried by its head, part of its
 digest and so of its evidence key; and the ladder's newest version reading while no
-version holds a threshold (``agentbranch.policy.learn.ladder``)."""
+version holds a threshold (``agentbranch.policy.earned.learn.ladder``)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ import agentbranch as ab
 from agentbranch.core.decisions import confidence_from
 from agentbranch.core.heads import LinearHead, softmax, with_head
 from agentbranch.policy import Earned
-from agentbranch.policy.learn import head as lh
-from agentbranch.policy.learn import ladder as ld
+from agentbranch.policy.earned.learn import head as lh
+from agentbranch.policy.earned.learn import ladder as ld
 
 QUESTION = ab.yes_no("Is this about sport?")
 finite_or_not = st.one_of(

@@ -14,7 +14,7 @@ from test_learn_loop import QUESTION, Teacher, stream
 import agentbranch as ab
 from agentbranch.langchain import ToolGateMiddleware
 from agentbranch.policy import Earned, Generate, Policy
-from agentbranch.policy.learn import ladder as ld
+from agentbranch.policy.earned.learn import ladder as ld
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,9 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 import agentbranch as ab
 from agentbranch.core.heads import LinearHead, question_head, with_head
 from agentbranch.policy import Earned, Generate, Policy, Resolver
-from agentbranch.policy.learn import examples as lx
-from agentbranch.policy.learn import ladder as ld
+from agentbranch.policy.earned import QuestionKey
+from agentbranch.policy.earned.learn import examples as lx
+from agentbranch.policy.earned.learn import ladder as ld
 
 SPORT = [
     "The striker scored twice as the home side won the league match",
@@ -146,7 +147,7 @@ def test_labels_make_a_version_that_is_tested_then_decides(engine, tmp_path):
         precision=0.8, min_evidence=10, refresh_s=0, store=path, learn=True, redact=redact
     )
     again.learner.bind(engine)
-    q, j = again.learner.asked("sport", QUESTION, "embedded", engine.reader.model)
+    q, j = again.learner.asked(QuestionKey("sport", QUESTION, "embedded", engine.reader.model))
     assert j == ladder.deciding.index and again.learner._questions  # the same one reads
     rebuilt = next(iter(again.learner._questions.values())).ladder
     assert (rebuilt.in_force, rebuilt.open) == (ladder.in_force, ladder.open)
@@ -194,7 +195,7 @@ def test_the_head_reads_what_scikit_learn_fitted_and_survives_json():
     from sklearn.linear_model import LogisticRegression
 
     from agentbranch.core.heads import FLOOR
-    from agentbranch.policy.learn.head import C, fit_head
+    from agentbranch.policy.earned.learn.head import C, fit_head
 
     rng = np.random.default_rng(0)
     options = ["a", "b", "c", "d"]

@@ -1,5 +1,5 @@
 """Earned(learn=True) on canvas readers: each state read by a learned version is shown
-the labelled states most similar to it (``agentbranch.policy.learn.nearest``), after the
+the labelled states most similar to it (``agentbranch.policy.earned.learn.nearest``), after the
 hand-written examples, within the bounds, under a key that names the pool and the rule;
 without the encoder, the most recent labelled states under another key."""
 
@@ -23,8 +23,9 @@ from _learn_canvas import (
 import agentbranch as ab
 from agentbranch.core.examples import instructions_with_examples
 from agentbranch.policy import Earned, Generate, Policy, Resolver
-from agentbranch.policy.learn import loop, nearest
-from agentbranch.policy.learn.ladder import refit_at
+from agentbranch.policy.earned import QuestionKey
+from agentbranch.policy.earned.learn import loop, nearest
+from agentbranch.policy.earned.learn.ladder import refit_at
 
 
 def _expected(pool_rows, encode, state, per_option, budget, chars=nearest.CHARS):
@@ -143,7 +144,7 @@ def test_a_learned_canvas_version_shows_each_state_its_nearest_labels(tmp_path):
     # A replica on the same store builds the same version (same pool, same key).
     again = _learning(tmp_path, FakeEncoder())
     again.learner.bind(r.engine)
-    q, j = again.learner.asked("sport", QUESTION, "scripted", "canvas")
+    q, j = again.learner.asked(QuestionKey("sport", QUESTION, "scripted", "canvas"))
     assert j == ladder.in_force
     assert again.key("sport", q, "scripted", "canvas") == earned.key(
         "sport", ladder.deciding.model, "scripted", "canvas"
@@ -157,7 +158,7 @@ def test_the_encoder_loads_only_when_a_pool_version_is_read(tmp_path, monkeypatc
     earned = _learning(tmp_path)  # no encoder given: the default one
     learner = earned.learner
     learner.bind(ab.DecisionEngine(canvas_reader()))
-    q = learner._question("sport", QUESTION, "scripted", "canvas")
+    q = learner._question(QuestionKey("sport", QUESTION, "scripted", "canvas"))
     labelled = [((f"{i:04d}", "x"), t, y) for i, (t, y) in enumerate(stream(32))]
     version = learner._version(q, 1, labelled).model
     assert nearest.question_pool(version) is not None
@@ -175,7 +176,7 @@ def test_without_the_encoder_a_version_shows_the_most_recent_and_says_so(
     earned = _learning(tmp_path)
     learner = earned.learner
     learner.bind(ab.DecisionEngine(canvas_reader()))
-    q = learner._question("sport", QUESTION, "scripted", "canvas")
+    q = learner._question(QuestionKey("sport", QUESTION, "scripted", "canvas"))
     labelled = [
         ((f"{i:04d}", "x"), f"{i} " + "long text " * 100, "yes" if i % 2 else "no")
         for i in range(32)
@@ -222,7 +223,7 @@ def test_a_pool_version_on_the_tiny_transformers_reader(tiny_model_dir):
 
 
 def test_when_picking_fails_the_written_question_decides_and_says_so(tmp_path, caplog):
-    from agentbranch.policy.learn.hooks import asked_questions
+    from agentbranch.policy.earned.learn.hooks import asked_questions
 
     fake, broken = FakeEncoder(), [True]
 
@@ -235,7 +236,7 @@ def test_when_picking_fails_the_written_question_decides_and_says_so(tmp_path, c
     engine = ab.DecisionEngine(canvas_reader())
     learner = earned.learner
     learner.bind(engine)
-    q = learner._question("sport", QUESTION, "scripted", "canvas")
+    q = learner._question(QuestionKey("sport", QUESTION, "scripted", "canvas"))
     labelled = [((f"{i:04d}", "x"), t, y) for i, (t, y) in enumerate(stream(32))]
     learner._add(q, learner._version(q, 1, labelled))
     q.ladder.in_force = 1  # (as if version 1 had earned its threshold)
@@ -359,7 +360,7 @@ def test_labels_stored_under_a_version_no_longer_fitted_the_same_way_are_learned
     renamed.name = "another-encoder"  # its versions' pools name it: other keys
     again = _learning(tmp_path, renamed)
     again.learner.bind(engine)
-    again.learner.asked("sport", QUESTION, "scripted", "canvas")
+    again.learner.asked(QuestionKey("sport", QUESTION, "scripted", "canvas"))
     rebuilt = next(iter(again.learner._questions.values()))
     old_keys = {x["key"] for x in lines}
     new_keys = {

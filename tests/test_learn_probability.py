@@ -1,4 +1,4 @@
-"""The probability a learning question reports (``agentbranch.policy.learn.probability``):
+"""The probability a learning question reports (``agentbranch.policy.earned.learn.probability``):
 a map of the read's confidence measured on its version's labels, used only while it
 predicts them better than the read's own probability, shared through the store and
 replayed from a cassette; it never changes what is taken."""
@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 
 import agentbranch as ab
 from agentbranch.policy import Earned, Generate, Policy, Resolver
-from agentbranch.policy.learn import probability as pr
-from agentbranch.policy.learn.probability import ProbabilityFit, apply
+from agentbranch.policy.earned import QuestionKey
+from agentbranch.policy.earned.learn import probability as pr
+from agentbranch.policy.earned.learn.probability import ProbabilityFit, apply
 
 
 def _feed(fit: ProbabilityFit, n: int, right_at, seed: int = 0, weight=lambda i: 1.0) -> None:
@@ -164,7 +165,7 @@ def test_a_learning_question_reports_the_probability_its_labels_measured(tmp_pat
         assert fit.labels == sum(rec.probability is not None for rec in store.load(key))
     # a replica started now reads the same maps from the store
     again, _ = _resolver(str(tmp_path / "evidence.jsonl"))
-    again.learner.asked("sport", QUESTION, "scripted", "canvas")
+    again.learner.asked(QuestionKey("sport", QUESTION, "scripted", "canvas"))
     assert again.learner.store.fits.keys() == earned.learner.store.fits.keys()
     for key, fit in earned.learner.store.fits.items():
         assert again.learner.store.fits[key].in_force == fit.in_force
@@ -245,7 +246,7 @@ def test_a_store_line_written_twice_counts_once(tmp_path):
     doubled = tmp_path / "doubled.jsonl"
     doubled.write_text("".join(line for line in lines for _ in (0, 1)))
     again, _ = _resolver(str(doubled))
-    again.learner.asked("sport", QUESTION, "scripted", "canvas")
+    again.learner.asked(QuestionKey("sport", QUESTION, "scripted", "canvas"))
     assert {k: f.labels for k, f in again.learner.store.fits.items()} == {
         k: f.labels for k, f in earned.learner.store.fits.items()
     }

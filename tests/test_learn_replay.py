@@ -1,7 +1,7 @@
 """A recorded LangGraph run with Earned(learn=True) replays exactly — the same versions,
 decisions and branches — when the store has since learned more (a newer version in
 force from the first decision) or is gone: the cassette keeps the version in force for
-each decision (``agentbranch.policy.learn.replayed``)."""
+each decision (``agentbranch.policy.earned.learn.replayed``)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from typing_extensions import TypedDict
 import agentbranch as ab
 from agentbranch.langgraph import DecisionRecords, decide_node
 from agentbranch.policy import Earned, Generate, Policy
+from agentbranch.policy.earned import QuestionKey
 from agentbranch.replay import Cassette, ReplayMissError
 
 
@@ -94,7 +95,7 @@ def test_a_learning_run_replays_its_versions_whatever_the_store_learned(tmp_path
     run(graph(ab.DecisionEngine(canvas_reader()), live), [t for t, _ in stream(60, seed=1)])
     now = earned_on(store)
     now.learner.bind(ab.DecisionEngine(canvas_reader()))
-    _, in_force = now.learner.asked("sport", QUESTION, "scripted", "canvas")
+    _, in_force = now.learner.asked(QuestionKey("sport", QUESTION, "scripted", "canvas"))
     assert in_force >= 1
 
     for label, path in (("learned more", store), ("no store", tmp_path / "gone.jsonl")):
@@ -131,7 +132,7 @@ def test_a_replayed_head_version_is_keyed_by_its_digest(tmp_path):
     from agentbranch.core.heads import LinearHead, question_head, with_head
     from agentbranch.core.questions import to_spec
     from agentbranch.core.reads import ReadRequest
-    from agentbranch.policy.learn.replayed import rebuild, wire
+    from agentbranch.policy.earned.learn.replayed import rebuild, wire
     from agentbranch.replay.keys import request_key
 
     head = LinearHead(["yes", "no"], ["yes", "no"], np.arange(6.0).reshape(2, 3), [0.1, -0.1])

@@ -20,9 +20,10 @@ from agentbranch.audit.earned_report import earned_report
 from agentbranch.audit.earned_sources import evidence_rows
 from agentbranch.cli import app
 from agentbranch.policy import Earned
-from agentbranch.policy.evidence import new_evidence
-from agentbranch.policy.learn.ladder import version_share
-from agentbranch.policy.trust import replay
+from agentbranch.policy.earned import QuestionKey
+from agentbranch.policy.earned._evidence import new_evidence
+from agentbranch.policy.earned._state import replay
+from agentbranch.policy.earned.learn.ladder import version_share
 
 runner = CliRunner()
 
@@ -177,16 +178,13 @@ def test_a_store_without_learning_has_no_learning_section(tmp_path):
     earned = Earned(precision=0.8, min_evidence=10, store=str(path))
     for i in range(30):
         earned.observe(
-            "q",
-            "Is it?",
-            reader="r",
-            model="m",
+            QuestionKey("q", "Is it?", "r", "m"),
+            "yes" if i % 10 else "no",
             source="fallback",
             band="fallback",
             confidence=0.9,
             options=["yes", "no"],
             engine_label="yes",
-            teacher_label="yes" if i % 10 else "no",
             rate=1.0,
             take_at=None,
             trust="learning",

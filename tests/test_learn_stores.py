@@ -10,6 +10,7 @@ from _learn_canvas import QUESTION, FakeEncoder, Teacher, canvas_reader, stream
 
 import agentbranch as ab
 from agentbranch.policy import Earned, Generate, Policy, Resolver
+from agentbranch.policy.earned import QuestionKey
 
 
 def _learning(store, settle_s: float = 0) -> Earned:
@@ -38,7 +39,7 @@ def _learn_and_restart(store) -> None:
 
     again = _learning(store)  # a restart on the same store
     again.learner.bind(engine)
-    q, j = again.learner.asked("sport", QUESTION, "scripted", "canvas")
+    q, j = again.learner.asked(QuestionKey("sport", QUESTION, "scripted", "canvas"))
     rebuilt = next(iter(again.learner._questions.values())).ladder
     assert (j, rebuilt.open, rebuilt.labels) == (ladder.deciding.index, ladder.open, ladder.labels)
     assert [again.key("sport", x.model, "scripted", "canvas") for x in rebuilt.rungs] == [
@@ -81,7 +82,7 @@ def _replicas_learn_together(make_store) -> None:
     ]
     assert 1 in versions[-40:]
     for earned, _ in replicas:  # a last read of the store, as the next decision would
-        earned.learner.asked("sport", QUESTION, "scripted", "canvas")
+        earned.learner.asked(QuestionKey("sport", QUESTION, "scripted", "canvas"))
     store = replicas[0][0].evidence
     labelled = [r for key in store.keys() for r in store.load(key) if r.state is not None]
     ladders = [next(iter(e.learner._questions.values())).ladder for e, _ in replicas]
@@ -132,7 +133,7 @@ def test_replicas_deciding_at_once_fit_the_same_versions(tmp_path):
         t.join()
     time.sleep(1.0)
     for earned, _ in replicas * 4:  # the next decisions' reads of the store: fit what is due
-        earned.learner.asked("sport", QUESTION, "scripted", "canvas")
+        earned.learner.asked(QuestionKey("sport", QUESTION, "scripted", "canvas"))
     ladders = [next(iter(e.learner._questions.values())).ladder for e, _ in replicas]
     keys = [
         [e.key("sport", x.model, "scripted", "canvas") for x in ladder.rungs]
@@ -159,7 +160,7 @@ def test_labels_stored_before_records_named_their_written_question_are_learned_f
     )
     again = _learning(str(older))
     again.learner.bind(engine)
-    again.learner.asked("sport", QUESTION, "scripted", "canvas")
+    again.learner.asked(QuestionKey("sport", QUESTION, "scripted", "canvas"))
     rebuilt = next(iter(again.learner._questions.values())).ladder
     assert rebuilt.labels == ladder.labels > 64
     assert [again.key("sport", x.model, "scripted", "canvas") for x in rebuilt.rungs] == [

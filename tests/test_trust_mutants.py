@@ -18,8 +18,8 @@ from pydantic import ValidationError
 import agentbranch as ab
 from agentbranch.core.errors import ConfigurationError, InvalidFileError
 from agentbranch.policy import Earned, JsonlEvidenceStore, Threshold, replay
-from agentbranch.policy.evidence import Evidence, new_evidence
-from agentbranch.policy.evidence_store import LangGraphEvidenceStore
+from agentbranch.policy.earned import LangGraphEvidenceStore, QuestionKey
+from agentbranch.policy.earned._evidence import Evidence, new_evidence
 
 URGENT = ab.yes_no("Is the ticket urgent?")
 WHO = ("urgent", URGENT, "scripted", "scripted-model")
@@ -40,16 +40,13 @@ def label(
     band = "take" if taken else "review" if review else "fallback"
     source = "audit" if taken else "review" if review else "fallback"
     earned.observe(
-        "urgent",
-        URGENT,
-        reader="scripted",
-        model="scripted-model",
+        QuestionKey("urgent", URGENT, "scripted", "scripted-model"),
+        "yes" if right else "no",
         source=source,
         band=band,
         confidence=confidence,
         options=["yes", "no"],
         engine_label="yes",
-        teacher_label="yes" if right else "no",
         rate=rate if taken else 1.0,
         take_at=th.take_at,
         trust=th.trust,
@@ -342,7 +339,7 @@ def test_earned_on_a_store_holding_a_foreign_record_fails_instead_of_counting_it
 def test_the_evidence_key_is_stable_across_releases():
     """A store keeps its evidence under these keys: a release that computed them
     differently would silently start every question learning again."""
-    from agentbranch.policy.evidence import evidence_key
+    from agentbranch.policy.earned._evidence import evidence_key
 
     assert evidence_key(*WHO) == "7be6c475e6c26df284798a0d202098cb"
     spec = {"options": ["billing", "outage"], "instructions": "Which team? é"}
@@ -363,7 +360,7 @@ def test_the_evidence_key_is_stable_across_releases():
     ids=["id", "question", "reader", "model"],
 )
 def test_the_evidence_key_changes_with_id_question_reader_and_model(change):
-    from agentbranch.policy.evidence import evidence_key
+    from agentbranch.policy.earned._evidence import evidence_key
 
     assert evidence_key(*change) != evidence_key(*WHO)
 
@@ -519,7 +516,7 @@ _GRID = [round(1 - 0.02 * k, 10) for k in range(26)]  # 1.0 down to 0.5
 
 
 def _cells_of(conf, weights=None, in_force=None, review=None):
-    from agentbranch.policy.cells import Cells
+    from agentbranch.policy.earned._statistics import Cells
 
     n = len(conf)
     cells = Cells(sorted(_GRID))
@@ -539,8 +536,9 @@ def test_predicted_entry_is_none_when_the_first_band_that_can_reject_is_the_best
     """Every label at 0.99: the only band is the top one, where the walk from the top
     starts anyway, so there is no entry to predict (the candidate 1.0 above it holds no
     label and can never reject, so it is not "the first band")."""
-    from agentbranch.policy.cells import predicted_entry_cells
-    from agentbranch.policy.thresholds import predicted_entry
+    from _reference_statistics import predicted_entry
+
+    from agentbranch.policy.earned._statistics import predicted_entry_cells
 
     conf = [0.99] * 300
     kw = dict(precision=0.8, alpha=0.05, candidates=_GRID)
@@ -553,8 +551,9 @@ def test_predicted_entry_is_the_band_with_the_smallest_p_value():
     ``>= t`` is predicted right (1+t)/2 of the time. The top bands are small, the low
     ones too close to the target: the best evidence lies between, strictly below the
     first band big enough to reject; the cells give the same candidate."""
-    from agentbranch.policy.cells import predicted_entry_cells
-    from agentbranch.policy.thresholds import predicted_entry, pvalue_below, stratified
+    from _reference_statistics import predicted_entry, pvalue_below, stratified
+
+    from agentbranch.policy.earned._statistics import predicted_entry_cells
 
     np = pytest.importorskip("numpy")
     conf = np.linspace(0.5, 0.9999, 1000)
@@ -574,8 +573,9 @@ def test_predicted_entry_is_the_band_with_the_smallest_p_value():
 def test_predicted_entry_from_cells_equals_the_per_label_one(seed):
     """Weighted, stratified labels (thresholds in force, review flags): the cells
     predict the entry the per-label function predicts."""
-    from agentbranch.policy.cells import predicted_entry_cells
-    from agentbranch.policy.thresholds import predicted_entry
+    from _reference_statistics import predicted_entry
+
+    from agentbranch.policy.earned._statistics import predicted_entry_cells
 
     np = pytest.importorskip("numpy")
     rng = np.random.default_rng(seed)
@@ -594,8 +594,9 @@ def test_predicted_entry_from_cells_equals_the_per_label_one(seed):
 def test_a_single_wrong_audit_can_withdraw_a_very_precise_band():
     """At precision 0.999 one wrong audited take is already 100 times likelier under a
     drop than under the target: the first one withdraws (no second error needed)."""
-    from agentbranch.policy.cells import DriftState
-    from agentbranch.policy.thresholds import Drift, drifted
+    from _reference_statistics import Drift, drifted
+
+    from agentbranch.policy.earned._drift import DriftState
 
     running, restarting = DriftState(0.999), Drift(0.999)
     assert running.add(False) == pytest.approx(restarting.add(False))
@@ -608,8 +609,9 @@ def test_a_drop_that_reaches_zero_precision_is_no_alternative(precision):
     """A drop as large as the target itself (precision 0.2 and the 0.2 drop) would test
     against precision 0, which no wrong audit can make likelier than right ones: it is
     not an alternative. The running e-value equals the restarting one."""
-    from agentbranch.policy.cells import DriftState
-    from agentbranch.policy.thresholds import Drift
+    from _reference_statistics import Drift
+
+    from agentbranch.policy.earned._drift import DriftState
 
     running, restarting = DriftState(precision), Drift(precision)
     for i in range(40):
@@ -620,8 +622,9 @@ def test_a_drop_that_reaches_zero_precision_is_no_alternative(precision):
 def test_below_every_drop_the_drift_test_has_no_alternative_and_never_withdraws():
     """A target of 0.04 is below the smallest drop (0.05): no alternative, the e-value
     stays 1 however many audits disagree."""
-    from agentbranch.policy.cells import DriftState
-    from agentbranch.policy.thresholds import Drift
+    from _reference_statistics import Drift
+
+    from agentbranch.policy.earned._drift import DriftState
 
     running, restarting = DriftState(0.04), Drift(0.04)
     for _ in range(30):
@@ -632,8 +635,9 @@ def test_below_every_drop_the_drift_test_has_no_alternative_and_never_withdraws(
 def test_the_drift_test_withdraws_at_exactly_one_over_alpha():
     """Withdrawal is at ``e-value >= 1/alpha``: an e-value exactly at the bound
     withdraws."""
-    from agentbranch.policy.cells import DriftState
-    from agentbranch.policy.thresholds import Drift
+    from _reference_statistics import Drift
+
+    from agentbranch.policy.earned._drift import DriftState
 
     running, restarting = DriftState(0.999), Drift(0.999)
     e = running.add(False)
@@ -649,8 +653,9 @@ def test_a_band_of_exactly_the_fewest_labels_that_can_reject_is_the_first_band()
     """``min_band(0.8, 0.05)`` is 14: a top band of exactly 14 labels can reject (were
     they all right), so it is where the walk from the top starts, and the better band
     below it (200 labels at 0.95) is a predicted entry of its own."""
-    from agentbranch.policy.cells import predicted_entry_cells
-    from agentbranch.policy.thresholds import min_band, predicted_entry
+    from _reference_statistics import min_band, predicted_entry
+
+    from agentbranch.policy.earned._statistics import predicted_entry_cells
 
     assert min_band(0.8, 0.05) == 14
     conf = [0.99] * 14 + [0.94] * 200 + [0.6] * 100  # 0.94 on the grid: in its band
@@ -663,8 +668,9 @@ def test_no_entry_is_predicted_when_the_top_band_is_the_strongest():
     """300 labels at 0.99 over 100 at 0.6: the top band is both the first that can
     reject and the strongest (the band down to 0.6 is predicted right only 89 % of the
     time), so the walk from the top already starts at the best place: no entry."""
-    from agentbranch.policy.cells import predicted_entry_cells
-    from agentbranch.policy.thresholds import predicted_entry
+    from _reference_statistics import predicted_entry
+
+    from agentbranch.policy.earned._statistics import predicted_entry_cells
 
     conf = [0.99] * 300 + [0.6] * 100
     kw = dict(precision=0.8, alpha=0.05, candidates=_GRID)
@@ -676,8 +682,9 @@ def test_of_equally_strong_bands_the_predicted_entry_is_the_higher():
     """5,000 labels at 0.99 and 5,000 at 0.97: both bands' p-values underflow to 0, a
     tie; the higher band (the first, where the walk from the top starts) is kept, so
     no entry is predicted."""
-    from agentbranch.policy.cells import predicted_entry_cells
-    from agentbranch.policy.thresholds import predicted_entry, pvalue_below
+    from _reference_statistics import predicted_entry, pvalue_below
+
+    from agentbranch.policy.earned._statistics import predicted_entry_cells
 
     assert pvalue_below(0.99 * 5000, 5000, 0.8) == pvalue_below(0.98 * 10000, 10000, 0.8) == 0
     conf = [0.99] * 5000 + [0.97] * 5000
@@ -689,8 +696,9 @@ def test_of_equally_strong_bands_the_predicted_entry_is_the_higher():
 def test_a_band_whose_p_value_is_exactly_alpha_is_shown():
     """The test rejects at ``p <= alpha``: a band of 25 labels at 0.99 with one wrong,
     tested at exactly its own p-value, is shown (per label and from the cells)."""
-    from agentbranch.policy.cells import Cells, learn_then_test_cells
-    from agentbranch.policy.thresholds import learn_then_test, pvalue_below
+    from _reference_statistics import learn_then_test, pvalue_below
+
+    from agentbranch.policy.earned._statistics import Cells, learn_then_test_cells
 
     alpha = pvalue_below(24, 25, 0.8)
     conf, ok = [0.99] * 25, [True] * 24 + [False]
@@ -710,8 +718,9 @@ def test_a_band_whose_p_value_is_exactly_alpha_is_shown():
 def test_a_band_holding_one_label_of_a_bad_weight_shows_nothing(bad, shown):
     """A weight that is not finite and positive (a labelling rate that cannot be
     right) fails closed, even for a single label in a band of good ones."""
-    from agentbranch.policy.cells import Cells, learn_then_test_cells
-    from agentbranch.policy.thresholds import learn_then_test
+    from _reference_statistics import learn_then_test
+
+    from agentbranch.policy.earned._statistics import Cells, learn_then_test_cells
 
     conf, ok = [0.99] * 60 + [0.95], [True] * 61
     w = [1.0] * 60 + [bad]
@@ -726,8 +735,9 @@ def test_a_band_holding_one_label_of_a_bad_weight_shows_nothing(bad, shown):
 def _both_walks(conf, ok, **kw):
     """``learn_then_test`` per label and from the cells (all weights 1, nothing in
     force, no review), which must agree."""
-    from agentbranch.policy.cells import Cells, learn_then_test_cells
-    from agentbranch.policy.thresholds import learn_then_test
+    from _reference_statistics import learn_then_test
+
+    from agentbranch.policy.earned._statistics import Cells, learn_then_test_cells
 
     cells = Cells(sorted(_GRID))
     for c, o in zip(conf, ok):
@@ -764,7 +774,7 @@ def test_the_per_label_drift_test_withdraws_on_evidence_only():
     """``thresholds.drifted``: no disagreement never withdraws; one wrong audit in 101
     at a 0.9 target does not; at 0.999 one wrong audit withdraws, at exactly
     ``e-value = 1/alpha``."""
-    from agentbranch.policy.thresholds import drift_evalue, drifted
+    from _reference_statistics import drift_evalue, drifted
 
     assert not drifted(100, 0, 0.9, 0.05)
     assert not drifted(100, 1, 0.9, 0.05)
@@ -781,8 +791,9 @@ def test_review_labels_are_their_own_stratum_per_label_and_in_cells():
     """The labels of ``test_human_review_labels_inside_a_tested_band_stand_for_themselves``
     given to the statistics directly: review flags kept, the look at 100 labels
     (alpha 0.0125) resumed below 0.97 shows 0.93; pooled (no review flags), nothing."""
-    from agentbranch.policy.cells import Cells, learn_then_test_cells
-    from agentbranch.policy.thresholds import learn_then_test
+    from _reference_statistics import learn_then_test
+
+    from agentbranch.policy.earned._statistics import Cells, learn_then_test_cells
 
     rows = [(0.97, True, 1.0, None, False)] * 50
     for i in range(50):
@@ -809,8 +820,9 @@ def test_a_label_at_the_threshold_in_force_is_in_the_band_it_opened(below):
     so they belong to the band ``>= 0.97``, which they show; with 30 fallback labels
     at 0.95 under it (27 right) the band down to 0.95 is two strata, both labelled, and
     is shown too. A threshold in force equal to the candidate tested cuts nothing."""
-    from agentbranch.policy.cells import Cells, learn_then_test_cells
-    from agentbranch.policy.thresholds import learn_then_test
+    from _reference_statistics import learn_then_test
+
+    from agentbranch.policy.earned._statistics import Cells, learn_then_test_cells
 
     rows = [(0.97, True, 20.0, 0.97, False)] * 50
     if below:
@@ -831,8 +843,9 @@ def test_the_predicted_entry_weighs_audits_by_one_over_rate():
     100 review labels at 0.90, all while 0.97 was in force. Weighted, the band down to
     0.93 is mostly the sure top and is the predicted entry at precision 0.9; counted
     one label each it is not (no entry)."""
-    from agentbranch.policy.cells import Cells, predicted_entry_cells
-    from agentbranch.policy.thresholds import predicted_entry
+    from _reference_statistics import predicted_entry
+
+    from agentbranch.policy.earned._statistics import Cells, predicted_entry_cells
 
     grid = [round(1 - 0.01 * k, 10) for k in range(51)]
     conf = [0.99] * 100 + [0.93] * 100 + [0.90] * 100
@@ -854,10 +867,7 @@ def test_a_threshold_in_force_off_this_grid_becomes_a_cell_boundary():
     the state equals a full replay of the records."""
     earned = Earned(precision=0.8, min_evidence=20, refresh_s=0)
     for i in range(30):
-        earned.observe("urgent", URGENT, reader="scripted", model="scripted-model",
-                       source="fallback", band="fallback", confidence=0.96 + (i % 3) / 100,
-                       options=["yes", "no"], engine_label="yes", teacher_label="yes",
-                       rate=1.0, take_at=0.955 if i >= 25 else None, trust="earned")  # fmt: skip
+        earned.observe(QuestionKey("urgent", URGENT, "scripted", "scripted-model"), "yes", source="fallback", band="fallback", confidence=0.96 + (i % 3) / 100, options=["yes", "no"], engine_label="yes", rate=1.0, take_at=0.955 if i >= 25 else None, trust="earned")  # fmt: skip
     st = earned.state(*WHO)
     assert 0.955 in st._cells.boundaries and 0.955 not in earned.candidates
     assert replayed(earned).threshold == st.threshold and st.labels == 30
@@ -867,8 +877,9 @@ def test_a_stratum_of_a_single_label_counts_in_the_band():
     """60 right labels and one wrong human review at 0.99: the review is a stratum of
     one label, and it counts: 60 of 61 right does not show precision 0.95 at 0.05
     (0.95**60 = 0.046 would, were the review left out)."""
-    from agentbranch.policy.cells import Cells, learn_then_test_cells
-    from agentbranch.policy.thresholds import learn_then_test
+    from _reference_statistics import learn_then_test
+
+    from agentbranch.policy.earned._statistics import Cells, learn_then_test_cells
 
     conf, ok, rev = [0.99] * 61, [True] * 60 + [False], [False] * 60 + [True]
     kw = dict(precision=0.95, alpha=0.05, candidates=_GRID)

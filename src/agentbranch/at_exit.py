@@ -1,7 +1,8 @@
 """Deprecated import path: ``agentbranch.at_exit`` moved to ``agentbranch.core.at_exit``
 (finishing work when the process exits).
 
-Every name is still found here, with a ``DeprecationWarning``; import it from
+Removed in agentbranch 0.3. Every name is still found here, with a ``DeprecationWarning``;
+import it from
 ``agentbranch.core.at_exit``.
 """
 

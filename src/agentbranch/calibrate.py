@@ -1,7 +1,8 @@
 """Deprecated import path: ``agentbranch.calibrate`` moved to ``agentbranch.calibration``
 (fitting temperatures from labelled files).
 
-Every name is still found here, with a ``DeprecationWarning``; import it from
+Removed in agentbranch 0.3. Every name is still found here, with a ``DeprecationWarning``;
+import it from
 ``agentbranch.calibration``.
 """
 

@@ -1,7 +1,8 @@
 """Deprecated import path: ``agentbranch.selection`` moved to
 ``agentbranch.engine.selection`` (the engine the environment selects).
 
-Every name is still found here, with a ``DeprecationWarning``; import it from
+Removed in agentbranch 0.3. Every name is still found here, with a ``DeprecationWarning``;
+import it from
 ``agentbranch.engine.selection``.
 """
 

@@ -1,7 +1,8 @@
 """Deprecated import path: ``agentbranch.state`` moved to ``agentbranch.core.state``
 (rendering a graph state for a read).
 
-Every name is still found here, with a ``DeprecationWarning``; import it from
+Removed in agentbranch 0.3. Every name is still found here, with a ``DeprecationWarning``;
+import it from
 ``agentbranch.core.state``.
 """
 

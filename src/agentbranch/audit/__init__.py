@@ -14,10 +14,13 @@ the background, and keeps every fallback generation as a labelled example. Then:
 * ``calibrate_from_audit("audits.jsonl")`` / ``agentbranch calibrate --from-audit
   audits.jsonl``: temperatures fitted on the teacher's labels.
 
-Modules: ``config`` (``Audit``), ``worker`` (the bounded background queue), ``sinks``,
-``shadow`` (the resolver's hook), ``schema`` (the record format, checked wherever records
-are read), ``report`` (the maths), ``labels`` (records as labelled examples), ``cli``
-(``agentbranch audit``). See docs/audit.md.
+Auditing has two rooms. While a policy runs, ``agentbranch.policy.auditing`` asks the
+teacher (``config``: ``Audit``; ``worker``: the bounded background queue; ``sinks``;
+``shadow``: the resolver's hook; ``health``: whether due audits arrive). This package
+holds the reports over the records they leave: ``report`` (precision, bins, ``take_at``),
+``labels`` (records as labelled examples), ``estimates``, and for ``Earned``
+``earned_report`` over ``earned_sources`` (evidence or audit records), ``earned_now``,
+``earned_learning`` and ``earned_render`` (the diagram). See docs/audit.md.
 """
 
 from agentbranch.audit.earned_render import earned_diagram

@@ -7,13 +7,13 @@ Read from the evidence alone: every record of a learning policy says the version
 read it is evidence of (``Evidence.version``); a record with the labelled state
 (``state``) is a label of the version that decided, one without it a trial version's
 shadow read of a labelled state. Version ``j >= 1`` was fitted on the first
-``refit_at(j)`` labels (``agentbranch.policy.learn.ladder``). The version in force is
+``refit_at(j)`` labels (``agentbranch.policy.earned.learn.ladder``). The version in force is
 the one that decided the latest label, or the newest version fed beside it that now
 holds a threshold (the ladder's own adoption rule, ``Ladder.adopt``). Each version's
 threshold, trust and why are the report's own for its evidence key (replayed at the
 version's share of the error: its records carry that level). The calibration of the
 ``probability`` the decisions reported is replayed too: each version's records, in
-order, through its probability fit (``agentbranch.policy.learn.probability``), each
+order, through its probability fit (``agentbranch.policy.earned.learn.probability``), each
 labelled decision scored with what the fit would report before its label was counted.
 
 A store without learning records gives no section.
@@ -91,7 +91,7 @@ def _reported(rows: Sequence[EvidenceRow]) -> list[tuple[float, bool, float, boo
     """``(probability reported, right, weight, by a map)`` for each labelled decision
     that recorded its read's probability: each version's records replayed in order
     through its probability fit, each label once, scored before it is counted."""
-    from agentbranch.policy.learn.probability import ProbabilityFit, apply
+    from agentbranch.policy.earned.learn.probability import ProbabilityFit, apply
 
     fits: dict[str, ProbabilityFit] = {}
     seen: set[tuple[str, str]] = set()
@@ -135,7 +135,7 @@ def _coverage(rows: Sequence[EvidenceRow], audited: bool) -> float:
 
 
 def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLearning:
-    from agentbranch.policy.learn.ladder import Ladder, Rung, refit_at
+    from agentbranch.policy.earned.learn.ladder import Ladder, Rung, refit_at
 
     rows.sort(key=lambda r: r.order)
     deciding = [r for r in rows if r.record.state is not None]
@@ -232,3 +232,14 @@ def learning(groups: Mapping[str, list[EvidenceRow]], reports: Mapping[str, Any]
     for (qid, reader, model), rows in sorted(by_question.items(), key=lambda kv: str(kv[0])):
         out[f"{qid} ({reader}, {model})"] = _question(rows, reports)
     return out
+
+
+__all__ = [
+    "AccuracyPoint",
+    "ECE_BINS",
+    "MIN_BLOCK",
+    "POINTS",
+    "QuestionLearning",
+    "VersionLearning",
+    "learning",
+]

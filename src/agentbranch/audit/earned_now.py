@@ -1,7 +1,7 @@
 """What the earned-trust report says is in force for one question, and why.
 
 The records say what was in force when each labelled decision was made. The policy
-itself recomputes its threshold from the evidence (``agentbranch.policy.trust.replay``)
+itself recomputes its threshold from the evidence (``agentbranch.policy.earned._state.replay``)
 under its own settings, which every evidence record now carries (``Evidence.earned``:
 precision, level, looks, candidates). So the report replays the evidence under those
 settings and shows that threshold — the one the policy uses next — beside the recorded
@@ -79,7 +79,7 @@ def _earned(settings: Mapping[str, Any]) -> Any:
 
 
 def _replay(rows: Sequence[EvidenceRow], settings: Mapping[str, Any]) -> Any:
-    from agentbranch.policy.trust import replay
+    from agentbranch.policy.earned._state import replay
 
     return replay([r.record for r in rows], _earned(settings))
 
@@ -143,3 +143,18 @@ def meaning(take_at: float | None, precision: float, rows: Sequence[EvidenceRow]
         f"decisions at or above {take_at:g} were shown right at least {precision:.0%} of "
         "the time"
     )
+
+
+__all__ = [
+    "DEFAULT_LEVEL",
+    "DEFAULT_PRECISION",
+    "Recomputed",
+    "TEST",
+    "Target",
+    "WhatIf",
+    "from_state",
+    "meaning",
+    "recompute",
+    "target",
+    "what_if",
+]

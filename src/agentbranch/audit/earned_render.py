@@ -320,7 +320,7 @@ def learning_title(lq: Any) -> str:
 
 
 def _version(v: Any) -> str:
-    from agentbranch.policy.learn.ladder import version_share
+    from agentbranch.policy.earned.learn.ladder import version_share
 
     made = "as written" if v.version == 0 else f"fitted on the first {v.fitted_on} labels"
     out = f"v{v.version} ({made}): {v.trust}, {_at(v.take_at)}"
@@ -409,3 +409,15 @@ def _events(q: QuestionTrust) -> list[str]:
     return [
         f"{e.kind} at {e.decisions:.0f} decisions ({e.labels} labels): {e.reason}" for e in q.events
     ]
+
+
+__all__ = [
+    "diagram_path",
+    "earned_diagram",
+    "learning_rows",
+    "learning_title",
+    "render",
+    "rows",
+    "tables",
+    "title",
+]

@@ -170,7 +170,7 @@ def _change(was: float | None, now: float | None, trust: str) -> str:
 def _question(
     rows: list[EvidenceRow], tgt: earned_now.Target, windows: int, asked: tuple | None
 ) -> QuestionTrust:
-    from agentbranch.policy.thresholds import Drift
+    from agentbranch.policy.earned._drift import DriftState
 
     precision, level = tgt.precision, tgt.level
     total = sum(1.0 / r.rate for r in rows)
@@ -180,7 +180,7 @@ def _question(
     events: list[TrustEvent] = []
     decisions = slice_w = slice_taken = 0.0
     right = wrong = 0  # audited takes since the band last opened
-    drift = Drift(precision)  # the drift test over them
+    drift = DriftState(precision)  # the drift test over them
     labels_to_open: int | None = None
     prev: EvidenceRow | None = None
     for i, r in enumerate(rows):
@@ -207,7 +207,7 @@ def _question(
             events.append(TrustEvent(kind, decisions, i, r.time, r.take_at, prev.take_at, reason))
             if kind == "opened":
                 right = wrong = 0
-                drift = Drift(precision)
+                drift = DriftState(precision)
         elif prev is None and r.take_at is not None:
             events.append(TrustEvent("opened", 0.0, 0, r.time, r.take_at, None, f"trust {r.trust}"))
         if labels_to_open is None and r.trust == "earned" and r.take_at is not None:
@@ -286,8 +286,8 @@ def _at_share(asked: tuple | None, rows: list[EvidenceRow]) -> tuple | None:
     the error (``learn.ladder.version_share``), so the level asked is taken at it."""
     if asked is None:
         return None
-    from agentbranch.policy.learn.ladder import version_share
-    from agentbranch.policy.learn.stored import key_version
+    from agentbranch.policy.earned.learn.ladder import version_share
+    from agentbranch.policy.earned.learn.stored import key_version
 
     j = key_version([r.record for r in rows if r.record is not None])
     if j is None:
@@ -299,8 +299,8 @@ def _version_settings(earned: Any, rows: list[EvidenceRow]) -> dict[str, Any]:
     """``earned``'s settings for the evidence ``rows``: those of the version of a
     learning question's read they are evidence of (its share of the error), else its
     own."""
-    from agentbranch.policy.learn.ladder import version_share
-    from agentbranch.policy.learn.stored import key_version
+    from agentbranch.policy.earned.learn.ladder import version_share
+    from agentbranch.policy.earned.learn.stored import key_version
 
     settings = dict(earned.settings)
     j = key_version([r.record for r in rows if r.record is not None]) if earned.learn else None
@@ -381,3 +381,13 @@ def earned_report(
     else:
         shown = asked or (earned_now.DEFAULT_PRECISION, earned_now.DEFAULT_LEVEL)
     return EarnedReport(shown[0], shown[1], questions, None if asked is None else asked[0], learned)
+
+
+__all__ = [
+    "EarnedReport",
+    "QuestionTrust",
+    "TakeBand",
+    "TrustEvent",
+    "TrustPoint",
+    "earned_report",
+]

@@ -13,10 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from agentbranch.core.errors import ConfigurationError, InvalidFileError
-
-#: What an evidence record's ``schema`` field says.
-EVIDENCE_SCHEMA = "agentbranch.earned/1"
-_TRUSTS = ("learning", "earned", "withdrawn", "fixed")
+from agentbranch.policy.earned._evidence import EVIDENCE_SCHEMA, TRUSTS
 
 
 @dataclass(frozen=True)
@@ -165,7 +162,7 @@ def _settings(raw: Any, where: str) -> dict[str, Any] | None:
     """An audit record's ``earned`` settings, checked like an evidence record's."""
     if raw is None:
         return None
-    from agentbranch.policy.evidence import EarnedSettings
+    from agentbranch.policy.earned._evidence import EarnedSettings
 
     try:
         return EarnedSettings.model_validate(raw).model_dump()
@@ -177,7 +174,7 @@ def _from_audit(rec: Mapping[str, Any], where: str) -> EvidenceRow | None:
     """An audit record as a row; ``None`` for records of a fixed policy or without a
     teacher label (nothing about earned trust in them)."""
     trust = rec.get("trust")
-    if trust not in _TRUSTS or trust == "fixed" and rec.get("take_at") is None:
+    if trust not in TRUSTS or trust == "fixed" and rec.get("take_at") is None:
         return None
     if not rec.get("teacher_label") or rec.get("confidence") is None:
         return None
@@ -208,13 +205,13 @@ def _from_audit(rec: Mapping[str, Any], where: str) -> EvidenceRow | None:
 def evidence_rows(source: Any) -> list[EvidenceRow]:
     """Rows from an evidence file, an ``Earned``, an evidence store, a LangGraph store,
     or records (evidence records, their dicts, or audit records)."""
-    from agentbranch.policy.earned import Earned
-    from agentbranch.policy.evidence import Evidence
-    from agentbranch.policy.evidence_store import (
+    from agentbranch.policy.earned import (
+        Earned,
+        Evidence,
         JsonlEvidenceStore,
         LangGraphEvidenceStore,
-        as_store,
     )
+    from agentbranch.policy.earned._any_store import as_store
 
     if isinstance(source, str) and source.startswith(_POSTGRES):
         return _database_rows(source)
@@ -265,3 +262,11 @@ def evidence_rows(source: Any) -> list[EvidenceRow]:
                 f"record {i}: expected an evidence or audit record, got {type(rec).__name__}"
             )
     return rows
+
+
+__all__ = [
+    "EvidenceRow",
+    "evidence_rows",
+    "is_evidence_file",
+    "is_evidence_store",
+]

@@ -104,3 +104,11 @@ def calibrate_from_audit(
         target_precision=target_precision,
         min_examples=min_examples,
     )
+
+
+__all__ = [
+    "Record",
+    "calibrate_from_audit",
+    "labelled_examples",
+    "scored_examples",
+]

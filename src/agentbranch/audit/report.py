@@ -260,3 +260,19 @@ def audit_report(
             threshold=_take_at(items, target_precision, z),
         )
     return AuditReport(target_precision, level, questions)
+
+
+__all__ = [
+    "AuditReport",
+    "ConfidenceBin",
+    "MAX_BINS",
+    "Precision",
+    "QuestionAudit",
+    "Record",
+    "TakeAt",
+    "audit_report",
+    "audits_needed",
+    "json_safe",
+    "wilson",
+    "z_for",
+]

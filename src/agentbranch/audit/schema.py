@@ -1,7 +1,8 @@
 """Deprecated import path: ``agentbranch.audit.schema`` moved to
 ``agentbranch.core.audit_records`` (the audit record schema).
 
-Every name is still found here, with a ``DeprecationWarning``; import it from
+Removed in agentbranch 0.3. Every name is still found here, with a ``DeprecationWarning``;
+import it from
 ``agentbranch.core.audit_records``.
 """
 

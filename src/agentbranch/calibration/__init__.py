@@ -47,7 +47,11 @@ from agentbranch.calibration.temperatures import (
     fit,
     fit_temperature,
 )
-from agentbranch.calibration.thresholds import Threshold, check_threshold, suggest_threshold
+from agentbranch.calibration.thresholds import (
+    SuggestedThreshold,
+    check_threshold,
+    suggest_threshold,
+)
 
 __all__ = [
     "EXPECTED_SHAPES",
@@ -62,7 +66,7 @@ __all__ = [
     "Metrics",
     "Report",
     "Scored",
-    "Threshold",
+    "SuggestedThreshold",
     "apply_temperature",
     "bound_warnings",
     "brier",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentbranch.calibration.scored import Scored, top_index
-from agentbranch.calibration.thresholds import Threshold, suggest_threshold
+from agentbranch.calibration.thresholds import SuggestedThreshold, suggest_threshold
 from agentbranch.core.decisions import confidence_from
 
 __all__ = ["Metrics", "brier", "ece", "metrics", "nll"]
@@ -48,7 +48,7 @@ class Metrics:
     brier: float
     nll: float
     mean_confidence: float
-    threshold: Threshold
+    threshold: SuggestedThreshold
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-safe (NaN becomes ``None``)."""
@@ -101,7 +101,9 @@ def metrics(scored: Sequence[Scored], *, target_precision: float = 0.9, bins: in
     n = len(scored)
     if n == 0:
         nan = float("nan")
-        return Metrics(0, nan, nan, nan, nan, nan, Threshold(target_precision, None, 0.0, nan))
+        return Metrics(
+            0, nan, nan, nan, nan, nan, SuggestedThreshold(target_precision, None, 0.0, nan)
+        )
     correct = [top_index(s) == s.label_index for s in scored]
     confidences = [confidence_from(s.probs) for s in scored]
     return Metrics(

@@ -14,7 +14,7 @@ from typing import Any
 from agentbranch.calibration.measures import Metrics, metrics
 from agentbranch.calibration.scored import Scored
 from agentbranch.calibration.temperatures import T_HIGH, T_LOW
-from agentbranch.calibration.thresholds import Threshold, check_threshold
+from agentbranch.calibration.thresholds import SuggestedThreshold, check_threshold
 from agentbranch.engine.calibration import Calibration
 
 __all__ = ["Report", "bound_warnings", "by_question", "made_worse"]
@@ -30,7 +30,7 @@ class Report:
     after: Metrics
     per_question: dict[str, tuple[Metrics, Metrics]]
     #: The suggested thresholds (fit split, calibrated) checked on the evaluation split.
-    held_out_thresholds: dict[str, Threshold]
+    held_out_thresholds: dict[str, SuggestedThreshold]
     n_fit: int
     n_eval: int
     held_out: bool
@@ -69,11 +69,11 @@ def by_question(
     after: Sequence[Scored],
     calibration: Calibration,
     target_precision: float,
-) -> tuple[dict[str, tuple[Metrics, Metrics]], dict[str, Threshold]]:
+) -> tuple[dict[str, tuple[Metrics, Metrics]], dict[str, SuggestedThreshold]]:
     """Per question: metrics before and after calibration, and its stored threshold
     checked on the calibrated reads."""
     per_question: dict[str, tuple[Metrics, Metrics]] = {}
-    thresholds: dict[str, Threshold] = {}
+    thresholds: dict[str, SuggestedThreshold] = {}
     for qid in dict.fromkeys(s.question_id for s in before):
         b = [s for s in before if s.question_id == qid]
         a = [s for s in after if s.question_id == qid]

@@ -16,7 +16,7 @@ from typing import Literal
 from agentbranch.calibration.measures import nll
 from agentbranch.calibration.scored import Scored
 from agentbranch.core.errors import ConfigurationError
-from agentbranch.engine.calibration import Calibration
+from agentbranch.engine.calibration import Calibration, golden_section
 from agentbranch.engine.plan import normalise
 
 By = Literal["question", "type"]
@@ -46,19 +46,12 @@ def fit_temperature(
     if max(losses) - min(losses) < 1e-9:
         return high  # uniform reads: no signal, nothing a temperature can sharpen
     best = min(range(len(grid)), key=losses.__getitem__)
-    lo, hi = grid[max(0, best - 1)], grid[min(len(grid) - 1, best + 1)]
-    ratio = (math.sqrt(5) - 1) / 2
-    c, d = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
-    fc, fd = nll(scored, math.exp(c)), nll(scored, math.exp(d))
-    while hi - lo > tol:
-        if fc < fd:
-            hi, d, fd = d, c, fc
-            c = hi - ratio * (hi - lo)
-            fc = nll(scored, math.exp(c))
-        else:
-            lo, c, fc = c, d, fd
-            d = lo + ratio * (hi - lo)
-            fd = nll(scored, math.exp(d))
+    lo, hi = golden_section(
+        lambda x: nll(scored, math.exp(x)),
+        grid[max(0, best - 1)],
+        grid[min(len(grid) - 1, best + 1)],
+        tol=tol,
+    )
     x = (lo + hi) / 2
     return math.exp(x) if nll(scored, math.exp(x)) <= losses[best] else math.exp(grid[best])
 

@@ -1,7 +1,7 @@
 """A learned head on a question: per-option weights over a reader's state embedding.
 
 ``Earned(..., learn=True)`` fits one on the labelled states of a question (a logistic
-regression on their embeddings, ``agentbranch.policy.learn.head``) and makes it part of
+regression on their embeddings, ``agentbranch.policy.earned.learn.head``) and makes it part of
 a new version of the question (``with_head``). The embedded reader, asked a question
 that carries a head, reads a state by the head alone: its label probabilities are the
 head's softmax over the options it was fitted on, options it never saw a label for
@@ -9,7 +9,7 @@ keep a tiny floor (``FLOOR``, then renormalised). Other readers ignore the head.
 
 A head carries its confidence map: a ``temperature`` ``T`` that divides its logits
 before the softmax, and a shift per option already added into its biases
-(``agentbranch.policy.learn.head`` fits both out-of-fold on the labels the head was
+(``agentbranch.policy.earned.learn.head`` fits both out-of-fold on the labels the head was
 fitted on, so the probabilities read true on states it has not seen). A
 state whose embedding or logits are not finite is read as uniform over the head's
 options (confidence 0): never a confident answer from numbers that mean nothing.

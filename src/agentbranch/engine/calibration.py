@@ -16,7 +16,7 @@ import json
 import logging
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -218,3 +218,27 @@ def _describe(error: ValidationError) -> str:
             message = "unknown field (another format or a typo)"
         parts.append(f"{where}: {message}")
     return "; ".join(parts)
+
+
+def golden_section(
+    f: Callable[[float], float], a: float, b: float, *, tol: float = 0.0, steps: int | None = None
+) -> tuple[float, float]:
+    """The bracket ``(a, b)`` golden-section search narrows around a minimum of the
+    unimodal ``f`` on ``[a, b]``: until it is at most ``tol`` wide, or after ``steps``
+    steps. Both temperature fits (``agentbranch.calibration`` and the embedded reader's)
+    search log T with it."""
+    g = (math.sqrt(5) - 1) / 2
+    c, d = b - g * (b - a), a + g * (b - a)
+    fc, fd = f(c), f(d)
+    done = 0
+    while b - a > tol and (steps is None or done < steps):
+        if fc < fd:
+            b, d, fd = d, c, fc
+            c = b - g * (b - a)
+            fc = f(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + g * (b - a)
+            fd = f(d)
+        done += 1
+    return a, b

@@ -30,11 +30,9 @@ Modules, one job each: ``config`` (what a policy says), ``records`` (decision re
 ``bands`` → ``review`` → ``fallbacks`` (with ``generation``) the steps of resolving,
 ``failure`` (engine errors), ``resolver`` (the steps in order).
 
-Earned thresholds (``take_at=Earned(...)``): ``earned`` (the policy object and its state
-machine), ``thresholds`` (the statistics and their guarantee), ``looks`` (when thresholds
-are re-estimated and the error each look spends), ``evidence`` (the record
-schema and key), ``evidence_store`` (JSON Lines and LangGraph stores), ``learning``
-(evidence from resolved decisions).
+Earned thresholds (``take_at=Earned(...)``) have their own package, ``earned/`` (the
+policy object, its state machine, statistics, evidence, stores, learning); ``auditing/``
+asks the teacher while a policy runs.
 """
 
 from agentbranch.policy.auditing.config import Audit
@@ -57,12 +55,17 @@ from agentbranch.policy.config import (
     policy_for,
     question_text,
 )
-from agentbranch.policy.earned import Earned, Threshold, TrustState, replay
-from agentbranch.policy.evidence import Evidence, evidence_key
-from agentbranch.policy.evidence_store import (
+from agentbranch.policy.earned import (
+    Earned,
+    Evidence,
     EvidenceStore,
     JsonlEvidenceStore,
     LangGraphEvidenceStore,
+    QuestionKey,
+    Threshold,
+    TrustState,
+    evidence_key,
+    replay,
 )
 from agentbranch.policy.generation import generation_messages, parse_label
 from agentbranch.policy.records import engine_record, error_record, review_payload
@@ -87,6 +90,7 @@ __all__ = [
     "OnError",
     "Policy",
     "PolicyArg",
+    "QuestionKey",
     "Resolver",
     "ReviewFn",
     "Threshold",

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from agentbranch.core.decisions import Decisions
 from agentbranch.core.questions import Question
 from agentbranch.policy.config import DecisionRecord, PolicyArg, policy_for
-from agentbranch.policy.in_force import ThresholdFn, live
+from agentbranch.policy.earned._in_force import ThresholdFn, live
 from agentbranch.policy.records import engine_record
 
 
@@ -19,7 +19,7 @@ def band_all(
 ) -> tuple[dict[str, DecisionRecord], dict[str, list[str]]]:
     """One record per question, and the ids still pending in the review and fallback
     bands (taken answers are final). ``thresholds`` gives the threshold in force
-    (``agentbranch.policy.in_force``: live, or recorded with a replay cassette)."""
+    (``agentbranch.policy.earned._in_force``: live, or recorded with a replay cassette)."""
     records: dict[str, DecisionRecord] = {}
     pending: dict[str, list[str]] = {"review": [], "fallback": []}
     for qid, q in questions.items():

@@ -10,8 +10,8 @@ from typing import Any, Literal
 from agentbranch.core.decisions import Decision
 from agentbranch.core.errors import ConfigurationError, ReaderError
 from agentbranch.core.questions import Question, instructions_text, to_spec
-from agentbranch.policy.earned import Earned
-from agentbranch.policy.trust import Threshold
+from agentbranch.policy.earned import Earned, QuestionKey
+from agentbranch.policy.earned._state import Threshold
 
 Band = Literal["take", "fallback", "review", "error"]
 DecidedBy = Literal["engine", "fallback", "fallback_node", "human", "fail_open", "fail_closed"]
@@ -207,7 +207,8 @@ class Policy:
         one confidence scale never serves another)."""
         if isinstance(self.take_at, Earned):
             reading = getattr(decision, "reading", None)
-            return self.take_at.threshold(qid, question, decision.reader, decision.model, reading)
+            key = QuestionKey(qid, question, decision.reader, decision.model, reading)
+            return self.take_at.threshold(key)
         return Threshold(self.take_at, "fixed")
 
     def _check_audit(self) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 from agentbranch.core.errors import FallbackError
 from agentbranch.core.questions import Question
 from agentbranch.policy.config import DecisionRecord, Generate, MoreDraws, Policy
+from agentbranch.policy.earned._state import Threshold
 from agentbranch.policy.generation import (
     agenerate,
     fallback_record,
@@ -20,7 +21,6 @@ from agentbranch.policy.generation import (
 )
 from agentbranch.policy.records import engine_record
 from agentbranch.policy.steps import Call, Steps, run_async, run_sync
-from agentbranch.policy.trust import Threshold
 
 __all__ = ["Call", "Steps", "fallback_steps", "run_async", "run_sync"]
 

@@ -16,7 +16,7 @@ from agentbranch.policy.config import (
     options_of,
     question_text,
 )
-from agentbranch.policy.trust import Threshold
+from agentbranch.policy.earned._state import Threshold
 
 
 def engine_record(
@@ -30,7 +30,7 @@ def engine_record(
     """The plain-dict record of an engine decision taken as is. ``threshold`` is the
     threshold in force (``take_at`` and ``trust`` in the record); ``reading`` is the
     decision's reading fingerprint and ``decision_id`` its identity, set by the resolver
-    for ``Earned`` policies (``agentbranch.policy.identity``)."""
+    for ``Earned`` policies (``agentbranch.policy.earned._identity``)."""
     return {
         "question_id": decision.question_id,
         "question": question_text(decision.question_id, question),

@@ -18,12 +18,12 @@ from agentbranch.core.questions import Question
 from agentbranch.core.state import render_state
 from agentbranch.policy.bands import band_all
 from agentbranch.policy.config import DecisionRecord, PolicyArg, policy_for
+from agentbranch.policy.earned._collect import collect, snapshot
+from agentbranch.policy.earned._identity import decision_identity, langgraph_thread
+from agentbranch.policy.earned._in_force import thresholds_for
+from agentbranch.policy.earned.learn.hooks import asked_questions, learner_of, mark_versions
 from agentbranch.policy.failure import records_for_error
 from agentbranch.policy.fallbacks import fallback_steps
-from agentbranch.policy.identity import decision_identity, langgraph_thread
-from agentbranch.policy.in_force import thresholds_for
-from agentbranch.policy.learn.hooks import asked_questions, learner_of, mark_versions
-from agentbranch.policy.learning import collect, snapshot
 from agentbranch.policy.steps import Call, Steps, offload, on_async_only
 
 __all__ = ["Resolution", "identify", "resolve_many"]
@@ -122,7 +122,7 @@ def resolve_many(
 
 def identify(records: dict[str, DecisionRecord], policy: PolicyArg, text: str) -> None:
     """Give each decision of an ``Earned`` question its identity (``decision_id``;
-    ``agentbranch.policy.identity``), so its teacher labels count once."""
+    ``agentbranch.policy.earned._identity``), so its teacher labels count once."""
     earned = [qid for qid in records if policy_for(policy, qid).earned is not None]
     if not earned:
         return

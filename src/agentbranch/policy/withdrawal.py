@@ -1,9 +1,11 @@
-"""How many audited takes the drift test (``thresholds.Drift``) needs to withdraw a band
-whose precision fell: ``takes_to_withdraw``, the figures docs and reports quote (at
-precision 0.9, level 0.95: 93 audited takes when the precision falls to 0.8, 25 to 0.7,
-7 to 0.5). It lives in ``agentbranch.policy.thresholds`` beside the drift test; this
-module names it on its own."""
+"""Deprecated import path: ``agentbranch.policy.withdrawal`` (audited takes to withdraw)
+to ``agentbranch.policy.earned``; removed in agentbranch 0.3.
 
-from agentbranch.policy.thresholds import HISTORY_LIMIT, TAKES_LIMIT, takes_to_withdraw
+Every public name is still found here, with a ``DeprecationWarning``; import it from
+``agentbranch.policy.earned``.
+"""
 
-__all__ = ["HISTORY_LIMIT", "TAKES_LIMIT", "takes_to_withdraw"]
+from agentbranch.core.moved import forward, names
+
+__getattr__ = forward("agentbranch.policy.withdrawal", "agentbranch.policy.earned")
+__dir__ = names("agentbranch.policy.earned")

@@ -383,7 +383,7 @@ class Cassette(CassetteFile, CassetteTeacherEntries):
 
     def version(self, key: str, live: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """The version of a learning question's read in force (``{"version", "asked",
-        "read"}``, ``agentbranch.policy.learn.replayed``) for the next decision with
+        "read"}``, ``agentbranch.policy.earned.learn.replayed``) for the next decision with
         ``key`` (question and state; repeats numbered in order): the recorded one when
         replaying, else ``live()``, recorded. Replays then ask what the recording asked,
         whatever the evidence store has learned since (or without it)."""

@@ -16,6 +16,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
+from agentbranch.policy.earned._evidence import Trust
+
 Probability = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 LogProb = Annotated[float, Field(allow_inf_nan=False)]
 Name = Annotated[str, Field(min_length=1)]
@@ -125,7 +127,7 @@ class ThresholdLine(_Strict):
     kind: Literal["threshold"]
     key: Name
     take_at: Probability | None
-    trust: Literal["learning", "earned", "withdrawn", "fixed"]
+    trust: Trust
 
 
 class VersionLine(_Strict):

@@ -5,3 +5,5 @@ that suspends an ``Earned`` band whose due audits stop arriving (``health``).
 
 Reports over the records live in ``agentbranch.audit``, which also re-exports these.
 """
+
+__all__: list[str] = []

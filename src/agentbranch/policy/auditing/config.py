@@ -12,7 +12,7 @@ from agentbranch.core import logs
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.policy.auditing.sinks import AuditRecord, as_sinks
 from agentbranch.policy.auditing.worker import AuditStats, AuditWorker, Deadline, Job
-from agentbranch.policy.evidence import MIN_RATE
+from agentbranch.policy.earned._evidence import MIN_RATE
 
 log = logging.getLogger("agentbranch")
 
@@ -202,3 +202,10 @@ class Audit:
     def __repr__(self) -> str:
         model = type(self.model).__name__ if self.model is not None else "<Generate model>"
         return f"Audit(model={model}, rate={self.rate}, sinks={self._sinks!r})"  # type: ignore[attr-defined]
+
+
+__all__ = [
+    "AUDIT_EVENT",
+    "Audit",
+    "MAX_WORKERS",
+]

@@ -52,7 +52,7 @@ Who = tuple[str, str | None, str | None]  # question id, reader, model
 
 def health_window(precision: float, level: float) -> int:
     """Due audits the health is judged on (see the module doc)."""
-    from agentbranch.policy.withdrawal import takes_to_withdraw
+    from agentbranch.policy.earned._drift import takes_to_withdraw
 
     fallen_to = max(precision - REFERENCE_DROP, precision / 2)
     return min(MAX_WINDOW, max(MIN_WINDOW, takes_to_withdraw(precision, fallen_to, level)))
@@ -173,3 +173,14 @@ class AuditHealth:
                 lost,
                 seen,
             )
+
+
+__all__ = [
+    "AuditHealth",
+    "HealthStatus",
+    "MAX_WINDOW",
+    "MIN_WINDOW",
+    "REFERENCE_DROP",
+    "Who",
+    "health_window",
+]

@@ -46,3 +46,9 @@ class RateLimitedLog:
             args = (*args, held, now - last if last is not None else 0.0)
         self._log.warning(msg, *args)
         return True
+
+
+__all__ = [
+    "RateLimitedLog",
+    "WARN_EVERY_S",
+]

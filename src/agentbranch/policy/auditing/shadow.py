@@ -167,7 +167,7 @@ def _learner(
     earned = policy.earned
     if earned is None:
         return None
-    from agentbranch.policy.learning import observe_record
+    from agentbranch.policy.earned._collect import observe_record
 
     banded = dict(rec)
 
@@ -295,3 +295,8 @@ def _probe_ask(
     taken (nothing is recorded: the fallback labelled that decision)."""
     _answer(audit, engine, call, base, health)
     health.arrived()
+
+
+__all__ = [
+    "shadow",
+]

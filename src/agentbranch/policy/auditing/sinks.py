@@ -99,3 +99,13 @@ def as_sinks(sink: Any) -> list[Sink]:
         f"Audit(sink=...) got {type(sink).__name__}; give a file path (JSON Lines), a "
         "LangGraph store, a callable taking a record, or a list of them"
     )
+
+
+__all__ = [
+    "AuditRecord",
+    "CallbackSink",
+    "JsonlSink",
+    "Sink",
+    "StoreSink",
+    "as_sinks",
+]

@@ -203,3 +203,12 @@ class AuditWorker:
         for thread in threads:
             thread.join(None if end is None else max(0.0, end - time.monotonic()))
         return not any(t.is_alive() for t in threads)
+
+
+__all__ = [
+    "AuditStats",
+    "AuditTimeout",
+    "AuditWorker",
+    "Deadline",
+    "Job",
+]

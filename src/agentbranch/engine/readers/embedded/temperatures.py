@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agentbranch.core.errors import ConfigurationError
+from agentbranch.engine.calibration import golden_section
 
 #: Bounds of every temperature this reader fits (on the similarity scale).
 T_MIN, T_MAX = 0.005, 1.0
@@ -107,18 +108,7 @@ def fit_temperature(
         grid = [a + (b - a) * i / 40 for i in range(41)]
         i = min(range(41), key=lambda k: nll(grid[k]))
         a, b = grid[max(0, i - 1)], grid[min(40, i + 1)]
-    g = (math.sqrt(5) - 1) / 2
-    c, d = b - g * (b - a), a + g * (b - a)
-    fc, fd = nll(c), nll(d)
-    for _ in range(60):
-        if fc < fd:
-            b, d, fd = d, c, fc
-            c = b - g * (b - a)
-            fc = nll(c)
-        else:
-            a, c, fc = c, d, fd
-            d = a + g * (b - a)
-            fd = nll(d)
+    a, b = golden_section(nll, a, b, steps=60)
     best = (a + b) / 2
     # The ends are candidates too (a monotone NLL sits on a bound).
     return math.exp(min((nll(x), x) for x in (best, math.log(lo), math.log(hi)))[1])

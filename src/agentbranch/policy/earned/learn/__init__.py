@@ -14,3 +14,5 @@ training data for that question's read, under ``Earned``'s guarantee
 * ``stored``: ``Earned.stored()`` with each version's key at its own share of the error
   (the report's learning section: ``agentbranch.audit.earned_learning``).
 """
+
+__all__: list[str] = []

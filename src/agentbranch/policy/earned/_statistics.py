@@ -1,36 +1,100 @@
-"""The compact statistics of one question's epoch: what the looks and the drift test need,
-kept as counts per confidence cell instead of a list of every label.
+"""The statistics of earned thresholds, in the compact form production runs.
 
-A look (``agentbranch.policy.thresholds``) tests bands ``confidence >= t`` for each
-candidate ``t``, cut into strata at every threshold that was in force when one of the
-band's labels was made (and the review band apart). So a label only matters through
-which side of each candidate and each threshold in force its confidence lies on, its
-review flag, its weight (``1/rate``), whether it was right and (for the predicted entry)
-its confidence. ``Cells`` bins labels at ``boundaries`` (the candidate grid, ``start_at``
-and every threshold in force seen) and keeps, per cell and review flag, the number of
-labels, of right ones, the sum of weights and the sum of confidences: O(1) per label,
-a fixed size per question (``2 × (boundaries + 1) × 4`` numbers of 8 bytes: 6.5 KB at
-the default grid) however many labels.
-
-``learn_then_test_cells`` and ``predicted_entry_cells`` are the cell forms of
-``thresholds.learn_then_test`` / ``thresholds.predicted_entry``: the same walk, the same
-stratified counts (``thresholds.stratified``), the same p-values (``pvalue_below``), read
-from the cells. ``DriftState`` is ``thresholds.Drift`` kept as one running sum per
-alternative (O(alternatives) per audited take instead of O(restarts)).
+One question's epoch is kept as counts per confidence cell (``Cells``), not a list of
+labels: ``learn_then_test_cells`` walks the candidate grid (Learn-then-Test, stratified
+by the thresholds in force), ``predicted_entry_cells`` picks the second walk's entry
+from the confidences only; ``pvalue_below`` and ``grid`` are the scalar pieces (the
+drift test is ``_drift``). The guarantee and why each rule fails closed: docs/earned.md
+and tests/_reference_statistics.py, the list forms these are checked against.
 """
 
 from __future__ import annotations
 
+import base64
 import math
 from array import array
 from bisect import bisect_right
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from agentbranch.policy.thresholds import DRIFT_DROPS, min_band, pvalue_below, restart_weight
-
 if TYPE_CHECKING:
     import numpy as np
+
+__all__ = [
+    "MAX_CANDIDATES",
+    "finite",
+    "Cells",
+    "OffGrid",
+    "grid",
+    "grid_size",
+    "learn_then_test_cells",
+    "min_band",
+    "predicted_entry_cells",
+    "pvalue_below",
+]
+
+#: The most candidate thresholds a grid may hold (``step`` 0.001 over [0, 1]): a look
+#: walks them all, and confidences finer than that separate nothing.
+MAX_CANDIDATES = 1001
+
+
+def finite(*values: float) -> bool:
+    """Whether every value is a finite number (numpy scalars included)."""
+    try:
+        return all(math.isfinite(float(v)) for v in values)
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
+def pvalue_below(right: float, n: float, precision: float) -> float:
+    """Exact one-sided p-value of H0 "precision < ``precision``" after ``right`` of ``n``
+    labels agreed: ``P(X >= right)`` for ``X ~ Binomial(n, precision)`` (the boundary of
+    H0 is the worst case). 1 when ``n == 0``. Non-integer counts (effective sizes of a
+    weighted sample) use the same beta-function form. Fails closed: any input that is
+    not a finite number (or a count outside ``0 <= right <= n``) gives 1, never a NaN."""
+    if not finite(right, n, precision) or not 0.0 < precision < 1.0:
+        return 1.0
+    if n <= 0 or right <= 0 or right > n * (1 + 1e-9):
+        return 1.0
+    right = min(right, n)
+    # Imported here: scipy.special costs ~0.3 s, paid by Earned users at their first
+    # test rather than by every `import agentbranch`.
+    from scipy.special import betainc
+
+    # P(X >= k) = I_p(k, n - k + 1), the Clopper–Pearson relation.
+    p = float(betainc(right, n - right + 1, precision))
+    return p if math.isfinite(p) else 1.0
+
+
+def min_band(precision: float, alpha: float) -> int:
+    """The fewest labels with which a band can reject at all (every label right)."""
+    return max(1, math.ceil(math.log(alpha) / math.log(precision)))
+
+
+def grid_size(max_take_at: float, min_take_at: float, step: float) -> float:
+    """How many candidates ``grid`` would make (``inf`` when it cannot be said)."""
+    if not finite(max_take_at, min_take_at, step) or step <= 0:
+        return math.inf
+    return math.floor((max_take_at - min_take_at) / step + 1e-9) + 1
+
+
+def grid(max_take_at: float, min_take_at: float, step: float) -> list[float]:
+    """Candidate thresholds, safest first. ``ValueError`` when there would be more than
+    ``MAX_CANDIDATES`` (or ``step`` is not a positive finite number)."""
+    if grid_size(max_take_at, min_take_at, step) > MAX_CANDIDATES:
+        raise ValueError(
+            f"step {step!r} from {max_take_at!r} down to {min_take_at!r} makes more than "
+            f"{MAX_CANDIDATES} candidate thresholds; use a step of at least "
+            f"{max(0.0, max_take_at - min_take_at) / (MAX_CANDIDATES - 1):.3g}"
+        )
+    out, k = [], 0
+    while True:
+        t = round(max_take_at - k * step, 10)
+        if t < min_take_at - 1e-12:
+            break
+        out.append(t)
+        k += 1
+    return out
 
 
 class OffGrid(Exception):  # noqa: N818 - a signal, not an error a user sees
@@ -93,6 +157,30 @@ class Cells:
     def view(self) -> _View:
         return _View(self)
 
+    def to_dict(self) -> dict:
+        """The counts as JSON-safe values (arrays base64-encoded), for a checkpoint."""
+        return {
+            "boundaries": list(self.boundaries),
+            **{name: _b64(getattr(self, name)) for name in ("n", "right", "weight", "conf")},
+            "in_force": [[k, v] for k, v in self.in_force.items()],
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> Cells:
+        """The inverse of ``to_dict``; ``ValueError`` when the arrays do not fit."""
+        cells = cls(raw["boundaries"])
+        for name, code in (("n", "q"), ("right", "q"), ("weight", "d"), ("conf", "d")):
+            values = array(code, base64.b64decode(raw[name]))
+            if len(values) != len(getattr(cells, name)):
+                raise ValueError("cells of another size")
+            setattr(cells, name, values)
+        cells.in_force = {float(k): int(v) for k, v in raw["in_force"]}
+        return cells
+
+
+def _b64(a: array) -> str:
+    return base64.b64encode(bytes(a)).decode("ascii")
+
 
 class _View:
     """The cells as arrays, for one look."""
@@ -116,7 +204,7 @@ class _View:
         return int(self.above[self.index[t] + 1])
 
     def stratified(self, t: float, right: np.ndarray) -> tuple[float, float]:
-        """``thresholds.stratified`` of the band ``confidence >= t`` from the cells
+        """the reference ``stratified`` of the band ``confidence >= t`` from the cells
         (``right``: the per-cell right counts, or the confidence sums)."""
         import numpy as np
 
@@ -167,7 +255,7 @@ def learn_then_test_cells(
     shown: float | None = None,
     entry: float | None = None,
 ) -> float | None:
-    """``thresholds.learn_then_test`` on the cells' labels (same walk, same skips)."""
+    """the reference ``learn_then_test`` on the cells' labels (same walk, same skips)."""
     need = min_band(precision, alpha)
     chosen: float | None = None
     carried = shown is not None
@@ -193,7 +281,7 @@ def learn_then_test_cells(
 def predicted_entry_cells(
     view: _View, *, precision: float, alpha: float, candidates: Sequence[float]
 ) -> float | None:
-    """``thresholds.predicted_entry`` on the cells (the confidences only, no label)."""
+    """the reference ``predicted_entry`` on the cells (the confidences only, no label)."""
     need = min_band(precision, alpha)
     first: float | None = None
     best: float | None = None
@@ -212,54 +300,3 @@ def predicted_entry_cells(
         if math.isfinite(p) and p < best_p:
             best, best_p = t, p
     return None if best == first else best
-
-
-class DriftState:
-    """``thresholds.Drift`` in constant space: ``Σ_j w_j E_j`` is kept per alternative
-    ``q`` as one running sum (each started e-process is multiplied by the same factor
-    per audited take, and a restart adds its weight at 1), so an audited take costs
-    O(alternatives), not O(restarts). Equal to ``Drift`` up to float rounding."""
-
-    __slots__ = ("precision", "right", "wrong", "evalue", "_sums", "_started", "_up", "_down")
-
-    def __init__(self, precision: float) -> None:
-        self.precision = precision
-        self.right = self.wrong = 0
-        self.evalue = 1.0
-        qs = [precision - d for d in DRIFT_DROPS if precision - d > 0.0]
-        self._up = [q / precision for q in qs]  # factor per right audited take
-        self._down = [(1 - q) / (1 - precision) for q in qs]  # per wrong one
-        self._sums = [0.0] * len(qs)
-        self._started = 0.0
-
-    def add(self, correct: bool) -> float:
-        """Count one audited take; the e-value after it."""
-        w = restart_weight(self.right + self.wrong)
-        if w > 0.0:
-            self._started += w
-            self._sums = [s + w for s in self._sums]
-        factors = self._up if correct else self._down
-        self._sums = [s * f for s, f in zip(self._sums, factors)]
-        if correct:
-            self.right += 1
-        else:
-            self.wrong += 1
-        mixed = sum(self._sums) / len(self._sums) if self._sums else self._started
-        self.evalue = mixed + max(0.0, 1.0 - self._started)
-        return self.evalue
-
-    def drifted(self, alpha: float) -> bool:
-        # An e-value that is not a number counts as drift (fail closed).
-        return self.wrong > 0 and not (self.evalue < 1.0 / alpha)
-
-    def copy(self) -> DriftState:
-        new = DriftState.__new__(DriftState)
-        new.precision, new.right, new.wrong, new.evalue = (
-            self.precision,
-            self.right,
-            self.wrong,
-            self.evalue,
-        )
-        new._sums, new._started = list(self._sums), self._started
-        new._up, new._down = self._up, self._down
-        return new

@@ -151,3 +151,17 @@ def fit(weight: list[float], right: list[float], conf: list[float], labels: int)
             break
     zs = [z for z, _, _ in rows]
     return (a, b, min(zs), max(zs))
+
+
+__all__ = [
+    "BINS",
+    "EPS",
+    "MIN_LABELS",
+    "Map",
+    "ProbabilityFit",
+    "REFIT_EVERY",
+    "RIDGE",
+    "SLOPE",
+    "apply",
+    "fit",
+]

@@ -87,3 +87,11 @@ def with_learned(question: Any, options: Sequence[str], learned: dict[str, list[
     fields = question.model_dump(exclude_none=False)
     fields.pop("examples", None)
     return WITH_EXAMPLES[question.type](**fields, examples={o: v for o, v in merged.items() if v})
+
+
+__all__ = [
+    "PER_OPTION",
+    "select",
+    "spread",
+    "with_learned",
+]

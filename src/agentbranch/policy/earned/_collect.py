@@ -16,7 +16,8 @@ from typing import Any
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.questions import Question
 from agentbranch.policy.config import DecisionRecord, PolicyArg, policy_for
-from agentbranch.policy.in_force import is_replayed
+from agentbranch.policy.earned._evidence import QuestionKey
+from agentbranch.policy.earned._in_force import is_replayed
 
 log = logging.getLogger("agentbranch")
 
@@ -24,7 +25,9 @@ log = logging.getLogger("agentbranch")
 def snapshot(records: Mapping[str, DecisionRecord], policy: PolicyArg) -> dict[str, DecisionRecord]:
     """Copies of the banded records of questions whose policy is ``Earned``."""
     return {
-        qid: dict(rec) for qid, rec in records.items() if policy_for(policy, qid).earned is not None
+        question_id: dict(rec)
+        for question_id, rec in records.items()
+        if policy_for(policy, question_id).earned is not None
     }
 
 
@@ -40,7 +43,7 @@ def label_of(final: DecisionRecord) -> tuple[str, str] | None:
 
 def observe_record(
     earned: Any,
-    qid: str,
+    question_id: str,
     question: Question,
     banded: DecisionRecord,
     *,
@@ -61,7 +64,7 @@ def observe_record(
     if is_replayed(banded):
         return  # a replayed decision is no live traffic
     band = banded["band"] if banded["band"] in ("take", "fallback", "review") else "fallback"
-    learning = {}  # learning hook (agentbranch.policy.learn): the state and the version
+    learning = {}  # learning hook (agentbranch.policy.earned.learn): the state and the version
     if getattr(earned, "learner", None) is not None:
         from agentbranch.policy.generation import state_text
 
@@ -74,20 +77,22 @@ def observe_record(
         }
     try:
         earned.observe(
-            qid,
-            question,
-            reader=banded.get("reader"),
-            model=banded.get("model"),
+            QuestionKey(
+                question_id,
+                question,
+                banded.get("reader"),
+                banded.get("model"),
+                banded.get("reading"),
+            ),
+            teacher_label,
             source=source,
             band=band,
             confidence=banded["confidence"],
             options=banded["options"],
             engine_label=banded["engine_label"],
-            teacher_label=teacher_label,
             rate=rate,
             take_at=banded.get("take_at"),
             trust=banded.get("trust") or "learning",
-            reading=banded.get("reading"),
             decision=decision if decision is not None else banded.get("decision_id"),
             **learning,
         )
@@ -95,7 +100,10 @@ def observe_record(
         raise
     except Exception as e:  # noqa: BLE001 - a lost label never fails the decision
         log.warning(
-            "agentbranch.earned: evidence for %r not stored: %s: %s", qid, type(e).__name__, e
+            "agentbranch.earned: evidence for %r not stored: %s: %s",
+            question_id,
+            type(e).__name__,
+            e,
         )
 
 
@@ -108,18 +116,26 @@ def collect(
 ) -> None:
     """Store the labels the resolution of ``final`` gave (see module docstring); with
     ``state`` (the state read), a learning policy keeps it with the label."""
-    for qid, first in banded.items():
-        got = label_of(final[qid])
+    for question_id, first in banded.items():
+        got = label_of(final[question_id])
         if got is None:
             continue
-        earned = policy_for(policy, qid).earned
+        earned = policy_for(policy, question_id).earned
         observe_record(
             earned,
-            qid,
-            questions[qid],
+            question_id,
+            questions[question_id],
             first,
             source=got[0],
             teacher_label=got[1],
             rate=1.0,
             state=state,
         )
+
+
+__all__ = [
+    "collect",
+    "label_of",
+    "observe_record",
+    "snapshot",
+]

@@ -194,3 +194,15 @@ def fit_head(
     t, s = cross_fitted_map(head, x, y, c, ridge=SHIFT_RIDGE if shift else None)
     # the shift rides in the biases: softmax((Wx + b) / T + s) = softmax((Wx + b + T s) / T)
     return LinearHead(head.options, head.classes, head.weights, head.bias + t * s, t)
+
+
+__all__ = [
+    "C",
+    "FOLDS",
+    "MAX_ITER",
+    "SHIFT_RIDGE",
+    "cross_fitted_map",
+    "fit_head",
+    "fit_map",
+    "fit_temperature",
+]

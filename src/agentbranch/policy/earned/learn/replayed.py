@@ -21,7 +21,7 @@ from typing import Any
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.examples import WITH_EXAMPLES
 from agentbranch.core.heads import WITH_HEAD, LinearHead
-from agentbranch.policy.learn.nearest import PLAIN, WITH_POOL, Pool
+from agentbranch.policy.earned.learn.nearest import PLAIN, WITH_POOL, Pool
 
 
 class RecordedHead(LinearHead):
@@ -68,15 +68,15 @@ def rebuild(qtype: str, data: Mapping[str, Any]) -> Any:
     return PLAIN[qtype](**fields)
 
 
-def decision_key(qid: str, written: Any, text: str) -> str:
+def decision_key(question_id: str, written: Any, text: str) -> str:
     """The cassette key of one decision of ``written`` on the rendered state ``text``."""
-    blob = json.dumps([qid, wire(written), text], sort_keys=True)
+    blob = json.dumps([question_id, wire(written), text], sort_keys=True)
     return "version:" + hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
 def version(
     cassette: Any,
-    qid: str,
+    question_id: str,
     written: Any,
     text: str,
     live: Callable[[], tuple[Any, int, Any, Any]],
@@ -96,7 +96,7 @@ def version(
             "probability_map": None if mapped is None else list(mapped),
         }
 
-    got = cassette.version(decision_key(qid, written, text), now)
+    got = cassette.version(decision_key(question_id, written, text), now)
     if made:
         return made[0]
     j = int(got["version"])
@@ -104,3 +104,12 @@ def version(
     read = asked if got["read"] is None else rebuild(written.type, got["read"])
     mapped = got.get("probability_map")
     return asked, j, read, None if mapped is None else tuple(float(x) for x in mapped)
+
+
+__all__ = [
+    "RecordedHead",
+    "decision_key",
+    "rebuild",
+    "version",
+    "wire",
+]

@@ -17,14 +17,14 @@ from typing import Any
 from agentbranch.core.decisions import Decision
 from agentbranch.core.questions import Question
 from agentbranch.policy.config import Policy
-from agentbranch.policy.trust import Threshold
+from agentbranch.policy.earned._state import Threshold
 
-#: ``threshold(qid, question, decision, policy)``: the threshold in force.
+#: ``threshold(question_id, question, decision, policy)``: the threshold in force.
 ThresholdFn = Callable[[str, Question, Decision, Policy], Threshold]
 
 
-def live(qid: str, question: Question, decision: Decision, policy: Policy) -> Threshold:
-    return policy.threshold(qid, question, decision)
+def live(question_id: str, question: Question, decision: Decision, policy: Policy) -> Threshold:
+    return policy.threshold(question_id, question, decision)
 
 
 def cassette_of(engine: Any) -> Any:
@@ -47,14 +47,16 @@ def thresholds_for(engine: Any, state: Any) -> ThresholdFn:
 
     text = state_text(state)
 
-    def recorded(qid: str, question: Question, decision: Decision, policy: Policy) -> Threshold:
+    def recorded(
+        question_id: str, question: Question, decision: Decision, policy: Policy
+    ) -> Threshold:
         if policy.earned is None:
-            return live(qid, question, decision, policy)
-        blob = json.dumps([qid, question.model_dump(mode="json"), text], sort_keys=True)
+            return live(question_id, question, decision, policy)
+        blob = json.dumps([question_id, question.model_dump(mode="json"), text], sort_keys=True)
         key = "earned:" + hashlib.sha256(blob.encode()).hexdigest()[:24]
 
         def now() -> dict[str, Any]:
-            t = live(qid, question, decision, policy)
+            t = live(question_id, question, decision, policy)
             return {"take_at": t.take_at, "trust": t.trust}
 
         got = cassette.threshold(key, now)
@@ -66,3 +68,12 @@ def thresholds_for(engine: Any, state: Any) -> ThresholdFn:
 def is_replayed(record: dict[str, Any]) -> bool:
     """Whether a decision was replayed from a cassette (its labels are no live evidence)."""
     return str(record.get("reader") or "").startswith("replay:")
+
+
+__all__ = [
+    "ThresholdFn",
+    "cassette_of",
+    "is_replayed",
+    "live",
+    "thresholds_for",
+]

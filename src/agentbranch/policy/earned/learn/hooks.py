@@ -9,22 +9,23 @@ from typing import Any
 
 from agentbranch.core.state import render_state
 from agentbranch.policy.config import PolicyArg, policy_for
-from agentbranch.policy.in_force import cassette_of
-from agentbranch.policy.learn import nearest, probability, replayed
+from agentbranch.policy.earned._evidence import QuestionKey
+from agentbranch.policy.earned._in_force import cassette_of
+from agentbranch.policy.earned.learn import nearest, probability, replayed
 
 log = logging.getLogger("agentbranch")
 
 
-def learner_of(policy: PolicyArg, qid: str) -> Any:
-    earned = policy_for(policy, qid).earned
+def learner_of(policy: PolicyArg, question_id: str) -> Any:
+    earned = policy_for(policy, question_id).earned
     return None if earned is None else earned.learner
 
 
-def reading_of(engine: Any, qid: str, question: Any) -> str | None:
+def reading_of(engine: Any, question_id: str, question: Any) -> str | None:
     """The reading fingerprint ``engine``'s decision of ``question`` will carry
     (``Engine.reading_for``; ``None``, the defaults', for an engine without it)."""
     reading_for = getattr(engine, "reading_for", None)
-    return reading_for(qid, question) if callable(reading_for) else None
+    return reading_for(question_id, question) if callable(reading_for) else None
 
 
 Map = probability.Map | None  #: a version's probability map in force (``None``: none)
@@ -43,7 +44,7 @@ def asked_questions(
     reads: dict[str, Any] = dict(questions)
     versions: dict[str, int] = {}
     maps: dict[str, Map] = {}
-    learners = {qid: learner_of(policy, qid) for qid in questions}
+    learners = {question_id: learner_of(policy, question_id) for question_id in questions}
     if not any(learners.values()):
         return asked, versions, reads, maps  # (no learning: nothing rendered or looked up)
     reader = getattr(engine, "reader", None)
@@ -55,8 +56,8 @@ def asked_questions(
     cassette = None if state is None else cassette_of(engine)
     unrecorded = getattr(engine, "unrecorded", None)
     trials = unrecorded() if callable(unrecorded) else engine
-    for qid, q in questions.items():
-        learner = learners[qid]
+    for question_id, q in questions.items():
+        learner = learners[question_id]
         if learner is None:
             continue
         # Trial reads of labelled states are learning's own work, no part of the run:
@@ -64,10 +65,13 @@ def asked_questions(
         # read past a recording cassette instead of left in it unplayed.
         learner.bind(trials)
 
-        def live(qid: str = qid, q: Any = q, learner: Any = learner) -> tuple[Any, int, Any, Map]:
-            reading = reading_of(engine, qid, q)
-            version, j = learner.asked(qid, q, name, model, reading)
-            mapped = learner.probability_map(qid, version, name, model, reading)
+        def live(
+            question_id: str = question_id, q: Any = q, learner: Any = learner
+        ) -> tuple[Any, int, Any, Map]:
+            reading = reading_of(engine, question_id, q)
+            key = QuestionKey(question_id, q, name, model, reading)
+            version, j = learner.asked(key)
+            mapped = learner.probability_map(key.asking(version))
             pool = nearest.question_pool(version)
             if pool is None or text is None:
                 return version, j, version, mapped
@@ -77,20 +81,20 @@ def asked_questions(
                 log.warning(
                     "agentbranch.learn: could not pick few-shot lines for %r (%s: %s); "
                     "the question as written decides, at its own threshold",
-                    qid,
+                    question_id,
                     type(e).__name__,
                     e,
                 )
-                written = learner.probability_map(qid, q, name, model, reading)
+                written = learner.probability_map(key)
                 return q, 0, q, written
             return version, j, nearest.read_question(version, picked), mapped
 
         got = (
             live()
             if cassette is None or text is None
-            else replayed.version(cassette, qid, q, text, live)
+            else replayed.version(cassette, question_id, q, text, live)
         )
-        asked[qid], versions[qid], reads[qid], maps[qid] = got
+        asked[question_id], versions[question_id], reads[question_id], maps[question_id] = got
     return asked, versions, reads, maps
 
 
@@ -103,12 +107,12 @@ def mark_versions(
     that label it later and for replays, and the probability its engine label is right
     (``probability``: its version's map in force, ``maps``, applied to the decision's
     confidence; without one, the read's own probability of that label)."""
-    for qid, j in versions.items():
-        rec = records.get(qid)
+    for question_id, j in versions.items():
+        rec = records.get(question_id)
         if rec is None:
             continue
         rec["reader_version"] = j
-        mapped = (maps or {}).get(qid)
+        mapped = (maps or {}).get(question_id)
         label, confidence = rec.get("engine_label"), rec.get("confidence")
         if label is None or confidence is None:
             rec["probability"] = None
@@ -116,3 +120,12 @@ def mark_versions(
             rec["probability"] = round(probability.apply(mapped, confidence), 6)
         else:
             rec["probability"] = (rec.get("probabilities") or {}).get(label)
+
+
+__all__ = [
+    "Map",
+    "asked_questions",
+    "learner_of",
+    "mark_versions",
+    "reading_of",
+]

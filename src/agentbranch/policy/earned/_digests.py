@@ -73,3 +73,10 @@ class DigestSet:
         new = cls()
         new._big = np.unique(np.asarray(arr, dtype=np.uint64))
         return new
+
+
+__all__ = [
+    "DigestSet",
+    "RECENT",
+    "digest",
+]

@@ -21,13 +21,10 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from agentbranch.policy.digests import DigestSet, digest
-from agentbranch.policy.trust import Event, TrustState, step
-
-if TYPE_CHECKING:
-    from agentbranch.policy.earned import Earned
+from agentbranch.policy.earned._digests import DigestSet, digest
+from agentbranch.policy.earned._state import Event, Settings, TrustState, step
 
 #: Labels per chunk (a late label re-runs at most its chunk and the ones after it) ...
 CHUNK = 32
@@ -61,6 +58,21 @@ class Label:
         self.take_at = getattr(rec, "take_at", None)
         self.decision = decision  # digest of (key, decision), or None
 
+    _FIELDS = ("id", "time", "question_id", "band", "confidence", "correct", "rate", "take_at")
+
+    def to_list(self) -> list[Any]:
+        """The fields as a JSON-safe list (``from_list`` inverts)."""
+        return [*(getattr(self, name) for name in self._FIELDS), self.decision]
+
+    @classmethod
+    def from_list(cls, fields: list[Any]) -> Label:
+        rec = cls.__new__(cls)
+        *values, rec.decision = fields
+        for name, value in zip(cls._FIELDS, values, strict=True):
+            setattr(rec, name, value)
+        rec.order = (rec.time, rec.id)
+        return rec
+
 
 class _Chunk:
     __slots__ = ("start", "labels", "counted")
@@ -76,13 +88,17 @@ class QuestionWindow:
     inserted (see the module doc). Not thread-safe: the caller serializes ``add``."""
 
     def __init__(
-        self, key: str, cfg: Earned, fresh: Callable[[], TrustState], extra: tuple[float, ...] = ()
+        self,
+        key: str,
+        cfg: Settings,
+        fresh: Callable[[], TrustState],
+        extra: tuple[float, ...] = (),
     ) -> None:
         self.key, self.cfg = key, cfg
         #: ids (and counted decisions) folded out of the window: 8 bytes each
         self.seen = DigestSet()
         start = fresh()
-        start._extra = extra
+        start.extra = extra
         self.live: TrustState = start.copy()
         self._chunks = [_Chunk(start)]
         self._ids: set[str] = set()
@@ -91,14 +107,83 @@ class QuestionWindow:
         self._announced: set[tuple[str, str]] = set()
         self._checked = 0  # events of ``live`` already looked at for new withdrawals
 
+    def to_dict(self, keep: int) -> dict[str, Any]:
+        """The live state and the last ``keep`` chunks as JSON-safe values (for a
+        checkpoint): the ids and counted decisions of older chunks fold into ``seen``."""
+        import base64
+
+        import numpy as np  # here: `import agentbranch` loads no numpy
+
+        dropped = self._chunks[:-keep]
+        extra = [x.id for c in dropped for x in c.labels]
+        extra_dec = [
+            x.decision
+            for c in dropped
+            for x, k in zip(c.labels, c.counted)
+            if k and x.decision is not None
+        ]
+        folded = np.union1d(
+            self.seen.to_array(),
+            np.array([digest("id:" + i) for i in extra] + extra_dec, dtype=np.uint64),
+        )
+        return {
+            "live": self.live.to_dict(),
+            "chunks": [
+                {
+                    "start": c.start.to_dict(),
+                    "labels": [x.to_list() for x in c.labels],
+                    "counted": c.counted,
+                }
+                for c in self._chunks[-keep:]
+            ],
+            "seen": base64.b64encode(folded.astype("<u8").tobytes()).decode("ascii"),
+            "folded": self._folded or bool(dropped),
+            "announced": sorted(list(a) for a in self._announced),
+        }
+
+    @classmethod
+    def from_dict(
+        cls, key: str, cfg: Settings, fresh: Callable[[], TrustState], raw: dict[str, Any]
+    ) -> QuestionWindow:
+        """The window ``to_dict`` wrote (``KeyError``/``ValueError`` when it does not fit)."""
+        import base64
+
+        import numpy as np  # here: `import agentbranch` loads no numpy
+
+        w = cls(key, cfg, fresh)
+        chunks = []
+        for c in raw["chunks"]:
+            chunk = _Chunk(TrustState.from_dict(c["start"]))
+            chunk.labels = [Label.from_list(fields) for fields in c["labels"]]
+            chunk.counted = list(c["counted"])
+            chunks.append(chunk)
+        w._chunks = chunks
+        w.live = TrustState.from_dict(raw["live"])
+        w._ids = {x.id for c in chunks for x in c.labels}
+        w._decisions = {
+            x.decision
+            for c in chunks
+            for x, k in zip(c.labels, c.counted)
+            if k and x.decision is not None
+        }
+        w.seen = DigestSet.from_array(np.frombuffer(base64.b64decode(raw["seen"]), dtype="<u8"))
+        w._folded = raw["folded"]
+        w._announced = {tuple(a) for a in raw["announced"]}
+        w._checked = len(w.live.events)
+        return w
+
+    def announced_as(self, other: QuestionWindow | None) -> None:
+        """Take over the withdrawals ``other`` (the window this one replaces) announced."""
+        self._announced = set(other._announced) if other is not None else set()
+
     @property
     def extra(self) -> tuple[float, ...]:
-        return self._chunks[0].start._extra
+        return self._chunks[0].start.extra
 
     def add(self, rec: Any) -> str:
         """Feed one record: ``COUNTED`` (or not counted as a repeat of a decision),
         ``DUPLICATE`` (its id was seen) or ``REBUILD`` (older than the window). Raises
-        ``cells.OffGrid`` when its threshold in force needs a new cell boundary."""
+        ``OffGrid`` when its threshold in force needs a new cell boundary."""
         if rec.id in self._ids:
             return DUPLICATE
         last = self._chunks[-1]
@@ -197,3 +282,6 @@ class QuestionWindow:
     def labels(self) -> int:
         """Labels held in the window."""
         return sum(len(c.labels) for c in self._chunks)
+
+
+__all__ = ["CHUNK", "CHUNKS", "COUNTED", "DUPLICATE", "REBUILD", "Label", "QuestionWindow"]

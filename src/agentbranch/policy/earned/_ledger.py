@@ -13,14 +13,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from agentbranch.policy.cells import OffGrid
-from agentbranch.policy.trust import TrustState
-from agentbranch.policy.window import DUPLICATE, REBUILD, QuestionWindow
+from agentbranch.policy.earned._state import Settings, TrustState, fresh_state
+from agentbranch.policy.earned._statistics import OffGrid
+from agentbranch.policy.earned._window import DUPLICATE, REBUILD, QuestionWindow
 
-if TYPE_CHECKING:
-    from agentbranch.policy.earned import Earned
+
+class Source(Settings, Protocol):
+    """What the ledger reads: the state machine's settings and the evidence store."""
+
+    evidence: Any
+
 
 log = logging.getLogger("agentbranch")
 
@@ -28,7 +32,7 @@ log = logging.getLogger("agentbranch")
 class Ledger:
     """The windows of every question the store (or this process) holds evidence of."""
 
-    def __init__(self, earned: Earned) -> None:
+    def __init__(self, earned: Source) -> None:
         self.earned = earned
         self.windows: dict[str, QuestionWindow] = {}
         #: After the store was lost while serving, every question restarts as learning
@@ -36,15 +40,16 @@ class Ledger:
         self.learning_only = False
         self.duplicates = 0  #: records dropped because their id was already counted
 
-    def _fresh(self) -> TrustState:
+    def fresh(self) -> TrustState:
+        """A new question's state (learning only, once the store was lost)."""
         if self.learning_only:
             return TrustState(take_at=None, trust="learning")
-        return self.earned._fresh()
+        return fresh_state(self.earned)
 
     def window(self, key: str) -> QuestionWindow:
         w = self.windows.get(key)
         if w is None:
-            w = self.windows[key] = QuestionWindow(key, self.earned, self._fresh)
+            w = self.windows[key] = QuestionWindow(key, self.earned, self.fresh)
         return w
 
     def feed(self, records: Iterable[Any], *, announce: bool = True) -> None:
@@ -85,7 +90,7 @@ class Ledger:
             why,
         )
         while True:
-            w = QuestionWindow(key, self.earned, self._fresh, extra=tuple(sorted(set(extra))))
+            w = QuestionWindow(key, self.earned, self.fresh, extra=tuple(sorted(set(extra))))
             try:
                 for rec in records:
                     if w.add(rec) == REBUILD:  # pragma: no cover - sorted input is never late
@@ -93,7 +98,7 @@ class Ledger:
                 break
             except OffGrid as e:
                 extra = (*extra, e.value)
-        w._announced = set(old._announced) if old is not None else set()
+        w.announced_as(old)
         for ev in w.new_withdrawals():
             if old is not None:  # withdrawals this process had not announced yet
                 log.warning(
@@ -107,3 +112,6 @@ class Ledger:
         """Forget every question (the store was lost): all learn again from nothing."""
         self.windows = {}
         self.learning_only = True
+
+
+__all__ = ["Ledger", "Source"]

@@ -16,7 +16,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from agentbranch.policy.learn.probability import Map, ProbabilityFit
+from agentbranch.policy.earned.learn.probability import Map, ProbabilityFit
 
 Labelled = tuple[Any, str, str]  #: (record order, state, teacher's label)
 
@@ -34,7 +34,7 @@ class StoreLabels:
         self.by_key: dict[str, dict[Any, Labelled]] = {}
         #: per version's evidence key: its labelled reads and probability map
         self.fits: dict[str, ProbabilityFit] = {}
-        from agentbranch.policy.digests import DigestSet  # (numpy: not at import)
+        from agentbranch.policy.earned._digests import DigestSet  # (numpy: not at import)
 
         #: the labels counted in fits, as 8-byte digests of (key, decision or record id)
         self._counted = DigestSet()
@@ -84,7 +84,7 @@ class StoreLabels:
         return None if fitted is None else fitted.in_force
 
     def _read_new(self) -> dict[str, list[Labelled]]:
-        from agentbranch.policy.evidence_store import store_view
+        from agentbranch.policy.earned._any_store import store_view
 
         store = self.earned.evidence
         if self._view is None:
@@ -112,7 +112,7 @@ class StoreLabels:
         return new
 
     def _count(self, rec: Any) -> None:
-        from agentbranch.policy.digests import digest
+        from agentbranch.policy.earned._digests import digest
 
         if rec.probability is None:
             return
@@ -130,3 +130,10 @@ def settled(order: tuple[str, str], settle_s: float) -> bool:
         return True
     made = datetime.fromisoformat(order[0])
     return (datetime.now(UTC) - made).total_seconds() >= settle_s
+
+
+__all__ = [
+    "Labelled",
+    "StoreLabels",
+    "settled",
+]

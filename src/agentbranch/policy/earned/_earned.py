@@ -19,7 +19,7 @@ How it behaves (the API other code builds on):
 * Evidence: every ``Generate`` answer in the fallback band, every human review answer,
   and the audit teacher's answers for the audited share of taken decisions (with no
   ``Generate``, the audit teacher also samples the fallback band at its rate). Each is
-  one ``Evidence`` record appended to the store (``agentbranch.policy.evidence``).
+  one ``Evidence`` record appended to the store (``agentbranch.policy.earned._evidence``).
   Without ``Audit`` no taken decision is ever checked, so drift cannot withdraw a band
   and the threshold can only be lowered by fallback labels: give ``audit=Audit(rate=...)``
   (the smaller the rate, the more decisions pass before drift is seen).
@@ -28,16 +28,18 @@ How it behaves (the API other code builds on):
   sharing a store converges on the same thresholds once it has read the same records
   (each reads what the store gained every ``refresh_s``; its own evidence counts at
   once). The state per question is compact and a label costs O(1), late ones included
-  (``agentbranch.policy.window``, ``agentbranch.policy.cells``); a JSON Lines store gets
-  a verifiable checkpoint beside it (``agentbranch.policy.checkpoint``).
-  The statistics, their guarantee and their assumptions: ``agentbranch.policy.thresholds``.
+  (``_window``, ``_statistics``); a JSON Lines store gets a verifiable checkpoint
+  beside it (``_checkpoint``).
+  The statistics, their guarantee and their assumptions: docs/earned.md.
 * Reading it back (reports, diagrams):
 
-  - ``earned.state(question_id, question, reader, model)`` → ``TrustState``: ``take_at``,
-    ``trust``, ``labels`` (this epoch), ``looks``, ``audit_right``/``audit_wrong`` (since
-    the band opened), ``drift_evalue`` (of the drift test, ``thresholds.Drift``),
-    ``records``, and ``events``: every ``Event`` (``kind`` ``"look"`` | ``"earned"`` | ``"lowered"`` | ``"withdrawn"``, ``index`` of the
-    record that caused it, its ``time``, ``take_at`` after it, ``labels``, ``reason``);
+  - ``earned.state(QuestionKey(question_id, question, reader, model))`` (or the short
+    form ``earned.state(question_id, question, reader, model)``) → ``TrustState``:
+    ``take_at``, ``trust``, ``labels`` (this epoch), ``looks``,
+    ``audit_right``/``audit_wrong`` (since the band opened), ``drift_evalue`` (of the
+    drift test), ``records``, and ``events``: every ``Event`` (``kind`` ``"look"`` |
+    ``"earned"`` | ``"lowered"`` | ``"withdrawn"``, ``index`` of the record that caused
+    it, its ``time``, ``take_at`` after it, ``labels``, ``reason``);
   - ``earned.stored()`` → ``{evidence key: TrustState}`` for every question the store
     holds evidence of (any process's; with ``learn``, each version's key at its own
     share of the error, ``learn.stored``); ``earned.states()`` those this process has used;
@@ -48,7 +50,7 @@ How it behaves (the API other code builds on):
   - ``earned.audit_health``: per question, whether its due audits arrive; a band whose
     audits stopped arriving is suspended (``threshold`` closes it) until they do
     (``agentbranch.policy.auditing.health``);
-  - ``withdrawal.takes_to_withdraw(precision, dropped_to, level, history=, before=)``:
+  - ``takes_to_withdraw(precision, dropped_to, level, history=, before=)``:
     audited takes the drift test needs to withdraw a band (at 0.9 and level 0.95: 93
     when precision falls to 0.8, 25 to 0.7, 7 to 0.5; to 0.6 after 1,000 good audits
     at 0.95: 42).
@@ -61,7 +63,7 @@ How it behaves (the API other code builds on):
 * ``earned.freeze()``: thresholds stay what the evidence gives now, nothing more is
   written (regulated deployments; a read-only store).
 * Under a replay cassette the threshold in force is the recorded one
-  (``agentbranch.policy.in_force``) and replayed decisions are no evidence.
+  (``agentbranch.policy.earned._in_force``) and replayed decisions are no evidence.
 """
 
 from __future__ import annotations
@@ -76,15 +78,30 @@ from typing import Any
 
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.policy.auditing.health import AuditHealth
-from agentbranch.policy.evidence import Evidence, Source, Trust, evidence_key, new_evidence
-from agentbranch.policy.evidence_store import EvidenceStore, as_store
-from agentbranch.policy.looks import Looks
-from agentbranch.policy.thresholds import MAX_CANDIDATES, grid, grid_size
-from agentbranch.policy.trust import Threshold, TrustState, replay, step
+from agentbranch.policy.earned._any_store import as_store
+from agentbranch.policy.earned._evidence import Evidence, QuestionKey, Source, Trust, new_evidence
+from agentbranch.policy.earned._looks import Looks
+from agentbranch.policy.earned._state import Threshold, TrustState, fresh_state, replay, step
+from agentbranch.policy.earned._statistics import MAX_CANDIDATES, grid, grid_size
+from agentbranch.policy.earned._stores import EvidenceStore
 
 __all__ = ["Earned", "Threshold", "TrustState", "replay", "step"]
 
 log = logging.getLogger("agentbranch")
+
+
+def _key_of(
+    key: QuestionKey | str,
+    question: Any,
+    reader: str | None,
+    model: str | None,
+    reading: str | None,
+) -> QuestionKey:
+    """``key`` itself, or the key of the short form's fields."""
+    if isinstance(key, QuestionKey):
+        return key
+    return QuestionKey(key, question, reader, model, reading)
+
 
 #: The threshold of a band suspended for missing audits: nothing is taken.
 _SUSPENDED = Threshold(None, "learning")
@@ -119,7 +136,7 @@ class Earned:
         refresh_s: re-read the store (other processes' evidence) at most this often;
             this process's own evidence counts at once.
         frozen: never write evidence; thresholds stay what the store gives (``freeze()``).
-        learn: learn from the teacher (``agentbranch.policy.learn``): each label also
+        learn: learn from the teacher (``agentbranch.policy.earned.learn``): each label also
             becomes an example of the question's read, which is then a new version with
             its own evidence and threshold, in force once it has earned one on labels
             gathered after its fit. Stores each labelled state's text with its evidence.
@@ -192,7 +209,7 @@ class Earned:
         self.resume = True
         #: From this look on (0-based), a look that has shown nothing yet runs two walks
         #: at half its error each: from the top, and from the band the confidences
-        #: predict is easiest to show (``thresholds.predicted_entry``). ``None``: never.
+        #: predict is easiest to show (``predicted_entry_cells``). ``None``: never.
         self.second_walk_from: int | None = 2
         #: Whether each question's due audits arrive; a band whose audits stopped
         #: arriving is suspended (``agentbranch.policy.auditing.health``).
@@ -202,7 +219,7 @@ class Earned:
         self._feed_lock = threading.Lock()
         # Imported here: the ledger's compact state needs numpy, which `import
         # agentbranch` does not load.
-        from agentbranch.policy.ledger import Ledger
+        from agentbranch.policy.earned._ledger import Ledger
 
         self._ledger = Ledger(self)
         self._read_at: float | None = None  # monotonic time of the last read of the store
@@ -211,7 +228,7 @@ class Earned:
         #: Whether this Earned keeps a checkpoint beside its store (the copies that test
         #: learned versions, ``learn.ladder``, read the same store and keep none).
         self._checkpoints = True
-        # -- learning hook (agentbranch.policy.learn): versions of the read per question --
+        # -- learning hook (agentbranch.policy.earned.learn): versions of the read per question --
         if self.redact is not None and not callable(self.redact):
             raise ConfigurationError(
                 f"Earned(redact=...) must be a function str -> str, got {self.redact!r}"
@@ -223,7 +240,7 @@ class Earned:
         #: the written question's evidence key (``Evidence.written``), set by the learner
         self.learn_written: str | None = None
         if self.learn:
-            from agentbranch.policy.learn.loop import Learner
+            from agentbranch.policy.earned.learn.loop import Learner
 
             self.learner = Learner(self, redact=self.redact)
 
@@ -268,38 +285,41 @@ class Earned:
 
     def key(
         self,
-        question_id: str,
-        question: Any,
-        reader: str | None,
-        model: str | None,
+        key: QuestionKey | str,
+        question: Any = None,
+        reader: str | None = None,
+        model: str | None = None,
         reading: str | None = None,
     ) -> str:
-        """The evidence key (``evidence.evidence_key``); ``reading`` is the decision's
-        reading fingerprint (``Decision.reading``)."""
-        return evidence_key(question_id, question, reader, model, reading)
+        """The evidence key of ``key`` (a ``QuestionKey``; or its fields in order, the
+        short form: question id, question, reader, model, reading)."""
+        return _key_of(key, question, reader, model, reading).evidence_key
 
     def threshold(
         self,
-        question_id: str,
-        question: Any,
-        reader: str | None,
-        model: str | None,
+        key: QuestionKey | str,
+        question: Any = None,
+        reader: str | None = None,
+        model: str | None = None,
         reading: str | None = None,
     ) -> Threshold:
-        """The threshold in force for this question, reader, model and reading settings: what the
-        evidence gives, closed (trust ``"learning"``) while the band's due audits are
-        missing (``audit_health``)."""
-        found = self.state(question_id, question, reader, model, reading).threshold
-        if found.take_at is not None and self.audit_health.suspended(question_id, reader, model):
+        """The threshold in force for this question, reader, model and reading settings:
+        what the evidence gives, closed (trust ``"learning"``) while the band's due audits
+        are missing (``audit_health``). ``key`` as for ``key``."""
+        k = _key_of(key, question, reader, model, reading)
+        found = self.state(k).threshold
+        if found.take_at is not None and self.audit_health.suspended(
+            k.question_id, k.reader, k.model
+        ):
             return _SUSPENDED
         return found
 
     def state(
         self,
-        question_id: str,
-        question: Any,
-        reader: str | None,
-        model: str | None,
+        key: QuestionKey | str,
+        question: Any = None,
+        reader: str | None = None,
+        model: str | None = None,
         reading: str | None = None,
     ) -> TrustState:
         """This question's trust (a live object: copy what you keep).
@@ -307,10 +327,11 @@ class Earned:
         The decision path: a dictionary lookup, plus a read of what the store gained
         since the last one every ``refresh_s`` (skipped, not waited for, while another
         thread is reading it); only the first call of the process waits for the store."""
+        k = _key_of(key, question, reader, model, reading)
         if self.learner is not None:  # learning hook: the version's own trust
-            return self.learner.state(question_id, question, reader, model, reading)
-        key = self.key(question_id, question, reader, model, reading)
-        self._used.setdefault(key, question_id)
+            return self.learner.state(k)
+        key = k.evidence_key
+        self._used.setdefault(key, k.question_id)
         if self._read_at is None:
             with self._feed_lock:
                 if self._read_at is None:
@@ -341,7 +362,7 @@ class Earned:
             windows = dict(self._ledger.windows)
         states = {k: w.live for k, w in sorted(windows.items()) if w.live.records}
         if self.learn:  # learning hook: each version's key at its own share of the error
-            from agentbranch.policy.learn.stored import at_shares
+            from agentbranch.policy.earned.learn.stored import at_shares
 
             states = at_shares(self, states)
         return states
@@ -353,74 +374,56 @@ class Earned:
 
     def observe(
         self,
-        question_id: str,
-        question: Any,
+        key: QuestionKey,
+        teacher_label: str,
         *,
-        reader: str | None,
-        model: str | None,
         source: Source,
         band: str,
         confidence: float,
         options: Sequence[str],
         engine_label: str,
-        teacher_label: str,
         rate: float,
         take_at: float | None,
         trust: Trust,
-        reading: str | None = None,
         decision: str | None = None,
         state: str | None = None,
         version: int | None = None,
         probability: float | None = None,
     ) -> Evidence | None:
-        """Record one teacher label (no-op when frozen). Bad evidence (a label outside
-        the options, a non-finite confidence) is dropped with a WARNING, never used.
-        ``reading``: the decision's reading fingerprint (part of the key); ``decision``:
-        its identity (``agentbranch.policy.identity``; labels of one decision count once).
+        """Record the teacher's label ``teacher_label`` of one decision of ``key`` (no-op
+        when frozen). Bad evidence (a label outside the options, a non-finite confidence)
+        is dropped with a WARNING, never used. ``decision``: its identity
+        (``agentbranch.policy.earned._identity``; labels of one decision count once).
         With ``learn=True``: ``state`` is the labelled state's text, ``version`` the
         version of the read that decided and ``probability`` the probability it gave its
-        label (``agentbranch.policy.learn``)."""
+        label (``agentbranch.policy.earned.learn``)."""
         if self.frozen:
             return None
+        fields = {
+            "source": source,
+            "band": band,
+            "confidence": confidence,
+            "options": options,
+            "engine_label": engine_label,
+            "rate": rate,
+            "take_at": take_at,
+            "trust": trust,
+            "decision": decision,
+        }
         if self.learner is not None:  # learning hook: the version that decided learns
             return self.learner.observe(
-                question_id,
-                question,
-                state=state,
-                version=version,
-                probability=probability,
-                reading=reading,
-                reader=reader,
-                model=model,
-                source=source,
-                band=band,
-                confidence=confidence,
-                options=options,
-                engine_label=engine_label,
-                teacher_label=teacher_label,
-                rate=rate,
-                take_at=take_at,
-                trust=trust,
-                decision=decision,
+                key, teacher_label, state=state, version=version, probability=probability, **fields
             )
-        key = self.key(question_id, question, reader, model, reading)
+        question_id = key.question_id
         try:
             rec = new_evidence(
-                key=key,
+                key=key.evidence_key,
                 question_id=question_id,
-                reader=reader,
-                model=model,
-                source=source,
-                band=band,
-                confidence=confidence,
-                options=list(options),
-                engine_label=engine_label,
+                reader=key.reader,
+                model=key.model,
+                **{**fields, "options": list(options)},
                 teacher_label=teacher_label,
-                rate=rate,
-                take_at=take_at,
-                trust=trust,
                 earned=self.settings,
-                decision=decision,
                 **({"state": state} if state is not None else {}),
                 **({"version": self.learn_version} if self.learn_version is not None else {}),
                 **({"written": self.learn_written} if self.learn_written is not None else {}),
@@ -448,9 +451,9 @@ class Earned:
     def _catch_up(self, *, announce: bool = True) -> None:
         """Feed what the store gained since the last read (the caller holds the feed
         lock)."""
-        from agentbranch.policy import checkpoint
+        from agentbranch.policy.earned import _checkpoint as checkpoint
 
-        if self._read_at is None and self._checkpoints and checkpoint.restore(self):
+        if self._read_at is None and self._checkpoints and checkpoint.restore(self, self._ledger):
             self._saved_at = self.evidence.offset
         read_new = getattr(self.evidence, "read_new", None)
         while True:
@@ -468,7 +471,7 @@ class Earned:
                 and not self.frozen
                 and offset - self._saved_at >= checkpoint.CHECKPOINT_BYTES
             ):
-                checkpoint.save(self)
+                checkpoint.save(self, self._ledger)
                 self._saved_at = offset
             if read_new is None or not records or not hasattr(self.evidence, "offset"):
                 break
@@ -491,6 +494,4 @@ class Earned:
         return True
 
     def _fresh(self) -> TrustState:
-        if self.start_at is not None:
-            return TrustState(take_at=self.start_at, trust="fixed")
-        return TrustState(take_at=None, trust="learning")
+        return fresh_state(self)

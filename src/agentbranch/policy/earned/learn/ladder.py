@@ -17,7 +17,7 @@ read learns from the teacher's labels).
   own confidence says; a trial record is written with ``take_at=None`` (nothing of the
   trial was in force) and the audited ones in a stratum of their own (``band="review"``,
   the statistics' second stratum flag, with ``rate`` the audit rate), so the stratified
-  test weights the two sets by their share of the decisions (``thresholds.stratified``).
+  test weights the two sets by their share of the decisions (``_statistics``).
 * **Adoption.** After every label the newest version holding a threshold decides;
   older ones are no longer fed. While no fed version holds one, nothing is taken
   whichever version reads, so the newest version reads (its read, and the confidence
@@ -67,7 +67,7 @@ def version_earned(earned: Any, j: int, store: Any = None, base: float = BASE_SH
     ``store`` (default: ``earned``'s own evidence store, shared)."""
     alpha = (1.0 - earned.level) * version_share(j, base)
     extra = {"learn": False} if hasattr(earned, "learn") else {}
-    from agentbranch.policy.evidence_store import store_view
+    from agentbranch.policy.earned._any_store import store_view
 
     copy = replace(
         earned,
@@ -146,3 +146,16 @@ class Ladder:
             return None
         self.in_force = newest.index
         return newest
+
+
+__all__ = [
+    "BASE_SHARE",
+    "FIRST_REFIT",
+    "Ladder",
+    "MAX_TRIALS",
+    "Rung",
+    "refit_at",
+    "trial_fields",
+    "version_earned",
+    "version_share",
+]

@@ -17,7 +17,7 @@ same pool and pick the same lines. The encoder is loaded only when a pool first 
 (a pool version actually read), and the pool's own embeddings are computed then, once.
 Without the encoder (torch, transformers or the MiniLM wheel not installed, as in a
 slim deployment) a version shows the most recent labelled states instead
-(``agentbranch.policy.learn.loop``), under another key.
+(``agentbranch.policy.earned.learn.loop``), under another key.
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ def pool_of(
     ``POOL_PER_OPTION`` not among the hand-written ``written``, cut to ``CHARS``;
     ``None`` when nothing is left. Its rule names the encoder: ``ENCODER`` for the
     default, else ``encode``'s ``name`` or class (another encoder, another key)."""
-    from agentbranch.policy.learn import examples as lx
+    from agentbranch.policy.earned.learn import examples as lx
 
     cut = [t[:CHARS] for t in texts]
     mine = {k: list(v) for k, v in written.items()}
@@ -233,10 +233,10 @@ def read_question(question: Any, learned: Mapping[str, Sequence[str]]) -> Any:
 def read_questions(asked: Mapping[str, Any], state: str) -> dict[str, Any]:
     """``asked`` with each pool version replaced by its question for ``state``."""
     out = dict(asked)
-    for qid, q in asked.items():
+    for question_id, q in asked.items():
         pool = question_pool(q)
         if pool is not None:
-            out[qid] = read_question(q, pool.pick([state])[0])
+            out[question_id] = read_question(q, pool.pick([state])[0])
     return out
 
 
@@ -308,3 +308,27 @@ def default_encode(texts: Sequence[str]) -> Any:
             reader = EmbeddedReader()
             _encoder = Coalesced(lambda batch: reader.embed(batch).numpy())
     return _encoder(texts)
+
+
+__all__ = [
+    "BUDGET",
+    "CHARS",
+    "ChoiceWithPool",
+    "Coalesced",
+    "ENCODER",
+    "Encode",
+    "NoulWithPool",
+    "PER_OPTION",
+    "PLAIN",
+    "POOL_PER_OPTION",
+    "Pool",
+    "ScoreWithPool",
+    "WITH_POOL",
+    "default_encode",
+    "encoder_available",
+    "pool_of",
+    "question_pool",
+    "read_question",
+    "read_questions",
+    "with_pool",
+]

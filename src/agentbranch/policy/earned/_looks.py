@@ -1,25 +1,10 @@
 """When an earned threshold is re-estimated (looks), and what error each look spends.
 
-A look re-runs the fixed-sequence test (``thresholds.learn_then_test``) on the labels of
-the epoch so far. Each look is a valid test at its own error ``alpha_k`` (conditional on
-the confidences seen, which alone decide where looks fall and which candidates are
-tested), and the looks' errors sum to at most ``alpha``: by the union bound, with
-probability ≥ ``1 - alpha`` no look of the epoch ever opens or lowers a band below the
-target, however many looks there are.
-
-Two spendings:
-
-* ``Looks.doubling(first)`` (what ``Earned`` uses): looks at ``first, 2·first, 4·first,
-  …`` labels, look ``k`` spending ``alpha / 2**(k+1)`` (cheap early looks, but a label
-  count just short of a look waits until it doubles, and late looks spend almost
-  nothing);
-* ``Looks.dense(first)`` (measured, not adopted): looks every time the labels grow by ``growth``
-  (1.25: at 50, 63, 79, 99, 124, … labels), look ``k`` spending
-  ``alpha · (k+1)^-power / ζ(power)`` (``power`` 1.3). The errors still sum to
-  ``alpha`` (ζ is the Riemann zeta function), but they fall polynomially in the number
-  of looks — that is, like a power of ``log(labels)`` — instead of geometrically, so a
-  question waits at most a quarter more labels for its next look and a look after
-  thousands of labels can still lower the threshold.
+A look re-runs the fixed-sequence test on the epoch's labels at its own error
+``alpha_k``; the looks' errors sum to at most ``alpha`` (union bound). ``Looks.doubling``
+(what ``Earned`` uses) looks at ``first, 2·first, 4·first …`` labels, look ``k``
+spending ``alpha / 2**(k+1)``; ``Looks(first, growth, power)`` is the general schedule
+(looks every ``growth`` more labels, polynomial spending ``alpha (k+1)^-power / ζ(power)``).
 """
 
 from __future__ import annotations
@@ -65,12 +50,6 @@ class Looks:
         """Looks at ``first · 2**k`` labels spending ``alpha / 2**(k+1)``."""
         return cls(first, 2.0, None)
 
-    @classmethod
-    def dense(cls, first: int) -> Looks:
-        """Looks every 25 % more labels, polynomial spending (slower to open than
-        ``doubling`` in ``benchmarks/earned_simulation.py``; kept for comparison)."""
-        return cls(first)
-
     def at(self, k: int) -> int:
         """Labels at which look ``k`` happens (strictly increasing in ``k``)."""
         n = self.first
@@ -87,3 +66,8 @@ class Looks:
     def due(self, labels: int, done: int) -> bool:
         """Whether look ``done`` (the next one) is due at ``labels`` labels."""
         return labels >= self.at(done)
+
+
+__all__ = [
+    "Looks",
+]

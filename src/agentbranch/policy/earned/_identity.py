@@ -51,3 +51,9 @@ def decision_identity(question_id: str, state_text: str, thread: str | None = No
     state the engine read) in LangGraph thread ``thread`` (see module doc)."""
     blob = json.dumps([question_id, thread, state_text], ensure_ascii=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+__all__ = [
+    "decision_identity",
+    "langgraph_thread",
+]

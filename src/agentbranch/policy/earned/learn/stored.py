@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentbranch.policy.learn.ladder import version_earned
+from agentbranch.policy.earned.learn.ladder import version_earned
 
 
 def key_version(records: list[Any]) -> int | None:
@@ -28,7 +28,7 @@ def key_version(records: list[Any]) -> int | None:
 def at_shares(earned: Any, states: dict[str, Any]) -> dict[str, Any]:
     """``states`` (by evidence key, computed at ``earned.level``) with every learned
     version's key replayed from the store at its version's share of ``1 - level``."""
-    from agentbranch.policy.trust import replay
+    from agentbranch.policy.earned._state import replay
 
     copies: dict[int, Any] = {}
     out = dict(states)
@@ -41,3 +41,9 @@ def at_shares(earned: Any, states: dict[str, Any]) -> dict[str, Any]:
             copies[j] = version_earned(earned, j, store=earned.evidence)
         out[key] = replay(records, copies[j])
     return out
+
+
+__all__ = [
+    "at_shares",
+    "key_version",
+]

@@ -38,12 +38,19 @@ from typing import Any
 
 from agentbranch.core.heads import with_head
 from agentbranch.core.state import render_state
-from agentbranch.policy.learn import examples as lx
-from agentbranch.policy.learn import nearest
-from agentbranch.policy.learn.head import fit_head
-from agentbranch.policy.learn.ladder import Ladder, Rung, refit_at, trial_fields, version_earned
-from agentbranch.policy.learn.probability import Map
-from agentbranch.policy.learn.shared import StoreLabels, settled
+from agentbranch.policy.earned._evidence import QuestionKey
+from agentbranch.policy.earned.learn import examples as lx
+from agentbranch.policy.earned.learn import nearest
+from agentbranch.policy.earned.learn.head import fit_head
+from agentbranch.policy.earned.learn.ladder import (
+    Ladder,
+    Rung,
+    refit_at,
+    trial_fields,
+    version_earned,
+)
+from agentbranch.policy.earned.learn.probability import Map
+from agentbranch.policy.earned.learn.shared import StoreLabels, settled
 
 log = logging.getLogger("agentbranch")
 
@@ -71,6 +78,11 @@ class _Question:
     ladder: Ladder
     states: list[tuple[tuple[str, str], str, str]] = field(default_factory=list)
     fitting: bool = False
+
+    @property
+    def key(self) -> QuestionKey:
+        """The key of the question as written."""
+        return QuestionKey(self.question_id, self.question, self.reader, self.model, self.reading)
 
     def merge(self, labelled: list[tuple[tuple[str, str], str, str]]) -> bool:
         """Add labelled states (each label once, by its record's order), keep replay
@@ -114,128 +126,88 @@ class Learner:
         """The engine trial versions are read with (the resolver's)."""
         self.engine = engine
 
-    def asked(
-        self,
-        qid: str,
-        question: Any,
-        reader: str | None,
-        model: str | None,
-        reading: str | None = None,
-    ) -> tuple[Any, int]:
-        """The version in force of ``question`` read with the reading settings
-        ``reading`` (the fingerprint its decision will carry), and its index."""
-        q = self._question(qid, question, reader, model, reading)
+    def asked(self, key: QuestionKey) -> tuple[Any, int]:
+        """The version in force of ``key``'s question read with its reading settings
+        (the fingerprint its decision will carry), and its index."""
+        q = self._question(key)
         if self._refresh():  # other replicas' labels and trials: a version due or adopted
             self._adopt(q)
             self._maybe_fit(q)
         rung = q.ladder.deciding
         return rung.model, rung.index
 
-    def version_of(
-        self,
-        qid: str,
-        question: Any,
-        reader: str | None,
-        model: str | None,
-        version: int | None,
-        reading: str | None = None,
-    ) -> tuple[_Question, Rung]:
-        """The ladder and rung ``question`` is (a version's key), or version ``version``
-        of the written ``question`` (default: the one in force)."""
-        key = self.earned_key(qid, question, reader, model, reading)
+    def version_of(self, key: QuestionKey, version: int | None) -> tuple[_Question, Rung]:
+        """The ladder and rung ``key``'s question is (a version's key), or version
+        ``version`` of the written question (default: the one in force)."""
         with self._lock:
-            hit = self._rungs.get(key)
+            hit = self._rungs.get(key.evidence_key)
         if hit is None:  # (a first ask, or a version asked with other reading settings)
             with self._lock:
-                known = self._versions.get(self.earned_key(qid, question, reader, model))
+                known = self._versions.get(key.read_with(None).evidence_key)
             if known is not None and known[1].index > 0:
-                return self._other_reading(key, known, question, reading)
+                return self._other_reading(key, known)
         q, rung = hit if hit is not None else (None, None)
         if q is None:
-            q = self._question(qid, question, reader, model, reading)
+            q = self._question(key)
         rungs = q.ladder.rungs
         if version is not None and 0 <= version < len(rungs):
             return q, rungs[version]
         return q, rung if rung is not None else q.ladder.deciding
 
     def _other_reading(
-        self, key: str, known: tuple[_Question, Rung], question: Any, reading: str | None
+        self, key: QuestionKey, known: tuple[_Question, Rung]
     ) -> tuple[_Question, Rung]:
         """A learned version of a known question asked with other reading settings than
         its ladder's: a rung of its own under its own key (its evidence, if any: a
         threshold never crosses readings), outside any ladder."""
         q0, rung0 = known
-        q = self._question(q0.question_id, q0.question, q0.reader, q0.model, reading)
+        q = self._question(q0.key.read_with(key.reading))
         rung = Rung(
             rung0.index,
             rung0.fitted_on,
-            model=question,
+            model=key.question,
             trust=version_earned(self.earned, rung0.index),
         )
         rung.trust.learn_written = self._written_key(q)
         with self._lock:
-            return self._rungs.setdefault(key, (q, rung))
+            return self._rungs.setdefault(key.evidence_key, (q, rung))
 
-    def state(
-        self,
-        qid: str,
-        question: Any,
-        reader: str | None,
-        model: str | None,
-        reading: str | None = None,
-    ) -> Any:
-        q, rung = self.version_of(qid, question, reader, model, None, reading)
-        return rung.trust.state(qid, rung.model, reader, model, reading)
+    def state(self, key: QuestionKey) -> Any:
+        q, rung = self.version_of(key, None)
+        return rung.trust.state(key.asking(rung.model))
 
-    def probability_map(
-        self,
-        qid: str,
-        question: Any,
-        reader: str | None,
-        model: str | None,
-        reading: str | None = None,
-    ) -> Map | None:
-        """The probability map in force for the version ``question`` (its key), measured
-        on its labels as read from the store (``probability``); ``None``: the read's
-        own probability is reported."""
-        return self.store.probability_map(self.earned_key(qid, question, reader, model, reading))
-
-    def earned_key(
-        self,
-        qid: str,
-        question: Any,
-        reader: str | None,
-        model: str | None,
-        reading: str | None = None,
-    ) -> str:
-        from agentbranch.policy.evidence import evidence_key
-
-        return evidence_key(qid, question, reader, model, reading)
+    def probability_map(self, key: QuestionKey) -> Map | None:
+        """The probability map in force for the version ``key.question`` (its key),
+        measured on its labels as read from the store (``probability``); ``None``: the
+        read's own probability is reported."""
+        return self.store.probability_map(key.evidence_key)
 
     # -- labels -----------------------------------------------------------------------
 
     def observe(
         self,
-        qid: str,
-        question: Any,
+        key: QuestionKey,
+        teacher_label: str,
         *,
         state: str | None,
         version: int | None,
-        reading: str | None = None,
         probability: float | None = None,
         **fields: Any,
     ) -> Any:
-        """One teacher label for the decision the version ``version`` (or ``question``'s
-        own, or the one in force) made with the reading settings ``reading``: its
-        evidence, with the labelled state; then each newer version on trial reads the
-        state, and its read is its evidence."""
-        reader, model = fields["reader"], fields["model"]
-        q, rung = self.version_of(qid, question, reader, model, version, reading)
+        """One teacher label for the decision the version ``version`` (or ``key``'s
+        question's own, or the one in force) made with the reading settings
+        ``key.reading``: its evidence, with the labelled state; then each newer version
+        on trial reads the state, and its read is its evidence."""
+        q, rung = self.version_of(key, version)
         text = state
         if text is not None and self.redact is not None:
             text = self.redact(text)
         rec = rung.trust.observe(
-            qid, rung.model, state=text, reading=q.reading, probability=probability, **fields
+            q.key.asking(rung.model),
+            teacher_label,
+            state=text,
+            probability=probability,
+            **fields,
         )
         if rec is None:
             return None
@@ -247,7 +219,7 @@ class Learner:
         if state is not None:
             taken = fields["band"] == "take"
             for trial in trials:
-                self._trial(q, trial, state, taken, fields)
+                self._trial(q, trial, state, taken, {**fields, "teacher_label": teacher_label})
         self._adopt(q)
         self._maybe_fit(q)
         return rec
@@ -273,16 +245,12 @@ class Learner:
             )
             return
         rec = trial.trust.observe(
-            q.question_id,
-            trial.model,
-            reader=q.reader,
-            model=q.model,
-            reading=q.reading,
+            q.key.asking(trial.model),
+            fields["teacher_label"],
             source=fields["source"],
             confidence=d.confidence,
             options=list(d.options),
             engine_label=d.label,
-            teacher_label=fields["teacher_label"],
             probability=d.probabilities.get(d.label),
             **trial_fields(taken, fields["rate"]),
         )
@@ -292,11 +260,7 @@ class Learner:
     def _adopt(self, q: _Question) -> None:
         with self._lock:
             fed = q.ladder.fed
-        holds = [
-            r.trust.threshold(q.question_id, r.model, q.reader, q.model, q.reading).take_at
-            is not None
-            for r in fed
-        ]
+        holds = [r.trust.threshold(q.key.asking(r.model)).take_at is not None for r in fed]
         with self._lock:
             new = q.ladder.adopt(holds)
         if new is not None:
@@ -402,14 +366,14 @@ class Learner:
 
     def _add(self, q: _Question, rung: Rung) -> None:
         q.ladder.rungs.append(rung)
-        key = self.earned_key(q.question_id, rung.model, q.reader, q.model, q.reading)
-        self._rungs[key] = (q, rung)
-        self._versions[self.earned_key(q.question_id, rung.model, q.reader, q.model)] = (q, rung)
+        version = q.key.asking(rung.model)
+        self._rungs[version.evidence_key] = (q, rung)
+        self._versions[version.read_with(None).evidence_key] = (q, rung)
         rung.trust.learn_written = self._written_key(q)
 
     def _written_key(self, q: _Question) -> str:
         """The evidence key of ``q`` as written (``Evidence.written`` of its records)."""
-        return self.earned_key(q.question_id, q.question, q.reader, q.model, q.reading)
+        return q.key.evidence_key
 
     def _refresh(self, *, force: bool = False) -> bool:
         """Read the labelled states the store gained (``StoreLabels.read``) into the
@@ -424,22 +388,16 @@ class Learner:
                     q.merge(labelled)
         return True
 
-    def _question(
-        self,
-        qid: str,
-        question: Any,
-        reader: str | None,
-        model: str | None,
-        reading: str | None = None,
-    ) -> _Question:
-        key = self.earned_key(qid, question, reader, model, reading)
+    def _question(self, key: QuestionKey) -> _Question:
         with self._lock:
-            hit = self._rungs.get(key)
+            hit = self._rungs.get(key.evidence_key)
             if hit is not None:
                 return hit[0]
-            q = _Question(qid, question, reader, model, reading, Ladder())
-            self._questions[key] = q
-            self._add(q, Rung(0, 0, model=question, trust=version_earned(self.earned, 0)))
+            q = _Question(
+                key.question_id, key.question, key.reader, key.model, key.reading, Ladder()
+            )
+            self._questions[key.evidence_key] = q
+            self._add(q, Rung(0, 0, model=key.question, trust=version_earned(self.earned, 0)))
             self._rebuild(q)
             return q
 
@@ -455,7 +413,7 @@ class Learner:
         j = 0
         while j < len(q.ladder.rungs):
             rung = q.ladder.rungs[j]
-            key = self.earned_key(q.question_id, rung.model, q.reader, q.model, q.reading)
+            key = q.key.asking(rung.model).evidence_key
             found.update((s[0], s) for s in self.store.stored_under(key))
             q.states = sorted(found.values(), key=lambda s: s[0])
             nxt = j + 1
@@ -464,10 +422,16 @@ class Learner:
             j += 1
         q.ladder.labels = len(q.states)
         holds = [
-            r.trust.threshold(q.question_id, r.model, q.reader, q.model, q.reading).take_at
-            is not None
-            for r in q.ladder.rungs
+            r.trust.threshold(q.key.asking(r.model)).take_at is not None for r in q.ladder.rungs
         ]
         # the newest version holding a threshold is in force (none: the written one)
         q.ladder.in_force = max((i for i, h in enumerate(holds) if h), default=0)
         q.ladder.open = any(holds)
+
+
+__all__ = [
+    "CANVAS_CHARS",
+    "CANVAS_PER_OPTION",
+    "Learner",
+    "SETTLE_S",
+]
