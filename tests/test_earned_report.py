@@ -84,12 +84,14 @@ def test_report_shows_threshold_over_time_coverage_precision_and_drift(evidence_
     assert q.take_band.lower <= q.take_band.precision
     assert q.take_band.drift_evalue >= 1 / 0.05  # what withdrew it
     # Same report from the Earned object itself and from its records (the Earned also
-    # knows whether its audits arrive: the file cannot say).
+    # knows whether its audits arrive: the file cannot say)
     live, from_file = earned_report(earned, precision=0.8).as_dict(), rep.as_dict()
     (q_live,) = live["questions"].values()
     assert q_live.pop("suspended") is False
     (q_file,) = from_file["questions"].values()
     assert q_file.pop("suspended") is None
+    # ... and how many labels its process lost (the file cannot know what never reached it)
+    assert live.pop("labels_lost") == 0 and "labels_lost" not in from_file
     assert live == from_file
 
 

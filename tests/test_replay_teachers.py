@@ -456,3 +456,36 @@ def test_audits_replay_the_recorded_draws_and_without_them_the_recorded_calls(
     path.write_text("\n".join(lines) + "\n")
     with Cassette(path, "none") as cassette:
         assert audited(cassette, live=False, seed=2) == recorded
+
+
+def test_a_fallback_that_runs_out_of_time_is_not_recorded(tmp_path):
+    """``Generate(timeout_s=...)`` gives up on a slow teacher: no answer, so nothing is
+    recorded for it (a replay asks it again, and misses, rather than replaying a
+    non-answer)."""
+    import threading
+
+    from langchain_core.messages import AIMessage
+    from langchain_core.runnables import RunnableLambda
+
+    import agentbranch as ab
+    from agentbranch.policy import Generate, GotoNode, Policy, Resolver
+    from agentbranch.replay import Cassette
+
+    release = threading.Event()
+
+    def slow(messages):
+        release.wait(10)
+        return AIMessage('{"label": "billing"}')
+
+    questions = {"team": ab.choice("Which team?", ["billing", "outage"])}
+    path = tmp_path / "slow.jsonl"
+    with Cassette(path, "all") as cassette:
+        reader = cassette.reader(
+            lambda: ab.ScriptedReader({"team": {"billing": 0.5, "outage": 0.5}})
+        )
+        fallbacks = [Generate(RunnableLambda(slow), timeout_s=0.2), GotoNode("human")]
+        policy = Policy(take_at=0.9, fallbacks=fallbacks)
+        record = Resolver(ab.DecisionEngine(reader), questions, policy).resolve("a refund")
+    release.set()
+    assert record["team"]["decided_by"] == "fallback_node"
+    assert "teacher" not in kinds(path)

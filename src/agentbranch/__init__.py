@@ -80,6 +80,7 @@ __all__ = [
     "choice",
     "decision_tool",
     "score",
+    "use_meter_provider",
     "yes_no",
 ]
 
@@ -92,6 +93,8 @@ _LAZY = {
     "RemoteReader": "agentbranch.engine.readers.remote",
     "AgentBranchDecisionModel": "agentbranch.integrations.langchain",
     "decision_tool": "agentbranch.integrations.langchain",
+    # metrics through OpenTelemetry's API (docs/metrics.md)
+    "use_meter_provider": "agentbranch.core._metrics",
 }
 
 

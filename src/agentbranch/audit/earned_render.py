@@ -11,7 +11,7 @@ from typing import Any
 from agentbranch.audit.earned_learning import ECE_BINS
 from agentbranch.audit.earned_now import TEST
 from agentbranch.audit.earned_report import EarnedReport, QuestionTrust
-from agentbranch.audit.estimates import decisions_text
+from agentbranch.audit.estimates import decisions_text, level_text, percent
 from agentbranch.core.errors import ConfigurationError
 
 # -- diagram --------------------------------------------------------------------------
@@ -91,7 +91,7 @@ def earned_diagram(report: EarnedReport, path: str | os.PathLike[str]) -> Path:
             f"{name}: {q.trust}, take_at "
             f"{'closed' if q.take_at is None else f'{q.take_at:g}'} "
             f"(target {(q.target.precision if q.target else report.precision):g} at level "
-            f"{(q.target.level if q.target else report.level):g})",
+            f"{level_text(q.target.level if q.target else report.level)})",
             fontsize=9,
         )
         handles, labels = ax.get_legend_handles_labels()
@@ -193,7 +193,7 @@ def _target(q: QuestionTrust) -> str:
     t = q.target
     if t is None:
         return "-"
-    head = f"precision {t.precision:g} at level {t.level:g}"
+    head = f"precision {t.precision:g} at level {level_text(t.level)}"
     if t.origin == "policy":
         return f"{head}: the policy's own"
     if t.origin == "asked":
@@ -242,7 +242,7 @@ def rows(q: QuestionTrust, level: float) -> list[tuple[str, str]]:
         (
             "audits since it opened",
             f"{tb.right}/{tb.n} agreed = {_f(tb.precision)} (≥ {_f(tb.lower)} at "
-            f"{level:.0%}); drift e-value {tb.drift_evalue:.3g} (withdraws at "
+            f"{percent(level)}); drift e-value {tb.drift_evalue:.3g} (withdraws at "
             f"{1 / (1 - level):.3g})"
             if tb.n
             else "no audited takes since the band opened"
@@ -300,6 +300,12 @@ def tables(
         table.add_column("value", max_width=76)  # long values wrap in their cell
         for name, value in [*rows(q, report.level), *(extra or {}).get(q.question_id, [])]:
             table.add_row(name, value)
+        if report.labels_lost:
+            table.add_row(
+                "labels lost",
+                f"{report.labels_lost} labels of this process never reached the store (it "
+                "could not be written: see the ERROR log, docs/reliability.md)",
+            )
         out.append(table)
     for lq in report.learning.values():
         table = Table(title=learning_title(lq), show_header=False, title_justify="left")
@@ -327,7 +333,10 @@ def _version(v: Any) -> str:
     if v.level is not None:
         share = version_share(v.version)
         policy = 1.0 - (1.0 - v.level) / share
-        out += f", tested at level {v.level:.4g} (its share {share:.3g} of 1 - {policy:.3g})"
+        out += (
+            f", tested at level {level_text(v.level)} (its share {share:.3g} of 1 - "
+            f"{level_text(policy)})"
+        )
     done = []
     if v.deciding_labels:
         done.append(f"decided {v.deciding_labels} labels, {_f(v.deciding_accuracy, 2)} right")

@@ -44,7 +44,7 @@ from typing import Any
 
 from agentbranch.audit import earned_now
 from agentbranch.audit.earned_sources import EvidenceRow, evidence_rows
-from agentbranch.audit.estimates import DecisionsEstimate, decisions_estimate
+from agentbranch.audit.estimates import COUNT_LEVEL, DecisionsEstimate, decisions_estimate
 from agentbranch.audit.report import json_safe
 from agentbranch.core.errors import ConfigurationError
 
@@ -139,12 +139,17 @@ class EarnedReport:
     #: the read's accuracy against the teacher over time (``earned_learning``); empty
     #: (and absent from ``as_dict``) for a store without learning
     learning: dict[str, Any] = field(default_factory=dict)
+    #: labels this process could not store (a report of a live ``Earned``: the store
+    #: never saw them); ``None`` (and absent from ``as_dict``) when the report cannot know
+    labels_lost: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-safe (NaN and infinities become ``None``: strict JSON)."""
         out = asdict(self)
         if not out["learning"]:
             del out["learning"]
+        if out["labels_lost"] is None:
+            del out["labels_lost"]
         return json_safe(out)
 
 
@@ -257,7 +262,7 @@ def _question(
         model=last.model,
         labels=len(rows),
         decisions=total,
-        decisions_estimate=decisions_estimate([1.0 / r.rate for r in rows], level),
+        decisions_estimate=decisions_estimate([1.0 / r.rate for r in rows], COUNT_LEVEL),
         take_at=take_at,
         trust=last.trust if now is None else now.trust,
         coverage=taken_total / total if total else 0.0,
@@ -375,12 +380,26 @@ def earned_report(
     from agentbranch.audit.earned_learning import learning
 
     learned = learning(groups, questions)
+    # Learned versions in order (v0, v1, ...), each question's together.
+    versions = {v.key: v.version for lq in learned.values() for v in lq.versions}
+    questions = dict(
+        sorted(
+            questions.items(),
+            key=lambda kv: (kv[1].question_id, str(kv[1].reader), versions.get(kv[0], -1)),
+        )
+    )
     first = next(iter(questions.values()), None)
     if first is not None and first.target is not None:
         shown = (first.target.precision, first.target.level)
     else:
         shown = asked or (earned_now.DEFAULT_PRECISION, earned_now.DEFAULT_LEVEL)
-    return EarnedReport(shown[0], shown[1], questions, None if asked is None else asked[0], learned)
+    lost = None
+    if isinstance(source, Earned):  # the serving process's own count
+        from agentbranch.policy.label_loss import labels_lost
+
+        lost = labels_lost(source)
+    asked_at = None if asked is None else asked[0]
+    return EarnedReport(shown[0], shown[1], questions, asked_at, learned, lost)
 
 
 __all__ = [

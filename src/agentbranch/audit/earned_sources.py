@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from agentbranch.core.errors import ConfigurationError, InvalidFileError
-from agentbranch.policy.earned._evidence import EVIDENCE_SCHEMA, TRUSTS
+from agentbranch.core.schemas import is_evidence_schema
+from agentbranch.policy.earned._evidence import TRUSTS
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,8 @@ def is_evidence_file(path: str | os.PathLike[str]) -> bool:
                 obj = json.loads(raw)
             except (ValueError, RecursionError):  # the audit loader says what is wrong
                 return False
-            return isinstance(obj, dict) and obj.get("schema") == EVIDENCE_SCHEMA
+            # any release's evidence: a newer one is refused by name when read
+            return isinstance(obj, dict) and is_evidence_schema(obj.get("schema"))
     return False
 
 
@@ -246,7 +248,7 @@ def evidence_rows(source: Any) -> list[EvidenceRow]:
     for i, rec in enumerate(source):
         if isinstance(rec, Evidence):
             rows.append(_from_evidence(rec))
-        elif isinstance(rec, Mapping) and rec.get("schema") == EVIDENCE_SCHEMA:
+        elif isinstance(rec, Mapping) and is_evidence_schema(rec.get("schema")):
             try:
                 rows.append(_from_evidence(Evidence.model_validate(rec)))
             except ValueError as e:

@@ -20,7 +20,41 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["DecisionsEstimate", "decisions_estimate", "decisions_text"]
+__all__ = ["DecisionsEstimate", "decisions_estimate", "decisions_text", "level_text", "percent"]
+
+#: The level of a count's interval: it describes the traffic, it decides nothing, so it
+#: is the usual 95% whatever the level a threshold is tested at.
+COUNT_LEVEL = 0.95
+
+
+def _digits(level: float) -> int:
+    """Decimals of ``level`` as a percentage: all of them when it has four or fewer as a
+    fraction (95%, 98.75%), else enough to show its error ``1 - level`` to within a tenth
+    of itself (99.6% for 0.995833)."""
+    for d in range(5):
+        if abs(round(level, d) - level) < 1e-12:
+            return max(0, d - 2)
+    error = 100.0 * (1.0 - level)
+    for d in range(7):
+        shown = 100.0 - round(100.0 * level, d)
+        if error > 0 and shown > 0 and abs(shown - error) <= 0.1 * error:
+            return d
+    return 6
+
+
+def percent(level: float) -> str:
+    """``level`` as a person writes it: ``"95%"``, ``"99.6%"`` (never ``"100%"`` for
+    a level below 1)."""
+    if not 0.0 < level < 1.0 or not math.isfinite(level):
+        return f"{level:.0%}"
+    return f"{100.0 * level:.{_digits(level)}f}%"
+
+
+def level_text(level: float) -> str:
+    """``level`` as a fraction, rounded the same way: ``"0.95"``, ``"0.9"``, ``"0.996"``."""
+    if not 0.0 < level < 1.0 or not math.isfinite(level):
+        return f"{level:g}"
+    return f"{round(level, _digits(level) + 2):g}"
 
 
 @dataclass(frozen=True)
@@ -72,5 +106,5 @@ def decisions_text(estimate: DecisionsEstimate) -> str:
         return f"{e.labels} labels standing for {e.value:.0f} decisions"
     return (
         f"{e.labels} labels standing for an estimated {e.value:.0f} decisions "
-        f"({e.level:.0%} interval {math.floor(e.low):.0f}–{math.ceil(e.high):.0f})"
+        f"({percent(e.level)} interval {math.floor(e.low):.0f}–{math.ceil(e.high):.0f})"
     )

@@ -184,7 +184,9 @@ def _audit_table(q, target: float, level: float) -> None:  # noqa: ANN001
 
 
 def _audit_rows(q, target: float, level: float) -> list[tuple[str, str]]:  # noqa: ANN001
-    pct = f"{target:.0%}"
+    from agentbranch.audit.estimates import percent
+
+    pct = percent(target)
     t, tb = q.threshold, q.take_band
     rows = [
         (
@@ -194,7 +196,7 @@ def _audit_rows(q, target: float, level: float) -> list[tuple[str, str]]:  # noq
         ),
         (
             "take-band precision",
-            f"{fmt(tb.precision)}  [{fmt(tb.low)}, {fmt(tb.high)}] ({level:.0%} Wilson)"
+            f"{fmt(tb.precision)}  [{fmt(tb.low)}, {fmt(tb.high)}] ({percent(level)} Wilson)"
             if tb.n
             else "no audits of the take band yet",
         ),

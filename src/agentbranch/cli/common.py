@@ -73,6 +73,14 @@ def read_questions(path: Path) -> dict[str, Any]:
             "(docs/questions.md); got "
             f"{type(data).__name__}"
         )
+    if not data:
+        from agentbranch.core.errors import InvalidFileError
+
+        raise InvalidFileError(
+            f"questions file {path} asks nothing: it is an empty object; give it one entry "
+            'per question, such as {"urgent": {"type": "noul", "instructions": "Is it '
+            'urgent?"}} (docs/questions.md)'
+        )
     return data
 
 

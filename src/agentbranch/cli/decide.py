@@ -88,7 +88,11 @@ def decide(
         if choice_q:
             if not option:
                 raise typer.BadParameter("--choice needs --option (at least two)")
-            options = dict(_parse_option(o) for o in option)
+            parsed = [_parse_option(o) for o in option]
+            names = [name for name, _ in parsed]
+            if len(set(names)) < len(names):  # a dict would keep one silently
+                ab.choice(choice_q, names)  # raises the library's own message
+            options = dict(parsed)
             ex = _examples_for(example, list(options))
             qs["choice"] = ab.choice(choice_q, options, examples=ex)
         if yes_no_q:

@@ -26,6 +26,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from agentbranch.core.decisions import confidence_from
 from agentbranch.core.errors import AgentBranchError, ConfigurationError, InvalidFileError
 from agentbranch.core.files import json_lines, short_repr
+from agentbranch.core.schemas import newer_release
 
 __all__ = [
     "TOLERANCE",
@@ -42,6 +43,10 @@ __all__ = [
 #: How far probabilities may sum from 1, and a confidence from the one they imply
 #: (records are written with full float precision; this leaves room for rounding).
 TOLERANCE = 0.01
+
+
+class NewerRelease(InvalidFileError):
+    """A record written by a newer release of agentbranch: valid, but not readable here."""
 
 
 def _finite(x: float) -> float:
@@ -193,6 +198,9 @@ def check_record(obj: Any, where: str = "audit record") -> dict[str, Any]:
         raise ConfigurationError(
             f"{where}: an audit record is a JSON object, got {type(obj).__name__}"
         )
+    newer = newer_release(obj)
+    if newer is not None:
+        raise NewerRelease(f"{where} was {newer}; nothing was changed")
     try:
         AuditRecord.model_validate(obj)
     except ValidationError as e:
@@ -221,7 +229,7 @@ def load_records(path: str | Path) -> list[dict[str, Any]]:
     for number, obj in json_lines(path, "audit file", "Policy(audit=Audit(sink=...)) writes one"):
         try:
             records.append(check_record(obj, f"{path}:{number}"))
-        except InvalidFileError:
+        except (InvalidFileError, NewerRelease):
             raise
         except ConfigurationError as e:
             raise InvalidFileError(

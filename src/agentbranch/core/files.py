@@ -72,16 +72,42 @@ def open_regular(path: Path, refuse: Callable[[int], Exception]) -> Iterator[Bin
         yield f
 
 
+#: The permissions of a file agentbranch creates that holds user text (evidence stores,
+#: audit files): owner-only, whatever the umask. Cassettes, meant to be committed, use
+#: ``SHARED_MODE`` (under the umask).
+PRIVATE_MODE = 0o600
+SHARED_MODE = 0o666
+
+
+def check_mode(mode: Any, who: str) -> int:
+    """``mode`` if it is a file permission (``0o600``, ``0o640``, ...), else a
+    ``ConfigurationError`` naming ``who``'s parameter."""
+    if isinstance(mode, bool) or not isinstance(mode, int) or not 0 <= mode <= 0o777:
+        from agentbranch.core.errors import ConfigurationError
+
+        raise ConfigurationError(
+            f"{who}(mode=...) must be file permissions from 0o000 to 0o777 (e.g. 0o600, "
+            f"owner-only; 0o640, group-readable), got {mode!r}"
+        )
+    return mode
+
+
 def append_regular(
-    path: Path, data: bytes, refuse: Callable[[int], Exception], *, fsync: bool = False
+    path: Path,
+    data: bytes,
+    refuse: Callable[[int], Exception],
+    *,
+    fsync: bool = False,
+    mode: int = PRIVATE_MODE,
 ) -> os.stat_result:
-    """Append ``data`` to ``path`` (created if missing) and return its ``stat`` after.
+    """Append ``data`` to ``path`` (created if missing, with permissions ``mode``, which
+    the umask may only narrow) and return its ``stat`` after.
 
     One ``write`` on an ``O_APPEND`` descriptor, so another process appending to the same
     file never splits a record (a buffered text file writes long lines in pieces);
     ``refuse(st_mode)`` is raised when ``path`` is not a regular file, and a FIFO fails
     at once instead of blocking. ``fsync`` waits until the bytes are on disk."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NONBLOCK, 0o666)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NONBLOCK, mode)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise refuse(os.fstat(fd).st_mode)
@@ -105,10 +131,31 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def loads(text: str | bytes, where: str) -> Any:
-    """``json.loads`` with every failure an ``InvalidFileError`` starting with ``where``."""
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def loads(text: str | bytes, where: str, *, unique_keys: bool = False) -> Any:
+    """``json.loads`` with every failure an ``InvalidFileError`` starting with ``where``;
+    with ``unique_keys``, an object naming a key twice is one too (JSON would keep the
+    last silently)."""
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
+        hook = _unique if unique_keys else None
+        return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=hook)
+    except _DuplicateKey as e:
+        raise InvalidFileError(
+            f"{where}: the key {e.args[0]!r} appears twice in one object (JSON would keep "
+            "only the last); keep one"
+        ) from None
     except RecursionError:
         raise InvalidFileError(
             f"{where}: JSON nested too deeply to read; agentbranch never writes such files"
@@ -159,7 +206,7 @@ def read_json(path: str | os.PathLike[str], what: str) -> Any:
     text = _decode(raw, f"{what} {path}").lstrip("\ufeff")
     if not text.strip():
         raise InvalidFileError(f"{what} {path} is empty")
-    return loads(text, f"{what} {path}")
+    return loads(text, f"{what} {path}", unique_keys=True)
 
 
 def json_lines(

@@ -21,6 +21,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from agentbranch.core import _metrics as metrics
 from agentbranch.core import logs
 
 __all__ = ["EVENT", "NO_HANDLERS", "aemit", "aemit_all", "emit", "emit_all"]
@@ -101,6 +102,8 @@ def _logged_and_streamed(
     records: Iterable[dict[str, Any]], state: Any, include_state: bool
 ) -> list[dict[str, Any]]:
     """Log each record and write it to the custom stream; the payloads to dispatch."""
+    records = list(records)
+    metrics.decisions(records)
     writer = _writer()
     payloads = []
     for record in records:

@@ -68,6 +68,7 @@ from agentbranch.policy.earned import (
     replay,
 )
 from agentbranch.policy.generation import generation_messages, parse_label
+from agentbranch.policy.label_loss import LabelLostError, labels_lost
 from agentbranch.policy.records import engine_record, error_record, review_payload
 from agentbranch.policy.resolver import Resolver
 
@@ -85,6 +86,7 @@ __all__ = [
     "Generate",
     "GotoNode",
     "JsonlEvidenceStore",
+    "LabelLostError",
     "LangGraphEvidenceStore",
     "MoreDraws",
     "OnError",
@@ -100,6 +102,7 @@ __all__ = [
     "error_record",
     "evidence_key",
     "generation_messages",
+    "labels_lost",
     "options_of",
     "parse_label",
     "policy_for",

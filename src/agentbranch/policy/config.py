@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -49,11 +50,29 @@ class Generate:
     """Generation fallback: ``model`` (a LangChain chat model) answers the same question
     over the same options. Its reply must name exactly one option, as JSON
     (``{"label": "<option>"}``) or as the bare option name; anything else is rejected
-    (``FallbackError``, or the next fallback runs). ``instructions`` is an optional system
-    prompt prepended to the request."""
+    (``FallbackError``, or the next fallback runs): a reply naming two different labels
+    (``{"label": "no", "answer": "yes"}``) or longer than ``MAX_REPLY_CHARS`` too.
+    ``instructions`` is an optional system prompt prepended to the request.
+
+    ``timeout_s`` bounds one call of the model (60 s by default; ``None`` waits for
+    ever): a model that has not answered by then counts as a failed fallback, so the
+    next fallback runs (or ``FallbackError`` when it was the last), as for a reply that
+    names no option. On the async path the call is cancelled; on the sync path it runs
+    on a helper thread, which is left to finish on its own (its answer is dropped)."""
 
     model: Any
     instructions: str | None = None
+    timeout_s: float | None = 60.0
+
+    def __post_init__(self) -> None:
+        t = self.timeout_s
+        if t is not None and (
+            isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t <= 0
+        ):
+            raise ConfigurationError(
+                f"Generate(timeout_s=...) must be a number of seconds > 0 (or None to wait "
+                f"for ever), got {t!r}"
+            )
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,17 @@ call; ``run_sync`` and ``run_async`` drive them on either path."""
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any
 
+from agentbranch.core import _metrics as metrics
 from agentbranch.core.errors import FallbackError
 from agentbranch.core.questions import Question
 from agentbranch.policy.config import DecisionRecord, Generate, MoreDraws, Policy
 from agentbranch.policy.earned._state import Threshold
 from agentbranch.policy.generation import (
+    Expired,
     agenerate,
     fallback_record,
     generate,
@@ -21,6 +25,8 @@ from agentbranch.policy.generation import (
 )
 from agentbranch.policy.records import engine_record
 from agentbranch.policy.steps import Call, Steps, run_async, run_sync
+
+log = logging.getLogger("agentbranch")
 
 __all__ = ["Call", "Steps", "fallback_steps", "run_async", "run_sync"]
 
@@ -45,12 +51,21 @@ def fallback_steps(
                 return rec
         elif isinstance(fb, Generate):
             messages = generation_messages(fb, qid, question, state_text(state))
+            started = time.perf_counter()
             reply = yield Call(generate, agenerate, engine, fb, qid, messages, rec["options"])
+            took = time.perf_counter() - started
+            if isinstance(reply, Expired):  # a failed fallback: the next one runs
+                metrics.teacher_call(qid, "fallback", took, "timeout")
+                log.warning("agentbranch: question %r: %s", qid, reply.message)
+                errors.append(reply.message)
+                continue
             try:
                 label = parse_label(reply, rec["options"])
             except FallbackError as e:
+                metrics.teacher_call(qid, "fallback", took, "invalid_reply")
                 errors.append(str(e))
                 continue
+            metrics.teacher_call(qid, "fallback", took, None)
             return fallback_record(rec, label, fb.model, reply)
         else:
             out = dict(rec)

@@ -8,20 +8,31 @@ exactly one of the option names, so its reply cannot fail to parse; every other 
 is asked as before and its reply parsed. The decision record's ``fallback.constrained``
 says which (``"choice"`` or ``None``).
 
+A call is bounded by ``Generate(timeout_s=...)`` (``invoke_within``/``ainvoke_within``:
+``Expired`` when it runs out, a failed fallback) and a reply by ``MAX_REPLY_CHARS``.
+
 Every teacher call (``ask``: a fallback's, an audit's, a reviewer's) goes through the
 engine's replay cassette when it reads through one (``agentbranch.core.teacher_calls``)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import contextvars
 import json
-import re
-from collections.abc import Awaitable, Callable, Sequence
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
+from agentbranch.core import _metrics as metrics
 from agentbranch.core.errors import FallbackError
 from agentbranch.core.questions import Question, to_spec
 from agentbranch.core.teacher_calls import TeacherCall, teacher_calls_of
 from agentbranch.policy.config import DecisionRecord, Generate
+
+log = logging.getLogger("agentbranch")
 
 
 def generation_messages(fb: Generate, qid: str, question: Question, state_text: str) -> list[Any]:
@@ -42,6 +53,15 @@ def generation_messages(fb: Generate, qid: str, question: Question, state_text: 
     return [SystemMessage(system), HumanMessage(human)]
 
 
+#: The longest reply ``parse_label`` reads (characters). An answer is an option name or
+#: ``{"label": "<option>"}``; a model repeating itself up to a large ``max_tokens`` is
+#: refused at once instead of parsed.
+MAX_REPLY_CHARS = 16_384
+
+#: The keys of a JSON reply that name the label, in the order they are read.
+LABEL_KEYS = ("label", "choice", "answer")
+
+
 def parse_label(reply: Any, options: Sequence[str], *, source: str = "fallback model") -> str:
     """The option named by a chat model's reply, or ``FallbackError``. Never returns
     anything outside ``options``.
@@ -53,30 +73,57 @@ def parse_label(reply: Any, options: Sequence[str], *, source: str = "fallback m
     them and without leading or trailing periods (``"billing".``), each of these
     case-insensitively, and last the reply and the options both without quotes and
     periods (``very urgent`` names ``Very urgent.``); a tolerant form counts only when
-    exactly one option matches it."""
+    exactly one option matches it.
+
+    Refused: a reply longer than ``MAX_REPLY_CHARS`` (read in time linear in its
+    length), and JSON that names two different labels (``{"label": "no", "answer":
+    "yes"}``: logged at WARNING, it is no label and no evidence)."""
     text = getattr(reply, "content", reply)
     if isinstance(text, list):  # content blocks
         text = "".join(b if isinstance(b, str) else str(b.get("text", "")) for b in text if b)
     if not isinstance(text, str):
         raise FallbackError(f"{source} returned {type(text).__name__}, not text")
     raw = text.strip()
+    if len(raw) > MAX_REPLY_CHARS:
+        raise FallbackError(
+            f"{source} answered {len(raw):,} characters ({raw[:80]!r}...), more than an "
+            f"answer can be (MAX_REPLY_CHARS={MAX_REPLY_CHARS:,}); the answer was rejected. "
+            "A model repeating itself: give it a smaller max_tokens"
+        )
     if raw in options:  # before any JSON parsing: an option's name may hold braces
         return raw
     candidate: Any = raw
-    fenced = re.search(r"\{.*\}", raw, re.DOTALL)
-    if fenced:
+    # From the first "{" to the last "}" (what a greedy r"\{.*\}" finds, in linear time).
+    start, end = raw.find("{"), raw.rfind("}")
+    if 0 <= start < end:
         try:
-            obj = json.loads(fenced.group(0))
-        except json.JSONDecodeError:
+            obj = json.loads(raw[start : end + 1])
+        except (json.JSONDecodeError, RecursionError):
             obj = None
         if isinstance(obj, dict):
-            candidate = obj.get("label", obj.get("choice", obj.get("answer")))
+            candidate = _named(obj, options, raw, source)
     if isinstance(candidate, str) and (label := match_option(candidate, options)) is not None:
         return label
     raise FallbackError(
         f"{source} answered {raw[:200]!r}, which names none of the allowed options "
         f"{list(options)}; the answer was rejected"
     )
+
+
+def _named(obj: dict[str, Any], options: Sequence[str], raw: str, source: str) -> Any:
+    """The label a JSON reply names; ``FallbackError`` when its keys name different ones."""
+    named = [(k, obj[k]) for k in LABEL_KEYS if obj.get(k) is not None]
+    if not named:
+        return None
+    seen = {match_option(v, options) if isinstance(v, str) else None for _, v in named}
+    if len(seen) > 1 or (len(named) > 1 and None in seen):
+        message = (
+            f"{source} answered {raw[:200]!r}, which names two different labels "
+            f"({', '.join(f'{k}={v!r}' for k, v in named)}); the answer was rejected"
+        )
+        log.warning("agentbranch: %s", message)
+        raise FallbackError(message)
+    return named[0][1]
 
 
 def match_option(candidate: str, options: Sequence[str]) -> str | None:
@@ -98,6 +145,104 @@ def match_option(candidate: str, options: Sequence[str]) -> str | None:
 
 def _loose(text: str) -> str:
     return text.strip().strip("\"'`.").strip().casefold()
+
+
+class Expired:
+    """What ``invoke_within`` returns when the model did not answer within its time."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+
+#: Calls given up on that are still running (sync path): past ``MAX_STUCK`` of them new
+#: calls fail at once instead of starting more threads behind a hung model.
+_stuck: list[threading.Thread] = []
+_stuck_lock = threading.Lock()
+MAX_STUCK = 16
+
+
+def _expired(model: Any, timeout_s: float) -> Expired:
+    return Expired(
+        f"fallback model {model_name(model)} did not answer within {timeout_s:g} s "
+        "(Generate(timeout_s=...))"
+    )
+
+
+def invoke_within(
+    model: Any, messages: list[Any], timeout_s: float | None, question_id: str = ""
+) -> Any:
+    """``model.invoke(messages)``, or ``Expired`` after ``timeout_s`` seconds (the call
+    runs on a helper thread, left to finish on its own). A call that raises is counted
+    (``agentbranch.teacher.failures``) before its error goes on."""
+    with _raising(question_id):
+        return _invoke_within(model, messages, timeout_s)
+
+
+async def ainvoke_within(
+    model: Any, messages: list[Any], timeout_s: float | None, question_id: str = ""
+) -> Any:
+    """``await model.ainvoke(messages)``, or ``Expired`` after ``timeout_s`` seconds
+    (the call is cancelled). The model's own errors are counted and raised as they are."""
+    with _raising(question_id):
+        return await _ainvoke_within(model, messages, timeout_s)
+
+
+@contextlib.contextmanager
+def _raising(question_id: str) -> Iterator[None]:
+    started = time.perf_counter()
+    try:
+        yield
+    except Exception as e:
+        took = time.perf_counter() - started
+        metrics.teacher_call(question_id, "fallback", took, type(e).__name__)
+        raise
+
+
+def _invoke_within(model: Any, messages: list[Any], timeout_s: float | None) -> Any:
+    if timeout_s is None:
+        return model.invoke(messages)
+    with _stuck_lock:
+        _stuck[:] = [t for t in _stuck if t.is_alive()]
+        if len(_stuck) >= MAX_STUCK:
+            return Expired(
+                f"{len(_stuck)} calls of fallback models are still running past their "
+                "Generate(timeout_s=...); this one was not made"
+            )
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = model.invoke(messages)
+        except BaseException as e:  # noqa: BLE001 - raised on the caller's thread below
+            box["error"] = e
+
+    thread = threading.Thread(
+        target=contextvars.copy_context().run, args=(run,), name="agentbranch-generate", daemon=True
+    )
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        with _stuck_lock:
+            _stuck.append(thread)
+        return _expired(model, timeout_s)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+async def _ainvoke_within(model: Any, messages: list[Any], timeout_s: float | None) -> Any:
+    if timeout_s is None:
+        return await model.ainvoke(messages)
+    task = asyncio.ensure_future(model.ainvoke(messages))
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout_s)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if not done:
+        task.cancel()
+        return _expired(model, timeout_s)
+    return task.result()
 
 
 def fallback_record(rec: DecisionRecord, label: str, model: Any, reply: Any) -> DecisionRecord:
@@ -148,16 +293,45 @@ async def aask(engine: Any, call: TeacherCall, invoke: Callable[[Any], Awaitable
     return await calls.acall(call, invoke)
 
 
+class _NoAnswer(Exception):
+    """Carries an ``Expired`` call past the cassette (a non-answer is never recorded)."""
+
+    def __init__(self, expired: Expired) -> None:
+        self.expired = expired
+
+
 def generate(engine: Any, fb: Generate, qid: str, messages: list[Any], options: Any) -> Any:
     """A ``Generate`` fallback's reply (``fb.model``, constrained to ``options`` where it
-    can enforce them, ``constrained_to``), through the engine's cassette if any."""
+    can enforce them, ``constrained_to``) within ``fb.timeout_s`` (``Expired`` when it
+    runs out), through the engine's cassette if any."""
     call = TeacherCall("generate", qid, constrained_to(fb.model, options), messages)
-    return ask(engine, call, lambda m: m.invoke(messages))
+
+    def invoke(model: Any) -> Any:
+        got = invoke_within(model, messages, fb.timeout_s, qid)
+        if isinstance(got, Expired):
+            raise _NoAnswer(got)
+        return got
+
+    try:
+        return ask(engine, call, invoke)
+    except _NoAnswer as e:
+        return e.expired
 
 
 async def agenerate(engine: Any, fb: Generate, qid: str, messages: list[Any], options: Any) -> Any:
+    """``generate`` on the async path."""
     call = TeacherCall("generate", qid, constrained_to(fb.model, options), messages)
-    return await aask(engine, call, lambda m: m.ainvoke(messages))
+
+    async def invoke(model: Any) -> Any:
+        got = await ainvoke_within(model, messages, fb.timeout_s, qid)
+        if isinstance(got, Expired):
+            raise _NoAnswer(got)
+        return got
+
+    try:
+        return await aask(engine, call, invoke)
+    except _NoAnswer as e:
+        return e.expired
 
 
 def model_name(model: Any) -> str:

@@ -26,7 +26,7 @@ from typing import BinaryIO
 from filelock import FileLock, Timeout
 
 from agentbranch.core.errors import ConfigurationError
-from agentbranch.core.files import append_regular, kind, open_regular
+from agentbranch.core.files import SHARED_MODE, append_regular, kind, open_regular
 from agentbranch.replay.errors import CassetteFormatError
 
 #: How long a writer waits for another process's lock before giving up (seconds). Writers
@@ -86,8 +86,9 @@ def open_read(path: Path) -> Iterator[BinaryIO]:
 
 def append(path: Path, data: bytes) -> os.stat_result:
     """Append ``data`` to the file ``path`` names (created if missing) with one write;
-    returns its ``stat`` after. Call under ``lock``."""
-    return append_regular(path, data, lambda mode: not_regular(path, mode))
+    returns its ``stat`` after. Call under ``lock``. A new cassette is readable as the
+    umask allows (``SHARED_MODE``): cassettes are meant to be committed."""
+    return append_regular(path, data, lambda mode: not_regular(path, mode), mode=SHARED_MODE)
 
 
 def replace(path: Path, data: bytes) -> None:

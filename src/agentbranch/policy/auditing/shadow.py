@@ -14,14 +14,17 @@ their arrival counts; the fallback labels those decisions).
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from agentbranch.core import _metrics as metrics
 from agentbranch.core.teacher_calls import TeacherCall, teacher_calls_of
 from agentbranch.policy.auditing.config import Audit
 from agentbranch.policy.auditing.sinks import AuditRecord
+from agentbranch.policy.auditing.worker import AuditTimeout
 
 log = logging.getLogger("agentbranch")
 
@@ -149,12 +152,15 @@ class _Outcome:
         earned = policy.earned
         self.health = None if earned is None else earned.audit_health
         self.who = (qid, rec.get("reader"), rec.get("model"))
+        metrics.audit(qid, "due")
 
     def arrived(self) -> None:
+        metrics.audit(self.who[0], "done")
         if self.health is not None:
             self.health.arrived(*self.who)
 
-    def missing(self, why: str) -> None:
+    def missing(self, why: str, error: str = "dropped") -> None:
+        metrics.audit(self.who[0], "missing", error)
         if self.health is not None:
             self.health.missing(*self.who, why=why)
 
@@ -271,15 +277,30 @@ def _answer(
     from agentbranch.policy.generation import ask, parse_label
 
     config = {"run_name": "agentbranch.audit", "tags": ["agentbranch:audit"]}
+    started = time.perf_counter()
+    error: str | None = None
     try:
-        reply = audit.call_teacher(
-            lambda: ask(engine, call, lambda m: m.invoke(call.input, config=config))
-        )
-        label = parse_label(reply, base["options"], source="audit teacher")
+        try:
+            reply = audit.call_teacher(
+                lambda: ask(engine, call, lambda m: m.invoke(call.input, config=config))
+            )
+        except AuditTimeout:
+            error = "timeout"
+            raise
+        except Exception as e:
+            error = type(e).__name__
+            raise
+        try:
+            label = parse_label(reply, base["options"], source="audit teacher")
+        except Exception:
+            error = "invalid_reply"
+            raise
     except Exception as e:
         if health is not None:
-            health.missing(f"{type(e).__name__}: {e}"[:200])
+            health.missing(f"{type(e).__name__}: {e}"[:200], error or type(e).__name__)
         raise
+    finally:
+        metrics.teacher_call(call.question_id, "audit", time.perf_counter() - started, error)
     return reply, label
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from agentbranch.core.errors import ConfigurationError
-from agentbranch.core.files import append_regular, kind
+from agentbranch.core.files import PRIVATE_MODE, append_regular, check_mode, kind
 
 AuditRecord = dict[str, Any]
 
@@ -25,10 +25,15 @@ class Sink(Protocol):
 
 
 class JsonlSink:
-    """Appends one JSON object per line to ``path`` (created with its folder)."""
+    """Appends one JSON object per line to ``path`` (created with its folder).
 
-    def __init__(self, path: str | Path) -> None:
+    A new file is created with permissions ``mode``: owner-only (``0o600``) by default,
+    since records may hold user text (the question, ``Audit(include_state=True)``'s
+    states, the teacher's reply); ``JsonlSink(path, mode=0o640)`` lets a group read it."""
+
+    def __init__(self, path: str | Path, *, mode: int = PRIVATE_MODE) -> None:
         self.path = Path(path)
+        self.mode = check_mode(mode, "JsonlSink")
         self._lock = threading.Lock()
 
     def write(self, record: AuditRecord) -> None:
@@ -45,6 +50,7 @@ class JsonlSink:
                     f"audit sink {self.path} is {kind(mode)}, not a regular file; give a "
                     ".jsonl file path"
                 ),
+                mode=self.mode,
             )
 
     def __repr__(self) -> str:

@@ -18,7 +18,7 @@ def store_view(store: EvidenceStore) -> EvidenceStore:
     """Another reader of the same evidence: its own read position, so two ``Earned``
     objects on one store (the learned versions' copies) each read every record."""
     if isinstance(store, JsonlEvidenceStore):
-        return JsonlEvidenceStore(store.path)
+        return JsonlEvidenceStore(store.path, mode=store.mode)
     if isinstance(store, LangGraphEvidenceStore):
         return LangGraphEvidenceStore(store.store, store.namespace, private=store.private)
     return store

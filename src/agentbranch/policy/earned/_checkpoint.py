@@ -82,7 +82,11 @@ def save(earned: Configured, ledger: Ledger) -> None:
     }
     tmp = target.with_name(target.name + f".{os.getpid()}.tmp")
     try:
-        tmp.write_text(json.dumps(body, separators=(",", ":")), encoding="utf-8")
+        data = json.dumps(body, separators=(",", ":")).encode("utf-8")
+        # the store's permissions (owner-only by default), whatever the umask allows
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, getattr(store, "mode", 0o600))
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.replace(tmp, target)
     except OSError as e:
         log.warning(

@@ -18,6 +18,7 @@ from agentbranch.core.questions import Question
 from agentbranch.policy.config import DecisionRecord, PolicyArg, policy_for
 from agentbranch.policy.earned._evidence import QuestionKey
 from agentbranch.policy.earned._in_force import is_replayed
+from agentbranch.policy.label_loss import LabelLostError
 
 log = logging.getLogger("agentbranch")
 
@@ -98,6 +99,8 @@ def observe_record(
         )
     except ConfigurationError:
         raise
+    except LabelLostError:
+        pass  # counted, and logged once per burst (agentbranch.policy.label_loss)
     except Exception as e:  # noqa: BLE001 - a lost label never fails the decision
         log.warning(
             "agentbranch.earned: evidence for %r not stored: %s: %s",

@@ -84,6 +84,7 @@ from agentbranch.policy.earned._looks import Looks
 from agentbranch.policy.earned._state import Threshold, TrustState, fresh_state, replay, step
 from agentbranch.policy.earned._statistics import MAX_CANDIDATES, grid, grid_size
 from agentbranch.policy.earned._stores import EvidenceStore
+from agentbranch.policy.label_loss import append_counted
 
 __all__ = ["Earned", "Threshold", "TrustState", "replay", "step"]
 
@@ -445,7 +446,7 @@ class Earned:
     # -- internals ------------------------------------------------------------------------
 
     def _append(self, rec: Evidence) -> None:
-        self.evidence.append([rec])
+        append_counted(self.evidence, rec)  # a label the store cannot take is counted
         self._check_lost()
 
     def _catch_up(self, *, announce: bool = True) -> None:

@@ -60,7 +60,6 @@ import hashlib
 import itertools
 import json
 import math
-import re
 import typing
 import uuid
 from dataclasses import dataclass, replace
@@ -69,9 +68,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-EVIDENCE_SCHEMA = "agentbranch.earned/1"
+from agentbranch.core.schemas import EVIDENCE_SCHEMA, EVIDENCE_VERSION, newer_release
+
 #: The schema version this release writes and reads (``EVIDENCE_SCHEMA``'s number).
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = EVIDENCE_VERSION
 #: The smallest labelling probability a record may carry (and ``Audit(rate=...)`` may
 #: be, unless 0): a record stands for at most 1/MIN_RATE = 10,000 decisions, so the
 #: inverse-probability weights stay finite and meaningful. Below it a stratum's share
@@ -81,8 +81,6 @@ MIN_RATE = 1e-4
 #: replicas differ by a little; a record further ahead was edited or came from a clock
 #: that is wrong, and would sort after every label made until then.
 MAX_CLOCK_SKEW_S = 300.0
-
-_SCHEMA = re.compile(r"agentbranch\.earned/(\d+)")
 
 #: The trust values a question can be in (one place: the records and reports use these).
 Trust = Literal["learning", "earned", "withdrawn", "fixed"]
@@ -202,15 +200,9 @@ def new_evidence(**fields: Any) -> Evidence:
 
 def newer_schema(raw: Any) -> str | None:
     """Why a stored item cannot be read when a newer release of agentbranch wrote it
-    (its ``schema`` names a later version), else ``None``."""
-    schema = raw.get("schema") if isinstance(raw, dict) else None
-    found = _SCHEMA.fullmatch(schema) if isinstance(schema, str) else None
-    if found is None or int(found.group(1)) <= SCHEMA_VERSION:
-        return None
-    return (
-        f"written by a newer release of agentbranch (schema {schema}; this release reads "
-        f"{EVIDENCE_SCHEMA}); upgrade agentbranch to read this store"
-    )
+    (its ``schema`` names a later version), else ``None`` (one message for every reader
+    of a store: ``agentbranch.core.schemas``)."""
+    return newer_release(raw)
 
 
 def check_time(value: str, now: datetime | None = None, *, future_ok: bool = False) -> datetime:

@@ -5,6 +5,7 @@ or replaced while serving).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agentbranch.core.errors import ConfigurationError, InvalidFileError
-from agentbranch.core.files import append_regular, kind, open_regular
+from agentbranch.core.files import PRIVATE_MODE, append_regular, check_mode, kind, open_regular
 from agentbranch.policy.earned._evidence import Evidence
 from agentbranch.policy.earned._stores import parse_record
 
@@ -47,13 +48,21 @@ class JsonlEvidenceStore:
     line without its newline (a writer that died mid-append) is moved to
     ``path + '.torn'`` and logged at ERROR with its byte offset before the next append;
     a file moved, deleted, truncated or replaced while serving is reported once
-    (``pop_lost``) and a new file is started at the same path."""
+    (``pop_lost``) and a new file is started at the same path; a file this process may
+    not read, or a read that fails (an I/O error), is an ``InvalidFileError`` naming the
+    file and what to do.
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    A new file (and its ``.torn`` file) is created with permissions ``mode``: owner-only
+    (``0o600``) by default, since with ``Earned(learn=True)`` it holds each labelled
+    state's text; ``JsonlEvidenceStore(path, mode=0o640)`` lets a group read it."""
+
+    def __init__(self, path: str | os.PathLike[str], *, mode: int = PRIVATE_MODE) -> None:
         from filelock import FileLock
 
         self.path = Path(path)
+        self.mode = check_mode(mode, "JsonlEvidenceStore")
         self._check_kind()
+        self._check_readable()
         self._lock = FileLock(str(self.path) + ".lock")
         self._mutex = threading.Lock()
         self._offset = 0
@@ -99,7 +108,7 @@ class JsonlEvidenceStore:
             with self._mutex:
                 self._check_identity()
                 self._repair_tail()
-            after = append_regular(self.path, raw, self._not_regular, fsync=True)
+            after = append_regular(self.path, raw, self._not_regular, fsync=True, mode=self.mode)
             with self._mutex:
                 identity = (after.st_dev, after.st_ino)
                 if self._identity in (None, identity) and after.st_size - len(raw) == self._offset:
@@ -119,21 +128,50 @@ class JsonlEvidenceStore:
     def read_new(self) -> list[Evidence]:
         """Records appended since the last read (by any process), in file order: at
         most about ``READ_BYTES`` of them per call (call again until it returns none)."""
-        with self._mutex:
+        with self._mutex, self._reading():
             if self._pending:
                 out, self._pending = self._pending, []
                 return out
             return self._read_new()
 
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        """An ``OSError`` while reading (permission denied, an I/O error) is an
+        ``InvalidFileError`` naming the store."""
+        try:
+            yield
+        except FileNotFoundError:
+            raise
+        except OSError as e:
+            raise self._unreadable(e) from None
+
+    def _check_readable(self) -> None:
+        try:
+            with open_regular(self.path, self._not_regular):
+                pass
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            raise self._unreadable(e) from None
+
+    def _unreadable(self, error: OSError) -> InvalidFileError:
+        what = error.strerror or type(error).__name__
+        return InvalidFileError(
+            f"evidence store {self.path} cannot be read ({what}); give this process read "
+            "and write access to it and to its folder (for its .lock file), or point "
+            "Earned(store=...) at another file; nothing was changed"
+        )
+
     def load(self, key: str) -> list[Evidence]:
         """Every record of ``key`` (each id once), in replay order: scans the file."""
         out: dict[str, Evidence] = {}
-        for rec in self._scan(key):
-            out.setdefault(rec.id, rec)
+        with self._reading():
+            for rec in self._scan(key):
+                out.setdefault(rec.id, rec)
         return sorted(out.values(), key=lambda r: r.order)
 
     def keys(self) -> list[str]:
-        with self._mutex:
+        with self._mutex, self._reading():
             # What this reads is kept for ``read_new``: a report asking for the keys must
             # not make the incremental reader skip those records.
             while new := self._read_new():
@@ -261,8 +299,7 @@ class JsonlEvidenceStore:
                 "it is not an evidence store a writer of ours left. Nothing was written"
             )
         torn = Path(str(self.path) + ".torn")
-        with open(torn, "ab") as out:
-            out.write(tail[cut - start :] + b"\n")
+        append_regular(torn, tail[cut - start :] + b"\n", self._not_regular, mode=self.mode)
         os.truncate(self.path, cut)
         log.error(
             "agentbranch.earned: evidence store %s ended in a torn line (%d bytes at byte "

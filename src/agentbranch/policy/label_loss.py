@@ -1,0 +1,111 @@
+"""Labels lost to a store that cannot be written (a full disk, a read-only remount, a
+permission taken away): serving goes on, and every lost label is counted.
+
+One ``LabelLoss`` per store (``loss_for``, keyed by the store's ``repr``, which names
+its file or database) counts the labels it lost; the first loss of a burst is one ERROR
+naming the store and what to do, the rest of the burst is silent, and the first label
+stored again ends the burst with one WARNING saying how many were lost. Counts are also
+the ``agentbranch.labels.lost`` metric (docs/metrics.md); ``labels_lost()`` reads them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from agentbranch.core import _metrics as metrics
+from agentbranch.core.errors import AgentBranchError, ConfigurationError
+
+__all__ = ["LabelLoss", "LabelLostError", "append_counted", "labels_lost", "loss_for"]
+
+log = logging.getLogger("agentbranch")
+
+
+class LabelLostError(AgentBranchError, OSError):
+    """A label was not stored (already counted and logged by its store's ``LabelLoss``)."""
+
+
+class LabelLoss:
+    """The labels one store lost: ``total`` ever, ``burst`` since the last one stored."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.total = 0
+        self.burst = 0
+        self._lock = threading.Lock()
+
+    def failed(self, question_id: str, error: BaseException) -> LabelLostError:
+        """Count one lost label; the error to raise to the caller."""
+        with self._lock:
+            self.total += 1
+            self.burst += 1
+            first = self.burst == 1
+        metrics.label_lost(question_id)
+        why = f"{type(error).__name__}: {error}"
+        if first:
+            log.error(
+                "agentbranch.earned: evidence store %s cannot be written (%s): teacher labels "
+                "are being lost until it can (serving goes on; thresholds learn nothing "
+                "new). Free space or make the store writable; lost labels are counted "
+                "(agentbranch.labels.lost, labels_lost()), this is logged once per burst",
+                self.where,
+                why,
+            )
+        return LabelLostError(f"evidence store {self.where}: label not stored ({why})")
+
+    def stored(self, question_id: str) -> None:
+        """Count one stored label (ending a burst of losses, if one was going on)."""
+        metrics.label_stored(question_id)
+        if not self.burst:  # the usual case: no lock taken
+            return
+        with self._lock:
+            lost, self.burst = self.burst, 0
+        if lost:
+            log.warning(
+                "agentbranch.earned: evidence store %s is written again; %d label(s) were "
+                "lost while it could not be (%d in all since the process started)",
+                self.where,
+                lost,
+                self.total,
+            )
+
+
+def append_counted(store: Any, rec: Any) -> None:
+    """``store.append([rec])``, counted: stored, or lost (``LabelLostError``) when the
+    store cannot be written. A store that is not an evidence store raises as it is."""
+    loss = loss_for(store)
+    try:
+        store.append([rec])
+    except ConfigurationError:
+        raise  # not an evidence store: the caller is told
+    except Exception as e:  # noqa: BLE001 - a full disk, a read-only store: counted
+        raise loss.failed(rec.question_id, e) from None
+    loss.stored(rec.question_id)
+
+
+_losses: dict[str, LabelLoss] = {}
+_losses_lock = threading.Lock()
+
+
+def loss_for(store: Any) -> LabelLoss:
+    """The ``LabelLoss`` of ``store`` (one per store this process writes)."""
+    where = repr(store)
+    found = _losses.get(where)
+    if found is not None:
+        return found
+    with _losses_lock:
+        return _losses.setdefault(where, LabelLoss(where))
+
+
+def labels_lost(store: Any = None) -> int:
+    """Labels this process could not store: in ``store`` (a store, an ``Earned`` or a
+    JSON Lines path), or in every store when ``None``."""
+    if store is None:
+        return sum(loss.total for loss in list(_losses.values()))
+    evidence = getattr(store, "evidence", store)
+    where = repr(evidence)
+    if isinstance(evidence, str) or hasattr(evidence, "__fspath__"):
+        where = f"JsonlEvidenceStore({str(evidence)!r})"  # that store's repr
+    found = _losses.get(where)
+    return 0 if found is None else found.total
