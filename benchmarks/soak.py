@@ -170,7 +170,7 @@ def main() -> int:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
     inner = SizedReader(default=distribution, delay_s=args.read_ms / 1000)
-    engine = ab.DecisionEngine(BatchingReader(inner, window_s=0.002), timeout_s=5.0)
+    engine = ab.DecisionEngine(BatchingReader(inner, max_wait_s=0.002), timeout_s=5.0)
     app = build_graph(engine)
     runs = args.decisions // len(QUESTIONS)
     soak = Soak(runs, app)

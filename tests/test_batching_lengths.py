@@ -48,7 +48,7 @@ def test_a_part_is_the_oldest_and_the_nearest_in_length(lengths, limit):
 
 def test_decide_many_is_read_in_parts_of_similar_length():
     inner = ab.ScriptedReader(default=spread)
-    engine = ab.DecisionEngine(BatchingReader(inner, window_s=0, max_batch=3))
+    engine = ab.DecisionEngine(BatchingReader(inner, max_wait_s=0, max_batch=3))
     states = [f"ticket {i}" + " more" * (i * 7 % 10) for i in range(9)]
     got = engine.decide_many(states, {"team": TEAM})
     lengths = [[len(r.state) for r in call] for call in inner.calls]

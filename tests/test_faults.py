@@ -46,7 +46,7 @@ def faulty(fault: str) -> tuple[FaultyReader, ab.ScriptedReader]:
 
 def engine_over(reader, *, batch: bool, fault: str) -> ab.DecisionEngine:
     # max_batch=2: the window closes as soon as both callers joined (no timing).
-    top = BatchingReader(reader, window_s=10.0, max_batch=2) if batch else reader
+    top = BatchingReader(reader, max_wait_s=10.0, max_batch=2) if batch else reader
     return ab.DecisionEngine(top, timeout_s=TIMEOUT_S if fault == "hang" else HEALTHY_TIMEOUT_S)
 
 

@@ -608,7 +608,7 @@ def test_send_fan_out_reaches_the_reader_as_one_batch(use_async):
             "urgent": by_keyword({"down": sure("yes")}, sure("no")),
         }
     )
-    eng = ab.DecisionEngine(BatchingReader(inner, window_s=10, max_batch=len(tickets)))
+    eng = ab.DecisionEngine(BatchingReader(inner, max_wait_s=10, max_batch=len(tickets)))
     app = fan_out_graph(eng, use_async=use_async)
     inp = {"tickets": tickets}
     state = asyncio.run(app.ainvoke(inp)) if use_async else app.invoke(inp)

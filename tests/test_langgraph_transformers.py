@@ -239,7 +239,7 @@ class Fan(TypedDict, total=False):
 @pytest.mark.parametrize("use_async", [False, True])
 def test_send_fan_out_is_one_batch_on_the_real_reader(spy, use_async):
     tickets = [TICKET, "The site is down!", "Export is broken.", "Refund please."]
-    engine = ab.DecisionEngine(BatchingReader(spy, window_s=10, max_batch=len(tickets)))
+    engine = ab.DecisionEngine(BatchingReader(spy, max_wait_s=10, max_batch=len(tickets)))
     node = decide_node(
         engine,
         {"team": TEAM, "urgent": URGENT},

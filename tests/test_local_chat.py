@@ -123,7 +123,7 @@ class _Echo:
         self.text, self.calls, self.choices = text, 0, []
         self.supports_choices = constrains
 
-    def render(self, messages):
+    def render(self, messages, special_tokens=None):
         return [len(m["content"]) for m in messages]
 
     def generate(self, request):

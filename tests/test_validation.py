@@ -384,7 +384,7 @@ def test_an_invalid_server_answer_fails_only_its_caller_in_a_shared_batch():
 
     remote = RemoteReader(URL, transport=httpx.MockTransport(_per_state_server))
     # max_batch=2: the window closes as soon as both callers joined (no timing).
-    eng = ab.DecisionEngine(BatchingReader(remote, window_s=10.0, max_batch=2))
+    eng = ab.DecisionEngine(BatchingReader(remote, max_wait_s=10.0, max_batch=2))
     outcomes: dict[str, object] = {}
 
     def run(state: str) -> None:
@@ -411,7 +411,7 @@ async def test_an_invalid_server_answer_fails_only_its_caller_async():
     # transport is given for both paths.
     server = httpx.MockTransport(_per_state_server)
     remote = RemoteReader(URL, transport=server, async_transport=server)
-    eng = ab.DecisionEngine(BatchingReader(remote, window_s=10.0, max_batch=2))
+    eng = ab.DecisionEngine(BatchingReader(remote, max_wait_s=10.0, max_batch=2))
     bad, good = await asyncio.gather(
         eng.adecide("bad one", URGENT), eng.adecide("good one", URGENT), return_exceptions=True
     )

@@ -66,6 +66,7 @@ __all__ = [
     "InvalidReadError",
     "InvalidStateError",
     "LabelTokenError",
+    "LocalChatModel",
     "MoreDraws",
     "Policy",
     "Reader",
@@ -79,7 +80,9 @@ __all__ = [
     "VLLMReader",
     "choice",
     "decision_tool",
+    "local_generator",
     "score",
+    "smollm2",
     "use_meter_provider",
     "yes_no",
 ]
@@ -93,6 +96,9 @@ _LAZY = {
     "RemoteReader": "agentbranch.engine.readers.remote",
     "AgentBranchDecisionModel": "agentbranch.integrations.langchain",
     "decision_tool": "agentbranch.integrations.langchain",
+    "LocalChatModel": "agentbranch.integrations.local_chat",
+    "local_generator": "agentbranch.integrations.local_models",
+    "smollm2": "agentbranch.engine.readers.smollm2",
     # metrics through OpenTelemetry's API (docs/metrics.md)
     "use_meter_provider": "agentbranch.core._metrics",
 }

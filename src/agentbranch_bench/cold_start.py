@@ -36,6 +36,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+__all__ = [
+    "FIRST_PHASES",
+    "KINDS",
+    "cold_start_part",
+    "default_tree",
+    "export_src",
+    "fixtures",
+    "measure",
+    "rows",
+    "run_child",
+]
+
 # Runs in the child process: writes its phase times as JSON to the file named last on
 # its command line (``run_child``), so nothing it or a library prints gets in the way.
 CHILD = r"""

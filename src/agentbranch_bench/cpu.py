@@ -17,6 +17,8 @@ from agentbranch_bench.results import BenchResult, Report
 from agentbranch_bench.timing import paired, sweep_point
 from agentbranch_bench.workload import THREAD, questions, states
 
+__all__ = ["cpu_part", "decide_graph", "tiny_reader"]
+
 
 def tiny_reader(folder: Path, **backend_kwargs: Any) -> Any:
     """A ``TransformersReader`` on the model in ``folder``."""

@@ -15,6 +15,8 @@ from typing import Any
 from agentbranch_bench.mixed_texts import TEXT_SETS
 from agentbranch_bench.results import BenchResult, Report
 
+__all__ = ["EncoderRace", "encoder_speed_part", "token_counts"]
+
 
 class EncoderRace:
     """An embedded-reader engine and a sentence-transformers model on the same weights,

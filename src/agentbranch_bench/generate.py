@@ -13,6 +13,8 @@ from agentbranch_bench.results import BenchResult, Report
 from agentbranch_bench.timing import paired
 from agentbranch_bench.workload import TICKETS
 
+__all__ = ["read_vs_generate"]
+
 
 def read_vs_generate(report: Report, tick: Callable[[str], None], *, reps: int) -> None:
     """A ~50M DiffusionGemma: one-step read vs ``generate`` + parse, same prompt (as

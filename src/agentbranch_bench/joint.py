@@ -9,6 +9,8 @@ from agentbranch_bench.results import BenchResult, Report
 from agentbranch_bench.timing import paired
 from agentbranch_bench.workload import THREAD, questions
 
+__all__ = ["joint_vs_singles"]
+
 
 def joint_vs_singles(
     report: Report, tick: Callable[[str], None], reader: Any, model: str, pairs: int

@@ -13,6 +13,8 @@ import random
 
 from agentbranch_bench.workload import THREAD, TICKETS
 
+__all__ = ["TEXT_SETS", "long_texts", "mixed_texts", "short_texts"]
+
 #: Sentences texts are made of (support tickets, a billing thread, reviews).
 SENTENCES = [
     *TICKETS,

@@ -10,6 +10,17 @@ from typing import Any, TypedDict
 
 from agentbranch_bench.workload import TICKETS
 
+__all__ = [
+    "LENGTHS",
+    "TicketState",
+    "constant_tool",
+    "decide_graph",
+    "pattern_questions",
+    "pattern_states",
+    "tool_graph",
+    "tool_inputs",
+]
+
 
 def pattern_questions(n: int = 3) -> dict[str, Any]:
     """The first ``n`` of the three questions the patterns ask (described answers: the

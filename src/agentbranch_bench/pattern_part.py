@@ -10,6 +10,8 @@ from typing import Any
 from agentbranch_bench.patterns import measure, pattern_target
 from agentbranch_bench.results import BenchResult, Report
 
+__all__ = ["add_patterns", "embedded_patterns", "reader_patterns"]
+
 
 def add_patterns(report: Report, result: dict[str, Any]) -> None:
     """One ``BenchResult`` per pattern of ``result`` (``measure``'s, variant ``now``)

@@ -57,6 +57,19 @@ from agentbranch_bench.pattern_graphs import (
     tool_inputs,
 )
 
+__all__ = [
+    "Gate",
+    "VARIANTS",
+    "answers_of",
+    "engine_for",
+    "kind_of",
+    "measure",
+    "pattern_target",
+    "patterns",
+    "same_answers",
+    "timed",
+]
+
 #: The coalescer's levers (``LeverReader`` switches, ``agentbranch_bench.levers``) and the variants that compare
 #: them in one run: ``now`` is the library as it is, ``before`` has them off (the
 #: coalescer as it was before them; the hold's bound grows with the batch held in every

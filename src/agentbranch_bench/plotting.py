@@ -13,6 +13,8 @@ from pathlib import Path
 
 from agentbranch_bench.results import _TARGET, BenchResult, Report, better, target_met
 
+__all__ = ["plot"]
+
 #: Width, in characters, a bar's name wraps at.
 LABEL_WIDTH = 34
 

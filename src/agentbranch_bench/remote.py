@@ -14,6 +14,8 @@ from typing import Any
 from agentbranch_bench.results import BenchResult, Report
 from agentbranch_bench.workload import questions, states
 
+__all__ = ["raw_client_round", "remote_vs_raw", "remote_vs_raw_apart"]
+
 
 def remote_vs_raw_apart(
     report: Report, tick: Callable[[str], None], url: str, served: str, *, quick: bool

@@ -7,6 +7,16 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+__all__ = [
+    "BenchResult",
+    "Report",
+    "better",
+    "loaded",
+    "machine_load",
+    "target_met",
+    "target_text",
+]
+
 
 @dataclass
 class BenchResult:

@@ -20,6 +20,8 @@ from agentbranch_bench.plotting import plot
 from agentbranch_bench.results import Report, machine_load, target_met, target_text
 from agentbranch_bench.vllm_part import vllm_part
 
+__all__ = ["cold_start_table", "command", "patterns_table", "run_bench"]
+
 
 def run_bench(
     *,
@@ -115,18 +117,10 @@ def cold_start_table(report: Report) -> Any:
     return table
 
 
-def command(
-    json_out: bool = False,
-    plot_path: Path | None = None,
-    quick: bool = False,
-    vllm: bool | None = None,
-    vllm_model: Path | None = None,
-    cpu: bool = True,
-    patterns: bool = True,
-    cold_start: bool = True,
-) -> int:
+def command(json_out: bool = False, plot_path: Path | None = None, **parts: Any) -> int:
     """The ``agentbranch bench`` command: rich progress on stderr, a table (or JSON with
-    ``json_out``) on stdout, the plot at ``plot_path``."""
+    ``json_out``) on stdout, the plot at ``plot_path``; ``parts`` are ``run_bench``'s
+    (``quick``, ``vllm``, ``cpu`` ...)."""
     import json
 
     from rich.console import Console
@@ -149,15 +143,7 @@ def command(
             progress.update(task, description=message)
             progress.console.print(f"[dim]{message}[/dim]")
 
-        report = run_bench(
-            tick=tick,
-            quick=quick,
-            vllm=vllm,
-            vllm_model=vllm_model,
-            cpu=cpu,
-            patterns=patterns,
-            cold_start=cold_start,
-        )
+        report = run_bench(tick=tick, **parts)
     if plot_path is not None:
         plot(report, plot_path)
         err.print(f"plot: {plot_path}")

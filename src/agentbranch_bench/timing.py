@@ -13,6 +13,8 @@ from typing import Any
 
 from agentbranch_bench.workload import states
 
+__all__ = ["paired", "run_tasks", "run_threads", "sweep_point"]
+
 
 def paired(a: Callable[[], Any], b: Callable[[], Any], reps: int) -> tuple[float, float]:
     """Median seconds of ``a`` and ``b``, run alternately after one warm-up each."""

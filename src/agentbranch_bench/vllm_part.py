@@ -20,6 +20,8 @@ from agentbranch_bench.timing import sweep_point
 from agentbranch_bench.vllm_server import VLLM_ARGS, tier_qwen3, vllm_server
 from agentbranch_bench.workload import questions, states
 
+__all__ = ["vllm_part"]
+
 
 def _throughput(engine: Any, q: dict[str, Any], kind: str, callers: int, per: int) -> float:
     tag = f"{kind}-{callers}-{time.perf_counter_ns()}-"

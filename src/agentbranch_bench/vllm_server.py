@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+__all__ = ["VLLM_ARGS", "tier_qwen3", "vllm_server"]
+
 
 def _free_port() -> int:
     with socket.socket() as s:

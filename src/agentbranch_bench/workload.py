@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+__all__ = ["THREAD", "TICKETS", "questions", "states"]
+
 TICKETS = [
     "The dashboard returns 500 errors for everyone since 9am.",
     "I was charged twice for my subscription this month.",

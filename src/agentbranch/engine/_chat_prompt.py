@@ -193,6 +193,51 @@ class ChatPrompt:
             out.append(head_ids + rest)
         return out, head_ids
 
+    def render_messages(
+        self, messages: Sequence[dict[str, str]], special_tokens: SpecialTokens | None = None
+    ) -> list[int]:
+        """Prompt ids of a whole conversation (``{"role", "content"}`` dicts), generation
+        prompt on and thinking off. Special tokens in any content raise
+        ``SpecialTokenError`` as ``render`` does, or are read as plain text with
+        ``special_tokens="text"`` (default: this prompt's mode)."""
+        mode = special_tokens or self.special_tokens
+        if mode not in ("reject", "text"):
+            raise ConfigurationError(f"special_tokens must be 'reject' or 'text', got {mode!r}")
+        found: list[str] = []
+        for m in messages:
+            found += [t for t in self.special_tokens_in(m["content"]) if t not in found]
+        if not found:
+            return self._encode(self._template(list(messages)))
+        if mode == "reject":
+            raise SpecialTokenError(
+                f"a message contains the model's special token(s) {found}; read as "
+                "control tokens they would end a turn or fake a reply. Remove them from "
+                "the content, or pass special_tokens='text' to read them as plain text."
+            )
+        # As _render_as_text: each content tokenized on its own, special tokens split.
+        marks = [chr(0xE000 + i) for i in range(len(messages))]
+        if any(mark in m["content"] for m in messages for mark in marks):
+            raise ConfigurationError(
+                "a message contains Unicode private-use characters U+E000.. that the "
+                "special_tokens='text' rendering uses as placeholders; remove them"
+            )
+        text = self._template([{**m, "content": k} for m, k in zip(messages, marks)])
+        ids: list[int] = []
+        for mark, m in zip(marks, messages):
+            if text.count(mark) != 1:
+                raise ConfigurationError(
+                    "the chat template does not show each message's content once; "
+                    "special_tokens='text' cannot render this conversation"
+                )
+            head, text = text.split(mark)
+            ids += self._encode(head)
+            ids += list(
+                self.tokenizer.encode(
+                    m["content"], add_special_tokens=False, split_special_tokens=True
+                )
+            )
+        return ids + self._encode(text)
+
     def _render_as_text(self, content: str, system: str | None) -> list[int]:
         # Render with placeholders, then tokenize the user's text on its own with
         # special-token splitting on, so "<turn|>" there stays characters.

@@ -8,6 +8,7 @@ import hashlib
 import json
 import threading
 from collections import deque
+from collections.abc import Sequence
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from itertools import islice
@@ -23,6 +24,7 @@ __all__ = [
     "Item",
     "QueueFullError",
     "hashable",
+    "new_call",
     "one_call",
     "read_key",
     "similar_part",
@@ -97,6 +99,23 @@ class Call:
             self.future.set_exception(error)
         except InvalidStateError:
             pass
+
+
+def new_call(
+    requests: Sequence[ReadRequest],
+    thread: threading.Thread | None = None,
+    loop: Any = None,
+) -> tuple[Call, deque[tuple[int, ReadRequest]]]:
+    """A caller's ``Call`` for ``requests`` and its requests still to queue, by index."""
+    requests = list(requests)
+    call = Call([None] * len(requests), len(requests), thread=thread, loop=loop)
+    if not requests:
+        call.future.set_result([])
+        return call, deque()
+    # Shortest state first: the reads a call is cut into (``max_batch``,
+    # ``pipelined_batch``) then each hold states of similar length, and a reader
+    # that pads (every torch reader) pads each little (answers keep their places).
+    return call, deque(sorted(enumerate(requests), key=lambda pair: len(pair[1].state)))
 
 
 @dataclass(eq=False)

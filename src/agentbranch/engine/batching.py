@@ -22,13 +22,15 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import warnings
 from collections import OrderedDict, deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import CancelledError, Future
 from typing import Any
 
 from agentbranch.core.at_exit import COALESCERS, finish_at_exit, join_at_exit
 from agentbranch.core.errors import ConfigurationError, ReaderError, ReaderTimeoutError
+from agentbranch.core.moved import REMOVAL, SINCE
 from agentbranch.core.reads import LabelRead, ReadRequest
 from agentbranch.engine._batch_hold import HoldRule
 from agentbranch.engine.batch_parts import (
@@ -37,6 +39,7 @@ from agentbranch.engine.batch_parts import (
     Item,
     QueueFullError,
     hashable,
+    new_call,
     one_call,
     read_key,
     similar_part,
@@ -45,6 +48,11 @@ from agentbranch.engine.callers import CallerThreads, LoopWatch, pool_thread
 from agentbranch.engine.readers.base import Reader, WrappingReader
 
 __all__ = ["BatchingReader", "QueueFullError", "read_key"]
+
+_WINDOW_S = (
+    f"BatchingReader's window_s is deprecated since agentbranch {SINCE} and removed in "
+    f"agentbranch {REMOVAL}: use max_wait_s (the same value)"
+)
 
 
 class BatchingReader(HoldRule, WrappingReader):
@@ -62,7 +70,8 @@ class BatchingReader(HoldRule, WrappingReader):
             ``RemoteReader`` and for ``VLLMReader`` on a GPU, which batch again
             downstream (``VLLMReader`` on the CPU holds, as the default). A value
             given here is a plain window instead: every batch that is not full waits
-            that long (``window_s`` is the old name).
+            that long. (``window_s``, its old name, still works with a
+            ``DeprecationWarning`` until agentbranch 0.3 removes it.)
         max_queue: most requests waiting; further callers wait for room (back-pressure).
         queue_timeout_s: how long a caller waits for room before ``QueueFullError``
             (``None``: as long as it takes).
@@ -85,7 +94,11 @@ class BatchingReader(HoldRule, WrappingReader):
         dedupe: bool = True,
         window_s: float | None = None,
     ) -> None:
-        wait = max_wait_s if max_wait_s is not None else window_s
+        if window_s is not None:
+            warnings.warn(_WINDOW_S, DeprecationWarning, stacklevel=2)
+            if max_wait_s is None:
+                max_wait_s = window_s
+        wait = max_wait_s
         # The default wait applies only while other callers' requests are in flight.
         self._auto_wait = wait is None
         if wait is None:  # a reader that batches again itself need not wait here too
@@ -153,7 +166,8 @@ class BatchingReader(HoldRule, WrappingReader):
 
     @property
     def window_s(self) -> float:
-        """The old name of ``max_wait_s``."""
+        """Deprecated (removed in agentbranch 0.3): the old name of ``max_wait_s``."""
+        warnings.warn(_WINDOW_S, DeprecationWarning, stacklevel=2)
         return self.max_wait_s
 
     # -- reading ---------------------------------------------------------------------
@@ -164,14 +178,11 @@ class BatchingReader(HoldRule, WrappingReader):
         """Read ``requests`` in shared batches. ``timeout_s`` (the engine's): give up
         after that long with ``ReaderTimeoutError``; the requests are abandoned (not
         read if still queued, and a batch nobody waits for frees its worker's slot)."""
-        call, pending = self._call(requests, threading.current_thread())
+        call, pending = new_call(requests, threading.current_thread())
         until = None if timeout_s is None else time.monotonic() + timeout_s
         try:
             deadline = self._deadline()
-            while pending:
-                room = self._offer(call, pending)
-                if room is None:
-                    break
+            for room in self._rooms(call, pending):
                 wait = self._left(deadline)
                 if until is not None:
                     wait = self._left(until) if wait is None else min(wait, self._left(until))
@@ -193,13 +204,10 @@ class BatchingReader(HoldRule, WrappingReader):
 
     async def aread(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
         loop = asyncio.get_running_loop()
-        call, pending = self._call(requests, loop=loop)
+        call, pending = new_call(requests, loop=loop)
         try:
             deadline = self._deadline()
-            while pending:
-                room = self._offer(call, pending)
-                if room is None:
-                    break
+            for room in self._rooms(call, pending):
                 try:
                     await asyncio.wait_for(asyncio.wrap_future(room), self._left(deadline))
                 except TimeoutError:
@@ -214,21 +222,14 @@ class BatchingReader(HoldRule, WrappingReader):
             call.future.cancel()
             raise
 
-    def _call(
-        self,
-        requests: Sequence[ReadRequest],
-        thread: threading.Thread | None = None,
-        loop: asyncio.AbstractEventLoop | None = None,
-    ) -> tuple[Call, deque[tuple[int, ReadRequest]]]:
-        requests = list(requests)
-        call = Call([None] * len(requests), len(requests), thread=thread, loop=loop)
-        if not requests:
-            call.future.set_result([])
-            return call, deque()
-        # Shortest state first: the reads a call is cut into (``max_batch``,
-        # ``pipelined_batch``) then each hold states of similar length, and a reader
-        # that pads (every torch reader) pads each little (answers keep their places).
-        return call, deque(sorted(enumerate(requests), key=lambda pair: len(pair[1].state)))
+    def _rooms(self, call: Call, pending: deque[tuple[int, ReadRequest]]) -> Iterator[Future[None]]:
+        """Queue ``pending``; while the queue is full, each time a future that resolves
+        when there may be room, for the caller to wait on (sync or async)."""
+        while pending:
+            room = self._offer(call, pending)
+            if room is None:
+                return
+            yield room
 
     def _arrive(self, call: Call) -> None:
         """Count ``call``'s caller as waiting (who is waiting now, and who came lately:

@@ -1,42 +1,13 @@
-"""Who calls a coalescer: the threads waiting for answers, the ones that called lately,
-and how long each takes to come back after its answer.
+"""Who calls a coalescer: the threads and event loops waiting for answers, the ones that
+called lately, and how long each takes to come back after its answer.
 
-``BatchingReader`` asks it two things (under its own lock) while it holds a burst's
-batch open:
-
-* **all in**: every thread that called lately waits for answers now, and at least half
-  of them came back before (the pool cycles), so nobody is left to arrive: close the
-  batch at once instead of waiting for a quiet gap. A pool still starting its threads
-  (a fresh ``ThreadPoolExecutor(32)``: one new thread every few milliseconds, the first
-  one back for a second input while the rest start) has mostly threads seen once: more
-  of them may be on their way, so the quiet gap decides;
-* **back by**: when the threads that are out (answered, working on their next input)
-  should be back, judged by how long each took to come back before. A pool of threads
-  cycling through more inputs than it has threads (``graph.batch`` at LangGraph's
-  default concurrency, a web server's workers) comes back in full every round; a
-  thread seen only once has no turnaround yet and is never waited for.
-
-And a third, **settled** (``settled``): nobody who could still arrive is running. Every
-recent caller waits for answers, each caller thread belongs to a ``ThreadPoolExecutor``
-that has started all the threads it may (its ``max_workers``: ``graph.batch``,
-``executor.map``) and every one of them waits, and every event loop whose tasks called
-lately has nothing left to run, each of its tasks waiting for answers
-(``loop_waits_on``, checked by a callback the loop runs after the tasks ready with it).
-A burst is then read the moment its last caller queues, not a quiet gap later. A
-caller thread of no pool, or of a pool that may still start threads, leaves it off
-(more may be on their way); so does an event loop this module cannot look into (one
-without asyncio's ready queue, such as uvloop), and so does a loop with a task waiting
-on anything else (I/O such as a checkpointer's write, a timer, ``asyncio.wait``): it
-may still call.
-
-``LoopWatch`` has each event loop look at itself, on its own thread, for the third.
-
-And, when a caller finds nobody in flight, whether it may be a fresh pool's first thread
-(``is_new``, ``pool_thread``, ``pool_is_starting``): a ``ThreadPoolExecutor`` thread
-(named ``<pool>_<n>``) that never called before, with another thread of its pool alive.
-
-Async callers share their event loop's thread, so they cannot be told apart: a recent
-async caller turns all in and back by off (``async_at``).
+``BatchingReader``'s hold rule (``agentbranch.engine._batch_hold``) asks it, under the
+coalescer's lock, whether every recent caller waits ("all in"), when the callers that
+are out should be back ("back by"), whether nobody who could still call is running
+("settled"; ``LoopWatch`` has each event loop look at itself, on its own thread), and
+whether a lone caller may be a fresh pool's first thread (``is_new``, ``pool_thread``,
+``pool_is_starting``). docs/design.md, "The coalescer: when a batch closes", gives the
+rules in full.
 """
 
 from __future__ import annotations

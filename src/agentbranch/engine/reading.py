@@ -4,9 +4,8 @@ A confidence is compared with a threshold, and a threshold earned on one confide
 scale means nothing on another: sharper temperatures, more draws or permutations, a
 joint canvas, other instructions or another scoring setup of the reader all move the
 same answer to another confidence. ``fingerprint`` hashes every such setting that
-differs from its default into ``Decision.reading`` (``None`` when none does, so a
-default setup keeps the evidence keys of earlier releases), and ``Earned`` keys its
-evidence by it: a changed scale starts learning again.
+differs from its default into ``Decision.reading`` (``None`` when none does), and
+``Earned`` keys its evidence by it: a changed scale starts learning again.
 
 What counts (engine): ``instructions``, ``joint``, the draws of the read (``draws``, or
 a call's ``draws=``), ``permutations``, and the temperature the calibration gives this

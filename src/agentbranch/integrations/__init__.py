@@ -4,3 +4,5 @@ and tool, the agent middleware, and where decision records are emitted.
 Users import them from ``agentbranch.integrations.langgraph``, ``agentbranch.integrations.langchain`` and
 ``agentbranch.integrations.middleware``; the code lives here.
 """
+
+__all__: list[str] = []

@@ -196,6 +196,27 @@ class _ResolvingRunnable(RunnableLambda):
         self._include_state = include_state
         self._records_key = records_key
 
+    def _setup_one(
+        self,
+        resolver: Resolver,
+        path_map: Mapping[str, str] | None,
+        renderer: Renderer | None,
+        state_key: str | None,
+        include_state: bool,
+        records_key: str,
+    ) -> None:
+        """``_setup`` for a runnable that decides one question and branches on its
+        answer: ``question_id`` and ``branches`` (option -> node) from the resolver's."""
+        ((self.question_id, q),) = resolver.questions.items()
+        self._setup(
+            resolver,
+            renderer=renderer,
+            state_key=state_key,
+            include_state=include_state,
+            records_key=records_key,
+        )
+        self.branches = build_path_map(self.question_id, options_of(self.question_id, q), path_map)
+
     def _records(self, state: Any, config: RunnableConfig) -> dict[str, DecisionRecord]:
         seen = _reader_input(state, self._renderer, self._state_key, self._records_key)
         records = self.resolver.resolve(seen)
@@ -254,16 +275,8 @@ class DecisionRouter(_ResolvingRunnable):
         include_state: bool = False,
         name: str | None = None,
     ) -> None:
-        q = validate_questions({question_id: question})[question_id]
-        self.question_id = question_id
-        self._setup(
-            Resolver(engine, {question_id: q}, policy, review=None, allow_review=False),
-            renderer=renderer,
-            state_key=state_key,
-            include_state=include_state,
-            records_key=DEFAULT_KEY,
-        )
-        self.branches = build_path_map(question_id, options_of(question_id, q), path_map)
+        resolver = Resolver(engine, {question_id: question}, policy, allow_review=False)
+        self._setup_one(resolver, path_map, renderer, state_key, include_state, DEFAULT_KEY)
         self.path_map = _targets(self.branches, policy_for(policy, question_id).targets())
         super().__init__(self._route, afunc=self._aroute, name=name or f"route_{question_id}")
 
@@ -405,16 +418,8 @@ class CommandNode(_ResolvingRunnable):
         include_state: bool = False,
         name: str | None = None,
     ) -> None:
-        q = validate_questions({question_id: question})[question_id]
-        self.question_id = question_id
-        self._setup(
-            Resolver(engine, {question_id: q}, policy, review=review_with_interrupt),
-            renderer=renderer,
-            state_key=state_key,
-            include_state=include_state,
-            records_key=key,
-        )
-        self.branches = build_path_map(question_id, options_of(question_id, q), path_map)
+        resolver = Resolver(engine, {question_id: question}, policy, review=review_with_interrupt)
+        self._setup_one(resolver, path_map, renderer, state_key, include_state, key)
         targets = _targets(self.branches, policy_for(policy, question_id).targets())
         #: pass to ``add_node(..., destinations=node.destinations)`` for graph drawing
         self.destinations = tuple(targets)

@@ -1,21 +1,34 @@
-"""``LocalChatModel``: a LangChain chat model that generates on a reader's own model.
+"""``LocalChatModel``: a LangChain chat model that generates on a local model.
 
-``reader.chat_model()`` (``VLLMReader``, ``TransformersReader``) returns one: the model
-already loaded for one-step reads also answers chat messages at full length, so the
-``Generate`` fallback needs no second model::
+``reader.chat_model()`` (``VLLMReader``, ``TransformersReader``) returns one on the model
+already loaded for one-step reads, so the ``Generate`` fallback needs no second model::
 
     reader = VLLMReader("path/to/model")
     policy = ab.Policy(take_at=0.8, fallbacks=[ab.Generate(reader.chat_model())])
+
+It also builds from its parameters, as LangChain builds chat models:
+``LocalChatModel(model="path/to/folder", max_tokens=64)`` loads the local folder (a
+causal model, or a DiffusionGemma checkpoint) with transformers on first use;
+``agentbranch.local_generator()`` is that on SmolLM2-135M-Instruct from the package index.
 
 For vLLM the generations run on the same ``LLM`` through the same worker as the reads
 (they share vLLM's batches); on DiffusionGemma they run vLLM's (or transformers') full
 denoising schedule. Options, as defaults here or per call (``model.invoke(messages,
 max_tokens=32)``): ``max_tokens``, ``temperature`` (default: greedy; unset on diffusion
-models), ``stop``, ``seed``, ``steps`` (denoising steps, diffusion models only) and
+models), ``stop``, ``seed``, ``steps`` (denoising steps, diffusion models only),
 ``choices`` (the reply is constrained to exactly one of these strings where the engine
 supports it — on causal models: vLLM's structured outputs, or on transformers the option
-the model finds most likely — and
-``response_metadata["constrained"]`` says ``"choice"`` when it was).
+the model finds most likely — and ``response_metadata["constrained"]`` says ``"choice"``
+when it was) and ``special_tokens`` (``"reject"``: the model's own control tokens in a
+message raise ``SpecialTokenError``, as a read of the same text does; ``"text"``: they
+are read as plain text; default: the reader's setting). The input rules are a read's
+(``local_chat_input``).
+
+``stream``/``astream`` (and LangGraph's ``stream_mode="messages"``) hand out the reply
+as it is generated: token by token on a causal model in transformers, one denoised block
+at a time on DiffusionGemma in transformers, and on vLLM as its engine steps produce
+text. No text at or past a ``stop`` string is ever handed out. The last chunk carries
+``usage_metadata`` and ``chunk_position="last"``.
 
 Each reply carries ``usage_metadata`` (input, output and total tokens) and
 ``response_metadata`` (``model_name``, ``finish_reason``, ``constrained``), as LangChain's
@@ -26,78 +39,133 @@ cassettes (``agentbranch.replay``) record and replay it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import Any
+import threading
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any, Literal
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.language_models import BaseChatModel, LangSmithParams
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import PrivateAttr
 
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.engine.readers.generation import GenerationRequest, GenerationResult
+from agentbranch.integrations.local_chat_input import OPTIONS, chat_messages, check_options
 
 __all__ = ["LocalChatModel", "chat_messages"]
 
-_ROLES = {"system": "system", "human": "user", "ai": "assistant"}
-_OPTIONS = ("max_tokens", "temperature", "stop", "seed", "steps", "choices")
+#: The options that shape a reply, in the cache key (``_identifying_params``).
+_KEYED = ("max_tokens", "temperature", "stop", "seed", "steps", "choices")
 
 
 class LocalChatModel(BaseChatModel):
-    """A chat model on a reader's generator (see the module docstring). Build it with
-    ``reader.chat_model(**defaults)``."""
+    """A chat model on a local generator (see the module docstring). Build it with
+    ``reader.chat_model(**defaults)``, ``LocalChatModel(model=folder, **defaults)`` or
+    ``agentbranch.local_generator()``.
 
-    model_name: str
+    Args:
+        model: a local model folder, loaded with transformers on first use (``None``
+            when the model is a reader's: ``reader.chat_model()``).
+        model_name: reported in replies (default: the folder's name).
+        threads: torch threads for a folder's generations (``"auto"``, an int, ``None``).
+        streaming: ``invoke`` streams through the callbacks too (LangChain's switch).
+    """
+
+    model: str | None = None
+    model_name: str | None = None
     max_tokens: int = 256
     temperature: float | None = None
     stop: list[str] | None = None
     seed: int | None = None
     steps: int | None = None
     choices: list[str] | None = None
-    _generator: Any = PrivateAttr(default=None)
+    special_tokens: Literal["reject", "text"] | None = None
+    threads: int | Literal["auto"] | None = "auto"
+    streaming: bool = False
+    # One holder per model, shared by its copies (``model_copy``: a cassette's, a
+    # constrained ``Generate``'s), so a folder is loaded once for all of them.
+    _holder: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _load_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    def __init__(self, **data: Any) -> None:
+        # Before pydantic: a count of 2.5 is refused (ConfigurationError, as the
+        # engine's), never cut to 2 or wrapped in a ValidationError.
+        check_options(data)
+        model = data.get("model")
+        if model is not None:
+            if not isinstance(model, str | Path):
+                raise ConfigurationError(
+                    f"model must be the path of a local model folder, got {model!r}; for a "
+                    "reader's own model use reader.chat_model()"
+                )
+            folder = Path(model)
+            if not (folder / "config.json").is_file():
+                raise ConfigurationError(
+                    f"{folder} is not a local model folder (no config.json); pass the folder "
+                    "of a saved model, e.g. agentbranch.smollm2()"
+                )
+            data["model"] = str(folder)
+            data.setdefault("model_name", None)
+            if data["model_name"] is None:
+                data["model_name"] = folder.resolve().name
+        super().__init__(**data)
 
     @classmethod
     def on(cls, generator: Any, **defaults: Any) -> LocalChatModel:
         """A chat model generating with ``generator`` (a reader's ``generator()``)."""
-        unknown = sorted(set(defaults) - set(_OPTIONS))
+        unknown = sorted(set(defaults) - set(OPTIONS))
         if unknown:
             raise ConfigurationError(
-                f"unknown chat model option(s) {unknown}; use {', '.join(_OPTIONS)}"
+                f"unknown chat model option(s) {unknown}; use {', '.join(OPTIONS)}"
             )
         model = cls(model_name=generator.model_name, **defaults)
-        model._generator = generator
+        model._holder["generator"] = generator
         return model
 
     @classmethod
     def from_pretrained(
         cls, path: Any, *, threads: Any = "auto", model_name: str | None = None, **defaults: Any
     ) -> LocalChatModel:
-        """A chat model on a local causal-model folder loaded with transformers (no
-        hub), e.g. ``LocalChatModel.from_pretrained(agentbranch.testing.smollm2())``;
+        """A chat model on a local model folder loaded with transformers (no hub) on
+        first use, e.g. ``LocalChatModel.from_pretrained(agentbranch.smollm2())``;
         ``model_name`` is reported in replies (default: the folder's name)."""
-        from agentbranch.engine.readers.transformers_generation import TransformersGenerator
-
-        generator = TransformersGenerator.from_pretrained(
-            path, threads=threads, model_name=model_name
-        )
-        return cls.on(generator, **defaults)
+        return cls(model=path, threads=threads, model_name=model_name, **defaults)
 
     @property
     def generator(self) -> Any:
-        if self._generator is None:
+        """The generator (a folder's is loaded here, once)."""
+        generator = self._holder.get("generator")
+        if generator is not None:
+            return generator
+        if self.model is None:
             raise ConfigurationError(
                 "this LocalChatModel has no model to generate with; build it with "
-                "reader.chat_model()"
+                "reader.chat_model() or LocalChatModel(model='path/to/folder')"
             )
-        return self._generator
+        with self._load_lock:
+            if "generator" not in self._holder:
+                from agentbranch.engine.readers.transformers_generation import (
+                    TransformersGenerator,
+                )
+
+                self._holder["generator"] = TransformersGenerator.from_pretrained(
+                    self.model, threads=self.threads, model_name=self.model_name
+                )
+        return self._holder["generator"]
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the generator is there (a folder loads on the first generation)."""
+        return "generator" in self._holder
 
     @property
     def supports_choices(self) -> bool:
         """Whether the engine can hold a reply to ``choices`` (on a causal model: vLLM's
         structured outputs, or on transformers the most likely option); on DiffusionGemma
         ``choices`` are ignored and the reply is free text."""
-        return bool(getattr(self._generator, "supports_choices", False))
+        return bool(getattr(self.generator, "supports_choices", False))
 
     @property
     def _llm_type(self) -> str:
@@ -105,24 +173,46 @@ class LocalChatModel(BaseChatModel):
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
-        return {"model_name": self.model_name, **{k: getattr(self, k) for k in _OPTIONS}}
+        return {"model_name": self.model_name, **{k: getattr(self, k) for k in _KEYED}}
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
+        params = LangSmithParams(
+            ls_provider="agentbranch",
+            ls_model_name=str(kwargs.get("model") or self.model_name or ""),
+            ls_model_type="chat",
+            ls_max_tokens=kwargs.get("max_tokens", self.max_tokens),
+        )
+        temperature = kwargs.get("temperature", self.temperature)
+        if temperature is not None:
+            params["ls_temperature"] = temperature
+        stops = stop if stop is not None else kwargs.get("stop", self.stop)
+        if stops:
+            params["ls_stop"] = list(stops)
+        return params
 
     # -- generating ------------------------------------------------------------------
 
-    def _request(
-        self, prompt_ids: list[int], stop: list[str] | None, kwargs: dict[str, Any]
-    ) -> GenerationRequest:
-        unknown = sorted(set(kwargs) - set(_OPTIONS))
+    def _prepare(
+        self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
+    ) -> tuple[Any, GenerationRequest]:
+        """The generator and the request: options checked, messages rendered."""
+        kwargs = {k: v for k, v in kwargs.items() if k != "stream"}
+        unknown = sorted(set(kwargs) - set(OPTIONS))
         if unknown:
             raise ConfigurationError(
-                f"unknown generation option(s) {unknown}; use {', '.join(_OPTIONS)}"
+                f"unknown generation option(s) {unknown}; use {', '.join(OPTIONS)}"
             )
-        opts = {k: kwargs.get(k, getattr(self, k)) for k in _OPTIONS}
+        check_options(kwargs)
+        opts = {k: kwargs.get(k, getattr(self, k)) for k in OPTIONS}
         stops = stop if stop is not None else opts["stop"]
+        check_options({"stop": stops})
+        turns = chat_messages(messages)
+        generator = self.generator
+        prompt_ids = generator.render(turns, opts["special_tokens"])
         choices = opts["choices"]
-        return GenerationRequest(
+        return generator, GenerationRequest(
             prompt_ids=tuple(prompt_ids),
-            max_tokens=int(opts["max_tokens"]),
+            max_tokens=opts["max_tokens"],
             temperature=opts["temperature"],
             stop=tuple(stops or ()),
             seed=opts["seed"],
@@ -137,8 +227,7 @@ class LocalChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        generator = self.generator
-        request = self._request(generator.render(chat_messages(messages)), stop, kwargs)
+        generator, request = self._prepare(messages, stop, kwargs)
         return self._result(generator.generate(request))
 
     async def _agenerate(
@@ -148,56 +237,77 @@ class LocalChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        generator = self.generator
-        # Rendering a long conversation through the template is CPU work: off the loop.
-        prompt_ids = await asyncio.to_thread(generator.render, chat_messages(messages))
-        request = self._request(prompt_ids, stop, kwargs)
+        # Loading a folder and rendering a long conversation are CPU work: off the loop.
+        generator, request = await asyncio.to_thread(self._prepare, messages, stop, kwargs)
         return self._result(await generator.agenerate(request))
 
-    def _result(self, result: GenerationResult) -> ChatResult:
-        usage = {
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        generator, request = self._prepare(messages, stop, kwargs)
+        if not hasattr(generator, "stream"):  # a generator that cannot stream: one piece
+            yield from map(self._chunk, _whole(generator.generate(request)))
+            return
+        for item in generator.stream(request):
+            yield self._chunk(item)
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        generator, request = await asyncio.to_thread(self._prepare, messages, stop, kwargs)
+        if not hasattr(generator, "astream"):
+            for item in _whole(await generator.agenerate(request)):
+                yield self._chunk(item)
+            return
+        async for item in generator.astream(request):
+            yield self._chunk(item)
+
+    def _usage(self, result: GenerationResult) -> dict[str, Any]:
+        return {
             "input_tokens": result.prompt_tokens,
             "output_tokens": result.completion_tokens,
             "total_tokens": result.prompt_tokens + result.completion_tokens,
         }
-        meta = {
+
+    def _meta(self, result: GenerationResult) -> dict[str, Any]:
+        return {
             "model_name": self.model_name,
             "finish_reason": result.finish_reason,
             "constrained": result.constrained,
         }
-        message = AIMessage(content=result.text, usage_metadata=usage, response_metadata=meta)
+
+    def _chunk(self, item: str | GenerationResult) -> ChatGenerationChunk:
+        """A text piece as a chunk; the final result as the last chunk (no text: the
+        pieces before it hold all of it), with usage and metadata."""
+        if isinstance(item, str):
+            return ChatGenerationChunk(message=AIMessageChunk(content=item))
+        message = AIMessageChunk(
+            content="",
+            usage_metadata=self._usage(item),
+            response_metadata=self._meta(item),
+            chunk_position="last",
+        )
+        return ChatGenerationChunk(message=message)
+
+    def _result(self, result: GenerationResult) -> ChatResult:
+        usage = self._usage(result)
+        message = AIMessage(
+            content=result.text, usage_metadata=usage, response_metadata=self._meta(result)
+        )
         return ChatResult(
             generations=[ChatGeneration(message=message)],
             llm_output={"token_usage": usage, "model_name": self.model_name},
         )
 
 
-def chat_messages(messages: Sequence[BaseMessage]) -> list[dict[str, str]]:
-    """LangChain messages as the chat template's ``{"role", "content"}`` dicts (system,
-    user and assistant turns; text content only)."""
-    out = []
-    for message in messages:
-        role = _ROLES.get(message.type)
-        if role is None:
-            raise ConfigurationError(
-                f"a local chat model takes system, human and AI messages, not "
-                f"{message.type!r} ({type(message).__name__}); tool calling is not supported"
-            )
-        content = message.content
-        if isinstance(content, list):
-            parts = []
-            for block in content:
-                if isinstance(block, str):
-                    parts.append(block)
-                elif isinstance(block, dict) and block.get("type") == "text":
-                    parts.append(str(block.get("text", "")))
-                else:
-                    raise ConfigurationError(
-                        "a local chat model takes text content only, got a "
-                        f"{block.get('type') if isinstance(block, dict) else type(block)!r} block"
-                    )
-            content = "".join(parts)
-        out.append({"role": role, "content": str(content)})
-    if not out:
-        raise ConfigurationError("a chat model call needs at least one message")
-    return out
+def _whole(result: GenerationResult) -> list[str | GenerationResult]:
+    """A finished generation as a stream: its text in one piece, then the result."""
+    return [result.text, result] if result.text else [result]

@@ -22,7 +22,8 @@ The tokenizer mirrors the properties of Gemma's that the engine relies on:
 * ``encode`` adds no ``<bos>`` (the chat template writes it), so ``encode("<turn|>") == [106]``.
 
 ``smollm2()`` is the one real language model: SmolLM2-135M-Instruct, fetched from the
-package index and converted once into a cache (``real_model``).
+package index and converted once into a cache (the runtime helper
+``agentbranch.smollm2``, importable here too).
 
 ``tokenizer`` builds the tokenizer, ``checkpoint`` the model folder, ``faults`` the
 faulty reader and ``chat_models`` the fake chat model; import them all from here.

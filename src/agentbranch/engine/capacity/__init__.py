@@ -5,3 +5,5 @@ step holds; ``check`` compares a running engine's settings against it (the vLLM 
 warns at start-up). ``agentbranch.deploy`` builds manifests and the ``agentbranch size``
 report on top of it.
 """
+
+__all__: list[str] = []

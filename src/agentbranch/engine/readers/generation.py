@@ -2,7 +2,9 @@
 
 A reader that can also let its model speak (``VLLMReader``, ``TransformersReader``)
 offers a *generator*: an object with ``generate(request) -> GenerationResult`` (blocking)
-and ``async agenerate(request)`` (never blocks the event loop), plus ``render(messages)``
+and ``async agenerate(request)`` (never blocks the event loop), ``stream(request)`` and
+``async astream(request)`` (text pieces as they are generated, then the result:
+``agentbranch.engine.readers.streaming``), plus ``render(messages, special_tokens)``
 (chat messages to prompt ids through the model's chat template), ``model_name``,
 ``is_diffusion`` and ``supports_choices`` (whether it can constrain a generation to a set
 of strings). ``agentbranch.integrations.local_chat.LocalChatModel`` wraps one as a
@@ -11,7 +13,7 @@ LangChain chat model. Nothing here imports LangChain.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -65,11 +67,17 @@ class Generator(Protocol):
     is_diffusion: bool
     supports_choices: bool
 
-    def render(self, messages: Sequence[dict[str, str]]) -> list[int]: ...
+    def render(
+        self, messages: Sequence[dict[str, str]], special_tokens: str | None = None
+    ) -> list[int]: ...
 
     def generate(self, request: GenerationRequest) -> GenerationResult: ...
 
     async def agenerate(self, request: GenerationRequest) -> GenerationResult: ...
+
+    def stream(self, request: GenerationRequest) -> Iterator[str | GenerationResult]: ...
+
+    def astream(self, request: GenerationRequest) -> AsyncIterator[str | GenerationResult]: ...
 
 
 def check_request(request: GenerationRequest, *, is_diffusion: bool, max_model_len: int) -> None:
@@ -105,44 +113,35 @@ def check_request(request: GenerationRequest, *, is_diffusion: bool, max_model_l
 
 
 def render_chat(
-    tokenizer: Any,
+    prompt: Any,
     messages: Sequence[dict[str, str]],
     *,
-    chat_template: str | None = None,
-    template_kwargs: dict[str, Any] | None = None,
+    special_tokens: str | None = None,
+    thought: Sequence[int] = (),
 ) -> list[int]:
-    """Prompt ids of ``messages`` through the chat template, generation prompt on and
-    thinking off (as the reads render their prompts)."""
-    text = tokenizer.apply_chat_template(
-        list(messages),
-        **{
-            **(template_kwargs or {}),
-            "chat_template": chat_template,
-            "add_generation_prompt": True,
-            "tokenize": False,
-            "enable_thinking": False,
-        },
-    )
-    if not isinstance(text, str):
-        raise ConfigurationError("the chat template did not render to text")
-    return list(tokenizer.encode(text, add_special_tokens=False))
-
-
-def render_with_planner(planner: Any, messages: Sequence[dict[str, str]]) -> list[int]:
-    """Prompt ids of ``messages`` with the chat template and options a reader's planner
-    renders its reads with; on DiffusionGemma (a planner with a thought block) the empty
-    thought block follows, as the template with thinking off ends in vLLM's reads, and
-    is never doubled."""
-    ids = render_chat(
-        planner.tokenizer,
-        messages,
-        chat_template=planner.chat.chat_template,
-        template_kwargs=planner.chat.template_kwargs,
-    )
-    thought = list(getattr(planner, "thought", ()) or ())
+    """Prompt ids of ``messages`` through ``prompt`` (an ``engine.canvas.ChatPrompt``:
+    the chat template and options the reads render with), generation prompt on and
+    thinking off; special tokens in the content are refused or read as text as a read's
+    are (``special_tokens``: ``"reject"``/``"text"``, default: ``prompt``'s mode). On
+    DiffusionGemma ``thought`` (the empty thought block) follows, as the template with
+    thinking off ends in vLLM's reads, and is never doubled."""
+    ids = prompt.render_messages(messages, special_tokens)
+    thought = list(thought or ())
     if thought and ids[len(ids) - len(thought) :] != thought:
         ids += thought
     return ids
+
+
+def render_with_planner(
+    planner: Any, messages: Sequence[dict[str, str]], special_tokens: str | None = None
+) -> list[int]:
+    """``render_chat`` with a reader's planner: its chat prompt and thought block."""
+    return render_chat(
+        planner.chat,
+        messages,
+        special_tokens=special_tokens,
+        thought=getattr(planner, "thought", ()) or (),
+    )
 
 
 def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:

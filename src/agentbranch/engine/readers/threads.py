@@ -1,19 +1,11 @@
 """The ``threads`` option of the torch readers (transformers, embedded).
 
-torch runs a forward with ``torch.get_num_threads()`` intra-op threads, by default one
-per core. A decision read is one small forward; with every core busy (the agent's own
-work, other processes) those threads contend and a read slows down by an order of
-magnitude (measured on a busy 2-core machine: 5.5 s with the default threads, 0.25 s
-with one). vLLM on CPU settles the same question by giving each worker process its own
-cores and binding one OpenMP thread to each (``VLLM_CPU_OMP_THREADS_BIND=auto``), and it
-then refuses ``torch.set_num_threads`` calls. A library inside someone else's process
-cannot bind cores, so the readers do the nearest thing that changes nothing outside
-them:
+A decision read is one small forward, which torch runs on one intra-op thread per core
+by default; with every core busy those threads contend (docs/design.md, "Why it is built
+this way"). The option:
 
 * ``threads="auto"`` (default): one core fewer than this process may use, at least 1 and
-  at most 4 — the rest of the process keeps a core, and a read this small gains little
-  from more threads (``benchmarks/bench_threads.py`` prints the ratio on your machine:
-  ≈ 6× in favour of ``"auto"`` on a shared 2-core machine);
+  at most 4 (``benchmarks/bench_threads.py`` compares it with torch's default);
 * ``threads=N``: exactly N;
 * ``threads=None``: leave torch's setting alone.
 

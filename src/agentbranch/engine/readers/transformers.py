@@ -43,6 +43,25 @@ if TYPE_CHECKING:
 __all__ = ["TransformersReader", "TransformersTokenBackend"]
 
 
+def _refuse_causal(folder: Path) -> None:
+    """A folder whose ``config.json`` names no block-diffusion model is refused before
+    torch sees it (it would fail deep in the load with a tensor-size ``TypeError``)."""
+    import json
+
+    try:
+        config = json.loads((folder / "config.json").read_text("utf-8"))
+    except (OSError, ValueError) as e:
+        raise ConfigurationError(f"{folder}/config.json is not readable JSON: {e}") from e
+    if isinstance(config, dict) and "canvas_length" not in config:
+        kind = config.get("model_type") or "non-diffusion"
+        raise ConfigurationError(
+            f"{folder} holds a {kind} model, and TransformersReader reads DiffusionGemma "
+            "checkpoints only: generate with it through LocalChatModel(model=folder) and "
+            "read decisions with the embedded reader (DecisionEngine.from_env()) or "
+            "VLLMReader."
+        )
+
+
 class TransformersTokenBackend:
     """DiffusionGemma one-step reads with HF transformers (CPU by default).
 
@@ -88,6 +107,7 @@ class TransformersTokenBackend:
                     "of a saved DiffusionGemma checkpoint, e.g. one from "
                     "agentbranch.testing.build_tiny_diffusiongemma"
                 )
+            _refuse_causal(folder)
             from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
 
             kwargs: dict[str, Any] = {"dtype": dtype or torch.float32}

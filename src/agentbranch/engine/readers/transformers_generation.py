@@ -4,7 +4,12 @@
 ``TransformersReader`` reads with (``reader.chat_model()``: transformers' own diffusion
 ``generate``, the full denoising schedule, ``steps`` capping it), or any causal model
 (``model.generate``: greedy by default, sampling with ``temperature`` and ``seed``).
-``from_pretrained`` loads a local causal-model folder, e.g. ``agentbranch.testing.smollm2()``.
+``from_pretrained`` loads a local model folder, e.g. ``agentbranch.smollm2()``
+(``LocalChatModel(model=folder)`` does it on first use).
+
+``stream`` hands out the reply as it is generated (``agentbranch.engine.readers.streaming``):
+a causal model's tokens one by one (transformers' streamer interface), a DiffusionGemma's
+one denoised block (``canvas_length`` tokens) at a time, as ``generate`` commits it.
 
 Calls are serialised by a lock (the reader's own, so reads and generations of one model
 take turns); ``agenerate`` runs in a worker thread, never on the event loop. A ``seed``
@@ -21,8 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import queue
 import threading
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +41,7 @@ from agentbranch.engine.readers.generation import (
     render_chat,
     render_with_planner,
 )
+from agentbranch.engine.readers.streaming import StreamText, TokenText, iterate_in_thread
 from agentbranch.engine.readers.threads import Threads, resolve_threads, torch_threads
 
 __all__ = ["TransformersGenerator", "reader_generator"]
@@ -67,6 +74,7 @@ class TransformersGenerator:
         self.model = model
         self.tokenizer = tokenizer
         self.planner = planner
+        self._prompt: Any = None
         self.threads = resolve_threads(threads)
         self._lock = lock or threading.Lock()
         self.is_diffusion = hasattr(model.config, "canvas_length")
@@ -86,41 +94,145 @@ class TransformersGenerator:
         threads: Threads = "auto",
         model_name: str | None = None,
     ) -> TransformersGenerator:
-        """Load a local causal-model folder (no hub access), e.g. ``smollm2()``."""
+        """Load a local model folder (no hub access): a causal model (e.g.
+        ``agentbranch.smollm2()``), or a DiffusionGemma checkpoint, whose prompts are then
+        rendered as a ``TransformersReader``'s reads are (the thought block follows)."""
+        import json
+
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from agentbranch.engine.quiet_loads import quiet_loads
 
         folder = Path(path)
-        if not (folder / "config.json").is_file():
+        try:
+            config = json.loads((folder / "config.json").read_text("utf-8"))
+        except (OSError, ValueError) as e:
             raise ConfigurationError(
-                f"{folder} is not a local model folder (no config.json); pass the folder "
-                "of a saved causal model, e.g. agentbranch.testing.smollm2()"
-            )
+                f"{folder} is not a local model folder (config.json: {e}); pass the folder "
+                "of a saved model, e.g. agentbranch.smollm2()"
+            ) from e
+        diffusion = isinstance(config, dict) and "canvas_length" in config
         with quiet_loads():
             tokenizer = AutoTokenizer.from_pretrained(folder)
-            model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype or torch.float32)
+            if diffusion:
+                from transformers import DiffusionGemmaForBlockDiffusion as auto
+            else:
+                auto = AutoModelForCausalLM
+            model = auto.from_pretrained(folder, dtype=dtype or torch.float32)
+        planner = None
+        if diffusion:
+            from agentbranch.engine.canvas import CanvasPlanner
+
+            text_config = model.config.get_text_config()
+            planner = CanvasPlanner(
+                tokenizer,
+                vocab_size=int(text_config.vocab_size),
+                served_canvas=int(model.config.canvas_length),
+                max_model_len=int(text_config.max_position_embeddings),
+            )
         return cls(
             model.eval(),
             tokenizer,
+            planner=planner,
             threads=threads,
             model_name=model_name or folder.resolve().name,
         )
 
-    def render(self, messages: Sequence[dict[str, str]]) -> list[int]:
-        """Prompt ids of chat ``messages`` through the model's chat template."""
+    def render(
+        self, messages: Sequence[dict[str, str]], special_tokens: str | None = None
+    ) -> list[int]:
+        """Prompt ids of chat ``messages`` through the model's chat template (as the
+        reader's reads render theirs, when there is a reader); special tokens in the
+        content raise ``SpecialTokenError`` unless ``special_tokens="text"``."""
         if self.planner is not None:
-            return render_with_planner(self.planner, messages)
-        return render_chat(self.tokenizer, messages)
+            return render_with_planner(self.planner, messages, special_tokens)
+        if self._prompt is None:
+            from agentbranch.engine.canvas import ChatPrompt
+
+            self._prompt = ChatPrompt(self.tokenizer)
+        return render_chat(self._prompt, messages, special_tokens=special_tokens)
 
     def generate(self, request: GenerationRequest) -> GenerationResult:
         """Generate (blocking; one generation at a time per lock)."""
+        max_new = self._check(request)
+        if request.choices is not None and self.supports_choices:
+            return self._produce(request, max_new, None)
+        return self._result(request, self._produce(request, max_new, None), max_new)
+
+    async def agenerate(self, request: GenerationRequest) -> GenerationResult:
+        """Async ``generate``, in a worker thread (the event loop keeps running)."""
+        return await asyncio.to_thread(self.generate, request)
+
+    def stream(
+        self, request: GenerationRequest, cancel: threading.Event | None = None
+    ) -> Iterator[str | GenerationResult]:
+        """Generate, yielding text pieces as the model produces them, then the
+        ``GenerationResult`` (``agentbranch.engine.readers.streaming``): a causal model's
+        tokens one by one, a DiffusionGemma's reply one denoised block (canvas) at a
+        time; a reply held to ``choices`` comes whole. Setting ``cancel`` (or closing the
+        iterator) stops the generation at its next token or block."""
+        max_new = self._check(request)
+        if request.choices is not None and self.supports_choices:
+            result = self.generate(request)
+            if result.text:
+                yield result.text
+            yield result
+            return
+        cancel = cancel or threading.Event()
+        feed = _Feed(cancel)
+        failed: list[BaseException] = []
+
+        def work() -> None:
+            try:
+                self._produce(request, max_new, feed)
+            except _Cancelled:
+                pass
+            except BaseException as e:  # noqa: BLE001 - raised in the consumer's thread
+                failed.append(e)
+            finally:
+                feed.items.put(None)
+
+        worker = threading.Thread(target=work, name="agentbranch-generate", daemon=True)
+        worker.start()
+        pad = self.model.generation_config.pad_token_id
+        tokens = TokenText(self.tokenizer, self._eos_ids(), pad, max_new)
+        text = StreamText(request.stop)
+        try:
+            while (ids := feed.items.get()) is not None:
+                piece = text.update(tokens.push(ids))
+                if piece:
+                    yield piece
+                if text.stopped or tokens.ended is not None or len(tokens.ids) >= max_new:
+                    break  # nothing more is handed out: the generation is stopped
+        finally:
+            cancel.set()
+        if failed:
+            raise failed[0]
+        result = self._result(request, tokens.ids, max_new)
+        piece = text.finish(result.text)
+        if piece:
+            yield piece
+        yield result
+
+    async def astream(self, request: GenerationRequest) -> AsyncIterator[str | GenerationResult]:
+        """Async ``stream``: the generation runs in a worker thread, pieces reach the
+        event loop as they come; leaving the loop early stops the generation."""
+        async for item in iterate_in_thread(lambda cancel: self.stream(request, cancel)):
+            yield item
+
+    # -- internals -------------------------------------------------------------------
+
+    def _check(self, request: GenerationRequest) -> int:
+        """Refuse what the model cannot honour; the new tokens it may generate."""
+        check_request(request, is_diffusion=self.is_diffusion, max_model_len=self.max_model_len)
+        return min(request.max_tokens, self.max_model_len - len(request.prompt_ids))
+
+    def _produce(self, request: GenerationRequest, max_new: int, streamer: Any) -> Any:
+        """The new token ids (or, for ``choices``, the ``GenerationResult``), under the
+        lock; ``streamer`` (transformers' ``put``/``end``) sees them as they come."""
         import torch
 
-        check_request(request, is_diffusion=self.is_diffusion, max_model_len=self.max_model_len)
-        room = self.max_model_len - len(request.prompt_ids)
-        max_new = min(request.max_tokens, room)
         device = next(self.model.parameters()).device
         input_ids = torch.tensor([list(request.prompt_ids)], dtype=torch.long, device=device)
         with self._lock, torch_threads(self.threads), torch.inference_mode():
@@ -128,18 +240,10 @@ class TransformersGenerator:
                 if request.choices is not None and self.supports_choices:
                     return self._choose(input_ids, request)
                 if self.is_diffusion:
-                    new = self._diffusion(input_ids, max_new, request)
-                else:
-                    new = self._causal(input_ids, max_new, request)
+                    return self._diffusion(input_ids, max_new, request, streamer)
+                return self._causal(input_ids, max_new, request, streamer)
             except (RuntimeError, ValueError) as e:
                 raise ReaderError(f"transformers failed the generation: {e}") from e
-        return self._result(request, new, max_new)
-
-    async def agenerate(self, request: GenerationRequest) -> GenerationResult:
-        """Async ``generate``, in a worker thread (the event loop keeps running)."""
-        return await asyncio.to_thread(self.generate, request)
-
-    # -- internals -------------------------------------------------------------------
 
     def _eos_ids(self) -> set[int]:
         ids = self.model.generation_config.eos_token_id
@@ -147,10 +251,12 @@ class TransformersGenerator:
             ids = self.tokenizer.eos_token_id
         return set(ids if isinstance(ids, list) else [ids] if ids is not None else [])
 
-    def _causal(self, input_ids: Any, max_new: int, request: GenerationRequest) -> list[int]:
+    def _causal(
+        self, input_ids: Any, max_new: int, request: GenerationRequest, streamer: Any
+    ) -> list[int]:
         import torch
 
-        kwargs: dict[str, Any] = {"max_new_tokens": max_new}
+        kwargs: dict[str, Any] = {"max_new_tokens": max_new, "streamer": streamer}
         if request.temperature:  # sampling: plain, as vLLM's defaults (no top-k/top-p)
             kwargs.update(do_sample=True, temperature=request.temperature, top_k=0, top_p=1.0)
         else:
@@ -167,8 +273,10 @@ class TransformersGenerator:
             out = self.model.generate(input_ids, attention_mask=mask, pad_token_id=pad, **kwargs)
         return out[0, input_ids.shape[1] :].tolist()
 
-    def _diffusion(self, input_ids: Any, max_new: int, request: GenerationRequest) -> list[int]:
-        kwargs: dict[str, Any] = {"max_new_tokens": max_new}
+    def _diffusion(
+        self, input_ids: Any, max_new: int, request: GenerationRequest, streamer: Any
+    ) -> list[int]:
+        kwargs: dict[str, Any] = {"max_new_tokens": max_new, "streamer": streamer}
         if request.steps is not None:
             kwargs["max_denoising_steps"] = request.steps
         out = self.model.generate(input_ids, **kwargs)
@@ -225,6 +333,32 @@ class TransformersGenerator:
             completion_tokens=len(new) if ended is None else ended + 1,
             finish_reason=finish,
         )
+
+
+class _Cancelled(Exception):
+    """Raised inside ``model.generate`` (from the streamer) to stop a cancelled stream."""
+
+
+class _Feed:
+    """transformers' streamer interface: ``generate`` calls ``put`` with the prompt, then
+    with each new token (causal) or denoised canvas (DiffusionGemma); the ids go on a
+    queue for the consumer. Once ``cancel`` is set, ``put`` stops the generation."""
+
+    def __init__(self, cancel: threading.Event) -> None:
+        self.cancel = cancel
+        self.items: queue.Queue[list[int] | None] = queue.Queue()
+        self._prompt = True
+
+    def put(self, value: Any) -> None:
+        if self.cancel.is_set():
+            raise _Cancelled
+        if self._prompt:  # the first put is the prompt itself
+            self._prompt = False
+            return
+        self.items.put([int(t) for t in value.reshape(-1).tolist()])
+
+    def end(self) -> None:
+        pass
 
 
 def reader_generator(reader: Any) -> TransformersGenerator:

@@ -1,14 +1,9 @@
 """The embedded reader's embedding: the MiniLM encoder, mean pooling and L2
 normalisation, eager or as a TorchScript trace.
 
-An eager forward is a few hundred small torch operations driven from Python: between
-two of them it takes the GIL back, so one busy Python thread elsewhere in the process (a
-graph run arriving, a tool call finishing, the app's own work) makes it wait at every
-step — measured here (``benchmarks/bench_embedded_trace.py``), a ``decide_many`` of 32
-states took 4× as long next to one spinning thread as alone. A trace runs the same
-operations inside torch without the GIL: alone it keeps the eager pace, next to a busy
-thread it is slowed by a third instead of fourfold, and the callers' Python runs on the
-other cores meanwhile.
+The trace runs the encoder's operations inside torch without taking the GIL back between
+them, so a busy Python thread elsewhere in the process slows a read little
+(docs/design.md, "Why it is built this way"; ``benchmarks/bench_embedded_trace.py``).
 
 The trace is checked before it is used: it must give the eager embeddings, to float
 rounding, on texts of another count and length than it was traced on (a trace bakes in

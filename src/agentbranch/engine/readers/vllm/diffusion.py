@@ -24,7 +24,7 @@ builds the diffusion planner and each request's ``extra_args``.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.reads import TokenRead
@@ -71,28 +71,15 @@ def served_canvas(vllm_config: Any) -> int:
 
 
 def diffusion_planner(
-    tokenizer: Any,
-    vllm_config: Any,
-    *,
-    vocab_size: int,
-    max_model_len: int,
-    chat_template: str | None,
-    special_tokens: Literal["reject", "text"],
-    template_kwargs: dict[str, Any] | None,
+    tokenizer: Any, vllm_config: Any, *, vocab_size: int, **prompt: Any
 ) -> CanvasPlanner:
     """The ``CanvasPlanner`` for the served canvas (its width is ``planner.served``),
-    after logging the capacity warnings the engine's settings earn."""
+    after logging the capacity warnings the engine's settings earn. ``prompt``: the
+    planner's prompt settings (``max_model_len``, ``chat_template``, ``special_tokens``,
+    ``template_kwargs``)."""
     canvas = served_canvas(vllm_config)
     warn_capacity(vllm_config, canvas, vocab_size)
-    return CanvasPlanner(
-        tokenizer,
-        vocab_size=vocab_size,
-        served_canvas=canvas,
-        max_model_len=max_model_len,
-        chat_template=chat_template,
-        special_tokens=special_tokens,
-        template_kwargs=template_kwargs,
-    )
+    return CanvasPlanner(tokenizer, vocab_size=vocab_size, served_canvas=canvas, **prompt)
 
 
 def diffusion_extra_args(read: TokenRead, *, constrained: bool, max_steps: int) -> dict[str, Any]:

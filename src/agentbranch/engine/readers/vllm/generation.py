@@ -3,7 +3,11 @@
 ``VLLMGenerator`` (``VLLMReader.generator()``) turns a ``GenerationRequest`` into a
 ``GenerationJob`` on the reader's ``EngineWorker``: the worker adds it to vLLM's running
 batch beside the reads (one engine, one copy of the weights; reads and generations share
-scheduler steps) and answers its future when vLLM finishes it.
+scheduler steps) and answers its future when vLLM finishes it. ``stream``/``astream``
+hand out the text as vLLM's engine steps produce it: with vLLM's engine API, after every
+scheduler step (a causal model: about one token per step; DiffusionGemma: as vLLM
+reports its canvas steps); on an ``LLM`` stand-in without it, once, when the request
+finishes.
 
 The request's ``SamplingParams`` (``generation_params``):
 
@@ -19,11 +23,14 @@ The request's ``SamplingParams`` (``generation_params``):
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import queue
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentbranch.core.errors import ReaderError, ReaderTimeoutError
 from agentbranch.engine.readers.generation import (
@@ -32,11 +39,10 @@ from agentbranch.engine.readers.generation import (
     check_request,
     render_with_planner,
 )
+from agentbranch.engine.readers.streaming import StreamText
 
 if TYPE_CHECKING:
     from vllm import SamplingParams
-
-    from agentbranch.engine.readers.vllm.reader import VLLMReader
 
 __all__ = ["GenerationJob", "VLLMGenerator", "generation_params", "generation_result"]
 
@@ -48,6 +54,10 @@ class GenerationJob:
     request: GenerationRequest
     diffusion: bool
     future: Future[GenerationResult] = field(default_factory=Future)
+    #: Streaming: called on the worker thread with the text so far after every step.
+    on_text: Callable[[str], None] | None = None
+    #: Set when the stream's consumer left: the worker aborts the request.
+    cancel: threading.Event = field(default_factory=threading.Event)
 
     @property
     def prompt_ids(self) -> list[int]:
@@ -96,29 +106,109 @@ def generation_result(job: GenerationJob, output: Any) -> GenerationResult:
     )
 
 
+_DONE = object()
+
+
+class _GenerationHost(Protocol):
+    """What a ``VLLMGenerator`` uses of its ``VLLMReader`` (named here, not imported:
+    the reader builds its generator, so importing it back would close a circle)."""
+
+    model: str
+    mode: str
+    planner: Any
+    max_model_len: int
+    _worker: Any
+
+
 class VLLMGenerator:
     """Generations on a ``VLLMReader``'s ``LLM`` through its engine worker (see the module
     docstring). ``timeout_s``: a generation that waits longer raises
     ``ReaderTimeoutError`` (default: wait)."""
 
-    def __init__(self, reader: VLLMReader, *, timeout_s: float | None = None) -> None:
+    def __init__(self, reader: _GenerationHost, *, timeout_s: float | None = None) -> None:
         self.reader = reader
         self.timeout_s = timeout_s
         self.model_name = reader.model
         self.is_diffusion = reader.mode == "diffusion"
         self.supports_choices = not self.is_diffusion
 
-    def render(self, messages: Sequence[dict[str, str]]) -> list[int]:
-        """Prompt ids of chat ``messages`` (the template the reads use)."""
-        return render_with_planner(self.reader.planner, messages)
+    def render(
+        self, messages: Sequence[dict[str, str]], special_tokens: str | None = None
+    ) -> list[int]:
+        """Prompt ids of chat ``messages`` (the template and special-token rule the
+        reads use; ``special_tokens="text"`` reads them as plain text)."""
+        return render_with_planner(self.reader.planner, messages, special_tokens)
 
-    def _submit(self, request: GenerationRequest) -> GenerationJob:
+    def _submit(
+        self, request: GenerationRequest, on_text: Callable[[str], None] | None = None
+    ) -> GenerationJob:
         check_request(
             request, is_diffusion=self.is_diffusion, max_model_len=self.reader.max_model_len
         )
-        job = GenerationJob(request, self.is_diffusion)
+        job = GenerationJob(request, self.is_diffusion, on_text=on_text)
         self.reader._worker.submit(job)
         return job
+
+    def stream(self, request: GenerationRequest) -> Iterator[str | GenerationResult]:
+        """Generate, yielding text pieces as vLLM's engine steps produce them, then the
+        ``GenerationResult`` (``agentbranch.engine.readers.streaming``). Leaving the loop
+        early aborts the request in vLLM."""
+        items: queue.Queue[Any] = queue.Queue()
+        job = self._submit(request, on_text=items.put)
+        job.future.add_done_callback(lambda _: items.put(_DONE))
+        deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
+        text = StreamText(request.stop)
+        try:
+            while True:
+                wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+                try:
+                    item = items.get(timeout=wait)
+                except queue.Empty:
+                    raise self._timeout() from None
+                if item is _DONE:
+                    break
+                piece = text.update(item)
+                if piece:
+                    yield piece
+            result = job.future.result()
+        finally:
+            job.cancel.set()  # a no-op once vLLM finished it
+        piece = text.finish(result.text)
+        if piece:
+            yield piece
+        yield result
+
+    async def astream(self, request: GenerationRequest) -> AsyncIterator[str | GenerationResult]:
+        """Async ``stream``: the worker hands each step's text to the event loop (no
+        thread waits for it); leaving the loop early aborts the request in vLLM."""
+        loop = asyncio.get_running_loop()
+        items: asyncio.Queue[Any] = asyncio.Queue()
+
+        def hand(item: Any) -> None:
+            try:
+                loop.call_soon_threadsafe(items.put_nowait, item)
+            except RuntimeError:  # the loop closed: nobody listens, stop the request
+                job.cancel.set()
+
+        job = self._submit(request, on_text=hand)
+        job.future.add_done_callback(lambda _: hand(_DONE))
+        text = StreamText(request.stop)
+        try:
+            try:
+                async with asyncio.timeout(self.timeout_s):
+                    while (item := await items.get()) is not _DONE:
+                        piece = text.update(item)
+                        if piece:
+                            yield piece
+            except TimeoutError:
+                raise self._timeout() from None
+            result = job.future.result()
+        finally:
+            job.cancel.set()
+        piece = text.finish(result.text)
+        if piece:
+            yield piece
+        yield result
 
     def generate(self, request: GenerationRequest) -> GenerationResult:
         """Generate, blocking until vLLM finishes (batched with concurrent work)."""

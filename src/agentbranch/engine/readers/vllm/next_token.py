@@ -13,7 +13,7 @@ them.)
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from agentbranch.engine.canvas import NextTokenPlanner
 
@@ -25,19 +25,7 @@ NEXT_TOKEN_MAX_TOKENS = 1
 NEXT_TOKEN_TEMPERATURE = 0.0
 
 
-def next_token_planner(
-    tokenizer: Any,
-    *,
-    max_model_len: int,
-    chat_template: str | None,
-    special_tokens: Literal["reject", "text"],
-    template_kwargs: dict[str, Any] | None,
-) -> NextTokenPlanner:
-    """The ``NextTokenPlanner`` for the served model."""
-    return NextTokenPlanner(
-        tokenizer,
-        max_model_len=max_model_len,
-        chat_template=chat_template,
-        special_tokens=special_tokens,
-        template_kwargs=template_kwargs,
-    )
+def next_token_planner(tokenizer: Any, **prompt: Any) -> NextTokenPlanner:
+    """The ``NextTokenPlanner`` for the served model; ``prompt``: its prompt settings
+    (``max_model_len``, ``chat_template``, ``special_tokens``, ``template_kwargs``)."""
+    return NextTokenPlanner(tokenizer, **prompt)

@@ -147,27 +147,21 @@ class VLLMReader(TokenReader):
             template = chat_template
             if template is None:
                 template = getattr(llm, "chat_template", None)
+            prompt = {
+                "max_model_len": self.max_model_len,
+                "chat_template": template,
+                "special_tokens": special_tokens,
+                "template_kwargs": template_kwargs,
+            }
             if self.mode == "diffusion":
                 planner = diffusion_planner(
-                    tokenizer,
-                    vllm_config,
-                    vocab_size=self.vocab_size,
-                    max_model_len=self.max_model_len,
-                    chat_template=template,
-                    special_tokens=special_tokens,
-                    template_kwargs=template_kwargs,
+                    tokenizer, vllm_config, vocab_size=self.vocab_size, **prompt
                 )
                 self.served_canvas = planner.served
                 self.planner = planner
             else:
                 self.served_canvas = 0
-                self.planner = next_token_planner(
-                    tokenizer,
-                    max_model_len=self.max_model_len,
-                    chat_template=template,
-                    special_tokens=special_tokens,
-                    template_kwargs=template_kwargs,
-                )
+                self.planner = next_token_planner(tokenizer, **prompt)
         except BaseException:
             if self._owns_llm:
                 shutdown(llm)

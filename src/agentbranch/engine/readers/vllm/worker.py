@@ -13,7 +13,10 @@ therefore share vLLM's steps. An ``LLM`` stand-in without the engine API gets on
 ``generate`` call per batch instead.
 
 Generations (``GenerationJob``, from ``VLLMReader.chat_model()``) go through the same
-queue and join the same batches as reads: one engine, one copy of the weights.
+queue and join the same batches as reads: one engine, one copy of the weights. A
+streamed generation asks vLLM for its cumulative text after every engine step and hands
+it to the job's listener as the step returns; with an ``LLM`` stand-in without the
+engine API it gets its text once, when the batch's ``generate`` call returns.
 """
 
 from __future__ import annotations
@@ -265,6 +268,7 @@ class EngineWorker:
         """File the finished outputs of one engine step; answer the jobs they complete."""
         for output in outputs:
             if not output.finished:
+                self._progress(output, live)
                 continue
             entry = live.pop(output.request_id, None)
             if entry is None:
@@ -279,6 +283,25 @@ class EngineWorker:
                     _fail(run.job, e)
                 else:
                     run.job.future.set_result(result)
+
+    def _progress(self, output: Any, live: dict[str, tuple[_Running, int]]) -> None:
+        """A streamed generation's text so far goes to its listener; a stream its
+        consumer left is aborted in vLLM (it stops using the batch's steps)."""
+        entry = live.get(output.request_id)
+        job = entry[0].job if entry is not None else None
+        if not isinstance(job, GenerationJob) or job.on_text is None:
+            return
+        if job.cancel.is_set():
+            live.pop(output.request_id, None)
+            with contextlib.suppress(Exception):
+                self._engine.abort_request([output.request_id])
+            _fail(job, ReaderError("the generation's stream was closed; vLLM aborted it"))
+            return
+        if output.outputs:
+            try:
+                job.on_text(str(output.outputs[0].text))
+            except Exception:  # noqa: BLE001 - a listener never stops the engine
+                job.cancel.set()
 
     def _add(self, jobs: list[Any], live: dict[str, tuple[_Running, int]]) -> None:
         """Add the jobs' requests to the engine, as ``LLM.generate`` adds its prompts:
@@ -313,7 +336,11 @@ class EngineWorker:
             try:
                 for index, request in enumerate(run.requests):
                     params = _params(request, engine=True)
-                    params.output_kind = RequestOutputKind.FINAL_ONLY
+                    streamed = getattr(request, "on_text", None) is not None
+                    # A streamed generation reports its text after every step.
+                    params.output_kind = (
+                        RequestOutputKind.CUMULATIVE if streamed else RequestOutputKind.FINAL_ONLY
+                    )
                     request_id = f"agentbranch-{next(self._ids)}"
                     engine.add_request(request_id, prompts[at + index], params)
                     added.append(request_id)

@@ -1,0 +1,145 @@
+"""Streaming a generation: the text pieces a generator hands out as the model produces them.
+
+A generator's ``stream(request)`` (and ``astream``) yields ``str`` pieces, then ONE
+``GenerationResult`` (token counts, finish reason, the whole text). Joined, the pieces
+are the result's text. Three helpers make every engine stream alike:
+
+* ``StreamText`` turns the growing text of a generation into the pieces that are safe
+  to hand out: never text at or past a stop string (the last ``len(stop) - 1``
+  characters are held back until the next token shows whether a stop string begins
+  there, so a stop string split over tokens is still caught), never half a character (a
+  trailing U+FFFD from an incomplete UTF-8 sequence waits for its next byte);
+* ``TokenText`` decodes a growing list of token ids (up to the first end-of-sequence
+  id) as the tokenizer decodes the whole reply;
+* ``iterate_in_thread`` runs a blocking stream in a worker thread and hands its items to
+  an event loop as they come (the loop never blocks); leaving the loop early tells the
+  stream to stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
+
+from agentbranch.engine.readers.generation import cut_at_stop
+
+__all__ = ["StreamText", "TokenText", "iterate_in_thread"]
+
+T = TypeVar("T")
+
+
+class StreamText:
+    """The pieces of one generation's text that may be handed out (module docstring)."""
+
+    def __init__(self, stop: Sequence[str] = ()) -> None:
+        self._stops = [s for s in stop if s]
+        self._hold = max((len(s) for s in self._stops), default=1) - 1
+        self.emitted = ""
+        self.stopped = False
+
+    def update(self, text: str) -> str:
+        """The new piece, given the whole text so far (``""`` when nothing is safe yet).
+        Sets ``stopped`` once a stop string appeared: nothing after it is ever handed out."""
+        if self.stopped:
+            return ""
+        cut, found = cut_at_stop(text, self._stops)
+        if found:
+            self.stopped = True
+            safe = cut
+        else:
+            safe = text[: len(text) - self._hold] if self._hold else text
+            safe = safe.rstrip("\ufffd")
+        if len(safe) <= len(self.emitted) or not safe.startswith(self.emitted):
+            return ""
+        piece = safe[len(self.emitted) :]
+        self.emitted = safe
+        return piece
+
+    def finish(self, text: str) -> str:
+        """The rest of the final ``text`` (already cut at its stop string) not yet handed
+        out; ``""`` if the final text does not extend what was handed out."""
+        if not text.startswith(self.emitted):
+            return ""
+        rest = text[len(self.emitted) :]
+        self.emitted = text
+        return rest
+
+
+class TokenText:
+    """The text of a growing list of generated token ids, as the whole reply decodes:
+    ids after the first end-of-sequence id are ignored, padding is dropped."""
+
+    def __init__(self, tokenizer: Any, eos: set[int], pad: int | None, limit: int) -> None:
+        self.tokenizer = tokenizer
+        self.eos = eos
+        self.pad = pad if pad is not None and pad not in eos else None
+        self.limit = limit
+        self.ids: list[int] = []  # every id received (up to limit)
+        self.ended: int | None = None  # index of the first end-of-sequence id
+
+    def push(self, ids: Iterable[int]) -> str:
+        """Add new ids; the whole text so far."""
+        for t in ids:
+            if self.ended is not None or len(self.ids) >= self.limit:
+                break
+            if t in self.eos:
+                self.ended = len(self.ids)
+            self.ids.append(int(t))
+        return self.text()
+
+    def reply_ids(self) -> list[int]:
+        ids = self.ids if self.ended is None else self.ids[: self.ended]
+        return [t for t in ids if t != self.pad] if self.pad is not None else ids
+
+    def text(self) -> str:
+        return self.tokenizer.decode(self.reply_ids(), skip_special_tokens=True)
+
+
+_END = object()
+
+
+async def iterate_in_thread(
+    make: Callable[[threading.Event], Iterator[T]],
+) -> AsyncIterator[T]:
+    """Items of the blocking iterator ``make(cancel)`` as they come, iterated in a
+    worker thread. ``cancel`` is set when the consumer stops early (or fails); the
+    iterator should then end soon."""
+    loop = asyncio.get_running_loop()
+    items: asyncio.Queue[Any] = asyncio.Queue()
+    cancel = threading.Event()
+
+    def hand(item: Any) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody listens
+            loop.call_soon_threadsafe(items.put_nowait, item)
+
+    def pump() -> None:
+        try:
+            it = make(cancel)
+            try:
+                for item in it:
+                    hand((item, None))
+                    if cancel.is_set():
+                        break
+            finally:
+                close = getattr(it, "close", None)
+                if callable(close):
+                    close()
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer
+            hand((None, e))
+        else:
+            hand((_END, None))
+
+    threading.Thread(target=pump, name="agentbranch-stream", daemon=True).start()
+    try:
+        while True:
+            item, error = await items.get()
+            if error is not None:
+                raise error
+            if item is _END:
+                return
+            yield item
+    finally:
+        cancel.set()
