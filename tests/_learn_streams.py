@@ -30,13 +30,13 @@ class Read:
 class Rec:
     """The fields of an evidence record the trust state machine reads."""
 
-    __slots__ = ("band", "confidence", "correct", "index", "rate", "take_at")
+    __slots__ = ("band", "confidence", "correct", "floor", "index", "rate", "take_at")
     id = "s"
     question_id = "stream"
 
-    def __init__(self, confidence, correct, rate, band, take_at, index):
+    def __init__(self, confidence, correct, rate, band, take_at, index, floor=None):
         self.confidence, self.correct, self.rate, self.band = confidence, correct, rate, band
-        self.take_at, self.index = take_at, index
+        self.take_at, self.index, self.floor = take_at, index, floor
 
     @property
     def time(self) -> str:
@@ -67,14 +67,20 @@ def run_ladder(
     draw: np.ndarray,
     rate: float,
     fit: Callable[[int, np.ndarray], Read] | None,
-    first: int = ld.FIRST_REFIT,
-    base_share: float = ld.BASE_SHARE,
+    first: int | None = None,
+    base_share: float | None = None,
+    anytime: bool = True,
 ) -> LadderRun:
     """One stream: the version in force decides at its threshold; a decision it does not
     take is labelled (the fallback), a taken one with probability ``rate`` (the audit).
     Each label feeds the version in force and the trials (``ladder.trial_fields``); at
     each refit point ``fit(j, labelled positions)`` gives version ``j``'s read of the
-    whole stream. ``fit=None``: learning off, version 0 at the full level."""
+    whole stream. ``fit=None``: learning off, version 0 at the full level. ``anytime``:
+    each version's anytime-valid test (``eprocess``) starts where its reads of its own
+    pre-fit labels say (as the learner's out-of-fold reads do), as shipped."""
+    from agentbranch.policy.earned.learn import eprocess
+
+    first = ld.FIRST_REFIT if first is None else first
     n = len(base.conf)
     lad = ld.Ladder(first=first if fit else 10**12)
     cfg0 = ld.version_earned(earned, 0, store=None, base=base_share) if fit else earned
@@ -107,22 +113,41 @@ def run_ladder(
             continue
         lad.labels += 1
         train.append(i)
+        floor = 1.0 if not lad.open else rate  # what held when the label was made
         for r in lad.fed:
             rcfg, rst = r.trust
             if r is rung:
-                rec = Rec(conf, right, rate if take else 1.0, "take" if take else "fallback", t, i)
+                band = "take" if take else "fallback"
+                rec = Rec(conf, right, rate if take else 1.0, band, t, i, floor)
             else:
                 f = ld.trial_fields(take, rate)
                 rec = Rec(
-                    float(r.model.conf[i]), bool(r.model.right[i]), f["rate"], f["band"], None, i
+                    float(r.model.conf[i]),
+                    bool(r.model.right[i]),
+                    f["rate"],
+                    f["band"],
+                    None,
+                    i,
+                    floor,
                 )
             step(rst, rec, rcfg)
             fits[r.index].add(rec.confidence, float(r.model.top[i]), rec.correct, 1.0 / rec.rate)
         lad.adopt([r.trust[1].take_at is not None for r in lad.fed])
         if fit is not None and lad.due():
             j = len(lad.rungs)
-            vcfg = ld.version_earned(earned, j, store=None, base=base_share)
             read_j = fit(j, np.array(train))
+            entry = None
+            if anytime:  # its reads of the labels it was fitted on: never its evidence
+                at = np.array(train)
+                alpha = (1.0 - earned.level) * ld.version_share(j, base_share) * eprocess.SHARE
+                entry = eprocess.entry(
+                    read_j.conf[at],
+                    read_j.right[at],
+                    candidates=earned.candidates,
+                    precision=earned.precision,
+                    alpha=alpha,
+                )
+            vcfg = ld.version_earned(earned, j, store=None, base=base_share, entry=entry)
             lad.rungs.append(ld.Rung(j, len(train), model=read_j, trust=(vcfg, vcfg._fresh())))
             fits[j] = ProbabilityFit()
     out.labels = lad.labels

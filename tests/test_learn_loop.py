@@ -130,10 +130,11 @@ def test_labels_make_a_version_that_is_tested_then_decides(engine, tmp_path):
     assert v1_key not in others
     assert json.loads(json.dumps(v1.model.model_dump(mode="json")))["learned_head"] == head.digest
     trials = [x for x in lines if x["key"] == v1_key and "state" not in x]
-    # Version 1 was tested on labels after its fit only: its first trial record comes
-    # after the 32nd labelled state, and trial records decide nothing.
-    first_trial = lines.index(trials[0])
-    assert sum("state" in x for x in lines[:first_trial]) >= v1_fit
+    # Version 1 was tested on labels after its fit only: its first record (a trial read,
+    # or its own decision as the newest version while nothing is open) comes after the
+    # 32nd labelled state, and trial records decide nothing.
+    first = lines.index(next(x for x in lines if x["key"] == v1_key))
+    assert sum("state" in x for x in lines[:first]) >= v1_fit
     assert all(x["take_at"] is None and x["trust"] == "learning" for x in trials)
     # It was adopted once it had earned a threshold of its own: decisions say so.
     versions = [rec.get("reader_version") for rec in records]

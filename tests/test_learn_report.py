@@ -80,7 +80,8 @@ def test_every_record_of_a_learning_policy_says_its_version(run):
     keys = {earned.key("sport", r.model, q.reader, q.model): r.index for r in ladder.rungs}
     lines = [json.loads(x) for x in path.read_text().splitlines()]
     assert all(x["version"] == keys[x["key"]] for x in lines)
-    assert {x["earned"]["level"] for x in lines if x["version"] == 1} == {1 - 0.05 / 4}
+    v1 = {x["earned"]["level"] for x in lines if x["version"] == 1}
+    assert v1 == {1 - 0.05 * version_share(1)}
 
 
 def _expected_curve(lines):
@@ -133,7 +134,7 @@ def test_the_report_shows_the_learning_section(run):
     cells = _cells(out.split("learning from the teacher")[1])
     assert cells["in force"].startswith(
         f"v{ladder.in_force} (fitted on the first 32 labels): {live.trust}, take_at "
-        f"{live.take_at:g}, tested at level 0.9875 (its share 0.25 of 1 - 0.95)"
+        f"{live.take_at:g}, tested at level 0.995 (its share 0.1 of 1 - 0.95)"
     )
     assert cells["on trial"].startswith("v2 (fitted on the first 64 labels)")
     shown = re.findall(r"\d+: ([\d.]+) \(v", cells["read vs teacher"])
@@ -243,7 +244,7 @@ def test_a_precision_asked_of_the_report_is_asked_at_each_versions_share(run):
     res = runner.invoke(app, ["audit", "report", str(path), "--target-precision", "0.8"])
     assert res.exit_code == 0 and "what if" not in res.output
     other = earned_report(path, precision=0.9).questions[v1].what_if
-    assert (other.precision, other.level) == (0.9, pytest.approx(1 - 0.05 / 4))
+    assert (other.precision, other.level) == (0.9, pytest.approx(1 - 0.05 * version_share(1)))
 
 
 def test_labels_without_their_state_are_no_curve_and_no_trial():

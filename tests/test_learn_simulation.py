@@ -82,3 +82,26 @@ def test_versions_that_do_learn_open_more_and_stay_safe():
     cov_off = np.mean([r.taken.mean() for r in off])
     assert cov_on > 2 * cov_off
     assert np.mean([r.version[-1] > 0 for r in on]) > 0.5
+
+
+def test_versions_that_drift_after_their_fit_open_wrongly_within_the_level():
+    """Each version reads its own pre-fit labels sharply (its anytime-valid test starts
+    where those reads say, ``eprocess.entry``), then reads every later state ~89 % right
+    with confidence barely separating: the entry was chosen on reads that no longer
+    hold, and the guarantee must still bound false openings against the later reads."""
+    rng = np.random.default_rng(17)
+    runs = []
+
+    def drifted(j: int, train: np.ndarray) -> ls.Read:
+        before, after = _draw("sharp", rng), _draw("ninety", rng)
+        cut = int(train.max()) + 1
+        conf = np.concatenate([before.conf[:cut], after.conf[cut:]])
+        right = np.concatenate([before.right[:cut], after.right[cut:]])
+        return ls.Read(conf, right, conf)
+
+    for _ in range(STREAMS):
+        first, draw = _draw("ninety", rng), rng.random(LENGTH)
+        runs.append(
+            ls.run_ladder(Earned(precision=PRECISION, level=LEVEL), first, draw, RATE, drifted)
+        )
+    assert _ever_below(runs, lambda v: "ninety") <= 1 - LEVEL

@@ -187,6 +187,7 @@ def _learner(
             teacher_label=label,
             rate=rate,
             state=text,  # learning hook: kept only when the policy learns
+            audit_rate=rate,
         )
 
     return learn

@@ -53,13 +53,15 @@ def observe_record(
     rate: float,
     decision: str | None = None,
     state: Any = None,
+    audit_rate: float | None = None,
 ) -> None:
     """One evidence record for the banded decision ``banded`` (its first read), keyed
     with its reading fingerprint (``banded["reading"]``) and carrying its identity
     (``decision``, default ``banded["decision_id"]``: labels of one decision count
     once). A store that is not an evidence store raises; any other write failure is
     logged. ``state``: the state read, kept with the label when the policy learns
-    (``learn=True``)."""
+    (``learn=True``), and ``audit_rate`` the share of taken decisions the policy audits
+    (what the learner's anytime-valid test needs to weigh the label, ``Evidence.floor``)."""
     if banded.get("confidence") is None or banded.get("engine_label") is None:
         return
     if is_replayed(banded):
@@ -75,6 +77,7 @@ def observe_record(
             "state": text,
             "version": banded.get("reader_version"),
             "probability": read,
+            "audit_rate": audit_rate,
         }
     try:
         earned.observe(
@@ -123,7 +126,8 @@ def collect(
         got = label_of(final[question_id])
         if got is None:
             continue
-        earned = policy_for(policy, question_id).earned
+        chosen = policy_for(policy, question_id)
+        earned = chosen.earned
         observe_record(
             earned,
             question_id,
@@ -133,6 +137,7 @@ def collect(
             teacher_label=got[1],
             rate=1.0,
             state=state,
+            audit_rate=chosen.audit.rate if chosen.audit is not None else 0.0,
         )
 
 

@@ -390,6 +390,8 @@ class Earned:
         state: str | None = None,
         version: int | None = None,
         probability: float | None = None,
+        audit_rate: float | None = None,
+        floor: float | None = None,
     ) -> Evidence | None:
         """Record the teacher's label ``teacher_label`` of one decision of ``key`` (no-op
         when frozen). Bad evidence (a label outside the options, a non-finite confidence)
@@ -397,7 +399,7 @@ class Earned:
         (``agentbranch.policy.earned._identity``; labels of one decision count once).
         With ``learn=True``: ``state`` is the labelled state's text, ``version`` the
         version of the read that decided and ``probability`` the probability it gave its
-        label (``agentbranch.policy.earned.learn``)."""
+        label, ``audit_rate`` the policy's (0: none), ``floor``: ``Evidence.floor``."""
         if self.frozen:
             return None
         fields = {
@@ -412,9 +414,8 @@ class Earned:
             "decision": decision,
         }
         if self.learner is not None:  # learning hook: the version that decided learns
-            return self.learner.observe(
-                key, teacher_label, state=state, version=version, probability=probability, **fields
-            )
+            extra = {"state": state, "version": version, "probability": probability}
+            return self.learner.observe(key, teacher_label, audit_rate=audit_rate, **extra | fields)
         question_id = key.question_id
         try:
             rec = new_evidence(
@@ -429,6 +430,7 @@ class Earned:
                 **({"version": self.learn_version} if self.learn_version is not None else {}),
                 **({"written": self.learn_written} if self.learn_written is not None else {}),
                 **({"probability": probability} if probability is not None else {}),
+                **({"floor": floor} if floor is not None else {}),
             )
         except Exception as e:  # noqa: BLE001 - pydantic ValidationError and friends
             log.warning(

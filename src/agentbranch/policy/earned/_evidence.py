@@ -47,6 +47,12 @@ Schema (``EVIDENCE_SCHEMA``, JSON object, one per line of a JSON Lines store):
 * ``probability`` (optional, only with ``Earned(learn=True)``; absent otherwise): the
   probability the read gave ``engine_label``, what the probability its version reports
   is measured against (``agentbranch.policy.earned.learn.probability``)
+* ``floor`` (optional, only with ``Earned(learn=True)``; absent otherwise): the
+  probability with which every decision of the question was at least being labelled as
+  this label was made: 1 while no version of the question held a take band (every
+  decision went to the teacher), the audit rate while one did. The anytime-valid test of
+  a learned version (``agentbranch.policy.earned.learn.eprocess``) bets on a label in
+  proportion to ``floor / rate``; absent: no bet
 
 Records are validated strictly: numbers must be JSON numbers (``"0.97"`` or ``true`` as
 a confidence is refused), ``correct`` a JSON boolean, options distinct. A record whose
@@ -153,10 +159,12 @@ class Evidence(BaseModel):
     #: the probability the read gave ``engine_label`` (what its version's reported
     #: probability is measured against: ``agentbranch.policy.earned.learn.probability``)
     probability: float | None = Field(default=None, ge=0.0, le=1.0)
+    #: every decision was labelled with at least this probability as this one was made
+    floor: float | None = Field(default=None, ge=MIN_RATE, le=1.0)
 
     @model_validator(mode="after")
     def _consistent(self) -> Evidence:
-        for name in ("confidence", "rate", "take_at", "probability"):
+        for name in ("confidence", "rate", "take_at", "probability", "floor"):
             value = getattr(self, name)
             if value is not None and not math.isfinite(value):
                 raise ValueError(f"{name} must be finite")
@@ -172,7 +180,7 @@ class Evidence(BaseModel):
     def to_json(self) -> dict[str, Any]:
         out = self.model_dump(mode="json", by_alias=True)
         # learning: absent unless learn=True
-        for name in ("state", "version", "written", "probability"):
+        for name in ("state", "version", "written", "probability", "floor"):
             if out.get(name) is None:
                 out.pop(name, None)
         return out

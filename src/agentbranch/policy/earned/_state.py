@@ -89,6 +89,9 @@ class TrustState:
     #: recorded by another configuration (``OffGrid``)
     _extra: tuple[float, ...] = field(default=(), repr=False)
     _drift: DriftState | None = field(default=None, repr=False)  #: since the band opened
+    #: a learned version's anytime-valid test (``learn.eprocess.Walks``; not checkpointed:
+    #: versions keep no checkpoint, their states are replayed from the store)
+    _bets: Any = field(default=None, repr=False)
 
     @property
     def threshold(self) -> Threshold:
@@ -112,6 +115,7 @@ class TrustState:
             events=list(self.events),
             _cells=None if self._cells is None else self._cells.copy(),
             _drift=None if self._drift is None else self._drift.copy(),
+            _bets=None if self._bets is None else self._bets.copy(),
         )
 
     @property
@@ -217,6 +221,8 @@ def step(st: TrustState, rec: Any, cfg: Settings) -> None:
         if st._drift.drifted(cfg.alpha):
             _withdraw(st, cfg, index, rec.time)
             return
+    if _bet(st, rec, cfg, index):
+        return
     if st.labels < _look_at(cfg.looks, st.looks):
         return
     alpha = cfg.looks.alpha(cfg.alpha, st.looks)
@@ -240,6 +246,39 @@ def step(st: TrustState, rec: Any, cfg: Settings) -> None:
     if was is not None:
         reason += f" (was {was:g})"
     st.events.append(Event(kind, index, rec.time, found, st.labels, reason))
+
+
+def _bet(st: TrustState, rec: Any, cfg: Settings, index: int) -> bool:
+    """A learned version's anytime-valid test (``cfg.anytime``: its entries and error,
+    ``agentbranch.policy.earned.learn.eprocess``): bet on a label in proportion to
+    ``floor / rate`` (``Evidence.floor``); whether it opened or lowered the band."""
+    anytime = getattr(cfg, "anytime", None)
+    if anytime is None or st.trust == "fixed":
+        return False
+    floor = getattr(rec, "floor", None)
+    if floor is None or not 0.0 < floor <= rec.rate:
+        return False  # how its labels were sampled is not known: no bet
+    if st._bets is None:
+        from agentbranch.policy.earned.learn.eprocess import Walks
+
+        st._bets = Walks(cfg.candidates, anytime[0], cfg.precision, anytime[1])
+    st._bets.add(rec.confidence, rec.correct, floor / rec.rate)
+    found = st._bets.shown()
+    if found is None or (st.take_at is not None and found >= st.take_at):
+        return False  # (a bet never raises a threshold: the drift test withdraws)
+    was = st.take_at
+    kind: EventKind = "earned" if was is None else "lowered"
+    st._pair = Threshold(found, "earned")
+    st.take_at, st.trust = found, "earned"
+    reason = (
+        f"anytime-valid test at {st._bets.labels} labels bet on (alpha {anytime[1]:.3g}): "
+        f"precision >= {cfg.precision:g} shown down to {found:g} (walks from "
+        f"{', '.join(f'{e:g}' for e in anytime[0])})"
+    )
+    if was is not None:
+        reason += f" (was {was:g})"
+    st.events.append(Event(kind, index, rec.time, found, st.labels, reason))
+    return True
 
 
 def _look(st: TrustState, cfg: Settings, alpha: float) -> tuple[float | None, str]:
@@ -285,6 +324,7 @@ def _withdraw(st: TrustState, cfg: Settings, index: int, when: str) -> None:
     st._cells = None
     st._evalue = 1.0
     st._drift = None
+    st._bets = None
     st.events.append(Event("withdrawn", index, when, None, 0, reason))
 
 

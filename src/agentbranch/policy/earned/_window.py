@@ -41,6 +41,7 @@ class Label:
     __slots__ = (
         "band",
         "confidence",
+        "floor",
         "correct",
         "decision",
         "id",
@@ -56,6 +57,7 @@ class Label:
         self.question_id, self.band = rec.question_id, rec.band
         self.confidence, self.correct, self.rate = rec.confidence, rec.correct, rec.rate
         self.take_at = getattr(rec, "take_at", None)
+        self.floor = getattr(rec, "floor", None)  # (learn=True: eprocess bets)
         self.decision = decision  # digest of (key, decision), or None
 
     _FIELDS = ("id", "time", "question_id", "band", "confidence", "correct", "rate", "take_at")

@@ -25,11 +25,17 @@ read learns from the teacher's labels).
   older fed ones keep getting every label, as shadow reads, so any of them may still
   earn a threshold and decide. At most ``MAX_TRIALS`` versions are on trial at once
   (the newest): each costs a shadow read per label.
-* **Error.** Each version's test spends its own share of ``1 - level``: version 0 half,
-  version ``j`` a share ``1/(2 j (j+1))`` (the shares add up to 1), so with probability
-  at least ``level`` no threshold in force, of any version, has a take band below the
-  target precision (the union bound over versions; exchangeable traffic between
-  withdrawals, the teacher as the reference, as for ``Earned`` itself).
+* **Error.** Each version's test spends its own share of ``1 - level``: version 0
+  ``BASE_SHARE``, version ``j`` a share ``(1 - BASE_SHARE)/(j (j+1))`` (the shares add up
+  to 1), so with probability at least ``level`` no threshold in force, of any version,
+  has a take band below the target precision (the union bound over versions;
+  exchangeable traffic between withdrawals, the teacher as the reference, as for
+  ``Earned`` itself). A learned version's share is split again: ``eprocess.SHARE`` of it
+  to an anytime-valid test checked after every label (``eprocess``: walks that start
+  where the version's out-of-fold reads of its own pre-fit labels say), the rest to the
+  looks. That test's cost grows only with ``log(1/alpha)``, so the written question
+  keeps most of the error (it opens nearly as early as without learning) and the
+  versions still open after a few dozen labels in their band.
 """
 
 from __future__ import annotations
@@ -53,19 +59,39 @@ def refit_at(j: int, first: int = FIRST_REFIT) -> int:
 
 
 #: Version 0's share of the error ``1 - level``; version ``j >= 1`` gets
-#: ``(1 - BASE_SHARE) / (j (j + 1))`` (the shares add up to 1).
-BASE_SHARE = 0.5
+#: ``(1 - BASE_SHARE) / (j (j + 1))`` (the shares add up to 1). Chosen on the ``tune``
+#: half of the public sets (``benchmarks/learning_path.py --split tune``: 0.198 of the
+#: decisions taken at 0.8 against 0.170 at 0.5, with learned versions on the
+#: anytime-valid test).
+BASE_SHARE = 0.8
 
 
-def version_share(j: int, base: float = BASE_SHARE) -> float:
-    """Version ``j``'s share of the error ``1 - level`` (all shares add up to 1)."""
+def version_share(j: int, base: float | None = None) -> float:
+    """Version ``j``'s share of the error ``1 - level`` (all shares add up to 1;
+    ``base``: version 0's, default ``BASE_SHARE``)."""
+    base = BASE_SHARE if base is None else base
     return base if j == 0 else (1.0 - base) / (j * (j + 1))
 
 
-def version_earned(earned: Any, j: int, store: Any = None, base: float = BASE_SHARE) -> Any:
+def version_earned(
+    earned: Any,
+    j: int,
+    store: Any = None,
+    base: float | None = None,
+    entry: tuple[float, ...] | None = None,
+) -> Any:
     """A copy of ``earned`` testing version ``j`` at its share of the error, on
-    ``store`` (default: ``earned``'s own evidence store, shared)."""
+    ``store`` (default: ``earned``'s own evidence store, shared). With entries
+    (chosen from the version's pre-fit labels, ``eprocess.entry``) a share
+    ``eprocess.SHARE`` of it goes to the anytime-valid test walking down from there
+    (``eprocess``), the rest to the looks."""
+    from agentbranch.policy.earned.learn import eprocess
+
     alpha = (1.0 - earned.level) * version_share(j, base)
+    anytime = None
+    if entry is not None and j >= 1:
+        anytime = (entry, alpha * eprocess.SHARE)
+        alpha -= anytime[1]
     extra = {"learn": False} if hasattr(earned, "learn") else {}
     from agentbranch.policy.earned._any_store import store_view
 
@@ -77,6 +103,7 @@ def version_earned(earned: Any, j: int, store: Any = None, base: float = BASE_SH
     )
     copy._checkpoints = False  # one checkpoint per store: the original's
     copy.learn_version = j  # its evidence says which version it is (``Evidence.version``)
+    copy.anytime = anytime  # (entry, error) of its anytime-valid test (``trust.step``)
     for name in ("resume", "second_walk_from"):  # tuned on the original, kept alike
         if hasattr(earned, name):
             setattr(copy, name, getattr(earned, name))
@@ -102,13 +129,15 @@ class Rung:
     fitted_on: int  #: labels it was fitted on (0: the question as written)
     model: Any = None  #: what reads it (a question with learned examples, a head ...)
     trust: Any = None  #: its trust (whatever the caller keeps: a ``TrustState``, a key)
+    #: where its anytime-valid test's walks start (``eprocess.entry``; ``None``: looks only)
+    entry: tuple[float, ...] | None = None
 
 
 @dataclass
 class Ladder:
     """The versions of one question: ``in_force`` decides, ``trials`` are tested."""
 
-    first: int = FIRST_REFIT
+    first: int = field(default_factory=lambda: FIRST_REFIT)
     rungs: list[Rung] = field(default_factory=list)
     #: index into ``rungs`` of the newest version that held a threshold (0: none yet):
     #: it and the newer ones are fed

@@ -39,8 +39,8 @@ from typing import Any
 from agentbranch.core.heads import with_head
 from agentbranch.core.state import render_state
 from agentbranch.policy.earned._evidence import QuestionKey
+from agentbranch.policy.earned.learn import eprocess, nearest
 from agentbranch.policy.earned.learn import examples as lx
-from agentbranch.policy.earned.learn import nearest
 from agentbranch.policy.earned.learn.head import fit_head
 from agentbranch.policy.earned.learn.ladder import (
     Ladder,
@@ -48,6 +48,7 @@ from agentbranch.policy.earned.learn.ladder import (
     refit_at,
     trial_fields,
     version_earned,
+    version_share,
 )
 from agentbranch.policy.earned.learn.probability import Map
 from agentbranch.policy.earned.learn.shared import StoreLabels, settled
@@ -166,7 +167,8 @@ class Learner:
             rung0.index,
             rung0.fitted_on,
             model=key.question,
-            trust=version_earned(self.earned, rung0.index),
+            trust=version_earned(self.earned, rung0.index, entry=rung0.entry),
+            entry=rung0.entry,
         )
         rung.trust.learn_written = self._written_key(q)
         with self._lock:
@@ -192,6 +194,7 @@ class Learner:
         state: str | None,
         version: int | None,
         probability: float | None = None,
+        audit_rate: float | None = None,
         **fields: Any,
     ) -> Any:
         """One teacher label for the decision the version ``version`` (or ``key``'s
@@ -202,6 +205,9 @@ class Learner:
         text = state
         if text is not None and self.redact is not None:
             text = self.redact(text)
+        with self._lock:  # (before this label counts: what held when it was made)
+            floor = 1.0 if not q.ladder.open else (audit_rate or None)
+        fields["floor"] = floor
         rec = rung.trust.observe(
             q.key.asking(rung.model),
             teacher_label,
@@ -252,6 +258,7 @@ class Learner:
             options=list(d.options),
             engine_label=d.label,
             probability=d.probabilities.get(d.label),
+            floor=fields["floor"],
             **trial_fields(taken, fields["rate"]),
         )
         if rec is not None:
@@ -325,7 +332,12 @@ class Learner:
             head = fit_head(options, vectors, labels)
             if head is not None:
                 question = with_head(q.question, head)
-                return Rung(j, len(labelled), model=question, trust=version_earned(self.earned, j))
+                # where its anytime-valid test starts: its out-of-fold reads of these
+                # labels, which are never its evidence (``eprocess``)
+                share = version_share(j)
+                start = eprocess.head_entries(self.earned, share, head, options, vectors, labels)
+                trust = version_earned(self.earned, j, entry=start)
+                return Rung(j, len(labelled), model=question, trust=trust, entry=start)
         else:  # a canvas reader: per state the nearest labelled states (``nearest``)
             encode = self._encode()
             if encode is not None:

@@ -1,0 +1,394 @@
+"""Learning from the teacher on the path users run: each public question streamed through a
+LangGraph ``decide_node``, learning off and on, in one run.
+
+The questions are ``learning.py``'s (``embedded_calibration.tasks_for`` on each public
+set, ``public_sets.py``; one draw of hand-written examples), asked of the set's held-out
+part in a seeded order (``--streams`` orders per question). Each decision is one
+``graph.invoke`` of a one-node graph: ``decide_node(engine, {question_id: question},
+state_key="text", policy=...)`` on ``DecisionEngine.from_env()`` (the embedded default),
+with
+
+    Policy(
+        take_at=Earned(precision=0.9, level=0.95, learn=<off|on>, store=<a JSON Lines file>),
+        fallbacks=[Generate(teacher)],
+        audit=Audit(rate=0.2, seed=<stream>),
+    )
+
+and a teacher (a LangChain chat model) that answers the true option of the state in its
+prompt. Every decision the engine does not take goes to the teacher, a fifth of the
+taken ones are audited by it (the audit queue is flushed after each decision, so an
+audit counts before the next decision, as with a teacher faster than the traffic).
+Learning runs as shipped except that versions are fitted on the calling thread
+(``earned.learner.background = False``) and without the wait for other replicas'
+labels (``settle_s = 0``: one writer), so a run is reproducible.
+
+Printed per question and mode: decisions, coverage, take precision (against the truth),
+coverage in the stream's second half, labels until the first take (the decisions before
+it: every one was labelled), and the version deciding at the end; then pooled: coverage
+on/off, pooled take precision, the worst question's precision (>= 20 takes) and the
+median labels to first take. Written to ``benchmarks/results/learning_path.{txt,json}``.
+
+The state embeddings are remembered across decisions and runs (``--cache``; the reader's
+own forward computes each one once, a text always gets the same vector): the embedding
+of a 1,000-character article is most of a read's cost on 2 shared cores, and a state is
+read by learn-off, learn-on and every trial version.
+
+    pip install 'agentbranch[bench]'
+    HF_HUB_OFFLINE=1 python benchmarks/learning_path.py --streams 1            # everything
+    HF_HUB_OFFLINE=1 python benchmarks/learning_path.py --quick                # a few questions
+    HF_HUB_OFFLINE=1 python benchmarks/learning_path.py --questions bbc.is_sport snips.intent
+
+``--split tune`` / ``--split check`` run half the sets each (``SPLITS``): constants of
+the learning were chosen on ``tune`` only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import operator
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import numpy as np
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+
+import embedded_calibration as ec  # noqa: E402
+import public_sets as ps  # noqa: E402
+from langchain_core.language_models.chat_models import BaseChatModel  # noqa: E402
+from langchain_core.messages import AIMessage, BaseMessage  # noqa: E402
+from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
+
+import agentbranch as ab  # noqa: E402
+from agentbranch.langgraph import decide_node  # noqa: E402
+from agentbranch.policy import Audit, Earned, Generate, Policy  # noqa: E402
+
+TARGET, LEVEL, RATE = 0.9, 0.95, 0.2
+SETS = {**ec.FIT_SETS, "snips": ps.snips}
+#: Which sets constants were chosen on (``tune``) and which only checked them (``check``).
+SPLITS = {"tune": ("bbc", "drugs"), "check": ("snips", "tweets")}
+QUICK = ("bbc.is_sport", "bbc.is_tech", "snips.play_music", "drugs.worked")
+MODES = {"off": False, "on": True}
+
+
+class Teacher(BaseChatModel):
+    """Answers the true option of the state in its prompt (``Generate`` and ``Audit``)."""
+
+    truth: dict[str, str]
+    calls: int = 0
+
+    @property
+    def _llm_type(self) -> str:
+        return "truth-teacher"
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
+        self.calls += 1
+        prompt = str(messages[-1].content)
+        state = prompt.split("Input:\n", 1)[-1].split("\n\nQuestion:", 1)[0]
+        label = self.truth.get(state)
+        if label is None:  # (a prompt laid out otherwise: the state it holds)
+            label = next(y for s, y in self.truth.items() if s in prompt)
+        return ChatResult(
+            generations=[ChatGeneration(message=AIMessage(json.dumps({"label": label})))]
+        )
+
+
+class State(TypedDict, total=False):
+    text: str
+    decisions: Annotated[dict, operator.or_]
+
+
+class EmbeddingMemo:
+    """The reader's embeddings remembered by text (and kept in ``path``): a text is
+    embedded by the reader's own forward once, then its vector is reused."""
+
+    def __init__(self, reader: Any, path: Path | None) -> None:
+        self.reader, self.path = reader, path
+        self.vecs: dict[str, Any] = {}
+        self.readable: dict[str, bool] = {}
+        self.new = 0
+        if path is not None and path.exists():
+            with np.load(path, allow_pickle=False) as z:
+                texts = [str(t) for t in z["texts"]]
+                for t, v, r in zip(texts, z["vecs"], z["readable"]):
+                    self.vecs[t], self.readable[t] = v, bool(r)
+        self._embed = reader._embed
+        reader._embed = self
+
+    def __call__(self, texts: list[str], torch: Any, readable: list[bool] | None = None) -> Any:
+        missing = [t for t in dict.fromkeys(texts) if t not in self.vecs]
+        if missing:
+            flags: list[bool] = []
+            out = self._embed(missing, torch, flags)
+            for t, v, r in zip(missing, out.numpy(), flags):
+                self.vecs[t], self.readable[t] = v.copy(), r
+            self.new += len(missing)
+        if readable is not None:
+            readable.extend(self.readable[t] for t in texts)
+        if not texts:
+            return self._embed(texts, torch)
+        return torch.from_numpy(np.stack([self.vecs[t] for t in texts]))
+
+    def save(self) -> None:
+        if self.path is None or not self.new:
+            return
+        texts = list(self.vecs)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp.npz")
+        np.savez(
+            tmp,
+            texts=np.array(texts),
+            vecs=np.stack([self.vecs[t] for t in texts]),
+            readable=np.array([self.readable[t] for t in texts]),
+        )
+        tmp.replace(self.path)
+        self.new = 0
+
+
+def questions(sets: list[str]) -> list[tuple[ec.Task, list[tuple[str, str]]]]:
+    """Each question of ``sets`` with its stream items (held-out state, true option),
+    the same items as ``learning_readers.load_questions``."""
+    from agentbranch.core.questions import to_spec
+    from agentbranch.engine.readers import embedded as emb
+
+    out = []
+    for name in sets:
+        fit, held = SETS[name]()
+        for task in ec.tasks_for(name, fit, seed=ec.DRAWS[0]):
+            spec = to_spec(task.id, task.question)  # type: ignore[arg-type]
+            written = {e for ex in emb.option_examples(spec) for e in ex}
+            items = [
+                (i.text, t)
+                for i in held
+                if (t := task.truth(i)) is not None and i.text[:600] not in written
+            ]
+            out.append((task, items))
+    return out
+
+
+def run_stream(
+    engine: ab.DecisionEngine,
+    task: ec.Task,
+    items: list[tuple[str, str]],
+    learn: bool,
+    seed: int,
+    folder: Path,
+) -> dict:
+    """One stream of ``items`` through a decide node; per decision: taken, right,
+    version."""
+    teacher = Teacher(truth=dict(items))
+    earned = Earned(
+        precision=TARGET, level=LEVEL, learn=learn, store=folder / f"{task.id}-{seed}-{learn}.jsonl"
+    )
+    if learn:
+        earned.learner.background = False  # reproducible: fitted on the calling thread
+        earned.learner.settle_s = 0.0  # one writer: no other replica's labels to wait for
+    audit = Audit(rate=RATE, seed=seed)
+    policy = Policy(take_at=earned, fallbacks=[Generate(teacher)], audit=audit)
+    node = decide_node(engine, {task.id: task.question}, state_key="text", policy=policy)
+    from langgraph.graph import END, START, StateGraph
+
+    g = StateGraph(State)
+    g.add_node("decide", node)
+    g.add_edge(START, "decide")
+    g.add_edge("decide", END)
+    graph = g.compile()
+    taken, right, version = [], [], []
+    for text, truth in items:
+        d = graph.invoke({"text": text})["decisions"][task.id]
+        audit.flush(timeout=60)
+        taken.append(d["decided_by"] == "engine")
+        right.append(d["engine_label"] == truth)
+        version.append(d.get("reader_version") or 0)
+    audit.close()
+    return {
+        "taken": np.array(taken, bool),
+        "right": np.array(right, bool),
+        "version": np.array(version),
+        "teacher_calls": teacher.calls,
+    }
+
+
+def summary(runs: list[dict]) -> dict:
+    taken = np.concatenate([r["taken"] for r in runs])
+    right = np.concatenate([r["right"] for r in runs])
+    late = np.concatenate([r["taken"][len(r["taken"]) // 2 :] for r in runs])
+    firsts = [int(np.argmax(r["taken"])) if r["taken"].any() else None for r in runs]
+    got = [f for f in firsts if f is not None]
+    return {
+        "decisions": int(len(taken)),
+        "takes": int(taken.sum()),
+        "right_takes": int(right[taken].sum()),
+        "coverage": round(float(taken.mean()), 4),
+        "precision": round(float(right[taken].mean()), 4) if taken.any() else None,
+        "coverage_second_half": round(float(late.mean()), 4),
+        #: labels before the first take, per stream (None: never took)
+        "labels_to_first_take": firsts,
+        "median_labels_to_first_take": statistics.median(got) if got else None,
+        "final_version": int(np.median([r["version"][-1] for r in runs])),
+        "teacher_calls": int(sum(r["teacher_calls"] for r in runs)),
+    }
+
+
+def pooled(results: dict, mode: str) -> dict:
+    rows = [r[mode] for r in results.values()]
+    takes = sum(m["takes"] for m in rows)
+    right = sum(m["right_takes"] for m in rows)
+    decisions = sum(m["decisions"] for m in rows)
+    worst = [(m["right_takes"] / m["takes"], q) for q, m in zip(results, rows) if m["takes"] >= 20]
+    firsts = [f for m in rows for f in m["labels_to_first_take"] if f is not None]
+    never = sum(f is None for m in rows for f in m["labels_to_first_take"])
+    return {
+        "decisions": decisions,
+        "coverage": round(takes / decisions, 4) if decisions else None,
+        "precision": round(right / takes, 4) if takes else None,
+        "worst_question_precision": round(min(worst)[0], 4) if worst else None,
+        "worst_question": min(worst)[1] if worst else None,
+        "median_labels_to_first_take": statistics.median(firsts) if firsts else None,
+        "streams_that_took": len(firsts),
+        "streams_that_never_took": never,
+        "teacher_calls": sum(m["teacher_calls"] for m in rows),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--streams", type=int, default=1, help="seeded orders per question")
+    parser.add_argument("--questions", nargs="*", default=None, help="question ids to run")
+    parser.add_argument("--split", choices=sorted(SPLITS), default=None)
+    parser.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "agentbranch-learning-path-embeddings.npz",
+        help="file the state embeddings are kept in between runs",
+    )
+    parser.add_argument("--no-cache", action="store_true", help="embed every read afresh")
+    parser.add_argument("--out", type=Path, default=HERE / "results")
+    parser.add_argument("--name", default="learning_path", help="results file name")
+    parser.add_argument("--modes", nargs="+", choices=sorted(MODES), default=list(MODES))
+    parser.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="NAME=VALUE",
+        help="for studies: a constant of the learning (ladder.FIRST_REFIT=16, "
+        "ladder.BASE_SHARE=0.5, eprocess.SHARE=0.5)",
+    )
+    args = parser.parse_args()
+    from agentbranch.policy.earned.learn import eprocess, ladder
+
+    for item in args.set:
+        name, value = item.split("=", 1)
+        module, const = name.split(".", 1)
+        target = {"ladder": ladder, "eprocess": eprocess}[module]
+        setattr(target, const, type(getattr(target, const))(value))
+    modes = {m: MODES[m] for m in args.modes}
+    wanted = set(args.questions or ()) | (set(QUICK) if args.quick else set())
+    sets = list(SPLITS[args.split]) if args.split else list(SETS)
+    if wanted:
+        sets = [s for s in sets if any(q.split(".")[0] == s for q in wanted)]
+    start = time.perf_counter()
+    qs = [(t, items) for t, items in questions(sets) if not wanted or t.id in wanted]
+    engine = ab.DecisionEngine.from_env()
+    memo = None if args.no_cache else EmbeddingMemo(engine.reader, args.cache)
+    lines: list[str] = []
+
+    def say(line: str = "") -> None:
+        print(line, flush=True)
+        lines.append(line)
+
+    results: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for task, items in sorted(qs, key=lambda x: x[0].id):
+            res: dict[str, Any] = {"n": len(items)}
+            for mode, learn in modes.items():
+                runs = []
+                for s in range(args.streams):
+                    order = np.random.default_rng(1000 + s).permutation(len(items))
+                    stream = [items[i] for i in order]
+                    runs.append(run_stream(engine, task, stream, learn, s, Path(tmp)))
+                res[mode] = summary(runs)
+            results[task.id] = res
+            if memo is not None:
+                memo.save()
+            print(
+                f"  {task.id}: "
+                + " ".join(f"{m} {res[m]['coverage']:.3f}" for m in modes)
+                + f" ({time.perf_counter() - start:.0f}s)",
+                file=sys.stderr,
+                flush=True,
+            )
+    run_s = time.perf_counter() - start
+    say(
+        f"{len(results)} questions x {args.streams} stream(s) through a decide node "
+        f"(DecisionEngine.from_env(), Earned(precision={TARGET}, level={LEVEL}, store=JSON Lines), "
+        f"Generate + Audit(rate={RATE}) with a truth teacher): {run_s:.0f}s"
+    )
+    say()
+    say(f"{'':29}|" + "".join(f" {'learn ' + mode:^34}|" for mode in modes))
+    say(f"{'question':24} {'n':>4} |" + "  cov   prec   late first  v  |" * len(modes))
+
+    def fmt(m: dict) -> str:
+        p = "  -   " if m["precision"] is None else f"{m['precision']:.3f}"
+        f = m["median_labels_to_first_take"]
+        f = "  -" if f is None else f"{f:>4.0f}"
+        late = m["coverage_second_half"]
+        return f" {m['coverage']:.3f} {p} {late:.3f} {f} {m['final_version']:>2}  |"
+
+    for qid, r in results.items():
+        say(f"{qid:24} {r['n']:>4} |" + "".join(fmt(r[m]) for m in modes))
+    overall = {mode: pooled(results, mode) for mode in modes}
+    say()
+    for mode in modes:
+        o = overall[mode]
+        say(
+            f"learn {mode}: coverage {o['coverage']}, take precision {o['precision']}, worst "
+            f"question (>= 20 takes) {o['worst_question_precision']} ({o['worst_question']}), "
+            f"median labels to first take {o['median_labels_to_first_take']} "
+            f"({o['streams_that_took']} streams took, {o['streams_that_never_took']} never), "
+            f"teacher calls {o['teacher_calls']}"
+        )
+    ratio = None  # (JSON has no NaN: None when learning off took nothing)
+    if len(overall) == 2:
+        off_cov, on_cov = overall["off"]["coverage"], overall["on"]["coverage"]
+        ratio = on_cov / off_cov if off_cov else None
+        shown = "-" if ratio is None else f"{ratio:.2f}x"
+        say(f"coverage learn on / off: {shown} ({off_cov} -> {on_cov})")
+    args.out.mkdir(parents=True, exist_ok=True)
+    out = {
+        "command": "HF_HUB_OFFLINE=1 python benchmarks/learning_path.py " + " ".join(sys.argv[1:]),
+        "target_precision": TARGET,
+        "level": LEVEL,
+        "audit_rate": RATE,
+        "streams_per_question": args.streams,
+        "constants": {
+            "ladder.FIRST_REFIT": ladder.FIRST_REFIT,
+            "ladder.BASE_SHARE": ladder.BASE_SHARE,
+            "eprocess.SHARE": eprocess.SHARE,
+            "eprocess.FRACTIONS": list(eprocess.FRACTIONS),
+        },
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "machine": f"{platform.machine()}, Python {platform.python_version()}",
+        "seconds": round(run_s),
+        "coverage_ratio": None if ratio is None else round(ratio, 3),
+        "overall": overall,
+        "per_question": results,
+    }
+    (args.out / f"{args.name}.json").write_text(json.dumps(out, indent=2) + "\n")
+    (args.out / f"{args.name}.txt").write_text("\n".join(lines) + "\n")
+    print(f"wrote {args.out / (args.name + '.json')}")
+
+
+if __name__ == "__main__":
+    main()

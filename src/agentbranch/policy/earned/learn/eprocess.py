@@ -1,0 +1,284 @@
+"""An anytime-valid test of a learned version's take bands: a betting e-process per
+candidate threshold, checked after every label with no penalty for looking.
+
+**The bet.** For a candidate threshold ``t`` and target precision ``p``, every decision
+whose confidence is ``>= t`` is a bet on "right" of size ``λ = f · floor / p``, where
+``floor`` is the least probability with which any decision was being labelled at the
+time (``Evidence.floor``: 1 while no version holds a take band, the audit rate while one
+does; known before the decision is seen) and ``f`` a bet fraction in ``FRACTIONS`` (a
+mixture with equal weights: no fraction is best for every question). A decision
+labelled with probability ``rate`` counts its label inverse-weighted, ``(right - p) /
+rate``; one that was not labelled counts 0. So a label multiplies the wealth by
+``1 + f w (1 - p) / p`` when right and by ``1 - f w`` when wrong, ``w = floor / rate``
+(1 for every label while nothing is taken; an audited take at full weight and a
+fallback label at the audit rate while a band is open), and an unlabelled decision
+leaves it as it is. If the band's precision is at most ``p`` each decision's factor has
+mean at most 1, whichever decisions the version in force takes, so the mixture is a
+nonnegative supermartingale starting at 1 and by Ville's inequality it ever reaches
+``1/alpha`` with probability at most ``alpha`` (Waudby-Smith & Ramdas, "Estimating means
+of bounded random variables by betting", JRSS-B 2023). A label whose floor is not known
+is no bet. At best (every label right, weight 1) a band reaches ``1/alpha`` at
+``alpha = 0.0125`` after 49 labels, 120 at a precision of 0.97 (simulated).
+
+**The walks.** Candidates are walked from an ``entry`` down, fixed-sequence (Learn then
+Test: Angelopoulos, Bates, Candès, Jordan & Lei 2021): a candidate is shown once its
+wealth has reached ``1/alpha`` and every candidate from the entry down to it has been
+shown, so the family of candidates errs with probability at most ``alpha``. The entry is
+chosen from the version's *own pre-fit labels*, read out of fold (``screen``): the
+candidate whose band those reads say would be shown soonest. They are labels the test
+never bets on, so under exchangeable traffic the choice cannot bias it; a version whose
+pre-fit reads show no band above the target is not tested this way at all (it spends
+none of this error), and is left to the looks.
+
+**Failing closed.** A confidence that is not a finite number, or a label that is not a
+boolean, is no bet; wealth that is not a finite number shows nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+#: Bet fractions of the mixture (of the boldest bet ``1/p`` on "right").
+FRACTIONS: tuple[float, ...] = (0.5, 0.75, 0.9, 0.97)
+#: Share of a version's error given to this test; the looks keep the rest.
+SHARE = 0.9
+#: Fewest pre-fit labels a band must hold, read out of fold, to be an entry.
+MIN_ENTRY_BAND = 4
+
+
+class Bets:
+    """The e-processes of one version's candidates below ``entry`` (module doc)."""
+
+    __slots__ = ("candidates", "alpha", "_edge", "_up", "_down", "_log", "_crossed", "labels")
+
+    def __init__(
+        self, candidates: Sequence[float], entry: float, precision: float, alpha: float
+    ) -> None:
+        self.candidates = tuple(t for t in candidates if t <= entry + 1e-12)
+        self.alpha = alpha
+        edge = self._edge = (1.0 - precision) / precision
+        self._up = [math.log1p(f * edge) for f in FRACTIONS]
+        self._down = [math.log1p(-f) for f in FRACTIONS]
+        self._log = [[0.0] * len(FRACTIONS) for _ in self.candidates]
+        self._crossed = [False] * len(self.candidates)
+        self.labels = 0  #: labels bet on
+
+    def copy(self) -> Bets:
+        new = Bets.__new__(Bets)
+        new.candidates, new.alpha, new._edge, new._up, new._down = (
+            self.candidates,
+            self.alpha,
+            self._edge,
+            self._up,
+            self._down,
+        )
+        new._log = [list(row) for row in self._log]
+        new._crossed = list(self._crossed)
+        new.labels = self.labels
+        return new
+
+    def add(self, confidence: Any, correct: Any, weight: float = 1.0) -> None:
+        """Bet on one label at ``weight = floor / rate`` (module doc); ignored when its
+        confidence is not a finite number, its label not a boolean or its weight not in
+        (0, 1]."""
+        if not isinstance(correct, bool) or isinstance(confidence, bool):
+            return
+        if not (isinstance(weight, numbers.Real) and 0.0 < weight <= 1.0):
+            return  # (NaN fails the comparison too)
+        if not isinstance(confidence, numbers.Real):
+            return  # (a string, None ...: not a confidence)
+        c = float(confidence)
+        if not math.isfinite(c):
+            return
+        self.labels += 1
+        if weight == 1.0:
+            step = self._up if correct else self._down
+        elif correct:
+            step = [math.log1p(f * weight * self._edge) for f in FRACTIONS]
+        else:
+            step = [math.log1p(-f * weight) for f in FRACTIONS]
+        limit = math.log(1.0 / self.alpha)
+        for i, t in enumerate(self.candidates):
+            if c < t:
+                continue
+            row = self._log[i]
+            for k, s in enumerate(step):
+                row[k] += s
+            if not self._crossed[i] and _mean_log(row) >= limit:
+                self._crossed[i] = True
+
+    def wealth(self, t: float) -> float:
+        """The mixture's wealth at candidate ``t`` (1 before any bet)."""
+        i = self.candidates.index(t)
+        return math.exp(_mean_log(self._log[i]))
+
+    def shown(self) -> float | None:
+        """The lowest candidate of the run of shown ones from the entry down (``None``:
+        the entry is not shown yet)."""
+        found = None
+        for t, crossed in zip(self.candidates, self._crossed):
+            if not crossed:
+                break
+            found = t
+        return found
+
+
+class Walks:
+    """One ``Bets`` walk per entry, each at an equal share of ``alpha`` (by the union
+    bound they err together with probability at most ``alpha``); the lowest candidate
+    any of them shows counts."""
+
+    __slots__ = ("walks",)
+
+    def __init__(
+        self, candidates: Sequence[float], entries: Sequence[float], precision: float, alpha: float
+    ) -> None:
+        share = alpha / max(1, len(entries))
+        self.walks = [Bets(candidates, e, precision, share) for e in entries]
+
+    def copy(self) -> Walks:
+        new = Walks.__new__(Walks)
+        new.walks = [w.copy() for w in self.walks]
+        return new
+
+    @property
+    def labels(self) -> int:
+        return max((w.labels for w in self.walks), default=0)
+
+    def add(self, confidence: Any, correct: Any, weight: float = 1.0) -> None:
+        for w in self.walks:
+            w.add(confidence, correct, weight)
+
+    def shown(self) -> float | None:
+        found = [t for w in self.walks if (t := w.shown()) is not None]
+        return min(found) if found else None
+
+
+def _mean_log(row: list[float]) -> float:
+    """log of the mean of ``exp(row)`` (nan-safe: anything not finite gives -inf)."""
+    m = max(row)
+    if not math.isfinite(m):
+        return -math.inf
+    total = math.fsum(math.exp(v - m) for v in row) / len(row)
+    out = m + math.log(total)
+    return out if math.isfinite(out) else -math.inf
+
+
+def entry(
+    confidence: Sequence[float],
+    right: Sequence[bool],
+    *,
+    candidates: Sequence[float],
+    precision: float,
+    alpha: float,
+    scale: Sequence[float] | None = None,
+) -> tuple[float, ...] | None:
+    """The candidate to start the walk at, from out-of-fold reads of the version's
+    pre-fit labels (``confidence``, ``right``): the one whose band they predict would
+    reach ``1/alpha`` in the fewest decisions (the band's share of the decisions times
+    the best fraction's expected log-growth at the band's precision, shrunk towards the
+    target by one label at it). ``None`` when no band of at least ``MIN_ENTRY_BAND``
+    labels is predicted above the target: the version is not tested this way.
+
+    ``scale``: the version's own confidences on the same states. A head fitted on all
+    the labels is surer than the fold heads, so the band may sit higher on its scale:
+    a second entry is then the highest candidate whose band holds the same share of
+    ``scale`` (two walks, ``Walks``; which one fits a version is not known before)."""
+    pairs = [
+        (float(c), bool(r))
+        for c, r in zip(confidence, right)
+        if isinstance(c, int | float) and math.isfinite(float(c))
+    ]
+    if not pairs:
+        return None
+    edge = (1.0 - precision) / precision
+    best, best_rate = None, 0.0
+    size = -1
+    for t in candidates:
+        band = [r for c, r in pairs if c >= t]
+        n = len(band)
+        if n == size or n < MIN_ENTRY_BAND:
+            continue
+        size = n
+        p = (sum(band) + precision) / (n + 1.0)
+        growth = max(p * math.log1p(f * edge) + (1 - p) * math.log1p(-f) for f in FRACTIONS)
+        rate = growth * n / len(pairs)
+        if rate > best_rate + 1e-12:
+            best, best_rate = t, rate
+    if best is None or scale is None:
+        return None if best is None else (best,)
+    share = sum(c >= best for c, _ in pairs) / len(pairs)
+    ranked = sorted((float(c) for c in scale if math.isfinite(float(c))), reverse=True)
+    if not ranked:
+        return (best,)
+    at = ranked[max(0, math.ceil(share * len(ranked)) - 1)]
+    moved = next((t for t in candidates if t <= at + 1e-12), None)
+    return (best,) if moved is None or moved == best else (best, moved)
+
+
+def head_entries(
+    earned: Any, share: float, head: Any, options: Sequence[str], vectors: Any, labels: Any
+) -> tuple[float, ...] | None:
+    """The entries of a version (a ``head`` fitted on ``vectors``, ``labels``; ``share``
+    its share of the error) of a learning ``earned``: ``entry`` on its out-of-fold reads
+    of its own labels, carried over to its own confidences."""
+    conf, right = oof_reads(options, vectors, labels)
+    return entry(
+        conf,
+        right,
+        candidates=earned.candidates,
+        precision=earned.precision,
+        alpha=(1.0 - earned.level) * share * SHARE,
+        scale=confidences(head, vectors, options),
+    )
+
+
+def confidences(head: Any, vectors: Any, options: Sequence[str]) -> Any:
+    """A head's confidence ``1 - H / ln K`` for each of ``vectors``."""
+    import numpy as np
+
+    p = np.exp(head.log_probs(np.asarray(vectors, dtype=np.float64), list(options)))
+    h = -(p * np.log(np.clip(p, 1e-300, 1.0))).sum(1)
+    return np.clip(1.0 - h / math.log(max(2, len(options))), 0.0, 1.0)
+
+
+def oof_reads(options: Sequence[str], vectors: Any, labels: Sequence[str]) -> tuple[Any, Any]:
+    """Out-of-fold reads of a version's own labelled states, as the version would read
+    them: label ``i`` read by a head fitted on the other folds (``i mod FOLDS``), with
+    the version's confidence map; ``(confidence, right)`` arrays (confidence
+    ``1 - H / ln K`` over the question's ``K`` options; nan where a fold could not be
+    fitted)."""
+    import numpy as np
+
+    from agentbranch.policy.earned.learn import head as lh
+
+    options = list(options)
+    y = np.array([options.index(label) for label in labels])
+    x = np.asarray(vectors, dtype=np.float64)
+    n = len(y)
+    conf, right = np.full(n, np.nan), np.zeros(n, bool)
+    full = lh._fit(options, x, y, lh.C)
+    if full is None or n < 2 * lh.FOLDS:
+        return conf, right
+    classes = list(full.classes)
+    temperature, shift = lh.cross_fitted_map(full, x, y, lh.C)
+    fold = np.arange(n) % lh.FOLDS
+    k = max(2, len(options))
+    for f in range(lh.FOLDS):
+        test = fold == f
+        part = lh._fit(options, x[~test], y[~test], lh.C)
+        if part is None:
+            continue
+        z = part.log_probs(x[test], classes) / temperature + shift
+        z = z - z.max(1, keepdims=True)
+        p = np.exp(z)
+        p /= p.sum(1, keepdims=True)
+        h = -(p * np.log(np.clip(p, 1e-300, 1.0))).sum(1)
+        conf[test] = np.clip(1.0 - h / math.log(k), 0.0, 1.0)
+        right[test] = np.array([classes[j] for j in p.argmax(1)]) == np.array(
+            [options[j] for j in y[test]]
+        )
+    return conf, right

@@ -1,0 +1,236 @@
+"""The anytime-valid test of learned versions (``agentbranch.policy.earned.learn.eprocess``):
+it errs within its level however often it is checked, it fails closed on labels it
+cannot read, it bets only on labels made while every decision was labelled, each label
+counts once, and its entry comes from pre-fit reads only."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentbranch.policy.earned import Earned
+from agentbranch.policy.earned.learn import eprocess
+from agentbranch.policy.earned.learn import ladder as ld
+from agentbranch.policy.earned._state import replay, step
+
+GRID = [round(1.0 - 0.01 * k, 2) for k in range(101)]
+
+
+def _crossing_share(p: float, alpha: float, streams: int, length: int, seed: int) -> float:
+    """Share of streams (every label in the entry's band, right with probability ``p``)
+    in which the bet ever shows the entry, checked after every label."""
+    rng = np.random.default_rng(seed)
+    shown = 0
+    for _ in range(streams):
+        bets = eprocess.Bets([0.5], 0.5, 0.9, alpha)
+        for right in rng.random(length) < p:
+            bets.add(0.7, bool(right))
+            if bets.shown() is not None:
+                shown += 1
+                break
+    return shown / streams
+
+
+def test_checked_after_every_label_it_errs_within_its_level():
+    """At the boundary of the null (precision exactly the target), over 600 labels each
+    checked: at most alpha of the streams ever show the band (binomial slack 3 sd)."""
+    alpha, n = 0.05, 2000
+    share = _crossing_share(0.9, alpha, n, 600, seed=1)
+    assert share <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / n)
+
+
+def test_a_band_above_the_target_is_shown_and_one_below_it_is_not():
+    assert _crossing_share(0.99, 0.0125, 200, 200, seed=2) > 0.95
+    assert _crossing_share(0.8, 0.0125, 300, 600, seed=3) == 0.0
+
+
+def test_at_best_it_needs_about_log_one_over_alpha_labels():
+    bets = eprocess.Bets([0.5], 0.5, 0.9, 0.0125)
+    n = 0
+    while bets.shown() is None:
+        bets.add(0.9, True)
+        n += 1
+    bold = math.log(1 / 0.0125) / math.log(1 + 0.97 / 9)
+    assert bold < n <= bold + math.log(len(eprocess.FRACTIONS)) / math.log(1 + 0.97 / 9) + 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(
+                st.just(math.nan), st.just(math.inf), st.just(-math.inf), st.none(), st.text()
+            ),
+            st.one_of(st.booleans(), st.none(), st.integers(), st.just(math.nan)),
+            st.one_of(st.just(1.0), st.just(math.nan), st.just(0.0), st.just(-1.0), st.just(2.0)),
+        ),
+        max_size=300,
+    )
+)
+def test_labels_it_cannot_read_open_nothing(labels):
+    """Confidences that are not finite numbers, labels that are not booleans, weights
+    outside (0, 1]: no bet."""
+    bets = eprocess.Bets(GRID, 1.0, 0.9, 0.05)
+    for conf, right, weight in labels:
+        bets.add(conf, right, weight)
+    assert bets.labels == 0 and bets.shown() is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.booleans(), min_size=1, max_size=200))
+def test_wrong_labels_only_lower_the_wealth(rights):
+    bets = eprocess.Bets([0.5], 0.5, 0.9, 0.05)
+    before = 1.0
+    for r in rights:
+        bets.add(0.6, r)
+        now = bets.wealth(0.5)
+        assert math.isfinite(now) and now >= 0
+        assert (now > before) if r else (now < before)
+        before = now
+
+
+class _Rec:
+    """An evidence record as the trust state machine reads it."""
+
+    def __init__(self, i, confidence, correct, floor, band="fallback", rate=1.0, rid=None):
+        self.id = rid or f"r{i}"
+        self.time = f"2026-01-01T00:00:{i:09.3f}"
+        self.order = (self.time, self.id)
+        self.question_id = "q"
+        self.band, self.rate, self.take_at = band, rate, None
+        self.confidence, self.correct, self.floor = confidence, correct, floor
+        self.decision = None
+
+
+def _version(entry: float = 0.9) -> Earned:
+    cfg = ld.version_earned(Earned(precision=0.9, level=0.95), 1, entry=(entry,))
+    share = 0.05 * ld.version_share(1) * eprocess.SHARE
+    assert cfg.anytime == ((entry,), pytest_approx(share))
+    assert 1 - cfg.level == pytest_approx(0.05 * ld.version_share(1) - share)
+    return cfg
+
+
+def pytest_approx(x):
+    import pytest
+
+    return pytest.approx(x)
+
+
+def test_a_version_opens_on_labels_made_while_everything_was_labelled():
+    cfg = _version()
+    st_ = cfg._fresh()
+    for i in range(200):
+        step(st_, _Rec(i, 0.95, True, 1.0), cfg)
+        if st_.take_at is not None:
+            break
+    assert st_.take_at is not None and st_.trust == "earned"
+    assert st_.events[-1].reason.startswith("anytime-valid test")
+    assert i + 1 < 100  # before the looks could have opened it (first at 50, then 100)
+
+
+def test_labels_whose_sampling_is_not_known_are_no_bet():
+    """A label whose record does not say how decisions were labelled (earlier releases,
+    a human review: ``floor`` absent), or says a floor above its own rate: no bet."""
+    cfg = _version()
+    for floor, band, rate in ((None, "fallback", 1.0), (0.5, "review", 0.2)):
+        st_ = cfg._fresh()
+        for i in range(49):  # below the first look
+            step(st_, _Rec(i, 0.95, True, floor, band, rate), cfg)
+        assert st_._bets is None or st_._bets.labels == 0
+        assert st_.take_at is None
+
+
+def test_while_a_band_is_open_fallback_labels_bet_at_the_audit_rate():
+    """Audited takes (rate = floor) bet at full weight, fallback labels at floor / 1."""
+    cfg = _version()
+    audited, fallback = cfg._fresh(), cfg._fresh()
+    for i in range(40):
+        step(audited, _Rec(i, 0.95, True, 0.2, "review", 0.2), cfg)
+        step(fallback, _Rec(i, 0.95, True, 0.2, "fallback", 1.0), cfg)
+    full, fifth = audited._bets.walks[0].wealth(0.9), fallback._bets.walks[0].wealth(0.9)
+    assert full > 10 * fifth and fifth > 1
+
+
+def test_inverse_weighted_bets_err_within_the_level_whichever_decisions_are_taken():
+    """A band at precision 0.88 whose wrong answers sit where the version in force takes
+    (audited at 0.2) and right ones where it does not (all labelled): the labels
+    over-represent the right ones, and the weighted bet still errs within alpha."""
+    rng = np.random.default_rng(5)
+    alpha, n, shown = 0.05, 1500, 0
+    for _ in range(n):
+        bets = eprocess.Bets([0.5], 0.5, 0.9, alpha)
+        for _ in range(800):
+            taken = rng.random() < 0.5  # the version in force takes half of the band
+            right = rng.random() < (0.76 if taken else 1.0)  # 0.88 over the band
+            if taken and rng.random() >= 0.2:
+                continue  # not audited: no label
+            bets.add(0.7, bool(right), 0.2 / (0.2 if taken else 1.0))
+            if bets.shown() is not None:
+                shown += 1
+                break
+    assert shown / n <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / n)
+
+
+def test_each_label_counts_once_in_replay():
+    """The same record delivered many times, or records of one decision, bet once."""
+    cfg = _version()
+    records = [_Rec(0, 0.95, True, 1.0) for _ in range(300)]  # one id, 300 copies
+    st_ = replay(records, cfg)
+    assert st_.take_at is None and st_._bets.labels == 1
+    twice = [_Rec(i, 0.95, True, 1.0) for i in range(30)]
+    twice += [_Rec(i, 0.95, True, 1.0, rid=f"r{i}") for i in range(30)]
+    assert replay(twice, cfg)._bets.labels == 30
+
+
+def test_the_entry_comes_from_pre_fit_reads_and_screens_out_chance():
+    rng = np.random.default_rng(0)
+    conf = rng.random(64)
+    chance = rng.random(64) < 0.5
+    args = {"candidates": GRID, "precision": 0.9, "alpha": 0.01}
+    assert eprocess.entry(conf, chance, **args) is None  # no band above the target
+    sharp = conf > 0.3  # right exactly where it is sure
+    (start,) = eprocess.entry(conf, sharp, **args)
+    assert 0.3 <= start <= 1.0
+    assert eprocess.entry([math.nan] * 10, [True] * 10, **args) is None
+    # a second walk: carried over by share to the version's own (surer) confidences
+    surer = np.clip(conf + 0.5, 0, 1)
+    first, moved = eprocess.entry(conf, sharp, scale=surer, **args)
+    share = float(np.mean(conf >= start))
+    assert first == start and abs(float(np.mean(surer >= moved)) - share) <= 0.05
+
+
+def test_two_walks_share_the_error_and_the_lowest_shown_counts():
+    walks = eprocess.Walks(GRID, (0.9, 0.5), 0.9, 0.02)
+    assert [w.alpha for w in walks.walks] == [0.01, 0.01]
+    for _ in range(80):
+        walks.add(0.6, True)  # only in the lower walk's bands
+    assert walks.walks[0].shown() is None and walks.shown() is not None
+    assert walks.shown() <= 0.5
+
+
+def test_the_floor_is_kept_with_the_record_and_checked():
+    from agentbranch.policy.earned._evidence import Evidence, new_evidence
+
+    base = {
+        "key": "k",
+        "question_id": "q",
+        "source": "fallback",
+        "band": "fallback",
+        "confidence": 0.9,
+        "options": ["yes", "no"],
+        "engine_label": "yes",
+        "teacher_label": "yes",
+        "rate": 1.0,
+    }
+    rec = new_evidence(**base, floor=0.2)
+    again = Evidence.model_validate(rec.to_json(), context={"stored": True})
+    assert again.floor == 0.2 and "floor" not in new_evidence(**base).to_json()
+    for bad in (math.nan, math.inf, 0.0, 1.5, True, "0.2"):
+        try:
+            new_evidence(**base, floor=bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"floor={bad!r} was accepted")
