@@ -103,6 +103,9 @@ def test_a_learning_run_replays_its_versions_whatever_the_store_learned(tmp_path
         with Cassette(cassette_path, mode="none") as cassette:
             app = graph(ab.DecisionEngine(cassette.reader()), earned_on(path), teacher)
             replayed = run(app, texts, use_async=label == "no store")
+            # nothing recorded goes unplayed: the trial reads of learning versions are
+            # not part of the recording (a replay, which learns nothing, never asks them)
+            assert cassette.stale() == [], label
         assert replayed == recorded, label
         assert teacher.calls == 0  # its answers replayed from the cassette too
     assert not (tmp_path / "gone.jsonl").exists() or not (tmp_path / "gone.jsonl").read_text()
@@ -179,3 +182,4 @@ def test_an_embedded_learning_run_replays_its_head_versions(tmp_path):
     with Cassette(tmp_path / "run.jsonl", mode="none") as cassette:
         app = graph(ab.DecisionEngine(cassette.reader()), earned_on(tmp_path / "gone"))
         assert run(app, texts) == recorded
+        assert cassette.stale() == []

@@ -32,6 +32,7 @@ from agentbranch.core.at_exit import COALESCERS, finish_at_exit, join_at_exit
 from agentbranch.core.errors import ConfigurationError, ReaderError, ReaderTimeoutError
 from agentbranch.core.moved import REMOVAL, SINCE
 from agentbranch.core.reads import LabelRead, ReadRequest
+from agentbranch.engine._batch_hold import HoldRule
 from agentbranch.engine.batch_parts import (
     Batch,
     Call,
@@ -43,7 +44,6 @@ from agentbranch.engine.batch_parts import (
     read_key,
     similar_part,
 )
-from agentbranch.engine._batch_hold import HoldRule
 from agentbranch.engine.callers import CallerThreads, LoopWatch, pool_thread
 from agentbranch.engine.readers.base import Reader, WrappingReader
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import copy
 import logging
 import math
 import os
@@ -34,8 +35,9 @@ from agentbranch.core.errors import (
 from agentbranch.core.questions import validate_questions
 from agentbranch.core.reads import LabelRead, ReadRequest
 from agentbranch.core.state import render_state
-from agentbranch.engine.batching import BatchingReader
+from agentbranch.core.teacher_calls import TeacherCalls
 from agentbranch.engine._fold import Folding, _Prepared
+from agentbranch.engine.batching import BatchingReader
 from agentbranch.engine.calibration import Calibration
 from agentbranch.engine.plan import QuestionPlans
 from agentbranch.engine.readers.base import Reader
@@ -297,6 +299,38 @@ class DecisionEngine(Folding):
         if coalescer is None or coalescer.inner is not self.reader:
             coalescer = self._coalescer = BatchingReader(self.reader)
         return coalescer
+
+    @property
+    def teacher_calls(self) -> TeacherCalls | None:
+        """What answers the teacher calls of policies deciding with this engine
+        (``Generate`` fallbacks, audits, reviewers): the replay cassette its reader (or
+        a reader it wraps) reads through, or ``None`` (they go live)."""
+        reader, seen = self.reader, 0
+        while reader is not None and seen < 16:
+            got = getattr(reader, "teacher_calls", None)
+            if isinstance(got, TeacherCalls):
+                return got
+            reader, seen = getattr(reader, "inner", None), seen + 1
+        return None
+
+    def unrecorded(self) -> DecisionEngine:
+        """This engine for reads that are no part of the run a replay cassette records
+        (a learning version's trial reads of labelled states: a replayed decision is no
+        evidence, so a replay never asks them): its reader's ``unrecorded()`` view when
+        it has one, else the engine itself."""
+        made = self.__dict__.get("_unrecorded_engine")
+        if made is not None and made.__dict__.get("_unrecorded_of") is self.reader:
+            return made
+        view = getattr(self.reader, "unrecorded", None)
+        if not callable(view):
+            return self
+        self._reader_settings()  # the copy reads with the same settings fingerprint
+        made = copy.copy(self)
+        made.reader, made._coalescer = view(), None
+        made.__dict__.pop("_unrecorded_engine", None)
+        made.__dict__["_unrecorded_of"] = self.reader
+        self.__dict__["_unrecorded_engine"] = made
+        return made
 
     # -- preparation ---------------------------------------------------------------
 

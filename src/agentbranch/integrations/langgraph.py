@@ -47,6 +47,7 @@ from agentbranch.policy import (
     options_of,
     policy_for,
 )
+from agentbranch.policy.review import ANSWERED_BY_THE_GRAPH
 
 DEFAULT_KEY = "decisions"
 
@@ -97,6 +98,11 @@ def review_with_interrupt(payload: dict[str, Any]) -> str:
     options = tuple(payload["options"])
     schema = Literal[options]  # type: ignore[valid-type]
     return interrupt(payload, response_schema=schema)  # type: ignore[arg-type]
+
+
+# The human's answer comes back through the checkpointer and Command(resume=...): a
+# replay cassette does not record it (agentbranch.policy.review).
+setattr(review_with_interrupt, ANSWERED_BY_THE_GRAPH, True)
 
 
 def build_path_map(

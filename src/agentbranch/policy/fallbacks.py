@@ -16,11 +16,10 @@ from agentbranch.policy.config import DecisionRecord, Generate, MoreDraws, Polic
 from agentbranch.policy.earned._state import Threshold
 from agentbranch.policy.generation import (
     Expired,
-    ainvoke_within,
+    agenerate,
     fallback_record,
+    generate,
     generation_messages,
-    invoke_within,
-    model_for,
     parse_label,
     state_text,
 )
@@ -52,9 +51,8 @@ def fallback_steps(
                 return rec
         elif isinstance(fb, Generate):
             messages = generation_messages(fb, qid, question, state_text(state))
-            model = model_for(fb.model, engine, rec["options"])
             started = time.perf_counter()
-            reply = yield Call(invoke_within, ainvoke_within, model, messages, fb.timeout_s, qid)
+            reply = yield Call(generate, agenerate, engine, fb, qid, messages, rec["options"])
             took = time.perf_counter() - started
             if isinstance(reply, Expired):  # a failed fallback: the next one runs
                 metrics.teacher_call(qid, "fallback", took, "timeout")

@@ -9,7 +9,10 @@ is asked as before and its reply parsed. The decision record's ``fallback.constr
 says which (``"choice"`` or ``None``).
 
 A call is bounded by ``Generate(timeout_s=...)`` (``invoke_within``/``ainvoke_within``:
-``Expired`` when it runs out, a failed fallback) and a reply by ``MAX_REPLY_CHARS``."""
+``Expired`` when it runs out, a failed fallback) and a reply by ``MAX_REPLY_CHARS``.
+
+Every teacher call (``ask``: a fallback's, an audit's, a reviewer's) goes through the
+engine's replay cassette when it reads through one (``agentbranch.core.teacher_calls``)."""
 
 from __future__ import annotations
 
@@ -20,12 +23,13 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 from agentbranch.core import _metrics as metrics
 from agentbranch.core.errors import FallbackError
 from agentbranch.core.questions import Question, to_spec
+from agentbranch.core.teacher_calls import TeacherCall, teacher_calls_of
 from agentbranch.policy.config import DecisionRecord, Generate
 
 log = logging.getLogger("agentbranch")
@@ -270,21 +274,64 @@ def constrained_to(model: Any, options: Sequence[str] | None) -> Any:
     return model.model_copy(update={"choices": list(options)})
 
 
-def model_for(model: Any, engine: Any, options: Sequence[str] | None = None) -> Any:
-    """The chat model ``Generate`` calls: ``model`` itself, or — when the engine reads
-    through a cassette (its reader, or a reader it wraps, has a ``chat_cache``) and the
-    model has no cache of its own (``cache=None``) — a copy using the cassette's cache,
-    so the fallback is recorded and replayed with the run's reads; constrained to
-    ``options`` where the model can enforce them (``constrained_to``)."""
-    model = constrained_to(model, options)
-    cache, reader = None, getattr(engine, "reader", None)
-    while reader is not None and cache is None:
-        cache = getattr(reader, "chat_cache", None)
-        reader = getattr(reader, "inner", None)
-    has_cache_field = "cache" in getattr(type(model), "model_fields", {})
-    if cache is None or not has_cache_field or model.cache is not None:
-        return model
-    return model.model_copy(update={"cache": cache})
+def ask(engine: Any, call: TeacherCall, invoke: Callable[[Any], Any]) -> Any:
+    """The reply to the teacher call ``call``: ``invoke(call.teacher)``, or — when the
+    engine reads through a replay cassette (``DecisionEngine.teacher_calls``) — what the
+    cassette answers (recorded, replayed, or a ``ReplayMissError`` in replay-only mode),
+    so no teacher is called live in a replay and nothing needs wrapping by hand."""
+    calls = teacher_calls_of(engine)
+    if calls is None:
+        return invoke(call.teacher)
+    return calls.call(call, invoke)
+
+
+async def aask(engine: Any, call: TeacherCall, invoke: Callable[[Any], Awaitable[Any]]) -> Any:
+    """``ask`` on the async path."""
+    calls = teacher_calls_of(engine)
+    if calls is None:
+        return await invoke(call.teacher)
+    return await calls.acall(call, invoke)
+
+
+class _NoAnswer(Exception):
+    """Carries an ``Expired`` call past the cassette (a non-answer is never recorded)."""
+
+    def __init__(self, expired: Expired) -> None:
+        self.expired = expired
+
+
+def generate(engine: Any, fb: Generate, qid: str, messages: list[Any], options: Any) -> Any:
+    """A ``Generate`` fallback's reply (``fb.model``, constrained to ``options`` where it
+    can enforce them, ``constrained_to``) within ``fb.timeout_s`` (``Expired`` when it
+    runs out), through the engine's cassette if any."""
+    call = TeacherCall("generate", qid, constrained_to(fb.model, options), messages)
+
+    def invoke(model: Any) -> Any:
+        got = invoke_within(model, messages, fb.timeout_s, qid)
+        if isinstance(got, Expired):
+            raise _NoAnswer(got)
+        return got
+
+    try:
+        return ask(engine, call, invoke)
+    except _NoAnswer as e:
+        return e.expired
+
+
+async def agenerate(engine: Any, fb: Generate, qid: str, messages: list[Any], options: Any) -> Any:
+    """``generate`` on the async path."""
+    call = TeacherCall("generate", qid, constrained_to(fb.model, options), messages)
+
+    async def invoke(model: Any) -> Any:
+        got = await ainvoke_within(model, messages, fb.timeout_s, qid)
+        if isinstance(got, Expired):
+            raise _NoAnswer(got)
+        return got
+
+    try:
+        return await aask(engine, call, invoke)
+    except _NoAnswer as e:
+        return e.expired
 
 
 def model_name(model: Any) -> str:

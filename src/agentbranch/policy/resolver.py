@@ -66,7 +66,10 @@ class Resolver:
         """The resolving steps (``agentbranch.policy.resolving``) for one state."""
 
         def review(out: list[Resolution]) -> None:
-            review_all(out[0].records, out[0].pending["review"], self.review)
+            first = out[0]
+            review_all(
+                first.records, first.pending["review"], self.review, self.engine, first.state
+            )
 
         steps = resolve_many(
             self.engine, self.questions, self.policy, [state], review=review, batched=False

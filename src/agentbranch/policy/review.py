@@ -1,16 +1,33 @@
-"""Step 2 of resolving: a human answers the decisions in the review band."""
+"""Step 2 of resolving: a human answers the decisions in the review band.
+
+A reviewer function's answers are teacher calls: when the engine reads through a replay
+cassette they are recorded and replayed with the run (keyed by the reviewer, the state
+and what it was shown). LangGraph's interrupt (``review_with_interrupt``) is not: the
+human's answer comes back through the graph's checkpointer and ``Command(resume=...)``,
+which the replayed test gives again."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from agentbranch.core.errors import ConfigurationError, FallbackError
+from agentbranch.core.teacher_calls import TeacherCall
 from agentbranch.policy.config import DecisionRecord, ReviewFn
 from agentbranch.policy.records import review_payload
 
+#: Set on a reviewer whose answers the graph itself records and gives again on replay.
+ANSWERED_BY_THE_GRAPH = "agentbranch_answered_by_the_graph"
+
 
 def review_all(
-    records: dict[str, DecisionRecord], pending: list[str], review: ReviewFn | None
+    records: dict[str, DecisionRecord],
+    pending: list[str],
+    review: ReviewFn | None,
+    engine: Any = None,
+    state: Any = None,
 ) -> None:
-    """Ask ``review`` for each pending question id and record the validated answer.
+    """Ask ``review`` for each pending question id and record the validated answer
+    (through ``engine``'s replay cassette, if any).
 
     Reviews run before any fallback: a resumed LangGraph node re-runs from its start, so a
     fallback model called before an interrupt would be called twice."""
@@ -20,7 +37,14 @@ def review_all(
                 f"question {qid!r} is in the review band but no reviewer is configured"
             )
         rec = records[qid]
-        answer = review(review_payload(rec))
+        payload = review_payload(rec)
+        if engine is None or getattr(review, ANSWERED_BY_THE_GRAPH, False):
+            answer = review(payload)
+        else:
+            from agentbranch.policy.generation import ask, state_text
+
+            call = TeacherCall("review", qid, review, {"state": state_text(state), **payload})
+            answer = ask(engine, call, lambda fn, shown=payload: fn(shown))
         if answer not in rec["options"]:
             raise FallbackError(
                 f"question {qid!r}: the reviewer answered {answer!r}, not one of {rec['options']}"

@@ -3,8 +3,10 @@
 A **cassette** is one JSON Lines file per run (format 2, ``agentbranch.replay.format``;
 its schema is ``agentbranch.replay.schema``): a header, a line declaring each reader and
 chat model that recorded into it, one line per engine read (its key, a readable summary
-and the raw label log-probabilities) and one line per chat-model exchange (messages sent,
-reply). Every reader and chat model of a run shares it, each keyed by its identity, and
+and the raw label log-probabilities), one line per chat-model exchange (messages sent,
+reply) and one per other teacher call of a policy (``teachers``: a ``Generate`` fallback
+of any Runnable, an audit, a reviewer function; engines reading through the cassette
+pass them all through it, so a replay calls no teacher). Every reader and chat model of a run shares it, each keyed by its identity, and
 several processes may record into it at once (``agentbranch.replay.files``)::
 
     from agentbranch.replay import Cassette
@@ -23,11 +25,12 @@ In pytest the plugin (registered through the ``pytest11`` entry point) gives eac
 ``--agentbranch-record=MODE``; ``agentbranch replay diff OLD NEW`` reports drift between
 two recordings of a run. See docs/replay.md.
 
-Modules: ``schema`` (every line, as pydantic models), ``format`` (lines, loading),
-``files`` (symlinks, non-regular files, the lock, appends and rewrites), ``keys`` (keys,
-summaries, diffs), ``misses`` (what a miss
-says), ``modes``, ``cassette`` (the shared store), ``readers`` (``CassetteReader``),
-``chat`` (``CassetteCache``), ``pytest_plugin``, ``diff`` and ``cli`` (drift reports).
+Modules: ``schema`` (every line, as pydantic models), ``entries`` and ``format`` (what a
+cassette holds; lines, loading), ``files`` (symlinks, non-regular files, the lock,
+appends and rewrites), ``keys`` (keys, summaries, diffs), ``misses`` (what a miss says),
+``modes``, ``cassette`` (the shared store), ``readers`` (``CassetteReader``), ``chat``
+(``CassetteCache``), ``teachers`` (policies' teacher calls), ``pytest_plugin``, ``diff``
+and ``cli`` (drift reports).
 """
 
 from agentbranch.replay.cassette import Cassette, ReplayMissError, cassette_reader

@@ -32,8 +32,10 @@ class CassetteFile:
     _reads: dict[Any, Any]
     _chats: dict[Any, Any]
     _loaded: set[Any]
+    _teachers: dict[str, Any]
     _thresholds: dict[str, Any]
     _versions: dict[str, Any]
+    _samples: dict[str, Any]
     _refuse_foreign: Callable[[], None]  # the cassette's: refuses another program's file
 
     def _commit(self, lines: Callable[[], list[dict[str, Any]]]) -> None:
@@ -98,6 +100,8 @@ class CassetteFile:
             chats=list(self._chats.values()),
             thresholds=dict(self._parser.data.thresholds),
             versions=dict(self._parser.data.versions),
+            samples=dict(self._parser.data.samples),
+            teachers=list(self._teachers.values()),
         )
         recording = self._parser.data.recording or self.recording
         files.replace(self.path, fmt.body(data, recording, chats=chats))
@@ -145,6 +149,7 @@ class CassetteFile:
         if fresh:
             self._reads.clear()
             self._chats.clear()
+            self._teachers.clear()
         reads, chats = self._parser.take()
         for r in reads:
             self._reads[(r.reader, r.key)] = r
@@ -154,7 +159,12 @@ class CassetteFile:
             self._chats[c.key] = c
             if initial:
                 self._loaded.add(("chat", c.model, c.key))
+        for t in self._parser.take_teachers():
+            self._teachers[t.key] = t
+            if initial:
+                self._loaded.add(("teacher", t.role, t.key))
         self.readers = dict(self._parser.data.readers)
         self.chat_models = dict(self._parser.data.chat_models)
         self._thresholds = dict(self._parser.data.thresholds)
         self._versions = dict(self._parser.data.versions)
+        self._samples = dict(self._parser.data.samples)

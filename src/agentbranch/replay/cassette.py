@@ -32,8 +32,9 @@ from agentbranch.core.errors import AgentBranchError, ConfigurationError
 from agentbranch.core.reads import LabelRead, ReadRequest
 from agentbranch.engine.readers.base import Reader
 from agentbranch.replay import files
-from agentbranch.replay._cassette_file import CassetteFile
 from agentbranch.replay import format as fmt
+from agentbranch.replay._cassette_file import CassetteFile
+from agentbranch.replay._cassette_teachers import CassetteTeacherEntries
 from agentbranch.replay.format import ChatEntry, ReadEntry, ReaderInfo
 from agentbranch.replay.keys import (
     chat_key,
@@ -60,13 +61,14 @@ if TYPE_CHECKING:
 
 
 class ReplayMissError(AgentBranchError, LookupError):
-    """A replayed run asked for a read or a chat reply the cassette does not hold."""
+    """A replayed run asked for a read, a chat reply or a teacher's answer the cassette
+    does not hold."""
 
 
-Identity = tuple[str, str, str]  # ("read", reader id, key) | ("chat", model id, key)
+Identity = tuple[str, str, str]  # (kind: "read" | "chat" | "teacher", who, key)
 
 
-class Cassette(CassetteFile):
+class Cassette(CassetteFile, CassetteTeacherEntries):
     """A cassette file and its record mode.
 
     Several processes may record into one cassette at once (``pytest -n``, parallel jobs):
@@ -85,6 +87,8 @@ class Cassette(CassetteFile):
             cassette together pass one id (the pytest plugin passes pytest-xdist's run id);
             default: a fresh id per ``Cassette``.
     """
+
+    _miss_error = ReplayMissError  # what its teacher half raises
 
     def __init__(
         self,
@@ -123,6 +127,7 @@ class Cassette(CassetteFile):
         self._version_seen: dict[str, int] = {}
         self._opened: list[Reader] = []
         self._cache: Any = None
+        self._init_teachers()
         if self.mode == "passthrough":
             return
         st = files.status(self.path)  # a loop, a FIFO, a directory: refused now
@@ -220,6 +225,7 @@ class Cassette(CassetteFile):
         self._next_reader = 1
         self._threshold_seen = {}
         self._version_seen = {}
+        self._sample_seen = {}
 
     # -- reads --------------------------------------------------------------------------
 
@@ -332,10 +338,11 @@ class Cassette(CassetteFile):
             entries, known = list(self._chats.values()), dict(self.chat_models)
         nearest, diffs = nearest_chat(messages, model, llm_string, name, entries, known)
         last = str(messages[-1].get("content")) if messages else ""
+        call, asked_as = self._asked_as(name)  # a policy's teacher call: which
         head = (
             f"cassette {self._shown} (mode {self.mode!r}) has no reply of chat model {name} "
-            f"({model}) to these {len(messages)} messages (last: {short(last, 60)!r}). "
-            "Replay calls no model."
+            f"({model}) to these {len(messages)} messages (last: {short(last, 60)!r})"
+            f"{asked_as}. Replay calls no model."
         )
         empty = (
             f"There is no cassette file at {self.path} yet."
@@ -344,6 +351,8 @@ class Cassette(CassetteFile):
         )
         with self._lock:
             self.misses.append(f"chat {name} {short(last, 50)!r}" + fields_note(diffs))
+            if call is not None and call.role == "audit":
+                self.audit_misses.append(self.misses[-1])
         return ReplayMissError(explain(head, "exchange", nearest, diffs, empty, UNSEEN_CHAT))
 
     def clear_chats(self) -> None:
@@ -396,15 +405,19 @@ class Cassette(CassetteFile):
         held: dict[str, dict[str, Any]],
         line: Callable[[str, dict[str, Any]], Any],
         missing: str,
+        otherwise: Callable[[], dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """The recorded value for the next decision with ``key`` (``#n`` numbers its
-        repeats) when replaying, else ``live()``, recorded as ``line(key, value)``."""
+        repeats) when replaying, else ``live()``, recorded as ``line(key, value)``
+        (``otherwise()`` in mode ``none`` when it is not recorded, else a miss)."""
         with self._lock:
             n = seen.get(key, 0)
             seen[key] = n + 1
             key = f"{key}#{n}"
             if self.mode in ("new", "none") and key in held:
                 return dict(held[key])
+            if self.mode == "none" and otherwise is not None:
+                return otherwise()
             if self.mode == "none":
                 raise ReplayMissError(
                     f"cassette {self._shown} (mode 'none') holds no {missing}; {fmt.RERECORD}"
@@ -424,7 +437,9 @@ class Cassette(CassetteFile):
         with self._lock:
             for ident in sorted(self._loaded - self._played, key=self._line_of):
                 kind, who, key = ident
-                if kind == "read":
+                if kind == "teacher":
+                    out += self._stale_teacher(key)
+                elif kind == "read":
                     e = self._reads.get((who, key))
                     if e is None:  # the file was replaced without it meanwhile
                         continue
@@ -449,7 +464,8 @@ class Cassette(CassetteFile):
 
     def _line_of(self, ident: Identity) -> int:
         kind, who, key = ident
-        e = self._reads.get((who, key)) if kind == "read" else self._chats.get(key)
+        tables: dict[str, Any] = {"read": self._reads, "chat": self._chats}
+        e = tables.get(kind, self._teachers).get((who, key) if kind == "read" else key)
         return (e.line or 0) if e is not None else 0
 
 

@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from agentbranch.core.decisions import confidence_from, entropy
-from agentbranch.replay.format import CassetteData, ChatEntry, ReadEntry, load
+from agentbranch.replay.format import CassetteData, ChatEntry, ReadEntry, TeacherEntry, load
 from agentbranch.replay.keys import (
     digest,
     reply_text,
     request_differences,
     short,
 )
+from agentbranch.replay.teachers import reply_excerpt
 
 
 @dataclass
@@ -205,6 +206,16 @@ def _chat_label(e: ChatEntry, models: dict[str, str]) -> str:
     return f"chat {models.get(e.model, e.model)} {short(last, 50)!r}"
 
 
+def _teacher_prompt(e: TeacherEntry) -> str:
+    if isinstance(e.input, list) and e.input and isinstance(e.input[-1], dict):
+        return str(e.input[-1].get("content"))
+    return repr(e.input)
+
+
+def _teacher_label(e: TeacherEntry) -> str:
+    return f"{e.role} {e.teacher} of {e.question!r} {short(_teacher_prompt(e), 50)!r}"
+
+
 def diff_cassettes(old: str | Path, new: str | Path) -> CassetteDiff:
     """Compare two cassettes (``CassetteFormatError`` if either cannot be read)."""
     a, b = load(old), load(new)
@@ -226,6 +237,23 @@ def diff_cassettes(old: str | Path, new: str | Path) -> CassetteDiff:
                 new_reply=reply_text(y.reply),
             )
         )
+    # A policy's other teacher calls (agentbranch.replay.teachers) read like chat exchanges.
+    tpairs, tremoved, tadded = _pair(
+        a.teachers,
+        b.teachers,
+        lambda e: e.key,
+        lambda e: (e.role, e.question, digest(repr(e.input))),
+    )
+    for x, y in tpairs:
+        chats.append(
+            ChatChange(
+                old_model=x.teacher,
+                new_model=y.teacher,
+                prompt=short(_teacher_prompt(y), 60) or "",
+                old_reply=reply_excerpt(x.reply),
+                new_reply=reply_excerpt(y.reply),
+            )
+        )
     # Flips first, then the largest confidence changes.
     decisions.sort(key=lambda d: (not d.flipped, -abs(d.new_confidence - d.old_confidence)))
     return CassetteDiff(
@@ -235,8 +263,12 @@ def diff_cassettes(old: str | Path, new: str | Path) -> CassetteDiff:
         new_models=mb,
         decisions=decisions,
         chats=chats,
-        added=[_read_label(e) for e in added] + [_chat_label(e, mb) for e in cadded],
-        removed=[_read_label(e) for e in removed] + [_chat_label(e, ma) for e in cremoved],
+        added=[_read_label(e) for e in added]
+        + [_chat_label(e, mb) for e in cadded]
+        + [_teacher_label(e) for e in tadded],
+        removed=[_read_label(e) for e in removed]
+        + [_chat_label(e, ma) for e in cremoved]
+        + [_teacher_label(e) for e in tremoved],
     )
 
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +42,13 @@ from pydantic import ValidationError
 
 from agentbranch.core.reads import LabelRead
 from agentbranch.replay import files, schema
+from agentbranch.replay.entries import (
+    CassetteData,
+    ChatEntry,
+    ReadEntry,
+    ReaderInfo,
+    TeacherEntry,
+)
 from agentbranch.replay.errors import CassetteFormatError
 from agentbranch.replay.keys import generations_from_json
 
@@ -51,57 +57,6 @@ MARK = "agentbranch_cassette"
 #: The longest line a cassette may hold (a read is a few kB; a chat exchange holds its
 #: messages). Longer lines are refused instead of being read into memory.
 MAX_LINE_BYTES = 64 * 2**20
-
-
-@dataclass
-class ReaderInfo:
-    """Which reader recorded the reads of one reader id."""
-
-    name: str
-    model: str
-    max_options: int = 26
-
-
-@dataclass
-class ReadEntry:
-    """One recorded read request (``request`` is its readable summary)."""
-
-    reader: str
-    key: str
-    request: dict[str, Any]
-    reads: list[LabelRead]
-    line: int | None = None
-
-
-@dataclass
-class ChatEntry:
-    """One recorded chat-model exchange; ``reply`` is LangChain generations as dicts."""
-
-    model: str
-    key: str
-    messages: list[dict[str, Any]]
-    reply: list[dict[str, Any]]
-    line: int | None = None
-
-
-@dataclass
-class CassetteData:
-    """A loaded cassette: header facts and entries in file order (later lines win)."""
-
-    readers: dict[str, ReaderInfo] = field(default_factory=dict)
-    chat_models: dict[str, dict[str, str]] = field(default_factory=dict)
-    reads: list[ReadEntry] = field(default_factory=list)
-    chats: list[ChatEntry] = field(default_factory=list)
-    #: Earned thresholds in force, by decision key: ``{"take_at", "trust"}``.
-    thresholds: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: Learning questions' versions in force, by decision key: ``{"version", "asked",
-    #: "read"}``.
-    versions: dict[str, dict[str, Any]] = field(default_factory=dict)
-    library: str = "unknown"
-    legacy: bool = False
-    #: The format version of the file (0 for pre-v1), ``None`` before its first line.
-    version: int | None = None
-    recording: str | None = None
 
 
 def library_version() -> str:
@@ -207,6 +162,17 @@ def version_line(key: str, value: dict[str, Any]) -> dict[str, Any]:
     return line
 
 
+def sample_line(key: str, value: dict[str, Any]) -> dict[str, Any]:
+    """Whether one recorded decision was audited."""
+    return {"kind": "sample", "key": key, "audited": bool(value["audited"])}
+
+
+def teacher_line(entry: TeacherEntry) -> dict[str, Any]:
+    """One teacher call of a policy (``schema.TeacherLine``)."""
+    fields = ("role", "question", "teacher", "key", "input", "reply")
+    return {"kind": "teacher", **{k: getattr(entry, k) for k in fields}}
+
+
 def dumps(obj: dict[str, Any]) -> str:
     return json.dumps(obj, ensure_ascii=False, allow_nan=False) + "\n"
 
@@ -222,6 +188,8 @@ def body(data: CassetteData, recording: str | None, *, chats: bool = True) -> by
         lines += [chat_line(e) for e in data.chats]
     lines += [threshold_line(k, v) for k, v in data.thresholds.items()]
     lines += [version_line(k, v) for k, v in data.versions.items()]
+    lines += [sample_line(k, v) for k, v in data.samples.items()]
+    lines += [teacher_line(e) for e in data.teachers]
     return "".join(dumps(x) for x in lines).encode("utf-8")
 
 
@@ -371,6 +339,11 @@ class Parser:
                 if line.probability_map is None
                 else list(line.probability_map),
             }
+        elif isinstance(line, schema.SampleLine):
+            self.data.samples[line.key] = {"audited": line.audited}
+        elif isinstance(line, schema.TeacherLine):
+            fields = line.model_dump(exclude={"kind"})
+            self.data.teachers.append(TeacherEntry(**fields, line=no))
         elif isinstance(line, schema.ReadLine):
             if line.reader not in self.data.readers:
                 raise self.fail(no, f"reader {line.reader!r} is not declared before this line")
@@ -434,6 +407,11 @@ class Parser:
         reads, chats = self.data.reads, self.data.chats
         self.data.reads, self.data.chats = [], []
         return reads, chats
+
+    def take_teachers(self) -> list[TeacherEntry]:
+        """The teacher calls read since the last ``take_teachers``."""
+        teachers, self.data.teachers = self.data.teachers, []
+        return teachers
 
 
 def load(path: str | Path, *, max_line_bytes: int | None = None) -> CassetteData:

@@ -256,10 +256,14 @@ def text_diff(old: str, new: str, width: int = 70) -> str:
     start = max(0, blocks[0][1] - 15)
     end_old, end_new = blocks[-1][2] + 15, blocks[-1][4] + 15
     pre = "…" if start else ""
+
+    def shown(text: str) -> str:  # one line: a newline shows as \n
+        return text.replace("\n", "\\n")
+
     return (
-        f"- {pre}{old[start:end_old][:width]!s}"
+        f"- {pre}{shown(old[start:end_old][:width])}"
         f"{'…' if end_old < len(old) else ''}  "
-        f"+ {pre}{new[start:end_new][:width]!s}{'…' if end_new < len(new) else ''}"
+        f"+ {pre}{shown(new[start:end_new][:width])}{'…' if end_new < len(new) else ''}"
     )
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentbranch.replay.format import ChatEntry, ReadEntry, ReaderInfo
+from agentbranch.replay.format import ChatEntry, ReadEntry, ReaderInfo, TeacherEntry
 from agentbranch.replay.keys import (
     messages_differences,
     request_differences,
@@ -89,10 +90,38 @@ def nearest_chat(
     return nearest, diffs
 
 
+def nearest_teacher(
+    teacher: str, summary: Any, entries: Sequence[TeacherEntry]
+) -> tuple[TeacherEntry | None, Diffs]:
+    """The recorded teacher call (of the same role and question) closest to ``summary``
+    sent to ``teacher``, and how it differs."""
+    if not entries:
+        return None, []
+
+    def as_messages(value: Any) -> list[dict[str, Any]]:
+        if isinstance(value, list):
+            return value
+        return [{"role": "input", "content": json.dumps(value, sort_keys=True, default=str)}]
+
+    new = as_messages(summary)
+    last = str(new[-1].get("content")) if new else ""
+
+    def distance(e: TeacherEntry) -> tuple[int, float]:
+        old = as_messages(e.input)
+        n = len(messages_differences(old, new)) + (e.teacher != teacher)
+        return n, -similarity(str(old[-1].get("content")) if old else "", last)
+
+    nearest = min(entries, key=distance)
+    diffs = messages_differences(as_messages(nearest.input), new)
+    if nearest.teacher != teacher:
+        diffs.insert(0, ("teacher", f"{nearest.teacher} -> {teacher}"))
+    return nearest, diffs
+
+
 def explain(
     head: str,
     what: str,
-    nearest: ReadEntry | ChatEntry | None,
+    nearest: ReadEntry | ChatEntry | TeacherEntry | None,
     diffs: Diffs,
     empty: str,
     unseen: str = UNSEEN,
@@ -124,4 +153,5 @@ __all__ = [
     "fields_note",
     "nearest_chat",
     "nearest_read",
+    "nearest_teacher",
 ]

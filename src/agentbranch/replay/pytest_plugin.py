@@ -12,7 +12,9 @@ the test builds. ``@pytest.mark.decision_cassette("name")`` names the cassette
 workers: they record into it together). ``--agentbranch-record=MODE``
 sets the record mode (``all``, ``new``, ``none``, ``passthrough``); the default is
 ``none`` when ``CI`` is set, else ``new``. The terminal summary lists misses and the
-entries no test played (stale).
+entries no test played (stale). A test whose audits missed (an audit's teacher runs on
+the audit's worker thread, where a miss fails the audit but not the run) fails at
+teardown.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ class _Session:
 
 
 _SESSION = pytest.StashKey[_Session]()
+_CALL_FAILED = pytest.StashKey[bool]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -115,15 +118,29 @@ def decision_cassette(request: pytest.FixtureRequest) -> Iterator[Any]:
     ``.chat_model(model)``, ``.chat_cache``, ``.path``, ``.mode``."""
     session = request.config.stash[_SESSION]
     cassette = session.open(_cassette_path(request), request.node.nodeid)
+    audit_misses = len(cassette.audit_misses)
     try:
         yield cassette
     finally:
         cassette.close()
+    # An audit's teacher runs on the audit's worker thread, where a miss fails the audit,
+    # never the run: fail the test here instead of letting it pass with a miss.
+    missed = cassette.audit_misses[audit_misses:]
+    if missed and not request.node.stash.get(_CALL_FAILED, False):
+        pytest.fail(
+            f"the cassette {_rel(cassette.path, request.config)} has no answer for "
+            f"{len(missed)} audit teacher call(s) of this test (made on the audit's worker "
+            f"thread, so the test itself did not fail): {'; '.join(missed)}. Record them: "
+            "pytest --agentbranch-record=new, or --agentbranch-record=all",
+            pytrace=False,
+        )
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Any:
     report = yield
+    if report.when == "call":
+        item.stash[_CALL_FAILED] = report.failed
     if report.failed and _SESSION in item.config.stash:
         item.config.stash[_SESSION].failed.add(item.nodeid)
     return report

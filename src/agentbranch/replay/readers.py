@@ -68,6 +68,20 @@ class CassetteReader(Reader):
         return self.cassette.chat_cache
 
     @property
+    def teacher_calls(self) -> Any:
+        """The cassette's teacher calls (``Cassette.teacher_calls``): every teacher call
+        of a policy deciding with an engine on this reader is recorded and replayed
+        with it (``Generate`` fallbacks of any Runnable, audits, reviewers)."""
+        return self.cassette.teacher_calls
+
+    def unrecorded(self) -> Reader:
+        """This reader for reads that are no part of the recorded run (a learning
+        version's trial reads, ``DecisionEngine.unrecorded``): read live and not
+        recorded, since a replay never asks them; in mode ``none`` they are a
+        ``ReplayMissError`` (a replay reads no model)."""
+        return _Unrecorded(self)
+
+    @property
     def embed(self) -> Any:
         """The live reader's ``embed`` (the embedded reader's), so a learning policy fits
         the same versions recording through a cassette as without one; ``None`` when
@@ -181,6 +195,54 @@ class CassetteReader(Reader):
         caller's)."""
         if self._live is not None and self._live is not self._live_arg:
             self._live.close()
+
+
+class _Unrecorded(Reader):
+    """``CassetteReader.unrecorded()``: the same reader identity, reading live only."""
+
+    def __init__(self, of: CassetteReader) -> None:
+        self.inner = of  # reading settings, cassette and teacher calls are the reader's
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return self.inner.name
+
+    @property
+    def model(self) -> str:  # type: ignore[override]
+        return self.inner.model
+
+    @property
+    def max_options(self) -> int:  # type: ignore[override]
+        return self.inner.max_options
+
+    @property
+    def embed(self) -> Any:
+        return self.inner.embed
+
+    def _live(self, requests: Sequence[ReadRequest]) -> Reader:
+        of = self.inner
+        if of.cassette.mode == "none" or of._live_arg is None:
+            raise of.cassette.read_miss(
+                of.id,
+                requests[0],
+                "It is a learning read of a labelled state, which only a live run makes.",
+            )
+        return of._live_reader()
+
+    def read(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
+        return self._live(requests).read(requests)
+
+    async def aread(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
+        return await self._live(requests).aread(requests)
+
+    def load(self) -> None:
+        self.inner.load()
+
+    def warmup(self) -> None:
+        self.inner.warmup()
+
+    def close(self) -> None:
+        """The live reader is the cassette reader's to close."""
 
 
 __all__ = ["CassetteReader"]

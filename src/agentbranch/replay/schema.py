@@ -145,10 +145,45 @@ class VersionLine(_Strict):
     probability_map: list[LogProb] | None = Field(default=None, min_length=4, max_length=4)
 
 
-AnyLine = ReaderLine | ChatModelLine | ReadLine | ChatLine | ThresholdLine | VersionLine
+class TeacherLine(_Strict):
+    """One teacher call a policy made that is not a chat model's cached exchange: a
+    ``Generate`` fallback or an audit asking any other Runnable, a reviewer function.
+    ``key`` digests the role, the teacher's identity and the exact input; ``input`` is
+    the messages sent (role and content) or the review payload; ``reply`` is
+    ``{"message": <LangChain message dict>}``, ``{"text": str}`` or ``{"json": value}``."""
+
+    kind: Literal["teacher"]
+    role: Literal["generate", "audit", "review"]
+    question: str
+    teacher: Name
+    key: Name
+    input: list[dict[str, Any]] | dict[str, Any]
+    reply: dict[str, Any]
+
+
+class SampleLine(_Strict):
+    """Whether one recorded decision was audited (an ``Audit``'s draw at its ``rate``):
+    a replay audits the same decisions. Keyed by the question and the rendered state,
+    repeats numbered in order."""
+
+    kind: Literal["sample"]
+    key: Name
+    audited: bool
+
+
+AnyLine = (
+    ReaderLine
+    | ChatModelLine
+    | ReadLine
+    | ChatLine
+    | ThresholdLine
+    | VersionLine
+    | TeacherLine
+    | SampleLine
+)
 Line = Annotated[AnyLine, Field(discriminator="kind")]
 LINE: TypeAdapter[AnyLine] = TypeAdapter(Line)
-KINDS = ("reader", "chat_model", "read", "chat", "threshold", "version")
+KINDS = ("reader", "chat_model", "read", "chat", "threshold", "version", "teacher", "sample")
 
 
 # -- format 1 and before ----------------------------------------------------------------
@@ -216,7 +251,9 @@ __all__ = [
     "ReadLine",
     "ReaderLine",
     "RequestSummary",
+    "SampleLine",
     "StoredRead",
+    "TeacherLine",
     "VersionLine",
     "describe",
 ]

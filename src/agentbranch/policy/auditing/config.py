@@ -26,9 +26,10 @@ class Audit:
     """Shadow audits for a policy: ``Policy(take_at=0.8, ..., audit=Audit(rate=0.05))``.
 
     A share ``rate`` of the decisions the engine takes on its own is also asked of the
-    teacher ``model`` (a LangChain chat model, called with ``invoke`` exactly like the
-    ``Generate`` fallback, so a cache or cassette attached to it records and replays the
-    calls). The teacher runs on a background thread fed by a bounded queue of
+    teacher ``model`` (a LangChain chat model or any Runnable, called with ``invoke``
+    exactly like the ``Generate`` fallback; when the engine reads through a replay
+    cassette the calls, and which decisions were drawn, are recorded and replayed with
+    it). The teacher runs on a background thread fed by a bounded queue of
     ``queue_size`` jobs: the run never waits for it, a full queue drops the audit, a
     teacher call that takes longer than ``timeout`` seconds is given up, and a failing
     teacher is logged (logger ``"agentbranch"``, WARNING, at most one line a minute per
@@ -118,14 +119,22 @@ class Audit:
 
     # -- used by the resolver (critical path: cheap, never blocking) --------------------
 
-    def sample(self) -> bool:
-        """Draw whether the next taken decision is audited (counted when it is)."""
+    def sample(self, recorded: bool | None = None) -> bool:
+        """Draw whether the next taken decision is audited (counted when it is).
+        ``recorded``: for a decision replayed from a cassette, whether the recording
+        audited it, which decides instead of a draw (a replay audits the same ones)."""
         worker: AuditWorker = self._worker  # type: ignore[attr-defined]
-        with worker._lock:
-            hit = self._rng.random() < self.rate  # type: ignore[attr-defined]
-            if hit:
+        hit = self.draw() if recorded is None else recorded
+        if hit:
+            with worker._lock:
                 worker.stats.sampled += 1
         return hit
+
+    def draw(self) -> bool:
+        """One draw at ``rate`` (not counted; ``sample`` counts)."""
+        worker: AuditWorker = self._worker  # type: ignore[attr-defined]
+        with worker._lock:
+            return self._rng.random() < self.rate  # type: ignore[attr-defined]
 
     def submit(self, job: Job) -> bool:
         """Queue a job for the worker; ``False`` when the queue is full (dropped)."""

@@ -21,9 +21,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agentbranch.core import _metrics as metrics
+from agentbranch.core.teacher_calls import TeacherCall, teacher_calls_of
 from agentbranch.policy.auditing.config import Audit
-from agentbranch.policy.auditing.worker import AuditTimeout
 from agentbranch.policy.auditing.sinks import AuditRecord
+from agentbranch.policy.auditing.worker import AuditTimeout
 
 log = logging.getLogger("agentbranch")
 
@@ -78,17 +79,21 @@ def _one(
     fallback = rec.get("fallback") or {}
     audited = by == "engine" or _earned_needs_label(policy, rec)
     if audited or _probe(policy, qid, question, rec):
-        if not audit.sample():
+        calls = teacher_calls_of(engine)
+        if calls is None and not audit.sample():
             return
         teacher, instructions = _teacher(policy, audit)
         text = state_text(state)
+        call = _call(teacher, instructions, qid, question, text, rec["options"])
+        # Under a replay cassette the draw is the recording's: a replay audits the
+        # decisions the recording audited.
+        if calls is not None and not audit.sample(calls.audited(call, text, audit.draw)):
+            return
         base = _base("audit", engine, question, policy, audit, rec, text, rate=audit.rate)
         learn = _learner(policy, qid, question, rec, audit.rate, text) if audited else None
         health = _Outcome(policy, qid, rec)
         ask = _ask if audited else _probe_ask
-        if not audit.submit(
-            lambda: ask(audit, teacher, instructions, qid, question, text, base, learn, health)
-        ):
+        if not audit.submit(lambda: ask(audit, engine, call, base, learn, health)):
             health.missing("dropped: the audit queue was full")
     elif by == "fallback" and fallback.get("kind") == "generate" and audit.fallback_examples:
         text = state_text(state) if audit.include_state else None
@@ -100,6 +105,19 @@ def _one(
             reply=fallback.get("reply"),
         )
         audit.submit(lambda: audit.write(record))
+
+
+def _call(
+    teacher: Any, instructions: str | None, qid: str, question: Any, text: str, options: Any
+) -> TeacherCall:
+    """The audit's teacher call: the ``Generate`` prompt, to a teacher that can hold its
+    reply to the options (a reader's own chat model on vLLM) asked to (its answer then
+    always counts as a label)."""
+    from agentbranch.policy.config import Generate
+    from agentbranch.policy.generation import constrained_to, generation_messages
+
+    messages = generation_messages(Generate(teacher, instructions), qid, question, text)
+    return TeacherCall("audit", qid, constrained_to(teacher, options), messages)
 
 
 def _earned_needs_label(policy: Any, rec: dict) -> bool:
@@ -228,19 +246,18 @@ def _base(
 
 def _ask(
     audit: Audit,
-    teacher: Any,
-    instructions: str | None,
-    qid: str,
-    question: Any,
-    text: str,
+    engine: Any,
+    call: TeacherCall,
     base: AuditRecord,
     learn: Any = None,
     health: _Outcome | None = None,
 ) -> None:
-    """On the worker: ask the teacher (its normal ``invoke``), validate, record."""
+    """On the worker: ask the teacher (its normal ``invoke``, through the engine's
+    cassette if any), validate, record."""
     from agentbranch.policy.generation import model_name
 
-    reply, label = _answer(audit, teacher, instructions, qid, question, text, base, health)
+    teacher = call.teacher
+    reply, label = _answer(audit, engine, call, base, health)
     if health is not None:
         health.arrived()
     base.update(
@@ -255,33 +272,19 @@ def _ask(
 
 
 def _answer(
-    audit: Audit,
-    teacher: Any,
-    instructions: str | None,
-    qid: str,
-    question: Any,
-    text: str,
-    base: AuditRecord,
-    health: _Outcome | None,
+    audit: Audit, engine: Any, call: TeacherCall, base: AuditRecord, health: _Outcome | None
 ) -> tuple[Any, str]:
     """The teacher's reply and its label (within ``audit.timeout``); a call that fails,
     times out or answers outside the options is a missing audit, and raises."""
-    from agentbranch.policy.config import Generate
-    from agentbranch.policy.generation import constrained_to, generation_messages, parse_label
+    from agentbranch.policy.generation import ask, parse_label
 
-    messages = generation_messages(Generate(teacher, instructions), qid, question, text)
-    # A teacher that can hold its reply to the options (a reader's own chat model on
-    # vLLM) is asked to: its answer then always counts as a label.
-    held = constrained_to(teacher, base["options"])
+    config = {"run_name": "agentbranch.audit", "tags": ["agentbranch:audit"]}
     started = time.perf_counter()
     error: str | None = None
     try:
         try:
             reply = audit.call_teacher(
-                lambda: held.invoke(
-                    messages,
-                    config={"run_name": "agentbranch.audit", "tags": ["agentbranch:audit"]},
-                )
+                lambda: ask(engine, call, lambda m: m.invoke(call.input, config=config))
             )
         except AuditTimeout:
             error = "timeout"
@@ -299,24 +302,21 @@ def _answer(
             health.missing(f"{type(e).__name__}: {e}"[:200], error or type(e).__name__)
         raise
     finally:
-        metrics.teacher_call(qid, "audit", time.perf_counter() - started, error)
+        metrics.teacher_call(call.question_id, "audit", time.perf_counter() - started, error)
     return reply, label
 
 
 def _probe_ask(
     audit: Audit,
-    teacher: Any,
-    instructions: str | None,
-    qid: str,
-    question: Any,
-    text: str,
+    engine: Any,
+    call: TeacherCall,
     base: AuditRecord,
     learn: Any,
     health: _Outcome,
 ) -> None:
     """On the worker: whether the teacher answers a decision a suspended band would have
     taken (nothing is recorded: the fallback labelled that decision)."""
-    _answer(audit, teacher, instructions, qid, question, text, base, health)
+    _answer(audit, engine, call, base, health)
     health.arrived()
 
 

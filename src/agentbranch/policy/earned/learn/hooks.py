@@ -54,11 +54,16 @@ def asked_questions(
     except Exception:  # noqa: BLE001 - the engine's read says what is wrong with it
         text = None
     cassette = None if state is None else cassette_of(engine)
+    unrecorded = getattr(engine, "unrecorded", None)
+    trials = unrecorded() if callable(unrecorded) else engine
     for question_id, q in questions.items():
         learner = learners[question_id]
         if learner is None:
             continue
-        learner.bind(engine)
+        # Trial reads of labelled states are learning's own work, no part of the run:
+        # a replay never asks them (a replayed decision is no evidence), so they are
+        # read past a recording cassette instead of left in it unplayed.
+        learner.bind(trials)
 
         def live(
             question_id: str = question_id, q: Any = q, learner: Any = learner
