@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.caches import RETURN_VAL_TYPE, BaseCache
 
 if TYPE_CHECKING:
-    from agentbranch.replay.cassette import Cassette
+    from agentbranch.replay._cassette_protocol import CassetteStore
 
 
 class CassetteCache(BaseCache):
     """A ``BaseCache`` whose entries are the cassette's chat exchanges."""
 
-    def __init__(self, cassette: Cassette) -> None:
+    def __init__(self, cassette: CassetteStore) -> None:
         self.cassette = cassette
 
     def lookup(self, prompt: str, llm_string: str) -> RETURN_VAL_TYPE | None:

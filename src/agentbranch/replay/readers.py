@@ -17,7 +17,7 @@ from agentbranch.engine.readers.base import Reader
 from agentbranch.replay.format import ReaderInfo
 
 if TYPE_CHECKING:
-    from agentbranch.replay.cassette import Cassette
+    from agentbranch.replay._cassette_protocol import CassetteStore
 
 
 class CassetteReader(Reader):
@@ -25,7 +25,7 @@ class CassetteReader(Reader):
     builds one) answers what must be read live. Made by ``Cassette.reader``."""
 
     def __init__(
-        self, cassette: Cassette, live: Reader | Callable[[], Reader] | None, *, id: str
+        self, cassette: CassetteStore, live: Reader | Callable[[], Reader] | None, *, id: str
     ) -> None:
         self.cassette = cassette
         self.id = id

@@ -27,7 +27,7 @@ from agentbranch.replay.format import TeacherEntry
 from agentbranch.replay.keys import chat_model_id, chat_model_name, digest
 
 if TYPE_CHECKING:
-    from agentbranch.replay.cassette import Cassette
+    from agentbranch.replay._cassette_protocol import CassetteStore
 
 #: The teacher call being made in this context (what a chat model's miss names).
 _CURRENT: contextvars.ContextVar[TeacherCall | None] = contextvars.ContextVar(
@@ -61,7 +61,7 @@ class CassetteTeachers:
     """The teacher calls of policies whose engine reads through ``cassette``
     (``Cassette.teacher_calls``; implements ``core.teacher_calls.TeacherCalls``)."""
 
-    def __init__(self, cassette: Cassette) -> None:
+    def __init__(self, cassette: CassetteStore) -> None:
         self.cassette = cassette
 
     def __repr__(self) -> str:

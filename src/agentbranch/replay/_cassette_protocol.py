@@ -1,0 +1,54 @@
+"""What the cassette's views (its reader, chat cache and teacher calls) use of a cassette.
+
+The views are made by ``Cassette`` and hold it; naming the cassette by this protocol,
+not by importing ``Cassette`` back, keeps the cassette and its views apart even for
+annotations."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from agentbranch.core.reads import LabelRead, ReadRequest
+from agentbranch.replay.format import ReaderInfo, TeacherEntry
+from agentbranch.replay.modes import RecordMode
+
+__all__ = ["CassetteStore"]
+
+
+class CassetteStore(Protocol):
+    """The recorded reads, chat exchanges and teacher calls of one cassette file."""
+
+    path: Path
+    mode: RecordMode
+    readers: dict[str, ReaderInfo]
+
+    @property
+    def chat_cache(self) -> Any: ...
+    @property
+    def teacher_calls(self) -> Any: ...
+
+    def lookup_read(self, reader_id: str, request: ReadRequest) -> list[LabelRead] | None: ...
+    def record_reads(
+        self,
+        reader_id: str,
+        info: ReaderInfo,
+        requests: Sequence[ReadRequest],
+        reads: Sequence[list[LabelRead]],
+    ) -> None: ...
+    def read_miss(self, reader_id: str, request: ReadRequest, why: str) -> Exception: ...
+
+    def lookup_chat(self, prompt: str, llm_string: str) -> list[Any] | None: ...
+    def record_chat(self, prompt: str, llm_string: str, generations: Sequence[Any]) -> None: ...
+    def chat_miss(self, prompt: str, llm_string: str) -> Exception: ...
+    def clear_chats(self) -> None: ...
+    def holds_chat(self, prompt: str, llm_string: str) -> bool: ...
+
+    def lookup_teacher(self, key: str) -> TeacherEntry | None: ...
+    def record_teacher(self, entry: TeacherEntry) -> None: ...
+    def holds_teacher(self, key: str) -> bool: ...
+    def teacher_miss(self, call: Any, key: str) -> Exception: ...
+    def sampled(
+        self, key: str, live: Callable[[], bool], unrecorded: Callable[[], bool]
+    ) -> bool: ...
