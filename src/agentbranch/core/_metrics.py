@@ -53,39 +53,58 @@ def use_meter_provider(provider: Any = None) -> None:
         _explicit, _built = provider, None
 
 
+#: The counters: attribute, instrument name, unit, description.
+_COUNTERS = (
+    ("decisions", "agentbranch.decisions", "{decision}", "Decisions resolved"),
+    ("takes", "agentbranch.takes", "{decision}", "Decisions the engine's read took"),
+    (
+        "saved",
+        "agentbranch.teacher.calls_saved",
+        "{call}",
+        "Decisions taken above an earned threshold (each one a teacher call saved)",
+    ),
+    ("calls", "agentbranch.teacher.calls", "{call}", "Calls of a teacher model"),
+    (
+        "failures",
+        "agentbranch.teacher.failures",
+        "{call}",
+        "Teacher calls that failed, timed out or named no option",
+    ),
+    ("stored", "agentbranch.labels.stored", "{label}", "Teacher labels stored"),
+    (
+        "lost",
+        "agentbranch.labels.lost",
+        "{label}",
+        "Teacher labels lost: the store could not be written",
+    ),
+    ("due", "agentbranch.audits.due", "{audit}", "Audits sampled (due)"),
+    ("done", "agentbranch.audits.done", "{audit}", "Due audits the teacher answered"),
+    ("missing", "agentbranch.audits.missing", "{audit}", "Due audits that never came"),
+)
+
+
 class _Instruments:
+    # The counters of ``_COUNTERS``, set by name.
+    decisions: Any
+    takes: Any
+    saved: Any
+    calls: Any
+    failures: Any
+    stored: Any
+    lost: Any
+    due: Any
+    done: Any
+    missing: Any
+
     def __init__(self, provider: Any) -> None:
         meter = provider.get_meter("agentbranch", _version())
-        c = meter.create_counter
-        self.decisions = c("agentbranch.decisions", "{decision}", "Decisions resolved")
-        self.takes = c("agentbranch.takes", "{decision}", "Decisions the engine's read took")
-        self.saved = c(
-            "agentbranch.teacher.calls_saved",
-            "{call}",
-            "Decisions taken above an earned threshold (each one a teacher call saved)",
-        )
-        self.calls = c("agentbranch.teacher.calls", "{call}", "Calls of a teacher model")
-        self.failures = c(
-            "agentbranch.teacher.failures",
-            "{call}",
-            "Teacher calls that failed, timed out or named no option",
-        )
+        for attribute, name, unit, description in _COUNTERS:
+            setattr(self, attribute, meter.create_counter(name, unit, description))
         self.duration = meter.create_histogram(
             "agentbranch.teacher.duration",
             "s",
             "Duration of teacher calls",
             explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
-        )
-        self.stored = c("agentbranch.labels.stored", "{label}", "Teacher labels stored")
-        self.lost = c(
-            "agentbranch.labels.lost",
-            "{label}",
-            "Teacher labels lost: the store could not be written",
-        )
-        self.due = c("agentbranch.audits.due", "{audit}", "Audits sampled (due)")
-        self.done = c("agentbranch.audits.done", "{audit}", "Due audits the teacher answered")
-        self.missing = c(
-            "agentbranch.audits.missing", "{audit}", "Due audits that never came"
         )
         g = meter.create_observable_gauge
         g("agentbranch.threshold", [_thresholds], "1", "The take threshold in force")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.reads import LabelRead, ReadRequest
-from agentbranch.engine.readers.base import Reader
+from agentbranch.engine.readers.base import Reader, WrappingReader
 from agentbranch.replay.format import ReaderInfo
 
 if TYPE_CHECKING:
@@ -197,23 +197,13 @@ class CassetteReader(Reader):
             self._live.close()
 
 
-class _Unrecorded(Reader):
+class _Unrecorded(WrappingReader):
     """``CassetteReader.unrecorded()``: the same reader identity, reading live only."""
+
+    inner: CassetteReader
 
     def __init__(self, of: CassetteReader) -> None:
         self.inner = of  # reading settings, cassette and teacher calls are the reader's
-
-    @property
-    def name(self) -> str:  # type: ignore[override]
-        return self.inner.name
-
-    @property
-    def model(self) -> str:  # type: ignore[override]
-        return self.inner.model
-
-    @property
-    def max_options(self) -> int:  # type: ignore[override]
-        return self.inner.max_options
 
     @property
     def embed(self) -> Any:
@@ -234,12 +224,6 @@ class _Unrecorded(Reader):
 
     async def aread(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
         return await self._live(requests).aread(requests)
-
-    def load(self) -> None:
-        self.inner.load()
-
-    def warmup(self) -> None:
-        self.inner.warmup()
 
     def close(self) -> None:
         """The live reader is the cassette reader's to close."""
