@@ -158,12 +158,14 @@ def test_the_all_in_gate_holds_every_caller_until_the_last_is_in():
 
 
 def test_every_coalescer_variant_sets_levers_the_coalescer_has():
-    """A variant names ``BatchingReader`` attributes; a misspelt one would silently time
-    the library as it is under another name."""
+    """A variant names ``LeverReader`` switches (the benchmark's coalescer, all on as the
+    library is); a misspelt one would silently time the library as it is under another
+    name."""
+    from agentbranch_bench.levers import LeverReader
     from agentbranch_bench.patterns import VARIANTS, engine_for
 
     reader = ab.ScriptedReader()
-    default = ab.DecisionEngine(reader).reads_via
+    default = LeverReader(reader)
     for name, levers in VARIANTS.items():
         coalescer = engine_for(reader, levers).reads_via
         for lever, value in levers.items():
