@@ -19,6 +19,8 @@ from agentbranch.core.errors import ConfigurationError
 from agentbranch.engine.calibration import Calibration, golden_section
 from agentbranch.engine.plan import normalise
 
+__all__ = ["By", "apply_temperature", "calibrated", "fit", "fit_temperature"]
+
 By = Literal["question", "type"]
 
 #: The temperature search range of ``fit_temperature``.

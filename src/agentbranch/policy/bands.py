@@ -10,6 +10,8 @@ from agentbranch.policy.config import DecisionRecord, PolicyArg, policy_for
 from agentbranch.policy.earned._in_force import ThresholdFn, live
 from agentbranch.policy.records import engine_record
 
+__all__ = ["band_all"]
+
 
 def band_all(
     decisions: Decisions,

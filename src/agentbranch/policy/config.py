@@ -14,6 +14,27 @@ from agentbranch.core.questions import Question, instructions_text, to_spec
 from agentbranch.policy.earned import Earned, QuestionKey
 from agentbranch.policy.earned._state import Threshold
 
+__all__ = [
+    "Band",
+    "DecidedBy",
+    "DecisionRecord",
+    "FailClosed",
+    "FailOpen",
+    "Fallback",
+    "Generate",
+    "GotoNode",
+    "MoreDraws",
+    "OnError",
+    "Policy",
+    "PolicyArg",
+    "ReviewFn",
+    "TAKE_EVERY_ANSWER",
+    "check_policies",
+    "options_of",
+    "policy_for",
+    "question_text",
+]
+
 Band = Literal["take", "fallback", "review", "error"]
 DecidedBy = Literal["engine", "fallback", "fallback_node", "human", "fail_open", "fail_closed"]
 DecisionRecord = dict[str, Any]

@@ -11,6 +11,8 @@ from agentbranch.core.questions import Question
 from agentbranch.policy.config import DecisionRecord, FailClosed, FailOpen, PolicyArg, policy_for
 from agentbranch.policy.records import error_record
 
+__all__ = ["records_for_error"]
+
 log = logging.getLogger("agentbranch")
 
 

@@ -32,6 +32,27 @@ from agentbranch.core.questions import Question, to_spec
 from agentbranch.core.teacher_calls import TeacherCall, teacher_calls_of
 from agentbranch.policy.config import DecisionRecord, Generate
 
+__all__ = [
+    "Expired",
+    "LABEL_KEYS",
+    "MAX_REPLY_CHARS",
+    "MAX_STUCK",
+    "aask",
+    "agenerate",
+    "ainvoke_within",
+    "ask",
+    "constrained_by",
+    "constrained_to",
+    "fallback_record",
+    "generate",
+    "generation_messages",
+    "invoke_within",
+    "match_option",
+    "model_name",
+    "parse_label",
+    "state_text",
+]
+
 log = logging.getLogger("agentbranch")
 
 

@@ -18,6 +18,8 @@ from agentbranch.policy.config import (
 )
 from agentbranch.policy.earned._state import Threshold
 
+__all__ = ["engine_record", "error_record", "review_payload"]
+
 
 def engine_record(
     decision: Decision,

@@ -15,6 +15,8 @@ from agentbranch.core.teacher_calls import TeacherCall
 from agentbranch.policy.config import DecisionRecord, ReviewFn
 from agentbranch.policy.records import review_payload
 
+__all__ = ["ANSWERED_BY_THE_GRAPH", "review_all"]
+
 #: Set on a reviewer whose answers the graph itself records and gives again on replay.
 ANSWERED_BY_THE_GRAPH = "agentbranch_answered_by_the_graph"
 

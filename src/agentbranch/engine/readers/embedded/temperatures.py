@@ -12,6 +12,16 @@ from pathlib import Path
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.engine.calibration import golden_section
 
+__all__ = [
+    "OBJECTIVE",
+    "PRIOR_WEIGHT",
+    "fit_temperature",
+    "log_softmax",
+    "shipped_temperatures",
+    "temperature_file",
+    "top_label_log_likelihood",
+]
+
 #: Bounds of every temperature this reader fits (on the similarity scale).
 T_MIN, T_MAX = 0.005, 1.0
 

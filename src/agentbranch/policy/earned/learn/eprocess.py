@@ -41,6 +41,18 @@ import numbers
 from collections.abc import Sequence
 from typing import Any
 
+__all__ = [
+    "Bets",
+    "FRACTIONS",
+    "MIN_ENTRY_BAND",
+    "SHARE",
+    "Walks",
+    "confidences",
+    "entry",
+    "head_entries",
+    "oof_reads",
+]
+
 #: Bet fractions of the mixture (of the boldest bet ``1/p`` on "right").
 FRACTIONS: tuple[float, ...] = (0.5, 0.75, 0.9, 0.97)
 #: Share of a version's error given to this test; the looks keep the rest.

@@ -28,6 +28,8 @@ from typing import Any
 
 from agentbranch.policy.earned.learn.ladder import FIRST_REFIT, refit_at
 
+__all__ = ["FIT_PER_OPTION", "Labelled", "QuestionLabels", "identity", "priority"]
+
 #: Labels per option a version's fit reads at most (``benchmarks/learning_bound.py``:
 #: the head fitted on this many per option is within noise of the head fitted on all).
 FIT_PER_OPTION = 256
