@@ -91,19 +91,17 @@ __all__ = ["Earned", "Threshold", "TrustState", "replay", "step"]
 log = logging.getLogger("agentbranch")
 
 
-def _key_of(key: QuestionKey | str, short: tuple[Any, ...]) -> QuestionKey:
-    """``key`` itself, or the key of the short form's fields (question id, then question,
-    reader, model, reading in order; missing ones ``None``)."""
+def _key_of(
+    key: QuestionKey | str,
+    question: Any,
+    reader: str | None,
+    model: str | None,
+    reading: str | None,
+) -> QuestionKey:
+    """``key`` itself, or the key of the short form's fields."""
     if isinstance(key, QuestionKey):
-        if short:
-            raise TypeError("pass a QuestionKey alone, or its fields in order (the short form)")
         return key
-    if len(short) > 4:
-        raise TypeError(
-            "the short form takes at most five fields: question id, question, reader, model, "
-            f"reading ({len(short) + 1} given)"
-        )
-    return QuestionKey(key, *short, *([None] * (4 - len(short))))
+    return QuestionKey(key, question, reader, model, reading)
 
 
 #: The threshold of a band suspended for missing audits: nothing is taken.
@@ -286,16 +284,30 @@ class Earned:
             self.frozen = True
         return self
 
-    def key(self, key: QuestionKey | str, *short: Any) -> str:
+    def key(
+        self,
+        key: QuestionKey | str,
+        question: Any = None,
+        reader: str | None = None,
+        model: str | None = None,
+        reading: str | None = None,
+    ) -> str:
         """The evidence key of ``key`` (a ``QuestionKey``; or its fields in order, the
         short form: question id, question, reader, model, reading)."""
-        return _key_of(key, short).evidence_key
+        return _key_of(key, question, reader, model, reading).evidence_key
 
-    def threshold(self, key: QuestionKey | str, *short: Any) -> Threshold:
+    def threshold(
+        self,
+        key: QuestionKey | str,
+        question: Any = None,
+        reader: str | None = None,
+        model: str | None = None,
+        reading: str | None = None,
+    ) -> Threshold:
         """The threshold in force for this question, reader, model and reading settings:
         what the evidence gives, closed (trust ``"learning"``) while the band's due audits
         are missing (``audit_health``). ``key`` as for ``key``."""
-        k = _key_of(key, short)
+        k = _key_of(key, question, reader, model, reading)
         found = self.state(k).threshold
         if found.take_at is not None and self.audit_health.suspended(
             k.question_id, k.reader, k.model
@@ -303,13 +315,20 @@ class Earned:
             return _SUSPENDED
         return found
 
-    def state(self, key: QuestionKey | str, *short: Any) -> TrustState:
+    def state(
+        self,
+        key: QuestionKey | str,
+        question: Any = None,
+        reader: str | None = None,
+        model: str | None = None,
+        reading: str | None = None,
+    ) -> TrustState:
         """This question's trust (a live object: copy what you keep).
 
         The decision path: a dictionary lookup, plus a read of what the store gained
         since the last one every ``refresh_s`` (skipped, not waited for, while another
         thread is reading it); only the first call of the process waits for the store."""
-        k = _key_of(key, short)
+        k = _key_of(key, question, reader, model, reading)
         if self.learner is not None:  # learning hook: the version's own trust
             return self.learner.state(k)
         key = k.evidence_key
