@@ -110,14 +110,13 @@ def header_line(recording: str | None = None) -> dict[str, Any]:
     return {MARK: FORMAT_VERSION, "library": library_version(), "recording": recording}
 
 
+def _fields(obj: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    """``obj``'s attributes ``names``, by name, in that order (a line's fields)."""
+    return {k: getattr(obj, k) for k in names}
+
+
 def reader_line(reader_id: str, info: ReaderInfo) -> dict[str, Any]:
-    return {
-        "kind": "reader",
-        "id": reader_id,
-        "name": info.name,
-        "model": info.model,
-        "max_options": info.max_options,
-    }
+    return {"kind": "reader", "id": reader_id, **_fields(info, ("name", "model", "max_options"))}
 
 
 def chat_model_line(model_id: str, info: dict[str, str]) -> dict[str, Any]:
@@ -132,21 +131,13 @@ def chat_model_line(model_id: str, info: dict[str, str]) -> dict[str, Any]:
 def read_line(entry: ReadEntry) -> dict[str, Any]:
     return {
         "kind": "read",
-        "reader": entry.reader,
-        "key": entry.key,
-        "request": entry.request,
+        **_fields(entry, ("reader", "key", "request")),
         "reads": [read_to_json(r) for r in entry.reads],
     }
 
 
 def chat_line(entry: ChatEntry) -> dict[str, Any]:
-    return {
-        "kind": "chat",
-        "model": entry.model,
-        "key": entry.key,
-        "messages": entry.messages,
-        "reply": entry.reply,
-    }
+    return {"kind": "chat", **_fields(entry, ("model", "key", "messages", "reply"))}
 
 
 def threshold_line(key: str, value: dict[str, Any]) -> dict[str, Any]:
@@ -170,7 +161,7 @@ def sample_line(key: str, value: dict[str, Any]) -> dict[str, Any]:
 def teacher_line(entry: TeacherEntry) -> dict[str, Any]:
     """One teacher call of a policy (``schema.TeacherLine``)."""
     fields = ("role", "question", "teacher", "key", "input", "reply")
-    return {"kind": "teacher", **{k: getattr(entry, k) for k in fields}}
+    return {"kind": "teacher", **_fields(entry, fields)}
 
 
 def dumps(obj: dict[str, Any]) -> str:
