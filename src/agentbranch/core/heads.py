@@ -29,7 +29,7 @@ from typing import Any
 from langchain_core.decisions import Choice, Noul, Score
 from pydantic import ConfigDict, field_serializer
 
-from agentbranch.core.examples import Examples
+from agentbranch.core.examples import Examples, recast
 
 __all__ = [
     "FLOOR",
@@ -218,9 +218,7 @@ WITH_HEAD: dict[str, type] = {
 def with_head(question: Any, head: LinearHead) -> Any:
     """``question`` (its written examples kept) read by ``head``: a new question, so a
     new evidence key (the head's digest is in its wire dict)."""
-    fields = question.model_dump(exclude_none=False)
-    fields.pop("learned_head", None)
-    return WITH_HEAD[question.type](**fields, learned_head=head)
+    return recast(question, WITH_HEAD, learned_head=head)
 
 
 def question_head(question: Any) -> LinearHead | None:

@@ -34,7 +34,7 @@ from langchain_core.decisions import Choice, Noul, Score
 from pydantic import ConfigDict, field_serializer
 
 from agentbranch.core.errors import ConfigurationError
-from agentbranch.core.examples import WITH_EXAMPLES, Examples
+from agentbranch.core.examples import WITH_EXAMPLES, Examples, recast
 
 log = logging.getLogger("agentbranch")
 
@@ -205,9 +205,7 @@ PLAIN: dict[str, type] = {"choice": Choice, "noul": Noul, "score": Score}
 
 def with_pool(question: Any, pool: Pool) -> Any:
     """``question`` (its written examples kept) with ``pool``: a new version (key)."""
-    fields = question.model_dump(exclude_none=False)
-    fields.pop("learned_pool", None)
-    return WITH_POOL[question.type](**fields, learned_pool=pool)
+    return recast(question, WITH_POOL, learned_pool=pool)
 
 
 def question_pool(question: Any) -> Pool | None:
