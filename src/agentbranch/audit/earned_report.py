@@ -308,7 +308,7 @@ def earned_report(
     force when that decision was made (``recorded_take_at``).
 
     * **target**: the policy's own precision and level, read from the records (each carries
-      its ``Earned`` settings; ``earned_now.target``). Records written before they did give
+      its ``Earned`` settings; ``earned_now.target``). Records without them give
       none: then the precision asked of the report, else 0.9 — and the report says which.
     * **in force** (``take_at``, ``trust``): what the policy computes from the evidence now,
       replayed under its own settings (``earned_now``; from an ``Earned``, its state now,

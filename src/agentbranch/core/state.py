@@ -273,7 +273,7 @@ def render_state(state: Any) -> str:
         state = [state]
     if isinstance(state, Sequence) and state and all(isinstance(m, BaseMessage) for m in state):
         if not any(_has_content(m) for m in state):
-            return ""  # nothing to read: as the empty string (see module doc)
+            return ""  # nothing to read: as the empty string (see render_state)
         return "\n".join(_message_text(m) for m in state)
     try:
         return json.dumps(_plain(state), ensure_ascii=False)

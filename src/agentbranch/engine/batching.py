@@ -126,7 +126,7 @@ class BatchingReader(HoldRule, WrappingReader):
         lock = threading.RLock()
         self._cond = threading.Condition(lock)  # new work for idle workers, room, exit
         # A worker holding a batch waits on this one: woken when the batch is full or at
-        # exit, not by every arrival (see the module docstring).
+        # exit, not by every arrival (the hold rule: ``_batch_hold``).
         self._filled = threading.Condition(lock)
         self._queue: deque[Item] = deque()
         self._in_flight: dict[Any, Item] = {}

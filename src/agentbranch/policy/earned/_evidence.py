@@ -70,7 +70,7 @@ class Evidence(BaseModel):
       instructions, options, examples — its ``model_dump``), of reader and model, and of the
       reading settings that shape its confidences (``reading``, when any differs from the
       defaults)
-    * ``decision`` (optional, ``None`` in records of earlier releases): the decision's
+    * ``decision`` (optional, ``None`` in a record without one): the decision's
       identity (``agentbranch.policy.earned._identity``): labels of one decision count once
     * ``question_id``, ``reader``, ``model``: readable copies of what the key hashes
     * ``source``: ``"fallback"`` (a ``Generate`` answer in the fallback band: every decision
@@ -86,7 +86,7 @@ class Evidence(BaseModel):
       weight the statistics use is finite)
     * ``take_at`` (float or null: the band was closed) and ``trust``: the threshold in force
       when the decision was made
-    * ``earned`` (optional; absent in stores written before it was kept): the settings of
+    * ``earned`` (optional; absent from a record without it): the settings of
       the ``Earned`` policy that made the record (``precision``, ``level``,
       ``min_evidence``, ``max_take_at``, ``min_take_at``, ``start_at``, ``step``), so that a
       report states the policy's own target and recomputes its thresholds
@@ -252,8 +252,8 @@ def evidence_key(
     examples — the whole ``model_dump``), reader and model, and ``reading``: the
     fingerprint of the reading settings that shape the confidence (``Decision.reading``:
     the engine's draws, permutations, joint canvas, instructions, calibration temperature
-    and the reader's own scoring settings; ``None`` when all are the defaults, which keeps
-    the keys of earlier releases). Change any of them and the question starts learning
+    and the reader's own scoring settings; ``None`` when all are the defaults, and then not
+    hashed in). Change any of them and the question starts learning
     again: a threshold earned on one confidence scale never serves another."""
     spec = question.model_dump(mode="json") if hasattr(question, "model_dump") else question
     identity = {"id": question_id, "question": spec, "reader": reader, "model": model}

@@ -27,7 +27,7 @@ def langgraph_thread() -> str | None:
 
 def decision_identity(question_id: str, state_text: str, thread: str | None = None) -> str:
     """The identity of the decision on ``question_id`` about ``state_text`` (the rendered
-    state the engine read) in LangGraph thread ``thread`` (see module doc).
+    state the engine read) in LangGraph thread ``thread``.
 
     A node retried after a later failure, a graph resumed or re-invoked on the same thread,
     a queue that delivers a message twice: each runs the same decision again, and its
