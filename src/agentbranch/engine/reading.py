@@ -105,8 +105,9 @@ def fingerprint(
     holds with a value other than its constructor's default (the embedded reader's
     temperature and weights, a vLLM reader's denoising steps and constraint ...), a canvas
     reader's chat template, template arguments and special-token handling
-    (``PLANNER_SETTINGS``), or whatever a reader's own ``reading_settings()`` returns. Question wording, options and
-    examples are in the evidence key already; reader name and model too.
+    (``PLANNER_SETTINGS``), or whatever a reader's own ``reading_settings()`` returns.
+    Question wording, options and examples are in the evidence key already; reader name
+    and model too.
     """
     settings: dict[str, Any] = {}
     if instructions is not None:

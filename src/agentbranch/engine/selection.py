@@ -169,9 +169,8 @@ def select(
     Every choice comes with a human-readable reason ("vLLM: AGENTBRANCH_VLLM_MODEL is set
     but no CUDA device is visible; ...") which is logged and printed by
     ``agentbranch engine``; the remote URL appears in it, in ``repr(EngineSettings)`` and in
-    the CLI with its credentials masked (``redact_url``: ``http://***@host/?token=***``). The variables are read with pydantic-settings (``EngineSettings``).
-    This module picks and builds readers only; it knows nothing of the engine, which
-    imports it (one way).
+    the CLI with its credentials masked (``redact_url``: ``http://***@host/?token=***``).
+    The variables are read with pydantic-settings (``EngineSettings``).
     """
     settings = EngineSettings.from_env(env)
     forced = settings.engine.lower() if settings.engine else None

@@ -148,7 +148,8 @@ class ToolGateMiddleware(AgentMiddleware):
     Engine errors raise, unless the policy says ``FailOpen(label)`` (take that answer) or
     ``FailClosed("block")`` / ``FailClosed("review")`` (block, or ask a human). Every resolved
     decision is written to agent state under ``tool_decisions`` (tool call id → record) and
-    emitted like a decide node's (the stdlib decision log, LangGraph custom stream, LangChain callbacks).
+    emitted like a decide node's (the stdlib decision log, LangGraph custom stream,
+    LangChain callbacks).
     The question's id is ``"risky"`` (``question_id=``): records, emitted events and scripts
     of ``ScriptedReader`` name it. The gate only reads through the engine's reader, so a
     cassette reader replays it.
