@@ -3,7 +3,7 @@
 ``size`` returns a ``SizingPlan``: ``max_num_seqs`` as the smaller of two limits, the
 denoising step's transients outside ``gpu_memory_utilization`` and the KV cache inside
 it, with each ``Term`` (bytes and where they come from) behind them. What vLLM allocates
-and the two constants assumed: docs/vllm.md, "How many sequences a GPU holds".
+and the two constants assumed: docs/vllm.md, "Sizing".
 """
 
 from __future__ import annotations
