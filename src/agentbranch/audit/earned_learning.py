@@ -233,8 +233,10 @@ def learning(groups: Mapping[str, list[EvidenceRow]], reports: Mapping[str, Any]
             if r.record is not None and getattr(r.record, "version", None) is not None:
                 by_question.setdefault((r.question_id, r.reader, r.model), []).append(r)
     out = {}
-    for (qid, reader, model), rows in sorted(by_question.items(), key=lambda kv: str(kv[0])):
-        out[f"{qid} ({reader}, {model})"] = _question(rows, reports)
+    for (question_id, reader, model), rows in sorted(
+        by_question.items(), key=lambda kv: str(kv[0])
+    ):
+        out[f"{question_id} ({reader}, {model})"] = _question(rows, reports)
     return out
 
 

@@ -183,12 +183,12 @@ def _from_audit(rec: Mapping[str, Any], where: str) -> EvidenceRow | None:
     rate = rec.get("rate") or 1.0
     if not (isinstance(rate, int | float) and 0 < rate <= 1):
         raise ConfigurationError(f"{where}: rate must be in (0, 1], got {rate!r}")
-    qid = str(rec["question_id"])
+    question_id = str(rec["question_id"])
     reader, model = rec.get("reader"), rec.get("model")
     time = str(rec.get("time") or "")
     return EvidenceRow(
-        f"{qid} ({reader}, {model})",
-        qid,
+        f"{question_id} ({reader}, {model})",
+        question_id,
         reader,
         model,
         time,

@@ -35,11 +35,11 @@ def labelled_examples(records: Iterable[Record] | str | Path) -> list[Example]:
     ``None`` (enough for ``scored_examples``, not for reading again)."""
     out = []
     for i, rec in enumerate(_records(records), 1):
-        qid = rec["question_id"]
+        question_id = rec["question_id"]
         if not isinstance(rec.get("spec"), dict):
-            raise ConfigurationError(f"audit record {i} ({qid!r}) has no question 'spec'")
-        question = coerce_question(qid, rec["spec"])
-        out.append(Example(rec.get("state"), qid, question, rec["teacher_label"], line=i))
+            raise ConfigurationError(f"audit record {i} ({question_id!r}) has no question 'spec'")
+        question = coerce_question(question_id, rec["spec"])
+        out.append(Example(rec.get("state"), question_id, question, rec["teacher_label"], line=i))
     return out
 
 

@@ -243,7 +243,7 @@ def audit_report(
     for rec in check_records(records):
         by_q[rec["question_id"]].append(rec)
     questions: dict[str, QuestionAudit] = {}
-    for qid, recs in by_q.items():
+    for question_id, recs in by_q.items():
         usable = recs  # the schema guarantees a confidence and both labels
         items = [
             (float(r["confidence"]), r["teacher_label"] == r["engine_label"], _weight(r))
@@ -254,8 +254,8 @@ def audit_report(
             for (c, a, _), r in zip(items, usable)
             if r["kind"] == "audit" and r.get("band") == "take"
         ]
-        questions[qid] = QuestionAudit(
-            question_id=qid,
+        questions[question_id] = QuestionAudit(
+            question_id=question_id,
             audits=sum(r["kind"] == "audit" for r in usable),
             fallback_examples=sum(r["kind"] == "fallback" for r in usable),
             current_take_at=recs[-1].get("take_at"),

@@ -46,8 +46,8 @@ class Example:
     line: int = 0
 
 
-def _label_for(qid: str, question: Question, raw: Any, where: str) -> str:
-    spec = to_spec(qid, question)
+def _label_for(question_id: str, question: Question, raw: Any, where: str) -> str:
+    spec = to_spec(question_id, question)
     options = list(spec.options)
     if spec.type == "noul":
         text = str(raw).strip().lower()
@@ -65,7 +65,8 @@ def _label_for(qid: str, question: Question, raw: Any, where: str) -> str:
     if str(raw) in options:
         return str(raw)
     raise InvalidQuestionError(
-        f"{where}: label {short_repr(raw)} is not an option of question {qid!r}; options: {options}"
+        f"{where}: label {short_repr(raw)} is not an option of question {question_id!r}; "
+        f"options: {options}"
     )
 
 
@@ -138,7 +139,7 @@ def _examples_from(
     default_question: str | None,
 ) -> list[Example]:
     named: dict[str, Question] = {
-        qid: coerce_question(qid, q) for qid, q in (questions or {}).items()
+        question_id: coerce_question(question_id, q) for question_id, q in (questions or {}).items()
     }
     examples: list[Example] = []
     for number, obj in numbered:
@@ -147,8 +148,8 @@ def _examples_from(
             raise ConfigurationError(f"{where}: each line must be a JSON object; {EXPECTED_SHAPES}")
         key = next((k for k in STATE_KEYS if k in obj), None)
         if "questions" in obj and key is None:
-            for qid, q in _validated(HeaderLine, obj, where).questions.items():
-                named[qid] = _question(qid, q, where)
+            for question_id, q in _validated(HeaderLine, obj, where).questions.items():
+                named[question_id] = _question(question_id, q, where)
             continue
         if key is None:
             raise ConfigurationError(
@@ -171,32 +172,40 @@ def _examples_from(
             raise ConfigurationError(f"{where}: no label; {EXPECTED_SHAPES}")
         for ref, raw in pairs:
             if isinstance(ref, Mapping):
-                qid = obj.get("id") or ref.get("id") or ""
-                if not isinstance(qid, str) or not qid.strip():
+                question_id = obj.get("id") or ref.get("id") or ""
+                if not isinstance(question_id, str) or not question_id.strip():
                     raise ConfigurationError(
                         f"{where}: an inline question needs an 'id' (a non-empty string)"
                     )
-                question = _question(qid, {k: v for k, v in ref.items() if k != "id"}, where)
-                named.setdefault(qid, question)
+                question = _question(
+                    question_id, {k: v for k, v in ref.items() if k != "id"}, where
+                )
+                named.setdefault(question_id, question)
             else:
-                qid = str(ref)
-                if qid not in named:
+                question_id = str(ref)
+                if question_id not in named:
                     raise ConfigurationError(
-                        f"{where}: unknown question {qid!r}; define it in a header line "
+                        f"{where}: unknown question {question_id!r}; define it in a header line "
                         '{"questions": {...}} or pass --questions FILE.json'
                     )
-                question = named[qid]
+                question = named[question_id]
             examples.append(
-                Example(line.state, qid, question, _label_for(qid, question, raw, where), number)
+                Example(
+                    line.state,
+                    question_id,
+                    question,
+                    _label_for(question_id, question, raw, where),
+                    number,
+                )
             )
     if not examples:
         raise ConfigurationError(f"{source}: no labelled examples found")
     return examples
 
 
-def _question(qid: str, spec: Any, where: str) -> Question:
+def _question(question_id: str, spec: Any, where: str) -> Question:
     try:
-        return coerce_question(qid, spec)
+        return coerce_question(question_id, spec)
     except InvalidQuestionError as e:
         raise InvalidQuestionError(f"{where}: {e}") from None
 

@@ -74,14 +74,16 @@ def by_question(
     checked on the calibrated reads."""
     per_question: dict[str, tuple[Metrics, Metrics]] = {}
     thresholds: dict[str, SuggestedThreshold] = {}
-    for qid in dict.fromkeys(s.question_id for s in before):
-        b = [s for s in before if s.question_id == qid]
-        a = [s for s in after if s.question_id == qid]
-        per_question[qid] = (
+    for question_id in dict.fromkeys(s.question_id for s in before):
+        b = [s for s in before if s.question_id == question_id]
+        a = [s for s in after if s.question_id == question_id]
+        per_question[question_id] = (
             metrics(b, target_precision=target_precision),
             metrics(a, target_precision=target_precision),
         )
-        thresholds[qid] = check_threshold(a, calibration.thresholds.get(qid), target_precision)
+        thresholds[question_id] = check_threshold(
+            a, calibration.thresholds.get(question_id), target_precision
+        )
     return per_question, thresholds
 
 

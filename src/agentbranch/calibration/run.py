@@ -52,10 +52,10 @@ def calibrate_scored(
     groups: dict[str, list[Scored]] = defaultdict(list)
     for s in fit_after:
         groups[s.question_id].append(s)
-    for qid, group in groups.items():
+    for question_id, group in groups.items():
         t = metrics(group, target_precision=target_precision).threshold
         if t.threshold is not None:
-            calibration.thresholds[qid] = round(t.threshold, 4)
+            calibration.thresholds[question_id] = round(t.threshold, 4)
     held_out = eval_scored is not None and len(eval_scored) > 0
     report = _report(
         list(eval_scored) if held_out else list(fit_scored),

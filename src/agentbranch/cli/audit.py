@@ -253,25 +253,25 @@ def _unified(
             drawn = earned_diagram(rep, diagram.with_name(diagram.stem + "-earned.png"))
     if as_json:
         audit = audits.as_dict()
-        for qid in earned_ids & set(audit["questions"]):
-            del audit["questions"][qid]["threshold"]  # one threshold: the earned one
+        for question_id in earned_ids & set(audit["questions"]):
+            del audit["questions"][question_id]["threshold"]  # one threshold: the earned one
         out = {"earned": rep.as_dict(), "audit": audit}
         print(json.dumps(out, indent=2, allow_nan=False))
         return
     extra = {
-        qid: [
+        question_id: [
             (
                 f"audits in {file.name}",
                 f"{q.take_band.n} taken + {q.fallback_examples} fallback",
             ),
             _agreement(q),
         ]
-        for qid, q in audits.questions.items()
-        if qid in earned_ids
+        for question_id, q in audits.questions.items()
+        if question_id in earned_ids
     }
     _print_earned(rep, extra)
-    for qid, q in audits.questions.items():
-        if qid not in earned_ids:
+    for question_id, q in audits.questions.items():
+        if question_id not in earned_ids:
             _audit_table(q, target_precision or 0.9, level or 0.95)
     if diagram is not None:
         console.print(f"reliability diagram [bold]{diagram}[/bold]", soft_wrap=True)

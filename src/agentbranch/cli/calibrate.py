@@ -166,12 +166,12 @@ def calibrate(
     ):
         table.add_column(col, justify="right" if col != "question" else "left")
     types = {s.question_id: s.type for s in report.eval_before}
-    for qid, (b, a) in report.per_question.items():
-        t = report.held_out_thresholds[qid]
+    for question_id, (b, a) in report.per_question.items():
+        t = report.held_out_thresholds[question_id]
         table.add_row(
-            qid,
+            question_id,
             str(b.n),
-            fmt(report.calibration.temperature(qid, types[qid]), 2),
+            fmt(report.calibration.temperature(question_id, types[question_id]), 2),
             fmt(b.accuracy),
             f"{fmt(b.ece)} → {fmt(a.ece)}",
             f"{fmt(b.brier)} → {fmt(a.brier)}",

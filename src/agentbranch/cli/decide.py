@@ -127,9 +127,9 @@ def decide(
     table = Table(title=f"{engine.reader.name} ({engine.reader.model})")
     for col in ("question", "label", "probabilities", "entropy", "confidence"):
         table.add_column(col)
-    for qid, d in decisions.items():
+    for question_id, d in decisions.items():
         table.add_row(
-            qid,
+            question_id,
             d.label,
             _fmt_probs(d.probabilities, top=5),
             f"{d.entropy:.3f}",

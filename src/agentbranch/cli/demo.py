@@ -150,13 +150,13 @@ def demo_report(
             break_on_hyphens=False,
         )
         records = state.get("decisions") or {}
-        for qid, rec in records.items():
-            band = rec.get("band", "") if _has_band(policy_for(policy, qid)) else ""
+        for question_id, rec in records.items():
+            band = rec.get("band", "") if _has_band(policy_for(policy, question_id)) else ""
             label = str(rec.get("label"))
-            if qid in INFO_QUESTIONS and sure_label(rec) is None:
+            if question_id in INFO_QUESTIONS and sure_label(rec) is None:
                 label, band = "—", "not sure"
             row = (
-                f"  {qid:<11} {label:<15} "
+                f"  {question_id:<11} {label:<15} "
                 f"{rec.get('entropy', float('nan')):>7.2f} "
                 f"{rec.get('confidence', float('nan')):>5.2f}  {band:<9} "
                 + _top_probs(rec.get("probabilities") or {}, probs_width)

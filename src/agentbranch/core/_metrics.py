@@ -192,16 +192,16 @@ def decisions(records: Iterable[Mapping[str, Any]]) -> None:
     if m is None:
         return
     for rec in records:
-        qid = str(rec.get("question_id"))
+        question_id = str(rec.get("question_id"))
         band = rec.get("band") or "none"
-        attrs = {QUESTION: qid, BAND: band, DECIDED_BY: str(rec.get("decided_by"))}
+        attrs = {QUESTION: question_id, BAND: band, DECIDED_BY: str(rec.get("decided_by"))}
         m.decisions.add(1, attrs)
         if band == "take" and rec.get("decided_by") == "engine":
-            m.takes.add(1, {QUESTION: qid})
+            m.takes.add(1, {QUESTION: question_id})
             if rec.get("trust") == "earned":
-                m.calls_saved.add(1, {QUESTION: qid})
+                m.calls_saved.add(1, {QUESTION: question_id})
         if rec.get("trust") is not None:
-            _in_force[qid] = {
+            _in_force[question_id] = {
                 "take_at": rec.get("take_at"),
                 "trust": rec.get("trust"),
                 "version": rec.get("reader_version"),
@@ -252,22 +252,24 @@ def audit(question_id: str, outcome: str, error: str | None = None) -> None:
 def _thresholds(options: Any) -> Iterable[Any]:
     from opentelemetry.metrics import Observation
 
-    for qid, now in list(_in_force.items()):
+    for question_id, now in list(_in_force.items()):
         if now["take_at"] is not None:
-            yield Observation(float(now["take_at"]), {QUESTION: qid})
+            yield Observation(float(now["take_at"]), {QUESTION: question_id})
 
 
 def _trusts(options: Any) -> Iterable[Any]:
     from opentelemetry.metrics import Observation
 
-    for qid, now in list(_in_force.items()):
+    for question_id, now in list(_in_force.items()):
         for trust in TRUSTS:
-            yield Observation(1 if now["trust"] == trust else 0, {QUESTION: qid, TRUST: trust})
+            yield Observation(
+                1 if now["trust"] == trust else 0, {QUESTION: question_id, TRUST: trust}
+            )
 
 
 def _versions(options: Any) -> Iterable[Any]:
     from opentelemetry.metrics import Observation
 
-    for qid, now in list(_in_force.items()):
+    for question_id, now in list(_in_force.items()):
         if isinstance(now["version"], int):
-            yield Observation(now["version"], {QUESTION: qid})
+            yield Observation(now["version"], {QUESTION: question_id})

@@ -160,8 +160,8 @@ class Decisions(Mapping[str, Decision]):
         #: The server's request id, when the reader reports one.
         self.request_id = request_id
 
-    def __getitem__(self, qid: str) -> Decision:
-        return self._decisions[qid]
+    def __getitem__(self, question_id: str) -> Decision:
+        return self._decisions[question_id]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._decisions)

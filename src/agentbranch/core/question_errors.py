@@ -48,9 +48,11 @@ def _shown(value: Any) -> str:
     return repr(value) if len(repr(value)) <= 40 else type(value).__name__
 
 
-def _field_sentences(qid: str, kind: str, top: str, errors: list[dict[str, Any]]) -> list[str]:
+def _field_sentences(
+    question_id: str, kind: str, top: str, errors: list[dict[str, Any]]
+) -> list[str]:
     """The sentences for one top-level field of a question."""
-    where, article = f"question {qid!r}", _ARTICLE.get(kind, kind)
+    where, article = f"question {question_id!r}", _ARTICLE.get(kind, kind)
     what = FIELDS.get(kind, {}).get(top)
     if any(e.get("type") == "missing" and len(e.get("loc") or ()) == 1 for e in errors):
         return [f"{where}: {article} needs `{top}`, {what or 'a value'}"]

@@ -254,11 +254,13 @@ def validate_questions(questions: Any) -> dict[str, Question]:
             "split them across several decide() calls"
         )
     out: dict[str, Question] = {}
-    for qid, question in questions.items():
-        if not isinstance(qid, str) or not qid.strip():
-            raise InvalidQuestionError(f"question ids must be non-empty strings, got {qid!r}")
-        _check_unicode(f"question id {qid!r}", qid)
-        out[qid] = coerce_question(qid, question)
+    for question_id, question in questions.items():
+        if not isinstance(question_id, str) or not question_id.strip():
+            raise InvalidQuestionError(
+                f"question ids must be non-empty strings, got {question_id!r}"
+            )
+        _check_unicode(f"question id {question_id!r}", question_id)
+        out[question_id] = coerce_question(question_id, question)
     return out
 
 

@@ -184,11 +184,11 @@ def triage_row(state: Any) -> dict[str, Any]:
         "urgent": state.get("urgent"),
         "frustration": state.get("frustration"),
     }
-    for qid, rec in (state.get("decisions") or {}).items():
-        row[f"{qid}_label"] = rec.get("label")
-        row[f"{qid}_confidence"] = rec.get("confidence")
-        row[f"{qid}_band"] = rec.get("band")
-        row[f"{qid}_decided_by"] = rec.get("decided_by")
+    for question_id, rec in (state.get("decisions") or {}).items():
+        row[f"{question_id}_label"] = rec.get("label")
+        row[f"{question_id}_confidence"] = rec.get("confidence")
+        row[f"{question_id}_band"] = rec.get("band")
+        row[f"{question_id}_decided_by"] = rec.get("decided_by")
     return row
 
 

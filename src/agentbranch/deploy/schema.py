@@ -65,7 +65,7 @@ def _gemma_encode_prefix(k: int) -> int:
 
 def line_rows(questions: Mapping[str, Any], encode: Encode | None = None) -> list[int]:
     """Tokens of each joint answer line: the ``"k: "`` prefix, the slot, the newline."""
-    specs = [to_spec(qid, q) for qid, q in validate_questions(questions).items()]
+    specs = [to_spec(question_id, q) for question_id, q in validate_questions(questions).items()]
     rows = []
     for k, spec in enumerate(specs, 1):
         if encode is None:

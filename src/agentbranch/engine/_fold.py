@@ -83,22 +83,22 @@ class Folding:
             )
         decisions: dict[str, Decision] = {}
         at = 0
-        for qid, qtype, options, units in zip(
+        for question_id, qtype, options, units in zip(
             prepared.question_ids, prepared.types, prepared.options, prepared.units
         ):
             unit_reads = reads[at : at + len(units)]
             at += len(units)
             folded = combine(len(options), units, unit_reads)  # checks every read
-            temperature = self._temperature(qid, qtype)
+            temperature = self._temperature(question_id, qtype)
             reading = self._reading(prepared.request.draws, temperature)
             probs = normalise(folded.scores, temperature)
             if probs is None:
                 raise ReaderError(
                     f"reader {self.reader.name!r} gave no probability to any option of "
-                    f"question {qid!r}; the read is unusable"
+                    f"question {question_id!r}; the read is unusable"
                 )
             decision = Decision.from_probs(
-                question_id=qid,
+                question_id=question_id,
                 type=qtype,  # type: ignore[arg-type]
                 options=options,
                 probs=probs,
@@ -111,7 +111,7 @@ class Folding:
                 calibrated=temperature != 1.0 or _reader_calibrated(unit_reads),
                 reading=reading,
             )
-            decisions[qid] = decision
+            decisions[question_id] = decision
         usage, request_id = _usage(reads)
         return Decisions(decisions, latency_s=latency_s, usage=usage, request_id=request_id)
 
@@ -140,25 +140,25 @@ class Folding:
             got = self.__dict__["_reading_settings"] = reader_settings(self.reader)
         return got
 
-    def _temperature(self, qid: str, qtype: str) -> float:
+    def _temperature(self, question_id: str, qtype: str) -> float:
         calibration = self.calibration
         if calibration is None:
             return 1.0
         if (
             calibration.temperatures
-            and qid not in calibration.temperatures
-            and qid not in self._uncalibrated
+            and question_id not in calibration.temperatures
+            and question_id not in self._uncalibrated
         ):
-            self._uncalibrated.add(qid)
+            self._uncalibrated.add(question_id)
             calibration_log.warning(
                 "question %r has no temperature in the calibration, which calibrates %s; "
                 "it uses the %s/default temperature. Renamed question? Re-run "
                 "`agentbranch calibrate` with the current ids.",
-                qid,
+                question_id,
                 sorted(calibration.temperatures),
                 qtype,
             )
-        return calibration.temperature(qid, qtype)
+        return calibration.temperature(question_id, qtype)
 
     def _log(self, d: Decision, state: str) -> None:
         if not log.isEnabledFor(logging.INFO):  # the usual case: nobody configured it

@@ -352,8 +352,8 @@ class DecisionEngine(Folding):
         validated = validate_questions(questions)
         max_options, permutations = self.reader.max_options, self.permutations
         planned = [
-            self._plans.plan(qid, q, max_options=max_options, permutations=permutations)
-            for qid, q in validated.items()
+            self._plans.plan(question_id, q, max_options=max_options, permutations=permutations)
+            for question_id, q in validated.items()
         ]
         specs = [spec for spec, _ in planned]
         units = [reads for _, reads in planned]

@@ -141,8 +141,8 @@ def _response(decisions: Any, questions: Mapping[str, Question]) -> ClassifierRe
     """The ``ClassifierResponse``, with each score's legend the question's original levels
     (JSON values as given, not the text the model read)."""
     response: ClassifierResponse = decisions.to_langchain()
-    for qid, answer in response.answers.items():
-        q = questions.get(qid)
+    for question_id, answer in response.answers.items():
+        q = questions.get(question_id)
         if isinstance(answer, ScoreAnswer) and isinstance(q, Score):
             answer.legend = dict(enumerate(q.criteria))
     return response
@@ -155,13 +155,13 @@ class _DecisionInput(BaseModel):
 def summarize(records: Mapping[str, DecisionRecord]) -> str:
     """``id=label (confidence 0.91, decided_by)`` per decision, for a model to read."""
     parts = []
-    for qid, rec in records.items():
+    for question_id, rec in records.items():
         conf = rec.get("confidence")
         conf_s = f"confidence {conf:.2f}" if isinstance(conf, float) else "no confidence"
         by = rec.get("decided_by")
         extra = f", {by}" if by and by != "engine" else ""
         target = f" -> {rec['goto']}" if rec.get("goto") else ""
-        parts.append(f"{qid}={rec.get('label')}{target} ({conf_s}{extra})")
+        parts.append(f"{question_id}={rec.get('label')}{target} ({conf_s}{extra})")
     return "; ".join(parts)
 
 
@@ -187,7 +187,7 @@ def decision_tool(
     resolver = Resolver(engine, qs, policy, review=review_with_interrupt, allow_goto=False)
     if description is None:
         description = "Decide, with measured confidence: " + "; ".join(
-            f"{qid}: {q.instructions}" for qid, q in qs.items()
+            f"{question_id}: {q.instructions}" for question_id, q in qs.items()
         )
 
     def _run(text: str, config: RunnableConfig) -> tuple[str, dict[str, DecisionRecord]]:

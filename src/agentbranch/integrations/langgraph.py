@@ -338,7 +338,7 @@ class DecideNode(_ResolvingRunnable):
             records_key=key,
         )
         if write_labels is True:
-            self.label_keys = {qid: qid for qid in self.questions}
+            self.label_keys = {question_id: question_id for question_id in self.questions}
         elif write_labels:
             unknown = sorted(set(write_labels) - set(self.questions))
             if unknown:
@@ -368,8 +368,8 @@ class DecideNode(_ResolvingRunnable):
         if self._output is not None:
             return self._output(state, records)
         update: dict[str, Any] = {self.key: records}
-        for qid, state_key in self.label_keys.items():
-            update[state_key] = records[qid]["label"]
+        for question_id, state_key in self.label_keys.items():
+            update[state_key] = records[question_id]["label"]
         return update
 
     def _node(self, state: Any, config: RunnableConfig) -> dict[str, Any]:

@@ -24,12 +24,12 @@ def band_all(
     (``agentbranch.policy.earned._in_force``: live, or recorded with a replay cassette)."""
     records: dict[str, DecisionRecord] = {}
     pending: dict[str, list[str]] = {"review": [], "fallback": []}
-    for qid, q in questions.items():
-        d = decisions[qid]
-        p = policy_for(policy, qid)
-        threshold = thresholds(qid, q, d, p)
+    for question_id, q in questions.items():
+        d = decisions[question_id]
+        p = policy_for(policy, question_id)
+        threshold = thresholds(question_id, q, d, p)
         band = p.band(d, threshold)
-        records[qid] = engine_record(d, q, band=band, threshold=threshold)
+        records[question_id] = engine_record(d, q, band=band, threshold=threshold)
         if band != "take":
-            pending[band].append(qid)
+            pending[band].append(question_id)
     return records, pending

@@ -340,8 +340,8 @@ def check_policies(policy: PolicyArg, questions: Mapping[str, Question]) -> None
             f"policy must be a Policy or a mapping question id -> Policy, got "
             f"{type(policy).__name__}"
         )
-    for qid, q in questions.items():
-        policy_for(policy, qid).check_options(qid, options_of(qid, q))
+    for question_id, q in questions.items():
+        policy_for(policy, question_id).check_options(question_id, options_of(question_id, q))
 
 
 def options_of(qid: str, question: Question) -> list[str]:

@@ -22,14 +22,14 @@ def records_for_error(
     """The fail-open/fail-closed records for ``error``; re-raises it when any question's
     policy does not handle this kind of error."""
     records = {}
-    for qid, q in questions.items():
-        p = policy_for(policy, qid)
+    for question_id, q in questions.items():
+        p = policy_for(policy, question_id)
         on_error = p.on_error
         if not isinstance(on_error, FailOpen | FailClosed) or not isinstance(
             error, on_error.errors
         ):
             raise error
-        records[qid] = error_record(qid, q, error, p, reader)
+        records[question_id] = error_record(question_id, q, error, p, reader)
     for rec in records.values():
         logs.event(
             log,

@@ -42,16 +42,16 @@ class Resolver:
     def __post_init__(self) -> None:
         self.questions = validate_questions(self.questions)
         check_policies(self.policy, self.questions)
-        for qid in self.questions:
-            p = policy_for(self.policy, qid)
+        for question_id in self.questions:
+            p = policy_for(self.policy, question_id)
             if not self.allow_goto and p.targets():
                 raise ConfigurationError(
-                    f"question {qid!r}: GotoNode/FailClosed route to a node, which is not "
+                    f"question {question_id!r}: GotoNode/FailClosed route to a node, which is not "
                     "possible here; use them in a router, decide node or Command node"
                 )
             if p.can_review and not self.allow_review:
                 raise ConfigurationError(
-                    f"question {qid!r}: the policy has a review band (review_below="
+                    f"question {question_id!r}: the policy has a review band (review_below="
                     f"{p.review_below}), which needs a decide node or Command node "
                     "(a router cannot interrupt and record the answer)"
                 )

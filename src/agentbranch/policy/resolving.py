@@ -66,8 +66,8 @@ def resolve_many(
     interrupt would be called twice); ``finish`` completes the records before they are
     audited. ``batched``: one ``decide_many`` read (else one ``decide`` of the single
     state). An engine error gives the policy's fail-open/closed records (or raises)."""
-    learns = any(learner_of(policy, qid) is not None for qid in questions)
-    earned = any(policy_for(policy, qid).earned is not None for qid in questions)
+    learns = any(learner_of(policy, question_id) is not None for question_id in questions)
+    earned = any(policy_for(policy, question_id).earned is not None for question_id in questions)
     try:
         texts: list[str | None] = [render_state(s) for s in states]
     except BaseException as e:  # noqa: BLE001 - the engine's read would raise it
@@ -104,15 +104,16 @@ def resolve_many(
             ]
     review(out)
     for r in out:
-        for qid in r.pending["fallback"]:
-            p = policy_for(policy, qid)
-            steps = fallback_steps(engine, qid, questions[qid], p, r.records[qid], r.state)
-            r.records[qid] = yield from steps
+        for question_id in r.pending["fallback"]:
+            p = policy_for(policy, question_id)
+            question, rec = questions[question_id], r.records[question_id]
+            steps = fallback_steps(engine, question_id, question, p, rec, r.state)
+            r.records[question_id] = yield from steps
     if any(r.banded for r in out):  # evidence stores do blocking I/O: off the event loop
         yield offload(_collect, policy, out)
     if finish is not None:
         finish(out)
-    if any(policy_for(policy, qid).audit is not None for qid in questions):
+    if any(policy_for(policy, question_id).audit is not None for question_id in questions):
         from agentbranch.policy.auditing.shadow import shadow
 
         for r in out:  # never blocks, never raises (``agentbranch.audit``)
@@ -123,12 +124,12 @@ def resolve_many(
 def identify(records: dict[str, DecisionRecord], policy: PolicyArg, text: str) -> None:
     """Give each decision of an ``Earned`` question its identity (``decision_id``;
     ``agentbranch.policy.earned._identity``), so its teacher labels count once."""
-    earned = [qid for qid in records if policy_for(policy, qid).earned is not None]
+    earned = [q for q in records if policy_for(policy, q).earned is not None]
     if not earned:
         return
     thread = langgraph_thread()
-    for qid in earned:
-        records[qid]["decision_id"] = decision_identity(qid, text, thread)
+    for question_id in earned:
+        records[question_id]["decision_id"] = decision_identity(question_id, text, thread)
 
 
 def _ask(
@@ -164,10 +165,10 @@ def _banded(
 def _thresholds_now(policy: PolicyArg, batch: list[Any], looked: list[tuple]) -> None:
     """Bring every ``Earned`` threshold up to date (re-reading the store when due)."""
     for decisions, (asked, _, _, _) in zip(batch, looked, strict=True):
-        for qid, q in asked.items():
-            p = policy_for(policy, qid)
+        for question_id, q in asked.items():
+            p = policy_for(policy, question_id)
             if p.earned is not None:
-                p.threshold(qid, q, decisions[qid])
+                p.threshold(question_id, q, decisions[question_id])
 
 
 def _collect(policy: PolicyArg, out: list[Resolution]) -> None:

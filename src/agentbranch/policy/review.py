@@ -33,23 +33,26 @@ def review_all(
 
     Reviews run before any fallback: a resumed LangGraph node re-runs from its start, so a
     fallback model called before an interrupt would be called twice."""
-    for qid in pending:
+    for question_id in pending:
         if review is None:
             raise ConfigurationError(
-                f"question {qid!r} is in the review band but no reviewer is configured"
+                f"question {question_id!r} is in the review band but no reviewer is configured"
             )
-        rec = records[qid]
+        rec = records[question_id]
         payload = review_payload(rec)
         if engine is None or getattr(review, ANSWERED_BY_THE_GRAPH, False):
             answer = review(payload)
         else:
             from agentbranch.policy.generation import ask, state_text
 
-            call = TeacherCall("review", qid, review, {"state": state_text(state), **payload})
+            call = TeacherCall(
+                "review", question_id, review, {"state": state_text(state), **payload}
+            )
             answer = ask(engine, call, lambda fn, shown=payload: fn(shown))
         if answer not in rec["options"]:
             raise FallbackError(
-                f"question {qid!r}: the reviewer answered {answer!r}, not one of {rec['options']}"
+                f"question {question_id!r}: the reviewer answered {answer!r}, "
+                f"not one of {rec['options']}"
             )
         rec["label"] = answer
         rec["decided_by"] = "human"

@@ -279,14 +279,15 @@ class Cassette(CassetteFile, CassetteTeacherEntries):
         with self._lock:
             entries, readers = list(self._reads.values()), dict(self.readers)
         nearest, diffs = nearest_read(request_summary(request), reader_id, entries, readers)
-        qids = [q.id for q in request.questions]
+        question_ids = [q.id for q in request.questions]
         head = (
             f"cassette {self._shown} (mode {self.mode!r}) has no read for this request of "
-            f"reader {reader_id!r}: state {short(request.state, 60)!r}, questions {qids}. {why}"
+            f"reader {reader_id!r}: state {short(request.state, 60)!r}, "
+            f"questions {question_ids}. {why}"
         )
         empty = self._empty(f"The cassette holds no reads of reader {reader_id!r}.")
         return self._missed(
-            f"read of {reader_id} {short(request.state, 50)!r} {qids}",
+            f"read of {reader_id} {short(request.state, 50)!r} {question_ids}",
             explain(head, "request", nearest, diffs, empty),
             diffs,
             audit=False,
@@ -434,8 +435,8 @@ class Cassette(CassetteFile, CassetteTeacherEntries):
                     e = self._reads.get((who, key))
                     if e is None:  # the file was replaced without it meanwhile
                         continue
-                    qids = [q["id"] for q in e.request.get("questions", [])]
-                    summary = f"{short(e.request.get('state'), 50)!r} {qids}"
+                    question_ids = [q["id"] for q in e.request.get("questions", [])]
+                    summary = f"{short(e.request.get('state'), 50)!r} {question_ids}"
                     out.append({"kind": "read", "line": e.line, "reader": who, "summary": summary})
                 else:
                     c = self._chats.get(key)

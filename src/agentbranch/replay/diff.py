@@ -197,8 +197,8 @@ def _read_changes(a: ReadEntry, b: ReadEntry) -> list[DecisionChange]:
 
 
 def _read_label(e: ReadEntry) -> str:
-    qids = [q["id"] for q in e.request.get("questions", [])]
-    return f"read {e.reader} {short(e.request.get('state'), 50)!r} {qids}"
+    question_ids = [q["id"] for q in e.request.get("questions", [])]
+    return f"read {e.reader} {short(e.request.get('state'), 50)!r} {question_ids}"
 
 
 def _chat_label(e: ChatEntry, models: dict[str, str]) -> str:

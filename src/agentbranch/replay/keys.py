@@ -97,18 +97,20 @@ def request_differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[
     nq = {q["id"]: q for q in new.get("questions", [])}
     if list(oq) != list(nq):
         out.append(("question ids", f"{list(oq)} -> {list(nq)}"))
-    for qid in [q for q in nq if q in oq]:
-        a, b = oq[qid], nq[qid]
+    for question_id in [q for q in nq if q in oq]:
+        a, b = oq[question_id], nq[question_id]
         if "text" in a and a.get("text") != b.get("text"):
-            out.append((f"question text ({qid})", text_diff(a["text"], b.get("text") or "")))
+            out.append(
+                (f"question text ({question_id})", text_diff(a["text"], b.get("text") or ""))
+            )
         if "options" in a and a.get("options") != b.get("options"):
-            out.append((f"options ({qid})", f"{a['options']} -> {b.get('options')}"))
+            out.append((f"options ({question_id})", f"{a['options']} -> {b.get('options')}"))
         if "type" in a and a.get("type") != b.get("type"):
-            out.append((f"question type ({qid})", f"{a['type']} -> {b.get('type')}"))
+            out.append((f"question type ({question_id})", f"{a['type']} -> {b.get('type')}"))
         if "details_sha" in a and a.get("details_sha") != b.get("details_sha"):
-            out.append((f"option descriptions or labels ({qid})", "changed"))
+            out.append((f"option descriptions or labels ({question_id})", "changed"))
         if "examples_sha" in a and a.get("examples_sha") != b.get("examples_sha"):
-            out.append((f"examples ({qid})", examples_diff(a, b)))
+            out.append((f"examples ({question_id})", examples_diff(a, b)))
     for name in ("draws", "joint"):
         if name in old and old.get(name) != new.get(name):
             out.append((name, f"{old.get(name)} -> {new.get(name)}"))

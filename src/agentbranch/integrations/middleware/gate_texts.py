@@ -61,24 +61,26 @@ def review_description(tool_call: ToolCall, record: DecisionRecord, prefix: str)
 def default_blocked_message(tool_call: ToolCall, record: DecisionRecord) -> str:
     """Why a call was blocked, for the model to read."""
     by = record["decided_by"]
-    qid, label = record["question_id"], record["label"]
+    question_id, label = record["question_id"], record["label"]
     # the model reads the kind of error; the full message stays in the record
     error_kind = str(record.get("error") or "").split(":", 1)[0]
     if by == "engine":
         p = record["probabilities"][label]
         why = (
-            f"the decision engine answered {qid}={label} (p={p:.2f}, confidence "
+            f"the decision engine answered {question_id}={label} (p={p:.2f}, confidence "
             f"{record['confidence']:.2f})"
         )
     elif by == "fallback":
-        why = f"the fallback model answered {qid}={label} after an uncertain read"
+        why = f"the fallback model answered {question_id}={label} after an uncertain read"
     elif by == "fallback_node":
         why = (
-            f"the decision engine was unsure ({qid}={record['engine_label']}, confidence "
+            f"the decision engine was unsure ({question_id}={record['engine_label']}, confidence "
             f"{record['confidence']:.2f}) and uncertain calls are blocked"
         )
     elif by == "fail_open":
-        why = f"the risk check failed ({error_kind}) and the gate's default is {qid}={label}"
+        why = (
+            f"the risk check failed ({error_kind}) and the gate's default is {question_id}={label}"
+        )
     else:
         why = f"the risk check failed ({error_kind}) and the gate fails closed"
     return (

@@ -203,17 +203,20 @@ class ToolSelectorMiddleware(AgentMiddleware):
                 self.mode, names, True, {}, f"{type(decisions).__name__}: {decisions}"
             )
         records: dict[str, DecisionRecord] = {}
-        for qid, q in questions.items():
-            d = decisions[qid]
+        for question_id, q in questions.items():
+            d = decisions[question_id]
             sure = d.confidence >= self.min_confidence
-            records[qid] = engine_record(
+            records[question_id] = engine_record(
                 d,
                 q,
                 band="take" if sure else "fallback",
                 threshold=Threshold(self.min_confidence, "fixed"),
             )
             if not sure:
-                records[qid]["fallback"] = {"kind": "keep_tools", "floor": self.min_confidence}
+                records[question_id]["fallback"] = {
+                    "kind": "keep_tools",
+                    "floor": self.min_confidence,
+                }
         if self.mode == "choice":
             rec = records["tool"]
             if rec["band"] != "take":

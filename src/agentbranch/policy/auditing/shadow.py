@@ -64,38 +64,40 @@ def shadow(
     """Queue the audits and labelled examples ``records`` give rise to."""
     from agentbranch.policy.config import policy_for
 
-    for qid, rec in records.items():
-        p = policy_for(policy, qid)
+    for question_id, rec in records.items():
+        p = policy_for(policy, question_id)
         if p.audit is None:
             continue
         try:
-            _one(engine, qid, questions[qid], p, p.audit, rec, state)
+            _one(engine, question_id, questions[question_id], p, p.audit, rec, state)
         except Exception as e:  # noqa: BLE001 - an audit never fails a run
-            log.warning("agentbranch.audit: could not queue %r: %s: %s", qid, type(e).__name__, e)
+            log.warning(
+                "agentbranch.audit: could not queue %r: %s: %s", question_id, type(e).__name__, e
+            )
 
 
 def _one(
-    engine: Any, qid: str, question: Any, policy: Any, audit: Audit, rec: dict, state: Any
+    engine: Any, question_id: str, question: Any, policy: Any, audit: Audit, rec: dict, state: Any
 ) -> None:
     from agentbranch.policy.generation import state_text
 
     by = rec.get("decided_by")
     fallback = rec.get("fallback") or {}
     audited = by == "engine" or _earned_needs_label(policy, rec)
-    if audited or _probe(policy, qid, question, rec):
+    if audited or _probe(policy, question_id, question, rec):
         calls = teacher_calls_of(engine)
         if calls is None and not audit.sample():
             return
         teacher, instructions = _teacher(policy, audit)
         text = state_text(state)
-        call = _call(teacher, instructions, qid, question, text, rec["options"])
+        call = _call(teacher, instructions, question_id, question, text, rec["options"])
         # Under a replay cassette the draw is the recording's: a replay audits the
         # decisions the recording audited.
         if calls is not None and not audit.sample(calls.audited(call, text, audit.draw)):
             return
         base = _base("audit", engine, question, policy, audit, rec, text, rate=audit.rate)
-        learn = _learner(policy, qid, question, rec, audit.rate, text) if audited else None
-        health = _Outcome(policy, qid, rec)
+        learn = _learner(policy, question_id, question, rec, audit.rate, text) if audited else None
+        health = _Outcome(policy, question_id, rec)
         ask = _ask if audited else _probe_ask
         if not audit.submit(lambda: ask(audit, engine, call, base, learn, health)):
             health.missing("dropped: the audit queue was full")
@@ -107,7 +109,7 @@ def _one(
 
 
 def _call(
-    teacher: Any, instructions: str | None, qid: str, question: Any, text: str, options: Any
+    teacher: Any, instructions: str | None, question_id: str, question: Any, text: str, options: Any
 ) -> TeacherCall:
     """The audit's teacher call: the ``Generate`` prompt, to a teacher that can hold its
     reply to the options (a reader's own chat model on vLLM) asked to (its answer then
@@ -115,8 +117,8 @@ def _call(
     from agentbranch.policy.config import Generate
     from agentbranch.policy.generation import constrained_to, generation_messages
 
-    messages = generation_messages(Generate(teacher, instructions), qid, question, text)
-    return TeacherCall("audit", qid, constrained_to(teacher, options), messages)
+    messages = generation_messages(Generate(teacher, instructions), question_id, question, text)
+    return TeacherCall("audit", question_id, constrained_to(teacher, options), messages)
 
 
 def _earned_needs_label(policy: Any, rec: dict) -> bool:
@@ -132,27 +134,27 @@ def _earned_needs_label(policy: Any, rec: dict) -> bool:
     )
 
 
-def _probe(policy: Any, qid: str, question: Any, rec: dict) -> bool:
+def _probe(policy: Any, question_id: str, question: Any, rec: dict) -> bool:
     """A fallback-band decision the suspended band of an ``Earned`` policy would have
     taken (confidence at or above the threshold its evidence gives)."""
     earned = policy.earned
     if earned is None or rec.get("band") != "fallback" or rec.get("confidence") is None:
         return False
     reader, model = rec.get("reader"), rec.get("model")
-    if not earned.audit_health.suspended(qid, reader, model):
+    if not earned.audit_health.suspended(question_id, reader, model):
         return False
-    take_at = earned.state(qid, question, reader, model).take_at
+    take_at = earned.state(question_id, question, reader, model).take_at
     return take_at is not None and rec["confidence"] >= take_at
 
 
 class _Outcome:
     """Reports one due audit to its ``Earned`` policy's audit health (no-op without)."""
 
-    def __init__(self, policy: Any, qid: str, rec: dict) -> None:
+    def __init__(self, policy: Any, question_id: str, rec: dict) -> None:
         earned = policy.earned
         self.health = None if earned is None else earned.audit_health
-        self.who = (qid, rec.get("reader"), rec.get("model"))
-        metrics.audit(qid, "due")
+        self.who = (question_id, rec.get("reader"), rec.get("model"))
+        metrics.audit(question_id, "due")
 
     def arrived(self) -> None:
         metrics.audit(self.who[0], "done")
@@ -166,7 +168,7 @@ class _Outcome:
 
 
 def _learner(
-    policy: Any, qid: str, question: Any, rec: dict, rate: float, text: str | None = None
+    policy: Any, question_id: str, question: Any, rec: dict, rate: float, text: str | None = None
 ) -> Any:
     """What to do with the teacher's label besides the audit record: evidence for an
     ``Earned`` policy (``None`` otherwise)."""
@@ -180,7 +182,7 @@ def _learner(
     def learn(label: str) -> None:
         observe_record(
             earned,
-            qid,
+            question_id,
             question,
             banded,
             source="audit",

@@ -473,9 +473,9 @@ class EmbeddedReader(Reader):
                 targets.append(j)
         return rows, targets
 
-    def _warn_once(self, qid: str, reason: str) -> None:
-        if (qid, reason) not in self._warned:
-            self._warned.add((qid, reason))
+    def _warn_once(self, question_id: str, reason: str) -> None:
+        if (question_id, reason) not in self._warned:
+            self._warned.add((question_id, reason))
             logger.warning("embedded reader: %s", reason)
 
     def close(self) -> None:
