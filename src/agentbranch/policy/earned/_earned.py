@@ -240,6 +240,10 @@ class Earned:
         self.learn_version: int | None = None
         #: the written question's evidence key (``Evidence.written``), set by the learner
         self.learn_written: str | None = None
+        #: ``(entries, error)`` of the anytime-valid test of the version this copy tests
+        #: (``learn.eprocess``; set by ``version_earned``, stored with its evidence as
+        #: ``Evidence.entries``); ``None``: none
+        self.anytime: tuple[tuple[float, ...], float] | None = None
         if self.learn:
             from agentbranch.policy.earned.learn.loop import Learner
 
@@ -431,6 +435,8 @@ class Earned:
                 **({"written": self.learn_written} if self.learn_written is not None else {}),
                 **({"probability": probability} if probability is not None else {}),
                 **({"floor": floor} if floor is not None else {}),
+                # (so that a replay from the store runs the same test: ``learn.stored``)
+                **({"entries": self.anytime[0]} if self.anytime and self.anytime[0] else {}),
             )
         except Exception as e:  # noqa: BLE001 - pydantic ValidationError and friends
             log.warning(

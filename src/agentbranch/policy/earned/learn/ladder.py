@@ -73,6 +73,22 @@ def version_share(j: int, base: float | None = None) -> float:
     return base if j == 0 else (1.0 - base) / (j * (j + 1))
 
 
+def version_alphas(
+    level: float, j: int, entry: tuple[float, ...] | None = None, base: float | None = None
+) -> tuple[float, float | None]:
+    """The errors version ``j`` of a policy at ``level`` spends: its looks' and its
+    anytime-valid test's (``None``: it has none; with ``entry`` and ``j >= 1`` it takes
+    ``eprocess.SHARE`` of the version's share). ``version_earned`` tests at these; a
+    replay from the store (``learn.stored``) at the same ones."""
+    from agentbranch.policy.earned.learn import eprocess
+
+    alpha = (1.0 - level) * version_share(j, base)
+    if entry is None or j < 1:
+        return alpha, None
+    test = alpha * eprocess.SHARE
+    return alpha - test, test
+
+
 def version_earned(
     earned: Any,
     j: int,
@@ -85,13 +101,8 @@ def version_earned(
     (chosen from the version's pre-fit labels, ``eprocess.entry``) a share
     ``eprocess.SHARE`` of it goes to the anytime-valid test walking down from there
     (``eprocess``), the rest to the looks."""
-    from agentbranch.policy.earned.learn import eprocess
-
-    alpha = (1.0 - earned.level) * version_share(j, base)
-    anytime = None
-    if entry is not None and j >= 1:
-        anytime = (entry, alpha * eprocess.SHARE)
-        alpha -= anytime[1]
+    alpha, test = version_alphas(earned.level, j, entry, base)
+    anytime = None if test is None else (tuple(entry or ()), test)
     extra = {"learn": False} if hasattr(earned, "learn") else {}
     from agentbranch.policy.earned._any_store import store_view
 
@@ -185,6 +196,7 @@ __all__ = [
     "Rung",
     "refit_at",
     "trial_fields",
+    "version_alphas",
     "version_earned",
     "version_share",
 ]
