@@ -11,7 +11,7 @@ import json
 import math
 
 import pytest
-from test_learn_loop import QUESTION, _resolver, stream
+from test_learn_loop import _resolver, stream
 from typer.testing import CliRunner
 
 import agentbranch as ab

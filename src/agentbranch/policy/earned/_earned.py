@@ -235,14 +235,11 @@ class Earned:
                 f"Earned(redact=...) must be a function str -> str, got {self.redact!r}"
             )
         self.learner: Any = None
-        #: The version of a learning question's read this copy tests (set by
-        #: ``learn.ladder.version_earned``; stored with its evidence); ``None``: none.
-        self.learn_version: int | None = None
-        #: the written question's evidence key (``Evidence.written``), set by the learner
-        self.learn_written: str | None = None
-        #: ``(entries, error)`` of the anytime-valid test of the version this copy tests
-        #: (``learn.eprocess``; set by ``version_earned``, stored with its evidence as
-        #: ``Evidence.entries``); ``None``: none
+        #: What every record of a copy testing a learned version carries (``Evidence``),
+        #: set by ``learn.ladder.version_earned`` and the learner: ``version``, ``written``
+        #: and the ``entries`` of its anytime-valid test; empty: none.
+        self.learn_fields: dict[str, Any] = {}
+        #: (entries, error) of that test (``version_earned``; ``_state.step`` runs it)
         self.anytime: tuple[tuple[float, ...], float] | None = None
         if self.learn:
             from agentbranch.policy.earned.learn.loop import Learner
@@ -430,13 +427,10 @@ class Earned:
                 **{**fields, "options": list(options)},
                 teacher_label=teacher_label,
                 earned=self.settings,
-                **({"state": state} if state is not None else {}),
-                **({"version": self.learn_version} if self.learn_version is not None else {}),
-                **({"written": self.learn_written} if self.learn_written is not None else {}),
-                **({"probability": probability} if probability is not None else {}),
-                **({"floor": floor} if floor is not None else {}),
-                # (so that a replay from the store runs the same test: ``learn.stored``)
-                **({"entries": self.anytime[0]} if self.anytime and self.anytime[0] else {}),
+                state=state,  # (learning hook: None is absent, ``Evidence.to_json``)
+                probability=probability,
+                floor=floor,
+                **self.learn_fields,
             )
         except Exception as e:  # noqa: BLE001 - pydantic ValidationError and friends
             log.warning(

@@ -77,8 +77,17 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
+from agentbranch.core._checks import unit
 from agentbranch.core.schemas import EVIDENCE_SCHEMA, EVIDENCE_VERSION, newer_release
 
 #: The schema version this release writes and reads (``EVIDENCE_SCHEMA``'s number).
@@ -170,7 +179,7 @@ class Evidence(BaseModel):
     #: every decision was labelled with at least this probability as this one was made
     floor: float | None = Field(default=None, ge=MIN_RATE, le=1.0)
     #: where the anytime-valid test of this record's version starts (its walks' entries)
-    entries: tuple[Annotated[float, Field(ge=0.0, le=1.0)], ...] | None = Field(
+    entries: tuple[Annotated[float, AfterValidator(unit)], ...] | None = Field(
         default=None, min_length=1, max_length=MAX_ENTRIES
     )
 

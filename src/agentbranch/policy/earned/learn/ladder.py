@@ -113,8 +113,12 @@ def version_earned(
         **extra,
     )
     copy._checkpoints = False  # one checkpoint per store: the original's
-    copy.learn_version = j  # its evidence says which version it is (``Evidence.version``)
-    copy.anytime = anytime  # (entry, error) of its anytime-valid test (``trust.step``)
+    copy.anytime = anytime  # (entry, error) of its anytime-valid test (``_state.step``)
+    # its evidence says which version it is, and where its test starts (so a replay
+    # from the store runs the same test: ``learn.stored``)
+    copy.learn_fields = {"version": j}
+    if anytime is not None and anytime[0]:
+        copy.learn_fields["entries"] = anytime[0]
     for name in ("resume", "second_walk_from"):  # tuned on the original, kept alike
         if hasattr(earned, name):
             setattr(copy, name, getattr(earned, name))
