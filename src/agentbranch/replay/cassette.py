@@ -6,17 +6,8 @@
     ...
     cassette.stale()      # entries this run never played
 
-Readers get ids in the order they are made (``reader-1``, ``reader-2`` ...) unless given
-``id=``; a declaration line remembers which reader and model recorded each id, and
-recording a different model under an id that already has reads is refused. Chat models
-are keyed by LangChain's own ``llm_string`` (class and invocation parameters).
-
-Recorded entries are appended as they happen, under the cassette's file lock, so an
-interrupted run keeps what it recorded and several processes may record into one
-cassette at once: before appending, a writer reads what the others appended since it
-last looked (``_sync``). The file is only ever rewritten as a whole (atomically) to start
-a re-recording (mode ``all``), to upgrade an older format, or by ``clear_chats``.
-Catching up with, appending to and rewriting the file is ``replay._cassette_file``.
+How readers and chat models are keyed and how several writers share the file:
+``Cassette``'s docstring; the file work itself is ``replay._cassette_file``.
 """
 
 from __future__ import annotations
@@ -80,6 +71,18 @@ class Cassette(CassetteFile, CassetteTeacherEntries):
             the file unless its header carries the same id, so processes re-recording one
             cassette together pass one id (the pytest plugin passes pytest-xdist's run id);
             default: a fresh id per ``Cassette``.
+
+    Readers get ids in the order they are made (``reader-1``, ``reader-2`` ...) unless given
+    ``id=``; a declaration line remembers which reader and model recorded each id, and
+    recording a different model under an id that already has reads is refused. Chat models
+    are keyed by LangChain's own ``llm_string`` (class and invocation parameters).
+
+    Recorded entries are appended as they happen, under the cassette's file lock, so an
+    interrupted run keeps what it recorded and several processes may record into one
+    cassette at once: before appending, a writer reads what the others appended since it
+    last looked (``_sync``). The file is only ever rewritten as a whole (atomically) to start
+    a re-recording (mode ``all``), to upgrade an older format, or by ``clear_chats``.
+    Catching up with, appending to and rewriting the file is ``replay._cassette_file``.
     """
 
     _miss_error = ReplayMissError  # what its teacher half raises

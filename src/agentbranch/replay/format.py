@@ -1,32 +1,9 @@
 """Cassette format v2: versioned JSON Lines that several writers append to, loaded as a stream.
 
-Line 1 is the header; every further line declares a reader or a chat model, or records one
-read or one chat-model exchange (``agentbranch.replay.schema`` is the schema)::
-
-    {"agentbranch_cassette": 2, "library": "0.1.0", "recording": "3f2a..."}
-    {"kind": "reader", "id": "reader-1", "name": "transformers", "model": "...", "max_options": 26}
-    {"kind": "read", "reader": "reader-1", "key": "<sha256>",
-     "request": {"state": "I was charged twice…", "questions": [{"id": "team", ...}], ...},
-     "reads": [{"logprobs": [-3.1, -2.2], "label_mass": 0.004, "argmax_is_label": false,
-                "agreement": 1.0}]}
-    {"kind": "chat_model", "id": "chat-3f2a9c1b0d", "name": "ChatOpenAI gpt-4o", "llm_string": "..."}
-    {"kind": "chat", "model": "chat-3f2a9c1b0d", "key": "<sha256>",
-     "messages": [{"role": "system", "content": "..."}, ...],
-     "reply": [{"message": {"type": "ai", "data": {"content": "..."}}}]}
-
-The header is written once, by whoever creates the file; a writer declares its reader or
-chat model on a line of its own before its first entry, so processes recording into one
-cassette at once (under its lock, ``agentbranch.replay.files``) only ever append. An id is
-declared with one reader and model per file (a later line may change ``max_options``).
-
-The raw label log-probabilities are stored (not chosen labels), so a changed threshold,
-policy or calibration replays correctly. Format 1 files (every reader and chat model in
-the header) and pre-v1 files (no header, one ``{"key", "reader", "model", "state",
-"questions", "reads"}`` object a line; loaded as reader ``reader-1``) still load, and
-are rewritten as format 2 when something is recorded into them.
-
-Loading reads one line at a time (a line longer than ``MAX_LINE_BYTES`` is refused), so
-memory holds the entries, never a copy of the file.
+Line 1 is the header; every further line declares a reader or a chat model, or records
+one read, chat-model exchange or teacher call (``agentbranch.replay.schema`` is the
+schema). The ``*_line`` functions write each kind, ``Parser`` validates them one at a
+time (the layout, with an example of each line: its docstring), ``load`` reads a file.
 """
 
 from __future__ import annotations
@@ -193,7 +170,33 @@ class Parser:
     """Validates a cassette's lines one at a time, in order, into ``data``.
 
     ``feed`` may be called again with lines appended later (another writer's), continuing
-    the line count; ``take`` hands over the entries read so far."""
+    the line count; ``take`` hands over the entries read so far.
+
+    Line 1 is the header; every further line declares a reader or a chat model, or records one
+    read or one chat-model exchange (``agentbranch.replay.schema`` is the schema)::
+
+        {"agentbranch_cassette": 2, "library": "0.1.0", "recording": "3f2a..."}
+        {"kind": "reader", "id": "reader-1", "name": "transformers", "model": "...", "max_options": 26}
+        {"kind": "read", "reader": "reader-1", "key": "<sha256>",
+         "request": {"state": "I was charged twice…", "questions": [{"id": "team", ...}], ...},
+         "reads": [{"logprobs": [-3.1, -2.2], "label_mass": 0.004, "argmax_is_label": false,
+                    "agreement": 1.0}]}
+        {"kind": "chat_model", "id": "chat-3f2a9c1b0d", "name": "ChatOpenAI gpt-4o", "llm_string": "..."}
+        {"kind": "chat", "model": "chat-3f2a9c1b0d", "key": "<sha256>",
+         "messages": [{"role": "system", "content": "..."}, ...],
+         "reply": [{"message": {"type": "ai", "data": {"content": "..."}}}]}
+
+    The header is written once, by whoever creates the file; a writer declares its reader or
+    chat model on a line of its own before its first entry, so processes recording into one
+    cassette at once (under its lock, ``agentbranch.replay.files``) only ever append. An id is
+    declared with one reader and model per file (a later line may change ``max_options``).
+
+    The raw label log-probabilities are stored (not chosen labels), so a changed threshold,
+    policy or calibration replays correctly. Format 1 files (every reader and chat model in
+    the header) and pre-v1 files (no header, one ``{"key", "reader", "model", "state",
+    "questions", "reads"}`` object a line; loaded as reader ``reader-1``) still load, and
+    are rewritten as format 2 when something is recorded into them.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -410,7 +413,11 @@ def load(path: str | Path, *, max_line_bytes: int | None = None) -> CassetteData
 
     Raises ``CassetteFormatError`` naming the file, the line and the field for anything
     unusable (and for a path that is not a regular file: it is never read, so a FIFO
-    never blocks)."""
+    never blocks).
+
+    Loading reads one line at a time (a line longer than ``MAX_LINE_BYTES`` is refused), so
+    memory holds the entries, never a copy of the file.
+    """
     path = Path(path)
     parser = Parser(path)
     with files.open_read(path) as f:
