@@ -12,7 +12,8 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentbranch.policy.earned.learn.ladder import FIRST_REFIT, refit_at
+from agentbranch.policy.earned.learn import ladder as _ladder
+from agentbranch.policy.earned.learn.ladder import refit_at
 
 __all__ = ["FIT_PER_OPTION", "Labelled", "QuestionLabels", "identity", "priority"]
 
@@ -69,7 +70,7 @@ class QuestionLabels:
       more). ``FIT_PER_OPTION`` was chosen by measurement (``benchmarks/learning_bound.py``).
     """
 
-    first: int = FIRST_REFIT
+    first: int = field(default_factory=lambda: _ladder.FIRST_REFIT)
     per_option: int = FIT_PER_OPTION
     count: int = 0  #: labels counted (distinct identities, in rank order)
     #: per segment of ranks [refit_at(i), refit_at(i+1)) (``refit_at(0)`` = 0): digests

@@ -412,6 +412,10 @@ class Learner:
         self._versions[version.read_with(None).evidence_key] = (q, rung)
         rung.trust.learn_fields["written"] = self._written_key(q)
         rung.trust._ledger.only = {version.evidence_key}  # its own evidence, not all
+        view = rung.trust.evidence
+        keep_only = getattr(view, "keep_only", None)
+        if view is not self.earned.evidence and callable(keep_only):
+            keep_only({version.evidence_key})  # nor parse the others' lines (its own view)
 
     def _written_key(self, q: _Question) -> str:
         """The evidence key of ``q`` as written (``Evidence.written`` of its records)."""
