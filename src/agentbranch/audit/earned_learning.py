@@ -36,8 +36,14 @@ class VersionLearning:
     trial_accuracy: float  #: share of them that agreed with the teacher (nan: none)
     take_at: float | None  #: its threshold now (recomputed at its share)
     trust: str
-    level: float | None  #: the level its test is at (its share of 1 - level)
+    #: the level its looks test at: its share of 1 - level, less its anytime-valid
+    #: test's error when it has one (``anytime_alpha``)
+    level: float | None
     why: str | None = None
+    #: where its anytime-valid test's walks start (``Evidence.entries``; ``None``: it has
+    #: none, its looks test at its whole share) and that test's error
+    entries: list[float] | None = None
+    anytime_alpha: float | None = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +130,7 @@ def _coverage(rows: Sequence[EvidenceRow], audited: bool) -> float:
 
 def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLearning:
     from agentbranch.policy.earned.learn.ladder import Ladder, Rung, refit_at
+    from agentbranch.policy.earned.learn.stored import recorded_anytime
 
     rows.sort(key=lambda r: r.order)
     deciding = [r for r in rows if r.record.state is not None]
@@ -134,6 +141,9 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
     for j in sorted(by_version):
         mine = by_version[j]
         q = reports.get(mine[-1].group)
+        level = q.target.level if q and q.target and q.target.origin == "policy" else None
+        own = [r.record for r in mine if r.group == mine[-1].group]
+        anytime = None if level is None else recorded_anytime(own, level)
         labels = [r for r in mine if r.record.state is not None]
         # a version's reads without a state are trial reads (version 0 is never on trial)
         trials = [r for r in mine if r.record.state is None] if j > 0 else []
@@ -148,20 +158,27 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
                 trial_accuracy=_share(trials),
                 take_at=None if q is None else q.take_at,
                 trust="learning" if q is None else q.trust,
-                level=q.target.level if q and q.target and q.target.origin == "policy" else None,
+                level=level,
                 why=None if q is None else q.why,
+                entries=None if anytime is None else list(anytime[0]),
+                anytime_alpha=None if anytime is None else anytime[1],
             )
         )
-    # The version in force: the one that decided the latest label, or the newest one
-    # fed beside it that holds a threshold now (the ladder's adoption rule).
+    # The version in force: the ladder's own rule. The newest version that decided with
+    # a band open (while none is open the newest version reads and takes nothing, so
+    # those decisions do not say which version holds the ladder), or the newest one fed
+    # beside it that holds a threshold now (``Ladder.adopt``); while none holds one, the
+    # newest version reads.
     ladder = Ladder()
     known = {v.version: v for v in versions}
     top = max(known)
     ladder.rungs = [Rung(j, 0 if j == 0 else refit_at(j)) for j in range(top + 1)]
-    ladder.in_force = deciding[-1].record.version if deciding else 0
+    opened = [r for r in deciding if r.record.take_at is not None]
+    ladder.in_force = opened[-1].record.version if opened else 0
     holds = [r.index in known and known[r.index].take_at is not None for r in ladder.fed]
     ladder.adopt(holds)
-    on_trial = [r.index for r in ladder.fed[1:] if r.index in known]
+    reads = ladder.deciding
+    on_trial = [r.index for r in ladder.fed if r is not reads and r.index in known]
     audited = any(r.band == "take" for r in deciding) or all(r.take_at is None for r in deciding)
     block = max(MIN_BLOCK, math.ceil(len(deciding) / POINTS))
     curve = []
@@ -182,14 +199,14 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
     for i, r in enumerate(deciding):
         if not began or began[-1][0] != r.record.version:
             began.append([r.record.version, i])
-    now = known.get(ladder.in_force)
+    now = known.get(reads.index)
     reported = _reported(rows)
     return QuestionLearning(
         question_id=rows[-1].question_id,
         reader=rows[-1].reader,
         model=rows[-1].model,
         labels=len(deciding),
-        in_force=ladder.in_force,
+        in_force=reads.index,
         on_trial=on_trial,
         versions=versions,
         curve=curve,
@@ -217,10 +234,12 @@ def learning(groups: Mapping[str, list[EvidenceRow]], reports: Mapping[str, Any]
     (``state``) is a label of the version that decided, one without it a trial version's
     shadow read of a labelled state. Version ``j >= 1`` was fitted on the first
     ``refit_at(j)`` labels (``agentbranch.policy.earned.learn.ladder``). The version in force is
-    the one that decided the latest label, or the newest version fed beside it that now
-    holds a threshold (the ladder's own adoption rule, ``Ladder.adopt``). Each version's
-    threshold, trust and why are the report's own for its evidence key (replayed at the
-    version's share of the error: its records carry that level). The calibration of the
+    the ladder's own (``Ladder.adopt``): the newest that decided with a band open, or a
+    newer one fed beside it that now holds a threshold; while none holds one, the newest.
+    Each version's threshold, trust and why are the report's own for its evidence key
+    (replayed at the version's share of the error: its records carry that level, and the
+    entries of its anytime-valid test, which the replay runs as the live policy does).
+    The calibration of the
     ``probability`` the decisions reported is replayed too: each version's records, in
     order, through its probability fit (``agentbranch.policy.earned.learn.probability``), each
     labelled decision scored with what the fit would report before its label was counted.

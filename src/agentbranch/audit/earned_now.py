@@ -24,6 +24,17 @@ DEFAULT_PRECISION = 0.9
 DEFAULT_LEVEL = 0.95
 
 TEST = "Learn-then-Test: one-sided exact binomial tests, thresholds walked from the top"
+#: The test that set a learned version's threshold when its anytime-valid test did
+#: (``agentbranch.policy.earned.learn.eprocess``: the reason says "anytime-valid test").
+ANYTIME_TEST = (
+    "Anytime-valid betting test: e-processes checked after every label, thresholds walked "
+    "down from entries chosen on the version's pre-fit labels"
+)
+
+
+def test_of(why: str) -> str:
+    """The test behind a ``why`` (a reason ``from_state`` gives), in words."""
+    return ANYTIME_TEST if why.startswith("anytime-valid test") else TEST
 
 
 @dataclass(frozen=True)
@@ -79,9 +90,16 @@ def _earned(settings: Mapping[str, Any]) -> Any:
 
 
 def _replay(rows: Sequence[EvidenceRow], settings: Mapping[str, Any]) -> Any:
+    """``rows`` replayed under ``settings``; a learned version's with the anytime-valid
+    test its records say it ran (``learn.stored.recorded_anytime``), as the live policy
+    runs it."""
     from agentbranch.policy.earned._state import replay
+    from agentbranch.policy.earned.learn.stored import recorded_anytime
 
-    return replay([r.record for r in rows], _earned(settings))
+    records = [r.record for r in rows]
+    earned = _earned(settings)
+    earned.anytime = recorded_anytime(records, earned.level)
+    return replay(records, earned)
 
 
 def recompute(rows: Sequence[EvidenceRow], tgt: Target) -> Recomputed | None:
@@ -146,6 +164,7 @@ def meaning(take_at: float | None, precision: float, rows: Sequence[EvidenceRow]
 
 
 __all__ = [
+    "ANYTIME_TEST",
     "DEFAULT_LEVEL",
     "DEFAULT_PRECISION",
     "Recomputed",
@@ -156,5 +175,6 @@ __all__ = [
     "meaning",
     "recompute",
     "target",
+    "test_of",
     "what_if",
 ]

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from agentbranch.audit.earned_learning import ECE_BINS
-from agentbranch.audit.earned_now import TEST
+from agentbranch.audit.earned_now import test_of
 from agentbranch.audit.earned_report import EarnedReport, QuestionTrust
 from agentbranch.audit.estimates import decisions_text, level_text, percent
 from agentbranch.core.errors import ConfigurationError
@@ -210,7 +210,7 @@ def _why(q: QuestionTrust) -> str | None:
     why = q.why
     if q.next_look_at is not None and q.epoch_labels is not None:
         why += f"; next look at {q.next_look_at} labels (now {q.epoch_labels})"
-    return f"{why} [{TEST}]"
+    return f"{why} [{test_of(q.why)}]"
 
 
 def _labels(q: QuestionTrust) -> str:
@@ -332,11 +332,19 @@ def _version(v: Any) -> str:
     out = f"v{v.version} ({made}): {v.trust}, {_at(v.take_at)}"
     if v.level is not None:
         share = version_share(v.version)
-        policy = 1.0 - (1.0 - v.level) / share
+        whole = (1.0 - v.level) + (v.anytime_alpha or 0.0)  # its looks' and its bets' error
+        policy = 1.0 - whole / share
         out += (
-            f", tested at level {level_text(v.level)} (its share {share:.3g} of 1 - "
+            f", tested at level {level_text(1.0 - whole)} (its share {share:.3g} of 1 - "
             f"{level_text(policy)})"
         )
+        if v.anytime_alpha is not None and v.entries:
+            out += (
+                f": {level_text(1.0 - v.anytime_alpha)} by an anytime-valid test walking from "
+                f"{', '.join(f'{e:g}' for e in v.entries)}, {level_text(v.level)} by its looks"
+            )
+        elif v.anytime_alpha is not None:  # (its records disagree on the entries)
+            out += ": no anytime-valid walk (its records disagree on where it starts)"
     done = []
     if v.deciding_labels:
         done.append(f"decided {v.deciding_labels} labels, {_f(v.deciding_accuracy, 2)} right")
@@ -398,7 +406,7 @@ def learning_rows(lq: Any) -> list[tuple[str, str]]:
         )
     )
     if lq.why is not None:
-        out.append(("why", f"{lq.why} [{TEST}]"))
+        out.append(("why", f"{lq.why} [{test_of(lq.why)}]"))
     return out
 
 

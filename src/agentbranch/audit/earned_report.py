@@ -255,32 +255,40 @@ def _question(
     )
 
 
+def _looks_level(level: float, rows: list[EvidenceRow]) -> float | None:
+    """The level of the looks of the version of a learning question's read that
+    ``rows`` are evidence of (their records say it), for a policy at ``level``: its
+    share of the error, less its anytime-valid test's when its records carry the test's
+    entries (``learn.ladder.version_alphas``; the replay runs that test beside, from
+    the same entries: ``earned_now``); ``None`` when the records name no version."""
+    from agentbranch.policy.earned.learn.ladder import version_alphas
+    from agentbranch.policy.earned.learn.stored import key_entries, key_version
+
+    records = [r.record for r in rows if r.record is not None]
+    j = key_version(records)
+    if j is None:
+        return None
+    return 1.0 - version_alphas(level, j, key_entries(records))[0]
+
+
 def _at_share(asked: tuple | None, rows: list[EvidenceRow]) -> tuple | None:
     """A precision and level asked of the report, for the evidence of a learning
     question's version ``j`` (its records say it): that version tests at its share of
     the error (``learn.ladder.version_share``), so the level asked is taken at it."""
     if asked is None:
         return None
-    from agentbranch.policy.earned.learn.ladder import version_share
-    from agentbranch.policy.earned.learn.stored import key_version
-
-    j = key_version([r.record for r in rows if r.record is not None])
-    if j is None:
-        return asked
-    return (asked[0], 1.0 - (1.0 - asked[1]) * version_share(j))
+    level = _looks_level(asked[1], rows)
+    return asked if level is None else (asked[0], level)
 
 
 def _version_settings(earned: Any, rows: list[EvidenceRow]) -> dict[str, Any]:
     """``earned``'s settings for the evidence ``rows``: those of the version of a
     learning question's read they are evidence of (its share of the error), else its
     own."""
-    from agentbranch.policy.earned.learn.ladder import version_share
-    from agentbranch.policy.earned.learn.stored import key_version
-
     settings = dict(earned.settings)
-    j = key_version([r.record for r in rows if r.record is not None]) if earned.learn else None
-    if j is not None:
-        settings["level"] = 1.0 - (1.0 - earned.level) * version_share(j)
+    level = _looks_level(earned.level, rows) if earned.learn else None
+    if level is not None:
+        settings["level"] = level
     return settings
 
 

@@ -182,11 +182,12 @@ class Earned:
                 f"Earned(redact=...) must be a function str -> str, got {self.redact!r}"
             )
         self.learner: Any = None
-        #: The version of a learning question's read this copy tests (set by
-        #: ``learn.ladder.version_earned``; stored with its evidence); ``None``: none.
-        self.learn_version: int | None = None
-        #: the written question's evidence key (``Evidence.written``), set by the learner
-        self.learn_written: str | None = None
+        #: What every record of a copy testing a learned version carries (``Evidence``),
+        #: set by ``learn.ladder.version_earned`` and the learner: ``version``, ``written``
+        #: and the ``entries`` of its anytime-valid test; empty: none.
+        self.learn_fields: dict[str, Any] = {}
+        #: (entries, error) of that test (``version_earned``; ``_state.step`` runs it)
+        self.anytime: tuple[tuple[float, ...], float] | None = None
         if self.learn:
             from agentbranch.policy.earned.learn.loop import Learner
 
@@ -373,11 +374,10 @@ class Earned:
                 **{**fields, "options": list(options)},
                 teacher_label=teacher_label,
                 earned=self.settings,
-                **({"state": state} if state is not None else {}),
-                **({"version": self.learn_version} if self.learn_version is not None else {}),
-                **({"written": self.learn_written} if self.learn_written is not None else {}),
-                **({"probability": probability} if probability is not None else {}),
-                **({"floor": floor} if floor is not None else {}),
+                state=state,  # (learning hook: None is absent, ``Evidence.to_json``)
+                probability=probability,
+                floor=floor,
+                **self.learn_fields,
             )
         except Exception as e:  # noqa: BLE001 - pydantic ValidationError and friends
             log.warning(

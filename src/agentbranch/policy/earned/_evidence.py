@@ -16,10 +16,19 @@ import typing
 import uuid
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
+from agentbranch.core._checks import unit
 from agentbranch.core.schemas import EVIDENCE_SCHEMA, EVIDENCE_VERSION, newer_release
 
 #: The schema version this release writes and reads (``EVIDENCE_SCHEMA``'s number).
@@ -33,6 +42,9 @@ MIN_RATE = 1e-4
 #: replicas differ by a little; a record further ahead was edited or came from a clock
 #: that is wrong, and would sort after every label made until then.
 MAX_CLOCK_SKEW_S = 300.0
+#: At most this many walk entries in a record (``Evidence.entries``; a version has one
+#: or two, ``eprocess.entry``): more is an edited record.
+MAX_ENTRIES = 4
 
 #: The trust values a question can be in (one place: the records and reports use these).
 Trust = Literal["learning", "earned", "withdrawn", "fixed"]
@@ -110,6 +122,11 @@ class Evidence(BaseModel):
       decision went to the teacher), the audit rate while one did. The anytime-valid test of
       a learned version (``agentbranch.policy.earned.learn.eprocess``) bets on a label in
       proportion to ``floor / rate``; absent: no bet
+    * ``entries`` (optional, only in records of a learned version with an anytime-valid
+      test; absent otherwise): where that test's walks start (``eprocess.entry``, chosen at
+      the version's fit from its pre-fit labels, which are kept nowhere else), at most
+      ``MAX_ENTRIES`` numbers in [0, 1], so that ``Earned.stored()`` and a report replay the
+      same test the live policy runs (``agentbranch.policy.earned.learn.stored``)
 
     Records are validated strictly: numbers must be JSON numbers (``"0.97"`` or ``true`` as
     a confidence is refused), ``correct`` a JSON boolean, options distinct. A record whose
@@ -167,6 +184,15 @@ class Evidence(BaseModel):
     probability: float | None = Field(default=None, ge=0.0, le=1.0)
     #: every decision was labelled with at least this probability as this one was made
     floor: float | None = Field(default=None, ge=MIN_RATE, le=1.0)
+    #: where the anytime-valid test of this record's version starts (its walks' entries)
+    entries: tuple[Annotated[float, AfterValidator(unit)], ...] | None = Field(
+        default=None, min_length=1, max_length=MAX_ENTRIES
+    )
+
+    @field_validator("entries", mode="before")
+    @classmethod
+    def _entries(cls, value: Any) -> Any:
+        return tuple(value) if isinstance(value, list) else value  # (JSON has no tuples)
 
     @model_validator(mode="after")
     def _consistent(self) -> Evidence:
@@ -174,6 +200,11 @@ class Evidence(BaseModel):
             value = getattr(self, name)
             if value is not None and not math.isfinite(value):
                 raise ValueError(f"{name} must be finite")
+        if self.entries is not None and not (self.version or 0) >= 1:
+            raise ValueError(
+                "entries belong to the records of a learned version (version >= 1), "
+                f"not to version {self.version}"
+            )
         if len(set(self.options)) != len(self.options):
             raise ValueError(f"options {self.options} name an option more than once")
         for name in ("engine_label", "teacher_label"):
@@ -186,7 +217,7 @@ class Evidence(BaseModel):
     def to_json(self) -> dict[str, Any]:
         out = self.model_dump(mode="json", by_alias=True)
         # learning: absent unless learn=True
-        for name in ("state", "version", "written", "probability", "floor"):
+        for name in ("state", "version", "written", "probability", "floor", "entries"):
             if out.get(name) is None:
                 out.pop(name, None)
         return out
@@ -294,6 +325,7 @@ __all__ = [
     "EarnedSettings",
     "Evidence",
     "MAX_CLOCK_SKEW_S",
+    "MAX_ENTRIES",
     "MIN_RATE",
     "QuestionKey",
     "SCHEMA_VERSION",

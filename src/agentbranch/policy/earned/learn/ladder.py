@@ -42,6 +42,22 @@ def version_share(j: int, base: float | None = None) -> float:
     return base if j == 0 else (1.0 - base) / (j * (j + 1))
 
 
+def version_alphas(
+    level: float, j: int, entry: tuple[float, ...] | None = None, base: float | None = None
+) -> tuple[float, float | None]:
+    """The errors version ``j`` of a policy at ``level`` spends: its looks' and its
+    anytime-valid test's (``None``: it has none; with ``entry`` and ``j >= 1`` it takes
+    ``eprocess.SHARE`` of the version's share). ``version_earned`` tests at these; a
+    replay from the store (``learn.stored``) at the same ones."""
+    from agentbranch.policy.earned.learn import eprocess
+
+    alpha = (1.0 - level) * version_share(j, base)
+    if entry is None or j < 1:
+        return alpha, None
+    test = alpha * eprocess.SHARE
+    return alpha - test, test
+
+
 def version_earned(
     earned: Any,
     j: int,
@@ -54,13 +70,8 @@ def version_earned(
     (chosen from the version's pre-fit labels, ``eprocess.entry``) a share
     ``eprocess.SHARE`` of it goes to the anytime-valid test walking down from there
     (``eprocess``), the rest to the looks."""
-    from agentbranch.policy.earned.learn import eprocess
-
-    alpha = (1.0 - earned.level) * version_share(j, base)
-    anytime = None
-    if entry is not None and j >= 1:
-        anytime = (entry, alpha * eprocess.SHARE)
-        alpha -= anytime[1]
+    alpha, test = version_alphas(earned.level, j, entry, base)
+    anytime = None if test is None else (tuple(entry or ()), test)
     extra = {"learn": False} if hasattr(earned, "learn") else {}
     from agentbranch.policy.earned._any_store import store_view
 
@@ -71,8 +82,12 @@ def version_earned(
         **extra,
     )
     copy._checkpoints = False  # one checkpoint per store: the original's
-    copy.learn_version = j  # its evidence says which version it is (``Evidence.version``)
-    copy.anytime = anytime  # (entry, error) of its anytime-valid test (``trust.step``)
+    copy.anytime = anytime  # (entry, error) of its anytime-valid test (``_state.step``)
+    # its evidence says which version it is, and where its test starts (so a replay
+    # from the store runs the same test: ``learn.stored``)
+    copy.learn_fields = {"version": j}
+    if anytime is not None and anytime[0]:
+        copy.learn_fields["entries"] = anytime[0]
     for name in ("resume", "second_walk_from"):  # tuned on the original, kept alike
         if hasattr(earned, name):
             setattr(copy, name, getattr(earned, name))
@@ -190,6 +205,7 @@ __all__ = [
     "Rung",
     "refit_at",
     "trial_fields",
+    "version_alphas",
     "version_earned",
     "version_share",
 ]

@@ -181,7 +181,7 @@ class Learner:
             trust=version_earned(self.earned, rung0.index, entry=rung0.entry),
             entry=rung0.entry,
         )
-        rung.trust.learn_written = self._written_key(q)
+        rung.trust.learn_fields["written"] = self._written_key(q)
         rung.trust._ledger.only = {key.evidence_key}
         with self._lock:
             return self._rungs.setdefault(key.evidence_key, (q, rung))
@@ -410,7 +410,7 @@ class Learner:
         version = q.key.asking(rung.model)
         self._rungs[version.evidence_key] = (q, rung)
         self._versions[version.read_with(None).evidence_key] = (q, rung)
-        rung.trust.learn_written = self._written_key(q)
+        rung.trust.learn_fields["written"] = self._written_key(q)
         rung.trust._ledger.only = {version.evidence_key}  # its own evidence, not all
         view = rung.trust.evidence
         keep_only = getattr(view, "keep_only", None)

@@ -1,18 +1,26 @@
 """``Earned.stored()`` of a learning policy: each learned version's evidence key tested
-at that version's own share of the error (``ladder.version_share``), as the live policy
-tests it, not at the policy's full level.
+as the live policy tests it — at that version's own share of the error
+(``ladder.version_share``), not at the policy's full level, and with the same
+anytime-valid test (``eprocess``) walking from the entries its records carry
+(``Evidence.entries``: chosen at the version's fit, kept nowhere else).
 
 A key's version is what its records say (``Evidence.version``, written by the copy of
 ``Earned`` that tests that version). A key whose records say none (written before
 versions were recorded, or by a policy that does not learn) keeps the state computed at
-the full level.
+the full level. Records that carry no entries replay with looks only, as a live version
+without an anytime-valid test; records of one key that disagree on them (an
+edited store) replay with no bet at all, only the looks' part of the error (fail
+closed: never more than the live policy could have opened).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from agentbranch.policy.earned.learn.ladder import version_earned
+
+log = logging.getLogger("agentbranch")
 
 
 def key_version(records: list[Any]) -> int | None:
@@ -25,25 +33,62 @@ def key_version(records: list[Any]) -> int | None:
     return None
 
 
+def key_entries(records: list[Any]) -> tuple[float, ...] | None:
+    """Where the anytime-valid test of the version a key's records are evidence of
+    starts: the entries they carry (``None``: none carries any, the version has no such
+    test; ``()``: they disagree, so no walk is trusted and nothing is bet)."""
+    found = {tuple(e) for rec in records if (e := getattr(rec, "entries", None)) is not None}
+    if len(found) <= 1:
+        return next(iter(found), None)
+    log.warning(
+        "agentbranch.learn: the records of evidence key %s carry different walk entries "
+        "(%s): the store was edited or mixes writers; its anytime-valid test is not replayed "
+        "(looks only)",
+        getattr(records[-1], "key", "?"),
+        "; ".join(sorted(", ".join(f"{t:g}" for t in e) for e in found)),
+    )
+    return ()
+
+
+def recorded_anytime(
+    records: list[Any], looks_level: float
+) -> tuple[tuple[float, ...], float] | None:
+    """The anytime-valid test (``(entries, error)``, as ``Earned.anytime``) of the
+    learned version a key's records are evidence of, for a replay under the records' own
+    settings: ``looks_level`` is the level they carry, that of the version's looks
+    (``ladder.version_alphas``), whose error is ``1 - eprocess.SHARE`` of the version's
+    share; ``None`` when the records carry no entries or are not of a learned version."""
+    from agentbranch.policy.earned.learn import eprocess
+
+    j, entries = key_version(records), key_entries(records)
+    if j is None or j < 1 or entries is None:
+        return None
+    return entries, (1.0 - looks_level) * eprocess.SHARE / (1.0 - eprocess.SHARE)
+
+
 def at_shares(earned: Any, states: dict[str, Any]) -> dict[str, Any]:
     """``states`` (by evidence key, computed at ``earned.level``) with every learned
-    version's key replayed from the store at its version's share of ``1 - level``."""
+    version's key replayed from the store at its version's share of ``1 - level``, its
+    anytime-valid test walking from the entries its records carry."""
     from agentbranch.policy.earned._state import replay
 
-    copies: dict[int, Any] = {}
+    copies: dict[tuple, Any] = {}
     out = dict(states)
     for key in states:
         records = earned.evidence.load(key)
         j = key_version(records)
         if j is None:
             continue
-        if j not in copies:
-            copies[j] = version_earned(earned, j, store=earned.evidence)
-        out[key] = replay(records, copies[j])
+        entries = key_entries(records)
+        if (j, entries) not in copies:
+            copies[j, entries] = version_earned(earned, j, store=earned.evidence, entry=entries)
+        out[key] = replay(records, copies[j, entries])
     return out
 
 
 __all__ = [
     "at_shares",
+    "key_entries",
     "key_version",
+    "recorded_anytime",
 ]
