@@ -37,6 +37,7 @@ read by learn-off, learn-on and every trial version.
     HF_HUB_OFFLINE=1 python benchmarks/learning_path.py --streams 1            # everything
     HF_HUB_OFFLINE=1 python benchmarks/learning_path.py --quick                # a few questions
     HF_HUB_OFFLINE=1 python benchmarks/learning_path.py --questions bbc.is_sport snips.intent
+    HF_HUB_OFFLINE=1 python benchmarks/learning_path.py --limit 100 --name learning_path_first100
 
 ``--split tune`` / ``--split check`` run half the sets each (``SPLITS``): constants of
 the learning were chosen on ``tune`` only.
@@ -273,6 +274,12 @@ def main() -> None:
         default=Path(tempfile.gettempdir()) / "agentbranch-learning-path-embeddings.npz",
         help="file the state embeddings are kept in between runs",
     )
+    parser.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help="only the first N decisions of each stream (short streams: a question's first week)",
+    )
     parser.add_argument("--no-cache", action="store_true", help="embed every read afresh")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     parser.add_argument("--name", default="learning_path", help="results file name")
@@ -292,7 +299,13 @@ def main() -> None:
         name, value = item.split("=", 1)
         module, const = name.split(".", 1)
         target = {"ladder": ladder, "eprocess": eprocess}[module]
-        setattr(target, const, type(getattr(target, const))(value))
+        kind = type(getattr(target, const))
+        if kind is tuple:  # eprocess.FRACTIONS=0.75,0.97
+            setattr(target, const, tuple(float(v) for v in value.split(",")))
+        elif kind is bool:  # ladder.ADMITTED_SHARES=false
+            setattr(target, const, value.strip().lower() in ("1", "true", "yes", "on"))
+        else:
+            setattr(target, const, kind(value))
     modes = {m: MODES[m] for m in args.modes}
     wanted = set(args.questions or ()) | (set(QUICK) if args.quick else set())
     sets = list(SPLITS[args.split]) if args.split else list(SETS)
@@ -311,12 +324,12 @@ def main() -> None:
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for task, items in sorted(qs, key=lambda x: x[0].id):
-            res: dict[str, Any] = {"n": len(items)}
+            res: dict[str, Any] = {"n": len(items[: args.limit])}
             for mode, learn in modes.items():
                 runs = []
                 for s in range(args.streams):
                     order = np.random.default_rng(1000 + s).permutation(len(items))
-                    stream = [items[i] for i in order]
+                    stream = [items[i] for i in order][: args.limit]
                     runs.append(run_stream(engine, task, stream, learn, s, Path(tmp)))
                 res[mode] = summary(runs)
             results[task.id] = res
@@ -372,6 +385,7 @@ def main() -> None:
         "level": LEVEL,
         "audit_rate": RATE,
         "streams_per_question": args.streams,
+        "decisions_per_stream_at_most": args.limit,
         "constants": {
             "ladder.FIRST_REFIT": ladder.FIRST_REFIT,
             "ladder.BASE_SHARE": ladder.BASE_SHARE,

@@ -212,3 +212,38 @@ def test_stored_lists_every_question_of_the_store(tmp_path, kind):
     (state_,) = other.stored().values()
     assert (state_.question_id, state_.trust, state_.records) == ("urgent", "earned", 20)
     assert [e.kind for e in state_.events] == ["earned"]
+
+
+def test_a_view_kept_to_some_keys_parses_only_their_lines(tmp_path):
+    path = tmp_path / "evidence.jsonl"
+    learn(Earned(precision=0.8, min_evidence=20, store=path, refresh_s=0))
+    key = json.loads(path.read_text().splitlines()[0])["key"]
+    with path.open("a") as f:  # another key's line that does not parse: never read
+        f.write('{"key": "other", "not json\n')
+    everything = JsonlEvidenceStore(path)
+    with pytest.raises(InvalidFileError, match="line 21 is not JSON"):
+        everything.read_new()
+    mine = JsonlEvidenceStore(path)
+    mine.keep_only([key])
+    assert [r.key for r in mine.read_new()] == [key] * 20
+    assert mine.read_new() == [] and mine.offset == path.stat().st_size
+    none = JsonlEvidenceStore(path)
+    none.keep_only(["no such key"])
+    assert none.read_new() == [] and none.offset == path.stat().st_size
+
+
+def test_each_learned_version_reads_only_its_own_key_of_a_shared_file(tmp_path):
+    from _learn_store import learn_store
+
+    earned = learn_store(tmp_path / "evidence.jsonl", n=120)
+    versions = [(k, rung) for k, (_, rung) in earned.learner._rungs.items() if rung.index >= 1]
+    assert versions, "no version was fitted"
+    stored = earned.stored()
+    for key, rung in versions:
+        view = rung.trust.evidence
+        assert view is not earned.evidence and view._needles == (json.dumps(key).encode(),)
+        # what the version's copy counted is what a reader of the whole file counts
+        live = rung.trust._ledger.windows.get(key)
+        if key in stored:
+            assert live is not None and live.live.records == stored[key].records
+    assert any(key in stored for key, _ in versions), "no version has evidence yet"

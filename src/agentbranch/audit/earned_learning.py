@@ -3,20 +3,8 @@ question (id, reader, model), the labels it learned from, the version of its rea
 force and those on trial, the read's accuracy against the teacher over time, the
 coverage it gave, and the threshold in force with why.
 
-Read from the evidence alone: every record of a learning policy says the version of the
-read it is evidence of (``Evidence.version``); a record with the labelled state
-(``state``) is a label of the version that decided, one without it a trial version's
-shadow read of a labelled state. Version ``j >= 1`` was fitted on the first
-``refit_at(j)`` labels (``agentbranch.policy.earned.learn.ladder``). The version in force is
-the one that decided the latest label, or the newest version fed beside it that now
-holds a threshold (the ladder's own adoption rule, ``Ladder.adopt``). Each version's
-threshold, trust and why are the report's own for its evidence key (replayed at the
-version's share of the error: its records carry that level). The calibration of the
-``probability`` the decisions reported is replayed too: each version's records, in
-order, through its probability fit (``agentbranch.policy.earned.learn.probability``), each
-labelled decision scored with what the fit would report before its label was counted.
-
-A store without learning records gives no section.
+``learning`` builds it from the evidence alone (how each figure is read back: its
+docstring); ``QuestionLearning``, ``VersionLearning`` and ``AccuracyPoint`` hold it.
 """
 
 from __future__ import annotations
@@ -222,7 +210,23 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
 def learning(groups: Mapping[str, list[EvidenceRow]], reports: Mapping[str, Any]) -> dict:
     """Per learning question (``"id (reader, model)"``), its ``QuestionLearning``, from
     the report's rows by evidence key and its ``QuestionTrust`` per key (``reports``).
-    Empty when no record is a learning policy's."""
+    Empty when no record is a learning policy's.
+
+    Read from the evidence alone: every record of a learning policy says the version of the
+    read it is evidence of (``Evidence.version``); a record with the labelled state
+    (``state``) is a label of the version that decided, one without it a trial version's
+    shadow read of a labelled state. Version ``j >= 1`` was fitted on the first
+    ``refit_at(j)`` labels (``agentbranch.policy.earned.learn.ladder``). The version in force is
+    the one that decided the latest label, or the newest version fed beside it that now
+    holds a threshold (the ladder's own adoption rule, ``Ladder.adopt``). Each version's
+    threshold, trust and why are the report's own for its evidence key (replayed at the
+    version's share of the error: its records carry that level). The calibration of the
+    ``probability`` the decisions reported is replayed too: each version's records, in
+    order, through its probability fit (``agentbranch.policy.earned.learn.probability``), each
+    labelled decision scored with what the fit would report before its label was counted.
+
+    A store without learning records gives no section.
+    """
     by_question: dict[tuple, list[EvidenceRow]] = {}
     for rows in groups.values():
         for r in rows:

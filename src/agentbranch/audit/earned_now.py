@@ -2,7 +2,7 @@
 
 The records say what was in force when each labelled decision was made. The policy
 itself recomputes its threshold from the evidence (``agentbranch.policy.earned._state.replay``)
-under its own settings, which every evidence record now carries (``Evidence.earned``:
+under its own settings, which every evidence record carries (``Evidence.earned``:
 precision, level, looks, candidates). So the report replays the evidence under those
 settings and shows that threshold — the one the policy uses next — beside the recorded
 one, with the look that set it (the test, its level, the labels behind it). A precision

@@ -1,40 +1,10 @@
 """The earned-trust report: per question, one threshold — the one in force, why, and
 what the audits say about it since — with the coverage it gave over time and its events.
 
-Input: the evidence an ``Earned`` policy keeps (``Earned(store=...)``: a JSON Lines file,
-any LangGraph ``BaseStore``, or the ``Earned`` object itself), or audit records
-(``Audit(sink=...)``) of an ``Earned`` policy, which carry the same ``take_at`` and
-``trust``. Every record is one teacher label for one decision and says the threshold in
-force when that decision was made (``recorded_take_at``).
-
-* **target**: the policy's own precision and level, read from the records (each carries
-  its ``Earned`` settings; ``earned_now.target``). Records written before they did give
-  none: then the precision asked of the report, else 0.9 — and the report says which.
-* **in force** (``take_at``, ``trust``): what the policy computes from the evidence now,
-  replayed under its own settings (``earned_now``; from an ``Earned``, its state now,
-  with ``suspended`` when its audits stopped arriving), next to the recorded one; ``why``
-  is the look that set it (the test, its error, the labels behind it). Audit records
-  cannot be replayed: then the recorded threshold is the one shown.
-* **what if**: a precision asked of the report that is not the policy's own replays the
-  same evidence at it (``what_if``); it is never the threshold in force.
-* **decisions**: each record stands for ``1/rate`` decisions (a fallback-band label for
-  one, an audited take for ``1/rate``), so ``decisions`` counts the traffic the records
-  stand for and **coverage** is the share of it taken by the engine (over the whole
-  history, and in ``windows`` equal slices of it for the timeline).
-* **take-band precision**: audited takes since the band last opened that agreed with the
-  teacher, with a one-sided Clopper–Pearson lower bound at ``level``. It describes the
-  audits (one look); the guarantee is the policy's (docs/earned.md). Beside it, the drift
-  test's e-value on those audits (the band is withdrawn when it reaches ``1/(1-level)``).
-* **events**: the band ``opened`` (trust earned, or a hand-chosen ``start_at``),
-  ``lowered``, ``raised`` (by a replica's or a re-estimate's change), ``withdrawn``
-  (drift) or ``closed`` (suspended: audits stopped arriving), at the decision count and
-  time of the first record made under the new threshold.
-
-Precision is agreement with the teacher: it measures the engine against the teacher.
-
 ``earned_sources`` reads the evidence (JSON Lines, SQLite, PostgreSQL, records) into
-rows; ``earned_now`` says what is in force and why; this module builds the report;
-``earned_render`` prints its table and draws its diagram.
+rows; ``earned_now`` says what is in force and why; this module builds the report
+(``earned_report``, whose docstring says what each column means); ``earned_render``
+prints its table and draws its diagram.
 """
 
 from __future__ import annotations
@@ -322,14 +292,46 @@ def earned_report(
     windows: int = 10,
 ) -> EarnedReport:
     """Per question (evidence key): the threshold in force and why, what the audits say
-    about it since, coverage over time and events (see the module docstring).
+    about it since, coverage over time and events.
 
     ``source``: an evidence JSON Lines path, a SQLite file or ``postgresql://`` URI of
     the LangGraph store the evidence is in, an ``Earned``, a LangGraph ``BaseStore``
     holding evidence, an evidence store, or an iterable of evidence or audit records.
     ``precision``/``level``: the policy's own are read from the records; a precision
     given here is reported as a *what if* beside them (and used as the target only for
-    records that do not say theirs)."""
+    records that do not say theirs).
+
+    Input: the evidence an ``Earned`` policy keeps (``Earned(store=...)``: a JSON Lines file,
+    any LangGraph ``BaseStore``, or the ``Earned`` object itself), or audit records
+    (``Audit(sink=...)``) of an ``Earned`` policy, which carry the same ``take_at`` and
+    ``trust``. Every record is one teacher label for one decision and says the threshold in
+    force when that decision was made (``recorded_take_at``).
+
+    * **target**: the policy's own precision and level, read from the records (each carries
+      its ``Earned`` settings; ``earned_now.target``). Records without them give
+      none: then the precision asked of the report, else 0.9 — and the report says which.
+    * **in force** (``take_at``, ``trust``): what the policy computes from the evidence now,
+      replayed under its own settings (``earned_now``; from an ``Earned``, its state now,
+      with ``suspended`` when its audits stopped arriving), next to the recorded one; ``why``
+      is the look that set it (the test, its error, the labels behind it). Audit records
+      cannot be replayed: then the recorded threshold is the one shown.
+    * **what if**: a precision asked of the report that is not the policy's own replays the
+      same evidence at it (``what_if``); it is never the threshold in force.
+    * **decisions**: each record stands for ``1/rate`` decisions (a fallback-band label for
+      one, an audited take for ``1/rate``), so ``decisions`` counts the traffic the records
+      stand for and **coverage** is the share of it taken by the engine (over the whole
+      history, and in ``windows`` equal slices of it for the timeline).
+    * **take-band precision**: audited takes since the band last opened that agreed with the
+      teacher, with a one-sided Clopper–Pearson lower bound at ``level``. It describes the
+      audits (one look); the guarantee is the policy's (docs/earned.md). Beside it, the drift
+      test's e-value on those audits (the band is withdrawn when it reaches ``1/(1-level)``).
+    * **events**: the band ``opened`` (trust earned, or a hand-chosen ``start_at``),
+      ``lowered``, ``raised`` (by a replica's or a re-estimate's change), ``withdrawn``
+      (drift) or ``closed`` (suspended: audits stopped arriving), at the decision count and
+      time of the first record made under the new threshold.
+
+    Precision is agreement with the teacher: it measures the engine against the teacher.
+    """
     for name, value in (("precision", precision), ("level", level)):
         if value is None:
             continue

@@ -1,13 +1,6 @@
-"""Calibration: fit temperatures on labelled examples, measure, suggest thresholds.
-
-A reader's raw probabilities are rarely calibrated: a sentence embedder's softmax or a
-one-step diffusion read can say 0.95 and be right 70% of the time. Temperature scaling
-(``p_i ∝ p̃_i^(1/T)``, the rule ``DecisionEngine`` applies with a ``Calibration``) fixes
-most of that with one number per question (or per question type) and never changes
-which option wins, so accuracy is unchanged and confidence becomes trustworthy.
-
-This package fits that ``Calibration``; the engine applies it
-(``agentbranch.engine.calibration``). One module per job:
+"""Calibration: fit temperatures on labelled examples, measure, suggest thresholds
+(docs/calibration.md). This package fits a ``Calibration``; the engine applies it
+(``agentbranch.engine.calibration``). Every public name is importable from here.
 
 * ``labelled``: labelled JSON Lines files read and checked into ``Example``; ``split``;
 * ``scored``: ``read_examples``, the engine's uncalibrated reads (``Scored``);
@@ -17,8 +10,6 @@ This package fits that ``Calibration``; the engine applies it
 * ``report``: ``Report``, before and after, per question, with plain warnings;
 * ``run``: the whole job, ``calibrate``, ``calibrate_scored``, ``evaluate``;
 * ``diagram``: ``reliability_diagram`` (matplotlib, imported only when drawing).
-
-Every public name is importable from here: ``from agentbranch import calibration as cal``.
 """
 
 from __future__ import annotations

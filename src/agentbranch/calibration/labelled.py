@@ -1,21 +1,8 @@
 """Labelled examples: reading and checking labelled JSON Lines files, and splitting them.
 
-Format (JSON Lines, one object per line; see docs/calibration.md):
-
-* an optional header line ``{"questions": {"<id>": <wire question>, ...}}`` defining
-  named questions (wire questions are ``{"type": "choice"|"noul"|"score",
-  "instructions": ..., "criteria": ...}`` as in ``/v1/systemone``);
-* example lines ``{"state": <text or JSON>, "question": "<id>", "label": "<option>"}``;
-  ``question`` may also be a wire question inline, with ``"id"`` naming it; or
-  ``{"state": ..., "labels": {"<id>": "<option>", ...}}`` for several questions about
-  one state (read in one request).
-
-Common shapes work too: ``"text"`` or ``"input"`` instead of ``"state"``, and lines
-without a question (``{"text": ..., "label": ...}``, as most labelled sets come) when a
-``default_question`` id names the question they answer (``--question`` on the CLI).
-
-Labels are option names; yes/no labels may be ``yes``/``no``/``true``/``false``; choice
-and score labels may be the option (level) name or its 0-based index.
+``parse_labelled`` and ``load_labelled`` read the format (docs/calibration.md; in full:
+``parse_labelled``'s docstring) into ``Example``s, checked line by line; ``split``
+makes a deterministic stratified (fit, held-out) split.
 """
 
 from __future__ import annotations
@@ -221,9 +208,27 @@ def parse_labelled(
     source: str = "<data>",
     default_question: str | None = None,
 ) -> list[Example]:
-    """Examples from JSON Lines text (see the module doc for the format). Every line is
+    """Examples from JSON Lines text (the format: below). Every line is
     checked (``HeaderLine``, ``ExampleLine``); errors name ``source``, the line and the
-    field."""
+    field.
+
+    Format (JSON Lines, one object per line; see docs/calibration.md):
+
+    * an optional header line ``{"questions": {"<id>": <wire question>, ...}}`` defining
+      named questions (wire questions are ``{"type": "choice"|"noul"|"score",
+      "instructions": ..., "criteria": ...}`` as in ``/v1/systemone``);
+    * example lines ``{"state": <text or JSON>, "question": "<id>", "label": "<option>"}``;
+      ``question`` may also be a wire question inline, with ``"id"`` naming it; or
+      ``{"state": ..., "labels": {"<id>": "<option>", ...}}`` for several questions about
+      one state (read in one request).
+
+    Common shapes work too: ``"text"`` or ``"input"`` instead of ``"state"``, and lines
+    without a question (``{"text": ..., "label": ...}``, as most labelled sets come) when a
+    ``default_question`` id names the question they answer (``--question`` on the CLI).
+
+    Labels are option names; yes/no labels may be ``yes``/``no``/``true``/``false``; choice
+    and score labels may be the option (level) name or its 0-based index.
+    """
 
     def numbered() -> Iterator[tuple[int, Any]]:
         for number, line in enumerate(lines, 1):

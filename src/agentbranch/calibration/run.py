@@ -14,7 +14,7 @@ from typing import Any
 
 from agentbranch.calibration.labelled import Example, split
 from agentbranch.calibration.measures import metrics
-from agentbranch.calibration.report import Report, bound_warnings, by_question, made_worse
+from agentbranch.calibration.report import Report, bound_warnings, by_question
 from agentbranch.calibration.scored import Scored, read_examples
 from agentbranch.calibration.temperatures import By, calibrated, fit
 from agentbranch.core.errors import ConfigurationError
@@ -57,42 +57,50 @@ def calibrate_scored(
         if t.threshold is not None:
             calibration.thresholds[qid] = round(t.threshold, 4)
     held_out = eval_scored is not None and len(eval_scored) > 0
-    ev = list(eval_scored) if held_out else list(fit_scored)
-    ev_after, per_question, thresholds, before, after, warnings = _compared(
-        ev, calibration, target_precision
-    )
-    if made_worse(before, after):
-        split_name = "held-out" if held_out else "fitted"
-        warnings.append(
-            f"{WORSE_FIT} the {split_name} examples worse: ECE {before.ece:.3f} → "
-            f"{after.ece:.3f}, Brier {before.brier:.3f} → {after.brier:.3f}. Keep the "
-            "calibration you have (or none) and collect more labelled examples or audits "
-            "before fitting again"
-        )
-        logger.warning("agentbranch.calibration: %s", warnings[-1])
-    return Report(
-        warnings=warnings,
-        calibration=calibration,
-        before=before,
-        after=after,
-        per_question=per_question,
-        held_out_thresholds=thresholds,
+    report = _report(
+        list(eval_scored) if held_out else list(fit_scored),
+        calibration,
+        target_precision,
         n_fit=len(fit_scored),
-        n_eval=len(ev),
         held_out=held_out,
-        eval_before=ev,
-        eval_after=ev_after,
     )
+    if report.worse:
+        split_name = "held-out" if held_out else "fitted"
+        report.warnings.append(
+            f"{WORSE_FIT} the {split_name} examples worse: ECE {report.before.ece:.3f} → "
+            f"{report.after.ece:.3f}, Brier {report.before.brier:.3f} → "
+            f"{report.after.brier:.3f}. Keep the calibration you have (or none) and collect "
+            "more labelled examples or audits before fitting again"
+        )
+        logger.warning("agentbranch.calibration: %s", report.warnings[-1])
+    return report
 
 
-def _compared(scored: list[Any], calibration: Calibration, target_precision: float) -> tuple:
-    """``scored`` calibrated, its per-question report and held-out thresholds, the
-    metrics before and after, and the calibration's bound warnings."""
+def _report(
+    scored: list[Scored],
+    calibration: Calibration,
+    target_precision: float,
+    *,
+    n_fit: int,
+    held_out: bool,
+) -> Report:
+    """``calibration`` measured on ``scored``: metrics before and after, per question,
+    the held-out thresholds, and the calibration's bound warnings."""
     after = calibrated(scored, calibration)
     per_question, thresholds = by_question(scored, after, calibration, target_precision)
-    before = metrics(scored, target_precision=target_precision)
-    m_after = metrics(after, target_precision=target_precision)
-    return after, per_question, thresholds, before, m_after, bound_warnings(calibration)
+    return Report(
+        calibration=calibration,
+        before=metrics(scored, target_precision=target_precision),
+        after=metrics(after, target_precision=target_precision),
+        per_question=per_question,
+        held_out_thresholds=thresholds,
+        n_fit=n_fit,
+        n_eval=len(scored),
+        held_out=held_out,
+        eval_before=scored,
+        eval_after=after,
+        warnings=bound_warnings(calibration),
+    )
 
 
 def _check_settings(target_precision: float, min_examples: int) -> None:
@@ -117,28 +125,15 @@ def evaluate(
     calibration = calibration if calibration is not None else engine.calibration
     calibration = calibration if calibration is not None else Calibration()
     scored = read_examples(engine, examples, progress=progress)
-    after, per_question, thresholds, m_before, m_after, warnings = _compared(
-        scored, calibration, target_precision
-    )
-    if made_worse(m_before, m_after):
-        warnings.append(
+    report = _report(scored, calibration, target_precision, n_fit=0, held_out=True)
+    if report.worse:
+        report.warnings.append(
             f"this calibration makes these examples worse than the raw reads: ECE "
-            f"{m_before.ece:.3f} → {m_after.ece:.3f}, Brier {m_before.brier:.3f} → "
-            f"{m_after.brier:.3f}; refit it on labels like these"
+            f"{report.before.ece:.3f} → {report.after.ece:.3f}, Brier "
+            f"{report.before.brier:.3f} → {report.after.brier:.3f}; refit it on labels like "
+            "these"
         )
-    return Report(
-        calibration=calibration,
-        before=m_before,
-        after=m_after,
-        per_question=per_question,
-        held_out_thresholds=thresholds,
-        n_fit=0,
-        n_eval=len(scored),
-        held_out=True,
-        eval_before=scored,
-        eval_after=after,
-        warnings=warnings,
-    )
+    return report
 
 
 def calibrate(

@@ -1,23 +1,10 @@
 """``agentbranch``: the command line, one module per command group.
 
-* ``agentbranch demo`` — the support-triage graph over the shipped sample tickets
-  (``agentbranch.cli.demo``).
-* ``agentbranch decide STATE --choice/--yes-no/--score ...`` — one decision
-  (``agentbranch.cli.decide``).
-* ``agentbranch calibrate LABELED.jsonl`` — fit temperatures, report, save, diagram
-  (``agentbranch.cli.calibrate``).
-* ``agentbranch engine`` — which engine the environment selects, and why
-  (``agentbranch.cli.engine``).
-* ``agentbranch bench`` — the read paths timed side by side (``agentbranch.cli.bench``; the
-  harness is the ``agentbranch_bench`` package).
-* ``agentbranch replay diff OLD NEW`` — drift between two cassettes (``agentbranch.cli.replay``).
-* ``agentbranch audit report AUDITS.jsonl`` — the take band's precision vs a teacher
-  (``agentbranch.cli.audit``).
-* ``agentbranch size`` and ``agentbranch deploy kserve`` — capacity plans
-  (``agentbranch.cli.deploy``).
-
-Each command imports what it runs (the engine, scipy, matplotlib, the bench harness)
-inside its function, so ``agentbranch --help`` loads none of it.
+``demo`` (the support-triage graph), ``decide`` (one decision), ``calibrate``, ``engine``
+(which engine the environment selects), ``bench`` (read paths timed; the harness is
+``agentbranch_bench``), ``replay diff``, ``audit report``, ``size`` and ``deploy
+kserve``: each in ``agentbranch.cli.<group>``. Each command imports what it runs inside
+its function, so ``agentbranch --help`` loads none of it.
 """
 
 from __future__ import annotations

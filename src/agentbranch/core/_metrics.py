@@ -53,41 +53,37 @@ def use_meter_provider(provider: Any = None) -> None:
         _explicit, _built = provider, None
 
 
-#: The counters: attribute, instrument name, unit, description.
-_COUNTERS = (
-    ("decisions", "agentbranch.decisions", "{decision}", "Decisions resolved"),
-    ("takes", "agentbranch.takes", "{decision}", "Decisions the engine's read took"),
-    (
-        "saved",
-        "agentbranch.teacher.calls_saved",
-        "{call}",
-        "Decisions taken above an earned threshold (each one a teacher call saved)",
-    ),
-    ("calls", "agentbranch.teacher.calls", "{call}", "Calls of a teacher model"),
-    (
-        "failures",
-        "agentbranch.teacher.failures",
-        "{call}",
-        "Teacher calls that failed, timed out or named no option",
-    ),
-    ("stored", "agentbranch.labels.stored", "{label}", "Teacher labels stored"),
-    (
-        "lost",
-        "agentbranch.labels.lost",
-        "{label}",
-        "Teacher labels lost: the store could not be written",
-    ),
-    ("due", "agentbranch.audits.due", "{audit}", "Audits sampled (due)"),
-    ("done", "agentbranch.audits.done", "{audit}", "Due audits the teacher answered"),
-    ("missing", "agentbranch.audits.missing", "{audit}", "Due audits that never came"),
-)
+#: The counters, by unit: instrument name (after ``agentbranch.``) and description. The
+#: name's last part is the attribute of ``_Instruments`` that holds the counter.
+_COUNTERS = {
+    "{decision}": {
+        "decisions": "Decisions resolved",
+        "takes": "Decisions the engine's read took",
+    },
+    "{call}": {
+        "teacher.calls_saved": (
+            "Decisions taken above an earned threshold (each one a teacher call saved)"
+        ),
+        "teacher.calls": "Calls of a teacher model",
+        "teacher.failures": "Teacher calls that failed, timed out or named no option",
+    },
+    "{label}": {
+        "labels.stored": "Teacher labels stored",
+        "labels.lost": "Teacher labels lost: the store could not be written",
+    },
+    "{audit}": {
+        "audits.due": "Audits sampled (due)",
+        "audits.done": "Due audits the teacher answered",
+        "audits.missing": "Due audits that never came",
+    },
+}
 
 
 class _Instruments:
     # The counters of ``_COUNTERS``, set by name.
     decisions: Any
     takes: Any
-    saved: Any
+    calls_saved: Any
     calls: Any
     failures: Any
     stored: Any
@@ -98,8 +94,10 @@ class _Instruments:
 
     def __init__(self, provider: Any) -> None:
         meter = provider.get_meter("agentbranch", _version())
-        for attribute, name, unit, description in _COUNTERS:
-            setattr(self, attribute, meter.create_counter(name, unit, description))
+        for unit, counters in _COUNTERS.items():
+            for name, description in counters.items():
+                counter = meter.create_counter(f"agentbranch.{name}", unit, description)
+                setattr(self, name.rpartition(".")[2], counter)
         self.duration = meter.create_histogram(
             "agentbranch.teacher.duration",
             "s",
@@ -201,7 +199,7 @@ def decisions(records: Iterable[Mapping[str, Any]]) -> None:
         if band == "take" and rec.get("decided_by") == "engine":
             m.takes.add(1, {QUESTION: qid})
             if rec.get("trust") == "earned":
-                m.saved.add(1, {QUESTION: qid})
+                m.calls_saved.add(1, {QUESTION: qid})
         if rec.get("trust") is not None:
             _in_force[qid] = {
                 "take_at": rec.get("take_at"),

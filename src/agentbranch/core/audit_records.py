@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from agentbranch.core import _checks
 from agentbranch.core.decisions import confidence_from
 from agentbranch.core.errors import AgentBranchError, ConfigurationError, InvalidFileError
 from agentbranch.core.files import json_lines, short_repr
@@ -49,27 +50,9 @@ class NewerRelease(InvalidFileError):
     """A record written by a newer release of agentbranch: valid, but not readable here."""
 
 
-def _finite(x: float) -> float:
-    if not math.isfinite(x):
-        raise ValueError(f"must be a finite number, got {x!r}")
-    return x
-
-
-def _unit(x: float) -> float:
-    if not (math.isfinite(x) and 0.0 <= x <= 1.0):
-        raise ValueError(f"must be a number in [0, 1], got {x!r}")
-    return x
-
-
 def _rate(x: float) -> float:
     if not (math.isfinite(x) and 0.0 < x <= 1.0):
         raise ValueError(f"must be a sampling rate in (0, 1], got {x!r}")
-    return x
-
-
-def _temperature(x: float) -> float:
-    if not (math.isfinite(x) and x > 0 and math.isfinite(1.0 / x)):
-        raise ValueError(f"must be a finite temperature > 0, got {x!r}")
     return x
 
 
@@ -79,8 +62,8 @@ def _name(s: str) -> str:
     return s
 
 
-Unit = Annotated[float, AfterValidator(_unit)]
-Finite = Annotated[float, AfterValidator(_finite)]
+Unit = Annotated[float, AfterValidator(_checks.unit)]
+Finite = Annotated[float, AfterValidator(_checks.finite)]
 Name = Annotated[str, AfterValidator(_name)]
 
 
@@ -102,7 +85,7 @@ class AuditRecord(BaseModel):
     #: The share of taken decisions audited (required for ``kind="audit"``).
     rate: Annotated[float, AfterValidator(_rate)] | None = None
     #: The engine's calibration temperature for this question (1 when absent).
-    temperature: Annotated[float, AfterValidator(_temperature)] | None = None
+    temperature: Annotated[float, AfterValidator(_checks.temperature)] | None = None
     take_at: Unit | None = None
     band: Literal["take", "fallback", "review", "error"] | None = None
     agree: bool | None = None

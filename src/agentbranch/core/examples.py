@@ -32,6 +32,7 @@ __all__ = [
     "check_examples",
     "instructions_with_examples",
     "question_examples",
+    "recast",
     "spec_examples",
 ]
 
@@ -106,6 +107,14 @@ def attach_examples(question: Any, options: Sequence[str], examples: Any) -> Any
     checked = check_examples("", options, examples)
     cls = WITH_EXAMPLES[question.type]
     return cls(**question.model_dump(exclude_none=False), examples=checked)
+
+
+def recast(question: Any, kinds: Mapping[str, type], **changed: Any) -> Any:
+    """``question`` as the ``kinds`` class of its type (``WITH_EXAMPLES``, ``WITH_HEAD``,
+    ...), its fields kept but ``changed``: a new question, so a new evidence key."""
+    fields = question.model_dump(exclude_none=False)
+    fields.update(changed)
+    return kinds[question.type](**fields)
 
 
 def question_examples(question: Any) -> Examples:

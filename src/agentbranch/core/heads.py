@@ -1,23 +1,9 @@
 """A learned head on a question: per-option weights over a reader's state embedding.
 
-``Earned(..., learn=True)`` fits one on the labelled states of a question (a logistic
-regression on their embeddings, ``agentbranch.policy.earned.learn.head``) and makes it part of
-a new version of the question (``with_head``). The embedded reader, asked a question
-that carries a head, reads a state by the head alone: its label probabilities are the
-head's softmax over the options it was fitted on, options it never saw a label for
-keep a tiny floor (``FLOOR``, then renormalised). Other readers ignore the head.
-
-A head carries its confidence map: a ``temperature`` ``T`` that divides its logits
-before the softmax, and a shift per option already added into its biases
-(``agentbranch.policy.earned.learn.head`` fits both out-of-fold on the labels the head was
-fitted on, so the probabilities read true on states it has not seen). A
-state whose embedding or logits are not finite is read as uniform over the head's
-options (confidence 0): never a confident answer from numbers that mean nothing.
-
-The head is small (``options x dim`` weights and a bias per option), serialisable
-(``to_dict`` / ``from_dict``) and identified by a digest of its numbers: the question's
-wire dict carries the digest (``"learned_head"``), so a version's evidence key changes
-with its weights, and the weights themselves are refitted from the stored labels.
+``LinearHead`` is the head (what the embedded reader does with it, its confidence map
+and its digest: its docstring); ``with_head`` makes the question version that carries
+one (``ChoiceWithHead``, ``NoulWithHead``, ``ScoreWithHead``), ``question_head`` reads it
+back. ``Earned(..., learn=True)`` fits heads (``agentbranch.policy.earned.learn.head``).
 """
 
 from __future__ import annotations
@@ -29,7 +15,7 @@ from typing import Any
 from langchain_core.decisions import Choice, Noul, Score
 from pydantic import ConfigDict, field_serializer
 
-from agentbranch.core.examples import Examples
+from agentbranch.core.examples import Examples, recast
 
 __all__ = [
     "FLOOR",
@@ -52,7 +38,27 @@ class LinearHead:
 
     ``classes`` are the option names the head was fitted on (2 or more, in the order of
     the weight rows); ``options`` all options of the question, in order; ``temperature``
-    its confidence map (finite, > 0; part of the digest unless it is 1)."""
+    its confidence map (finite, > 0; part of the digest unless it is 1).
+
+    ``Earned(..., learn=True)`` fits one on the labelled states of a question (a logistic
+    regression on their embeddings, ``agentbranch.policy.earned.learn.head``) and makes it part of
+    a new version of the question (``with_head``). The embedded reader, asked a question
+    that carries a head, reads a state by the head alone: its label probabilities are the
+    head's softmax over the options it was fitted on, options it never saw a label for
+    keep a tiny floor (``FLOOR``, then renormalised). Other readers ignore the head.
+
+    A head carries its confidence map: a ``temperature`` ``T`` that divides its logits
+    before the softmax, and a shift per option already added into its biases
+    (``agentbranch.policy.earned.learn.head`` fits both out-of-fold on the labels the head was
+    fitted on, so the probabilities read true on states it has not seen). A
+    state whose embedding or logits are not finite is read as uniform over the head's
+    options (confidence 0): never a confident answer from numbers that mean nothing.
+
+    The head is small (``options x dim`` weights and a bias per option), serialisable
+    (``to_dict`` / ``from_dict``) and identified by a digest of its numbers: the question's
+    wire dict carries the digest (``"learned_head"``), so a version's evidence key changes
+    with its weights, and the weights themselves are refitted from the stored labels.
+    """
 
     __slots__ = ("options", "classes", "weights", "bias", "temperature", "digest")
 
@@ -218,9 +224,7 @@ WITH_HEAD: dict[str, type] = {
 def with_head(question: Any, head: LinearHead) -> Any:
     """``question`` (its written examples kept) read by ``head``: a new question, so a
     new evidence key (the head's digest is in its wire dict)."""
-    fields = question.model_dump(exclude_none=False)
-    fields.pop("learned_head", None)
-    return WITH_HEAD[question.type](**fields, learned_head=head)
+    return recast(question, WITH_HEAD, learned_head=head)
 
 
 def question_head(question: Any) -> LinearHead | None:

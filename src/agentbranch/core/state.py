@@ -1,31 +1,9 @@
 """Render a decision's state (text, JSON, or LangChain messages) as the text the model reads.
 
-Strings pass through unchanged and JSON is dumped the way vLLM's decisions endpoint
-dumps it (``json.dumps(..., ensure_ascii=False)``), so a read built here matches a read
-built there. Messages become a ``role: content`` transcript, the form a model reads best,
-and nothing in them is dropped silently (``message.content_blocks``, LangChain's
-standard blocks, are rendered one per line):
-
-* tool calls of an ``AIMessage``: ``[tool call shell {"command": "rm -rf /"}]`` (name and
-  JSON arguments; invalid ones as ``[invalid tool call shell <raw arguments>]``);
-* tool results (``ToolMessage``): ``tool (shell): <content>``, ``tool (shell, error): ...``
-  when the tool failed;
-* reasoning and refusals: ``[reasoning] ...``, ``[refusal] ...``;
-* media (image, audio, video, file) is never read and never dumped: it renders as a
-  placeholder naming its kind, file name and MIME type when known — ``[image]``,
-  ``[image image/png]``, ``[file report.pdf application/pdf]``. A media block inside JSON
-  state (a dict with ``"type": "image"`` and its data or URL) becomes the same placeholder
-  string. Describe an image in text if a decision depends on what it shows.
-* any other block: ``[<type> block]``.
-
-Messages that carry nothing to read — no tool call, no media, and no text with a letter or a
-digit outside markup tokens (empty, blank, ``"?"``, ``"<turn|>"``) — render as the
-empty text, so ``[HumanMessage("")]`` reads exactly as ``""`` does (the embedded reader
-answers it uniformly; ``agentbranch.core.readable``). Role names and tool names are
-labels, not content: ``"human: "`` would otherwise give the reader words to match.
-
-Messages nested in JSON state become ``{"role", "content"}`` objects, plus ``tool_calls``
-(``[{"name", "args"}]``) for AI messages and ``name`` / ``status`` for tool results.
+``render_state`` gives the text (strings as-is, messages as a ``role: content``
+transcript, anything else as JSON; the rules for each kind of content: its docstring);
+``check_state`` refuses a state that cannot become valid text; ``media_placeholder``
+names media that is never read.
 """
 
 from __future__ import annotations
@@ -259,7 +237,35 @@ def _check_text(text: str) -> None:
 def render_state(state: Any) -> str:
     """The state as text: strings as-is, a message or a list of messages as a
     ``role: content`` transcript (the empty text when no message carries anything to
-    read), anything else JSON."""
+    read), anything else JSON.
+
+    Strings pass through unchanged and JSON is dumped the way vLLM's decisions endpoint
+    dumps it (``json.dumps(..., ensure_ascii=False)``), so a read built here matches a read
+    built there. Messages become a ``role: content`` transcript, the form a model reads best,
+    and nothing in them is dropped silently (``message.content_blocks``, LangChain's
+    standard blocks, are rendered one per line):
+
+    * tool calls of an ``AIMessage``: ``[tool call shell {"command": "rm -rf /"}]`` (name and
+      JSON arguments; invalid ones as ``[invalid tool call shell <raw arguments>]``);
+    * tool results (``ToolMessage``): ``tool (shell): <content>``, ``tool (shell, error): ...``
+      when the tool failed;
+    * reasoning and refusals: ``[reasoning] ...``, ``[refusal] ...``;
+    * media (image, audio, video, file) is never read and never dumped: it renders as a
+      placeholder naming its kind, file name and MIME type when known — ``[image]``,
+      ``[image image/png]``, ``[file report.pdf application/pdf]``. A media block inside JSON
+      state (a dict with ``"type": "image"`` and its data or URL) becomes the same placeholder
+      string. Describe an image in text if a decision depends on what it shows.
+    * any other block: ``[<type> block]``.
+
+    Messages that carry nothing to read — no tool call, no media, and no text with a letter or a
+    digit outside markup tokens (empty, blank, ``"?"``, ``"<turn|>"``) — render as the
+    empty text, so ``[HumanMessage("")]`` reads exactly as ``""`` does (the embedded reader
+    answers it uniformly; ``agentbranch.core.readable``). Role names and tool names are
+    labels, not content: ``"human: "`` would otherwise give the reader words to match.
+
+    Messages nested in JSON state become ``{"role", "content"}`` objects, plus ``tool_calls``
+    (``[{"name", "args"}]``) for AI messages and ``name`` / ``status`` for tool results.
+    """
     check_state(state)
     if isinstance(state, str):
         return state
@@ -267,7 +273,7 @@ def render_state(state: Any) -> str:
         state = [state]
     if isinstance(state, Sequence) and state and all(isinstance(m, BaseMessage) for m in state):
         if not any(_has_content(m) for m in state):
-            return ""  # nothing to read: as the empty string (see module doc)
+            return ""  # nothing to read: as the empty string (see render_state)
         return "\n".join(_message_text(m) for m in state)
     try:
         return json.dumps(_plain(state), ensure_ascii=False)

@@ -1,20 +1,11 @@
 """The coalescer: concurrent decisions reach the model as few, full reader batches.
 
-``DecisionEngine`` puts one in front of its reader by default, so threads (LangGraph's
-``graph.batch``, sync ``Send`` branches, web-server workers), asyncio tasks and any mix
-of them share reader batches. ``DecisionEngine(reader, batching=False)`` turns it off;
-build one yourself to tune it::
+``DecisionEngine`` puts a ``BatchingReader`` in front of its reader by default, so
+threads, asyncio tasks and any mix of them share reader batches (what it does: its
+docstring; docs/design.md in full). ``DecisionEngine(reader, batching=False)`` turns it
+off; build one yourself to tune it::
 
     engine = DecisionEngine(BatchingReader(reader, max_batch=32, max_wait_s=0.005))
-
-Every caller's requests go on one bounded queue; worker threads (at most
-``concurrency``) take up to ``max_batch`` of them, make ONE ``reader.read`` call and hand
-each caller exactly its own answers. Identical requests in flight are read once, an
-optional LRU caches answers, a full queue applies back-pressure (``QueueFullError``), a
-failed batch is read again one by one so a bad request fails alone, abandoned reads free
-their worker's slot, and at interpreter exit the reads in flight may finish. When a
-batch that is not full closes (alone, quiet, all in, settled, bound) is the hold rule of
-``agentbranch.engine._batch_hold``; docs/design.md explains both in full.
 """
 
 from __future__ import annotations
@@ -79,6 +70,15 @@ class BatchingReader(HoldRule, WrappingReader):
             reader declares it, else 1 — one model reads one batch at a time).
         cache_size: answers kept in an LRU cache keyed by the request digest (0 = off).
         dedupe: share one read between identical requests in flight.
+
+    Every caller's requests go on one bounded queue; worker threads (at most
+    ``concurrency``) take up to ``max_batch`` of them, make ONE ``reader.read`` call and hand
+    each caller exactly its own answers. Identical requests in flight are read once, an
+    optional LRU caches answers, a full queue applies back-pressure (``QueueFullError``), a
+    failed batch is read again one by one so a bad request fails alone, abandoned reads free
+    their worker's slot, and at interpreter exit the reads in flight may finish. When a
+    batch that is not full closes (alone, quiet, all in, settled, bound) is the hold rule of
+    ``agentbranch.engine._batch_hold``; docs/design.md explains both in full.
     """
 
     def __init__(
@@ -126,7 +126,7 @@ class BatchingReader(HoldRule, WrappingReader):
         lock = threading.RLock()
         self._cond = threading.Condition(lock)  # new work for idle workers, room, exit
         # A worker holding a batch waits on this one: woken when the batch is full or at
-        # exit, not by every arrival (see the module docstring).
+        # exit, not by every arrival (the hold rule: ``_batch_hold``).
         self._filled = threading.Condition(lock)
         self._queue: deque[Item] = deque()
         self._in_flight: dict[Any, Item] = {}

@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from agentbranch.core import _checks
 from agentbranch.core.errors import ConfigurationError, InvalidFileError
 
 __all__ = ["CALIBRATION_VERSION", "Calibration", "Temperature", "Threshold"]
@@ -30,19 +31,6 @@ logger = logging.getLogger("agentbranch.calibration")
 
 #: The file format this version of agentbranch writes and reads.
 CALIBRATION_VERSION = 1
-
-
-def _temperature(t: float) -> float:
-    # 1/T must be finite too: a subnormal T (1e-320) is "positive" but meaningless.
-    if not (math.isfinite(t) and t > 0 and math.isfinite(1.0 / t)):
-        raise ValueError(f"a temperature must be a finite number > 0, got {t!r}")
-    return t
-
-
-def _threshold(x: float) -> float:
-    if not (math.isfinite(x) and 0.0 <= x <= 1.0):
-        raise ValueError(f"a confidence threshold must be in [0, 1], got {x!r}")
-    return x
 
 
 def _version(v: int) -> int:
@@ -55,8 +43,8 @@ def _version(v: int) -> int:
 
 
 # strict: a bool or a string is not a number here (ints are).
-Temperature = Annotated[float, Field(strict=True), AfterValidator(_temperature)]
-Threshold = Annotated[float, Field(strict=True), AfterValidator(_threshold)]
+Temperature = Annotated[float, Field(strict=True), AfterValidator(_checks.temperature)]
+Threshold = Annotated[float, Field(strict=True), AfterValidator(_checks.unit)]
 
 
 class Calibration(BaseModel):

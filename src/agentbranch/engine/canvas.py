@@ -1,26 +1,11 @@
 """Prompt and canvas building: ``ReadRequest`` → ``TokenRead`` (token ids only).
 
 ``CanvasPlanner`` builds DiffusionGemma one-step reads exactly as vLLM's
-``DiffusionGemmaCanvasStrategy`` (0.33) does (docs/design.md, "The read"):
-
-* prompt = chat template (thinking off, generation prompt) + ``<|channel>thought\\n<channel|>``
-  appended **outside** the canvas — unless the template already wrote that block, in
-  which case it is not doubled (vLLM 0.32/0.33 double it with Gemma 4's mainline template);
-* single read: canvas ``[noise, <turn|>, <pad>…]`` of width 16, slot at position 0;
-* joint read: ``"k: <noise>\\n"`` lines on one canvas, one slot per question, width rounded
-  up to 16, split into even chunks when the served canvas is too small;
-* the noise token is drawn from a RNG seeded by a hash of the prompt ids, so a repeated
-  read is identical. Extra noise draws (``draws > 1``) use further seeds.
-
-``NextTokenPlanner`` builds next-token reads for ordinary causal models as vLLM's
-``NextTokenStrategy`` does: the label is read at the reply's first token.
-
-User content never becomes special tokens: by default a state or question containing
-the tokenizer's special tokens is rejected; with ``special_tokens="text"`` those
-characters are tokenized as plain text.
-
-The chat prompt itself (template, special tokens, label ids) is
-``agentbranch.engine._chat_prompt``.
+``DiffusionGemmaCanvasStrategy`` (0.33) does (docs/design.md, "The read"; the layout:
+its docstring); ``NextTokenPlanner`` builds next-token reads for ordinary causal models
+as vLLM's ``NextTokenStrategy`` does. User content never becomes special tokens (a
+state or question holding them is rejected, or read as plain text with
+``special_tokens="text"``); the chat prompt itself is ``agentbranch.engine._chat_prompt``.
 """
 
 from __future__ import annotations
@@ -259,7 +244,20 @@ class NextTokenPlanner(_PlannerBase):
 
 
 class CanvasPlanner(_PlannerBase):
-    """DiffusionGemma one-step canvas reads (single and joint), as vLLM builds them."""
+    """DiffusionGemma one-step canvas reads (single and joint), as vLLM builds them.
+
+    ``CanvasPlanner`` builds DiffusionGemma one-step reads exactly as vLLM's
+    ``DiffusionGemmaCanvasStrategy`` (0.33) does (docs/design.md, "The read"):
+
+    * prompt = chat template (thinking off, generation prompt) + ``<|channel>thought\\n<channel|>``
+      appended **outside** the canvas — unless the template already wrote that block, in
+      which case it is not doubled (vLLM 0.32/0.33 double it with Gemma 4's mainline template);
+    * single read: canvas ``[noise, <turn|>, <pad>…]`` of width 16, slot at position 0;
+    * joint read: ``"k: <noise>\\n"`` lines on one canvas, one slot per question, width rounded
+      up to 16, split into even chunks when the served canvas is too small;
+    * the noise token is drawn from a RNG seeded by a hash of the prompt ids, so a repeated
+      read is identical. Extra noise draws (``draws > 1``) use further seeds.
+    """
 
     def __init__(
         self,

@@ -13,7 +13,6 @@ import asyncio
 import contextvars
 import copy
 import logging
-import math
 import os
 import threading
 import time
@@ -23,6 +22,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
 
 from agentbranch.core import logs
+from agentbranch.core._checks import timeout_seconds
 from agentbranch.core.at_exit import join_at_exit
 from agentbranch.core.decisions import Decisions
 from agentbranch.core.errors import (
@@ -54,21 +54,6 @@ def _count(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigurationError(f"{name} must be an integer >= 1, got {value!r}")
     return value
-
-
-def _timeout(value: Any) -> float | None:
-    if value is None:
-        return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ConfigurationError(
-            f"timeout_s must be a number of seconds > 0 (or None for no timeout), got {value!r}"
-        )
-    return float(value)
 
 
 def _in_thread(fn: Callable[[], T]) -> Future[T]:
@@ -171,7 +156,7 @@ class DecisionEngine(Folding):
                 f"{type(calibration).__name__}"
             )
         self.calibration: Calibration | None = calibration
-        self.timeout_s = _timeout(timeout_s)
+        self.timeout_s = timeout_seconds(timeout_s, "timeout_s")
         self.log_state = log_state
         self._uncalibrated: set[str] = set()  # question ids already warned about
         self._plans = QuestionPlans()

@@ -1,20 +1,9 @@
 """The reading fingerprint: which settings shaped a decision's confidence.
 
-A confidence is compared with a threshold, and a threshold earned on one confidence
-scale means nothing on another: sharper temperatures, more draws or permutations, a
-joint canvas, other instructions or another scoring setup of the reader all move the
-same answer to another confidence. ``fingerprint`` hashes every such setting that
-differs from its default into ``Decision.reading`` (``None`` when none does), and
-``Earned`` keys its evidence by it: a changed scale starts learning again.
-
-What counts (engine): ``instructions``, ``joint``, the draws of the read (``draws``, or
-a call's ``draws=``), ``permutations``, and the temperature the calibration gives this
-question. Reader: the scoring settings named in ``READER_SETTINGS`` that the reader
-holds with a value other than its constructor's default (the embedded reader's
-temperature and weights, a vLLM reader's denoising steps and constraint ...), a canvas
-reader's chat template, template arguments and special-token handling
-(``PLANNER_SETTINGS``), or whatever a reader's own ``reading_settings()`` returns. Question wording, options and
-examples are in the evidence key already; reader name and model too.
+A threshold earned on one confidence scale means nothing on another, so ``fingerprint``
+hashes every setting that moves confidences and differs from its default into
+``Decision.reading`` (what counts and why: its docstring), and ``Earned`` keys its
+evidence by it; ``reader_settings`` collects a reader's own.
 """
 
 from __future__ import annotations
@@ -100,8 +89,26 @@ def fingerprint(
     temperature: float,
     reader: dict[str, Any],
 ) -> str | None:
-    """``Decision.reading`` for these settings (see module doc): ``None`` when every one
-    is its default, else a short hash of those that are not."""
+    """``Decision.reading`` for these settings: ``None`` when every one
+    is its default, else a short hash of those that are not.
+
+    A confidence is compared with a threshold, and a threshold earned on one confidence
+    scale means nothing on another: sharper temperatures, more draws or permutations, a
+    joint canvas, other instructions or another scoring setup of the reader all move the
+    same answer to another confidence. ``fingerprint`` hashes every such setting that
+    differs from its default into ``Decision.reading`` (``None`` when none does), and
+    ``Earned`` keys its evidence by it: a changed scale starts learning again.
+
+    What counts (engine): ``instructions``, ``joint``, the draws of the read (``draws``, or
+    a call's ``draws=``), ``permutations``, and the temperature the calibration gives this
+    question. Reader: the scoring settings named in ``READER_SETTINGS`` that the reader
+    holds with a value other than its constructor's default (the embedded reader's
+    temperature and weights, a vLLM reader's denoising steps and constraint ...), a canvas
+    reader's chat template, template arguments and special-token handling
+    (``PLANNER_SETTINGS``), or whatever a reader's own ``reading_settings()`` returns.
+    Question wording, options and examples are in the evidence key already; reader name
+    and model too.
+    """
     settings: dict[str, Any] = {}
     if instructions is not None:
         settings["instructions"] = instructions

@@ -1,26 +1,9 @@
 """Engine selection from the environment, for ``DecisionEngine.from_env()``.
 
-The order, first match wins:
-
-1. **vLLM** (``VLLMReader``, offline ``LLM`` in this process) when
-   ``AGENTBRANCH_VLLM_MODEL`` names a DiffusionGemma checkpoint (a model id or local
-   path, or an engine preset name: ``fp8``, ``nvfp4``, ``bf16``), a CUDA device is
-   visible (``torch.cuda.is_available()``) and ``vllm`` imports.
-2. **remote** (``RemoteReader``) when ``AGENTBRANCH_REMOTE_URL`` points at a server
-   with ``/v1/systemone`` (``AGENTBRANCH_REMOTE_MODEL`` names the served model,
-   ``AGENTBRANCH_REMOTE_API_KEY`` is sent as a bearer token).
-3. **embedded** (``EmbeddedReader``): the MiniLM sentence embedder on CPU, offline.
-
-``AGENTBRANCH_ENGINE=vllm|remote|embedded`` forces one; a forced engine that cannot
-run is an error instead of a silent fall-through. ``AGENTBRANCH_CALIBRATION`` is a
-calibration file (from ``agentbranch calibrate``) the engine loads.
-
-Every choice comes with a human-readable reason ("vLLM: AGENTBRANCH_VLLM_MODEL is set
-but no CUDA device is visible; ...") which is logged and printed by
-``agentbranch engine``; the remote URL appears in it, in ``repr(EngineSettings)`` and in
-the CLI with its credentials masked (``redact_url``: ``http://***@host/?token=***``). The variables are read with pydantic-settings (``EngineSettings``).
-This module picks and builds readers only; it knows nothing of the engine, which
-imports it (one way).
+``select`` decides from the ``AGENTBRANCH_*`` variables (``EngineSettings``) which
+reader to build — vLLM, remote or embedded, first match wins, each with a readable
+reason (the order and the variables: its docstring) — and ``build_reader`` builds it.
+This module picks and builds readers only; the engine imports it (one way).
 """
 
 from __future__ import annotations
@@ -166,7 +149,29 @@ def select(
     vllm_importable: bool | None = None,
 ) -> Selection:
     """Decide which reader to build from ``env`` (default ``os.environ``). The probes
-    (CUDA, vllm import) can be overridden for tests."""
+    (CUDA, vllm import) can be overridden for tests.
+
+    The order, first match wins:
+
+    1. **vLLM** (``VLLMReader``, offline ``LLM`` in this process) when
+       ``AGENTBRANCH_VLLM_MODEL`` names a DiffusionGemma checkpoint (a model id or local
+       path, or an engine preset name: ``fp8``, ``nvfp4``, ``bf16``), a CUDA device is
+       visible (``torch.cuda.is_available()``) and ``vllm`` imports.
+    2. **remote** (``RemoteReader``) when ``AGENTBRANCH_REMOTE_URL`` points at a server
+       with ``/v1/systemone`` (``AGENTBRANCH_REMOTE_MODEL`` names the served model,
+       ``AGENTBRANCH_REMOTE_API_KEY`` is sent as a bearer token).
+    3. **embedded** (``EmbeddedReader``): the MiniLM sentence embedder on CPU, offline.
+
+    ``AGENTBRANCH_ENGINE=vllm|remote|embedded`` forces one; a forced engine that cannot
+    run is an error instead of a silent fall-through. ``AGENTBRANCH_CALIBRATION`` is a
+    calibration file (from ``agentbranch calibrate``) the engine loads.
+
+    Every choice comes with a human-readable reason ("vLLM: AGENTBRANCH_VLLM_MODEL is set
+    but no CUDA device is visible; ...") which is logged and printed by
+    ``agentbranch engine``; the remote URL appears in it, in ``repr(EngineSettings)`` and in
+    the CLI with its credentials masked (``redact_url``: ``http://***@host/?token=***``).
+    The variables are read with pydantic-settings (``EngineSettings``).
+    """
     settings = EngineSettings.from_env(env)
     forced = settings.engine.lower() if settings.engine else None
     if forced not in (None, "vllm", "remote", "embedded"):

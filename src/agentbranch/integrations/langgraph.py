@@ -1,28 +1,12 @@
 """LangGraph integration: routers, decide nodes and Command nodes on typed decisions.
 
-Three shapes (docs/design.md, "LangGraph facts": routers cannot write state, replays
-re-run routers, unknown routes fail silently — so every label is mapped and checked when
-the graph is built):
-
-* ``route(engine, "urgent", yes_no(...), path_map={"yes": "page", "no": END})`` — a
-  conditional edge: ``graph.add_conditional_edges("intake", router, router.path_map)``.
-  Nothing is recorded in state.
-* ``decide_node(engine, {"team": ..., "urgent": ...})`` — a node that asks several
-  questions in ONE engine call and writes their records (plain dicts) under
-  ``state["decisions"]``; ``node.router("team", path_map)`` is the conditional edge that
-  reads the record. Records survive checkpoints and replays.
-* ``command_node(engine, "safe", yes_no(...), path_map=...)`` — a node returning
-  ``Command(goto=..., update={"decisions": {...}})``; add it with
-  ``graph.add_node("gate", node, destinations=node.destinations)``.
-
-Every shape takes a ``policy`` (``agentbranch.policy``): bands take / fallback / review,
-fallbacks (generation, a named node, more draws) and explicit fail-open/closed. Review
-uses ``interrupt(payload, response_schema=Literal[options])``; resume with
-``Command(resume="<option>")``. All are ``RunnableLambda``s with sync and async paths;
-only ``config`` is injected (injecting runtime/store breaks ``update_state`` forks).
-
-Concurrent branches (``Send`` fan-out, parallel runs) share reader batches: the engine
-coalesces concurrent calls by default (``agentbranch.engine.batching``).
+Three shapes, every label mapped and checked when the graph is built (docs/design.md,
+"LangGraph facts"; their use: docs/langgraph.md): ``route`` (``DecisionRouter``, a
+conditional edge that records nothing), ``decide_node`` (``DecideNode``: several
+questions in one engine call, records under ``state["decisions"]``, read by
+``RecordRouter``) and ``command_node`` (``CommandNode``: returns ``Command(goto=...)``).
+Each takes a ``policy``; review goes through ``review_with_interrupt``. Concurrent
+branches share reader batches (``agentbranch.engine.batching``).
 """
 
 from __future__ import annotations

@@ -6,34 +6,7 @@ already loaded for one-step reads, so the ``Generate`` fallback needs no second 
     reader = VLLMReader("path/to/model")
     policy = ab.Policy(take_at=0.8, fallbacks=[ab.Generate(reader.chat_model())])
 
-It also builds from its parameters, as LangChain builds chat models:
-``LocalChatModel(model="path/to/folder", max_tokens=64)`` loads the local folder (a
-causal model, or a DiffusionGemma checkpoint) with transformers on first use;
-``agentbranch.local_generator()`` is that on SmolLM2-135M-Instruct from the package index.
-
-For vLLM the generations run on the same ``LLM`` through the same worker as the reads
-(they share vLLM's batches); on DiffusionGemma they run vLLM's (or transformers') full
-denoising schedule. Options, as defaults here or per call (``model.invoke(messages,
-max_tokens=32)``): ``max_tokens``, ``temperature`` (default: greedy; unset on diffusion
-models), ``stop``, ``seed``, ``steps`` (denoising steps, diffusion models only),
-``choices`` (the reply is constrained to exactly one of these strings where the engine
-supports it — on causal models: vLLM's structured outputs, or on transformers the option
-the model finds most likely — and ``response_metadata["constrained"]`` says ``"choice"``
-when it was) and ``special_tokens`` (``"reject"``: the model's own control tokens in a
-message raise ``SpecialTokenError``, as a read of the same text does; ``"text"``: they
-are read as plain text; default: the reader's setting). The input rules are a read's
-(``local_chat_input``).
-
-``stream``/``astream`` (and LangGraph's ``stream_mode="messages"``) hand out the reply
-as it is generated: token by token on a causal model in transformers, one denoised block
-at a time on DiffusionGemma in transformers, and on vLLM as its engine steps produce
-text. No text at or past a ``stop`` string is ever handed out. The last chunk carries
-``usage_metadata`` and ``chunk_position="last"``.
-
-Each reply carries ``usage_metadata`` (input, output and total tokens) and
-``response_metadata`` (``model_name``, ``finish_reason``, ``constrained``), as LangChain's
-own chat models report them. The model's ``cache`` works as for any chat model, so
-cassettes (``agentbranch.replay``) record and replay it.
+How it builds, its options, streaming and what each reply carries: its docstring.
 """
 
 from __future__ import annotations
@@ -61,7 +34,7 @@ _KEYED = ("max_tokens", "temperature", "stop", "seed", "steps", "choices")
 
 
 class LocalChatModel(BaseChatModel):
-    """A chat model on a local generator (see the module docstring). Build it with
+    """A chat model on a local generator. Build it with
     ``reader.chat_model(**defaults)``, ``LocalChatModel(model=folder, **defaults)`` or
     ``agentbranch.local_generator()``.
 
@@ -71,6 +44,35 @@ class LocalChatModel(BaseChatModel):
         model_name: reported in replies (default: the folder's name).
         threads: torch threads for a folder's generations (``"auto"``, an int, ``None``).
         streaming: ``invoke`` streams through the callbacks too (LangChain's switch).
+
+    It also builds from its parameters, as LangChain builds chat models:
+    ``LocalChatModel(model="path/to/folder", max_tokens=64)`` loads the local folder (a
+    causal model, or a DiffusionGemma checkpoint) with transformers on first use;
+    ``agentbranch.local_generator()`` is that on SmolLM2-135M-Instruct from the package index.
+
+    For vLLM the generations run on the same ``LLM`` through the same worker as the reads
+    (they share vLLM's batches); on DiffusionGemma they run vLLM's (or transformers') full
+    denoising schedule. Options, as defaults here or per call (``model.invoke(messages,
+    max_tokens=32)``): ``max_tokens``, ``temperature`` (default: greedy; unset on diffusion
+    models), ``stop``, ``seed``, ``steps`` (denoising steps, diffusion models only),
+    ``choices`` (the reply is constrained to exactly one of these strings where the engine
+    supports it — on causal models: vLLM's structured outputs, or on transformers the option
+    the model finds most likely — and ``response_metadata["constrained"]`` says ``"choice"``
+    when it was) and ``special_tokens`` (``"reject"``: the model's own control tokens in a
+    message raise ``SpecialTokenError``, as a read of the same text does; ``"text"``: they
+    are read as plain text; default: the reader's setting). The input rules are a read's
+    (``local_chat_input``).
+
+    ``stream``/``astream`` (and LangGraph's ``stream_mode="messages"``) hand out the reply
+    as it is generated: token by token on a causal model in transformers, one denoised block
+    at a time on DiffusionGemma in transformers, and on vLLM as its engine steps produce
+    text. No text at or past a ``stop`` string is ever handed out. The last chunk carries
+    ``usage_metadata`` and ``chunk_position="last"``.
+
+    Each reply carries ``usage_metadata`` (input, output and total tokens) and
+    ``response_metadata`` (``model_name``, ``finish_reason``, ``constrained``), as LangChain's
+    own chat models report them. The model's ``cache`` works as for any chat model, so
+    cassettes (``agentbranch.replay``) record and replay it.
     """
 
     model: str | None = None

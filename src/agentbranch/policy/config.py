@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agentbranch.core._checks import timeout_seconds
 from agentbranch.core.decisions import Decision
 from agentbranch.core.errors import ConfigurationError, ReaderError
 from agentbranch.core.questions import Question, instructions_text, to_spec
@@ -86,14 +86,7 @@ class Generate:
     timeout_s: float | None = 60.0
 
     def __post_init__(self) -> None:
-        t = self.timeout_s
-        if t is not None and (
-            isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t <= 0
-        ):
-            raise ConfigurationError(
-                f"Generate(timeout_s=...) must be a number of seconds > 0 (or None to wait "
-                f"for ever), got {t!r}"
-            )
+        timeout_seconds(self.timeout_s, "Generate(timeout_s=...)")
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """The cassette's teacher calls: a policy's calls that are not reads (``teacher`` lines),
-audits' draws (``sample`` lines), and what a miss of one says.
+audits' draws (``sample`` lines), and what a miss says (``_missed``: of a teacher call,
+and of the cassette's reads and chats too).
 
 ``CassetteTeacherEntries`` is mixed into ``agentbranch.replay.cassette.Cassette``, whose
 tables and file it uses; ``agentbranch.replay.teachers`` decides what is asked of it."""
@@ -110,19 +111,31 @@ class CassetteTeacherEntries:
             f"{describe(call, name)} to this input ({excerpt(summary)!r}). "
             "Replay calls no teacher."
         )
-        empty = (
-            f"There is no cassette file at {self.path} yet."
-            if not self.path.exists()
-            else f"The cassette holds no {call.role} call of question {call.question_id!r}."
+        empty = self._empty(
+            f"The cassette holds no {call.role} call of question {call.question_id!r}."
         )
+        return self._missed(
+            f"{call.role} {name} of {call.question_id!r} {excerpt(summary, 50)!r}",
+            explain(head, "call", nearest, diffs, empty, UNSEEN_CHAT),
+            diffs,
+            audit=call.role == "audit",
+        )
+
+    def _empty(self, holds_none: str) -> str:
+        """What a miss says when nothing recorded is near: no file yet, or ``holds_none``."""
+        if not self.path.exists():
+            return f"There is no cassette file at {self.path} yet."
+        return holds_none
+
+    def _missed(self, line: str, message: str, diffs: Any, *, audit: bool) -> Any:
+        """Keep the miss ``line`` (with the fields ``diffs`` names) in ``misses``, and an
+        audit's in ``audit_misses`` too; the error to raise (the cassette's
+        ``ReplayMissError``) says ``message``."""
         with self._lock:
-            self.misses.append(
-                f"{call.role} {name} of {call.question_id!r} {excerpt(summary, 50)!r}"
-                + fields_note(diffs)
-            )
-            if call.role == "audit":
+            self.misses.append(line + fields_note(diffs))
+            if audit:
                 self.audit_misses.append(self.misses[-1])
-        return self._miss_error(explain(head, "call", nearest, diffs, empty, UNSEEN_CHAT))
+        return self._miss_error(message)
 
     def _asked_as(self, name: str) -> tuple[Any, str]:
         """The teacher call a chat model is being invoked for here (or ``None``), and

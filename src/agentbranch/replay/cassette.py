@@ -6,17 +6,8 @@
     ...
     cassette.stale()      # entries this run never played
 
-Readers get ids in the order they are made (``reader-1``, ``reader-2`` ...) unless given
-``id=``; a declaration line remembers which reader and model recorded each id, and
-recording a different model under an id that already has reads is refused. Chat models
-are keyed by LangChain's own ``llm_string`` (class and invocation parameters).
-
-Recorded entries are appended as they happen, under the cassette's file lock, so an
-interrupted run keeps what it recorded and several processes may record into one
-cassette at once: before appending, a writer reads what the others appended since it
-last looked (``_sync``). The file is only ever rewritten as a whole (atomically) to start
-a re-recording (mode ``all``), to upgrade an older format, or by ``clear_chats``.
-Catching up with, appending to and rewriting the file is ``replay._cassette_file``.
+How readers and chat models are keyed and how several writers share the file:
+``Cassette``'s docstring; the file work itself is ``replay._cassette_file``.
 """
 
 from __future__ import annotations
@@ -47,13 +38,7 @@ from agentbranch.replay.keys import (
     request_summary,
     short,
 )
-from agentbranch.replay.misses import (
-    UNSEEN_CHAT,
-    explain,
-    fields_note,
-    nearest_chat,
-    nearest_read,
-)
+from agentbranch.replay.misses import UNSEEN_CHAT, explain, nearest_chat, nearest_read
 from agentbranch.replay.modes import RecordMode, resolve_mode
 
 if TYPE_CHECKING:
@@ -86,6 +71,18 @@ class Cassette(CassetteFile, CassetteTeacherEntries):
             the file unless its header carries the same id, so processes re-recording one
             cassette together pass one id (the pytest plugin passes pytest-xdist's run id);
             default: a fresh id per ``Cassette``.
+
+    Readers get ids in the order they are made (``reader-1``, ``reader-2`` ...) unless given
+    ``id=``; a declaration line remembers which reader and model recorded each id, and
+    recording a different model under an id that already has reads is refused. Chat models
+    are keyed by LangChain's own ``llm_string`` (class and invocation parameters).
+
+    Recorded entries are appended as they happen, under the cassette's file lock, so an
+    interrupted run keeps what it recorded and several processes may record into one
+    cassette at once: before appending, a writer reads what the others appended since it
+    last looked (``_sync``). The file is only ever rewritten as a whole (atomically) to start
+    a re-recording (mode ``all``), to upgrade an older format, or by ``clear_chats``.
+    Catching up with, appending to and rewriting the file is ``replay._cassette_file``.
     """
 
     _miss_error = ReplayMissError  # what its teacher half raises
@@ -287,16 +284,13 @@ class Cassette(CassetteFile, CassetteTeacherEntries):
             f"cassette {self._shown} (mode {self.mode!r}) has no read for this request of "
             f"reader {reader_id!r}: state {short(request.state, 60)!r}, questions {qids}. {why}"
         )
-        empty = (
-            f"There is no cassette file at {self.path} yet."
-            if not self.path.exists()
-            else f"The cassette holds no reads of reader {reader_id!r}."
+        empty = self._empty(f"The cassette holds no reads of reader {reader_id!r}.")
+        return self._missed(
+            f"read of {reader_id} {short(request.state, 50)!r} {qids}",
+            explain(head, "request", nearest, diffs, empty),
+            diffs,
+            audit=False,
         )
-        with self._lock:
-            self.misses.append(
-                f"read of {reader_id} {short(request.state, 50)!r} {qids}" + fields_note(diffs)
-            )
-        return ReplayMissError(explain(head, "request", nearest, diffs, empty))
 
     # -- chat exchanges -----------------------------------------------------------------
 
@@ -344,16 +338,13 @@ class Cassette(CassetteFile, CassetteTeacherEntries):
             f"({model}) to these {len(messages)} messages (last: {short(last, 60)!r})"
             f"{asked_as}. Replay calls no model."
         )
-        empty = (
-            f"There is no cassette file at {self.path} yet."
-            if not self.path.exists()
-            else "The cassette holds no chat exchanges."
+        empty = self._empty("The cassette holds no chat exchanges.")
+        return self._missed(
+            f"chat {name} {short(last, 50)!r}",
+            explain(head, "exchange", nearest, diffs, empty, UNSEEN_CHAT),
+            diffs,
+            audit=call is not None and call.role == "audit",
         )
-        with self._lock:
-            self.misses.append(f"chat {name} {short(last, 50)!r}" + fields_note(diffs))
-            if call is not None and call.role == "audit":
-                self.audit_misses.append(self.misses[-1])
-        return ReplayMissError(explain(head, "exchange", nearest, diffs, empty, UNSEEN_CHAT))
 
     def clear_chats(self) -> None:
         """Forget every recorded chat exchange (and rewrite the file without them)."""

@@ -1,32 +1,9 @@
 """Cassette format v2: versioned JSON Lines that several writers append to, loaded as a stream.
 
-Line 1 is the header; every further line declares a reader or a chat model, or records one
-read or one chat-model exchange (``agentbranch.replay.schema`` is the schema)::
-
-    {"agentbranch_cassette": 2, "library": "0.1.0", "recording": "3f2a..."}
-    {"kind": "reader", "id": "reader-1", "name": "transformers", "model": "...", "max_options": 26}
-    {"kind": "read", "reader": "reader-1", "key": "<sha256>",
-     "request": {"state": "I was charged twice…", "questions": [{"id": "team", ...}], ...},
-     "reads": [{"logprobs": [-3.1, -2.2], "label_mass": 0.004, "argmax_is_label": false,
-                "agreement": 1.0}]}
-    {"kind": "chat_model", "id": "chat-3f2a9c1b0d", "name": "ChatOpenAI gpt-4o", "llm_string": "..."}
-    {"kind": "chat", "model": "chat-3f2a9c1b0d", "key": "<sha256>",
-     "messages": [{"role": "system", "content": "..."}, ...],
-     "reply": [{"message": {"type": "ai", "data": {"content": "..."}}}]}
-
-The header is written once, by whoever creates the file; a writer declares its reader or
-chat model on a line of its own before its first entry, so processes recording into one
-cassette at once (under its lock, ``agentbranch.replay.files``) only ever append. An id is
-declared with one reader and model per file (a later line may change ``max_options``).
-
-The raw label log-probabilities are stored (not chosen labels), so a changed threshold,
-policy or calibration replays correctly. Format 1 files (every reader and chat model in
-the header) and pre-v1 files (no header, one ``{"key", "reader", "model", "state",
-"questions", "reads"}`` object a line; loaded as reader ``reader-1``) still load, and
-are rewritten as format 2 when something is recorded into them.
-
-Loading reads one line at a time (a line longer than ``MAX_LINE_BYTES`` is refused), so
-memory holds the entries, never a copy of the file.
+Line 1 is the header; every further line declares a reader or a chat model, or records
+one read, chat-model exchange or teacher call (``agentbranch.replay.schema`` is the
+schema). The ``*_line`` functions write each kind, ``Parser`` validates them one at a
+time (the layout, with an example of each line: its docstring), ``load`` reads a file.
 """
 
 from __future__ import annotations
@@ -110,14 +87,13 @@ def header_line(recording: str | None = None) -> dict[str, Any]:
     return {MARK: FORMAT_VERSION, "library": library_version(), "recording": recording}
 
 
+def _fields(obj: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    """``obj``'s attributes ``names``, by name, in that order (a line's fields)."""
+    return {k: getattr(obj, k) for k in names}
+
+
 def reader_line(reader_id: str, info: ReaderInfo) -> dict[str, Any]:
-    return {
-        "kind": "reader",
-        "id": reader_id,
-        "name": info.name,
-        "model": info.model,
-        "max_options": info.max_options,
-    }
+    return {"kind": "reader", "id": reader_id, **_fields(info, ("name", "model", "max_options"))}
 
 
 def chat_model_line(model_id: str, info: dict[str, str]) -> dict[str, Any]:
@@ -132,21 +108,13 @@ def chat_model_line(model_id: str, info: dict[str, str]) -> dict[str, Any]:
 def read_line(entry: ReadEntry) -> dict[str, Any]:
     return {
         "kind": "read",
-        "reader": entry.reader,
-        "key": entry.key,
-        "request": entry.request,
+        **_fields(entry, ("reader", "key", "request")),
         "reads": [read_to_json(r) for r in entry.reads],
     }
 
 
 def chat_line(entry: ChatEntry) -> dict[str, Any]:
-    return {
-        "kind": "chat",
-        "model": entry.model,
-        "key": entry.key,
-        "messages": entry.messages,
-        "reply": entry.reply,
-    }
+    return {"kind": "chat", **_fields(entry, ("model", "key", "messages", "reply"))}
 
 
 def threshold_line(key: str, value: dict[str, Any]) -> dict[str, Any]:
@@ -170,7 +138,7 @@ def sample_line(key: str, value: dict[str, Any]) -> dict[str, Any]:
 def teacher_line(entry: TeacherEntry) -> dict[str, Any]:
     """One teacher call of a policy (``schema.TeacherLine``)."""
     fields = ("role", "question", "teacher", "key", "input", "reply")
-    return {"kind": "teacher", **{k: getattr(entry, k) for k in fields}}
+    return {"kind": "teacher", **_fields(entry, fields)}
 
 
 def dumps(obj: dict[str, Any]) -> str:
@@ -202,7 +170,33 @@ class Parser:
     """Validates a cassette's lines one at a time, in order, into ``data``.
 
     ``feed`` may be called again with lines appended later (another writer's), continuing
-    the line count; ``take`` hands over the entries read so far."""
+    the line count; ``take`` hands over the entries read so far.
+
+    Line 1 is the header; every further line declares a reader or a chat model, or records one
+    read or one chat-model exchange (``agentbranch.replay.schema`` is the schema)::
+
+        {"agentbranch_cassette": 2, "library": "0.1.0", "recording": "3f2a..."}
+        {"kind": "reader", "id": "reader-1", "name": "transformers", "model": "...", "max_options": 26}
+        {"kind": "read", "reader": "reader-1", "key": "<sha256>",
+         "request": {"state": "I was charged twice…", "questions": [{"id": "team", ...}], ...},
+         "reads": [{"logprobs": [-3.1, -2.2], "label_mass": 0.004, "argmax_is_label": false,
+                    "agreement": 1.0}]}
+        {"kind": "chat_model", "id": "chat-3f2a9c1b0d", "name": "ChatOpenAI gpt-4o", "llm_string": "..."}
+        {"kind": "chat", "model": "chat-3f2a9c1b0d", "key": "<sha256>",
+         "messages": [{"role": "system", "content": "..."}, ...],
+         "reply": [{"message": {"type": "ai", "data": {"content": "..."}}}]}
+
+    The header is written once, by whoever creates the file; a writer declares its reader or
+    chat model on a line of its own before its first entry, so processes recording into one
+    cassette at once (under its lock, ``agentbranch.replay.files``) only ever append. An id is
+    declared with one reader and model per file (a later line may change ``max_options``).
+
+    The raw label log-probabilities are stored (not chosen labels), so a changed threshold,
+    policy or calibration replays correctly. Format 1 files (every reader and chat model in
+    the header) and pre-v1 files (no header, one ``{"key", "reader", "model", "state",
+    "questions", "reads"}`` object a line; loaded as reader ``reader-1``) still load, and
+    are rewritten as format 2 when something is recorded into them.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -419,7 +413,11 @@ def load(path: str | Path, *, max_line_bytes: int | None = None) -> CassetteData
 
     Raises ``CassetteFormatError`` naming the file, the line and the field for anything
     unusable (and for a path that is not a regular file: it is never read, so a FIFO
-    never blocks)."""
+    never blocks).
+
+    Loading reads one line at a time (a line longer than ``MAX_LINE_BYTES`` is refused), so
+    memory holds the entries, never a copy of the file.
+    """
     path = Path(path)
     parser = Parser(path)
     with files.open_read(path) as f:

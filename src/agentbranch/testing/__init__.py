@@ -1,32 +1,14 @@
 """Test helpers: tiny, deterministic DiffusionGemma checkpoints for tests and benchmarks
 (docs/design.md), ``FaultyReader`` (fault injection) and ``FakeToolCallingModel`` (a
-scripted chat model that ``create_agent`` can bind tools to).
-
-Everything is built from code in seconds, with no model hub: a Gemma-style fast tokenizer
-(``tokenizers`` BPE with byte fallback, Gemma's special tokens at their ids, a chat template)
-and a random-weight ``DiffusionGemmaForBlockDiffusion`` saved with ``save_pretrained`` plus a
-filled ``generation_config.json``. Two builds with the same arguments give byte-identical files.
+scripted chat model that ``create_agent`` can bind tools to). Built from code in
+seconds, with no model hub::
 
     folder = build_tiny_diffusiongemma(tmp_path / "tiny")      # hidden 64, 2 layers, 4 experts
     folder = tiny_diffusiongemma()                             # cached in the temp dir by args
 
-The tokenizer mirrors the properties of Gemma's that the engine relies on:
-
-* ``<pad>`` 0, ``<eos>`` 1, ``<bos>`` 2, ``<unk>`` 3, ``<mask>`` 4, ``<|channel>`` 100,
-  ``<channel|>`` 101, ``<|turn>`` 105, ``<turn|>`` 106 are special added tokens; ``"\\n"`` is the
-  normal token 107; the other ids below 108 are ``<unusedN>`` (or the image tokens 102–104).
-* Spaces are part of tokens (``"▁A"`` and ``"A"`` are distinct ids); ``A``–``Z``, ``0``–``9``,
-  ``yes`` and ``no`` are single tokens with or without a leading space; digits never merge.
-* Any text encodes without ``<unk>`` (printable ASCII as characters, everything else as UTF-8
-  byte tokens ``<0xNN>``).
-* ``encode`` adds no ``<bos>`` (the chat template writes it), so ``encode("<turn|>") == [106]``.
-
-``smollm2()`` is the one real language model: SmolLM2-135M-Instruct, fetched from the
-package index and converted once into a cache (the runtime helper
-``agentbranch.smollm2``, importable here too).
-
-``tokenizer`` builds the tokenizer, ``checkpoint`` the model folder, ``faults`` the
-faulty reader and ``chat_models`` the fake chat model; import them all from here.
+* ``tokenizer``: the Gemma-style tokenizer; ``checkpoint``: the model folder
+* ``faults``: the faulty reader; ``chat_models``: the fake chat model
+* ``real_model``: ``smollm2()``, the one real language model (SmolLM2-135M-Instruct)
 """
 
 from agentbranch.core.errors import ConfigurationError  # noqa: F401 - importable here before

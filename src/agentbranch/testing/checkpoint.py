@@ -45,6 +45,11 @@ def build_tiny_diffusiongemma(
     milliseconds; e.g. ``hidden_size=512, num_layers=8, num_experts=8, vocab_size=4096`` gives
     ~50M. ``initializer_range`` (0.1, larger than the 0.02 of real training inits) keeps the
     random logits from being nearly uniform. Deterministic for the same arguments and seed.
+
+    Everything is built from code in seconds, with no model hub: a Gemma-style fast tokenizer
+    (``tokenizers`` BPE with byte fallback, Gemma's special tokens at their ids, a chat template)
+    and a random-weight ``DiffusionGemmaForBlockDiffusion`` saved with ``save_pretrained`` plus a
+    filled ``generation_config.json``. Two builds with the same arguments give byte-identical files.
     """
     import torch
     from transformers import (

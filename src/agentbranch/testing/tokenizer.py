@@ -173,6 +173,17 @@ def build_tiny_tokenizer(
 
     ``transformers.AutoTokenizer.from_pretrained(path)`` loads it. ``vocab_size`` ≥ 512 pads the
     vocabulary with more word pieces and then ``<unusedN>`` tokens.
+
+    The tokenizer mirrors the properties of Gemma's that the engine relies on:
+
+    * ``<pad>`` 0, ``<eos>`` 1, ``<bos>`` 2, ``<unk>`` 3, ``<mask>`` 4, ``<|channel>`` 100,
+      ``<channel|>`` 101, ``<|turn>`` 105, ``<turn|>`` 106 are special added tokens; ``"\\n"`` is the
+      normal token 107; the other ids below 108 are ``<unusedN>`` (or the image tokens 102–104).
+    * Spaces are part of tokens (``"▁A"`` and ``"A"`` are distinct ids); ``A``–``Z``, ``0``–``9``,
+      ``yes`` and ``no`` are single tokens with or without a leading space; digits never merge.
+    * Any text encodes without ``<unk>`` (printable ASCII as characters, everything else as UTF-8
+      byte tokens ``<0xNN>``).
+    * ``encode`` adds no ``<bos>`` (the chat template writes it), so ``encode("<turn|>") == [106]``.
     """
     folder = Path(path)
     folder.mkdir(parents=True, exist_ok=True)

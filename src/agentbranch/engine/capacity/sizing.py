@@ -1,44 +1,9 @@
 """How many concurrent DiffusionGemma sequences one GPU holds, from vLLM's own allocation.
 
-What vLLM (0.32 and 0.33; model runner V2, ``vllm/v1/worker/gpu/``) does with the GPU:
-
-1. **Weights** load first.
-2. **Persistent buffers**, allocated when the model runner is built, before profiling, so
-   they come out of the KV-cache budget: per sequence slot (``max_num_seqs``) the
-   diffusion state of ``DiffusionGemmaRequestStates`` and ``DiffusionSampler``
-   (``vllm/model_executor/models/diffusion_gemma.py``: canvas, argmax and seed canvases
-   int64, the pin mask, ``stability_threshold + 1`` canvases of history, the
-   self-conditioning embeddings ``[canvas, hidden]`` fp32, the sampled ids), the runner's
-   draft tokens (``RequestState.draft_tokens``, int64 per canvas position), the
-   sampler's penalty counts (``PenaltiesState``: int32 per vocabulary entry, plus a bit
-   mask) and the grammar bit mask (``StructuredOutputsWorker``: one bit per vocabulary
-   entry for each of ``canvas + 1`` logit rows).
-3. **Profiling** runs one forward at ``max_num_batched_tokens`` and the sampler on one
-   logit row per sequence; the peak it sees (activations, non-torch memory) is reserved,
-   and everything else up to ``gpu_memory_utilization`` × GPU becomes **KV cache**.
-4. **A denoising step** then computes logits for every canvas position of every
-   sequence in the step — ``[sequences × canvas, vocab]`` — and the diffusion sampler
-   works on fp32 copies of them (the softcapped fp32 logits, the sampler's fp32 tile,
-   the self-conditioning softmax, the scaled logits for log probabilities, top-k/top-p
-   sorting). The profile never runs such a step (its sampler pass has no draft tokens),
-   so these transients are not in the budget: they must fit in the memory *outside*
-   ``gpu_memory_utilization``. vLLM says so itself: "The diffusion sampler materializes
-   [num_seqs, canvas_length, vocab] fp32 transients, so concurrency is memory-bound"
-   (``vllm/model_executor/models/config.py``, which defaults ``max_num_seqs`` to 8).
-
-So two limits, and ``max_num_seqs`` is the smaller:
-
-* **step**: ``max_num_seqs × canvas × vocab × 24 B ≤ (1 − util) × GPU − 1 GiB``
-  (six fp32-sized copies of the step's logits; 1 GiB for the CUDA context and allocator
-  slack). Both constants are assumptions — 24 B is our reading of the worst case of the
-  copies listed above — that together reproduce both published limits: Red Hat's "at most
-  4 sequences at canvas 256" on an 80 GB GPU with the FP8 checkpoint, and vLLM's ">8 OOMs
-  a single H200" (24-26 B would; the CPU tier cannot measure GPU transients).
-* **KV cache**: ``max_num_seqs × (KV of prompt + canvas + persistent buffers) ≤
-  util × GPU − weights − activation reserve``. The causal encoder writes the prompt's K/V;
-  the scheduler reserves slots for the canvas too (its draft tokens). Sliding-window
-  layers keep at most their window; full-attention layers keep every token. vLLM caches
-  V even where the model ties it to K.
+``size`` returns a ``SizingPlan``: ``max_num_seqs`` as the smaller of two limits, the
+denoising step's transients outside ``gpu_memory_utilization`` and the KV cache inside
+it, with each ``Term`` (bytes and where they come from) behind them. What vLLM allocates
+and the two constants assumed: docs/vllm.md, "Sizing".
 """
 
 from __future__ import annotations
@@ -67,7 +32,7 @@ __all__ = [
 ]
 
 #: Bytes per (canvas position × vocabulary entry) a denoising step holds at its peak:
-#: six fp32-sized copies of the step's logits (see the module docstring).
+#: six fp32-sized copies of the step's logits (docs/vllm.md).
 STEP_BYTES_PER_LOGIT = 24
 #: GPU memory outside vLLM's budget that the step cannot use: the CUDA context and
 #: allocator slack.
@@ -194,7 +159,7 @@ def kv_bytes_per_sequence(shape: ModelShape, tokens: int, dtype_bytes: int = 2) 
 
 
 def state_bytes_per_sequence(shape: ModelShape, canvas: int) -> int:
-    """Persistent buffers vLLM allocates per sequence slot (see the module docstring)."""
+    """Persistent buffers vLLM allocates per sequence slot (docs/vllm.md)."""
     history = shape.stability_threshold + 1
     diffusion_states = (
         canvas * (8 + 8 + 8 + 1 + 8 * history)  # canvas, argmax, seed (int64), pins, history

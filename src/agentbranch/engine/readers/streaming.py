@@ -1,19 +1,9 @@
 """Streaming a generation: the text pieces a generator hands out as the model produces them.
 
 A generator's ``stream(request)`` (and ``astream``) yields ``str`` pieces, then ONE
-``GenerationResult`` (token counts, finish reason, the whole text). Joined, the pieces
-are the result's text. Three helpers make every engine stream alike:
-
-* ``StreamText`` turns the growing text of a generation into the pieces that are safe
-  to hand out: never text at or past a stop string (the last ``len(stop) - 1``
-  characters are held back until the next token shows whether a stop string begins
-  there, so a stop string split over tokens is still caught), never half a character (a
-  trailing U+FFFD from an incomplete UTF-8 sequence waits for its next byte);
-* ``TokenText`` decodes a growing list of token ids (up to the first end-of-sequence
-  id) as the tokenizer decodes the whole reply;
-* ``iterate_in_thread`` runs a blocking stream in a worker thread and hands its items to
-  an event loop as they come (the loop never blocks); leaving the loop early tells the
-  stream to stop.
+``GenerationResult``; joined, the pieces are the result's text. ``StreamText`` (what is
+safe to hand out), ``TokenText`` (token ids to text) and ``iterate_in_thread`` (a
+blocking stream to an event loop) make every engine stream alike.
 """
 
 from __future__ import annotations
@@ -32,7 +22,14 @@ T = TypeVar("T")
 
 
 class StreamText:
-    """The pieces of one generation's text that may be handed out (module docstring)."""
+    """The pieces of one generation's text that may be handed out.
+
+    From the growing text of a generation, never text at or past a stop string (the last
+    ``len(stop) - 1`` characters are held back until the next token shows whether a stop
+    string begins there, so a stop string split over tokens is still caught), never half
+    a character (a trailing U+FFFD from an incomplete UTF-8 sequence waits for its next
+    byte).
+    """
 
     def __init__(self, stop: Sequence[str] = ()) -> None:
         self._stops = [s for s in stop if s]

@@ -1,25 +1,9 @@
 """The token-level forward of DiffusionGemma in HF transformers (docs/design.md).
 
 ``TransformersTokenBackend`` turns ``TokenRead``s (prompt ids, seeded canvas, slots) into
-``SlotLogprobs``: token ids in, label logprobs out. No question logic lives here; the
-canvas planner above builds the ids.
-
-One read is one denoising pass without self-conditioning (the first step, as vLLM runs a
-``diffusion_max_steps=1`` read): the prompt goes through the causal encoder as
-``input_ids`` and fills the KV cache, the seeded canvas is ``decoder_input_ids``; the
-logits are the model's own (soft-capped) and logprobs are a plain ``log_softmax`` over
-the full vocabulary, i.e. temperature 1.
-
-Batching: a batch is ONE forward. Prompts of different lengths are **left**-padded with an
-``attention_mask`` and explicit per-row ``position_ids`` (positions of real tokens are
-0..L-1, exactly as in a single read). Left padding matters: the sliding-attention layers'
-cache keeps the last ``sliding_window`` entries of the padded row, which are then the same
-real tokens a single read keeps. Canvases of different widths are **right**-padded and
-masked out through ``decoder_attention_mask`` (covering prompt + canvas), with
-``decoder_position_ids`` continuing each row's own prompt length; the decoder's bidirectional
-attention therefore never sees another row's padding. Padding changes only the kernels'
-summation order: batched reads equal single reads to ~1e-6 in float32 (tested at 1e-5).
-The MoE router is per token with no capacity limit, so batching does not change routing.
+``SlotLogprobs``: token ids in, label logprobs out (one read, and a batch of them, as
+its docstring says). No question logic lives here; the canvas planner above builds the
+ids. ``TransformersReader`` is the reader on it.
 """
 
 from __future__ import annotations
@@ -80,6 +64,23 @@ class TransformersTokenBackend:
     ``threads`` is the torch thread count of this backend's forwards: ``"auto"`` (default),
     an int, or ``None`` for torch's own setting; it is set only around the forward and
     restored after (``agentbranch.engine.readers.threads``).
+
+    One read is one denoising pass without self-conditioning (the first step, as vLLM runs a
+    ``diffusion_max_steps=1`` read): the prompt goes through the causal encoder as
+    ``input_ids`` and fills the KV cache, the seeded canvas is ``decoder_input_ids``; the
+    logits are the model's own (soft-capped) and logprobs are a plain ``log_softmax`` over
+    the full vocabulary, i.e. temperature 1.
+
+    Batching: a batch is ONE forward. Prompts of different lengths are **left**-padded with an
+    ``attention_mask`` and explicit per-row ``position_ids`` (positions of real tokens are
+    0..L-1, exactly as in a single read). Left padding matters: the sliding-attention layers'
+    cache keeps the last ``sliding_window`` entries of the padded row, which are then the same
+    real tokens a single read keeps. Canvases of different widths are **right**-padded and
+    masked out through ``decoder_attention_mask`` (covering prompt + canvas), with
+    ``decoder_position_ids`` continuing each row's own prompt length; the decoder's bidirectional
+    attention therefore never sees another row's padding. Padding changes only the kernels'
+    summation order: batched reads equal single reads to ~1e-6 in float32 (tested at 1e-5).
+    The MoE router is per token with no capacity limit, so batching does not change routing.
     """
 
     def __init__(

@@ -1,25 +1,9 @@
 """Generations with HF transformers on an already loaded model.
 
 ``TransformersGenerator`` generates on a model in memory: the DiffusionGemma model a
-``TransformersReader`` reads with (``reader.chat_model()``: transformers' own diffusion
-``generate``, the full denoising schedule, ``steps`` capping it), or any causal model
-(``model.generate``: greedy by default, sampling with ``temperature`` and ``seed``).
-``from_pretrained`` loads a local model folder, e.g. ``agentbranch.smollm2()``
-(``LocalChatModel(model=folder)`` does it on first use).
-
-``stream`` hands out the reply as it is generated (``agentbranch.engine.readers.streaming``):
-a causal model's tokens one by one (transformers' streamer interface), a DiffusionGemma's
-one denoised block (``canvas_length`` tokens) at a time, as ``generate`` commits it.
-
-Calls are serialised by a lock (the reader's own, so reads and generations of one model
-take turns); ``agenerate`` runs in a worker thread, never on the event loop. A ``seed``
-draws from a forked RNG: the process's torch RNG is left as it was.
-
-``choices`` on a causal model: the reply is the option whose tokens the model finds most
-likely after the prompt (the sum of their log probabilities, one batched forward), so it
-is always exactly one of them (``constrained="choice"``), as vLLM's structured outputs
-hold a generation to a choice. A DiffusionGemma generation is not constrained
-(``supports_choices`` is False there): the caller parses the reply.
+``TransformersReader`` reads with (``reader.chat_model()``), or any causal model
+(``from_pretrained`` loads a local folder); ``generate``, ``agenerate`` and ``stream``
+(the rules of each: its docstring). ``reader_generator`` builds one on a reader's model.
 """
 
 from __future__ import annotations
@@ -48,7 +32,7 @@ __all__ = ["TransformersGenerator", "reader_generator"]
 
 
 class TransformersGenerator:
-    """Generations on a loaded transformers model (see the module docstring).
+    """Generations on a loaded transformers model.
 
     Args:
         model: a loaded ``PreTrainedModel`` (a causal LM or a DiffusionGemma).
@@ -58,6 +42,27 @@ class TransformersGenerator:
         threads: torch threads around each generation (``agentbranch.engine.readers.threads``).
         model_name: reported in replies (default: the model's folder name).
         max_model_len: the longest prompt plus generation (default: the model's).
+
+    ``TransformersGenerator`` generates on a model in memory: the DiffusionGemma model a
+    ``TransformersReader`` reads with (``reader.chat_model()``: transformers' own diffusion
+    ``generate``, the full denoising schedule, ``steps`` capping it), or any causal model
+    (``model.generate``: greedy by default, sampling with ``temperature`` and ``seed``).
+    ``from_pretrained`` loads a local model folder, e.g. ``agentbranch.smollm2()``
+    (``LocalChatModel(model=folder)`` does it on first use).
+
+    ``stream`` hands out the reply as it is generated (``agentbranch.engine.readers.streaming``):
+    a causal model's tokens one by one (transformers' streamer interface), a DiffusionGemma's
+    one denoised block (``canvas_length`` tokens) at a time, as ``generate`` commits it.
+
+    Calls are serialised by a lock (the reader's own, so reads and generations of one model
+    take turns); ``agenerate`` runs in a worker thread, never on the event loop. A ``seed``
+    draws from a forked RNG: the process's torch RNG is left as it was.
+
+    ``choices`` on a causal model: the reply is the option whose tokens the model finds most
+    likely after the prompt (the sum of their log probabilities, one batched forward), so it
+    is always exactly one of them (``constrained="choice"``), as vLLM's structured outputs
+    hold a generation to a choice. A DiffusionGemma generation is not constrained
+    (``supports_choices`` is False there): the caller parses the reply.
     """
 
     def __init__(

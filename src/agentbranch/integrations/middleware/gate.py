@@ -1,39 +1,11 @@
 """``ToolGateMiddleware``: a confidence-banded gate on the tool calls of a LangChain agent.
 
 After each model turn, every proposed call of a guarded tool becomes one state for a
-yes/no risk question, and all of them are answered in ONE batched engine read
-(``decide_many``; with ``Earned(..., learn=True)`` each call is asked the question's
-version in force and its teacher label teaches it; the steps are
-``agentbranch.policy.resolving``'s, as a decide node's). Each answer is
-banded by an ``agentbranch.policy.Policy``:
-
-* **take** — the engine is sure: a safe call runs; a risky call is blocked with an error
-  ``ToolMessage`` that says why (the tool never runs);
-* **review** — a human decides through ``HumanInTheLoopMiddleware``'s own interrupt shape:
-  one ``HITLRequest`` for the turn, resumed with a ``HITLResponse`` whose decisions are
-  ``approve`` / ``edit`` / ``reject`` / ``respond``, so existing HITL front-ends work;
-* **fallback** — the policy's fallbacks run (``Generate(model)`` asks a chat model the same
-  question; ``GotoNode("block")`` blocks uncertain calls).
-
-Engine errors raise, unless the policy says ``FailOpen(label)`` (take that answer) or
-``FailClosed("block")`` / ``FailClosed("review")`` (block, or ask a human). Every resolved
-decision is written to agent state under ``tool_decisions`` (tool call id → record) and
-emitted like a decide node's (the stdlib decision log, LangGraph custom stream, LangChain callbacks).
-The question's id is ``"risky"`` (``question_id=``): records, emitted events and scripts
-of ``ScriptedReader`` name it. The gate only reads through the engine's reader, so a
-cassette reader replays it.
-
-Two calls of one turn with the same id (some model servers repeat ids): each is read,
-decided and recorded on its own (the second under ``"<id>#2"``, the third ``"<id>#3"``…).
-LangChain's agent loop matches tool results to calls by id only: ``create_agent`` sends
-to the tool node the calls whose id no ``ToolMessage`` answers, so a ToolMessage for one
-of them answers all. Such calls therefore run together or not at all: when one is
-blocked (or answered by a reviewer), the others with its id get an error ToolMessage
-saying they were not run because of the shared id (``outcome: "blocked"``,
-``shared_id_with``), instead of vanishing.
-
-The resolving steps are ``agentbranch.policy.resolving``'s; the reviewer exchange is
-``gate_review``, the texts ``gate_texts``.
+yes/no risk question, all answered in one batched engine read and banded by a
+``Policy``: take (a safe call runs, a risky one is blocked), review (a human decides
+through ``HumanInTheLoopMiddleware``'s interrupt shape) or fallback (the policy's
+fallbacks). The resolving steps are ``agentbranch.policy.resolving``'s; the reviewer
+exchange is ``gate_review``, the texts ``gate_texts``.
 """
 
 from __future__ import annotations
@@ -133,7 +105,7 @@ class _Call:
 
 
 class ToolGateMiddleware(AgentMiddleware):
-    """Gate the calls of ``tools`` on a measured yes/no risk decision (see module doc).
+    """Gate the calls of ``tools`` on a measured yes/no risk decision.
 
     Args:
         engine: the ``DecisionEngine`` that reads.
@@ -157,6 +129,30 @@ class ToolGateMiddleware(AgentMiddleware):
         blocked_message: ``(tool_call, record) -> str``, the content of the error
             ``ToolMessage`` of a blocked call.
         include_state: also put the rendered state in emitted events.
+
+    After each model turn, every proposed call of a guarded tool becomes one state for a
+    yes/no risk question, and all of them are answered in ONE batched engine read
+    (``decide_many``; with ``Earned(..., learn=True)`` each call is asked the question's
+    version in force and its teacher label teaches it; the steps are
+    ``agentbranch.policy.resolving``'s, as a decide node's). Each answer is
+    banded by an ``agentbranch.policy.Policy``:
+
+    * **take** — the engine is sure: a safe call runs; a risky call is blocked with an error
+      ``ToolMessage`` that says why (the tool never runs);
+    * **review** — a human decides through ``HumanInTheLoopMiddleware``'s own interrupt shape:
+      one ``HITLRequest`` for the turn, resumed with a ``HITLResponse`` whose decisions are
+      ``approve`` / ``edit`` / ``reject`` / ``respond``, so existing HITL front-ends work;
+    * **fallback** — the policy's fallbacks run (``Generate(model)`` asks a chat model the same
+      question; ``GotoNode("block")`` blocks uncertain calls).
+
+    Engine errors raise, unless the policy says ``FailOpen(label)`` (take that answer) or
+    ``FailClosed("block")`` / ``FailClosed("review")`` (block, or ask a human). Every resolved
+    decision is written to agent state under ``tool_decisions`` (tool call id → record) and
+    emitted like a decide node's (the stdlib decision log, LangGraph custom stream,
+    LangChain callbacks).
+    The question's id is ``"risky"`` (``question_id=``): records, emitted events and scripts
+    of ``ScriptedReader`` name it. The gate only reads through the engine's reader, so a
+    cassette reader replays it.
     """
 
     state_schema = _GateState
@@ -354,10 +350,20 @@ class ToolGateMiddleware(AgentMiddleware):
         c.record["executed"] = executed
 
     def _shared_ids(self, ai: AIMessage, calls: list[_Call]) -> list[BaseMessage]:
-        """Calls that share an id run together or not at all (see module doc): when one
+        """Calls that share an id run together or not at all: when one
         gets a ToolMessage, the others with its id that would run are blocked (their
         records say why), and an unguarded call with the id gets an error ToolMessage.
-        Returns those unguarded calls' messages."""
+        Returns those unguarded calls' messages.
+
+        Two calls of one turn with the same id (some model servers repeat ids): each is read,
+        decided and recorded on its own (the second under ``"<id>#2"``, the third ``"<id>#3"``…).
+        LangChain's agent loop matches tool results to calls by id only: ``create_agent`` sends
+        to the tool node the calls whose id no ``ToolMessage`` answers, so a ToolMessage for one
+        of them answers all. Such calls therefore run together or not at all: when one is
+        blocked (or answered by a reviewer), the others with its id get an error ToolMessage
+        saying they were not run because of the shared id (``outcome: "blocked"``,
+        ``shared_id_with``), instead of vanishing.
+        """
         answered: dict[str, _Call] = {}
         for c in calls:
             if c.record["outcome"] != "run":

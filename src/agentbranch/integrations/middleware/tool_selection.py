@@ -3,25 +3,8 @@
 The same interface shape as LangChain's ``LLMToolSelectorMiddleware`` (``max_tools``,
 ``always_include``, instructions for the selector), with no generation: before each model
 call the engine reads the latest user message against the available tools and the call
-binds only the tools it selects.
-
-* ``mode="choice"`` — one choice over the tool names (question id ``"tool"``), each
-  described by its tool description; the most probable tool is bound, and the next
-  most probable ones up to ``max_tools`` (1 by default) only when the read gives each at
-  least ``min_probability`` (0.1): a confident read binds one tool even with
-  ``max_tools=5``, an open one up to five. A tool the read gives (almost) no chance is
-  never bound.
-* ``mode="yes_no"`` — one yes/no question per tool ("does the request need it?"), all in
-  one read (one canvas with ``DecisionEngine(joint=True)``), each question's id the tool's
-  name; the tools answered ``yes`` are bound, the most probable first when ``max_tools``
-  caps them.
-
-``min_confidence`` is the floor: a choice read below it keeps every tool, and in yes/no
-mode a tool whose answer is below it is kept (the engine is not sure it is unneeded).
-A user message with nothing to read (empty, blank, ``"?"``, markup tokens) renders as
-the empty text, which the embedded reader answers uniformly: every tool is kept.
-The selection and its decision records go to agent state under ``tool_selection`` and are
-emitted like every decision (the stdlib decision log, custom stream, callbacks).
+binds only the tools it selects (``mode="choice"`` or ``"yes_no"``; the rules of each:
+the class docstring).
 """
 
 from __future__ import annotations
@@ -65,7 +48,7 @@ class _SelectionState(AgentState):
 
 
 class ToolSelectorMiddleware(AgentMiddleware):
-    """Bind only the tools one engine read selects (see module doc).
+    """Bind only the tools one engine read selects.
 
     Args:
         engine: the ``DecisionEngine`` that reads.
@@ -77,9 +60,27 @@ class ToolSelectorMiddleware(AgentMiddleware):
         min_probability: choice mode: a tool after the most probable one is bound only
             when the read gives it at least this probability (default 0.1).
         always_include: tool names always bound, never read about, not counted.
-        min_confidence: the confidence floor (see module doc).
+        min_confidence: the confidence floor (below).
         on_error: ``"raise"`` (default) or ``"all"`` — an engine error binds every tool.
         include_state: also put the latest user message in emitted events.
+
+    * ``mode="choice"`` — one choice over the tool names (question id ``"tool"``), each
+      described by its tool description; the most probable tool is bound, and the next
+      most probable ones up to ``max_tools`` (1 by default) only when the read gives each at
+      least ``min_probability`` (0.1): a confident read binds one tool even with
+      ``max_tools=5``, an open one up to five. A tool the read gives (almost) no chance is
+      never bound.
+    * ``mode="yes_no"`` — one yes/no question per tool ("does the request need it?"), all in
+      one read (one canvas with ``DecisionEngine(joint=True)``), each question's id the tool's
+      name; the tools answered ``yes`` are bound, the most probable first when ``max_tools``
+      caps them.
+
+    ``min_confidence`` is the floor: a choice read below it keeps every tool, and in yes/no
+    mode a tool whose answer is below it is kept (the engine is not sure it is unneeded).
+    A user message with nothing to read (empty, blank, ``"?"``, markup tokens) renders as
+    the empty text, which the embedded reader answers uniformly: every tool is kept.
+    The selection and its decision records go to agent state under ``tool_selection`` and are
+    emitted like every decision (the stdlib decision log, custom stream, callbacks).
     """
 
     state_schema = _SelectionState
@@ -219,7 +220,7 @@ class ToolSelectorMiddleware(AgentMiddleware):
                 return _selection(self.mode, names, True, records)
             probs = rec["probabilities"]
             ranked = sorted(names, key=lambda n: -probs[n])
-            # The top tool, then only the ones the read supports (see module doc).
+            # The top tool, then only the ones the read supports (see the class docstring).
             chosen = ranked[:1] + [n for n in ranked[1:] if probs[n] >= self.min_probability]
             return _selection(self.mode, chosen[: self.max_tools], False, records)
         kept = [n for n in names if records[n]["label"] == "yes" or records[n]["band"] != "take"]

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
-import math
 import random
 from dataclasses import dataclass
 from typing import Any
 
 from agentbranch.core import logs
+from agentbranch.core._checks import timeout_seconds
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.policy.auditing.sinks import AuditRecord, as_sinks
 from agentbranch.policy.auditing.worker import AuditStats, AuditWorker, Deadline, Job
@@ -104,15 +104,8 @@ class Audit:
                 f"Audit(model=...) must be a LangChain chat model (with invoke), got "
                 f"{type(self.model).__name__}"
             )
-        t = self.timeout
-        if t is not None and (
-            isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t <= 0
-        ):
-            raise ConfigurationError(
-                f"Audit(timeout=...) must be a number of seconds > 0 (or None to wait for "
-                f"ever), got {t!r}"
-            )
-        object.__setattr__(self, "_deadline", Deadline(None if t is None else float(t)))
+        t = timeout_seconds(self.timeout, "Audit(timeout=...)")
+        object.__setattr__(self, "_deadline", Deadline(t))
         object.__setattr__(self, "_rng", self.rng or random.Random(self.seed))
         object.__setattr__(self, "_sinks", as_sinks(self.sink))
         object.__setattr__(self, "_worker", AuditWorker(self.queue_size, workers=w))

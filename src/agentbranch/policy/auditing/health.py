@@ -1,34 +1,9 @@
 """Audit health: audits that were due and never came count against trust.
 
-An ``Earned`` band is watched by its audits: the drift test withdraws it after about
-``takes_to_withdraw(precision, fallen_to, level)`` audited takes. A teacher that hangs
-or fails, or an audit queue that overflows, silently stretches that: with a share
-``m`` of the due audits missing, drift is seen only after ``1/(1 - m)`` times as many
-taken decisions. So every audit that was due (sampled) is counted per question, reader
-and model as *arrived* (the teacher's answer was used) or *missing* (dropped on a full
-queue, timed out, raised, or answered outside the options), and the band is
-**suspended** — nothing taken, every decision to the fallbacks, trust ``"learning"`` —
-while the last ``window`` due audits hold more than half missing:
-
-* ``window`` is ``takes_to_withdraw(precision, fallen_to, level)`` for a fall of
-  ``REFERENCE_DROP`` (0.2) below the target (``fallen_to`` at least half the target),
-  at least ``MIN_WINDOW``: at 0.9 and level 0.95, 25 due audits (a fall to 0.7).
-* More than half of them missing means drift would be seen after more than twice the
-  audited takes the drift test promises (the same factor of two within which the
-  simulations withdraw in 95 % of streams): the band is suspended once more than
-  ``window / 2`` of the last ``window`` due audits went missing (at 0.9/0.95: after
-  13 missing audits, fewer than the 25 a working teacher needs to see a fall to 0.7).
-* It is open again once no more than a quarter of the last ``window`` are missing
-  (hysteresis: a teacher failing about half the time does not flap). While suspended,
-  nothing is taken, so the decisions the band would take are still sent to the
-  teacher at the audit rate as *probes*: their answers only count here, and are
-  neither evidence nor audit records (those decisions are labelled by the fallback).
-
-Each outcome and each check is O(1) (a ring of the last ``window`` outcomes and a count
-of the missing ones); ``Earned.threshold`` asks ``suspended`` for every decision. The
-health is this process's: it knows which of its own audits went missing (replicas
-sharing a store each watch their own). Suspending is logged (WARNING, once per
-suspension) and so is reopening (INFO).
+``AuditHealth`` counts, per question, reader and model, each due audit as arrived or
+missing and suspends the band while more than half of the last ``health_window`` due
+audits are missing (the rule and why: its docstring); ``HealthStatus`` is one
+question's snapshot.
 """
 
 from __future__ import annotations
@@ -51,7 +26,7 @@ Who = tuple[str, str | None, str | None]  # question id, reader, model
 
 
 def health_window(precision: float, level: float) -> int:
-    """Due audits the health is judged on (see the module doc)."""
+    """Due audits the health is judged on (see ``AuditHealth``)."""
     from agentbranch.policy.earned._drift import takes_to_withdraw
 
     fallen_to = max(precision - REFERENCE_DROP, precision / 2)
@@ -84,7 +59,38 @@ class _Ring:
 
 
 class AuditHealth:
-    """Per question (id, reader, model): whether its due audits arrive (module doc)."""
+    """Per question (id, reader, model): whether its due audits arrive.
+
+    An ``Earned`` band is watched by its audits: the drift test withdraws it after about
+    ``takes_to_withdraw(precision, fallen_to, level)`` audited takes. A teacher that hangs
+    or fails, or an audit queue that overflows, silently stretches that: with a share
+    ``m`` of the due audits missing, drift is seen only after ``1/(1 - m)`` times as many
+    taken decisions. So every audit that was due (sampled) is counted per question, reader
+    and model as *arrived* (the teacher's answer was used) or *missing* (dropped on a full
+    queue, timed out, raised, or answered outside the options), and the band is
+    **suspended** — nothing taken, every decision to the fallbacks, trust ``"learning"`` —
+    while the last ``window`` due audits hold more than half missing:
+
+    * ``window`` is ``takes_to_withdraw(precision, fallen_to, level)`` for a fall of
+      ``REFERENCE_DROP`` (0.2) below the target (``fallen_to`` at least half the target),
+      at least ``MIN_WINDOW``: at 0.9 and level 0.95, 25 due audits (a fall to 0.7).
+    * More than half of them missing means drift would be seen after more than twice the
+      audited takes the drift test promises (the same factor of two within which the
+      simulations withdraw in 95 % of streams): the band is suspended once more than
+      ``window / 2`` of the last ``window`` due audits went missing (at 0.9/0.95: after
+      13 missing audits, fewer than the 25 a working teacher needs to see a fall to 0.7).
+    * It is open again once no more than a quarter of the last ``window`` are missing
+      (hysteresis: a teacher failing about half the time does not flap). While suspended,
+      nothing is taken, so the decisions the band would take are still sent to the
+      teacher at the audit rate as *probes*: their answers only count here, and are
+      neither evidence nor audit records (those decisions are labelled by the fallback).
+
+    Each outcome and each check is O(1) (a ring of the last ``window`` outcomes and a count
+    of the missing ones); ``Earned.threshold`` asks ``suspended`` for every decision. The
+    health is this process's: it knows which of its own audits went missing (replicas
+    sharing a store each watch their own). Suspending is logged (WARNING, once per
+    suspension) and so is reopening (INFO).
+    """
 
     def __init__(self, precision: float, level: float) -> None:
         self.precision = precision

@@ -47,7 +47,11 @@ _COPIED = (
     "model",
     "draws",
     "decision_id",  # the decision's identity under an ``Earned`` policy (else None)
+    "take_at",
+    "trust",
 )
+#: The teacher's answer in an audit record (see ``_answered``).
+_ANSWER = ("teacher_label", "agree", "teacher", "reply")
 
 
 def shadow(
@@ -98,12 +102,7 @@ def _one(
     elif by == "fallback" and fallback.get("kind") == "generate" and audit.fallback_examples:
         text = state_text(state) if audit.include_state else None
         record = _base("fallback", engine, question, policy, audit, rec, text, rate=1.0)
-        record.update(
-            teacher_label=rec["label"],
-            agree=rec["label"] == rec["engine_label"],
-            teacher=fallback.get("model"),
-            reply=fallback.get("reply"),
-        )
+        _answered(record, rec["label"], fallback.get("model"), fallback.get("reply"))
         audit.submit(lambda: audit.write(record))
 
 
@@ -222,21 +221,14 @@ def _base(
         "kind": kind,
         "id": uuid.uuid4().hex,
         "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
+        **{k: rec.get(k) for k in _COPIED},
+        "options": list(rec["options"]),
+        "probabilities": dict(rec["probabilities"] or {}),
+        **dict.fromkeys(_ANSWER),  # filled by ``_answered`` when the teacher answers
+        "rate": rate,
+        "temperature": temperature,
+        "spec": question.model_dump(mode="json"),
     }
-    record.update({k: rec.get(k) for k in _COPIED})
-    record["options"] = list(rec["options"])
-    record["probabilities"] = dict(rec["probabilities"] or {})
-    record.update(
-        teacher_label=None,
-        agree=None,
-        teacher=None,
-        reply=None,
-        rate=rate,
-        temperature=temperature,
-        take_at=rec.get("take_at"),
-        trust=rec.get("trust"),
-        spec=question.model_dump(mode="json"),
-    )
     if policy.earned is not None:
         record["earned"] = policy.earned.settings  # the policy's own target, for reports
     if audit.include_state and text is not None:
@@ -260,15 +252,18 @@ def _ask(
     reply, label = _answer(audit, engine, call, base, health)
     if health is not None:
         health.arrived()
-    base.update(
-        teacher_label=label,
-        agree=label == base["engine_label"],
-        teacher=model_name(teacher),
-        reply=str(getattr(reply, "content", reply))[:500],
-    )
+    _answered(base, label, model_name(teacher), str(getattr(reply, "content", reply))[:500])
     audit.write(base)
     if learn is not None:
         learn(label)
+
+
+def _answered(record: AuditRecord, label: str, teacher: str | None, reply: str | None) -> None:
+    """Write the teacher's answer into ``record``: its label, whether the engine's label
+    agrees, the teacher's name and (the start of) its reply."""
+    record.update(
+        teacher_label=label, agree=label == record["engine_label"], teacher=teacher, reply=reply
+    )
 
 
 def _answer(

@@ -1,21 +1,16 @@
 """Earned trust: a take threshold learned per question from the teacher's labels.
 
-``Earned`` is the policy object (``Policy(take_at=Earned(...))``); ``TrustState`` and
-``Threshold`` are what it reports per question, by ``QuestionKey``; ``Evidence`` is one
-labelled decision and the stores keep them (``JsonlEvidenceStore``,
-``LangGraphEvidenceStore``, or any ``EvidenceStore``); ``replay`` recomputes a state
-from records; ``takes_to_withdraw`` and ``drifted`` are the drift test's figures. The modules behind this face are private:
+The public face: ``Earned`` (``Policy(take_at=Earned(...))``), what it reports
+(``TrustState``, ``Threshold``, by ``QuestionKey``), ``Evidence`` and its stores,
+``replay``, ``takes_to_withdraw``/``drifted``. The modules behind it are private:
 
-* ``_earned``: the policy object; ``_state``: the state machine, fed by ``_window``
-  (late labels) and ``_ledger`` (every question, from the store), ``_digests`` (ids seen);
-* ``_statistics``: the look test over counts; ``_drift``: the drift test; ``_looks``:
-  when looks run;
-* ``_evidence``: the record schema and key; ``_stores``: the store interface, kept by
-  ``_jsonl_store`` and ``_langgraph_store`` (``_any_store`` picks one);
-  ``_checkpoint``: the state saved beside a JSON Lines store;
-* ``_collect``: evidence from resolved decisions; ``_identity``: one decision's identity;
-  ``_in_force``: the threshold a decision was read under;
-* ``learn/``: learning a better read of a question from its evidence.
+* ``_earned``: the policy object; ``_state``: the state machine, fed by ``_window``,
+  ``_ledger`` and ``_digests``
+* ``_statistics``: the look test; ``_drift``: the drift test; ``_looks``: when looks run
+* ``_evidence``: record and key; ``_stores``, ``_jsonl_store``, ``_langgraph_store``,
+  ``_any_store``: the stores; ``_checkpoint``: the state beside a JSON Lines store
+* ``_collect``: evidence from decisions; ``_identity``; ``_in_force``
+* ``learn/``: learning a better read of a question from its evidence
 """
 
 from agentbranch.policy.earned._drift import drifted, takes_to_withdraw

@@ -6,64 +6,11 @@
         audit=Audit(rate=0.05),
     )
 
-How it behaves (the API other code builds on):
-
-* Per question (keyed by ``evidence_key``: id, instructions, options, examples, reader,
-  model) the policy is in one of three states, shown in every decision record as
-  ``trust`` with the threshold in force as ``take_at`` (``None``: the band is closed):
-  ``"learning"`` (nothing is taken; every decision goes to the fallbacks and the
-  engine's label is still recorded as ``engine_label``), ``"earned"`` (decisions at or
-  above ``take_at`` are taken) and ``"withdrawn"`` (drift closed the band; learning
-  again). ``start_at=`` begins at a hand-chosen threshold with ``trust="fixed"``; a plain
-  float ``take_at`` is ``"fixed"`` too.
-* Evidence: every ``Generate`` answer in the fallback band, every human review answer,
-  and the audit teacher's answers for the audited share of taken decisions (with no
-  ``Generate``, the audit teacher also samples the fallback band at its rate). Each is
-  one ``Evidence`` record appended to the store (``agentbranch.policy.earned._evidence``).
-  Without ``Audit`` no taken decision is ever checked, so drift cannot withdraw a band
-  and the threshold can only be lowered by fallback labels: give ``audit=Audit(rate=...)``
-  (the smaller the rate, the more decisions pass before drift is seen).
-* Thresholds are a deterministic function of the ordered evidence (``replay``: sorted by
-  time and id, each id once, one label per ``decision`` identity), so every process
-  sharing a store converges on the same thresholds once it has read the same records
-  (each reads what the store gained every ``refresh_s``; its own evidence counts at
-  once). The state per question is compact and a label costs O(1), late ones included
-  (``_window``, ``_statistics``); a JSON Lines store gets a verifiable checkpoint
-  beside it (``_checkpoint``).
-  The statistics, their guarantee and their assumptions: docs/earned.md.
-* Reading it back (reports, diagrams):
-
-  - ``earned.state(QuestionKey(question_id, question, reader, model))`` (or the short
-    form ``earned.state(question_id, question, reader, model)``) → ``TrustState``:
-    ``take_at``, ``trust``, ``labels`` (this epoch), ``looks``,
-    ``audit_right``/``audit_wrong`` (since the band opened), ``drift_evalue`` (of the
-    drift test), ``records``, and ``events``: every ``Event`` (``kind`` ``"look"`` |
-    ``"earned"`` | ``"lowered"`` | ``"withdrawn"``, ``index`` of the record that caused
-    it, its ``time``, ``take_at`` after it, ``labels``, ``reason``);
-  - ``earned.stored()`` → ``{evidence key: TrustState}`` for every question the store
-    holds evidence of (any process's; with ``learn``, each version's key at its own
-    share of the error, ``learn.stored``); ``earned.states()`` those this process has used;
-  - ``earned.evidence`` is the store (``load(key)``, ``keys()``): the ``Evidence``
-    records themselves (confidence, engine and teacher labels, band, rate, the threshold
-    and trust in force), from which coverage and precision over time follow;
-    ``replay(records, earned)`` recomputes a state from any records.
-  - ``earned.audit_health``: per question, whether its due audits arrive; a band whose
-    audits stopped arriving is suspended (``threshold`` closes it) until they do
-    (``agentbranch.policy.auditing.health``);
-  - ``takes_to_withdraw(precision, dropped_to, level, history=, before=)``:
-    audited takes the drift test needs to withdraw a band (at 0.9 and level 0.95: 93
-    when precision falls to 0.8, 25 to 0.7, 7 to 0.5; to 0.6 after 1,000 good audits
-    at 0.95: 42).
-* Bad input: ``precision``/``level`` not strictly between 0 and 1 (NaN, negative, 1),
-  and the other options out of range, are ``ConfigurationError``; a store holding
-  anything that is not evidence is an ``InvalidFileError`` naming file and line (never a
-  reset); a teacher answering outside the options gives no evidence (the fallback fails
-  over, the audit counts a failure); evidence that does not validate is dropped with a
-  WARNING; a changed question has another key and starts learning again.
-* ``earned.freeze()``: thresholds stay what the evidence gives now, nothing more is
-  written (regulated deployments; a read-only store).
-* Under a replay cassette the threshold in force is the recorded one
-  (``agentbranch.policy.earned._in_force``) and replayed decisions are no evidence.
+Per question the policy is ``"learning"`` (nothing taken), ``"earned"`` (taken at or
+above ``take_at``), ``"withdrawn"`` (drift closed the band) or ``"fixed"``; every
+teacher label (fallback, review, audit) is an ``Evidence`` record, and the thresholds
+are a deterministic function of the ordered evidence. What a user relies on (states,
+read-back, bad input, ``freeze()``, replays) is in docs/earned.md.
 """
 
 from __future__ import annotations
@@ -120,7 +67,7 @@ def _check_unit(name: str, value: Any, *, open_: bool) -> float:
 
 @dataclass(eq=False)
 class Earned:
-    """A take threshold earned per question from evidence (see the module docstring).
+    """A take threshold earned per question from evidence (docs/earned.md).
 
     Args:
         precision: the take band's precision against the teacher to be shown, in (0, 1).

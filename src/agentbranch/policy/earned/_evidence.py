@@ -1,63 +1,9 @@
 """Evidence for earned thresholds: one record per teacher label, and what keys it.
 
-An **evidence record** is what ``Earned`` learns from: one decision of the engine next to
-the teacher's label for it. Records are append-only (one stored item per record, unique
-``id``) and validated with a pydantic schema on the way in and on the way out of a store.
-
-Schema (``EVIDENCE_SCHEMA``, JSON object, one per line of a JSON Lines store):
-
-* ``schema``: ``"agentbranch.earned/1"``
-* ``id``: unique hex id; ``time``: ISO-8601 in UTC (ms) when it was recorded,
-  never more than ``MAX_CLOCK_SKEW_S`` (5 minutes) in the future of the clock reading it
-* ``key``: the evidence key (``evidence_key``): a hash of the question's identity (id,
-  instructions, options, examples — its ``model_dump``), of reader and model, and of the
-  reading settings that shape its confidences (``reading``, when any differs from the
-  defaults)
-* ``decision`` (optional, ``None`` in records of earlier releases): the decision's
-  identity (``agentbranch.policy.earned._identity``): labels of one decision count once
-* ``question_id``, ``reader``, ``model``: readable copies of what the key hashes
-* ``source``: ``"fallback"`` (a ``Generate`` answer in the fallback band: every decision
-  there gets one), ``"review"`` (a human's answer in the review band) or ``"audit"``
-  (the audit teacher's answer for a sampled share ``rate`` of the decisions, taken ones
-  or — with no ``Generate`` — fallback-band ones)
-* ``band``: ``"take"`` or ``"fallback"``/``"review"``: where the decision was
-* ``confidence``: the engine's confidence in [0, 1]; ``engine_label`` / ``teacher_label``:
-  both among ``options``; ``correct``: ``engine_label == teacher_label``
-* ``rate``: the probability this decision was labelled (1 for fallback and review, the
-  audit rate for audits; each record stands for ``1/rate`` decisions), at least
-  ``MIN_RATE`` (1e-4: one record never stands for more than 10,000 decisions, so every
-  weight the statistics use is finite)
-* ``take_at`` (float or null: the band was closed) and ``trust``: the threshold in force
-  when the decision was made
-* ``earned`` (optional; absent in stores written before it was kept): the settings of
-  the ``Earned`` policy that made the record (``precision``, ``level``,
-  ``min_evidence``, ``max_take_at``, ``min_take_at``, ``start_at``, ``step``), so that a
-  report states the policy's own target and recomputes its thresholds
-
-* ``state`` (optional, only with ``Earned(learn=True)``; absent otherwise): the labelled
-  state's text, after ``Earned(redact=...)``, which the question learns from
-  (``agentbranch.policy.earned.learn``)
-* ``version`` (optional, only with ``Earned(learn=True)``; absent otherwise): the
-  version of the question's read whose evidence this is (0: the question as written),
-  so a report or ``Earned.stored()`` tests each version at its own share of the error
-* ``written`` (optional, only with ``Earned(learn=True)``; absent otherwise): the
-  evidence key of the question as written that this version learned from, so the
-  labelled states of a version that a later release (or other numeric libraries) no
-  longer fits the same way are still found and learned from
-* ``probability`` (optional, only with ``Earned(learn=True)``; absent otherwise): the
-  probability the read gave ``engine_label``, what the probability its version reports
-  is measured against (``agentbranch.policy.earned.learn.probability``)
-* ``floor`` (optional, only with ``Earned(learn=True)``; absent otherwise): the
-  probability with which every decision of the question was at least being labelled as
-  this label was made: 1 while no version of the question held a take band (every
-  decision went to the teacher), the audit rate while one did. The anytime-valid test of
-  a learned version (``agentbranch.policy.earned.learn.eprocess``) bets on a label in
-  proportion to ``floor / rate``; absent: no bet
-
-Records are validated strictly: numbers must be JSON numbers (``"0.97"`` or ``true`` as
-a confidence is refused), ``correct`` a JSON boolean, options distinct. A record whose
-``schema`` names a later version was written by a newer release of agentbranch: it is
-refused with a message saying so (``newer_schema``), never read as something edited.
+``Evidence`` is one record (the schema ``EVIDENCE_SCHEMA``, field by field, is its
+docstring), ``new_evidence`` makes a fresh one, ``evidence_key`` and ``QuestionKey``
+say which question's trust a record belongs to, ``newer_schema`` and ``check_time``
+refuse what this release cannot read.
 """
 
 from __future__ import annotations
@@ -109,7 +55,67 @@ class EarnedSettings(BaseModel):
 
 
 class Evidence(BaseModel):
-    """One teacher label for one engine decision (see the module docstring)."""
+    """One teacher label for one engine decision.
+
+    An **evidence record** is what ``Earned`` learns from: one decision of the engine next to
+    the teacher's label for it. Records are append-only (one stored item per record, unique
+    ``id``) and validated with a pydantic schema on the way in and on the way out of a store.
+
+    Schema (``EVIDENCE_SCHEMA``, JSON object, one per line of a JSON Lines store):
+
+    * ``schema``: ``"agentbranch.earned/1"``
+    * ``id``: unique hex id; ``time``: ISO-8601 in UTC (ms) when it was recorded,
+      never more than ``MAX_CLOCK_SKEW_S`` (5 minutes) in the future of the clock reading it
+    * ``key``: the evidence key (``evidence_key``): a hash of the question's identity (id,
+      instructions, options, examples — its ``model_dump``), of reader and model, and of the
+      reading settings that shape its confidences (``reading``, when any differs from the
+      defaults)
+    * ``decision`` (optional, ``None`` in a record without one): the decision's
+      identity (``agentbranch.policy.earned._identity``): labels of one decision count once
+    * ``question_id``, ``reader``, ``model``: readable copies of what the key hashes
+    * ``source``: ``"fallback"`` (a ``Generate`` answer in the fallback band: every decision
+      there gets one), ``"review"`` (a human's answer in the review band) or ``"audit"``
+      (the audit teacher's answer for a sampled share ``rate`` of the decisions, taken ones
+      or — with no ``Generate`` — fallback-band ones)
+    * ``band``: ``"take"`` or ``"fallback"``/``"review"``: where the decision was
+    * ``confidence``: the engine's confidence in [0, 1]; ``engine_label`` / ``teacher_label``:
+      both among ``options``; ``correct``: ``engine_label == teacher_label``
+    * ``rate``: the probability this decision was labelled (1 for fallback and review, the
+      audit rate for audits; each record stands for ``1/rate`` decisions), at least
+      ``MIN_RATE`` (1e-4: one record never stands for more than 10,000 decisions, so every
+      weight the statistics use is finite)
+    * ``take_at`` (float or null: the band was closed) and ``trust``: the threshold in force
+      when the decision was made
+    * ``earned`` (optional; absent from a record without it): the settings of
+      the ``Earned`` policy that made the record (``precision``, ``level``,
+      ``min_evidence``, ``max_take_at``, ``min_take_at``, ``start_at``, ``step``), so that a
+      report states the policy's own target and recomputes its thresholds
+
+    * ``state`` (optional, only with ``Earned(learn=True)``; absent otherwise): the labelled
+      state's text, after ``Earned(redact=...)``, which the question learns from
+      (``agentbranch.policy.earned.learn``)
+    * ``version`` (optional, only with ``Earned(learn=True)``; absent otherwise): the
+      version of the question's read whose evidence this is (0: the question as written),
+      so a report or ``Earned.stored()`` tests each version at its own share of the error
+    * ``written`` (optional, only with ``Earned(learn=True)``; absent otherwise): the
+      evidence key of the question as written that this version learned from, so the
+      labelled states of a version that a later release (or other numeric libraries) no
+      longer fits the same way are still found and learned from
+    * ``probability`` (optional, only with ``Earned(learn=True)``; absent otherwise): the
+      probability the read gave ``engine_label``, what the probability its version reports
+      is measured against (``agentbranch.policy.earned.learn.probability``)
+    * ``floor`` (optional, only with ``Earned(learn=True)``; absent otherwise): the
+      probability with which every decision of the question was at least being labelled as
+      this label was made: 1 while no version of the question held a take band (every
+      decision went to the teacher), the audit rate while one did. The anytime-valid test of
+      a learned version (``agentbranch.policy.earned.learn.eprocess``) bets on a label in
+      proportion to ``floor / rate``; absent: no bet
+
+    Records are validated strictly: numbers must be JSON numbers (``"0.97"`` or ``true`` as
+    a confidence is refused), ``correct`` a JSON boolean, options distinct. A record whose
+    ``schema`` names a later version was written by a newer release of agentbranch: it is
+    refused with a message saying so (``newer_schema``), never read as something edited.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
@@ -246,8 +252,8 @@ def evidence_key(
     examples — the whole ``model_dump``), reader and model, and ``reading``: the
     fingerprint of the reading settings that shape the confidence (``Decision.reading``:
     the engine's draws, permutations, joint canvas, instructions, calibration temperature
-    and the reader's own scoring settings; ``None`` when all are the defaults, which keeps
-    the keys of earlier releases). Change any of them and the question starts learning
+    and the reader's own scoring settings; ``None`` when all are the defaults, and then not
+    hashed in). Change any of them and the question starts learning
     again: a threshold earned on one confidence scale never serves another."""
     spec = question.model_dump(mode="json") if hasattr(question, "model_dump") else question
     identity = {"id": question_id, "question": spec, "reader": reader, "model": model}

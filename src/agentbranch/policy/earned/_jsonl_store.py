@@ -12,7 +12,7 @@ import logging
 import os
 import stat
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +74,8 @@ class JsonlEvidenceStore:
         self._tail = b""  # the last bytes read (a file emptied and refilled is noticed)
         self._lost: str | None = None
         self._hash = hashlib.sha256()  # of the bytes before ``_offset`` (checkpoints)
+        #: ``keep_only``: the JSON spellings of the keys whose lines ``read_new`` parses
+        self._needles: tuple[bytes, ...] | None = None
 
     def __repr__(self) -> str:
         return f"JsonlEvidenceStore({str(self.path)!r})"
@@ -118,6 +120,14 @@ class JsonlEvidenceStore:
                     self._tail = (self._tail + raw)[-TAIL_BYTES:]
                     self._line += len(records)
                     self._keys.update(r.key for r in records)
+
+    def keep_only(self, keys: Iterable[str]) -> None:
+        """From now on ``read_new`` parses only the lines of these evidence keys and
+        skips the others unparsed (``keys()`` then knows only these). A learned
+        version's copy of the policy reads a shared store for its own key: parsing
+        every other record each time a version is fitted made a month's fits cost
+        time and memory in proportion to the whole file."""
+        self._needles = tuple(json.dumps(k).encode() for k in keys)
 
     def pop_lost(self) -> str | None:
         """Why the file being read was lost since the last call (``None``: it was not)."""
@@ -328,8 +338,11 @@ class JsonlEvidenceStore:
                 chunk += f.read(size - self._offset - len(chunk))  # one very long line
         end = chunk.rfind(b"\n") + 1  # a line still being written waits for the next read
         line = self._line
+        needles = self._needles
         for raw in chunk[:end].splitlines():
             line += 1
+            if needles is not None and not any(n in raw for n in needles):
+                continue  # another key's line (``keep_only``): a substring test, no parse
             rec = self._parse_line(raw, line)
             if rec is not None:
                 out.append(rec)

@@ -1,20 +1,10 @@
 """One question's trust fed label by label in replay order, late labels included, at a
 cost that does not grow with the evidence.
 
-Thresholds are a function of the records in replay order (time, id): looks fall at
-label counts and the drift test is sequential, so a label that arrives after others it
-sorts behind (eight callers labelling at once, a replica's clock, a future-dated
-record) changes what comes after it, and only that. ``QuestionWindow`` keeps the last
-``CHUNKS × CHUNK`` labels (light copies, not the records) in chunks, each with a
-snapshot of the state before it. A label in order is one ``step``; a late one is
-inserted into its chunk and the state is re-run from that chunk's snapshot: at most
-the labels after it in the window, never the question's whole history. A label older
-than the whole window answers ``REBUILD``: the caller replays the question from its
-store (the store is the full history; this is rare and logged).
-
-Each label counts once: a record whose ``id`` was seen (in the window or, once folded
-out of it, in the shared ``DigestSet``) is dropped, and of records carrying the same
-``decision`` identity only the first in replay order counts.
+``QuestionWindow`` keeps the question's live ``TrustState`` and its recent labels in
+chunks, so a late label re-runs only the labels after it (how, and when the caller must
+rebuild from the store: its docstring); ``Label`` is the light copy of a record it
+keeps. Each label counts once.
 """
 
 from __future__ import annotations
@@ -87,7 +77,23 @@ class _Chunk:
 
 class QuestionWindow:
     """One question's live ``TrustState`` and the recent labels that let a late one be
-    inserted (see the module doc). Not thread-safe: the caller serializes ``add``."""
+    inserted. Not thread-safe: the caller serializes ``add``.
+
+    Thresholds are a function of the records in replay order (time, id): looks fall at
+    label counts and the drift test is sequential, so a label that arrives after others it
+    sorts behind (eight callers labelling at once, a replica's clock, a future-dated
+    record) changes what comes after it, and only that. ``QuestionWindow`` keeps the last
+    ``CHUNKS × CHUNK`` labels (light copies, not the records) in chunks, each with a
+    snapshot of the state before it. A label in order is one ``step``; a late one is
+    inserted into its chunk and the state is re-run from that chunk's snapshot: at most
+    the labels after it in the window, never the question's whole history. A label older
+    than the whole window answers ``REBUILD``: the caller replays the question from its
+    store (the store is the full history; this is rare and logged).
+
+    Each label counts once: a record whose ``id`` was seen (in the window or, once folded
+    out of it, in the shared ``DigestSet``) is dropped, and of records carrying the same
+    ``decision`` identity only the first in replay order counts.
+    """
 
     def __init__(
         self,

@@ -1,20 +1,10 @@
 """The server's answers as JSON and as strict pydantic models: nothing is coerced.
 
-``RemoteReader`` decodes each 2xx response body with ``decode_json`` (a key repeated in
-one JSON object is refused: which of the two values would count is a guess) and
-``parse`` reads each answer through these models (``validated``).
-
-**Types.** A probability, ``confidence`` or ``label_mass`` is a JSON number (never a
-string, a bool or a null), finite, in [0, 1] (up to ``ROUNDING`` outside is float
-rounding, clamped); ``argmax_is_label`` is a JSON boolean (the string ``"false"`` is an
-error, not true); a score level on ``/v1/decisions`` is a JSON integer (``0.2``, ``1.9``
-and ``true`` are errors, not levels 0, 1, 1). A field that is present must be valid: a
-null is a faulty server, not "unknown" (read as unknown it would give label mass 1, the
-most trusting value). Fields the reader does not use (``type``, ``choice``, ``legend``,
-...) are ignored.
-
-An answer that breaks these rules is an ``InvalidReadError`` naming the question, the
-field and the value (``validated``).
+``decode_json`` decodes a response body (a key repeated in one object is refused),
+``SystemOneAnswer`` and ``DecisionsAnswer`` are the answers of the two APIs, all strict
+(``_Wire``: the type rules and why a null is an error, in its docstring); an answer that
+breaks them is an ``InvalidReadError`` naming the question, the field and the value
+(``validated``).
 """
 
 from __future__ import annotations
@@ -99,7 +89,17 @@ Probability = Annotated[
 class _Wire(BaseModel):
     """Strict: no coercion (``"0.5"``, ``true``, ``1.9`` for an int are errors); unknown
     fields ignored. A field given a default of ``None`` is optional, but its type is not:
-    present, it must be valid (``null`` included)."""
+    present, it must be valid (``null`` included).
+
+    **Types.** A probability, ``confidence`` or ``label_mass`` is a JSON number (never a
+    string, a bool or a null), finite, in [0, 1] (up to ``ROUNDING`` outside is float
+    rounding, clamped); ``argmax_is_label`` is a JSON boolean (the string ``"false"`` is an
+    error, not true); a score level on ``/v1/decisions`` is a JSON integer (``0.2``, ``1.9``
+    and ``true`` are errors, not levels 0, 1, 1). A field that is present must be valid: a
+    null is a faulty server, not "unknown" (read as unknown it would give label mass 1, the
+    most trusting value). Fields the reader does not use (``type``, ``choice``, ``legend``,
+    ...) are ignored.
+    """
 
     model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
 

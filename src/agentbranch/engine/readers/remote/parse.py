@@ -2,34 +2,9 @@
 
 ``parse_answers`` reads a ``/v1/systemone`` response, ``parse_decisions_answers`` a
 ``/v1/decisions`` one; each answer goes through the strict models of ``answers`` (types)
-and then these rules, and ``label_read`` turns it into the read a model reader reports.
-
-**Probabilities.** The server returns label probabilities renormalised over the labels
-(``p_i``), not logprobs. The read reports ``logprobs[i] = log(p_i × label_mass)``: the
-label's full-vocabulary log probability, as model readers report it, so reads of a choice
-split into chunks or read in several option orders combine the way they do for local
-readers. The engine renormalises, so a single read's decision gets exactly the server's
-``p_i``. ``argmax_is_label`` comes from the ``/v1/systemone`` ``diagnostics`` (True when
-absent).
-
-**Options.** One probability per option the question has: none missing, none extra,
-none twice; a yes/no answer's ``noul`` agrees with its ``probabilities`` when both
-are sent.
-
-**Label mass.** ``label_mass`` (the labels' total probability over the full vocabulary)
-comes from the response's ``diagnostics`` when the server sends them (vLLM's
-``/v1/systemone`` does), else from ``confidence / p_top`` (vLLM's confidence is ``p_top ×
-label_mass``), else 1.0. The probabilities usually sum to 1 (within ``NORMALISED``). When
-they sum to less, the numbers themselves say the labels got only that share: their sum
-is the label mass they imply, and the read's ``label_mass`` is never above it. So
-``{"yes": 0.001, "no": 0}`` reads "yes" with label mass 0.001, which a policy's
-``min_label_mass`` floor sends to its fallback, exactly as a local read with that mass.
-An answer whose probabilities sum to at most ``NO_SIGNAL`` gave the labels nothing: it is
-an ``InvalidReadError``, not a decision (``{"yes": 1e-300, "no": 0}`` would otherwise
-read "yes" at confidence 1). Probabilities summing to more than 1 + ``NORMALISED`` are
-invalid.
-
-Any of these is an ``InvalidReadError`` naming the question, the field and the value.
+and then the rules in ``label_read``'s docstring (probabilities, options, label mass),
+and ``label_read`` turns it into the read a model reader reports. Any broken rule is an
+``InvalidReadError`` naming the question, the field and the value.
 """
 
 from __future__ import annotations
@@ -83,7 +58,29 @@ def label_read(
     label mass the numbers imply, and the shares are the probabilities renormalised.
     ``label_mass`` is the least of the implied mass, the server's ``label_mass`` and
     ``confidence / top share`` (vLLM's confidence is ``p_top × label_mass``); 1 when
-    nothing says less."""
+    nothing says less.
+
+    **Probabilities.** The server returns label probabilities renormalised over the labels
+    (``p_i``), not logprobs. The read reports ``logprobs[i] = log(p_i × label_mass)``: the
+    label's full-vocabulary log probability, as model readers report it, so reads of a choice
+    split into chunks or read in several option orders combine the way they do for local
+    readers. The engine renormalises, so a single read's decision gets exactly the server's
+    ``p_i``. ``argmax_is_label`` comes from the ``/v1/systemone`` ``diagnostics`` (True when
+    absent).
+
+    **Label mass.** ``label_mass`` (the labels' total probability over the full vocabulary)
+    comes from the response's ``diagnostics`` when the server sends them (vLLM's
+    ``/v1/systemone`` does), else from ``confidence / p_top`` (vLLM's confidence is ``p_top ×
+    label_mass``), else 1.0. The probabilities usually sum to 1 (within ``NORMALISED``). When
+    they sum to less, the numbers themselves say the labels got only that share: their sum
+    is the label mass they imply, and the read's ``label_mass`` is never above it. So
+    ``{"yes": 0.001, "no": 0}`` reads "yes" with label mass 0.001, which a policy's
+    ``min_label_mass`` floor sends to its fallback, exactly as a local read with that mass.
+    An answer whose probabilities sum to at most ``NO_SIGNAL`` gave the labels nothing: it is
+    an ``InvalidReadError``, not a decision (``{"yes": 1e-300, "no": 0}`` would otherwise
+    read "yes" at confidence 1). Probabilities summing to more than 1 + ``NORMALISED`` are
+    invalid.
+    """
     total = math.fsum(probs)
     if total > 1 + NORMALISED:
         raise InvalidReadError(
@@ -122,7 +119,12 @@ def label_read(
 
 
 def _per_option(key: str, probs: Mapping[str, float], expected: Sequence[str]) -> list[float]:
-    """One probability per option of ``expected``, in that order."""
+    """One probability per option of ``expected``, in that order.
+
+    **Options.** One probability per option the question has: none missing, none extra,
+    none twice; a yes/no answer's ``noul`` agrees with its ``probabilities`` when both
+    are sent.
+    """
     if probs.keys() != set(expected):
         extra = sorted(set(probs) - set(expected))
         missing = [k for k in expected if k not in probs]

@@ -18,8 +18,9 @@ This module is the reader itself: its settings, and one request's way from body 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -36,6 +37,9 @@ from agentbranch.engine.readers.remote.transport import Connection, RemoteUnavai
 from agentbranch.engine.readers.remote.wire import DEFAULT_MAX_OPTIONS
 
 __all__ = ["RemoteReader"]
+
+#: One request's reads, or the ``InvalidReadError`` that stands for them.
+_Reads = list[LabelRead] | InvalidReadError
 
 
 class RemoteReader(Reader):
@@ -176,9 +180,7 @@ class RemoteReader(Reader):
             attempt, response, backoff_s=self.backoff_s, max_backoff_s=self.max_backoff_s
         )
 
-    def _reads(
-        self, request: ReadRequest, response: httpx.Response
-    ) -> list[LabelRead] | InvalidReadError:
+    def _reads(self, request: ReadRequest, response: httpx.Response) -> _Reads:
         """One attempt's reads, or the ``InvalidReadError`` that stands for them when the
         answer is invalid (so it fails this request's caller only). Raises ``Retry`` when
         the attempt is worth another try."""
@@ -195,52 +197,47 @@ class RemoteReader(Reader):
                 return error  # in place of this request's reads; the engine raises it
             raise error from None
 
-    def _unavailable(self, last: str) -> RemoteUnavailableError:
-        return RemoteUnavailableError(
-            f"{self.url} is unavailable after {self.max_retries + 1} attempts ({last}). "
-            "Check that the server is up and reachable, or raise max_retries."
-        )
+    @contextlib.contextmanager
+    def _unless_exhausted(self) -> Iterator[None]:
+        """Around the retries: the last ``Retry`` becomes ``RemoteUnavailableError``."""
+        try:
+            yield
+        except Retry as e:
+            raise RemoteUnavailableError(
+                f"{self.url} is unavailable after {self.max_retries + 1} attempts ({e.why}). "
+                "Check that the server is up and reachable, or raise max_retries."
+            ) from None
 
-    def _read_one(
-        self, client: httpx.Client, request: ReadRequest
-    ) -> list[LabelRead] | InvalidReadError:
+    def _read_one(self, client: httpx.Client, request: ReadRequest) -> _Reads:
         if not request.questions:
             return []
-        body = self._body(request)
-        post = self._connection.post
-        try:
-            try:  # the first attempt on its own: the usual read costs no retry machinery
-                return self._reads(request, post(client, body))
-            except Retry as first:
+        body, post = self._body(request), self._connection.post
+        try:  # the first attempt on its own: the usual read costs no retry machinery
+            return self._reads(request, post(client, body))
+        except Retry as first:
+            with self._unless_exhausted():
                 return retry_after(
                     first,
                     lambda: self._reads(request, post(client, body)),
                     max_retries=self.max_retries,
                     delay=self._delay,
                 )
-        except Retry as e:
-            raise self._unavailable(e.why) from None
 
-    async def _aread_one(
-        self, client: httpx.AsyncClient, request: ReadRequest
-    ) -> list[LabelRead] | InvalidReadError:
+    async def _aread_one(self, client: httpx.AsyncClient, request: ReadRequest) -> _Reads:
         if not request.questions:
             return []
-        body = self._body(request)
-        post = self._connection.apost
-        try:
-            try:  # the first attempt on its own: the usual read costs no retry machinery
+        body, post = self._body(request), self._connection.apost
+        try:  # as in ``_read_one``
+            return self._reads(request, await post(client, body))
+        except Retry as first:
+
+            async def attempt() -> _Reads:
                 return self._reads(request, await post(client, body))
-            except Retry as first:
 
-                async def attempt() -> list[LabelRead] | InvalidReadError:
-                    return self._reads(request, await post(client, body))
-
+            with self._unless_exhausted():
                 return await aretry_after(
                     first, attempt, max_retries=self.max_retries, delay=self._delay
                 )
-        except Retry as e:
-            raise self._unavailable(e.why) from None
 
     # -- Reader ----------------------------------------------------------------------
 

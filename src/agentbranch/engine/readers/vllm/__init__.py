@@ -1,17 +1,7 @@
-"""``VLLMReader``: structured reads through vLLM's offline ``LLM`` API, in process.
-
-Two modes, chosen from the served model's config unless given:
-
-* ``"diffusion"`` — DiffusionGemma: each read is one read-only request with ONE
-  denoising step over a seeded canvas (``constrained`` and ``max_steps`` options).
-* ``"next_token"`` — any causal model: the label is read at the reply's first token,
-  as vLLM's ``/v1/systemone`` does.
-
-One worker thread owns the ``LLM`` and adds every call's requests to vLLM's running
-batch, so concurrent decisions share vLLM's steps. Build the reader in the main module
-of a script under ``if __name__ == "__main__":`` — vLLM starts worker processes.
-
-The package, one job per module:
+"""``VLLMReader``: structured reads through vLLM's offline ``LLM`` API, in process, in
+mode ``"diffusion"`` (DiffusionGemma: one denoising step over a seeded canvas) or
+``"next_token"`` (any causal model: the label at the reply's first token). Importing
+this package imports neither vLLM nor torch.
 
 * ``reader`` — ``VLLMReader``: options, planning, waiting for results, lifecycle.
 * ``worker`` — the engine worker thread that owns the ``LLM`` and batches reads on it.
@@ -20,9 +10,6 @@ The package, one job per module:
 * ``diffusion`` / ``next_token`` — what each mode detects, plans and asks vLLM for.
 * ``capacity`` — the start-up capacity warnings of a diffusion engine.
 * ``llm`` — building, checking and shutting down the ``vllm.LLM``.
-
-Importing this package imports neither vLLM nor torch; vLLM is imported when a reader
-builds an ``LLM`` or sends requests.
 """
 
 from __future__ import annotations

@@ -1,25 +1,9 @@
 """The diffusion path: DiffusionGemma's one-step read of a seeded canvas.
 
-A DiffusionGemma (``DiffusionGemmaForBlockDiffusion``) read is one read-only request with
-ONE denoising step over a canvas seeded as vLLM's ``DiffusionGemmaCanvasStrategy`` seeds
-it (the ``CanvasPlanner`` builds the prompt ids, thought block outside the canvas, and
-the canvas)::
-
-    TokensPrompt(prompt_token_ids=prompt_ids)
-    SamplingParams(max_tokens=read_length, logprob_token_ids=label_ids,
-                   extra_args={"diffusion_seed_canvas": canvas,
-                               "diffusion_canvas_length": len(canvas),
-                               "diffusion_max_steps": 1,
-                               "diffusion_read_only": True})
-
-never ``temperature`` or ``seed`` (vLLM rejects both for diffusion models). Options:
-``constrained=True`` adds ``diffusion_constrained`` (the decoder unembeds only the label
-ids; logprobs are normalised over them; tensor parallel 1 only); ``max_steps=N`` runs up
-to N denoising steps with every non-slot position pinned to its seed
-(``diffusion_pinned``), the "more effort" fallback.
-
-This module tells a diffusion model from a causal one, reads the served canvas width,
-builds the diffusion planner and each request's ``extra_args``.
+This module tells a diffusion model from a causal one (``is_diffusion``), reads the
+served canvas width (``served_canvas``), builds the diffusion planner
+(``diffusion_planner``) and each request's ``extra_args`` (``diffusion_extra_args``,
+whose docstring shows the request a read is).
 """
 
 from __future__ import annotations
@@ -85,7 +69,26 @@ def diffusion_planner(
 def diffusion_extra_args(read: TokenRead, *, constrained: bool, max_steps: int) -> dict[str, Any]:
     """The ``SamplingParams.extra_args`` of a diffusion read: its seeded canvas, read
     only, ``max_steps`` denoising steps (non-slot positions pinned when more than one),
-    label-only unembedding when ``constrained``."""
+    label-only unembedding when ``constrained``.
+
+    A DiffusionGemma (``DiffusionGemmaForBlockDiffusion``) read is one read-only request with
+    ONE denoising step over a canvas seeded as vLLM's ``DiffusionGemmaCanvasStrategy`` seeds
+    it (the ``CanvasPlanner`` builds the prompt ids, thought block outside the canvas, and
+    the canvas)::
+
+        TokensPrompt(prompt_token_ids=prompt_ids)
+        SamplingParams(max_tokens=read_length, logprob_token_ids=label_ids,
+                       extra_args={"diffusion_seed_canvas": canvas,
+                                   "diffusion_canvas_length": len(canvas),
+                                   "diffusion_max_steps": 1,
+                                   "diffusion_read_only": True})
+
+    never ``temperature`` or ``seed`` (vLLM rejects both for diffusion models). Options:
+    ``constrained=True`` adds ``diffusion_constrained`` (the decoder unembeds only the label
+    ids; logprobs are normalised over them; tensor parallel 1 only); ``max_steps=N`` runs up
+    to N denoising steps with every non-slot position pinned to its seed
+    (``diffusion_pinned``), the "more effort" fallback.
+    """
     if not read.canvas:
         raise ConfigurationError("a diffusion read needs a seeded canvas")
     extra: dict[str, Any] = {

@@ -78,6 +78,17 @@ class VLLMReader(TokenReader):
     ``reader.chat_model()`` is a LangChain chat model generating on the same ``LLM``
     through the same worker (vLLM's full denoising schedule on DiffusionGemma, ordinary
     decoding elsewhere): the ``Generate`` fallback without a second model.
+
+    Two modes, chosen from the served model's config unless given:
+
+    * ``"diffusion"`` — DiffusionGemma: each read is one read-only request with ONE
+      denoising step over a seeded canvas (``constrained`` and ``max_steps`` options).
+    * ``"next_token"`` — any causal model: the label is read at the reply's first token,
+      as vLLM's ``/v1/systemone`` does.
+
+    One worker thread owns the ``LLM`` and adds every call's requests to vLLM's running
+    batch, so concurrent decisions share vLLM's steps. Build the reader in the main module
+    of a script under ``if __name__ == "__main__":`` — vLLM starts worker processes.
     """
 
     name = "vllm"

@@ -1,22 +1,9 @@
 """The engine worker: the one thread that owns a vLLM ``LLM`` and runs every read on it.
 
-vLLM's offline engine is not thread-safe, so ONE worker thread owns the ``LLM``.
-``read``/``aread`` calls from any thread or event loop put their planned token reads on
-a queue (a ``Job`` with a future). The worker drives ``llm.llm_engine`` as
-``LLM.generate`` does (``add_request``, then ``step`` until done) without waiting for a
-whole batch: while vLLM is idle it takes everything queued (waiting at most
-``batch_window_s`` for more once a call arrived, up to ``max_batch_reads`` token reads);
-while vLLM computes it adds what arrives at once, so it joins vLLM's next scheduler step
-(continuous batching, like vLLM's server), and each call is answered when its own
-requests finish. Concurrent decisions (LangGraph ``Send`` fan-out, many agent threads)
-therefore share vLLM's steps. An ``LLM`` stand-in without the engine API gets one
-``generate`` call per batch instead.
-
-Generations (``GenerationJob``, from ``VLLMReader.chat_model()``) go through the same
-queue and join the same batches as reads: one engine, one copy of the weights. A
-streamed generation asks vLLM for its cumulative text after every engine step and hands
-it to the job's listener as the step returns; with an ``LLM`` stand-in without the
-engine API it gets its text once, when the batch's ``generate`` call returns.
+vLLM's offline engine is not thread-safe, so ``EngineWorker`` owns the ``LLM``: calls
+from any thread or event loop queue a ``Job`` (reads) or a ``GenerationJob`` with a
+future, and the worker adds them to vLLM's running batch, so concurrent decisions and
+generations share vLLM's steps (how it batches and streams: its docstring).
 """
 
 from __future__ import annotations
@@ -93,7 +80,26 @@ class EngineWorker:
     """The one thread that owns an ``LLM``: takes queued jobs and runs them on vLLM,
     handing every job its own results: with vLLM's engine API, jobs join the running
     batch (``_run_stepping``); else each batch of queued jobs is ONE ``generate`` call
-    (``_run``)."""
+    (``_run``).
+
+    vLLM's offline engine is not thread-safe, so ONE worker thread owns the ``LLM``.
+    ``read``/``aread`` calls from any thread or event loop put their planned token reads on
+    a queue (a ``Job`` with a future). The worker drives ``llm.llm_engine`` as
+    ``LLM.generate`` does (``add_request``, then ``step`` until done) without waiting for a
+    whole batch: while vLLM is idle it takes everything queued (waiting at most
+    ``batch_window_s`` for more once a call arrived, up to ``max_batch_reads`` token reads);
+    while vLLM computes it adds what arrives at once, so it joins vLLM's next scheduler step
+    (continuous batching, like vLLM's server), and each call is answered when its own
+    requests finish. Concurrent decisions (LangGraph ``Send`` fan-out, many agent threads)
+    therefore share vLLM's steps. An ``LLM`` stand-in without the engine API gets one
+    ``generate`` call per batch instead.
+
+    Generations (``GenerationJob``, from ``VLLMReader.chat_model()``) go through the same
+    queue and join the same batches as reads: one engine, one copy of the weights. A
+    streamed generation asks vLLM for its cumulative text after every engine step and hands
+    it to the job's listener as the step returns; with an ``LLM`` stand-in without the
+    engine API it gets its text once, when the batch's ``generate`` call returns.
+    """
 
     def __init__(self, llm: Any, mode: Mode, batch_window_s: float, max_batch_reads: int | None):
         self.llm = llm

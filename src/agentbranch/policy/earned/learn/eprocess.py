@@ -1,37 +1,9 @@
 """An anytime-valid test of a learned version's take bands: a betting e-process per
 candidate threshold, checked after every label with no penalty for looking.
 
-**The bet.** For a candidate threshold ``t`` and target precision ``p``, every decision
-whose confidence is ``>= t`` is a bet on "right" of size ``λ = f · floor / p``, where
-``floor`` is the least probability with which any decision was being labelled at the
-time (``Evidence.floor``: 1 while no version holds a take band, the audit rate while one
-does; known before the decision is seen) and ``f`` a bet fraction in ``FRACTIONS`` (a
-mixture with equal weights: no fraction is best for every question). A decision
-labelled with probability ``rate`` counts its label inverse-weighted, ``(right - p) /
-rate``; one that was not labelled counts 0. So a label multiplies the wealth by
-``1 + f w (1 - p) / p`` when right and by ``1 - f w`` when wrong, ``w = floor / rate``
-(1 for every label while nothing is taken; an audited take at full weight and a
-fallback label at the audit rate while a band is open), and an unlabelled decision
-leaves it as it is. If the band's precision is at most ``p`` each decision's factor has
-mean at most 1, whichever decisions the version in force takes, so the mixture is a
-nonnegative supermartingale starting at 1 and by Ville's inequality it ever reaches
-``1/alpha`` with probability at most ``alpha`` (Waudby-Smith & Ramdas, "Estimating means
-of bounded random variables by betting", JRSS-B 2023). A label whose floor is not known
-is no bet. At best (every label right, weight 1) a band reaches ``1/alpha`` at
-``alpha = 0.0125`` after 49 labels, 120 at a precision of 0.97 (simulated).
-
-**The walks.** Candidates are walked from an ``entry`` down, fixed-sequence (Learn then
-Test: Angelopoulos, Bates, Candès, Jordan & Lei 2021): a candidate is shown once its
-wealth has reached ``1/alpha`` and every candidate from the entry down to it has been
-shown, so the family of candidates errs with probability at most ``alpha``. The entry is
-chosen from the version's *own pre-fit labels*, read out of fold (``screen``): the
-candidate whose band those reads say would be shown soonest. They are labels the test
-never bets on, so under exchangeable traffic the choice cannot bias it; a version whose
-pre-fit reads show no band above the target is not tested this way at all (it spends
-none of this error), and is left to the looks.
-
-**Failing closed.** A confidence that is not a finite number, or a label that is not a
-boolean, is no bet; wealth that is not a finite number shows nothing.
+``Bets`` holds the e-processes of one walk (the bet and why it is valid: its
+docstring), ``Walks`` one walk per entry, ``entry`` chooses where a walk starts from the
+version's out-of-fold reads of its own pre-fit labels (``oof_reads``).
 """
 
 from __future__ import annotations
@@ -64,7 +36,30 @@ MIN_ENTRY_BAND = 4
 
 
 class Bets:
-    """The e-processes of one version's candidates below ``entry`` (module doc)."""
+    """The e-processes of one version's candidates below ``entry``.
+
+    **The bet.** For a candidate threshold ``t`` and target precision ``p``, every decision
+    whose confidence is ``>= t`` is a bet on "right" of size ``λ = f · floor / p``, where
+    ``floor`` is the least probability with which any decision was being labelled at the
+    time (``Evidence.floor``: 1 while no version holds a take band, the audit rate while one
+    does; known before the decision is seen) and ``f`` a bet fraction in ``FRACTIONS`` (a
+    mixture with equal weights: no fraction is best for every question). A decision
+    labelled with probability ``rate`` counts its label inverse-weighted, ``(right - p) /
+    rate``; one that was not labelled counts 0. So a label multiplies the wealth by
+    ``1 + f w (1 - p) / p`` when right and by ``1 - f w`` when wrong, ``w = floor / rate``
+    (1 for every label while nothing is taken; an audited take at full weight and a
+    fallback label at the audit rate while a band is open), and an unlabelled decision
+    leaves it as it is. If the band's precision is at most ``p`` each decision's factor has
+    mean at most 1, whichever decisions the version in force takes, so the mixture is a
+    nonnegative supermartingale starting at 1 and by Ville's inequality it ever reaches
+    ``1/alpha`` with probability at most ``alpha`` (Waudby-Smith & Ramdas, "Estimating means
+    of bounded random variables by betting", JRSS-B 2023). A label whose floor is not known
+    is no bet. At best (every label right, weight 1) a band reaches ``1/alpha`` at
+    ``alpha = 0.0125`` after 49 labels, 120 at a precision of 0.97 (simulated).
+
+    **Failing closed.** A confidence that is not a finite number, or a label that is not a
+    boolean, is no bet; wealth that is not a finite number shows nothing.
+    """
 
     __slots__ = ("candidates", "alpha", "_edge", "_up", "_down", "_rows", "_crossed", "labels")
 
@@ -96,7 +91,7 @@ class Bets:
         return new
 
     def add(self, confidence: Any, correct: Any, weight: float = 1.0) -> None:
-        """Bet on one label at ``weight = floor / rate`` (module doc); ignored when its
+        """Bet on one label at ``weight = floor / rate`` (see ``Bets``); ignored when its
         confidence is not a finite number, its label not a boolean or its weight not in
         (0, 1]."""
         if not isinstance(correct, bool) or isinstance(confidence, bool):
@@ -140,7 +135,18 @@ class Bets:
 class Walks:
     """One ``Bets`` walk per entry, each at an equal share of ``alpha`` (by the union
     bound they err together with probability at most ``alpha``); the lowest candidate
-    any of them shows counts."""
+    any of them shows counts.
+
+    **The walks.** Candidates are walked from an ``entry`` down, fixed-sequence (Learn then
+    Test: Angelopoulos, Bates, Candès, Jordan & Lei 2021): a candidate is shown once its
+    wealth has reached ``1/alpha`` and every candidate from the entry down to it has been
+    shown, so the family of candidates errs with probability at most ``alpha``. The entry is
+    chosen from the version's *own pre-fit labels*, read out of fold (``screen``): the
+    candidate whose band those reads say would be shown soonest. They are labels the test
+    never bets on, so under exchangeable traffic the choice cannot bias it; a version whose
+    pre-fit reads show no band above the target is not tested this way at all (it spends
+    none of this error), and is left to the looks.
+    """
 
     __slots__ = ("walks",)
 

@@ -15,7 +15,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentbranch.core.examples import MAX_EXAMPLES_PER_OPTION, WITH_EXAMPLES, question_examples
+from agentbranch.core.examples import (
+    MAX_EXAMPLES_PER_OPTION,
+    WITH_EXAMPLES,
+    question_examples,
+    recast,
+)
 
 #: Learned examples per option (bounded: they are compared with, or rendered on, every read).
 PER_OPTION = 32
@@ -84,9 +89,7 @@ def with_learned(question: Any, options: Sequence[str], learned: dict[str, list[
     merged = {o: list(v) for o, v in question_examples(question).items()}
     for option, texts in learned.items():
         merged.setdefault(option, []).extend(texts)
-    fields = question.model_dump(exclude_none=False)
-    fields.pop("examples", None)
-    return WITH_EXAMPLES[question.type](**fields, examples={o: v for o, v in merged.items() if v})
+    return recast(question, WITH_EXAMPLES, examples={o: v for o, v in merged.items() if v})
 
 
 __all__ = [

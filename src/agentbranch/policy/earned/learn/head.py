@@ -2,27 +2,9 @@
 embeddings of a question's labelled states (``agentbranch.core.heads.LinearHead``), with
 its confidence map, fitted out-of-fold on the same labels.
 
-Fitted off the decision path (the learner's thread), deterministically (scikit-learn's
-``LogisticRegression``, L-BFGS, on the states in replay order; folds by position; the
-map by a fixed grid, then SciPy's L-BFGS-B from it): replicas that run the same library
-versions on the same labels fit the same numbers, so the same digest and evidence key.
-(Other numeric libraries may round differently: a replica's head is then a version of
-its own that earns its own threshold, never one that borrows another's.)
-
-**The confidence map** (``cross_fitted_map``): a temperature ``T`` that divides the
-head's logits and a shift ``s`` per option added after it, ``softmax(z / T + s)``
-(temperature scaling with a bias per class). A head fitted on ``n`` labels is sure of
-them (its probabilities on its own training states are near 1), so a map fitted on its
-own reads of them would be the identity. Instead the ``n`` labels are cut into
-``FOLDS`` folds (label ``i`` in fold ``i mod FOLDS``); a head fitted on the other folds
-reads each fold, and the map is the one that minimises the log-loss of these
-out-of-fold reads. The shift corrects what one temperature cannot: a head that favours
-one option more than the labels do (measured on ``benchmarks/learning.py``: fewer
-questions with a calibration error above 0.05, and more coverage). The version's head
-(fitted on all ``n``) carries the map (the shift folded into its biases:
-``softmax((Wx + b) / T + s) = softmax((Wx + b + T s) / T)``), and its digest with it: the
-map is part of the version, fitted on the version's own labels only, so no label it
-learned from — weights or map — is evidence for its threshold.
+``fit_head`` fits a version's head (deterministically, so replicas agree),
+``cross_fitted_map`` its confidence map ``softmax(z / T + s)`` from out-of-fold reads
+(why: its docstring), ``fit_map`` and ``fit_temperature`` the map on given reads.
 """
 
 from __future__ import annotations
@@ -144,7 +126,23 @@ def cross_fitted_map(
     """The confidence map ``(T, s)`` of ``head`` (fitted on all of ``x``, ``y``; ``s``
     one shift per head class) from out-of-fold reads: label ``i`` is read by a head
     fitted on the labels of the other folds (``i mod folds``). ``(1, 0)`` when fewer
-    than ``2 * folds`` labels; ``ridge=None``: the temperature alone (no shift)."""
+    than ``2 * folds`` labels; ``ridge=None``: the temperature alone (no shift).
+
+    **The confidence map** (``cross_fitted_map``): a temperature ``T`` that divides the
+    head's logits and a shift ``s`` per option added after it, ``softmax(z / T + s)``
+    (temperature scaling with a bias per class). A head fitted on ``n`` labels is sure of
+    them (its probabilities on its own training states are near 1), so a map fitted on its
+    own reads of them would be the identity. Instead the ``n`` labels are cut into
+    ``FOLDS`` folds (label ``i`` in fold ``i mod FOLDS``); a head fitted on the other folds
+    reads each fold, and the map is the one that minimises the log-loss of these
+    out-of-fold reads. The shift corrects what one temperature cannot: a head that favours
+    one option more than the labels do (measured on ``benchmarks/learning.py``: fewer
+    questions with a calibration error above 0.05, and more coverage). The version's head
+    (fitted on all ``n``) carries the map (the shift folded into its biases:
+    ``softmax((Wx + b) / T + s) = softmax((Wx + b + T s) / T)``), and its digest with it: the
+    map is part of the version, fitted on the version's own labels only, so no label it
+    learned from — weights or map — is evidence for its threshold.
+    """
     import numpy as np
 
     options, classes = list(head.options), list(head.classes)
@@ -182,7 +180,15 @@ def fit_head(
     their ``labels`` (option names), with its confidence map fitted out-of-fold on them
     (``calibrate=False``: none, temperature 1; ``shift=False``: the temperature alone,
     as measured against the shipped map); ``None`` when fewer than two options are
-    labelled (nothing to tell apart)."""
+    labelled (nothing to tell apart).
+
+    Fitted off the decision path (the learner's thread), deterministically (scikit-learn's
+    ``LogisticRegression``, L-BFGS, on the states in replay order; folds by position; the
+    map by a fixed grid, then SciPy's L-BFGS-B from it): replicas that run the same library
+    versions on the same labels fit the same numbers, so the same digest and evidence key.
+    (Other numeric libraries may round differently: a replica's head is then a version of
+    its own that earns its own threshold, never one that borrows another's.)
+    """
     import numpy as np
 
     options = list(options)

@@ -1,23 +1,9 @@
 """The labels one learning question has: each decision once, which versions learned from
 it, and what each version's fit reads (a bounded sample per option).
 
-* **Identity.** A label is its decision's (``Evidence.decision``: a retried node, a
-  redelivered message, a re-run of the same decision all carry the same one) or, for a
-  record without one, its labelled state's text. A label whose identity was counted is
-  not counted again, whichever version's evidence key it is stored under.
-* **Rank.** Labels are counted in replay order (record order) once settled; a label's
-  rank says which versions learned from it: version ``j`` is fitted on ranks below
-  ``refit_at(j)``, so a label of rank ``r`` is among the training labels of every
-  version ``j`` with ``refit_at(j) > r``, and never evidence for them (``learned_by``).
-  Per segment of ranks between two refit points the identities' 8-byte digests are kept
-  (``_digests.DigestSet``; with the state's digest too, for records without an identity):
-  16 bytes a label, the price of counting each label once over any span of time, like
-  the evidence windows' digests.
-* **What a fit reads.** Version ``j`` reads, per option, the ``per_option`` labels of
-  its first ``refit_at(j)`` with the smallest priority (a hash of the identity): a
-  uniform sample without replacement of each option's labels, the same on every replica
-  and after a restart, kept as the labels arrive (``per_option`` texts per option, never
-  more). ``FIT_PER_OPTION`` was chosen by measurement (``benchmarks/learning_bound.py``).
+``QuestionLabels`` counts them (identity, rank and what a fit reads: its docstring);
+``identity`` says what makes two labels one, ``priority`` a label's place in its
+option's sample.
 """
 
 from __future__ import annotations
@@ -26,7 +12,8 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentbranch.policy.earned.learn.ladder import FIRST_REFIT, refit_at
+from agentbranch.policy.earned.learn import ladder as _ladder
+from agentbranch.policy.earned.learn.ladder import refit_at
 
 __all__ = ["FIT_PER_OPTION", "Labelled", "QuestionLabels", "identity", "priority"]
 
@@ -62,9 +49,28 @@ class _Pending:
 
 @dataclass
 class QuestionLabels:
-    """The counted labels of one question (see the module doc)."""
+    """The counted labels of one question.
 
-    first: int = FIRST_REFIT
+    * **Identity.** A label is its decision's (``Evidence.decision``: a retried node, a
+      redelivered message, a re-run of the same decision all carry the same one) or, for a
+      record without one, its labelled state's text. A label whose identity was counted is
+      not counted again, whichever version's evidence key it is stored under.
+    * **Rank.** Labels are counted in replay order (record order) once settled; a label's
+      rank says which versions learned from it: version ``j`` is fitted on ranks below
+      ``refit_at(j)``, so a label of rank ``r`` is among the training labels of every
+      version ``j`` with ``refit_at(j) > r``, and never evidence for them (``learned_by``).
+      Per segment of ranks between two refit points the identities' 8-byte digests are kept
+      (``_digests.DigestSet``; with the state's digest too, for records without an identity):
+      16 bytes a label, the price of counting each label once over any span of time, like
+      the evidence windows' digests.
+    * **What a fit reads.** Version ``j`` reads, per option, the ``per_option`` labels of
+      its first ``refit_at(j)`` with the smallest priority (a hash of the identity): a
+      uniform sample without replacement of each option's labels, the same on every replica
+      and after a restart, kept as the labels arrive (``per_option`` texts per option, never
+      more). ``FIT_PER_OPTION`` was chosen by measurement (``benchmarks/learning_bound.py``).
+    """
+
+    first: int = field(default_factory=lambda: _ladder.FIRST_REFIT)
     per_option: int = FIT_PER_OPTION
     count: int = 0  #: labels counted (distinct identities, in rank order)
     #: per segment of ranks [refit_at(i), refit_at(i+1)) (``refit_at(0)`` = 0): digests

@@ -2,40 +2,9 @@
 which newer versions are on trial (the rule that keeps ``Earned``'s guarantee while the
 read learns from the teacher's labels).
 
-* **Versions.** Version 0 is the question as written. Version ``j >= 1`` is fitted on
-  the first ``refit_at(j)`` labels of the question (``first``, ``2·first``, ``4·first``
-  ...): a reader that changed from its labels is a new reader, with an evidence key of
-  its own (the learned examples are part of the question, so they are part of the key).
-* **Trials.** A version is tested only on labels gathered *after* its fit, each read
-  again by that version (a shadow read of the same state): no label it learned from is
-  evidence for it. Until it has earned a threshold of its own, the version in force
-  keeps deciding at its own threshold (closing the band at every refit was measured to
-  end below not learning at all).
-* **Strata.** A trial's labels were sampled by the decisions of the version in force:
-  every decision outside its take band was labelled, a taken one only at the audit
-  rate. So for the trial the sample's strata are those two sets, whatever the trial's
-  own confidence says; a trial record is written with ``take_at=None`` (nothing of the
-  trial was in force) and the audited ones in a stratum of their own (``band="review"``,
-  the statistics' second stratum flag, with ``rate`` the audit rate), so the stratified
-  test weights the two sets by their share of the decisions (``_statistics``).
-* **Adoption.** After every label the newest version holding a threshold decides;
-  older ones are no longer fed. While no fed version holds one, nothing is taken
-  whichever version reads, so the newest version reads (its read, and the confidence
-  its own map gives it, is what the decision carries, always sent to the teacher); the
-  older fed ones keep getting every label, as shadow reads, so any of them may still
-  earn a threshold and decide. At most ``MAX_TRIALS`` versions are on trial at once
-  (the newest): each costs a shadow read per label.
-* **Error.** Each version's test spends its own share of ``1 - level``: version 0
-  ``BASE_SHARE``, version ``j`` a share ``(1 - BASE_SHARE)/(j (j+1))`` (the shares add up
-  to 1), so with probability at least ``level`` no threshold in force, of any version,
-  has a take band below the target precision (the union bound over versions;
-  exchangeable traffic between withdrawals, the teacher as the reference, as for
-  ``Earned`` itself). A learned version's share is split again: ``eprocess.SHARE`` of it
-  to an anytime-valid test checked after every label (``eprocess``: walks that start
-  where the version's out-of-fold reads of its own pre-fit labels say), the rest to the
-  looks. That test's cost grows only with ``log(1/alpha)``, so the written question
-  keeps most of the error (it opens nearly as early as without learning) and the
-  versions still open after a few dozen labels in their band.
+``refit_at`` and ``version_share`` say when a version is fitted and what share of the
+error it spends, ``version_earned`` tests it at that share, ``Ladder`` holds the
+versions of one question (the rule in full: its docstring).
 """
 
 from __future__ import annotations
@@ -135,7 +104,43 @@ class Rung:
 
 @dataclass
 class Ladder:
-    """The versions of one question: ``in_force`` decides, ``trials`` are tested."""
+    """The versions of one question: ``in_force`` decides, ``trials`` are tested.
+
+    * **Versions.** Version 0 is the question as written. Version ``j >= 1`` is fitted on
+      the first ``refit_at(j)`` labels of the question (``first``, ``2·first``, ``4·first``
+      ...): a reader that changed from its labels is a new reader, with an evidence key of
+      its own (the learned examples are part of the question, so they are part of the key).
+    * **Trials.** A version is tested only on labels gathered *after* its fit, each read
+      again by that version (a shadow read of the same state): no label it learned from is
+      evidence for it. Until it has earned a threshold of its own, the version in force
+      keeps deciding at its own threshold (closing the band at every refit was measured to
+      end below not learning at all).
+    * **Strata.** A trial's labels were sampled by the decisions of the version in force:
+      every decision outside its take band was labelled, a taken one only at the audit
+      rate. So for the trial the sample's strata are those two sets, whatever the trial's
+      own confidence says; a trial record is written with ``take_at=None`` (nothing of the
+      trial was in force) and the audited ones in a stratum of their own (``band="review"``,
+      the statistics' second stratum flag, with ``rate`` the audit rate), so the stratified
+      test weights the two sets by their share of the decisions (``_statistics``).
+    * **Adoption.** After every label the newest version holding a threshold decides;
+      older ones are no longer fed. While no fed version holds one, nothing is taken
+      whichever version reads, so the newest version reads (its read, and the confidence
+      its own map gives it, is what the decision carries, always sent to the teacher); the
+      older fed ones keep getting every label, as shadow reads, so any of them may still
+      earn a threshold and decide. At most ``MAX_TRIALS`` versions are on trial at once
+      (the newest): each costs a shadow read per label.
+    * **Error.** Each version's test spends its own share of ``1 - level``: version 0
+      ``BASE_SHARE``, version ``j`` a share ``(1 - BASE_SHARE)/(j (j+1))`` (the shares add up
+      to 1), so with probability at least ``level`` no threshold in force, of any version,
+      has a take band below the target precision (the union bound over versions;
+      exchangeable traffic between withdrawals, the teacher as the reference, as for
+      ``Earned`` itself). A learned version's share is split again: ``eprocess.SHARE`` of it
+      to an anytime-valid test checked after every label (``eprocess``: walks that start
+      where the version's out-of-fold reads of its own pre-fit labels say), the rest to the
+      looks. That test's cost grows only with ``log(1/alpha)``, so the written question
+      keeps most of the error (it opens nearly as early as without learning) and the
+      versions still open after a few dozen labels in their band.
+    """
 
     first: int = field(default_factory=lambda: FIRST_REFIT)
     rungs: list[Rung] = field(default_factory=list)

@@ -1,31 +1,10 @@
 """``Earned(..., learn=True)``: the labels the teacher gives become the read's training data.
 
-Per question (and reader, model) a ``Ladder`` of versions (``ladder``): version 0 is the
-question as written, version ``j`` is fitted on the labelled states of its first
-``refit_at(j)`` labels: on the embedded reader a logistic head on their embeddings
-(``head``; its digest and its confidence map are in the version's key), on canvas
-readers a pool of those states from which each read shows the ones most similar to its
-state as few-shot lines (``nearest``; the pool's digest and rule are in the key). The
-version in force is the question the engine is asked (while no version holds a
-threshold, the newest: nothing is taken); its threshold is its own. A ladder belongs to
-one reading fingerprint (``Decision.reading``: the engine's calibration temperature,
-draws, instructions, reader settings), which is in every version's evidence key: a
-change of reading settings starts the question's learning and trust afresh, as it
-starts trust afresh without learning (the earlier labels stay in the store). Every label the
-version in force gets is stored with the
-labelled state (``Evidence.state``, after ``Earned(redact=...)``), and read again by
-each newer version on trial, whose own evidence it becomes (no label a version learned
-from is evidence for it). A version is fitted off the decision path (a thread), on a
-prefix of the labels in replay order, the store's: at start-up (so a restart rebuilds
-the same versions) and then as it grows, by any process. Every ``refresh_s`` (and
-always just before a fit) the learner reads the labelled states the store gained
-(``shared.StoreLabels``), so replicas sharing a store fit each version on the same
-labels: the same version, the same evidence key, one threshold earned on all their
-trial reads. A version is fitted only once its last label is ``settle_s`` old, so that
-labels other replicas made just before it (written a moment later) are read by then (a
-write later than that splits the version in two, each with evidence of its own, until a
-restart). Each decision also reports the probability its version's labels measure
-for its label (``probability``; the maps are fitted from the same reads of the store).
+``Learner`` keeps, per question (and reader, model), a ``Ladder`` of versions of the
+question's read (``ladder``) fitted on its labelled states (``head`` on the embedded
+reader, ``nearest`` on canvas readers) off the decision path, and says which version a
+decision asks; how versions are fitted, shared between replicas and tested: its
+docstring.
 """
 
 from __future__ import annotations
@@ -97,7 +76,35 @@ class _Question:
 
 
 class Learner:
-    """The learning of one ``Earned`` policy (``Earned.learner`` when ``learn=True``)."""
+    """The learning of one ``Earned`` policy (``Earned.learner`` when ``learn=True``).
+
+    Per question (and reader, model) a ``Ladder`` of versions (``ladder``): version 0 is the
+    question as written, version ``j`` is fitted on the labelled states of its first
+    ``refit_at(j)`` labels: on the embedded reader a logistic head on their embeddings
+    (``head``; its digest and its confidence map are in the version's key), on canvas
+    readers a pool of those states from which each read shows the ones most similar to its
+    state as few-shot lines (``nearest``; the pool's digest and rule are in the key). The
+    version in force is the question the engine is asked (while no version holds a
+    threshold, the newest: nothing is taken); its threshold is its own. A ladder belongs to
+    one reading fingerprint (``Decision.reading``: the engine's calibration temperature,
+    draws, instructions, reader settings), which is in every version's evidence key: a
+    change of reading settings starts the question's learning and trust afresh, as it
+    starts trust afresh without learning (the earlier labels stay in the store). Every label the
+    version in force gets is stored with the
+    labelled state (``Evidence.state``, after ``Earned(redact=...)``), and read again by
+    each newer version on trial, whose own evidence it becomes (no label a version learned
+    from is evidence for it). A version is fitted off the decision path (a thread), on a
+    prefix of the labels in replay order, the store's: at start-up (so a restart rebuilds
+    the same versions) and then as it grows, by any process. Every ``refresh_s`` (and
+    always just before a fit) the learner reads the labelled states the store gained
+    (``shared.StoreLabels``), so replicas sharing a store fit each version on the same
+    labels: the same version, the same evidence key, one threshold earned on all their
+    trial reads. A version is fitted only once its last label is ``settle_s`` old, so that
+    labels other replicas made just before it (written a moment later) are read by then (a
+    write later than that splits the version in two, each with evidence of its own, until a
+    restart). Each decision also reports the probability its version's labels measure
+    for its label (``probability``; the maps are fitted from the same reads of the store).
+    """
 
     def __init__(self, earned: Any, redact: Callable[[str], str] | None = None) -> None:
         self.earned = earned
@@ -405,6 +412,10 @@ class Learner:
         self._versions[version.read_with(None).evidence_key] = (q, rung)
         rung.trust.learn_written = self._written_key(q)
         rung.trust._ledger.only = {version.evidence_key}  # its own evidence, not all
+        view = rung.trust.evidence
+        keep_only = getattr(view, "keep_only", None)
+        if view is not self.earned.evidence and callable(keep_only):
+            keep_only({version.evidence_key})  # nor parse the others' lines (its own view)
 
     def _written_key(self, q: _Question) -> str:
         """The evidence key of ``q`` as written (``Evidence.written`` of its records)."""

@@ -1,23 +1,10 @@
 """The few-shot lines a learned canvas version shows for each state: the labelled
 states most similar to it (``Earned(..., learn=True)`` on canvas readers).
 
-A canvas version (transformers, vLLM, remote) does not carry fixed learned examples:
-it carries a ``Pool``, the labelled states it may select from (per option the most
-recent ``POOL_PER_OPTION`` of the labels it was fitted on, each cut to ``CHARS``
-characters) and the selection rule. For each state it reads, the pool's states are
-ranked by cosine similarity to it in the embedded default's encoder (MiniLM,
-``EmbeddedReader.embed``), most similar first (ties: the earlier label), and taken
-while each option has fewer than ``PER_OPTION`` and their characters fit ``BUDGET``;
-they become few-shot lines after the hand-written examples (``read_question``), in
-the same read as the state's other questions.
-
-The version's wire dict carries the pool's digest and the rule (``Pool.wire``), so its
-evidence key names exactly what it may show: replicas with the same store build the
-same pool and pick the same lines. The encoder is loaded only when a pool first picks
-(a pool version actually read), and the pool's own embeddings are computed then, once.
-Without the encoder (torch, transformers or the MiniLM wheel not installed, as in a
-slim deployment) a version shows the most recent labelled states instead
-(``agentbranch.policy.earned.learn.loop``), under another key.
+``Pool`` holds the labelled states a version may select from and the selection rule (how
+it picks and why its digest is in the evidence key: its docstring); ``pool_of`` builds
+one, ``with_pool`` makes the question version that carries it, ``read_question`` what
+is read for one state, ``Coalesced`` and ``default_encode`` the shared encoder.
 """
 
 from __future__ import annotations
@@ -34,7 +21,7 @@ from langchain_core.decisions import Choice, Noul, Score
 from pydantic import ConfigDict, field_serializer
 
 from agentbranch.core.errors import ConfigurationError
-from agentbranch.core.examples import WITH_EXAMPLES, Examples
+from agentbranch.core.examples import WITH_EXAMPLES, Examples, recast
 
 log = logging.getLogger("agentbranch")
 
@@ -54,7 +41,26 @@ Encode = Callable[[Sequence[str]], Any]
 
 class Pool:
     """The labelled states a canvas version selects from (``examples``: option → texts,
-    in label order) and its rule; ``encode`` embeds texts (L2-normalised rows)."""
+    in label order) and its rule; ``encode`` embeds texts (L2-normalised rows).
+
+    A canvas version (transformers, vLLM, remote) does not carry fixed learned examples:
+    it carries a ``Pool``, the labelled states it may select from (per option the most
+    recent ``POOL_PER_OPTION`` of the labels it was fitted on, each cut to ``CHARS``
+    characters) and the selection rule. For each state it reads, the pool's states are
+    ranked by cosine similarity to it in the embedded default's encoder (MiniLM,
+    ``EmbeddedReader.embed``), most similar first (ties: the earlier label), and taken
+    while each option has fewer than ``PER_OPTION`` and their characters fit ``BUDGET``;
+    they become few-shot lines after the hand-written examples (``read_question``), in
+    the same read as the state's other questions.
+
+    The version's wire dict carries the pool's digest and the rule (``Pool.wire``), so its
+    evidence key names exactly what it may show: replicas with the same store build the
+    same pool and pick the same lines. The encoder is loaded only when a pool first picks
+    (a pool version actually read), and the pool's own embeddings are computed then, once.
+    Without the encoder (torch, transformers or the MiniLM wheel not installed, as in a
+    slim deployment) a version shows the most recent labelled states instead
+    (``agentbranch.policy.earned.learn.loop``), under another key.
+    """
 
     def __init__(
         self,
@@ -205,9 +211,7 @@ PLAIN: dict[str, type] = {"choice": Choice, "noul": Noul, "score": Score}
 
 def with_pool(question: Any, pool: Pool) -> Any:
     """``question`` (its written examples kept) with ``pool``: a new version (key)."""
-    fields = question.model_dump(exclude_none=False)
-    fields.pop("learned_pool", None)
-    return WITH_POOL[question.type](**fields, learned_pool=pool)
+    return recast(question, WITH_POOL, learned_pool=pool)
 
 
 def question_pool(question: Any) -> Pool | None:

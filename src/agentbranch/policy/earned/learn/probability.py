@@ -1,25 +1,10 @@
 """The probability a learning question reports with each decision: the chance that the
 engine's label is right, measured on the labels of the version that read it.
 
-A version's read gives its label a probability (``Decision.probabilities[label]``,
-its head's or calibration's). Whether that reads true for *this* question is what its
-labels say, so per version (evidence key) ``ProbabilityFit`` keeps the labelled reads
-as weighted counts per confidence bin (``BINS`` equal-width bins of
-``Decision.confidence``, weight ``1/rate``: an audited take stands for the takes that
-were not audited) and fits on them a map ``p = σ(a·logit(confidence) + b)``, ``a > 0``,
-by weighted log-loss with a ridge towards ``(1, 0)`` (``logit(confidence)`` held within
-the range of the bins it was fitted on: no extrapolation past what the labels showed;
-the map is ``(a, b, lowest, highest)``): from ``MIN_LABELS`` labels, again
-every ``max(REFIT_EVERY, labels/16)``. The map is used only while it predicts better
-than the read's own probability did: each label is first scored, before it is counted,
-by the map then in force and by the read's own probability (their log-losses summed,
-weighted alike), and the map reports only while its sum is the lower. So a report is
-never fitted on the label it is judged by (prequential), and a map that does not help
-is not used.
-
-The map changes what the decision reports (``probability`` in the decision record),
-never what is taken: the threshold tests ``confidence``, and a monotone map of it leaves
-the take band where it is.
+``ProbabilityFit`` keeps one version's labelled reads and fits on them a map
+``p = σ(a·logit(confidence) + b)`` (``fit``), used only while it predicts better than
+the read's own probability (how: its docstring); ``apply`` gives a map's probability.
+It changes what the decision reports, never what is taken.
 """
 
 from __future__ import annotations
@@ -68,7 +53,28 @@ def _loss(p: float, correct: bool) -> float:
 
 
 class ProbabilityFit:
-    """The labelled reads of one version and the map fitted on them (module doc)."""
+    """The labelled reads of one version and the map fitted on them.
+
+    A version's read gives its label a probability (``Decision.probabilities[label]``,
+    its head's or calibration's). Whether that reads true for *this* question is what its
+    labels say, so per version (evidence key) ``ProbabilityFit`` keeps the labelled reads
+    as weighted counts per confidence bin (``BINS`` equal-width bins of
+    ``Decision.confidence``, weight ``1/rate``: an audited take stands for the takes that
+    were not audited) and fits on them a map ``p = σ(a·logit(confidence) + b)``, ``a > 0``,
+    by weighted log-loss with a ridge towards ``(1, 0)`` (``logit(confidence)`` held within
+    the range of the bins it was fitted on: no extrapolation past what the labels showed;
+    the map is ``(a, b, lowest, highest)``): from ``MIN_LABELS`` labels, again
+    every ``max(REFIT_EVERY, labels/16)``. The map is used only while it predicts better
+    than the read's own probability did: each label is first scored, before it is counted,
+    by the map then in force and by the read's own probability (their log-losses summed,
+    weighted alike), and the map reports only while its sum is the lower. So a report is
+    never fitted on the label it is judged by (prequential), and a map that does not help
+    is not used.
+
+    The map changes what the decision reports (``probability`` in the decision record),
+    never what is taken: the threshold tests ``confidence``, and a monotone map of it leaves
+    the take band where it is.
+    """
 
     __slots__ = (
         "weight",
