@@ -23,8 +23,11 @@ demo: setup
 
 test: test-main test-vllm
 
+# The library tests on TEST_WORKERS pytest-xdist workers, a test file's tests on one worker
+# (its module fixtures, cached simulations and a docs page's session are built once).
+TEST_WORKERS ?= 2
 test-main: setup
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 test-vllm:
 	bash scripts/vllm_tier.sh

@@ -13,6 +13,8 @@ import numbers
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 __all__ = [
     "Bets",
     "FRACTIONS",
@@ -59,7 +61,7 @@ class Bets:
     boolean, is no bet; wealth that is not a finite number shows nothing.
     """
 
-    __slots__ = ("candidates", "alpha", "_edge", "_up", "_down", "_log", "_crossed", "labels")
+    __slots__ = ("candidates", "alpha", "_edge", "_up", "_down", "_rows", "_crossed", "labels")
 
     def __init__(
         self, candidates: Sequence[float], entry: float, precision: float, alpha: float
@@ -69,7 +71,8 @@ class Bets:
         edge = self._edge = (1.0 - precision) / precision
         self._up = [math.log1p(f * edge) for f in FRACTIONS]
         self._down = [math.log1p(-f) for f in FRACTIONS]
-        self._log = [[0.0] * len(FRACTIONS) for _ in self.candidates]
+        rows = _ArrayRows if len(self.candidates) >= _ARRAY_FROM else _ListRows
+        self._rows: _ListRows | _ArrayRows = rows(self.candidates)
         self._crossed = [False] * len(self.candidates)
         self.labels = 0  #: labels bet on
 
@@ -82,7 +85,7 @@ class Bets:
             self._up,
             self._down,
         )
-        new._log = [list(row) for row in self._log]
+        new._rows = self._rows.copy()
         new._crossed = list(self._crossed)
         new.labels = self.labels
         return new
@@ -108,19 +111,15 @@ class Bets:
         else:
             step = [math.log1p(-f * weight) for f in FRACTIONS]
         limit = math.log(1.0 / self.alpha)
-        for i, t in enumerate(self.candidates):
-            if c < t:
-                continue
-            row = self._log[i]
-            for k, s in enumerate(step):
-                row[k] += s
-            if not self._crossed[i] and _mean_log(row) >= limit:
-                self._crossed[i] = True
+        crossed = self._crossed
+        for i in self._rows.add(c, step, limit):
+            if not crossed[i] and _mean_log(self._rows.row(i)) >= limit:
+                crossed[i] = True
 
     def wealth(self, t: float) -> float:
         """The mixture's wealth at candidate ``t`` (1 before any bet)."""
         i = self.candidates.index(t)
-        return math.exp(_mean_log(self._log[i]))
+        return math.exp(_mean_log(self._rows.row(i)))
 
     def shown(self) -> float | None:
         """The lowest candidate of the run of shown ones from the entry down (``None``:
@@ -173,6 +172,66 @@ class Walks:
     def shown(self) -> float | None:
         found = [t for w in self.walks if (t := w.shown()) is not None]
         return min(found) if found else None
+
+
+#: Candidates from which a walk keeps its log-wealths in one array (a label's update is
+#: then a few vector operations); fewer are cheaper as Python lists.
+_ARRAY_FROM = 16
+
+
+class _ListRows:
+    """Log-wealths, one row (a value per fraction) per candidate, as Python lists."""
+
+    __slots__ = ("candidates", "rows")
+
+    def __init__(self, candidates: tuple[float, ...]) -> None:
+        self.candidates = candidates
+        self.rows = [[0.0] * len(FRACTIONS) for _ in candidates]
+
+    def copy(self) -> _ListRows:
+        new = _ListRows.__new__(_ListRows)
+        new.candidates, new.rows = self.candidates, [list(r) for r in self.rows]
+        return new
+
+    def add(self, c: float, step: list[float], limit: float) -> list[int]:
+        """Add ``step`` to the row of every candidate ``<= c``; the rows among them
+        whose largest log reaches ``limit`` (only those can cross: the mean of ``exp``
+        of a row is at most ``exp`` of its largest)."""
+        near = []
+        for i, t in enumerate(self.candidates):
+            if c < t:
+                continue
+            row = self.rows[i] = [v + s for v, s in zip(self.rows[i], step)]
+            if max(row) >= limit:
+                near.append(i)
+        return near
+
+    def row(self, i: int) -> list[float]:
+        return self.rows[i]
+
+
+class _ArrayRows:
+    """The same rows in one array (the same additions in the same order: equal floats)."""
+
+    __slots__ = ("candidates", "rows")
+
+    def __init__(self, candidates: tuple[float, ...]) -> None:
+        self.candidates = np.array(candidates, dtype=np.float64)
+        self.rows = np.zeros((len(candidates), len(FRACTIONS)))
+
+    def copy(self) -> _ArrayRows:
+        new = _ArrayRows.__new__(_ArrayRows)
+        new.candidates, new.rows = self.candidates, self.rows.copy()
+        return new
+
+    def add(self, c: float, step: list[float], limit: float) -> list[int]:
+        """As ``_ListRows.add``."""
+        bet = self.candidates <= c
+        self.rows[bet] += step
+        return np.flatnonzero(bet & (self.rows.max(axis=1) >= limit)).tolist()
+
+    def row(self, i: int) -> list[float]:
+        return self.rows[i].tolist()
 
 
 def _mean_log(row: list[float]) -> float:
@@ -256,8 +315,6 @@ def head_entries(
 
 def confidences(head: Any, vectors: Any, options: Sequence[str]) -> Any:
     """A head's confidence ``1 - H / ln K`` for each of ``vectors``."""
-    import numpy as np
-
     p = np.exp(head.log_probs(np.asarray(vectors, dtype=np.float64), list(options)))
     h = -(p * np.log(np.clip(p, 1e-300, 1.0))).sum(1)
     return np.clip(1.0 - h / math.log(max(2, len(options))), 0.0, 1.0)
@@ -269,8 +326,6 @@ def oof_reads(options: Sequence[str], vectors: Any, labels: Sequence[str]) -> tu
     the version's confidence map; ``(confidence, right)`` arrays (confidence
     ``1 - H / ln K`` over the question's ``K`` options; nan where a fold could not be
     fitted)."""
-    import numpy as np
-
     from agentbranch.policy.earned.learn import head as lh
 
     options = list(options)
