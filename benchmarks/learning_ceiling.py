@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -54,11 +53,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[32, 64, 128])
     parser.add_argument("--questions", nargs="*", default=None)
-    parser.add_argument(
-        "--cache",
-        type=Path,
-        default=Path(tempfile.gettempdir()) / "agentbranch-learning-path-embeddings.npz",
-    )
+    lp.add_cache_option(parser)
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args()
     engine = ab.DecisionEngine.from_env()

@@ -156,6 +156,18 @@ class EmbeddingMemo:
         self.new = 0
 
 
+#: Where the state embeddings are kept between runs (``EmbeddingMemo``), shared by the
+#: learning benchmarks that read the same streams.
+CACHE = Path(tempfile.gettempdir()) / "agentbranch-learning-path-embeddings.npz"
+
+
+def add_cache_option(parser: argparse.ArgumentParser) -> None:
+    """``--cache``: the embedding cache file (default ``CACHE``)."""
+    parser.add_argument(
+        "--cache", type=Path, default=CACHE, help="file the state embeddings are kept in between runs"
+    )
+
+
 def questions(sets: list[str]) -> list[tuple[ec.Task, list[tuple[str, str]]]]:
     """Each question of ``sets`` with its stream items (held-out state, true option),
     the same items as ``learning_readers.load_questions``."""
@@ -268,12 +280,7 @@ def main() -> None:
     parser.add_argument("--questions", nargs="*", default=None, help="question ids to run")
     parser.add_argument("--split", choices=sorted(SPLITS), default=None)
     parser.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
-    parser.add_argument(
-        "--cache",
-        type=Path,
-        default=Path(tempfile.gettempdir()) / "agentbranch-learning-path-embeddings.npz",
-        help="file the state embeddings are kept in between runs",
-    )
+    add_cache_option(parser)
     parser.add_argument(
         "--limit",
         type=int,

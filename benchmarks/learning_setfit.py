@@ -372,12 +372,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="bbc.is_tech at 8 and 16 per class")
     parser.add_argument("--min-test", type=int, default=100, help="states scored at least")
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
-    parser.add_argument(
-        "--cache",
-        type=Path,
-        default=Path(tempfile.gettempdir()) / "agentbranch-learning-path-embeddings.npz",
-        help="the learning path's embedding cache (texts -> the reader's vectors)",
-    )
+    lp.add_cache_option(parser)
     parser.add_argument(
         "--resume",
         action="store_true",

@@ -14,6 +14,7 @@ import random
 import zlib
 from typing import Any
 
+from _learn_store import _reader
 from langchain_core.runnables import RunnableLambda
 
 import agentbranch as ab
@@ -114,28 +115,13 @@ def _run(path, items: list[tuple[str, str]], seed: int = 0) -> Earned:
     earned = _earned(path)
     audit = Audit(rate=0.3, seed=seed)
     policy = Policy(take_at=earned, fallbacks=[Generate(_teacher(truth))], audit=audit)
-    reader = _scripted_learner(truth)
+    reader = _reader(truth)  # as written right on 3 in 4 at 0.8; learned, 19 in 20 at 0.995
     r = Resolver(ab.DecisionEngine(reader), {"sport": QUESTION}, policy)
     for text, _ in items:
         r.resolve(text)
         audit.flush()
     audit.close()
     return earned
-
-
-def _scripted_learner(truth: dict[str, str]) -> ab.ScriptedReader:
-    """As written right on three in four at 0.8; learned, right on 19 in 20 at 0.995."""
-
-    def read(state: str, q: Any) -> dict[str, float]:
-        h = zlib.crc32(state.encode())
-        label = truth[state]
-        learned = any(q.examples)
-        right = h % 20 != 0 if learned else h % 4 != 0
-        said = label if right else ("no" if label == "yes" else "yes")
-        p = 0.995 if learned else 0.8
-        return {said: p, ("no" if said == "yes" else "yes"): 1.0 - p}
-
-    return ab.ScriptedReader({"sport": read})
 
 
 def test_decisions_delivered_three_times_give_no_version_extra_labels(tmp_path):

@@ -168,7 +168,9 @@ def _decision_tool() -> BaseTool:
     return ab.decision_tool(engine, {"urgent": ab.yes_no("Does this need an answer today?")})
 
 
-class TestDecisionToolUnit(ToolsUnitTests):
+class _DecisionToolParams:
+    """What both of LangChain's tool suites are given: the decision tool and a call."""
+
     @property
     def tool_constructor(self) -> BaseTool:
         return _decision_tool()
@@ -178,14 +180,12 @@ class TestDecisionToolUnit(ToolsUnitTests):
         return {"text": "Production is down!"}
 
 
-class TestDecisionToolIntegration(ToolsIntegrationTests):
-    @property
-    def tool_constructor(self) -> BaseTool:
-        return _decision_tool()
+class TestDecisionToolUnit(_DecisionToolParams, ToolsUnitTests):
+    pass
 
-    @property
-    def tool_invoke_params_example(self) -> dict[str, Any]:
-        return {"text": "Production is down!"}
+
+class TestDecisionToolIntegration(_DecisionToolParams, ToolsIntegrationTests):
+    pass
 
 
 class TestCassetteChatCache(SyncCacheTestSuite):
