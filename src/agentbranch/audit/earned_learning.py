@@ -44,6 +44,8 @@ class VersionLearning:
     #: none, its looks test at its whole share) and that test's error
     entries: list[float] | None = None
     anytime_alpha: float | None = None
+    #: share of the decisions its band holds (``TrustState.band_share``; ``None``: none)
+    band_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -162,6 +164,7 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
                 why=None if q is None else q.why,
                 entries=None if anytime is None else list(anytime[0]),
                 anytime_alpha=None if anytime is None else anytime[1],
+                band_share=None if q is None else q.band_share,
             )
         )
     # The version in force: the ladder's own rule. The newest version that decided with
@@ -176,7 +179,8 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
     opened = [r for r in deciding if r.record.take_at is not None]
     ladder.in_force = opened[-1].record.version if opened else 0
     holds = [r.index in known and known[r.index].take_at is not None for r in ladder.fed]
-    ladder.adopt(holds)
+    shares = [known[r.index].band_share if r.index in known else None for r in ladder.fed]
+    ladder.adopt(holds, shares)
     reads = ladder.deciding
     on_trial = [r.index for r in ladder.fed if r is not reads and r.index in known]
     audited = any(r.band == "take" for r in deciding) or all(r.take_at is None for r in deciding)

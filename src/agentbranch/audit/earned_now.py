@@ -60,6 +60,8 @@ class Recomputed:
     labels: int  # labels in the current epoch (since learning last (re)started)
     next_look_at: int | None  # labels at which the next look runs (while not earned)
     opened_at: int | None = None  # index of the record whose look set an open threshold
+    #: share of the decisions the band in force holds (``TrustState.band_share``)
+    band_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -128,7 +130,9 @@ def from_state(st: Any, earned: Any) -> Recomputed:
     opened_at = None
     if st.take_at is not None and setting and setting[-1].kind != "withdrawn":
         opened_at = setting[-1].index
-    return Recomputed(st.take_at, st.trust, why, st.labels, next_look, opened_at)
+    return Recomputed(
+        st.take_at, st.trust, why, st.labels, next_look, opened_at, st.band_share()
+    )
 
 
 def what_if(rows: Sequence[EvidenceRow], tgt: Target, precision: float, level: float) -> WhatIf:

@@ -93,6 +93,9 @@ class QuestionTrust:
     #: ``decisions`` as the estimate it is (each audited take stands for ``1/rate``),
     #: with its interval (``agentbranch.audit.estimates``)
     decisions_estimate: DecisionsEstimate | None = None
+    #: share of the decisions the band in force holds, as the epoch's labels estimate it
+    #: (``TrustState.band_share``; ``None``: nothing taken, or not recomputed)
+    band_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -252,6 +255,7 @@ def _question(
         by_source=by_source,
         what_if=what_if,
         closed_since=closed_since,
+        band_share=None if now is None else now.band_share,
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -92,6 +93,23 @@ class TrustState:
     #: a learned version's anytime-valid test (``learn.eprocess.Walks``; not checkpointed:
     #: versions keep no checkpoint, their states are replayed from the store)
     _bets: Any = field(default=None, repr=False)
+
+    def band_share(self) -> float | None:
+        """The share of the decisions the band ``confidence >= take_at`` holds, as this
+        epoch's labels estimate it (each weighted ``1 / rate``: an audited take stands for
+        the takes that were not audited); ``None`` while nothing is taken or nothing is
+        counted, or when the estimate is not a finite number."""
+        t, cells = self.take_at, self._cells
+        if t is None or cells is None:
+            return None
+        total = above = 0.0
+        for j, w in enumerate(cells.weight):
+            c = j // 2  # cell c holds boundaries[c-1] <= x < boundaries[c]
+            total += w
+            if c > 0 and cells.boundaries[c - 1] >= t:
+                above += w
+        share = above / total if total > 0 else math.nan
+        return share if math.isfinite(share) else None
 
     @property
     def threshold(self) -> Threshold:

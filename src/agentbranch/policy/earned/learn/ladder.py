@@ -9,6 +9,7 @@ versions of one question (the rule in full: its docstring).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -105,6 +106,25 @@ def trial_fields(taken: bool, rate: float) -> dict[str, Any]:
     }
 
 
+def widest(holds: list[bool], shares: list[float | None] | None = None) -> int | None:
+    """Of versions in order (oldest first), the index of the one to put in force: of
+    those holding a threshold (``holds``), the one whose band holds the largest share
+    of the decisions (``shares``), the newer one on a tie; the newest holding one when
+    any of their shares is not known. ``None``: none holds a threshold."""
+    held = [
+        (i, share)
+        for i, (holds_one, share) in enumerate(zip(holds, shares or [None] * len(holds)))
+        if holds_one
+    ]
+    if any(share is None for _, share in held):  # (a size not known: the newest)
+        held = [(i, 0.0) for i, _ in held]
+    best, best_share = None, -math.inf
+    for i, share in held:
+        if share >= best_share:
+            best, best_share = i, share
+    return best
+
+
 @dataclass
 class Rung:
     """One version of a question's read on the ladder."""
@@ -137,8 +157,13 @@ class Ladder:
       trial was in force) and the audited ones in a stratum of their own (``band="review"``,
       the statistics' second stratum flag, with ``rate`` the audit rate), so the stratified
       test weights the two sets by their share of the decisions (``_statistics``).
-    * **Adoption.** After every label the newest version holding a threshold decides;
-      older ones are no longer fed. While no fed version holds one, nothing is taken
+    * **Adoption.** After every label, of the fed versions holding a threshold, the one
+      whose band holds the largest share of the decisions decides (``widest``: each
+      band's share as its own labels estimate it, weighted ``1/rate``; a newer one wins a
+      tie): a newer version shown on a narrower band than the one in force stays on
+      trial until its band is as wide. Which shown version decides spends no error: each
+      holds its own threshold under the union bound below. Versions older than the one in
+      force are no longer fed. While no fed version holds one, nothing is taken
       whichever version reads, so the newest version reads (its read, and the confidence
       its own map gives it, is what the decision carries, always sent to the teacher); the
       older fed ones keep getting every label, as shadow reads, so any of them may still
@@ -183,18 +208,23 @@ class Ladder:
         """Whether a new version is due now (``labels`` just reached a refit point)."""
         return self.labels == refit_at(len(self.rungs), self.first)
 
-    def adopt(self, holds_threshold: list[bool]) -> Rung | None:
-        """Given, for each fed rung, whether it now holds a threshold, put the newest
-        such one in force; returns it when it changed."""
-        newest = None
-        for rung, holds in zip(self.fed, holds_threshold):
-            if holds:
-                newest = rung
-        self.open = newest is not None
-        if newest is None or newest.index == self.in_force:
+    def adopt(
+        self, holds_threshold: list[bool], shares: list[float | None] | None = None
+    ) -> Rung | None:
+        """Given, for each fed rung, whether it now holds a threshold (and the share of
+        the decisions its band holds, ``TrustState.band_share``), put in force the one
+        that takes the most: a newer version replaces the one in force only when its
+        band holds at least as large a share of the decisions (without ``shares``, or
+        where a share is not known, the newest one holding a threshold). Returns the
+        rung put in force when it changed."""
+        fed = self.fed
+        i = widest(holds_threshold, shares)
+        best = None if i is None else fed[i]
+        self.open = best is not None
+        if best is None or best.index == self.in_force:
             return None
-        self.in_force = newest.index
-        return newest
+        self.in_force = best.index
+        return best
 
 
 __all__ = [
@@ -208,4 +238,5 @@ __all__ = [
     "version_alphas",
     "version_earned",
     "version_share",
+    "widest",
 ]

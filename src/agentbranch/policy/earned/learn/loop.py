@@ -28,6 +28,7 @@ from agentbranch.policy.earned.learn.ladder import (
     trial_fields,
     version_earned,
     version_share,
+    widest,
 )
 from agentbranch.policy.earned.learn.probability import Map
 from agentbranch.policy.earned.learn.shared import Labelled4, StoreLabels, settled
@@ -290,9 +291,10 @@ class Learner:
     def _adopt(self, q: _Question) -> None:
         with self._lock:
             fed = q.ladder.fed
-        holds = [r.trust.threshold(q.key.asking(r.model)).take_at is not None for r in fed]
+        states = [r.trust.state(q.key.asking(r.model)) for r in fed]
+        holds = [st.take_at is not None for st in states]
         with self._lock:
-            new = q.ladder.adopt(holds)
+            new = q.ladder.adopt(holds, [st.band_share() for st in states])
         if new is not None:
             log.info(
                 "agentbranch.learn: question %r now decides with version %d (fitted on %d labels)",
@@ -468,11 +470,11 @@ class Learner:
                 self._add(q, self._version(q, nxt, q.labels.due.pop(nxt)))
             j += 1
         q.ladder.labels = q.labels.count
-        holds = [
-            r.trust.threshold(q.key.asking(r.model)).take_at is not None for r in q.ladder.rungs
-        ]
-        # the newest version holding a threshold is in force (none: the written one)
-        q.ladder.in_force = max((i for i, h in enumerate(holds) if h), default=0)
+        states = [r.trust.state(q.key.asking(r.model)) for r in q.ladder.rungs]
+        holds = [st.take_at is not None for st in states]
+        # of the versions holding a threshold, the one whose band holds the most
+        # decisions is in force (``Ladder.adopt``; none: the written one)
+        q.ladder.in_force = widest(holds, [st.band_share() for st in states]) or 0
         q.ladder.open = any(holds)
 
 
