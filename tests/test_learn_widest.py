@@ -9,13 +9,20 @@ one whose band holds the largest share of the decisions.
 
 from __future__ import annotations
 
+import json
 import math
+import zlib
 from datetime import UTC, datetime, timedelta
 
+import pytest
+from _learn_store import QUESTION, TruthTeacher, _stream
 from hypothesis import given
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
-from agentbranch.policy import Earned
+import agentbranch as ab
+from agentbranch.cli import app
+from agentbranch.policy import Audit, Earned, Generate, Policy, Resolver
 from agentbranch.policy.earned._evidence import new_evidence
 from agentbranch.policy.earned._state import replay
 from agentbranch.policy.earned.learn import ladder as ld
@@ -118,3 +125,74 @@ def test_band_share_is_a_share(rows, start_at):
         assert 0.0 <= share <= 1.0
         above = sum(1 / rate for c, _, rate in rows if c >= start_at)
         assert math.isclose(share, above / sum(1 / rate for _, _, rate in rows))
+
+
+# -- through the public API: a policy, its store, a restart and the report --------------
+
+N = 700  #: decisions: version 1 is shown by then (on about half of them)
+
+
+def _reader(truth: dict[str, str]) -> ab.ScriptedReader:
+    """As written: right on every state at probability 0.9 (confidence 0.53), so its band
+    holds every decision. Learned (a version, whose question carries examples): sure and
+    right on half the states, unsure and wrong on the rest, so its band holds half."""
+
+    def read(state: str, q) -> dict[str, float]:
+        label = truth[state]
+        other = "no" if label == "yes" else "yes"
+        if not any(q.examples):
+            return {label: 0.9, other: 0.1}
+        if zlib.crc32(state.encode()) % 2:
+            return {label: 0.999, other: 0.001}
+        return {other: 0.55, label: 0.45}
+
+    return ab.ScriptedReader({"sport": read})
+
+
+def _policy(path, truth: dict[str, str]) -> tuple[Earned, Audit, Policy]:
+    earned = Earned(precision=0.8, min_evidence=20, refresh_s=0, store=str(path), learn=True)
+    earned.learner.background = False
+    earned.learner.settle_s = 0  # one writer
+    audit = Audit(rate=0.2, seed=1)
+    teacher = Generate(TruthTeacher(truth=truth))
+    return earned, audit, Policy(take_at=earned, fallbacks=[teacher], audit=audit)
+
+
+@pytest.fixture(scope="module")
+def narrower(tmp_path_factory):
+    path = tmp_path_factory.mktemp("widest") / "evidence.jsonl"
+    items = _stream(N, 1)
+    truth = dict(items)
+    earned, audit, policy = _policy(path, truth)
+    r = Resolver(ab.DecisionEngine(_reader(truth)), {"sport": QUESTION}, policy)
+    records = []
+    for text, _ in items:
+        records.append(r.resolve(text)["sport"])
+        audit.flush()
+    audit.close()
+    (q,) = earned.learner._questions.values()
+    return earned, q, records, path, truth
+
+
+def test_a_version_shown_on_a_narrower_band_does_not_replace_the_written_question(narrower):
+    earned, q, records, _, _ = narrower
+    written, v1 = (r.trust.state(q.key.asking(r.model)) for r in q.ladder.rungs[:2])
+    assert written.take_at is not None and v1.take_at is not None  # both shown
+    assert v1.band_share() < 0.6 < 0.95 < written.band_share()
+    assert q.ladder.open and q.ladder.in_force == 0 and q.ladder.deciding.index == 0
+    # the question as written keeps taking every decision (the version would take half)
+    last = records[-100:]
+    assert {rec["reader_version"] for rec in last} == {0}
+    assert sum(rec["band"] == "take" for rec in last) == len(last)
+
+
+def test_a_restart_and_the_report_keep_the_wider_band_in_force(narrower):
+    _, q, _, path, truth = narrower
+    again, _, _ = _policy(path, truth)  # a new process on the same store
+    assert again.learner.asked(q.key)[1] == 0
+    res = CliRunner().invoke(app, ["audit", "report", str(path), "--json"])
+    assert res.exit_code == 0, res.output
+    (lq,) = json.loads(res.output)["learning"].values()
+    assert lq["in_force"] == 0
+    shares = {v["version"]: v["band_share"] for v in lq["versions"]}
+    assert shares[1] < 0.6 < 0.95 < shares[0]

@@ -130,9 +130,7 @@ def from_state(st: Any, earned: Any) -> Recomputed:
     opened_at = None
     if st.take_at is not None and setting and setting[-1].kind != "withdrawn":
         opened_at = setting[-1].index
-    return Recomputed(
-        st.take_at, st.trust, why, st.labels, next_look, opened_at, st.band_share()
-    )
+    return Recomputed(st.take_at, st.trust, why, st.labels, next_look, opened_at, st.band_share())
 
 
 def what_if(rows: Sequence[EvidenceRow], tgt: Target, precision: float, level: float) -> WhatIf:

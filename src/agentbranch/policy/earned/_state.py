@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -99,17 +98,9 @@ class TrustState:
         epoch's labels estimate it (each weighted ``1 / rate``: an audited take stands for
         the takes that were not audited); ``None`` while nothing is taken or nothing is
         counted, or when the estimate is not a finite number."""
-        t, cells = self.take_at, self._cells
-        if t is None or cells is None:
+        if self.take_at is None or self._cells is None:
             return None
-        total = above = 0.0
-        for j, w in enumerate(cells.weight):
-            c = j // 2  # cell c holds boundaries[c-1] <= x < boundaries[c]
-            total += w
-            if c > 0 and cells.boundaries[c - 1] >= t:
-                above += w
-        share = above / total if total > 0 else math.nan
-        return share if math.isfinite(share) else None
+        return self._cells.weighted_share(self.take_at)
 
     @property
     def threshold(self) -> Threshold:

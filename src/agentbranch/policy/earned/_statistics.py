@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import math
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -153,6 +153,15 @@ class Cells:
     @property
     def labels(self) -> int:
         return sum(self.n)
+
+    def weighted_share(self, t: float) -> float | None:
+        """The share of the labels' weight (each ``1 / rate``) at confidence ``>= t``:
+        the share of the decisions the band ``t`` holds; ``None`` when there is no
+        weight or the share is not a finite number."""
+        lo = 2 * (bisect_left(self.boundaries, t) + 1)  # the first cell with x >= t
+        total = math.fsum(self.weight)
+        share = math.fsum(self.weight[lo:]) / total if total > 0 else math.nan
+        return share if math.isfinite(share) else None
 
     def view(self) -> _View:
         return _View(self)

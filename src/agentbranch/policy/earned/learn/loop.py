@@ -291,10 +291,9 @@ class Learner:
     def _adopt(self, q: _Question) -> None:
         with self._lock:
             fed = q.ladder.fed
-        states = [r.trust.state(q.key.asking(r.model)) for r in fed]
-        holds = [st.take_at is not None for st in states]
+        holds, shares = self._holds(q, fed)
         with self._lock:
-            new = q.ladder.adopt(holds, [st.band_share() for st in states])
+            new = q.ladder.adopt(holds, shares)
         if new is not None:
             log.info(
                 "agentbranch.learn: question %r now decides with version %d (fitted on %d labels)",
@@ -302,6 +301,14 @@ class Learner:
                 new.index,
                 new.fitted_on,
             )
+
+    def _holds(self, q: _Question, rungs: list[Rung]) -> tuple[list[bool], list[float | None]]:
+        """For each of ``rungs``: whether it holds a threshold now (closed while its
+        due audits are missing: ``Earned.threshold``), and the share of the decisions
+        its band holds (``TrustState.band_share``)."""
+        keys = [q.key.asking(r.model) for r in rungs]
+        holds = [r.trust.threshold(k).take_at is not None for r, k in zip(rungs, keys)]
+        return holds, [r.trust.state(k).band_share() for r, k in zip(rungs, keys)]
 
     # -- versions ---------------------------------------------------------------------
 
@@ -470,11 +477,10 @@ class Learner:
                 self._add(q, self._version(q, nxt, q.labels.due.pop(nxt)))
             j += 1
         q.ladder.labels = q.labels.count
-        states = [r.trust.state(q.key.asking(r.model)) for r in q.ladder.rungs]
-        holds = [st.take_at is not None for st in states]
+        holds, shares = self._holds(q, q.ladder.rungs)
         # of the versions holding a threshold, the one whose band holds the most
         # decisions is in force (``Ladder.adopt``; none: the written one)
-        q.ladder.in_force = widest(holds, [st.band_share() for st in states]) or 0
+        q.ladder.in_force = widest(holds, shares) or 0
         q.ladder.open = any(holds)
 
 
