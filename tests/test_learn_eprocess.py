@@ -54,7 +54,9 @@ def test_at_best_it_needs_about_log_one_over_alpha_labels():
         bets.add(0.9, True)
         n += 1
     bold = math.log(1 / 0.0125) / math.log(1 + 0.97 / 9)
-    assert bold < n <= bold + math.log(len(eprocess.FRACTIONS)) / math.log(1 + 0.97 / 9) + 1
+    # the mixture costs at most log(1 / the boldest fraction's weight) on top
+    weight = eprocess.WEIGHTS[-1] / sum(eprocess.WEIGHTS)
+    assert bold < n <= bold + math.log(1 / weight) / math.log(1 + 0.97 / 9) + 1
 
 
 @settings(max_examples=60, deadline=None)

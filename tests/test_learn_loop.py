@@ -17,6 +17,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 
 import agentbranch as ab
 from agentbranch.core.heads import LinearHead, question_head, with_head
+from agentbranch.core.questions import to_spec
 from agentbranch.policy import Earned, Generate, Policy, Resolver
 from agentbranch.policy.earned import QuestionKey
 from agentbranch.policy.earned.learn import examples as lx
@@ -163,7 +164,11 @@ def _check_head_version(engine, version, head, items) -> None:
     texts = [t for t, _ in items[-6:]]
     written = engine.decide_many(texts, {"sport": QUESTION})
     learned = engine.decide_many(texts, {"sport": version})
-    expect = np.exp(head.log_probs(engine.reader.embed(texts).numpy(), ["yes", "no"]))
+    x = engine.reader.embed(texts).numpy()
+    if head.written:  # it reads the written question's option scores beside the embedding
+        scores = engine.reader.written_scores(x, to_spec("sport", QUESTION))
+        x = np.hstack([x, head.written * scores])
+    expect = np.exp(head.log_probs(x, ["yes", "no"]))
     for w, d, p in zip(written, learned, expect):
         got = [d["sport"].probabilities[o] for o in ("yes", "no")]
         assert got == pytest.approx(p.tolist(), abs=1e-5)

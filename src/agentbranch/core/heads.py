@@ -38,12 +38,18 @@ class LinearHead:
 
     ``classes`` are the option names the head was fitted on (2 or more, in the order of
     the weight rows); ``options`` all options of the question, in order; ``temperature``
-    its confidence map (finite, > 0; part of the digest unless it is 1).
+    its confidence map (finite, > 0; part of the digest unless it is 1); ``written``
+    (finite, >= 0; part of the digest unless it is 0): when set, the head also reads the
+    question as written: its input is the state's embedding followed by the written
+    read's option scores (the embedded reader's similarity scores, before its
+    temperature) times ``written``, so ``dim`` is the embedding's size plus the number
+    of options.
 
     ``Earned(..., learn=True)`` fits one on the labelled states of a question (a logistic
     regression on their embeddings, ``agentbranch.policy.earned.learn.head``) and makes it part of
     a new version of the question (``with_head``). The embedded reader, asked a question
-    that carries a head, reads a state by the head alone: its label probabilities are the
+    that carries a head, reads a state by the head (with the written read's logits when
+    ``written``): its label probabilities are the
     head's softmax over the options it was fitted on, options it never saw a label for
     keep a tiny floor (``FLOOR``, then renormalised). Other readers ignore the head.
 
@@ -60,7 +66,7 @@ class LinearHead:
     with its weights, and the weights themselves are refitted from the stored labels.
     """
 
-    __slots__ = ("options", "classes", "weights", "bias", "temperature", "digest")
+    __slots__ = ("options", "classes", "weights", "bias", "temperature", "written", "digest")
 
     def __init__(
         self,
@@ -69,6 +75,7 @@ class LinearHead:
         weights: Any,
         bias: Any,
         temperature: float = 1.0,
+        written: float = 0.0,
     ) -> None:
         import math
 
@@ -97,14 +104,31 @@ class LinearHead:
         b.setflags(write=False)
         self.options, self.classes, self.weights, self.bias = options, classes, w, b
         self.temperature = t
+        v = written
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise ValueError(f"a head's written weight must be a finite number >= 0, got {v!r}")
+        self.written = float(v)
+        if self.written and w.shape[1] <= len(options):
+            raise ValueError(
+                f"a head that reads the written question takes an embedding and "
+                f"{len(options)} option scores; got weights {w.shape}"
+            )
         blob = repr((options, classes, w.shape)).encode() + w.tobytes() + b.tobytes()
         if t != 1.0:  # a head without a map keeps the digest it always had
             blob += b"temperature" + np.float64(t).tobytes()
+        if self.written:  # (a head on the embedding alone keeps its digest)
+            blob += b"written" + np.float64(self.written).tobytes()
         self.digest = hashlib.sha256(blob).hexdigest()[:32]
 
     @property
     def dim(self) -> int:
+        """The size of its input (the embedding's, plus the options' when ``written``)."""
         return int(self.weights.shape[1])
+
+    @property
+    def embedding_dim(self) -> int:
+        """The size of the state embedding it reads."""
+        return self.dim - (len(self.options) if self.written else 0)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, LinearHead) and other.digest == self.digest
@@ -115,7 +139,8 @@ class LinearHead:
     def __repr__(self) -> str:
         return (
             f"LinearHead({len(self.classes)} of {len(self.options)} options, "
-            f"dim {self.dim}, T={self.temperature:.3g}, {self.digest[:8]})"
+            f"dim {self.dim}, T={self.temperature:.3g}, written {self.written:.3g}, "
+            f"{self.digest[:8]})"
         )
 
     def __deepcopy__(self, memo: dict) -> LinearHead:
@@ -166,11 +191,19 @@ class LinearHead:
             "weights": self.weights.tolist(),
             "bias": self.bias.tolist(),
             "temperature": self.temperature,
+            "written": self.written,
         }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> LinearHead:
-        return cls(d["options"], d["classes"], d["weights"], d["bias"], d.get("temperature", 1.0))
+        return cls(
+            d["options"],
+            d["classes"],
+            d["weights"],
+            d["bias"],
+            d.get("temperature", 1.0),
+            d.get("written", 0.0),
+        )
 
 
 def softmax(z: Any, temperature: float = 1.0) -> Any:

@@ -373,7 +373,9 @@ class EmbeddedReader(Reader):
     def _answers(self, states: Any, q: QuestionSpec, vecs: dict[str, Any]) -> list[LabelRead]:
         """The reads of ``q`` for states (``(n, dim)`` embeddings): one similarity
         product for them all (one learned head's product when ``q`` carries one)."""
-        learned = head_reads(q, states)
+        head = q.head
+        written = self._written_scores(states, q, vecs) if head and head.written else None
+        learned = head_reads(q, states, written)
         if learned is not None:
             return learned
         reason = missing_signal(q) or self._twins(q, vecs)
@@ -386,6 +388,35 @@ class EmbeddedReader(Reader):
             label_read(self._scores(sims, q, comparisons), temperature, source)
             for sims in comparisons.similarities(states)
         ]
+
+    def written_scores(self, states: Any, q: QuestionSpec) -> Any:
+        """``q`` read as written (whatever head it carries) on ``states`` (``(n, dim)``
+        embeddings): each option's similarity score (before the temperature), an
+        ``(n, len(q.options))`` array; ``None`` when the question has nothing to be read
+        by (no descriptions nor examples, or yes/no descriptions that read alike). What
+        a learned head that reads the written question too (``LinearHead.written``) is
+        fitted on and reads."""
+        import torch
+
+        with self._lock:
+            self._load()
+            wanted = [t for t in hypothesis_texts(q) if t]
+            wanted += [e for ex in option_examples(q) for e in ex]
+            missing = [t for t in dict.fromkeys(wanted) if t not in self._cache]
+            for text, vec in zip(missing, self._embed(missing, torch)):
+                self._cache[text] = vec
+            vecs = {t: self._cache[t] for t in wanted}
+            return self._written_scores(torch.as_tensor(states), q, vecs)
+
+    def _written_scores(self, states: Any, q: QuestionSpec, vecs: dict[str, Any]) -> Any:
+        """``written_scores`` with the option texts' embeddings ``vecs`` at hand."""
+        import numpy as np
+
+        if missing_signal(q) or self._twins(q, vecs):
+            return None
+        comparisons = self._comparisons(q, vecs)
+        sims = comparisons.similarities(states.to(comparisons.matrix.dtype))
+        return np.array([self._scores(row, q, comparisons) for row in sims], dtype=np.float64)
 
     def _twins(self, q: QuestionSpec, vecs: dict[str, Any]) -> str | None:
         """Yes/no read by descriptions alone whose two descriptions embed alike."""

@@ -127,15 +127,26 @@ def combine(
     return out
 
 
-def head_reads(q: QuestionSpec, states: Any) -> list[LabelRead] | None:
+def head_reads(q: QuestionSpec, states: Any, written: Any = None) -> list[LabelRead] | None:
     """The reads of ``q`` by its learned head (``QuestionSpec.head``) for ``states``
-    (``(n, dim)`` embeddings), one matrix product for them all; ``None`` when ``q``
-    carries no head, or one that cannot read it (other options, another embedder's
-    size): then the question is read by similarity as written."""
+    (``(n, dim)`` embeddings), one matrix product for them all; a head that reads the
+    question as written too (``LinearHead.written``) is given ``written``, the written
+    read's option scores for the same states (``(n, len(q.options))``). ``None`` when
+    ``q`` carries no head, or one that cannot read it (other options, another
+    embedder's size, written scores it needs and does not have): then the question is
+    read by similarity as written."""
     head = q.head
-    if head is None or not head.reads(q.options) or states.shape[-1] != head.dim:
+    if head is None or not head.reads(q.options) or states.shape[-1] != head.embedding_dim:
         return None
-    logp = head.log_probs(states.detach().cpu().numpy(), q.options)
+    x = states.detach().cpu().numpy()
+    if head.written:
+        if written is None or tuple(head.options) != tuple(q.options):
+            return None
+        import numpy as np
+
+        with np.errstate(all="ignore"):  # (scores that are not finite read uniform)
+            x = np.hstack([x, head.written * np.asarray(written, dtype=np.float64)])
+    logp = head.log_probs(x, q.options)
     return [
         LabelRead(
             logprobs=tuple(row),

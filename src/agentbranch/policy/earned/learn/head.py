@@ -175,12 +175,15 @@ def fit_head(
     c: float = C,
     calibrate: bool = True,
     shift: bool = True,
+    written: float = 0.0,
 ) -> LinearHead | None:
     """The head fitted on ``vectors`` (``(n, dim)`` embeddings of labelled states) and
     their ``labels`` (option names), with its confidence map fitted out-of-fold on them
     (``calibrate=False``: none, temperature 1; ``shift=False``: the temperature alone,
     as measured against the shipped map); ``None`` when fewer than two options are
-    labelled (nothing to tell apart).
+    labelled (nothing to tell apart). ``written``: each row of ``vectors`` is an
+    embedding followed by the written read's option scores times ``written``
+    (``LinearHead.written``).
 
     Fitted off the decision path (the learner's thread), deterministically (scikit-learn's
     ``LogisticRegression``, L-BFGS, on the states in replay order; folds by position; the
@@ -195,11 +198,15 @@ def fit_head(
     y = np.array([options.index(label) for label in labels])
     x = np.asarray(vectors, dtype=np.float64)
     head = _fit(options, x, y, c)
-    if head is None or not calibrate:
-        return head
+    if head is None:
+        return None
+    if not calibrate:
+        return LinearHead(head.options, head.classes, head.weights, head.bias, written=written)
     t, s = cross_fitted_map(head, x, y, c, ridge=SHIFT_RIDGE if shift else None)
     # the shift rides in the biases: softmax((Wx + b) / T + s) = softmax((Wx + b + T s) / T)
-    return LinearHead(head.options, head.classes, head.weights, head.bias + t * s, t)
+    return LinearHead(
+        head.options, head.classes, head.weights, head.bias + t * s, t, written=written
+    )
 
 
 __all__ = [

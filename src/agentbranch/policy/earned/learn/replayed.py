@@ -32,6 +32,7 @@ class RecordedHead(LinearHead):
     def __init__(self, digest: str, options: Any) -> None:  # noqa: D107 - no weights
         self.options, self.classes = tuple(options), ()
         self.weights = self.bias = None
+        self.written = 0.0
         self.digest = digest
 
     def __repr__(self) -> str:
