@@ -1,6 +1,7 @@
 """Decisions per second on the embedded reader with 0, 100 and 1,000 labels learned per
 question (``Earned(learn=True)``'s versions on the embedded reader: the question read
-by a logistic head fitted on its labelled states' embeddings; ``--examples``: the
+by a logistic head fitted on its labelled states' embeddings and the written question's
+option scores, as the learner fits it; ``--examples``: the
 question with its labelled states as examples instead, at most
 ``agentbranch.policy.earned.learn.examples.PER_OPTION`` per option, spread over the embedder's
 space as the learner selects them for canvas readers).
@@ -17,10 +18,14 @@ import argparse
 import random
 import time
 
+import numpy as np
+
 import agentbranch as ab
 from agentbranch.core.heads import with_head
+from agentbranch.core.questions import to_spec
 from agentbranch.engine.readers.embedded import EmbeddedReader
 from agentbranch.policy.earned.learn import examples as lx
+from agentbranch.policy.earned.learn import head as lh
 from agentbranch.policy.earned.learn.head import fit_head
 
 TOPICS = {
@@ -52,7 +57,12 @@ def main() -> None:
         labels = [rng.choice(options) for _ in range(n)]
         texts = [text(rng, y, i) for i, y in enumerate(labels)]
         vectors = reader.embed(texts).numpy() if texts else None
-        head = None if args.examples or not texts else fit_head(options, vectors, labels)
+        head = None
+        if texts and not args.examples:  # what the learner fits (``head.head_inputs``)
+            scores = reader.written_scores(vectors, to_spec("team", base))
+            weight = lh.WRITTEN_WEIGHT if scores is not None else 0.0
+            x = np.hstack([vectors, weight * scores]) if weight else vectors
+            head = fit_head(options, x, labels, written=weight)
         if head is not None:
             variants[n] = with_head(base, head)
             size = head.weights.nbytes + head.bias.nbytes

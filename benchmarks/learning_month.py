@@ -9,8 +9,8 @@ The reader is a ``ScriptedReader`` with an ``embed`` (``TopicReader``): each tex
 embedding is a fixed vector of its topic plus noise, cached, so 100,000 decisions finish
 in minutes on 2 shared cores; its read of the question as written is a noisy
 similarity, and of a learned version the version's own logistic head applied to the
-embedding (the real head, ``agentbranch.policy.earned.learn.head.fit_head``, fitted on the
-real sample). What is measured is the library's per-label cost: evidence, the version
+embedding and the written read's option scores (the real head,
+``agentbranch.policy.earned.learn.head.fit_head``, fitted on the real sample). What is measured is the library's per-label cost: evidence, the version
 ladder, trial reads, fits and the store, not a model.
 
     PYTHONPATH=src OMP_NUM_THREADS=1 python benchmarks/learning_month.py [--decisions 100000]
@@ -83,9 +83,20 @@ class TopicReader(ab.ScriptedReader):
 
         return torch.from_numpy(np.stack([self._vector(t) for t in texts]))
 
+    def written_scores(self, states: Any, q: Any) -> np.ndarray:
+        """The written read's option scores (each state's similarity to each option's
+        topic direction): what a learned head reads beside the embedding."""
+        x = np.asarray(states, dtype=np.float64)
+        return np.stack(
+            [x @ (self._centres[o] / np.linalg.norm(self._centres[o])) for o in q.options], 1
+        )
+
     def _read(self, state: str, q: Any) -> dict[str, float]:
         x = self._vector(state)
         if q.head is not None:
+            if q.head.written:  # it reads the written scores beside the embedding
+                scores = self.written_scores(x[None, :], q)[0]
+                x = np.concatenate([x, q.head.written * scores])
             w, b = np.asarray(q.head.weights), np.asarray(q.head.bias)
             z = (w @ x + b) / q.head.temperature
             p = np.exp(z - z.max())

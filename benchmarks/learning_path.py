@@ -300,7 +300,7 @@ def main() -> None:
         default=[],
         metavar="NAME=VALUE",
         help="for studies: a constant of the learning (ladder.FIRST_REFIT=16, "
-        "ladder.BASE_SHARE=0.5, eprocess.SHARE=0.5)",
+        "ladder.BASE_SHARE=0.5, eprocess.SHARE=0.5, head.WRITTEN_WEIGHT=0)",
     )
     parser.add_argument(
         "--no-correction",
@@ -309,7 +309,7 @@ def main() -> None:
         "question as written) tested at the whole error, no union bound across versions",
     )
     args = parser.parse_args()
-    from agentbranch.policy.earned.learn import eprocess, ladder, loop
+    from agentbranch.policy.earned.learn import eprocess, head, ladder, loop
 
     if args.no_correction:  # a weaker guarantee than the shipped one: for comparison only
         ladder.version_share = loop.version_share = lambda j, base=None: 1.0
@@ -317,7 +317,7 @@ def main() -> None:
     for item in args.set:
         name, value = item.split("=", 1)
         module, const = name.split(".", 1)
-        target = {"ladder": ladder, "eprocess": eprocess}[module]
+        target = {"ladder": ladder, "eprocess": eprocess, "head": head}[module]
         kind = type(getattr(target, const))
         if kind is tuple:  # eprocess.FRACTIONS=0.75,0.97
             setattr(target, const, tuple(float(v) for v in value.split(",")))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import numpy as np
 import pytest
 from _learn_canvas import QUESTION, FakeEncoder, Teacher, canvas_reader, stream
 from langgraph.graph import END, START, StateGraph
@@ -155,12 +156,17 @@ def test_recording_through_a_cassette_fits_the_same_kind_of_version(tmp_path):
 
     class Embedding(ab.ScriptedReader):
         embed = staticmethod(FakeEncoder())
+        written_scores = staticmethod(lambda states, q: np.zeros((len(states), 2)))
 
     with Cassette(tmp_path / "run.jsonl", mode="all") as cassette:
         reader = cassette.reader(lambda: Embedding({"sport": lambda s, q: {"yes": 1.0}}))
         assert reader.embed is Embedding.embed
+        # and the written scores its heads read beside the embedding, as without it
+        assert reader.written_scores is Embedding.written_scores
+        assert reader.unrecorded().written_scores is Embedding.written_scores
     with Cassette(tmp_path / "run.jsonl", mode="none") as cassette:
         assert cassette.reader().embed is None  # a replay loads no model for it
+        assert cassette.reader().written_scores is None
 
 
 def test_an_embedded_learning_run_replays_its_head_versions(tmp_path):

@@ -20,7 +20,7 @@ from agentbranch.core.reads import ReadRequest
 from agentbranch.engine.readers.embedded.scoring import head_reads
 from agentbranch.policy import Earned
 from agentbranch.policy.earned import QuestionKey
-from agentbranch.policy.earned.learn import loop
+from agentbranch.policy.earned.learn import head as lh
 from agentbranch.policy.earned.learn.head import fit_head
 
 QUESTION = ab.choice(
@@ -141,7 +141,7 @@ def test_written_scores_that_are_not_finite_read_uniform(scores):
 
 def _learner_head(engine, question, monkeypatch, weight: float | None = None, options=None):
     if weight is not None:
-        monkeypatch.setattr(loop, "WRITTEN_WEIGHT", weight)
+        monkeypatch.setattr(lh, "WRITTEN_WEIGHT", weight)
     earned = Earned(precision=0.8, learn=True)
     earned.learner.bind(engine)
     key = QuestionKey("team", question, "embedded", engine.reader.model)
@@ -153,7 +153,7 @@ def _learner_head(engine, question, monkeypatch, weight: float | None = None, op
 
 def test_the_learner_fits_a_head_that_reads_the_written_question(engine, monkeypatch):
     head = _learner_head(engine, QUESTION, monkeypatch)
-    assert head is not None and head.written == loop.WRITTEN_WEIGHT > 0
+    assert head is not None and head.written == lh.WRITTEN_WEIGHT > 0
     # nothing to read as written: the embedding alone
     assert _learner_head(engine, BARE, monkeypatch, options=("yes", "no")).written == 0.0
     # switched off

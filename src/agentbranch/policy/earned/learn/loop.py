@@ -20,7 +20,7 @@ from agentbranch.core.state import render_state
 from agentbranch.policy.earned._evidence import QuestionKey
 from agentbranch.policy.earned.learn import eprocess, nearest
 from agentbranch.policy.earned.learn import examples as lx
-from agentbranch.policy.earned.learn.head import fit_head
+from agentbranch.policy.earned.learn.head import fit_head, head_inputs
 from agentbranch.policy.earned.learn.labels import FIT_PER_OPTION, QuestionLabels
 from agentbranch.policy.earned.learn.ladder import (
     Ladder,
@@ -43,11 +43,6 @@ CANVAS_CHARS = 300
 #: Seconds a refit point's last label must be old before a version is fitted on a
 #: shared store: labels made before it by other replicas are written by then.
 SETTLE_S = 2.0
-#: A version's head reads the written question's option scores beside the state's
-#: embedding, at this weight (``LinearHead.written``; 0: the embedding alone). The head
-#: then starts from what the question as written already tells apart: measured in
-#: hindsight on the public streams at 32 labels (``benchmarks/learning_written.py``).
-WRITTEN_WEIGHT = 10.0
 
 
 @dataclass
@@ -372,7 +367,7 @@ class Learner:
         embed = getattr(getattr(self.engine, "reader", None), "embed", None)
         if callable(embed):
             vectors = embed(texts).numpy()
-            x, written = self._head_inputs(q, vectors)
+            x, written = head_inputs(self.engine, q.question_id, q.question, vectors)
             head = fit_head(options, x, labels, written=written)
             if head is not None:
                 question = with_head(q.question, head)
@@ -397,23 +392,6 @@ class Learner:
         )
         question = lx.with_learned(q.question, options, learned)
         return Rung(j, len(labelled), model=question, trust=version_earned(self.earned, j))
-
-    def _head_inputs(self, q: _Question, vectors: Any) -> tuple[Any, float]:
-        """What a version's head reads for states embedded as ``vectors``: the
-        embeddings followed by the written question's option scores on the same states
-        times ``WRITTEN_WEIGHT`` when the reader has them (``LinearHead.written``), else
-        the embeddings alone; and that weight (0: alone)."""
-        import numpy as np
-
-        scores = getattr(getattr(self.engine, "reader", None), "written_scores", None)
-        if not callable(scores) or not WRITTEN_WEIGHT:
-            return vectors, 0.0
-        from agentbranch.core.questions import to_spec
-
-        z = scores(vectors, to_spec(q.question_id, q.question))
-        if z is None or not np.isfinite(z).all():
-            return vectors, 0.0
-        return np.hstack([vectors, WRITTEN_WEIGHT * z]), WRITTEN_WEIGHT
 
     def _encode(self) -> Any:
         """What embeds texts for canvas versions: ``encoder`` when set, else the
@@ -512,5 +490,4 @@ __all__ = [
     "CANVAS_PER_OPTION",
     "Learner",
     "SETTLE_S",
-    "WRITTEN_WEIGHT",
 ]
