@@ -36,7 +36,8 @@ def test_what_a_fit_reads_stays_bounded_however_many_labels(tmp_path):
     )
     labels = rows[-1]["labels"]
     assert labels > 4 * BOUND * len(lm.TOPICS)  # the bound had to bite
-    assert [j for j, _ in fits] == list(range(1, len(fits) + 1)) and len(fits) >= 5
+    # (versions 3 and 4 each read a full sample of the far more labels before them)
+    assert [j for j, _ in fits] == list(range(1, len(fits) + 1)) and len(fits) >= 4
     assert all(max(per.values()) <= BOUND for _, per in fits)
     assert sum(fits[-1][1].values()) == BOUND * len(lm.TOPICS)  # a full sample
     assert all(row["fit_sample"] <= BOUND * len(lm.TOPICS) for row in rows)
