@@ -18,15 +18,11 @@ import argparse
 import random
 import time
 
-import numpy as np
-
 import agentbranch as ab
 from agentbranch.core.heads import with_head
-from agentbranch.core.questions import to_spec
 from agentbranch.engine.readers.embedded import EmbeddedReader
 from agentbranch.policy.earned.learn import examples as lx
-from agentbranch.policy.earned.learn import head as lh
-from agentbranch.policy.earned.learn.head import fit_head
+from agentbranch.policy.earned.learn.head import fit_head, head_inputs
 
 TOPICS = {
     "billing": ["invoice", "refund", "charge", "payment", "subscription", "price"],
@@ -58,10 +54,8 @@ def main() -> None:
         texts = [text(rng, y, i) for i, y in enumerate(labels)]
         vectors = reader.embed(texts).numpy() if texts else None
         head = None
-        if texts and not args.examples:  # what the learner fits (``head.head_inputs``)
-            scores = reader.written_scores(vectors, to_spec("team", base))
-            weight = lh.WRITTEN_WEIGHT if scores is not None else 0.0
-            x = np.hstack([vectors, weight * scores]) if weight else vectors
+        if texts and not args.examples:  # what the learner fits
+            x, weight = head_inputs(engine, "team", base, vectors)
             head = fit_head(options, x, labels, written=weight)
         if head is not None:
             variants[n] = with_head(base, head)

@@ -37,6 +37,7 @@ from agentbranch.engine.readers.embedded.texts import (
     hypothesis_texts,
     missing_signal,
     option_examples,
+    option_texts,
 )
 from agentbranch.engine.readers.embedded.traced import (
     Embedding,
@@ -278,25 +279,13 @@ class EmbeddedReader(WrittenScores, Reader):
 
         with self._lock:
             self._load()
-            wanted = {
-                t
-                for r in requests
-                for q in r.questions
-                for t in [*hypothesis_texts(q), *(e for ex in option_examples(q) for e in ex)]
-                if t
-            }
+            wanted = {t for r in requests for q in r.questions for t in option_texts(q)}
             missing = [t for t in wanted if t not in self._cache]
             states = [r.state for r in requests]
             # One pass over every new text of the batch: states first, then options.
             readable: list[bool] = []
             vectors = self._embed(states + missing, torch, readable)
-            for text, vec in zip(missing, vectors[len(states) :]):
-                self._cache[text] = vec
-            option_vecs = {t: self._cache[t] for t in wanted}
-            for t in wanted:
-                self._cache.move_to_end(t)
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
+            option_vecs = self._keep(missing, vectors[len(states) :], wanted)
             # Each question's states read together (one product per question).
             asked: dict[QuestionSpec, list[int]] = {}
             for i, r in enumerate(requests):
@@ -311,6 +300,18 @@ class EmbeddedReader(WrittenScores, Reader):
                 [reads.get((i, q)) or self._unreadable_state(q) for q in r.questions]
                 for i, r in enumerate(requests)
             ]
+
+    def _keep(self, texts: list[str], vectors: Any, wanted: Any) -> dict[str, Any]:
+        """Remember the option ``texts``' new embeddings (the most recently wanted kept,
+        at most ``cache_size``); the embeddings of ``wanted``."""
+        for text, vec in zip(texts, vectors):
+            self._cache[text] = vec
+        out = {t: self._cache[t] for t in wanted}
+        for t in wanted:
+            self._cache.move_to_end(t)
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+        return out
 
     def _unreadable_state(self, q: QuestionSpec) -> LabelRead:
         """A state with nothing to read: no word the embedder knows (empty, blank, only

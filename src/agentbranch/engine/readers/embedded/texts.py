@@ -8,7 +8,7 @@ import re
 
 from agentbranch.core.reads import QuestionSpec
 
-__all__ = ["described", "hypothesis_texts", "missing_signal", "option_examples"]
+__all__ = ["described", "hypothesis_texts", "missing_signal", "option_examples", "option_texts"]
 
 #: Word boundaries inside an identifier: ``AddToPlaylist``, ``getWeather``, ``URLCheck``.
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -40,6 +40,11 @@ def hypothesis_texts(q: QuestionSpec) -> list[str | None]:
 def option_examples(q: QuestionSpec) -> list[tuple[str, ...]]:
     """Each option's example texts (empty tuples when the question has none)."""
     return list(q.examples) if q.examples else [() for _ in q.options]
+
+
+def option_texts(q: QuestionSpec) -> list[str]:
+    """Every text ``q``'s options are compared with: descriptions, then examples."""
+    return [t for t in hypothesis_texts(q) if t] + [e for ex in option_examples(q) for e in ex]
 
 
 def missing_signal(q: QuestionSpec) -> str | None:

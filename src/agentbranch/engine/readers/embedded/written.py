@@ -6,11 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentbranch.core.reads import QuestionSpec
-from agentbranch.engine.readers.embedded.texts import (
-    hypothesis_texts,
-    missing_signal,
-    option_examples,
-)
+from agentbranch.engine.readers.embedded.texts import missing_signal, option_texts
 
 __all__ = ["WrittenScores"]
 
@@ -19,7 +15,7 @@ class WrittenScores:
     """``EmbeddedReader.written_scores`` (its lock, caches and scoring are the reader's)."""
 
     _lock: Any
-    _cache: Any
+    _cache: Any  #: (its ``_keep`` remembers the option texts' embeddings)
 
     def written_scores(self, states: Any, q: QuestionSpec) -> Any:
         """``q`` read as written (whatever head it carries) on ``states`` (``(n, dim)``
@@ -32,12 +28,10 @@ class WrittenScores:
 
         with self._lock:
             self._load()  # type: ignore[attr-defined]
-            wanted = [t for t in hypothesis_texts(q) if t]
-            wanted += [e for ex in option_examples(q) for e in ex]
-            missing = [t for t in dict.fromkeys(wanted) if t not in self._cache]
-            for text, vec in zip(missing, self._embed(missing, torch)):  # type: ignore[attr-defined]
-                self._cache[text] = vec
-            vecs = {t: self._cache[t] for t in wanted}
+            wanted = dict.fromkeys(option_texts(q))
+            missing = [t for t in wanted if t not in self._cache]
+            vectors = self._embed(missing, torch)  # type: ignore[attr-defined]
+            vecs = self._keep(missing, vectors, wanted)  # type: ignore[attr-defined]
             return self._written_scores(torch.as_tensor(states), q, vecs)
 
     def _written_scores(self, states: Any, q: QuestionSpec, vecs: dict[str, Any]) -> Any:
