@@ -151,7 +151,10 @@ def run_ladder(
                 rec = Rec(*read_of(r, i), f["rate"], f["band"], None, i, floor)
             step(rst, rec, rcfg)
             fits[r.index].add(rec.confidence, float(r.model.top[i]), rec.correct, 1.0 / rec.rate)
-        lad.adopt([r.trust[1].take_at is not None for r in lad.fed])
+        fed = lad.fed  # the ladder's rule: the widest shown band decides (``Ladder.adopt``)
+        lad.adopt(
+            [r.trust[1].take_at is not None for r in fed], [r.trust[1].band_share() for r in fed]
+        )
         if fit is not None and lad.due():
             j = len(lad.rungs)
             read_j = fit(j, np.array(train))
