@@ -269,9 +269,10 @@ def entry(
     labels is predicted above the target: the version is not tested this way.
 
     ``scale``: the version's own confidences on the same states. A head fitted on all
-    the labels is surer than the fold heads, so the band may sit higher on its scale:
-    a second entry is then the highest candidate whose band holds the same share of
-    ``scale`` (two walks, ``Walks``; which one fits a version is not known before)."""
+    the labels is surer than the fold heads, so the band sits higher on its scale: the
+    entry is then the highest candidate whose band holds the same share of ``scale``
+    (one walk, at the test's whole error: on the public streams a second walk from the
+    out-of-fold entry, each at half of it, took less, ``benchmarks/learning_path.py``)."""
     pairs = [
         (float(c), bool(r))
         for c, r in zip(confidence, right)
@@ -301,7 +302,7 @@ def entry(
         return (best,)
     at = ranked[max(0, math.ceil(share * len(ranked)) - 1)]
     moved = next((t for t in candidates if t <= at + 1e-12), None)
-    return (best,) if moved is None or moved == best else (best, moved)
+    return (best,) if moved is None else (moved,)
 
 
 def head_entries(
