@@ -410,8 +410,11 @@ def main() -> None:
         "constants": {
             "ladder.FIRST_REFIT": ladder.FIRST_REFIT,
             "ladder.BASE_SHARE": ladder.BASE_SHARE,
+            "ladder.WRITTEN_LOOKS_AS_ALONE": ladder.WRITTEN_LOOKS_AS_ALONE,
             "eprocess.SHARE": eprocess.SHARE,
             "eprocess.FRACTIONS": list(eprocess.FRACTIONS),
+            "eprocess.WEIGHTS": list(eprocess.WEIGHTS),
+            "head.WRITTEN_WEIGHT": head.WRITTEN_WEIGHT,
             "correction_across_versions": not args.no_correction,
         },
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),

@@ -93,14 +93,16 @@ def _earned(settings: Mapping[str, Any]) -> Any:
 
 def _replay(rows: Sequence[EvidenceRow], settings: Mapping[str, Any]) -> Any:
     """``rows`` replayed under ``settings``; a learned version's with the anytime-valid
-    test its records say it ran (``learn.stored.recorded_anytime``), as the live policy
-    runs it."""
+    test its records say it ran (``learn.stored.recorded_anytime``), and a learning
+    question's written read with its own looks (``learn.stored.recorded_looks``), as the
+    live policy runs them."""
     from agentbranch.policy.earned._state import replay
-    from agentbranch.policy.earned.learn.stored import recorded_anytime
+    from agentbranch.policy.earned.learn.stored import recorded_anytime, recorded_looks
 
     records = [r.record for r in rows]
     earned = _earned(settings)
     earned.anytime = recorded_anytime(records, earned.level)
+    earned.looks = recorded_looks(records, earned)
     return replay(records, earned)
 
 

@@ -43,6 +43,31 @@ def version_share(j: int, base: float | None = None) -> float:
     return base if j == 0 else (1.0 - base) / (j * (j + 1))
 
 
+#: Looks of the question as written that spend, with learning on, the error they would
+#: spend without learning (``written_looks``). One: its first look (at 50 labels by
+#: default) opens exactly what it opens without learning, so a stream too short for a
+#: version to open loses nothing to learning; later looks spend less (the rest of its
+#: share). ``benchmarks/learning_path.py``, ten orders of every public question: the
+#: first 100 decisions 0.0326 -> 0.0392 of them taken (0.0362 without learning), whole
+#: streams 0.2516 -> 0.2507; two looks: 0.2489.
+WRITTEN_LOOKS_AS_ALONE = 1
+
+
+def written_looks(min_evidence: int, base: float | None = None) -> Any:
+    """The looks of the question as written (version 0) of a learning policy: at the
+    policy's own labels (``min_evidence``, 2x, 4x ...); its first
+    ``WRITTEN_LOOKS_AS_ALONE`` looks spend what they would spend without learning
+    (``(1 - level) / 2**(k+1)``), the later ones halves of what is left of its share."""
+    from agentbranch.policy.earned._looks import Looks
+
+    share = version_share(0, base)
+    k = WRITTEN_LOOKS_AS_ALONE
+    head = tuple(0.5 ** (i + 1) / share for i in range(k)) if share < 1.0 else ()
+    while head and not sum(head) < 1.0:  # (a share too small to spend them all)
+        head = head[:-1]
+    return Looks.doubling(min_evidence, head)
+
+
 def version_alphas(
     level: float, j: int, entry: tuple[float, ...] | None = None, base: float | None = None
 ) -> tuple[float, float | None]:
@@ -83,6 +108,8 @@ def version_earned(
         **extra,
     )
     copy._checkpoints = False  # one checkpoint per store: the original's
+    if j == 0:
+        copy.looks = written_looks(copy.min_evidence, base)
     copy.anytime = anytime  # (entry, error) of its anytime-valid test (``_state.step``)
     # its evidence says which version it is, and where its test starts (so a replay
     # from the store runs the same test: ``learn.stored``)
@@ -178,8 +205,10 @@ class Ladder:
       to an anytime-valid test checked after every label (``eprocess``: walks that start
       where the version's out-of-fold reads of its own pre-fit labels say), the rest to the
       looks. That test's cost grows only with ``log(1/alpha)``, so the written question
-      keeps most of the error (it opens nearly as early as without learning) and the
-      versions still open after a few dozen labels in their band.
+      keeps most of the error and the versions still open after a few dozen labels in
+      their band. The written question's first look spends what it spends without
+      learning (``written_looks``): where it opens at that look, it opens at the same
+      label as without learning.
     """
 
     first: int = field(default_factory=lambda: FIRST_REFIT)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from agentbranch.policy.earned.learn.ladder import version_earned
+from agentbranch.policy.earned.learn.ladder import version_earned, written_looks
 
 log = logging.getLogger("agentbranch")
 
@@ -66,6 +66,15 @@ def recorded_anytime(
     return entries, (1.0 - looks_level) * eprocess.SHARE / (1.0 - eprocess.SHARE)
 
 
+def recorded_looks(records: list[Any], earned: Any) -> Any:
+    """The looks of the version a key's records are evidence of, for a replay under
+    the records' own settings (``earned``): the question as written's
+    (``ladder.written_looks``) when they say version 0, else ``earned``'s own."""
+    if key_version(records) == 0:
+        return written_looks(earned.min_evidence)
+    return earned.looks
+
+
 def at_shares(earned: Any, states: dict[str, Any]) -> dict[str, Any]:
     """``states`` (by evidence key, computed at ``earned.level``) with every learned
     version's key replayed from the store at its version's share of ``1 - level``, its
@@ -91,4 +100,5 @@ __all__ = [
     "key_entries",
     "key_version",
     "recorded_anytime",
+    "recorded_looks",
 ]
