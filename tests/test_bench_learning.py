@@ -13,6 +13,7 @@ import _learn_streams as ls
 import numpy as np
 
 from agentbranch.policy.earned import Earned
+from agentbranch.policy.earned.learn import ladder as ld
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,7 +53,7 @@ def test_the_ladder_runner_learns_only_from_labels_before_each_fit() -> None:
         return ls.Read(np.ones(n), np.ones(n, bool), np.ones(n))  # a perfect version
 
     run = ls.run_ladder(Earned(precision=0.9, level=0.95), base, rng.random(n), 0.2, fit)
-    assert [len(t) for t in seen][:2] == [32, 64]  # fitted at the refit points
+    assert [len(t) for t in seen][:2] == [ld.refit_at(1), ld.refit_at(2)]  # at the refit points
     assert all(t.max() < n for t in seen)
     took = np.flatnonzero(run.taken & (run.version > 0))
     assert len(took) and run.labels_before[took[0]] > 32 + 10  # tested after its fit

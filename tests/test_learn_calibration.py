@@ -259,6 +259,6 @@ def test_while_no_version_holds_a_threshold_the_newest_reads_and_takes_nothing()
 
     run = ls.run_ladder(Earned(precision=0.9, level=0.95), base, rng.random(n), 0.2, fit)
     reading = np.flatnonzero(run.version > 0)
-    assert reading[0] == np.flatnonzero(run.labels_before >= 32)[0]  # reads at once
+    assert reading[0] == np.flatnonzero(run.labels_before >= ld.FIRST_REFIT)[0]  # reads at once
     assert not run.taken[np.isnan(run.take_at)].any()  # takes only at a threshold
     assert run.taken.any() and run.labels_before[np.flatnonzero(run.taken)[0]] > 32 + 10

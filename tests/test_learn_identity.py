@@ -87,7 +87,7 @@ def test_labels_a_version_learned_from_are_never_its_evidence_when_they_come_bac
     for text, _ in first:
         r.resolve(text)
     ladder = next(iter(earned.learner._questions.values())).ladder
-    assert len(ladder.rungs) == 2  # version 1 exists, fitted on the first 32 labels
+    assert len(ladder.rungs) == 2  # version 1 exists, fitted on the first refit_at(1) labels
     v1_key = earned.key("sport", ladder.rungs[1].model, "scripted", "scripted")
     trained = {x["decision"] for x in _lines(path)}
     assert None not in trained and len(trained) == len(first)

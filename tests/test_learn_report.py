@@ -23,6 +23,7 @@ from agentbranch.policy import Earned
 from agentbranch.policy.earned import QuestionKey
 from agentbranch.policy.earned._evidence import new_evidence
 from agentbranch.policy.earned._state import replay
+from agentbranch.policy.earned.learn import ladder as ld
 from agentbranch.policy.earned.learn.ladder import version_share
 
 runner = CliRunner()
@@ -133,10 +134,11 @@ def test_the_report_shows_the_learning_section(run):
     live = ladder.deciding.trust.threshold("sport", ladder.deciding.model, q.reader, q.model)
     cells = _cells(out.split("learning from the teacher")[1])
     assert cells["in force"].startswith(
-        f"v{ladder.in_force} (fitted on the first 32 labels): {live.trust}, take_at "
+        f"v{ladder.in_force} (fitted on the first {ld.refit_at(ladder.in_force)} labels): "
+        f"{live.trust}, take_at "
         f"{live.take_at:g}, tested at level 0.995 (its share 0.1 of 1 - 0.95)"
     )
-    assert cells["on trial"].startswith("v2 (fitted on the first 64 labels)")
+    assert cells["on trial"].startswith(f"v2 (fitted on the first {ld.refit_at(2)} labels)")
     shown = re.findall(r"\d+: ([\d.]+) \(v", cells["read vs teacher"])
     assert shown == [f"{a:.2f}" for a in _expected_curve(lines)]
     assert cells["why"].startswith(live_why(earned, q, ladder))

@@ -1,6 +1,6 @@
 """The learning ladder keeps Earned's guarantee (simulated, seeded).
 
-Learning on (``agentbranch.policy.earned.learn.ladder``): at 32, 64, 128 ... labels a new
+Learning on (``agentbranch.policy.earned.learn.ladder``): at 24, 48, 96 ... labels a new
 version of the read is fitted and tried on later labels. Here the versions learn
 nothing: each one's read of the stream is a fresh draw from the same scenario, so
 every version that opens does so by chance alone, and each extra version is one more
