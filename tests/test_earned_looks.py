@@ -7,8 +7,6 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as hs
 from _reference_statistics import (
     dense,
     grid,
@@ -17,6 +15,8 @@ from _reference_statistics import (
     look_at,
     predicted_entry,
 )
+from hypothesis import given
+from hypothesis import strategies as hs
 
 from agentbranch.policy.earned import Earned, replay
 from agentbranch.policy.earned._evidence import new_evidence
