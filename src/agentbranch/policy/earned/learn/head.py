@@ -26,7 +26,8 @@ T_MIN, T_MAX, T_STEPS = 0.05, 50.0, 481
 #: A version's head reads the written question's option scores beside the state's
 #: embedding, at this weight (``LinearHead.written``; 0: the embedding alone): it then
 #: starts from what the question as written already tells apart (``learning_path.py
-#: --set head.WRITTEN_WEIGHT=w``, share taken: 0 0.280, 1 0.293, 10 0.2965, 30 0.280).
+#: --set head.WRITTEN_WEIGHT=w``, share taken: 0 0.280, 1 0.293, 10 0.2965, 30 0.280 on
+#: the first order; over ten orders 5 0.2564, 10 0.2551, 20 0.2500).
 WRITTEN_WEIGHT = 10.0
 #: Ridge weight on the shifts (the map minimises the mean log-loss plus ``SHIFT_RIDGE *
 #: |s|^2``): where the labels say little about an option, its shift stays near 0.
