@@ -40,10 +40,12 @@ read by learn-off, learn-on and every trial version.
     HF_HUB_OFFLINE=1 python benchmarks/learning_path.py --limit 100 --name learning_path_first100
 
 ``--split tune`` / ``--split check`` run half the sets each (``SPLITS``): constants of
-the learning were chosen on ``tune`` only. ``--set`` changes a constant of the learning
-and ``--no-correction`` tests every version at the whole error (no union bound across
-versions: a weaker guarantee than the library's), both for studies of what the
-guarantee costs.
+the learning were chosen on ``tune`` only. ``--set`` changes a constant of the learning;
+``--no-correction`` tests every version at the whole error (no union bound across
+versions), ``--versions-apart`` the written question at the whole error and the versions
+together at another, ``--versions-scale K`` each version at ``K`` times its share (all
+three weaker guarantees than the library's), and ``--audit-rate`` audits another share
+of the taken decisions: studies of what the guarantee costs.
 """
 
 from __future__ import annotations
@@ -167,7 +169,10 @@ CACHE = Path(tempfile.gettempdir()) / "agentbranch-learning-path-embeddings.npz"
 def add_cache_option(parser: argparse.ArgumentParser) -> None:
     """``--cache``: the embedding cache file (default ``CACHE``)."""
     parser.add_argument(
-        "--cache", type=Path, default=CACHE, help="file the state embeddings are kept in between runs"
+        "--cache",
+        type=Path,
+        default=CACHE,
+        help="file the state embeddings are kept in between runs",
     )
 
 
@@ -199,9 +204,10 @@ def run_stream(
     learn: bool,
     seed: int,
     folder: Path,
+    rate: float = RATE,
 ) -> dict:
-    """One stream of ``items`` through a decide node; per decision: taken, right,
-    version."""
+    """One stream of ``items`` through a decide node (taken decisions audited at
+    ``rate``); per decision: taken, right, version."""
     teacher = Teacher(truth=dict(items))
     earned = Earned(
         precision=TARGET, level=LEVEL, learn=learn, store=folder / f"{task.id}-{seed}-{learn}.jsonl"
@@ -209,7 +215,7 @@ def run_stream(
     if learn:
         earned.learner.background = False  # reproducible: fitted on the calling thread
         earned.learner.settle_s = 0.0  # one writer: no other replica's labels to wait for
-    audit = Audit(rate=RATE, seed=seed)
+    audit = Audit(rate=rate, seed=seed)
     policy = Policy(take_at=earned, fallbacks=[Generate(teacher)], audit=audit)
     node = decide_node(engine, {task.id: task.question}, state_key="text", policy=policy)
     from langgraph.graph import END, START, StateGraph
@@ -308,11 +314,50 @@ def main() -> None:
         help="a study of what the guarantee costs, not the library: every version (and the "
         "question as written) tested at the whole error, no union bound across versions",
     )
+    parser.add_argument(
+        "--versions-apart",
+        action="store_true",
+        help="a study of what the guarantee costs, not the library: the question as written "
+        "at the whole error as without learning, the learned versions together at another "
+        "whole error (so every threshold holds with probability 1 - 2 (1 - level))",
+    )
+    parser.add_argument(
+        "--versions-scale",
+        type=float,
+        default=1.0,
+        help="a study of what the guarantee costs, not the library: each learned version "
+        "tested at this many times its share of the error (the shares then add up to more "
+        "than the whole)",
+    )
+    parser.add_argument(
+        "--audit-rate",
+        type=float,
+        default=RATE,
+        help=f"share of the taken decisions the teacher audits (default {RATE}; a study of "
+        "what more labels buy)",
+    )
     args = parser.parse_args()
     from agentbranch.policy.earned.learn import eprocess, head, ladder, loop
 
-    if args.no_correction:  # a weaker guarantee than the shipped one: for comparison only
+    if not 0.0 < args.audit_rate <= 1.0:
+        parser.error(f"--audit-rate must be in (0, 1], got {args.audit_rate}")
+    if not args.versions_scale > 0.0:
+        parser.error(f"--versions-scale must be above 0, got {args.versions_scale}")
+    if args.no_correction + args.versions_apart + (args.versions_scale != 1.0) > 1:
+        parser.error("--no-correction, --versions-apart and --versions-scale: one at a time")
+    # (the three are weaker guarantees than the shipped one: for comparison only)
+    shipped_share = ladder.version_share
+    if args.no_correction:
         ladder.version_share = loop.version_share = lambda j, base=None: 1.0
+    if args.versions_apart:
+        ladder.version_share = loop.version_share = lambda j, base=None: (
+            1.0 if j == 0 else 1.0 / (j * (j + 1))
+        )
+    if args.versions_scale != 1.0:
+        scale = args.versions_scale
+        ladder.version_share = loop.version_share = lambda j, base=None: (
+            shipped_share(j, base) * (1.0 if j == 0 else scale)
+        )
 
     for item in args.set:
         name, value = item.split("=", 1)
@@ -349,7 +394,9 @@ def main() -> None:
                 for s in range(args.streams):
                     order = np.random.default_rng(1000 + s).permutation(len(items))
                     stream = [items[i] for i in order][: args.limit]
-                    runs.append(run_stream(engine, task, stream, learn, s, Path(tmp)))
+                    runs.append(
+                        run_stream(engine, task, stream, learn, s, Path(tmp), args.audit_rate)
+                    )
                 res[mode] = summary(runs)
             results[task.id] = res
             if memo is not None:
@@ -365,10 +412,14 @@ def main() -> None:
     say(
         f"{len(results)} questions x {args.streams} stream(s) through a decide node "
         f"(DecisionEngine.from_env(), Earned(precision={TARGET}, level={LEVEL}, store=JSON Lines), "
-        f"Generate + Audit(rate={RATE}) with a truth teacher): {run_s:.0f}s"
+        f"Generate + Audit(rate={args.audit_rate}) with a truth teacher): {run_s:.0f}s"
     )
     if args.no_correction:
         say("STUDY: every version tested at the whole error (no union bound across versions)")
+    if args.versions_apart:
+        say("STUDY: the question as written at the whole error, the versions together at another")
+    if args.versions_scale != 1.0:
+        say(f"STUDY: each version tested at {args.versions_scale:g}x its share of the error")
     say()
     say(f"{'':29}|" + "".join(f" {'learn ' + mode:^34}|" for mode in modes))
     say(f"{'question':24} {'n':>4} |" + "  cov   prec   late first  v  |" * len(modes))
@@ -404,7 +455,7 @@ def main() -> None:
         "command": "HF_HUB_OFFLINE=1 python benchmarks/learning_path.py " + " ".join(sys.argv[1:]),
         "target_precision": TARGET,
         "level": LEVEL,
-        "audit_rate": RATE,
+        "audit_rate": args.audit_rate,
         "streams_per_question": args.streams,
         "decisions_per_stream_at_most": args.limit,
         "constants": {
@@ -416,6 +467,8 @@ def main() -> None:
             "eprocess.WEIGHTS": list(eprocess.WEIGHTS),
             "head.WRITTEN_WEIGHT": head.WRITTEN_WEIGHT,
             "correction_across_versions": not args.no_correction,
+            "versions_apart": args.versions_apart,
+            "versions_scale": args.versions_scale,
         },
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
         "machine": f"{platform.machine()}, Python {platform.python_version()}",

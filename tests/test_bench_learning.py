@@ -83,3 +83,21 @@ def test_the_canvas_lines_benchmark_reads_what_the_learner_would_show() -> None:
     assert first["yes"][0] == "Their goalkeeper saved a penalty in the cup semi-final"
     assert second["no"][0] == "Simmer the onions in butter until soft, then add the rice"
     assert first != second  # chosen per state
+
+
+def test_the_path_benchmark_refuses_bad_study_options_before_reading_anything() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"}
+    script = str(ROOT / "benchmarks/learning_path.py")
+    for flags, said in (
+        (["--audit-rate", "0"], "--audit-rate must be in (0, 1]"),
+        (["--audit-rate", "1.5"], "--audit-rate must be in (0, 1]"),
+        (["--versions-scale", "-1"], "--versions-scale must be above 0"),
+        (["--no-correction", "--versions-apart"], "one at a time"),
+        (["--versions-apart", "--versions-scale", "3"], "one at a time"),
+    ):
+        done = subprocess.run(
+            [sys.executable, script, *flags], capture_output=True, text=True, env=env, timeout=300
+        )
+        assert done.returncode == 2, (flags, done.stderr)
+        assert said in done.stderr, (flags, done.stderr)
+        assert "Traceback" not in done.stderr
