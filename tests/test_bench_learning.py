@@ -101,3 +101,53 @@ def test_the_path_benchmark_refuses_bad_study_options_before_reading_anything() 
         assert done.returncode == 2, (flags, done.stderr)
         assert said in done.stderr, (flags, done.stderr)
         assert "Traceback" not in done.stderr
+
+
+def test_the_type_one_benchmark_runs_each_variant_and_restores_the_split(tmp_path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
+    out = tmp_path / "type1.txt"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks/learning_type1.py"),
+            "--seeds",
+            "3",
+            "--streams",
+            "2",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = out.read_text().splitlines()[2:]
+    assert [r.split()[0] for r in rows] == ["shipped", "apart", "none"]
+    for r in rows:
+        share = float(r.split()[2])
+        assert 0.0 <= share <= 1.0
+    refused = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks/learning_type1.py"), "--streams", "0"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert refused.returncode == 2 and "--streams must be at least 1" in refused.stderr
+
+
+def test_the_type_one_benchmark_leaves_the_library_split_as_it_found_it() -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import learning_type1 as t1
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    shipped, streams = ld.version_share, t1.sim.STREAMS
+    t1.wrong_share("none", seed=5, streams=1)
+    assert ld.version_share is shipped
+    assert t1.sim.STREAMS == streams
+    from agentbranch.policy.earned.learn import loop
+
+    assert loop.version_share is shipped
