@@ -85,6 +85,23 @@ QUICK = ("bbc.is_sport", "bbc.is_tech", "snips.play_music", "drugs.worked")
 MODES = {"off": False, "on": True}
 
 
+#: Shares of the error by version (``version_share(j, base)``) that studies test at
+#: instead of the library's: weaker guarantees than the shipped one, for comparison only.
+STUDY_SHARES: dict[str, Any] = {
+    "none": lambda j, base=None: 1.0,  # every version at the whole error (no union bound)
+    # the written question at the whole error, the versions together at another
+    "apart": lambda j, base=None: 1.0 if j == 0 else 1.0 / (j * (j + 1)),
+}
+
+
+def spend_error(share: Any) -> None:
+    """Test every version at ``share(j, base)`` of the error from now on, in this process
+    (a study; ``learning_type1.py`` puts the library's back)."""
+    from agentbranch.policy.earned.learn import ladder, loop
+
+    ladder.version_share = loop.version_share = share
+
+
 class Teacher(BaseChatModel):
     """Answers the true option of the state in its prompt (``Generate`` and ``Audit``)."""
 
@@ -337,7 +354,7 @@ def main() -> None:
         "what more labels buy)",
     )
     args = parser.parse_args()
-    from agentbranch.policy.earned.learn import eprocess, head, ladder, loop
+    from agentbranch.policy.earned.learn import eprocess, head, ladder
 
     if not 0.0 < args.audit_rate <= 1.0:
         parser.error(f"--audit-rate must be in (0, 1], got {args.audit_rate}")
@@ -345,19 +362,13 @@ def main() -> None:
         parser.error(f"--versions-scale must be above 0, got {args.versions_scale}")
     if args.no_correction + args.versions_apart + (args.versions_scale != 1.0) > 1:
         parser.error("--no-correction, --versions-apart and --versions-scale: one at a time")
-    # (the three are weaker guarantees than the shipped one: for comparison only)
-    shipped_share = ladder.version_share
     if args.no_correction:
-        ladder.version_share = loop.version_share = lambda j, base=None: 1.0
+        spend_error(STUDY_SHARES["none"])
     if args.versions_apart:
-        ladder.version_share = loop.version_share = lambda j, base=None: (
-            1.0 if j == 0 else 1.0 / (j * (j + 1))
-        )
+        spend_error(STUDY_SHARES["apart"])
     if args.versions_scale != 1.0:
-        scale = args.versions_scale
-        ladder.version_share = loop.version_share = lambda j, base=None: (
-            shipped_share(j, base) * (1.0 if j == 0 else scale)
-        )
+        shipped, scale = ladder.version_share, args.versions_scale
+        spend_error(lambda j, base=None: shipped(j, base) * (1.0 if j == 0 else scale))
 
     for item in args.set:
         name, value = item.split("=", 1)

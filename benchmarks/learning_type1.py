@@ -27,18 +27,16 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
+import learning_path as lp  # noqa: E402
 import test_learn_simulation as sim  # noqa: E402
 
-from agentbranch.policy.earned.learn import ladder, loop  # noqa: E402
+from agentbranch.policy.earned.learn import ladder  # noqa: E402
 
 SHIPPED = ladder.version_share
-VARIANTS = {
-    "shipped": SHIPPED,
-    "apart": lambda j, base=None: 1.0 if j == 0 else 1.0 / (j * (j + 1)),
-    "none": lambda j, base=None: 1.0,
-}
+VARIANTS = {"shipped": SHIPPED, "apart": lp.STUDY_SHARES["apart"], "none": lp.STUDY_SHARES["none"]}
 
 
 def wrong_share(variant: str, seed: int, streams: int) -> float:
@@ -46,7 +44,7 @@ def wrong_share(variant: str, seed: int, streams: int) -> float:
     simulation's stream count, its cached runs and the library's split are put back
     after: a test run in the same process sees them as they were)."""
     saved = sim.STREAMS
-    ladder.version_share = loop.version_share = VARIANTS[variant]
+    lp.spend_error(VARIANTS[variant])
     try:
         sim.STREAMS = streams
         sim._runs.cache_clear()
@@ -54,7 +52,7 @@ def wrong_share(variant: str, seed: int, streams: int) -> float:
     finally:
         sim.STREAMS = saved
         sim._runs.cache_clear()
-        ladder.version_share = loop.version_share = SHIPPED
+        lp.spend_error(SHIPPED)
 
 
 def main() -> None:
