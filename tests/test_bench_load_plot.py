@@ -5,12 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from agentbranch_bench import plotting
 from agentbranch_bench.results import BenchResult, Report, better, loaded
-
-pytest.importorskip("matplotlib")
 
 
 def _report(load1: float) -> Report:

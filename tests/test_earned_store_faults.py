@@ -148,29 +148,27 @@ def test_a_record_from_a_fast_clock_is_skipped_with_a_warning_not_an_outage(tmp_
     assert sum(st.records for st in earned.stored().values()) == 1
 
 
-def test_a_store_emptied_in_place_and_refilled_is_noticed_not_an_outage(tmp_path):
+def test_a_store_emptied_in_place_and_refilled_is_noticed_not_an_outage(tmp_path, caplog):
     """copytruncate-style rotation: the file is emptied in place and another writer
     appends past where this reader had read. The reader notices (the bytes before its
     position changed), reports it once and reads the new file from its start."""
-    import sys as _sys
-    from pathlib import Path as _Path
-
-    _sys.path.insert(0, str(_Path(__file__).parent))
-    from test_trust_mutants import label, threshold
-
-    from agentbranch.policy.earned import Earned as _Earned
-
     path = tmp_path / "e.jsonl"
-    a = _Earned(precision=0.8, min_evidence=20, store=path, refresh_s=0)
-    b = _Earned(precision=0.8, min_evidence=20, store=path, refresh_s=0)
+    a = Earned(precision=0.8, min_evidence=20, store=path, refresh_s=0)
+    b = Earned(precision=0.8, min_evidence=20, store=path, refresh_s=0)
     for _ in range(5):
-        label(a, 0.9, True)
-    threshold(b)
+        _observe(a, 0.9)
+    b.refresh()
+    assert sum(st.records for st in b.stored().values()) == 5
     path.write_text("")
     for _ in range(8):
-        label(a, 0.912345, True)
-    threshold(b)  # old code: InvalidFileError (read on from the middle of a line)
-    threshold(b)
+        _observe(a, 0.912345)
+    with caplog.at_level(logging.WARNING, logger="agentbranch"):
+        b.refresh()  # old code: InvalidFileError (read on from the middle of a line)
+        b.refresh()
+    noticed = [r for r in caplog.records if "emptied and written again" in r.getMessage()]
+    assert len(noticed) == 1, [r.getMessage() for r in caplog.records]
+    # the refilled file is read from its start: its 8 records, not 5 + 8 nor a tail of it
+    assert sum(st.records for st in b.stored().values()) == 8
 
 
 def _first_record(tmp_path) -> bytes:

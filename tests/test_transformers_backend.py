@@ -6,13 +6,10 @@ import math
 from pathlib import Path
 
 import pytest
+import torch
 
 from agentbranch.core.errors import ConfigurationError, ReaderError, StateTooLongError
 from agentbranch.core.reads import Slot, SlotLogprobs, TokenRead
-
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-
 from agentbranch.engine.readers.transformers import TransformersTokenBackend  # noqa: E402
 
 TOL = 1e-5

@@ -551,11 +551,11 @@ def test_predicted_entry_is_the_band_with_the_smallest_p_value():
     ``>= t`` is predicted right (1+t)/2 of the time. The top bands are small, the low
     ones too close to the target: the best evidence lies between, strictly below the
     first band big enough to reject; the cells give the same candidate."""
+    import numpy as np
     from _reference_statistics import predicted_entry, pvalue_below, stratified
 
     from agentbranch.policy.earned._statistics import predicted_entry_cells
 
-    np = pytest.importorskip("numpy")
     conf = np.linspace(0.5, 0.9999, 1000)
     kw = dict(precision=0.8, alpha=0.05, candidates=_GRID)
     entry = predicted_entry(conf, **kw)
@@ -573,11 +573,11 @@ def test_predicted_entry_is_the_band_with_the_smallest_p_value():
 def test_predicted_entry_from_cells_equals_the_per_label_one(seed):
     """Weighted, stratified labels (thresholds in force, review flags): the cells
     predict the entry the per-label function predicts."""
+    import numpy as np
     from _reference_statistics import predicted_entry
 
     from agentbranch.policy.earned._statistics import predicted_entry_cells
 
-    np = pytest.importorskip("numpy")
     rng = np.random.default_rng(seed)
     n = int(rng.integers(50, 600))
     conf = 0.5 + 0.5 * rng.random(n) ** 0.5
