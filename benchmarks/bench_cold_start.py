@@ -5,7 +5,7 @@
 What a CLI user or a CI replay job pays on every run. Each repetition starts a FRESH
 Python process per kind and times, inside it, ``import agentbranch``, building the
 engine, the first ``decide`` and the second (``agentbranch_bench.cold_start``, which
-``agentbranch bench`` prints too). Kinds: the embedded CPU default
+``benchmarks/bench.py`` prints too). Kinds: the embedded CPU default
 (``DecisionEngine.from_env({})``), the same with its first decision taken apart
 (``import torch``, ``import transformers``, transformers' model classes, the tokenizer,
 the weights, the first read), a tiny DiffusionGemma through ``TransformersReader``, a

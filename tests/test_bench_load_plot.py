@@ -1,4 +1,4 @@
-"""`agentbranch bench`: the machine's load beside the results (a loaded machine's misses
+"""`benchmarks/bench.py`: the machine's load beside the results (a loaded machine's misses
 say so), and a plot that never mixes higher-better and lower-better ratios on one axis."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``agentbranch bench``'s calling-patterns and cold-start parts, in a tiny configuration:
+"""``benchmarks/bench.py``'s calling-patterns and cold-start parts, in a tiny configuration:
 the table and JSON shapes and the answers check (no time is asserted)."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ import json
 import threading
 from typing import Any
 
-from typer.testing import CliRunner
-
-import agentbranch as ab
-from agentbranch.cli import app
 from agentbranch_bench import cold_start
 from agentbranch_bench import run as bench_run
 from agentbranch_bench.pattern_part import reader_patterns
 from agentbranch_bench.results import Report
+from bench import app
+from typer.testing import CliRunner
+
+import agentbranch as ab
 
 PATTERNS = [
     "1 caller",
@@ -53,7 +53,7 @@ def _invoke_with(monkeypatch: Any, report: Report, *args: str) -> Any:
         return report
 
     monkeypatch.setattr(bench_run, "run_bench", run)
-    result = CliRunner().invoke(app, ["bench", *args])
+    result = CliRunner().invoke(app, [*args])
     assert result.exit_code == 0, result.output
     return result, seen
 
@@ -135,7 +135,6 @@ def test_cold_start_part_by_phase_table_and_json(monkeypatch):
 
 def test_the_all_in_gate_holds_every_caller_until_the_last_is_in():
     import pytest
-
     from agentbranch_bench.patterns import Gate
 
     n = 5

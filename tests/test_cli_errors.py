@@ -20,8 +20,6 @@ from agentbranch.audit import calibrate_from_audit
 from agentbranch.cli import app
 from agentbranch.cli.calibrate import _folded
 from agentbranch.cli.tables import print_table
-from agentbranch_bench import BenchResult, Report
-from agentbranch_bench import run as bench_run
 
 CLEAN_ENV = {
     "AGENTBRANCH_ENGINE": "",
@@ -110,12 +108,6 @@ def test_calibrate_refuses_an_output_it_cannot_write_before_fitting(files, flag,
     result = run("calibrate", "--from-audit", str(_audits(files)), *sum(args.items(), ()))
     assert_clear_error(result, f"error: {flag} {files / where}", says)
     assert not (files / "c.json").exists() and not (files / "r.png").exists()
-
-
-def test_bench_refuses_a_plot_it_cannot_write_before_measuring(monkeypatch, tmp_path):
-    monkeypatch.setattr(bench_run, "run_bench", lambda **kw: pytest.fail("measured anyway"))
-    result = run("bench", "--plot", str(tmp_path / "missing" / "b.png"))
-    assert_clear_error(result, "error: --plot", "does not exist")
 
 
 # -- numbers -------------------------------------------------------------------------------
@@ -228,36 +220,6 @@ def test_a_table_keeps_its_natural_width_in_a_pipe():
     rows = [line for line in console.export_text().splitlines() if "team" in line]
     assert len(rows) == 1 and "0.128 → 0.153" in rows[0] and "0.81 (0.88)" in rows[0]
     assert console.width == 60  # restored
-
-
-# -- bench ---------------------------------------------------------------------------------
-
-
-def test_bench_table_marks_each_target_met_or_missed(monkeypatch):
-    report = Report(seconds=1.0)
-    report.results += [
-        BenchResult("fast path vs slow path", 1.5, "× faster", "≥ 1"),
-        BenchResult("router vs direct", 1.2, "× (time)", "≤ 1.05"),
-        BenchResult("engine, 8 callers (threads)", 1.2, "×", "≥ 3 at 32"),
-        BenchResult("engine, 32 callers (threads)", 3.2, "×", "≥ 3 at 32"),
-        BenchResult("cache hit vs miss", 9.0, "× faster", None),
-    ]
-    monkeypatch.setattr(bench_run, "run_bench", lambda **kw: report)
-    result = CliRunner().invoke(app, ["bench"])
-    assert result.exit_code == 0
-    lines = {line.split("│")[1].strip(): line for line in result.stdout.splitlines() if "│" in line}
-    assert "≥ 1 ✓ met" in lines["fast path vs slow path"]
-    assert "≤ 1.05 ✗ missed" in lines["router vs direct"]
-    assert "≥ 3 at 32 ✓ met" in lines["engine, 32 callers (threads)"]
-    assert "met" not in lines["engine, 8 callers (threads)"]  # the target is for 32
-    data = json.loads(CliRunner().invoke(app, ["bench", "--json"]).stdout)
-    assert [r["met"] for r in data["results"]] == [True, False, None, True, None]
-
-
-def test_bench_refuses_a_vllm_model_that_is_not_a_folder(monkeypatch, tmp_path):
-    monkeypatch.setattr(bench_run, "run_bench", lambda **kw: pytest.fail("measured anyway"))
-    result = run("bench", "--vllm-model", str(tmp_path / "nope"))
-    assert_clear_error(result, "error: --vllm-model", "is not a folder")
 
 
 def test_decide_state_on_stdin_that_is_not_utf8():

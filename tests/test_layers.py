@@ -36,14 +36,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("public",),  # agentbranch/__init__.py and the public faces langgraph/langchain/middleware
     ("demo", "deploy"),  # the demo graph; manifests
     ("cli",),  # one module per command group
-    ("agentbranch_bench",),  # the benchmark harness, outside the runtime library
 ]
 
 #: The only imports that run upwards, each with its reason.
 ALLOWED_UPWARD = {
-    # `agentbranch bench` loads the harness on demand: it is not part of the runtime
-    # library and `import agentbranch` never imports it.
-    ("cli", "agentbranch_bench"),
     # A reader's ``chat_model()`` wraps the reader's own generator (engine-level, no
     # LangChain) in the LangChain chat model on demand: imported inside the method only,
     # so the read path and ``import agentbranch.engine`` never load the integration.
@@ -121,9 +117,7 @@ def import_edges(src: Path, *, type_checking: bool = False) -> dict[str, set[str
                 ]
             else:
                 continue
-            found.update(
-                t for t in targets if t.split(".")[0] in ("agentbranch", "agentbranch_bench")
-            )
+            found.update(t for t in targets if t.split(".")[0] == "agentbranch")
         # A submodule's own package __init__ runs first anyway; importing a parent
         # package is not an edge of its own (``import agentbranch.x.y`` names x.y).
         edges[name] = {t for t in found if t in modules and t != name}
@@ -281,3 +275,16 @@ def test_a_long_module_says_why():
         f"modules over {LONG} lines without a reason in their docstring: split them by job "
         f"or say why one module must hold it ('Over {LONG} lines: ...')"
     )
+
+
+def test_the_wheel_ships_the_library_alone():
+    # The benchmark harness lives in benchmarks/ beside its scripts, not in src/ or the wheel.
+    import tomllib
+
+    assert sorted(p.name for p in SRC.iterdir() if p.is_dir() and "." not in p.name) == [
+        "agentbranch"
+    ]
+    pyproject = tomllib.loads((SRC.parent / "pyproject.toml").read_text("utf-8"))
+    assert pyproject["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"] == [
+        "src/agentbranch"
+    ]

@@ -57,7 +57,7 @@ class TransformersTokenBackend:
     ``bucket_padding`` (e.g. ``0.25``) groups reads of similar prompt length into separate
     forwards so left padding stays under that fraction of the real tokens. The default,
     ``"auto"``, is 0.25 on CPU, where padded tokens cost as much as real ones
-    (``agentbranch bench`` measured 1.3–2.6× on batches of mixed lengths, see
+    (``benchmarks/bench.py`` measured 1.3–2.6× on batches of mixed lengths, see
     docs/benchmarks.md), and off (one forward) on a GPU, where one wide forward is
     usually best; ``None`` turns it off.
     Calls are serialised by a lock, so one backend can be shared between threads.

@@ -1,4 +1,4 @@
-"""Running every comparison (``run_bench``) and the ``agentbranch bench`` command's output:
+"""Running every comparison (``run_bench``) and the ``benchmarks/bench.py`` command's output:
 progress on stderr, a table or JSON on stdout, the plot."""
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def cold_start_table(report: Report) -> Any:
 
 
 def command(json_out: bool = False, plot_path: Path | None = None, **parts: Any) -> int:
-    """The ``agentbranch bench`` command: rich progress on stderr, a table (or JSON with
+    """The ``benchmarks/bench.py`` command: rich progress on stderr, a table (or JSON with
     ``json_out``) on stdout, the plot at ``plot_path``; ``parts`` are ``run_bench``'s
     (``quick``, ``vllm``, ``cpu`` ...)."""
     import json
@@ -154,7 +154,7 @@ def command(json_out: bool = False, plot_path: Path | None = None, **parts: Any)
         err.print(report.load_text(), style=load_style, soft_wrap=True)
         out.print_json(json.dumps(report.as_json()))
         return 0
-    table = Table(title=f"agentbranch bench ({report.seconds:.0f}s)")
+    table = Table(title=f"benchmarks/bench.py ({report.seconds:.0f}s)")
     for col in ("comparison", "measured", "target"):
         table.add_column(col)
     for r in report.results:

@@ -1,16 +1,26 @@
-"""``agentbranch bench``: the read paths timed side by side (the harness is the separate
-``agentbranch_bench`` package, imported only when the command runs)."""
+"""The read paths timed side by side: a concurrency sweep, graph.batch, the calling
+patterns against their bound and the cold start, every ratio printed (docs/benchmarks.md).
+The harness is the ``agentbranch_bench`` package beside this script (not in the wheel).
+
+    OMP_NUM_THREADS=1 python benchmarks/bench.py                 # table on stdout
+    OMP_NUM_THREADS=1 python benchmarks/bench.py --quick --json  # fewer repetitions, JSON
+"""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from agentbranch.cli.common import fail, quiet_logs
+ROOT = Path(__file__).resolve().parents[1]
+try:
+    import agentbranch  # noqa: F401
+except ImportError:  # running from a checkout without `pip install -e .`
+    sys.path.insert(0, str(ROOT / "src"))
 
-__all__ = ["bench"]
+from agentbranch.cli.common import fail, quiet_logs  # noqa: E402
 
 
 def bench(
@@ -33,9 +43,10 @@ def bench(
     ] = True,
 ) -> None:
     """Time the read paths side by side and print every ratio (see docs/benchmarks.md)."""
+    from agentbranch_bench.run import command
+
     from agentbranch.core.errors import AgentBranchError
     from agentbranch.core.files import check_writable
-    from agentbranch_bench.run import command
 
     quiet_logs(False)
     try:  # before minutes of measuring, not after
@@ -47,3 +58,10 @@ def bench(
         raise fail(e) from None
     parts = dict(quick=quick, vllm=vllm, vllm_model=vllm_model, cpu=cpu, patterns=patterns)
     raise typer.Exit(command(json_out, plot, cold_start=cold_start, **parts))
+
+
+app = typer.Typer(add_completion=False)
+app.command()(bench)
+
+if __name__ == "__main__":
+    app()

@@ -1,4 +1,4 @@
-"""The benchmark harness behind ``agentbranch bench``: the read paths timed side by side,
+"""The benchmark harness behind ``benchmarks/bench.py``: the read paths timed side by side,
 every ratio in one run.
 
 Each comparison runs both variants in one process (this one; ``RemoteReader`` vs a raw
@@ -38,7 +38,7 @@ Qwen3 can be built from a checkout): in-process ``VLLMReader`` vs vLLM's own
 and ``RemoteReader`` vs a raw ``httpx`` client on that server.
 
 A package of its own beside ``agentbranch`` (same distribution), outside the runtime
-library: ``import agentbranch`` never loads it, the ``agentbranch bench`` command imports
+library: ``import agentbranch`` never loads it, the ``benchmarks/bench.py`` command imports
 it when it runs. By job: ``workload`` (states, questions), ``results`` (results, targets),
 ``timing`` (paired runs, concurrent callers), ``cpu``, ``joint`` and ``generate`` (the CPU
 part), ``vllm_part``, ``vllm_server`` and ``remote`` (the vLLM part), ``patterns``,

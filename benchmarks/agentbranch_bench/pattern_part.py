@@ -1,4 +1,4 @@
-"""The calling patterns in ``agentbranch bench``: each pattern's fraction of its bound
+"""The calling patterns in ``benchmarks/bench.py``: each pattern's fraction of its bound
 (``agentbranch_bench.patterns``) per reader that ran, with its target and whether the
 pattern answered as ``decide_many``."""
 

@@ -30,7 +30,7 @@ Each repetition times, for every pattern, the bound's ``decide_many``, the no-en
 pattern (and its all-in form) and the pattern, in a rotating order; a pattern's fraction is the median of the
 repetitions' own fractions. Before timing, every pattern's answers are checked against
 ``decide_many``'s: the same labels, confidences equal to float rounding (another batch
-may sum in another order). Used by ``agentbranch bench`` and
+may sum in another order). Used by ``benchmarks/bench.py`` and
 ``benchmarks/bench_patterns.py``.
 """
 

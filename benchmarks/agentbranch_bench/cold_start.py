@@ -19,7 +19,7 @@ what is left of the first ``decide``: tokenising, the first forward, the tempera
 
 The kinds of process alternate within each repetition so they see the same machine;
 ``measure`` returns the medians. ``--before`` runs (``benchmarks/bench_cold_start.py``)
-alternate two source trees the same way. Used by ``agentbranch bench`` and
+alternate two source trees the same way. Used by ``benchmarks/bench.py`` and
 ``benchmarks/bench_cold_start.py``.
 """
 

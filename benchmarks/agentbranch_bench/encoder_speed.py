@@ -83,7 +83,7 @@ def token_counts(texts: list[str]) -> list[int]:
 def encoder_speed_part(
     report: Report, tick: Callable[[str], None], *, quick: bool, texts: int | None = None
 ) -> None:
-    """The mixed-length row of ``agentbranch bench``: ``decide_many`` / ``encode`` of 300
+    """The mixed-length row of ``benchmarks/bench.py``: ``decide_many`` / ``encode`` of 300
     (quick: 100; or ``texts``) texts of mixed length, each side with the embedded
     default's ``threads="auto"``."""
     import importlib.util
