@@ -17,12 +17,12 @@ from typing import TypedDict
 
 import pytest
 from _lg_fixtures import by_keyword, sure
+from agentbranch_bench.levers import LeverReader
 
 import agentbranch as ab
 from agentbranch.core.errors import ReaderError
 from agentbranch.core.reads import ReadRequest
 from agentbranch.engine.batching import BatchingReader, QueueFullError, read_key
-from agentbranch_bench.levers import LeverReader
 
 TEAM = ab.choice("Which team?", ["billing", "outage", "bug"])
 SCRIPT = {
@@ -86,20 +86,6 @@ def test_sequential_calls_are_separate_batches():
     engine.decide("a", {"team": TEAM})
     engine.decide("b", {"team": TEAM})
     assert [len(c) for c in inner.calls] == [1, 1]
-
-
-def test_window_s_is_deprecated_with_the_release_that_removes_it():
-    # The old name still sets max_wait_s, warning once per use; max_wait_s wins if both.
-    with pytest.warns(DeprecationWarning, match=r"removed in agentbranch 0\.3.*max_wait_s"):
-        coalescer = BatchingReader(ab.ScriptedReader(SCRIPT), window_s=0.25)
-    assert coalescer.max_wait_s == 0.25
-    with pytest.warns(DeprecationWarning, match="max_wait_s"):
-        assert coalescer.window_s == 0.25
-    with pytest.warns(DeprecationWarning):
-        both = BatchingReader(ab.ScriptedReader(SCRIPT), window_s=0.25, max_wait_s=0.5)
-    assert both.max_wait_s == 0.5
-    coalescer.close()
-    both.close()
 
 
 class SlowToGather(ab.ScriptedReader):

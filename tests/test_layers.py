@@ -51,13 +51,6 @@ PUBLIC_FACES = {
     "agentbranch.langgraph",
     "agentbranch.langchain",
     "agentbranch.middleware",
-    # Deprecated paths of modules that moved, forwarding to their new place
-    # (agentbranch.core.moved; tests/moved_api.json).
-    "agentbranch.at_exit",
-    "agentbranch.audit.schema",
-    "agentbranch.calibrate",
-    "agentbranch.selection",
-    "agentbranch.state",
 }
 
 

@@ -5,10 +5,9 @@ change (its ``__all__`` and the agentbranch classes and functions it offered). M
 between folders must keep each of them importable from the same module, by re-exports
 where the code moved. A name leaves this list only by a deliberate API change.
 
-``moved_api.json`` lists the modules that moved (import paths the docs once showed):
-each still imports, with a ``DeprecationWarning`` naming the new path. And every import
-in a code block of README.md, docs/*.md or examples/ is read from the pages themselves
-and must work, without a deprecation, so the next move cannot break one silently.
+Every import in a code block of README.md, docs/*.md or examples/ is read from the pages
+themselves and must work, without a deprecation, so the next move cannot break one
+silently.
 """
 
 from __future__ import annotations
@@ -58,7 +57,6 @@ def test_the_public_faces_are_the_integration_objects():
 # --- Every import the docs show, read from the docs themselves -------------------------
 
 ROOT = Path(__file__).resolve().parents[1]
-MOVED = json.loads((Path(__file__).with_name("moved_api.json")).read_text())
 _FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
 _FROM = re.compile(r"\bfrom\s+(agentbranch(?:\.\w+)*)\s+import\s+(\([^)]*\)|[^\n]+)")
 _IMPORT = re.compile(r"^\s*import\s+(agentbranch(?:\.\w+)*)", re.M)
@@ -127,35 +125,6 @@ def test_every_documented_import_works_without_a_deprecation(module, name):
             pytest.fail(f"{DOCUMENTED[(module, name)]} shows an import that fails: {e}")
 
 
-@pytest.mark.parametrize("old", sorted(MOVED))
-def test_every_moved_path_still_imports_with_a_deprecation(old):
-    new = MOVED[old]["to"]
-    module = importlib.import_module(old)
-    for name in MOVED[old]["names"]:
-        with pytest.warns(DeprecationWarning, match=re.escape(new.split(".")[-1])):
-            value = getattr(module, name)
-        if hasattr(importlib.import_module(new), name):
-            assert value is getattr(importlib.import_module(new), name), (old, name)
-
-
-def test_the_old_state_path_of_docs_langgraph():
-    # docs/langgraph.md showed this line until the layout change moved the module.
-    with pytest.warns(DeprecationWarning, match="agentbranch.core.state"):
-        from agentbranch.state import render_state
-    from agentbranch.core.state import render_state as current
-
-    assert render_state is current
-
-
-def test_engine_from_env_still_returns_the_engine_and_its_reason():
-    from agentbranch.selection import engine_from_env
-
-    with pytest.warns(DeprecationWarning, match="DecisionEngine.from_env"):
-        engine, reason = engine_from_env({"AGENTBRANCH_ENGINE": "embedded"})
-    assert type(engine).__name__ == "DecisionEngine"
-    assert reason == engine.selection_reason and "embedded" in reason
-
-
 def test_version_comes_from_the_package_metadata():
     from importlib.metadata import PackageNotFoundError, version
 
@@ -174,7 +143,6 @@ def test_version_comes_from_the_package_metadata():
 SRC = ROOT / "src"
 
 
-
 def _declares_all(tree: ast.Module) -> bool:
     for node in tree.body:
         if isinstance(node, ast.Assign | ast.AnnAssign):
@@ -186,15 +154,6 @@ def _declares_all(tree: ast.Module) -> bool:
     return False
 
 
-def _forwards(tree: ast.Module) -> bool:
-    """An old import path whose names all come through a module ``__getattr__``."""
-    return any(
-        isinstance(node, ast.Assign)
-        and any(isinstance(t, ast.Name) and t.id == "__getattr__" for t in node.targets)
-        for node in tree.body
-    )
-
-
 def modules_without_all(src: Path) -> list[str]:
     """Public modules (no ``_`` part in the path but ``__init__``) without ``__all__``."""
     missing = []
@@ -204,7 +163,7 @@ def modules_without_all(src: Path) -> list[str]:
         if any(p.startswith("_") and p != "__init__.py" for p in parts):
             continue
         tree = ast.parse(path.read_text("utf-8"))
-        if not _declares_all(tree) and not _forwards(tree):
+        if not _declares_all(tree):
             missing.append(rel)
     return missing
 
@@ -221,7 +180,6 @@ def test_a_public_module_without_all_is_caught(tmp_path):
         "pkg/open.py": "def f(): ...\n",
         "pkg/_private.py": "def g(): ...\n",
         "pkg/face.py": "from pkg.open import __all__\n",
-        "pkg/old.py": "__getattr__ = lambda name: name\n",
     }
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-import warnings
 from collections import OrderedDict, deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import CancelledError, Future
@@ -21,7 +20,6 @@ from typing import Any
 
 from agentbranch.core.at_exit import COALESCERS, finish_at_exit, join_at_exit
 from agentbranch.core.errors import ConfigurationError, ReaderError, ReaderTimeoutError
-from agentbranch.core.moved import REMOVAL, SINCE
 from agentbranch.core.reads import LabelRead, ReadRequest
 from agentbranch.engine._batch_hold import HoldRule
 from agentbranch.engine.batch_parts import (
@@ -40,11 +38,6 @@ from agentbranch.engine.readers.base import Reader, WrappingReader
 
 __all__ = ["BatchingReader", "QueueFullError", "read_key"]
 
-_WINDOW_S = (
-    f"BatchingReader's window_s is deprecated since agentbranch {SINCE} and removed in "
-    f"agentbranch {REMOVAL}: use max_wait_s (the same value)"
-)
-
 
 class BatchingReader(HoldRule, WrappingReader):
     """A reader that coalesces concurrent ``read``/``aread`` calls into batches.
@@ -61,8 +54,7 @@ class BatchingReader(HoldRule, WrappingReader):
             ``RemoteReader`` and for ``VLLMReader`` on a GPU, which batch again
             downstream (``VLLMReader`` on the CPU holds, as the default). A value
             given here is a plain window instead: every batch that is not full waits
-            that long. (``window_s``, its old name, still works with a
-            ``DeprecationWarning`` until agentbranch 0.3 removes it.)
+            that long.
         max_queue: most requests waiting; further callers wait for room (back-pressure).
         queue_timeout_s: how long a caller waits for room before ``QueueFullError``
             (``None``: as long as it takes).
@@ -92,12 +84,7 @@ class BatchingReader(HoldRule, WrappingReader):
         concurrency: int | None = None,
         cache_size: int = 0,
         dedupe: bool = True,
-        window_s: float | None = None,
     ) -> None:
-        if window_s is not None:
-            warnings.warn(_WINDOW_S, DeprecationWarning, stacklevel=2)
-            if max_wait_s is None:
-                max_wait_s = window_s
         wait = max_wait_s
         # The default wait applies only while other callers' requests are in flight.
         self._auto_wait = wait is None
@@ -163,12 +150,6 @@ class BatchingReader(HoldRule, WrappingReader):
         #: long as allowed) or ``"window"`` (an explicit ``max_wait_s`` elapsed).
         self.batch_closes: deque[tuple[int, str]] = deque(maxlen=1024)
         finish_at_exit(self._finish_at_exit, order=COALESCERS)
-
-    @property
-    def window_s(self) -> float:
-        """Deprecated (removed in agentbranch 0.3): the old name of ``max_wait_s``."""
-        warnings.warn(_WINDOW_S, DeprecationWarning, stacklevel=2)
-        return self.max_wait_s
 
     # -- reading ---------------------------------------------------------------------
 
