@@ -36,6 +36,7 @@ SLOW_FILES = (
     "test_soak*.py",
     "test_learn_month.py",
     "test_gpu_check.py",
+    "test_demo_loop.py",
 )
 
 

@@ -39,7 +39,7 @@ def test_engine_command_says_which_and_why():
 
 
 def test_demo_runs_on_cpu_and_shows_fallbacks():
-    out = invoke("demo").output
+    out = invoke("demo", "--each").output
     assert "support triage" in out
     for column in ("probabilities", "entropy", "band", "conf"):
         assert column in out

@@ -1,5 +1,5 @@
-"""`agentbranch demo` reads well at 80 columns and piped to a file, and the README shows
-its real output."""
+"""`agentbranch demo --each` reads well at 80 columns and piped to a file, and the README
+shows its real output."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def demo_80() -> str:
     }
     env.update(COLUMNS="80", PYTHONPATH=str(ROOT / "src"), OMP_NUM_THREADS="1")
     done = subprocess.run(
-        [sys.executable, "-m", "agentbranch.cli", "demo"],
+        [sys.executable, "-m", "agentbranch.cli", "demo", "--each"],
         env=env,
         capture_output=True,
         text=True,

@@ -1,5 +1,7 @@
-"""``agentbranch demo``: the support-triage graph over sample tickets, on the engine
-``DecisionEngine.from_env()`` picks (the embedded CPU reader on a laptop), as a table."""
+"""``agentbranch demo``: on the engine ``DecisionEngine.from_env()`` picks (the embedded CPU
+reader on a laptop), the loop (a stream of tickets in blocks: what the engine took, what
+the teacher answered, as thresholds are earned and versions learned), or with ``--each``
+the support-triage graph over sample tickets, every decision shown."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ __all__ = [
     "demo_report",
     "load_tickets",
     "local_chat_model",
+    "loop_report",
     "run_demo",
 ]
 
@@ -174,6 +177,111 @@ def demo_report(
     return lines
 
 
+LOOP_LEGEND = (
+    "Below a question's take_at (at) the engine is not sure: the teacher answers and its "
+    "answer becomes a label. at is - until the labels show that the engine's takes meet the "
+    "target precision; vN is the learned version in force (a head fitted on the teacher's "
+    "labels, tested on labels it never learned from); took counts the decisions the engine "
+    "took, and how many of them the labels say were right."
+)
+
+
+def _loop_row(b: Any) -> str:
+    """One block of the loop: per question what the engine took (right of those), the
+    threshold and version in force at the block's end; then the teacher's calls."""
+    from agentbranch.demo.loop import LOOP_QUESTIONS
+
+    row = f"{f'{b.first}-{b.last}':<9}"
+    for q in LOOP_QUESTIONS:
+        took = f"{b.taken[q]} ({b.right[q]} right)" if b.taken[q] else "0"
+        at = "-" if b.take_at[q] is None else f"{b.take_at[q]:.2f}"
+        version = f" v{b.version[q]}" if b.version[q] and b.take_at[q] is not None else ""
+        row += f"{took:<14}{at:>5}{version:<5} "
+    return row + f"{b.asked:>7}"
+
+
+def loop_report(blocks: list[Any], width: int = 80) -> list[str]:
+    """The loop's table: a header, one line per block of tickets, then what it added up
+    to and what the columns mean."""
+    import statistics
+    import textwrap
+
+    from agentbranch.demo.loop import LOOP_QUESTIONS
+
+    head = f"{'tickets':<9}" + "".join(
+        f"{q + ': took':<14}{'at':>5}{'':<6}" for q in LOOP_QUESTIONS
+    )
+    lines = [head + "teacher", "─" * (len(head) + 7)]
+    lines += [_loop_row(b) for b in blocks]
+    if not blocks:
+        return lines
+    total = blocks[-1].last
+    taken = {q: sum(b.taken[q] for b in blocks) for q in LOOP_QUESTIONS}
+    right = {q: sum(b.right[q] for b in blocks) for q in LOOP_QUESTIONS}
+    first, last = blocks[0], blocks[-1]
+    decided = len(LOOP_QUESTIONS) * (last.last - last.first + 1)
+    said = [
+        f"{total} tickets, {len(LOOP_QUESTIONS) * total} decisions. The engine took "
+        + " and ".join(f"{taken[q]} {q} ({right[q]} right)" for q in LOOP_QUESTIONS)
+        + f"; the teacher was called {sum(b.asked for b in blocks)} times (its answers "
+        f"and audits), {first.asked} in the first block and {last.asked} in the last, "
+        f"for {decided} decisions a block.",
+    ]
+    lines.append("")
+    for text in said:
+        lines += textwrap.wrap(text, width=width, break_long_words=False)
+    reads = [s for b in blocks for s in b.read_s]
+    calls = [s for b in blocks for s in b.teacher_s]
+    if reads:  # one line each, never wrapped: the figures vary from run to run
+        lines.append(f"median read: {1000 * statistics.median(reads):.0f} ms a ticket")
+    if calls:
+        lines.append(
+            f"median teacher: {1000 * statistics.median(calls):.2f} ms a call "
+            "(a file; a person takes minutes)"
+        )
+    return lines
+
+
+def _run_the_loop(engine: Any, store: Path | None, tickets: int, precision: float) -> None:
+    """Print the loop as it runs: the header, a line per block, then the summary."""
+    import tempfile
+    import textwrap
+
+    from agentbranch.demo.loop import LOOP_QUESTIONS, run_loop
+    from agentbranch.demo.stream import ticket_stream
+
+    def say(line: str) -> None:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    width = max(60, min(console.width, 100))
+    intro = (
+        f"The loop: {tickets} support tickets in blocks of 40, two questions "
+        f"({' and '.join(LOOP_QUESTIONS)}), Earned(precision={precision}, learn=True), one "
+        "audit in five of the decisions the engine takes. The teacher is the tickets' "
+        "labelled answers, standing in for a person or an LLM judge."
+    )
+    for line in [f"agentbranch demo on {engine.reader.model}", ""]:
+        say(line)
+    for text in (intro, LOOP_LEGEND):
+        for line in textwrap.wrap(text, width=width, break_long_words=False) + [""]:
+            say(line)
+    for line in loop_report([], width):
+        say(line)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(store) if store is not None else str(Path(tmp) / "evidence.jsonl")
+        blocks = run_loop(
+            engine,
+            ticket_stream(tickets),
+            store=path,
+            precision=precision,
+            on_block=lambda b: say(_loop_row(b)),
+        )
+    for line in loop_report(blocks, width)[2 + len(blocks) :]:
+        say(line)
+    if store is not None:
+        say(f"The evidence is in {store}: agentbranch audit report {store}")
+
+
 def demo(
     tickets: Annotated[
         Path | None, typer.Option(help="JSON Lines tickets (default: the shipped sample).")
@@ -195,11 +303,42 @@ def demo(
             "into ~/.cache/agentbranch, about a minute; later runs load it in seconds).",
         ),
     ] = False,
+    each: Annotated[
+        bool,
+        typer.Option(
+            "--each",
+            help="The triage graph over sample tickets, every decision shown (implied by "
+            "--tickets, --limit, --json and --generate).",
+        ),
+    ] = False,
+    store: Annotated[
+        Path | None,
+        typer.Option(help="The loop's evidence store (default: a temporary file)."),
+    ] = None,
+    stream: Annotated[int, typer.Option(min=40, max=2000, help="Tickets in the loop.")] = 240,
+    precision: Annotated[
+        float, typer.Option(min=0.5, max=0.99, help="The loop's target precision.")
+    ] = 0.8,
 ) -> None:
-    """Run the support-triage graph over sample tickets and show every decision."""
+    """Show the loop: tickets in blocks, what the engine took and what the teacher
+    answered as thresholds are earned and versions learned (``--each``: the triage graph
+    over sample tickets, every decision shown)."""
     from agentbranch.core.errors import AgentBranchError
 
     quiet_logs(verbose)
+    each = each or tickets is not None or as_json or generate or limit is not None
+    if not each:
+        with err.status("loading the engine…"):
+            engine, reason = load_engine(calibration)
+        err.print(
+            f"[dim]engine:[/dim] {engine.reader.name} ({engine.reader.model}) — {reason}",
+            soft_wrap=True,
+        )
+        try:
+            _run_the_loop(engine, store, stream, precision)
+        except AgentBranchError as e:
+            raise fail(e) from None
+        return
     try:
         rows = load_tickets(tickets)[:limit]
     except AgentBranchError as e:

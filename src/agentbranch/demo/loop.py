@@ -1,0 +1,135 @@
+"""The loop the demo shows: tickets stream through a decide node in blocks; the engine
+takes what it has earned, the teacher answers the rest and each answer becomes a label;
+thresholds are earned and versions learned from those labels, so the teacher is asked
+less block after block.
+
+``run_loop(engine, tickets, store=...)`` serves ``ticket_stream()``-shaped tickets
+(``{"ticket", "team", "urgent"}``) and returns one ``Block`` per block. The teacher is the
+tickets' own labels (a stand-in for a person or an LLM judge), called through
+``Generate`` like any chat model, so the engine's trust and learning see exactly what a
+real teacher would give them.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypedDict
+
+from langchain_core.runnables import RunnableLambda
+from langgraph.graph import END, START, StateGraph
+
+from agentbranch.demo.triage import TRIAGE_QUESTIONS
+from agentbranch.integrations.langgraph import DecisionRecords, decide_node
+from agentbranch.policy import Audit, Earned, Generate, Policy
+
+__all__ = ["LOOP_QUESTIONS", "Block", "run_loop"]
+
+#: The two questions of the loop: the team (described options) and urgency (examples),
+#: both of which the embedded CPU reader can read.
+LOOP_QUESTIONS = {"team": TRIAGE_QUESTIONS["team"], "urgent": TRIAGE_QUESTIONS["urgent"]}
+
+
+@dataclass
+class Block:
+    """One block of tickets: per question, decisions the engine took (and how many of
+    those were right), answers the teacher gave, and what was in force at its end."""
+
+    first: int
+    last: int
+    taken: dict[str, int] = field(default_factory=dict)
+    right: dict[str, int] = field(default_factory=dict)
+    teacher: dict[str, int] = field(default_factory=dict)
+    take_at: dict[str, float | None] = field(default_factory=dict)
+    version: dict[str, int] = field(default_factory=dict)
+    read_s: list[float] = field(default_factory=list)
+    teacher_s: list[float] = field(default_factory=list)
+
+    @property
+    def asked(self) -> int:
+        """Calls to the teacher in the block: its answers below the threshold, and the
+        audits of decisions the engine took."""
+        return len(self.teacher_s)
+
+    @property
+    def median_read_ms(self) -> float | None:
+        return 1000 * statistics.median(self.read_s) if self.read_s else None
+
+    @property
+    def median_teacher_ms(self) -> float | None:
+        return 1000 * statistics.median(self.teacher_s) if self.teacher_s else None
+
+
+class _LoopState(TypedDict, total=False):
+    ticket: str
+    decisions: DecisionRecords
+
+
+def _labelled_teacher(tickets: Sequence[dict[str, Any]], seconds: list[float]) -> RunnableLambda:
+    """A chat-model stand-in that answers from the tickets' labels, as a JSON reply."""
+    truth = {t["ticket"]: t for t in tickets}
+
+    def labelled_file(messages: Any) -> str:
+        started = time.perf_counter()
+        text = messages[-1].content
+        ticket = text.split("Input:\n", 1)[1].split("\n\nQuestion:", 1)[0]
+        qid = next(q for q, spec in LOOP_QUESTIONS.items() if spec.instructions in text)
+        reply = json.dumps({"label": truth[ticket][qid]})
+        seconds.append(time.perf_counter() - started)
+        return reply
+
+    return RunnableLambda(labelled_file, name="labelled_file")
+
+
+def run_loop(
+    engine: Any,
+    tickets: Sequence[dict[str, Any]],
+    *,
+    store: str,
+    block: int = 40,
+    precision: float = 0.8,
+    learn: bool = True,
+    on_block: Callable[[Block], None] | None = None,
+) -> list[Block]:
+    """Serve ``tickets`` through a decide node under ``Earned(precision, store, learn)``
+    with one audit in five of the decisions taken; one ``Block`` per ``block`` tickets
+    (``on_block`` is called as each ends)."""
+    teacher_s: list[float] = []
+    earned = Earned(precision=precision, level=0.95, store=store, learn=learn)
+    audit = Audit(rate=0.2, seed=1)
+    policy = Policy(
+        take_at=earned, fallbacks=[Generate(_labelled_teacher(tickets, teacher_s))], audit=audit
+    )
+    graph = StateGraph(_LoopState)
+    graph.add_node("triage", decide_node(engine, LOOP_QUESTIONS, policy=policy, state_key="ticket"))
+    graph.add_edge(START, "triage")
+    graph.add_edge("triage", END)
+    app = graph.compile()
+    blocks: list[Block] = []
+    for start in range(0, len(tickets), block):
+        part = tickets[start : start + block]
+        b = Block(start + 1, start + len(part))
+        b.taken = dict.fromkeys(LOOP_QUESTIONS, 0)
+        b.right = dict.fromkeys(LOOP_QUESTIONS, 0)
+        b.teacher = dict.fromkeys(LOOP_QUESTIONS, 0)
+        del teacher_s[:]
+        for t in part:
+            out = app.invoke({"ticket": t["ticket"]})
+            audit.flush()  # a demo: each audit lands before the next ticket
+            for qid, rec in out["decisions"].items():
+                if rec["decided_by"] == "engine":
+                    b.taken[qid] += 1
+                    b.right[qid] += rec["label"] == t[qid]
+                else:
+                    b.teacher[qid] += 1
+                b.take_at[qid] = rec.get("take_at")
+                b.version[qid] = int(rec.get("reader_version") or 0)
+            b.read_s.append(max(rec["latency_s"] for rec in out["decisions"].values()))
+        b.teacher_s = list(teacher_s)
+        blocks.append(b)
+        if on_block is not None:
+            on_block(b)
+    return blocks
