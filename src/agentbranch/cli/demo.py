@@ -308,7 +308,7 @@ def demo(
         typer.Option(
             "--each",
             help="The triage graph over sample tickets, every decision shown (implied by "
-            "--tickets, --limit, --json and --generate).",
+            "--tickets, --limit, --calibration, --json and --generate).",
         ),
     ] = False,
     store: Annotated[
@@ -326,7 +326,8 @@ def demo(
     from agentbranch.core.errors import AgentBranchError
 
     quiet_logs(verbose)
-    each = each or tickets is not None or as_json or generate or limit is not None
+    each = each or as_json or generate
+    each = each or any(x is not None for x in (tickets, limit, calibration))
     if not each:
         with err.status("loading the engine…"):
             engine, reason = load_engine(calibration)
