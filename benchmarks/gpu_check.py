@@ -594,7 +594,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=int,
         default=None,
         help="requests per concurrency, rounded up to a multiple of it (default: 128 full, "
-        "32 small; at least 4 rounds)",
+        "32 small)",
     )
     ap.add_argument("--layers", type=int, default=None, help="fewer layers than published")
     ap.add_argument("--dtype", choices=["bf16", "fp32"], default=None,
@@ -619,6 +619,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not concurrencies or min(concurrencies) < 1:
         raise SystemExit("--concurrency takes positive caller counts, e.g. 1,8,32")
     wanted = args.requests or (128 if args.scale == "full" else 32)
+    if wanted < 1:
+        raise SystemExit("--requests takes a positive count")
     out_dir = Path(args.out or os.environ.get("OUT") or tempfile.mkdtemp(prefix="gpu-check-"))
     out_dir.mkdir(parents=True, exist_ok=True)
     result_file = out_dir / "gpu_check.json"
@@ -637,9 +639,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     def save() -> None:
         result_file.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
 
+    def failed(step: str, e: BaseException) -> None:
+        """A step that fails is recorded and the next one still runs (one device run
+        should bring back everything that works)."""
+        result.setdefault("errors", []).append({"step": step, "error": repr(e)})
+        save()
+        print(f"FAILED {step}: {e!r}", flush=True)
+
     started = time.perf_counter()
     print(f"gpu check: scale {args.scale}, device {device}, {result['environment']}", flush=True)
-    model, info = build(args.scale, device, dtype, args.seed, args.layers)
+    save()
+    # The tiny model first: seconds, and its answer matters even if the big model fails.
+    try:
+        tiny = result["tiny_agreement"] = tiny_agreement(device, args.tiny_states)
+        save()
+        print(
+            f"tiny model, {device} vs cpu (float32): {tiny['same_label']}/{tiny['decisions']} "
+            f"same labels, max probability difference {tiny['max_probability_diff']:.2e}"
+            + (f" ({tiny['note']})" if "note" in tiny else ""),
+            flush=True,
+        )
+    except Exception as e:
+        failed("tiny agreement", e)
+    try:
+        model, info = build(args.scale, device, dtype, args.seed, args.layers)
+    except Exception as e:  # e.g. out of memory: nothing below can run
+        failed("build", e)
+        return 1
     result["model"] = info
     save()
     print(
@@ -653,9 +679,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     reader = make_reader(model, device, args.scale)
     questions = seed_questions()
     engine = ab.DecisionEngine(reader, joint=True)
-    # Warm-up: the first forward's one-off work (kernels, allocator) is nobody's latency.
     warm = ticket_states(max(concurrencies), "warm-")
-    engine.decide_many(warm[:1], questions)
     reads = planned_reads(reader, warm[:1], questions)
     result["read"] |= {
         "canvas_read": len(reads[0].canvas),
@@ -663,48 +687,56 @@ def main(argv: Sequence[str] | None = None) -> int:
         "slots": len(reads[0].slots),
     }
     for concurrency in concurrencies:
-        n = max(wanted, 4 * concurrency)
-        n = -(-n // concurrency) * concurrency
-        states = ticket_states(n, f"c{concurrency}-")
-        run_engine(engine, warm[:concurrency], questions, concurrency, device)  # warm-up
-        reader.seen.clear()
-        engine_figures, engine_chosen = run_engine(engine, states, questions, concurrency, device)
-        reads = planned_reads(reader, states, questions)
-        seen = {r.prompt_ids: r for r in reader.seen}
-        plain = PlainForward(reader.backend, reads, concurrency)
-        plain.forward(plain.batches[0])  # warm-up, as the engine's
-        plain_figures, plain_chosen = plain.run(len(questions), device)
-        row = {
-            "concurrency": concurrency,
-            "engine": engine_figures,
-            "plain": plain_figures,
-            "ratio": round(engine_figures["requests_per_s"] / plain_figures["requests_per_s"], 3),
-            "same_labels": same_share(engine_chosen, plain_chosen),
-            "same_token_reads": all(seen.get(r.prompt_ids) == r for r in reads),
-            "mean_prompt_tokens": round(statistics.fmean(len(r.prompt_ids) for r in reads), 1),
-        }
+        try:
+            row = compare(engine, reader, questions, warm, concurrency, wanted, device)
+        except Exception as e:
+            failed(f"concurrency {concurrency}", e)
+            continue
         result["runs"].append(row)
         save()
         print_table([row])
-        sync(device)
     engine.close()
-    del engine, reader, model
-    if device.startswith("cuda"):
-        torch.cuda.empty_cache()
-    tiny = tiny_agreement(device, args.tiny_states)
-    result["tiny_agreement"] = tiny
     result["total_s"] = round(time.perf_counter() - started, 1)
     save()
-    print(
-        f"tiny model, {device} vs cpu (float32): {tiny['same_label']}/{tiny['decisions']} "
-        f"same labels, max probability difference {tiny['max_probability_diff']:.2e}"
-        + (f" ({tiny['note']})" if "note" in tiny else "")
-    )
     print("\nsummary (seed: 8.7 req/s at 1, 54 at 32, ~162 decisions/s; vLLM, DGX Spark):")
     print_table(result["runs"])
     print(f"read: {result['read']}")
     print(f"wrote {result_file} in {result['total_s']} s")
-    return 0 if tiny["agree"] else 1
+    ok = "errors" not in result and result.get("tiny_agreement", {}).get("agree")
+    return 0 if ok else 1
+
+
+def compare(
+    engine: ab.DecisionEngine,
+    reader: CountingReader,
+    questions: dict,
+    warm: list[str],
+    concurrency: int,
+    wanted: int,
+    device: str,
+) -> dict:
+    """One concurrency: the engine's run, then the plain forward of the same reads, each
+    after a warm-up (a first forward's one-off work is nobody's latency)."""
+    n = -(-wanted // concurrency) * concurrency  # whole rounds of callers
+    states = ticket_states(n, f"c{concurrency}-")
+    run_engine(engine, warm[:concurrency], questions, concurrency, device)
+    reader.seen.clear()
+    engine_figures, engine_chosen = run_engine(engine, states, questions, concurrency, device)
+    reads = planned_reads(reader, states, questions)
+    seen = {r.prompt_ids: r for r in reader.seen}
+    plain = PlainForward(reader.backend, reads, concurrency)
+    plain.forward(plain.batches[0])
+    plain_figures, plain_chosen = plain.run(len(questions), device)
+    sync(device)
+    return {
+        "concurrency": concurrency,
+        "engine": engine_figures,
+        "plain": plain_figures,
+        "ratio": round(engine_figures["requests_per_s"] / plain_figures["requests_per_s"], 3),
+        "same_labels": same_share(engine_chosen, plain_chosen),
+        "same_token_reads": all(seen.get(r.prompt_ids) == r for r in reads),
+        "mean_prompt_tokens": round(statistics.fmean(len(r.prompt_ids) for r in reads), 1),
+    }
 
 
 if __name__ == "__main__":
