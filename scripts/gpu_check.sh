@@ -32,10 +32,12 @@ cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 WHEELS="${GPU_CHECK_WHEELS:-.gpu-wheels}"
 SITE="${GPU_CHECK_SITE:-${TMPDIR:-/tmp}/agentbranch-gpu-check-site}"
-# What importing agentbranch + TransformersReader + DecisionEngine needs beyond the
-# machine's own packages (its list: /work/.library/device/KINDS.md), at the versions the
-# project tests with. Found by importing and running the check in a venv that holds
-# only the machine's packages (torch, transformers 5.17 and their dependencies).
+# What importing agentbranch + TransformersReader + DecisionEngine and running the check
+# need beyond the GPU machine's own packages (its image has torch, transformers 5.17,
+# tokenizers, safetensors, numpy, jinja2, requests, httpx, xxhash, rich, typer ... but
+# not these), at the versions the project tests with: found by running the small check
+# in a venv that held only such packages (torch, transformers 5.17 and their needs) and
+# these wheels. typing-extensions comes along because pydantic needs a recent one.
 PACKAGES=(
     langchain-core==1.8.3
     langchain-protocol==0.0.20
