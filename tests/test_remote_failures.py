@@ -149,7 +149,7 @@ def test_one_slow_request_among_16_callers_holds_nobody_and_is_sent_once():
     # Generous bounds (a busy 2-core machine): well under the delay, and the slow
     # caller no later than one timeout (plus slack), never two.
     assert max(fast) < 2.5
-    assert slow_s < 2 * TIMEOUT_S
+    assert slow_s < 2.5
 
 
 def test_every_request_slow_sends_each_once_and_fails_each_at_its_timeout():
