@@ -27,6 +27,7 @@ from agentbranch.engine._batch_hold import HoldRule
 from agentbranch.engine.batch_parts import (
     Batch,
     Call,
+    Handover,
     Item,
     QueueFullError,
     hashable,
@@ -75,10 +76,8 @@ class BatchingReader(HoldRule, WrappingReader):
     ``concurrency``) take up to ``max_batch`` of them, make ONE ``reader.read`` call and hand
     each caller exactly its own answers. Identical requests in flight are read once, an
     optional LRU caches answers, a full queue applies back-pressure (``QueueFullError``),
-    each caller gets its answer as soon as the reader hands it over (``read_each``: a
-    server reader hands each request over as it arrives), a failure of one request fails
-    that request alone (a batch the reader fails as a whole is read again one by one,
-    except what was answered and after a timeout), abandoned reads free
+    each caller gets its answer as soon as the reader hands it over (``read_each``), a
+    failed request fails alone (``_read``), abandoned reads free
     their worker's slot, and at interpreter exit the reads in flight may finish. When a
     batch that is not full closes (alone, quiet, all in, settled, bound) is the hold rule of
     ``agentbranch.engine._batch_hold``; docs/design.md explains both in full.
@@ -409,37 +408,21 @@ class BatchingReader(HoldRule, WrappingReader):
                 self._threads.discard(threading.current_thread())
 
     def _read(self, batch: list[Item]) -> None:
-        """Read ``batch`` through ``reader.read_each``: each caller gets its request's
-        answer (or the error that stands for it) as soon as the reader hands it over.
-        If the reader raises for the batch as a whole, the requests it had not answered
-        yet are read again one by one, so a bad one fails alone (never a request it
-        answered, and never after a timeout: that would make its caller wait twice)."""
+        """Read ``batch`` through ``reader.read_each``: each caller gets its answer as
+        soon as the reader hands it over. When the reader fails the batch as a whole,
+        what it did not hand over is read again one by one, so a bad request fails alone
+        (not after a timeout: its callers would wait twice)."""
         start = time.monotonic()
-        settled = [False] * len(batch)
-
-        def deliver(index: int, reads: list[LabelRead] | BaseException) -> None:
-            if settled[index]:
-                return
-            settled[index] = True
-            if isinstance(reads, BaseException) and not isinstance(reads, ReaderError):
-                self._settle(batch[index], None, reads)
-            else:  # reads, or a ReaderError in their place: the engine raises it
-                self._settle(batch[index], reads, None)  # type: ignore[arg-type]
-
+        handover = Handover(batch, self._settle)
         try:
-            self.inner.read_each([item.request for item in batch], deliver)
-            if not all(settled):
-                raise ReaderError(
-                    f"reader {self.inner.name!r} answered {sum(settled)} of {len(batch)} "
-                    "batched requests"
-                )
+            self.inner.read_each([item.request for item in batch], handover)
+            handover.check(self.inner.name)
         except BaseException as e:  # noqa: BLE001 - delivered to the callers
             # Anything the reader raises reaches its callers, never the worker alone (a
             # dead worker would leave them waiting). Exceptions proper get a re-read.
-            left = [item for item, done in zip(batch, settled) if not done]
-            if len(left) > 1 and isinstance(e, Exception) and not isinstance(e, ReaderTimeoutError):
-                # Which request failed? Read each alone: a bad one fails alone.
-                for item in left:
+            left = handover.left()
+            if len(left) > 1 and isinstance(e, Exception) and not isinstance(e, TimeoutError):
+                for item in left:  # which request failed? Read each alone
                     if item.wanted():
                         self._read([item])
                     else:
