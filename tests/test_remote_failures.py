@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import threading
 import time
 from collections import Counter
@@ -17,6 +18,8 @@ import pytest
 
 import agentbranch as ab
 from agentbranch.core.errors import ReaderTimeoutError
+from agentbranch.core.reads import LabelRead
+from agentbranch.engine.batching import BatchingReader
 from agentbranch.engine.readers.remote import (
     RemoteReader,
     RemoteRequestError,
@@ -216,3 +219,89 @@ def test_decide_many_fails_only_the_state_whose_request_failed():
         with pytest.raises(RemoteRequestError):
             engine.decide_many(states, QUESTIONS)
         assert server.total() == len(states)  # each state's request sent once
+
+
+# -- the coalescer, with any reader ------------------------------------------------------
+
+
+class _Counting(ab.Reader):
+    """Answers yes to every request; a state in ``fail`` makes the whole ``read`` of
+    its batch raise that error. Counts what each state was read in."""
+
+    name = "counting"
+
+    def __init__(self, fail: dict[str, Exception]) -> None:
+        self.fail = fail
+        self.seen: Counter[str] = Counter()
+        self.gate = threading.Event()
+
+    def read(self, requests):
+        self.gate.wait(5)  # let every caller's request into one batch first
+        for r in requests:
+            self.seen[r.state] += 1
+        for r in requests:
+            if r.state in self.fail:
+                raise self.fail[r.state]
+        return [[LabelRead((math.log(0.8), math.log(0.2)))] for _ in requests]
+
+
+def _batched(reader: _Counting, states: list[str]) -> dict[str, object]:
+    coalescer = BatchingReader(reader, max_wait_s=0.05)
+    engine = ab.DecisionEngine(coalescer)
+    question = {"ok": ab.yes_no("OK?")}
+    out: dict[str, object] = {}
+
+    def one(state: str) -> None:
+        try:
+            out[state] = engine.decide(state, question)["ok"]
+        except Exception as e:  # noqa: BLE001
+            out[state] = e
+
+    threads = [threading.Thread(target=one, args=(s,)) for s in states]
+    for t in threads:
+        t.start()
+    time.sleep(0.3)
+    reader.gate.set()
+    for t in threads:
+        t.join(10)
+    return out
+
+
+def test_a_batch_that_timed_out_as_a_whole_is_not_read_again():
+    # Reading each request of a timed-out batch again made every caller wait twice.
+    states = [f"s{i}" for i in range(4)]
+    reader = _Counting({"s1": ReaderTimeoutError("took too long")})
+    out = _batched(reader, states)
+    assert all(isinstance(out[s], ReaderTimeoutError) for s in states)
+    assert all(reader.seen[s] == 1 for s in states)
+
+
+def test_a_batch_that_failed_otherwise_is_read_again_so_a_bad_request_fails_alone():
+    states = [f"s{i}" for i in range(4)]
+    reader = _Counting({"s1": ab.ReaderError("bad state")})
+    out = _batched(reader, states)
+    assert isinstance(out["s1"], ab.ReaderError)
+    assert all(isinstance(out[s], ab.Decision) for s in states if s != "s1")
+
+
+class _HandsOverFirst(_Counting):
+    """Hands the first request of a batch over, then fails the rest of it as a whole."""
+
+    def read_each(self, requests, deliver):
+        if len(requests) == 1:
+            return super().read_each(requests, deliver)
+        self.gate.wait(5)
+        self.seen[requests[0].state] += 1
+        deliver(0, [LabelRead((math.log(0.8), math.log(0.2)))])
+        for r in requests[1:]:
+            self.seen[r.state] += 1
+        raise ab.ReaderError("the rest failed")
+
+
+def test_a_request_handed_over_is_never_read_again():
+    states = [f"s{i}" for i in range(4)]
+    reader = _HandsOverFirst({})
+    out = _batched(reader, states)
+    assert all(isinstance(out[s], ab.Decision) for s in states)
+    # One batch of four: the first handed over once, the other three read again alone.
+    assert sorted(reader.seen.values()) == [1, 2, 2, 2]

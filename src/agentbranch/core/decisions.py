@@ -4,8 +4,8 @@
 H its entropy in nats): 1 when all mass is on one option, 0 when it is uniform. It is
 ours, not portable across engines; ``entropy``, ``margin`` (top1 − top2) and
 ``label_mass`` (the labels' share of the whole vocabulary at the answer slot; ``None``
-when the reader cannot know it) sit beside it. ``to_langchain()`` converts to the ``langchain_core.decisions`` answer types, which
-cannot carry the extra fields.
+when the reader cannot know it) sit beside it. ``to_langchain()`` converts to the
+``langchain_core.decisions`` answer types, which cannot carry the extra fields.
 """
 
 from __future__ import annotations

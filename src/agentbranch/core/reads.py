@@ -67,8 +67,9 @@ class LabelRead:
     vocabulary); ``None`` when it is unknown (a server that does not report it, like
     one that speaks the published System One spec): ``logprobs`` are then the log of
     the label distribution itself, nothing is made up for the mass, and a policy's
-    ``min_label_mass`` floor takes nothing on such a read. ``agreement`` is the share of noise draws whose top label matched the
-    averaged top label (1.0 for a single draw).
+    ``min_label_mass`` floor takes nothing on such a read. ``agreement`` is the share
+    of noise draws whose top label matched the averaged top label (1.0 for a single
+    draw).
 
     ``extras`` is free-form diagnostics, plus two keys the engine reads when a reader
     knows them, set on the FIRST read of a request only: ``"usage"`` (the whole

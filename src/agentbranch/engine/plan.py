@@ -137,8 +137,9 @@ def check_read(qid: str, read: object, n_options: int) -> LabelRead:
     """``read`` if it is a valid read of a question read with ``n_options`` options: one
     log-probability per option, each a real number in ``[-inf, 0]`` (``-inf`` is
     probability 0; up to ``ROUNDING`` above 0 is float rounding), ``label_mass`` in
-    ``[0, 1]`` or ``None`` (unknown) and ``agreement`` in ``[0, 1]``. Anything else raises ``InvalidReadError`` for question
-    ``qid``: a NaN or +inf must never become a confident answer."""
+    ``[0, 1]`` or ``None`` (unknown) and ``agreement`` in ``[0, 1]``. Anything else
+    raises ``InvalidReadError`` for question ``qid``: a NaN or +inf must never
+    become a confident answer."""
 
     def bad(what: str) -> InvalidReadError:
         return InvalidReadError(
@@ -196,12 +197,14 @@ def combine(n_options: int, units: Sequence[Unit], reads: Sequence[LabelRead]) -
             count[i] += 1
     return Combined(
         scores=[t / c if c else 0.0 for t, c in zip(total, count)],
-        label_mass=(
-            None if unknown else min(1.0, max(0.0, sum(r.label_mass for r in reads) / len(reads)))  # type: ignore[misc]
-        ),
+        label_mass=None if unknown else min(1.0, max(0.0, _mean_mass(reads))),
         argmax_is_label=all(r.argmax_is_label for r in reads),
         agreement=min(1.0, max(0.0, sum(r.agreement for r in reads) / len(reads))),
     )
+
+
+def _mean_mass(reads: Sequence[LabelRead]) -> float:
+    return sum(r.label_mass or 0.0 for r in reads) / len(reads)
 
 
 def normalise(scores: Sequence[float], temperature: float = 1.0) -> list[float] | None:

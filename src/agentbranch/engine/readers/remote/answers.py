@@ -121,6 +121,10 @@ class SystemOneDiagnostics(_Wire):
     argmax_is_label: StrictBool = True
 
 
+#: A finite JSON number (a spec score: the expectation of the levels, not a probability).
+_Finite = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+
+
 class SpecAnswer(_Wire):
     """One answer of a server that speaks the published System One spec (jevcompat's
     SPEC.md §4): ``{"type", "noul"}``, ``{"type", "choice", "probabilities",
@@ -130,7 +134,7 @@ class SpecAnswer(_Wire):
     type: StrictStr = Field(default=None)  # type: ignore[assignment]
     noul: Probability = Field(default=None)  # type: ignore[assignment]
     choice: StrictStr = Field(default=None)  # type: ignore[assignment]
-    score: Annotated[float, Field(strict=True, allow_inf_nan=False)] = Field(default=None)  # type: ignore[assignment]
+    score: _Finite = Field(default=None)  # type: ignore[assignment]
     legend: dict[str, Any] = Field(default=None)  # type: ignore[assignment]
     probabilities: dict[str, Probability] = Field(default=None)  # type: ignore[assignment]
     confidence: Probability = Field(default=None)  # type: ignore[assignment]
