@@ -271,6 +271,10 @@ def test_model_is_required_at_construction_not_at_the_first_decision():
         RemoteReader("http://127.0.0.1:9", model="m", dialect="spec", max_options=300)
     with pytest.raises(ab.ConfigurationError, match="systemone"):
         RemoteReader("http://127.0.0.1:9", model="m", dialect="spec", api="decisions")
+    with pytest.raises(ab.ConfigurationError, match="top-level 'instructions'"):
+        RemoteReader(
+            "http://127.0.0.1:9", model="m", dialect="spec", extra_body={"instructions": "x"}
+        )
 
 
 def test_the_dialect_is_an_environment_setting_next_to_the_remote_ones():

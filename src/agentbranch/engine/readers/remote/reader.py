@@ -158,6 +158,12 @@ class RemoteReader(Reader):
                 f"max_options must be in [2, {SPEC_MAX_OPTIONS}] for dialect='spec', got "
                 f"{max_options!r}"
             )
+        if dialect == "spec" and extra_body and "instructions" in extra_body:
+            raise ConfigurationError(
+                "dialect='spec': a System One spec request has no top-level 'instructions' "
+                "(a server ignores it, or refuses the request); pass them as "
+                "DecisionEngine(instructions=...), which go first in every question's"
+            )
         self.api = api
         self.dialect = dialect
         self._api = DIALECTS[dialect] if api == "systemone" else APIS[api]
