@@ -50,7 +50,7 @@ class Reader(ABC):
         reads = self.read(requests)
         if len(reads) != len(requests):
             raise ReaderError(
-                f"reader {self.name!r} answered {len(reads)} of {len(requests)} requests"
+                f"reader {self.name!r} answered {len(reads)} of {len(requests)} batched requests"
             )
         for index, request_reads in enumerate(reads):
             deliver(index, request_reads)
