@@ -3,9 +3,9 @@
 ``confidence = 1 − H / ln K`` over the renormalised label distribution (K options,
 H its entropy in nats): 1 when all mass is on one option, 0 when it is uniform. It is
 ours, not portable across engines; ``entropy``, ``margin`` (top1 − top2) and
-``label_mass`` (the labels' share of the whole vocabulary at the answer slot) sit beside
-it. ``to_langchain()`` converts to the ``langchain_core.decisions`` answer types, which
-cannot carry the extra fields.
+``label_mass`` (the labels' share of the whole vocabulary at the answer slot; ``None``
+when the reader cannot know it) sit beside it. ``to_langchain()`` converts to the
+``langchain_core.decisions`` answer types, which cannot carry the extra fields.
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ class Decision(BaseModel):
     entropy: float
     confidence: float
     margin: float
-    label_mass: float
+    #: ``None``: unknown (the server did not say); never a made-up number.
+    label_mass: float | None
     argmax_is_label: bool = True
     agreement: float = 1.0
     expected: float | None = None
@@ -80,7 +81,7 @@ class Decision(BaseModel):
         type: Literal["choice", "noul", "score"],
         options: Sequence[str],
         probs: Sequence[float],
-        label_mass: float,
+        label_mass: float | None,
         argmax_is_label: bool,
         agreement: float,
         reader: str,
@@ -102,7 +103,7 @@ class Decision(BaseModel):
             entropy=entropy(probs),
             confidence=confidence_from(probs),
             margin=float(ordered[0] - (ordered[1] if len(ordered) > 1 else 0.0)),
-            label_mass=float(label_mass),
+            label_mass=None if label_mass is None else float(label_mass),
             argmax_is_label=argmax_is_label,
             agreement=agreement,
             expected=(float(sum(i * p for i, p in enumerate(probs))) if type == "score" else None),

@@ -64,8 +64,12 @@ class LabelRead:
     full-vocabulary log probability at the answer slot (best token of the label's
     group); the engine softmaxes them into the label distribution. ``label_mass`` is
     the labels' total probability over the whole vocabulary (1.0 for readers with no
-    vocabulary). ``agreement`` is the share of noise draws whose top label matched the
-    averaged top label (1.0 for a single draw).
+    vocabulary); ``None`` when it is unknown (a server that does not report it, like
+    one that speaks the published System One spec): ``logprobs`` are then the log of
+    the label distribution itself, nothing is made up for the mass, and a policy's
+    ``min_label_mass`` floor takes nothing on such a read. ``agreement`` is the share
+    of noise draws whose top label matched the averaged top label (1.0 for a single
+    draw).
 
     ``extras`` is free-form diagnostics, plus two keys the engine reads when a reader
     knows them, set on the FIRST read of a request only: ``"usage"`` (the whole
@@ -77,7 +81,7 @@ class LabelRead:
     """
 
     logprobs: tuple[float, ...]
-    label_mass: float = 1.0
+    label_mass: float | None = 1.0
     argmax_is_label: bool = True
     agreement: float = 1.0
     extras: dict[str, object] = field(default_factory=dict, compare=False)

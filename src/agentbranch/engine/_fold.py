@@ -37,7 +37,6 @@ class _Prepared:
     units: list[list[Unit]]
 
 
-
 class Folding:
     """The fold half of ``DecisionEngine`` (see module doc)."""
 
@@ -170,7 +169,7 @@ class Folding:
             probabilities={k: round(p, 6) for k, p in d.probabilities.items()},
             entropy=round(d.entropy, 6),
             confidence=round(d.confidence, 6),
-            label_mass=round(d.label_mass, 6),
+            label_mass=None if d.label_mass is None else round(d.label_mass, 6),
             decided_by="engine",
             reader=d.reader,
             model=d.model,

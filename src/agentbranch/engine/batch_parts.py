@@ -21,6 +21,7 @@ __all__ = [
     "SIMILAR_WINDOW",
     "Batch",
     "Call",
+    "Handover",
     "Item",
     "QueueFullError",
     "hashable",
@@ -169,3 +170,35 @@ def one_call(queue: deque[Item], n: int) -> bool:
     ``decide_many``): cutting them into small pipelined parts lets nobody go on early,
     it only adds reads."""
     return len({id(call) for item in islice(queue, n) for call, _ in item.waiters}) == 1
+
+
+class Handover:
+    """``deliver`` for ``Reader.read_each`` over one batch: each request is settled once
+    (``settle(item, reads, error)``), its reads or the ``ReaderError`` in their place
+    given to its callers (the engine raises that error), any other error failing them."""
+
+    def __init__(self, items: list[Item], settle: Any) -> None:
+        self.items = items
+        self.settle = settle
+        self.done = [False] * len(items)
+
+    def __call__(self, index: int, reads: list[LabelRead] | BaseException) -> None:
+        if self.done[index]:
+            return
+        self.done[index] = True
+        if isinstance(reads, BaseException) and not isinstance(reads, ReaderError):
+            self.settle(self.items[index], None, reads)
+        else:
+            self.settle(self.items[index], reads, None)
+
+    def left(self) -> list[Item]:
+        """The requests not handed over yet."""
+        return [item for item, done in zip(self.items, self.done) if not done]
+
+    def check(self, reader: str) -> None:
+        """Raise ``ReaderError`` if ``reader``'s ``read_each`` returned with requests
+        still not handed over."""
+        if not all(self.done):
+            raise ReaderError(
+                f"reader {reader!r} answered {sum(self.done)} of {len(self.done)} batched requests"
+            )

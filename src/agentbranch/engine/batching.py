@@ -25,6 +25,7 @@ from agentbranch.engine._batch_hold import HoldRule
 from agentbranch.engine.batch_parts import (
     Batch,
     Call,
+    Handover,
     Item,
     QueueFullError,
     hashable,
@@ -66,8 +67,9 @@ class BatchingReader(HoldRule, WrappingReader):
     Every caller's requests go on one bounded queue; worker threads (at most
     ``concurrency``) take up to ``max_batch`` of them, make ONE ``reader.read`` call and hand
     each caller exactly its own answers. Identical requests in flight are read once, an
-    optional LRU caches answers, a full queue applies back-pressure (``QueueFullError``), a
-    failed batch is read again one by one so a bad request fails alone, abandoned reads free
+    optional LRU caches answers, a full queue applies back-pressure (``QueueFullError``),
+    each caller gets its answer as soon as the reader hands it over (``read_each``), a
+    failed request fails alone (``_read``), abandoned reads free
     their worker's slot, and at interpreter exit the reads in flight may finish. When a
     batch that is not full closes (alone, quiet, all in, settled, bound) is the hold rule of
     ``agentbranch.engine._batch_hold``; docs/design.md explains both in full.
@@ -387,26 +389,27 @@ class BatchingReader(HoldRule, WrappingReader):
                 self._threads.discard(threading.current_thread())
 
     def _read(self, batch: list[Item]) -> None:
+        """Read ``batch`` through ``reader.read_each``: each caller gets its answer as
+        soon as the reader hands it over. When the reader fails the batch as a whole,
+        what it did not hand over is read again one by one, so a bad request fails alone
+        (not after a timeout: its callers would wait twice)."""
         start = time.monotonic()
+        handover = Handover(batch, self._settle)
         try:
-            reads = self.inner.read([item.request for item in batch])
-            if len(reads) != len(batch):
-                raise ReaderError(
-                    f"reader {self.inner.name!r} answered {len(reads)} of {len(batch)} "
-                    "batched requests"
-                )
+            self.inner.read_each([item.request for item in batch], handover)
+            handover.check(self.inner.name)
         except BaseException as e:  # noqa: BLE001 - delivered to the callers
             # Anything the reader raises reaches its callers, never the worker alone (a
             # dead worker would leave them waiting). Exceptions proper get a re-read.
-            if len(batch) > 1 and isinstance(e, Exception):
-                # Which request failed? Read each alone: a bad one fails alone.
-                for item in batch:
+            left = handover.left()
+            if len(left) > 1 and isinstance(e, Exception) and not isinstance(e, TimeoutError):
+                for item in left:  # which request failed? Read each alone
                     if item.wanted():
                         self._read([item])
                     else:
                         self._settle(item, None, None)
                 return
-            for item in batch:
+            for item in left:
                 self._settle(item, None, e)
             return
         with self._cond:
@@ -415,8 +418,6 @@ class BatchingReader(HoldRule, WrappingReader):
             self.stats["batches"] += 1
             self.stats["requests"] += len(batch)
             self.batch_sizes.append(len(batch))
-        for item, item_reads in zip(batch, reads):
-            self._settle(item, item_reads, None)
 
     def _settle(
         self, item: Item, reads: list[LabelRead] | None, error: BaseException | None

@@ -53,7 +53,7 @@ class Combined:
     """The folded read of one user question: scores over all its options."""
 
     scores: list[float]  # full-vocabulary probabilities, not normalised
-    label_mass: float
+    label_mass: float | None  # None: a read did not know it
     argmax_is_label: bool
     agreement: float
 
@@ -136,9 +136,10 @@ class QuestionPlans:
 def check_read(qid: str, read: object, n_options: int) -> LabelRead:
     """``read`` if it is a valid read of a question read with ``n_options`` options: one
     log-probability per option, each a real number in ``[-inf, 0]`` (``-inf`` is
-    probability 0; up to ``ROUNDING`` above 0 is float rounding), ``label_mass`` and
-    ``agreement`` in ``[0, 1]``. Anything else raises ``InvalidReadError`` for question
-    ``qid``: a NaN or +inf must never become a confident answer."""
+    probability 0; up to ``ROUNDING`` above 0 is float rounding), ``label_mass`` in
+    ``[0, 1]`` or ``None`` (unknown) and ``agreement`` in ``[0, 1]``. Anything else
+    raises ``InvalidReadError`` for question ``qid``: a NaN or +inf must never
+    become a confident answer."""
 
     def bad(what: str) -> InvalidReadError:
         return InvalidReadError(
@@ -158,6 +159,8 @@ def check_read(qid: str, read: object, n_options: int) -> LabelRead:
         if math.isnan(lp) or lp > ROUNDING:
             raise bad(f"log-probability {lp!r} is not in [-inf, 0]")
     for name, value in (("label_mass", read.label_mass), ("agreement", read.agreement)):
+        if name == "label_mass" and value is None:
+            continue  # unknown: carried as unknown, never as a number
         if (
             isinstance(value, bool)
             or not isinstance(value, int | float)
@@ -169,20 +172,39 @@ def check_read(qid: str, read: object, n_options: int) -> LabelRead:
 
 def combine(n_options: int, units: Sequence[Unit], reads: Sequence[LabelRead]) -> Combined:
     """Fold unit reads into scores over the ``n_options`` options of the question;
-    every read is checked first (``check_read``)."""
+    every read is checked first (``check_read``).
+
+    Reads of different option chunks combine through their label mass (each option's
+    full-vocabulary probability); a read whose label mass is unknown (``None``) has no
+    such probability, so chunks of it are refused (``InvalidReadError``) rather than
+    recombined on a guess. Reads of the same options in other orders (permutations)
+    average as they are, and the label mass of the result is unknown if any read's is."""
     total = [0.0] * n_options
     count = [0] * n_options
     for unit, read in zip(units, reads):
         check_read(unit.spec.id, read, len(unit.option_indices))
+    unknown = any(r.label_mass is None for r in reads)
+    if unknown and any(len(u.option_indices) != n_options for u in units):
+        raise InvalidReadError(
+            f"question {units[0].spec.id!r} has {n_options} options, more than the reader "
+            "reads at once, and its reads do not report their label mass, so the parts "
+            "cannot be combined into one answer. Ask with fewer options (a server that "
+            "speaks the System One spec reads up to 255 in one read)."
+        )
+    for unit, read in zip(units, reads):
         for i, lp in zip(unit.option_indices, read.logprobs):
             total[i] += math.exp(min(lp, 0.0))
             count[i] += 1
     return Combined(
         scores=[t / c if c else 0.0 for t, c in zip(total, count)],
-        label_mass=min(1.0, max(0.0, sum(r.label_mass for r in reads) / len(reads))),
+        label_mass=None if unknown else min(1.0, max(0.0, _mean_mass(reads))),
         argmax_is_label=all(r.argmax_is_label for r in reads),
         agreement=min(1.0, max(0.0, sum(r.agreement for r in reads) / len(reads))),
     )
+
+
+def _mean_mass(reads: Sequence[LabelRead]) -> float:
+    return sum(r.label_mass or 0.0 for r in reads) / len(reads)
 
 
 def normalise(scores: Sequence[float], temperature: float = 1.0) -> list[float] | None:

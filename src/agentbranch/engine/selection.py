@@ -27,6 +27,7 @@ __all__ = [
     "ENV_CALIBRATION",
     "ENV_ENGINE",
     "ENV_REMOTE_API_KEY",
+    "ENV_REMOTE_DIALECT",
     "ENV_REMOTE_MODEL",
     "ENV_REMOTE_URL",
     "ENV_VLLM_MODEL",
@@ -47,6 +48,7 @@ ENV_VLLM_MODEL = "AGENTBRANCH_VLLM_MODEL"
 ENV_REMOTE_URL = "AGENTBRANCH_REMOTE_URL"
 ENV_REMOTE_MODEL = "AGENTBRANCH_REMOTE_MODEL"
 ENV_REMOTE_API_KEY = "AGENTBRANCH_REMOTE_API_KEY"
+ENV_REMOTE_DIALECT = "AGENTBRANCH_REMOTE_DIALECT"
 ENV_CALIBRATION = "AGENTBRANCH_CALIBRATION"
 
 
@@ -62,6 +64,7 @@ class EngineSettings(BaseSettings):
     remote_url: str | None = None
     remote_model: str | None = None
     remote_api_key: SecretStr | None = None
+    remote_dialect: str | None = None
     calibration: str | None = None
 
     @field_validator("*", mode="before")
@@ -159,7 +162,9 @@ def select(
        visible (``torch.cuda.is_available()``) and ``vllm`` imports.
     2. **remote** (``RemoteReader``) when ``AGENTBRANCH_REMOTE_URL`` points at a server
        with ``/v1/systemone`` (``AGENTBRANCH_REMOTE_MODEL`` names the served model,
-       ``AGENTBRANCH_REMOTE_API_KEY`` is sent as a bearer token).
+       ``AGENTBRANCH_REMOTE_API_KEY`` is sent as a bearer token,
+       ``AGENTBRANCH_REMOTE_DIALECT=vllm|spec`` says whether the server is vLLM, the
+       default, or speaks the published System One spec, which needs the model named).
     3. **embedded** (``EmbeddedReader``): the MiniLM sentence embedder on CPU, offline.
 
     ``AGENTBRANCH_ENGINE=vllm|remote|embedded`` forces one; a forced engine that cannot
@@ -215,9 +220,24 @@ def select(
                 remote["model"] = model
             if settings.remote_api_key is not None:
                 remote["api_key"] = settings.remote_api_key.get_secret_value()
+            dialect = (settings.remote_dialect or "vllm").lower()
+            if dialect not in ("vllm", "spec"):
+                raise ConfigurationError(
+                    f"{ENV_REMOTE_DIALECT}={settings.remote_dialect!r} is not a dialect; use "
+                    "vllm (a vLLM server) or spec (a server that speaks the published "
+                    "System One spec), or unset it for vllm"
+                )
+            if dialect == "spec":
+                if not model:
+                    raise ConfigurationError(
+                        f"{ENV_REMOTE_DIALECT}=spec needs {ENV_REMOTE_MODEL}: a System One "
+                        "spec request names its model (e.g. jev-latest)"
+                    )
+                remote["dialect"] = dialect
             return Selection(
                 "remote",
                 f"remote /v1/systemone at {redact_url(url)}"
+                + (" (System One spec dialect)" if dialect == "spec" else "")
                 + (f" (model {model})" if model else "")
                 + f": {ENV_REMOTE_URL} is set",
                 remote,
@@ -268,6 +288,8 @@ def build_reader(selection: Selection) -> Reader:
             kwargs["model"] = selection.settings["model"]
         if "api_key" in selection.settings:
             kwargs["api_key"] = selection.settings["api_key"]
+        if "dialect" in selection.settings:
+            kwargs["dialect"] = selection.settings["dialect"]
         return RemoteReader(selection.settings["base_url"], **kwargs)
     from agentbranch.engine.readers.embedded import EmbeddedReader
 

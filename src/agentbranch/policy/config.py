@@ -134,7 +134,9 @@ class Policy:
             With ``Earned``, review comes first: a decision below ``review_below`` goes to
             a human whatever threshold is earned, and the human's answer is evidence.
         min_label_mass: below it, a confident read is not taken either (the model put
-            its probability outside the labels); it falls back (or goes to review).
+            its probability outside the labels); it falls back (or goes to review). A
+            decision whose label mass is unknown (``label_mass=None``: a server that does
+            not report it) is never taken under a floor above 0.
         fallbacks: what runs in the fallback band, in order.
         on_error: ``"raise"`` (default), ``FailOpen(label)`` or ``FailClosed(node)``.
         audit: ``Audit(...)`` (``agentbranch.audit``): a sampled share of the decisions
@@ -286,7 +288,7 @@ class Policy:
             return "review"
         if at is None:
             return "fallback"
-        if decision.confidence >= at and decision.label_mass >= self.min_label_mass:
+        if decision.confidence >= at and _mass_ok(decision.label_mass, self.min_label_mass):
             return "take"
         return "fallback"
 
@@ -352,3 +354,11 @@ def question_text(qid: str, question: Question) -> str:
     """The question as the engine asks it (its instructions as text). ``qid`` is kept
     for callers; the question was validated when its node or tool was built."""
     return instructions_text(question)
+
+
+def _mass_ok(label_mass: float | None, floor: float) -> bool:
+    """Whether ``label_mass`` clears ``floor``; an unknown mass (``None``) clears only a
+    floor of 0: a floor asks for a mass nobody reported, so it fails closed."""
+    if label_mass is None:
+        return floor <= 0.0
+    return label_mass >= floor

@@ -73,7 +73,7 @@ def read_from_json(data: Any) -> LabelRead:
 def _label_read(stored: schema.StoredRead) -> LabelRead:
     return LabelRead(
         logprobs=tuple(-math.inf if lp is None else float(lp) for lp in stored.logprobs),
-        label_mass=float(stored.label_mass),
+        label_mass=None if stored.label_mass is None else float(stored.label_mass),
         argmax_is_label=stored.argmax_is_label,
         agreement=float(stored.agreement),
         extras={"calibrated": True} if stored.calibrated else {},

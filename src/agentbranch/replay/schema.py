@@ -41,7 +41,7 @@ class StoredRead(_Strict):
     and whether the reader calibrated it (written only when it did)."""
 
     logprobs: list[LogProb | None] = Field(min_length=1)
-    label_mass: Probability
+    label_mass: Probability | None  # null: the reader did not know it
     argmax_is_label: bool
     agreement: Probability
     calibrated: bool = False

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from agentbranch.core.errors import ReaderError
 from agentbranch.core.reads import LabelRead, ReadRequest
 
 __all__ = ["Reader", "WrappingReader"]
@@ -34,6 +35,25 @@ class Reader(ABC):
         """Read every request; ``result[i][j]`` answers ``requests[i].questions[j]``.
         ``result[i]`` may instead be the ``ReaderError`` request ``i`` failed with: the
         engine raises it for that request's caller only."""
+
+    def read_each(
+        self,
+        requests: Sequence[ReadRequest],
+        deliver: Callable[[int, list[LabelRead] | BaseException], None],
+    ) -> None:
+        """Read every request and hand request ``i``'s reads to ``deliver(i, reads)``;
+        ``reads`` may be the error that request failed with (it fails that request's
+        caller alone). The coalescer reads through this. By default one ``read`` of the
+        whole batch, then each request's reads in order (what ``read`` raises, this
+        raises). A reader whose requests finish apart (a server, one HTTP request each)
+        overrides it to deliver each request the moment it is answered."""
+        reads = self.read(requests)
+        if len(reads) != len(requests):
+            raise ReaderError(
+                f"reader {self.name!r} answered {len(reads)} of {len(requests)} batched requests"
+            )
+        for index, request_reads in enumerate(reads):
+            deliver(index, request_reads)
 
     async def aread(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
         """Async ``read``; by default ``read`` in a worker thread."""

@@ -32,6 +32,7 @@ __all__ = [
     "DecisionsEntry",
     "DuplicateKeyError",
     "Probability",
+    "SpecAnswer",
     "SystemOneAnswer",
     "SystemOneDiagnostics",
     "decode_json",
@@ -118,6 +119,25 @@ class SystemOneDiagnostics(_Wire):
 
     label_mass: Probability = Field(default=None)  # type: ignore[assignment]
     argmax_is_label: StrictBool = True
+
+
+#: A finite JSON number (a spec score: the expectation of the levels, not a probability).
+_Finite = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+
+
+class SpecAnswer(_Wire):
+    """One answer of a server that speaks the published System One spec (jevcompat's
+    SPEC.md §4): ``{"type", "noul"}``, ``{"type", "choice", "probabilities",
+    "confidence"}`` or ``{"type", "score", "legend", "probabilities", "confidence"}``.
+    ``confidence`` is the spec's (§4.5), not vLLM's: only its range is read."""
+
+    type: StrictStr = Field(default=None)  # type: ignore[assignment]
+    noul: Probability = Field(default=None)  # type: ignore[assignment]
+    choice: StrictStr = Field(default=None)  # type: ignore[assignment]
+    score: _Finite = Field(default=None)  # type: ignore[assignment]
+    legend: dict[str, Any] = Field(default=None)  # type: ignore[assignment]
+    probabilities: dict[str, Probability] = Field(default=None)  # type: ignore[assignment]
+    confidence: Probability = Field(default=None)  # type: ignore[assignment]
 
 
 def _scalar(value: Any) -> Any:

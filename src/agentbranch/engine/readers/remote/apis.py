@@ -1,7 +1,8 @@
 """The two server APIs ``RemoteReader`` speaks, and the URL a request goes to.
 
 Only the path, the body and the answers differ per API (``Api``); the HTTP, retry and
-error handling are shared.
+error handling are shared. ``/v1/systemone`` comes in two dialects (``DIALECTS``): vLLM's
+and the published spec's (``spec``).
 
 **URL.** The API path is joined to ``base_url``'s path (``http://gw/llm?token=T`` posts
 to ``http://gw/llm/v1/systemone?token=T``: the query string is kept on every request);
@@ -22,6 +23,7 @@ from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.reads import LabelRead, ReadRequest
 from agentbranch.core.redact import redact_url
 from agentbranch.engine.readers.remote.parse import parse_answers, parse_decisions_answers
+from agentbranch.engine.readers.remote.spec import build_spec_payload, parse_spec_answers
 from agentbranch.engine.readers.remote.wire import (
     DECISIONS_PATH,
     DEFAULT_PATH,
@@ -29,7 +31,7 @@ from agentbranch.engine.readers.remote.wire import (
     build_payload,
 )
 
-__all__ = ["APIS", "Api", "endpoint"]
+__all__ = ["APIS", "DIALECTS", "Api", "endpoint"]
 
 
 class Api(NamedTuple):
@@ -43,6 +45,14 @@ class Api(NamedTuple):
 APIS = {
     "systemone": Api(DEFAULT_PATH, build_payload, parse_answers),
     "decisions": Api(DECISIONS_PATH, build_decisions_payload, parse_decisions_answers),
+}
+
+#: What the numbers of a ``/v1/systemone`` answer mean: vLLM's (``confidence`` is
+#: ``p_top x label_mass``, ``diagnostics`` carry the label mass) or the published
+#: spec's (``spec``: the answer's distribution and nothing about label mass).
+DIALECTS = {
+    "vllm": APIS["systemone"],
+    "spec": Api(DEFAULT_PATH, build_spec_payload, parse_spec_answers),
 }
 
 

@@ -104,7 +104,9 @@ def label_read(
             raise InvalidReadError(
                 f"the server's confidence {confidence!r} for question {key!r} is above its "
                 f"top probability {max(shares)!r} (vLLM's confidence is p_top × label "
-                f"mass, at most p_top); {FAULTY}"
+                f"mass, at most p_top); {FAULTY}. A server that speaks the published "
+                "System One spec defines confidence otherwise: read it with "
+                "RemoteReader(..., dialect='spec')"
             )
         if label_mass is None:  # the diagnostics' own mass wins over this estimate
             mass = min(mass, implied_by_confidence)

@@ -1,16 +1,18 @@
 """``RemoteReader``: reads from a vLLM server over HTTP, through its ``/v1/systemone``
 endpoint (vLLM ≥ 0.32, the default) or its ``/v1/decisions`` endpoint (vLLM ≥ 0.33,
-``api="decisions"``, the only one with joint reads).
+``api="decisions"``, the only one with joint reads); or from any server that speaks
+``/v1/systemone`` as the published System One spec writes it (``dialect="spec"``).
 
 The scale-out path: many agent workers share one vLLM deployment (KServe / OpenShift AI).
 One HTTP request per ``ReadRequest`` (all its questions, ``wire``); the requests of a
 batch go out concurrently (``aread``: ``asyncio.gather`` on the loop's pooled client;
-``read``: a thread pool on the pooled sync client), under one in-flight limit for the
-whole reader (``transport``). A failed attempt is retried as ``retries`` says. The
-answers are read strictly (``answers``, ``parse``): an invalid answer is an
-``InvalidReadError`` that ``read``/``aread`` return in place of that request's reads (the
-engine raises it for that request's caller), so one bad answer in a shared batch does
-not fail the other requests of the batch.
+``read``/``read_each``: a thread pool on the pooled sync client), under one in-flight
+limit for the whole reader (``transport``). A failed attempt is retried as ``retries``
+says. The answers are read strictly (``answers``, ``parse``, ``spec``). Failures stay
+per request: an invalid answer, a timeout, an unavailable server or a refusal (4xx) of
+one request of a batch is returned in place of that request's reads (the engine raises
+it for that request's caller alone), and ``read_each`` hands every request its reads
+the moment they arrive, so the coalescer's callers never wait on a slower batch-mate.
 
 This module is the reader itself: its settings, and one request's way from body to reads.
 """
@@ -20,8 +22,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as wait_all
 from typing import Any
 
 import httpx
@@ -30,20 +33,22 @@ from agentbranch.core.errors import ConfigurationError, InvalidReadError, Reader
 from agentbranch.core.reads import LabelRead, ReadRequest
 from agentbranch.core.redact import redact_url
 from agentbranch.engine.readers.base import Reader
-from agentbranch.engine.readers.remote.apis import APIS, endpoint
+from agentbranch.engine.readers.remote.apis import APIS, DIALECTS, endpoint
 from agentbranch.engine.readers.remote.masking import Redactor
 from agentbranch.engine.readers.remote.retries import Retry, aretry_after, backoff, retry_after
+from agentbranch.engine.readers.remote.spec import SPEC_MAX_OPTIONS
 from agentbranch.engine.readers.remote.transport import Connection, RemoteUnavailableError
 from agentbranch.engine.readers.remote.wire import DEFAULT_MAX_OPTIONS
 
 __all__ = ["RemoteReader"]
 
-#: One request's reads, or the ``InvalidReadError`` that stands for them.
-_Reads = list[LabelRead] | InvalidReadError
+#: One request's reads, or the ``ReaderError`` that stands for them.
+_Reads = list[LabelRead] | ReaderError
 
 
 class RemoteReader(Reader):
-    """A ``Reader`` over a vLLM ``/v1/systemone`` (or ``/v1/decisions``) server.
+    """A ``Reader`` over a vLLM ``/v1/systemone`` (or ``/v1/decisions``) server, or a
+    server that speaks the published System One spec (``dialect="spec"``).
 
     Args:
         base_url: the server, e.g. ``http://localhost:8000`` or a KServe
@@ -53,8 +58,15 @@ class RemoteReader(Reader):
             it is sent as HTTP Basic auth. ``reader.url`` and every message show it
             with the credentials and query values masked (``***``).
         model: the served model name to ask for (vLLM's ``--served-model-name``);
-            ``None`` lets the server use its only model (``/v1/systemone`` only: a
-            Decisions request must name it).
+            ``None`` lets a vLLM server use its only model (``/v1/systemone`` only: a
+            Decisions request and a spec request must name it).
+        dialect: what the server's ``/v1/systemone`` answers mean. ``"vllm"`` (the
+            default): vLLM's, whose ``confidence`` is ``p_top x label_mass`` and whose
+            ``diagnostics`` carry the label mass. ``"spec"``: the published System One
+            spec's (jevcompat 0.1): ``model`` required, no top-level ``instructions`` (the
+            engine's go first in each question's), up to 255 options in one read, and
+            answers whose label mass is unknown (``LabelRead.label_mass is None``, never
+            made up) and whose ``confidence`` is the spec's (range-checked, not used).
         api: ``"systemone"`` (vLLM ≥ 0.32) or ``"decisions"`` (vLLM ≥ 0.33's OpenAI-style
             Decisions API; sends ``joint`` for joint reads on DiffusionGemma).
         api_key: sent as ``Authorization: Bearer <api_key>`` (vLLM ``--api-key``,
@@ -67,7 +79,9 @@ class RemoteReader(Reader):
             (with jitter; a ``Retry-After`` header is honoured up to that cap).
         max_connections: HTTP pool size and the most requests in flight at once, for
             the whole reader (every thread and event loop together).
-        max_options: the most options the server labels in one read (26 for vLLM).
+        max_options: the most options the server labels in one read (default 26 for
+            vLLM, 255 for a spec server; a spec server's larger choices are refused,
+            not split, since parts without label mass cannot be recombined).
         extra_body: merged into every request body (``cache_salt``, ``priority``,
             ``chat_template_kwargs`` ...; ``/v1/decisions`` refuses fields it does not
             know: ``cache_salt`` and ``safety_identifier`` only).
@@ -88,6 +102,7 @@ class RemoteReader(Reader):
         base_url: str,
         *,
         model: str | None = None,
+        dialect: str = "vllm",
         api: str = "systemone",
         api_key: str | None = None,
         headers: Mapping[str, str] | None = None,
@@ -97,7 +112,7 @@ class RemoteReader(Reader):
         backoff_s: float = 0.25,
         max_backoff_s: float = 4.0,
         max_connections: int = 32,
-        max_options: int = DEFAULT_MAX_OPTIONS,
+        max_options: int | None = None,
         extra_body: Mapping[str, Any] | None = None,
         verify: Any = True,
         transport: httpx.BaseTransport | None = None,
@@ -118,8 +133,40 @@ class RemoteReader(Reader):
             raise ConfigurationError(
                 "api='decisions' needs model=...: a Decisions request names the served model"
             )
+        if dialect not in DIALECTS:
+            raise ConfigurationError(
+                f"dialect must be one of {sorted(DIALECTS)}, got {dialect!r}: 'vllm' for a "
+                "vLLM server, 'spec' for a server that speaks the published System One spec"
+            )
+        if dialect == "spec":
+            if api != "systemone":
+                raise ConfigurationError(
+                    "dialect='spec' is a /v1/systemone dialect; api='decisions' is vLLM's only"
+                )
+            if not model:
+                raise ConfigurationError(
+                    "dialect='spec' needs model=...: a System One spec request names its "
+                    "model (e.g. model='jev-latest'; or set AGENTBRANCH_REMOTE_MODEL)"
+                )
+            limit = SPEC_MAX_OPTIONS
+        else:
+            limit = DEFAULT_MAX_OPTIONS
+        if max_options is None:
+            max_options = limit
+        if dialect == "spec" and not 2 <= max_options <= SPEC_MAX_OPTIONS:
+            raise ConfigurationError(
+                f"max_options must be in [2, {SPEC_MAX_OPTIONS}] for dialect='spec', got "
+                f"{max_options!r}"
+            )
+        if dialect == "spec" and extra_body and "instructions" in extra_body:
+            raise ConfigurationError(
+                "dialect='spec': a System One spec request has no top-level 'instructions' "
+                "(a server ignores it, or refuses the request); pass them as "
+                "DecisionEngine(instructions=...), which go first in every question's"
+            )
         self.api = api
-        self._api = APIS[api]
+        self.dialect = dialect
+        self._api = DIALECTS[dialect] if api == "systemone" else APIS[api]
         url, basic = endpoint(base_url, api)
         if basic and api_key:
             raise ConfigurationError(
@@ -241,25 +288,70 @@ class RemoteReader(Reader):
 
     # -- Reader ----------------------------------------------------------------------
 
-    def read(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
-        requests = list(requests)
-        client = self._connection.client()
-        if len(requests) <= 1:
-            return [self._read_one(client, r) for r in requests]
+    def _read_or_error(self, client: httpx.Client, request: ReadRequest) -> _Reads:
+        """``_read_one``, with a ``ReaderError`` (timeout, unavailable, refused) returned
+        in place of the reads: it fails this request's caller alone."""
+        try:
+            return self._read_one(client, request)
+        except ReaderError as e:
+            return e
+
+    def _executor(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(
                     self.max_connections, thread_name_prefix="agentbranch-remote"
                 )
-            pool = self._pool
-        futures = [pool.submit(self._read_one, client, r) for r in requests]
-        return [f.result() for f in futures]
+            return self._pool
+
+    def read(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
+        requests = list(requests)
+        client = self._connection.client()
+        if len(requests) <= 1:  # one request: its error is raised, as the only one
+            return [self._read_one(client, r) for r in requests]
+        pool = self._executor()
+        futures = [pool.submit(self._read_or_error, client, r) for r in requests]
+        return [f.result() for f in futures]  # type: ignore[misc]
+
+    def read_each(
+        self,
+        requests: Sequence[ReadRequest],
+        deliver: Callable[[int, list[LabelRead] | BaseException], None],
+    ) -> None:
+        """``read``, handing each request's reads (or the error that stands for them)
+        to ``deliver`` as soon as its own answer arrives: one HTTP request per request,
+        none sent twice, none waiting on another."""
+        requests = list(requests)
+        client = self._connection.client()
+        if len(requests) == 1:
+            deliver(0, self._read_or_error(client, requests[0]))
+            return
+        pool = self._executor()
+
+        def one(index: int, request: ReadRequest) -> None:
+            # Delivered from the request's own thread, before its future completes.
+            outcome: list[LabelRead] | BaseException
+            try:
+                outcome = self._read_or_error(client, request)
+            except BaseException as e:  # noqa: BLE001 - handed to that request's caller
+                outcome = e
+            deliver(index, outcome)
+
+        wait_all([pool.submit(one, i, r) for i, r in enumerate(requests)])
+
+    async def _aread_or_error(self, client: httpx.AsyncClient, request: ReadRequest) -> _Reads:
+        try:
+            return await self._aread_one(client, request)
+        except ReaderError as e:
+            return e
 
     async def aread(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
         client = await self._connection.aclient()
         if len(requests) == 1:
             return [await self._aread_one(client, requests[0])]
-        return list(await asyncio.gather(*(self._aread_one(client, r) for r in requests)))
+        return list(  # type: ignore[arg-type]
+            await asyncio.gather(*(self._aread_or_error(client, r) for r in requests))
+        )
 
     async def aclose(self) -> None:
         """Close the HTTP pools; the running loop's async client is closed here, other
@@ -275,4 +367,5 @@ class RemoteReader(Reader):
             pool.shutdown(wait=False, cancel_futures=True)
 
     def __repr__(self) -> str:
-        return f"RemoteReader({self.url!r}, model={self.model!r}, api={self.api!r})"
+        dialect = f", dialect={self.dialect!r}" if self.dialect != "vllm" else ""
+        return f"RemoteReader({self.url!r}, model={self.model!r}, api={self.api!r}{dialect})"

@@ -19,8 +19,10 @@ __all__ = [
     "DECISIONS_PATH",
     "DEFAULT_MAX_OPTIONS",
     "DEFAULT_PATH",
+    "asked",
     "build_decisions_payload",
     "build_payload",
+    "criteria",
     "question_keys",
 ]
 
@@ -52,7 +54,7 @@ def question_keys(questions: Sequence[QuestionSpec]) -> list[str]:
     return keys
 
 
-def _asked(q: QuestionSpec) -> str:
+def asked(q: QuestionSpec) -> str:
     """The instructions sent: examples (if any) as few-shot lines, as canvas reads."""
     return instructions_with_examples(q.instructions, q.options, q.examples)
 
@@ -60,7 +62,7 @@ def _asked(q: QuestionSpec) -> str:
 # ------------------------------------------------------------------- /v1/systemone
 
 
-def _criteria(q: QuestionSpec) -> Any:
+def criteria(q: QuestionSpec) -> Any:
     """The System One ``criteria`` of a question read."""
     if q.type == "noul":
         sides = {
@@ -94,10 +96,10 @@ def build_payload(
     """
     questions: dict[str, Any] = {}
     for key, q in zip(question_keys(request.questions), request.questions):
-        spec: dict[str, Any] = {"type": q.type, "instructions": _asked(q)}
-        criteria = _criteria(q)
-        if criteria is not None:
-            spec["criteria"] = criteria
+        spec: dict[str, Any] = {"type": q.type, "instructions": asked(q)}
+        given = criteria(q)
+        if given is not None:
+            spec["criteria"] = given
         questions[key] = spec
     body: dict[str, Any] = {"state": request.state, "questions": questions}
     if model:
@@ -133,7 +135,7 @@ def _decision_question(key: str, q: QuestionSpec) -> dict[str, Any]:
         )
     items = [{key_name: v, **({"description": d} if d else {})} for v, d in values]
     kind = "score" if q.type == "score" else "choice"
-    return {"type": kind, "name": key, "instructions": _asked(q), field: items}
+    return {"type": kind, "name": key, "instructions": asked(q), field: items}
 
 
 def build_decisions_payload(

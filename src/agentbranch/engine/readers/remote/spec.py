@@ -1,0 +1,185 @@
+"""The published System One spec's dialect (``RemoteReader(dialect="spec")``).
+
+Many servers speak ``POST /v1/systemone`` as the published spec writes it down (the spec
+jevcompat 0.1 tests against), which differs from vLLM's in what the numbers mean:
+
+* **Request.** ``{"model", "state", "questions"}`` and nothing else: ``model`` is
+  required, and there is no top-level ``instructions``, so a ``ReadRequest``'s
+  instructions go first in each question's own instructions (``build_spec_payload``).
+  A choice takes 2 to 255 options in one read.
+* **Answers** (``parse_spec_answers``). The probabilities are the answer's whole
+  distribution (they sum to 1); nothing says what share of the model's vocabulary the
+  labels had, so every read carries ``label_mass=None`` (unknown) and ``logprobs`` are
+  the log of the server's probabilities, which the engine turns back into exactly those
+  probabilities. ``confidence`` is the spec's (§4.5: ``(p_top - 1/n)/(1 - 1/n)`` for a
+  choice, the spread around the mode for a score), not vLLM's ``p_top x label_mass``: it
+  is checked for its range and otherwise only kept (the engine's confidence comes from
+  the probabilities, so a server whose confidence means something else changes
+  nothing). What an answer says twice must agree: ``choice`` is the most probable option,
+  ``score`` is the expectation of the probabilities, ``legend`` names the levels asked.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agentbranch.core.errors import ConfigurationError, InvalidReadError, ReaderError
+from agentbranch.core.reads import LabelRead, QuestionSpec, ReadRequest
+from agentbranch.engine.readers.remote.answers import FAULTY, SpecAnswer, short, validated
+from agentbranch.engine.readers.remote.wire import asked, criteria, question_keys
+
+__all__ = ["SPEC_MAX_OPTIONS", "build_spec_payload", "parse_spec_answers"]
+
+#: The spec's limit (MUST): a choice of up to 255 options is answered in one read.
+SPEC_MAX_OPTIONS = 255
+#: How far from 1 the spec lets a distribution's sum be (its EPS_SUM, for rounding).
+SUM_TOLERANCE = 0.05
+#: How far below the top probability the spec lets ``choice``'s probability be.
+ARGMAX_TOLERANCE = 0.005
+
+
+def build_spec_payload(
+    request: ReadRequest, *, model: str | None = None, extra: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The spec's ``/v1/systemone`` body for one ``ReadRequest``::
+
+        {"model", "state", "questions": {id: {"type", "instructions", "criteria"}}}
+
+    The request's instructions (``DecisionEngine(instructions=...)``) go first in every
+    question's instructions, separated by a blank line: the spec's request has no field
+    of its own for them, and a server that ignores unknown fields would drop them."""
+    if not model:
+        raise ConfigurationError(
+            "a System One spec request names its model; pass model=... (or set "
+            "AGENTBRANCH_REMOTE_MODEL)"
+        )
+    questions: dict[str, Any] = {}
+    for key, q in zip(question_keys(request.questions), request.questions):
+        text = asked(q)
+        if request.instructions:
+            text = f"{request.instructions}\n\n{text}" if text else request.instructions
+        spec: dict[str, Any] = {"type": q.type, "instructions": text}
+        given = criteria(q)
+        if given is not None:
+            spec["criteria"] = given
+        questions[key] = spec
+    body: dict[str, Any] = {"model": model, "state": request.state, "questions": questions}
+    if extra:
+        body.update(extra)
+    return body
+
+
+def _rounding(values: Sequence[float]) -> float:
+    """Half a unit of the coarsest rounding (2 to 6 decimals) every value is exact at,
+    0 for unrounded values: the spec's tolerance for numbers a server rounded."""
+    for d in range(2, 7):
+        if all(abs(v - round(v, d)) < 1e-7 for v in values):
+            return 0.5 / 10**d
+    return 0.0
+
+
+def _distribution(key: str, probs: Mapping[str, float], expected: Sequence[str]) -> list[float]:
+    """One probability per option of ``expected``, in that order, summing to 1 within
+    the spec's tolerance."""
+    if probs.keys() != set(expected):
+        missing = [k for k in expected if k not in probs]
+        extra = sorted(set(probs) - set(expected))
+        raise InvalidReadError(
+            f"the server's answer to question {key!r} gives probabilities for "
+            f"{short(sorted(probs))}, the question has {short(list(expected))} (missing "
+            f"{short(missing)}, not asked {short(extra)}); {FAULTY}"
+        )
+    values = [probs[k] for k in expected]
+    total = math.fsum(values)
+    if abs(total - 1.0) > SUM_TOLERANCE:
+        raise InvalidReadError(
+            f"the server's probabilities for question {key!r} sum to {total:.4f}, not 1; "
+            f"the spec's answers are distributions. {FAULTY}"
+        )
+    return values
+
+
+def _probabilities(key: str, q: QuestionSpec, answer: SpecAnswer) -> list[float]:
+    if q.type == "noul":
+        if answer.noul is None:
+            raise InvalidReadError(f"the server's answer to question {key!r} lacks 'noul'")
+        return [answer.noul, 1.0 - answer.noul]
+    if answer.probabilities is None:
+        raise InvalidReadError(f"the server's answer to question {key!r} lacks its 'probabilities'")
+    if q.type == "choice":
+        values = _distribution(key, answer.probabilities, q.options)
+        if answer.choice is not None:
+            top = max(values)
+            if answer.choice not in q.options or (
+                top - answer.probabilities[answer.choice] > ARGMAX_TOLERANCE
+            ):
+                raise InvalidReadError(
+                    f"the server's answer to question {key!r} says choice "
+                    f"{short(answer.choice)}, but its probabilities put {top!r} on "
+                    f"{q.options[values.index(top)]!r}; {FAULTY}"
+                )
+        return values
+    levels = [str(i) for i in range(len(q.options))]
+    values = _distribution(key, answer.probabilities, levels)
+    if answer.legend is not None and (
+        set(answer.legend) != set(levels)
+        or any(
+            isinstance(answer.legend[k], str) and answer.legend[k] != level
+            for k, level in zip(levels, q.options)
+        )
+    ):
+        raise InvalidReadError(
+            f"the server's answer to question {key!r} has the legend "
+            f"{short(answer.legend)}, not the levels asked {short(dict(zip(levels, q.options)))}"
+            f"; {FAULTY}"
+        )
+    if answer.score is not None:
+        n = len(values)
+        expected = math.fsum(i * p for i, p in enumerate(values))
+        tolerance = 0.02 + _rounding(values) * (1 + n * (n - 1) / 2)
+        if abs(answer.score - expected) > tolerance:
+            raise InvalidReadError(
+                f"the server's answer to question {key!r} says score {answer.score!r}, "
+                f"but its probabilities give {expected:.4f} (the spec's score is their "
+                f"expectation); {FAULTY}"
+            )
+    return values
+
+
+def parse_spec_answers(request: ReadRequest, response: Mapping[str, Any]) -> list[LabelRead]:
+    """The ``LabelRead`` of each question read, from a spec server's response: the
+    server's probabilities as they are (``logprobs = log p``), label mass unknown."""
+    answers = response.get("answers")
+    if not isinstance(answers, Mapping):
+        raise ReaderError(
+            "the /v1/systemone response has no 'answers' object; is the URL a System One "
+            f"endpoint? Got keys {sorted(response)}"
+        )
+    keys = question_keys(request.questions)
+    unasked = sorted(set(answers) - set(keys))
+    if unasked:
+        raise InvalidReadError(
+            f"the server answered questions nobody asked: {short(unasked)}; {FAULTY}"
+        )
+    reads = []
+    for key, q in zip(keys, request.questions):
+        raw = answers.get(key)
+        if not isinstance(raw, Mapping):
+            raise InvalidReadError(f"the server returned no answer for question {key!r}")
+        answer = validated(SpecAnswer, raw, key)
+        if answer.type is not None and answer.type != q.type:
+            raise InvalidReadError(
+                f"the server answered question {key!r} as a {short(answer.type)} question; "
+                f"it is a {q.type!r} question. {FAULTY}"
+            )
+        probs = _probabilities(key, q, answer)
+        reads.append(
+            LabelRead(
+                logprobs=tuple(math.log(p) if p > 0 else -math.inf for p in probs),
+                label_mass=None,  # the spec's answers do not say: unknown, not guessed
+                extras={"answer": dict(raw)},
+            )
+        )
+    return reads
