@@ -212,6 +212,57 @@ def test_an_ambiguous_fallback_reply_stores_no_evidence(tmp_path):
     assert not store.exists() or store.read_text() == ""
 
 
+class RepeatedKeyChat(BaseChatModel):
+    """A teacher whose every reply names the key ``label`` twice (issue 64)."""
+
+    calls: int = 0
+
+    @property
+    def _llm_type(self) -> str:
+        return "repeated-key"
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, **kw: Any) -> ChatResult:
+        self.calls += 1
+        reply = AIMessage('{"label": "no", "label": "yes"}')
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+def test_a_reply_repeating_a_key_is_no_label(caplog):
+    with caplog.at_level(logging.WARNING, logger="agentbranch"):
+        with pytest.raises(FallbackError, match="names the key 'label' twice"):
+            parse_label('{"label": "yes", "label": "no"}', ["yes", "no"])
+        with pytest.raises(FallbackError, match="twice"):  # the same label twice too
+            parse_label('```json\n{"label": "no", "label": "no"}\n```', ["yes", "no"])
+    assert any("twice in one object" in m for m in caplog.messages)
+
+
+def test_a_teacher_repeating_a_key_stores_nothing_and_opens_nothing(tmp_path):
+    """Through a decide node with Earned: 30 replies ``{"label": "no", "label": "yes"}``
+    (JSON keeps the last, the engine's label) store no evidence, and nothing opens."""
+    import _earned_fixtures as fx
+    from langgraph.graph import START, StateGraph
+
+    from agentbranch.langgraph import DecideNode
+    from agentbranch.policy.earned import Earned
+
+    store = tmp_path / "evidence.jsonl"
+    earned = Earned(precision=0.8, min_evidence=20, refresh_s=0, store=str(store))
+    teacher = RepeatedKeyChat()
+    policy = Policy(take_at=earned, fallbacks=[Generate(teacher), GotoNode("human")])
+    node = DecideNode(fx.engine(), {"urgent": fx.URGENT}, policy=policy, state_key="text")
+    g = StateGraph(dict)
+    g.add_node("decide", node)
+    g.add_edge(START, "decide")
+    app = g.compile()
+    for i in range(30):
+        out = app.invoke({"text": fx.state(i, "yes", 0.99, "yes")})
+        rec = out["decisions"]["urgent"]
+        assert rec["decided_by"] == "fallback_node" and rec["trust"] == "learning", rec
+    assert teacher.calls == 30
+    assert not store.exists() or store.read_text() == ""
+    assert earned.state("urgent", fx.URGENT, "scripted", "scripted-model").take_at is None
+
+
 # -- 4. one version-aware message wherever a store is read -------------------------------
 
 
