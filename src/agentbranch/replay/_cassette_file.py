@@ -136,7 +136,7 @@ class CassetteFile:
     def _append(self, lines: list[dict[str, Any]]) -> None:
         """Append ``lines`` (one write) and take them in as if read back."""
         assert self._parser is not None
-        data = "".join(fmt.dumps(line) for line in lines).encode("utf-8")
+        data = fmt.encode(lines, self.path)  # an entry too large to load is refused here
         st = files.append(self.path, data)
         self._seen = (st.st_dev, st.st_ino)
         self._parser.feed_lines(data.splitlines(keepends=True))
