@@ -303,7 +303,9 @@ def test_a_reply_too_large_to_record_is_refused_and_the_cassette_still_loads(
     questions = {"team": ab.choice("Which team?", ["billing", "outage"])}
     path = tmp_path / "huge.jsonl"
     with Cassette(path, "all") as cassette:
-        reader = cassette.reader(lambda: ab.ScriptedReader({"team": {"billing": 0.5, "outage": 0.5}}))
+        reader = cassette.reader(
+            lambda: ab.ScriptedReader({"team": {"billing": 0.5, "outage": 0.5}})
+        )
         policy = Policy(take_at=0.9, fallbacks=[Generate(model)])
         resolver = Resolver(ab.DecisionEngine(reader), questions, policy)
         assert resolver.resolve("I was charged twice")["team"]["label"] == "billing"
