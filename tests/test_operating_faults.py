@@ -487,6 +487,66 @@ def test_cassettes_stay_readable_to_be_committed(tmp_path, usual_umask):
     assert _mode(tmp_path / "private") == 0o600
 
 
+def _wide_warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "holds user text" in r.getMessage()]
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "audit"])
+def test_a_store_that_exists_world_readable_is_tightened_with_one_warning(
+    tmp_path, usual_umask, caplog, kind
+):
+    """Issue 64: a store made 0644 before agentbranch wrote to it (by hand, another
+    tool, an older release) was appended to without a word. Where this process owns it,
+    it is tightened to owner-only, with one WARNING per path."""
+    import os
+    import sqlite3
+
+    from agentbranch.policy.auditing.sinks import JsonlSink
+
+    path = tmp_path / {"jsonl": "evidence.jsonl", "sqlite": "evidence.db", "audit": "a.jsonl"}[kind]
+    if kind == "sqlite":
+        sqlite3.connect(path).close()  # the application's database, made 0644
+    else:
+        path.touch()
+    os.chmod(path, 0o644)
+    with caplog.at_level(logging.WARNING, logger="agentbranch"):
+        if kind == "audit":
+            for _ in range(3):
+                JsonlSink(path).write({"kind": "audit", "state": "a user's words"})
+        elif kind == "jsonl":
+            _fallback_run(str(path), n=3)
+            _fallback_run(str(path), n=2)  # another Earned on the same path: still once
+        else:
+            from langgraph.store.sqlite import SqliteStore
+
+            with SqliteStore.from_conn_string(str(path)) as store:
+                store.setup()
+                _fallback_run(store, n=3)
+    assert _mode(path) == 0o600
+    (warning,) = _wide_warnings(caplog)
+    assert str(path) in warning and "0o644" in warning and "tightened it to 0o600" in warning
+
+
+def test_a_world_readable_store_of_another_account_is_left_with_a_warning(
+    tmp_path, usual_umask, caplog, monkeypatch
+):
+    """A file this process does not own is not chmod-ed: the warning says so and how to
+    fix it."""
+    import os
+
+    from agentbranch.core import files
+
+    path = tmp_path / "evidence.jsonl"
+    path.touch()
+    os.chmod(path, 0o604)
+    monkeypatch.setattr(files.os, "geteuid", lambda: os.getuid() + 1)  # someone else's
+    with caplog.at_level(logging.WARNING, logger="agentbranch"):
+        _fallback_run(str(path), n=2)
+    assert _mode(path) == 0o604
+    (warning,) = _wide_warnings(caplog)
+    assert "left as it is" in warning and f"chmod 600 {path}" in warning
+
+
 # -- 8. the CLI's questions pass the library's validation ------------------------------------
 
 
