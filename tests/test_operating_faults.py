@@ -212,6 +212,57 @@ def test_an_ambiguous_fallback_reply_stores_no_evidence(tmp_path):
     assert not store.exists() or store.read_text() == ""
 
 
+class RepeatedKeyChat(BaseChatModel):
+    """A teacher whose every reply names the key ``label`` twice (issue 64)."""
+
+    calls: int = 0
+
+    @property
+    def _llm_type(self) -> str:
+        return "repeated-key"
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, **kw: Any) -> ChatResult:
+        self.calls += 1
+        reply = AIMessage('{"label": "no", "label": "yes"}')
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+def test_a_reply_repeating_a_key_is_no_label(caplog):
+    with caplog.at_level(logging.WARNING, logger="agentbranch"):
+        with pytest.raises(FallbackError, match="names the key 'label' twice"):
+            parse_label('{"label": "yes", "label": "no"}', ["yes", "no"])
+        with pytest.raises(FallbackError, match="twice"):  # the same label twice too
+            parse_label('```json\n{"label": "no", "label": "no"}\n```', ["yes", "no"])
+    assert any("twice in one object" in m for m in caplog.messages)
+
+
+def test_a_teacher_repeating_a_key_stores_nothing_and_opens_nothing(tmp_path):
+    """Through a decide node with Earned: 30 replies ``{"label": "no", "label": "yes"}``
+    (JSON keeps the last, the engine's label) store no evidence, and nothing opens."""
+    import _earned_fixtures as fx
+    from langgraph.graph import START, StateGraph
+
+    from agentbranch.langgraph import DecideNode
+    from agentbranch.policy.earned import Earned
+
+    store = tmp_path / "evidence.jsonl"
+    earned = Earned(precision=0.8, min_evidence=20, refresh_s=0, store=str(store))
+    teacher = RepeatedKeyChat()
+    policy = Policy(take_at=earned, fallbacks=[Generate(teacher), GotoNode("human")])
+    node = DecideNode(fx.engine(), {"urgent": fx.URGENT}, policy=policy, state_key="text")
+    g = StateGraph(dict)
+    g.add_node("decide", node)
+    g.add_edge(START, "decide")
+    app = g.compile()
+    for i in range(30):
+        out = app.invoke({"text": fx.state(i, "yes", 0.99, "yes")})
+        rec = out["decisions"]["urgent"]
+        assert rec["decided_by"] == "fallback_node" and rec["trust"] == "learning", rec
+    assert teacher.calls == 30
+    assert not store.exists() or store.read_text() == ""
+    assert earned.state("urgent", fx.URGENT, "scripted", "scripted-model").take_at is None
+
+
 # -- 4. one version-aware message wherever a store is read -------------------------------
 
 
@@ -434,6 +485,66 @@ def test_cassettes_stay_readable_to_be_committed(tmp_path, usual_umask):
     assert _mode(path) == SHARED_MODE & ~0o022 == 0o644
     append_regular(tmp_path / "private", b"x", lambda m: OSError())
     assert _mode(tmp_path / "private") == 0o600
+
+
+def _wide_warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "holds user text" in r.getMessage()]
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "audit"])
+def test_a_store_that_exists_world_readable_is_tightened_with_one_warning(
+    tmp_path, usual_umask, caplog, kind
+):
+    """Issue 64: a store made 0644 before agentbranch wrote to it (by hand, another
+    tool, an older release) was appended to without a word. Where this process owns it,
+    it is tightened to owner-only, with one WARNING per path."""
+    import os
+    import sqlite3
+
+    from agentbranch.policy.auditing.sinks import JsonlSink
+
+    path = tmp_path / {"jsonl": "evidence.jsonl", "sqlite": "evidence.db", "audit": "a.jsonl"}[kind]
+    if kind == "sqlite":
+        sqlite3.connect(path).close()  # the application's database, made 0644
+    else:
+        path.touch()
+    os.chmod(path, 0o644)
+    with caplog.at_level(logging.WARNING, logger="agentbranch"):
+        if kind == "audit":
+            for _ in range(3):
+                JsonlSink(path).write({"kind": "audit", "state": "a user's words"})
+        elif kind == "jsonl":
+            _fallback_run(str(path), n=3)
+            _fallback_run(str(path), n=2)  # another Earned on the same path: still once
+        else:
+            from langgraph.store.sqlite import SqliteStore
+
+            with SqliteStore.from_conn_string(str(path)) as store:
+                store.setup()
+                _fallback_run(store, n=3)
+    assert _mode(path) == 0o600
+    (warning,) = _wide_warnings(caplog)
+    assert str(path) in warning and "0o644" in warning and "tightened it to 0o600" in warning
+
+
+def test_a_world_readable_store_of_another_account_is_left_with_a_warning(
+    tmp_path, usual_umask, caplog, monkeypatch
+):
+    """A file this process does not own is not chmod-ed: the warning says so and how to
+    fix it."""
+    import os
+
+    from agentbranch.core import files
+
+    path = tmp_path / "evidence.jsonl"
+    path.touch()
+    os.chmod(path, 0o604)
+    monkeypatch.setattr(files.os, "geteuid", lambda: os.getuid() + 1)  # someone else's
+    with caplog.at_level(logging.WARNING, logger="agentbranch"):
+        _fallback_run(str(path), n=2)
+    assert _mode(path) == 0o604
+    (warning,) = _wide_warnings(caplog)
+    assert "left as it is" in warning and f"chmod 600 {path}" in warning
 
 
 # -- 8. the CLI's questions pass the library's validation ------------------------------------

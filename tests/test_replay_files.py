@@ -279,6 +279,72 @@ def test_loading_holds_no_copy_of_the_file(tmp_path):
     assert peak < 1.6 * size, f"peak {peak / 1e6:.1f} MB for a {size / 1e6:.1f} MB file"
 
 
+@pytest.mark.parametrize("teacher", ["runnable", "chat model"])
+def test_a_reply_too_large_to_record_is_refused_and_the_cassette_still_loads(
+    tmp_path, monkeypatch, teacher
+):
+    """Issue 64: one 70 MB teacher reply made a cassette with a line past the loader's
+    limit, and every entry in it was lost. Here at a smaller scale (the limits lowered):
+    the huge reply is refused when it is recorded, naming what and how to fix, and the
+    cassette loads with every other entry."""
+    from langchain_core.language_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+    from langchain_core.runnables import RunnableLambda
+
+    from agentbranch.policy import Generate, Policy, Resolver
+
+    monkeypatch.setattr(fmt, "MAX_LINE_BYTES", 128 * 1024)  # what the loader reads
+    monkeypatch.setattr(fmt, "MAX_RECORD_BYTES", 32 * 1024, raising=False)
+    replies = [AIMessage('{"label": "billing"}'), AIMessage("outage " * 30_000)]  # 210 kB
+    if teacher == "runnable":
+        model = RunnableLambda(lambda messages, it=iter(replies): next(it))
+    else:
+        model = GenericFakeChatModel(messages=iter(replies))
+    questions = {"team": ab.choice("Which team?", ["billing", "outage"])}
+    path = tmp_path / "huge.jsonl"
+    with Cassette(path, "all") as cassette:
+        reader = cassette.reader(
+            lambda: ab.ScriptedReader({"team": {"billing": 0.5, "outage": 0.5}})
+        )
+        policy = Policy(take_at=0.9, fallbacks=[Generate(model)])
+        resolver = Resolver(ab.DecisionEngine(reader), questions, policy)
+        assert resolver.resolve("I was charged twice")["team"]["label"] == "billing"
+        with pytest.raises(Exception) as refused:  # noqa: B017 - its type is checked below
+            resolver.resolve("The site is down")
+    data = fmt.load(path)  # loadable, with all it recorded before
+    assert isinstance(refused.value, CassetteFormatError), refused.value
+    message = str(refused.value)
+    assert "cannot record the" in message and "MAX_RECORD_BYTES" in message
+    assert "max_tokens" in message and "still loads" in message
+    assert len(data.reads) == 2
+    assert len(data.chats) + len(data.teachers) == 1
+    assert max(len(line) for line in path.read_bytes().splitlines()) < 32 * 1024
+    with Cassette(path, "none") as cassette:
+        reader = cassette.reader()
+        resolver = Resolver(ab.DecisionEngine(reader), questions, policy)
+        assert resolver.resolve("I was charged twice")["team"]["label"] == "billing"
+
+
+def test_the_record_limit_leaves_every_recorded_line_loadable():
+    """The default limits: what a recording writes, the loader reads (with room to
+    spare); at the limit itself a line is written and loads, one byte more is refused."""
+    assert 0 < fmt.MAX_RECORD_BYTES <= fmt.MAX_LINE_BYTES // 2
+    limit = 4096
+    line = {"kind": "sample", "key": "", "audited": True}
+    line["key"] = "k" * (limit - len(fmt.dumps(line).encode()))
+    data = fmt.encode([line], Path("c.jsonl"))
+    assert len(data) == limit  # within a loader reading lines of `limit` bytes
+    parser = fmt.Parser(Path("c.jsonl"))
+    parser.feed_lines([fmt.dumps(fmt.header_line()).encode(), data])
+    assert parser.data.samples == {line["key"]: {"audited": True}}
+    big = dict(line, key=line["key"] + "k")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fmt, "MAX_RECORD_BYTES", limit)
+        assert fmt.encode([line], Path("c.jsonl")) == data
+        with pytest.raises(CassetteFormatError, match="cannot record a sample line"):
+            fmt.encode([big], Path("c.jsonl"))
+
+
 def v2_lines(tmp_path: Path) -> list[str]:
     path = tmp_path / "good.jsonl"
     record(path, "a")

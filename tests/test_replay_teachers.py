@@ -12,6 +12,7 @@ naming the call. Sync and async."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -322,10 +323,10 @@ def test_new_mode_records_only_the_teacher_calls_it_lacks(tmp_path):
     path = tmp_path / "new.jsonl"
     with Cassette(path, "new") as cassette:
         _resolve_tickets(cassette, RunnableLambda(teacher), ["a refund", "a refund"])
-    assert len(calls) == 1  # a repeat of a call this run made replays it
+    assert len(calls) == 2  # a repeat is asked live, as the live run asks it (issue 64)
     with Cassette(path, "new") as cassette:
         _resolve_tickets(cassette, RunnableLambda(teacher), ["a refund", "an invoice"])
-    assert len(calls) == 2 and kinds(path)["teacher"] == 2
+    assert len(calls) == 3 and kinds(path)["teacher"] == 3
 
 
 def test_teacher_and_sample_lines_load_and_survive_a_rewrite(tmp_path):
@@ -489,3 +490,100 @@ def test_a_fallback_that_runs_out_of_time_is_not_recorded(tmp_path):
     release.set()
     assert record["team"]["decided_by"] == "fallback_node"
     assert "teacher" not in kinds(path)
+
+
+class _Changing:
+    """A teacher whose answer changes from call to call (outage, billing, outage), as
+    a model sampling at a temperature does; raises once ``replaying``."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.replaying = False
+
+    def reply(self) -> Any:
+        from langchain_core.messages import AIMessage
+
+        if self.replaying:
+            raise AssertionError("the teacher was called during a replay")
+        self.calls += 1
+        label = ["outage", "billing"][(self.calls - 1) % 2]
+        return AIMessage(json.dumps({"label": label}))
+
+
+def _changing_model(kind: str, teacher: _Changing) -> Any:
+    """The teacher as a Runnable (teacher lines) or as a chat model (chat lines)."""
+    from langchain_core.language_models.chat_models import BaseChatModel
+    from langchain_core.outputs import ChatGeneration, ChatResult
+    from langchain_core.runnables import RunnableLambda
+
+    if kind == "runnable":
+        return RunnableLambda(lambda messages: teacher.reply())
+
+    class Changing(BaseChatModel):
+        @property
+        def _llm_type(self) -> str:
+            return "changing"
+
+        def _generate(
+            self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any
+        ) -> ChatResult:
+            return ChatResult(generations=[ChatGeneration(message=teacher.reply())])
+
+    return Changing()
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("kind", ["runnable", "chat model"])
+def test_recording_calls_the_teacher_as_often_as_the_live_run(tmp_path, kind, use_async):
+    """Issue 64: in mode ``all`` the same input asked three times reached the teacher
+    once (``outage`` x3 where the live run gave outage, billing, outage). A recording
+    behaves as the live run it records, and a replay gives the same sequence in order;
+    mode ``new`` records the repeats it lacks."""
+    import asyncio
+
+    import agentbranch as ab
+    from agentbranch.policy import Generate, Policy, Resolver
+    from agentbranch.replay import Cassette
+
+    questions = {"team": ab.choice("Which team?", ["billing", "outage"])}
+    tickets = ["The site is down"] * 3
+
+    def labels(cassette: Cassette, model: Any, n: int = 3) -> list[str]:
+        reader = cassette.reader(
+            lambda: ab.ScriptedReader({"team": {"billing": 0.5, "outage": 0.5}}), id="desk"
+        )
+        policy = Policy(take_at=0.9, fallbacks=[Generate(model)])
+        resolver = Resolver(ab.DecisionEngine(reader), questions, policy)
+        if use_async:
+            return [asyncio.run(resolver.aresolve(t))["team"]["label"] for t in tickets[:n]]
+        return [resolver.resolve(t)["team"]["label"] for t in tickets[:n]]
+
+    live = _Changing()
+    assert labels(
+        Cassette(tmp_path / "live.jsonl", "passthrough"), _changing_model(kind, live)
+    ) == [
+        "outage",
+        "billing",
+        "outage",
+    ]
+    path = tmp_path / "recorded.jsonl"
+    teacher = _Changing()
+    with Cassette(path, "all") as cassette:
+        recorded = labels(cassette, _changing_model(kind, teacher))
+    assert recorded == ["outage", "billing", "outage"] and teacher.calls == 3
+    assert kinds(path)["chat" if kind == "chat model" else "teacher"] == 3
+    teacher.replaying = True
+    with Cassette(path, "none") as cassette:
+        assert labels(cassette, _changing_model(kind, teacher)) == recorded
+        assert cassette.stale() == []
+    with Cassette(path, "none") as cassette:  # asked more often than recorded: the last
+        assert labels(cassette, _changing_model(kind, teacher)) == recorded
+        assert labels(cassette, _changing_model(kind, teacher), n=1) == ["outage"]
+
+    partial = tmp_path / "partial.jsonl"
+    teacher = _Changing()
+    with Cassette(partial, "new") as cassette:
+        assert labels(cassette, _changing_model(kind, teacher), n=2) == ["outage", "billing"]
+    with Cassette(partial, "new") as cassette:  # the first two replayed, the third live
+        assert labels(cassette, _changing_model(kind, teacher)) == ["outage", "billing", "outage"]
+    assert teacher.calls == 3

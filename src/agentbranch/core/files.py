@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import stat
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -31,6 +33,7 @@ __all__ = [
     "check_regular",
     "check_writable",
     "json_lines",
+    "keep_private",
     "kind",
     "loads",
     "open_regular",
@@ -92,6 +95,45 @@ def check_mode(mode: Any, who: str) -> int:
     return mode
 
 
+#: Files already warned about by ``keep_private`` (once per path in a process).
+_warned_wide: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def keep_private(path: Path | str, st: os.stat_result, mode: int, what: str) -> None:
+    """A file agentbranch writes user text to (``what``, e.g. ``"evidence store"``) that
+    exists with more permissions than ``mode`` (a ``0o644`` store made by hand, or by an
+    older release): tightened to ``mode`` where this process owns it, else left as it is;
+    either way a WARNING on the ``agentbranch`` logger, once per path in a process."""
+    have = stat.S_IMODE(st.st_mode)
+    if os.name != "posix" or not have & ~mode:
+        return
+    wanted = have & mode
+    owner = st.st_uid == os.geteuid()
+    if owner:
+        try:
+            os.chmod(path, wanted)
+            done = f"agentbranch tightened it to {oct(wanted)}"
+        except OSError as e:
+            owner, done = False, f"it could not be tightened ({e.strerror or e})"
+    else:
+        done = "it is not this account's file, so it was left as it is"
+    with _warned_lock:
+        if str(path) in _warned_wide:
+            return
+        _warned_wide.add(str(path))
+    logging.getLogger("agentbranch").warning(
+        "agentbranch: %s %s existed with permissions %s, wider than %s, and it holds user "
+        "text; %s%s",
+        what,
+        path,
+        oct(have),
+        oct(mode),
+        done,
+        "" if owner else f" (run: chmod {oct(mode)[2:]} {path})",
+    )
+
+
 def append_regular(
     path: Path,
     data: bytes,
@@ -99,6 +141,7 @@ def append_regular(
     *,
     fsync: bool = False,
     mode: int = PRIVATE_MODE,
+    private: str | None = None,
 ) -> os.stat_result:
     """Append ``data`` to ``path`` (created if missing, with permissions ``mode``, which
     the umask may only narrow) and return its ``stat`` after.
@@ -106,11 +149,16 @@ def append_regular(
     One ``write`` on an ``O_APPEND`` descriptor, so another process appending to the same
     file never splits a record (a buffered text file writes long lines in pieces);
     ``refuse(st_mode)`` is raised when ``path`` is not a regular file, and a FIFO fails
-    at once instead of blocking. ``fsync`` waits until the bytes are on disk."""
+    at once instead of blocking. ``fsync`` waits until the bytes are on disk. With
+    ``private`` (what the file is, for the message), an existing file with more
+    permissions than ``mode`` goes through ``keep_private`` first."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NONBLOCK, mode)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise refuse(os.fstat(fd).st_mode)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise refuse(st.st_mode)
+        if private is not None:
+            keep_private(path, st, mode, private)
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]

@@ -97,8 +97,10 @@ def parse_label(reply: Any, options: Sequence[str], *, source: str = "fallback m
     exactly one option matches it.
 
     Refused: a reply longer than ``MAX_REPLY_CHARS`` (read in time linear in its
-    length), and JSON that names two different labels (``{"label": "no", "answer":
-    "yes"}``: logged at WARNING, it is no label and no evidence)."""
+    length), JSON that names two different labels (``{"label": "no", "answer":
+    "yes"}``) and JSON that repeats a key in one object (``{"label": "yes", "label":
+    "no"}``: JSON would keep the last silently); each is logged at WARNING and is no
+    label and no evidence."""
     text = getattr(reply, "content", reply)
     if isinstance(text, list):  # content blocks
         text = "".join(b if isinstance(b, str) else str(b.get("text", "")) for b in text if b)
@@ -118,7 +120,14 @@ def parse_label(reply: Any, options: Sequence[str], *, source: str = "fallback m
     start, end = raw.find("{"), raw.rfind("}")
     if 0 <= start < end:
         try:
-            obj = json.loads(raw[start : end + 1])
+            obj = json.loads(raw[start : end + 1], object_pairs_hook=_unique_keys)
+        except _RepeatedKey as e:
+            message = (
+                f"{source} answered {raw[:200]!r}, which names the key {e.args[0]!r} twice "
+                "in one object (JSON would keep only the last); the answer was rejected"
+            )
+            log.warning("agentbranch: %s", message)
+            raise FallbackError(message) from None
         except (json.JSONDecodeError, RecursionError):
             obj = None
         if isinstance(obj, dict):
@@ -129,6 +138,20 @@ def parse_label(reply: Any, options: Sequence[str], *, source: str = "fallback m
         f"{source} answered {raw[:200]!r}, which names none of the allowed options "
         f"{list(options)}; the answer was rejected"
     )
+
+
+class _RepeatedKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, or ``_RepeatedKey``: a reply naming a key twice names no label."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _RepeatedKey(key)
+        out[key] = value
+    return out
 
 
 def _named(obj: dict[str, Any], options: Sequence[str], raw: str, source: str) -> Any:

@@ -33,6 +33,7 @@ class CassetteFile:
     _chats: dict[Any, Any]
     _loaded: set[Any]
     _teachers: dict[str, Any]
+    _highest: dict[str, int]
     _thresholds: dict[str, Any]
     _versions: dict[str, Any]
     _samples: dict[str, Any]
@@ -133,10 +134,17 @@ class CassetteFile:
             raise fmt.CassetteFormatError(f"{self.path} is empty; {fmt.RERECORD}")
         self._absorb(fresh, initial)
 
+    def _held(self, key: str) -> None:
+        """Note the repeat ``key`` (``Cassette.next_repeat``) as held by the file."""
+        base, _, n = key.partition("#")
+        i = int(n) if n.isdigit() else 0
+        if i > self._highest.get(base, -1):
+            self._highest[base] = i
+
     def _append(self, lines: list[dict[str, Any]]) -> None:
         """Append ``lines`` (one write) and take them in as if read back."""
         assert self._parser is not None
-        data = "".join(fmt.dumps(line) for line in lines).encode("utf-8")
+        data = fmt.encode(lines, self.path)  # an entry too large to load is refused here
         st = files.append(self.path, data)
         self._seen = (st.st_dev, st.st_ino)
         self._parser.feed_lines(data.splitlines(keepends=True))
@@ -150,6 +158,7 @@ class CassetteFile:
             self._reads.clear()
             self._chats.clear()
             self._teachers.clear()
+            self._highest.clear()
         reads, chats = self._parser.take()
         for r in reads:
             self._reads[(r.reader, r.key)] = r
@@ -157,10 +166,12 @@ class CassetteFile:
                 self._loaded.add(("read", r.reader, r.key))
         for c in chats:
             self._chats[c.key] = c
+            self._held(c.key)
             if initial:
                 self._loaded.add(("chat", c.model, c.key))
         for t in self._parser.take_teachers():
             self._teachers[t.key] = t
+            self._held(t.key)
             if initial:
                 self._loaded.add(("teacher", t.role, t.key))
         self.readers = dict(self._parser.data.readers)

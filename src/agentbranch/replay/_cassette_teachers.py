@@ -39,6 +39,7 @@ class CassetteTeacherEntries:
     _teacher_calls: CassetteTeachers | None
     _commit: Callable[..., None]
     _per_decision: Callable[..., dict[str, Any]]
+    held_repeat: Callable[[str, Any], str | None]
     _miss_error: type[Exception]  # the cassette's ReplayMissError
 
     def _init_teachers(self) -> None:
@@ -69,11 +70,13 @@ class CassetteTeacherEntries:
             return chat_key(prompt, llm_string) in self._chats
 
     def lookup_teacher(self, key: str) -> TeacherEntry | None:
-        """The recorded teacher call ``key`` (played), or ``None``."""
+        """The recorded teacher call ``key`` (a repeat: ``held_repeat``; played), or
+        ``None``."""
         with self._lock:
-            entry = self._teachers.get(key)
+            held = self.held_repeat(key, self._teachers)
+            entry = None if held is None else self._teachers[held]
             if entry is not None:
-                self._played.add(("teacher", entry.role, key))
+                self._played.add(("teacher", entry.role, entry.key))
             return entry
 
     def holds_teacher(self, key: str) -> bool:

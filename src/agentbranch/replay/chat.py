@@ -10,7 +10,8 @@ LangChain looks the cache up with the serialized prompt and the model's ``llm_st
 cassette's record mode decides: ``none`` answers from the cassette or raises
 ``ReplayMissError`` (the model is never called), ``new`` answers what it holds and lets
 the model answer (and records) the rest, ``all`` always lets the model answer and
-records, ``passthrough`` neither replays nor records.
+records, ``passthrough`` neither replays nor records. An exchange asked again in one
+test is a repeat of its own (``Cassette.next_repeat``), recorded and replayed in order.
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ class CassetteCache(BaseCache):
 
     def lookup(self, prompt: str, llm_string: str) -> RETURN_VAL_TYPE | None:
         mode = self.cassette.mode
-        if mode in ("all", "passthrough"):
+        if mode == "passthrough":
             return None
-        hit = self.cassette.lookup_chat(prompt, llm_string)
+        hit = self.cassette.lookup_chat(prompt, llm_string)  # mode all: None, a repeat counted
         if hit is None and mode == "none":
             raise self.cassette.chat_miss(prompt, llm_string)
         return hit

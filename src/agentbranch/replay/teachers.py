@@ -9,9 +9,10 @@ serialized messages and ``llm_string``, as before); any other teacher — a
 function — is a ``teacher`` line keyed by the call's role, the teacher's identity and the
 exact input, holding the reply. The record mode decides as for reads: ``none`` answers
 from the cassette or raises ``ReplayMissError`` naming the call (never a live call),
-``new`` records what it lacks, ``all`` calls live and records (a repeat of a call this
-run already made replays it, so the recording is what a replay sees), ``passthrough``
-calls live.
+``new`` records what it lacks, ``all`` calls live and records, ``passthrough`` calls
+live. A call asked again in one test is a repeat of its own (``Cassette.next_repeat``):
+recorded each time it is asked live, as the live run asks it, and replayed in order, so
+a teacher whose answer changes from call to call replays the sequence it gave.
 """
 
 from __future__ import annotations
@@ -122,9 +123,11 @@ class CassetteTeachers:
         return teacher.model_copy(update={"cache": cache})
 
     def _replayed(self, call: TeacherCall) -> tuple[TeacherEntry | None, str]:
-        key = call_key(call)
+        """The recorded answer of this repeat of ``call`` (``None``: ask it live) and
+        the key it is recorded under."""
+        key = self.cassette.next_repeat(call_key(call))
         mode = self.cassette.mode
-        if mode == "passthrough":
+        if mode in ("passthrough", "all"):  # live, each time: as the run it records
             return None, key
         entry = self.cassette.lookup_teacher(key)
         if entry is None and mode == "none":

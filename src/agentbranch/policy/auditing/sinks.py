@@ -29,7 +29,9 @@ class JsonlSink:
 
     A new file is created with permissions ``mode``: owner-only (``0o600``) by default,
     since records may hold user text (the question, ``Audit(include_state=True)``'s
-    states, the teacher's reply); ``JsonlSink(path, mode=0o640)`` lets a group read it."""
+    states, the teacher's reply); ``JsonlSink(path, mode=0o640)`` lets a group read it.
+    An existing file with wider permissions is tightened to ``mode`` where this process
+    owns it, with a WARNING either way (``core.files.keep_private``)."""
 
     def __init__(self, path: str | Path, *, mode: int = PRIVATE_MODE) -> None:
         self.path = Path(path)
@@ -51,6 +53,7 @@ class JsonlSink:
                     ".jsonl file path"
                 ),
                 mode=self.mode,
+                private="audit file",
             )
 
     def __repr__(self) -> str:

@@ -54,7 +54,9 @@ class JsonlEvidenceStore:
 
     A new file (and its ``.torn`` file) is created with permissions ``mode``: owner-only
     (``0o600``) by default, since with ``Earned(learn=True)`` it holds each labelled
-    state's text; ``JsonlEvidenceStore(path, mode=0o640)`` lets a group read it."""
+    state's text; ``JsonlEvidenceStore(path, mode=0o640)`` lets a group read it. An
+    existing file with wider permissions is tightened to ``mode`` at the first append
+    where this process owns it, with a WARNING either way (``core.files.keep_private``)."""
 
     def __init__(self, path: str | os.PathLike[str], *, mode: int = PRIVATE_MODE) -> None:
         from filelock import FileLock
@@ -110,7 +112,14 @@ class JsonlEvidenceStore:
             with self._mutex:
                 self._check_identity()
                 self._repair_tail()
-            after = append_regular(self.path, raw, self._not_regular, fsync=True, mode=self.mode)
+            after = append_regular(
+                self.path,
+                raw,
+                self._not_regular,
+                fsync=True,
+                mode=self.mode,
+                private="evidence store",
+            )
             with self._mutex:
                 identity = (after.st_dev, after.st_ino)
                 if self._identity in (None, identity) and after.st_size - len(raw) == self._offset:

@@ -6,11 +6,14 @@ on the same thresholds; each reads incrementally what the others committed.
 from __future__ import annotations
 
 import logging
+import os
+import sqlite3
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 from agentbranch.core.errors import InvalidFileError
+from agentbranch.core.files import PRIVATE_MODE, keep_private
 from agentbranch.policy.earned._evidence import Evidence
 from agentbranch.policy.earned._stores import parse_record, present
 
@@ -42,6 +45,7 @@ class LangGraphEvidenceStore:
         self._mark: Any = None  # newest ``updated_at`` read
         self._recent: set[str] = set()  # ids read with ``updated_at`` near the mark
         self._counts: dict[tuple[str, ...], int] = {}  # InMemoryStore: items read per namespace
+        self._kept_private = False  # a SQLite file's permissions checked (first append)
 
     def __repr__(self) -> str:
         return f"LangGraphEvidenceStore({type(self.store).__name__}, {self.namespace})"
@@ -51,7 +55,35 @@ class LangGraphEvidenceStore:
 
         ops = [PutOp((*self.namespace, r.key), r.id, r.to_json(), index=False) for r in records]
         if ops:
+            if not self._kept_private:
+                self._kept_private = True
+                self._keep_private()
             self.store.batch(ops)
+
+    def _keep_private(self) -> None:
+        """A ``SqliteStore``'s database file (and its journal files) holds evidence as a
+        JSON Lines store does: wider than owner-only, it is tightened where this process
+        owns it, with a WARNING either way (``core.files.keep_private``). The database
+        was created by the application, so its permissions are not ours to choose before
+        that; other stores (a server's database, memory) have no file here."""
+        try:
+            from langgraph.store.sqlite import SqliteStore
+        except ImportError:  # the SQLite store is not installed: this is no SQLite store
+            return
+        if not isinstance(self.store, SqliteStore):
+            return
+        try:
+            with self.store.lock:  # the store's own: its connection is shared by threads
+                rows = self.store.conn.execute("PRAGMA database_list").fetchall()
+        except sqlite3.Error:
+            return
+        main = next((row[2] for row in rows if row[1] == "main"), "")
+        for path in [main, main + "-wal", main + "-shm", main + "-journal"] if main else []:
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            keep_private(path, st, PRIVATE_MODE, "SQLite evidence store")
 
     def read_new(self) -> list[Evidence]:
         """Records written since the last call (by any process sharing the store).
