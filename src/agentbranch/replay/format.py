@@ -4,6 +4,9 @@ Line 1 is the header; every further line declares a reader or a chat model, or r
 one read, chat-model exchange or teacher call (``agentbranch.replay.schema`` is the
 schema). The ``*_line`` functions write each kind, ``Parser`` validates them one at a
 time (the layout, with an example of each line: its docstring), ``load`` reads a file.
+
+Over 500 lines: one format, its writers and its validating parser, which must agree
+line for line (a record kind split from its check drifts).
 """
 
 from __future__ import annotations
