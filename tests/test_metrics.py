@@ -344,3 +344,88 @@ def test_audits_that_never_come_and_fallbacks_that_time_out_are_counted(reader):
     assert total(pts, "agentbranch.teacher.failures", **audit_failures) == 4
     timeouts = {"teacher.role": "fallback", "error.type": "timeout"}
     assert total(pts, "agentbranch.teacher.failures", **timeouts) == 1
+
+
+class _Hangs(Oracle):
+    """An audit teacher that hangs on every ``every``-th call (for ``hang`` seconds) and
+    answers the truth otherwise; ``made`` counts the calls that reached it."""
+
+    every: int = 3
+    hang: float = 1.5
+    made: int = 0
+
+    def _generate(self, messages, stop=None, run_manager=None, **kw):
+        import time
+
+        with _hangs_lock:
+            self.made += 1
+            n = self.made
+        if n % self.every == 0:
+            time.sleep(self.hang)
+        return super()._generate(messages, stop, run_manager, **kw)
+
+
+_hangs_lock = __import__("threading").Lock()
+
+
+def test_an_incident_reads_the_same_in_the_metrics_and_the_report(reader, tmp_path):
+    """8 threads, an audit teacher that hangs, a fallback teacher that sometimes names no
+    option: every counter with a report twin equals it, and calls refused behind a
+    stuck teacher are refusals, not fast teacher calls."""
+    from typer.testing import CliRunner
+
+    from agentbranch.cli import app as cli
+
+    class Flaky(Oracle):  # names no option on every 7th call: a failed fallback
+        def _generate(self, messages, stop=None, run_manager=None, **kw):
+            out = super()._generate(messages, stop, run_manager, **kw)
+            if self.calls % 7 == 0:
+                out.generations[0].message.content = '{"label": "maybe"}'
+            return out
+
+    store = tmp_path / "evidence.jsonl"
+    auditor, fallback = _Hangs(), Flaky()
+    earned = Earned(precision=0.8, min_evidence=20, store=str(store), start_at=0.5)
+    audit = Audit(model=auditor, rate=1.0, timeout=0.2, seed=0)
+    graph = _graph(
+        Policy(
+            take_at=earned,
+            fallbacks=[Generate(fallback), Generate(Oracle())],
+            audit=audit,
+        )
+    )
+    states = [
+        {"text": state(i, "yes", 0.95 if i % 2 else 0.3, "yes" if i % 5 else "no")}
+        for i in range(96)
+    ]
+    for i in range(0, len(states), 8):
+        graph.batch(states[i : i + 8], config={"max_concurrency": 8})
+    audit.flush(60)
+    pts = points(reader)
+    result = CliRunner().invoke(cli, ["audit", "report", "--json", str(store)])
+    assert result.exit_code == 0, result.output
+    (q,) = json.loads(result.output)["questions"].values()
+
+    # a label, once: what the store holds and the report counts
+    assert total(pts, "agentbranch.labels.stored") == q["labels"]
+    assert q["labels"] == len(store.read_text().splitlines())
+    # audits the teacher answered are the report's audit labels
+    assert total(pts, "agentbranch.audits.done") == q["by_source"].get("audit", 0)
+    due = total(pts, "agentbranch.audits.due")
+    done, missing = total(pts, "agentbranch.audits.done"), total(pts, "agentbranch.audits.missing")
+    assert due == done + missing and missing > 0
+    # the fallback answers are the calls made, less those that named no option
+    made = total(pts, "agentbranch.teacher.calls", **{"teacher.role": "fallback"})
+    failed = total(pts, "agentbranch.teacher.failures", **{"teacher.role": "fallback"})
+    assert failed > 0 and made - failed == q["by_source"]["fallback"]
+    # the audit teacher: calls are the calls it received; the rest were refused
+    calls = total(pts, "agentbranch.teacher.calls", **{"teacher.role": "audit"})
+    assert calls == auditor.made
+    refused = total(pts, "agentbranch.teacher.refused", **{"teacher.role": "audit"})
+    probes = total(pts, "agentbranch.audits.probes")  # sent while the band is suspended
+    assert refused > 0 and calls + refused == due + probes
+    durations = {
+        p.attributes["agentbranch.teacher.role"]: p for p in pts["agentbranch.teacher.duration"]
+    }
+    assert durations["audit"].count == calls  # no 0 s duration for a refused call
+    assert durations["fallback"].count == made

@@ -66,6 +66,9 @@ _COUNTERS = {
         ),
         "teacher.calls": "Calls of a teacher model",
         "teacher.failures": "Teacher calls that failed, timed out or named no option",
+        "teacher.refused": (
+            "Teacher calls not made: earlier calls are still running past their timeout"
+        ),
     },
     "{label}": {
         "labels.stored": "Teacher labels stored",
@@ -75,6 +78,9 @@ _COUNTERS = {
         "audits.due": "Audits sampled (due)",
         "audits.done": "Due audits the teacher answered",
         "audits.missing": "Due audits that never came",
+        "audits.probes": (
+            "Probes sent while a band is suspended (the fallback labels those decisions)"
+        ),
     },
 }
 
@@ -86,11 +92,13 @@ class _Instruments:
     calls_saved: Any
     calls: Any
     failures: Any
+    refused: Any
     stored: Any
     lost: Any
     due: Any
     done: Any
     missing: Any
+    probes: Any
 
     def __init__(self, provider: Any) -> None:
         meter = provider.get_meter("agentbranch", _version())
@@ -220,6 +228,13 @@ def teacher_call(question_id: str, role: str, duration_s: float, error: str | No
         m.failures.add(1, {**attrs, ERROR: error})
 
 
+def teacher_refused(question_id: str, role: str) -> None:
+    """A teacher call not made because earlier ones are stuck (no call, no duration)."""
+    m = _instruments()
+    if m is not None:
+        m.refused.add(1, {QUESTION: question_id, ROLE: role})
+
+
 def label_stored(question_id: str) -> None:
     m = _instruments()
     if m is not None:
@@ -233,7 +248,8 @@ def label_lost(question_id: str) -> None:
 
 
 def audit(question_id: str, outcome: str, error: str | None = None) -> None:
-    """A due audit: ``outcome`` is ``"due"``, ``"done"`` or ``"missing"``."""
+    """A due audit: ``outcome`` is ``"due"``, ``"done"`` or ``"missing"``; ``"probe"``:
+    a probe of a suspended band sent (no audit: it leaves no label)."""
     m = _instruments()
     if m is None:
         return
@@ -242,6 +258,8 @@ def audit(question_id: str, outcome: str, error: str | None = None) -> None:
         m.due.add(1, attrs)
     elif outcome == "done":
         m.done.add(1, attrs)
+    elif outcome == "probe":
+        m.probes.add(1, attrs)
     else:
         m.missing.add(1, {**attrs, ERROR: error or "unknown"})
 

@@ -55,7 +55,10 @@ def fallback_steps(
             reply = yield Call(generate, agenerate, engine, fb, qid, messages, rec["options"])
             took = time.perf_counter() - started
             if isinstance(reply, Expired):  # a failed fallback: the next one runs
-                metrics.teacher_call(qid, "fallback", took, "timeout")
+                if reply.made:
+                    metrics.teacher_call(qid, "fallback", took, "timeout")
+                else:  # refused behind stuck calls: no call, no duration
+                    metrics.teacher_refused(qid, "fallback")
                 log.warning("agentbranch: question %r: %s", qid, reply.message)
                 errors.append(reply.message)
                 continue

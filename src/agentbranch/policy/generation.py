@@ -192,10 +192,12 @@ def _loose(text: str) -> str:
 
 
 class Expired:
-    """What ``invoke_within`` returns when the model did not answer within its time."""
+    """What ``invoke_within`` returns when the model did not answer within its time
+    (``made``), or was not called at all because earlier calls are still stuck."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, made: bool = True) -> None:
         self.message = message
+        self.made = made
 
 
 #: Calls given up on that are still running (sync path): past ``MAX_STUCK`` of them new
@@ -250,7 +252,8 @@ def _invoke_within(model: Any, messages: list[Any], timeout_s: float | None) -> 
         if len(_stuck) >= MAX_STUCK:
             return Expired(
                 f"{len(_stuck)} calls of fallback models are still running past their "
-                "Generate(timeout_s=...); this one was not made"
+                "Generate(timeout_s=...); this one was not made",
+                made=False,
             )
     box: dict[str, Any] = {}
 

@@ -54,9 +54,11 @@ class LabelLoss:
             )
         return LabelLostError(f"evidence store {self.where}: label not stored ({why})")
 
-    def stored(self, question_id: str) -> None:
-        """Count one stored label (ending a burst of losses, if one was going on)."""
-        metrics.label_stored(question_id)
+    def stored(self, question_id: str, label: bool = True) -> None:
+        """Count one stored label (ending a burst of losses, if one was going on);
+        ``label=False``: a stored record that is no new label ends the burst only."""
+        if label:
+            metrics.label_stored(question_id)
         if not self.burst:  # the usual case: no lock taken
             return
         with self._lock:
@@ -71,9 +73,11 @@ class LabelLoss:
             )
 
 
-def append_counted(store: Any, rec: Any) -> None:
+def append_counted(store: Any, rec: Any, label: bool = True) -> None:
     """``store.append([rec])``, counted: stored, or lost (``LabelLostError``) when the
-    store cannot be written. A store that is not an evidence store raises as it is."""
+    store cannot be written. A store that is not an evidence store raises as it is.
+    ``label=False``: a record that is not a new teacher label (a trial version's shadow
+    read of one): its loss is still counted, its storing is not a label stored."""
     loss = loss_for(store)
     try:
         store.append([rec])
@@ -81,7 +85,7 @@ def append_counted(store: Any, rec: Any) -> None:
         raise  # not an evidence store: the caller is told
     except Exception as e:  # noqa: BLE001 - a full disk, a read-only store: counted
         raise loss.failed(rec.question_id, e) from None
-    loss.stored(rec.question_id)
+    loss.stored(rec.question_id, label)
 
 
 _losses: dict[str, LabelLoss] = {}

@@ -24,7 +24,7 @@ from agentbranch.core import _metrics as metrics
 from agentbranch.core.teacher_calls import TeacherCall, teacher_calls_of
 from agentbranch.policy.auditing.config import Audit
 from agentbranch.policy.auditing.sinks import AuditRecord
-from agentbranch.policy.auditing.worker import AuditTimeout
+from agentbranch.policy.auditing.worker import AuditTimeout, TeacherStuck
 
 log = logging.getLogger("agentbranch")
 
@@ -97,7 +97,7 @@ def _one(
             return
         base = _base("audit", engine, question, policy, audit, rec, text, rate=audit.rate)
         learn = _learner(policy, question_id, question, rec, audit.rate, text) if audited else None
-        health = _Outcome(policy, question_id, rec)
+        health = _Outcome(policy, question_id, rec, probe=not audited)
         ask = _ask if audited else _probe_ask
         if not audit.submit(lambda: ask(audit, engine, call, base, learn, health)):
             health.missing("dropped: the audit queue was full")
@@ -148,21 +148,27 @@ def _probe(policy: Any, question_id: str, question: Any, rec: dict) -> bool:
 
 
 class _Outcome:
-    """Reports one due audit to its ``Earned`` policy's audit health (no-op without)."""
+    """Reports one due audit to its ``Earned`` policy's audit health (no-op without).
+    A ``probe`` (a suspended band's would-be take, labelled by the fallback) feeds the
+    health alone: it is no audit and leaves no label, so the audit counters skip it
+    (``agentbranch.audits.probes`` counts it)."""
 
-    def __init__(self, policy: Any, question_id: str, rec: dict) -> None:
+    def __init__(self, policy: Any, question_id: str, rec: dict, probe: bool = False) -> None:
         earned = policy.earned
         self.health = None if earned is None else earned.audit_health
         self.who = (question_id, rec.get("reader"), rec.get("model"))
-        metrics.audit(question_id, "due")
+        self.probe = probe
+        metrics.audit(question_id, "probe" if probe else "due")
 
     def arrived(self) -> None:
-        metrics.audit(self.who[0], "done")
+        if not self.probe:
+            metrics.audit(self.who[0], "done")
         if self.health is not None:
             self.health.arrived(*self.who)
 
     def missing(self, why: str, error: str = "dropped") -> None:
-        metrics.audit(self.who[0], "missing", error)
+        if not self.probe:
+            metrics.audit(self.who[0], "missing", error)
         if self.health is not None:
             self.health.missing(*self.who, why=why)
 
@@ -278,11 +284,15 @@ def _answer(
     config = {"run_name": "agentbranch.audit", "tags": ["agentbranch:audit"]}
     started = time.perf_counter()
     error: str | None = None
+    made = True
     try:
         try:
             reply = audit.call_teacher(
                 lambda: ask(engine, call, lambda m: m.invoke(call.input, config=config))
             )
+        except TeacherStuck:
+            error, made = "teacher_stuck", False
+            raise
         except AuditTimeout:
             error = "timeout"
             raise
@@ -299,7 +309,10 @@ def _answer(
             health.missing(f"{type(e).__name__}: {e}"[:200], error or type(e).__name__)
         raise
     finally:
-        metrics.teacher_call(call.question_id, "audit", time.perf_counter() - started, error)
+        if made:
+            metrics.teacher_call(call.question_id, "audit", time.perf_counter() - started, error)
+        else:  # refused behind a stuck call: no call, no duration
+            metrics.teacher_refused(call.question_id, "audit")
     return reply, label
 
 

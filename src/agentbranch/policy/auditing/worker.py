@@ -45,6 +45,12 @@ class AuditTimeout(TimeoutError):
     """The audit teacher did not answer within ``Audit(timeout=...)``."""
 
 
+class TeacherStuck(AuditTimeout):
+    """The call was not made: an earlier call of this worker is still running past
+    ``Audit(timeout=...)`` (a refusal, not a teacher call: it is not timed or counted as
+    one)."""
+
+
 class Deadline:
     """Runs teacher calls on a helper daemon thread so that the worker stops waiting
     after ``timeout`` seconds (``None``: it waits, on its own thread). A call given up
@@ -62,7 +68,7 @@ class Deadline:
         stuck = getattr(self._mine, "stuck", None)
         if stuck is not None:
             if stuck.is_alive():
-                raise AuditTimeout(
+                raise TeacherStuck(
                     f"the teacher has not answered a call made "
                     f"{time.monotonic() - self._mine.since:.0f} s ago (Audit(timeout="
                     f"{self.timeout:g})); audits fail until it does"
@@ -208,6 +214,7 @@ class AuditWorker:
 __all__ = [
     "AuditStats",
     "AuditTimeout",
+    "TeacherStuck",
     "AuditWorker",
     "Deadline",
     "Job",

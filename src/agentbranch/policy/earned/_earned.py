@@ -340,6 +340,7 @@ class Earned:
         probability: float | None = None,
         audit_rate: float | None = None,
         floor: float | None = None,
+        shadow: bool = False,
     ) -> Evidence | None:
         """Record the teacher's label ``teacher_label`` of one decision of ``key`` (no-op
         when frozen). Bad evidence (a label outside the options, a non-finite confidence)
@@ -347,7 +348,10 @@ class Earned:
         (``agentbranch.policy.earned._identity``; labels of one decision count once).
         With ``learn=True``: ``state`` is the labelled state's text, ``version`` the
         version of the read that decided and ``probability`` the probability it gave its
-        label, ``audit_rate`` the policy's (0: none), ``floor``: ``Evidence.floor``."""
+        label, ``audit_rate`` the policy's (0: none), ``floor``: ``Evidence.floor``.
+        ``shadow``: a trial version's read of a decision another version's record already
+        labelled: stored as that version's evidence, not counted again as a teacher label
+        (``agentbranch.labels.stored`` counts each label once)."""
         if self.frozen:
             return None
         fields = {
@@ -388,14 +392,14 @@ class Earned:
             )
             return None
         with self._feed_lock:
-            self._append(rec)
+            self._append(rec, label=not shadow)
             self._ledger.feed([rec])
         return rec
 
     # -- internals ------------------------------------------------------------------------
 
-    def _append(self, rec: Evidence) -> None:
-        append_counted(self.evidence, rec)  # a label the store cannot take is counted
+    def _append(self, rec: Evidence, label: bool = True) -> None:
+        append_counted(self.evidence, rec, label)  # a label the store cannot take is counted
         self._check_lost()
 
     def _catch_up(self, *, announce: bool = True) -> None:

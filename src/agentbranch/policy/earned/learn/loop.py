@@ -283,6 +283,7 @@ class Learner:
             probability=d.probabilities.get(d.label),
             floor=fields["floor"],
             decision=fields.get("decision"),  # one label per decision in every version
+            shadow=True,  # the label was counted with the deciding version's record
             **trial_fields(taken, fields["rate"]),
         )
         if rec is not None:
