@@ -123,6 +123,7 @@ def test_shadow_mode_leaves_every_route_as_the_router_chose_and_reports_the_engi
     assert "right on 2/3 (67%) checked" in text
     assert "engine agreed with the router: 3/6 (50%)" in text
     assert "router calls live mode would save: 2.85" in text
+    assert "threshold in force now: take_at 0.90 (fixed)" in text
 
 
 def test_the_decorator_form_keeps_the_literal_for_langgraph():

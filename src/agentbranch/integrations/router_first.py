@@ -371,6 +371,7 @@ class DecideFirst(RunnableLambda):
         with self._lock:
             r = self._report
             r.decisions += 1
+            r.take_at, r.trust = record.get("take_at"), record.get("trust")
             r.taken += took
             r.router_calls += router_label is not None
             if router_label is not None and engine_label is not None:

@@ -22,7 +22,8 @@ class ShadowReport:
     the same among the taken ones (how right the take band is against the router);
     ``router_calls``: calls of the router made; ``calls_saved``: router calls not made
     (in shadow mode: the takes, which live mode would not send to the router, less the
-    audited share); ``price_per_call`` turns them into money."""
+    audited share); ``price_per_call`` turns them into money. ``take_at`` and ``trust``:
+    the threshold in force at the last decision (``None``: nothing is taken yet)."""
 
     question_id: str
     mode: Mode
@@ -36,6 +37,8 @@ class ShadowReport:
     engine_errors: int = 0
     audit_rate: float = 0.0
     price_per_call: float | None = None
+    take_at: float | None = None
+    trust: str | None = None
 
     @property
     def calls_saved(self) -> float:
@@ -75,14 +78,17 @@ class ShadowReport:
             f"right on {share(self.taken_agreed, self.taken_compared)} checked",
             f"  router calls made: {self.router_calls}",
         ]
+        if self.decisions:
+            at = "nothing taken yet" if self.take_at is None else f"take_at {self.take_at:.2f}"
+            lines.insert(1, f"  threshold in force now: {at} ({self.trust})")
         if self.mode == "shadow":
-            saved = f"  router calls live mode would save: {self.calls_saved:g}"
+            saved = f"  router calls live mode would save: {self.calls_saved:.4g}"
             if self.audit_rate:
                 saved += f" (it would still audit {self.audit_rate:.0%} of the takes)"
         else:
-            saved = f"  router calls saved: {self.calls_saved:g}"
+            saved = f"  router calls saved: {self.calls_saved:.4g}"
         if self.money_saved is not None:
-            saved += f", {self.money_saved:.2f} at {self.price_per_call:g} a call"
+            saved += f", {self.money_saved:.4g} at {self.price_per_call:g} a call"
         lines.append(saved)
         if self.engine_errors:
             lines.append(f"  engine errors (the router decided): {self.engine_errors}")
