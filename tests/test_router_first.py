@@ -430,3 +430,24 @@ def test_on_the_embedded_reader_shadow_labels_earn_trust_that_live_mode_uses(tmp
     assert len(llm.calls) == report.router_calls == len(tickets) - report.taken
     right = sum(r == teams[t] for r, t in zip(routed, tickets, strict=True))
     assert right >= 0.8 * len(tickets)
+
+
+def test_the_router_runs_on_the_callers_thread_unless_given_a_timeout():
+    import threading
+    import time
+
+    threads: list[int] = []
+
+    def route_ticket(state: State) -> Team:
+        threads.append(threading.get_ident())
+        time.sleep(0.3 if state["ticket"] == "slow" else 0)
+        return "outage"
+
+    wrapped = decide_first(route_ticket, engine=scripted_engine({}), question="Which team?")
+    assert wrapped.invoke({"ticket": "anything"}) == "outage"
+    assert threads == [threading.get_ident()]  # as without the wrapper
+    bounded = decide_first(
+        route_ticket, engine=scripted_engine({}), question="Which team?", timeout_s=0.05
+    )
+    with pytest.raises(ab.FallbackError, match="did not answer within 0.05 s"):
+        bounded.invoke({"ticket": "slow"})

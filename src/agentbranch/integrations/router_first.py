@@ -77,7 +77,6 @@ _ASKED: contextvars.ContextVar[_Asked | None] = contextvars.ContextVar(
 @dataclass
 class _Asked:
     state: Any
-    config: RunnableConfig | None
     error: BaseException | None = None  # what the router itself raised, if it did
 
 
@@ -115,7 +114,7 @@ class RouterTeacher(RunnableLambda):
         asked = self._asked()
         try:
             if isinstance(self.router, Runnable):
-                got = self.router.invoke(asked.state, asked.config)
+                got = self.router.invoke(asked.state)
             elif inspect.iscoroutinefunction(self.router):
                 raise ConfigurationError(
                     f"router {self.name!r} is async; run the graph with ainvoke/astream "
@@ -132,7 +131,7 @@ class RouterTeacher(RunnableLambda):
         asked = self._asked()
         try:
             if isinstance(self.router, Runnable):
-                got = await self.router.ainvoke(asked.state, asked.config)
+                got = await self.router.ainvoke(asked.state)
             elif inspect.iscoroutinefunction(self.router):
                 got = await self.router(asked.state)
             else:  # a sync router on an async run: off the event loop, as LangGraph does
@@ -174,7 +173,7 @@ class DecideFirst(RunnableLambda):
         store: Any = None,
         audit_rate: float = 0.05,
         price_per_call: float | None = None,
-        timeout_s: float | None = 60.0,
+        timeout_s: float | None = None,
         question_id: str | None = None,
         renderer: Callable[[Any], Any] | None = None,
         state_key: str | None = None,
@@ -243,7 +242,7 @@ class DecideFirst(RunnableLambda):
 
     def _route(self, state: Any, config: RunnableConfig) -> str:
         seen = self._seen(state)
-        asked = _Asked(state, config)
+        asked = _Asked(state)
         token = _ASKED.set(asked)
         try:
             try:
@@ -252,7 +251,7 @@ class DecideFirst(RunnableLambda):
                 if asked.error is e:
                     raise  # the router's own error, as without the wrapper
                 return self._engine_failed(e, self.teacher.invoke(None))
-            routed, record = self._finish(record, seen, asked)
+            routed, record = self._finish(record, seen)
         finally:
             _ASKED.reset(token)
         emit_all([record], config=config, state=seen, include_state=self._include_state)
@@ -260,7 +259,7 @@ class DecideFirst(RunnableLambda):
 
     async def _aroute(self, state: Any, config: RunnableConfig) -> str:
         seen = self._seen(state)
-        asked = _Asked(state, config)
+        asked = _Asked(state)
         token = _ASKED.set(asked)
         try:
             try:
@@ -269,7 +268,7 @@ class DecideFirst(RunnableLambda):
                 if asked.error is e:
                     raise
                 return self._engine_failed(e, await self.teacher.ainvoke(None))
-            routed, record = await self._afinish(record, seen, asked)
+            routed, record = await self._afinish(record, seen)
         finally:
             _ASKED.reset(token)
         await aemit_all([record], config=config, state=seen, include_state=self._include_state)
@@ -307,9 +306,7 @@ class DecideFirst(RunnableLambda):
         )
         return TeacherCall("audit", self.question_id, self.teacher, messages)
 
-    def _finish(
-        self, record: DecisionRecord, seen: Any, asked: _Asked
-    ) -> tuple[str, DecisionRecord]:
+    def _finish(self, record: DecisionRecord, seen: Any) -> tuple[str, DecisionRecord]:
         if record["decided_by"] != "engine":
             return self._done(record, None)
         text = render_state(seen)
@@ -320,9 +317,7 @@ class DecideFirst(RunnableLambda):
         reply = ask(self.engine, call, lambda teacher: teacher.invoke(call.input))
         return self._done(record, self._label(record, reply, text, started))
 
-    async def _afinish(
-        self, record: DecisionRecord, seen: Any, asked: _Asked
-    ) -> tuple[str, DecisionRecord]:
+    async def _afinish(self, record: DecisionRecord, seen: Any) -> tuple[str, DecisionRecord]:
         if record["decided_by"] != "engine":
             return self._done(record, None)
         text = render_state(seen)
@@ -396,7 +391,7 @@ def decide_first(
     store: Any = None,
     audit_rate: float = 0.05,
     price_per_call: float | None = None,
-    timeout_s: float | None = 60.0,
+    timeout_s: float | None = None,
     question_id: str | None = None,
     renderer: Callable[[Any], Any] | None = None,
     state_key: str | None = None,
@@ -425,7 +420,9 @@ def decide_first(
         audit_rate: the share of the engine's takes the router still answers in live
             mode (what watches the take band); shadow mode asks it every time.
         price_per_call: what a router call costs, for ``report().money_saved``.
-        timeout_s: how long one router call may take (``Generate(timeout_s=...)``).
+        timeout_s: how long one router call may take (``Generate(timeout_s=...)``: past
+            it the call counts as failed); ``None`` (default): as long as it takes, on the
+            caller's thread, as without the wrapper.
         question_id: the question's id (default: the router's name).
         renderer / state_key: what the engine reads of the state (default: all of it).
     """
