@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import inspect
 import logging
 import random
@@ -231,9 +232,7 @@ class DecideFirst(RunnableLambda):
     def report(self) -> ShadowReport:
         """A copy of the counts so far (``print(wrapped.report())``)."""
         with self._lock:
-            return ShadowReport(
-                **{k: getattr(self._report, k) for k in ShadowReport.__dataclass_fields__}
-            )
+            return dataclasses.replace(self._report)
 
     # -- deciding ----------------------------------------------------------------------
 
