@@ -451,3 +451,39 @@ def test_the_router_runs_on_the_callers_thread_unless_given_a_timeout():
     )
     with pytest.raises(ab.FallbackError, match="did not answer within 0.05 s"):
         bounded.invoke({"ticket": "slow"})
+
+
+@pytest.mark.parametrize("mode", ["shadow", "live"])
+def test_every_router_answer_is_evidence_a_learning_question_keeps(tmp_path, mode):
+    store = tmp_path / "evidence.jsonl"
+    engine = scripted_engine({"charge": "billing"})
+
+    def route_ticket(state: State) -> Team:
+        return "billing" if "charge" in state["ticket"] else "outage"
+
+    earned = ab.Earned(store=str(store), learn=True, start_at=0.5)  # takes from the start
+    wrapped = decide_first(
+        route_ticket,
+        engine=engine,
+        question="Which team?",
+        take_at=earned,
+        mode=mode,
+        audit_rate=0.5,
+        seed=3,
+    )
+    for i in range(10):
+        wrapped.invoke({"ticket": f"charged twice, order {i}"})
+        wrapped.invoke({"ticket": f"the site is down, ticket {i}"})
+    records = [json.loads(line) for line in store.read_text().splitlines()]
+    audits = [r for r in records if r["source"] == "audit"]
+    fallbacks = [r for r in records if r["source"] == "fallback"]
+    assert {(r["band"], r["teacher_label"], r["correct"]) for r in audits} == {
+        ("take", "billing", True)
+    }
+    assert {(r["band"], r["teacher_label"]) for r in fallbacks} == {("fallback", "outage")}
+    assert len(fallbacks) == 10
+    # shadow mode checks every take (rate 1); live mode the drawn share, weighted by it
+    assert {r["rate"] for r in audits} == ({1.0} if mode == "shadow" else {0.5})
+    assert (len(audits) == 10) if mode == "shadow" else (0 < len(audits) < 10)
+    assert all("charged twice" in r["state"] for r in audits)  # kept for learning
+    assert all("site is down" in r["state"] for r in fallbacks)
