@@ -487,3 +487,17 @@ def test_every_router_answer_is_evidence_a_learning_question_keeps(tmp_path, mod
     assert (len(audits) == 10) if mode == "shadow" else (0 < len(audits) < 10)
     assert all("charged twice" in r["state"] for r in audits)  # kept for learning
     assert all("site is down" in r["state"] for r in fallbacks)
+
+
+def test_only_a_policy_whose_takes_nobody_audits_warns(caplog):
+    from agentbranch.policy import Generate, Policy
+
+    def route_ticket(state: State) -> Team:
+        return "billing"
+
+    with caplog.at_level("WARNING", logger="agentbranch"):
+        decide_first(route_ticket, engine=scripted_engine({}), question="Which team?")
+    assert "never checked against the teacher" not in caplog.text  # the router audits
+    with caplog.at_level("WARNING", logger="agentbranch"):
+        Policy(take_at=ab.Earned(), fallbacks=[Generate(RunnableLambda(route_ticket))])
+    assert "never checked against the teacher" in caplog.text
