@@ -501,3 +501,7 @@ def test_only_a_policy_whose_takes_nobody_audits_warns(caplog):
     with caplog.at_level("WARNING", logger="agentbranch"):
         Policy(take_at=ab.Earned(), fallbacks=[Generate(RunnableLambda(route_ticket))])
     assert "never checked against the teacher" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="agentbranch"):
+        decide_first(route_ticket, engine=scripted_engine({}), question="Q?", audit_rate=0)
+    assert "decide_first(audit_rate=0)" in caplog.text

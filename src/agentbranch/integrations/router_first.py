@@ -146,7 +146,8 @@ class RouterTeacher(RunnableLambda):
 @dataclass(frozen=True)
 class _RouterPolicy(Policy):
     """The wrapper's policy: the router's ``Generate`` fallback; its takes are audited
-    by the wrapper itself (``audit_rate``), not by an ``Audit``."""
+    by the wrapper itself (``audit_rate``), not by an ``Audit`` (the wrapper warns when
+    that rate is 0, in its own words)."""
 
     def _unaudited(self) -> bool:
         return False
@@ -205,6 +206,12 @@ class DecideFirst(RunnableLambda):
             take_at=router_take_at(take_at, store),
             fallbacks=[Generate(self.teacher, timeout_s=timeout_s)],
         )
+        if self.policy.earned is not None and self.audit_rate == 0.0:
+            log.warning(
+                "decide_first(audit_rate=0): what the engine takes live is never checked "
+                "against the router, so drift cannot withdraw its threshold; give "
+                "audit_rate=0.05 to watch the take band"
+            )
         self.engine = engine
         self.resolver = Resolver(engine, {self.question_id: self.question}, self.policy)
         self._renderer, self._state_key, self._include_state = renderer, state_key, include_state
