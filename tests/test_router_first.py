@@ -505,3 +505,41 @@ def test_only_a_policy_whose_takes_nobody_audits_warns(caplog):
     with caplog.at_level("WARNING", logger="agentbranch"):
         decide_first(route_ticket, engine=scripted_engine({}), question="Q?", audit_rate=0)
     assert "decide_first(audit_rate=0)" in caplog.text
+
+
+def test_a_sync_router_and_a_runnable_router_on_an_async_run():
+    asked: list[str] = []
+
+    def route_ticket(state: State) -> Team:
+        asked.append(state["ticket"])
+        return "outage"
+
+    llm = GenericFakeChatModel(messages=iter([AIMessage('{"team": "account_access"}')]))
+    chain = llm | RunnableLambda(parse_team)
+    engine = scripted_engine({"charge": "billing"})
+    sync = decide_first(
+        route_ticket,
+        engine=engine,
+        question="Which team?",
+        mode="live",
+        take_at=0.9,
+        audit_rate=0.0,
+    )
+    runnable = decide_first(
+        chain,
+        engine=scripted_engine({"charge": "billing"}, "team"),
+        options=list(TEAMS),
+        question="Which team?",
+        mode="live",
+        question_id="team",
+    )
+
+    async def main() -> list[str]:
+        return [
+            await sync.ainvoke({"ticket": "The site is down"}),
+            await sync.ainvoke({"ticket": "I was charged twice"}),
+            await runnable.ainvoke("I cannot log in"),
+        ]
+
+    assert asyncio.run(main()) == ["outage", "billing", "account_access"]
+    assert asked == ["The site is down"]
