@@ -72,3 +72,20 @@ def test_tool_selection_example(engine):
         assert bound[0].startswith("-> I can use: get_weather")
         assert "search_flights" in bound[1] and "get_weather" not in bound[1]
         assert "convert_currency" in bound[2] and "(all kept)" not in bound[2]
+
+
+def test_llm_router_example_adopts_decide_first_in_front_of_smollm2():
+    # SmolLM2 on the CPU is slow: the embedded engine only (the router is the same).
+    out = run("llm_router.py")
+    shadow, live = out.split("-- shadow\n")[1].split("-- live\n")
+    routes = [line.split()[0] for line in shadow.splitlines()[:4]]
+    assert set(routes) <= {"billing", "outage", "account_access"} and len(routes) == 4
+    assert "route_ticket (shadow): 4 decisions" in shadow
+    assert "router calls made: 4" in shadow  # shadow: the router decided every route
+    assert "engine agreed with the router: " in shadow
+    assert "route_ticket (live): 2 decisions" in live
+    # nothing earned on four labels: live mode still asks the router, and routes as it did
+    assert [line.split()[0] for line in live.splitlines()[:2]] == routes[:2]
+    assert "router calls made: 2" in live
+    stored = int(out.split("labels stored from the router's answers: ")[1].split()[0])
+    assert stored >= 4

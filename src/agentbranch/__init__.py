@@ -79,6 +79,7 @@ __all__ = [
     "TransformersReader",
     "VLLMReader",
     "choice",
+    "decide_first",
     "decision_tool",
     "local_generator",
     "score",
@@ -96,6 +97,8 @@ _LAZY = {
     "RemoteReader": "agentbranch.engine.readers.remote",
     "AgentBranchDecisionModel": "agentbranch.integrations.langchain",
     "decision_tool": "agentbranch.integrations.langchain",
+    # the engine in front of a router a graph already has (docs/langgraph.md)
+    "decide_first": "agentbranch.langgraph",
     "LocalChatModel": "agentbranch.integrations.local_chat",
     "local_generator": "agentbranch.integrations.local_models",
     "smollm2": "agentbranch.engine.readers.smollm2",

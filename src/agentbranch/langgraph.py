@@ -1,7 +1,8 @@
 """LangGraph routers and nodes answered by the decision engine (public import path).
 
 The code lives in ``agentbranch.integrations.langgraph``, with the other integrations;
-this module is the path users import from (docs/langgraph.md).
+this module is the path users import from (docs/langgraph.md). ``decide_first`` puts
+the engine in front of a router the graph already has (``integrations.router_first``).
 """
 
 from agentbranch.integrations.langgraph import (  # noqa: F401 - re-exported
@@ -14,7 +15,6 @@ from agentbranch.integrations.langgraph import (  # noqa: F401 - re-exported
     DecisionRouter,
     RecordRouter,
     Resolver,
-    __all__,
     aemit_all,
     build_path_map,
     check_resumable,
@@ -28,3 +28,12 @@ from agentbranch.integrations.langgraph import (  # noqa: F401 - re-exported
     route,
     validate_questions,
 )
+from agentbranch.integrations.langgraph import __all__ as _graph_all
+from agentbranch.integrations.router_first import (  # noqa: F401 - re-exported
+    DecideFirst,
+    RouterTeacher,
+    ShadowReport,
+    decide_first,
+)
+
+__all__ = [*_graph_all, "DecideFirst", "ShadowReport", "decide_first"]

@@ -214,7 +214,7 @@ class Policy:
                     "Policy(take_at=Earned(...)) with Audit(rate=0) and no Generate fallback "
                     "never gets a label; give Audit(rate=...) > 0 or a Generate fallback"
                 )
-            if self.audit is None or self.audit.rate <= 0.0:
+            if self._unaudited():
                 # Allowed (the fallback's labels still earn a threshold), but once a band is
                 # open nothing checks what it takes: say so once, where it is set up.
                 logging.getLogger("agentbranch").warning(
@@ -229,6 +229,12 @@ class Policy:
             raise ConfigurationError(
                 f"take_at must be a number in [0, 1] or Earned(...), got {self.take_at!r}"
             )
+
+    def _unaudited(self) -> bool:
+        """Whether nothing audits the take band of an ``Earned`` policy. A policy whose
+        caller audits the takes itself (``decide_first``: the router it stands in front
+        of labels a share of them) overrides it."""
+        return self.audit is None or self.audit.rate <= 0.0
 
     @property
     def earned(self) -> Earned | None:

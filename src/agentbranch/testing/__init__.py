@@ -9,11 +9,14 @@ seconds, with no model hub::
 * ``tokenizer``: the Gemma-style tokenizer; ``checkpoint``: the model folder
 * ``faults``: the faulty reader; ``chat_models``: the fake chat model
 * ``real_model``: ``smollm2()``, the one real language model (SmolLM2-135M-Instruct)
+* ``assertions``: ``assert_decision``/``assert_band`` for decision tests (a failure
+  prints the whole distribution, entropy, band and what decided)
 """
 
 from agentbranch.core.errors import ConfigurationError  # noqa: F401 - importable here before
 from agentbranch.core.reads import LabelRead  # noqa: F401
 from agentbranch.engine.readers.base import Reader, WrappingReader  # noqa: F401
+from agentbranch.testing.assertions import assert_band, assert_decision, describe_decision
 from agentbranch.testing.chat_models import FakeToolCallingModel
 from agentbranch.testing.checkpoint import build_tiny_diffusiongemma, tiny_diffusiongemma
 from agentbranch.testing.faults import FaultyReader
@@ -28,6 +31,9 @@ from agentbranch.testing.tokenizer import (
 __all__ = [
     "FakeToolCallingModel",
     "FaultyReader",
+    "assert_band",
+    "assert_decision",
+    "describe_decision",
     "SPECIAL_TOKEN_IDS",
     "NEWLINE_ID",
     "build_tiny_tokenizer",

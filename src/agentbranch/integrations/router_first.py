@@ -1,0 +1,454 @@
+"""``decide_first``: the engine in front of a router a graph already has (docs/langgraph.md,
+"In front of your existing router").
+
+The router (a function ``state -> label``, sync or async, or any Runnable such as an LLM
+classifier chain) stays the teacher: the engine reads the state first and, when it is
+not sure, the router answers, through the policy's own ``Generate`` fallback (so its
+answer is a teacher label that earns trust and teaches a learning question, and goes
+through a replay cassette like any teacher call). Taken decisions are checked against
+the router the same way, at ``audit_rate`` (live) or every time (shadow).
+
+``mode="shadow"``: the router always decides and its answer is returned; the engine's
+answer, whether it would have been taken and whether it agreed are counted
+(``report()``), and every router answer is stored as evidence. ``mode="live"``: what
+the engine is sure of is taken without calling the router. The evidence store is the
+same in both, so going live needs no relabelling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import dataclasses
+import inspect
+import logging
+import random
+import threading
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+
+from agentbranch.core import _metrics as metrics
+from agentbranch.core.errors import (
+    AgentBranchError,
+    ConfigurationError,
+    InvalidStateError,
+    ReaderError,
+)
+from agentbranch.core.questions import Question
+from agentbranch.core.state import render_state
+from agentbranch.core.teacher_calls import TeacherCall, teacher_calls_of
+from agentbranch.integrations.langgraph import DEFAULT_KEY, _reader_input
+from agentbranch.integrations.observability import aemit_all, emit_all
+from agentbranch.integrations.router_question import router_name, router_question, router_take_at
+from agentbranch.integrations.router_report import Mode, ShadowReport
+from agentbranch.policy import (
+    DecisionRecord,
+    Earned,
+    Generate,
+    Policy,
+    Resolver,
+    options_of,
+    parse_label,
+)
+from agentbranch.policy.earned._collect import observe_record
+from agentbranch.policy.generation import aask, ask, generation_messages
+
+__all__ = ["DecideFirst", "Mode", "RouterTeacher", "ShadowReport", "decide_first"]
+
+log = logging.getLogger("agentbranch")
+
+#: What makes the router decide instead of the engine: the reader failed, or the state is
+#: one it cannot read (too long, special tokens). Anything else (a replay miss, a bad
+#: question) is raised: the router is never called where a replay must not call it.
+_ENGINE_FAILED = (ReaderError, InvalidStateError)
+
+#: The graph state (and config) the router is being asked about in this context: the
+#: policy's ``Generate`` fallback hands the router teacher the prompt it built, but the
+#: router wants the state it has always been given. Contexts are copied onto the helper
+#: thread and the task a fallback call runs on, so the call finds it there.
+_ASKED: contextvars.ContextVar[_Asked | None] = contextvars.ContextVar(
+    "agentbranch_router_state", default=None
+)
+
+
+@dataclass
+class _Asked:
+    state: Any
+    error: BaseException | None = None  # what the router itself raised, if it did
+
+
+class RouterTeacher(RunnableLambda):
+    """The router as a teacher: invoked with a teacher's prompt (the policy's
+    ``Generate`` fallback, an audit), it calls the router on the graph state being
+    decided and returns the router's label. Named after the router, which is its
+    identity on a replay cassette (``RouterTeacher route_ticket``)."""
+
+    def __init__(self, router: Any, options: Sequence[str], name: str) -> None:
+        self.router = router
+        self.options = list(options)
+        super().__init__(self._ask, afunc=self._aask, name=name)
+
+    def _asked(self) -> _Asked:
+        asked = _ASKED.get()
+        if asked is None:
+            raise AgentBranchError(
+                f"the router teacher {self.name!r} was called outside its decide_first "
+                "wrapper, so there is no graph state to give the router; it answers only "
+                "for the decisions the wrapper makes"
+            )
+        return asked
+
+    def _checked(self, label: Any) -> str:
+        if not isinstance(label, str) or label not in self.options:
+            raise AgentBranchError(
+                f"router {self.name!r} returned {label!r}, which is not one of its options "
+                f"{self.options}; add it to the router's Literal[...] return type (or to "
+                "decide_first(options=...)), or make the router return one of them"
+            )
+        return label
+
+    def _ask(self, messages: Any) -> str:
+        asked = self._asked()
+        try:
+            if isinstance(self.router, Runnable):
+                got = self.router.invoke(asked.state)
+            elif inspect.iscoroutinefunction(self.router):
+                raise ConfigurationError(
+                    f"router {self.name!r} is async; run the graph with ainvoke/astream "
+                    "(an async router cannot answer a sync run)"
+                )
+            else:
+                got = self.router(asked.state)
+            return self._checked(got)
+        except BaseException as e:
+            asked.error = e
+            raise
+
+    async def _aask(self, messages: Any) -> str:
+        asked = self._asked()
+        try:
+            if isinstance(self.router, Runnable):
+                got = await self.router.ainvoke(asked.state)
+            elif inspect.iscoroutinefunction(self.router):
+                got = await self.router(asked.state)
+            else:  # a sync router on an async run: off the event loop, as LangGraph does
+                got = await asyncio.to_thread(self.router, asked.state)
+            return self._checked(got)
+        except BaseException as e:
+            asked.error = e
+            raise
+
+
+@dataclass(frozen=True)
+class _RouterPolicy(Policy):
+    """The wrapper's policy: the router's ``Generate`` fallback; its takes are audited
+    by the wrapper itself (``audit_rate``), not by an ``Audit`` (the wrapper warns when
+    that rate is 0, in its own words)."""
+
+    def _unaudited(self) -> bool:
+        return False
+
+
+class DecideFirst(RunnableLambda):
+    """An existing router with the engine in front of it (built by ``decide_first``).
+
+    Use it where the router was: ``graph.add_conditional_edges(source, wrapped)``
+    (the router's ``Literal`` return type is kept, so LangGraph still sees every branch)
+    or call ``wrapped.invoke(state)``/``await wrapped.ainvoke(state)``. It returns the
+    router's kind of answer: one of the options. ``report()`` says what the engine did.
+    """
+
+    def __init__(
+        self,
+        router: Any,
+        *,
+        engine: Any,
+        question: str | Question | None = None,
+        options: Sequence[str] | Mapping[str, str | None] | None = None,
+        examples: Mapping[str, Sequence[str]] | None = None,
+        mode: Mode = "shadow",
+        take_at: float | Earned | None = None,
+        store: Any = None,
+        audit_rate: float = 0.05,
+        price_per_call: float | None = None,
+        timeout_s: float | None = None,
+        question_id: str | None = None,
+        renderer: Callable[[Any], Any] | None = None,
+        state_key: str | None = None,
+        include_state: bool = False,
+        seed: int | None = None,
+    ) -> None:
+        if mode not in ("shadow", "live"):
+            raise ConfigurationError(f"decide_first(mode=...) is 'shadow' or 'live', got {mode!r}")
+        ok = isinstance(audit_rate, int | float) and not isinstance(audit_rate, bool)
+        if not ok or not 0.0 <= audit_rate <= 1.0:
+            raise ConfigurationError(
+                f"decide_first(audit_rate=...) must be a share in [0, 1], got {audit_rate!r}"
+            )
+        if price_per_call is not None and not (
+            isinstance(price_per_call, int | float) and price_per_call >= 0
+        ):
+            raise ConfigurationError(
+                f"decide_first(price_per_call=...) must be a number >= 0, got {price_per_call!r}"
+            )
+        name = router_name(router)
+        self.question_id = question_id or name
+        self.question = router_question(router, name, question, options, examples)
+        self.options = options_of(self.question_id, self.question)
+        self.mode: Mode = mode
+        self.audit_rate = float(audit_rate)
+        self.teacher = RouterTeacher(router, self.options, name)
+        self.policy = _RouterPolicy(
+            take_at=router_take_at(take_at, store),
+            fallbacks=[Generate(self.teacher, timeout_s=timeout_s)],
+        )
+        if self.policy.earned is not None and self.audit_rate == 0.0:
+            log.warning(
+                "decide_first(audit_rate=0): what the engine takes live is never checked "
+                "against the router, so drift cannot withdraw its threshold; give "
+                "audit_rate=0.05 to watch the take band"
+            )
+        self.engine = engine
+        self.resolver = Resolver(engine, {self.question_id: self.question}, self.policy)
+        self._renderer, self._state_key, self._include_state = renderer, state_key, include_state
+        self._random = random.Random(seed)
+        self._lock = threading.Lock()
+        self._report = ShadowReport(
+            self.question_id, mode, audit_rate=self.audit_rate, price_per_call=price_per_call
+        )
+        route, aroute = self._route, self._aroute
+        # LangGraph reads the branches from the function's return type: the router's own.
+        annotation = Literal[tuple(self.options)]  # type: ignore[valid-type]
+
+        def decide(state: Any, config: RunnableConfig) -> Any:
+            return route(state, config)
+
+        async def adecide(state: Any, config: RunnableConfig) -> Any:
+            return await aroute(state, config)
+
+        decide.__annotations__["return"] = annotation
+        adecide.__annotations__["return"] = annotation
+        super().__init__(decide, afunc=adecide, name=name)
+
+    # -- reporting ---------------------------------------------------------------------
+
+    def report(self) -> ShadowReport:
+        """A copy of the counts so far (``print(wrapped.report())``)."""
+        with self._lock:
+            return dataclasses.replace(self._report)
+
+    # -- deciding ----------------------------------------------------------------------
+
+    def _seen(self, state: Any) -> Any:
+        return _reader_input(state, self._renderer, self._state_key, DEFAULT_KEY)
+
+    def _route(self, state: Any, config: RunnableConfig) -> str:
+        seen = self._seen(state)
+        asked = _Asked(state)
+        token = _ASKED.set(asked)
+        try:
+            try:
+                record = self.resolver.resolve(seen)[self.question_id]
+            except _ENGINE_FAILED as e:
+                if asked.error is e:
+                    raise  # the router's own error, as without the wrapper
+                return self._engine_failed(e, self.teacher.invoke(None))
+            routed, record = self._finish(record, seen)
+        finally:
+            _ASKED.reset(token)
+        emit_all([record], config=config, state=seen, include_state=self._include_state)
+        return routed
+
+    async def _aroute(self, state: Any, config: RunnableConfig) -> str:
+        seen = self._seen(state)
+        asked = _Asked(state)
+        token = _ASKED.set(asked)
+        try:
+            try:
+                record = (await self.resolver.aresolve(seen))[self.question_id]
+            except _ENGINE_FAILED as e:
+                if asked.error is e:
+                    raise
+                return self._engine_failed(e, await self.teacher.ainvoke(None))
+            routed, record = await self._afinish(record, seen)
+        finally:
+            _ASKED.reset(token)
+        await aemit_all([record], config=config, state=seen, include_state=self._include_state)
+        return routed
+
+    def _engine_failed(self, error: BaseException, label: str) -> str:
+        """The engine failed: the router decides, as it did before the wrapper."""
+        log.warning(
+            "agentbranch: question %r: the engine failed (%s: %s); the router decided",
+            self.question_id,
+            type(error).__name__,
+            error,
+        )
+        with self._lock:
+            self._report.decisions += 1
+            self._report.router_calls += 1
+            self._report.engine_errors += 1
+        return label
+
+    def _audited(self, record: DecisionRecord, text: str, call: TeacherCall) -> bool:
+        """Whether the router also answers a decision the engine took: always in shadow
+        mode, at ``audit_rate`` live (a replay audits what its recording audited)."""
+        if self.mode == "shadow":
+            return True
+
+        def draw() -> bool:
+            return self._random.random() < self.audit_rate
+
+        calls = teacher_calls_of(self.engine)
+        return calls.audited(call, text, draw) if calls is not None else draw()
+
+    def _audit_call(self, text: str) -> TeacherCall:
+        messages = generation_messages(
+            Generate(self.teacher), self.question_id, self.question, text
+        )
+        return TeacherCall("audit", self.question_id, self.teacher, messages)
+
+    def _finish(self, record: DecisionRecord, seen: Any) -> tuple[str, DecisionRecord]:
+        if record["decided_by"] != "engine":
+            return self._done(record, None)
+        text = render_state(seen)
+        call = self._audit_call(text)
+        if not self._audited(record, text, call):
+            return self._done(record, None)
+        started = time.perf_counter()
+        reply = ask(self.engine, call, lambda teacher: teacher.invoke(call.input))
+        return self._done(record, self._label(record, reply, text, started))
+
+    async def _afinish(self, record: DecisionRecord, seen: Any) -> tuple[str, DecisionRecord]:
+        if record["decided_by"] != "engine":
+            return self._done(record, None)
+        text = render_state(seen)
+        call = self._audit_call(text)
+        if not self._audited(record, text, call):
+            return self._done(record, None)
+        started = time.perf_counter()
+        invoke: Callable[[Any], Awaitable[Any]] = lambda teacher: teacher.ainvoke(call.input)  # noqa: E731
+        reply = await aask(self.engine, call, invoke)
+        return self._done(record, self._label(record, reply, text, started))
+
+    def _label(self, record: DecisionRecord, reply: Any, text: str, started: float) -> str:
+        """The router's answer to a taken decision, stored as evidence (an audit at the
+        rate it was drawn with: every take in shadow mode)."""
+        metrics.teacher_call(self.question_id, "audit", time.perf_counter() - started, None)
+        label = parse_label(reply, self.options, source=f"router {self.teacher.name!r}")
+        earned = self.policy.earned
+        if earned is not None:
+            rate = 1.0 if self.mode == "shadow" else self.audit_rate
+            observe_record(
+                earned,
+                self.question_id,
+                self.question,
+                record,
+                source="audit",
+                teacher_label=label,
+                rate=rate,
+                state=text,
+                audit_rate=rate,
+            )
+        return label
+
+    def _done(self, record: DecisionRecord, audited: str | None) -> tuple[str, DecisionRecord]:
+        """What the graph is given (the router's answer in shadow mode, whenever it was
+        asked) and the record emitted, with the counts updated."""
+        took = record["decided_by"] == "engine"
+        engine_label = record.get("engine_label")
+        router_label = audited if took else record["label"]
+        out = dict(record)
+        out["mode"] = self.mode
+        out["router_label"] = router_label
+        routed = record["label"]
+        if router_label is not None and (self.mode == "shadow" or not took):
+            routed = router_label
+        out["label"] = routed
+        with self._lock:
+            r = self._report
+            r.decisions += 1
+            r.take_at, r.trust = record.get("take_at"), record.get("trust")
+            r.taken += took
+            r.router_calls += router_label is not None
+            if router_label is not None and engine_label is not None:
+                agree = router_label == engine_label
+                r.compared += 1
+                r.agreed += agree
+                if took:
+                    r.taken_compared += 1
+                    r.taken_agreed += agree
+        return routed, out
+
+
+def decide_first(
+    router: Any = None,
+    *,
+    engine: Any,
+    question: str | Question | None = None,
+    options: Sequence[str] | Mapping[str, str | None] | None = None,
+    examples: Mapping[str, Sequence[str]] | None = None,
+    mode: Mode = "shadow",
+    take_at: float | Earned | None = None,
+    store: Any = None,
+    audit_rate: float = 0.05,
+    price_per_call: float | None = None,
+    timeout_s: float | None = None,
+    question_id: str | None = None,
+    renderer: Callable[[Any], Any] | None = None,
+    state_key: str | None = None,
+    include_state: bool = False,
+    seed: int | None = None,
+) -> Any:
+    """Put the engine in front of ``router`` (a ``DecideFirst``); without ``router``, a
+    decorator: ``@decide_first(engine=engine, store="evidence.jsonl")``.
+
+    Args:
+        router: a function ``state -> label`` (sync or async) or a Runnable (an LLM
+            classifier chain). It is the teacher: it answers what the engine is unsure of.
+        engine: the ``DecisionEngine`` that reads first.
+        question: what the engine is asked: text (the router's docstring by default) or
+            a question built with ``choice(...)`` (described options, examples).
+        options: the router's answers, when its return type is not ``Literal[...]``: a
+            list, or a mapping answer -> description (the engine reads descriptions).
+        examples: example states per answer (as ``choice(..., examples=...)``).
+        mode: ``"shadow"`` (default: the router always decides; the engine is counted
+            and its answers stored as evidence) or ``"live"`` (the engine decides what it
+            is sure of).
+        take_at: ``Earned(...)`` (default: ``Earned(store=store)``, a threshold earned
+            from the router's answers) or a fixed confidence.
+        store: where the router's answers are kept as evidence (a JSON Lines path, a
+            LangGraph store); keep it across restarts and from shadow to live.
+        audit_rate: the share of the engine's takes the router still answers in live
+            mode (what watches the take band); shadow mode asks it every time.
+        price_per_call: what a router call costs, for ``report().money_saved``.
+        timeout_s: how long one router call may take (``Generate(timeout_s=...)``: past
+            it the call counts as failed); ``None`` (default): as long as it takes, on the
+            caller's thread, as without the wrapper.
+        question_id: the question's id (default: the router's name).
+        renderer / state_key: what the engine reads of the state (default: all of it).
+    """
+    kwargs = dict(
+        engine=engine,
+        question=question,
+        options=options,
+        examples=examples,
+        mode=mode,
+        take_at=take_at,
+        store=store,
+        audit_rate=audit_rate,
+        price_per_call=price_per_call,
+        timeout_s=timeout_s,
+        question_id=question_id,
+        renderer=renderer,
+        state_key=state_key,
+        include_state=include_state,
+        seed=seed,
+    )
+    if router is None:
+        return lambda fn: DecideFirst(fn, **kwargs)  # type: ignore[arg-type]
+    return DecideFirst(router, **kwargs)  # type: ignore[arg-type]
