@@ -354,3 +354,28 @@ def test_requirements_these_tests_exercise_are_the_specs():
     ):
         assert rid in jev_spec.REQUIREMENTS
     assert jev_spec.MAX_CHOICE_OPTIONS == 255
+
+
+def test_spec_answers_rounded_by_the_server_are_read_and_contradictions_refused():
+    from agentbranch.engine.readers.remote import parse_spec_answers
+
+    request = ReadRequest(STATE, (to_spec("anger", QUESTIONS["anger"]),))
+    legend = {"0": "Calm", "1": "Frustrated", "2": "Very angry"}
+
+    def parsed(**answer):
+        answer = {"type": "score", "legend": legend, **answer}
+        return parse_spec_answers(request, {"answers": {"anger": answer}})[0]
+
+    # Rounded to two decimals (summing to 0.99) is a distribution; the engine renormalises.
+    read = parsed(probabilities={"0": 0.33, "1": 0.33, "2": 0.33}, score=0.99, confidence=0.0)
+    assert read.label_mass is None and read.logprobs == (math.log(0.33),) * 3
+    with pytest.raises(InvalidReadError, match="legend"):
+        parsed(probabilities={"0": 0.2, "1": 0.3, "2": 0.5}, legend={**legend, "2": "Furious"})
+    with pytest.raises(InvalidReadError, match="expectation"):
+        parsed(probabilities={"0": 0.2, "1": 0.3, "2": 0.5}, score=2.0)
+    with pytest.raises(InvalidReadError, match="sum to 0.9000"):
+        parsed(probabilities={"0": 0.2, "1": 0.2, "2": 0.5})
+    with pytest.raises(InvalidReadError, match="confidence"):
+        parsed(probabilities={"0": 0.2, "1": 0.3, "2": 0.5}, confidence=1.5)
+    with pytest.raises(InvalidReadError, match="nobody asked"):
+        parse_spec_answers(request, {"answers": {"anger": {}, "other": {}}})

@@ -141,8 +141,8 @@ class BatchingReader(HoldRule, WrappingReader):
         self._last_callers = 0  # distinct calls in the last batch taken
         self._holding = False  # a worker is holding a burst's batch
         self._starter: threading.Thread | None = None  # a lone caller: a new pool thread
-        #: Counters: batches read, requests read, cache hits, de-duplicated requests,
-        #: batches abandoned by all their callers while being read.
+        #: Counters: batches and requests sent to the reader (a failed batch's re-reads
+        #: count too), cache hits, de-duplicated requests, abandoned batches.
         self.stats = {"batches": 0, "requests": 0, "cache_hits": 0, "deduped": 0, "abandoned": 0}
         #: Sizes of the last batches read (for tests and the benchmark).
         self.batch_sizes: deque[int] = deque(maxlen=1024)
@@ -395,6 +395,10 @@ class BatchingReader(HoldRule, WrappingReader):
         (not after a timeout: its callers would wait twice)."""
         start = time.monotonic()
         handover = Handover(batch, self._settle)
+        with self._cond:  # counted as it goes to the reader: callers may have it first
+            self.stats["batches"] += 1
+            self.stats["requests"] += len(batch)
+            self.batch_sizes.append(len(batch))
         try:
             self.inner.read_each([item.request for item in batch], handover)
             handover.check(self.inner.name)
@@ -415,9 +419,6 @@ class BatchingReader(HoldRule, WrappingReader):
         with self._cond:
             self._last_read_s = time.monotonic() - start
             self._last_read_size = len(batch)
-            self.stats["batches"] += 1
-            self.stats["requests"] += len(batch)
-            self.batch_sizes.append(len(batch))
 
     def _settle(
         self, item: Item, reads: list[LabelRead] | None, error: BaseException | None
