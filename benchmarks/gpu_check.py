@@ -596,6 +596,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="requests per concurrency, rounded up to a multiple of it (default: 128 full, "
         "32 small)",
     )
+    ap.add_argument(
+        "--step-s",
+        type=float,
+        default=20.0,
+        help="about how long each path may take per concurrency: fewer requests (at least 2 "
+        "rounds) when the warm-up says --requests would take longer (default 20)",
+    )
     ap.add_argument("--layers", type=int, default=None, help="fewer layers than published")
     ap.add_argument("--dtype", choices=["bf16", "fp32"], default=None,
                     help="default: bf16 on CUDA, fp32 on CPU")  # fmt: skip
@@ -680,6 +687,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     questions = seed_questions()
     engine = ab.DecisionEngine(reader, joint=True)
     warm = ticket_states(max(concurrencies), "warm-")
+    # The first forward's one-off work (CUDA kernels, the allocator) is nobody's latency.
+    engine.decide_many(warm[:1], questions)
     reads = planned_reads(reader, warm[:1], questions)
     result["read"] |= {
         "canvas_read": len(reads[0].canvas),
@@ -688,7 +697,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     for concurrency in concurrencies:
         try:
-            row = compare(engine, reader, questions, warm, concurrency, wanted, device)
+            row = compare(engine, reader, questions, warm, concurrency, wanted, args.step_s, device)
         except Exception as e:
             failed(f"concurrency {concurrency}", e)
             continue
@@ -713,13 +722,17 @@ def compare(
     warm: list[str],
     concurrency: int,
     wanted: int,
+    step_s: float,
     device: str,
 ) -> dict:
     """One concurrency: the engine's run, then the plain forward of the same reads, each
-    after a warm-up (a first forward's one-off work is nobody's latency)."""
-    n = -(-wanted // concurrency) * concurrency  # whole rounds of callers
+    after a warm-up. ``wanted`` requests in whole rounds of callers, fewer (at least two
+    rounds) if the warm-up round says they would take more than ``step_s``."""
+    warm_figures, _ = run_engine(engine, warm[:concurrency], questions, concurrency, device)
+    rounds = -(-wanted // concurrency)
+    affordable = max(2, int(step_s / max(warm_figures["wall_s"], 1e-3)))
+    n = min(rounds, affordable) * concurrency
     states = ticket_states(n, f"c{concurrency}-")
-    run_engine(engine, warm[:concurrency], questions, concurrency, device)
     reader.seen.clear()
     engine_figures, engine_chosen = run_engine(engine, states, questions, concurrency, device)
     reads = planned_reads(reader, states, questions)
