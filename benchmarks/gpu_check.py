@@ -25,15 +25,16 @@ each step so a run stopped early still leaves what it measured. Nothing is asser
 
 Where the full shape comes from (``--scale full``). The text model of
 ``google/diffusiongemma-26B-A4B-it`` is Gemma 4 26B-A4B's; its published ``config.json``
-(``text_config``) gives: 30 layers (5 sliding-window : 1 full attention, the last full),
-hidden 2816, 16 attention heads, 8 key/value heads of 256 on sliding layers and 2 of 512
-on full layers, a dense MLP of 2112 beside 128 experts of 704 with 8 active per token,
-vocabulary 262,144, sliding window 1024, 262,144 positions, logit soft-cap 30. The
+(``text_config``, as public copies of the file give it) has: 30 layers (5 sliding-window
+: 1 full attention, the last full), hidden 2816, 16 attention heads, 8 key/value heads of
+256 on sliding layers and 2 of 512 on full layers, a dense MLP of 2112 beside 128
+experts of 704 with 8 active per token, vocabulary 262,144, sliding window 1024, 262,144
+positions, logit soft-cap 30. The
 transformers ``DiffusionGemmaTextConfig`` class supplies the rest as its defaults (RoPE
 10k sliding / 1M proportional with a 0.25 rotary factor on full layers,
 ``gelu_pytorch_tanh``, RMS norm 1e-6, tied embeddings, init std 0.02) and shares the
-encoder's layers with the decoder (one set of weights, about 25B parameters, about 50
-GB in bf16). The hub cannot be reached from these machines, so the values are written
+encoder's layers with the decoder (one set of weights: 25.25B parameters, 47 GiB in
+bf16). The hub cannot be reached from these machines, so the values are written
 out in ``FULL`` below. Left out on purpose: the vision tower is a minimal one (an
 image-free read never runs it), and the tokenizer is agentbranch's test tokenizer
 (Gemma's special tokens at Gemma's ids, most words spelt letter by letter, so prompts are
@@ -118,7 +119,10 @@ SCALES = {"full": FULL, "small": SMALL}
 CANVAS = 32
 #: The seed's published figures (prototype, vLLM, one DGX Spark): requests/s by
 #: concurrency, 3 decisions per request, 32-token canvas.
-SEED = {"1": {"requests_per_s": 8.7, "latency_s": 0.12}, "32": {"requests_per_s": 54.0}}
+SEED = {
+    "1": {"requests_per_s": 8.7, "latency_s": 0.12},
+    "32": {"requests_per_s": 54.0, "latency_s": 0.58},
+}
 GIB = 1024**3
 
 
