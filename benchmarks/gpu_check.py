@@ -287,14 +287,14 @@ class CountingReader(TransformersReader):
 
 
 def make_reader(model: Any, device: str, scale: str) -> CountingReader:
-    """The reader on ``model``, with the test tokenizer written to a temp dir."""
+    """The reader on ``model``, with the test tokenizer (built in a temp dir)."""
     from transformers import AutoTokenizer
 
     from agentbranch.testing.tokenizer import build_tiny_tokenizer
 
-    folder = Path(tempfile.mkdtemp(prefix="agentbranch-gpu-check-tokenizer-"))
-    build_tiny_tokenizer(folder)
-    tokenizer = AutoTokenizer.from_pretrained(folder)
+    with tempfile.TemporaryDirectory(prefix="agentbranch-gpu-check-") as folder:
+        build_tiny_tokenizer(folder)
+        tokenizer = AutoTokenizer.from_pretrained(folder)  # held in memory from here on
     backend = TransformersTokenBackend(
         model, tokenizer, device=device, model_id=f"diffusiongemma-{scale}-random"
     )
