@@ -25,15 +25,16 @@ each step so a run stopped early still leaves what it measured. Nothing is asser
 
 Where the full shape comes from (``--scale full``). The text model of
 ``google/diffusiongemma-26B-A4B-it`` is Gemma 4 26B-A4B's; its published ``config.json``
-(``text_config``) gives: 30 layers (5 sliding-window : 1 full attention, the last full),
-hidden 2816, 16 attention heads, 8 key/value heads of 256 on sliding layers and 2 of 512
-on full layers, a dense MLP of 2112 beside 128 experts of 704 with 8 active per token,
-vocabulary 262,144, sliding window 1024, 262,144 positions, logit soft-cap 30. The
+(``text_config``, as public copies of the file give it) has: 30 layers (5 sliding-window
+: 1 full attention, the last full), hidden 2816, 16 attention heads, 8 key/value heads of
+256 on sliding layers and 2 of 512 on full layers, a dense MLP of 2112 beside 128
+experts of 704 with 8 active per token, vocabulary 262,144, sliding window 1024, 262,144
+positions, logit soft-cap 30. The
 transformers ``DiffusionGemmaTextConfig`` class supplies the rest as its defaults (RoPE
 10k sliding / 1M proportional with a 0.25 rotary factor on full layers,
 ``gelu_pytorch_tanh``, RMS norm 1e-6, tied embeddings, init std 0.02) and shares the
-encoder's layers with the decoder (one set of weights, about 25B parameters, about 50
-GB in bf16). The hub cannot be reached from these machines, so the values are written
+encoder's layers with the decoder (one set of weights: 25.25B parameters, 47 GiB in
+bf16). The hub cannot be reached from these machines, so the values are written
 out in ``FULL`` below. Left out on purpose: the vision tower is a minimal one (an
 image-free read never runs it), and the tokenizer is agentbranch's test tokenizer
 (Gemma's special tokens at Gemma's ids, most words spelt letter by letter, so prompts are
@@ -118,7 +119,10 @@ SCALES = {"full": FULL, "small": SMALL}
 CANVAS = 32
 #: The seed's published figures (prototype, vLLM, one DGX Spark): requests/s by
 #: concurrency, 3 decisions per request, 32-token canvas.
-SEED = {"1": {"requests_per_s": 8.7, "latency_s": 0.12}, "32": {"requests_per_s": 54.0}}
+SEED = {
+    "1": {"requests_per_s": 8.7, "latency_s": 0.12},
+    "32": {"requests_per_s": 54.0, "latency_s": 0.58},
+}
 GIB = 1024**3
 
 
@@ -283,14 +287,14 @@ class CountingReader(TransformersReader):
 
 
 def make_reader(model: Any, device: str, scale: str) -> CountingReader:
-    """The reader on ``model``, with the test tokenizer written to a temp dir."""
+    """The reader on ``model``, with the test tokenizer (built in a temp dir)."""
     from transformers import AutoTokenizer
 
     from agentbranch.testing.tokenizer import build_tiny_tokenizer
 
-    folder = Path(tempfile.mkdtemp(prefix="agentbranch-gpu-check-tokenizer-"))
-    build_tiny_tokenizer(folder)
-    tokenizer = AutoTokenizer.from_pretrained(folder)
+    with tempfile.TemporaryDirectory(prefix="agentbranch-gpu-check-") as folder:
+        build_tiny_tokenizer(folder)
+        tokenizer = AutoTokenizer.from_pretrained(folder)  # held in memory from here on
     backend = TransformersTokenBackend(
         model, tokenizer, device=device, model_id=f"diffusiongemma-{scale}-random"
     )
@@ -596,6 +600,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="requests per concurrency, rounded up to a multiple of it (default: 128 full, "
         "32 small)",
     )
+    ap.add_argument(
+        "--step-s",
+        type=float,
+        default=20.0,
+        help="about how long each path may take per concurrency: fewer requests (at least 2 "
+        "rounds) when the warm-up says --requests would take longer (default 20)",
+    )
     ap.add_argument("--layers", type=int, default=None, help="fewer layers than published")
     ap.add_argument("--dtype", choices=["bf16", "fp32"], default=None,
                     help="default: bf16 on CUDA, fp32 on CPU")  # fmt: skip
@@ -680,6 +691,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     questions = seed_questions()
     engine = ab.DecisionEngine(reader, joint=True)
     warm = ticket_states(max(concurrencies), "warm-")
+    # The first forward's one-off work (CUDA kernels, the allocator) is nobody's latency.
+    engine.decide_many(warm[:1], questions)
     reads = planned_reads(reader, warm[:1], questions)
     result["read"] |= {
         "canvas_read": len(reads[0].canvas),
@@ -688,7 +701,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     for concurrency in concurrencies:
         try:
-            row = compare(engine, reader, questions, warm, concurrency, wanted, device)
+            row = compare(engine, reader, questions, warm, concurrency, wanted, args.step_s, device)
         except Exception as e:
             failed(f"concurrency {concurrency}", e)
             continue
@@ -713,13 +726,17 @@ def compare(
     warm: list[str],
     concurrency: int,
     wanted: int,
+    step_s: float,
     device: str,
 ) -> dict:
     """One concurrency: the engine's run, then the plain forward of the same reads, each
-    after a warm-up (a first forward's one-off work is nobody's latency)."""
-    n = -(-wanted // concurrency) * concurrency  # whole rounds of callers
+    after a warm-up. ``wanted`` requests in whole rounds of callers, fewer (at least two
+    rounds) if the warm-up round says they would take more than ``step_s``."""
+    warm_figures, _ = run_engine(engine, warm[:concurrency], questions, concurrency, device)
+    rounds = -(-wanted // concurrency)
+    affordable = max(2, int(step_s / max(warm_figures["wall_s"], 1e-3)))
+    n = min(rounds, affordable) * concurrency
     states = ticket_states(n, f"c{concurrency}-")
-    run_engine(engine, warm[:concurrency], questions, concurrency, device)
     reader.seen.clear()
     engine_figures, engine_chosen = run_engine(engine, states, questions, concurrency, device)
     reads = planned_reads(reader, states, questions)

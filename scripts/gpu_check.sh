@@ -70,7 +70,8 @@ if [[ "${1:-}" == "--prepare" ]]; then
 fi
 
 # Install the wheels only where this Python cannot import agentbranch's dependencies.
-if ! "$PYTHON" -c "import langchain_core, langsmith, pydantic, jsonpatch, uuid_utils" 2>/dev/null; then
+needs="import langchain_core, langsmith, pydantic, jsonpatch, uuid_utils"
+if ! "$PYTHON" -c "$needs" 2>/dev/null; then
     shopt -s nullglob
     wheels=("$WHEELS"/*.whl)
     if [[ ${#wheels[@]} -eq 0 ]]; then
