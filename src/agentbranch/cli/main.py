@@ -2,7 +2,7 @@
 
 ``demo`` (the support-triage graph), ``decide`` (one decision), ``calibrate``, ``engine``
 (which engine the environment selects), ``bench`` (read paths timed; the harness is
-``agentbranch_bench``), ``replay diff``, ``audit report``, ``size`` and ``deploy
+``agentbranch_bench``), ``verify`` (a CI verdict on a frozen threshold), ``replay diff``, ``audit report``, ``size`` and ``deploy
 kserve``: each in ``agentbranch.cli.<group>``. Each command imports what it runs inside
 its function, so ``agentbranch --help`` loads none of it.
 """
@@ -11,7 +11,17 @@ from __future__ import annotations
 
 import typer
 
-from agentbranch.cli import audit, bench, calibrate, decide, demo, deploy, engine, replay
+from agentbranch.cli import (
+    audit,
+    bench,
+    calibrate,
+    decide,
+    demo,
+    deploy,
+    engine,
+    replay,
+    verify,
+)
 from agentbranch.cli.flags import show_flags_as_flags
 
 app = typer.Typer(
@@ -27,6 +37,7 @@ app.command()(decide.decide)
 app.command()(calibrate.calibrate)
 app.command()(engine.engine)
 app.command()(bench.bench)
+app.command(cls=verify.VerifyCommand)(verify.verify)
 app.add_typer(replay.replay_app, name="replay")
 app.add_typer(audit.audit_app, name="audit")
 deploy.register(app)  # size, deploy kserve
