@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agentbranch.core import _metrics as metrics
+from agentbranch.core import _tracing as tracing
 from agentbranch.core.teacher_calls import TeacherCall, teacher_calls_of
 from agentbranch.policy.auditing.config import Audit
 from agentbranch.policy.auditing.sinks import AuditRecord
@@ -273,7 +274,7 @@ def _answer(
 ) -> tuple[Any, str]:
     """The teacher's reply and its label (within ``audit.timeout``); a call that fails,
     times out or answers outside the options is a missing audit, and raises."""
-    from agentbranch.policy.generation import ask, parse_label
+    from agentbranch.policy.generation import ask, model_name, parse_label
 
     config = {"run_name": "agentbranch.audit", "tags": ["agentbranch:audit"]}
     started = time.perf_counter()
@@ -299,7 +300,9 @@ def _answer(
             health.missing(f"{type(e).__name__}: {e}"[:200], error or type(e).__name__)
         raise
     finally:
-        metrics.teacher_call(call.question_id, "audit", time.perf_counter() - started, error)
+        took = time.perf_counter() - started
+        metrics.teacher_call(call.question_id, "audit", took, error)
+        tracing.teacher_call(None, call.question_id, "audit", model_name(call.teacher), took, error)
     return reply, label
 
 
