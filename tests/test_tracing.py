@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import TypedDict
 
 import pytest
 from _earned_fixtures import URGENT, Oracle, engine, state
@@ -192,3 +193,43 @@ def test_without_a_provider_nothing_is_made():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+class S(TypedDict, total=False):
+    text: str
+    decisions: dict
+    out: str
+
+
+def test_in_a_graph_under_the_apps_span_and_a_review_interrupt_is_no_error(exporter):
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import START, StateGraph
+    from langgraph.types import Command
+
+    from agentbranch.langgraph import DecideNode
+
+    policy = Policy(take_at=0.9, review_below=0.9)  # every unsure answer asks a human
+    node = DecideNode(engine(), {"urgent": URGENT}, policy=policy, state_key="text")
+    g = StateGraph(S)
+    g.add_node("decide", node)
+    g.add_node("page", lambda s: {"out": "page"})
+    g.add_node("queue", lambda s: {"out": "queue"})
+    g.add_edge(START, "decide")
+    edge = node.router("urgent", {"yes": "page", "no": "queue"})
+    g.add_conditional_edges("decide", edge, edge.path_map)
+    app = g.compile(checkpointer=InMemorySaver())
+    cfg = {"configurable": {"thread_id": "t"}}
+    tracer = ab.core._tracing.tracing()  # the app's own tracer, on the same provider
+    with tracer.start_as_current_span("handle ticket") as request:
+        out = app.invoke({"text": state(7, "yes", 0.55, "no")}, cfg)
+        assert "__interrupt__" in out
+        assert app.invoke(Command(resume="no"), cfg)["out"] == "queue"
+    decisions = [s for s in exporter.get_finished_spans() if s.name == "decide urgent"]
+    assert len(decisions) == 2  # the interrupted run, and the resumed node deciding again
+    first, second = decisions
+    assert first.attributes["agentbranch.decision.interrupted"] is True
+    assert first.status.status_code == StatusCode.UNSET and "error.type" not in first.attributes
+    assert second.attributes["agentbranch.decision.band"] == "review"
+    assert second.attributes["agentbranch.decision.decided_by"] == "human"
+    for span in decisions:
+        assert span.context.trace_id == request.get_span_context().trace_id

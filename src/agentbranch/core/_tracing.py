@@ -36,6 +36,7 @@ LATENCY = "agentbranch.decision.latency_s"  # the engine's read, as the record s
 READER = "agentbranch.reader.name"
 VERSION = "agentbranch.learn.version"
 STATE = "agentbranch.state"
+INTERRUPTED = "agentbranch.decision.interrupted"
 
 _lock = threading.Lock()
 _explicit: Any = None  # a provider given to use_tracer_provider (None: the global one)
@@ -126,13 +127,22 @@ class Decisions:
                 span.end()
 
     def fail(self, error: BaseException) -> None:
-        """The resolution raised: every span says so and ends."""
+        """The resolution raised: every span says so and ends. A LangGraph interrupt
+        (a review asked of a human) and a closed generator are not errors: the spans end
+        marked ``agentbranch.decision.interrupted`` (the resumed node decides again)."""
         from opentelemetry.trace import Status, StatusCode
 
+        # By name: this layer does not import LangGraph (GraphInterrupt is a GraphBubbleUp).
+        stopped = isinstance(error, GeneratorExit) or any(
+            c.__name__ == "GraphBubbleUp" for c in type(error).__mro__
+        )
         for spans in self.spans:
             for span in spans.values():
-                span.set_attribute(ERROR, type(error).__name__)
-                span.set_status(Status(StatusCode.ERROR, str(error)[:200]))
+                if stopped:
+                    span.set_attribute(INTERRUPTED, True)
+                else:
+                    span.set_attribute(ERROR, type(error).__name__)
+                    span.set_status(Status(StatusCode.ERROR, str(error)[:200]))
                 span.end()
 
 
