@@ -172,6 +172,26 @@ def test_several_states_at_once_get_one_span_each(exporter):
     assert len({s.context.span_id for s in spans}) == 3
 
 
+def test_without_the_api_installed_decisions_run_and_nothing_is_traced():
+    code = textwrap.dedent(
+        f"""
+        import sys
+        sys.modules["opentelemetry"] = None  # as if not installed: every import fails
+        sys.path.insert(0, {str(SRC)!r})
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from agentbranch.core import _tracing
+        from agentbranch.policy import Generate, Policy
+        from agentbranch.policy.resolver import Resolver
+        from _earned_fixtures import URGENT, Oracle, engine, state
+        r = Resolver(engine(), {{"urgent": URGENT}}, Policy(take_at=0.9, fallbacks=[Generate(Oracle())]))
+        print(r.resolve(state(1, "yes", 0.55, "no"))["urgent"]["decided_by"], _tracing.tracing())
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "fallback None"
+
+
 def test_without_a_provider_nothing_is_made():
     # A fresh process: the API imported, no provider set; the tracer is never built.
     code = textwrap.dedent(

@@ -293,13 +293,22 @@ def verdict_from_counts(
     )
 
 
-def thresholds_in_force(store: Any) -> dict[str, float | None]:
+def thresholds_in_force(store: Any, asked: Sequence[str] = ()) -> dict[str, float | None]:
     """``{question_id: take_at}`` an ``Earned`` policy's evidence store holds now (the
     threshold the policy computes from it, as ``agentbranch audit report`` shows). A
-    question with different thresholds under several readers is an error."""
+    question with different thresholds under several readers is an error, and so is an
+    ``asked`` question that decides with a learned version of its read: its threshold is
+    the learned read's, and the labelled file is read with the question as written."""
     from agentbranch.audit.earned_report import earned_report
 
     rep = earned_report(store)
+    for learned in rep.learning.values():
+        if learned.question_id in asked and learned.in_force > 0:
+            raise ConfigurationError(
+                f"question {learned.question_id!r} decides with learned version "
+                f"{learned.in_force} of its read, and the store's threshold is that read's; "
+                "verify reads the question as written, so give --take-at for it instead"
+            )
     out: dict[str, float | None] = {}
     for trust in rep.questions.values():
         q = trust.question_id

@@ -128,11 +128,12 @@ def verify(
     if record is not None and cassette is None:
         raise _error("--record is the record mode of --cassette: give --cassette PATH")
     try:
-        threshold: Any = take_at if store is None else thresholds_in_force(_store(store))
-        extra = read_questions(questions) if questions else None
         from agentbranch.calibration.labelled import load_labelled
 
+        extra = read_questions(questions) if questions else None
         examples = load_labelled(labelled, extra, default_question=question)
+        asked = sorted({ex.question_id for ex in examples})
+        threshold: Any = take_at if store is None else thresholds_in_force(_store(store), asked)
         engine = _engine(cassette, record, calibration, permutations)
         result = run(
             engine,
