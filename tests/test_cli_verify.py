@@ -276,3 +276,16 @@ def test_on_the_embedded_reader(tmp_path):
     labels = [engine.decide(t, {"team": team})["team"].label for t, _ in tickets]
     assert out["taken"] == 4  # take_at 0 takes every decision
     assert out["right"] == sum(got == want for got, (_, want) in zip(labels, tickets))
+
+
+def test_an_unexpected_failure_is_an_error_not_a_block(files, monkeypatch):
+    import agentbranch.audit.verdict as verdict_module
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(verdict_module, "verify", broken)
+    path, cassette = files["pass"]
+    result = verdict(path, cassette)
+    assert result.exit_code == 3
+    assert "RuntimeError: a bug" in result.stderr

@@ -145,6 +145,10 @@ def verify(
         )
     except (AgentBranchError, OSError) as e:
         raise _error(e) from None
+    except typer.Exit:
+        raise
+    except Exception as e:  # noqa: BLE001 - a crash must not exit 1, which reads as BLOCK
+        raise _error(f"{type(e).__name__}: {e}") from e
     if as_json:
         print(json.dumps(result.as_dict(), indent=2, allow_nan=False))
     else:
