@@ -112,14 +112,8 @@ def test_a_graph_under_the_sdk_exports_what_the_report_computes(reader, tmp_path
     # decisions, by band and by who decided
     assert total(pts, "agentbranch.decisions") == 45
     for (band, decided_by), n in by.items():
-        assert (
-            total(
-                pts,
-                "agentbranch.decisions",
-                **{"decision.band": band, "decision.decided_by": decided_by},
-            )
-            == n
-        )
+        assert total(pts, "agentbranch.decisions", **{"decision.band": band,
+                     "decision.decided_by": decided_by}) == n
     # every label the report counts was stored, and counted, once
     stored = len(store.read_text().splitlines())
     assert total(pts, "agentbranch.labels.stored") == q["labels"] == stored
@@ -270,7 +264,7 @@ def test_the_global_provider_the_application_sets_is_used():
         names = {m.name: sum(getattr(p, "value", 0) for p in m.data.data_points)
                  for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
         print(names["agentbranch.teacher.calls"], names["agentbranch.labels.stored"])
-        """,
+        """
     )
     assert out.split() == ["5", "5"]
 
@@ -301,7 +295,6 @@ def test_the_gauges_say_what_the_latest_decision_had_in_force(reader):
     }
     _metrics.decisions([rec, {**rec, "take_at": 0.75, "reader_version": 3}])
     pts = points(reader)
-
     def now(name):
         return [p.value for p in pts[name] if p.attributes["agentbranch.question.id"] == "sport"]
 
