@@ -85,6 +85,7 @@ __all__ = [
     "score",
     "smollm2",
     "use_meter_provider",
+    "use_tracer_provider",
     "yes_no",
 ]
 
@@ -104,6 +105,7 @@ _LAZY = {
     "smollm2": "agentbranch.engine.readers.smollm2",
     # metrics through OpenTelemetry's API (docs/metrics.md)
     "use_meter_provider": "agentbranch.core._metrics",
+    "use_tracer_provider": "agentbranch.core._tracing",
 }
 
 

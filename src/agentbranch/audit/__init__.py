@@ -6,6 +6,8 @@ this package holds the reports over the records it leaves:
   as labelled examples; ``estimates``
 * ``earned_report`` over ``earned_sources`` (evidence or audit records), ``earned_now``,
   ``earned_learning`` and ``earned_render`` (the diagram): for ``Earned``
+* ``verdict``: ``verify`` and ``assert_verified``, a CI verdict (PASS, BLOCK,
+  INCONCLUSIVE) on a frozen threshold's precision and coverage, with exact bounds
 """
 
 from agentbranch.audit.earned_render import earned_diagram
@@ -22,6 +24,7 @@ from agentbranch.audit.report import (
     load_records,
     wilson,
 )
+from agentbranch.audit.verdict import Verification, assert_verified, verify
 from agentbranch.core.audit_records import AuditRecord
 from agentbranch.policy.auditing.config import AUDIT_EVENT, Audit
 from agentbranch.policy.auditing.sinks import CallbackSink, JsonlSink, StoreSink
@@ -42,6 +45,8 @@ __all__ = [
     "QuestionTrust",
     "StoreSink",
     "TakeAt",
+    "Verification",
+    "assert_verified",
     "audit_report",
     "audits_needed",
     "earned_diagram",
@@ -50,5 +55,6 @@ __all__ = [
     "labelled_examples",
     "load_records",
     "scored_examples",
+    "verify",
     "wilson",
 ]

@@ -1,9 +1,13 @@
-"""``agentbranch decide STATE --choice/--yes-no/--score ...``: one decision, as a table."""
+"""``agentbranch decide STATE --choice/--yes-no/--score ...``: one decision, as a table;
+``--each FILE`` decides every line of FILE in one process (``cli.decide_lines``).
+``--timings`` says where the time went (loading the model, deciding); a one-shot call
+that took longer than ``SLOW_S`` says it unasked, on stderr."""
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,8 +15,12 @@ import typer
 from rich.table import Table
 
 from agentbranch.cli.common import console, err, fail, load_engine, quiet_logs, read_questions
+from agentbranch.cli.decide_lines import Timings, decide_lines
 
-__all__ = ["decide"]
+__all__ = ["SLOW_S", "decide"]
+
+#: A one-shot decide slower than this says on stderr where its time went.
+SLOW_S = 5.0
 
 
 def _fmt_probs(probs: dict[str, float], top: int = 3) -> str:
@@ -40,7 +48,9 @@ def _examples_for(examples: list[str] | None, names: list[str]) -> dict[str, lis
 
 
 def decide(
-    state: Annotated[str, typer.Argument(help="The state text ('-' reads stdin).")],
+    state: Annotated[
+        str | None, typer.Argument(help="The state text ('-' reads stdin); or use --each.")
+    ] = None,
     choice_q: Annotated[
         str | None, typer.Option("--choice", help="A pick-one question; give --option.")
     ] = None,
@@ -69,13 +79,31 @@ def decide(
     calibration: Annotated[Path | None, typer.Option()] = None,
     permutations: Annotated[int, typer.Option(min=1, help="Option orders to average.")] = 1,
     as_json: Annotated[bool, typer.Option("--json")] = False,
+    each: Annotated[
+        Path | None,
+        typer.Option(
+            help="Decide every line of this file ('-': stdin) in one process: JSON Lines "
+            '({"state": ..., "id": ...}) or plain text lines; one JSON record a line.'
+        ),
+    ] = None,
+    batch_size: Annotated[int, typer.Option(min=1, help="States a read holds (--each).")] = 32,
+    timings: Annotated[
+        bool, typer.Option("--timings", help="Say on stderr where the time went: load, decide.")
+    ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
-    """Answer one or more questions about STATE and print the decisions."""
+    """Answer one or more questions about STATE and print the decisions.
+
+    With --each FILE, decide every line of FILE (or stdin, '-') with one engine: one JSON
+    record per line, {"line": N, "id": ..., "decisions": {...}}, or {"line": N, "error":
+    ...} for a line that could not be read or decided; the exit status is 1 when any
+    line failed."""
     import agentbranch as ab
     from agentbranch.core.errors import AgentBranchError
 
     quiet_logs(verbose)
+    if (state is None) == (each is None):
+        raise typer.BadParameter("give one STATE ('-' reads stdin) or --each FILE, not both")
     if state == "-":
         try:
             state = sys.stdin.read()
@@ -118,9 +146,18 @@ def decide(
         if not qs:
             raise typer.BadParameter("ask something: --choice, --yes-no, --score or --questions")
         engine, reason = load_engine(calibration, permutations)
+        if each is not None:
+            _each(engine, each, qs, batch_size, timings)
+        start = time.perf_counter()
+        engine.warmup()  # loads the model: timed apart from the decision
+        loaded = time.perf_counter()
         decisions = engine.decide(state, qs)
+        spent = Timings(loaded - start, time.perf_counter() - loaded, 1)
     except AgentBranchError as e:
         raise fail(e) from None
+    if timings or spent.load_s + spent.decide_s > SLOW_S:
+        hint = "" if timings else "; to decide many states with one load, use --each FILE"
+        err.print(f"[dim]took {spent.line()}{hint}[/dim]", highlight=False, soft_wrap=True)
     if as_json:
         print(json.dumps(decisions.to_records(), indent=2))
         return
@@ -137,3 +174,22 @@ def decide(
         )
     console.print(table)
     err.print(f"[dim]{reason}[/dim]")
+
+
+def _each(engine: Any, source: Path, questions: dict[str, Any], size: int, timings: bool) -> None:
+    """``--each``: every line decided, one record each; exit 1 when any line failed."""
+    try:
+        raw = sys.stdin.buffer if str(source) == "-" else source.open("rb")
+    except OSError as e:
+        raise fail(f"--each {source}: {e.strerror or e}") from None
+    with raw:
+        failed, spent = decide_lines(engine, raw, questions, batch_size=size)
+    if timings:
+        err.print(f"[dim]took {spent.line()}[/dim]", highlight=False, soft_wrap=True)
+    if failed:
+        err.print(
+            f"[red]error:[/red] {failed} line(s) could not be decided; their records say why",
+            highlight=False,
+            soft_wrap=True,
+        )
+    raise typer.Exit(1 if failed else 0)

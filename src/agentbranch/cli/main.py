@@ -1,8 +1,9 @@
 """``agentbranch``: the command line, one module per command group.
 
 ``demo`` (the support-triage graph), ``decide`` (one decision), ``calibrate``, ``engine``
-(which engine the environment selects), ``replay diff``, ``audit report``, ``size`` and
-``deploy kserve``: each in ``agentbranch.cli.<group>``. Each command imports what it runs inside
+(which engine the environment selects), ``verify`` (a CI verdict on a frozen threshold),
+``replay diff``, ``audit report``, ``size`` and ``deploy kserve``: each in
+``agentbranch.cli.<group>``. Each command imports what it runs inside
 its function, so ``agentbranch --help`` loads none of it.
 """
 
@@ -10,7 +11,16 @@ from __future__ import annotations
 
 import typer
 
-from agentbranch.cli import audit, calibrate, decide, demo, deploy, engine, replay
+from agentbranch.cli import (
+    audit,
+    calibrate,
+    decide,
+    demo,
+    deploy,
+    engine,
+    replay,
+    verify,
+)
 from agentbranch.cli.flags import show_flags_as_flags
 
 app = typer.Typer(
@@ -25,6 +35,7 @@ app.command()(demo.demo)
 app.command()(decide.decide)
 app.command()(calibrate.calibrate)
 app.command()(engine.engine)
+app.command(cls=verify.VerifyCommand)(verify.verify)
 app.add_typer(replay.replay_app, name="replay")
 app.add_typer(audit.audit_app, name="audit")
 deploy.register(app)  # size, deploy kserve

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from agentbranch.core import _metrics as metrics
+from agentbranch.core import _tracing as tracing
 from agentbranch.core.errors import FallbackError
 from agentbranch.core.questions import Question
 from agentbranch.policy.config import DecisionRecord, Generate, MoreDraws, Policy
@@ -20,6 +21,7 @@ from agentbranch.policy.generation import (
     fallback_record,
     generate,
     generation_messages,
+    model_name,
     parse_label,
     state_text,
 )
@@ -32,9 +34,16 @@ __all__ = ["Call", "Steps", "fallback_steps", "run_async", "run_sync"]
 
 
 def fallback_steps(
-    engine: Any, qid: str, question: Question, policy: Policy, rec: DecisionRecord, state: Any
+    engine: Any,
+    qid: str,
+    question: Question,
+    policy: Policy,
+    rec: DecisionRecord,
+    state: Any,
+    span: Any = None,
 ) -> Steps[DecisionRecord]:
-    """Run ``policy.fallbacks`` for question ``qid`` until one resolves it."""
+    """Run ``policy.fallbacks`` for question ``qid`` until one resolves it; ``span``, the
+    decision's OpenTelemetry span, is the parent of each teacher call's."""
     asked = {qid: question}
     errors: list[str] = []
     threshold = Threshold(rec.get("take_at"), rec.get("trust") or "fixed")
@@ -51,12 +60,18 @@ def fallback_steps(
                 return rec
         elif isinstance(fb, Generate):
             messages = generation_messages(fb, qid, question, state_text(state))
-            started = time.perf_counter()
-            reply = yield Call(generate, agenerate, engine, fb, qid, messages, rec["options"])
+            started, teacher = time.perf_counter(), model_name(fb.model)
+            try:
+                reply = yield Call(generate, agenerate, engine, fb, qid, messages, rec["options"])
+            except Exception as e:  # counted where it was raised (generation._raising)
+                took = time.perf_counter() - started
+                tracing.teacher_call(span, qid, "fallback", teacher, took, type(e).__name__)
+                raise
             took = time.perf_counter() - started
             if isinstance(reply, Expired):  # a failed fallback: the next one runs
                 if reply.made:
                     metrics.teacher_call(qid, "fallback", took, "timeout")
+                    tracing.teacher_call(span, qid, "fallback", teacher, took, "timeout")
                 else:  # refused behind stuck calls: no call, no duration
                     metrics.teacher_refused(qid, "fallback")
                 log.warning("agentbranch: question %r: %s", qid, reply.message)
@@ -66,9 +81,11 @@ def fallback_steps(
                 label = parse_label(reply, rec["options"])
             except FallbackError as e:
                 metrics.teacher_call(qid, "fallback", took, "invalid_reply")
+                tracing.teacher_call(span, qid, "fallback", teacher, took, "invalid_reply")
                 errors.append(str(e))
                 continue
             metrics.teacher_call(qid, "fallback", took, None)
+            tracing.teacher_call(span, qid, "fallback", teacher, took, None)
             return fallback_record(rec, label, fb.model, reply)
         else:
             out = dict(rec)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentbranch.core import _tracing as tracing
 from agentbranch.core.questions import Question
 from agentbranch.core.state import render_state
 from agentbranch.policy.bands import band_all
@@ -65,7 +66,37 @@ def resolve_many(
     resumed LangGraph node re-runs from its start, so a fallback model called before an
     interrupt would be called twice); ``finish`` completes the records before they are
     audited. ``batched``: one ``decide_many`` read (else one ``decide`` of the single
-    state). An engine error gives the policy's fail-open/closed records (or raises)."""
+    state). An engine error gives the policy's fail-open/closed records (or raises).
+
+    With an OpenTelemetry tracer provider set (``agentbranch.core._tracing``), each
+    decision gets a span from here to its final record; a fallback's teacher call is a
+    child of it."""
+    spans = tracing.decisions(list(questions), len(states))
+    if spans is None:
+        return (
+            yield from _resolve_many(engine, questions, policy, states, review, finish, batched)
+        )
+    try:
+        out = yield from _resolve_many(
+            engine, questions, policy, states, review, finish, batched, spans
+        )
+    except BaseException as e:
+        spans.fail(e)
+        raise
+    spans.finish([r.records for r in out], [r.state for r in out])
+    return out
+
+
+def _resolve_many(
+    engine: Any,
+    questions: Mapping[str, Question],
+    policy: PolicyArg,
+    states: Sequence[Any],
+    review: Hook,
+    finish: Hook | None,
+    batched: bool,
+    spans: tracing.Decisions | None = None,
+) -> Steps[list[Resolution]]:
     learns = any(learner_of(policy, question_id) is not None for question_id in questions)
     earned = any(policy_for(policy, question_id).earned is not None for question_id in questions)
     try:
@@ -103,11 +134,12 @@ def resolve_many(
                 for text, decisions, got in zip(texts, batch, looked, strict=True)
             ]
     review(out)
-    for r in out:
+    for i, r in enumerate(out):
         for question_id in r.pending["fallback"]:
             p = policy_for(policy, question_id)
             question, rec = questions[question_id], r.records[question_id]
-            steps = fallback_steps(engine, question_id, question, p, rec, r.state)
+            span = None if spans is None else spans.span(i, question_id)
+            steps = fallback_steps(engine, question_id, question, p, rec, r.state, span)
             r.records[question_id] = yield from steps
     if any(r.banded for r in out):  # evidence stores do blocking I/O: off the event loop
         yield offload(_collect, policy, out)
@@ -147,8 +179,7 @@ def _failed(
 ) -> list[Resolution]:
     reader = getattr(engine, "reader", None)
     return [
-        Resolution(t, records_for_error(error, questions, policy, reader), questions)
-        for t in texts
+        Resolution(t, records_for_error(error, questions, policy, reader), questions) for t in texts
     ]
 
 

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agentbranch.core import _metrics as metrics
+from agentbranch.core import _tracing as tracing
 from agentbranch.core.teacher_calls import TeacherCall, teacher_calls_of
 from agentbranch.policy.auditing.config import Audit
 from agentbranch.policy.auditing.sinks import AuditRecord
@@ -279,7 +280,7 @@ def _answer(
 ) -> tuple[Any, str]:
     """The teacher's reply and its label (within ``audit.timeout``); a call that fails,
     times out or answers outside the options is a missing audit, and raises."""
-    from agentbranch.policy.generation import ask, parse_label
+    from agentbranch.policy.generation import ask, model_name, parse_label
 
     config = {"run_name": "agentbranch.audit", "tags": ["agentbranch:audit"]}
     started = time.perf_counter()
@@ -309,8 +310,11 @@ def _answer(
             health.missing(f"{type(e).__name__}: {e}"[:200], error or type(e).__name__)
         raise
     finally:
+        took = time.perf_counter() - started
         if made:
-            metrics.teacher_call(call.question_id, "audit", time.perf_counter() - started, error)
+            metrics.teacher_call(call.question_id, "audit", took, error)
+            teacher = model_name(call.teacher)
+            tracing.teacher_call(None, call.question_id, "audit", teacher, took, error)
         else:  # refused behind a stuck call: no call, no duration
             metrics.teacher_refused(call.question_id, "audit")
     return reply, label
