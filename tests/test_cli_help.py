@@ -29,7 +29,7 @@ COMMANDS = list(_commands(typer.main.get_command(app)))
 
 def test_the_walk_finds_every_command():
     paths = {" ".join(p) for p, _ in COMMANDS}
-    expected = {"", "demo", "decide", "calibrate", "engine", "size", "deploy kserve"}
+    expected = {"", "demo", "decide", "calibrate", "engine", "verify", "size", "deploy kserve"}
     assert expected <= paths
     assert {"replay diff", "audit report"} <= paths
 

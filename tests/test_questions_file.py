@@ -92,7 +92,7 @@ def test_every_flag_that_reads_it_points_to_its_page(command, tmp_path: Path):
 
 def test_no_page_sends_readers_to_a_command_that_does_not_exist():
     pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-    commands = {"demo", "decide", "calibrate", "engine", "replay", "audit", "size"}
+    commands = {"demo", "decide", "calibrate", "engine", "verify", "replay", "audit", "size"}
     commands.add("deploy")
     for page in pages:
         for used in re.findall(r"`agentbranch ([a-z][a-z-]*)", page.read_text("utf-8")):
