@@ -231,4 +231,4 @@ def learning_report(block: str, ns: dict) -> None:
     from _learn_store import learn_store
 
     learn_store("learning.jsonl", n=700)
-    cli("audit", "report", "learning.jsonl", cwd=Path("."), status=0)
+    cli("audit", "report", "learning.jsonl", "--details", cwd=Path("."), status=0)

@@ -145,7 +145,7 @@ def test_an_empty_audit_file_writes_no_calibration_and_fails_the_command(tmp_pat
     )
     assert result.exit_code == 2 and "holds no audit records" in result.output
     assert not out.exists()
-    result = CliRunner().invoke(app, ["audit", "report", str(path)])
+    result = CliRunner().invoke(app, ["audit", "report", "--details", str(path)])
     assert result.exit_code == 2 and "holds no audit records" in result.output
 
 
@@ -233,7 +233,7 @@ def test_both_commands_print_one_clear_error_and_no_traceback(tmp_path, lines):
     path = _write(tmp_path / "audits.jsonl", lines)
     out = tmp_path / "c.json"
     for args in (
-        ["audit", "report", str(path)],
+        ["audit", "report", "--details", str(path)],
         ["calibrate", "--from-audit", str(path), "--out", str(out)]
         + ["--diagram", str(tmp_path / "r.png")],
     ):
@@ -247,14 +247,14 @@ def test_both_commands_print_one_clear_error_and_no_traceback(tmp_path, lines):
 def test_non_utf8_audit_file_is_a_clear_command_error(tmp_path):
     path = tmp_path / "audits.jsonl"
     path.write_bytes(json.dumps(GOOD).encode().replace(b"billing", b"bill\xe9ng", 1) + b"\n")
-    result = CliRunner().invoke(app, ["audit", "report", str(path)])
+    result = CliRunner().invoke(app, ["audit", "report", "--details", str(path)])
     assert result.exit_code == 2 and f"{path}:1: not UTF-8" in result.output
 
 
 @pytest.mark.parametrize("bins", ["0", "-3", "1001", "100000000"])
 def test_audit_report_bins_are_bounded(tmp_path, bins):
     path = _audits(tmp_path, 50)
-    result = CliRunner().invoke(app, ["audit", "report", str(path), "--bins", bins])
+    result = CliRunner().invoke(app, ["audit", "report", "--details", str(path), "--bins", bins])
     assert result.exit_code == 2 and "--bins" in result.output
     assert "Invalid value for '--bins'" in result.output
     with pytest.raises(ConfigurationError, match="bins"):
@@ -266,7 +266,7 @@ def test_audit_report_diagram_that_cannot_be_written_is_refused_first(tmp_path, 
     (tmp_path / "dir").mkdir()
     path = _audits(tmp_path, 30)
     result = CliRunner().invoke(
-        app, ["audit", "report", str(path), "--diagram", str(tmp_path / where)]
+        app, ["audit", "report", "--details", str(path), "--diagram", str(tmp_path / where)]
     )
     assert result.exit_code == 2 and result.output.startswith("error: --diagram")
     assert "Traceback" not in result.output
@@ -278,7 +278,7 @@ def test_audit_report_explains_more_audits(tmp_path):
     path = _write(tmp_path / "audits.jsonl", [json.dumps(r) for r in recs])
     t = audit_report(recs).questions["team"].threshold
     assert t.more_audits  # a count to explain
-    output = CliRunner().invoke(app, ["audit", "report", str(path)]).output
+    output = CliRunner().invoke(app, ["audit", "report", "--details", str(path)]).output
     values = " ".join(
         line.split("│")[2].strip() for line in output.splitlines() if line.count("│") == 3
     )

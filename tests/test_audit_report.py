@@ -162,14 +162,14 @@ def test_audit_report_command_table_json_and_diagram(tmp_path):
     path = _write(tmp_path / "audits.jsonl", recs)
     runner = CliRunner()
     png = tmp_path / "audit.png"
-    result = runner.invoke(app, ["audit", "report", str(path), "--diagram", str(png)])
+    result = runner.invoke(app, ["audit", "report", "--details", str(path), "--diagram", str(png)])
     assert result.exit_code == 0, result.output
     assert "take-band precision" in result.output and "team" in result.output
     assert "take_at for 90%" in result.output and "95% Wilson" in result.output
     assert "200 taken + 100 fallback" in result.output
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     result = runner.invoke(
-        app, ["audit", "report", str(path), "--json", "--target-precision", "0.8"]
+        app, ["audit", "report", "--details", str(path), "--json", "--target-precision", "0.8"]
     )
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
@@ -180,7 +180,7 @@ def test_audit_report_command_table_json_and_diagram(tmp_path):
 def test_audit_report_command_bad_file(tmp_path):
     bad = tmp_path / "x.jsonl"
     bad.write_text('{"kind": "audit"}\n')
-    result = CliRunner().invoke(app, ["audit", "report", str(bad)])
+    result = CliRunner().invoke(app, ["audit", "report", "--details", str(bad)])
     assert result.exit_code == 2 and "x.jsonl:1: not a valid audit record" in result.output
 
 

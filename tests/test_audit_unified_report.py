@@ -60,14 +60,14 @@ def test_the_target_is_the_policys_own_and_the_flag_only_asks_what_if(store_at_8
     (qa,) = asked.questions.values()
     assert qa.target.precision == 0.8 and qa.take_at == q.take_at  # in force: unchanged
     assert qa.what_if.precision == 0.95 and qa.what_if.trust == "learning"
-    res = runner.invoke(app, ["audit", "report", str(store_at_80)], terminal_width=200)
+    res = runner.invoke(app, ["audit", "report", "--details", str(store_at_80)], terminal_width=200)
     assert res.exit_code == 0, res.output
     assert f"urgent: take_at {q.take_at:g} in force (earned)" in res.output
     assert "precision 0.8 at level 0.95: the policy's own" in res.output
     assert "what if" not in res.output
     res = runner.invoke(
         app,
-        ["audit", "report", str(store_at_80), "--target-precision", "0.95"],
+        ["audit", "report", "--details", str(store_at_80), "--target-precision", "0.95"],
         terminal_width=200,
     )
     assert "at precision 0.95 (asked with --target-precision; not the policy's, not in" in (
@@ -86,7 +86,7 @@ def test_a_store_that_does_not_record_its_precision_says_so(store_at_80, tmp_pat
     old.write_text("\n".join(lines) + "\n")
     (q,) = earned_report(old).questions.values()
     assert (q.target.precision, q.target.origin) == (0.9, "default")
-    res = runner.invoke(app, ["audit", "report", str(old)], terminal_width=200)
+    res = runner.invoke(app, ["audit", "report", "--details", str(old)], terminal_width=200)
     assert "a default; the records do not say the policy's" in res.output
     (q,) = earned_report(old, precision=0.8).questions.values()
     assert (q.target.precision, q.target.origin, q.what_if) == (0.8, "asked", None)
@@ -119,7 +119,7 @@ def test_the_threshold_the_policy_would_use_is_shown_next_to_the_recorded_one(tm
     (q,) = earned_report(path).questions.values()
     assert (q.recorded_take_at, q.recorded_trust) == (0.6, "earned")
     assert (q.take_at, q.trust, q.recomputed) == (None, "learning", True)
-    res = runner.invoke(app, ["audit", "report", str(path)], terminal_width=200)
+    res = runner.invoke(app, ["audit", "report", "--details", str(path)], terminal_width=200)
     assert "urgent: nothing taken (learning)" in res.output
     assert "the latest labelled decision was made under earned, take_at 0.6" in res.output
 
@@ -134,7 +134,7 @@ def test_a_low_take_at_gets_one_sentence_of_meaning(tmp_path):
     (q,) = earned_report(tmp_path / "e.jsonl").questions.values()
     assert "confidences are low (median" in q.meaning and "but well ordered" in q.meaning
     assert f"at or above {take_at:g} were shown right at least 90%" in q.meaning
-    res = runner.invoke(app, ["audit", "report", str(tmp_path / "e.jsonl")], terminal_width=200)
+    res = runner.invoke(app, ["audit", "report", "--details", str(tmp_path / "e.jsonl")], terminal_width=200)
     assert "what it means" in res.output
 
 
@@ -162,7 +162,7 @@ def test_the_report_is_strict_json_never_infinity(store_at_80, tmp_path):
     rec.update(trust="earned", time="2099-01-01T00:00:00.000+00:00")
     bad = tmp_path / "tiny.jsonl"
     bad.write_text(store_at_80.read_text() + json.dumps(rec) + "\n")
-    res = runner.invoke(app, ["audit", "report", str(bad), "--json"])
+    res = runner.invoke(app, ["audit", "report", "--details", str(bad), "--json"])
     assert "Infinity" not in res.output and "NaN" not in res.output
     if res.exit_code == 0:
         (q,) = _strict(res.output)["questions"].values()
@@ -183,7 +183,7 @@ def test_help_says_it_reads_evidence_stores_too():
 def test_diagram_without_an_extension_prints_the_file_it_wrote(store_at_80, tmp_path):
     res = runner.invoke(
         app,
-        ["audit", "report", str(store_at_80), "--diagram", str(tmp_path / "trust")],
+        ["audit", "report", "--details", str(store_at_80), "--diagram", str(tmp_path / "trust")],
         terminal_width=300,
     )
     assert res.exit_code == 0, res.output
@@ -203,7 +203,7 @@ def test_diagram_without_an_extension_prints_the_file_it_wrote(store_at_80, tmp_
 def test_a_diagram_that_cannot_be_written_is_a_clear_error(store_at_80, tmp_path, name, message):
     res = runner.invoke(
         app,
-        ["audit", "report", str(store_at_80), "--diagram", str(tmp_path / name)],
+        ["audit", "report", "--details", str(store_at_80), "--diagram", str(tmp_path / name)],
         terminal_width=300,
     )
     assert res.exit_code == 2 and res.output.startswith("error: ") and message in res.output
@@ -212,5 +212,5 @@ def test_a_diagram_that_cannot_be_written_is_a_clear_error(store_at_80, tmp_path
 
 @pytest.mark.parametrize("flag, value", [("--target-precision", "1.5"), ("--level", "nan")])
 def test_bad_flags_are_clear_errors(store_at_80, flag, value):
-    res = runner.invoke(app, ["audit", "report", str(store_at_80), flag, value])
+    res = runner.invoke(app, ["audit", "report", "--details", str(store_at_80), flag, value])
     assert res.exit_code == 2 and res.output.startswith(f"error: {flag}")

@@ -139,7 +139,7 @@ def test_cli_reads_an_evidence_store(evidence_file, tmp_path):
     png = tmp_path / "t.png"
     res = runner.invoke(
         app,
-        ["audit", "report", str(path), "--target-precision", "0.8", "--diagram", str(png)],
+        ["audit", "report", "--details", str(path), "--target-precision", "0.8", "--diagram", str(png)],
         terminal_width=200,
     )
     assert res.exit_code == 0, res.output
@@ -148,7 +148,7 @@ def test_cli_reads_an_evidence_store(evidence_file, tmp_path):
     assert "what if" not in res.output  # 0.8 is the policy's own precision
     assert "withdrawn at" in res.output and "audits since it opened" in res.output
     assert png.is_file()
-    res = runner.invoke(app, ["audit", "report", str(path), "--json"])
+    res = runner.invoke(app, ["audit", "report", "--details", str(path), "--json"])
     assert res.exit_code == 0
     assert json.loads(res.output)["questions"]
 
@@ -156,7 +156,7 @@ def test_cli_reads_an_evidence_store(evidence_file, tmp_path):
 def test_cli_adds_earned_trust_to_an_audit_report(evidence_file):
     path, audits, *_ = evidence_file
     res = runner.invoke(
-        app, ["audit", "report", str(audits), "--evidence", str(path)], terminal_width=200
+        app, ["audit", "report", "--details", str(audits), "--evidence", str(path)], terminal_width=200
     )
     assert res.exit_code == 0, res.output
     # One report, one threshold per question: no hand-chosen take_at beside the earned
@@ -164,12 +164,12 @@ def test_cli_adds_earned_trust_to_an_audit_report(evidence_file):
     assert res.output.count("urgent: ") == 1 and "take_at for" not in res.output
     assert "urgent: nothing taken (withdrawn)" in res.output
     assert "agreement by confidence" in res.output and "audits in audits.jsonl" in res.output
-    res = runner.invoke(app, ["audit", "report", str(audits), "--evidence", str(path), "--json"])
+    res = runner.invoke(app, ["audit", "report", "--details", str(audits), "--evidence", str(path), "--json"])
     both = json.loads(res.output)
     assert set(both) == {"audit", "earned"}
     assert "threshold" not in both["audit"]["questions"]["urgent"]
     # The audit file alone (its records carry take_at, trust and the policy's settings).
-    res = runner.invoke(app, ["audit", "report", str(audits)], terminal_width=200)
+    res = runner.invoke(app, ["audit", "report", "--details", str(audits)], terminal_width=200)
     assert "urgent: nothing taken (withdrawn)" in res.output
     assert "as recorded at the latest label" in res.output
     assert "precision 0.8 at level 0.95: the policy's own" in res.output
@@ -179,11 +179,11 @@ def test_cli_corrupt_evidence_is_a_clear_error(evidence_file, tmp_path):
     path, audits, *_ = evidence_file
     bad = tmp_path / "bad.jsonl"
     bad.write_text(path.read_text() + '{"schema": "agentbranch.earned/1", "id": 3}\n')
-    res = runner.invoke(app, ["audit", "report", str(bad)])
+    res = runner.invoke(app, ["audit", "report", "--details", str(bad)])
     assert res.exit_code == 2
     assert "not an agentbranch evidence record" in res.output
     assert "Traceback" not in res.output
-    res = runner.invoke(app, ["audit", "report", str(audits), "--evidence", str(tmp_path / "no")])
+    res = runner.invoke(app, ["audit", "report", "--details", str(audits), "--evidence", str(tmp_path / "no")])
     assert res.exit_code == 2 and "no evidence file" in res.output
 
 
@@ -207,9 +207,9 @@ def test_cli_on_a_fifo_or_a_directory_is_a_clear_error(tmp_path):
     os.mkfifo(fifo)
     for target in (fifo, tmp_path):
         assert not is_evidence_file(target)
-        res = runner.invoke(app, ["audit", "report", str(target)])
+        res = runner.invoke(app, ["audit", "report", "--details", str(target)])
         assert res.exit_code == 2 and "Traceback" not in res.output
-        res = runner.invoke(app, ["audit", "report", str(target), "--evidence", str(target)])
+        res = runner.invoke(app, ["audit", "report", "--details", str(target), "--evidence", str(target)])
         assert res.exit_code == 2
 
 
@@ -230,7 +230,7 @@ def test_report_and_cli_on_a_sqlite_store(tmp_path):
     (q,) = rep.questions.values()
     assert [e.kind for e in q.events][:2] == ["opened", "withdrawn"]
     res = runner.invoke(
-        app, ["audit", "report", str(db), "--target-precision", "0.8"], terminal_width=200
+        app, ["audit", "report", "--details", str(db), "--target-precision", "0.8"], terminal_width=200
     )
     assert res.exit_code == 0, res.output
     assert "urgent: nothing taken (withdrawn)" in res.output and "withdrawn at" in res.output
@@ -257,7 +257,7 @@ def test_a_foreign_sqlite_database_is_left_untouched(tmp_path):
     other = tmp_path / "other.sqlite"
     sqlite3.connect(other).execute("create table t (x)").connection.commit()
     before = other.read_bytes()
-    res = runner.invoke(app, ["audit", "report", str(other)])
+    res = runner.invoke(app, ["audit", "report", "--details", str(other)])
     assert res.exit_code == 2 and "not a LangGraph store" in res.output
     assert other.read_bytes() == before
 

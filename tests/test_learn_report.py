@@ -122,7 +122,7 @@ def test_the_report_shows_the_learning_section(run):
     earned, path = run
     q, ladder = _rungs(earned)
     lines = [json.loads(x) for x in path.read_text().splitlines()]
-    res = runner.invoke(app, ["audit", "report", str(path)], terminal_width=200)
+    res = runner.invoke(app, ["audit", "report", "--details", str(path)], terminal_width=200)
     assert res.exit_code == 0, res.output
     out = res.output
     n_labels = sum("state" in x for x in lines)
@@ -144,7 +144,7 @@ def test_the_report_shows_the_learning_section(run):
     assert cells["why"].startswith(live_why(earned, q, ladder))
     assert cells["coverage"].endswith("lately")
 
-    res = runner.invoke(app, ["audit", "report", str(path), "--json"])
+    res = runner.invoke(app, ["audit", "report", "--details", str(path), "--json"])
     assert res.exit_code == 0, res.output
     (lq,) = json.loads(res.output)["learning"].values()
     assert lq["in_force"] == ladder.in_force and lq["labels"] == n_labels
@@ -167,7 +167,7 @@ def test_the_diagram_has_the_learning_panel(run, tmp_path, monkeypatch):
 
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", spy)
     out = tmp_path / "learning.png"
-    res = runner.invoke(app, ["audit", "report", str(path), "--diagram", str(out)])
+    res = runner.invoke(app, ["audit", "report", "--details", str(path), "--diagram", str(out)])
     assert res.exit_code == 0, res.output
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     (titles,) = seen
@@ -195,7 +195,7 @@ def test_a_store_without_learning_has_no_learning_section(tmp_path):
     assert all("version" not in json.loads(x) for x in path.read_text().splitlines())
     rep = earned_report(path)
     assert rep.learning == {} and "learning" not in rep.as_dict()
-    res = runner.invoke(app, ["audit", "report", str(path)], terminal_width=200)
+    res = runner.invoke(app, ["audit", "report", "--details", str(path)], terminal_width=200)
     assert res.exit_code == 0 and "learning from the teacher" not in res.output
 
 
@@ -243,7 +243,7 @@ def test_a_precision_asked_of_the_report_is_asked_at_each_versions_share(run):
     v1 = earned.key("sport", ladder.rungs[1].model, q.reader, q.model)
     own = earned_report(path, precision=0.8)  # the policy's own precision: no what if
     assert all(x.what_if is None for x in own.questions.values())
-    res = runner.invoke(app, ["audit", "report", str(path), "--target-precision", "0.8"])
+    res = runner.invoke(app, ["audit", "report", "--details", str(path), "--target-precision", "0.8"])
     assert res.exit_code == 0 and "what if" not in res.output
     other = earned_report(path, precision=0.9).questions[v1].what_if
     assert (other.precision, other.level) == (0.9, pytest.approx(1 - 0.05 * version_share(1)))

@@ -79,7 +79,7 @@ def test_stored_and_the_report_show_the_threshold_the_live_policy_holds(opened):
             now = other.trust.threshold("sport", other.model, q.reader, q.model)
             assert (states[k].take_at, states[k].trust) == (now.take_at, now.trust)
 
-    res = runner.invoke(app, ["audit", "report", str(path), "--json"])
+    res = runner.invoke(app, ["audit", "report", "--details", str(path), "--json"])
     assert res.exit_code == 0, res.output
     by_file = json.loads(res.output)
     for rep in (earned_report(earned).as_dict(), by_file):
@@ -97,7 +97,7 @@ def test_stored_and_the_report_show_the_threshold_the_live_policy_holds(opened):
         assert v["entries"] == list(rung.entry)
         assert v["anytime_alpha"] == pytest.approx(rung.trust.anytime[1])
 
-    res = runner.invoke(app, ["audit", "report", str(path)], terminal_width=200)
+    res = runner.invoke(app, ["audit", "report", "--details", str(path)], terminal_width=200)
     assert res.exit_code == 0, res.output
     assert "[Anytime-valid betting test:" in res.output
     assert "by an anytime-valid test walking from" in res.output

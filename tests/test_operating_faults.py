@@ -297,7 +297,7 @@ def test_the_report_on_a_newer_releases_store_says_upgrade(tmp_path):
     newer = _newer(tmp_path / "evidence.jsonl", tmp_path)
     with pytest.raises(Exception, match="newer release") as lib:
         Earned(store=str(newer)).stored()
-    result = CliRunner().invoke(app, ["audit", "report", str(newer)])
+    result = CliRunner().invoke(app, ["audit", "report", "--details", str(newer)])
     out = result.output + (result.stderr if result.stderr_bytes is not None else "")
     assert result.exit_code == 2, out
     assert "written by a newer release" in out and "upgrade agentbranch" in out

@@ -223,8 +223,71 @@ def _labels(q: QuestionTrust) -> str:
     )
     out = standing.replace(" labels ", f" labels ({parts}) ", 1)
     if q.labels_to_open is not None:
-        out += f"; opened after {q.labels_to_open} labels"
+        out += f"; {_opened(q)}"
     return out
+
+
+def _opened(q: QuestionTrust) -> str:
+    """When the band first opened, counted in the records this report read: labels of
+    the evidence store; of an audit file, its records (audits and fallback examples, a
+    sample of the labels: the store's count is larger)."""
+    if q.recomputed:
+        return f"opened after {q.labels_to_open} labels"
+    return (
+        f"opened after {q.labels_to_open} records of the audit file (a sample of the "
+        "labels: the evidence store counts more; give it with --evidence)"
+    )
+
+
+# -- the summary: one line per question --------------------------------------------------
+
+
+def _closed_because(q: QuestionTrust) -> str:
+    if q.suspended:
+        return "suspended: its due audits stopped arriving"
+    if q.trust == "withdrawn":
+        return "withdrawn: " + (_events(q)[-1] if q.events else "drift")
+    if q.next_look_at is not None and q.epoch_labels is not None:
+        return f"not shown yet; next look at {q.next_look_at} labels (now {q.epoch_labels})"
+    return "not shown yet"
+
+
+def summary_rows(report: EarnedReport) -> list[tuple[str, str, str, str, str]]:
+    """One row per question: question, what is in force, take_at, coverage (overall /
+    lately), and when it opened or why it is closed. A learning question's row is its
+    version in force."""
+    in_force = {lq.question_id: lq for lq in report.learning.values()}
+    resting = {  # a learning question's versions not in force: in the details
+        v.key for lq in report.learning.values() for v in lq.versions if v.version != lq.in_force
+    }
+    out = []
+    for key, q in report.questions.items():
+        if key in resting:
+            continue
+        lq = in_force.get(q.question_id)
+        version = f" v{lq.in_force}" if lq is not None and lq.in_force else ""
+        now = f"{q.trust}{version}"
+        cov = f"{_f(q.coverage, 2)} / {_f(q.recent_coverage, 2)}"
+        if q.take_at is not None:
+            when = _opened(q) if q.labels_to_open is not None else "open"
+        else:
+            when = _closed_because(q)
+        at = "-" if q.take_at is None else f"{q.take_at:g}"
+        out.append((q.question_id, now, at, cov, when))
+    return out
+
+
+def summary_table(report: EarnedReport) -> Any:
+    """The summary as a ``rich`` table (``summary_rows``)."""
+    from rich.table import Table
+
+    table = Table(title="in force, per question", title_justify="left")
+    for name in ("question", "in force", "take_at", "coverage (all / lately)"):
+        table.add_column(name, no_wrap=True)
+    table.add_column("opened, or why closed", max_width=60)
+    for row in summary_rows(report):
+        table.add_row(*row)
+    return table
 
 
 def rows(q: QuestionTrust, level: float) -> list[tuple[str, str]]:
@@ -429,6 +492,8 @@ def _events(q: QuestionTrust) -> list[str]:
 
 
 __all__ = [
+    "summary_rows",
+    "summary_table",
     "diagram_path",
     "earned_diagram",
     "learning_rows",

@@ -74,6 +74,15 @@ def report(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    details: Annotated[
+        bool,
+        typer.Option(
+            "--details",
+            help="After the summary (one line per question), every question's tables: "
+            "the look that set its threshold, labels, audits, coverage over time, events, "
+            "and a learning question's versions.",
+        ),
+    ] = False,
     evidence: Annotated[
         Path | None,
         typer.Option(
@@ -83,6 +92,10 @@ def report(
     ] = None,
 ) -> None:
     """Per question, one threshold: the one in force, why, and what the audits say.
+
+    An Earned policy's report leads with one line per question (in force, take_at,
+    coverage overall and lately, when it opened or why it is closed); --details adds
+    every question's tables.
 
     Audits of a fixed take_at: the take band's precision (Wilson interval), agreement by
     confidence bin, the take_at reaching --target-precision and how many more audits
@@ -104,12 +117,14 @@ def report(
         _check_unit("--level", level, closed=False)
         diagram = _diagram(diagram)
         if is_evidence_store(_uri(file)):
-            _earned(_uri(file), target_precision, level, diagram, as_json)
+            _earned(_uri(file), target_precision, level, diagram, as_json, details)
             return
         records = load_records(file)
         earned_policy = any(r.get("trust") in ("learning", "earned", "withdrawn") for r in records)
         if evidence is not None or earned_policy:
-            _unified(file, records, evidence, target_precision, level, bins, diagram, as_json)
+            _unified(
+                file, records, evidence, target_precision, level, bins, diagram, as_json, details
+            )
             return
         target = 0.9 if target_precision is None else target_precision
         rep = audit_report(records, target_precision=target, level=level or 0.95, bins=bins)
@@ -130,12 +145,21 @@ def report(
         console.print(f"reliability diagram [bold]{diagram}[/bold]", soft_wrap=True)
 
 
-def _print_earned(rep, extra: dict | None = None) -> None:  # noqa: ANN001 - an EarnedReport
-    from agentbranch.audit.earned_render import tables
+def _print_earned(rep, extra: dict | None = None, details: bool = False) -> None:  # noqa: ANN001
+    """The summary (one line per question), then with ``details`` every table."""
+    from agentbranch.audit.earned_render import summary_table, tables
     from agentbranch.cli.tables import print_table
 
     if not rep.questions:
         console.print("no earned-trust evidence yet")
+        return
+    print_table(console, summary_table(rep))
+    if not details:
+        console.print(
+            "each question's look, labels, audits, coverage over time and events: --details",
+            soft_wrap=True,
+        )
+        return
     for table in tables(rep, extra):
         print_table(console, table)
 
@@ -232,6 +256,7 @@ def _unified(
     bins: int,
     diagram: Path | None,
     as_json: bool,
+    details: bool = False,
 ) -> None:
     """Audit records of an Earned policy (and its evidence): one report per question,
     the threshold in force from the evidence (else from the records), the audits' own
@@ -269,7 +294,7 @@ def _unified(
         for question_id, q in audits.questions.items()
         if question_id in earned_ids
     }
-    _print_earned(rep, extra)
+    _print_earned(rep, extra, details)
     for question_id, q in audits.questions.items():
         if question_id not in earned_ids:
             _audit_table(q, target_precision or 0.9, level or 0.95)
@@ -294,6 +319,7 @@ def _earned(
     level: float | None,
     diagram: Path | None,
     as_json: bool,
+    details: bool = False,
 ) -> None:
     """The earned-trust report of an evidence store."""
     from agentbranch.audit.earned_render import earned_diagram
@@ -304,6 +330,6 @@ def _earned(
     if as_json:
         print(json.dumps(rep.as_dict(), indent=2, allow_nan=False))
         return
-    _print_earned(rep)
+    _print_earned(rep, details=details)
     if drawn is not None:
         console.print(f"threshold and coverage diagram [bold]{drawn}[/bold]", soft_wrap=True)
