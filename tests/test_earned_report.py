@@ -277,3 +277,30 @@ def test_from_an_earned_the_threshold_is_the_one_in_force_now(tmp_path):
     assert from_file.recomputed and from_file.trust == "earned"
     assert now.trust == "earned" and now.take_at is not None
     assert from_file.take_at == now.take_at and "shown down to" in from_file.why
+
+
+def test_the_report_on_a_large_store_costs_little_memory_per_record(tmp_path):
+    """Issue 64: the report on a 200 MB store (270,288 records) took 3.2 GB: every record
+    was held several times as a validated model (about 11 kB each). It now reads the
+    store one record at a time and keeps each as the report needs it. Measured in fresh
+    processes at two sizes (``benchmarks/bench_report_memory.py``, whose full size is
+    200 MB): what each further record costs, and the peak of the larger."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import bench_report_memory as bench
+
+    records = bench.written_records(tmp_path, n=100)
+    peaks = []
+    sizes = (4_000, 32_000)
+    for n in sizes:
+        store = tmp_path / f"evidence-{n}.jsonl"
+        bench.write_store(store, records, n)
+        peaks.append(bench.report_peak(store)[0])
+    per_record = (peaks[1] - peaks[0]) / (sizes[1] - sizes[0])
+    assert per_record < 2_000, f"{per_record:,.0f} bytes per record ({peaks})"
+    assert peaks[1] < 300e6, peaks
+    rep = earned_report(tmp_path / "evidence-4000.jsonl")  # the same report as before
+    (q,) = rep.questions.values()
+    assert q.labels == 4_000

@@ -326,13 +326,16 @@ def test_a_reply_too_large_to_record_is_refused_and_the_cassette_still_loads(
 
 
 def test_the_record_limit_leaves_every_recorded_line_loadable():
-    """The default limits: what a recording writes, the loader reads (with room to
-    spare); at the limit itself a line is written and loads, one byte more is refused."""
+    """The default limits: what a recording writes (``_cassette_file.encode``), the
+    loader reads (with room to spare); at the limit itself a line is written and loads,
+    one byte more is refused."""
+    from agentbranch.replay._cassette_file import encode
+
     assert 0 < fmt.MAX_RECORD_BYTES <= fmt.MAX_LINE_BYTES // 2
     limit = 4096
     line = {"kind": "sample", "key": "", "audited": True}
     line["key"] = "k" * (limit - len(fmt.dumps(line).encode()))
-    data = fmt.encode([line], Path("c.jsonl"))
+    data = encode([line], Path("c.jsonl"))
     assert len(data) == limit  # within a loader reading lines of `limit` bytes
     parser = fmt.Parser(Path("c.jsonl"))
     parser.feed_lines([fmt.dumps(fmt.header_line()).encode(), data])
@@ -340,9 +343,9 @@ def test_the_record_limit_leaves_every_recorded_line_loadable():
     big = dict(line, key=line["key"] + "k")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(fmt, "MAX_RECORD_BYTES", limit)
-        assert fmt.encode([line], Path("c.jsonl")) == data
+        assert encode([line], Path("c.jsonl")) == data
         with pytest.raises(CassetteFormatError, match="cannot record a sample line"):
-            fmt.encode([big], Path("c.jsonl"))
+            encode([big], Path("c.jsonl"))
 
 
 def v2_lines(tmp_path: Path) -> list[str]:

@@ -1,7 +1,11 @@
 """Where the earned-trust report reads its evidence: an evidence JSON Lines file, the
 SQLite file or PostgreSQL database of a LangGraph store, an ``Earned``, a store, or
 records (evidence or audit records). Each becomes ``EvidenceRow``s: one teacher label
-for one decision, with the threshold and trust in force for it."""
+for one decision, with the threshold and trust in force for it.
+
+A store is read once, a slice at a time, and each record is kept as the report needs it
+(``Kept``: a few hundred bytes, where a validated record weighs kilobytes), so a
+month's store is reported on in memory a small fraction of its size."""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from agentbranch.core.schemas import is_evidence_schema
 from agentbranch.policy.earned._evidence import TRUSTS
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EvidenceRow:
     """One teacher label, from an evidence record or an audit record."""
 
@@ -38,6 +42,82 @@ class EvidenceRow:
     settings: Mapping[str, Any] | None = None
     #: the evidence record itself (``None`` for an audit record): what is replayed
     record: Any = None
+
+
+class Kept:
+    """An evidence record as the report keeps it: every field of ``Evidence`` (read
+    the same way), in slots; values that repeat from record to record (names, labels,
+    settings) shared; the labelled state's text dropped (``state`` is ``TEXT`` where
+    the record had one: the report asks only whether it did)."""
+
+    __slots__ = (
+        "schema_",
+        "id",
+        "time",
+        "key",
+        "question_id",
+        "reader",
+        "model",
+        "source",
+        "band",
+        "confidence",
+        "options",
+        "engine_label",
+        "teacher_label",
+        "correct",
+        "rate",
+        "take_at",
+        "trust",
+        "earned",
+        "decision",
+        "state",
+        "version",
+        "written",
+        "probability",
+        "floor",
+        "entries",
+    )
+
+    @property
+    def order(self) -> tuple[str, str]:
+        return (self.time, self.id)
+
+
+#: What a kept record holds for a labelled state's text.
+TEXT = "(the labelled state; not kept by the report)"
+_SHARED = ("key", "question_id", "reader", "model", "source", "band", "engine_label")
+_SHARED += ("teacher_label", "trust", "written")
+
+
+class _Keeper:
+    """Makes ``Kept`` records, sharing repeated values among them."""
+
+    def __init__(self) -> None:
+        self.values: dict[Any, Any] = {}
+        self.settings: dict[str, tuple[Any, dict[str, Any]]] = {}
+
+    def share(self, value: Any) -> Any:
+        return self.values.setdefault((type(value), value), value)  # 1.0 is not True
+
+    def keep(self, rec: Any) -> Kept:
+        out = Kept()
+        for name in Kept.__slots__:
+            setattr(out, name, getattr(rec, name))
+        for name in _SHARED + ("rate", "take_at", "floor"):
+            setattr(out, name, self.share(getattr(rec, name)))
+        out.options = self.share(tuple(rec.options))
+        if rec.state is not None:
+            out.state = TEXT
+        if rec.earned is not None:
+            out.earned = self.earned(rec.earned)[0]
+        return out
+
+    def earned(self, settings: Any) -> tuple[Any, dict[str, Any]]:
+        """One instance (and its dict) for each distinct ``Evidence.earned``."""
+        text = settings.model_dump_json()
+        if text not in self.settings:
+            self.settings[text] = (settings, settings.model_dump())
+        return self.settings[text]
 
 
 # -- input ----------------------------------------------------------------------------
@@ -140,7 +220,10 @@ def _database_rows(target: str) -> list[EvidenceRow]:
         ) from None
 
 
-def _from_evidence(rec: Any) -> EvidenceRow:
+def _from_evidence(rec: Any, keeper: _Keeper | None = None) -> EvidenceRow:
+    keeper = keeper or _Keeper()
+    settings = None if rec.earned is None else keeper.earned(rec.earned)[1]
+    rec = keeper.keep(rec)
     return EvidenceRow(
         rec.key,
         rec.question_id,
@@ -155,7 +238,7 @@ def _from_evidence(rec: Any) -> EvidenceRow:
         rec.trust,
         rec.confidence,
         rec.source,
-        None if rec.earned is None else rec.earned.model_dump(),
+        settings,
         rec,
     )
 
@@ -238,19 +321,22 @@ def evidence_rows(source: Any) -> list[EvidenceRow]:
         BaseStore = ()  # type: ignore[assignment,misc]
     if isinstance(source, BaseStore):
         source = as_store(source)
-    if isinstance(source, JsonlEvidenceStore | LangGraphEvidenceStore) or (
+    keeper = _Keeper()
+    if isinstance(source, JsonlEvidenceStore):  # one pass, one record at a time
+        return [_from_evidence(r, keeper) for r in source.records()]
+    if isinstance(source, LangGraphEvidenceStore) or (
         callable(getattr(source, "keys", None)) and callable(getattr(source, "load", None))
     ):
-        return [_from_evidence(r) for k in source.keys() for r in source.load(k)]
+        return [_from_evidence(r, keeper) for k in source.keys() for r in source.load(k)]
     if isinstance(source, bytes | Mapping):
         raise ConfigurationError(f"cannot report on {type(source).__name__}")
     rows = []
     for i, rec in enumerate(source):
         if isinstance(rec, Evidence):
-            rows.append(_from_evidence(rec))
+            rows.append(_from_evidence(rec, keeper))
         elif isinstance(rec, Mapping) and is_evidence_schema(rec.get("schema")):
             try:
-                rows.append(_from_evidence(Evidence.model_validate(rec)))
+                rows.append(_from_evidence(Evidence.model_validate(rec), keeper))
             except ValueError as e:
                 raise InvalidFileError(f"record {i} is not an evidence record: {e}") from None
         elif isinstance(rec, Mapping):

@@ -6,14 +6,15 @@ tables it fills; every method runs under the cassette's thread lock and file loc
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.replay import files
 from agentbranch.replay import format as fmt
 
-__all__ = ["CassetteFile"]
+__all__ = ["CassetteFile", "encode"]
 
 
 class CassetteFile:
@@ -34,6 +35,7 @@ class CassetteFile:
     _loaded: set[Any]
     _teachers: dict[str, Any]
     _highest: dict[str, int]
+    _held: Callable[[str], None]  # the cassette's: notes a repeat the file holds
     _thresholds: dict[str, Any]
     _versions: dict[str, Any]
     _samples: dict[str, Any]
@@ -134,17 +136,10 @@ class CassetteFile:
             raise fmt.CassetteFormatError(f"{self.path} is empty; {fmt.RERECORD}")
         self._absorb(fresh, initial)
 
-    def _held(self, key: str) -> None:
-        """Note the repeat ``key`` (``Cassette.next_repeat``) as held by the file."""
-        base, _, n = key.partition("#")
-        i = int(n) if n.isdigit() else 0
-        if i > self._highest.get(base, -1):
-            self._highest[base] = i
-
     def _append(self, lines: list[dict[str, Any]]) -> None:
         """Append ``lines`` (one write) and take them in as if read back."""
         assert self._parser is not None
-        data = fmt.encode(lines, self.path)  # an entry too large to load is refused here
+        data = encode(lines, self.path)  # an entry too large to load is refused here
         st = files.append(self.path, data)
         self._seen = (st.st_dev, st.st_ino)
         self._parser.feed_lines(data.splitlines(keepends=True))
@@ -179,3 +174,34 @@ class CassetteFile:
         self._thresholds = dict(self._parser.data.thresholds)
         self._versions = dict(self._parser.data.versions)
         self._samples = dict(self._parser.data.samples)
+
+
+def encode(lines: Iterable[dict[str, Any]], path: Path) -> bytes:
+    """The lines to append to the cassette at ``path``, as bytes; ``CassetteFormatError``,
+    before anything is written, when one is longer than ``MAX_RECORD_BYTES``."""
+    out = []
+    for line in lines:
+        data = fmt.dumps(line).encode("utf-8")
+        if len(data) > fmt.MAX_RECORD_BYTES:
+            raise fmt.CassetteFormatError(
+                f"cannot record {_entry_name(line)} in cassette {path}: its line would be "
+                f"{len(data):,} bytes, more than a cassette line may hold "
+                f"(agentbranch.replay.format.MAX_RECORD_BYTES={fmt.MAX_RECORD_BYTES:,}). It was "
+                "not recorded; the cassette keeps every other entry and still loads. A "
+                "reply this large is usually a model repeating itself (give it a smaller "
+                "max_tokens); a read this large, a state to shorten before it is decided"
+            )
+        out.append(data)
+    return b"".join(out)
+
+
+def _entry_name(line: dict[str, Any]) -> str:
+    """What a cassette line records, for an error (``the teacher reply of ...``)."""
+    kind = line.get("kind")
+    if kind == "read":
+        return f"the read of reader {line.get('reader')!r}"
+    if kind == "chat":
+        return f"the reply of chat model {line.get('model')!r}"
+    if kind == "teacher":
+        return f"the {line.get('role')} teacher's reply for question {line.get('question')!r}"
+    return f"a {kind} line"

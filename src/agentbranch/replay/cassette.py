@@ -15,7 +15,6 @@ and repeat numbering must be read together.
 
 from __future__ import annotations
 
-import contextvars
 import os
 import threading
 import uuid
@@ -29,6 +28,7 @@ from agentbranch.engine.readers.base import Reader
 from agentbranch.replay import files
 from agentbranch.replay import format as fmt
 from agentbranch.replay._cassette_file import CassetteFile
+from agentbranch.replay._cassette_repeats import CassetteRepeats
 from agentbranch.replay._cassette_teachers import CassetteTeacherEntries
 from agentbranch.replay.format import ChatEntry, ReadEntry, ReaderInfo
 from agentbranch.replay.keys import (
@@ -56,14 +56,8 @@ class ReplayMissError(AgentBranchError, LookupError):
 
 Identity = tuple[str, str, str]  # (kind: "read" | "chat" | "teacher", who, key)
 
-#: The chat repeat this context looked up and the model is answering live: (cassette,
-#: exchange key, the repeat's key), which ``record_chat`` records its reply under.
-_ASKED: contextvars.ContextVar[tuple[int, str, str] | None] = contextvars.ContextVar(
-    "agentbranch_chat_asked", default=None
-)
 
-
-class Cassette(CassetteFile, CassetteTeacherEntries):
+class Cassette(CassetteFile, CassetteTeacherEntries, CassetteRepeats):
     """A cassette file and its record mode.
 
     Several processes may record into one cassette at once (``pytest -n``, parallel jobs):
@@ -132,12 +126,7 @@ class Cassette(CassetteFile, CassetteTeacherEntries):
         # Learning questions' versions in force, the same way.
         self._versions: dict[str, dict[str, Any]] = {}
         self._version_seen: dict[str, int] = {}
-        # Teacher calls and chat exchanges asked again in this test, numbered in order
-        # (``next_repeat``): a recording calls the teacher each time, as the live run it
-        # records does, and a replay answers each repeat as the recording was answered.
-        self._repeats: dict[str, int] = {}
-        # The highest repeat the file holds of each teacher call and chat exchange.
-        self._highest: dict[str, int] = {}
+        self._init_repeats()  # teacher calls and chat exchanges asked again
         self._opened: list[Reader] = []
         self._cache: Any = None
         self._init_teachers()
@@ -312,42 +301,16 @@ class Cassette(CassetteFile, CassetteTeacherEntries):
 
     # -- chat exchanges -----------------------------------------------------------------
 
-    def next_repeat(self, key: str) -> str:
-        """The key of the next time this test asks the teacher call or chat exchange
-        ``key``: ``key`` the first time, then ``key#1``, ``key#2`` ... Each repeat is
-        its own entry, so a teacher whose answer changes from call to call replays the
-        sequence the recording saw."""
-        with self._lock:
-            n = self._repeats.get(key, 0)
-            self._repeats[key] = n + 1
-            return key if n == 0 else f"{key}#{n}"
-
-    def held_repeat(self, repeat: str, table: Mapping[str, Any]) -> str | None:
-        """The key ``table`` answers the repeat ``repeat`` under (``next_repeat``): that
-        repeat; in mode ``none``, when the recording asked less often than this run, the
-        last repeat it recorded (a cassette recorded before repeats were numbered holds
-        one answer per input, and a replay may ask it again); ``None`` when not held."""
-        if repeat in table or self.mode != "none":
-            return repeat if repeat in table else None
-        base, _, n = repeat.partition("#")
-        with self._lock:
-            for i in range(min(int(n or 0), self._highest.get(base, -1)), -1, -1):
-                if (key := base if i == 0 else f"{base}#{i}") in table:
-                    return key
-        return None
-
     def lookup_chat(self, prompt: str, llm_string: str) -> list[Any] | None:
-        """The recorded reply to the next repeat of this exchange (``next_repeat``), or
-        ``None``: in mode ``all`` always (the model answers and ``record_chat`` records
-        its reply under that repeat), else when the cassette does not hold it."""
+        """The recorded reply to this repeat of the exchange, or ``None`` (always in mode
+        ``all``: the model answers, and ``record_chat`` records it as this repeat)."""
         key = chat_key(prompt, llm_string)
         with self._lock:
             repeat = self.next_repeat(key)
             held = None if self.mode == "all" else self.held_repeat(repeat, self._chats)
-            entry = None if held is None else self._chats[held]
-            if entry is None:
+            if (entry := None if held is None else self._chats[held]) is None:
                 if self.mode != "none":  # the model answers; record_chat records it as this
-                    _ASKED.set((id(self), key, repeat))
+                    self._asked_live(key, repeat)
                 return None
             self._played.add(("chat", entry.model, entry.key))
             reply = entry.reply
@@ -356,13 +319,7 @@ class Cassette(CassetteFile, CassetteTeacherEntries):
     def record_chat(self, prompt: str, llm_string: str, generations: Sequence[Any]) -> None:
         if self.mode == "passthrough":
             return
-        base = chat_key(prompt, llm_string)
-        asked = _ASKED.get()  # LangChain updates in the context it looked up in
-        if asked is not None and asked[:2] == (id(self), base):
-            _ASKED.set(None)
-            key = asked[2]
-        else:  # recorded without a lookup first
-            key = self.next_repeat(base)
+        key = self._answered_as(chat_key(prompt, llm_string))
         model = chat_model_id(llm_string)
         entry = ChatEntry(model, key, messages_summary(prompt), generations_to_json(generations))
 

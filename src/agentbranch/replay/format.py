@@ -39,7 +39,8 @@ MARK = "agentbranch_cassette"
 MAX_LINE_BYTES = 64 * 2**20
 #: The longest line a recording writes (bytes, newline included; well below
 #: ``MAX_LINE_BYTES``): a read or a reply that large is refused when it is recorded
-#: (``encode``), so one huge entry never leaves a cassette that no longer loads.
+#: (``replay._cassette_file.encode``), so one huge entry never leaves a cassette that no
+#: longer loads.
 MAX_RECORD_BYTES = 16 * 2**20
 
 
@@ -150,37 +151,6 @@ def teacher_line(entry: TeacherEntry) -> dict[str, Any]:
 
 def dumps(obj: dict[str, Any]) -> str:
     return json.dumps(obj, ensure_ascii=False, allow_nan=False) + "\n"
-
-
-def encode(lines: Iterable[dict[str, Any]], path: Path) -> bytes:
-    """The lines to append to the cassette at ``path``, as bytes; ``CassetteFormatError``,
-    before anything is written, when one is longer than ``MAX_RECORD_BYTES``."""
-    out = []
-    for line in lines:
-        data = dumps(line).encode("utf-8")
-        if len(data) > MAX_RECORD_BYTES:
-            raise CassetteFormatError(
-                f"cannot record {_entry_name(line)} in cassette {path}: its line would be "
-                f"{len(data):,} bytes, more than a cassette line may hold "
-                f"(agentbranch.replay.format.MAX_RECORD_BYTES={MAX_RECORD_BYTES:,}). It was "
-                "not recorded; the cassette keeps every other entry and still loads. A "
-                "reply this large is usually a model repeating itself (give it a smaller "
-                "max_tokens); a read this large, a state to shorten before it is decided"
-            )
-        out.append(data)
-    return b"".join(out)
-
-
-def _entry_name(line: dict[str, Any]) -> str:
-    """What a cassette line records, for an error (``the teacher reply of ...``)."""
-    kind = line.get("kind")
-    if kind == "read":
-        return f"the read of reader {line.get('reader')!r}"
-    if kind == "chat":
-        return f"the reply of chat model {line.get('model')!r}"
-    if kind == "teacher":
-        return f"the {line.get('role')} teacher's reply for question {line.get('question')!r}"
-    return f"a {kind} line"
 
 
 def body(data: CassetteData, recording: str | None, *, chats: bool = True) -> bytes:

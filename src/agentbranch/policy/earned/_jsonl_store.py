@@ -375,16 +375,24 @@ class JsonlEvidenceStore:
             raise InvalidFileError(f"{where} is not JSON ({e.msg})") from None
         return parse_record(obj, where)
 
-    def _scan(self, key: str) -> Iterator[Evidence]:
-        """Every record of ``key`` in file order (parsing only its lines)."""
+    def _scan(self, key: str | None) -> Iterator[Evidence]:
+        """Every record of ``key`` (``None``: of every key) in file order, one line read
+        and parsed at a time (only the lines of ``key``)."""
         if not self.path.exists():
             return
-        needle = json.dumps(key).encode()
+        needle = b"" if key is None else json.dumps(key).encode()
         with open_regular(self.path, self._not_regular) as f:
             for line, raw in enumerate(f, 1):
                 if not raw.endswith(b"\n"):
                     break
                 if needle in raw:
                     rec = self._parse_line(raw, line)
-                    if rec is not None and rec.key == key:
+                    if rec is not None and (key is None or rec.key == key):
                         yield rec
+
+    def records(self) -> Iterator[Evidence]:
+        """Every record in the file, in file order, one at a time: a report over a
+        month's store holds one parsed record at a time, never the file's. Independent
+        of ``read_new``'s position."""
+        with self._reading():
+            yield from self._scan(None)
