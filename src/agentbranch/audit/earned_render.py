@@ -1,5 +1,9 @@
-"""The earned-trust report shown: a rich table per question and the threshold and
-coverage diagram (matplotlib)."""
+"""The earned-trust report shown: a summary line per question, a rich table per question
+(``--details``) and the threshold and coverage diagram (matplotlib).
+
+Over 500 lines: every wording of one report, summary, details and learning versions,
+kept in one place so the three say the same thing the same way.
+"""
 
 from __future__ import annotations
 
