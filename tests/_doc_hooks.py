@@ -85,11 +85,11 @@ def cli(*args: str, cwd: Path, status: int) -> None:
 
 def worse_fit_not_saved(block: str, ns: dict) -> None:
     """30 audit records of a small trial: the fit makes the held-out records worse."""
-    from test_cli_errors import _worse_audits
+    from _audit_records import worse_audits
 
     trial = Path("trial")
     trial.mkdir()
-    _worse_audits(trial)  # trial/audits.jsonl
+    worse_audits(trial)  # trial/audits.jsonl
     args = ("calibrate", "--from-audit", "audits.jsonl", "--out", "calibration.json")
     cli(*args, cwd=trial, status=1)
     assert not (trial / "calibration.json").exists()
@@ -99,7 +99,7 @@ def bad_audit_files(block: str, ns: dict) -> None:
     """A third line whose confidence is 5, then an empty file: both refused, status 2."""
     import json
 
-    from test_audit_report import record
+    from _audit_records import record
 
     bad = Path("bad")
     bad.mkdir()

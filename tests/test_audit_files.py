@@ -12,7 +12,7 @@ import re
 import threading
 
 import pytest
-from test_audit_report import overconfident_records, record
+from _audit_records import overconfident_records, record
 from typer.testing import CliRunner
 
 from agentbranch.audit import audit_report, calibrate_from_audit, load_records, scored_examples

@@ -7,6 +7,7 @@ import json
 import random
 
 import pytest
+from _audit_records import overconfident_records, record
 from typer.testing import CliRunner
 
 from agentbranch.audit import (
@@ -18,41 +19,9 @@ from agentbranch.audit import (
     scored_examples,
     wilson,
 )
-from agentbranch.calibration import apply_temperature, ece
+from agentbranch.calibration import ece
 from agentbranch.cli import app
-from agentbranch.core.decisions import confidence_from
 from agentbranch.core.errors import ConfigurationError
-
-OPTIONS = ["billing", "outage", "bug"]
-SPEC = {
-    "type": "choice",
-    "instructions": "Which team?",
-    "criteria": {"billing": None, "outage": None, "bug": None},
-}
-
-
-def record(top: float, agree: bool, *, kind="audit", rate=0.1, qid="team", temperature=1.0):
-    """An audit record whose engine put ``top`` on 'billing'."""
-    probs = {"billing": top, "outage": (1 - top) * 0.7, "bug": (1 - top) * 0.3}
-    return {
-        "kind": kind,
-        "id": f"{random.random()}",
-        "question_id": qid,
-        "type": "choice",
-        "options": OPTIONS,
-        "probabilities": probs,
-        "confidence": confidence_from(list(probs.values())),
-        "band": "take" if kind == "audit" else "fallback",
-        "decided_by": "engine" if kind == "audit" else "fallback",
-        "engine_label": "billing",
-        "teacher_label": "billing" if agree else "outage",
-        "agree": agree,
-        "rate": rate if kind == "audit" else 1.0,
-        "temperature": temperature,
-        "take_at": 0.5,
-        "spec": SPEC,
-    }
-
 
 # -- Wilson ----------------------------------------------------------------------------
 
@@ -185,23 +154,6 @@ def test_audit_report_command_bad_file(tmp_path):
 
 
 # -- calibration from audit records ------------------------------------------------------
-
-
-def overconfident_records(n: int, seed: int = 0, temperature: float = 1.0) -> list[dict]:
-    """An engine that says 0.9-0.99 while the teacher agrees only ~70% of the time."""
-    rng = random.Random(seed)
-    out = []
-    for _ in range(n):
-        top = rng.uniform(0.9, 0.99)
-        agree = rng.random() < 0.7
-        rec = record(top, agree, kind="audit" if rng.random() < 0.7 else "fallback")
-        if temperature != 1.0:  # as an engine calibrated with T would have logged it
-            probs = apply_temperature([rec["probabilities"][o] for o in OPTIONS], temperature)
-            rec["probabilities"] = dict(zip(OPTIONS, probs))
-            rec["confidence"] = confidence_from(probs)
-            rec["temperature"] = temperature
-        out.append(rec)
-    return out
 
 
 def test_calibrating_from_audit_records_moves_ece_on_the_teachers_labels_down():

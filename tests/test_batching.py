@@ -10,13 +10,21 @@ it needs a read in flight, the reader blocks on an event. No test depends on tim
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypedDict
 
 import pytest
-from _lg_fixtures import by_keyword, sure
+from _batching_fixtures import (
+    SCRIPT,
+    TEAM,
+    TICKETS,
+    FakeClock,
+    GatedReader,
+    PipelinedReader,
+    _wait_for_queue,
+    spread,
+)
 from agentbranch_bench.levers import LeverReader
 
 import agentbranch as ab
@@ -24,11 +32,6 @@ from agentbranch.core.errors import ReaderError
 from agentbranch.core.reads import ReadRequest
 from agentbranch.engine.batching import BatchingReader, QueueFullError, read_key
 
-TEAM = ab.choice("Which team?", ["billing", "outage", "bug"])
-SCRIPT = {
-    "team": by_keyword({"charged": sure("billing"), "down": sure("outage")}, default=sure("bug"))
-}
-TICKETS = ["charged twice", "site down", "button broken", "charged again", "down again"]
 EXPECTED = ["billing", "outage", "bug", "billing", "outage"]
 
 
@@ -134,15 +137,6 @@ def test_the_default_wait_gathers_callers_that_arrive_while_others_are_in_flight
     engine.close()
 
 
-def _wait_for_queue(coalescer: BatchingReader, n: int) -> None:
-    """Until ``n`` requests are queued (the reader is blocked meanwhile: not timing)."""
-    for _ in range(3000):
-        if len(coalescer._queue) >= n:
-            return
-        threading.Event().wait(0.01)
-    raise AssertionError(f"{n} requests never queued")
-
-
 def burst_during_a_read(engine: ab.DecisionEngine, inner: GatedReader, n: int) -> None:
     """One caller whose read ``inner`` holds, ``n - 1`` more queued meanwhile, then the
     gate opened: every caller gets the answers of its own state."""
@@ -217,14 +211,6 @@ def test_graph_batch_runs_arriving_during_a_read_share_one_batch():
     engine.close()
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def monotonic(self) -> float:
-        return self.t
-
-
 def test_a_burst_that_never_pauses_is_held_only_up_to_the_bound(monkeypatch):
     # The coalescer's clock is faked; it moves only together with (simulated) arrivals,
     # under the coalescer's lock, so the worker sees exactly this sequence of events.
@@ -275,31 +261,6 @@ def test_invalid_configuration():
 
 
 # -- the coalescer as the engine's default path ---------------------------------------
-
-
-class GatedReader(ab.ScriptedReader):
-    """A scripted reader whose reads wait for ``gate``; ``entered`` is set on each read.
-    A state containing "poison" makes the whole batch fail (a bad request)."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.gate = threading.Event()
-        self.entered = threading.Event()
-
-    def read(self, requests):
-        self.entered.set()
-        assert self.gate.wait(30), "test gate never opened"
-        if any("poison" in r.state for r in requests):
-            self.calls.append(list(requests))
-            raise ValueError("poisoned state")
-        return super().read(requests)
-
-
-def spread(state: str, q):
-    """A distribution that differs per state (so a mixed-up answer is caught)."""
-    h = int(hashlib.sha256(f"{state}/{q.id}".encode()).hexdigest(), 16)
-    weights = [1 + (h >> (8 * i)) % 97 for i in range(len(q.options))]
-    return {o: w / sum(weights) for o, w in zip(q.options, weights)}
 
 
 QUESTION_SETS = [
@@ -656,13 +617,6 @@ def test_a_held_batch_closes_once_every_recent_caller_thread_waits():
     assert answers == {"charged twice": "billing", "site down": "outage", "down again": "outage"}
     assert list(coalescer.batch_closes) == [(1, "alone"), (2, "all in")]
     engine.close()
-
-
-class PipelinedReader(GatedReader):
-    """A reader that reads best in parts of 3 (as the embedded reader's trace does in
-    parts of 16)."""
-
-    pipelined_batch = 3
 
 
 @pytest.mark.parametrize("pipelined", [True, False])

@@ -10,11 +10,11 @@ import types
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from test_batching import SCRIPT, TEAM, FakeClock, GatedReader, _wait_for_queue
+from _batching_fixtures import SCRIPT, TEAM, FakeClock, GatedReader, _wait_for_queue
+from agentbranch_bench.levers import LeverReader
 
 import agentbranch as ab
 from agentbranch.engine import _batch_hold, batching
-from agentbranch_bench.levers import LeverReader
 from agentbranch.engine.callers import CallerThreads, pool_is_starting
 
 

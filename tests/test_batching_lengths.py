@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
+from _batching_fixtures import TEAM, PipelinedReader, _wait_for_queue, spread
 from hypothesis import given
 from hypothesis import strategies as st
-from test_batching import TEAM, PipelinedReader, _wait_for_queue, spread
 
 import agentbranch as ab
 from agentbranch.core.reads import ReadRequest
@@ -81,7 +81,6 @@ def test_a_burst_is_read_in_parts_of_similar_length():
     plain = ab.DecisionEngine(ab.ScriptedReader(default=spread), batching=False)
     assert got == [plain.decide(s, {"team": TEAM})["team"].probabilities for s in states]
     engine.close()
-
 
 
 def test_a_decide_many_alone_is_not_cut_into_pipelined_parts():

@@ -12,11 +12,11 @@ import types
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from test_batching import SCRIPT, TEAM, TICKETS, FakeClock, GatedReader, _wait_for_queue
+from _batching_fixtures import SCRIPT, TEAM, TICKETS, FakeClock, GatedReader, _wait_for_queue
+from agentbranch_bench.levers import LeverReader
 
 import agentbranch as ab
 from agentbranch.engine import _batch_hold, batching
-from agentbranch_bench.levers import LeverReader
 from agentbranch.engine.callers import CallerThreads, executor_of, pool_all_waiting
 
 

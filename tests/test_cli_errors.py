@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 from pathlib import Path
 
 import pytest
+from _audit_records import audits_file as _audits
+from _audit_records import worse_audits as _worse_audits
 from rich.console import Console
 from rich.table import Table
-from test_audit_report import record
 from typer.testing import CliRunner
 
 import agentbranch as ab
@@ -85,14 +85,6 @@ def test_questions_files_that_cannot_be_used_are_clear_errors(files, name, says)
 # -- --out, --diagram, --plot --------------------------------------------------------------
 
 
-def _audits(tmp_path: Path, n: int = 200, seed: int = 0) -> Path:
-    rng = random.Random(seed)
-    recs = [record(p := rng.uniform(0.4, 0.99), rng.random() < p) for _ in range(n)]
-    path = tmp_path / "audits.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
-    return path
-
-
 @pytest.mark.parametrize(
     ("flag", "where", "says"),
     [
@@ -154,16 +146,6 @@ def test_demo_tickets_missing_or_a_directory(tmp_path):
 
 
 # -- a fit that makes the held-out split worse -------------------------------------------------
-
-
-def _worse_audits(tmp_path: Path) -> Path:
-    """30 records of a calibrated engine: a fit on 21 of them (split seed 0) makes the
-    other 9 worse by ECE and Brier alike (found by trying data seeds)."""
-    path = _audits(tmp_path, 30, seed=6)
-    report = calibrate_from_audit(path, seed=0)
-    assert report.worse and report.after.ece > report.before.ece
-    assert report.after.brier > report.before.brier
-    return path
 
 
 def test_a_fit_that_makes_held_out_ece_and_brier_worse_is_not_saved(tmp_path, caplog):
