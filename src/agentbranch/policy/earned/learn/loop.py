@@ -228,9 +228,25 @@ class Learner:
             # it (``QuestionLabels.learned_by``: every version fitted since it first came
             # did); every version fed when it first came was given it then.
             if q.labels.known(decision, text):
-                log.debug("agentbranch.learn: a repeat of a label of %r: not counted", q.question_id)
+                log.debug(
+                    "agentbranch.learn: a repeat of a label of %r: not counted", q.question_id
+                )
                 return None
-            trials = [r for r in q.ladder.fed if r is not rung]  # every other fed version
+            # A state a version learned from (its text, whatever the case, whitespace or
+            # identity: another thread, another user) is never evidence for that version
+            # or a later one (``QuestionLabels.learned_text_by``).
+            learned = q.labels.learned_text_by(text)
+            if learned is not None and rung.index >= learned:
+                log.debug(
+                    "agentbranch.learn: a state version %d of %r learned from: no evidence for it",
+                    rung.index,
+                    q.question_id,
+                )
+                return None
+            # every other fed version that did not learn from it
+            trials = [
+                r for r in q.ladder.fed if r is not rung and (learned is None or r.index < learned)
+            ]
         rec = rung.trust.observe(
             q.key.asking(rung.model),
             teacher_label,
