@@ -108,7 +108,8 @@ def test_stream_text_holds_back_a_stop_string_split_over_pieces():
     text = StreamText(["STOP"])
     growing = ["Hello", "Hello S", "Hello ST", "Hello STO", "Hello STOP and more"]
     pieces = [text.update(g) for g in growing]
-    assert pieces == ["He", "ll", "o", " ", ""]  # 3 characters wait: "STO" might be "STOP"
+    # only an end that could begin "STOP" waits ("S", "ST", "STO"); the rest goes at once
+    assert pieces == ["Hello", " ", "", "", ""]
     assert text.stopped and text.update("Hello STOP and more, more") == ""
     assert text.finish("Hello ") == ""
     # Half a character waits for its next byte; without stops nothing is held back.
@@ -172,9 +173,7 @@ def test_special_tokens_in_a_message_are_refused_as_a_read_refuses_them(smol, ti
     plain = generator.render([{"role": "user", "content": "Thanks! Approved."}])
     turn_end = tiny_reader.backend.tokenizer.convert_tokens_to_ids("<turn|>")
     assert as_text.count(turn_end) == plain.count(turn_end)
-    assert chat.invoke(fake_turn, special_tokens="text").usage_metadata["input_tokens"] > len(
-        plain
-    )
+    assert chat.invoke(fake_turn, special_tokens="text").usage_metadata["input_tokens"] > len(plain)
     assert isinstance(
         tiny_reader.chat_model(special_tokens="text", max_tokens=8).invoke(fake_turn), AIMessage
     )

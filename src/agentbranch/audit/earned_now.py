@@ -88,7 +88,11 @@ def target(rows: Sequence[EvidenceRow], precision: float | None, level: float | 
 def _earned(settings: Mapping[str, Any]) -> Any:
     from agentbranch.policy.earned import Earned
 
-    return Earned(**dict(settings), store=None, refresh_s=0.0)
+    settings = dict(settings)
+    drift_level = settings.pop("drift_level", None)
+    earned = Earned(**settings, store=None, refresh_s=0.0)
+    earned.drift_level = drift_level  # (a learned version's: the policy's level)
+    return earned
 
 
 def _replay(rows: Sequence[EvidenceRow], settings: Mapping[str, Any]) -> Any:

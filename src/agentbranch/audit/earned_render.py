@@ -298,6 +298,9 @@ def rows(q: QuestionTrust, level: float) -> list[tuple[str, str]]:
     """The table's rows for one question (the audit rows, if any, come after)."""
     tb = q.take_band
     level = q.target.level if q.target is not None else level
+    # a learned version's drift test runs at its policy's level (``drift_level``)
+    drift_level = ((q.target.settings or {}) if q.target is not None else {}).get("drift_level")
+    drift_level = level if drift_level is None else drift_level
     out = [("in force", _in_force(q)), ("target", _target(q))]
     why = _why(q)
     if why is not None:
@@ -310,7 +313,7 @@ def rows(q: QuestionTrust, level: float) -> list[tuple[str, str]]:
             "audits since it opened",
             f"{tb.right}/{tb.n} agreed = {_f(tb.precision)} (≥ {_f(tb.lower)} at "
             f"{percent(level)}); drift e-value {tb.drift_evalue:.3g} (withdraws at "
-            f"{1 / (1 - level):.3g})"
+            f"{1 / (1 - drift_level):.3g})"
             if tb.n
             else "no audited takes since the band opened"
             if q.take_at is not None

@@ -293,6 +293,7 @@ def _version_settings(earned: Any, rows: list[EvidenceRow]) -> dict[str, Any]:
     level = _looks_level(earned.level, rows) if earned.learn else None
     if level is not None:
         settings["level"] = level
+        settings["drift_level"] = earned.level  # its drift test runs at the policy's
     return settings
 
 

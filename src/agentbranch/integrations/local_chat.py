@@ -66,8 +66,12 @@ class LocalChatModel(BaseChatModel):
     ``stream``/``astream`` (and LangGraph's ``stream_mode="messages"``) hand out the reply
     as it is generated: token by token on a causal model in transformers, one denoised block
     at a time on DiffusionGemma in transformers, and on vLLM as its engine steps produce
-    text. No text at or past a ``stop`` string is ever handed out. The last chunk carries
-    ``usage_metadata`` and ``chunk_position="last"``.
+    text. No text at or past a ``stop`` string is ever handed out, nor the start of one
+    before the text decides it: joined, the chunks are exactly what ``invoke`` returns.
+    The last chunk carries ``usage_metadata`` and ``chunk_position="last"``. On
+    transformers a stream that is closed, left or dropped stops its generation at the
+    next token, and one kept unread for ``stream_idle_s`` seconds (30) is stopped too
+    (``TransformersGenerator.stream``), so it never holds the model from other calls.
 
     Each reply carries ``usage_metadata`` (input, output and total tokens) and
     ``response_metadata`` (``model_name``, ``finish_reason``, ``constrained``), as LangChain's

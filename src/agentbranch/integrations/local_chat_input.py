@@ -6,8 +6,9 @@ read checks its own (the same error types, a message that says what to change).
   finite number >= 0, ``stop`` and ``choices`` strings, ``special_tokens`` ``"reject"``
   or ``"text"``; ``ConfigurationError`` otherwise, as the engine raises for its counts.
 * ``chat_messages``: LangChain messages as the chat template's dicts (system, human
-  and AI turns, text only); an empty or whitespace-only message is an
-  ``InvalidStateError``. Special tokens in the content are the renderer's part
+  and AI turns, text only); an empty or whitespace-only message, or one with an unpaired
+  surrogate (not valid Unicode, as a read's state), is an ``InvalidStateError`` before
+  anything reaches the tokenizer. Special tokens in the content are the renderer's part
   (``SpecialTokenError`` unless ``special_tokens="text"``, as for a read).
 """
 
@@ -31,6 +32,19 @@ _ROLES = {"system": "system", "human": "user", "ai": "assistant"}
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _bad_at(text: str) -> int:
+    """Index of the first character of ``text`` UTF-8 cannot encode (-1: none)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return e.start
+    return -1
+
+
+def _valid_unicode(text: str) -> bool:
+    return _bad_at(text) < 0
 
 
 def check_options(options: Mapping[str, Any]) -> None:
@@ -63,6 +77,12 @@ def check_options(options: Mapping[str, Any]) -> None:
             isinstance(value, str) or not all(isinstance(v, str) for v in value)
         ):
             raise ConfigurationError(f"{name} must be a list of strings, got {value!r}")
+        for v in value or ():
+            if not _valid_unicode(v):
+                raise ConfigurationError(
+                    f"{name} holds {v!r}, which has an unpaired surrogate (not valid "
+                    "Unicode); decode the text with errors='replace' first"
+                )
     mode = options.get("special_tokens")
     if mode not in (None, "reject", "text"):
         raise ConfigurationError(f"special_tokens must be 'reject' or 'text', got {mode!r}")
@@ -98,6 +118,13 @@ def chat_messages(messages: Sequence[BaseMessage]) -> list[dict[str, str]]:
             raise InvalidStateError(
                 f"message {i} ({type(message).__name__}) is empty or whitespace only; a "
                 "chat model has nothing to read there. Drop the message or give it text."
+            )
+        if not _valid_unicode(content):
+            at = _bad_at(content)
+            raise InvalidStateError(
+                f"message {i} ({type(message).__name__}) contains an unpaired surrogate "
+                f"({content[at]!r} at index {at}), which is not valid Unicode; decode its "
+                "text with errors='replace' (or 'surrogateescape' then re-encode) first"
             )
         out.append({"role": role, "content": content})
     if not out:

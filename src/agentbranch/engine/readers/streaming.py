@@ -24,16 +24,16 @@ T = TypeVar("T")
 class StreamText:
     """The pieces of one generation's text that may be handed out.
 
-    From the growing text of a generation, never text at or past a stop string (the last
-    ``len(stop) - 1`` characters are held back until the next token shows whether a stop
-    string begins there, so a stop string split over tokens is still caught), never half
-    a character (a trailing U+FFFD from an incomplete UTF-8 sequence waits for its next
-    byte).
+    From the growing text of a generation, never text at or past a stop string: the
+    longest end of the text that is the start of a stop string is held back until the next
+    token shows whether the stop string follows (so a stop string split over tokens is
+    still caught, and while the whole text is the start of one nothing is handed out);
+    never half a character (a trailing U+FFFD from an incomplete UTF-8 sequence waits for
+    its next byte). Joined, the pieces are the text the finished generation keeps.
     """
 
     def __init__(self, stop: Sequence[str] = ()) -> None:
         self._stops = [s for s in stop if s]
-        self._hold = max((len(s) for s in self._stops), default=1) - 1
         self.emitted = ""
         self.stopped = False
 
@@ -47,13 +47,26 @@ class StreamText:
             self.stopped = True
             safe = cut
         else:
-            safe = text[: len(text) - self._hold] if self._hold else text
-            safe = safe.rstrip("\ufffd")
+            safe = text[: len(text) - self._held(text)].rstrip("\ufffd")
         if len(safe) <= len(self.emitted) or not safe.startswith(self.emitted):
             return ""
         piece = safe[len(self.emitted) :]
         self.emitted = safe
         return piece
+
+    def _held(self, text: str) -> int:
+        """Length of the longest end of ``text`` that is the start of a stop string
+        (``text`` holds none whole)."""
+        held = 0
+        for stop in self._stops:
+            # from the earliest place a stop string could still begin: the longest end
+            i = text.find(stop[0], max(len(text) - len(stop) + 1, 0))
+            while 0 <= i and len(text) - i > held:
+                if stop.startswith(text[i:]):
+                    held = len(text) - i
+                    break
+                i = text.find(stop[0], i + 1)
+        return held
 
     def finish(self, text: str) -> str:
         """The rest of the final ``text`` (already cut at its stop string) not yet handed
@@ -96,6 +109,8 @@ class TokenText:
 
 
 _END = object()
+#: Seconds between the pump's checks, while the consumer holds an item, that it left
+_POLL_S = 0.1
 
 
 async def iterate_in_thread(
@@ -103,10 +118,13 @@ async def iterate_in_thread(
 ) -> AsyncIterator[T]:
     """Items of the blocking iterator ``make(cancel)`` as they come, iterated in a
     worker thread. ``cancel`` is set when the consumer stops early (or fails); the
-    iterator should then end soon."""
+    iterator should then end soon. The iterator is asked for an item only once the
+    consumer took the one before, so a consumer that stops reading leaves it unread too
+    (and a generator's unread stream can time out: ``TransformersGenerator.stream``)."""
     loop = asyncio.get_running_loop()
     items: asyncio.Queue[Any] = asyncio.Queue()
     cancel = threading.Event()
+    wanted = threading.Semaphore(1)  # released each time the consumer takes an item
 
     def hand(item: Any) -> None:
         with contextlib.suppress(RuntimeError):  # the loop closed: nobody listens
@@ -116,10 +134,16 @@ async def iterate_in_thread(
         try:
             it = make(cancel)
             try:
-                for item in it:
-                    hand((item, None))
+                while True:
+                    while not wanted.acquire(timeout=_POLL_S):
+                        if cancel.is_set():
+                            break
                     if cancel.is_set():
                         break
+                    item = next(it, _END)
+                    if item is _END:
+                        break
+                    hand((item, None))
             finally:
                 close = getattr(it, "close", None)
                 if callable(close):
@@ -133,6 +157,7 @@ async def iterate_in_thread(
     try:
         while True:
             item, error = await items.get()
+            wanted.release()
             if error is not None:
                 raise error
             if item is _END:

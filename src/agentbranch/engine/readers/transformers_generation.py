@@ -12,11 +12,12 @@ import asyncio
 import os
 import queue
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentbranch.core.errors import ConfigurationError, ReaderError
+from agentbranch.core.errors import ConfigurationError, ReaderError, ReaderTimeoutError
 from agentbranch.engine.readers.generation import (
     GenerationRequest,
     GenerationResult,
@@ -28,7 +29,12 @@ from agentbranch.engine.readers.generation import (
 from agentbranch.engine.readers.streaming import StreamText, TokenText, iterate_in_thread
 from agentbranch.engine.readers.threads import Threads, resolve_threads, torch_threads
 
-__all__ = ["TransformersGenerator", "reader_generator"]
+__all__ = ["STREAM_IDLE_S", "TransformersGenerator", "reader_generator"]
+
+#: Seconds a stream's generation runs on with nobody taking its text before it is
+#: stopped (``TransformersGenerator.stream_idle_s``): the model is held by one
+#: generation at a time, so a stream left unread would hold every other call behind it.
+STREAM_IDLE_S = 30.0
 
 
 class TransformersGenerator:
@@ -42,6 +48,8 @@ class TransformersGenerator:
         threads: torch threads around each generation (``agentbranch.engine.readers.threads``).
         model_name: reported in replies (default: the model's folder name).
         max_model_len: the longest prompt plus generation (default: the model's).
+        stream_idle_s: seconds a stream may go unread before its generation is stopped
+            (``STREAM_IDLE_S``; ``None``: never).
 
     ``TransformersGenerator`` generates on a model in memory: the DiffusionGemma model a
     ``TransformersReader`` reads with (``reader.chat_model()``: transformers' own diffusion
@@ -75,8 +83,10 @@ class TransformersGenerator:
         threads: Threads = "auto",
         model_name: str | None = None,
         max_model_len: int | None = None,
+        stream_idle_s: float | None = STREAM_IDLE_S,
     ) -> None:
         self.model = model
+        self.stream_idle_s = stream_idle_s
         self.tokenizer = tokenizer
         self.planner = planner
         self._prompt: Any = None
@@ -176,7 +186,11 @@ class TransformersGenerator:
         ``GenerationResult`` (``agentbranch.engine.readers.streaming``): a causal model's
         tokens one by one, a DiffusionGemma's reply one denoised block (canvas) at a
         time; a reply held to ``choices`` comes whole. Setting ``cancel`` (or closing the
-        iterator) stops the generation at its next token or block."""
+        iterator, or dropping it: its garbage collection closes it) stops the generation
+        at its next token or block. So does leaving it unread: once a piece has waited
+        ``stream_idle_s`` seconds for the consumer, the generation stops at its next token
+        or block (freeing the model for other calls), and the stream, if read again,
+        hands out what was generated and then raises ``ReaderTimeoutError``."""
         max_new = self._check(request)
         if request.choices is not None and self.supports_choices:
             result = self.generate(request)
@@ -185,7 +199,7 @@ class TransformersGenerator:
             yield result
             return
         cancel = cancel or threading.Event()
-        feed = _Feed(cancel)
+        feed = _Feed(cancel, self.stream_idle_s)
         failed: list[BaseException] = []
 
         def work() -> None:
@@ -204,7 +218,7 @@ class TransformersGenerator:
         tokens = TokenText(self.tokenizer, self._eos_ids(), pad, max_new)
         text = StreamText(request.stop)
         try:
-            while (ids := feed.items.get()) is not None:
+            while (ids := feed.take()) is not None:
                 piece = text.update(tokens.push(ids))
                 if piece:
                     yield piece
@@ -214,6 +228,12 @@ class TransformersGenerator:
             cancel.set()
         if failed:
             raise failed[0]
+        if ids is None and feed.abandoned:  # (a reply it had finished is whole)
+            raise ReaderTimeoutError(
+                f"this stream went unread for more than {self.stream_idle_s:g} s, so its "
+                "generation was stopped to free the model for other calls; read a stream "
+                "to its end or close it (or raise the generator's stream_idle_s)"
+            )
         result = self._result(request, tokens.ids, max_new)
         piece = text.finish(result.text)
         if piece:
@@ -347,11 +367,15 @@ class _Cancelled(Exception):
 class _Feed:
     """transformers' streamer interface: ``generate`` calls ``put`` with the prompt, then
     with each new token (causal) or denoised canvas (DiffusionGemma); the ids go on a
-    queue for the consumer. Once ``cancel`` is set, ``put`` stops the generation."""
+    queue for the consumer. Once ``cancel`` is set, or once ids have waited ``idle_s``
+    seconds for the consumer to take them (``abandoned``), ``put`` stops the generation."""
 
-    def __init__(self, cancel: threading.Event) -> None:
+    def __init__(self, cancel: threading.Event, idle_s: float | None = None) -> None:
         self.cancel = cancel
-        self.items: queue.Queue[list[int] | None] = queue.Queue()
+        self.idle_s = idle_s
+        self.abandoned = False
+        #: (when it was put, ids); ``None`` ends the stream
+        self.items: queue.Queue[tuple[float, list[int]] | None] = queue.Queue()
         self._prompt = True
 
     def put(self, value: Any) -> None:
@@ -360,7 +384,18 @@ class _Feed:
         if self._prompt:  # the first put is the prompt itself
             self._prompt = False
             return
-        self.items.put([int(t) for t in value.reshape(-1).tolist()])
+        if self.idle_s is not None:
+            with self.items.mutex:
+                oldest = self.items.queue[0] if self.items.queue else None
+            if oldest is not None and time.monotonic() - oldest[0] > self.idle_s:
+                self.abandoned = True  # nobody reads on: free the model for other calls
+                raise _Cancelled
+        self.items.put((time.monotonic(), [int(t) for t in value.reshape(-1).tolist()]))
+
+    def take(self) -> list[int] | None:
+        """The next ids (waiting for them), ``None`` once the generation ended."""
+        item = self.items.get()
+        return None if item is None else item[1]
 
     def end(self) -> None:
         pass

@@ -188,6 +188,9 @@ class Earned:
         self.learn_fields: dict[str, Any] = {}
         #: (entries, error) of that test (``version_earned``; ``_state.step`` runs it)
         self.anytime: tuple[tuple[float, ...], float] | None = None
+        #: The level of the drift test when it is not ``level`` (``drift_alpha``; set by
+        #: ``version_earned``, and carried in the records' ``earned`` settings)
+        self.drift_level: float | None = None
         if self.learn:
             from agentbranch.policy.earned.learn.loop import Learner
 
@@ -205,11 +208,21 @@ class Earned:
             "min_take_at": self.min_take_at,
             "start_at": self.start_at,
             "step": self.step,
+            **({} if self.drift_level is None else {"drift_level": self.drift_level}),
         }
 
     @property
     def alpha(self) -> float:
         return 1.0 - self.level
+
+    @property
+    def drift_alpha(self) -> float:
+        """The drift test's error: ``1 - level`` of the policy. A copy testing a learned
+        version at its share of the error (``learn.ladder.version_earned``) keeps its
+        policy's here: withdrawing is protective (a looser test only withdraws sooner),
+        so every version in force is withdrawn within the bound the policy's level gives
+        (docs/earned.md, section 3)."""
+        return self.alpha if self.drift_level is None else 1.0 - self.drift_level
 
     def __repr__(self) -> str:
         return (

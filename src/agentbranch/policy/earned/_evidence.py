@@ -25,6 +25,7 @@ from pydantic import (
     Field,
     ValidationInfo,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -64,6 +65,16 @@ class EarnedSettings(BaseModel):
     min_take_at: float = Field(default=0.0, ge=0.0, le=1.0)
     start_at: float | None = Field(default=None, ge=0.0, le=1.0)
     step: float = Field(default=0.01, gt=0.0, le=0.5)
+    #: the drift test's level where it is not ``level`` (a learned version's records:
+    #: its looks test at its share of the error, its drift test at the policy's level)
+    drift_level: float | None = Field(default=None, gt=0.0, lt=1.0)
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Any) -> Any:
+        out = handler(self)
+        if isinstance(out, dict) and out.get("drift_level") is None:
+            out.pop("drift_level", None)  # absent unless it differs from level
+        return out
 
 
 class Evidence(BaseModel):
@@ -100,8 +111,9 @@ class Evidence(BaseModel):
       when the decision was made
     * ``earned`` (optional; absent from a record without it): the settings of
       the ``Earned`` policy that made the record (``precision``, ``level``,
-      ``min_evidence``, ``max_take_at``, ``min_take_at``, ``start_at``, ``step``), so that a
-      report states the policy's own target and recomputes its thresholds
+      ``min_evidence``, ``max_take_at``, ``min_take_at``, ``start_at``, ``step``, and
+      ``drift_level`` where the drift test runs at another level: a learned version's), so
+      that a report states the policy's own target and recomputes its thresholds
 
     * ``state`` (optional, only with ``Earned(learn=True)``; absent otherwise): the labelled
       state's text, after ``Earned(redact=...)``, which the question learns from

@@ -40,6 +40,9 @@ class Settings(Protocol):
     @property
     def alpha(self) -> float: ...
 
+    @property
+    def drift_alpha(self) -> float: ...
+
 
 EventKind = Literal["look", "earned", "lowered", "withdrawn"]
 
@@ -227,7 +230,7 @@ def step(st: TrustState, rec: Any, cfg: Settings) -> None:
         if st._drift is None:
             st._drift = DriftState(cfg.precision)
         st._evalue = st._drift.add(rec.correct)
-        if st._drift.drifted(cfg.alpha):
+        if st._drift.drifted(cfg.drift_alpha):
             _withdraw(st, cfg, index, rec.time)
             return
     if _bet(st, rec, cfg, index):
@@ -324,8 +327,8 @@ def _withdraw(st: TrustState, cfg: Settings, index: int, when: str) -> None:
     reason = (
         f"{st.audit_right} of {n} audited takes agreed with the teacher since the band "
         f"opened (take_at={st.take_at:g}): the drift test shows precision below "
-        f"{cfg.precision:g} at level {cfg.level:g} (e-value {st._evalue:.3g} >= "
-        f"{1 / cfg.alpha:.3g}); nothing is taken until trust is earned again"
+        f"{cfg.precision:g} at level {1 - cfg.drift_alpha:g} (e-value {st._evalue:.3g} >= "
+        f"{1 / cfg.drift_alpha:.3g}); nothing is taken until trust is earned again"
     )
     st._pair = Threshold(None, "withdrawn")
     st.take_at, st.trust = None, "withdrawn"

@@ -2,20 +2,22 @@
 it, and what each version's fit reads (a bounded sample per option).
 
 ``QuestionLabels`` counts them (identity, rank and what a fit reads: its docstring);
-``identity`` says what makes two labels one, ``priority`` a label's place in its
+``identity`` says what makes two labels one, ``same_text`` which states are one text
+to a version that learned from one of them, ``priority`` a label's place in its
 option's sample.
 """
 
 from __future__ import annotations
 
 import bisect
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentbranch.policy.earned.learn import ladder as _ladder
 from agentbranch.policy.earned.learn.ladder import refit_at
 
-__all__ = ["FIT_PER_OPTION", "Labelled", "QuestionLabels", "identity", "priority"]
+__all__ = ["FIT_PER_OPTION", "Labelled", "QuestionLabels", "identity", "priority", "same_text"]
 
 #: Labels per option a version's fit reads at most (``benchmarks/learning_bound.py``:
 #: the head fitted on this many per option is within noise of the head fitted on all).
@@ -29,6 +31,15 @@ def identity(decision: str | None, text: str | None) -> str | None:
     if decision is not None:
         return f"decision:{decision}"
     return None if text is None else f"state:{text}"
+
+
+def same_text(text: str) -> str:
+    """A state's text as a version that learned from it sees it: Unicode NFKC, case
+    folded, whitespace runs as one space and none at the ends. Two states with the same
+    ``same_text`` are one training state: a version fitted on one is never tested on the
+    other, whatever their decision identities (a new LangGraph thread gives the same
+    text a new one)."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
 def priority(ident: str) -> int:
@@ -59,10 +70,12 @@ class QuestionLabels:
       rank says which versions learned from it: version ``j`` is fitted on ranks below
       ``refit_at(j)``, so a label of rank ``r`` is among the training labels of every
       version ``j`` with ``refit_at(j) > r``, and never evidence for them (``learned_by``).
-      Per segment of ranks between two refit points the identities' 8-byte digests are kept
-      (``_digests.DigestSet``; with the state's digest too, for records without an identity):
-      16 bytes a label, the price of counting each label once over any span of time, like
-      the evidence windows' digests.
+      Nor is any other label of the same text (``same_text``: case, whitespace and Unicode
+      forms aside), whatever its identity: ``learned_text_by`` says which versions learned
+      that text. Per segment of ranks between two refit points 8-byte digests of the
+      identity and of the state's ``same_text`` are kept (``_digests.DigestSet``): 16 bytes
+      a label, the price of counting each label once over any span of time, like the
+      evidence windows' digests.
     * **What a fit reads.** Version ``j`` reads, per option, the ``per_option`` labels of
       its first ``refit_at(j)`` with the smallest priority (a hash of the identity): a
       uniform sample without replacement of each option's labels, the same on every replica
@@ -92,8 +105,8 @@ class QuestionLabels:
 
         ident = identity(decision, text)
         ids = () if ident is None else (digest(ident),)
-        if decision is not None and text is not None:
-            ids += (digest(identity(None, text)),)  # type: ignore[arg-type]
+        if text is not None:
+            ids += (digest(f"text:{same_text(text)}"),)
         return ids
 
     def _segment_of(self, d: int) -> int | None:
@@ -110,6 +123,17 @@ class QuestionLabels:
         if not ids:
             return None
         i = self._segment_of(ids[0])
+        return None if i is None else i + 1
+
+    def learned_text_by(self, text: str | None) -> int | None:
+        """The first version whose fit includes a label of a state with the same text
+        (``same_text``) as ``text``, whatever its identity (every later one's does too);
+        ``None``: no version learned from such a state."""
+        if text is None:
+            return None
+        from agentbranch.policy.earned._digests import digest
+
+        i = self._segment_of(digest(f"text:{same_text(text)}"))
         return None if i is None else i + 1
 
     def known(self, decision: str | None, text: str | None) -> bool:

@@ -111,6 +111,8 @@ def version_earned(
         **extra,
     )
     copy._checkpoints = False  # one checkpoint per store: the original's
+    # its drift test at the policy's level: withdrawal protects, sooner is safe
+    copy.drift_level = earned.level if earned.drift_level is None else earned.drift_level
     if j == 0:
         copy.looks = written_looks(copy.min_evidence, base)
     copy.anytime = anytime  # (entry, error) of its anytime-valid test (``_state.step``)

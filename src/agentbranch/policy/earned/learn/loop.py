@@ -224,13 +224,15 @@ class Learner:
             fields["floor"] = 1.0 if not q.ladder.open else (audit_rate or None)
             # One label per decision, whichever version read it: a decision labelled
             # before (a retried node, a redelivered message, a re-run) is no new label,
-            # no new labelled state, and never evidence for a version that learned from
-            # it (``QuestionLabels.learned_by``: every version fitted since it first came
-            # did); every version fed when it first came was given it then.
-            if q.labels.known(decision, text):
-                log.debug("agentbranch.learn: a repeat of a label of %r: not counted", q.question_id)
+            # no new labelled state; and a state a version learned from (its text up to
+            # case and whitespace, whatever the identity: another thread, another user)
+            # is never evidence for it or a later one (``QuestionLabels.learned_text_by``).
+            learned = q.labels.learned_text_by(text) or len(q.ladder.rungs)
+            if q.labels.known(decision, text) or rung.index >= learned:
+                log.debug("agentbranch.learn: a repeat of %r: no evidence", q.question_id)
                 return None
-            trials = [r for r in q.ladder.fed if r is not rung]  # every other fed version
+            # every other fed version, if it did not learn from it
+            trials = [r for r in q.ladder.fed if r is not rung and r.index < learned]
         rec = rung.trust.observe(
             q.key.asking(rung.model),
             teacher_label,
