@@ -65,9 +65,13 @@ class CassetteRepeats:
 
     def _answered_as(self, key: str) -> str:
         """The repeat a reply to the chat exchange ``key`` is recorded as: the one this
-        context looked up, else (recorded without a lookup) the next."""
+        context looked up, else (recorded without a lookup) the one the next lookup asks."""
         asked = _ASKED.get()
         if asked is not None and asked[:2] == (id(self), key):
             _ASKED.set(None)
             return asked[2]
-        return self.next_repeat(key)
+        # Written without a lookup (the cache used as LangChain's ``BaseCache``: update,
+        # then lookup): the repeat the next lookup asks for, so that lookup finds it.
+        with self._lock:
+            n = self._repeats.get(key, 0)
+        return key if n == 0 else f"{key}#{n}"
