@@ -340,6 +340,7 @@ class Earned:
         probability: float | None = None,
         audit_rate: float | None = None,
         floor: float | None = None,
+        bet_alpha: float | None = None,
     ) -> Evidence | None:
         """Record the teacher's label ``teacher_label`` of one decision of ``key`` (no-op
         when frozen). Bad evidence (a label outside the options, a non-finite confidence)
@@ -347,7 +348,8 @@ class Earned:
         (``agentbranch.policy.earned._identity``; labels of one decision count once).
         With ``learn=True``: ``state`` is the labelled state's text, ``version`` the
         version of the read that decided and ``probability`` the probability it gave its
-        label, ``audit_rate`` the policy's (0: none), ``floor``: ``Evidence.floor``."""
+        label, ``audit_rate`` the policy's (0: none), ``floor``: ``Evidence.floor``,
+        ``bet_alpha``: ``Evidence.bet_alpha``."""
         if self.frozen:
             return None
         fields = {
@@ -377,6 +379,7 @@ class Earned:
                 state=state,  # (learning hook: None is absent, ``Evidence.to_json``)
                 probability=probability,
                 floor=floor,
+                bet_alpha=bet_alpha,
                 **self.learn_fields,
             )
         except Exception as e:  # noqa: BLE001 - pydantic ValidationError and friends

@@ -25,6 +25,8 @@ from agentbranch.policy.earned.learn.labels import FIT_PER_OPTION, QuestionLabel
 from agentbranch.policy.earned.learn.ladder import (
     Ladder,
     Rung,
+    base_share,
+    elond_alpha,
     trial_fields,
     version_earned,
     version_share,
@@ -179,7 +181,7 @@ class Learner:
             rung0.index,
             rung0.fitted_on,
             model=key.question,
-            trust=version_earned(self.earned, rung0.index, entry=rung0.entry),
+            trust=version_earned(self.earned, rung0.index, entry=rung0.entry, base=q0.ladder.base),
             entry=rung0.entry,
         )
         rung.trust.learn_fields["written"] = self._written_key(q)
@@ -222,20 +224,24 @@ class Learner:
         with self._lock:
             # (before this label counts: what held when it was made)
             fields["floor"] = 1.0 if not q.ladder.open else (audit_rate or None)
+            bet_alpha = self._bet_alpha(q, rung)  # (e-LOND: what stands before this label)
             # One label per decision, whichever version read it: a decision labelled
             # before (a retried node, a redelivered message, a re-run) is no new label,
             # no new labelled state, and never evidence for a version that learned from
             # it (``QuestionLabels.learned_by``: every version fitted since it first came
             # did); every version fed when it first came was given it then.
             if q.labels.known(decision, text):
-                log.debug("agentbranch.learn: a repeat of a label of %r: not counted", q.question_id)
+                log.debug(
+                    "agentbranch.learn: a repeat of a label of %r: not counted", q.question_id
+                )
                 return None
-            trials = [r for r in q.ladder.fed if r is not rung]  # every other fed version
+            trials = [(r, self._bet_alpha(q, r)) for r in q.ladder.fed if r is not rung]
         rec = rung.trust.observe(
             q.key.asking(rung.model),
             teacher_label,
             state=text,
             probability=probability,
+            bet_alpha=bet_alpha,
             **fields,
         )
         if rec is None:
@@ -246,8 +252,9 @@ class Learner:
                 q.merge([(rec.order, text, rec.teacher_label, decision)])
         if state is not None:
             taken = fields["band"] == "take"
-            for trial in trials:
-                self._trial(q, trial, state, taken, {**fields, "teacher_label": teacher_label})
+            for trial, alpha in trials:
+                extra = {"teacher_label": teacher_label, "bet_alpha": alpha}
+                self._trial(q, trial, state, taken, {**fields, **extra})
         self._fold(q)
         self._adopt(q)
         self._maybe_fit(q)
@@ -282,11 +289,20 @@ class Learner:
             engine_label=d.label,
             probability=d.probabilities.get(d.label),
             floor=fields["floor"],
+            bet_alpha=fields["bet_alpha"],
             decision=fields.get("decision"),  # one label per decision in every version
             **trial_fields(taken, fields["rate"]),
         )
         if rec is not None:
             self.store.count(rec)
+
+    def _bet_alpha(self, q: _Question, rung: Rung) -> float | None:
+        """The error ``rung``'s anytime-valid test is checked at for the next label
+        (``ladder.elond_alpha``; ``None``: it has none)."""
+        anytime = getattr(rung.trust, "anytime", None)
+        if anytime is None:
+            return None
+        return elond_alpha(anytime[1], q.ladder.discoveries(rung), self.earned.level)
 
     def _adopt(self, q: _Question) -> None:
         with self._lock:
@@ -373,9 +389,9 @@ class Learner:
                 question = with_head(q.question, head)
                 # where its anytime-valid test starts: its out-of-fold reads of these
                 # labels, which are never its evidence (``eprocess``)
-                share = version_share(j)
+                share = version_share(j, q.ladder.base)
                 start = eprocess.head_entries(self.earned, share, head, options, x, labels)
-                trust = version_earned(self.earned, j, entry=start)
+                trust = version_earned(self.earned, j, entry=start, base=q.ladder.base)
                 return Rung(j, len(labelled), model=question, trust=trust, entry=start)
         else:  # a canvas reader: per state the nearest labelled states (``nearest``)
             encode = self._encode()
@@ -383,7 +399,8 @@ class Learner:
                 written = lx.question_examples(q.question)
                 pool = nearest.pool_of(texts, labels, options, written, encode)
                 question = q.question if pool is None else nearest.with_pool(q.question, pool)
-                return Rung(j, len(labelled), model=question, trust=version_earned(self.earned, j))
+                trust = version_earned(self.earned, j, base=q.ladder.base)
+                return Rung(j, len(labelled), model=question, trust=trust)
             texts = [t[:CANVAS_CHARS] for t in texts]  # no encoder: the most recent ones
             per_option = CANVAS_PER_OPTION
         written = lx.question_examples(q.question)
@@ -391,7 +408,8 @@ class Learner:
             texts, labels, options, vectors=vectors, per_option=per_option, written=written
         )
         question = lx.with_learned(q.question, options, learned)
-        return Rung(j, len(labelled), model=question, trust=version_earned(self.earned, j))
+        trust = version_earned(self.earned, j, base=q.ladder.base)
+        return Rung(j, len(labelled), model=question, trust=trust)
 
     def _encode(self) -> Any:
         """What embeds texts for canvas versions: ``encoder`` when set, else the
@@ -450,11 +468,14 @@ class Learner:
             if hit is not None:
                 return hit[0]
             labels = QuestionLabels(per_option=self.fit_per_option)
+            # version 0's share: none kept for a written read that cannot open
+            ladder = Ladder(base=base_share(key.reader, key.question_id, key.question))
             q = _Question(
-                key.question_id, key.question, key.reader, key.model, key.reading, Ladder(), labels
+                key.question_id, key.question, key.reader, key.model, key.reading, ladder, labels
             )
             self._questions[key.evidence_key] = q
-            self._add(q, Rung(0, 0, model=key.question, trust=version_earned(self.earned, 0)))
+            trust = version_earned(self.earned, 0, base=ladder.base)
+            self._add(q, Rung(0, 0, model=key.question, trust=trust))
             self._rebuild(q)
             return q
 
@@ -483,6 +504,7 @@ class Learner:
         # decisions is in force (``Ladder.adopt``; none: the written one)
         q.ladder.in_force = widest(holds, shares) or 0
         q.ladder.open = any(holds)
+        q.ladder.found.update(r.index for r, held in zip(q.ladder.rungs, holds) if held)
 
 
 __all__ = [
