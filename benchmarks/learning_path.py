@@ -231,17 +231,21 @@ def templated(
     length: int = 300, seed: int = 0
 ) -> list[tuple[TemplatedTask, list[tuple[str, str]]]]:
     """Each templated question with ``length`` items (message, true answer): answers
-    drawn uniformly, a phrasing of the answer uniformly, its slots at random (seeded)."""
+    drawn uniformly, a phrasing of the answer uniformly, its slots at random, and a
+    ticket number of its own (seeded). The ticket number makes every message distinct:
+    a message seen before is a repeat of a labelled decision, which the learner counts
+    once (no new label), as it would a retried one."""
     rng = np.random.default_rng(seed)
     out = []
     for qid, (question, phrasings) in TEMPLATED.items():
         answers = sorted(phrasings)
         items = []
-        for _ in range(length):
+        tickets = rng.choice(np.arange(10_000, 100_000), size=length, replace=False)
+        for ticket in tickets:
             answer = answers[int(rng.integers(len(answers)))]
             text = phrasings[answer][int(rng.integers(len(phrasings[answer])))]
             fill = {k: v[int(rng.integers(len(v)))] for k, v in SLOTS.items()}
-            items.append((text.format(**fill), answer))
+            items.append((f"Ticket {ticket}: " + text.format(**fill), answer))
         out.append((TemplatedTask(qid, question), items))
     return out
 
