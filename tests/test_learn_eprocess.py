@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentbranch.policy.earned import Earned
+from agentbranch.policy.earned._state import replay, step
 from agentbranch.policy.earned.learn import eprocess
 from agentbranch.policy.earned.learn import ladder as ld
-from agentbranch.policy.earned._state import replay, step
 
 GRID = [round(1.0 - 0.01 * k, 2) for k in range(101)]
 

@@ -306,6 +306,13 @@ class Ladder:
         """Versions other than ``rung`` that have held a threshold (``elond_alpha``)."""
         return len(self.found - {rung.index})
 
+    def bet_alpha(self, rung: Rung, anytime: Any, level: float) -> float | None:
+        """The error ``rung``'s anytime-valid test (``anytime``: its ``(entries,
+        error)``, ``None``: none) is checked at for the next label (``elond_alpha``)."""
+        if anytime is None:
+            return None
+        return elond_alpha(anytime[1], self.discoveries(rung), level)
+
     @property
     def deciding(self) -> Rung:
         """The version whose read decides: the one in force while it holds a
@@ -322,6 +329,13 @@ class Ladder:
     def due(self) -> bool:
         """Whether a new version is due now (``labels`` just reached a refit point)."""
         return self.labels == refit_at(len(self.rungs), self.first)
+
+    def restore(self, holds: list[bool], shares: list[float | None]) -> None:
+        """After a restart, given for every rung whether it holds a threshold and its
+        band's share: the one ``widest`` picks in force, those holding one found."""
+        self.in_force = widest(holds, shares) or 0
+        self.open = any(holds)
+        self.found.update(r.index for r, held in zip(self.rungs, holds) if held)
 
     def adopt(
         self, holds_threshold: list[bool], shares: list[float | None] | None = None

@@ -26,11 +26,9 @@ from agentbranch.policy.earned.learn.ladder import (
     Ladder,
     Rung,
     base_share,
-    elond_alpha,
     trial_fields,
     version_earned,
     version_share,
-    widest,
 )
 from agentbranch.policy.earned.learn.probability import Map
 from agentbranch.policy.earned.learn.shared import Labelled4, StoreLabels, settled
@@ -224,24 +222,22 @@ class Learner:
         with self._lock:
             # (before this label counts: what held when it was made)
             fields["floor"] = 1.0 if not q.ladder.open else (audit_rate or None)
-            bet_alpha = self._bet_alpha(q, rung)  # (e-LOND: what stands before this label)
             # One label per decision, whichever version read it: a decision labelled
             # before (a retried node, a redelivered message, a re-run) is no new label,
             # no new labelled state, and never evidence for a version that learned from
             # it (``QuestionLabels.learned_by``: every version fitted since it first came
             # did); every version fed when it first came was given it then.
             if q.labels.known(decision, text):
-                log.debug(
-                    "agentbranch.learn: a repeat of a label of %r: not counted", q.question_id
-                )
+                log.debug("agentbranch.learn: repeat of a label of %r: not counted", q.question_id)
                 return None
-            trials = [(r, self._bet_alpha(q, r)) for r in q.ladder.fed if r is not rung]
+            trials = [r for r in q.ladder.fed if r is not rung]  # every other fed version
         rec = rung.trust.observe(
             q.key.asking(rung.model),
             teacher_label,
             state=text,
             probability=probability,
-            bet_alpha=bet_alpha,
+            # e-LOND: the thresholds earned before this label (``_adopt`` comes after)
+            bet_alpha=q.ladder.bet_alpha(rung, rung.trust.anytime, self.earned.level),
             **fields,
         )
         if rec is None:
@@ -252,9 +248,8 @@ class Learner:
                 q.merge([(rec.order, text, rec.teacher_label, decision)])
         if state is not None:
             taken = fields["band"] == "take"
-            for trial, alpha in trials:
-                extra = {"teacher_label": teacher_label, "bet_alpha": alpha}
-                self._trial(q, trial, state, taken, {**fields, **extra})
+            for trial in trials:
+                self._trial(q, trial, state, taken, {**fields, "teacher_label": teacher_label})
         self._fold(q)
         self._adopt(q)
         self._maybe_fit(q)
@@ -289,20 +284,12 @@ class Learner:
             engine_label=d.label,
             probability=d.probabilities.get(d.label),
             floor=fields["floor"],
-            bet_alpha=fields["bet_alpha"],
+            bet_alpha=q.ladder.bet_alpha(trial, trial.trust.anytime, self.earned.level),
             decision=fields.get("decision"),  # one label per decision in every version
             **trial_fields(taken, fields["rate"]),
         )
         if rec is not None:
             self.store.count(rec)
-
-    def _bet_alpha(self, q: _Question, rung: Rung) -> float | None:
-        """The error ``rung``'s anytime-valid test is checked at for the next label
-        (``ladder.elond_alpha``; ``None``: it has none)."""
-        anytime = getattr(rung.trust, "anytime", None)
-        if anytime is None:
-            return None
-        return elond_alpha(anytime[1], q.ladder.discoveries(rung), self.earned.level)
 
     def _adopt(self, q: _Question) -> None:
         with self._lock:
@@ -391,7 +378,7 @@ class Learner:
                 # labels, which are never its evidence (``eprocess``)
                 share = version_share(j, q.ladder.base)
                 start = eprocess.head_entries(self.earned, share, head, options, x, labels)
-                trust = version_earned(self.earned, j, entry=start, base=q.ladder.base)
+                trust = self._trust(q, j, start)
                 return Rung(j, len(labelled), model=question, trust=trust, entry=start)
         else:  # a canvas reader: per state the nearest labelled states (``nearest``)
             encode = self._encode()
@@ -399,8 +386,7 @@ class Learner:
                 written = lx.question_examples(q.question)
                 pool = nearest.pool_of(texts, labels, options, written, encode)
                 question = q.question if pool is None else nearest.with_pool(q.question, pool)
-                trust = version_earned(self.earned, j, base=q.ladder.base)
-                return Rung(j, len(labelled), model=question, trust=trust)
+                return Rung(j, len(labelled), model=question, trust=self._trust(q, j))
             texts = [t[:CANVAS_CHARS] for t in texts]  # no encoder: the most recent ones
             per_option = CANVAS_PER_OPTION
         written = lx.question_examples(q.question)
@@ -408,8 +394,10 @@ class Learner:
             texts, labels, options, vectors=vectors, per_option=per_option, written=written
         )
         question = lx.with_learned(q.question, options, learned)
-        trust = version_earned(self.earned, j, base=q.ladder.base)
-        return Rung(j, len(labelled), model=question, trust=trust)
+        return Rung(j, len(labelled), model=question, trust=self._trust(q, j))
+
+    def _trust(self, q: _Question, j: int, entry: Any = None) -> Any:
+        return version_earned(self.earned, j, entry=entry, base=q.ladder.base)
 
     def _encode(self) -> Any:
         """What embeds texts for canvas versions: ``encoder`` when set, else the
@@ -468,14 +456,12 @@ class Learner:
             if hit is not None:
                 return hit[0]
             labels = QuestionLabels(per_option=self.fit_per_option)
-            # version 0's share: none kept for a written read that cannot open
             ladder = Ladder(base=base_share(key.reader, key.question_id, key.question))
             q = _Question(
                 key.question_id, key.question, key.reader, key.model, key.reading, ladder, labels
             )
             self._questions[key.evidence_key] = q
-            trust = version_earned(self.earned, 0, base=ladder.base)
-            self._add(q, Rung(0, 0, model=key.question, trust=trust))
+            self._add(q, Rung(0, 0, model=key.question, trust=self._trust(q, 0)))
             self._rebuild(q)
             return q
 
@@ -501,10 +487,8 @@ class Learner:
         q.ladder.labels = q.labels.count
         holds, shares = self._holds(q, q.ladder.rungs)
         # of the versions holding a threshold, the one whose band holds the most
-        # decisions is in force (``Ladder.adopt``; none: the written one)
-        q.ladder.in_force = widest(holds, shares) or 0
-        q.ladder.open = any(holds)
-        q.ladder.found.update(r.index for r, held in zip(q.ladder.rungs, holds) if held)
+        # decisions is in force (``Ladder.restore``; none: the written one)
+        q.ladder.restore(holds, shares)
 
 
 __all__ = [
