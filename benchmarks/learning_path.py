@@ -39,6 +39,13 @@ read by learn-off, learn-on and every trial version.
     HF_HUB_OFFLINE=1 python benchmarks/learning_path.py --questions bbc.is_sport snips.intent
     HF_HUB_OFFLINE=1 python benchmarks/learning_path.py --limit 100 --name learning_path_first100
 
+``--templated`` runs the short separable streams instead (``TEMPLATED``: support
+messages written from a few fixed phrasings per answer, slots filled at random; a
+logistic head on the embeddings of 24 labels separates the answers), ``--limit 100``
+by default: how soon learning takes where labels separate.
+
+    HF_HUB_OFFLINE=1 python benchmarks/learning_path.py --templated --streams 5 --name learning_path_templated
+
 ``--split tune`` / ``--split check`` run half the sets each (``SPLITS``): constants of
 the learning were chosen on ``tune`` only. ``--set`` changes a constant of the learning;
 ``--no-correction`` tests every version at the whole error (no union bound across
@@ -100,6 +107,147 @@ def spend_error(share: Any) -> None:
     from agentbranch.policy.earned.learn import ladder, loop
 
     ladder.version_share = loop.version_share = share
+
+
+#: Slots the templated phrasings are filled from (``templated``).
+SLOTS = {
+    "name": ["Ana", "Ben", "Chloe", "Dev", "Erik", "Fatima", "Goran", "Hana", "Ivo", "Jun"],
+    "item": ["kettle", "jacket", "phone case", "desk lamp", "backpack", "blender", "monitor"],
+    "n": [str(n) for n in range(1040, 1100)],
+    "day": ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "the weekend"],
+}
+#: The short separable streams: per question, how it is written and a few fixed
+#: phrasings per answer. Bare questions (the embedded reader's written read cannot open:
+#: ``ladder.base_share``) and described ones (it can).
+TEMPLATED: dict[str, tuple[Any, dict[str, list[str]]]] = {
+    "tmpl.refund": (
+        ab.yes_no("Is the customer asking for a refund?"),
+        {
+            "yes": [
+                "Hi, this is {name}. I want my money back for order {n}.",
+                "The {item} broke after a day, please refund me.",
+                "Can I get a refund on the {item} I bought on {day}?",
+            ],
+            "no": [
+                "Hi, this is {name}. Where is order {n}? It has not arrived.",
+                "How do I change the delivery address for my {item}?",
+                "Do you have the {item} in another colour? I'd order it by {day}.",
+            ],
+        },
+    ),
+    "tmpl.cancel": (
+        ab.yes_no("Does the customer want to cancel?"),
+        {
+            "yes": [
+                "Please cancel order {n} before it ships, {name}.",
+                "I no longer need the {item}, cancel my order please.",
+                "Stop my subscription from {day} on, I'm done with it.",
+            ],
+            "no": [
+                "Love the {item}! Could you add gift wrap to order {n}?",
+                "{name} here: when will my {item} be delivered?",
+                "Is there a discount if I buy two of the {item}?",
+            ],
+        },
+    ),
+    "tmpl.urgency": (
+        ab.score("How urgent is this message?", ["low", "medium", "high"]),
+        {
+            "low": [
+                "No rush at all, {name} here: just curious about the {item}.",
+                "Whenever you have time, could you tell me about order {n}?",
+            ],
+            "medium": [
+                "My {item} from order {n} has a scratch, what can be done?",
+                "I was charged twice for the {item}, please look into it this week.",
+            ],
+            "high": [
+                "URGENT: my account was hacked, someone ordered a {item} as {name}!",
+                "Emergency: the {item} is sparking and smells of smoke right now!",
+            ],
+        },
+    ),
+    "tmpl.topic": (
+        ab.choice("What is the message about?", ["billing", "delivery", "account"]),
+        {
+            "billing": [
+                "Why was I charged twice for order {n}?",
+                "The invoice for the {item} shows the wrong VAT number.",
+                "My card was declined when paying for the {item} on {day}.",
+            ],
+            "delivery": [
+                "The courier left my {item} at the wrong door on {day}.",
+                "Tracking for order {n} has not moved since {day}.",
+                "Can the {item} be delivered to my office instead?",
+            ],
+            "account": [
+                "{name} here, I can't log in after resetting my password.",
+                "Please change the email address on my account to a new one.",
+                "How do I delete my account and all my data, {name} asks.",
+            ],
+        },
+    ),
+    "tmpl.refund_described": (
+        ab.yes_no(
+            "Is the customer asking for a refund?",
+            yes="the customer wants their money back",
+            no="the customer asks about something else",
+        ),
+        {},  # the phrasings of tmpl.refund
+    ),
+    "tmpl.sentiment": (
+        ab.choice(
+            "How does the customer feel?",
+            {"happy": "pleased, thankful, satisfied", "unhappy": "annoyed, disappointed, angry"},
+        ),
+        {
+            "happy": [
+                "Thanks {name}, the {item} arrived early and works great!",
+                "Order {n} was perfect, I'll shop here again.",
+                "Really pleased with the {item}, thank you for the quick help on {day}.",
+            ],
+            "unhappy": [
+                "This is the third time order {n} is late. Terrible service.",
+                "The {item} is cheap junk and nobody answers my emails.",
+                "I waited all {day} for the courier and nobody came. Unacceptable.",
+            ],
+        },
+    ),
+}
+TEMPLATED["tmpl.refund_described"] = (
+    TEMPLATED["tmpl.refund_described"][0],
+    TEMPLATED["tmpl.refund"][1],
+)
+
+
+class TemplatedTask:
+    """A templated question (``TEMPLATED``): what ``run_stream`` asks."""
+
+    def __init__(self, qid: str, question: Any) -> None:
+        self.id, self.question = qid, question
+
+
+def templated(
+    length: int = 300, seed: int = 0
+) -> list[tuple[TemplatedTask, list[tuple[str, str]]]]:
+    """Each templated question with ``length`` items (message, true answer): answers
+    drawn uniformly, a phrasing of the answer uniformly, its slots at random, and a
+    ticket number of its own (seeded). The ticket number makes every message distinct:
+    a message seen before is a repeat of a labelled decision, which the learner counts
+    once (no new label), as it would a retried one."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for qid, (question, phrasings) in TEMPLATED.items():
+        answers = sorted(phrasings)
+        items = []
+        tickets = rng.choice(np.arange(10_000, 100_000), size=length, replace=False)
+        for ticket in tickets:
+            answer = answers[int(rng.integers(len(answers)))]
+            text = phrasings[answer][int(rng.integers(len(phrasings[answer])))]
+            fill = {k: v[int(rng.integers(len(v)))] for k, v in SLOTS.items()}
+            items.append((f"Ticket {ticket}: " + text.format(**fill), answer))
+        out.append((TemplatedTask(qid, question), items))
+    return out
 
 
 class Teacher(BaseChatModel):
@@ -306,6 +454,11 @@ def main() -> None:
     parser.add_argument("--questions", nargs="*", default=None, help="question ids to run")
     parser.add_argument("--split", choices=sorted(SPLITS), default=None)
     parser.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
+    parser.add_argument(
+        "--templated",
+        action="store_true",
+        help="the short separable streams (TEMPLATED), 100 decisions each unless --limit",
+    )
     add_cache_option(parser)
     parser.add_argument(
         "--limit",
@@ -387,7 +540,13 @@ def main() -> None:
     if wanted:
         sets = [s for s in sets if any(q.split(".")[0] == s for q in wanted)]
     start = time.perf_counter()
-    qs = [(t, items) for t, items in questions(sets) if not wanted or t.id in wanted]
+    if args.templated:
+        args.limit = 100 if args.limit is None else args.limit
+        qs: list[tuple[Any, list[tuple[str, str]]]] = [
+            (t, items) for t, items in templated() if not wanted or t.id in wanted
+        ]
+    else:
+        qs = [(t, items) for t, items in questions(sets) if not wanted or t.id in wanted]
     engine = ab.DecisionEngine.from_env()
     memo = None if args.no_cache else EmbeddingMemo(engine.reader, args.cache)
     lines: list[str] = []

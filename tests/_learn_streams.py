@@ -11,7 +11,7 @@ probability, for calibration).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -30,13 +30,14 @@ class Read:
 class Rec:
     """The fields of an evidence record the trust state machine reads."""
 
-    __slots__ = ("band", "confidence", "correct", "floor", "index", "rate", "take_at")
+    __slots__ = ("band", "bet_alpha", "confidence", "correct", "floor", "index", "rate", "take_at")
     id = "s"
     question_id = "stream"
 
-    def __init__(self, confidence, correct, rate, band, take_at, index, floor=None):
+    def __init__(self, confidence, correct, rate, band, take_at, index, floor=None, bet_alpha=None):
         self.confidence, self.correct, self.rate, self.band = confidence, correct, rate, band
         self.take_at, self.index, self.floor = take_at, index, floor
+        self.bet_alpha = bet_alpha
 
     @property
     def time(self) -> str:
@@ -59,6 +60,9 @@ class LadderRun:
     version: np.ndarray  # version in force
     labels_before: np.ndarray  # labels gathered before each decision
     labels: int
+    #: every version (``Rung.trust``: its settings and trust state, whose events say
+    #: each threshold it earned)
+    rungs: list = field(default_factory=list)
 
 
 def run_ladder(
@@ -93,7 +97,7 @@ def run_ladder(
     first = ld.FIRST_REFIT if first is None else first
     counted = QuestionLabels(first=first, per_option=1)
     n = len(base.conf)
-    lad = ld.Ladder(first=first if fit else 10**12)
+    lad = ld.Ladder(first=first if fit else 10**12, base=base_share)
     cfg0 = ld.version_earned(earned, 0, store=None, base=base_share) if fit else earned
     lad.rungs.append(ld.Rung(0, 0, model=base, trust=(cfg0, cfg0._fresh())))
     fits = {0: ProbabilityFit()}
@@ -141,14 +145,22 @@ def run_ladder(
         lad.labels += 1
         train.append(i)
         floor = 1.0 if not lad.open else rate  # what held when the label was made
-        for r in lad.fed:
+        fed = lad.fed
+        # e-LOND: each version's bar from the thresholds earned before this label
+        bars = [
+            None
+            if r.trust[0].anytime is None
+            else ld.elond_alpha(r.trust[0].anytime[1], lad.discoveries(r), earned.level)
+            for r in fed
+        ]
+        for r, bar in zip(fed, bars):
             rcfg, rst = r.trust
             if r is rung:
                 band = "take" if take else "fallback"
-                rec = Rec(conf, right, rate if take else 1.0, band, t, i, floor)
+                rec = Rec(conf, right, rate if take else 1.0, band, t, i, floor, bar)
             else:
                 f = ld.trial_fields(take, rate)
-                rec = Rec(*read_of(r, i), f["rate"], f["band"], None, i, floor)
+                rec = Rec(*read_of(r, i), f["rate"], f["band"], None, i, floor, bar)
             step(rst, rec, rcfg)
             fits[r.index].add(rec.confidence, float(r.model.top[i]), rec.correct, 1.0 / rec.rate)
         fed = lad.fed  # the ladder's rule: the widest shown band decides (``Ladder.adopt``)
@@ -173,4 +185,5 @@ def run_ladder(
             lad.rungs.append(ld.Rung(j, len(train), model=read_j, trust=(vcfg, vcfg._fresh())))
             fits[j] = ProbabilityFit()
     out.labels = lad.labels
+    out.rungs = lad.rungs
     return out

@@ -151,3 +151,24 @@ def test_the_type_one_benchmark_leaves_the_library_split_as_it_found_it() -> Non
     from agentbranch.policy.earned.learn import loop
 
     assert loop.version_share is shipped
+
+
+def test_the_templated_streams_are_distinct_messages_and_say_which_read_cannot_open() -> None:
+    """``learning_path.templated``: every message distinct (a repeated one would be a
+    repeat of a labelled decision, no new label), every answer drawn, the same streams
+    on every run; the bare questions are the ones whose written read cannot open."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import learning_path as lp
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    streams = lp.templated()
+    assert [items for _, items in streams] == [items for _, items in lp.templated()]
+    bare = set()
+    for task, items in streams:
+        texts = [t for t, _ in items]
+        assert len(set(texts)) == len(texts) == 300, task.id
+        assert {y for _, y in items} == set(lp.TEMPLATED[task.id][1]), task.id
+        if ld.base_share("embedded", task.id, task.question) == ld.BARE_BASE:
+            bare.add(task.id)
+    assert bare == {"tmpl.refund", "tmpl.cancel", "tmpl.urgency"}

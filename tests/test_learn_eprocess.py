@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentbranch.policy.earned import Earned
+from agentbranch.policy.earned._state import replay, step
 from agentbranch.policy.earned.learn import eprocess
 from agentbranch.policy.earned.learn import ladder as ld
-from agentbranch.policy.earned._state import replay, step
 
 GRID = [round(1.0 - 0.01 * k, 2) for k in range(101)]
 
@@ -265,3 +265,103 @@ def test_the_floor_is_kept_with_the_record_and_checked():
         except ValueError:
             continue
         raise AssertionError(f"floor={bad!r} was accepted")
+
+
+# -- e-LOND across versions (``ladder.elond_alpha``) -----------------------------------
+
+
+def _labels_to_open(bet_alpha) -> int:
+    cfg = _version()
+    st_ = cfg._fresh()
+    for i in range(300):
+        rec = _Rec(i, 0.95, True, 1.0)
+        rec.bet_alpha = bet_alpha
+        step(st_, rec, cfg)
+        if st_.take_at is not None:
+            return i + 1
+    return 10**6
+
+
+def test_a_threshold_earned_elsewhere_lowers_the_bar_of_a_version():
+    """The bar a label is checked at is the one its record says (``Evidence.bet_alpha``):
+    a version whose labels were made after other versions earned thresholds opens
+    sooner; a record without one, or with a bar below the version's own, NaN or
+    infinite, is checked at the version's own error (fail closed: never a lower bar)."""
+    own = _version().anytime[1]
+    alone = _labels_to_open(None)
+    assert _labels_to_open(own) == alone
+    assert _labels_to_open(3 * own) < alone
+    for bad in (own / 2, math.nan, math.inf, -1.0):
+        assert _labels_to_open(bad) == alone, bad
+    bets = eprocess.Bets([0.5], 0.5, 0.9, 0.01)
+    bets.add(0.7, True, 1.0, boost=math.nan)
+    assert bets._boost == 1.0
+
+
+def test_a_lower_bar_is_checked_on_every_candidate():
+    """A candidate whose wealth already passes the new bar is shown at the label the
+    bar comes down, even when that label is not in its band."""
+    bets = eprocess.Bets([0.9, 0.5], 0.9, 0.9, 0.001)
+    while bets.wealth(0.9) < 200:
+        bets.add(0.95, True)
+    assert bets.shown() is None  # 1/0.001 = 1000 not reached
+    bets.add(0.1, True, boost=10.0)  # below every band: only the bar moved
+    assert bets.shown() == 0.5  # both candidates' wealths passed the lower bar
+
+
+def test_elond_counts_other_versions_once_and_is_capped_at_the_level():
+    lad = ld.Ladder()
+    lad.rungs = [ld.Rung(j, ld.refit_at(j) if j else 0) for j in range(4)]
+    lad.adopt([True, False, True, False])  # versions 0 and 2 hold thresholds: 2 in force
+    assert [r.index for r in lad.fed] == [2, 3]
+    lad.adopt([True, False])  # counted once each
+    assert lad.discoveries(lad.rungs[2]) == 1 and lad.discoveries(lad.rungs[3]) == 2
+    lad.adopt([False, False])  # withdrawn: still discoveries (they were put in force)
+    assert lad.discoveries(lad.rungs[1]) == 2
+    error = 0.05 * eprocess.SHARE * ld.version_share(1)
+    assert ld.elond_alpha(error, 0, 0.95) == error
+    assert ld.elond_alpha(error, 2, 0.95) == pytest_approx(3 * error)
+    most = ld.elond_alpha(error, 1000, 0.95)
+    assert most == pytest_approx(eprocess.SHARE * 0.05)  # the level per threshold
+
+
+def test_a_written_read_that_cannot_open_keeps_no_share():
+    """On the embedded reader a bare yes/no (no descriptions, no examples) or bare score
+    words give the written read's share to the versions; a described question, or any
+    other reader, keeps ``BASE_SHARE``. The shares still add up to 1."""
+    import agentbranch as ab
+
+    bare = ab.yes_no("Is this about sport?")
+    described = ab.yes_no("Is this about sport?", yes="a sports report", no="anything else")
+    assert ld.base_share("embedded", "q", bare) == ld.BARE_BASE
+    assert ld.base_share("embedded", "q", described) == ld.BASE_SHARE
+    assert ld.base_share("vllm", "q", bare) == ld.BASE_SHARE
+    assert ld.base_share(None, "q", bare) == ld.BASE_SHARE
+    for base in (ld.BARE_BASE, ld.BASE_SHARE):
+        total = sum(ld.version_share(j, base) for j in range(200_000))
+        assert abs(total - 1.0) < 1e-4
+
+
+def test_the_bar_is_kept_with_the_record_and_checked():
+    from agentbranch.policy.earned._evidence import Evidence, new_evidence
+
+    base = {
+        "key": "k",
+        "question_id": "q",
+        "source": "fallback",
+        "band": "fallback",
+        "confidence": 0.9,
+        "options": ["yes", "no"],
+        "engine_label": "yes",
+        "teacher_label": "yes",
+        "rate": 1.0,
+    }
+    rec = new_evidence(**base, bet_alpha=0.004)
+    again = Evidence.model_validate(rec.to_json(), context={"stored": True})
+    assert again.bet_alpha == 0.004 and "bet_alpha" not in new_evidence(**base).to_json()
+    for bad in (math.nan, math.inf, 0.0, 1.0, -0.1, True, "0.2"):
+        try:
+            new_evidence(**base, bet_alpha=bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"bet_alpha={bad!r} was accepted")

@@ -353,6 +353,7 @@ class Earned:
         probability: float | None = None,
         audit_rate: float | None = None,
         floor: float | None = None,
+        bet_alpha: float | None = None,
         shadow: bool = False,
     ) -> Evidence | None:
         """Record the teacher's label ``teacher_label`` of one decision of ``key`` (no-op
@@ -361,10 +362,11 @@ class Earned:
         (``agentbranch.policy.earned._identity``; labels of one decision count once).
         With ``learn=True``: ``state`` is the labelled state's text, ``version`` the
         version of the read that decided and ``probability`` the probability it gave its
-        label, ``audit_rate`` the policy's (0: none), ``floor``: ``Evidence.floor``.
-        ``shadow``: a trial version's read of a decision another version's record already
-        labelled: stored as that version's evidence, not counted again as a teacher label
-        (``agentbranch.labels.stored`` counts each label once)."""
+        label, ``audit_rate`` the policy's (0: none), ``floor``: ``Evidence.floor``,
+        ``bet_alpha``: ``Evidence.bet_alpha``. ``shadow``: a trial version's read of a
+        decision another version's record already labelled: stored as that version's
+        evidence, not counted again as a teacher label (``agentbranch.labels.stored``
+        counts each label once)."""
         if self.frozen:
             return None
         fields = {
@@ -394,6 +396,7 @@ class Earned:
                 state=state,  # (learning hook: None is absent, ``Evidence.to_json``)
                 probability=probability,
                 floor=floor,
+                bet_alpha=bet_alpha,
                 **self.learn_fields,
             )
         except Exception as e:  # noqa: BLE001 - pydantic ValidationError and friends

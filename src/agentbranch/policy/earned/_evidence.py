@@ -139,6 +139,11 @@ class Evidence(BaseModel):
       the version's fit from its pre-fit labels, which are kept nowhere else), at most
       ``MAX_ENTRIES`` numbers in [0, 1], so that ``Earned.stored()`` and a report replay the
       same test the live policy runs (``agentbranch.policy.earned.learn.stored``)
+    * ``bet_alpha`` (optional, only in records of a learned version with an anytime-valid
+      test; absent otherwise): the error that test was checked at for this label
+      (``learn.ladder.elond_alpha``: its share, times one more than the thresholds other
+      versions of the question had earned before the label, at most the policy's), so a
+      replay checks each label at the same bar; absent: the version's share
 
     Records are validated strictly: numbers must be JSON numbers (``"0.97"`` or ``true`` as
     a confidence is refused), ``correct`` a JSON boolean, options distinct. A record whose
@@ -196,6 +201,8 @@ class Evidence(BaseModel):
     probability: float | None = Field(default=None, ge=0.0, le=1.0)
     #: every decision was labelled with at least this probability as this one was made
     floor: float | None = Field(default=None, ge=MIN_RATE, le=1.0)
+    #: the error this record's version's anytime-valid test was checked at for it (e-LOND)
+    bet_alpha: float | None = Field(default=None, gt=0.0, lt=1.0)
     #: where the anytime-valid test of this record's version starts (its walks' entries)
     entries: tuple[Annotated[float, AfterValidator(unit)], ...] | None = Field(
         default=None, min_length=1, max_length=MAX_ENTRIES
@@ -208,7 +215,7 @@ class Evidence(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> Evidence:
-        for name in ("confidence", "rate", "take_at", "probability", "floor"):
+        for name in ("confidence", "rate", "take_at", "probability", "floor", "bet_alpha"):
             value = getattr(self, name)
             if value is not None and not math.isfinite(value):
                 raise ValueError(f"{name} must be finite")
@@ -229,7 +236,8 @@ class Evidence(BaseModel):
     def to_json(self) -> dict[str, Any]:
         out = self.model_dump(mode="json", by_alias=True)
         # learning: absent unless learn=True
-        for name in ("state", "version", "written", "probability", "floor", "entries"):
+        names = ("state", "version", "written", "probability", "floor", "entries", "bet_alpha")
+        for name in names:
             if out.get(name) is None:
                 out.pop(name, None)
         return out

@@ -263,7 +263,9 @@ def step(st: TrustState, rec: Any, cfg: Settings) -> None:
 def _bet(st: TrustState, rec: Any, cfg: Settings, index: int) -> bool:
     """A learned version's anytime-valid test (``cfg.anytime``: its entries and error,
     ``agentbranch.policy.earned.learn.eprocess``): bet on a label in proportion to
-    ``floor / rate`` (``Evidence.floor``); whether it opened or lowered the band."""
+    ``floor / rate`` (``Evidence.floor``), checked at the error the label was made under
+    (``Evidence.bet_alpha``, e-LOND: never below the version's own; absent: its own);
+    whether it opened or lowered the band."""
     anytime = getattr(cfg, "anytime", None)
     if anytime is None or st.trust == "fixed":
         return False
@@ -274,7 +276,9 @@ def _bet(st: TrustState, rec: Any, cfg: Settings, index: int) -> bool:
         from agentbranch.policy.earned.learn.eprocess import Walks
 
         st._bets = Walks(cfg.candidates, anytime[0], cfg.precision, anytime[1])
-    st._bets.add(rec.confidence, rec.correct, floor / rec.rate)
+    bar = getattr(rec, "bet_alpha", None)
+    boost = bar / anytime[1] if bar is not None and bar > anytime[1] else 1.0
+    st._bets.add(rec.confidence, rec.correct, floor / rec.rate, boost)
     found = st._bets.shown()
     if found is None or (st.take_at is not None and found >= st.take_at):
         return False  # (a bet never raises a threshold: the drift test withdraws)
@@ -283,7 +287,7 @@ def _bet(st: TrustState, rec: Any, cfg: Settings, index: int) -> bool:
     st._pair = Threshold(found, "earned")
     st.take_at, st.trust = found, "earned"
     reason = (
-        f"anytime-valid test at {st._bets.labels} labels bet on (alpha {anytime[1]:.3g}): "
+        f"anytime-valid test at {st._bets.labels} labels bet on (alpha {anytime[1] * boost:.3g}): "
         f"precision >= {cfg.precision:g} shown down to {found:g} (walks from "
         f"{', '.join(f'{e:g}' for e in anytime[0])})"
     )

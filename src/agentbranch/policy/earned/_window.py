@@ -32,6 +32,7 @@ class Label:
         "band",
         "confidence",
         "floor",
+        "bet_alpha",
         "correct",
         "decision",
         "id",
@@ -48,6 +49,7 @@ class Label:
         self.confidence, self.correct, self.rate = rec.confidence, rec.correct, rec.rate
         self.take_at = getattr(rec, "take_at", None)
         self.floor = getattr(rec, "floor", None)  # (learn=True: eprocess bets)
+        self.bet_alpha = getattr(rec, "bet_alpha", None)  # (... and the bar they cross)
         self.decision = decision  # digest of (key, decision), or None
 
     _FIELDS = ("id", "time", "question_id", "band", "confidence", "correct", "rate", "take_at")

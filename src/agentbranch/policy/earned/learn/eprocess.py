@@ -65,11 +65,28 @@ class Bets:
     is no bet. At best (every label right, weight 1) a band reaches ``1/alpha`` at
     ``alpha = 0.0125`` after 45 labels.
 
+    **A bar that comes down (e-LOND).** With a ``boost`` (``add``) a candidate is shown
+    once its wealth reaches ``1 / (alpha · boost)``, the boost known before the label is
+    seen (``ladder.elond_alpha``: the thresholds other versions had earned by then). The
+    first label at which a candidate crosses is then a stopping time, and a nonnegative
+    supermartingale stopped there has mean at most 1 (optional stopping): its wealth there
+    is an e-value, which is all the FDR bound across versions needs (``ladder.Ladder``).
+
     **Failing closed.** A confidence that is not a finite number, or a label that is not a
     boolean, is no bet; wealth that is not a finite number shows nothing.
     """
 
-    __slots__ = ("candidates", "alpha", "_edge", "_up", "_down", "_rows", "_crossed", "labels")
+    __slots__ = (
+        "candidates",
+        "alpha",
+        "_edge",
+        "_up",
+        "_down",
+        "_rows",
+        "_crossed",
+        "labels",
+        "_boost",
+    )
 
     def __init__(
         self, candidates: Sequence[float], entry: float, precision: float, alpha: float
@@ -83,6 +100,7 @@ class Bets:
         self._rows: _ListRows | _ArrayRows = rows(self.candidates)
         self._crossed = [False] * len(self.candidates)
         self.labels = 0  #: labels bet on
+        self._boost = 1.0  #: the last label's boost (``add``)
 
     def copy(self) -> Bets:
         new = Bets.__new__(Bets)
@@ -96,12 +114,15 @@ class Bets:
         new._rows = self._rows.copy()
         new._crossed = list(self._crossed)
         new.labels = self.labels
+        new._boost = self._boost
         return new
 
-    def add(self, confidence: Any, correct: Any, weight: float = 1.0) -> None:
-        """Bet on one label at ``weight = floor / rate`` (see ``Bets``); ignored when its
-        confidence is not a finite number, its label not a boolean or its weight not in
-        (0, 1]."""
+    def add(self, confidence: Any, correct: Any, weight: float = 1.0, boost: float = 1.0) -> None:
+        """Bet on one label at ``weight = floor / rate`` (see ``Bets``) and check the
+        wealths against ``1 / (alpha · boost)`` (``boost >= 1``: the e-LOND factor the
+        label was made under, ``ladder.elond_alpha``; anything else counts as 1); ignored
+        when its confidence is not a finite number, its label not a boolean or its weight
+        not in (0, 1]."""
         if not isinstance(correct, bool) or isinstance(confidence, bool):
             return
         if not (isinstance(weight, numbers.Real) and 0.0 < weight <= 1.0):
@@ -118,9 +139,15 @@ class Bets:
             step = [math.log1p(f * weight * self._edge) for f in FRACTIONS]
         else:
             step = [math.log1p(-f * weight) for f in FRACTIONS]
-        limit = math.log(1.0 / self.alpha)
+        if not (isinstance(boost, numbers.Real) and 1.0 <= boost < math.inf):
+            boost = 1.0  # (NaN fails the comparison too: fail closed, no boost)
+        limit = math.log(1.0 / (self.alpha * boost))
         crossed = self._crossed
-        for i in self._rows.add(c, step, limit):
+        near = self._rows.add(c, step, limit)
+        if boost > self._boost:  # a lower bar now: every candidate is checked against it
+            near = range(len(self.candidates))
+        self._boost = float(boost)
+        for i in near:
             if not crossed[i] and _mean_log(self._rows.row(i)) >= limit:
                 crossed[i] = True
 
@@ -173,9 +200,9 @@ class Walks:
     def labels(self) -> int:
         return max((w.labels for w in self.walks), default=0)
 
-    def add(self, confidence: Any, correct: Any, weight: float = 1.0) -> None:
+    def add(self, confidence: Any, correct: Any, weight: float = 1.0, boost: float = 1.0) -> None:
         for w in self.walks:
-            w.add(confidence, correct, weight)
+            w.add(confidence, correct, weight, boost)
 
     def shown(self) -> float | None:
         found = [t for w in self.walks if (t := w.shown()) is not None]

@@ -3,8 +3,10 @@ which newer versions are on trial (the rule that keeps ``Earned``'s guarantee wh
 read learns from the teacher's labels).
 
 ``refit_at`` and ``version_share`` say when a version is fitted and what share of the
-error it spends, ``version_earned`` tests it at that share, ``Ladder`` holds the
-versions of one question (the rule in full: its docstring).
+error it is given (``base_share``: none for a written read that cannot open),
+``elond_alpha`` the error a version's anytime-valid test is checked at for one label
+(e-LOND: thresholds earned by other versions earn it more), ``version_earned`` tests a
+version, ``Ladder`` holds the versions of one question (the rule in full: its docstring).
 """
 
 from __future__ import annotations
@@ -40,10 +42,51 @@ BASE_SHARE = 0.8
 
 
 def version_share(j: int, base: float | None = None) -> float:
-    """Version ``j``'s share of the error ``1 - level`` (all shares add up to 1;
-    ``base``: version 0's, default ``BASE_SHARE``)."""
+    """Version ``j``'s share ``gamma_j`` of the error ``1 - level`` (all shares add up to
+    1; ``base``: version 0's, default ``BASE_SHARE``)."""
     base = BASE_SHARE if base is None else base
     return base if j == 0 else (1.0 - base) / (j * (j + 1))
+
+
+#: Version 0's share of the error when the written read cannot open (``base_share``):
+#: its reads are near-uniform by construction (confidence 0: no band above any
+#: candidate), so it is kept a token share (a level must be below 1) and the versions
+#: share the rest from the start.
+BARE_BASE = 1e-6
+
+
+def base_share(reader: str | None, question_id: str, question: Any) -> float:
+    """Version 0's share of the error for ``question`` read by ``reader``: ``BARE_BASE``
+    when the written read cannot open, else ``BASE_SHARE``. It cannot open on the
+    embedded reader when the question gives it nothing to read
+    (``readers.embedded.missing_signal``: a bare yes/no, bare score words), which that
+    reader answers uniformly. Decided from the question and the reader alone, before any
+    label, so the split stays fixed in advance (a yes/no whose two descriptions embed
+    alike is found only at read time: it keeps ``BASE_SHARE``)."""
+    if reader != "embedded":
+        return BASE_SHARE
+    from agentbranch.core.questions import to_spec
+    from agentbranch.engine.readers.embedded.texts import missing_signal
+
+    try:
+        spec = to_spec(question_id, question)
+    except Exception:  # noqa: BLE001 - a question the reader refuses: the default split
+        return BASE_SHARE
+    return BARE_BASE if missing_signal(spec) else BASE_SHARE
+
+
+def elond_alpha(error: float, discoveries: int, level: float) -> float:
+    """The error a learned version's anytime-valid test is checked at for one label
+    (e-LOND, Xu & Ramdas, "Online multiple testing with e-values", AISTATS 2024):
+    ``min(error · (discoveries + 1), eprocess.SHARE · (1 - level))``, where ``error`` is
+    its share of the test's error (``eprocess.SHARE · (1 - level) · gamma_j``, the
+    paper's ``alpha · gamma_j``) and ``discoveries`` the versions of the question other
+    than this one that had earned a threshold before the label was made (the paper's
+    ``|R_{t-1}|``). The cap keeps each threshold at the policy's level by itself."""
+    from agentbranch.policy.earned.learn import eprocess
+
+    most = eprocess.SHARE * (1.0 - level)
+    return min(error * (max(0, int(discoveries)) + 1), most)
 
 
 #: Looks of the question as written that spend, with learning on, the error they would
@@ -194,26 +237,58 @@ class Ladder:
       band's share as its own labels estimate it, weighted ``1/rate``; a newer one wins a
       tie): a newer version shown on a narrower band than the one in force stays on
       trial until its band is as wide. Which shown version decides spends no error: each
-      holds its own threshold under the union bound below. Versions older than the one in
+      holds its own threshold (the error below). Versions older than the one in
       force are no longer fed. While no fed version holds one, nothing is taken
       whichever version reads, so the newest version reads (its read, and the confidence
       its own map gives it, is what the decision carries, always sent to the teacher); the
       older fed ones keep getting every label, as shadow reads, so any of them may still
       earn a threshold and decide. At most ``MAX_TRIALS`` versions are on trial at once
       (the newest): each costs a shadow read per label.
-    * **Error.** Each version's test spends its own share of ``1 - level``: version 0
-      ``BASE_SHARE``, version ``j`` a share ``(1 - BASE_SHARE)/(j (j+1))`` (the shares add up
-      to 1), so with probability at least ``level`` no threshold in force, of any version,
-      has a take band below the target precision (the union bound over versions;
-      exchangeable traffic between withdrawals, the teacher as the reference, as for
-      ``Earned`` itself). A learned version's share is split again: ``eprocess.SHARE`` of it
-      to an anytime-valid test checked after every label (``eprocess``: walks that start
-      where the version's out-of-fold reads of its own pre-fit labels say), the rest to the
-      looks. That test's cost grows only with ``log(1/alpha)``, so the written question
-      keeps most of the error and the versions still open after a few dozen labels in
-      their band. The written question's first look spends what it spends without
-      learning (``written_looks``): where it opens at that look, it opens at the same
-      label as without learning.
+    * **Error: the guarantee.** Two statements, each under exchangeable traffic within a
+      version's trial (between drift withdrawals), the teacher as the reference, as for
+      ``Earned`` itself:
+
+      1. *Per threshold.* Each threshold a version earns has a take band at or above the
+         target precision with probability at least ``level``, on labels the version
+         never learned from.
+      2. *Across versions (FDR).* Of the versions of a question that earn a threshold,
+         the expected share whose threshold is below the target is at most ``1 - level``.
+
+      Version ``j`` is given a share ``gamma_j`` of ``alpha = 1 - level``
+      (``version_share``: version 0 ``base``, version ``j >= 1`` ``(1 - base)/(j (j+1))``;
+      they add up to 1). ``base`` is ``BASE_SHARE``, or ``BARE_BASE`` where the written
+      read cannot open (``base_share``: the versions get its share from the start). The
+      rule is e-LOND (Xu & Ramdas 2024): hypothesis ``t`` is rejected when its e-value
+      ``e_t >= 1/alpha_t``, ``alpha_t = alpha · gamma_t · (|R_{t-1}| + 1)``; the FDR is then
+      at most ``alpha · sum gamma_t`` under any dependence, because a rejected ``t`` has
+      ``|R_T| >= |R_{t-1}| + 1``, so ``1{t rejected} / |R_T| <= alpha gamma_t e_t``. Here:
+
+      - a version's *looks* (and the written question's, its only test) spend a fixed
+        error, ``(1 - eprocess.SHARE)`` of ``alpha · gamma_j`` (all of it for version 0):
+        their e-value is ``1{shown} / that error``;
+      - its *anytime-valid test* (``eprocess``) is checked, at each label, against
+        ``elond_alpha``: ``eprocess.SHARE · alpha · gamma_j · (D + 1)``, capped at
+        ``eprocess.SHARE · alpha`` (statement 1), where ``D`` counts the *other* versions
+        of the question that had earned a threshold *before that label* (each version
+        once, a withdrawn one too: it was put in force). Its e-value is the wealth at the
+        first crossing of its first candidate below the target;
+      - the version's e-value is ``(1 - SHARE) ·`` the looks' ``+ SHARE ·`` the test's,
+        at least ``1 / (alpha gamma_j (D + 1))`` when either shows a threshold.
+
+      *Order.* Concurrent versions are not ranked: the count a label is checked with is
+      of discoveries that stand before the label, whichever version made them (an older
+      or a newer one); a threshold earned on a label counts from the next label. The proof
+      needs only ``|R_T| >= D + 1`` for a version that earns one, which holds whatever
+      order they earn in. The count a label was bet at is written in its record
+      (``Evidence.bet_alpha``), so a replay from the store runs the same test.
+      ``tests/test_learn_simulation.py`` checks both statements, with retries, repeats and
+      drift.
+
+      A learned version's test costs only ``log(1/alpha)`` per label in its band, so the
+      versions open after a few dozen labels; each threshold shown lowers the bar of every
+      other version's test. The written question's first look spends what it spends
+      without learning (``written_looks``): where it opens at that look, it opens at the
+      same label as without learning.
     """
 
     first: int = field(default_factory=lambda: FIRST_REFIT)
@@ -224,6 +299,21 @@ class Ladder:
     labels: int = 0  #: labels of the question (all versions)
     #: whether a fed version holds a threshold now (``adopt``)
     open: bool = False
+    #: version 0's share of the error (``base_share``; ``None``: ``BASE_SHARE``)
+    base: float | None = None
+    #: indices of the versions that have held a threshold (e-LOND's discoveries)
+    found: set[int] = field(default_factory=set)
+
+    def discoveries(self, rung: Rung) -> int:
+        """Versions other than ``rung`` that have held a threshold (``elond_alpha``)."""
+        return len(self.found - {rung.index})
+
+    def bet_alpha(self, rung: Rung, anytime: Any, level: float) -> float | None:
+        """The error ``rung``'s anytime-valid test (``anytime``: its ``(entries,
+        error)``, ``None``: none) is checked at for the next label (``elond_alpha``)."""
+        if anytime is None:
+            return None
+        return elond_alpha(anytime[1], self.discoveries(rung), level)
 
     @property
     def deciding(self) -> Rung:
@@ -242,6 +332,13 @@ class Ladder:
         """Whether a new version is due now (``labels`` just reached a refit point)."""
         return self.labels == refit_at(len(self.rungs), self.first)
 
+    def restore(self, holds: list[bool], shares: list[float | None]) -> None:
+        """After a restart, given for every rung whether it holds a threshold and its
+        band's share: the one ``widest`` picks in force, those holding one found."""
+        self.in_force = widest(holds, shares) or 0
+        self.open = any(holds)
+        self.found.update(r.index for r, held in zip(self.rungs, holds) if held)
+
     def adopt(
         self, holds_threshold: list[bool], shares: list[float | None] | None = None
     ) -> Rung | None:
@@ -252,6 +349,7 @@ class Ladder:
         where a share is not known, the newest one holding a threshold). Returns the
         rung put in force when it changed."""
         fed = self.fed
+        self.found.update(r.index for r, held in zip(fed, holds_threshold) if held)
         i = widest(holds_threshold, shares)
         best = None if i is None else fed[i]
         self.open = best is not None
@@ -262,11 +360,14 @@ class Ladder:
 
 
 __all__ = [
+    "BARE_BASE",
     "BASE_SHARE",
     "FIRST_REFIT",
     "Ladder",
     "MAX_TRIALS",
     "Rung",
+    "base_share",
+    "elond_alpha",
     "refit_at",
     "trial_fields",
     "version_alphas",

@@ -25,10 +25,10 @@ from agentbranch.policy.earned.learn.labels import FIT_PER_OPTION, QuestionLabel
 from agentbranch.policy.earned.learn.ladder import (
     Ladder,
     Rung,
+    base_share,
     trial_fields,
     version_earned,
     version_share,
-    widest,
 )
 from agentbranch.policy.earned.learn.probability import Map
 from agentbranch.policy.earned.learn.shared import Labelled4, StoreLabels, settled
@@ -179,7 +179,7 @@ class Learner:
             rung0.index,
             rung0.fitted_on,
             model=key.question,
-            trust=version_earned(self.earned, rung0.index, entry=rung0.entry),
+            trust=version_earned(self.earned, rung0.index, entry=rung0.entry, base=q0.ladder.base),
             entry=rung0.entry,
         )
         rung.trust.learn_fields["written"] = self._written_key(q)
@@ -238,6 +238,8 @@ class Learner:
             teacher_label,
             state=text,
             probability=probability,
+            # e-LOND: the thresholds earned before this label (``_adopt`` comes after)
+            bet_alpha=q.ladder.bet_alpha(rung, rung.trust.anytime, self.earned.level),
             **fields,
         )
         if rec is None:
@@ -284,6 +286,7 @@ class Learner:
             engine_label=d.label,
             probability=d.probabilities.get(d.label),
             floor=fields["floor"],
+            bet_alpha=q.ladder.bet_alpha(trial, trial.trust.anytime, self.earned.level),
             decision=fields.get("decision"),  # one label per decision in every version
             shadow=True,  # the label was counted with the deciding version's record
             **trial_fields(taken, fields["rate"]),
@@ -376,9 +379,9 @@ class Learner:
                 question = with_head(q.question, head)
                 # where its anytime-valid test starts: its out-of-fold reads of these
                 # labels, which are never its evidence (``eprocess``)
-                share = version_share(j)
+                share = version_share(j, q.ladder.base)
                 start = eprocess.head_entries(self.earned, share, head, options, x, labels)
-                trust = version_earned(self.earned, j, entry=start)
+                trust = self._trust(q, j, start)
                 return Rung(j, len(labelled), model=question, trust=trust, entry=start)
         else:  # a canvas reader: per state the nearest labelled states (``nearest``)
             encode = self._encode()
@@ -386,7 +389,7 @@ class Learner:
                 written = lx.question_examples(q.question)
                 pool = nearest.pool_of(texts, labels, options, written, encode)
                 question = q.question if pool is None else nearest.with_pool(q.question, pool)
-                return Rung(j, len(labelled), model=question, trust=version_earned(self.earned, j))
+                return Rung(j, len(labelled), model=question, trust=self._trust(q, j))
             texts = [t[:CANVAS_CHARS] for t in texts]  # no encoder: the most recent ones
             per_option = CANVAS_PER_OPTION
         written = lx.question_examples(q.question)
@@ -394,7 +397,10 @@ class Learner:
             texts, labels, options, vectors=vectors, per_option=per_option, written=written
         )
         question = lx.with_learned(q.question, options, learned)
-        return Rung(j, len(labelled), model=question, trust=version_earned(self.earned, j))
+        return Rung(j, len(labelled), model=question, trust=self._trust(q, j))
+
+    def _trust(self, q: _Question, j: int, entry: Any = None) -> Any:
+        return version_earned(self.earned, j, entry=entry, base=q.ladder.base)
 
     def _encode(self) -> Any:
         """What embeds texts for canvas versions: ``encoder`` when set, else the
@@ -453,11 +459,12 @@ class Learner:
             if hit is not None:
                 return hit[0]
             labels = QuestionLabels(per_option=self.fit_per_option)
+            ladder = Ladder(base=base_share(key.reader, key.question_id, key.question))
             q = _Question(
-                key.question_id, key.question, key.reader, key.model, key.reading, Ladder(), labels
+                key.question_id, key.question, key.reader, key.model, key.reading, ladder, labels
             )
             self._questions[key.evidence_key] = q
-            self._add(q, Rung(0, 0, model=key.question, trust=version_earned(self.earned, 0)))
+            self._add(q, Rung(0, 0, model=key.question, trust=self._trust(q, 0)))
             self._rebuild(q)
             return q
 
@@ -483,9 +490,8 @@ class Learner:
         q.ladder.labels = q.labels.count
         holds, shares = self._holds(q, q.ladder.rungs)
         # of the versions holding a threshold, the one whose band holds the most
-        # decisions is in force (``Ladder.adopt``; none: the written one)
-        q.ladder.in_force = widest(holds, shares) or 0
-        q.ladder.open = any(holds)
+        # decisions is in force (``Ladder.restore``; none: the written one)
+        q.ladder.restore(holds, shares)
 
 
 __all__ = [
