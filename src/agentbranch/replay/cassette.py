@@ -8,6 +8,9 @@
 
 How readers and chat models are keyed and how several writers share the file:
 ``Cassette``'s docstring; the file work itself is ``replay._cassette_file``.
+
+Over 500 lines: one class, the run's shared cassette, whose modes (record, replay, all)
+and repeat numbering must be read together.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from agentbranch.core.reads import LabelRead, QuestionSpec, ReadRequest
 from agentbranch.engine.quiet_loads import quiet_loads
 from agentbranch.engine.readers.base import Reader
 from agentbranch.engine.readers.embedded.batches import length_batches, pad_values, padded
+from agentbranch.engine.readers.embedded.recent import RecentStates
 from agentbranch.engine.readers.embedded.scoring import (
     Comparisons,
     combine,
@@ -56,10 +57,6 @@ MODEL_ID = "all-MiniLM-L6-v2"
 logger = logging.getLogger("agentbranch")
 logger.addHandler(logging.NullHandler())  # no "last resort" printing to stderr
 
-
-#: States whose embeddings a reader keeps (the most recently read): a learned version on
-#: trial reads the state a teacher just labelled, moments after the decision read it.
-STATES_KEPT = 64
 
 #: The yes and no descriptions of a question embed this alike or more: the embedder
 #: cannot tell them apart (typically one is the other's negation).
@@ -182,10 +179,7 @@ class EmbeddedReader(WrittenScores, Reader):
         self._tokenizer: Any = None
         self._model: Any = None
         self._cache: OrderedDict[str, Any] = OrderedDict()
-        #: the most recently read states' embeddings and readability (``STATES_KEPT``):
-        #: a state read again soon (a learned version on trial reading a labelled state
-        #: the decision just read) is not embedded again
-        self._states: OrderedDict[str, tuple[Any, bool]] = OrderedDict()
+        self._states = RecentStates()  #: the most recently read states' embeddings
         self._lock = threading.Lock()
         #: Forward passes run (for tests and benchmarks).
         self.forward_calls = 0
@@ -290,12 +284,12 @@ class EmbeddedReader(WrittenScores, Reader):
             wanted = {t for r in requests for q in r.questions for t in option_texts(q)}
             missing = [t for t in wanted if t not in self._cache]
             states = [r.state for r in requests]
-            fresh = [s for s in dict.fromkeys(states) if s not in self._states]
+            fresh = self._states.fresh(states)
             # One pass over every new text of the batch: states first, then options.
             flags: list[bool] = []
             embedded = self._embed(fresh + missing, torch, flags)
             option_vecs = self._keep(missing, embedded[len(fresh) :], wanted)
-            vectors, readable = self._read_states(states, fresh, embedded, flags, torch)
+            vectors, readable = self._states.read(states, fresh, embedded, flags, torch)
             # Each question's states read together (one product per question).
             asked: dict[QuestionSpec, list[int]] = {}
             for i, r in enumerate(requests):
@@ -310,24 +304,6 @@ class EmbeddedReader(WrittenScores, Reader):
                 [reads.get((i, q)) or self._unreadable_state(q) for q in r.questions]
                 for i, r in enumerate(requests)
             ]
-
-    def _read_states(
-        self, states: list[str], fresh: list[str], embedded: Any, flags: list[bool], torch: Any
-    ) -> tuple[Any, list[bool]]:
-        """The embeddings and readability of ``states``: the ``fresh`` ones just
-        embedded (the first rows of ``embedded``), the others as kept; the fresh ones
-        kept (the most recent ``STATES_KEPT``)."""
-        got = {s: self._states[s] for s in states if s in self._states}
-        for i, s in enumerate(fresh):
-            got[s] = (embedded[i].clone(), flags[i])
-        for s in states:
-            self._states[s] = got[s]
-            self._states.move_to_end(s)
-        while len(self._states) > STATES_KEPT:
-            self._states.popitem(last=False)
-        if not states:
-            return embedded[:0], []
-        return torch.stack([got[s][0] for s in states]), [got[s][1] for s in states]
 
     def _keep(self, texts: list[str], vectors: Any, wanted: Any) -> dict[str, Any]:
         """Remember the option ``texts``' new embeddings (the most recently wanted kept,

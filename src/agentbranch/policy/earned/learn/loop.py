@@ -4,7 +4,10 @@
 question's read (``ladder``) fitted on its labelled states (``head`` on the embedded
 reader, ``nearest`` on canvas readers) off the decision path, and says which version a
 decision asks; how versions are fitted, shared between replicas and tested: its
-docstring.
+docstring. What a label or a restart starts runs on learning's own thread (``work``).
+
+Over 500 lines: one class, the learner, whose per-question state (ladder, labels, the
+rebuild and what each label starts) one lock guards and must be read together.
 """
 
 from __future__ import annotations
