@@ -257,7 +257,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=120)
     parser.add_argument(
-        "--stores", nargs="+", default=["jsonl", "sqlite"], choices=["jsonl", "sqlite"]
+        "--stores", nargs="*", default=["jsonl", "sqlite"], choices=["jsonl", "sqlite"]
     )
     parser.add_argument("--restart-labels", type=int, nargs="*", default=[300])
     parser.add_argument("--name", default=None, help="write benchmarks/results/<name>.{txt,json}")

@@ -24,7 +24,7 @@ from agentbranch.core.state import render_state
 from agentbranch.policy.earned._evidence import QuestionKey
 from agentbranch.policy.earned.learn import eprocess, nearest
 from agentbranch.policy.earned.learn import examples as lx
-from agentbranch.policy.earned.learn.head import fit_head, head_inputs
+from agentbranch.policy.earned.learn.head import fit_head, head_inputs, one_blas_thread
 from agentbranch.policy.earned.learn.labels import FIT_PER_OPTION, QuestionLabels
 from agentbranch.policy.earned.learn.ladder import (
     Ladder,
@@ -434,13 +434,18 @@ class Learner:
         if callable(embed):
             vectors = embed(texts).numpy()
             x, written = head_inputs(self.engine, q.question_id, q.question, vectors)
-            head = fit_head(options, x, labels, written=written)
-            if head is not None:
-                question = with_head(q.question, head)
+            with one_blas_thread():
+                head = fit_head(options, x, labels, written=written)
                 # where its anytime-valid test starts: its out-of-fold reads of these
                 # labels, which are never its evidence (``eprocess``)
                 share = version_share(j)
-                start = eprocess.head_entries(self.earned, share, head, options, x, labels)
+                start = (
+                    None
+                    if head is None
+                    else eprocess.head_entries(self.earned, share, head, options, x, labels)
+                )
+            if head is not None:
+                question = with_head(q.question, head)
                 trust = version_earned(self.earned, j, entry=start)
                 return Rung(j, len(labelled), model=question, trust=trust, entry=start)
         else:  # a canvas reader: per state the nearest labelled states (``nearest``)
