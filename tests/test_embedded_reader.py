@@ -115,6 +115,8 @@ def test_a_state_read_again_soon_is_not_embedded_again(reader):
     assert {q: d.probabilities for q, d in again.items()} == {
         q: d.probabilities for q, d in first.items()
     }
+    assert reader.embed([state]).numpy()[0].tolist() == reader._states._kept[state][0].tolist()
+    assert reader.forward_calls == before  # (a fit's embedding of it too)
     engine.decide_many([state, state + " again"], QUESTIONS)
     assert reader.forward_calls == before + 1  # only the new one
 

@@ -229,12 +229,15 @@ class EmbeddedReader(WrittenScores, Reader):
         self._model = model.to(self.device).eval()
 
     def embed(self, texts: Sequence[str]) -> Any:
-        """L2-normalised mean-pooled embeddings, ``(len(texts), 384)`` float tensor."""
+        """L2-normalised mean-pooled embeddings, ``(len(texts), 384)`` (recent states kept)."""
         import torch
 
         with self._lock:
             self._load()
-            return self._embed(list(texts), torch)
+            texts = list(texts)
+            fresh = self._states.fresh(texts)
+            embedded = self._embed(fresh, torch)
+            return self._states.peek(texts, fresh, embedded, torch)
 
     def _embed(self, texts: list[str], torch: Any, readable: list[bool] | None = None) -> Any:
         """Embed ``texts`` (in their order) in forwards of similar lengths

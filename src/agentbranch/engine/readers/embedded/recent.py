@@ -40,6 +40,15 @@ class RecentStates:
             return embedded[:0], []
         return torch.stack([got[s][0] for s in states]), [got[s][1] for s in states]
 
+    def peek(self, texts: list[str], fresh: list[str], embedded: Any, torch: Any) -> Any:
+        """The embeddings of ``texts``: the ``fresh`` ones just embedded (the rows of
+        ``embedded``), the others as kept; nothing kept or moved (other texts than
+        states, e.g. a fit's labelled states, leave the recent states as they were)."""
+        if not texts:
+            return embedded[:0]
+        new = dict(zip(fresh, embedded))
+        return torch.stack([new[t] if t in new else self._kept[t][0] for t in texts])
+
     def clear(self) -> None:
         self._kept.clear()
 

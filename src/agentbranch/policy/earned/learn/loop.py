@@ -51,6 +51,8 @@ SETTLE_S = 2.0
 #: Seconds a label of a version a restart has not rebuilt yet waits for the rebuild
 #: (an audit of a decision made before the restart, on the audit thread).
 REBUILD_WAIT_S = 600.0
+#: Texts a fit embeds per call of the reader (which reads one call at a time).
+EMBED_CHUNK = 8
 
 
 @dataclass
@@ -136,6 +138,7 @@ class Learner:
         self.background = True
         self._work = Work()
         self._refresh_asked: float | None = None  #: when ``asked`` last asked a re-read
+        self._fit_vectors: dict[str, Any] = {}  #: the last fit's embeddings (``_embedded``)
         #: Embeds texts for canvas versions' per-state examples (``None``: the embedded
         #: default's encoder, ``nearest.default_encode``, when installed).
         self.encoder: Callable[[Any], Any] | None = None
@@ -432,7 +435,7 @@ class Learner:
         vectors, per_option = None, lx.PER_OPTION
         embed = getattr(getattr(self.engine, "reader", None), "embed", None)
         if callable(embed):
-            vectors = embed(texts).numpy()
+            vectors = self._embedded(embed, texts)
             x, written = head_inputs(self.engine, q.question_id, q.question, vectors)
             with one_blas_thread():
                 head = fit_head(options, x, labels, written=written)
@@ -463,6 +466,22 @@ class Learner:
         )
         question = lx.with_learned(q.question, options, learned)
         return Rung(j, len(labelled), model=question, trust=version_earned(self.earned, j))
+
+    def _embedded(self, embed: Callable[[list[str]], Any], texts: list[str]) -> Any:
+        """The embeddings of a fit's ``texts``: those the last fit embedded are reused
+        (each version's labels are mostly the last one's), the others embedded
+        ``EMBED_CHUNK`` at a time, so a decision waits on the reader for one chunk at
+        most, never a whole fit. (A text's embedding does not depend on the texts read
+        with it, so a fit reads the numbers a restart's rebuild reads.)"""
+        import numpy as np
+
+        new = [t for t in dict.fromkeys(texts) if t not in self._fit_vectors]
+        got = {t: self._fit_vectors[t] for t in texts if t in self._fit_vectors}
+        for i in range(0, len(new), EMBED_CHUNK):
+            chunk = new[i : i + EMBED_CHUNK]
+            got.update(zip(chunk, embed(chunk).numpy()))
+        self._fit_vectors = got  # (only this fit's: memory stays bounded with the sample)
+        return np.stack([got[t] for t in texts]) if texts else np.zeros((0, 0))
 
     def _encode(self) -> Any:
         """What embeds texts for canvas versions: ``encoder`` when set, else the
@@ -584,6 +603,7 @@ class Learner:
 __all__ = [
     "CANVAS_CHARS",
     "CANVAS_PER_OPTION",
+    "EMBED_CHUNK",
     "Learner",
     "SETTLE_S",
 ]
