@@ -471,8 +471,10 @@ class Learner:
         """The embeddings of a fit's ``texts``: those the last fit embedded are reused
         (each version's labels are mostly the last one's), the others embedded
         ``EMBED_CHUNK`` at a time, so a decision waits on the reader for one chunk at
-        most, never a whole fit. (A text's embedding does not depend on the texts read
-        with it, so a fit reads the numbers a restart's rebuild reads.)"""
+        most, never a whole fit. (On the embedded reader a text's embedding is the same,
+        to the bit, alone or with others, as measured: a fit reads the numbers a
+        restart's rebuild reads. Where a build rounds otherwise, a restart's version is
+        one of its own and earns its own threshold.)"""
         import numpy as np
 
         new = [t for t in dict.fromkeys(texts) if t not in self._fit_vectors]
