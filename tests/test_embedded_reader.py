@@ -100,6 +100,25 @@ def test_logprobs_are_a_temperature_scaled_softmax_of_similarities(reader):
     assert sum(math.exp(lp) for lp in read.logprobs) == pytest.approx(1.0)
 
 
+def test_a_state_read_again_soon_is_not_embedded_again(reader):
+    """Issue 61: a learned version on trial reads the state a teacher just labelled; the
+    reader keeps its recent states' embeddings, so that read runs no forward pass, and
+    reads as the first read did."""
+    engine = ab.DecisionEngine(reader)
+    state = "ticket 61: I was charged twice for my subscription"
+    first = engine.decide(state, QUESTIONS)
+    before = reader.forward_calls
+    again = engine.decide(state, QUESTIONS)
+    assert reader.forward_calls == before  # nothing embedded
+    assert {q: d.probabilities for q, d in again.items()} == {
+        q: d.probabilities for q, d in first.items()
+    }
+    assert reader.embed([state]).numpy()[0].tolist() == reader._states._kept[state][0].tolist()
+    assert reader.forward_calls == before  # (a fit's embedding of it too)
+    engine.decide_many([state, state + " again"], QUESTIONS)
+    assert reader.forward_calls == before + 1  # only the new one
+
+
 def test_a_batch_is_one_forward_and_option_texts_are_cached(reader):
     states = [f"ticket number {i}: the dashboard is broken" for i in range(5)]
     before = reader.forward_calls

@@ -152,12 +152,29 @@ def test_a_jsonl_store_creates_missing_directories(tmp_path):
     assert len(JsonlEvidenceStore(path).load("k" * 32)) == 1
 
 
-def test_a_jsonl_append_is_on_disk_before_it_returns(tmp_path, monkeypatch):
+def test_jsonl_appends_are_in_the_file_at_once_and_on_disk_within_sync_s(tmp_path, monkeypatch):
+    """Issue 61: one fsync per label cost the decision path; the appends of ``SYNC_S``
+    share one, on a timer, and each is in the file (safe from a process crash) at once."""
+    import time
+
+    from agentbranch.policy.earned import _jsonl_store
+
     synced = []
     real = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
-    JsonlEvidenceStore(tmp_path / "evidence.jsonl").append([record()])
-    assert len(synced) == 1
+    path = tmp_path / "evidence.jsonl"
+    store = JsonlEvidenceStore(path)
+    store.append([record()])
+    store.append([record(i=1)])
+    assert len(path.read_text().splitlines()) == 2  # in the file when append returns
+    assert synced == []  # not waited for
+    deadline = time.monotonic() + 10 * _jsonl_store.SYNC_S
+    while not synced and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(synced) == 1  # one fsync for both
+    store.append([record(i=2)])
+    store.sync()  # at once when asked
+    assert len(synced) == 2
 
 
 def test_a_jsonl_store_that_disappears_after_being_read_is_reported_once(tmp_path):

@@ -144,12 +144,16 @@ def test_labels_make_a_version_that_is_tested_then_decides(engine, tmp_path):
     assert all(v == 0 for v in versions[:v1_fit])
     assert records[adopted]["trust"] in ("earned", "learning")
 
-    # A restart rebuilds the same versions from the store and the same one is in force.
+    # A restart rebuilds the same versions from the store (on learning's own thread: the
+    # question as written decides until it is done) and the same one is in force.
     again = Earned(
         precision=0.8, min_evidence=10, refresh_s=0, store=path, learn=True, redact=redact
     )
     again.learner.bind(engine)
-    q, j = again.learner.asked(QuestionKey("sport", QUESTION, "embedded", engine.reader.model))
+    key = QuestionKey("sport", QUESTION, "embedded", engine.reader.model)
+    again.learner.asked(key)
+    assert again.learner.wait(timeout=120)
+    q, j = again.learner.asked(key)
     assert j == ladder.deciding.index and again.learner._questions  # the same one reads
     rebuilt = next(iter(again.learner._questions.values())).ladder
     assert (rebuilt.in_force, rebuilt.open) == (ladder.in_force, ladder.open)
@@ -239,3 +243,41 @@ def test_the_head_reads_what_scikit_learn_fitted_and_survives_json():
     assert fit_head(options, x[:5], ["a"] * 5) is None
     with pytest.raises(ValueError, match="finite"):
         LinearHead(["a", "b"], ["a", "b"], [[np.nan], [0.0]], [0.0, 0.0])
+
+
+def test_a_restart_decides_at_once_and_refits_off_the_calling_thread(engine, tmp_path, monkeypatch):
+    """Issue 61: a restart refitted every version on the calling thread before the first
+    decision (a minute on a few hundred labels). The question as written decides until
+    the rebuild, on learning's own thread, is done; then the same versions are back."""
+    from agentbranch.policy.earned.learn import loop
+
+    path = tmp_path / "evidence.jsonl"
+    items = stream(60)
+    earned = Earned(precision=0.8, min_evidence=10, refresh_s=0, store=path, learn=True)
+    r = _resolver(engine, earned, dict(items))
+    for text, _ in items:
+        r.resolve(text)
+    ladder = next(iter(earned.learner._questions.values())).ladder
+    assert len(ladder.rungs) >= 2
+
+    gate, fitted_on = threading.Event(), []
+    real = loop.fit_head
+
+    def held_fit(*args: Any, **kw: Any) -> Any:
+        fitted_on.append(threading.current_thread().name)
+        assert gate.wait(60)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(loop, "fit_head", held_fit)
+    again = Earned(precision=0.8, min_evidence=10, refresh_s=0, store=path, learn=True)
+    again.learner.bind(engine)
+    key = QuestionKey("sport", QUESTION, "embedded", engine.reader.model)
+    q, j = again.learner.asked(key)  # returns while the rebuild's first fit is held
+    assert j == 0 and q == QUESTION  # the question as written decides meanwhile
+    assert not again.learner.wait(timeout=0.2)  # the rebuild is still going
+    gate.set()
+    assert again.learner.wait(timeout=120)
+    assert fitted_on and set(fitted_on) == {"agentbranch-learn"}  # never the caller's
+    rebuilt = next(iter(again.learner._questions.values())).ladder
+    assert [r.fitted_on for r in rebuilt.rungs] == [r.fitted_on for r in ladder.rungs]
+    assert again.learner.asked(key)[1] == ladder.deciding.index

@@ -55,6 +55,7 @@ def test_what_a_fit_reads_stays_bounded_however_many_labels(tmp_path):
     again.learner.fit_per_option = BOUND
     again.learner.bind(resolver.engine)
     again.learner.asked(QuestionKey("team", lm.QUESTION, "scripted", "scripted"))
+    assert again.learner.wait(timeout=300)  # (rebuilt on learning's own thread)
     keys = [
         [e.key("team", r.model, "scripted", "scripted") for r in q.ladder.rungs]
         for e in (earned, again)

@@ -189,3 +189,32 @@ def test_an_embedded_learning_run_replays_its_head_versions(tmp_path):
         app = graph(ab.DecisionEngine(cassette.reader()), earned_on(tmp_path / "gone"))
         assert run(app, texts) == recorded
         assert cassette.stale() == []
+
+
+@pytest.mark.parametrize("learn", [False, True])
+def test_a_replay_miss_names_the_nearest_request_and_the_state_with_or_without_learning(
+    tmp_path, learn
+):
+    """Issue 61: with ``learn=True`` a changed state missed on the decision's version
+    (``holds no version``) without saying what changed, and the miss was not kept for the
+    plugin's summary; it now says it as a read miss does without learning."""
+    path = tmp_path / "run.jsonl"
+    texts = [t for t, _ in stream(3)]
+
+    def earned() -> Earned:
+        if learn:
+            return earned_on(None)
+        return Earned(precision=0.8, min_evidence=10, refresh_s=0, store=None)
+
+    with Cassette(path, mode="all") as cassette:
+        run(graph(ab.DecisionEngine(cassette.reader(canvas_reader())), earned()), texts)
+    changed = texts[1].replace(" ", "  ", 1) + " Edited."
+    with Cassette(path, mode="none") as cassette:
+        app = graph(ab.DecisionEngine(cassette.reader()), earned())
+        with pytest.raises(ReplayMissError) as missed:
+            app.invoke({"text": changed})
+        said = str(missed.value)
+        assert "Nearest recorded request" in said and "differs in: state" in said
+        assert "+ The  cyclist" in said  # the state's diff
+        assert len(cassette.misses) == 1 and "differs in state" in cassette.misses[0]
+        assert ("version of 'sport'" in cassette.misses[0]) == learn

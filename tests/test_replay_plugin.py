@@ -227,3 +227,46 @@ def test_xdist_workers_share_one_recording_id(suite):
     suite.runpytest(*PLUGIN, "--agentbranch-record=all").assert_outcomes(passed=1)
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert [e["request"]["state"] for e in lines if e.get("kind") == "read"] == ["a", "b"]
+
+
+def test_summary_lists_a_learning_questions_miss_with_what_changed(suite):
+    """Issue 61: under ``Earned(learn=True)`` a changed state misses on the decision's
+    version; the end-of-session summary lists it as it lists a read miss. (In a
+    subprocess: numpy cannot be imported twice in one process.)"""
+    suite.makepyfile(
+        test_it="""
+        import agentbranch as ab
+        from langchain_core.language_models import GenericFakeChatModel
+        from langchain_core.messages import AIMessage
+        from agentbranch.policy import Earned, Generate, Policy, Resolver
+
+        Q = {"u": ab.yes_no("Urgent?")}
+
+        def test_it(decision_cassette):
+            engine = ab.DecisionEngine(decision_cassette.reader(
+                lambda: ab.ScriptedReader({"u": {"yes": 0.55, "no": 0.45}})))
+            teacher = GenericFakeChatModel(messages=iter([AIMessage('{"label": "yes"}')] * 9))
+            earned = Earned(precision=0.9, learn=True)
+            earned.learner.background = False
+            policy = Policy(take_at=earned,
+                            fallbacks=[Generate(decision_cassette.chat_model(teacher))])
+            for state in STATES:
+                Resolver(engine, Q, policy).resolve(state)
+
+        STATES = ["server down", "refund please"]
+        """
+    )
+    suite.runpytest_subprocess(*PLUGIN).assert_outcomes(passed=1)
+    source = (suite.path / "test_it.py").read_text()
+    (suite.path / "test_it.py").write_text(
+        source.replace('["server down", "refund please"]', '["server down", "refund now"]')
+    )
+    result = suite.runpytest_subprocess(*PLUGIN, "--agentbranch-record=none")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*agentbranch decision cassettes*",
+            "misses (1):",
+            "  cassettes/test_it.jsonl: version of 'u' for 'refund now' — differs in state",
+        ]
+    )

@@ -42,7 +42,14 @@ from agentbranch.replay.keys import (
     request_summary,
     short,
 )
-from agentbranch.replay.misses import UNSEEN_CHAT, explain, nearest_chat, nearest_read
+from agentbranch.replay.misses import (
+    UNSEEN_CHAT,
+    UNSEEN_VERSION,
+    explain,
+    nearest_chat,
+    nearest_decision,
+    nearest_read,
+)
 from agentbranch.replay.modes import RecordMode, resolve_mode
 
 if TYPE_CHECKING:
@@ -384,12 +391,18 @@ class Cassette(CassetteFile, CassetteTeacherEntries, CassetteRepeats):
             "were kept?)",
         )
 
-    def version(self, key: str, live: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    def version(
+        self,
+        key: str,
+        live: Callable[[], dict[str, Any]],
+        miss: Callable[[], ReplayMissError] | None = None,
+    ) -> dict[str, Any]:
         """The version of a learning question's read in force (``{"version", "asked",
         "read"}``, ``agentbranch.policy.earned.learn.replayed``) for the next decision with
         ``key`` (question and state; repeats numbered in order): the recorded one when
         replaying, else ``live()``, recorded. Replays then ask what the recording asked,
-        whatever the evidence store has learned since (or without it)."""
+        whatever the evidence store has learned since (or without it). ``miss()``: the
+        error when replaying and the cassette holds none (``version_miss``)."""
         return self._per_decision(
             key,
             live,
@@ -398,6 +411,30 @@ class Cassette(CassetteFile, CassetteTeacherEntries, CassetteRepeats):
             fmt.version_line,
             "version for this decision of a learning Earned policy (recorded before "
             "versions were kept?)",
+            miss=miss,
+        )
+
+    def version_miss(
+        self, question_id: str, state: str, question: Mapping[str, Any]
+    ) -> ReplayMissError:
+        """The error for a decision of a learning question (``Earned(learn=True)``) this
+        cassette holds no version for, as a read miss says it: the nearest recorded read
+        of the question (``question``: its summary fields ``type``, ``text``,
+        ``options``) and the fields that differ (the state, the question)."""
+        with self._lock:
+            entries = list(self._reads.values())
+        nearest, diffs = nearest_decision(question_id, state, question, entries)
+        head = (
+            f"cassette {self._shown} (mode {self.mode!r}) holds no version for this decision "
+            f"of learning question {question_id!r} (Earned(learn=True)): state "
+            f"{short(state, 60)!r}. Replay asks the version the recording asked."
+        )
+        empty = self._empty(f"The cassette holds no reads of question {question_id!r}.")
+        return self._missed(
+            f"version of {question_id!r} for {short(state, 50)!r}",
+            explain(head, "request", nearest, diffs, empty, UNSEEN_VERSION),
+            diffs,
+            audit=False,
         )
 
     def _per_decision(
@@ -409,10 +446,12 @@ class Cassette(CassetteFile, CassetteTeacherEntries, CassetteRepeats):
         line: Callable[[str, dict[str, Any]], Any],
         missing: str,
         otherwise: Callable[[], dict[str, Any]] | None = None,
+        miss: Callable[[], ReplayMissError] | None = None,
     ) -> dict[str, Any]:
         """The recorded value for the next decision with ``key`` (``#n`` numbers its
         repeats) when replaying, else ``live()``, recorded as ``line(key, value)``
-        (``otherwise()`` in mode ``none`` when it is not recorded, else a miss)."""
+        (``otherwise()`` in mode ``none`` when it is not recorded, else a miss: ``miss()``
+        or one that names what is missing)."""
         with self._lock:
             n = seen.get(key, 0)
             seen[key] = n + 1
@@ -421,10 +460,12 @@ class Cassette(CassetteFile, CassetteTeacherEntries, CassetteRepeats):
                 return dict(held[key])
             if self.mode == "none" and otherwise is not None:
                 return otherwise()
-            if self.mode == "none":
+            if self.mode == "none" and miss is None:
                 raise ReplayMissError(
                     f"cassette {self._shown} (mode 'none') holds no {missing}; {fmt.RERECORD}"
                 )
+        if self.mode == "none" and miss is not None:
+            raise miss()  # (outside the lock: it reads the cassette's entries)
         value = live()
         if self.mode == "passthrough":
             return value

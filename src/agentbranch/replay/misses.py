@@ -8,8 +8,10 @@ from typing import Any
 
 from agentbranch.replay.format import ChatEntry, ReadEntry, ReaderInfo, TeacherEntry
 from agentbranch.replay.keys import (
+    digest,
     messages_differences,
     request_differences,
+    short,
     similarity,
     text_diff,
 )
@@ -61,6 +63,51 @@ def nearest_read(
         if info is not None:
             diffs.insert(1, ("model", f"recorded by {info.name} ({info.model})"))
     return nearest, diffs
+
+
+#: What a learning version's miss says when the nearest decision differs in no field: the
+#: same decision asked more often than the recording asked it.
+UNSEEN_VERSION = (
+    "no field: the recording asked this decision fewer times (repeats of a decision are "
+    "replayed in order)"
+)
+
+
+def nearest_decision(
+    question_id: str, state: str, question: Mapping[str, Any], entries: Sequence[ReadEntry]
+) -> tuple[ReadEntry | None, Diffs]:
+    """The recorded read of a decision closest to one of question ``question_id`` (its
+    summary fields ``question``: ``type``, ``text``, ``options``) on ``state`` (the
+    reads that asked that question first), and how it differs: a learning question's
+    decision that the cassette holds no version for, compared as its read would be."""
+    pool = [
+        e
+        for e in entries
+        if any(q.get("id") == question_id for q in e.request.get("questions", []))
+    ] or list(entries)
+    if not pool:
+        return None, []
+
+    def asked(e: ReadEntry) -> dict[str, Any]:
+        qs = [
+            {**q, **question} if q.get("id") == question_id else q
+            for q in e.request.get("questions", [])
+        ]
+        return {
+            **e.request,
+            "state": short(state),
+            "state_sha": digest(state)[:16],
+            "questions": qs,
+        }
+
+    nearest = min(
+        pool,
+        key=lambda e: (
+            len(request_differences(e.request, asked(e))),
+            -similarity(e.request.get("state") or "", state),
+        ),
+    )
+    return nearest, request_differences(nearest.request, asked(nearest))
 
 
 def nearest_chat(
@@ -149,9 +196,11 @@ __all__ = [
     "HOW_TO_RECORD",
     "UNSEEN",
     "UNSEEN_CHAT",
+    "UNSEEN_VERSION",
     "explain",
     "fields_note",
     "nearest_chat",
+    "nearest_decision",
     "nearest_read",
     "nearest_teacher",
 ]

@@ -32,6 +32,12 @@ READ_BYTES = 8 << 20
 #: Bytes before the read position compared at each read (``_tail_still_there``).
 TAIL_BYTES = 64
 
+#: Seconds within which appended records are flushed to disk (one ``fsync`` for every
+#: append of that window, not one each): a process that dies loses nothing it appended
+#: (each append is in the file when it returns); a machine that loses power or crashes
+#: may lose the appends of the last ``SYNC_S`` seconds (``docs/reliability.md``).
+SYNC_S = 0.5
+
 
 class JsonlEvidenceStore:
     """Evidence in one JSON Lines file, appended under a ``filelock`` lock (``path +
@@ -56,7 +62,12 @@ class JsonlEvidenceStore:
     (``0o600``) by default, since with ``Earned(learn=True)`` it holds each labelled
     state's text; ``JsonlEvidenceStore(path, mode=0o640)`` lets a group read it. An
     existing file with wider permissions is tightened to ``mode`` at the first append
-    where this process owns it, with a WARNING either way (``core.files.keep_private``)."""
+    where this process owns it, with a WARNING either way (``core.files.keep_private``).
+
+    An append is in the file when it returns (one ``write``), and on disk within
+    ``SYNC_S`` seconds: the appends of that window share one ``fsync`` (on a timer
+    thread that the interpreter waits for at exit, so a process that exits normally
+    syncs them before it ends)."""
 
     def __init__(self, path: str | os.PathLike[str], *, mode: int = PRIVATE_MODE) -> None:
         from filelock import FileLock
@@ -78,6 +89,7 @@ class JsonlEvidenceStore:
         self._hash = hashlib.sha256()  # of the bytes before ``_offset`` (checkpoints)
         #: ``keep_only``: the JSON spellings of the keys whose lines ``read_new`` parses
         self._needles: tuple[bytes, ...] | None = None
+        self._sync: threading.Timer | None = None  #: the next fsync, once appends wait for one
 
     def __repr__(self) -> str:
         return f"JsonlEvidenceStore({str(self.path)!r})"
@@ -113,13 +125,9 @@ class JsonlEvidenceStore:
                 self._check_identity()
                 self._repair_tail()
             after = append_regular(
-                self.path,
-                raw,
-                self._not_regular,
-                fsync=True,
-                mode=self.mode,
-                private="evidence store",
+                self.path, raw, self._not_regular, mode=self.mode, private="evidence store"
             )
+            self._sync_soon()
             with self._mutex:
                 identity = (after.st_dev, after.st_ino)
                 if self._identity in (None, identity) and after.st_size - len(raw) == self._offset:
@@ -129,6 +137,33 @@ class JsonlEvidenceStore:
                     self._tail = (self._tail + raw)[-TAIL_BYTES:]
                     self._line += len(records)
                     self._keys.update(r.key for r in records)
+
+    def _sync_soon(self) -> None:
+        """An fsync of the file within ``SYNC_S`` seconds (one for every append until
+        then). Not a daemon: the interpreter runs a due one before it exits."""
+        with self._mutex:
+            if self._sync is not None:
+                return
+            self._sync = threading.Timer(SYNC_S, self.sync)
+            self._sync.name = "agentbranch-evidence-sync"
+            self._sync.start()
+
+    def sync(self) -> None:
+        """Flush what was appended to disk now (``fsync``; else it is within ``SYNC_S``)."""
+        with self._mutex:
+            timer, self._sync = self._sync, None
+        if timer is not None:
+            timer.cancel()
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return  # (moved or deleted since: the next append reports it)
+        try:
+            os.fsync(fd)
+        except OSError as e:
+            log.error("agentbranch.earned: evidence store %s could not be synced: %s", self.path, e)
+        finally:
+            os.close(fd)
 
     def keep_only(self, keys: Iterable[str]) -> None:
         """From now on ``read_new`` parses only the lines of these evidence keys and

@@ -17,6 +17,7 @@ from agentbranch.core.reads import LabelRead, QuestionSpec, ReadRequest
 from agentbranch.engine.quiet_loads import quiet_loads
 from agentbranch.engine.readers.base import Reader
 from agentbranch.engine.readers.embedded.batches import length_batches, pad_values, padded
+from agentbranch.engine.readers.embedded.recent import RecentStates
 from agentbranch.engine.readers.embedded.scoring import (
     Comparisons,
     combine,
@@ -178,6 +179,7 @@ class EmbeddedReader(WrittenScores, Reader):
         self._tokenizer: Any = None
         self._model: Any = None
         self._cache: OrderedDict[str, Any] = OrderedDict()
+        self._states = RecentStates()  #: the most recently read states' embeddings
         self._lock = threading.Lock()
         #: Forward passes run (for tests and benchmarks).
         self.forward_calls = 0
@@ -227,12 +229,15 @@ class EmbeddedReader(WrittenScores, Reader):
         self._model = model.to(self.device).eval()
 
     def embed(self, texts: Sequence[str]) -> Any:
-        """L2-normalised mean-pooled embeddings, ``(len(texts), 384)`` float tensor."""
+        """L2-normalised mean-pooled embeddings, ``(len(texts), 384)`` (recent states kept)."""
         import torch
 
         with self._lock:
             self._load()
-            return self._embed(list(texts), torch)
+            texts = list(texts)
+            fresh = self._states.fresh(texts)
+            embedded = self._embed(fresh, torch)
+            return self._states.peek(texts, fresh, embedded, torch)
 
     def _embed(self, texts: list[str], torch: Any, readable: list[bool] | None = None) -> Any:
         """Embed ``texts`` (in their order) in forwards of similar lengths
@@ -282,10 +287,12 @@ class EmbeddedReader(WrittenScores, Reader):
             wanted = {t for r in requests for q in r.questions for t in option_texts(q)}
             missing = [t for t in wanted if t not in self._cache]
             states = [r.state for r in requests]
+            fresh = self._states.fresh(states)
             # One pass over every new text of the batch: states first, then options.
-            readable: list[bool] = []
-            vectors = self._embed(states + missing, torch, readable)
-            option_vecs = self._keep(missing, vectors[len(states) :], wanted)
+            flags: list[bool] = []
+            embedded = self._embed(fresh + missing, torch, flags)
+            option_vecs = self._keep(missing, embedded[len(fresh) :], wanted)
+            vectors, readable = self._states.read(states, fresh, embedded, flags, torch)
             # Each question's states read together (one product per question).
             asked: dict[QuestionSpec, list[int]] = {}
             for i, r in enumerate(requests):
@@ -489,4 +496,5 @@ class EmbeddedReader(WrittenScores, Reader):
             self._embedding = None
             self._trace_tried = self._traced = False
             self._cache.clear()
+            self._states.clear()
             self._arrays.clear()

@@ -4,13 +4,17 @@
 question's read (``ladder``) fitted on its labelled states (``head`` on the embedded
 reader, ``nearest`` on canvas readers) off the decision path, and says which version a
 decision asks; how versions are fitted, shared between replicas and tested: its
-docstring.
+docstring. What a label or a restart starts runs on learning's own thread (``work``).
+
+Over 500 lines: one class, the learner, whose per-question state (ladder, labels, the
+rebuild and what each label starts) one lock guards and must be read together.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +36,7 @@ from agentbranch.policy.earned.learn.ladder import (
 )
 from agentbranch.policy.earned.learn.probability import Map
 from agentbranch.policy.earned.learn.shared import Labelled4, StoreLabels, settled
+from agentbranch.policy.earned.learn.work import Work
 
 log = logging.getLogger("agentbranch")
 
@@ -43,6 +48,11 @@ CANVAS_CHARS = 300
 #: Seconds a refit point's last label must be old before a version is fitted on a
 #: shared store: labels made before it by other replicas are written by then.
 SETTLE_S = 2.0
+#: Seconds a label of a version a restart has not rebuilt yet waits for the rebuild
+#: (an audit of a decision made before the restart, on the audit thread).
+REBUILD_WAIT_S = 600.0
+#: Texts a fit embeds per call of the reader (which reads one call at a time).
+EMBED_CHUNK = 8
 
 
 @dataclass
@@ -61,6 +71,9 @@ class _Question:
     #: next fit reads (``labels``)
     labels: QuestionLabels = field(default_factory=QuestionLabels)
     fitting: bool = False
+    #: set once its ladder is rebuilt from the store (``Learner._rebuild``); until then
+    #: the question as written decides
+    rebuilt: threading.Event = field(default_factory=threading.Event)
 
     @property
     def key(self) -> QuestionKey:
@@ -119,8 +132,13 @@ class Learner:
         #: what it reads back from the store: every replica's labelled states, each
         #: version's probability fit
         self.store = StoreLabels(earned)
-        #: Fit versions on a thread (``False``: at once, for tests and benchmarks).
+        #: Learn on learning's own thread (``work``): a label's trial reads, adoption and
+        #: fits, store re-reads and a restart's rebuild, so no decision waits on them
+        #: (``False``: at once, on the calling thread, for tests and benchmarks).
         self.background = True
+        self._work = Work()
+        self._refresh_asked: float | None = None  #: when ``asked`` last asked a re-read
+        self._fit_vectors: dict[str, Any] = {}  #: the last fit's embeddings (``_embedded``)
         #: Embeds texts for canvas versions' per-state examples (``None``: the embedded
         #: default's encoder, ``nearest.default_encode``, when installed).
         self.encoder: Callable[[Any], Any] | None = None
@@ -142,12 +160,38 @@ class Learner:
         """The version in force of ``key``'s question read with its reading settings
         (the fingerprint its decision will carry), and its index."""
         q = self._question(key)
-        if self._refresh():  # other replicas' labels and trials: a version due or adopted
+        if not self.background:
+            self._refreshed(q)
+        elif q.rebuilt.is_set() and self._refresh_due():
+            self._work.submit(self._refreshed, q)
+        rung = q.ladder.deciding
+        return rung.model, rung.index
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the learning asked for so far (rebuilds, trial reads, fits) is
+        done; whether it was within ``timeout`` seconds."""
+        if not self.background or self._work.on_thread():
+            return True
+        return self._work.wait(timeout)
+
+    def _refresh_due(self) -> bool:
+        """Whether ``refresh_s`` passed since ``asked`` last asked for a store re-read."""
+        now = time.monotonic()
+        with self._lock:
+            if (
+                self._refresh_asked is not None
+                and now - self._refresh_asked < self.earned.refresh_s
+            ):
+                return False
+            self._refresh_asked = now
+            return True
+
+    def _refreshed(self, q: _Question) -> None:
+        """Other replicas' labels and trials: a version due or adopted."""
+        if self._refresh():
             self._fold(q)
             self._adopt(q)
             self._maybe_fit(q)
-        rung = q.ladder.deciding
-        return rung.model, rung.index
 
     def version_of(self, key: QuestionKey, version: int | None) -> tuple[_Question, Rung]:
         """The ladder and rung ``key``'s question is (a version's key), or version
@@ -162,6 +206,10 @@ class Learner:
         q, rung = hit if hit is not None else (None, None)
         if q is None:
             q = self._question(key)
+        if version is not None and version >= len(q.ladder.rungs) and not self._work.on_thread():
+            # a label of a version the rebuild has not fitted yet (an audit of a
+            # decision made before a restart): counted once it is, as its own
+            q.rebuilt.wait(REBUILD_WAIT_S)
         rungs = q.ladder.rungs
         if version is not None and 0 <= version < len(rungs):
             return q, rungs[version]
@@ -245,17 +293,41 @@ class Learner:
         if rec is None:
             return None
         self.store.count(rec)
-        if text is not None:
+        labelled = [] if text is None else [(rec.order, text, rec.teacher_label, decision)]
+        if q.rebuilt.is_set():
             with self._lock:
-                q.merge([(rec.order, text, rec.teacher_label, decision)])
-        if state is not None:
-            taken = fields["band"] == "take"
-            for trial in trials:
-                self._trial(q, trial, state, taken, {**fields, "teacher_label": teacher_label})
+                q.merge(labelled)
+            labelled = []
+        # (else merged after the rebuild, which may read it from the store first: a
+        # label repeated across a restart keeps its first order, as a restart gives it)
+        after = (q, labelled, trials if state is not None else [], state, fields, teacher_label)
+        if self.background:
+            self._work.submit(self._learned, *after)
+        else:
+            self._learned(*after)
+        return rec
+
+    def _learned(
+        self,
+        q: _Question,
+        labelled: list[Labelled4],
+        trials: list[Rung],
+        state: str | None,
+        fields: dict,
+        teacher_label: str,
+    ) -> None:
+        """What a label starts (on learning's thread, after any rebuild): its labelled
+        state counted if not yet, each newer version on trial reads its state; then a
+        version may be adopted, or due to be fitted."""
+        if labelled:
+            with self._lock:
+                q.merge(labelled)
+        taken = fields["band"] == "take"
+        for trial in trials:
+            self._trial(q, trial, state, taken, {**fields, "teacher_label": teacher_label})
         self._fold(q)
         self._adopt(q)
         self._maybe_fit(q)
-        return rec
 
     def _trial(self, q: _Question, trial: Rung, state: str, taken: bool, fields: dict) -> None:
         """The trial version's read of a labelled state, as its evidence."""
@@ -339,12 +411,7 @@ class Learner:
                 return
             labelled = list(q.labels.due[j])
             q.fitting = True
-        if self.background:
-            threading.Thread(
-                target=self._fit, args=(q, j, labelled), name="agentbranch-learn", daemon=True
-            ).start()
-        else:
-            self._fit(q, j, labelled)
+        self._fit(q, j, labelled)  # (on learning's own thread, ``work``, unless not background)
 
     def _fit(self, q: _Question, j: int, labelled: list) -> None:
         try:
@@ -372,7 +439,7 @@ class Learner:
         vectors, per_option = None, lx.PER_OPTION
         embed = getattr(getattr(self.engine, "reader", None), "embed", None)
         if callable(embed):
-            vectors = embed(texts).numpy()
+            vectors = self._embedded(embed, texts)
             x, written = head_inputs(self.engine, q.question_id, q.question, vectors)
             head = fit_head(options, x, labels, written=written)
             if head is not None:
@@ -401,6 +468,24 @@ class Learner:
 
     def _trust(self, q: _Question, j: int, entry: Any = None) -> Any:
         return version_earned(self.earned, j, entry=entry, base=q.ladder.base)
+
+    def _embedded(self, embed: Callable[[list[str]], Any], texts: list[str]) -> Any:
+        """The embeddings of a fit's ``texts``: those the last fit embedded are reused
+        (each version's labels are mostly the last one's), the others embedded
+        ``EMBED_CHUNK`` at a time, so a decision waits on the reader for one chunk at
+        most, never a whole fit. (On the embedded reader a text's embedding is the same,
+        to the bit, alone or with others, as measured: a fit reads the numbers a
+        restart's rebuild reads. Where a build rounds otherwise, a restart's version is
+        one of its own and earns its own threshold.)"""
+        import numpy as np
+
+        new = [t for t in dict.fromkeys(texts) if t not in self._fit_vectors]
+        got = {t: self._fit_vectors[t] for t in texts if t in self._fit_vectors}
+        for i in range(0, len(new), EMBED_CHUNK):
+            chunk = new[i : i + EMBED_CHUNK]
+            got.update(zip(chunk, embed(chunk).numpy()))
+        self._fit_vectors = got  # (only this fit's: memory stays bounded with the sample)
+        return np.stack([got[t] for t in texts]) if texts else np.zeros((0, 0))
 
     def _encode(self) -> Any:
         """What embeds texts for canvas versions: ``encoder`` when set, else the
@@ -465,38 +550,64 @@ class Learner:
             )
             self._questions[key.evidence_key] = q
             self._add(q, Rung(0, 0, model=key.question, trust=self._trust(q, 0)))
+            q.fitting = True  # (no fit of its own while the rebuild fits)
+        if self.background:
+            self._work.submit(self._rebuild, q)
+        else:
             self._rebuild(q)
-            return q
+        return q
 
     def _rebuild(self, q: _Question) -> None:
-        """The ladder from the store: the labelled states of each version in replay
-        order, the versions fitted on them, the newest with a threshold in force."""
+        """The ladder from the store (on learning's thread: the question as written
+        decides meanwhile): the labelled states of each version in replay order, the
+        versions fitted on them, the newest with a threshold in force; then what the
+        labels given meanwhile start."""
+        try:
+            self._rebuilt(q)
+        finally:
+            with self._lock:
+                q.fitting = False
+            q.rebuilt.set()
+        self._fold(q)
+        self._adopt(q)
+        self._maybe_fit(q)
+
+    def _rebuilt(self, q: _Question) -> None:
         # each label once, by its identity: through the written question's key it
         # names (``StoreLabels.claim``), or under its version's key (records that name
         # none, ``claim_key``); the store is read once, here, not once per version
         self._refresh(force=True)
-        q.merge(self.store.claim(self._written_key(q)))
-        q.labels.fold()
+        claimed = self.store.claim(self._written_key(q))
+        with self._lock:
+            q.merge(claimed)
+            q.labels.fold()
         j = 0
         while j < len(q.ladder.rungs):
             rung = q.ladder.rungs[j]
             key = q.key.asking(rung.model).evidence_key
-            q.merge(self.store.claim_key(key))
-            q.labels.fold()
-            nxt = j + 1
-            if nxt in q.labels.due:
-                self._add(q, self._version(q, nxt, q.labels.due.pop(nxt)))
+            claimed = self.store.claim_key(key)
+            with self._lock:
+                q.merge(claimed)
+                q.labels.fold()
+                nxt = j + 1
+                due = q.labels.due.pop(nxt, None)
+            if due is not None:
+                version = self._version(q, nxt, due)  # (a fit: outside the lock)
+                with self._lock:
+                    self._add(q, version)
             j += 1
-        q.ladder.labels = q.labels.count
         holds, shares = self._holds(q, q.ladder.rungs)
-        # of the versions holding a threshold, the one whose band holds the most
-        # decisions is in force (``Ladder.restore``; none: the written one)
-        q.ladder.restore(holds, shares)
+        with self._lock:
+            q.ladder.labels = q.labels.count
+            # of the versions holding a threshold, the one whose band holds the most
+            # decisions is in force (``Ladder.restore``; none: the written one)
+            q.ladder.restore(holds, shares)
 
 
 __all__ = [
     "CANVAS_CHARS",
     "CANVAS_PER_OPTION",
+    "EMBED_CHUNK",
     "Learner",
     "SETTLE_S",
 ]

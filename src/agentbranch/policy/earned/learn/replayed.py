@@ -97,7 +97,14 @@ def version(
             "probability_map": None if mapped is None else list(mapped),
         }
 
-    got = cassette.version(decision_key(question_id, written, text), now)
+    def miss() -> Any:  # what the cassette says when it holds no version for it
+        from agentbranch.core.questions import to_spec
+
+        spec = to_spec(question_id, written)
+        summary = {"type": spec.type, "text": spec.instructions, "options": list(spec.options)}
+        return cassette.version_miss(question_id, text, summary)
+
+    got = cassette.version(decision_key(question_id, written, text), now, miss)
     if made:
         return made[0]
     j = int(got["version"])
