@@ -118,7 +118,12 @@ def run_loop(
         del teacher_s[:]
         for t in part:
             out = app.invoke({"ticket": t["ticket"]})
-            audit.flush()  # a demo: each audit lands before the next ticket
+            # A demo: each audit, and what each label starts (trial reads, fits), lands
+            # before the next ticket, so a run prints the same every time (a service
+            # lets both run beside its traffic).
+            audit.flush()
+            if earned.learner is not None:
+                earned.learner.wait()
             for qid, rec in out["decisions"].items():
                 if rec["decided_by"] == "engine":
                     b.taken[qid] += 1
