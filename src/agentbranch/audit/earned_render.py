@@ -197,7 +197,15 @@ def _target(q: QuestionTrust) -> str:
     t = q.target
     if t is None:
         return "-"
-    head = f"precision {t.precision:g} at level {level_text(t.level)}"
+    # a learning question's versions record their share of the error as their level and
+    # the policy's own as the level of their drift test (``drift_level``)
+    policy = (t.settings or {}).get("drift_level") if t.origin == "policy" else None
+    head = f"precision {t.precision:g} at level {level_text(policy or t.level)}"
+    if policy is not None and policy != t.level:
+        return (
+            f"{head}: the policy's own (this version's looks test at {level_text(t.level)}, "
+            "its share of the error)"
+        )
     if t.origin == "policy":
         return f"{head}: the policy's own"
     if t.origin == "asked":
