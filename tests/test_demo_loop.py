@@ -23,20 +23,22 @@ def test_the_stream_is_seeded_labelled_and_varied():
         assert t["team"] in options["team"] and t["urgent"] in options["urgent"]
     assert {t["team"] for t in stream} == options["team"]
     assert 20 <= sum(t["urgent"] == "yes" for t in stream) <= 100
-    assert len({t["ticket"] for t in stream}) >= 80  # a few phrasings, many tickets
+    assert len({t["ticket"] for t in stream}) == 240  # numbered: each ticket its own text
 
 
 @pytest.fixture(scope="module")
 def blocks(tmp_path_factory):
     store = tmp_path_factory.mktemp("loop") / "evidence.jsonl"
-    return run_loop(ab.DecisionEngine.from_env(), ticket_stream(240), store=str(store))
+    return run_loop(ab.DecisionEngine.from_env(), ticket_stream(400), store=str(store))
 
 
 def test_takes_rise_across_blocks_and_the_teacher_is_asked_less(blocks):
     took = [sum(b.taken.values()) for b in blocks]
     assert took[0] == 0  # nothing is taken before it is earned
-    assert took[-1] > took[0] and max(took[-2:]) >= 30
-    assert blocks[-1].asked < blocks[0].asked
+    assert took[-1] > took[0] and max(took[-2:]) >= 60  # of 80 decisions a block
+    assert blocks[-1].asked < blocks[0].asked / 2
+    # learned versions decide by the end: a head fitted on the teacher's labels
+    assert all(blocks[-1].version[q] >= 1 for q in LOOP_QUESTIONS)
     # every decision the engine did not take went to the teacher, and audits on top
     for b in blocks:
         size = b.last - b.first + 1
@@ -48,7 +50,7 @@ def test_takes_rise_across_blocks_and_the_teacher_is_asked_less(blocks):
 def test_takes_are_right_as_often_as_the_target_asks(blocks):
     taken = sum(sum(b.taken.values()) for b in blocks)
     right = sum(sum(b.right.values()) for b in blocks)
-    assert taken and right / taken >= 0.8
+    assert taken and right / taken >= 0.9
     for b in blocks:
         for q in LOOP_QUESTIONS:
             assert 0 <= b.right[q] <= b.taken[q]

@@ -315,10 +315,10 @@ def demo(
         Path | None,
         typer.Option(help="The loop's evidence store (default: a temporary file)."),
     ] = None,
-    stream: Annotated[int, typer.Option(min=40, max=2000, help="Tickets in the loop.")] = 240,
+    stream: Annotated[int, typer.Option(min=40, max=2000, help="Tickets in the loop.")] = 400,
     precision: Annotated[
         float, typer.Option(min=0.5, max=0.99, help="The loop's target precision.")
-    ] = 0.8,
+    ] = 0.9,
 ) -> None:
     """Show the loop: tickets in blocks, what the engine took and what the teacher
     answered as thresholds are earned and versions learned (``--each``: the triage graph
@@ -329,6 +329,13 @@ def demo(
     each = each or as_json or generate
     each = each or any(x is not None for x in (tickets, limit, calibration))
     if not each:
+        if store is not None:
+            from agentbranch.core.files import check_writable
+
+            try:  # before the engine loads, not after a minute of tickets
+                check_writable(store, "--store")
+            except AgentBranchError as e:
+                raise fail(e) from None
         with err.status("loading the engine…"):
             engine, reason = load_engine(calibration)
         err.print(

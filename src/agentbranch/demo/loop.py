@@ -90,7 +90,7 @@ def run_loop(
     *,
     store: str,
     block: int = 40,
-    precision: float = 0.8,
+    precision: float = 0.9,
     learn: bool = True,
     on_block: Callable[[Block], None] | None = None,
 ) -> list[Block]:

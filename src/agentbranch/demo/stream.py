@@ -3,8 +3,8 @@ few fixed phrasings per answer (like a product's real traffic, which repeats its
 the loop the demo shows — the teacher answers, thresholds are earned, a version is
 learned, the teacher is asked less — plays out in a few hundred tickets on the CPU.
 
-``ticket_stream(n, seed)`` gives ``n`` tickets, each ``{"ticket", "team", "urgent"}``,
-the same for the same arguments. The labels are what a careful person would answer; the
+``ticket_stream(n, seed)`` gives ``n`` tickets, each ``{"ticket", "team", "urgent"}``
+and numbered (``T-1001: ...``), the same for the same arguments. The labels are what a careful person would answer; the
 demo's teacher reads them (a stand-in for a person or an LLM judge).
 """
 
@@ -85,12 +85,15 @@ _THINGS = [
 _WEIGHTS = [5, 2, 3, 1, 4, 3]
 
 
-def ticket_stream(n: int = 240, seed: int = 7) -> list[dict[str, Any]]:
+def ticket_stream(n: int = 400, seed: int = 7) -> list[dict[str, Any]]:
     """``n`` labelled tickets (``{"ticket", "team", "urgent"}``), seeded."""
     rng = random.Random(seed)
     out = []
     for _ in range(n):
         team, urgent, phrasings = rng.choices(_KINDS, weights=_WEIGHTS)[0]
         text = rng.choice(phrasings).format(thing=rng.choice(_THINGS))
-        out.append({"ticket": text[0].upper() + text[1:], "team": team, "urgent": urgent})
+        # each ticket its own number, as an inbox's are: a text seen before (another
+        # thread, other case or spacing) is no new evidence for what learned from it
+        ticket = f"T-{1001 + len(out)}: {text[0].upper()}{text[1:]}"
+        out.append({"ticket": ticket, "team": team, "urgent": urgent})
     return out
