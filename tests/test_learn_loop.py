@@ -281,3 +281,58 @@ def test_a_restart_decides_at_once_and_refits_off_the_calling_thread(engine, tmp
     rebuilt = next(iter(again.learner._questions.values())).ladder
     assert [r.fitted_on for r in rebuilt.rungs] == [r.fitted_on for r in ladder.rungs]
     assert again.learner.asked(key)[1] == ladder.deciding.index
+
+
+def test_a_process_that_exits_while_learning_works_exits_cleanly(tmp_path):
+    """Learning's thread finishes its task in flight at exit (a daemon thread stopped in
+    a native forward aborts the process: "terminate called without an active
+    exception") and drops what is queued; the process exits 0. A restart on a store of
+    labelled decisions rebuilds its versions on that thread (embedding every labelled
+    state) while the first decision is served; the process exits right after it."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    code = textwrap.dedent(
+        f"""
+        import json, sys
+        from langchain_core.runnables import RunnableLambda
+        import agentbranch as ab
+        from agentbranch.demo.loop import LOOP_QUESTIONS
+        from agentbranch.demo.stream import ticket_stream
+        from agentbranch.policy import Earned, Generate, Policy, Resolver
+
+        tickets = ticket_stream(200)
+        truth = {{t["ticket"]: t["urgent"] for t in tickets}}
+
+        def teacher(messages):
+            text = messages[-1].content
+            return json.dumps({{"label": next(v for k, v in truth.items() if k in text)}})
+
+        earned = Earned(precision=0.9, store={str(tmp_path / "e.jsonl")!r}, learn=True)
+        policy = Policy(take_at=earned, fallbacks=[Generate(RunnableLambda(teacher))])
+        resolver = Resolver(
+            ab.DecisionEngine.from_env(), {{"urgent": LOOP_QUESTIONS["urgent"]}}, policy
+        )
+        serve = tickets if sys.argv[1] == "fill" else tickets[:1]
+        for t in serve:
+            resolver.resolve(t["ticket"])
+        if sys.argv[1] == "fill":
+            earned.learner.wait()
+        print("served")  # a restart exits at once: its rebuild is still running
+        """
+    )
+    src = Path(__file__).resolve().parents[1] / "src"
+    env = {**os.environ, "PYTHONPATH": str(src), "HF_HUB_OFFLINE": "1"}
+    for step in ("fill", "restart", "restart"):
+        done = subprocess.run(
+            [sys.executable, "-c", code, step],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=env,
+        )
+        assert done.returncode == 0, (step, done.stderr[-2000:])
+        assert "served" in done.stdout and "terminate called" not in done.stderr, step

@@ -4,9 +4,10 @@ the order it was asked for, so no decision waits on it.
 
 One daemon thread per learner, started with its first task. ``wait`` returns once every
 task asked for so far is done (benchmarks, tests, and an app that wants its learning
-settled before it exits). Tasks left when the process exits are lost: they are trial
-reads (evidence a version would have had; less evidence opens nothing) and fits a
-restart makes again.
+settled before it exits). At interpreter exit the task in flight finishes (a daemon
+thread stopped inside a native forward aborts the process) and the tasks still queued
+are dropped: they are trial reads (evidence a version would have had; less evidence
+opens nothing) and fits a restart makes again.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import queue
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from agentbranch.core.at_exit import AUDITS, finish_at_exit
 
 log = logging.getLogger("agentbranch")
 
@@ -28,9 +31,16 @@ class Work:
         self._tasks: queue.Queue[tuple[Callable[..., Any], tuple]] = queue.Queue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._idle = threading.Event()  # set while no task runs
+        self._idle.set()
+        self._closed = False
+        # before the coalescers stop: a task in flight may read through the engine
+        finish_at_exit(self._finish_at_exit, order=AUDITS)
 
     def submit(self, task: Callable[..., Any], *args: Any) -> None:
         """Run ``task(*args)`` on the thread, after every task submitted before it."""
+        if self._closed:
+            return  # the process is exiting: nothing new starts
         self._tasks.put((task, args))
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
@@ -53,12 +63,28 @@ class Work:
     def _run(self) -> None:
         while True:
             task, args = self._tasks.get()
+            self._idle.clear()
             try:
                 task(*args)
             except Exception as e:  # noqa: BLE001 - one failed task never stops learning
                 log.warning(
                     "agentbranch.learn: %s failed: %s: %s", task.__name__, type(e).__name__, e
                 )
+            finally:
+                self._idle.set()
+
+    def _finish_at_exit(self, deadline: float) -> None:
+        """At exit: nothing new starts, what is queued is dropped, the task in flight
+        finishes (until ``deadline``), so the thread is stopped waiting on its queue."""
+        import time
+
+        self._closed = True
+        try:
+            while True:
+                self._tasks.get_nowait()
+        except queue.Empty:
+            pass
+        self._idle.wait(max(0.0, deadline - time.monotonic()))
 
 
 __all__ = ["Work"]
