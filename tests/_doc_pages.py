@@ -28,8 +28,8 @@ it (invisible on the rendered page), ``<!-- doc-test: DIRECTIVE; DIRECTIVE ... -
 when they show an output or name a scenario; a ```console block starting with
 ``$ [VAR=value ...] agentbranch ...`` runs that command and shows the rest of the block as
 its output (with ``scenario NAME``, the scenario's output instead). Latencies
-(``latency_s``, and the demo's "median read: N ms" and "median teacher: N ms") are masked
-on both sides.
+(``latency_s``, and the demo's "median read: N ms" and "median teacher: N ms") and the
+cassette line of a replay miss's nearest call are masked on both sides.
 """
 
 from __future__ import annotations
@@ -175,4 +175,7 @@ def find(page: str, file: str) -> Block:
 def mask(text: str) -> str:
     text = re.sub(r'(latency_s"?[=:] ?)[0-9.e-]+', r"\1<t>", text)
     # the demo's timings: "median read: 12 ms", "median teacher: 0.03 ms"
-    return re.sub(r"(median (read|teacher): )[0-9.]+ ms", r"\1<t> ms", text)
+    text = re.sub(r"(median (read|teacher): )[0-9.]+ ms", r"\1<t> ms", text)
+    # where a replay miss's nearest call sits in a cassette that threads (an audit
+    # worker beside the run) append to in either order
+    return re.sub(r"(Nearest recorded [^(\n]*\(line )\d+", r"\1<n>", text)

@@ -87,8 +87,9 @@ def test_a_failing_trace_leaves_the_reader_eager(monkeypatch, eager, caplog):
     reader = EmbeddedReader().load()
     engine = ab.DecisionEngine(reader, batching=False)
     with caplog.at_level(logging.DEBUG, logger="agentbranch"):
-        for _ in range(3):
-            assert same(answers(engine, STATES), answers(eager, STATES))
+        for i in range(3):  # new states each round: the reader keeps recent ones' embeddings
+            states = [f"{state} (round {i})" for state in STATES]
+            assert same(answers(engine, states), answers(eager, states))
     assert reader._traced is False and reader.pipelined_batch is None
     assert "tracing the embedding failed (no tracing here)" in caplog.text
 

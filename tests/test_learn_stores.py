@@ -135,6 +135,7 @@ def test_replicas_deciding_at_once_fit_the_same_versions(tmp_path):
     time.sleep(1.0)
     for earned, _ in replicas * 4:  # the next decisions' reads of the store: fit what is due
         earned.learner.asked(QuestionKey("sport", QUESTION, "scripted", "canvas"))
+        earned.learner.wait()  # (on learning's own thread)
     ladders = [next(iter(e.learner._questions.values())).ladder for e, _ in replicas]
     keys = [
         [e.key("sport", x.model, "scripted", "canvas") for x in ladder.rungs]
