@@ -132,10 +132,11 @@ def test_replicas_deciding_at_once_fit_the_same_versions(tmp_path):
         t.start()
     for t in threads:
         t.join()
-    time.sleep(1.0)
-    for earned, _ in replicas * 4:  # the next decisions' reads of the store: fit what is due
-        earned.learner.asked(QuestionKey("sport", QUESTION, "scripted", "canvas"))
-        earned.learner.wait()  # (on learning's own thread)
+    for _ in range(3):  # the next decisions' reads of the store: fit what is due
+        time.sleep(1.1)  # (past settle_s: every label made is settled)
+        for earned, _ in replicas * 2:
+            earned.learner.asked(QuestionKey("sport", QUESTION, "scripted", "canvas"))
+            earned.learner.wait()  # (on learning's own thread)
     ladders = [next(iter(e.learner._questions.values())).ladder for e, _ in replicas]
     keys = [
         [e.key("sport", x.model, "scripted", "canvas") for x in ladder.rungs]
