@@ -214,6 +214,7 @@ def verify(
     ``Policy(take_at=...)`` takes it (``Policy.band``), and right when its label is the
     example's label."""
     from agentbranch.calibration.labelled import load_labelled
+    from agentbranch.calibration.scored import line_requests
     from agentbranch.policy.config import GotoNode, Policy
 
     _check_level(level)
@@ -233,16 +234,7 @@ def verify(
     }
     counts = {q: [0, 0, 0] for q in ids}  # decisions, taken, right
     # Questions about one source line are read in one request, as the engine would.
-    requests: list[tuple[Any, dict[str, Any], list[Any]]] = []
-    by_line: dict[int, int] = {}
-    for i, ex in enumerate(examples):
-        key = ex.line or -(i + 1)
-        if key in by_line and ex.question_id not in requests[by_line[key]][1]:
-            requests[by_line[key]][1][ex.question_id] = ex.question
-            requests[by_line[key]][2].append(ex)
-            continue
-        by_line[key] = len(requests)
-        requests.append((ex.state, {ex.question_id: ex.question}, [ex]))
+    requests = line_requests(examples)
     for start in range(0, len(requests), batch_size):
         chunk = requests[start : start + batch_size]
         results = engine.decide_many([c[0] for c in chunk], [c[1] for c in chunk])

@@ -14,7 +14,7 @@ from typing import Any
 from agentbranch.calibration.labelled import Example
 from agentbranch.core.questions import Question
 
-__all__ = ["Scored", "read_examples", "top_index"]
+__all__ = ["Scored", "line_requests", "read_examples", "top_index"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,24 @@ class Scored:
     options: tuple[str, ...]
     probs: tuple[float, ...]
     label_index: int
+
+
+def line_requests(
+    examples: Sequence[Example],
+) -> list[tuple[Any, dict[str, Question], list[Example]]]:
+    """The examples as the engine is asked them: the questions about one source line
+    (one state) in one request, ``(state, questions, examples)`` in file order."""
+    requests: list[tuple[Any, dict[str, Question], list[Example]]] = []
+    by_line: dict[int, int] = {}
+    for i, ex in enumerate(examples):
+        key = ex.line or -(i + 1)
+        if key in by_line and ex.question_id not in requests[by_line[key]][1]:
+            requests[by_line[key]][1][ex.question_id] = ex.question
+            requests[by_line[key]][2].append(ex)
+            continue
+        by_line[key] = len(requests)
+        requests.append((ex.state, {ex.question_id: ex.question}, [ex]))
+    return requests
 
 
 def read_examples(
@@ -42,17 +60,7 @@ def read_examples(
 
     raw = copy.copy(engine)
     raw.calibration = None
-    # Group examples of one line (same state) into one request.
-    requests: list[tuple[Any, dict[str, Question], list[Example]]] = []
-    by_line: dict[int, int] = {}
-    for i, ex in enumerate(examples):
-        key = ex.line or -(i + 1)
-        if key in by_line and ex.question_id not in requests[by_line[key]][1]:
-            requests[by_line[key]][1][ex.question_id] = ex.question
-            requests[by_line[key]][2].append(ex)
-            continue
-        by_line[key] = len(requests)
-        requests.append((ex.state, {ex.question_id: ex.question}, [ex]))
+    requests = line_requests(examples)
     scored: list[Scored] = []
     for start in range(0, len(requests), batch_size):
         chunk = requests[start : start + batch_size]
