@@ -161,8 +161,16 @@ def test_jsonl_appends_are_in_the_file_at_once_and_on_disk_within_sync_s(tmp_pat
 
     synced = []
     real = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
     path = tmp_path / "evidence.jsonl"
+
+    def fsync(fd):
+        # Only this store's fsyncs count: os.fsync is process-wide, and a timer left by
+        # another store in this worker may fire during the test.
+        if path.exists() and os.path.samestat(os.fstat(fd), path.stat()):
+            synced.append(fd)
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
     store = JsonlEvidenceStore(path)
     store.append([record()])
     store.append([record(i=1)])
