@@ -273,16 +273,16 @@ def test_concurrent_picks_embed_their_states_together():
 
     first = threading.Thread(target=call, args=(0,))
     first.start()
-    entered.wait(5)  # the first forward runs; the others queue behind it
+    assert entered.wait(30)  # the first forward runs; the others queue behind it
     rest = [threading.Thread(target=call, args=(i,)) for i in range(1, 8)]
     for t in rest:
         t.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while len(shared._pending) < 7 and time.monotonic() < deadline:
         time.sleep(0.01)
     release.set()
     for t in [first, *rest]:
-        t.join(5)
+        t.join(60)
     assert shared.forwards == 2  # the first alone, then the seven that waited, at once
     for i in range(8):  # each caller its own row
         assert got[i] == pytest.approx(fake([texts[i]]))
