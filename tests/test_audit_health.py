@@ -52,12 +52,12 @@ def release():
     ev.set()
 
 
-def _drifting_run(teacher: Any, n_after: int = 120) -> dict[str, Any]:
+def _drifting_run(teacher: Any, n_after: int = 120, timeout: float = 0.05) -> dict[str, Any]:
     """Earn a band on 20 right labels (a working Generate fallback labels them), take
     10 right decisions, then the traffic turns: the engine still says yes, the truth is
     now no. The audit teacher is ``teacher``."""
     earned = Earned(precision=0.8, min_evidence=20, refresh_s=0)
-    audit = ab.Audit(model=teacher, rate=1.0, timeout=0.05, queue_size=4, seed=0)
+    audit = ab.Audit(model=teacher, rate=1.0, timeout=timeout, queue_size=4, seed=0)
     r = Resolver(
         engine(),
         {"urgent": URGENT},
@@ -85,7 +85,7 @@ def _drifting_run(teacher: Any, n_after: int = 120) -> dict[str, Any]:
 
 
 def test_a_working_teacher_withdraws_the_band_and_is_never_suspended():
-    out = _drifting_run(Oracle())
+    out = _drifting_run(Oracle(), timeout=10)  # a loaded machine may be slower than 50 ms
     assert out["last"]["trust"] == "withdrawn" and out["last"]["decided_by"] == "fallback"
     assert out["wrong_taken"] <= takes_to_withdraw(0.8, 0.0, 0.95) + 5
     assert out["health"].missing_total == 0 and not out["health"].suspended
