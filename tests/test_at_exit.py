@@ -247,3 +247,27 @@ def test_finish_first_runs_the_exit_work_before_later_atexit_handlers(tmp_path, 
     # without it, the handler registered later runs first: the resource is freed under
     # the read in flight (the case vLLM's tier test shows aborting the process)
     assert out.exists() is first
+
+
+GENERATE_SCRIPT = """
+import sys, time
+from langchain_core.runnables import RunnableLambda
+from agentbranch.policy.generation import _invoke_within
+
+def slow(messages):  # a fallback model still working when its caller gave up
+    time.sleep(0.5)
+    open(sys.argv[1], "w").write("call finished")
+    return "yes"
+
+_invoke_within(RunnableLambda(slow), [], timeout_s=0.05)  # expired: its thread runs on
+# exit right now
+"""
+
+
+def test_a_timed_out_fallback_call_finishes_before_the_interpreter_exits(tmp_path):
+    # The call's daemon thread may be inside a native forward (a local chat model): stopped
+    # there by Python's exit, it aborts the process. It is joined at exit (within the wait).
+    out = tmp_path / "out.txt"
+    done = _run(GENERATE_SCRIPT, str(out))
+    assert done.returncode == 0, done.stderr
+    assert out.read_text() == "call finished"

@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 from agentbranch.core import _metrics as metrics
+from agentbranch.core.at_exit import join_at_exit
 from agentbranch.core.errors import FallbackError
 from agentbranch.core.questions import Question, to_spec
 from agentbranch.core.teacher_calls import TeacherCall, teacher_calls_of
@@ -267,6 +268,7 @@ def _invoke_within(model: Any, messages: list[Any], timeout_s: float | None) -> 
         target=contextvars.copy_context().run, args=(run,), name="agentbranch-generate", daemon=True
     )
     thread.start()
+    join_at_exit(thread)  # a timed-out call may still be in native code at exit
     thread.join(timeout_s)
     if thread.is_alive():
         with _stuck_lock:

@@ -14,6 +14,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
+from agentbranch.core.at_exit import join_at_exit
 from agentbranch.engine.readers.generation import cut_at_stop
 
 __all__ = ["StreamText", "TokenText", "iterate_in_thread"]
@@ -153,7 +154,9 @@ async def iterate_in_thread(
         else:
             hand((_END, None))
 
-    threading.Thread(target=pump, name="agentbranch-stream", daemon=True).start()
+    pumping = threading.Thread(target=pump, name="agentbranch-stream", daemon=True)
+    pumping.start()
+    join_at_exit(pumping)  # (it may be inside the generator's native code at exit)
     try:
         while True:
             item, error = await items.get()

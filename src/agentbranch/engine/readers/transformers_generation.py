@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentbranch.core.at_exit import join_at_exit
 from agentbranch.core.errors import ConfigurationError, ReaderError, ReaderTimeoutError
 from agentbranch.engine.readers.generation import (
     GenerationRequest,
@@ -214,6 +215,9 @@ class TransformersGenerator:
 
         worker = threading.Thread(target=work, name="agentbranch-generate", daemon=True)
         worker.start()
+        # A stream left just before exit stops at its next token: until then its worker
+        # is inside a native forward, which aborts the process if Python stops it there.
+        join_at_exit(worker)
         pad = self.model.generation_config.pad_token_id
         tokens = TokenText(self.tokenizer, self._eos_ids(), pad, max_new)
         text = StreamText(request.stop)
