@@ -153,6 +153,18 @@ def test_a_store_that_does_not_notice_its_loss_fails_the_kit(tmp_path):
         check_store(lambda: Unnoticing(path), lose=path.unlink)
 
 
+def test_a_jsonl_store_finds_the_records_of_a_non_ascii_key(tmp_path):
+    # Lines are written as UTF-8; the key was looked for \u-escaped, so load() and
+    # keep_only() of "clé" found nothing (check_store's non-ASCII clause caught it).
+    path = tmp_path / "evidence.jsonl"
+    records = [record(str(i), i, key="clé-問題") for i in range(3)]
+    JsonlEvidenceStore(path).append(records + [record("other", 9)])
+    assert JsonlEvidenceStore(path).load("clé-問題") == records
+    mine = JsonlEvidenceStore(path)
+    mine.keep_only(["clé-問題"])
+    assert mine.read_new() == records
+
+
 # -- the adapter does not rely on the order LangGraph lists items in ----------------------
 
 
@@ -253,10 +265,10 @@ def test_an_in_memory_store_subclass_listing_newest_first_is_read_whole():
     assert [r.id for r in reader.read_new()] == [r.id for r in second]
 
 
-def record(id_: str, i: int):
+def record(id_: str, i: int, key: str = "k" * 32):
     return new_evidence(
         id=f"rec-{id_}",
-        key="k" * 32,
+        key=key,
         question_id="urgent",
         source="fallback",
         band="fallback",
