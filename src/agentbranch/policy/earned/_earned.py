@@ -75,7 +75,8 @@ class Earned:
             threshold in force has a take band below ``precision`` (exchangeable traffic
             between withdrawals; the teacher as the reference).
         store: where evidence is kept: a JSON Lines path (one process), a LangGraph
-            ``BaseStore`` (shared by processes and replicas), or ``None`` (in memory).
+            ``BaseStore`` (shared by processes and replicas), an ``EvidenceStore``
+            subclass (docs/stores.md), or ``None`` (in memory).
         min_evidence: labels before the first look; later looks at 2x, 4x ... as many.
         max_take_at / min_take_at: the highest and lowest thresholds ever used.
         start_at: begin at this hand-chosen threshold (``trust="fixed"``) instead of

@@ -106,11 +106,11 @@ class LangGraphEvidenceStore(EvidenceStore):
         for the stores whose ``search`` was read (exactly those classes; a subclass may
         list otherwise): an ``InMemoryStore`` lists each namespace in insertion order
         (each is read from the number of items already read there); ``SqliteStore`` and
-        ``PostgresStore`` list newest first (``ORDER BY updated_at DESC``: pages are read
-        until items older than the newest seen last time, less ``MARGIN`` for writers
-        whose transactions commit late, and ids read near that mark are skipped). Any
-        other store is listed whole each call and the items not read before (by an
-        8-byte digest of namespace and id) are returned."""
+        ``PostgresStore`` list newest first (``ORDER BY updated_at DESC``: the listing
+        reaches down to items older than the newest seen last time, less ``MARGIN`` for
+        writers whose transactions commit late, and ids read near that mark are
+        skipped). Any other store is listed whole, key by key, each call, and the items
+        not read before (by an 8-byte digest of namespace and id) are returned."""
         if self.private:
             return []
         kind = type(self.store)
