@@ -232,3 +232,8 @@ def learning_report(block: str, ns: dict) -> None:
 
     learn_store("learning.jsonl", n=700)
     cli("audit", "report", "learning.jsonl", "--details", cwd=Path("."), status=0)
+
+
+def store_kit(block: str, ns: dict) -> None:
+    """docs/stores.md: the store's own CI runs the conformance kit on it (its test file)."""
+    assert "2 passed" in pytest_run(str(Path("tests") / "test_sqlite_evidence.py"))

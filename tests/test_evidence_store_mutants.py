@@ -15,7 +15,7 @@ import pytest
 
 from agentbranch.core.errors import ConfigurationError, InvalidFileError
 from agentbranch.policy import Earned, JsonlEvidenceStore
-from agentbranch.policy.earned import LangGraphEvidenceStore
+from agentbranch.policy.earned import EvidenceStore, LangGraphEvidenceStore
 from agentbranch.policy.earned._any_store import as_store
 from agentbranch.policy.earned._evidence import new_evidence
 
@@ -266,8 +266,8 @@ def test_a_jsonl_store_that_is_not_a_regular_file_says_so(tmp_path):
 # -- what Earned(store=...) accepts ------------------------------------------------------
 
 
-class OwnStore:
-    """A store of the application's own: anything with append and load."""
+class OwnStore(EvidenceStore):
+    """A store of the application's own: an ``EvidenceStore`` with the three methods."""
 
     def __init__(self):
         self.records = []
@@ -282,25 +282,33 @@ class OwnStore:
         return sorted({r.key for r in self.records})
 
 
-def test_a_store_with_append_and_load_is_used_as_it_is():
+def test_an_evidence_store_is_used_as_it_is():
     own = OwnStore()
     assert as_store(own) is own
     earned = Earned(store=own)
     assert earned.evidence is own
 
 
-@pytest.mark.parametrize("missing", ["append", "load"])
-def test_a_store_without_append_or_load_is_refused(missing):
-    class Half(OwnStore):
-        pass
+def test_a_store_that_is_no_evidence_store_is_refused_saying_what_to_do():
+    class Duck:  # the three methods, but not the declared contract
+        append = load = keys = OwnStore.keys
 
-    setattr(Half, missing, None)
     with pytest.raises(
         ConfigurationError,
-        match=r"^Earned\(store=\.\.\.\) takes a JSON Lines path or a LangGraph BaseStore "
-        r"\(InMemoryStore, SqliteStore, PostgresStore\), got Half$",
+        match=r"^Earned\(store=\.\.\.\) takes a JSON Lines path, a LangGraph BaseStore "
+        r"\(InMemoryStore, SqliteStore, PostgresStore\) or a subclass of "
+        r"agentbranch\.policy\.earned\.EvidenceStore \(docs/stores\.md\), got Duck$",
     ):
-        as_store(Half())
+        as_store(Duck())
+
+
+@pytest.mark.parametrize("missing", ["append", "load", "keys"])
+def test_an_evidence_store_without_a_required_method_cannot_be_made(missing):
+    methods = {name: getattr(OwnStore, name) for name in ("append", "load", "keys")}
+    del methods[missing]
+    Half = type("Half", (EvidenceStore,), methods)
+    with pytest.raises(TypeError, match=rf"abstract method.*{missing}"):
+        Half()
 
 
 @pytest.mark.parametrize("path", ["", "   "])

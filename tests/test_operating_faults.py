@@ -24,6 +24,7 @@ import agentbranch as ab
 from agentbranch.core.errors import ConfigurationError, FallbackError
 from agentbranch.policy import Generate, GotoNode, Policy, Resolver, parse_label
 from agentbranch.policy import generation
+from agentbranch.policy.earned import EvidenceStore
 
 TEAM = ab.choice("Which team?", {"billing": "money", "outage": "down", "bug": "broken"})
 
@@ -368,7 +369,7 @@ def test_an_io_error_while_serving_is_an_error_naming_the_store(tmp_path, monkey
 # -- 6. lost labels counted ------------------------------------------------------------------
 
 
-class FullDisk:
+class FullDisk(EvidenceStore):
     """A JSON Lines store whose writes fail as on a full disk until ``full`` is False."""
 
     def __init__(self, path):

@@ -290,12 +290,7 @@ def _from_audit(rec: Mapping[str, Any], where: str) -> EvidenceRow | None:
 def evidence_rows(source: Any) -> list[EvidenceRow]:
     """Rows from an evidence file, an ``Earned``, an evidence store, a LangGraph store,
     or records (evidence records, their dicts, or audit records)."""
-    from agentbranch.policy.earned import (
-        Earned,
-        Evidence,
-        JsonlEvidenceStore,
-        LangGraphEvidenceStore,
-    )
+    from agentbranch.policy.earned import Earned, Evidence, EvidenceStore, JsonlEvidenceStore
     from agentbranch.policy.earned._any_store import as_store
 
     if isinstance(source, str) and source.startswith(_POSTGRES):
@@ -322,12 +317,8 @@ def evidence_rows(source: Any) -> list[EvidenceRow]:
     if isinstance(source, BaseStore):
         source = as_store(source)
     keeper = _Keeper()
-    if isinstance(source, JsonlEvidenceStore):  # one pass, one record at a time
+    if isinstance(source, EvidenceStore):  # one record at a time (a JSON Lines file: one pass)
         return [_from_evidence(r, keeper) for r in source.records()]
-    if isinstance(source, LangGraphEvidenceStore) or (
-        callable(getattr(source, "keys", None)) and callable(getattr(source, "load", None))
-    ):
-        return [_from_evidence(r, keeper) for k in source.keys() for r in source.load(k)]
     if isinstance(source, bytes | Mapping):
         raise ConfigurationError(f"cannot report on {type(source).__name__}")
     rows = []

@@ -11,6 +11,7 @@ the ``agentbranch.labels.lost`` metric (docs/metrics.md); ``labels_lost()`` read
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from typing import Any
 
@@ -103,13 +104,25 @@ def loss_for(store: Any) -> LabelLoss:
 
 
 def labels_lost(store: Any = None) -> int:
-    """Labels this process could not store: in ``store`` (a store, an ``Earned`` or a
-    JSON Lines path), or in every store when ``None``."""
+    """Labels this process could not store: in ``store`` (an evidence store, an
+    ``Earned``, a LangGraph ``BaseStore`` or a JSON Lines path), or in every store when
+    ``None``."""
     if store is None:
         return sum(loss.total for loss in list(_losses.values()))
-    evidence = getattr(store, "evidence", store)
-    where = repr(evidence)
-    if isinstance(evidence, str) or hasattr(evidence, "__fspath__"):
-        where = f"JsonlEvidenceStore({str(evidence)!r})"  # that store's repr
-    found = _losses.get(where)
+    found = _losses.get(_store_name(store))
     return 0 if found is None else found.total
+
+
+def _store_name(store: Any) -> str:
+    """The name ``loss_for`` counts ``store``'s losses under (the store's ``repr``)."""
+    from agentbranch.policy.earned._any_store import as_store
+    from agentbranch.policy.earned._stores import EvidenceStore
+
+    if isinstance(store, str | os.PathLike):
+        return f"JsonlEvidenceStore({str(store)!r})"  # that store's repr (nothing opened)
+    if not isinstance(store, EvidenceStore):
+        try:
+            store = store.evidence  # an ``Earned``: its store
+        except AttributeError:
+            store = as_store(store)  # a LangGraph store, or a clear error
+    return repr(store)

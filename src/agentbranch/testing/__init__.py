@@ -11,6 +11,7 @@ seconds, with no model hub::
 * ``real_model``: ``smollm2()``, the one real language model (SmolLM2-135M-Instruct)
 * ``assertions``: ``assert_decision``/``assert_band`` for decision tests (a failure
   prints the whole distribution, entropy, band and what decided)
+* ``stores``: ``check_store``, the conformance kit of evidence stores (docs/stores.md)
 """
 
 from agentbranch.core.errors import ConfigurationError  # noqa: F401 - importable here before
@@ -21,6 +22,7 @@ from agentbranch.testing.chat_models import FakeToolCallingModel
 from agentbranch.testing.checkpoint import build_tiny_diffusiongemma, tiny_diffusiongemma
 from agentbranch.testing.faults import FaultyReader
 from agentbranch.testing.real_model import smollm2
+from agentbranch.testing.stores import check_store
 from agentbranch.testing.tokenizer import (
     NEWLINE_ID,
     SPECIAL_TOKEN_IDS,
@@ -33,6 +35,7 @@ __all__ = [
     "FaultyReader",
     "assert_band",
     "assert_decision",
+    "check_store",
     "describe_decision",
     "SPECIAL_TOKEN_IDS",
     "NEWLINE_ID",

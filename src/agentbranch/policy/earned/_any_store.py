@@ -1,5 +1,4 @@
-"""What ``Earned(store=...)`` was given, as a store (``as_store``), and another reader of
-the same evidence (``store_view``)."""
+"""What ``Earned(store=...)`` was given, as an ``EvidenceStore`` (``as_store``)."""
 
 from __future__ import annotations
 
@@ -15,13 +14,8 @@ __all__ = ["as_store", "store_view"]
 
 
 def store_view(store: EvidenceStore) -> EvidenceStore:
-    """Another reader of the same evidence: its own read position, so two ``Earned``
-    objects on one store (the learned versions' copies) each read every record."""
-    if isinstance(store, JsonlEvidenceStore):
-        return JsonlEvidenceStore(store.path, mode=store.mode)
-    if isinstance(store, LangGraphEvidenceStore):
-        return LangGraphEvidenceStore(store.store, store.namespace, private=store.private)
-    return store
+    """Another reader of the same evidence (``EvidenceStore.view``)."""
+    return store.view()
 
 
 def as_store(store: Any) -> EvidenceStore:
@@ -35,17 +29,14 @@ def as_store(store: Any) -> EvidenceStore:
         if not str(store).strip():
             raise ConfigurationError("Earned(store=...) got an empty path")
         return JsonlEvidenceStore(store)
-    try:
-        from langgraph.store.base import BaseStore
-    except ImportError:  # pragma: no cover - langgraph is a dependency
-        BaseStore = ()  # type: ignore[assignment,misc]
+    if isinstance(store, EvidenceStore):
+        return store
+    from langgraph.store.base import BaseStore
+
     if isinstance(store, BaseStore):
         return LangGraphEvidenceStore(store)
-    if isinstance(store, JsonlEvidenceStore | LangGraphEvidenceStore) or (
-        callable(getattr(store, "append", None)) and callable(getattr(store, "load", None))
-    ):
-        return store
     raise ConfigurationError(
-        f"Earned(store=...) takes a JSON Lines path or a LangGraph BaseStore "
-        f"(InMemoryStore, SqliteStore, PostgresStore), got {type(store).__name__}"
+        f"Earned(store=...) takes a JSON Lines path, a LangGraph BaseStore (InMemoryStore, "
+        f"SqliteStore, PostgresStore) or a subclass of agentbranch.policy.earned."
+        f"EvidenceStore (docs/stores.md), got {type(store).__name__}"
     )

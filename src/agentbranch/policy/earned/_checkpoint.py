@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from agentbranch.policy.earned._ledger import Ledger, Source
+from agentbranch.policy.earned._stores import EvidenceStore
 from agentbranch.policy.earned._window import QuestionWindow
 
 
@@ -29,6 +30,7 @@ class Configured(Source, Protocol):
     """What a checkpoint depends on besides the log: the settings states are made with."""
 
     min_evidence: int
+    evidence: EvidenceStore
 
 
 log = logging.getLogger("agentbranch")
@@ -63,10 +65,11 @@ def fingerprint(earned: Configured) -> dict[str, Any]:
     }
 
 
-def path_for(store: Any) -> Path | None:
+def path_for(store: EvidenceStore) -> Path | None:
     """Where a store's checkpoint goes (``None``: the store has none)."""
-    path = getattr(store, "path", None)
-    return None if path is None or not hasattr(store, "resume") else Path(str(path) + ".state")
+    if not store.resumable or store.path is None:
+        return None
+    return Path(str(store.path) + ".state")
 
 
 def save(earned: Configured, ledger: Ledger) -> None:
@@ -84,7 +87,7 @@ def save(earned: Configured, ledger: Ledger) -> None:
     try:
         data = json.dumps(body, separators=(",", ":")).encode("utf-8")
         # the store's permissions (owner-only by default), whatever the umask allows
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, getattr(store, "mode", 0o600))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, store.mode)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, target)

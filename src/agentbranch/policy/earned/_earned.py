@@ -75,7 +75,8 @@ class Earned:
             threshold in force has a take band below ``precision`` (exchangeable traffic
             between withdrawals; the teacher as the reference).
         store: where evidence is kept: a JSON Lines path (one process), a LangGraph
-            ``BaseStore`` (shared by processes and replicas), or ``None`` (in memory).
+            ``BaseStore`` (shared by processes and replicas), an ``EvidenceStore``
+            subclass (docs/stores.md), or ``None`` (in memory).
         min_evidence: labels before the first look; later looks at 2x, 4x ... as many.
         max_take_at / min_take_at: the highest and lowest thresholds ever used.
         start_at: begin at this hand-chosen threshold (``trust="fixed"``) instead of
@@ -425,33 +426,28 @@ class Earned:
 
         if self._read_at is None and self._checkpoints and checkpoint.restore(self, self._ledger):
             self._saved_at = self.evidence.offset
-        read_new = getattr(self.evidence, "read_new", None)
+        store = self.evidence
         while True:
-            if read_new is None:  # a store with only append/load/keys: read it all
-                records = [r for key in self.evidence.keys() for r in self.evidence.load(key)]
-            else:
-                records = read_new()
+            records = store.read_new()  # (a bounded batch: read until none is new)
             lost = self._check_lost()
             self._ledger.feed(records, announce=announce and not lost)
             if lost:
                 self._saved_at = 0
-            offset = getattr(self.evidence, "offset", 0)
             if (
                 self._checkpoints
                 and not self.frozen
-                and offset - self._saved_at >= checkpoint.CHECKPOINT_BYTES
+                and store.offset - self._saved_at >= checkpoint.CHECKPOINT_BYTES
             ):
                 checkpoint.save(self, self._ledger)
-                self._saved_at = offset
-            if read_new is None or not records or not hasattr(self.evidence, "offset"):
+                self._saved_at = store.offset
+            if not records:
                 break
         self._read_at = time.monotonic()
 
     def _check_lost(self) -> bool:
         """The store was moved, deleted or replaced while serving: every question learns
         again from nothing (nothing is taken), an ERROR says so, a new store is started."""
-        pop = getattr(self.evidence, "pop_lost", None)
-        why = pop() if pop is not None else None
+        why = self.evidence.pop_lost()
         if why is None:
             return False
         log.error(

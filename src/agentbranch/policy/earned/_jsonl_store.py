@@ -19,7 +19,7 @@ from typing import Any
 from agentbranch.core.errors import ConfigurationError, InvalidFileError
 from agentbranch.core.files import PRIVATE_MODE, append_regular, check_mode, kind, open_regular
 from agentbranch.policy.earned._evidence import Evidence
-from agentbranch.policy.earned._stores import parse_record
+from agentbranch.policy.earned._stores import EvidenceStore, parse_record
 
 __all__ = ["READ_BYTES", "TAIL_BYTES", "JsonlEvidenceStore"]
 
@@ -39,7 +39,7 @@ TAIL_BYTES = 64
 SYNC_S = 0.5
 
 
-class JsonlEvidenceStore:
+class JsonlEvidenceStore(EvidenceStore):
     """Evidence in one JSON Lines file, appended under a ``filelock`` lock (``path +
     '.lock'``), so writers in several threads or processes on one machine never
     interleave. Every line is validated when read; a line that is not an evidence record
@@ -69,6 +69,8 @@ class JsonlEvidenceStore:
     thread that the interpreter waits for at exit, so a process that exits normally
     syncs them before it ends)."""
 
+    resumable = True  # ``position``/``resume``: a checkpoint beside the file
+
     def __init__(self, path: str | os.PathLike[str], *, mode: int = PRIVATE_MODE) -> None:
         from filelock import FileLock
 
@@ -93,6 +95,10 @@ class JsonlEvidenceStore:
 
     def __repr__(self) -> str:
         return f"JsonlEvidenceStore({str(self.path)!r})"
+
+    def view(self) -> JsonlEvidenceStore:
+        """Another reader of the same file, reading it from its first byte."""
+        return JsonlEvidenceStore(self.path, mode=self.mode)
 
     @property
     def offset(self) -> int:
@@ -171,7 +177,7 @@ class JsonlEvidenceStore:
         version's copy of the policy reads a shared store for its own key: parsing
         every other record each time a version is fitted made a month's fits cost
         time and memory in proportion to the whole file."""
-        self._needles = tuple(json.dumps(k).encode() for k in keys)
+        self._needles = tuple(n for k in keys for n in _spellings(k))
 
     def pop_lost(self) -> str | None:
         """Why the file being read was lost since the last call (``None``: it was not)."""
@@ -415,12 +421,12 @@ class JsonlEvidenceStore:
         and parsed at a time (only the lines of ``key``)."""
         if not self.path.exists():
             return
-        needle = b"" if key is None else json.dumps(key).encode()
+        needles = (b"",) if key is None else _spellings(key)
         with open_regular(self.path, self._not_regular) as f:
             for line, raw in enumerate(f, 1):
                 if not raw.endswith(b"\n"):
                     break
-                if needle in raw:
+                if any(n in raw for n in needles):
                     rec = self._parse_line(raw, line)
                     if rec is not None and (key is None or rec.key == key):
                         yield rec
@@ -431,3 +437,10 @@ class JsonlEvidenceStore:
         of ``read_new``'s position."""
         with self._reading():
             yield from self._scan(None)
+
+
+def _spellings(key: str) -> tuple[bytes, ...]:
+    """How ``key`` can be spelt in a line: as ``append`` writes it (UTF-8) and with
+    ``\\u`` escapes (the JSON other writers may use); a line holding neither is not
+    ``key``'s."""
+    return tuple({json.dumps(key, ensure_ascii=False).encode("utf-8"), json.dumps(key).encode()})

@@ -1,6 +1,8 @@
 """Evidence in a LangGraph ``BaseStore`` (``InMemoryStore``, ``SqliteStore``,
-``PostgresStore``): several processes or replicas share one body of evidence and converge
-on the same thresholds; each reads incrementally what the others committed.
+``PostgresStore``, or any other): several processes or replicas share one body of
+evidence and converge on the same thresholds; each reads incrementally what the others
+committed. ``BaseStore.search`` promises no order: only stores whose order was read in
+their source are read in it (``read_new``); any other is read whole and compared.
 """
 
 from __future__ import annotations
@@ -8,14 +10,14 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
 from agentbranch.core.errors import InvalidFileError
 from agentbranch.core.files import PRIVATE_MODE, keep_private
 from agentbranch.policy.earned._evidence import Evidence
-from agentbranch.policy.earned._stores import parse_record, present
+from agentbranch.policy.earned._stores import EvidenceStore, parse_record, present
 
 __all__ = ["MARGIN", "NAMESPACE", "LangGraphEvidenceStore"]
 
@@ -25,11 +27,17 @@ log = logging.getLogger("agentbranch")
 #: incrementally (``LangGraphEvidenceStore.read_new``).
 MARGIN = timedelta(seconds=30)
 
+#: Items asked of a LangGraph store at first (``load``, ``keys``); a listing that fills
+#: it is asked again for four times as many (``_listing``).
+PAGE = 1000
+#: Items asked at first for what is new (``read_new`` of a store listing newest first).
+FIRST_PAGE = 128
+
 #: Namespace prefix of evidence items in a LangGraph store.
 NAMESPACE: tuple[str, ...] = ("agentbranch", "earned")
 
 
-class LangGraphEvidenceStore:
+class LangGraphEvidenceStore(EvidenceStore):
     """Evidence in a LangGraph ``BaseStore``: one item per record, namespace
     ``(*namespace, key)``, item key the record id. Any store LangGraph offers works
     (``InMemoryStore``, ``SqliteStore``, ``PostgresStore``); processes sharing one
@@ -45,10 +53,15 @@ class LangGraphEvidenceStore:
         self._mark: Any = None  # newest ``updated_at`` read
         self._recent: set[str] = set()  # ids read with ``updated_at`` near the mark
         self._counts: dict[tuple[str, ...], int] = {}  # InMemoryStore: items read per namespace
+        self._seen: Any = None  # any other store: digests of the items read (``DigestSet``)
         self._kept_private = False  # a SQLite file's permissions checked (first append)
 
     def __repr__(self) -> str:
         return f"LangGraphEvidenceStore({type(self.store).__name__}, {self.namespace})"
+
+    def view(self) -> LangGraphEvidenceStore:
+        """Another reader of the same store, reading it from its first item."""
+        return LangGraphEvidenceStore(self.store, self.namespace, private=self.private)
 
     def append(self, records: Sequence[Evidence]) -> None:
         from langgraph.store.base import PutOp
@@ -86,20 +99,28 @@ class LangGraphEvidenceStore:
             keep_private(path, st, PRIVATE_MODE, "SQLite evidence store")
 
     def read_new(self) -> list[Evidence]:
-        """Records written since the last call (by any process sharing the store).
+        """Records written since the last call (by any process sharing the store), in
+        replay order.
 
-        SQLite and PostgreSQL stores list items newest first (``updated_at``): pages are
-        read until items older than the newest seen last time, less ``MARGIN`` (for
-        writers whose transactions commit late), ids read near that mark are skipped.
-        An ``InMemoryStore`` lists items in insertion order: each namespace is read from
-        the number of items already read there."""
+        ``BaseStore`` promises no order of ``search``, so the order is only relied on
+        for the stores whose ``search`` was read (exactly those classes; a subclass may
+        list otherwise): an ``InMemoryStore`` lists each namespace in insertion order
+        (each is read from the number of items already read there); ``SqliteStore`` and
+        ``PostgresStore`` list newest first (``ORDER BY updated_at DESC``: the listing
+        reaches down to items older than the newest seen last time, less ``MARGIN`` for
+        writers whose transactions commit late, and ids read near that mark are
+        skipped). Any other store is listed whole, key by key, each call, and the items
+        not read before (by an 8-byte digest of namespace and id) are returned."""
         if self.private:
             return []
-        from langgraph.store.memory import InMemoryStore
-
-        if isinstance(self.store, InMemoryStore):
-            return self._read_in_order()
-        return self._read_newest_first()
+        kind = type(self.store)
+        if kind in _listed_in_insertion_order():
+            out = self._read_in_order()
+        elif kind in _listed_newest_first():
+            out = self._read_newest_first()
+        else:
+            out = self._read_unordered()
+        return sorted(out, key=lambda r: r.order)
 
     def _checked(self, item: Any) -> Evidence | None:
         ns = tuple(item.namespace)
@@ -134,45 +155,86 @@ class LangGraphEvidenceStore:
     def _read_newest_first(self) -> list[Evidence]:
         out: list[Evidence] = []
         cutoff = None if self._mark is None else self._mark - MARGIN
-        newest, near, offset, page = self._mark, {}, 0, 1000
-        done = False
-        while not done:
-            items = self.store.search(self.namespace, limit=page, offset=offset)
-            for item in items:
-                when = item.updated_at
-                if cutoff is not None and when < cutoff:
-                    done = True
-                    break
-                if item.key not in self._recent and len(item.namespace) == len(self.namespace) + 1:
-                    out += present([self._checked(item)])
-                near[item.key] = when
-                newest = when if newest is None or when > newest else newest
-            offset += len(items)
-            done = done or len(items) < page
+        newest, near = self._mark, {}
+        # Every item at or after the cutoff ranks before every older one, so one listing
+        # that reaches an older item (or the end) holds them all, whatever their order
+        # among themselves (equal times are listed in any order, not the same each call).
+        reached = None if cutoff is None else lambda items: items[-1].updated_at < cutoff
+        for item in self._listing(self.namespace, FIRST_PAGE, reached):
+            when = item.updated_at
+            if cutoff is not None and when < cutoff:
+                continue
+            if item.key not in self._recent and len(item.namespace) == len(self.namespace) + 1:
+                out += present([self._checked(item)])
+            near[item.key] = when
+            newest = when if newest is None or when > newest else newest
         self._mark = newest
         if newest is not None:
             self._recent = {k for k, when in near.items() if when >= newest - MARGIN}
-        out.reverse()  # oldest first
         return out
 
-    def load(self, key: str) -> list[Evidence]:
-        ns, out, offset, page = (*self.namespace, key), [], 0, 1000
+    def _read_unordered(self) -> list[Evidence]:
+        from agentbranch.policy.earned._digests import DigestSet, digest
+
+        if self._seen is None:
+            self._seen = DigestSet()
+        out: list[Evidence] = []
+        for key in self.keys():
+            for item in self._listing((*self.namespace, key), PAGE):
+                d = digest("\0".join((*item.namespace, item.key)))
+                if d not in self._seen:
+                    out += present([self._checked(item)])
+                    self._seen.add(d)  # (a record dated in the future: skipped once)
+        return out
+
+    def _listing(
+        self, ns: tuple[str, ...], limit: int, reached: Callable[[list], bool] | None = None
+    ) -> list[Any]:
+        """What ``search`` lists under ``ns``, in one call from offset 0 (its limit grown
+        until the listing ends, or ``reached`` says it holds enough): pages read at
+        growing offsets are only whole if the store lists in the same order each call,
+        which ``BaseStore`` does not promise (``PostgresStore`` lists items written in
+        one transaction, of equal ``updated_at``, in any order)."""
         while True:
-            items = self.store.search(ns, limit=page, offset=offset)
-            out += present(self._checked(item) for item in items)
-            if len(items) < page:
-                break
-            offset += page
-        return sorted(out, key=lambda r: r.order)
+            items = self.store.search(ns, limit=limit, offset=0)
+            if len(items) < limit or (reached is not None and reached(items)):
+                return items
+            limit *= 4
+
+    def load(self, key: str) -> list[Evidence]:
+        items = self._listing((*self.namespace, key), PAGE)
+        return sorted(present(self._checked(item) for item in items), key=lambda r: r.order)
 
     def keys(self) -> list[str]:
-        out, offset, page = [], 0, 1000
-        n = len(self.namespace)
-        while True:
+        n, limit = len(self.namespace), PAGE
+        while True:  # (one listing from offset 0, as ``_listing``)
             spaces = self.store.list_namespaces(
-                prefix=self.namespace, max_depth=n + 1, limit=page, offset=offset
+                prefix=self.namespace, max_depth=n + 1, limit=limit, offset=0
             )
-            out += [ns[n] for ns in spaces if len(ns) > n]
-            if len(spaces) < page:
-                return sorted(set(out))
-            offset += page
+            if len(spaces) < limit:
+                return sorted({ns[n] for ns in spaces if len(ns) > n})
+            limit *= 4
+
+
+def _listed_in_insertion_order() -> tuple[type, ...]:
+    from langgraph.store.memory import InMemoryStore
+
+    return (InMemoryStore,)
+
+
+def _listed_newest_first() -> tuple[type, ...]:
+    """The LangGraph stores whose ``search`` (without a query) lists newest first."""
+    kinds: list[type] = []
+    try:
+        from langgraph.store.sqlite import SqliteStore
+
+        kinds.append(SqliteStore)
+    except ImportError:  # not installed: no store of this kind can be given
+        pass
+    try:
+        from langgraph.store.postgres import PostgresStore
+
+        kinds.append(PostgresStore)
+    except ImportError:
+        pass
+    return tuple(kinds)

@@ -145,12 +145,11 @@ def version_earned(
     alpha, test = version_alphas(earned.level, j, entry, base)
     anytime = None if test is None else (tuple(entry or ()), test)
     extra = {"learn": False} if hasattr(earned, "learn") else {}
-    from agentbranch.policy.earned._any_store import store_view
 
     copy = replace(
         earned,
         level=1.0 - alpha,
-        store=store_view(earned.evidence) if store is None else store,
+        store=earned.evidence.view() if store is None else store,
         **extra,
     )
     copy._checkpoints = False  # one checkpoint per store: the original's

@@ -145,7 +145,7 @@ class Learner:
         self._said_no_encoder = False
         #: Seconds a version's last label must be old before the version is fitted
         #: (``SETTLE_S``; 0 on a store only this process writes, ``Earned(store=None)``).
-        self.settle_s = 0.0 if getattr(earned.evidence, "private", False) else SETTLE_S
+        self.settle_s = 0.0 if earned.evidence.private else SETTLE_S
         #: Labels per option a version's fit reads at most (``labels.FIT_PER_OPTION``):
         #: a fit's memory and time stay flat however many labels the store holds.
         self.fit_per_option = FIT_PER_OPTION
@@ -517,9 +517,8 @@ class Learner:
         rung.trust.learn_fields["written"] = self._written_key(q)
         rung.trust._ledger.only = {version.evidence_key}  # its own evidence, not all
         view = rung.trust.evidence
-        keep_only = getattr(view, "keep_only", None)
-        if view is not self.earned.evidence and callable(keep_only):
-            keep_only({version.evidence_key})  # nor parse the others' lines (its own view)
+        if view is not self.earned.evidence:
+            view.keep_only({version.evidence_key})  # nor parse the others' lines (its own view)
 
     def _written_key(self, q: _Question) -> str:
         """The evidence key of ``q`` as written (``Evidence.written`` of its records)."""

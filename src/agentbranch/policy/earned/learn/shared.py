@@ -2,11 +2,11 @@
 replica gathered, by the written question they were learned for, and each version's
 probability fit (``probability``), so replicas sharing a store learn together.
 
-``StoreLabels`` has its own reader of the store (``store_view``: its own read position)
-and reads what the store gained since its last read, at most every ``refresh_s`` unless
-asked to now (before a fit, or when a question is first asked). A store that cannot
-say what it gained is read whole, each label still counted once (by its identity for
-labelled states, ``labels``; by its decision for probability fits).
+``StoreLabels`` has its own reader of the store (``EvidenceStore.view``: its own read
+position) and reads what the store gained since its last read, at most every
+``refresh_s`` unless asked to now (before a fit, or when a question is first asked);
+each label is counted once (by its identity for labelled states, ``labels``; by its
+decision for probability fits).
 
 The labelled states of a question the learner has (``claim``) are handed to it as they
 are read and not kept here (the learner keeps what its fits read: a bounded sample);
@@ -93,18 +93,11 @@ class StoreLabels:
         return None if fitted is None else fitted.in_force
 
     def _read_new(self) -> dict[str, list[Labelled4]]:
-        from agentbranch.policy.earned._any_store import store_view
-
-        store = self.earned.evidence
         if self._view is None:
-            self._view = store_view(store)
-        read_new = getattr(self._view, "read_new", None)
-        if read_new is None:
-            records = [r for key in store.keys() for r in store.load(key)]
-        else:
-            records = []
-            while batch := read_new():
-                records += batch
+            self._view = self.earned.evidence.view()
+        records = []
+        while batch := self._view.read_new():
+            records += batch
         new: dict[str, list[Labelled4]] = {}
         for rec in records:
             self._count(rec)

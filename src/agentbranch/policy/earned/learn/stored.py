@@ -27,7 +27,7 @@ def key_version(records: list[Any]) -> int | None:
     """The version of the read a key's records are evidence of (its latest record's),
     ``None`` when they do not say."""
     for rec in reversed(records):
-        j = getattr(rec, "version", None)
+        j = rec.version
         if j is not None:
             return j
     return None
@@ -37,14 +37,14 @@ def key_entries(records: list[Any]) -> tuple[float, ...] | None:
     """Where the anytime-valid test of the version a key's records are evidence of
     starts: the entries they carry (``None``: none carries any, the version has no such
     test; ``()``: they disagree, so no walk is trusted and nothing is bet)."""
-    found = {tuple(e) for rec in records if (e := getattr(rec, "entries", None)) is not None}
+    found = {tuple(e) for rec in records if (e := rec.entries) is not None}
     if len(found) <= 1:
         return next(iter(found), None)
     log.warning(
         "agentbranch.learn: the records of evidence key %s carry different walk entries "
         "(%s): the store was edited or mixes writers; its anytime-valid test is not replayed "
         "(looks only)",
-        getattr(records[-1], "key", "?"),
+        records[-1].key,
         "; ".join(sorted(", ".join(f"{t:g}" for t in e) for e in found)),
     )
     return ()
