@@ -17,9 +17,9 @@ from langchain_core.outputs import ChatResult
 import agentbranch as ab
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.policy import Earned, Generate, Policy, Resolver
-from agentbranch.policy.auditing.health import AuditHealth, health_window
 from agentbranch.policy.auditing.ratelimit import RateLimitedLog
 from agentbranch.policy.auditing.worker import AuditTimeout, Deadline
+from agentbranch.policy.earned import AuditHealth, health_window
 
 
 class Hangs(BaseChatModel):

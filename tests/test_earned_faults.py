@@ -218,7 +218,7 @@ def test_a_node_rerun_after_a_later_failure_keeps_its_identity():
 
 
 def test_outside_langgraph_the_identity_is_the_question_and_the_rendered_state():
-    from agentbranch.policy.earned._identity import decision_identity, langgraph_thread
+    from agentbranch.policy.records import decision_identity, langgraph_thread
 
     assert langgraph_thread() is None
     a = decision_identity("urgent", "site down")

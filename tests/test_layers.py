@@ -11,8 +11,15 @@ importing module to the imported one. Two rules:
   edges of that check; inside ``policy`` and ``audit`` they count too (two modules that
   name each other's types cannot be read apart either).
 
+Earned trust is a layer of its own (``trust``: ``agentbranch.policy.earned``) above
+``policy``, which declares the seam it implements (``agentbranch.policy.trust``) and
+never imports it; ``agentbranch.policy`` (the package's ``__init__``) is the public face
+that re-exports it, so it sits in the ``trust`` layer. And no module outside the trust
+package imports one of its private (``_``) modules: outside, only its public face.
+
 ``test_an_upward_import_is_caught`` shows the check failing on a deliberately added
-upward import, so it cannot pass by reading nothing.
+upward import, so it cannot pass by reading nothing (and
+``test_a_private_trust_import_is_caught`` the same for the private modules).
 """
 
 from __future__ import annotations
@@ -30,7 +37,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("core",),  # questions, decisions, errors, state rendering, reads; logs, files
     ("engine",),  # plan, canvas, batching, readers/, capacity/, selection from the env
     ("calibration",),  # fitting temperatures from labelled files
-    ("policy",),  # bands, fallbacks, earned trust, auditing while a policy runs
+    ("policy",),  # bands, fallbacks, auditing while a policy runs; the trust seam
+    ("trust",),  # earned trust (policy/earned/), behind the seam; agentbranch.policy's face
     ("audit", "replay"),  # reports over audit records; cassettes
     ("integrations", "testing"),  # LangGraph, LangChain, middleware; test doubles
     ("public",),  # agentbranch/__init__.py and the public faces langgraph/langchain/middleware
@@ -61,9 +69,17 @@ def module_name(path: Path, src: Path) -> str:
     return ".".join(parts)
 
 
+#: The trust package, a layer of its own inside the ``policy`` folder, and the policy
+#: package's ``__init__``, which re-exports it (``agentbranch.policy.Earned``).
+TRUST = "agentbranch.policy.earned"
+TRUST_FACES = {"agentbranch.policy"}
+
+
 def layer_of(module: str) -> str:
     if module in PUBLIC_FACES:
         return "public"
+    if module in TRUST_FACES or module == TRUST or module.startswith(TRUST + "."):
+        return "trust"
     parts = module.split(".")
     if parts[0] != "agentbranch":
         return parts[0]
@@ -166,6 +182,21 @@ def circles(edges: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def private_trust_imports(edges: dict[str, set[str]]) -> list[str]:
+    """Imports of a private module of the trust package (a ``_`` part below it) by a
+    module outside it."""
+    inside = TRUST + "."
+    wrong = []
+    for module, targets in sorted(edges.items()):
+        if module == TRUST or module.startswith(inside):
+            continue
+        for target in sorted(targets):
+            below = target[len(inside) :].split(".") if target.startswith(inside) else []
+            if any(part.startswith("_") for part in below):
+                wrong.append(f"{module} imports {target}, private to {TRUST}")
+    return wrong
+
+
 def test_every_module_belongs_to_a_layer():
     for module in import_edges(SRC):
         rank(layer_of(module))
@@ -173,6 +204,24 @@ def test_every_module_belongs_to_a_layer():
 
 def test_imports_run_downwards_only():
     assert upward_imports(import_edges(SRC)) == []
+
+
+def test_policy_imports_nothing_of_the_trust_package():
+    # The arrow itself is upward (policy -> trust), so the downwards check already fails on
+    # it; this names the rule on its own, lazy imports and the type checker's included.
+    edges = import_edges(SRC, type_checking=True)
+    wrong = [
+        f"{module} imports {target}"
+        for module, targets in sorted(edges.items())
+        if layer_of(module) == "policy"
+        for target in sorted(targets)
+        if layer_of(target) == "trust"
+    ]
+    assert wrong == []
+
+
+def test_only_the_trust_package_imports_its_private_modules():
+    assert private_trust_imports(import_edges(SRC, type_checking=True)) == []
 
 
 def test_no_import_circles():
@@ -228,6 +277,42 @@ def test_an_upward_import_is_caught(tmp_path):
         "agentbranch.core.questions (core) imports agentbranch.policy.bands, a higher layer (policy)"
     ]
     assert circles(edges) == [["agentbranch.core.questions", "agentbranch.policy.bands"]]
+
+
+def test_a_private_trust_import_is_caught(tmp_path):
+    src = _tree(
+        tmp_path,
+        {
+            "agentbranch/__init__.py": "",
+            "agentbranch/policy/__init__.py": "from agentbranch.policy.earned import Earned\n",
+            "agentbranch/policy/bands.py": "",
+            "agentbranch/policy/earned/__init__.py": "from agentbranch.policy.earned import _a\n",
+            "agentbranch/policy/earned/_a.py": "from agentbranch.policy import bands\n",
+            "agentbranch/policy/earned/learn/__init__.py": "",
+            "agentbranch/policy/earned/learn/_b.py": "from agentbranch.policy.earned import _a\n",
+            "agentbranch/audit/__init__.py": (
+                "from agentbranch.policy.earned import Earned\n"
+                "def f():\n    from agentbranch.policy.earned.learn import _b\n"
+            ),
+            "agentbranch/audit/report.py": "from agentbranch.policy.earned import _a\n",
+        },
+    )
+    edges = import_edges(src)
+    assert private_trust_imports(edges) == [
+        "agentbranch.audit imports agentbranch.policy.earned.learn._b, private to "
+        "agentbranch.policy.earned",
+        "agentbranch.audit.report imports agentbranch.policy.earned._a, private to "
+        "agentbranch.policy.earned",
+    ]
+    # the policy package's face may import it; a policy module may not
+    assert upward_imports(edges) == []
+    (src / "agentbranch/policy/bands.py").write_text(
+        "def f():\n    from agentbranch.policy.earned import Earned\n"
+    )
+    assert upward_imports(import_edges(src)) == [
+        "agentbranch.policy.bands (policy) imports agentbranch.policy.earned, a higher layer "
+        "(trust)"
+    ]
 
 
 def test_a_peer_import_is_caught(tmp_path):

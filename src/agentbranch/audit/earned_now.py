@@ -1,7 +1,7 @@
 """What the earned-trust report says is in force for one question, and why.
 
 The records say what was in force when each labelled decision was made. The policy
-itself recomputes its threshold from the evidence (``agentbranch.policy.earned._state.replay``)
+itself recomputes its threshold from the evidence (``agentbranch.policy.earned.replay``)
 under its own settings, which every evidence record carries (``Evidence.earned``:
 precision, level, looks, candidates). So the report replays the evidence under those
 settings and shows that threshold — the one the policy uses next — beside the recorded
@@ -100,7 +100,7 @@ def _replay(rows: Sequence[EvidenceRow], settings: Mapping[str, Any]) -> Any:
     test its records say it ran (``learn.stored.recorded_anytime``), and a learning
     question's written read with its own looks (``learn.stored.recorded_looks``), as the
     live policy runs them."""
-    from agentbranch.policy.earned._state import replay
+    from agentbranch.policy.earned import replay
     from agentbranch.policy.earned.learn.stored import recorded_anytime, recorded_looks
 
     records = [r.record for r in rows]

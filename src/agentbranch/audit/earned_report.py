@@ -148,7 +148,7 @@ def _change(was: float | None, now: float | None, trust: str) -> str:
 def _question(
     rows: list[EvidenceRow], tgt: earned_now.Target, windows: int, asked: tuple | None
 ) -> QuestionTrust:
-    from agentbranch.policy.earned._drift import DriftState
+    from agentbranch.policy.earned import DriftState
 
     precision, level = tgt.precision, tgt.level
     total = sum(1.0 / r.rate for r in rows)

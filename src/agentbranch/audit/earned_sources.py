@@ -18,7 +18,7 @@ from typing import Any
 
 from agentbranch.core.errors import ConfigurationError, InvalidFileError
 from agentbranch.core.schemas import is_evidence_schema
-from agentbranch.policy.earned._evidence import TRUSTS
+from agentbranch.policy.trust import TRUSTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +247,7 @@ def _settings(raw: Any, where: str) -> dict[str, Any] | None:
     """An audit record's ``earned`` settings, checked like an evidence record's."""
     if raw is None:
         return None
-    from agentbranch.policy.earned._evidence import EarnedSettings
+    from agentbranch.policy.earned import EarnedSettings
 
     try:
         return EarnedSettings.model_validate(raw).model_dump()
@@ -290,8 +290,13 @@ def _from_audit(rec: Mapping[str, Any], where: str) -> EvidenceRow | None:
 def evidence_rows(source: Any) -> list[EvidenceRow]:
     """Rows from an evidence file, an ``Earned``, an evidence store, a LangGraph store,
     or records (evidence records, their dicts, or audit records)."""
-    from agentbranch.policy.earned import Earned, Evidence, EvidenceStore, JsonlEvidenceStore
-    from agentbranch.policy.earned._any_store import as_store
+    from agentbranch.policy.earned import (
+        Earned,
+        Evidence,
+        EvidenceStore,
+        JsonlEvidenceStore,
+        as_store,
+    )
 
     if isinstance(source, str) and source.startswith(_POSTGRES):
         return _database_rows(source)

@@ -54,7 +54,6 @@ from agentbranch.policy import (
     options_of,
     parse_label,
 )
-from agentbranch.policy.earned._collect import observe_record
 from agentbranch.policy.generation import aask, ask, generation_messages
 
 __all__ = ["DecideFirst", "Mode", "RouterTeacher", "ShadowReport", "decide_first"]
@@ -343,8 +342,7 @@ class DecideFirst(RunnableLambda):
         earned = self.policy.earned
         if earned is not None:
             rate = 1.0 if self.mode == "shadow" else self.audit_rate
-            observe_record(
-                earned,
+            earned.observe_label(
                 self.question_id,
                 self.question,
                 record,

@@ -1,15 +1,16 @@
 """Confidence policy: put each decision in a band and resolve it (docs/langgraph.md).
 
-It knows nothing of LangGraph: review is a callback the integration supplies.
+It knows of LangGraph only the thread a decision runs in (its identity: ``records``):
+review is a callback the integration supplies.
 
 * ``config``: what a policy says (``Policy``, the fallbacks, ``FailOpen``/``FailClosed``)
+* ``trust``: the seam a threshold's source implements (``TrustSource``; ``Fixed``)
 * ``bands`` → ``review`` → ``fallbacks`` (with ``generation``): the steps of resolving
 * ``resolving``, ``steps``, ``resolver``: those steps written once, run sync or async
 * ``records``: decision records; ``failure``: engine errors; ``label_loss``: lost labels
-* ``earned/``: earned thresholds (``take_at=Earned(...)``); ``auditing/``: the teacher
-  asked while a policy runs
-* ``evidence``, ``evidence_store``, ``thresholds``, ``trust``, ``withdrawal``: deprecated
-  import paths
+* ``auditing/``: the teacher asked while a policy runs
+* ``earned/``: earned thresholds (``take_at=Earned(...)``), a layer above the rest that
+  implements the trust seam; nothing here imports it but this face, which re-exports it
 """
 
 from agentbranch.policy.auditing.config import Audit

@@ -1,16 +1,71 @@
-"""Step 1 of resolving: put each engine decision in its policy's band."""
+"""Step 1 of resolving: the threshold in force for each engine decision, and its band.
+
+Live, the threshold is ``Policy.threshold`` (the fixed ``take_at``, or what its trust
+source gives: ``agentbranch.policy.trust``). When the engine reads through a replay
+cassette, the threshold of a policy whose source learns is recorded with the run and
+replayed from it (``Cassette.threshold``), keyed by the question and the rendered state:
+a replay bands every decision as the recording did, whatever the evidence holds by then.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from agentbranch.core.decisions import Decisions
+from agentbranch.core.decisions import Decision, Decisions
 from agentbranch.core.questions import Question
-from agentbranch.policy.config import DecisionRecord, PolicyArg, policy_for
-from agentbranch.policy.earned._in_force import ThresholdFn, live
+from agentbranch.policy.config import DecisionRecord, Policy, PolicyArg, policy_for
 from agentbranch.policy.records import engine_record
+from agentbranch.policy.trust import Threshold
 
-__all__ = ["band_all"]
+__all__ = ["ThresholdFn", "band_all", "cassette_of", "live", "thresholds_for"]
+
+#: ``threshold(question_id, question, decision, policy)``: the threshold in force.
+ThresholdFn = Callable[[str, Question, Decision, Policy], Threshold]
+
+
+def live(question_id: str, question: Question, decision: Decision, policy: Policy) -> Threshold:
+    return policy.threshold(question_id, question, decision)
+
+
+def cassette_of(engine: Any) -> Any:
+    """The replay cassette the engine's reader (or a reader it wraps) reads through."""
+    reader = getattr(engine, "reader", None)
+    while reader is not None:
+        cassette = getattr(reader, "cassette", None)
+        if cassette is not None and callable(getattr(cassette, "threshold", None)):
+            return cassette
+        reader = getattr(reader, "inner", None)
+    return None
+
+
+def thresholds_for(engine: Any, state: Any) -> ThresholdFn:
+    """The threshold source for one resolution of ``state``."""
+    cassette = cassette_of(engine)
+    if cassette is None:
+        return live
+    from agentbranch.policy.generation import state_text
+
+    text = state_text(state)
+
+    def recorded(
+        question_id: str, question: Question, decision: Decision, policy: Policy
+    ) -> Threshold:
+        if policy.earned is None:
+            return live(question_id, question, decision, policy)
+        blob = json.dumps([question_id, question.model_dump(mode="json"), text], sort_keys=True)
+        key = "earned:" + hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+        def now() -> dict[str, Any]:
+            t = live(question_id, question, decision, policy)
+            return {"take_at": t.take_at, "trust": t.trust}
+
+        got = cassette.threshold(key, now)
+        return Threshold(got["take_at"], got["trust"])
+
+    return recorded
 
 
 def band_all(
@@ -21,7 +76,7 @@ def band_all(
 ) -> tuple[dict[str, DecisionRecord], dict[str, list[str]]]:
     """One record per question, and the ids still pending in the review and fallback
     bands (taken answers are final). ``thresholds`` gives the threshold in force
-    (``agentbranch.policy.earned._in_force``: live, or recorded with a replay cassette)."""
+    (``live``, or recorded with a replay cassette: ``thresholds_for``)."""
     records: dict[str, DecisionRecord] = {}
     pending: dict[str, list[str]] = {"review": [], "fallback": []}
     for question_id, q in questions.items():

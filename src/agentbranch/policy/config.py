@@ -11,8 +11,7 @@ from agentbranch.core._checks import timeout_seconds
 from agentbranch.core.decisions import Decision
 from agentbranch.core.errors import ConfigurationError, ReaderError
 from agentbranch.core.questions import Question, instructions_text, to_spec
-from agentbranch.policy.earned import Earned, QuestionKey
-from agentbranch.policy.earned._state import Threshold
+from agentbranch.policy.trust import Fixed, Threshold, TrustSource
 
 __all__ = [
     "Band",
@@ -147,7 +146,7 @@ class Policy:
     fallbacks is a configuration error: say what should happen to uncertain answers.
     """
 
-    take_at: float | Earned = 0.0
+    take_at: float | TrustSource = 0.0
     review_below: float | None = None
     min_label_mass: float = 0.0
     fallbacks: Sequence[Fallback] = field(default_factory=tuple)
@@ -156,9 +155,13 @@ class Policy:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fallbacks", tuple(self.fallbacks))
+        if isinstance(self.take_at, Fixed):
+            object.__setattr__(self, "take_at", self.take_at.take_at)
         self._check_audit()
         self._check_take_at()
-        top = self.take_at.max_take_at if isinstance(self.take_at, Earned) else self.take_at
+        trust = self.take_at if isinstance(self.take_at, TrustSource) else Fixed(self.take_at)
+        object.__setattr__(self, "_trust", trust)
+        top = trust.max_take_at
         if self.review_below is not None and not 0.0 <= self.review_below <= top:
             raise ConfigurationError(
                 f"review_below must be in [0, take_at={top}], got {self.review_below}"
@@ -189,7 +192,7 @@ class Policy:
             )
 
     def _check_take_at(self) -> None:
-        if isinstance(self.take_at, Earned):
+        if isinstance(self.take_at, TrustSource):
             has_generate = any(isinstance(f, Generate) for f in self.fallbacks)
             teacher = self.audit is not None and self.audit.model is not None
             if not has_generate and not teacher:
@@ -237,20 +240,24 @@ class Policy:
         return self.audit is None or self.audit.rate <= 0.0
 
     @property
-    def earned(self) -> Earned | None:
-        """The ``Earned`` threshold of this policy, if it has one."""
-        return self.take_at if isinstance(self.take_at, Earned) else None
+    def trust(self) -> TrustSource:
+        """Where this policy's threshold comes from (``agentbranch.policy.trust``): its
+        ``take_at`` when that is a source (``Earned``), else ``Fixed(take_at)``."""
+        return self._trust  # set in __post_init__ (a frozen dataclass: no field of its own)
+
+    @property
+    def earned(self) -> TrustSource | None:
+        """The source of this policy's threshold when it learns from labels (``Earned``),
+        else ``None`` (a fixed ``take_at``)."""
+        return self.take_at if isinstance(self.take_at, TrustSource) else None
 
     def threshold(self, qid: str, question: Question, decision: Decision) -> Threshold:
         """The threshold in force for ``decision`` of question ``qid``: the fixed
         ``take_at`` (trust ``"fixed"``) or what ``Earned`` has earned for this question,
         reader, model and reading settings (``decision.reading``: a threshold earned on
         one confidence scale never serves another)."""
-        if isinstance(self.take_at, Earned):
-            reading = getattr(decision, "reading", None)
-            key = QuestionKey(qid, question, decision.reader, decision.model, reading)
-            return self.take_at.threshold(key)
-        return Threshold(self.take_at, "fixed")
+        reading = getattr(decision, "reading", None)
+        return self.trust.in_force(qid, question, decision.reader, decision.model, reading)
 
     def _check_audit(self) -> None:
         from agentbranch.policy.auditing.config import Audit
@@ -267,7 +274,7 @@ class Policy:
 
     @property
     def has_fallback_band(self) -> bool:
-        if isinstance(self.take_at, Earned):
+        if isinstance(self.take_at, TrustSource):
             return True
         return self.take_at > (self.review_below or 0.0) or self.min_label_mass > 0.0
 
@@ -283,7 +290,7 @@ class Policy:
             at = take_at.take_at
         elif take_at is not None:
             at = take_at
-        elif isinstance(self.take_at, Earned):
+        elif isinstance(self.take_at, TrustSource):
             raise ConfigurationError(
                 "Policy(take_at=Earned(...)).band() needs the threshold in force: "
                 "band(decision, policy.threshold(qid, question, decision))"

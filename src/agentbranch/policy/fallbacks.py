@@ -14,7 +14,6 @@ from agentbranch.core import _tracing as tracing
 from agentbranch.core.errors import FallbackError
 from agentbranch.core.questions import Question
 from agentbranch.policy.config import DecisionRecord, Generate, MoreDraws, Policy
-from agentbranch.policy.earned._state import Threshold
 from agentbranch.policy.generation import (
     Expired,
     agenerate,
@@ -27,6 +26,7 @@ from agentbranch.policy.generation import (
 )
 from agentbranch.policy.records import engine_record
 from agentbranch.policy.steps import Call, Steps, run_async, run_sync
+from agentbranch.policy.trust import Threshold
 
 log = logging.getLogger("agentbranch")
 

@@ -6,7 +6,9 @@ the audits. ``resolve_many`` yields the blocking calls (``agentbranch.policy.ste
 ``Resolver`` (LangGraph nodes and routers, the LangChain tool) and ``ToolGateMiddleware``
 drive the same steps with ``run_sync`` or ``run_async``. Everything after the render
 reads the rendered text, so the engine, identities, few-shot picks, ``Generate``
-prompts and audits all see one text."""
+prompts and audits all see one text. A policy's trust source is reached through its
+seam alone (``agentbranch.policy.trust``): the question asked, the threshold in force,
+the labels the resolution obtained (``collect``)."""
 
 from __future__ import annotations
 
@@ -17,17 +19,15 @@ from typing import Any
 from agentbranch.core import _tracing as tracing
 from agentbranch.core.questions import Question
 from agentbranch.core.state import render_state
-from agentbranch.policy.bands import band_all
+from agentbranch.policy.bands import band_all, thresholds_for
 from agentbranch.policy.config import DecisionRecord, PolicyArg, policy_for
-from agentbranch.policy.earned._collect import collect, snapshot
-from agentbranch.policy.earned._identity import decision_identity, langgraph_thread
-from agentbranch.policy.earned._in_force import thresholds_for
-from agentbranch.policy.earned.learn.hooks import asked_questions, learner_of, mark_versions
 from agentbranch.policy.failure import records_for_error
 from agentbranch.policy.fallbacks import fallback_steps
+from agentbranch.policy.records import decision_identity, langgraph_thread
 from agentbranch.policy.steps import Call, Steps, offload, on_async_only
+from agentbranch.policy.trust import Asked, TrustSource
 
-__all__ = ["Resolution", "identify", "resolve_many"]
+__all__ = ["Resolution", "collect", "identify", "label_of", "resolve_many", "snapshot"]
 
 
 @dataclass
@@ -97,7 +97,7 @@ def _resolve_many(
     batched: bool,
     spans: tracing.Decisions | None = None,
 ) -> Steps[list[Resolution]]:
-    learns = any(learner_of(policy, question_id) is not None for question_id in questions)
+    learns = any(policy_for(policy, question_id).trust.asks_versions for question_id in questions)
     earned = any(policy_for(policy, question_id).earned is not None for question_id in questions)
     try:
         texts: list[str | None] = [render_state(s) for s in states]
@@ -111,7 +111,7 @@ def _resolve_many(
             if learns
             else _ask(engine, questions, policy, texts)
         )
-        reads = [r for _, _, r, _ in looked]
+        reads = [r for _, r, _ in looked]
         try:
             if batched:
                 batch = yield Call(
@@ -155,7 +155,7 @@ def _resolve_many(
 
 def identify(records: dict[str, DecisionRecord], policy: PolicyArg, text: str) -> None:
     """Give each decision of an ``Earned`` question its identity (``decision_id``;
-    ``agentbranch.policy.earned._identity``), so its teacher labels count once."""
+    ``agentbranch.policy.records.decision_identity``), so its teacher labels count once."""
     earned = [q for q in records if policy_for(policy, q).earned is not None]
     if not earned:
         return
@@ -164,10 +164,34 @@ def identify(records: dict[str, DecisionRecord], policy: PolicyArg, text: str) -
         records[question_id]["decision_id"] = decision_identity(question_id, text, thread)
 
 
+Looked = tuple[dict[str, Question], dict[str, Question], dict[str, Asked]]
+
+
 def _ask(
     engine: Any, questions: Mapping[str, Question], policy: PolicyArg, texts: list[Any]
-) -> list[tuple[dict, dict, dict, dict]]:
-    return [asked_questions(engine, questions, policy, t) for t in texts]
+) -> list[Looked]:
+    return [_asked(engine, questions, policy, t) for t in texts]
+
+
+def _asked(engine: Any, questions: Mapping[str, Question], policy: PolicyArg, text: Any) -> Looked:
+    """The questions asked about ``text`` (the version in force of a question whose source
+    learns versions: its evidence and threshold are that version's), the questions the
+    engine reads, and what each source said of its questions (``TrustSource.asked``)."""
+    asked: dict[str, Question] = dict(questions)
+    reads: dict[str, Question] = dict(questions)
+    sources: dict[int, tuple[TrustSource, dict[str, Question]]] = {}
+    for question_id, q in questions.items():
+        trust = policy_for(policy, question_id).trust
+        if trust.asks_versions:
+            sources.setdefault(id(trust), (trust, {}))[1][question_id] = q
+    if not sources:
+        return asked, reads, {}
+    said: dict[str, Asked] = {}
+    for trust, theirs in sources.values():
+        said.update(trust.asked(engine, theirs, text))
+    for question_id, a in said.items():
+        asked[question_id], reads[question_id] = a.question, a.read
+    return asked, reads, said
 
 
 def _failed(
@@ -184,18 +208,19 @@ def _failed(
 
 
 def _banded(
-    engine: Any, policy: PolicyArg, text: str | None, decisions: Any, looked: tuple
+    engine: Any, policy: PolicyArg, text: str | None, decisions: Any, looked: Looked
 ) -> Resolution:
-    asked, versions, _, maps = looked
+    asked, _, said = looked
     records, pending = band_all(decisions, asked, policy, thresholds_for(engine, text))
     identify(records, policy, text or "")
-    mark_versions(records, versions, maps)  # learning hook
+    for question_id, a in said.items():  # the read that decided, for audits and replays
+        policy_for(policy, question_id).trust.mark(records[question_id], a)
     return Resolution(text, records, asked, pending, snapshot(records, policy))
 
 
-def _thresholds_now(policy: PolicyArg, batch: list[Any], looked: list[tuple]) -> None:
+def _thresholds_now(policy: PolicyArg, batch: list[Any], looked: list[Looked]) -> None:
     """Bring every ``Earned`` threshold up to date (re-reading the store when due)."""
-    for decisions, (asked, _, _, _) in zip(batch, looked, strict=True):
+    for decisions, (asked, _, _) in zip(batch, looked, strict=True):
         for question_id, q in asked.items():
             p = policy_for(policy, question_id)
             if p.earned is not None:
@@ -205,3 +230,58 @@ def _thresholds_now(policy: PolicyArg, batch: list[Any], looked: list[tuple]) ->
 def _collect(policy: PolicyArg, out: list[Resolution]) -> None:
     for r in out:
         collect(r.asked, policy, r.banded, r.records, state=r.state)
+
+
+# -- labels the resolution obtained: evidence for the policy's trust source ---------------
+#
+# The resolver keeps the banded records (``snapshot``) before review and fallbacks run,
+# then ``collect`` gives every label the policy obtained (a ``Generate`` answer in the
+# fallback band, a human's answer in the review band) to the source, with the engine's
+# first read (the one the threshold is compared with). Audited takes reach it from the
+# audit worker (``agentbranch.policy.auditing.shadow``).
+
+
+def snapshot(records: Mapping[str, DecisionRecord], policy: PolicyArg) -> dict[str, DecisionRecord]:
+    """Copies of the banded records of questions whose policy is ``Earned``."""
+    return {
+        question_id: dict(rec)
+        for question_id, rec in records.items()
+        if policy_for(policy, question_id).earned is not None
+    }
+
+
+def label_of(final: DecisionRecord) -> tuple[str, str] | None:
+    """``(source, teacher label)`` when the resolution gave a label, else ``None``."""
+    fallback = final.get("fallback") or {}
+    if final.get("decided_by") == "fallback" and fallback.get("kind") == "generate":
+        return "fallback", final["label"]
+    if final.get("decided_by") == "human":
+        return "review", final["label"]
+    return None
+
+
+def collect(
+    questions: Mapping[str, Question],
+    policy: PolicyArg,
+    banded: Mapping[str, DecisionRecord],
+    final: Mapping[str, DecisionRecord],
+    state: Any = None,
+) -> None:
+    """Give the labels the resolution of ``final`` obtained to each question's trust
+    source (see above); with ``state`` (the state read), a learning policy keeps it with
+    the label."""
+    for question_id, first in banded.items():
+        got = label_of(final[question_id])
+        if got is None:
+            continue
+        chosen = policy_for(policy, question_id)
+        chosen.trust.observe_label(
+            question_id,
+            questions[question_id],
+            first,
+            source=got[0],
+            teacher_label=got[1],
+            rate=1.0,
+            state=state,
+            audit_rate=chosen.audit.rate if chosen.audit is not None else 0.0,
+        )

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
-from agentbranch.policy.earned._evidence import Trust
+from agentbranch.policy.trust import Trust
 
 Probability = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 LogProb = Annotated[float, Field(allow_inf_nan=False)]

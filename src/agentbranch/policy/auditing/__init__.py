@@ -1,7 +1,8 @@
 """Auditing taken decisions while a policy runs: the ``Audit`` setting, where audit
 records go (sinks), the background worker that asks the teacher (with a timeout and
-rate-limited warnings: ``worker``, ``ratelimit``), shadow reads, and the audit health
-that suspends an ``Earned`` band whose due audits stop arriving (``health``).
+rate-limited warnings: ``worker``, ``ratelimit``) and shadow reads, which report each
+due audit to the policy's trust source (``TrustSource.audit_arrived``/``audit_missing``:
+``Earned`` suspends a band whose due audits stop arriving).
 
 Reports over the records live in ``agentbranch.audit``, which also re-exports these.
 """

@@ -12,9 +12,14 @@ from agentbranch.core._checks import timeout_seconds
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.policy.auditing.sinks import AuditRecord, as_sinks
 from agentbranch.policy.auditing.worker import AuditStats, AuditWorker, Deadline, Job
-from agentbranch.policy.earned._evidence import MIN_RATE
 
 log = logging.getLogger("agentbranch")
+
+#: The smallest labelling probability an audit (``Audit(rate=...)``, unless 0) or an
+#: evidence record may carry: a label stands for at most 1/MIN_RATE = 10,000 decisions,
+#: so the inverse-probability weights stay finite and meaningful. Below it a stratum's
+#: share would rest on one audit standing for more decisions than a store usually holds.
+MIN_RATE = 1e-4
 
 AUDIT_EVENT = "agentbranch.audit"
 #: The most teacher calls an ``Audit`` makes at once (``workers``).
@@ -38,7 +43,7 @@ class Audit:
     Under an ``Earned`` policy an audit that was due and never came (dropped, timed
     out, failed) counts against trust: once more than half of a question's recent due
     audits are missing its band is suspended until they arrive again
-    (``agentbranch.policy.auditing.health``; docs/earned.md).
+    (``agentbranch.policy.earned``'s audit health; docs/earned.md).
 
     With ``fallback_examples`` (default), every answer the policy's ``Generate`` fallback
     gives is recorded too: the engine's distribution next to the generated label.
@@ -201,4 +206,5 @@ __all__ = [
     "AUDIT_EVENT",
     "Audit",
     "MAX_WORKERS",
+    "MIN_RATE",
 ]

@@ -4,9 +4,9 @@ Runs on the critical path, so it only samples, renders the teacher's prompt for 
 decision and queues a job; the teacher call and the sinks run on the audit worker. It
 never raises: anything unexpected is logged and the run goes on unchanged.
 
-Under an ``Earned`` policy every audit due is reported to the policy's audit health
-(``health``): arrived when the teacher's answer was used, missing when it was dropped,
-timed out or failed. While a question's band is suspended for missing audits, the
+Under an ``Earned`` policy every audit due is reported to the policy's trust source
+(``TrustSource.audit_arrived``/``audit_missing``, its audit health): arrived when the
+teacher's answer was used, missing when it was dropped, timed out or failed. While a question's band is suspended for missing audits, the
 decisions it would take are still sent to the teacher at the audit rate (probes: only
 their arrival counts; the fallback labels those decisions).
 """
@@ -141,22 +141,18 @@ def _probe(policy: Any, question_id: str, question: Any, rec: dict) -> bool:
     earned = policy.earned
     if earned is None or rec.get("band") != "fallback" or rec.get("confidence") is None:
         return False
-    reader, model = rec.get("reader"), rec.get("model")
-    if not earned.audit_health.suspended(question_id, reader, model):
-        return False
-    take_at = earned.state(question_id, question, reader, model).take_at
+    take_at = earned.suspended_take_at(question_id, question, rec.get("reader"), rec.get("model"))
     return take_at is not None and rec["confidence"] >= take_at
 
 
 class _Outcome:
-    """Reports one due audit to its ``Earned`` policy's audit health (no-op without).
+    """Reports one due audit to its policy's trust source (no-op for a fixed threshold).
     A ``probe`` (a suspended band's would-be take, labelled by the fallback) feeds the
     health alone: it is no audit and leaves no label, so the audit counters skip it
     (``agentbranch.audits.probes`` counts it)."""
 
     def __init__(self, policy: Any, question_id: str, rec: dict, probe: bool = False) -> None:
-        earned = policy.earned
-        self.health = None if earned is None else earned.audit_health
+        self.trust = policy.earned
         self.who = (question_id, rec.get("reader"), rec.get("model"))
         self.probe = probe
         metrics.audit(question_id, "probe" if probe else "due")
@@ -164,14 +160,14 @@ class _Outcome:
     def arrived(self) -> None:
         if not self.probe:
             metrics.audit(self.who[0], "done")
-        if self.health is not None:
-            self.health.arrived(*self.who)
+        if self.trust is not None:
+            self.trust.audit_arrived(*self.who)
 
     def missing(self, why: str, error: str = "dropped") -> None:
         if not self.probe:
             metrics.audit(self.who[0], "missing", error)
-        if self.health is not None:
-            self.health.missing(*self.who, why=why)
+        if self.trust is not None:
+            self.trust.audit_missing(*self.who, why=why)
 
 
 def _learner(
@@ -182,13 +178,10 @@ def _learner(
     earned = policy.earned
     if earned is None:
         return None
-    from agentbranch.policy.earned._collect import observe_record
-
     banded = dict(rec)
 
     def learn(label: str) -> None:
-        observe_record(
-            earned,
+        earned.observe_label(
             question_id,
             question,
             banded,

@@ -1,45 +1,25 @@
-"""Collecting evidence for ``Earned`` policies from resolved decisions.
+"""Evidence from a labelled decision: its banded record and the teacher's label become
+one ``Evidence`` record (``Earned.observe_label``, the trust seam's ``observe_label``).
 
-The resolver keeps the banded records (``snapshot``) before review and fallbacks run,
-then ``collect`` turns every label the policy obtained — a ``Generate`` answer in the
-fallback band, a human's answer in the review band — into one evidence record, with the
-engine's first read (the one the threshold is compared with). Audited takes reach
-``Earned`` from the audit worker (``agentbranch.policy.auditing.shadow``) through ``observe``.
+The resolver gives ``Earned`` every label a resolution obtained (a ``Generate`` answer
+in the fallback band, a human's answer in the review band: ``resolving.collect``), the
+audit worker every audited take's (``auditing.shadow``), each with the engine's first
+read: the one the threshold is compared with.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from typing import Any
 
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.questions import Question
-from agentbranch.policy.config import DecisionRecord, PolicyArg, policy_for
+from agentbranch.policy.config import DecisionRecord
 from agentbranch.policy.earned._evidence import QuestionKey
-from agentbranch.policy.earned._in_force import is_replayed
 from agentbranch.policy.label_loss import LabelLostError
+from agentbranch.policy.records import is_replayed
 
 log = logging.getLogger("agentbranch")
-
-
-def snapshot(records: Mapping[str, DecisionRecord], policy: PolicyArg) -> dict[str, DecisionRecord]:
-    """Copies of the banded records of questions whose policy is ``Earned``."""
-    return {
-        question_id: dict(rec)
-        for question_id, rec in records.items()
-        if policy_for(policy, question_id).earned is not None
-    }
-
-
-def label_of(final: DecisionRecord) -> tuple[str, str] | None:
-    """``(source, teacher label)`` when the resolution gave a label, else ``None``."""
-    fallback = final.get("fallback") or {}
-    if final.get("decided_by") == "fallback" and fallback.get("kind") == "generate":
-        return "fallback", final["label"]
-    if final.get("decided_by") == "human":
-        return "review", final["label"]
-    return None
 
 
 def observe_record(
@@ -113,37 +93,4 @@ def observe_record(
         )
 
 
-def collect(
-    questions: Mapping[str, Question],
-    policy: PolicyArg,
-    banded: Mapping[str, DecisionRecord],
-    final: Mapping[str, DecisionRecord],
-    state: Any = None,
-) -> None:
-    """Store the labels the resolution of ``final`` gave (see module docstring); with
-    ``state`` (the state read), a learning policy keeps it with the label."""
-    for question_id, first in banded.items():
-        got = label_of(final[question_id])
-        if got is None:
-            continue
-        chosen = policy_for(policy, question_id)
-        earned = chosen.earned
-        observe_record(
-            earned,
-            question_id,
-            questions[question_id],
-            first,
-            source=got[0],
-            teacher_label=got[1],
-            rate=1.0,
-            state=state,
-            audit_rate=chosen.audit.rate if chosen.audit is not None else 0.0,
-        )
-
-
-__all__ = [
-    "collect",
-    "label_of",
-    "observe_record",
-    "snapshot",
-]
+__all__ = ["observe_record"]

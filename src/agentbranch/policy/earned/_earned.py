@@ -11,6 +11,10 @@ above ``take_at``), ``"withdrawn"`` (drift closed the band) or ``"fixed"``; ever
 teacher label (fallback, review, audit) is an ``Evidence`` record, and the thresholds
 are a deterministic function of the ordered evidence. What a user relies on (states,
 read-back, bad input, ``freeze()``, replays) is in docs/earned.md.
+
+Over 500 lines: one object, read as one: its settings and their checks, the decision
+path, the trust seam the policy calls (``agentbranch.policy.trust``: each method a few
+lines that hand over to the module doing the work) and the store catch-up.
 """
 
 from __future__ import annotations
@@ -19,19 +23,21 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from agentbranch.core.errors import ConfigurationError
-from agentbranch.policy.auditing.health import AuditHealth
 from agentbranch.policy.earned._any_store import as_store
-from agentbranch.policy.earned._evidence import Evidence, QuestionKey, Source, Trust, new_evidence
+from agentbranch.policy.earned._collect import observe_record
+from agentbranch.policy.earned._evidence import Evidence, QuestionKey, Source, new_evidence
+from agentbranch.policy.earned._health import AuditHealth
 from agentbranch.policy.earned._looks import Looks
-from agentbranch.policy.earned._state import Threshold, TrustState, fresh_state, replay, step
+from agentbranch.policy.earned._state import TrustState, fresh_state, replay, step
 from agentbranch.policy.earned._statistics import MAX_CANDIDATES, grid, grid_size
 from agentbranch.policy.earned._stores import EvidenceStore
 from agentbranch.policy.label_loss import append_counted
+from agentbranch.policy.trust import Asked, Threshold, Trust, TrustSource
 
 __all__ = ["Earned", "Threshold", "TrustState", "replay", "step"]
 
@@ -66,8 +72,9 @@ def _check_unit(name: str, value: Any, *, open_: bool) -> float:
 
 
 @dataclass(eq=False)
-class Earned:
-    """A take threshold earned per question from evidence (docs/earned.md).
+class Earned(TrustSource):
+    """A take threshold earned per question from evidence (docs/earned.md); the trust
+    source (``agentbranch.policy.trust.TrustSource``) the policy asks.
 
     Args:
         precision: the take band's precision against the teacher to be shown, in (0, 1).
@@ -161,7 +168,7 @@ class Earned:
         #: predict is easiest to show (``predicted_entry_cells``). ``None``: never.
         self.second_walk_from: int | None = 2
         #: Whether each question's due audits arrive; a band whose audits stopped
-        #: arriving is suspended (``agentbranch.policy.auditing.health``).
+        #: arriving is suspended (``_health``).
         self.audit_health = AuditHealth(self.precision, self.level)
         self._lock = threading.RLock()
         #: Serializes reading the store and feeding states (never held while deciding).
@@ -360,7 +367,8 @@ class Earned:
         """Record the teacher's label ``teacher_label`` of one decision of ``key`` (no-op
         when frozen). Bad evidence (a label outside the options, a non-finite confidence)
         is dropped with a WARNING, never used. ``decision``: its identity
-        (``agentbranch.policy.earned._identity``; labels of one decision count once).
+        (``agentbranch.policy.records.decision_identity``; labels of one decision count
+        once).
         With ``learn=True``: ``state`` is the labelled state's text, ``version`` the
         version of the read that decided and ``probability`` the probability it gave its
         label, ``audit_rate`` the policy's (0: none), ``floor``: ``Evidence.floor``,
@@ -412,6 +420,74 @@ class Earned:
             self._append(rec, label=not shadow)
             self._ledger.feed([rec])
         return rec
+
+    # -- the trust seam (agentbranch.policy.trust): what the resolver and audits call -----
+
+    @property
+    def asks_versions(self) -> bool:
+        return self.learner is not None
+
+    def in_force(
+        self,
+        question_id: str,
+        question: Any,
+        reader: str | None,
+        model: str | None,
+        reading: str | None = None,
+    ) -> Threshold:
+        return self.threshold(QuestionKey(question_id, question, reader, model, reading))
+
+    def asked(self, engine: Any, questions: Mapping[str, Any], text: str) -> dict[str, Asked]:
+        from agentbranch.policy.earned.learn.hooks import asked_questions
+
+        asked, versions, reads, maps = asked_questions(engine, questions, self.learner, text)
+        return {q: Asked(asked[q], reads[q], j, maps.get(q)) for q, j in versions.items()}
+
+    def mark(self, record: dict[str, Any], asked: Asked) -> None:
+        from agentbranch.policy.earned.learn.hooks import mark_version
+
+        mark_version(record, asked.version, asked.probability_map)
+
+    def observe_label(
+        self,
+        question_id: str,
+        question: Any,
+        banded: dict[str, Any],
+        *,
+        source: str,
+        teacher_label: str,
+        rate: float,
+        decision: str | None = None,
+        state: Any = None,
+        audit_rate: float | None = None,
+    ) -> None:
+        observe_record(
+            self,
+            question_id,
+            question,
+            banded,
+            source=source,
+            teacher_label=teacher_label,
+            rate=rate,
+            decision=decision,
+            state=state,
+            audit_rate=audit_rate,
+        )
+
+    def suspended_take_at(
+        self, question_id: str, question: Any, reader: str | None, model: str | None
+    ) -> float | None:
+        if not self.audit_health.suspended(question_id, reader, model):
+            return None
+        return self.state(QuestionKey(question_id, question, reader, model, None)).take_at
+
+    def audit_arrived(self, question_id: str, reader: str | None, model: str | None) -> None:
+        self.audit_health.arrived(question_id, reader, model)
+
+    def audit_missing(
+        self, question_id: str, reader: str | None, model: str | None, why: str = ""
+    ) -> None:
+        self.audit_health.missing(question_id, reader, model, why)
 
     # -- internals ------------------------------------------------------------------------
 

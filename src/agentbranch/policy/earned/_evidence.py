@@ -12,7 +12,6 @@ import hashlib
 import itertools
 import json
 import math
-import typing
 import uuid
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -31,14 +30,11 @@ from pydantic import (
 
 from agentbranch.core._checks import unit
 from agentbranch.core.schemas import EVIDENCE_SCHEMA, EVIDENCE_VERSION, newer_release
+from agentbranch.policy.auditing.config import MIN_RATE
+from agentbranch.policy.trust import TRUSTS, Trust
 
 #: The schema version this release writes and reads (``EVIDENCE_SCHEMA``'s number).
 SCHEMA_VERSION = EVIDENCE_VERSION
-#: The smallest labelling probability a record may carry (and ``Audit(rate=...)`` may
-#: be, unless 0): a record stands for at most 1/MIN_RATE = 10,000 decisions, so the
-#: inverse-probability weights stay finite and meaningful. Below it a stratum's share
-#: would rest on one audit standing for more decisions than a store usually holds.
-MIN_RATE = 1e-4
 #: How far in the future of the reading clock a record's ``time`` may be: clocks of
 #: replicas differ by a little; a record further ahead was edited or came from a clock
 #: that is wrong, and would sort after every label made until then.
@@ -47,9 +43,6 @@ MAX_CLOCK_SKEW_S = 300.0
 #: or two, ``eprocess.entry``): more is an edited record.
 MAX_ENTRIES = 4
 
-#: The trust values a question can be in (one place: the records and reports use these).
-Trust = Literal["learning", "earned", "withdrawn", "fixed"]
-TRUSTS: tuple[str, ...] = typing.get_args(Trust)
 Source = Literal["fallback", "review", "audit"]
 
 
@@ -94,7 +87,8 @@ class Evidence(BaseModel):
       reading settings that shape its confidences (``reading``, when any differs from the
       defaults)
     * ``decision`` (optional, ``None`` in a record without one): the decision's
-      identity (``agentbranch.policy.earned._identity``): labels of one decision count once
+      identity (``agentbranch.policy.records.decision_identity``): labels of one
+      decision count once
     * ``question_id``, ``reader``, ``model``: readable copies of what the key hashes
     * ``source``: ``"fallback"`` (a ``Generate`` answer in the fallback band: every decision
       there gets one), ``"review"`` (a human's answer in the review band) or ``"audit"``

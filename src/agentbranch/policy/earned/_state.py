@@ -17,13 +17,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from agentbranch.policy.earned._drift import DriftState
-from agentbranch.policy.earned._evidence import Evidence, Trust
+from agentbranch.policy.earned._evidence import Evidence
 from agentbranch.policy.earned._statistics import (
     Cells,
     OffGrid,
     learn_then_test_cells,
     predicted_entry_cells,
 )
+from agentbranch.policy.trust import Threshold, Trust
 
 
 class Settings(Protocol):
@@ -45,15 +46,6 @@ class Settings(Protocol):
 
 
 EventKind = Literal["look", "earned", "lowered", "withdrawn"]
-
-
-@dataclass(frozen=True)
-class Threshold:
-    """The threshold in force for one question: ``take_at`` (``None``: nothing is taken)
-    and ``trust``."""
-
-    take_at: float | None
-    trust: Trust
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """Where the resolver meets learning (only for questions whose policy is
-``Earned(..., learn=True)``; everything else passes through unchanged)."""
+``Earned(..., learn=True)``; everything else passes through unchanged): ``Earned``'s
+side of the trust seam's ``asked`` and ``mark`` (``agentbranch.policy.trust``)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentbranch.core.state import render_state
-from agentbranch.policy.config import PolicyArg, policy_for
+from agentbranch.policy.bands import cassette_of
 from agentbranch.policy.earned._evidence import QuestionKey
-from agentbranch.policy.earned._in_force import cassette_of
 from agentbranch.policy.earned.learn import nearest, probability, replayed
 
 log = logging.getLogger("agentbranch")
-
-
-def learner_of(policy: PolicyArg, question_id: str) -> Any:
-    earned = policy_for(policy, question_id).earned
-    return None if earned is None else earned.learner
 
 
 def reading_of(engine: Any, question_id: str, question: Any) -> str | None:
@@ -32,21 +27,19 @@ Map = probability.Map | None  #: a version's probability map in force (``None``:
 
 
 def asked_questions(
-    engine: Any, questions: Mapping[str, Any], policy: PolicyArg, state: Any = None
+    engine: Any, questions: Mapping[str, Any], learner: Any, state: Any = None
 ) -> tuple[dict[str, Any], dict[str, int], dict[str, Any], dict[str, Map]]:
-    """The questions of each learning question's version in force (the evidence key and
-    threshold are theirs), the version of each, the questions to read ``state`` with
-    (a canvas version's with the labelled states nearest ``state`` as few-shot lines,
-    ``nearest``), and each version's probability map in force (``probability``).
+    """The questions of each of ``questions``' version in force with ``learner`` (the
+    evidence key and threshold are theirs), the version of each, the questions to read
+    ``state`` with (a canvas version's with the labelled states nearest ``state`` as
+    few-shot lines, ``nearest``), and each version's probability map in force
+    (``probability``).
     Under a replay cassette the version and map recorded for this decision
     (``replayed``), whatever the store holds now."""
     asked: dict[str, Any] = dict(questions)
     reads: dict[str, Any] = dict(questions)
     versions: dict[str, int] = {}
     maps: dict[str, Map] = {}
-    learners = {question_id: learner_of(policy, question_id) for question_id in questions}
-    if not any(learners.values()):
-        return asked, versions, reads, maps  # (no learning: nothing rendered or looked up)
     reader = getattr(engine, "reader", None)
     name, model = getattr(reader, "name", None), getattr(reader, "model", None)
     try:
@@ -56,18 +49,13 @@ def asked_questions(
     cassette = None if state is None else cassette_of(engine)
     unrecorded = getattr(engine, "unrecorded", None)
     trials = unrecorded() if callable(unrecorded) else engine
+    # Trial reads of labelled states are learning's own work, no part of the run: a
+    # replay never asks them (a replayed decision is no evidence), so they are read past
+    # a recording cassette instead of left in it unplayed.
+    learner.bind(trials)
     for question_id, q in questions.items():
-        learner = learners[question_id]
-        if learner is None:
-            continue
-        # Trial reads of labelled states are learning's own work, no part of the run:
-        # a replay never asks them (a replayed decision is no evidence), so they are
-        # read past a recording cassette instead of left in it unplayed.
-        learner.bind(trials)
 
-        def live(
-            question_id: str = question_id, q: Any = q, learner: Any = learner
-        ) -> tuple[Any, int, Any, Map]:
+        def live(question_id: str = question_id, q: Any = q) -> tuple[Any, int, Any, Map]:
             reading = reading_of(engine, question_id, q)
             key = QuestionKey(question_id, q, name, model, reading)
             version, j = learner.asked(key)
@@ -98,34 +86,24 @@ def asked_questions(
     return asked, versions, reads, maps
 
 
-def mark_versions(
-    records: dict[str, dict[str, Any]],
-    versions: Mapping[str, int],
-    maps: Mapping[str, Map] | None = None,
-) -> None:
+def mark_version(rec: dict[str, Any], version: int, mapped: Map = None) -> None:
     """Record the version of the read that decided (``reader_version``), for audits
     that label it later and for replays, and the probability its engine label is right
-    (``probability``: its version's map in force, ``maps``, applied to the decision's
+    (``probability``: its version's map in force, ``mapped``, applied to the decision's
     confidence; without one, the read's own probability of that label)."""
-    for question_id, j in versions.items():
-        rec = records.get(question_id)
-        if rec is None:
-            continue
-        rec["reader_version"] = j
-        mapped = (maps or {}).get(question_id)
-        label, confidence = rec.get("engine_label"), rec.get("confidence")
-        if label is None or confidence is None:
-            rec["probability"] = None
-        elif mapped is not None:
-            rec["probability"] = round(probability.apply(mapped, confidence), 6)
-        else:
-            rec["probability"] = (rec.get("probabilities") or {}).get(label)
+    rec["reader_version"] = version
+    label, confidence = rec.get("engine_label"), rec.get("confidence")
+    if label is None or confidence is None:
+        rec["probability"] = None
+    elif mapped is not None:
+        rec["probability"] = round(probability.apply(mapped, confidence), 6)
+    else:
+        rec["probability"] = (rec.get("probabilities") or {}).get(label)
 
 
 __all__ = [
     "Map",
     "asked_questions",
-    "learner_of",
-    "mark_versions",
+    "mark_version",
     "reading_of",
 ]

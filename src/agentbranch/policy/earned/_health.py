@@ -1,4 +1,4 @@
-"""Audit health: audits that were due and never came count against trust.
+"""Audit health: audits that were due and never came count against earned trust.
 
 ``AuditHealth`` counts, per question, reader and model, each due audit as arrived or
 missing and suspends the band while more than half of the last ``health_window`` due
@@ -12,6 +12,8 @@ import logging
 import threading
 from collections import deque
 from dataclasses import dataclass
+
+from agentbranch.policy.earned._drift import takes_to_withdraw
 
 log = logging.getLogger("agentbranch")
 
@@ -27,8 +29,6 @@ Who = tuple[str, str | None, str | None]  # question id, reader, model
 
 def health_window(precision: float, level: float) -> int:
     """Due audits the health is judged on (see ``AuditHealth``)."""
-    from agentbranch.policy.earned._drift import takes_to_withdraw
-
     fallen_to = max(precision - REFERENCE_DROP, precision / 2)
     return min(MAX_WINDOW, max(MIN_WINDOW, takes_to_withdraw(precision, fallen_to, level)))
 
