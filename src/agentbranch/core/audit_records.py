@@ -26,8 +26,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from agentbranch.core import _checks
 from agentbranch.core.decisions import confidence_from
 from agentbranch.core.errors import AgentBranchError, ConfigurationError, InvalidFileError
-from agentbranch.core.files import json_lines, short_repr
-from agentbranch.core.schemas import newer_release
+from agentbranch.core.files import json_lines, newer_release, short_repr
 
 __all__ = [
     "TOLERANCE",

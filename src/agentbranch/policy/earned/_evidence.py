@@ -30,7 +30,7 @@ from pydantic import (
 )
 
 from agentbranch.core._checks import unit
-from agentbranch.core.schemas import EVIDENCE_SCHEMA, EVIDENCE_VERSION, newer_release
+from agentbranch.core.files import EVIDENCE_SCHEMA, EVIDENCE_VERSION, newer_release
 
 #: The schema version this release writes and reads (``EVIDENCE_SCHEMA``'s number).
 SCHEMA_VERSION = EVIDENCE_VERSION
@@ -266,7 +266,7 @@ def new_evidence(**fields: Any) -> Evidence:
 def newer_schema(raw: Any) -> str | None:
     """Why a stored item cannot be read when a newer release of agentbranch wrote it
     (its ``schema`` names a later version), else ``None`` (one message for every reader
-    of a store: ``agentbranch.core.schemas``)."""
+    of a store: ``agentbranch.core.files``)."""
     return newer_release(raw)
 
 
