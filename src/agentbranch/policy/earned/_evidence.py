@@ -29,7 +29,7 @@ from pydantic import (
     model_validator,
 )
 
-from agentbranch.core._checks import unit
+from agentbranch.core.errors import unit
 from agentbranch.core.files import EVIDENCE_SCHEMA, EVIDENCE_VERSION, newer_release
 
 #: The schema version this release writes and reads (``EVIDENCE_SCHEMA``'s number).
