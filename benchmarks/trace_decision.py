@@ -17,13 +17,18 @@ take is answered by the teacher, a fifth of those it takes are audited: every an
 label), with learning's fits on the calling thread so the warm-up is reproducible. Then
 learning runs as shipped (on its own thread) and exactly three decisions are traced:
 
-1. a take: a message the engine took under the version and threshold now in force,
-   asked again (a read is deterministic: the same message reads the same), not audited;
+1. a take: a new message the engine is sure of, at or above the threshold in force, not
+   audited;
 2. an audit: another such message, taken, with the audit draw forced to hit (the
    ``Audit``'s ``rng`` is a ``random.Random`` whose next draws the script sets);
-3. a fallback: the message the engine read least sure of, below the threshold: the
-   teacher answers it and the answer becomes a label.
+3. a fallback: a message that says little about its topic (``VAGUE``), below the
+   threshold: the teacher answers it and the answer becomes a label.
 
+Which message is which is found before the trace: under the question as written
+(version 0, what 80 labels leave in force here) a plain read of a message is what the
+decide node will read (a read is deterministic), so ``FRESH`` new messages and the vague
+ones are read (untraced) and sorted against the threshold in force; under a learned
+version the warm-up's own reads under it are used (those messages are asked again).
 After each one the script waits for the audit queue and learning's thread (inside the
 trace: what an audit or a label starts is part of the decision's work). The script
 checks that the three came out as arranged and fails otherwise.
@@ -33,7 +38,11 @@ The trace: a profile function is installed with ``sys.setprofile`` (this thread)
 every thread the library starts (LangGraph's node threads, reads, the audit worker and its
 teacher calls, learning's thread) carries it; it records only between the start and the
 end of the three decisions. A module counts when a ``call`` event's frame belongs to it
-(the frame's global ``__name__`` starts with ``agentbranch``).
+(the frame's global ``__name__`` starts with ``agentbranch``). The script's own waits
+(``audit.flush``, ``learner.wait``) are inside the trace (they enter
+``policy.auditing.config``/``worker`` and ``learn.loop``/``work``). Before issue 62's
+folds the count was 68 (the issue counted 64 on another graph); the output lists the
+modules by package, with the threads that entered each.
 
     HF_HUB_OFFLINE=1 python benchmarks/trace_decision.py          # count and modules
     HF_HUB_OFFLINE=1 python benchmarks/trace_decision.py --json   # the same, for machines
