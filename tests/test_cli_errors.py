@@ -19,7 +19,7 @@ import agentbranch as ab
 from agentbranch.audit import calibrate_from_audit
 from agentbranch.cli import app
 from agentbranch.cli.calibrate import _folded
-from agentbranch.cli.tables import print_table
+from agentbranch.cli.common import print_table
 
 CLEAN_ENV = {
     "AGENTBRANCH_ENGINE": "",

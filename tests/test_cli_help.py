@@ -1,8 +1,8 @@
 """Every command's help: a flag shows no value, an option that takes one shows its type.
 
 typer 0.29's rich help printed ``--json <bool>``, ``--single <bool>``, ``--help <bool>``
-as if they took a value (``--json true`` is an error); agentbranch.cli.flags fixes every
-command. This walks the whole command tree, so a new command is checked too.
+as if they took a value (``--json true`` is an error);
+agentbranch.cli.common.show_flags_as_flags fixes every command. This walks the whole command tree, so a new command is checked too.
 """
 
 from __future__ import annotations

@@ -168,7 +168,7 @@ def test_messages_with_nothing_to_read_render_as_the_empty_text():
 
 
 def test_what_counts_as_nothing_to_read():
-    from agentbranch.core.readable import has_readable_text
+    from agentbranch.core.state import has_readable_text
 
     nothing = ["", " \t\n", "?", "...!?", "🙂🔥", "<turn|>", "<|im_start|><|im_end|>", "</s>"]
     nothing += ["[SEP] [CLS]", "<b></b>", "<end_of_turn>"]

@@ -128,7 +128,7 @@ def command(json_out: bool = False, plot_path: Path | None = None, **parts: Any)
     from rich.table import Table
     from rich.text import Text
 
-    from agentbranch.cli.tables import print_table
+    from agentbranch.cli.common import print_table
 
     out, err = Console(), Console(stderr=True)
     with (

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agentbranch.core.errors import ConfigurationError, InvalidFileError
-from agentbranch.core.schemas import is_evidence_schema
+from agentbranch.core.files import is_evidence_schema
 from agentbranch.policy.trust import TRUSTS
 
 

@@ -5,8 +5,8 @@
 * ``labelled``: labelled JSON Lines files read and checked into ``Example``; ``split``;
 * ``scored``: ``read_examples``, the engine's uncalibrated reads (``Scored``);
 * ``temperatures``: ``fit_temperature`` (minimum NLL), ``fit``, ``calibrated``;
-* ``measures``: accuracy, ECE, Brier, NLL (``metrics``);
-* ``thresholds``: the confidence threshold reaching a target precision, and its coverage;
+* ``measures``: accuracy, ECE, Brier, NLL (``metrics``), and the confidence threshold
+  reaching a target precision with its coverage (``suggest_threshold``, ``check_threshold``);
 * ``report``: ``Report``, before and after, per question, with plain warnings;
 * ``run``: the whole job, ``calibrate``, ``calibrate_scored``, ``evaluate``;
 * ``diagram``: ``reliability_diagram`` (matplotlib, imported only when drawing).
@@ -25,7 +25,16 @@ from agentbranch.calibration.labelled import (
     parse_labelled,
     split,
 )
-from agentbranch.calibration.measures import Metrics, brier, ece, metrics, nll
+from agentbranch.calibration.measures import (
+    Metrics,
+    SuggestedThreshold,
+    brier,
+    check_threshold,
+    ece,
+    metrics,
+    nll,
+    suggest_threshold,
+)
 from agentbranch.calibration.report import Report, bound_warnings
 from agentbranch.calibration.run import WORSE_FIT, calibrate, calibrate_scored, evaluate
 from agentbranch.calibration.scored import Scored, read_examples
@@ -37,11 +46,6 @@ from agentbranch.calibration.temperatures import (
     calibrated,
     fit,
     fit_temperature,
-)
-from agentbranch.calibration.thresholds import (
-    SuggestedThreshold,
-    check_threshold,
-    suggest_threshold,
 )
 
 __all__ = [

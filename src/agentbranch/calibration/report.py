@@ -11,10 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentbranch.calibration.measures import Metrics, metrics
+from agentbranch.calibration.measures import Metrics, SuggestedThreshold, check_threshold, metrics
 from agentbranch.calibration.scored import Scored
 from agentbranch.calibration.temperatures import T_HIGH, T_LOW
-from agentbranch.calibration.thresholds import SuggestedThreshold, check_threshold
 from agentbranch.engine.calibration import Calibration
 
 __all__ = ["Report", "bound_warnings", "by_question", "made_worse"]

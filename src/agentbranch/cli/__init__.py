@@ -1,6 +1,6 @@
 """The ``agentbranch`` command line (``agentbranch.cli.main``), one module per command
 group. Nothing here is imported by ``import agentbranch``; ``app`` is loaded on first use
-so ``agentbranch.cli.tables`` and the command modules can be imported alone."""
+so ``agentbranch.cli.common`` and the command modules can be imported alone."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from agentbranch.cli.common import console, err, fmt
+from agentbranch.cli.common import console, err, fmt, key_value, print_table
 
 __all__ = ["audit_app", "more_audits_text", "report"]
 
@@ -148,7 +148,6 @@ def report(
 def _print_earned(rep, extra: dict | None = None, details: bool = False) -> None:  # noqa: ANN001
     """The summary (one line per question), then with ``details`` every table."""
     from agentbranch.audit.earned_render import summary_table, tables
-    from agentbranch.cli.tables import print_table
 
     if not rep.questions:
         console.print("no earned-trust evidence yet")
@@ -200,8 +199,6 @@ def _reliability(records: list, diagram: Path, bins: int) -> None:
 
 def _audit_table(q, target: float, level: float) -> None:  # noqa: ANN001
     """One question's audit table (a fixed take_at: with the take_at for ``target``)."""
-    from agentbranch.cli.tables import key_value, print_table
-
     table = key_value(f"{q.question_id}: the engine vs the teacher", _audit_rows(q, target, level))
     table.columns[1].max_width = 76  # long values wrap in their cell, the rest stays
     print_table(console, table)

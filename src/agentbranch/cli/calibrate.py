@@ -9,7 +9,17 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from agentbranch.cli.common import console, err, fail, fmt, load_engine, quiet_logs, read_questions
+from agentbranch.cli.common import (
+    console,
+    err,
+    fail,
+    fmt,
+    key_value,
+    load_engine,
+    print_table,
+    quiet_logs,
+    read_questions,
+)
 
 __all__ = ["calibrate"]
 
@@ -151,7 +161,6 @@ def calibrate(
     title = f"calibration: {report.n_fit} fit / {report.n_eval} evaluated ({where})"
     if evaluate is not None:
         title = f"evaluating {evaluate} on {report.n_eval} examples (nothing fitted)"
-    from agentbranch.cli.tables import print_table
 
     table = Table(title=title)
     for col in (
@@ -218,8 +227,6 @@ def calibrate(
 
 def _folded(table: Table) -> list[Table]:
     """The calibrate table for a narrow terminal: one two-column table per row."""
-    from agentbranch.cli.tables import key_value
-
     headers = [str(c.header) for c in table.columns]
     cells = [list(c.cells) for c in table.columns]
     parts = [table.title] if table.title else []

@@ -1,5 +1,21 @@
 """What the ``agentbranch`` commands share: the consoles, logging setup, the engine the
-environment selects, the ``error:`` exit and number formatting."""
+environment selects, the ``error:`` exit, number formatting, tables printed readable at
+any width (``print_table``) and help that shows a flag as a flag (``show_flags_as_flags``).
+
+Tables: rich lays a table out to the console's width, and a console that is not a terminal (a
+pipe, a file, CI logs, ``CliRunner``) is 80 columns: an eight-column table then splits
+every number over two lines. Here a table printed anywhere but a terminal gets its
+natural width (nothing there wraps at 80), and a table wider than the terminal it is
+printed on is shown as ``folded()`` gives it: one narrow table per row.
+
+Flags: typer 0.29's rich help prints a type for every option, flags included (``--json <bool>``,
+``--help <bool>``): ``TyperOption.display_type_rich`` does not ask ``is_flag``, though its
+plain-text help does. A flag takes no value (``--json true`` is an error), so its row
+shows none. ``show_flags_as_flags(app)`` gives every command and group of ``app`` a class
+that blanks that column for its flags, the help option included; each option object is
+changed, nothing in typer itself. Older typers have no ``display_type_rich`` and print
+flags right already: the extra attribute is then never read.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +23,31 @@ import logging
 import math
 import os
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
+from rich.console import Console, RenderableType
+from rich.table import Table
+from typer.core import TyperCommand, TyperGroup
+from typer.models import DefaultPlaceholder
 
-__all__ = ["console", "err", "fail", "fmt", "load_engine", "quiet_logs", "read_questions"]
+__all__ = [
+    "FlagCommand",
+    "FlagGroup",
+    "console",
+    "err",
+    "fail",
+    "fmt",
+    "key_value",
+    "load_engine",
+    "natural_width",
+    "print_table",
+    "quiet_logs",
+    "read_questions",
+    "show_flags_as_flags",
+]
 
 console = Console()
 err = Console(stderr=True)
@@ -89,3 +123,89 @@ def fmt(x: float | None, digits: int = 3) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
     return f"{x:.{digits}f}"
+
+
+# -- tables -----------------------------------------------------------------------------
+
+
+def natural_width(console: Console, table: Table) -> int:
+    """The width ``table`` takes when nothing makes it wrap."""
+    return console.measure(table, options=console.options.update_width(10_000)).maximum
+
+
+def print_table(
+    console: Console,
+    table: Table,
+    folded: Callable[[], Iterable[RenderableType]] | None = None,
+) -> None:
+    """Print ``table`` whole: at its natural width when the console is not a terminal;
+    on a terminal narrower than it, ``folded()`` instead when given (else rich wraps
+    the cells)."""
+    need = natural_width(console, table)
+    if not console.is_terminal:
+        # print(width=) cannot exceed the console's width: widen the console itself.
+        width = console.width
+        console.width = max(width, need)
+        try:
+            console.print(table)
+        finally:
+            console.width = width
+    elif need > console.width and folded is not None:
+        for part in folded():
+            console.print(part)
+    else:
+        console.print(table)
+
+
+def key_value(title: str, rows: Iterable[tuple[str, str]]) -> Table:
+    """A two-column table (a name, its value) titled ``title``."""
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column("what", style="cyan", no_wrap=True)
+    table.add_column("value")
+    for name, value in rows:
+        table.add_row(name, value)
+    return table
+
+
+# -- help that shows a flag as a flag ---------------------------------------------------
+
+
+def _no_value(ctx: Any) -> None:
+    return None
+
+
+class _FlagsTakeNoValue:
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)  # type: ignore[misc]
+        for param in params:
+            if getattr(param, "is_flag", False):
+                param.display_type_rich = _no_value
+        return params
+
+
+class FlagCommand(_FlagsTakeNoValue, TyperCommand):
+    """A typer command whose help shows no value for a flag."""
+
+
+class FlagGroup(_FlagsTakeNoValue, TyperGroup):
+    """A typer group whose help shows no value for a flag."""
+
+
+def _default(cls: Any, typer_class: type) -> bool:
+    # typer fills in its own class, or a placeholder for "the default", when none is given.
+    return cls is None or cls is typer_class or isinstance(cls, DefaultPlaceholder)
+
+
+def show_flags_as_flags(app: typer.Typer) -> None:
+    """Every command and sub-group of ``app``, at any depth, built with the classes above
+    (a command or group declared with a ``cls`` of its own keeps it)."""
+    if _default(app.info.cls, TyperGroup):
+        app.info.cls = FlagGroup
+    for command in app.registered_commands:
+        if _default(command.cls, TyperCommand):
+            command.cls = FlagCommand
+    for group in app.registered_groups:
+        if _default(group.cls, TyperGroup):
+            group.cls = FlagGroup
+        if group.typer_instance is not None:
+            show_flags_as_flags(group.typer_instance)

@@ -21,7 +21,7 @@ from agentbranch.cli import (
     replay,
     verify,
 )
-from agentbranch.cli.flags import show_flags_as_flags
+from agentbranch.cli.common import show_flags_as_flags
 
 app = typer.Typer(
     name="agentbranch",
@@ -39,7 +39,7 @@ app.command(cls=verify.VerifyCommand)(verify.verify)
 app.add_typer(replay.replay_app, name="replay")
 app.add_typer(audit.audit_app, name="audit")
 deploy.register(app)  # size, deploy kserve
-# Help shows --json, --single, --help ... as flags, without a value (cli/flags.py).
+# Help shows --json, --single, --help ... as flags, without a value (``show_flags_as_flags``, cli/common.py).
 show_flags_as_flags(app)
 
 __all__ = ["app"]

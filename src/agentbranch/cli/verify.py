@@ -13,8 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from agentbranch.cli.common import console, err, quiet_logs, read_questions
-from agentbranch.cli.flags import FlagCommand
+from agentbranch.cli.common import FlagCommand, console, err, quiet_logs, read_questions
 
 __all__ = ["ERROR", "VerifyCommand", "verify"]
 

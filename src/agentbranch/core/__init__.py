@@ -3,7 +3,8 @@
 Questions and their examples, decisions, errors, how a state is rendered to text and
 whether it holds anything to read, the plain dataclasses that cross the reader boundary
 (``reads``) and the question types; logging, credential redaction, work at exit, safe
-file reading and the number checks settings share (``_checks``). Nothing here imports from another agentbranch layer.
+file reading; the errors and the number checks settings share (``errors``). Nothing here
+imports from another agentbranch layer.
 """
 
 __all__: list[str] = []

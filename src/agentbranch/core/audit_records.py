@@ -23,11 +23,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agentbranch.core import _checks
 from agentbranch.core.decisions import confidence_from
-from agentbranch.core.errors import AgentBranchError, ConfigurationError, InvalidFileError
-from agentbranch.core.files import json_lines, short_repr
-from agentbranch.core.schemas import newer_release
+from agentbranch.core.errors import (
+    AgentBranchError,
+    ConfigurationError,
+    InvalidFileError,
+    finite,
+    temperature,
+    unit,
+)
+from agentbranch.core.files import json_lines, newer_release, short_repr
 
 __all__ = [
     "TOLERANCE",
@@ -62,8 +67,9 @@ def _name(s: str) -> str:
     return s
 
 
-Unit = Annotated[float, AfterValidator(_checks.unit)]
-Finite = Annotated[float, AfterValidator(_checks.finite)]
+Unit = Annotated[float, AfterValidator(unit)]
+Finite = Annotated[float, AfterValidator(finite)]
+Temperature = Annotated[float, AfterValidator(temperature)]
 Name = Annotated[str, AfterValidator(_name)]
 
 
@@ -85,7 +91,7 @@ class AuditRecord(BaseModel):
     #: The share of taken decisions audited (required for ``kind="audit"``).
     rate: Annotated[float, AfterValidator(_rate)] | None = None
     #: The engine's calibration temperature for this question (1 when absent).
-    temperature: Annotated[float, AfterValidator(_checks.temperature)] | None = None
+    temperature: Temperature | None = None
     take_at: Unit | None = None
     band: Literal["take", "fallback", "review", "error"] | None = None
     agree: bool | None = None

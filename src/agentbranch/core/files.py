@@ -11,6 +11,11 @@ evidence stores) live here too: ``kind`` names what a path that is not a regular
 is, ``open_regular`` opens one for reading without ever blocking on a FIFO, and
 ``append_regular`` appends with one write so writers in other processes never split a
 line. Each takes ``refuse(mode)``, which builds the caller's own error.
+
+So do the record schemas agentbranch writes, by name and version, and the one message for
+a record a newer release wrote (``newer_release``): every reader of a store (``Earned``,
+``agentbranch audit report``, the audit loader), file or not, says the same thing,
+"upgrade", never "invalid" or "can be deleted".
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import stat
 import threading
 from collections.abc import Callable, Iterator
@@ -28,14 +34,18 @@ from typing import Any, BinaryIO
 from agentbranch.core.errors import InvalidFileError
 
 __all__ = [
+    "EVIDENCE_SCHEMA",
+    "EVIDENCE_VERSION",
     "MAX_LINE_BYTES",
     "append_regular",
     "check_regular",
     "check_writable",
+    "is_evidence_schema",
     "json_lines",
     "keep_private",
     "kind",
     "loads",
+    "newer_release",
     "open_regular",
     "read_json",
     "short_repr",
@@ -304,3 +314,30 @@ def check_writable(path: str | os.PathLike[str], what: str) -> None:
         )
     if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
         raise InvalidFileError(f"{what} {path} cannot be written (permission denied)")
+
+
+# -- record schemas ---------------------------------------------------------------------
+
+#: An evidence record's ``schema`` (``Earned(store=...)``), and its version number.
+EVIDENCE_SCHEMA = "agentbranch.earned/1"
+EVIDENCE_VERSION = 1
+
+_EARNED = re.compile(r"agentbranch\.earned/(\d+)")
+
+
+def is_evidence_schema(value: Any) -> bool:
+    """Whether ``value`` names an evidence schema, of this release or another."""
+    return isinstance(value, str) and _EARNED.fullmatch(value) is not None
+
+
+def newer_release(raw: Any) -> str | None:
+    """Why ``raw`` (a stored record) cannot be read when a newer release of agentbranch
+    wrote it (its ``schema`` names a later version), else ``None``."""
+    schema = raw.get("schema") if isinstance(raw, dict) else None
+    found = _EARNED.fullmatch(schema) if isinstance(schema, str) else None
+    if found is None or int(found.group(1)) <= EVIDENCE_VERSION:
+        return None
+    return (
+        f"written by a newer release of agentbranch (schema {schema}; this release reads "
+        f"{EVIDENCE_SCHEMA}); upgrade agentbranch to read this store"
+    )

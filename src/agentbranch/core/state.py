@@ -3,24 +3,34 @@
 ``render_state`` gives the text (strings as-is, messages as a ``role: content``
 transcript, anything else as JSON; the rules for each kind of content: its docstring);
 ``check_state`` refuses a state that cannot become valid text; ``media_placeholder``
-names media that is never read.
+names media that is never read; ``has_readable_text`` says whether a text holds anything
+to read.
+
+A state whose text is empty, blank, punctuation, symbols (emoji) or chat-template markup
+tokens only (``<turn|>``, ``<|im_end|>``, ``</s>``, ``[SEP]``) carries no evidence for
+any answer: readers that can tell (the embedded reader) answer it uniformly, so a policy
+falls back instead of taking an answer read from nothing. ``render_state`` renders
+LangChain messages whose content is all like this as the empty text, so a message list
+and the bare string read alike.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, ToolMessage
 
 from agentbranch.core.errors import InvalidStateError
-from agentbranch.core.readable import has_readable_text
 
 __all__ = [
     "MAX_STATE_DEPTH",
     "MAX_STATE_VALUES",
     "check_state",
+    "has_readable_text",
     "media_placeholder",
     "render_state",
 ]
@@ -35,6 +45,25 @@ _MEDIA_KINDS = {
     "file": "file",
 }
 _MEDIA_DATA_KEYS = ("base64", "data", "url", "file_id", "source", "image_url", "input_audio")
+
+
+#: Chat-template markup: angle-bracket tokens without spaces (``<turn|>``, ``<|turn>``,
+#: ``<|im_start|>``, ``</s>``, ``<end_of_turn>``) and BERT's bracket tokens. A URL or an
+#: address in angle brackets (``<https://…>``, ``<a@b.c>``) is not markup: it has a
+#: ``:``, ``.`` or ``@``.
+_MARKUP = re.compile(r"<[A-Za-z0-9_|/-]{1,64}>|\[(?:CLS|SEP|PAD|MASK|UNK)\]")
+
+
+def has_readable_text(text: str) -> bool:
+    """Whether ``text`` holds a letter or a digit outside markup tokens (see module doc).
+
+    >>> [has_readable_text(t) for t in ["", " \\n", "?!", "🙂", "<turn|>", "ok?", "42"]]
+    [False, False, False, False, False, True, True]
+    """
+    for ch in _MARKUP.sub(" ", text):
+        if unicodedata.category(ch)[0] in "LN":
+            return True
+    return False
 
 
 def _json(value: Any) -> str:
@@ -260,7 +289,7 @@ def render_state(state: Any) -> str:
     Messages that carry nothing to read — no tool call, no media, and no text with a letter or a
     digit outside markup tokens (empty, blank, ``"?"``, ``"<turn|>"``) — render as the
     empty text, so ``[HumanMessage("")]`` reads exactly as ``""`` does (the embedded reader
-    answers it uniformly; ``agentbranch.core.readable``). Role names and tool names are
+    answers it uniformly; ``has_readable_text``). Role names and tool names are
     labels, not content: ``"human: "`` would otherwise give the reader words to match.
 
     Messages nested in JSON state become ``{"role", "content"}`` objects, plus ``tool_calls``

@@ -22,8 +22,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from agentbranch.core import _checks
-from agentbranch.core.errors import ConfigurationError, InvalidFileError
+from agentbranch.core.errors import ConfigurationError, InvalidFileError, temperature, unit
 
 __all__ = ["CALIBRATION_VERSION", "Calibration", "Temperature", "Threshold"]
 
@@ -43,8 +42,8 @@ def _version(v: int) -> int:
 
 
 # strict: a bool or a string is not a number here (ints are).
-Temperature = Annotated[float, Field(strict=True), AfterValidator(_checks.temperature)]
-Threshold = Annotated[float, Field(strict=True), AfterValidator(_checks.unit)]
+Temperature = Annotated[float, Field(strict=True), AfterValidator(temperature)]
+Threshold = Annotated[float, Field(strict=True), AfterValidator(unit)]
 
 
 class Calibration(BaseModel):

@@ -22,7 +22,6 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
 
 from agentbranch.core import logs
-from agentbranch.core._checks import timeout_seconds
 from agentbranch.core.at_exit import join_at_exit
 from agentbranch.core.decisions import Decisions
 from agentbranch.core.errors import (
@@ -31,6 +30,7 @@ from agentbranch.core.errors import (
     InvalidQuestionError,
     ReaderError,
     ReaderTimeoutError,
+    timeout_seconds,
 )
 from agentbranch.core.questions import validate_questions
 from agentbranch.core.reads import LabelRead, ReadRequest

@@ -1,5 +1,5 @@
 """``decide_first``: the engine in front of a router a graph already has (docs/langgraph.md,
-"In front of your existing router").
+"In front of your existing router"), and what it reports (``ShadowReport``).
 
 The router (a function ``state -> label``, sync or async, or any Runnable such as an LLM
 classifier chain) stays the teacher: the engine reads the state first and, when it is
@@ -13,6 +13,10 @@ answer, whether it would have been taken and whether it agreed are counted
 (``report()``), and every router answer is stored as evidence. ``mode="live"``: what
 the engine is sure of is taken without calling the router. The evidence store is the
 same in both, so going live needs no relabelling.
+
+Over 500 lines: one feature, ``decide_first``, whose parts only it uses: what a router
+says about itself (its name, answers and question), the router as a teacher, the node,
+and ``ShadowReport``, what it counts.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
@@ -38,13 +42,11 @@ from agentbranch.core.errors import (
     InvalidStateError,
     ReaderError,
 )
-from agentbranch.core.questions import Question
+from agentbranch.core.questions import Question, choice
 from agentbranch.core.state import render_state
 from agentbranch.core.teacher_calls import TeacherCall, teacher_calls_of
 from agentbranch.integrations.langgraph import DEFAULT_KEY, _reader_input
 from agentbranch.integrations.observability import aemit_all, emit_all
-from agentbranch.integrations.router_question import router_name, router_question, router_take_at
-from agentbranch.integrations.router_report import Mode, ShadowReport
 from agentbranch.policy import (
     DecisionRecord,
     Earned,
@@ -57,6 +59,192 @@ from agentbranch.policy import (
 from agentbranch.policy.generation import aask, ask, generation_messages
 
 __all__ = ["DecideFirst", "Mode", "RouterTeacher", "ShadowReport", "decide_first"]
+
+# -- the report: what the engine did in front of the router -----------------------------
+
+Mode = Literal["shadow", "live"]
+
+
+@dataclass
+class ShadowReport:
+    """What the engine did in front of the router (``DecideFirst.report()``; ``print`` it).
+
+    ``decisions``: decisions made; ``taken``: those the engine was sure of (in shadow
+    mode: would have taken); ``compared``: decisions where both the engine and the
+    router answered, ``agreed`` of them the same; ``taken_compared``/``taken_agreed``
+    the same among the taken ones (how right the take band is against the router);
+    ``router_calls``: calls of the router made; ``calls_saved``: router calls not made
+    (in shadow mode: the takes, which live mode would not send to the router, less the
+    audited share); ``price_per_call`` turns them into money. ``take_at`` and ``trust``:
+    the threshold in force at the last decision (``None``: nothing is taken yet)."""
+
+    question_id: str
+    mode: Mode
+    decisions: int = 0
+    taken: int = 0
+    compared: int = 0
+    agreed: int = 0
+    taken_compared: int = 0
+    taken_agreed: int = 0
+    router_calls: int = 0
+    engine_errors: int = 0
+    audit_rate: float = 0.0
+    price_per_call: float | None = None
+    take_at: float | None = None
+    trust: str | None = None
+
+    @property
+    def calls_saved(self) -> float:
+        if self.mode == "live":
+            return float(self.decisions - self.router_calls)
+        return self.taken * (1.0 - self.audit_rate)
+
+    @property
+    def money_saved(self) -> float | None:
+        if self.price_per_call is None:
+            return None
+        return self.calls_saved * self.price_per_call
+
+    @property
+    def agreement(self) -> float | None:
+        return self.agreed / self.compared if self.compared else None
+
+    @property
+    def take_agreement(self) -> float | None:
+        return self.taken_agreed / self.taken_compared if self.taken_compared else None
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        for name in ("calls_saved", "money_saved", "agreement", "take_agreement"):
+            out[name] = getattr(self, name)
+        return out
+
+    def __str__(self) -> str:
+        def share(n: int, d: int) -> str:
+            return f"{n}/{d} ({n / d:.0%})" if d else f"{n}/0"
+
+        would = "would have taken" if self.mode == "shadow" else "taken"
+        lines = [
+            f"{self.question_id} ({self.mode}): {self.decisions} decisions",
+            f"  engine agreed with the router: {share(self.agreed, self.compared)}",
+            f"  {would} without the router: {share(self.taken, self.decisions)}, "
+            f"right on {share(self.taken_agreed, self.taken_compared)} checked",
+            f"  router calls made: {self.router_calls}",
+        ]
+        if self.decisions:
+            at = "nothing taken yet" if self.take_at is None else f"take_at {self.take_at:.2f}"
+            lines.insert(1, f"  threshold in force now: {at} ({self.trust})")
+        if self.mode == "shadow":
+            saved = f"  router calls live mode would save: {self.calls_saved:.4g}"
+            if self.audit_rate:
+                saved += f" (it would still audit {self.audit_rate:.0%} of the takes)"
+        else:
+            saved = f"  router calls saved: {self.calls_saved:.4g}"
+        if self.money_saved is not None:
+            saved += f", {self.money_saved:.4g} at {self.price_per_call:g} a call"
+        lines.append(saved)
+        if self.engine_errors:
+            lines.append(f"  engine errors (the router decided): {self.engine_errors}")
+        return "\n".join(lines)
+
+
+# -- what a router says about itself: its name, its answers, the question asked ----------
+# (its name, a ``Literal[...]`` return type or the options given, and its docstring or
+# the text or question given)
+
+
+def router_name(router: Any) -> str:
+    if isinstance(router, Runnable):
+        return router.get_name()
+    if not callable(router):
+        raise ConfigurationError(
+            f"decide_first needs a router: a function state -> label or a Runnable, got "
+            f"{type(router).__name__}"
+        )
+    return getattr(router, "__name__", None) or type(router).__name__
+
+
+def _literal_options(router: Any) -> list[str] | None:
+    """The options of a router annotated ``-> Literal["a", "b", ...]``, else ``None``."""
+    fn = router
+    if isinstance(router, RunnableLambda):
+        fn = router.func or router.afunc  # type: ignore[attr-defined]
+    elif isinstance(router, Runnable):
+        return None
+    try:
+        hint = get_type_hints(fn).get("return")
+    except Exception:  # noqa: BLE001 - an unresolvable annotation gives no options
+        return None
+    if get_origin(hint) is not Literal:
+        return None
+    values = list(get_args(hint))
+    if not all(isinstance(v, str) for v in values):
+        raise ConfigurationError(
+            f"the router's Literal return type holds {values}; decide_first needs text "
+            "answers (node names or labels)"
+        )
+    return values
+
+
+def router_question(
+    router: Any,
+    name: str,
+    question: str | Question | None,
+    options: Sequence[str] | Mapping[str, str | None] | None,
+    examples: Mapping[str, Sequence[str]] | None,
+) -> Question:
+    typed = _literal_options(router)
+    if question is not None and not isinstance(question, str):
+        if options is not None or examples is not None:
+            raise ConfigurationError(
+                "decide_first: give options/examples in the question you built "
+                "(choice(..., examples=...)) or as arguments, not both"
+            )
+        got = options_of(name, question)
+        if typed is not None and sorted(got) != sorted(typed):
+            raise ConfigurationError(
+                f"decide_first: the question's options {got} are not the router's "
+                f"Literal[...] answers {typed}; they must be the same"
+            )
+        return question
+    if options is None:
+        options = typed
+    elif typed is not None and sorted(options) != sorted(typed):
+        raise ConfigurationError(
+            f"decide_first(options=...) names {list(options)} but the router returns "
+            f"Literal{typed}; they must be the same answers"
+        )
+    if options is None:
+        raise ConfigurationError(
+            f"decide_first: router {name!r} says nothing of its answers; annotate it "
+            "-> Literal['a', 'b', ...] or give options=['a', 'b', ...]"
+        )
+    text = question or _docstring(router)
+    if not text:
+        raise ConfigurationError(
+            f"decide_first: what should the engine be asked for router {name!r}? Give "
+            "question='Which team should handle this ticket?' (or a docstring)"
+        )
+    return choice(text, options, examples=examples)
+
+
+def _docstring(router: Any) -> str | None:
+    fn = router.func if isinstance(router, RunnableLambda) else router  # type: ignore[attr-defined]
+    doc = inspect.getdoc(fn) if not isinstance(fn, Runnable) else None
+    return doc.split("\n\n")[0].strip() if doc else None
+
+
+def router_take_at(take_at: float | Earned | None, store: Any) -> float | Earned:
+    if take_at is None:
+        return Earned(store=store)
+    if store is not None:
+        raise ConfigurationError(
+            "decide_first: give store=... or take_at=Earned(store=...), not both"
+        )
+    return take_at
+
+
+# -- the engine in front of the router ---------------------------------------------------
 
 log = logging.getLogger("agentbranch")
 

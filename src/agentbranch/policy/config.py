@@ -7,9 +7,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agentbranch.core._checks import timeout_seconds
 from agentbranch.core.decisions import Decision
-from agentbranch.core.errors import ConfigurationError, ReaderError
+from agentbranch.core.errors import ConfigurationError, ReaderError, timeout_seconds
 from agentbranch.core.questions import Question, instructions_text, to_spec
 from agentbranch.policy.trust import Fixed, Threshold, TrustSource
 

@@ -24,10 +24,11 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 from agentbranch.integrations.middleware.gate import (
     DEFAULT_POLICY,
     DEFAULT_QUESTION,
+    ReviewResponseError,
     ToolGateMiddleware,
+    default_blocked_message,
+    render_tool_call,
 )
-from agentbranch.integrations.middleware.gate_review import ReviewResponseError
-from agentbranch.integrations.middleware.gate_texts import default_blocked_message, render_tool_call
 from agentbranch.integrations.middleware.tool_selection import ToolSelectorMiddleware
 
 __all__ = [

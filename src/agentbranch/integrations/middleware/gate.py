@@ -4,44 +4,47 @@ After each model turn, every proposed call of a guarded tool becomes one state f
 yes/no risk question, all answered in one batched engine read and banded by a
 ``Policy``: take (a safe call runs, a risky one is blocked), review (a human decides
 through ``HumanInTheLoopMiddleware``'s interrupt shape) or fallback (the policy's
-fallbacks). The resolving steps are ``agentbranch.policy.resolving``'s; the reviewer
-exchange is ``gate_review``, the texts ``gate_texts``.
+fallbacks). The resolving steps are ``agentbranch.policy.resolving``'s.
+
+Its parts, in order: the texts (what the engine reads about a proposed call, what a
+reviewer reads, and the ``ToolMessage`` the model reads in place of a call that did not
+run); the exchange with a human reviewer, in ``HumanInTheLoopMiddleware``'s shape (one
+``HITLRequest`` for the calls of a turn that need a human, and the checks of the
+``HITLResponse`` it is resumed with: one allowed decision per call, in order); the gate.
+
+Over 500 lines: one middleware, whose texts and review exchange only it uses.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired
 
-from langchain.agents.middleware.human_in_the_loop import DecisionType
+from langchain.agents.middleware.human_in_the_loop import (
+    ActionRequest,
+    DecisionType,
+    HITLRequest,
+    ReviewConfig,
+)
 from langchain.agents.middleware.types import AgentMiddleware, AgentState
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
     ToolCall,
     ToolMessage,
+    add_notification_metadata,
 )
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 from langgraph.types import interrupt
 
-from agentbranch.core.errors import ConfigurationError
+from agentbranch.core.errors import AgentBranchError, ConfigurationError
 from agentbranch.core.questions import Question, validate_questions, yes_no
+from agentbranch.core.state import render_state
 from agentbranch.integrations.langgraph import check_resumable, merge_records
-from agentbranch.integrations.middleware.gate_review import (
-    checked_kind,
-    decisions_of,
-    review_request,
-)
-from agentbranch.integrations.middleware.gate_texts import (
-    default_blocked_message,
-    gate_tool_message,
-    rejected_message,
-    render_tool_call,
-    shared_id_message,
-)
 from agentbranch.integrations.observability import aemit, emit
 from agentbranch.policy import (
     DecisionRecord,
@@ -61,8 +64,196 @@ __all__ = [
     "DEFAULT_QUESTION_ID",
     "STATE_KEY",
     "CallRenderer",
+    "ReviewResponseError",
     "ToolGateMiddleware",
+    "default_blocked_message",
+    "render_tool_call",
 ]
+
+
+# -- the texts ------------------------------------------------------------------------
+
+
+def render_tool_call(
+    tool_call: ToolCall, description: str | None, context: Sequence[BaseMessage]
+) -> str:
+    """What the engine reads for one proposed call: the call first (a sentence embedder
+    truncates long inputs, so the call must not sit behind the conversation), the tool's
+    description, then the recent conversation. A conversation with nothing to read
+    (empty, blank or punctuation-only messages) is left out, as none would be."""
+    args = json.dumps(tool_call["args"], ensure_ascii=False, sort_keys=True, default=str)
+    lines = [f"Proposed tool call: {tool_call['name']}({args})"]
+    if description:
+        lines.append(f"Tool description: {description}")
+    conversation = render_state(list(context)) if context else ""
+    if conversation:
+        lines += ["Conversation (latest last):", conversation]
+    return "\n".join(lines)
+
+
+def review_description(tool_call: ToolCall, record: DecisionRecord, prefix: str) -> str:
+    """What the reviewer reads: the call and the engine's answer (or its error)."""
+    lines = [
+        prefix,
+        "",
+        f"Tool: {tool_call['name']}",
+        f"Args: {json.dumps(tool_call['args'], ensure_ascii=False, default=str)}",
+    ]
+    if record.get("error"):
+        lines.append(f"The risk check failed: {record['error']}")
+    else:
+        probs = ", ".join(f"{k} {v:.2f}" for k, v in record["probabilities"].items())
+        lines.append(
+            f"Engine: {record['question_id']}={record['engine_label']} ({probs}; "
+            f"confidence {record['confidence']:.2f})"
+        )
+    return "\n".join(lines)
+
+
+def default_blocked_message(tool_call: ToolCall, record: DecisionRecord) -> str:
+    """Why a call was blocked, for the model to read."""
+    by = record["decided_by"]
+    question_id, label = record["question_id"], record["label"]
+    # the model reads the kind of error; the full message stays in the record
+    error_kind = str(record.get("error") or "").split(":", 1)[0]
+    if by == "engine":
+        p = record["probabilities"][label]
+        why = (
+            f"the decision engine answered {question_id}={label} (p={p:.2f}, confidence "
+            f"{record['confidence']:.2f})"
+        )
+    elif by == "fallback":
+        why = f"the fallback model answered {question_id}={label} after an uncertain read"
+    elif by == "fallback_node":
+        why = (
+            f"the decision engine was unsure ({question_id}={record['engine_label']}, confidence "
+            f"{record['confidence']:.2f}) and uncertain calls are blocked"
+        )
+    elif by == "fail_open":
+        why = (
+            f"the risk check failed ({error_kind}) and the gate's default is {question_id}={label}"
+        )
+    else:
+        why = f"the risk check failed ({error_kind}) and the gate fails closed"
+    return (
+        f"The tool call `{tool_call['name']}` was blocked: {why}. The tool was not executed; "
+        "do not retry it unless the user explicitly asks."
+    )
+
+
+def rejected_message(tool_call: ToolCall, review: Mapping[str, Any]) -> str:
+    # The wording of HumanInTheLoopMiddleware's reject message.
+    if reason := review.get("message"):
+        return f"User rejected the tool call for `{tool_call['name']}` with reason: {reason}"
+    return (
+        f"User rejected the tool call for `{tool_call['name']}` with id {tool_call['id']}. "
+        "The tool was not executed. Do not retry this tool call unless the user explicitly "
+        "requests it."
+    )
+
+
+def gate_tool_message(
+    tc: ToolCall, content: str, status: str, record: DecisionRecord
+) -> ToolMessage:
+    message = ToolMessage(
+        content=content,
+        name=tc["name"],
+        tool_call_id=tc["id"],
+        status=status,
+        artifact={"agentbranch.decision": record},
+    )
+    # Marked as added by the harness, as HumanInTheLoopMiddleware marks its answers
+    # (chat model integrations do not send these keys to the model).
+    data = {"outcome": record["outcome"], "decided_by": record["decided_by"]}
+    return add_notification_metadata(message, source="agentbranch_gate", data=data)
+
+
+def shared_id_message(tc: ToolCall, record: DecisionRecord | None) -> ToolMessage:
+    """The error ``ToolMessage`` of a call not run because another call of the turn with
+    the same id was blocked (``record``: its gate record; ``None`` for an unguarded
+    tool)."""
+    content = (
+        f"The tool call `{tc['name']}` was not executed: the model gave it the same id "
+        f"({tc['id']}) as another call of this turn that was not run, and tool results "
+        "are matched to calls by id, so it could not run alone. If it is still needed, "
+        "call it again in a new turn."
+    )
+    if record is None:
+        record = {"outcome": "blocked", "decided_by": "shared_id", "shared_id": True}
+    return gate_tool_message(tc, content, "error", record)
+
+
+# -- the exchange with a human reviewer -----------------------------------------------
+
+
+class ReviewResponseError(AgentBranchError, ValueError):
+    """The human's resume value does not fit the gate's ``HITLRequest``."""
+
+
+def review_request(
+    pending: Sequence[tuple[ToolCall, DecisionRecord]],
+    allowed: Sequence[DecisionType],
+    prefix: str,
+) -> HITLRequest:
+    """One ``HITLRequest`` for the ``(tool call, record)`` pairs that need a human."""
+    return HITLRequest(
+        action_requests=[
+            ActionRequest(
+                name=tc["name"], args=tc["args"], description=review_description(tc, rec, prefix)
+            )
+            for tc, rec in pending
+        ],
+        review_configs=[
+            ReviewConfig(action_name=tc["name"], allowed_decisions=list(allowed))
+            for tc, _ in pending
+        ],
+    )
+
+
+def decisions_of(response: Any, expected: int) -> list[Any]:
+    """The decisions of a resume value, one per action request."""
+    decisions = response.get("decisions") if isinstance(response, Mapping) else None
+    if not isinstance(decisions, list):
+        raise ReviewResponseError(
+            "resume the gate's interrupt with a HITLResponse: "
+            "Command(resume={'decisions': [{'type': 'approve'}, ...]}), got "
+            f"{response!r}"
+        )
+    if len(decisions) != expected:
+        raise ReviewResponseError(
+            f"the HITLRequest listed {expected} tool call(s) but the response has "
+            f"{len(decisions)} decision(s); give one decision per action request, in order"
+        )
+    return decisions
+
+
+def checked_kind(decision: Any, call_id: str, allowed: Sequence[DecisionType]) -> str:
+    """The type of one reviewer's ``decision`` for the call ``call_id``, once it is an
+    allowed, well-formed decision (else ``ReviewResponseError`` says what is missing)."""
+    kind = decision.get("type") if isinstance(decision, Mapping) else None
+    if kind not in allowed:
+        raise ReviewResponseError(
+            f"the reviewer's decision {decision!r} for tool call {call_id!r} is "
+            f"not allowed; allowed types: {list(allowed)}"
+        )
+    if kind == "edit":
+        action = decision.get("edited_action")
+        if not (
+            isinstance(action, Mapping)
+            and isinstance(action.get("name"), str)
+            and isinstance(action.get("args"), Mapping)
+        ):
+            raise ReviewResponseError(
+                "an edit decision needs edited_action={'name': <tool>, 'args': {...}}, "
+                f"got {decision!r}"
+            )
+    if kind == "respond" and not isinstance(decision.get("message"), str):
+        raise ReviewResponseError("a respond decision needs message=<str>")
+    return str(kind)
+
+
+# -- the gate ---------------------------------------------------------------------------
+
 
 log = logging.getLogger("agentbranch")
 

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentbranch.core import logs
-from agentbranch.core._checks import timeout_seconds
-from agentbranch.core.errors import ConfigurationError
+from agentbranch.core.errors import ConfigurationError, timeout_seconds
 from agentbranch.policy.auditing.sinks import AuditRecord, as_sinks
 from agentbranch.policy.auditing.worker import AuditStats, AuditWorker, Deadline, Job
 

@@ -28,8 +28,8 @@ from pydantic import (
     model_validator,
 )
 
-from agentbranch.core._checks import unit
-from agentbranch.core.schemas import EVIDENCE_SCHEMA, EVIDENCE_VERSION, newer_release
+from agentbranch.core.errors import unit
+from agentbranch.core.files import EVIDENCE_SCHEMA, EVIDENCE_VERSION, newer_release
 from agentbranch.policy.auditing.config import MIN_RATE
 from agentbranch.policy.trust import TRUSTS, Trust
 
@@ -260,7 +260,7 @@ def new_evidence(**fields: Any) -> Evidence:
 def newer_schema(raw: Any) -> str | None:
     """Why a stored item cannot be read when a newer release of agentbranch wrote it
     (its ``schema`` names a later version), else ``None`` (one message for every reader
-    of a store: ``agentbranch.core.schemas``)."""
+    of a store: ``agentbranch.core.files``)."""
     return newer_release(raw)
 
 

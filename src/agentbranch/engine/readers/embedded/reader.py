@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from agentbranch.core.errors import ConfigurationError
-from agentbranch.core.readable import has_readable_text
 from agentbranch.core.reads import LabelRead, QuestionSpec, ReadRequest
+from agentbranch.core.state import has_readable_text
 from agentbranch.engine.quiet_loads import quiet_loads
 from agentbranch.engine.readers.base import Reader
 from agentbranch.engine.readers.embedded.batches import length_batches, pad_values, padded
@@ -323,7 +323,7 @@ class EmbeddedReader(WrittenScores, Reader):
     def _unreadable_state(self, q: QuestionSpec) -> LabelRead:
         """A state with nothing to read: no word the embedder knows (empty, blank, only
         emoji or symbols outside its vocabulary), or no letter or digit outside markup
-        tokens (``"?"``, ``"<turn|>"``; ``agentbranch.core.readable``). Nothing to
+        tokens (``"?"``, ``"<turn|>"``; ``agentbranch.core.state.has_readable_text``). Nothing to
         compare, so every option is equally likely. Its embedding would still be a
         vector, and the softmax would turn the small differences of its similarities
         into a confident answer."""
