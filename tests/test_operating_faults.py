@@ -22,8 +22,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 
 import agentbranch as ab
 from agentbranch.core.errors import ConfigurationError, FallbackError
-from agentbranch.policy import Generate, GotoNode, Policy, Resolver, parse_label
-from agentbranch.policy import generation
+from agentbranch.policy import Generate, GotoNode, Policy, Resolver, generation, parse_label
 from agentbranch.policy.earned import EvidenceStore
 
 TEAM = ab.choice("Which team?", {"billing": "money", "outage": "down", "bug": "broken"})
@@ -399,7 +398,7 @@ class FullDisk(EvidenceStore):
 
 
 def test_labels_lost_to_a_full_disk_are_counted_with_one_error_per_burst(tmp_path, caplog):
-    from agentbranch.policy.label_loss import labels_lost
+    from agentbranch.policy import labels_lost
 
     store = FullDisk(tmp_path / "evidence.jsonl")
     with caplog.at_level(logging.WARNING, logger="agentbranch"):
@@ -478,7 +477,6 @@ def test_a_torn_line_moved_aside_is_owner_only_too(tmp_path, usual_umask):
 
 def test_cassettes_stay_readable_to_be_committed(tmp_path, usual_umask):
     from agentbranch.core.files import SHARED_MODE, append_regular
-
     from agentbranch.replay import files
 
     path = tmp_path / "run.cassette.jsonl"

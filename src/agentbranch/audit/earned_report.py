@@ -410,7 +410,7 @@ def earned_report(
         shown = asked or (earned_now.DEFAULT_PRECISION, earned_now.DEFAULT_LEVEL)
     lost = None
     if isinstance(source, Earned):  # the serving process's own count
-        from agentbranch.policy.label_loss import labels_lost
+        from agentbranch.policy.earned import labels_lost
 
         lost = labels_lost(source)
     asked_at = None if asked is None else asked[0]

@@ -7,7 +7,7 @@ review is a callback the integration supplies.
 * ``trust``: the seam a threshold's source implements (``TrustSource``; ``Fixed``)
 * ``bands`` → ``review`` → ``fallbacks`` (with ``generation``): the steps of resolving
 * ``resolving``, ``steps``, ``resolver``: those steps written once, run sync or async
-* ``records``: decision records; ``failure``: engine errors; ``label_loss``: lost labels
+* ``records``: decision records; ``failure``: engine errors
 * ``auditing/``: the teacher asked while a policy runs
 * ``earned/``: earned thresholds (``take_at=Earned(...)``), a layer above the rest that
   implements the trust seam; nothing here imports it but this face, which re-exports it
@@ -38,15 +38,16 @@ from agentbranch.policy.earned import (
     Evidence,
     EvidenceStore,
     JsonlEvidenceStore,
+    LabelLostError,
     LangGraphEvidenceStore,
     QuestionKey,
     Threshold,
     TrustState,
     evidence_key,
+    labels_lost,
     replay,
 )
 from agentbranch.policy.generation import generation_messages, parse_label
-from agentbranch.policy.label_loss import LabelLostError, labels_lost
 from agentbranch.policy.records import engine_record, error_record, review_payload
 from agentbranch.policy.resolver import Resolver
 

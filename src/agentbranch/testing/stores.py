@@ -17,9 +17,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from agentbranch.policy.earned._any_store import as_store
-from agentbranch.policy.earned._evidence import Evidence, new_evidence
-from agentbranch.policy.earned._stores import EvidenceStore
+from agentbranch.policy.earned import Evidence, EvidenceStore, as_store, new_evidence
 
 __all__ = ["check_store"]
 

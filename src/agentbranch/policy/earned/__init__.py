@@ -28,9 +28,12 @@ from agentbranch.policy.earned._drift import drifted, takes_to_withdraw
 from agentbranch.policy.earned._earned import Earned
 from agentbranch.policy.earned._evidence import EarnedSettings as EarnedSettings
 from agentbranch.policy.earned._evidence import Evidence, QuestionKey, evidence_key
+from agentbranch.policy.earned._evidence import new_evidence as new_evidence
 from agentbranch.policy.earned._health import AuditHealth as AuditHealth
 from agentbranch.policy.earned._health import health_window as health_window
 from agentbranch.policy.earned._jsonl_store import JsonlEvidenceStore
+from agentbranch.policy.earned._label_loss import LabelLostError as LabelLostError
+from agentbranch.policy.earned._label_loss import labels_lost as labels_lost
 from agentbranch.policy.earned._langgraph_store import LangGraphEvidenceStore
 from agentbranch.policy.earned._state import Threshold, TrustState, replay
 from agentbranch.policy.earned._stores import EvidenceStore

@@ -16,7 +16,7 @@ from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.questions import Question
 from agentbranch.policy.config import DecisionRecord
 from agentbranch.policy.earned._evidence import QuestionKey
-from agentbranch.policy.label_loss import LabelLostError
+from agentbranch.policy.earned._label_loss import LabelLostError
 from agentbranch.policy.records import is_replayed
 
 log = logging.getLogger("agentbranch")
@@ -83,7 +83,7 @@ def observe_record(
     except ConfigurationError:
         raise
     except LabelLostError:
-        pass  # counted, and logged once per burst (agentbranch.policy.label_loss)
+        pass  # counted, and logged once per burst (agentbranch.policy.earned._label_loss)
     except Exception as e:  # noqa: BLE001 - a lost label never fails the decision
         log.warning(
             "agentbranch.earned: evidence for %r not stored: %s: %s",
