@@ -28,7 +28,6 @@ BUSY_SHARE = 0.5
 _cpu_clock = time.process_time
 
 
-
 class HoldRule:
     """The hold rule, mixed into ``BatchingReader`` (whose queue, lock and caller
     bookkeeping it reads). Each rule is one method, so a variant can leave one out."""
@@ -123,9 +122,7 @@ class HoldRule:
         their own, 1 + 5, 1 + 5 ...)."""
         if self._queue or any(item.wanted() for batch in self._reading for item in batch.items):
             return True
-        return (
-            self._last_callers >= 2 and self._expected_back(self._since()) > time.monotonic()
-        )
+        return self._last_callers >= 2 and self._expected_back(self._since()) > time.monotonic()
 
     def _since(self) -> float:
         """Callers seen since then are "recent": three reads' time, at least 0.1 s."""
@@ -178,7 +175,6 @@ class HoldRule:
         quiet = max(quiet, self._expected_back(self._since()))
         return (quiet, "quiet") if quiet <= bound else (bound, "bound")
 
-
     # -- the rules, one method each ------------------------------------------------
 
     def _all_in(self, since: float) -> bool:
@@ -195,4 +191,4 @@ class HoldRule:
 
     def _pipelined_part(self) -> int | None:
         """The reader's ``pipelined_batch``: at most that many requests at once."""
-        return getattr(self.inner, "pipelined_batch", None)
+        return self.inner.pipelined_batch

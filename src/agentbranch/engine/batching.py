@@ -35,7 +35,7 @@ from agentbranch.engine.batch_parts import (
     similar_part,
 )
 from agentbranch.engine.callers import CallerThreads, LoopWatch, pool_thread
-from agentbranch.engine.readers.base import Reader, WrappingReader
+from agentbranch.engine.readers.base import Reader, WrappingReader, require_reader
 
 __all__ = ["BatchingReader", "QueueFullError", "read_key"]
 
@@ -59,8 +59,8 @@ class BatchingReader(HoldRule, WrappingReader):
         max_queue: most requests waiting; further callers wait for room (back-pressure).
         queue_timeout_s: how long a caller waits for room before ``QueueFullError``
             (``None``: as long as it takes).
-        concurrency: batches read at once (default: ``reader.concurrent_batches`` if the
-            reader declares it, else 1 — one model reads one batch at a time).
+        concurrency: batches read at once (default: ``reader.concurrent_batches``, 1
+            unless the reader declares more: one model reads one batch at a time).
         cache_size: answers kept in an LRU cache keyed by the request digest (0 = off).
         dedupe: share one read between identical requests in flight.
 
@@ -87,12 +87,13 @@ class BatchingReader(HoldRule, WrappingReader):
         cache_size: int = 0,
         dedupe: bool = True,
     ) -> None:
+        require_reader(reader)
         wait = max_wait_s
         # The default wait applies only while other callers' requests are in flight.
         self._auto_wait = wait is None
         if wait is None:  # a reader that batches again itself need not wait here too
-            wait = float(getattr(reader, "coalesce_wait_s", 0.002))
-        concurrency = concurrency or int(getattr(reader, "concurrent_batches", 1) or 1)
+            wait = float(reader.coalesce_wait_s)
+        concurrency = concurrency or int(reader.concurrent_batches or 1)
         if wait < 0 or max_batch < 1 or max_queue < 1 or concurrency < 1 or cache_size < 0:
             raise ConfigurationError(
                 "BatchingReader needs max_wait_s >= 0, max_batch >= 1, max_queue >= 1, "

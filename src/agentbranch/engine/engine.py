@@ -40,7 +40,7 @@ from agentbranch.engine._fold import Folding, _Prepared
 from agentbranch.engine.batching import BatchingReader
 from agentbranch.engine.calibration import Calibration
 from agentbranch.engine.plan import QuestionPlans
-from agentbranch.engine.readers.base import Reader
+from agentbranch.engine.readers.base import Reader, require_reader
 
 __all__ = ["DecisionEngine"]
 
@@ -124,13 +124,7 @@ class DecisionEngine(Folding):
         eager: bool = False,
         batching: bool = True,
     ) -> None:
-        if not (
-            callable(getattr(reader, "read", None)) and callable(getattr(reader, "aread", None))
-        ):
-            raise ConfigurationError(
-                f"reader must be an agentbranch Reader (TransformersReader, RemoteReader, "
-                f"EmbeddedReader, ScriptedReader ...), got {type(reader).__name__}"
-            )
+        require_reader(reader)
         if instructions is not None and not isinstance(instructions, str):
             raise ConfigurationError(
                 f"instructions must be a string or None, got {type(instructions).__name__}"
@@ -290,28 +284,25 @@ class DecisionEngine(Folding):
         """What answers the teacher calls of policies deciding with this engine
         (``Generate`` fallbacks, audits, reviewers): the replay cassette its reader (or
         a reader it wraps) reads through, or ``None`` (they go live)."""
-        reader, seen = self.reader, 0
-        while reader is not None and seen < 16:
-            got = getattr(reader, "teacher_calls", None)
-            if isinstance(got, TeacherCalls):
-                return got
-            reader, seen = getattr(reader, "inner", None), seen + 1
+        for reader in self.reader.chain():
+            if isinstance(reader.teacher_calls, TeacherCalls):
+                return reader.teacher_calls
         return None
 
     def unrecorded(self) -> DecisionEngine:
         """This engine for reads that are no part of the run a replay cassette records
         (a learning version's trial reads of labelled states: a replayed decision is no
         evidence, so a replay never asks them): its reader's ``unrecorded()`` view when
-        it has one, else the engine itself."""
+        it has one (``Reader.unrecorded``), else the engine itself."""
         made = self.__dict__.get("_unrecorded_engine")
         if made is not None and made.__dict__.get("_unrecorded_of") is self.reader:
             return made
-        view = getattr(self.reader, "unrecorded", None)
-        if not callable(view):
+        view = self.reader.unrecorded()
+        if view is self.reader:
             return self
         self._reader_settings()  # the copy reads with the same settings fingerprint
         made = copy.copy(self)
-        made.reader, made._coalescer = view(), None
+        made.reader, made._coalescer = view, None
         made.__dict__.pop("_unrecorded_engine", None)
         made.__dict__["_unrecorded_of"] = self.reader
         self.__dict__["_unrecorded_engine"] = made

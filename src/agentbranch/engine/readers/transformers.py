@@ -352,6 +352,9 @@ class TransformersReader(TokenReader):
     """
 
     name = "transformers"
+    #: The chat prompt's arguments count through the planner
+    #: (``TokenReader.reading_settings``).
+    reading_ignores = ("chat_template", "special_tokens")
 
     def __init__(
         self,

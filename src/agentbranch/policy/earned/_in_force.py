@@ -29,12 +29,9 @@ def live(question_id: str, question: Question, decision: Decision, policy: Polic
 
 def cassette_of(engine: Any) -> Any:
     """The replay cassette the engine's reader (or a reader it wraps) reads through."""
-    reader = getattr(engine, "reader", None)
-    while reader is not None:
-        cassette = getattr(reader, "cassette", None)
-        if cassette is not None and callable(getattr(cassette, "threshold", None)):
-            return cassette
-        reader = getattr(reader, "inner", None)
+    for reader in engine.reader.chain():
+        if reader.cassette is not None:
+            return reader.cassette
     return None
 
 

@@ -120,6 +120,17 @@ class EmbeddedReader(WrittenScores, Reader):
     """
 
     name = "embedded"
+    #: Arguments that do not reshape confidences (where and how fast it reads); the
+    #: temperature, ``top_k``, weights and ``max_length`` do.
+    reading_ignores = (
+        "model_path",
+        "batch_size",
+        "batch_tokens",
+        "cache_size",
+        "device",
+        "threads",
+        "trace",
+    )
     model = MODEL_ID
     max_options = 255
 

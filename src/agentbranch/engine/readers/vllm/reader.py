@@ -99,6 +99,20 @@ class VLLMReader(TokenReader):
     #: each caller joins vLLM's next step while the step before runs: the coalescer in
     #: front need not hold bursts. On the CPU (``CPU_COALESCE_WAIT_S``) it does.
     coalesce_wait_s = 0.0
+    #: Arguments that do not reshape confidences (the chat prompt's count through the
+    #: planner, ``TokenReader.reading_settings``): ``constrained`` and ``max_steps`` do.
+    reading_ignores = (
+        "llm",
+        "preset",
+        "mode",
+        "chat_template",
+        "template_kwargs",
+        "special_tokens",
+        "timeout_s",
+        "batch_window_s",
+        "max_batch_reads",
+        "model_id",
+    )
     #: Most label ids one vLLM request asks logprobs for (vLLM's cap; lower it to test
     #: the split path).
     max_logprob_ids: int = MAX_LOGPROB_TOKEN_IDS

@@ -223,8 +223,8 @@ def head_inputs(engine: Any, question_id: str, question: Any, vectors: Any) -> t
     alone)."""
     import numpy as np
 
-    scores = getattr(getattr(engine, "reader", None), "written_scores", None)
-    if not callable(scores) or not WRITTEN_WEIGHT:
+    scores = engine.reader.written_scores
+    if scores is None or not WRITTEN_WEIGHT:
         return vectors, 0.0
     from agentbranch.core.questions import to_spec
 

@@ -23,9 +23,8 @@ def learner_of(policy: PolicyArg, question_id: str) -> Any:
 
 def reading_of(engine: Any, question_id: str, question: Any) -> str | None:
     """The reading fingerprint ``engine``'s decision of ``question`` will carry
-    (``Engine.reading_for``; ``None``, the defaults', for an engine without it)."""
-    reading_for = getattr(engine, "reading_for", None)
-    return reading_for(question_id, question) if callable(reading_for) else None
+    (``Engine.reading_for``)."""
+    return engine.reading_for(question_id, question)
 
 
 Map = probability.Map | None  #: a version's probability map in force (``None``: none)
@@ -47,15 +46,13 @@ def asked_questions(
     learners = {question_id: learner_of(policy, question_id) for question_id in questions}
     if not any(learners.values()):
         return asked, versions, reads, maps  # (no learning: nothing rendered or looked up)
-    reader = getattr(engine, "reader", None)
-    name, model = getattr(reader, "name", None), getattr(reader, "model", None)
+    name, model = engine.reader.name, engine.reader.model
     try:
         text = None if state is None else render_state(state)
     except Exception:  # noqa: BLE001 - the engine's read says what is wrong with it
         text = None
     cassette = None if state is None else cassette_of(engine)
-    unrecorded = getattr(engine, "unrecorded", None)
-    trials = unrecorded() if callable(unrecorded) else engine
+    trials = engine.unrecorded()
     for question_id, q in questions.items():
         learner = learners[question_id]
         if learner is None:

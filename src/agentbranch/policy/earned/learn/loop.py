@@ -437,8 +437,8 @@ class Learner:
         labels = [y for _, _, y in labelled]
         options = self._options(q)
         vectors, per_option = None, lx.PER_OPTION
-        embed = getattr(getattr(self.engine, "reader", None), "embed", None)
-        if callable(embed):
+        embed = None if self.engine is None else self.engine.reader.embed
+        if embed is not None:
             vectors = self._embedded(embed, texts)
             x, written = head_inputs(self.engine, q.question_id, q.question, vectors)
             head = fit_head(options, x, labels, written=written)
