@@ -9,13 +9,16 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
 from agentbranch.cli.common import console, err, fail, load_engine, quiet_logs, read_questions
 from agentbranch.cli.decide_lines import Timings, decide_lines
+
+if TYPE_CHECKING:
+    from agentbranch.engine.protocol import Engine
 
 __all__ = ["SLOW_S", "decide"]
 
@@ -176,7 +179,9 @@ def decide(
     err.print(f"[dim]{reason}[/dim]")
 
 
-def _each(engine: Any, source: Path, questions: dict[str, Any], size: int, timings: bool) -> None:
+def _each(
+    engine: Engine, source: Path, questions: dict[str, Any], size: int, timings: bool
+) -> None:
     """``--each``: every line decided, one record each; exit 1 when any line failed."""
     try:
         raw = sys.stdin.buffer if str(source) == "-" else source.open("rb")

@@ -14,7 +14,10 @@ import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentbranch.engine.protocol import Engine
 
 __all__ = ["Line", "Timings", "decide_lines", "parse_lines"]
 
@@ -102,7 +105,7 @@ def _batches(lines: Iterable[Line], size: int) -> Iterator[list[Line]]:
 
 
 def decide_lines(
-    engine: Any,
+    engine: Engine,
     raw: Iterable[bytes],
     questions: Mapping[str, Any],
     out: IO[str] | None = None,

@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
@@ -56,6 +56,9 @@ from agentbranch.policy import (
 )
 from agentbranch.policy.earned._collect import observe_record
 from agentbranch.policy.generation import aask, ask, generation_messages
+
+if TYPE_CHECKING:
+    from agentbranch.engine.protocol import Engine
 
 __all__ = ["DecideFirst", "Mode", "RouterTeacher", "ShadowReport", "decide_first"]
 
@@ -166,7 +169,7 @@ class DecideFirst(RunnableLambda):
         self,
         router: Any,
         *,
-        engine: Any,
+        engine: Engine,
         question: str | Question | None = None,
         options: Sequence[str] | Mapping[str, str | None] | None = None,
         examples: Mapping[str, Sequence[str]] | None = None,
@@ -388,7 +391,7 @@ class DecideFirst(RunnableLambda):
 def decide_first(
     router: Any = None,
     *,
-    engine: Any,
+    engine: Engine,
     question: str | Question | None = None,
     options: Sequence[str] | Mapping[str, str | None] | None = None,
     examples: Mapping[str, Sequence[str]] | None = None,

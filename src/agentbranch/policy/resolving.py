@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentbranch.core import _tracing as tracing
 from agentbranch.core.questions import Question
@@ -26,6 +26,9 @@ from agentbranch.policy.earned.learn.hooks import asked_questions, learner_of, m
 from agentbranch.policy.failure import records_for_error
 from agentbranch.policy.fallbacks import fallback_steps
 from agentbranch.policy.steps import Call, Steps, offload, on_async_only
+
+if TYPE_CHECKING:
+    from agentbranch.engine.protocol import Engine
 
 __all__ = ["Resolution", "identify", "resolve_many"]
 
@@ -51,7 +54,7 @@ Hook = Callable[[list[Resolution]], None]
 
 
 def resolve_many(
-    engine: Any,
+    engine: Engine,
     questions: Mapping[str, Question],
     policy: PolicyArg,
     states: Sequence[Any],
@@ -88,7 +91,7 @@ def resolve_many(
 
 
 def _resolve_many(
-    engine: Any,
+    engine: Engine,
     questions: Mapping[str, Question],
     policy: PolicyArg,
     states: Sequence[Any],
@@ -165,26 +168,26 @@ def identify(records: dict[str, DecisionRecord], policy: PolicyArg, text: str) -
 
 
 def _ask(
-    engine: Any, questions: Mapping[str, Question], policy: PolicyArg, texts: list[Any]
+    engine: Engine, questions: Mapping[str, Question], policy: PolicyArg, texts: list[Any]
 ) -> list[tuple[dict, dict, dict, dict]]:
     return [asked_questions(engine, questions, policy, t) for t in texts]
 
 
 def _failed(
     error: BaseException,
-    engine: Any,
+    engine: Engine,
     questions: Mapping[str, Question],
     policy: PolicyArg,
     texts: list[str | None],
 ) -> list[Resolution]:
-    reader = getattr(engine, "reader", None)
     return [
-        Resolution(t, records_for_error(error, questions, policy, reader), questions) for t in texts
+        Resolution(t, records_for_error(error, questions, policy, engine.reader), questions)
+        for t in texts
     ]
 
 
 def _banded(
-    engine: Any, policy: PolicyArg, text: str | None, decisions: Any, looked: tuple
+    engine: Engine, policy: PolicyArg, text: str | None, decisions: Any, looked: tuple
 ) -> Resolution:
     asked, versions, _, maps = looked
     records, pending = band_all(decisions, asked, policy, thresholds_for(engine, text))

@@ -12,12 +12,15 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentbranch.core.decisions import Decision
 from agentbranch.core.questions import Question
 from agentbranch.policy.config import Policy
 from agentbranch.policy.earned._state import Threshold
+
+if TYPE_CHECKING:
+    from agentbranch.engine.protocol import Engine
 
 #: ``threshold(question_id, question, decision, policy)``: the threshold in force.
 ThresholdFn = Callable[[str, Question, Decision, Policy], Threshold]
@@ -27,7 +30,7 @@ def live(question_id: str, question: Question, decision: Decision, policy: Polic
     return policy.threshold(question_id, question, decision)
 
 
-def cassette_of(engine: Any) -> Any:
+def cassette_of(engine: Engine) -> Any:
     """The replay cassette the engine's reader (or a reader it wraps) reads through."""
     for reader in engine.reader.chain():
         if reader.cassette is not None:
@@ -35,7 +38,7 @@ def cassette_of(engine: Any) -> Any:
     return None
 
 
-def thresholds_for(engine: Any, state: Any) -> ThresholdFn:
+def thresholds_for(engine: Engine, state: Any) -> ThresholdFn:
     """The threshold source for one resolution of ``state``."""
     cassette = cassette_of(engine)
     if cassette is None:

@@ -1,6 +1,8 @@
 """``EmbeddedReader``: the MiniLM model, its embedding cache, and the read (see the
 package docstring for what it reads and how; scoring, batching and temperatures are in
-their own modules)."""
+their own modules).
+
+Over 500 lines: one class, the reader, with every setting it takes declared beside it."""
 
 from __future__ import annotations
 

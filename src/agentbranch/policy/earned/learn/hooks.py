@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentbranch.core.state import render_state
 from agentbranch.policy.config import PolicyArg, policy_for
 from agentbranch.policy.earned._evidence import QuestionKey
 from agentbranch.policy.earned._in_force import cassette_of
 from agentbranch.policy.earned.learn import nearest, probability, replayed
+
+if TYPE_CHECKING:
+    from agentbranch.engine.protocol import Engine
 
 log = logging.getLogger("agentbranch")
 
@@ -21,7 +24,7 @@ def learner_of(policy: PolicyArg, question_id: str) -> Any:
     return None if earned is None else earned.learner
 
 
-def reading_of(engine: Any, question_id: str, question: Any) -> str | None:
+def reading_of(engine: Engine, question_id: str, question: Any) -> str | None:
     """The reading fingerprint ``engine``'s decision of ``question`` will carry
     (``Engine.reading_for``)."""
     return engine.reading_for(question_id, question)
@@ -31,7 +34,7 @@ Map = probability.Map | None  #: a version's probability map in force (``None``:
 
 
 def asked_questions(
-    engine: Any, questions: Mapping[str, Any], policy: PolicyArg, state: Any = None
+    engine: Engine, questions: Mapping[str, Any], policy: PolicyArg, state: Any = None
 ) -> tuple[dict[str, Any], dict[str, int], dict[str, Any], dict[str, Map]]:
     """The questions of each learning question's version in force (the evidence key and
     threshold are theirs), the version of each, the questions to read ``state`` with
