@@ -58,6 +58,9 @@ class Reader(ABC):
     * ``embed`` and ``written_scores`` (``None``): functions learning fits heads with,
       ``embed(texts) -> vectors`` and ``written_scores(vectors, spec) -> scores``
       (``EmbeddedReader``).
+    * ``generator()`` (``None``): generations on the reader's own model, which
+      ``LocalChatModel.on(reader)`` serves as a LangChain chat model (``VLLMReader``,
+      ``TransformersReader``).
     """
 
     name: str = "reader"
@@ -148,6 +151,12 @@ class Reader(ABC):
         """This reader for reads that are no part of a recorded run (a learning
         version's trial reads, ``DecisionEngine.unrecorded``). Default: itself."""
         return self
+
+    def generator(self, *, timeout_s: float | None = None) -> Any:
+        """Generations on this reader's own model (``agentbranch.integrations.local_chat``
+        wraps them in a chat model), or ``None``: by default a reader cannot generate.
+        ``timeout_s``: a generation that waits longer raises, where the reader supports it."""
+        return None
 
     def chain(self) -> Iterator[Reader]:
         """This reader, then each reader it reads through (``inner``), outermost first

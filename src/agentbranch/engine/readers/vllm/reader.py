@@ -75,7 +75,7 @@ class VLLMReader(TokenReader):
     ``LLM`` to two readers (two workers would call ``generate`` concurrently); use
     ``variant``.
 
-    ``reader.chat_model()`` is a LangChain chat model generating on the same ``LLM``
+    ``LocalChatModel.on(reader)`` is a LangChain chat model generating on the same ``LLM``
     through the same worker (vLLM's full denoising schedule on DiffusionGemma, ordinary
     decoding elsewhere): the ``Generate`` fallback without a second model.
 
@@ -265,17 +265,10 @@ class VLLMReader(TokenReader):
 
     def generator(self, *, timeout_s: float | None = None) -> VLLMGenerator:
         """Generations on this reader's ``LLM``, through its worker (batched with its
-        reads); what ``chat_model`` wraps."""
+        reads): what ``LocalChatModel.on(reader)`` serves, a LangChain chat model on the
+        same engine, weights and batches as the reads. ``timeout_s``: a generation that
+        waits longer raises ``ReaderTimeoutError``."""
         return VLLMGenerator(self, timeout_s=timeout_s)
-
-    def chat_model(self, *, timeout_s: float | None = None, **defaults: Any) -> Any:
-        """A LangChain chat model (``LocalChatModel``) that generates on this reader's
-        own ``LLM`` — same engine, same weights, same batches as the reads.
-        ``defaults``: ``max_tokens``, ``temperature``, ``stop``, ``seed``, ``steps``
-        (denoising steps on DiffusionGemma; default the model's schedule), ``choices``."""
-        from agentbranch.integrations.local_chat import LocalChatModel
-
-        return LocalChatModel.on(self.generator(timeout_s=timeout_s), **defaults)
 
     @property
     def generations_run(self) -> int:
