@@ -119,3 +119,10 @@ def test_a_duck_typed_reader_is_refused_with_how_to_fix_it(build):
     with pytest.raises(ConfigurationError, match=r"subclasses agentbranch\.Reader"):
         build(DuckReader())
     assert ab.Reader is Reader
+
+
+def test_a_reader_that_cannot_generate_gives_no_chat_model_and_says_what_to_use():
+    reader = ab.ScriptedReader()
+    assert reader.generator() is None
+    with pytest.raises(ConfigurationError, match=r"cannot generate; use a VLLMReader"):
+        ab.LocalChatModel.on(reader, max_tokens=8)
