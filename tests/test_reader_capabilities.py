@@ -126,3 +126,12 @@ def test_a_reader_that_cannot_generate_gives_no_chat_model_and_says_what_to_use(
     assert reader.generator() is None
     with pytest.raises(ConfigurationError, match=r"cannot generate; use a VLLMReader"):
         ab.LocalChatModel.on(reader, max_tokens=8)
+
+
+def test_the_decision_engine_has_everything_the_engine_protocol_names():
+    from agentbranch.engine.protocol import Engine
+
+    named = {n for n in vars(Engine) if not n.startswith("_")} | set(Engine.__annotations__)
+    engine = ab.DecisionEngine(ab.ScriptedReader())
+    assert {"decide", "adecide_many", "reader", "calibration", "reading_for"} <= named
+    assert sorted(n for n in named if not hasattr(engine, n)) == []

@@ -355,6 +355,7 @@ class TransformersReader(TokenReader):
     #: The chat prompt's arguments count through the planner
     #: (``TokenReader.reading_settings``).
     reading_ignores = ("chat_template", "special_tokens")
+    _warm = False  # whether warmup() ran its first read
 
     def __init__(
         self,
@@ -410,7 +411,7 @@ class TransformersReader(TokenReader):
     def warmup(self) -> None:
         """The model is loaded already; run one yes/no read so the first decision does
         not pay the first forward's one-off setup."""
-        if getattr(self, "_warm", False):
+        if self._warm:
             return
         q = QuestionSpec("warmup", "noul", "Ready?", ("yes", "no"), (None, None), ("yes", "no"))
         self.read([ReadRequest(state="warm-up", questions=(q,))])
