@@ -29,10 +29,6 @@ class Sharp(ab.ScriptedReader):
         self.lock = lock
 
 
-class Quiet(Sharp):
-    reading_ignores = (*Sharp.reading_ignores, "sharpness")
-
-
 def test_an_undeclared_setting_changes_the_reading_so_earned_trust_starts_again():
     plain = ab.DecisionEngine(Sharp()).decide("s", URGENT)["urgent"]
     sharp = ab.DecisionEngine(Sharp(sharpness=2.0)).decide("s", URGENT)["urgent"]
@@ -42,6 +38,9 @@ def test_an_undeclared_setting_changes_the_reading_so_earned_trust_starts_again(
 
 
 def test_reading_ignores_leaves_a_setting_out():
+    class Quiet(Sharp):
+        reading_ignores = (*Sharp.reading_ignores, "sharpness")
+
     assert reader_settings(Quiet(sharpness=2.0)) == {}
     assert ab.DecisionEngine(Quiet(sharpness=2.0)).decide("s", URGENT)["urgent"].reading is None
 
