@@ -8,7 +8,7 @@ packages installed ``--no-deps``). One ``LLM`` serves both speeds through one
 
 * **read**: ``DecisionEngine(reader).adecide`` — the one-step read of the option labels;
 * **generate (constrained)**: the ``Generate`` fallback's request (the same messages) on
-  ``reader.chat_model()`` with ``choices=`` the options (vLLM structured outputs);
+  ``LocalChatModel.on(reader)`` with ``choices=`` the options (vLLM structured outputs);
 * **generate (free)**: the same request without ``choices``, its reply parsed as any chat
   model's (``parse_label``); replies that name no option are counted.
 
@@ -145,7 +145,7 @@ def main() -> None:
     load_s = time.perf_counter() - start
     reader = VLLMReader(llm, model_id="smollm2-135m-instruct")
     engine = ab.DecisionEngine(reader)
-    model = reader.chat_model(max_tokens=args.max_tokens)
+    model = ab.LocalChatModel.on(reader, max_tokens=args.max_tokens)
     memory["after_llm"] = rss_mb()
     # Warm both paths once (first-call setup is not what is measured).
     engine.decide("warm-up", {"ok": ab.yes_no("Ready?")})

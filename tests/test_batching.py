@@ -216,12 +216,11 @@ def test_a_burst_that_never_pauses_is_held_only_up_to_the_bound(monkeypatch):
     # under the coalescer's lock, so the worker sees exactly this sequence of events.
     import types
 
-    from agentbranch.engine import _batch_hold, batching
+    from agentbranch.engine import batching
 
     clock = FakeClock()
     fake = types.SimpleNamespace(monotonic=clock.monotonic)
     monkeypatch.setattr(batching, "time", fake)
-    monkeypatch.setattr(_batch_hold, "time", fake)  # the hold rule's clock
     inner = GatedReader(SCRIPT)
     coalescer = BatchingReader(inner)  # the default rule
     engine = ab.DecisionEngine(coalescer)
@@ -244,7 +243,7 @@ def test_a_burst_that_never_pauses_is_held_only_up_to_the_bound(monkeypatch):
     assert list(coalescer.batch_closes) == [(1, "alone"), (1, "bound")]
     # held no less than the bound: half the last read's time (the worker began holding
     # at held_from or later)
-    assert clock.t - held_from >= _batch_hold.HOLD_SHARE * 1.0
+    assert clock.t - held_from >= batching.HOLD_SHARE * 1.0
     engine.close()
 
 

@@ -14,7 +14,7 @@ from _batching_fixtures import SCRIPT, TEAM, FakeClock, GatedReader, _wait_for_q
 from agentbranch_bench.levers import LeverReader
 
 import agentbranch as ab
-from agentbranch.engine import _batch_hold, batching
+from agentbranch.engine import batching
 from agentbranch.engine.callers import CallerThreads, pool_is_starting
 
 
@@ -108,7 +108,6 @@ def test_a_burst_larger_than_the_last_read_is_held_for_its_own_read_time(monkeyp
     clock = FakeClock()
     fake = types.SimpleNamespace(monotonic=clock.monotonic)
     monkeypatch.setattr(batching, "time", fake)
-    monkeypatch.setattr(_batch_hold, "time", fake)  # the hold rule's clock
     inner = GatedReader(SCRIPT)
     coalescer = LeverReader(inner)
     coalescer.hold_new_threads = False  # the first caller is read alone
@@ -131,7 +130,7 @@ def test_a_burst_larger_than_the_last_read_is_held_for_its_own_read_time(monkeyp
         labels = [f.result(timeout=20)["team"].label for f in rest]
     assert labels == ["outage", "bug", "billing", "outage"]
     assert list(coalescer.batch_closes) == [(1, "alone"), (4, "bound")]
-    assert clock.t - held_from >= _batch_hold.HOLD_SHARE * 4 * 1.0
+    assert clock.t - held_from >= batching.HOLD_SHARE * 4 * 1.0
     assert clock.t - held_from < 5  # ... and closed by the bound, not held forever
     engine.close()
 
@@ -154,8 +153,7 @@ def test_a_quiet_gap_while_the_process_is_busy_starts_again(monkeypatch, hold_wh
     cpu = {"t": 0.0}
     fake = types.SimpleNamespace(monotonic=clock.monotonic)
     monkeypatch.setattr(batching, "time", fake)
-    monkeypatch.setattr(_batch_hold, "time", fake)  # the hold rule's clock
-    monkeypatch.setattr(_batch_hold, "_cpu_clock", lambda: cpu["t"])
+    monkeypatch.setattr(batching, "_cpu_clock", lambda: cpu["t"])
     inner = GatedReader(SCRIPT)
     coalescer = LeverReader(inner)
     coalescer.hold_new_threads = False  # the first caller is read alone

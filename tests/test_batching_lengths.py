@@ -14,8 +14,7 @@ from hypothesis import strategies as st
 
 import agentbranch as ab
 from agentbranch.core.reads import ReadRequest
-from agentbranch.engine.batch_parts import SIMILAR_WINDOW, Item, similar_part
-from agentbranch.engine.batching import BatchingReader
+from agentbranch.engine.batching import SIMILAR_WINDOW, BatchingReader, Item, similar_part
 
 
 def item(n: int, tag: int) -> Item:

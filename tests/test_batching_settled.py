@@ -16,7 +16,7 @@ from _batching_fixtures import SCRIPT, TEAM, TICKETS, FakeClock, GatedReader, _w
 from agentbranch_bench.levers import LeverReader
 
 import agentbranch as ab
-from agentbranch.engine import _batch_hold, batching
+from agentbranch.engine import batching
 from agentbranch.engine.callers import CallerThreads, executor_of, pool_all_waiting
 
 
@@ -136,7 +136,6 @@ def _frozen(monkeypatch) -> FakeClock:
     clock = FakeClock()
     fake = types.SimpleNamespace(monotonic=clock.monotonic)
     monkeypatch.setattr(batching, "time", fake)
-    monkeypatch.setattr(_batch_hold, "time", fake)  # the hold rule's clock
     return clock
 
 

@@ -46,13 +46,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("cli",),  # one module per command group
 ]
 
-#: The only imports that run upwards, each with its reason.
-ALLOWED_UPWARD = {
-    # A reader's ``chat_model()`` wraps the reader's own generator (engine-level, no
-    # LangChain) in the LangChain chat model on demand: imported inside the method only,
-    # so the read path and ``import agentbranch.engine`` never load the integration.
-    ("engine", "integrations"),
-}
+#: The only imports that run upwards, each with its reason (none: a reader's own chat
+#: model is built above it, ``LocalChatModel.on(reader)`` from ``Reader.generator()``).
+ALLOWED_UPWARD: set[tuple[str, str]] = set()
 
 PUBLIC_FACES = {
     "agentbranch",

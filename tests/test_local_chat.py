@@ -3,7 +3,7 @@
 * A real language model (SmolLM2-135M-Instruct from the package index, converted once
   into the user cache by ``agentbranch.testing.smollm2``) answers a chat question with
   real text, sync and async, with token usage as LangChain reports it.
-* ``TransformersReader.chat_model()`` generates on the reader's own tiny DiffusionGemma
+* ``LocalChatModel.on(TransformersReader)`` generates on the reader's own tiny DiffusionGemma
   (transformers' full denoising schedule), capped by ``max_tokens`` and ``steps``.
 * Options are checked, the chat model records and replays through a cassette, and the
   ``Generate`` fallback on it records that its reply was parsed, not constrained.
@@ -65,7 +65,7 @@ def test_smollm2_answers_with_real_text(smollm2_chat):
 
 
 def test_reader_chat_model_runs_the_diffusion_schedule(tiny_reader):
-    model = tiny_reader.chat_model(max_tokens=20)
+    model = ab.LocalChatModel.on(tiny_reader, max_tokens=20)
     reply = model.invoke("Hello there")
     assert isinstance(reply.content, str)
     assert 0 < reply.usage_metadata["output_tokens"] <= 20

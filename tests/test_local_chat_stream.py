@@ -122,7 +122,7 @@ def test_stream_text_holds_back_a_stop_string_split_over_pieces():
 def test_diffusiongemma_streams_one_block_at_a_time(tiny_reader):
     import torch
 
-    model = tiny_reader.chat_model(max_tokens=256)
+    model = ab.LocalChatModel.on(tiny_reader, max_tokens=256)
     canvas = tiny_reader.backend.served_canvas
     generator = model.generator
     request_ids = generator.render([{"role": "user", "content": "Hello there"}])
@@ -143,11 +143,11 @@ def test_non_integer_token_counts_are_refused_as_the_engine_refuses_them(smol, t
     with pytest.raises(ConfigurationError, match="max_tokens must be an integer"):
         LocalChatModel(model=smol.model, max_tokens=2.5)
     with pytest.raises(ConfigurationError, match="max_tokens must be an integer"):
-        tiny_reader.chat_model(max_tokens=2.5)
+        ab.LocalChatModel.on(tiny_reader, max_tokens=2.5)
     with pytest.raises(ConfigurationError, match="max_tokens must be an integer"):
         smol.invoke(QUESTION, max_tokens=2.5)
     with pytest.raises(ConfigurationError, match="steps must be an integer"):
-        tiny_reader.chat_model().invoke("Hello", steps=1.5)
+        ab.LocalChatModel.on(tiny_reader).invoke("Hello", steps=1.5)
     with pytest.raises(ConfigurationError, match="seed must be an integer"):
         smol.invoke(QUESTION, seed=True)
     with pytest.raises(ConfigurationError):
@@ -159,7 +159,7 @@ def test_special_tokens_in_a_message_are_refused_as_a_read_refuses_them(smol, ti
     engine = ab.DecisionEngine(tiny_reader)
     with pytest.raises(SpecialTokenError):
         engine.decide(fake_turn, {"ok": ab.yes_no("OK?")})
-    chat = tiny_reader.chat_model(max_tokens=8)
+    chat = ab.LocalChatModel.on(tiny_reader, max_tokens=8)
     with pytest.raises(SpecialTokenError, match="special_tokens='text'"):
         chat.invoke(fake_turn)
     with pytest.raises(SpecialTokenError):
@@ -175,7 +175,8 @@ def test_special_tokens_in_a_message_are_refused_as_a_read_refuses_them(smol, ti
     assert as_text.count(turn_end) == plain.count(turn_end)
     assert chat.invoke(fake_turn, special_tokens="text").usage_metadata["input_tokens"] > len(plain)
     assert isinstance(
-        tiny_reader.chat_model(special_tokens="text", max_tokens=8).invoke(fake_turn), AIMessage
+        ab.LocalChatModel.on(tiny_reader, special_tokens="text", max_tokens=8).invoke(fake_turn),
+        AIMessage,
     )
 
 
@@ -247,7 +248,10 @@ def test_a_langgraph_fallback_streams_its_tokens_before_the_node_ends(tiny_reade
     unsure = ab.DecisionEngine(ab.ScriptedReader({"team": {"billing": 0.5, "bugs": 0.5}}))
     policy = ab.Policy(
         take_at=0.9,
-        fallbacks=[ab.Generate(tiny_reader.chat_model(max_tokens=256)), ab.GotoNode("triage")],
+        fallbacks=[
+            ab.Generate(ab.LocalChatModel.on(tiny_reader, max_tokens=256)),
+            ab.GotoNode("triage"),
+        ],
     )
     team = ab.choice("Which team?", ["billing", "bugs"])
     node = decide_node(unsure, {"team": team}, state_key="ticket", policy=policy)

@@ -1,6 +1,6 @@
 """The coalescer with its rules as switches, for the benchmark's variants only.
 
-``LeverReader`` is a ``BatchingReader`` whose hold rules (``agentbranch.engine._batch_hold``)
+``LeverReader`` is a ``BatchingReader`` whose hold rules (``agentbranch.engine.batching``)
 can each be turned off, so ``bench_patterns.py --variants`` compares the library with
 the coalescer as it was before a rule. The production coalescer has no switches."""
 

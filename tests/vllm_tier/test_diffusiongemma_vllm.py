@@ -411,7 +411,7 @@ def test_chat_model_generates_with_the_full_schedule_on_the_same_llm(reader):
     denoising schedule; ``steps`` caps it), alongside reads in the same worker."""
     from agentbranch.core.errors import ConfigurationError
 
-    model = reader.chat_model(max_tokens=32)
+    model = ab.LocalChatModel.on(reader, max_tokens=32)
     assert model.generator.reader.llm is reader.llm and not model.supports_choices
     before = reader.generations_run
     reply = model.invoke("Hello there")

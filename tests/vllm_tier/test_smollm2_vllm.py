@@ -2,7 +2,7 @@
 ``agentbranch.testing.smollm2``) served by vLLM's offline ``LLM`` on this CPU.
 
 The same ``LLM`` — one engine, one copy of the weights — gives one-step reads
-(``VLLMReader``) and full generations (``reader.chat_model()``), through the one engine
+(``VLLMReader``) and full generations (``LocalChatModel.on(reader)``), through the one engine
 worker that batches both:
 
 * generations answer with real text, sync and async, with token usage; concurrent reads
@@ -92,7 +92,7 @@ def smollm2_reader() -> Iterator[Any]:
 
 
 def test_generations_are_real_text_on_the_reads_engine(smollm2_reader):
-    model = smollm2_reader.chat_model(max_tokens=24)
+    model = ab.LocalChatModel.on(smollm2_reader, max_tokens=24)
     assert model.generator.reader.llm is smollm2_reader.llm  # the one engine
     reply = model.invoke("What is the capital of France?")
     assert "Paris" in reply.content
@@ -116,7 +116,7 @@ def test_generations_are_real_text_on_the_reads_engine(smollm2_reader):
 
 def test_reads_and_generations_share_the_worker(smollm2_reader):
     engine = ab.DecisionEngine(smollm2_reader)
-    model = smollm2_reader.chat_model(max_tokens=16)
+    model = ab.LocalChatModel.on(smollm2_reader, max_tokens=16)
     reads_before = smollm2_reader.reads_run
     generations_before = smollm2_reader.generations_run
 
@@ -138,7 +138,9 @@ def test_reads_and_generations_share_the_worker(smollm2_reader):
 
 
 def test_choices_are_enforced_by_structured_outputs(smollm2_reader):
-    model = smollm2_reader.chat_model(max_tokens=8, choices=["billing", "technical", "sales"])
+    model = ab.LocalChatModel.on(
+        smollm2_reader, max_tokens=8, choices=["billing", "technical", "sales"]
+    )
     for state in STATES:
         reply = model.invoke(f"Which team should take this ticket? {state}")
         assert reply.content in ("billing", "technical", "sales")
@@ -162,7 +164,7 @@ def test_graph_falls_back_to_the_same_models_generation(smollm2_reader):
     team = QUESTIONS["team"]
     confidence = {s: engine.decide(s, {"team": team})["team"].confidence for s in STATES}
     take_at = sorted(confidence.values())[len(STATES) // 2]  # the upper half takes
-    fallback = ab.Generate(smollm2_reader.chat_model(max_tokens=8))
+    fallback = ab.Generate(ab.LocalChatModel.on(smollm2_reader, max_tokens=8))
     policy = ab.Policy(take_at=take_at, fallbacks=[fallback])
 
     graph = StateGraph(State)
@@ -195,7 +197,7 @@ def test_graph_falls_back_to_the_same_models_generation(smollm2_reader):
 
 def test_earned_learns_from_the_same_models_generation(smollm2_reader):
     earned = ab.Earned(precision=0.9, min_evidence=len(STATES), refresh_s=0)
-    teacher = ab.Generate(smollm2_reader.chat_model(max_tokens=8))
+    teacher = ab.Generate(ab.LocalChatModel.on(smollm2_reader, max_tokens=8))
     policy = ab.Policy(take_at=earned, fallbacks=[teacher])
     engine = ab.DecisionEngine(smollm2_reader)
     from agentbranch.policy.resolver import Resolver
@@ -219,7 +221,7 @@ QUESTION = "What is the capital of France?"
 
 
 def test_generations_stream_step_by_step(smollm2_reader):
-    model = smollm2_reader.chat_model(max_tokens=24)
+    model = ab.LocalChatModel.on(smollm2_reader, max_tokens=24)
     reply = model.invoke(QUESTION).content
     chunks = list(model.stream(QUESTION))
     assert all(isinstance(c, AIMessageChunk) for c in chunks)

@@ -28,9 +28,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentbranch.core.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from agentbranch.engine.protocol import Engine
 
 __all__ = [
     "EXIT_CODES",
@@ -194,7 +197,7 @@ def _thresholds(take_at: float | Mapping[str, float | None], ids: Sequence[str])
 
 
 def verify(
-    engine: Any,
+    engine: Engine,
     examples: Sequence[Any] | str | Path,
     *,
     take_at: float | Mapping[str, float | None],

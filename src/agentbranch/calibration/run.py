@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from agentbranch.calibration.labelled import Example, split
 from agentbranch.calibration.measures import metrics
@@ -19,6 +19,9 @@ from agentbranch.calibration.scored import Scored, read_examples
 from agentbranch.calibration.temperatures import By, calibrated, fit
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.engine.calibration import Calibration
+
+if TYPE_CHECKING:
+    from agentbranch.engine.protocol import Engine
 
 __all__ = ["WORSE_FIT", "calibrate", "calibrate_scored", "evaluate"]
 
@@ -111,7 +114,7 @@ def _check_settings(target_precision: float, min_examples: int) -> None:
 
 
 def evaluate(
-    engine: Any,
+    engine: Engine,
     examples: Sequence[Example],
     calibration: Calibration | None,
     *,
@@ -137,7 +140,7 @@ def evaluate(
 
 
 def calibrate(
-    engine: Any,
+    engine: Engine,
     examples: Sequence[Example],
     *,
     by: By = "question",

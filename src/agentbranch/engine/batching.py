@@ -6,41 +6,226 @@ docstring; docs/design.md in full). ``DecisionEngine(reader, batching=False)`` t
 off; build one yourself to tune it::
 
     engine = DecisionEngine(BatchingReader(reader, max_batch=32, max_wait_s=0.005))
+
+Its hold rule says when a batch that is not full closes: a lone caller is read at once
+(unless it is a fresh pool's first thread); a burst is held until no request arrived for
+the quiet gap, until every recent caller waits ("all in"), until nobody who could still
+call is running ("settled"), or until the bound (half the last read's time).
+docs/design.md gives the rule in full and why.
+
+Over 500 lines: one idea, the coalescer. What it queues (a caller's ``Call``, each
+distinct request in flight, a batch a worker took, the digest that tells requests apart),
+its workers and its hold rule read and write the same queue under one lock.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
+import sys
 import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Iterator, Sequence
-from concurrent.futures import CancelledError, Future
+from concurrent.futures import CancelledError, Future, InvalidStateError
+from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from agentbranch.core.at_exit import COALESCERS, finish_at_exit, join_at_exit
 from agentbranch.core.errors import ConfigurationError, ReaderError, ReaderTimeoutError
 from agentbranch.core.reads import LabelRead, ReadRequest
-from agentbranch.engine._batch_hold import HoldRule
-from agentbranch.engine.batch_parts import (
-    Batch,
-    Call,
-    Handover,
-    Item,
-    QueueFullError,
-    hashable,
-    new_call,
-    one_call,
-    read_key,
-    similar_part,
-)
-from agentbranch.engine.callers import CallerThreads, LoopWatch, pool_thread
-from agentbranch.engine.readers.base import Reader, WrappingReader
+from agentbranch.engine.callers import CallerThreads, LoopWatch, pool_is_starting, pool_thread
+from agentbranch.engine.readers.base import Reader, WrappingReader, require_reader
 
 __all__ = ["BatchingReader", "QueueFullError", "read_key"]
 
+#: A burst's batch is held at most this share of the last read's time.
+HOLD_SHARE = 0.5
+#: How long a fresh pool's first caller waits for the pool's next thread to start.
+POOL_PEEK_S = 0.0002
+#: A quiet gap during which the process ran at least this share of one CPU was not
+#: quiet: its threads were busy, and may be callers on their way.
+BUSY_SHARE = 0.5
 
-class BatchingReader(HoldRule, WrappingReader):
+# The process's CPU clock (all its threads), next to the coalescer's wall clock.
+_cpu_clock = time.process_time
+
+
+class QueueFullError(ReaderError):
+    """The coalescer's queue stayed full for ``queue_timeout_s``: the reader is
+    overloaded. Lower the load, raise ``max_queue``/``queue_timeout_s``, or add readers."""
+
+
+def read_key(request: ReadRequest) -> str:
+    """A digest of everything that determines a read (the answer-cache key): the state,
+    instructions, draws, joint, and every question's id, type, wording, options,
+    descriptions and labels."""
+    blob = json.dumps(
+        [
+            request.state,
+            request.instructions,
+            request.draws,
+            request.joint,
+            [
+                [q.id, q.type, q.instructions, q.options, q.descriptions, q.labels]
+                for q in request.questions
+            ],
+        ],
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def hashable(request: ReadRequest) -> bool:
+    try:
+        hash(request)
+    except TypeError:  # built by hand with lists instead of tuples
+        return False
+    return True
+
+
+@dataclass(eq=False)
+class Call:
+    """One caller's ``read``: its answers fill in as the requests are read."""
+
+    answers: list[list[LabelRead] | None]
+    remaining: int
+    future: Future[list[list[LabelRead]]] = field(default_factory=Future)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    #: The calling thread when it is a pool's and never called before (a fresh pool
+    #: may be starting: ``BatchingReader.hold_new_threads``), else ``None``.
+    pool_thread: threading.Thread | None = None
+    #: Who called: the calling thread (a sync caller) or event loop (an async one).
+    thread: threading.Thread | None = None
+    loop: Any = None
+    #: Whether the coalescer counts the caller as waiting yet (from its first queueing).
+    arrived: bool = False
+
+    def give(self, index: int, reads: list[LabelRead]) -> None:
+        with self.lock:  # answers may arrive from several workers at once
+            if self.future.done() or self.answers[index] is not None:
+                return
+            self.answers[index] = reads
+            self.remaining -= 1
+            last = self.remaining == 0
+        if last:
+            try:
+                self.future.set_result(self.answers)  # type: ignore[arg-type]
+            except InvalidStateError:  # cancelled meanwhile
+                pass
+
+    def fail(self, error: BaseException) -> None:
+        try:
+            self.future.set_exception(error)
+        except InvalidStateError:
+            pass
+
+
+def new_call(
+    requests: Sequence[ReadRequest],
+    thread: threading.Thread | None = None,
+    loop: Any = None,
+) -> tuple[Call, deque[tuple[int, ReadRequest]]]:
+    """A caller's ``Call`` for ``requests`` and its requests still to queue, by index."""
+    requests = list(requests)
+    call = Call([None] * len(requests), len(requests), thread=thread, loop=loop)
+    if not requests:
+        call.future.set_result([])
+        return call, deque()
+    # Shortest state first: the reads a call is cut into (``max_batch``,
+    # ``pipelined_batch``) then each hold states of similar length, and a reader
+    # that pads (every torch reader) pads each little (answers keep their places).
+    return call, deque(sorted(enumerate(requests), key=lambda pair: len(pair[1].state)))
+
+
+@dataclass(eq=False)
+class Item:
+    """One distinct request in flight, and every (call, index) waiting for it."""
+
+    request: ReadRequest
+    key: Any
+    waiters: list[tuple[Call, int]] = field(default_factory=list)
+
+    def wanted(self) -> bool:
+        return any(not call.future.done() for call, _ in self.waiters)
+
+
+@dataclass(eq=False)
+class Batch:
+    """The requests one worker is reading; ``counted`` while it counts toward
+    ``concurrency`` (until every caller abandoned it)."""
+
+    items: list[Item]
+    thread: threading.Thread
+    counted: bool = True
+
+
+#: A read cut from a longer queue looks this many reads' worth into it for requests of
+#: its first request's length.
+SIMILAR_WINDOW = 4
+
+
+def similar_part(queue: deque[Item], limit: int) -> list[Item]:
+    """Take the next read's items off ``queue``: all of them when they fit in ``limit``;
+    else the oldest and the ``limit - 1`` of the next ``SIMILAR_WINDOW × limit`` whose
+    states are closest to its length (ties: the older), the rest staying queued in
+    order. A reader pads each forward to its longest state, so a burst's reads then
+    each hold states of similar length; the oldest is always read, so none starves."""
+    if len(queue) <= limit:
+        part = list(queue)
+        queue.clear()
+        return part
+    window = [queue.popleft() for _ in range(min(len(queue), SIMILAR_WINDOW * limit))]
+    head, rest = window[0], window[1:]
+    n = len(head.request.state)
+    nearest = sorted(range(len(rest)), key=lambda i: abs(len(rest[i].request.state) - n))
+    chosen = set(nearest[: limit - 1])
+    queue.extendleft(reversed([item for i, item in enumerate(rest) if i not in chosen]))
+    return [head, *(item for i, item in enumerate(rest) if i in chosen)]
+
+
+def one_call(queue: deque[Item], n: int) -> bool:
+    """Whether the next ``n`` queued requests all wait for one call only (a
+    ``decide_many``): cutting them into small pipelined parts lets nobody go on early,
+    it only adds reads."""
+    return len({id(call) for item in islice(queue, n) for call, _ in item.waiters}) == 1
+
+
+class Handover:
+    """``deliver`` for ``Reader.read_each`` over one batch: each request is settled once
+    (``settle(item, reads, error)``), its reads or the ``ReaderError`` in their place
+    given to its callers (the engine raises that error), any other error failing them."""
+
+    def __init__(self, items: list[Item], settle: Any) -> None:
+        self.items = items
+        self.settle = settle
+        self.done = [False] * len(items)
+
+    def __call__(self, index: int, reads: list[LabelRead] | BaseException) -> None:
+        if self.done[index]:
+            return
+        self.done[index] = True
+        if isinstance(reads, BaseException) and not isinstance(reads, ReaderError):
+            self.settle(self.items[index], None, reads)
+        else:
+            self.settle(self.items[index], reads, None)
+
+    def left(self) -> list[Item]:
+        """The requests not handed over yet."""
+        return [item for item, done in zip(self.items, self.done) if not done]
+
+    def check(self, reader: str) -> None:
+        """Raise ``ReaderError`` if ``reader``'s ``read_each`` returned with requests
+        still not handed over."""
+        if not all(self.done):
+            raise ReaderError(
+                f"reader {reader!r} answered {sum(self.done)} of {len(self.done)} batched requests"
+            )
+
+
+class BatchingReader(WrappingReader):
     """A reader that coalesces concurrent ``read``/``aread`` calls into batches.
 
     Args:
@@ -59,8 +244,8 @@ class BatchingReader(HoldRule, WrappingReader):
         max_queue: most requests waiting; further callers wait for room (back-pressure).
         queue_timeout_s: how long a caller waits for room before ``QueueFullError``
             (``None``: as long as it takes).
-        concurrency: batches read at once (default: ``reader.concurrent_batches`` if the
-            reader declares it, else 1 — one model reads one batch at a time).
+        concurrency: batches read at once (default: ``reader.concurrent_batches``, 1
+            unless the reader declares more: one model reads one batch at a time).
         cache_size: answers kept in an LRU cache keyed by the request digest (0 = off).
         dedupe: share one read between identical requests in flight.
 
@@ -72,7 +257,7 @@ class BatchingReader(HoldRule, WrappingReader):
     failed request fails alone (``_read``), abandoned reads free
     their worker's slot, and at interpreter exit the reads in flight may finish. When a
     batch that is not full closes (alone, quiet, all in, settled, bound) is the hold rule of
-    ``agentbranch.engine._batch_hold``; docs/design.md explains both in full.
+    the module docstring; docs/design.md explains both in full.
     """
 
     def __init__(
@@ -87,12 +272,13 @@ class BatchingReader(HoldRule, WrappingReader):
         cache_size: int = 0,
         dedupe: bool = True,
     ) -> None:
+        require_reader(reader)
         wait = max_wait_s
         # The default wait applies only while other callers' requests are in flight.
         self._auto_wait = wait is None
         if wait is None:  # a reader that batches again itself need not wait here too
-            wait = float(getattr(reader, "coalesce_wait_s", 0.002))
-        concurrency = concurrency or int(getattr(reader, "concurrent_batches", 1) or 1)
+            wait = float(reader.coalesce_wait_s)
+        concurrency = concurrency or int(reader.concurrent_batches or 1)
         if wait < 0 or max_batch < 1 or max_queue < 1 or concurrency < 1 or cache_size < 0:
             raise ConfigurationError(
                 "BatchingReader needs max_wait_s >= 0, max_batch >= 1, max_queue >= 1, "
@@ -115,7 +301,7 @@ class BatchingReader(HoldRule, WrappingReader):
         lock = threading.RLock()
         self._cond = threading.Condition(lock)  # new work for idle workers, room, exit
         # A worker holding a batch waits on this one: woken when the batch is full or at
-        # exit, not by every arrival (the hold rule: ``_batch_hold``).
+        # exit, not by every arrival (the hold rule).
         self._filled = threading.Condition(lock)
         self._queue: deque[Item] = deque()
         self._in_flight: dict[Any, Item] = {}
@@ -439,6 +625,150 @@ class BatchingReader(HoldRule, WrappingReader):
                 call.give(index, reads)
             else:
                 call.fail(CancelledError())
+
+    # -- the hold rule (module docstring) ---------------------------------------------
+
+    def _hold(self) -> str:
+        """Wait (holding ``_cond``) until the queued batch should close; say why (the
+        rule is in the module docstring)."""
+        if self._ready():
+            return "full"
+        if not self._auto_wait:  # an explicit window: always waited
+            deadline = time.monotonic() + self.max_wait_s
+            while not self._ready():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return "window"
+                self._filled.wait(left)
+            return "full"
+        if self.max_wait_s <= 0 or not (self._crowded or self._pool_starting()):
+            return "alone"
+        # A caller ready to queue may wait one GIL switch interval (5 ms) for its turn,
+        # so a shorter pause does not show that the burst is over.
+        gap = max(self.max_wait_s, sys.getswitchinterval())
+        start = time.monotonic()
+        self._holding = True
+        self._loops.look_again()  # a task busy when its loop last looked may wait now
+        try:
+            while not self._ready():
+                if why := self._nobody_left():
+                    return why
+                at, why = self._close_at(start + self._hold_bound_s(gap), gap)
+                left = at - time.monotonic()
+                if left <= 0:
+                    if why == "quiet" and self._busy():
+                        self._quiet_from_now()  # not quiet: the gap starts again
+                        continue
+                    return why
+                # wakes when full, when every caller is in, at exit, or at the time: an
+                # arrival meanwhile moved the quiet gap later, so the loop computes the
+                # next close time
+                self._filled.wait(left)
+        finally:
+            self._holding = False
+        return "full"
+
+    def _pool_starting(self) -> bool:
+        """Whether a lone caller is the first of a fresh pool's threads (``graph.batch``
+        starting its runs): after ``POOL_PEEK_S`` for the pool to start its next
+        thread, another call arrived or another thread of its pool is alive. A caller
+        that is no pool's new thread is read at once, without the peek."""
+        starter, self._starter = self._starter, None
+        if starter is None:
+            return False
+        arrived = self._last_arrival
+        self._filled.wait(POOL_PEEK_S)  # (releases the lock: callers may queue)
+        return self._last_arrival != arrived or pool_is_starting(starter)
+
+    def _hold_bound_s(self, gap: float) -> float:
+        """How long a burst's batch may be held: ``HOLD_SHARE`` of the last read's
+        time, or of what reading the requests queued now should take at the last read's
+        time per request if that is longer (a burst larger than the last batch, say
+        after lone reads, is not cut by a bound set for one request), never less than
+        the quiet gap."""
+        per_request = self._last_read_s / max(1, self._last_read_size)
+        longest = max(self._last_read_s, per_request * len(self._queue))
+        return max(gap, HOLD_SHARE * longest)
+
+    def _company(self) -> bool:
+        """Whether a caller arriving now is part of a burst: other callers' requests
+        are queued or being read, or the last batch served
+        several callers and a thread of theirs that came back before is expected back
+        soon (a pool of threads cycling through its inputs: its first thread back would
+        otherwise be read alone, and the rest of the pool would follow in a batch of
+        their own, 1 + 5, 1 + 5 ...)."""
+        if self._queue or any(item.wanted() for batch in self._reading for item in batch.items):
+            return True
+        return self._last_callers >= 2 and self._expected_back(self._since()) > time.monotonic()
+
+    def _since(self) -> float:
+        """Callers seen since then are "recent": three reads' time, at least 0.1 s."""
+        return time.monotonic() - max(0.1, 3 * self._last_read_s)
+
+    def _nobody_left(self) -> str | None:
+        """Why nobody is left to arrive, so that waiting for a quiet gap would only cost
+        time (``agentbranch.engine.callers``): ``"all in"`` (every thread that called
+        lately waits for answers now, a pool that cycles), ``"settled"`` (nobody who
+        could still call is running), else ``None``."""
+        since = self._since()
+        if self._all_in(since):
+            return "all in"
+        if self._settled(since):
+            return "settled"
+        return None
+
+    def _loop_settled(self) -> None:
+        """An event loop of our async callers settled (``LoopWatch``): a held batch may
+        close now."""
+        if self._holding and self._nobody_left():
+            self._filled.notify_all()
+
+    def _quiet_from_now(self) -> None:
+        """A request arrived (or a quiet gap was busy): the quiet gap runs from now."""
+        self._last_arrival = time.monotonic()
+        self._last_arrival_cpu = _cpu_clock()
+
+    def _busy(self) -> bool:
+        """Whether the process ran at least ``BUSY_SHARE`` of a CPU since the quiet gap
+        began: its threads were working, not waiting (starting their runs, taking turns
+        on the GIL, collecting garbage), so no arrival does not mean none is coming."""
+        wall = time.monotonic() - self._last_arrival
+        return wall > 0 and _cpu_clock() - self._last_arrival_cpu >= BUSY_SHARE * wall
+
+    def _ready(self) -> bool:
+        return len(self._queue) >= self._limit() or self._closed
+
+    def _limit(self) -> int:
+        """Most requests in the next read: ``max_batch``, or the reader's
+        ``pipelined_batch`` when smaller."""
+        part = self._pipelined_part()
+        return min(self.max_batch, part) if part else self.max_batch
+
+    def _close_at(self, bound: float, gap: float) -> tuple[float, str]:
+        """When a held burst's batch closes unless more arrives (and why): the quiet gap
+        after the last arrival (or once the threads that
+        are out should be back, if later), or the bound, whichever comes first."""
+        quiet = self._last_arrival + gap
+        quiet = max(quiet, self._expected_back(self._since()))
+        return (quiet, "quiet") if quiet <= bound else (bound, "bound")
+
+    # -- the hold rule's tests, one method each (a variant can leave one out) ------
+
+    def _all_in(self, since: float) -> bool:
+        """Every thread that called since ``since`` waits for answers now."""
+        return self._callers.all_in(since)
+
+    def _settled(self, since: float) -> bool:
+        """Nobody who could still call is running (``agentbranch.engine.callers``)."""
+        return self._callers.settled(since)
+
+    def _expected_back(self, since: float) -> float:
+        """When the threads that called since ``since`` and are out should be back."""
+        return self._callers.back_by(since)
+
+    def _pipelined_part(self) -> int | None:
+        """The reader's ``pipelined_batch``: at most that many requests at once."""
+        return self.inner.pipelined_batch
 
     # -- lifecycle -------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """Who calls a coalescer: the threads and event loops waiting for answers, the ones that
 called lately, and how long each takes to come back after its answer.
 
-``BatchingReader``'s hold rule (``agentbranch.engine._batch_hold``) asks it, under the
+``BatchingReader``'s hold rule (``agentbranch.engine.batching``) asks it, under the
 coalescer's lock, whether every recent caller waits ("all in"), when the callers that
 are out should be back ("back by"), whether nobody who could still call is running
 ("settled"; ``LoopWatch`` has each event loop look at itself, on its own thread), and

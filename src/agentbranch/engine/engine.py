@@ -3,8 +3,12 @@
 Data flows one way: questions → question reads (chunks, permutations) → ``ReadRequest``
 → reader → ``LabelRead`` → calibrated distribution → ``Decision``.
 
-The fold from reads to decisions (calibration, reading fingerprints, the decision log)
-is ``agentbranch.engine._fold``.
+The fold from reads to decisions folds the reads of each question (chunks, permutations,
+draws) into one distribution, applies the calibration's temperature, stamps the reading
+fingerprint and logs the decision.
+
+Over 500 lines: one idea, the engine's one pass from questions to decisions; preparing the
+request, reading and folding share the engine's reader, calibration and settings.
 """
 
 from __future__ import annotations
@@ -19,15 +23,17 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from agentbranch.core import logs
 from agentbranch.core.at_exit import join_at_exit
-from agentbranch.core.decisions import Decisions
+from agentbranch.core.decisions import Decision, Decisions
 from agentbranch.core.errors import (
     AgentBranchError,
     ConfigurationError,
     InvalidQuestionError,
+    InvalidReadError,
     ReaderError,
     ReaderTimeoutError,
     timeout_seconds,
@@ -36,15 +42,16 @@ from agentbranch.core.questions import validate_questions
 from agentbranch.core.reads import LabelRead, ReadRequest
 from agentbranch.core.state import render_state
 from agentbranch.core.teacher_calls import TeacherCalls
-from agentbranch.engine._fold import Folding, _Prepared
 from agentbranch.engine.batching import BatchingReader
 from agentbranch.engine.calibration import Calibration
-from agentbranch.engine.plan import QuestionPlans
-from agentbranch.engine.readers.base import Reader
+from agentbranch.engine.plan import QuestionPlans, Unit, combine, normalise
+from agentbranch.engine.readers.base import Reader, require_reader
+from agentbranch.engine.reading import fingerprint, reader_settings
 
 __all__ = ["DecisionEngine"]
 
 log = logging.getLogger("agentbranch")
+calibration_log = logging.getLogger("agentbranch.calibration")
 
 T = TypeVar("T")
 
@@ -54,6 +61,17 @@ def _count(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigurationError(f"{name} must be an integer >= 1, got {value!r}")
     return value
+
+
+@dataclass
+class _Prepared:
+    """One decision's read request and how to fold its reads back."""
+
+    request: ReadRequest
+    question_ids: list[str]
+    types: list[str]
+    options: list[tuple[str, ...]]
+    units: list[list[Unit]]
 
 
 def _in_thread(fn: Callable[[], T]) -> Future[T]:
@@ -81,7 +99,7 @@ def _in_thread(fn: Callable[[], T]) -> Future[T]:
     return future
 
 
-class DecisionEngine(Folding):
+class DecisionEngine:
     """Answers typed questions about a state with one structured read.
 
     Args:
@@ -124,13 +142,7 @@ class DecisionEngine(Folding):
         eager: bool = False,
         batching: bool = True,
     ) -> None:
-        if not (
-            callable(getattr(reader, "read", None)) and callable(getattr(reader, "aread", None))
-        ):
-            raise ConfigurationError(
-                f"reader must be an agentbranch Reader (TransformersReader, RemoteReader, "
-                f"EmbeddedReader, ScriptedReader ...), got {type(reader).__name__}"
-            )
+        require_reader(reader)
         if instructions is not None and not isinstance(instructions, str):
             raise ConfigurationError(
                 f"instructions must be a string or None, got {type(instructions).__name__}"
@@ -290,28 +302,25 @@ class DecisionEngine(Folding):
         """What answers the teacher calls of policies deciding with this engine
         (``Generate`` fallbacks, audits, reviewers): the replay cassette its reader (or
         a reader it wraps) reads through, or ``None`` (they go live)."""
-        reader, seen = self.reader, 0
-        while reader is not None and seen < 16:
-            got = getattr(reader, "teacher_calls", None)
-            if isinstance(got, TeacherCalls):
-                return got
-            reader, seen = getattr(reader, "inner", None), seen + 1
+        for reader in self.reader.chain():
+            if isinstance(reader.teacher_calls, TeacherCalls):
+                return reader.teacher_calls
         return None
 
     def unrecorded(self) -> DecisionEngine:
         """This engine for reads that are no part of the run a replay cassette records
         (a learning version's trial reads of labelled states: a replayed decision is no
         evidence, so a replay never asks them): its reader's ``unrecorded()`` view when
-        it has one, else the engine itself."""
+        it has one (``Reader.unrecorded``), else the engine itself."""
         made = self.__dict__.get("_unrecorded_engine")
         if made is not None and made.__dict__.get("_unrecorded_of") is self.reader:
             return made
-        view = getattr(self.reader, "unrecorded", None)
-        if not callable(view):
+        view = self.reader.unrecorded()
+        if view is self.reader:
             return self
         self._reader_settings()  # the copy reads with the same settings fingerprint
         made = copy.copy(self)
-        made.reader, made._coalescer = view(), None
+        made.reader, made._coalescer = view, None
         made.__dict__.pop("_unrecorded_engine", None)
         made.__dict__["_unrecorded_of"] = self.reader
         self.__dict__["_unrecorded_engine"] = made
@@ -435,3 +444,154 @@ class DecisionEngine(Folding):
             raise
         except Exception as e:
             raise self._reader_failed(e) from e
+
+    # -- folding reads into decisions -----------------------------------------------
+
+    def _finish_all(
+        self,
+        prepared: list[_Prepared],
+        reads: list[list[LabelRead]],
+        latency_s: float,
+        log_decisions: bool,
+    ) -> list[Decisions]:
+        if not isinstance(reads, Sequence) or len(reads) != len(prepared):
+            got = len(reads) if isinstance(reads, Sequence) else type(reads).__name__
+            raise InvalidReadError(
+                f"reader {self.reader.name!r} answered {got} of {len(prepared)} requests"
+            )
+        results = [self._finish(p, r, latency_s) for p, r in zip(prepared, reads)]
+        if log_decisions:
+            for p, decisions in zip(prepared, results):
+                for decision in decisions.values():
+                    self._log(decision, p.request.state)
+        return results
+
+    def _finish(self, prepared: _Prepared, reads: list[LabelRead], latency_s: float) -> Decisions:
+        # Checked per request, so in a shared batch a bad answer fails only its caller.
+        # A reader may answer a request with the ReaderError it failed with instead of
+        # its reads (RemoteReader does for an invalid server answer).
+        if isinstance(reads, ReaderError):
+            raise reads
+        if not isinstance(reads, Sequence) or len(reads) != len(prepared.request.questions):
+            got = len(reads) if isinstance(reads, Sequence) else type(reads).__name__
+            raise InvalidReadError(
+                f"reader {self.reader.name!r} answered {got} of "
+                f"{len(prepared.request.questions)} question reads"
+            )
+        decisions: dict[str, Decision] = {}
+        at = 0
+        for question_id, qtype, options, units in zip(
+            prepared.question_ids, prepared.types, prepared.options, prepared.units
+        ):
+            unit_reads = reads[at : at + len(units)]
+            at += len(units)
+            folded = combine(len(options), units, unit_reads)  # checks every read
+            temperature = self._temperature(question_id, qtype)
+            reading = self._reading(prepared.request.draws, temperature)
+            probs = normalise(folded.scores, temperature)
+            if probs is None:
+                raise ReaderError(
+                    f"reader {self.reader.name!r} gave no probability to any option of "
+                    f"question {question_id!r}; the read is unusable"
+                )
+            decision = Decision.from_probs(
+                question_id=question_id,
+                type=qtype,  # type: ignore[arg-type]
+                options=options,
+                probs=probs,
+                label_mass=folded.label_mass,
+                argmax_is_label=folded.argmax_is_label,
+                agreement=folded.agreement,
+                reader=self.reader.name,
+                model=self.reader.model,
+                latency_s=latency_s,
+                calibrated=temperature != 1.0 or _reader_calibrated(unit_reads),
+                reading=reading,
+            )
+            decisions[question_id] = decision
+        usage, request_id = _usage(reads)
+        return Decisions(decisions, latency_s=latency_s, usage=usage, request_id=request_id)
+
+    def reading_for(self, question_id: str, question: Any) -> str | None:
+        """The reading fingerprint (``Decision.reading``) this engine's decision of
+        ``question`` carries, with the engine's own draws (no per-call ``draws=``): a
+        learning policy keys the version it asks by it before the read."""
+        spec = validate_questions({question_id: question})[question_id]
+        return self._reading(self.draws, self._temperature(question_id, spec.type))
+
+    def _reading(self, draws: int, temperature: float) -> str | None:
+        """The reading fingerprint of a read with ``draws`` at ``temperature``."""
+        return fingerprint(
+            instructions=self.instructions,
+            joint=self.joint,
+            draws=draws,
+            permutations=self.permutations,
+            temperature=temperature,
+            reader=self._reader_settings(),
+        )
+
+    def _reader_settings(self) -> dict[str, Any]:
+        """The reader's confidence-shaping settings (``engine.reading``), read once."""
+        got = self.__dict__.get("_reading_settings")
+        if got is None:
+            got = self.__dict__["_reading_settings"] = reader_settings(self.reader)
+        return got
+
+    def _temperature(self, question_id: str, qtype: str) -> float:
+        calibration = self.calibration
+        if calibration is None:
+            return 1.0
+        if (
+            calibration.temperatures
+            and question_id not in calibration.temperatures
+            and question_id not in self._uncalibrated
+        ):
+            self._uncalibrated.add(question_id)
+            calibration_log.warning(
+                "question %r has no temperature in the calibration, which calibrates %s; "
+                "it uses the %s/default temperature. Renamed question? Re-run "
+                "`agentbranch calibrate` with the current ids.",
+                question_id,
+                sorted(calibration.temperatures),
+                qtype,
+            )
+        return calibration.temperature(question_id, qtype)
+
+    def _log(self, d: Decision, state: str) -> None:
+        if not log.isEnabledFor(logging.INFO):  # the usual case: nobody configured it
+            return
+        event: dict[str, Any] = dict(
+            question_id=d.question_id,
+            type=d.type,
+            label=d.label,
+            probabilities={k: round(p, 6) for k, p in d.probabilities.items()},
+            entropy=round(d.entropy, 6),
+            confidence=round(d.confidence, 6),
+            label_mass=None if d.label_mass is None else round(d.label_mass, 6),
+            decided_by="engine",
+            reader=d.reader,
+            model=d.model,
+            latency_s=round(d.latency_s, 6),
+        )
+        if self.log_state:
+            event["state"] = state
+        logs.event(log, logging.INFO, "agentbranch.decision", **event)
+
+
+def _reader_calibrated(reads: Sequence[LabelRead]) -> bool:
+    """Whether the reader calibrated every read of a question itself (``LabelRead``)."""
+    return bool(reads) and all(r.extras.get("calibrated") is True for r in reads)
+
+
+def _usage(reads: list[LabelRead]) -> tuple[dict[str, int] | None, str | None]:
+    """The request's token usage and request id, where the reader reported them."""
+    usages = [r.extras["usage"] for r in reads if isinstance(r.extras.get("usage"), Mapping)]
+    ids = [str(r.extras["request_id"]) for r in reads if r.extras.get("request_id")]
+    usage = None
+    if usages:
+        usage = {
+            key: sum(int(u.get(key) or 0) for u in usages)  # type: ignore[union-attr]
+            for key in ("input_tokens", "output_tokens")
+        }
+        usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
+    return usage, (ids[0] if ids else None)

@@ -9,38 +9,12 @@ evidence by it; ``reader_settings`` collects a reader's own.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 from typing import Any
 
-__all__ = ["PLANNER_SETTINGS", "READER_SETTINGS", "fingerprint", "reader_settings"]
+from agentbranch.engine.readers.base import Reader
 
-#: Reader attributes that reshape confidences (compared with the constructor default).
-READER_SETTINGS: tuple[str, ...] = (
-    "temperature",
-    "top_k",
-    "example_weight",
-    "prototype_weight",
-    "full_weight_examples",
-    "max_length",
-    "constrained",
-    "max_steps",
-)
-
-#: Settings of a canvas reader's chat prompt (``reader.planner.chat``) that reshape what
-#: the model reads, with their defaults.
-PLANNER_SETTINGS: dict[str, Any] = {
-    "chat_template": None,
-    "template_kwargs": {},
-    "special_tokens": "reject",
-}
-
-
-def _innermost(reader: Any) -> Any:
-    seen = 0
-    while getattr(reader, "inner", None) is not None and seen < 16:
-        reader, seen = reader.inner, seen + 1
-    return reader
+__all__ = ["fingerprint", "reader_settings"]
 
 
 def _plain(value: Any) -> Any:
@@ -51,33 +25,11 @@ def _plain(value: Any) -> Any:
         return repr(value)
 
 
-def reader_settings(reader: Any) -> dict[str, Any]:
-    """The reader's confidence-shaping settings that differ from their defaults."""
-    reader = _innermost(reader)
-    own = getattr(reader, "reading_settings", None)
-    if callable(own):
-        return {str(k): _plain(v) for k, v in dict(own()).items()}
-    try:
-        params = inspect.signature(type(reader).__init__).parameters
-    except (TypeError, ValueError):
-        return {}
-    out: dict[str, Any] = {}
-    for name in READER_SETTINGS:
-        if name not in params or not hasattr(reader, name):
-            continue
-        value, default = getattr(reader, name), params[name].default
-        try:
-            same = default is not inspect.Parameter.empty and bool(value == default)
-        except Exception:  # noqa: BLE001 - an odd value counts as changed
-            same = False
-        if not same:
-            out[name] = _plain(value)
-    chat = getattr(getattr(reader, "planner", None), "chat", None)
-    for name, default in PLANNER_SETTINGS.items():
-        value = getattr(chat, name, default) if chat is not None else default
-        if value != default:
-            out[f"planner.{name}"] = _plain(value)
-    return out
+def reader_settings(reader: Reader) -> dict[str, Any]:
+    """The confidence-shaping settings (``Reader.reading_settings``) of the reader that
+    does the reading: the innermost of the readers ``reader`` reads through."""
+    *_, innermost = reader.chain()
+    return {str(k): _plain(v) for k, v in dict(innermost.reading_settings()).items()}
 
 
 def fingerprint(
@@ -101,11 +53,11 @@ def fingerprint(
 
     What counts (engine): ``instructions``, ``joint``, the draws of the read (``draws``, or
     a call's ``draws=``), ``permutations``, and the temperature the calibration gives this
-    question. Reader: the scoring settings named in ``READER_SETTINGS`` that the reader
-    holds with a value other than its constructor's default (the embedded reader's
-    temperature and weights, a vLLM reader's denoising steps and constraint ...), a canvas
-    reader's chat template, template arguments and special-token handling
-    (``PLANNER_SETTINGS``), or whatever a reader's own ``reading_settings()`` returns.
+    question. Reader: what its ``reading_settings()`` returns (``Reader`` declares the
+    default: the constructor arguments it holds with a value other than their default,
+    but those it declares in ``reading_ignores``): the embedded reader's temperature
+    and weights, a vLLM reader's denoising steps and constraint, a token reader's chat
+    template, template arguments and special-token handling ...
     Question wording, options and examples are in the evidence key already; reader name
     and model too.
     """

@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, get_type_hints
+from typing import TYPE_CHECKING, Any, get_type_hints
 
 from langchain_core.decisions import BaseDecisionModel, ClassifierResponse, Score, ScoreAnswer
 from langchain_core.runnables import RunnableConfig
@@ -29,6 +29,9 @@ from agentbranch.core.state import render_state
 from agentbranch.integrations.observability import aemit_all, emit_all
 from agentbranch.policy import DecisionRecord, PolicyArg, Resolver
 
+if TYPE_CHECKING:
+    from agentbranch.engine.protocol import Engine
+
 
 class AgentBranchDecisionModel(BaseDecisionModel):
     """A ``BaseDecisionModel`` answered by an agentbranch ``DecisionEngine``.
@@ -39,7 +42,7 @@ class AgentBranchDecisionModel(BaseDecisionModel):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    engine: Any = Field(exclude=True)
+    engine: Any = Field(exclude=True)  # an Engine (pydantic cannot check a Protocol)
     model: str = ""
 
     @model_validator(mode="after")
@@ -166,7 +169,7 @@ def summarize(records: Mapping[str, DecisionRecord]) -> str:
 
 
 def decision_tool(
-    engine: Any,
+    engine: Engine,
     questions: Mapping[str, Question],
     *,
     name: str = "decide",

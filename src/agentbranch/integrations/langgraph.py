@@ -12,7 +12,7 @@ branches share reader batches (``agentbranch.engine.batching``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, Literal, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.runnables.config import ensure_config, get_callback_manager_for_config
@@ -32,6 +32,9 @@ from agentbranch.policy import (
     policy_for,
 )
 from agentbranch.policy.review import ANSWERED_BY_THE_GRAPH
+
+if TYPE_CHECKING:
+    from agentbranch.engine.protocol import Engine
 
 DEFAULT_KEY = "decisions"
 
@@ -248,7 +251,7 @@ class DecisionRouter(_ResolvingRunnable):
 
     def __init__(
         self,
-        engine: Any,
+        engine: Engine,
         question_id: str,
         question: Question,
         *,
@@ -315,7 +318,7 @@ class DecideNode(_ResolvingRunnable):
 
     def __init__(
         self,
-        engine: Any,
+        engine: Engine,
         questions: Mapping[str, Question],
         *,
         policy: PolicyArg = None,
@@ -389,7 +392,7 @@ class CommandNode(_ResolvingRunnable):
 
     def __init__(
         self,
-        engine: Any,
+        engine: Engine,
         question_id: str,
         question: Question,
         *,

@@ -1,10 +1,11 @@
 """``LocalChatModel``: a LangChain chat model that generates on a local model.
 
-``reader.chat_model()`` (``VLLMReader``, ``TransformersReader``) returns one on the model
-already loaded for one-step reads, so the ``Generate`` fallback needs no second model::
+``LocalChatModel.on(reader)`` (a ``VLLMReader``, ``TransformersReader``) is one on the
+model already loaded for one-step reads, so the ``Generate`` fallback needs no second
+model::
 
     reader = VLLMReader("path/to/model")
-    policy = ab.Policy(take_at=0.8, fallbacks=[ab.Generate(reader.chat_model())])
+    policy = ab.Policy(take_at=0.8, fallbacks=[ab.Generate(ab.LocalChatModel.on(reader))])
 
 How it builds, its options, streaming and what each reply carries: its docstring.
 """
@@ -24,6 +25,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from pydantic import PrivateAttr
 
 from agentbranch.core.errors import ConfigurationError
+from agentbranch.engine.readers.base import Reader
 from agentbranch.engine.readers.generation import GenerationRequest, GenerationResult
 from agentbranch.integrations.local_chat_input import OPTIONS, chat_messages, check_options
 
@@ -35,12 +37,12 @@ _KEYED = ("max_tokens", "temperature", "stop", "seed", "steps", "choices")
 
 class LocalChatModel(BaseChatModel):
     """A chat model on a local generator. Build it with
-    ``reader.chat_model(**defaults)``, ``LocalChatModel(model=folder, **defaults)`` or
+    ``LocalChatModel.on(reader, **defaults)``, ``LocalChatModel(model=folder, **defaults)`` or
     ``agentbranch.local_generator()``.
 
     Args:
         model: a local model folder, loaded with transformers on first use (``None``
-            when the model is a reader's: ``reader.chat_model()``).
+            when the model is a reader's: ``LocalChatModel.on(reader)``).
         model_name: reported in replies (default: the folder's name).
         threads: torch threads for a folder's generations (``"auto"``, an int, ``None``).
         streaming: ``invoke`` streams through the callbacks too (LangChain's switch).
@@ -104,7 +106,7 @@ class LocalChatModel(BaseChatModel):
             if not isinstance(model, str | Path):
                 raise ConfigurationError(
                     f"model must be the path of a local model folder, got {model!r}; for a "
-                    "reader's own model use reader.chat_model()"
+                    "reader's own model use LocalChatModel.on(reader)"
                 )
             folder = Path(model)
             if not (folder / "config.json").is_file():
@@ -119,8 +121,22 @@ class LocalChatModel(BaseChatModel):
         super().__init__(**data)
 
     @classmethod
-    def on(cls, generator: Any, **defaults: Any) -> LocalChatModel:
-        """A chat model generating with ``generator`` (a reader's ``generator()``)."""
+    def on(cls, source: Reader | Any, **defaults: Any) -> LocalChatModel:
+        """A chat model generating on a reader's own model (``source`` a ``Reader`` that
+        can generate: ``VLLMReader``, ``TransformersReader``; ``timeout_s=`` goes to its
+        ``generator()``) or with a generator (what ``Reader.generator()`` returns).
+        ``defaults``: ``max_tokens``, ``temperature``, ``stop``, ``seed``, ``steps``
+        (denoising steps on DiffusionGemma; default the model's schedule), ``choices``,
+        ``special_tokens``."""
+        generator = source
+        if isinstance(source, Reader):
+            generator = source.generator(timeout_s=defaults.pop("timeout_s", None))
+            if generator is None:
+                raise ConfigurationError(
+                    f"reader {source.name!r} ({type(source).__name__}) cannot generate; "
+                    "use a VLLMReader or TransformersReader, agentbranch.local_generator() "
+                    "or any LangChain chat model"
+                )
         unknown = sorted(set(defaults) - set(OPTIONS))
         if unknown:
             raise ConfigurationError(
@@ -148,7 +164,7 @@ class LocalChatModel(BaseChatModel):
         if self.model is None:
             raise ConfigurationError(
                 "this LocalChatModel has no model to generate with; build it with "
-                "reader.chat_model() or LocalChatModel(model='path/to/folder')"
+                "LocalChatModel.on(reader) or LocalChatModel(model='path/to/folder')"
             )
         with self._load_lock:
             if "generator" not in self._holder:

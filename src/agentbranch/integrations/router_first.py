@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, get_args, get_origin, get_type_hints
+from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin, get_type_hints
 
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
@@ -57,6 +57,9 @@ from agentbranch.policy import (
     parse_label,
 )
 from agentbranch.policy.generation import aask, ask, generation_messages
+
+if TYPE_CHECKING:
+    from agentbranch.engine.protocol import Engine
 
 __all__ = ["DecideFirst", "Mode", "RouterTeacher", "ShadowReport", "decide_first"]
 
@@ -353,7 +356,7 @@ class DecideFirst(RunnableLambda):
         self,
         router: Any,
         *,
-        engine: Any,
+        engine: Engine,
         question: str | Question | None = None,
         options: Sequence[str] | Mapping[str, str | None] | None = None,
         examples: Mapping[str, Sequence[str]] | None = None,
@@ -574,7 +577,7 @@ class DecideFirst(RunnableLambda):
 def decide_first(
     router: Any = None,
     *,
-    engine: Any,
+    engine: Engine,
     question: str | Question | None = None,
     options: Sequence[str] | Mapping[str, str | None] | None = None,
     examples: Mapping[str, Sequence[str]] | None = None,

@@ -12,13 +12,16 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentbranch.core.decisions import Decision, Decisions
 from agentbranch.core.questions import Question
 from agentbranch.policy.config import DecisionRecord, Policy, PolicyArg, policy_for
 from agentbranch.policy.records import engine_record
 from agentbranch.policy.trust import Threshold
+
+if TYPE_CHECKING:
+    from agentbranch.engine.protocol import Engine
 
 __all__ = ["ThresholdFn", "band_all", "cassette_of", "live", "thresholds_for"]
 
@@ -30,18 +33,15 @@ def live(question_id: str, question: Question, decision: Decision, policy: Polic
     return policy.threshold(question_id, question, decision)
 
 
-def cassette_of(engine: Any) -> Any:
+def cassette_of(engine: Engine) -> Any:
     """The replay cassette the engine's reader (or a reader it wraps) reads through."""
-    reader = getattr(engine, "reader", None)
-    while reader is not None:
-        cassette = getattr(reader, "cassette", None)
-        if cassette is not None and callable(getattr(cassette, "threshold", None)):
-            return cassette
-        reader = getattr(reader, "inner", None)
+    for reader in engine.reader.chain():
+        if reader.cassette is not None:
+            return reader.cassette
     return None
 
 
-def thresholds_for(engine: Any, state: Any) -> ThresholdFn:
+def thresholds_for(engine: Engine, state: Any) -> ThresholdFn:
     """The threshold source for one resolution of ``state``."""
     cassette = cassette_of(engine)
     if cassette is None:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentbranch.core.decisions import Decision
 from agentbranch.core.errors import ConfigurationError, ReaderError, timeout_seconds
 from agentbranch.core.questions import Question, instructions_text, to_spec
 from agentbranch.policy.trust import Fixed, Threshold, TrustSource
+
+if TYPE_CHECKING:
+    from agentbranch.engine.protocol import Engine
 
 __all__ = [
     "Band",
@@ -55,7 +58,7 @@ class MoreDraws:
     """
 
     draws: int = 8
-    engine: Any = None
+    engine: Engine | None = None
 
     def __post_init__(self) -> None:
         if self.draws < (1 if self.engine is not None else 2):

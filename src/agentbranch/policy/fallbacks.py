@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentbranch.core import _metrics as metrics
 from agentbranch.core import _tracing as tracing
@@ -28,13 +28,16 @@ from agentbranch.policy.records import engine_record
 from agentbranch.policy.steps import Call, Steps, run_async, run_sync
 from agentbranch.policy.trust import Threshold
 
+if TYPE_CHECKING:
+    from agentbranch.engine.protocol import Engine
+
 log = logging.getLogger("agentbranch")
 
 __all__ = ["Call", "Steps", "fallback_steps", "run_async", "run_sync"]
 
 
 def fallback_steps(
-    engine: Any,
+    engine: Engine,
     qid: str,
     question: Question,
     policy: Policy,

@@ -2,7 +2,7 @@
 options, and its reply is validated against them.
 
 A chat model that can constrain its own generation to a set of strings (a reader's
-``chat_model()`` on a causal model: vLLM's structured outputs, or on transformers the
+``LocalChatModel.on(reader)`` on a causal model: vLLM's structured outputs, or on transformers the
 most likely option) is asked for
 exactly one of the option names, so its reply cannot fail to parse; every other model
 is asked as before and its reply parsed. The decision record's ``fallback.constrained``
@@ -24,7 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentbranch.core import _metrics as metrics
 from agentbranch.core.at_exit import join_at_exit
@@ -32,6 +32,9 @@ from agentbranch.core.errors import FallbackError
 from agentbranch.core.questions import Question, to_spec
 from agentbranch.core.teacher_calls import TeacherCall, teacher_calls_of
 from agentbranch.policy.config import DecisionRecord, Generate
+
+if TYPE_CHECKING:
+    from agentbranch.engine.protocol import Engine
 
 __all__ = [
     "Expired",
@@ -323,7 +326,7 @@ def constrained_to(model: Any, options: Sequence[str] | None) -> Any:
     return model.model_copy(update={"choices": list(options)})
 
 
-def ask(engine: Any, call: TeacherCall, invoke: Callable[[Any], Any]) -> Any:
+def ask(engine: Engine, call: TeacherCall, invoke: Callable[[Any], Any]) -> Any:
     """The reply to the teacher call ``call``: ``invoke(call.teacher)``, or — when the
     engine reads through a replay cassette (``DecisionEngine.teacher_calls``) — what the
     cassette answers (recorded, replayed, or a ``ReplayMissError`` in replay-only mode),
@@ -334,7 +337,7 @@ def ask(engine: Any, call: TeacherCall, invoke: Callable[[Any], Any]) -> Any:
     return calls.call(call, invoke)
 
 
-async def aask(engine: Any, call: TeacherCall, invoke: Callable[[Any], Awaitable[Any]]) -> Any:
+async def aask(engine: Engine, call: TeacherCall, invoke: Callable[[Any], Awaitable[Any]]) -> Any:
     """``ask`` on the async path."""
     calls = teacher_calls_of(engine)
     if calls is None:
@@ -349,7 +352,7 @@ class _NoAnswer(Exception):
         self.expired = expired
 
 
-def generate(engine: Any, fb: Generate, qid: str, messages: list[Any], options: Any) -> Any:
+def generate(engine: Engine, fb: Generate, qid: str, messages: list[Any], options: Any) -> Any:
     """A ``Generate`` fallback's reply (``fb.model``, constrained to ``options`` where it
     can enforce them, ``constrained_to``) within ``fb.timeout_s`` (``Expired`` when it
     runs out), through the engine's cassette if any."""
@@ -367,7 +370,9 @@ def generate(engine: Any, fb: Generate, qid: str, messages: list[Any], options: 
         return e.expired
 
 
-async def agenerate(engine: Any, fb: Generate, qid: str, messages: list[Any], options: Any) -> Any:
+async def agenerate(
+    engine: Engine, fb: Generate, qid: str, messages: list[Any], options: Any
+) -> Any:
     """``generate`` on the async path."""
     call = TeacherCall("generate", qid, constrained_to(fb.model, options), messages)
 

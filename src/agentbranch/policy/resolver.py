@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.questions import Question, validate_questions
@@ -19,6 +19,9 @@ from agentbranch.policy.resolving import Resolution, resolve_many
 from agentbranch.policy.review import review_all
 from agentbranch.policy.steps import Steps, run_async, run_sync
 
+if TYPE_CHECKING:
+    from agentbranch.engine.protocol import Engine
+
 __all__ = ["Resolver"]
 
 
@@ -32,7 +35,7 @@ class Resolver:
     node (``GotoNode``, ``FailClosed``) makes sense where the resolver is used.
     """
 
-    engine: Any
+    engine: Engine
     questions: dict[str, Question]
     policy: PolicyArg = None
     review: ReviewFn | None = None

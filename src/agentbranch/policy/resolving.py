@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentbranch.core import _tracing as tracing
 from agentbranch.core.questions import Question
@@ -26,6 +26,9 @@ from agentbranch.policy.fallbacks import fallback_steps
 from agentbranch.policy.records import decision_identity, langgraph_thread
 from agentbranch.policy.steps import Call, Steps, offload, on_async_only
 from agentbranch.policy.trust import Asked, TrustSource
+
+if TYPE_CHECKING:
+    from agentbranch.engine.protocol import Engine
 
 __all__ = ["Resolution", "collect", "identify", "label_of", "resolve_many", "snapshot"]
 
@@ -51,7 +54,7 @@ Hook = Callable[[list[Resolution]], None]
 
 
 def resolve_many(
-    engine: Any,
+    engine: Engine,
     questions: Mapping[str, Question],
     policy: PolicyArg,
     states: Sequence[Any],
@@ -88,7 +91,7 @@ def resolve_many(
 
 
 def _resolve_many(
-    engine: Any,
+    engine: Engine,
     questions: Mapping[str, Question],
     policy: PolicyArg,
     states: Sequence[Any],
@@ -168,12 +171,12 @@ Looked = tuple[dict[str, Question], dict[str, Question], dict[str, Asked]]
 
 
 def _ask(
-    engine: Any, questions: Mapping[str, Question], policy: PolicyArg, texts: list[Any]
+    engine: Engine, questions: Mapping[str, Question], policy: PolicyArg, texts: list[Any]
 ) -> list[Looked]:
     return [_asked(engine, questions, policy, t) for t in texts]
 
 
-def _asked(engine: Any, questions: Mapping[str, Question], policy: PolicyArg, text: Any) -> Looked:
+def _asked(engine: Engine, questions: Mapping[str, Question], policy: PolicyArg, text: Any) -> Looked:
     """The questions asked about ``text`` (the version in force of a question whose source
     learns versions: its evidence and threshold are that version's), the questions the
     engine reads, and what each source said of its questions (``TrustSource.asked``)."""
@@ -196,19 +199,19 @@ def _asked(engine: Any, questions: Mapping[str, Question], policy: PolicyArg, te
 
 def _failed(
     error: BaseException,
-    engine: Any,
+    engine: Engine,
     questions: Mapping[str, Question],
     policy: PolicyArg,
     texts: list[str | None],
 ) -> list[Resolution]:
-    reader = getattr(engine, "reader", None)
     return [
-        Resolution(t, records_for_error(error, questions, policy, reader), questions) for t in texts
+        Resolution(t, records_for_error(error, questions, policy, engine.reader), questions)
+        for t in texts
     ]
 
 
 def _banded(
-    engine: Any, policy: PolicyArg, text: str | None, decisions: Any, looked: Looked
+    engine: Engine, policy: PolicyArg, text: str | None, decisions: Any, looked: Looked
 ) -> Resolution:
     asked, _, said = looked
     records, pending = band_all(decisions, asked, policy, thresholds_for(engine, text))

@@ -8,12 +8,15 @@ which the replayed test gives again."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentbranch.core.errors import ConfigurationError, FallbackError
 from agentbranch.core.teacher_calls import TeacherCall
 from agentbranch.policy.config import DecisionRecord, ReviewFn
 from agentbranch.policy.records import review_payload
+
+if TYPE_CHECKING:
+    from agentbranch.engine.protocol import Engine
 
 __all__ = ["ANSWERED_BY_THE_GRAPH", "review_all"]
 
@@ -25,7 +28,7 @@ def review_all(
     records: dict[str, DecisionRecord],
     pending: list[str],
     review: ReviewFn | None,
-    engine: Any = None,
+    engine: Engine = None,
     state: Any = None,
 ) -> None:
     """Ask ``review`` for each pending question id and record the validated answer

@@ -1,19 +1,28 @@
 """The reader protocol: a batch of ``ReadRequest`` in, one ``LabelRead`` per question out.
 
-Readers know nothing of LangGraph, policies or decisions. ``ScriptedReader`` is the mock
-transport for tests of the layers above.
+Readers know nothing of LangGraph, policies or decisions. ``Reader`` declares everything
+the engine, the coalescer and learning ask of a reader, each with a default, so a reader
+overrides what it can do and nothing is probed. ``ScriptedReader`` is the mock transport
+for tests of the layers above.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
+import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
-from agentbranch.core.errors import ReaderError
-from agentbranch.core.reads import LabelRead, ReadRequest
+from agentbranch.core.errors import ConfigurationError, ReaderError
+from agentbranch.core.reads import LabelRead, QuestionSpec, ReadRequest
+from agentbranch.core.teacher_calls import TeacherCalls
 
-__all__ = ["Reader", "WrappingReader"]
+__all__ = ["Reader", "WrappingReader", "require_reader"]
+
+#: How many wrappers deep ``Reader.chain`` looks (a loop of wrappers ends there).
+MAX_WRAPPERS = 16
 
 
 class Reader(ABC):
@@ -24,11 +33,48 @@ class Reader(ABC):
     ``read`` in a worker thread; readers with a native async path override it.
     ``max_options`` is how many options one question read may carry (the size of the
     label set); the engine splits larger questions into several reads.
+
+    What a reader can do beyond reading is declared here, with the default a reader
+    that does not override it gets:
+
+    * ``coalesce_wait_s`` (0.002): the coalescer's default quiet gap for a burst;
+      0 for a reader that batches again downstream (a server).
+    * ``concurrent_batches`` (1): batches the coalescer reads at once.
+    * ``pipelined_batch`` (``None``): at most this many requests per read when the
+      reader reads best in parts.
+    * ``reading_settings()``: the settings that reshape its confidences (the reading
+      fingerprint, ``agentbranch.engine.reading``). By default every constructor
+      argument with a default that the reader holds under the same name and that
+      differs from that default, but those named in ``reading_ignores`` (``()``), the
+      arguments that do not reshape confidences (timeouts, devices, batch sizes). A
+      changed setting changes ``Decision.reading``, and ``Earned`` starts learning
+      again: a setting nobody declared counts (a wasted restart at worst), never the
+      reverse (a threshold earned on another scale).
+    * ``inner`` (``None``): the reader this one reads through (``WrappingReader``).
+    * ``unrecorded()`` (the reader itself): the reader for reads that are no part of a
+      recorded run (``CassetteReader``).
+    * ``teacher_calls`` and ``cassette`` (``None``): the replay recording this reader
+      reads through, for a policy's teacher calls and earned thresholds.
+    * ``embed`` and ``written_scores`` (``None``): functions learning fits heads with,
+      ``embed(texts) -> vectors`` and ``written_scores(vectors, spec) -> scores``
+      (``EmbeddedReader``).
+    * ``generator()`` (``None``): generations on the reader's own model, which
+      ``LocalChatModel.on(reader)`` serves as a LangChain chat model (``VLLMReader``,
+      ``TransformersReader``).
     """
 
     name: str = "reader"
     model: str = "unknown"
     max_options: int = 26
+    coalesce_wait_s: float = 0.002
+    concurrent_batches: int = 1
+    pipelined_batch: int | None = None
+    reading_ignores: tuple[str, ...] = ()
+    inner: Reader | None = None
+    teacher_calls: TeacherCalls | None = None
+    cassette: Any = None
+    embed: Callable[[Sequence[str]], Any] | None = None
+    written_scores: Callable[[Any, QuestionSpec], Any] | None = None
 
     @abstractmethod
     def read(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
@@ -71,11 +117,87 @@ class Reader(ABC):
     def close(self) -> None:
         """Release held resources (engines, HTTP pools). Idempotent."""
 
+    def reading_settings(self) -> dict[str, Any]:
+        """The settings that reshape this reader's confidences, with their values, where
+        they differ from the default: every constructor argument with a default that the
+        reader holds under the same name, except those named in ``reading_ignores``. So
+        a reader (or a subclass) that declares nothing still starts learning again when
+        one of its settings changes; a reader holding a setting under another name
+        overrides this. A value that is not plain data counts by its type (its ``repr``
+        may name a memory address, new in every process)."""
+        try:
+            params = inspect.signature(type(self).__init__).parameters
+        except (TypeError, ValueError):
+            return {}
+        out: dict[str, Any] = {}
+        for name, param in params.items():
+            if (
+                param.default is inspect.Parameter.empty
+                or param.kind not in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY)
+                or name in self.reading_ignores
+                or name not in vars(self)
+            ):
+                continue
+            value = vars(self)[name]
+            try:
+                same = bool(value == param.default)
+            except Exception:  # noqa: BLE001 - an odd value counts as changed
+                same = False
+            if not same:
+                out[name] = value if _is_plain(value) else _type_of(value)
+        return out
+
+    def unrecorded(self) -> Reader:
+        """This reader for reads that are no part of a recorded run (a learning
+        version's trial reads, ``DecisionEngine.unrecorded``). Default: itself."""
+        return self
+
+    def generator(self, *, timeout_s: float | None = None) -> Any:
+        """Generations on this reader's own model (``agentbranch.integrations.local_chat``
+        wraps them in a chat model), or ``None``: by default a reader cannot generate.
+        ``timeout_s``: a generation that waits longer raises, where the reader supports it."""
+        return None
+
+    def chain(self) -> Iterator[Reader]:
+        """This reader, then each reader it reads through (``inner``), outermost first
+        (at most ``MAX_WRAPPERS``)."""
+        reader: Reader | None = self
+        for _ in range(MAX_WRAPPERS):
+            if reader is None:
+                return
+            yield reader
+            reader = reader.inner
+
     def __enter__(self) -> Reader:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _is_plain(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _type_of(value: Any) -> str:
+    kind = type(value)
+    return f"<{kind.__module__}.{kind.__qualname__}>"
+
+
+def require_reader(reader: object, what: str = "reader") -> None:
+    """``ConfigurationError`` unless ``reader`` is a ``Reader``: the engine and the
+    coalescer use what the base class declares, so a reader must subclass it."""
+    if not isinstance(reader, Reader):
+        raise ConfigurationError(
+            f"{what} must be an agentbranch Reader (TransformersReader, RemoteReader, "
+            f"EmbeddedReader, ScriptedReader ...), got {type(reader).__name__}; a reader "
+            "of your own subclasses agentbranch.Reader (it declares what the engine asks "
+            "of a reader, with defaults) and implements read()"
+        )
 
 
 class WrappingReader(Reader):
@@ -99,14 +221,10 @@ class WrappingReader(Reader):
         return self.inner.max_options
 
     def load(self) -> None:
-        load = getattr(self.inner, "load", None)  # duck-typed readers may lack it
-        if callable(load):
-            load()
+        self.inner.load()
 
     def warmup(self) -> None:
-        warmup = getattr(self.inner, "warmup", None)
-        if callable(warmup):
-            warmup()
+        self.inner.warmup()
 
     def close(self) -> None:
         self.inner.close()

@@ -12,13 +12,22 @@ import dataclasses
 import math
 from abc import abstractmethod
 from collections.abc import Sequence
+from typing import Any
 
 from agentbranch.core.errors import ReaderError
 from agentbranch.core.reads import LabelRead, ReadRequest, SlotLogprobs, TokenRead
 from agentbranch.engine.canvas import CanvasPlanner, NextTokenPlanner, ReadPlan
 from agentbranch.engine.readers.base import Reader
 
-__all__ = ["TokenReader", "fold_draws"]
+__all__ = ["PLANNER_SETTINGS", "TokenReader", "fold_draws"]
+
+#: Settings of a token reader's chat prompt (``reader.planner.chat``) that reshape what
+#: the model reads, with their defaults.
+PLANNER_SETTINGS: dict[str, Any] = {
+    "chat_template": None,
+    "template_kwargs": {},
+    "special_tokens": "reject",
+}
 
 
 def fold_draws(draws: Sequence[SlotLogprobs]) -> LabelRead:
@@ -50,6 +59,21 @@ class TokenReader(Reader):
     def read_tokens(self, reads: Sequence[TokenRead]) -> list[list[SlotLogprobs]]:
         """``result[i][j]`` is slot ``j`` of ``reads[i]``. One batch, one model call
         (or as few as the backend allows)."""
+
+    def reading_settings(self) -> dict[str, Any]:
+        """``Reader.reading_settings`` and the chat prompt's settings that differ from
+        their defaults (``PLANNER_SETTINGS``), as ``planner.<name>``."""
+        out = super().reading_settings()
+        chat = self.planner.chat
+        held = {
+            "chat_template": chat.chat_template,
+            "template_kwargs": chat.template_kwargs,
+            "special_tokens": chat.special_tokens,
+        }
+        for name, default in PLANNER_SETTINGS.items():
+            if (value := held[name]) != default:
+                out[f"planner.{name}"] = value
+        return out
 
     def plan(self, requests: Sequence[ReadRequest]) -> tuple[list[TokenRead], list[ReadPlan]]:
         """Every request's plan, and all their token reads in one flat batch."""

@@ -42,6 +42,17 @@ class ScriptedReader(Reader):
     """
 
     name = "scripted"
+    #: A script is answers, not a confidence scale: no argument of its own is a reading
+    #: setting (a subclass's new arguments still are, ``Reader.reading_settings``).
+    reading_ignores = (
+        "script",
+        "default",
+        "label_mass",
+        "model",
+        "error",
+        "delay_s",
+        "max_options",
+    )
 
     def __init__(
         self,

@@ -352,6 +352,10 @@ class TransformersReader(TokenReader):
     """
 
     name = "transformers"
+    #: The chat prompt's arguments count through the planner
+    #: (``TokenReader.reading_settings``).
+    reading_ignores = ("chat_template", "special_tokens")
+    _warm = False  # whether warmup() ran its first read
 
     def __init__(
         self,
@@ -390,19 +394,24 @@ class TransformersReader(TokenReader):
     def read_tokens(self, reads: Sequence[TokenRead]) -> list[list[SlotLogprobs]]:
         return self.backend.read_tokens(reads)
 
-    def chat_model(self, **defaults: Any) -> Any:
-        """A LangChain chat model generating on this reader's own DiffusionGemma (the full
-        denoising schedule; ``steps=`` caps it), taking turns with its reads
-        (``agentbranch.integrations.local_chat``)."""
+    def generator(self, *, timeout_s: float | None = None) -> Any:
+        """Generations on this reader's own DiffusionGemma (the full denoising schedule;
+        ``steps=`` caps it), taking turns with its reads: what
+        ``LocalChatModel.on(reader)`` serves. They wait their turn as long as it takes
+        (``timeout_s`` is a ``VLLMReader`` option)."""
+        if timeout_s is not None:
+            raise ConfigurationError(
+                "timeout_s is a VLLMReader option: a transformers reader's generations take "
+                "turns with its reads in this process; leave it out"
+            )
         from agentbranch.engine.readers.transformers_generation import reader_generator
-        from agentbranch.integrations.local_chat import LocalChatModel
 
-        return LocalChatModel.on(reader_generator(self), **defaults)
+        return reader_generator(self)
 
     def warmup(self) -> None:
         """The model is loaded already; run one yes/no read so the first decision does
         not pay the first forward's one-off setup."""
-        if getattr(self, "_warm", False):
+        if self._warm:
             return
         q = QuestionSpec("warmup", "noul", "Ready?", ("yes", "no"), (None, None), ("yes", "no"))
         self.read([ReadRequest(state="warm-up", questions=(q,))])

@@ -1,7 +1,7 @@
 """Generations with HF transformers on an already loaded model.
 
 ``TransformersGenerator`` generates on a model in memory: the DiffusionGemma model a
-``TransformersReader`` reads with (``reader.chat_model()``), or any causal model
+``TransformersReader`` reads with (``LocalChatModel.on(reader)``), or any causal model
 (``from_pretrained`` loads a local folder); ``generate``, ``agenerate`` and ``stream``
 (the rules of each: its docstring). ``reader_generator`` builds one on a reader's model.
 """
@@ -53,9 +53,9 @@ class TransformersGenerator:
             (``STREAM_IDLE_S``; ``None``: never).
 
     ``TransformersGenerator`` generates on a model in memory: the DiffusionGemma model a
-    ``TransformersReader`` reads with (``reader.chat_model()``: transformers' own diffusion
-    ``generate``, the full denoising schedule, ``steps`` capping it), or any causal model
-    (``model.generate``: greedy by default, sampling with ``temperature`` and ``seed``).
+    ``TransformersReader`` reads with (``LocalChatModel.on(reader)``: transformers' own
+    diffusion ``generate``, the full denoising schedule, ``steps`` capping it), or any causal
+    model (``model.generate``: greedy by default, sampling with ``temperature`` and ``seed``).
     ``from_pretrained`` loads a local model folder, e.g. ``agentbranch.smollm2()``
     (``LocalChatModel(model=folder)`` does it on first use).
 

@@ -21,7 +21,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, NotRequired
+from typing import TYPE_CHECKING, Annotated, Any, NotRequired
 
 from langchain.agents.middleware.human_in_the_loop import (
     ActionRequest,
@@ -56,6 +56,9 @@ from agentbranch.policy import (
 )
 from agentbranch.policy.resolving import Resolution, resolve_many
 from agentbranch.policy.steps import Steps, run_async, run_sync
+
+if TYPE_CHECKING:
+    from agentbranch.engine.protocol import Engine
 
 __all__ = [
     "ALL_DECISIONS",
@@ -350,7 +353,7 @@ class ToolGateMiddleware(AgentMiddleware):
 
     def __init__(
         self,
-        engine: Any,
+        engine: Engine,
         *,
         tools: Sequence[str | BaseTool],
         question: Question | Mapping[str, Any] = DEFAULT_QUESTION,

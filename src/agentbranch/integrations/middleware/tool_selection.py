@@ -10,7 +10,7 @@ the class docstring).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, NotRequired
+from typing import TYPE_CHECKING, Any, Literal, NotRequired
 
 from langchain.agents.middleware.types import (
     AgentMiddleware,
@@ -25,6 +25,9 @@ from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.questions import Question, choice, yes_no
 from agentbranch.integrations.observability import aemit, emit
 from agentbranch.policy import DecisionRecord, Threshold, engine_record
+
+if TYPE_CHECKING:
+    from agentbranch.engine.protocol import Engine
 
 __all__ = [
     "DEFAULT_INSTRUCTIONS",
@@ -87,7 +90,7 @@ class ToolSelectorMiddleware(AgentMiddleware):
 
     def __init__(
         self,
-        engine: Any,
+        engine: Engine,
         *,
         mode: Mode = "choice",
         instructions: str | None = None,

@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentbranch.core import _metrics as metrics
 from agentbranch.core import _tracing as tracing
@@ -26,6 +26,9 @@ from agentbranch.core.teacher_calls import TeacherCall, teacher_calls_of
 from agentbranch.policy.auditing.config import Audit
 from agentbranch.policy.auditing.sinks import AuditRecord
 from agentbranch.policy.auditing.worker import AuditTimeout, TeacherStuck
+
+if TYPE_CHECKING:
+    from agentbranch.engine.protocol import Engine
 
 log = logging.getLogger("agentbranch")
 
@@ -56,7 +59,7 @@ _ANSWER = ("teacher_label", "agree", "teacher", "reply")
 
 
 def shadow(
-    engine: Any,
+    engine: Engine,
     questions: Mapping[str, Any],
     policy: Any,
     records: Mapping[str, dict[str, Any]],
@@ -78,7 +81,13 @@ def shadow(
 
 
 def _one(
-    engine: Any, question_id: str, question: Any, policy: Any, audit: Audit, rec: dict, state: Any
+    engine: Engine,
+    question_id: str,
+    question: Any,
+    policy: Any,
+    audit: Audit,
+    rec: dict,
+    state: Any,
 ) -> None:
     from agentbranch.policy.generation import state_text
 
@@ -208,7 +217,7 @@ def _teacher(policy: Any, audit: Audit) -> tuple[Any, str | None]:
 
 def _base(
     kind: str,
-    engine: Any,
+    engine: Engine,
     question: Any,
     policy: Any,
     audit: Audit,
@@ -217,7 +226,7 @@ def _base(
     *,
     rate: float,
 ) -> AuditRecord:
-    calibration = getattr(engine, "calibration", None)
+    calibration = engine.calibration
     temperature = calibration.temperature(rec["question_id"], rec["type"]) if calibration else 1.0
     record: AuditRecord = {
         "kind": kind,
@@ -240,7 +249,7 @@ def _base(
 
 def _ask(
     audit: Audit,
-    engine: Any,
+    engine: Engine,
     call: TeacherCall,
     base: AuditRecord,
     learn: Any = None,
@@ -269,7 +278,7 @@ def _answered(record: AuditRecord, label: str, teacher: str | None, reply: str |
 
 
 def _answer(
-    audit: Audit, engine: Any, call: TeacherCall, base: AuditRecord, health: _Outcome | None
+    audit: Audit, engine: Engine, call: TeacherCall, base: AuditRecord, health: _Outcome | None
 ) -> tuple[Any, str]:
     """The teacher's reply and its label (within ``audit.timeout``); a call that fails,
     times out or answers outside the options is a missing audit, and raises."""
@@ -315,7 +324,7 @@ def _answer(
 
 def _probe_ask(
     audit: Audit,
-    engine: Any,
+    engine: Engine,
     call: TeacherCall,
     base: AuditRecord,
     learn: Any,

