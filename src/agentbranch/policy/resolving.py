@@ -176,7 +176,9 @@ def _ask(
     return [_asked(engine, questions, policy, t) for t in texts]
 
 
-def _asked(engine: Engine, questions: Mapping[str, Question], policy: PolicyArg, text: Any) -> Looked:
+def _asked(
+    engine: Engine, questions: Mapping[str, Question], policy: PolicyArg, text: Any
+) -> Looked:
     """The questions asked about ``text`` (the version in force of a question whose source
     learns versions: its evidence and threshold are that version's), the questions the
     engine reads, and what each source said of its questions (``TrustSource.asked``)."""
