@@ -22,6 +22,7 @@ from typing import Any, Protocol, TypeAlias
 from langchain_core.decisions import Choice, Noul, NoulCriteria, Score
 from pydantic import ValidationError
 
+from agentbranch.core.any_of import OPTION, AnyOf
 from agentbranch.core.errors import InvalidQuestionError
 from agentbranch.core.examples import Examples, check_examples
 from agentbranch.core.question_types import QUESTION_TYPES
@@ -29,11 +30,13 @@ from agentbranch.core.reads import QuestionSpec
 
 __all__ = [
     "MAX_QUESTIONS",
+    "AnyOf",
     "CompiledQuestion",
     "FewShotPool",
     "LearnedHead",
     "Question",
     "Questions",
+    "any_of",
     "as_compiled",
     "choice",
     "coerce_question",
@@ -137,7 +140,7 @@ class CompiledQuestion:
     __hash__ = None  # type: ignore[assignment]  # (questions are not hashable)
 
 
-Question: TypeAlias = Choice | Noul | Score | CompiledQuestion
+Question: TypeAlias = Choice | Noul | Score | CompiledQuestion | AnyOf
 Questions: TypeAlias = Mapping[str, "Question | Mapping[str, Any]"]
 
 
@@ -213,6 +216,25 @@ def score(
     return _with_examples(question, "", examples)
 
 
+def any_of(instructions: str, options: Mapping[str, str | None] | Sequence[str]) -> AnyOf:
+    """Which of ``options`` apply (any number of them): one yes/no question per option,
+    ``instructions`` naming it with ``{option}`` (``"Does the request need {option}?"``);
+    ``options`` a list of names or a mapping name -> description (or None). 1-64
+    distinct, non-empty names (each option is one question of the read). Its answer is
+    a set (``agentbranch.core.any_of``): ask it through a ``Policy`` (a decide node, a
+    ``Resolver``, the LangChain tool), which applies thresholds, fallbacks and audits
+    to each option's read."""
+    _check_instructions("any_of", instructions)
+    if OPTION not in instructions:
+        raise InvalidQuestionError(
+            "any_of(): the instructions are asked of each option and must name it with "
+            "{option}, e.g. 'Does the request need the tool {option}?'"
+        )
+    names, descriptions = _choice_options(options, "any_of")
+    _check_options("any_of()", "any_of", names, descriptions)
+    return AnyOf(instructions, dict(zip(names, descriptions)))
+
+
 # -- builder checks: the same rules ``to_spec`` applies when ``decide`` runs ------------
 
 
@@ -240,7 +262,7 @@ def _check_instructions(kind: str, instructions: Any) -> None:
 
 
 def _choice_options(options: Any, kind: str = "choice") -> tuple[list[Any], list[Any]]:
-    """A choice's option names and descriptions, checked to be text."""
+    """A choice's (or any_of's) option names and descriptions, checked to be text."""
     if isinstance(options, str | bytes) or not isinstance(options, Mapping | Sequence):
         raise InvalidQuestionError(
             f"{kind} options must be a list of names or a mapping name -> description, "
@@ -292,6 +314,13 @@ def _check_options(
 
 
 def _check_option_count(kind: str, n: int) -> None:
+    if kind == "any_of":  # one yes/no question per option, all in one read
+        if not 1 <= n <= MAX_QUESTIONS:
+            raise InvalidQuestionError(
+                f"an any_of question takes 1 to {MAX_QUESTIONS} options (one question "
+                f"each in one read), got {n}; split them across several questions"
+            )
+        return
     qtype = QUESTION_TYPES[kind]
     if n < qtype.min_options:
         raise InvalidQuestionError(
@@ -326,14 +355,17 @@ def instructions_text(question: Question) -> str:
 def coerce_question(qid: str, question: Any) -> Question:
     """A ``Choice``/``Noul``/``Score`` (or one compiled with examples) from a question
     object or its wire dict."""
-    if isinstance(question, Choice | Noul | Score | CompiledQuestion):
+    if isinstance(question, Choice | Noul | Score | CompiledQuestion | AnyOf):
         return question
     if isinstance(question, Mapping):
         kind = question.get("type")
+        if kind == AnyOf.type:
+            return _any_of_from_wire(qid, question)
         model = {"choice": Choice, "noul": Noul, "score": Score}.get(str(kind))
         if model is None:
             raise InvalidQuestionError(
-                f"question {qid!r}: unknown type {kind!r}; use 'choice', 'noul' or 'score'"
+                f"question {qid!r}: unknown type {kind!r}; use 'choice', 'noul', 'score' or "
+                "'any_of'"
             )
         fields = {k: v for k, v in question.items() if k != "examples"}
         try:
@@ -350,9 +382,22 @@ def coerce_question(qid: str, question: Any) -> Question:
     )
 
 
+def _any_of_from_wire(qid: str, wire: Mapping[str, Any]) -> AnyOf:
+    unknown = sorted(set(wire) - {"type", "instructions", "options"})
+    if unknown:
+        raise InvalidQuestionError(
+            f"question {qid!r}: an any_of question has instructions and options only; "
+            f"unknown fields {unknown}"
+        )
+    try:
+        return any_of(wire.get("instructions"), wire.get("options"))
+    except InvalidQuestionError as e:
+        raise InvalidQuestionError(f"question {qid!r}: {e}") from None
+
+
 def validate_questions(questions: Any) -> dict[str, Question]:
     """Questions keyed by id, checked: non-empty ids, at most ``MAX_QUESTIONS``."""
-    if isinstance(questions, Choice | Noul | Score | CompiledQuestion):
+    if isinstance(questions, Choice | Noul | Score | CompiledQuestion | AnyOf):
         raise InvalidQuestionError(
             "questions must be keyed by id, e.g. {'route': agentbranch.choice(...)}"
         )
@@ -391,6 +436,14 @@ def to_spec(qid: str, question: Question) -> QuestionSpec:
     """The engine's view of one question, with its full option list and labels for the
     first options of its type's label set (the engine chunks choices above it), and
     what it carries (examples in option order, its learned head)."""
+    if isinstance(question, AnyOf):
+        raise InvalidQuestionError(
+            f"question {qid!r} is an any_of question: its answer is a set, read as one "
+            f"yes/no question per option ({', '.join(question.members(qid))}); ask it "
+            "through a Policy (a decide node, a Resolver, the LangChain tool), or ask "
+            f"its members with engine.decide(state, question.members({qid!r})). It "
+            "cannot route a graph to one node."
+        )
     compiled = as_compiled(question)
     written = compiled.question
     options = option_names(written)
