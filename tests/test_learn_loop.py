@@ -16,8 +16,8 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 import agentbranch as ab
-from agentbranch.core.heads import LinearHead, question_head, with_head
-from agentbranch.core.questions import to_spec
+from agentbranch.core.heads import LinearHead, with_head
+from agentbranch.core.questions import as_compiled, to_spec
 from agentbranch.policy import Earned, Generate, Policy, Resolver
 from agentbranch.policy.earned import QuestionKey
 from agentbranch.policy.earned.learn import examples as lx
@@ -116,7 +116,7 @@ def test_labels_make_a_version_that_is_tested_then_decides(engine, tmp_path):
     v1 = ladder.rungs[1]
     # On the embedded reader the learned version is the written question read by a
     # logistic head fitted on the embeddings of its 32 labelled states.
-    head = question_head(v1.model)
+    head = as_compiled(v1.model).head
     assert head is not None and set(head.classes) == {"yes", "no"}
     assert not v1.model.examples  # the head reads; no learned examples
     _check_head_version(engine, v1.model, head, items)

@@ -22,6 +22,7 @@ from _learn_canvas import (
 
 import agentbranch as ab
 from agentbranch.core.examples import instructions_with_examples
+from agentbranch.core.questions import as_compiled
 from agentbranch.policy import Earned, Generate, Policy, Resolver
 from agentbranch.policy.earned import QuestionKey
 from agentbranch.policy.earned.learn import loop, nearest
@@ -109,7 +110,7 @@ def test_a_learned_canvas_version_shows_each_state_its_nearest_labels(tmp_path):
 
     ladder = next(iter(earned.learner._questions.values())).ladder
     v1 = ladder.rungs[1].model
-    pool = nearest.question_pool(v1)
+    pool = as_compiled(v1).pool
     assert pool is not None and ladder.rungs[1].fitted_on == refit_at(1)
     assert v1.examples == WRITTEN  # the written examples stay on the version
     wire = v1.model_dump(mode="json")["learned_pool"]
@@ -161,7 +162,7 @@ def test_the_encoder_loads_only_when_a_pool_version_is_read(tmp_path, monkeypatc
     q = learner._question(QuestionKey("sport", QUESTION, "scripted", "canvas"))
     labelled = [((f"{i:04d}", "x"), t, y) for i, (t, y) in enumerate(stream(32))]
     version = learner._version(q, 1, labelled).model
-    assert nearest.question_pool(version) is not None
+    assert as_compiled(version).pool is not None
     assert enc.calls == 0  # fitted: nothing embedded yet
     nearest.read_questions({"sport": version}, "The striker scored")
     assert enc.calls == 2  # the pool once, then the state
@@ -186,7 +187,7 @@ def test_without_the_encoder_a_version_shows_the_most_recent_and_says_so(
         learner._version(q, 1, labelled)
     said = [r for r in caplog.records if "most recent" in r.getMessage()]
     assert len(said) == 1 and said[0].levelno == logging.WARNING
-    assert nearest.question_pool(recent) is None
+    assert as_compiled(recent).pool is None
     learned = {o: v[len(WRITTEN[o]) :] for o, v in recent.examples.items()}
     assert all(len(v) == loop.CANVAS_PER_OPTION for v in learned.values())
     assert all(len(t) <= loop.CANVAS_CHARS for v in learned.values() for t in v)
@@ -194,7 +195,7 @@ def test_without_the_encoder_a_version_shows_the_most_recent_and_says_so(
     # the same labels under the nearest rule are another version, with another key
     learner.encoder = FakeEncoder()
     near = learner._version(q, 1, labelled).model
-    assert nearest.question_pool(near) is not None
+    assert as_compiled(near).pool is not None
     assert earned.key("sport", near, "s", "m") != earned.key("sport", recent, "s", "m")
 
 

@@ -130,8 +130,8 @@ def test_a_replayed_head_version_is_keyed_by_its_digest(tmp_path):
     not its weights, keys the recorded read and is all the cassette keeps."""
     import numpy as np
 
-    from agentbranch.core.heads import LinearHead, question_head, with_head
-    from agentbranch.core.questions import to_spec
+    from agentbranch.core.heads import LinearHead, with_head
+    from agentbranch.core.questions import as_compiled, to_spec
     from agentbranch.core.reads import ReadRequest
     from agentbranch.policy.earned.learn.replayed import rebuild, wire
     from agentbranch.replay.keys import request_key
@@ -140,13 +140,13 @@ def test_a_replayed_head_version_is_keyed_by_its_digest(tmp_path):
     version = with_head(QUESTION, head)
     back = rebuild(QUESTION.type, json.loads(json.dumps(wire(version))))
     assert back.model_dump(mode="json") == version.model_dump(mode="json")
-    assert question_head(back).digest == head.digest
+    assert as_compiled(back).head.digest == head.digest
     key = lambda q: request_key(ReadRequest("s", (to_spec("sport", q),)))  # noqa: E731
     assert key(back) == key(version)
     other = LinearHead(["yes", "no"], ["yes", "no"], np.ones((2, 3)), [0.1, -0.1])
     assert key(with_head(QUESTION, other)) != key(version)
     with pytest.raises(ab.ConfigurationError, match="replayed"):
-        question_head(back).log_probs(np.zeros((1, 3)), ["yes", "no"])
+        as_compiled(back).head.log_probs(np.zeros((1, 3)), ["yes", "no"])
 
 
 def test_recording_through_a_cassette_fits_the_same_kind_of_version(tmp_path):

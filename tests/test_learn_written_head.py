@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agentbranch as ab
-from agentbranch.core.heads import LinearHead, question_head, with_head
-from agentbranch.core.questions import to_spec
+from agentbranch.core.heads import LinearHead, with_head
+from agentbranch.core.questions import as_compiled, to_spec
 from agentbranch.core.reads import ReadRequest
 from agentbranch.engine.readers.embedded.scoring import head_reads
 from agentbranch.policy import Earned
@@ -148,7 +148,7 @@ def _learner_head(engine, question, monkeypatch, weight: float | None = None, op
     q = earned.learner._question(key)
     texts, labels = _labelled(32, *([options] if options else []))
     rung = earned.learner._version(q, 1, list(zip(range(32), texts, labels)))
-    return question_head(rung.model)
+    return as_compiled(rung.model).head
 
 
 def test_the_learner_fits_a_head_that_reads_the_written_question(engine, monkeypatch):

@@ -139,7 +139,7 @@ def test_yes_no_one_joint_read_binds_the_yes_tools():
     def needed(state, q):
         return (
             {"yes": 0.97, "no": 0.03}
-            if q.id in ("search_flights", "get_weather")
+            if q.id in ("tools/search_flights", "tools/get_weather")  # (the AnyOf's members)
             else {
                 "yes": 0.03,
                 "no": 0.97,
@@ -159,13 +159,43 @@ def test_yes_no_keeps_uncertain_tools_and_caps_by_probability():
         return {
             "search_flights": {"yes": 0.99, "no": 0.01},
             "get_weather": {"yes": 0.6, "no": 0.4},  # unsure: kept
-        }.get(q.id, {"yes": 0.01, "no": 0.99})
+        }.get(q.id.removeprefix("tools/"), {"yes": 0.01, "no": 0.99})
 
     eng, _ = engine({}, default=needed)
     run(ToolSelectorMiddleware(eng, mode="yes_no"))
     assert BOUND == [["get_weather", "search_flights"]]
     run(ToolSelectorMiddleware(eng, mode="yes_no", max_tools=1))
     assert BOUND == [["search_flights"]]
+
+
+def test_yes_no_tools_are_one_any_of_question_under_a_policy():
+    from _lg_fixtures import StrictFakeChat
+
+    from agentbranch.policy import Generate, Policy
+
+    def needed(state, q):
+        return {
+            "tools/search_flights": {"yes": 0.99, "no": 0.01},
+            "tools/get_weather": {"yes": 0.6, "no": 0.4},  # unsure: the teacher answers
+        }.get(q.id, {"yes": 0.01, "no": 0.99})
+
+    teacher = StrictFakeChat(replies=['{"label": "no"}'])
+    eng, _ = engine({}, default=needed)
+    policy = Policy(take_at=0.5, fallbacks=[Generate(teacher)])
+    out, _ = run(ToolSelectorMiddleware(eng, mode="yes_no", policy=policy))
+    assert BOUND == [["search_flights"]] and teacher.calls == 1
+    weather = out["tool_selection"]["decisions"]["get_weather"]
+    assert (weather["question_id"], weather["band"]) == ("tools/get_weather", "fallback")
+    assert (weather["engine_label"], weather["label"], weather["decided_by"]) == (
+        "yes",
+        "no",
+        "fallback",
+    )
+    with pytest.raises(ConfigurationError, match="policy= is a Policy for yes_no mode"):
+        ToolSelectorMiddleware(eng, policy=policy)
+    reviewed = Policy(take_at=0.5, review_below=0.5)
+    with pytest.raises(ConfigurationError, match="cannot have a review band"):
+        ToolSelectorMiddleware(eng, mode="yes_no", policy=reviewed)
 
 
 def test_engine_errors_raise_or_keep_all():

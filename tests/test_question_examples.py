@@ -6,7 +6,12 @@ from langchain_core.decisions import Choice, Noul, Score
 import agentbranch as ab
 from agentbranch.core.errors import InvalidQuestionError
 from agentbranch.core.examples import instructions_with_examples
-from agentbranch.core.questions import coerce_question, to_spec, validate_questions
+from agentbranch.core.questions import (
+    CompiledQuestion,
+    coerce_question,
+    to_spec,
+    validate_questions,
+)
 from agentbranch.core.reads import ReadRequest
 from agentbranch.engine.canvas import asked
 from agentbranch.engine.plan import expand
@@ -19,12 +24,30 @@ ROUTE = ab.choice(
 )
 
 
-def test_every_builder_takes_examples_and_stays_its_langchain_type():
+def test_every_builder_takes_examples_as_data_on_its_langchain_question():
     yn = ab.yes_no("Urgent?", examples={"yes": ["Prod is down"], "no": ["Thanks!"]})
     sc = ab.score("Mood?", ["calm", "angry"], examples={"angry": ["FIX IT NOW"]})
-    assert isinstance(ROUTE, Choice) and isinstance(yn, Noul) and isinstance(sc, Score)
+    assert all(isinstance(q, CompiledQuestion) for q in (ROUTE, yn, sc))
+    assert isinstance(ROUTE.question, Choice) and isinstance(yn.question, Noul)
+    assert isinstance(sc.question, Score) and sc.type == "score"
     assert yn.examples == {"yes": ["Prod is down"], "no": ["Thanks!"]}
     assert sc.examples == {"angry": ["FIX IT NOW"]}
+    assert ROUTE.instructions == "Which team?" and list(ROUTE.criteria) == ["billing", "outage"]
+
+
+def test_compiled_questions_check_their_examples_however_built():
+    with pytest.raises(InvalidQuestionError, match="not an option"):
+        CompiledQuestion(ab.yes_no("Urgent?"), examples={"maybe": ["x"]})
+    with pytest.raises(TypeError, match="Choice, Noul or Score"):
+        CompiledQuestion(ROUTE)
+
+
+def test_a_compiled_question_equals_any_question_with_its_wire_dict():
+    plain = ab.yes_no("Urgent?")
+    assert CompiledQuestion(plain) == plain and CompiledQuestion(plain).model_dump() == (
+        plain.model_dump()
+    )
+    assert ROUTE != ROUTE.question
 
 
 def test_questions_without_examples_are_unchanged():

@@ -24,7 +24,7 @@ from agentbranch.core.errors import (
     SpecialTokenError,
     StateTooLongError,
 )
-from agentbranch.core.questions import choice, score, yes_no
+from agentbranch.core.questions import any_of, choice, score, yes_no
 from agentbranch.engine.batching import BatchingReader
 from agentbranch.engine.calibration import Calibration
 from agentbranch.engine.engine import DecisionEngine
@@ -78,6 +78,7 @@ __all__ = [
     "StateTooLongError",
     "TransformersReader",
     "VLLMReader",
+    "any_of",
     "choice",
     "decide_first",
     "decision_tool",

@@ -3,9 +3,10 @@
 Every question type takes examples of states that should get each answer
 (``{"yes": [...], "no": [...]}`` for yes/no, ``{option: [...]}`` for choice,
 ``{level: [...]}`` for score). ``langchain_core``'s ``Choice``/``Noul``/``Score`` forbid
-extra fields, so a question with examples is one of the subclasses below: it *is* a
-``Choice``/``Noul``/``Score`` everywhere, and its wire dict carries ``"examples"`` (a
-question without examples stays the plain ``langchain_core`` model, byte for byte).
+extra fields, so a question with examples is a ``CompiledQuestion``
+(``agentbranch.core.questions``) holding the question and its examples as data; its wire
+dict carries ``"examples"`` (a question without examples stays the plain
+``langchain_core`` model, byte for byte). This module checks and renders them.
 
 How readers use them: the embedded reader compares the state with each option's
 examples (like a router's utterances); canvas readers render them as few-shot lines in
@@ -17,54 +18,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langchain_core.decisions import Choice, Noul, Score
-
 from agentbranch.core.errors import InvalidQuestionError
 
 __all__ = [
     "MAX_EXAMPLES_PER_OPTION",
-    "WITH_EXAMPLES",
-    "ChoiceWithExamples",
     "Examples",
-    "NoulWithExamples",
-    "ScoreWithExamples",
-    "attach_examples",
     "check_examples",
     "instructions_with_examples",
-    "question_examples",
-    "recast",
-    "spec_examples",
 ]
 
 #: At most this many examples per option (they are embedded or rendered on every read).
 MAX_EXAMPLES_PER_OPTION = 50
 
 Examples = dict[str, list[str]]
-
-
-class ChoiceWithExamples(Choice):
-    """A ``Choice`` with examples per option."""
-
-    examples: Examples
-
-
-class NoulWithExamples(Noul):
-    """A ``Noul`` with examples for ``yes`` and/or ``no``."""
-
-    examples: Examples
-
-
-class ScoreWithExamples(Score):
-    """A ``Score`` with examples per level."""
-
-    examples: Examples
-
-
-WITH_EXAMPLES: dict[str, type] = {
-    "choice": ChoiceWithExamples,
-    "noul": NoulWithExamples,
-    "score": ScoreWithExamples,
-}
 
 
 def check_examples(qid: str, options: Sequence[str], examples: Any) -> Examples:
@@ -98,37 +64,6 @@ def check_examples(qid: str, options: Sequence[str], examples: Any) -> Examples:
     if not out:
         raise InvalidQuestionError(f"{where}examples are empty; omit examples= instead")
     return out
-
-
-def attach_examples(question: Any, options: Sequence[str], examples: Any) -> Any:
-    """``question`` itself without examples, else the same question with examples."""
-    if examples is None:
-        return question
-    checked = check_examples("", options, examples)
-    cls = WITH_EXAMPLES[question.type]
-    return cls(**question.model_dump(exclude_none=False), examples=checked)
-
-
-def recast(question: Any, kinds: Mapping[str, type], **changed: Any) -> Any:
-    """``question`` as the ``kinds`` class of its type (``WITH_EXAMPLES``, ``WITH_HEAD``,
-    ...), its fields kept but ``changed``: a new question, so a new evidence key."""
-    fields = question.model_dump(exclude_none=False)
-    fields.update(changed)
-    return kinds[question.type](**fields)
-
-
-def question_examples(question: Any) -> Examples:
-    """The examples a question carries (``{}`` when none)."""
-    return dict(getattr(question, "examples", None) or {})
-
-
-def spec_examples(qid: str, question: Any, options: Sequence[str]) -> tuple[tuple[str, ...], ...]:
-    """Examples in option order for ``QuestionSpec.examples`` (``()`` when none)."""
-    examples = getattr(question, "examples", None)
-    if not examples:
-        return ()
-    checked = check_examples(qid, options, examples)
-    return tuple(tuple(checked.get(o, ())) for o in options)
 
 
 def instructions_with_examples(instructions: str, options: Sequence[str], examples: Any) -> str:

@@ -2,8 +2,8 @@
 
 ``LinearHead`` is the head (what the embedded reader does with it, its confidence map
 and its digest: its docstring); ``with_head`` makes the question version that carries
-one (``ChoiceWithHead``, ``NoulWithHead``, ``ScoreWithHead``), ``question_head`` reads it
-back. ``Earned(..., learn=True)`` fits heads (``agentbranch.policy.earned.learn.head``).
+one (a ``CompiledQuestion`` whose ``head`` it is). ``Earned(..., learn=True)`` fits
+heads (``agentbranch.policy.earned.learn.head``).
 """
 
 from __future__ import annotations
@@ -12,19 +12,11 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langchain_core.decisions import Choice, Noul, Score
-from pydantic import ConfigDict, field_serializer
-
-from agentbranch.core.examples import Examples, recast
+from agentbranch.core.questions import CompiledQuestion, Question, as_compiled
 
 __all__ = [
     "FLOOR",
-    "WITH_HEAD",
-    "ChoiceWithHead",
     "LinearHead",
-    "NoulWithHead",
-    "ScoreWithHead",
-    "question_head",
     "softmax",
     "with_head",
 ]
@@ -221,46 +213,7 @@ def softmax(z: Any, temperature: float = 1.0) -> Any:
     return p
 
 
-class _WithHead:
-    """What a question with a learned head adds: the head (its digest on the wire) and
-    optional examples (the written ones)."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    examples: Examples | None = None
-    learned_head: LinearHead
-
-    @field_serializer("learned_head")
-    def _digest(self, head: LinearHead) -> str:
-        return head.digest
-
-
-class ChoiceWithHead(_WithHead, Choice):
-    """A ``Choice`` read by a learned head (on readers that have one)."""
-
-
-class NoulWithHead(_WithHead, Noul):
-    """A ``Noul`` read by a learned head (on readers that have one)."""
-
-
-class ScoreWithHead(_WithHead, Score):
-    """A ``Score`` read by a learned head (on readers that have one)."""
-
-
-WITH_HEAD: dict[str, type] = {
-    "choice": ChoiceWithHead,
-    "noul": NoulWithHead,
-    "score": ScoreWithHead,
-}
-
-
-def with_head(question: Any, head: LinearHead) -> Any:
+def with_head(question: Question, head: LinearHead) -> CompiledQuestion:
     """``question`` (its written examples kept) read by ``head``: a new question, so a
     new evidence key (the head's digest is in its wire dict)."""
-    return recast(question, WITH_HEAD, learned_head=head)
-
-
-def question_head(question: Any) -> LinearHead | None:
-    """The learned head a question carries (``None``: none)."""
-    head = getattr(question, "learned_head", None)
-    return head if isinstance(head, LinearHead) else None
+    return as_compiled(question).replace(head=head)

@@ -12,35 +12,150 @@ constructors, and their validation into the engine's ``QuestionSpec``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeAlias
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeAlias
 
 from langchain_core.decisions import Choice, Noul, NoulCriteria, Score
 from pydantic import ValidationError
 
+from agentbranch.core.any_of import OPTION, AnyOf
 from agentbranch.core.errors import InvalidQuestionError
-from agentbranch.core.examples import WITH_EXAMPLES, attach_examples, spec_examples
-from agentbranch.core.heads import question_head
+from agentbranch.core.examples import Examples, check_examples
 from agentbranch.core.question_types import QUESTION_TYPES
 from agentbranch.core.reads import QuestionSpec
 
 __all__ = [
     "MAX_QUESTIONS",
+    "AnyOf",
+    "CompiledQuestion",
+    "FewShotPool",
+    "LearnedHead",
     "Question",
     "Questions",
+    "any_of",
+    "as_compiled",
     "choice",
     "coerce_question",
     "instructions_text",
+    "option_names",
     "score",
     "to_spec",
     "validate_questions",
     "yes_no",
 ]
 
-Question: TypeAlias = Choice | Noul | Score
+Written: TypeAlias = Choice | Noul | Score  #: a question as ``langchain_core`` writes it
+
+
+class LearnedHead(Protocol):
+    """Per-option weights the embedded reader reads a question by
+    (``agentbranch.core.heads.LinearHead``): its digest is in the wire dict."""
+
+    digest: str
+
+
+class FewShotPool(Protocol):
+    """Labelled states a canvas version picks its few-shot lines from, per state read
+    (``agentbranch.policy.earned.learn.nearest.Pool``)."""
+
+    digest: str
+
+    def wire(self) -> dict[str, Any]:
+        """Its digest and selection rule: what a version's wire dict carries."""
+        ...
+
+    def pick(self, states: Sequence[str]) -> list[Examples]:
+        """For each state, the lines per option it shows."""
+        ...
+
+
+@dataclass(frozen=True, eq=False)
+class CompiledQuestion:
+    """A question with what it carries besides its text, as data: hand-written (or
+    learned) ``examples`` per option, a learned ``head`` the embedded reader reads by,
+    a few-shot ``pool`` canvas readers pick lines from per state. Every question type
+    carries them the same way, so a new single-label type is one entry in
+    ``QUESTION_TYPES``, not one subclass per extension.
+
+    ``ab.choice/yes_no/score(..., examples=...)`` return one; a learned version is one
+    (``with_head``, ``with_pool``). It reads like its question (``type``,
+    ``instructions``, ``criteria``); its wire dict (``model_dump``) is the question's
+    plus ``"examples"``, and the head's digest as ``"learned_head"`` or the pool's
+    digest and rule as ``"learned_pool"``: what its evidence key is made of. It equals
+    any question (compiled or not) with the same wire dict."""
+
+    question: Written
+    examples: Examples | None = None
+    head: LearnedHead | None = None
+    pool: FewShotPool | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.question, Choice | Noul | Score):
+            raise TypeError(
+                "CompiledQuestion holds a langchain_core Choice, Noul or Score, got "
+                f"{type(self.question).__name__}"
+            )
+        if self.examples is not None:  # (a frozen field set once, checked)
+            checked = check_examples("", option_names(self.question), self.examples)
+            object.__setattr__(self, "examples", checked)
+
+    @property
+    def type(self) -> str:
+        return self.question.type
+
+    @property
+    def instructions(self) -> Any:
+        return self.question.instructions
+
+    @property
+    def criteria(self) -> Any:
+        return self.question.criteria
+
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
+        """The wire dict (``kwargs`` as pydantic's ``model_dump`` takes them)."""
+        out = self.question.model_dump(**kwargs)
+        if self.examples is not None or self.head is not None or self.pool is not None:
+            out["examples"] = (
+                None if self.examples is None else {o: list(v) for o, v in self.examples.items()}
+            )
+        if self.head is not None:
+            out["learned_head"] = self.head.digest
+        if self.pool is not None:
+            out["learned_pool"] = self.pool.wire()
+        return out
+
+    def replace(self, **changes: Any) -> CompiledQuestion:
+        """A new question (so a new evidence key) with ``changes``."""
+        return dataclasses.replace(self, **changes)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CompiledQuestion | Choice | Noul | Score):
+            return NotImplemented
+        return self.model_dump() == other.model_dump()
+
+    __hash__ = None  # type: ignore[assignment]  # (questions are not hashable)
+
+
+Question: TypeAlias = Choice | Noul | Score | CompiledQuestion | AnyOf
 Questions: TypeAlias = Mapping[str, "Question | Mapping[str, Any]"]
+
+
+def as_compiled(question: Question) -> CompiledQuestion:
+    """``question`` as a ``CompiledQuestion`` (a plain one carries nothing more)."""
+    return question if isinstance(question, CompiledQuestion) else CompiledQuestion(question)
+
+
+def _with_examples(question: Written, qid: str, examples: Any) -> Question:
+    """``question`` itself without examples, else compiled with them, checked."""
+    if examples is None:
+        return question
+    checked = check_examples(qid, option_names(question), examples)
+    return CompiledQuestion(question, examples=checked)
+
 
 #: At most this many questions in one decision (vLLM's decisions endpoint allows 64).
 MAX_QUESTIONS = 64
@@ -51,16 +166,17 @@ def choice(
     options: Mapping[str, str | None] | Sequence[str],
     *,
     examples: Mapping[str, Sequence[str]] | None = None,
-) -> Choice:
+) -> Choice | CompiledQuestion:
     """Pick one of ``options``: a mapping of option name → description (or None), or a
     list of option names. 2–255 distinct, non-empty names. ``examples`` maps options to
-    example states that should get them (see ``agentbranch.core.examples``)."""
+    example states that should get them (see ``agentbranch.core.examples``); a question
+    with examples is a ``CompiledQuestion`` carrying them."""
     _check_instructions("choice", instructions)
     names, descriptions = _choice_options(options)
     _check_options("choice()", "choice", names, descriptions)
     criteria = dict(zip(names, descriptions))
     question = _build(Choice, "choice", instructions=instructions, criteria=criteria)
-    return attach_examples(question, names, examples)
+    return _with_examples(question, "", examples)
 
 
 def yes_no(
@@ -69,7 +185,7 @@ def yes_no(
     yes: str | None = None,
     no: str | None = None,
     examples: Mapping[str, Sequence[str]] | None = None,
-) -> Noul:
+) -> Noul | CompiledQuestion:
     """A yes/no question; ``yes``/``no`` optionally describe what each answer means;
     ``examples={"yes": [...], "no": [...]}`` give example states for each answer."""
     _check_instructions("yes_no", instructions)
@@ -78,7 +194,7 @@ def yes_no(
             _check_str(f"yes_no(): the {side}= description", text, empty_ok=True)
     criteria = NoulCriteria(true=yes, false=no) if (yes or no) else None
     question = _build(Noul, "yes_no", instructions=instructions, criteria=criteria)
-    return attach_examples(question, ["yes", "no"], examples)
+    return _with_examples(question, "", examples)
 
 
 def score(
@@ -86,7 +202,7 @@ def score(
     levels: Sequence[str],
     *,
     examples: Mapping[str, Sequence[str]] | None = None,
-) -> Score:
+) -> Score | CompiledQuestion:
     """Rate on an ordered scale of 2–10 distinct ``levels``, lowest first;
     ``examples`` maps levels to example states at that level."""
     _check_instructions("score", instructions)
@@ -97,7 +213,26 @@ def score(
         )
     _check_options("score()", "score", list(levels), [None] * len(levels))
     question = _build(Score, "score", instructions=instructions, criteria=list(levels))
-    return attach_examples(question, list(levels), examples)
+    return _with_examples(question, "", examples)
+
+
+def any_of(instructions: str, options: Mapping[str, str | None] | Sequence[str]) -> AnyOf:
+    """Which of ``options`` apply (any number of them): one yes/no question per option,
+    ``instructions`` naming it with ``{option}`` (``"Does the request need {option}?"``);
+    ``options`` a list of names or a mapping name -> description (or None). 1-64
+    distinct, non-empty names (each option is one question of the read). Its answer is
+    a set (``agentbranch.core.any_of``): ask it through a ``Policy`` (a decide node, a
+    ``Resolver``, the LangChain tool), which applies thresholds, fallbacks and audits
+    to each option's read."""
+    _check_instructions("any_of", instructions)
+    if OPTION not in instructions:
+        raise InvalidQuestionError(
+            "any_of(): the instructions are asked of each option and must name it with "
+            "{option}, e.g. 'Does the request need the tool {option}?'"
+        )
+    names, descriptions = _choice_options(options, "any_of")
+    _check_options("any_of()", "any_of", names, descriptions)
+    return AnyOf(instructions, dict(zip(names, descriptions)))
 
 
 # -- builder checks: the same rules ``to_spec`` applies when ``decide`` runs ------------
@@ -126,11 +261,11 @@ def _check_instructions(kind: str, instructions: Any) -> None:
     _check_str(f"{kind}(): the instructions", instructions)
 
 
-def _choice_options(options: Any) -> tuple[list[Any], list[Any]]:
-    """A choice's option names and descriptions, checked to be text."""
+def _choice_options(options: Any, kind: str = "choice") -> tuple[list[Any], list[Any]]:
+    """A choice's (or any_of's) option names and descriptions, checked to be text."""
     if isinstance(options, str | bytes) or not isinstance(options, Mapping | Sequence):
         raise InvalidQuestionError(
-            "choice options must be a list of names or a mapping name -> description, "
+            f"{kind} options must be a list of names or a mapping name -> description, "
             f"got {type(options).__name__}"
         )
     if isinstance(options, Mapping):
@@ -138,9 +273,9 @@ def _choice_options(options: Any) -> tuple[list[Any], list[Any]]:
     else:
         names, descriptions = list(options), [None] * len(options)
     for name, description in zip(names, descriptions):
-        _check_str("choice(): an option name", name)
+        _check_str(f"{kind}(): an option name", name)
         if description is not None:
-            _check_str(f"choice(): the description of option {name!r}", description, empty_ok=True)
+            _check_str(f"{kind}(): the description of option {name!r}", description, empty_ok=True)
     return names, descriptions
 
 
@@ -179,6 +314,13 @@ def _check_options(
 
 
 def _check_option_count(kind: str, n: int) -> None:
+    if kind == "any_of":  # one yes/no question per option, all in one read
+        if not 1 <= n <= MAX_QUESTIONS:
+            raise InvalidQuestionError(
+                f"an any_of question takes 1 to {MAX_QUESTIONS} options (one question "
+                f"each in one read), got {n}; split them across several questions"
+            )
+        return
     qtype = QUESTION_TYPES[kind]
     if n < qtype.min_options:
         raise InvalidQuestionError(
@@ -211,35 +353,51 @@ def instructions_text(question: Question) -> str:
 
 
 def coerce_question(qid: str, question: Any) -> Question:
-    """A ``Choice``/``Noul``/``Score`` from a question object or its wire dict."""
-    if isinstance(question, Choice | Noul | Score):
+    """A ``Choice``/``Noul``/``Score`` (or one compiled with examples) from a question
+    object or its wire dict."""
+    if isinstance(question, Choice | Noul | Score | CompiledQuestion | AnyOf):
         return question
     if isinstance(question, Mapping):
         kind = question.get("type")
+        if kind == AnyOf.type:
+            return _any_of_from_wire(qid, question)
         model = {"choice": Choice, "noul": Noul, "score": Score}.get(str(kind))
-        if model is not None and question.get("examples") is not None:
-            model = WITH_EXAMPLES[str(kind)]
-        elif "examples" in question:  # "examples": null is no examples
-            question = {k: v for k, v in question.items() if k != "examples"}
         if model is None:
             raise InvalidQuestionError(
-                f"question {qid!r}: unknown type {kind!r}; use 'choice', 'noul' or 'score'"
+                f"question {qid!r}: unknown type {kind!r}; use 'choice', 'noul', 'score' or "
+                "'any_of'"
             )
+        fields = {k: v for k, v in question.items() if k != "examples"}
         try:
-            return model.model_validate(question)
+            written = model.model_validate(fields)
         except ValidationError as e:  # one sentence per field, not pydantic's dump
             from agentbranch.core.question_errors import describe_question_error
 
             raise InvalidQuestionError(describe_question_error(qid, str(kind), e)) from None
+        # "examples": null is no examples
+        return _with_examples(written, qid, question.get("examples"))
     raise InvalidQuestionError(
         f"question {qid!r}: expected a Choice, Noul or Score (see agentbranch.choice/"
         f"yes_no/score), got {type(question).__name__}"
     )
 
 
+def _any_of_from_wire(qid: str, wire: Mapping[str, Any]) -> AnyOf:
+    unknown = sorted(set(wire) - {"type", "instructions", "options"})
+    if unknown:
+        raise InvalidQuestionError(
+            f"question {qid!r}: an any_of question has instructions and options only; "
+            f"unknown fields {unknown}"
+        )
+    try:
+        return any_of(wire.get("instructions"), wire.get("options"))
+    except InvalidQuestionError as e:
+        raise InvalidQuestionError(f"question {qid!r}: {e}") from None
+
+
 def validate_questions(questions: Any) -> dict[str, Question]:
     """Questions keyed by id, checked: non-empty ids, at most ``MAX_QUESTIONS``."""
-    if isinstance(questions, Choice | Noul | Score):
+    if isinstance(questions, Choice | Noul | Score | CompiledQuestion | AnyOf):
         raise InvalidQuestionError(
             "questions must be keyed by id, e.g. {'route': agentbranch.choice(...)}"
         )
@@ -264,25 +422,44 @@ def validate_questions(questions: Any) -> dict[str, Question]:
     return out
 
 
+def option_names(question: Question) -> list[str]:
+    """A question's options in order: a choice's names, ``yes``/``no``, a score's levels."""
+    written = as_compiled(question).question
+    if isinstance(written, Noul):
+        return ["yes", "no"]
+    if isinstance(written, Choice):
+        return [str(name) for name in written.criteria]
+    return [_text(level) for level in written.criteria]
+
+
 def to_spec(qid: str, question: Question) -> QuestionSpec:
     """The engine's view of one question, with its full option list and labels for the
-    first options of its type's label set (the engine chunks choices above it)."""
-    if isinstance(question, Noul):
-        criteria = question.criteria
-        options: list[str] = ["yes", "no"]
+    first options of its type's label set (the engine chunks choices above it), and
+    what it carries (examples in option order, its learned head)."""
+    if isinstance(question, AnyOf):
+        raise InvalidQuestionError(
+            f"question {qid!r} is an any_of question: its answer is a set, read as one "
+            f"yes/no question per option ({', '.join(question.members(qid))}); ask it "
+            "through a Policy (a decide node, a Resolver, the LangChain tool), or ask "
+            f"its members with engine.decide(state, question.members({qid!r})). It "
+            "cannot route a graph to one node."
+        )
+    compiled = as_compiled(question)
+    written = compiled.question
+    options = option_names(written)
+    if isinstance(written, Noul):
+        criteria = written.criteria
         descriptions: list[str | None] = [
             _text(criteria.true) or None if criteria else None,
             _text(criteria.false) or None if criteria else None,
         ]
-    elif isinstance(question, Choice):
-        options = [str(name) for name in question.criteria]
-        descriptions = [_text(d) or None for d in question.criteria.values()]
+    elif isinstance(written, Choice):
+        descriptions = [_text(d) or None for d in written.criteria.values()]
     else:
-        options = [_text(level) for level in question.criteria]
         descriptions = [None] * len(options)
-    kind = question.type
+    kind = written.type
     where = f"question {qid!r}"
-    instructions = _text(question.instructions)
+    instructions = _text(written.instructions)
     if not instructions.strip():
         raise InvalidQuestionError(f"{where}: the instructions must not be empty")
     _check_unicode(f"{where}: the instructions", instructions)
@@ -291,13 +468,14 @@ def to_spec(qid: str, question: Question) -> QuestionSpec:
     # Above the label set the engine splits the question into chunks with their own
     # labels (engine/plan.py); the whole question carries none.
     labels = label_set[: len(options)] if len(options) <= len(label_set) else ()
+    examples = compiled.examples or {}
     return QuestionSpec(
         id=qid,
         type=kind,
-        instructions=_text(question.instructions),
+        instructions=instructions,
         options=tuple(options),
         descriptions=tuple(descriptions),
         labels=tuple(labels),
-        examples=spec_examples(qid, question, options),
-        head=question_head(question),
+        examples=tuple(tuple(examples.get(o, ())) for o in options) if examples else (),
+        head=compiled.head,
     )

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, get_type_hints
 
-from langchain_core.decisions import BaseDecisionModel, ClassifierResponse, Score, ScoreAnswer
+from langchain_core.decisions import BaseDecisionModel, ClassifierResponse, ScoreAnswer
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import get_config_list
 from langchain_core.tools import StructuredTool
@@ -146,7 +146,7 @@ def _response(decisions: Any, questions: Mapping[str, Question]) -> ClassifierRe
     response: ClassifierResponse = decisions.to_langchain()
     for question_id, answer in response.answers.items():
         q = questions.get(question_id)
-        if isinstance(answer, ScoreAnswer) and isinstance(q, Score):
+        if isinstance(answer, ScoreAnswer) and q is not None and q.type == "score":
             answer.legend = dict(enumerate(q.criteria))
     return response
 

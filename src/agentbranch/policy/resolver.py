@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agentbranch.core.any_of import AnyOf, member_questions, set_record
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.questions import Question, validate_questions
 from agentbranch.policy.config import (
@@ -41,12 +43,21 @@ class Resolver:
     review: ReviewFn | None = None
     allow_goto: bool = True
     allow_review: bool = True
+    #: the questions the engine reads (each ``AnyOf`` as its members) and their policies
+    _asked: dict[str, Question] = field(init=False, repr=False)
+    _policies: PolicyArg = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.questions = validate_questions(self.questions)
-        check_policies(self.policy, self.questions)
-        for question_id in self.questions:
-            p = policy_for(self.policy, question_id)
+        sets = {qid: q for qid, q in self.questions.items() if isinstance(q, AnyOf)}
+        try:
+            self._asked = member_questions(self.questions) if sets else self.questions
+        except ValueError as e:
+            raise ConfigurationError(str(e)) from None
+        self._policies = _member_policies(self.policy, sets)
+        check_policies(self._policies, self._asked)
+        for question_id in self._asked:
+            p = policy_for(self._policies, question_id)
             if not self.allow_goto and p.targets():
                 raise ConfigurationError(
                     f"question {question_id!r}: GotoNode/FailClosed route to a node, which is not "
@@ -75,7 +86,25 @@ class Resolver:
             )
 
         steps = resolve_many(
-            self.engine, self.questions, self.policy, [state], review=review, batched=False
+            self.engine, self._asked, self._policies, [state], review=review, batched=False
         )
         (resolved,) = yield from steps
-        return resolved.records
+        records = resolved.records
+        if self._asked is self.questions:  # (no sets)
+            return records
+        return {
+            qid: set_record(qid, q, records) if isinstance(q, AnyOf) else records[qid]
+            for qid, q in self.questions.items()
+        }
+
+
+def _member_policies(policy: PolicyArg, sets: Mapping[str, AnyOf]) -> PolicyArg:
+    """``policy`` with each set's policy given to its members by id (one ``Policy`` or
+    none already applies to every question)."""
+    if not sets or not isinstance(policy, Mapping):
+        return policy
+    out = {k: v for k, v in policy.items() if k not in sets}
+    for qid, q in sets.items():
+        if qid in policy or "*" in policy:
+            out.update({member: policy_for(policy, qid) for member in q.members(qid)})
+    return out

@@ -33,7 +33,7 @@ class ScriptedReader(Reader):
     of it every question of the read would go unscripted, or an unscripted question's
     id is close to one of them (``"risk"`` for ``"risky"``): usually a typo, or not the
     id a component really asks (``ToolGateMiddleware`` asks ``"risky"``,
-    ``ToolSelectorMiddleware`` ``"tool"``, or one id per tool name in yes/no mode).
+    ``ToolSelectorMiddleware`` ``"tool"``, or ``"tools/<name>"`` per tool in yes/no mode).
     A partial script is fine (the other questions are uniform); pass
     ``default=ScriptedReader.uniform`` to answer every unscripted question uniformly
     without the check.

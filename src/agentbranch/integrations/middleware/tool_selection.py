@@ -4,7 +4,8 @@ The same interface shape as LangChain's ``LLMToolSelectorMiddleware`` (``max_too
 ``always_include``, instructions for the selector), with no generation: before each model
 call the engine reads the latest user message against the available tools and the call
 binds only the tools it selects (``mode="choice"`` or ``"yes_no"``; the rules of each:
-the class docstring).
+the class docstring). In ``"yes_no"`` mode the tools are one ``AnyOf`` question resolved
+by a ``Policy``, like any other question.
 """
 
 from __future__ import annotations
@@ -22,9 +23,16 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.types import Command
 
 from agentbranch.core.errors import ConfigurationError
-from agentbranch.core.questions import Question, choice, yes_no
+from agentbranch.core.questions import Question, any_of, choice
 from agentbranch.integrations.observability import aemit, emit
-from agentbranch.policy import DecisionRecord, Threshold, engine_record
+from agentbranch.policy import (
+    DecisionRecord,
+    GotoNode,
+    Policy,
+    Resolver,
+    Threshold,
+    engine_record,
+)
 
 if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine
@@ -32,6 +40,8 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_INSTRUCTIONS",
     "DEFAULT_YES_NO_INSTRUCTIONS",
+    "KEEP_TOOLS",
+    "SET_ID",
     "STATE_KEY",
     "Mode",
     "ToolSelectorMiddleware",
@@ -44,6 +54,12 @@ DEFAULT_INSTRUCTIONS = "Which tool is most relevant for answering the user's lat
 DEFAULT_YES_NO_INSTRUCTIONS = "Does answering the user's latest request need the tool `{name}`?"
 
 Mode = Literal["choice", "yes_no"]
+
+#: yes/no mode: the id of the ``AnyOf`` question over the tools (each tool's read is
+#: ``"tools/<tool name>"``).
+SET_ID = "tools"
+#: yes/no mode: the default policy's fallback for an uncertain tool, which keeps it.
+KEEP_TOOLS = "keep_tools"
 
 
 class _SelectionState(AgentState):
@@ -64,6 +80,8 @@ class ToolSelectorMiddleware(AgentMiddleware):
             when the read gives it at least this probability (default 0.1).
         always_include: tool names always bound, never read about, not counted.
         min_confidence: the confidence floor (below).
+        policy: yes/no mode: the ``Policy`` each tool's read is resolved by (default:
+            ``Policy(take_at=min_confidence, fallbacks=[GotoNode("keep_tools")])``).
         on_error: ``"raise"`` (default) or ``"all"`` — an engine error binds every tool.
         include_state: also put the latest user message in emitted events.
 
@@ -73,13 +91,17 @@ class ToolSelectorMiddleware(AgentMiddleware):
       least ``min_probability`` (0.1): a confident read binds one tool even with
       ``max_tools=5``, an open one up to five. A tool the read gives (almost) no chance is
       never bound.
-    * ``mode="yes_no"`` — one yes/no question per tool ("does the request need it?"), all in
-      one read (one canvas with ``DecisionEngine(joint=True)``), each question's id the tool's
-      name; the tools answered ``yes`` are bound, the most probable first when ``max_tools``
-      caps them.
+    * ``mode="yes_no"`` — one ``AnyOf`` question over the tools (id ``"tools"``): one yes/no
+      question per tool ("does the request need it?", id ``"tools/<name>"``), all in one
+      read (one canvas with ``DecisionEngine(joint=True)``), each resolved by ``policy``
+      like any other question (its threshold, fallbacks, audit; ``Earned`` thresholds
+      per tool); the tools answered ``yes`` are bound, the most probable first when
+      ``max_tools`` caps them.
 
     ``min_confidence`` is the floor: a choice read below it keeps every tool, and in yes/no
-    mode a tool whose answer is below it is kept (the engine is not sure it is unneeded).
+    mode a tool whose read is not taken is kept (the engine is not sure it is unneeded;
+    the default policy's ``GotoNode("keep_tools")``), unless the policy's fallback
+    answered it (a ``Generate`` teacher's ``no`` drops it).
     A user message with nothing to read (empty, blank, ``"?"``, markup tokens) renders as
     the empty text, which the embedded reader answers uniformly: every tool is kept.
     The selection and its decision records go to agent state under ``tool_selection`` and are
@@ -98,6 +120,7 @@ class ToolSelectorMiddleware(AgentMiddleware):
         min_probability: float = 0.1,
         always_include: Sequence[str] | None = None,
         min_confidence: float = 0.5,
+        policy: Policy | None = None,
         on_error: Literal["raise", "all"] = "raise",
         include_state: bool = False,
     ) -> None:
@@ -112,6 +135,15 @@ class ToolSelectorMiddleware(AgentMiddleware):
             raise ConfigurationError(f"min_confidence must be in [0, 1], got {min_confidence}")
         if on_error not in ("raise", "all"):
             raise ConfigurationError(f"on_error must be 'raise' or 'all', got {on_error!r}")
+        if policy is not None and (mode != "yes_no" or not isinstance(policy, Policy)):
+            raise ConfigurationError(
+                f"policy= is a Policy for yes_no mode's reads, got {policy!r} in {mode} mode"
+            )
+        if policy is not None and policy.can_review:
+            raise ConfigurationError(
+                "the selector's policy cannot have a review band (a model call cannot wait "
+                "for a human); use fallbacks=[Generate(model)] or GotoNode('keep_tools')"
+            )
         self.engine = engine
         self.mode: Mode = mode
         self.instructions = instructions or (
@@ -126,6 +158,9 @@ class ToolSelectorMiddleware(AgentMiddleware):
         self.min_probability = min_probability
         self.always_include = list(always_include or [])
         self.min_confidence = min_confidence
+        self.policy = policy or Policy(
+            take_at=min_confidence, fallbacks=[GotoNode(KEEP_TOOLS)], on_error="raise"
+        )
         self.on_error = on_error
         self.include_state = include_state
 
@@ -137,7 +172,10 @@ class ToolSelectorMiddleware(AgentMiddleware):
             return handler(request)
         candidates, questions, state = plan
         try:
-            decisions: Any = self.engine.decide(state, questions, log_decisions=False)
+            if self.mode == "yes_no":
+                decisions: Any = self._resolver(questions).resolve(state)
+            else:
+                decisions = self.engine.decide(state, questions, log_decisions=False)
         except Exception as e:
             decisions = self._failed(e)
         selection = self._select(candidates, questions, decisions)
@@ -151,7 +189,10 @@ class ToolSelectorMiddleware(AgentMiddleware):
             return await handler(request)
         candidates, questions, state = plan
         try:
-            decisions: Any = await self.engine.adecide(state, questions, log_decisions=False)
+            if self.mode == "yes_no":
+                decisions: Any = await self._resolver(questions).aresolve(state)
+            else:
+                decisions = await self.engine.adecide(state, questions, log_decisions=False)
         except Exception as e:
             decisions = self._failed(e)
         selection = self._select(candidates, questions, decisions)
@@ -181,16 +222,16 @@ class ToolSelectorMiddleware(AgentMiddleware):
                 "tool": choice(self.instructions, {t.name: t.description for t in candidates})
             }
         else:
-            questions = {
-                t.name: yes_no(
-                    self.instructions.format(name=t.name),
-                    # No "no" description: a sentence embedder reads a negated description
-                    # as the same topic; the reader uses its baseline instead.
-                    yes=f"{t.name}: {t.description}" if t.description else None,
-                )
-                for t in candidates
-            }
+            # Each member's "yes" is described by its tool; no "no" description: a
+            # sentence embedder reads a negated description as the same topic, so the
+            # reader uses its baseline instead (``AnyOf.member``).
+            template = self.instructions.replace("{name}", "{option}")
+            tools = {t.name: t.description or None for t in candidates}
+            questions = {SET_ID: any_of(template, tools)}
         return candidates, questions, user
+
+    def _resolver(self, questions: dict[str, Question]) -> Resolver:
+        return Resolver(self.engine, questions, self.policy, allow_review=False)
 
     def _failed(self, error: Exception) -> Exception:
         if self.on_error == "raise":
@@ -205,6 +246,8 @@ class ToolSelectorMiddleware(AgentMiddleware):
             return _selection(
                 self.mode, names, True, {}, f"{type(decisions).__name__}: {decisions}"
             )
+        if self.mode == "yes_no":
+            return self._select_any(names, decisions[SET_ID])
         records: dict[str, DecisionRecord] = {}
         for question_id, q in questions.items():
             d = decisions[question_id]
@@ -220,20 +263,25 @@ class ToolSelectorMiddleware(AgentMiddleware):
                     "kind": "keep_tools",
                     "floor": self.min_confidence,
                 }
-        if self.mode == "choice":
-            rec = records["tool"]
-            if rec["band"] != "take":
-                return _selection(self.mode, names, True, records)
-            probs = rec["probabilities"]
-            ranked = sorted(names, key=lambda n: -probs[n])
-            # The top tool, then only the ones the read supports (see the class docstring).
-            chosen = ranked[:1] + [n for n in ranked[1:] if probs[n] >= self.min_probability]
-            return _selection(self.mode, chosen[: self.max_tools], False, records)
-        kept = [n for n in names if records[n]["label"] == "yes" or records[n]["band"] != "take"]
-        kept.sort(key=lambda n: -records[n]["probabilities"]["yes"])
+        rec = records["tool"]
+        if rec["band"] != "take":
+            return _selection(self.mode, names, True, records)
+        probs = rec["probabilities"]
+        ranked = sorted(names, key=lambda n: -probs[n])
+        # The top tool, then only the ones the read supports (see the class docstring).
+        chosen = ranked[:1] + [n for n in ranked[1:] if probs[n] >= self.min_probability]
+        return _selection(self.mode, chosen[: self.max_tools], False, records)
+
+    def _select_any(self, names: list[str], tools: DecisionRecord) -> dict[str, Any]:
+        """yes/no mode: the tools whose read was answered yes, or was not answered (a
+        fallback that routed elsewhere: ``keep_tools`` by default); per tool its record
+        (``tools["members"]``, the ``AnyOf``'s)."""
+        by_tool = {n: tools["members"][n] for n in names}
+        kept = [n for n, r in by_tool.items() if r["label"] == "yes" or r.get("goto")]
+        kept.sort(key=lambda n: -((by_tool[n].get("probabilities") or {}).get("yes") or 0.0))
         if self.max_tools is not None:
             kept = kept[: self.max_tools]
-        return _selection(self.mode, kept, len(kept) == len(names), records)
+        return _selection(self.mode, kept, len(kept) == len(names), by_tool)
 
     def _bind(self, request: Any, selection: dict[str, Any]) -> Any:
         keep = set(selection["selected"]) | set(self.always_include)

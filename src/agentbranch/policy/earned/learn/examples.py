@@ -15,12 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentbranch.core.examples import (
-    MAX_EXAMPLES_PER_OPTION,
-    WITH_EXAMPLES,
-    question_examples,
-    recast,
-)
+from agentbranch.core.examples import MAX_EXAMPLES_PER_OPTION, Examples
+from agentbranch.core.questions import Question, as_compiled
 
 #: Learned examples per option (bounded: they are compared with, or rendered on, every read).
 PER_OPTION = 32
@@ -81,7 +77,14 @@ def select(
     return out
 
 
-def with_learned(question: Any, options: Sequence[str], learned: dict[str, list[str]]) -> Any:
+def question_examples(question: Question) -> Examples:
+    """The examples a question carries (``{}`` when none)."""
+    return dict(as_compiled(question).examples or {})
+
+
+def with_learned(
+    question: Question, options: Sequence[str], learned: dict[str, list[str]]
+) -> Question:
     """``question`` with ``learned`` examples after its own (a new question, so a new
     evidence key). ``question`` itself when nothing was learned."""
     if not any(learned.values()):
@@ -89,11 +92,12 @@ def with_learned(question: Any, options: Sequence[str], learned: dict[str, list[
     merged = {o: list(v) for o, v in question_examples(question).items()}
     for option, texts in learned.items():
         merged.setdefault(option, []).extend(texts)
-    return recast(question, WITH_EXAMPLES, examples={o: v for o, v in merged.items() if v})
+    return as_compiled(question).replace(examples={o: v for o, v in merged.items() if v})
 
 
 __all__ = [
     "PER_OPTION",
+    "question_examples",
     "select",
     "spread",
     "with_learned",

@@ -8,6 +8,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from agentbranch.core.questions import as_compiled
 from agentbranch.core.state import render_state
 from agentbranch.policy.bands import cassette_of
 from agentbranch.policy.earned._evidence import QuestionKey
@@ -60,7 +61,7 @@ def asked_questions(
             key = QuestionKey(question_id, q, name, model, reading)
             version, j = learner.asked(key)
             mapped = learner.probability_map(key.asking(version))
-            pool = nearest.question_pool(version)
+            pool = as_compiled(version).pool
             if pool is None or text is None:
                 return version, j, version, mapped
             try:

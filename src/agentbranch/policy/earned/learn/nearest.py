@@ -3,8 +3,8 @@ states most similar to it (``Earned(..., learn=True)`` on canvas readers).
 
 ``Pool`` holds the labelled states a version may select from and the selection rule (how
 it picks and why its digest is in the evidence key: its docstring); ``pool_of`` builds
-one, ``with_pool`` makes the question version that carries it, ``read_question`` what
-is read for one state, ``Coalesced`` and ``default_encode`` the shared encoder.
+one, ``with_pool`` makes the question version that carries it (a ``CompiledQuestion``
+whose ``pool`` it is), ``read_question`` what is read for one state, ``Coalesced`` and ``default_encode`` the shared encoder.
 """
 
 from __future__ import annotations
@@ -17,11 +17,9 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from langchain_core.decisions import Choice, Noul, Score
-from pydantic import ConfigDict, field_serializer
-
 from agentbranch.core.errors import ConfigurationError
-from agentbranch.core.examples import WITH_EXAMPLES, Examples, recast
+from agentbranch.core.examples import Examples
+from agentbranch.core.questions import CompiledQuestion, Question, as_compiled
 
 log = logging.getLogger("agentbranch")
 
@@ -176,69 +174,29 @@ def pool_of(
 # -- questions that carry a pool ---------------------------------------------------------
 
 
-class _WithPool:
-    """A learned canvas version: the written question (its examples kept) and a pool."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    examples: Examples | None = None
-    learned_pool: Pool
-
-    @field_serializer("learned_pool")
-    def _wire(self, pool: Pool) -> dict[str, Any]:
-        return pool.wire()
-
-
-class ChoiceWithPool(_WithPool, Choice):
-    """A ``Choice`` whose learned few-shot lines are picked per state."""
-
-
-class NoulWithPool(_WithPool, Noul):
-    """A ``Noul`` whose learned few-shot lines are picked per state."""
-
-
-class ScoreWithPool(_WithPool, Score):
-    """A ``Score`` whose learned few-shot lines are picked per state."""
-
-
-WITH_POOL: dict[str, type] = {
-    "choice": ChoiceWithPool,
-    "noul": NoulWithPool,
-    "score": ScoreWithPool,
-}
-PLAIN: dict[str, type] = {"choice": Choice, "noul": Noul, "score": Score}
-
-
-def with_pool(question: Any, pool: Pool) -> Any:
+def with_pool(question: Question, pool: Pool) -> CompiledQuestion:
     """``question`` (its written examples kept) with ``pool``: a new version (key)."""
-    return recast(question, WITH_POOL, learned_pool=pool)
+    return as_compiled(question).replace(pool=pool)
 
 
-def question_pool(question: Any) -> Pool | None:
-    pool = getattr(question, "learned_pool", None)
-    return pool if isinstance(pool, Pool) else None
-
-
-def read_question(question: Any, learned: Mapping[str, Sequence[str]]) -> Any:
+def read_question(version: Question, learned: Mapping[str, Sequence[str]]) -> Question:
     """What is read for one state: the pool version's question with its written
     examples first, then ``learned`` (one state's pick), as plain examples."""
-    fields = question.model_dump(exclude_none=False)
-    fields.pop("learned_pool", None)
-    written = fields.pop("examples", None) or {}
-    merged = {o: list(v) for o, v in written.items()}
+    compiled = as_compiled(version)
+    merged = {o: list(v) for o, v in (compiled.examples or {}).items()}
     for option, texts in learned.items():
         merged.setdefault(option, []).extend(texts)
     merged = {o: v for o, v in merged.items() if v}
     if not merged:
-        return PLAIN[question.type](**fields)
-    return WITH_EXAMPLES[question.type](**fields, examples=merged)
+        return compiled.question
+    return CompiledQuestion(compiled.question, examples=merged)
 
 
 def read_questions(asked: Mapping[str, Any], state: str) -> dict[str, Any]:
     """``asked`` with each pool version replaced by its question for ``state``."""
     out = dict(asked)
     for question_id, q in asked.items():
-        pool = question_pool(q)
+        pool = as_compiled(q).pool
         if pool is not None:
             out[question_id] = read_question(q, pool.pick([state])[0])
     return out
@@ -317,21 +275,15 @@ def default_encode(texts: Sequence[str]) -> Any:
 __all__ = [
     "BUDGET",
     "CHARS",
-    "ChoiceWithPool",
     "Coalesced",
     "ENCODER",
     "Encode",
-    "NoulWithPool",
     "PER_OPTION",
-    "PLAIN",
     "POOL_PER_OPTION",
     "Pool",
-    "ScoreWithPool",
-    "WITH_POOL",
     "default_encode",
     "encoder_available",
     "pool_of",
-    "question_pool",
     "read_question",
     "read_questions",
     "with_pool",

@@ -19,9 +19,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from agentbranch.core.errors import ConfigurationError
-from agentbranch.core.examples import WITH_EXAMPLES
-from agentbranch.core.heads import WITH_HEAD, LinearHead
-from agentbranch.policy.earned.learn.nearest import PLAIN, WITH_POOL, Pool
+from agentbranch.core.heads import LinearHead
+from agentbranch.core.questions import Question, as_compiled, coerce_question, option_names
+from agentbranch.policy.earned.learn.nearest import Pool
 
 
 class RecordedHead(LinearHead):
@@ -50,23 +50,20 @@ def wire(question: Any) -> dict[str, Any]:
     return question.model_dump(mode="json")
 
 
-def rebuild(qtype: str, data: Mapping[str, Any]) -> Any:
+def rebuild(qtype: str, data: Mapping[str, Any]) -> Question:
     """A question whose wire dict is ``data`` (heads and pools as digest stand-ins)."""
-    fields = dict(data)
-    if "learned_head" in fields:
-        from agentbranch.core.questions import to_spec
-
-        digest = str(fields.pop("learned_head"))
-        plain = PLAIN[qtype](**{k: v for k, v in fields.items() if k != "examples"})
-        head = RecordedHead(digest, to_spec("replayed", plain).options)
-        return WITH_HEAD[qtype](**fields, learned_head=head)
-    if "learned_pool" in fields:
-        pool = Pool.recorded(fields.pop("learned_pool"))
-        return WITH_POOL[qtype](**fields, learned_pool=pool)
-    examples = fields.pop("examples", None)
-    if examples:
-        return WITH_EXAMPLES[qtype](**fields, examples=examples)
-    return PLAIN[qtype](**fields)
+    fields = {k: v for k, v in data.items() if k not in ("learned_head", "learned_pool")}
+    fields["type"] = qtype
+    written = coerce_question("replayed", fields)
+    if "learned_head" not in data and "learned_pool" not in data:
+        return written
+    compiled = as_compiled(written)
+    if "learned_head" in data:
+        head = RecordedHead(str(data["learned_head"]), option_names(compiled))
+        compiled = compiled.replace(head=head)
+    if "learned_pool" in data:
+        compiled = compiled.replace(pool=Pool.recorded(data["learned_pool"]))
+    return compiled
 
 
 def decision_key(question_id: str, written: Any, text: str) -> str:
