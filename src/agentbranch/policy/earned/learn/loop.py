@@ -36,7 +36,7 @@ from agentbranch.policy.earned.learn.ladder import (
 )
 from agentbranch.policy.earned.learn.probability import Map
 from agentbranch.policy.earned.learn.shared import Labelled4, StoreLabels, settled
-from agentbranch.policy.earned.learn.work import Work
+from agentbranch.policy.earned.learn.work import Stopped, Work
 
 if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine
@@ -485,6 +485,8 @@ class Learner:
         new = [t for t in dict.fromkeys(texts) if t not in self._fit_vectors]
         got = {t: self._fit_vectors[t] for t in texts if t in self._fit_vectors}
         for i in range(0, len(new), EMBED_CHUNK):
+            if self._work.closing:
+                raise Stopped  # (exit waits for one chunk, not a whole rebuild)
             chunk = new[i : i + EMBED_CHUNK]
             got.update(zip(chunk, embed(chunk).numpy()))
         self._fit_vectors = got  # (only this fit's: memory stays bounded with the sample)

@@ -7,7 +7,9 @@ task asked for so far is done (benchmarks, tests, and an app that wants its lear
 settled before it exits). At interpreter exit the task in flight finishes (a daemon
 thread stopped inside a native forward aborts the process) and the tasks still queued
 are dropped: they are trial reads (evidence a version would have had; less evidence
-opens nothing) and fits a restart makes again.
+opens nothing) and fits a restart makes again. A long task (a restart's rebuild embeds
+every labelled state) checks ``closing`` between its native steps and stops with
+``Stopped``, so exit waits for one step, not the whole task.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ from typing import Any
 from agentbranch.core.at_exit import AUDITS, finish_at_exit
 
 log = logging.getLogger("agentbranch")
+
+
+class Stopped(Exception):
+    """Raised by a task that saw ``Work.closing``: the process is exiting."""
 
 
 class Work:
@@ -47,6 +53,11 @@ class Work:
                 self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
                 self._thread.start()
 
+    @property
+    def closing(self) -> bool:
+        """Whether the process is exiting (a long task stops at its next step)."""
+        return self._closed
+
     def on_thread(self) -> bool:
         """Whether the caller is the work's own thread."""
         return threading.current_thread() is self._thread
@@ -56,6 +67,8 @@ class Work:
         ``timeout`` seconds passed first)."""
         if self.on_thread():
             return True  # (a task waiting for itself)
+        if self._closed:
+            return False  # (exiting: what is queued is dropped, never done)
         done = threading.Event()
         self.submit(done.set)
         return done.wait(timeout)
@@ -63,9 +76,14 @@ class Work:
     def _run(self) -> None:
         while True:
             task, args = self._tasks.get()
-            self._idle.clear()
+            with self._lock:  # (exit's wait sees either a task started or none)
+                if self._closed:
+                    return
+                self._idle.clear()
             try:
                 task(*args)
+            except Stopped:
+                pass
             except Exception as e:  # noqa: BLE001 - one failed task never stops learning
                 log.warning(
                     "agentbranch.learn: %s failed: %s: %s", task.__name__, type(e).__name__, e
@@ -78,7 +96,8 @@ class Work:
         finishes (until ``deadline``), so the thread is stopped waiting on its queue."""
         import time
 
-        self._closed = True
+        with self._lock:
+            self._closed = True
         try:
             while True:
                 self._tasks.get_nowait()
@@ -87,4 +106,4 @@ class Work:
         self._idle.wait(max(0.0, deadline - time.monotonic()))
 
 
-__all__ = ["Work"]
+__all__ = ["Stopped", "Work"]
