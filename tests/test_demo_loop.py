@@ -73,3 +73,17 @@ def test_the_loop_keeps_its_evidence_for_the_report(tmp_path):
     assert f"agentbranch audit report {store}" in result.output
     lines = [json.loads(line) for line in store.read_text("utf-8").splitlines()]
     assert len(lines) >= 40  # a label per question the teacher answered
+
+
+def test_a_run_prints_the_same_every_time(blocks, tmp_path):
+    """Fits wait for labels by count, not by seconds (the loop is its store's only
+    writer), so a second run over the first 160 tickets reads the same blocks: what
+    each took, its threshold and version, the teacher's calls (timings aside)."""
+    again = run_loop(
+        ab.DecisionEngine.from_env(), ticket_stream(400)[:160], store=str(tmp_path / "e.jsonl")
+    )
+
+    def shown(b):
+        return (b.first, b.last, b.taken, b.right, b.teacher, b.take_at, b.version, b.asked)
+
+    assert [shown(b) for b in again] == [shown(b) for b in blocks[:4]]

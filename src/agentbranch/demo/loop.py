@@ -24,7 +24,7 @@ from langgraph.graph import END, START, StateGraph
 
 from agentbranch.demo.triage import TRIAGE_QUESTIONS
 from agentbranch.integrations.langgraph import DecisionRecords, decide_node
-from agentbranch.policy import Audit, Earned, Generate, Policy
+from agentbranch.policy import Audit, Earned, Generate, JsonlEvidenceStore, Policy
 
 if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine
@@ -66,6 +66,14 @@ class Block:
         return 1000 * statistics.median(self.teacher_s) if self.teacher_s else None
 
 
+class _OnlyWriter(JsonlEvidenceStore):
+    """The loop's store: nothing but this run writes it, so a learned version's labels
+    need not wait for other writers' labels to settle (a wait in seconds, which made
+    the blocks differ from run to run with the machine's speed)."""
+
+    private = True
+
+
 class _LoopState(TypedDict, total=False):
     ticket: str
     decisions: DecisionRecords
@@ -101,7 +109,7 @@ def run_loop(
     with one audit in five of the decisions taken; one ``Block`` per ``block`` tickets
     (``on_block`` is called as each ends)."""
     teacher_s: list[float] = []
-    earned = Earned(precision=precision, level=0.95, store=store, learn=learn)
+    earned = Earned(precision=precision, level=0.95, store=_OnlyWriter(store), learn=learn)
     audit = Audit(rate=0.2, seed=1)
     policy = Policy(
         take_at=earned, fallbacks=[Generate(_labelled_teacher(tickets, teacher_s))], audit=audit
