@@ -213,7 +213,7 @@ def model_upgrade(block: str, ns: dict) -> None:
     assert done.returncode == 1  # decisions flipped: the command gates the upgrade
 
 
-# -- scenarios: docs/earned.md's learning section of the report ---------------------------
+# -- scenarios: docs/learning_method.md's learning report ---------------------------
 
 
 def learning_store(ns: dict) -> None:

@@ -229,7 +229,7 @@ class Earned(TrustSource):
         version at its share of the error (``learn.ladder.version_earned``) keeps its
         policy's here: withdrawing is protective (a looser test only withdraws sooner),
         so every version in force is withdrawn within the bound the policy's level gives
-        (docs/earned.md, section 3)."""
+        (docs/earned_method.md, "Drift")."""
         return self.alpha if self.drift_level is None else 1.0 - self.drift_level
 
     def __repr__(self) -> str:
