@@ -326,10 +326,10 @@ def test_a_reply_too_large_to_record_is_refused_and_the_cassette_still_loads(
 
 
 def test_the_record_limit_leaves_every_recorded_line_loadable():
-    """The default limits: what a recording writes (``_cassette_file.encode``), the
+    """The default limits: what a recording writes (``replay.cassette.encode``), the
     loader reads (with room to spare); at the limit itself a line is written and loads,
     one byte more is refused."""
-    from agentbranch.replay._cassette_file import encode
+    from agentbranch.replay.cassette import encode
 
     assert 0 < fmt.MAX_RECORD_BYTES <= fmt.MAX_LINE_BYTES // 2
     limit = 4096
