@@ -66,10 +66,8 @@ def test_the_canvas_lines_benchmark_reads_what_the_learner_would_show() -> None:
     states as lines, and each state's nearest labelled states."""
     from types import SimpleNamespace
 
-    from test_learn_loop import COOKING, QUESTION, SPORT
-
-    sys.path.insert(0, str(ROOT / "benchmarks"))
     import canvas_lines as cl
+    from _learn_fixtures import COOKING, QUESTION, SPORT
 
     texts = [t for pair in zip(SPORT, COOKING) for t in pair]  # labelled alternately
     labels = ["yes", "no"] * len(SPORT)
@@ -139,11 +137,8 @@ def test_the_type_one_benchmark_runs_each_variant_and_restores_the_split(tmp_pat
 
 
 def test_the_type_one_benchmark_leaves_the_library_split_as_it_found_it() -> None:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import learning_type1 as t1
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    import learning_type1 as t1
+
     shipped, streams = ld.version_share, t1.sim.STREAMS
     t1.wrong_share("none", seed=5, streams=1)
     assert ld.version_share is shipped
@@ -157,11 +152,8 @@ def test_the_templated_streams_are_distinct_messages_and_say_which_read_cannot_o
     """``learning_path.templated``: every message distinct (a repeated one would be a
     repeat of a labelled decision, no new label), every answer drawn, the same streams
     on every run; the bare questions are the ones whose written read cannot open."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import learning_path as lp
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    import learning_path as lp
+
     streams = lp.templated()
     assert [items for _, items in streams] == [items for _, items in lp.templated()]
     bare = set()

@@ -28,10 +28,10 @@ from typing import Any
 
 import httpx
 import pytest
+from _dgemma_reads import MIXED, specs
 from vllm_ref import FakeLLM, make_strategy
 
 import agentbranch as ab
-from agentbranch.core.questions import to_spec, validate_questions
 from agentbranch.core.reads import QuestionSpec, ReadRequest
 from agentbranch.engine.readers.remote import (
     RemoteReader,
@@ -47,16 +47,8 @@ SERVED = "diffusiongemma"
 LABELS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
-def specs(questions: dict[str, Any]) -> tuple[QuestionSpec, ...]:
-    return tuple(to_spec(k, q) for k, q in validate_questions(questions).items())
-
-
 QUESTION_SETS = {
-    "mixed": {
-        "team": ab.choice("Which team should take it?", {"billing": "Invoices", "bugs": None}),
-        "urgent": ab.yes_no("Is it urgent?", yes="Needs an answer within the hour"),
-        "severity": ab.score("How severe?", ["low", "medium", "high", "critical"]),
-    },
+    "mixed": MIXED,
     "bare": {
         "pick": ab.choice("Pick one.", ["alpha", "beta", "gamma"]),
         "ok": ab.yes_no("OK?"),
