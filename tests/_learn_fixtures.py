@@ -1,8 +1,9 @@
 """Helpers for the tests of ``Earned(learn=True)`` on the embedded reader
 (tests/test_learn_loop.py, test_learn_gate.py, test_learn_stored_bets.py,
 test_bench_learning.py): a yes/no question "is this about sport?", labelled streams of
-sport and cooking sentences, a teacher that knows each sentence's label, and a resolver
-that learns at once (no background thread, one writer)."""
+sport and cooking sentences (``labelled_stream``: also _learn_canvas's and
+_learn_store's), a teacher that knows each sentence's label, and a resolver that learns
+at once (no background thread, one writer)."""
 
 from __future__ import annotations
 

@@ -130,3 +130,20 @@ def by_keyword(mapping: dict[str, Any], default: Any):
         return default(state, q)
 
     return dist
+
+
+def fan_out(state: type, node: Any) -> Any:
+    """A compiled graph that sends each of the state's ``tickets`` to ``node`` (named
+    ``triage``) as its own branch (``Send``): the branches run in one step."""
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import Send
+
+    g = StateGraph(state)
+    g.add_node("dispatch", lambda s: {})
+    g.add_node("triage", node)
+    g.add_edge(START, "dispatch")
+    g.add_conditional_edges(
+        "dispatch", lambda s: [Send("triage", {"ticket": t}) for t in s["tickets"]], ["triage"]
+    )
+    g.add_edge("triage", END)
+    return g.compile()

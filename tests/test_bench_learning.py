@@ -4,39 +4,17 @@ on two short synthetic questions (the public sets are an optional install)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import _learn_streams as ls
 import numpy as np
+from _bench_scripts import run_benchmark
 
 from agentbranch.policy.earned import Earned
 from agentbranch.policy.earned.learn import ladder as ld
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def test_the_speed_benchmark_runs_every_label_count() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks/bench_learning_speed.py"),
-            "--rounds",
-            "1",
-            "--batch",
-            "2",
-            "--labels",
-            "0",
-            "100",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
+    args = ("--rounds", "1", "--batch", "2", "--labels", "0", "100")
+    done = run_benchmark("bench_learning_speed.py", *args)
     assert done.returncode == 0, done.stderr
     assert "100 labels:" in done.stdout and "decisions/s" in done.stdout
 
@@ -84,8 +62,6 @@ def test_the_canvas_lines_benchmark_reads_what_the_learner_would_show() -> None:
 
 
 def test_the_path_benchmark_refuses_bad_study_options_before_reading_anything() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"}
-    script = str(ROOT / "benchmarks/learning_path.py")
     for flags, said in (
         (["--audit-rate", "0"], "--audit-rate must be in (0, 1]"),
         (["--audit-rate", "1.5"], "--audit-rate must be in (0, 1]"),
@@ -93,46 +69,22 @@ def test_the_path_benchmark_refuses_bad_study_options_before_reading_anything() 
         (["--no-correction", "--versions-apart"], "one at a time"),
         (["--versions-apart", "--versions-scale", "3"], "one at a time"),
     ):
-        done = subprocess.run(
-            [sys.executable, script, *flags], capture_output=True, text=True, env=env, timeout=300
-        )
+        done = run_benchmark("learning_path.py", *flags, timeout=300)
         assert done.returncode == 2, (flags, done.stderr)
         assert said in done.stderr, (flags, done.stderr)
         assert "Traceback" not in done.stderr
 
 
 def test_the_type_one_benchmark_runs_each_variant_and_restores_the_split(tmp_path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
     out = tmp_path / "type1.txt"
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks/learning_type1.py"),
-            "--seeds",
-            "3",
-            "--streams",
-            "2",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
+    done = run_benchmark("learning_type1.py", "--seeds", "3", "--streams", "2", "--out", str(out))
     assert done.returncode == 0, done.stderr
     rows = out.read_text().splitlines()[2:]
     assert [r.split()[0] for r in rows] == ["shipped", "apart", "none"]
     for r in rows:
         share = float(r.split()[2])
         assert 0.0 <= share <= 1.0
-    refused = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks/learning_type1.py"), "--streams", "0"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    refused = run_benchmark("learning_type1.py", "--streams", "0", timeout=300)
     assert refused.returncode == 2 and "--streams must be at least 1" in refused.stderr
 
 

@@ -190,15 +190,17 @@ def test_parse_label_rejects_anything_else(reply):
         parse_label(reply, ["billing", "outage", "bug"])
 
 
+def _draws_then_generate(reader: DrawsReader, draws: int, model: StrictFakeChat) -> dict:
+    """The record of ``team`` for state "x": taken at 0.6, else read again with ``draws``
+    draws, else ``model``'s answer."""
+    policy = Policy(take_at=0.6, fallbacks=[MoreDraws(draws), Generate(model)])
+    return Resolver(ab.DecisionEngine(reader), {"team": TEAM}, policy).resolve("x")["team"]
+
+
 def test_more_draws_is_taken_when_it_clears_the_threshold():
     reader = DrawsReader(sure_at=8)
     model = StrictFakeChat(replies=[])
-    r = Resolver(
-        ab.DecisionEngine(reader),
-        {"team": TEAM},
-        Policy(take_at=0.6, fallbacks=[MoreDraws(8), Generate(model)]),
-    )
-    rec = r.resolve("x")["team"]
+    rec = _draws_then_generate(reader, 8, model)
     assert reader.draws_seen == [1, 8]
     assert rec["decided_by"] == "engine" and rec["draws"] == 8
     assert rec["fallback"] == {"kind": "more_draws", "draws": 8}
@@ -209,12 +211,7 @@ def test_more_draws_is_taken_when_it_clears_the_threshold():
 def test_more_draws_that_stay_uncertain_go_on_to_generation():
     reader = DrawsReader(sure_at=100)
     model = StrictFakeChat(replies=["outage"])
-    r = Resolver(
-        ab.DecisionEngine(reader),
-        {"team": TEAM},
-        Policy(take_at=0.6, fallbacks=[MoreDraws(4), Generate(model)]),
-    )
-    rec = r.resolve("x")["team"]
+    rec = _draws_then_generate(reader, 4, model)
     assert reader.draws_seen == [1, 4]
     assert rec["decided_by"] == "fallback" and rec["label"] == "outage"
     assert rec["draws"] == 4

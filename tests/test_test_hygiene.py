@@ -79,22 +79,26 @@ def test_there_are_test_modules_to_check() -> None:
     assert len(TEST_MODULES) > 100 and Path(__file__).resolve() in TEST_MODULES
 
 
-@pytest.mark.parametrize("path", TEST_MODULES, ids=lambda p: str(p.relative_to(TESTS)))
-def test_no_test_module_imports_another(path: Path) -> None:
-    found = imports_of_test_modules(_tree(path))
-    assert not found, (
-        f"{path.relative_to(TESTS)} imports a test module ({'; '.join(found)}): move what "
-        "it shares into a helper module tests/_<name>.py or a conftest fixture"
-    )
+#: What a test module must not do: the scanner that finds it, and what to do instead.
+RULES = {
+    "imports a test module": (
+        imports_of_test_modules,
+        "move what it shares into a helper module tests/_<name>.py or a conftest fixture",
+    ),
+    "edits sys.path": (
+        sys_path_edits,
+        "tests/ and benchmarks/ are on it already (pyproject's [tool.pytest.ini_options] "
+        "pythonpath)",
+    ),
+}
 
 
+@pytest.mark.parametrize("rule", RULES)
 @pytest.mark.parametrize("path", TEST_MODULES, ids=lambda p: str(p.relative_to(TESTS)))
-def test_no_test_module_edits_sys_path(path: Path) -> None:
-    found = sys_path_edits(_tree(path))
-    assert not found, (
-        f"{path.relative_to(TESTS)} edits sys.path ({'; '.join(found)}): tests/ and "
-        "benchmarks/ are on it already (pyproject's [tool.pytest.ini_options] pythonpath)"
-    )
+def test_no_test_module_breaks_a_rule(path: Path, rule: str) -> None:
+    scan, instead = RULES[rule]
+    found = scan(_tree(path))
+    assert not found, f"{path.relative_to(TESTS)} {rule} ({'; '.join(found)}): {instead}"
 
 
 def test_the_checks_see_what_they_look_for() -> None:

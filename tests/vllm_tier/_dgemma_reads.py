@@ -21,6 +21,13 @@ MIXED = {
     "urgent": ab.yes_no("Is it urgent?", yes="Needs an answer within the hour"),
     "severity": ab.score("How severe?", ["low", "medium", "high", "critical"]),
 }
+#: A choice and a yes/no with no descriptions.
+BARE = {"pick": ab.choice("Pick one.", ["alpha", "beta", "gamma"]), "ok": ab.yes_no("OK?")}
+#: More options than letters (26 tools) and a ten-level score.
+WIDE = {
+    "route": ab.choice("Route the request.", {f"tool_{i}": f"Tool number {i}" for i in range(26)}),
+    "scale": ab.score("Rate it.", [f"level {i}" for i in range(10)]),
+}
 
 
 def specs(questions: dict[str, Any]) -> tuple[QuestionSpec, ...]:

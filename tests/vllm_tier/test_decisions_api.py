@@ -28,7 +28,7 @@ from typing import Any
 
 import httpx
 import pytest
-from _dgemma_reads import MIXED, specs
+from _dgemma_reads import BARE, MIXED, WIDE, specs
 from vllm_ref import FakeLLM, make_strategy
 
 import agentbranch as ab
@@ -49,17 +49,8 @@ LABELS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 QUESTION_SETS = {
     "mixed": MIXED,
-    "bare": {
-        "pick": ab.choice("Pick one.", ["alpha", "beta", "gamma"]),
-        "ok": ab.yes_no("OK?"),
-        "fine": ab.yes_no("Is it fine?", yes="All good", no="Something is wrong"),
-    },
-    "wide": {
-        "route": ab.choice(
-            "Route the request.", {f"tool_{i}": f"Tool number {i}" for i in range(26)}
-        ),
-        "scale": ab.score("Rate it.", [f"level {i}" for i in range(10)]),
-    },
+    "bare": {**BARE, "fine": ab.yes_no("Is it fine?", yes="All good", no="Something is wrong")},
+    "wide": WIDE,
 }
 STATE = "Customer: the checkout page returns 500 since this morning. Ünïcode, refund me!"
 

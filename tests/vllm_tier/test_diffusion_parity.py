@@ -18,7 +18,7 @@ import math
 from typing import Any
 
 import pytest
-from _dgemma_reads import MIXED, specs
+from _dgemma_reads import BARE, MIXED, WIDE, specs
 from vllm_ref import FakeEngineLLM, FakeLLM, make_strategy, run_strategy
 
 import agentbranch as ab
@@ -32,16 +32,8 @@ THOUGHT = "<|channel>thought\n<channel|>"
 
 QUESTION_SETS = {
     "mixed": MIXED,
-    "bare": {
-        "pick": ab.choice("Pick one.", ["alpha", "beta", "gamma"]),
-        "ok": ab.yes_no("OK?"),
-    },
-    "wide": {
-        "route": ab.choice(
-            "Route the request.", {f"tool_{i}": f"Tool number {i}" for i in range(26)}
-        ),
-        "scale": ab.score("Rate it.", [f"level {i}" for i in range(10)]),
-    },
+    "bare": BARE,
+    "wide": WIDE,
 }
 STATES = {
     "text": "Customer: the checkout page returns 500 since this morning. Refund me!",

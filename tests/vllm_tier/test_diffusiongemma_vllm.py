@@ -25,7 +25,7 @@ import math
 from typing import Any
 
 import pytest
-from _dgemma_reads import MIXED, TOL, max_logprob_gap
+from _dgemma_reads import BARE, MIXED, TOL, max_logprob_gap
 from _dgemma_reads import make_read as read_of
 from typing_extensions import TypedDict
 from vllm_ref import make_strategy, run_strategy
@@ -37,10 +37,7 @@ from agentbranch.langgraph import DecisionRecords
 
 QUESTION_SETS = {
     "mixed": MIXED,
-    "bare": {
-        "pick": ab.choice("Pick one.", ["alpha", "beta", "gamma"]),
-        "ok": ab.yes_no("OK?"),
-    },
+    "bare": BARE,
     "wide": {
         "route": ab.choice("Route it.", {f"tool_{i}": f"Tool {i}" for i in range(26)}),
         "scale": ab.score("Rate it.", [f"level {i}" for i in range(10)]),
