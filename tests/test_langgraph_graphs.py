@@ -121,21 +121,13 @@ def test_router_fallback_node_and_fail_closed_targets_are_in_path_map():
 def test_router_fail_open_and_closed(use_async):
     eng, _ = engine(error=RuntimeError("reader down"))
     nodes = ("page", "queue", "safe")
-    opened = route(
-        eng,
-        "urgent",
-        URGENT,
-        path_map={"yes": "page", "no": "queue"},
-        policy=Policy(on_error=FailOpen("yes")),
-    )
-    closed = route(
-        eng,
-        "urgent",
-        URGENT,
-        path_map={"yes": "page", "no": "queue"},
-        policy=Policy(on_error=FailClosed("safe")),
-    )
-    raising = route(eng, "urgent", URGENT, path_map={"yes": "page", "no": "queue"})
+
+    def urgent_route(**policy):
+        return route(eng, "urgent", URGENT, path_map={"yes": "page", "no": "queue"}, **policy)
+
+    opened = urgent_route(policy=Policy(on_error=FailOpen("yes")))
+    closed = urgent_route(policy=Policy(on_error=FailClosed("safe")))
+    raising = urgent_route()
 
     def run(router):
         app = router_graph(router, nodes=nodes).compile()

@@ -202,27 +202,19 @@ def test_one_read_for_three_questions_and_command_node(spy):
 
 def test_fail_open_and_closed_on_reader_failure(spy):
     spy.fail = True
-    raising = team_graph(decide_node(ab.DecisionEngine(spy), {"team": TEAM}, state_key="text"))
+
+    def graph_on_spy(**policy):
+        return team_graph(
+            decide_node(ab.DecisionEngine(spy), {"team": TEAM}, state_key="text", **policy)
+        )
+
+    raising = graph_on_spy()
     with pytest.raises(ReaderError, match="model server gone"):
         raising.invoke({"text": TICKET})
-    opened = team_graph(
-        decide_node(
-            ab.DecisionEngine(spy),
-            {"team": TEAM},
-            state_key="text",
-            policy=Policy(on_error=FailOpen("bug")),
-        )
-    )
+    opened = graph_on_spy(policy=Policy(on_error=FailOpen("bug")))
     state = opened.invoke({"text": TICKET})
     assert state["out"] == "bug" and state["decisions"]["team"]["decided_by"] == "fail_open"
-    closed = team_graph(
-        decide_node(
-            ab.DecisionEngine(spy),
-            {"team": TEAM},
-            state_key="text",
-            policy=Policy(on_error=FailClosed("human")),
-        )
-    )
+    closed = graph_on_spy(policy=Policy(on_error=FailClosed("human")))
     state = closed.invoke({"text": TICKET})
     assert state["out"] == "human" and state["decisions"]["team"]["decided_by"] == "fail_closed"
 

@@ -115,13 +115,15 @@ def test_low_label_mass_is_not_taken():
 # -- resolution -------------------------------------------------------------------------
 
 
+def _team_resolver(script, model: StrictFakeChat) -> Resolver:
+    """Resolves ``team`` as ``script`` reads it, taken at 0.6, else ``model``'s answer."""
+    policy = Policy(take_at=0.6, fallbacks=[Generate(model)])
+    return Resolver(engine({"team": script}), {"team": TEAM}, policy)
+
+
 def test_take_band_keeps_engine_label_and_never_calls_the_model():
     model = StrictFakeChat(replies=[])
-    r = Resolver(
-        engine({"team": sure("outage")}),
-        {"team": TEAM},
-        Policy(take_at=0.6, fallbacks=[Generate(model)]),
-    )
+    r = _team_resolver(sure("outage"), model)
     rec = r.resolve("site down")["team"]
     assert (rec["label"], rec["band"], rec["decided_by"]) == ("outage", "take", "engine")
     assert model.calls == 0
@@ -129,11 +131,7 @@ def test_take_band_keeps_engine_label_and_never_calls_the_model():
 
 def test_generation_fallback_answers_below_threshold():
     model = StrictFakeChat(replies=['{"label": "billing"}'])
-    r = Resolver(
-        engine({"team": unsure("bug")}),
-        {"team": TEAM},
-        Policy(take_at=0.6, fallbacks=[Generate(model)]),
-    )
+    r = _team_resolver(unsure("bug"), model)
     rec = r.resolve("I was charged twice")["team"]
     assert rec["label"] == "billing"
     assert rec["engine_label"] == "bug"
@@ -149,11 +147,7 @@ def test_generation_fallback_answers_below_threshold():
 
 def test_invalid_generation_is_rejected_never_an_unknown_label():
     model = StrictFakeChat(replies=['{"label": "sales"}'])
-    r = Resolver(
-        engine({"team": unsure("bug")}),
-        {"team": TEAM},
-        Policy(take_at=0.6, fallbacks=[Generate(model)]),
-    )
+    r = _team_resolver(unsure("bug"), model)
     with pytest.raises(FallbackError, match="sales"):
         r.resolve("x")
 
