@@ -1,5 +1,6 @@
 """Helpers for the earned-threshold tests: a scripted engine whose confidence and label
-come from the state text, and a teacher that knows the truth written in the state.
+come from the state text, a teacher that knows the truth written in the state, a graph
+that decides ``urgent`` and routes on it, and a fallback's label observed directly.
 
 A state reads ``"item 7 said=yes p=0.97 truth=no"``: the engine answers ``said`` with
 probability ``p`` (so its confidence follows ``p``), the teacher answers ``truth``.
@@ -8,14 +9,13 @@ probability ``p`` (so its confidence follows ``p``), the teacher answers ``truth
 from __future__ import annotations
 
 import re
-import threading
-from typing import Any
+from typing import Any, TypedDict
 
-from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from _lg_fixtures import LabelTeacher
 
 import agentbranch as ab
+from agentbranch.policy import Earned, Policy
+from agentbranch.policy.earned import QuestionKey
 
 URGENT = ab.yes_no("Is the ticket urgent?")
 
@@ -37,26 +37,58 @@ def engine(qid: str = "urgent", model: str = "scripted-model") -> ab.DecisionEng
     return ab.DecisionEngine(reader)
 
 
-class Oracle(BaseChatModel):
+class Oracle(LabelTeacher):
     """A teacher that answers the ``truth=`` written in the input (or ``answer``)."""
 
+    llm_type = "oracle"
     answer: str | None = None
-    calls: int = 0
 
-    @property
-    def _llm_type(self) -> str:
-        return "oracle"
-
-    def _generate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
-    ) -> ChatResult:
-        with _lock:
-            self.calls += 1
-        text = str(messages[-1].content)
-        label = self.answer or re.search(r"truth=(\w+)", text).group(1)
-        return ChatResult(
-            generations=[ChatGeneration(message=AIMessage(f'{{"label": "{label}"}}'))]
-        )
+    def label_of(self, text: str) -> str:
+        return self.answer or re.search(r"truth=(\w+)", text).group(1)
 
 
-_lock = threading.Lock()
+class UrgentState(TypedDict, total=False):
+    text: str
+    decisions: dict
+    out: str
+
+
+def urgent_graph(policy: Policy, *, checkpointer: Any = None) -> Any:
+    """A compiled graph that decides ``urgent`` on its ``text`` (a ``DecideNode`` on
+    ``engine()`` with ``policy``) and routes to ``page`` (yes) or ``queue`` (no), each
+    setting ``out``."""
+    from langgraph.graph import START, StateGraph
+
+    from agentbranch.langgraph import DecideNode
+
+    node = DecideNode(engine(), {"urgent": URGENT}, policy=policy, state_key="text")
+    g = StateGraph(UrgentState)
+    g.add_node("decide", node)
+    g.add_node("page", lambda s: {"out": "page"})
+    g.add_node("queue", lambda s: {"out": "queue"})
+    g.add_edge(START, "decide")
+    edge = node.router("urgent", {"yes": "page", "no": "queue"})
+    g.add_conditional_edges("decide", edge, edge.path_map)
+    return g.compile(checkpointer=checkpointer)
+
+
+def observe_fallback(
+    earned: Earned,
+    teacher_label: str,
+    confidence: float,
+    key: QuestionKey = QuestionKey("q", {"q": 1}, "r", "m"),
+) -> Any:
+    """What ``earned`` makes of a fallback's label on a yes/no question whose engine said
+    "yes" with ``confidence`` (the evidence record, or ``None`` when it keeps none)."""
+    return earned.observe(
+        key,
+        teacher_label,
+        source="fallback",
+        band="fallback",
+        confidence=confidence,
+        options=["yes", "no"],
+        engine_label="yes",
+        rate=1.0,
+        take_at=None,
+        trust="learning",
+    )

@@ -4,47 +4,26 @@ the question shows it learned few-shot lines, a teacher, a deterministic fake en
 
 from __future__ import annotations
 
-import random
 import re
-import threading
 import zlib
 from typing import Any
 
+import _learn_fixtures as lf
 import numpy as np
-from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from _lg_fixtures import LabelTeacher
 
 import agentbranch as ab
 
-SPORT = [
-    "The striker scored twice as the home side won the league match",
-    "She won the tennis final in three sets on the centre court",
-    "The marathon runner broke the course record by a minute",
-    "Their goalkeeper saved a penalty in the cup semi-final",
-    "The cyclist took the yellow jersey after the mountain stage",
-    "The rugby team lost the derby after a late try",
-]
-COOKING = [
-    "Simmer the onions in butter until soft, then add the rice",
-    "Knead the dough for ten minutes and let it rise overnight",
-    "Roast the chicken with lemon and garlic for an hour",
-    "Whisk the eggs with sugar until pale before folding in flour",
-    "Season the soup with salt, pepper and a little fresh thyme",
-    "Fry the garlic gently so it does not burn, then add tomatoes",
-]
+SPORT = lf.SPORT[:6]
+COOKING = lf.COOKING[:6]
 WRITTEN = {"yes": ["A football match report"], "no": ["A recipe for bread"]}
 QUESTION = ab.yes_no("Is this about sport?", yes="news", no="text", examples=WRITTEN)
 N_WRITTEN = sum(len(v) for v in WRITTEN.values())
 
 
 def stream(n: int, seed: int = 0) -> list[tuple[str, str]]:
-    rng = random.Random(seed)
-    out = []
-    for i in range(n):
-        yes = rng.random() < 0.5
-        out.append((f"{rng.choice(SPORT if yes else COOKING)} (note {i})", "yes" if yes else "no"))
-    return out
+    """``n`` labelled sport ("yes") and cooking ("no") states."""
+    return lf.labelled_stream(n, seed, SPORT, COOKING)
 
 
 def truth_of(state: str) -> str:
@@ -82,22 +61,10 @@ class FakeEncoder:
         return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
-class Teacher(BaseChatModel):
+class Teacher(LabelTeacher):
     """Answers the truth of the state in the prompt."""
 
-    calls: int = 0
+    llm_type = "teacher"
 
-    @property
-    def _llm_type(self) -> str:
-        return "teacher"
-
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, **kw: Any) -> ChatResult:
-        with _lock:
-            self.calls += 1
-        label = truth_of(str(messages[-1].content))
-        return ChatResult(
-            generations=[ChatGeneration(message=AIMessage(f'{{"label": "{label}"}}'))]
-        )
-
-
-_lock = threading.Lock()
+    def label_of(self, text: str) -> str:
+        return truth_of(text)

@@ -10,11 +10,11 @@ The teacher answers the truth; audits check a share of the taken decisions.
 
 from __future__ import annotations
 
-import random
 import zlib
 from pathlib import Path
 from typing import Any
 
+from _learn_fixtures import labelled_stream
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -27,13 +27,9 @@ SPORT = ["The striker scored twice", "She won the tennis final", "The marathon r
 COOKING = ["Simmer the onions in butter", "Knead the dough", "Roast the chicken slowly"]
 
 
-def _stream(n: int, seed: int) -> list[tuple[str, str]]:
-    rng = random.Random(seed)
-    out = []
-    for i in range(n):
-        yes = rng.random() < 0.5
-        out.append((f"{rng.choice(SPORT if yes else COOKING)} (item {i})", "yes" if yes else "no"))
-    return out
+def stream(n: int, seed: int = 0, start: int = 0) -> list[tuple[str, str]]:
+    """``n`` labelled sport ("yes") and cooking ("no") states, numbered from ``start``."""
+    return labelled_stream(n, seed, SPORT, COOKING, tag="item", start=start)
 
 
 def _reader(truth: dict[str, str]) -> ab.ScriptedReader:
@@ -70,7 +66,7 @@ def learn_store(path: str | Path, n: int = 400, seed: int = 0) -> Earned:
     """Run ``n`` decisions through ``Earned(learn=True)`` storing evidence at ``path``;
     returns the ``Earned`` (its learner fitted versions at once, not on a thread)."""
     Path(path).unlink(missing_ok=True)
-    items = _stream(n, seed)
+    items = stream(n, seed)
     truth = dict(items)
     earned = Earned(precision=0.8, min_evidence=20, refresh_s=0, store=str(path), learn=True)
     earned.learner.background = False

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
@@ -38,6 +38,35 @@ class StrictFakeChat(BaseChatModel):
         self.calls += 1
         self.prompts = [*self.prompts, list(messages)]
         return ChatResult(generations=[ChatGeneration(message=AIMessage(reply))])
+
+
+class LabelTeacher(BaseChatModel):
+    """A teacher answering ``{"label": ...}`` with ``label_of`` its last message's text
+    (a subclass says how), counting its ``calls`` (under a lock: audits call teachers
+    from worker threads); ``llm_type`` names it to LangChain."""
+
+    llm_type: ClassVar[str] = "label-teacher"
+    calls: int = 0
+
+    @property
+    def _llm_type(self) -> str:
+        return self.llm_type
+
+    def label_of(self, text: str) -> str:
+        raise NotImplementedError(f"{type(self).__name__} must say how it labels a message")
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
+        with _teacher_lock:
+            self.calls += 1
+        label = self.label_of(str(messages[-1].content))
+        return ChatResult(
+            generations=[ChatGeneration(message=AIMessage(f'{{"label": "{label}"}}'))]
+        )
+
+
+_teacher_lock = threading.Lock()
 
 
 class DrawsReader(Reader):
@@ -101,3 +130,20 @@ def by_keyword(mapping: dict[str, Any], default: Any):
         return default(state, q)
 
     return dist
+
+
+def fan_out(state: type, node: Any) -> Any:
+    """A compiled graph that sends each of the state's ``tickets`` to ``node`` (named
+    ``triage``) as its own branch (``Send``): the branches run in one step."""
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import Send
+
+    g = StateGraph(state)
+    g.add_node("dispatch", lambda s: {})
+    g.add_node("triage", node)
+    g.add_edge(START, "dispatch")
+    g.add_conditional_edges(
+        "dispatch", lambda s: [Send("triage", {"ticket": t}) for t in s["tickets"]], ["triage"]
+    )
+    g.add_edge("triage", END)
+    return g.compile()

@@ -253,14 +253,16 @@ def test_warnings_are_rate_limited(caplog):
     assert msgs[2] == "failed"
 
 
+def _audited_resolver(audit: ab.Audit) -> Resolver:
+    """Takes every scripted answer at 0.5 or above, audited by ``audit``."""
+    policy = Policy(take_at=0.5, fallbacks=[Generate(Oracle())], audit=audit)
+    return Resolver(engine(), {"urgent": URGENT}, policy)
+
+
 def test_a_raising_teacher_logs_one_warning_not_one_per_audit(caplog):
     caplog.set_level(logging.WARNING, logger="agentbranch")
     audit = ab.Audit(model=Raises(), rate=1.0, seed=0)
-    r = Resolver(
-        engine(),
-        {"urgent": URGENT},
-        Policy(take_at=0.5, fallbacks=[Generate(Oracle())], audit=audit),
-    )
+    r = _audited_resolver(audit)
     for i in range(30):
         r.resolve(state(i, "yes", 0.99, "yes"))
     audit.flush(timeout=10)
@@ -273,11 +275,7 @@ def test_a_raising_teacher_logs_one_warning_not_one_per_audit(caplog):
 def test_dropped_audits_warn_instead_of_debug(release, caplog):
     caplog.set_level(logging.WARNING, logger="agentbranch")
     audit = ab.Audit(model=Hangs(release=release), rate=1.0, queue_size=1, timeout=None)
-    r = Resolver(
-        engine(),
-        {"urgent": URGENT},
-        Policy(take_at=0.5, fallbacks=[Generate(Oracle())], audit=audit),
-    )
+    r = _audited_resolver(audit)
     for i in range(10):
         r.resolve(state(i, "yes", 0.99, "yes"))
     assert audit.stats.dropped >= 8

@@ -9,6 +9,7 @@ import math
 import random
 
 import pytest
+from _evidence_records import evidence
 from typer.testing import CliRunner
 
 import agentbranch as ab
@@ -17,7 +18,6 @@ from agentbranch.audit.report import json_safe
 from agentbranch.cli import app
 from agentbranch.policy import Earned
 from agentbranch.policy.earned import QuestionKey
-from agentbranch.policy.earned._evidence import new_evidence
 
 runner = CliRunner()
 URGENT = ab.yes_no("Is the ticket urgent?")
@@ -100,17 +100,11 @@ def test_the_threshold_the_policy_would_use_is_shown_next_to_the_recorded_one(tm
     settings = Earned(precision=0.9).settings
     with path.open("w") as f:
         for i in range(60):
-            rec = new_evidence(
+            rec = evidence(
                 key="k",
-                question_id="urgent",
                 **WHO,
-                source="fallback",
-                band="fallback",
                 confidence=0.7,
-                options=["yes", "no"],
-                engine_label="yes",
                 teacher_label="yes" if i % 2 else "no",
-                rate=1.0,
                 take_at=0.6 if i else None,
                 trust="earned" if i else "learning",
                 earned=settings,

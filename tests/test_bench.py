@@ -7,6 +7,7 @@ import json
 
 import agentbranch_bench as bench
 import pytest
+from _cli_checks import assert_clear_error
 from agentbranch_bench import run as bench_run
 from agentbranch_bench.joint import joint_vs_singles
 from agentbranch_bench.timing import paired
@@ -73,14 +74,6 @@ def test_joint_vs_singles_reads_both_ways_and_reports_the_tokens(tiny_model_dir)
 
 def run(*args: str):
     return CliRunner().invoke(app, list(args))
-
-
-def assert_clear_error(result, *says: str, code: int = 2) -> None:
-    assert result.exit_code == code, (result.output, result.exception)
-    assert isinstance(result.exception, SystemExit), repr(result.exception)  # no traceback
-    assert "Traceback" not in result.output
-    for text in says:
-        assert text in result.output, result.output
 
 
 def test_bench_refuses_a_plot_it_cannot_write_before_measuring(monkeypatch, tmp_path):

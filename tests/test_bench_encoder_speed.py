@@ -3,30 +3,11 @@ asserted): decide_many and sentence-transformers' encode on each text set."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
+from _bench_scripts import run_benchmark
 
 
 def test_the_encoder_benchmark_races_both_on_every_text_set() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks/bench_encoder_speed.py"),
-            "--texts",
-            "3",
-            "--reps",
-            "1",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
+    done = run_benchmark("bench_encoder_speed.py", "--texts", "3", "--reps", "1")
     assert done.returncode == 0, done.stderr
     rows = {line.split()[0]: line.split() for line in done.stdout.splitlines()[2:]}
     assert set(rows) == {"short", "mixed", "long"}

@@ -4,39 +4,17 @@ on two short synthetic questions (the public sets are an optional install)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import _learn_streams as ls
 import numpy as np
+from _bench_scripts import run_benchmark
 
 from agentbranch.policy.earned import Earned
 from agentbranch.policy.earned.learn import ladder as ld
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def test_the_speed_benchmark_runs_every_label_count() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks/bench_learning_speed.py"),
-            "--rounds",
-            "1",
-            "--batch",
-            "2",
-            "--labels",
-            "0",
-            "100",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
+    args = ("--rounds", "1", "--batch", "2", "--labels", "0", "100")
+    done = run_benchmark("bench_learning_speed.py", *args)
     assert done.returncode == 0, done.stderr
     assert "100 labels:" in done.stdout and "decisions/s" in done.stdout
 
@@ -66,10 +44,8 @@ def test_the_canvas_lines_benchmark_reads_what_the_learner_would_show() -> None:
     states as lines, and each state's nearest labelled states."""
     from types import SimpleNamespace
 
-    from test_learn_loop import COOKING, QUESTION, SPORT
-
-    sys.path.insert(0, str(ROOT / "benchmarks"))
     import canvas_lines as cl
+    from _learn_fixtures import COOKING, QUESTION, SPORT
 
     texts = [t for pair in zip(SPORT, COOKING) for t in pair]  # labelled alternately
     labels = ["yes", "no"] * len(SPORT)
@@ -86,8 +62,6 @@ def test_the_canvas_lines_benchmark_reads_what_the_learner_would_show() -> None:
 
 
 def test_the_path_benchmark_refuses_bad_study_options_before_reading_anything() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"}
-    script = str(ROOT / "benchmarks/learning_path.py")
     for flags, said in (
         (["--audit-rate", "0"], "--audit-rate must be in (0, 1]"),
         (["--audit-rate", "1.5"], "--audit-rate must be in (0, 1]"),
@@ -95,55 +69,28 @@ def test_the_path_benchmark_refuses_bad_study_options_before_reading_anything() 
         (["--no-correction", "--versions-apart"], "one at a time"),
         (["--versions-apart", "--versions-scale", "3"], "one at a time"),
     ):
-        done = subprocess.run(
-            [sys.executable, script, *flags], capture_output=True, text=True, env=env, timeout=300
-        )
+        done = run_benchmark("learning_path.py", *flags, timeout=300)
         assert done.returncode == 2, (flags, done.stderr)
         assert said in done.stderr, (flags, done.stderr)
         assert "Traceback" not in done.stderr
 
 
 def test_the_type_one_benchmark_runs_each_variant_and_restores_the_split(tmp_path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
     out = tmp_path / "type1.txt"
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks/learning_type1.py"),
-            "--seeds",
-            "3",
-            "--streams",
-            "2",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
+    done = run_benchmark("learning_type1.py", "--seeds", "3", "--streams", "2", "--out", str(out))
     assert done.returncode == 0, done.stderr
     rows = out.read_text().splitlines()[2:]
     assert [r.split()[0] for r in rows] == ["shipped", "apart", "none"]
     for r in rows:
         share = float(r.split()[2])
         assert 0.0 <= share <= 1.0
-    refused = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks/learning_type1.py"), "--streams", "0"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    refused = run_benchmark("learning_type1.py", "--streams", "0", timeout=300)
     assert refused.returncode == 2 and "--streams must be at least 1" in refused.stderr
 
 
 def test_the_type_one_benchmark_leaves_the_library_split_as_it_found_it() -> None:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import learning_type1 as t1
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    import learning_type1 as t1
+
     shipped, streams = ld.version_share, t1.sim.STREAMS
     t1.wrong_share("none", seed=5, streams=1)
     assert ld.version_share is shipped
@@ -157,11 +104,8 @@ def test_the_templated_streams_are_distinct_messages_and_say_which_read_cannot_o
     """``learning_path.templated``: every message distinct (a repeated one would be a
     repeat of a labelled decision, no new label), every answer drawn, the same streams
     on every run; the bare questions are the ones whose written read cannot open."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import learning_path as lp
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    import learning_path as lp
+
     streams = lp.templated()
     assert [items for _, items in streams] == [items for _, items in lp.templated()]
     bare = set()

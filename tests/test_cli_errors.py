@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from _audit_records import audits_file as _audits
 from _audit_records import worse_audits as _worse_audits
+from _cli_checks import assert_clear_error
 from rich.console import Console
 from rich.table import Table
 from typer.testing import CliRunner
@@ -38,14 +39,6 @@ def _in_tmp(tmp_path, monkeypatch):
 
 def run(*args: str):
     return CliRunner().invoke(app, list(args), env=CLEAN_ENV)
-
-
-def assert_clear_error(result, *says: str, code: int = 2) -> None:
-    assert result.exit_code == code, (result.output, result.exception)
-    assert isinstance(result.exception, SystemExit), repr(result.exception)  # no traceback
-    assert "Traceback" not in result.output
-    for text in says:
-        assert text in result.output, result.output
 
 
 @pytest.fixture

@@ -11,7 +11,16 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
-from _earned_fixtures import URGENT, Oracle, engine, state
+from _earned_fixtures import (
+    URGENT,
+    Oracle,
+    UrgentState,
+    engine,
+    observe_fallback,
+    state,
+    urgent_graph,
+)
+from _evidence_records import evidence
 from _reference_statistics import (
     Drift,
     grid,
@@ -350,18 +359,7 @@ def test_bad_evidence_is_ignored_with_a_warning(caplog):
     earned = Earned(refresh_s=0)
     caplog.set_level(logging.WARNING, logger="agentbranch")
     for conf, teacher in ((0.9, "maybe"), (math.nan, "yes"), (1.5, "yes")):
-        got = earned.observe(
-            QuestionKey("urgent", URGENT, "r", "m"),
-            teacher,
-            source="fallback",
-            band="fallback",
-            confidence=conf,
-            options=["yes", "no"],
-            engine_label="yes",
-            rate=1.0,
-            take_at=None,
-            trust="learning",
-        )
+        got = observe_fallback(earned, teacher, conf, QuestionKey("urgent", URGENT, "r", "m"))
         assert got is None
     assert earned.state("urgent", URGENT, "r", "m").records == 0
     assert caplog.text.count("evidence for 'urgent' ignored") == 3
@@ -450,28 +448,13 @@ def test_audit_teacher_alone_labels_the_fallback_band():
 
 @pytest.mark.parametrize("use_async", [False, True])
 def test_decide_node_and_router_fall_back_then_take(use_async):
-    from typing import TypedDict
-
     from langgraph.graph import START, StateGraph
 
-    from agentbranch.langgraph import DecideNode, DecisionRouter
-
-    class S(TypedDict, total=False):
-        text: str
-        decisions: dict
-        out: str
+    from agentbranch.langgraph import DecisionRouter
 
     earned = Earned(precision=0.8, min_evidence=20, refresh_s=0)
     policy = Policy(take_at=earned, fallbacks=[Generate(Oracle())])
-    node = DecideNode(engine(), {"urgent": URGENT}, policy=policy, state_key="text")
-    g = StateGraph(S)
-    g.add_node("decide", node)
-    g.add_node("page", lambda s: {"out": "page"})
-    g.add_node("queue", lambda s: {"out": "queue"})
-    g.add_edge(START, "decide")
-    edge = node.router("urgent", {"yes": "page", "no": "queue"})
-    g.add_conditional_edges("decide", edge, edge.path_map)
-    app = g.compile()
+    app = urgent_graph(policy)
 
     def invoke(text):
         return asyncio.run(app.ainvoke({"text": text})) if use_async else app.invoke({"text": text})
@@ -490,7 +473,7 @@ def test_decide_node_and_router_fall_back_then_take(use_async):
         policy=policy,
         state_key="text",
     )
-    g2 = StateGraph(S)
+    g2 = StateGraph(UrgentState)
     g2.add_node("page", lambda s: {"out": "page"})
     g2.add_node("queue", lambda s: {"out": "queue"})
     g2.add_conditional_edges(START, router, router.path_map)
@@ -557,20 +540,16 @@ def test_a_replay_without_a_recorded_threshold_is_a_miss(tmp_path):
 
 
 def _records(draws, *, right=None):
-    from agentbranch.policy.earned._evidence import new_evidence
-
     out = []
     for i, (conf, ok, taken, rate) in enumerate(draws):
         ok = ok if right is None else right
         out.append(
-            new_evidence(
+            evidence(
                 key="k",
                 question_id="q",
                 source="audit" if taken else "fallback",
                 band="take" if taken else "fallback",
                 confidence=conf,
-                options=["yes", "no"],
-                engine_label="yes",
                 teacher_label="yes" if ok else "no",
                 rate=rate if taken else 1.0,
                 take_at=None,
@@ -694,19 +673,13 @@ def test_records_made_in_the_same_millisecond_replay_in_the_order_they_were_made
     # A replica replays the store sorted by (time, id); with random ids, records made in
     # the same millisecond came back in a random order (and a withdrawal was announced
     # twice by the process that made them).
-    from agentbranch.policy.earned._evidence import new_evidence
-
     made = [
-        new_evidence(
+        evidence(
             key="k",
-            question_id="urgent",
             reader="scripted",
             model="m",
             source="audit",
             band="take",
-            confidence=0.9,
-            options=["yes", "no"],
-            engine_label="yes",
             teacher_label="no",
             rate=0.5,
             time="2026-12-01T00:00:00.000+00:00",

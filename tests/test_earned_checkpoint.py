@@ -8,6 +8,7 @@ import logging
 import random
 
 import pytest
+from _earned_fixtures import observe_fallback
 
 from agentbranch.policy import Earned
 from agentbranch.policy.earned import QuestionKey
@@ -20,18 +21,8 @@ def _fill(earned: Earned, n: int, seed: int = 0) -> None:
     rng = random.Random(seed)
     for i in range(n):
         conf = rng.random()
-        earned.observe(
-            QuestionKey(f"q{i % 2}", {"q": i % 2}, "r", "m"),
-            "yes" if rng.random() < 0.2 + conf else "no",
-            source="fallback",
-            band="fallback",
-            confidence=conf,
-            options=["yes", "no"],
-            engine_label="yes",
-            rate=1.0,
-            take_at=None,
-            trust="learning",
-        )
+        key = QuestionKey(f"q{i % 2}", {"q": i % 2}, "r", "m")
+        observe_fallback(earned, "yes" if rng.random() < 0.2 + conf else "no", conf, key)
 
 
 def _states(earned: Earned) -> dict:

@@ -285,11 +285,7 @@ def test_the_report_on_a_large_store_costs_little_memory_per_record(tmp_path):
     store one record at a time and keeps each as the report needs it. Measured in fresh
     processes at two sizes (``benchmarks/bench_report_memory.py``, whose full size is
     200 MB): what each further record costs, and the peak of the larger."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import bench_report_memory as bench
+    import bench_report_memory as bench  # benchmarks/ (on the path: pyproject's pythonpath)
 
     records = bench.written_records(tmp_path, n=100)
     peaks = []

@@ -8,16 +8,16 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from _earned_fixtures import observe_fallback
+from _evidence_records import evidence
 from _reference_statistics import Drift, learn_then_test, takes_to_withdraw
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentbranch.policy import Earned
-from agentbranch.policy.earned import QuestionKey
 from agentbranch.policy.earned import _window as window_mod
 from agentbranch.policy.earned._digests import DigestSet, digest
 from agentbranch.policy.earned._drift import DriftState
-from agentbranch.policy.earned._evidence import new_evidence
 from agentbranch.policy.earned._state import replay
 from agentbranch.policy.earned._statistics import Cells, learn_then_test_cells
 
@@ -40,7 +40,7 @@ def _records(seed: int, n: int, grid: list[float]) -> list:
             band = "review"
         rate = rng.choice([0.2, 0.1, 0.5]) if band == "take" else 1.0
         out.append(
-            new_evidence(
+            evidence(
                 key="k",
                 question_id="q",
                 reader="r",
@@ -48,8 +48,6 @@ def _records(seed: int, n: int, grid: list[float]) -> list:
                 source="audit" if band == "take" else band,
                 band=band,
                 confidence=conf,
-                options=["yes", "no"],
-                engine_label="yes",
                 teacher_label="yes" if right else "no",
                 rate=rate,
                 take_at=take_at,
@@ -147,18 +145,7 @@ def _counting(monkeypatch) -> list[int]:
 
 
 def _observe(earned: Earned, conf: float, right: bool):
-    return earned.observe(
-        QuestionKey("q", {"q": 1}, "r", "m"),
-        "yes" if right else "no",
-        source="fallback",
-        band="fallback",
-        confidence=conf,
-        options=["yes", "no"],
-        engine_label="yes",
-        rate=1.0,
-        take_at=None,
-        trust="learning",
-    )
+    return observe_fallback(earned, "yes" if right else "no", conf)
 
 
 def test_a_future_dated_record_does_not_make_each_label_replay_the_store(tmp_path, monkeypatch):

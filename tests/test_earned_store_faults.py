@@ -8,25 +8,15 @@ import json
 import logging
 
 import pytest
+from _earned_fixtures import observe_fallback
+from _evidence_records import evidence
 
 from agentbranch.core.errors import InvalidFileError
 from agentbranch.policy import Earned
-from agentbranch.policy.earned import QuestionKey
 
 
 def _observe(earned: Earned, conf: float = 0.99, right: bool = True):
-    return earned.observe(
-        QuestionKey("q", {"q": 1}, "r", "m"),
-        "yes" if right else "no",
-        source="fallback",
-        band="fallback",
-        confidence=conf,
-        options=["yes", "no"],
-        engine_label="yes",
-        rate=1.0,
-        take_at=None,
-        trust="learning",
-    )
+    return observe_fallback(earned, "yes" if right else "no", conf)
 
 
 def _state(earned: Earned):
@@ -121,24 +111,12 @@ def test_a_record_from_a_fast_clock_is_skipped_with_a_warning_not_an_outage(tmp_
     import json as _json
 
     from agentbranch.policy.earned import Earned as _Earned
-    from agentbranch.policy.earned._evidence import new_evidence
 
     path = tmp_path / "evidence.jsonl"
-    fields = dict(
-        key="k",
-        question_id="q",
-        reader="r",
-        model="m",
-        source="fallback",
-        band="fallback",
-        confidence=0.5,
-        options=["a", "b"],
-        engine_label="a",
-        teacher_label="a",
-        rate=1.0,
-    )
-    good = new_evidence(**fields)
-    ahead = new_evidence(**fields).to_json() | {"time": "2099-01-01T00:00:00.000+00:00"}
+    who = dict(key="k", question_id="q", reader="r", model="m", confidence=0.5)
+    labels = dict(options=["a", "b"], engine_label="a", teacher_label="a")
+    good = evidence(**who, **labels)
+    ahead = evidence(**who, **labels).to_json() | {"time": "2099-01-01T00:00:00.000+00:00"}
     path.write_text(_json.dumps(good.to_json()) + "\n" + _json.dumps(ahead) + "\n")
     earned = _Earned(store=str(path))
     with caplog.at_level("WARNING", logger="agentbranch"):

@@ -12,32 +12,20 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from _evidence_records import evidence
 
 from agentbranch.core.errors import ConfigurationError, InvalidFileError
 from agentbranch.policy import Earned, JsonlEvidenceStore
 from agentbranch.policy.earned import EvidenceStore, LangGraphEvidenceStore
 from agentbranch.policy.earned._any_store import as_store
-from agentbranch.policy.earned._evidence import new_evidence
 
 #: Record ``i`` is made ``i`` ms after this: records sort (time, id) in the order of ``i``.
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def record(key: str = "k" * 32, i: int = 0, **over):
-    fields = dict(
-        key=key,
-        question_id="urgent",
-        source="fallback",
-        band="fallback",
-        confidence=0.9,
-        options=["yes", "no"],
-        engine_label="yes",
-        teacher_label="yes",
-        rate=1.0,
-        time=(EPOCH + timedelta(milliseconds=i)).isoformat(timespec="milliseconds"),
-    )
-    fields.update(over)
-    return new_evidence(**fields)
+    when = (EPOCH + timedelta(milliseconds=i)).isoformat(timespec="milliseconds")
+    return evidence(**({"key": key, "time": when} | over))
 
 
 def memory():
@@ -375,12 +363,7 @@ def test_the_evidence_key_changes_with_the_reading_fingerprint():
 
 
 def test_a_record_without_a_learning_state_has_no_state_field():
-    from agentbranch.policy.earned._evidence import new_evidence
-
-    fields = dict(key="k" * 32, question_id="q", source="fallback", band="fallback",
-                  confidence=0.9, options=["yes", "no"], engine_label="yes",
-                  teacher_label="yes", rate=1.0)  # fmt: skip
-    bare = new_evidence(**fields).to_json()
+    bare = evidence(question_id="q").to_json()
     assert "state" not in bare and "version" not in bare  # records written before learning
-    kept = new_evidence(**fields, state="the ticket text", version=2).to_json()
+    kept = evidence(question_id="q", state="the ticket text", version=2).to_json()
     assert kept["state"] == "the ticket text" and kept["version"] == 2

@@ -14,12 +14,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import gpu_check  # benchmarks/ (on the path: pyproject's pythonpath)
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import gpu_check  # noqa: E402
 
 pytestmark = pytest.mark.script
 

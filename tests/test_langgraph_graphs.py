@@ -10,13 +10,13 @@ import sys
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from _lg_fixtures import StrictFakeChat, by_keyword, sure, unsure
+from _lg_fixtures import StrictFakeChat, by_keyword, fan_out, sure, unsure
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableLambda
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command, Send
+from langgraph.types import Command
 from pydantic import ValidationError
 
 import agentbranch as ab
@@ -121,21 +121,13 @@ def test_router_fallback_node_and_fail_closed_targets_are_in_path_map():
 def test_router_fail_open_and_closed(use_async):
     eng, _ = engine(error=RuntimeError("reader down"))
     nodes = ("page", "queue", "safe")
-    opened = route(
-        eng,
-        "urgent",
-        URGENT,
-        path_map={"yes": "page", "no": "queue"},
-        policy=Policy(on_error=FailOpen("yes")),
-    )
-    closed = route(
-        eng,
-        "urgent",
-        URGENT,
-        path_map={"yes": "page", "no": "queue"},
-        policy=Policy(on_error=FailClosed("safe")),
-    )
-    raising = route(eng, "urgent", URGENT, path_map={"yes": "page", "no": "queue"})
+
+    def urgent_route(**policy):
+        return route(eng, "urgent", URGENT, path_map={"yes": "page", "no": "queue"}, **policy)
+
+    opened = urgent_route(policy=Policy(on_error=FailOpen("yes")))
+    closed = urgent_route(policy=Policy(on_error=FailClosed("safe")))
+    raising = urgent_route()
 
     def run(router):
         app = router_graph(router, nodes=nodes).compile()
@@ -245,17 +237,18 @@ def triage_engine():
     )
 
 
+def _triage_graph(model):
+    """A graph routing ``team`` on the triage engine, taken at 0.6, else ``model``'s."""
+    eng, _ = triage_engine()
+    policy = Policy(take_at=0.6, fallbacks=[Generate(model)])
+    node = decide_node(eng, {"team": TEAM}, state_key="text", policy=policy)
+    return decide_graph(node, "team", nodes=("billing", "outage", "bug"))
+
+
 @pytest.mark.parametrize("use_async", [False, True])
 def test_fallback_model_is_called_only_below_threshold(use_async):
-    eng, _ = triage_engine()
     model = StrictFakeChat(replies=['{"label": "bug"}'])  # exactly one uncertain ticket
-    node = decide_node(
-        eng,
-        {"team": TEAM},
-        state_key="text",
-        policy=Policy(take_at=0.6, fallbacks=[Generate(model)]),
-    )
-    app = decide_graph(node, "team", nodes=("billing", "outage", "bug"))
+    app = _triage_graph(model)
     results = {}
     for text in TICKETS:
         state = (
@@ -275,15 +268,8 @@ def test_fallback_model_is_called_only_below_threshold(use_async):
 
 
 def test_invalid_fallback_output_fails_the_run():
-    eng, _ = triage_engine()
     model = StrictFakeChat(replies=['{"label": "sales"}'])
-    node = decide_node(
-        eng,
-        {"team": TEAM},
-        state_key="text",
-        policy=Policy(take_at=0.6, fallbacks=[Generate(model)]),
-    )
-    app = decide_graph(node, "team", nodes=("billing", "outage", "bug"))
+    app = _triage_graph(model)
     with pytest.raises(FallbackError, match="sales"):
         app.invoke({"text": "export broken"})
 
@@ -588,15 +574,7 @@ def fan_out_graph(eng, *, use_async: bool):
             "results": [{"ticket": state["ticket"], **{k: r["label"] for k, r in recs.items()}}]
         },
     )
-    g = StateGraph(FanState)
-    g.add_node("dispatch", lambda s: {})
-    g.add_node("triage", node)
-    g.add_edge(START, "dispatch")
-    g.add_conditional_edges(
-        "dispatch", lambda s: [Send("triage", {"ticket": t}) for t in s["tickets"]], ["triage"]
-    )
-    g.add_edge("triage", END)
-    return g.compile()
+    return fan_out(FanState, node)
 
 
 @pytest.mark.parametrize("use_async", [False, True])

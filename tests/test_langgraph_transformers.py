@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from _lg_fixtures import StrictFakeChat
+from _lg_fixtures import StrictFakeChat, fan_out
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
 from langgraph.graph import END, START, StateGraph  # noqa: E402
-from langgraph.types import Command, Send  # noqa: E402
+from langgraph.types import Command  # noqa: E402
 
 import agentbranch as ab  # noqa: E402
 from agentbranch.core.errors import ReaderError  # noqa: E402
@@ -202,27 +202,19 @@ def test_one_read_for_three_questions_and_command_node(spy):
 
 def test_fail_open_and_closed_on_reader_failure(spy):
     spy.fail = True
-    raising = team_graph(decide_node(ab.DecisionEngine(spy), {"team": TEAM}, state_key="text"))
+
+    def graph_on_spy(**policy):
+        return team_graph(
+            decide_node(ab.DecisionEngine(spy), {"team": TEAM}, state_key="text", **policy)
+        )
+
+    raising = graph_on_spy()
     with pytest.raises(ReaderError, match="model server gone"):
         raising.invoke({"text": TICKET})
-    opened = team_graph(
-        decide_node(
-            ab.DecisionEngine(spy),
-            {"team": TEAM},
-            state_key="text",
-            policy=Policy(on_error=FailOpen("bug")),
-        )
-    )
+    opened = graph_on_spy(policy=Policy(on_error=FailOpen("bug")))
     state = opened.invoke({"text": TICKET})
     assert state["out"] == "bug" and state["decisions"]["team"]["decided_by"] == "fail_open"
-    closed = team_graph(
-        decide_node(
-            ab.DecisionEngine(spy),
-            {"team": TEAM},
-            state_key="text",
-            policy=Policy(on_error=FailClosed("human")),
-        )
-    )
+    closed = graph_on_spy(policy=Policy(on_error=FailClosed("human")))
     state = closed.invoke({"text": TICKET})
     assert state["out"] == "human" and state["decisions"]["team"]["decided_by"] == "fail_closed"
 
@@ -242,15 +234,7 @@ def test_send_fan_out_is_one_batch_on_the_real_reader(spy, use_async):
         state_key="ticket",
         output=lambda s, recs: {"results": [{"ticket": s["ticket"], **recs}]},
     )
-    g = StateGraph(Fan)
-    g.add_node("dispatch", lambda s: {})
-    g.add_node("triage", node)
-    g.add_edge(START, "dispatch")
-    g.add_conditional_edges(
-        "dispatch", lambda s: [Send("triage", {"ticket": t}) for t in s["tickets"]], ["triage"]
-    )
-    g.add_edge("triage", END)
-    app = g.compile()
+    app = fan_out(Fan, node)
     inp = {"tickets": tickets}
     state = asyncio.run(app.ainvoke(inp)) if use_async else app.invoke(inp)
     assert spy.batches == [len(tickets)]

@@ -28,6 +28,15 @@ finite_or_not = st.one_of(
 )
 
 
+def any_logits(test):
+    """60 examples of ``test(z, data)``: any logits ``z`` for 3 options (0 to 12 rows,
+    finite or not), and ``data`` to draw their labels from."""
+    logits = hnp.arrays(
+        np.float64, st.tuples(st.integers(0, 12), st.just(3)), elements=finite_or_not
+    )
+    return settings(max_examples=60, deadline=None)(given(z=logits, data=st.data())(test))
+
+
 def _softmax_nll(z: np.ndarray, y: np.ndarray, t: float) -> float:
     p = softmax(z, t)
     return float(-np.mean(np.log(p[np.arange(len(y)), y])))
@@ -132,11 +141,7 @@ def test_a_shift_fits_what_one_temperature_cannot():
     assert _ece(by_map.max(1), by_map.argmax(1) == truth) < 0.03
 
 
-@settings(max_examples=60, deadline=None)
-@given(
-    z=hnp.arrays(np.float64, st.tuples(st.integers(0, 12), st.just(3)), elements=finite_or_not),
-    data=st.data(),
-)
+@any_logits
 def test_any_logits_give_a_finite_map_never_worse_than_the_temperature(z, data):
     y = data.draw(hnp.arrays(np.int64, len(z), elements=st.integers(0, 2)))
     t, shift = lh.fit_map(z, y)
@@ -185,11 +190,7 @@ def test_too_few_labels_for_folds_keep_temperature_one():
     assert head.temperature == 1.0
 
 
-@settings(max_examples=60, deadline=None)
-@given(
-    z=hnp.arrays(np.float64, st.tuples(st.integers(0, 12), st.just(3)), elements=finite_or_not),
-    data=st.data(),
-)
+@any_logits
 def test_any_logits_give_a_finite_positive_temperature(z, data):
     y = data.draw(hnp.arrays(np.int64, len(z), elements=st.integers(0, 2)))
     t = lh.fit_temperature(z, y)

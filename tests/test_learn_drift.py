@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from _learn_store import QUESTION, _reader, _stream
+from _learn_store import QUESTION, _reader, stream
 from langchain_core.runnables import RunnableLambda
 
 import agentbranch as ab
@@ -29,7 +29,7 @@ def _flip(label: str) -> str:
 
 
 def _run(tmp_path, seed: int) -> dict[str, Any]:
-    items = _stream(1500, seed)
+    items = stream(1500, seed)
     truth = dict(items)
     flipped = {"on": False}
 

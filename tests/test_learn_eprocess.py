@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
+from _evidence_records import evidence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -242,29 +244,23 @@ def test_two_walks_share_the_error_and_the_lowest_shown_counts():
     assert walks.shown() <= 0.5
 
 
-def test_the_floor_is_kept_with_the_record_and_checked():
-    from agentbranch.policy.earned._evidence import Evidence, new_evidence
+@pytest.mark.parametrize(
+    ("field", "kept", "refused"),
+    [
+        ("floor", 0.2, (math.nan, math.inf, 0.0, 1.5, True, "0.2")),
+        ("bet_alpha", 0.004, (math.nan, math.inf, 0.0, 1.0, -0.1, True, "0.2")),
+    ],
+)
+def test_the_floor_and_the_bar_are_kept_with_the_record_and_checked(field, kept, refused):
+    from agentbranch.policy.earned._evidence import Evidence
 
-    base = {
-        "key": "k",
-        "question_id": "q",
-        "source": "fallback",
-        "band": "fallback",
-        "confidence": 0.9,
-        "options": ["yes", "no"],
-        "engine_label": "yes",
-        "teacher_label": "yes",
-        "rate": 1.0,
-    }
-    rec = new_evidence(**base, floor=0.2)
+    rec = evidence(key="k", question_id="q", **{field: kept})
     again = Evidence.model_validate(rec.to_json(), context={"stored": True})
-    assert again.floor == 0.2 and "floor" not in new_evidence(**base).to_json()
-    for bad in (math.nan, math.inf, 0.0, 1.5, True, "0.2"):
-        try:
-            new_evidence(**base, floor=bad)
-        except ValueError:
-            continue
-        raise AssertionError(f"floor={bad!r} was accepted")
+    assert getattr(again, field) == kept
+    assert field not in evidence(key="k", question_id="q").to_json()
+    for bad in refused:
+        with pytest.raises(ValueError):
+            evidence(key="k", question_id="q", **{field: bad})
 
 
 # -- e-LOND across versions (``ladder.elond_alpha``) -----------------------------------
@@ -340,28 +336,3 @@ def test_a_written_read_that_cannot_open_keeps_no_share():
     for base in (ld.BARE_BASE, ld.BASE_SHARE):
         total = sum(ld.version_share(j, base) for j in range(200_000))
         assert abs(total - 1.0) < 1e-4
-
-
-def test_the_bar_is_kept_with_the_record_and_checked():
-    from agentbranch.policy.earned._evidence import Evidence, new_evidence
-
-    base = {
-        "key": "k",
-        "question_id": "q",
-        "source": "fallback",
-        "band": "fallback",
-        "confidence": 0.9,
-        "options": ["yes", "no"],
-        "engine_label": "yes",
-        "teacher_label": "yes",
-        "rate": 1.0,
-    }
-    rec = new_evidence(**base, bet_alpha=0.004)
-    again = Evidence.model_validate(rec.to_json(), context={"stored": True})
-    assert again.bet_alpha == 0.004 and "bet_alpha" not in new_evidence(**base).to_json()
-    for bad in (math.nan, math.inf, 0.0, 1.0, -0.1, True, "0.2"):
-        try:
-            new_evidence(**base, bet_alpha=bad)
-        except ValueError:
-            continue
-        raise AssertionError(f"bet_alpha={bad!r} was accepted")

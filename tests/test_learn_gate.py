@@ -8,8 +8,8 @@ import asyncio
 import json
 
 import pytest
+from _learn_fixtures import QUESTION, Teacher, stream
 from langchain_core.messages import AIMessage, HumanMessage
-from test_learn_loop import QUESTION, Teacher, stream
 
 import agentbranch as ab
 from agentbranch.langchain import ToolGateMiddleware

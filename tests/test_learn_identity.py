@@ -10,30 +10,16 @@ label. Every record a decision produces carries its identity.
 from __future__ import annotations
 
 import json
-import random
 import unicodedata
 import zlib
 from typing import Any
 
-from _learn_store import _reader
+from _learn_store import QUESTION, _reader, stream
 from langchain_core.runnables import RunnableLambda
 
 import agentbranch as ab
 from agentbranch.policy import Audit, Earned, Generate, Policy, Resolver
 from agentbranch.policy.earned.learn import ladder as ld
-
-QUESTION = ab.yes_no("Is this about sport?")
-SPORT = ["The striker scored twice", "She won the tennis final", "The marathon record fell"]
-COOKING = ["Simmer the onions in butter", "Knead the dough", "Roast the chicken slowly"]
-
-
-def _stream(n: int, seed: int = 0, start: int = 0) -> list[tuple[str, str]]:
-    rng = random.Random(seed)
-    out = []
-    for i in range(start, start + n):
-        yes = rng.random() < 0.5
-        out.append((f"{rng.choice(SPORT if yes else COOKING)} (item {i})", "yes" if yes else "no"))
-    return out
 
 
 def _teacher(truth: dict[str, str]) -> RunnableLambda:
@@ -78,8 +64,8 @@ def _lines(path) -> list[dict]:
 
 
 def test_labels_a_version_learned_from_are_never_its_evidence_when_they_come_back(tmp_path):
-    first = _stream(ld.refit_at(1))  # version 1 is fitted on exactly these
-    fresh = _stream(200, seed=1, start=1000)
+    first = stream(ld.refit_at(1))  # version 1 is fitted on exactly these
+    fresh = stream(200, seed=1, start=1000)
     truth = dict(first + fresh)
     path = tmp_path / "evidence.jsonl"
     earned = _earned(path, precision=0.7)
@@ -126,7 +112,7 @@ def _run(path, items: list[tuple[str, str]], seed: int = 0) -> Earned:
 
 
 def test_decisions_delivered_three_times_give_no_version_extra_labels(tmp_path):
-    items = _stream(300, seed=3)
+    items = stream(300, seed=3)
     tripled = [x for i, x in enumerate(items) for _ in range(3 if i % 10 == 9 else 1)]
     path = tmp_path / "evidence.jsonl"
     earned = _run(path, tripled)
@@ -171,8 +157,8 @@ def test_a_training_state_is_no_evidence_for_its_version_in_a_new_thread_or_case
     from langgraph.graph import END, START, StateGraph
     from typing_extensions import TypedDict
 
-    first = _stream(ld.refit_at(1))  # version 1 is fitted on exactly these
-    fresh = _stream(200, seed=1, start=1000)
+    first = stream(ld.refit_at(1))  # version 1 is fitted on exactly these
+    fresh = stream(200, seed=1, start=1000)
     truth = {_same(s): y for s, y in first + fresh}
 
     def teacher(messages: Any) -> str:

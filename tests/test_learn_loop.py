@@ -5,15 +5,12 @@ kept with the evidence (redacted) and rebuilt from the store after a restart."""
 from __future__ import annotations
 
 import json
-import random
 import threading
 from typing import Any
 
 import numpy as np
 import pytest
-from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from _learn_fixtures import QUESTION, Teacher, learning_resolver, stream
 
 import agentbranch as ab
 from agentbranch.core.heads import LinearHead, with_head
@@ -23,76 +20,12 @@ from agentbranch.policy.earned import QuestionKey
 from agentbranch.policy.earned.learn import examples as lx
 from agentbranch.policy.earned.learn import ladder as ld
 
-SPORT = [
-    "The striker scored twice as the home side won the league match",
-    "She won the tennis final in three sets on the centre court",
-    "The marathon runner broke the course record by a minute",
-    "Their goalkeeper saved a penalty in the cup semi-final",
-    "The cyclist took the yellow jersey after the mountain stage",
-    "The rugby team lost the derby after a late try",
-    "He swam the fastest 100 metres of the season at the trials",
-    "The boxer kept his title with a knockout in the fifth round",
-]
-COOKING = [
-    "Simmer the onions in butter until soft, then add the rice",
-    "Knead the dough for ten minutes and let it rise overnight",
-    "Roast the chicken with lemon and garlic for an hour",
-    "Whisk the eggs with sugar until pale before folding in flour",
-    "Season the soup with salt, pepper and a little fresh thyme",
-    "Fry the garlic gently so it does not burn, then add tomatoes",
-    "Bake the cake at 180 degrees until a skewer comes out clean",
-    "Chop the herbs finely and stir them into the warm sauce",
-]
-QUESTION = ab.yes_no("Is this about sport?", yes="news", no="text")
-
-
-def stream(n: int, seed: int = 0) -> list[tuple[str, str]]:
-    rng = random.Random(seed)
-    out = []
-    for i in range(n):
-        yes = rng.random() < 0.5
-        base = rng.choice(SPORT if yes else COOKING)
-        out.append((f"{base} (note {i})", "yes" if yes else "no"))
-    return out
-
-
-class Teacher(BaseChatModel):
-    """Answers the truth of the state named in the prompt."""
-
-    truth: dict[str, str]
-    calls: int = 0
-
-    @property
-    def _llm_type(self) -> str:
-        return "teacher"
-
-    def _generate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
-    ) -> ChatResult:
-        with _lock:
-            self.calls += 1
-        text = str(messages[-1].content)
-        label = next(y for s, y in self.truth.items() if s in text)
-        return ChatResult(
-            generations=[ChatGeneration(message=AIMessage(f'{{"label": "{label}"}}'))]
-        )
-
-
-_lock = threading.Lock()
-
 
 @pytest.fixture(scope="module")
 def engine() -> ab.DecisionEngine:
     from agentbranch.engine.readers.embedded import EmbeddedReader
 
     return ab.DecisionEngine(EmbeddedReader())
-
-
-def _resolver(engine, earned: Earned, truth: dict[str, str]) -> Resolver:
-    earned.learner.background = False  # fit at once: deterministic for the test
-    earned.learner.settle_s = 0  # one writer: no other replica's labels to wait for
-    policy = Policy(take_at=earned, fallbacks=[Generate(Teacher(truth=truth))])
-    return Resolver(engine, {"sport": QUESTION}, policy)
 
 
 def test_labels_make_a_version_that_is_tested_then_decides(engine, tmp_path):
@@ -103,7 +36,7 @@ def test_labels_make_a_version_that_is_tested_then_decides(engine, tmp_path):
     earned = Earned(
         precision=0.8, min_evidence=10, refresh_s=0, store=path, learn=True, redact=redact
     )
-    r = _resolver(engine, earned, truth)
+    r = learning_resolver(engine, earned, truth)
     records = [r.resolve(text)["sport"] for text, _ in items]
 
     lines = [json.loads(x) for x in path.read_text().splitlines()]
@@ -254,7 +187,7 @@ def test_a_restart_decides_at_once_and_refits_off_the_calling_thread(engine, tmp
     path = tmp_path / "evidence.jsonl"
     items = stream(60)
     earned = Earned(precision=0.8, min_evidence=10, refresh_s=0, store=path, learn=True)
-    r = _resolver(engine, earned, dict(items))
+    r = learning_resolver(engine, earned, dict(items))
     for text, _ in items:
         r.resolve(text)
     ladder = next(iter(earned.learner._questions.values())).ladder

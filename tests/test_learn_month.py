@@ -7,16 +7,12 @@ states (no timing is asserted)."""
 from __future__ import annotations
 
 import json
-import sys
 from collections import Counter
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import learning_month as lm  # benchmarks/ (on the path: pyproject's pythonpath)
 
-import learning_month as lm  # noqa: E402
-
-from agentbranch.policy import Earned  # noqa: E402
-from agentbranch.policy.earned import QuestionKey  # noqa: E402
+from agentbranch.policy import Earned
+from agentbranch.policy.earned import QuestionKey
 
 #: A bound small enough to bite within 5,000 decisions (the library's is larger).
 BOUND = 32

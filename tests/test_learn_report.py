@@ -12,6 +12,8 @@ import re
 
 import matplotlib.figure
 import pytest
+from _earned_fixtures import observe_fallback
+from _evidence_records import evidence
 from _learn_store import learn_store
 from typer.testing import CliRunner
 
@@ -21,7 +23,6 @@ from agentbranch.audit.earned_sources import evidence_rows
 from agentbranch.cli import app
 from agentbranch.policy import Earned
 from agentbranch.policy.earned import QuestionKey
-from agentbranch.policy.earned._evidence import new_evidence
 from agentbranch.policy.earned._state import replay
 from agentbranch.policy.earned.learn import ladder as ld
 from agentbranch.policy.earned.learn.ladder import version_share
@@ -180,18 +181,8 @@ def test_a_store_without_learning_has_no_learning_section(tmp_path):
     path = tmp_path / "plain.jsonl"
     earned = Earned(precision=0.8, min_evidence=10, store=str(path))
     for i in range(30):
-        earned.observe(
-            QuestionKey("q", "Is it?", "r", "m"),
-            "yes" if i % 10 else "no",
-            source="fallback",
-            band="fallback",
-            confidence=0.9,
-            options=["yes", "no"],
-            engine_label="yes",
-            rate=1.0,
-            take_at=None,
-            trust="learning",
-        )
+        key = QuestionKey("q", "Is it?", "r", "m")
+        observe_fallback(earned, "yes" if i % 10 else "no", 0.9, key)
     assert all("version" not in json.loads(x) for x in path.read_text().splitlines())
     rep = earned_report(path)
     assert rep.learning == {} and "learning" not in rep.as_dict()
@@ -200,16 +191,13 @@ def test_a_store_without_learning_has_no_learning_section(tmp_path):
 
 
 def _rec(key, version, state, correct, i, band="fallback", rate=1.0, take_at=None):
-    return new_evidence(
+    return evidence(
         key=key,
         question_id="q",
         reader="r",
         model="m",
-        source="fallback",
         band=band,
         confidence=0.5,
-        options=["yes", "no"],
-        engine_label="yes",
         teacher_label="yes" if correct else "no",
         rate=rate,
         take_at=take_at,

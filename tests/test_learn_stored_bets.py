@@ -11,7 +11,7 @@ import json
 import math
 
 import pytest
-from test_learn_loop import _resolver, stream
+from _learn_fixtures import learning_resolver, stream
 from typer.testing import CliRunner
 
 import agentbranch as ab
@@ -36,7 +36,7 @@ def opened(tmp_path_factory):
     path = tmp_path_factory.mktemp("bets") / "evidence.jsonl"
     items = stream(300)
     earned = Earned(precision=0.9, min_evidence=50, refresh_s=0, store=path, learn=True)
-    r = _resolver(engine, earned, dict(items))
+    r = learning_resolver(engine, earned, dict(items))
     for text, _ in items:
         r.resolve(text)
         (q,) = earned.learner._questions.values()

@@ -15,7 +15,8 @@ import zlib
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from _learn_store import QUESTION, TruthTeacher, _stream
+from _evidence_records import evidence
+from _learn_store import QUESTION, TruthTeacher, stream
 from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -23,7 +24,6 @@ from typer.testing import CliRunner
 import agentbranch as ab
 from agentbranch.cli import app
 from agentbranch.policy import Audit, Earned, Generate, Policy, Resolver
-from agentbranch.policy.earned._evidence import new_evidence
 from agentbranch.policy.earned._state import replay
 from agentbranch.policy.earned.learn import ladder as ld
 
@@ -75,14 +75,11 @@ def test_widest_without_a_threshold_is_none():
 def _records(rows: list[tuple[float, bool, float, str]]) -> list:
     epoch = datetime(2026, 1, 1, tzinfo=UTC)
     return [
-        new_evidence(
-            key="k" * 32,
+        evidence(
             question_id="q",
             source="fallback" if band == "fallback" else "audit",
             band=band,
             confidence=conf,
-            options=["yes", "no"],
-            engine_label="yes",
             teacher_label="yes" if right else "no",
             rate=rate,
             time=(epoch + timedelta(milliseconds=i)).isoformat(timespec="milliseconds"),
@@ -161,7 +158,7 @@ def _policy(path, truth: dict[str, str]) -> tuple[Earned, Audit, Policy]:
 @pytest.fixture(scope="module")
 def narrower(tmp_path_factory):
     path = tmp_path_factory.mktemp("widest") / "evidence.jsonl"
-    items = _stream(N, 1)
+    items = stream(N, 1)
     truth = dict(items)
     earned, audit, policy = _policy(path, truth)
     r = Resolver(ab.DecisionEngine(_reader(truth)), {"sport": QUESTION}, policy)

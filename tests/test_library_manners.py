@@ -331,41 +331,41 @@ def test_transformers_warmup_runs_one_forward_once(tiny_model_dir):
     assert len(forwards) == 2
 
 
+def _modules_loaded_by(imports: str, tmp_path: Path) -> list[str]:
+    """The modules a fresh interpreter holds after running the lines ``imports``."""
+    script = "import json, sys\n" + imports + "\nprint(json.dumps(sorted(sys.modules)))\n"
+    done = _run(script, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def _cli_or_bench(module: str) -> bool:
+    """``module`` is the command line (``agentbranch.cli``) or the benchmark harness."""
+    return (
+        module.split(".")[0] == "agentbranch_bench"
+        or module == "agentbranch.cli"
+        or module.startswith("agentbranch.cli.")
+    )
+
+
 def test_import_loads_no_cli_plotting_statistics_or_model_runtime(tmp_path):
     # What every CLI run and CI replay job pays first (benchmarks/bench_cold_start.py):
     # these load when used, not at `import agentbranch` (scipy alone cost ~0.6 s; numpy,
     # which only learning a threshold needs, ~0.15 s).
-    script = """
-        import json, sys
-        import agentbranch
-        heavy = ("matplotlib", "typer", "scipy", "numpy", "torch", "transformers")
-        print(json.dumps(sorted(
-            m for m in sys.modules
-            if m in heavy or m.split(".")[0] == "agentbranch_bench"
-            or m == "agentbranch.cli" or m.startswith("agentbranch.cli.")
-        )))
-    """
-    done = _run(script, tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout) == []
+    loaded = _modules_loaded_by("import agentbranch", tmp_path)
+    heavy = {"matplotlib", "typer", "scipy", "numpy", "torch", "transformers"}
+    assert [m for m in loaded if m in heavy or _cli_or_bench(m)] == []
 
 
 def test_public_packages_load_neither_the_cli_nor_the_bench_harness(tmp_path):
     # The command line (agentbranch.cli, typer) and the benchmark harness
     # (agentbranch_bench) sit above the library: no public package imports them.
-    script = """
-        import json, sys
-        import agentbranch.audit, agentbranch.deploy, agentbranch.langchain
-        import agentbranch.langgraph, agentbranch.policy, agentbranch.replay
-        print(json.dumps(sorted(
-            m for m in sys.modules
-            if m == "typer" or m.split(".")[0] == "agentbranch_bench"
-            or m == "agentbranch.cli" or m.startswith("agentbranch.cli.")
-        )))
-    """
-    done = _run(script, tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout) == []
+    public = (
+        "import agentbranch.audit, agentbranch.deploy, agentbranch.langchain\n"
+        "import agentbranch.langgraph, agentbranch.policy, agentbranch.replay"
+    )
+    loaded = _modules_loaded_by(public, tmp_path)
+    assert [m for m in loaded if m == "typer" or _cli_or_bench(m)] == []
 
 
 def test_importing_the_vllm_reader_loads_neither_vllm_nor_torch(tmp_path):

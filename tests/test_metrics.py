@@ -11,10 +11,10 @@ import sys
 import textwrap
 from collections import Counter
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 import pytest
-from _earned_fixtures import URGENT, Oracle, engine, state
+from _earned_fixtures import URGENT, Oracle, engine, state, urgent_graph
 from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
 
@@ -62,28 +62,6 @@ def total(pts: dict[str, list[Any]], name: str, **attrs: str) -> float:
     )
 
 
-class S(TypedDict, total=False):
-    text: str
-    decisions: dict
-    out: str
-
-
-def _graph(policy: Policy) -> Any:
-    from langgraph.graph import START, StateGraph
-
-    from agentbranch.langgraph import DecideNode
-
-    node = DecideNode(engine(), {"urgent": URGENT}, policy=policy, state_key="text")
-    g = StateGraph(S)
-    g.add_node("decide", node)
-    g.add_node("page", lambda s: {"out": "page"})
-    g.add_node("queue", lambda s: {"out": "queue"})
-    g.add_edge(START, "decide")
-    edge = node.router("urgent", {"yes": "page", "no": "queue"})
-    g.add_conditional_edges("decide", edge, edge.path_map)
-    return g.compile()
-
-
 def test_a_graph_under_the_sdk_exports_what_the_report_computes(reader, tmp_path):
     from typer.testing import CliRunner
 
@@ -92,7 +70,7 @@ def test_a_graph_under_the_sdk_exports_what_the_report_computes(reader, tmp_path
     store, audits = tmp_path / "evidence.jsonl", tmp_path / "audits.jsonl"
     earned = Earned(precision=0.8, min_evidence=20, store=str(store), refresh_s=0)
     audit = Audit(rate=1.0, sink=str(audits), seed=0)  # every take audited: takes = audits
-    graph = _graph(Policy(take_at=earned, fallbacks=[Generate(Oracle())], audit=audit))
+    graph = urgent_graph(Policy(take_at=earned, fallbacks=[Generate(Oracle())], audit=audit))
     by = Counter()
     for i in range(45):
         out = graph.invoke({"text": state(i, "yes", 0.99, "no" if i in (33, 41) else "yes")})
@@ -389,7 +367,7 @@ def test_an_incident_reads_the_same_in_the_metrics_and_the_report(reader, tmp_pa
     auditor, fallback = _Hangs(), Flaky()
     earned = Earned(precision=0.8, min_evidence=20, store=str(store), start_at=0.5)
     audit = Audit(model=auditor, rate=1.0, timeout=0.2, seed=0)
-    graph = _graph(
+    graph = urgent_graph(
         Policy(
             take_at=earned,
             fallbacks=[Generate(fallback), Generate(Oracle())],

@@ -608,22 +608,19 @@ def test_levels_are_written_the_way_a_person_writes_them(level, pct, frac):
 def _version_records():
     """Labels of four versions of one question, stored in the order v1, v3, v0, v2, at
     an audit rate (so the decisions they stand for are an estimate)."""
-    from agentbranch.policy.earned._evidence import new_evidence
+    from _evidence_records import evidence
 
     out, i = [], 0
     for version in (1, 3, 0, 2):
         for k in range(12):
             out.append(
-                new_evidence(
+                evidence(
                     key=f"key-{version}",
                     question_id="q",
                     reader="r",
                     model="m",
                     source="audit",
-                    band="fallback",
                     confidence=0.5,
-                    options=["yes", "no"],
-                    engine_label="yes",
                     teacher_label="yes" if k % 4 else "no",
                     rate=0.25,
                     take_at=None,

@@ -115,13 +115,15 @@ def test_low_label_mass_is_not_taken():
 # -- resolution -------------------------------------------------------------------------
 
 
+def _team_resolver(script, model: StrictFakeChat) -> Resolver:
+    """Resolves ``team`` as ``script`` reads it, taken at 0.6, else ``model``'s answer."""
+    policy = Policy(take_at=0.6, fallbacks=[Generate(model)])
+    return Resolver(engine({"team": script}), {"team": TEAM}, policy)
+
+
 def test_take_band_keeps_engine_label_and_never_calls_the_model():
     model = StrictFakeChat(replies=[])
-    r = Resolver(
-        engine({"team": sure("outage")}),
-        {"team": TEAM},
-        Policy(take_at=0.6, fallbacks=[Generate(model)]),
-    )
+    r = _team_resolver(sure("outage"), model)
     rec = r.resolve("site down")["team"]
     assert (rec["label"], rec["band"], rec["decided_by"]) == ("outage", "take", "engine")
     assert model.calls == 0
@@ -129,11 +131,7 @@ def test_take_band_keeps_engine_label_and_never_calls_the_model():
 
 def test_generation_fallback_answers_below_threshold():
     model = StrictFakeChat(replies=['{"label": "billing"}'])
-    r = Resolver(
-        engine({"team": unsure("bug")}),
-        {"team": TEAM},
-        Policy(take_at=0.6, fallbacks=[Generate(model)]),
-    )
+    r = _team_resolver(unsure("bug"), model)
     rec = r.resolve("I was charged twice")["team"]
     assert rec["label"] == "billing"
     assert rec["engine_label"] == "bug"
@@ -149,11 +147,7 @@ def test_generation_fallback_answers_below_threshold():
 
 def test_invalid_generation_is_rejected_never_an_unknown_label():
     model = StrictFakeChat(replies=['{"label": "sales"}'])
-    r = Resolver(
-        engine({"team": unsure("bug")}),
-        {"team": TEAM},
-        Policy(take_at=0.6, fallbacks=[Generate(model)]),
-    )
+    r = _team_resolver(unsure("bug"), model)
     with pytest.raises(FallbackError, match="sales"):
         r.resolve("x")
 
@@ -190,15 +184,17 @@ def test_parse_label_rejects_anything_else(reply):
         parse_label(reply, ["billing", "outage", "bug"])
 
 
+def _draws_then_generate(reader: DrawsReader, draws: int, model: StrictFakeChat) -> dict:
+    """The record of ``team`` for state "x": taken at 0.6, else read again with ``draws``
+    draws, else ``model``'s answer."""
+    policy = Policy(take_at=0.6, fallbacks=[MoreDraws(draws), Generate(model)])
+    return Resolver(ab.DecisionEngine(reader), {"team": TEAM}, policy).resolve("x")["team"]
+
+
 def test_more_draws_is_taken_when_it_clears_the_threshold():
     reader = DrawsReader(sure_at=8)
     model = StrictFakeChat(replies=[])
-    r = Resolver(
-        ab.DecisionEngine(reader),
-        {"team": TEAM},
-        Policy(take_at=0.6, fallbacks=[MoreDraws(8), Generate(model)]),
-    )
-    rec = r.resolve("x")["team"]
+    rec = _draws_then_generate(reader, 8, model)
     assert reader.draws_seen == [1, 8]
     assert rec["decided_by"] == "engine" and rec["draws"] == 8
     assert rec["fallback"] == {"kind": "more_draws", "draws": 8}
@@ -209,12 +205,7 @@ def test_more_draws_is_taken_when_it_clears_the_threshold():
 def test_more_draws_that_stay_uncertain_go_on_to_generation():
     reader = DrawsReader(sure_at=100)
     model = StrictFakeChat(replies=["outage"])
-    r = Resolver(
-        ab.DecisionEngine(reader),
-        {"team": TEAM},
-        Policy(take_at=0.6, fallbacks=[MoreDraws(4), Generate(model)]),
-    )
-    rec = r.resolve("x")["team"]
+    rec = _draws_then_generate(reader, 4, model)
     assert reader.draws_seen == [1, 4]
     assert rec["decided_by"] == "fallback" and rec["label"] == "outage"
     assert rec["draws"] == 4

@@ -39,7 +39,8 @@ import threading
 from pathlib import Path
 
 import httpx
-from hypothesis import HealthCheck, given, settings
+from _hostile_inputs import Pairs, deep, dump, fuzz_settings
+from hypothesis import given
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
 
@@ -60,12 +61,7 @@ EXAMPLES = {
 
 
 def fuzz(name: str):
-    return settings(
-        max_examples=EXAMPLES[name],
-        deadline=None,
-        database=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
+    return fuzz_settings(EXAMPLES[name])
 
 
 def mostly(good, bad):
@@ -139,13 +135,6 @@ JSON = st.recursive(
 )
 
 
-def _deep(n: int) -> list:
-    state: list = []
-    for _ in range(n):
-        state = [state]
-    return state
-
-
 def _circular() -> dict:
     state: dict = {}
     state["me"] = state
@@ -168,7 +157,7 @@ STATE = st.one_of(
     st.text(max_size=200),
     JSON,
     MESSAGES,
-    st.one_of(JUNK_STATE, st.builds(_circular), st.integers(150, 400).map(_deep)),
+    st.one_of(JUNK_STATE, st.builds(_circular), st.integers(150, 400).map(deep)),
 )
 DRAWS = mostly(st.none() | st.integers(1, 3), st.sampled_from([0, -1, "2", 1.5, True]))
 ENGINE_KW = st.fixed_dictionaries(
@@ -427,21 +416,6 @@ MASS_SCALE = st.one_of(
 )
 #: argmax_is_label: only a JSON boolean is one.
 FLAG = st.sampled_from([True, False, "false", "true", 0, 1, None])
-
-
-class Pairs(list):
-    """A JSON object written from (key, value) pairs: keys may repeat."""
-
-
-def dump(value) -> str:
-    """JSON text (NaN/Infinity literals, as a broken server writes them); a ``Pairs``
-    object may repeat a key."""
-    if isinstance(value, dict | Pairs):
-        items = value.items() if isinstance(value, dict) else value
-        return "{" + ",".join(f"{json.dumps(k)}:{dump(v)}" for k, v in items) + "}"
-    if isinstance(value, list):
-        return "[" + ",".join(dump(v) for v in value) + "]"
-    return json.dumps(value)
 
 
 def _answer_for(spec: dict, draw) -> tuple[dict, dict]:

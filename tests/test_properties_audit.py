@@ -21,7 +21,8 @@ import math
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from _hostile_inputs import fuzz_settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from agentbranch import calibration as cal
@@ -33,12 +34,7 @@ EXAMPLES = {"files": 350, "python": 300, "labelled": 250}
 
 
 def fuzz(name: str):
-    return settings(
-        max_examples=EXAMPLES[name],
-        deadline=None,
-        database=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
+    return fuzz_settings(EXAMPLES[name])
 
 
 JSON_LEAF = st.one_of(

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
+from _hostile_inputs import Pairs, dump
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -297,21 +298,6 @@ WIRE_KEYS = {
     "urgent": ["yes", "no"],
     "severity": ["0", "1", "2"],
 }
-
-
-class Pairs(list):
-    """A JSON object written from (key, value) pairs: keys may repeat."""
-
-
-def dump(value) -> str:
-    """JSON text (NaN/Infinity literals as a broken server writes them); ``Pairs`` may
-    repeat a key."""
-    if isinstance(value, dict | Pairs):
-        items = value.items() if isinstance(value, dict) else value
-        return "{" + ",".join(f"{json.dumps(k)}:{dump(v)}" for k, v in items) + "}"
-    if isinstance(value, list):
-        return "[" + ",".join(dump(v) for v in value) + "]"
-    return json.dumps(value)
 
 
 def _rarely(draw) -> bool:

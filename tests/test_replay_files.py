@@ -326,10 +326,10 @@ def test_a_reply_too_large_to_record_is_refused_and_the_cassette_still_loads(
 
 
 def test_the_record_limit_leaves_every_recorded_line_loadable():
-    """The default limits: what a recording writes (``_cassette_file.encode``), the
+    """The default limits: what a recording writes (``replay.cassette.encode``), the
     loader reads (with room to spare); at the limit itself a line is written and loads,
     one byte more is refused."""
-    from agentbranch.replay._cassette_file import encode
+    from agentbranch.replay.cassette import encode
 
     assert 0 < fmt.MAX_RECORD_BYTES <= fmt.MAX_LINE_BYTES // 2
     limit = 4096
@@ -390,6 +390,11 @@ def write(path: Path, lines: list[str]) -> Path:
     return path
 
 
+def edited(lines: list[str], i: int, **fields: object) -> list[str]:
+    """``lines`` with the JSON object on line ``i`` (from 0) given ``fields``."""
+    return [*lines[:i], json.dumps(json.loads(lines[i]) | fields), *lines[i + 1 :]]
+
+
 @pytest.mark.parametrize(
     ("version", "message"),
     [
@@ -403,10 +408,8 @@ def write(path: Path, lines: list[str]) -> Path:
     ],
 )
 def test_a_header_version_other_than_1_or_2_is_refused(tmp_path, version, message):
-    lines = v1_lines(tmp_path)
-    head = json.loads(lines[0])
-    head["agentbranch_cassette"] = version
-    path = write(tmp_path / "bad.jsonl", [json.dumps(head), *lines[1:]])
+    lines = edited(v1_lines(tmp_path), 0, agentbranch_cassette=version)
+    path = write(tmp_path / "bad.jsonl", lines)
     with pytest.raises(CassetteFormatError, match=message) as err:
         Cassette(path, "none")  # never loaded as format 1
     assert "bad.jsonl:1" in str(err.value) or "newer" in message
@@ -423,10 +426,7 @@ def test_a_header_version_other_than_1_or_2_is_refused(tmp_path, version, messag
     ],
 )
 def test_max_options_must_be_an_integer_of_at_least_2(tmp_path, value, message):
-    lines = v2_lines(tmp_path)
-    decl = json.loads(lines[1])
-    decl["max_options"] = value
-    path = write(tmp_path / "bad.jsonl", [lines[0], json.dumps(decl), *lines[2:]])
+    path = write(tmp_path / "bad.jsonl", edited(v2_lines(tmp_path), 1, max_options=value))
     with pytest.raises(CassetteFormatError, match=r"bad\.jsonl:2: " + message):
         Cassette(path, "none")
 
@@ -465,9 +465,7 @@ def test_wrong_types_name_the_line_and_the_field(tmp_path, line, message):
 
 def test_a_reader_declared_twice_with_other_models_is_refused(tmp_path):
     lines = v2_lines(tmp_path)
-    decl = json.loads(lines[1])
-    decl["model"] = "another"
-    path = write(tmp_path / "bad.jsonl", [*lines, json.dumps(decl)])
+    path = write(tmp_path / "bad.jsonl", [*lines, edited(lines, 1, model="another")[1]])
     with pytest.raises(CassetteFormatError, match=r"bad\.jsonl:4: reader 'reader-1' is declared"):
         fmt.load(path)
 

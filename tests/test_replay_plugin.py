@@ -128,19 +128,11 @@ def test_summary_lists_stale_entries_and_misses(suite):
         STATES = ["server down", "refund please", "hello"]
         """
     )
-    suite.runpytest(*PLUGIN).assert_outcomes(passed=1)
-    source = (suite.path / "test_it.py").read_text()
-    (suite.path / "test_it.py").write_text(
-        source.replace('["server down", "refund please", "hello"]', '["server down", "hi"]')
-    )
-    result = suite.runpytest(*PLUGIN, "--agentbranch-record=none")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(
-        [
-            "*agentbranch decision cassettes*",
-            "misses (1):",
-            "  cassettes/test_it.jsonl: read of reader-1 'hi' ['u'] — differs in state",
-        ]
+    _recorded_then_missed(
+        suite.runpytest,
+        suite,
+        ('["server down", "refund please", "hello"]', '["server down", "hi"]'),
+        "  cassettes/test_it.jsonl: read of reader-1 'hi' ['u'] — differs in state",
     )
     result = suite.runpytest(*PLUGIN, "--agentbranch-record=new")
     result.assert_outcomes(passed=1)
@@ -256,17 +248,21 @@ def test_summary_lists_a_learning_questions_miss_with_what_changed(suite):
         STATES = ["server down", "refund please"]
         """
     )
-    suite.runpytest_subprocess(*PLUGIN).assert_outcomes(passed=1)
-    source = (suite.path / "test_it.py").read_text()
-    (suite.path / "test_it.py").write_text(
-        source.replace('["server down", "refund please"]', '["server down", "refund now"]')
+    _recorded_then_missed(
+        suite.runpytest_subprocess,
+        suite,
+        ('["server down", "refund please"]', '["server down", "refund now"]'),
+        "  cassettes/test_it.jsonl: version of 'u' for 'refund now' — differs in state",
     )
-    result = suite.runpytest_subprocess(*PLUGIN, "--agentbranch-record=none")
+
+
+def _recorded_then_missed(run, suite, edit: tuple[str, str], miss: str) -> None:
+    """``run`` (pytester's ``runpytest`` or ``runpytest_subprocess``) records the suite's
+    test_it.py; with ``edit`` (old, new) made in it, a replay (mode ``none``) fails and
+    the session's summary lists the one miss ``miss``."""
+    run(*PLUGIN).assert_outcomes(passed=1)
+    test = suite.path / "test_it.py"
+    test.write_text(test.read_text().replace(*edit))
+    result = run(*PLUGIN, "--agentbranch-record=none")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(
-        [
-            "*agentbranch decision cassettes*",
-            "misses (1):",
-            "  cassettes/test_it.jsonl: version of 'u' for 'refund now' — differs in state",
-        ]
-    )
+    result.stdout.fnmatch_lines(["*agentbranch decision cassettes*", "misses (1):", miss])

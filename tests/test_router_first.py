@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
@@ -144,17 +145,23 @@ def test_the_decorator_form_keeps_the_literal_for_langgraph():
     assert graph.invoke({"ticket": "Something odd"})["queue"] == "outage"  # the router's
 
 
+def _router_answering(team: Team) -> tuple[Callable[[State], Team], list[str]]:
+    """A router that answers ``team`` to every ticket, and the tickets it was asked."""
+    asked: list[str] = []
+
+    def route_ticket(state: State) -> Team:
+        asked.append(state["ticket"])
+        return team
+
+    return route_ticket, asked
+
+
 # -- live mode: what the engine is sure of is taken --------------------------------------
 
 
 def test_live_mode_calls_the_router_only_when_the_engine_is_not_sure():
     engine = scripted_engine({"charge": "billing", "down": "outage"})
-    asked: list[str] = []
-
-    def route_ticket(state: State) -> Team:
-        asked.append(state["ticket"])
-        return "account_access"
-
+    route_ticket, asked = _router_answering("account_access")
     wrapped = decide_first(
         route_ticket,
         engine=engine,
@@ -183,12 +190,7 @@ def test_live_mode_calls_the_router_only_when_the_engine_is_not_sure():
 
 def test_live_mode_audits_a_share_of_the_takes_with_the_router():
     engine = scripted_engine({"charge": "billing"})
-    asked: list[str] = []
-
-    def route_ticket(state: State) -> Team:
-        asked.append(state["ticket"])
-        return "billing"
-
+    route_ticket, asked = _router_answering("billing")
     wrapped = decide_first(
         route_ticket,
         engine=engine,
@@ -508,12 +510,7 @@ def test_only_a_policy_whose_takes_nobody_audits_warns(caplog):
 
 
 def test_a_sync_router_and_a_runnable_router_on_an_async_run():
-    asked: list[str] = []
-
-    def route_ticket(state: State) -> Team:
-        asked.append(state["ticket"])
-        return "outage"
-
+    route_ticket, asked = _router_answering("outage")
     llm = GenericFakeChatModel(messages=iter([AIMessage('{"team": "account_access"}')]))
     chain = llm | RunnableLambda(parse_team)
     engine = scripted_engine({"charge": "billing"})

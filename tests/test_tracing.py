@@ -10,10 +10,9 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import TypedDict
 
 import pytest
-from _earned_fixtures import URGENT, Oracle, engine, state
+from _earned_fixtures import URGENT, Oracle, engine, state, urgent_graph
 
 pytest.importorskip("opentelemetry.sdk.trace")
 
@@ -215,29 +214,12 @@ def test_without_a_provider_nothing_is_made():
     assert done.stdout.strip() == "ok"
 
 
-class S(TypedDict, total=False):
-    text: str
-    decisions: dict
-    out: str
-
-
 def test_in_a_graph_under_the_apps_span_and_a_review_interrupt_is_no_error(exporter):
     from langgraph.checkpoint.memory import InMemorySaver
-    from langgraph.graph import START, StateGraph
     from langgraph.types import Command
 
-    from agentbranch.langgraph import DecideNode
-
     policy = Policy(take_at=0.9, review_below=0.9)  # every unsure answer asks a human
-    node = DecideNode(engine(), {"urgent": URGENT}, policy=policy, state_key="text")
-    g = StateGraph(S)
-    g.add_node("decide", node)
-    g.add_node("page", lambda s: {"out": "page"})
-    g.add_node("queue", lambda s: {"out": "queue"})
-    g.add_edge(START, "decide")
-    edge = node.router("urgent", {"yes": "page", "no": "queue"})
-    g.add_conditional_edges("decide", edge, edge.path_map)
-    app = g.compile(checkpointer=InMemorySaver())
+    app = urgent_graph(policy, checkpointer=InMemorySaver())
     cfg = {"configurable": {"thread_id": "t"}}
     tracer = ab.core._tracing.tracing()  # the app's own tracer, on the same provider
     with tracer.start_as_current_span("handle ticket") as request:

@@ -13,13 +13,14 @@ import json
 import math
 
 import pytest
+from _evidence_records import evidence
 from pydantic import ValidationError
 
 import agentbranch as ab
 from agentbranch.core.errors import ConfigurationError, InvalidFileError
 from agentbranch.policy import Earned, JsonlEvidenceStore, Threshold, replay
 from agentbranch.policy.earned import LangGraphEvidenceStore, QuestionKey
-from agentbranch.policy.earned._evidence import Evidence, new_evidence
+from agentbranch.policy.earned._evidence import Evidence
 
 URGENT = ab.yes_no("Is the ticket urgent?")
 WHO = ("urgent", URGENT, "scripted", "scripted-model")
@@ -117,6 +118,25 @@ def test_start_at_stays_while_no_look_shows_anything():
 # -- audits weigh 1/rate inside the state machine ---------------------------------------
 
 
+def _opened_at_097() -> Earned:
+    """Opened at 0.97 by 50 sure labels (precision 0.9, min_evidence 50)."""
+    earned = Earned(precision=0.9, min_evidence=50, refresh_s=0)
+    for _ in range(50):
+        assert not label(earned, 0.97, True)
+    assert threshold(earned) == Threshold(0.97, "earned")
+    return earned
+
+
+def _look_lowered_or_not(earned: Earned, lowered: bool) -> None:
+    """After 100 labels (20 of them audits, all right), the look at 100 lowered the
+    threshold to 0.93 or kept it at 0.97, and a replay of the store agrees."""
+    st = earned.state(*WHO)
+    assert (st.labels, st.audit_right, st.audit_wrong) == (100, 20, 0)
+    assert st.take_at == (0.93 if lowered else 0.97)
+    assert [e.kind for e in st.events] == ["earned", "lowered" if lowered else "look"]
+    assert replayed(earned).threshold == st.threshold
+
+
 @pytest.mark.parametrize(("rate", "lowered"), [(0.05, True), (1.0, False)])
 def test_each_audit_stands_for_one_over_rate_takes_when_a_look_lowers(rate, lowered):
     """The same labels, audited at 5 % or at 100 %: 50 sure labels open the band at
@@ -124,20 +144,13 @@ def test_each_audit_stands_for_one_over_rate_takes_when_a_look_lowers(rate, lowe
     wrong). At 5 % the audits stand for 400 takes, so the band down to 0.93 is mostly
     the good top and the look lowers the threshold to 0.93; at 100 % they stand for 20
     and the 8 errors weigh enough that nothing is shown below 0.97."""
-    earned = Earned(precision=0.9, min_evidence=50, refresh_s=0)
-    for _ in range(50):
-        assert not label(earned, 0.97, True)
-    assert threshold(earned) == Threshold(0.97, "earned")
+    earned = _opened_at_097()
     for i in range(50):
         if i % 5 < 2:
             assert label(earned, 0.98, True, rate=rate)
         else:
             assert not label(earned, 0.93, i % 5 != 2 or i % 3 == 0)
-    st = earned.state(*WHO)
-    assert (st.labels, st.audit_right, st.audit_wrong) == (100, 20, 0)
-    assert st.take_at == (0.93 if lowered else 0.97)
-    assert [e.kind for e in st.events] == ["earned", "lowered" if lowered else "look"]
-    assert replayed(earned).threshold == st.threshold
+    _look_lowered_or_not(earned, lowered)
 
 
 # -- the drift test sees audited takes only ---------------------------------------------
@@ -226,27 +239,11 @@ def test_thresholds_may_be_0_or_1(name, value):
 # -- a record whose `correct` disagrees with its labels is refused ------------------------
 
 
-def _record(**over) -> Evidence:
-    fields = dict(
-        key="k" * 32,
-        question_id="urgent",
-        source="fallback",
-        band="fallback",
-        confidence=0.9,
-        options=["yes", "no"],
-        engine_label="yes",
-        teacher_label="yes",
-        rate=1.0,
-    )
-    fields.update(over)
-    return new_evidence(**fields)
-
-
 @pytest.mark.parametrize(
     ("teacher", "correct"), [("yes", False), ("no", True)], ids=["agree-false", "disagree-true"]
 )
 def test_evidence_whose_correct_contradicts_its_labels_does_not_validate(teacher, correct):
-    raw = _record(teacher_label=teacher).to_json()
+    raw = evidence(teacher_label=teacher).to_json()
     raw["correct"] = correct
     with pytest.raises(ValidationError, match="correct must say whether"):
         Evidence.model_validate(raw)
@@ -255,15 +252,15 @@ def test_evidence_whose_correct_contradicts_its_labels_does_not_validate(teacher
 
 
 def test_new_evidence_computes_correct_whatever_it_is_given():
-    assert _record(teacher_label="no", correct=True).correct is False
-    assert _record(teacher_label="yes", correct=False).correct is True
+    assert evidence(teacher_label="no", correct=True).correct is False
+    assert evidence(teacher_label="yes", correct=False).correct is True
 
 
 @pytest.mark.parametrize("correct", [True, False])
 def test_a_jsonl_store_refuses_a_line_whose_correct_contradicts_its_labels(tmp_path, correct):
     path = tmp_path / "evidence.jsonl"
-    good = _record(teacher_label="yes")
-    bad = _record(teacher_label="yes" if not correct else "no").to_json()
+    good = evidence(teacher_label="yes")
+    bad = evidence(teacher_label="yes" if not correct else "no").to_json()
     bad["correct"] = correct
     path.write_text(json.dumps(good.to_json()) + "\n" + json.dumps(bad) + "\n")
     store = JsonlEvidenceStore(path)
@@ -276,7 +273,7 @@ def test_a_langgraph_store_refuses_an_item_whose_correct_contradicts_its_labels(
 
     inner = InMemoryStore()
     store = LangGraphEvidenceStore(inner)
-    rec = _record(teacher_label="no")
+    rec = evidence(teacher_label="no")
     raw = rec.to_json()
     raw["correct"] = True
     inner.put(("agentbranch", "earned", rec.key), rec.id, raw)
@@ -297,7 +294,7 @@ def _langgraph_store():
 def test_a_langgraph_record_of_another_key_under_the_same_id_is_refused():
     inner, store = _langgraph_store()
     mine, theirs = "a" * 32, "b" * 32
-    rec = _record(key=theirs)
+    rec = evidence(key=theirs)
     inner.put(("agentbranch", "earned", mine), rec.id, rec.to_json())  # key differs, id same
     with pytest.raises(InvalidFileError, match="written by something else"):
         store.load(mine)
@@ -305,7 +302,7 @@ def test_a_langgraph_record_of_another_key_under_the_same_id_is_refused():
 
 def test_a_langgraph_record_of_the_same_key_under_another_id_is_refused():
     inner, store = _langgraph_store()
-    rec = _record(key="a" * 32)
+    rec = evidence(key="a" * 32)
     inner.put(("agentbranch", "earned", rec.key), "not-" + rec.id, rec.to_json())
     with pytest.raises(InvalidFileError, match="written by something else"):
         store.load(rec.key)
@@ -313,8 +310,8 @@ def test_a_langgraph_record_of_the_same_key_under_another_id_is_refused():
 
 def test_a_langgraph_store_gives_back_exactly_what_was_appended_per_key():
     _, store = _langgraph_store()
-    a = [_record(key="a" * 32, time=f"2026-01-01T00:00:0{i}+00:00") for i in range(3)]
-    b = [_record(key="b" * 32, teacher_label="no")]
+    a = [evidence(key="a" * 32, time=f"2026-01-01T00:00:0{i}+00:00") for i in range(3)]
+    b = [evidence(key="b" * 32, teacher_label="no")]
     store.append([a[2], b[0], a[0], a[1]])
     assert store.load("a" * 32) == a
     assert store.load("b" * 32) == b
@@ -327,7 +324,7 @@ def test_earned_on_a_store_holding_a_foreign_record_fails_instead_of_counting_it
 
     inner = InMemoryStore()
     earned = Earned(precision=0.8, min_evidence=20, store=inner, refresh_s=0)
-    other = _record(key="b" * 32)
+    other = evidence(key="b" * 32)
     inner.put(("agentbranch", "earned", earned.key(*WHO)), other.id, other.to_json())
     with pytest.raises(InvalidFileError, match="written by something else"):
         threshold(earned)
@@ -368,9 +365,9 @@ def test_the_evidence_key_changes_with_id_question_reader_and_model(change):
 def test_new_evidence_is_stamped_in_utc_to_the_millisecond():
     from datetime import datetime, timedelta
 
-    stamp = datetime.fromisoformat(_record().time)
+    stamp = datetime.fromisoformat(evidence().time)
     assert stamp.utcoffset() == timedelta(0)
-    assert _record().time.endswith("+00:00") and len(_record().time.split(".")[1]) == 9
+    assert evidence().time.endswith("+00:00") and len(evidence().time.split(".")[1]) == 9
 
 
 # -- looks resume below the threshold in force; withdrawal starts a new epoch -------------
@@ -481,10 +478,7 @@ def _reviews_among_audits(wrong_reviews: int) -> Earned:
     lie above an earned threshold: review comes first) of which ``wrong_reviews``
     disagree, and 20 fallback labels at 0.93 (4 wrong). The look at 100 labels tests
     the band down to 0.93, where the reviews sit among the audits."""
-    earned = Earned(precision=0.9, min_evidence=50, refresh_s=0)
-    for _ in range(50):
-        assert not label(earned, 0.97, True)
-    assert threshold(earned) == Threshold(0.97, "earned")
+    earned = _opened_at_097()
     for i in range(50):
         if i % 5 < 2:
             assert label(earned, 0.98, True, rate=0.05)
@@ -503,11 +497,7 @@ def test_human_review_labels_inside_a_tested_band_stand_for_themselves(wrong_rev
     unweighted with the 20 audits, 5 errors in 30 labels would sink the band's
     estimate below 0.9 and show nothing); all 10 wrong is too many either way."""
     earned = _reviews_among_audits(wrong_reviews)
-    st = earned.state(*WHO)
-    assert (st.labels, st.audit_right, st.audit_wrong) == (100, 20, 0)
-    assert st.take_at == (0.93 if lowered else 0.97)
-    assert [e.kind for e in st.events] == ["earned", "lowered" if lowered else "look"]
-    assert replayed(earned).threshold == st.threshold
+    _look_lowered_or_not(earned, lowered)
 
 
 # -- the incremental statistics (policy/cells.py) agree with the per-label ones ----------

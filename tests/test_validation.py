@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from _hostile_inputs import deep
 from langchain_core.messages import HumanMessage
 
 import agentbranch as ab
@@ -129,13 +130,6 @@ def test_decide_many_refuses_a_single_state():
 # -- states -------------------------------------------------------------------------------
 
 
-def _deep(n: int) -> list:
-    state: list = []
-    for _ in range(n):
-        state = [state]
-    return state
-
-
 def _circular() -> dict:
     state: dict = {"a": 1}
     state["self"] = [state]
@@ -146,7 +140,7 @@ def _circular() -> dict:
     "state, match",
     [
         (_circular(), "contains itself"),
-        (_deep(5000), "nested more than"),
+        (deep(5000), "nested more than"),
         ("ticket \ud800 text", "unpaired surrogate"),
         ({"text": "fine", "k\udfff": 1}, "unpaired surrogate"),
         ([HumanMessage("hello \udc80")], "unpaired surrogate"),

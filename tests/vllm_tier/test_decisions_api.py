@@ -28,10 +28,10 @@ from typing import Any
 
 import httpx
 import pytest
+from _dgemma_reads import BARE, MIXED, WIDE, specs
 from vllm_ref import FakeLLM, make_strategy
 
 import agentbranch as ab
-from agentbranch.core.questions import to_spec, validate_questions
 from agentbranch.core.reads import QuestionSpec, ReadRequest
 from agentbranch.engine.readers.remote import (
     RemoteReader,
@@ -47,27 +47,10 @@ SERVED = "diffusiongemma"
 LABELS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
-def specs(questions: dict[str, Any]) -> tuple[QuestionSpec, ...]:
-    return tuple(to_spec(k, q) for k, q in validate_questions(questions).items())
-
-
 QUESTION_SETS = {
-    "mixed": {
-        "team": ab.choice("Which team should take it?", {"billing": "Invoices", "bugs": None}),
-        "urgent": ab.yes_no("Is it urgent?", yes="Needs an answer within the hour"),
-        "severity": ab.score("How severe?", ["low", "medium", "high", "critical"]),
-    },
-    "bare": {
-        "pick": ab.choice("Pick one.", ["alpha", "beta", "gamma"]),
-        "ok": ab.yes_no("OK?"),
-        "fine": ab.yes_no("Is it fine?", yes="All good", no="Something is wrong"),
-    },
-    "wide": {
-        "route": ab.choice(
-            "Route the request.", {f"tool_{i}": f"Tool number {i}" for i in range(26)}
-        ),
-        "scale": ab.score("Rate it.", [f"level {i}" for i in range(10)]),
-    },
+    "mixed": MIXED,
+    "bare": {**BARE, "fine": ab.yes_no("Is it fine?", yes="All good", no="Something is wrong")},
+    "wide": WIDE,
 }
 STATE = "Customer: the checkout page returns 500 since this morning. Ünïcode, refund me!"
 

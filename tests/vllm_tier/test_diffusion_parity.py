@@ -18,10 +18,10 @@ import math
 from typing import Any
 
 import pytest
+from _dgemma_reads import BARE, MIXED, WIDE, specs
 from vllm_ref import FakeEngineLLM, FakeLLM, make_strategy, run_strategy
 
 import agentbranch as ab
-from agentbranch.core.questions import to_spec, validate_questions
 from agentbranch.core.reads import ReadRequest
 from agentbranch.engine.readers.vllm import MAX_LOGPROB_TOKEN_IDS, VLLMReader
 
@@ -30,26 +30,10 @@ MAX_LEN = 4096
 THOUGHT = "<|channel>thought\n<channel|>"
 
 
-def specs(questions: dict[str, Any]) -> tuple:
-    return tuple(to_spec(k, q) for k, q in validate_questions(questions).items())
-
-
 QUESTION_SETS = {
-    "mixed": {
-        "team": ab.choice("Which team should take it?", {"billing": "Invoices", "bugs": None}),
-        "urgent": ab.yes_no("Is it urgent?", yes="Needs an answer within the hour"),
-        "severity": ab.score("How severe?", ["low", "medium", "high", "critical"]),
-    },
-    "bare": {
-        "pick": ab.choice("Pick one.", ["alpha", "beta", "gamma"]),
-        "ok": ab.yes_no("OK?"),
-    },
-    "wide": {
-        "route": ab.choice(
-            "Route the request.", {f"tool_{i}": f"Tool number {i}" for i in range(26)}
-        ),
-        "scale": ab.score("Rate it.", [f"level {i}" for i in range(10)]),
-    },
+    "mixed": MIXED,
+    "bare": BARE,
+    "wide": WIDE,
 }
 STATES = {
     "text": "Customer: the checkout page returns 500 since this morning. Refund me!",

@@ -25,27 +25,19 @@ import math
 from typing import Any
 
 import pytest
+from _dgemma_reads import BARE, MIXED, TOL, max_logprob_gap
+from _dgemma_reads import make_read as read_of
 from typing_extensions import TypedDict
 from vllm_ref import make_strategy, run_strategy
 
 import agentbranch as ab
-from agentbranch.core.questions import to_spec, validate_questions
 from agentbranch.core.reads import ReadRequest, SlotLogprobs
 from agentbranch.engine.readers.vllm import VLLMReader, engine_requests
 from agentbranch.langgraph import DecisionRecords
 
-TOL = 1e-5
-
 QUESTION_SETS = {
-    "mixed": {
-        "team": ab.choice("Which team should take it?", {"billing": "Invoices", "bugs": None}),
-        "urgent": ab.yes_no("Is it urgent?", yes="Needs an answer within the hour"),
-        "severity": ab.score("How severe?", ["low", "medium", "high", "critical"]),
-    },
-    "bare": {
-        "pick": ab.choice("Pick one.", ["alpha", "beta", "gamma"]),
-        "ok": ab.yes_no("OK?"),
-    },
+    "mixed": MIXED,
+    "bare": BARE,
     "wide": {
         "route": ab.choice("Route it.", {f"tool_{i}": f"Tool {i}" for i in range(26)}),
         "scale": ab.score("Rate it.", [f"level {i}" for i in range(10)]),
@@ -61,30 +53,9 @@ STATES = [
 ]
 
 
-def specs(questions: dict[str, Any]) -> tuple:
-    return tuple(to_spec(k, q) for k, q in validate_questions(questions).items())
-
-
 def make_read(state: str, qset: str | dict, **kw: Any) -> ReadRequest:
-    questions = QUESTION_SETS[qset] if isinstance(qset, str) else qset
-    return ReadRequest(state=state, questions=specs(questions), **kw)
-
-
-def max_logprob_gap(ours: list, theirs: list) -> float:
-    """The largest difference of any label log probability (and label mass) between two
-    ``read`` results; the read structure and the argmax flags must be the same."""
-    gap = 0.0
-    assert len(ours) == len(theirs)
-    for our_req, their_req in zip(ours, theirs):
-        assert len(our_req) == len(their_req)
-        for our, their in zip(our_req, their_req):
-            assert len(our.logprobs) == len(their.logprobs)
-            for a, b in zip(our.logprobs, their.logprobs):
-                assert math.isfinite(a) and a <= 0.0
-                gap = max(gap, abs(a - b))
-            gap = max(gap, abs(our.label_mass - their.label_mass))
-            assert our.argmax_is_label == their.argmax_is_label
-    return gap
+    """A read of ``state`` asking the question set ``qset`` names (or ``qset`` itself)."""
+    return read_of(state, QUESTION_SETS[qset] if isinstance(qset, str) else qset, **kw)
 
 
 # ----------------------------------------------------------------------- fixtures

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_diffusiongemma_vllm import TOL, make_read, max_logprob_gap
+from _dgemma_reads import TOL, make_read, max_logprob_gap
 
 import agentbranch as ab
 from agentbranch.engine.readers.vllm import VLLMReader

@@ -217,7 +217,7 @@ def verify(
     ``Policy(take_at=...)`` takes it (``Policy.band``), and right when its label is the
     example's label."""
     from agentbranch.calibration.labelled import load_labelled
-    from agentbranch.calibration.scored import line_requests
+    from agentbranch.calibration.scored import decide_by_line
     from agentbranch.policy.config import GotoNode, Policy
 
     _check_level(level)
@@ -237,20 +237,15 @@ def verify(
     }
     counts = {q: [0, 0, 0] for q in ids}  # decisions, taken, right
     # Questions about one source line are read in one request, as the engine would.
-    requests = line_requests(examples)
-    for start in range(0, len(requests), batch_size):
-        chunk = requests[start : start + batch_size]
-        results = engine.decide_many([c[0] for c in chunk], [c[1] for c in chunk])
-        for (_, _, exs), decisions in zip(chunk, results):
-            for ex in exs:
-                d = decisions[ex.question_id]
-                c = counts[ex.question_id]
-                c[0] += 1
-                if at[ex.question_id] is not None and (
-                    policies[ex.question_id].band(d, at[ex.question_id]) == "take"
-                ):
-                    c[1] += 1
-                    c[2] += d.label == ex.label
+    for _, decided in decide_by_line(engine, examples, batch_size):
+        for ex, d in decided:
+            c = counts[ex.question_id]
+            c[0] += 1
+            if at[ex.question_id] is not None and (
+                policies[ex.question_id].band(d, at[ex.question_id]) == "take"
+            ):
+                c[1] += 1
+                c[2] += d.label == ex.label
     return verdict_from_counts(
         {q: QuestionCounts(at[q], *c) for q, c in counts.items()},
         precision=precision,

@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +17,7 @@ from agentbranch.core.questions import Question
 if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine
 
-__all__ = ["Scored", "line_requests", "read_examples", "top_index"]
+__all__ = ["Scored", "decide_by_line", "line_requests", "read_examples", "top_index"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,24 @@ def line_requests(
     return requests
 
 
+def decide_by_line(
+    engine: Engine, examples: Sequence[Example], batch_size: int
+) -> Iterator[tuple[int, list[tuple[Example, Any]]]]:
+    """``engine``'s decisions of ``examples``, one ``decide_many`` per ``batch_size``
+    lines (``line_requests``): per batch, how many lines it read and each of its
+    examples with its decision, in file order."""
+    requests = line_requests(examples)
+    for start in range(0, len(requests), batch_size):
+        chunk = requests[start : start + batch_size]
+        results = engine.decide_many([c[0] for c in chunk], [c[1] for c in chunk])
+        decided = [
+            (ex, decisions[ex.question_id])
+            for (_, _, exs), decisions in zip(chunk, results)
+            for ex in exs
+        ]
+        yield len(chunk), decided
+
+
 def read_examples(
     engine: Engine,
     examples: Sequence[Example],
@@ -63,25 +81,16 @@ def read_examples(
 
     raw = copy.copy(engine)
     raw.calibration = None
-    requests = line_requests(examples)
     scored: list[Scored] = []
-    for start in range(0, len(requests), batch_size):
-        chunk = requests[start : start + batch_size]
-        results = raw.decide_many([c[0] for c in chunk], [c[1] for c in chunk])
-        for (_, _, exs), decisions in zip(chunk, results):
-            for ex in exs:
-                d = decisions[ex.question_id]
-                scored.append(
-                    Scored(
-                        ex.question_id,
-                        d.type,
-                        tuple(d.options),
-                        tuple(d.probs),
-                        d.options.index(ex.label),
-                    )
-                )
+    for lines, decided in decide_by_line(raw, examples, batch_size):
+        scored += [
+            Scored(
+                ex.question_id, d.type, tuple(d.options), tuple(d.probs), d.options.index(ex.label)
+            )
+            for ex, d in decided
+        ]
         if progress is not None:
-            progress(len(chunk))
+            progress(lines)
     return scored
 
 

@@ -341,12 +341,7 @@ def demo(
                 check_writable(store, "--store")
             except AgentBranchError as e:
                 raise fail(e) from None
-        with err.status("loading the engine…"):
-            engine, reason = load_engine(calibration)
-        err.print(
-            f"[dim]engine:[/dim] {engine.reader.name} ({engine.reader.model}) — {reason}",
-            soft_wrap=True,
-        )
+        engine = _engine_shown(calibration)
         try:
             _run_the_loop(engine, store, stream, precision)
         except AgentBranchError as e:
@@ -356,12 +351,7 @@ def demo(
         rows = load_tickets(tickets)[:limit]
     except AgentBranchError as e:
         raise fail(e) from None
-    with err.status("loading the engine…"):
-        engine, reason = load_engine(calibration)
-    err.print(
-        f"[dim]engine:[/dim] {engine.reader.name} ({engine.reader.model}) — {reason}",
-        soft_wrap=True,
-    )
+    engine = _engine_shown(calibration)
     model = None
     if generate:
         with err.status("loading the local language model (first run: download + convert)…"):
@@ -402,3 +392,15 @@ def demo(
     lines += textwrap.wrap(summary, width=width, break_long_words=False)
     for line in lines:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _engine_shown(calibration: Path | None) -> Any:
+    """The demo's engine, loaded under a status line; which reader it is and why is
+    shown on stderr."""
+    with err.status("loading the engine…"):
+        engine, reason = load_engine(calibration)
+    err.print(
+        f"[dim]engine:[/dim] {engine.reader.name} ({engine.reader.model}) — {reason}",
+        soft_wrap=True,
+    )
+    return engine

@@ -7,18 +7,21 @@
     cassette.stale()      # entries this run never played
 
 How readers and chat models are keyed and how several writers share the file:
-``Cassette``'s docstring; the file work itself is ``replay._cassette_file``.
+``Cassette``'s docstring.
 
-Over 500 lines: one class, the run's shared cassette, whose modes (record, replay, all)
-and repeat numbering must be read together.
+Over 500 lines: one class, the run's shared cassette, whose modes (record, replay, all),
+repeat numbering, teacher entries and file (caught up with, appended to, rewritten) must
+be read together.
 """
 
 from __future__ import annotations
 
+import contextvars
+import json
 import os
 import threading
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,10 +30,7 @@ from agentbranch.core.reads import LabelRead, ReadRequest
 from agentbranch.engine.readers.base import Reader
 from agentbranch.replay import files
 from agentbranch.replay import format as fmt
-from agentbranch.replay._cassette_file import CassetteFile
-from agentbranch.replay._cassette_repeats import CassetteRepeats
-from agentbranch.replay._cassette_teachers import CassetteTeacherEntries
-from agentbranch.replay.format import ChatEntry, ReadEntry, ReaderInfo
+from agentbranch.replay.format import ChatEntry, ReadEntry, ReaderInfo, TeacherEntry
 from agentbranch.replay.keys import (
     chat_key,
     chat_model_id,
@@ -46,14 +46,17 @@ from agentbranch.replay.misses import (
     UNSEEN_CHAT,
     UNSEEN_VERSION,
     explain,
+    fields_note,
     nearest_chat,
     nearest_decision,
     nearest_read,
+    nearest_teacher,
 )
 from agentbranch.replay.modes import RecordMode, resolve_mode
 
 if TYPE_CHECKING:
     from agentbranch.replay.readers import CassetteReader
+    from agentbranch.replay.teachers import CassetteTeachers
 
 
 class ReplayMissError(AgentBranchError, LookupError):
@@ -63,8 +66,14 @@ class ReplayMissError(AgentBranchError, LookupError):
 
 Identity = tuple[str, str, str]  # (kind: "read" | "chat" | "teacher", who, key)
 
+#: The chat repeat this context looked up and the model is answering live: (cassette,
+#: exchange key, the repeat's key); LangChain records the reply in the same context.
+_ASKED: contextvars.ContextVar[tuple[int, str, str] | None] = contextvars.ContextVar(
+    "agentbranch_chat_asked", default=None
+)
 
-class Cassette(CassetteFile, CassetteTeacherEntries, CassetteRepeats):
+
+class Cassette:
     """A cassette file and its record mode.
 
     Several processes may record into one cassette at once (``pytest -n``, parallel jobs):
@@ -93,10 +102,12 @@ class Cassette(CassetteFile, CassetteTeacherEntries, CassetteRepeats):
     cassette at once: before appending, a writer reads what the others appended since it
     last looked (``_sync``). The file is only ever rewritten as a whole (atomically) to start
     a re-recording (mode ``all``), to upgrade an older format, or by ``clear_chats``.
-    Catching up with, appending to and rewriting the file is ``replay._cassette_file``.
-    """
 
-    _miss_error = ReplayMissError  # what its teacher half raises
+    A teacher call or chat exchange asked again in one test is asked again when recording,
+    as the live run it records does, and each answer is kept under its own key
+    (``next_repeat``: the call's key, then ``key#1``, ``key#2`` ...), so a replay answers
+    the repeats in order.
+    """
 
     def __init__(
         self,
@@ -133,10 +144,20 @@ class Cassette(CassetteFile, CassetteTeacherEntries, CassetteRepeats):
         # Learning questions' versions in force, the same way.
         self._versions: dict[str, dict[str, Any]] = {}
         self._version_seen: dict[str, int] = {}
-        self._init_repeats()  # teacher calls and chat exchanges asked again
+        # Teacher calls and chat exchanges asked again: the times each key was asked in
+        # this test, and the highest repeat the file holds of each.
+        self._repeats: dict[str, int] = {}
+        self._highest: dict[str, int] = {}
         self._opened: list[Reader] = []
         self._cache: Any = None
-        self._init_teachers()
+        self._teachers: dict[str, TeacherEntry] = {}  # by key (agentbranch.replay.teachers)
+        #: The misses of audits: raised on an audit's worker thread, where they fail the
+        #: audit but not the run (the pytest plugin fails the test that made them).
+        self.audit_misses: list[str] = []
+        # Audits' draws (whether each decision was audited), by decision like thresholds.
+        self._samples: dict[str, dict[str, Any]] = {}
+        self._sample_seen: dict[str, int] = {}
+        self._teacher_calls: CassetteTeachers | None = None
         if self.mode == "passthrough":
             return
         st = files.status(self.path)  # a loop, a FIFO, a directory: refused now
@@ -374,6 +395,54 @@ class Cassette(CassetteFile, CassetteTeacherEntries, CassetteRepeats):
 
         self._commit(rewrite)
 
+    # -- repeats ------------------------------------------------------------------------
+
+    def next_repeat(self, key: str) -> str:
+        """The key of the next time this test asks the teacher call or chat exchange
+        ``key``: ``key`` the first time, then ``key#1``, ``key#2`` ..."""
+        with self._lock:
+            n = self._repeats.get(key, 0)
+            self._repeats[key] = n + 1
+            return key if n == 0 else f"{key}#{n}"
+
+    def held_repeat(self, repeat: str, table: Mapping[str, Any]) -> str | None:
+        """The key ``table`` answers the repeat ``repeat`` under: that repeat; in mode
+        ``none``, when the recording asked less often than this run, the last repeat it
+        recorded (a cassette recorded before repeats were numbered holds one answer per
+        input, and a replay may ask it again); ``None`` when not held."""
+        if repeat in table or self.mode != "none":
+            return repeat if repeat in table else None
+        base, _, n = repeat.partition("#")
+        with self._lock:
+            for i in range(min(int(n or 0), self._highest.get(base, -1)), -1, -1):
+                if (key := base if i == 0 else f"{base}#{i}") in table:
+                    return key
+        return None
+
+    def _held(self, key: str) -> None:
+        """Note the repeat ``key`` as held by the file."""
+        base, _, n = key.partition("#")
+        i = int(n) if n.isdigit() else 0
+        if i > self._highest.get(base, -1):
+            self._highest[base] = i
+
+    def _asked_live(self, key: str, repeat: str) -> None:
+        """The chat exchange ``key`` is answered live as ``repeat`` in this context."""
+        _ASKED.set((id(self), key, repeat))
+
+    def _answered_as(self, key: str) -> str:
+        """The repeat a reply to the chat exchange ``key`` is recorded as: the one this
+        context looked up, else (recorded without a lookup) the one the next lookup asks."""
+        asked = _ASKED.get()
+        if asked is not None and asked[:2] == (id(self), key):
+            _ASKED.set(None)
+            return asked[2]
+        # Written without a lookup (the cache used as LangChain's ``BaseCache``: update,
+        # then lookup): the repeat the next lookup asks for, so that lookup finds it.
+        with self._lock:
+            n = self._repeats.get(key, 0)
+        return key if n == 0 else f"{key}#{n}"
+
     # -- earned thresholds --------------------------------------------------------------
 
     def threshold(self, key: str, live: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -472,6 +541,122 @@ class Cassette(CassetteFile, CassetteTeacherEntries, CassetteRepeats):
         self._commit(lambda: [line(key, value)])
         return value
 
+    # -- teacher calls and audits' draws ------------------------------------------------
+
+    @property
+    def teacher_calls(self) -> CassetteTeachers:
+        """The policy's teacher calls through this cassette (``Generate`` fallbacks of
+        any Runnable, audits, reviewers): engines reading through one of its readers
+        find it (``DecisionEngine.teacher_calls``); see ``agentbranch.replay.teachers``."""
+        with self._lock:
+            if self._teacher_calls is None:
+                from agentbranch.replay.teachers import CassetteTeachers
+
+                self._teacher_calls = CassetteTeachers(self)
+            return self._teacher_calls
+
+    def holds_chat(self, prompt: str, llm_string: str) -> bool:
+        """Whether this cassette holds a reply to the exchange (nothing is played)."""
+        with self._lock:
+            return chat_key(prompt, llm_string) in self._chats
+
+    def lookup_teacher(self, key: str) -> TeacherEntry | None:
+        """The recorded teacher call ``key`` (a repeat: ``held_repeat``; played), or
+        ``None``."""
+        with self._lock:
+            held = self.held_repeat(key, self._teachers)
+            entry = None if held is None else self._teachers[held]
+            if entry is not None:
+                self._played.add(("teacher", entry.role, entry.key))
+            return entry
+
+    def holds_teacher(self, key: str) -> bool:
+        with self._lock:
+            return key in self._teachers
+
+    def record_teacher(self, entry: TeacherEntry) -> None:
+        if self.mode == "passthrough":
+            return
+
+        def lines() -> list[dict[str, Any]]:
+            self._played.add(("teacher", entry.role, entry.key))
+            return [fmt.teacher_line(entry)]
+
+        self._commit(lines)
+
+    def teacher_miss(self, call: Any, key: str) -> Exception:
+        """The ``ReplayMissError`` for the teacher call ``call``
+        (``core.teacher_calls.TeacherCall``) this cassette cannot answer: the call, the
+        nearest recorded call of the same role and question and how its input differs,
+        how to record it. Kept in ``misses`` (an audit's also in ``audit_misses``)."""
+        from agentbranch.replay.teachers import describe, identity, input_summary
+
+        name = identity(call.teacher)
+        summary = input_summary(call.input)
+        with self._lock:
+            entries = [
+                t
+                for t in self._teachers.values()
+                if (t.role, t.question) == (call.role, call.question_id)
+            ]
+        nearest, diffs = nearest_teacher(name, summary, entries)
+        head = (
+            f"cassette {self._shown} (mode {self.mode!r}) has no answer of "
+            f"{describe(call, name)} to this input ({_excerpt(summary)!r}). "
+            "Replay calls no teacher."
+        )
+        empty = self._empty(
+            f"The cassette holds no {call.role} call of question {call.question_id!r}."
+        )
+        return self._missed(
+            f"{call.role} {name} of {call.question_id!r} {_excerpt(summary, 50)!r}",
+            explain(head, "call", nearest, diffs, empty, UNSEEN_CHAT),
+            diffs,
+            audit=call.role == "audit",
+        )
+
+    def sampled(self, key: str, live: Callable[[], bool], unrecorded: Callable[[], bool]) -> bool:
+        """Whether the next decision with ``key`` (question and state; repeats numbered
+        in order) is audited: as recorded when replaying, else ``live()`` (the audit's
+        draw), recorded; ``unrecorded()`` in replay-only mode when the cassette was
+        recorded before draws were kept."""
+        got = self._per_decision(
+            key,
+            lambda: {"audited": bool(live())},
+            self._sample_seen,
+            self._samples,
+            fmt.sample_line,
+            "",
+            otherwise=lambda: {"audited": bool(unrecorded())},
+        )
+        return bool(got["audited"])
+
+    # -- misses -------------------------------------------------------------------------
+
+    def _empty(self, holds_none: str) -> str:
+        """What a miss says when nothing recorded is near: no file yet, or ``holds_none``."""
+        if not self.path.exists():
+            return f"There is no cassette file at {self.path} yet."
+        return holds_none
+
+    def _missed(self, line: str, message: str, diffs: Any, *, audit: bool) -> ReplayMissError:
+        """Keep the miss ``line`` (with the fields ``diffs`` names) in ``misses``, and an
+        audit's in ``audit_misses`` too; the error to raise (the cassette's
+        ``ReplayMissError``) says ``message``."""
+        with self._lock:
+            self.misses.append(line + fields_note(diffs))
+            if audit:
+                self.audit_misses.append(self.misses[-1])
+        return ReplayMissError(message)
+
+    def _asked_as(self, name: str) -> tuple[Any, str]:
+        """The teacher call a chat model is being invoked for here (or ``None``), and
+        what a chat miss says of it."""
+        from agentbranch.replay.teachers import current_call, describe
+
+        call = current_call()
+        return call, "" if call is None else f", asked as {describe(call, name)}"
+
     # -- stale entries ------------------------------------------------------------------
 
     def stale(self) -> list[dict[str, Any]]:
@@ -512,6 +697,151 @@ class Cassette(CassetteFile, CassetteTeacherEntries, CassetteRepeats):
         e = tables.get(kind, self._teachers).get((who, key) if kind == "read" else key)
         return (e.line or 0) if e is not None else 0
 
+    def _stale_teacher(self, key: str) -> list[dict[str, Any]]:
+        """The stale-list entry of the teacher call ``key`` (none if it is gone)."""
+        t = self._teachers.get(key)
+        if t is None:
+            return []
+        summary = f"{t.role} of {t.question!r} {_excerpt(t.input, 50)!r}"
+        return [{"kind": "teacher", "line": t.line, "model": t.teacher, "summary": summary}]
+
+    # -- the file: catch up with what other writers appended, append, rewrite -----------
+    # Every method runs under the cassette's thread lock and file lock.
+
+    def _commit(self, lines: Callable[[], list[dict[str, Any]]]) -> None:
+        """Under the file lock: catch up with the file (other writers' lines), then append
+        what ``lines()`` returns (it runs under the lock, so it sees the file's current
+        declarations)."""
+        try:
+            with self._lock, self._file_lock.writing():
+                self._prepare()
+                new = lines()
+                if new:
+                    self._append(new)
+        except OSError as e:
+            raise ConfigurationError(
+                f"cannot write the cassette {self.path}: {e}; check that its folder is a "
+                "writable directory (or replay with mode 'none')"
+            ) from e
+
+    def _prepare(self) -> None:
+        """Make the file ready for appending: started (mode ``all``), caught up, with a
+        format-2 header."""
+        if self.mode == "all" and not self._started:
+            self._start()
+            return
+        self._sync()
+        assert self._parser is not None
+        if self._parser.version is None:  # no file yet, or an empty one
+            self._append([fmt.header_line(self.recording)])
+        elif self._parser.version < fmt.FORMAT_VERSION:
+            self._rewrite(chats=True)  # an older format: upgraded, every entry kept
+
+    def _start(self) -> None:
+        """Mode ``all``: start the file afresh, or join it when another process of this
+        recording (same ``recording`` id) started it."""
+        self._started = True
+        head = None
+        if files.status(self.path) is not None:
+            self._refuse_foreign()
+            head = fmt.first_object(self.path)
+        if (
+            isinstance(head, dict)
+            and head.get(fmt.MARK) == fmt.FORMAT_VERSION
+            and head.get("recording") == self.recording
+        ):
+            self._sync()
+            return
+        data = fmt.dumps(fmt.header_line(self.recording)).encode("utf-8")
+        if files.status(self.path) is None:
+            files.append(self.path, data)
+        else:
+            files.replace(self.path, data)
+        self._reload()
+
+    def _rewrite(self, *, chats: bool) -> None:
+        """Replace the file by what this process holds (all of it: it has just caught up),
+        as format 2."""
+        assert self._parser is not None
+        data = fmt.CassetteData(
+            readers=dict(self._parser.data.readers),
+            chat_models=dict(self._parser.data.chat_models),
+            reads=list(self._reads.values()),
+            chats=list(self._chats.values()),
+            thresholds=dict(self._parser.data.thresholds),
+            versions=dict(self._parser.data.versions),
+            samples=dict(self._parser.data.samples),
+            teachers=list(self._teachers.values()),
+        )
+        recording = self._parser.data.recording or self.recording
+        files.replace(self.path, fmt.body(data, recording, chats=chats))
+        self._reload()
+
+    def _reload(self) -> None:
+        self._parser, self._seen = None, None
+        self._sync()
+
+    def _sync(self, *, initial: bool = False) -> None:
+        """Catch up with the file: parse the lines appended since this process last read
+        it, or all of it when it was replaced. Call under both locks."""
+        if files.status(self.path) is None:  # nothing there (yet, or any more)
+            fresh = self._parser is None or self._parser.version is not None
+            if fresh:
+                self._parser, self._seen = fmt.Parser(self.path), None
+            self._absorb(fresh, initial)
+            return
+        with files.open_read(self.path) as f:
+            st = os.fstat(f.fileno())
+            ident = (st.st_dev, st.st_ino)
+            fresh = self._parser is None or ident != self._seen or st.st_size < self._parser.offset
+            if fresh:
+                self._parser = fmt.Parser(self.path)
+            assert self._parser is not None
+            self._parser.feed_file(f)
+        self._seen = ident
+        if initial and self._parser.version is None and self.mode == "none":
+            raise fmt.CassetteFormatError(f"{self.path} is empty; {fmt.RERECORD}")
+        self._absorb(fresh, initial)
+
+    def _append(self, lines: list[dict[str, Any]]) -> None:
+        """Append ``lines`` (one write) and take them in as if read back."""
+        assert self._parser is not None
+        data = encode(lines, self.path)  # an entry too large to load is refused here
+        st = files.append(self.path, data)
+        self._seen = (st.st_dev, st.st_ino)
+        self._parser.feed_lines(data.splitlines(keepends=True))
+        self._absorb(False, False)
+
+    def _absorb(self, fresh: bool, initial: bool) -> None:
+        """Take the parser's new entries into the lookup tables (all of them, replacing
+        what was there, when the file was read from its start)."""
+        assert self._parser is not None
+        if fresh:
+            self._reads.clear()
+            self._chats.clear()
+            self._teachers.clear()
+            self._highest.clear()
+        reads, chats = self._parser.take()
+        for r in reads:
+            self._reads[(r.reader, r.key)] = r
+            if initial:
+                self._loaded.add(("read", r.reader, r.key))
+        for c in chats:
+            self._chats[c.key] = c
+            self._held(c.key)
+            if initial:
+                self._loaded.add(("chat", c.model, c.key))
+        for t in self._parser.take_teachers():
+            self._teachers[t.key] = t
+            self._held(t.key)
+            if initial:
+                self._loaded.add(("teacher", t.role, t.key))
+        self.readers = dict(self._parser.data.readers)
+        self.chat_models = dict(self._parser.data.chat_models)
+        self._thresholds = dict(self._parser.data.thresholds)
+        self._versions = dict(self._parser.data.versions)
+        self._samples = dict(self._parser.data.samples)
+
 
 def _shown(path: Path) -> str:
     """``path`` relative to the working directory when it lies below it (shorter errors)."""
@@ -519,6 +849,44 @@ def _shown(path: Path) -> str:
         return str(path.resolve().relative_to(Path.cwd()))
     except (ValueError, OSError, RuntimeError):  # RuntimeError: a symlink loop
         return str(path)
+
+
+def encode(lines: Iterable[dict[str, Any]], path: Path) -> bytes:
+    """The lines to append to the cassette at ``path``, as bytes; ``CassetteFormatError``,
+    before anything is written, when one is longer than ``MAX_RECORD_BYTES``."""
+    out = []
+    for line in lines:
+        data = fmt.dumps(line).encode("utf-8")
+        if len(data) > fmt.MAX_RECORD_BYTES:
+            raise fmt.CassetteFormatError(
+                f"cannot record {_entry_name(line)} in cassette {path}: its line would be "
+                f"{len(data):,} bytes, more than a cassette line may hold "
+                f"(agentbranch.replay.format.MAX_RECORD_BYTES={fmt.MAX_RECORD_BYTES:,}). It was "
+                "not recorded; the cassette keeps every other entry and still loads. A "
+                "reply this large is usually a model repeating itself (give it a smaller "
+                "max_tokens); a read this large, a state to shorten before it is decided"
+            )
+        out.append(data)
+    return b"".join(out)
+
+
+def _entry_name(line: dict[str, Any]) -> str:
+    """What a cassette line records, for an error (``the teacher reply of ...``)."""
+    kind = line.get("kind")
+    if kind == "read":
+        return f"the read of reader {line.get('reader')!r}"
+    if kind == "chat":
+        return f"the reply of chat model {line.get('model')!r}"
+    if kind == "teacher":
+        return f"the {line.get('role')} teacher's reply for question {line.get('question')!r}"
+    return f"a {kind} line"
+
+
+def _excerpt(summary: Any, width: int = 60) -> str | None:
+    """The last message's content of a teacher input summary (or the payload)."""
+    if isinstance(summary, list) and summary and isinstance(summary[-1], dict):
+        return short(str(summary[-1].get("content")), width)
+    return short(json.dumps(summary, sort_keys=True, default=str), width)
 
 
 def cassette_reader(

@@ -39,7 +39,7 @@ MARK = "agentbranch_cassette"
 MAX_LINE_BYTES = 64 * 2**20
 #: The longest line a recording writes (bytes, newline included; well below
 #: ``MAX_LINE_BYTES``): a read or a reply that large is refused when it is recorded
-#: (``replay._cassette_file.encode``), so one huge entry never leaves a cassette that no
+#: (``replay.cassette.encode``), so one huge entry never leaves a cassette that no
 #: longer loads.
 MAX_RECORD_BYTES = 16 * 2**20
 
