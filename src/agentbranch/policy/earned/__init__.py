@@ -14,7 +14,7 @@ The public face: ``Earned`` (``Policy(take_at=Earned(...))``), what it reports
 
 * ``_earned``: the policy object; ``_state``: the state machine, fed by ``_window``,
   ``_ledger`` and ``_digests``
-* ``_statistics``: the look test; ``_drift``: the drift test; ``_looks``: when looks run
+* ``_statistics``: the look test and when looks run; ``_drift``: the drift test
 * ``_evidence``: record and key; ``_stores``, ``_jsonl_store``, ``_langgraph_store``,
   ``_any_store``: the stores; ``_checkpoint``: the state beside a JSON Lines store
 * ``_collect``: evidence from a labelled decision; ``_health``: audits that never came

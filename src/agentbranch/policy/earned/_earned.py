@@ -33,9 +33,8 @@ from agentbranch.policy.earned._collect import observe_record
 from agentbranch.policy.earned._evidence import Evidence, QuestionKey, Source, new_evidence
 from agentbranch.policy.earned._health import AuditHealth
 from agentbranch.policy.earned._label_loss import append_counted
-from agentbranch.policy.earned._looks import Looks
 from agentbranch.policy.earned._state import TrustState, fresh_state, replay, step
-from agentbranch.policy.earned._statistics import MAX_CANDIDATES, grid, grid_size
+from agentbranch.policy.earned._statistics import MAX_CANDIDATES, Looks, grid, grid_size
 from agentbranch.policy.earned._stores import EvidenceStore
 from agentbranch.policy.trust import Asked, Threshold, Trust, TrustSource
 
