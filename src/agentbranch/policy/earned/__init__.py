@@ -12,8 +12,8 @@ The public face: ``Earned`` (``Policy(take_at=Earned(...))``), what it reports
 (``TrustState``, ``Threshold``, by ``QuestionKey``), ``Evidence`` and its stores,
 ``replay``, ``takes_to_withdraw``/``drifted``. The modules behind it are private:
 
-* ``_earned``: the policy object; ``_state``: the state machine, fed by ``_window``,
-  ``_ledger`` and ``_digests``
+* ``_earned``: the policy object; ``_state``: the state machine, the window of late
+  labels, the ledger of every question and the digests that count each label once
 * ``_statistics``: the look test and when looks run; ``_drift``: the drift test
 * ``_evidence``: record and key; ``_stores``, ``_jsonl_store``, ``_langgraph_store``,
   ``_any_store``: the stores; ``_checkpoint``: the state beside a JSON Lines store

@@ -33,7 +33,7 @@ from agentbranch.policy.earned._collect import observe_record
 from agentbranch.policy.earned._evidence import Evidence, QuestionKey, Source, new_evidence
 from agentbranch.policy.earned._health import AuditHealth
 from agentbranch.policy.earned._label_loss import append_counted
-from agentbranch.policy.earned._state import TrustState, fresh_state, replay, step
+from agentbranch.policy.earned._state import Ledger, TrustState, fresh_state, replay, step
 from agentbranch.policy.earned._statistics import MAX_CANDIDATES, Looks, grid, grid_size
 from agentbranch.policy.earned._stores import EvidenceStore
 from agentbranch.policy.trust import Asked, Threshold, Trust, TrustSource
@@ -172,10 +172,6 @@ class Earned(TrustSource):
         self._lock = threading.RLock()
         #: Serializes reading the store and feeding states (never held while deciding).
         self._feed_lock = threading.Lock()
-        # Imported here: the ledger's compact state needs numpy, which `import
-        # agentbranch` does not load.
-        from agentbranch.policy.earned._ledger import Ledger
-
         self._ledger = Ledger(self)
         self._read_at: float | None = None  # monotonic time of the last read of the store
         self._used: dict[str, str] = {}  # evidence keys this process asked for -> question id

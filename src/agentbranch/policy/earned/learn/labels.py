@@ -44,7 +44,7 @@ def same_text(text: str) -> str:
 
 def priority(ident: str) -> int:
     """A label's place in its option's sample: smallest first (a 64-bit hash)."""
-    from agentbranch.policy.earned._digests import digest
+    from agentbranch.policy.earned._state import digest
 
     return digest(f"sample:{ident}")
 
@@ -101,7 +101,7 @@ class QuestionLabels:
 
     @staticmethod
     def _ids(decision: str | None, text: str | None) -> tuple[int, ...]:
-        from agentbranch.policy.earned._digests import digest
+        from agentbranch.policy.earned._state import digest
 
         ident = identity(decision, text)
         ids = () if ident is None else (digest(ident),)
@@ -131,7 +131,7 @@ class QuestionLabels:
         ``None``: no version learned from such a state."""
         if text is None:
             return None
-        from agentbranch.policy.earned._digests import digest
+        from agentbranch.policy.earned._state import digest
 
         i = self._segment_of(digest(f"text:{same_text(text)}"))
         return None if i is None else i + 1
@@ -173,7 +173,7 @@ class QuestionLabels:
     def fold(self, settled: Any = None) -> bool:
         """Count the pending labels in record order, up to the first not ``settled``
         (``settled(order)``; default: all); whether any was counted."""
-        from agentbranch.policy.earned._digests import DigestSet
+        from agentbranch.policy.earned._state import DigestSet
 
         folded = False
         while self._pending and (settled is None or settled(self._pending[0].order)):
