@@ -12,13 +12,13 @@ The public face: ``Earned`` (``Policy(take_at=Earned(...))``), what it reports
 (``TrustState``, ``Threshold``, by ``QuestionKey``), ``Evidence`` and its stores,
 ``replay``, ``takes_to_withdraw``/``drifted``. The modules behind it are private:
 
-* ``_earned``: the policy object; ``_state``: the state machine, the window of late
-  labels, the ledger of every question and the digests that count each label once
+* ``_earned``: the policy object and the evidence of a labelled decision
+* ``_state``: the state machine, the window of late labels, the ledger of every
+  question and the digests that count each label once
 * ``_statistics``: the look test and when looks run; ``_drift``: the drift test
 * ``_evidence``: record and key; ``_stores``, ``_jsonl_store``, ``_langgraph_store``,
   ``_any_store``: the stores; ``_checkpoint``: the state beside a JSON Lines store
-* ``_collect``: evidence from a labelled decision; ``_health``: audits that never came
-  suspend a band
+* ``_health``: audits that never came suspend a band
 * ``learn/``: learning a better read of a question from its evidence
 """
 

@@ -10,11 +10,14 @@ Per question the policy is ``"learning"`` (nothing taken), ``"earned"`` (taken a
 above ``take_at``), ``"withdrawn"`` (drift closed the band) or ``"fixed"``; every
 teacher label (fallback, review, audit) is an ``Evidence`` record, and the thresholds
 are a deterministic function of the ordered evidence. What a user relies on (states,
-read-back, bad input, ``freeze()``, replays) is in docs/earned.md.
+read-back, bad input, ``freeze()``, replays) is in docs/earned.md. ``observe_record`` turns a labelled decision (its banded first
+read and the teacher's label) into one ``Evidence`` record: the resolver hands over every
+label a resolution obtained, the audit worker every audited take's.
 
 Over 500 lines: one object, read as one: its settings and their checks, the decision
 path, the trust seam the policy calls (``agentbranch.policy.trust``: each method a few
-lines that hand over to the module doing the work) and the store catch-up.
+lines that hand over to the module doing the work), the store catch-up and the evidence
+a labelled decision contributes.
 """
 
 from __future__ import annotations
@@ -28,17 +31,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentbranch.core.errors import ConfigurationError
+from agentbranch.core.questions import Question
+from agentbranch.policy.config import DecisionRecord
 from agentbranch.policy.earned._any_store import as_store
-from agentbranch.policy.earned._collect import observe_record
 from agentbranch.policy.earned._evidence import Evidence, QuestionKey, Source, new_evidence
 from agentbranch.policy.earned._health import AuditHealth
-from agentbranch.policy.earned._label_loss import append_counted
+from agentbranch.policy.earned._label_loss import LabelLostError, append_counted
 from agentbranch.policy.earned._state import Ledger, TrustState, fresh_state, replay, step
 from agentbranch.policy.earned._statistics import MAX_CANDIDATES, Looks, grid, grid_size
 from agentbranch.policy.earned._stores import EvidenceStore
+from agentbranch.policy.records import is_replayed
 from agentbranch.policy.trust import Asked, Threshold, Trust, TrustSource
-
-__all__ = ["Earned", "Threshold", "TrustState", "replay", "step"]
 
 log = logging.getLogger("agentbranch")
 
@@ -532,3 +535,83 @@ class Earned(TrustSource):
 
     def _fresh(self) -> TrustState:
         return fresh_state(self)
+
+
+def observe_record(
+    earned: Any,
+    question_id: str,
+    question: Question,
+    banded: DecisionRecord,
+    *,
+    source: str,
+    teacher_label: str,
+    rate: float,
+    decision: str | None = None,
+    state: Any = None,
+    audit_rate: float | None = None,
+) -> None:
+    """One evidence record for the banded decision ``banded`` (its first read), keyed
+    with its reading fingerprint (``banded["reading"]``) and carrying its identity
+    (``decision``, default ``banded["decision_id"]``: labels of one decision count
+    once). A store that is not an evidence store raises; any other write failure is
+    logged. ``state``: the state read, kept with the label when the policy learns
+    (``learn=True``), and ``audit_rate`` the share of taken decisions the policy audits
+    (what the learner's anytime-valid test needs to weigh the label, ``Evidence.floor``)."""
+    if banded.get("confidence") is None or banded.get("engine_label") is None:
+        return
+    if is_replayed(banded):
+        return  # a replayed decision is no live traffic
+    band = banded["band"] if banded["band"] in ("take", "fallback", "review") else "fallback"
+    learning = {}  # learning hook (agentbranch.policy.earned.learn): the state and the version
+    if getattr(earned, "learner", None) is not None:
+        from agentbranch.policy.generation import state_text
+
+        text = state if isinstance(state, str) or state is None else state_text(state)
+        read = (banded.get("probabilities") or {}).get(banded["engine_label"])
+        learning = {
+            "state": text,
+            "version": banded.get("reader_version"),
+            "probability": read,
+            "audit_rate": audit_rate,
+        }
+    try:
+        earned.observe(
+            QuestionKey(
+                question_id,
+                question,
+                banded.get("reader"),
+                banded.get("model"),
+                banded.get("reading"),
+            ),
+            teacher_label,
+            source=source,
+            band=band,
+            confidence=banded["confidence"],
+            options=banded["options"],
+            engine_label=banded["engine_label"],
+            rate=rate,
+            take_at=banded.get("take_at"),
+            trust=banded.get("trust") or "learning",
+            decision=decision if decision is not None else banded.get("decision_id"),
+            **learning,
+        )
+    except ConfigurationError:
+        raise
+    except LabelLostError:
+        pass  # counted, and logged once per burst (agentbranch.policy.earned._label_loss)
+    except Exception as e:  # noqa: BLE001 - a lost label never fails the decision
+        log.warning(
+            "agentbranch.earned: evidence for %r not stored: %s: %s",
+            question_id,
+            type(e).__name__,
+            e,
+        )
+
+
+__all__ = [
+    "Earned",
+    "Threshold",
+    "TrustState",
+    "replay",
+    "step",
+]
