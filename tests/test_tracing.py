@@ -26,7 +26,7 @@ from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 
 import agentbranch as ab  # noqa: E402
 from agentbranch.policy import Audit, Earned, Generate, Policy  # noqa: E402
-from agentbranch.policy.resolver import Resolver  # noqa: E402
+from agentbranch.policy.resolving import Resolver  # noqa: E402
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -155,8 +155,7 @@ def test_an_audit_teacher_call_is_a_span_of_its_own(exporter):
 def test_several_states_at_once_get_one_span_each(exporter):
     import asyncio
 
-    from agentbranch.policy.resolving import resolve_many
-    from agentbranch.policy.steps import run_async
+    from agentbranch.policy.resolving import resolve_many, run_async
 
     steps = resolve_many(
         engine(),
@@ -181,7 +180,7 @@ def test_without_the_api_installed_decisions_run_and_nothing_is_traced():
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         from agentbranch.core import _tracing
         from agentbranch.policy import Generate, Policy
-        from agentbranch.policy.resolver import Resolver
+        from agentbranch.policy.resolving import Resolver
         from _earned_fixtures import URGENT, Oracle, engine, state
         r = Resolver(engine(), {{"urgent": URGENT}}, Policy(take_at=0.9, fallbacks=[Generate(Oracle())]))
         print(r.resolve(state(1, "yes", 0.55, "no"))["urgent"]["decided_by"], _tracing.tracing())
@@ -202,7 +201,7 @@ def test_without_a_provider_nothing_is_made():
         import opentelemetry.trace
         from agentbranch.core import _tracing
         from agentbranch.policy import Generate, Policy
-        from agentbranch.policy.resolver import Resolver
+        from agentbranch.policy.resolving import Resolver
         from _earned_fixtures import URGENT, Oracle, engine, state
         r = Resolver(engine(), {{"urgent": URGENT}}, Policy(take_at=0.9, fallbacks=[Generate(Oracle())]))
         r.resolve(state(1, "yes", 0.55, "no"))
