@@ -9,8 +9,14 @@ from typing import Any
 
 from agentbranch.core import logs
 from agentbranch.core.errors import ConfigurationError, timeout_seconds
-from agentbranch.policy.auditing.sinks import AuditRecord, as_sinks
-from agentbranch.policy.auditing.worker import AuditStats, AuditWorker, Deadline, Job
+from agentbranch.policy.auditing.worker import (
+    AuditRecord,
+    AuditStats,
+    AuditWorker,
+    Deadline,
+    Job,
+    as_sinks,
+)
 
 log = logging.getLogger("agentbranch")
 

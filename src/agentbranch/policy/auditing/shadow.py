@@ -24,8 +24,7 @@ from agentbranch.core import _metrics as metrics
 from agentbranch.core import _tracing as tracing
 from agentbranch.core.teacher_calls import TeacherCall, teacher_calls_of
 from agentbranch.policy.auditing.config import Audit
-from agentbranch.policy.auditing.sinks import AuditRecord
-from agentbranch.policy.auditing.worker import AuditTimeout, TeacherStuck
+from agentbranch.policy.auditing.worker import AuditRecord, AuditTimeout, TeacherStuck
 
 if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine
