@@ -9,8 +9,8 @@ question it has nothing to read answers uniformly (confidence 0) and warns once.
 docs/calibration.md ("How readers use them") gives the scoring and the temperatures.
 
 ``texts`` builds what each option is compared with, ``scoring`` blends the
-similarities, ``temperatures`` holds the shipped and fitted temperatures, and
-``reader`` the model and the read.
+similarities and holds the shipped and fitted temperatures, and ``reader`` the model
+and the read.
 """
 
 from agentbranch.engine.readers.embedded.reader import (
@@ -19,12 +19,12 @@ from agentbranch.engine.readers.embedded.reader import (
     EmbeddedReader,
     default_model_path,
 )
-from agentbranch.engine.readers.embedded.scoring import combine
-from agentbranch.engine.readers.embedded.temperatures import (
+from agentbranch.engine.readers.embedded.scoring import (
     OBJECTIVE,
     PRIOR_WEIGHT,
     T_MAX,
     T_MIN,
+    combine,
     fit_temperature,
     log_softmax,
     shipped_temperatures,

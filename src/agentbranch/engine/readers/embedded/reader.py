@@ -1,6 +1,6 @@
 """``EmbeddedReader``: the MiniLM model, its embedding caches, and the read (see the
-package docstring for what it reads and how; scoring, batching and temperatures are in
-their own modules). ``RecentStates`` keeps the embeddings of the states read most
+package docstring for what it reads and how; scoring with its temperatures and batching are
+in their own modules). ``RecentStates`` keeps the embeddings of the states read most
 recently, so a state read again soon (a learned version on trial reading the state a
 teacher just labelled, moments after the decision read it) is not embedded again.
 
@@ -23,19 +23,17 @@ from agentbranch.engine.quiet_loads import quiet_loads
 from agentbranch.engine.readers.base import Reader
 from agentbranch.engine.readers.embedded.batches import length_batches, pad_values, padded
 from agentbranch.engine.readers.embedded.scoring import (
-    Comparisons,
-    combine,
-    head_reads,
-    label_read,
-    prototypes,
-    uniform,
-)
-from agentbranch.engine.readers.embedded.temperatures import (
     OBJECTIVE,
     PRIOR_WEIGHT,
     T_MAX,
+    Comparisons,
+    combine,
     fit_temperature,
+    head_reads,
+    label_read,
+    prototypes,
     shipped_temperatures,
+    uniform,
 )
 from agentbranch.engine.readers.embedded.texts import (
     described,
