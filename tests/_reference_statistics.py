@@ -122,21 +122,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from agentbranch.policy.earned._drift import (
+from agentbranch.policy.earned._statistics import (
     DRIFT_DROPS,
     HISTORY_LIMIT,
-    TAKES_LIMIT,
-    drifted,
-    restart_weight,
-    takes_to_withdraw,
-)
-from agentbranch.policy.earned._statistics import (
     MAX_CANDIDATES,
+    TAKES_LIMIT,
     Looks,
+    drifted,
     grid,
     grid_size,
     min_band,
     pvalue_below,
+    restart_weight,
+    takes_to_withdraw,
 )
 
 __all__ = [

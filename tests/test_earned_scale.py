@@ -15,10 +15,9 @@ from hypothesis import strategies as st
 from agentbranch.policy import Earned
 from agentbranch.policy.earned import QuestionKey
 from agentbranch.policy.earned import _state as state_mod
-from agentbranch.policy.earned._drift import DriftState
 from agentbranch.policy.earned._evidence import new_evidence
 from agentbranch.policy.earned._state import DigestSet, digest, replay
-from agentbranch.policy.earned._statistics import Cells, learn_then_test_cells
+from agentbranch.policy.earned._statistics import Cells, DriftState, learn_then_test_cells
 
 
 def _records(seed: int, n: int, grid: list[float]) -> list:

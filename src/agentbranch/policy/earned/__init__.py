@@ -16,15 +16,13 @@ The public face: ``Earned`` (``Policy(take_at=Earned(...))``), what it reports
   that never came (they suspend a band)
 * ``_state``: the state machine, the window of late labels, the ledger of every
   question and the digests that count each label once
-* ``_statistics``: the look test and when looks run; ``_drift``: the drift test
+* ``_statistics``: the look test, when looks run, and the drift test
 * ``_evidence``: record and key; ``_stores``, ``_jsonl_store``, ``_langgraph_store``,
   ``_any_store``: the stores; ``_checkpoint``: the state beside a JSON Lines store
 * ``learn/``: learning a better read of a question from its evidence
 """
 
 from agentbranch.policy.earned._any_store import as_store as as_store
-from agentbranch.policy.earned._drift import DriftState as DriftState
-from agentbranch.policy.earned._drift import drifted, takes_to_withdraw
 from agentbranch.policy.earned._earned import AuditHealth as AuditHealth
 from agentbranch.policy.earned._earned import Earned
 from agentbranch.policy.earned._earned import health_window as health_window
@@ -36,6 +34,8 @@ from agentbranch.policy.earned._label_loss import LabelLostError as LabelLostErr
 from agentbranch.policy.earned._label_loss import labels_lost as labels_lost
 from agentbranch.policy.earned._langgraph_store import LangGraphEvidenceStore
 from agentbranch.policy.earned._state import Threshold, TrustState, replay
+from agentbranch.policy.earned._statistics import DriftState as DriftState
+from agentbranch.policy.earned._statistics import drifted, takes_to_withdraw
 from agentbranch.policy.earned._stores import EvidenceStore
 
 __all__ = [

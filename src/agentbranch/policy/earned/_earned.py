@@ -39,11 +39,16 @@ from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.questions import Question
 from agentbranch.policy.config import DecisionRecord
 from agentbranch.policy.earned._any_store import as_store
-from agentbranch.policy.earned._drift import takes_to_withdraw
 from agentbranch.policy.earned._evidence import Evidence, QuestionKey, Source, new_evidence
 from agentbranch.policy.earned._label_loss import LabelLostError, append_counted
 from agentbranch.policy.earned._state import Ledger, TrustState, fresh_state, replay, step
-from agentbranch.policy.earned._statistics import MAX_CANDIDATES, Looks, grid, grid_size
+from agentbranch.policy.earned._statistics import (
+    MAX_CANDIDATES,
+    Looks,
+    grid,
+    grid_size,
+    takes_to_withdraw,
+)
 from agentbranch.policy.earned._stores import EvidenceStore
 from agentbranch.policy.records import is_replayed
 from agentbranch.policy.trust import Asked, Threshold, Trust, TrustSource

@@ -39,10 +39,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from agentbranch.policy.earned._drift import DriftState
 from agentbranch.policy.earned._evidence import Evidence
 from agentbranch.policy.earned._statistics import (
     Cells,
+    DriftState,
     OffGrid,
     learn_then_test_cells,
     predicted_entry_cells,
