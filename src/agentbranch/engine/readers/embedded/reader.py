@@ -28,19 +28,17 @@ from agentbranch.engine.readers.embedded.scoring import (
     T_MAX,
     Comparisons,
     combine,
+    described,
     fit_temperature,
     head_reads,
-    label_read,
-    prototypes,
-    shipped_temperatures,
-    uniform,
-)
-from agentbranch.engine.readers.embedded.texts import (
-    described,
     hypothesis_texts,
+    label_read,
     missing_signal,
     option_examples,
     option_texts,
+    prototypes,
+    shipped_temperatures,
+    uniform,
 )
 from agentbranch.engine.readers.embedded.traced import (
     Embedding,

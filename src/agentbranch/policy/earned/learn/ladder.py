@@ -66,7 +66,7 @@ def base_share(reader: str | None, question_id: str, question: Any) -> float:
     if reader != "embedded":
         return BASE_SHARE
     from agentbranch.core.questions import to_spec
-    from agentbranch.engine.readers.embedded.texts import missing_signal
+    from agentbranch.engine.readers.embedded.scoring import missing_signal
 
     try:
         spec = to_spec(question_id, question)
