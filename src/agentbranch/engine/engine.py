@@ -26,7 +26,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from agentbranch.core import logs
+from agentbranch.core import _telemetry as telemetry
 from agentbranch.core.at_exit import join_at_exit
 from agentbranch.core.decisions import Decision, Decisions
 from agentbranch.core.errors import (
@@ -198,7 +198,7 @@ class DecisionEngine:
             reason += f"; calibration from {calibration}"
         engine = cls(reader, **kwargs)
         engine.selection_reason = reason
-        logs.event(
+        telemetry.event(
             log,
             logging.INFO,
             "agentbranch.engine_selected",
@@ -229,7 +229,7 @@ class DecisionEngine:
         """Answer ``questions`` (id → ``Choice``/``Noul``/``Score``) about ``state``.
 
         ``draws`` overrides the engine's noise draws for this call. Each decision emits one
-        ``agentbranch.decision`` log event (stdlib ``logging``, see ``agentbranch.core.logs``);
+        ``agentbranch.decision`` log event (stdlib ``logging``, see ``agentbranch.core._telemetry``);
         an integration that resolves decisions further (a policy) passes
         ``log_decisions=False`` and emits the resolved event itself, so every decision is
         logged once."""
@@ -575,7 +575,7 @@ class DecisionEngine:
         )
         if self.log_state:
             event["state"] = state
-        logs.event(log, logging.INFO, "agentbranch.decision", **event)
+        telemetry.event(log, logging.INFO, "agentbranch.decision", **event)
 
 
 def _reader_calibrated(reads: Sequence[LabelRead]) -> bool:

@@ -34,8 +34,7 @@ from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agentbranch.core import _metrics as metrics
-from agentbranch.core import _tracing as tracing
+from agentbranch.core import _telemetry as telemetry
 from agentbranch.core.any_of import AnyOf, member_questions, set_record
 from agentbranch.core.decisions import Decision, Decisions
 from agentbranch.core.errors import ConfigurationError, FallbackError
@@ -113,10 +112,10 @@ def resolve_many(
     audited. ``batched``: one ``decide_many`` read (else one ``decide`` of the single
     state). An engine error gives the policy's fail-open/closed records (or raises).
 
-    With an OpenTelemetry tracer provider set (``agentbranch.core._tracing``), each
+    With an OpenTelemetry tracer provider set (``agentbranch.core._telemetry``), each
     decision gets a span from here to its final record; a fallback's teacher call is a
     child of it."""
-    spans = tracing.decisions(list(questions), len(states))
+    spans = telemetry.decision_spans(list(questions), len(states))
     if spans is None:
         return (
             yield from _resolve_many(engine, questions, policy, states, review, finish, batched)
@@ -140,7 +139,7 @@ def _resolve_many(
     review: Hook,
     finish: Hook | None,
     batched: bool,
-    spans: tracing.Decisions | None = None,
+    spans: telemetry.DecisionSpans | None = None,
 ) -> Steps[list[Resolution]]:
     learns = any(policy_for(policy, question_id).trust.asks_versions for question_id in questions)
     earned = any(policy_for(policy, question_id).earned is not None for question_id in questions)
@@ -369,27 +368,27 @@ def fallback_steps(
                 reply = yield Call(generate, agenerate, engine, fb, qid, messages, rec["options"])
             except Exception as e:  # counted where it was raised (generation._raising)
                 took = time.perf_counter() - started
-                tracing.teacher_call(span, qid, "fallback", teacher, took, type(e).__name__)
+                telemetry.teacher_span(span, qid, "fallback", teacher, took, type(e).__name__)
                 raise
             took = time.perf_counter() - started
             if isinstance(reply, Expired):  # a failed fallback: the next one runs
                 if reply.made:
-                    metrics.teacher_call(qid, "fallback", took, "timeout")
-                    tracing.teacher_call(span, qid, "fallback", teacher, took, "timeout")
+                    telemetry.teacher_call(qid, "fallback", took, "timeout")
+                    telemetry.teacher_span(span, qid, "fallback", teacher, took, "timeout")
                 else:  # refused behind stuck calls: no call, no duration
-                    metrics.teacher_refused(qid, "fallback")
+                    telemetry.teacher_refused(qid, "fallback")
                 log.warning("agentbranch: question %r: %s", qid, reply.message)
                 errors.append(reply.message)
                 continue
             try:
                 label = parse_label(reply, rec["options"])
             except FallbackError as e:
-                metrics.teacher_call(qid, "fallback", took, "invalid_reply")
-                tracing.teacher_call(span, qid, "fallback", teacher, took, "invalid_reply")
+                telemetry.teacher_call(qid, "fallback", took, "invalid_reply")
+                telemetry.teacher_span(span, qid, "fallback", teacher, took, "invalid_reply")
                 errors.append(str(e))
                 continue
-            metrics.teacher_call(qid, "fallback", took, None)
-            tracing.teacher_call(span, qid, "fallback", teacher, took, None)
+            telemetry.teacher_call(qid, "fallback", took, None)
+            telemetry.teacher_span(span, qid, "fallback", teacher, took, None)
             return fallback_record(rec, label, fb.model, reply)
         else:
             out = dict(rec)

@@ -7,7 +7,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from agentbranch.core import logs
+from agentbranch.core import _telemetry as telemetry
 from agentbranch.core.errors import ConfigurationError, timeout_seconds
 from agentbranch.policy.auditing.worker import (
     AuditRecord,
@@ -165,7 +165,7 @@ class Audit:
                     type(e).__name__,
                     e,
                 )
-        logs.event(
+        telemetry.event(
             log,
             logging.INFO,
             AUDIT_EVENT,
