@@ -16,7 +16,7 @@ from typing import Any
 from _earned_fixtures import URGENT, Oracle, engine, state
 
 import agentbranch as ab
-from agentbranch.core import _metrics
+from agentbranch.core import _telemetry
 from agentbranch.integrations.observability import emit_all
 from agentbranch.policy import Generate, Policy, Resolver
 
@@ -48,11 +48,11 @@ def main() -> None:
     def absent() -> float:
         # Hidden from agentbranch only: langsmith (under langchain-core) imports the API
         # itself when it is installed, and its own cost is not agentbranch's.
-        real, _metrics.sys = _metrics.sys, NoAPI
+        real, _telemetry.sys = _telemetry.sys, NoAPI
         try:
             return run()
         finally:
-            _metrics.sys = real
+            _telemetry.sys = real
 
     def no_sdk() -> float:
         ab.use_meter_provider(None)  # the global provider: the API's stand-in

@@ -55,13 +55,14 @@ def main() -> None:
     if args.reps < 1 or args.runs < 1:
         ap.error("--reps and --runs must be at least 1")
 
+    from agentbranch_bench.pattern_graphs import decide_graph, pattern_questions, pattern_states
+
     import agentbranch as ab
     import agentbranch.integrations.langgraph as node_module
     import agentbranch.policy.config as policy_config
-    import agentbranch.policy.resolver as resolver_module
+    import agentbranch.policy.resolving as resolver_module
     from agentbranch.engine.readers.embedded import EmbeddedReader
     from agentbranch.integrations.langgraph import decide_node
-    from agentbranch_bench.pattern_graphs import decide_graph, pattern_questions, pattern_states
 
     reader = EmbeddedReader()
     memoised(reader)

@@ -8,7 +8,7 @@ month that is unbounded. This measures what a bound costs on the public streams 
 fitted on the first ``K`` labels (every refit point that leaves at least ``TEST`` states
 to test on) three ways — all ``K``; the newest ``N`` per option; a reservoir of ``N`` per
 option (the ``N`` labels with the smallest hash priority, what the library keeps:
-``agentbranch.policy.earned.learn.labels``) — and its accuracy is measured on the states after
+``agentbranch.policy.earned.learn.loop``) — and its accuracy is measured on the states after
 the first ``K``. Printed: the pooled accuracy of each way at each ``N``, the mean paired
 difference to the unbounded fit with its standard error, and the share of fits where
 the bound bit (some option had more than ``N`` labels).
@@ -34,7 +34,7 @@ import learning_readers as lr  # noqa: E402
 
 from agentbranch.policy.earned.learn import head as lh  # noqa: E402
 from agentbranch.policy.earned.learn import ladder as ld  # noqa: E402
-from agentbranch.policy.earned.learn.labels import priority  # noqa: E402
+from agentbranch.policy.earned.learn.loop import priority  # noqa: E402
 
 TEST = 50  #: states after the fit at least, to measure its accuracy on
 BOUNDS = (16, 32, 64, 128, 256)

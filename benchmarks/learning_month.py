@@ -1,6 +1,6 @@
 """A month of labels: ``Earned(learn=True)`` streamed 100,000 labelled decisions, with
 RSS and CPU per decision printed in blocks (they stay flat after warm-up: what a fit
-reads is a bounded sample per option, ``agentbranch.policy.earned.learn.labels``).
+reads is a bounded sample per option, ``agentbranch.policy.earned.learn.loop``).
 
 The path users run, above the reader: a ``Resolver`` (what a decide node calls) with
 ``Earned(precision=0.9, learn=True, store=<JSON Lines file>)``, a ``Generate`` teacher

@@ -60,15 +60,11 @@ _SCALE_TESTS = (*_EARNED_TESTS, "tests/test_earned_scale.py")
 MODULES: dict[str, Module] = {
     # The statistics as the state machine runs them: counts per confidence cell, the
     # looks and predicted entry read from the cells, the p-values and the grid (checked
-    # against the per-label reference forms in tests/_reference_statistics.py).
+    # against the per-label reference forms in tests/_reference_statistics.py), and the
+    # running drift e-process and what it takes to withdraw.
     "cells": Module(
         "src/agentbranch/policy/earned/_statistics.py",
         (*_SCALE_TESTS, "tests/test_earned_checkpoint.py"),  # cells written, read
-    ),
-    # The running drift e-process and what it takes to withdraw.
-    "drift": Module(
-        "src/agentbranch/policy/earned/_drift.py",
-        (*_SCALE_TESTS, "tests/test_earned_checkpoint.py"),
     ),
     # The per-question state machine: looks, openings, lowering, withdrawal.
     "trust": Module("src/agentbranch/policy/earned/_state.py", _SCALE_TESTS),

@@ -87,12 +87,12 @@ def run_ladder(
 
     ``ident``: each decision's identity (a repeat — a retry, a redelivery — has the one
     it repeats); labels are counted as the learner counts them
-    (``agentbranch.policy.earned.learn.labels.QuestionLabels``: one per identity, a repeat is
+    (``agentbranch.policy.earned.learn.loop.QuestionLabels``: one per identity, a repeat is
     no label). ``memorize``: a learned version reads the decisions it was fitted on
     sure and right (an overfit version), so a repeat counted as its evidence would
     open it on labels that say nothing of new traffic."""
     from agentbranch.policy.earned.learn import eprocess
-    from agentbranch.policy.earned.learn.labels import QuestionLabels
+    from agentbranch.policy.earned.learn.loop import QuestionLabels
 
     first = ld.FIRST_REFIT if first is None else first
     counted = QuestionLabels(first=first, per_option=1)

@@ -17,7 +17,7 @@ label to the band above (the threshold never goes below the lowest confidence se
 both depend on the confidences only, never on the labels.
 
 **Re-estimating (looks).** Thresholds are recomputed only at looks
-(``agentbranch.policy.earned._looks``): by default on a doubling schedule of labels since
+(``agentbranch.policy.earned._statistics``): by default on a doubling schedule of labels since
 learning (re)started, ``first``, ``2·first``, ``4·first`` ..., look ``k`` spending
 ``alpha_k = alpha / 2**(k + 1)`` (total ≤ ``alpha``). The testing across looks is
 hierarchical (group-sequential testing of ordered hypotheses: Hung, Wang & O'Neill 2007;
@@ -122,21 +122,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from agentbranch.policy.earned._drift import (
+from agentbranch.policy.earned._statistics import (
     DRIFT_DROPS,
     HISTORY_LIMIT,
-    TAKES_LIMIT,
-    drifted,
-    restart_weight,
-    takes_to_withdraw,
-)
-from agentbranch.policy.earned._looks import Looks
-from agentbranch.policy.earned._statistics import (
     MAX_CANDIDATES,
+    TAKES_LIMIT,
+    Looks,
+    drifted,
     grid,
     grid_size,
     min_band,
     pvalue_below,
+    restart_weight,
+    takes_to_withdraw,
 )
 
 __all__ = [

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from agentbranch.audit import audit_report, calibrate_from_audit, load_records, scored_examples
 from agentbranch.cli import app
 from agentbranch.core.errors import ConfigurationError, InvalidFileError
-from agentbranch.policy.auditing.sinks import JsonlSink
+from agentbranch.policy.auditing.worker import JsonlSink
 
 GOOD = record(0.9, True)
 

@@ -15,7 +15,7 @@ from agentbranch_bench.levers import LeverReader
 
 import agentbranch as ab
 from agentbranch.engine import batching
-from agentbranch.engine.callers import CallerThreads, pool_is_starting
+from agentbranch.engine.batching import CallerThreads, pool_is_starting
 
 
 def _here() -> bool:

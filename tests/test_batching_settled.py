@@ -17,7 +17,7 @@ from agentbranch_bench.levers import LeverReader
 
 import agentbranch as ab
 from agentbranch.engine import batching
-from agentbranch.engine.callers import CallerThreads, executor_of, pool_all_waiting
+from agentbranch.engine.batching import CallerThreads, executor_of, pool_all_waiting
 
 
 def _pool_threads(

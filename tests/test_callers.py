@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from agentbranch.engine.callers import TURNAROUND_MARGIN, CallerThreads
+from agentbranch.engine.batching import TURNAROUND_MARGIN, CallerThreads
 
 
 def test_all_in_needs_every_recent_thread_waiting_two_of_them_and_a_cycle():
@@ -73,7 +73,7 @@ def test_threads_that_ended_are_swept_so_lone_callers_do_not_pile_up():
     # so without a sweep every one of them would be kept (with its Thread object).
     import threading
 
-    from agentbranch.engine.callers import SWEEP_AT
+    from agentbranch.engine.batching import SWEEP_AT
 
     c = CallerThreads()
     parked = threading.Event()

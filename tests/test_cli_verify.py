@@ -20,7 +20,7 @@ from agentbranch.audit import Verification, assert_verified, verify
 from agentbranch.audit.verdict import clopper_pearson
 from agentbranch.cli import app
 from agentbranch.policy import Earned, Generate, Policy
-from agentbranch.policy.resolver import Resolver
+from agentbranch.policy.resolving import Resolver
 from agentbranch.replay import Cassette
 
 runner = CliRunner()

@@ -13,8 +13,7 @@ from _earned_fixtures import observe_fallback
 from agentbranch.policy import Earned
 from agentbranch.policy.earned import QuestionKey
 from agentbranch.policy.earned import _checkpoint as ck
-from agentbranch.policy.earned._ledger import Ledger
-from agentbranch.policy.earned._state import replay
+from agentbranch.policy.earned._state import Ledger, replay
 
 
 def _fill(earned: Earned, n: int, seed: int = 0) -> None:

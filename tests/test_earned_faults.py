@@ -285,7 +285,7 @@ def test_every_setting_that_reshapes_confidence_is_in_the_key(kw):
 
 
 def test_a_reader_scoring_setting_is_in_the_reading():
-    from agentbranch.engine.reading import reader_settings
+    from agentbranch.engine.engine import reader_settings
 
     class Tuned(ab.ScriptedReader):
         def __init__(self, script=None, *, temperature: float | None = None, **kw):
@@ -413,7 +413,7 @@ def test_start_at_above_max_take_at_is_a_configuration_error():
 def test_a_canvas_reader_keeps_no_fingerprint_by_default_and_a_changed_prompt_has_one(
     tiny_model_dir,
 ):
-    from agentbranch.engine.reading import reader_settings
+    from agentbranch.engine.engine import reader_settings
 
     plain = ab.TransformersReader.from_pretrained(tiny_model_dir)
     assert reader_settings(plain) == {}

@@ -20,8 +20,8 @@ from hypothesis import strategies as hs
 
 from agentbranch.policy.earned import Earned, replay
 from agentbranch.policy.earned._evidence import new_evidence
-from agentbranch.policy.earned._looks import Looks
 from agentbranch.policy.earned._state import step
+from agentbranch.policy.earned._statistics import Looks
 
 _T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

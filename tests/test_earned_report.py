@@ -18,7 +18,7 @@ from agentbranch.audit.earned_sources import is_evidence_file
 from agentbranch.cli import app
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.policy import Earned, Generate, Policy
-from agentbranch.policy.resolver import Resolver
+from agentbranch.policy.resolving import Resolver
 
 runner = CliRunner()
 
@@ -139,7 +139,16 @@ def test_cli_reads_an_evidence_store(evidence_file, tmp_path):
     png = tmp_path / "t.png"
     res = runner.invoke(
         app,
-        ["audit", "report", "--details", str(path), "--target-precision", "0.8", "--diagram", str(png)],
+        [
+            "audit",
+            "report",
+            "--details",
+            str(path),
+            "--target-precision",
+            "0.8",
+            "--diagram",
+            str(png),
+        ],
         terminal_width=200,
     )
     assert res.exit_code == 0, res.output
@@ -156,7 +165,9 @@ def test_cli_reads_an_evidence_store(evidence_file, tmp_path):
 def test_cli_adds_earned_trust_to_an_audit_report(evidence_file):
     path, audits, *_ = evidence_file
     res = runner.invoke(
-        app, ["audit", "report", "--details", str(audits), "--evidence", str(path)], terminal_width=200
+        app,
+        ["audit", "report", "--details", str(audits), "--evidence", str(path)],
+        terminal_width=200,
     )
     assert res.exit_code == 0, res.output
     # One report, one threshold per question: no hand-chosen take_at beside the earned
@@ -164,7 +175,9 @@ def test_cli_adds_earned_trust_to_an_audit_report(evidence_file):
     assert res.output.count("urgent: ") == 1 and "take_at for" not in res.output
     assert "urgent: nothing taken (withdrawn)" in res.output
     assert "agreement by confidence" in res.output and "audits in audits.jsonl" in res.output
-    res = runner.invoke(app, ["audit", "report", "--details", str(audits), "--evidence", str(path), "--json"])
+    res = runner.invoke(
+        app, ["audit", "report", "--details", str(audits), "--evidence", str(path), "--json"]
+    )
     both = json.loads(res.output)
     assert set(both) == {"audit", "earned"}
     assert "threshold" not in both["audit"]["questions"]["urgent"]
@@ -183,7 +196,9 @@ def test_cli_corrupt_evidence_is_a_clear_error(evidence_file, tmp_path):
     assert res.exit_code == 2
     assert "not an agentbranch evidence record" in res.output
     assert "Traceback" not in res.output
-    res = runner.invoke(app, ["audit", "report", "--details", str(audits), "--evidence", str(tmp_path / "no")])
+    res = runner.invoke(
+        app, ["audit", "report", "--details", str(audits), "--evidence", str(tmp_path / "no")]
+    )
     assert res.exit_code == 2 and "no evidence file" in res.output
 
 
@@ -209,7 +224,9 @@ def test_cli_on_a_fifo_or_a_directory_is_a_clear_error(tmp_path):
         assert not is_evidence_file(target)
         res = runner.invoke(app, ["audit", "report", "--details", str(target)])
         assert res.exit_code == 2 and "Traceback" not in res.output
-        res = runner.invoke(app, ["audit", "report", "--details", str(target), "--evidence", str(target)])
+        res = runner.invoke(
+            app, ["audit", "report", "--details", str(target), "--evidence", str(target)]
+        )
         assert res.exit_code == 2
 
 
@@ -230,7 +247,9 @@ def test_report_and_cli_on_a_sqlite_store(tmp_path):
     (q,) = rep.questions.values()
     assert [e.kind for e in q.events][:2] == ["opened", "withdrawn"]
     res = runner.invoke(
-        app, ["audit", "report", "--details", str(db), "--target-precision", "0.8"], terminal_width=200
+        app,
+        ["audit", "report", "--details", str(db), "--target-precision", "0.8"],
+        terminal_width=200,
     )
     assert res.exit_code == 0, res.output
     assert "urgent: nothing taken (withdrawn)" in res.output and "withdrawn at" in res.output

@@ -15,11 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentbranch.policy import Earned
-from agentbranch.policy.earned import _window as window_mod
-from agentbranch.policy.earned._digests import DigestSet, digest
-from agentbranch.policy.earned._drift import DriftState
-from agentbranch.policy.earned._state import replay
-from agentbranch.policy.earned._statistics import Cells, learn_then_test_cells
+from agentbranch.policy.earned import _state as state_mod
+from agentbranch.policy.earned._state import DigestSet, digest, replay
+from agentbranch.policy.earned._statistics import Cells, DriftState, learn_then_test_cells
 
 
 def _records(seed: int, n: int, grid: list[float]) -> list:
@@ -110,13 +108,13 @@ def test_incremental_state_is_a_full_replay_in_sorted_order(
 @pytest.fixture
 def monkeypatch_window(monkeypatch):
     """A small window, so that some labels arrive older than it (a replay from the store)."""
-    monkeypatch.setattr(window_mod, "CHUNK", 8)
-    monkeypatch.setattr(window_mod, "CHUNKS", 8)
+    monkeypatch.setattr(state_mod, "CHUNK", 8)
+    monkeypatch.setattr(state_mod, "CHUNKS", 8)
 
 
 def test_a_label_later_than_its_window_replays_the_question_from_the_store(monkeypatch):
-    monkeypatch.setattr(window_mod, "CHUNK", 4)
-    monkeypatch.setattr(window_mod, "CHUNKS", 3)
+    monkeypatch.setattr(state_mod, "CHUNK", 4)
+    monkeypatch.setattr(state_mod, "CHUNKS", 3)
     earned = Earned(precision=0.8, level=0.9, min_evidence=10, step=0.02)
     records = _records(5, 200, earned.candidates)
     late, rest = records[3], records[:3] + records[4:]
@@ -129,16 +127,15 @@ def test_a_label_later_than_its_window_replays_the_question_from_the_store(monke
 def _counting(monkeypatch) -> list[int]:
     """Count state-machine steps wherever they are called from."""
     import agentbranch.policy.earned as earned_mod
-    import agentbranch.policy.earned._state as trust_mod
 
     calls = [0]
-    original = trust_mod.step
+    original = state_mod.step
 
     def counted(*a, **k):
         calls[0] += 1
         return original(*a, **k)
 
-    for mod in (earned_mod, trust_mod, window_mod):
+    for mod in (earned_mod, state_mod):
         if hasattr(mod, "step"):
             monkeypatch.setattr(mod, "step", counted)
     return calls
@@ -163,7 +160,7 @@ def test_a_future_dated_record_does_not_make_each_label_replay_the_store(tmp_pat
     for i in range(50):
         _observe(earned, (i % 89) / 89, i % 4 > 0)
     # the old core replayed ~400 records per label (20,000 steps)
-    assert calls[0] <= 50 * 2 * window_mod.CHUNK
+    assert calls[0] <= 50 * 2 * state_mod.CHUNK
 
 
 def test_an_out_of_order_label_costs_its_window_not_the_history(monkeypatch):
@@ -178,7 +175,7 @@ def test_an_out_of_order_label_costs_its_window_not_the_history(monkeypatch):
     for rec in (records[-1], records[-2]):  # the second arrives late
         earned.evidence.append([rec])
         earned._ledger.feed([rec])
-    assert calls[0] <= 2 * window_mod.CHUNK + 1
+    assert calls[0] <= 2 * state_mod.CHUNK + 1
     assert _summary(earned._ledger.windows["k"].live) == _summary(replay(records, earned))
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from agentbranch.policy.earned.learn.work import Stopped, Work
+from agentbranch.policy.earned.learn.loop import Stopped, Work
 
 
 def test_a_long_task_stops_at_its_next_step_when_the_process_exits():

@@ -157,7 +157,7 @@ def test_cassettes_record_and_replay_the_local_chat_model(tmp_path):
 
 
 def test_generate_fallback_records_whether_the_reply_was_constrained():
-    from agentbranch.policy.resolver import Resolver
+    from agentbranch.policy.resolving import Resolver
 
     questions = {"team": ab.choice("Which team?", ["billing", "bugs"])}
     unsure = ab.DecisionEngine(ab.ScriptedReader({"team": {"billing": 0.5, "bugs": 0.5}}))

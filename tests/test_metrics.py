@@ -1,4 +1,4 @@
-"""Metrics through OpenTelemetry's API (agentbranch.core._metrics, docs/metrics.md): a
+"""Metrics through OpenTelemetry's API (agentbranch.core._telemetry, docs/metrics.md): a
 LangGraph graph with an Earned policy, a teacher and audits, run under the SDK, exports
 figures equal to what ``agentbranch audit report`` computes from its store; without an
 SDK nothing beyond the API is imported and nothing is recorded."""
@@ -19,7 +19,7 @@ from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
 
 import agentbranch as ab  # noqa: E402
-from agentbranch.core import _metrics  # noqa: E402
+from agentbranch.core import _telemetry  # noqa: E402
 from agentbranch.policy import Audit, Earned, Generate, Policy  # noqa: E402
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -187,8 +187,8 @@ def test_without_an_sdk_nothing_beyond_the_api_is_imported():
         """,
         _DECIDE,
         """
-        from agentbranch.core import _metrics
-        assert not _metrics.enabled()
+        from agentbranch.core import _telemetry
+        assert not _telemetry.enabled()
         print(sorted(m for m in sys.modules if m.startswith("opentelemetry")))
         """,
     )
@@ -207,7 +207,7 @@ def test_agentbranch_imports_only_the_metrics_api():
                 found.add(node.module)
             elif isinstance(node, ast.Import):
                 found.update(a.name for a in node.names if a.name.startswith("opentelemetry"))
-    # The metrics API, and the tracing API for spans (agentbranch.core._tracing): never the SDK.
+    # The metrics API, and the tracing API for spans (agentbranch.core._telemetry): never the SDK.
     api = {"opentelemetry.metrics", "opentelemetry.metrics._internal", "opentelemetry.trace"}
     assert found and found <= api, found
 
@@ -220,10 +220,10 @@ def test_without_the_api_installed_decisions_run_and_nothing_records():
         """,
         _DECIDE,
         """
-        from agentbranch.core import _metrics
+        from agentbranch.core import _telemetry
         import agentbranch as ab
         ab.use_meter_provider(None)
-        print(_metrics.enabled(), [m for m in sys.modules if m.startswith("opentelemetry.")])
+        print(_telemetry.enabled(), [m for m in sys.modules if m.startswith("opentelemetry.")])
         """,
     )
     assert out.strip() == "False []"
@@ -252,13 +252,13 @@ def test_the_global_provider_the_application_sets_is_used():
 
 def test_hooks_do_nothing_until_a_provider_is_given():
     ab.use_meter_provider(None)
-    assert _metrics._instruments() is None or _metrics.enabled()
+    assert _telemetry._instruments() is None or _telemetry.enabled()
     reader = InMemoryMetricReader()
     provider = MeterProvider(metric_readers=[reader])
     ab.use_meter_provider(provider)
     try:
-        assert _metrics.enabled()
-        _metrics.label_stored("q")
+        assert _telemetry.enabled()
+        _telemetry.label_stored("q")
         assert total(points(reader), "agentbranch.labels.stored", **{"question.id": "q"}) == 1
     finally:
         ab.use_meter_provider(None)
@@ -274,7 +274,7 @@ def test_the_gauges_say_what_the_latest_decision_had_in_force(reader):
         "take_at": 0.8,
         "reader_version": 2,
     }
-    _metrics.decisions([rec, {**rec, "take_at": 0.75, "reader_version": 3}])
+    _telemetry.decisions([rec, {**rec, "take_at": 0.75, "reader_version": 3}])
     pts = points(reader)
 
     def now(name):

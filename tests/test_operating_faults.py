@@ -417,7 +417,6 @@ def test_labels_lost_to_a_full_disk_are_counted_with_one_error_per_burst(tmp_pat
     assert labels_lost(store) == 7 and len(store.inner.keys()) == 1
 
 
-
 # -- 7. files holding user text are owner-only ---------------------------------------------
 
 
@@ -454,7 +453,7 @@ def test_stores_and_audit_files_are_created_owner_only(tmp_path, usual_umask):
 
 
 def test_the_operator_may_ask_for_other_permissions(tmp_path, usual_umask):
-    from agentbranch.policy.auditing.sinks import JsonlSink
+    from agentbranch.policy.auditing.worker import JsonlSink
     from agentbranch.policy.earned import JsonlEvidenceStore
 
     store = JsonlEvidenceStore(tmp_path / "evidence.jsonl", mode=0o640)
@@ -500,7 +499,7 @@ def test_a_store_that_exists_world_readable_is_tightened_with_one_warning(
     import os
     import sqlite3
 
-    from agentbranch.policy.auditing.sinks import JsonlSink
+    from agentbranch.policy.auditing.worker import JsonlSink
 
     path = tmp_path / {"jsonl": "evidence.jsonl", "sqlite": "evidence.db", "audit": "a.jsonl"}[kind]
     if kind == "sqlite":
@@ -626,9 +625,15 @@ def _version_records():
                     take_at=None,
                     trust="learning",
                     version=version,
-                    earned={"precision": 0.9, "level": 0.95, "min_evidence": 50,
-                            "max_take_at": 1.0, "min_take_at": 0.0, "start_at": None,
-                            "step": 0.01},
+                    earned={
+                        "precision": 0.9,
+                        "level": 0.95,
+                        "min_evidence": 50,
+                        "max_take_at": 1.0,
+                        "min_take_at": 0.0,
+                        "start_at": None,
+                        "step": 0.01,
+                    },
                     time=f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}+00:00",
                     state=f"s{i}",
                 )

@@ -14,8 +14,8 @@ import pytest
 import agentbranch as ab
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.engine.batching import BatchingReader
+from agentbranch.engine.engine import reader_settings
 from agentbranch.engine.readers.base import Reader
-from agentbranch.engine.reading import reader_settings
 
 URGENT = {"urgent": ab.choice("Is this urgent?", ["yes", "no"])}
 

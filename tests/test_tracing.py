@@ -1,4 +1,4 @@
-"""Spans through OpenTelemetry's tracing API (agentbranch.core._tracing, docs/metrics.md),
+"""Spans through OpenTelemetry's tracing API (agentbranch.core._telemetry, docs/metrics.md),
 exported by the SDK's InMemorySpanExporter: one span per decision with its band, who
 decided, confidence, take_at, version and latency; a fallback's teacher call a child of
 it; an audit's teacher call on its own; never the state's text unless asked; and nothing
@@ -25,7 +25,7 @@ from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 
 import agentbranch as ab  # noqa: E402
 from agentbranch.policy import Audit, Earned, Generate, Policy  # noqa: E402
-from agentbranch.policy.resolver import Resolver  # noqa: E402
+from agentbranch.policy.resolving import Resolver  # noqa: E402
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -154,8 +154,7 @@ def test_an_audit_teacher_call_is_a_span_of_its_own(exporter):
 def test_several_states_at_once_get_one_span_each(exporter):
     import asyncio
 
-    from agentbranch.policy.resolving import resolve_many
-    from agentbranch.policy.steps import run_async
+    from agentbranch.policy.resolving import resolve_many, run_async
 
     steps = resolve_many(
         engine(),
@@ -178,12 +177,12 @@ def test_without_the_api_installed_decisions_run_and_nothing_is_traced():
         sys.modules["opentelemetry"] = None  # as if not installed: every import fails
         sys.path.insert(0, {str(SRC)!r})
         sys.path.insert(0, {str(Path(__file__).parent)!r})
-        from agentbranch.core import _tracing
+        from agentbranch.core import _telemetry
         from agentbranch.policy import Generate, Policy
-        from agentbranch.policy.resolver import Resolver
+        from agentbranch.policy.resolving import Resolver
         from _earned_fixtures import URGENT, Oracle, engine, state
         r = Resolver(engine(), {{"urgent": URGENT}}, Policy(take_at=0.9, fallbacks=[Generate(Oracle())]))
-        print(r.resolve(state(1, "yes", 0.55, "no"))["urgent"]["decided_by"], _tracing.tracing())
+        print(r.resolve(state(1, "yes", 0.55, "no"))["urgent"]["decided_by"], _telemetry.active_tracer())
         """
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -199,13 +198,13 @@ def test_without_a_provider_nothing_is_made():
         sys.path.insert(0, {str(SRC)!r})
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         import opentelemetry.trace
-        from agentbranch.core import _tracing
+        from agentbranch.core import _telemetry
         from agentbranch.policy import Generate, Policy
-        from agentbranch.policy.resolver import Resolver
+        from agentbranch.policy.resolving import Resolver
         from _earned_fixtures import URGENT, Oracle, engine, state
         r = Resolver(engine(), {{"urgent": URGENT}}, Policy(take_at=0.9, fallbacks=[Generate(Oracle())]))
         r.resolve(state(1, "yes", 0.55, "no"))
-        assert _tracing.tracing() is None and _tracing._built is None
+        assert _telemetry.active_tracer() is None and _telemetry._tracer_built is None
         print("ok")
         """
     )
@@ -221,7 +220,7 @@ def test_in_a_graph_under_the_apps_span_and_a_review_interrupt_is_no_error(expor
     policy = Policy(take_at=0.9, review_below=0.9)  # every unsure answer asks a human
     app = urgent_graph(policy, checkpointer=InMemorySaver())
     cfg = {"configurable": {"thread_id": "t"}}
-    tracer = ab.core._tracing.tracing()  # the app's own tracer, on the same provider
+    tracer = ab.core._telemetry.active_tracer()  # the app's own tracer, on the same provider
     with tracer.start_as_current_span("handle ticket") as request:
         out = app.invoke({"text": state(7, "yes", 0.55, "no")}, cfg)
         assert "__interrupt__" in out

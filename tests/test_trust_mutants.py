@@ -586,7 +586,7 @@ def test_a_single_wrong_audit_can_withdraw_a_very_precise_band():
     drop than under the target: the first one withdraws (no second error needed)."""
     from _reference_statistics import Drift, drifted
 
-    from agentbranch.policy.earned._drift import DriftState
+    from agentbranch.policy.earned._statistics import DriftState
 
     running, restarting = DriftState(0.999), Drift(0.999)
     assert running.add(False) == pytest.approx(restarting.add(False))
@@ -601,7 +601,7 @@ def test_a_drop_that_reaches_zero_precision_is_no_alternative(precision):
     not an alternative. The running e-value equals the restarting one."""
     from _reference_statistics import Drift
 
-    from agentbranch.policy.earned._drift import DriftState
+    from agentbranch.policy.earned._statistics import DriftState
 
     running, restarting = DriftState(precision), Drift(precision)
     for i in range(40):
@@ -614,7 +614,7 @@ def test_below_every_drop_the_drift_test_has_no_alternative_and_never_withdraws(
     stays 1 however many audits disagree."""
     from _reference_statistics import Drift
 
-    from agentbranch.policy.earned._drift import DriftState
+    from agentbranch.policy.earned._statistics import DriftState
 
     running, restarting = DriftState(0.04), Drift(0.04)
     for _ in range(30):
@@ -627,7 +627,7 @@ def test_the_drift_test_withdraws_at_exactly_one_over_alpha():
     withdraws."""
     from _reference_statistics import Drift
 
-    from agentbranch.policy.earned._drift import DriftState
+    from agentbranch.policy.earned._statistics import DriftState
 
     running, restarting = DriftState(0.999), Drift(0.999)
     e = running.add(False)

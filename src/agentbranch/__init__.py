@@ -41,7 +41,7 @@ from agentbranch.policy import (
     Policy,
 )
 
-# A library is silent unless the application configures logging (see agentbranch.core.logs).
+# A library is silent unless the application configures logging (see agentbranch.core._telemetry).
 logging.getLogger("agentbranch").addHandler(logging.NullHandler())
 
 __all__ = [
@@ -105,8 +105,8 @@ _LAZY = {
     "local_generator": "agentbranch.integrations.local_models",
     "smollm2": "agentbranch.engine.readers.smollm2",
     # metrics through OpenTelemetry's API (docs/metrics.md)
-    "use_meter_provider": "agentbranch.core._metrics",
-    "use_tracer_provider": "agentbranch.core._tracing",
+    "use_meter_provider": "agentbranch.core._telemetry",
+    "use_tracer_provider": "agentbranch.core._telemetry",
 }
 
 

@@ -200,7 +200,7 @@ def test_earned_learns_from_the_same_models_generation(smollm2_reader):
     teacher = ab.Generate(ab.LocalChatModel.on(smollm2_reader, max_tokens=8))
     policy = ab.Policy(take_at=earned, fallbacks=[teacher])
     engine = ab.DecisionEngine(smollm2_reader)
-    from agentbranch.policy.resolver import Resolver
+    from agentbranch.policy.resolving import Resolver
 
     resolver = Resolver(engine, {"team": QUESTIONS["team"]}, policy)
     records = [resolver.resolve(s)["team"] for s in STATES]

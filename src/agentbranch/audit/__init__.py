@@ -27,8 +27,7 @@ from agentbranch.audit.report import (
 from agentbranch.audit.verdict import Verification, assert_verified, verify
 from agentbranch.core.audit_records import AuditRecord
 from agentbranch.policy.auditing.config import AUDIT_EVENT, Audit
-from agentbranch.policy.auditing.sinks import CallbackSink, JsonlSink, StoreSink
-from agentbranch.policy.auditing.worker import AuditStats
+from agentbranch.policy.auditing.worker import AuditStats, CallbackSink, JsonlSink, StoreSink
 
 __all__ = [
     "AUDIT_EVENT",

@@ -70,7 +70,7 @@ class Decision(BaseModel):
     #: Fingerprint of the reading settings that shaped ``confidence`` (draws,
     #: permutations, joint canvas, instructions, calibration temperature, the reader's
     #: scoring settings); ``None`` when all are the defaults. Earned thresholds key
-    #: their evidence by it (``agentbranch.engine.reading``).
+    #: their evidence by it (``agentbranch.engine.engine``).
     reading: str | None = None
 
     @classmethod

@@ -5,7 +5,11 @@ Data flows one way: questions → question reads (chunks, permutations) → ``Re
 
 The fold from reads to decisions folds the reads of each question (chunks, permutations,
 draws) into one distribution, applies the calibration's temperature, stamps the reading
-fingerprint and logs the decision.
+fingerprint and logs the decision. The fingerprint says which settings shaped a
+decision's confidence: a threshold earned on one confidence scale means nothing on
+another, so ``fingerprint`` hashes every setting that moves confidences and differs from
+its default into ``Decision.reading`` (what counts and why: its docstring), and
+``Earned`` keys its evidence by it; ``reader_settings`` collects a reader's own.
 
 Over 500 lines: one idea, the engine's one pass from questions to decisions; preparing the
 request, reading and folding share the engine's reader, calibration and settings.
@@ -16,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import copy
+import hashlib
+import json
 import logging
 import os
 import threading
@@ -26,7 +32,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from agentbranch.core import logs
+from agentbranch.core import _telemetry as telemetry
 from agentbranch.core.at_exit import join_at_exit
 from agentbranch.core.decisions import Decision, Decisions
 from agentbranch.core.errors import (
@@ -46,9 +52,6 @@ from agentbranch.engine.batching import BatchingReader
 from agentbranch.engine.calibration import Calibration
 from agentbranch.engine.plan import QuestionPlans, Unit, combine, normalise
 from agentbranch.engine.readers.base import Reader, require_reader
-from agentbranch.engine.reading import fingerprint, reader_settings
-
-__all__ = ["DecisionEngine"]
 
 log = logging.getLogger("agentbranch")
 calibration_log = logging.getLogger("agentbranch.calibration")
@@ -198,7 +201,7 @@ class DecisionEngine:
             reason += f"; calibration from {calibration}"
         engine = cls(reader, **kwargs)
         engine.selection_reason = reason
-        logs.event(
+        telemetry.event(
             log,
             logging.INFO,
             "agentbranch.engine_selected",
@@ -229,7 +232,7 @@ class DecisionEngine:
         """Answer ``questions`` (id → ``Choice``/``Noul``/``Score``) about ``state``.
 
         ``draws`` overrides the engine's noise draws for this call. Each decision emits one
-        ``agentbranch.decision`` log event (stdlib ``logging``, see ``agentbranch.core.logs``);
+        ``agentbranch.decision`` log event (stdlib ``logging``, see ``agentbranch.core._telemetry``);
         an integration that resolves decisions further (a policy) passes
         ``log_decisions=False`` and emits the resolved event itself, so every decision is
         logged once."""
@@ -531,7 +534,7 @@ class DecisionEngine:
         )
 
     def _reader_settings(self) -> dict[str, Any]:
-        """The reader's confidence-shaping settings (``engine.reading``), read once."""
+        """The reader's confidence-shaping settings (``reader_settings``), read once."""
         got = self.__dict__.get("_reading_settings")
         if got is None:
             got = self.__dict__["_reading_settings"] = reader_settings(self.reader)
@@ -575,7 +578,7 @@ class DecisionEngine:
         )
         if self.log_state:
             event["state"] = state
-        logs.event(log, logging.INFO, "agentbranch.decision", **event)
+        telemetry.event(log, logging.INFO, "agentbranch.decision", **event)
 
 
 def _reader_calibrated(reads: Sequence[LabelRead]) -> bool:
@@ -595,3 +598,69 @@ def _usage(reads: list[LabelRead]) -> tuple[dict[str, int] | None, str | None]:
         }
         usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
     return usage, (ids[0] if ids else None)
+
+
+def _plain(value: Any) -> Any:
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def reader_settings(reader: Reader) -> dict[str, Any]:
+    """The confidence-shaping settings (``Reader.reading_settings``) of the reader that
+    does the reading: the innermost of the readers ``reader`` reads through."""
+    *_, innermost = reader.chain()
+    return {str(k): _plain(v) for k, v in dict(innermost.reading_settings()).items()}
+
+
+def fingerprint(
+    *,
+    instructions: str | None,
+    joint: bool,
+    draws: int,
+    permutations: int,
+    temperature: float,
+    reader: dict[str, Any],
+) -> str | None:
+    """``Decision.reading`` for these settings: ``None`` when every one
+    is its default, else a short hash of those that are not.
+
+    A confidence is compared with a threshold, and a threshold earned on one confidence
+    scale means nothing on another: sharper temperatures, more draws or permutations, a
+    joint canvas, other instructions or another scoring setup of the reader all move the
+    same answer to another confidence. ``fingerprint`` hashes every such setting that
+    differs from its default into ``Decision.reading`` (``None`` when none does), and
+    ``Earned`` keys its evidence by it: a changed scale starts learning again.
+
+    What counts (engine): ``instructions``, ``joint``, the draws of the read (``draws``, or
+    a call's ``draws=``), ``permutations``, and the temperature the calibration gives this
+    question. Reader: what its ``reading_settings()`` returns (``Reader`` declares the
+    default: the constructor arguments it holds with a value other than their default,
+    but those it declares in ``reading_ignores``): the embedded reader's temperature
+    and weights, a vLLM reader's denoising steps and constraint, a token reader's chat
+    template, template arguments and special-token handling ...
+    Question wording, options and examples are in the evidence key already; reader name
+    and model too.
+    """
+    settings: dict[str, Any] = {}
+    if instructions is not None:
+        settings["instructions"] = instructions
+    if joint:
+        settings["joint"] = True
+    if draws != 1:
+        settings["draws"] = int(draws)
+    if permutations != 1:
+        settings["permutations"] = int(permutations)
+    if temperature != 1.0:
+        settings["temperature"] = repr(float(temperature))
+    if reader:
+        settings["reader"] = reader
+    if not settings:
+        return None
+    blob = json.dumps(settings, sort_keys=True, ensure_ascii=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+__all__ = ["DecisionEngine"]

@@ -31,7 +31,7 @@ from agentbranch.policy import (
     options_of,
     policy_for,
 )
-from agentbranch.policy.review import ANSWERED_BY_THE_GRAPH
+from agentbranch.policy.resolving import ANSWERED_BY_THE_GRAPH
 
 if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine
@@ -88,7 +88,7 @@ def review_with_interrupt(payload: dict[str, Any]) -> str:
 
 
 # The human's answer comes back through the checkpointer and Command(resume=...): a
-# replay cassette does not record it (agentbranch.policy.review).
+# replay cassette does not record it (agentbranch.policy.resolving).
 setattr(review_with_interrupt, ANSWERED_BY_THE_GRAPH, True)
 
 

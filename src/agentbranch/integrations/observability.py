@@ -1,7 +1,7 @@
 """Where resolved decision records go besides graph state.
 
 Every decision is logged once. Used directly, the engine logs one ``agentbranch.decision``
-event per answer (stdlib ``logging``, logger ``"agentbranch"``, see ``agentbranch.core.logs``);
+event per answer (stdlib ``logging``, logger ``"agentbranch"``, see ``agentbranch.core._telemetry``);
 under a policy (routers, nodes, the tool) the engine stays quiet and, once the policy has
 resolved the decision, ``emit`` sends its record (never the raw state unless
 ``include_state=True``) to:
@@ -21,8 +21,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from agentbranch.core import _metrics as metrics
-from agentbranch.core import logs
+from agentbranch.core import _telemetry as telemetry
 
 __all__ = ["EVENT", "NO_HANDLERS", "aemit", "aemit_all", "emit", "emit_all"]
 
@@ -48,7 +47,7 @@ def _payload(record: dict[str, Any], state: Any, include_state: bool) -> dict[st
 def _log(record: dict[str, Any]) -> None:
     if not log.isEnabledFor(logging.INFO):
         return
-    logs.event(
+    telemetry.event(
         log,
         logging.INFO,
         EVENT,
@@ -103,7 +102,7 @@ def _logged_and_streamed(
 ) -> list[dict[str, Any]]:
     """Log each record and write it to the custom stream; the payloads to dispatch."""
     records = list(records)
-    metrics.decisions(records)
+    telemetry.decisions(records)
     writer = _writer()
     payloads = []
     for record in records:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin, get_type_h
 
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
-from agentbranch.core import _metrics as metrics
+from agentbranch.core import _telemetry as telemetry
 from agentbranch.core.errors import (
     AgentBranchError,
     ConfigurationError,
@@ -528,7 +528,7 @@ class DecideFirst(RunnableLambda):
     def _label(self, record: DecisionRecord, reply: Any, text: str, started: float) -> str:
         """The router's answer to a taken decision, stored as evidence (an audit at the
         rate it was drawn with: every take in shadow mode)."""
-        metrics.teacher_call(self.question_id, "audit", time.perf_counter() - started, None)
+        telemetry.teacher_call(self.question_id, "audit", time.perf_counter() - started, None)
         label = parse_label(reply, self.options, source=f"router {self.teacher.name!r}")
         earned = self.policy.earned
         if earned is not None:

@@ -49,7 +49,7 @@ from agentbranch.policy.earned import (
 )
 from agentbranch.policy.generation import generation_messages, parse_label
 from agentbranch.policy.records import engine_record, error_record, review_payload
-from agentbranch.policy.resolver import Resolver
+from agentbranch.policy.resolving import Resolver
 
 __all__ = [
     "Audit",

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from agentbranch.core import logs
+from agentbranch.core import _telemetry as telemetry
 from agentbranch.core.questions import Question
 from agentbranch.policy.config import DecisionRecord, FailClosed, FailOpen, PolicyArg, policy_for
 from agentbranch.policy.records import error_record
@@ -31,7 +31,7 @@ def records_for_error(
             raise error
         records[question_id] = error_record(question_id, q, error, p, reader)
     for rec in records.values():
-        logs.event(
+        telemetry.event(
             log,
             logging.WARNING,
             "agentbranch.decision.error",

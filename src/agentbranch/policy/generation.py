@@ -26,7 +26,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentbranch.core import _metrics as metrics
+from agentbranch.core import _telemetry as telemetry
 from agentbranch.core.at_exit import join_at_exit
 from agentbranch.core.errors import FallbackError
 from agentbranch.core.questions import Question, to_spec
@@ -244,7 +244,7 @@ def _raising(question_id: str) -> Iterator[None]:
         yield
     except Exception as e:
         took = time.perf_counter() - started
-        metrics.teacher_call(question_id, "fallback", took, type(e).__name__)
+        telemetry.teacher_call(question_id, "fallback", took, type(e).__name__)
         raise
 
 

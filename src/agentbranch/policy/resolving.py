@@ -1,36 +1,77 @@
-"""The steps of resolving decisions, written once for every caller.
+"""Resolving decisions by their policies: the steps written once for every caller.
 
 Render each state once, ask the engine (one batched read for several states), band each
-answer, let a human review, run the fallbacks, store the labels as evidence and queue
-the audits. ``resolve_many`` yields the blocking calls (``agentbranch.policy.steps``), so
-``Resolver`` (LangGraph nodes and routers, the LangChain tool) and ``ToolGateMiddleware``
-drive the same steps with ``run_sync`` or ``run_async``. Everything after the render
-reads the rendered text, so the engine, identities, few-shot picks, ``Generate``
-prompts and audits all see one text. A policy's trust source is reached through its
-seam alone (``agentbranch.policy.trust``): the question asked, the threshold in force,
-the labels the resolution obtained (``collect``)."""
+answer at the threshold in force, let a human review, run the fallbacks, store the labels
+as evidence and queue the audits. ``resolve_many`` is a generator that yields each
+blocking ``Call``; ``run_sync``/``run_async`` drive it (an error of a call is raised at
+its ``yield``, so the steps handle it where they make the call), so ``Resolver``
+(LangGraph nodes and routers, the LangChain tool) and ``ToolGateMiddleware`` run the same
+steps on either path. Everything after the render reads the rendered text, so the engine,
+identities, few-shot picks, ``Generate`` prompts and audits all see one text. A policy's
+trust source is reached through its seam alone (``agentbranch.policy.trust``): the
+question asked, the threshold in force, the labels the resolution obtained (``collect``).
+
+Replays: when the engine reads through a replay cassette, the threshold of a policy whose
+source learns and a reviewer function's answers are recorded with the run and replayed
+from it (``Cassette.threshold``, keyed by the question and the rendered state), so a
+replay bands and reviews every decision as the recording did. LangGraph's interrupt
+(``review_with_interrupt``) is not recorded: the human's answer comes back through the
+graph's checkpointer and ``Command(resume=...)``.
+
+Over 500 lines: the steps of one resolution (banding, review, fallbacks, evidence,
+audits), the driver that runs them sync or async and the ``Resolver`` that calls them are
+one path, read in order; split, each step's module re-read the others' records.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import asyncio
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from agentbranch.core import _tracing as tracing
-from agentbranch.core.questions import Question
+from agentbranch.core import _telemetry as telemetry
+from agentbranch.core.any_of import AnyOf, member_questions, set_record
+from agentbranch.core.decisions import Decision, Decisions
+from agentbranch.core.errors import ConfigurationError, FallbackError
+from agentbranch.core.questions import Question, validate_questions
 from agentbranch.core.state import render_state
-from agentbranch.policy.bands import band_all, thresholds_for
-from agentbranch.policy.config import DecisionRecord, PolicyArg, policy_for
+from agentbranch.core.teacher_calls import TeacherCall
+from agentbranch.policy.config import (
+    DecisionRecord,
+    Generate,
+    MoreDraws,
+    Policy,
+    PolicyArg,
+    ReviewFn,
+    check_policies,
+    policy_for,
+)
 from agentbranch.policy.failure import records_for_error
-from agentbranch.policy.fallbacks import fallback_steps
-from agentbranch.policy.records import decision_identity, langgraph_thread
-from agentbranch.policy.steps import Call, Steps, offload, on_async_only
-from agentbranch.policy.trust import Asked, TrustSource
+from agentbranch.policy.generation import (
+    Expired,
+    agenerate,
+    fallback_record,
+    generate,
+    generation_messages,
+    model_name,
+    parse_label,
+    state_text,
+)
+from agentbranch.policy.records import (
+    decision_identity,
+    engine_record,
+    langgraph_thread,
+    review_payload,
+)
+from agentbranch.policy.trust import Asked, Threshold, TrustSource
 
 if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine
-
-__all__ = ["Resolution", "collect", "identify", "label_of", "resolve_many", "snapshot"]
 
 
 @dataclass
@@ -71,10 +112,10 @@ def resolve_many(
     audited. ``batched``: one ``decide_many`` read (else one ``decide`` of the single
     state). An engine error gives the policy's fail-open/closed records (or raises).
 
-    With an OpenTelemetry tracer provider set (``agentbranch.core._tracing``), each
+    With an OpenTelemetry tracer provider set (``agentbranch.core._telemetry``), each
     decision gets a span from here to its final record; a fallback's teacher call is a
     child of it."""
-    spans = tracing.decisions(list(questions), len(states))
+    spans = telemetry.decision_spans(list(questions), len(states))
     if spans is None:
         return (
             yield from _resolve_many(engine, questions, policy, states, review, finish, batched)
@@ -98,7 +139,7 @@ def _resolve_many(
     review: Hook,
     finish: Hook | None,
     batched: bool,
-    spans: tracing.Decisions | None = None,
+    spans: telemetry.DecisionSpans | None = None,
 ) -> Steps[list[Resolution]]:
     learns = any(policy_for(policy, question_id).trust.asks_versions for question_id in questions)
     earned = any(policy_for(policy, question_id).earned is not None for question_id in questions)
@@ -290,3 +331,361 @@ def collect(
             state=state,
             audit_rate=chosen.audit.rate if chosen.audit is not None else 0.0,
         )
+
+
+log = logging.getLogger("agentbranch")
+
+
+def fallback_steps(
+    engine: Engine,
+    qid: str,
+    question: Question,
+    policy: Policy,
+    rec: DecisionRecord,
+    state: Any,
+    span: Any = None,
+) -> Steps[DecisionRecord]:
+    """Run ``policy.fallbacks`` for question ``qid`` until one resolves it; ``span``, the
+    decision's OpenTelemetry span, is the parent of each teacher call's."""
+    asked = {qid: question}
+    errors: list[str] = []
+    threshold = Threshold(rec.get("take_at"), rec.get("trust") or "fixed")
+    for fb in policy.fallbacks:
+        if isinstance(fb, MoreDraws):
+            reader = fb.engine or engine
+            decisions = yield Call(
+                reader.decide, reader.adecide, state, asked, draws=fb.draws, log_decisions=False
+            )
+            d = decisions[qid]
+            rec = engine_record(d, question, band="fallback", draws=fb.draws, threshold=threshold)
+            if policy.band(d, threshold) == "take":
+                rec["fallback"] = {"kind": "more_draws", "draws": fb.draws}
+                return rec
+        elif isinstance(fb, Generate):
+            messages = generation_messages(fb, qid, question, state_text(state))
+            started, teacher = time.perf_counter(), model_name(fb.model)
+            try:
+                reply = yield Call(generate, agenerate, engine, fb, qid, messages, rec["options"])
+            except Exception as e:  # counted where it was raised (generation._raising)
+                took = time.perf_counter() - started
+                telemetry.teacher_span(span, qid, "fallback", teacher, took, type(e).__name__)
+                raise
+            took = time.perf_counter() - started
+            if isinstance(reply, Expired):  # a failed fallback: the next one runs
+                if reply.made:
+                    telemetry.teacher_call(qid, "fallback", took, "timeout")
+                    telemetry.teacher_span(span, qid, "fallback", teacher, took, "timeout")
+                else:  # refused behind stuck calls: no call, no duration
+                    telemetry.teacher_refused(qid, "fallback")
+                log.warning("agentbranch: question %r: %s", qid, reply.message)
+                errors.append(reply.message)
+                continue
+            try:
+                label = parse_label(reply, rec["options"])
+            except FallbackError as e:
+                telemetry.teacher_call(qid, "fallback", took, "invalid_reply")
+                telemetry.teacher_span(span, qid, "fallback", teacher, took, "invalid_reply")
+                errors.append(str(e))
+                continue
+            telemetry.teacher_call(qid, "fallback", took, None)
+            telemetry.teacher_span(span, qid, "fallback", teacher, took, None)
+            return fallback_record(rec, label, fb.model, reply)
+        else:
+            out = dict(rec)
+            out.update(goto=fb.node, decided_by="fallback_node")
+            out["fallback"] = {"kind": "goto", "node": fb.node}
+            return out
+    raise FallbackError(
+        f"question {qid!r}: confidence {rec['confidence']:.3f} is below take_at="
+        f"{threshold.take_at} ({threshold.trust}) and no fallback resolved it: " + "; ".join(errors)
+    )
+
+
+#: ``threshold(question_id, question, decision, policy)``: the threshold in force.
+ThresholdFn = Callable[[str, Question, Decision, Policy], Threshold]
+
+
+def live(question_id: str, question: Question, decision: Decision, policy: Policy) -> Threshold:
+    return policy.threshold(question_id, question, decision)
+
+
+def cassette_of(engine: Engine) -> Any:
+    """The replay cassette the engine's reader (or a reader it wraps) reads through."""
+    for reader in engine.reader.chain():
+        if reader.cassette is not None:
+            return reader.cassette
+    return None
+
+
+def thresholds_for(engine: Engine, state: Any) -> ThresholdFn:
+    """The threshold source for one resolution of ``state``."""
+    cassette = cassette_of(engine)
+    if cassette is None:
+        return live
+    from agentbranch.policy.generation import state_text
+
+    text = state_text(state)
+
+    def recorded(
+        question_id: str, question: Question, decision: Decision, policy: Policy
+    ) -> Threshold:
+        if policy.earned is None:
+            return live(question_id, question, decision, policy)
+        blob = json.dumps([question_id, question.model_dump(mode="json"), text], sort_keys=True)
+        key = "earned:" + hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+        def now() -> dict[str, Any]:
+            t = live(question_id, question, decision, policy)
+            return {"take_at": t.take_at, "trust": t.trust}
+
+        got = cassette.threshold(key, now)
+        return Threshold(got["take_at"], got["trust"])
+
+    return recorded
+
+
+def band_all(
+    decisions: Decisions,
+    questions: Mapping[str, Question],
+    policy: PolicyArg,
+    thresholds: ThresholdFn = live,
+) -> tuple[dict[str, DecisionRecord], dict[str, list[str]]]:
+    """One record per question, and the ids still pending in the review and fallback
+    bands (taken answers are final). ``thresholds`` gives the threshold in force
+    (``live``, or recorded with a replay cassette: ``thresholds_for``)."""
+    records: dict[str, DecisionRecord] = {}
+    pending: dict[str, list[str]] = {"review": [], "fallback": []}
+    for question_id, q in questions.items():
+        d = decisions[question_id]
+        p = policy_for(policy, question_id)
+        threshold = thresholds(question_id, q, d, p)
+        band = p.band(d, threshold)
+        records[question_id] = engine_record(d, q, band=band, threshold=threshold)
+        if band != "take":
+            pending[band].append(question_id)
+    return records, pending
+
+
+#: Set on a reviewer whose answers the graph itself records and gives again on replay.
+ANSWERED_BY_THE_GRAPH = "agentbranch_answered_by_the_graph"
+
+
+def review_all(
+    records: dict[str, DecisionRecord],
+    pending: list[str],
+    review: ReviewFn | None,
+    engine: Engine = None,
+    state: Any = None,
+) -> None:
+    """Ask ``review`` for each pending question id and record the validated answer
+    (through ``engine``'s replay cassette, if any).
+
+    Reviews run before any fallback: a resumed LangGraph node re-runs from its start, so a
+    fallback model called before an interrupt would be called twice."""
+    for question_id in pending:
+        if review is None:
+            raise ConfigurationError(
+                f"question {question_id!r} is in the review band but no reviewer is configured"
+            )
+        rec = records[question_id]
+        payload = review_payload(rec)
+        if engine is None or getattr(review, ANSWERED_BY_THE_GRAPH, False):
+            answer = review(payload)
+        else:
+            from agentbranch.policy.generation import ask, state_text
+
+            call = TeacherCall(
+                "review", question_id, review, {"state": state_text(state), **payload}
+            )
+            answer = ask(engine, call, lambda fn, shown=payload: fn(shown))
+        if answer not in rec["options"]:
+            raise FallbackError(
+                f"question {question_id!r}: the reviewer answered {answer!r}, "
+                f"not one of {rec['options']}"
+            )
+        rec["label"] = answer
+        rec["decided_by"] = "human"
+
+
+T = TypeVar("T")
+
+
+class Call:
+    """One engine or model call of the steps, runnable sync or async."""
+
+    def __init__(
+        self,
+        sync: Callable[..., Any],
+        async_: Callable[..., Awaitable[Any]],
+        *args: Any,
+        **kwargs: Any,
+    ) -> None:
+        self.sync, self.async_, self.args, self.kwargs = sync, async_, args, kwargs
+
+    def run(self) -> Any:
+        return self.sync(*self.args, **self.kwargs)
+
+    async def arun(self) -> Any:
+        return await self.async_(*self.args, **self.kwargs)
+
+
+Steps = Generator[Call, Any, T]
+
+
+def offload(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Call:
+    """Blocking work (a store read or write): inline on the sync path, in a worker
+    thread on the async one, so the event loop never waits on it."""
+    return Call(fn, lambda *a, **k: asyncio.to_thread(fn, *a, **k), *args, **kwargs)
+
+
+def on_async_only(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Call:
+    """Work the sync path does inline later anyway (``fn`` warms it up): nothing on the
+    sync path, ``fn`` in a worker thread on the async one."""
+    return Call(_nothing, lambda *a, **k: asyncio.to_thread(fn, *a, **k), *args, **kwargs)
+
+
+def _nothing(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+class _Done:
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _advance(steps: Steps[Any], result: Any, error: BaseException | None) -> Call | _Done:
+    """Give ``steps`` the last call's result (or raise its error at the ``yield``)."""
+    try:
+        return steps.send(result) if error is None else steps.throw(error)
+    except StopIteration as done:
+        return _Done(done.value)
+
+
+def run_sync(steps: Steps[T]) -> T:
+    """Drive ``steps`` with blocking calls."""
+    result, error = None, None
+    while not isinstance(call := _advance(steps, result, error), _Done):
+        try:
+            result, error = call.run(), None
+        except BaseException as e:  # noqa: BLE001 - raised inside the steps, at the yield
+            result, error = None, e
+    return call.value
+
+
+async def run_async(steps: Steps[T]) -> T:
+    """Drive ``steps`` with awaited calls."""
+    result, error = None, None
+    while not isinstance(call := _advance(steps, result, error), _Done):
+        try:
+            result, error = await call.arun(), None
+        except BaseException as e:  # noqa: BLE001 - raised inside the steps, at the yield
+            result, error = None, e
+    return call.value
+
+
+@dataclass
+class Resolver:
+    """Asks the engine, bands each answer and resolves it by the policy.
+
+    Integrations (LangGraph routers/nodes, the LangChain tool) build one per question
+    set and call ``resolve``/``aresolve`` with the state the engine should read.
+    ``review`` answers review-band decisions; ``allow_goto`` says whether routing to a
+    node (``GotoNode``, ``FailClosed``) makes sense where the resolver is used.
+    """
+
+    engine: Engine
+    questions: dict[str, Question]
+    policy: PolicyArg = None
+    review: ReviewFn | None = None
+    allow_goto: bool = True
+    allow_review: bool = True
+    #: the questions the engine reads (each ``AnyOf`` as its members) and their policies
+    _asked: dict[str, Question] = field(init=False, repr=False)
+    _policies: PolicyArg = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.questions = validate_questions(self.questions)
+        sets = {qid: q for qid, q in self.questions.items() if isinstance(q, AnyOf)}
+        try:
+            self._asked = member_questions(self.questions) if sets else self.questions
+        except ValueError as e:
+            raise ConfigurationError(str(e)) from None
+        self._policies = _member_policies(self.policy, sets)
+        check_policies(self._policies, self._asked)
+        for question_id in self._asked:
+            p = policy_for(self._policies, question_id)
+            if not self.allow_goto and p.targets():
+                raise ConfigurationError(
+                    f"question {question_id!r}: GotoNode/FailClosed route to a node, which is not "
+                    "possible here; use them in a router, decide node or Command node"
+                )
+            if p.can_review and not self.allow_review:
+                raise ConfigurationError(
+                    f"question {question_id!r}: the policy has a review band (review_below="
+                    f"{p.review_below}), which needs a decide node or Command node "
+                    "(a router cannot interrupt and record the answer)"
+                )
+
+    def resolve(self, state: Any) -> dict[str, DecisionRecord]:
+        return run_sync(self._steps(state))
+
+    async def aresolve(self, state: Any) -> dict[str, DecisionRecord]:
+        return await run_async(self._steps(state))
+
+    def _steps(self, state: Any) -> Steps[dict[str, DecisionRecord]]:
+        """The resolving steps (``agentbranch.policy.resolving``) for one state."""
+
+        def review(out: list[Resolution]) -> None:
+            first = out[0]
+            review_all(
+                first.records, first.pending["review"], self.review, self.engine, first.state
+            )
+
+        steps = resolve_many(
+            self.engine, self._asked, self._policies, [state], review=review, batched=False
+        )
+        (resolved,) = yield from steps
+        records = resolved.records
+        if self._asked is self.questions:  # (no sets)
+            return records
+        return {
+            qid: set_record(qid, q, records) if isinstance(q, AnyOf) else records[qid]
+            for qid, q in self.questions.items()
+        }
+
+
+def _member_policies(policy: PolicyArg, sets: Mapping[str, AnyOf]) -> PolicyArg:
+    """``policy`` with each set's policy given to its members by id (one ``Policy`` or
+    none already applies to every question)."""
+    if not sets or not isinstance(policy, Mapping):
+        return policy
+    out = {k: v for k, v in policy.items() if k not in sets}
+    for qid, q in sets.items():
+        if qid in policy or "*" in policy:
+            out.update({member: policy_for(policy, qid) for member in q.members(qid)})
+    return out
+
+
+__all__ = [
+    "Resolution",
+    "collect",
+    "identify",
+    "label_of",
+    "resolve_many",
+    "snapshot",
+    "Call",
+    "Steps",
+    "fallback_steps",
+    "run_async",
+    "run_sync",
+    "ThresholdFn",
+    "band_all",
+    "cassette_of",
+    "live",
+    "thresholds_for",
+    "ANSWERED_BY_THE_GRAPH",
+    "review_all",
+    "offload",
+    "on_async_only",
+    "Resolver",
+]

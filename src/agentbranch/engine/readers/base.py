@@ -43,7 +43,7 @@ class Reader(ABC):
     * ``pipelined_batch`` (``None``): at most this many requests per read when the
       reader reads best in parts.
     * ``reading_settings()``: the settings that reshape its confidences (the reading
-      fingerprint, ``agentbranch.engine.reading``). By default every constructor
+      fingerprint, ``agentbranch.engine.engine``). By default every constructor
       argument with a default that the reader holds under the same name and that
       differs from that default, but those named in ``reading_ignores`` (``()``), the
       arguments that do not reshape confidences (timeouts, devices, batch sizes). A

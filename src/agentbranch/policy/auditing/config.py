@@ -7,10 +7,16 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from agentbranch.core import logs
+from agentbranch.core import _telemetry as telemetry
 from agentbranch.core.errors import ConfigurationError, timeout_seconds
-from agentbranch.policy.auditing.sinks import AuditRecord, as_sinks
-from agentbranch.policy.auditing.worker import AuditStats, AuditWorker, Deadline, Job
+from agentbranch.policy.auditing.worker import (
+    AuditRecord,
+    AuditStats,
+    AuditWorker,
+    Deadline,
+    Job,
+    as_sinks,
+)
 
 log = logging.getLogger("agentbranch")
 
@@ -159,7 +165,7 @@ class Audit:
                     type(e).__name__,
                     e,
                 )
-        logs.event(
+        telemetry.event(
             log,
             logging.INFO,
             AUDIT_EVENT,

@@ -20,12 +20,10 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from agentbranch.core import _metrics as metrics
-from agentbranch.core import _tracing as tracing
+from agentbranch.core import _telemetry as telemetry
 from agentbranch.core.teacher_calls import TeacherCall, teacher_calls_of
 from agentbranch.policy.auditing.config import Audit
-from agentbranch.policy.auditing.sinks import AuditRecord
-from agentbranch.policy.auditing.worker import AuditTimeout, TeacherStuck
+from agentbranch.policy.auditing.worker import AuditRecord, AuditTimeout, TeacherStuck
 
 if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine
@@ -164,17 +162,17 @@ class _Outcome:
         self.trust = policy.earned
         self.who = (question_id, rec.get("reader"), rec.get("model"))
         self.probe = probe
-        metrics.audit(question_id, "probe" if probe else "due")
+        telemetry.audit(question_id, "probe" if probe else "due")
 
     def arrived(self) -> None:
         if not self.probe:
-            metrics.audit(self.who[0], "done")
+            telemetry.audit(self.who[0], "done")
         if self.trust is not None:
             self.trust.audit_arrived(*self.who)
 
     def missing(self, why: str, error: str = "dropped") -> None:
         if not self.probe:
-            metrics.audit(self.who[0], "missing", error)
+            telemetry.audit(self.who[0], "missing", error)
         if self.trust is not None:
             self.trust.audit_missing(*self.who, why=why)
 
@@ -314,11 +312,11 @@ def _answer(
     finally:
         took = time.perf_counter() - started
         if made:
-            metrics.teacher_call(call.question_id, "audit", took, error)
+            telemetry.teacher_call(call.question_id, "audit", took, error)
             teacher = model_name(call.teacher)
-            tracing.teacher_call(None, call.question_id, "audit", teacher, took, error)
+            telemetry.teacher_span(None, call.question_id, "audit", teacher, took, error)
         else:  # refused behind a stuck call: no call, no duration
-            metrics.teacher_refused(call.question_id, "audit")
+            telemetry.teacher_refused(call.question_id, "audit")
     return reply, label
 
 

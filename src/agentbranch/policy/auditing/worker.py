@@ -1,25 +1,35 @@
-"""The audit worker: background threads (one by default) draining a bounded queue.
+"""The audit worker and where its records go.
 
-``submit`` never blocks: when the queue is full the job is dropped and counted. Each job
-runs on one of the worker's threads; whatever it raises is logged (stdlib ``logging``, logger
-``"agentbranch"``, at most one WARNING a minute per kind of trouble: ``ratelimit``) and
-counted, never raised to the run that queued it. ``Deadline`` bounds a teacher call. At
-interpreter exit the worker runs what is queued, up to
-``agentbranch.core.at_exit.EXIT_WAIT_S``.
+Background threads (one by default) drain a bounded queue: ``submit`` never blocks (when
+the queue is full the job is dropped and counted). Each job runs on one of the worker's
+threads; whatever it raises is logged (stdlib ``logging``, logger ``"agentbranch"``, at
+most one WARNING a minute per kind of trouble: ``ratelimit``) and counted, never raised
+to the run that queued it. ``Deadline`` bounds a teacher call. At interpreter exit the
+worker runs what is queued, up to ``agentbranch.core.at_exit.EXIT_WAIT_S``.
+
+A job's records go to sinks, on the worker's thread, never on the run's: a sink is
+anything with ``write(record)``; ``as_sinks`` turns what a user passes to
+``Audit(sink=...)`` into a list of them: a path (``str``/``Path``) is a ``JsonlSink``, a
+LangGraph ``BaseStore`` a ``StoreSink``, a plain callable a ``CallbackSink``, a list any
+mix of those.
 """
 
 from __future__ import annotations
 
 import contextvars
+import json
 import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from agentbranch.core.at_exit import AUDITS, finish_at_exit
+from agentbranch.core.errors import ConfigurationError
+from agentbranch.core.files import PRIVATE_MODE, append_regular, check_mode, kind
 from agentbranch.policy.auditing.ratelimit import RateLimitedLog
 
 log = logging.getLogger("agentbranch")
@@ -211,6 +221,99 @@ class AuditWorker:
         return not any(t.is_alive() for t in threads)
 
 
+AuditRecord = dict[str, Any]
+
+
+class Sink(Protocol):
+    def write(self, record: AuditRecord) -> None: ...
+
+
+class JsonlSink:
+    """Appends one JSON object per line to ``path`` (created with its folder).
+
+    A new file is created with permissions ``mode``: owner-only (``0o600``) by default,
+    since records may hold user text (the question, ``Audit(include_state=True)``'s
+    states, the teacher's reply); ``JsonlSink(path, mode=0o640)`` lets a group read it.
+    An existing file with wider permissions is tightened to ``mode`` where this process
+    owns it, with a WARNING either way (``core.files.keep_private``)."""
+
+    def __init__(self, path: str | Path, *, mode: int = PRIVATE_MODE) -> None:
+        self.path = Path(path)
+        self.mode = check_mode(mode, "JsonlSink")
+        self._lock = threading.Lock()
+
+    def write(self, record: AuditRecord) -> None:
+        # allow_nan=False: NaN is not JSON, and a line the loader refuses is worse than a
+        # failed write (logged and counted by Audit.write).
+        line = json.dumps(record, ensure_ascii=False, default=str, allow_nan=False) + "\n"
+        data = line.encode("utf-8")
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            append_regular(
+                self.path,
+                data,
+                lambda mode: ConfigurationError(
+                    f"audit sink {self.path} is {kind(mode)}, not a regular file; give a "
+                    ".jsonl file path"
+                ),
+                mode=self.mode,
+                private="audit file",
+            )
+
+    def __repr__(self) -> str:
+        return f"JsonlSink({str(self.path)!r})"
+
+
+class StoreSink:
+    """Puts each record into a LangGraph store under ``namespace``, keyed by its id;
+    read them back with ``[item.value for item in store.search(namespace, limit=...)]``."""
+
+    def __init__(self, store: Any, namespace: tuple[str, ...] = ("agentbranch", "audits")) -> None:
+        self.store = store
+        self.namespace = tuple(namespace)
+
+    def write(self, record: AuditRecord) -> None:
+        self.store.put(self.namespace, record["id"], record)
+
+
+class CallbackSink:
+    """Calls ``fn(record)`` for each record."""
+
+    def __init__(self, fn: Callable[[AuditRecord], Any]) -> None:
+        self.fn = fn
+
+    def write(self, record: AuditRecord) -> None:
+        self.fn(record)
+
+
+def _is_store(obj: Any) -> bool:
+    try:
+        from langgraph.store.base import BaseStore
+    except ImportError:  # pragma: no cover - langgraph is a dependency
+        return False
+    return isinstance(obj, BaseStore)
+
+
+def as_sinks(sink: Any) -> list[Sink]:
+    """The sinks named by ``Audit(sink=...)`` (see the module doc)."""
+    if sink is None:
+        return []
+    if isinstance(sink, str | Path):
+        return [JsonlSink(sink)]
+    if _is_store(sink):
+        return [StoreSink(sink)]
+    if hasattr(sink, "write") and callable(sink.write):
+        return [sink]
+    if callable(sink):
+        return [CallbackSink(sink)]
+    if isinstance(sink, Sequence):
+        return [s for item in sink for s in as_sinks(item)]
+    raise ConfigurationError(
+        f"Audit(sink=...) got {type(sink).__name__}; give a file path (JSON Lines), a "
+        "LangGraph store, a callable taking a record, or a list of them"
+    )
+
+
 __all__ = [
     "AuditStats",
     "AuditTimeout",
@@ -218,4 +321,10 @@ __all__ = [
     "AuditWorker",
     "Deadline",
     "Job",
+    "AuditRecord",
+    "CallbackSink",
+    "JsonlSink",
+    "Sink",
+    "StoreSink",
+    "as_sinks",
 ]

@@ -12,30 +12,30 @@ The public face: ``Earned`` (``Policy(take_at=Earned(...))``), what it reports
 (``TrustState``, ``Threshold``, by ``QuestionKey``), ``Evidence`` and its stores,
 ``replay``, ``takes_to_withdraw``/``drifted``. The modules behind it are private:
 
-* ``_earned``: the policy object; ``_state``: the state machine, fed by ``_window``,
-  ``_ledger`` and ``_digests``
-* ``_statistics``: the look test; ``_drift``: the drift test; ``_looks``: when looks run
+* ``_earned``: the policy object, the evidence of a labelled decision and the audits
+  that never came (they suspend a band)
+* ``_state``: the state machine, the window of late labels, the ledger of every
+  question and the digests that count each label once
+* ``_statistics``: the look test, when looks run, and the drift test
 * ``_evidence``: record and key; ``_stores``, ``_jsonl_store``, ``_langgraph_store``,
   ``_any_store``: the stores; ``_checkpoint``: the state beside a JSON Lines store
-* ``_collect``: evidence from a labelled decision; ``_health``: audits that never came
-  suspend a band
 * ``learn/``: learning a better read of a question from its evidence
 """
 
 from agentbranch.policy.earned._any_store import as_store as as_store
-from agentbranch.policy.earned._drift import DriftState as DriftState
-from agentbranch.policy.earned._drift import drifted, takes_to_withdraw
+from agentbranch.policy.earned._earned import AuditHealth as AuditHealth
 from agentbranch.policy.earned._earned import Earned
+from agentbranch.policy.earned._earned import health_window as health_window
 from agentbranch.policy.earned._evidence import EarnedSettings as EarnedSettings
 from agentbranch.policy.earned._evidence import Evidence, QuestionKey, evidence_key
 from agentbranch.policy.earned._evidence import new_evidence as new_evidence
-from agentbranch.policy.earned._health import AuditHealth as AuditHealth
-from agentbranch.policy.earned._health import health_window as health_window
 from agentbranch.policy.earned._jsonl_store import JsonlEvidenceStore
 from agentbranch.policy.earned._label_loss import LabelLostError as LabelLostError
 from agentbranch.policy.earned._label_loss import labels_lost as labels_lost
 from agentbranch.policy.earned._langgraph_store import LangGraphEvidenceStore
 from agentbranch.policy.earned._state import Threshold, TrustState, replay
+from agentbranch.policy.earned._statistics import DriftState as DriftState
+from agentbranch.policy.earned._statistics import drifted, takes_to_withdraw
 from agentbranch.policy.earned._stores import EvidenceStore
 
 __all__ = [

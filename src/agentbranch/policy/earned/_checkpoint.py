@@ -21,9 +21,8 @@ import os
 from pathlib import Path
 from typing import Any, Protocol
 
-from agentbranch.policy.earned._ledger import Ledger, Source
+from agentbranch.policy.earned._state import Ledger, QuestionWindow, Source
 from agentbranch.policy.earned._stores import EvidenceStore
-from agentbranch.policy.earned._window import QuestionWindow
 
 
 class Configured(Source, Protocol):

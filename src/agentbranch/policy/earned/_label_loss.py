@@ -15,7 +15,7 @@ import os
 import threading
 from typing import Any
 
-from agentbranch.core import _metrics as metrics
+from agentbranch.core import _telemetry as telemetry
 from agentbranch.core.errors import AgentBranchError, ConfigurationError
 
 __all__ = ["LabelLoss", "LabelLostError", "append_counted", "labels_lost", "loss_for"]
@@ -42,7 +42,7 @@ class LabelLoss:
             self.total += 1
             self.burst += 1
             first = self.burst == 1
-        metrics.label_lost(question_id)
+        telemetry.label_lost(question_id)
         why = f"{type(error).__name__}: {error}"
         if first:
             log.error(
@@ -59,7 +59,7 @@ class LabelLoss:
         """Count one stored label (ending a burst of losses, if one was going on);
         ``label=False``: a stored record that is no new label ends the burst only."""
         if label:
-            metrics.label_stored(question_id)
+            telemetry.label_stored(question_id)
         if not self.burst:  # the usual case: no lock taken
             return
         with self._lock:

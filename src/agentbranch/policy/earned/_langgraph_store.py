@@ -174,7 +174,7 @@ class LangGraphEvidenceStore(EvidenceStore):
         return out
 
     def _read_unordered(self) -> list[Evidence]:
-        from agentbranch.policy.earned._digests import DigestSet, digest
+        from agentbranch.policy.earned._state import DigestSet, digest
 
         if self._seen is None:
             self._seen = DigestSet()

@@ -1,30 +1,56 @@
-"""One question's trust as a state machine: evidence records in, the threshold in force
-out (``step`` one record, ``replay`` many).
+"""One question's trust as a state machine, and every question's trust fed from the
+evidence store: records in, the threshold in force out.
 
-The state is compact: the epoch's labels as counts per confidence cell and the drift
-test as one running sum per alternative (``_statistics``), so a label costs O(1) and a
-question's state has a fixed size however many labels it has seen. ``Settings`` is what
-the machine reads of its configuration (``Earned`` is one), so nothing here imports it.
+``step`` feeds one record, ``replay`` many. The state is compact: the epoch's labels as
+counts per confidence cell and the drift test as one running sum per alternative
+(``_statistics``), so a label costs O(1) and a question's state has a fixed size however
+many labels it has seen. ``Settings`` is what the machine reads of its configuration
+(``Earned`` is one), so nothing here imports it.
+
+``QuestionWindow`` keeps one question's live state and its recent labels in chunks, so a
+late label re-runs only the labels after it (``Label`` is the light copy it keeps).
+``Ledger`` holds one window per evidence key and feeds it what the store returns
+(``read_new``: only what was appended since the last read, by any process) and what this
+process makes; a label older than the window, or one that needs a new cell boundary,
+replays that question from the store (rare; logged at INFO). Callers serialize
+``feed``/``catch_up`` (``Earned`` holds its feed lock).
+
+Each label counts once: ``DigestSet`` remembers every record id (and decision identity)
+counted as an 8-byte BLAKE2b digest, in two sorted ``uint64`` arrays (the smaller merged
+into the larger at an eighth of its size) and a set of the newest (merged every
+``RECENT`` additions): O(log n) per lookup. Two ids share a digest with probability
+about ``n² / 2⁶⁵`` (3·10⁻⁶ at ten million ids); the second would not count, which errs
+toward fewer labels, never more.
+
+Over 500 lines: the state machine, the window that feeds it late labels, the ledger of
+every question's window and the digests that count each label once are one piece of
+bookkeeping; split, each file re-declared the others' types.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
+import logging
 import sys
-from collections.abc import Iterable, Sequence
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from agentbranch.policy.earned._drift import DriftState
 from agentbranch.policy.earned._evidence import Evidence
 from agentbranch.policy.earned._statistics import (
     Cells,
+    DriftState,
     OffGrid,
     learn_then_test_cells,
     predicted_entry_cells,
 )
 from agentbranch.policy.trust import Threshold, Trust
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class Settings(Protocol):
@@ -359,6 +385,455 @@ def replay(records: Sequence[Evidence], earned: Settings) -> TrustState:
     return st
 
 
+#: Digests kept in the Python set before they are merged into the arrays.
+RECENT = 4096
+
+
+def digest(text: str) -> int:
+    """The 8-byte digest of ``text`` (BLAKE2b) as an unsigned integer."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+class DigestSet:
+    """A set of digests (``digest``) in about 8 bytes each (see the module doc)."""
+
+    __slots__ = ("_big", "_small", "_recent")
+
+    def __init__(self) -> None:
+        import numpy as np  # here: `import agentbranch` loads no numpy
+
+        self._big = np.empty(0, dtype=np.uint64)
+        self._small = np.empty(0, dtype=np.uint64)
+        self._recent: set[int] = set()
+
+    def __len__(self) -> int:
+        return len(self._big) + len(self._small) + len(self._recent)
+
+    def __contains__(self, d: int) -> bool:
+        import numpy as np  # here: `import agentbranch` loads no numpy
+
+        if d in self._recent:
+            return True
+        key = np.uint64(d)
+        for arr in (self._small, self._big):
+            i = int(np.searchsorted(arr, key))
+            if i < len(arr) and arr[i] == key:
+                return True
+        return False
+
+    def add(self, d: int) -> None:
+        import numpy as np  # here: `import agentbranch` loads no numpy
+
+        self._recent.add(d)
+        if len(self._recent) >= RECENT:
+            fresh = np.fromiter(self._recent, dtype=np.uint64, count=len(self._recent))
+            self._small = np.union1d(self._small, fresh)
+            self._recent = set()
+            if len(self._small) * 8 >= max(len(self._big), RECENT * 8):
+                self._big = np.union1d(self._big, self._small)
+                self._small = np.empty(0, dtype=np.uint64)
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held (arrays and the recent set, approximately)."""
+        return int(self._big.nbytes + self._small.nbytes) + 72 * len(self._recent)
+
+    def to_array(self) -> np.ndarray:
+        """Every digest, sorted (for a checkpoint)."""
+        import numpy as np  # here: `import agentbranch` loads no numpy
+
+        fresh = np.fromiter(self._recent, dtype=np.uint64, count=len(self._recent))
+        return np.union1d(np.union1d(self._big, self._small), fresh)
+
+    @classmethod
+    def from_array(cls, arr: np.ndarray) -> DigestSet:
+        import numpy as np  # here: `import agentbranch` loads no numpy
+
+        new = cls()
+        new._big = np.unique(np.asarray(arr, dtype=np.uint64))
+        return new
+
+
+#: Labels per chunk (a late label re-runs at most its chunk and the ones after it) ...
+CHUNK = 32
+#: ... and chunks kept: a label may arrive up to CHUNK × (CHUNKS - 1) labels late.
+CHUNKS = 16
+
+COUNTED, DUPLICATE, REBUILD = "counted", "duplicate", "rebuild"
+
+
+class Label:
+    """The fields of an evidence record the state machine reads (a window keeps these,
+    about 250 bytes, instead of the record)."""
+
+    __slots__ = (
+        "band",
+        "confidence",
+        "floor",
+        "bet_alpha",
+        "correct",
+        "decision",
+        "id",
+        "order",
+        "question_id",
+        "rate",
+        "take_at",
+        "time",
+    )
+
+    def __init__(self, rec: Any, decision: int | None) -> None:
+        self.id, self.time, self.order = rec.id, rec.time, rec.order
+        self.question_id, self.band = rec.question_id, rec.band
+        self.confidence, self.correct, self.rate = rec.confidence, rec.correct, rec.rate
+        self.take_at = getattr(rec, "take_at", None)
+        self.floor = getattr(rec, "floor", None)  # (learn=True: eprocess bets)
+        self.bet_alpha = getattr(rec, "bet_alpha", None)  # (... and the bar they cross)
+        self.decision = decision  # digest of (key, decision), or None
+
+    _FIELDS = ("id", "time", "question_id", "band", "confidence", "correct", "rate", "take_at")
+
+    def to_list(self) -> list[Any]:
+        """The fields as a JSON-safe list (``from_list`` inverts)."""
+        return [*(getattr(self, name) for name in self._FIELDS), self.decision]
+
+    @classmethod
+    def from_list(cls, fields: list[Any]) -> Label:
+        rec = cls.__new__(cls)
+        *values, rec.decision = fields
+        for name, value in zip(cls._FIELDS, values, strict=True):
+            setattr(rec, name, value)
+        rec.order = (rec.time, rec.id)
+        return rec
+
+
+class _Chunk:
+    __slots__ = ("start", "labels", "counted")
+
+    def __init__(self, start: TrustState) -> None:
+        self.start = start  # the state before this chunk's first label (never mutated)
+        self.labels: list[Label] = []
+        self.counted: list[bool] = []
+
+
+class QuestionWindow:
+    """One question's live ``TrustState`` and the recent labels that let a late one be
+    inserted. Not thread-safe: the caller serializes ``add``.
+
+    Thresholds are a function of the records in replay order (time, id): looks fall at
+    label counts and the drift test is sequential, so a label that arrives after others it
+    sorts behind (eight callers labelling at once, a replica's clock, a future-dated
+    record) changes what comes after it, and only that. ``QuestionWindow`` keeps the last
+    ``CHUNKS × CHUNK`` labels (light copies, not the records) in chunks, each with a
+    snapshot of the state before it. A label in order is one ``step``; a late one is
+    inserted into its chunk and the state is re-run from that chunk's snapshot: at most
+    the labels after it in the window, never the question's whole history. A label older
+    than the whole window answers ``REBUILD``: the caller replays the question from its
+    store (the store is the full history; this is rare and logged).
+
+    Each label counts once: a record whose ``id`` was seen (in the window or, once folded
+    out of it, in the shared ``DigestSet``) is dropped, and of records carrying the same
+    ``decision`` identity only the first in replay order counts.
+    """
+
+    def __init__(
+        self,
+        key: str,
+        cfg: Settings,
+        fresh: Callable[[], TrustState],
+        extra: tuple[float, ...] = (),
+    ) -> None:
+        self.key, self.cfg = key, cfg
+        #: ids (and counted decisions) folded out of the window: 8 bytes each
+        self.seen = DigestSet()
+        start = fresh()
+        start.extra = extra
+        self.live: TrustState = start.copy()
+        self._chunks = [_Chunk(start)]
+        self._ids: set[str] = set()
+        self._decisions: set[int] = set()  # counted decision digests in the window
+        self._folded = False
+        self._announced: set[tuple[str, str]] = set()
+        self._checked = 0  # events of ``live`` already looked at for new withdrawals
+
+    def to_dict(self, keep: int) -> dict[str, Any]:
+        """The live state and the last ``keep`` chunks as JSON-safe values (for a
+        checkpoint): the ids and counted decisions of older chunks fold into ``seen``."""
+        import base64
+
+        import numpy as np  # here: `import agentbranch` loads no numpy
+
+        dropped = self._chunks[:-keep]
+        extra = [x.id for c in dropped for x in c.labels]
+        extra_dec = [
+            x.decision
+            for c in dropped
+            for x, k in zip(c.labels, c.counted)
+            if k and x.decision is not None
+        ]
+        folded = np.union1d(
+            self.seen.to_array(),
+            np.array([digest("id:" + i) for i in extra] + extra_dec, dtype=np.uint64),
+        )
+        return {
+            "live": self.live.to_dict(),
+            "chunks": [
+                {
+                    "start": c.start.to_dict(),
+                    "labels": [x.to_list() for x in c.labels],
+                    "counted": c.counted,
+                }
+                for c in self._chunks[-keep:]
+            ],
+            "seen": base64.b64encode(folded.astype("<u8").tobytes()).decode("ascii"),
+            "folded": self._folded or bool(dropped),
+            "announced": sorted(list(a) for a in self._announced),
+        }
+
+    @classmethod
+    def from_dict(
+        cls, key: str, cfg: Settings, fresh: Callable[[], TrustState], raw: dict[str, Any]
+    ) -> QuestionWindow:
+        """The window ``to_dict`` wrote (``KeyError``/``ValueError`` when it does not fit)."""
+        import base64
+
+        import numpy as np  # here: `import agentbranch` loads no numpy
+
+        w = cls(key, cfg, fresh)
+        chunks = []
+        for c in raw["chunks"]:
+            chunk = _Chunk(TrustState.from_dict(c["start"]))
+            chunk.labels = [Label.from_list(fields) for fields in c["labels"]]
+            chunk.counted = list(c["counted"])
+            chunks.append(chunk)
+        w._chunks = chunks
+        w.live = TrustState.from_dict(raw["live"])
+        w._ids = {x.id for c in chunks for x in c.labels}
+        w._decisions = {
+            x.decision
+            for c in chunks
+            for x, k in zip(c.labels, c.counted)
+            if k and x.decision is not None
+        }
+        w.seen = DigestSet.from_array(np.frombuffer(base64.b64decode(raw["seen"]), dtype="<u8"))
+        w._folded = raw["folded"]
+        w._announced = {tuple(a) for a in raw["announced"]}
+        w._checked = len(w.live.events)
+        return w
+
+    def announced_as(self, other: QuestionWindow | None) -> None:
+        """Take over the withdrawals ``other`` (the window this one replaces) announced."""
+        self._announced = set(other._announced) if other is not None else set()
+
+    @property
+    def extra(self) -> tuple[float, ...]:
+        return self._chunks[0].start.extra
+
+    def add(self, rec: Any) -> str:
+        """Feed one record: ``COUNTED`` (or not counted as a repeat of a decision),
+        ``DUPLICATE`` (its id was seen) or ``REBUILD`` (older than the window). Raises
+        ``OffGrid`` when its threshold in force needs a new cell boundary."""
+        if rec.id in self._ids:
+            return DUPLICATE
+        last = self._chunks[-1]
+        newest = (
+            last.labels[-1].order
+            if last.labels
+            else (self._chunks[-2].labels[-1].order if len(self._chunks) > 1 else None)
+        )
+        in_order = newest is None or rec.order > newest
+        # A copy of a folded record sorts where it did, before the window: only a record
+        # that is not in order can be one.
+        if not in_order and digest("id:" + rec.id) in self.seen:
+            return DUPLICATE
+        decision = getattr(rec, "decision", None)
+        dd = None if decision is None else digest(f"decision:{self.key}:{decision}")
+        label = Label(rec, dd)
+        if in_order:
+            counted = dd is None or (dd not in self._decisions and dd not in self.seen)
+            if counted:
+                step(self.live, label, self.cfg)
+                if dd is not None:
+                    self._decisions.add(dd)
+            self._ids.add(label.id)
+            last.labels.append(label)
+            last.counted.append(counted)
+            if len(last.labels) >= CHUNK:
+                self._chunks.append(_Chunk(self.live.copy()))
+                self._fold()
+            return COUNTED
+        first = self._chunks[0].labels[0].order
+        if self._folded and label.order < first:
+            return REBUILD
+        j = max(
+            0, bisect_right([c.labels[0].order for c in self._chunks if c.labels], label.order) - 1
+        )
+        chunk = self._chunks[j]
+        at = bisect_right([x.order for x in chunk.labels], label.order)
+        chunk.labels.insert(at, label)
+        chunk.counted.insert(at, False)
+        self._ids.add(label.id)
+        self._rerun(j)
+        return COUNTED
+
+    def _rerun(self, j: int) -> None:
+        """Re-run the state from chunk ``j``'s snapshot over every label after it."""
+        tail = self._chunks[j:]
+        for c in tail:
+            for x, counted in zip(c.labels, c.counted):
+                if counted and x.decision is not None:
+                    self._decisions.discard(x.decision)
+        start = tail[0].start
+        state = start.copy()
+        self._checked = min(self._checked, len(start.events))
+        chunks, cur = self._chunks[:j], _Chunk(start)
+        for c in tail:
+            for x in c.labels:
+                dd = x.decision
+                counted = dd is None or (dd not in self._decisions and dd not in self.seen)
+                if counted:
+                    step(state, x, self.cfg)
+                    if dd is not None:
+                        self._decisions.add(dd)
+                cur.labels.append(x)
+                cur.counted.append(counted)
+                if len(cur.labels) >= CHUNK:
+                    chunks.append(cur)
+                    cur = _Chunk(state.copy())
+        chunks.append(cur)
+        self._chunks = chunks
+        self.live = state
+        self._fold()
+
+    def _fold(self) -> None:
+        """Drop the oldest chunks beyond ``CHUNKS``; their ids and counted decisions go
+        to the digest set."""
+        while len(self._chunks) > CHUNKS:
+            old = self._chunks.pop(0)
+            for x, counted in zip(old.labels, old.counted):
+                self.seen.add(digest("id:" + x.id))
+                self._ids.discard(x.id)
+                if counted and x.decision is not None:
+                    self.seen.add(x.decision)
+                    self._decisions.discard(x.decision)
+            self._folded = True
+
+    def new_withdrawals(self) -> list[Event]:
+        """Withdrawals in ``live`` not reported yet (each reported once)."""
+        out = []
+        for ev in self.live.events[self._checked :]:
+            if ev.kind == "withdrawn" and (ev.time, ev.reason) not in self._announced:
+                self._announced.add((ev.time, ev.reason))
+                out.append(ev)
+        self._checked = len(self.live.events)
+        return out
+
+    def labels(self) -> int:
+        """Labels held in the window."""
+        return sum(len(c.labels) for c in self._chunks)
+
+
+class Source(Settings, Protocol):
+    """What the ledger reads: the state machine's settings and the evidence store."""
+
+    evidence: Any
+
+
+log = logging.getLogger("agentbranch")
+
+
+class Ledger:
+    """The windows of every question the store (or this process) holds evidence of."""
+
+    def __init__(self, earned: Source) -> None:
+        self.earned = earned
+        self.windows: dict[str, QuestionWindow] = {}
+        #: After the store was lost while serving, every question restarts as learning
+        #: (nothing taken), even with ``start_at``.
+        self.learning_only = False
+        self.duplicates = 0  #: records dropped because their id was already counted
+        #: The evidence keys this ledger keeps (``None``: every key). A learned
+        #: version's copy of the policy (``learn.ladder.version_earned``) reads the
+        #: shared store for its own key only: each version keeping a window of every
+        #: other version's evidence grew memory with the square of the versions.
+        self.only: set[str] | None = None
+
+    def fresh(self) -> TrustState:
+        """A new question's state (learning only, once the store was lost)."""
+        if self.learning_only:
+            return TrustState(take_at=None, trust="learning")
+        return fresh_state(self.earned)
+
+    def window(self, key: str) -> QuestionWindow:
+        w = self.windows.get(key)
+        if w is None:
+            w = self.windows[key] = QuestionWindow(key, self.earned, self.fresh)
+        return w
+
+    def feed(self, records: Iterable[Any], *, announce: bool = True) -> None:
+        """Count ``records`` (any order; each id once)."""
+        only = self.only
+        for rec in records:
+            if only is not None and rec.key not in only:
+                continue
+            w = self.window(rec.key)
+            try:
+                result = w.add(rec)
+            except OffGrid as e:
+                self.rebuild(
+                    rec.key,
+                    (*w.extra, e.value),
+                    why=f"threshold in force {e.value:g} is not on this Earned's grid",
+                )
+                continue
+            if result == DUPLICATE:
+                self.duplicates += 1
+            elif result == REBUILD:
+                self.rebuild(rec.key, w.extra, why="a label arrived older than its recent window")
+                continue
+            news = w.new_withdrawals()
+            if announce:
+                for ev in news:
+                    log.warning(
+                        "agentbranch.earned: trust in question %r withdrawn: %s",
+                        w.live.question_id,
+                        ev.reason,
+                    )
+
+    def rebuild(self, key: str, extra: tuple[float, ...], *, why: str) -> None:
+        """Replay question ``key`` from every record the store holds of it."""
+        old = self.windows.get(key)
+        records = self.earned.evidence.load(key)
+        log.info(
+            "agentbranch.earned: question %s replayed from its %d stored records (%s)",
+            key,
+            len(records),
+            why,
+        )
+        while True:
+            w = QuestionWindow(key, self.earned, self.fresh, extra=tuple(sorted(set(extra))))
+            try:
+                for rec in records:
+                    if w.add(rec) == REBUILD:  # pragma: no cover - sorted input is never late
+                        raise AssertionError("sorted replay went back in time")
+                break
+            except OffGrid as e:
+                extra = (*extra, e.value)
+        w.announced_as(old)
+        for ev in w.new_withdrawals():
+            if old is not None:  # withdrawals this process had not announced yet
+                log.warning(
+                    "agentbranch.earned: trust in question %r withdrawn: %s",
+                    w.live.question_id,
+                    ev.reason,
+                )
+        self.windows[key] = w
+
+    def reset(self) -> None:
+        """Forget every question (the store was lost): all learn again from nothing."""
+        self.windows = {}
+        self.learning_only = True
+
+
 __all__ = [
     "Event",
     "OffGrid",
@@ -369,4 +844,16 @@ __all__ = [
     "fresh_state",
     "replay",
     "step",
+    "DigestSet",
+    "RECENT",
+    "digest",
+    "CHUNK",
+    "CHUNKS",
+    "COUNTED",
+    "DUPLICATE",
+    "REBUILD",
+    "Label",
+    "QuestionWindow",
+    "Ledger",
+    "Source",
 ]

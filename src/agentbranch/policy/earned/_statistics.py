@@ -3,35 +3,43 @@
 One question's epoch is kept as counts per confidence cell (``Cells``), not a list of
 labels: ``learn_then_test_cells`` walks the candidate grid (Learn-then-Test, stratified
 by the thresholds in force), ``predicted_entry_cells`` picks the second walk's entry
-from the confidences only; ``pvalue_below`` and ``grid`` are the scalar pieces (the
-drift test is ``_drift``). The guarantee and why each rule fails closed: docs/earned.md
-and tests/_reference_statistics.py, the list forms these are checked against.
+from the confidences only; ``pvalue_below`` and ``grid`` are the scalar pieces. When a
+threshold is re-estimated, and what error each look
+spends, is ``Looks``: each look re-runs the test on the epoch's labels at its own
+``alpha_k``, and the looks' errors sum to at most ``alpha`` (union bound);
+``Looks.doubling`` (what ``Earned`` uses) looks at ``first, 2·first, 4·first …`` labels
+spending ``alpha / 2**(k+1)``, with ``head`` the fractions of ``alpha`` its first looks
+spend (a learning question's written read, ``learn.ladder``).
+
+The drift test of an open band, in constant space: audited takes are a uniform sample of
+the take band; ``DriftState`` mixes e-processes for "precision >= target" started at
+spaced restarts (``restart_weight``), so checking after every audit is valid over the
+band's whole life (Ville's inequality) and a long good record delays withdrawal only
+logarithmically. ``takes_to_withdraw`` gives the audited takes it needs on the typical
+path; ``drifted`` is one e-process's verdict.
+
+The guarantee and why each rule fails closed: docs/earned.md and
+tests/_reference_statistics.py, the list forms these are checked against.
+
+Over 500 lines: one idea, the tests that open and close an earned band (the look test,
+its schedule and the drift test), which share the p-value pieces and the fail-closed
+checks.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import math
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = [
-    "MAX_CANDIDATES",
-    "finite",
-    "Cells",
-    "OffGrid",
-    "grid",
-    "grid_size",
-    "learn_then_test_cells",
-    "min_band",
-    "predicted_entry_cells",
-    "pvalue_below",
-]
 
 #: The most candidate thresholds a grid may hold (``step`` 0.001 over [0, 1]): a look
 #: walks them all, and confidences finer than that separate nothing.
@@ -309,3 +317,285 @@ def predicted_entry_cells(
         if math.isfinite(p) and p < best_p:
             best, best_p = t, p
     return None if best == first else best
+
+
+#: ζ(p) for the powers used (scipy-free: ``import agentbranch.policy`` stays light).
+_ZETA_TERMS = 200_000
+
+
+@functools.cache
+def _zeta(power: float) -> float:
+    """Riemann ζ(power) for power > 1: a partial sum and its integral tail (rel. err ~1e-9)."""
+    n = _ZETA_TERMS
+    head = math.fsum(k**-power for k in range(1, n))
+    return head + n ** (1 - power) / (power - 1) + 0.5 * n**-power
+
+
+@dataclass(frozen=True)
+class Looks:
+    """A look schedule: looks at ``ceil(first · growth**k)`` labels (counted from the start
+    of the epoch), look ``k`` (0-based) spending ``alpha_k(alpha, k)``.
+
+    ``power`` ``None``: ``alpha / 2**(k+1)``, or with ``head`` the fraction ``head[k]`` of
+    ``alpha`` at its first ``len(head)`` looks and ``rest / 2**(k - len(head) + 1)`` after
+    them (``rest``: ``alpha`` less what ``head`` spends); otherwise
+    ``alpha (k+1)^-power / ζ(power)``.
+    """
+
+    first: int
+    growth: float = 1.25
+    power: float | None = 1.3
+    head: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.first < 1 or not self.growth > 1.0:
+            raise ValueError(f"bad look schedule {self!r}")
+        if self.power is not None and not self.power > 1.0:
+            raise ValueError(f"spending power must be > 1, got {self.power!r}")
+        if self.head and (
+            self.power is not None
+            or not all(0.0 < h < 1.0 for h in self.head)
+            or not math.fsum(self.head) < 1.0
+        ):
+            raise ValueError(f"bad first looks' spending {self.head!r} for {self!r}")
+        if self.power is not None:
+            object.__setattr__(self, "_norm", _zeta(self.power))
+
+    @classmethod
+    def doubling(cls, first: int, head: tuple[float, ...] = ()) -> Looks:
+        """Looks at ``first · 2**k`` labels spending ``alpha / 2**(k+1)`` (with ``head``:
+        those fractions of ``alpha`` first, then halves of the rest)."""
+        return cls(first, 2.0, None, tuple(head))
+
+    def at(self, k: int) -> int:
+        """Labels at which look ``k`` happens (strictly increasing in ``k``)."""
+        n = self.first
+        for _ in range(k):
+            n = max(n + 1, math.ceil(n * self.growth - 1e-9))
+        return n
+
+    def alpha(self, alpha: float, k: int) -> float:
+        """The error look ``k`` spends out of ``alpha``."""
+        if self.power is None:
+            if k < len(self.head):
+                return alpha * self.head[k]
+            rest = 1.0 - math.fsum(self.head)
+            return alpha * rest * 0.5 ** (k - len(self.head) + 1)
+        return alpha * (k + 1) ** -self.power / self._norm  # type: ignore[attr-defined]
+
+    def due(self, labels: int, done: int) -> bool:
+        """Whether look ``done`` (the next one) is due at ``labels`` labels."""
+        return labels >= self.at(done)
+
+
+#: Alternatives of the drift e-process, as drops below the target precision.
+DRIFT_DROPS: tuple[float, ...] = (0.05, 0.1, 0.2, 0.3, 0.5)
+
+
+def _drift_log(right: float, wrong: float, precision: float) -> float:
+    """Log of one drift e-process after ``right``/``wrong`` audited takes since it
+    started: the mixture likelihood ratio over ``DRIFT_DROPS`` (log-sum-exp)."""
+    qs = [precision - d for d in DRIFT_DROPS if precision - d > 0.0]
+    if not qs:
+        return 0.0
+    v = [right * math.log(q / precision) + wrong * math.log((1 - q) / (1 - precision)) for q in qs]
+    m = max(v)
+    return m + math.log(sum(math.exp(x - m) for x in v) / len(v))
+
+
+def drifted(right: int, wrong: int, precision: float, alpha: float) -> bool:
+    """Whether one drift e-process (``drift_evalue``) reaches ``1/alpha``."""
+    if wrong == 0:
+        return False
+    e = math.exp(_drift_log(right, wrong, precision))
+    # A NaN e-value counts as drift: a test that cannot be computed keeps nothing open.
+    return not math.isfinite(e) or e >= 1.0 / alpha
+
+
+#: Restarts of the drift test: per octave of audited takes ``[2**k, 2**(k+1))`` at
+#: least this many start points, evenly spaced ...
+RESTARTS_PER_OCTAVE = 64
+#: ... and never more than this many audited takes apart.
+RESTART_SPACING = 128
+
+
+def restart_weight(n: int) -> float:
+    """The weight of the drift e-process started after ``n`` audited takes (0 if none
+    starts there): 1/2 at 0; the start points of octave ``k`` share ``1/((k+2)(k+3))``
+    evenly. The weights sum to 1."""
+    if n == 0:
+        return 0.5
+    k = n.bit_length() - 1
+    per = min(2**k, max(RESTARTS_PER_OCTAVE, 2**k // RESTART_SPACING))
+    if (n - 2**k) % (2**k // per):
+        return 0.0
+    return 1.0 / ((k + 2) * (k + 3) * per)
+
+
+#: The most audited takes after the drop ``takes_to_withdraw`` follows before it gives
+#: up, and the longest good record (``history``) it replays first.
+TAKES_LIMIT = 10_000
+HISTORY_LIMIT = 100_000
+
+
+def takes_to_withdraw(
+    precision: float,
+    true_precision: float,
+    level: float,
+    *,
+    history: int = 0,
+    before: float = 1.0,
+) -> int:
+    """Audited takes the drift test needs to withdraw a band whose precision fell to
+    ``true_precision`` after ``history`` audited takes at ``before``, when the audits
+    show exactly those rates (the typical path: after ``n`` audits, the number wrong is
+    the expected one, rounded). ``0`` if it never would (``true_precision >=
+    precision``).
+
+    ``ValueError`` when the answer cannot be computed with bounded work: arguments that
+    are not numbers in range, a drop too small for the drift test's alternatives
+    (``DRIFT_DROPS``) to ever see on this path, more than ``TAKES_LIMIT`` audited takes
+    after the drop, or a ``history`` longer than ``HISTORY_LIMIT``."""
+    if not (
+        finite(precision, true_precision, level, before)
+        and 0.0 < precision < 1.0
+        and 0.0 < level < 1.0
+        and 0.0 <= true_precision <= 1.0
+        and 0.0 <= before <= 1.0
+    ):
+        raise ValueError(
+            "takes_to_withdraw needs precision and level in (0, 1) and true_precision and "
+            f"before in [0, 1]; got {precision!r}, {true_precision!r}, {level!r}, {before!r}"
+        )
+    if not isinstance(history, int) or isinstance(history, bool) or history < 0:
+        raise ValueError(f"history must be a whole number >= 0, got {history!r}")
+    if true_precision >= precision:
+        return 0
+    if history > HISTORY_LIMIT:
+        raise ValueError(f"history={history} is more than {HISTORY_LIMIT} audited takes")
+    qs = [precision - d for d in DRIFT_DROPS if precision - d > 0.0]
+    gain = max(
+        (
+            true_precision * math.log(q / precision)
+            + (1 - true_precision) * math.log((1 - q) / (1 - precision))
+            for q in qs
+        ),
+        default=0.0,
+    )
+    if gain <= 0.0:
+        raise ValueError(
+            f"the drift test cannot withdraw a band whose precision fell from {precision:g} "
+            f"to {true_precision:g}: its alternatives are {sorted(round(q, 6) for q in qs)} "
+            "and none fits audits right that often better than the target does"
+        )
+    alpha = 1.0 - level
+    if math.log(1.0 / alpha) / gain > TAKES_LIMIT:
+        raise ValueError(
+            f"withdrawing a band whose precision fell from {precision:g} to "
+            f"{true_precision:g} takes more than {TAKES_LIMIT} audited takes"
+        )
+    drift = DriftState(precision)
+    for n in range(1, history + TAKES_LIMIT + 1):
+        if n <= history:
+            wrong = round(n * (1.0 - before))
+        else:
+            wrong = round(history * (1.0 - before) + (n - history) * (1.0 - true_precision))
+        drift.add(wrong == drift.wrong)
+        if n > history and drift.drifted(alpha):
+            return n - history
+    raise ValueError(
+        f"withdrawing a band whose precision fell from {precision:g} to {true_precision:g} "
+        f"takes more than {TAKES_LIMIT} audited takes"
+    )
+
+
+class DriftState:
+    """the reference ``Drift`` in constant space: ``Σ_j w_j E_j`` is kept per alternative
+    ``q`` as one running sum (each started e-process is multiplied by the same factor
+    per audited take, and a restart adds its weight at 1), so an audited take costs
+    O(alternatives), not O(restarts). Equal to ``Drift`` up to float rounding."""
+
+    __slots__ = ("precision", "right", "wrong", "evalue", "_sums", "_started", "_up", "_down")
+
+    def __init__(self, precision: float) -> None:
+        self.precision = precision
+        self.right = self.wrong = 0
+        self.evalue = 1.0
+        qs = [precision - d for d in DRIFT_DROPS if precision - d > 0.0]
+        self._up = [q / precision for q in qs]  # factor per right audited take
+        self._down = [(1 - q) / (1 - precision) for q in qs]  # per wrong one
+        self._sums = [0.0] * len(qs)
+        self._started = 0.0
+
+    def add(self, correct: bool) -> float:
+        """Count one audited take; the e-value after it."""
+        w = restart_weight(self.right + self.wrong)
+        if w > 0.0:
+            self._started += w
+            self._sums = [s + w for s in self._sums]
+        factors = self._up if correct else self._down
+        self._sums = [s * f for s, f in zip(self._sums, factors)]
+        if correct:
+            self.right += 1
+        else:
+            self.wrong += 1
+        mixed = sum(self._sums) / len(self._sums) if self._sums else self._started
+        self.evalue = mixed + max(0.0, 1.0 - self._started)
+        return self.evalue
+
+    def drifted(self, alpha: float) -> bool:
+        # An e-value that is not a number counts as drift (fail closed).
+        return self.wrong > 0 and not (self.evalue < 1.0 / alpha)
+
+    def copy(self) -> DriftState:
+        new = DriftState.__new__(DriftState)
+        new.precision, new.right, new.wrong, new.evalue = (
+            self.precision,
+            self.right,
+            self.wrong,
+            self.evalue,
+        )
+        new._sums, new._started = list(self._sums), self._started
+        new._up, new._down = self._up, self._down
+        return new
+
+    def to_dict(self) -> dict:
+        """The running sums as JSON-safe values, for a checkpoint."""
+        return {
+            "precision": self.precision,
+            "right": self.right,
+            "wrong": self.wrong,
+            "evalue": self.evalue,
+            "sums": list(self._sums),
+            "started": self._started,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> DriftState:
+        """The inverse of ``to_dict``."""
+        drift = cls(raw["precision"])
+        drift.right, drift.wrong, drift.evalue = raw["right"], raw["wrong"], raw["evalue"]
+        drift._sums, drift._started = [float(x) for x in raw["sums"]], raw["started"]
+        return drift
+
+
+__all__ = [
+    "MAX_CANDIDATES",
+    "finite",
+    "Cells",
+    "OffGrid",
+    "grid",
+    "grid_size",
+    "learn_then_test_cells",
+    "min_band",
+    "predicted_entry_cells",
+    "pvalue_below",
+    "Looks",
+    "DRIFT_DROPS",
+    "HISTORY_LIMIT",
+    "TAKES_LIMIT",
+    "DriftState",
+    "drifted",
+    "restart_weight",
+    "takes_to_withdraw",
+]

@@ -71,7 +71,7 @@ class EvidenceStore(ABC):
         The default re-reads every key (``keys``, ``load``) and keeps an 8-byte digest
         of each id returned; a backend that can tell what it gained overrides it (and
         ``view``, so that each reader keeps its own place)."""
-        from agentbranch.policy.earned._digests import DigestSet, digest
+        from agentbranch.policy.earned._state import DigestSet, digest
 
         with _DEFAULT_READ:
             if self._returned is None:

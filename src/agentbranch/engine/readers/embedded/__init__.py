@@ -8,9 +8,8 @@ temperature-scaled softmax (``logprob_i = log_softmax(score_i / temperature)``);
 question it has nothing to read answers uniformly (confidence 0) and warns once.
 docs/calibration.md ("How readers use them") gives the scoring and the temperatures.
 
-``texts`` builds what each option is compared with, ``scoring`` blends the
-similarities, ``temperatures`` holds the shipped and fitted temperatures, and
-``reader`` the model and the read.
+``scoring`` builds what each option is compared with, blends the similarities and
+holds the shipped and fitted temperatures, and ``reader`` the model and the read.
 """
 
 from agentbranch.engine.readers.embedded.reader import (
@@ -19,23 +18,21 @@ from agentbranch.engine.readers.embedded.reader import (
     EmbeddedReader,
     default_model_path,
 )
-from agentbranch.engine.readers.embedded.scoring import combine
-from agentbranch.engine.readers.embedded.temperatures import (
+from agentbranch.engine.readers.embedded.scoring import (
     OBJECTIVE,
     PRIOR_WEIGHT,
     T_MAX,
     T_MIN,
+    combine,
+    described,
     fit_temperature,
+    hypothesis_texts,
     log_softmax,
+    missing_signal,
+    option_examples,
     shipped_temperatures,
     temperature_file,
     top_label_log_likelihood,
-)
-from agentbranch.engine.readers.embedded.texts import (
-    described,
-    hypothesis_texts,
-    missing_signal,
-    option_examples,
 )
 
 __all__ = [

@@ -1,6 +1,8 @@
-"""``EmbeddedReader``: the MiniLM model, its embedding cache, and the read (see the
-package docstring for what it reads and how; scoring, batching and temperatures are in
-their own modules).
+"""``EmbeddedReader``: the MiniLM model, its embedding caches, and the read (see the
+package docstring for what it reads and how; scoring with its temperatures and batching are
+in their own modules). ``RecentStates`` keeps the embeddings of the states read most
+recently, so a state read again soon (a learned version on trial reading the state a
+teacher just labelled, moments after the decision read it) is not embedded again.
 
 Over 500 lines: one class, the reader, with every setting it takes declared beside it
 and what a learned head reads beside a state's embedding (``written_scores``)."""
@@ -20,28 +22,23 @@ from agentbranch.core.state import has_readable_text
 from agentbranch.engine.quiet_loads import quiet_loads
 from agentbranch.engine.readers.base import Reader
 from agentbranch.engine.readers.embedded.batches import length_batches, pad_values, padded
-from agentbranch.engine.readers.embedded.recent import RecentStates
 from agentbranch.engine.readers.embedded.scoring import (
-    Comparisons,
-    combine,
-    head_reads,
-    label_read,
-    prototypes,
-    uniform,
-)
-from agentbranch.engine.readers.embedded.temperatures import (
     OBJECTIVE,
     PRIOR_WEIGHT,
     T_MAX,
-    fit_temperature,
-    shipped_temperatures,
-)
-from agentbranch.engine.readers.embedded.texts import (
+    Comparisons,
+    combine,
     described,
+    fit_temperature,
+    head_reads,
     hypothesis_texts,
+    label_read,
     missing_signal,
     option_examples,
     option_texts,
+    prototypes,
+    shipped_temperatures,
+    uniform,
 )
 from agentbranch.engine.readers.embedded.traced import (
     Embedding,
@@ -49,8 +46,6 @@ from agentbranch.engine.readers.embedded.traced import (
     traced_embedding,
 )
 from agentbranch.engine.readers.threads import Threads, resolve_threads, torch_threads
-
-__all__ = ["MODEL_ID", "TWIN_SIMILARITY", "EmbeddedReader", "default_model_path"]
 
 #: The model id reported in decisions.
 MODEL_ID = "all-MiniLM-L6-v2"
@@ -539,3 +534,59 @@ class EmbeddedReader(Reader):
             self._cache.clear()
             self._states.clear()
             self._arrays.clear()
+
+
+#: States kept (the most recently read).
+STATES_KEPT = 64
+
+
+class RecentStates:
+    """Each recent state's embedding and whether it holds readable text."""
+
+    def __init__(self, size: int = STATES_KEPT) -> None:
+        self.size = size
+        self._kept: OrderedDict[str, tuple[Any, bool]] = OrderedDict()
+
+    def fresh(self, states: list[str]) -> list[str]:
+        """The states of ``states`` not kept (each once, in order): to embed."""
+        return [s for s in dict.fromkeys(states) if s not in self._kept]
+
+    def read(
+        self, states: list[str], fresh: list[str], embedded: Any, flags: list[bool], torch: Any
+    ) -> tuple[Any, list[bool]]:
+        """The embeddings and readability of ``states``: the ``fresh`` ones just
+        embedded (the first rows of ``embedded``, ``flags``), the others as kept; the
+        fresh ones kept from now on."""
+        got = {s: self._kept[s] for s in states if s in self._kept}
+        for i, s in enumerate(fresh):
+            got[s] = (embedded[i].clone(), flags[i])
+        for s in states:
+            self._kept[s] = got[s]
+            self._kept.move_to_end(s)
+        while len(self._kept) > self.size:
+            self._kept.popitem(last=False)
+        if not states:
+            return embedded[:0], []
+        return torch.stack([got[s][0] for s in states]), [got[s][1] for s in states]
+
+    def peek(self, texts: list[str], fresh: list[str], embedded: Any, torch: Any) -> Any:
+        """The embeddings of ``texts``: the ``fresh`` ones just embedded (the rows of
+        ``embedded``), the others as kept; nothing kept or moved (other texts than
+        states, e.g. a fit's labelled states, leave the recent states as they were)."""
+        if not texts:
+            return embedded[:0]
+        new = dict(zip(fresh, embedded))
+        return torch.stack([new[t] if t in new else self._kept[t][0] for t in texts])
+
+    def clear(self) -> None:
+        self._kept.clear()
+
+
+__all__ = [
+    "MODEL_ID",
+    "TWIN_SIMILARITY",
+    "EmbeddedReader",
+    "default_model_path",
+    "STATES_KEPT",
+    "RecentStates",
+]

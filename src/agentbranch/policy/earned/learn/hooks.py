@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from agentbranch.core.questions import as_compiled
 from agentbranch.core.state import render_state
-from agentbranch.policy.bands import cassette_of
 from agentbranch.policy.earned._evidence import QuestionKey
 from agentbranch.policy.earned.learn import nearest, probability, replayed
+from agentbranch.policy.resolving import cassette_of
 
 if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine

@@ -66,7 +66,7 @@ def base_share(reader: str | None, question_id: str, question: Any) -> float:
     if reader != "embedded":
         return BASE_SHARE
     from agentbranch.core.questions import to_spec
-    from agentbranch.engine.readers.embedded.texts import missing_signal
+    from agentbranch.engine.readers.embedded.scoring import missing_signal
 
     try:
         spec = to_spec(question_id, question)
@@ -104,7 +104,7 @@ def written_looks(min_evidence: int, base: float | None = None) -> Any:
     policy's own labels (``min_evidence``, 2x, 4x ...); its first
     ``WRITTEN_LOOKS_AS_ALONE`` looks spend what they would spend without learning
     (``(1 - level) / 2**(k+1)``), the later ones halves of what is left of its share."""
-    from agentbranch.policy.earned._looks import Looks
+    from agentbranch.policy.earned._statistics import Looks
 
     share = version_share(0, base)
     k = WRITTEN_LOOKS_AS_ALONE

@@ -41,7 +41,7 @@ class StoreLabels:
         self._claimed: set[str] = set()  #: written keys whose states go to the learner
         #: per version's evidence key: its labelled reads and probability map
         self.fits: dict[str, ProbabilityFit] = {}
-        from agentbranch.policy.earned._digests import DigestSet  # (numpy: not at import)
+        from agentbranch.policy.earned._state import DigestSet  # (numpy: not at import)
 
         #: the labels counted in fits, as 8-byte digests of (key, decision or record id)
         self._counted = DigestSet()
@@ -113,7 +113,7 @@ class StoreLabels:
         return new
 
     def _count(self, rec: Any) -> None:
-        from agentbranch.policy.earned._digests import digest
+        from agentbranch.policy.earned._state import digest
 
         if rec.probability is None:
             return

@@ -1,0 +1,527 @@
+"""What agentbranch tells the application: log events, metrics and spans, all silent
+until the application asks.
+
+Logs: stdlib ``logging`` under the ``"agentbranch"`` logger. The package installs a
+``NullHandler`` on it (as langchain_core does for its loggers) and never configures
+handlers, levels or formats: nothing is written unless the application configures
+logging, and ``logging.disable(...)`` or a level on ``"agentbranch"`` silences it like any
+library. Events are structlog-shaped: ``event(logger, level, "agentbranch.decision",
+**fields)`` logs a readable message (``agentbranch.decision question_id=team
+label=billing ...``) and passes the fields as ``extra=``, so they are attributes of the
+``LogRecord`` (``record.question_id``, ``record.event``). An application that routes
+stdlib records through structlog (``structlog.stdlib.ProcessorFormatter`` with
+``structlog.stdlib.ExtraAdder()`` in its ``foreign_pre_chain``) gets the event name and
+every field as key/values. See docs/langgraph.md ("Decision log").
+
+Metrics and spans go through OpenTelemetry's API (docs/metrics.md). The API
+(``opentelemetry-api``, the ``metrics`` extra) is optional and the library never sets a
+provider or an exporter: the meter and the tracer are ``get_meter``/``get_tracer
+("agentbranch", version)`` on the application's providers (or the ones given to
+``use_meter_provider``/``use_tracer_provider``). agentbranch never imports OpenTelemetry
+itself (its import takes a fifth of a second): it uses the API once the application has
+imported it. Until then, and while no SDK provider is set, every hook returns after one
+check: no instrument or span is made, no attribute built.
+
+Metrics count what the engine takes, what the teacher costs, whether labels are stored
+and audits arrive, and the trust in force; each fact is counted in one place (where its
+record is logged); attributes are question ids and a few small enumerations (band, who
+decided, role, error type), never states or labels' text. Spans: one per decision a
+policy resolves (``decision_spans``), one per teacher call (``teacher_span``: a
+fallback's, a child of its decision's span; an audit's, on its own). Span attributes
+follow OpenTelemetry's semantic conventions for generative AI where one fits
+(``gen_ai.operation.name``, ``gen_ai.request.model``, ``error.type``) and are
+``agentbranch.*`` otherwise, named as the metrics' are. The state's text is never an
+attribute unless ``use_tracer_provider(include_state=True)`` asks for it.
+
+Over 500 lines: one idea, what the library reports and the one rule it keeps (silent and
+free until the application sets it up), written once for logs, metrics and spans.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "DecisionSpans",
+    "active_tracer",
+    "decision_spans",
+    "enabled",
+    "event",
+    "logger",
+    "teacher_span",
+    "use_meter_provider",
+    "use_tracer_provider",
+]
+
+#: The package logger; modules log through it or its children (``agentbranch.canvas``).
+logger = logging.getLogger("agentbranch")
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{_show(v)}" for k, v in value.items()) + "}"
+    text = str(value)
+    return repr(text) if not text or any(c.isspace() for c in text) else text
+
+
+def event(log: logging.Logger, level: int, name: str, /, **fields: Any) -> None:
+    """Log the structlog-style event ``name`` with key/value ``fields`` (``None``
+    values are left out of the message but kept on the record)."""
+    if not log.isEnabledFor(level):
+        return
+    shown = " ".join(f"{k}={_show(v)}" for k, v in fields.items() if v is not None)
+    log.log(level, "%s %s", name, shown, extra={"event": name, **fields}, stacklevel=2)
+
+
+# -- metrics ----------------------------------------------------------------------------
+
+#: Attribute names (OpenTelemetry style: lowercase, dot-namespaced).
+QUESTION = "agentbranch.question.id"
+BAND = "agentbranch.decision.band"
+DECIDED_BY = "agentbranch.decision.decided_by"
+ROLE = "agentbranch.teacher.role"
+TRUST = "agentbranch.trust.state"
+ERROR = "error.type"
+
+TRUSTS = ("learning", "earned", "withdrawn", "fixed")
+#: Teacher latency buckets (seconds): a fast local model to a slow remote one.
+DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+
+_lock = threading.Lock()
+_explicit: Any = None  # a provider given to use_meter_provider (None: the global one)
+_built: tuple[Any, Any] | None = None  # (provider, _Instruments)
+_noop: list[Any] = [None]  # the last provider found to be a stand-in (no SDK)
+#: Per question, what the last resolved decision says is in force (for the gauges).
+_in_force: dict[str, dict[str, Any]] = {}
+
+
+def use_meter_provider(provider: Any = None) -> None:
+    """Send agentbranch's metrics to ``provider`` (an OpenTelemetry ``MeterProvider``)
+    instead of the global one the application set with
+    ``opentelemetry.metrics.set_meter_provider``; ``None`` goes back to the global one.
+    agentbranch never sets a provider itself."""
+    global _explicit, _built
+    with _lock:
+        _explicit, _built = provider, None
+
+
+#: The counters, by unit: instrument name (after ``agentbranch.``) and description. The
+#: name's last part is the attribute of ``_Instruments`` that holds the counter.
+_COUNTERS = {
+    "{decision}": {
+        "decisions": "Decisions resolved",
+        "takes": "Decisions the engine's read took",
+    },
+    "{call}": {
+        "teacher.calls_saved": (
+            "Decisions taken above an earned threshold (each one a teacher call saved)"
+        ),
+        "teacher.calls": "Calls of a teacher model",
+        "teacher.failures": "Teacher calls that failed, timed out or named no option",
+        "teacher.refused": (
+            "Teacher calls not made: earlier calls are still running past their timeout"
+        ),
+    },
+    "{label}": {
+        "labels.stored": "Teacher labels stored",
+        "labels.lost": "Teacher labels lost: the store could not be written",
+    },
+    "{audit}": {
+        "audits.due": "Audits sampled (due)",
+        "audits.done": "Due audits the teacher answered",
+        "audits.missing": "Due audits that never came",
+        "audits.probes": (
+            "Probes sent while a band is suspended (the fallback labels those decisions)"
+        ),
+    },
+}
+
+
+class _Instruments:
+    # The counters of ``_COUNTERS``, set by name.
+    decisions: Any
+    takes: Any
+    calls_saved: Any
+    calls: Any
+    failures: Any
+    refused: Any
+    stored: Any
+    lost: Any
+    due: Any
+    done: Any
+    missing: Any
+    probes: Any
+
+    def __init__(self, provider: Any) -> None:
+        meter = provider.get_meter("agentbranch", _version())
+        for unit, counters in _COUNTERS.items():
+            for name, description in counters.items():
+                counter = meter.create_counter(f"agentbranch.{name}", unit, description)
+                setattr(self, name.rpartition(".")[2], counter)
+        self.duration = meter.create_histogram(
+            "agentbranch.teacher.duration",
+            "s",
+            "Duration of teacher calls",
+            explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
+        )
+        g = meter.create_observable_gauge
+        g("agentbranch.threshold", [_thresholds], "1", "The take threshold in force")
+        g("agentbranch.trust", [_trusts], "1", "1 for the trust state in force, else 0")
+        g(
+            "agentbranch.learn.version",
+            [_versions],
+            "{version}",
+            "The learned version of the read deciding",
+        )
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("agentbranch")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "0+unknown"
+
+
+def _instruments() -> _Instruments | None:
+    """The instruments on the provider in use, or ``None`` when nothing would record."""
+    provider = _explicit if _explicit is not None else _global_provider()
+    if provider is None:
+        return None
+    built = _built
+    if built is not None and built[0] is provider:
+        return built[1]
+    if provider is _noop[0]:
+        return None
+    if _is_noop(sys.modules["opentelemetry.metrics"], provider):
+        _noop[0] = provider  # a no-op provider: instruments would record nothing
+        return None
+    return _build(provider)
+
+
+def _global_provider() -> Any:
+    """The provider the application set globally, or ``None`` while it set none (read
+    without a call: the API's own ``get_meter_provider`` reads the environment each
+    time). ``None`` too when the application has not imported the API at all."""
+    internal = sys.modules.get("opentelemetry.metrics._internal")
+    if internal is None:
+        return None
+    provider = getattr(internal, "_METER_PROVIDER", _UNKNOWN)
+    if provider is None:  # none set yet; one named by OTEL_PYTHON_METER_PROVIDER loads
+        return internal.get_meter_provider() if _env_provider() else None
+    if provider is _UNKNOWN:  # an API release that keeps it elsewhere: ask it
+        return sys.modules["opentelemetry.metrics"].get_meter_provider()
+    return provider
+
+
+@functools.cache
+def _env_provider() -> bool:
+    return "OTEL_PYTHON_METER_PROVIDER" in os.environ
+
+
+_UNKNOWN = object()
+
+
+def _is_noop(api: Any, provider: Any) -> bool:
+    """Whether ``provider`` is the API's own stand-in (no SDK set yet) or its no-op."""
+    from opentelemetry.metrics._internal import _ProxyMeterProvider
+
+    return isinstance(provider, _ProxyMeterProvider | api.NoOpMeterProvider)
+
+
+def _build(provider: Any) -> _Instruments:
+    global _built
+    with _lock:
+        if _built is None or _built[0] is not provider:
+            _built = (provider, _Instruments(provider))
+        return _built[1]
+
+
+def enabled() -> bool:
+    """Whether metrics are recorded (the API is installed and an SDK provider set)."""
+    return _instruments() is not None
+
+
+# -- hooks (each fact in one place) ----------------------------------------------------
+
+
+def decisions(records: Iterable[Mapping[str, Any]]) -> None:
+    """Resolved decision records, as logged (``agentbranch.decision`` events)."""
+    m = _instruments()
+    if m is None:
+        return
+    for rec in records:
+        question_id = str(rec.get("question_id"))
+        band = rec.get("band") or "none"
+        attrs = {QUESTION: question_id, BAND: band, DECIDED_BY: str(rec.get("decided_by"))}
+        m.decisions.add(1, attrs)
+        if band == "take" and rec.get("decided_by") == "engine":
+            m.takes.add(1, {QUESTION: question_id})
+            if rec.get("trust") == "earned":
+                m.calls_saved.add(1, {QUESTION: question_id})
+        if rec.get("trust") is not None:
+            _in_force[question_id] = {
+                "take_at": rec.get("take_at"),
+                "trust": rec.get("trust"),
+                "version": rec.get("reader_version"),
+            }
+
+
+def teacher_call(question_id: str, role: str, duration_s: float, error: str | None) -> None:
+    """One teacher call (``role``: ``"fallback"`` or ``"audit"``) and how it ended."""
+    m = _instruments()
+    if m is None:
+        return
+    attrs = {QUESTION: question_id, ROLE: role}
+    m.calls.add(1, attrs)
+    m.duration.record(duration_s, attrs)
+    if error is not None:
+        m.failures.add(1, {**attrs, ERROR: error})
+
+
+def teacher_refused(question_id: str, role: str) -> None:
+    """A teacher call not made because earlier ones are stuck (no call, no duration)."""
+    m = _instruments()
+    if m is not None:
+        m.refused.add(1, {QUESTION: question_id, ROLE: role})
+
+
+def label_stored(question_id: str) -> None:
+    m = _instruments()
+    if m is not None:
+        m.stored.add(1, {QUESTION: question_id})
+
+
+def label_lost(question_id: str) -> None:
+    m = _instruments()
+    if m is not None:
+        m.lost.add(1, {QUESTION: question_id})
+
+
+def audit(question_id: str, outcome: str, error: str | None = None) -> None:
+    """A due audit: ``outcome`` is ``"due"``, ``"done"`` or ``"missing"``; ``"probe"``:
+    a probe of a suspended band sent (no audit: it leaves no label)."""
+    m = _instruments()
+    if m is None:
+        return
+    attrs = {QUESTION: question_id}
+    if outcome == "due":
+        m.due.add(1, attrs)
+    elif outcome == "done":
+        m.done.add(1, attrs)
+    elif outcome == "probe":
+        m.probes.add(1, attrs)
+    else:
+        m.missing.add(1, {**attrs, ERROR: error or "unknown"})
+
+
+# -- observable gauges (read at collection) ---------------------------------------------
+
+
+def _thresholds(options: Any) -> Iterable[Any]:
+    from opentelemetry.metrics import Observation
+
+    for question_id, now in list(_in_force.items()):
+        if now["take_at"] is not None:
+            yield Observation(float(now["take_at"]), {QUESTION: question_id})
+
+
+def _trusts(options: Any) -> Iterable[Any]:
+    from opentelemetry.metrics import Observation
+
+    for question_id, now in list(_in_force.items()):
+        for trust in TRUSTS:
+            yield Observation(
+                1 if now["trust"] == trust else 0, {QUESTION: question_id, TRUST: trust}
+            )
+
+
+def _versions(options: Any) -> Iterable[Any]:
+    from opentelemetry.metrics import Observation
+
+    for question_id, now in list(_in_force.items()):
+        if isinstance(now["version"], int):
+            yield Observation(now["version"], {QUESTION: question_id})
+
+
+# -- spans ------------------------------------------------------------------------------
+
+MODEL = "gen_ai.request.model"
+OPERATION = "gen_ai.operation.name"
+LABEL = "agentbranch.decision.label"
+CONFIDENCE = "agentbranch.decision.confidence"
+TAKE_AT = "agentbranch.decision.take_at"
+LATENCY = "agentbranch.decision.latency_s"  # the engine's read, as the record says
+READER = "agentbranch.reader.name"
+VERSION = "agentbranch.learn.version"
+STATE = "agentbranch.state"
+INTERRUPTED = "agentbranch.decision.interrupted"
+
+_span_lock = threading.Lock()
+_tracer_provider: Any = None  # a provider given to use_tracer_provider (None: the global one)
+_include_state = False
+_tracer_built: tuple[Any, Any] | None = None  # (provider, tracer)
+_tracer_noop: list[Any] = [None]  # the last provider found to be a stand-in (no SDK)
+
+
+def use_tracer_provider(provider: Any = None, *, include_state: bool = False) -> None:
+    """Send agentbranch's spans to ``provider`` (an OpenTelemetry ``TracerProvider``)
+    instead of the global one the application set with
+    ``opentelemetry.trace.set_tracer_provider``; ``None`` goes back to the global one.
+    ``include_state=True`` adds the rendered state to each decision span
+    (``agentbranch.state``); by default no span carries it."""
+    global _tracer_provider, _tracer_built, _include_state
+    with _span_lock:
+        _tracer_provider, _tracer_built, _include_state = provider, None, bool(include_state)
+
+
+def active_tracer() -> Any:
+    """The tracer on the provider in use, or ``None`` when no span would be recorded."""
+    provider = _tracer_provider if _tracer_provider is not None else _global_tracer_provider()
+    if provider is None:
+        return None
+    built = _tracer_built
+    if built is not None and built[0] is provider:
+        return built[1]
+    if provider is _tracer_noop[0]:
+        return None
+    api = sys.modules["opentelemetry.trace"]
+    if isinstance(provider, api.ProxyTracerProvider | api.NoOpTracerProvider):
+        _tracer_noop[0] = provider  # the API's stand-in: its spans record nothing
+        return None
+    return _build_tracer(provider)
+
+
+def _global_tracer_provider() -> Any:
+    """The provider the application set, or ``None`` while it set none (read without a
+    call; ``get_tracer_provider`` reads the environment each time), or has not imported
+    the API at all."""
+    api = sys.modules.get("opentelemetry.trace")
+    if api is None:
+        return None
+    provider = getattr(api, "_TRACER_PROVIDER", _UNKNOWN)
+    if provider is None:  # none set yet; one named by OTEL_PYTHON_TRACER_PROVIDER loads
+        return api.get_tracer_provider() if "OTEL_PYTHON_TRACER_PROVIDER" in os.environ else None
+    if provider is _UNKNOWN:  # an API release that keeps it elsewhere: ask it
+        return api.get_tracer_provider()
+    return provider
+
+
+def _build_tracer(provider: Any) -> Any:
+    global _tracer_built
+    with _span_lock:
+        if _tracer_built is None or _tracer_built[0] is not provider:
+            _tracer_built = (provider, provider.get_tracer("agentbranch", _version()))
+        return _tracer_built[1]
+
+
+class DecisionSpans:
+    """The open spans of one resolution: one per (state, question), started when the
+    resolution starts, ended with the final records' attributes."""
+
+    def __init__(self, tracer: Any, questions: Sequence[str], states: int) -> None:
+        self.tracer = tracer
+        self.spans = [
+            {q: tracer.start_span(f"decide {q}", attributes={QUESTION: q}) for q in questions}
+            for _ in range(states)
+        ]
+
+    def span(self, index: int, question_id: str) -> Any:
+        return self.spans[index][question_id]
+
+    def finish(self, records: Sequence[Mapping[str, Mapping[str, Any]]], texts: Sequence[Any]):
+        """Each span gets its record's attributes and ends."""
+        for spans, recs, text in zip(self.spans, records, texts, strict=True):
+            for question_id, span in spans.items():
+                rec = recs.get(question_id)
+                if rec is not None:
+                    span.set_attributes(_attributes(rec))
+                if _include_state and isinstance(text, str):
+                    span.set_attribute(STATE, text)
+                span.end()
+
+    def fail(self, error: BaseException) -> None:
+        """The resolution raised: every span says so and ends. A LangGraph interrupt
+        (a review asked of a human) and a closed generator are not errors: the spans end
+        marked ``agentbranch.decision.interrupted`` (the resumed node decides again)."""
+        from opentelemetry.trace import Status, StatusCode
+
+        # By name: this layer does not import LangGraph (GraphInterrupt is a GraphBubbleUp).
+        stopped = isinstance(error, GeneratorExit) or any(
+            c.__name__ == "GraphBubbleUp" for c in type(error).__mro__
+        )
+        for spans in self.spans:
+            for span in spans.values():
+                if stopped:
+                    span.set_attribute(INTERRUPTED, True)
+                else:
+                    span.set_attribute(ERROR, type(error).__name__)
+                    span.set_status(Status(StatusCode.ERROR, str(error)[:200]))
+                span.end()
+
+
+def _attributes(rec: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        BAND: str(rec.get("band") or "none"),
+        DECIDED_BY: str(rec.get("decided_by")),
+    }
+    for key, name in (("label", LABEL), ("reader", READER), ("model", MODEL)):
+        if isinstance(rec.get(key), str):
+            out[name] = rec[key]
+    for key, name in (("confidence", CONFIDENCE), ("take_at", TAKE_AT), ("latency_s", LATENCY)):
+        if isinstance(rec.get(key), int | float) and not isinstance(rec.get(key), bool):
+            out[name] = float(rec[key])
+    if isinstance(rec.get("trust"), str):
+        out[TRUST] = rec["trust"]
+    if isinstance(rec.get("reader_version"), int):
+        out[VERSION] = rec["reader_version"]
+    return out
+
+
+def decision_spans(questions: Sequence[str], states: int) -> DecisionSpans | None:
+    """Spans for a resolution of ``questions`` about ``states`` states, or ``None``
+    when tracing is off."""
+    tracer = active_tracer()
+    return None if tracer is None else DecisionSpans(tracer, questions, states)
+
+
+def teacher_span(
+    parent: Any,
+    question_id: str,
+    role: str,
+    model: str | None,
+    duration_s: float,
+    error: str | None,
+) -> None:
+    """One teacher call that just ended (``role``: ``"fallback"`` or ``"audit"``), as a
+    span of ``duration_s`` ending now; a child of ``parent`` (a decision span) if given."""
+    tracer = active_tracer()
+    if tracer is None:
+        return
+    from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
+
+    end = time.time_ns()
+    attrs: dict[str, Any] = {OPERATION: "chat", QUESTION: question_id, ROLE: role}
+    if model:
+        attrs[MODEL] = model
+    span = tracer.start_span(
+        f"chat {model}" if model else "chat",
+        context=set_span_in_context(parent) if parent is not None else None,
+        kind=SpanKind.CLIENT,  # a call to a model, as the GenAI conventions have it
+        attributes=attrs,
+        start_time=end - int(duration_s * 1e9),
+    )
+    if error is not None:
+        span.set_attribute(ERROR, error)
+        span.set_status(Status(StatusCode.ERROR))
+    span.end(end_time=end)
