@@ -118,7 +118,7 @@ class QuestionLabels:
       Nor is any other label of the same text (``same_text``: case, whitespace and Unicode
       forms aside), whatever its identity: ``learned_text_by`` says which versions learned
       that text. Per segment of ranks between two refit points 8-byte digests of the
-      identity and of the state's ``same_text`` are kept (``_digests.DigestSet``): 16 bytes
+      identity and of the state's ``same_text`` are kept (``_state.DigestSet``): 16 bytes
       a label, the price of counting each label once over any span of time, like the
       evidence windows' digests.
     * **What a fit reads.** Version ``j`` reads, per option, the ``per_option`` labels of
