@@ -39,12 +39,30 @@ SLOW_FILES = (
     "test_demo_loop.py",
 )
 
+# ... and single tests of that kind in files otherwise fast (measured: each 5-40 s).
+SLOW_TESTS = (
+    # soak: three processes restart on a store and exit while learning works
+    "test_learn_loop.py::test_a_process_that_exits_while_learning_works_exits_cleanly",
+    # statistical simulations
+    "test_learn_drift.py::test_a_learned_version_is_withdrawn_within_the_documented_drift_bound",
+    "test_earned.py::test_drift_false_alarm_rate_under_the_null",
+    "test_learn_eprocess.py::test_inverse_weighted_bets_err_within_the_level_*",
+    "test_learn_eprocess.py::test_checked_after_every_label_it_errs_within_its_level",
+    # a property over a real model's generations
+    "test_local_chat_holes.py::test_a_stream_yields_exactly_what_invoke_returns_*",
+    # examples end to end: a learning graph recorded, then replayed
+    "test_replay_teachers.py::test_a_recorded_learning_graph_replays_in_ci_*",
+)
+
 
 def pytest_collection_modifyitems(config, items):
     from fnmatch import fnmatch
 
     for item in items:
-        if any(fnmatch(item.path.name, pattern) for pattern in SLOW_FILES):
+        test = f"{item.path.name}::{item.name}"
+        if any(fnmatch(item.path.name, pattern) for pattern in SLOW_FILES) or any(
+            fnmatch(test, pattern) for pattern in SLOW_TESTS
+        ):
             item.add_marker(pytest.mark.slow)
 
 
