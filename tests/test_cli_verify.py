@@ -167,6 +167,33 @@ def test_the_thresholds_an_evidence_store_holds_now(files, tmp_path):
     assert "no threshold for question(s) ['angry']" in result.stderr
 
 
+def test_a_store_whose_question_decides_with_a_learned_version_is_refused(
+    files, tmp_path, monkeypatch
+):
+    """The store's threshold of a question a learned version decides is that version's
+    read's; verify reads the question as written, so it refuses (ERROR, exit 3) and says
+    to give --take-at, never a verdict on the wrong scale. (The report is stood in for:
+    what is under test is what verify does with a learned version in force.)"""
+    import importlib
+    from types import SimpleNamespace
+
+    earned_report = importlib.import_module("agentbranch.audit.earned_report")
+    learned = SimpleNamespace(question_id="urgent", in_force=2)
+    report = SimpleNamespace(learning={"k": learned}, questions={})
+    monkeypatch.setattr(earned_report, "earned_report", lambda store: report)
+    store = tmp_path / "evidence.jsonl"
+    store.write_text("")
+    path, cassette = files["pass"]
+    args = ("--cassette", cassette, "--store", store, "--precision", 0.9, "--coverage", 0.5)
+    result = run(path, *args)
+    assert result.exit_code == 3, result.output
+    assert "decides with learned version 2 of its read" in result.stderr
+    assert "--take-at" in result.stderr
+    learned.in_force = 0  # the question as written decides: no refusal, no threshold
+    result = run(path, *args)
+    assert "learned version" not in result.stderr
+
+
 @pytest.mark.parametrize(
     ("change", "says"),
     [
