@@ -258,8 +258,7 @@ class Policy:
         ``take_at`` (trust ``"fixed"``) or what ``Earned`` has earned for this question,
         reader, model and reading settings (``decision.reading``: a threshold earned on
         one confidence scale never serves another)."""
-        reading = getattr(decision, "reading", None)
-        return self.trust.in_force(qid, question, decision.reader, decision.model, reading)
+        return self.trust.in_force(qid, question, decision.reader, decision.model, decision.reading)
 
     def _check_audit(self) -> None:
         from agentbranch.policy.auditing.config import Audit

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from agentbranch.core import _telemetry as telemetry
 from agentbranch.core.questions import Question
 from agentbranch.policy.config import DecisionRecord, FailClosed, FailOpen, PolicyArg, policy_for
 from agentbranch.policy.records import error_record
+
+if TYPE_CHECKING:
+    from agentbranch.engine.readers.base import Reader
 
 __all__ = ["records_for_error"]
 
@@ -17,7 +20,7 @@ log = logging.getLogger("agentbranch")
 
 
 def records_for_error(
-    error: BaseException, questions: Mapping[str, Question], policy: PolicyArg, reader: Any
+    error: BaseException, questions: Mapping[str, Question], policy: PolicyArg, reader: Reader
 ) -> dict[str, DecisionRecord]:
     """The fail-open/fail-closed records for ``error``; re-raises it when any question's
     policy does not handle this kind of error."""

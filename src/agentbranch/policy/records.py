@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentbranch.core.decisions import Decision
 from agentbranch.core.questions import Question
@@ -20,6 +20,9 @@ from agentbranch.policy.config import (
     question_text,
 )
 from agentbranch.policy.trust import Threshold
+
+if TYPE_CHECKING:
+    from agentbranch.engine.readers.base import Reader
 
 __all__ = [
     "decision_identity",
@@ -74,13 +77,11 @@ def engine_record(
 
 
 def error_record(
-    qid: str, question: Question, error: BaseException, policy: Policy, reader: Any
+    qid: str, question: Question, error: BaseException, policy: Policy, reader: Reader
 ) -> DecisionRecord:
     on_error = policy.on_error
     options = options_of(qid, question)
-    threshold = policy.trust.in_force(
-        qid, question, getattr(reader, "name", None), getattr(reader, "model", None)
-    )
+    threshold = policy.trust.in_force(qid, question, reader.name, reader.model)
     qtype = question.type
     rec: DecisionRecord = {
         "question_id": qid,
@@ -101,8 +102,8 @@ def error_record(
         "decided_by": "fail_open" if isinstance(on_error, FailOpen) else "fail_closed",
         "engine_label": None,
         "goto": on_error.node if isinstance(on_error, FailClosed) else None,
-        "reader": getattr(reader, "name", None),
-        "model": getattr(reader, "model", None),
+        "reader": reader.name,
+        "model": reader.model,
         "reading": None,
         "decision_id": None,
         "latency_s": None,

@@ -548,7 +548,7 @@ class Earned(TrustSource):
 
 
 def observe_record(
-    earned: Any,
+    earned: Earned,
     question_id: str,
     question: Question,
     banded: DecisionRecord,
@@ -573,7 +573,7 @@ def observe_record(
         return  # a replayed decision is no live traffic
     band = banded["band"] if banded["band"] in ("take", "fallback", "review") else "fallback"
     learning = {}  # learning hook (agentbranch.policy.earned.learn): the state and the version
-    if getattr(earned, "learner", None) is not None:
+    if earned.learner is not None:
         from agentbranch.policy.generation import state_text
 
         text = state if isinstance(state, str) or state is None else state_text(state)
