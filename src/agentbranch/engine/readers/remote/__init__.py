@@ -1,17 +1,6 @@
-"""``RemoteReader``: reads from a vLLM server over HTTP, through its ``/v1/systemone``
-endpoint (vLLM ≥ 0.32, the default) or its ``/v1/decisions`` endpoint (vLLM ≥ 0.33,
-``api="decisions"``, the only one with joint reads), or from a server that speaks
-``/v1/systemone`` as the published System One spec writes it (``dialect="spec"``).
-One module per job:
-
-* ``reader``: ``RemoteReader`` itself; ``apis``: the APIs, the dialects and the URL
-* ``wire``: the request bodies of vLLM's APIs; ``answers``: the server's answers as
-  strict pydantic models; ``parse``: vLLM's answers to ``LabelRead``s; ``spec``: the
-  published spec's dialect (its body and its answers)
-* ``transport``: pooled httpx clients, one POST, status → error; ``retries``: what is
-  retried and how; ``gate``: the one in-flight limit; ``masking``: credentials out of
-  URLs, messages and log lines
-"""
+"""``RemoteReader``: reads from a vLLM server (``/v1/systemone`` or ``/v1/decisions``)
+or a server that speaks the published System One spec, over HTTP. What it sends, retries
+and validates: docs/vllm.md, "Remote"."""
 
 from agentbranch.engine.readers.remote.apis import APIS, DIALECTS
 from agentbranch.engine.readers.remote.parse import parse_answers, parse_decisions_answers

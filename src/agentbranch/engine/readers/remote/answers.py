@@ -1,11 +1,6 @@
-"""The server's answers as JSON and as strict pydantic models: nothing is coerced.
-
-``decode_json`` decodes a response body (a key repeated in one object is refused),
-``SystemOneAnswer`` and ``DecisionsAnswer`` are the answers of the two APIs, all strict
-(``_Wire``: the type rules and why a null is an error, in its docstring); an answer that
-breaks them is an ``InvalidReadError`` naming the question, the field and the value
-(``validated``).
-"""
+"""The server's answers as JSON (``decode_json``: a repeated key is refused) and as
+strict pydantic models (nothing coerced); ``validated`` turns a broken one into an
+``InvalidReadError`` naming the question, the field and the value."""
 
 from __future__ import annotations
 
@@ -47,9 +42,6 @@ ROUNDING = 1e-6
 FAULTY = "the server or a proxy in between is faulty"
 
 
-# ----------------------------------------------------------------------------- JSON
-
-
 class DuplicateKeyError(ValueError):
     """A JSON object names one key twice."""
 
@@ -72,9 +64,6 @@ def decode_json(content: bytes) -> Any:
     return json.loads(content, object_pairs_hook=_no_duplicates)
 
 
-# ------------------------------------------------------------------------ wire models
-
-
 def _clamp(value: float) -> float:
     return min(1.0, max(0.0, value))
 
@@ -90,17 +79,8 @@ Probability = Annotated[
 class _Wire(BaseModel):
     """Strict: no coercion (``"0.5"``, ``true``, ``1.9`` for an int are errors); unknown
     fields ignored. A field given a default of ``None`` is optional, but its type is not:
-    present, it must be valid (``null`` included).
-
-    **Types.** A probability, ``confidence`` or ``label_mass`` is a JSON number (never a
-    string, a bool or a null), finite, in [0, 1] (up to ``ROUNDING`` outside is float
-    rounding, clamped); ``argmax_is_label`` is a JSON boolean (the string ``"false"`` is an
-    error, not true); a score level on ``/v1/decisions`` is a JSON integer (``0.2``, ``1.9``
-    and ``true`` are errors, not levels 0, 1, 1). A field that is present must be valid: a
-    null is a faulty server, not "unknown" (read as unknown it would give label mass 1, the
-    most trusting value). Fields the reader does not use (``type``, ``choice``, ``legend``,
-    ...) are ignored.
-    """
+    present, it must be valid. A ``null`` is a faulty server, not "unknown" (read as
+    unknown it would give label mass 1, the most trusting value)."""
 
     model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
 

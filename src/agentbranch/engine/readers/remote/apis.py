@@ -1,15 +1,5 @@
-"""The two server APIs ``RemoteReader`` speaks, and the URL a request goes to.
-
-Only the path, the body and the answers differ per API (``Api``); the HTTP, retry and
-error handling are shared. ``/v1/systemone`` comes in two dialects (``DIALECTS``): vLLM's
-and the published spec's (``spec``).
-
-**URL.** The API path is joined to ``base_url``'s path (``http://gw/llm?token=T`` posts
-to ``http://gw/llm/v1/systemone?token=T``: the query string is kept on every request);
-a ``base_url`` that already ends in the API's path is used as is, one that ends in the
-other API's path is refused. Credentials in the URL (``http://user:key@host``) are taken
-out of it and sent as HTTP Basic auth.
-"""
+"""The server APIs ``RemoteReader`` speaks (path, body, answers per ``Api``; the HTTP
+is shared), ``/v1/systemone``'s two dialects, and the URL a request goes to."""
 
 from __future__ import annotations
 
@@ -58,8 +48,8 @@ DIALECTS = {
 
 def endpoint(base_url: str, api: str) -> tuple[httpx.URL, str | None]:
     """The request URL (``base_url``'s path joined with the API's path, its query string
-    kept; no userinfo, no fragment) and the ``Authorization: Basic`` value for
-    ``base_url``'s userinfo (what httpx would send for it), if any."""
+    kept; no userinfo, no fragment; a path ending in the other API's is refused) and the
+    ``Authorization: Basic`` value for ``base_url``'s userinfo, if any."""
     try:
         parsed = httpx.URL(base_url)
     except (httpx.InvalidURL, TypeError, ValueError):

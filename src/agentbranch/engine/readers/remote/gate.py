@@ -1,10 +1,5 @@
-"""``Gate``: the one in-flight limit of a ``RemoteReader`` (``max_connections``).
-
-The requests of a batch go out concurrently (``aread``: ``asyncio.gather`` on one event
-loop; ``read``: a thread pool), and several threads and event loops may share one reader:
-every request, from whichever thread or loop, passes this one gate, so the reader never
-has more than ``max_connections`` requests in flight.
-"""
+"""``Gate``: the one in-flight limit (``max_connections``) every request of a
+``RemoteReader`` passes, from whichever thread or event loop."""
 
 from __future__ import annotations
 
@@ -18,12 +13,10 @@ __all__ = ["Gate"]
 
 
 class Gate:
-    """One in-flight limit shared by threads and event loops (``max_connections``).
-
-    ``asyncio.Semaphore`` belongs to one loop and ``threading.Semaphore`` blocks a loop,
-    so this keeps a count and a queue of waiters: a ``concurrent.futures.Future`` for a
-    thread, an ``asyncio.Future`` (woken on its own loop) for a task. A released slot
-    passes straight to the next waiter."""
+    """A count and a queue of waiters: a ``concurrent.futures.Future`` for a thread, an
+    ``asyncio.Future`` (woken on its own loop) for a task; a released slot passes straight
+    to the next waiter. (``asyncio.Semaphore`` belongs to one loop, and
+    ``threading.Semaphore`` would block a loop.)"""
 
     # An async waiter is ``[loop, future, handed_over, thread id of its loop]``.
 

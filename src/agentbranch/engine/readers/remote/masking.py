@@ -1,15 +1,5 @@
-"""Credential masking for ``RemoteReader``: no secret in a message, a log line or a repr.
-
-Credentials in the URL (``http://user:key@host``) are sent as HTTP Basic auth and never
-kept in ``reader.url``, which also shows every query-string value as ``***``
-(``http://gw/llm/v1/systemone?token=***``). The API key, the URL's user name, password and
-query values (whatever their length) and the values of ``Authorization``-like headers are
-replaced by ``***`` in every exception message (server messages that echo them included):
-``Redactor``. httpx logs each request's URL at INFO on the ``"httpx"`` logger (``HTTP
-Request: POST <url> ...``, formatted with ``str``); the reader's requests carry a URL that
-prints masked (``QuietURL``) while the request line sent is built from its real parts, so
-those log lines show ``token=***`` without the reader touching any logging configuration.
-"""
+"""Credential masking for ``RemoteReader``: no secret in a message (``Redactor``), a
+log line (``QuietURL``) or a repr."""
 
 from __future__ import annotations
 
@@ -31,12 +21,9 @@ _SENSITIVE_HEADER = re.compile(r"(?i)auth|key|token|secret|cookie|session|passwo
 class QuietURL(httpx.URL):
     """The request URL, printed with its credentials masked (``redact_url``).
 
-    httpx logs every request at INFO on the ``"httpx"`` logger as ``HTTP Request: POST
-    <url> "HTTP/1.1 200 OK"``, formatting ``request.url`` with ``%s`` (``str``); its
-    ``repr(request)`` prints ``str(request.url)`` too. The transports build the request
-    line from the URL's parts (``raw_path`` keeps the real query), so with this URL on
-    the request the server gets the query string and those lines print ``***`` in its
-    values. Nothing in the process's logging configuration changes."""
+    httpx logs each request at INFO formatting ``str(request.url)``, while its transports
+    build the request line from the URL's parts (``raw_path`` keeps the real query): the
+    server gets the query string, the log lines ``***``, and no logging setting changes."""
 
     def __init__(self, url: httpx.URL, shown: str) -> None:
         super().__init__(url)

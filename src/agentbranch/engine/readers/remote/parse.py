@@ -1,11 +1,6 @@
-"""How a server's answers become ``LabelRead``s, validated as strictly as a local read.
-
-``parse_answers`` reads a ``/v1/systemone`` response, ``parse_decisions_answers`` a
-``/v1/decisions`` one; each answer goes through the strict models of ``answers`` (types)
-and then the rules in ``label_read``'s docstring (probabilities, options, label mass),
-and ``label_read`` turns it into the read a model reader reports. Any broken rule is an
-``InvalidReadError`` naming the question, the field and the value.
-"""
+"""How vLLM's answers (``/v1/systemone``, ``/v1/decisions``) become ``LabelRead``s,
+validated as strictly as a local read: a broken rule is an ``InvalidReadError`` naming
+the question, the field and the value (the rules: docs/vllm.md, "Remote")."""
 
 from __future__ import annotations
 
@@ -29,6 +24,8 @@ from agentbranch.engine.readers.remote.wire import question_keys
 __all__ = [
     "NORMALISED",
     "NO_SIGNAL",
+    "answered",
+    "answers_of",
     "label_read",
     "parse_answers",
     "parse_decisions_answers",
@@ -51,36 +48,15 @@ def label_read(
     answer: Any = None,
 ) -> LabelRead:
     """The read of one answer: ``logprobs[i] = log(share_i × label_mass)``, the label's
-    full-vocabulary log probability as a model reader reports it.
+    full-vocabulary log probability as a model reader reports it (so split and permuted
+    reads combine as local ones do).
 
     ``probs`` are validated probabilities in [0, 1], one per option. Their sum must be
-    above ``NO_SIGNAL`` and at most 1 + ``NORMALISED``; below 1 − ``NORMALISED`` it is the
-    label mass the numbers imply, and the shares are the probabilities renormalised.
-    ``label_mass`` is the least of the implied mass, the server's ``label_mass`` and
-    ``confidence / top share`` (vLLM's confidence is ``p_top × label_mass``); 1 when
-    nothing says less.
-
-    **Probabilities.** The server returns label probabilities renormalised over the labels
-    (``p_i``), not logprobs. The read reports ``logprobs[i] = log(p_i × label_mass)``: the
-    label's full-vocabulary log probability, as model readers report it, so reads of a choice
-    split into chunks or read in several option orders combine the way they do for local
-    readers. The engine renormalises, so a single read's decision gets exactly the server's
-    ``p_i``. ``argmax_is_label`` comes from the ``/v1/systemone`` ``diagnostics`` (True when
-    absent).
-
-    **Label mass.** ``label_mass`` (the labels' total probability over the full vocabulary)
-    comes from the response's ``diagnostics`` when the server sends them (vLLM's
-    ``/v1/systemone`` does), else from ``confidence / p_top`` (vLLM's confidence is ``p_top ×
-    label_mass``), else 1.0. The probabilities usually sum to 1 (within ``NORMALISED``). When
-    they sum to less, the numbers themselves say the labels got only that share: their sum
-    is the label mass they imply, and the read's ``label_mass`` is never above it. So
-    ``{"yes": 0.001, "no": 0}`` reads "yes" with label mass 0.001, which a policy's
-    ``min_label_mass`` floor sends to its fallback, exactly as a local read with that mass.
-    An answer whose probabilities sum to at most ``NO_SIGNAL`` gave the labels nothing: it is
-    an ``InvalidReadError``, not a decision (``{"yes": 1e-300, "no": 0}`` would otherwise
-    read "yes" at confidence 1). Probabilities summing to more than 1 + ``NORMALISED`` are
-    invalid.
-    """
+    above ``NO_SIGNAL`` (else the labels got nothing: no decision) and at most
+    1 + ``NORMALISED``; below 1 − ``NORMALISED`` it is the label mass the numbers imply,
+    and the shares are the probabilities renormalised. ``label_mass`` is the least of the
+    implied mass, the server's ``label_mass`` and ``confidence / top share`` (vLLM's
+    confidence is ``p_top × label_mass``); 1 when nothing says less."""
     total = math.fsum(probs)
     if total > 1 + NORMALISED:
         raise InvalidReadError(
@@ -121,12 +97,8 @@ def label_read(
 
 
 def _per_option(key: str, probs: Mapping[str, float], expected: Sequence[str]) -> list[float]:
-    """One probability per option of ``expected``, in that order.
-
-    **Options.** One probability per option the question has: none missing, none extra,
-    none twice; a yes/no answer's ``noul`` agrees with its ``probabilities`` when both
-    are sent.
-    """
+    """One probability per option of ``expected``, in that order: none missing, none
+    extra."""
     if probs.keys() != set(expected):
         extra = sorted(set(probs) - set(expected))
         missing = [k for k in expected if k not in probs]
@@ -175,22 +147,39 @@ def _object(value: Any, what: str) -> Mapping[str, Any]:
     return value
 
 
+def answers_of(response: Mapping[str, Any], api: str) -> Any:
+    """The response's ``answers``: an object (``/v1/systemone``) or a list
+    (``/v1/decisions``); a ``ReaderError`` when it has none (not that endpoint)."""
+    answers = response.get("answers")
+    if api == "/v1/systemone" and not isinstance(answers, Mapping):
+        what, endpoint = "object", "System One"
+    elif api == "/v1/decisions" and not isinstance(answers, list):
+        what, endpoint = "list", "vLLM Decisions"
+    else:
+        return answers
+    raise ReaderError(
+        f"the {api} response has no 'answers' {what}; is the URL a {endpoint} endpoint? "
+        f"Got keys {sorted(response)}"
+    )
+
+
+def answered(answers: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """The ``/v1/systemone`` answer to question ``key``, which must be an object."""
+    raw = answers.get(key)
+    if not isinstance(raw, Mapping):
+        raise InvalidReadError(f"the server returned no answer for question {key!r}")
+    return raw
+
+
 def parse_answers(request: ReadRequest, response: Mapping[str, Any]) -> list[LabelRead]:
     """The ``LabelRead`` of each question read, from a ``/v1/systemone`` response."""
-    answers = response.get("answers")
-    if not isinstance(answers, Mapping):
-        raise ReaderError(
-            "the /v1/systemone response has no 'answers' object; is the URL a System One "
-            f"endpoint? Got keys {sorted(response)}"
-        )
+    answers = answers_of(response, "/v1/systemone")
     diagnostics = (
         _object(response["diagnostics"], "'diagnostics'") if "diagnostics" in response else {}
     )
     reads = []
     for key, q in zip(question_keys(request.questions), request.questions):
-        raw = answers.get(key)
-        if not isinstance(raw, Mapping):
-            raise InvalidReadError(f"the server returned no answer for question {key!r}")
+        raw = answered(answers, key)
         answer = validated(SystemOneAnswer, raw, key)
         diag = (
             validated(SystemOneDiagnostics, diagnostics[key], key, "diagnostics")
@@ -252,12 +241,7 @@ def _decision_probabilities(key: str, q: QuestionSpec, answer: DecisionsAnswer) 
 def parse_decisions_answers(request: ReadRequest, response: Mapping[str, Any]) -> list[LabelRead]:
     """The ``LabelRead`` of each question read, from a ``/v1/decisions`` response
     (answers in question order)."""
-    answers = response.get("answers")
-    if not isinstance(answers, list):
-        raise ReaderError(
-            "the /v1/decisions response has no 'answers' list; is the URL a vLLM "
-            f"Decisions endpoint? Got keys {sorted(response)}"
-        )
+    answers = answers_of(response, "/v1/decisions")
     keys = question_keys(request.questions)
     if len(answers) != len(keys):
         raise InvalidReadError(

@@ -1,20 +1,8 @@
-"""``RemoteReader``: reads from a vLLM server over HTTP, through its ``/v1/systemone``
-endpoint (vLLM ≥ 0.32, the default) or its ``/v1/decisions`` endpoint (vLLM ≥ 0.33,
-``api="decisions"``, the only one with joint reads); or from any server that speaks
-``/v1/systemone`` as the published System One spec writes it (``dialect="spec"``).
+"""``RemoteReader`` itself: its settings, and one request's way from body to reads.
 
-The scale-out path: many agent workers share one vLLM deployment (KServe / OpenShift AI).
-One HTTP request per ``ReadRequest`` (all its questions, ``wire``); the requests of a
-batch go out concurrently (``aread``: ``asyncio.gather`` on the loop's pooled client;
-``read``/``read_each``: a thread pool on the pooled sync client), under one in-flight
-limit for the whole reader (``transport``). A failed attempt is retried as ``retries``
-says. The answers are read strictly (``answers``, ``parse``, ``spec``). Failures stay
-per request: an invalid answer, a timeout, an unavailable server or a refusal (4xx) of
-one request of a batch is returned in place of that request's reads (the engine raises
-it for that request's caller alone), and ``read_each`` hands every request its reads
-the moment they arrive, so the coalescer's callers never wait on a slower batch-mate.
-
-This module is the reader itself: its settings, and one request's way from body to reads.
+One HTTP request per ``ReadRequest``; a batch's requests go out concurrently (a thread
+pool, or ``asyncio.gather``). Failures stay per request: the error of one request (invalid
+answer, timeout, refusal, unavailable) stands in place of its reads alone.
 """
 
 from __future__ import annotations

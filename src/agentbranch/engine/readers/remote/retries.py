@@ -1,15 +1,8 @@
-"""The retry policy of ``RemoteReader``: what is retried, how long to wait, the loop.
+"""The retry policy of ``RemoteReader``: what is retried (``Retry``), how long to wait
+(``backoff``), and the retries after a failed first attempt (``retry_after``).
 
-Connection failures, 429, 502, 503 and 504 are worth another try (``Retry``); they are
-retried with exponential backoff and jitter (``backoff``: ``backoff_s`` doubling per
-attempt up to ``max_backoff_s``, a ``Retry-After`` header honoured up to that cap), at
-most ``max_retries`` times; the last ``Retry`` then propagates, and the reader turns it
-into ``RemoteUnavailableError``. Any other failure is raised at once.
-
-The first attempt runs on its own, in the caller (no wrapper, no closure): nearly every
-read succeeds at once, and setting up tenacity's retry loop costs more client CPU than
-the rest of a read. Only after a retryable failure does tenacity take over, with the
-same policy (``retry_after``, ``policy``).
+The first attempt runs in the caller without tenacity: nearly every read succeeds at
+once, and setting up tenacity's retry loop costs more client CPU than the rest of a read.
 """
 
 from __future__ import annotations

@@ -1,22 +1,7 @@
-"""The published System One spec's dialect (``RemoteReader(dialect="spec")``).
-
-Many servers speak ``POST /v1/systemone`` as the published spec writes it down (the spec
-jevcompat 0.1 tests against), which differs from vLLM's in what the numbers mean:
-
-* **Request.** ``{"model", "state", "questions"}`` and nothing else: ``model`` is
-  required, and there is no top-level ``instructions``, so a ``ReadRequest``'s
-  instructions go first in each question's own instructions (``build_spec_payload``).
-  A choice takes 2 to 255 options in one read.
-* **Answers** (``parse_spec_answers``). The probabilities are the answer's whole
-  distribution (they sum to 1); nothing says what share of the model's vocabulary the
-  labels had, so every read carries ``label_mass=None`` (unknown) and ``logprobs`` are
-  the log of the server's probabilities, which the engine turns back into exactly those
-  probabilities. ``confidence`` is the spec's (§4.5: ``(p_top - 1/n)/(1 - 1/n)`` for a
-  choice, the spread around the mode for a score), not vLLM's ``p_top x label_mass``: it
-  is checked for its range and otherwise only kept (the engine's confidence comes from
-  the probabilities, so a server whose confidence means something else changes
-  nothing). What an answer says twice must agree: ``choice`` is the most probable option,
-  ``score`` is the expectation of the probabilities, ``legend`` names the levels asked.
+"""The published System One spec's dialect (``RemoteReader(dialect="spec")``, the spec
+jevcompat 0.1 tests against): its request body, and its answers read as the server's own
+distribution with the label mass unknown (``None``, never guessed). How it differs from
+vLLM's: docs/vllm.md, "Servers that speak the published System One spec".
 """
 
 from __future__ import annotations
@@ -25,9 +10,10 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentbranch.core.errors import ConfigurationError, InvalidReadError, ReaderError
+from agentbranch.core.errors import ConfigurationError, InvalidReadError
 from agentbranch.core.reads import LabelRead, QuestionSpec, ReadRequest
 from agentbranch.engine.readers.remote.answers import FAULTY, SpecAnswer, short, validated
+from agentbranch.engine.readers.remote.parse import answered, answers_of
 from agentbranch.engine.readers.remote.wire import asked, criteria, question_keys
 
 __all__ = ["SPEC_MAX_OPTIONS", "build_spec_payload", "parse_spec_answers"]
@@ -151,12 +137,7 @@ def _probabilities(key: str, q: QuestionSpec, answer: SpecAnswer) -> list[float]
 def parse_spec_answers(request: ReadRequest, response: Mapping[str, Any]) -> list[LabelRead]:
     """The ``LabelRead`` of each question read, from a spec server's response: the
     server's probabilities as they are (``logprobs = log p``), label mass unknown."""
-    answers = response.get("answers")
-    if not isinstance(answers, Mapping):
-        raise ReaderError(
-            "the /v1/systemone response has no 'answers' object; is the URL a System One "
-            f"endpoint? Got keys {sorted(response)}"
-        )
+    answers = answers_of(response, "/v1/systemone")
     keys = question_keys(request.questions)
     unasked = sorted(set(answers) - set(keys))
     if unasked:
@@ -165,9 +146,7 @@ def parse_spec_answers(request: ReadRequest, response: Mapping[str, Any]) -> lis
         )
     reads = []
     for key, q in zip(keys, request.questions):
-        raw = answers.get(key)
-        if not isinstance(raw, Mapping):
-            raise InvalidReadError(f"the server returned no answer for question {key!r}")
+        raw = answered(answers, key)
         answer = validated(SpecAnswer, raw, key)
         if answer.type is not None and answer.type != q.type:
             raise InvalidReadError(

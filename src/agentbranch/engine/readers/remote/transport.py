@@ -1,10 +1,5 @@
-"""The HTTP side of ``RemoteReader`` (``Connection``): pooled clients, one POST, errors.
-
-``Connection`` posts through pooled httpx clients behind one in-flight limit and maps
-each status to a retry or an error (which, and why redirects are refused: its
-docstring): ``RemoteRequestError`` (refused, not retried) and ``RemoteUnavailableError``
-(unreachable through every retry).
-"""
+"""The HTTP side of ``RemoteReader`` (``Connection``): pooled clients, one POST, and
+each status mapped to an answer, a retry or an error."""
 
 from __future__ import annotations
 
@@ -118,25 +113,11 @@ class _Body:
 
 
 class Connection:
-    """One reader's HTTP connection to its endpoint ``url`` (the real URL; ``self.url``
-    shows it masked).
-
-    ``read`` posts through one pooled ``httpx.Client`` (from its thread pool), ``aread``
-    through one pooled ``httpx.AsyncClient`` per event loop, closed when that loop shuts
-    down; every request, sync or async, passes ONE in-flight limit (``Gate``,
-    ``max_connections``) for the whole reader. Requests carry a URL that prints masked
-    (``masking.QuietURL``) and every message goes through the reader's ``Redactor``.
-
-    **Errors.** A connection failure or a 429, 502, 503 or 504 is a ``Retry`` (``retries``
-    decides whether to try again; after the last attempt the reader raises
-    ``RemoteUnavailableError``). Other 4xx raise ``RemoteRequestError`` carrying the status
-    and the server's own message (wrong model name, too many options, ...). A redirect (3xx)
-    is not followed (it would resend the request and its credentials elsewhere) and raises
-    ``RemoteRequestError`` naming the status and where it pointed; only a 2xx body is ever
-    read as an answer. A read that times out raises ``ReaderTimeoutError``. A 2xx body that
-    is not one JSON object is a ``ReaderError``; one that repeats a key in an object is an
-    ``InvalidReadError`` for that request only.
-    """
+    """One reader's HTTP connection to its endpoint ``url`` (``self.url`` shows it
+    masked): one pooled ``httpx.Client`` for the sync path, one ``httpx.AsyncClient`` per
+    event loop (closed when that loop shuts down), and ONE in-flight limit (``Gate``) for
+    them all. Redirects are not followed: they would resend the request and its
+    credentials elsewhere."""
 
     def __init__(
         self,

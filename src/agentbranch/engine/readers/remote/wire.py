@@ -1,10 +1,5 @@
-"""The request bodies ``RemoteReader`` posts: one JSON body per ``ReadRequest``.
-
-``build_payload`` writes a ``/v1/systemone`` body (vLLM >= 0.32), ``build_decisions_payload``
-a ``/v1/decisions`` one (vLLM 0.33); each function's docstring shows its body and how
-our questions map onto the server's. ``question_keys`` names the question reads on the
-wire.
-"""
+"""The request bodies ``RemoteReader`` posts to vLLM: one JSON body per ``ReadRequest``
+(how our questions map onto the server's: docs/vllm.md, "Remote")."""
 
 from __future__ import annotations
 
@@ -59,9 +54,6 @@ def asked(q: QuestionSpec) -> str:
     return instructions_with_examples(q.instructions, q.options, q.examples)
 
 
-# ------------------------------------------------------------------- /v1/systemone
-
-
 def criteria(q: QuestionSpec) -> Any:
     """The System One ``criteria`` of a question read."""
     if q.type == "noul":
@@ -82,18 +74,11 @@ def criteria(q: QuestionSpec) -> Any:
 def build_payload(
     request: ReadRequest, *, model: str | None = None, extra: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The ``/v1/systemone`` JSON body for one ``ReadRequest``.
+    """The ``/v1/systemone`` JSON body for one ``ReadRequest`` (vLLM ≥ 0.32)::
 
-    ``/v1/systemone`` (vLLM ≥ 0.32; docs/design.md, "Wire types")::
-
-        POST {base_url}/v1/systemone
         {"model", "state", "instructions", "questions": {id: {"type", "instructions", "criteria"}}}
-        -> {"model", "answers": {id: {...}}, "usage", "diagnostics": {id: {"label_mass", ...}}}
 
-    The server builds the prompts itself (vLLM's question types), so on ``/v1/systemone`` the
-    same state and questions give the same decisions as ``VLLMReader`` on the same model.
-    ``draws`` is never sent; ``joint`` only to ``/v1/decisions``.
-    """
+    ``draws`` and ``joint`` are never sent."""
     questions: dict[str, Any] = {}
     for key, q in zip(question_keys(request.questions), request.questions):
         spec: dict[str, Any] = {"type": q.type, "instructions": asked(q)}
@@ -109,9 +94,6 @@ def build_payload(
     if extra:
         body.update(extra)
     return body
-
-
-# ------------------------------------------------------------- /v1/decisions (0.33)
 
 
 def _decision_question(key: str, q: QuestionSpec) -> dict[str, Any]:
@@ -141,32 +123,15 @@ def _decision_question(key: str, q: QuestionSpec) -> dict[str, Any]:
 def build_decisions_payload(
     request: ReadRequest, *, model: str | None = None, extra: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The ``/v1/decisions`` JSON body for one ``ReadRequest`` (vLLM 0.33).
+    """The ``/v1/decisions`` JSON body for one ``ReadRequest`` (vLLM 0.33)::
 
-    ``/v1/decisions`` (vLLM 0.33's ``entrypoints/openai/decisions/protocol.py``)::
-
-        POST {base_url}/v1/decisions
         {"model", "input", "questions": [{"type": "choice"|"score", "name", "instructions",
          "choices": [{"value", "description"}] | "levels": [{"label", "description"}]}],
          "joint"}
-        -> {"model", "answers": [{"type", "name", "probabilities": [...], "confidence"}], "usage"}
 
-    **``/v1/decisions`` mapping** (what vLLM 0.33 does with it, see ``adapters.py`` there):
-
-    * choice → ``choices`` (string values; vLLM shows each as its JSON text, ``A: "billing"``);
-      score → ``levels`` (vLLM letters them ``A``, ``B`` ... like options, not ``0``-``9``);
-      yes/no → a choice of the values ``false`` and ``true`` (with the yes/no descriptions).
-      vLLM reads a ``predicate`` as exactly that choice (``A: false``, ``B: true``), but its
-      predicate answer has no ``confidence`` and so no label mass, and a predicate has no
-      place for descriptions; the boolean choice gives the same prompt and both.
-      So the server's wording differs from ``/v1/systemone``'s and the local readers'
-      (``yes``/``no``, ``0``-``9``, bare option names): same model, slightly other prompts.
-    * The request has no system/instructions field (and forbids unknown fields): a
-      ``ReadRequest``'s instructions go first in ``input``, as a user message before the
-      state (vLLM joins the messages with a blank line into the one user turn).
-    * ``joint`` is sent when the request asks for it; vLLM refuses it (400) for models other
-      than DiffusionGemma.
-    """
+    A score's options go out as ``levels``, a yes/no as the choice ``false``/``true``;
+    the request's instructions go first in ``input``, as a user message before the
+    state (the API has no instructions field)."""
     if not model:
         raise ConfigurationError("a /v1/decisions request names its model; pass model=...")
     if request.instructions:
