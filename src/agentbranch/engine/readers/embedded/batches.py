@@ -1,13 +1,6 @@
-"""Length-aware batches for the embedded reader's forwards.
-
-A forward pads every text of its batch to the batch's longest, and a padded token costs
-what a real one does: one long review among 63 short states made each of them cost 256
-tokens. So a read tokenises all its texts once, sorts them by token count across the
-whole read (states, option texts and examples alike), and cuts the sorted texts into
-batches of similar length, each at most ``max_count`` texts and ``max_tokens`` padded
-tokens (a text longer than that is a batch of its own), where the padded tokens plus a
-fixed cost per forward add up to least. The embeddings come back in
-the caller's order.
+"""Length-aware batches for the embedded reader's forwards: a forward pads every text
+to its batch's longest, and a padded token costs what a real one does, so a read's texts
+are sorted by token count and cut where the forwards cost least (``length_batches``).
 """
 
 from __future__ import annotations
@@ -47,11 +40,10 @@ def length_batches(
     """Indices into ``lengths``, shortest first, cut into batches of at most
     ``max_count`` indices whose count × longest stays within ``max_tokens``.
 
-    Where to cut is chosen to cost least: each batch costs ``forward_cost`` (its padded
-    tokens, dearer when long, plus ``overhead``), and the cuts minimise the sum (dynamic
-    programming over the sorted lengths, ``O(len × max_count)``). Filling each batch up to the limits
-    instead would pad 15 short texts to the length of the one long text that still
-    fits beside them."""
+    Each batch costs ``forward_cost`` (its padded tokens, dearer when long, plus
+    ``overhead``), and the cuts minimise the sum (dynamic programming over the sorted
+    lengths, ``O(len × max_count)``); a text longer than ``max_tokens`` is a batch of its
+    own."""
     if max_count < 1 or max_tokens < 1:
         raise ValueError("length_batches needs max_count >= 1 and max_tokens >= 1")
     order = sorted(range(len(lengths)), key=lengths.__getitem__)

