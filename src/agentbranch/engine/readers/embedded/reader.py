@@ -501,14 +501,12 @@ class EmbeddedReader(Reader):
             self._arrays.clear()
 
 
-#: States kept (the most recently read).
-STATES_KEPT = 64
-
-
 class RecentStates:
-    """Each recent state's embedding and whether it holds readable text."""
+    """The embedding of each of the ``size`` states read last, and whether it holds
+    readable text: a state read again soon (a learned version on trial reading the state
+    a teacher just labelled) is not embedded again."""
 
-    def __init__(self, size: int = STATES_KEPT) -> None:
+    def __init__(self, size: int = 64) -> None:
         self.size = size
         self._kept: OrderedDict[str, tuple[Any, bool]] = OrderedDict()
 
@@ -552,6 +550,5 @@ __all__ = [
     "TWIN_SIMILARITY",
     "EmbeddedReader",
     "default_model_path",
-    "STATES_KEPT",
     "RecentStates",
 ]

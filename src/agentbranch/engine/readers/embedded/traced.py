@@ -13,23 +13,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = [
-    "CHECK_TEXTS",
-    "TOLERANCE",
-    "TRACE_TEXTS",
     "Embedding",
     "eager_embedding",
     "traced_embedding",
 ]
 
 logger = logging.getLogger("agentbranch")
-
-#: Texts the embedding is traced on, and the ones it is checked on (another count,
-#: other lengths).
-TRACE_TEXTS = ("a b", "hello there")
-CHECK_TEXTS = ("one", "a longer sentence with quite a few more words in it", "x y z")
-
-#: Largest difference from the eager embeddings the check accepts.
-TOLERANCE = 1e-5
 
 #: ``tokenizer output -> (n, dim) L2-normalised mean-pooled embeddings``.
 Embedding = Callable[[Mapping[str, Any]], Any]
@@ -51,7 +40,7 @@ def traced_embedding(model: Any, tokenizer: Any, device: str) -> Embedding | Non
 
     eager = _pooled(model)
     try:
-        probe = tokens(TRACE_TEXTS)
+        probe = tokens(("a b", "hello there"))
         with warnings.catch_warnings():
             # "Converting a tensor to a Python boolean might cause the trace to be
             # incorrect": the check below is what tells whether it is.
@@ -69,10 +58,11 @@ def traced_embedding(model: Any, tokenizer: Any, device: str) -> Embedding | Non
                 return eager(**batch)
             return module(**batch)
 
-        check = tokens(CHECK_TEXTS)
+        # Texts of another count and other lengths than the trace was made on.
+        check = tokens(("one", "a longer sentence with quite a few more words in it", "x y z"))
         with torch.inference_mode():
             expected, got = eager(**check), embedding(check)
-        if got.shape != expected.shape or float((got - expected).abs().max()) > TOLERANCE:
+        if got.shape != expected.shape or float((got - expected).abs().max()) > 1e-5:
             logger.debug("embedded reader: the traced embedding differs from the model's")
             return None
     except Exception as e:  # noqa: BLE001 - any failure leaves the eager model in charge

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from functools import partial
 from typing import Annotated, Any
 
 from pydantic import (
@@ -19,6 +20,7 @@ from pydantic import (
 )
 
 from agentbranch.core.errors import InvalidReadError
+from agentbranch.core.files import short_repr
 
 __all__ = [
     "FAULTY",
@@ -106,9 +108,7 @@ _Finite = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 
 
 class SpecAnswer(_Wire):
-    """One answer of a server that speaks the published System One spec (jevcompat's
-    SPEC.md §4): ``{"type", "noul"}``, ``{"type", "choice", "probabilities",
-    "confidence"}`` or ``{"type", "score", "legend", "probabilities", "confidence"}``.
+    """One answer of a server that speaks the published System One spec (§4);
     ``confidence`` is the spec's (§4.5), not vLLM's: only its range is read."""
 
     type: StrictStr = Field(default=None)  # type: ignore[assignment]
@@ -145,10 +145,8 @@ class DecisionsAnswer(_Wire):
     confidence: Probability = Field(default=None)  # type: ignore[assignment]
 
 
-def short(value: Any, limit: int = 200) -> str:
-    """``repr(value)``, cut to ``limit`` characters (a server may send anything)."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+#: ``repr(value)``, cut to 200 characters (a server may send anything).
+short = partial(short_repr, limit=200)
 
 
 def validated(model: type[_Wire], data: Any, key: str, what: str = "answer") -> Any:

@@ -139,14 +139,6 @@ def _systemone_probabilities(key: str, q: QuestionSpec, answer: SystemOneAnswer)
     return _per_option(key, probs, q.options)
 
 
-def _object(value: Any, what: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise InvalidReadError(
-            f"the server's {what} is {type(value).__name__}, not an object; {FAULTY}"
-        )
-    return value
-
-
 def answers_of(response: Mapping[str, Any], api: str) -> Any:
     """The response's ``answers``: an object (``/v1/systemone``) or a list
     (``/v1/decisions``); a ``ReaderError`` when it has none (not that endpoint)."""
@@ -174,9 +166,11 @@ def answered(answers: Mapping[str, Any], key: str) -> Mapping[str, Any]:
 def parse_answers(request: ReadRequest, response: Mapping[str, Any]) -> list[LabelRead]:
     """The ``LabelRead`` of each question read, from a ``/v1/systemone`` response."""
     answers = answers_of(response, "/v1/systemone")
-    diagnostics = (
-        _object(response["diagnostics"], "'diagnostics'") if "diagnostics" in response else {}
-    )
+    diagnostics = response.get("diagnostics", {})
+    if not isinstance(diagnostics, Mapping):
+        raise InvalidReadError(
+            f"the server's 'diagnostics' is {type(diagnostics).__name__}, not an object; {FAULTY}"
+        )
     reads = []
     for key, q in zip(question_keys(request.questions), request.questions):
         raw = answered(answers, key)

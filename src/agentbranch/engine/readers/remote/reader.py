@@ -19,7 +19,6 @@ import httpx
 
 from agentbranch.core.errors import ConfigurationError, InvalidReadError, ReaderError
 from agentbranch.core.reads import LabelRead, ReadRequest
-from agentbranch.core.redact import redact_url
 from agentbranch.engine.readers.base import Reader
 from agentbranch.engine.readers.remote.apis import APIS, DIALECTS, endpoint
 from agentbranch.engine.readers.remote.masking import Redactor
@@ -40,45 +39,35 @@ class RemoteReader(Reader):
 
     Args:
         base_url: the server, e.g. ``http://localhost:8000`` or a KServe
-            InferenceService URL; the API's path is joined to its path and its query
-            string kept on every request; a URL that already ends in the API's path
-            (``/v1/systemone``, ``/v1/decisions``) is used as is. ``user:password@`` in
-            it is sent as HTTP Basic auth. ``reader.url`` and every message show it
-            with the credentials and query values masked (``***``).
+            InferenceService URL; the API's path is joined to its path (unless it ends in
+            it) and its query string kept. ``user:password@`` in it is sent as HTTP Basic
+            auth; ``reader.url`` and every message show it with secrets masked (``***``).
         model: the served model name to ask for (vLLM's ``--served-model-name``);
             ``None`` lets a vLLM server use its only model (``/v1/systemone`` only: a
             Decisions request and a spec request must name it).
-        dialect: what the server's ``/v1/systemone`` answers mean. ``"vllm"`` (the
-            default): vLLM's, whose ``confidence`` is ``p_top x label_mass`` and whose
-            ``diagnostics`` carry the label mass. ``"spec"``: the published System One
-            spec's (jevcompat 0.1): ``model`` required, no top-level ``instructions`` (the
-            engine's go first in each question's), up to 255 options in one read, and
-            answers whose label mass is unknown (``LabelRead.label_mass is None``, never
-            made up) and whose ``confidence`` is the spec's (range-checked, not used).
+        dialect: what the server's ``/v1/systemone`` answers mean: ``"vllm"`` (the
+            default) or ``"spec"``, the published System One spec's (``model`` required,
+            up to 255 options in one read, label mass unknown: ``None``; docs/vllm.md).
         api: ``"systemone"`` (vLLM ≥ 0.32) or ``"decisions"`` (vLLM ≥ 0.33's OpenAI-style
             Decisions API; sends ``joint`` for joint reads on DiffusionGemma).
+        max_options: the most options the server labels in one read (default 26 for
+            vLLM, 255 for a spec server, whose larger choices are refused, not split).
+        extra_body: merged into every request body (``cache_salt``, ``priority`` ...;
+            ``/v1/decisions`` knows only ``cache_salt`` and ``safety_identifier``).
         api_key: sent as ``Authorization: Bearer <api_key>`` (vLLM ``--api-key``,
             OpenShift AI token authentication).
         headers: extra HTTP headers on every request.
         timeout_s: read/write timeout of one HTTP attempt; ``connect_timeout_s`` for
             connecting.
+        max_connections: HTTP pool size and the most requests in flight at once, for
+            the whole reader (every thread and event loop together).
+        verify: TLS verification (``False``, a CA bundle path, or an ``ssl.SSLContext``).
+        transport / async_transport: custom httpx transports. The engine's coalescer
+            reads through ``read`` on worker threads, for async callers too: an
+            ``async_transport`` without a ``transport`` is refused there.
         max_retries: further attempts after a transient failure (connection error, 429,
             502, 503, 504); ``backoff_s`` doubles per attempt up to ``max_backoff_s``
             (with jitter; a ``Retry-After`` header is honoured up to that cap).
-        max_connections: HTTP pool size and the most requests in flight at once, for
-            the whole reader (every thread and event loop together).
-        max_options: the most options the server labels in one read (default 26 for
-            vLLM, 255 for a spec server; a spec server's larger choices are refused,
-            not split, since parts without label mass cannot be recombined).
-        extra_body: merged into every request body (``cache_salt``, ``priority``,
-            ``chat_template_kwargs`` ...; ``/v1/decisions`` refuses fields it does not
-            know: ``cache_salt`` and ``safety_identifier`` only).
-        verify: TLS verification (``False``, a CA bundle path, or an ``ssl.SSLContext``).
-        transport / async_transport: custom httpx transports (tests use
-            ``httpx.MockTransport``). The engine's coalescer (its default) reads on
-            worker threads through ``read``, so async callers use ``transport`` too;
-            an ``async_transport`` without a ``transport`` is refused on that path
-            (``ConfigurationError``) rather than bypassed for a direct connection.
     """
 
     name = "remote"
@@ -89,19 +78,19 @@ class RemoteReader(Reader):
         "model",
         "dialect",
         "api",
+        "max_options",
+        "extra_body",
         "api_key",
         "headers",
         "timeout_s",
         "connect_timeout_s",
-        "max_retries",
-        "backoff_s",
-        "max_backoff_s",
         "max_connections",
-        "max_options",
-        "extra_body",
         "verify",
         "transport",
         "async_transport",
+        "max_retries",
+        "backoff_s",
+        "max_backoff_s",
     )
 
     def __init__(
@@ -111,25 +100,20 @@ class RemoteReader(Reader):
         model: str | None = None,
         dialect: str = "vllm",
         api: str = "systemone",
+        max_options: int | None = None,
+        extra_body: Mapping[str, Any] | None = None,
         api_key: str | None = None,
         headers: Mapping[str, str] | None = None,
         timeout_s: float = 30.0,
         connect_timeout_s: float = 5.0,
-        max_retries: int = 3,
-        backoff_s: float = 0.25,
-        max_backoff_s: float = 4.0,
         max_connections: int = 32,
-        max_options: int | None = None,
-        extra_body: Mapping[str, Any] | None = None,
         verify: Any = True,
         transport: httpx.BaseTransport | None = None,
         async_transport: httpx.AsyncBaseTransport | None = None,
+        max_retries: int = 3,
+        backoff_s: float = 0.25,
+        max_backoff_s: float = 4.0,
     ) -> None:
-        if not isinstance(base_url, str) or "://" not in base_url:
-            raise ConfigurationError(
-                "base_url must be an http(s) URL like 'http://vllm:8000', got "
-                f"{redact_url(base_url)!r}"
-            )
         if max_retries < 0 or max_connections < 1 or timeout_s <= 0:
             raise ConfigurationError(
                 "max_retries must be >= 0, max_connections >= 1 and timeout_s > 0"
@@ -145,6 +129,8 @@ class RemoteReader(Reader):
                 f"dialect must be one of {sorted(DIALECTS)}, got {dialect!r}: 'vllm' for a "
                 "vLLM server, 'spec' for a server that speaks the published System One spec"
             )
+        if max_options is None:
+            max_options = SPEC_MAX_OPTIONS if dialect == "spec" else DEFAULT_MAX_OPTIONS
         if dialect == "spec":
             if api != "systemone":
                 raise ConfigurationError(
@@ -155,22 +141,17 @@ class RemoteReader(Reader):
                     "dialect='spec' needs model=...: a System One spec request names its "
                     "model (e.g. model='jev-latest'; or set AGENTBRANCH_REMOTE_MODEL)"
                 )
-            limit = SPEC_MAX_OPTIONS
-        else:
-            limit = DEFAULT_MAX_OPTIONS
-        if max_options is None:
-            max_options = limit
-        if dialect == "spec" and not 2 <= max_options <= SPEC_MAX_OPTIONS:
-            raise ConfigurationError(
-                f"max_options must be in [2, {SPEC_MAX_OPTIONS}] for dialect='spec', got "
-                f"{max_options!r}"
-            )
-        if dialect == "spec" and extra_body and "instructions" in extra_body:
-            raise ConfigurationError(
-                "dialect='spec': a System One spec request has no top-level 'instructions' "
-                "(a server ignores it, or refuses the request); pass them as "
-                "DecisionEngine(instructions=...), which go first in every question's"
-            )
+            if not 2 <= max_options <= SPEC_MAX_OPTIONS:
+                raise ConfigurationError(
+                    f"max_options must be in [2, {SPEC_MAX_OPTIONS}] for dialect='spec', got "
+                    f"{max_options!r}"
+                )
+            if extra_body and "instructions" in extra_body:
+                raise ConfigurationError(
+                    "dialect='spec': a System One spec request has no top-level "
+                    "'instructions' (a server ignores it, or refuses the request); pass them "
+                    "as DecisionEngine(instructions=...), which go first in every question's"
+                )
         self.api = api
         self.dialect = dialect
         self._api = DIALECTS[dialect] if api == "systemone" else APIS[api]
@@ -216,8 +197,6 @@ class RemoteReader(Reader):
         """The engine's coalescer may have this many batches in flight: the server
         batches requests itself, so reads go out as soon as they arrive."""
         return self.max_connections
-
-    # -- one request -----------------------------------------------------------------
 
     def _body(self, request: ReadRequest) -> dict[str, Any]:
         for q in request.questions:
@@ -292,8 +271,6 @@ class RemoteReader(Reader):
                 return await aretry_after(
                     first, attempt, max_retries=self.max_retries, delay=self._delay
                 )
-
-    # -- Reader ----------------------------------------------------------------------
 
     def _read_or_error(self, client: httpx.Client, request: ReadRequest) -> _Reads:
         """``_read_one``, with a ``ReaderError`` (timeout, unavailable, refused) returned

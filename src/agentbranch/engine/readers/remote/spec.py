@@ -20,10 +20,6 @@ __all__ = ["SPEC_MAX_OPTIONS", "build_spec_payload", "parse_spec_answers"]
 
 #: The spec's limit (MUST): a choice of up to 255 options is answered in one read.
 SPEC_MAX_OPTIONS = 255
-#: How far from 1 the spec lets a distribution's sum be (its EPS_SUM, for rounding).
-SUM_TOLERANCE = 0.05
-#: How far below the top probability the spec lets ``choice``'s probability be.
-ARGMAX_TOLERANCE = 0.005
 
 
 def build_spec_payload(
@@ -33,9 +29,8 @@ def build_spec_payload(
 
         {"model", "state", "questions": {id: {"type", "instructions", "criteria"}}}
 
-    The request's instructions (``DecisionEngine(instructions=...)``) go first in every
-    question's instructions, separated by a blank line: the spec's request has no field
-    of its own for them, and a server that ignores unknown fields would drop them."""
+    The request's instructions go first in every question's, then a blank line: the
+    spec's request has no field of its own for them."""
     if not model:
         raise ConfigurationError(
             "a System One spec request names its model; pass model=... (or set "
@@ -79,7 +74,7 @@ def _distribution(key: str, probs: Mapping[str, float], expected: Sequence[str])
         )
     values = [probs[k] for k in expected]
     total = math.fsum(values)
-    if abs(total - 1.0) > SUM_TOLERANCE:
+    if abs(total - 1.0) > 0.05:  # the spec's EPS_SUM, for rounding
         raise InvalidReadError(
             f"the server's probabilities for question {key!r} sum to {total:.4f}, not 1; "
             f"the spec's answers are distributions. {FAULTY}"
@@ -99,7 +94,7 @@ def _probabilities(key: str, q: QuestionSpec, answer: SpecAnswer) -> list[float]
         if answer.choice is not None:
             top = max(values)
             if answer.choice not in q.options or (
-                top - answer.probabilities[answer.choice] > ARGMAX_TOLERANCE
+                top - answer.probabilities[answer.choice] > 0.005  # the spec's tolerance
             ):
                 raise InvalidReadError(
                     f"the server's answer to question {key!r} says choice "

@@ -26,9 +26,6 @@ from agentbranch.engine.readers.remote.retries import RETRY_STATUSES, Retry
 
 __all__ = ["Connection", "RemoteRequestError", "RemoteUnavailableError", "server_message"]
 
-#: ``isinstance`` against this checks ``dict`` (what JSON gives) before the slower ABC.
-_MAPPING = (dict, Mapping)
-
 
 class RemoteRequestError(ReaderError):
     """The server refused (4xx) or redirected (3xx) a request; not retried.
@@ -155,8 +152,6 @@ class Connection:
         self._lock = threading.Lock()
         self._closed = False
 
-    # -- clients ---------------------------------------------------------------------
-
     def _check_open(self) -> None:
         if self._closed:
             raise ReaderError("this RemoteReader is closed; create a new one")
@@ -219,8 +214,6 @@ class Connection:
         if held is not None:
             await held[1].aclose()  # type: ignore[attr-defined]
 
-    # -- one attempt -----------------------------------------------------------------
-
     def _request(self, client: httpx.Client | httpx.AsyncClient, body: Any) -> httpx.Request:
         """The POST of ``body``; its URL prints with the query values masked
         (``QuietURL``: httpx logs ``str(request.url)``)."""
@@ -276,8 +269,6 @@ class Connection:
             ) from error
         raise Retry(self.redact(repr(error)), None)
 
-    # -- the response ----------------------------------------------------------------
-
     def answer(self, response: httpx.Response) -> Mapping[str, Any] | InvalidReadError:
         """The JSON object of a 2xx response; the ``InvalidReadError`` that stands for
         this request's reads when it is ambiguous (so it fails this request's caller
@@ -306,7 +297,7 @@ class Connection:
                 f"({self.redact(response.text[:200])!r}); "
                 "is base_url the vLLM server?"
             ) from None
-        if not isinstance(data, _MAPPING):
+        if not isinstance(data, (dict, Mapping)):  # dict (what JSON gives) before the ABC
             raise ReaderError(f"{self.url} answered with {type(data).__name__}, not an object")
         return data
 

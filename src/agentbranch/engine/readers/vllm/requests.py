@@ -1,14 +1,9 @@
-"""Request building: the vLLM requests and ``SamplingParams`` of planned token reads.
+"""The vLLM requests and ``SamplingParams`` of planned token reads.
 
-Each planned ``TokenRead`` becomes ``EngineRequest`` s: its prompt ids (sent as a
-``TokensPrompt``), the label ids it asks logprobs for, and its mode's arguments
-(``diffusion.diffusion_extra_args``, or the next-token read's one greedy token).
-``logprob_token_ids`` holds at most 128 ids (``MAX_LOGPROB_TOKEN_IDS``); a read whose
-labels need more is sent as several requests with the same prompt and canvas (a seeded
-one-step read is deterministic, and prefix caching prefills the prompt once). A
-constrained read cannot be split (its normalisation would change) and is refused.
-``sampling_params`` turns a request into ``vllm.SamplingParams`` (vLLM is imported only
-then).
+A read whose label ids are more than ``logprob_token_ids`` holds is sent as several
+requests with the same prompt and canvas (a seeded one-step read is deterministic, and
+prefix caching prefills the prompt once); a constrained read cannot be split (its
+normalisation would change) and is refused.
 """
 
 from __future__ import annotations
@@ -21,10 +16,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.reads import TokenRead
 from agentbranch.engine.readers.vllm.diffusion import diffusion_extra_args
-from agentbranch.engine.readers.vllm.next_token import (
-    NEXT_TOKEN_MAX_TOKENS,
-    NEXT_TOKEN_TEMPERATURE,
-)
 
 if TYPE_CHECKING:
     from vllm import SamplingParams
@@ -90,9 +81,9 @@ def engine_requests(
         if mode == "diffusion":
             extra = diffusion_extra_args(read, constrained=constrained, max_steps=max_steps)
             max_tokens = read.read_length
-        else:
-            temperature = NEXT_TOKEN_TEMPERATURE
-            max_tokens = NEXT_TOKEN_MAX_TOKENS
+        else:  # the label at the reply's first token, greedy, as /v1/systemone reads
+            temperature = 0.0
+            max_tokens = 1
         for start in range(0, len(ids), max_ids):
             out.append(
                 EngineRequest(
@@ -109,10 +100,8 @@ def engine_requests(
 
 def sampling_params(request: EngineRequest, *, engine: bool = False) -> SamplingParams:
     """The ``vllm.SamplingParams`` of one engine request (as vLLM's strategies build
-    them). ``engine``: for ``LLMEngine.add_request`` — a fresh object per request that
-    vLLM need not deep-copy (``skip_clone``, as vLLM's own server builds its params)
-    and no detokenizing (a read needs the logprobs, never text). Neither changes what
-    the model computes."""
+    them). ``engine``: for ``LLMEngine.add_request``, without the deep copy
+    (``skip_clone``) and the detokenizing a read does not need."""
     from vllm import SamplingParams
 
     kwargs: dict[str, Any] = {

@@ -1,10 +1,5 @@
-"""The engine worker: the one thread that owns a vLLM ``LLM`` and runs every read on it.
-
-vLLM's offline engine is not thread-safe, so ``EngineWorker`` owns the ``LLM``: calls
-from any thread or event loop queue a ``Job`` (reads) or a ``GenerationJob`` with a
-future, and the worker adds them to vLLM's running batch, so concurrent decisions and
-generations share vLLM's steps (how it batches and streams: its docstring).
-"""
+"""The engine worker: the one thread that owns a vLLM ``LLM`` (vLLM's offline engine is
+not thread-safe) and runs every read and generation on it."""
 
 from __future__ import annotations
 
@@ -77,28 +72,17 @@ def _stepping_engine(llm: Any) -> Any:
 
 
 class EngineWorker:
-    """The one thread that owns an ``LLM``: takes queued jobs and runs them on vLLM,
-    handing every job its own results: with vLLM's engine API, jobs join the running
-    batch (``_run_stepping``); else each batch of queued jobs is ONE ``generate`` call
-    (``_run``).
+    """The one thread that owns an ``LLM``: calls from any thread or event loop queue a
+    ``Job`` (reads) or a ``GenerationJob`` with a future, and every job gets its own
+    results as its requests finish.
 
-    vLLM's offline engine is not thread-safe, so ONE worker thread owns the ``LLM``.
-    ``read``/``aread`` calls from any thread or event loop put their planned token reads on
-    a queue (a ``Job`` with a future). The worker drives ``llm.llm_engine`` as
-    ``LLM.generate`` does (``add_request``, then ``step`` until done) without waiting for a
-    whole batch: while vLLM is idle it takes everything queued (waiting at most
-    ``batch_window_s`` for more once a call arrived, up to ``max_batch_reads`` token reads);
-    while vLLM computes it adds what arrives at once, so it joins vLLM's next scheduler step
-    (continuous batching, like vLLM's server), and each call is answered when its own
-    requests finish. Concurrent decisions (LangGraph ``Send`` fan-out, many agent threads)
-    therefore share vLLM's steps. An ``LLM`` stand-in without the engine API gets one
-    ``generate`` call per batch instead.
-
-    Generations (``GenerationJob``, from ``LocalChatModel.on(reader)``) go through the same
-    queue and join the same batches as reads: one engine, one copy of the weights. A
-    streamed generation asks vLLM for its cumulative text after every engine step and hands
-    it to the job's listener as the step returns; with an ``LLM`` stand-in without the
-    engine API it gets its text once, when the batch's ``generate`` call returns.
+    With vLLM's engine API the worker drives ``llm.llm_engine`` as ``LLM.generate`` does
+    (``add_request``, then ``step``) without waiting for a whole batch: idle, it takes
+    everything queued (waiting ``batch_window_s`` for more, up to ``max_batch_reads``
+    token reads); busy, it adds what arrives at once, so it joins vLLM's next step
+    (``_run_stepping``). A streamed generation gets its text after every step. An
+    ``LLM`` stand-in without the engine API gets ONE ``generate`` call per batch
+    (``_run``), and a stream its text once, at the end.
     """
 
     def __init__(self, llm: Any, mode: Mode, batch_window_s: float, max_batch_reads: int | None):
@@ -146,26 +130,22 @@ class EngineWorker:
         otherwise only what is queued now."""
         jobs: list[Any] = []
         count = 0
-        deadline = 0.0
-        if wait:
-            first = self._queue.get()
-            if first is _STOP:
-                return jobs, True
-            jobs.append(first)
-            count = first.size
-            deadline = time.monotonic() + self.batch_window_s
-        while self.max_batch_reads is None or count < self.max_batch_reads:
+        deadline: float | None = None  # set once a first job is in, when waiting
+        while (wait and not jobs) or self.max_batch_reads is None or count < self.max_batch_reads:
             try:
-                if wait:
-                    nxt = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                if not wait:
+                    job = self._queue.get_nowait()
+                elif deadline is None:
+                    job = self._queue.get()
+                    deadline = time.monotonic() + self.batch_window_s
                 else:
-                    nxt = self._queue.get_nowait()
+                    job = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 break
-            if nxt is _STOP:
+            if job is _STOP:
                 return jobs, True
-            jobs.append(nxt)
-            count += nxt.size
+            jobs.append(job)
+            count += job.size
         return jobs, False
 
     def _requests(self, job: Job | GenerationJob) -> list[Any] | None:
@@ -187,32 +167,22 @@ class EngineWorker:
             job.future.set_exception(e)
             return None
 
-    # -- generate: one call per batch of jobs ----------------------------------------
-
     def _run(self) -> None:
         stop = False
         while not stop:
             jobs, stop = self._take(wait=True)
-            if jobs:
-                self._run_jobs(jobs)
-
-    def _run_jobs(self, jobs: list[Any]) -> None:
-        batch: list[tuple[Any, list[Any]]] = []
-        for job in jobs:
-            requests = self._requests(job)
-            if requests is not None:
-                batch.append((job, requests))
-        if not batch:
-            return
-        try:
-            results = self._generate(batch)
-        except BaseException as e:  # noqa: BLE001 - every waiter must hear of it
-            error = e if isinstance(e, AgentBranchError) else _engine_error(e)
-            for job, _ in batch:
-                job.future.set_exception(error)
-            return
-        for (job, _), result in zip(batch, results):
-            job.future.set_result(result)
+            batch = [(job, rs) for job in jobs if (rs := self._requests(job)) is not None]
+            if not batch:
+                continue
+            try:
+                results = self._generate(batch)
+            except BaseException as e:  # noqa: BLE001 - every waiter must hear of it
+                error = e if isinstance(e, AgentBranchError) else _engine_error(e)
+                for job, _ in batch:
+                    job.future.set_exception(error)
+                continue
+            for (job, _), result in zip(batch, results):
+                job.future.set_result(result)
 
     def _generate(self, batch: list[tuple[Any, list[Any]]]) -> list[Any]:
         """ONE ``LLM.generate`` call for every job's requests."""
@@ -226,13 +196,8 @@ class EngineWorker:
         self._count(job for job, _ in batch)
         if len(outputs) != len(requests):
             raise ReaderError(f"vLLM returned {len(outputs)} outputs for {len(requests)} requests")
-        results = []
-        at = 0
-        for job, job_requests in batch:
-            job_outputs = outputs[at : at + len(job_requests)]
-            at += len(job_requests)
-            results.append(_result(job, job_requests, job_outputs))
-        return results
+        each = iter(outputs)  # every job's outputs, in its requests' order
+        return [_result(job, rs, list(itertools.islice(each, len(rs)))) for job, rs in batch]
 
     def _count(self, jobs: Any) -> None:
         for job in jobs:
@@ -240,8 +205,6 @@ class EngineWorker:
                 self.generations_run += 1
             else:
                 self.reads_run += len(job.reads)
-
-    # -- engine steps: jobs join the running batch -----------------------------------
 
     def _run_stepping(self) -> None:
         engine = self._engine
@@ -316,11 +279,11 @@ class EngineWorker:
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
 
-        runs = []
-        for job in jobs:
-            requests = self._requests(job)
-            if requests is not None:
-                runs.append(_Running(job, requests, [None] * len(requests), len(requests)))
+        runs = [
+            _Running(job, rs, [None] * len(rs), len(rs))
+            for job in jobs
+            if (rs := self._requests(job)) is not None
+        ]
         if not runs:
             return
         engine = self._engine
