@@ -47,16 +47,12 @@ def label_read(
     argmax_is_label: bool = True,
     answer: Any = None,
 ) -> LabelRead:
-    """The read of one answer: ``logprobs[i] = log(share_i × label_mass)``, the label's
-    full-vocabulary log probability as a model reader reports it (so split and permuted
-    reads combine as local ones do).
-
-    ``probs`` are validated probabilities in [0, 1], one per option. Their sum must be
-    above ``NO_SIGNAL`` (else the labels got nothing: no decision) and at most
-    1 + ``NORMALISED``; below 1 − ``NORMALISED`` it is the label mass the numbers imply,
-    and the shares are the probabilities renormalised. ``label_mass`` is the least of the
-    implied mass, the server's ``label_mass`` and ``confidence / top share`` (vLLM's
-    confidence is ``p_top × label_mass``); 1 when nothing says less."""
+    """The read of one answer (``probs``: validated, one per option):
+    ``logprobs[i] = log(share_i × label_mass)``, as a model reader reports it. A sum of
+    ``probs`` at most ``NO_SIGNAL`` or above 1 + ``NORMALISED`` is invalid; below
+    1 − ``NORMALISED`` it is the label mass they imply. ``label_mass`` is the least of
+    that, the server's ``label_mass`` and ``confidence / top share``; 1 when nothing says
+    less."""
     total = math.fsum(probs)
     if total > 1 + NORMALISED:
         raise InvalidReadError(
