@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from agentbranch.core.errors import ConfigurationError, InvalidFileError, temperature, unit
+from agentbranch.core.files import check_regular
 
 __all__ = ["CALIBRATION_VERSION", "Calibration", "Temperature", "Threshold"]
 
@@ -158,18 +159,10 @@ class Calibration(BaseModel):
 
 def _read_json(path: Path) -> Any:
     """The JSON in ``path``, or ``InvalidFileError`` saying what is wrong with it."""
+    hint = f"write one with `agentbranch calibrate labelled.jsonl --out {path}`"
+    check_regular(path, "calibration file", hint)
     try:
-        if path.exists() and not path.is_dir() and not path.is_file():
-            # A FIFO or device: reading it could block forever.
-            raise InvalidFileError(f"calibration file {path} is not a regular file")
         raw = path.read_bytes()
-    except FileNotFoundError:
-        raise InvalidFileError(
-            f"calibration file {path} does not exist; write one with `agentbranch calibrate "
-            f"labelled.jsonl --out {path}`"
-        ) from None
-    except IsADirectoryError:
-        raise InvalidFileError(f"calibration file {path} is a directory, not a file") from None
     except OSError as e:
         raise InvalidFileError(f"calibration file {path} cannot be read: {e}") from None
     try:

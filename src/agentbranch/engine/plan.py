@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,13 +68,11 @@ def _balanced(n: int, size: int) -> list[range]:
 def expand(spec: QuestionSpec, *, max_options: int, permutations: int = 1) -> list[Unit]:
     """The reads for ``spec`` (whose ``labels`` may be empty when it is too large)."""
     label_set = question_type(spec.type).label_set
-    # Readers without label tokens (embedded, scripted) may take more options per read
-    # than the label set has; those reads carry no labels.
-    size = max_options
-    chunks = _balanced(len(spec.options), size)
     orders = max(1, permutations) if spec.type == "choice" else 1
     units = []
-    for chunk in chunks:
+    # Readers without label tokens (embedded, scripted) may take more options per read
+    # than the label set has; those reads carry no labels.
+    for chunk in _balanced(len(spec.options), max_options):
         idx = list(chunk)
         for p in range(orders if len(idx) > 1 else 1):
             shift = (p * len(idx)) // orders
@@ -197,14 +195,15 @@ def combine(n_options: int, units: Sequence[Unit], reads: Sequence[LabelRead]) -
             count[i] += 1
     return Combined(
         scores=[t / c if c else 0.0 for t, c in zip(total, count)],
-        label_mass=None if unknown else min(1.0, max(0.0, _mean_mass(reads))),
+        label_mass=None if unknown else min(1.0, max(0.0, _mean(r.label_mass for r in reads))),
         argmax_is_label=all(r.argmax_is_label for r in reads),
-        agreement=min(1.0, max(0.0, sum(r.agreement for r in reads) / len(reads))),
+        agreement=min(1.0, max(0.0, _mean(r.agreement for r in reads))),
     )
 
 
-def _mean_mass(reads: Sequence[LabelRead]) -> float:
-    return sum(r.label_mass or 0.0 for r in reads) / len(reads)
+def _mean(values: Iterable[float | None]) -> float:
+    got = list(values)
+    return sum(v or 0.0 for v in got) / len(got)
 
 
 def normalise(scores: Sequence[float], temperature: float = 1.0) -> list[float] | None:

@@ -1,9 +1,7 @@
 """Engine selection from the environment, for ``DecisionEngine.from_env()``.
 
 ``select`` decides from the ``AGENTBRANCH_*`` variables (``EngineSettings``) which
-reader to build — vLLM, remote or embedded, first match wins, each with a readable
-reason (the order and the variables: its docstring) — and ``build_reader`` builds it.
-This module picks and builds readers only; the engine imports it (one way).
+reader to build, with a readable reason; ``build_reader`` builds it.
 """
 
 from __future__ import annotations
@@ -151,31 +149,14 @@ def select(
     cuda_available: bool | None = None,
     vllm_importable: bool | None = None,
 ) -> Selection:
-    """Decide which reader to build from ``env`` (default ``os.environ``). The probes
-    (CUDA, vllm import) can be overridden for tests.
-
-    The order, first match wins:
-
-    1. **vLLM** (``VLLMReader``, offline ``LLM`` in this process) when
-       ``AGENTBRANCH_VLLM_MODEL`` names a DiffusionGemma checkpoint (a model id or local
-       path, or an engine preset name: ``fp8``, ``nvfp4``, ``bf16``), a CUDA device is
-       visible (``torch.cuda.is_available()``) and ``vllm`` imports.
-    2. **remote** (``RemoteReader``) when ``AGENTBRANCH_REMOTE_URL`` points at a server
-       with ``/v1/systemone`` (``AGENTBRANCH_REMOTE_MODEL`` names the served model,
-       ``AGENTBRANCH_REMOTE_API_KEY`` is sent as a bearer token,
-       ``AGENTBRANCH_REMOTE_DIALECT=vllm|spec`` says whether the server is vLLM, the
-       default, or speaks the published System One spec, which needs the model named).
-    3. **embedded** (``EmbeddedReader``): the MiniLM sentence embedder on CPU, offline.
-
-    ``AGENTBRANCH_ENGINE=vllm|remote|embedded`` forces one; a forced engine that cannot
-    run is an error instead of a silent fall-through. ``AGENTBRANCH_CALIBRATION`` is a
-    calibration file (from ``agentbranch calibrate``) the engine loads.
-
-    Every choice comes with a human-readable reason ("vLLM: AGENTBRANCH_VLLM_MODEL is set
-    but no CUDA device is visible; ...") which is logged and printed by
-    ``agentbranch engine``; the remote URL appears in it, in ``repr(EngineSettings)`` and in
-    the CLI with its credentials masked (``redact_url``: ``http://***@host/?token=***``).
-    The variables are read with pydantic-settings (``EngineSettings``).
+    """Decide which reader to build from ``env`` (default ``os.environ``); the CUDA and
+    vllm-import probes can be overridden for tests. First match wins: **vLLM** when
+    ``AGENTBRANCH_VLLM_MODEL`` names a checkpoint or preset, CUDA is visible and ``vllm``
+    imports; **remote** when ``AGENTBRANCH_REMOTE_URL`` is set (with
+    ``AGENTBRANCH_REMOTE_MODEL``, ``_API_KEY`` and ``_DIALECT=vllm|spec``); else
+    **embedded** (MiniLM on CPU, offline). ``AGENTBRANCH_ENGINE`` forces one, and a forced
+    engine that cannot run raises ``ConfigurationError``. The reason shows the remote URL
+    with its credentials masked (``redact_url``).
     """
     settings = EngineSettings.from_env(env)
     forced = settings.engine.lower() if settings.engine else None
@@ -267,11 +248,9 @@ def build_reader(selection: Selection) -> Reader:
                 "(pip install 'agentbranch[vllm]') on a CUDA machine, or unset "
                 f"{ENV_VLLM_MODEL} to use another engine"
             ) from e
+        from agentbranch.engine.presets import PRESETS
+
         model = selection.settings["model"]
-        try:
-            from agentbranch.engine.presets import PRESETS
-        except ImportError:
-            PRESETS = {}
         if model in PRESETS:
             return VLLMReader(preset=model)
         return VLLMReader(model)
@@ -283,14 +262,8 @@ def build_reader(selection: Selection) -> Reader:
                 f"the remote reader could not be imported ({e}); unset {ENV_REMOTE_URL} "
                 "to use the embedded reader"
             ) from e
-        kwargs: dict[str, Any] = {}
-        if "model" in selection.settings:
-            kwargs["model"] = selection.settings["model"]
-        if "api_key" in selection.settings:
-            kwargs["api_key"] = selection.settings["api_key"]
-        if "dialect" in selection.settings:
-            kwargs["dialect"] = selection.settings["dialect"]
-        return RemoteReader(selection.settings["base_url"], **kwargs)
+        kwargs = dict(selection.settings)
+        return RemoteReader(kwargs.pop("base_url"), **kwargs)
     from agentbranch.engine.readers.embedded import EmbeddedReader
 
     return EmbeddedReader()
