@@ -1,11 +1,9 @@
 """Prompt and canvas building: ``ReadRequest`` → ``TokenRead`` (token ids only).
 
 ``CanvasPlanner`` builds DiffusionGemma one-step reads exactly as vLLM's
-``DiffusionGemmaCanvasStrategy`` (0.33) does (docs/design.md, "The read"; the layout:
-its docstring); ``NextTokenPlanner`` builds next-token reads for ordinary causal models
-as vLLM's ``NextTokenStrategy`` does. User content never becomes special tokens (a
-state or question holding them is rejected, or read as plain text with
-``special_tokens="text"``); the chat prompt itself is ``agentbranch.engine._chat_prompt``.
+``DiffusionGemmaCanvasStrategy`` (0.33) does (docs/design.md, "The read");
+``NextTokenPlanner`` builds next-token reads for causal models as vLLM's
+``NextTokenStrategy`` does. The chat prompt is ``agentbranch.engine._chat_prompt``.
 """
 
 from __future__ import annotations
@@ -114,11 +112,8 @@ def _noise_rng(prompt_ids: Sequence[int], draw: int) -> random.Random:
 
 
 class NoiseSeeds:
-    """``_noise_rng`` for prompts that share a prefix (the state), hashing the prefix's
-    part of the key once: sha256 is fed the same bytes (the JSON of the whole id list,
-    then the draw suffix) in two pieces, so every seed is bit-identical to
-    ``_noise_rng``'s. A prompt that does not start with ``prefix`` is hashed whole. The
-    prefix is hashed on first use (next-token plans never ask)."""
+    """``_noise_rng`` for prompts that share a prefix (the state), bit-identical, with
+    the prefix's part of the sha256 key hashed once (on first use)."""
 
     def __init__(self, prefix: Sequence[int] = ()) -> None:
         self.prefix = list(prefix)
@@ -286,18 +281,13 @@ class CanvasPlanner(_PlannerBase):
         return n > 0 and list(ids[len(ids) - n :]) == self.thought
 
     def _checked(self, ids: list[int]) -> list[int]:
-        if self.template_has_thought:
-            if not self._ends_with_thought(ids):
-                raise ConfigurationError("the chat template's thought block went missing")
-            # Hash and check the prompt without its thought block, as vLLM sees it
-            # with a template that does not write one.
-            ids = ids[: len(ids) - len(self.thought)]
-        if ids[len(ids) - len(self.tail) :] != self.tail and not self.template_has_thought:
-            raise ConfigurationError(
-                "the chat template ends this prompt differently from its generation "
-                "prompt, so the labels' tokens are unknown; check chat_template"
-            )
-        return ids
+        if not self.template_has_thought:
+            return super()._checked(ids)
+        if not self._ends_with_thought(ids):
+            raise ConfigurationError("the chat template's thought block went missing")
+        # The prompt without its thought block, as vLLM sees it with a template that
+        # does not write one.
+        return ids[: len(ids) - len(self.thought)]
 
     def _read_prompt(self, prompt_ids: list[int], width: int) -> tuple[int, ...]:
         extra = len(self.thought) + width

@@ -8,6 +8,7 @@ Data flows one way: questions → question reads (chunks, permutations) → ``Re
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import copy
 import hashlib
@@ -16,7 +17,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
@@ -31,14 +32,13 @@ from agentbranch.core.errors import (
     InvalidQuestionError,
     InvalidReadError,
     ReaderError,
-    ReaderTimeoutError,
     timeout_seconds,
 )
 from agentbranch.core.questions import validate_questions
 from agentbranch.core.reads import LabelRead, ReadRequest
 from agentbranch.core.state import render_state
 from agentbranch.core.teacher_calls import TeacherCalls
-from agentbranch.engine.batching import BatchingReader
+from agentbranch.engine.batching import BatchingReader, timed_out
 from agentbranch.engine.calibration import Calibration
 from agentbranch.engine.plan import QuestionPlans, Unit, combine, normalise
 from agentbranch.engine.readers.base import Reader, require_reader
@@ -370,29 +370,26 @@ class DecisionEngine:
     # -- reading -------------------------------------------------------------------
 
     def _load_reader(self) -> None:
-        try:
+        with self._reader_errors():
             self.reader.load()
+        self._loaded = True
+
+    @contextlib.contextmanager
+    def _reader_errors(self) -> Iterator[None]:
+        """A reader's own exception becomes a ``ReaderError`` saying what to do."""
+        try:
+            yield
         except AgentBranchError:
             raise
         except Exception as e:
-            raise self._reader_failed(e) from e
-        self._loaded = True
-
-    def _reader_failed(self, e: Exception) -> ReaderError:
-        return ReaderError(
-            f"reader {self.reader.name!r} ({self.reader.model}) failed: {e!r}. The "
-            "decision was not made; check the model/server, or choose fail-open or "
-            "fail-closed handling in the integration."
-        )
-
-    def _timed_out(self) -> ReaderTimeoutError:
-        return ReaderTimeoutError(
-            f"reader {self.reader.name!r} did not answer within {self.timeout_s}s; raise "
-            "timeout_s or check the model/server load"
-        )
+            raise ReaderError(
+                f"reader {self.reader.name!r} ({self.reader.model}) failed: {e!r}. The "
+                "decision was not made; check the model/server, or choose fail-open or "
+                "fail-closed handling in the integration."
+            ) from e
 
     def _read_sync(self, requests: list[ReadRequest]) -> list[list[LabelRead]]:
-        try:
+        with self._reader_errors():
             if self.timeout_s is None:
                 return self.reads_via.read(requests)
             via = self.reads_via
@@ -402,14 +399,10 @@ class DecisionEngine:
             try:
                 return future.result(timeout=self.timeout_s)
             except FutureTimeout:
-                raise self._timed_out() from None
-        except AgentBranchError:
-            raise
-        except Exception as e:
-            raise self._reader_failed(e) from e
+                raise timed_out(self.reader.name, self.timeout_s) from None
 
     async def _read_async(self, requests: list[ReadRequest]) -> list[list[LabelRead]]:
-        try:
+        with self._reader_errors():
             if self.timeout_s is None:
                 return await self.reads_via.aread(requests)
             via = self.reads_via
@@ -425,11 +418,7 @@ class DecisionEngine:
                 async with asyncio.timeout(self.timeout_s):
                     return await read
             except TimeoutError:
-                raise self._timed_out() from None
-        except AgentBranchError:
-            raise
-        except Exception as e:
-            raise self._reader_failed(e) from e
+                raise timed_out(self.reader.name, self.timeout_s) from None
 
     # -- folding reads into decisions -----------------------------------------------
 
@@ -440,11 +429,7 @@ class DecisionEngine:
         latency_s: float,
         log_decisions: bool,
     ) -> list[Decisions]:
-        if not isinstance(reads, Sequence) or len(reads) != len(prepared):
-            got = len(reads) if isinstance(reads, Sequence) else type(reads).__name__
-            raise InvalidReadError(
-                f"reader {self.reader.name!r} answered {got} of {len(prepared)} requests"
-            )
+        self._check_count(reads, len(prepared), "requests")
         results = [self._finish(p, r, latency_s) for p, r in zip(prepared, reads)]
         if log_decisions:
             for p, decisions in zip(prepared, results):
@@ -457,12 +442,7 @@ class DecisionEngine:
         # a reader may answer a request with the ReaderError it failed with.
         if isinstance(reads, ReaderError):
             raise reads
-        if not isinstance(reads, Sequence) or len(reads) != len(prepared.request.questions):
-            got = len(reads) if isinstance(reads, Sequence) else type(reads).__name__
-            raise InvalidReadError(
-                f"reader {self.reader.name!r} answered {got} of "
-                f"{len(prepared.request.questions)} question reads"
-            )
+        self._check_count(reads, len(prepared.request.questions), "question reads")
         decisions: dict[str, Decision] = {}
         at = 0
         for question_id, qtype, options, units in zip(
@@ -496,6 +476,13 @@ class DecisionEngine:
             decisions[question_id] = decision
         usage, request_id = _usage(reads)
         return Decisions(decisions, latency_s=latency_s, usage=usage, request_id=request_id)
+
+    def _check_count(self, reads: Any, expected: int, what: str) -> None:
+        if not isinstance(reads, Sequence) or len(reads) != expected:
+            got = len(reads) if isinstance(reads, Sequence) else type(reads).__name__
+            raise InvalidReadError(
+                f"reader {self.reader.name!r} answered {got} of {expected} {what}"
+            )
 
     def reading_for(self, question_id: str, question: Any) -> str | None:
         """The reading fingerprint (``Decision.reading``) this engine's decision of

@@ -120,33 +120,28 @@ class EnginePreset:
         return args
 
 
+# fmt: off
 PRESETS: dict[str, EnginePreset] = {
     p.name: p
     for p in (
         EnginePreset(
-            name="diffusiongemma-bf16",
-            model="google/diffusiongemma-26B-A4B-it",
-            precision="bf16",
-            gpu_memory_gib=64,
+            name="diffusiongemma-bf16", model="google/diffusiongemma-26B-A4B-it",
+            precision="bf16", gpu_memory_gib=64,
             suggested_gpus=("H100 80GB", "H200", "A100 80GB", "B200"),
         ),
         EnginePreset(
-            name="diffusiongemma-fp8",
-            model="RedHatAI/diffusiongemma-26B-A4B-it-FP8-dynamic",
-            precision="fp8-dynamic",
-            gpu_memory_gib=32,
+            name="diffusiongemma-fp8", model="RedHatAI/diffusiongemma-26B-A4B-it-FP8-dynamic",
+            precision="fp8-dynamic", gpu_memory_gib=32,
             suggested_gpus=("L40S 48GB", "H100", "H200", "RTX 6000 Ada 48GB"),
         ),
         EnginePreset(
-            name="diffusiongemma-nvfp4",
-            model="RedHatAI/diffusiongemma-26B-A4B-it-NVFP4",
-            precision="nvfp4",
-            gpu_memory_gib=24,
-            gpu_gib=96,
+            name="diffusiongemma-nvfp4", model="RedHatAI/diffusiongemma-26B-A4B-it-NVFP4",
+            precision="nvfp4", gpu_memory_gib=24, gpu_gib=96,
             suggested_gpus=("B200", "RTX PRO 6000 Blackwell", "RTX 5090 32GB", "DGX Spark"),
         ),
     )
 }
+# fmt: on
 #: Short names.
 PRESETS["bf16"] = PRESETS["diffusiongemma-bf16"]
 PRESETS["fp8"] = PRESETS["diffusiongemma-fp8"]

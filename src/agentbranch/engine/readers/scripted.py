@@ -12,6 +12,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.reads import LabelRead, QuestionSpec, ReadRequest
@@ -23,6 +24,7 @@ Distribution = Mapping[str, float]
 Script = Distribution | Callable[[str, QuestionSpec], Distribution]
 
 
+@dataclass(eq=False, repr=False)
 class ScriptedReader(Reader):
     """Answers from a script instead of a model.
 
@@ -54,26 +56,20 @@ class ScriptedReader(Reader):
         "max_options",
     )
 
-    def __init__(
-        self,
-        script: Mapping[str, Script] | None = None,
-        *,
-        default: Callable[[str, QuestionSpec], Distribution] | None = None,
-        label_mass: float = 1.0,
-        model: str = "scripted",
-        error: BaseException | None = None,
-        delay_s: float = 0.0,
-        max_options: int = 26,
-    ) -> None:
-        self.script = dict(script or {})
-        self.default = default
-        self.label_mass = label_mass
-        self.model = model
-        self.error = error
-        self.delay_s = delay_s
-        self.max_options = max_options
-        self.calls: list[list[ReadRequest]] = []
-        self._lock = threading.Lock()
+    script: Mapping[str, Script] | None = None
+    _: KW_ONLY
+    default: Callable[[str, QuestionSpec], Distribution] | None = None
+    label_mass: float = 1.0
+    model: str = "scripted"
+    error: BaseException | None = None
+    delay_s: float = 0.0
+    max_options: int = 26
+    #: Every batch received, in order.
+    calls: list[list[ReadRequest]] = field(default_factory=list, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+
+    def __post_init__(self) -> None:
+        self.script = dict(self.script or {})
 
     @staticmethod
     def uniform(state: str, q: QuestionSpec) -> Distribution:

@@ -25,12 +25,9 @@ T = TypeVar("T")
 class StreamText:
     """The pieces of one generation's text that may be handed out.
 
-    From the growing text of a generation, never text at or past a stop string: the
-    longest end of the text that is the start of a stop string is held back until the next
-    token shows whether the stop string follows (so a stop string split over tokens is
-    still caught, and while the whole text is the start of one nothing is handed out);
-    never half a character (a trailing U+FFFD from an incomplete UTF-8 sequence waits for
-    its next byte). Joined, the pieces are the text the finished generation keeps.
+    Never text at or past a stop string (an end of the text that may start one is held
+    back until the next token shows), never half a character (a trailing U+FFFD waits
+    for its next byte). Joined, the pieces are the text the finished generation keeps.
     """
 
     def __init__(self, stop: Sequence[str] = ()) -> None:
