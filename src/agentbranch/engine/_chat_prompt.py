@@ -149,13 +149,9 @@ class ChatPrompt:
     ) -> tuple[list[list[int]], list[int]]:
         """Prompt ids for the user turns ``head + tail``, one per tail, the shared ``head``
         (the state) tokenized once; and the ids of the rendered head that the prompts
-        joined at the head start with (``[]`` when every prompt was rendered whole).
-
-        A tail's ids are only joined to the head's when that is exactly what tokenizing
-        the whole prompt gives: the rendered text must be the head's text, the tail and
-        the template's ending, and the head's last tokens must re-tokenize the same with
-        the tail after them (no token straddles the join). Otherwise, and for content
-        with special tokens, that prompt is rendered whole, as ``render`` does."""
+        joined at the head start with (``[]`` when every prompt was rendered whole). A
+        tail's ids are joined to the head's only when that is exactly what tokenizing the
+        whole prompt gives (no token straddles the join); else it is rendered whole."""
         whole = lambda tail: self.render(head + tail, system)  # noqa: E731
         if len(tails) < 2 or self.special_tokens_in(head) or self.special_tokens_in(system or ""):
             return [whole(t) for t in tails], []
@@ -188,10 +184,9 @@ class ChatPrompt:
     def render_messages(
         self, messages: Sequence[dict[str, str]], special_tokens: SpecialTokens | None = None
     ) -> list[int]:
-        """Prompt ids of a whole conversation (``{"role", "content"}`` dicts), generation
-        prompt on and thinking off. Special tokens in any content raise
-        ``SpecialTokenError`` as ``render`` does, or are read as plain text with
-        ``special_tokens="text"`` (default: this prompt's mode)."""
+        """Prompt ids of a whole conversation (``{"role", "content"}`` dicts); special tokens
+        in any content are refused or read as text as in ``render`` (``special_tokens``,
+        default: this prompt's mode)."""
         mode = special_tokens or self.special_tokens
         if mode not in ("reject", "text"):
             raise ConfigurationError(f"special_tokens must be 'reject' or 'text', got {mode!r}")

@@ -11,6 +11,9 @@ the quiet gap, until every recent caller waits ("all in"), until nobody who coul
 call is running ("settled"), or until the bound (half the last read's time).
 docs/design.md gives the rule in full and why. ``CallerThreads`` records who calls
 (under the coalescer's lock); ``LoopWatch`` has each event loop say when it settled.
+
+Over 500 lines: one idea, the coalescer; its queue, workers, hold rule and record of
+who calls it read and write the same state under one lock.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 Data flows one way: questions → question reads (chunks, permutations) → ``ReadRequest``
 → reader → ``LabelRead`` → calibrated distribution (stamped with the reading
 ``fingerprint``) → ``Decision``.
+
+Over 500 lines: one idea, the engine's one pass from questions to decisions.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from agentbranch.core.errors import (
     timeout_seconds,
 )
 from agentbranch.core.questions import validate_questions
-from agentbranch.core.reads import LabelRead, ReadRequest
+from agentbranch.core.reads import LabelRead, QuestionSpec, ReadRequest
 from agentbranch.core.state import render_state
 from agentbranch.core.teacher_calls import TeacherCalls
 from agentbranch.engine.batching import BatchingReader, timed_out
@@ -61,9 +63,7 @@ class _Prepared:
     """One decision's read request and how to fold its reads back."""
 
     request: ReadRequest
-    question_ids: list[str]
-    types: list[str]
-    options: list[tuple[str, ...]]
+    specs: list[QuestionSpec]  # the questions as asked (before chunks and permutations)
     units: list[list[Unit]]
 
 
@@ -359,13 +359,7 @@ class DecisionEngine:
             draws=draws,
             joint=self.joint,
         )
-        return _Prepared(
-            request=request,
-            question_ids=[s.id for s in specs],
-            types=[s.type for s in specs],
-            options=[s.options for s in specs],
-            units=units,
-        )
+        return _Prepared(request=request, specs=specs, units=units)
 
     # -- reading -------------------------------------------------------------------
 
@@ -445,13 +439,12 @@ class DecisionEngine:
         self._check_count(reads, len(prepared.request.questions), "question reads")
         decisions: dict[str, Decision] = {}
         at = 0
-        for question_id, qtype, options, units in zip(
-            prepared.question_ids, prepared.types, prepared.options, prepared.units
-        ):
+        for spec, units in zip(prepared.specs, prepared.units):
+            question_id = spec.id
             unit_reads = reads[at : at + len(units)]
             at += len(units)
-            folded = combine(len(options), units, unit_reads)  # checks every read
-            temperature = self._temperature(question_id, qtype)
+            folded = combine(len(spec.options), units, unit_reads)  # checks every read
+            temperature = self._temperature(question_id, spec.type)
             reading = self._reading(prepared.request.draws, temperature)
             probs = normalise(folded.scores, temperature)
             if probs is None:
@@ -461,8 +454,8 @@ class DecisionEngine:
                 )
             decision = Decision.from_probs(
                 question_id=question_id,
-                type=qtype,  # type: ignore[arg-type]
-                options=options,
+                type=spec.type,  # type: ignore[arg-type]
+                options=spec.options,
                 probs=probs,
                 label_mass=folded.label_mass,
                 argmax_is_label=folded.argmax_is_label,

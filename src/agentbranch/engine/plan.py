@@ -1,14 +1,10 @@
 """Question expansion: one user question → the question reads that answer it.
 
-* **Chunks.** A choice with more options than one read's label set (26 letters, or the
-  reader's ``max_options``) is split into balanced chunks, each read as its own question
-  in the same batch. Each option's score is its label's full-vocabulary probability in
-  the read that showed it; the answer is those scores renormalised over all options.
-* **Permutations** (debiasing). With ``permutations=P`` a choice is also read in ``P``
-  cyclic option orders; each option's score is its probability averaged over the
-  orders, which cancels the model's preference for early letters.
-
-Both happen in one batched read; ``combine`` folds the reads back.
+A choice with more options than one read's label set (the reader's ``max_options``) is
+split into balanced chunks whose full-vocabulary scores renormalise over all options;
+with ``permutations=P`` a choice is also read in ``P`` cyclic option orders, averaged,
+which cancels the model's preference for early letters. All in one batched read;
+``combine`` folds the reads back.
 """
 
 from __future__ import annotations

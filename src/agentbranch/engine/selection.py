@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import SecretStr, field_validator
-from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.redact import redact_url
@@ -93,27 +93,10 @@ class EngineSettings(BaseSettings):
         """Settings from ``env`` (default ``os.environ``)."""
         if env is None:
             return cls()
-        mapping = env
-
-        class _FromMapping(cls):  # type: ignore[valid-type,misc]
-            @classmethod
-            def settings_customise_sources(
-                cls, settings_cls: type[BaseSettings], **_: Any
-            ) -> tuple[Any, ...]:
-                return (_MappingSource(settings_cls, mapping),)
-
-        return cls.model_validate(_FromMapping().model_dump())
-
-
-class _MappingSource(EnvSettingsSource):
-    """pydantic-settings' environment source over a given mapping."""
-
-    def __init__(self, settings_cls: type[BaseSettings], mapping: Mapping[str, str]) -> None:
-        self._mapping = mapping
-        super().__init__(settings_cls)
-
-    def _load_env_vars(self) -> Mapping[str, str | None]:
-        return {k.lower(): v for k, v in self._mapping.items()}
+        prefix = cls.model_config["env_prefix"].lower()
+        named = {k.lower(): v for k, v in env.items()}
+        # Every field given (None where ``env`` lacks it), so os.environ fills none.
+        return cls.model_validate({field: named.get(prefix + field) for field in cls.model_fields})
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,12 @@ DiffusionGemma ``config.json``.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from agentbranch.core.errors import ConfigurationError, InvalidFileError
+from agentbranch.core.files import read_json
 
 __all__ = ["DIFFUSIONGEMMA_26B", "PRESET_WEIGHTS_GIB", "ModelShape"]
 
@@ -83,10 +83,7 @@ class ModelShape:
             if path.is_dir():
                 path = path / "config.json"
             source = str(path)
-            try:
-                config = json.loads(path.read_text("utf-8"))
-            except (OSError, UnicodeDecodeError, ValueError) as e:
-                raise InvalidFileError(f"cannot read model config {source}: {e}") from None
+            config = read_json(path, "model config")
             if not isinstance(config, dict):
                 raise InvalidFileError(f"{source} is not a JSON object")
         text = config.get("text_config", config)

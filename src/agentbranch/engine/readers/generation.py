@@ -25,13 +25,10 @@ __all__ = [
 
 @dataclass(frozen=True)
 class GenerationRequest:
-    """One generation: prompt ids and sampling options.
-
-    ``temperature`` ``None`` is the model's own default (greedy for causal models here;
-    a diffusion model's schedule); ``seed`` makes sampling repeatable (causal models
-    only); ``steps`` caps a diffusion model's denoising steps (``None``: its own
-    schedule); ``choices`` constrains the reply to exactly one of these strings where the
-    generator supports it."""
+    """One generation: prompt ids and sampling options. ``temperature`` ``None`` is the
+    model's own default; ``seed`` (causal models) makes sampling repeatable; ``steps``
+    caps a diffusion model's denoising steps; ``choices`` constrains the reply to one of
+    these strings where the generator supports it."""
 
     prompt_ids: tuple[int, ...]
     max_tokens: int = 256
