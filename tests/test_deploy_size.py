@@ -162,7 +162,7 @@ def test_bad_input_says_what_would_fit(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="serve a canvas of at most 96"):
         size("nvfp4", gpu_gib=32, canvas_length=256, gpu_memory_utilization=0.95)
     (tmp_path / "bad.json").write_text("{not json")
-    with pytest.raises(ConfigurationError, match="cannot read model config"):
+    with pytest.raises(ConfigurationError, match="model config .*bad.json: not valid JSON"):
         ModelShape.from_config(tmp_path / "bad.json")
     with pytest.raises(ConfigurationError, match="not a DiffusionGemma config"):
         ModelShape.from_config({"text_config": {"hidden_size": 8}})

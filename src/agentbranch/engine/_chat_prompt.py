@@ -13,8 +13,8 @@ from agentbranch.core.errors import ConfigurationError, LabelTokenError, Special
 
 __all__ = ["ChatPrompt", "SpecialTokens", "Tokenizer", "prompt_tail", "reply_label_ids"]
 
-#: Private-use characters no template touches: where the user content goes in "text" mode.
-_SENTINELS = ("\ue000", "\ue001")
+#: A private-use character no template touches: where the prompt's content goes.
+_MARK = "\ue000"
 
 SpecialTokens = Literal["reject", "text"]
 
@@ -28,8 +28,6 @@ class Tokenizer(Protocol):
     def decode(self, ids: Sequence[int], **kw: Any) -> str: ...
     def apply_chat_template(self, conversation: Any, **kw: Any) -> Any: ...
     def get_added_vocab(self) -> dict[str, int]: ...
-
-
 
 
 def prompt_tail(tokenizer: Tokenizer, prompt_ids: Sequence[int]) -> list[int]:
@@ -144,30 +142,20 @@ class ChatPrompt:
                 "a reply. Remove them from the content, or build the engine with "
                 "special_tokens='text' to read them as plain text."
             )
-        return self._render_as_text(content, system)
-
-    def render_many(
-        self, head: str, tails: Sequence[str], system: str | None = None
-    ) -> list[list[int]]:
-        """Prompt ids for the user turns ``head + tail``, one per tail, tokenizing the
-        shared ``head`` (the state) ONCE and each tail on its own (``render_shared``)."""
-        return self.render_shared(head, tails, system)[0]
+        return self._as_text(self.messages(content, system))
 
     def render_shared(
         self, head: str, tails: Sequence[str], system: str | None = None
     ) -> tuple[list[list[int]], list[int]]:
-        """``render_many``'s prompts, and the ids of the rendered head that the prompts
-        joined at the head start with (``[]`` when every prompt was rendered whole).
-
-        A tail's ids are only joined to the head's when that is exactly what tokenizing
-        the whole prompt gives: the rendered text must be the head's text, the tail and
-        the template's ending, and the head's last tokens must re-tokenize the same with
-        the tail after them (no token straddles the join). Otherwise, and for content
-        with special tokens, that prompt is rendered whole, as ``render`` does."""
+        """Prompt ids for the user turns ``head + tail``, one per tail, the shared ``head``
+        (the state) tokenized once; and the ids of the rendered head that the prompts
+        joined at the head start with (``[]`` when every prompt was rendered whole). A
+        tail's ids are joined to the head's only when that is exactly what tokenizing the
+        whole prompt gives (no token straddles the join); else it is rendered whole."""
         whole = lambda tail: self.render(head + tail, system)  # noqa: E731
         if len(tails) < 2 or self.special_tokens_in(head) or self.special_tokens_in(system or ""):
             return [whole(t) for t in tails], []
-        marker = _SENTINELS[0]
+        marker = _MARK
         text = self._template(self.messages(head + marker, system))
         if text.count(marker) != 1 or marker in head:
             return [whole(t) for t in tails], []
@@ -196,10 +184,9 @@ class ChatPrompt:
     def render_messages(
         self, messages: Sequence[dict[str, str]], special_tokens: SpecialTokens | None = None
     ) -> list[int]:
-        """Prompt ids of a whole conversation (``{"role", "content"}`` dicts), generation
-        prompt on and thinking off. Special tokens in any content raise
-        ``SpecialTokenError`` as ``render`` does, or are read as plain text with
-        ``special_tokens="text"`` (default: this prompt's mode)."""
+        """Prompt ids of a whole conversation (``{"role", "content"}`` dicts); special tokens
+        in any content are refused or read as text as in ``render`` (``special_tokens``,
+        default: this prompt's mode)."""
         mode = special_tokens or self.special_tokens
         if mode not in ("reject", "text"):
             raise ConfigurationError(f"special_tokens must be 'reject' or 'text', got {mode!r}")
@@ -214,13 +201,19 @@ class ChatPrompt:
                 "control tokens they would end a turn or fake a reply. Remove them from "
                 "the content, or pass special_tokens='text' to read them as plain text."
             )
-        # As _render_as_text: each content tokenized on its own, special tokens split.
         marks = [chr(0xE000 + i) for i in range(len(messages))]
         if any(mark in m["content"] for m in messages for mark in marks):
             raise ConfigurationError(
                 "a message contains Unicode private-use characters U+E000.. that the "
                 "special_tokens='text' rendering uses as placeholders; remove them"
             )
+        return self._as_text(messages)
+
+    def _as_text(self, messages: Sequence[dict[str, str]]) -> list[int]:
+        """Prompt ids of ``messages``, each content tokenized on its own with special-token
+        splitting on (so "<turn|>" there stays characters): the template is rendered with
+        private-use placeholders in the contents' places."""
+        marks = [chr(0xE000 + i) for i in range(len(messages))]
         text = self._template([{**m, "content": k} for m, k in zip(messages, marks)])
         ids: list[int] = []
         for mark, m in zip(marks, messages):
@@ -237,27 +230,3 @@ class ChatPrompt:
                 )
             )
         return ids + self._encode(text)
-
-    def _render_as_text(self, content: str, system: str | None) -> list[int]:
-        # Render with placeholders, then tokenize the user's text on its own with
-        # special-token splitting on, so "<turn|>" there stays characters.
-        placeholder_user, placeholder_system = _SENTINELS
-        text = self._template(
-            self.messages(placeholder_user, placeholder_system if system else None)
-        )
-        ids: list[int] = []
-        pieces = {placeholder_user: content, placeholder_system: system or ""}
-        rest = text
-        while True:
-            hits = [(rest.find(s), s) for s in pieces if s in rest]
-            if not hits:
-                break
-            at, sentinel = min(hits)
-            ids += self._encode(rest[:at])
-            ids += list(
-                self.tokenizer.encode(
-                    pieces[sentinel], add_special_tokens=False, split_special_tokens=True
-                )
-            )
-            rest = rest[at + len(sentinel) :]
-        return ids + self._encode(rest)

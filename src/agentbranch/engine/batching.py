@@ -1,9 +1,7 @@
 """The coalescer: concurrent decisions reach the model as few, full reader batches.
 
 ``DecisionEngine`` puts a ``BatchingReader`` in front of its reader by default, so
-threads, asyncio tasks and any mix of them share reader batches (what it does: its
-docstring; docs/design.md in full). ``DecisionEngine(reader, batching=False)`` turns it
-off; build one yourself to tune it::
+threads, asyncio tasks and any mix of them share reader batches::
 
     engine = DecisionEngine(BatchingReader(reader, max_batch=32, max_wait_s=0.005))
 
@@ -11,16 +9,11 @@ Its hold rule says when a batch that is not full closes: a lone caller is read a
 (unless it is a fresh pool's first thread); a burst is held until no request arrived for
 the quiet gap, until every recent caller waits ("all in"), until nobody who could still
 call is running ("settled"), or until the bound (half the last read's time).
-docs/design.md gives the rule in full and why. The rule asks who calls the coalescer
-(``CallerThreads``, under its lock): whether every recent caller waits, when the ones
-that are out should be back, whether a lone caller may be a fresh pool's first thread
-(``pool_thread``, ``pool_is_starting``); ``LoopWatch`` has each event loop look at itself,
-on its own thread, to say when it settled.
+docs/design.md gives the rule in full and why. ``CallerThreads`` records who calls
+(under the coalescer's lock); ``LoopWatch`` has each event loop say when it settled.
 
-Over 500 lines: one idea, the coalescer. What it queues (a caller's ``Call``, each
-distinct request in flight, a batch a worker took, the digest that tells requests apart),
-its workers, its hold rule and the record of who calls it read and write the same queue
-under one lock.
+Over 500 lines: one idea, the coalescer; its queue, workers, hold rule and record of
+who calls it read and write the same state under one lock.
 """
 
 from __future__ import annotations
@@ -61,10 +54,16 @@ class QueueFullError(ReaderError):
     overloaded. Lower the load, raise ``max_queue``/``queue_timeout_s``, or add readers."""
 
 
+def timed_out(reader: str, timeout_s: float | None) -> ReaderTimeoutError:
+    """The error of a read that took longer than the engine's ``timeout_s``."""
+    return ReaderTimeoutError(
+        f"reader {reader!r} did not answer within {timeout_s}s; raise timeout_s or check "
+        "the model/server load"
+    )
+
+
 def read_key(request: ReadRequest) -> str:
-    """A digest of everything that determines a read (the answer-cache key): the state,
-    instructions, draws, joint, and every question's id, type, wording, options,
-    descriptions and labels."""
+    """A digest of everything that determines a read (the answer-cache key)."""
     blob = json.dumps(
         [
             request.state,
@@ -97,8 +96,7 @@ class Call:
     remaining: int
     future: Future[list[list[LabelRead]]] = field(default_factory=Future)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    #: The calling thread when it is a pool's and never called before (a fresh pool
-    #: may be starting: ``BatchingReader.hold_new_threads``), else ``None``.
+    #: The calling thread when it is a pool's and never called before, else ``None``.
     pool_thread: threading.Thread | None = None
     #: Who called: the calling thread (a sync caller) or event loop (an async one).
     thread: threading.Thread | None = None
@@ -137,9 +135,8 @@ def new_call(
     if not requests:
         call.future.set_result([])
         return call, deque()
-    # Shortest state first: the reads a call is cut into (``max_batch``,
-    # ``pipelined_batch``) then each hold states of similar length, and a reader
-    # that pads (every torch reader) pads each little (answers keep their places).
+    # Shortest state first: the reads a call is cut into then each hold states of
+    # similar length, and a reader that pads pads each little.
     return call, deque(sorted(enumerate(requests), key=lambda pair: len(pair[1].state)))
 
 
@@ -173,9 +170,8 @@ SIMILAR_WINDOW = 4
 def similar_part(queue: deque[Item], limit: int) -> list[Item]:
     """Take the next read's items off ``queue``: all of them when they fit in ``limit``;
     else the oldest and the ``limit - 1`` of the next ``SIMILAR_WINDOW × limit`` whose
-    states are closest to its length (ties: the older), the rest staying queued in
-    order. A reader pads each forward to its longest state, so a burst's reads then
-    each hold states of similar length; the oldest is always read, so none starves."""
+    states are closest to its length (a reader pads to its longest state), the rest
+    staying queued in order. The oldest is always read, so none starves."""
     if len(queue) <= limit:
         part = list(queue)
         queue.clear()
@@ -191,15 +187,14 @@ def similar_part(queue: deque[Item], limit: int) -> list[Item]:
 
 def one_call(queue: deque[Item], n: int) -> bool:
     """Whether the next ``n`` queued requests all wait for one call only (a
-    ``decide_many``): cutting them into small pipelined parts lets nobody go on early,
-    it only adds reads."""
+    ``decide_many``), which gains nothing from being read in pipelined parts."""
     return len({id(call) for item in islice(queue, n) for call, _ in item.waiters}) == 1
 
 
 class Handover:
     """``deliver`` for ``Reader.read_each`` over one batch: each request is settled once
-    (``settle(item, reads, error)``), its reads or the ``ReaderError`` in their place
-    given to its callers (the engine raises that error), any other error failing them."""
+    (``settle(item, reads, error)``); a ``ReaderError`` in place of reads goes to its
+    callers as an answer (the engine raises it), any other error fails them."""
 
     def __init__(self, items: list[Item], settle: Any) -> None:
         self.items = items
@@ -220,8 +215,7 @@ class Handover:
         return [item for item, done in zip(self.items, self.done) if not done]
 
     def check(self, reader: str) -> None:
-        """Raise ``ReaderError`` if ``reader``'s ``read_each`` returned with requests
-        still not handed over."""
+        """Raise ``ReaderError`` if requests are still not handed over."""
         if not all(self.done):
             raise ReaderError(
                 f"reader {reader!r} answered {sum(self.done)} of {len(self.done)} batched requests"
@@ -235,13 +229,9 @@ class BatchingReader(WrappingReader):
         reader: the reader that does the work.
         max_batch: most requests in one ``reader.read`` call (fewer for a reader that
             reads best in parts: ``pipelined``).
-        max_wait_s: by default the quiet gap: a batch that is not full, of a burst
-            (callers that found others in flight), closes once no request arrived for
-            this long (at least the GIL switch interval), at the latest after half the
-            last read's time; a caller that finds no other in flight is read at once.
-            Default 2 ms, or the reader's ``coalesce_wait_s``: 0 (no holding) for
-            ``RemoteReader`` and for ``VLLMReader`` on a GPU, which batch again
-            downstream (``VLLMReader`` on the CPU holds, as the default). A value
+        max_wait_s: by default the quiet gap of the hold rule (at least the GIL switch
+            interval): the reader's ``coalesce_wait_s``, 2 ms unless the reader batches
+            again downstream (0: ``RemoteReader``, ``VLLMReader`` on a GPU). A value
             given here is a plain window instead: every batch that is not full waits
             that long.
         max_queue: most requests waiting; further callers wait for room (back-pressure).
@@ -252,15 +242,10 @@ class BatchingReader(WrappingReader):
         cache_size: answers kept in an LRU cache keyed by the request digest (0 = off).
         dedupe: share one read between identical requests in flight.
 
-    Every caller's requests go on one bounded queue; worker threads (at most
-    ``concurrency``) take up to ``max_batch`` of them, make ONE ``reader.read`` call and hand
-    each caller exactly its own answers. Identical requests in flight are read once, an
-    optional LRU caches answers, a full queue applies back-pressure (``QueueFullError``),
-    each caller gets its answer as soon as the reader hands it over (``read_each``), a
-    failed request fails alone (``_read``), abandoned reads free
-    their worker's slot, and at interpreter exit the reads in flight may finish. When a
-    batch that is not full closes (alone, quiet, all in, settled, bound) is the hold rule of
-    the module docstring; docs/design.md explains both in full.
+    Worker threads (at most ``concurrency``) take up to ``max_batch`` queued requests,
+    make ONE reader call and hand each caller its own answers as the reader hands them
+    over. A failed request fails alone, abandoned reads free their worker's slot, and
+    at interpreter exit the reads in flight may finish (docs/design.md).
     """
 
     def __init__(
@@ -318,8 +303,7 @@ class BatchingReader(WrappingReader):
         # Whether the last caller found other callers' requests in flight: only then is
         # a burst arriving, worth the default wait; a lone caller is read at once.
         self._crowded = False
-        # When a request was last queued (monotonic), or a held burst's quiet gap was
-        # found busy: the quiet gap runs from then. And the process's CPU time then.
+        # When the quiet gap runs from (monotonic), and the process's CPU time then.
         self._last_arrival = 0.0
         self._last_arrival_cpu = 0.0
         self._last_read_s = 0.0  # how long the last batch took to read
@@ -330,17 +314,16 @@ class BatchingReader(WrappingReader):
         self._last_callers = 0  # distinct calls in the last batch taken
         self._holding = False  # a worker is holding a burst's batch
         self._starter: threading.Thread | None = None  # a lone caller: a new pool thread
-        #: Counters: batches and requests sent to the reader (a failed batch's re-reads
-        #: count too), cache hits, de-duplicated requests, abandoned batches.
+        #: Counters: batches and requests sent to the reader, cache hits, de-duplicated
+        #: requests, abandoned batches.
         self.stats = {"batches": 0, "requests": 0, "cache_hits": 0, "deduped": 0, "abandoned": 0}
         #: Sizes of the last batches read (for tests and the benchmark).
         self.batch_sizes: deque[int] = deque(maxlen=1024)
-        #: Why each of the last batches closed, with its size: ``"alone"`` (a lone
-        #: caller, read at once), ``"full"``, ``"quiet"`` (no arrival for the quiet
-        #: gap), ``"all in"`` (every recent caller thread waits), ``"bound"`` (held as
-        #: long as allowed) or ``"window"`` (an explicit ``max_wait_s`` elapsed).
+        #: Why each of the last batches closed, with its size: ``"alone"``, ``"full"``,
+        #: ``"quiet"``, ``"all in"``, ``"settled"``, ``"bound"`` or ``"window"`` (an
+        #: explicit ``max_wait_s`` elapsed).
         self.batch_closes: deque[tuple[int, str]] = deque(maxlen=1024)
-        finish_at_exit(self._finish_at_exit, order=COALESCERS)
+        finish_at_exit(self._stop_workers, order=COALESCERS)
 
     # -- reading ---------------------------------------------------------------------
 
@@ -348,8 +331,7 @@ class BatchingReader(WrappingReader):
         self, requests: Sequence[ReadRequest], *, timeout_s: float | None = None
     ) -> list[list[LabelRead]]:
         """Read ``requests`` in shared batches. ``timeout_s`` (the engine's): give up
-        after that long with ``ReaderTimeoutError``; the requests are abandoned (not
-        read if still queued, and a batch nobody waits for frees its worker's slot)."""
+        after that long with ``ReaderTimeoutError``, abandoning the requests."""
         call, pending = new_call(requests, threading.current_thread())
         until = None if timeout_s is None else time.monotonic() + timeout_s
         try:
@@ -362,14 +344,14 @@ class BatchingReader(WrappingReader):
                     room.result(timeout=wait)
                 except TimeoutError:
                     if until is not None and time.monotonic() >= until:
-                        raise self._timed_out(timeout_s) from None
+                        raise timed_out(self.inner.name, timeout_s) from None
                     raise self._full() from None
             try:
                 return call.future.result(timeout=self._left(until))
             except TimeoutError:
                 if call.future.done():  # the reader itself raised a TimeoutError
                     raise
-                raise self._timed_out(timeout_s) from None
+                raise timed_out(self.inner.name, timeout_s) from None
         except BaseException:  # timed out, failed or interrupted: abandon our requests
             call.future.cancel()
             raise
@@ -395,8 +377,7 @@ class BatchingReader(WrappingReader):
             raise
 
     def _rooms(self, call: Call, pending: deque[tuple[int, ReadRequest]]) -> Iterator[Future[None]]:
-        """Queue ``pending``; while the queue is full, each time a future that resolves
-        when there may be room, for the caller to wait on (sync or async)."""
+        """Queue ``pending``, yielding a future to wait on while the queue is full."""
         while pending:
             room = self._offer(call, pending)
             if room is None:
@@ -404,9 +385,8 @@ class BatchingReader(WrappingReader):
             yield room
 
     def _arrive(self, call: Call) -> None:
-        """Count ``call``'s caller as waiting (who is waiting now, and who came lately:
-        ``_nobody_left``), under the lock as its requests are queued: a caller counted
-        before its requests are queued would let a held batch close without them."""
+        """Count ``call``'s caller as waiting, under the lock as its requests are queued:
+        counted before, it would let a held batch close without them."""
         thread, loop = call.thread, call.loop
         if thread is not None and pool_thread(thread) and self._callers.is_new(thread):
             call.pool_thread = thread
@@ -420,9 +400,8 @@ class BatchingReader(WrappingReader):
         thread: threading.Thread | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
-        """A call ended: its thread (or task) waits no more. Without its answers
-        (cancelled, timed out, failed), batches that nobody waits for any more stop
-        counting toward ``concurrency``."""
+        """A call ended: its caller waits no more. Without its answers, batches that
+        nobody waits for any more stop counting toward ``concurrency``."""
         with self._cond:
             self._callers.leave(thread, time.monotonic(), loop)
             if not future.cancelled() and future.exception() is None:
@@ -438,12 +417,6 @@ class BatchingReader(WrappingReader):
                     freed = True
             if freed and self._queue:
                 self._wake()
-
-    def _timed_out(self, timeout_s: float | None) -> ReaderTimeoutError:
-        return ReaderTimeoutError(
-            f"reader {self.inner.name!r} did not answer within {timeout_s}s; raise "
-            "timeout_s or check the model/server load"
-        )
 
     def _deadline(self) -> float | None:
         if self.queue_timeout_s is None:
@@ -473,8 +446,7 @@ class BatchingReader(WrappingReader):
             crowded = self._company()
             while pending:
                 index, request = pending[0]
-                # The cache keys on the digest; in-flight de-duplication on the request
-                # itself (a frozen dataclass: hashing it is cheaper than a digest).
+                # De-duplication keys on the request itself: cheaper than a digest.
                 key: Any = None
                 if self.cache_size:
                     key = read_key(request)
@@ -520,8 +492,7 @@ class BatchingReader(WrappingReader):
             worker = threading.Thread(target=self._work, name="agentbranch-batch", daemon=True)
             self._threads.add(worker)
             worker.start()
-            # A worker idle too long ends by itself, and may then drop the last
-            # reference to this coalescer and free the model: joined at exit until then.
+            # An idle worker may drop the last reference to the model: joined at exit.
             join_at_exit(worker)
         self._cond.notify_all()
 
@@ -578,10 +549,9 @@ class BatchingReader(WrappingReader):
                 self._threads.discard(threading.current_thread())
 
     def _read(self, batch: list[Item]) -> None:
-        """Read ``batch`` through ``reader.read_each``: each caller gets its answer as
-        soon as the reader hands it over. When the reader fails the batch as a whole,
-        what it did not hand over is read again one by one, so a bad request fails alone
-        (not after a timeout: its callers would wait twice)."""
+        """Read ``batch`` through ``reader.read_each``. When the reader fails the batch as
+        a whole, what it did not hand over is read again one by one, so a bad request
+        fails alone (not after a timeout: its callers would wait twice)."""
         start = time.monotonic()
         handover = Handover(batch, self._settle)
         with self._cond:  # counted as it goes to the reader: callers may have it first
@@ -592,8 +562,8 @@ class BatchingReader(WrappingReader):
             self.inner.read_each([item.request for item in batch], handover)
             handover.check(self.inner.name)
         except BaseException as e:  # noqa: BLE001 - delivered to the callers
-            # Anything the reader raises reaches its callers, never the worker alone (a
-            # dead worker would leave them waiting). Exceptions proper get a re-read.
+            # Anything the reader raises reaches its callers (a dead worker would leave
+            # them waiting). Exceptions proper get a re-read.
             left = handover.left()
             if len(left) > 1 and isinstance(e, Exception) and not isinstance(e, TimeoutError):
                 for item in left:  # which request failed? Read each alone
@@ -632,8 +602,7 @@ class BatchingReader(WrappingReader):
     # -- the hold rule (module docstring) ---------------------------------------------
 
     def _hold(self) -> str:
-        """Wait (holding ``_cond``) until the queued batch should close; say why (the
-        rule is in the module docstring)."""
+        """Wait (holding ``_cond``) until the queued batch should close; say why."""
         if self._ready():
             return "full"
         if not self._auto_wait:  # an explicit window: always waited
@@ -663,9 +632,8 @@ class BatchingReader(WrappingReader):
                         self._quiet_from_now()  # not quiet: the gap starts again
                         continue
                     return why
-                # wakes when full, when every caller is in, at exit, or at the time: an
-                # arrival meanwhile moved the quiet gap later, so the loop computes the
-                # next close time
+                # wakes when full, all in, at exit or at the time (an arrival moves the
+                # quiet gap later: the loop computes the close time again)
                 self._filled.wait(left)
         finally:
             self._holding = False
@@ -673,9 +641,8 @@ class BatchingReader(WrappingReader):
 
     def _pool_starting(self) -> bool:
         """Whether a lone caller is the first of a fresh pool's threads (``graph.batch``
-        starting its runs): after ``POOL_PEEK_S`` for the pool to start its next
-        thread, another call arrived or another thread of its pool is alive. A caller
-        that is no pool's new thread is read at once, without the peek."""
+        starting its runs): after ``POOL_PEEK_S``, another call arrived or another thread
+        of its pool is alive."""
         starter, self._starter = self._starter, None
         if starter is None:
             return False
@@ -684,22 +651,18 @@ class BatchingReader(WrappingReader):
         return self._last_arrival != arrived or pool_is_starting(starter)
 
     def _hold_bound_s(self, gap: float) -> float:
-        """How long a burst's batch may be held: ``HOLD_SHARE`` of the last read's
-        time, or of what reading the requests queued now should take at the last read's
-        time per request if that is longer (a burst larger than the last batch, say
-        after lone reads, is not cut by a bound set for one request), never less than
-        the quiet gap."""
+        """How long a burst's batch may be held: ``HOLD_SHARE`` of the last read's time,
+        or of what reading the queued requests should take at its time per request if
+        longer, never less than the quiet gap."""
         per_request = self._last_read_s / max(1, self._last_read_size)
         longest = max(self._last_read_s, per_request * len(self._queue))
         return max(gap, HOLD_SHARE * longest)
 
     def _company(self) -> bool:
-        """Whether a caller arriving now is part of a burst: other callers' requests
-        are queued or being read, or the last batch served
-        several callers and a thread of theirs that came back before is expected back
-        soon (a pool of threads cycling through its inputs: its first thread back would
-        otherwise be read alone, and the rest of the pool would follow in a batch of
-        their own, 1 + 5, 1 + 5 ...)."""
+        """Whether a caller arriving now is part of a burst: other callers' requests are
+        queued or being read, or the last batch served several callers and one of their
+        threads is expected back soon (a cycling pool's first thread back, else read
+        alone: 1 + 5, 1 + 5 ...)."""
         if self._queue or any(item.wanted() for batch in self._reading for item in batch.items):
             return True
         return self._last_callers >= 2 and self._expected_back(self._since()) > time.monotonic()
@@ -709,10 +672,8 @@ class BatchingReader(WrappingReader):
         return time.monotonic() - max(0.1, 3 * self._last_read_s)
 
     def _nobody_left(self) -> str | None:
-        """Why nobody is left to arrive, so that waiting for a quiet gap would only cost
-        time (``CallerThreads``): ``"all in"`` (every thread that called
-        lately waits for answers now, a pool that cycles), ``"settled"`` (nobody who
-        could still call is running), else ``None``."""
+        """Why nobody is left to arrive: ``"all in"`` (every recent caller waits, a pool
+        that cycles), ``"settled"`` (nobody who could still call is running), or ``None``."""
         since = self._since()
         if self._all_in(since):
             return "all in"
@@ -721,8 +682,7 @@ class BatchingReader(WrappingReader):
         return None
 
     def _loop_settled(self) -> None:
-        """An event loop of our async callers settled (``LoopWatch``): a held batch may
-        close now."""
+        """An event loop of our async callers settled: a held batch may close now."""
         if self._holding and self._nobody_left():
             self._filled.notify_all()
 
@@ -733,8 +693,7 @@ class BatchingReader(WrappingReader):
 
     def _busy(self) -> bool:
         """Whether the process ran at least ``BUSY_SHARE`` of a CPU since the quiet gap
-        began: its threads were working, not waiting (starting their runs, taking turns
-        on the GIL, collecting garbage), so no arrival does not mean none is coming."""
+        began: its threads were working, so no arrival does not mean none is coming."""
         wall = time.monotonic() - self._last_arrival
         return wall > 0 and _cpu_clock() - self._last_arrival_cpu >= BUSY_SHARE * wall
 
@@ -749,8 +708,8 @@ class BatchingReader(WrappingReader):
 
     def _close_at(self, bound: float, gap: float) -> tuple[float, str]:
         """When a held burst's batch closes unless more arrives (and why): the quiet gap
-        after the last arrival (or once the threads that
-        are out should be back, if later), or the bound, whichever comes first."""
+        after the last arrival (or when the threads out are due back, if later), or the
+        bound, whichever comes first."""
         quiet = self._last_arrival + gap
         quiet = max(quiet, self._expected_back(self._since()))
         return (quiet, "quiet") if quiet <= bound else (bound, "bound")
@@ -785,13 +744,9 @@ class BatchingReader(WrappingReader):
         if not self._stop_workers(None):
             self.inner.close()
 
-    def _finish_at_exit(self, deadline: float) -> None:
-        self._stop_workers(deadline)
-
     def _stop_workers(self, deadline: float | None) -> bool:
-        """Stop taking batches, fail what is still queued and wait for the workers to
-        finish the batch they are reading (5 s each, or until ``deadline``). Whether
-        this reader was closed already."""
+        """Stop taking batches, fail what is queued and wait for the workers to finish
+        their batch (5 s each, or until ``deadline``). Whether it was closed already."""
         with self._cond:
             already = self._closed
             self._closed = True
@@ -821,9 +776,7 @@ SWEEP_AT = 64
 
 
 def pool_thread(thread: threading.Thread) -> bool:
-    """Whether ``thread`` is named as a pool's: ``ThreadPoolExecutor`` names its threads
-    ``<prefix>_<n>`` (LangGraph's ``graph.batch``, a ``ToolNode``'s tool calls,
-    ``executor.map``)."""
+    """Whether ``thread`` is named as a ``ThreadPoolExecutor``'s (``<prefix>_<n>``)."""
     prefix, sep, number = thread.name.rpartition("_")
     return bool(sep and prefix and number.isdigit())
 
@@ -838,10 +791,8 @@ def pool_is_starting(thread: threading.Thread) -> bool:
 
 
 def executor_of(thread: Any) -> ThreadPoolExecutor | None:
-    """The ``ThreadPoolExecutor`` whose worker ``thread`` is, or ``None`` (a thread of no
-    pool, or a Python whose executor starts its workers otherwise). CPython starts each
-    worker as ``Thread(target=_worker, args=(weakref to the executor, ...))`` (3.11 to
-    3.14), so the thread's arguments lead to its pool."""
+    """The ``ThreadPoolExecutor`` whose worker ``thread`` is, or ``None``. CPython starts
+    each worker with a weakref to its executor as the first argument (3.11 to 3.14)."""
     args = getattr(thread, "_args", None)
     if not isinstance(args, tuple) or not args or not isinstance(args[0], weakref.ref):
         return None
@@ -856,19 +807,15 @@ def executor_of(thread: Any) -> ThreadPoolExecutor | None:
 
 
 def pool_all_waiting(executor: ThreadPoolExecutor, waiting: int) -> bool:
-    """Whether ``waiting`` distinct threads of ``executor`` wait for answers and that is
-    every thread it may start (``max_workers``): no thread of this pool can call until
-    they are answered. Counted, not looked up in ``executor._threads``: the executor
-    adds a thread there only after the thread started, and a new thread may call
-    before that."""
+    """Whether ``waiting`` threads of ``executor`` are every thread it may start
+    (counted: the executor lists a thread only after it started, and it may call before)."""
     return waiting >= executor._max_workers
 
 
 def loop_waits_on(loop: Any, ours: set[int]) -> bool:
     """Whether every task of event ``loop`` waits for one of the futures whose ids are
-    ``ours``, directly or through the tasks and ``gather``s it awaits. A task waiting on
-    anything else (I/O such as a checkpointer's write, a timer, an ``asyncio.wait``)
-    may still call, so the loop is not settled. Called on the loop's own thread."""
+    ``ours``, directly or through the tasks and ``gather``s it awaits (a task waiting on
+    anything else may still call). Called on the loop's own thread."""
     try:
         tasks = asyncio.all_tasks(loop)
     except RuntimeError:  # the loop's task set changed while read
@@ -916,11 +863,8 @@ class LoopCalls:
 
 
 class CallerThreads:
-    """The callers of one coalescer: its sync threads, and the event loops of its async
-    callers (not thread-safe: the coalescer's lock guards it).
-
-    Threads are keyed by their ``threading.Thread`` object, not their ident: the OS
-    reuses idents, and a fresh pool's thread would pass for one that came back."""
+    """The callers of one coalescer: its sync threads (keyed by object: the OS reuses
+    idents) and the event loops of its async callers. The coalescer's lock guards it."""
 
     def __init__(self) -> None:
         self.seen: dict[Hashable, float] = {}  # thread -> when it last called
@@ -935,15 +879,13 @@ class CallerThreads:
         self.pools: dict[Hashable, weakref.ref[ThreadPoolExecutor] | None] = {}
         # The event loops whose tasks called (weakly: a finished asyncio.run's loop goes).
         self.loops: weakref.WeakKeyDictionary[Any, LoopCalls] = weakref.WeakKeyDictionary()
-        # Per pool (by id): its executor, weakly, and how many of its threads wait. A
-        # quick "no" for ``settled`` while a burst arrives, asked on every arrival.
+        # Per pool (by id): its executor, weakly, and how many of its threads wait.
         self._pool_waiting: dict[int, tuple[weakref.ref[ThreadPoolExecutor], int]] = {}
         # ``seen`` is swept of ended threads when it grows past this (``_sweep``).
         self._sweep_at = SWEEP_AT
 
     def is_new(self, thread: Hashable | None) -> bool:
-        """Whether ``thread`` never called before (a fresh pool's thread, a new
-        ``ToolNode`` call's thread); an async caller (``None``) is never new."""
+        """Whether ``thread`` never called before (never for an async caller, ``None``)."""
         if thread is None:
             return False
         return thread not in self.known and thread not in self._known_keys
@@ -975,8 +917,7 @@ class CallerThreads:
             self._known_keys.add(thread)
 
     def leave(self, thread: Hashable | None, now: float, loop: Any = None) -> None:
-        """A call of ``thread`` (or of event ``loop``) ended (answered, failed or given
-        up)."""
+        """A call of ``thread`` (or of event ``loop``) ended."""
         if thread is None:
             calls = self.loops.get(loop) if loop is not None else None
             if calls is not None:
@@ -989,9 +930,8 @@ class CallerThreads:
             self._count_pool(thread, -1)
 
     def _count_pool(self, thread: Hashable, change: int) -> None:
-        """Count ``thread`` in (or out of) its pool's waiting threads, keyed by the
-        executor's id. Only a quick "no" rests on these counts (``_pool_short``), never
-        a "yes": a count off for a pool collected meanwhile costs at most a quiet gap."""
+        """Count ``thread`` in (or out of) its pool's waiting threads. Only a quick "no"
+        rests on these counts (``_pool_short``), never a "yes"."""
         ref = self.pools.get(thread)
         if ref is None:
             return
@@ -1021,10 +961,8 @@ class CallerThreads:
         return list(self.seen)
 
     def _sweep(self) -> None:
-        """Forget every thread that ended and waits for nothing: a thread per request
-        (a server's, ``threading.Thread(target=...)``) calls once, and its caller's
-        records would otherwise pile up when no burst ever asks ``recent``. Amortised:
-        the next sweep waits until ``seen`` doubles."""
+        """Forget every thread that ended and waits for nothing (a thread per request
+        calls once). Amortised: the next sweep waits until ``seen`` doubles."""
         for t in [t for t in self.seen if t not in self.waiting and not _alive(t)]:
             self._forget(t)
         self._sweep_at = max(SWEEP_AT, 2 * len(self.seen))
@@ -1037,9 +975,8 @@ class CallerThreads:
 
     def all_in(self, since: float) -> bool:
         """Whether every recent thread (two or more) waits for answers now, and at least
-        half of them came back before: a pool that cycles. Threads that each call once
-        (a fresh pool starting up, even with its first thread back already) leave it
-        off: more of them may not have started yet."""
+        half of them came back before: a pool that cycles (a fresh pool starting up may
+        not have started all its threads yet)."""
         if not self.turnaround or self.async_at >= since:  # nobody came back yet
             return False
         recent = self.recent(since)
@@ -1051,11 +988,8 @@ class CallerThreads:
     def settled(self, since: float) -> bool:
         """Whether nobody who could still arrive is running: every recent caller waits,
         every caller thread's pool has started all its threads and each waits, and every
-        event loop with recent callers had nothing left to run after they arrived, each
-        of its tasks awaiting answers (the module docstring). Needs at least one recent
-        caller."""
-        # Asked on every arrival while a burst is held: a pool still short of waiting
-        # threads says no at once; else it stops at the first caller still out.
+        event loop with recent callers has each of its tasks awaiting answers. Needs at
+        least one recent caller."""
         if self._pool_short():
             return False
         pools: dict[int, tuple[ThreadPoolExecutor, int]] = {}
@@ -1091,9 +1025,8 @@ class CallerThreads:
         )
 
     def back_by(self, since: float) -> float:
-        """When the recent threads that are out and came back before should be back
-        (``TURNAROUND_MARGIN`` of their last turnaround after their answer); ``-inf``
-        when none is expected."""
+        """When the recent threads that are out and came back before are due back
+        (``TURNAROUND_MARGIN`` turnarounds after their answer); ``-inf`` if none is."""
         if self.async_at >= since:
             return float("-inf")
         return max(
@@ -1121,16 +1054,13 @@ def _closed(loop: Any) -> bool:
 class LoopWatch:
     """Whether the event loops of a coalescer's async callers are settled: each has run
     all it had ready, and every task of it awaits answers (``loop_waits_on``). A loop
-    is looked at on its own thread, by a callback it runs after what is ready on it
-    (again after that while more is ready), when one of its tasks starts waiting for
-    answers and when a held batch starts (``look_again``). ``settled``, a method of the
-    coalescer, is called under ``lock`` when a loop became settled."""
+    looks at itself on its own thread, by a callback, when one of its tasks starts
+    waiting and when a held batch starts; ``settled`` is called under ``lock`` then."""
 
     def __init__(self, callers: CallerThreads, lock: Any, settled: Callable[[], None]) -> None:
         self._callers = callers
         self._lock = lock  # the coalescer's: it guards ``callers`` too
-        # Weakly: the coalescer owns this watch, and must be freed (its model with it)
-        # when its last user lets go, not at the next garbage collection.
+        # Weakly: the coalescer (and its model) must be freed when its last user lets go.
         self._settled = weakref.WeakMethod(settled)
 
     def watch(self, loop: Any, waiter: Any) -> None:
@@ -1163,9 +1093,8 @@ class LoopWatch:
                 calls.checking = True
 
     def _check(self, loop: Any) -> None:
-        """Runs on ``loop`` after the callbacks ready with it: if more are ready, look
-        again after those; else, if every task of the loop awaits answers, the loop's
-        tasks that could call are in."""
+        """Runs on ``loop`` after its ready callbacks: look again while more are ready;
+        else the loop settled if every task of it awaits answers."""
         ready = loop_has_ready(loop)
         with self._lock:
             calls = self._callers.loops.get(loop)

@@ -2,12 +2,8 @@
 
 ``p_i ∝ p̃_i^(1/T)`` where ``p̃`` are the reader's label probabilities; ``T > 1``
 flattens an over-confident reader, ``T < 1`` sharpens an under-confident one. Fitting
-lives in ``agentbranch.calibration``; this module is what a saved file loads into.
-
-A saved file is a JSON object with a format ``version`` (``CALIBRATION_VERSION``).
-Loading checks every field and raises ``InvalidFileError`` naming the file (and the line
-for broken JSON, the field otherwise): temperatures must be finite and > 0, thresholds
-in [0, 1], unknown fields and other versions are refused rather than read as defaults.
+lives in ``agentbranch.calibration``; this module is what a saved file (a JSON object
+with a format ``version``) loads into, every field checked.
 """
 
 from __future__ import annotations
@@ -23,6 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from agentbranch.core.errors import ConfigurationError, InvalidFileError, temperature, unit
+from agentbranch.core.files import check_regular
 
 __all__ = ["CALIBRATION_VERSION", "Calibration", "Temperature", "Threshold"]
 
@@ -97,9 +94,8 @@ class Calibration(BaseModel):
         return unknown
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write as JSON (with the format version), atomically: a reader never sees half a
-        file, and a symlink is followed (its target is replaced, the link kept). A missing
-        folder or a directory at ``path`` is an ``InvalidFileError``."""
+        """Write as JSON (with the format version), atomically; a symlink's target is
+        replaced. A missing folder or a directory at ``path`` is an ``InvalidFileError``."""
         path = Path(path)
         target = path.resolve() if path.is_symlink() else path
         if target.is_dir():
@@ -128,10 +124,9 @@ class Calibration(BaseModel):
         question_ids: Iterable[str] | None = None,
         strict: bool = False,
     ) -> Calibration:
-        """Read a file written by ``save`` (or ``agentbranch calibrate``). Every field is
-        checked; a missing, unreadable or malformed file raises ``InvalidFileError``
-        naming it. With ``question_ids``, ids the file calibrates but that are not among
-        them are reported (``check``; an error when ``strict``)."""
+        """Read a file written by ``save`` (or ``agentbranch calibrate``); a missing,
+        unreadable or malformed file raises ``InvalidFileError`` naming it. With
+        ``question_ids``, ids the file calibrates but never asked are reported (``check``)."""
         path = Path(path)
         data = _read_json(path)
         if not isinstance(data, dict):
@@ -158,18 +153,10 @@ class Calibration(BaseModel):
 
 def _read_json(path: Path) -> Any:
     """The JSON in ``path``, or ``InvalidFileError`` saying what is wrong with it."""
+    hint = f"write one with `agentbranch calibrate labelled.jsonl --out {path}`"
+    check_regular(path, "calibration file", hint)
     try:
-        if path.exists() and not path.is_dir() and not path.is_file():
-            # A FIFO or device: reading it could block forever.
-            raise InvalidFileError(f"calibration file {path} is not a regular file")
         raw = path.read_bytes()
-    except FileNotFoundError:
-        raise InvalidFileError(
-            f"calibration file {path} does not exist; write one with `agentbranch calibrate "
-            f"labelled.jsonl --out {path}`"
-        ) from None
-    except IsADirectoryError:
-        raise InvalidFileError(f"calibration file {path} is a directory, not a file") from None
     except OSError as e:
         raise InvalidFileError(f"calibration file {path} cannot be read: {e}") from None
     try:
@@ -211,9 +198,7 @@ def golden_section(
     f: Callable[[float], float], a: float, b: float, *, tol: float = 0.0, steps: int | None = None
 ) -> tuple[float, float]:
     """The bracket ``(a, b)`` golden-section search narrows around a minimum of the
-    unimodal ``f`` on ``[a, b]``: until it is at most ``tol`` wide, or after ``steps``
-    steps. Both temperature fits (``agentbranch.calibration`` and the embedded reader's)
-    search log T with it."""
+    unimodal ``f`` on ``[a, b]``: until it is at most ``tol`` wide, or after ``steps``."""
     g = (math.sqrt(5) - 1) / 2
     c, d = b - g * (b - a), a + g * (b - a)
     fc, fd = f(c), f(d)

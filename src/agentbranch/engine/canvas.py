@@ -1,11 +1,9 @@
 """Prompt and canvas building: ``ReadRequest`` → ``TokenRead`` (token ids only).
 
 ``CanvasPlanner`` builds DiffusionGemma one-step reads exactly as vLLM's
-``DiffusionGemmaCanvasStrategy`` (0.33) does (docs/design.md, "The read"; the layout:
-its docstring); ``NextTokenPlanner`` builds next-token reads for ordinary causal models
-as vLLM's ``NextTokenStrategy`` does. User content never becomes special tokens (a
-state or question holding them is rejected, or read as plain text with
-``special_tokens="text"``); the chat prompt itself is ``agentbranch.engine._chat_prompt``.
+``DiffusionGemmaCanvasStrategy`` (0.33) does (docs/design.md, "The read");
+``NextTokenPlanner`` builds next-token reads for causal models as vLLM's
+``NextTokenStrategy`` does. The chat prompt is ``agentbranch.engine._chat_prompt``.
 """
 
 from __future__ import annotations
@@ -61,6 +59,8 @@ CANVAS_STEP = 16
 JOINT_REPLY = 'Reply with one line per question, in order, formatted as "number: answer".'
 #: Most questions one joint read numbers (vLLM's decision limit).
 MAX_JOINT_QUESTIONS = 64
+
+
 @dataclass
 class ReadPlan:
     """The token reads for one ``ReadRequest``.
@@ -112,11 +112,8 @@ def _noise_rng(prompt_ids: Sequence[int], draw: int) -> random.Random:
 
 
 class NoiseSeeds:
-    """``_noise_rng`` for prompts that share a prefix (the state), hashing the prefix's
-    part of the key once: sha256 is fed the same bytes (the JSON of the whole id list,
-    then the draw suffix) in two pieces, so every seed is bit-identical to
-    ``_noise_rng``'s. A prompt that does not start with ``prefix`` is hashed whole. The
-    prefix is hashed on first use (next-token plans never ask)."""
+    """``_noise_rng`` for prompts that share a prefix (the state), bit-identical, with
+    the prefix's part of the sha256 key hashed once (on first use)."""
 
     def __init__(self, prefix: Sequence[int] = ()) -> None:
         self.prefix = list(prefix)
@@ -182,13 +179,10 @@ class _PlannerBase:
                 f"{len(q.labels)} labels; the engine should have split it"
             )
 
-    def _render(self, content: str, system: str | None) -> list[int]:
-        return self._checked(self.chat.render(content, system))
-
     def _render_after_state(
         self, state: str, parts: Sequence[str], system: str | None
     ) -> tuple[list[list[int]], NoiseSeeds]:
-        """``_render(f"{state}\n\n{part}")`` for each part, the state tokenized once, and
+        """The prompt of ``f"{state}\n\n{part}"`` for each part, the state tokenized once, and
         the noise seeds for these prompts (the state's part of the key hashed once)."""
         prompts, head = self.chat.render_shared(f"{state}\n\n", parts, system)
         return [self._checked(ids) for ids in prompts], NoiseSeeds(head)
@@ -215,11 +209,6 @@ class _PlannerBase:
         """What a single read asks after the state."""
         return question_type(q.type).prompt(asked(q))
 
-    @classmethod
-    def content(cls, state: str, q: QuestionSpec) -> str:
-        """The user turn of a single read: the state, then the question."""
-        return f"{state}\n\n{cls.question_text(q)}"
-
 
 class NextTokenPlanner(_PlannerBase):
     """Next-token reads for causal models: one request per question, the label read at
@@ -244,10 +233,8 @@ class NextTokenPlanner(_PlannerBase):
 
 
 class CanvasPlanner(_PlannerBase):
-    """DiffusionGemma one-step canvas reads (single and joint), as vLLM builds them.
-
-    ``CanvasPlanner`` builds DiffusionGemma one-step reads exactly as vLLM's
-    ``DiffusionGemmaCanvasStrategy`` (0.33) does (docs/design.md, "The read"):
+    """DiffusionGemma one-step canvas reads (single and joint), as vLLM builds them;
+    ``options`` are ``NextTokenPlanner``'s (``max_model_len``, the chat template's):
 
     * prompt = chat template (thinking off, generation prompt) + ``<|channel>thought\\n<channel|>``
       appended **outside** the canvas — unless the template already wrote that block, in
@@ -260,23 +247,9 @@ class CanvasPlanner(_PlannerBase):
     """
 
     def __init__(
-        self,
-        tokenizer: Tokenizer,
-        *,
-        vocab_size: int,
-        served_canvas: int,
-        max_model_len: int,
-        chat_template: str | None = None,
-        special_tokens: SpecialTokens = "reject",
-        template_kwargs: dict[str, Any] | None = None,
+        self, tokenizer: Tokenizer, *, vocab_size: int, served_canvas: int, **options: Any
     ) -> None:
-        super().__init__(
-            tokenizer,
-            max_model_len=max_model_len,
-            chat_template=chat_template,
-            special_tokens=special_tokens,
-            template_kwargs=template_kwargs,
-        )
+        super().__init__(tokenizer, **options)
         self.thought = tokenizer.encode(THOUGHT, add_special_tokens=False)
         end = tokenizer.encode(END_OF_TURN, add_special_tokens=False)
         if tokenizer.pad_token_id is None or len(end) != 1:
@@ -308,18 +281,13 @@ class CanvasPlanner(_PlannerBase):
         return n > 0 and list(ids[len(ids) - n :]) == self.thought
 
     def _checked(self, ids: list[int]) -> list[int]:
-        if self.template_has_thought:
-            if not self._ends_with_thought(ids):
-                raise ConfigurationError("the chat template's thought block went missing")
-            # Hash and check the prompt without its thought block, as vLLM sees it
-            # with a template that does not write one.
-            ids = ids[: len(ids) - len(self.thought)]
-        if ids[len(ids) - len(self.tail) :] != self.tail and not self.template_has_thought:
-            raise ConfigurationError(
-                "the chat template ends this prompt differently from its generation "
-                "prompt, so the labels' tokens are unknown; check chat_template"
-            )
-        return ids
+        if not self.template_has_thought:
+            return super()._checked(ids)
+        if not self._ends_with_thought(ids):
+            raise ConfigurationError("the chat template's thought block went missing")
+        # The prompt without its thought block, as vLLM sees it with a template that
+        # does not write one.
+        return ids[: len(ids) - len(self.thought)]
 
     def _read_prompt(self, prompt_ids: list[int], width: int) -> tuple[int, ...]:
         extra = len(self.thought) + width
@@ -396,10 +364,6 @@ class CanvasPlanner(_PlannerBase):
             for k, q in enumerate(questions, 1)
         ]
         return [(a + 1, list(questions[a:b])) for a, b in joint_spans(rows, self.served)]
-
-    def joint_content(self, state: str, questions: Sequence[QuestionSpec], start: int) -> str:
-        """The user turn of a joint read: the state, then the numbered questions."""
-        return f"{state}\n\n{self.joint_text(questions, start)}"
 
     @staticmethod
     def joint_text(questions: Sequence[QuestionSpec], start: int) -> str:

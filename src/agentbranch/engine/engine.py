@@ -1,23 +1,16 @@
 """``DecisionEngine``: questions in, decisions out, through one batched reader call.
 
 Data flows one way: questions → question reads (chunks, permutations) → ``ReadRequest``
-→ reader → ``LabelRead`` → calibrated distribution → ``Decision``.
+→ reader → ``LabelRead`` → calibrated distribution (stamped with the reading
+``fingerprint``) → ``Decision``.
 
-The fold from reads to decisions folds the reads of each question (chunks, permutations,
-draws) into one distribution, applies the calibration's temperature, stamps the reading
-fingerprint and logs the decision. The fingerprint says which settings shaped a
-decision's confidence: a threshold earned on one confidence scale means nothing on
-another, so ``fingerprint`` hashes every setting that moves confidences and differs from
-its default into ``Decision.reading`` (what counts and why: its docstring), and
-``Earned`` keys its evidence by it; ``reader_settings`` collects a reader's own.
-
-Over 500 lines: one idea, the engine's one pass from questions to decisions; preparing the
-request, reading and folding share the engine's reader, calibration and settings.
+Over 500 lines: one idea, the engine's one pass from questions to decisions.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import copy
 import hashlib
@@ -26,7 +19,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
@@ -41,14 +34,13 @@ from agentbranch.core.errors import (
     InvalidQuestionError,
     InvalidReadError,
     ReaderError,
-    ReaderTimeoutError,
     timeout_seconds,
 )
 from agentbranch.core.questions import validate_questions
-from agentbranch.core.reads import LabelRead, ReadRequest
+from agentbranch.core.reads import LabelRead, QuestionSpec, ReadRequest
 from agentbranch.core.state import render_state
 from agentbranch.core.teacher_calls import TeacherCalls
-from agentbranch.engine.batching import BatchingReader
+from agentbranch.engine.batching import BatchingReader, timed_out
 from agentbranch.engine.calibration import Calibration
 from agentbranch.engine.plan import QuestionPlans, Unit, combine, normalise
 from agentbranch.engine.readers.base import Reader, require_reader
@@ -71,18 +63,14 @@ class _Prepared:
     """One decision's read request and how to fold its reads back."""
 
     request: ReadRequest
-    question_ids: list[str]
-    types: list[str]
-    options: list[tuple[str, ...]]
+    specs: list[QuestionSpec]  # the questions as asked (before chunks and permutations)
     units: list[list[Unit]]
 
 
 def _in_thread(fn: Callable[[], T]) -> Future[T]:
-    """Run ``fn`` on a new daemon thread (in a copy of the caller's context). Each timed
-    read gets its own thread, so the timeout measures the read itself: no pool queue
-    counts against it and no pool size caps how many reads run at once. A read that
-    times out keeps its thread until the reader returns (Python cannot stop a thread);
-    at interpreter exit reads in flight get ``agentbranch.core.at_exit.EXIT_WAIT_S`` to end."""
+    """Run ``fn`` on a new daemon thread (in a copy of the caller's context), so a
+    timeout measures the read itself, not a pool's queue. A read that times out keeps
+    its thread until the reader returns (Python cannot stop a thread)."""
     future: Future[T] = Future()
     context = contextvars.copy_context()
 
@@ -213,8 +201,7 @@ class DecisionEngine:
 
     def warmup(self) -> DecisionEngine:
         """Load the reader's model and run its one-off first-read work now (see
-        ``Reader.warmup``), so no decision waits for it. Idempotent. Without it the
-        model loads before the first decision, outside ``latency_s``."""
+        ``Reader.warmup``), so no decision waits for it. Idempotent."""
         self.reader.warmup()
         self._loaded = True
         return self
@@ -232,10 +219,8 @@ class DecisionEngine:
         """Answer ``questions`` (id → ``Choice``/``Noul``/``Score``) about ``state``.
 
         ``draws`` overrides the engine's noise draws for this call. Each decision emits one
-        ``agentbranch.decision`` log event (stdlib ``logging``, see ``agentbranch.core._telemetry``);
-        an integration that resolves decisions further (a policy) passes
-        ``log_decisions=False`` and emits the resolved event itself, so every decision is
-        logged once."""
+        ``agentbranch.decision`` log event; a policy that resolves decisions further passes
+        ``log_decisions=False`` and logs the resolved one itself."""
         return self.decide_many([state], questions, draws=draws, log_decisions=log_decisions)[0]
 
     async def adecide(
@@ -302,9 +287,8 @@ class DecisionEngine:
 
     @property
     def teacher_calls(self) -> TeacherCalls | None:
-        """What answers the teacher calls of policies deciding with this engine
-        (``Generate`` fallbacks, audits, reviewers): the replay cassette its reader (or
-        a reader it wraps) reads through, or ``None`` (they go live)."""
+        """What answers the teacher calls of policies deciding with this engine: the
+        replay cassette its reader (or a reader it wraps) reads through, or ``None``."""
         for reader in self.reader.chain():
             if isinstance(reader.teacher_calls, TeacherCalls):
                 return reader.teacher_calls
@@ -312,9 +296,8 @@ class DecisionEngine:
 
     def unrecorded(self) -> DecisionEngine:
         """This engine for reads that are no part of the run a replay cassette records
-        (a learning version's trial reads of labelled states: a replayed decision is no
-        evidence, so a replay never asks them): its reader's ``unrecorded()`` view when
-        it has one (``Reader.unrecorded``), else the engine itself."""
+        (a learning version's trial reads): over its reader's ``unrecorded()`` view
+        (``Reader.unrecorded``), or the engine itself."""
         made = self.__dict__.get("_unrecorded_engine")
         if made is not None and made.__dict__.get("_unrecorded_of") is self.reader:
             return made
@@ -376,40 +359,31 @@ class DecisionEngine:
             draws=draws,
             joint=self.joint,
         )
-        return _Prepared(
-            request=request,
-            question_ids=[s.id for s in specs],
-            types=[s.type for s in specs],
-            options=[s.options for s in specs],
-            units=units,
-        )
+        return _Prepared(request=request, specs=specs, units=units)
 
     # -- reading -------------------------------------------------------------------
 
     def _load_reader(self) -> None:
-        try:
+        with self._reader_errors():
             self.reader.load()
+        self._loaded = True
+
+    @contextlib.contextmanager
+    def _reader_errors(self) -> Iterator[None]:
+        """A reader's own exception becomes a ``ReaderError`` saying what to do."""
+        try:
+            yield
         except AgentBranchError:
             raise
         except Exception as e:
-            raise self._reader_failed(e) from e
-        self._loaded = True
-
-    def _reader_failed(self, e: Exception) -> ReaderError:
-        return ReaderError(
-            f"reader {self.reader.name!r} ({self.reader.model}) failed: {e!r}. The "
-            "decision was not made; check the model/server, or choose fail-open or "
-            "fail-closed handling in the integration."
-        )
-
-    def _timed_out(self) -> ReaderTimeoutError:
-        return ReaderTimeoutError(
-            f"reader {self.reader.name!r} did not answer within {self.timeout_s}s; raise "
-            "timeout_s or check the model/server load"
-        )
+            raise ReaderError(
+                f"reader {self.reader.name!r} ({self.reader.model}) failed: {e!r}. The "
+                "decision was not made; check the model/server, or choose fail-open or "
+                "fail-closed handling in the integration."
+            ) from e
 
     def _read_sync(self, requests: list[ReadRequest]) -> list[list[LabelRead]]:
-        try:
+        with self._reader_errors():
             if self.timeout_s is None:
                 return self.reads_via.read(requests)
             via = self.reads_via
@@ -419,14 +393,10 @@ class DecisionEngine:
             try:
                 return future.result(timeout=self.timeout_s)
             except FutureTimeout:
-                raise self._timed_out() from None
-        except AgentBranchError:
-            raise
-        except Exception as e:
-            raise self._reader_failed(e) from e
+                raise timed_out(self.reader.name, self.timeout_s) from None
 
     async def _read_async(self, requests: list[ReadRequest]) -> list[list[LabelRead]]:
-        try:
+        with self._reader_errors():
             if self.timeout_s is None:
                 return await self.reads_via.aread(requests)
             via = self.reads_via
@@ -442,11 +412,7 @@ class DecisionEngine:
                 async with asyncio.timeout(self.timeout_s):
                     return await read
             except TimeoutError:
-                raise self._timed_out() from None
-        except AgentBranchError:
-            raise
-        except Exception as e:
-            raise self._reader_failed(e) from e
+                raise timed_out(self.reader.name, self.timeout_s) from None
 
     # -- folding reads into decisions -----------------------------------------------
 
@@ -457,11 +423,7 @@ class DecisionEngine:
         latency_s: float,
         log_decisions: bool,
     ) -> list[Decisions]:
-        if not isinstance(reads, Sequence) or len(reads) != len(prepared):
-            got = len(reads) if isinstance(reads, Sequence) else type(reads).__name__
-            raise InvalidReadError(
-                f"reader {self.reader.name!r} answered {got} of {len(prepared)} requests"
-            )
+        self._check_count(reads, len(prepared), "requests")
         results = [self._finish(p, r, latency_s) for p, r in zip(prepared, reads)]
         if log_decisions:
             for p, decisions in zip(prepared, results):
@@ -470,26 +432,19 @@ class DecisionEngine:
         return results
 
     def _finish(self, prepared: _Prepared, reads: list[LabelRead], latency_s: float) -> Decisions:
-        # Checked per request, so in a shared batch a bad answer fails only its caller.
-        # A reader may answer a request with the ReaderError it failed with instead of
-        # its reads (RemoteReader does for an invalid server answer).
+        # Checked per request, so in a shared batch a bad answer fails only its caller;
+        # a reader may answer a request with the ReaderError it failed with.
         if isinstance(reads, ReaderError):
             raise reads
-        if not isinstance(reads, Sequence) or len(reads) != len(prepared.request.questions):
-            got = len(reads) if isinstance(reads, Sequence) else type(reads).__name__
-            raise InvalidReadError(
-                f"reader {self.reader.name!r} answered {got} of "
-                f"{len(prepared.request.questions)} question reads"
-            )
+        self._check_count(reads, len(prepared.request.questions), "question reads")
         decisions: dict[str, Decision] = {}
         at = 0
-        for question_id, qtype, options, units in zip(
-            prepared.question_ids, prepared.types, prepared.options, prepared.units
-        ):
+        for spec, units in zip(prepared.specs, prepared.units):
+            question_id = spec.id
             unit_reads = reads[at : at + len(units)]
             at += len(units)
-            folded = combine(len(options), units, unit_reads)  # checks every read
-            temperature = self._temperature(question_id, qtype)
+            folded = combine(len(spec.options), units, unit_reads)  # checks every read
+            temperature = self._temperature(question_id, spec.type)
             reading = self._reading(prepared.request.draws, temperature)
             probs = normalise(folded.scores, temperature)
             if probs is None:
@@ -499,8 +454,8 @@ class DecisionEngine:
                 )
             decision = Decision.from_probs(
                 question_id=question_id,
-                type=qtype,  # type: ignore[arg-type]
-                options=options,
+                type=spec.type,  # type: ignore[arg-type]
+                options=spec.options,
                 probs=probs,
                 label_mass=folded.label_mass,
                 argmax_is_label=folded.argmax_is_label,
@@ -515,10 +470,16 @@ class DecisionEngine:
         usage, request_id = _usage(reads)
         return Decisions(decisions, latency_s=latency_s, usage=usage, request_id=request_id)
 
+    def _check_count(self, reads: Any, expected: int, what: str) -> None:
+        if not isinstance(reads, Sequence) or len(reads) != expected:
+            got = len(reads) if isinstance(reads, Sequence) else type(reads).__name__
+            raise InvalidReadError(
+                f"reader {self.reader.name!r} answered {got} of {expected} {what}"
+            )
+
     def reading_for(self, question_id: str, question: Any) -> str | None:
         """The reading fingerprint (``Decision.reading``) this engine's decision of
-        ``question`` carries, with the engine's own draws (no per-call ``draws=``): a
-        learning policy keys the version it asks by it before the read."""
+        ``question`` carries with the engine's own draws, known before the read."""
         spec = validate_questions({question_id: question})[question_id]
         return self._reading(self.draws, self._temperature(question_id, spec.type))
 
@@ -624,25 +585,12 @@ def fingerprint(
     temperature: float,
     reader: dict[str, Any],
 ) -> str | None:
-    """``Decision.reading`` for these settings: ``None`` when every one
-    is its default, else a short hash of those that are not.
-
-    A confidence is compared with a threshold, and a threshold earned on one confidence
-    scale means nothing on another: sharper temperatures, more draws or permutations, a
-    joint canvas, other instructions or another scoring setup of the reader all move the
-    same answer to another confidence. ``fingerprint`` hashes every such setting that
-    differs from its default into ``Decision.reading`` (``None`` when none does), and
-    ``Earned`` keys its evidence by it: a changed scale starts learning again.
-
-    What counts (engine): ``instructions``, ``joint``, the draws of the read (``draws``, or
-    a call's ``draws=``), ``permutations``, and the temperature the calibration gives this
-    question. Reader: what its ``reading_settings()`` returns (``Reader`` declares the
-    default: the constructor arguments it holds with a value other than their default,
-    but those it declares in ``reading_ignores``): the embedded reader's temperature
-    and weights, a vLLM reader's denoising steps and constraint, a token reader's chat
-    template, template arguments and special-token handling ...
-    Question wording, options and examples are in the evidence key already; reader name
-    and model too.
+    """``Decision.reading`` for these settings: ``None`` when every one is its default,
+    else a short hash of those that are not. Each moves the same answer to another
+    confidence, and a threshold earned on one confidence scale means nothing on another,
+    so ``Earned`` keys its evidence by it. ``reader`` is the reader's own
+    (``reader_settings``); question wording, reader name and model are in the evidence
+    key already.
     """
     settings: dict[str, Any] = {}
     if instructions is not None:

@@ -1,21 +1,17 @@
 """Question expansion: one user question → the question reads that answer it.
 
-* **Chunks.** A choice with more options than one read's label set (26 letters, or the
-  reader's ``max_options``) is split into balanced chunks, each read as its own question
-  in the same batch. Each option's score is its label's full-vocabulary probability in
-  the read that showed it; the answer is those scores renormalised over all options.
-* **Permutations** (debiasing). With ``permutations=P`` a choice is also read in ``P``
-  cyclic option orders; each option's score is its probability averaged over the
-  orders, which cancels the model's preference for early letters.
-
-Both happen in one batched read; ``combine`` folds the reads back.
+A choice with more options than one read's label set (the reader's ``max_options``) is
+split into balanced chunks whose full-vocabulary scores renormalise over all options;
+with ``permutations=P`` a choice is also read in ``P`` cyclic option orders, averaged,
+which cancels the model's preference for early letters. All in one batched read;
+``combine`` folds the reads back.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,13 +64,11 @@ def _balanced(n: int, size: int) -> list[range]:
 def expand(spec: QuestionSpec, *, max_options: int, permutations: int = 1) -> list[Unit]:
     """The reads for ``spec`` (whose ``labels`` may be empty when it is too large)."""
     label_set = question_type(spec.type).label_set
-    # Readers without label tokens (embedded, scripted) may take more options per read
-    # than the label set has; those reads carry no labels.
-    size = max_options
-    chunks = _balanced(len(spec.options), size)
     orders = max(1, permutations) if spec.type == "choice" else 1
     units = []
-    for chunk in chunks:
+    # Readers without label tokens (embedded, scripted) may take more options per read
+    # than the label set has; those reads carry no labels.
+    for chunk in _balanced(len(spec.options), max_options):
         idx = list(chunk)
         for p in range(orders if len(idx) > 1 else 1):
             shift = (p * len(idx)) // orders
@@ -99,11 +93,9 @@ def expand(spec: QuestionSpec, *, max_options: int, permutations: int = 1) -> li
 
 class QuestionPlans:
     """Each question's spec and reads (``to_spec`` then ``expand``), kept per question
-    object: a node asks the same questions on every call, and planning them again cost
-    about a third of a decision's own Python. An entry is used only while its question
-    still holds what it held when planned (questions are mutable models: one changed
-    in place is planned again), and keeps the question alive, so its ``id`` cannot
-    name another. At most ``size`` entries; past that the cache starts over."""
+    object (a node asks the same questions on every call). An entry is used only while
+    its question still holds what it held when planned, and keeps the question alive,
+    so its ``id`` cannot name another. At most ``size`` entries, then it starts over."""
 
     def __init__(self, size: int = 256) -> None:
         self.size = size
@@ -134,12 +126,10 @@ class QuestionPlans:
 
 
 def check_read(qid: str, read: object, n_options: int) -> LabelRead:
-    """``read`` if it is a valid read of a question read with ``n_options`` options: one
-    log-probability per option, each a real number in ``[-inf, 0]`` (``-inf`` is
-    probability 0; up to ``ROUNDING`` above 0 is float rounding), ``label_mass`` in
-    ``[0, 1]`` or ``None`` (unknown) and ``agreement`` in ``[0, 1]``. Anything else
-    raises ``InvalidReadError`` for question ``qid``: a NaN or +inf must never
-    become a confident answer."""
+    """``read`` if it is a valid read with ``n_options`` options: one log-probability per
+    option in ``[-inf, 0]`` (up to ``ROUNDING`` above), ``label_mass`` in ``[0, 1]`` or
+    ``None`` and ``agreement`` in ``[0, 1]``; else ``InvalidReadError`` for question
+    ``qid`` (a NaN or +inf must never become a confident answer)."""
 
     def bad(what: str) -> InvalidReadError:
         return InvalidReadError(
@@ -171,14 +161,10 @@ def check_read(qid: str, read: object, n_options: int) -> LabelRead:
 
 
 def combine(n_options: int, units: Sequence[Unit], reads: Sequence[LabelRead]) -> Combined:
-    """Fold unit reads into scores over the ``n_options`` options of the question;
-    every read is checked first (``check_read``).
-
-    Reads of different option chunks combine through their label mass (each option's
-    full-vocabulary probability); a read whose label mass is unknown (``None``) has no
-    such probability, so chunks of it are refused (``InvalidReadError``) rather than
-    recombined on a guess. Reads of the same options in other orders (permutations)
-    average as they are, and the label mass of the result is unknown if any read's is."""
+    """Fold unit reads (each checked first) into scores over the ``n_options`` options.
+    Chunks combine through their label mass, so chunks of reads with unknown label mass
+    are refused (``InvalidReadError``) rather than recombined on a guess; permutations
+    average as they are."""
     total = [0.0] * n_options
     count = [0] * n_options
     for unit, read in zip(units, reads):
@@ -197,22 +183,20 @@ def combine(n_options: int, units: Sequence[Unit], reads: Sequence[LabelRead]) -
             count[i] += 1
     return Combined(
         scores=[t / c if c else 0.0 for t, c in zip(total, count)],
-        label_mass=None if unknown else min(1.0, max(0.0, _mean_mass(reads))),
+        label_mass=None if unknown else min(1.0, max(0.0, _mean(r.label_mass for r in reads))),
         argmax_is_label=all(r.argmax_is_label for r in reads),
-        agreement=min(1.0, max(0.0, sum(r.agreement for r in reads) / len(reads))),
+        agreement=min(1.0, max(0.0, _mean(r.agreement for r in reads))),
     )
 
 
-def _mean_mass(reads: Sequence[LabelRead]) -> float:
-    return sum(r.label_mass or 0.0 for r in reads) / len(reads)
+def _mean(values: Iterable[float | None]) -> float:
+    got = list(values)
+    return sum(v or 0.0 for v in got) / len(got)
 
 
 def normalise(scores: Sequence[float], temperature: float = 1.0) -> list[float] | None:
-    """``p_i ∝ score_i^(1/T)``; ``None`` when no option has any probability.
-
-    Computed relative to the top score, so any finite ``T > 0`` (however small or
-    large) gives a valid distribution: a tiny ``T`` puts all mass on the top option(s),
-    a huge one spreads it evenly."""
+    """``p_i ∝ score_i^(1/T)``, relative to the top score so any finite ``T > 0`` gives a
+    valid distribution; ``None`` when no option has any probability."""
     if not all(s >= 0 and math.isfinite(s) for s in scores):
         raise ValueError(f"scores must be finite and >= 0, got {list(scores)}")
     if not (math.isfinite(temperature) and temperature > 0):

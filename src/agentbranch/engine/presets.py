@@ -1,8 +1,7 @@
 """Engine presets: how to serve DiffusionGemma with vLLM for structured reads.
 
 A preset names a checkpoint and the ``vllm.LLM(...)`` arguments that suit one-step
-decision reads on one GPU (docs/design.md, "The read"; why these values: the
-``EnginePreset`` docstring)::
+decision reads on one GPU::
 
     from agentbranch.engine.presets import PRESETS
     llm_kwargs = PRESETS["diffusiongemma-fp8"].llm_kwargs(max_model_len=16384)
@@ -21,32 +20,11 @@ __all__ = ["PRESETS", "EnginePreset", "get_preset"]
 
 @dataclass(frozen=True)
 class EnginePreset:
-    """One way to serve a DiffusionGemma checkpoint for reads.
-
-    Why these values:
-
-    * ``diffusion_config={"canvas_length": 64}``: a single read uses a 16-token canvas and a
-      joint read one 16-token row-block per few questions; 64 holds about a dozen questions
-      on one canvas and keeps each request's decoder pass small. (The checkpoint's default
-      is 256, for generation; pass ``canvas_length=256`` if the same engine also generates.)
-    * ``max_num_seqs``: from the sizing plan (``agentbranch.deploy.size``) for the preset's
-      reference GPU (``gpu_gib``) and the served canvas: a denoising step holds
-      ``[max_num_seqs x canvas, vocab]`` logits outside vLLM's memory budget, so the canvas
-      bounds concurrency (FP8 on 80 GB: 18 sequences at canvas 64, 74 at 16, 4 at 256).
-      Pass ``gpu_gib=`` for another GPU, or ``max_num_seqs=`` to override.
-    * ``enable_prefix_caching=True``: the questions of one state share its prompt prefix;
-      with the cache it is prefilled once.
-    * ``limit_mm_per_prompt={"image": 0, "video": 0}``: decisions are text-only; no
-      encoder budget or vision memory is reserved.
-    * ``gpu_memory_gib``: published figures for the weights plus runtime (Red Hat): BF16 ≈ 64
-      GB, FP8 ≈ 32 GB, NVFP4 ≈ 24 GB. The rest of the GPU (``gpu_memory_utilization``, 0.90
-      by default) goes to the KV cache, which bounds ``max_model_len × max_num_seqs``.
-    * NVFP4 needs a Blackwell-class GPU (FP4 tensor cores); FP8 needs Ada/Hopper or newer.
-
-    Never add ``temperature``, ``seed`` or sampler overrides: vLLM rejects per-request
-    sampling knobs for diffusion models, and ``hf_overrides={"diffusion_sampler": ...}``
-    does nothing in vLLM 0.30–0.33 (sampler settings come from the checkpoint's
-    ``generation_config.json``).
+    """One way to serve a DiffusionGemma checkpoint for reads (docs/vllm.md says why
+    each value). ``max_num_seqs`` comes from the sizing plan for the reference GPU
+    (``gpu_gib``) and the served canvas: a denoising step's logits live outside vLLM's
+    memory budget, so the canvas bounds concurrency. Never add ``temperature``, ``seed``
+    or sampler overrides: vLLM rejects per-request sampling knobs for diffusion models.
     """
 
     name: str
@@ -142,6 +120,7 @@ class EnginePreset:
         return args
 
 
+# fmt: off
 PRESETS: dict[str, EnginePreset] = {
     p.name: p
     for p in (
@@ -162,6 +141,7 @@ PRESETS: dict[str, EnginePreset] = {
         ),
     )
 }
+# fmt: on
 #: Short names.
 PRESETS["bf16"] = PRESETS["diffusiongemma-bf16"]
 PRESETS["fp8"] = PRESETS["diffusiongemma-fp8"]

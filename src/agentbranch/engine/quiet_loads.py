@@ -1,8 +1,7 @@
 """transformers' progress bars and chatter held back for the loads the library makes.
 
-The library never prints, and transformers' own switches are process-wide, so
-:func:`quiet_loads` holds back bars and records below ERROR for the calling thread only
-(how, and why not the switches: its docstring); the user's settings are never changed.
+The library never prints: :func:`quiet_loads` holds back bars and records below ERROR
+for the calling thread only; the user's settings are never changed.
 """
 
 from __future__ import annotations
@@ -87,27 +86,13 @@ def quiet_loads() -> Iterator[None]:
     """No transformers progress bar and no transformers record below ERROR from this
     thread for the block; other threads and the user's settings are untouched.
 
-    Loading or saving a checkpoint through transformers prints tqdm bars on stderr
-    ("Loading weights", "Writing model shards") and, at WARNING, notes about the config; the
-    library never prints. transformers' own switches (``disable_progress_bar``,
-    ``set_verbosity_error``) are process-wide: flipping them around a load would also hide
-    the application's own bars and warnings, from every thread, for as long as the load
-    runs, and two loads at once could restore each other's state wrongly.
-
-    So :func:`quiet_loads` is scoped to the calling thread:
-
-    * **bars**: transformers (5.19 and later) routes every bar it makes through one hook
-      (``transformers.utils.logging.set_tqdm_hook``). While any quiet block is open, a hook
-      is installed that gives the threads inside a block an empty bar and passes every other
-      thread's bar on to the hook that was there before (or to transformers' own choice).
-      The last block to close puts the previous hook back, unless someone replaced ours
-      meanwhile (theirs then stays).
-    * **chatter**: a filter on the ``transformers`` logger's handlers drops records below
-      ERROR logged by a thread inside a block; errors, and other threads' records, pass.
-
-    The user's settings (``is_progress_bar_enabled()``, the verbosity) are never changed. A
-    transformers without the hook falls back to its process-wide bar switch, turned off by
-    the first block and back on (if it was on) by the last.
+    transformers' own switches are process-wide, so this is scoped to the calling thread:
+    bars go through transformers' tqdm hook (``set_tqdm_hook``), which gives threads
+    inside a block an empty bar and passes every other thread's bar on to the previous
+    hook; a filter on the ``transformers`` logger's handlers drops this thread's records
+    below ERROR. The last block to close restores the previous hook (unless someone
+    replaced ours meanwhile). A transformers without the hook falls back to its
+    process-wide bar switch, off from the first block to the last.
     """
     me = threading.get_ident()
     with _lock:

@@ -1,9 +1,7 @@
 """Engine selection from the environment, for ``DecisionEngine.from_env()``.
 
 ``select`` decides from the ``AGENTBRANCH_*`` variables (``EngineSettings``) which
-reader to build — vLLM, remote or embedded, first match wins, each with a readable
-reason (the order and the variables: its docstring) — and ``build_reader`` builds it.
-This module picks and builds readers only; the engine imports it (one way).
+reader to build, with a readable reason; ``build_reader`` builds it.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import SecretStr, field_validator
-from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.redact import redact_url
@@ -95,27 +93,10 @@ class EngineSettings(BaseSettings):
         """Settings from ``env`` (default ``os.environ``)."""
         if env is None:
             return cls()
-        mapping = env
-
-        class _FromMapping(cls):  # type: ignore[valid-type,misc]
-            @classmethod
-            def settings_customise_sources(
-                cls, settings_cls: type[BaseSettings], **_: Any
-            ) -> tuple[Any, ...]:
-                return (_MappingSource(settings_cls, mapping),)
-
-        return cls.model_validate(_FromMapping().model_dump())
-
-
-class _MappingSource(EnvSettingsSource):
-    """pydantic-settings' environment source over a given mapping."""
-
-    def __init__(self, settings_cls: type[BaseSettings], mapping: Mapping[str, str]) -> None:
-        self._mapping = mapping
-        super().__init__(settings_cls)
-
-    def _load_env_vars(self) -> Mapping[str, str | None]:
-        return {k.lower(): v for k, v in self._mapping.items()}
+        prefix = cls.model_config["env_prefix"].lower()
+        named = {k.lower(): v for k, v in env.items()}
+        # Every field given (None where ``env`` lacks it), so os.environ fills none.
+        return cls.model_validate({field: named.get(prefix + field) for field in cls.model_fields})
 
 
 @dataclass(frozen=True)
@@ -151,31 +132,14 @@ def select(
     cuda_available: bool | None = None,
     vllm_importable: bool | None = None,
 ) -> Selection:
-    """Decide which reader to build from ``env`` (default ``os.environ``). The probes
-    (CUDA, vllm import) can be overridden for tests.
-
-    The order, first match wins:
-
-    1. **vLLM** (``VLLMReader``, offline ``LLM`` in this process) when
-       ``AGENTBRANCH_VLLM_MODEL`` names a DiffusionGemma checkpoint (a model id or local
-       path, or an engine preset name: ``fp8``, ``nvfp4``, ``bf16``), a CUDA device is
-       visible (``torch.cuda.is_available()``) and ``vllm`` imports.
-    2. **remote** (``RemoteReader``) when ``AGENTBRANCH_REMOTE_URL`` points at a server
-       with ``/v1/systemone`` (``AGENTBRANCH_REMOTE_MODEL`` names the served model,
-       ``AGENTBRANCH_REMOTE_API_KEY`` is sent as a bearer token,
-       ``AGENTBRANCH_REMOTE_DIALECT=vllm|spec`` says whether the server is vLLM, the
-       default, or speaks the published System One spec, which needs the model named).
-    3. **embedded** (``EmbeddedReader``): the MiniLM sentence embedder on CPU, offline.
-
-    ``AGENTBRANCH_ENGINE=vllm|remote|embedded`` forces one; a forced engine that cannot
-    run is an error instead of a silent fall-through. ``AGENTBRANCH_CALIBRATION`` is a
-    calibration file (from ``agentbranch calibrate``) the engine loads.
-
-    Every choice comes with a human-readable reason ("vLLM: AGENTBRANCH_VLLM_MODEL is set
-    but no CUDA device is visible; ...") which is logged and printed by
-    ``agentbranch engine``; the remote URL appears in it, in ``repr(EngineSettings)`` and in
-    the CLI with its credentials masked (``redact_url``: ``http://***@host/?token=***``).
-    The variables are read with pydantic-settings (``EngineSettings``).
+    """Decide which reader to build from ``env`` (default ``os.environ``); the CUDA and
+    vllm-import probes can be overridden for tests. First match wins: **vLLM** when
+    ``AGENTBRANCH_VLLM_MODEL`` names a checkpoint or preset, CUDA is visible and ``vllm``
+    imports; **remote** when ``AGENTBRANCH_REMOTE_URL`` is set (with
+    ``AGENTBRANCH_REMOTE_MODEL``, ``_API_KEY`` and ``_DIALECT=vllm|spec``); else
+    **embedded** (MiniLM on CPU, offline). ``AGENTBRANCH_ENGINE`` forces one, and a forced
+    engine that cannot run raises ``ConfigurationError``. The reason shows the remote URL
+    with its credentials masked (``redact_url``).
     """
     settings = EngineSettings.from_env(env)
     forced = settings.engine.lower() if settings.engine else None
@@ -267,11 +231,9 @@ def build_reader(selection: Selection) -> Reader:
                 "(pip install 'agentbranch[vllm]') on a CUDA machine, or unset "
                 f"{ENV_VLLM_MODEL} to use another engine"
             ) from e
+        from agentbranch.engine.presets import PRESETS
+
         model = selection.settings["model"]
-        try:
-            from agentbranch.engine.presets import PRESETS
-        except ImportError:
-            PRESETS = {}
         if model in PRESETS:
             return VLLMReader(preset=model)
         return VLLMReader(model)
@@ -283,14 +245,8 @@ def build_reader(selection: Selection) -> Reader:
                 f"the remote reader could not be imported ({e}); unset {ENV_REMOTE_URL} "
                 "to use the embedded reader"
             ) from e
-        kwargs: dict[str, Any] = {}
-        if "model" in selection.settings:
-            kwargs["model"] = selection.settings["model"]
-        if "api_key" in selection.settings:
-            kwargs["api_key"] = selection.settings["api_key"]
-        if "dialect" in selection.settings:
-            kwargs["dialect"] = selection.settings["dialect"]
-        return RemoteReader(selection.settings["base_url"], **kwargs)
+        kwargs = dict(selection.settings)
+        return RemoteReader(kwargs.pop("base_url"), **kwargs)
     from agentbranch.engine.readers.embedded import EmbeddedReader
 
     return EmbeddedReader()

@@ -1,8 +1,7 @@
 """Start-up check of a running engine's settings against the sizing formula.
 
-``VLLMReader`` calls :func:`engine_capacity_warnings` with the ``LLM``'s ``vllm_config``
-and logs what it returns at WARNING: settings whose denoising step cannot hold
-``max_num_seqs`` canvases, a KV cache that cannot hold them, or a ``max_num_seqs`` that
+``VLLMReader`` logs what :func:`engine_capacity_warnings` returns at WARNING: a denoising
+step or KV cache that cannot hold ``max_num_seqs`` canvases, or a ``max_num_seqs`` that
 leaves most of what the GPU could read at once unused.
 """
 

@@ -1,22 +1,19 @@
 """The model numbers capacity planning needs: vocabulary, width, attention layout, weights.
 
 ``DIFFUSIONGEMMA_26B`` holds the published ``text_config`` of
-``google/diffusiongemma-26B-A4B-it`` (the RedHatAI FP8-dynamic and NVFP4 checkpoints
-quantize the same architecture): 30 layers of width 2816, 25 sliding-window layers
-(8 key/value heads of 256, window 1024) and 5 full-attention layers (2 key/value heads of
-512, values tied to keys but still cached twice by vLLM), vocabulary 262,144, served
-canvas 256 by default. ``ModelShape.from_config`` reads the same numbers from any
-DiffusionGemma ``config.json`` (a local checkpoint, a tiny test model).
+``google/diffusiongemma-26B-A4B-it`` (the RedHatAI FP8 and NVFP4 checkpoints quantize the
+same architecture); ``ModelShape.from_config`` reads the same numbers from any
+DiffusionGemma ``config.json``.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from agentbranch.core.errors import ConfigurationError, InvalidFileError
+from agentbranch.core.files import read_json
 
 __all__ = ["DIFFUSIONGEMMA_26B", "PRESET_WEIGHTS_GIB", "ModelShape"]
 
@@ -86,10 +83,7 @@ class ModelShape:
             if path.is_dir():
                 path = path / "config.json"
             source = str(path)
-            try:
-                config = json.loads(path.read_text("utf-8"))
-            except (OSError, UnicodeDecodeError, ValueError) as e:
-                raise InvalidFileError(f"cannot read model config {source}: {e}") from None
+            config = read_json(path, "model config")
             if not isinstance(config, dict):
                 raise InvalidFileError(f"{source} is not a JSON object")
         text = config.get("text_config", config)
@@ -188,9 +182,6 @@ class ModelShape:
             )
         if self.weights_bytes is not None:
             _count(self.weights_bytes, "weights_bytes", self.name)
-
-    def with_weights(self, weights_bytes: int) -> ModelShape:
-        return replace(self, weights_bytes=weights_bytes)
 
 
 #: google/diffusiongemma-26B-A4B-it's published config.json (text_config).

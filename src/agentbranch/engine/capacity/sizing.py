@@ -182,9 +182,7 @@ def step_bytes_per_sequence(shape: ModelShape, canvas: int) -> int:
 
 
 def _weights(shape: ModelShape, preset: str | None, weights_gib: float | None) -> int:
-    if weights_gib is not None:
-        if not weights_gib > 0:
-            raise ConfigurationError(f"weights_gib must be positive, got {weights_gib}")
+    if weights_gib is not None:  # checked by ``size``
         return int(weights_gib * GIB)
     if shape.weights_bytes is not None:
         return shape.weights_bytes
@@ -198,8 +196,7 @@ def _weights(shape: ModelShape, preset: str | None, weights_gib: float | None) -
 
 def _preset_precision(preset: str) -> str:
     """``fp8``, ``bf16`` or ``nvfp4`` for an engine preset's name, short or long
-    (``diffusiongemma-fp8``). The presets themselves (``agentbranch.engine.presets``)
-    are built on this module, so it knows them by precision only."""
+    (``diffusiongemma-fp8``): the presets are built on this module."""
     precision = preset.lower().removeprefix("diffusiongemma-")
     if precision not in PRESET_WEIGHTS_GIB:
         raise ConfigurationError(

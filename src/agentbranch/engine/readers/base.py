@@ -1,9 +1,7 @@
 """The reader protocol: a batch of ``ReadRequest`` in, one ``LabelRead`` per question out.
 
-Readers know nothing of LangGraph, policies or decisions. ``Reader`` declares everything
-the engine, the coalescer and learning ask of a reader, each with a default, so a reader
-overrides what it can do and nothing is probed. ``ScriptedReader`` is the mock transport
-for tests of the layers above.
+``Reader`` declares everything the engine, the coalescer and learning ask of a reader,
+each with a default, so a reader overrides what it can do and nothing is probed.
 """
 
 from __future__ import annotations
@@ -28,39 +26,22 @@ MAX_WRAPPERS = 16
 class Reader(ABC):
     """Turns read requests into label reads, batched.
 
-    Subclasses set ``name`` (the reader kind, e.g. ``"transformers"``) and ``model``
-    (the served model id), and implement ``read``. ``aread`` defaults to running
-    ``read`` in a worker thread; readers with a native async path override it.
-    ``max_options`` is how many options one question read may carry (the size of the
-    label set); the engine splits larger questions into several reads.
+    Subclasses set ``name`` (the reader kind) and ``model`` (the served model id) and
+    implement ``read``; ``max_options`` is the size of one read's label set (the engine
+    splits larger questions). What a reader can do beyond reading is declared here with
+    the default it gets:
 
-    What a reader can do beyond reading is declared here, with the default a reader
-    that does not override it gets:
-
-    * ``coalesce_wait_s`` (0.002): the coalescer's default quiet gap for a burst;
-      0 for a reader that batches again downstream (a server).
-    * ``concurrent_batches`` (1): batches the coalescer reads at once.
-    * ``pipelined_batch`` (``None``): at most this many requests per read when the
-      reader reads best in parts.
+    * ``coalesce_wait_s`` (0.002): the coalescer's quiet gap; 0 for a reader that
+      batches again downstream. ``concurrent_batches`` (1): batches read at once.
+      ``pipelined_batch`` (``None``): at most this many requests per read.
     * ``reading_settings()``: the settings that reshape its confidences (the reading
-      fingerprint, ``agentbranch.engine.engine``). By default every constructor
-      argument with a default that the reader holds under the same name and that
-      differs from that default, but those named in ``reading_ignores`` (``()``), the
-      arguments that do not reshape confidences (timeouts, devices, batch sizes). A
-      changed setting changes ``Decision.reading``, and ``Earned`` starts learning
-      again: a setting nobody declared counts (a wasted restart at worst), never the
-      reverse (a threshold earned on another scale).
+      fingerprint); ``reading_ignores`` names constructor arguments that do not.
     * ``inner`` (``None``): the reader this one reads through (``WrappingReader``).
-    * ``unrecorded()`` (the reader itself): the reader for reads that are no part of a
-      recorded run (``CassetteReader``).
-    * ``teacher_calls`` and ``cassette`` (``None``): the replay recording this reader
-      reads through, for a policy's teacher calls and earned thresholds.
-    * ``embed`` and ``written_scores`` (``None``): functions learning fits heads with,
-      ``embed(texts) -> vectors`` and ``written_scores(vectors, spec) -> scores``
-      (``EmbeddedReader``).
-    * ``generator()`` (``None``): generations on the reader's own model, which
-      ``LocalChatModel.on(reader)`` serves as a LangChain chat model (``VLLMReader``,
-      ``TransformersReader``).
+    * ``unrecorded()`` (itself): the reader for reads no recorded run holds.
+    * ``teacher_calls`` and ``cassette`` (``None``): the replay recording it reads through.
+    * ``embed(texts)`` and ``written_scores(vectors, spec)`` (``None``): what learning
+      fits heads with (``EmbeddedReader``).
+    * ``generator()`` (``None``): generations on its own model, for ``LocalChatModel.on``.
     """
 
     name: str = "reader"
@@ -87,12 +68,10 @@ class Reader(ABC):
         requests: Sequence[ReadRequest],
         deliver: Callable[[int, list[LabelRead] | BaseException], None],
     ) -> None:
-        """Read every request and hand request ``i``'s reads to ``deliver(i, reads)``;
-        ``reads`` may be the error that request failed with (it fails that request's
-        caller alone). The coalescer reads through this. By default one ``read`` of the
-        whole batch, then each request's reads in order (what ``read`` raises, this
-        raises). A reader whose requests finish apart (a server, one HTTP request each)
-        overrides it to deliver each request the moment it is answered."""
+        """Read every request and hand request ``i``'s reads (or the error it failed
+        with) to ``deliver(i, reads)``; the coalescer reads through this. By default one
+        ``read`` of the whole batch; a reader whose requests finish apart overrides it
+        to deliver each the moment it is answered."""
         reads = self.read(requests)
         if len(reads) != len(requests):
             raise ReaderError(
@@ -106,25 +85,22 @@ class Reader(ABC):
         return await asyncio.to_thread(self.read, requests)
 
     def load(self) -> None:
-        """Load the model if it is loaded lazily (idempotent). The engine calls it before
-        the first read, outside ``latency_s``. Default: nothing to load."""
+        """Load the model if it is loaded lazily (idempotent); the engine calls it before
+        the first read, outside ``latency_s``."""
 
     def warmup(self) -> None:
-        """``load()`` plus the one-off work a first read would pay (a first forward).
-        ``DecisionEngine.warmup()`` / ``DecisionEngine(eager=True)`` call it."""
+        """``load()`` plus the one-off work a first read would pay (a first forward)."""
         self.load()
 
     def close(self) -> None:
         """Release held resources (engines, HTTP pools). Idempotent."""
 
     def reading_settings(self) -> dict[str, Any]:
-        """The settings that reshape this reader's confidences, with their values, where
-        they differ from the default: every constructor argument with a default that the
-        reader holds under the same name, except those named in ``reading_ignores``. So
-        a reader (or a subclass) that declares nothing still starts learning again when
-        one of its settings changes; a reader holding a setting under another name
-        overrides this. A value that is not plain data counts by its type (its ``repr``
-        may name a memory address, new in every process)."""
+        """The settings that reshape this reader's confidences, where they differ from the
+        default: every constructor argument with a default that the reader holds under
+        the same name, but those in ``reading_ignores`` (a setting nobody declared
+        counts: a wasted restart of learning at worst, never a threshold earned on
+        another scale). A value that is not plain data counts by its type."""
         try:
             params = inspect.signature(type(self).__init__).parameters
         except (TypeError, ValueError):
@@ -149,13 +125,13 @@ class Reader(ABC):
 
     def unrecorded(self) -> Reader:
         """This reader for reads that are no part of a recorded run (a learning
-        version's trial reads, ``DecisionEngine.unrecorded``). Default: itself."""
+        version's trial reads). Default: itself."""
         return self
 
     def generator(self, *, timeout_s: float | None = None) -> Any:
-        """Generations on this reader's own model (``agentbranch.integrations.local_chat``
-        wraps them in a chat model), or ``None``: by default a reader cannot generate.
-        ``timeout_s``: a generation that waits longer raises, where the reader supports it."""
+        """Generations on this reader's own model (served as a chat model by
+        ``LocalChatModel.on``), or ``None``: by default a reader cannot generate.
+        ``timeout_s``: a generation that waits longer raises, where supported."""
         return None
 
     def chain(self) -> Iterator[Reader]:
@@ -189,8 +165,8 @@ def _type_of(value: Any) -> str:
 
 
 def require_reader(reader: object, what: str = "reader") -> None:
-    """``ConfigurationError`` unless ``reader`` is a ``Reader``: the engine and the
-    coalescer use what the base class declares, so a reader must subclass it."""
+    """``ConfigurationError`` unless ``reader`` is a ``Reader`` (the engine uses what the
+    base class declares)."""
     if not isinstance(reader, Reader):
         raise ConfigurationError(
             f"{what} must be an agentbranch Reader (TransformersReader, RemoteReader, "
@@ -202,9 +178,8 @@ def require_reader(reader: object, what: str = "reader") -> None:
 
 class WrappingReader(Reader):
     """A reader in front of another (the coalescer, fault injection): it answers with the
-    wrapped reader's identity and forwards loading, warm-up and closing to it.
-
-    Subclasses set ``self.inner`` and implement ``read``."""
+    wrapped reader's identity and forwards loading, warm-up and closing to it. Subclasses
+    set ``self.inner`` and implement ``read``."""
 
     inner: Reader
 

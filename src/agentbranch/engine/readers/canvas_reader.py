@@ -21,7 +21,7 @@ from agentbranch.engine.readers.base import Reader
 
 __all__ = ["PLANNER_SETTINGS", "TokenReader", "fold_draws"]
 
-#: Settings of a token reader's chat prompt (``reader.planner.chat``) that reshape what
+#: Settings of a token reader's chat prompt (``ChatPrompt`` attributes) that reshape what
 #: the model reads, with their defaults.
 PLANNER_SETTINGS: dict[str, Any] = {
     "chat_template": None,
@@ -64,14 +64,8 @@ class TokenReader(Reader):
         """``Reader.reading_settings`` and the chat prompt's settings that differ from
         their defaults (``PLANNER_SETTINGS``), as ``planner.<name>``."""
         out = super().reading_settings()
-        chat = self.planner.chat
-        held = {
-            "chat_template": chat.chat_template,
-            "template_kwargs": chat.template_kwargs,
-            "special_tokens": chat.special_tokens,
-        }
         for name, default in PLANNER_SETTINGS.items():
-            if (value := held[name]) != default:
+            if (value := getattr(self.planner.chat, name)) != default:
                 out[f"planner.{name}"] = value
         return out
 

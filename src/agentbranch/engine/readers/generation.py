@@ -1,14 +1,7 @@
 """Generation on a reader's own model: the request and result a generator handles.
 
 A reader that can also let its model speak (``VLLMReader``, ``TransformersReader``)
-offers a *generator*: an object with ``generate(request) -> GenerationResult`` (blocking)
-and ``async agenerate(request)`` (never blocks the event loop), ``stream(request)`` and
-``async astream(request)`` (text pieces as they are generated, then the result:
-``agentbranch.engine.readers.streaming``), plus ``render(messages, special_tokens)``
-(chat messages to prompt ids through the model's chat template), ``model_name``,
-``is_diffusion`` and ``supports_choices`` (whether it can constrain a generation to a set
-of strings). ``agentbranch.integrations.local_chat.LocalChatModel`` wraps one as a
-LangChain chat model. Nothing here imports LangChain.
+offers a ``Generator``, which ``LocalChatModel`` wraps as a LangChain chat model.
 """
 
 from __future__ import annotations
@@ -32,13 +25,10 @@ __all__ = [
 
 @dataclass(frozen=True)
 class GenerationRequest:
-    """One generation: prompt ids and sampling options.
-
-    ``temperature`` ``None`` is the model's own default (greedy for causal models here;
-    a diffusion model's schedule); ``seed`` makes sampling repeatable (causal models
-    only); ``steps`` caps a diffusion model's denoising steps (``None``: its own
-    schedule); ``choices`` constrains the reply to exactly one of these strings where the
-    generator supports it."""
+    """One generation: prompt ids and sampling options. ``temperature`` ``None`` is the
+    model's own default; ``seed`` (causal models) makes sampling repeatable; ``steps``
+    caps a diffusion model's denoising steps; ``choices`` constrains the reply to one of
+    these strings where the generator supports it."""
 
     prompt_ids: tuple[int, ...]
     max_tokens: int = 256
@@ -119,12 +109,9 @@ def render_chat(
     special_tokens: str | None = None,
     thought: Sequence[int] = (),
 ) -> list[int]:
-    """Prompt ids of ``messages`` through ``prompt`` (an ``engine.canvas.ChatPrompt``:
-    the chat template and options the reads render with), generation prompt on and
-    thinking off; special tokens in the content are refused or read as text as a read's
-    are (``special_tokens``: ``"reject"``/``"text"``, default: ``prompt``'s mode). On
-    DiffusionGemma ``thought`` (the empty thought block) follows, as the template with
-    thinking off ends in vLLM's reads, and is never doubled."""
+    """Prompt ids of ``messages`` through ``prompt`` (the ``ChatPrompt`` the reads render
+    with; ``special_tokens``: ``"reject"``/``"text"``, default: ``prompt``'s mode). On
+    DiffusionGemma ``thought`` (the empty thought block) follows, never doubled."""
     ids = prompt.render_messages(messages, special_tokens)
     thought = list(thought or ())
     if thought and ids[len(ids) - len(thought) :] != thought:

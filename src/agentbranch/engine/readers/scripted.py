@@ -12,6 +12,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.reads import LabelRead, QuestionSpec, ReadRequest
@@ -23,27 +24,21 @@ Distribution = Mapping[str, float]
 Script = Distribution | Callable[[str, QuestionSpec], Distribution]
 
 
+@dataclass(eq=False, repr=False)
 class ScriptedReader(Reader):
     """Answers from a script instead of a model.
 
     ``script`` maps a question id to a distribution over option names (missing
     options get 0), or to a callable ``(state, question) -> distribution``; ``default``
     answers questions the script does not name (uniform when ``None``). A script keyed
-    by ids the read does not ask is a ``ConfigurationError`` naming them, when because
-    of it every question of the read would go unscripted, or an unscripted question's
-    id is close to one of them (``"risk"`` for ``"risky"``): usually a typo, or not the
-    id a component really asks (``ToolGateMiddleware`` asks ``"risky"``,
-    ``ToolSelectorMiddleware`` ``"tool"``, or ``"tools/<name>"`` per tool in yes/no mode).
-    A partial script is fine (the other questions are uniform); pass
-    ``default=ScriptedReader.uniform`` to answer every unscripted question uniformly
-    without the check.
-    ``error`` makes every read raise it; ``delay_s`` sleeps before answering (for
-    timeout tests).
+    by ids the read does not ask is a ``ConfigurationError`` when every question of the
+    read would go unscripted, or an unscripted id is close to a scripted one (a typo);
+    ``default=ScriptedReader.uniform`` answers unscripted questions without the check.
+    ``error`` makes every read raise it; ``delay_s`` sleeps before answering.
     """
 
     name = "scripted"
-    #: A script is answers, not a confidence scale: no argument of its own is a reading
-    #: setting (a subclass's new arguments still are, ``Reader.reading_settings``).
+    #: A script is answers, not a confidence scale (a subclass's new arguments count).
     reading_ignores = (
         "script",
         "default",
@@ -54,26 +49,20 @@ class ScriptedReader(Reader):
         "max_options",
     )
 
-    def __init__(
-        self,
-        script: Mapping[str, Script] | None = None,
-        *,
-        default: Callable[[str, QuestionSpec], Distribution] | None = None,
-        label_mass: float = 1.0,
-        model: str = "scripted",
-        error: BaseException | None = None,
-        delay_s: float = 0.0,
-        max_options: int = 26,
-    ) -> None:
-        self.script = dict(script or {})
-        self.default = default
-        self.label_mass = label_mass
-        self.model = model
-        self.error = error
-        self.delay_s = delay_s
-        self.max_options = max_options
-        self.calls: list[list[ReadRequest]] = []
-        self._lock = threading.Lock()
+    script: Mapping[str, Script] | None = None
+    _: KW_ONLY
+    default: Callable[[str, QuestionSpec], Distribution] | None = None
+    label_mass: float = 1.0
+    model: str = "scripted"
+    error: BaseException | None = None
+    delay_s: float = 0.0
+    max_options: int = 26
+    #: Every batch received, in order.
+    calls: list[list[ReadRequest]] = field(default_factory=list, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+
+    def __post_init__(self) -> None:
+        self.script = dict(self.script or {})
 
     @staticmethod
     def uniform(state: str, q: QuestionSpec) -> Distribution:
@@ -87,8 +76,7 @@ class ScriptedReader(Reader):
         return entry(state, q) if callable(entry) else entry
 
     def _check_ids(self, asked: list[str]) -> None:
-        """Refuse a script keyed by ids the read does not ask, when the read's questions
-        would go unscripted because of it (see class doc)."""
+        """Refuse a script keyed by ids the read does not ask (see class doc)."""
         if not self.script or self.default is not None:
             return
         unscripted = [i for i in asked if i not in self.script]

