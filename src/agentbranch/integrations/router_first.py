@@ -13,10 +13,6 @@ answer, whether it would have been taken and whether it agreed are counted
 (``report()``), and every router answer is stored as evidence. ``mode="live"``: what
 the engine is sure of is taken without calling the router. The evidence store is the
 same in both, so going live needs no relabelling.
-
-Over 500 lines: one feature, ``decide_first``, whose parts only it uses: what a router
-says about itself (its name, answers and question), the router as a teacher, the node,
-and ``ShadowReport``, what it counts.
 """
 
 from __future__ import annotations
@@ -344,7 +340,8 @@ class _RouterPolicy(Policy):
 
 
 class DecideFirst(RunnableLambda):
-    """An existing router with the engine in front of it (built by ``decide_first``).
+    """An existing router with the engine in front of it (built by ``decide_first``,
+    which documents the arguments).
 
     Use it where the router was: ``graph.add_conditional_edges(source, wrapped)``
     (the router's ``Literal`` return type is kept, so LangGraph still sees every branch)
@@ -502,24 +499,29 @@ class DecideFirst(RunnableLambda):
         )
         return TeacherCall("audit", self.question_id, self.teacher, messages)
 
-    def _finish(self, record: DecisionRecord, seen: Any) -> tuple[str, DecisionRecord]:
+    def _due(self, record: DecisionRecord, seen: Any) -> tuple[str, TeacherCall] | None:
+        """The state's text and the router's audit call, when the router answers a
+        decision the engine took too."""
         if record["decided_by"] != "engine":
-            return self._done(record, None)
+            return None
         text = render_state(seen)
         call = self._audit_call(text)
-        if not self._audited(record, text, call):
+        return (text, call) if self._audited(record, text, call) else None
+
+    def _finish(self, record: DecisionRecord, seen: Any) -> tuple[str, DecisionRecord]:
+        due = self._due(record, seen)
+        if due is None:
             return self._done(record, None)
+        text, call = due
         started = time.perf_counter()
         reply = ask(self.engine, call, lambda teacher: teacher.invoke(call.input))
         return self._done(record, self._label(record, reply, text, started))
 
     async def _afinish(self, record: DecisionRecord, seen: Any) -> tuple[str, DecisionRecord]:
-        if record["decided_by"] != "engine":
+        due = self._due(record, seen)
+        if due is None:
             return self._done(record, None)
-        text = render_state(seen)
-        call = self._audit_call(text)
-        if not self._audited(record, text, call):
-            return self._done(record, None)
+        text, call = due
         started = time.perf_counter()
         invoke: Callable[[Any], Awaitable[Any]] = lambda teacher: teacher.ainvoke(call.input)  # noqa: E731
         reply = await aask(self.engine, call, invoke)
@@ -574,27 +576,10 @@ class DecideFirst(RunnableLambda):
         return routed, out
 
 
-def decide_first(
-    router: Any = None,
-    *,
-    engine: Engine,
-    question: str | Question | None = None,
-    options: Sequence[str] | Mapping[str, str | None] | None = None,
-    examples: Mapping[str, Sequence[str]] | None = None,
-    mode: Mode = "shadow",
-    take_at: float | Earned | None = None,
-    store: Any = None,
-    audit_rate: float = 0.05,
-    price_per_call: float | None = None,
-    timeout_s: float | None = None,
-    question_id: str | None = None,
-    renderer: Callable[[Any], Any] | None = None,
-    state_key: str | None = None,
-    include_state: bool = False,
-    seed: int | None = None,
-) -> Any:
+def decide_first(router: Any = None, **options: Any) -> Any:
     """Put the engine in front of ``router`` (a ``DecideFirst``); without ``router``, a
-    decorator: ``@decide_first(engine=engine, store="evidence.jsonl")``.
+    decorator: ``@decide_first(engine=engine, store="evidence.jsonl")``. ``options`` are
+    the keyword arguments of ``DecideFirst``:
 
     Args:
         router: a function ``state -> label`` (sync or async) or a Runnable (an LLM
@@ -621,23 +606,6 @@ def decide_first(
         question_id: the question's id (default: the router's name).
         renderer / state_key: what the engine reads of the state (default: all of it).
     """
-    kwargs = dict(
-        engine=engine,
-        question=question,
-        options=options,
-        examples=examples,
-        mode=mode,
-        take_at=take_at,
-        store=store,
-        audit_rate=audit_rate,
-        price_per_call=price_per_call,
-        timeout_s=timeout_s,
-        question_id=question_id,
-        renderer=renderer,
-        state_key=state_key,
-        include_state=include_state,
-        seed=seed,
-    )
     if router is None:
-        return lambda fn: DecideFirst(fn, **kwargs)  # type: ignore[arg-type]
-    return DecideFirst(router, **kwargs)  # type: ignore[arg-type]
+        return lambda fn: DecideFirst(fn, **options)
+    return DecideFirst(router, **options)
