@@ -189,15 +189,16 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-class _DuplicateKey(ValueError):
-    pass
+class DuplicateKeyError(ValueError):
+    """A JSON object named this key twice (JSON would keep only the last, silently)."""
 
 
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``' ``object_pairs_hook`` refusing a repeated key (``DuplicateKeyError``)."""
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
-            raise _DuplicateKey(key)
+            raise DuplicateKeyError(key)
         out[key] = value
     return out
 
@@ -207,9 +208,9 @@ def loads(text: str | bytes, where: str, *, unique_keys: bool = False) -> Any:
     with ``unique_keys``, an object naming a key twice is one too (JSON would keep the
     last silently)."""
     try:
-        hook = _unique if unique_keys else None
+        hook = unique_object if unique_keys else None
         return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=hook)
-    except _DuplicateKey as e:
+    except DuplicateKeyError as e:
         raise InvalidFileError(
             f"{where}: the key {e.args[0]!r} appears twice in one object (JSON would keep "
             "only the last); keep one"

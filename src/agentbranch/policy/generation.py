@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from agentbranch.core import _telemetry as telemetry
 from agentbranch.core.at_exit import join_at_exit
 from agentbranch.core.errors import FallbackError
+from agentbranch.core.files import DuplicateKeyError, unique_object
 from agentbranch.core.questions import Question, to_spec
 from agentbranch.core.teacher_calls import TeacherCall, teacher_calls_of
 from agentbranch.policy.config import DecisionRecord, Generate
@@ -124,8 +125,8 @@ def parse_label(reply: Any, options: Sequence[str], *, source: str = "fallback m
     start, end = raw.find("{"), raw.rfind("}")
     if 0 <= start < end:
         try:
-            obj = json.loads(raw[start : end + 1], object_pairs_hook=_unique_keys)
-        except _RepeatedKey as e:
+            obj = json.loads(raw[start : end + 1], object_pairs_hook=unique_object)
+        except DuplicateKeyError as e:
             message = (
                 f"{source} answered {raw[:200]!r}, which names the key {e.args[0]!r} twice "
                 "in one object (JSON would keep only the last); the answer was rejected"
@@ -142,20 +143,6 @@ def parse_label(reply: Any, options: Sequence[str], *, source: str = "fallback m
         f"{source} answered {raw[:200]!r}, which names none of the allowed options "
         f"{list(options)}; the answer was rejected"
     )
-
-
-class _RepeatedKey(ValueError):
-    pass
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object, or ``_RepeatedKey``: a reply naming a key twice names no label."""
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _RepeatedKey(key)
-        out[key] = value
-    return out
 
 
 def _named(obj: dict[str, Any], options: Sequence[str], raw: str, source: str) -> Any:
