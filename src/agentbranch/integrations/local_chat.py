@@ -2,12 +2,7 @@
 
 ``LocalChatModel.on(reader)`` (a ``VLLMReader``, ``TransformersReader``) is one on the
 model already loaded for one-step reads, so the ``Generate`` fallback needs no second
-model::
-
-    reader = VLLMReader("path/to/model")
-    policy = ab.Policy(take_at=0.8, fallbacks=[ab.Generate(ab.LocalChatModel.on(reader))])
-
-How it builds, its options, streaming and what each reply carries: its docstring.
+model: ``ab.Generate(ab.LocalChatModel.on(reader))``.
 """
 
 from __future__ import annotations
@@ -47,38 +42,19 @@ class LocalChatModel(BaseChatModel):
         threads: torch threads for a folder's generations (``"auto"``, an int, ``None``).
         streaming: ``invoke`` streams through the callbacks too (LangChain's switch).
 
-    It also builds from its parameters, as LangChain builds chat models:
-    ``LocalChatModel(model="path/to/folder", max_tokens=64)`` loads the local folder (a
-    causal model, or a DiffusionGemma checkpoint) with transformers on first use;
-    ``agentbranch.local_generator()`` is that on SmolLM2-135M-Instruct from the package index.
+    Options, as defaults here or per call (``model.invoke(messages, max_tokens=32)``):
+    ``max_tokens``, ``temperature`` (default: greedy), ``stop``, ``seed``, ``steps``
+    (denoising steps, diffusion models only), ``choices`` (the reply held to exactly one
+    of these strings where the engine supports it: ``response_metadata["constrained"]``
+    says ``"choice"`` when it was) and ``special_tokens`` (``"reject"``: the model's own
+    control tokens in a message raise ``SpecialTokenError``, as a read does; ``"text"``:
+    read as plain text). On vLLM the generations share the reads' ``LLM`` and batches.
 
-    For vLLM the generations run on the same ``LLM`` through the same worker as the reads
-    (they share vLLM's batches); on DiffusionGemma they run vLLM's (or transformers') full
-    denoising schedule. Options, as defaults here or per call (``model.invoke(messages,
-    max_tokens=32)``): ``max_tokens``, ``temperature`` (default: greedy; unset on diffusion
-    models), ``stop``, ``seed``, ``steps`` (denoising steps, diffusion models only),
-    ``choices`` (the reply is constrained to exactly one of these strings where the engine
-    supports it — on causal models: vLLM's structured outputs, or on transformers the option
-    the model finds most likely — and ``response_metadata["constrained"]`` says ``"choice"``
-    when it was) and ``special_tokens`` (``"reject"``: the model's own control tokens in a
-    message raise ``SpecialTokenError``, as a read of the same text does; ``"text"``: they
-    are read as plain text; default: the reader's setting). The input rules are a read's
-    (``local_chat_input``).
-
-    ``stream``/``astream`` (and LangGraph's ``stream_mode="messages"``) hand out the reply
-    as it is generated: token by token on a causal model in transformers, one denoised block
-    at a time on DiffusionGemma in transformers, and on vLLM as its engine steps produce
-    text. No text at or past a ``stop`` string is ever handed out, nor the start of one
-    before the text decides it: joined, the chunks are exactly what ``invoke`` returns.
-    The last chunk carries ``usage_metadata`` and ``chunk_position="last"``. On
-    transformers a stream that is closed, left or dropped stops its generation at the
-    next token, and one kept unread for ``stream_idle_s`` seconds (30) is stopped too
-    (``TransformersGenerator.stream``), so it never holds the model from other calls.
-
-    Each reply carries ``usage_metadata`` (input, output and total tokens) and
-    ``response_metadata`` (``model_name``, ``finish_reason``, ``constrained``), as LangChain's
-    own chat models report them. The model's ``cache`` works as for any chat model, so
-    cassettes (``agentbranch.replay``) record and replay it.
+    ``stream``/``astream`` hand out exactly the text ``invoke`` returns (never a ``stop``
+    string); the last chunk carries ``usage_metadata`` and ``chunk_position="last"``.
+    Replies carry ``usage_metadata`` and ``response_metadata`` (``model_name``,
+    ``finish_reason``, ``constrained``); the model's ``cache`` works as any chat model's,
+    so cassettes record and replay it (docs/langchain.md).
     """
 
     model: str | None = None
@@ -211,8 +187,6 @@ class LocalChatModel(BaseChatModel):
         if stops:
             params["ls_stop"] = list(stops)
         return params
-
-    # -- generating ------------------------------------------------------------------
 
     def _prepare(
         self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]

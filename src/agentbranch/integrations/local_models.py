@@ -1,15 +1,5 @@
-"""The one-liner for a real local generation fallback beside the CPU default reader.
-
-``DecisionEngine.from_env()`` on a laptop reads with the embedded encoder, which cannot
-generate. ``local_generator()`` is a ``LocalChatModel`` on SmolLM2-135M-Instruct
-(fetched from the package index and converted once, ``agentbranch.engine.readers.smollm2``),
-run by transformers on the CPU::
-
-    engine = ab.DecisionEngine.from_env()
-    policy = ab.Policy(take_at=0.8, fallbacks=[ab.Generate(ab.local_generator())])
-
-Any other local folder works the same way: ``LocalChatModel(model=folder)`` loads a
-causal model or a DiffusionGemma checkpoint with transformers on first use.
+"""``local_generator()``: a real local generation fallback beside the CPU default reader
+(the embedded encoder cannot generate), ``ab.Generate(ab.local_generator())``.
 """
 
 from __future__ import annotations

@@ -17,10 +17,6 @@ from it (``Cassette.threshold``, keyed by the question and the rendered state), 
 replay bands and reviews every decision as the recording did. LangGraph's interrupt
 (``review_with_interrupt``) is not recorded: the human's answer comes back through the
 graph's checkpointer and ``Command(resume=...)``.
-
-Over 500 lines: the steps of one resolution (banding, review, fallbacks, evidence,
-audits), the driver that runs them sync or async and the ``Resolver`` that calls them are
-one path, read in order; split, each step's module re-read the others' records.
 """
 
 from __future__ import annotations
@@ -116,18 +112,16 @@ def resolve_many(
     decision gets a span from here to its final record; a fallback's teacher call is a
     child of it."""
     spans = telemetry.decision_spans(list(questions), len(states))
-    if spans is None:
-        return (
-            yield from _resolve_many(engine, questions, policy, states, review, finish, batched)
-        )
     try:
         out = yield from _resolve_many(
             engine, questions, policy, states, review, finish, batched, spans
         )
     except BaseException as e:
-        spans.fail(e)
+        if spans is not None:
+            spans.fail(e)
         raise
-    spans.finish([r.records for r in out], [r.state for r in out])
+    if spans is not None:
+        spans.finish([r.records for r in out], [r.state for r in out])
     return out
 
 
@@ -139,7 +133,7 @@ def _resolve_many(
     review: Hook,
     finish: Hook | None,
     batched: bool,
-    spans: telemetry.DecisionSpans | None = None,
+    spans: telemetry.DecisionSpans | None,
 ) -> Steps[list[Resolution]]:
     learns = any(policy_for(policy, question_id).trust.asks_versions for question_id in questions)
     earned = any(policy_for(policy, question_id).earned is not None for question_id in questions)
@@ -278,13 +272,9 @@ def _collect(policy: PolicyArg, out: list[Resolution]) -> None:
         collect(r.asked, policy, r.banded, r.records, state=r.state)
 
 
-# -- labels the resolution obtained: evidence for the policy's trust source ---------------
-#
-# The resolver keeps the banded records (``snapshot``) before review and fallbacks run,
-# then ``collect`` gives every label the policy obtained (a ``Generate`` answer in the
-# fallback band, a human's answer in the review band) to the source, with the engine's
-# first read (the one the threshold is compared with). Audited takes reach it from the
-# audit worker (``agentbranch.policy.auditing.shadow``).
+# -- labels the resolution obtained (a ``Generate`` answer, a human's): evidence for the
+# policy's trust source, with the engine's first read (kept by ``snapshot`` before review
+# and fallbacks run). Audited takes reach it from ``agentbranch.policy.auditing.shadow``.
 
 
 def snapshot(records: Mapping[str, DecisionRecord], policy: PolicyArg) -> dict[str, DecisionRecord]:
@@ -364,17 +354,15 @@ def fallback_steps(
         elif isinstance(fb, Generate):
             messages = generation_messages(fb, qid, question, state_text(state))
             started, teacher = time.perf_counter(), model_name(fb.model)
+
             try:
                 reply = yield Call(generate, agenerate, engine, fb, qid, messages, rec["options"])
             except Exception as e:  # counted where it was raised (generation._raising)
-                took = time.perf_counter() - started
-                telemetry.teacher_span(span, qid, "fallback", teacher, took, type(e).__name__)
+                _ended(span, qid, teacher, started, type(e).__name__, counted=False)
                 raise
-            took = time.perf_counter() - started
             if isinstance(reply, Expired):  # a failed fallback: the next one runs
                 if reply.made:
-                    telemetry.teacher_call(qid, "fallback", took, "timeout")
-                    telemetry.teacher_span(span, qid, "fallback", teacher, took, "timeout")
+                    _ended(span, qid, teacher, started, "timeout")
                 else:  # refused behind stuck calls: no call, no duration
                     telemetry.teacher_refused(qid, "fallback")
                 log.warning("agentbranch: question %r: %s", qid, reply.message)
@@ -383,12 +371,10 @@ def fallback_steps(
             try:
                 label = parse_label(reply, rec["options"])
             except FallbackError as e:
-                telemetry.teacher_call(qid, "fallback", took, "invalid_reply")
-                telemetry.teacher_span(span, qid, "fallback", teacher, took, "invalid_reply")
+                _ended(span, qid, teacher, started, "invalid_reply")
                 errors.append(str(e))
                 continue
-            telemetry.teacher_call(qid, "fallback", took, None)
-            telemetry.teacher_span(span, qid, "fallback", teacher, took, None)
+            _ended(span, qid, teacher, started, None)
             return fallback_record(rec, label, fb.model, reply)
         else:
             out = dict(rec)
@@ -399,6 +385,16 @@ def fallback_steps(
         f"question {qid!r}: confidence {rec['confidence']:.3f} is below take_at="
         f"{threshold.take_at} ({threshold.trust}) and no fallback resolved it: " + "; ".join(errors)
     )
+
+
+def _ended(
+    span: Any, qid: str, teacher: str, started: float, error: str | None, counted: bool = True
+) -> None:
+    """A fallback's teacher call ended: counted (unless it was where it raised) and spanned."""
+    took = time.perf_counter() - started
+    if counted:
+        telemetry.teacher_call(qid, "fallback", took, error)
+    telemetry.teacher_span(span, qid, "fallback", teacher, took, error)
 
 
 #: ``threshold(question_id, question, decision, policy)``: the threshold in force.
@@ -541,11 +537,9 @@ def offload(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Call:
 def on_async_only(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Call:
     """Work the sync path does inline later anyway (``fn`` warms it up): nothing on the
     sync path, ``fn`` in a worker thread on the async one."""
-    return Call(_nothing, lambda *a, **k: asyncio.to_thread(fn, *a, **k), *args, **kwargs)
-
-
-def _nothing(*args: Any, **kwargs: Any) -> None:
-    return None
+    return Call(
+        lambda *a, **k: None, lambda *a, **k: asyncio.to_thread(fn, *a, **k), *args, **kwargs
+    )
 
 
 class _Done:
