@@ -75,18 +75,13 @@ class FewShotPool(Protocol):
 
 @dataclass(frozen=True, eq=False)
 class CompiledQuestion:
-    """A question with what it carries besides its text, as data: hand-written (or
-    learned) ``examples`` per option, a learned ``head`` the embedded reader reads by,
-    a few-shot ``pool`` canvas readers pick lines from per state. Every question type
-    carries them the same way, so a new single-label type is one entry in
-    ``QUESTION_TYPES``, not one subclass per extension.
-
-    ``ab.choice/yes_no/score(..., examples=...)`` return one; a learned version is one
-    (``with_head``, ``with_pool``). It reads like its question (``type``,
-    ``instructions``, ``criteria``); its wire dict (``model_dump``) is the question's
-    plus ``"examples"``, and the head's digest as ``"learned_head"`` or the pool's
-    digest and rule as ``"learned_pool"``: what its evidence key is made of. It equals
-    any question (compiled or not) with the same wire dict."""
+    """A question with what it carries besides its text: ``examples`` per option, a
+    learned ``head`` the embedded reader reads by, a few-shot ``pool`` canvas readers
+    pick lines from per state (``ab.choice(..., examples=...)``, ``with_head``,
+    ``with_pool``). It reads like its question (``type``, ``instructions``,
+    ``criteria``); its wire dict (``model_dump``, what its evidence key is made of) is the
+    question's plus ``"examples"``, ``"learned_head"`` or ``"learned_pool"``. It equals
+    any question with the same wire dict."""
 
     question: Written
     examples: Examples | None = None
@@ -220,10 +215,8 @@ def any_of(instructions: str, options: Mapping[str, str | None] | Sequence[str])
     """Which of ``options`` apply (any number of them): one yes/no question per option,
     ``instructions`` naming it with ``{option}`` (``"Does the request need {option}?"``);
     ``options`` a list of names or a mapping name -> description (or None). 1-64
-    distinct, non-empty names (each option is one question of the read). Its answer is
-    a set (``agentbranch.core.any_of``): ask it through a ``Policy`` (a decide node, a
-    ``Resolver``, the LangChain tool), which applies thresholds, fallbacks and audits
-    to each option's read."""
+    distinct, non-empty names. Its answer is a set: ask it through a ``Policy`` (a decide
+    node, a ``Resolver``, the LangChain tool), which resolves each option's read."""
     _check_instructions("any_of", instructions)
     if OPTION not in instructions:
         raise InvalidQuestionError(
