@@ -1,11 +1,7 @@
 """One exception hierarchy for agentbranch, and the checks of numbers that settings and
-file formats in several layers share.
-
-Every message says what was wrong and how to fix it. Engine failures are errors, never
-low-confidence answers, unless the caller explicitly chose fail-open/fail-closed. Each
-check (``finite``, ``unit``, ``temperature``: pydantic field checks; ``timeout_seconds``)
-returns the value it was given (a timeout as a float) or raises one error saying what
-was wrong and what is allowed.
+file formats in several layers share (each returns the value it was given or raises one
+error saying what was wrong and what is allowed). Engine failures are errors, never
+low-confidence answers, unless the caller chose fail-open/fail-closed.
 """
 
 from __future__ import annotations
@@ -84,9 +80,6 @@ class InvalidFileError(ConfigurationError):
 class FallbackError(AgentBranchError, RuntimeError):
     """An uncertain decision could not be resolved: the fallback model's answer named no
     allowed option, a reviewer's answer was invalid, or every fallback failed."""
-
-
-# -- checks of numbers ------------------------------------------------------------------
 
 
 def finite(x: float) -> float:

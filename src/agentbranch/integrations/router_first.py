@@ -1,18 +1,11 @@
 """``decide_first``: the engine in front of a router a graph already has (docs/langgraph.md,
 "In front of your existing router"), and what it reports (``ShadowReport``).
 
-The router (a function ``state -> label``, sync or async, or any Runnable such as an LLM
-classifier chain) stays the teacher: the engine reads the state first and, when it is
-not sure, the router answers, through the policy's own ``Generate`` fallback (so its
-answer is a teacher label that earns trust and teaches a learning question, and goes
-through a replay cassette like any teacher call). Taken decisions are checked against
-the router the same way, at ``audit_rate`` (live) or every time (shadow).
-
-``mode="shadow"``: the router always decides and its answer is returned; the engine's
-answer, whether it would have been taken and whether it agreed are counted
-(``report()``), and every router answer is stored as evidence. ``mode="live"``: what
-the engine is sure of is taken without calling the router. The evidence store is the
-same in both, so going live needs no relabelling.
+The router stays the teacher: the engine reads the state first and, when it is not sure,
+the router answers through the policy's own ``Generate`` fallback (a teacher label like
+any other); taken decisions are checked against it at ``audit_rate``. In shadow mode the
+router always decides and the engine is only counted; live, what the engine is sure of
+is taken without calling the router. Both keep the same evidence store.
 """
 
 from __future__ import annotations
@@ -68,14 +61,10 @@ Mode = Literal["shadow", "live"]
 class ShadowReport:
     """What the engine did in front of the router (``DecideFirst.report()``; ``print`` it).
 
-    ``decisions``: decisions made; ``taken``: those the engine was sure of (in shadow
-    mode: would have taken); ``compared``: decisions where both the engine and the
-    router answered, ``agreed`` of them the same; ``taken_compared``/``taken_agreed``
-    the same among the taken ones (how right the take band is against the router);
-    ``router_calls``: calls of the router made; ``calls_saved``: router calls not made
-    (in shadow mode: the takes, which live mode would not send to the router, less the
-    audited share); ``price_per_call`` turns them into money. ``take_at`` and ``trust``:
-    the threshold in force at the last decision (``None``: nothing is taken yet)."""
+    ``taken``: decisions the engine was sure of (shadow: would have taken); ``compared``
+    / ``agreed``: decisions both answered, and those they answered alike (``taken_*``:
+    among the taken ones); ``calls_saved``: router calls not made (shadow: that live
+    mode would not make); ``take_at`` / ``trust``: the threshold at the last decision."""
 
     question_id: str
     mode: Mode
@@ -148,8 +137,6 @@ class ShadowReport:
 
 
 # -- what a router says about itself: its name, its answers, the question asked ----------
-# (its name, a ``Literal[...]`` return type or the options given, and its docstring or
-# the text or question given)
 
 
 def router_name(router: Any) -> str:
@@ -252,10 +239,9 @@ log = logging.getLogger("agentbranch")
 #: question) is raised: the router is never called where a replay must not call it.
 _ENGINE_FAILED = (ReaderError, InvalidStateError)
 
-#: The graph state (and config) the router is being asked about in this context: the
-#: policy's ``Generate`` fallback hands the router teacher the prompt it built, but the
-#: router wants the state it has always been given. Contexts are copied onto the helper
-#: thread and the task a fallback call runs on, so the call finds it there.
+#: The graph state the router is being asked about: the ``Generate`` fallback hands the
+#: router teacher its prompt, but the router wants the state (contexts are copied onto
+#: the thread or task a fallback call runs on).
 _ASKED: contextvars.ContextVar[_Asked | None] = contextvars.ContextVar(
     "agentbranch_router_state", default=None
 )

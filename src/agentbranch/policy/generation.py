@@ -1,18 +1,12 @@
 """The generation fallback: a LangChain chat model answers the same question over the same
-options, and its reply is validated against them.
+options, and its reply is validated against them (``parse_label``).
 
-A chat model that can constrain its own generation to a set of strings (a reader's
-``LocalChatModel.on(reader)`` on a causal model: vLLM's structured outputs, or on transformers the
-most likely option) is asked for
-exactly one of the option names, so its reply cannot fail to parse; every other model
-is asked as before and its reply parsed. The decision record's ``fallback.constrained``
-says which (``"choice"`` or ``None``).
-
-A call is bounded by ``Generate(timeout_s=...)`` (``invoke_within``/``ainvoke_within``:
-``Expired`` when it runs out, a failed fallback) and a reply by ``MAX_REPLY_CHARS``.
-
-Every teacher call (``ask``: a fallback's, an audit's, a reviewer's) goes through the
-engine's replay cassette when it reads through one (``agentbranch.core.teacher_calls``)."""
+A chat model that can constrain its own generation to a set of strings (a
+``LocalChatModel`` on a causal model) is asked for exactly one of the option names
+(``fallback.constrained`` says ``"choice"``). A call is bounded by
+``Generate(timeout_s=...)`` (``Expired`` when it runs out) and a reply by
+``MAX_REPLY_CHARS``. Every teacher call (``ask``) goes through the engine's replay
+cassette when it reads through one."""
 
 from __future__ import annotations
 
@@ -92,20 +86,11 @@ def parse_label(reply: Any, options: Sequence[str], *, source: str = "fallback m
     """The option named by a chat model's reply, or ``FallbackError``. Never returns
     anything outside ``options``.
 
-    The reply is the bare option name or JSON ``{"label": "<option>"}`` (``"choice"`` and
-    ``"answer"`` work too, in a code fence or not). An exact option name always wins,
-    punctuation included (an option ``"Very urgent."`` is chosen by ``Very urgent.``);
-    then the tolerant forms, in order: without surrounding quotes or backticks, without
-    them and without leading or trailing periods (``"billing".``), each of these
-    case-insensitively, and last the reply and the options both without quotes and
-    periods (``very urgent`` names ``Very urgent.``); a tolerant form counts only when
-    exactly one option matches it.
-
-    Refused: a reply longer than ``MAX_REPLY_CHARS`` (read in time linear in its
-    length), JSON that names two different labels (``{"label": "no", "answer":
-    "yes"}``) and JSON that repeats a key in one object (``{"label": "yes", "label":
-    "no"}``: JSON would keep the last silently); each is logged at WARNING and is no
-    label and no evidence."""
+    The reply is the bare option name or JSON ``{"label": "<option>"}`` (or ``"choice"``,
+    ``"answer"``). An exact option name always wins; then tolerant forms (without
+    quotes, backticks or surrounding periods, case-insensitive), each counting only when
+    exactly one option matches it. Refused: a reply longer than ``MAX_REPLY_CHARS``, JSON
+    naming two different labels or repeating a key (logged at WARNING)."""
     text = getattr(reply, "content", reply)
     if isinstance(text, list):  # content blocks
         text = "".join(b if isinstance(b, str) else str(b.get("text", "")) for b in text if b)
@@ -212,7 +197,40 @@ def invoke_within(
     runs on a helper thread, left to finish on its own). A call that raises is counted
     (``agentbranch.teacher.failures``) before its error goes on."""
     with _raising(question_id):
-        return _invoke_within(model, messages, timeout_s)
+        if timeout_s is None:
+            return model.invoke(messages)
+        with _stuck_lock:
+            _stuck[:] = [t for t in _stuck if t.is_alive()]
+            if len(_stuck) >= MAX_STUCK:
+                return Expired(
+                    f"{len(_stuck)} calls of fallback models are still running past their "
+                    "Generate(timeout_s=...); this one was not made",
+                    made=False,
+                )
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                box["value"] = model.invoke(messages)
+            except BaseException as e:  # noqa: BLE001 - raised on the caller's thread below
+                box["error"] = e
+
+        thread = threading.Thread(
+            target=contextvars.copy_context().run,
+            args=(run,),
+            name="agentbranch-generate",
+            daemon=True,
+        )
+        thread.start()
+        join_at_exit(thread)  # a timed-out call may still be in native code at exit
+        thread.join(timeout_s)
+        if thread.is_alive():
+            with _stuck_lock:
+                _stuck.append(thread)
+            return _expired(model, timeout_s)
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
 
 
 async def ainvoke_within(
@@ -221,7 +239,18 @@ async def ainvoke_within(
     """``await model.ainvoke(messages)``, or ``Expired`` after ``timeout_s`` seconds
     (the call is cancelled). The model's own errors are counted and raised as they are."""
     with _raising(question_id):
-        return await _ainvoke_within(model, messages, timeout_s)
+        if timeout_s is None:
+            return await model.ainvoke(messages)
+        task = asyncio.ensure_future(model.ainvoke(messages))
+        try:
+            done, _ = await asyncio.wait({task}, timeout=timeout_s)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        if not done:
+            task.cancel()
+            return _expired(model, timeout_s)
+        return task.result()
 
 
 @contextlib.contextmanager
@@ -233,55 +262,6 @@ def _raising(question_id: str) -> Iterator[None]:
         took = time.perf_counter() - started
         telemetry.teacher_call(question_id, "fallback", took, type(e).__name__)
         raise
-
-
-def _invoke_within(model: Any, messages: list[Any], timeout_s: float | None) -> Any:
-    if timeout_s is None:
-        return model.invoke(messages)
-    with _stuck_lock:
-        _stuck[:] = [t for t in _stuck if t.is_alive()]
-        if len(_stuck) >= MAX_STUCK:
-            return Expired(
-                f"{len(_stuck)} calls of fallback models are still running past their "
-                "Generate(timeout_s=...); this one was not made",
-                made=False,
-            )
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = model.invoke(messages)
-        except BaseException as e:  # noqa: BLE001 - raised on the caller's thread below
-            box["error"] = e
-
-    thread = threading.Thread(
-        target=contextvars.copy_context().run, args=(run,), name="agentbranch-generate", daemon=True
-    )
-    thread.start()
-    join_at_exit(thread)  # a timed-out call may still be in native code at exit
-    thread.join(timeout_s)
-    if thread.is_alive():
-        with _stuck_lock:
-            _stuck.append(thread)
-        return _expired(model, timeout_s)
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
-async def _ainvoke_within(model: Any, messages: list[Any], timeout_s: float | None) -> Any:
-    if timeout_s is None:
-        return await model.ainvoke(messages)
-    task = asyncio.ensure_future(model.ainvoke(messages))
-    try:
-        done, _ = await asyncio.wait({task}, timeout=timeout_s)
-    except asyncio.CancelledError:
-        task.cancel()
-        raise
-    if not done:
-        task.cancel()
-        return _expired(model, timeout_s)
-    return task.result()
 
 
 def fallback_record(rec: DecisionRecord, label: str, model: Any, reply: Any) -> DecisionRecord:

@@ -3,20 +3,11 @@
 Render each state once, ask the engine (one batched read for several states), band each
 answer at the threshold in force, let a human review, run the fallbacks, store the labels
 as evidence and queue the audits. ``resolve_many`` is a generator that yields each
-blocking ``Call``; ``run_sync``/``run_async`` drive it (an error of a call is raised at
-its ``yield``, so the steps handle it where they make the call), so ``Resolver``
-(LangGraph nodes and routers, the LangChain tool) and ``ToolGateMiddleware`` run the same
-steps on either path. Everything after the render reads the rendered text, so the engine,
-identities, few-shot picks, ``Generate`` prompts and audits all see one text. A policy's
-trust source is reached through its seam alone (``agentbranch.policy.trust``): the
-question asked, the threshold in force, the labels the resolution obtained (``collect``).
-
-Replays: when the engine reads through a replay cassette, the threshold of a policy whose
-source learns and a reviewer function's answers are recorded with the run and replayed
-from it (``Cassette.threshold``, keyed by the question and the rendered state), so a
-replay bands and reviews every decision as the recording did. LangGraph's interrupt
-(``review_with_interrupt``) is not recorded: the human's answer comes back through the
-graph's checkpointer and ``Command(resume=...)``.
+blocking ``Call`` (a call's error is raised at its ``yield``); ``run_sync``/``run_async``
+drive it, so every caller runs the same steps on either path. Everything after the render
+reads the rendered text. With a replay cassette, an ``Earned`` threshold and a reviewer
+function's answers are recorded and replayed (LangGraph's interrupt is not: the human's
+answer comes back through the checkpointer).
 """
 
 from __future__ import annotations
@@ -102,15 +93,12 @@ def resolve_many(
 ) -> Steps[list[Resolution]]:
     """Resolve ``questions`` about each of ``states`` (see module doc).
 
-    ``review`` answers the review band of every state at once (before any fallback: a
-    resumed LangGraph node re-runs from its start, so a fallback model called before an
+    ``review`` answers the review band of every state at once, before any fallback (a
+    resumed LangGraph node re-runs from its start, so a fallback called before an
     interrupt would be called twice); ``finish`` completes the records before they are
     audited. ``batched``: one ``decide_many`` read (else one ``decide`` of the single
-    state). An engine error gives the policy's fail-open/closed records (or raises).
-
-    With an OpenTelemetry tracer provider set (``agentbranch.core._telemetry``), each
-    decision gets a span from here to its final record; a fallback's teacher call is a
-    child of it."""
+    state). An engine error gives the policy's fail-open/closed records (or raises). With
+    a tracer provider set, each decision gets a span to its final record."""
     spans = telemetry.decision_spans(list(questions), len(states))
     try:
         out = yield from _resolve_many(

@@ -39,7 +39,7 @@ from agentbranch.core.errors import AgentBranchError, ConfigurationError
 from agentbranch.core.questions import Question, validate_questions, yes_no
 from agentbranch.core.state import render_state
 from agentbranch.integrations.langgraph import check_resumable, merge_records
-from agentbranch.integrations.observability import aemit, emit
+from agentbranch.integrations.observability import aemit_all, emit_all
 from agentbranch.policy import (
     DecisionRecord,
     FailClosed,
@@ -385,7 +385,7 @@ class ToolGateMiddleware(AgentMiddleware):
         unrun = self._shared_ids(ai, calls)
         config = _config()
         for c in calls:
-            emit(c.record, config=config, state=c.state, include_state=self.include_state)
+            emit_all([c.record], config=config, state=c.state, include_state=self.include_state)
         return self._update(ai, calls, unrun)
 
     async def aafter_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
@@ -397,7 +397,9 @@ class ToolGateMiddleware(AgentMiddleware):
         unrun = self._shared_ids(ai, calls)
         config = _config()
         for c in calls:
-            await aemit(c.record, config=config, state=c.state, include_state=self.include_state)
+            await aemit_all(
+                [c.record], config=config, state=c.state, include_state=self.include_state
+            )
         return self._update(ai, calls, unrun)
 
     def _steps(self, calls: list[_Call]) -> Steps[Any]:

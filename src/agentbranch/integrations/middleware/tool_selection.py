@@ -22,7 +22,7 @@ from langgraph.types import Command
 
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.questions import Question, any_of, choice
-from agentbranch.integrations.observability import aemit, emit
+from agentbranch.integrations.observability import aemit_all, emit_all
 from agentbranch.policy import (
     DecisionRecord,
     GotoNode,
@@ -162,8 +162,7 @@ class ToolSelectorMiddleware(AgentMiddleware):
         except Exception as e:
             decisions = self._failed(e)
         selection = self._select(candidates, questions, decisions)
-        for rec in selection["decisions"].values():
-            emit(rec, state=state, include_state=self.include_state)
+        emit_all(selection["decisions"].values(), state=state, include_state=self.include_state)
         return _with_update(handler(self._bind(request, selection)), selection)
 
     async def awrap_model_call(self, request: Any, handler: Any) -> Any:
@@ -179,8 +178,8 @@ class ToolSelectorMiddleware(AgentMiddleware):
         except Exception as e:
             decisions = self._failed(e)
         selection = self._select(candidates, questions, decisions)
-        for rec in selection["decisions"].values():
-            await aemit(rec, state=state, include_state=self.include_state)
+        records = selection["decisions"].values()
+        await aemit_all(records, state=state, include_state=self.include_state)
         return _with_update(await handler(self._bind(request, selection)), selection)
 
     def _plan(self, request: Any) -> tuple[list[Any], dict[str, Question], Any] | None:
