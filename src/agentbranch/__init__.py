@@ -112,12 +112,9 @@ _LAZY = {
 
 def __getattr__(name: str) -> Any:
     if name == "__version__":  # read on demand: importlib.metadata is not free at import
-        from importlib.metadata import PackageNotFoundError, version
+        from agentbranch.core._telemetry import package_version
 
-        try:
-            return version("agentbranch")
-        except PackageNotFoundError:  # run from a source tree that was never installed
-            return "0+unknown"
+        return package_version()
     if name in _LAZY:
         import importlib
 

@@ -183,7 +183,7 @@ class _Instruments:
     probes: Any
 
     def __init__(self, provider: Any) -> None:
-        meter = provider.get_meter("agentbranch", _version())
+        meter = provider.get_meter("agentbranch", package_version())
         for unit, counters in _COUNTERS.items():
             for name, description in counters.items():
                 counter = meter.create_counter(f"agentbranch.{name}", unit, description)
@@ -205,7 +205,8 @@ class _Instruments:
         )
 
 
-def _version() -> str:
+def package_version() -> str:
+    """agentbranch's installed version (``"0+unknown"`` in a source tree never installed)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -290,12 +291,9 @@ def audit(question_id: str, outcome: str, error: str | None = None) -> None:
     if m is None:
         return
     attrs = {QUESTION: question_id}
-    if outcome == "due":
-        m.due.add(1, attrs)
-    elif outcome == "done":
-        m.done.add(1, attrs)
-    elif outcome == "probe":
-        m.probes.add(1, attrs)
+    counter = {"due": m.due, "done": m.done, "probe": m.probes}.get(outcome)
+    if counter is not None:
+        counter.add(1, attrs)
     else:
         m.missing.add(1, {**attrs, ERROR: error or "unknown"})
 
@@ -361,7 +359,7 @@ active_tracer = _Lookup(
     "opentelemetry.trace",
     "tracer",
     ("ProxyTracerProvider", "NoOpTracerProvider"),
-    lambda provider: provider.get_tracer("agentbranch", _version()),
+    lambda provider: provider.get_tracer("agentbranch", package_version()),
 )
 
 
@@ -370,7 +368,6 @@ class DecisionSpans:
     resolution starts, ended with the final records' attributes."""
 
     def __init__(self, tracer: Any, questions: Sequence[str], states: int) -> None:
-        self.tracer = tracer
         self.spans = [
             {q: tracer.start_span(f"decide {q}", attributes={QUESTION: q}) for q in questions}
             for _ in range(states)

@@ -23,6 +23,7 @@ __all__ = [
     "SpecialTokenError",
     "StateTooLongError",
     "finite",
+    "surrogate_at",
     "temperature",
     "timeout_seconds",
     "unit",
@@ -80,6 +81,15 @@ class InvalidFileError(ConfigurationError):
 class FallbackError(AgentBranchError, RuntimeError):
     """An uncertain decision could not be resolved: the fallback model's answer named no
     allowed option, a reviewer's answer was invalid, or every fallback failed."""
+
+
+def surrogate_at(text: str) -> int:
+    """Index of the first unpaired surrogate in ``text`` (not valid Unicode), else -1."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return e.start
+    return -1
 
 
 def finite(x: float) -> float:

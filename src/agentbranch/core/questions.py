@@ -23,7 +23,7 @@ from langchain_core.decisions import Choice, Noul, NoulCriteria, Score
 from pydantic import ValidationError
 
 from agentbranch.core.any_of import OPTION, AnyOf
-from agentbranch.core.errors import InvalidQuestionError
+from agentbranch.core.errors import InvalidQuestionError, surrogate_at
 from agentbranch.core.examples import Examples, check_examples
 from agentbranch.core.question_types import QUESTION_TYPES
 from agentbranch.core.reads import QuestionSpec
@@ -241,13 +241,11 @@ def _check_str(what: str, value: Any, *, empty_ok: bool = False) -> None:
 
 
 def _check_unicode(what: str, text: str) -> None:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:
+    if (at := surrogate_at(text)) >= 0:
         raise InvalidQuestionError(
-            f"{what} contains an unpaired surrogate ({text[e.start]!r} at index {e.start}), "
+            f"{what} contains an unpaired surrogate ({text[at]!r} at index {at}), "
             "which is not valid Unicode; decode the text with errors='replace' first"
-        ) from None
+        )
 
 
 def _check_instructions(kind: str, instructions: Any) -> None:

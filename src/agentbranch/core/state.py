@@ -18,7 +18,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, ToolMessage
 
-from agentbranch.core.errors import InvalidStateError
+from agentbranch.core.errors import InvalidStateError, surrogate_at
 
 __all__ = [
     "MAX_STATE_DEPTH",
@@ -247,14 +247,12 @@ def check_state(state: Any) -> None:
 
 
 def _check_text(text: str) -> None:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:
+    if (at := surrogate_at(text)) >= 0:
         raise InvalidStateError(
-            f"the state contains an unpaired surrogate ({text[e.start]!r} at index "
-            f"{e.start}), which is not valid Unicode; decode its text with "
+            f"the state contains an unpaired surrogate ({text[at]!r} at index "
+            f"{at}), which is not valid Unicode; decode its text with "
             "errors='replace' (or 'surrogateescape' then re-encode) before deciding"
-        ) from None
+        )
 
 
 def render_state(state: Any) -> str:

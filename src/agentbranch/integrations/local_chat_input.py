@@ -12,7 +12,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from agentbranch.core.errors import ConfigurationError, InvalidStateError
+from agentbranch.core.errors import ConfigurationError, InvalidStateError, surrogate_at
 
 __all__ = ["OPTIONS", "chat_messages", "check_options"]
 
@@ -24,15 +24,6 @@ _ROLES = {"system": "system", "human": "user", "ai": "assistant"}
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _bad_at(text: str) -> int:
-    """Index of the first character of ``text`` UTF-8 cannot encode (-1: none)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        return e.start
-    return -1
 
 
 def check_options(options: Mapping[str, Any]) -> None:
@@ -67,7 +58,7 @@ def check_options(options: Mapping[str, Any]) -> None:
         ):
             raise ConfigurationError(f"{name} must be a list of strings, got {value!r}")
         for v in value or ():
-            if _bad_at(v) >= 0:
+            if surrogate_at(v) >= 0:
                 raise ConfigurationError(
                     f"{name} holds {v!r}, which has an unpaired surrogate (not valid "
                     "Unicode); decode the text with errors='replace' first"
@@ -108,7 +99,7 @@ def chat_messages(messages: Sequence[BaseMessage]) -> list[dict[str, str]]:
                 f"message {i} ({type(message).__name__}) is empty or whitespace only; a "
                 "chat model has nothing to read there. Drop the message or give it text."
             )
-        if (at := _bad_at(content)) >= 0:
+        if (at := surrogate_at(content)) >= 0:
             raise InvalidStateError(
                 f"message {i} ({type(message).__name__}) contains an unpaired surrogate "
                 f"({content[at]!r} at index {at}), which is not valid Unicode; decode its "

@@ -288,7 +288,6 @@ class _Call:
     index: int  # its position in the model's message
     record: DecisionRecord = field(default_factory=dict)
     review: dict[str, Any] | None = None
-    asked: Mapping[str, Any] | None = None  # what the engine was asked (learning: a version)
 
 
 class ToolGateMiddleware(AgentMiddleware):
@@ -408,7 +407,7 @@ class ToolGateMiddleware(AgentMiddleware):
 
         def review(out: list[Resolution]) -> None:
             for c, r in zip(calls, out, strict=True):
-                c.record, c.asked = r.records[self.question_id], r.asked
+                c.record = r.records[self.question_id]
                 c.record["tool_call"] = _tool_call(c)
             self._ask_human(calls, out)
 
