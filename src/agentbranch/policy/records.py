@@ -34,6 +34,20 @@ __all__ = [
 ]
 
 
+#: Every decision record's fields, in order; ``None`` where a record has no value.
+_FIELDS = (
+    "question_id question type label options probabilities entropy confidence margin "
+    "label_mass agreement expected band take_at trust decided_by engine_label goto reader "
+    "model reading decision_id latency_s draws fallback error"
+).split()
+
+
+def _record(**fields: Any) -> DecisionRecord:
+    record: DecisionRecord = dict.fromkeys(_FIELDS)
+    record.update(fields)
+    return record
+
+
 def engine_record(
     decision: Decision,
     question: Question,
@@ -43,75 +57,55 @@ def engine_record(
     threshold: Threshold | None = None,
 ) -> DecisionRecord:
     """The plain-dict record of an engine decision taken as is. ``threshold`` is the
-    threshold in force (``take_at`` and ``trust`` in the record); ``reading`` is the
-    decision's reading fingerprint and ``decision_id`` its identity, set by the resolver
-    for ``Earned`` policies (``decision_identity``)."""
-    return {
-        "question_id": decision.question_id,
-        "question": question_text(decision.question_id, question),
-        "type": decision.type,
-        "label": decision.label,
-        "options": list(decision.options),
-        "probabilities": dict(decision.probabilities),
-        "entropy": decision.entropy,
-        "confidence": decision.confidence,
-        "margin": decision.margin,
-        "label_mass": decision.label_mass,
-        "agreement": decision.agreement,
-        "expected": decision.expected,
-        "band": band,
-        "take_at": threshold.take_at if threshold else None,
-        "trust": threshold.trust if threshold else None,
-        "decided_by": "engine",
-        "engine_label": decision.label,
-        "goto": None,
-        "reader": decision.reader,
-        "model": decision.model,
-        "reading": decision.reading,
-        "decision_id": None,
-        "latency_s": decision.latency_s,
-        "draws": draws,
-        "fallback": None,
-        "error": None,
-    }
+    threshold in force (``take_at`` and ``trust`` in the record); ``decision_id`` is its
+    identity, set by the resolver for ``Earned`` policies (``decision_identity``)."""
+    return _record(
+        question_id=decision.question_id,
+        question=question_text(decision.question_id, question),
+        type=decision.type,
+        label=decision.label,
+        options=list(decision.options),
+        probabilities=dict(decision.probabilities),
+        entropy=decision.entropy,
+        confidence=decision.confidence,
+        margin=decision.margin,
+        label_mass=decision.label_mass,
+        agreement=decision.agreement,
+        expected=decision.expected,
+        band=band,
+        take_at=threshold.take_at if threshold else None,
+        trust=threshold.trust if threshold else None,
+        decided_by="engine",
+        engine_label=decision.label,
+        reader=decision.reader,
+        model=decision.model,
+        reading=decision.reading,
+        latency_s=decision.latency_s,
+        draws=draws,
+    )
 
 
 def error_record(
     qid: str, question: Question, error: BaseException, policy: Policy, reader: Reader
 ) -> DecisionRecord:
+    """The record of a decision the engine failed on, by the policy's ``on_error``."""
     on_error = policy.on_error
-    options = options_of(qid, question)
     threshold = policy.trust.in_force(qid, question, reader.name, reader.model)
-    qtype = question.type
-    rec: DecisionRecord = {
-        "question_id": qid,
-        "question": question_text(qid, question),
-        "type": qtype,
-        "label": on_error.label if isinstance(on_error, FailOpen) else None,
-        "options": options,
-        "probabilities": None,
-        "entropy": None,
-        "confidence": None,
-        "margin": None,
-        "label_mass": None,
-        "agreement": None,
-        "expected": None,
-        "band": "error",
-        "take_at": threshold.take_at,
-        "trust": threshold.trust,
-        "decided_by": "fail_open" if isinstance(on_error, FailOpen) else "fail_closed",
-        "engine_label": None,
-        "goto": on_error.node if isinstance(on_error, FailClosed) else None,
-        "reader": reader.name,
-        "model": reader.model,
-        "reading": None,
-        "decision_id": None,
-        "latency_s": None,
-        "draws": None,
-        "fallback": None,
-        "error": f"{type(error).__name__}: {error}",
-    }
-    return rec
+    return _record(
+        question_id=qid,
+        question=question_text(qid, question),
+        type=question.type,
+        label=on_error.label if isinstance(on_error, FailOpen) else None,
+        options=options_of(qid, question),
+        band="error",
+        take_at=threshold.take_at,
+        trust=threshold.trust,
+        decided_by="fail_open" if isinstance(on_error, FailOpen) else "fail_closed",
+        goto=on_error.node if isinstance(on_error, FailClosed) else None,
+        reader=reader.name,
+        model=reader.model,
+        error=f"{type(error).__name__}: {error}",
+    )
 
 
 def review_payload(rec: DecisionRecord) -> dict[str, Any]:
