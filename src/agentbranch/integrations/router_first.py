@@ -6,6 +6,9 @@ the router answers through the policy's own ``Generate`` fallback (a teacher lab
 any other); taken decisions are checked against it at ``audit_rate``. In shadow mode the
 router always decides and the engine is only counted; live, what the engine is sure of
 is taken without calling the router. Both keep the same evidence store.
+
+Over 500 lines: one feature, whose parts (what a router says about itself, the router
+as a teacher, the node, the report) only it uses.
 """
 
 from __future__ import annotations

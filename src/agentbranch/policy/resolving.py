@@ -8,6 +8,9 @@ drive it, so every caller runs the same steps on either path. Everything after t
 reads the rendered text. With a replay cassette, an ``Earned`` threshold and a reviewer
 function's answers are recorded and replayed (LangGraph's interrupt is not: the human's
 answer comes back through the checkpointer).
+
+Over 500 lines: the steps of one resolution, their driver and the ``Resolver`` are one
+path, read in order.
 """
 
 from __future__ import annotations
@@ -243,7 +246,10 @@ def _banded(
     identify(records, policy, text or "")
     for question_id, a in said.items():  # the read that decided, for audits and replays
         policy_for(policy, question_id).trust.mark(records[question_id], a)
-    return Resolution(text, records, asked, pending, snapshot(records, policy))
+    # The banded records of ``Earned`` questions, copied before review and fallbacks run:
+    # the engine's first read, which the labels they obtain are evidence about.
+    banded = {q: dict(r) for q, r in records.items() if policy_for(policy, q).earned is not None}
+    return Resolution(text, records, asked, pending, banded)
 
 
 def _thresholds_now(policy: PolicyArg, batch: list[Any], looked: list[Looked]) -> None:
@@ -255,23 +261,8 @@ def _thresholds_now(policy: PolicyArg, batch: list[Any], looked: list[Looked]) -
                 p.threshold(question_id, q, decisions[question_id])
 
 
-def _collect(policy: PolicyArg, out: list[Resolution]) -> None:
-    for r in out:
-        collect(r.asked, policy, r.banded, r.records, state=r.state)
-
-
 # -- labels the resolution obtained (a ``Generate`` answer, a human's): evidence for the
-# policy's trust source, with the engine's first read (kept by ``snapshot`` before review
-# and fallbacks run). Audited takes reach it from ``agentbranch.policy.auditing.shadow``.
-
-
-def snapshot(records: Mapping[str, DecisionRecord], policy: PolicyArg) -> dict[str, DecisionRecord]:
-    """Copies of the banded records of questions whose policy is ``Earned``."""
-    return {
-        question_id: dict(rec)
-        for question_id, rec in records.items()
-        if policy_for(policy, question_id).earned is not None
-    }
+# policy's trust source. Audited takes reach it from ``agentbranch.policy.auditing.shadow``.
 
 
 def label_of(final: DecisionRecord) -> tuple[str, str] | None:
@@ -284,31 +275,25 @@ def label_of(final: DecisionRecord) -> tuple[str, str] | None:
     return None
 
 
-def collect(
-    questions: Mapping[str, Question],
-    policy: PolicyArg,
-    banded: Mapping[str, DecisionRecord],
-    final: Mapping[str, DecisionRecord],
-    state: Any = None,
-) -> None:
-    """Give the labels the resolution of ``final`` obtained to each question's trust
-    source (see above); with ``state`` (the state read), a learning policy keeps it with
-    the label."""
-    for question_id, first in banded.items():
-        got = label_of(final[question_id])
-        if got is None:
-            continue
-        chosen = policy_for(policy, question_id)
-        chosen.trust.observe_label(
-            question_id,
-            questions[question_id],
-            first,
-            source=got[0],
-            teacher_label=got[1],
-            rate=1.0,
-            state=state,
-            audit_rate=chosen.audit.rate if chosen.audit is not None else 0.0,
-        )
+def _collect(policy: PolicyArg, out: list[Resolution]) -> None:
+    """Give the labels each resolution obtained to each question's trust source, with
+    the engine's first read and the state read (a learning policy keeps it)."""
+    for r in out:
+        for question_id, first in r.banded.items():
+            got = label_of(r.records[question_id])
+            if got is None:
+                continue
+            chosen = policy_for(policy, question_id)
+            chosen.trust.observe_label(
+                question_id,
+                r.asked[question_id],
+                first,
+                source=got[0],
+                teacher_label=got[1],
+                rate=1.0,
+                state=r.state,
+                audit_rate=chosen.audit.rate if chosen.audit is not None else 0.0,
+            )
 
 
 log = logging.getLogger("agentbranch")
@@ -649,25 +634,13 @@ def _member_policies(policy: PolicyArg, sets: Mapping[str, AnyOf]) -> PolicyArg:
 
 
 __all__ = [
-    "Resolution",
-    "collect",
-    "identify",
-    "label_of",
-    "resolve_many",
-    "snapshot",
+    "ANSWERED_BY_THE_GRAPH",
     "Call",
+    "Resolution",
+    "Resolver",
     "Steps",
-    "fallback_steps",
+    "cassette_of",
+    "resolve_many",
     "run_async",
     "run_sync",
-    "ThresholdFn",
-    "band_all",
-    "cassette_of",
-    "live",
-    "thresholds_for",
-    "ANSWERED_BY_THE_GRAPH",
-    "review_all",
-    "offload",
-    "on_async_only",
-    "Resolver",
 ]

@@ -7,6 +7,8 @@ through ``HumanInTheLoopMiddleware``'s interrupt shape) or fallback (the policy'
 fallbacks). The resolving steps are ``agentbranch.policy.resolving``'s. Its parts: the
 texts (what the engine, a reviewer and the model read), the exchange with a human
 reviewer, and the gate. Its use: docs/langchain.md.
+
+Over 500 lines: one middleware, whose texts and review exchange only it uses.
 """
 
 from __future__ import annotations
