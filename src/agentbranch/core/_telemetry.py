@@ -136,7 +136,7 @@ def use_meter_provider(provider: Any = None) -> None:
 
 
 #: The counters, by unit: instrument name (after ``agentbranch.``) and description. The
-#: name's last part is the attribute of ``_Instruments`` that holds the counter.
+#: name's last part is the counter's key in ``_Instruments.count``.
 _COUNTERS = {
     "{decision}": {
         "decisions": "Decisions resolved",
@@ -168,26 +168,16 @@ _COUNTERS = {
 
 
 class _Instruments:
-    # The counters of ``_COUNTERS``, set by name.
-    decisions: Any
-    takes: Any
-    calls_saved: Any
-    calls: Any
-    failures: Any
-    refused: Any
-    stored: Any
-    lost: Any
-    due: Any
-    done: Any
-    missing: Any
-    probes: Any
+    """The counters (``count``, keyed by their name's last part), the teacher-duration
+    histogram and the gauges, made on one provider."""
 
     def __init__(self, provider: Any) -> None:
         meter = provider.get_meter("agentbranch", package_version())
-        for unit, counters in _COUNTERS.items():
-            for name, description in counters.items():
-                counter = meter.create_counter(f"agentbranch.{name}", unit, description)
-                setattr(self, name.rpartition(".")[2], counter)
+        self.count: dict[str, Any] = {
+            name.rpartition(".")[2]: meter.create_counter(f"agentbranch.{name}", unit, description)
+            for unit, counters in _COUNTERS.items()
+            for name, description in counters.items()
+        }
         self.duration = meter.create_histogram(
             "agentbranch.teacher.duration",
             "s",
@@ -240,11 +230,11 @@ def decisions(records: Iterable[Mapping[str, Any]]) -> None:
         question_id = str(rec.get("question_id"))
         band = rec.get("band") or "none"
         attrs = {QUESTION: question_id, BAND: band, DECIDED_BY: str(rec.get("decided_by"))}
-        m.decisions.add(1, attrs)
+        m.count["decisions"].add(1, attrs)
         if band == "take" and rec.get("decided_by") == "engine":
-            m.takes.add(1, {QUESTION: question_id})
+            m.count["takes"].add(1, {QUESTION: question_id})
             if rec.get("trust") == "earned":
-                m.calls_saved.add(1, {QUESTION: question_id})
+                m.count["calls_saved"].add(1, {QUESTION: question_id})
         if rec.get("trust") is not None:
             _in_force[question_id] = {
                 "take_at": rec.get("take_at"),
@@ -259,29 +249,29 @@ def teacher_call(question_id: str, role: str, duration_s: float, error: str | No
     if m is None:
         return
     attrs = {QUESTION: question_id, ROLE: role}
-    m.calls.add(1, attrs)
+    m.count["calls"].add(1, attrs)
     m.duration.record(duration_s, attrs)
     if error is not None:
-        m.failures.add(1, {**attrs, ERROR: error})
+        m.count["failures"].add(1, {**attrs, ERROR: error})
 
 
 def teacher_refused(question_id: str, role: str) -> None:
     """A teacher call not made because earlier ones are stuck (no call, no duration)."""
     m = _instruments()
     if m is not None:
-        m.refused.add(1, {QUESTION: question_id, ROLE: role})
+        m.count["refused"].add(1, {QUESTION: question_id, ROLE: role})
 
 
 def label_stored(question_id: str) -> None:
     m = _instruments()
     if m is not None:
-        m.stored.add(1, {QUESTION: question_id})
+        m.count["stored"].add(1, {QUESTION: question_id})
 
 
 def label_lost(question_id: str) -> None:
     m = _instruments()
     if m is not None:
-        m.lost.add(1, {QUESTION: question_id})
+        m.count["lost"].add(1, {QUESTION: question_id})
 
 
 def audit(question_id: str, outcome: str, error: str | None = None) -> None:
@@ -291,11 +281,10 @@ def audit(question_id: str, outcome: str, error: str | None = None) -> None:
     if m is None:
         return
     attrs = {QUESTION: question_id}
-    counter = {"due": m.due, "done": m.done, "probe": m.probes}.get(outcome)
-    if counter is not None:
-        counter.add(1, attrs)
+    if outcome in ("due", "done", "probe"):
+        m.count["probes" if outcome == "probe" else outcome].add(1, attrs)
     else:
-        m.missing.add(1, {**attrs, ERROR: error or "unknown"})
+        m.count["missing"].add(1, {**attrs, ERROR: error or "unknown"})
 
 
 # -- observable gauges (read at collection) ---------------------------------------------
@@ -372,9 +361,6 @@ class DecisionSpans:
             {q: tracer.start_span(f"decide {q}", attributes={QUESTION: q}) for q in questions}
             for _ in range(states)
         ]
-
-    def span(self, index: int, question_id: str) -> Any:
-        return self.spans[index][question_id]
 
     def finish(self, records: Sequence[Mapping[str, Mapping[str, Any]]], texts: Sequence[Any]):
         """Each span gets its record's attributes and ends."""

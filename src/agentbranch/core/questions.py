@@ -166,7 +166,7 @@ def choice(
     list of option names. 2–255 distinct, non-empty names. ``examples`` maps options to
     example states that should get them (see ``agentbranch.core.examples``); a question
     with examples is a ``CompiledQuestion`` carrying them."""
-    _check_instructions("choice", instructions)
+    _check_str("choice(): the instructions", instructions)
     names, descriptions = _choice_options(options)
     _check_options("choice()", "choice", names, descriptions)
     criteria = dict(zip(names, descriptions))
@@ -183,7 +183,7 @@ def yes_no(
 ) -> Noul | CompiledQuestion:
     """A yes/no question; ``yes``/``no`` optionally describe what each answer means;
     ``examples={"yes": [...], "no": [...]}`` give example states for each answer."""
-    _check_instructions("yes_no", instructions)
+    _check_str("yes_no(): the instructions", instructions)
     for side, text in (("yes", yes), ("no", no)):
         if text is not None:
             _check_str(f"yes_no(): the {side}= description", text, empty_ok=True)
@@ -200,7 +200,7 @@ def score(
 ) -> Score | CompiledQuestion:
     """Rate on an ordered scale of 2–10 distinct ``levels``, lowest first;
     ``examples`` maps levels to example states at that level."""
-    _check_instructions("score", instructions)
+    _check_str("score(): the instructions", instructions)
     if isinstance(levels, str | bytes) or not isinstance(levels, Sequence):
         raise InvalidQuestionError(
             "score levels must be a list of level names, lowest first, e.g. "
@@ -217,7 +217,7 @@ def any_of(instructions: str, options: Mapping[str, str | None] | Sequence[str])
     ``options`` a list of names or a mapping name -> description (or None). 1-64
     distinct, non-empty names. Its answer is a set: ask it through a ``Policy`` (a decide
     node, a ``Resolver``, the LangChain tool), which resolves each option's read."""
-    _check_instructions("any_of", instructions)
+    _check_str("any_of(): the instructions", instructions)
     if OPTION not in instructions:
         raise InvalidQuestionError(
             "any_of(): the instructions are asked of each option and must name it with "
@@ -246,10 +246,6 @@ def _check_unicode(what: str, text: str) -> None:
             f"{what} contains an unpaired surrogate ({text[at]!r} at index {at}), "
             "which is not valid Unicode; decode the text with errors='replace' first"
         )
-
-
-def _check_instructions(kind: str, instructions: Any) -> None:
-    _check_str(f"{kind}(): the instructions", instructions)
 
 
 def _choice_options(options: Any, kind: str = "choice") -> tuple[list[Any], list[Any]]:

@@ -98,17 +98,15 @@ class AgentBranchDecisionModel(BaseDecisionModel):
         out, ok = _checked(inputs)
         if ok:
             many = self.engine.decide_many([s for _, s, _ in ok], [q for _, _, q in ok])
-            for (i, _, qs), decisions in zip(ok, many):
-                out[i] = _response(decisions, qs)
-        return out  # type: ignore[return-value]
+            _answer(out, ok, many)
+        return out
 
     async def _aclassify_many(self, inputs: list[Any]) -> list[ClassifierResponse | Exception]:
         out, ok = _checked(inputs)
         if ok:
             many = await self.engine.adecide_many([s for _, s, _ in ok], [q for _, _, q in ok])
-            for (i, _, qs), decisions in zip(ok, many):
-                out[i] = _response(decisions, qs)
-        return out  # type: ignore[return-value]
+            _answer(out, ok, many)
+        return out
 
 
 def _checked(
@@ -130,6 +128,12 @@ def _checked(
             continue
         ok.append((i, request.get("state"), qs))
     return out, ok
+
+
+def _answer(out: list[Any], ok: list[tuple[int, Any, dict[str, Question]]], many: Any) -> None:
+    """Each checked input's place in ``out`` gets the response to its decisions."""
+    for (i, _, qs), decisions in zip(ok, many, strict=True):
+        out[i] = _response(decisions, qs)
 
 
 def _response(decisions: Any, questions: Mapping[str, Question]) -> ClassifierResponse:

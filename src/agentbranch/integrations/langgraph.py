@@ -118,10 +118,7 @@ def build_path_map(
 
 
 def _targets(path_map: Mapping[str, str], extra: list[str]) -> dict[str, str]:
-    targets: dict[str, str] = {}
-    for node in [*path_map.values(), *extra]:
-        targets[node] = node
-    return targets
+    return {node: node for node in [*path_map.values(), *extra]}
 
 
 def _reader_input(state: Any, renderer: Renderer | None, state_key: str | None, key: str) -> Any:

@@ -91,8 +91,7 @@ class LocalChatModel(BaseChatModel):
                     "of a saved model, e.g. agentbranch.smollm2()"
                 )
             data["model"] = str(folder)
-            data.setdefault("model_name", None)
-            if data["model_name"] is None:
+            if data.get("model_name") is None:
                 data["model_name"] = folder.resolve().name
         super().__init__(**data)
 

@@ -167,7 +167,7 @@ def _resolve_many(
         for question_id in r.pending["fallback"]:
             p = policy_for(policy, question_id)
             question, rec = questions[question_id], r.records[question_id]
-            span = None if spans is None else spans.span(i, question_id)
+            span = None if spans is None else spans.spans[i][question_id]
             steps = fallback_steps(engine, question_id, question, p, rec, r.state, span)
             r.records[question_id] = yield from steps
     if any(r.banded for r in out):  # evidence stores do blocking I/O: off the event loop
