@@ -102,7 +102,7 @@ _LAZY = {
     # the engine in front of a router a graph already has (docs/langgraph.md)
     "decide_first": "agentbranch.langgraph",
     "LocalChatModel": "agentbranch.integrations.local_chat",
-    "local_generator": "agentbranch.integrations.local_models",
+    "local_generator": "agentbranch.integrations.local_chat",
     "smollm2": "agentbranch.engine.readers.smollm2",
     # metrics through OpenTelemetry's API (docs/metrics.md)
     "use_meter_provider": "agentbranch.core._telemetry",

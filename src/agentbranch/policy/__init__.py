@@ -1,7 +1,7 @@
 """Confidence policy: put each decision in a band and resolve it (docs/langgraph.md).
 
 ``config`` says what a policy is, ``trust`` the seam a threshold's source implements,
-``resolving`` the steps (with ``generation``, ``records``, ``failure``), ``auditing/`` the
+``resolving`` the steps (with ``generation`` and ``records``), ``auditing/`` the
 teacher asked while a policy runs, ``earned/`` earned thresholds (a layer above the rest
 that nothing here imports but this face). Review is a callback the integration supplies.
 """

@@ -1,13 +1,17 @@
 """Decision records: the plain dicts a resolved decision becomes (safe in graph state and
-checkpoints), what a human reviewer is shown, and a decision's identity (which teacher
-labels are labels of the same decision: ``decision_identity``)."""
+checkpoints), the fail-open/fail-closed records of an engine error, what a human reviewer
+is shown, and a decision's identity (which teacher labels are labels of the same
+decision: ``decision_identity``)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from agentbranch.core import _telemetry as telemetry
 from agentbranch.core.decisions import Decision
 from agentbranch.core.questions import Question
 from agentbranch.policy.config import (
@@ -16,7 +20,9 @@ from agentbranch.policy.config import (
     FailClosed,
     FailOpen,
     Policy,
+    PolicyArg,
     options_of,
+    policy_for,
     question_text,
 )
 from agentbranch.policy.trust import Threshold
@@ -30,6 +36,7 @@ __all__ = [
     "error_record",
     "is_replayed",
     "langgraph_thread",
+    "records_for_error",
     "review_payload",
 ]
 
@@ -106,6 +113,34 @@ def error_record(
         model=reader.model,
         error=f"{type(error).__name__}: {error}",
     )
+
+
+def records_for_error(
+    error: BaseException, questions: Mapping[str, Question], policy: PolicyArg, reader: Reader
+) -> dict[str, DecisionRecord]:
+    """The fail-open/fail-closed records for ``error``; re-raises it when any question's
+    policy does not handle this kind of error."""
+    records = {}
+    for question_id, q in questions.items():
+        p = policy_for(policy, question_id)
+        on_error = p.on_error
+        if not isinstance(on_error, FailOpen | FailClosed) or not isinstance(
+            error, on_error.errors
+        ):
+            raise error
+        records[question_id] = error_record(question_id, q, error, p, reader)
+    for rec in records.values():
+        telemetry.event(
+            logging.getLogger("agentbranch"),
+            logging.WARNING,
+            "agentbranch.decision.error",
+            question_id=rec["question_id"],
+            decided_by=rec["decided_by"],
+            label=rec["label"],
+            goto=rec["goto"],
+            error=rec["error"],
+        )
+    return records
 
 
 def review_payload(rec: DecisionRecord) -> dict[str, Any]:

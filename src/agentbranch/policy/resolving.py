@@ -41,7 +41,6 @@ from agentbranch.policy.config import (
     check_policies,
     policy_for,
 )
-from agentbranch.policy.failure import records_for_error
 from agentbranch.policy.generation import (
     Expired,
     agenerate,
@@ -56,6 +55,7 @@ from agentbranch.policy.records import (
     decision_identity,
     engine_record,
     langgraph_thread,
+    records_for_error,
     review_payload,
 )
 from agentbranch.policy.trust import Asked, Threshold, TrustSource
