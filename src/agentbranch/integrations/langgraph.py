@@ -1,12 +1,10 @@
 """LangGraph integration: routers, decide nodes and Command nodes on typed decisions.
 
-Three shapes, every label mapped and checked when the graph is built (docs/design.md,
-"LangGraph facts"; their use: docs/langgraph.md): ``route`` (``DecisionRouter``, a
-conditional edge that records nothing), ``decide_node`` (``DecideNode``: several
-questions in one engine call, records under ``state["decisions"]``, read by
-``RecordRouter``) and ``command_node`` (``CommandNode``: returns ``Command(goto=...)``).
-Each takes a ``policy``; review goes through ``review_with_interrupt``. Concurrent
-branches share reader batches (``agentbranch.engine.batching``).
+Three shapes, every label mapped and checked when the graph is built (docs/langgraph.md):
+``route`` (a conditional edge that records nothing), ``decide_node`` (several questions
+in one engine call, records under ``state["decisions"]``, read by ``RecordRouter``) and
+``command_node`` (returns ``Command(goto=...)``). Each takes a ``policy``; review goes
+through ``review_with_interrupt``.
 """
 
 from __future__ import annotations
@@ -57,10 +55,9 @@ DecisionRecords = Annotated[dict[str, dict[str, Any]], merge_records]
 
 def check_resumable(what: str, fix: str) -> None:
     """Refuse to interrupt a run that cannot be resumed (``what`` needs a human; ``fix``
-    says how else to go on). Without a checkpointer LangGraph returns ``__interrupt__``
-    silently and only the resume fails ("Cannot use Command(resume=...) without
-    checkpointer"): the run would wait for an answer that can never arrive. Outside a
-    graph run nothing is checked (``interrupt`` raises its own error there)."""
+    says how else to go on): without a checkpointer LangGraph returns ``__interrupt__``
+    silently and the run would wait for an answer that can never arrive. Outside a graph
+    run nothing is checked (``interrupt`` raises its own error there)."""
     try:
         config = get_config()
     except RuntimeError:
@@ -194,11 +191,9 @@ class _ResolvingRunnable(RunnableLambda):
         )
         return records
 
-    # ``RunnableLambda.invoke`` opens a callback run around every call (and inspects the
-    # function's signature each time): about a fifth of a decide node's cost in a graph.
-    # When no callback handler is configured nobody can see that run, so it is skipped;
-    # with a handler (a tracer, ``astream_events``) the full path runs as before. The
-    # records' emit is told so (``NO_HANDLERS``) rather than looking again.
+    # ``RunnableLambda.invoke`` opens a callback run around every call (about a fifth of a
+    # decide node's cost); with no callback handler nobody can see that run, so it is
+    # skipped, and the records' emit is told so (``NO_HANDLERS``) rather than looking again.
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         config = ensure_config(config)
