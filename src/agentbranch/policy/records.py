@@ -49,6 +49,13 @@ _FIELDS = (
 ).split()
 
 
+#: The fields an engine record takes from its decision as they are.
+_FROM_DECISION = set(
+    "question_id type label options probabilities entropy confidence margin label_mass "
+    "agreement expected reader model reading latency_s".split()
+)
+
+
 def _record(**fields: Any) -> DecisionRecord:
     record: DecisionRecord = dict.fromkeys(_FIELDS)
     record.update(fields)
@@ -67,27 +74,13 @@ def engine_record(
     threshold in force (``take_at`` and ``trust`` in the record); ``decision_id`` is its
     identity, set by the resolver for ``Earned`` policies (``decision_identity``)."""
     return _record(
-        question_id=decision.question_id,
+        **decision.model_dump(include=_FROM_DECISION),
         question=question_text(decision.question_id, question),
-        type=decision.type,
-        label=decision.label,
-        options=list(decision.options),
-        probabilities=dict(decision.probabilities),
-        entropy=decision.entropy,
-        confidence=decision.confidence,
-        margin=decision.margin,
-        label_mass=decision.label_mass,
-        agreement=decision.agreement,
-        expected=decision.expected,
         band=band,
         take_at=threshold.take_at if threshold else None,
         trust=threshold.trust if threshold else None,
         decided_by="engine",
         engine_label=decision.label,
-        reader=decision.reader,
-        model=decision.model,
-        reading=decision.reading,
-        latency_s=decision.latency_s,
         draws=draws,
     )
 
@@ -98,20 +91,20 @@ def error_record(
     """The record of a decision the engine failed on, by the policy's ``on_error``."""
     on_error = policy.on_error
     threshold = policy.trust.in_force(qid, question, reader.name, reader.model)
-    return _record(
+    return _record(  # what ``on_error`` decides first; the record keeps ``_FIELDS``' order
+        band="error",
+        error=f"{type(error).__name__}: {error}",
+        decided_by="fail_open" if isinstance(on_error, FailOpen) else "fail_closed",
+        label=on_error.label if isinstance(on_error, FailOpen) else None,
+        goto=on_error.node if isinstance(on_error, FailClosed) else None,
+        take_at=threshold.take_at,
+        trust=threshold.trust,
         question_id=qid,
         question=question_text(qid, question),
         type=question.type,
-        label=on_error.label if isinstance(on_error, FailOpen) else None,
         options=options_of(qid, question),
-        band="error",
-        take_at=threshold.take_at,
-        trust=threshold.trust,
-        decided_by="fail_open" if isinstance(on_error, FailOpen) else "fail_closed",
-        goto=on_error.node if isinstance(on_error, FailClosed) else None,
         reader=reader.name,
         model=reader.model,
-        error=f"{type(error).__name__}: {error}",
     )
 
 
