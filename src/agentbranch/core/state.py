@@ -41,10 +41,8 @@ _MEDIA_KINDS = {
 _MEDIA_DATA_KEYS = ("base64", "data", "url", "file_id", "source", "image_url", "input_audio")
 
 
-#: Chat-template markup: angle-bracket tokens without spaces (``<turn|>``, ``<|turn>``,
-#: ``<|im_start|>``, ``</s>``, ``<end_of_turn>``) and BERT's bracket tokens. A URL or an
-#: address in angle brackets (``<https://…>``, ``<a@b.c>``) is not markup: it has a
-#: ``:``, ``.`` or ``@``.
+#: Chat-template markup: angle-bracket tokens without spaces (``<|im_start|>``, ``</s>``)
+#: and BERT's bracket tokens; a URL or address in angle brackets has a ``:``, ``.`` or ``@``.
 _MARKUP = re.compile(r"<[A-Za-z0-9_|/-]{1,64}>|\[(?:CLS|SEP|PAD|MASK|UNK)\]")
 
 

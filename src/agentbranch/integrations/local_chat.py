@@ -104,11 +104,8 @@ class LocalChatModel(BaseChatModel):
     @classmethod
     def on(cls, source: Reader | Any, **defaults: Any) -> LocalChatModel:
         """A chat model generating on a reader's own model (``source`` a ``Reader`` that
-        can generate: ``VLLMReader``, ``TransformersReader``; ``timeout_s=`` goes to its
-        ``generator()``) or with a generator (what ``Reader.generator()`` returns).
-        ``defaults``: ``max_tokens``, ``temperature``, ``stop``, ``seed``, ``steps``
-        (denoising steps on DiffusionGemma; default the model's schedule), ``choices``,
-        ``special_tokens``."""
+        can generate; ``timeout_s=`` goes to its ``generator()``) or with a generator.
+        ``defaults``: the generation options (the class docstring)."""
         generator = source
         if isinstance(source, Reader):
             generator = source.generator(timeout_s=defaults.pop("timeout_s", None))

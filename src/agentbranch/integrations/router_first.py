@@ -320,9 +320,8 @@ class RouterTeacher(RunnableLambda):
 
 @dataclass(frozen=True)
 class _RouterPolicy(Policy):
-    """The wrapper's policy: the router's ``Generate`` fallback; its takes are audited
-    by the wrapper itself (``audit_rate``), not by an ``Audit`` (the wrapper warns when
-    that rate is 0, in its own words)."""
+    """The wrapper's policy: its takes are audited by the wrapper itself (``audit_rate``,
+    which warns when that is 0), not by an ``Audit``."""
 
     def _unaudited(self) -> bool:
         return False
