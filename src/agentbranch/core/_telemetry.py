@@ -1,15 +1,12 @@
 """What agentbranch tells the application: log events, metrics and spans, all silent
 until the application asks (docs/metrics.md, docs/langgraph.md "Decision log").
 
-Logs: stdlib ``logging`` under the ``"agentbranch"`` logger, which carries only a
-``NullHandler``; events are structlog-shaped (``agentbranch.decision question_id=team
-...``) with every field also passed as ``extra=`` (attributes of the ``LogRecord``).
-Metrics and spans go through OpenTelemetry's API, used only once the application has
-imported it, on the application's providers (or those given to ``use_meter_provider`` /
-``use_tracer_provider``); the library never sets a provider or an exporter. Until then,
-and while no SDK provider is set, every hook returns after one check. Attributes are
-question ids and small enumerations, never states or labels' text (the state only with
-``use_tracer_provider(include_state=True)``).
+Logs: stdlib ``logging`` under ``"agentbranch"`` (only a ``NullHandler``), structlog-shaped
+events with every field also passed as ``extra=``. Metrics and spans: OpenTelemetry's API,
+used only once the application has imported it, on its providers (or those given to
+``use_meter_provider`` / ``use_tracer_provider``); until an SDK provider is set every hook
+returns after one check. Attributes are question ids and small enumerations, never states
+or labels' text (the state only with ``use_tracer_provider(include_state=True)``).
 """
 
 from __future__ import annotations

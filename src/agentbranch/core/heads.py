@@ -31,12 +31,10 @@ class LinearHead:
     as written: its input is the state's embedding followed by the written read's option
     scores times ``written``, so ``dim`` is the embedding's size plus the options'.
 
-    The embedded reader reads a question that carries a head by it (other readers ignore
-    it): options it never saw a label for keep ``FLOOR``, and a state whose embedding or
-    logits are not finite reads uniform (confidence 0). A head is identified by a digest
-    of its numbers (``temperature`` unless 1, ``written`` unless 0 are part of it), which
-    the question's wire dict carries, so a version's evidence key changes with its weights.
-    ``Earned(..., learn=True)`` fits heads (``agentbranch.policy.earned.learn.head``).
+    The embedded reader reads a question that carries a head by it: options never
+    labelled keep ``FLOOR``; a state whose embedding or logits are not finite reads
+    uniform. The digest of its numbers is in the question's wire dict, so a version's
+    evidence key changes with its weights. ``Earned(..., learn=True)`` fits heads.
     """
 
     __slots__ = ("options", "classes", "weights", "bias", "temperature", "written", "digest")
