@@ -343,10 +343,9 @@ def test_each_decision_is_logged_once_direct_and_under_a_policy(caplog):
         {"team": Policy(take_at=0.6, fallbacks=[MoreDraws(4), Generate(model)]), "*": Policy()},
     )
     records = r.resolve("x")
-    from agentbranch.integrations.observability import emit
+    from agentbranch.integrations.observability import emit_all
 
-    for rec in records.values():
-        emit(rec)
+    emit_all(records.values())
     assert sorted(e.question_id for e in events()) == ["team", "urgent"]
     team = next(e for e in events() if e.question_id == "team")
     assert team.decided_by == "fallback" and team.label == "outage"

@@ -204,7 +204,7 @@ def test_without_a_provider_nothing_is_made():
         from _earned_fixtures import URGENT, Oracle, engine, state
         r = Resolver(engine(), {{"urgent": URGENT}}, Policy(take_at=0.9, fallbacks=[Generate(Oracle())]))
         r.resolve(state(1, "yes", 0.55, "no"))
-        assert _telemetry.active_tracer() is None and _telemetry._tracer_built is None
+        assert _telemetry.active_tracer() is None and _telemetry.active_tracer.built is None
         print("ok")
         """
     )

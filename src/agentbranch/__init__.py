@@ -102,7 +102,7 @@ _LAZY = {
     # the engine in front of a router a graph already has (docs/langgraph.md)
     "decide_first": "agentbranch.langgraph",
     "LocalChatModel": "agentbranch.integrations.local_chat",
-    "local_generator": "agentbranch.integrations.local_models",
+    "local_generator": "agentbranch.integrations.local_chat",
     "smollm2": "agentbranch.engine.readers.smollm2",
     # metrics through OpenTelemetry's API (docs/metrics.md)
     "use_meter_provider": "agentbranch.core._telemetry",
@@ -112,12 +112,9 @@ _LAZY = {
 
 def __getattr__(name: str) -> Any:
     if name == "__version__":  # read on demand: importlib.metadata is not free at import
-        from importlib.metadata import PackageNotFoundError, version
+        from agentbranch.core._telemetry import package_version
 
-        try:
-            return version("agentbranch")
-        except PackageNotFoundError:  # run from a source tree that was never installed
-            return "0+unknown"
+        return package_version()
     if name in _LAZY:
         import importlib
 

@@ -1,9 +1,5 @@
-"""LangChain surfaces answered by the decision engine (public import path).
-
-The decision chat model, the decision tool and (loaded on first use, they need the
-``langchain`` package) the agent middleware. The code lives in
-``agentbranch.integrations.langchain``; this module is the path users import from
-(docs/langchain.md).
+"""LangChain surfaces answered by the decision engine (public import path; the code lives
+in ``agentbranch.integrations.langchain``; docs/langchain.md).
 """
 
 from typing import Any

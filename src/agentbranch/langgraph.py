@@ -1,8 +1,5 @@
-"""LangGraph routers and nodes answered by the decision engine (public import path).
-
-The code lives in ``agentbranch.integrations.langgraph``, with the other integrations;
-this module is the path users import from (docs/langgraph.md). ``decide_first`` puts
-the engine in front of a router the graph already has (``integrations.router_first``).
+"""LangGraph routers and nodes answered by the decision engine (public import path; the
+code lives in ``agentbranch.integrations.langgraph`` and ``.router_first``; docs/langgraph.md).
 """
 
 from agentbranch.integrations.langgraph import (  # noqa: F401 - re-exported

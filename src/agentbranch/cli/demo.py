@@ -80,7 +80,7 @@ def local_chat_model(engine: Engine) -> Any:
     own = engine.reader.generator()
     if own is not None:
         return LocalChatModel.on(own, max_tokens=24)
-    from agentbranch.integrations.local_models import local_generator
+    from agentbranch.integrations.local_chat import local_generator
 
     return local_generator(max_tokens=24)
 

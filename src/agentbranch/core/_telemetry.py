@@ -1,45 +1,16 @@
 """What agentbranch tells the application: log events, metrics and spans, all silent
-until the application asks.
+until the application asks (docs/metrics.md, docs/langgraph.md "Decision log").
 
-Logs: stdlib ``logging`` under the ``"agentbranch"`` logger. The package installs a
-``NullHandler`` on it (as langchain_core does for its loggers) and never configures
-handlers, levels or formats: nothing is written unless the application configures
-logging, and ``logging.disable(...)`` or a level on ``"agentbranch"`` silences it like any
-library. Events are structlog-shaped: ``event(logger, level, "agentbranch.decision",
-**fields)`` logs a readable message (``agentbranch.decision question_id=team
-label=billing ...``) and passes the fields as ``extra=``, so they are attributes of the
-``LogRecord`` (``record.question_id``, ``record.event``). An application that routes
-stdlib records through structlog (``structlog.stdlib.ProcessorFormatter`` with
-``structlog.stdlib.ExtraAdder()`` in its ``foreign_pre_chain``) gets the event name and
-every field as key/values. See docs/langgraph.md ("Decision log").
-
-Metrics and spans go through OpenTelemetry's API (docs/metrics.md). The API
-(``opentelemetry-api``, the ``metrics`` extra) is optional and the library never sets a
-provider or an exporter: the meter and the tracer are ``get_meter``/``get_tracer
-("agentbranch", version)`` on the application's providers (or the ones given to
-``use_meter_provider``/``use_tracer_provider``). agentbranch never imports OpenTelemetry
-itself (its import takes a fifth of a second): it uses the API once the application has
-imported it. Until then, and while no SDK provider is set, every hook returns after one
-check: no instrument or span is made, no attribute built.
-
-Metrics count what the engine takes, what the teacher costs, whether labels are stored
-and audits arrive, and the trust in force; each fact is counted in one place (where its
-record is logged); attributes are question ids and a few small enumerations (band, who
-decided, role, error type), never states or labels' text. Spans: one per decision a
-policy resolves (``decision_spans``), one per teacher call (``teacher_span``: a
-fallback's, a child of its decision's span; an audit's, on its own). Span attributes
-follow OpenTelemetry's semantic conventions for generative AI where one fits
-(``gen_ai.operation.name``, ``gen_ai.request.model``, ``error.type``) and are
-``agentbranch.*`` otherwise, named as the metrics' are. The state's text is never an
-attribute unless ``use_tracer_provider(include_state=True)`` asks for it.
-
-Over 500 lines: one idea, what the library reports and the one rule it keeps (silent and
-free until the application sets it up), written once for logs, metrics and spans.
+Logs: stdlib ``logging`` under ``"agentbranch"`` (only a ``NullHandler``), structlog-shaped
+events with every field also passed as ``extra=``. Metrics and spans: OpenTelemetry's API,
+used only once the application has imported it, on its providers (or those given to
+``use_meter_provider`` / ``use_tracer_provider``); until an SDK provider is set every hook
+returns after one check. Attributes are question ids and small enumerations, never states
+or labels' text (the state only with ``use_tracer_provider(include_state=True)``).
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import sys
@@ -96,10 +67,59 @@ TRUSTS = ("learning", "earned", "withdrawn", "fixed")
 #: Teacher latency buckets (seconds): a fast local model to a slow remote one.
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
-_lock = threading.Lock()
-_explicit: Any = None  # a provider given to use_meter_provider (None: the global one)
-_built: tuple[Any, Any] | None = None  # (provider, _Instruments)
-_noop: list[Any] = [None]  # the last provider found to be a stand-in (no SDK)
+_UNKNOWN = object()
+
+
+class _Lookup:
+    """One signal's provider: the one given to ``use_meter_provider`` /
+    ``use_tracer_provider``, else the one the application set globally. Calling it returns
+    what ``build`` made on that provider (kept per provider), or ``None`` while nothing
+    would record: the API not imported, no provider set, or only the API's stand-in."""
+
+    def __init__(self, api: str, kind: str, stand_ins: tuple[str, str], build: Any) -> None:
+        self.api, self.stand_ins, self.build = api, stand_ins, build
+        self.attribute, self.getter = f"_{kind.upper()}_PROVIDER", f"get_{kind}_provider"
+        self.env = f"OTEL_PYTHON_{kind.upper()}_PROVIDER"
+        self.lock = threading.Lock()
+        self.given: Any = None
+        self.built: tuple[Any, Any] | None = None  # (provider, what build made on it)
+        self.noop: Any = None  # the last provider found to be a stand-in (no SDK)
+
+    def use(self, provider: Any) -> None:
+        with self.lock:
+            self.given, self.built = provider, None
+
+    def __call__(self) -> Any:
+        provider = self.given if self.given is not None else self._global()
+        if provider is None:
+            return None
+        built = self.built
+        if built is not None and built[0] is provider:
+            return built[1]
+        if provider is self.noop:
+            return None
+        api = sys.modules[self.api]
+        if isinstance(provider, tuple(getattr(api, name) for name in self.stand_ins)):
+            self.noop = provider  # the API's stand-in or no-op: it would record nothing
+            return None
+        with self.lock:
+            if self.built is None or self.built[0] is not provider:
+                self.built = (provider, self.build(provider))
+            return self.built[1]
+
+    def _global(self) -> Any:
+        # Read without a call: the API's own getter reads the environment each time.
+        api = sys.modules.get(self.api)
+        if api is None:  # the application has not imported the API
+            return None
+        provider = getattr(api, self.attribute, _UNKNOWN)
+        if provider is None:  # none set yet; one named by the environment variable loads
+            return getattr(api, self.getter)() if self.env in os.environ else None
+        if provider is _UNKNOWN:  # an API release that keeps it elsewhere: ask it
+            return getattr(api, self.getter)()
+        return provider
+
+
 #: Per question, what the last resolved decision says is in force (for the gauges).
 _in_force: dict[str, dict[str, Any]] = {}
 
@@ -109,13 +129,11 @@ def use_meter_provider(provider: Any = None) -> None:
     instead of the global one the application set with
     ``opentelemetry.metrics.set_meter_provider``; ``None`` goes back to the global one.
     agentbranch never sets a provider itself."""
-    global _explicit, _built
-    with _lock:
-        _explicit, _built = provider, None
+    _instruments.use(provider)
 
 
 #: The counters, by unit: instrument name (after ``agentbranch.``) and description. The
-#: name's last part is the attribute of ``_Instruments`` that holds the counter.
+#: name's last part is the counter's key in ``_Instruments.count``.
 _COUNTERS = {
     "{decision}": {
         "decisions": "Decisions resolved",
@@ -147,26 +165,16 @@ _COUNTERS = {
 
 
 class _Instruments:
-    # The counters of ``_COUNTERS``, set by name.
-    decisions: Any
-    takes: Any
-    calls_saved: Any
-    calls: Any
-    failures: Any
-    refused: Any
-    stored: Any
-    lost: Any
-    due: Any
-    done: Any
-    missing: Any
-    probes: Any
+    """The counters (``count``, keyed by their name's last part), the teacher-duration
+    histogram and the gauges, made on one provider."""
 
     def __init__(self, provider: Any) -> None:
-        meter = provider.get_meter("agentbranch", _version())
-        for unit, counters in _COUNTERS.items():
-            for name, description in counters.items():
-                counter = meter.create_counter(f"agentbranch.{name}", unit, description)
-                setattr(self, name.rpartition(".")[2], counter)
+        meter = provider.get_meter("agentbranch", package_version())
+        self.count: dict[str, Any] = {
+            name.rpartition(".")[2]: meter.create_counter(f"agentbranch.{name}", unit, description)
+            for unit, counters in _COUNTERS.items()
+            for name, description in counters.items()
+        }
         self.duration = meter.create_histogram(
             "agentbranch.teacher.duration",
             "s",
@@ -184,7 +192,8 @@ class _Instruments:
         )
 
 
-def _version() -> str:
+def package_version() -> str:
+    """agentbranch's installed version (``"0+unknown"`` in a source tree never installed)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -193,58 +202,12 @@ def _version() -> str:
         return "0+unknown"
 
 
-def _instruments() -> _Instruments | None:
-    """The instruments on the provider in use, or ``None`` when nothing would record."""
-    provider = _explicit if _explicit is not None else _global_provider()
-    if provider is None:
-        return None
-    built = _built
-    if built is not None and built[0] is provider:
-        return built[1]
-    if provider is _noop[0]:
-        return None
-    if _is_noop(sys.modules["opentelemetry.metrics"], provider):
-        _noop[0] = provider  # a no-op provider: instruments would record nothing
-        return None
-    return _build(provider)
-
-
-def _global_provider() -> Any:
-    """The provider the application set globally, or ``None`` while it set none (read
-    without a call: the API's own ``get_meter_provider`` reads the environment each
-    time). ``None`` too when the application has not imported the API at all."""
-    internal = sys.modules.get("opentelemetry.metrics._internal")
-    if internal is None:
-        return None
-    provider = getattr(internal, "_METER_PROVIDER", _UNKNOWN)
-    if provider is None:  # none set yet; one named by OTEL_PYTHON_METER_PROVIDER loads
-        return internal.get_meter_provider() if _env_provider() else None
-    if provider is _UNKNOWN:  # an API release that keeps it elsewhere: ask it
-        return sys.modules["opentelemetry.metrics"].get_meter_provider()
-    return provider
-
-
-@functools.cache
-def _env_provider() -> bool:
-    return "OTEL_PYTHON_METER_PROVIDER" in os.environ
-
-
-_UNKNOWN = object()
-
-
-def _is_noop(api: Any, provider: Any) -> bool:
-    """Whether ``provider`` is the API's own stand-in (no SDK set yet) or its no-op."""
-    from opentelemetry.metrics._internal import _ProxyMeterProvider
-
-    return isinstance(provider, _ProxyMeterProvider | api.NoOpMeterProvider)
-
-
-def _build(provider: Any) -> _Instruments:
-    global _built
-    with _lock:
-        if _built is None or _built[0] is not provider:
-            _built = (provider, _Instruments(provider))
-        return _built[1]
+_instruments = _Lookup(
+    "opentelemetry.metrics._internal",
+    "meter",
+    ("_ProxyMeterProvider", "NoOpMeterProvider"),
+    _Instruments,
+)
 
 
 def enabled() -> bool:
@@ -264,11 +227,11 @@ def decisions(records: Iterable[Mapping[str, Any]]) -> None:
         question_id = str(rec.get("question_id"))
         band = rec.get("band") or "none"
         attrs = {QUESTION: question_id, BAND: band, DECIDED_BY: str(rec.get("decided_by"))}
-        m.decisions.add(1, attrs)
+        m.count["decisions"].add(1, attrs)
         if band == "take" and rec.get("decided_by") == "engine":
-            m.takes.add(1, {QUESTION: question_id})
+            m.count["takes"].add(1, {QUESTION: question_id})
             if rec.get("trust") == "earned":
-                m.calls_saved.add(1, {QUESTION: question_id})
+                m.count["calls_saved"].add(1, {QUESTION: question_id})
         if rec.get("trust") is not None:
             _in_force[question_id] = {
                 "take_at": rec.get("take_at"),
@@ -283,29 +246,29 @@ def teacher_call(question_id: str, role: str, duration_s: float, error: str | No
     if m is None:
         return
     attrs = {QUESTION: question_id, ROLE: role}
-    m.calls.add(1, attrs)
+    m.count["calls"].add(1, attrs)
     m.duration.record(duration_s, attrs)
     if error is not None:
-        m.failures.add(1, {**attrs, ERROR: error})
+        m.count["failures"].add(1, {**attrs, ERROR: error})
 
 
 def teacher_refused(question_id: str, role: str) -> None:
     """A teacher call not made because earlier ones are stuck (no call, no duration)."""
     m = _instruments()
     if m is not None:
-        m.refused.add(1, {QUESTION: question_id, ROLE: role})
+        m.count["refused"].add(1, {QUESTION: question_id, ROLE: role})
 
 
 def label_stored(question_id: str) -> None:
     m = _instruments()
     if m is not None:
-        m.stored.add(1, {QUESTION: question_id})
+        m.count["stored"].add(1, {QUESTION: question_id})
 
 
 def label_lost(question_id: str) -> None:
     m = _instruments()
     if m is not None:
-        m.lost.add(1, {QUESTION: question_id})
+        m.count["lost"].add(1, {QUESTION: question_id})
 
 
 def audit(question_id: str, outcome: str, error: str | None = None) -> None:
@@ -315,14 +278,10 @@ def audit(question_id: str, outcome: str, error: str | None = None) -> None:
     if m is None:
         return
     attrs = {QUESTION: question_id}
-    if outcome == "due":
-        m.due.add(1, attrs)
-    elif outcome == "done":
-        m.done.add(1, attrs)
-    elif outcome == "probe":
-        m.probes.add(1, attrs)
+    if outcome in ("due", "done", "probe"):
+        m.count["probes" if outcome == "probe" else outcome].add(1, attrs)
     else:
-        m.missing.add(1, {**attrs, ERROR: error or "unknown"})
+        m.count["missing"].add(1, {**attrs, ERROR: error or "unknown"})
 
 
 # -- observable gauges (read at collection) ---------------------------------------------
@@ -367,11 +326,7 @@ VERSION = "agentbranch.learn.version"
 STATE = "agentbranch.state"
 INTERRUPTED = "agentbranch.decision.interrupted"
 
-_span_lock = threading.Lock()
-_tracer_provider: Any = None  # a provider given to use_tracer_provider (None: the global one)
 _include_state = False
-_tracer_built: tuple[Any, Any] | None = None  # (provider, tracer)
-_tracer_noop: list[Any] = [None]  # the last provider found to be a stand-in (no SDK)
 
 
 def use_tracer_provider(provider: Any = None, *, include_state: bool = False) -> None:
@@ -380,49 +335,18 @@ def use_tracer_provider(provider: Any = None, *, include_state: bool = False) ->
     ``opentelemetry.trace.set_tracer_provider``; ``None`` goes back to the global one.
     ``include_state=True`` adds the rendered state to each decision span
     (``agentbranch.state``); by default no span carries it."""
-    global _tracer_provider, _tracer_built, _include_state
-    with _span_lock:
-        _tracer_provider, _tracer_built, _include_state = provider, None, bool(include_state)
+    global _include_state
+    active_tracer.use(provider)
+    _include_state = bool(include_state)
 
 
-def active_tracer() -> Any:
-    """The tracer on the provider in use, or ``None`` when no span would be recorded."""
-    provider = _tracer_provider if _tracer_provider is not None else _global_tracer_provider()
-    if provider is None:
-        return None
-    built = _tracer_built
-    if built is not None and built[0] is provider:
-        return built[1]
-    if provider is _tracer_noop[0]:
-        return None
-    api = sys.modules["opentelemetry.trace"]
-    if isinstance(provider, api.ProxyTracerProvider | api.NoOpTracerProvider):
-        _tracer_noop[0] = provider  # the API's stand-in: its spans record nothing
-        return None
-    return _build_tracer(provider)
-
-
-def _global_tracer_provider() -> Any:
-    """The provider the application set, or ``None`` while it set none (read without a
-    call; ``get_tracer_provider`` reads the environment each time), or has not imported
-    the API at all."""
-    api = sys.modules.get("opentelemetry.trace")
-    if api is None:
-        return None
-    provider = getattr(api, "_TRACER_PROVIDER", _UNKNOWN)
-    if provider is None:  # none set yet; one named by OTEL_PYTHON_TRACER_PROVIDER loads
-        return api.get_tracer_provider() if "OTEL_PYTHON_TRACER_PROVIDER" in os.environ else None
-    if provider is _UNKNOWN:  # an API release that keeps it elsewhere: ask it
-        return api.get_tracer_provider()
-    return provider
-
-
-def _build_tracer(provider: Any) -> Any:
-    global _tracer_built
-    with _span_lock:
-        if _tracer_built is None or _tracer_built[0] is not provider:
-            _tracer_built = (provider, provider.get_tracer("agentbranch", _version()))
-        return _tracer_built[1]
+#: The tracer on the provider in use, or ``None`` when no span would be recorded.
+active_tracer = _Lookup(
+    "opentelemetry.trace",
+    "tracer",
+    ("ProxyTracerProvider", "NoOpTracerProvider"),
+    lambda provider: provider.get_tracer("agentbranch", package_version()),
+)
 
 
 class DecisionSpans:
@@ -430,14 +354,10 @@ class DecisionSpans:
     resolution starts, ended with the final records' attributes."""
 
     def __init__(self, tracer: Any, questions: Sequence[str], states: int) -> None:
-        self.tracer = tracer
         self.spans = [
             {q: tracer.start_span(f"decide {q}", attributes={QUESTION: q}) for q in questions}
             for _ in range(states)
         ]
-
-    def span(self, index: int, question_id: str) -> Any:
-        return self.spans[index][question_id]
 
     def finish(self, records: Sequence[Mapping[str, Mapping[str, Any]]], texts: Sequence[Any]):
         """Each span gets its record's attributes and ends."""

@@ -1,17 +1,9 @@
 """``AnyOf``: pick any of N options, asked as one yes/no question per option.
 
-A set answer is the composition of its members' reads: each option is its own yes/no
-question (id ``"<question id>/<option>"``, all of them in the same read), with its own
-distribution, confidence, threshold, fallback, audit and evidence, like any other
-question. ``member_questions`` expands a question set into the questions the engine
-reads; ``set_record`` folds the members' decision records back into the set's.
-
-What "sure" means for a set: the set is taken only when every member is taken (each
-member's confidence clears its threshold); otherwise its band is its least sure
-member's (``error`` before ``review`` before ``fallback``), and the members that were
-not taken are the ones their policy's fallback or reviewer answered. Its
-``confidence`` is its least confident member's: a set is never more confident than
-any of its reads.
+Each option is its own yes/no question (id ``"<question id>/<option>"``, all in the same
+read) with its own threshold, fallback, audit and evidence. The set is taken only when
+every member is taken; its confidence is its least confident member's: a set is never
+more confident than any of its reads.
 """
 
 from __future__ import annotations
@@ -33,11 +25,9 @@ class AnyOf:
     """Which of ``options`` apply (any number, none included).
 
     ``instructions`` is the yes/no question asked of each option, naming it with
-    ``{option}`` (``"Does the request need the tool {option}?"``); ``options`` maps each
-    option name to what it means (or ``None``), which becomes the member's ``yes``
-    description (``"<name>: <description>"``). Build one with ``agentbranch.any_of``
-    (it checks the input); the set's answer is a decision record whose ``label`` is the
-    list of options answered yes, in option order (``set_record``)."""
+    ``{option}``; ``options`` maps each option name to what it means (or ``None``), the
+    member's ``yes`` description. Build one with ``agentbranch.any_of`` (it checks the
+    input); the set's ``label`` is the list of options answered yes, in option order."""
 
     instructions: str
     options: Mapping[str, str | None] = field(default_factory=dict)

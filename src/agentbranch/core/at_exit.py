@@ -1,10 +1,12 @@
 """Background work at interpreter exit.
 
-agentbranch's background threads are daemon threads, so they never keep a process
-alive; at exit (``atexit``) each gets to finish its work in flight, up to
-``EXIT_WAIT_S`` seconds in all. ``finish_at_exit`` registers a finisher, ``join_at_exit``
-a thread to join after them, ``finish_first`` moves this exit work before the handlers
-registered so far (each docstring says why).
+agentbranch's background threads are daemon threads, so they never keep a process alive.
+But Python stops daemon threads wherever they are when it exits: one stopped inside a
+native forward (torch) aborts the process, and queued audits are lost. So at exit
+(``atexit`` runs before that) each gets to finish its work in flight, up to
+``EXIT_WAIT_S`` seconds in all, in ``order``: the audit worker (its teacher may still read
+through an engine), the coalescers, timed reads, engine workers, then the threads given
+to ``join_at_exit``. Whatever still runs after that is left.
 """
 
 from __future__ import annotations
@@ -43,20 +45,7 @@ _threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 def finish_at_exit(finish: Callable[[float], Any], *, order: int) -> None:
     """Call ``finish(deadline)`` at interpreter exit (``deadline``: a ``time.monotonic()``
     value it must not wait past). A bound method is held weakly, so registering does not
-    keep its object alive; a plain function is held as is.
-
-    agentbranch's background threads (the coalescer's workers, a timed read's own thread,
-    the audit worker) are daemon threads, so they never keep a process alive. But Python
-    stops daemon threads wherever they are when it exits: one stopped inside a native
-    forward (torch) aborts the process ("terminate called without an active exception"),
-    and audits still queued are lost. So at exit (``atexit``, which runs before Python stops
-    daemon threads) each of them gets to finish its work in flight, up to ``EXIT_WAIT_S``
-    seconds in all: first the audit worker (its teacher may still read through an engine),
-    then the coalescers (each stops taking batches and waits for its workers), then timed
-    reads, then engine workers (vLLM's: the reads already handed to vLLM), last every thread
-    registered with ``join_at_exit`` that still runs (a timed read, a coalescer worker ending
-    by itself). Whatever is still running after that is left.
-    """
+    keep its object alive; a plain function is held as is."""
     ref: Callable[[], Callable[[float], Any] | None]
     if hasattr(finish, "__self__"):
         ref = weakref.WeakMethod(finish)  # type: ignore[arg-type]
@@ -69,19 +58,13 @@ def finish_at_exit(finish: Callable[[float], Any], *, order: int) -> None:
 
 def join_at_exit(thread: threading.Thread) -> None:
     """Join ``thread`` at interpreter exit, after every finisher and within the same
-    deadline, if it is still running then (why: below). For
-    threads that end by themselves; one that waits for work forever would only use up
-    the deadline. Holds the thread weakly.
+    deadline, if it still runs then; for threads that end by themselves. Holds the thread
+    weakly.
 
-    Why threads are joined last: a worker that ends by itself (a coalescer's worker idle too long, a
-    timed read's thread once it has answered) may hold the last reference to a reader, and
-    then it is the thread that frees the model, after its work is done. torch frees a tensor
-    in native code that lets go of the GIL and takes it back; if Python started finalizing
-    meanwhile, taking the GIL back ends the thread (``pthread_exit``) inside that native
-    frame, and the C++ runtime aborts the process. A finisher cannot see such a thread (its
-    object is being freed, so its weakly held finisher is gone): so its thread is joined
-    here, until it has really ended.
-    """
+    Why: a worker ending by itself may hold the last reference to a reader and free the
+    model; torch frees a tensor in native code that lets go of the GIL, and if Python
+    started finalizing meanwhile, taking it back ends the thread inside that native frame
+    and the process aborts. No finisher sees such a thread (its object is being freed)."""
     with _lock:
         _threads.add(thread)
 
@@ -101,15 +84,10 @@ def _finish_all() -> None:
 
 
 def finish_first() -> None:
-    """Run agentbranch's exit work before every ``atexit`` handler registered so far.
-
-    ``atexit`` runs the handler registered last first. A library that shuts down at exit
-    what a read in flight still uses (vLLM's ``LLM``: its engine core is freed by a
-    ``weakref.finalize``, which hooks into ``atexit`` when the first ``LLM`` is built, after
-    ``import agentbranch``) would pull it from under the read: the read fails, or the
-    process aborts. ``finish_first()`` moves agentbranch's exit work before the handlers
-    registered so far; ``VLLMReader`` calls it once its ``LLM`` exists.
-    """
+    """Run agentbranch's exit work before every ``atexit`` handler registered so far
+    (``atexit`` runs the last registered first): a library that frees at exit what a read
+    in flight still uses (vLLM's ``LLM``, through a ``weakref.finalize`` hooked in when the
+    first ``LLM`` is built) would pull it from under the read. ``VLLMReader`` calls it."""
     atexit.unregister(_finish_all)
     atexit.register(_finish_all)
 

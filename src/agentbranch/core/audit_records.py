@@ -1,15 +1,9 @@
-"""The audit record format: one pydantic schema, checked wherever records are read.
-
-``Audit(sink=...)`` writes one JSON object per line (docs/audit.md, "Audit records").
-``load_records`` streams such a file and checks every line against ``AuditRecord``;
-``check_record`` does the same for records handed over in Python (a LangGraph store's
-values, a callback's). Anything the report or a fit could not use honestly is refused
-with a ``ConfigurationError`` (``InvalidFileError`` for a file) that names the file, the
-line and the field: a confidence or probability outside [0, 1] or not finite,
-probabilities that do not sum to 1 or do not match the options, a confidence that does
-not follow from the probabilities, labels that are not options, a sampling ``rate``
-outside (0, 1], an unknown ``kind`` or ``type``, a list where a string belongs. Fields
-the schema does not name are kept as they are (newer writers may add some).
+"""The audit record format (docs/audit.md, "Audit records"): one pydantic schema,
+``AuditRecord``, checked wherever records are read: ``load_records`` for a file,
+``check_record`` for records handed over in Python. Anything a report or a fit could not
+use honestly (a probability outside [0, 1], labels that are not options, ...) is a
+``ConfigurationError`` (``InvalidFileError`` for a file) naming the file, line and field.
+Fields the schema does not name are kept (newer writers may add some).
 """
 
 from __future__ import annotations

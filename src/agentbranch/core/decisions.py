@@ -1,11 +1,8 @@
 """Decisions: the engine's answers, with their full label distribution and uncertainty.
 
-``confidence = 1 − H / ln K`` over the renormalised label distribution (K options,
-H its entropy in nats): 1 when all mass is on one option, 0 when it is uniform. It is
-ours, not portable across engines; ``entropy``, ``margin`` (top1 − top2) and
-``label_mass`` (the labels' share of the whole vocabulary at the answer slot; ``None``
-when the reader cannot know it) sit beside it. ``to_langchain()`` converts to the
-``langchain_core.decisions`` answer types, which cannot carry the extra fields.
+``confidence = 1 − H / ln K`` over the renormalised label distribution (1: all mass on
+one option, 0: uniform), with ``entropy``, ``margin`` and ``label_mass`` beside it.
+``to_langchain()`` converts to the ``langchain_core.decisions`` answer types.
 """
 
 from __future__ import annotations
@@ -75,27 +72,15 @@ class Decision(BaseModel):
 
     @classmethod
     def from_probs(
-        cls,
-        *,
-        question_id: str,
-        type: Literal["choice", "noul", "score"],
-        options: Sequence[str],
-        probs: Sequence[float],
-        label_mass: float | None,
-        argmax_is_label: bool,
-        agreement: float,
-        reader: str,
-        model: str,
-        latency_s: float,
-        calibrated: bool = False,
-        reading: str | None = None,
+        cls, *, options: Sequence[str], probs: Sequence[float], **fields: Any
     ) -> Decision:
-        """Build a decision from a normalised distribution over ``options``."""
+        """Build a decision from a normalised distribution over ``options``; ``fields``
+        are the model's others (``question_id``, ``type``, ``label_mass``, ``reader``...)."""
         top = max(range(len(probs)), key=probs.__getitem__)
         ordered = sorted(probs, reverse=True)
+        label_mass = fields.pop("label_mass")
+        score = fields["type"] == "score"
         return cls(
-            question_id=question_id,
-            type=type,
             label=options[top],
             index=top,
             options=list(options),
@@ -104,14 +89,8 @@ class Decision(BaseModel):
             confidence=confidence_from(probs),
             margin=float(ordered[0] - (ordered[1] if len(ordered) > 1 else 0.0)),
             label_mass=None if label_mass is None else float(label_mass),
-            argmax_is_label=argmax_is_label,
-            agreement=agreement,
-            expected=(float(sum(i * p for i, p in enumerate(probs))) if type == "score" else None),
-            reader=reader,
-            model=model,
-            latency_s=latency_s,
-            calibrated=calibrated,
-            reading=reading,
+            expected=float(sum(i * p for i, p in enumerate(probs))) if score else None,
+            **fields,
         )
 
     @property

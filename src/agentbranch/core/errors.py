@@ -1,11 +1,7 @@
 """One exception hierarchy for agentbranch, and the checks of numbers that settings and
-file formats in several layers share.
-
-Every message says what was wrong and how to fix it. Engine failures are errors, never
-low-confidence answers, unless the caller explicitly chose fail-open/fail-closed. Each
-check (``finite``, ``unit``, ``temperature``: pydantic field checks; ``timeout_seconds``)
-returns the value it was given (a timeout as a float) or raises one error saying what
-was wrong and what is allowed.
+file formats in several layers share (each returns the value it was given or raises one
+error saying what was wrong and what is allowed). Engine failures are errors, never
+low-confidence answers, unless the caller chose fail-open/fail-closed.
 """
 
 from __future__ import annotations
@@ -27,6 +23,7 @@ __all__ = [
     "SpecialTokenError",
     "StateTooLongError",
     "finite",
+    "surrogate_at",
     "temperature",
     "timeout_seconds",
     "unit",
@@ -86,7 +83,13 @@ class FallbackError(AgentBranchError, RuntimeError):
     allowed option, a reviewer's answer was invalid, or every fallback failed."""
 
 
-# -- checks of numbers ------------------------------------------------------------------
+def surrogate_at(text: str) -> int:
+    """Index of the first unpaired surrogate in ``text`` (not valid Unicode), else -1."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return e.start
+    return -1
 
 
 def finite(x: float) -> float:

@@ -1,16 +1,9 @@
 """Labelled examples on questions: ``examples={option: [texts...]}``.
 
-Every question type takes examples of states that should get each answer
-(``{"yes": [...], "no": [...]}`` for yes/no, ``{option: [...]}`` for choice,
-``{level: [...]}`` for score). ``langchain_core``'s ``Choice``/``Noul``/``Score`` forbid
-extra fields, so a question with examples is a ``CompiledQuestion``
-(``agentbranch.core.questions``) holding the question and its examples as data; its wire
-dict carries ``"examples"`` (a question without examples stays the plain
-``langchain_core`` model, byte for byte). This module checks and renders them.
-
-How readers use them: the embedded reader compares the state with each option's
-examples (like a router's utterances); canvas readers render them as few-shot lines in
-the question's instructions (``instructions_with_examples``).
+Every question type takes example states per answer; a question with examples is a
+``CompiledQuestion`` (``langchain_core``'s questions forbid extra fields). The embedded
+reader compares the state with each option's examples; canvas readers render them as
+few-shot lines (``instructions_with_examples``). This module checks and renders them.
 """
 
 from __future__ import annotations
@@ -68,16 +61,9 @@ def check_examples(qid: str, options: Sequence[str], examples: Any) -> Examples:
 
 def instructions_with_examples(instructions: str, options: Sequence[str], examples: Any) -> str:
     """The question's instructions followed by its examples as few-shot lines, which is
-    how canvas readers (transformers, vLLM, remote) show examples to the model::
-
-        <instructions>
-        Examples:
-        "Where is my refund?" -> billing
-        "The site returns 502" -> outage
-
-    ``examples`` is ``QuestionSpec.examples`` (per option, in option order). Without
-    examples the instructions are returned unchanged, so such reads stay identical to
-    vLLM's own prompts."""
+    how canvas readers show them (``"Where is my refund?" -> billing``, one a line after
+    ``Examples:``). ``examples`` is ``QuestionSpec.examples``; without any the
+    instructions are returned unchanged, so such reads stay identical to vLLM's own."""
     if not examples:
         return instructions
     lines = [

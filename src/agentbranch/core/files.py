@@ -1,21 +1,12 @@
-"""Reading the JSON and JSON Lines files agentbranch loads, with errors a user can act on.
+"""The files agentbranch reads and writes (JSON, JSON Lines, cassettes, audit sinks,
+evidence stores), with errors a user can act on.
 
-Every problem is an ``InvalidFileError`` naming the file (and the line where there is
-one): a missing file, a directory, a FIFO or device (refused before opening, so a read
-never blocks), bytes that are not UTF-8, a line longer than ``MAX_LINE_BYTES``, JSON
-that is broken, nested too deeply for the parser, or holds ``NaN``/``Infinity`` (not
-JSON, though Python's ``json`` writes and reads them).
-
-The primitives every file agentbranch writes or reads shares (cassettes, audit sinks,
-evidence stores) live here too: ``kind`` names what a path that is not a regular file
-is, ``open_regular`` opens one for reading without ever blocking on a FIFO, and
-``append_regular`` appends with one write so writers in other processes never split a
-line. Each takes ``refuse(mode)``, which builds the caller's own error.
-
-So do the record schemas agentbranch writes, by name and version, and the one message for
-a record a newer release wrote (``newer_release``): every reader of a store (``Earned``,
-``agentbranch audit report``, the audit loader), file or not, says the same thing,
-"upgrade", never "invalid" or "can be deleted".
+Every problem reading one is an ``InvalidFileError`` naming the file (and the line): a
+missing file, a directory, a FIFO or device (refused before opening, so a read never
+blocks), bytes that are not UTF-8, a line longer than ``MAX_LINE_BYTES``, broken JSON,
+JSON nested too deeply, or ``NaN``/``Infinity`` (not JSON, though Python writes them).
+Appends are one write, so writers in other processes never split a line. A record a
+newer release wrote says "upgrade" (``newer_release``), never "invalid".
 """
 
 from __future__ import annotations
@@ -154,14 +145,10 @@ def append_regular(
     private: str | None = None,
 ) -> os.stat_result:
     """Append ``data`` to ``path`` (created if missing, with permissions ``mode``, which
-    the umask may only narrow) and return its ``stat`` after.
-
-    One ``write`` on an ``O_APPEND`` descriptor, so another process appending to the same
-    file never splits a record (a buffered text file writes long lines in pieces);
-    ``refuse(st_mode)`` is raised when ``path`` is not a regular file, and a FIFO fails
-    at once instead of blocking. ``fsync`` waits until the bytes are on disk. With
-    ``private`` (what the file is, for the message), an existing file with more
-    permissions than ``mode`` goes through ``keep_private`` first."""
+    the umask may only narrow) in one ``write`` on an ``O_APPEND`` descriptor, and return
+    its ``stat`` after. ``refuse(st_mode)`` is raised when ``path`` is not a regular file
+    (a FIFO fails at once). ``fsync`` waits until the bytes are on disk. With ``private``
+    (what the file is), an existing wider file goes through ``keep_private`` first."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NONBLOCK, mode)
     try:
         st = os.fstat(fd)
@@ -189,15 +176,16 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-class _DuplicateKey(ValueError):
-    pass
+class DuplicateKeyError(ValueError):
+    """A JSON object named this key twice (JSON would keep only the last, silently)."""
 
 
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``' ``object_pairs_hook`` refusing a repeated key (``DuplicateKeyError``)."""
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
-            raise _DuplicateKey(key)
+            raise DuplicateKeyError(key)
         out[key] = value
     return out
 
@@ -207,9 +195,9 @@ def loads(text: str | bytes, where: str, *, unique_keys: bool = False) -> Any:
     with ``unique_keys``, an object naming a key twice is one too (JSON would keep the
     last silently)."""
     try:
-        hook = _unique if unique_keys else None
+        hook = unique_object if unique_keys else None
         return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=hook)
-    except _DuplicateKey as e:
+    except DuplicateKeyError as e:
         raise InvalidFileError(
             f"{where}: the key {e.args[0]!r} appears twice in one object (JSON would keep "
             "only the last); keep one"

@@ -1,9 +1,5 @@
-"""A learned head on a question: per-option weights over a reader's state embedding.
-
-``LinearHead`` is the head (what the embedded reader does with it, its confidence map
-and its digest: its docstring); ``with_head`` makes the question version that carries
-one (a ``CompiledQuestion`` whose ``head`` it is). ``Earned(..., learn=True)`` fits
-heads (``agentbranch.policy.earned.learn.head``).
+"""A learned head on a question (``LinearHead``: per-option weights over a reader's state
+embedding) and the question version that carries one (``with_head``).
 """
 
 from __future__ import annotations
@@ -29,33 +25,16 @@ class LinearHead:
     """Per-option weights ``(len(classes), dim)`` and biases over a state embedding.
 
     ``classes`` are the option names the head was fitted on (2 or more, in the order of
-    the weight rows); ``options`` all options of the question, in order; ``temperature``
-    its confidence map (finite, > 0; part of the digest unless it is 1); ``written``
-    (finite, >= 0; part of the digest unless it is 0): when set, the head also reads the
-    question as written: its input is the state's embedding followed by the written
-    read's option scores (the embedded reader's similarity scores, before its
-    temperature) times ``written``, so ``dim`` is the embedding's size plus the number
-    of options.
+    the weight rows); ``options`` all options of the question, in order. ``temperature``
+    (finite, > 0) divides the logits before the softmax (its per-option shift is already
+    in the biases). ``written`` (finite, >= 0): when set, the head also reads the question
+    as written: its input is the state's embedding followed by the written read's option
+    scores times ``written``, so ``dim`` is the embedding's size plus the options'.
 
-    ``Earned(..., learn=True)`` fits one on the labelled states of a question (a logistic
-    regression on their embeddings, ``agentbranch.policy.earned.learn.head``) and makes it part of
-    a new version of the question (``with_head``). The embedded reader, asked a question
-    that carries a head, reads a state by the head (with the written read's logits when
-    ``written``): its label probabilities are the
-    head's softmax over the options it was fitted on, options it never saw a label for
-    keep a tiny floor (``FLOOR``, then renormalised). Other readers ignore the head.
-
-    A head carries its confidence map: a ``temperature`` ``T`` that divides its logits
-    before the softmax, and a shift per option already added into its biases
-    (``agentbranch.policy.earned.learn.head`` fits both out-of-fold on the labels the head was
-    fitted on, so the probabilities read true on states it has not seen). A
-    state whose embedding or logits are not finite is read as uniform over the head's
-    options (confidence 0): never a confident answer from numbers that mean nothing.
-
-    The head is small (``options x dim`` weights and a bias per option), serialisable
-    (``to_dict`` / ``from_dict``) and identified by a digest of its numbers: the question's
-    wire dict carries the digest (``"learned_head"``), so a version's evidence key changes
-    with its weights, and the weights themselves are refitted from the stored labels.
+    The embedded reader reads a question that carries a head by it: options never
+    labelled keep ``FLOOR``; a state whose embedding or logits are not finite reads
+    uniform. The digest of its numbers is in the question's wire dict, so a version's
+    evidence key changes with its weights. ``Earned(..., learn=True)`` fits heads.
     """
 
     __slots__ = ("options", "classes", "weights", "bias", "temperature", "written", "digest")

@@ -1,13 +1,6 @@
-"""A malformed wire question, said in one sentence per field.
-
-pydantic's own message ("1 validation error for Choice ⏎ criteria ⏎ Field required
-[type=missing, input_value=...] ⏎ For further information visit https://errors...") is
-written for the library's authors. A user who wrote a questions file by hand needs to
-know which field of which question is wrong and what it should hold:
-
-    question 'team': a choice needs `criteria`, a mapping of option -> description
-
-The wire format is documented once, in docs/questions.md.
+"""A malformed wire question, said in one sentence per field (pydantic's own message is
+written for the library's authors): ``question 'team': a choice needs `criteria`, a
+mapping of option -> description``. The wire format is in docs/questions.md.
 """
 
 from __future__ import annotations

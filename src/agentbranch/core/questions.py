@@ -23,7 +23,7 @@ from langchain_core.decisions import Choice, Noul, NoulCriteria, Score
 from pydantic import ValidationError
 
 from agentbranch.core.any_of import OPTION, AnyOf
-from agentbranch.core.errors import InvalidQuestionError
+from agentbranch.core.errors import InvalidQuestionError, surrogate_at
 from agentbranch.core.examples import Examples, check_examples
 from agentbranch.core.question_types import QUESTION_TYPES
 from agentbranch.core.reads import QuestionSpec
@@ -75,18 +75,13 @@ class FewShotPool(Protocol):
 
 @dataclass(frozen=True, eq=False)
 class CompiledQuestion:
-    """A question with what it carries besides its text, as data: hand-written (or
-    learned) ``examples`` per option, a learned ``head`` the embedded reader reads by,
-    a few-shot ``pool`` canvas readers pick lines from per state. Every question type
-    carries them the same way, so a new single-label type is one entry in
-    ``QUESTION_TYPES``, not one subclass per extension.
-
-    ``ab.choice/yes_no/score(..., examples=...)`` return one; a learned version is one
-    (``with_head``, ``with_pool``). It reads like its question (``type``,
-    ``instructions``, ``criteria``); its wire dict (``model_dump``) is the question's
-    plus ``"examples"``, and the head's digest as ``"learned_head"`` or the pool's
-    digest and rule as ``"learned_pool"``: what its evidence key is made of. It equals
-    any question (compiled or not) with the same wire dict."""
+    """A question with what it carries besides its text: ``examples`` per option, a
+    learned ``head`` the embedded reader reads by, a few-shot ``pool`` canvas readers
+    pick lines from per state (``ab.choice(..., examples=...)``, ``with_head``,
+    ``with_pool``). It reads like its question (``type``, ``instructions``,
+    ``criteria``); its wire dict (``model_dump``, what its evidence key is made of) is the
+    question's plus ``"examples"``, ``"learned_head"`` or ``"learned_pool"``. It equals
+    any question with the same wire dict."""
 
     question: Written
     examples: Examples | None = None
@@ -171,7 +166,7 @@ def choice(
     list of option names. 2–255 distinct, non-empty names. ``examples`` maps options to
     example states that should get them (see ``agentbranch.core.examples``); a question
     with examples is a ``CompiledQuestion`` carrying them."""
-    _check_instructions("choice", instructions)
+    _check_str("choice(): the instructions", instructions)
     names, descriptions = _choice_options(options)
     _check_options("choice()", "choice", names, descriptions)
     criteria = dict(zip(names, descriptions))
@@ -188,7 +183,7 @@ def yes_no(
 ) -> Noul | CompiledQuestion:
     """A yes/no question; ``yes``/``no`` optionally describe what each answer means;
     ``examples={"yes": [...], "no": [...]}`` give example states for each answer."""
-    _check_instructions("yes_no", instructions)
+    _check_str("yes_no(): the instructions", instructions)
     for side, text in (("yes", yes), ("no", no)):
         if text is not None:
             _check_str(f"yes_no(): the {side}= description", text, empty_ok=True)
@@ -205,7 +200,7 @@ def score(
 ) -> Score | CompiledQuestion:
     """Rate on an ordered scale of 2–10 distinct ``levels``, lowest first;
     ``examples`` maps levels to example states at that level."""
-    _check_instructions("score", instructions)
+    _check_str("score(): the instructions", instructions)
     if isinstance(levels, str | bytes) or not isinstance(levels, Sequence):
         raise InvalidQuestionError(
             "score levels must be a list of level names, lowest first, e.g. "
@@ -220,11 +215,9 @@ def any_of(instructions: str, options: Mapping[str, str | None] | Sequence[str])
     """Which of ``options`` apply (any number of them): one yes/no question per option,
     ``instructions`` naming it with ``{option}`` (``"Does the request need {option}?"``);
     ``options`` a list of names or a mapping name -> description (or None). 1-64
-    distinct, non-empty names (each option is one question of the read). Its answer is
-    a set (``agentbranch.core.any_of``): ask it through a ``Policy`` (a decide node, a
-    ``Resolver``, the LangChain tool), which applies thresholds, fallbacks and audits
-    to each option's read."""
-    _check_instructions("any_of", instructions)
+    distinct, non-empty names. Its answer is a set: ask it through a ``Policy`` (a decide
+    node, a ``Resolver``, the LangChain tool), which resolves each option's read."""
+    _check_str("any_of(): the instructions", instructions)
     if OPTION not in instructions:
         raise InvalidQuestionError(
             "any_of(): the instructions are asked of each option and must name it with "
@@ -248,17 +241,11 @@ def _check_str(what: str, value: Any, *, empty_ok: bool = False) -> None:
 
 
 def _check_unicode(what: str, text: str) -> None:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:
+    if (at := surrogate_at(text)) >= 0:
         raise InvalidQuestionError(
-            f"{what} contains an unpaired surrogate ({text[e.start]!r} at index {e.start}), "
+            f"{what} contains an unpaired surrogate ({text[at]!r} at index {at}), "
             "which is not valid Unicode; decode the text with errors='replace' first"
-        ) from None
-
-
-def _check_instructions(kind: str, instructions: Any) -> None:
-    _check_str(f"{kind}(): the instructions", instructions)
+        )
 
 
 def _choice_options(options: Any, kind: str = "choice") -> tuple[list[Any], list[Any]]:

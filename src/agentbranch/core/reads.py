@@ -1,14 +1,7 @@
-"""The primitives that cross the reader boundary, like httpx transports (docs/design.md).
-
-Above a reader live questions, decisions and policies; a reader only sees these plain
-dataclasses. Two levels exist:
-
-* ``ReadRequest`` → ``LabelRead``: what every reader implements (``Reader.read``). A
-  request is one rendered state and the questions to read on it; the answer is one
-  ``LabelRead`` per question, in order.
-* ``TokenRead`` → ``SlotLogprobs``: what token-level readers (transformers, vLLM) run
-  after the canvas planner turned a ``ReadRequest`` into token ids. Token ids and label
-  ids in, label logprobs out.
+"""The plain dataclasses that cross the reader boundary (docs/design.md): ``ReadRequest``
+→ ``LabelRead`` (one per question, in order) is what every reader implements;
+``TokenRead`` → ``SlotLogprobs`` is what token-level readers run once the canvas planner
+turned a request into token ids.
 """
 
 from __future__ import annotations
@@ -60,24 +53,16 @@ class ReadRequest:
 class LabelRead:
     """The read of one question.
 
-    ``logprobs[i]`` is the log-score of ``labels[i]``: for model readers its
-    full-vocabulary log probability at the answer slot (best token of the label's
-    group); the engine softmaxes them into the label distribution. ``label_mass`` is
-    the labels' total probability over the whole vocabulary (1.0 for readers with no
-    vocabulary); ``None`` when it is unknown (a server that does not report it, like
-    one that speaks the published System One spec): ``logprobs`` are then the log of
-    the label distribution itself, nothing is made up for the mass, and a policy's
-    ``min_label_mass`` floor takes nothing on such a read. ``agreement`` is the share
-    of noise draws whose top label matched the averaged top label (1.0 for a single
-    draw).
+    ``logprobs[i]`` is the log-score of ``labels[i]`` (for model readers the
+    full-vocabulary log probability at the answer slot); the engine softmaxes them.
+    ``label_mass`` is the labels' total probability over the vocabulary (1.0 for readers
+    with none), ``None`` when unknown: nothing is made up, and a ``min_label_mass`` floor
+    takes nothing on such a read. ``agreement``: the share of noise draws whose top label
+    matched the averaged one.
 
-    ``extras`` is free-form diagnostics, plus two keys the engine reads when a reader
-    knows them, set on the FIRST read of a request only: ``"usage"`` (the whole
-    request's token usage, ``{"input_tokens", "output_tokens"}``) and ``"request_id"``
-    (the server's id for the request). ``Decisions.usage`` / ``request_id`` carry them.
-    ``"calibrated": True`` says the reader scaled this read with a temperature fitted
-    for calibration (the embedded reader's shipped and leave-one-out ones): the
-    decision then says ``calibrated=True`` even without an engine ``Calibration``.
+    ``extras``: diagnostics, plus keys the engine reads, on the FIRST read of a request
+    only: ``"usage"`` (``{"input_tokens", "output_tokens"}``), ``"request_id"``, and
+    ``"calibrated": True`` when the reader scaled the read with a fitted temperature.
     """
 
     logprobs: tuple[float, ...]

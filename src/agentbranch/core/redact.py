@@ -1,15 +1,7 @@
-"""Credentials kept out of what agentbranch prints, logs and raises.
-
-A server URL may carry secrets in two places: the userinfo (``http://user:password@host``;
-some services take a token as the user name) and the query string (``?token=T``,
-``?code=...``). ``redact_url`` masks both, whatever their length (a short password is a
-password): ``http://***@host/v1/systemone?token=***``. Every query value is masked, not only
-the ones whose names look secret: a gateway's ``?sig=`` or ``?code=`` is as sensitive as
-``?token=``, and a name list would miss one. ``url_secrets`` lists the same values for
-masking them in free text (a server message that echoes them).
-
-Standard library only, so ``agentbranch.engine.selection`` and the CLI use it without
-importing a reader.
+"""Credentials kept out of what agentbranch prints, logs and raises: a server URL's
+userinfo and every query value (not only the ones whose names look secret: a gateway's
+``?sig=`` is as sensitive as ``?token=``) are masked, ``http://***@host/v1?token=***``.
+Standard library only, so the engine's selection and the CLI use it without a reader.
 """
 
 from __future__ import annotations

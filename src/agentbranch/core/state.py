@@ -1,17 +1,11 @@
-"""Render a decision's state (text, JSON, or LangChain messages) as the text the model reads.
+"""Render a decision's state (text, JSON, or LangChain messages) as the text the model
+reads (``render_state``; docs/langgraph.md shows each kind of content), and refuse one
+that cannot become valid text (``check_state``).
 
-``render_state`` gives the text (strings as-is, messages as a ``role: content``
-transcript, anything else as JSON; the rules for each kind of content: its docstring);
-``check_state`` refuses a state that cannot become valid text; ``media_placeholder``
-names media that is never read; ``has_readable_text`` says whether a text holds anything
-to read.
-
-A state whose text is empty, blank, punctuation, symbols (emoji) or chat-template markup
-tokens only (``<turn|>``, ``<|im_end|>``, ``</s>``, ``[SEP]``) carries no evidence for
-any answer: readers that can tell (the embedded reader) answer it uniformly, so a policy
-falls back instead of taking an answer read from nothing. ``render_state`` renders
-LangChain messages whose content is all like this as the empty text, so a message list
-and the bare string read alike.
+A text of blanks, punctuation, symbols or chat-template markup tokens only (``<turn|>``,
+``</s>``, ``[SEP]``) carries no evidence for any answer (``has_readable_text``): readers
+that can tell answer it uniformly, so a policy falls back instead of taking an answer
+read from nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +18,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, ToolMessage
 
-from agentbranch.core.errors import InvalidStateError
+from agentbranch.core.errors import InvalidStateError, surrogate_at
 
 __all__ = [
     "MAX_STATE_DEPTH",
@@ -47,10 +41,8 @@ _MEDIA_KINDS = {
 _MEDIA_DATA_KEYS = ("base64", "data", "url", "file_id", "source", "image_url", "input_audio")
 
 
-#: Chat-template markup: angle-bracket tokens without spaces (``<turn|>``, ``<|turn>``,
-#: ``<|im_start|>``, ``</s>``, ``<end_of_turn>``) and BERT's bracket tokens. A URL or an
-#: address in angle brackets (``<https://…>``, ``<a@b.c>``) is not markup: it has a
-#: ``:``, ``.`` or ``@``.
+#: Chat-template markup: angle-bracket tokens without spaces (``<|im_start|>``, ``</s>``)
+#: and BERT's bracket tokens; a URL or address in angle brackets has a ``:``, ``.`` or ``@``.
 _MARKUP = re.compile(r"<[A-Za-z0-9_|/-]{1,64}>|\[(?:CLS|SEP|PAD|MASK|UNK)\]")
 
 
@@ -253,14 +245,12 @@ def check_state(state: Any) -> None:
 
 
 def _check_text(text: str) -> None:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:
+    if (at := surrogate_at(text)) >= 0:
         raise InvalidStateError(
-            f"the state contains an unpaired surrogate ({text[e.start]!r} at index "
-            f"{e.start}), which is not valid Unicode; decode its text with "
+            f"the state contains an unpaired surrogate ({text[at]!r} at index "
+            f"{at}), which is not valid Unicode; decode its text with "
             "errors='replace' (or 'surrogateescape' then re-encode) before deciding"
-        ) from None
+        )
 
 
 def render_state(state: Any) -> str:
@@ -268,32 +258,14 @@ def render_state(state: Any) -> str:
     ``role: content`` transcript (the empty text when no message carries anything to
     read), anything else JSON.
 
-    Strings pass through unchanged and JSON is dumped the way vLLM's decisions endpoint
-    dumps it (``json.dumps(..., ensure_ascii=False)``), so a read built here matches a read
-    built there. Messages become a ``role: content`` transcript, the form a model reads best,
-    and nothing in them is dropped silently (``message.content_blocks``, LangChain's
-    standard blocks, are rendered one per line):
-
-    * tool calls of an ``AIMessage``: ``[tool call shell {"command": "rm -rf /"}]`` (name and
-      JSON arguments; invalid ones as ``[invalid tool call shell <raw arguments>]``);
-    * tool results (``ToolMessage``): ``tool (shell): <content>``, ``tool (shell, error): ...``
-      when the tool failed;
-    * reasoning and refusals: ``[reasoning] ...``, ``[refusal] ...``;
-    * media (image, audio, video, file) is never read and never dumped: it renders as a
-      placeholder naming its kind, file name and MIME type when known — ``[image]``,
-      ``[image image/png]``, ``[file report.pdf application/pdf]``. A media block inside JSON
-      state (a dict with ``"type": "image"`` and its data or URL) becomes the same placeholder
-      string. Describe an image in text if a decision depends on what it shows.
-    * any other block: ``[<type> block]``.
-
-    Messages that carry nothing to read — no tool call, no media, and no text with a letter or a
-    digit outside markup tokens (empty, blank, ``"?"``, ``"<turn|>"``) — render as the
-    empty text, so ``[HumanMessage("")]`` reads exactly as ``""`` does (the embedded reader
-    answers it uniformly; ``has_readable_text``). Role names and tool names are
-    labels, not content: ``"human: "`` would otherwise give the reader words to match.
-
-    Messages nested in JSON state become ``{"role", "content"}`` objects, plus ``tool_calls``
-    (``[{"name", "args"}]``) for AI messages and ``name`` / ``status`` for tool results.
+    Strings pass through unchanged and JSON is dumped as vLLM's decisions endpoint dumps
+    it (``ensure_ascii=False``), so a read built here matches one built there. Nothing in
+    a message is dropped silently: each of LangChain's standard blocks renders on its own
+    line, tool calls as ``[tool call shell {"command": "ls"}]``, tool results as ``tool
+    (shell): ...``, media (never read) as a placeholder such as ``[image image/png]`` (in
+    JSON state too), any other block as ``[<type> block]``. Messages nested in JSON state
+    become ``{"role", "content"}`` objects (plus ``tool_calls``, ``name``, ``status``).
+    Raises ``InvalidStateError`` for a state ``check_state`` refuses or that is no JSON.
     """
     check_state(state)
     if isinstance(state, str):

@@ -1,12 +1,7 @@
-"""The teacher calls a policy makes, as something a recording of the run can answer.
-
-A policy calls models besides the engine's reader: a ``Generate`` fallback, an
-``Audit``'s teacher, a reviewer function. ``TeacherCall`` names one such call (what
-for, which question, which teacher, the exact input) and ``TeacherCalls`` is what
-answers it: a replay cassette implements it (``agentbranch.replay.teachers``) and an
-engine reading through one exposes it (``DecisionEngine.teacher_calls``). The policy
-passes every teacher call through it when there is one, so a replay answers them from
-the cassette, and data still flows one way: the policy never imports the replay.
+"""The teacher calls a policy makes (a ``Generate`` fallback, an audit, a reviewer), as
+something a recording of the run can answer: ``TeacherCalls``, which a replay cassette
+implements and an engine reading through one exposes (``DecisionEngine.teacher_calls``),
+so the policy never imports the replay.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
-"""LangChain integration: a ``BaseDecisionModel`` over the engine, and a decision tool.
-
-* ``AgentBranchDecisionModel(engine=engine)`` is a ``langchain_core.decisions``
-  ``BaseDecisionModel``: ``invoke({"state": ..., "questions": {...}})`` returns a
-  ``ClassifierResponse``; it works wherever LangChain takes a decision model (e.g. as the
-  ``classifier`` of ``ModelRouterMiddleware``). ``batch``/``abatch`` reach the reader as
-  ONE ``decide_many`` read; ``ScoreAnswer.legend`` holds the question's original levels;
-  ``usage`` and ``request_id`` are filled where the reader reports them.
-* ``decision_tool(engine, questions, name=..., description=...)`` is a ``StructuredTool``
-  for tool-calling agents with ``response_format="content_and_artifact"``: the model reads
-  a short summary (``team=billing (confidence 0.91)``), the ``ToolMessage.artifact``
-  holds every decision record.
+"""LangChain integration: ``AgentBranchDecisionModel``, a ``langchain_core.decisions``
+``BaseDecisionModel`` over the engine (``batch`` is ONE ``decide_many`` read), and
+``decision_tool``, a ``StructuredTool`` whose model reads a short summary while the
+``ToolMessage.artifact`` holds every decision record (docs/langchain.md).
 """
 
 from __future__ import annotations
@@ -106,17 +98,15 @@ class AgentBranchDecisionModel(BaseDecisionModel):
         out, ok = _checked(inputs)
         if ok:
             many = self.engine.decide_many([s for _, s, _ in ok], [q for _, _, q in ok])
-            for (i, _, qs), decisions in zip(ok, many):
-                out[i] = _response(decisions, qs)
-        return out  # type: ignore[return-value]
+            _answer(out, ok, many)
+        return out
 
     async def _aclassify_many(self, inputs: list[Any]) -> list[ClassifierResponse | Exception]:
         out, ok = _checked(inputs)
         if ok:
             many = await self.engine.adecide_many([s for _, s, _ in ok], [q for _, _, q in ok])
-            for (i, _, qs), decisions in zip(ok, many):
-                out[i] = _response(decisions, qs)
-        return out  # type: ignore[return-value]
+            _answer(out, ok, many)
+        return out
 
 
 def _checked(
@@ -138,6 +128,12 @@ def _checked(
             continue
         ok.append((i, request.get("state"), qs))
     return out, ok
+
+
+def _answer(out: list[Any], ok: list[tuple[int, Any, dict[str, Question]]], many: Any) -> None:
+    """Each checked input's place in ``out`` gets the response to its decisions."""
+    for (i, _, qs), decisions in zip(ok, many, strict=True):
+        out[i] = _response(decisions, qs)
 
 
 def _response(decisions: Any, questions: Mapping[str, Question]) -> ClassifierResponse:
@@ -219,9 +215,8 @@ def decision_tool(
 
 __all__ = ["AgentBranchDecisionModel", "decision_tool", "summarize"]
 
-# Agent middleware for ``create_agent`` (``agentbranch.integrations.middleware``), re-exported here.
-# Loaded on first use: it needs the ``langchain`` package (``pip install
-# 'agentbranch[agents]'``); the decision model and the tool need only langchain-core.
+# The agent middleware, re-exported here, loads on first use: it needs the ``langchain``
+# package; the decision model and the tool need only langchain-core.
 _MIDDLEWARE = ("ToolGateMiddleware", "ToolSelectorMiddleware")
 __all__ += list(_MIDDLEWARE)
 

@@ -1,12 +1,10 @@
 """LangGraph integration: routers, decide nodes and Command nodes on typed decisions.
 
-Three shapes, every label mapped and checked when the graph is built (docs/design.md,
-"LangGraph facts"; their use: docs/langgraph.md): ``route`` (``DecisionRouter``, a
-conditional edge that records nothing), ``decide_node`` (``DecideNode``: several
-questions in one engine call, records under ``state["decisions"]``, read by
-``RecordRouter``) and ``command_node`` (``CommandNode``: returns ``Command(goto=...)``).
-Each takes a ``policy``; review goes through ``review_with_interrupt``. Concurrent
-branches share reader batches (``agentbranch.engine.batching``).
+Three shapes, every label mapped and checked when the graph is built (docs/langgraph.md):
+``route`` (a conditional edge that records nothing), ``decide_node`` (several questions
+in one engine call, records under ``state["decisions"]``, read by ``RecordRouter``) and
+``command_node`` (returns ``Command(goto=...)``). Each takes a ``policy``; review goes
+through ``review_with_interrupt``.
 """
 
 from __future__ import annotations
@@ -57,10 +55,9 @@ DecisionRecords = Annotated[dict[str, dict[str, Any]], merge_records]
 
 def check_resumable(what: str, fix: str) -> None:
     """Refuse to interrupt a run that cannot be resumed (``what`` needs a human; ``fix``
-    says how else to go on). Without a checkpointer LangGraph returns ``__interrupt__``
-    silently and only the resume fails ("Cannot use Command(resume=...) without
-    checkpointer"): the run would wait for an answer that can never arrive. Outside a
-    graph run nothing is checked (``interrupt`` raises its own error there)."""
+    says how else to go on): without a checkpointer LangGraph returns ``__interrupt__``
+    silently and the run would wait for an answer that can never arrive. Outside a graph
+    run nothing is checked (``interrupt`` raises its own error there)."""
     try:
         config = get_config()
     except RuntimeError:
@@ -118,10 +115,7 @@ def build_path_map(
 
 
 def _targets(path_map: Mapping[str, str], extra: list[str]) -> dict[str, str]:
-    targets: dict[str, str] = {}
-    for node in [*path_map.values(), *extra]:
-        targets[node] = node
-    return targets
+    return {node: node for node in [*path_map.values(), *extra]}
 
 
 def _reader_input(state: Any, renderer: Renderer | None, state_key: str | None, key: str) -> Any:
@@ -183,27 +177,6 @@ class _ResolvingRunnable(RunnableLambda):
         self._include_state = include_state
         self._records_key = records_key
 
-    def _setup_one(
-        self,
-        resolver: Resolver,
-        path_map: Mapping[str, str] | None,
-        renderer: Renderer | None,
-        state_key: str | None,
-        include_state: bool,
-        records_key: str,
-    ) -> None:
-        """``_setup`` for a runnable that decides one question and branches on its
-        answer: ``question_id`` and ``branches`` (option -> node) from the resolver's."""
-        ((self.question_id, q),) = resolver.questions.items()
-        self._setup(
-            resolver,
-            renderer=renderer,
-            state_key=state_key,
-            include_state=include_state,
-            records_key=records_key,
-        )
-        self.branches = build_path_map(self.question_id, options_of(self.question_id, q), path_map)
-
     def _records(self, state: Any, config: RunnableConfig) -> dict[str, DecisionRecord]:
         seen = _reader_input(state, self._renderer, self._state_key, self._records_key)
         records = self.resolver.resolve(seen)
@@ -218,11 +191,9 @@ class _ResolvingRunnable(RunnableLambda):
         )
         return records
 
-    # ``RunnableLambda.invoke`` opens a callback run around every call (and inspects the
-    # function's signature each time): about a fifth of a decide node's cost in a graph.
-    # When no callback handler is configured nobody can see that run, so it is skipped;
-    # with a handler (a tracer, ``astream_events``) the full path runs as before. The
-    # records' emit is told so (``NO_HANDLERS``) rather than looking again.
+    # ``RunnableLambda.invoke`` opens a callback run around every call (about a fifth of a
+    # decide node's cost); with no callback handler nobody can see that run, so it is
+    # skipped, and the records' emit is told so (``NO_HANDLERS``) rather than looking again.
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         config = ensure_config(config)
@@ -249,6 +220,10 @@ class DecisionRouter(_ResolvingRunnable):
     checks them when compiling.
     """
 
+    key = DEFAULT_KEY  # left out of what the engine reads
+    _asks_review = False  # a conditional edge cannot interrupt for a human
+    _prefix = "route"
+
     def __init__(
         self,
         engine: Engine,
@@ -262,10 +237,24 @@ class DecisionRouter(_ResolvingRunnable):
         include_state: bool = False,
         name: str | None = None,
     ) -> None:
-        resolver = Resolver(engine, {question_id: question}, policy, allow_review=False)
-        self._setup_one(resolver, path_map, renderer, state_key, include_state, DEFAULT_KEY)
+        questions = {question_id: question}
+        if self._asks_review:
+            resolver = Resolver(engine, questions, policy, review=review_with_interrupt)
+        else:
+            resolver = Resolver(engine, questions, policy, allow_review=False)
+        self._setup(
+            resolver,
+            renderer=renderer,
+            state_key=state_key,
+            include_state=include_state,
+            records_key=self.key,
+        )
+        self.question_id = question_id
+        options = options_of(question_id, resolver.questions[question_id])
+        self.branches = build_path_map(question_id, options, path_map)
         self.path_map = _targets(self.branches, policy_for(policy, question_id).targets())
-        super().__init__(self._route, afunc=self._aroute, name=name or f"route_{question_id}")
+        name = name or f"{self._prefix}_{question_id}"
+        super().__init__(self._route, afunc=self._aroute, name=name)
 
     def _route(self, state: Any, config: RunnableConfig) -> str:
         record = self._records(state, config)[self.question_id]
@@ -385,10 +374,16 @@ class DecideNode(_ResolvingRunnable):
 # -- Command nodes ----------------------------------------------------------------------
 
 
-class CommandNode(_ResolvingRunnable):
+class CommandNode(DecisionRouter):
     """A node that decides one question and returns
-    ``Command(goto=<node>, update={key: {question_id: record}})``. Add it with
-    ``graph.add_node(name, node, destinations=node.destinations)``."""
+    ``Command(goto=<node>, update={key: {question_id: record}})``, with the label under
+    ``write_label`` too if given. Add it with
+    ``graph.add_node(name, node, destinations=node.destinations)``. ``options`` are
+    ``route``'s: ``path_map``, ``policy``, ``renderer``, ``state_key``, ``include_state``
+    and ``name``; unlike a router, a Command node may ask a human for review."""
+
+    _asks_review = True
+    _prefix = "decide"
 
     def __init__(
         self,
@@ -396,23 +391,15 @@ class CommandNode(_ResolvingRunnable):
         question_id: str,
         question: Question,
         *,
-        path_map: Mapping[str, str] | None = None,
-        policy: PolicyArg = None,
         key: str = DEFAULT_KEY,
         write_label: str | None = None,
-        renderer: Renderer | None = None,
-        state_key: str | None = None,
-        include_state: bool = False,
-        name: str | None = None,
+        **options: Any,
     ) -> None:
-        resolver = Resolver(engine, {question_id: question}, policy, review=review_with_interrupt)
-        self._setup_one(resolver, path_map, renderer, state_key, include_state, key)
-        targets = _targets(self.branches, policy_for(policy, question_id).targets())
-        #: pass to ``add_node(..., destinations=node.destinations)`` for graph drawing
-        self.destinations = tuple(targets)
         self.key = key
         self.write_label = write_label
-        super().__init__(self._node, afunc=self._anode, name=name or f"decide_{question_id}")
+        super().__init__(engine, question_id, question, **options)
+        #: pass to ``add_node(..., destinations=node.destinations)`` for graph drawing
+        self.destinations = tuple(self.path_map)
 
     def _command(self, record: DecisionRecord) -> Command:
         update: dict[str, Any] = {self.key: {self.question_id: record}}
@@ -420,10 +407,10 @@ class CommandNode(_ResolvingRunnable):
             update[self.write_label] = record["label"]
         return Command(goto=_select(record, self.branches, self.question_id), update=update)
 
-    def _node(self, state: Any, config: RunnableConfig) -> Command:
+    def _route(self, state: Any, config: RunnableConfig) -> Command:  # type: ignore[override]
         return self._command(self._records(state, config)[self.question_id])
 
-    async def _anode(self, state: Any, config: RunnableConfig) -> Command:
+    async def _aroute(self, state: Any, config: RunnableConfig) -> Command:  # type: ignore[override]
         return self._command((await self._arecords(state, config))[self.question_id])
 
 

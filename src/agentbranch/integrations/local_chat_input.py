@@ -1,15 +1,7 @@
-"""The input rules of ``LocalChatModel``: its options and its messages, checked as a
-read checks its own (the same error types, a message that says what to change).
-
-* ``check_options``: token counts (``max_tokens``, ``steps``) are integers >= 1 and a
-  ``seed`` an integer (``2.5`` is refused, never cut to ``2``), a ``temperature`` a
-  finite number >= 0, ``stop`` and ``choices`` strings, ``special_tokens`` ``"reject"``
-  or ``"text"``; ``ConfigurationError`` otherwise, as the engine raises for its counts.
-* ``chat_messages``: LangChain messages as the chat template's dicts (system, human
-  and AI turns, text only); an empty or whitespace-only message, or one with an unpaired
-  surrogate (not valid Unicode, as a read's state), is an ``InvalidStateError`` before
-  anything reaches the tokenizer. Special tokens in the content are the renderer's part
-  (``SpecialTokenError`` unless ``special_tokens="text"``, as for a read).
+"""The input rules of ``LocalChatModel``: its options (``check_options``) and its
+messages (``chat_messages``), checked as a read checks its own: the same error types
+(``ConfigurationError`` for an option, ``InvalidStateError`` for a message nothing can be
+read in or that is not valid Unicode) and a message that says what to change.
 """
 
 from __future__ import annotations
@@ -20,7 +12,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from agentbranch.core.errors import ConfigurationError, InvalidStateError
+from agentbranch.core.errors import ConfigurationError, InvalidStateError, surrogate_at
 
 __all__ = ["OPTIONS", "chat_messages", "check_options"]
 
@@ -34,21 +26,9 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _bad_at(text: str) -> int:
-    """Index of the first character of ``text`` UTF-8 cannot encode (-1: none)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        return e.start
-    return -1
-
-
-def _valid_unicode(text: str) -> bool:
-    return _bad_at(text) < 0
-
-
 def check_options(options: Mapping[str, Any]) -> None:
-    """Refuse option values a generation cannot honour (see the module docstring)."""
+    """Refuse option values a generation cannot honour: a count of ``2.5`` is refused,
+    never cut to ``2``."""
     if "max_tokens" in options:
         value = options["max_tokens"]
         if not _is_int(value) or value < 1:
@@ -78,7 +58,7 @@ def check_options(options: Mapping[str, Any]) -> None:
         ):
             raise ConfigurationError(f"{name} must be a list of strings, got {value!r}")
         for v in value or ():
-            if not _valid_unicode(v):
+            if surrogate_at(v) >= 0:
                 raise ConfigurationError(
                     f"{name} holds {v!r}, which has an unpaired surrogate (not valid "
                     "Unicode); decode the text with errors='replace' first"
@@ -119,8 +99,7 @@ def chat_messages(messages: Sequence[BaseMessage]) -> list[dict[str, str]]:
                 f"message {i} ({type(message).__name__}) is empty or whitespace only; a "
                 "chat model has nothing to read there. Drop the message or give it text."
             )
-        if not _valid_unicode(content):
-            at = _bad_at(content)
+        if (at := surrogate_at(content)) >= 0:
             raise InvalidStateError(
                 f"message {i} ({type(message).__name__}) contains an unpaired surrogate "
                 f"({content[at]!r} at index {at}), which is not valid Unicode; decode its "

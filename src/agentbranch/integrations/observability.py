@@ -1,18 +1,11 @@
 """Where resolved decision records go besides graph state.
 
-Every decision is logged once. Used directly, the engine logs one ``agentbranch.decision``
-event per answer (stdlib ``logging``, logger ``"agentbranch"``, see ``agentbranch.core._telemetry``);
-under a policy (routers, nodes, the tool) the engine stays quiet and, once the policy has
-resolved the decision, ``emit`` sends its record (never the raw state unless
-``include_state=True``) to:
-
-* the ``"agentbranch"`` logger: the ``agentbranch.decision`` event, with band and decided_by;
-* LangGraph's custom stream, when running inside a graph node
-  (``graph.stream(..., stream_mode="custom")`` yields ``{"agentbranch.decision": record}``);
-* LangChain callbacks, as the custom event ``"agentbranch.decision"``
-  (``on_custom_event`` handlers, ``astream_events`` ``on_custom_event``).
-
-Outside a graph or a traced run the last two are skipped silently.
+Every decision is logged once: under a policy (routers, nodes, the tool, the middleware)
+the engine stays quiet and ``emit_all`` sends each resolved record (never the raw state
+unless ``include_state=True``) to the ``"agentbranch"`` logger (the ``agentbranch.decision``
+event), LangGraph's custom stream (``{"agentbranch.decision": record}``) and LangChain
+callbacks (the custom event ``"agentbranch.decision"``); the last two only inside a graph
+or a traced run.
 """
 
 from __future__ import annotations
@@ -23,7 +16,7 @@ from typing import Any
 
 from agentbranch.core import _telemetry as telemetry
 
-__all__ = ["EVENT", "NO_HANDLERS", "aemit", "aemit_all", "emit", "emit_all"]
+__all__ = ["EVENT", "NO_HANDLERS", "aemit_all", "emit_all"]
 
 log = logging.getLogger("agentbranch")
 
@@ -33,6 +26,12 @@ EVENT = "agentbranch.decision"
 #: fast path): ``emit_all`` then skips building the callback manager a second time (about
 #: 30 µs a node call). Never passed on to other runnables.
 NO_HANDLERS = "__agentbranch_no_handlers"
+
+#: The record's fields the log event carries, in order.
+_LOGGED = (
+    "question_id type label probabilities entropy confidence label_mass band take_at trust "
+    "decided_by goto reader model latency_s"
+).split()
 
 
 def _payload(record: dict[str, Any], state: Any, include_state: bool) -> dict[str, Any]:
@@ -47,26 +46,7 @@ def _payload(record: dict[str, Any], state: Any, include_state: bool) -> dict[st
 def _log(record: dict[str, Any]) -> None:
     if not log.isEnabledFor(logging.INFO):
         return
-    telemetry.event(
-        log,
-        logging.INFO,
-        EVENT,
-        question_id=record.get("question_id"),
-        type=record.get("type"),
-        label=record.get("label"),
-        probabilities=record.get("probabilities"),
-        entropy=record.get("entropy"),
-        confidence=record.get("confidence"),
-        label_mass=record.get("label_mass"),
-        band=record.get("band"),
-        take_at=record.get("take_at"),
-        trust=record.get("trust"),
-        decided_by=record.get("decided_by"),
-        goto=record.get("goto"),
-        reader=record.get("reader"),
-        model=record.get("model"),
-        latency_s=record.get("latency_s"),
-    )
+    telemetry.event(log, logging.INFO, EVENT, **{k: record.get(k) for k in _LOGGED})
 
 
 def _writer() -> Any:
@@ -141,25 +121,3 @@ async def aemit_all(
     manager = _callbacks(config, is_async=True)
     for payload in payloads if manager is not None else ():
         await manager.on_custom_event(EVENT, payload, run_id=manager.parent_run_id)
-
-
-def emit(
-    record: dict[str, Any],
-    *,
-    config: Any = None,
-    state: Any = None,
-    include_state: bool = False,
-) -> None:
-    """Log, stream and dispatch one resolved record (sync contexts)."""
-    emit_all([record], config=config, state=state, include_state=include_state)
-
-
-async def aemit(
-    record: dict[str, Any],
-    *,
-    config: Any = None,
-    state: Any = None,
-    include_state: bool = False,
-) -> None:
-    """Log, stream and dispatch one resolved record (async contexts)."""
-    await aemit_all([record], config=config, state=state, include_state=include_state)

@@ -1,22 +1,14 @@
 """``decide_first``: the engine in front of a router a graph already has (docs/langgraph.md,
 "In front of your existing router"), and what it reports (``ShadowReport``).
 
-The router (a function ``state -> label``, sync or async, or any Runnable such as an LLM
-classifier chain) stays the teacher: the engine reads the state first and, when it is
-not sure, the router answers, through the policy's own ``Generate`` fallback (so its
-answer is a teacher label that earns trust and teaches a learning question, and goes
-through a replay cassette like any teacher call). Taken decisions are checked against
-the router the same way, at ``audit_rate`` (live) or every time (shadow).
+The router stays the teacher: the engine reads the state first and, when it is not sure,
+the router answers through the policy's own ``Generate`` fallback (a teacher label like
+any other); taken decisions are checked against it at ``audit_rate``. In shadow mode the
+router always decides and the engine is only counted; live, what the engine is sure of
+is taken without calling the router. Both keep the same evidence store.
 
-``mode="shadow"``: the router always decides and its answer is returned; the engine's
-answer, whether it would have been taken and whether it agreed are counted
-(``report()``), and every router answer is stored as evidence. ``mode="live"``: what
-the engine is sure of is taken without calling the router. The evidence store is the
-same in both, so going live needs no relabelling.
-
-Over 500 lines: one feature, ``decide_first``, whose parts only it uses: what a router
-says about itself (its name, answers and question), the router as a teacher, the node,
-and ``ShadowReport``, what it counts.
+Over 500 lines: one feature, whose parts (what a router says about itself, the router
+as a teacher, the node, the report) only it uses.
 """
 
 from __future__ import annotations
@@ -72,14 +64,10 @@ Mode = Literal["shadow", "live"]
 class ShadowReport:
     """What the engine did in front of the router (``DecideFirst.report()``; ``print`` it).
 
-    ``decisions``: decisions made; ``taken``: those the engine was sure of (in shadow
-    mode: would have taken); ``compared``: decisions where both the engine and the
-    router answered, ``agreed`` of them the same; ``taken_compared``/``taken_agreed``
-    the same among the taken ones (how right the take band is against the router);
-    ``router_calls``: calls of the router made; ``calls_saved``: router calls not made
-    (in shadow mode: the takes, which live mode would not send to the router, less the
-    audited share); ``price_per_call`` turns them into money. ``take_at`` and ``trust``:
-    the threshold in force at the last decision (``None``: nothing is taken yet)."""
+    ``taken``: decisions the engine was sure of (shadow: would have taken); ``compared``
+    / ``agreed``: decisions both answered, and those they answered alike (``taken_*``:
+    among the taken ones); ``calls_saved``: router calls not made (shadow: that live
+    mode would not make); ``take_at`` / ``trust``: the threshold at the last decision."""
 
     question_id: str
     mode: Mode
@@ -152,8 +140,6 @@ class ShadowReport:
 
 
 # -- what a router says about itself: its name, its answers, the question asked ----------
-# (its name, a ``Literal[...]`` return type or the options given, and its docstring or
-# the text or question given)
 
 
 def router_name(router: Any) -> str:
@@ -256,10 +242,9 @@ log = logging.getLogger("agentbranch")
 #: question) is raised: the router is never called where a replay must not call it.
 _ENGINE_FAILED = (ReaderError, InvalidStateError)
 
-#: The graph state (and config) the router is being asked about in this context: the
-#: policy's ``Generate`` fallback hands the router teacher the prompt it built, but the
-#: router wants the state it has always been given. Contexts are copied onto the helper
-#: thread and the task a fallback call runs on, so the call finds it there.
+#: The graph state the router is being asked about: the ``Generate`` fallback hands the
+#: router teacher its prompt, but the router wants the state (contexts are copied onto
+#: the thread or task a fallback call runs on).
 _ASKED: contextvars.ContextVar[_Asked | None] = contextvars.ContextVar(
     "agentbranch_router_state", default=None
 )
@@ -335,16 +320,16 @@ class RouterTeacher(RunnableLambda):
 
 @dataclass(frozen=True)
 class _RouterPolicy(Policy):
-    """The wrapper's policy: the router's ``Generate`` fallback; its takes are audited
-    by the wrapper itself (``audit_rate``), not by an ``Audit`` (the wrapper warns when
-    that rate is 0, in its own words)."""
+    """The wrapper's policy: its takes are audited by the wrapper itself (``audit_rate``,
+    which warns when that is 0), not by an ``Audit``."""
 
     def _unaudited(self) -> bool:
         return False
 
 
 class DecideFirst(RunnableLambda):
-    """An existing router with the engine in front of it (built by ``decide_first``).
+    """An existing router with the engine in front of it (built by ``decide_first``,
+    which documents the arguments).
 
     Use it where the router was: ``graph.add_conditional_edges(source, wrapped)``
     (the router's ``Literal`` return type is kept, so LangGraph still sees every branch)
@@ -502,24 +487,29 @@ class DecideFirst(RunnableLambda):
         )
         return TeacherCall("audit", self.question_id, self.teacher, messages)
 
-    def _finish(self, record: DecisionRecord, seen: Any) -> tuple[str, DecisionRecord]:
+    def _due(self, record: DecisionRecord, seen: Any) -> tuple[str, TeacherCall] | None:
+        """The state's text and the router's audit call, when the router answers a
+        decision the engine took too."""
         if record["decided_by"] != "engine":
-            return self._done(record, None)
+            return None
         text = render_state(seen)
         call = self._audit_call(text)
-        if not self._audited(record, text, call):
+        return (text, call) if self._audited(record, text, call) else None
+
+    def _finish(self, record: DecisionRecord, seen: Any) -> tuple[str, DecisionRecord]:
+        due = self._due(record, seen)
+        if due is None:
             return self._done(record, None)
+        text, call = due
         started = time.perf_counter()
         reply = ask(self.engine, call, lambda teacher: teacher.invoke(call.input))
         return self._done(record, self._label(record, reply, text, started))
 
     async def _afinish(self, record: DecisionRecord, seen: Any) -> tuple[str, DecisionRecord]:
-        if record["decided_by"] != "engine":
+        due = self._due(record, seen)
+        if due is None:
             return self._done(record, None)
-        text = render_state(seen)
-        call = self._audit_call(text)
-        if not self._audited(record, text, call):
-            return self._done(record, None)
+        text, call = due
         started = time.perf_counter()
         invoke: Callable[[Any], Awaitable[Any]] = lambda teacher: teacher.ainvoke(call.input)  # noqa: E731
         reply = await aask(self.engine, call, invoke)
@@ -574,27 +564,10 @@ class DecideFirst(RunnableLambda):
         return routed, out
 
 
-def decide_first(
-    router: Any = None,
-    *,
-    engine: Engine,
-    question: str | Question | None = None,
-    options: Sequence[str] | Mapping[str, str | None] | None = None,
-    examples: Mapping[str, Sequence[str]] | None = None,
-    mode: Mode = "shadow",
-    take_at: float | Earned | None = None,
-    store: Any = None,
-    audit_rate: float = 0.05,
-    price_per_call: float | None = None,
-    timeout_s: float | None = None,
-    question_id: str | None = None,
-    renderer: Callable[[Any], Any] | None = None,
-    state_key: str | None = None,
-    include_state: bool = False,
-    seed: int | None = None,
-) -> Any:
+def decide_first(router: Any = None, **options: Any) -> Any:
     """Put the engine in front of ``router`` (a ``DecideFirst``); without ``router``, a
-    decorator: ``@decide_first(engine=engine, store="evidence.jsonl")``.
+    decorator: ``@decide_first(engine=engine, store="evidence.jsonl")``. ``options`` are
+    the keyword arguments of ``DecideFirst``:
 
     Args:
         router: a function ``state -> label`` (sync or async) or a Runnable (an LLM
@@ -621,23 +594,6 @@ def decide_first(
         question_id: the question's id (default: the router's name).
         renderer / state_key: what the engine reads of the state (default: all of it).
     """
-    kwargs = dict(
-        engine=engine,
-        question=question,
-        options=options,
-        examples=examples,
-        mode=mode,
-        take_at=take_at,
-        store=store,
-        audit_rate=audit_rate,
-        price_per_call=price_per_call,
-        timeout_s=timeout_s,
-        question_id=question_id,
-        renderer=renderer,
-        state_key=state_key,
-        include_state=include_state,
-        seed=seed,
-    )
     if router is None:
-        return lambda fn: DecideFirst(fn, **kwargs)  # type: ignore[arg-type]
-    return DecideFirst(router, **kwargs)  # type: ignore[arg-type]
+        return lambda fn: DecideFirst(fn, **options)
+    return DecideFirst(router, **options)

@@ -1,10 +1,5 @@
-"""Agent middleware for LangChain's ``create_agent`` (public import path).
-
-``ToolGateMiddleware`` gates tool calls on a measured yes/no decision;
-``ToolSelectorMiddleware`` picks the tools to bind with one read. The code lives in
-``agentbranch.integrations.middleware``; this package is the path users import from
-(docs/langchain.md). It needs the ``langchain`` package (``pip install
-'agentbranch[agents]'``).
+"""Agent middleware for LangChain's ``create_agent`` (public import path; the code lives
+in ``agentbranch.integrations.middleware``; docs/langchain.md).
 """
 
 from agentbranch.integrations.middleware import (  # noqa: F401 - re-exported

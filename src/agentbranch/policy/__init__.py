@@ -1,16 +1,9 @@
 """Confidence policy: put each decision in a band and resolve it (docs/langgraph.md).
 
-It knows of LangGraph only the thread a decision runs in (its identity: ``records``):
-review is a callback the integration supplies.
-
-* ``config``: what a policy says (``Policy``, the fallbacks, ``FailOpen``/``FailClosed``)
-* ``trust``: the seam a threshold's source implements (``TrustSource``; ``Fixed``)
-* ``bands`` → ``review`` → ``fallbacks`` (with ``generation``): the steps of resolving
-* ``resolving``, ``steps``, ``resolver``: those steps written once, run sync or async
-* ``records``: decision records; ``failure``: engine errors
-* ``auditing/``: the teacher asked while a policy runs
-* ``earned/``: earned thresholds (``take_at=Earned(...)``), a layer above the rest that
-  implements the trust seam; nothing here imports it but this face, which re-exports it
+``config`` says what a policy is, ``trust`` the seam a threshold's source implements,
+``resolving`` the steps (with ``generation`` and ``records``), ``auditing/`` the
+teacher asked while a policy runs, ``earned/`` earned thresholds (a layer above the rest
+that nothing here imports but this face). Review is a callback the integration supplies.
 """
 
 from agentbranch.policy.auditing.config import Audit

@@ -49,13 +49,9 @@ ReviewFn = Callable[[dict[str, Any]], str]
 
 @dataclass(frozen=True)
 class MoreDraws:
-    """More engine effort: re-read with ``draws`` noise draws (averaged). The new read is
-    taken when it clears the policy's take threshold; otherwise the next fallback runs.
-
-    With ``engine``, the re-read goes through that engine instead — e.g. more denoising
-    steps on the same vLLM instance:
-    ``MoreDraws(draws=1, engine=DecisionEngine(vllm_reader.variant(max_steps=4)))``.
-    """
+    """More engine effort: re-read with ``draws`` noise draws (averaged), taken when it
+    clears the take threshold (else the next fallback runs). With ``engine``, the re-read
+    goes through that engine instead (e.g. more denoising steps on the same vLLM)."""
 
     draws: int = 8
     engine: Engine | None = None
@@ -70,17 +66,11 @@ class MoreDraws:
 @dataclass(frozen=True)
 class Generate:
     """Generation fallback: ``model`` (a LangChain chat model) answers the same question
-    over the same options. Its reply must name exactly one option, as JSON
-    (``{"label": "<option>"}``) or as the bare option name; anything else is rejected
-    (``FallbackError``, or the next fallback runs): a reply naming two different labels
-    (``{"label": "no", "answer": "yes"}``) or longer than ``MAX_REPLY_CHARS`` too.
+    over the same options. Its reply must name exactly one option (``parse_label``);
+    anything else is a failed fallback: the next one runs, or ``FallbackError``.
     ``instructions`` is an optional system prompt prepended to the request.
-
-    ``timeout_s`` bounds one call of the model (60 s by default; ``None`` waits for
-    ever): a model that has not answered by then counts as a failed fallback, so the
-    next fallback runs (or ``FallbackError`` when it was the last), as for a reply that
-    names no option. On the async path the call is cancelled; on the sync path it runs
-    on a helper thread, which is left to finish on its own (its answer is dropped)."""
+    ``timeout_s`` bounds one call (60 s; ``None`` waits for ever): past it the call is a
+    failed fallback (cancelled on the async path, left to finish on the sync one)."""
 
     model: Any
     instructions: str | None = None
@@ -140,12 +130,11 @@ class Policy:
             not report it) is never taken under a floor above 0.
         fallbacks: what runs in the fallback band, in order.
         on_error: ``"raise"`` (default), ``FailOpen(label)`` or ``FailClosed(node)``.
-        audit: ``Audit(...)`` (``agentbranch.audit``): a sampled share of the decisions
-            taken is also asked of a teacher model in the background, and fallback
-            generations are kept as labelled examples; never changes a route.
+        audit: ``Audit(...)``: a sampled share of the taken decisions is also asked of a
+            teacher in the background; never changes a route.
 
-    ``Policy()`` takes every answer. A policy with a non-empty fallback band and no
-    fallbacks is a configuration error: say what should happen to uncertain answers.
+    ``Policy()`` takes every answer. A fallback band without fallbacks is a
+    ``ConfigurationError``: say what should happen to uncertain answers.
     """
 
     take_at: float | TrustSource = 0.0

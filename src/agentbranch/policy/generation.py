@@ -1,18 +1,12 @@
 """The generation fallback: a LangChain chat model answers the same question over the same
-options, and its reply is validated against them.
+options, and its reply is validated against them (``parse_label``).
 
-A chat model that can constrain its own generation to a set of strings (a reader's
-``LocalChatModel.on(reader)`` on a causal model: vLLM's structured outputs, or on transformers the
-most likely option) is asked for
-exactly one of the option names, so its reply cannot fail to parse; every other model
-is asked as before and its reply parsed. The decision record's ``fallback.constrained``
-says which (``"choice"`` or ``None``).
-
-A call is bounded by ``Generate(timeout_s=...)`` (``invoke_within``/``ainvoke_within``:
-``Expired`` when it runs out, a failed fallback) and a reply by ``MAX_REPLY_CHARS``.
-
-Every teacher call (``ask``: a fallback's, an audit's, a reviewer's) goes through the
-engine's replay cassette when it reads through one (``agentbranch.core.teacher_calls``)."""
+A chat model that can constrain its own generation to a set of strings (a
+``LocalChatModel`` on a causal model) is asked for exactly one of the option names
+(``fallback.constrained`` says ``"choice"``). A call is bounded by
+``Generate(timeout_s=...)`` (``Expired`` when it runs out) and a reply by
+``MAX_REPLY_CHARS``. Every teacher call (``ask``) goes through the engine's replay
+cassette when it reads through one."""
 
 from __future__ import annotations
 
@@ -29,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from agentbranch.core import _telemetry as telemetry
 from agentbranch.core.at_exit import join_at_exit
 from agentbranch.core.errors import FallbackError
+from agentbranch.core.files import DuplicateKeyError, unique_object
 from agentbranch.core.questions import Question, to_spec
 from agentbranch.core.teacher_calls import TeacherCall, teacher_calls_of
 from agentbranch.policy.config import DecisionRecord, Generate
@@ -91,20 +86,11 @@ def parse_label(reply: Any, options: Sequence[str], *, source: str = "fallback m
     """The option named by a chat model's reply, or ``FallbackError``. Never returns
     anything outside ``options``.
 
-    The reply is the bare option name or JSON ``{"label": "<option>"}`` (``"choice"`` and
-    ``"answer"`` work too, in a code fence or not). An exact option name always wins,
-    punctuation included (an option ``"Very urgent."`` is chosen by ``Very urgent.``);
-    then the tolerant forms, in order: without surrounding quotes or backticks, without
-    them and without leading or trailing periods (``"billing".``), each of these
-    case-insensitively, and last the reply and the options both without quotes and
-    periods (``very urgent`` names ``Very urgent.``); a tolerant form counts only when
-    exactly one option matches it.
-
-    Refused: a reply longer than ``MAX_REPLY_CHARS`` (read in time linear in its
-    length), JSON that names two different labels (``{"label": "no", "answer":
-    "yes"}``) and JSON that repeats a key in one object (``{"label": "yes", "label":
-    "no"}``: JSON would keep the last silently); each is logged at WARNING and is no
-    label and no evidence."""
+    The reply is the bare option name or JSON ``{"label": "<option>"}`` (or ``"choice"``,
+    ``"answer"``). An exact option name always wins; then tolerant forms (without
+    quotes, backticks or surrounding periods, case-insensitive), each counting only when
+    exactly one option matches it. Refused: a reply longer than ``MAX_REPLY_CHARS``, JSON
+    naming two different labels or repeating a key (logged at WARNING)."""
     text = getattr(reply, "content", reply)
     if isinstance(text, list):  # content blocks
         text = "".join(b if isinstance(b, str) else str(b.get("text", "")) for b in text if b)
@@ -124,8 +110,8 @@ def parse_label(reply: Any, options: Sequence[str], *, source: str = "fallback m
     start, end = raw.find("{"), raw.rfind("}")
     if 0 <= start < end:
         try:
-            obj = json.loads(raw[start : end + 1], object_pairs_hook=_unique_keys)
-        except _RepeatedKey as e:
+            obj = json.loads(raw[start : end + 1], object_pairs_hook=unique_object)
+        except DuplicateKeyError as e:
             message = (
                 f"{source} answered {raw[:200]!r}, which names the key {e.args[0]!r} twice "
                 "in one object (JSON would keep only the last); the answer was rejected"
@@ -142,20 +128,6 @@ def parse_label(reply: Any, options: Sequence[str], *, source: str = "fallback m
         f"{source} answered {raw[:200]!r}, which names none of the allowed options "
         f"{list(options)}; the answer was rejected"
     )
-
-
-class _RepeatedKey(ValueError):
-    pass
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object, or ``_RepeatedKey``: a reply naming a key twice names no label."""
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _RepeatedKey(key)
-        out[key] = value
-    return out
 
 
 def _named(obj: dict[str, Any], options: Sequence[str], raw: str, source: str) -> Any:
@@ -234,7 +206,18 @@ async def ainvoke_within(
     """``await model.ainvoke(messages)``, or ``Expired`` after ``timeout_s`` seconds
     (the call is cancelled). The model's own errors are counted and raised as they are."""
     with _raising(question_id):
-        return await _ainvoke_within(model, messages, timeout_s)
+        if timeout_s is None:
+            return await model.ainvoke(messages)
+        task = asyncio.ensure_future(model.ainvoke(messages))
+        try:
+            done, _ = await asyncio.wait({task}, timeout=timeout_s)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        if not done:
+            task.cancel()
+            return _expired(model, timeout_s)
+        return task.result()
 
 
 @contextlib.contextmanager
@@ -280,21 +263,6 @@ def _invoke_within(model: Any, messages: list[Any], timeout_s: float | None) -> 
     if "error" in box:
         raise box["error"]
     return box["value"]
-
-
-async def _ainvoke_within(model: Any, messages: list[Any], timeout_s: float | None) -> Any:
-    if timeout_s is None:
-        return await model.ainvoke(messages)
-    task = asyncio.ensure_future(model.ainvoke(messages))
-    try:
-        done, _ = await asyncio.wait({task}, timeout=timeout_s)
-    except asyncio.CancelledError:
-        task.cancel()
-        raise
-    if not done:
-        task.cancel()
-        return _expired(model, timeout_s)
-    return task.result()
 
 
 def fallback_record(rec: DecisionRecord, label: str, model: Any, reply: Any) -> DecisionRecord:

@@ -1,13 +1,17 @@
 """Decision records: the plain dicts a resolved decision becomes (safe in graph state and
-checkpoints), what a human reviewer is shown, and a decision's identity (which teacher
-labels are labels of the same decision: ``decision_identity``)."""
+checkpoints), the fail-open/fail-closed records of an engine error, what a human reviewer
+is shown, and a decision's identity (which teacher labels are labels of the same
+decision: ``decision_identity``)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from agentbranch.core import _telemetry as telemetry
 from agentbranch.core.decisions import Decision
 from agentbranch.core.questions import Question
 from agentbranch.policy.config import (
@@ -16,7 +20,9 @@ from agentbranch.policy.config import (
     FailClosed,
     FailOpen,
     Policy,
+    PolicyArg,
     options_of,
+    policy_for,
     question_text,
 )
 from agentbranch.policy.trust import Threshold
@@ -30,8 +36,30 @@ __all__ = [
     "error_record",
     "is_replayed",
     "langgraph_thread",
+    "records_for_error",
     "review_payload",
 ]
+
+
+#: Every decision record's fields, in order; ``None`` where a record has no value.
+_FIELDS = (
+    "question_id question type label options probabilities entropy confidence margin "
+    "label_mass agreement expected band take_at trust decided_by engine_label goto reader "
+    "model reading decision_id latency_s draws fallback error"
+).split()
+
+
+#: The fields an engine record takes from its decision as they are.
+_FROM_DECISION = set(
+    "question_id type label options probabilities entropy confidence margin label_mass "
+    "agreement expected reader model reading latency_s".split()
+)
+
+
+def _record(**fields: Any) -> DecisionRecord:
+    record: DecisionRecord = dict.fromkeys(_FIELDS)
+    record.update(fields)
+    return record
 
 
 def engine_record(
@@ -43,75 +71,69 @@ def engine_record(
     threshold: Threshold | None = None,
 ) -> DecisionRecord:
     """The plain-dict record of an engine decision taken as is. ``threshold`` is the
-    threshold in force (``take_at`` and ``trust`` in the record); ``reading`` is the
-    decision's reading fingerprint and ``decision_id`` its identity, set by the resolver
-    for ``Earned`` policies (``decision_identity``)."""
-    return {
-        "question_id": decision.question_id,
-        "question": question_text(decision.question_id, question),
-        "type": decision.type,
-        "label": decision.label,
-        "options": list(decision.options),
-        "probabilities": dict(decision.probabilities),
-        "entropy": decision.entropy,
-        "confidence": decision.confidence,
-        "margin": decision.margin,
-        "label_mass": decision.label_mass,
-        "agreement": decision.agreement,
-        "expected": decision.expected,
-        "band": band,
-        "take_at": threshold.take_at if threshold else None,
-        "trust": threshold.trust if threshold else None,
-        "decided_by": "engine",
-        "engine_label": decision.label,
-        "goto": None,
-        "reader": decision.reader,
-        "model": decision.model,
-        "reading": decision.reading,
-        "decision_id": None,
-        "latency_s": decision.latency_s,
-        "draws": draws,
-        "fallback": None,
-        "error": None,
-    }
+    threshold in force (``take_at`` and ``trust`` in the record); ``decision_id`` is its
+    identity, set by the resolver for ``Earned`` policies (``decision_identity``)."""
+    return _record(
+        **decision.model_dump(include=_FROM_DECISION),
+        question=question_text(decision.question_id, question),
+        band=band,
+        take_at=threshold.take_at if threshold else None,
+        trust=threshold.trust if threshold else None,
+        decided_by="engine",
+        engine_label=decision.label,
+        draws=draws,
+    )
 
 
 def error_record(
     qid: str, question: Question, error: BaseException, policy: Policy, reader: Reader
 ) -> DecisionRecord:
+    """The record of a decision the engine failed on, by the policy's ``on_error``."""
     on_error = policy.on_error
-    options = options_of(qid, question)
     threshold = policy.trust.in_force(qid, question, reader.name, reader.model)
-    qtype = question.type
-    rec: DecisionRecord = {
-        "question_id": qid,
-        "question": question_text(qid, question),
-        "type": qtype,
-        "label": on_error.label if isinstance(on_error, FailOpen) else None,
-        "options": options,
-        "probabilities": None,
-        "entropy": None,
-        "confidence": None,
-        "margin": None,
-        "label_mass": None,
-        "agreement": None,
-        "expected": None,
-        "band": "error",
-        "take_at": threshold.take_at,
-        "trust": threshold.trust,
-        "decided_by": "fail_open" if isinstance(on_error, FailOpen) else "fail_closed",
-        "engine_label": None,
-        "goto": on_error.node if isinstance(on_error, FailClosed) else None,
-        "reader": reader.name,
-        "model": reader.model,
-        "reading": None,
-        "decision_id": None,
-        "latency_s": None,
-        "draws": None,
-        "fallback": None,
-        "error": f"{type(error).__name__}: {error}",
-    }
-    return rec
+    return _record(  # what ``on_error`` decides first; the record keeps ``_FIELDS``' order
+        band="error",
+        error=f"{type(error).__name__}: {error}",
+        decided_by="fail_open" if isinstance(on_error, FailOpen) else "fail_closed",
+        label=on_error.label if isinstance(on_error, FailOpen) else None,
+        goto=on_error.node if isinstance(on_error, FailClosed) else None,
+        take_at=threshold.take_at,
+        trust=threshold.trust,
+        question_id=qid,
+        question=question_text(qid, question),
+        type=question.type,
+        options=options_of(qid, question),
+        reader=reader.name,
+        model=reader.model,
+    )
+
+
+def records_for_error(
+    error: BaseException, questions: Mapping[str, Question], policy: PolicyArg, reader: Reader
+) -> dict[str, DecisionRecord]:
+    """The fail-open/fail-closed records for ``error``; re-raises it when any question's
+    policy does not handle this kind of error."""
+    records = {}
+    for question_id, q in questions.items():
+        p = policy_for(policy, question_id)
+        on_error = p.on_error
+        if not isinstance(on_error, FailOpen | FailClosed) or not isinstance(
+            error, on_error.errors
+        ):
+            raise error
+        records[question_id] = error_record(question_id, q, error, p, reader)
+    for rec in records.values():
+        telemetry.event(
+            logging.getLogger("agentbranch"),
+            logging.WARNING,
+            "agentbranch.decision.error",
+            question_id=rec["question_id"],
+            decided_by=rec["decided_by"],
+            label=rec["label"],
+            goto=rec["goto"],
+            error=rec["error"],
+        )
+    return records
 
 
 def review_payload(rec: DecisionRecord) -> dict[str, Any]:
@@ -144,31 +166,13 @@ def decision_identity(question_id: str, state_text: str, thread: str | None = No
     """The identity of the decision on ``question_id`` about ``state_text`` (the rendered
     state the engine read) in LangGraph thread ``thread``.
 
-    A node retried after a later failure, a graph resumed or re-invoked on the same thread,
-    a queue that delivers a message twice: each runs the same decision again, and its
-    teacher label would be evidence again. ``Earned`` counts one label per decision, so
-    every decision an ``Earned`` policy makes carries an identity (``decision_id`` in its
-    record, ``decision`` in its evidence):
-
-        sha256(question id, LangGraph thread id (when the run has one), rendered state)
-
-    * Inside a LangGraph run with a checkpointer, the thread (``configurable.thread_id``)
-      scopes it: within one thread the same question asked of the same rendered state is
-      one decision, however often the node runs (retries, resumes, replays and forks keep
-      the thread; a re-invocation with the same input too). The node and its task id are
-      deliberately not part of it: a task id changes on every re-invocation, and two nodes
-      asking the same question of the same text get the same confidence and the same
-      teacher answer, which is one observation, not two.
-    * Without a thread (no checkpointer, or outside LangGraph), the question and the
-      rendered state alone: every repeat of the same text counts once.
-
-    Genuine repeats of the same text (another user in another thread sending the same
-    words) count again across threads, because the guarantee is about the decisions the
-    service takes, where a frequent text weighs as often as it comes. Within one thread, or
-    without threads, a repeat cannot be told from a redelivery, so it counts once: the
-    label is not lost, it is not counted twice (a duplicate would make 25 labels look like
-    50 and open trust 25 do not show). The price is that without threads the test is about
-    distinct texts: a text that comes often and is often wrong weighs once.
+    ``sha256(question id, thread id, rendered state)``: a retried node, a resumed graph
+    or a redelivered message is the same decision, so ``Earned`` counts its teacher label
+    once. The node and its task id are deliberately not part of it (a task id changes on
+    every re-invocation; two nodes asking the same question of the same text make one
+    observation). Without a thread every repeat of the same text counts once; across
+    threads a genuine repeat counts again (docs/earned_method.md, "What counts as one
+    label").
     """
     blob = json.dumps([question_id, thread, state_text], ensure_ascii=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]

@@ -3,24 +3,14 @@
 Render each state once, ask the engine (one batched read for several states), band each
 answer at the threshold in force, let a human review, run the fallbacks, store the labels
 as evidence and queue the audits. ``resolve_many`` is a generator that yields each
-blocking ``Call``; ``run_sync``/``run_async`` drive it (an error of a call is raised at
-its ``yield``, so the steps handle it where they make the call), so ``Resolver``
-(LangGraph nodes and routers, the LangChain tool) and ``ToolGateMiddleware`` run the same
-steps on either path. Everything after the render reads the rendered text, so the engine,
-identities, few-shot picks, ``Generate`` prompts and audits all see one text. A policy's
-trust source is reached through its seam alone (``agentbranch.policy.trust``): the
-question asked, the threshold in force, the labels the resolution obtained (``collect``).
+blocking ``Call`` (a call's error is raised at its ``yield``); ``run_sync``/``run_async``
+drive it, so every caller runs the same steps on either path. Everything after the render
+reads the rendered text. With a replay cassette, an ``Earned`` threshold and a reviewer
+function's answers are recorded and replayed (LangGraph's interrupt is not: the human's
+answer comes back through the checkpointer).
 
-Replays: when the engine reads through a replay cassette, the threshold of a policy whose
-source learns and a reviewer function's answers are recorded with the run and replayed
-from it (``Cassette.threshold``, keyed by the question and the rendered state), so a
-replay bands and reviews every decision as the recording did. LangGraph's interrupt
-(``review_with_interrupt``) is not recorded: the human's answer comes back through the
-graph's checkpointer and ``Command(resume=...)``.
-
-Over 500 lines: the steps of one resolution (banding, review, fallbacks, evidence,
-audits), the driver that runs them sync or async and the ``Resolver`` that calls them are
-one path, read in order; split, each step's module re-read the others' records.
+Over 500 lines: the steps of one resolution, their driver and the ``Resolver`` are one
+path, read in order.
 """
 
 from __future__ import annotations
@@ -51,7 +41,6 @@ from agentbranch.policy.config import (
     check_policies,
     policy_for,
 )
-from agentbranch.policy.failure import records_for_error
 from agentbranch.policy.generation import (
     Expired,
     agenerate,
@@ -66,6 +55,7 @@ from agentbranch.policy.records import (
     decision_identity,
     engine_record,
     langgraph_thread,
+    records_for_error,
     review_payload,
 )
 from agentbranch.policy.trust import Asked, Threshold, TrustSource
@@ -106,28 +96,23 @@ def resolve_many(
 ) -> Steps[list[Resolution]]:
     """Resolve ``questions`` about each of ``states`` (see module doc).
 
-    ``review`` answers the review band of every state at once (before any fallback: a
-    resumed LangGraph node re-runs from its start, so a fallback model called before an
+    ``review`` answers the review band of every state at once, before any fallback (a
+    resumed LangGraph node re-runs from its start, so a fallback called before an
     interrupt would be called twice); ``finish`` completes the records before they are
     audited. ``batched``: one ``decide_many`` read (else one ``decide`` of the single
-    state). An engine error gives the policy's fail-open/closed records (or raises).
-
-    With an OpenTelemetry tracer provider set (``agentbranch.core._telemetry``), each
-    decision gets a span from here to its final record; a fallback's teacher call is a
-    child of it."""
+    state). An engine error gives the policy's fail-open/closed records (or raises). With
+    a tracer provider set, each decision gets a span to its final record."""
     spans = telemetry.decision_spans(list(questions), len(states))
-    if spans is None:
-        return (
-            yield from _resolve_many(engine, questions, policy, states, review, finish, batched)
-        )
     try:
         out = yield from _resolve_many(
             engine, questions, policy, states, review, finish, batched, spans
         )
     except BaseException as e:
-        spans.fail(e)
+        if spans is not None:
+            spans.fail(e)
         raise
-    spans.finish([r.records for r in out], [r.state for r in out])
+    if spans is not None:
+        spans.finish([r.records for r in out], [r.state for r in out])
     return out
 
 
@@ -139,7 +124,7 @@ def _resolve_many(
     review: Hook,
     finish: Hook | None,
     batched: bool,
-    spans: telemetry.DecisionSpans | None = None,
+    spans: telemetry.DecisionSpans | None,
 ) -> Steps[list[Resolution]]:
     learns = any(policy_for(policy, question_id).trust.asks_versions for question_id in questions)
     earned = any(policy_for(policy, question_id).earned is not None for question_id in questions)
@@ -182,7 +167,7 @@ def _resolve_many(
         for question_id in r.pending["fallback"]:
             p = policy_for(policy, question_id)
             question, rec = questions[question_id], r.records[question_id]
-            span = None if spans is None else spans.span(i, question_id)
+            span = None if spans is None else spans.spans[i][question_id]
             steps = fallback_steps(engine, question_id, question, p, rec, r.state, span)
             r.records[question_id] = yield from steps
     if any(r.banded for r in out):  # evidence stores do blocking I/O: off the event loop
@@ -261,7 +246,10 @@ def _banded(
     identify(records, policy, text or "")
     for question_id, a in said.items():  # the read that decided, for audits and replays
         policy_for(policy, question_id).trust.mark(records[question_id], a)
-    return Resolution(text, records, asked, pending, snapshot(records, policy))
+    # The banded records of ``Earned`` questions, copied before review and fallbacks run:
+    # the engine's first read, which the labels they obtain are evidence about.
+    banded = {q: dict(r) for q, r in records.items() if policy_for(policy, q).earned is not None}
+    return Resolution(text, records, asked, pending, banded)
 
 
 def _thresholds_now(policy: PolicyArg, batch: list[Any], looked: list[Looked]) -> None:
@@ -273,27 +261,8 @@ def _thresholds_now(policy: PolicyArg, batch: list[Any], looked: list[Looked]) -
                 p.threshold(question_id, q, decisions[question_id])
 
 
-def _collect(policy: PolicyArg, out: list[Resolution]) -> None:
-    for r in out:
-        collect(r.asked, policy, r.banded, r.records, state=r.state)
-
-
-# -- labels the resolution obtained: evidence for the policy's trust source ---------------
-#
-# The resolver keeps the banded records (``snapshot``) before review and fallbacks run,
-# then ``collect`` gives every label the policy obtained (a ``Generate`` answer in the
-# fallback band, a human's answer in the review band) to the source, with the engine's
-# first read (the one the threshold is compared with). Audited takes reach it from the
-# audit worker (``agentbranch.policy.auditing.shadow``).
-
-
-def snapshot(records: Mapping[str, DecisionRecord], policy: PolicyArg) -> dict[str, DecisionRecord]:
-    """Copies of the banded records of questions whose policy is ``Earned``."""
-    return {
-        question_id: dict(rec)
-        for question_id, rec in records.items()
-        if policy_for(policy, question_id).earned is not None
-    }
+# -- labels the resolution obtained (a ``Generate`` answer, a human's): evidence for the
+# policy's trust source. Audited takes reach it from ``agentbranch.policy.auditing.shadow``.
 
 
 def label_of(final: DecisionRecord) -> tuple[str, str] | None:
@@ -306,31 +275,25 @@ def label_of(final: DecisionRecord) -> tuple[str, str] | None:
     return None
 
 
-def collect(
-    questions: Mapping[str, Question],
-    policy: PolicyArg,
-    banded: Mapping[str, DecisionRecord],
-    final: Mapping[str, DecisionRecord],
-    state: Any = None,
-) -> None:
-    """Give the labels the resolution of ``final`` obtained to each question's trust
-    source (see above); with ``state`` (the state read), a learning policy keeps it with
-    the label."""
-    for question_id, first in banded.items():
-        got = label_of(final[question_id])
-        if got is None:
-            continue
-        chosen = policy_for(policy, question_id)
-        chosen.trust.observe_label(
-            question_id,
-            questions[question_id],
-            first,
-            source=got[0],
-            teacher_label=got[1],
-            rate=1.0,
-            state=state,
-            audit_rate=chosen.audit.rate if chosen.audit is not None else 0.0,
-        )
+def _collect(policy: PolicyArg, out: list[Resolution]) -> None:
+    """Give the labels each resolution obtained to each question's trust source, with
+    the engine's first read and the state read (a learning policy keeps it)."""
+    for r in out:
+        for question_id, first in r.banded.items():
+            got = label_of(r.records[question_id])
+            if got is None:
+                continue
+            chosen = policy_for(policy, question_id)
+            chosen.trust.observe_label(
+                question_id,
+                r.asked[question_id],
+                first,
+                source=got[0],
+                teacher_label=got[1],
+                rate=1.0,
+                state=r.state,
+                audit_rate=chosen.audit.rate if chosen.audit is not None else 0.0,
+            )
 
 
 log = logging.getLogger("agentbranch")
@@ -364,17 +327,15 @@ def fallback_steps(
         elif isinstance(fb, Generate):
             messages = generation_messages(fb, qid, question, state_text(state))
             started, teacher = time.perf_counter(), model_name(fb.model)
+
             try:
                 reply = yield Call(generate, agenerate, engine, fb, qid, messages, rec["options"])
             except Exception as e:  # counted where it was raised (generation._raising)
-                took = time.perf_counter() - started
-                telemetry.teacher_span(span, qid, "fallback", teacher, took, type(e).__name__)
+                _ended(span, qid, teacher, started, type(e).__name__, counted=False)
                 raise
-            took = time.perf_counter() - started
             if isinstance(reply, Expired):  # a failed fallback: the next one runs
                 if reply.made:
-                    telemetry.teacher_call(qid, "fallback", took, "timeout")
-                    telemetry.teacher_span(span, qid, "fallback", teacher, took, "timeout")
+                    _ended(span, qid, teacher, started, "timeout")
                 else:  # refused behind stuck calls: no call, no duration
                     telemetry.teacher_refused(qid, "fallback")
                 log.warning("agentbranch: question %r: %s", qid, reply.message)
@@ -383,12 +344,10 @@ def fallback_steps(
             try:
                 label = parse_label(reply, rec["options"])
             except FallbackError as e:
-                telemetry.teacher_call(qid, "fallback", took, "invalid_reply")
-                telemetry.teacher_span(span, qid, "fallback", teacher, took, "invalid_reply")
+                _ended(span, qid, teacher, started, "invalid_reply")
                 errors.append(str(e))
                 continue
-            telemetry.teacher_call(qid, "fallback", took, None)
-            telemetry.teacher_span(span, qid, "fallback", teacher, took, None)
+            _ended(span, qid, teacher, started, None)
             return fallback_record(rec, label, fb.model, reply)
         else:
             out = dict(rec)
@@ -399,6 +358,16 @@ def fallback_steps(
         f"question {qid!r}: confidence {rec['confidence']:.3f} is below take_at="
         f"{threshold.take_at} ({threshold.trust}) and no fallback resolved it: " + "; ".join(errors)
     )
+
+
+def _ended(
+    span: Any, qid: str, teacher: str, started: float, error: str | None, counted: bool = True
+) -> None:
+    """A fallback's teacher call ended: counted (unless it was where it raised) and spanned."""
+    took = time.perf_counter() - started
+    if counted:
+        telemetry.teacher_call(qid, "fallback", took, error)
+    telemetry.teacher_span(span, qid, "fallback", teacher, took, error)
 
 
 #: ``threshold(question_id, question, decision, policy)``: the threshold in force.
@@ -541,11 +510,9 @@ def offload(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Call:
 def on_async_only(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Call:
     """Work the sync path does inline later anyway (``fn`` warms it up): nothing on the
     sync path, ``fn`` in a worker thread on the async one."""
-    return Call(_nothing, lambda *a, **k: asyncio.to_thread(fn, *a, **k), *args, **kwargs)
-
-
-def _nothing(*args: Any, **kwargs: Any) -> None:
-    return None
+    return Call(
+        lambda *a, **k: None, lambda *a, **k: asyncio.to_thread(fn, *a, **k), *args, **kwargs
+    )
 
 
 class _Done:
@@ -667,25 +634,13 @@ def _member_policies(policy: PolicyArg, sets: Mapping[str, AnyOf]) -> PolicyArg:
 
 
 __all__ = [
-    "Resolution",
-    "collect",
-    "identify",
-    "label_of",
-    "resolve_many",
-    "snapshot",
+    "ANSWERED_BY_THE_GRAPH",
     "Call",
+    "Resolution",
+    "Resolver",
     "Steps",
-    "fallback_steps",
+    "cassette_of",
+    "resolve_many",
     "run_async",
     "run_sync",
-    "ThresholdFn",
-    "band_all",
-    "cassette_of",
-    "live",
-    "thresholds_for",
-    "ANSWERED_BY_THE_GRAPH",
-    "review_all",
-    "offload",
-    "on_async_only",
-    "Resolver",
 ]

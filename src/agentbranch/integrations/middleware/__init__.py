@@ -1,14 +1,7 @@
-"""Agent middleware for LangChain's ``create_agent``, answered by the decision engine.
-
-* ``ToolGateMiddleware`` — gate tool calls on a measured yes/no risk decision: confident
-  safe calls run, confident risky calls are blocked with an error ``ToolMessage``,
-  uncertain calls go to a human (``HumanInTheLoopMiddleware``'s interrupt shape) or a
-  ``Generate`` fallback; all calls of one model turn in one batched read.
-* ``ToolSelectorMiddleware`` — before a model call, one read picks the tools to bind
-  (``LLMToolSelectorMiddleware``'s shape, with no generation).
-
-Both are re-exported from ``agentbranch.integrations.langchain``. They need the ``langchain`` package
-(``pip install 'agentbranch[agents]'``).
+"""Agent middleware for LangChain's ``create_agent``, answered by the decision engine:
+``ToolGateMiddleware`` gates tool calls on a measured yes/no risk decision,
+``ToolSelectorMiddleware`` picks the tools a model call binds with one read. They need
+the ``langchain`` package (``pip install 'agentbranch[agents]'``).
 """
 
 try:

@@ -4,13 +4,9 @@ After each model turn, every proposed call of a guarded tool becomes one state f
 yes/no risk question, all answered in one batched engine read and banded by a
 ``Policy``: take (a safe call runs, a risky one is blocked), review (a human decides
 through ``HumanInTheLoopMiddleware``'s interrupt shape) or fallback (the policy's
-fallbacks). The resolving steps are ``agentbranch.policy.resolving``'s.
-
-Its parts, in order: the texts (what the engine reads about a proposed call, what a
-reviewer reads, and the ``ToolMessage`` the model reads in place of a call that did not
-run); the exchange with a human reviewer, in ``HumanInTheLoopMiddleware``'s shape (one
-``HITLRequest`` for the calls of a turn that need a human, and the checks of the
-``HITLResponse`` it is resumed with: one allowed decision per call, in order); the gate.
+fallbacks). The resolving steps are ``agentbranch.policy.resolving``'s. Its parts: the
+texts (what the engine, a reviewer and the model read), the exchange with a human
+reviewer, and the gate. Its use: docs/langchain.md.
 
 Over 500 lines: one middleware, whose texts and review exchange only it uses.
 """
@@ -45,7 +41,7 @@ from agentbranch.core.errors import AgentBranchError, ConfigurationError
 from agentbranch.core.questions import Question, validate_questions, yes_no
 from agentbranch.core.state import render_state
 from agentbranch.integrations.langgraph import check_resumable, merge_records
-from agentbranch.integrations.observability import aemit, emit
+from agentbranch.integrations.observability import aemit_all, emit_all
 from agentbranch.policy import (
     DecisionRecord,
     FailClosed,
@@ -294,7 +290,6 @@ class _Call:
     index: int  # its position in the model's message
     record: DecisionRecord = field(default_factory=dict)
     review: dict[str, Any] | None = None
-    asked: Mapping[str, Any] | None = None  # what the engine was asked (learning: a version)
 
 
 class ToolGateMiddleware(AgentMiddleware):
@@ -323,29 +318,11 @@ class ToolGateMiddleware(AgentMiddleware):
             ``ToolMessage`` of a blocked call.
         include_state: also put the rendered state in emitted events.
 
-    After each model turn, every proposed call of a guarded tool becomes one state for a
-    yes/no risk question, and all of them are answered in ONE batched engine read
-    (``decide_many``; with ``Earned(..., learn=True)`` each call is asked the question's
-    version in force and its teacher label teaches it; the steps are
-    ``agentbranch.policy.resolving``'s, as a decide node's). Each answer is
-    banded by an ``agentbranch.policy.Policy``:
-
-    * **take** — the engine is sure: a safe call runs; a risky call is blocked with an error
-      ``ToolMessage`` that says why (the tool never runs);
-    * **review** — a human decides through ``HumanInTheLoopMiddleware``'s own interrupt shape:
-      one ``HITLRequest`` for the turn, resumed with a ``HITLResponse`` whose decisions are
-      ``approve`` / ``edit`` / ``reject`` / ``respond``, so existing HITL front-ends work;
-    * **fallback** — the policy's fallbacks run (``Generate(model)`` asks a chat model the same
-      question; ``GotoNode("block")`` blocks uncertain calls).
-
-    Engine errors raise, unless the policy says ``FailOpen(label)`` (take that answer) or
-    ``FailClosed("block")`` / ``FailClosed("review")`` (block, or ask a human). Every resolved
-    decision is written to agent state under ``tool_decisions`` (tool call id → record) and
-    emitted like a decide node's (the stdlib decision log, LangGraph custom stream,
-    LangChain callbacks).
-    The question's id is ``"risky"`` (``question_id=``): records, emitted events and scripts
-    of ``ScriptedReader`` name it. The gate only reads through the engine's reader, so a
-    cassette reader replays it.
+    A blocked call gets an error ``ToolMessage`` that says why (the tool never runs); the
+    review band is one ``HITLRequest`` per turn, resumed with a ``HITLResponse``, so
+    existing HITL front-ends work. Engine errors raise unless the policy says
+    ``FailOpen``/``FailClosed``. Every record is written under ``tool_decisions`` (tool
+    call id → record) and emitted like a decide node's.
     """
 
     state_schema = _GateState
@@ -400,8 +377,6 @@ class ToolGateMiddleware(AgentMiddleware):
         self.blocked_message = blocked_message or default_blocked_message
         self.include_state = include_state
 
-    # -- the hook, sync and async -------------------------------------------------------
-
     def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         turn = self._turn(state)
         if turn is None:
@@ -411,7 +386,7 @@ class ToolGateMiddleware(AgentMiddleware):
         unrun = self._shared_ids(ai, calls)
         config = _config()
         for c in calls:
-            emit(c.record, config=config, state=c.state, include_state=self.include_state)
+            emit_all([c.record], config=config, state=c.state, include_state=self.include_state)
         return self._update(ai, calls, unrun)
 
     async def aafter_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
@@ -423,17 +398,18 @@ class ToolGateMiddleware(AgentMiddleware):
         unrun = self._shared_ids(ai, calls)
         config = _config()
         for c in calls:
-            await aemit(c.record, config=config, state=c.state, include_state=self.include_state)
+            await aemit_all(
+                [c.record], config=config, state=c.state, include_state=self.include_state
+            )
         return self._update(ai, calls, unrun)
 
     def _steps(self, calls: list[_Call]) -> Steps[Any]:
-        """The resolving steps (``agentbranch.policy.resolving``) of the turn's calls:
-        one batched engine read, a human for the review band (one interrupt), then the
-        fallbacks; each call's record ends in ``c.record``."""
+        """The turn's resolving steps: one batched engine read, a human for the review
+        band (one interrupt), then the fallbacks; each call's record ends in ``c.record``."""
 
         def review(out: list[Resolution]) -> None:
             for c, r in zip(calls, out, strict=True):
-                c.record, c.asked = r.records[self.question_id], r.asked
+                c.record = r.records[self.question_id]
                 c.record["tool_call"] = _tool_call(c)
             self._ask_human(calls, out)
 
@@ -448,8 +424,6 @@ class ToolGateMiddleware(AgentMiddleware):
             self.engine, self.questions, self.policy, states, review=review, finish=finish
         )
         yield from steps
-
-    # -- steps ----------------------------------------------------------------------------
 
     def _turn(self, state: Any) -> tuple[AIMessage, list[_Call]] | None:
         """The last model turn and its guarded calls still waiting for a result."""
@@ -521,8 +495,6 @@ class ToolGateMiddleware(AgentMiddleware):
             review=dict(decision),
         )
 
-    # -- the state update -----------------------------------------------------------------
-
     def _outcome(self, c: _Call) -> str:
         if c.review is not None:
             return {"approve": "run", "edit": "run", "reject": "blocked"}.get(
@@ -543,20 +515,11 @@ class ToolGateMiddleware(AgentMiddleware):
         c.record["executed"] = executed
 
     def _shared_ids(self, ai: AIMessage, calls: list[_Call]) -> list[BaseMessage]:
-        """Calls that share an id run together or not at all: when one
-        gets a ToolMessage, the others with its id that would run are blocked (their
-        records say why), and an unguarded call with the id gets an error ToolMessage.
-        Returns those unguarded calls' messages.
-
-        Two calls of one turn with the same id (some model servers repeat ids): each is read,
-        decided and recorded on its own (the second under ``"<id>#2"``, the third ``"<id>#3"``…).
-        LangChain's agent loop matches tool results to calls by id only: ``create_agent`` sends
-        to the tool node the calls whose id no ``ToolMessage`` answers, so a ToolMessage for one
-        of them answers all. Such calls therefore run together or not at all: when one is
-        blocked (or answered by a reviewer), the others with its id get an error ToolMessage
-        saying they were not run because of the shared id (``outcome: "blocked"``,
-        ``shared_id_with``), instead of vanishing.
-        """
+        """Calls that share an id run together or not at all (the agent loop matches tool
+        results to calls by id only, so a ToolMessage for one answers all): when one gets
+        a ToolMessage, the others with its id that would run are blocked (their records
+        say why: ``shared_id_with``). Returns the error ToolMessages of the unguarded
+        calls with such an id."""
         answered: dict[str, _Call] = {}
         for c in calls:
             if c.record["outcome"] != "run":
@@ -613,9 +576,6 @@ class ToolGateMiddleware(AgentMiddleware):
         if messages:
             update["messages"] = messages
         return update
-
-
-# -- helpers ----------------------------------------------------------------------------
 
 
 def _check_gate_policy(policy: Policy, questions: Mapping[str, Question]) -> Policy:

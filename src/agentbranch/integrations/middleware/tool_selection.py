@@ -3,9 +3,7 @@
 The same interface shape as LangChain's ``LLMToolSelectorMiddleware`` (``max_tools``,
 ``always_include``, instructions for the selector), with no generation: before each model
 call the engine reads the latest user message against the available tools and the call
-binds only the tools it selects (``mode="choice"`` or ``"yes_no"``; the rules of each:
-the class docstring). In ``"yes_no"`` mode the tools are one ``AnyOf`` question resolved
-by a ``Policy``, like any other question.
+binds only the tools it selects (``mode="choice"`` or ``"yes_no"``: docs/langchain.md).
 """
 
 from __future__ import annotations
@@ -24,7 +22,7 @@ from langgraph.types import Command
 
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.questions import Question, any_of, choice
-from agentbranch.integrations.observability import aemit, emit
+from agentbranch.integrations.observability import aemit_all, emit_all
 from agentbranch.policy import (
     DecisionRecord,
     GotoNode,
@@ -85,27 +83,14 @@ class ToolSelectorMiddleware(AgentMiddleware):
         on_error: ``"raise"`` (default) or ``"all"`` — an engine error binds every tool.
         include_state: also put the latest user message in emitted events.
 
-    * ``mode="choice"`` — one choice over the tool names (question id ``"tool"``), each
-      described by its tool description; the most probable tool is bound, and the next
-      most probable ones up to ``max_tools`` (1 by default) only when the read gives each at
-      least ``min_probability`` (0.1): a confident read binds one tool even with
-      ``max_tools=5``, an open one up to five. A tool the read gives (almost) no chance is
-      never bound.
-    * ``mode="yes_no"`` — one ``AnyOf`` question over the tools (id ``"tools"``): one yes/no
-      question per tool ("does the request need it?", id ``"tools/<name>"``), all in one
-      read (one canvas with ``DecisionEngine(joint=True)``), each resolved by ``policy``
-      like any other question (its threshold, fallbacks, audit; ``Earned`` thresholds
-      per tool); the tools answered ``yes`` are bound, the most probable first when
-      ``max_tools`` caps them.
-
-    ``min_confidence`` is the floor: a choice read below it keeps every tool, and in yes/no
-    mode a tool whose read is not taken is kept (the engine is not sure it is unneeded;
-    the default policy's ``GotoNode("keep_tools")``), unless the policy's fallback
-    answered it (a ``Generate`` teacher's ``no`` drops it).
-    A user message with nothing to read (empty, blank, ``"?"``, markup tokens) renders as
-    the empty text, which the embedded reader answers uniformly: every tool is kept.
-    The selection and its decision records go to agent state under ``tool_selection`` and are
-    emitted like every decision (the stdlib decision log, custom stream, callbacks).
+    Choice mode (question id ``"tool"``) binds the most probable tool, and the next ones
+    up to ``max_tools`` only when the read gives each ``min_probability``. Yes/no mode asks
+    one ``AnyOf`` question (id ``"tools"``, a member ``"tools/<name>"`` per tool) resolved
+    by ``policy``, and binds the tools answered ``yes`` (the most probable first when
+    ``max_tools`` caps them). ``min_confidence`` is the floor: a choice read below it keeps
+    every tool; in yes/no mode a tool whose read is not taken is kept unless the policy's
+    fallback answered it. The selection and its records go to agent state under
+    ``tool_selection`` and are emitted like every decision.
     """
 
     state_schema = _SelectionState
@@ -164,8 +149,6 @@ class ToolSelectorMiddleware(AgentMiddleware):
         self.on_error = on_error
         self.include_state = include_state
 
-    # -- hooks ----------------------------------------------------------------------------
-
     def wrap_model_call(self, request: Any, handler: Any) -> Any:
         plan = self._plan(request)
         if plan is None:
@@ -179,8 +162,7 @@ class ToolSelectorMiddleware(AgentMiddleware):
         except Exception as e:
             decisions = self._failed(e)
         selection = self._select(candidates, questions, decisions)
-        for rec in selection["decisions"].values():
-            emit(rec, state=state, include_state=self.include_state)
+        emit_all(selection["decisions"].values(), state=state, include_state=self.include_state)
         return _with_update(handler(self._bind(request, selection)), selection)
 
     async def awrap_model_call(self, request: Any, handler: Any) -> Any:
@@ -196,11 +178,9 @@ class ToolSelectorMiddleware(AgentMiddleware):
         except Exception as e:
             decisions = self._failed(e)
         selection = self._select(candidates, questions, decisions)
-        for rec in selection["decisions"].values():
-            await aemit(rec, state=state, include_state=self.include_state)
+        records = selection["decisions"].values()
+        await aemit_all(records, state=state, include_state=self.include_state)
         return _with_update(await handler(self._bind(request, selection)), selection)
-
-    # -- steps ----------------------------------------------------------------------------
 
     def _plan(self, request: Any) -> tuple[list[Any], dict[str, Question], Any] | None:
         """The tools to choose among, their questions, and what the engine reads; None
@@ -248,23 +228,15 @@ class ToolSelectorMiddleware(AgentMiddleware):
             )
         if self.mode == "yes_no":
             return self._select_any(names, decisions[SET_ID])
-        records: dict[str, DecisionRecord] = {}
-        for question_id, q in questions.items():
-            d = decisions[question_id]
-            sure = d.confidence >= self.min_confidence
-            records[question_id] = engine_record(
-                d,
-                q,
-                band="take" if sure else "fallback",
-                threshold=Threshold(self.min_confidence, "fixed"),
-            )
-            if not sure:
-                records[question_id]["fallback"] = {
-                    "kind": "keep_tools",
-                    "floor": self.min_confidence,
-                }
-        rec = records["tool"]
-        if rec["band"] != "take":
+        d = decisions["tool"]
+        sure = d.confidence >= self.min_confidence
+        floor = Threshold(self.min_confidence, "fixed")
+        rec = engine_record(
+            d, questions["tool"], band="take" if sure else "fallback", threshold=floor
+        )
+        records = {"tool": rec}
+        if not sure:
+            rec["fallback"] = {"kind": "keep_tools", "floor": self.min_confidence}
             return _selection(self.mode, names, True, records)
         probs = rec["probabilities"]
         ranked = sorted(names, key=lambda n: -probs[n])
