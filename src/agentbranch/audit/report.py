@@ -1,10 +1,5 @@
-"""The audit report: how often the engine's taken decisions agree with the teacher.
-
-``audit_report`` gives per question, from audit records, the take band's precision with
-a Wilson interval (``Precision``), agreement by confidence bin and the ``take_at``
-reaching a target precision (``TakeAt``; how each is computed: ``audit_report``'s
-docstring). Precision here is agreement with the teacher: it measures the engine
-against the teacher, not against the truth.
+"""The audit report: how often the engine's taken decisions agree with the teacher
+(``audit_report``; what each figure means: docs/audit.md, "Read the report").
 """
 
 from __future__ import annotations
@@ -16,7 +11,6 @@ from dataclasses import asdict, dataclass
 from statistics import NormalDist
 from typing import Any
 
-# Records are checked against one schema wherever they are read (audit/schema.py);
 # check_record and load_records stay importable from here.
 from agentbranch.core.audit_records import check_record, check_records, load_records  # noqa: F401
 from agentbranch.core.errors import ConfigurationError
@@ -215,24 +209,13 @@ def audit_report(
     level: float = 0.95,
     bins: int = 10,
 ) -> AuditReport:
-    """Per-question take-band precision, agreement by confidence bin and thresholds.
-
-    Per question, from audit records (``kind="audit"``: a random share ``rate`` of the taken
-    decisions, asked of the teacher; ``kind="fallback"``: every fallback generation):
-
-    * the **take band's precision**: the share of audited taken decisions whose label the
-      teacher gives too, with a **Wilson score interval** (the audits are a uniform random
-      sample of the band, so it is the band's precision, as judged by the teacher);
-    * **agreement by confidence bin** (``Decision.confidence``, what ``take_at`` compares);
-    * the **take_at reaching a target precision**: the lowest threshold whose decisions
-      (confidence ≥ it) agree with the teacher at least that often. Below the current
-      ``take_at`` the fallback examples supply the labels; each record is weighted by
-      ``1/rate`` so the sampled take band and the fully kept fallback band count as the
-      traffic they stand for (intervals use Kish's effective sample size). ``take_at`` is the
-      lowest threshold whose interval's *lower* bound reaches the target — known at the
-      chosen level; ``estimate`` the lowest whose point estimate does; ``more_audits`` how
-      many more labelled records (at the current mix) would make ``estimate`` known, if its
-      precision holds.
+    """Per question, from audit records: the take band's precision with a Wilson
+    interval, agreement by confidence bin, and the ``take_at`` reaching
+    ``target_precision`` (docs/audit.md). Each record is weighted by ``1/rate``
+    (intervals use Kish's effective sample size); ``TakeAt.take_at`` is the lowest
+    threshold whose interval's lower bound reaches the target, ``estimate`` the lowest
+    whose point estimate does, ``more_audits`` how many more records would make
+    ``estimate`` known if its precision holds.
     """
     if not (isinstance(target_precision, int | float) and 0.0 < target_precision <= 1.0):
         raise ConfigurationError(f"target_precision must be in (0, 1], got {target_precision}")
