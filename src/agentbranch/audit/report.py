@@ -12,13 +12,11 @@ from statistics import NormalDist
 from typing import Any
 
 # check_record and load_records stay importable from here.
+from agentbranch.calibration.diagram import check_bins
 from agentbranch.core.audit_records import check_record, check_records, load_records  # noqa: F401
 from agentbranch.core.errors import ConfigurationError
 
 Record = Mapping[str, Any]
-
-#: The most confidence bins a report (or its diagram) draws.
-MAX_BINS = 1000
 
 
 # -- statistics ---------------------------------------------------------------------
@@ -219,8 +217,7 @@ def audit_report(
     """
     if not (isinstance(target_precision, int | float) and 0.0 < target_precision <= 1.0):
         raise ConfigurationError(f"target_precision must be in (0, 1], got {target_precision}")
-    if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= MAX_BINS:
-        raise ConfigurationError(f"bins must be a whole number from 1 to {MAX_BINS}, got {bins!r}")
+    check_bins(bins)
     z = z_for(level)
     by_q: dict[str, list[Record]] = defaultdict(list)
     for rec in check_records(records):
@@ -252,7 +249,6 @@ def audit_report(
 __all__ = [
     "AuditReport",
     "ConfidenceBin",
-    "MAX_BINS",
     "Precision",
     "QuestionAudit",
     "Record",

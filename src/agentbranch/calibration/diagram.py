@@ -10,7 +10,16 @@ from agentbranch.calibration.measures import binned, ece
 from agentbranch.calibration.scored import Scored
 from agentbranch.core.errors import ConfigurationError
 
-__all__ = ["reliability_diagram"]
+__all__ = ["MAX_BINS", "check_bins", "reliability_diagram"]
+
+#: The most confidence bins a report or a diagram draws.
+MAX_BINS = 1000
+
+
+def check_bins(bins: int) -> None:
+    """``ConfigurationError`` unless ``bins`` is a whole number from 1 to ``MAX_BINS``."""
+    if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= MAX_BINS:
+        raise ConfigurationError(f"bins must be a whole number from 1 to {MAX_BINS}, got {bins!r}")
 
 
 def reliability_diagram(
@@ -23,8 +32,7 @@ def reliability_diagram(
 ) -> Path:
     """A PNG reliability diagram (accuracy vs top probability per bin), before and
     after calibration side by side."""
-    if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= 1000:
-        raise ConfigurationError(f"bins must be a whole number from 1 to 1000, got {bins!r}")
+    check_bins(bins)
     import matplotlib
 
     matplotlib.use("Agg", force=False)

@@ -660,7 +660,7 @@ class Cassette:
         recording (same ``recording`` id) started it."""
         self._started = True
         head = None
-        if files.status(self.path) is not None:
+        if exists := (files.status(self.path) is not None):
             self._refuse_foreign()
             head = fmt.first_object(self.path)
         if (
@@ -671,10 +671,7 @@ class Cassette:
             self._sync()
             return
         data = fmt.dumps(fmt.header_line(self.recording)).encode("utf-8")
-        if files.status(self.path) is None:
-            files.append(self.path, data)
-        else:
-            files.replace(self.path, data)
+        (files.replace if exists else files.append)(self.path, data)
         self._reload()
 
     def _rewrite(self, *, chats: bool) -> None:
@@ -750,9 +747,9 @@ class Cassette:
             self._held(t.key)
             if initial:
                 self._loaded.add(("teacher", t.role, t.key))
-        self.readers = dict(self._parser.data.readers)
-        self.chat_models = dict(self._parser.data.chat_models)
         data = self._parser.data
+        self.readers = dict(data.readers)
+        self.chat_models = dict(data.chat_models)
         self._decided = {
             "threshold": dict(data.thresholds),
             "version": dict(data.versions),

@@ -16,9 +16,14 @@ from typing import BinaryIO
 
 from filelock import FileLock, Timeout
 
-from agentbranch.core.errors import ConfigurationError
+from agentbranch.core.errors import AgentBranchError, ConfigurationError
 from agentbranch.core.files import SHARED_MODE, append_regular, kind, open_regular
-from agentbranch.replay.errors import CassetteFormatError
+
+
+class CassetteFormatError(AgentBranchError, ValueError):
+    """A cassette file cannot be read (the message names the file, the line and the
+    field), or an entry is too large to record (refused before it is written)."""
+
 
 #: How long a writer waits for another process's lock before giving up (seconds).
 LOCK_TIMEOUT = 120.0
@@ -162,4 +167,13 @@ class Lock:
             self._release(lock)
 
 
-__all__ = ["LOCK_TIMEOUT", "Lock", "append", "open_read", "replace", "status", "target"]
+__all__ = [
+    "LOCK_TIMEOUT",
+    "CassetteFormatError",
+    "Lock",
+    "append",
+    "open_read",
+    "replace",
+    "status",
+    "target",
+]

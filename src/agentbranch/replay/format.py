@@ -25,7 +25,7 @@ from agentbranch.replay.entries import (
     ReaderInfo,
     TeacherEntry,
 )
-from agentbranch.replay.errors import CassetteFormatError
+from agentbranch.replay.files import CassetteFormatError
 from agentbranch.replay.keys import generations_from_json
 
 FORMAT_VERSION = 2
@@ -252,7 +252,7 @@ class Parser:
     def _first(self, no: int, obj: dict[str, Any]) -> None:
         if MARK not in obj:
             if looks_like_cassette(obj):  # a pre-v1 line
-                self.data.version, self.data.legacy, self.data.library = 0, True, "pre-v1"
+                self.data.version = 0
                 self._legacy(no, obj)
                 return
             raise CassetteFormatError(
@@ -277,7 +277,7 @@ class Parser:
             head = model.model_validate(obj)
         except ValidationError as e:
             raise self.fail(no, f"the header is invalid: {schema.describe(e)}") from None
-        self.data.version, self.data.library = version, head.library
+        self.data.version = version
         if isinstance(head, schema.Header):
             self.data.recording = head.recording
             return
@@ -393,14 +393,13 @@ def load(path: str | Path, *, max_line_bytes: int | None = None) -> CassetteData
 NOT_JSON = object()
 
 
-def first_object(path: Path, *, limit: int | None = None) -> Any:
+def first_object(path: Path) -> Any:
     """The first non-blank line of the file at ``path`` parsed as JSON (``None`` when the
     file holds nothing but whitespace, ``NOT_JSON`` when that line is no JSON). Reads one
     line at most."""
-    limit = limit or MAX_LINE_BYTES
     with files.open_read(path) as f:
         while True:
-            raw = f.readline(limit + 1)
+            raw = f.readline(MAX_LINE_BYTES + 1)
             if not raw:
                 return None
             if raw.strip():
