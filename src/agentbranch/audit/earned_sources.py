@@ -216,8 +216,7 @@ def _database_rows(target: str) -> list[EvidenceRow]:
         ) from None
 
 
-def _from_evidence(rec: Any, keeper: _Keeper | None = None) -> EvidenceRow:
-    keeper = keeper or _Keeper()
+def _from_evidence(rec: Any, keeper: _Keeper) -> EvidenceRow:
     settings = None if rec.earned is None else keeper.earned(rec.earned)[1]
     rec = keeper.keep(rec)
     return EvidenceRow(

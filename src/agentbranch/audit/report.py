@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -54,14 +55,8 @@ def audits_needed(precision: float, target: float, z: float = 1.96) -> int | Non
     hi = 1
     while not ok(hi):
         hi *= 2
-    lo = hi // 2
-    while lo + 1 < hi:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    lo = hi // 2  # not enough (or 0): the answer is in (lo, hi]
+    return lo + 1 + bisect.bisect_left(range(lo + 1, hi + 1), True, key=ok)
 
 
 # -- report -------------------------------------------------------------------------

@@ -68,13 +68,8 @@ _ASKED: contextvars.ContextVar[tuple[int, str, str] | None] = contextvars.Contex
 
 
 class Cassette:
-    """A cassette file and its record mode.
-
-    Several processes may record into one cassette at once (``pytest -n``, parallel jobs):
-    writers take the cassette's file lock, catch up with what the others appended, and
-    append their own lines. A symlinked path is followed (the link stays a link); a path
-    that is not a regular file (a FIFO, a directory, a device) or, in mode ``all``, an
-    existing file that is not a cassette is refused (docs/replay.md says how).
+    """A cassette file and its record mode. Several processes may record into one
+    cassette at once; what is refused and why: docs/replay.md, "The cassette file".
 
     Args:
         path: the JSON Lines file (created when something is recorded).
@@ -86,12 +81,8 @@ class Cassette:
             cassette together pass one id (the pytest plugin passes pytest-xdist's run id);
             default: a fresh id per ``Cassette``.
 
-    Readers get ids in the order they are made (``reader-1``, ``reader-2`` ...) unless given
-    ``id=``; recording a different model under an id that already has reads is refused.
     Entries are appended as they happen; the file is only rewritten (atomically) to start
-    a re-recording (mode ``all``), to upgrade an older format, or by ``clear_chats``. A
-    teacher call or chat exchange asked again in one test is recorded and replayed as
-    repeats in order (``next_repeat``).
+    a re-recording (mode ``all``), to upgrade an older format, or by ``clear_chats``.
     """
 
     def __init__(

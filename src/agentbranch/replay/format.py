@@ -255,9 +255,10 @@ class Parser:
                 self.data.version = 0
                 self._legacy(no, obj)
                 return
-            raise CassetteFormatError(
-                f"{self.path}:{no}: the first line is not an agentbranch cassette header "
-                f'({{"{MARK}": {FORMAT_VERSION}, ...}}); {RERECORD}'
+            raise self.fail(
+                no,
+                "the first line is not an agentbranch cassette header "
+                f'({{"{MARK}": {FORMAT_VERSION}, ...}})',
             )
         version = obj[MARK]
         if not isinstance(version, int) or isinstance(version, bool) or version < 1:

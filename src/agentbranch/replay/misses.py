@@ -46,17 +46,8 @@ def nearest_read(
 ) -> tuple[ReadEntry | None, Diffs]:
     """The recorded read closest to ``summary`` (same reader first) and how it differs."""
     pool = [e for e in entries if e.reader == reader_id] or list(entries)
-    if not pool:
-        return None, []
-    nearest = min(
-        pool,
-        key=lambda e: (
-            len(request_differences(e.request, summary)),
-            -similarity(e.request.get("state") or "", summary["state"] or ""),
-        ),
-    )
-    diffs = request_differences(nearest.request, summary)
-    if nearest.reader != reader_id:
+    nearest, diffs = _nearest_request(pool, lambda e: summary, summary["state"] or "")
+    if nearest is not None and nearest.reader != reader_id:
         info = readers.get(nearest.reader)
         diffs.insert(0, ("reader", f"{nearest.reader} -> {reader_id}"))
         if info is not None:
@@ -83,8 +74,6 @@ def nearest_decision(
         for e in entries
         if any(q.get("id") == question_id for q in e.request.get("questions", []))
     ] or list(entries)
-    if not pool:
-        return None, []
 
     def asked(e: ReadEntry) -> dict[str, Any]:
         qs = [
@@ -98,6 +87,16 @@ def nearest_decision(
             "questions": qs,
         }
 
+    return _nearest_request(pool, asked, state)
+
+
+def _nearest_request(
+    pool: Sequence[ReadEntry], asked: Callable[[ReadEntry], dict[str, Any]], state: str
+) -> tuple[ReadEntry | None, Diffs]:
+    """The read of ``pool`` whose request differs in the fewest fields from what is asked
+    (``asked(entry)``; then the most similar state), and how it differs."""
+    if not pool:
+        return None, []
     nearest = min(
         pool,
         key=lambda e: (
