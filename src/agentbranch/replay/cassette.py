@@ -107,8 +107,7 @@ class Cassette:
         self._played: set[Identity] = set()
         #: Short descriptions of every miss this cassette raised.
         self.misses: list[str] = []
-        # What this process has read of the file: the parser's state, and which file
-        # (device, inode) its offset is in; ``None`` until the first read or write.
+        # The parser's state, and the file (device, inode) its offset is in.
         self._parser: fmt.Parser | None = None
         self._seen: tuple[int, int] | None = None
         self._started = False  # mode all: this run started (or joined) the file
@@ -800,11 +799,8 @@ def cassette_reader(
     *,
     mode: str | None = None,
 ) -> CassetteReader:
-    """One reader on the cassette at ``path`` (``Cassette(path, mode).reader(reader)``).
-
-    ``mode`` is ``all``, ``new``, ``none`` or ``passthrough``; ``None`` is ``none`` when
-    the ``CI`` environment variable is set, else ``new`` (replay what is recorded, record
-    the rest through ``reader``)."""
+    """One reader on the cassette at ``path`` (``Cassette(path, mode).reader(reader)``;
+    ``mode`` as ``Cassette`` takes it)."""
     cassette = Cassette(path, mode)
     if reader is None and not cassette.path.exists():
         raise ConfigurationError(
