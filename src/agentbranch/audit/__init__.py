@@ -1,13 +1,7 @@
 """Audits: measure the take band's precision on live traffic, with a teacher model
 (docs/audit.md). While a policy runs, ``agentbranch.policy.auditing`` asks the teacher;
-this package holds the reports over the records it leaves:
-
-* ``report``: precision, bins and ``take_at`` (``audit_report``); ``labels``: records
-  as labelled examples; ``estimates``
-* ``earned_report`` over ``earned_sources`` (evidence or audit records), ``earned_now``,
-  ``earned_learning`` and ``earned_render`` (the diagram): for ``Earned``
-* ``verdict``: ``verify`` and ``assert_verified``, a CI verdict (PASS, BLOCK,
-  INCONCLUSIVE) on a frozen threshold's precision and coverage, with exact bounds
+this package holds the reports over the records it leaves (``audit_report``, for
+``Earned`` ``earned_report``), calibration from them, and the CI verdict (``verify``).
 """
 
 from agentbranch.audit.earned_render import earned_diagram

@@ -1,10 +1,6 @@
 """The learning section of the earned-trust report (``Earned(..., learn=True)``): per
-question (id, reader, model), the labels it learned from, the version of its read in
-force and those on trial, the read's accuracy against the teacher over time, the
-coverage it gave, and the threshold in force with why.
-
-``learning`` builds it from the evidence alone (how each figure is read back: its
-docstring); ``QuestionLearning``, ``VersionLearning`` and ``AccuracyPoint`` hold it.
+question, its versions (in force, on trial), the read's accuracy against the teacher
+over time, the coverage it gave and the threshold in force (``learning``).
 """
 
 from __future__ import annotations
@@ -167,11 +163,8 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
                 band_share=None if q is None else q.band_share,
             )
         )
-    # The version in force: the ladder's own rule. The newest version that decided with
-    # a band open (while none is open the newest version reads and takes nothing, so
-    # those decisions do not say which version holds the ladder), or the newest one fed
-    # beside it that holds a threshold now (``Ladder.adopt``); while none holds one, the
-    # newest version reads.
+    # The version in force: the ladder's own rule (the newest that decided with a band
+    # open, or a newer one fed beside it that holds a threshold now: ``Ladder.adopt``).
     ladder = Ladder()
     known = {v.version: v for v in versions}
     top = max(known)
@@ -196,9 +189,7 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
                 coverage=_coverage(part, audited),
             )
         )
-    # Each time the deciding version changes (a version that had been deciding can
-    # decide again: the newest reads while none holds a threshold, then the one that
-    # earned it takes over).
+    # Each time the deciding version changes (a version may decide again later).
     began: list[list[int]] = []
     for i, r in enumerate(deciding):
         if not began or began[-1][0] != r.record.version:
@@ -230,25 +221,13 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
 
 def learning(groups: Mapping[str, list[EvidenceRow]], reports: Mapping[str, Any]) -> dict:
     """Per learning question (``"id (reader, model)"``), its ``QuestionLearning``, from
-    the report's rows by evidence key and its ``QuestionTrust`` per key (``reports``).
-    Empty when no record is a learning policy's.
+    the report's rows by evidence key and its ``QuestionTrust`` per key (``reports``);
+    empty when no record is a learning policy's.
 
-    Read from the evidence alone: every record of a learning policy says the version of the
-    read it is evidence of (``Evidence.version``); a record with the labelled state
-    (``state``) is a label of the version that decided, one without it a trial version's
-    shadow read of a labelled state. Version ``j >= 1`` was fitted on the first
-    ``refit_at(j)`` labels (``agentbranch.policy.earned.learn.ladder``). The version in force is
-    the ladder's own (``Ladder.adopt``): the newest that decided with a band open, or a
-    newer one fed beside it that now holds a threshold; while none holds one, the newest.
-    Each version's threshold, trust and why are the report's own for its evidence key
-    (replayed at the version's share of the error: its records carry that level, and the
-    entries of its anytime-valid test, which the replay runs as the live policy does).
-    The calibration of the
-    ``probability`` the decisions reported is replayed too: each version's records, in
-    order, through its probability fit (``agentbranch.policy.earned.learn.probability``), each
-    labelled decision scored with what the fit would report before its label was counted.
-
-    A store without learning records gives no section.
+    Read from the evidence alone: a record with the labelled state is a label of the
+    version that decided (``Evidence.version``), one without it a trial version's shadow
+    read. The version in force is the ladder's own rule (``Ladder.adopt``); each
+    version's threshold, trust and why are the report's own for its evidence key.
     """
     by_question: dict[tuple, list[EvidenceRow]] = {}
     for rows in groups.values():

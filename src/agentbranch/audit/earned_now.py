@@ -1,13 +1,6 @@
-"""What the earned-trust report says is in force for one question, and why.
-
-The records say what was in force when each labelled decision was made. The policy
-itself recomputes its threshold from the evidence (``agentbranch.policy.earned.replay``)
-under its own settings, which every evidence record carries (``Evidence.earned``:
-precision, level, looks, candidates). So the report replays the evidence under those
-settings and shows that threshold — the one the policy uses next — beside the recorded
-one, with the look that set it (the test, its level, the labels behind it). A precision
-asked on the command line (``--target-precision``) is a *what if*: the same evidence
-replayed at that precision, shown as such and never as the threshold in force.
+"""What the earned-trust report says is in force for one question, and why: the evidence
+replayed under the policy's own settings (every record carries them), and a precision
+asked of the report replayed as a *what if*, never as the threshold in force.
 """
 
 from __future__ import annotations

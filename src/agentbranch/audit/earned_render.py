@@ -61,14 +61,7 @@ def earned_diagram(report: EarnedReport, path: str | os.PathLike[str]) -> Path:
     for ax, q in zip(axes[:, 0], qs):
         name = q.question_id if q.key not in versions else f"{q.question_id} v{versions[q.key]}"
         xs = [0.0] + [p.decisions for p in q.timeline]
-        ax.bar(
-            [(a + b) / 2 for a, b in zip(xs, xs[1:])],
-            [p.coverage for p in q.timeline],
-            width=[b - a for a, b in zip(xs, xs[1:])],
-            color="tab:green",
-            alpha=0.3,
-            label="coverage (share taken)",
-        )
+        _coverage_bars(ax, xs, [p.coverage for p in q.timeline], "decisions")
         # The threshold in force: a step at every change (the events), closed = a gap.
         at, x0, steps = None, 0.0, []
         for e in q.events:
@@ -88,9 +81,6 @@ def earned_diagram(report: EarnedReport, path: str | os.PathLike[str]) -> Path:
         for e in q.events:
             if e.kind == "withdrawn":
                 ax.axvline(e.decisions, color="tab:red", linestyle="--", linewidth=1)
-        ax.set_ylim(0, 1.02)
-        ax.set_xlim(0, max(xs[-1], 1.0))
-        ax.set_xlabel("decisions")
         ax.set_title(
             f"{name}: {q.trust}, take_at "
             f"{'closed' if q.take_at is None else f'{q.take_at:g}'} "
@@ -111,19 +101,28 @@ def earned_diagram(report: EarnedReport, path: str | os.PathLike[str]) -> Path:
     return out
 
 
-def _learning_panel(ax: Any, lq: Any) -> None:
-    """A learning question's curve: the deciding read's accuracy against the teacher
-    per block of labels, the coverage each block gave, a line where a version began
-    deciding."""
-    xs = [0] + [p.labels for p in lq.curve]
+def _coverage_bars(ax: Any, xs: list[float], coverage: list[float], xlabel: str) -> None:
+    """The coverage of each slice ``xs[i]..xs[i + 1]`` as a bar, on axes from 0 to 1."""
     ax.bar(
         [(a + b) / 2 for a, b in zip(xs, xs[1:])],
-        [0.0 if math.isnan(p.coverage) else p.coverage for p in lq.curve],
+        coverage,
         width=[b - a for a, b in zip(xs, xs[1:])],
         color="tab:green",
         alpha=0.3,
         label="coverage (share taken)",
     )
+    ax.set_ylim(0, 1.02)
+    ax.set_xlim(0, max(xs[-1], 1.0))
+    ax.set_xlabel(xlabel)
+
+
+def _learning_panel(ax: Any, lq: Any) -> None:
+    """A learning question's curve: the deciding read's accuracy against the teacher
+    per block of labels, the coverage each block gave, a line where a version began
+    deciding."""
+    xs = [0.0] + [float(p.labels) for p in lq.curve]
+    coverage = [0.0 if math.isnan(p.coverage) else p.coverage for p in lq.curve]
+    _coverage_bars(ax, xs, coverage, "labels learned from")
     ax.plot(
         [p.labels for p in lq.curve],
         [p.accuracy for p in lq.curve],
@@ -134,9 +133,6 @@ def _learning_panel(ax: Any, lq: Any) -> None:
     for j, at in lq.began[1:]:
         ax.axvline(at, color="0.4", linestyle=":", linewidth=1)
         ax.text(at, 0.03, f" v{j}", fontsize=7, color="0.3")
-    ax.set_ylim(0, 1.02)
-    ax.set_xlim(0, max(xs[-1], 1))
-    ax.set_xlabel("labels learned from")
     at = "closed" if lq.take_at is None else f"take_at {lq.take_at:g}"
     ax.set_title(
         f"{lq.question_id}: learning, version {lq.in_force} in force ({lq.trust}, {at})",
@@ -365,34 +361,38 @@ def tables(
 ) -> list[Any]:
     """One ``rich`` table per question; ``extra``: more rows per question id (an audit
     file's own figures)."""
-    from rich.table import Table
-
+    lost = []
+    if report.labels_lost:
+        lost.append(
+            (
+                "labels lost",
+                f"{report.labels_lost} labels of this process never reached the store (it "
+                "could not be written: see the ERROR log, docs/reliability.md)",
+            )
+        )
     out = []
     versions = {v.key: v.version for lq in report.learning.values() for v in lq.versions}
     for key, q in report.questions.items():
         name = title(q)
         if key in versions:  # a learning question's version of the read
             name = name.replace(f"{q.question_id}:", f"{q.question_id} v{versions[key]}:", 1)
-        table = Table(title=name, show_header=False, title_justify="left")
-        table.add_column("what", style="cyan", no_wrap=True)
-        table.add_column("value", max_width=76)  # long values wrap in their cell
-        for name, value in [*rows(q, report.level), *(extra or {}).get(q.question_id, [])]:
-            table.add_row(name, value)
-        if report.labels_lost:
-            table.add_row(
-                "labels lost",
-                f"{report.labels_lost} labels of this process never reached the store (it "
-                "could not be written: see the ERROR log, docs/reliability.md)",
-            )
-        out.append(table)
-    for lq in report.learning.values():
-        table = Table(title=learning_title(lq), show_header=False, title_justify="left")
-        table.add_column("what", style="cyan", no_wrap=True)
-        table.add_column("value", max_width=76)
-        for name, value in learning_rows(lq):
-            table.add_row(name, value)
-        out.append(table)
+        out.append(
+            _table(name, [*rows(q, report.level), *(extra or {}).get(q.question_id, []), *lost])
+        )
+    out += [_table(learning_title(lq), learning_rows(lq)) for lq in report.learning.values()]
     return out
+
+
+def _table(title: str, rows: list[tuple[str, str]]) -> Any:
+    """A two-column ``rich`` table of ``rows`` (what, value)."""
+    from rich.table import Table
+
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column("what", style="cyan", no_wrap=True)
+    table.add_column("value", max_width=76)  # long values wrap in their cell
+    for name, value in rows:
+        table.add_row(name, value)
+    return table
 
 
 # -- learning (Earned(learn=True)) ----------------------------------------------------
@@ -488,18 +488,6 @@ def learning_rows(lq: Any) -> list[tuple[str, str]]:
     return out
 
 
-def render(
-    report: EarnedReport,
-    console: Any,
-    extra: dict[str, list[tuple[str, str]]] | None = None,
-) -> None:
-    """The report on a ``rich`` console, one table per question (``tables``)."""
-    if not report.questions:
-        console.print("no earned-trust evidence yet")
-    for table in tables(report, extra):
-        console.print(table)
-
-
 def _events(q: QuestionTrust) -> list[str]:
     return [
         f"{e.kind} at {e.decisions:.0f} decisions ({e.labels} labels): {e.reason}" for e in q.events
@@ -513,7 +501,6 @@ __all__ = [
     "earned_diagram",
     "learning_rows",
     "learning_title",
-    "render",
     "rows",
     "tables",
     "title",

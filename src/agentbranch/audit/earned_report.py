@@ -1,14 +1,11 @@
-"""The earned-trust report: per question, one threshold — the one in force, why, and
-what the audits say about it since — with the coverage it gave over time and its events.
-
-``earned_sources`` reads the evidence (JSON Lines, SQLite, PostgreSQL, records) into
-rows; ``earned_now`` says what is in force and why; this module builds the report
-(``earned_report``, whose docstring says what each column means); ``earned_render``
-prints its table and draws its diagram.
+"""The earned-trust report: per question, the threshold in force, why, and what the
+audits say about it since, with its coverage over time and its events (``earned_report``
+over ``earned_sources`` and ``earned_now``; ``earned_render`` shows it).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -219,9 +216,7 @@ def _question(
     )
     now = earned_now.recompute(rows, tgt)
     take_at = last.take_at if now is None else now.take_at
-    by_source: dict[str, int] = {}
-    for r in rows:
-        by_source[r.source or "unknown"] = by_source.get(r.source or "unknown", 0) + 1
+    by_source = dict(Counter(r.source or "unknown" for r in rows))
     closed_since = 0
     if now is not None and now.opened_at is not None:
         closed_since = sum(r.take_at is None for r in rows[now.opened_at + 1 :])
@@ -260,11 +255,9 @@ def _question(
 
 
 def _looks_level(level: float, rows: list[EvidenceRow]) -> float | None:
-    """The level of the looks of the version of a learning question's read that
-    ``rows`` are evidence of (their records say it), for a policy at ``level``: its
-    share of the error, less its anytime-valid test's when its records carry the test's
-    entries (``learn.ladder.version_alphas``; the replay runs that test beside, from
-    the same entries: ``earned_now``); ``None`` when the records name no version."""
+    """The level the looks of the learned version ``rows`` are evidence of test at, for a
+    policy at ``level`` (``learn.ladder.version_alphas``); ``None`` when the records name
+    no version."""
     from agentbranch.policy.earned.learn.ladder import version_alphas
     from agentbranch.policy.earned.learn.stored import key_entries, key_version
 
@@ -276,9 +269,8 @@ def _looks_level(level: float, rows: list[EvidenceRow]) -> float | None:
 
 
 def _at_share(asked: tuple | None, rows: list[EvidenceRow]) -> tuple | None:
-    """A precision and level asked of the report, for the evidence of a learning
-    question's version ``j`` (its records say it): that version tests at its share of
-    the error (``learn.ladder.version_share``), so the level asked is taken at it."""
+    """A precision and level asked of the report, the level taken at the share of the
+    error of the learned version ``rows`` are evidence of."""
     if asked is None:
         return None
     level = _looks_level(asked[1], rows)
@@ -286,9 +278,8 @@ def _at_share(asked: tuple | None, rows: list[EvidenceRow]) -> tuple | None:
 
 
 def _version_settings(earned: Any, rows: list[EvidenceRow]) -> dict[str, Any]:
-    """``earned``'s settings for the evidence ``rows``: those of the version of a
-    learning question's read they are evidence of (its share of the error), else its
-    own."""
+    """``earned``'s settings for the evidence ``rows``, at the share of the error of the
+    learned version they are evidence of."""
     settings = dict(earned.settings)
     level = _looks_level(earned.level, rows) if earned.learn else None
     if level is not None:
@@ -305,7 +296,8 @@ def earned_report(
     windows: int = 10,
 ) -> EarnedReport:
     """Per question (evidence key): the threshold in force and why, what the audits say
-    about it since, coverage over time and events.
+    about it since, coverage over time (``windows`` slices) and events. What each figure
+    means: docs/earned_method.md, "The report in detail".
 
     ``source``: an evidence JSON Lines path, a SQLite file or ``postgresql://`` URI of
     the LangGraph store the evidence is in, an ``Earned``, a LangGraph ``BaseStore``
@@ -313,37 +305,6 @@ def earned_report(
     ``precision``/``level``: the policy's own are read from the records; a precision
     given here is reported as a *what if* beside them (and used as the target only for
     records that do not say theirs).
-
-    Input: the evidence an ``Earned`` policy keeps (``Earned(store=...)``: a JSON Lines file,
-    any LangGraph ``BaseStore``, or the ``Earned`` object itself), or audit records
-    (``Audit(sink=...)``) of an ``Earned`` policy, which carry the same ``take_at`` and
-    ``trust``. Every record is one teacher label for one decision and says the threshold in
-    force when that decision was made (``recorded_take_at``).
-
-    * **target**: the policy's own precision and level, read from the records (each carries
-      its ``Earned`` settings; ``earned_now.target``). Records without them give
-      none: then the precision asked of the report, else 0.9 — and the report says which.
-    * **in force** (``take_at``, ``trust``): what the policy computes from the evidence now,
-      replayed under its own settings (``earned_now``; from an ``Earned``, its state now,
-      with ``suspended`` when its audits stopped arriving), next to the recorded one; ``why``
-      is the look that set it (the test, its error, the labels behind it). Audit records
-      cannot be replayed: then the recorded threshold is the one shown.
-    * **what if**: a precision asked of the report that is not the policy's own replays the
-      same evidence at it (``what_if``); it is never the threshold in force.
-    * **decisions**: each record stands for ``1/rate`` decisions (a fallback-band label for
-      one, an audited take for ``1/rate``), so ``decisions`` counts the traffic the records
-      stand for and **coverage** is the share of it taken by the engine (over the whole
-      history, and in ``windows`` equal slices of it for the timeline).
-    * **take-band precision**: audited takes since the band last opened that agreed with the
-      teacher, with a one-sided Clopper–Pearson lower bound at ``level``. It describes the
-      audits (one look); the guarantee is the policy's (docs/earned.md). Beside it, the drift
-      test's e-value on those audits (the band is withdrawn when it reaches ``1/(1-level)``).
-    * **events**: the band ``opened`` (trust earned, or a hand-chosen ``start_at``),
-      ``lowered``, ``raised`` (by a replica's or a re-estimate's change), ``withdrawn``
-      (drift) or ``closed`` (suspended: audits stopped arriving), at the decision count and
-      time of the first record made under the new threshold.
-
-    Precision is agreement with the teacher: it measures the engine against the teacher.
     """
     for name, value in (("precision", precision), ("level", level)):
         if value is None:

@@ -1,11 +1,7 @@
-"""Where the earned-trust report reads its evidence: an evidence JSON Lines file, the
-SQLite file or PostgreSQL database of a LangGraph store, an ``Earned``, a store, or
-records (evidence or audit records). Each becomes ``EvidenceRow``s: one teacher label
-for one decision, with the threshold and trust in force for it.
-
-A store is read once, a slice at a time, and each record is kept as the report needs it
-(``Kept``: a few hundred bytes, where a validated record weighs kilobytes), so a
-month's store is reported on in memory a small fraction of its size."""
+"""Where the earned-trust report reads its evidence (a file, a LangGraph store, an
+``Earned``, records), as ``EvidenceRow``s: one teacher label for one decision, with the
+threshold and trust in force for it. Each record is kept small (``Kept``), so a month's
+store is reported on in a fraction of its size in memory."""
 
 from __future__ import annotations
 
@@ -220,8 +216,7 @@ def _database_rows(target: str) -> list[EvidenceRow]:
         ) from None
 
 
-def _from_evidence(rec: Any, keeper: _Keeper | None = None) -> EvidenceRow:
-    keeper = keeper or _Keeper()
+def _from_evidence(rec: Any, keeper: _Keeper) -> EvidenceRow:
     settings = None if rec.earned is None else keeper.earned(rec.earned)[1]
     rec = keeper.keep(rec)
     return EvidenceRow(

@@ -1,16 +1,9 @@
 """Counts that are estimates, said as estimates, with their interval.
 
-An audited take is one teacher label kept for ``1/rate`` decisions (``Audit(rate=0.1)``
-labels one taken decision in ten), so "how many decisions the labels stand for" is the
-sum of ``1/rate`` over the labels: exact when every rate is 1, an estimate otherwise. A
-report that prints "127 labels standing for 279 decisions" when 300 were served reads
-as a count; :func:`decisions_text` writes "an estimated 279 decisions (95% interval
-240–330)" instead.
-
-The interval: labels kept at rate ``r`` are a Poisson sample of the decisions they stand
-for, so their count ``m`` gives the exact (Garwood) interval for ``m/r``; with several
-rates, the Horvitz–Thompson variance ``Σ (1/r)² − 1/r`` and a normal interval. Labels at
-rate 1 are counted, not estimated. The low end is never below the labels themselves.
+The decisions labels stand for (the sum of ``1/rate``) are exact when every rate is 1,
+else an estimate: ``decisions_text`` says "an estimated 279 decisions (95% interval
+240–330)". The interval: exact (Garwood, Poisson) with one rate, Horvitz–Thompson with
+a normal interval with several; never below the labels themselves.
 """
 
 from __future__ import annotations
@@ -22,8 +15,7 @@ from dataclasses import dataclass
 
 __all__ = ["DecisionsEstimate", "decisions_estimate", "decisions_text", "level_text", "percent"]
 
-#: The level of a count's interval: it describes the traffic, it decides nothing, so it
-#: is the usual 95% whatever the level a threshold is tested at.
+#: The level of a count's interval (it describes the traffic, it decides nothing).
 COUNT_LEVEL = 0.95
 
 

@@ -1,9 +1,5 @@
-"""Audit records as labelled examples: calibration from the teacher's labels.
-
-Each record holds the engine's distribution as the run saw it and the teacher's label, so
-temperatures can be fitted without reading anything again: the record's own calibration
-temperature is undone first (``p̃ ∝ p^T``), then ``agentbranch.calibration`` fits and
-measures as it does for hand-labelled files.
+"""Audit records as labelled examples: calibration from the teacher's labels, with no
+read again (each record holds the engine's distribution and the teacher's label).
 """
 
 from __future__ import annotations
@@ -50,8 +46,6 @@ def scored_examples(records: Iterable[Record] | str | Path, *, raw: bool = True)
     from the reader's own probabilities; ``raw=False`` keeps them as the run saw them."""
     out = []
     for rec in _records(records):
-        # The schema checked that the probabilities match the options and that the
-        # teacher's label is one of them.
         options = tuple(rec["options"])
         probs = [float(rec["probabilities"][o]) for o in options]
         temperature = float(rec.get("temperature") or 1.0)

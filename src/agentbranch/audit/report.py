@@ -1,14 +1,10 @@
-"""The audit report: how often the engine's taken decisions agree with the teacher.
-
-``audit_report`` gives per question, from audit records, the take band's precision with
-a Wilson interval (``Precision``), agreement by confidence bin and the ``take_at``
-reaching a target precision (``TakeAt``; how each is computed: ``audit_report``'s
-docstring). Precision here is agreement with the teacher: it measures the engine
-against the teacher, not against the truth.
+"""The audit report: how often the engine's taken decisions agree with the teacher
+(``audit_report``; what each figure means: docs/audit.md, "Read the report").
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -16,15 +12,12 @@ from dataclasses import asdict, dataclass
 from statistics import NormalDist
 from typing import Any
 
-# Records are checked against one schema wherever they are read (audit/schema.py);
 # check_record and load_records stay importable from here.
+from agentbranch.calibration.diagram import check_bins
 from agentbranch.core.audit_records import check_record, check_records, load_records  # noqa: F401
 from agentbranch.core.errors import ConfigurationError
 
 Record = Mapping[str, Any]
-
-#: The most confidence bins a report (or its diagram) draws.
-MAX_BINS = 1000
 
 
 # -- statistics ---------------------------------------------------------------------
@@ -62,14 +55,8 @@ def audits_needed(precision: float, target: float, z: float = 1.96) -> int | Non
     hi = 1
     while not ok(hi):
         hi *= 2
-    lo = hi // 2
-    while lo + 1 < hi:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    lo = hi // 2  # not enough (or 0): the answer is in (lo, hi]
+    return lo + 1 + bisect.bisect_left(range(lo + 1, hi + 1), True, key=ok)
 
 
 # -- report -------------------------------------------------------------------------
@@ -215,29 +202,17 @@ def audit_report(
     level: float = 0.95,
     bins: int = 10,
 ) -> AuditReport:
-    """Per-question take-band precision, agreement by confidence bin and thresholds.
-
-    Per question, from audit records (``kind="audit"``: a random share ``rate`` of the taken
-    decisions, asked of the teacher; ``kind="fallback"``: every fallback generation):
-
-    * the **take band's precision**: the share of audited taken decisions whose label the
-      teacher gives too, with a **Wilson score interval** (the audits are a uniform random
-      sample of the band, so it is the band's precision, as judged by the teacher);
-    * **agreement by confidence bin** (``Decision.confidence``, what ``take_at`` compares);
-    * the **take_at reaching a target precision**: the lowest threshold whose decisions
-      (confidence ≥ it) agree with the teacher at least that often. Below the current
-      ``take_at`` the fallback examples supply the labels; each record is weighted by
-      ``1/rate`` so the sampled take band and the fully kept fallback band count as the
-      traffic they stand for (intervals use Kish's effective sample size). ``take_at`` is the
-      lowest threshold whose interval's *lower* bound reaches the target — known at the
-      chosen level; ``estimate`` the lowest whose point estimate does; ``more_audits`` how
-      many more labelled records (at the current mix) would make ``estimate`` known, if its
-      precision holds.
+    """Per question, from audit records: the take band's precision with a Wilson
+    interval, agreement by confidence bin, and the ``take_at`` reaching
+    ``target_precision`` (docs/audit.md). Each record is weighted by ``1/rate``
+    (intervals use Kish's effective sample size); ``TakeAt.take_at`` is the lowest
+    threshold whose interval's lower bound reaches the target, ``estimate`` the lowest
+    whose point estimate does, ``more_audits`` how many more records would make
+    ``estimate`` known if its precision holds.
     """
     if not (isinstance(target_precision, int | float) and 0.0 < target_precision <= 1.0):
         raise ConfigurationError(f"target_precision must be in (0, 1], got {target_precision}")
-    if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= MAX_BINS:
-        raise ConfigurationError(f"bins must be a whole number from 1 to {MAX_BINS}, got {bins!r}")
+    check_bins(bins)
     z = z_for(level)
     by_q: dict[str, list[Record]] = defaultdict(list)
     for rec in check_records(records):
@@ -269,7 +244,6 @@ def audit_report(
 __all__ = [
     "AuditReport",
     "ConfidenceBin",
-    "MAX_BINS",
     "Precision",
     "QuestionAudit",
     "Record",

@@ -1,25 +1,9 @@
 """A CI verdict: does a frozen policy's take band meet a precision and a coverage?
 
-``verify`` reads labelled examples with an engine, puts each decision in the band of a
-frozen threshold (one ``take_at``, or one per question), and checks two proportions
-against stated targets with exact (Clopper–Pearson) bounds:
-
-* **precision** of the take band: right answers among the decisions taken (its risk is
-  ``1 - precision``);
-* **coverage**: decisions taken among all decisions.
-
-The verdict (``Verification.verdict``), with ``α = 1 - level``:
-
-* ``PASS`` when the lower bound of precision >= its target AND the lower bound of
-  coverage >= its target;
-* ``BLOCK`` when the upper bound of precision < its target OR the upper bound of
-  coverage < its target;
-* ``INCONCLUSIVE`` otherwise (the examples are too few to tell).
-
-Each bound is one-sided at ``1 - α/2`` (Bonferroni over the two proportions), so it is
-an end of the two-sided exact interval at ``level``. A PASS is wrong (a target is in fact
-missed) with probability at most ``α``, and so is a BLOCK (both are in fact met).
-``verdict_of`` is the statistics alone, on counts; ``assert_verified`` is the pytest form.
+``verify`` reads labelled examples with an engine and checks the take band's precision
+and its coverage against targets with exact (Clopper–Pearson) bounds, each one-sided at
+``1 - (1 - level)/2``: PASS, BLOCK or INCONCLUSIVE (``verdict_of``; the rule and what
+it promises: docs/replay.md, section 8). ``assert_verified`` is the pytest form.
 """
 
 from __future__ import annotations
@@ -30,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from agentbranch.audit.report import json_safe
 from agentbranch.core.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -44,7 +29,6 @@ __all__ = [
     "assert_verified",
     "clopper_pearson",
     "thresholds_in_force",
-    "verdict_from_counts",
     "verdict_of",
     "verify",
 ]
@@ -83,7 +67,8 @@ def clopper_pearson(k: int, n: int, level: float) -> Bounds:
 def verdict_of(
     precision: Bounds, coverage: Bounds, target_precision: float, target_coverage: float
 ) -> Verdict:
-    """PASS, BLOCK or INCONCLUSIVE from the two bounds (the rule: the module docstring)."""
+    """PASS when both lower bounds reach their targets, BLOCK when an upper bound misses
+    its target, else INCONCLUSIVE."""
     if precision.lower >= target_precision and coverage.lower >= target_coverage:
         return "PASS"
     if precision.upper < target_precision or coverage.upper < target_coverage:
@@ -123,24 +108,22 @@ class Verification:
         return 1.0 - self.precision.upper, 1.0 - self.precision.lower
 
     def as_dict(self) -> dict[str, Any]:
-        def bounds(b: Bounds) -> dict[str, Any]:
-            d = asdict(b)
-            d["estimate"] = None if math.isnan(b.estimate) else b.estimate
-            return d
-
-        return {
-            "verdict": self.verdict,
-            "exit_code": self.exit_code,
-            "level": self.level,
-            "bound_level": 1.0 - (1.0 - self.level) / 2.0,
-            "decisions": self.coverage.n,
-            "taken": self.coverage.k,
-            "right": self.precision.k,
-            "precision": {"target": self.target_precision, **bounds(self.precision)},
-            "coverage": {"target": self.target_coverage, **bounds(self.coverage)},
-            "risk": {"lower": self.risk[0], "upper": self.risk[1]},
-            "questions": {q: asdict(c) for q, c in self.questions.items()},
-        }
+        """JSON-safe (NaN becomes ``None``)."""
+        return json_safe(
+            {
+                "verdict": self.verdict,
+                "exit_code": self.exit_code,
+                "level": self.level,
+                "bound_level": 1.0 - (1.0 - self.level) / 2.0,
+                "decisions": self.coverage.n,
+                "taken": self.coverage.k,
+                "right": self.precision.k,
+                "precision": {"target": self.target_precision, **asdict(self.precision)},
+                "coverage": {"target": self.target_coverage, **asdict(self.coverage)},
+                "risk": {"lower": self.risk[0], "upper": self.risk[1]},
+                "questions": {q: asdict(c) for q, c in self.questions.items()},
+            }
+        )
 
     def summary(self) -> str:
         """The verdict and its numbers in a few lines (what a failed assertion prints)."""
@@ -210,12 +193,10 @@ def verify(
 ) -> Verification:
     """Read ``examples`` with ``engine`` and give the verdict of a frozen threshold.
 
-    ``examples``: a labelled JSON Lines file (``docs/calibration.md``; ``questions`` and
-    ``question`` as in ``load_labelled``) or ``Example``s. ``take_at``: one threshold for
-    every question, or ``{question_id: take_at}`` (``None`` takes nothing), e.g. what an
-    evidence store holds now (``thresholds_in_force``). A decision is taken as a
-    ``Policy(take_at=...)`` takes it (``Policy.band``), and right when its label is the
-    example's label."""
+    ``examples``: a labelled JSON Lines file (``questions`` and ``question`` as in
+    ``load_labelled``) or ``Example``s. ``take_at``: one threshold for every question, or
+    ``{question_id: take_at}`` (``None`` takes nothing). A decision is taken as a
+    ``Policy(take_at=...)`` takes it, and right when its label is the example's."""
     from agentbranch.calibration.labelled import load_labelled
     from agentbranch.calibration.scored import decide_by_line
     from agentbranch.policy.config import GotoNode, Policy
@@ -246,30 +227,7 @@ def verify(
             ):
                 c[1] += 1
                 c[2] += d.label == ex.label
-    return verdict_from_counts(
-        {q: QuestionCounts(at[q], *c) for q, c in counts.items()},
-        precision=precision,
-        coverage=coverage,
-        level=level,
-    )
-
-
-def verdict_from_counts(
-    questions: Mapping[str, QuestionCounts],
-    *,
-    precision: float,
-    coverage: float,
-    level: float = 0.95,
-) -> Verification:
-    """The verdict over every question's counts pooled (the statistics, no engine)."""
-    _check_level(level)
-    _check_target("precision", precision)
-    _check_target("coverage", coverage)
-    n = sum(c.decisions for c in questions.values())
-    if n == 0:
-        raise ConfigurationError("no decisions to verify on")
-    taken = sum(c.taken for c in questions.values())
-    right = sum(c.right for c in questions.values())
+    n, taken, right = (sum(c[i] for c in counts.values()) for i in range(3))
     prec = clopper_pearson(right, taken, level)
     cov = clopper_pearson(taken, n, level)
     return Verification(
@@ -279,16 +237,15 @@ def verdict_from_counts(
         precision,
         coverage,
         level,
-        dict(questions),
+        {q: QuestionCounts(at[q], *c) for q, c in counts.items()},
     )
 
 
 def thresholds_in_force(store: Any, asked: Sequence[str] = ()) -> dict[str, float | None]:
-    """``{question_id: take_at}`` an ``Earned`` policy's evidence store holds now (the
-    threshold the policy computes from it, as ``agentbranch audit report`` shows). A
-    question with different thresholds under several readers is an error, and so is an
-    ``asked`` question that decides with a learned version of its read: its threshold is
-    the learned read's, and the labelled file is read with the question as written."""
+    """``{question_id: take_at}`` an ``Earned`` policy's evidence store holds now (as
+    ``agentbranch audit report`` shows). A question with different thresholds under
+    several readers is an error, and so is an ``asked`` question that decides with a
+    learned version of its read (the labelled file is read with the question as written)."""
     from agentbranch.audit.earned_report import earned_report
 
     rep = earned_report(store)

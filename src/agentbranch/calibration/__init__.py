@@ -1,15 +1,6 @@
 """Calibration: fit temperatures on labelled examples, measure, suggest thresholds
 (docs/calibration.md). This package fits a ``Calibration``; the engine applies it
 (``agentbranch.engine.calibration``). Every public name is importable from here.
-
-* ``labelled``: labelled JSON Lines files read and checked into ``Example``; ``split``;
-* ``scored``: ``read_examples``, the engine's uncalibrated reads (``Scored``);
-* ``temperatures``: ``fit_temperature`` (minimum NLL), ``fit``, ``calibrated``;
-* ``measures``: accuracy, ECE, Brier, NLL (``metrics``), and the confidence threshold
-  reaching a target precision with its coverage (``suggest_threshold``, ``check_threshold``);
-* ``report``: ``Report``, before and after, per question, with plain warnings;
-* ``run``: the whole job, ``calibrate``, ``calibrate_scored``, ``evaluate``;
-* ``diagram``: ``reliability_diagram`` (matplotlib, imported only when drawing).
 """
 
 from __future__ import annotations

@@ -1,18 +1,25 @@
-"""The reliability diagram: accuracy against top probability per bin, as a PNG.
-
-matplotlib is imported when a diagram is drawn, never at import.
-"""
+"""The reliability diagram: accuracy against top probability per bin, as a PNG
+(matplotlib is imported when a diagram is drawn)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
 
-from agentbranch.calibration.measures import ece
-from agentbranch.calibration.scored import Scored, top_index
+from agentbranch.calibration.measures import binned, ece
+from agentbranch.calibration.scored import Scored
 from agentbranch.core.errors import ConfigurationError
 
-__all__ = ["reliability_diagram"]
+__all__ = ["MAX_BINS", "check_bins", "reliability_diagram"]
+
+#: The most confidence bins a report or a diagram draws.
+MAX_BINS = 1000
+
+
+def check_bins(bins: int) -> None:
+    """``ConfigurationError`` unless ``bins`` is a whole number from 1 to ``MAX_BINS``."""
+    if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= MAX_BINS:
+        raise ConfigurationError(f"bins must be a whole number from 1 to {MAX_BINS}, got {bins!r}")
 
 
 def reliability_diagram(
@@ -25,8 +32,7 @@ def reliability_diagram(
 ) -> Path:
     """A PNG reliability diagram (accuracy vs top probability per bin), before and
     after calibration side by side."""
-    if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= 1000:
-        raise ConfigurationError(f"bins must be a whole number from 1 to 1000, got {bins!r}")
+    check_bins(bins)
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -35,15 +41,7 @@ def reliability_diagram(
     panels = [("before", before)] + ([("after", after)] if after is not None else [])
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4.6), squeeze=False)
     for ax, (name, scored) in zip(axes[0], panels):
-        counts = [0] * bins
-        conf = [0.0] * bins
-        acc = [0.0] * bins
-        for s in scored:
-            top = top_index(s)
-            b = min(bins - 1, int(s.probs[top] * bins))
-            counts[b] += 1
-            conf[b] += s.probs[top]
-            acc[b] += float(top == s.label_index)
+        counts, conf, acc = zip(*binned(scored, bins))
         centers = [(i + 0.5) / bins for i in range(bins)]
         heights = [acc[i] / counts[i] if counts[i] else 0.0 for i in range(bins)]
         ax.bar(centers, heights, width=1 / bins, edgecolor="black", alpha=0.75, label="accuracy")

@@ -1,8 +1,5 @@
-"""Labelled examples: reading and checking labelled JSON Lines files, and splitting them.
-
-``parse_labelled`` and ``load_labelled`` read the format (docs/calibration.md; in full:
-``parse_labelled``'s docstring) into ``Example``s, checked line by line; ``split``
-makes a deterministic stratified (fit, held-out) split.
+"""Labelled examples: labelled JSON Lines files read and checked into ``Example``s
+(``parse_labelled``, ``load_labelled``), and a deterministic stratified ``split``.
 """
 
 from __future__ import annotations
@@ -85,8 +82,7 @@ EXPECTED_SHAPES = (
 
 
 def _label(value: Any) -> Any:
-    # An option's name or its 0-based index (yes/no also true/false): a list, an object
-    # or 1.5 is refused rather than turned into a string.
+    # A list, an object or 1.5 is refused rather than turned into a string.
     if not isinstance(value, str | int):  # bool is an int
         raise ValueError(
             f"a label is an option name (a string) or its 0-based index, got {short_repr(value)}"
@@ -217,27 +213,10 @@ def parse_labelled(
     source: str = "<data>",
     default_question: str | None = None,
 ) -> list[Example]:
-    """Examples from JSON Lines text (the format: below). Every line is
-    checked (``HeaderLine``, ``ExampleLine``); errors name ``source``, the line and the
-    field.
-
-    Format (JSON Lines, one object per line; see docs/calibration.md):
-
-    * an optional header line ``{"questions": {"<id>": <wire question>, ...}}`` defining
-      named questions (wire questions are ``{"type": "choice"|"noul"|"score",
-      "instructions": ..., "criteria": ...}`` as in ``/v1/systemone``);
-    * example lines ``{"state": <text or JSON>, "question": "<id>", "label": "<option>"}``;
-      ``question`` may also be a wire question inline, with ``"id"`` naming it; or
-      ``{"state": ..., "labels": {"<id>": "<option>", ...}}`` for several questions about
-      one state (read in one request).
-
-    Common shapes work too: ``"text"`` or ``"input"`` instead of ``"state"``, and lines
-    without a question (``{"text": ..., "label": ...}``, as most labelled sets come) when a
-    ``default_question`` id names the question they answer (``--question`` on the CLI).
-
-    Labels are option names; yes/no labels may be ``yes``/``no``/``true``/``false``; choice
-    and score labels may be the option (level) name or its 0-based index.
-    """
+    """Examples from labelled JSON Lines text (the format: docs/calibration.md, "The
+    labelled file"). Every line is checked (``HeaderLine``, ``ExampleLine``); errors name
+    ``source``, the line and the field. ``default_question`` names the question of lines
+    that name none (``--question`` on the CLI)."""
 
     def numbered() -> Iterator[tuple[int, Any]]:
         for number, line in enumerate(lines, 1):

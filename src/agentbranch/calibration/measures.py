@@ -1,21 +1,15 @@
-"""Calibration metrics of scored examples: accuracy, ECE, Brier, NLL, and the threshold.
-
-ECE is the expected calibration error of the top probability over equal-width bins (10
-by default); Brier is multi-class (Σ (p_i − y_i)², averaged); NLL is capped at 50 nats
-per example. ``metrics`` bundles them with the confidence threshold reaching a target
-precision and the coverage it leaves.
+"""Calibration metrics of scored examples: accuracy, ECE, Brier, NLL (``metrics``), and
+the confidence threshold reaching a target precision with the coverage it leaves.
 
 Thresholds are on ``Decision.confidence = 1 − H/ln K`` (what policies compare), not on
-the top probability; coverage is the share of decisions at or above the threshold:
-``suggest_threshold`` finds the lowest one reaching a target precision,
-``check_threshold`` measures a given one.
+the top probability.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from agentbranch.calibration.scored import Scored, top_index
@@ -106,32 +100,21 @@ class Metrics:
     threshold: SuggestedThreshold
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-safe (NaN becomes ``None``)."""
-        return {
-            k: None if isinstance(v, float) and math.isnan(v) else v
-            for k, v in self._fields().items()
-        }
-
-    def _fields(self) -> dict[str, Any]:
-        return {
-            "n": self.n,
-            "accuracy": self.accuracy,
-            "ece": self.ece,
-            "brier": self.brier,
-            "nll": self.nll,
-            "mean_confidence": self.mean_confidence,
-            "target_precision": self.threshold.target_precision,
-            "threshold": self.threshold.threshold,
-            "coverage": self.threshold.coverage,
-            "precision_at_threshold": self.threshold.precision,
-        }
+        """JSON-safe (NaN becomes ``None``), the threshold's fields inline."""
+        t = self.threshold
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "threshold"}
+        out.update(
+            target_precision=t.target_precision,
+            threshold=t.threshold,
+            coverage=t.coverage,
+            precision_at_threshold=t.precision,
+        )
+        return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in out.items()}
 
 
-def ece(scored: Sequence[Scored], bins: int = 10) -> float:
-    """Expected calibration error of the top probability over ``bins`` equal-width bins."""
-    if not scored:
-        return float("nan")
-    totals = [[0, 0.0, 0.0] for _ in range(bins)]  # count, Σ p_top, Σ correct
+def binned(scored: Sequence[Scored], bins: int) -> list[list[float]]:
+    """``[count, Σ top probability, Σ correct]`` per equal-width bin of the top probability."""
+    totals = [[0, 0.0, 0.0] for _ in range(bins)]
     for s in scored:
         top = top_index(s)
         p = s.probs[top]
@@ -139,7 +122,14 @@ def ece(scored: Sequence[Scored], bins: int = 10) -> float:
         totals[b][0] += 1
         totals[b][1] += p
         totals[b][2] += float(top == s.label_index)
-    return sum(abs(c - p) for n, p, c in totals if n) / len(scored)
+    return totals
+
+
+def ece(scored: Sequence[Scored], bins: int = 10) -> float:
+    """Expected calibration error of the top probability over ``bins`` equal-width bins."""
+    if not scored:
+        return float("nan")
+    return sum(abs(c - p) for n, p, c in binned(scored, bins) if n) / len(scored)
 
 
 def brier(scored: Sequence[Scored]) -> float:

@@ -1,8 +1,5 @@
-"""The calibration report: metrics before and after a calibration, overall and per question.
-
-``Report`` is what ``calibrate``, ``calibrate_scored`` and ``evaluate`` (``run``) return
-and what the CLI prints; ``bound_warnings`` says in plain words when a fitted temperature
-hit a bound of the search.
+"""The calibration report (``Report``): metrics before and after a calibration, overall
+and per question, with plain warnings (``bound_warnings``).
 """
 
 from __future__ import annotations

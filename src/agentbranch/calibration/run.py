@@ -1,8 +1,5 @@
-"""The whole job: read labelled examples, split, fit temperatures, measure, report.
-
-``calibrate`` (read with an engine, fit on a split, measure on the held-out part),
-``calibrate_scored`` (the same on examples already read, e.g. audit records) and
-``evaluate`` (score an existing calibration, fit nothing).
+"""The whole job: ``calibrate`` (read, split, fit, measure on the held-out part),
+``calibrate_scored`` (on examples already read) and ``evaluate`` (fit nothing).
 """
 
 from __future__ import annotations

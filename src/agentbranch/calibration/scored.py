@@ -1,8 +1,5 @@
-"""Scored examples: the engine's uncalibrated reads of labelled examples.
-
-``read_examples`` reads every example once, batched, with the engine's calibration off
-(temperature 1); everything downstream (fitting, metrics, thresholds) works on the
-``Scored`` reads, so a fit never reads anything twice.
+"""Scored examples: the engine's uncalibrated reads of labelled examples, read once
+(``read_examples``) for everything downstream.
 """
 
 from __future__ import annotations

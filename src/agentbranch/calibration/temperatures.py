@@ -1,9 +1,5 @@
-"""Temperature fitting: one temperature per question (or question type) minimising NLL.
-
-Temperature scaling (``p_i ∝ p̃_i^(1/T)``, the rule ``DecisionEngine`` applies with a
-``Calibration``) never changes which option wins, so accuracy is unchanged and only the
-confidence moves. ``fit`` returns the ``Calibration`` (``agentbranch.engine.calibration``)
-the engine loads; this module only fits it.
+"""Temperature fitting: one temperature per question (or question type) minimising NLL;
+``fit`` returns the ``Calibration`` the engine applies (``p_i ∝ p̃_i^(1/T)``).
 """
 
 from __future__ import annotations

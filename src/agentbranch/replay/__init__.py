@@ -1,10 +1,7 @@
 """Record an agent run once, replay it offline (CI without a GPU or an API key; docs/replay.md).
 
-* ``cassette`` (``Cassette``, the shared store), ``readers``, ``chat``, ``teachers``: what
-  records into it and replays from it
-* ``schema``, ``entries``, ``format``: what a cassette holds; ``files``: the file on disk
-* ``keys``, ``misses``: keys, summaries and what a miss says; ``modes``: record modes
-* ``pytest_plugin``: the ``decision_cassette`` fixture; ``diff``, ``cli``: drift reports
+``Cassette`` is the shared store; its reader, chat cache and teacher calls record into it
+and replay from it; ``pytest_plugin`` is the ``decision_cassette`` fixture.
 """
 
 from agentbranch.replay.cassette import Cassette, ReplayMissError, cassette_reader

@@ -14,7 +14,10 @@ from agentbranch.core.reads import LabelRead, ReadRequest
 from agentbranch.replay.format import ReaderInfo, TeacherEntry
 from agentbranch.replay.modes import RecordMode
 
-__all__ = ["CassetteStore"]
+__all__ = ["Answered", "CassetteStore"]
+
+#: Requests read live, each with its reads (what ``record_reads`` records).
+Answered = Sequence[tuple[ReadRequest, list[LabelRead]]]
 
 
 class CassetteStore(Protocol):
@@ -30,13 +33,7 @@ class CassetteStore(Protocol):
     def teacher_calls(self) -> Any: ...
 
     def lookup_read(self, reader_id: str, request: ReadRequest) -> list[LabelRead] | None: ...
-    def record_reads(
-        self,
-        reader_id: str,
-        info: ReaderInfo,
-        requests: Sequence[ReadRequest],
-        reads: Sequence[list[LabelRead]],
-    ) -> None: ...
+    def record_reads(self, reader_id: str, info: ReaderInfo, answered: Answered) -> None: ...
     def read_miss(self, reader_id: str, request: ReadRequest, why: str) -> Exception: ...
 
     def next_repeat(self, key: str) -> str: ...

@@ -1,22 +1,13 @@
-"""``Cassette``: one file shared by every reader and chat model of a run.
+"""``Cassette``: one file shared by every reader and chat model of a run (docs/replay.md).
 
-    cassette = Cassette("tests/cassettes/triage.jsonl")          # mode from the environment
-    engine = DecisionEngine(cassette.reader(lambda: TransformersReader.from_pretrained(p)))
-    drafter = cassette.chat_model(ChatOpenAI(model="gpt-4o-mini"))  # same model, cached
-    ...
-    cassette.stale()      # entries this run never played
-
-How readers and chat models are keyed and how several writers share the file:
-``Cassette``'s docstring.
-
-Over 500 lines: one class, the run's shared cassette, whose modes (record, replay, all),
-repeat numbering, teacher entries and file (caught up with, appended to, rewritten) must
-be read together.
+Over 500 lines: one class, the run's shared cassette, whose modes, repeat numbering,
+teacher entries and file (caught up with, appended to, rewritten) must be read together.
 """
 
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import json
 import os
 import threading
@@ -30,6 +21,7 @@ from agentbranch.core.reads import LabelRead, ReadRequest
 from agentbranch.engine.readers.base import Reader
 from agentbranch.replay import files
 from agentbranch.replay import format as fmt
+from agentbranch.replay._cassette_protocol import Answered
 from agentbranch.replay.format import ChatEntry, ReadEntry, ReaderInfo, TeacherEntry
 from agentbranch.replay.keys import (
     chat_key,
@@ -37,7 +29,9 @@ from agentbranch.replay.keys import (
     chat_model_name,
     generations_from_json,
     generations_to_json,
+    last_content,
     messages_summary,
+    read_text,
     request_key,
     request_summary,
     short,
@@ -74,13 +68,8 @@ _ASKED: contextvars.ContextVar[tuple[int, str, str] | None] = contextvars.Contex
 
 
 class Cassette:
-    """A cassette file and its record mode.
-
-    Several processes may record into one cassette at once (``pytest -n``, parallel jobs):
-    writers take the cassette's file lock, catch up with what the others appended, and
-    append their own lines. A symlinked path is followed (the link stays a link); a path
-    that is not a regular file (a FIFO, a directory, a device) or, in mode ``all``, an
-    existing file that is not a cassette is refused.
+    """A cassette file and its record mode. Several processes may record into one
+    cassette at once; what is refused and why: docs/replay.md, "The cassette file".
 
     Args:
         path: the JSON Lines file (created when something is recorded).
@@ -92,21 +81,8 @@ class Cassette:
             cassette together pass one id (the pytest plugin passes pytest-xdist's run id);
             default: a fresh id per ``Cassette``.
 
-    Readers get ids in the order they are made (``reader-1``, ``reader-2`` ...) unless given
-    ``id=``; a declaration line remembers which reader and model recorded each id, and
-    recording a different model under an id that already has reads is refused. Chat models
-    are keyed by LangChain's own ``llm_string`` (class and invocation parameters).
-
-    Recorded entries are appended as they happen, under the cassette's file lock, so an
-    interrupted run keeps what it recorded and several processes may record into one
-    cassette at once: before appending, a writer reads what the others appended since it
-    last looked (``_sync``). The file is only ever rewritten as a whole (atomically) to start
+    Entries are appended as they happen; the file is only rewritten (atomically) to start
     a re-recording (mode ``all``), to upgrade an older format, or by ``clear_chats``.
-
-    A teacher call or chat exchange asked again in one test is asked again when recording,
-    as the live run it records does, and each answer is kept under its own key
-    (``next_repeat``: the call's key, then ``key#1``, ``key#2`` ...), so a replay answers
-    the repeats in order.
     """
 
     def __init__(
@@ -131,22 +107,16 @@ class Cassette:
         self._played: set[Identity] = set()
         #: Short descriptions of every miss this cassette raised.
         self.misses: list[str] = []
-        # What this process has read of the file: the parser's state, and which file
-        # (device, inode) its offset is in; ``None`` until the first read or write.
+        # The parser's state, and the file (device, inode) its offset is in.
         self._parser: fmt.Parser | None = None
         self._seen: tuple[int, int] | None = None
         self._started = False  # mode all: this run started (or joined) the file
         self._next_reader = 1
-        # Earned thresholds: recorded ones by decision key, and how often each key was seen
-        # in this test (repeated decisions are numbered in order).
-        self._thresholds: dict[str, dict[str, Any]] = {}
-        self._threshold_seen: dict[str, int] = {}
-        # Learning questions' versions in force, the same way.
-        self._versions: dict[str, dict[str, Any]] = {}
-        self._version_seen: dict[str, int] = {}
-        # Teacher calls and chat exchanges asked again: the times each key was asked in
-        # this test, and the highest repeat the file holds of each.
-        self._repeats: dict[str, int] = {}
+        # Per decision (Earned thresholds, learning versions, audits' draws): the recorded
+        # values by kind and key. How often this test asked each key of each kind
+        # ("repeat": teacher calls and chat exchanges), and the highest repeat held.
+        self._decided: dict[str, dict[str, dict[str, Any]]] = {}
+        self._asked: dict[str, dict[str, int]] = {}
         self._highest: dict[str, int] = {}
         self._opened: list[Reader] = []
         self._cache: Any = None
@@ -154,9 +124,6 @@ class Cassette:
         #: The misses of audits: raised on an audit's worker thread, where they fail the
         #: audit but not the run (the pytest plugin fails the test that made them).
         self.audit_misses: list[str] = []
-        # Audits' draws (whether each decision was audited), by decision like thresholds.
-        self._samples: dict[str, dict[str, Any]] = {}
-        self._sample_seen: dict[str, int] = {}
         self._teacher_calls: CassetteTeachers | None = None
         if self.mode == "passthrough":
             return
@@ -253,10 +220,7 @@ class Cassette:
         """A new test shares this cassette: reader ids count from ``reader-1`` again (and
         repeated decisions from the first)."""
         self._next_reader = 1
-        self._threshold_seen = {}
-        self._version_seen = {}
-        self._sample_seen = {}
-        self._repeats = {}
+        self._asked = {}
 
     # -- reads --------------------------------------------------------------------------
 
@@ -269,18 +233,12 @@ class Cassette:
             self._played.add(("read", reader_id, key))
             return list(entry.reads)
 
-    def record_reads(
-        self,
-        reader_id: str,
-        info: ReaderInfo,
-        requests: Sequence[ReadRequest],
-        reads: Sequence[list[LabelRead]],
-    ) -> None:
+    def record_reads(self, reader_id: str, info: ReaderInfo, answered: Answered) -> None:
         if self.mode == "passthrough":
             return
         entries = [
             ReadEntry(reader_id, request_key(request), request_summary(request), list(answer))
-            for request, answer in zip(requests, reads)
+            for request, answer in answered
         ]
 
         def lines() -> list[dict[str, Any]]:
@@ -309,36 +267,37 @@ class Cassette:
 
     def read_miss(self, reader_id: str, request: ReadRequest, why: str) -> ReplayMissError:
         """The error for a read this cassette cannot answer, with the nearest recorded
-        request and the fields that differ."""
+        request."""
         with self._lock:
             entries, readers = list(self._reads.values()), dict(self.readers)
-        nearest, diffs = nearest_read(request_summary(request), reader_id, entries, readers)
+        summary = request_summary(request)
+        nearest, diffs = nearest_read(summary, reader_id, entries, readers)
         question_ids = [q.id for q in request.questions]
         head = (
             f"cassette {self._shown} (mode {self.mode!r}) has no read for this request of "
             f"reader {reader_id!r}: state {short(request.state, 60)!r}, "
             f"questions {question_ids}. {why}"
         )
-        empty = self._empty(f"The cassette holds no reads of reader {reader_id!r}.")
         return self._missed(
-            f"read of {reader_id} {short(request.state, 50)!r} {question_ids}",
-            explain(head, "request", nearest, diffs, empty),
+            f"read of {reader_id} {read_text(summary)}",
+            explain(
+                head, "request", nearest, diffs, self._empty(f"no reads of reader {reader_id!r}")
+            ),
             diffs,
-            audit=False,
         )
 
     # -- chat exchanges -----------------------------------------------------------------
 
     def lookup_chat(self, prompt: str, llm_string: str) -> list[Any] | None:
         """The recorded reply to this repeat of the exchange, or ``None`` (always in mode
-        ``all``: the model answers, and ``record_chat`` records it as this repeat)."""
+        ``all``)."""
         key = chat_key(prompt, llm_string)
         with self._lock:
             repeat = self.next_repeat(key)
             held = None if self.mode == "all" else self.held_repeat(repeat, self._chats)
             if (entry := None if held is None else self._chats[held]) is None:
                 if self.mode != "none":  # the model answers; record_chat records it as this
-                    self._asked_live(key, repeat)
+                    _ASKED.set((id(self), key, repeat))
                 return None
             self._played.add(("chat", entry.model, entry.key))
             reply = entry.reply
@@ -365,20 +324,23 @@ class Cassette:
 
     def chat_miss(self, prompt: str, llm_string: str) -> ReplayMissError:
         """The error for a chat call this cassette cannot answer, with the nearest
-        recorded exchange and the fields (messages, model) that differ."""
+        recorded exchange."""
         messages = messages_summary(prompt)
         model, name = chat_model_id(llm_string), chat_model_name(llm_string)
         with self._lock:
             entries, known = list(self._chats.values()), dict(self.chat_models)
         nearest, diffs = nearest_chat(messages, model, llm_string, name, entries, known)
-        last = str(messages[-1].get("content")) if messages else ""
-        call, asked_as = self._asked_as(name)  # a policy's teacher call: which
+        last = last_content(messages)
+        from agentbranch.replay.teachers import current_call, describe
+
+        call = current_call()  # the policy's teacher call the model is invoked for, if any
+        asked_as = "" if call is None else f", asked as {describe(call, name)}"
         head = (
             f"cassette {self._shown} (mode {self.mode!r}) has no reply of chat model {name} "
             f"({model}) to these {len(messages)} messages (last: {short(last, 60)!r})"
             f"{asked_as}. Replay calls no model."
         )
-        empty = self._empty("The cassette holds no chat exchanges.")
+        empty = self._empty("no chat exchanges")
         return self._missed(
             f"chat {name} {short(last, 50)!r}",
             explain(head, "exchange", nearest, diffs, empty, UNSEEN_CHAT),
@@ -400,16 +362,20 @@ class Cassette:
     def next_repeat(self, key: str) -> str:
         """The key of the next time this test asks the teacher call or chat exchange
         ``key``: ``key`` the first time, then ``key#1``, ``key#2`` ..."""
+        n = self._ask("repeat", key)
+        return key if n == 0 else f"{key}#{n}"
+
+    def _ask(self, kind: str, key: str) -> int:
+        """How often this test asked ``key`` of ``kind`` before now (counting this time)."""
         with self._lock:
-            n = self._repeats.get(key, 0)
-            self._repeats[key] = n + 1
-            return key if n == 0 else f"{key}#{n}"
+            asked = self._asked.setdefault(kind, {})
+            asked[key] = asked.get(key, 0) + 1
+            return asked[key] - 1
 
     def held_repeat(self, repeat: str, table: Mapping[str, Any]) -> str | None:
-        """The key ``table`` answers the repeat ``repeat`` under: that repeat; in mode
-        ``none``, when the recording asked less often than this run, the last repeat it
-        recorded (a cassette recorded before repeats were numbered holds one answer per
-        input, and a replay may ask it again); ``None`` when not held."""
+        """The key ``table`` answers the repeat ``repeat`` under: that repeat, else in mode
+        ``none`` the last repeat recorded (older cassettes hold one answer per input);
+        ``None`` when not held."""
         if repeat in table or self.mode != "none":
             return repeat if repeat in table else None
         base, _, n = repeat.partition("#")
@@ -426,10 +392,6 @@ class Cassette:
         if i > self._highest.get(base, -1):
             self._highest[base] = i
 
-    def _asked_live(self, key: str, repeat: str) -> None:
-        """The chat exchange ``key`` is answered live as ``repeat`` in this context."""
-        _ASKED.set((id(self), key, repeat))
-
     def _answered_as(self, key: str) -> str:
         """The repeat a reply to the chat exchange ``key`` is recorded as: the one this
         context looked up, else (recorded without a lookup) the one the next lookup asks."""
@@ -440,22 +402,19 @@ class Cassette:
         # Written without a lookup (the cache used as LangChain's ``BaseCache``: update,
         # then lookup): the repeat the next lookup asks for, so that lookup finds it.
         with self._lock:
-            n = self._repeats.get(key, 0)
+            n = self._asked.get("repeat", {}).get(key, 0)
         return key if n == 0 else f"{key}#{n}"
 
     # -- earned thresholds --------------------------------------------------------------
 
     def threshold(self, key: str, live: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """The threshold in force (``{"take_at", "trust"}``) for the next decision with
-        ``key`` (question and state; repeats are numbered in order): the recorded one when
-        replaying, else ``live()``, recorded. Replays then band exactly as the recording
-        did, whatever an ``Earned`` store holds now."""
+        ``key`` (question and state; repeats in order): the recorded one when replaying,
+        else ``live()``, recorded."""
         return self._per_decision(
+            "threshold",
             key,
             live,
-            self._threshold_seen,
-            self._thresholds,
-            fmt.threshold_line,
             "threshold for this decision of an Earned policy (recorded before thresholds "
             "were kept?)",
         )
@@ -467,17 +426,12 @@ class Cassette:
         miss: Callable[[], ReplayMissError] | None = None,
     ) -> dict[str, Any]:
         """The version of a learning question's read in force (``{"version", "asked",
-        "read"}``, ``agentbranch.policy.earned.learn.replayed``) for the next decision with
-        ``key`` (question and state; repeats numbered in order): the recorded one when
-        replaying, else ``live()``, recorded. Replays then ask what the recording asked,
-        whatever the evidence store has learned since (or without it). ``miss()``: the
+        "read"}``) for the next decision with ``key``, as ``threshold``; ``miss()``: the
         error when replaying and the cassette holds none (``version_miss``)."""
         return self._per_decision(
+            "version",
             key,
             live,
-            self._version_seen,
-            self._versions,
-            fmt.version_line,
             "version for this decision of a learning Earned policy (recorded before "
             "versions were kept?)",
             miss=miss,
@@ -486,10 +440,9 @@ class Cassette:
     def version_miss(
         self, question_id: str, state: str, question: Mapping[str, Any]
     ) -> ReplayMissError:
-        """The error for a decision of a learning question (``Earned(learn=True)``) this
-        cassette holds no version for, as a read miss says it: the nearest recorded read
-        of the question (``question``: its summary fields ``type``, ``text``,
-        ``options``) and the fields that differ (the state, the question)."""
+        """The error for a learning question's decision this cassette holds no version
+        for: the nearest recorded read of the question (``question``: its summary fields
+        ``type``, ``text``, ``options``) and the fields that differ."""
         with self._lock:
             entries = list(self._reads.values())
         nearest, diffs = nearest_decision(question_id, state, question, entries)
@@ -498,33 +451,29 @@ class Cassette:
             f"of learning question {question_id!r} (Earned(learn=True)): state "
             f"{short(state, 60)!r}. Replay asks the version the recording asked."
         )
-        empty = self._empty(f"The cassette holds no reads of question {question_id!r}.")
+        empty = self._empty(f"no reads of question {question_id!r}")
         return self._missed(
             f"version of {question_id!r} for {short(state, 50)!r}",
             explain(head, "request", nearest, diffs, empty, UNSEEN_VERSION),
             diffs,
-            audit=False,
         )
 
     def _per_decision(
         self,
+        kind: str,
         key: str,
         live: Callable[[], dict[str, Any]],
-        seen: dict[str, int],
-        held: dict[str, dict[str, Any]],
-        line: Callable[[str, dict[str, Any]], Any],
         missing: str,
         otherwise: Callable[[], dict[str, Any]] | None = None,
         miss: Callable[[], ReplayMissError] | None = None,
     ) -> dict[str, Any]:
-        """The recorded value for the next decision with ``key`` (``#n`` numbers its
-        repeats) when replaying, else ``live()``, recorded as ``line(key, value)``
-        (``otherwise()`` in mode ``none`` when it is not recorded, else a miss: ``miss()``
-        or one that names what is missing)."""
+        """The recorded ``kind`` line's value for the next decision with ``key`` (``#n``
+        numbers its repeats) when replaying, else ``live()``, recorded (``otherwise()`` in
+        mode ``none`` when it is not recorded, else a miss: ``miss()`` or one that names
+        what is ``missing``)."""
         with self._lock:
-            n = seen.get(key, 0)
-            seen[key] = n + 1
-            key = f"{key}#{n}"
+            key = f"{key}#{self._ask(kind, key)}"
+            held = self._decided.get(kind, {})
             if self.mode in ("new", "none") and key in held:
                 return dict(held[key])
             if self.mode == "none" and otherwise is not None:
@@ -538,16 +487,15 @@ class Cassette:
         value = live()
         if self.mode == "passthrough":
             return value
-        self._commit(lambda: [line(key, value)])
+        self._commit(lambda: [fmt.DECISION_LINES[kind](key, value)])
         return value
 
     # -- teacher calls and audits' draws ------------------------------------------------
 
     @property
     def teacher_calls(self) -> CassetteTeachers:
-        """The policy's teacher calls through this cassette (``Generate`` fallbacks of
-        any Runnable, audits, reviewers): engines reading through one of its readers
-        find it (``DecisionEngine.teacher_calls``); see ``agentbranch.replay.teachers``."""
+        """The policy's teacher calls through this cassette (``agentbranch.replay.teachers``);
+        engines reading through one of its readers find it."""
         with self._lock:
             if self._teacher_calls is None:
                 from agentbranch.replay.teachers import CassetteTeachers
@@ -585,10 +533,8 @@ class Cassette:
         self._commit(lines)
 
     def teacher_miss(self, call: Any, key: str) -> Exception:
-        """The ``ReplayMissError`` for the teacher call ``call``
-        (``core.teacher_calls.TeacherCall``) this cassette cannot answer: the call, the
-        nearest recorded call of the same role and question and how its input differs,
-        how to record it. Kept in ``misses`` (an audit's also in ``audit_misses``)."""
+        """The ``ReplayMissError`` for the teacher call ``call`` this cassette cannot
+        answer, with the nearest recorded call of its role and question."""
         from agentbranch.replay.teachers import describe, identity, input_summary
 
         name = identity(call.teacher)
@@ -605,9 +551,7 @@ class Cassette:
             f"{describe(call, name)} to this input ({_excerpt(summary)!r}). "
             "Replay calls no teacher."
         )
-        empty = self._empty(
-            f"The cassette holds no {call.role} call of question {call.question_id!r}."
-        )
+        empty = self._empty(f"no {call.role} call of question {call.question_id!r}")
         return self._missed(
             f"{call.role} {name} of {call.question_id!r} {_excerpt(summary, 50)!r}",
             explain(head, "call", nearest, diffs, empty, UNSEEN_CHAT),
@@ -616,16 +560,13 @@ class Cassette:
         )
 
     def sampled(self, key: str, live: Callable[[], bool], unrecorded: Callable[[], bool]) -> bool:
-        """Whether the next decision with ``key`` (question and state; repeats numbered
-        in order) is audited: as recorded when replaying, else ``live()`` (the audit's
-        draw), recorded; ``unrecorded()`` in replay-only mode when the cassette was
-        recorded before draws were kept."""
+        """Whether the next decision with ``key`` is audited, as ``threshold``;
+        ``unrecorded()`` in mode ``none`` when the cassette was recorded before draws
+        were kept."""
         got = self._per_decision(
+            "sample",
             key,
             lambda: {"audited": bool(live())},
-            self._sample_seen,
-            self._samples,
-            fmt.sample_line,
             "",
             otherwise=lambda: {"audited": bool(unrecorded())},
         )
@@ -634,28 +575,22 @@ class Cassette:
     # -- misses -------------------------------------------------------------------------
 
     def _empty(self, holds_none: str) -> str:
-        """What a miss says when nothing recorded is near: no file yet, or ``holds_none``."""
+        """What a miss says when nothing recorded is near: no file yet, or what the
+        cassette holds ``holds_none`` of."""
         if not self.path.exists():
             return f"There is no cassette file at {self.path} yet."
-        return holds_none
+        return f"The cassette holds {holds_none}."
 
-    def _missed(self, line: str, message: str, diffs: Any, *, audit: bool) -> ReplayMissError:
-        """Keep the miss ``line`` (with the fields ``diffs`` names) in ``misses``, and an
-        audit's in ``audit_misses`` too; the error to raise (the cassette's
-        ``ReplayMissError``) says ``message``."""
+    def _missed(
+        self, line: str, message: str, diffs: Any, *, audit: bool = False
+    ) -> ReplayMissError:
+        """Keep the miss ``line`` in ``misses`` (an audit's in ``audit_misses`` too); the
+        error to raise says ``message``."""
         with self._lock:
             self.misses.append(line + fields_note(diffs))
             if audit:
                 self.audit_misses.append(self.misses[-1])
         return ReplayMissError(message)
-
-    def _asked_as(self, name: str) -> tuple[Any, str]:
-        """The teacher call a chat model is being invoked for here (or ``None``), and
-        what a chat miss says of it."""
-        from agentbranch.replay.teachers import current_call, describe
-
-        call = current_call()
-        return call, "" if call is None else f", asked as {describe(call, name)}"
 
     # -- stale entries ------------------------------------------------------------------
 
@@ -664,46 +599,19 @@ class Cassette:
         ``{"kind", "line", "reader" | "model", "summary"}``."""
         out = []
         with self._lock:
-            for ident in sorted(self._loaded - self._played, key=self._line_of):
-                kind, who, key = ident
-                if kind == "teacher":
-                    out += self._stale_teacher(key)
-                elif kind == "read":
-                    e = self._reads.get((who, key))
-                    if e is None:  # the file was replaced without it meanwhile
-                        continue
-                    question_ids = [q["id"] for q in e.request.get("questions", [])]
-                    summary = f"{short(e.request.get('state'), 50)!r} {question_ids}"
-                    out.append({"kind": "read", "line": e.line, "reader": who, "summary": summary})
-                else:
-                    c = self._chats.get(key)
-                    if c is None:
-                        continue
-                    last = str(c.messages[-1].get("content")) if c.messages else ""
+            for kind, who, key in self._loaded - self._played:
+                if kind == "read" and (e := self._reads.get((who, key))) is not None:
+                    item = {"reader": who, "summary": read_text(e.request)}
+                elif kind == "chat" and (e := self._chats.get(key)) is not None:
                     name = self.chat_models.get(who, {}).get("name", who)
-                    out.append(
-                        {
-                            "kind": "chat",
-                            "line": c.line,
-                            "model": name,
-                            "summary": repr(short(last, 50)),
-                        }
-                    )
-        return out
-
-    def _line_of(self, ident: Identity) -> int:
-        kind, who, key = ident
-        tables: dict[str, Any] = {"read": self._reads, "chat": self._chats}
-        e = tables.get(kind, self._teachers).get((who, key) if kind == "read" else key)
-        return (e.line or 0) if e is not None else 0
-
-    def _stale_teacher(self, key: str) -> list[dict[str, Any]]:
-        """The stale-list entry of the teacher call ``key`` (none if it is gone)."""
-        t = self._teachers.get(key)
-        if t is None:
-            return []
-        summary = f"{t.role} of {t.question!r} {_excerpt(t.input, 50)!r}"
-        return [{"kind": "teacher", "line": t.line, "model": t.teacher, "summary": summary}]
+                    item = {"model": name, "summary": repr(short(last_content(e.messages), 50))}
+                elif kind == "teacher" and (e := self._teachers.get(key)) is not None:
+                    summary = f"{e.role} of {e.question!r} {_excerpt(e.input, 50)!r}"
+                    item = {"model": e.teacher, "summary": summary}
+                else:  # the file was replaced without it meanwhile
+                    continue
+                out.append({"kind": kind, "line": e.line, **item})
+        return sorted(out, key=lambda item: item["line"] or 0)
 
     # -- the file: catch up with what other writers appended, append, rewrite -----------
     # Every method runs under the cassette's thread lock and file lock.
@@ -742,7 +650,7 @@ class Cassette:
         recording (same ``recording`` id) started it."""
         self._started = True
         head = None
-        if files.status(self.path) is not None:
+        if exists := (files.status(self.path) is not None):
             self._refuse_foreign()
             head = fmt.first_object(self.path)
         if (
@@ -753,24 +661,17 @@ class Cassette:
             self._sync()
             return
         data = fmt.dumps(fmt.header_line(self.recording)).encode("utf-8")
-        if files.status(self.path) is None:
-            files.append(self.path, data)
-        else:
-            files.replace(self.path, data)
+        (files.replace if exists else files.append)(self.path, data)
         self._reload()
 
     def _rewrite(self, *, chats: bool) -> None:
         """Replace the file by what this process holds (all of it: it has just caught up),
         as format 2."""
         assert self._parser is not None
-        data = fmt.CassetteData(
-            readers=dict(self._parser.data.readers),
-            chat_models=dict(self._parser.data.chat_models),
+        data = dataclasses.replace(
+            self._parser.data,
             reads=list(self._reads.values()),
             chats=list(self._chats.values()),
-            thresholds=dict(self._parser.data.thresholds),
-            versions=dict(self._parser.data.versions),
-            samples=dict(self._parser.data.samples),
             teachers=list(self._teachers.values()),
         )
         recording = self._parser.data.recording or self.recording
@@ -821,7 +722,7 @@ class Cassette:
             self._chats.clear()
             self._teachers.clear()
             self._highest.clear()
-        reads, chats = self._parser.take()
+        reads, chats, teachers = self._parser.take()
         for r in reads:
             self._reads[(r.reader, r.key)] = r
             if initial:
@@ -831,16 +732,19 @@ class Cassette:
             self._held(c.key)
             if initial:
                 self._loaded.add(("chat", c.model, c.key))
-        for t in self._parser.take_teachers():
+        for t in teachers:
             self._teachers[t.key] = t
             self._held(t.key)
             if initial:
                 self._loaded.add(("teacher", t.role, t.key))
-        self.readers = dict(self._parser.data.readers)
-        self.chat_models = dict(self._parser.data.chat_models)
-        self._thresholds = dict(self._parser.data.thresholds)
-        self._versions = dict(self._parser.data.versions)
-        self._samples = dict(self._parser.data.samples)
+        data = self._parser.data
+        self.readers = dict(data.readers)
+        self.chat_models = dict(data.chat_models)
+        self._decided = {
+            "threshold": dict(data.thresholds),
+            "version": dict(data.versions),
+            "sample": dict(data.samples),
+        }
 
 
 def _shown(path: Path) -> str:
@@ -895,11 +799,8 @@ def cassette_reader(
     *,
     mode: str | None = None,
 ) -> CassetteReader:
-    """One reader on the cassette at ``path`` (``Cassette(path, mode).reader(reader)``).
-
-    ``mode`` is ``all``, ``new``, ``none`` or ``passthrough``; ``None`` is ``none`` when
-    the ``CI`` environment variable is set, else ``new`` (replay what is recorded, record
-    the rest through ``reader``)."""
+    """One reader on the cassette at ``path`` (``Cassette(path, mode).reader(reader)``;
+    ``mode`` as ``Cassette`` takes it)."""
     cassette = Cassette(path, mode)
     if reader is None and not cassette.path.exists():
         raise ConfigurationError(

@@ -1,17 +1,7 @@
 """``CassetteCache``: LangChain's cache interface backed by a cassette.
 
-Attach it to any LangChain chat model (or LLM) and its calls are recorded and replayed
-with the run's decisions::
-
-    drafter = ChatOpenAI(model="gpt-4o-mini", cache=cassette.chat_cache)
-
-LangChain looks the cache up with the serialized prompt and the model's ``llm_string``
-(class and invocation parameters) before calling the model, and updates it after. The
-cassette's record mode decides: ``none`` answers from the cassette or raises
-``ReplayMissError`` (the model is never called), ``new`` answers what it holds and lets
-the model answer (and records) the rest, ``all`` always lets the model answer and
-records, ``passthrough`` neither replays nor records. An exchange asked again in one
-test is a repeat of its own (``Cassette.next_repeat``), recorded and replayed in order.
+Attach it to any LangChain chat model (``cache=cassette.chat_cache``) and its calls are
+recorded and replayed with the run's decisions, as the cassette's record mode says.
 """
 
 from __future__ import annotations

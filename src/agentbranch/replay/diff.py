@@ -1,18 +1,14 @@
-"""Drift between two cassettes of the same run (two models, prompts or thresholds).
+"""Drift between two cassettes of the same run (``agentbranch replay diff``; docs/replay.md).
 
-Reads are paired by reader id and request key; what is left is paired when the reader,
-state and question ids match (a reworded question or prompt), and the rest are new or
-removed requests. For every paired question the read's own distribution (softmax of the
-stored label log-probabilities, uncalibrated) gives the top label, confidence and entropy
-on each side; a different top label is a **flip**. Chat exchanges are paired by key, then
-by the messages alone (another model); a different reply text counts as a flip too.
-New or removed requests mean the run took another path (a fallback now runs, a step no
-longer does).
+Entries are paired by key, then by a looser key (a reworded question or prompt, another
+model); a paired question whose top label (of the read's own, uncalibrated distribution)
+differs is a flip, and so is a paired exchange whose reply differs.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +17,8 @@ from agentbranch.core.decisions import confidence_from, entropy
 from agentbranch.replay.format import CassetteData, ChatEntry, ReadEntry, TeacherEntry, load
 from agentbranch.replay.keys import (
     digest,
+    last_content,
+    read_text,
     reply_text,
     request_differences,
     short,
@@ -57,10 +55,7 @@ class ChatChange:
     prompt: str
     old_reply: str
     new_reply: str
-
-    @property
-    def flipped(self) -> bool:
-        return self.old_reply != self.new_reply
+    flipped: bool  # the reply changed
 
 
 @dataclass
@@ -103,7 +98,7 @@ class CassetteDiff:
                 {**asdict(d), "flipped": d.flipped, "confidence_change": _delta(d)}
                 for d in self.decisions
             ],
-            "chats": [{**asdict(c), "flipped": c.flipped} for c in self.chats],
+            "chats": [asdict(c) for c in self.chats],
             "added": self.added,
             "removed": self.removed,
         }
@@ -152,12 +147,8 @@ def _pair(
         else:
             rest_old.append(e)
     rest_new = list(new_by.values())
-    count_old: dict[Any, int] = {}
-    count_new: dict[Any, int] = {}
-    for e in rest_old:
-        count_old[loose(e)] = count_old.get(loose(e), 0) + 1
-    for e in rest_new:
-        count_new[loose(e)] = count_new.get(loose(e), 0) + 1
+    count_old = Counter(loose(e) for e in rest_old)
+    count_new = Counter(loose(e) for e in rest_new)
     loose_new = {loose(e): e for e in rest_new if count_new[loose(e)] == 1}
     removed, taken = [], set()
     for e in rest_old:
@@ -196,14 +187,16 @@ def _read_changes(a: ReadEntry, b: ReadEntry) -> list[DecisionChange]:
     return out
 
 
+def _chat_change(models: tuple[str, str], prompt: str, replies: tuple[str, str]) -> ChatChange:
+    return ChatChange(*models, short(prompt, 60) or "", *replies, replies[0] != replies[1])
+
+
 def _read_label(e: ReadEntry) -> str:
-    question_ids = [q["id"] for q in e.request.get("questions", [])]
-    return f"read {e.reader} {short(e.request.get('state'), 50)!r} {question_ids}"
+    return f"read {e.reader} {read_text(e.request)}"
 
 
 def _chat_label(e: ChatEntry, models: dict[str, str]) -> str:
-    last = str(e.messages[-1].get("content")) if e.messages else ""
-    return f"chat {models.get(e.model, e.model)} {short(last, 50)!r}"
+    return f"chat {models.get(e.model, e.model)} {short(last_content(e.messages), 50)!r}"
 
 
 def _teacher_prompt(e: TeacherEntry) -> str:
@@ -225,18 +218,14 @@ def diff_cassettes(old: str | Path, new: str | Path) -> CassetteDiff:
     cpairs, cremoved, cadded = _pair(
         a.chats, b.chats, lambda e: e.key, lambda e: digest(repr(e.messages))
     )
-    chats = []
-    for x, y in cpairs:
-        last = str(y.messages[-1].get("content")) if y.messages else ""
-        chats.append(
-            ChatChange(
-                old_model=ma.get(x.model, x.model),
-                new_model=mb.get(y.model, y.model),
-                prompt=short(last, 60) or "",
-                old_reply=reply_text(x.reply),
-                new_reply=reply_text(y.reply),
-            )
+    chats = [
+        _chat_change(
+            (ma.get(x.model, x.model), mb.get(y.model, y.model)),
+            last_content(y.messages),
+            (reply_text(x.reply), reply_text(y.reply)),
         )
+        for x, y in cpairs
+    ]
     # A policy's other teacher calls (agentbranch.replay.teachers) read like chat exchanges.
     tpairs, tremoved, tadded = _pair(
         a.teachers,
@@ -244,16 +233,14 @@ def diff_cassettes(old: str | Path, new: str | Path) -> CassetteDiff:
         lambda e: e.key,
         lambda e: (e.role, e.question, digest(repr(e.input))),
     )
-    for x, y in tpairs:
-        chats.append(
-            ChatChange(
-                old_model=x.teacher,
-                new_model=y.teacher,
-                prompt=short(_teacher_prompt(y), 60) or "",
-                old_reply=reply_excerpt(x.reply),
-                new_reply=reply_excerpt(y.reply),
-            )
+    chats += [
+        _chat_change(
+            (x.teacher, y.teacher),
+            _teacher_prompt(y),
+            (reply_excerpt(x.reply), reply_excerpt(y.reply)),
         )
+        for x, y in tpairs
+    ]
     # Flips first, then the largest confidence changes.
     decisions.sort(key=lambda d: (not d.flipped, -abs(d.new_confidence - d.old_confidence)))
     return CassetteDiff(

@@ -70,8 +70,6 @@ class CassetteData:
     samples: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: Teacher calls that are not chat exchanges (``TeacherEntry``), in file order.
     teachers: list[TeacherEntry] = field(default_factory=list)
-    library: str = "unknown"
-    legacy: bool = False
     #: The format version of the file (0 for pre-v1), ``None`` before its first line.
     version: int | None = None
     recording: str | None = None

@@ -1,15 +1,6 @@
-"""The cassette file on disk: what it points to, who may write it, and how.
-
-* A symlinked cassette is followed: reads, appends and rewrites go to the link's target,
-  and the link stays a link. A symlink loop is a clear error.
-* Only regular files are cassettes: a FIFO, a directory or a device given as the path is
-  refused at once (it is opened non-blocking and checked with ``fstat``, so a FIFO never
-  blocks the run, even if it appears after a first check).
-* Writers serialize on a ``filelock`` lock file next to the target (``.<name>.lock``,
-  removed when released); under it a writer appends whole lines with one ``O_APPEND``
-  write, or replaces the file atomically (temporary file + ``os.replace``, keeping its
-  permissions). A reader that cannot create the lock file (a read-only checkout) reads
-  without it.
+"""The cassette file on disk: symlinks followed, only regular files opened (non-blocking,
+so a FIFO never blocks), writers serialized on a ``filelock`` lock file next to the
+target; a writer appends whole lines with one write or replaces the file atomically.
 """
 
 from __future__ import annotations
@@ -25,22 +16,22 @@ from typing import BinaryIO
 
 from filelock import FileLock, Timeout
 
-from agentbranch.core.errors import ConfigurationError
+from agentbranch.core.errors import AgentBranchError, ConfigurationError
 from agentbranch.core.files import SHARED_MODE, append_regular, kind, open_regular
-from agentbranch.replay.errors import CassetteFormatError
 
-#: How long a writer waits for another process's lock before giving up (seconds). Writers
-#: hold it only for one append or one rewrite.
+
+class CassetteFormatError(AgentBranchError, ValueError):
+    """A cassette file cannot be read (the message names the file, the line and the
+    field), or an entry is too large to record (refused before it is written)."""
+
+
+#: How long a writer waits for another process's lock before giving up (seconds).
 LOCK_TIMEOUT = 120.0
-
-
-def _format_error(message: str) -> Exception:
-    return CassetteFormatError(message)
 
 
 def not_regular(path: Path, mode: int) -> Exception:
     what = kind(mode)
-    return _format_error(
+    return CassetteFormatError(
         f"cassette {path} is {what}, not a regular file; a cassette is a JSON Lines file: "
         "give a file path (a missing file is created when something is recorded)"
     )
@@ -56,11 +47,11 @@ def status(path: Path) -> os.stat_result | None:
         return None
     except OSError as e:
         if e.errno == errno.ELOOP:
-            raise _format_error(
+            raise CassetteFormatError(
                 f"cassette {path} is a symlink loop (it never reaches a file); point the "
                 "link at a file or give the file's own path"
             ) from None
-        raise _format_error(f"cannot read cassette {path}: {e.strerror or e}") from None
+        raise CassetteFormatError(f"cannot read cassette {path}: {e.strerror or e}") from None
     if not stat.S_ISREG(st.st_mode):
         raise not_regular(path, st.st_mode)
     return st
@@ -78,10 +69,10 @@ def open_read(path: Path) -> Iterator[BinaryIO]:
         with open_regular(path, lambda mode: not_regular(path, mode)) as f:
             yield f
     except FileNotFoundError:
-        raise _format_error(f"no cassette at {path}; record one first") from None
+        raise CassetteFormatError(f"no cassette at {path}; record one first") from None
     except OSError as e:
         status(path)  # a loop or a directory says so
-        raise _format_error(f"cannot read cassette {path}: {e.strerror or e}") from None
+        raise CassetteFormatError(f"cannot read cassette {path}: {e.strerror or e}") from None
 
 
 def append(path: Path, data: bytes) -> os.stat_result:
@@ -144,10 +135,8 @@ class Lock:
 
     @staticmethod
     def _release(lock: FileLock) -> None:
-        # The lock file is removed while still locked, as the last step of the outermost
-        # hold (so no lock files pile up next to committed cassettes): a waiter that then
-        # locks the unlinked file sees it gone and retries on a fresh one (filelock checks),
-        # and a newcomer's fresh file locks only after our work is done.
+        # Removed while still locked (no lock files pile up next to committed cassettes):
+        # a waiter that then locks the unlinked file retries on a fresh one (filelock checks).
         if lock.lock_counter == 1:
             with contextlib.suppress(OSError):
                 os.unlink(lock.lock_file)
@@ -178,4 +167,13 @@ class Lock:
             self._release(lock)
 
 
-__all__ = ["LOCK_TIMEOUT", "Lock", "append", "open_read", "replace", "status", "target"]
+__all__ = [
+    "LOCK_TIMEOUT",
+    "CassetteFormatError",
+    "Lock",
+    "append",
+    "open_read",
+    "replace",
+    "status",
+    "target",
+]

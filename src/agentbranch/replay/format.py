@@ -1,12 +1,8 @@
 """Cassette format v2: versioned JSON Lines that several writers append to, loaded as a stream.
 
-Line 1 is the header; every further line declares a reader or a chat model, or records
-one read, chat-model exchange or teacher call (``agentbranch.replay.schema`` is the
-schema). The ``*_line`` functions write each kind, ``Parser`` validates them one at a
-time (the layout, with an example of each line: its docstring), ``load`` reads a file.
-
-Over 500 lines: one format, its writers and its validating parser, which must agree
-line for line (a record kind split from its check drifts).
+The ``*_line`` functions write each kind of line (``agentbranch.replay.schema`` is the
+schema; docs/replay.md the layout), ``Parser`` validates them one at a time, ``load``
+reads a file.
 """
 
 from __future__ import annotations
@@ -29,18 +25,15 @@ from agentbranch.replay.entries import (
     ReaderInfo,
     TeacherEntry,
 )
-from agentbranch.replay.errors import CassetteFormatError
+from agentbranch.replay.files import CassetteFormatError
 from agentbranch.replay.keys import generations_from_json
 
 FORMAT_VERSION = 2
 MARK = "agentbranch_cassette"
-#: The longest line a cassette may hold (a read is a few kB; a chat exchange holds its
-#: messages). Longer lines are refused instead of being read into memory.
+#: The longest line a cassette may hold; longer lines are refused, never read into memory.
 MAX_LINE_BYTES = 64 * 2**20
-#: The longest line a recording writes (bytes, newline included; well below
-#: ``MAX_LINE_BYTES``): a read or a reply that large is refused when it is recorded
-#: (``replay.cassette.encode``), so one huge entry never leaves a cassette that no
-#: longer loads.
+#: The longest line a recording writes (well below ``MAX_LINE_BYTES``, so one huge
+#: entry never leaves a cassette that no longer loads).
 MAX_RECORD_BYTES = 16 * 2**20
 
 
@@ -143,6 +136,10 @@ def sample_line(key: str, value: dict[str, Any]) -> dict[str, Any]:
     return {"kind": "sample", "key": key, "audited": bool(value["audited"])}
 
 
+#: The line each kind of per-decision value is recorded as (``Cassette._per_decision``).
+DECISION_LINES = {"threshold": threshold_line, "version": version_line, "sample": sample_line}
+
+
 def teacher_line(entry: TeacherEntry) -> dict[str, Any]:
     """One teacher call of a policy (``schema.TeacherLine``)."""
     fields = ("role", "question", "teacher", "key", "input", "reply")
@@ -178,32 +175,8 @@ class Parser:
     """Validates a cassette's lines one at a time, in order, into ``data``.
 
     ``feed`` may be called again with lines appended later (another writer's), continuing
-    the line count; ``take`` hands over the entries read so far.
-
-    Line 1 is the header; every further line declares a reader or a chat model, or records one
-    read or one chat-model exchange (``agentbranch.replay.schema`` is the schema)::
-
-        {"agentbranch_cassette": 2, "library": "0.1.0", "recording": "3f2a..."}
-        {"kind": "reader", "id": "reader-1", "name": "transformers", "model": "...", "max_options": 26}
-        {"kind": "read", "reader": "reader-1", "key": "<sha256>",
-         "request": {"state": "I was charged twice…", "questions": [{"id": "team", ...}], ...},
-         "reads": [{"logprobs": [-3.1, -2.2], "label_mass": 0.004, "argmax_is_label": false,
-                    "agreement": 1.0}]}
-        {"kind": "chat_model", "id": "chat-3f2a9c1b0d", "name": "ChatOpenAI gpt-4o", "llm_string": "..."}
-        {"kind": "chat", "model": "chat-3f2a9c1b0d", "key": "<sha256>",
-         "messages": [{"role": "system", "content": "..."}, ...],
-         "reply": [{"message": {"type": "ai", "data": {"content": "..."}}}]}
-
-    The header is written once, by whoever creates the file; a writer declares its reader or
-    chat model on a line of its own before its first entry, so processes recording into one
-    cassette at once (under its lock, ``agentbranch.replay.files``) only ever append. An id is
-    declared with one reader and model per file (a later line may change ``max_options``).
-
-    The raw label log-probabilities are stored (not chosen labels), so a changed threshold,
-    policy or calibration replays correctly. Format 1 files (every reader and chat model in
-    the header) and pre-v1 files (no header, one ``{"key", "reader", "model", "state",
-    "questions", "reads"}`` object a line; loaded as reader ``reader-1``) still load, and
-    are rewritten as format 2 when something is recorded into them.
+    the line count; ``take`` hands over the entries read so far. Format 1 and pre-v1 files
+    (no header; loaded as reader ``reader-1``) still load.
     """
 
     def __init__(self, path: Path) -> None:
@@ -278,13 +251,14 @@ class Parser:
 
     def _first(self, no: int, obj: dict[str, Any]) -> None:
         if MARK not in obj:
-            if "kind" not in obj and "key" in obj and "reads" in obj:
-                self.data.version, self.data.legacy, self.data.library = 0, True, "pre-v1"
+            if looks_like_cassette(obj):  # a pre-v1 line
+                self.data.version = 0
                 self._legacy(no, obj)
                 return
-            raise CassetteFormatError(
-                f"{self.path}:{no}: the first line is not an agentbranch cassette header "
-                f'({{"{MARK}": {FORMAT_VERSION}, ...}}); {RERECORD}'
+            raise self.fail(
+                no,
+                "the first line is not an agentbranch cassette header "
+                f'({{"{MARK}": {FORMAT_VERSION}, ...}})',
             )
         version = obj[MARK]
         if not isinstance(version, int) or isinstance(version, bool) or version < 1:
@@ -304,7 +278,7 @@ class Parser:
             head = model.model_validate(obj)
         except ValidationError as e:
             raise self.fail(no, f"the header is invalid: {schema.describe(e)}") from None
-        self.data.version, self.data.library = version, head.library
+        self.data.version = version
         if isinstance(head, schema.Header):
             self.data.recording = head.recording
             return
@@ -330,19 +304,11 @@ class Parser:
             self._declare_reader(no, line)
         elif isinstance(line, schema.ChatModelLine):
             self.data.chat_models[line.id] = {"name": line.name, "llm_string": line.llm_string}
-        elif isinstance(line, schema.ThresholdLine):
-            self.data.thresholds[line.key] = {"take_at": line.take_at, "trust": line.trust}
-        elif isinstance(line, schema.VersionLine):
-            self.data.versions[line.key] = {
-                "version": line.version,
-                "asked": line.asked,
-                "read": line.read,
-                "probability_map": None
-                if line.probability_map is None
-                else list(line.probability_map),
-            }
-        elif isinstance(line, schema.SampleLine):
-            self.data.samples[line.key] = {"audited": line.audited}
+        elif isinstance(line, schema.ThresholdLine | schema.VersionLine | schema.SampleLine):
+            decided = {"threshold": self.data.thresholds, "version": self.data.versions}
+            decided.get(line.kind, self.data.samples)[line.key] = line.model_dump(
+                exclude={"kind", "key"}
+            )
         elif isinstance(line, schema.TeacherLine):
             fields = line.model_dump(exclude={"kind"})
             self.data.teachers.append(TeacherEntry(**fields, line=no))
@@ -404,28 +370,18 @@ class Parser:
         reads = [_label_read(r) for r in line.reads]
         self.data.reads.append(ReadEntry("reader-1", line.key, request, reads, no))
 
-    def take(self) -> tuple[list[ReadEntry], list[ChatEntry]]:
-        """The entries read since the last ``take``."""
-        reads, chats = self.data.reads, self.data.chats
-        self.data.reads, self.data.chats = [], []
-        return reads, chats
-
-    def take_teachers(self) -> list[TeacherEntry]:
-        """The teacher calls read since the last ``take_teachers``."""
-        teachers, self.data.teachers = self.data.teachers, []
-        return teachers
+    def take(self) -> tuple[list[ReadEntry], list[ChatEntry], list[TeacherEntry]]:
+        """The reads, chat exchanges and teacher calls read since the last ``take``."""
+        d = self.data
+        taken = d.reads, d.chats, d.teachers
+        d.reads, d.chats, d.teachers = [], [], []
+        return taken
 
 
 def load(path: str | Path, *, max_line_bytes: int | None = None) -> CassetteData:
-    """Read and validate every line of the cassette at ``path``, one line at a time.
-
-    Raises ``CassetteFormatError`` naming the file, the line and the field for anything
-    unusable (and for a path that is not a regular file: it is never read, so a FIFO
-    never blocks).
-
-    Loading reads one line at a time (a line longer than ``MAX_LINE_BYTES`` is refused), so
-    memory holds the entries, never a copy of the file.
-    """
+    """Read and validate every line of the cassette at ``path``, one line at a time;
+    ``CassetteFormatError`` names the file, the line and the field of anything unusable
+    (a path that is not a regular file is never read)."""
     path = Path(path)
     parser = Parser(path)
     with files.open_read(path) as f:
@@ -438,14 +394,13 @@ def load(path: str | Path, *, max_line_bytes: int | None = None) -> CassetteData
 NOT_JSON = object()
 
 
-def first_object(path: Path, *, limit: int | None = None) -> Any:
+def first_object(path: Path) -> Any:
     """The first non-blank line of the file at ``path`` parsed as JSON (``None`` when the
     file holds nothing but whitespace, ``NOT_JSON`` when that line is no JSON). Reads one
     line at most."""
-    limit = limit or MAX_LINE_BYTES
     with files.open_read(path) as f:
         while True:
-            raw = f.readline(limit + 1)
+            raw = f.readline(MAX_LINE_BYTES + 1)
             if not raw:
                 return None
             if raw.strip():

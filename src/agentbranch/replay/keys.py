@@ -1,10 +1,6 @@
-"""Keys, readable summaries and the field diff of a miss.
-
-A read's key is a digest of the whole ``ReadRequest`` (rendered state, questions with their
-options, labels and descriptions, instructions, draws, joint); it is stored per reader id,
-so two readers in one cassette never answer for each other. A chat exchange's key is a
-digest of LangChain's cache inputs: the serialized prompt and the model's ``llm_string``
-(its class and invocation parameters).
+"""Keys, readable summaries and the field diff of a miss. A read's key digests the whole
+``ReadRequest`` (stored per reader id); a chat exchange's key digests LangChain's cache
+inputs, the serialized prompt and the model's ``llm_string``.
 """
 
 from __future__ import annotations
@@ -73,6 +69,12 @@ def request_summary(request: ReadRequest) -> dict[str, Any]:
         "draws": request.draws,
         "joint": request.joint,
     }
+
+
+def read_text(summary: dict[str, Any]) -> str:
+    """A read in a line (misses, stale lists, diffs): its state excerpt and question ids."""
+    question_ids = [q["id"] for q in summary.get("questions", [])]
+    return f"{short(summary.get('state'), 50)!r} {question_ids}"
 
 
 def request_differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, str]]:
@@ -181,6 +183,11 @@ def messages_summary(prompt: str) -> list[dict[str, Any]]:
             item["tool_calls"] = kw["tool_calls"]
         out.append(item)
     return out
+
+
+def last_content(messages: Sequence[dict[str, Any]]) -> str:
+    """The content of the last of ``messages`` (``""`` when there are none)."""
+    return str(messages[-1].get("content")) if messages else ""
 
 
 def messages_differences(

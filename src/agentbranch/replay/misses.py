@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agentbranch.replay.format import ChatEntry, ReadEntry, ReaderInfo, TeacherEntry
 from agentbranch.replay.keys import (
     digest,
+    last_content,
     messages_differences,
     request_differences,
     short,
@@ -24,16 +25,14 @@ HOW_TO_RECORD = (
 )
 
 
-#: What a miss says when the nearest entry's summary shows no difference: it was recorded
-#: by an agentbranch whose summaries left out a field (before v2: a question's examples).
+#: What a miss says when the nearest entry's summary shows no difference.
 UNSEEN = (
     "a field its summary does not keep (it was recorded by an older agentbranch, whose "
     "summaries leave out e.g. a question's examples; re-record to see which)"
 )
 
 
-#: The same for a chat exchange: the message summaries keep each message's role, content
-#: and tool calls, not its name, ids or other arguments.
+#: The same for a chat exchange (summaries keep each message's role, content, tool calls).
 UNSEEN_CHAT = (
     "a part of the messages their summary does not keep (a message's name, ids or extra arguments)"
 )
@@ -47,17 +46,8 @@ def nearest_read(
 ) -> tuple[ReadEntry | None, Diffs]:
     """The recorded read closest to ``summary`` (same reader first) and how it differs."""
     pool = [e for e in entries if e.reader == reader_id] or list(entries)
-    if not pool:
-        return None, []
-    nearest = min(
-        pool,
-        key=lambda e: (
-            len(request_differences(e.request, summary)),
-            -similarity(e.request.get("state") or "", summary["state"] or ""),
-        ),
-    )
-    diffs = request_differences(nearest.request, summary)
-    if nearest.reader != reader_id:
+    nearest, diffs = _nearest_request(pool, lambda e: summary, summary["state"] or "")
+    if nearest is not None and nearest.reader != reader_id:
         info = readers.get(nearest.reader)
         diffs.insert(0, ("reader", f"{nearest.reader} -> {reader_id}"))
         if info is not None:
@@ -65,8 +55,7 @@ def nearest_read(
     return nearest, diffs
 
 
-#: What a learning version's miss says when the nearest decision differs in no field: the
-#: same decision asked more often than the recording asked it.
+#: The same for a learning version's miss.
 UNSEEN_VERSION = (
     "no field: the recording asked this decision fewer times (repeats of a decision are "
     "replayed in order)"
@@ -85,8 +74,6 @@ def nearest_decision(
         for e in entries
         if any(q.get("id") == question_id for q in e.request.get("questions", []))
     ] or list(entries)
-    if not pool:
-        return None, []
 
     def asked(e: ReadEntry) -> dict[str, Any]:
         qs = [
@@ -100,6 +87,16 @@ def nearest_decision(
             "questions": qs,
         }
 
+    return _nearest_request(pool, asked, state)
+
+
+def _nearest_request(
+    pool: Sequence[ReadEntry], asked: Callable[[ReadEntry], dict[str, Any]], state: str
+) -> tuple[ReadEntry | None, Diffs]:
+    """The read of ``pool`` whose request differs in the fewest fields from what is asked
+    (``asked(entry)``; then the most similar state), and how it differs."""
+    if not pool:
+        return None, []
     nearest = min(
         pool,
         key=lambda e: (
@@ -119,18 +116,8 @@ def nearest_chat(
     chat_models: Mapping[str, dict[str, str]],
 ) -> tuple[ChatEntry | None, Diffs]:
     """The recorded exchange closest to ``messages`` sent to ``model``, and how it differs."""
-    if not entries:
-        return None, []
-    last = str(messages[-1].get("content")) if messages else ""
-
-    def distance(e: ChatEntry) -> tuple[int, float]:
-        n = len(messages_differences(e.messages, messages)) + (e.model != model)
-        other = str(e.messages[-1].get("content")) if e.messages else ""
-        return n, -similarity(other, last)
-
-    nearest = min(entries, key=distance)
-    diffs = messages_differences(nearest.messages, messages)
-    if nearest.model != model:
+    nearest, diffs = _nearest(messages, model, entries, lambda e: e.messages, lambda e: e.model)
+    if nearest is not None and nearest.model != model:
         was = chat_models.get(nearest.model, {})
         llm = text_diff(was.get("llm_string", ""), llm_string, width=50)
         diffs.insert(0, ("model", f"{was.get('name', nearest.model)} -> {name} (llm_string {llm})"))
@@ -142,8 +129,6 @@ def nearest_teacher(
 ) -> tuple[TeacherEntry | None, Diffs]:
     """The recorded teacher call (of the same role and question) closest to ``summary``
     sent to ``teacher``, and how it differs."""
-    if not entries:
-        return None, []
 
     def as_messages(value: Any) -> list[dict[str, Any]]:
         if isinstance(value, list):
@@ -151,18 +136,34 @@ def nearest_teacher(
         return [{"role": "input", "content": json.dumps(value, sort_keys=True, default=str)}]
 
     new = as_messages(summary)
-    last = str(new[-1].get("content")) if new else ""
-
-    def distance(e: TeacherEntry) -> tuple[int, float]:
-        old = as_messages(e.input)
-        n = len(messages_differences(old, new)) + (e.teacher != teacher)
-        return n, -similarity(str(old[-1].get("content")) if old else "", last)
-
-    nearest = min(entries, key=distance)
-    diffs = messages_differences(as_messages(nearest.input), new)
-    if nearest.teacher != teacher:
+    nearest, diffs = _nearest(
+        new, teacher, entries, lambda e: as_messages(e.input), lambda e: e.teacher
+    )
+    if nearest is not None and nearest.teacher != teacher:
         diffs.insert(0, ("teacher", f"{nearest.teacher} -> {teacher}"))
     return nearest, diffs
+
+
+def _nearest(
+    messages: list[dict[str, Any]],
+    who: str,
+    entries: Sequence[Any],
+    messages_of: Callable[[Any], list[dict[str, Any]]],
+    who_of: Callable[[Any], str],
+) -> tuple[Any, Diffs]:
+    """The entry whose messages are closest to ``messages`` sent to ``who`` (fewest
+    differing fields, then the most similar last message), and how they differ."""
+    if not entries:
+        return None, []
+    last = last_content(messages)
+
+    def distance(e: Any) -> tuple[int, float]:
+        old = messages_of(e)
+        n = len(messages_differences(old, messages)) + (who_of(e) != who)
+        return n, -similarity(last_content(old), last)
+
+    nearest = min(entries, key=distance)
+    return nearest, messages_differences(messages_of(nearest), messages)
 
 
 def explain(

@@ -1,13 +1,6 @@
-"""Record modes, as vcrpy and pytest-recording users know them.
-
-* ``all`` — every request goes to the real reader/model; the cassette is rewritten with
-  exactly this run's requests (pytest-recording's ``rewrite``: stale entries vanish).
-* ``new`` — replay what the cassette holds, record what it does not.
-* ``none`` — replay only; a request the cassette does not hold fails (``ReplayMissError``).
-* ``passthrough`` — the real reader/model answers, nothing is replayed or recorded.
-
-The default is ``none`` when the ``CI`` environment variable is set (a missing cassette in
-CI fails instead of silently going live), ``new`` otherwise.
+"""Record modes, as vcrpy and pytest-recording users know them: ``all`` (re-record),
+``new`` (replay, record misses), ``none`` (replay only), ``passthrough`` (live); the
+default is ``none`` when ``CI`` is set, else ``new`` (docs/replay.md).
 """
 
 from __future__ import annotations

@@ -1,12 +1,5 @@
-"""pytest plugin (entry point ``pytest11``): one decision cassette per test.
-
-    def test_triage(decision_cassette):
-        engine = DecisionEngine(decision_cassette.reader(lambda: TransformersReader.from_pretrained(p)))
-        drafter = decision_cassette.chat_model(my_chat_model)
-        ...
-
-The fixture, its marker, ``--agentbranch-record=MODE`` and the summary: the
-``decision_cassette`` docstring and docs/replay.md.
+"""pytest plugin (entry point ``pytest11``): one decision cassette per test (the
+``decision_cassette`` fixture, its marker, ``--agentbranch-record=MODE``; docs/replay.md).
 """
 
 from __future__ import annotations
@@ -106,19 +99,11 @@ def _cassette_path(request: pytest.FixtureRequest) -> Path:
 
 @pytest.fixture
 def decision_cassette(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """This test's ``agentbranch.replay.Cassette``: ``.reader(make_reader, id=None)``,
-    ``.chat_model(model)``, ``.chat_cache``, ``.path``, ``.mode``.
-
-    ``decision_cassette`` is an ``agentbranch.replay.Cassette`` on
-    ``<test file dir>/cassettes/<test name>.jsonl``, shared by every reader and chat model
-    the test builds. ``@pytest.mark.decision_cassette("name")`` names the cassette
-    (``cassettes/name.jsonl``; tests with the same name share it, also across pytest-xdist
-    workers: they record into it together). ``--agentbranch-record=MODE``
-    sets the record mode (``all``, ``new``, ``none``, ``passthrough``); the default is
-    ``none`` when ``CI`` is set, else ``new``. The terminal summary lists misses and the
-    entries no test played (stale). A test whose audits missed (an audit's teacher runs on
-    the audit's worker thread, where a miss fails the audit but not the run) fails at
-    teardown.
+    """This test's ``agentbranch.replay.Cassette`` on ``<test file dir>/cassettes/<test
+    name>.jsonl`` (``@pytest.mark.decision_cassette("name")``: ``cassettes/name.jsonl``,
+    shared by the tests that name it). ``--agentbranch-record=MODE`` sets the record
+    mode; the terminal summary lists misses and stale entries. A test whose audits
+    missed fails at teardown.
     """
     session = request.config.stash[_SESSION]
     cassette = session.open(_cassette_path(request), request.node.nodeid)

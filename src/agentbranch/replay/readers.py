@@ -43,23 +43,24 @@ class CassetteReader(Reader):
     def name(self) -> str:  # type: ignore[override]
         if self._recorded is not None:
             return f"replay:{self._recorded.name}"
-        live = self._live_or_none()
-        return live.name if live is not None else "replay:unknown"
+        return self._identity().name
 
     @property
     def model(self) -> str:  # type: ignore[override]
-        return self._identity("model", "unknown")
+        return self._identity().model
 
     @property
     def max_options(self) -> int:  # type: ignore[override]
-        return self._identity("max_options", 26)
+        return self._identity().max_options
 
-    def _identity(self, field: str, unknown: Any) -> Any:
-        """``field`` of the recorded reader, else of the live one, else ``unknown``."""
+    def _identity(self) -> ReaderInfo:
+        """The recorded reader, else the live one, else an unknown one."""
         if self._recorded is not None:
-            return getattr(self._recorded, field)
+            return self._recorded
         live = self._live_or_none()
-        return getattr(live, field) if live is not None else unknown
+        if live is None:
+            return ReaderInfo("replay:unknown", "unknown")
+        return ReaderInfo(live.name, live.model, live.max_options)
 
     @property
     def chat_cache(self) -> Any:
@@ -69,32 +70,28 @@ class CassetteReader(Reader):
 
     @property
     def teacher_calls(self) -> Any:
-        """The cassette's teacher calls (``Cassette.teacher_calls``): every teacher call
-        of a policy deciding with an engine on this reader is recorded and replayed
-        with it (``Generate`` fallbacks of any Runnable, audits, reviewers)."""
+        """The cassette's teacher calls: a policy deciding with an engine on this reader
+        records and replays its teacher calls with them."""
         return self.cassette.teacher_calls
 
     def unrecorded(self) -> Reader:
         """This reader for reads that are no part of the recorded run (a learning
-        version's trial reads, ``DecisionEngine.unrecorded``): read live and not
-        recorded, since a replay never asks them; in mode ``none`` they are a
-        ``ReplayMissError`` (a replay reads no model)."""
+        version's trial reads): read live and not recorded; in mode ``none`` they are a
+        ``ReplayMissError``."""
         return _Unrecorded(self)
 
     @property
     def embed(self) -> Any:
-        """The live reader's ``embed`` (the embedded reader's), so a learning policy fits
-        the same versions recording through a cassette as without one; ``None`` when
-        this run reads nothing live or its reader embeds nothing."""
+        """The live reader's ``embed``, so a learning policy fits the same versions
+        through a cassette as without one (``None`` when this run reads nothing live)."""
         live = self._live_or_none()
-        return getattr(live, "embed", None)
+        return None if live is None else live.embed
 
     @property
     def written_scores(self) -> Any:
-        """The live reader's ``written_scores`` (the embedded reader's: what a learned
-        head reads beside the embedding), for the same reason as ``embed``."""
+        """The live reader's ``written_scores``, as ``embed``."""
         live = self._live_or_none()
-        return getattr(live, "written_scores", None)
+        return None if live is None else live.written_scores
 
     def _live_or_none(self) -> Reader | None:
         """The live reader, built now if this run may read live at all."""
@@ -113,16 +110,10 @@ class CassetteReader(Reader):
                         f"{type(built).__name__}, not a Reader"
                     )
                 self._live = built
-            if not self._live_loaded:
-                # Readers that load lazily (``Reader.load``) load before their first read.
-                load = getattr(self._live, "load", None)
-                if callable(load):
-                    load()
+            if not self._live_loaded:  # readers that load lazily load before their first read
+                self._live.load()
                 self._live_loaded = True
             return self._live
-
-    def _info(self, live: Reader) -> ReaderInfo:
-        return ReaderInfo(live.name, live.model, live.max_options)
 
     # -- reading ---------------------------------------------------------------------
 
@@ -157,8 +148,8 @@ class CassetteReader(Reader):
         live: Reader,
         got: list[list[LabelRead]],
     ) -> list[list[LabelRead]]:
-        asked = [requests[i] for i in missing]
-        self.cassette.record_reads(self.id, self._info(live), asked, got)
+        info = ReaderInfo(live.name, live.model, live.max_options)
+        self.cassette.record_reads(self.id, info, [(requests[i], a) for i, a in zip(missing, got)])
         for i, answer in zip(missing, got):
             answers[i] = answer
         return [a for a in answers if a is not None]
@@ -193,9 +184,7 @@ class CassetteReader(Reader):
     def warmup(self) -> None:
         """``load()`` plus the live reader's own warm-up, when this run reads live."""
         if self._reads_live_from_the_start():
-            warmup = getattr(self._live_reader(), "warmup", None)
-            if callable(warmup):
-                warmup()
+            self._live_reader().warmup()
 
     def close(self) -> None:
         """Close the live reader if this reader built it (a passed ``Reader`` stays the
@@ -212,13 +201,8 @@ class _Unrecorded(WrappingReader):
     def __init__(self, of: CassetteReader) -> None:
         self.inner = of  # reading settings, cassette and teacher calls are the reader's
 
-    @property
-    def embed(self) -> Any:
-        return self.inner.embed
-
-    @property
-    def written_scores(self) -> Any:
-        return self.inner.written_scores
+    embed = property(lambda self: self.inner.embed)
+    written_scores = property(lambda self: self.inner.written_scores)
 
     def _live(self, requests: Sequence[ReadRequest]) -> Reader:
         of = self.inner

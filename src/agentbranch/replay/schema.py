@@ -1,13 +1,6 @@
-"""The cassette format's one schema: every line a cassette file may hold, as pydantic models.
-
-``format`` parses a line's JSON and validates it here (strict types: ``true`` is not an
-integer, ``"1"`` is not a number, a float is not an integer); ``describe`` turns pydantic's
-errors into the field path and message our ``CassetteFormatError`` shows.
-
-Format 2 (written now): a header line, then declarations and entries, appended in any
-order by any number of writers (an entry only needs its reader or chat model declared on
-an earlier line). Format 1 (still read): one header naming every reader and chat model,
-then entries. Pre-v1 files (no header, ``LegacyLine`` a line) are read too.
+"""The cassette format's one schema: every line a cassette file may hold, as strict
+pydantic models (format 2, format 1's header and pre-v1 lines); ``describe`` turns
+pydantic's errors into the field path and message ``CassetteFormatError`` shows.
 """
 
 from __future__ import annotations
@@ -36,9 +29,8 @@ class _Open(BaseModel):
 
 
 class StoredRead(_Strict):
-    """One read: the label log-probabilities (``null`` for a label the model gave no
-    probability), label mass, whether the arg-max was a label, agreement of noise draws,
-    and whether the reader calibrated it (written only when it did)."""
+    """One read (``null`` log-probability: a label the model gave no probability;
+    ``calibrated`` is written only when the reader calibrated it)."""
 
     logprobs: list[LogProb | None] = Field(min_length=1)
     label_mass: Probability | None  # null: the reader did not know it
@@ -71,9 +63,7 @@ class RequestSummary(_Open):
 
 
 class Header(_Strict):
-    """Line 1 of a format-2 cassette. ``recording`` names the run that started the file:
-    processes re-recording (mode ``all``) with the same id share it instead of each
-    starting it afresh."""
+    """Line 1 of a format-2 cassette; ``recording`` names the run that started the file."""
 
     agentbranch_cassette: Literal[2]
     library: str
@@ -131,11 +121,9 @@ class ThresholdLine(_Strict):
 
 
 class VersionLine(_Strict):
-    """The version of a learning question's read (``Earned(..., learn=True)``) in force
-    for one recorded decision: its index, and the wire dicts of the version's question
-    and of the question read (``None``: the written question, the version's own), and
-    the probability map the decision's ``probability`` came from (``None``: none, or
-    recorded before maps were)."""
+    """The version of a learning question's read in force for one recorded decision: its
+    index, the wire dicts of its question and of the question read (``None``: the
+    version's own), and the probability map in force (``None``: none)."""
 
     kind: Literal["version"]
     key: Name
@@ -146,11 +134,8 @@ class VersionLine(_Strict):
 
 
 class TeacherLine(_Strict):
-    """One teacher call a policy made that is not a chat model's cached exchange: a
-    ``Generate`` fallback or an audit asking any other Runnable, a reviewer function.
-    ``key`` digests the role, the teacher's identity and the exact input; ``input`` is
-    the messages sent (role and content) or the review payload; ``reply`` is
-    ``{"message": <LangChain message dict>}``, ``{"text": str}`` or ``{"json": value}``."""
+    """One teacher call a policy made that is not a chat model's cached exchange; ``reply``
+    is ``{"message": <LangChain message dict>}``, ``{"text": str}`` or ``{"json": value}``."""
 
     kind: Literal["teacher"]
     role: Literal["generate", "audit", "review"]
@@ -162,9 +147,7 @@ class TeacherLine(_Strict):
 
 
 class SampleLine(_Strict):
-    """Whether one recorded decision was audited (an ``Audit``'s draw at its ``rate``):
-    a replay audits the same decisions. Keyed by the question and the rendered state,
-    repeats numbered in order."""
+    """Whether one recorded decision was audited (an ``Audit``'s draw)."""
 
     kind: Literal["sample"]
     key: Name

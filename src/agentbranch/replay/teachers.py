@@ -1,18 +1,9 @@
 """``CassetteTeachers``: a policy's teacher calls, recorded and replayed with its reads.
 
-Every teacher call a policy makes while its engine reads through a cassette comes here
-(``agentbranch.core.teacher_calls``): a ``Generate`` fallback's, an audit's, a
-reviewer's. A LangChain chat model with no cache of its own (``cache=None``) is called
-through the cassette's chat cache (its exchanges are ``chat`` lines, keyed by LangChain's
-serialized messages and ``llm_string``, as before); any other teacher — a
-``RunnableLambda``, any Runnable, a chat model with its own cache, a reviewer
-function — is a ``teacher`` line keyed by the call's role, the teacher's identity and the
-exact input, holding the reply. The record mode decides as for reads: ``none`` answers
-from the cassette or raises ``ReplayMissError`` naming the call (never a live call),
-``new`` records what it lacks, ``all`` calls live and records, ``passthrough`` calls
-live. A call asked again in one test is a repeat of its own (``Cassette.next_repeat``):
-recorded each time it is asked live, as the live run asks it, and replayed in order, so
-a teacher whose answer changes from call to call replays the sequence it gave.
+A LangChain chat model with no cache of its own is called through the cassette's chat
+cache (``chat`` lines); any other teacher (a Runnable, a chat model with its own cache, a
+reviewer function) is a ``teacher`` line keyed by the call's role, the teacher's identity
+and the exact input. The record mode decides as for reads (docs/replay.md, section 4).
 """
 
 from __future__ import annotations
@@ -25,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentbranch.core.teacher_calls import TeacherCall
 from agentbranch.replay.format import TeacherEntry
-from agentbranch.replay.keys import chat_model_id, chat_model_name, digest
+from agentbranch.replay.keys import chat_model_id, chat_model_name, digest, reply_text
 
 if TYPE_CHECKING:
     from agentbranch.replay._cassette_protocol import CassetteStore
@@ -233,11 +224,8 @@ def reply_from_json(data: dict[str, Any]) -> Any:
 
 
 def reply_excerpt(data: dict[str, Any]) -> str:
-    """The text of a stored reply (for stale lists and diffs)."""
-    if "message" in data:
-        content = data["message"].get("data", {}).get("content", "")
-        return content if isinstance(content, str) else json.dumps(content)
-    return str(data.get("text", data.get("json")))
+    """The text of a stored reply (for diffs)."""
+    return reply_text([data]) if "message" in data else str(data.get("text", data.get("json")))
 
 
 __all__ = ["CassetteTeachers", "call_key", "current_call", "describe", "identity"]
