@@ -319,3 +319,18 @@ def test_the_report_on_a_large_store_costs_little_memory_per_record(tmp_path):
     rep = earned_report(tmp_path / "evidence-4000.jsonl")  # the same report as before
     (q,) = rep.questions.values()
     assert q.labels == 4_000
+
+
+def test_the_report_keeps_every_field_of_an_evidence_record():
+    """The report replays each version's trust from the records it keeps, so a field it
+    drops makes it disagree with the live policy: it once dropped ``bet_alpha`` (the
+    bar a learned version's label is checked at), and replayed those versions at their
+    own, higher bar."""
+    from _evidence_records import evidence
+
+    from agentbranch.audit.earned_sources import Kept, _Keeper
+    from agentbranch.policy.earned._evidence import Evidence
+
+    assert set(Kept.__slots__) == set(Evidence.model_fields)
+    kept = _Keeper().keep(evidence(key="k", question_id="q", floor=0.5, bet_alpha=0.004))
+    assert (kept.bet_alpha, kept.floor) == (0.004, 0.5)

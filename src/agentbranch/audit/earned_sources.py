@@ -72,6 +72,7 @@ class Kept:
         "probability",
         "floor",
         "entries",
+        "bet_alpha",
     )
 
     @property
