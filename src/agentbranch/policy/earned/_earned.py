@@ -56,19 +56,6 @@ from agentbranch.policy.trust import Asked, Threshold, Trust, TrustSource
 log = logging.getLogger("agentbranch")
 
 
-def _key_of(
-    key: QuestionKey | str,
-    question: Any,
-    reader: str | None,
-    model: str | None,
-    reading: str | None,
-) -> QuestionKey:
-    """``key`` itself, or the key of the short form's fields."""
-    if isinstance(key, QuestionKey):
-        return key
-    return QuestionKey(key, question, reader, model, reading)
-
-
 #: The threshold of a band suspended for missing audits: nothing is taken.
 _SUSPENDED = Threshold(None, "learning")
 
@@ -261,55 +248,31 @@ class Earned(TrustSource):
             self.frozen = True
         return self
 
-    def key(
-        self,
-        key: QuestionKey | str,
-        question: Any = None,
-        reader: str | None = None,
-        model: str | None = None,
-        reading: str | None = None,
-    ) -> str:
-        """The evidence key of ``key`` (a ``QuestionKey``; or its fields in order, the
-        short form: question id, question, reader, model, reading)."""
-        return _key_of(key, question, reader, model, reading).evidence_key
+    def key(self, key: QuestionKey) -> str:
+        """The evidence key of ``key``."""
+        return key.evidence_key
 
-    def threshold(
-        self,
-        key: QuestionKey | str,
-        question: Any = None,
-        reader: str | None = None,
-        model: str | None = None,
-        reading: str | None = None,
-    ) -> Threshold:
+    def threshold(self, key: QuestionKey) -> Threshold:
         """The threshold in force for this question, reader, model and reading settings:
         what the evidence gives, closed (trust ``"learning"``) while the band's due audits
-        are missing (``audit_health``). ``key`` as for ``key``."""
-        k = _key_of(key, question, reader, model, reading)
-        found = self.state(k).threshold
+        are missing (``audit_health``)."""
+        found = self.state(key).threshold
         if found.take_at is not None and self.audit_health.suspended(
-            k.question_id, k.reader, k.model
+            key.question_id, key.reader, key.model
         ):
             return _SUSPENDED
         return found
 
-    def state(
-        self,
-        key: QuestionKey | str,
-        question: Any = None,
-        reader: str | None = None,
-        model: str | None = None,
-        reading: str | None = None,
-    ) -> TrustState:
+    def state(self, key: QuestionKey) -> TrustState:
         """This question's trust (a live object: copy what you keep).
 
         The decision path: a dictionary lookup, plus a read of what the store gained
         since the last one every ``refresh_s`` (skipped, not waited for, while another
         thread is reading it); only the first call of the process waits for the store."""
-        k = _key_of(key, question, reader, model, reading)
         if self.learner is not None:  # learning hook: the version's own trust
-            return self.learner.state(k)
-        key = k.evidence_key
-        self._used.setdefault(key, k.question_id)
+            return self.learner.state(key)
+        evidence_key = key.evidence_key
+        self._used.setdefault(evidence_key, key.question_id)
         if self._read_at is None:
             with self._feed_lock:
                 if self._read_at is None:
@@ -320,10 +283,10 @@ class Earned(TrustSource):
                     self._catch_up()
                 finally:
                     self._feed_lock.release()
-        w = self._ledger.windows.get(key)
+        w = self._ledger.windows.get(evidence_key)
         if w is None:
             with self._feed_lock:
-                w = self._ledger.window(key)
+                w = self._ledger.window(evidence_key)
         return w.live
 
     def states(self) -> dict[str, TrustState]:
