@@ -19,7 +19,7 @@ from agentbranch.policy.config import (
     options_of,
     question_text,
 )
-from agentbranch.policy.trust import Threshold
+from agentbranch.policy.trust import QuestionKey, Threshold
 
 if TYPE_CHECKING:
     from agentbranch.engine.readers.base import Reader
@@ -81,7 +81,7 @@ def error_record(
 ) -> DecisionRecord:
     on_error = policy.on_error
     options = options_of(qid, question)
-    threshold = policy.trust.in_force(qid, question, reader.name, reader.model)
+    threshold = policy.trust.in_force(QuestionKey(qid, question, reader.name, reader.model))
     qtype = question.type
     rec: DecisionRecord = {
         "question_id": qid,

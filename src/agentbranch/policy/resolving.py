@@ -68,7 +68,7 @@ from agentbranch.policy.records import (
     langgraph_thread,
     review_payload,
 )
-from agentbranch.policy.trust import Asked, Threshold, TrustSource
+from agentbranch.policy.trust import Asked, TeacherLabel, Threshold, TrustSource
 
 if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine
@@ -321,16 +321,9 @@ def collect(
         if got is None:
             continue
         chosen = policy_for(policy, question_id)
-        chosen.trust.observe_label(
-            question_id,
-            questions[question_id],
-            first,
-            source=got[0],
-            teacher_label=got[1],
-            rate=1.0,
-            state=state,
-            audit_rate=chosen.audit.rate if chosen.audit is not None else 0.0,
-        )
+        audit_rate = chosen.audit.rate if chosen.audit is not None else 0.0
+        label = TeacherLabel(got[1], got[0], 1.0, state=state, audit_rate=audit_rate)
+        chosen.trust.observe_label(question_id, questions[question_id], first, label)
 
 
 log = logging.getLogger("agentbranch")
