@@ -519,7 +519,7 @@ def _cells_of(conf, weights=None, in_force=None, review=None):
             None if in_force is None else in_force[i],
             False if review is None else bool(review[i]),
         )
-    assert cells.labels == n
+    assert sum(cells.n) == n
     return cells
 
 
