@@ -17,8 +17,7 @@ from langchain_core.outputs import ChatResult
 import agentbranch as ab
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.policy import Earned, Generate, Policy, QuestionKey, Resolver
-from agentbranch.policy.auditing.ratelimit import RateLimitedLog
-from agentbranch.policy.auditing.worker import AuditTimeout, Deadline
+from agentbranch.policy.auditing.worker import AuditTimeout, Deadline, RateLimitedLog
 from agentbranch.policy.earned import AuditHealth, health_window
 
 
