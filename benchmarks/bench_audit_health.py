@@ -13,7 +13,7 @@ import statistics
 import time
 
 import agentbranch as ab
-from agentbranch.policy import Earned
+from agentbranch.policy import Earned, QuestionKey
 
 
 def main() -> None:
@@ -28,17 +28,18 @@ def main() -> None:
         for _ in range(earned.audit_health.window):
             earned.audit_health.missing(f"other-{i}", "reader", "model")
 
-    def without_check(*a: object) -> object:  # what Earned.threshold did before
-        return earned.state(*a).threshold  # type: ignore[arg-type]
+    def without_check(key: QuestionKey) -> object:  # what Earned.threshold did before
+        return earned.state(key).threshold
 
     variants = {"without check": without_check, "with check": earned.threshold}
     times: dict[str, list[float]] = {name: [] for name in variants}
+    key = QuestionKey("urgent", question, "reader", "model")
     for r in range(args.rounds):
         order = list(variants.items()) if r % 2 else list(reversed(variants.items()))
         for name, fn in order:
             start = time.perf_counter()
             for _ in range(args.calls):
-                fn("urgent", question, "reader", "model")
+                fn(key)
             times[name].append((time.perf_counter() - start) / args.calls * 1e6)
     for name, ts in times.items():
         print(f"{name:14} median {statistics.median(ts):.2f} us per decision")

@@ -18,6 +18,8 @@ from agentbranch.policy import Earned, Policy
 from agentbranch.policy.earned import QuestionKey
 
 URGENT = ab.yes_no("Is the ticket urgent?")
+#: The key of ``urgent`` as ``engine()`` reads it.
+URGENT_KEY = QuestionKey("urgent", URGENT, "scripted", "scripted-model")
 
 
 def state(i: int, said: str, p: float, truth: str) -> str:

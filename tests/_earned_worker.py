@@ -18,7 +18,7 @@ from pathlib import Path
 
 from _earned_fixtures import URGENT, Oracle, engine, state
 
-from agentbranch.policy import Earned, Generate, Policy, Resolver
+from agentbranch.policy import Earned, Generate, Policy, QuestionKey, Resolver
 
 
 def store_for(kind: str, target: str, stack: contextlib.ExitStack):
@@ -51,7 +51,7 @@ def main(kind: str, target: str, start: int, n: int, barrier: str, workers: int)
         while len(list(done.glob("done-*"))) < workers and time.monotonic() < deadline:
             time.sleep(0.05)
         earned.refresh()
-        st = earned.state("urgent", URGENT, "scripted", "scripted-model")
+        st = earned.state(QuestionKey("urgent", URGENT, "scripted", "scripted-model"))
         print(json.dumps({"take_at": st.take_at, "trust": st.trust, "records": st.records}))
 
 

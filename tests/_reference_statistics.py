@@ -36,7 +36,7 @@ withdrawals), takes the teacher as the reference, and — for the skipping of ca
 whose band is still too small to test, which depends on the confidences only — that
 the bands below the target are the lowest candidates (precision does not rise again as
 the threshold falls); where that fails each extra run of such candidates can cost up
-to another ``alpha``. Denser looks (``Looks.dense``: every 25 % more labels, polynomial
+to another ``alpha``. Denser looks (every 25 % more labels, polynomial
 spending) were measured and do not help: under the union bound each look costs error,
 and what a question gains by not waiting for the next doubling it loses to the smaller
 ``alpha_k`` (``benchmarks/earned_simulation.py``).
@@ -130,7 +130,6 @@ from agentbranch.policy.earned._statistics import (
     Looks,
     drifted,
     grid,
-    grid_size,
     min_band,
     pvalue_below,
     restart_weight,
@@ -146,7 +145,6 @@ __all__ = [
     "drift_evalue",
     "drifted",
     "grid",
-    "grid_size",
     "learn_then_test",
     "look_alpha",
     "look_at",
@@ -156,24 +154,17 @@ __all__ = [
     "restart_weight",
     "stratified",
     "takes_to_withdraw",
-    "dense",
 ]
 
 
 def look_alpha(alpha: float, look: int) -> float:
     """The error spent at look ``look`` of the doubling schedule."""
-    return Looks.doubling(1).alpha(alpha, look)
+    return Looks(1).alpha(alpha, look)
 
 
 def look_at(first: int, look: int) -> int:
     """Labels at which look ``look`` of the doubling schedule happens."""
-    return Looks.doubling(first).at(look)
-
-
-def dense(first: int) -> Looks:
-    """Looks every 25 % more labels, polynomial spending: measured against ``doubling``
-    in ``benchmarks/earned_simulation.py`` (slower to open) and not adopted."""
-    return Looks(first)
+    return Looks(first).at(look)
 
 
 def stratified(

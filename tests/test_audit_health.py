@@ -16,9 +16,8 @@ from langchain_core.outputs import ChatResult
 
 import agentbranch as ab
 from agentbranch.core.errors import ConfigurationError
-from agentbranch.policy import Earned, Generate, Policy, Resolver
-from agentbranch.policy.auditing.ratelimit import RateLimitedLog
-from agentbranch.policy.auditing.worker import AuditTimeout, Deadline
+from agentbranch.policy import Earned, Generate, Policy, QuestionKey, Resolver
+from agentbranch.policy.auditing.worker import AuditTimeout, Deadline, RateLimitedLog
 from agentbranch.policy.earned import AuditHealth, health_window
 
 
@@ -107,7 +106,7 @@ def test_a_hanging_or_raising_teacher_ends_with_the_band_suspended(kind, release
     assert out["health"].suspended and out["health"].arrived_total == 0
     assert "trust in question 'urgent' suspended" in caplog.text
     # The earned threshold is still there underneath: audits arriving again reopen it.
-    assert out["earned"].state("urgent", URGENT, "scripted", "scripted-model").take_at
+    assert out["earned"].state(QuestionKey("urgent", URGENT, "scripted", "scripted-model")).take_at
     if kind == "hangs":
         assert out["stats"].timed_out >= 1
     # What the operator sees in the report: the live policy's band suspended, and in the
@@ -142,7 +141,7 @@ def test_a_suspended_band_reopens_when_the_teacher_answers_again(release):
     for i in range(20):  # learning: labelled by the fallback, audited at the audit rate
         r.resolve(state(i, "yes", 0.99, "yes"))
         audit.flush(timeout=5)
-    assert earned.state("urgent", URGENT, *who[1:]).take_at is not None
+    assert earned.state(QuestionKey("urgent", URGENT, *who[1:])).take_at is not None
     recs = []
     for i in range(window):
         recs.append(r.resolve(state(50 + i, "yes", 0.99, "yes"))["urgent"])

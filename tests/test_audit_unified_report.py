@@ -46,7 +46,7 @@ def store_at_80(tmp_path):
     path = tmp_path / "evidence.jsonl"
     earned = Earned(precision=0.8, min_evidence=60, store=str(path))
     _observe(earned, 60, right=lambda i: i % 20 != 0)
-    assert earned.threshold("urgent", URGENT, **WHO).trust == "earned"
+    assert earned.threshold(QuestionKey("urgent", URGENT, **WHO)).trust == "earned"
     return path
 
 
@@ -123,12 +123,14 @@ def test_a_low_take_at_gets_one_sentence_of_meaning(tmp_path):
     earned = Earned(precision=0.9, min_evidence=100, store=str(tmp_path / "e.jsonl"))
     confs = [rng.uniform(0.01, 0.3) for _ in range(200)]
     _observe(earned, 200, conf=lambda i: confs[i], right=lambda i: confs[i] > 0.08)
-    take_at = earned.threshold("urgent", URGENT, **WHO).take_at
+    take_at = earned.threshold(QuestionKey("urgent", URGENT, **WHO)).take_at
     assert take_at is not None and take_at < 0.2
     (q,) = earned_report(tmp_path / "e.jsonl").questions.values()
     assert "confidences are low (median" in q.meaning and "but well ordered" in q.meaning
     assert f"at or above {take_at:g} were shown right at least 90%" in q.meaning
-    res = runner.invoke(app, ["audit", "report", "--details", str(tmp_path / "e.jsonl")], terminal_width=200)
+    res = runner.invoke(
+        app, ["audit", "report", "--details", str(tmp_path / "e.jsonl")], terminal_width=200
+    )
     assert "what it means" in res.output
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from _earned_fixtures import (
     URGENT,
+    URGENT_KEY,
     Oracle,
     UrgentState,
     engine,
@@ -290,7 +291,7 @@ def test_learning_takes_nothing_then_earns_and_takes(use_async):
     take_at = later[0]["take_at"]
     assert 0 < take_at <= later[0]["confidence"]
     assert teacher.calls == 20  # taken: no teacher call
-    ev = earned.state("urgent", URGENT, "scripted", "scripted-model").events
+    ev = earned.state(URGENT_KEY).events
     assert [e.kind for e in ev] == ["earned"]
 
 
@@ -351,7 +352,7 @@ def test_teacher_answering_outside_the_options_gives_no_evidence():
     r = Resolver(engine(), {"urgent": URGENT}, policy)
     recs = run(r, stream(30))
     assert all(rec["goto"] == "human" for rec in recs)
-    st_ = earned.state("urgent", URGENT, "scripted", "scripted-model")
+    st_ = earned.state(URGENT_KEY)
     assert st_.records == 0 and st_.trust == "learning"
 
 
@@ -361,7 +362,7 @@ def test_bad_evidence_is_ignored_with_a_warning(caplog):
     for conf, teacher in ((0.9, "maybe"), (math.nan, "yes"), (1.5, "yes")):
         got = observe_fallback(earned, teacher, conf, QuestionKey("urgent", URGENT, "r", "m"))
         assert got is None
-    assert earned.state("urgent", URGENT, "r", "m").records == 0
+    assert earned.state(QuestionKey("urgent", URGENT, "r", "m")).records == 0
     assert caplog.text.count("evidence for 'urgent' ignored") == 3
 
 
@@ -372,10 +373,10 @@ def test_frozen_writes_nothing_and_keeps_the_threshold():
     )
     run(r, stream(20))
     earned.freeze()
-    before = earned.state("urgent", URGENT, "scripted", "scripted-model").records
+    before = earned.state(URGENT_KEY).records
     recs = run(r, [state(i, "yes", 0.6, "yes") for i in range(30)])  # below: fallbacks
     assert all(rec["decided_by"] == "fallback" for rec in recs)
-    assert earned.state("urgent", URGENT, "scripted", "scripted-model").records == before
+    assert earned.state(URGENT_KEY).records == before
     assert r.resolve(stream(1)[0])["urgent"]["trust"] == "earned"
 
 
@@ -385,7 +386,7 @@ def test_replay_is_deterministic_whatever_the_order():
         engine(), {"urgent": URGENT}, Policy(take_at=earned, fallbacks=[Generate(Oracle())])
     )
     run(r, stream(45, p=0.97, wrong_every=9))
-    key = earned.key("urgent", URGENT, "scripted", "scripted-model")
+    key = earned.key(URGENT_KEY)
     records = earned.evidence.load(key)
     shuffled = list(records)
     random.Random(3).shuffle(shuffled)
@@ -627,7 +628,7 @@ def test_review_band_with_earned_goes_to_a_human_and_is_evidence():
     r = Resolver(engine(), {"urgent": URGENT}, policy, review=review)
     rec = r.resolve(state(1, "yes", 0.6, "no"))["urgent"]  # confidence ~0.03: review band
     assert (rec["band"], rec["decided_by"], rec["label"]) == ("review", "human", "no")
-    st_ = earned.state("urgent", URGENT, "scripted", "scripted-model")
+    st_ = earned.state(URGENT_KEY)
     assert st_.records == 1 and answers == ["urgent"]
 
 
@@ -640,10 +641,10 @@ def test_each_replica_announces_a_withdrawal_once(caplog):
     b = Earned(precision=0.8, min_evidence=20, store=store, refresh_s=3600)
     policy = Policy(take_at=a, fallbacks=[Generate(Oracle())])
     run(Resolver(engine(), {"urgent": URGENT}, policy), stream(20))
-    assert b.threshold("urgent", URGENT, "scripted", "scripted-model").trust == "earned"
+    assert b.threshold(URGENT_KEY).trust == "earned"
     for _ in range(10):
         a.observe(
-            QuestionKey("urgent", URGENT, "scripted", "scripted-model"),
+            URGENT_KEY,
             "no",
             source="audit",
             band="take",
@@ -657,7 +658,7 @@ def test_each_replica_announces_a_withdrawal_once(caplog):
     assert caplog.text.count("withdrawn:") == 1  # replica a, as it happened
     b.refresh()
     b.refresh()
-    assert b.threshold("urgent", URGENT, "scripted", "scripted-model").trust == "withdrawn"
+    assert b.threshold(URGENT_KEY).trust == "withdrawn"
     assert caplog.text.count("withdrawn:") == 2  # replica b, once
 
 

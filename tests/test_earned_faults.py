@@ -12,7 +12,7 @@ from typing import Annotated, TypedDict
 
 import numpy as np
 import pytest
-from _earned_fixtures import URGENT, Oracle, engine, state
+from _earned_fixtures import URGENT, URGENT_KEY, Oracle, engine, state
 from _reference_statistics import (
     grid,
     learn_then_test,
@@ -155,7 +155,7 @@ def test_a_decision_resolved_twice_keeps_its_identity_in_the_evidence():
     assert all(rec["decision_id"] for rec in first)
     assert [rec["decision_id"] for rec in first] == [rec["decision_id"] for rec in again]
     assert len({rec["decision_id"] for rec in first}) == 25
-    key = earned.key("urgent", URGENT, "scripted", "scripted-model")
+    key = earned.key(URGENT_KEY)
     records = earned.evidence.load(key)
     assert len(records) == 50
     assert len({rec.decision for rec in records}) == 25  # one decision, two labels
@@ -198,7 +198,7 @@ def test_in_langgraph_one_thread_is_one_decision_and_threads_differ():
         out = graph.invoke({"text": text}, {"configurable": {"thread_id": thread}})
         ids.append(out["decisions"]["urgent"]["decision_id"])
     assert ids[0] == ids[1] != ids[2]
-    key = earned.key("urgent", URGENT, "scripted", "scripted-model")
+    key = earned.key(URGENT_KEY)
     assert [r.decision for r in earned.evidence.load(key)] == ids
 
 
@@ -212,7 +212,7 @@ def test_a_node_rerun_after_a_later_failure_keeps_its_identity():
     with pytest.raises(RuntimeError, match="later step failed"):
         graph.invoke({"text": text}, config)
     graph.invoke({"text": text}, config)  # run again on the same thread
-    key = earned.key("urgent", URGENT, "scripted", "scripted-model")
+    key = earned.key(URGENT_KEY)
     records = earned.evidence.load(key)
     assert len(records) == 2 and records[0].decision == records[1].decision is not None
 

@@ -14,7 +14,7 @@ from _reference_statistics import Drift, learn_then_test, takes_to_withdraw
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentbranch.policy import Earned
+from agentbranch.policy import Earned, QuestionKey
 from agentbranch.policy.earned import _state as state_mod
 from agentbranch.policy.earned._state import DigestSet, digest, replay
 from agentbranch.policy.earned._statistics import Cells, DriftState, learn_then_test_cells
@@ -258,13 +258,18 @@ def test_duplicated_store_lines_count_once(tmp_path):
     earned = Earned(precision=0.8, min_evidence=40, store=path)
     for _ in range(25):
         _observe(earned, 0.99, True)
-    once = earned.state("q", {"q": 1}, "r", "m")
+    once = earned.state(QuestionKey("q", {"q": 1}, "r", "m"))
     assert (once.trust, once.labels) == ("learning", 25)
     path.write_bytes(path.read_bytes() * 2)
-    again = Earned(precision=0.8, min_evidence=40, store=path).state("q", {"q": 1}, "r", "m")
+    again = Earned(precision=0.8, min_evidence=40, store=path).state(
+        QuestionKey("q", {"q": 1}, "r", "m")
+    )
     assert (again.trust, again.labels, again.take_at) == ("learning", 25, None)
     assert (
-        replay(earned.evidence.load(earned.key("q", {"q": 1}, "r", "m")) * 2, earned).labels == 25
+        replay(
+            earned.evidence.load(earned.key(QuestionKey("q", {"q": 1}, "r", "m"))) * 2, earned
+        ).labels
+        == 25
     )
 
 
@@ -315,10 +320,10 @@ def test_a_sqlite_store_is_read_incrementally(tmp_path):
         b = Earned(precision=0.8, min_evidence=40, store=store, refresh_s=0)
         for _ in range(30):
             _observe(a, 0.99, True)
-        assert b.state("q", {"q": 1}, "r", "m").labels == 30
+        assert b.state(QuestionKey("q", {"q": 1}, "r", "m")).labels == 30
         last = _observe(a, 0.99, True)
         new = b.evidence.read_new()
         assert [r.id for r in new] == [last.id]
         assert b.evidence.read_new() == []
         b._ledger.feed(new)
-        assert b.state("q", {"q": 1}, "r", "m").labels == 31
+        assert b.state(QuestionKey("q", {"q": 1}, "r", "m")).labels == 31

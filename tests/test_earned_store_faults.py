@@ -12,7 +12,7 @@ from _earned_fixtures import observe_fallback
 from _evidence_records import evidence
 
 from agentbranch.core.errors import InvalidFileError
-from agentbranch.policy import Earned
+from agentbranch.policy import Earned, QuestionKey
 
 
 def _observe(earned: Earned, conf: float = 0.99, right: bool = True):
@@ -20,7 +20,7 @@ def _observe(earned: Earned, conf: float = 0.99, right: bool = True):
 
 
 def _state(earned: Earned):
-    return earned.state("q", {"q": 1}, "r", "m")
+    return earned.state(QuestionKey("q", {"q": 1}, "r", "m"))
 
 
 def _earn(earned: Earned, n: int = 60) -> None:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from _earned_fixtures import URGENT, Oracle, engine, state
+from _earned_fixtures import URGENT, URGENT_KEY, Oracle, engine, state
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,7 +30,7 @@ def learn(earned, n=20, start=0):
 
 
 def trust(earned):
-    return earned.state("urgent", URGENT, "scripted", "scripted-model")
+    return earned.state(URGENT_KEY)
 
 
 # -- JSON Lines ---------------------------------------------------------------------------
@@ -94,7 +94,7 @@ def test_a_truncated_store_is_logged_and_learning_restarts(tmp_path, caplog):
     with caplog.at_level(logging.ERROR, logger="agentbranch"):
         earned.refresh()
     assert "shrank" in caplog.text and "learning again" in caplog.text
-    key = earned.key("urgent", URGENT, "scripted", "scripted-model")
+    key = earned.key(URGENT_KEY)
     assert (
         all(st.trust == "learning" for st in earned.states().values()) or key not in earned.states()
     )
@@ -106,7 +106,7 @@ def test_a_line_being_written_waits(tmp_path):
     learn(earned, 2)
     with open(path, "a") as f:
         f.write('{"schema": "agentbranch.earn')  # no newline yet: another writer mid-line
-    key = earned.key("urgent", URGENT, "scripted", "scripted-model")
+    key = earned.key(URGENT_KEY)
     assert len(JsonlEvidenceStore(path).load(key)) == 2
 
 
@@ -195,7 +195,7 @@ def test_foreign_items_in_the_namespace_are_errors():
 
     store = InMemoryStore()
     earned = Earned(precision=0.8, min_evidence=20, store=store, refresh_s=0)
-    key = earned.key("urgent", URGENT, "scripted", "scripted-model")
+    key = earned.key(URGENT_KEY)
     store.put(("agentbranch", "earned", key), "x1", {"hello": "world"})
     with pytest.raises(InvalidFileError, match="not an agentbranch evidence record"):
         trust(earned)

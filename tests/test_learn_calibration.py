@@ -18,7 +18,7 @@ from hypothesis.extra import numpy as hnp
 import agentbranch as ab
 from agentbranch.core.decisions import confidence_from
 from agentbranch.core.heads import LinearHead, softmax, with_head
-from agentbranch.policy import Earned
+from agentbranch.policy import Earned, QuestionKey
 from agentbranch.policy.earned.learn import head as lh
 from agentbranch.policy.earned.learn import ladder as ld
 
@@ -169,7 +169,8 @@ def test_the_map_is_part_of_the_version_and_its_key():
     assert bare.digest == LinearHead(head.options, head.classes, head.weights, head.bias, 1).digest
     assert len({bare.digest, head.digest, other.digest}) == 3
     keys = {
-        Earned().key("sport", with_head(QUESTION, h), "embedded", "m") for h in (bare, head, other)
+        Earned().key(QuestionKey("sport", with_head(QUESTION, h), "embedded", "m"))
+        for h in (bare, head, other)
     }
     assert len(keys) == 3
     back = LinearHead.from_dict(json.loads(json.dumps(head.to_dict())))

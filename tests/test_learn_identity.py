@@ -18,7 +18,7 @@ from _learn_store import QUESTION, _reader, stream
 from langchain_core.runnables import RunnableLambda
 
 import agentbranch as ab
-from agentbranch.policy import Audit, Earned, Generate, Policy, Resolver
+from agentbranch.policy import Audit, Earned, Generate, Policy, QuestionKey, Resolver
 from agentbranch.policy.earned.learn import ladder as ld
 
 
@@ -75,7 +75,7 @@ def test_labels_a_version_learned_from_are_never_its_evidence_when_they_come_bac
         r.resolve(text)
     ladder = next(iter(earned.learner._questions.values())).ladder
     assert len(ladder.rungs) == 2  # version 1 exists, fitted on the first refit_at(1) labels
-    v1_key = earned.key("sport", ladder.rungs[1].model, "scripted", "scripted")
+    v1_key = earned.key(QuestionKey("sport", ladder.rungs[1].model, "scripted", "scripted"))
     trained = {x["decision"] for x in _lines(path)}
     assert None not in trained and len(trained) == len(first)
 
@@ -199,7 +199,7 @@ def test_a_training_state_is_no_evidence_for_its_version_in_a_new_thread_or_case
         app.invoke({"text": text}, {"configurable": {"thread_id": f"first-{i}"}})
     ladder = next(iter(earned.learner._questions.values())).ladder
     assert len(ladder.rungs) == 2  # version 1, fitted on these states
-    v1_key = earned.key("sport", ladder.rungs[1].model, "scripted", "scripted")
+    v1_key = earned.key(QuestionKey("sport", ladder.rungs[1].model, "scripted", "scripted"))
     trained = {_same(s) for s, _ in first}
 
     # The same states again: each in a new thread, and each in other case/whitespace

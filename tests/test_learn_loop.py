@@ -53,14 +53,16 @@ def test_labels_make_a_version_that_is_tested_then_decides(engine, tmp_path):
     assert head is not None and set(head.classes) == {"yes", "no"}
     assert not v1.model.examples  # the head reads; no learned examples
     _check_head_version(engine, v1.model, head, items)
-    v1_key = earned.key("sport", v1.model, "embedded", engine.reader.model)
+    v1_key = earned.key(QuestionKey("sport", v1.model, "embedded", engine.reader.model))
     # Its key is not the written question's, nor that of the version with the same
     # labels as examples: the head's digest is part of the version's identity.
     examples_version = lx.with_learned(
         QUESTION, ["yes", "no"], {"yes": ["The striker scored"], "no": ["Simmer the onions"]}
     )
     model = engine.reader.model
-    others = {earned.key("sport", m, "embedded", model) for m in (QUESTION, examples_version)}
+    others = {
+        earned.key(QuestionKey("sport", m, "embedded", model)) for m in (QUESTION, examples_version)
+    }
     assert v1_key not in others
     assert json.loads(json.dumps(v1.model.model_dump(mode="json")))["learned_head"] == head.digest
     trials = [x for x in lines if x["key"] == v1_key and "state" not in x]
@@ -90,8 +92,8 @@ def test_labels_make_a_version_that_is_tested_then_decides(engine, tmp_path):
     assert j == ladder.deciding.index and again.learner._questions  # the same one reads
     rebuilt = next(iter(again.learner._questions.values())).ladder
     assert (rebuilt.in_force, rebuilt.open) == (ladder.in_force, ladder.open)
-    assert again.key("sport", q, "embedded", engine.reader.model) == earned.key(
-        "sport", ladder.deciding.model, "embedded", engine.reader.model
+    assert again.key(QuestionKey("sport", q, "embedded", engine.reader.model)) == earned.key(
+        QuestionKey("sport", ladder.deciding.model, "embedded", engine.reader.model)
     )
 
 
@@ -113,9 +115,9 @@ def _check_head_version(engine, version, head, items) -> None:
     # Another head (other weights) is another version, with another key.
     other = LinearHead(head.options, head.classes, head.weights * 0.5, head.bias)
     assert with_head(QUESTION, other) != version
-    assert Earned().key("sport", with_head(QUESTION, other), "embedded", "m") != Earned().key(
-        "sport", version, "embedded", "m"
-    )
+    assert Earned().key(
+        QuestionKey("sport", with_head(QUESTION, other), "embedded", "m")
+    ) != Earned().key(QuestionKey("sport", version, "embedded", "m"))
 
 
 def test_without_learn_no_state_is_stored(engine, tmp_path):

@@ -53,7 +53,7 @@ def test_what_a_fit_reads_stays_bounded_however_many_labels(tmp_path):
     again.learner.asked(QuestionKey("team", lm.QUESTION, "scripted", "scripted"))
     assert again.learner.wait(timeout=300)  # (rebuilt on learning's own thread)
     keys = [
-        [e.key("team", r.model, "scripted", "scripted") for r in q.ladder.rungs]
+        [e.key(QuestionKey("team", r.model, "scripted", "scripted")) for r in q.ladder.rungs]
         for e in (earned, again)
         for q in e.learner._questions.values()
     ]

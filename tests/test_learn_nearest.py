@@ -77,11 +77,11 @@ def test_the_pool_s_key_names_its_labels_and_its_rule():
     earned = Earned()
 
     def key(pool):
-        return earned.key("sport", nearest.with_pool(QUESTION, pool), "s", "m")
+        return earned.key(QuestionKey("sport", nearest.with_pool(QUESTION, pool), "s", "m"))
 
     assert key(a) == key(b)
     assert key(a) != key(nearest.Pool({"yes": SPORT[:3], "no": COOKING[:3]}, enc, budget=999))
-    assert key(a) != earned.key("sport", QUESTION, "s", "m")
+    assert key(a) != earned.key(QuestionKey("sport", QUESTION, "s", "m"))
 
 
 def _learning(tmp_path, encoder=None, **kw):
@@ -147,8 +147,8 @@ def test_a_learned_canvas_version_shows_each_state_its_nearest_labels(tmp_path):
     again.learner.bind(r.engine)
     q, j = again.learner.asked(QuestionKey("sport", QUESTION, "scripted", "canvas"))
     assert j == ladder.in_force
-    assert again.key("sport", q, "scripted", "canvas") == earned.key(
-        "sport", ladder.deciding.model, "scripted", "canvas"
+    assert again.key(QuestionKey("sport", q, "scripted", "canvas")) == earned.key(
+        QuestionKey("sport", ladder.deciding.model, "scripted", "canvas")
     )
 
 
@@ -196,7 +196,9 @@ def test_without_the_encoder_a_version_shows_the_most_recent_and_says_so(
     learner.encoder = FakeEncoder()
     near = learner._version(q, 1, labelled).model
     assert as_compiled(near).pool is not None
-    assert earned.key("sport", near, "s", "m") != earned.key("sport", recent, "s", "m")
+    assert earned.key(QuestionKey("sport", near, "s", "m")) != earned.key(
+        QuestionKey("sport", recent, "s", "m")
+    )
 
 
 def test_a_pool_version_on_the_tiny_transformers_reader(tiny_model_dir):
@@ -320,13 +322,21 @@ def test_a_learning_question_keys_its_evidence_by_its_reading_settings(tmp_path)
     assert any(rec["decided_by"] == "engine" for rec in records)  # trust was earned
 
     ladder = next(iter(earned.learner._questions.values())).ladder
-    keys = {earned.key("sport", rung.model, "scripted", "canvas", reading) for rung in ladder.rungs}
-    unkeyed = {earned.key("sport", rung.model, "scripted", "canvas") for rung in ladder.rungs}
+    keys = {
+        earned.key(QuestionKey("sport", rung.model, "scripted", "canvas", reading))
+        for rung in ladder.rungs
+    }
+    unkeyed = {
+        earned.key(QuestionKey("sport", rung.model, "scripted", "canvas")) for rung in ladder.rungs
+    }
     stored = set(earned.evidence.keys())
     assert stored and stored <= keys and not stored & unkeyed
     deciding = ladder.deciding.model
-    assert earned.threshold("sport", deciding, "scripted", "canvas", reading).take_at is not None
-    assert earned.threshold("sport", deciding, "scripted", "canvas").take_at is None
+    assert (
+        earned.threshold(QuestionKey("sport", deciding, "scripted", "canvas", reading)).take_at
+        is not None
+    )
+    assert earned.threshold(QuestionKey("sport", deciding, "scripted", "canvas")).take_at is None
 
     # The same policy on an engine without the calibration: nothing earned carries over.
     plain = ab.DecisionEngine(canvas_reader(), batching=False)
@@ -352,7 +362,7 @@ def test_labels_stored_under_a_version_no_longer_fitted_the_same_way_are_learned
     assert 1 in versions  # a learned version decided, so labels sit under its key
     lines = [json.loads(x) for x in (tmp_path / "ev.jsonl").read_text().splitlines()]
     labelled = [x for x in lines if "state" in x]
-    written = earned.key("sport", QUESTION, "scripted", "canvas")
+    written = earned.key(QuestionKey("sport", QUESTION, "scripted", "canvas"))
     assert {x["written"] for x in lines} == {written}  # every learning record names it
     assert len({x["key"] for x in labelled}) >= 2  # states under the written and v1 keys
 
@@ -364,7 +374,8 @@ def test_labels_stored_under_a_version_no_longer_fitted_the_same_way_are_learned
     rebuilt = next(iter(again.learner._questions.values()))
     old_keys = {x["key"] for x in lines}
     new_keys = {
-        again.key("sport", rung.model, "scripted", "canvas") for rung in rebuilt.ladder.rungs
+        again.key(QuestionKey("sport", rung.model, "scripted", "canvas"))
+        for rung in rebuilt.ladder.rungs
     }
     assert old_keys & new_keys == {written}  # only the written question keeps its key
     assert rebuilt.ladder.labels == len(labelled)  # every label, once

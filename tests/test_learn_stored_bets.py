@@ -19,7 +19,7 @@ from agentbranch.audit.earned_now import from_state
 from agentbranch.audit.earned_report import earned_report
 from agentbranch.cli import app
 from agentbranch.core.errors import InvalidFileError
-from agentbranch.policy import Earned
+from agentbranch.policy import Earned, QuestionKey
 from agentbranch.policy.earned._evidence import MAX_ENTRIES, Evidence, new_evidence
 from agentbranch.policy.earned.learn import ladder as ld
 
@@ -41,7 +41,7 @@ def opened(tmp_path_factory):
         r.resolve(text)
         (q,) = earned.learner._questions.values()
         for rung in q.ladder.rungs[1:]:
-            st = rung.trust.state("sport", rung.model, q.reader, q.model)
+            st = rung.trust.state(QuestionKey("sport", rung.model, q.reader, q.model))
             if st.take_at is not None and st.events[-1].reason.startswith("anytime-valid test"):
                 return earned, path, q, rung
     raise AssertionError("no learned version was opened by its anytime-valid test")
@@ -51,7 +51,7 @@ def test_records_of_a_version_carry_the_entries_of_its_test(opened):
     earned, path, q, rung = opened
     assert rung.entry  # the version has an anytime-valid test
     lines = [json.loads(x) for x in path.read_text().splitlines()]
-    keys = {earned.key("sport", r.model, q.reader, q.model): r for r in q.ladder.rungs}
+    keys = {earned.key(QuestionKey("sport", r.model, q.reader, q.model)): r for r in q.ladder.rungs}
     mine = [x for x in lines if keys[x["key"]] is rung]
     # its own decisions' records (it read while nothing was open) and its trial reads
     assert {"state" in x for x in mine} == {True, False}
@@ -65,9 +65,11 @@ def test_records_of_a_version_carry_the_entries_of_its_test(opened):
 
 def test_stored_and_the_report_show_the_threshold_the_live_policy_holds(opened):
     earned, path, q, rung = opened
-    key = earned.key("sport", rung.model, q.reader, q.model)
-    live = rung.trust.threshold("sport", rung.model, q.reader, q.model)
-    live_why = from_state(rung.trust.state("sport", rung.model, q.reader, q.model), rung.trust).why
+    key = earned.key(QuestionKey("sport", rung.model, q.reader, q.model))
+    live = rung.trust.threshold(QuestionKey("sport", rung.model, q.reader, q.model))
+    live_why = from_state(
+        rung.trust.state(QuestionKey("sport", rung.model, q.reader, q.model)), rung.trust
+    ).why
     assert live.take_at is not None and live_why.startswith("anytime-valid test")
     elsewhere = Earned(precision=0.9, min_evidence=50, refresh_s=0, store=path, learn=True)
     for states in (earned.stored(), elsewhere.stored()):
@@ -75,8 +77,8 @@ def test_stored_and_the_report_show_the_threshold_the_live_policy_holds(opened):
         assert (got.take_at, got.trust) == (live.take_at, live.trust)
         assert from_state(got, rung.trust).why == live_why
         for other in q.ladder.rungs:  # every version, opened or not
-            k = earned.key("sport", other.model, q.reader, q.model)
-            now = other.trust.threshold("sport", other.model, q.reader, q.model)
+            k = earned.key(QuestionKey("sport", other.model, q.reader, q.model))
+            now = other.trust.threshold(QuestionKey("sport", other.model, q.reader, q.model))
             assert (states[k].take_at, states[k].trust) == (now.take_at, now.trust)
 
     res = runner.invoke(app, ["audit", "report", "--details", str(path), "--json"])
@@ -89,7 +91,7 @@ def test_stored_and_the_report_show_the_threshold_the_live_policy_holds(opened):
         assert shown["target"]["level"] == pytest.approx(rung.trust.level)
         (lq,) = rep["learning"].values()
         reads = q.ladder.deciding
-        now = reads.trust.threshold("sport", reads.model, q.reader, q.model)
+        now = reads.trust.threshold(QuestionKey("sport", reads.model, q.reader, q.model))
         assert lq["in_force"] == reads.index
         assert (lq["take_at"], lq["trust"]) == (now.take_at, now.trust)
         (v,) = [v for v in lq["versions"] if v["version"] == rung.index]

@@ -34,7 +34,7 @@ def _learn_and_restart(store) -> None:
     records = [rec for key in earned.evidence.keys() for rec in earned.evidence.load(key)]
     labelled = [rec for rec in records if rec.state is not None]
     assert ladder.labels == len(labelled) > 32
-    written = earned.key("sport", QUESTION, "scripted", "canvas")
+    written = earned.key(QuestionKey("sport", QUESTION, "scripted", "canvas"))
     assert {rec.written for rec in records} == {written}
     assert all(json.loads(json.dumps(rec.to_json()))["state"] for rec in labelled)
 
@@ -43,11 +43,13 @@ def _learn_and_restart(store) -> None:
     q, j = again.learner.asked(QuestionKey("sport", QUESTION, "scripted", "canvas"))
     rebuilt = next(iter(again.learner._questions.values())).ladder
     assert (j, rebuilt.open, rebuilt.labels) == (ladder.deciding.index, ladder.open, ladder.labels)
-    assert [again.key("sport", x.model, "scripted", "canvas") for x in rebuilt.rungs] == [
-        earned.key("sport", x.model, "scripted", "canvas") for x in ladder.rungs
-    ]
-    mine = again.threshold("sport", q, "scripted", "canvas")
-    assert mine == earned.threshold("sport", ladder.deciding.model, "scripted", "canvas")
+    assert [
+        again.key(QuestionKey("sport", x.model, "scripted", "canvas")) for x in rebuilt.rungs
+    ] == [earned.key(QuestionKey("sport", x.model, "scripted", "canvas")) for x in ladder.rungs]
+    mine = again.threshold(QuestionKey("sport", q, "scripted", "canvas"))
+    assert mine == earned.threshold(
+        QuestionKey("sport", ladder.deciding.model, "scripted", "canvas")
+    )
     assert mine.take_at is not None
 
 
@@ -89,7 +91,7 @@ def _replicas_learn_together(make_store) -> None:
     ladders = [next(iter(e.learner._questions.values())).ladder for e, _ in replicas]
     assert [ladder.labels for ladder in ladders] == [len(labelled)] * 2
     keys = [
-        [e.key("sport", x.model, "scripted", "canvas") for x in ladder.rungs]
+        [e.key(QuestionKey("sport", x.model, "scripted", "canvas")) for x in ladder.rungs]
         for (e, _), ladder in zip(replicas, ladders)
     ]
     assert len(keys[0]) >= 3 and keys[0] == keys[1]
@@ -139,7 +141,7 @@ def test_replicas_deciding_at_once_fit_the_same_versions(tmp_path):
             earned.learner.wait()  # (on learning's own thread)
     ladders = [next(iter(e.learner._questions.values())).ladder for e, _ in replicas]
     keys = [
-        [e.key("sport", x.model, "scripted", "canvas") for x in ladder.rungs]
+        [e.key(QuestionKey("sport", x.model, "scripted", "canvas")) for x in ladder.rungs]
         for (e, _), ladder in zip(replicas, ladders)
     ]
     assert len(keys[0]) >= 3 and keys[0] == keys[1]
@@ -166,6 +168,6 @@ def test_labels_stored_before_records_named_their_written_question_are_learned_f
     again.learner.asked(QuestionKey("sport", QUESTION, "scripted", "canvas"))
     rebuilt = next(iter(again.learner._questions.values())).ladder
     assert rebuilt.labels == ladder.labels >= refit_at(2) and len(ladder.rungs) >= 3
-    assert [again.key("sport", x.model, "scripted", "canvas") for x in rebuilt.rungs] == [
-        earned.key("sport", x.model, "scripted", "canvas") for x in ladder.rungs
-    ]
+    assert [
+        again.key(QuestionKey("sport", x.model, "scripted", "canvas")) for x in rebuilt.rungs
+    ] == [earned.key(QuestionKey("sport", x.model, "scripted", "canvas")) for x in ladder.rungs]

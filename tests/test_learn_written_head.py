@@ -99,9 +99,9 @@ def test_a_written_head_reads_the_embedding_and_the_written_scores(engine):
     # the weight is part of the head: another weight is another version, another key
     other = LinearHead(head.options, head.classes, head.weights, head.bias, head.temperature, 5.0)
     assert other.digest != head.digest
-    assert Earned().key("team", with_head(QUESTION, other), "embedded", "m") != Earned().key(
-        "team", version, "embedded", "m"
-    )
+    assert Earned().key(
+        QuestionKey("team", with_head(QUESTION, other), "embedded", "m")
+    ) != Earned().key(QuestionKey("team", version, "embedded", "m"))
     back = LinearHead.from_dict(json.loads(json.dumps(head.to_dict())))
     assert back == head and back.written == 10.0
 

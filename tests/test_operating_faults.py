@@ -23,7 +23,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 import agentbranch as ab
 from agentbranch.core.errors import ConfigurationError, FallbackError
 from agentbranch.policy import Generate, GotoNode, Policy, Resolver, generation, parse_label
-from agentbranch.policy.earned import EvidenceStore
+from agentbranch.policy.earned import EvidenceStore, QuestionKey
 
 TEAM = ab.choice("Which team?", {"billing": "money", "outage": "down", "bug": "broken"})
 
@@ -260,7 +260,9 @@ def test_a_teacher_repeating_a_key_stores_nothing_and_opens_nothing(tmp_path):
         assert rec["decided_by"] == "fallback_node" and rec["trust"] == "learning", rec
     assert teacher.calls == 30
     assert not store.exists() or store.read_text() == ""
-    assert earned.state("urgent", fx.URGENT, "scripted", "scripted-model").take_at is None
+    assert (
+        earned.state(QuestionKey("urgent", fx.URGENT, "scripted", "scripted-model")).take_at is None
+    )
 
 
 # -- 4. one version-aware message wherever a store is read -------------------------------

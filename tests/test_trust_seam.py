@@ -13,7 +13,7 @@ from _earned_fixtures import URGENT, Oracle, engine, state
 
 import agentbranch as ab
 from agentbranch.core.errors import ConfigurationError
-from agentbranch.policy import Earned, Generate, GotoNode, Policy, Resolver, Threshold
+from agentbranch.policy import Earned, Generate, GotoNode, Policy, QuestionKey, Resolver, Threshold
 from agentbranch.policy.trust import Asked, Fixed, TrustSource
 
 
@@ -26,11 +26,11 @@ class Counting(TrustSource):
         self.labels: list[tuple[str, str, str, str | None]] = []
         self.audits: list[tuple[str, str]] = []
 
-    def in_force(self, question_id, question, reader, model, reading=None) -> Threshold:
+    def in_force(self, key) -> Threshold:
         return Threshold(self.take_at, "earned")
 
-    def observe_label(self, question_id, question, banded, *, source, teacher_label, rate, **kw):
-        self.labels.append((question_id, source, teacher_label, banded.get("decision_id")))
+    def observe_label(self, question_id, question, banded, label):
+        self.labels.append((question_id, label.source, label.label, banded.get("decision_id")))
 
     def audit_arrived(self, question_id, reader, model) -> None:
         self.audits.append((question_id, "arrived"))
@@ -65,14 +65,14 @@ def test_audits_report_to_the_source_and_their_labels_reach_it():
 def test_a_fixed_take_at_is_the_trivial_source():
     policy = Policy(take_at=0.7, fallbacks=[GotoNode("human")])
     assert isinstance(policy.trust, Fixed) and policy.earned is None
-    assert policy.trust.in_force("q", URGENT, "r", "m") == Threshold(0.7, "fixed")
+    assert policy.trust.in_force(QuestionKey("q", URGENT, "r", "m")) == Threshold(0.7, "fixed")
     assert Policy(take_at=Fixed(0.7), fallbacks=[GotoNode("human")]).take_at == 0.7
     earned = Earned()
     teacher = Policy(take_at=earned, fallbacks=[Generate(Oracle())])
     assert teacher.trust is earned and teacher.earned is earned
     # a source learns nothing by default: it is asked nothing else
     assert Fixed(0.5).asked(None, {"q": URGENT}, "text") == {}
-    assert Fixed(0.5).suspended_take_at("q", URGENT, None, None) is None
+    assert Fixed(0.5).suspended_take_at(QuestionKey("q", URGENT)) is None
 
 
 def test_a_source_must_say_its_threshold_and_needs_a_label_source():

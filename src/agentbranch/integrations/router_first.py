@@ -49,6 +49,7 @@ from agentbranch.policy import (
     parse_label,
 )
 from agentbranch.policy.generation import aask, ask, generation_messages
+from agentbranch.policy.trust import TeacherLabel
 
 if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine
@@ -523,16 +524,8 @@ class DecideFirst(RunnableLambda):
         earned = self.policy.earned
         if earned is not None:
             rate = 1.0 if self.mode == "shadow" else self.audit_rate
-            earned.observe_label(
-                self.question_id,
-                self.question,
-                record,
-                source="audit",
-                teacher_label=label,
-                rate=rate,
-                state=text,
-                audit_rate=rate,
-            )
+            taught = TeacherLabel(label, "audit", rate, state=text, audit_rate=rate)
+            earned.observe_label(self.question_id, self.question, record, taught)
         return label
 
     def _done(self, record: DecisionRecord, audited: str | None) -> tuple[str, DecisionRecord]:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from agentbranch.core.decisions import Decision
 from agentbranch.core.errors import ConfigurationError, ReaderError, timeout_seconds
 from agentbranch.core.questions import Question, instructions_text, to_spec
-from agentbranch.policy.trust import Fixed, Threshold, TrustSource
+from agentbranch.policy.trust import Fixed, QuestionKey, Threshold, TrustSource
 
 if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine
@@ -247,7 +247,8 @@ class Policy:
         ``take_at`` (trust ``"fixed"``) or what ``Earned`` has earned for this question,
         reader, model and reading settings (``decision.reading``: a threshold earned on
         one confidence scale never serves another)."""
-        return self.trust.in_force(qid, question, decision.reader, decision.model, decision.reading)
+        key = QuestionKey(qid, question, decision.reader, decision.model, decision.reading)
+        return self.trust.in_force(key)
 
     def _check_audit(self) -> None:
         from agentbranch.policy.auditing.config import Audit

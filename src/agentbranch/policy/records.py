@@ -25,7 +25,7 @@ from agentbranch.policy.config import (
     policy_for,
     question_text,
 )
-from agentbranch.policy.trust import Threshold
+from agentbranch.policy.trust import QuestionKey, Threshold
 
 if TYPE_CHECKING:
     from agentbranch.engine.readers.base import Reader
@@ -90,7 +90,7 @@ def error_record(
 ) -> DecisionRecord:
     """The record of a decision the engine failed on, by the policy's ``on_error``."""
     on_error = policy.on_error
-    threshold = policy.trust.in_force(qid, question, reader.name, reader.model)
+    threshold = policy.trust.in_force(QuestionKey(qid, question, reader.name, reader.model))
     return _record(  # what ``on_error`` decides first; the record keeps ``_FIELDS``' order
         band="error",
         error=f"{type(error).__name__}: {error}",

@@ -58,7 +58,7 @@ from agentbranch.policy.records import (
     records_for_error,
     review_payload,
 )
-from agentbranch.policy.trust import Asked, Threshold, TrustSource
+from agentbranch.policy.trust import Asked, TeacherLabel, Threshold, TrustSource
 
 if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine
@@ -284,16 +284,9 @@ def _collect(policy: PolicyArg, out: list[Resolution]) -> None:
             if got is None:
                 continue
             chosen = policy_for(policy, question_id)
-            chosen.trust.observe_label(
-                question_id,
-                r.asked[question_id],
-                first,
-                source=got[0],
-                teacher_label=got[1],
-                rate=1.0,
-                state=r.state,
-                audit_rate=chosen.audit.rate if chosen.audit is not None else 0.0,
-            )
+            audit_rate = chosen.audit.rate if chosen.audit is not None else 0.0
+            label = TeacherLabel(got[1], got[0], 1.0, state=r.state, audit_rate=audit_rate)
+            chosen.trust.observe_label(question_id, r.asked[question_id], first, label)
 
 
 log = logging.getLogger("agentbranch")

@@ -20,63 +20,40 @@ from agentbranch.policy.auditing.worker import (
 
 log = logging.getLogger("agentbranch")
 
-#: The smallest labelling probability an audit (``Audit(rate=...)``, unless 0) or an
-#: evidence record may carry: a label stands for at most 1/MIN_RATE = 10,000 decisions,
-#: so the inverse-probability weights stay finite and meaningful. Below it a stratum's
-#: share would rest on one audit standing for more decisions than a store usually holds.
+#: The smallest labelling probability an audit or an evidence record may carry: a label
+#: stands for at most 1/MIN_RATE = 10,000 decisions, so the weights stay meaningful.
 MIN_RATE = 1e-4
 
 AUDIT_EVENT = "agentbranch.audit"
 #: The most teacher calls an ``Audit`` makes at once (``workers``).
 MAX_WORKERS = 64
+#: The fields of an audit record its log event carries.
+_LOGGED = tuple("kind question_id engine_label teacher_label agree confidence band teacher".split())
 
 
 @dataclass(frozen=True, eq=False)
 class Audit:
     """Shadow audits for a policy: ``Policy(take_at=0.8, ..., audit=Audit(rate=0.05))``.
 
-    A share ``rate`` of the decisions the engine takes on its own is also asked of the
-    teacher ``model`` (a LangChain chat model or any Runnable, called with ``invoke``
-    exactly like the ``Generate`` fallback; when the engine reads through a replay
-    cassette the calls, and which decisions were drawn, are recorded and replayed with
-    it). The teacher runs on a background thread fed by a bounded queue of
-    ``queue_size`` jobs: the run never waits for it, a full queue drops the audit, a
-    teacher call that takes longer than ``timeout`` seconds is given up, and a failing
-    teacher is logged (logger ``"agentbranch"``, WARNING, at most one line a minute per
-    kind of trouble), never raised. Audits never change a decision or a route.
-
-    Under an ``Earned`` policy an audit that was due and never came (dropped, timed
-    out, failed) counts against trust: once more than half of a question's recent due
-    audits are missing its band is suspended until they arrive again
-    (``agentbranch.policy.earned``'s audit health; docs/earned.md).
-
-    With ``fallback_examples`` (default), every answer the policy's ``Generate`` fallback
-    gives is recorded too: the engine's distribution next to the generated label.
+    A share ``rate`` of the decisions the engine takes is also asked of the teacher on a
+    background worker; audits never delay, change or fail a run (docs/audit.md). Under an
+    ``Earned`` policy, due audits that never come suspend the band (docs/earned_method.md).
 
     Args:
-        model: the teacher; ``None`` uses the policy's ``Generate`` fallback model (and its
-            instructions).
-        rate: the share of taken decisions audited, in [0, 1].
-        sink: where records go: a JSON Lines path, a LangGraph store, a callable, an object
-            with ``write(record)``, or a list of them. Every record is also logged as an
-            ``agentbranch.audit`` event beside the decision log.
+        model: the teacher (a LangChain chat model or Runnable, asked as ``Generate``
+            asks); ``None`` uses the policy's ``Generate`` fallback model.
+        rate: the share of taken decisions audited, 0 or in [``MIN_RATE``, 1].
+        sink: where records go: a JSON Lines path, a LangGraph store, a callable, an
+            object with ``write(record)``, or a list of them (``as_sinks``).
         seed / rng: make sampling reproducible (``rng`` is a ``random.Random``).
         queue_size: audits waiting for the teacher before new ones are dropped.
-        workers: teacher calls made at once (threads draining the queue; default 1).
-            One thread audits at most ``1 / teacher latency`` decisions a second: a
-            teacher that takes 1 s keeps up with 5 taken decisions a second at
-            ``rate=0.2``; raise ``workers`` when ``audit.stats.dropped`` grows. Sinks that
-            are callables or your own objects are then called from several threads.
-        timeout: seconds the worker waits for one teacher call (the call runs on a
-            helper thread); ``None`` waits for ever. A stuck call keeps its thread, and
-            later audits fail at once until it returns.
+        workers: teacher calls made at once (1 to ``MAX_WORKERS``).
+        timeout: seconds one teacher call may take; ``None`` waits for ever.
         instructions: the teacher's system prompt prefix (as ``Generate(instructions=)``).
-        include_state: keep the rendered state in each record (off by default: records
-            then hold no user text beyond the question).
+        fallback_examples: also record each answer of the ``Generate`` fallback.
+        include_state: keep the rendered state in each record (off: no user text).
 
-    ``audit.flush()`` waits for queued audits (at exit they get
-    ``agentbranch.core.at_exit.EXIT_WAIT_S``),
-    ``audit.stats`` counts them, ``audit.close()`` stops the worker.
+    ``flush()`` waits for queued audits, ``stats`` counts them, ``close()`` stops the worker.
     """
 
     model: Any = None
@@ -123,14 +100,11 @@ class Audit:
     # -- used by the resolver (critical path: cheap, never blocking) --------------------
 
     def sample(self, recorded: bool | None = None) -> bool:
-        """Draw whether the next taken decision is audited (counted when it is).
-        ``recorded``: for a decision replayed from a cassette, whether the recording
-        audited it, which decides instead of a draw (a replay audits the same ones)."""
-        worker: AuditWorker = self._worker  # type: ignore[attr-defined]
+        """Draw whether the next taken decision is audited (counted when it is); a replayed
+        decision is audited when the recording audited it (``recorded``)."""
         hit = self.draw() if recorded is None else recorded
         if hit:
-            with worker._lock:
-                worker.stats.sampled += 1
+            self._worker.count("sampled")  # type: ignore[attr-defined]
         return hit
 
     def draw(self) -> bool:
@@ -165,19 +139,7 @@ class Audit:
                     type(e).__name__,
                     e,
                 )
-        telemetry.event(
-            log,
-            logging.INFO,
-            AUDIT_EVENT,
-            kind=record["kind"],
-            question_id=record["question_id"],
-            engine_label=record["engine_label"],
-            teacher_label=record["teacher_label"],
-            agree=record["agree"],
-            confidence=record["confidence"],
-            band=record["band"],
-            teacher=record["teacher"],
-        )
+        telemetry.event(log, logging.INFO, AUDIT_EVENT, **{k: record[k] for k in _LOGGED})
 
     # -- for the application ------------------------------------------------------------
 

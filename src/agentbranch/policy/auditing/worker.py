@@ -1,17 +1,10 @@
 """The audit worker and where its records go.
 
-Background threads (one by default) drain a bounded queue: ``submit`` never blocks (when
-the queue is full the job is dropped and counted). Each job runs on one of the worker's
-threads; whatever it raises is logged (stdlib ``logging``, logger ``"agentbranch"``, at
-most one WARNING a minute per kind of trouble: ``ratelimit``) and counted, never raised
-to the run that queued it. ``Deadline`` bounds a teacher call. At interpreter exit the
-worker runs what is queued, up to ``agentbranch.core.at_exit.EXIT_WAIT_S``.
-
-A job's records go to sinks, on the worker's thread, never on the run's: a sink is
-anything with ``write(record)``; ``as_sinks`` turns what a user passes to
-``Audit(sink=...)`` into a list of them: a path (``str``/``Path``) is a ``JsonlSink``, a
-LangGraph ``BaseStore`` a ``StoreSink``, a plain callable a ``CallbackSink``, a list any
-mix of those.
+Background threads drain a bounded queue: ``submit`` never blocks (a full queue drops
+the job, counted), and whatever a job raises is logged (rate-limited) and counted, never
+raised to the run. ``Deadline`` bounds a teacher call; at exit the worker runs what is
+queued, up to ``agentbranch.core.at_exit.EXIT_WAIT_S``. Records go to sinks (anything
+with ``write(record)``; ``as_sinks`` reads ``Audit(sink=...)``) on the worker's thread.
 """
 
 from __future__ import annotations
@@ -30,12 +23,49 @@ from typing import Any, Protocol
 from agentbranch.core.at_exit import AUDITS, finish_at_exit
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.files import PRIVATE_MODE, append_regular, check_mode, kind
-from agentbranch.policy.auditing.ratelimit import RateLimitedLog
 
 log = logging.getLogger("agentbranch")
 
 Job = Callable[[], None]
 _STOP = object()
+
+#: At most one WARNING per kind of trouble this often (seconds).
+WARN_EVERY_S = 60.0
+
+
+class RateLimitedLog:
+    """``warn(kind, msg, *args)``: at most one WARNING per ``kind`` every ``interval_s``
+    (a stuck teacher fails every audit); the next line logged says how many were not."""
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        interval_s: float = WARN_EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._log = logger
+        self.interval_s = interval_s
+        self._clock = clock
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def warn(self, kind: str, msg: str, *args: object) -> bool:
+        """Log ``msg % args`` at WARNING unless ``kind`` was logged less than
+        ``interval_s`` ago (then it is counted); ``True`` when logged."""
+        now = self._clock()
+        with self._lock:
+            last = self._last.get(kind)
+            if last is not None and now - last < self.interval_s:
+                self._held[kind] = self._held.get(kind, 0) + 1
+                return False
+            held = self._held.pop(kind, 0)
+            self._last[kind] = now
+        if held:
+            msg += " (%d more like this in the last %.0f s were not logged)"
+            args = (*args, held, now - last if last is not None else 0.0)
+        self._log.warning(msg, *args)
+        return True
 
 
 @dataclass
@@ -57,16 +87,13 @@ class AuditTimeout(TimeoutError):
 
 class TeacherStuck(AuditTimeout):
     """The call was not made: an earlier call of this worker is still running past
-    ``Audit(timeout=...)`` (a refusal, not a teacher call: it is not timed or counted as
-    one)."""
+    ``Audit(timeout=...)`` (a refusal, not timed or counted as a teacher call)."""
 
 
 class Deadline:
     """Runs teacher calls on a helper daemon thread so that the worker stops waiting
-    after ``timeout`` seconds (``None``: it waits, on its own thread). A call given up
-    on keeps its thread until it returns; while it does, later calls from the same worker
-    thread fail at once instead of starting more threads behind a stuck teacher (each
-    worker thread has its own stuck call: one per worker at most)."""
+    after ``timeout`` seconds (``None``: it waits). While a call given up on still runs,
+    later calls from the same worker thread fail at once (``TeacherStuck``)."""
 
     def __init__(self, timeout: float | None) -> None:
         self.timeout = timeout
@@ -115,9 +142,8 @@ class AuditWorker:
     """A bounded queue and the ``workers`` daemon threads that drain it (started on
     first use)."""
 
-    def __init__(self, queue_size: int, name: str = "agentbranch-audit", workers: int = 1) -> None:
+    def __init__(self, queue_size: int, workers: int = 1) -> None:
         self._queue: queue.Queue[object] = queue.Queue(maxsize=queue_size)
-        self._name = name
         self._workers = workers
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
@@ -153,7 +179,7 @@ class AuditWorker:
             self._threads = [t for t in self._threads if t.is_alive()]
             while len(self._threads) < self._workers:
                 k = len(self._threads)
-                name = self._name if k == 0 else f"{self._name}-{k}"
+                name = "agentbranch-audit" if k == 0 else f"agentbranch-audit-{k}"
                 thread = threading.Thread(target=self._run, name=name, daemon=True)
                 thread.start()
                 self._threads.append(thread)
@@ -191,8 +217,7 @@ class AuditWorker:
         return True
 
     def _finish_at_exit(self, deadline: float) -> None:
-        """Run what is queued before the process stops the daemon thread (which would
-        lose it, or abort the process inside a local teacher's native code)."""
+        """Run what is queued before the process stops the daemon threads."""
         if not self._threads or self.flush(max(0.0, deadline - time.monotonic())):
             return  # an idle worker waiting on its queue is safe to stop
         left = self._queue.unfinished_tasks
@@ -229,13 +254,9 @@ class Sink(Protocol):
 
 
 class JsonlSink:
-    """Appends one JSON object per line to ``path`` (created with its folder).
-
-    A new file is created with permissions ``mode``: owner-only (``0o600``) by default,
-    since records may hold user text (the question, ``Audit(include_state=True)``'s
-    states, the teacher's reply); ``JsonlSink(path, mode=0o640)`` lets a group read it.
-    An existing file with wider permissions is tightened to ``mode`` where this process
-    owns it, with a WARNING either way (``core.files.keep_private``)."""
+    """Appends one JSON object per line to ``path`` (created with its folder), in a new
+    file owner-only by default (records may hold user text; ``mode=0o640`` lets a group
+    read it); a wider existing file is tightened with a WARNING (``core.files``)."""
 
     def __init__(self, path: str | Path, *, mode: int = PRIVATE_MODE) -> None:
         self.path = Path(path)
@@ -243,8 +264,7 @@ class JsonlSink:
         self._lock = threading.Lock()
 
     def write(self, record: AuditRecord) -> None:
-        # allow_nan=False: NaN is not JSON, and a line the loader refuses is worse than a
-        # failed write (logged and counted by Audit.write).
+        # allow_nan=False: a line the loader refuses is worse than a failed write.
         line = json.dumps(record, ensure_ascii=False, default=str, allow_nan=False) + "\n"
         data = line.encode("utf-8")
         with self._lock:
@@ -286,21 +306,16 @@ class CallbackSink:
         self.fn(record)
 
 
-def _is_store(obj: Any) -> bool:
-    try:
-        from langgraph.store.base import BaseStore
-    except ImportError:  # pragma: no cover - langgraph is a dependency
-        return False
-    return isinstance(obj, BaseStore)
-
-
 def as_sinks(sink: Any) -> list[Sink]:
-    """The sinks named by ``Audit(sink=...)`` (see the module doc)."""
+    """The sinks named by ``Audit(sink=...)``: a path is a ``JsonlSink``, a LangGraph
+    ``BaseStore`` a ``StoreSink``, a plain callable a ``CallbackSink``, a list any mix."""
+    from langgraph.store.base import BaseStore
+
     if sink is None:
         return []
     if isinstance(sink, str | Path):
         return [JsonlSink(sink)]
-    if _is_store(sink):
+    if isinstance(sink, BaseStore):
         return [StoreSink(sink)]
     if hasattr(sink, "write") and callable(sink.write):
         return [sink]
@@ -316,6 +331,8 @@ def as_sinks(sink: Any) -> list[Sink]:
 
 __all__ = [
     "AuditStats",
+    "RateLimitedLog",
+    "WARN_EVERY_S",
     "AuditTimeout",
     "TeacherStuck",
     "AuditWorker",

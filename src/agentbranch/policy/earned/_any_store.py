@@ -10,12 +10,7 @@ from agentbranch.policy.earned._jsonl_store import JsonlEvidenceStore
 from agentbranch.policy.earned._langgraph_store import LangGraphEvidenceStore
 from agentbranch.policy.earned._stores import EvidenceStore
 
-__all__ = ["as_store", "store_view"]
-
-
-def store_view(store: EvidenceStore) -> EvidenceStore:
-    """Another reader of the same evidence (``EvidenceStore.view``)."""
-    return store.view()
+__all__ = ["as_store"]
 
 
 def as_store(store: Any) -> EvidenceStore:

@@ -1,16 +1,10 @@
-"""A checkpoint of every question's compact state beside a JSON Lines store, so a store
-of millions of labels opens in seconds.
+"""A checkpoint of every question's state beside a JSON Lines store (``<store>.state``),
+so a store of millions of labels opens in seconds; the log stays the source of truth.
 
-The log stays the source of truth. The checkpoint (``<store>.state``, JSON) holds the
-byte offset it covers, the SHA-256 of the log's bytes before that offset, a fingerprint
-of the ``Earned`` configuration and of the code (``agentbranch`` version and
-``STATE_FORMAT``), and per question its live state plus the last ``KEEP_CHUNKS`` chunks
-of its window (so labels arriving late just after a restart still insert without a
-replay). Opening verifies all of it (hashing the prefix reads the file once, at disk
-speed) and then reads only the lines after the offset; anything that does not match is
-logged at WARNING and the state is rebuilt from the log. Written atomically (a temporary
-file renamed over the old one) each time ``CHECKPOINT_BYTES`` more of the log has been
-read; never by a frozen ``Earned``.
+It holds the offset it covers, the SHA-256 of the log before it, a fingerprint of the
+configuration and code, and every question's window; one that does not match is logged
+(WARNING) and the state rebuilt from the log. Written atomically every
+``CHECKPOINT_BYTES`` read.
 """
 
 from __future__ import annotations
@@ -19,18 +13,10 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from agentbranch.policy.earned._state import Ledger, QuestionWindow, Source
 from agentbranch.policy.earned._stores import EvidenceStore
-
-
-class Configured(Source, Protocol):
-    """What a checkpoint depends on besides the log: the settings states are made with."""
-
-    min_evidence: int
-    evidence: EvidenceStore
-
 
 log = logging.getLogger("agentbranch")
 
@@ -42,7 +28,7 @@ CHECKPOINT_BYTES = 32 << 20
 KEEP_CHUNKS = 4
 
 
-def fingerprint(earned: Configured) -> dict[str, Any]:
+def fingerprint(earned: Source) -> dict[str, Any]:
     """What the states depend on besides the log: the configuration and the code."""
     from importlib.metadata import PackageNotFoundError, version
 
@@ -59,7 +45,6 @@ def fingerprint(earned: Configured) -> dict[str, Any]:
         "candidates": list(earned.candidates),
         "start_at": earned.start_at,
         "looks": repr(earned.looks),
-        "resume": earned.resume,
         "second_walk_from": earned.second_walk_from,
     }
 
@@ -71,7 +56,7 @@ def path_for(store: EvidenceStore) -> Path | None:
     return Path(str(store.path) + ".state")
 
 
-def save(earned: Configured, ledger: Ledger) -> None:
+def save(earned: Source, ledger: Ledger) -> None:
     """Write the checkpoint of ``ledger``'s states (caller holds the feed lock)."""
     store = earned.evidence
     target = path_for(store)
@@ -100,7 +85,7 @@ def save(earned: Configured, ledger: Ledger) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def restore(earned: Configured, ledger: Ledger) -> bool:
+def restore(earned: Source, ledger: Ledger) -> bool:
     """Load the checkpoint if it matches the log and the configuration (then only the
     log after it is read); ``False``: there is none or it does not match (logged)."""
     store = earned.evidence
@@ -108,14 +93,12 @@ def restore(earned: Configured, ledger: Ledger) -> bool:
     if target is None or not target.exists():
         return False
     try:
-        body = json.loads(target.read_text(encoding="utf-8"))
+        body, why = json.loads(target.read_text(encoding="utf-8")), None
         if body["fingerprint"] != json.loads(json.dumps(fingerprint(earned))):
             why = "it was written by another configuration or release"
         elif not store.resume(**body["store"]):
             why = "the log before its offset is not what it covered"
         else:
-            why = None
-        if why is None:
             windows = {
                 k: QuestionWindow.from_dict(k, earned, ledger.fresh, raw)
                 for k, raw in body["windows"].items()

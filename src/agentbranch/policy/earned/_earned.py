@@ -1,37 +1,18 @@
 """``Earned``: a take threshold learned per question from the teacher's labels.
 
-    policy = Policy(
-        take_at=Earned(precision=0.9, level=0.95, store="evidence.jsonl"),
-        fallbacks=[Generate(chat_model)],
-        audit=Audit(rate=0.05),
-    )
-
-Per question the policy is ``"learning"`` (nothing taken), ``"earned"`` (taken at or
-above ``take_at``), ``"withdrawn"`` (drift closed the band) or ``"fixed"``; every
-teacher label (fallback, review, audit) is an ``Evidence`` record, and the thresholds
-are a deterministic function of the ordered evidence. What a user relies on (states,
-read-back, bad input, ``freeze()``, replays) is in docs/earned.md.
-
-``observe_record`` turns a labelled decision (its banded first read and the teacher's
-label) into one ``Evidence`` record: the resolver hands over every label a resolution
-obtained, the audit worker every audited take's. ``AuditHealth`` counts, per question, reader and model, each due audit as arrived or
-missing and suspends the band while more than half of the last ``health_window`` due
-audits are missing (the rule and why: its docstring).
-
-Over 500 lines: one object, read as one: its settings and their checks, the decision
-path, the trust seam the policy calls (``agentbranch.policy.trust``: each method a few
-lines that hand over to the module doing the work), the store catch-up, the evidence
-a labelled decision contributes and the audits it waits for.
+Every teacher label (fallback, review, audit) is an ``Evidence`` record and the
+thresholds are a deterministic function of the ordered evidence (docs/earned.md).
+``AuditHealth`` suspends a band whose due audits stop arriving. Over 500 lines: one
+object with its settings, decision path, trust seam, store catch-up and audit health.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,75 +22,47 @@ from agentbranch.policy.config import DecisionRecord
 from agentbranch.policy.earned._any_store import as_store
 from agentbranch.policy.earned._evidence import Evidence, QuestionKey, Source, new_evidence
 from agentbranch.policy.earned._label_loss import LabelLostError, append_counted
-from agentbranch.policy.earned._state import Ledger, TrustState, fresh_state, replay, step
+from agentbranch.policy.earned._state import Ledger, TrustState, fresh_state
 from agentbranch.policy.earned._statistics import (
-    MAX_CANDIDATES,
     Looks,
     grid,
-    grid_size,
     takes_to_withdraw,
 )
 from agentbranch.policy.earned._stores import EvidenceStore
 from agentbranch.policy.records import is_replayed
-from agentbranch.policy.trust import Asked, Threshold, Trust, TrustSource
+from agentbranch.policy.trust import Asked, TeacherLabel, Threshold, Trust, TrustSource
 
 log = logging.getLogger("agentbranch")
 
 
-def _key_of(
-    key: QuestionKey | str,
-    question: Any,
-    reader: str | None,
-    model: str | None,
-    reading: str | None,
-) -> QuestionKey:
-    """``key`` itself, or the key of the short form's fields."""
-    if isinstance(key, QuestionKey):
-        return key
-    return QuestionKey(key, question, reader, model, reading)
-
-
-#: The threshold of a band suspended for missing audits: nothing is taken.
-_SUSPENDED = Threshold(None, "learning")
-
-
-def _check_unit(name: str, value: Any, *, open_: bool) -> float:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if ok:
-        ok = 0.0 < value < 1.0 if open_ else 0.0 <= value <= 1.0
-    if not ok:
-        span = "strictly between 0 and 1" if open_ else "in [0, 1]"
-        raise ConfigurationError(f"Earned({name}=...) must be a number {span}, got {value!r}")
+def _number(name: str, value: Any, ok: Callable[[float], bool], want: str) -> float:
+    """``value`` as a float: a real number (not a bool or NaN) that ``ok`` accepts."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not ok(value):
+        raise ConfigurationError(f"Earned({name}=...) must be {want}, got {value!r}")
     return float(value)
 
 
 @dataclass(eq=False)
 class Earned(TrustSource):
-    """A take threshold earned per question from evidence (docs/earned.md); the trust
-    source (``agentbranch.policy.trust.TrustSource``) the policy asks.
+    """A take threshold earned per question from evidence; the trust source
+    (``agentbranch.policy.trust.TrustSource``) the policy asks. Every setting, in a
+    table: docs/earned.md, "The knobs".
 
     Args:
         precision: the take band's precision against the teacher to be shown, in (0, 1).
-        level: confidence of the guarantee, in (0, 1): with probability ≥ ``level`` no
-            threshold in force has a take band below ``precision`` (exchangeable traffic
-            between withdrawals; the teacher as the reference).
-        store: where evidence is kept: a JSON Lines path (one process), a LangGraph
-            ``BaseStore`` (shared by processes and replicas), an ``EvidenceStore``
-            subclass (docs/stores.md), or ``None`` (in memory).
+        level: with probability ≥ ``level`` no threshold in force has a take band below
+            ``precision`` (exchangeable traffic between withdrawals), in (0, 1).
+        store: a JSON Lines path, a LangGraph ``BaseStore``, an ``EvidenceStore``
+            (docs/stores.md) or ``None`` (in memory).
         min_evidence: labels before the first look; later looks at 2x, 4x ... as many.
         max_take_at / min_take_at: the highest and lowest thresholds ever used.
-        start_at: begin at this hand-chosen threshold (``trust="fixed"``) instead of
-            learning with nothing taken; evidence may lower it, drift withdraws it.
+        start_at: begin at this threshold (``trust="fixed"``) instead of learning.
         step: spacing of candidate thresholds.
-        refresh_s: re-read the store (other processes' evidence) at most this often;
-            this process's own evidence counts at once.
-        frozen: never write evidence; thresholds stay what the store gives (``freeze()``).
-        learn: learn from the teacher (``agentbranch.policy.earned.learn``): each label also
-            becomes an example of the question's read, which is then a new version with
-            its own evidence and threshold, in force once it has earned one on labels
-            gathered after its fit. Stores each labelled state's text with its evidence.
-        redact: with ``learn``, what is applied to a labelled state's text before it is
-            stored and learned from (e.g. masking e-mail addresses); ``None``: as is.
+        refresh_s: re-read the store (other processes' evidence) at most this often.
+        frozen: never write evidence (``freeze()``).
+        learn: also learn a better read of the question from the labels
+            (``agentbranch.policy.earned.learn``); stores each labelled state's text.
+        redact: with ``learn``, applied to a labelled state's text before it is stored.
     """
 
     precision: float = 0.9
@@ -126,86 +79,53 @@ class Earned(TrustSource):
     redact: Any = None
 
     def __post_init__(self) -> None:
-        self.precision = _check_unit("precision", self.precision, open_=True)
-        self.level = _check_unit("level", self.level, open_=True)
-        self.max_take_at = _check_unit("max_take_at", self.max_take_at, open_=False)
-        self.min_take_at = _check_unit("min_take_at", self.min_take_at, open_=False)
+        between, within = "a number strictly between 0 and 1", "a number in [0, 1]"
+
+        def unit(name: str, open_: bool) -> float:
+            ok = (lambda v: 0 < v < 1) if open_ else (lambda v: 0 <= v <= 1)
+            return _number(name, getattr(self, name), ok, between if open_ else within)
+
+        self.precision, self.level = unit("precision", True), unit("level", True)
+        self.max_take_at, self.min_take_at = unit("max_take_at", False), unit("min_take_at", False)
         if self.min_take_at > self.max_take_at:
             raise ConfigurationError(
                 f"Earned(min_take_at={self.min_take_at}) is above max_take_at={self.max_take_at}"
             )
         if self.start_at is not None:
-            self.start_at = _check_unit("start_at", self.start_at, open_=False)
+            self.start_at = unit("start_at", False)
             if self.start_at > self.max_take_at:
                 raise ConfigurationError(
                     f"Earned(start_at={self.start_at}) is above max_take_at={self.max_take_at}, "
                     "the highest threshold ever used; lower start_at or raise max_take_at"
                 )
-        if (
-            not isinstance(self.min_evidence, int)
-            or isinstance(self.min_evidence, bool)
-            or (self.min_evidence < 1)
-        ):
-            raise ConfigurationError(
-                f"Earned(min_evidence=...) must be a whole number >= 1, got {self.min_evidence!r}"
-            )
-        step = self.step
-        if (
-            not isinstance(step, int | float)
-            or isinstance(step, bool)
-            or not math.isfinite(step)
-            or not 0 < step <= 0.5
-        ):
-            raise ConfigurationError(f"Earned(step=...) must be in (0, 0.5], got {step!r}")
-        if grid_size(self.max_take_at, self.min_take_at, step) > MAX_CANDIDATES:
-            span = self.max_take_at - self.min_take_at
-            raise ConfigurationError(
-                f"Earned(step={step!r}) makes more than {MAX_CANDIDATES} candidate thresholds "
-                f"between min_take_at={self.min_take_at} and max_take_at={self.max_take_at}; "
-                f"every look tests them all. Use step >= {span / (MAX_CANDIDATES - 1):.3g} "
-                "(0.01, the default, is finer than confidences are meaningful)"
-            )
-        refresh = self.refresh_s
-        if not isinstance(refresh, int | float) or not refresh >= 0:
-            raise ConfigurationError(f"Earned(refresh_s=...) must be >= 0, got {refresh!r}")
+        whole = "a whole number >= 1"
+        _number("min_evidence", self.min_evidence, lambda v: isinstance(v, int) and v >= 1, whole)
+        _number("step", self.step, lambda v: 0 < v <= 0.5, "in (0, 0.5]")
+        _number("refresh_s", self.refresh_s, lambda v: v >= 0, ">= 0")
         self.evidence: EvidenceStore = as_store(self.store)
         self.candidates = grid(self.max_take_at, self.min_take_at, self.step)
         #: When thresholds are re-estimated and what each look spends (``looks.Looks``).
-        self.looks = Looks.doubling(self.min_evidence)
-        #: Whether a look resumes the walk below the threshold it earned (hierarchical
-        #: group-sequential testing) instead of testing again from the top.
-        self.resume = True
-        #: From this look on (0-based), a look that has shown nothing yet runs two walks
-        #: at half its error each: from the top, and from the band the confidences
-        #: predict is easiest to show (``predicted_entry_cells``). ``None``: never.
+        self.looks = Looks(self.min_evidence)
+        #: From this look on, one that has shown nothing also walks from the predicted entry.
         self.second_walk_from: int | None = 2
-        #: Whether each question's due audits arrive; a band whose audits stopped
-        #: arriving is suspended (``AuditHealth``).
         self.audit_health = AuditHealth(self.precision, self.level)
-        self._lock = threading.RLock()
         #: Serializes reading the store and feeding states (never held while deciding).
         self._feed_lock = threading.Lock()
         self._ledger = Ledger(self)
         self._read_at: float | None = None  # monotonic time of the last read of the store
         self._used: dict[str, str] = {}  # evidence keys this process asked for -> question id
         self._saved_at = 0  # store offset of the last checkpoint written
-        #: Whether this Earned keeps a checkpoint beside its store (the copies that test
-        #: learned versions, ``learn.ladder``, read the same store and keep none).
-        self._checkpoints = True
+        self._checkpoints = True  # (copies testing learned versions keep none)
         # -- learning hook (agentbranch.policy.earned.learn): versions of the read per question --
         if self.redact is not None and not callable(self.redact):
             raise ConfigurationError(
                 f"Earned(redact=...) must be a function str -> str, got {self.redact!r}"
             )
         self.learner: Any = None
-        #: What every record of a copy testing a learned version carries (``Evidence``),
-        #: set by ``learn.ladder.version_earned`` and the learner: ``version``, ``written``
-        #: and the ``entries`` of its anytime-valid test; empty: none.
+        #: Set on a copy testing a learned version (``learn.ladder.version_earned``): its
+        #: records' fields, its anytime-valid test and its drift test's level.
         self.learn_fields: dict[str, Any] = {}
-        #: (entries, error) of that test (``version_earned``; ``_state.step`` runs it)
         self.anytime: tuple[tuple[float, ...], float] | None = None
-        #: The level of the drift test when it is not ``level`` (``drift_alpha``; set by
-        #: ``version_earned``, and carried in the records' ``earned`` settings)
         self.drift_level: float | None = None
         if self.learn:
             from agentbranch.policy.earned.learn.loop import Learner
@@ -233,11 +153,8 @@ class Earned(TrustSource):
 
     @property
     def drift_alpha(self) -> float:
-        """The drift test's error: ``1 - level`` of the policy. A copy testing a learned
-        version at its share of the error (``learn.ladder.version_earned``) keeps its
-        policy's here: withdrawing is protective (a looser test only withdraws sooner),
-        so every version in force is withdrawn within the bound the policy's level gives
-        (docs/earned_method.md, "Drift")."""
+        """The drift test's error: the policy's ``1 - level``, also in a copy testing a
+        learned version at its share (withdrawing sooner is safe)."""
         return self.alpha if self.drift_level is None else 1.0 - self.drift_level
 
     def __repr__(self) -> str:
@@ -257,59 +174,31 @@ class Earned(TrustSource):
     def freeze(self) -> Earned:
         """Stop learning: thresholds stay what the evidence gives (read now, once per
         question), and no evidence is written. Returns ``self``."""
-        with self._lock:
-            self.frozen = True
+        self.frozen = True
         return self
 
-    def key(
-        self,
-        key: QuestionKey | str,
-        question: Any = None,
-        reader: str | None = None,
-        model: str | None = None,
-        reading: str | None = None,
-    ) -> str:
-        """The evidence key of ``key`` (a ``QuestionKey``; or its fields in order, the
-        short form: question id, question, reader, model, reading)."""
-        return _key_of(key, question, reader, model, reading).evidence_key
+    def key(self, key: QuestionKey) -> str:
+        """The evidence key of ``key``."""
+        return key.evidence_key
 
-    def threshold(
-        self,
-        key: QuestionKey | str,
-        question: Any = None,
-        reader: str | None = None,
-        model: str | None = None,
-        reading: str | None = None,
-    ) -> Threshold:
-        """The threshold in force for this question, reader, model and reading settings:
-        what the evidence gives, closed (trust ``"learning"``) while the band's due audits
-        are missing (``audit_health``). ``key`` as for ``key``."""
-        k = _key_of(key, question, reader, model, reading)
-        found = self.state(k).threshold
+    def threshold(self, key: QuestionKey) -> Threshold:
+        """The threshold in force for ``key``: what the evidence gives, closed (trust
+        ``"learning"``) while the band's due audits are missing (``audit_health``)."""
+        found = self.state(key).threshold
         if found.take_at is not None and self.audit_health.suspended(
-            k.question_id, k.reader, k.model
+            key.question_id, key.reader, key.model
         ):
-            return _SUSPENDED
+            return Threshold(None, "learning")  # suspended for missing audits
         return found
 
-    def state(
-        self,
-        key: QuestionKey | str,
-        question: Any = None,
-        reader: str | None = None,
-        model: str | None = None,
-        reading: str | None = None,
-    ) -> TrustState:
-        """This question's trust (a live object: copy what you keep).
-
-        The decision path: a dictionary lookup, plus a read of what the store gained
-        since the last one every ``refresh_s`` (skipped, not waited for, while another
-        thread is reading it); only the first call of the process waits for the store."""
-        k = _key_of(key, question, reader, model, reading)
+    def state(self, key: QuestionKey) -> TrustState:
+        """This question's trust (a live object: copy what you keep). The decision path:
+        a lookup, and every ``refresh_s`` a read of what the store gained (skipped while
+        another thread reads it); only the process's first call waits for the store."""
         if self.learner is not None:  # learning hook: the version's own trust
-            return self.learner.state(k)
-        key = k.evidence_key
-        self._used.setdefault(key, k.question_id)
+            return self.learner.state(key)
+        evidence_key = key.evidence_key
+        self._used.setdefault(evidence_key, key.question_id)
         if self._read_at is None:
             with self._feed_lock:
                 if self._read_at is None:
@@ -320,10 +209,10 @@ class Earned(TrustSource):
                     self._catch_up()
                 finally:
                     self._feed_lock.release()
-        w = self._ledger.windows.get(key)
+        w = self._ledger.windows.get(evidence_key)
         if w is None:
             with self._feed_lock:
-                w = self._ledger.window(key)
+                w = self._ledger.window(evidence_key)
         return w.live
 
     def states(self) -> dict[str, TrustState]:
@@ -332,9 +221,8 @@ class Earned(TrustSource):
         return {k: windows[k].live for k in list(self._used) if k in windows}
 
     def stored(self) -> dict[str, TrustState]:
-        """Every question the store holds evidence of (any process's), by evidence key:
-        for reports (the question id is ``state.question_id``; ``state.events`` the
-        history). Reads what the store gained, then the states kept up to date."""
+        """Every question the store holds evidence of (any process's), by evidence key, for
+        reports (``state.question_id``, ``state.events``); reads what the store gained."""
         with self._feed_lock:
             self._catch_up(announce=self._read_at is not None)
             windows = dict(self._ledger.windows)
@@ -373,17 +261,10 @@ class Earned(TrustSource):
         shadow: bool = False,
     ) -> Evidence | None:
         """Record the teacher's label ``teacher_label`` of one decision of ``key`` (no-op
-        when frozen). Bad evidence (a label outside the options, a non-finite confidence)
-        is dropped with a WARNING, never used. ``decision``: its identity
-        (``agentbranch.policy.records.decision_identity``; labels of one decision count
-        once).
-        With ``learn=True``: ``state`` is the labelled state's text, ``version`` the
-        version of the read that decided and ``probability`` the probability it gave its
-        label, ``audit_rate`` the policy's (0: none), ``floor``: ``Evidence.floor``,
-        ``bet_alpha``: ``Evidence.bet_alpha``. ``shadow``: a trial version's read of a
-        decision another version's record already labelled: stored as that version's
-        evidence, not counted again as a teacher label (``agentbranch.labels.stored``
-        counts each label once)."""
+        when frozen); bad evidence is dropped with a WARNING, never used. ``decision``:
+        its identity (labels of one decision count once). The learning fields are the
+        record's (``Evidence``; ``audit_rate``: the policy's). ``shadow``: a trial
+        version's read of an already labelled decision, not counted again as a label."""
         if self.frozen:
             return None
         fields = {
@@ -435,15 +316,7 @@ class Earned(TrustSource):
     def asks_versions(self) -> bool:
         return self.learner is not None
 
-    def in_force(
-        self,
-        question_id: str,
-        question: Any,
-        reader: str | None,
-        model: str | None,
-        reading: str | None = None,
-    ) -> Threshold:
-        return self.threshold(QuestionKey(question_id, question, reader, model, reading))
+    in_force = threshold  # the seam's name for it
 
     def asked(self, engine: Any, questions: Mapping[str, Any], text: str) -> dict[str, Asked]:
         from agentbranch.policy.earned.learn.hooks import asked_questions
@@ -457,37 +330,62 @@ class Earned(TrustSource):
         mark_version(record, asked.version, asked.probability_map)
 
     def observe_label(
-        self,
-        question_id: str,
-        question: Any,
-        banded: dict[str, Any],
-        *,
-        source: str,
-        teacher_label: str,
-        rate: float,
-        decision: str | None = None,
-        state: Any = None,
-        audit_rate: float | None = None,
+        self, question_id: str, question: Question, banded: DecisionRecord, label: TeacherLabel
     ) -> None:
-        observe_record(
-            self,
-            question_id,
-            question,
-            banded,
-            source=source,
-            teacher_label=teacher_label,
-            rate=rate,
-            decision=decision,
-            state=state,
-            audit_rate=audit_rate,
-        )
+        # One evidence record for the banded decision (its first read), keyed with its
+        # reading fingerprint and carrying its identity (labels of one decision count once).
+        if banded.get("confidence") is None or banded.get("engine_label") is None:
+            return
+        if is_replayed(banded):
+            return  # a replayed decision is no live traffic
+        band = banded["band"] if banded["band"] in ("take", "fallback", "review") else "fallback"
+        learning = {}  # learning hook: the state and the version
+        if self.learner is not None:
+            from agentbranch.policy.generation import state_text
 
-    def suspended_take_at(
-        self, question_id: str, question: Any, reader: str | None, model: str | None
-    ) -> float | None:
-        if not self.audit_health.suspended(question_id, reader, model):
+            state = label.state
+            text = state if isinstance(state, str) or state is None else state_text(state)
+            read = (banded.get("probabilities") or {}).get(banded["engine_label"])
+            learning = {
+                "state": text,
+                "version": banded.get("reader_version"),
+                "probability": read,
+                "audit_rate": label.audit_rate,
+            }
+        key = QuestionKey(
+            question_id, question, banded.get("reader"), banded.get("model"), banded.get("reading")
+        )
+        try:
+            self.observe(
+                key,
+                label.label,
+                source=label.source,
+                band=band,
+                confidence=banded["confidence"],
+                options=banded["options"],
+                engine_label=banded["engine_label"],
+                rate=label.rate,
+                take_at=banded.get("take_at"),
+                trust=banded.get("trust") or "learning",
+                decision=banded.get("decision_id"),
+                **learning,
+            )
+        except ConfigurationError:
+            raise
+        except LabelLostError:
+            pass  # counted, and logged once per burst (agentbranch.policy.earned._label_loss)
+        except Exception as e:  # noqa: BLE001 - a lost label never fails the decision
+            log.warning(
+                "agentbranch.earned: evidence for %r not stored: %s: %s",
+                question_id,
+                type(e).__name__,
+                e,
+            )
+
+    def suspended_take_at(self, key: QuestionKey) -> float | None:
+        if not self.audit_health.suspended(key.question_id, key.reader, key.model):
             return None
-        return self.state(QuestionKey(question_id, question, reader, model, None)).take_at
+        return self.state(key).take_at
 
     def audit_arrived(self, question_id: str, reader: str | None, model: str | None) -> None:
         self.audit_health.arrived(question_id, reader, model)
@@ -547,83 +445,10 @@ class Earned(TrustSource):
         return fresh_state(self)
 
 
-def observe_record(
-    earned: Earned,
-    question_id: str,
-    question: Question,
-    banded: DecisionRecord,
-    *,
-    source: str,
-    teacher_label: str,
-    rate: float,
-    decision: str | None = None,
-    state: Any = None,
-    audit_rate: float | None = None,
-) -> None:
-    """One evidence record for the banded decision ``banded`` (its first read), keyed
-    with its reading fingerprint (``banded["reading"]``) and carrying its identity
-    (``decision``, default ``banded["decision_id"]``: labels of one decision count
-    once). A store that is not an evidence store raises; any other write failure is
-    logged. ``state``: the state read, kept with the label when the policy learns
-    (``learn=True``), and ``audit_rate`` the share of taken decisions the policy audits
-    (what the learner's anytime-valid test needs to weigh the label, ``Evidence.floor``)."""
-    if banded.get("confidence") is None or banded.get("engine_label") is None:
-        return
-    if is_replayed(banded):
-        return  # a replayed decision is no live traffic
-    band = banded["band"] if banded["band"] in ("take", "fallback", "review") else "fallback"
-    learning = {}  # learning hook (agentbranch.policy.earned.learn): the state and the version
-    if earned.learner is not None:
-        from agentbranch.policy.generation import state_text
-
-        text = state if isinstance(state, str) or state is None else state_text(state)
-        read = (banded.get("probabilities") or {}).get(banded["engine_label"])
-        learning = {
-            "state": text,
-            "version": banded.get("reader_version"),
-            "probability": read,
-            "audit_rate": audit_rate,
-        }
-    try:
-        earned.observe(
-            QuestionKey(
-                question_id,
-                question,
-                banded.get("reader"),
-                banded.get("model"),
-                banded.get("reading"),
-            ),
-            teacher_label,
-            source=source,
-            band=band,
-            confidence=banded["confidence"],
-            options=banded["options"],
-            engine_label=banded["engine_label"],
-            rate=rate,
-            take_at=banded.get("take_at"),
-            trust=banded.get("trust") or "learning",
-            decision=decision if decision is not None else banded.get("decision_id"),
-            **learning,
-        )
-    except ConfigurationError:
-        raise
-    except LabelLostError:
-        pass  # counted, and logged once per burst (agentbranch.policy.earned._label_loss)
-    except Exception as e:  # noqa: BLE001 - a lost label never fails the decision
-        log.warning(
-            "agentbranch.earned: evidence for %r not stored: %s: %s",
-            question_id,
-            type(e).__name__,
-            e,
-        )
-
-
-#: The fall below the target precision whose withdrawal sets the window.
+#: The fall below the target precision whose withdrawal sets the window, and its bounds.
 REFERENCE_DROP = 0.2
-#: The smallest window (a very low target or level gives a tiny one).
 MIN_WINDOW = 8
-#: The largest window (bounds memory per question).
-MAX_WINDOW = 10_000
+MAX_WINDOW = 10_000  # (bounds memory per question)
 
 Who = tuple[str, str | None, str | None]  # question id, reader, model
 
@@ -636,9 +461,8 @@ def health_window(precision: float, level: float) -> int:
 
 @dataclass(frozen=True)
 class HealthStatus:
-    """One question's audit health (a snapshot): of the last ``window`` due audits,
-    ``seen`` counted so far and ``missing`` of them; ``suspended`` whether its band is
-    closed for it; ``arrived_total`` / ``missing_total`` over the process's life."""
+    """One question's audit health (a snapshot): of the last ``window`` due audits, ``seen``
+    so far and ``missing``; whether ``suspended``; and totals over the process's life."""
 
     window: int
     seen: int
@@ -648,49 +472,22 @@ class HealthStatus:
     missing_total: int
 
 
+@dataclass(slots=True)
 class _Ring:
-    __slots__ = ("outcomes", "missing", "suspended", "arrived_total", "missing_total")
-
-    def __init__(self, window: int) -> None:
-        self.outcomes: deque[bool] = deque(maxlen=window)  # True: missing
-        self.missing = 0
-        self.suspended = False
-        self.arrived_total = 0
-        self.missing_total = 0
+    outcomes: deque[bool]  # the last ``window`` due audits, True: missing
+    missing: int = 0
+    arrived_total: int = 0
+    missing_total: int = 0
 
 
 class AuditHealth:
     """Per question (id, reader, model): whether its due audits arrive.
 
-    An ``Earned`` band is watched by its audits: the drift test withdraws it after about
-    ``takes_to_withdraw(precision, fallen_to, level)`` audited takes. A teacher that hangs
-    or fails, or an audit queue that overflows, silently stretches that: with a share
-    ``m`` of the due audits missing, drift is seen only after ``1/(1 - m)`` times as many
-    taken decisions. So every audit that was due (sampled) is counted per question, reader
-    and model as *arrived* (the teacher's answer was used) or *missing* (dropped on a full
-    queue, timed out, raised, or answered outside the options), and the band is
-    **suspended** — nothing taken, every decision to the fallbacks, trust ``"learning"`` —
-    while the last ``window`` due audits hold more than half missing:
-
-    * ``window`` is ``takes_to_withdraw(precision, fallen_to, level)`` for a fall of
-      ``REFERENCE_DROP`` (0.2) below the target (``fallen_to`` at least half the target),
-      at least ``MIN_WINDOW``: at 0.9 and level 0.95, 25 due audits (a fall to 0.7).
-    * More than half of them missing means drift would be seen after more than twice the
-      audited takes the drift test promises (the same factor of two within which the
-      simulations withdraw in 95 % of streams): the band is suspended once more than
-      ``window / 2`` of the last ``window`` due audits went missing (at 0.9/0.95: after
-      13 missing audits, fewer than the 25 a working teacher needs to see a fall to 0.7).
-    * It is open again once no more than a quarter of the last ``window`` are missing
-      (hysteresis: a teacher failing about half the time does not flap). While suspended,
-      nothing is taken, so the decisions the band would take are still sent to the
-      teacher at the audit rate as *probes*: their answers only count here, and are
-      neither evidence nor audit records (those decisions are labelled by the fallback).
-
-    Each outcome and each check is O(1) (a ring of the last ``window`` outcomes and a count
-    of the missing ones); ``Earned.threshold`` asks ``suspended`` for every decision. The
-    health is this process's: it knows which of its own audits went missing (replicas
-    sharing a store each watch their own). Suspending is logged (WARNING, once per
-    suspension) and so is reopening (INFO).
+    Missing audits stretch the drift test's promise, so every due audit is counted as
+    arrived or missing, and the band is suspended (nothing taken, trust ``"learning"``)
+    while more than half of the last ``window`` are missing; it opens again once no more
+    than a quarter are (docs/earned_method.md, "When audits stop arriving"). O(1) per
+    outcome and per check; each process watches its own audits.
     """
 
     def __init__(self, precision: float, level: float) -> None:
@@ -723,15 +520,16 @@ class AuditHealth:
 
     def status(self, question_id: str, reader: str | None, model: str | None) -> HealthStatus:
         """A snapshot of this question's audit health."""
+        who = (question_id, reader, model)
         with self._lock:
-            ring = self._rings.get((question_id, reader, model))
+            ring = self._rings.get(who)
             if ring is None:
                 return HealthStatus(self.window, 0, 0, False, 0, 0)
             return HealthStatus(
                 self.window,
                 len(ring.outcomes),
                 ring.missing,
-                ring.suspended,
+                who in self._suspended,
                 ring.arrived_total,
                 ring.missing_total,
             )
@@ -741,7 +539,7 @@ class AuditHealth:
         with self._lock:
             ring = self._rings.get(who)
             if ring is None:
-                ring = self._rings[who] = _Ring(window)
+                ring = self._rings[who] = _Ring(deque(maxlen=window))
             if len(ring.outcomes) == window:
                 ring.missing -= ring.outcomes[0]
             ring.outcomes.append(missing)
@@ -750,12 +548,11 @@ class AuditHealth:
                 ring.missing_total += 1
             else:
                 ring.arrived_total += 1
-            if not ring.suspended and 2 * ring.missing > window:
-                ring.suspended = True
+            suspended = who in self._suspended
+            if not suspended and 2 * ring.missing > window:
                 self._suspended.add(who)
                 changed = "suspended"
-            elif ring.suspended and 4 * ring.missing <= window:
-                ring.suspended = False
+            elif suspended and 4 * ring.missing <= window:
                 self._suspended.discard(who)
                 changed = "reopened"
             else:
@@ -784,10 +581,6 @@ class AuditHealth:
 
 __all__ = [
     "Earned",
-    "Threshold",
-    "TrustState",
-    "replay",
-    "step",
     "AuditHealth",
     "HealthStatus",
     "MAX_WINDOW",

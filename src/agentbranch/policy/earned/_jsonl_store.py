@@ -25,49 +25,28 @@ __all__ = ["READ_BYTES", "TAIL_BYTES", "JsonlEvidenceStore"]
 
 log = logging.getLogger("agentbranch")
 
-#: Bytes of a JSON Lines store parsed per ``read_new`` call (bounds the memory of
-#: opening a large store).
+#: Bytes parsed per ``read_new`` call (bounds the memory of opening a large store).
 READ_BYTES = 8 << 20
 
 #: Bytes before the read position compared at each read (``_tail_still_there``).
 TAIL_BYTES = 64
 
-#: Seconds within which appended records are flushed to disk (one ``fsync`` for every
-#: append of that window, not one each): a process that dies loses nothing it appended
-#: (each append is in the file when it returns); a machine that loses power or crashes
-#: may lose the appends of the last ``SYNC_S`` seconds (``docs/reliability.md``).
+#: Seconds within which appends are flushed to disk (one ``fsync`` for all of them): a
+#: machine that loses power may lose the last ``SYNC_S`` seconds (docs/reliability.md).
 SYNC_S = 0.5
 
 
 class JsonlEvidenceStore(EvidenceStore):
     """Evidence in one JSON Lines file, appended under a ``filelock`` lock (``path +
-    '.lock'``), so writers in several threads or processes on one machine never
-    interleave. Every line is validated when read; a line that is not an evidence record
-    is an ``InvalidFileError`` naming the file and line.
+    '.lock'``) so writers on one machine never interleave; every line is validated when
+    read. Reads are incremental (``read_new``: only the bytes appended since the last
+    read); ``load(key)`` scans the file.
 
-    Reads are incremental (``read_new``: only the bytes appended since the last read are
-    parsed; this process's own appends are not read back) and nothing is kept in memory
-    but the byte offset and the keys seen; ``load(key)`` scans the file.
-
-    Faults (``docs/reliability.md``): a file that does not start with an evidence record
-    (another tool's ``settings.json``) is refused before anything is written; a final
-    line without its newline (a writer that died mid-append) is moved to
-    ``path + '.torn'`` and logged at ERROR with its byte offset before the next append;
-    a file moved, deleted, truncated or replaced while serving is reported once
-    (``pop_lost``) and a new file is started at the same path; a file this process may
-    not read, or a read that fails (an I/O error), is an ``InvalidFileError`` naming the
-    file and what to do.
-
-    A new file (and its ``.torn`` file) is created with permissions ``mode``: owner-only
-    (``0o600``) by default, since with ``Earned(learn=True)`` it holds each labelled
-    state's text; ``JsonlEvidenceStore(path, mode=0o640)`` lets a group read it. An
-    existing file with wider permissions is tightened to ``mode`` at the first append
-    where this process owns it, with a WARNING either way (``core.files.keep_private``).
-
-    An append is in the file when it returns (one ``write``), and on disk within
-    ``SYNC_S`` seconds: the appends of that window share one ``fsync`` (on a timer
-    thread that the interpreter waits for at exit, so a process that exits normally
-    syncs them before it ends)."""
+    Faults (docs/reliability.md): a file that is not an evidence store is refused before
+    anything is written; a torn final line is moved to ``path + '.torn'`` (ERROR); a file
+    moved, deleted, truncated or replaced while serving is reported once (``pop_lost``)
+    and a new one started. New files are owner-only (``mode``; wider ones are tightened,
+    WARNING). An append is in the file when it returns, on disk within ``SYNC_S``."""
 
     resumable = True  # ``position``/``resume``: a checkpoint beside the file
 
@@ -80,17 +59,10 @@ class JsonlEvidenceStore(EvidenceStore):
         self._check_readable()
         self._lock = FileLock(str(self.path) + ".lock")
         self._mutex = threading.Lock()
-        self._offset = 0
-        self._line = 0
-        self._identity: tuple[int, int] | None = None
-        self._keys: set[str] = set()
-        #: records ``keys()`` read past for a report, not yet handed to ``read_new``
-        self._pending: list[Evidence] = []
-        self._tail = b""  # the last bytes read (a file emptied and refilled is noticed)
+        self._restart()
+        self._pending: list[Evidence] = []  # read by ``keys()``, not yet by ``read_new``
         self._lost: str | None = None
-        self._hash = hashlib.sha256()  # of the bytes before ``_offset`` (checkpoints)
-        #: ``keep_only``: the JSON spellings of the keys whose lines ``read_new`` parses
-        self._needles: tuple[bytes, ...] | None = None
+        self._needles: tuple[bytes, ...] | None = None  # the keys' spellings (``keep_only``)
         self._sync: threading.Timer | None = None  #: the next fsync, once appends wait for one
 
     def __repr__(self) -> str:
@@ -145,8 +117,7 @@ class JsonlEvidenceStore(EvidenceStore):
                     self._keys.update(r.key for r in records)
 
     def _sync_soon(self) -> None:
-        """An fsync of the file within ``SYNC_S`` seconds (one for every append until
-        then). Not a daemon: the interpreter runs a due one before it exits."""
+        """An fsync within ``SYNC_S`` seconds (not a daemon: it runs before exit)."""
         with self._mutex:
             if self._sync is not None:
                 return
@@ -173,10 +144,7 @@ class JsonlEvidenceStore(EvidenceStore):
 
     def keep_only(self, keys: Iterable[str]) -> None:
         """From now on ``read_new`` parses only the lines of these evidence keys and
-        skips the others unparsed (``keys()`` then knows only these). A learned
-        version's copy of the policy reads a shared store for its own key: parsing
-        every other record each time a version is fitted made a month's fits cost
-        time and memory in proportion to the whole file."""
+        skips the others unparsed (``keys()`` then knows only these)."""
         self._needles = tuple(n for k in keys for n in _spellings(k))
 
     def pop_lost(self) -> str | None:
@@ -259,12 +227,16 @@ class JsonlEvidenceStore(EvidenceStore):
         if why is None:
             return True
         self._lost = f"evidence store {self.path} {why} while serving"
-        self._offset = self._line = 0
-        self._tail = b""
-        self._identity = None
-        self._keys = set()
-        self._hash = hashlib.sha256()
+        self._restart()
         return False
+
+    def _restart(self) -> None:
+        """Read from the file's first byte again."""
+        self._offset = self._line = 0
+        self._tail = b""  # the last bytes read (a file emptied and refilled is noticed)
+        self._identity: tuple[int, int] | None = None
+        self._hash = hashlib.sha256()  # of the bytes before ``_offset`` (checkpoints)
+        self._keys: set[str] = set()
 
     def _tail_still_there(self) -> bool:
         """Whether the bytes just before the read position are still the ones read: a
@@ -291,9 +263,7 @@ class JsonlEvidenceStore(EvidenceStore):
         """Continue reading at ``offset`` if the file's bytes before it hash to
         ``sha256`` (a checkpoint); otherwise (or with ``sha256=None``) from the start."""
         with self._mutex:
-            self._offset = self._line = 0
-            self._tail = b""
-            self._identity, self._hash, self._keys = None, hashlib.sha256(), set()
+            self._restart()
             if sha256 is None or not self.path.exists():
                 return sha256 is None
             h, left = hashlib.sha256(), offset
@@ -400,9 +370,8 @@ class JsonlEvidenceStore(EvidenceStore):
         self._hash.update(memoryview(chunk)[:end])
         self._line = line
         self._offset += end
-        if end:
-            self._tail = bytes(chunk[max(0, end - TAIL_BYTES) : end])
         if end:  # the file is known to hold evidence from here on
+            self._tail = bytes(chunk[max(0, end - TAIL_BYTES) : end])
             self._identity = (st.st_dev, st.st_ino)
         return out
 
@@ -432,15 +401,13 @@ class JsonlEvidenceStore(EvidenceStore):
                         yield rec
 
     def records(self) -> Iterator[Evidence]:
-        """Every record in the file, in file order, one at a time: a report over a
-        month's store holds one parsed record at a time, never the file's. Independent
-        of ``read_new``'s position."""
+        """Every record in the file, in file order, one parsed at a time (independent of
+        ``read_new``'s position)."""
         with self._reading():
             yield from self._scan(None)
 
 
 def _spellings(key: str) -> tuple[bytes, ...]:
-    """How ``key`` can be spelt in a line: as ``append`` writes it (UTF-8) and with
-    ``\\u`` escapes (the JSON other writers may use); a line holding neither is not
-    ``key``'s."""
+    """How ``key`` can be spelt in a line: UTF-8 (as ``append`` writes it) or with
+    ``\\u`` escapes; a line holding neither is not ``key``'s."""
     return tuple({json.dumps(key, ensure_ascii=False).encode("utf-8"), json.dumps(key).encode()})

@@ -1,11 +1,7 @@
-"""Labels lost to a store that cannot be written (a full disk, a read-only remount, a
-permission taken away): serving goes on, and every lost label is counted.
-
-One ``LabelLoss`` per store (``loss_for``, keyed by the store's ``repr``, which names
-its file or database) counts the labels it lost; the first loss of a burst is one ERROR
-naming the store and what to do, the rest of the burst is silent, and the first label
-stored again ends the burst with one WARNING saying how many were lost. Counts are also
-the ``agentbranch.labels.lost`` metric (docs/metrics.md); ``labels_lost()`` reads them.
+"""Labels lost to a store that cannot be written (a full disk, a read-only remount):
+serving goes on, and one ``LabelLoss`` per store (keyed by its ``repr``) counts them,
+logging one ERROR per burst of losses and one WARNING when the store is written again
+(``labels_lost()``, the ``agentbranch.labels.lost`` metric).
 """
 
 from __future__ import annotations
@@ -76,9 +72,8 @@ class LabelLoss:
 
 def append_counted(store: Any, rec: Any, label: bool = True) -> None:
     """``store.append([rec])``, counted: stored, or lost (``LabelLostError``) when the
-    store cannot be written. A store that is not an evidence store raises as it is.
-    ``label=False``: a record that is not a new teacher label (a trial version's shadow
-    read of one): its loss is still counted, its storing is not a label stored."""
+    store cannot be written (a ``ConfigurationError`` raises as it is). ``label=False``:
+    a record that is no new teacher label (its loss still counts, its storing does not)."""
     loss = loss_for(store)
     try:
         store.append([rec])
@@ -90,23 +85,17 @@ def append_counted(store: Any, rec: Any, label: bool = True) -> None:
 
 
 _losses: dict[str, LabelLoss] = {}
-_losses_lock = threading.Lock()
 
 
 def loss_for(store: Any) -> LabelLoss:
     """The ``LabelLoss`` of ``store`` (one per store this process writes)."""
     where = repr(store)
-    found = _losses.get(where)
-    if found is not None:
-        return found
-    with _losses_lock:
-        return _losses.setdefault(where, LabelLoss(where))
+    return _losses.get(where) or _losses.setdefault(where, LabelLoss(where))  # (atomic)
 
 
 def labels_lost(store: Any = None) -> int:
-    """Labels this process could not store: in ``store`` (an evidence store, an
-    ``Earned``, a LangGraph ``BaseStore`` or a JSON Lines path), or in every store when
-    ``None``."""
+    """Labels this process could not store: in ``store`` (an evidence store, an ``Earned``,
+    a LangGraph ``BaseStore`` or a JSON Lines path), or in every store when ``None``."""
     if store is None:
         return sum(loss.total for loss in list(_losses.values()))
     found = _losses.get(_store_name(store))

@@ -1,12 +1,10 @@
-"""Evidence in a LangGraph ``BaseStore`` (``InMemoryStore``, ``SqliteStore``,
-``PostgresStore``, or any other): several processes or replicas share one body of
-evidence and converge on the same thresholds; each reads incrementally what the others
-committed. ``BaseStore.search`` promises no order: only stores whose order was read in
-their source are read in it (``read_new``); any other is read whole and compared.
+"""Evidence in a LangGraph ``BaseStore``: processes or replicas share one body of
+evidence and converge on the same thresholds, each reading what the others committed.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sqlite3
@@ -23,14 +21,12 @@ __all__ = ["MARGIN", "NAMESPACE", "LangGraphEvidenceStore"]
 
 log = logging.getLogger("agentbranch")
 
-#: How late a writer sharing a LangGraph store may commit and still be read
-#: incrementally (``LangGraphEvidenceStore.read_new``).
+#: How late a writer sharing a LangGraph store may commit and still be read (``read_new``).
 MARGIN = timedelta(seconds=30)
 
-#: Items asked of a LangGraph store at first (``load``, ``keys``); a listing that fills
-#: it is asked again for four times as many (``_listing``).
+#: Items asked at first by ``load``/``keys`` and by ``read_new`` (newest first); a
+#: listing that fills it is asked again for four times as many (``_listing``).
 PAGE = 1000
-#: Items asked at first for what is new (``read_new`` of a store listing newest first).
 FIRST_PAGE = 128
 
 #: Namespace prefix of evidence items in a LangGraph store.
@@ -38,17 +34,15 @@ NAMESPACE: tuple[str, ...] = ("agentbranch", "earned")
 
 
 class LangGraphEvidenceStore(EvidenceStore):
-    """Evidence in a LangGraph ``BaseStore``: one item per record, namespace
-    ``(*namespace, key)``, item key the record id. Any store LangGraph offers works
-    (``InMemoryStore``, ``SqliteStore``, ``PostgresStore``); processes sharing one
-    database share the evidence."""
+    """Evidence in a LangGraph ``BaseStore`` (``InMemoryStore``, ``SqliteStore``,
+    ``PostgresStore`` or any other): one item per record, namespace ``(*namespace, key)``,
+    item key the record id."""
 
     def __init__(
         self, store: Any, namespace: Sequence[str] = NAMESPACE, *, private: bool = False
     ) -> None:
         self.store = store
         self.namespace = tuple(namespace)
-        #: Nobody else writes this store (``Earned(store=None)``): nothing to read back.
         self.private = private
         self._mark: Any = None  # newest ``updated_at`` read
         self._recent: set[str] = set()  # ids read with ``updated_at`` near the mark
@@ -74,11 +68,9 @@ class LangGraphEvidenceStore(EvidenceStore):
             self.store.batch(ops)
 
     def _keep_private(self) -> None:
-        """A ``SqliteStore``'s database file (and its journal files) holds evidence as a
-        JSON Lines store does: wider than owner-only, it is tightened where this process
-        owns it, with a WARNING either way (``core.files.keep_private``). The database
-        was created by the application, so its permissions are not ours to choose before
-        that; other stores (a server's database, memory) have no file here."""
+        """A ``SqliteStore``'s database and journal files hold evidence: wider than
+        owner-only, they are tightened where this process owns them, with a WARNING
+        either way (``core.files.keep_private``). Other stores have no file here."""
         try:
             from langgraph.store.sqlite import SqliteStore
         except ImportError:  # the SQLite store is not installed: this is no SQLite store
@@ -100,21 +92,17 @@ class LangGraphEvidenceStore(EvidenceStore):
 
     def read_new(self) -> list[Evidence]:
         """Records written since the last call (by any process sharing the store), in
-        replay order.
-
-        ``BaseStore`` promises no order of ``search``, so the order is only relied on
-        for the stores whose ``search`` was read (exactly those classes; a subclass may
-        list otherwise): an ``InMemoryStore`` lists each namespace in insertion order
-        (each is read from the number of items already read there); ``SqliteStore`` and
-        ``PostgresStore`` list newest first (``ORDER BY updated_at DESC``: the listing
-        reaches down to items older than the newest seen last time, less ``MARGIN`` for
-        writers whose transactions commit late, and ids read near that mark are
-        skipped). Any other store is listed whole, key by key, each call, and the items
-        not read before (by an 8-byte digest of namespace and id) are returned."""
+        replay order. ``BaseStore`` promises no order of ``search``: an ``InMemoryStore``
+        (insertion order) is read on from the items already read per namespace;
+        ``SqliteStore`` and ``PostgresStore`` (newest first) down to the newest item
+        seen last time less ``MARGIN`` (late commits); any other store (subclasses
+        included) is listed whole and the items not read before are returned."""
         if self.private:
             return []
         kind = type(self.store)
-        if kind in _listed_in_insertion_order():
+        from langgraph.store.memory import InMemoryStore
+
+        if kind is InMemoryStore:
             out = self._read_in_order()
         elif kind in _listed_newest_first():
             out = self._read_newest_first()
@@ -157,8 +145,7 @@ class LangGraphEvidenceStore(EvidenceStore):
         cutoff = None if self._mark is None else self._mark - MARGIN
         newest, near = self._mark, {}
         # Every item at or after the cutoff ranks before every older one, so one listing
-        # that reaches an older item (or the end) holds them all, whatever their order
-        # among themselves (equal times are listed in any order, not the same each call).
+        # that reaches an older item (or the end) holds them all, in whatever order.
         reached = None if cutoff is None else lambda items: items[-1].updated_at < cutoff
         for item in self._listing(self.namespace, FIRST_PAGE, reached):
             when = item.updated_at
@@ -190,11 +177,9 @@ class LangGraphEvidenceStore(EvidenceStore):
     def _listing(
         self, ns: tuple[str, ...], limit: int, reached: Callable[[list], bool] | None = None
     ) -> list[Any]:
-        """What ``search`` lists under ``ns``, in one call from offset 0 (its limit grown
-        until the listing ends, or ``reached`` says it holds enough): pages read at
-        growing offsets are only whole if the store lists in the same order each call,
-        which ``BaseStore`` does not promise (``PostgresStore`` lists items written in
-        one transaction, of equal ``updated_at``, in any order)."""
+        """What ``search`` lists under ``ns``, in one call from offset 0, its limit grown
+        until the listing ends or ``reached`` says it holds enough (pages at growing
+        offsets are only whole if the order is the same each call: not promised)."""
         while True:
             items = self.store.search(ns, limit=limit, offset=0)
             if len(items) < limit or (reached is not None and reached(items)):
@@ -216,25 +201,12 @@ class LangGraphEvidenceStore(EvidenceStore):
             limit *= 4
 
 
-def _listed_in_insertion_order() -> tuple[type, ...]:
-    from langgraph.store.memory import InMemoryStore
-
-    return (InMemoryStore,)
-
-
 def _listed_newest_first() -> tuple[type, ...]:
     """The LangGraph stores whose ``search`` (without a query) lists newest first."""
     kinds: list[type] = []
-    try:
-        from langgraph.store.sqlite import SqliteStore
-
-        kinds.append(SqliteStore)
-    except ImportError:  # not installed: no store of this kind can be given
-        pass
-    try:
-        from langgraph.store.postgres import PostgresStore
-
-        kinds.append(PostgresStore)
-    except ImportError:
-        pass
+    for module, name in (("sqlite", "SqliteStore"), ("postgres", "PostgresStore")):
+        try:
+            kinds.append(getattr(importlib.import_module(f"langgraph.store.{module}"), name))
+        except ImportError:  # not installed: no store of this kind can be given
+            pass
     return tuple(kinds)

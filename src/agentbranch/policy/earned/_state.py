@@ -1,43 +1,25 @@
 """One question's trust as a state machine, and every question's trust fed from the
 evidence store: records in, the threshold in force out.
 
-``step`` feeds one record, ``replay`` many. The state is compact: the epoch's labels as
-counts per confidence cell and the drift test as one running sum per alternative
-(``_statistics``), so a label costs O(1) and a question's state has a fixed size however
-many labels it has seen. ``Settings`` is what the machine reads of its configuration
-(``Earned`` is one), so nothing here imports it.
-
-``QuestionWindow`` keeps one question's live state and its recent labels in chunks, so a
-late label re-runs only the labels after it (``Label`` is the light copy it keeps).
-``Ledger`` holds one window per evidence key and feeds it what the store returns
-(``read_new``: only what was appended since the last read, by any process) and what this
-process makes; a label older than the window, or one that needs a new cell boundary,
-replays that question from the store (rare; logged at INFO). Callers serialize
-``feed``/``catch_up`` (``Earned`` holds its feed lock).
-
-Each label counts once: ``DigestSet`` remembers every record id (and decision identity)
-counted as an 8-byte BLAKE2b digest, in two sorted ``uint64`` arrays (the smaller merged
-into the larger at an eighth of its size) and a set of the newest (merged every
-``RECENT`` additions): O(log n) per lookup. Two ids share a digest with probability
-about ``n² / 2⁶⁵`` (3·10⁻⁶ at ten million ids); the second would not count, which errs
-toward fewer labels, never more.
-
-Over 500 lines: the state machine, the window that feeds it late labels, the ledger of
-every question's window and the digests that count each label once are one piece of
-bookkeeping; split, each file re-declared the others' types.
+``step`` feeds one record, ``replay`` many (a state has a fixed size however many labels
+it saw). ``QuestionWindow`` keeps a question's recent labels so a late one re-runs only
+what follows it; ``Ledger`` holds a window per evidence key (callers serialize ``feed``).
+Each label counts once: ``DigestSet`` keeps an 8-byte digest of every id and decision
+counted (a collision, about ``n² / 2⁶⁵``, errs toward fewer labels). Over 500 lines: the
+machine, its window, the ledger and the digests are one piece of bookkeeping.
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
-import functools
 import hashlib
 import logging
 import sys
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from agentbranch.policy.earned._evidence import Evidence
 from agentbranch.policy.earned._statistics import (
@@ -49,9 +31,6 @@ from agentbranch.policy.earned._statistics import (
 )
 from agentbranch.policy.trust import Threshold, Trust
 
-if TYPE_CHECKING:
-    import numpy as np
-
 
 class Settings(Protocol):
     """What the state machine reads of its configuration (``Earned`` has all of it)."""
@@ -61,7 +40,6 @@ class Settings(Protocol):
     start_at: float | None
     candidates: Sequence[float]
     looks: Any  # a ``Looks`` schedule
-    resume: bool
     second_walk_from: int | None
 
     @property
@@ -76,11 +54,9 @@ EventKind = Literal["look", "earned", "lowered", "withdrawn"]
 
 @dataclass(frozen=True)
 class Event:
-    """Something that changed (or was checked) in a question's trust.
-
-    ``index``: records replayed before it (0-based position of the record that caused
-    it); ``time``: that record's time; ``take_at``: the threshold after the event;
-    ``labels``: labels in the epoch at that point; ``reason``: words for a person."""
+    """Something that changed (or was checked) in a question's trust: ``index`` and
+    ``time`` of the record that caused it, the threshold after it, the epoch's labels
+    then, and the ``reason`` in words for a person."""
 
     kind: EventKind
     index: int
@@ -106,19 +82,16 @@ class TrustState:
     last: tuple[str, str] | None = None  #: order of the last record replayed
     #: this epoch's labels as counts per confidence cell (created at the first label)
     _cells: Cells | None = field(default=None, repr=False)
-    #: boundaries beyond the candidate grid and ``start_at``: thresholds in force
-    #: recorded by another configuration (``OffGrid``)
+    #: boundaries beyond the grid: thresholds in force another configuration recorded
     _extra: tuple[float, ...] = field(default=(), repr=False)
     _drift: DriftState | None = field(default=None, repr=False)  #: since the band opened
-    #: a learned version's anytime-valid test (``learn.eprocess.Walks``; not checkpointed:
-    #: versions keep no checkpoint, their states are replayed from the store)
+    #: a learned version's anytime-valid test (``learn.eprocess.Walks``; not checkpointed)
     _bets: Any = field(default=None, repr=False)
 
     def band_share(self) -> float | None:
         """The share of the decisions the band ``confidence >= take_at`` holds, as this
-        epoch's labels estimate it (each weighted ``1 / rate``: an audited take stands for
-        the takes that were not audited); ``None`` while nothing is taken or nothing is
-        counted, or when the estimate is not a finite number."""
+        epoch's labels estimate it (each weighted ``1 / rate``); ``None`` while nothing is
+        taken or counted, or when the estimate is not finite."""
         if self.take_at is None or self._cells is None:
             return None
         return self._cells.weighted_share(self.take_at)
@@ -148,28 +121,11 @@ class TrustState:
             _bets=None if self._bets is None else self._bets.copy(),
         )
 
-    @property
-    def extra(self) -> tuple[float, ...]:
-        """Cell boundaries beyond the grid and ``start_at`` (thresholds in force recorded
-        by another configuration)."""
-        return self._extra
-
-    @extra.setter
-    def extra(self, value: tuple[float, ...]) -> None:
-        self._extra = tuple(value)
-
     def to_dict(self) -> dict[str, Any]:
         """The whole state as JSON-safe values (for a checkpoint; ``from_dict`` inverts)."""
         c, d = self._cells, self._drift
         return {
-            "take_at": self.take_at,
-            "trust": self.trust,
-            "labels": self.labels,
-            "looks": self.looks,
-            "audit_right": self.audit_right,
-            "audit_wrong": self.audit_wrong,
-            "records": self.records,
-            "question_id": self.question_id,
+            **{name: getattr(self, name) for name in _PLAIN},
             "last": None if self.last is None else list(self.last),
             "events": [dataclasses.asdict(e) for e in self.events],
             "extra": list(self._extra),
@@ -181,9 +137,7 @@ class TrustState:
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> TrustState:
         """The state ``to_dict`` wrote (``KeyError``/``ValueError`` when it does not fit)."""
-        st = cls(take_at=raw["take_at"], trust=raw["trust"])
-        for name in ("labels", "looks", "audit_right", "audit_wrong", "records", "question_id"):
-            setattr(st, name, raw[name])
+        st = cls(**{name: raw[name] for name in _PLAIN})
         st.last = None if raw["last"] is None else tuple(raw["last"])
         st.events = [Event(**e) for e in raw["events"]]
         st._extra, st._evalue = tuple(raw["extra"]), raw["evalue"]
@@ -205,6 +159,10 @@ class TrustState:
         return size
 
 
+#: The fields of a ``TrustState`` that are JSON values as they are (``to_dict``).
+_PLAIN = tuple("take_at trust labels looks audit_right audit_wrong records question_id".split())
+
+
 def fresh_state(cfg: Settings) -> TrustState:
     """A question's state before its first record: ``start_at`` in force, or learning."""
     if cfg.start_at is not None:
@@ -212,26 +170,13 @@ def fresh_state(cfg: Settings) -> TrustState:
     return TrustState(take_at=None, trust="learning")
 
 
-def boundaries(cfg: Settings, extra: Iterable[float] = ()) -> list[float]:
-    """Cell boundaries of a question: the candidate grid, ``start_at`` and ``extra``."""
-    values = set(cfg.candidates) | set(extra)
-    if cfg.start_at is not None:
-        values.add(cfg.start_at)
-    return sorted(values)
-
-
-@functools.lru_cache(maxsize=4096)
-def _look_at(looks: Any, k: int) -> int:
-    """Labels at which look ``k`` is due (``Looks.at``, remembered)."""
-    return looks.at(k)
-
-
 def step(st: TrustState, rec: Any, cfg: Settings) -> None:
     """Replay one record into ``st`` (the whole state machine). Raises ``OffGrid``
     (with ``st`` unchanged) when the record's threshold in force is not a cell boundary
     of ``st``: replay the question with it in ``_extra``."""
-    if st._cells is None:
-        st._cells = Cells(boundaries(cfg, st._extra))
+    if st._cells is None:  # cell boundaries: the grid, ``start_at`` and ``_extra``
+        start = () if cfg.start_at is None else (cfg.start_at,)
+        st._cells = Cells(sorted({*cfg.candidates, *start, *st._extra}))
     # The threshold the deciding process had in force (what decided how it was labelled).
     tau = getattr(rec, "take_at", st.take_at)
     st._cells.add(rec.confidence, rec.correct, 1.0 / rec.rate, tau, rec.band == "review")
@@ -253,7 +198,7 @@ def step(st: TrustState, rec: Any, cfg: Settings) -> None:
             return
     if _bet(st, rec, cfg, index):
         return
-    if st.labels < _look_at(cfg.looks, st.looks):
+    if st.labels < cfg.looks.at(st.looks):
         return
     alpha = cfg.looks.alpha(cfg.alpha, st.looks)
     st.looks += 1
@@ -268,22 +213,23 @@ def step(st: TrustState, rec: Any, cfg: Settings) -> None:
             shown = "nothing shown"
         st.events.append(Event("look", index, rec.time, st.take_at, st.labels, f"{what}: {shown}"))
         return
+    _earn(st, found, index, rec.time, f"{what}: precision >= {cfg.precision:g} shown down to")
+
+
+def _earn(st: TrustState, found: float, index: int, when: str, shown: str, how: str = "") -> None:
+    """Put ``found`` in force (the event's reason: ``shown``, the threshold, ``how``)."""
     kind: EventKind = "earned" if st.trust != "earned" else "lowered"
     was = st.take_at
     st._pair = Threshold(found, "earned")
     st.take_at, st.trust = found, "earned"
-    reason = f"{what}: precision >= {cfg.precision:g} shown down to {found:g}"
-    if was is not None:
-        reason += f" (was {was:g})"
-    st.events.append(Event(kind, index, rec.time, found, st.labels, reason))
+    reason = f"{shown} {found:g}{how}" + ("" if was is None else f" (was {was:g})")
+    st.events.append(Event(kind, index, when, found, st.labels, reason))
 
 
 def _bet(st: TrustState, rec: Any, cfg: Settings, index: int) -> bool:
-    """A learned version's anytime-valid test (``cfg.anytime``: its entries and error,
-    ``agentbranch.policy.earned.learn.eprocess``): bet on a label in proportion to
-    ``floor / rate`` (``Evidence.floor``), checked at the error the label was made under
-    (``Evidence.bet_alpha``, e-LOND: never below the version's own; absent: its own);
-    whether it opened or lowered the band."""
+    """A learned version's anytime-valid test (``cfg.anytime``, ``learn.eprocess``): bet
+    on a label in proportion to ``floor / rate``, checked at the label's ``bet_alpha``
+    (never below the version's own); whether it opened or lowered the band."""
     anytime = getattr(cfg, "anytime", None)
     if anytime is None or st.trust == "fixed":
         return False
@@ -300,28 +246,27 @@ def _bet(st: TrustState, rec: Any, cfg: Settings, index: int) -> bool:
     found = st._bets.shown()
     if found is None or (st.take_at is not None and found >= st.take_at):
         return False  # (a bet never raises a threshold: the drift test withdraws)
-    was = st.take_at
-    kind: EventKind = "earned" if was is None else "lowered"
-    st._pair = Threshold(found, "earned")
-    st.take_at, st.trust = found, "earned"
-    reason = (
+    shown = (
         f"anytime-valid test at {st._bets.labels} labels bet on (alpha {anytime[1] * boost:.3g}): "
-        f"precision >= {cfg.precision:g} shown down to {found:g} (walks from "
-        f"{', '.join(f'{e:g}' for e in anytime[0])})"
+        f"precision >= {cfg.precision:g} shown down to"
     )
-    if was is not None:
-        reason += f" (was {was:g})"
-    st.events.append(Event(kind, index, rec.time, found, st.labels, reason))
+    _earn(
+        st,
+        found,
+        index,
+        rec.time,
+        shown,
+        f" (walks from {', '.join(f'{e:g}' for e in anytime[0])})",
+    )
     return True
 
 
 def _look(st: TrustState, cfg: Settings, alpha: float) -> tuple[float | None, str]:
     """One look's test at error ``alpha``: the threshold it shows (``None``: none) and
-    how the event describes it. A look that resumes below an earned threshold walks on
-    from there; one that has shown nothing yet walks from the top, and from the
-    ``second_walk_from``-th look also from the predicted entry, each at ``alpha / 2``
-    (the two walks' errors add up to ``alpha``; the lower threshold shown counts)."""
-    shown = st.take_at if cfg.resume and st.trust == "earned" else None
+    its description. It resumes below an earned threshold; one that has shown nothing
+    walks from the top and, from the ``second_walk_from``-th look, also from the
+    predicted entry, each at ``alpha / 2`` (the lower threshold shown counts)."""
+    shown = st.take_at if st.trust == "earned" else None
     assert st._cells is not None  # a look follows a label
     view = st._cells.view()
     data = {"precision": cfg.precision, "candidates": cfg.candidates}
@@ -332,14 +277,9 @@ def _look(st: TrustState, cfg: Settings, alpha: float) -> tuple[float | None, st
         entry = predicted_entry_cells(view, alpha=half, **data)
     if entry is None:
         return learn_then_test_cells(view, alpha=alpha, shown=shown, **data), what
-    found = [
-        t
-        for t in (
-            learn_then_test_cells(view, alpha=half, **data),
-            learn_then_test_cells(view, alpha=half, entry=entry, **data),
-        )
-        if t is not None
-    ]
+    top = learn_then_test_cells(view, alpha=half, **data)
+    entered = learn_then_test_cells(view, alpha=half, entry=entry, **data)
+    found = [t for t in (top, entered) if t is not None]
     what += f", walks from the top and from {entry:g} at {half:.3g} each"
     return (min(found) if found else None), what
 
@@ -438,19 +378,21 @@ class DigestSet:
         """Memory held (arrays and the recent set, approximately)."""
         return int(self._big.nbytes + self._small.nbytes) + 72 * len(self._recent)
 
-    def to_array(self) -> np.ndarray:
-        """Every digest, sorted (for a checkpoint)."""
+    def encode(self, more: Iterable[int] = ()) -> str:
+        """Every digest and ``more``, sorted, as base64 text (for a checkpoint)."""
         import numpy as np  # here: `import agentbranch` loads no numpy
 
-        fresh = np.fromiter(self._recent, dtype=np.uint64, count=len(self._recent))
-        return np.union1d(np.union1d(self._big, self._small), fresh)
+        fresh = np.fromiter([*self._recent, *more], dtype=np.uint64)
+        every = np.union1d(np.union1d(self._big, self._small), fresh)
+        return base64.b64encode(every.astype("<u8").tobytes()).decode("ascii")
 
     @classmethod
-    def from_array(cls, arr: np.ndarray) -> DigestSet:
+    def decode(cls, text: str) -> DigestSet:
+        """The set ``encode`` wrote."""
         import numpy as np  # here: `import agentbranch` loads no numpy
 
         new = cls()
-        new._big = np.unique(np.asarray(arr, dtype=np.uint64))
+        new._big = np.unique(np.frombuffer(base64.b64decode(text), dtype="<u8").astype(np.uint64))
         return new
 
 
@@ -514,25 +456,22 @@ class _Chunk:
         self.labels: list[Label] = []
         self.counted: list[bool] = []
 
+    def decisions(self) -> list[int]:
+        """The decision digests this chunk counted."""
+        return [
+            x.decision for x, k in zip(self.labels, self.counted) if k and x.decision is not None
+        ]
+
 
 class QuestionWindow:
-    """One question's live ``TrustState`` and the recent labels that let a late one be
-    inserted. Not thread-safe: the caller serializes ``add``.
+    """One question's live ``TrustState`` and its last ``CHUNKS × CHUNK`` labels in
+    chunks, each with a snapshot of the state before it (not thread-safe).
 
-    Thresholds are a function of the records in replay order (time, id): looks fall at
-    label counts and the drift test is sequential, so a label that arrives after others it
-    sorts behind (eight callers labelling at once, a replica's clock, a future-dated
-    record) changes what comes after it, and only that. ``QuestionWindow`` keeps the last
-    ``CHUNKS × CHUNK`` labels (light copies, not the records) in chunks, each with a
-    snapshot of the state before it. A label in order is one ``step``; a late one is
-    inserted into its chunk and the state is re-run from that chunk's snapshot: at most
-    the labels after it in the window, never the question's whole history. A label older
-    than the whole window answers ``REBUILD``: the caller replays the question from its
-    store (the store is the full history; this is rare and logged).
-
-    Each label counts once: a record whose ``id`` was seen (in the window or, once folded
-    out of it, in the shared ``DigestSet``) is dropped, and of records carrying the same
-    ``decision`` identity only the first in replay order counts.
+    Thresholds follow the records in replay order (time, id), so a late label is inserted
+    into its chunk and the state re-run from that chunk's snapshot; one older than the
+    whole window answers ``REBUILD`` (the caller replays the question from its store). A
+    record whose ``id`` was seen is dropped, and of records with the same ``decision``
+    only the first in replay order counts.
     """
 
     def __init__(
@@ -546,7 +485,7 @@ class QuestionWindow:
         #: ids (and counted decisions) folded out of the window: 8 bytes each
         self.seen = DigestSet()
         start = fresh()
-        start.extra = extra
+        start._extra = tuple(extra)
         self.live: TrustState = start.copy()
         self._chunks = [_Chunk(start)]
         self._ids: set[str] = set()
@@ -558,22 +497,9 @@ class QuestionWindow:
     def to_dict(self, keep: int) -> dict[str, Any]:
         """The live state and the last ``keep`` chunks as JSON-safe values (for a
         checkpoint): the ids and counted decisions of older chunks fold into ``seen``."""
-        import base64
-
-        import numpy as np  # here: `import agentbranch` loads no numpy
-
         dropped = self._chunks[:-keep]
-        extra = [x.id for c in dropped for x in c.labels]
-        extra_dec = [
-            x.decision
-            for c in dropped
-            for x, k in zip(c.labels, c.counted)
-            if k and x.decision is not None
-        ]
-        folded = np.union1d(
-            self.seen.to_array(),
-            np.array([digest("id:" + i) for i in extra] + extra_dec, dtype=np.uint64),
-        )
+        folded = [digest("id:" + x.id) for c in dropped for x in c.labels]
+        folded += [d for c in dropped for d in c.decisions()]
         return {
             "live": self.live.to_dict(),
             "chunks": [
@@ -584,7 +510,7 @@ class QuestionWindow:
                 }
                 for c in self._chunks[-keep:]
             ],
-            "seen": base64.b64encode(folded.astype("<u8").tobytes()).decode("ascii"),
+            "seen": self.seen.encode(folded),
             "folded": self._folded or bool(dropped),
             "announced": sorted(list(a) for a in self._announced),
         }
@@ -594,10 +520,6 @@ class QuestionWindow:
         cls, key: str, cfg: Settings, fresh: Callable[[], TrustState], raw: dict[str, Any]
     ) -> QuestionWindow:
         """The window ``to_dict`` wrote (``KeyError``/``ValueError`` when it does not fit)."""
-        import base64
-
-        import numpy as np  # here: `import agentbranch` loads no numpy
-
         w = cls(key, cfg, fresh)
         chunks = []
         for c in raw["chunks"]:
@@ -608,30 +530,20 @@ class QuestionWindow:
         w._chunks = chunks
         w.live = TrustState.from_dict(raw["live"])
         w._ids = {x.id for c in chunks for x in c.labels}
-        w._decisions = {
-            x.decision
-            for c in chunks
-            for x, k in zip(c.labels, c.counted)
-            if k and x.decision is not None
-        }
-        w.seen = DigestSet.from_array(np.frombuffer(base64.b64decode(raw["seen"]), dtype="<u8"))
+        w._decisions = {d for c in chunks for d in c.decisions()}
+        w.seen = DigestSet.decode(raw["seen"])
         w._folded = raw["folded"]
         w._announced = {tuple(a) for a in raw["announced"]}
         w._checked = len(w.live.events)
         return w
 
-    def announced_as(self, other: QuestionWindow | None) -> None:
-        """Take over the withdrawals ``other`` (the window this one replaces) announced."""
-        self._announced = set(other._announced) if other is not None else set()
-
     @property
     def extra(self) -> tuple[float, ...]:
-        return self._chunks[0].start.extra
+        return self._chunks[0].start._extra
 
     def add(self, rec: Any) -> str:
-        """Feed one record: ``COUNTED`` (or not counted as a repeat of a decision),
-        ``DUPLICATE`` (its id was seen) or ``REBUILD`` (older than the window). Raises
-        ``OffGrid`` when its threshold in force needs a new cell boundary."""
+        """Feed one record: ``COUNTED`` (or a repeat of a decision), ``DUPLICATE`` or
+        ``REBUILD`` (older than the window); ``OffGrid`` when it needs a new boundary."""
         if rec.id in self._ids:
             return DUPLICATE
         last = self._chunks[-1]
@@ -649,11 +561,7 @@ class QuestionWindow:
         dd = None if decision is None else digest(f"decision:{self.key}:{decision}")
         label = Label(rec, dd)
         if in_order:
-            counted = dd is None or (dd not in self._decisions and dd not in self.seen)
-            if counted:
-                step(self.live, label, self.cfg)
-                if dd is not None:
-                    self._decisions.add(dd)
+            counted = self._step(self.live, label)
             self._ids.add(label.id)
             last.labels.append(label)
             last.counted.append(counted)
@@ -675,27 +583,29 @@ class QuestionWindow:
         self._rerun(j)
         return COUNTED
 
+    def _step(self, state: TrustState, label: Label) -> bool:
+        """Step ``state`` with ``label`` unless its decision was counted; whether it was."""
+        dd = label.decision
+        counted = dd is None or (dd not in self._decisions and dd not in self.seen)
+        if counted:
+            step(state, label, self.cfg)
+            if dd is not None:
+                self._decisions.add(dd)
+        return counted
+
     def _rerun(self, j: int) -> None:
         """Re-run the state from chunk ``j``'s snapshot over every label after it."""
         tail = self._chunks[j:]
         for c in tail:
-            for x, counted in zip(c.labels, c.counted):
-                if counted and x.decision is not None:
-                    self._decisions.discard(x.decision)
+            self._decisions.difference_update(c.decisions())
         start = tail[0].start
         state = start.copy()
         self._checked = min(self._checked, len(start.events))
         chunks, cur = self._chunks[:j], _Chunk(start)
         for c in tail:
             for x in c.labels:
-                dd = x.decision
-                counted = dd is None or (dd not in self._decisions and dd not in self.seen)
-                if counted:
-                    step(state, x, self.cfg)
-                    if dd is not None:
-                        self._decisions.add(dd)
                 cur.labels.append(x)
-                cur.counted.append(counted)
+                cur.counted.append(self._step(state, x))
                 if len(cur.labels) >= CHUNK:
                     chunks.append(cur)
                     cur = _Chunk(state.copy())
@@ -709,12 +619,12 @@ class QuestionWindow:
         to the digest set."""
         while len(self._chunks) > CHUNKS:
             old = self._chunks.pop(0)
-            for x, counted in zip(old.labels, old.counted):
+            for x in old.labels:
                 self.seen.add(digest("id:" + x.id))
                 self._ids.discard(x.id)
-                if counted and x.decision is not None:
-                    self.seen.add(x.decision)
-                    self._decisions.discard(x.decision)
+            for d in old.decisions():
+                self.seen.add(d)
+                self._decisions.discard(d)
             self._folded = True
 
     def new_withdrawals(self) -> list[Event]:
@@ -727,18 +637,26 @@ class QuestionWindow:
         self._checked = len(self.live.events)
         return out
 
-    def labels(self) -> int:
-        """Labels held in the window."""
-        return sum(len(c.labels) for c in self._chunks)
-
 
 class Source(Settings, Protocol):
-    """What the ledger reads: the state machine's settings and the evidence store."""
+    """What the ledger and its checkpoint read: the settings and the evidence store."""
 
+    min_evidence: int
     evidence: Any
 
 
 log = logging.getLogger("agentbranch")
+
+
+def _announce(w: QuestionWindow, loud: bool) -> None:
+    """Mark ``w``'s new withdrawals reported, each logged (WARNING) when ``loud``."""
+    for ev in w.new_withdrawals():
+        if loud:
+            log.warning(
+                "agentbranch.earned: trust in question %r withdrawn: %s",
+                w.live.question_id,
+                ev.reason,
+            )
 
 
 class Ledger:
@@ -747,14 +665,9 @@ class Ledger:
     def __init__(self, earned: Source) -> None:
         self.earned = earned
         self.windows: dict[str, QuestionWindow] = {}
-        #: After the store was lost while serving, every question restarts as learning
-        #: (nothing taken), even with ``start_at``.
+        #: After the store was lost, every question restarts as learning, even with start_at.
         self.learning_only = False
-        self.duplicates = 0  #: records dropped because their id was already counted
-        #: The evidence keys this ledger keeps (``None``: every key). A learned
-        #: version's copy of the policy (``learn.ladder.version_earned``) reads the
-        #: shared store for its own key only: each version keeping a window of every
-        #: other version's evidence grew memory with the square of the versions.
+        #: The evidence keys kept (``None``: every key; a learned version's copy: its own).
         self.only: set[str] | None = None
 
     def fresh(self) -> TrustState:
@@ -785,19 +698,10 @@ class Ledger:
                     why=f"threshold in force {e.value:g} is not on this Earned's grid",
                 )
                 continue
-            if result == DUPLICATE:
-                self.duplicates += 1
-            elif result == REBUILD:
+            if result == REBUILD:
                 self.rebuild(rec.key, w.extra, why="a label arrived older than its recent window")
                 continue
-            news = w.new_withdrawals()
-            if announce:
-                for ev in news:
-                    log.warning(
-                        "agentbranch.earned: trust in question %r withdrawn: %s",
-                        w.live.question_id,
-                        ev.reason,
-                    )
+            _announce(w, announce)
 
     def rebuild(self, key: str, extra: tuple[float, ...], *, why: str) -> None:
         """Replay question ``key`` from every record the store holds of it."""
@@ -818,14 +722,8 @@ class Ledger:
                 break
             except OffGrid as e:
                 extra = (*extra, e.value)
-        w.announced_as(old)
-        for ev in w.new_withdrawals():
-            if old is not None:  # withdrawals this process had not announced yet
-                log.warning(
-                    "agentbranch.earned: trust in question %r withdrawn: %s",
-                    w.live.question_id,
-                    ev.reason,
-                )
+        w._announced = set(old._announced) if old is not None else set()
+        _announce(w, old is not None)  # withdrawals this process had not announced yet
         self.windows[key] = w
 
     def reset(self) -> None:
@@ -836,11 +734,8 @@ class Ledger:
 
 __all__ = [
     "Event",
-    "OffGrid",
     "Settings",
-    "Threshold",
     "TrustState",
-    "boundaries",
     "fresh_state",
     "replay",
     "step",

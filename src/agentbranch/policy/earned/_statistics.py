@@ -1,35 +1,16 @@
 """The statistics of earned thresholds, in the compact form production runs.
 
-One question's epoch is kept as counts per confidence cell (``Cells``), not a list of
-labels: ``learn_then_test_cells`` walks the candidate grid (Learn-then-Test, stratified
-by the thresholds in force), ``predicted_entry_cells`` picks the second walk's entry
-from the confidences only; ``pvalue_below`` and ``grid`` are the scalar pieces. When a
-threshold is re-estimated, and what error each look
-spends, is ``Looks``: each look re-runs the test on the epoch's labels at its own
-``alpha_k``, and the looks' errors sum to at most ``alpha`` (union bound);
-``Looks.doubling`` (what ``Earned`` uses) looks at ``first, 2·first, 4·first …`` labels
-spending ``alpha / 2**(k+1)``, with ``head`` the fractions of ``alpha`` its first looks
-spend (a learning question's written read, ``learn.ladder``).
-
-The drift test of an open band, in constant space: audited takes are a uniform sample of
-the take band; ``DriftState`` mixes e-processes for "precision >= target" started at
-spaced restarts (``restart_weight``), so checking after every audit is valid over the
-band's whole life (Ville's inequality) and a long good record delays withdrawal only
-logarithmically. ``takes_to_withdraw`` gives the audited takes it needs on the typical
-path; ``drifted`` is one e-process's verdict.
-
-The guarantee and why each rule fails closed: docs/earned.md and
-tests/_reference_statistics.py, the list forms these are checked against.
-
-Over 500 lines: one idea, the tests that open and close an earned band (the look test,
-its schedule and the drift test), which share the p-value pieces and the fail-closed
-checks.
+An epoch is counts per confidence cell (``Cells``) that ``learn_then_test_cells`` walks
+(Learn-then-Test) at the looks ``Looks`` schedules; ``DriftState`` is the drift test of
+an open band, a mixture of e-processes valid when checked after every audit. Each rule
+fails closed (docs/earned_method.md; tests/_reference_statistics.py has the list forms).
+Over 500 lines: the tests that open and close a band share the p-value pieces.
 """
 
 from __future__ import annotations
 
 import base64
-import functools
+import copy
 import math
 from array import array
 from bisect import bisect_left, bisect_right
@@ -37,12 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from agentbranch.core.errors import ConfigurationError
+
 if TYPE_CHECKING:
     import numpy as np
 
 
-#: The most candidate thresholds a grid may hold (``step`` 0.001 over [0, 1]): a look
-#: walks them all, and confidences finer than that separate nothing.
+#: The most candidate thresholds a grid may hold (``step`` 0.001 over [0, 1]).
 MAX_CANDIDATES = 1001
 
 
@@ -56,10 +38,9 @@ def finite(*values: float) -> bool:
 
 def pvalue_below(right: float, n: float, precision: float) -> float:
     """Exact one-sided p-value of H0 "precision < ``precision``" after ``right`` of ``n``
-    labels agreed: ``P(X >= right)`` for ``X ~ Binomial(n, precision)`` (the boundary of
-    H0 is the worst case). 1 when ``n == 0``. Non-integer counts (effective sizes of a
-    weighted sample) use the same beta-function form. Fails closed: any input that is
-    not a finite number (or a count outside ``0 <= right <= n``) gives 1, never a NaN."""
+    labels agreed: ``P(X >= right)`` for ``X ~ Binomial(n, precision)`` (non-integer
+    counts: the same beta-function form). Fails closed: 1 for ``n == 0`` and any input
+    that is not finite or in range, never a NaN."""
     if not finite(right, n, precision) or not 0.0 < precision < 1.0:
         return 1.0
     if n <= 0 or right <= 0 or right > n * (1 + 1e-9):
@@ -79,30 +60,19 @@ def min_band(precision: float, alpha: float) -> int:
     return max(1, math.ceil(math.log(alpha) / math.log(precision)))
 
 
-def grid_size(max_take_at: float, min_take_at: float, step: float) -> float:
-    """How many candidates ``grid`` would make (``inf`` when it cannot be said)."""
-    if not finite(max_take_at, min_take_at, step) or step <= 0:
-        return math.inf
-    return math.floor((max_take_at - min_take_at) / step + 1e-9) + 1
-
-
 def grid(max_take_at: float, min_take_at: float, step: float) -> list[float]:
-    """Candidate thresholds, safest first. ``ValueError`` when there would be more than
-    ``MAX_CANDIDATES`` (or ``step`` is not a positive finite number)."""
-    if grid_size(max_take_at, min_take_at, step) > MAX_CANDIDATES:
-        raise ValueError(
-            f"step {step!r} from {max_take_at!r} down to {min_take_at!r} makes more than "
-            f"{MAX_CANDIDATES} candidate thresholds; use a step of at least "
-            f"{max(0.0, max_take_at - min_take_at) / (MAX_CANDIDATES - 1):.3g}"
+    """``Earned``'s candidate thresholds, safest first (``step`` a positive number);
+    ``ConfigurationError`` when there would be more than ``MAX_CANDIDATES``."""
+    size = math.floor((max_take_at - min_take_at) / step + 1e-9) + 1
+    if size > MAX_CANDIDATES:
+        raise ConfigurationError(
+            f"Earned(step={step!r}) makes more than {MAX_CANDIDATES} candidate thresholds "
+            f"between min_take_at={min_take_at} and max_take_at={max_take_at}; every look "
+            f"tests them all. Use step >= {(max_take_at - min_take_at) / (MAX_CANDIDATES - 1):.3g} "
+            "(0.01, the default, is finer than confidences are meaningful)"
         )
-    out, k = [], 0
-    while True:
-        t = round(max_take_at - k * step, 10)
-        if t < min_take_at - 1e-12:
-            break
-        out.append(t)
-        k += 1
-    return out
+    steps = (round(max_take_at - k * step, 10) for k in range(size + 1))
+    return [t for t in steps if t >= min_take_at - 1e-12]
 
 
 class OffGrid(Exception):  # noqa: N818 - a signal, not an error a user sees
@@ -115,12 +85,9 @@ class OffGrid(Exception):  # noqa: N818 - a signal, not an error a user sees
 
 
 class Cells:
-    """Counts per confidence cell and review flag for one epoch (see the module doc).
-
-    Cell ``c`` holds the confidences ``x`` with ``bisect_right(boundaries, x) == c``:
-    ``boundaries[c-1] <= x < boundaries[c]``, so ``x >= t`` for a boundary ``t`` is
-    exactly "cell above ``t``'s index", with the same float comparisons a list of labels
-    would make."""
+    """Counts per confidence cell and review flag for one epoch: cell ``c`` holds the
+    confidences ``x`` with ``boundaries[c-1] <= x < boundaries[c]``, so ``x >= t`` for a
+    boundary ``t`` is exactly "cell above ``t``'s index"."""
 
     __slots__ = ("boundaries", "in_force", "n", "right", "weight", "conf")
 
@@ -158,14 +125,9 @@ class Cells:
         new.in_force = dict(self.in_force)
         return new
 
-    @property
-    def labels(self) -> int:
-        return sum(self.n)
-
     def weighted_share(self, t: float) -> float | None:
-        """The share of the labels' weight (each ``1 / rate``) at confidence ``>= t``:
-        the share of the decisions the band ``t`` holds; ``None`` when there is no
-        weight or the share is not a finite number."""
+        """The share of the labels' weight (each ``1 / rate``) at confidence ``>= t``, the
+        decisions the band ``t`` holds; ``None`` without weight or when not finite."""
         lo = 2 * (bisect_left(self.boundaries, t) + 1)  # the first cell with x >= t
         total = math.fsum(self.weight)
         share = math.fsum(self.weight[lo:]) / total if total > 0 else math.nan
@@ -258,11 +220,6 @@ class _View:
         return n, right_n
 
 
-def _fails(p: float, alpha: float) -> bool:
-    """A p-value that does not reject (NaN, inf or above ``alpha``: fail closed)."""
-    return not (math.isfinite(p) and p <= alpha)
-
-
 def learn_then_test_cells(
     view: _View,
     *,
@@ -289,8 +246,9 @@ def learn_then_test_cells(
             break  # a weight that cannot be computed shows nothing
         if n < need and not carried:
             continue  # too few to ever reject here: skipping depends on no label
-        if _fails(pvalue_below(right, n, precision), alpha):
-            break
+        p = pvalue_below(right, n, precision)
+        if not (math.isfinite(p) and p <= alpha):
+            break  # (NaN, inf or above alpha: fail closed)
         chosen, carried = t, True
     return chosen
 
@@ -319,83 +277,49 @@ def predicted_entry_cells(
     return None if best == first else best
 
 
-#: ζ(p) for the powers used (scipy-free: ``import agentbranch.policy`` stays light).
-_ZETA_TERMS = 200_000
-
-
-@functools.cache
-def _zeta(power: float) -> float:
-    """Riemann ζ(power) for power > 1: a partial sum and its integral tail (rel. err ~1e-9)."""
-    n = _ZETA_TERMS
-    head = math.fsum(k**-power for k in range(1, n))
-    return head + n ** (1 - power) / (power - 1) + 0.5 * n**-power
-
-
 @dataclass(frozen=True)
 class Looks:
-    """A look schedule: looks at ``ceil(first · growth**k)`` labels (counted from the start
-    of the epoch), look ``k`` (0-based) spending ``alpha_k(alpha, k)``.
-
-    ``power`` ``None``: ``alpha / 2**(k+1)``, or with ``head`` the fraction ``head[k]`` of
-    ``alpha`` at its first ``len(head)`` looks and ``rest / 2**(k - len(head) + 1)`` after
-    them (``rest``: ``alpha`` less what ``head`` spends); otherwise
-    ``alpha (k+1)^-power / ζ(power)``.
-    """
+    """The look schedule: look ``k`` (0-based) at ``first · 2**k`` labels (counted from
+    the start of the epoch), spending ``alpha / 2**(k+1)``; with ``head``, the fraction
+    ``head[k]`` of ``alpha`` at its first ``len(head)`` looks and halves of the rest after
+    them. The looks' errors sum to at most ``alpha``."""
 
     first: int
-    growth: float = 1.25
-    power: float | None = 1.3
     head: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.first < 1 or not self.growth > 1.0:
+        if self.first < 1:
             raise ValueError(f"bad look schedule {self!r}")
-        if self.power is not None and not self.power > 1.0:
-            raise ValueError(f"spending power must be > 1, got {self.power!r}")
         if self.head and (
-            self.power is not None
-            or not all(0.0 < h < 1.0 for h in self.head)
-            or not math.fsum(self.head) < 1.0
+            not all(0.0 < h < 1.0 for h in self.head) or not math.fsum(self.head) < 1.0
         ):
             raise ValueError(f"bad first looks' spending {self.head!r} for {self!r}")
-        if self.power is not None:
-            object.__setattr__(self, "_norm", _zeta(self.power))
-
-    @classmethod
-    def doubling(cls, first: int, head: tuple[float, ...] = ()) -> Looks:
-        """Looks at ``first · 2**k`` labels spending ``alpha / 2**(k+1)`` (with ``head``:
-        those fractions of ``alpha`` first, then halves of the rest)."""
-        return cls(first, 2.0, None, tuple(head))
 
     def at(self, k: int) -> int:
-        """Labels at which look ``k`` happens (strictly increasing in ``k``)."""
-        n = self.first
-        for _ in range(k):
-            n = max(n + 1, math.ceil(n * self.growth - 1e-9))
-        return n
+        """Labels at which look ``k`` happens."""
+        return self.first * 2**k
 
     def alpha(self, alpha: float, k: int) -> float:
         """The error look ``k`` spends out of ``alpha``."""
-        if self.power is None:
-            if k < len(self.head):
-                return alpha * self.head[k]
-            rest = 1.0 - math.fsum(self.head)
-            return alpha * rest * 0.5 ** (k - len(self.head) + 1)
-        return alpha * (k + 1) ** -self.power / self._norm  # type: ignore[attr-defined]
-
-    def due(self, labels: int, done: int) -> bool:
-        """Whether look ``done`` (the next one) is due at ``labels`` labels."""
-        return labels >= self.at(done)
+        if k < len(self.head):
+            return alpha * self.head[k]
+        rest = 1.0 - math.fsum(self.head)
+        return alpha * rest * 0.5 ** (k - len(self.head) + 1)
 
 
 #: Alternatives of the drift e-process, as drops below the target precision.
 DRIFT_DROPS: tuple[float, ...] = (0.05, 0.1, 0.2, 0.3, 0.5)
 
 
+def _alternatives(precision: float) -> list[float]:
+    """The drift e-process's alternative precisions (``DRIFT_DROPS`` below the target)."""
+    return [precision - d for d in DRIFT_DROPS if precision - d > 0.0]
+
+
 def _drift_log(right: float, wrong: float, precision: float) -> float:
     """Log of one drift e-process after ``right``/``wrong`` audited takes since it
     started: the mixture likelihood ratio over ``DRIFT_DROPS`` (log-sum-exp)."""
-    qs = [precision - d for d in DRIFT_DROPS if precision - d > 0.0]
+    qs = _alternatives(precision)
     if not qs:
         return 0.0
     v = [right * math.log(q / precision) + wrong * math.log((1 - q) / (1 - precision)) for q in qs]
@@ -473,7 +397,7 @@ def takes_to_withdraw(
         return 0
     if history > HISTORY_LIMIT:
         raise ValueError(f"history={history} is more than {HISTORY_LIMIT} audited takes")
-    qs = [precision - d for d in DRIFT_DROPS if precision - d > 0.0]
+    qs = _alternatives(precision)
     gain = max(
         (
             true_precision * math.log(q / precision)
@@ -521,7 +445,7 @@ class DriftState:
         self.precision = precision
         self.right = self.wrong = 0
         self.evalue = 1.0
-        qs = [precision - d for d in DRIFT_DROPS if precision - d > 0.0]
+        qs = _alternatives(precision)
         self._up = [q / precision for q in qs]  # factor per right audited take
         self._down = [(1 - q) / (1 - precision) for q in qs]  # per wrong one
         self._sums = [0.0] * len(qs)
@@ -548,15 +472,8 @@ class DriftState:
         return self.wrong > 0 and not (self.evalue < 1.0 / alpha)
 
     def copy(self) -> DriftState:
-        new = DriftState.__new__(DriftState)
-        new.precision, new.right, new.wrong, new.evalue = (
-            self.precision,
-            self.right,
-            self.wrong,
-            self.evalue,
-        )
-        new._sums, new._started = list(self._sums), self._started
-        new._up, new._down = self._up, self._down
+        new = copy.copy(self)
+        new._sums = list(self._sums)
         return new
 
     def to_dict(self) -> dict:
@@ -585,7 +502,6 @@ __all__ = [
     "Cells",
     "OffGrid",
     "grid",
-    "grid_size",
     "learn_then_test_cells",
     "min_band",
     "predicted_entry_cells",

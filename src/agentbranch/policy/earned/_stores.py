@@ -1,15 +1,10 @@
 """Where evidence is kept: the contract every store fulfils (``EvidenceStore``) and what
 the stores share.
 
-A store subclasses ``EvidenceStore`` and writes three methods: ``append(records)``,
-``load(key)`` (every record of one evidence key, in replay order) and ``keys()``. The
-rest of what ``Earned`` calls is declared here with a default that is correct for any
-store (``read_new`` re-reads the store and returns what this reader has not returned
-yet); a backend overrides a default where it can do better (the JSON Lines store reads
-only the bytes appended since; the LangGraph adapter only the newest items).
-``agentbranch.testing.check_store`` checks a store against this contract (docs/stores.md).
-Writes are append-only; a store holding something that is not evidence is an
-``InvalidFileError`` naming where, never a silent reset.
+A store writes ``append``, ``load`` and ``keys``; everything else ``Earned`` calls has a
+default correct for any store, which a backend overrides where it can do better
+(docs/stores.md; ``agentbranch.testing.check_store`` checks the contract). A store
+holding something that is not evidence is an ``InvalidFileError``, never a reset.
 """
 
 from __future__ import annotations
@@ -24,10 +19,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from agentbranch.core.errors import InvalidFileError
-from agentbranch.core.files import PRIVATE_MODE
-from agentbranch.policy.earned._evidence import Evidence, check_time, newer_schema
+from agentbranch.core.files import PRIVATE_MODE, newer_release
+from agentbranch.policy.earned._evidence import Evidence, check_time
 
-__all__ = ["EvidenceStore", "StoreLost", "parse_record", "present"]
+__all__ = ["EvidenceStore", "parse_record", "present"]
 
 log = logging.getLogger("agentbranch")
 
@@ -40,11 +35,9 @@ class EvidenceStore(ABC):
     path: Path | None = None
     #: Permissions of the files kept beside ``path`` (a checkpoint): owner-only.
     mode: int = PRIVATE_MODE
-    #: Nobody else writes this store (``Earned(store=None)``): nothing is read back,
-    #: and a learned version's labels need not wait for other writers to settle.
+    #: Nobody else writes this store (``Earned(store=None)``): nothing is read back.
     private: bool = False
-    #: ``read_new`` can restart at a saved place (``position``/``resume``): ``Earned``
-    #: then keeps a checkpoint of its states at ``path + '.state'``.
+    #: ``read_new`` can restart at a saved place: ``Earned`` keeps a checkpoint beside it.
     resumable: bool = False
 
     _returned: Any = None  # the default ``read_new``'s record ids returned so far
@@ -64,13 +57,9 @@ class EvidenceStore(ABC):
         """Every evidence key the store holds records of, sorted."""
 
     def read_new(self) -> list[Evidence]:
-        """Records this reader has not returned yet (appended by any process; each once,
-        in any order), at most a batch per call: ``Earned`` calls it until it returns
-        none.
-
-        The default re-reads every key (``keys``, ``load``) and keeps an 8-byte digest
-        of each id returned; a backend that can tell what it gained overrides it (and
-        ``view``, so that each reader keeps its own place)."""
+        """Records this reader has not returned yet (by any process; each once, any
+        order), a batch per call: ``Earned`` calls it until it returns none. The default
+        re-reads every key and keeps an 8-byte digest of each id returned."""
         from agentbranch.policy.earned._state import DigestSet, digest
 
         with _DEFAULT_READ:
@@ -86,9 +75,8 @@ class EvidenceStore(ABC):
             return out
 
     def view(self) -> EvidenceStore:
-        """Another reader of the same evidence, with its own ``read_new`` place: two
-        ``Earned`` objects on one store (a learned version's copy) each read every
-        record. Appends through it go to this store."""
+        """Another reader of the same evidence, with its own ``read_new`` place (a learned
+        version's copy of ``Earned`` reads every record too); appends go to this store."""
         return _View(self)
 
     def records(self) -> Iterator[Evidence]:
@@ -101,9 +89,8 @@ class EvidenceStore(ABC):
         of these keys (the others may be skipped unparsed). The default returns all."""
 
     def pop_lost(self) -> str | None:
-        """Why the store being read was lost since the last call (moved, deleted or
-        replaced while serving: ``Earned`` then learns again from nothing); ``None``:
-        it was not. Reported once."""
+        """Why the store was lost (moved, deleted or replaced while serving) since the last
+        call, once; ``None``: it was not. ``Earned`` then learns again from nothing."""
         return None
 
     def sync(self) -> None:
@@ -157,7 +144,7 @@ class _View(EvidenceStore):
 
 def parse_record(raw: Any, where: str) -> Evidence | None:
     """The record, or ``None`` for a record dated in the future (skipped, WARNING)."""
-    newer = newer_schema(raw)
+    newer = newer_release(raw)
     if newer is not None:
         raise InvalidFileError(f"{where} was {newer}; nothing was reset")
     try:
@@ -182,7 +169,3 @@ def parse_record(raw: Any, where: str) -> Evidence | None:
 
 def present(records: Iterable[Evidence | None]) -> list[Evidence]:
     return [r for r in records if r is not None]
-
-
-class StoreLost(Exception):  # noqa: N818 - reported by the store, handled by Earned
-    """The store being read was moved, deleted, truncated or replaced while serving."""

@@ -111,7 +111,7 @@ def written_looks(min_evidence: int, base: float | None = None) -> Any:
     head = tuple(0.5 ** (i + 1) / share for i in range(k)) if share < 1.0 else ()
     while head and not sum(head) < 1.0:  # (a share too small to spend them all)
         head = head[:-1]
-    return Looks.doubling(min_evidence, head)
+    return Looks(min_evidence, head)
 
 
 def version_alphas(
@@ -163,9 +163,7 @@ def version_earned(
     copy.learn_fields = {"version": j}
     if anytime is not None and anytime[0]:
         copy.learn_fields["entries"] = anytime[0]
-    for name in ("resume", "second_walk_from"):  # tuned on the original, kept alike
-        if hasattr(earned, name):
-            setattr(copy, name, getattr(earned, name))
+    copy.second_walk_from = earned.second_walk_from  # tuned on the original, kept alike
     return copy
 
 
