@@ -10,6 +10,9 @@ import typer
 from rich.table import Table
 
 from agentbranch.cli.common import (
+    LabelledQuestions,
+    LineQuestion,
+    Verbose,
     console,
     err,
     fail,
@@ -28,12 +31,7 @@ def calibrate(
     labelled: Annotated[
         Path | None, typer.Argument(help="Labelled JSON Lines (docs/calibration.md).")
     ] = None,
-    questions: Annotated[
-        Path | None,
-        typer.Option(
-            help="The questions file the lines refer to: JSON {id: question} (docs/questions.md)."
-        ),
-    ] = None,
+    questions: LabelledQuestions = None,
     out: Annotated[Path, typer.Option(help="Where to save the calibration.")] = Path(
         "calibration.json"
     ),
@@ -54,10 +52,7 @@ def calibrate(
         int, typer.Option(min=1, help="Option orders the engine averages.")
     ] = 1,
     seed: Annotated[int, typer.Option()] = 0,
-    question: Annotated[
-        str | None,
-        typer.Option(help="The question id of lines that carry only text + label."),
-    ] = None,
+    question: LineQuestion = None,
     evaluate: Annotated[
         Path | None,
         typer.Option(help="Score this saved calibration on LABELLED; fit and save nothing."),
@@ -66,7 +61,7 @@ def calibrate(
         str, typer.Option(help="Reader to read with: auto, embedded, remote or vllm.")
     ] = "auto",
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    verbose: Verbose = False,
     from_audit: Annotated[
         Path | None, typer.Option(help="Fit on audit records' teacher labels (docs/audit.md).")
     ] = None,
