@@ -18,10 +18,10 @@ from agentbranch.cli.common import (
     fail,
     fmt,
     key_value,
-    load_engine,
     print_table,
     quiet_logs,
     read_questions,
+    shown_engine,
 )
 
 __all__ = ["calibrate"]
@@ -113,11 +113,7 @@ def calibrate(
         else:
             extra = read_questions(questions) if questions else None
             examples = cal.load_labelled(labelled, extra, default_question=question)
-            engine, reason = load_engine(None, permutations, reader)
-            err.print(
-                f"[dim]engine:[/dim] {engine.reader.name} ({engine.reader.model}) — {reason}",
-                soft_wrap=True,
-            )
+            engine = shown_engine(None, permutations, reader)
             with Progress(console=err, transient=True) as bar:
                 task = bar.add_task("reading examples", total=len(examples))
                 if evaluate is not None:
@@ -197,14 +193,12 @@ def calibrate(
         end_section=True,
     )
     print_table(console, table, lambda: _folded(table))
-    if evaluate is not None:
+    if evaluate is not None or refused:
         if diagram:
             console.print(f"reliability diagram [bold]{diagram}[/bold]")
+        if refused:
+            _refuse_worse(report, out)
         return
-    if refused:
-        if diagram:
-            console.print(f"reliability diagram [bold]{diagram}[/bold]")
-        _refuse_worse(report, out)
     console.print(
         ("saved anyway (--force): " if report.worse else "saved ")
         + f"[bold]{out}[/bold] (load with DecisionEngine(calibration={str(out)!r}) or "

@@ -36,6 +36,7 @@ __all__ = [
     "print_table",
     "quiet_logs",
     "read_questions",
+    "shown_engine",
     "show_flags_as_flags",
 ]
 
@@ -87,6 +88,17 @@ def load_engine(
         return engine, engine.selection_reason or ""
     except AgentBranchError as e:
         raise fail(e) from None
+
+
+def shown_engine(calibration: Path | None, permutations: int = 1, reader: str | None = None) -> Any:
+    """``load_engine`` under a status line, then which reader it is and why, on stderr."""
+    with err.status("loading the engine…"):
+        engine, reason = load_engine(calibration, permutations, reader)
+    err.print(
+        f"[dim]engine:[/dim] {engine.reader.name} ({engine.reader.model}) — {reason}",
+        soft_wrap=True,
+    )
+    return engine
 
 
 def fail(message: object, code: int = 2) -> typer.Exit:

@@ -14,48 +14,15 @@ from typing import Annotated, Any, get_type_hints
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+
+from agentbranch.cli.common import err, fail
 
 __all__ = ["deploy_app", "register", "size_command"]
 
-err = Console(stderr=True)
 deploy_app = typer.Typer(
     help="Serving manifests sized for a GPU and a question schema.", no_args_is_help=True
 )
-
-Preset = Annotated[str, typer.Option(help="Engine preset: fp8, nvfp4 or bf16.")]
-GpuGib = Annotated[float, typer.Option("--gpu-gib", help="GPU memory, GiB (an 80 GB H100: 80).")]
-Canvas = Annotated[
-    int | None, typer.Option(help="The served canvas (default: what --questions needs, else 64).")
-]
-Questions = Annotated[
-    Path | None,
-    typer.Option(
-        help="The questions file, JSON {id: question} (docs/questions.md): size for its canvas."
-    ),
-]
-Single = Annotated[
-    bool, typer.Option("--single", help="The schema is read one question per canvas (not joint).")
-]
-Util = Annotated[float, typer.Option(help="vLLM's gpu_memory_utilization.")]
-Prompt = Annotated[int, typer.Option(help="Typical prompt tokens (state + questions + template).")]
-MaxLen = Annotated[int | None, typer.Option(help="vLLM's max_model_len (default: 8192).")]
-Weights = Annotated[float | None, typer.Option(help="Measured weights, GiB (vLLM logs it).")]
-Activation = Annotated[float, typer.Option(help="vLLM's profiled reserve besides weights, GiB.")]
-ModelConfig = Annotated[
-    Path | None, typer.Option(help="A DiffusionGemma config.json (or its folder) instead.")
-]
-MaxCanvas = Annotated[
-    int | None, typer.Option(help="Serve at most this canvas (joint reads are chunked to it).")
-]
-AsJson = Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")]
-TokenizerDir = Annotated[
-    Path | None,
-    typer.Option(
-        "--tokenizer", help="The model's tokenizer folder: count --questions lines with it."
-    ),
-]
 
 
 def _encode(tokenizer: Path | None) -> Any:
@@ -76,18 +43,44 @@ def _encode(tokenizer: Path | None) -> Any:
 class _Sizing:
     """The flags ``size`` and ``deploy kserve`` share: what the plan is sized for."""
 
-    gpu_gib: GpuGib
-    preset: Preset = "fp8"
-    canvas_length: Canvas = None
-    questions: Questions = None
-    single: Single = False
-    gpu_memory_utilization: Util = 0.90
-    prompt_tokens: Prompt = 1024
-    max_model_len: MaxLen = None
-    weights_gib: Weights = None
-    activation_gib: Activation = 2.0
-    max_canvas: MaxCanvas = None
-    tokenizer: TokenizerDir = None
+    gpu_gib: Annotated[float, typer.Option(help="GPU memory, GiB (an 80 GB H100: 80).")]
+    preset: Annotated[str, typer.Option(help="Engine preset: fp8, nvfp4 or bf16.")] = "fp8"
+    canvas_length: Annotated[
+        int | None,
+        typer.Option(help="The served canvas (default: what --questions needs, else 64)."),
+    ] = None
+    questions: Annotated[
+        Path | None,
+        typer.Option(
+            help="The questions file, JSON {id: question} (docs/questions.md): size for its canvas."
+        ),
+    ] = None
+    single: Annotated[
+        bool,
+        typer.Option("--single", help="The schema is read one question per canvas (not joint)."),
+    ] = False
+    gpu_memory_utilization: Annotated[
+        float, typer.Option(help="vLLM's gpu_memory_utilization.")
+    ] = 0.90
+    prompt_tokens: Annotated[
+        int, typer.Option(help="Typical prompt tokens (state + questions + template).")
+    ] = 1024
+    max_model_len: Annotated[
+        int | None, typer.Option(help="vLLM's max_model_len (default: 8192).")
+    ] = None
+    weights_gib: Annotated[
+        float | None, typer.Option(help="Measured weights, GiB (vLLM logs it).")
+    ] = None
+    activation_gib: Annotated[
+        float, typer.Option(help="vLLM's profiled reserve besides weights, GiB.")
+    ] = 2.0
+    max_canvas: Annotated[
+        int | None, typer.Option(help="Serve at most this canvas (joint reads are chunked to it).")
+    ] = None
+    tokenizer: Annotated[
+        Path | None,
+        typer.Option(help="The model's tokenizer folder: count --questions lines with it."),
+    ] = None
 
 
 def _sized(command: Callable[..., None]) -> Callable[..., None]:
@@ -174,15 +167,16 @@ def _fail(e: Exception) -> typer.Exit:
     name = message.split(" ", 1)[0]
     if name in _FLAGS:  # "gpu_gib must be ..." -> "--gpu-gib must be ..."
         message = _FLAGS[name] + message[len(name) :]
-    err.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True, highlight=False)
-    return typer.Exit(2)
+    return fail(message)
 
 
 @_sized
 def size_command(
     sizing: _Sizing,
-    model_config: ModelConfig = None,
-    as_json: AsJson = False,
+    model_config: Annotated[
+        Path | None, typer.Option(help="A DiffusionGemma config.json (or its folder) instead.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:
     """How many concurrent sequences (max_num_seqs) one GPU holds for DiffusionGemma reads."""
     from agentbranch.core.errors import AgentBranchError
@@ -258,10 +252,7 @@ def kserve_command(
         elif sizing.canvas_length is not None:
             command += f" --canvas-length {sizing.canvas_length}"
         folder = _folder(output)
-        if output is None or folder is not None:
-            filename = None
-        else:
-            filename = Path(output).name
+        filename = Path(output).name if output is not None and folder is None else None
         text = kserve_manifest(preset, plan, name=name, command=command, filename=filename)
         if folder is not None:
             isvc_name = name if name is not None else get_preset(preset).name
@@ -285,9 +276,7 @@ def kserve_command(
 
 def _folder(output: str | None) -> Path | None:
     """``-o``'s folder: an existing directory, or a name ending in a slash; else None."""
-    if output is None:
-        return None
-    if output.endswith(("/", os.sep)) or Path(output).is_dir():
+    if output is not None and (output.endswith(("/", os.sep)) or Path(output).is_dir()):
         return Path(output)
     return None
 

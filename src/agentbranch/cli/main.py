@@ -1,11 +1,6 @@
-"""``agentbranch``: the command line, one module per command group.
-
-``demo`` (the support-triage graph), ``decide`` (one decision), ``calibrate``, ``engine``
-(which engine the environment selects), ``verify`` (a CI verdict on a frozen threshold),
-``replay diff``, ``audit report``, ``size`` and ``deploy kserve``: each in
-``agentbranch.cli.<group>``. Each command imports what it runs inside
-its function, so ``agentbranch --help`` loads none of it.
-"""
+"""``agentbranch``: the command line, one module per command group
+(``agentbranch.cli.<group>``). Each command imports what it runs inside its function, so
+``agentbranch --help`` loads none of it."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""``agentbranch replay``: commands on cassettes.
-
-* ``agentbranch replay diff OLD NEW [--json] [--all]`` — drift between two recordings of a
-  run: flipped decisions, confidence and entropy changes, changed chat replies, new and
-  removed requests. Exit status 1 when anything flipped or the run asked other requests
-  (gate a model upgrade in CI), 2 when a cassette cannot be read, else 0.
-"""
+"""``agentbranch replay diff OLD NEW``: drift between two recordings of a run (flipped
+decisions, confidence and entropy changes, changed chat replies, new and removed
+requests). Exit status 1 when anything flipped or the run asked other requests (gate a
+model upgrade in CI), 2 when a cassette cannot be read, else 0."""
 
 from __future__ import annotations
 
@@ -13,8 +10,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
+
+from agentbranch.cli.common import console, fail
 
 replay_app = typer.Typer(
     name="replay", help="Decision cassettes: drift between recordings.", no_args_is_help=True
@@ -37,12 +35,10 @@ def diff(
     from agentbranch.core.errors import AgentBranchError
     from agentbranch.replay.diff import diff_cassettes
 
-    console, err = Console(), Console(stderr=True)
     try:
         report = diff_cassettes(old, new)
     except AgentBranchError as e:
-        err.print(f"[red]error:[/red] {e}", soft_wrap=True, markup=True, highlight=False)
-        raise typer.Exit(2) from None
+        raise fail(e) from None
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
         raise typer.Exit(1 if report.changed else 0)

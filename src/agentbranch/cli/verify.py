@@ -1,9 +1,6 @@
-"""``agentbranch verify LABELLED``: a CI verdict on a frozen threshold's take band.
-
-PASS (exit 0), BLOCK (1) or INCONCLUSIVE (2) against ``--precision`` and ``--coverage``,
-with exact bounds (``agentbranch.audit.verdict`` says the rule); any error exits 3, a
-mistyped flag included, so a CI step never reads an error as a verdict.
-"""
+"""``agentbranch verify LABELLED``: a CI verdict on a frozen threshold's take band, PASS
+(exit 0), BLOCK (1) or INCONCLUSIVE (2) (``agentbranch.audit.verdict`` says the rule); any
+error exits 3, a mistyped flag included, so a CI step never reads an error as a verdict."""
 
 from __future__ import annotations
 
