@@ -1,11 +1,7 @@
-"""KServe / OpenShift AI ``InferenceService`` manifests sized by a plan.
-
-The shared vLLM ``ServingRuntime`` ``vllm-diffusiongemma`` (shipped in the package:
-:func:`servingruntime_manifest`) carries the read settings every checkpoint shares; each
-``InferenceService`` names it and carries what the sizing plan decides for its GPU: the
+"""KServe / OpenShift AI ``InferenceService`` manifests sized by a plan. Each names the
+shared vLLM ``ServingRuntime`` ``vllm-diffusiongemma`` (shipped in the package: the read
+settings every checkpoint shares) and carries what the plan decides for its GPU: the
 served canvas, ``--max-num-seqs``, ``--max-model-len`` and ``--gpu-memory-utilization``.
-The manifests in the repository's ``engine/kserve`` are this module's output for the
-presets' reference GPUs and the same runtime (a test checks that they are).
 """
 
 from __future__ import annotations
@@ -20,7 +16,6 @@ __all__ = [
     "RUNTIME_FILE",
     "RUNTIME_NAME",
     "inferenceservice_file",
-    "inferenceservice_name",
     "kserve_manifest",
     "plan_args",
     "servingruntime_manifest",
@@ -56,10 +51,6 @@ def plan_args(plan: SizingPlan) -> list[str]:
     ]
 
 
-def inferenceservice_name(preset: EnginePreset) -> str:
-    return preset.name  # "diffusiongemma-fp8"
-
-
 def inferenceservice_file(name: str) -> str:
     """The file name ``agentbranch deploy kserve -o DIR/`` gives an InferenceService."""
     return f"inferenceservice-{name}.yaml"
@@ -91,7 +82,7 @@ def kserve_manifest(
 
     p = get_preset(preset)
     precision = p.name.split("-", 1)[1]
-    name = inferenceservice_name(p) if name is None else name
+    name = p.name if name is None else name  # "diffusiongemma-fp8"
     if not _NAME.match(name):
         raise ConfigurationError(
             f"InferenceService name {name!r} must be a DNS label: lower-case letters, digits "
