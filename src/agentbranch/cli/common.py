@@ -70,10 +70,10 @@ def quiet_logs(verbose: bool) -> None:
 
 
 def load_engine(
-    calibration: Path | None, permutations: int = 1, reader: str | None = None
+    calibration: Path | None, permutations: int = 1, reader: str | None = None, code: int = 2
 ) -> tuple[Any, str]:
-    """``DecisionEngine.from_env()`` and why it chose that engine; ``error:`` exit 2 when
-    the environment asks for an engine that cannot be built."""
+    """``DecisionEngine.from_env()`` and why it chose that engine; ``error:`` exit ``code``
+    when the environment asks for an engine that cannot be built."""
     from agentbranch.core.errors import AgentBranchError
     from agentbranch.engine.engine import DecisionEngine
     from agentbranch.engine.selection import ENV_ENGINE
@@ -87,7 +87,7 @@ def load_engine(
         engine = DecisionEngine.from_env(env, **kwargs)
         return engine, engine.selection_reason or ""
     except AgentBranchError as e:
-        raise fail(e) from None
+        raise fail(e, code) from None
 
 
 def shown_engine(calibration: Path | None, permutations: int = 1, reader: str | None = None) -> Any:
@@ -136,9 +136,6 @@ def fmt(x: float | None, digits: int = 3) -> str:
     return f"{x:.{digits}f}"
 
 
-# -- tables -----------------------------------------------------------------------------
-
-
 def natural_width(console: Console, table: Table) -> int:
     """The width ``table`` takes when nothing makes it wrap."""
     return console.measure(table, options=console.options.update_width(10_000)).maximum
@@ -177,9 +174,6 @@ def key_value(title: str, rows: Iterable[tuple[str, str]]) -> Table:
     for name, value in rows:
         table.add_row(name, value)
     return table
-
-
-# -- help that shows a flag as a flag ---------------------------------------------------
 
 
 def _no_value(ctx: Any) -> None:

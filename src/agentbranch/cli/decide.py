@@ -290,11 +290,10 @@ def decide_lines(
     failed = 0
     lines = parse_lines(raw)
     while batch := list(islice(lines, batch_size)):
-        records: dict[int, dict[str, Any]] = {}
         good = [line for line in batch if line.error is None]
-        for line in batch:
-            if line.error is not None:
-                records[line.number] = _record(line, error=line.error)
+        records = {
+            line.number: _record(line, error=line.error) for line in batch if line.error is not None
+        }
         start = time.perf_counter()
         try:
             decided = engine.decide_many([line.state for line in good], questions) if good else []

@@ -31,17 +31,10 @@ def load_tickets(path: Path | None = None) -> list[dict[str, Any]]:
     """Tickets from a JSON Lines file (``{"id", "ticket"}`` per line; plain strings and
     ``{"state": ...}`` work too); the shipped sample by default."""
     from agentbranch.core.errors import InvalidFileError
-    from agentbranch.core.files import json_lines, loads
+    from agentbranch.core.files import json_lines
 
-    if path is None:
-        text = resources.files("agentbranch.demo").joinpath("tickets.jsonl").read_text("utf-8")
-        numbered = (
-            (i, loads(line, f"tickets.jsonl:{i}"))
-            for i, line in enumerate(text.splitlines(), 1)
-            if line.strip()
-        )
-    else:
-        numbered = json_lines(path, "tickets file")
+    with resources.as_file(resources.files("agentbranch.demo") / "tickets.jsonl") as sample:
+        numbered = list(json_lines(path or sample, "tickets file"))
     out = []
     for i, obj in numbered:
         if isinstance(obj, str):
@@ -92,27 +85,13 @@ def run_demo(
     fallback_model: Any = None,
 ) -> list[dict[str, Any]]:
     """Run the triage graph over ``tickets``; one final state per ticket."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+    from rich.progress import track
 
     from agentbranch.demo.triage import build_triage_graph
 
     graph = build_triage_graph(engine, policy=demo_policy(engine, fallback_model))
-    states: list[dict[str, Any]] = []
-    if not progress:
-        return [dict(graph.invoke({"ticket": t["ticket"]})) for t in tickets]
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-    ) as bar:
-        task = bar.add_task("triaging tickets", total=len(tickets))
-        for t in tickets:
-            states.append(dict(graph.invoke({"ticket": t["ticket"]})))
-            bar.advance(task)
-    return states
+    shown = track(tickets, "triaging tickets", console=err, transient=True, disable=not progress)
+    return [dict(graph.invoke({"ticket": t["ticket"]})) for t in shown]
 
 
 def _top_probs(probs: dict[str, float], width: int) -> str:

@@ -24,6 +24,35 @@ deploy_app = typer.Typer(
     help="Serving manifests sized for a GPU and a question schema.", no_args_is_help=True
 )
 
+Preset = Annotated[str, typer.Option(help="Engine preset: fp8, nvfp4 or bf16.")]
+GpuGib = Annotated[float, typer.Option("--gpu-gib", help="GPU memory, GiB (an 80 GB H100: 80).")]
+Canvas = Annotated[
+    int | None, typer.Option(help="The served canvas (default: what --questions needs, else 64).")
+]
+Questions = Annotated[
+    Path | None,
+    typer.Option(
+        help="The questions file, JSON {id: question} (docs/questions.md): size for its canvas."
+    ),
+]
+Single = Annotated[
+    bool, typer.Option("--single", help="The schema is read one question per canvas (not joint).")
+]
+Util = Annotated[float, typer.Option(help="vLLM's gpu_memory_utilization.")]
+Prompt = Annotated[int, typer.Option(help="Typical prompt tokens (state + questions + template).")]
+MaxLen = Annotated[int | None, typer.Option(help="vLLM's max_model_len (default: 8192).")]
+Weights = Annotated[float | None, typer.Option(help="Measured weights, GiB (vLLM logs it).")]
+Activation = Annotated[float, typer.Option(help="vLLM's profiled reserve besides weights, GiB.")]
+MaxCanvas = Annotated[
+    int | None, typer.Option(help="Serve at most this canvas (joint reads are chunked to it).")
+]
+TokenizerDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--tokenizer", help="The model's tokenizer folder: count --questions lines with it."
+    ),
+]
+
 
 def _encode(tokenizer: Path | None) -> Any:
     if tokenizer is None:
@@ -43,44 +72,18 @@ def _encode(tokenizer: Path | None) -> Any:
 class _Sizing:
     """The flags ``size`` and ``deploy kserve`` share: what the plan is sized for."""
 
-    gpu_gib: Annotated[float, typer.Option(help="GPU memory, GiB (an 80 GB H100: 80).")]
-    preset: Annotated[str, typer.Option(help="Engine preset: fp8, nvfp4 or bf16.")] = "fp8"
-    canvas_length: Annotated[
-        int | None,
-        typer.Option(help="The served canvas (default: what --questions needs, else 64)."),
-    ] = None
-    questions: Annotated[
-        Path | None,
-        typer.Option(
-            help="The questions file, JSON {id: question} (docs/questions.md): size for its canvas."
-        ),
-    ] = None
-    single: Annotated[
-        bool,
-        typer.Option("--single", help="The schema is read one question per canvas (not joint)."),
-    ] = False
-    gpu_memory_utilization: Annotated[
-        float, typer.Option(help="vLLM's gpu_memory_utilization.")
-    ] = 0.90
-    prompt_tokens: Annotated[
-        int, typer.Option(help="Typical prompt tokens (state + questions + template).")
-    ] = 1024
-    max_model_len: Annotated[
-        int | None, typer.Option(help="vLLM's max_model_len (default: 8192).")
-    ] = None
-    weights_gib: Annotated[
-        float | None, typer.Option(help="Measured weights, GiB (vLLM logs it).")
-    ] = None
-    activation_gib: Annotated[
-        float, typer.Option(help="vLLM's profiled reserve besides weights, GiB.")
-    ] = 2.0
-    max_canvas: Annotated[
-        int | None, typer.Option(help="Serve at most this canvas (joint reads are chunked to it).")
-    ] = None
-    tokenizer: Annotated[
-        Path | None,
-        typer.Option(help="The model's tokenizer folder: count --questions lines with it."),
-    ] = None
+    gpu_gib: GpuGib
+    preset: Preset = "fp8"
+    canvas_length: Canvas = None
+    questions: Questions = None
+    single: Single = False
+    gpu_memory_utilization: Util = 0.90
+    prompt_tokens: Prompt = 1024
+    max_model_len: MaxLen = None
+    weights_gib: Weights = None
+    activation_gib: Activation = 2.0
+    max_canvas: MaxCanvas = None
+    tokenizer: TokenizerDir = None
 
 
 def _sized(command: Callable[..., None]) -> Callable[..., None]:

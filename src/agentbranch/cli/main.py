@@ -34,7 +34,6 @@ app.command(cls=verify.VerifyCommand)(verify.verify)
 app.add_typer(replay.replay_app, name="replay")
 app.add_typer(audit.audit_app, name="audit")
 deploy.register(app)  # size, deploy kserve
-# Help shows --json, --single, --help ... as flags, without a value (``show_flags_as_flags``, cli/common.py).
 show_flags_as_flags(app)
 
 __all__ = ["app"]

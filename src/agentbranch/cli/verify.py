@@ -47,7 +47,7 @@ def _engine(cassette: Path | None, record: str | None, calibration: Path | None,
     """The engine the environment selects; with ``--cassette``, one reading through it
     (the environment's reader is built only to record a miss)."""
     if cassette is None:
-        return load_engine(calibration, perms)[0]
+        return load_engine(calibration, perms, code=ERROR)[0]
     from agentbranch.engine.engine import DecisionEngine
     from agentbranch.engine.selection import EngineSettings
     from agentbranch.replay import Cassette
@@ -58,7 +58,7 @@ def _engine(cassette: Path | None, record: str | None, calibration: Path | None,
     # The calibration the environment names, as DecisionEngine.from_env would load it.
     named = str(calibration) if calibration else EngineSettings.from_env().calibration
     return DecisionEngine(
-        box.reader(lambda: load_engine(None, perms)[0].reader),
+        box.reader(lambda: load_engine(None, perms, code=ERROR)[0].reader),
         permutations=perms,
         calibration=named,
     )

@@ -17,7 +17,6 @@ __all__ = [
     "RUNTIME_NAME",
     "inferenceservice_file",
     "kserve_manifest",
-    "plan_args",
     "servingruntime_manifest",
 ]
 
@@ -38,17 +37,6 @@ _GPU_NOTES = {
     ),
     "bf16": ("BF16 (Google)", "# BF16 needs an 80 GB-class GPU (H100, H200, A100 80GB, B200)."),
 }
-
-
-def plan_args(plan: SizingPlan) -> list[str]:
-    """The per-deployment vLLM arguments of a plan."""
-    canvas = json.dumps({"canvas_length": plan.canvas_length}, separators=(",", ":"))
-    return [
-        f"--diffusion-config={canvas}",
-        f"--max-num-seqs={plan.max_num_seqs}",
-        f"--max-model-len={plan.max_model_len}",
-        f"--gpu-memory-utilization={plan.gpu_memory_utilization:g}",
-    ]
 
 
 def inferenceservice_file(name: str) -> str:
@@ -110,15 +98,13 @@ def kserve_manifest(
     # Host memory: the weights pass through it while loading, plus the server.
     memory = -(-int(plan.term("weights").gib) // 8) * 8 + 16
     node_selector = (
-        [
-            "    # Schedule on Blackwell nodes only (label set by the NVIDIA GPU operator).",
-            "    nodeSelector:",
-            "      nvidia.com/gpu.family: blackwell",
-        ]
+        "    # Schedule on Blackwell nodes only (label set by the NVIDIA GPU operator).\n"
+        "    nodeSelector:\n"
+        "      nvidia.com/gpu.family: blackwell\n"
         if precision == "nvfp4"
-        else []
+        else ""
     )
-    args = "\n".join(f"        - {a}" for a in plan_args(plan))
+    canvas = json.dumps({"canvas_length": plan.canvas_length}, separators=(",", ":"))
     body = f"""apiVersion: serving.kserve.io/v1beta1
 kind: InferenceService
 metadata:
@@ -144,7 +130,10 @@ spec:
       # (oci://...) / a PVC (pvc://<claim>/<path>) on disconnected clusters.
       storageUri: hf://{p.model}
       args:
-{args}
+        - --diffusion-config={canvas}
+        - --max-num-seqs={plan.max_num_seqs}
+        - --max-model-len={plan.max_model_len}
+        - --gpu-memory-utilization={plan.gpu_memory_utilization:g}
       resources:
         requests:
           cpu: "4"
@@ -154,14 +143,9 @@ spec:
           cpu: "8"
           memory: {memory + 16}Gi
           nvidia.com/gpu: "1"
+{node_selector}    tolerations:
+      - key: nvidia.com/gpu
+        operator: Exists
+        effect: NoSchedule
 """
-    tail = "\n".join(
-        [
-            *node_selector,
-            "    tolerations:",
-            "      - key: nvidia.com/gpu",
-            "        operator: Exists",
-            "        effect: NoSchedule",
-        ]
-    )
-    return "\n".join(header) + "\n" + body + tail + "\n"
+    return "\n".join(header) + "\n" + body

@@ -30,8 +30,7 @@ _FIRST_FREE_ID = 108
 _SPACE = "\u2581"  # "▁", SentencePiece's visible space
 
 # Words that become single tokens (with all their prefixes, as a BPE merge chain) and, with a
-# leading space, "▁word" tokens. The labels come first (tests/test_testing.py checks what the
-# engine relies on); the rest only fill the vocabulary.
+# leading space, "▁word" tokens. The labels come first; the rest only fill the vocabulary.
 _WORDS: tuple[str, ...] = tuple(
     "yes no model user system thought the and is of to in Yes No True False question answer "
     "option state score route tool agent pick one for be or a an it on as at by we he if do go "
