@@ -199,9 +199,8 @@ def size_command(
         print(json.dumps(out, indent=2))
         return
     console = Console(file=sys.stdout, width=max(Console().width, 120))
-    table = Table(title=f"{plan.model} on {plan.gpu_gib:g} GiB, canvas {plan.canvas_length}")
-    for col in ("term", "GiB", "", "what"):
-        table.add_column(col)
+    title = f"{plan.model} on {plan.gpu_gib:g} GiB, canvas {plan.canvas_length}"
+    table = Table("term", "GiB", "", "what", title=title)
     for t in plan.terms:
         table.add_row(t.name, f"{t.gib:.3f}", "per seq" if t.per_sequence else "", t.explanation)
     console.print(table)

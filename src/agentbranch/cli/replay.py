@@ -51,10 +51,7 @@ def diff(
         raise typer.Exit(0)
 
     if report.old_models or report.new_models:
-        models = Table(title="models", show_lines=False)
-        models.add_column("id")
-        models.add_column("old")
-        models.add_column("new")
+        models = Table("id", "old", "new", title="models")
         for mid in sorted(set(report.old_models) | set(report.new_models)):
             models.add_row(mid, report.old_models.get(mid, "—"), report.new_models.get(mid, "—"))
         console.print(models)
@@ -100,9 +97,7 @@ def diff(
         console.print(table)
     chats_shown = [c for c in report.chats if show_all or c.flipped]
     if chats_shown:
-        chats = Table(title="chat exchanges")
-        for col in ("", "model", "last message", "old reply", "new reply"):
-            chats.add_column(col)
+        chats = Table("", "model", "last message", "old reply", "new reply", title="chat exchanges")
         for c in chats_shown:
             model = c.new_model if c.old_model == c.new_model else f"{c.old_model} → {c.new_model}"
             chats.add_row(
