@@ -316,3 +316,13 @@ def test_an_unexpected_failure_is_an_error_not_a_block(files, monkeypatch):
     result = verdict(path, cassette)
     assert result.exit_code == 3
     assert "RuntimeError: a bug" in result.stderr
+
+
+def test_an_engine_the_environment_cannot_build_is_an_error_not_inconclusive(tmp_path):
+    # load_engine's own exit status is 2, which verify would print as INCONCLUSIVE.
+    path = labelled(tmp_path / "labelled.jsonl", PASSING)
+    args = [str(path), "--take-at", "0.9", "--precision", "0.9", "--coverage", "0.5"]
+    env = {**ENV, "AGENTBRANCH_ENGINE": "nonsense"}
+    result = runner.invoke(app, ["verify", *args], env=env)
+    assert result.exit_code == 3, result.output
+    assert "AGENTBRANCH_ENGINE='nonsense' is not an engine" in result.stderr

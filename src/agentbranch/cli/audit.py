@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from agentbranch.cli.common import console, err, fmt, key_value, print_table
+from agentbranch.cli.common import console, fail, fmt, key_value, print_table
 
 __all__ = ["audit_app", "more_audits_text", "report"]
 
@@ -131,8 +131,7 @@ def report(
         if diagram is not None:
             _reliability(records, diagram, bins)
     except (AgentBranchError, OSError) as e:  # OSError: the diagram could not be written
-        err.print(f"[red]error:[/red] {e}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+        raise fail(e) from None
     if as_json:
         print(json.dumps(rep.as_dict(), indent=2, allow_nan=False))
         return

@@ -10,15 +10,18 @@ import typer
 from rich.table import Table
 
 from agentbranch.cli.common import (
+    LabelledQuestions,
+    LineQuestion,
+    Verbose,
     console,
     err,
     fail,
     fmt,
     key_value,
-    load_engine,
     print_table,
     quiet_logs,
     read_questions,
+    shown_engine,
 )
 
 __all__ = ["calibrate"]
@@ -28,12 +31,7 @@ def calibrate(
     labelled: Annotated[
         Path | None, typer.Argument(help="Labelled JSON Lines (docs/calibration.md).")
     ] = None,
-    questions: Annotated[
-        Path | None,
-        typer.Option(
-            help="The questions file the lines refer to: JSON {id: question} (docs/questions.md)."
-        ),
-    ] = None,
+    questions: LabelledQuestions = None,
     out: Annotated[Path, typer.Option(help="Where to save the calibration.")] = Path(
         "calibration.json"
     ),
@@ -54,10 +52,7 @@ def calibrate(
         int, typer.Option(min=1, help="Option orders the engine averages.")
     ] = 1,
     seed: Annotated[int, typer.Option()] = 0,
-    question: Annotated[
-        str | None,
-        typer.Option(help="The question id of lines that carry only text + label."),
-    ] = None,
+    question: LineQuestion = None,
     evaluate: Annotated[
         Path | None,
         typer.Option(help="Score this saved calibration on LABELLED; fit and save nothing."),
@@ -66,7 +61,7 @@ def calibrate(
         str, typer.Option(help="Reader to read with: auto, embedded, remote or vllm.")
     ] = "auto",
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    verbose: Verbose = False,
     from_audit: Annotated[
         Path | None, typer.Option(help="Fit on audit records' teacher labels (docs/audit.md).")
     ] = None,
@@ -118,11 +113,7 @@ def calibrate(
         else:
             extra = read_questions(questions) if questions else None
             examples = cal.load_labelled(labelled, extra, default_question=question)
-            engine, reason = load_engine(None, permutations, reader)
-            err.print(
-                f"[dim]engine:[/dim] {engine.reader.name} ({engine.reader.model}) — {reason}",
-                soft_wrap=True,
-            )
+            engine = shown_engine(None, permutations, reader)
             with Progress(console=err, transient=True) as bar:
                 task = bar.add_task("reading examples", total=len(examples))
                 if evaluate is not None:
@@ -202,14 +193,12 @@ def calibrate(
         end_section=True,
     )
     print_table(console, table, lambda: _folded(table))
-    if evaluate is not None:
+    if evaluate is not None or refused:
         if diagram:
             console.print(f"reliability diagram [bold]{diagram}[/bold]")
+        if refused:
+            _refuse_worse(report, out)
         return
-    if refused:
-        if diagram:
-            console.print(f"reliability diagram [bold]{diagram}[/bold]")
-        _refuse_worse(report, out)
     console.print(
         ("saved anyway (--force): " if report.worse else "saved ")
         + f"[bold]{out}[/bold] (load with DecisionEngine(calibration={str(out)!r}) or "

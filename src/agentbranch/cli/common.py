@@ -1,20 +1,6 @@
 """What the ``agentbranch`` commands share: the consoles, logging setup, the engine the
 environment selects, the ``error:`` exit, number formatting, tables printed readable at
 any width (``print_table``) and help that shows a flag as a flag (``show_flags_as_flags``).
-
-Tables: rich lays a table out to the console's width, and a console that is not a terminal (a
-pipe, a file, CI logs, ``CliRunner``) is 80 columns: an eight-column table then splits
-every number over two lines. Here a table printed anywhere but a terminal gets its
-natural width (nothing there wraps at 80), and a table wider than the terminal it is
-printed on is shown as ``folded()`` gives it: one narrow table per row.
-
-Flags: typer 0.29's rich help prints a type for every option, flags included (``--json <bool>``,
-``--help <bool>``): ``TyperOption.display_type_rich`` does not ask ``is_flag``, though its
-plain-text help does. A flag takes no value (``--json true`` is an error), so its row
-shows none. ``show_flags_as_flags(app)`` gives every command and group of ``app`` a class
-that blanks that column for its flags, the help option included; each option object is
-changed, nothing in typer itself. Older typers have no ``display_type_rich`` and print
-flags right already: the extra attribute is then never read.
 """
 
 from __future__ import annotations
@@ -25,10 +11,11 @@ import os
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console, RenderableType
+from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperCommand, TyperGroup
 from typer.models import DefaultPlaceholder
@@ -36,6 +23,9 @@ from typer.models import DefaultPlaceholder
 __all__ = [
     "FlagCommand",
     "FlagGroup",
+    "LabelledQuestions",
+    "LineQuestion",
+    "Verbose",
     "console",
     "err",
     "fail",
@@ -46,11 +36,24 @@ __all__ = [
     "print_table",
     "quiet_logs",
     "read_questions",
+    "shown_engine",
     "show_flags_as_flags",
 ]
 
 console = Console()
 err = Console(stderr=True)
+
+#: The flags of the commands that read labelled JSON Lines (calibrate, verify).
+LabelledQuestions = Annotated[
+    Path | None,
+    typer.Option(
+        help="The questions file the lines refer to: JSON {id: question} (docs/questions.md)."
+    ),
+]
+LineQuestion = Annotated[
+    str | None, typer.Option(help="The question id of lines that carry only text + label.")
+]
+Verbose = Annotated[bool, typer.Option("--verbose", "-v")]
 
 
 def quiet_logs(verbose: bool) -> None:
@@ -67,10 +70,10 @@ def quiet_logs(verbose: bool) -> None:
 
 
 def load_engine(
-    calibration: Path | None, permutations: int = 1, reader: str | None = None
+    calibration: Path | None, permutations: int = 1, reader: str | None = None, code: int = 2
 ) -> tuple[Any, str]:
-    """``DecisionEngine.from_env()`` and why it chose that engine; ``error:`` exit 2 when
-    the environment asks for an engine that cannot be built."""
+    """``DecisionEngine.from_env()`` and why it chose that engine; ``error:`` exit ``code``
+    when the environment asks for an engine that cannot be built."""
     from agentbranch.core.errors import AgentBranchError
     from agentbranch.engine.engine import DecisionEngine
     from agentbranch.engine.selection import ENV_ENGINE
@@ -84,23 +87,33 @@ def load_engine(
         engine = DecisionEngine.from_env(env, **kwargs)
         return engine, engine.selection_reason or ""
     except AgentBranchError as e:
-        raise fail(e) from None
+        raise fail(e, code) from None
 
 
-def fail(message: object) -> typer.Exit:
-    """Print ``error: message`` on stderr; raise the result (exit status 2)."""
-    err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
-    return typer.Exit(2)
+def shown_engine(calibration: Path | None, permutations: int = 1, reader: str | None = None) -> Any:
+    """``load_engine`` under a status line, then which reader it is and why, on stderr."""
+    with err.status("loading the engine…"):
+        engine, reason = load_engine(calibration, permutations, reader)
+    err.print(
+        f"[dim]engine:[/dim] {engine.reader.name} ({engine.reader.model}) — {reason}",
+        soft_wrap=True,
+    )
+    return engine
+
+
+def fail(message: object, code: int = 2) -> typer.Exit:
+    """Print ``error: message`` on stderr; raise the result (exit status ``code``)."""
+    err.print(f"[red]error:[/red] {escape(str(message))}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
 
 
 def read_questions(path: Path) -> dict[str, Any]:
     """``--questions FILE.json``: a JSON object ``{id: wire question}`` (docs/questions.md)."""
+    from agentbranch.core.errors import InvalidFileError
     from agentbranch.core.files import read_json
 
     data = read_json(path, "questions file")
     if not isinstance(data, dict):
-        from agentbranch.core.errors import InvalidFileError
-
         raise InvalidFileError(
             f"questions file {path}: expected a JSON object {{id: question}}, such as "
             '{"urgent": {"type": "noul", "instructions": "Is it urgent?"}} '
@@ -108,8 +121,6 @@ def read_questions(path: Path) -> dict[str, Any]:
             f"{type(data).__name__}"
         )
     if not data:
-        from agentbranch.core.errors import InvalidFileError
-
         raise InvalidFileError(
             f"questions file {path} asks nothing: it is an empty object; give it one entry "
             'per question, such as {"urgent": {"type": "noul", "instructions": "Is it '
@@ -125,9 +136,6 @@ def fmt(x: float | None, digits: int = 3) -> str:
     return f"{x:.{digits}f}"
 
 
-# -- tables -----------------------------------------------------------------------------
-
-
 def natural_width(console: Console, table: Table) -> int:
     """The width ``table`` takes when nothing makes it wrap."""
     return console.measure(table, options=console.options.update_width(10_000)).maximum
@@ -138,9 +146,10 @@ def print_table(
     table: Table,
     folded: Callable[[], Iterable[RenderableType]] | None = None,
 ) -> None:
-    """Print ``table`` whole: at its natural width when the console is not a terminal;
-    on a terminal narrower than it, ``folded()`` instead when given (else rich wraps
-    the cells)."""
+    """Print ``table`` whole: at its natural width when the console is not a terminal (rich
+    takes a pipe, a file or CI logs to be 80 columns, and would split every number of a
+    wide table over two lines); on a terminal narrower than it, ``folded()`` instead when
+    given (else rich wraps the cells)."""
     need = natural_width(console, table)
     if not console.is_terminal:
         # print(width=) cannot exceed the console's width: widen the console itself.
@@ -165,9 +174,6 @@ def key_value(title: str, rows: Iterable[tuple[str, str]]) -> Table:
     for name, value in rows:
         table.add_row(name, value)
     return table
-
-
-# -- help that shows a flag as a flag ---------------------------------------------------
 
 
 def _no_value(ctx: Any) -> None:
@@ -198,7 +204,9 @@ def _default(cls: Any, typer_class: type) -> bool:
 
 def show_flags_as_flags(app: typer.Typer) -> None:
     """Every command and sub-group of ``app``, at any depth, built with the classes above
-    (a command or group declared with a ``cls`` of its own keeps it)."""
+    (a command or group declared with a ``cls`` of its own keeps it). typer 0.29's rich help
+    prints a type for every option (``--json <bool>``), as if a flag took a value; these
+    classes blank that column for flags (older typers never read ``display_type_rich``)."""
     if _default(app.info.cls, TyperGroup):
         app.info.cls = FlagGroup
     for command in app.registered_commands:

@@ -1,14 +1,8 @@
 """``agentbranch decide STATE --choice/--yes-no/--score ...``: one decision, as a table;
-``--each FILE`` decides every line of FILE in one process (``decide_lines``).
+``--each FILE`` decides every line of FILE with one engine, a ``decide_many`` per batch,
+each line's JSON record written as soon as its batch is decided (``decide_lines``).
 ``--timings`` says where the time went (loading the model, deciding); a one-shot call
 that took longer than ``SLOW_S`` says it unasked, on stderr.
-
-``--each FILE``: many states in one process, one JSON record a line. The engine loads
-once; lines are read in batches (one ``decide_many`` per batch), and each line's record
-is written as soon as its batch is decided. A line is a state: a JSON object
-(``{"state": ...}`` or ``{"text": ...}``, with an optional ``"id"`` echoed back; any
-other object is the state itself) or, when it does not start with ``{``, plain text. A
-line that cannot be read or decided gets an error record and the others go on.
 """
 
 from __future__ import annotations
@@ -18,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated, Any
 
@@ -35,7 +30,7 @@ __all__ = ["SLOW_S", "Line", "Timings", "decide", "decide_lines", "parse_lines"]
 SLOW_S = 5.0
 
 
-def _fmt_probs(probs: dict[str, float], top: int = 3) -> str:
+def _fmt_probs(probs: dict[str, float], top: int) -> str:
     ranked = sorted(probs.items(), key=lambda kv: -kv[1])[:top]
     return " ".join(f"{k} {v:.2f}" for k, v in ranked)
 
@@ -122,6 +117,7 @@ def decide(
         except UnicodeDecodeError as e:
             raise fail(f"the state on stdin is not UTF-8 text (byte {e.start})") from None
     qs: dict[str, Any] = {}
+    answers: list[str] = []  # what an --example may name
     try:
         if questions is not None:
             qs.update(read_questions(questions))
@@ -132,25 +128,20 @@ def decide(
             names = [name for name, _ in parsed]
             if len(set(names)) < len(names):  # a dict would keep one silently
                 ab.choice(choice_q, names)  # raises the library's own message
-            options = dict(parsed)
-            ex = _examples_for(example, list(options))
-            qs["choice"] = ab.choice(choice_q, options, examples=ex)
+            ex = _examples_for(example, names)
+            qs["choice"] = ab.choice(choice_q, dict(parsed), examples=ex)
+            answers += names
         if yes_no_q:
             qs["yes_no"] = ab.yes_no(
                 yes_no_q, yes=yes, no=no, examples=_examples_for(example, ["yes", "no"])
             )
+            answers += ["yes", "no"]
         if score_q:
             if not level:
                 raise typer.BadParameter("--score needs --level (at least two)")
             qs["score"] = ab.score(score_q, level, examples=_examples_for(example, level))
-        if example and not any(
-            _examples_for(example, names)
-            for names in (
-                [_parse_option(o)[0] for o in option or []] if choice_q else [],
-                ["yes", "no"] if yes_no_q else [],
-                level or [] if score_q else [],
-            )
-        ):
+            answers += level
+        if example and not _examples_for(example, answers):
             raise typer.BadParameter(
                 "--example ANSWER=TEXT must name an option, level, yes or no of a question "
                 "given with --choice, --score or --yes-no"
@@ -201,18 +192,8 @@ def _each(
     if timings:
         err.print(f"[dim]took {spent.line()}[/dim]", highlight=False, soft_wrap=True)
     if failed:
-        err.print(
-            f"[red]error:[/red] {failed} line(s) could not be decided; their records say why",
-            highlight=False,
-            soft_wrap=True,
-        )
-    raise typer.Exit(1 if failed else 0)
-
-
-# -- --each FILE: many states, one JSON record a line -----------------------------------
-
-#: Keys a line's state may sit under (as in labelled files); the first present wins.
-STATE_KEYS = ("state", "text", "input")
+        raise fail(f"{failed} line(s) could not be decided; their records say why", 1)
+    raise typer.Exit(0)
 
 
 @dataclass
@@ -243,7 +224,11 @@ class Timings:
 
 def parse_lines(raw: Iterable[bytes]) -> Iterator[Line]:
     """Each non-blank line of ``raw`` as a ``Line`` (blank lines are skipped, numbers
-    still count them)."""
+    still count them). A line is a state: a JSON object (its state under one of the
+    labelled files' ``STATE_KEYS``, with an optional ``"id"`` echoed back; any other
+    object is the state itself) or, when it does not start with ``{``, plain text."""
+    from agentbranch.calibration.labelled import STATE_KEYS
+
     for number, data in enumerate(raw, 1):
         try:
             text = data.decode("utf-8").strip()
@@ -283,17 +268,6 @@ def _record(line: Line, decisions: Any = None, error: str | None = None) -> dict
     return out
 
 
-def _batches(lines: Iterable[Line], size: int) -> Iterator[list[Line]]:
-    batch: list[Line] = []
-    for line in lines:
-        batch.append(line)
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
 def decide_lines(
     engine: Engine,
     raw: Iterable[bytes],
@@ -302,8 +276,9 @@ def decide_lines(
     *,
     batch_size: int = 32,
 ) -> tuple[int, Timings]:
-    """Decide every line of ``raw``; write one record a line to ``out``. Returns how many
-    lines failed, and the timings. ``out`` defaults to ``sys.stdout`` as it is now."""
+    """Decide every line of ``raw``; write one record a line to ``out`` (a line that cannot
+    be read or decided gets an error record and the others go on). Returns how many lines
+    failed, and the timings. ``out`` defaults to ``sys.stdout`` as it is now."""
     from agentbranch.core.errors import AgentBranchError
 
     out = sys.stdout if out is None else out
@@ -313,12 +288,12 @@ def decide_lines(
     engine.warmup()  # the model loads here, not inside the first batch
     timings.load_s = time.perf_counter() - start
     failed = 0
-    for batch in _batches(parse_lines(raw), batch_size):
-        records: dict[int, dict[str, Any]] = {}
+    lines = parse_lines(raw)
+    while batch := list(islice(lines, batch_size)):
         good = [line for line in batch if line.error is None]
-        for line in batch:
-            if line.error is not None:
-                records[line.number] = _record(line, error=line.error)
+        records = {
+            line.number: _record(line, error=line.error) for line in batch if line.error is not None
+        }
         start = time.perf_counter()
         try:
             decided = engine.decide_many([line.state for line in good], questions) if good else []

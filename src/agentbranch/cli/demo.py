@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from agentbranch.cli.common import console, err, fail, load_engine, quiet_logs
+from agentbranch.cli.common import console, err, fail, quiet_logs, shown_engine
 
 if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine
@@ -23,7 +23,6 @@ __all__ = [
     "demo_report",
     "load_tickets",
     "local_chat_model",
-    "loop_report",
     "run_demo",
 ]
 
@@ -32,17 +31,10 @@ def load_tickets(path: Path | None = None) -> list[dict[str, Any]]:
     """Tickets from a JSON Lines file (``{"id", "ticket"}`` per line; plain strings and
     ``{"state": ...}`` work too); the shipped sample by default."""
     from agentbranch.core.errors import InvalidFileError
-    from agentbranch.core.files import json_lines, loads
+    from agentbranch.core.files import json_lines
 
-    if path is None:
-        text = resources.files("agentbranch.demo").joinpath("tickets.jsonl").read_text("utf-8")
-        numbered = (
-            (i, loads(line, f"tickets.jsonl:{i}"))
-            for i, line in enumerate(text.splitlines(), 1)
-            if line.strip()
-        )
-    else:
-        numbered = json_lines(path, "tickets file")
+    with resources.as_file(resources.files("agentbranch.demo") / "tickets.jsonl") as sample:
+        numbered = list(json_lines(path or sample, "tickets file"))
     out = []
     for i, obj in numbered:
         if isinstance(obj, str):
@@ -93,32 +85,13 @@ def run_demo(
     fallback_model: Any = None,
 ) -> list[dict[str, Any]]:
     """Run the triage graph over ``tickets``; one final state per ticket."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+    from rich.progress import track
 
     from agentbranch.demo.triage import build_triage_graph
 
     graph = build_triage_graph(engine, policy=demo_policy(engine, fallback_model))
-    states: list[dict[str, Any]] = []
-    if not progress:
-        return [dict(graph.invoke({"ticket": t["ticket"]})) for t in tickets]
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-    ) as bar:
-        task = bar.add_task("triaging tickets", total=len(tickets))
-        for t in tickets:
-            states.append(dict(graph.invoke({"ticket": t["ticket"]})))
-            bar.advance(task)
-    return states
-
-
-def _has_band(policy: Any) -> bool:
-    """Whether the policy put the decision in a band (it has a threshold to apply)."""
-    return bool(policy.has_fallback_band or policy.can_review)
+    shown = track(tickets, "triaging tickets", console=err, transient=True, disable=not progress)
+    return [dict(graph.invoke({"ticket": t["ticket"]})) for t in shown]
 
 
 def _top_probs(probs: dict[str, float], width: int) -> str:
@@ -159,7 +132,8 @@ def demo_report(
         )
         records = state.get("decisions") or {}
         for question_id, rec in records.items():
-            band = rec.get("band", "") if _has_band(policy_for(policy, question_id)) else ""
+            applies = policy_for(policy, question_id)  # a threshold to apply: a band to show
+            band = rec.get("band", "") if applies.has_fallback_band or applies.can_review else ""
             label = str(rec.get("label"))
             if question_id in INFO_QUESTIONS and sure_label(rec) is None:
                 label, band = "—", "not sure"
@@ -205,36 +179,35 @@ def _loop_row(b: Any) -> str:
     return row + f"{b.asked:>7}"
 
 
-def loop_report(blocks: list[Any], width: int = 80) -> list[str]:
-    """The loop's table: a header, one line per block of tickets, then what it added up
-    to and what the columns mean."""
-    import statistics
-    import textwrap
-
+def _loop_header() -> list[str]:
     from agentbranch.demo.loop import LOOP_QUESTIONS
 
     head = f"{'tickets':<9}" + "".join(
         f"{q + ': took':<14}{'at':>5}{'':<6}" for q in LOOP_QUESTIONS
     )
-    lines = [head + "teacher", "─" * (len(head) + 7)]
-    lines += [_loop_row(b) for b in blocks]
-    if not blocks:
-        return lines
+    return [head + "teacher", "─" * (len(head) + 7)]
+
+
+def _loop_summary(blocks: list[Any], width: int) -> list[str]:
+    """What the loop's blocks added up to, after a blank line."""
+    import statistics
+    import textwrap
+
+    from agentbranch.demo.loop import LOOP_QUESTIONS
+
     total = blocks[-1].last
     taken = {q: sum(b.taken[q] for b in blocks) for q in LOOP_QUESTIONS}
     right = {q: sum(b.right[q] for b in blocks) for q in LOOP_QUESTIONS}
     first, last = blocks[0], blocks[-1]
     decided = len(LOOP_QUESTIONS) * (last.last - last.first + 1)
-    said = [
+    said = (
         f"{total} tickets, {len(LOOP_QUESTIONS) * total} decisions. The engine took "
         + " and ".join(f"{taken[q]} {q} ({right[q]} right)" for q in LOOP_QUESTIONS)
         + f"; the teacher was called {sum(b.asked for b in blocks)} times (its answers "
         f"and audits), {first.asked} in the first block and {last.asked} in the last, "
-        f"for {decided} decisions a block.",
-    ]
-    lines.append("")
-    for text in said:
-        lines += textwrap.wrap(text, width=width, break_long_words=False)
+        f"for {decided} decisions a block."
+    )
+    lines = ["", *textwrap.wrap(said, width=width, break_long_words=False)]
     reads = [s for b in blocks for s in b.read_s]
     calls = [s for b in blocks for s in b.teacher_s]
     if reads:  # one line each, never wrapped: the figures vary from run to run
@@ -252,7 +225,7 @@ def _run_the_loop(engine: Engine, store: Path | None, tickets: int, precision: f
     import tempfile
     import textwrap
 
-    from agentbranch.demo.loop import LOOP_QUESTIONS, run_loop
+    from agentbranch.demo.loop import BLOCK, LOOP_QUESTIONS, run_loop
     from agentbranch.demo.stream import ticket_stream
 
     def say(line: str) -> None:
@@ -260,7 +233,7 @@ def _run_the_loop(engine: Engine, store: Path | None, tickets: int, precision: f
 
     width = max(60, min(console.width, 100))
     intro = (
-        f"The loop: {tickets} support tickets in blocks of 40, two questions "
+        f"The loop: {tickets} support tickets in blocks of {BLOCK}, two questions "
         f"({' and '.join(LOOP_QUESTIONS)}), Earned(precision={precision}, learn=True), one "
         "audit in five of the decisions the engine takes. The teacher is the tickets' "
         "labelled answers, standing in for a person or an LLM judge."
@@ -270,7 +243,7 @@ def _run_the_loop(engine: Engine, store: Path | None, tickets: int, precision: f
     for text in (intro, LOOP_LEGEND):
         for line in textwrap.wrap(text, width=width, break_long_words=False) + [""]:
             say(line)
-    for line in loop_report([], width):
+    for line in _loop_header():
         say(line)
     with tempfile.TemporaryDirectory() as tmp:
         path = str(store) if store is not None else str(Path(tmp) / "evidence.jsonl")
@@ -281,7 +254,7 @@ def _run_the_loop(engine: Engine, store: Path | None, tickets: int, precision: f
             precision=precision,
             on_block=lambda b: say(_loop_row(b)),
         )
-    for line in loop_report(blocks, width)[2 + len(blocks) :]:
+    for line in _loop_summary(blocks, width):
         say(line)
     if store is not None:
         say(f"The evidence is in {store}: agentbranch audit report {store}")
@@ -329,37 +302,26 @@ def demo(
     answered as thresholds are earned and versions learned (``--each``: the triage graph
     over sample tickets, every decision shown)."""
     from agentbranch.core.errors import AgentBranchError
+    from agentbranch.core.files import check_writable
 
     quiet_logs(verbose)
     each = each or as_json or generate
     each = each or any(x is not None for x in (tickets, limit, calibration))
-    if not each:
-        if store is not None:
-            from agentbranch.core.files import check_writable
-
-            try:  # before the engine loads, not after a minute of tickets
-                check_writable(store, "--store")
-            except AgentBranchError as e:
-                raise fail(e) from None
-        engine = _engine_shown(calibration)
-        try:
-            _run_the_loop(engine, store, stream, precision)
-        except AgentBranchError as e:
-            raise fail(e) from None
-        return
     try:
+        if not each:
+            if store is not None:  # before the engine loads, not after a minute of tickets
+                check_writable(store, "--store")
+            _run_the_loop(shown_engine(calibration), store, stream, precision)
+            return
         rows = load_tickets(tickets)[:limit]
+        engine = shown_engine(calibration)
+        model = None
+        if generate:
+            with err.status("loading the local language model (first run: download + convert)…"):
+                model = local_chat_model(engine)
+            err.print(f"[dim]fallback:[/dim] generation by {model.model_name}")
     except AgentBranchError as e:
         raise fail(e) from None
-    engine = _engine_shown(calibration)
-    model = None
-    if generate:
-        with err.status("loading the local language model (first run: download + convert)…"):
-            try:
-                model = local_chat_model(engine)
-            except AgentBranchError as e:
-                raise fail(e) from None
-        err.print(f"[dim]fallback:[/dim] generation by {model.model_name}")
     states = run_demo(engine, rows, progress=not as_json and len(rows) > 5, fallback_model=model)
     if as_json:
         for t, s in zip(rows, states):
@@ -367,14 +329,14 @@ def demo(
         return
     import textwrap
 
+    from agentbranch.demo.triage import INFO_TAKE_AT
+
     width = max(60, min(console.width, 100))
     policy = demo_policy(engine, model)
     team_by = [(s.get("decisions") or {}).get("team", {}).get("decided_by") for s in states]
     taken = team_by.count("engine")
     generated = team_by.count("fallback")
     people = sum(s.get("queue") == "human_triage" for s in states)
-    from agentbranch.demo.triage import INFO_TAKE_AT
-
     routed = f"{taken} routed by the engine, "
     if model is not None:
         routed += f"{generated} by {model.model_name}'s generation, "
@@ -392,15 +354,3 @@ def demo(
     lines += textwrap.wrap(summary, width=width, break_long_words=False)
     for line in lines:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
-
-
-def _engine_shown(calibration: Path | None) -> Any:
-    """The demo's engine, loaded under a status line; which reader it is and why is
-    shown on stderr."""
-    with err.status("loading the engine…"):
-        engine, reason = load_engine(calibration)
-    err.print(
-        f"[dim]engine:[/dim] {engine.reader.name} ({engine.reader.model}) — {reason}",
-        soft_wrap=True,
-    )
-    return engine

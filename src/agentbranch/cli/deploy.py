@@ -14,12 +14,12 @@ from typing import Annotated, Any, get_type_hints
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+
+from agentbranch.cli.common import err, fail
 
 __all__ = ["deploy_app", "register", "size_command"]
 
-err = Console(stderr=True)
 deploy_app = typer.Typer(
     help="Serving manifests sized for a GPU and a question schema.", no_args_is_help=True
 )
@@ -43,13 +43,9 @@ Prompt = Annotated[int, typer.Option(help="Typical prompt tokens (state + questi
 MaxLen = Annotated[int | None, typer.Option(help="vLLM's max_model_len (default: 8192).")]
 Weights = Annotated[float | None, typer.Option(help="Measured weights, GiB (vLLM logs it).")]
 Activation = Annotated[float, typer.Option(help="vLLM's profiled reserve besides weights, GiB.")]
-ModelConfig = Annotated[
-    Path | None, typer.Option(help="A DiffusionGemma config.json (or its folder) instead.")
-]
 MaxCanvas = Annotated[
     int | None, typer.Option(help="Serve at most this canvas (joint reads are chunked to it).")
 ]
-AsJson = Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")]
 TokenizerDir = Annotated[
     Path | None,
     typer.Option(
@@ -174,15 +170,16 @@ def _fail(e: Exception) -> typer.Exit:
     name = message.split(" ", 1)[0]
     if name in _FLAGS:  # "gpu_gib must be ..." -> "--gpu-gib must be ..."
         message = _FLAGS[name] + message[len(name) :]
-    err.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True, highlight=False)
-    return typer.Exit(2)
+    return fail(message)
 
 
 @_sized
 def size_command(
     sizing: _Sizing,
-    model_config: ModelConfig = None,
-    as_json: AsJson = False,
+    model_config: Annotated[
+        Path | None, typer.Option(help="A DiffusionGemma config.json (or its folder) instead.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:
     """How many concurrent sequences (max_num_seqs) one GPU holds for DiffusionGemma reads."""
     from agentbranch.core.errors import AgentBranchError
@@ -202,9 +199,8 @@ def size_command(
         print(json.dumps(out, indent=2))
         return
     console = Console(file=sys.stdout, width=max(Console().width, 120))
-    table = Table(title=f"{plan.model} on {plan.gpu_gib:g} GiB, canvas {plan.canvas_length}")
-    for col in ("term", "GiB", "", "what"):
-        table.add_column(col)
+    title = f"{plan.model} on {plan.gpu_gib:g} GiB, canvas {plan.canvas_length}"
+    table = Table("term", "GiB", "", "what", title=title)
     for t in plan.terms:
         table.add_row(t.name, f"{t.gib:.3f}", "per seq" if t.per_sequence else "", t.explanation)
     console.print(table)
@@ -258,10 +254,7 @@ def kserve_command(
         elif sizing.canvas_length is not None:
             command += f" --canvas-length {sizing.canvas_length}"
         folder = _folder(output)
-        if output is None or folder is not None:
-            filename = None
-        else:
-            filename = Path(output).name
+        filename = Path(output).name if output is not None and folder is None else None
         text = kserve_manifest(preset, plan, name=name, command=command, filename=filename)
         if folder is not None:
             isvc_name = name if name is not None else get_preset(preset).name
@@ -285,9 +278,7 @@ def kserve_command(
 
 def _folder(output: str | None) -> Path | None:
     """``-o``'s folder: an existing directory, or a name ending in a slash; else None."""
-    if output is None:
-        return None
-    if output.endswith(("/", os.sep)) or Path(output).is_dir():
+    if output is not None and (output.endswith(("/", os.sep)) or Path(output).is_dir()):
         return Path(output)
     return None
 

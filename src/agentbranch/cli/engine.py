@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from agentbranch.cli.common import console, err, load_engine, quiet_logs
+from agentbranch.cli.common import console, fail, load_engine, quiet_logs
 
 __all__ = ["engine"]
 
@@ -27,8 +27,7 @@ def engine(
     try:
         choice = sel.select()
     except AgentBranchError as e:
-        err.print(f"[red]error:[/red] {e}", soft_wrap=True)
-        raise typer.Exit(2) from None
+        raise fail(e) from None
     # soft_wrap: one line per sentence, wrapped by the terminal, not cut mid-phrase by rich.
     console.print(f"[bold]{choice.kind}[/bold]: {escape(choice.reason)}", soft_wrap=True)
     for key in (

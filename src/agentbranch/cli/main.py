@@ -1,11 +1,6 @@
-"""``agentbranch``: the command line, one module per command group.
-
-``demo`` (the support-triage graph), ``decide`` (one decision), ``calibrate``, ``engine``
-(which engine the environment selects), ``verify`` (a CI verdict on a frozen threshold),
-``replay diff``, ``audit report``, ``size`` and ``deploy kserve``: each in
-``agentbranch.cli.<group>``. Each command imports what it runs inside
-its function, so ``agentbranch --help`` loads none of it.
-"""
+"""``agentbranch``: the command line, one module per command group
+(``agentbranch.cli.<group>``). Each command imports what it runs inside its function, so
+``agentbranch --help`` loads none of it."""
 
 from __future__ import annotations
 
@@ -39,7 +34,6 @@ app.command(cls=verify.VerifyCommand)(verify.verify)
 app.add_typer(replay.replay_app, name="replay")
 app.add_typer(audit.audit_app, name="audit")
 deploy.register(app)  # size, deploy kserve
-# Help shows --json, --single, --help ... as flags, without a value (``show_flags_as_flags``, cli/common.py).
 show_flags_as_flags(app)
 
 __all__ = ["app"]

@@ -1,10 +1,7 @@
-"""``agentbranch replay``: commands on cassettes.
-
-* ``agentbranch replay diff OLD NEW [--json] [--all]`` — drift between two recordings of a
-  run: flipped decisions, confidence and entropy changes, changed chat replies, new and
-  removed requests. Exit status 1 when anything flipped or the run asked other requests
-  (gate a model upgrade in CI), 2 when a cassette cannot be read, else 0.
-"""
+"""``agentbranch replay diff OLD NEW``: drift between two recordings of a run (flipped
+decisions, confidence and entropy changes, changed chat replies, new and removed
+requests). Exit status 1 when anything flipped or the run asked other requests (gate a
+model upgrade in CI), 2 when a cassette cannot be read, else 0."""
 
 from __future__ import annotations
 
@@ -13,8 +10,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
+
+from agentbranch.cli.common import console, fail
 
 replay_app = typer.Typer(
     name="replay", help="Decision cassettes: drift between recordings.", no_args_is_help=True
@@ -37,12 +35,10 @@ def diff(
     from agentbranch.core.errors import AgentBranchError
     from agentbranch.replay.diff import diff_cassettes
 
-    console, err = Console(), Console(stderr=True)
     try:
         report = diff_cassettes(old, new)
     except AgentBranchError as e:
-        err.print(f"[red]error:[/red] {e}", soft_wrap=True, markup=True, highlight=False)
-        raise typer.Exit(2) from None
+        raise fail(e) from None
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
         raise typer.Exit(1 if report.changed else 0)
@@ -55,10 +51,7 @@ def diff(
         raise typer.Exit(0)
 
     if report.old_models or report.new_models:
-        models = Table(title="models", show_lines=False)
-        models.add_column("id")
-        models.add_column("old")
-        models.add_column("new")
+        models = Table("id", "old", "new", title="models")
         for mid in sorted(set(report.old_models) | set(report.new_models)):
             models.add_row(mid, report.old_models.get(mid, "—"), report.new_models.get(mid, "—"))
         console.print(models)
@@ -104,9 +97,7 @@ def diff(
         console.print(table)
     chats_shown = [c for c in report.chats if show_all or c.flipped]
     if chats_shown:
-        chats = Table(title="chat exchanges")
-        for col in ("", "model", "last message", "old reply", "new reply"):
-            chats.add_column(col)
+        chats = Table("", "model", "last message", "old reply", "new reply", title="chat exchanges")
         for c in chats_shown:
             model = c.new_model if c.old_model == c.new_model else f"{c.old_model} → {c.new_model}"
             chats.add_row(

@@ -1,9 +1,6 @@
-"""``agentbranch verify LABELLED``: a CI verdict on a frozen threshold's take band.
-
-PASS (exit 0), BLOCK (1) or INCONCLUSIVE (2) against ``--precision`` and ``--coverage``,
-with exact bounds (``agentbranch.audit.verdict`` says the rule); any error exits 3, a
-mistyped flag included, so a CI step never reads an error as a verdict.
-"""
+"""``agentbranch verify LABELLED``: a CI verdict on a frozen threshold's take band, PASS
+(exit 0), BLOCK (1) or INCONCLUSIVE (2) (``agentbranch.audit.verdict`` says the rule); any
+error exits 3, a mistyped flag included, so a CI step never reads an error as a verdict."""
 
 from __future__ import annotations
 
@@ -13,7 +10,17 @@ from typing import Annotated, Any
 
 import typer
 
-from agentbranch.cli.common import FlagCommand, console, err, quiet_logs, read_questions
+from agentbranch.cli.common import (
+    FlagCommand,
+    LabelledQuestions,
+    LineQuestion,
+    Verbose,
+    console,
+    fail,
+    load_engine,
+    quiet_logs,
+    read_questions,
+)
 
 __all__ = ["ERROR", "VerifyCommand", "verify"]
 
@@ -36,29 +43,22 @@ class VerifyCommand(FlagCommand):
             raise
 
 
-def _error(message: object) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
-    return typer.Exit(ERROR)
-
-
 def _engine(cassette: Path | None, record: str | None, calibration: Path | None, perms: int):
     """The engine the environment selects; with ``--cassette``, one reading through it
     (the environment's reader is built only to record a miss)."""
-    from agentbranch.cli.common import load_engine
-
     if cassette is None:
-        return load_engine(calibration, perms)[0]
+        return load_engine(calibration, perms, code=ERROR)[0]
     from agentbranch.engine.engine import DecisionEngine
     from agentbranch.engine.selection import EngineSettings
     from agentbranch.replay import Cassette
 
     box = Cassette(cassette, record)
     if box.mode == "none" and not box.path.exists():
-        raise _error(f"no cassette at {cassette} (mode 'none' replays only): record it first")
+        raise fail(f"no cassette at {cassette} (mode 'none' replays only): record it first", ERROR)
     # The calibration the environment names, as DecisionEngine.from_env would load it.
     named = str(calibration) if calibration else EngineSettings.from_env().calibration
     return DecisionEngine(
-        box.reader(lambda: load_engine(None, perms)[0].reader),
+        box.reader(lambda: load_engine(None, perms, code=ERROR)[0].reader),
         permutations=perms,
         calibration=named,
     )
@@ -95,17 +95,12 @@ def verify(
         str | None,
         typer.Option(help="Cassette record mode: none, new or all (default: none if CI is set)."),
     ] = None,
-    questions: Annotated[
-        Path | None,
-        typer.Option(help="The questions file the lines refer to: JSON {id: question}."),
-    ] = None,
-    question: Annotated[
-        str | None, typer.Option(help="The question id of lines that carry only text + label.")
-    ] = None,
+    questions: LabelledQuestions = None,
+    question: LineQuestion = None,
     calibration: Annotated[Path | None, typer.Option(help="A calibration file to apply.")] = None,
     permutations: Annotated[int, typer.Option(help="Option orders the engine averages.")] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    verbose: Verbose = False,
 ) -> None:
     """A CI verdict: does a frozen threshold's take band reach --precision and --coverage
     on LABELLED? Exit 0 PASS (both lower bounds reach their targets), 1 BLOCK (an upper
@@ -119,35 +114,36 @@ def verify(
 
     quiet_logs(verbose)
     if (take_at is None) == (store is None):
-        raise _error("give the frozen policy: --take-at X or --store PATH (one of them)")
+        raise fail("give the frozen policy: --take-at X or --store PATH (one of them)", ERROR)
     if permutations < 1:
-        raise _error(f"--permutations must be 1 or more, got {permutations}")
+        raise fail(f"--permutations must be 1 or more, got {permutations}", ERROR)
     if record is not None and record not in ("none", "new", "all"):
-        raise _error(f"--record must be none, new or all, got {record!r}")
+        raise fail(f"--record must be none, new or all, got {record!r}", ERROR)
     if record is not None and cassette is None:
-        raise _error("--record is the record mode of --cassette: give --cassette PATH")
+        raise fail("--record is the record mode of --cassette: give --cassette PATH", ERROR)
     try:
         from agentbranch.calibration.labelled import load_labelled
 
         extra = read_questions(questions) if questions else None
         examples = load_labelled(labelled, extra, default_question=question)
         asked = sorted({ex.question_id for ex in examples})
-        threshold: Any = take_at if store is None else thresholds_in_force(_store(store), asked)
+        if store is not None:  # a path, or a PostgreSQL URI as given
+            take_at = thresholds_in_force(store if "://" in store else Path(store), asked)
         engine = _engine(cassette, record, calibration, permutations)
         result = run(
             engine,
             examples,
-            take_at=threshold,
+            take_at=take_at,
             precision=precision,
             coverage=coverage,
             level=level,
         )
     except (AgentBranchError, OSError) as e:
-        raise _error(e) from None
+        raise fail(e, ERROR) from None
     except typer.Exit:
         raise
     except Exception as e:  # noqa: BLE001 - a crash must not exit 1, which reads as BLOCK
-        raise _error(f"{type(e).__name__}: {e}") from e
+        raise fail(f"{type(e).__name__}: {e}", ERROR) from e
     if as_json:
         print(json.dumps(result.as_dict(), indent=2, allow_nan=False))
     else:
@@ -157,8 +153,3 @@ def verify(
         for line in rest:
             console.print(line, highlight=False, soft_wrap=True, markup=False)
     raise typer.Exit(result.exit_code)
-
-
-def _store(text: str) -> str | Path:
-    """A store path, or a PostgreSQL URI as given."""
-    return text if "://" in text else Path(text)

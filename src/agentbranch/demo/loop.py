@@ -1,19 +1,13 @@
-"""The loop the demo shows: tickets stream through a decide node in blocks; the engine
-takes what it has earned, the teacher answers the rest and each answer becomes a label;
-thresholds are earned and versions learned from those labels, so the teacher is asked
-less block after block.
-
-``run_loop(engine, tickets, store=...)`` serves ``ticket_stream()``-shaped tickets
-(``{"ticket", "team", "urgent"}``) and returns one ``Block`` per block. The teacher is the
-tickets' own labels (a stand-in for a person or an LLM judge), called through
-``Generate`` like any chat model, so the engine's trust and learning see exactly what a
-real teacher would give them.
+"""The loop the demo shows: ``run_loop`` streams tickets through a decide node in blocks;
+the engine takes what it has earned, the teacher answers the rest and each answer becomes
+a label; thresholds are earned and versions learned from those labels, so the teacher is
+asked less block after block. The teacher is the tickets' own labels, called through
+``Generate`` like any chat model, so trust and learning see what a real teacher would give.
 """
 
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +23,10 @@ from agentbranch.policy import Audit, Earned, Generate, JsonlEvidenceStore, Poli
 if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine
 
-__all__ = ["LOOP_QUESTIONS", "Block", "run_loop"]
+__all__ = ["BLOCK", "LOOP_QUESTIONS", "Block", "run_loop"]
+
+#: Tickets in a block.
+BLOCK = 40
 
 #: The two questions of the loop: the team (described options) and urgency (examples),
 #: both of which the embedded CPU reader can read.
@@ -56,14 +53,6 @@ class Block:
         """Calls to the teacher in the block: its answers below the threshold, and the
         audits of decisions the engine took."""
         return len(self.teacher_s)
-
-    @property
-    def median_read_ms(self) -> float | None:
-        return 1000 * statistics.median(self.read_s) if self.read_s else None
-
-    @property
-    def median_teacher_ms(self) -> float | None:
-        return 1000 * statistics.median(self.teacher_s) if self.teacher_s else None
 
 
 class _OnlyWriter(JsonlEvidenceStore):
@@ -100,16 +89,14 @@ def run_loop(
     tickets: Sequence[dict[str, Any]],
     *,
     store: str,
-    block: int = 40,
     precision: float = 0.9,
-    learn: bool = True,
     on_block: Callable[[Block], None] | None = None,
 ) -> list[Block]:
-    """Serve ``tickets`` through a decide node under ``Earned(precision, store, learn)``
-    with one audit in five of the decisions taken; one ``Block`` per ``block`` tickets
-    (``on_block`` is called as each ends)."""
+    """Serve ``ticket_stream()``-shaped ``tickets`` through a decide node under
+    ``Earned(precision, store, learn=True)`` with one audit in five of the decisions
+    taken; one ``Block`` per ``BLOCK`` tickets (``on_block`` is called as each ends)."""
     teacher_s: list[float] = []
-    earned = Earned(precision=precision, level=0.95, store=_OnlyWriter(store), learn=learn)
+    earned = Earned(precision=precision, level=0.95, store=_OnlyWriter(store), learn=True)
     audit = Audit(rate=0.2, seed=1)
     policy = Policy(
         take_at=earned, fallbacks=[Generate(_labelled_teacher(tickets, teacher_s))], audit=audit
@@ -120,8 +107,8 @@ def run_loop(
     graph.add_edge("triage", END)
     app = graph.compile()
     blocks: list[Block] = []
-    for start in range(0, len(tickets), block):
-        part = tickets[start : start + block]
+    for start in range(0, len(tickets), BLOCK):
+        part = tickets[start : start + BLOCK]
         b = Block(start + 1, start + len(part))
         b.taken = dict.fromkeys(LOOP_QUESTIONS, 0)
         b.right = dict.fromkeys(LOOP_QUESTIONS, 0)

@@ -1,11 +1,7 @@
-"""The demo's stream of labelled support tickets: a day of a support inbox, built from a
-few fixed phrasings per answer (like a product's real traffic, which repeats itself), so
-the loop the demo shows — the teacher answers, thresholds are earned, a version is
-learned, the teacher is asked less — plays out in a few hundred tickets on the CPU.
-
-``ticket_stream(n, seed)`` gives ``n`` tickets, each ``{"ticket", "team", "urgent"}``
-and numbered (``T-1001: ...``), the same for the same arguments. The labels are what a careful person would answer; the
-demo's teacher reads them (a stand-in for a person or an LLM judge).
+"""The demo's stream of labelled support tickets (``ticket_stream``): a day of a support
+inbox, built from a few fixed phrasings per answer (like a product's real traffic, which
+repeats itself), so the loop the demo shows plays out in a few hundred tickets on the CPU.
+The labels are what a careful person would answer; the demo's teacher reads them.
 """
 
 from __future__ import annotations
@@ -86,7 +82,8 @@ _WEIGHTS = [5, 2, 3, 1, 4, 3]
 
 
 def ticket_stream(n: int = 400, seed: int = 7) -> list[dict[str, Any]]:
-    """``n`` labelled tickets (``{"ticket", "team", "urgent"}``), seeded."""
+    """``n`` labelled tickets (``{"ticket", "team", "urgent"}``), numbered (``T-1001: ...``),
+    the same for the same arguments."""
     rng = random.Random(seed)
     out = []
     for _ in range(n):

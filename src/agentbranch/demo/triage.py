@@ -1,12 +1,9 @@
-"""Support triage: route a ticket to a team, flag urgency, rate frustration.
-
-One decide node asks the three questions in ONE engine call. Low-confidence team routing
-falls back to generation when a ``fallback_model`` (a LangChain chat model) is given,
-otherwise to the ``human_triage`` node. Urgency and frustration inform, they do not
-route: the state gets their answer only at confidence ``INFO_TAKE_AT`` (0.5) or above,
-else ``None`` (not sure; the record keeps what the engine leaned to). The final state
-carries ``team``, ``urgent``, ``frustration``, ``queue`` and every decision record (band,
-decided_by, confidence ...); ``triage_row(state)`` flattens it for a table.
+"""Support triage: route a ticket to a team, flag urgency, rate frustration; one decide
+node asks the three questions in ONE engine call. Low-confidence team routing falls back
+to generation when a ``fallback_model`` (a LangChain chat model) is given, else to the
+``human_triage`` node. Urgency and frustration inform, they do not route: the state gets
+their answer only at confidence ``INFO_TAKE_AT`` or above, else ``None`` (not sure; the
+record keeps what the engine leaned to). ``triage_row(state)`` flattens a final state::
 
     graph = build_triage_graph(engine)
     state = graph.invoke({"ticket": "I was charged twice this month"})

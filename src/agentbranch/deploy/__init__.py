@@ -1,10 +1,7 @@
-"""Deploying DiffusionGemma for decisions: capacity planning and serving manifests.
-
-``size(...)`` says how many concurrent sequences (``max_num_seqs``) one GPU holds for a
-served canvas, from the buffers vLLM allocates; ``schema_canvas(...)`` says which canvas
-a question schema needs; ``kserve_manifest(...)`` writes the KServe / OpenShift AI
-InferenceService for a plan. See docs/vllm.md, "Sizing".
-"""
+"""Deploying DiffusionGemma for decisions: ``size(...)`` says how many concurrent sequences
+(``max_num_seqs``) one GPU holds for a served canvas; ``schema_canvas(...)`` which canvas a
+question schema needs; ``deploy.kserve`` writes the InferenceService for a plan (docs/vllm.md,
+"Sizing")."""
 
 from agentbranch.deploy.schema import SchemaCanvas, load_questions, schema_canvas
 from agentbranch.engine.capacity.shapes import DIFFUSIONGEMMA_26B, ModelShape

@@ -1,11 +1,7 @@
-"""KServe / OpenShift AI ``InferenceService`` manifests sized by a plan.
-
-The shared vLLM ``ServingRuntime`` ``vllm-diffusiongemma`` (shipped in the package:
-:func:`servingruntime_manifest`) carries the read settings every checkpoint shares; each
-``InferenceService`` names it and carries what the sizing plan decides for its GPU: the
+"""KServe / OpenShift AI ``InferenceService`` manifests sized by a plan. Each names the
+shared vLLM ``ServingRuntime`` ``vllm-diffusiongemma`` (shipped in the package: the read
+settings every checkpoint shares) and carries what the plan decides for its GPU: the
 served canvas, ``--max-num-seqs``, ``--max-model-len`` and ``--gpu-memory-utilization``.
-The manifests in the repository's ``engine/kserve`` are this module's output for the
-presets' reference GPUs and the same runtime (a test checks that they are).
 """
 
 from __future__ import annotations
@@ -20,9 +16,7 @@ __all__ = [
     "RUNTIME_FILE",
     "RUNTIME_NAME",
     "inferenceservice_file",
-    "inferenceservice_name",
     "kserve_manifest",
-    "plan_args",
     "servingruntime_manifest",
 ]
 
@@ -43,21 +37,6 @@ _GPU_NOTES = {
     ),
     "bf16": ("BF16 (Google)", "# BF16 needs an 80 GB-class GPU (H100, H200, A100 80GB, B200)."),
 }
-
-
-def plan_args(plan: SizingPlan) -> list[str]:
-    """The per-deployment vLLM arguments of a plan."""
-    canvas = json.dumps({"canvas_length": plan.canvas_length}, separators=(",", ":"))
-    return [
-        f"--diffusion-config={canvas}",
-        f"--max-num-seqs={plan.max_num_seqs}",
-        f"--max-model-len={plan.max_model_len}",
-        f"--gpu-memory-utilization={plan.gpu_memory_utilization:g}",
-    ]
-
-
-def inferenceservice_name(preset: EnginePreset) -> str:
-    return preset.name  # "diffusiongemma-fp8"
 
 
 def inferenceservice_file(name: str) -> str:
@@ -91,7 +70,7 @@ def kserve_manifest(
 
     p = get_preset(preset)
     precision = p.name.split("-", 1)[1]
-    name = inferenceservice_name(p) if name is None else name
+    name = p.name if name is None else name  # "diffusiongemma-fp8"
     if not _NAME.match(name):
         raise ConfigurationError(
             f"InferenceService name {name!r} must be a DNS label: lower-case letters, digits "
@@ -119,15 +98,13 @@ def kserve_manifest(
     # Host memory: the weights pass through it while loading, plus the server.
     memory = -(-int(plan.term("weights").gib) // 8) * 8 + 16
     node_selector = (
-        [
-            "    # Schedule on Blackwell nodes only (label set by the NVIDIA GPU operator).",
-            "    nodeSelector:",
-            "      nvidia.com/gpu.family: blackwell",
-        ]
+        "    # Schedule on Blackwell nodes only (label set by the NVIDIA GPU operator).\n"
+        "    nodeSelector:\n"
+        "      nvidia.com/gpu.family: blackwell\n"
         if precision == "nvfp4"
-        else []
+        else ""
     )
-    args = "\n".join(f"        - {a}" for a in plan_args(plan))
+    canvas = json.dumps({"canvas_length": plan.canvas_length}, separators=(",", ":"))
     body = f"""apiVersion: serving.kserve.io/v1beta1
 kind: InferenceService
 metadata:
@@ -153,7 +130,10 @@ spec:
       # (oci://...) / a PVC (pvc://<claim>/<path>) on disconnected clusters.
       storageUri: hf://{p.model}
       args:
-{args}
+        - --diffusion-config={canvas}
+        - --max-num-seqs={plan.max_num_seqs}
+        - --max-model-len={plan.max_model_len}
+        - --gpu-memory-utilization={plan.gpu_memory_utilization:g}
       resources:
         requests:
           cpu: "4"
@@ -163,14 +143,9 @@ spec:
           cpu: "8"
           memory: {memory + 16}Gi
           nvidia.com/gpu: "1"
+{node_selector}    tolerations:
+      - key: nvidia.com/gpu
+        operator: Exists
+        effect: NoSchedule
 """
-    tail = "\n".join(
-        [
-            *node_selector,
-            "    tolerations:",
-            "      - key: nvidia.com/gpu",
-            "        operator: Exists",
-            "        effect: NoSchedule",
-        ]
-    )
-    return "\n".join(header) + "\n" + body + tail + "\n"
+    return "\n".join(header) + "\n" + body

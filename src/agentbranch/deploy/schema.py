@@ -1,13 +1,8 @@
-"""The canvas a question schema needs, with the chunking the engine does.
-
-A single read (``DecisionEngine()``) sends one 16-token canvas per question. A joint read
-(``DecisionEngine(joint=True)``) writes one ``"k: <slot>\\n"`` line per question on one
-canvas, rounded up to 16, and splits the questions into the fewest even runs that fit the
-served canvas (``agentbranch.engine.canvas.joint_spans``, vLLM's ``_joint_chunks``).
-
-How many tokens a line takes depends on the tokenizer: Gemma's writes each digit of ``k``
-as its own token, then ``:``, the slot and the newline, so line ``k`` takes
-``digits(k) + 3`` tokens. Pass a tokenizer to count with it instead, as the planner does.
+"""The canvas a question schema needs, with the chunking the engine does: a single read
+sends one 16-token canvas per question; a joint read writes one ``"k: <slot>\\n"`` line
+per question on one canvas, rounded up to 16, split into the fewest even runs that fit
+the served canvas (``agentbranch.engine.canvas.joint_spans``). Line ``k`` takes
+``digits(k) + 3`` tokens with Gemma's tokenizer; pass another's ``encode`` to count with it.
 """
 
 from __future__ import annotations
@@ -58,18 +53,13 @@ def load_questions(path: str | Path) -> dict[str, Any]:
     return dict(data)
 
 
-def _gemma_encode_prefix(k: int) -> int:
-    # Gemma's tokenizer splits numbers into single digits; ":" is one token.
-    return len(str(k)) + 1
-
-
 def line_rows(questions: Mapping[str, Any], encode: Encode | None = None) -> list[int]:
     """Tokens of each joint answer line: the ``"k: "`` prefix, the slot, the newline."""
     specs = [to_spec(question_id, q) for question_id, q in validate_questions(questions).items()]
     rows = []
     for k, spec in enumerate(specs, 1):
-        if encode is None:
-            prefix = _gemma_encode_prefix(k)
+        if encode is None:  # Gemma's: a token per digit of k, and ":"
+            prefix = len(str(k)) + 1
         else:
             label = question_type(spec.type).label_set[0]
             prefix = len(list(encode(f"{k}: {label}"))) - 1

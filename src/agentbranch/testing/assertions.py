@@ -1,12 +1,9 @@
 """Assertions for decision tests: a label with a minimum probability or confidence, or a
-band. A failure prints the whole decision (every option's probability, the entropy, the
-confidence, the band and what decided it), so a test that breaks says why::
+band, of a ``Decision`` or a decision record (``state["decisions"]["team"]``). A failure
+prints the whole decision, so a test that breaks says why::
 
     assert_decision(record, label="billing", min_probability=0.7)
     assert_band(record, "take")
-
-Each takes a ``Decision`` (``engine.decide(...)[question_id]``) or a decision record
-(the dict a router, node or ``Resolver`` writes: ``state["decisions"]["team"]``).
 """
 
 from __future__ import annotations

@@ -12,8 +12,6 @@ from agentbranch.core.errors import ConfigurationError
 
 __all__ = ["FakeToolCallingModel"]
 
-# -- a fake tool-calling chat model ------------------------------------------------------
-
 
 class FakeToolCallingModel(GenericFakeChatModel):
     """A scripted chat model for agent tests, offline: each call answers with the next of

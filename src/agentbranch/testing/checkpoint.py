@@ -21,36 +21,30 @@ def build_tiny_diffusiongemma(
     path: str | os.PathLike[str],
     *,
     hidden_size: int = 64,
+    intermediate_size: int | None = None,  # None: 2 * hidden_size
     num_layers: int = 2,
+    num_attention_heads: int = 2,
+    head_dim: int | None = None,  # None: hidden_size // num_attention_heads // 2, at least 8
     num_experts: int = 4,
     top_k_experts: int = 2,
+    moe_intermediate_size: int | None = None,  # None: hidden_size // 2, at least 8
     vocab_size: int = 512,
     canvas_length: int = 64,
     max_position_embeddings: int = 4096,
-    num_attention_heads: int = 2,
-    head_dim: int | None = None,
-    intermediate_size: int | None = None,
-    moe_intermediate_size: int | None = None,
     sliding_window: int = 64,
     initializer_range: float = 0.1,
     thought_in_template: bool = False,
     seed: int = 0,
 ) -> Path:
-    """Build a random-weight DiffusionGemma checkpoint plus the tiny tokenizer into ``path``.
-
-    Writes ``config.json``, ``model.safetensors``, ``generation_config.json`` (the sampler
-    fields vLLM needs: ``sampler_config``, ``t_min``, ``t_max``, thresholds, steps) and the
-    tokenizer files; returns the folder. Layers alternate sliding/full attention and the last
-    is full attention, as in the real model. Defaults give a ~0.2M-parameter model that runs in
-    milliseconds; e.g. ``hidden_size=512, num_layers=8, num_experts=8, vocab_size=4096`` gives
+    """Build a random-weight DiffusionGemma checkpoint plus the tiny tokenizer into ``path``
+    and return the folder: ``config.json``, ``model.safetensors``, a filled
+    ``generation_config.json`` (the sampler fields vLLM needs) and the tokenizer files,
+    from code in seconds with no model hub. Two builds with the same arguments give
+    byte-identical files. Layers alternate sliding/full attention and the last is full
+    attention, as in the real model. Defaults give a ~0.2M-parameter model that runs in
+    milliseconds; ``hidden_size=512, num_layers=8, num_experts=8, vocab_size=4096`` gives
     ~50M. ``initializer_range`` (0.1, larger than the 0.02 of real training inits) keeps the
-    random logits from being nearly uniform. Deterministic for the same arguments and seed.
-
-    Everything is built from code in seconds, with no model hub: a Gemma-style fast tokenizer
-    (``tokenizers`` BPE with byte fallback, Gemma's special tokens at their ids, a chat template)
-    and a random-weight ``DiffusionGemmaForBlockDiffusion`` saved with ``save_pretrained`` plus a
-    filled ``generation_config.json``. Two builds with the same arguments give byte-identical files.
-    """
+    random logits from being nearly uniform."""
     import torch
     from transformers import (
         DiffusionGemmaConfig,
@@ -135,9 +129,6 @@ def build_tiny_diffusiongemma(
     return folder
 
 
-_CACHE_VERSION = 1
-
-
 def tiny_diffusiongemma(path: str | os.PathLike[str] | None = None, **kwargs: Any) -> Path:
     """``build_tiny_diffusiongemma`` with a cache: without ``path`` the folder lives in the
     system temp dir, keyed by the arguments, and is built once (atomically, so parallel test
@@ -146,15 +137,11 @@ def tiny_diffusiongemma(path: str | os.PathLike[str] | None = None, **kwargs: An
         return build_tiny_diffusiongemma(path, **kwargs)
     import transformers
 
-    # The files this module and the tokenizer's are built by key the cache.
-    source = hashlib.sha256(
-        Path(__file__).read_bytes() + Path(tokenizer.__file__).read_bytes()
-    ).hexdigest()
-    key_src = json.dumps(
-        {"v": _CACHE_VERSION, "src": source, "transformers": transformers.__version__, **kwargs},
-        sort_keys=True,
-    )
-    key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
+    # The code that builds it (this module and the tokenizer's), transformers and the
+    # arguments key the cache.
+    code = Path(__file__).read_bytes() + Path(tokenizer.__file__).read_bytes()
+    args = json.dumps({"transformers": transformers.__version__, **kwargs}, sort_keys=True)
+    key = hashlib.sha256(code + args.encode()).hexdigest()[:16]
     folder = Path(tempfile.gettempdir()) / f"agentbranch-tiny-diffusiongemma-{key}"
     if (folder / ".complete").exists():
         return folder

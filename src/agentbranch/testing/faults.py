@@ -11,8 +11,6 @@ from agentbranch.engine.readers.base import Reader, WrappingReader
 
 __all__ = ["FaultyReader"]
 
-# -- fault injection ---------------------------------------------------------------------
-
 
 class FaultyReader(WrappingReader):
     """Wraps a reader and injects one fault, to test what a graph sees when the engine

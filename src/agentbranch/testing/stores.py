@@ -1,12 +1,7 @@
 """``check_store``: the conformance kit of the evidence store contract
-(``agentbranch.policy.earned.EvidenceStore``, docs/stores.md).
-
-A store backend runs it in its own tests: ``check_store(make_store)`` opens the store
-several times (``make_store()`` returns a new object on the same storage each call),
-appends records under evidence keys of its own (fresh per run, so storage that already
-holds evidence is fine) and checks every clause of the contract; the first clause a
-store breaks is an ``AssertionError`` naming it. Nothing is removed from the storage.
-"""
+(``agentbranch.policy.earned.EvidenceStore``, docs/stores.md), for a store backend's own
+tests. It appends under evidence keys of its own (fresh per run, so storage that already
+holds evidence is fine) and removes nothing."""
 
 from __future__ import annotations
 

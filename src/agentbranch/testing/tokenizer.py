@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import string
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,7 @@ _FIRST_FREE_ID = 108
 _SPACE = "\u2581"  # "▁", SentencePiece's visible space
 
 # Words that become single tokens (with all their prefixes, as a BPE merge chain) and, with a
-# leading space, "▁word" tokens. Chosen so no word's chain is broken by another word's merges
-# (checked at build time). The labels come first; the rest only fill the vocabulary.
+# leading space, "▁word" tokens. The labels come first; the rest only fill the vocabulary.
 _WORDS: tuple[str, ...] = tuple(
     "yes no model user system thought the and is of to in Yes No True False question answer "
     "option state score route tool agent pick one for be or a an it on as at by we he if do go "
@@ -90,14 +90,10 @@ def _vocab_and_merges(vocab_size: int) -> tuple[dict[str, int], list[tuple[str, 
     printable = [chr(c) for c in range(0x21, 0x7F)]
     tokens += [_byte_token(b) for b in range(256) if not (0x20 <= b <= 0x7E) and b != 0x0A]
     tokens += [_SPACE, *printable]
-    merges: list[tuple[str, str]] = []
     word_merges: list[tuple[str, str]] = []
     space_merges: list[tuple[str, str]] = []
     # Space variants of the single-character labels (and lower-case letters).
-    singles = [chr(c) for c in range(ord("A"), ord("Z") + 1)]
-    singles += [str(d) for d in range(10)]
-    singles += [chr(c) for c in range(ord("a"), ord("z") + 1)]
-    for ch in singles:
+    for ch in string.ascii_uppercase + string.digits + string.ascii_lowercase:
         tokens.append(_SPACE + ch)
         space_merges.append((_SPACE, ch))
     known = set(tokens)
@@ -188,7 +184,6 @@ def build_tiny_tokenizer(
     folder = Path(path)
     folder.mkdir(parents=True, exist_ok=True)
     tok = _make_tokenizer_object(vocab_size)
-    _check_tokenizer(tok)
     tok.save(str(folder / "tokenizer.json"))
     added = {
         str(i): {
@@ -222,36 +217,3 @@ def build_tiny_tokenizer(
         {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>"},
     )
     return folder
-
-
-def _check_tokenizer(tok: Any) -> None:
-    """Fail the build if the label-token properties the engine relies on do not hold."""
-
-    def enc(text: str) -> list[int]:
-        return list(tok.encode(text, add_special_tokens=False).ids)
-
-    labels = [chr(c) for c in range(ord("A"), ord("Z") + 1)] + ["yes", "no"]
-    labels += [str(d) for d in range(10)]
-    newline = enc("\n")
-    assert newline == [NEWLINE_ID], newline
-    seen: set[int] = set()
-    for label in labels:
-        plain, spaced = enc(label), enc(" " + label)
-        assert len(plain) == 1 and len(spaced) == 1 and plain != spaced, (label, plain, spaced)
-        assert plain[0] not in seen and spaced[0] not in seen, label
-        seen.update(plain + spaced)
-        for tail in (
-            "",
-            "\n",
-            "model\n",
-            "thought\n",
-            "<|turn>model\n<|channel>thought\n<channel|>",
-        ):
-            assert enc(tail + label) == enc(tail) + plain, (tail, label)
-        line = enc(f"7: {label}")
-        assert line[-1] == spaced[0], (label, line)
-        assert enc(f"7: {label}\n7: {label}") == line + newline + line, label
-    for word in _WORDS:
-        for text in (word, " " + word):
-            if tok.token_to_id(text.replace(" ", _SPACE)) is not None and len(enc(text)) != 1:
-                raise AssertionError(f"word {text!r} encodes as {enc(text)}")
