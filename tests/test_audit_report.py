@@ -141,7 +141,7 @@ def test_audit_report_command_table_json_and_diagram(tmp_path):
         app, ["audit", "report", "--details", str(path), "--json", "--target-precision", "0.8"]
     )
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert data["target_precision"] == 0.8
     assert data["questions"]["team"]["take_band"]["n"] == 200
 
@@ -208,7 +208,7 @@ def test_calibrate_from_audit_command(tmp_path):
         ],
     )
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert data["after"]["ece"] < data["before"]["ece"]
     saved = json.loads(out.read_text())
     assert saved["temperatures"]["team"] > 1.5

@@ -53,7 +53,7 @@ def test_demo_json_lines(tmp_path):
     tickets.write_text(
         json.dumps({"id": "X-1", "ticket": "The whole site is down, 503 everywhere!"}) + "\n"
     )
-    out = invoke("demo", "--tickets", str(tickets), "--json").output
+    out = invoke("demo", "--tickets", str(tickets), "--json").stdout
     row = json.loads(out.strip().splitlines()[-1])
     assert row["id"] == "X-1" and row["team"] == "outage" and row["queue"] == "outage"
     assert row["decisions"]["team"]["decided_by"] == "engine"
@@ -70,7 +70,7 @@ def test_decide_one_off():
         "-o",
         "outage=The service is down",
         "--json",
-    ).output
+    ).stdout
     rec = json.loads(out)["choice"]
     assert rec["label"] == "billing" and rec["reader"] == "embedded"
 

@@ -212,7 +212,7 @@ def test_cli_json_gives_red_hats_limit_and_each_term() -> None:
         app, ["size", "--preset", "fp8", "--gpu-gib", "80", "--canvas-length", "256", "--json"]
     )
     assert result.exit_code == 0, result.output
-    plan = json.loads(result.output)
+    plan = json.loads(result.stdout)
     assert plan["max_num_seqs"] == 4 <= 4
     names = {t["name"] for t in plan["terms"]}
     assert {"weights", "kv_per_sequence", "state_per_sequence", "step_per_sequence"} <= names
@@ -402,7 +402,7 @@ def test_cli_counts_lines_with_a_tokenizer(tiny_tokenizer_dir: Path, tmp_path: P
     tok = AutoTokenizer.from_pretrained(tiny_tokenizer_dir)
     encode = lambda s: tok.encode(s, add_special_tokens=False)  # noqa: E731
     expected = schema_canvas(_yes_no(12), encode=encode)
-    plan = json.loads(with_tok.output)
+    plan = json.loads(with_tok.stdout)
     assert plan["canvas_length"] == expected.canvas_length
     assert plan["schema"]["widths"] == list(expected.widths)
     missing = runner.invoke(app, [*args, "--tokenizer", str(tmp_path / "nope")])

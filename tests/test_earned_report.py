@@ -159,7 +159,7 @@ def test_cli_reads_an_evidence_store(evidence_file, tmp_path):
     assert png.is_file()
     res = runner.invoke(app, ["audit", "report", "--details", str(path), "--json"])
     assert res.exit_code == 0
-    assert json.loads(res.output)["questions"]
+    assert json.loads(res.stdout)["questions"]
 
 
 def test_cli_adds_earned_trust_to_an_audit_report(evidence_file):
@@ -178,7 +178,7 @@ def test_cli_adds_earned_trust_to_an_audit_report(evidence_file):
     res = runner.invoke(
         app, ["audit", "report", "--details", str(audits), "--evidence", str(path), "--json"]
     )
-    both = json.loads(res.output)
+    both = json.loads(res.stdout)
     assert set(both) == {"audit", "earned"}
     assert "threshold" not in both["audit"]["questions"]["urgent"]
     # The audit file alone (its records carry take_at, trust and the policy's settings).
@@ -266,7 +266,7 @@ def test_report_and_cli_on_a_postgres_store(postgres_uri):
     assert "withdrawn" in [e.kind for e in q.events]
     res = runner.invoke(app, ["audit", "report", uri, "--target-precision", "0.8", "--json"])
     assert res.exit_code == 0, res.output
-    (shown,) = json.loads(res.output)["questions"].values()
+    (shown,) = json.loads(res.stdout)["questions"].values()
     assert shown["labels"] == q.labels
 
 

@@ -151,7 +151,7 @@ def test_the_report_shows_the_learning_section(run):
 
     res = runner.invoke(app, ["audit", "report", "--details", str(path), "--json"])
     assert res.exit_code == 0, res.output
-    (lq,) = json.loads(res.output)["learning"].values()
+    (lq,) = json.loads(res.stdout)["learning"].values()
     assert lq["in_force"] == ladder.in_force and lq["labels"] == n_labels
     assert [round(p["accuracy"], 2) for p in lq["curve"]] == _expected_curve(lines)
     assert lq["take_at"] == live.take_at and lq["trust"] == live.trust

@@ -83,7 +83,7 @@ def test_stored_and_the_report_show_the_threshold_the_live_policy_holds(opened):
 
     res = runner.invoke(app, ["audit", "report", "--details", str(path), "--json"])
     assert res.exit_code == 0, res.output
-    by_file = json.loads(res.output)
+    by_file = json.loads(res.stdout)
     for rep in (earned_report(earned).as_dict(), by_file):
         shown = rep["questions"][key]
         assert (shown["take_at"], shown["trust"]) == (live.take_at, live.trust)

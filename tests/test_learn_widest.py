@@ -189,7 +189,7 @@ def test_a_restart_and_the_report_keep_the_wider_band_in_force(narrower):
     assert again.learner.asked(q.key)[1] == 0
     res = CliRunner().invoke(app, ["audit", "report", str(path), "--json"])
     assert res.exit_code == 0, res.output
-    (lq,) = json.loads(res.output)["learning"].values()
+    (lq,) = json.loads(res.stdout)["learning"].values()
     assert lq["in_force"] == 0
     shares = {v["version"]: v["band_share"] for v in lq["versions"]}
     assert shares[1] < 0.6 < 0.95 < shares[0]
