@@ -37,10 +37,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from agentbranch.core.at_exit import AUDITS, finish_at_exit
 from agentbranch.core.heads import with_head
+from agentbranch.core.questions import to_spec
 from agentbranch.core.state import render_state
 from agentbranch.policy.earned._evidence import QuestionKey
+from agentbranch.policy.earned._state import DigestSet, digest
 from agentbranch.policy.earned.learn import eprocess, nearest
 from agentbranch.policy.earned.learn import examples as lx
 from agentbranch.policy.earned.learn import ladder as _ladder
@@ -89,8 +93,6 @@ def same_text(text: str) -> str:
 
 def priority(ident: str) -> int:
     """A label's place in its option's sample: smallest first (a 64-bit hash)."""
-    from agentbranch.policy.earned._state import digest
-
     return digest(f"sample:{ident}")
 
 
@@ -146,8 +148,6 @@ class QuestionLabels:
 
     @staticmethod
     def _ids(decision: str | None, text: str | None) -> tuple[int, ...]:
-        from agentbranch.policy.earned._state import digest
-
         ident = identity(decision, text)
         ids = () if ident is None else (digest(ident),)
         if text is not None:
@@ -176,8 +176,6 @@ class QuestionLabels:
         ``None``: no version learned from such a state."""
         if text is None:
             return None
-        from agentbranch.policy.earned._state import digest
-
         i = self._segment_of(digest(f"text:{same_text(text)}"))
         return None if i is None else i + 1
 
@@ -218,8 +216,6 @@ class QuestionLabels:
     def fold(self, settled: Any = None) -> bool:
         """Count the pending labels in record order, up to the first not ``settled``
         (``settled(order)``; default: all); whether any was counted."""
-        from agentbranch.policy.earned._state import DigestSet
-
         folded = False
         while self._pending and (settled is None or settled(self._pending[0].order)):
             item = self._pending.pop(0)
@@ -244,11 +240,6 @@ class QuestionLabels:
         """What a fit would read now: per option its sample, in record order."""
         rows = [(o, t, y) for y, kept in self._sample.items() for _, o, t in kept]
         return sorted(rows, key=lambda s: s[0])
-
-    @property
-    def sampled(self) -> int:
-        """Labelled states held for fits (at most ``per_option`` per option)."""
-        return sum(len(rows) for rows in self._sample.values())
 
     @property
     def nbytes(self) -> int:
@@ -446,7 +437,7 @@ class Learner:
             trust=version_earned(self.earned, rung0.index, entry=rung0.entry, base=q0.ladder.base),
             entry=rung0.entry,
         )
-        rung.trust.learn_fields["written"] = self._written_key(q)
+        rung.trust.learn_fields["written"] = q.key.evidence_key
         rung.trust._ledger.only = {key.evidence_key}
         with self._lock:
             return self._rungs.setdefault(key.evidence_key, (q, rung))
@@ -651,7 +642,7 @@ class Learner:
         examples."""
         texts = [t for _, t, _ in labelled]
         labels = [y for _, _, y in labelled]
-        options = self._options(q)
+        options = list(to_spec(q.question_id, q.question).options)
         vectors, per_option = None, lx.PER_OPTION
         embed = None if self.engine is None else self.engine.reader.embed
         if embed is not None:
@@ -693,8 +684,6 @@ class Learner:
         to the bit, alone or with others, as measured: a fit reads the numbers a
         restart's rebuild reads. Where a build rounds otherwise, a restart's version is
         one of its own and earns its own threshold.)"""
-        import numpy as np
-
         new = [t for t in dict.fromkeys(texts) if t not in self._fit_vectors]
         got = {t: self._fit_vectors[t] for t in texts if t in self._fit_vectors}
         for i in range(0, len(new), EMBED_CHUNK):
@@ -722,25 +711,16 @@ class Learner:
             )
         return None
 
-    def _options(self, q: _Question) -> list[str]:
-        from agentbranch.core.questions import to_spec
-
-        return list(to_spec(q.question_id, q.question).options)
-
     def _add(self, q: _Question, rung: Rung) -> None:
         q.ladder.rungs.append(rung)
         version = q.key.asking(rung.model)
         self._rungs[version.evidence_key] = (q, rung)
         self._versions[version.read_with(None).evidence_key] = (q, rung)
-        rung.trust.learn_fields["written"] = self._written_key(q)
+        rung.trust.learn_fields["written"] = q.key.evidence_key
         rung.trust._ledger.only = {version.evidence_key}  # its own evidence, not all
         view = rung.trust.evidence
         if view is not self.earned.evidence:
             view.keep_only({version.evidence_key})  # nor parse the others' lines (its own view)
-
-    def _written_key(self, q: _Question) -> str:
-        """The evidence key of ``q`` as written (``Evidence.written`` of its records)."""
-        return q.key.evidence_key
 
     def _refresh(self, *, force: bool = False) -> bool:
         """Read the labelled states the store gained (``StoreLabels.read``) into the
@@ -794,7 +774,7 @@ class Learner:
         # names (``StoreLabels.claim``), or under its version's key (records that name
         # none, ``claim_key``); the store is read once, here, not once per version
         self._refresh(force=True)
-        claimed = self.store.claim(self._written_key(q))
+        claimed = self.store.claim(q.key.evidence_key)
         with self._lock:
             q.merge(claimed)
             q.labels.fold()
@@ -890,8 +870,6 @@ class Work:
     def _finish_at_exit(self, deadline: float) -> None:
         """At exit: nothing new starts, what is queued is dropped, the task in flight
         finishes (until ``deadline``), so the thread is stopped waiting on its queue."""
-        import time
-
         with self._lock:
             self._closed = True
         try:
