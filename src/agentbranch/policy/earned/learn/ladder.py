@@ -16,15 +16,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 #: Labels at which the first learned version is fitted; later ones at 2x, 4x ...
-#: ``benchmarks/learning_path.py``, ten orders of every public question, learning on:
-#: 16 labels 0.2428 of the decisions taken, 20 0.2511, 24 0.2551, 28 0.2537, 32 0.2507
-#: (a version fitted sooner opens sooner, one fitted on too few labels reads worse).
+#: (chosen with ``benchmarks/learning_path.py``: sooner opens sooner, too few reads worse).
 FIRST_REFIT = 24
 #: Versions on trial at once (the newest ones): each label costs one shadow read per
-#: trial, and a trial that has not passed by the time four newer versions exist (16x
-#: the labels it was fitted on) is retired. Two was measured to cost a quarter of the
-#: gain (``benchmarks/learning.py``: 1.54x instead of 1.66x the coverage of learn-off):
-#: an early version, with the most trial evidence, is often the first to pass.
+#: trial, and a trial that has not passed by the time four newer versions exist is
+#: retired (two cost a quarter of the gain, ``benchmarks/learning.py``).
 MAX_TRIALS = 4
 
 
@@ -35,9 +31,7 @@ def refit_at(j: int, first: int = FIRST_REFIT) -> int:
 
 #: Version 0's share of the error ``1 - level``; version ``j >= 1`` gets
 #: ``(1 - BASE_SHARE) / (j (j + 1))`` (the shares add up to 1). Chosen on the ``tune``
-#: half of the public sets (``benchmarks/learning_path.py --split tune``: 0.198 of the
-#: decisions taken at 0.8 against 0.170 at 0.5, with learned versions on the
-#: anytime-valid test).
+#: half of the public sets (``benchmarks/learning_path.py --split tune``).
 BASE_SHARE = 0.8
 
 
@@ -90,12 +84,9 @@ def elond_alpha(error: float, discoveries: int, level: float) -> float:
 
 
 #: Looks of the question as written that spend, with learning on, the error they would
-#: spend without learning (``written_looks``). One: its first look (at 50 labels by
-#: default) opens exactly what it opens without learning, so a stream too short for a
-#: version to open loses nothing to learning; later looks spend less (the rest of its
-#: share). ``benchmarks/learning_path.py``, ten orders of every public question: the
-#: first 100 decisions 0.0326 -> 0.0392 of them taken (0.0362 without learning), whole
-#: streams 0.2516 -> 0.2507; two looks: 0.2489.
+#: spend without learning (``written_looks``): its first look opens exactly what it
+#: opens without learning, so a stream too short for a version to open loses nothing to
+#: learning; later looks spend less (the rest of its share).
 WRITTEN_LOOKS_AS_ALONE = 1
 
 
@@ -144,14 +135,8 @@ def version_earned(
     (``eprocess``), the rest to the looks."""
     alpha, test = version_alphas(earned.level, j, entry, base)
     anytime = None if test is None else (tuple(entry or ()), test)
-    extra = {"learn": False} if hasattr(earned, "learn") else {}
-
-    copy = replace(
-        earned,
-        level=1.0 - alpha,
-        store=earned.evidence.view() if store is None else store,
-        **extra,
-    )
+    store = earned.evidence.view() if store is None else store
+    copy = replace(earned, level=1.0 - alpha, store=store, learn=False)
     copy._checkpoints = False  # one checkpoint per store: the original's
     # its drift test at the policy's level: withdrawal protects, sooner is safe
     copy.drift_level = earned.level if earned.drift_level is None else earned.drift_level
@@ -163,9 +148,8 @@ def version_earned(
     copy.learn_fields = {"version": j}
     if anytime is not None and anytime[0]:
         copy.learn_fields["entries"] = anytime[0]
-    for name in ("resume", "second_walk_from"):  # tuned on the original, kept alike
-        if hasattr(earned, name):
-            setattr(copy, name, getattr(earned, name))
+    copy.resume = earned.resume  # (tuned on the original, kept alike)
+    copy.second_walk_from = earned.second_walk_from
     return copy
 
 
@@ -213,81 +197,20 @@ class Rung:
 
 @dataclass
 class Ladder:
-    """The versions of one question: ``in_force`` decides, ``trials`` are tested.
+    """The versions of one question: ``in_force`` decides, the newer ones ``fed`` beside
+    it are on trial (the rule and its guarantee: docs/learning_method.md, "How a version
+    earns its threshold" and "The guarantee with learning").
 
-    * **Versions.** Version 0 is the question as written. Version ``j >= 1`` is fitted on
-      the first ``refit_at(j)`` labels of the question (``first``, ``2·first``, ``4·first``
-      ...): a reader that changed from its labels is a new reader, with an evidence key of
-      its own (the learned examples are part of the question, so they are part of the key).
-    * **Trials.** A version is tested only on labels gathered *after* its fit, each read
-      again by that version (a shadow read of the same state): no label it learned from is
-      evidence for it. Until it has earned a threshold of its own, the version in force
-      keeps deciding at its own threshold (closing the band at every refit was measured to
-      end below not learning at all).
-    * **Strata.** A trial's labels were sampled by the decisions of the version in force:
-      every decision outside its take band was labelled, a taken one only at the audit
-      rate. So for the trial the sample's strata are those two sets, whatever the trial's
-      own confidence says; a trial record is written with ``take_at=None`` (nothing of the
-      trial was in force) and the audited ones in a stratum of their own (``band="review"``,
-      the statistics' second stratum flag, with ``rate`` the audit rate), so the stratified
-      test weights the two sets by their share of the decisions (``_statistics``).
-    * **Adoption.** After every label, of the fed versions holding a threshold, the one
-      whose band holds the largest share of the decisions decides (``widest``: each
-      band's share as its own labels estimate it, weighted ``1/rate``; a newer one wins a
-      tie): a newer version shown on a narrower band than the one in force stays on
-      trial until its band is as wide. Which shown version decides spends no error: each
-      holds its own threshold (the error below). Versions older than the one in
-      force are no longer fed. While no fed version holds one, nothing is taken
-      whichever version reads, so the newest version reads (its read, and the confidence
-      its own map gives it, is what the decision carries, always sent to the teacher); the
-      older fed ones keep getting every label, as shadow reads, so any of them may still
-      earn a threshold and decide. At most ``MAX_TRIALS`` versions are on trial at once
-      (the newest): each costs a shadow read per label.
-    * **Error: the guarantee.** Two statements, each under exchangeable traffic within a
-      version's trial (between drift withdrawals), the teacher as the reference, as for
-      ``Earned`` itself:
-
-      1. *Per threshold.* Each threshold a version earns has a take band at or above the
-         target precision with probability at least ``level``, on labels the version
-         never learned from.
-      2. *Across versions (FDR).* Of the versions of a question that earn a threshold,
-         the expected share whose threshold is below the target is at most ``1 - level``.
-
-      Version ``j`` is given a share ``gamma_j`` of ``alpha = 1 - level``
-      (``version_share``: version 0 ``base``, version ``j >= 1`` ``(1 - base)/(j (j+1))``;
-      they add up to 1). ``base`` is ``BASE_SHARE``, or ``BARE_BASE`` where the written
-      read cannot open (``base_share``: the versions get its share from the start). The
-      rule is e-LOND (Xu & Ramdas 2024): hypothesis ``t`` is rejected when its e-value
-      ``e_t >= 1/alpha_t``, ``alpha_t = alpha · gamma_t · (|R_{t-1}| + 1)``; the FDR is then
-      at most ``alpha · sum gamma_t`` under any dependence, because a rejected ``t`` has
-      ``|R_T| >= |R_{t-1}| + 1``, so ``1{t rejected} / |R_T| <= alpha gamma_t e_t``. Here:
-
-      - a version's *looks* (and the written question's, its only test) spend a fixed
-        error, ``(1 - eprocess.SHARE)`` of ``alpha · gamma_j`` (all of it for version 0):
-        their e-value is ``1{shown} / that error``;
-      - its *anytime-valid test* (``eprocess``) is checked, at each label, against
-        ``elond_alpha``: ``eprocess.SHARE · alpha · gamma_j · (D + 1)``, capped at
-        ``eprocess.SHARE · alpha`` (statement 1), where ``D`` counts the *other* versions
-        of the question that had earned a threshold *before that label* (each version
-        once, a withdrawn one too: it was put in force). Its e-value is the wealth at the
-        first crossing of its first candidate below the target;
-      - the version's e-value is ``(1 - SHARE) ·`` the looks' ``+ SHARE ·`` the test's,
-        at least ``1 / (alpha gamma_j (D + 1))`` when either shows a threshold.
-
-      *Order.* Concurrent versions are not ranked: the count a label is checked with is
-      of discoveries that stand before the label, whichever version made them (an older
-      or a newer one); a threshold earned on a label counts from the next label. The proof
-      needs only ``|R_T| >= D + 1`` for a version that earns one, which holds whatever
-      order they earn in. The count a label was bet at is written in its record
-      (``Evidence.bet_alpha``), so a replay from the store runs the same test.
-      ``tests/test_learn_simulation.py`` checks both statements, with retries, repeats and
-      drift.
-
-      A learned version's test costs only ``log(1/alpha)`` per label in its band, so the
-      versions open after a few dozen labels; each threshold shown lowers the bar of every
-      other version's test. The written question's first look spends what it spends
-      without learning (``written_looks``): where it opens at that look, it opens at the
-      same label as without learning.
+    Version ``j >= 1`` is fitted on the first ``refit_at(j)`` labels and tested only on
+    labels after its fit, each read again by it (a shadow read, its evidence, recorded
+    with ``trial_fields``: its strata are those of the version in force's sampling).
+    After every label, of the fed versions holding a threshold, the one whose band holds
+    the largest share of the decisions decides (``widest``); while none holds one, the
+    newest reads (nothing is taken). The error: version ``j`` gets a share
+    ``version_share(j)`` of ``1 - level``; a learned version's anytime-valid test is
+    checked at ``elond_alpha``, which counts the other versions' thresholds earned before
+    the label (``found``), so over the versions the FDR is at most ``1 - level`` and each
+    threshold holds at ``level`` (``tests/test_learn_simulation.py`` checks both).
     """
 
     first: int = field(default_factory=lambda: FIRST_REFIT)

@@ -1,24 +1,17 @@
 """``Earned(..., learn=True)``: the labels the teacher gives become the read's training data.
 
-``Learner`` keeps, per question (and reader, model), a ``Ladder`` of versions of the
-question's read (``ladder``) fitted on its labelled states (``head`` on the embedded
-reader, ``nearest`` on canvas readers) off the decision path, and says which version a
-decision asks; how versions are fitted, shared between replicas and tested: its
-docstring. ``QuestionLabels`` holds the labels one learning question has: each decision
-once (``identity`` says what makes two labels one, ``same_text`` which states are one
-text to a version that learned from one of them), which versions learned from it, and
-what each version's fit reads (a bounded sample per option, ``priority`` a label's place
-in it).
+``Learner`` keeps, per question (and reader, model, reading), a ``Ladder`` of versions of
+the question's read (``ladder``) fitted on its labelled states (``head`` on the embedded
+reader, ``nearest`` on canvas readers); ``QuestionLabels`` the labels one question has,
+each decision once, and what each version's fit reads.
 
-What a label or a question's first ask starts (trial reads of labelled states, store
-re-reads, adoption, fits, a restart's rebuild) runs on learning's own thread (``Work``:
-one daemon thread per learner, started with its first task, in the order asked for), so
-no decision waits on it. ``wait`` returns once every task asked for so far is done. At
-interpreter exit the task in flight finishes (a daemon thread stopped inside a native
-forward aborts the process) and the tasks still queued are dropped: they are trial reads
-(less evidence opens nothing) and fits a restart makes again. A long task checks
-``closing`` between its native steps and stops with ``Stopped``, so exit waits for one
-step, not the whole task.
+What a label or a question's first ask starts (trial reads, store re-reads, adoption,
+fits, a restart's rebuild) runs on learning's own daemon thread (``Work``), in the order
+asked for, so no decision waits on it. At interpreter exit the task in flight finishes
+(a daemon thread stopped inside a native forward aborts the process) and the queued
+ones are dropped (trial reads: less evidence opens nothing; fits: a restart makes them
+again); a long task checks ``closing`` between its native steps and stops with
+``Stopped``, so exit waits for one step, not the whole task.
 
 Over 500 lines: one class, the learner, whose per-question state (ladder, labels, the
 rebuild and what each label starts) one lock guards and must be read together, the
@@ -107,27 +100,17 @@ class _Pending:
 
 @dataclass
 class QuestionLabels:
-    """The counted labels of one question.
+    """The counted labels of one question (docs/learning_method.md, "Retries and repeats
+    count once" and "A training state is never evidence for its version").
 
-    * **Identity.** A label is its decision's (``Evidence.decision``: a retried node, a
-      redelivered message, a re-run of the same decision all carry the same one) or, for a
-      record without one, its labelled state's text. A label whose identity was counted is
-      not counted again, whichever version's evidence key it is stored under.
-    * **Rank.** Labels are counted in replay order (record order) once settled; a label's
-      rank says which versions learned from it: version ``j`` is fitted on ranks below
-      ``refit_at(j)``, so a label of rank ``r`` is among the training labels of every
-      version ``j`` with ``refit_at(j) > r``, and never evidence for them (``learned_by``).
-      Nor is any other label of the same text (``same_text``: case, whitespace and Unicode
-      forms aside), whatever its identity: ``learned_text_by`` says which versions learned
-      that text. Per segment of ranks between two refit points 8-byte digests of the
-      identity and of the state's ``same_text`` are kept (``_state.DigestSet``): 16 bytes
-      a label, the price of counting each label once over any span of time, like the
-      evidence windows' digests.
-    * **What a fit reads.** Version ``j`` reads, per option, the ``per_option`` labels of
-      its first ``refit_at(j)`` with the smallest priority (a hash of the identity): a
-      uniform sample without replacement of each option's labels, the same on every replica
-      and after a restart, kept as the labels arrive (``per_option`` texts per option, never
-      more). ``FIT_PER_OPTION`` was chosen by measurement (``benchmarks/learning_bound.py``).
+    A label is its decision's identity (``identity``) and counts once, whichever
+    version's evidence key holds it. Labels are counted in record order once settled
+    (``fold``); a label's rank says which versions learned from it: version ``j`` is
+    fitted on ranks below ``refit_at(j)``. Per segment of ranks between two refit points
+    the 8-byte digests of the identity and of the state's ``same_text`` are kept
+    (``_state.DigestSet``), so ``learned_text_by`` says which versions learned a text.
+    Version ``j`` reads, per option, the ``per_option`` labels of its prefix with the
+    smallest ``priority``: a uniform sample, the same on every replica and restart.
     """
 
     first: int = field(default_factory=lambda: _ladder.FIRST_REFIT)
@@ -297,34 +280,19 @@ class _Question:
 
 
 class Learner:
-    """The learning of one ``Earned`` policy (``Earned.learner`` when ``learn=True``).
+    """The learning of one ``Earned`` policy (``Earned.learner`` when ``learn=True``;
+    what it does and promises: docs/learning_method.md).
 
-    Per question (and reader, model) a ``Ladder`` of versions (``ladder``): version 0 is the
-    question as written, version ``j`` is fitted on the labelled states of its first
-    ``refit_at(j)`` labels: on the embedded reader a logistic head on their embeddings
-    (``head``; its digest and its confidence map are in the version's key), on canvas
-    readers a pool of those states from which each read shows the ones most similar to its
-    state as few-shot lines (``nearest``; the pool's digest and rule are in the key). The
-    version in force is the question the engine is asked (while no version holds a
-    threshold, the newest: nothing is taken); its threshold is its own. A ladder belongs to
-    one reading fingerprint (``Decision.reading``: the engine's calibration temperature,
-    draws, instructions, reader settings), which is in every version's evidence key: a
-    change of reading settings starts the question's learning and trust afresh, as it
-    starts trust afresh without learning (the earlier labels stay in the store). Every label the
-    version in force gets is stored with the
-    labelled state (``Evidence.state``, after ``Earned(redact=...)``), and read again by
-    each newer version on trial, whose own evidence it becomes (no label a version learned
-    from is evidence for it). A version is fitted off the decision path (a thread), on a
-    prefix of the labels in replay order, the store's: at start-up (so a restart rebuilds
-    the same versions) and then as it grows, by any process. Every ``refresh_s`` (and
-    always just before a fit) the learner reads the labelled states the store gained
-    (``shared.StoreLabels``), so replicas sharing a store fit each version on the same
-    labels: the same version, the same evidence key, one threshold earned on all their
-    trial reads. A version is fitted only once its last label is ``settle_s`` old, so that
-    labels other replicas made just before it (written a moment later) are read by then (a
-    write later than that splits the version in two, each with evidence of its own, until a
-    restart). Each decision also reports the probability its version's labels measure
-    for its label (``probability``; the maps are fitted from the same reads of the store).
+    Per question a ``Ladder`` of versions: version 0 the question as written, version
+    ``j`` fitted on the labelled states of its first ``refit_at(j)`` labels (a ``head``
+    on the embedded reader, a ``nearest`` pool on canvas readers; either's digest is in
+    the version's evidence key, as is the reading fingerprint, so a change of reading
+    settings starts afresh). ``asked`` says which version decides; ``observe`` stores a
+    label with its state and has every newer version on trial read the state again, as
+    its own evidence. Versions are fitted off the decision path on a prefix of the
+    store's labels in replay order, once the last is ``settle_s`` old and after a
+    re-read of the store (``shared.StoreLabels``), so restarts and replicas sharing a
+    store fit the same versions and earn one threshold on all their trial reads.
     """
 
     def __init__(self, earned: Any, redact: Callable[[str], str] | None = None) -> None:
