@@ -12,8 +12,10 @@ that dominate the traffic do not crowd out the rest.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from agentbranch.core.examples import MAX_EXAMPLES_PER_OPTION, Examples
 from agentbranch.core.questions import Question, as_compiled
@@ -26,8 +28,6 @@ def spread(vectors: Any, k: int) -> list[int]:
     """``k`` row indices of ``vectors`` (``(n, dim)``, L2-normalised) spread over the
     space: the row nearest the mean first, then each time the row farthest from those
     chosen (ties: the earliest). All rows when ``n <= k``."""
-    import numpy as np
-
     x = np.asarray(vectors, dtype=float)
     n = len(x)
     if n <= k:
@@ -82,6 +82,14 @@ def question_examples(question: Question) -> Examples:
     return dict(as_compiled(question).examples or {})
 
 
+def merged(written: Examples, learned: Mapping[str, Sequence[str]]) -> Examples:
+    """``written`` examples with ``learned`` ones after them, per option (empty dropped)."""
+    out = {o: list(v) for o, v in written.items()}
+    for option, texts in learned.items():
+        out.setdefault(option, []).extend(texts)
+    return {o: v for o, v in out.items() if v}
+
+
 def with_learned(
     question: Question, options: Sequence[str], learned: dict[str, list[str]]
 ) -> Question:
@@ -89,14 +97,12 @@ def with_learned(
     evidence key). ``question`` itself when nothing was learned."""
     if not any(learned.values()):
         return question
-    merged = {o: list(v) for o, v in question_examples(question).items()}
-    for option, texts in learned.items():
-        merged.setdefault(option, []).extend(texts)
-    return as_compiled(question).replace(examples={o: v for o, v in merged.items() if v})
+    return as_compiled(question).replace(examples=merged(question_examples(question), learned))
 
 
 __all__ = [
     "PER_OPTION",
+    "merged",
     "question_examples",
     "select",
     "spread",

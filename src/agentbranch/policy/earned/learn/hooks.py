@@ -20,12 +20,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("agentbranch")
 
 
-def reading_of(engine: Engine, question_id: str, question: Any) -> str | None:
-    """The reading fingerprint ``engine``'s decision of ``question`` will carry
-    (``Engine.reading_for``)."""
-    return engine.reading_for(question_id, question)
-
-
 Map = probability.Map | None  #: a version's probability map in force (``None``: none)
 
 
@@ -57,7 +51,7 @@ def asked_questions(
     for question_id, q in questions.items():
 
         def live(question_id: str = question_id, q: Any = q) -> tuple[Any, int, Any, Map]:
-            reading = reading_of(engine, question_id, q)
+            reading = engine.reading_for(question_id, q)  # (the fingerprint its decision carries)
             key = QuestionKey(question_id, q, name, model, reading)
             version, j = learner.asked(key)
             mapped = learner.probability_map(key.asking(version))
@@ -106,5 +100,4 @@ __all__ = [
     "Map",
     "asked_questions",
     "mark_version",
-    "reading_of",
 ]

@@ -52,7 +52,7 @@ from agentbranch.policy.earned.learn.ladder import (
     version_share,
 )
 from agentbranch.policy.earned.learn.probability import Map
-from agentbranch.policy.earned.learn.shared import Labelled4, StoreLabels, settled
+from agentbranch.policy.earned.learn.shared import Labelled, Labelled4, StoreLabels, settled
 
 if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine
@@ -64,8 +64,6 @@ log = logging.getLogger("agentbranch")
 #: Labels per option a version's fit reads at most (``benchmarks/learning_bound.py``:
 #: the head fitted on this many per option is within noise of the head fitted on all).
 FIT_PER_OPTION = 256
-
-Labelled = tuple[Any, str, str]  #: (record order, state, teacher's label)
 
 
 def identity(decision: str | None, text: str | None) -> str | None:
@@ -137,38 +135,29 @@ class QuestionLabels:
             ids += (digest(f"text:{same_text(text)}"),)
         return ids
 
-    def _segment_of(self, d: int) -> int | None:
-        for i, seg in enumerate(self._segments):
-            if d in seg:
-                return i
-        return None
+    def _learned_in(self, d: int) -> int | None:
+        """The first version whose fit includes digest ``d`` (``None``: none)."""
+        return next((i + 1 for i, seg in enumerate(self._segments) if d in seg), None)
 
     def learned_by(self, decision: str | None, text: str | None) -> int | None:
         """The first version whose fit includes the label of this identity (every
         later one's does too); ``None``: no version learned from it (a label not
         counted yet, or counted after the newest refit point)."""
         ids = self._ids(decision, text)
-        if not ids:
-            return None
-        i = self._segment_of(ids[0])
-        return None if i is None else i + 1
+        return self._learned_in(ids[0]) if ids else None
 
     def learned_text_by(self, text: str | None) -> int | None:
         """The first version whose fit includes a label of a state with the same text
         (``same_text``) as ``text``, whatever its identity (every later one's does too);
         ``None``: no version learned from such a state."""
-        if text is None:
-            return None
-        i = self._segment_of(digest(f"text:{same_text(text)}"))
-        return None if i is None else i + 1
+        return None if text is None else self._learned_in(digest(f"text:{same_text(text)}"))
 
     def known(self, decision: str | None, text: str | None) -> bool:
         """Whether a label of this identity was already counted (or is about to be)."""
         ids = self._ids(decision, text)
         if not ids:
             return False
-        d = ids[0]
-        return d in self._pending_ids or self._segment_of(d) is not None
+        return ids[0] in self._pending_ids or self._learned_in(ids[0]) is not None
 
     def add(self, order: Any, decision: str | None, text: str, label: str) -> bool:
         """A labelled state of record order ``order``; ``False`` when its identity was
@@ -196,10 +185,9 @@ class QuestionLabels:
         i = max(len(self._segments), 1)
         return self._bound(i) if self.count < self._bound(i) else self._bound(i + 1)
 
-    def fold(self, settled: Any = None) -> bool:
+    def fold(self, settled: Any = None) -> None:
         """Count the pending labels in record order, up to the first not ``settled``
-        (``settled(order)``; default: all); whether any was counted."""
-        folded = False
+        (``settled(order)``; default: all)."""
         while self._pending and (settled is None or settled(self._pending[0].order)):
             item = self._pending.pop(0)
             self._pending_ids.discard(item.ids[0])
@@ -214,10 +202,8 @@ class QuestionLabels:
                 bisect.insort(sample, (item.prio, item.order, item.text))
                 del sample[self.per_option :]
             self.count += 1
-            folded = True
             if self.count == self._bound(seg + 1):  # a refit point: version seg + 1 is due
                 self.due[seg + 1] = self.sample()
-        return folded
 
     def sample(self) -> list[Labelled]:
         """What a fit would read now: per option its sample, in record order."""
@@ -270,13 +256,11 @@ class _Question:
         """The key of the question as written."""
         return QuestionKey(self.question_id, self.question, self.reader, self.model, self.reading)
 
-    def merge(self, labelled: list[Labelled4]) -> bool:
-        """Add labelled states ``(order, state, label, decision)`` (each identity once);
-        whether any was new. Counted by ``Learner._fold``."""
-        new = False
+    def merge(self, labelled: list[Labelled4]) -> None:
+        """Add labelled states ``(order, state, label, decision)`` (each identity once),
+        counted by ``Learner._fold``."""
         for order, text, label, decision in labelled:
-            new = self.labels.add(order, decision, text, label) or new
-        return new
+            self.labels.add(order, decision, text, label)
 
 
 class Learner:
@@ -373,14 +357,11 @@ class Learner:
         ``version`` of the written question (default: the one in force)."""
         with self._lock:
             hit = self._rungs.get(key.evidence_key)
-        if hit is None:  # (a first ask, or a version asked with other reading settings)
-            with self._lock:
-                known = self._versions.get(key.read_with(None).evidence_key)
-            if known is not None and known[1].index > 0:
-                return self._other_reading(key, known)
-        q, rung = hit if hit is not None else (None, None)
-        if q is None:
-            q = self._question(key)
+            # (else a first ask, or a version asked with other reading settings)
+            known = None if hit else self._versions.get(key.read_with(None).evidence_key)
+        if known is not None and known[1].index > 0:
+            return self._other_reading(key, known)
+        q, rung = hit if hit is not None else (self._question(key), None)
         if version is not None and version >= len(q.ladder.rungs) and not self._work.on_thread():
             # a label of a version the rebuild has not fitted yet (an audit of a
             # decision made before a restart): counted once it is, as its own
@@ -402,7 +383,7 @@ class Learner:
             rung0.index,
             rung0.fitted_on,
             model=key.question,
-            trust=version_earned(self.earned, rung0.index, entry=rung0.entry, base=q0.ladder.base),
+            trust=self._trust(q0, rung0.index, rung0.entry),
             entry=rung0.entry,
         )
         rung.trust.learn_fields["written"] = q.key.evidence_key
@@ -475,7 +456,8 @@ class Learner:
             labelled = []
         # (else merged after the rebuild, which may read it from the store first: a
         # label repeated across a restart keeps its first order, as a restart gives it)
-        after = (q, labelled, trials if state is not None else [], state, fields, teacher_label)
+        fields["teacher_label"] = teacher_label
+        after = (q, labelled, trials if state is not None else [], state, fields)
         if self.background:
             self._work.submit(self._learned, *after)
         else:
@@ -489,7 +471,6 @@ class Learner:
         trials: list[Rung],
         state: str | None,
         fields: dict,
-        teacher_label: str,
     ) -> None:
         """What a label starts (on learning's thread, after any rebuild): its labelled
         state counted if not yet, each newer version on trial reads its state; then a
@@ -499,7 +480,7 @@ class Learner:
                 q.merge(labelled)
         taken = fields["band"] == "take"
         for trial in trials:
-            self._trial(q, trial, state, taken, {**fields, "teacher_label": teacher_label})
+            self._trial(q, trial, state, taken, fields)
         self._fold(q)
         self._adopt(q)
         self._maybe_fit(q)
@@ -605,53 +586,44 @@ class Learner:
 
     def _version(self, q: _Question, j: int, labelled: list) -> Rung:
         """Version ``j``: on a reader with an embedder, the written question read by a
-        logistic head fitted on the embeddings of the ``labelled`` states; else (or
-        while fewer than two options are labelled) the written question with them as
-        examples."""
+        logistic head fitted on the embeddings of the ``labelled`` states; on a canvas
+        reader, a ``nearest`` pool of them; else (or while fewer than two options are
+        labelled) the written question with them as examples."""
         texts = [t for _, t, _ in labelled]
         labels = [y for _, _, y in labelled]
         options = list(to_spec(q.question_id, q.question).options)
-        vectors, per_option = None, lx.PER_OPTION
+        written = lx.question_examples(q.question)
         embed = None if self.engine is None else self.engine.reader.embed
+        question, start = None, None
         if embed is not None:
             vectors = self._embedded(embed, texts)
-            x, written = head_inputs(self.engine, q.question_id, q.question, vectors)
-            head = fit_head(options, x, labels, written=written)
+            x, weight = head_inputs(self.engine, q.question_id, q.question, vectors)
+            head = fit_head(options, x, labels, written=weight)
             if head is not None:
                 question = with_head(q.question, head)
                 # where its anytime-valid test starts: its out-of-fold reads of these
                 # labels, which are never its evidence (``eprocess``)
                 share = version_share(j, q.ladder.base)
                 start = eprocess.head_entries(self.earned, share, head, options, x, labels)
-                trust = self._trust(q, j, start)
-                return Rung(j, len(labelled), model=question, trust=trust, entry=start)
-        else:  # a canvas reader: per state the nearest labelled states (``nearest``)
-            encode = self._encode()
-            if encode is not None:
-                written = lx.question_examples(q.question)
-                pool = nearest.pool_of(texts, labels, options, written, encode)
-                question = q.question if pool is None else nearest.with_pool(q.question, pool)
-                return Rung(j, len(labelled), model=question, trust=self._trust(q, j))
-            texts = [t[:CANVAS_CHARS] for t in texts]  # no encoder: the most recent ones
-            per_option = CANVAS_PER_OPTION
-        written = lx.question_examples(q.question)
-        learned = lx.select(
-            texts, labels, options, vectors=vectors, per_option=per_option, written=written
-        )
-        question = lx.with_learned(q.question, options, learned)
-        return Rung(j, len(labelled), model=question, trust=self._trust(q, j))
+            else:
+                learned = lx.select(texts, labels, options, vectors=vectors, written=written)
+        elif (encode := self._encode()) is not None:
+            pool = nearest.pool_of(texts, labels, options, written, encode)
+            question = q.question if pool is None else nearest.with_pool(q.question, pool)
+        else:  # a canvas reader without the encoder: the most recent ones
+            cut = [t[:CANVAS_CHARS] for t in texts]
+            learned = lx.select(cut, labels, options, per_option=CANVAS_PER_OPTION, written=written)
+        if question is None:
+            question = lx.with_learned(q.question, options, learned)
+        return Rung(j, len(labelled), model=question, trust=self._trust(q, j, start), entry=start)
 
     def _trust(self, q: _Question, j: int, entry: Any = None) -> Any:
         return version_earned(self.earned, j, entry=entry, base=q.ladder.base)
 
     def _embedded(self, embed: Callable[[list[str]], Any], texts: list[str]) -> Any:
-        """The embeddings of a fit's ``texts``: those the last fit embedded are reused
-        (each version's labels are mostly the last one's), the others embedded
-        ``EMBED_CHUNK`` at a time, so a decision waits on the reader for one chunk at
-        most, never a whole fit. (On the embedded reader a text's embedding is the same,
-        to the bit, alone or with others, as measured: a fit reads the numbers a
-        restart's rebuild reads. Where a build rounds otherwise, a restart's version is
-        one of its own and earns its own threshold.)"""
+        """The embeddings of a fit's ``texts``: those the last fit embedded are reused, the
+        others embedded ``EMBED_CHUNK`` at a time, so a decision waits on the reader for
+        one chunk at most (a text's embedding is the same alone or with others)."""
         new = [t for t in dict.fromkeys(texts) if t not in self._fit_vectors]
         got = {t: self._fit_vectors[t] for t in texts if t in self._fit_vectors}
         for i in range(0, len(new), EMBED_CHUNK):

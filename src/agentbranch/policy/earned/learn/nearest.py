@@ -17,9 +17,12 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.examples import Examples
 from agentbranch.core.questions import CompiledQuestion, Question, as_compiled
+from agentbranch.policy.earned.learn import examples as lx
 
 log = logging.getLogger("agentbranch")
 
@@ -39,25 +42,14 @@ Encode = Callable[[Sequence[str]], Any]
 
 class Pool:
     """The labelled states a canvas version selects from (``examples``: option → texts,
-    in label order) and its rule; ``encode`` embeds texts (L2-normalised rows).
+    in label order, cut to ``CHARS``) and its rule; ``encode`` embeds texts (L2-normalised
+    rows). For each state read, the pool's states are ranked by cosine similarity to it
+    (ties: the earlier label) and taken while each option has fewer than ``per_option``
+    and their characters fit ``budget`` (docs/learning_method.md, "What it learns").
 
-    A canvas version (transformers, vLLM, remote) does not carry fixed learned examples:
-    it carries a ``Pool``, the labelled states it may select from (per option the most
-    recent ``POOL_PER_OPTION`` of the labels it was fitted on, each cut to ``CHARS``
-    characters) and the selection rule. For each state it reads, the pool's states are
-    ranked by cosine similarity to it in the embedded default's encoder (MiniLM,
-    ``EmbeddedReader.embed``), most similar first (ties: the earlier label), and taken
-    while each option has fewer than ``PER_OPTION`` and their characters fit ``BUDGET``;
-    they become few-shot lines after the hand-written examples (``read_question``), in
-    the same read as the state's other questions.
-
-    The version's wire dict carries the pool's digest and the rule (``Pool.wire``), so its
-    evidence key names exactly what it may show: replicas with the same store build the
-    same pool and pick the same lines. The encoder is loaded only when a pool first picks
-    (a pool version actually read), and the pool's own embeddings are computed then, once.
-    Without the encoder (torch, transformers or the MiniLM wheel not installed, as in a
-    slim deployment) a version shows the most recent labelled states instead
-    (``agentbranch.policy.earned.learn.loop``), under another key.
+    Its digest and rule are in the version's wire dict (``wire``), so its evidence key
+    names exactly what it may show: replicas with the same store pick the same lines.
+    The encoder is loaded, and the pool embedded once, when it first picks.
     """
 
     def __init__(
@@ -104,8 +96,6 @@ class Pool:
     def pick(self, states: Sequence[str]) -> list[Examples]:
         """For each state (in the order given), the learned lines per option: the most
         similar pool states first, within ``per_option`` and ``budget``."""
-        import numpy as np
-
         if self.encode is None:
             raise ConfigurationError(
                 "this learned version was replayed from a cassette (its labelled states are "
@@ -142,8 +132,6 @@ class Pool:
 
 
 def _unit(x: Any) -> Any:
-    import numpy as np
-
     x = np.asarray(x, dtype=np.float64)
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     return x / np.where(norms > 0, norms, 1.0)
@@ -160,8 +148,6 @@ def pool_of(
     ``POOL_PER_OPTION`` not among the hand-written ``written``, cut to ``CHARS``;
     ``None`` when nothing is left. Its rule names the encoder: ``ENCODER`` for the
     default, else ``encode``'s ``name`` or class (another encoder, another key)."""
-    from agentbranch.policy.earned.learn import examples as lx
-
     cut = [t[:CHARS] for t in texts]
     mine = {k: list(v) for k, v in written.items()}
     chosen = lx.select(cut, labels, options, per_option=POOL_PER_OPTION, written=mine)
@@ -183,13 +169,10 @@ def read_question(version: Question, learned: Mapping[str, Sequence[str]]) -> Qu
     """What is read for one state: the pool version's question with its written
     examples first, then ``learned`` (one state's pick), as plain examples."""
     compiled = as_compiled(version)
-    merged = {o: list(v) for o, v in (compiled.examples or {}).items()}
-    for option, texts in learned.items():
-        merged.setdefault(option, []).extend(texts)
-    merged = {o: v for o, v in merged.items() if v}
-    if not merged:
+    examples = lx.merged(compiled.examples or {}, learned)
+    if not examples:
         return compiled.question
-    return CompiledQuestion(compiled.question, examples=merged)
+    return CompiledQuestion(compiled.question, examples=examples)
 
 
 def read_questions(asked: Mapping[str, Any], state: str) -> dict[str, Any]:
@@ -220,8 +203,6 @@ class Coalesced:
         self.forwards = 0
 
     def __call__(self, texts: Sequence[str]) -> Any:
-        import numpy as np
-
         slot: dict[str, Any] = {}
         with self._queue_lock:
             self._pending.append((list(texts), slot))

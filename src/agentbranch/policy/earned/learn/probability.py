@@ -53,27 +53,15 @@ def _loss(p: float, correct: bool) -> float:
 
 
 class ProbabilityFit:
-    """The labelled reads of one version and the map fitted on them.
+    """The labelled reads of one version and the map fitted on them (docs/learning_method.md,
+    "The probability it reports").
 
-    A version's read gives its label a probability (``Decision.probabilities[label]``,
-    its head's or calibration's). Whether that reads true for *this* question is what its
-    labels say, so per version (evidence key) ``ProbabilityFit`` keeps the labelled reads
-    as weighted counts per confidence bin (``BINS`` equal-width bins of
-    ``Decision.confidence``, weight ``1/rate``: an audited take stands for the takes that
-    were not audited) and fits on them a map ``p = σ(a·logit(confidence) + b)``, ``a > 0``,
-    by weighted log-loss with a ridge towards ``(1, 0)`` (``logit(confidence)`` held within
-    the range of the bins it was fitted on: no extrapolation past what the labels showed;
-    the map is ``(a, b, lowest, highest)``): from ``MIN_LABELS`` labels, again
-    every ``max(REFIT_EVERY, labels/16)``. The map is used only while it predicts better
-    than the read's own probability did: each label is first scored, before it is counted,
-    by the map then in force and by the read's own probability (their log-losses summed,
-    weighted alike), and the map reports only while its sum is the lower. So a report is
-    never fitted on the label it is judged by (prequential), and a map that does not help
-    is not used.
-
-    The map changes what the decision reports (``probability`` in the decision record),
-    never what is taken: the threshold tests ``confidence``, and a monotone map of it leaves
-    the take band where it is.
+    The reads are kept as weighted counts per confidence bin (``BINS``, weight
+    ``1/rate``); the map ``(a, b, lowest, highest)`` is fitted on them (``fit``) from
+    ``MIN_LABELS`` labels, again every ``max(REFIT_EVERY, labels/16)``. Each label is
+    first scored, before it is counted, by the map then in force and by the read's own
+    probability; the map reports (``in_force``) only while its summed log-loss is the
+    lower. It changes what a decision reports, never what is taken.
     """
 
     __slots__ = (

@@ -1,14 +1,11 @@
 """Which version of a learning question decided, under a replay cassette.
 
 Recording, each decision of a learning question records (``Cassette.version``) the
-version in force, the version's question and, for a canvas version that picks its
-few-shot lines per state, the question that was read: their wire dicts, which hold
-everything the read and the threshold are keyed by (a head's or pool's digest, never
-the labelled states or weights). Replaying, those are rebuilt from the cassette and
-asked again, whatever the evidence store holds by then (a newer version in force, or
-no store at all): the same requests, so the same recorded reads, the same recorded
-thresholds, the same decisions, the same ``reader_version``. A rebuilt head or pool
-is a stand-in with the recorded digest: it cannot read or pick live.
+version in force and the wire dicts of the question asked and, for a canvas version
+that picks per state, of the question read (a head's or pool's digest, never the
+labelled states or weights). Replaying, those are rebuilt and asked again, whatever the
+store holds by then, so the same decisions come out; a rebuilt head or pool is a
+stand-in with the recorded digest that cannot read or pick live.
 """
 
 from __future__ import annotations

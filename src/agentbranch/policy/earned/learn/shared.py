@@ -2,15 +2,11 @@
 replica gathered, by the written question they were learned for, and each version's
 probability fit (``probability``), so replicas sharing a store learn together.
 
-``StoreLabels`` has its own reader of the store (``EvidenceStore.view``: its own read
-position) and reads what the store gained since its last read, at most every
-``refresh_s`` unless asked to now (before a fit, or when a question is first asked);
-each label is counted once (by its identity for labelled states, ``labels``; by its
-decision for probability fits).
-
-The labelled states of a question the learner has (``claim``) are handed to it as they
-are read and not kept here (the learner keeps what its fits read: a bounded sample);
-those of questions not asked yet in this process are kept until they are.
+``StoreLabels`` reads what the store gained since its last read (its own reader,
+``EvidenceStore.view``), at most every ``refresh_s`` unless asked to now, and counts each
+label once. The labelled states of a question the learner has (``claim``) are handed
+to it as they are read, not kept here; those of questions not asked yet are kept until
+they are.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """``Earned.stored()`` of a learning policy: each learned version's evidence key tested
-as the live policy tests it — at that version's own share of the error
-(``ladder.version_share``), not at the policy's full level, and with the same
-anytime-valid test (``eprocess``) walking from the entries its records carry
-(``Evidence.entries``: chosen at the version's fit, kept nowhere else).
-
-A key's version is what its records say (``Evidence.version``, written by the copy of
-``Earned`` that tests that version). A key whose records say none (written before
-versions were recorded, or by a policy that does not learn) keeps the state computed at
-the full level. Records that carry no entries replay with looks only, as a live version
-without an anytime-valid test; records of one key that disagree on them (an
-edited store) replay with no bet at all, only the looks' part of the error (fail
-closed: never more than the live policy could have opened).
+as the live policy tests it, at that version's own share of the error
+(``ladder.version_share``) and with the anytime-valid test (``eprocess``) walking from
+the entries its records carry (``Evidence.entries``). A key whose records name no
+version keeps the state computed at the full level; records that carry no entries
+replay with looks only, and records of one key that disagree on them (an edited store)
+with no bet at all (fail closed).
 """
 
 from __future__ import annotations
