@@ -251,20 +251,18 @@ def entry(
     *,
     candidates: Sequence[float],
     precision: float,
-    alpha: float,
     scale: Sequence[float] | None = None,
 ) -> tuple[float, ...] | None:
     """The candidate to start the walk at, from out-of-fold reads of the version's
     pre-fit labels (``confidence``, ``right``): the one whose band they predict would
-    reach ``1/alpha`` in the fewest decisions (the band's share of the decisions times
-    the best fraction's expected log-growth at the band's precision, shrunk towards the
-    target by one label at it). ``None`` when no band of at least ``MIN_ENTRY_BAND``
-    labels is predicted above the target: the version is not tested this way.
+    reach any bar soonest (the band's share of the decisions times the best fraction's
+    expected log-growth at the band's precision, shrunk towards the target by one label
+    at it). ``None`` when no band of at least ``MIN_ENTRY_BAND`` labels is predicted
+    above the target: the version is not tested this way.
 
     ``scale``: the version's own confidences on the same states. A head fitted on all
     the labels is surer than the fold heads, so the band sits higher on its scale: the
-    entry is then the highest candidate whose band holds the same share of ``scale``
-    (one walk, at the test's whole error)."""
+    entry is then the highest candidate whose band holds the same share of ``scale``."""
     pairs = [
         (float(c), bool(r))
         for c, r in zip(confidence, right)
@@ -298,18 +296,17 @@ def entry(
 
 
 def head_entries(
-    earned: Any, share: float, head: Any, options: Sequence[str], vectors: Any, labels: Any
+    earned: Any, head: Any, options: Sequence[str], vectors: Any, labels: Any
 ) -> tuple[float, ...] | None:
-    """The entries of a version (a ``head`` fitted on ``vectors``, ``labels``; ``share``
-    its share of the error) of a learning ``earned``: ``entry`` on its out-of-fold reads
-    of its own labels, carried over to its own confidences."""
+    """The entries of a version (a ``head`` fitted on ``vectors``, ``labels``) of a
+    learning ``earned``: ``entry`` on its out-of-fold reads of its own labels, carried
+    over to its own confidences."""
     conf, right = oof_reads(options, vectors, labels)
     return entry(
         conf,
         right,
         candidates=earned.candidates,
         precision=earned.precision,
-        alpha=(1.0 - earned.level) * share * SHARE,
         scale=confidences(head, vectors, options),
     )
 

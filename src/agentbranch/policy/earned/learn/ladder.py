@@ -15,6 +15,10 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from agentbranch.core.questions import to_spec
+from agentbranch.policy.earned._statistics import Looks
+from agentbranch.policy.earned.learn import eprocess
+
 #: Labels at which the first learned version is fitted; later ones at 2x, 4x ...
 #: (chosen with ``benchmarks/learning_path.py``: sooner opens sooner, too few reads worse).
 FIRST_REFIT = 24
@@ -51,15 +55,11 @@ BARE_BASE = 1e-6
 
 def base_share(reader: str | None, question_id: str, question: Any) -> float:
     """Version 0's share of the error for ``question`` read by ``reader``: ``BARE_BASE``
-    when the written read cannot open, else ``BASE_SHARE``. It cannot open on the
-    embedded reader when the question gives it nothing to read
-    (``readers.embedded.missing_signal``: a bare yes/no, bare score words), which that
-    reader answers uniformly. Decided from the question and the reader alone, before any
-    label, so the split stays fixed in advance (a yes/no whose two descriptions embed
-    alike is found only at read time: it keeps ``BASE_SHARE``)."""
+    when the written read cannot open (on the embedded reader, a question that gives it
+    nothing to read, ``readers.embedded.missing_signal``), else ``BASE_SHARE``. Decided
+    from the question and the reader alone, before any label."""
     if reader != "embedded":
         return BASE_SHARE
-    from agentbranch.core.questions import to_spec
     from agentbranch.engine.readers.embedded.scoring import missing_signal
 
     try:
@@ -71,14 +71,10 @@ def base_share(reader: str | None, question_id: str, question: Any) -> float:
 
 def elond_alpha(error: float, discoveries: int, level: float) -> float:
     """The error a learned version's anytime-valid test is checked at for one label
-    (e-LOND, Xu & Ramdas, "Online multiple testing with e-values", AISTATS 2024):
-    ``min(error · (discoveries + 1), eprocess.SHARE · (1 - level))``, where ``error`` is
-    its share of the test's error (``eprocess.SHARE · (1 - level) · gamma_j``, the
-    paper's ``alpha · gamma_j``) and ``discoveries`` the versions of the question other
-    than this one that had earned a threshold before the label was made (the paper's
-    ``|R_{t-1}|``). The cap keeps each threshold at the policy's level by itself."""
-    from agentbranch.policy.earned.learn import eprocess
-
+    (e-LOND): ``error`` (its test's share, ``eprocess.SHARE · (1 - level) · gamma_j``)
+    times one more than the ``discoveries`` (the question's other versions that had
+    earned a threshold before the label), capped at ``eprocess.SHARE · (1 - level)`` so
+    each threshold holds at the policy's level by itself."""
     most = eprocess.SHARE * (1.0 - level)
     return min(error * (max(0, int(discoveries)) + 1), most)
 
@@ -95,8 +91,6 @@ def written_looks(min_evidence: int, base: float | None = None) -> Any:
     policy's own labels (``min_evidence``, 2x, 4x ...); its first
     ``WRITTEN_LOOKS_AS_ALONE`` looks spend what they would spend without learning
     (``(1 - level) / 2**(k+1)``), the later ones halves of what is left of its share."""
-    from agentbranch.policy.earned._statistics import Looks
-
     share = version_share(0, base)
     k = WRITTEN_LOOKS_AS_ALONE
     head = tuple(0.5 ** (i + 1) / share for i in range(k)) if share < 1.0 else ()
@@ -112,8 +106,6 @@ def version_alphas(
     anytime-valid test's (``None``: it has none; with ``entry`` and ``j >= 1`` it takes
     ``eprocess.SHARE`` of the version's share). ``version_earned`` tests at these; a
     replay from the store (``learn.stored``) at the same ones."""
-    from agentbranch.policy.earned.learn import eprocess
-
     alpha = (1.0 - level) * version_share(j, base)
     if entry is None or j < 1:
         return alpha, None

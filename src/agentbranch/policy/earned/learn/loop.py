@@ -49,7 +49,6 @@ from agentbranch.policy.earned.learn.ladder import (
     refit_at,
     trial_fields,
     version_earned,
-    version_share,
 )
 from agentbranch.policy.earned.learn.probability import Map
 from agentbranch.policy.earned.learn.shared import Labelled, Labelled4, StoreLabels, settled
@@ -603,8 +602,7 @@ class Learner:
                 question = with_head(q.question, head)
                 # where its anytime-valid test starts: its out-of-fold reads of these
                 # labels, which are never its evidence (``eprocess``)
-                share = version_share(j, q.ladder.base)
-                start = eprocess.head_entries(self.earned, share, head, options, x, labels)
+                start = eprocess.head_entries(self.earned, head, options, x, labels)
             else:
                 learned = lx.select(texts, labels, options, vectors=vectors, written=written)
         elif (encode := self._encode()) is not None:

@@ -16,6 +16,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from agentbranch.policy.earned._state import DigestSet, digest
 from agentbranch.policy.earned.learn.probability import Map, ProbabilityFit
 
 Labelled = tuple[Any, str, str]  #: (record order, state, teacher's label)
@@ -37,8 +38,6 @@ class StoreLabels:
         self._claimed: set[str] = set()  #: written keys whose states go to the learner
         #: per version's evidence key: its labelled reads and probability map
         self.fits: dict[str, ProbabilityFit] = {}
-        from agentbranch.policy.earned._state import DigestSet  # (numpy: not at import)
-
         #: the labels counted in fits, as 8-byte digests of (key, decision or record id)
         self._counted = DigestSet()
         self._view: Any = None
@@ -109,8 +108,6 @@ class StoreLabels:
         return new
 
     def _count(self, rec: Any) -> None:
-        from agentbranch.policy.earned._state import digest
-
         if rec.probability is None:
             return
         label = digest(f"{rec.key}:{rec.decision or rec.id}")

@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from agentbranch.policy.earned._state import replay
+from agentbranch.policy.earned.learn import eprocess
 from agentbranch.policy.earned.learn.ladder import version_earned, written_looks
 
 log = logging.getLogger("agentbranch")
@@ -20,11 +22,7 @@ log = logging.getLogger("agentbranch")
 def key_version(records: list[Any]) -> int | None:
     """The version of the read a key's records are evidence of (its latest record's),
     ``None`` when they do not say."""
-    for rec in reversed(records):
-        j = rec.version
-        if j is not None:
-            return j
-    return None
+    return next((rec.version for rec in reversed(records) if rec.version is not None), None)
 
 
 def key_entries(records: list[Any]) -> tuple[float, ...] | None:
@@ -52,8 +50,6 @@ def recorded_anytime(
     settings: ``looks_level`` is the level they carry, that of the version's looks
     (``ladder.version_alphas``), whose error is ``1 - eprocess.SHARE`` of the version's
     share; ``None`` when the records carry no entries or are not of a learned version."""
-    from agentbranch.policy.earned.learn import eprocess
-
     j, entries = key_version(records), key_entries(records)
     if j is None or j < 1 or entries is None:
         return None
@@ -73,8 +69,6 @@ def at_shares(earned: Any, states: dict[str, Any]) -> dict[str, Any]:
     """``states`` (by evidence key, computed at ``earned.level``) with every learned
     version's key replayed from the store at its version's share of ``1 - level``, its
     anytime-valid test walking from the entries its records carry."""
-    from agentbranch.policy.earned._state import replay
-
     copies: dict[tuple, Any] = {}
     out = dict(states)
     for key in states:
