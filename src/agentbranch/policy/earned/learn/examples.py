@@ -1,13 +1,10 @@
 """Which labelled states a learned version shows as examples, and the question it reads.
 
-A learned version of a question is the question with its labelled states added to its
-``examples=`` (after the hand-written ones, which stay first): the embedded reader
-compares a state with them as it does with written examples, canvas readers show them
-as few-shot lines. Per option at most ``per_option`` learned examples (and never more
-than ``MAX_EXAMPLES_PER_OPTION`` in all), chosen deterministically: when an option has
-more labelled states than fit, a spread of them (farthest-point selection in the
-embedder's space, from the state nearest the option's mean), so a few kinds of text
-that dominate the traffic do not crowd out the rest.
+A version without a head or pool is the question with its labelled states added to its
+``examples=`` after the hand-written ones (``with_learned``): per option a bounded,
+deterministic choice (``select``), spread over the embedder's space when there are more
+than fit (``spread``), so a few kinds of text that dominate the traffic do not crowd out
+the rest.
 """
 
 from __future__ import annotations
@@ -90,9 +87,7 @@ def merged(written: Examples, learned: Mapping[str, Sequence[str]]) -> Examples:
     return {o: v for o, v in out.items() if v}
 
 
-def with_learned(
-    question: Question, options: Sequence[str], learned: dict[str, list[str]]
-) -> Question:
+def with_learned(question: Question, learned: dict[str, list[str]]) -> Question:
     """``question`` with ``learned`` examples after its own (a new question, so a new
     evidence key). ``question`` itself when nothing was learned."""
     if not any(learned.values()):

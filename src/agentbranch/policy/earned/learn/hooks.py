@@ -54,7 +54,7 @@ def asked_questions(
             reading = engine.reading_for(question_id, q)  # (the fingerprint its decision carries)
             key = QuestionKey(question_id, q, name, model, reading)
             version, j = learner.asked(key)
-            mapped = learner.probability_map(key.asking(version))
+            mapped = learner.store.probability_map(key.asking(version).evidence_key)
             pool = as_compiled(version).pool
             if pool is None or text is None:
                 return version, j, version, mapped
@@ -68,7 +68,7 @@ def asked_questions(
                     type(e).__name__,
                     e,
                 )
-                written = learner.probability_map(key)
+                written = learner.store.probability_map(key.evidence_key)
                 return q, 0, q, written
             return version, j, nearest.read_question(version, picked), mapped
 

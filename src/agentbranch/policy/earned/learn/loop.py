@@ -50,7 +50,6 @@ from agentbranch.policy.earned.learn.ladder import (
     trial_fields,
     version_earned,
 )
-from agentbranch.policy.earned.learn.probability import Map
 from agentbranch.policy.earned.learn.shared import Labelled, Labelled4, StoreLabels, settled
 
 if TYPE_CHECKING:
@@ -238,16 +237,11 @@ class _Question:
     question: Any  #: as written
     reader: str | None
     model: str | None
-    #: the reading fingerprint its reads carry (``Decision.reading``): part of every
-    #: version's evidence key, so a change of reading settings starts a ladder afresh
-    reading: str | None
+    reading: str | None  #: ``Decision.reading``: in every version's key (a ladder each)
     ladder: Ladder
-    #: its labels: each decision once, which versions learned from which, and what the
-    #: next fit reads (``labels``)
     labels: QuestionLabels = field(default_factory=QuestionLabels)
     fitting: bool = False
-    #: set once its ladder is rebuilt from the store (``Learner._rebuild``); until then
-    #: the question as written decides
+    #: set once its ladder is rebuilt from the store (until then the written one decides)
     rebuilt: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -287,9 +281,7 @@ class Learner:
         self._rungs: dict[str, tuple[_Question, Rung]] = {}  #: every version's key
         #: every version by its key without the reading (which question it is a version of)
         self._versions: dict[str, tuple[_Question, Rung]] = {}
-        #: what it reads back from the store: every replica's labelled states, each
-        #: version's probability fit
-        self.store = StoreLabels(earned)
+        self.store = StoreLabels(earned)  #: every replica's labels, each version's map
         #: Learn on learning's own thread (``Work``): a label's trial reads, adoption and
         #: fits, store re-reads and a restart's rebuild, so no decision waits on them
         #: (``False``: at once, on the calling thread, for tests and benchmarks).
@@ -304,8 +296,7 @@ class Learner:
         #: Seconds a version's last label must be old before the version is fitted
         #: (``SETTLE_S``; 0 on a store only this process writes, ``Earned(store=None)``).
         self.settle_s = 0.0 if earned.evidence.private else SETTLE_S
-        #: Labels per option a version's fit reads at most (``FIT_PER_OPTION``):
-        #: a fit's memory and time stay flat however many labels the store holds.
+        #: Labels per option a version's fit reads at most (``FIT_PER_OPTION``).
         self.fit_per_option = FIT_PER_OPTION
 
     # -- what the policy asks ---------------------------------------------------------
@@ -328,18 +319,14 @@ class Learner:
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until the learning asked for so far (rebuilds, trial reads, fits) is
         done; whether it was within ``timeout`` seconds."""
-        if not self.background or self._work.on_thread():
-            return True
-        return self._work.wait(timeout)
+        return not self.background or self._work.wait(timeout)
 
     def _refresh_due(self) -> bool:
         """Whether ``refresh_s`` passed since ``asked`` last asked for a store re-read."""
         now = time.monotonic()
         with self._lock:
-            if (
-                self._refresh_asked is not None
-                and now - self._refresh_asked < self.earned.refresh_s
-            ):
+            last = self._refresh_asked
+            if last is not None and now - last < self.earned.refresh_s:
                 return False
             self._refresh_asked = now
             return True
@@ -393,12 +380,6 @@ class Learner:
     def state(self, key: QuestionKey) -> Any:
         q, rung = self.version_of(key, None)
         return rung.trust.state(key.asking(rung.model))
-
-    def probability_map(self, key: QuestionKey) -> Map | None:
-        """The probability map in force for the version ``key.question`` (its key),
-        measured on its labels as read from the store (``probability``); ``None``: the
-        read's own probability is reported."""
-        return self.store.probability_map(key.evidence_key)
 
     # -- labels -----------------------------------------------------------------------
 
@@ -612,7 +593,7 @@ class Learner:
             cut = [t[:CANVAS_CHARS] for t in texts]
             learned = lx.select(cut, labels, options, per_option=CANVAS_PER_OPTION, written=written)
         if question is None:
-            question = lx.with_learned(q.question, options, learned)
+            question = lx.with_learned(q.question, learned)
         return Rung(j, len(labelled), model=question, trust=self._trust(q, j, start), entry=start)
 
     def _trust(self, q: _Question, j: int, entry: Any = None) -> Any:
