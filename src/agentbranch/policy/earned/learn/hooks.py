@@ -26,13 +26,10 @@ Map = probability.Map | None  #: a version's probability map in force (``None``:
 def asked_questions(
     engine: Engine, questions: Mapping[str, Any], learner: Any, state: Any = None
 ) -> tuple[dict[str, Any], dict[str, int], dict[str, Any], dict[str, Map]]:
-    """The questions of each of ``questions``' version in force with ``learner`` (the
-    evidence key and threshold are theirs), the version of each, the questions to read
-    ``state`` with (a canvas version's with the labelled states nearest ``state`` as
-    few-shot lines, ``nearest``), and each version's probability map in force
-    (``probability``).
-    Under a replay cassette the version and map recorded for this decision
-    (``replayed``), whatever the store holds now."""
+    """Per question, its version in force with ``learner`` (whose evidence key and
+    threshold decide), the version's index, the question to read ``state`` with (a
+    canvas version's with its ``nearest`` lines for ``state``) and the version's
+    probability map in force; under a replay cassette, those recorded (``replayed``)."""
     asked: dict[str, Any] = dict(questions)
     reads: dict[str, Any] = dict(questions)
     versions: dict[str, int] = {}
@@ -82,9 +79,8 @@ def asked_questions(
 
 
 def mark_version(rec: dict[str, Any], version: int, mapped: Map = None) -> None:
-    """Record the version of the read that decided (``reader_version``), for audits
-    that label it later and for replays, and the probability its engine label is right
-    (``probability``: its version's map in force, ``mapped``, applied to the decision's
+    """Record the version that decided (``reader_version``) and the probability its
+    engine label is right (``probability``: ``mapped`` applied to the decision's
     confidence; without one, the read's own probability of that label)."""
     rec["reader_version"] = version
     label, confidence = rec.get("engine_label"), rec.get("confidence")

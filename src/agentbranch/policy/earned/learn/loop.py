@@ -34,7 +34,7 @@ import numpy as np
 
 from agentbranch.core.at_exit import AUDITS, finish_at_exit
 from agentbranch.core.heads import with_head
-from agentbranch.core.questions import to_spec
+from agentbranch.core.questions import as_compiled, to_spec
 from agentbranch.core.state import render_state
 from agentbranch.policy.earned._evidence import QuestionKey
 from agentbranch.policy.earned._state import DigestSet, digest
@@ -72,11 +72,9 @@ def identity(decision: str | None, text: str | None) -> str | None:
 
 
 def same_text(text: str) -> str:
-    """A state's text as a version that learned from it sees it: Unicode NFKC, case
-    folded, whitespace runs as one space and none at the ends. Two states with the same
-    ``same_text`` are one training state: a version fitted on one is never tested on the
-    other, whatever their decision identities (a new LangGraph thread gives the same
-    text a new one)."""
+    """A state's text as a version that learned from it sees it (NFKC, case folded,
+    whitespace runs as one space): states with the same ``same_text`` are one training
+    state, whatever their decision identities."""
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
@@ -96,17 +94,12 @@ class _Pending:
 
 @dataclass
 class QuestionLabels:
-    """The counted labels of one question (docs/learning_method.md, "Retries and repeats
-    count once" and "A training state is never evidence for its version").
-
-    A label is its decision's identity (``identity``) and counts once, whichever
-    version's evidence key holds it. Labels are counted in record order once settled
-    (``fold``); a label's rank says which versions learned from it: version ``j`` is
-    fitted on ranks below ``refit_at(j)``. Per segment of ranks between two refit points
-    the 8-byte digests of the identity and of the state's ``same_text`` are kept
-    (``_state.DigestSet``), so ``learned_text_by`` says which versions learned a text.
-    Version ``j`` reads, per option, the ``per_option`` labels of its prefix with the
-    smallest ``priority``: a uniform sample, the same on every replica and restart.
+    """The counted labels of one question, each identity once (docs/learning_method.md,
+    "Retries and repeats count once"), in record order once settled (``fold``). Version
+    ``j`` is fitted on ranks below ``refit_at(j)``; per segment of ranks between two refit
+    points the digests of the identities and ``same_text`` are kept, so ``learned_by``
+    and ``learned_text_by`` say which versions learned a label or a text. A fit reads,
+    per option, the ``per_option`` labels of its prefix with the smallest ``priority``.
     """
 
     first: int = field(default_factory=lambda: _ladder.FIRST_REFIT)
@@ -138,16 +131,14 @@ class QuestionLabels:
         return next((i + 1 for i, seg in enumerate(self._segments) if d in seg), None)
 
     def learned_by(self, decision: str | None, text: str | None) -> int | None:
-        """The first version whose fit includes the label of this identity (every
-        later one's does too); ``None``: no version learned from it (a label not
-        counted yet, or counted after the newest refit point)."""
+        """The first version whose fit includes the label of this identity (and every
+        later one's); ``None``: none yet."""
         ids = self._ids(decision, text)
         return self._learned_in(ids[0]) if ids else None
 
     def learned_text_by(self, text: str | None) -> int | None:
         """The first version whose fit includes a label of a state with the same text
-        (``same_text``) as ``text``, whatever its identity (every later one's does too);
-        ``None``: no version learned from such a state."""
+        (``same_text``) as ``text``, whatever its identity; ``None``: none yet."""
         return None if text is None else self._learned_in(digest(f"text:{same_text(text)}"))
 
     def known(self, decision: str | None, text: str | None) -> bool:
@@ -260,16 +251,11 @@ class Learner:
     """The learning of one ``Earned`` policy (``Earned.learner`` when ``learn=True``;
     what it does and promises: docs/learning_method.md).
 
-    Per question a ``Ladder`` of versions: version 0 the question as written, version
-    ``j`` fitted on the labelled states of its first ``refit_at(j)`` labels (a ``head``
-    on the embedded reader, a ``nearest`` pool on canvas readers; either's digest is in
-    the version's evidence key, as is the reading fingerprint, so a change of reading
-    settings starts afresh). ``asked`` says which version decides; ``observe`` stores a
-    label with its state and has every newer version on trial read the state again, as
-    its own evidence. Versions are fitted off the decision path on a prefix of the
-    store's labels in replay order, once the last is ``settle_s`` old and after a
-    re-read of the store (``shared.StoreLabels``), so restarts and replicas sharing a
-    store fit the same versions and earn one threshold on all their trial reads.
+    ``asked`` says which version of a question decides; ``observe`` stores a label with
+    its state and has every newer version on trial read the state again, as its own
+    evidence. Versions are fitted off the decision path on a prefix of the store's labels
+    in replay order, once the last is ``settle_s`` old and after a re-read of the store,
+    so restarts and replicas sharing a store fit the same versions.
     """
 
     def __init__(self, earned: Any, redact: Callable[[str], str] | None = None) -> None:
@@ -360,9 +346,9 @@ class Learner:
     def _other_reading(
         self, key: QuestionKey, known: tuple[_Question, Rung]
     ) -> tuple[_Question, Rung]:
-        """A learned version of a known question asked with other reading settings than
-        its ladder's: a rung of its own under its own key (its evidence, if any: a
-        threshold never crosses readings), outside any ladder."""
+        """A learned version asked with other reading settings than its ladder's: a rung
+        of its own under its own key, outside any ladder (a threshold never crosses
+        readings)."""
         q0, rung0 = known
         q = self._question(q0.key.read_with(key.reading))
         rung = Rung(
@@ -394,10 +380,9 @@ class Learner:
         audit_rate: float | None = None,
         **fields: Any,
     ) -> Any:
-        """One teacher label for the decision the version ``version`` (or ``key``'s
-        question's own, or the one in force) made with the reading settings
-        ``key.reading``: its evidence, with the labelled state; then each newer version
-        on trial reads the state, and its read is its evidence."""
+        """One teacher label for the decision version ``version`` (or ``key``'s own, or
+        the one in force) made: its evidence, with the labelled state; then each newer
+        version on trial reads the state, as its own evidence."""
         q, rung = self.version_of(key, version)
         text = state
         if text is not None and self.redact is not None:
@@ -452,9 +437,8 @@ class Learner:
         state: str | None,
         fields: dict,
     ) -> None:
-        """What a label starts (on learning's thread, after any rebuild): its labelled
-        state counted if not yet, each newer version on trial reads its state; then a
-        version may be adopted, or due to be fitted."""
+        """What a label starts (on learning's thread, after any rebuild): its state
+        counted, the trial reads; then an adoption or a fit may follow."""
         if labelled:
             with self._lock:
                 q.merge(labelled)
@@ -470,8 +454,10 @@ class Learner:
         if self.engine is None:
             return
         try:
-            asked = nearest.read_questions({q.question_id: trial.model}, render_state(state))
-            d = self.engine.decide(state, asked, log_decisions=False)
+            text, model, pool = render_state(state), trial.model, as_compiled(trial.model).pool
+            if pool is not None:  # a canvas version: its lines for this state
+                model = nearest.read_question(model, pool.pick([text])[0])
+            d = self.engine.decide(state, {q.question_id: model}, log_decisions=False)
             d = d[q.question_id]
         except Exception as e:  # noqa: BLE001 - a failed trial read is no evidence
             log.warning("agentbranch.learn: trial read of %r failed: %s", q.question_id, e)
@@ -517,9 +503,8 @@ class Learner:
             )
 
     def _holds(self, q: _Question, rungs: list[Rung]) -> tuple[list[bool], list[float | None]]:
-        """For each of ``rungs``: whether it holds a threshold now (closed while its
-        due audits are missing: ``Earned.threshold``), and the share of the decisions
-        its band holds (``TrustState.band_share``)."""
+        """For each of ``rungs``: whether it holds a threshold now (``Earned.threshold``)
+        and the share of the decisions its band holds (``TrustState.band_share``)."""
         keys = [q.key.asking(r.model) for r in rungs]
         holds = [r.trust.threshold(k).take_at is not None for r, k in zip(rungs, keys)]
         return holds, [r.trust.state(k).band_share() for r, k in zip(rungs, keys)]
@@ -527,9 +512,8 @@ class Learner:
     # -- versions ---------------------------------------------------------------------
 
     def _fold(self, q: _Question) -> None:
-        """Count the settled labels of ``q`` in record order; a refit point among them
-        makes its version due (``QuestionLabels.due``). On a shared store, first read
-        what other replicas wrote, so replicas fit each version on the same labels."""
+        """Count the settled labels of ``q`` (a refit point makes its version due); on a
+        shared store, first read what other replicas wrote."""
         ok = (lambda order: settled(order, self.settle_s)) if self.settle_s > 0 else None
         with self._lock:
             ready = q.labels.ready(ok)
@@ -588,7 +572,7 @@ class Learner:
                 learned = lx.select(texts, labels, options, vectors=vectors, written=written)
         elif (encode := self._encode()) is not None:
             pool = nearest.pool_of(texts, labels, options, written, encode)
-            question = q.question if pool is None else nearest.with_pool(q.question, pool)
+            question = q.question if pool is None else as_compiled(q.question).replace(pool=pool)
         else:  # a canvas reader without the encoder: the most recent ones
             cut = [t[:CANVAS_CHARS] for t in texts]
             learned = lx.select(cut, labels, options, per_option=CANVAS_PER_OPTION, written=written)
@@ -614,9 +598,8 @@ class Learner:
         return np.stack([got[t] for t in texts]) if texts else np.zeros((0, 0))
 
     def _encode(self) -> Any:
-        """What embeds texts for canvas versions: ``encoder`` when set, else the
-        embedded default's when installed (loaded when a version first picks), else
-        ``None`` (said once: versions show the most recent labelled states)."""
+        """What embeds texts for canvas versions: ``encoder``, else the embedded
+        default's when installed, else ``None`` (said once)."""
         if self.encoder is not None:
             return self.encoder
         if nearest.encoder_available():
@@ -674,10 +657,8 @@ class Learner:
         return q
 
     def _rebuild(self, q: _Question) -> None:
-        """The ladder from the store (on learning's thread: the question as written
-        decides meanwhile): the labelled states of each version in replay order, the
-        versions fitted on them, the newest with a threshold in force; then what the
-        labels given meanwhile start."""
+        """The ladder from the store (on learning's thread; the question as written
+        decides meanwhile), then what the labels given meanwhile start."""
         try:
             self._rebuilt(q)
         finally:

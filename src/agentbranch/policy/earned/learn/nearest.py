@@ -1,10 +1,10 @@
 """The few-shot lines a learned canvas version shows for each state: the labelled
 states most similar to it (``Earned(..., learn=True)`` on canvas readers).
 
-``Pool`` holds the labelled states a version may select from and the selection rule (how
-it picks and why its digest is in the evidence key: its docstring); ``pool_of`` builds
-one, ``with_pool`` makes the question version that carries it (a ``CompiledQuestion``
-whose ``pool`` it is), ``read_question`` what is read for one state, ``Coalesced`` and ``default_encode`` the shared encoder.
+``Pool`` holds the labelled states a version may select from and the selection rule
+(its docstring); ``pool_of`` builds one (a version is the question with
+``pool=`` set), ``read_question`` what is read for one state, ``Coalesced`` and
+``default_encode`` the shared encoder.
 """
 
 from __future__ import annotations
@@ -157,14 +157,6 @@ def pool_of(
     return Pool(chosen, encode, encoder=str(name or type(encode).__qualname__))
 
 
-# -- questions that carry a pool ---------------------------------------------------------
-
-
-def with_pool(question: Question, pool: Pool) -> CompiledQuestion:
-    """``question`` (its written examples kept) with ``pool``: a new version (key)."""
-    return as_compiled(question).replace(pool=pool)
-
-
 def read_question(version: Question, learned: Mapping[str, Sequence[str]]) -> Question:
     """What is read for one state: the pool version's question with its written
     examples first, then ``learned`` (one state's pick), as plain examples."""
@@ -173,16 +165,6 @@ def read_question(version: Question, learned: Mapping[str, Sequence[str]]) -> Qu
     if not examples:
         return compiled.question
     return CompiledQuestion(compiled.question, examples=examples)
-
-
-def read_questions(asked: Mapping[str, Any], state: str) -> dict[str, Any]:
-    """``asked`` with each pool version replaced by its question for ``state``."""
-    out = dict(asked)
-    for question_id, q in asked.items():
-        pool = as_compiled(q).pool
-        if pool is not None:
-            out[question_id] = read_question(q, pool.pick([state])[0])
-    return out
 
 
 # -- the encoder -------------------------------------------------------------------------
@@ -266,6 +248,4 @@ __all__ = [
     "encoder_available",
     "pool_of",
     "read_question",
-    "read_questions",
-    "with_pool",
 ]
