@@ -2,9 +2,10 @@
 training data for that question's read, under ``Earned``'s guarantee
 (``Earned(..., learn=True)``; the method: docs/learning_method.md).
 
-``ladder`` (versions, trials, adoption), ``examples``, ``head`` and ``nearest`` (what a
-version reads), ``loop`` (the learner), ``hooks`` (where the resolver meets it),
-``replayed`` (versions under a replay cassette), ``stored`` (``Earned.stored()``).
+``ladder`` (versions, trials, adoption) and ``eprocess`` (a version's anytime-valid
+test); ``examples``, ``head`` and ``nearest`` (what a version reads); ``loop`` (the
+learner), ``hooks`` (where the resolver meets it), ``shared`` and ``probability`` (what
+replicas share, the probability reported), ``replayed`` and ``stored`` (replays).
 """
 
 __all__: list[str] = []

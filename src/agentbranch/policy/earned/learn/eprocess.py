@@ -1,9 +1,8 @@
 """An anytime-valid test of a learned version's take bands: a betting e-process per
 candidate threshold, checked after every label with no penalty for looking.
 
-``Bets`` holds the e-processes of one walk (the bet and why it is valid: its
-docstring), ``Walks`` one walk per entry, ``entry`` chooses where a walk starts from the
-version's out-of-fold reads of its own pre-fit labels (``oof_reads``).
+``Bets`` holds the e-processes of one walk, ``Walks`` one walk per entry, ``entry``
+chooses where a walk starts from the version's out-of-fold reads (``oof_reads``).
 """
 
 from __future__ import annotations
@@ -53,9 +52,7 @@ class Bets:
     (mixed by ``WEIGHTS``). If the band's precision is at most ``p`` the mixture is a
     nonnegative supermartingale from 1, so (Ville) it ever reaches ``1/alpha`` with
     probability at most ``alpha``; stopped at its first crossing of the e-LOND bar
-    ``1 / (alpha · boost)`` (``add``), its wealth is an e-value. A confidence that is not
-    a finite number or a label that is not a boolean is no bet; wealth that is not a
-    finite number shows nothing.
+    ``1 / (alpha · boost)`` (``add``), its wealth is an e-value.
     """
 
     __slots__ = (
@@ -91,11 +88,10 @@ class Bets:
         return new
 
     def add(self, confidence: Any, correct: Any, weight: float = 1.0, boost: float = 1.0) -> None:
-        """Bet on one label at ``weight = floor / rate`` (see ``Bets``) and check the
-        wealths against ``1 / (alpha · boost)`` (``boost >= 1``: the e-LOND factor the
-        label was made under, ``ladder.elond_alpha``; anything else counts as 1); ignored
-        when its confidence is not a finite number, its label not a boolean or its weight
-        not in (0, 1]."""
+        """Bet on one label at ``weight`` and check the wealths against ``1 / (alpha ·
+        boost)`` (``boost``: the e-LOND factor, ``ladder.elond_alpha``; 1 unless in
+        [1, inf)); no bet unless its confidence is a finite number, its label a boolean
+        and its weight in (0, 1]."""
         if not isinstance(correct, bool) or isinstance(confidence, bool):
             return
         if not (isinstance(weight, numbers.Real) and 0.0 < weight <= 1.0):
@@ -141,11 +137,9 @@ class Bets:
 
 
 class Walks:
-    """One ``Bets`` walk per entry, each at an equal share of ``alpha`` (by the union
-    bound they err together with probability at most ``alpha``); the lowest candidate
-    any of them shows counts. A walk goes down fixed-sequence from its entry (Learn then
-    Test): a candidate is shown once its wealth has reached the bar and every candidate
-    from the entry down to it has been shown.
+    """One ``Bets`` walk per entry, each at an equal share of ``alpha`` (union bound);
+    the lowest candidate any of them shows counts. A walk goes down fixed-sequence from
+    its entry: a candidate is shown once it and every candidate above it has crossed.
     """
 
     __slots__ = ("walks",)
@@ -298,9 +292,8 @@ def entry(
 def head_entries(
     earned: Any, head: Any, options: Sequence[str], vectors: Any, labels: Any
 ) -> tuple[float, ...] | None:
-    """The entries of a version (a ``head`` fitted on ``vectors``, ``labels``) of a
-    learning ``earned``: ``entry`` on its out-of-fold reads of its own labels, carried
-    over to its own confidences."""
+    """The entries of a version (a ``head`` fitted on ``vectors``, ``labels``): ``entry``
+    on its out-of-fold reads of its own labels, carried over to its own confidences."""
     conf, right = oof_reads(options, vectors, labels)
     return entry(
         conf,

@@ -1,10 +1,7 @@
-"""A learned version's head for the embedded reader: a logistic regression on the
-embeddings of a question's labelled states (``agentbranch.core.heads.LinearHead``), with
-its confidence map, fitted out-of-fold on the same labels.
-
-``fit_head`` fits a version's head, ``cross_fitted_map`` its confidence map
-``softmax(z / T + s)`` from out-of-fold reads (why: docs/learning_method.md),
-``fit_map`` and ``fit_temperature`` the map on given reads.
+"""A learned version's head for the embedded reader (``fit_head``): a logistic
+regression on the embeddings of a question's labelled states (``core.heads.LinearHead``)
+with its confidence map ``softmax(z / T + s)`` fitted out-of-fold on the same labels
+(``cross_fitted_map``).
 """
 
 from __future__ import annotations
@@ -144,11 +141,9 @@ def cross_fitted_map(
 ) -> tuple[float, Any]:
     """The confidence map ``(T, s)`` of ``head`` (fitted on all of ``x``, ``y``; ``s``
     one shift per head class), fitted on its out-of-fold reads (``oof_log_probs``, or
-    ``oof`` when given): a head is sure of its own training labels, so a map fitted on
-    its own reads of them would be the identity (docs/learning_method.md, "Confidence
-    that means what it says"). ``(1, 0)`` when fewer than ``2 * folds`` labels;
-    ``ridge=None``: the temperature alone (no shift). The map on log-probabilities is
-    the map on the logits (softmax is shift-free)."""
+    ``oof``), since its reads of its own training labels are sure of them (why:
+    docs/learning_method.md). ``(1, 0)`` when fewer than ``2 * folds`` labels;
+    ``ridge=None``: the temperature alone."""
     classes = list(head.classes)
     none = (1.0, np.zeros(len(classes)))
     if len(y) < 2 * folds:
@@ -195,11 +190,9 @@ def fit_head(
 
 
 def head_inputs(engine: Engine, question_id: str, question: Any, vectors: Any) -> tuple[Any, float]:
-    """What a version's head on ``engine``'s reader reads for states embedded as
-    ``vectors``: the embeddings followed by the written ``question``'s option scores on
-    the same states times ``WRITTEN_WEIGHT`` when the reader has them
-    (``EmbeddedReader.written_scores``), else the embeddings alone; and that weight (0:
-    alone)."""
+    """What a version's head reads for states embedded as ``vectors``, and the weight
+    of the written ``question``'s option scores in it: the embeddings followed by those
+    scores times ``WRITTEN_WEIGHT`` when the reader has them, else the embeddings and 0."""
     scores = engine.reader.written_scores
     if scores is None or not WRITTEN_WEIGHT:
         return vectors, 0.0

@@ -2,11 +2,9 @@
 which newer versions are on trial (the rule that keeps ``Earned``'s guarantee while the
 read learns from the teacher's labels).
 
-``refit_at`` and ``version_share`` say when a version is fitted and what share of the
-error it is given (``base_share``: none for a written read that cannot open),
-``elond_alpha`` the error a version's anytime-valid test is checked at for one label
-(e-LOND: thresholds earned by other versions earn it more), ``version_earned`` tests a
-version, ``Ladder`` holds the versions of one question (the rule in full: its docstring).
+``refit_at`` and ``version_share`` say when a version is fitted and its share of the
+error, ``elond_alpha`` what its anytime-valid test is checked at for one label,
+``version_earned`` tests a version, ``Ladder`` holds the versions of one question.
 """
 
 from __future__ import annotations
@@ -103,9 +101,8 @@ def version_alphas(
     level: float, j: int, entry: tuple[float, ...] | None = None, base: float | None = None
 ) -> tuple[float, float | None]:
     """The errors version ``j`` of a policy at ``level`` spends: its looks' and its
-    anytime-valid test's (``None``: it has none; with ``entry`` and ``j >= 1`` it takes
-    ``eprocess.SHARE`` of the version's share). ``version_earned`` tests at these; a
-    replay from the store (``learn.stored``) at the same ones."""
+    anytime-valid test's (``None``: none; with ``entry`` and ``j >= 1`` it takes
+    ``eprocess.SHARE`` of the version's share)."""
     alpha = (1.0 - level) * version_share(j, base)
     if entry is None or j < 1:
         return alpha, None
@@ -120,11 +117,9 @@ def version_earned(
     base: float | None = None,
     entry: tuple[float, ...] | None = None,
 ) -> Any:
-    """A copy of ``earned`` testing version ``j`` at its share of the error, on
-    ``store`` (default: ``earned``'s own evidence store, shared). With entries
-    (chosen from the version's pre-fit labels, ``eprocess.entry``) a share
-    ``eprocess.SHARE`` of it goes to the anytime-valid test walking down from there
-    (``eprocess``), the rest to the looks."""
+    """A copy of ``earned`` testing version ``j`` at its errors (``version_alphas``) on
+    ``store`` (default: a view of ``earned``'s own); with ``entry`` its anytime-valid
+    test walks down from there."""
     alpha, test = version_alphas(earned.level, j, entry, base)
     anytime = None if test is None else (tuple(entry or ()), test)
     store = earned.evidence.view() if store is None else store
@@ -158,9 +153,8 @@ def trial_fields(taken: bool, rate: float) -> dict[str, Any]:
 
 def widest(holds: list[bool], shares: list[float | None] | None = None) -> int | None:
     """Of versions in order (oldest first), the index of the one to put in force: of
-    those holding a threshold (``holds``), the one whose band holds the largest share
-    of the decisions (``shares``), the newer one on a tie; the newest holding one when
-    any of their shares is not known. ``None``: none holds a threshold."""
+    those holding a threshold, the one whose band holds the largest share of the
+    decisions, the newer on a tie (the newest when a share is not known); ``None``: none."""
     held = [
         (i, share)
         for i, (holds_one, share) in enumerate(zip(holds, shares or [None] * len(holds)))
@@ -194,15 +188,11 @@ class Ladder:
     earns its threshold" and "The guarantee with learning").
 
     Version ``j >= 1`` is fitted on the first ``refit_at(j)`` labels and tested only on
-    labels after its fit, each read again by it (a shadow read, its evidence, recorded
-    with ``trial_fields``: its strata are those of the version in force's sampling).
-    After every label, of the fed versions holding a threshold, the one whose band holds
-    the largest share of the decisions decides (``widest``); while none holds one, the
-    newest reads (nothing is taken). The error: version ``j`` gets a share
-    ``version_share(j)`` of ``1 - level``; a learned version's anytime-valid test is
-    checked at ``elond_alpha``, which counts the other versions' thresholds earned before
-    the label (``found``), so over the versions the FDR is at most ``1 - level`` and each
-    threshold holds at ``level`` (``tests/test_learn_simulation.py`` checks both).
+    shadow reads of labels after its fit (``trial_fields``). Of the fed versions holding
+    a threshold, the widest band decides (``widest``); while none holds one, the newest
+    reads. Version ``j`` spends ``version_share(j)`` of ``1 - level``, its anytime-valid
+    test checked at ``elond_alpha`` (counting ``found``): the FDR over the versions is at
+    most ``1 - level`` and each threshold holds at ``level``.
     """
 
     first: int = field(default_factory=lambda: FIRST_REFIT)
@@ -256,12 +246,9 @@ class Ladder:
     def adopt(
         self, holds_threshold: list[bool], shares: list[float | None] | None = None
     ) -> Rung | None:
-        """Given, for each fed rung, whether it now holds a threshold (and the share of
-        the decisions its band holds, ``TrustState.band_share``), put in force the one
-        that takes the most: a newer version replaces the one in force only when its
-        band holds at least as large a share of the decisions (without ``shares``, or
-        where a share is not known, the newest one holding a threshold). Returns the
-        rung put in force when it changed."""
+        """Given, for each fed rung, whether it now holds a threshold and its band's
+        share of the decisions, put in force the one ``widest`` picks; the rung put in
+        force when it changed."""
         fed = self.fed
         self.found.update(r.index for r, held in zip(fed, holds_threshold) if held)
         i = widest(holds_threshold, shares)

@@ -1,13 +1,9 @@
 """``Earned(..., learn=True)``: the labels the teacher gives become the read's training data.
 
-``Learner`` keeps, per question (and reader, model, reading), a ``Ladder`` of versions of
-the question's read (``ladder``) fitted on its labelled states (``head`` on the embedded
-reader, ``nearest`` on canvas readers); ``QuestionLabels`` the labels one question has,
-each decision once, and what each version's fit reads.
-
-What a label or a question's first ask starts (trial reads, store re-reads, adoption,
-fits, a restart's rebuild) runs on learning's own daemon thread (``Work``), in the order
-asked for, so no decision waits on it. At interpreter exit the task in flight finishes
+``Learner`` keeps per question a ``Ladder`` of versions fitted on its labelled states;
+``QuestionLabels`` the labels one question has, each decision once. What a label or a
+question's first ask starts (trial reads, store re-reads, adoption, fits, a restart's
+rebuild) runs on learning's own daemon thread (``Work``), so no decision waits on it. At interpreter exit the task in flight finishes
 (a daemon thread stopped inside a native forward aborts the process) and the queued
 ones are dropped (trial reads: less evidence opens nothing; fits: a restart makes them
 again); a long task checks ``closing`` between its native steps and stops with

@@ -3,8 +3,7 @@ engine's label is right, measured on the labels of the version that read it.
 
 ``ProbabilityFit`` keeps one version's labelled reads and fits on them a map
 ``p = σ(a·logit(confidence) + b)`` (``fit``), used only while it predicts better than
-the read's own probability (how: its docstring); ``apply`` gives a map's probability.
-It changes what the decision reports, never what is taken.
+the read's own probability; ``apply`` gives a map's probability.
 """
 
 from __future__ import annotations

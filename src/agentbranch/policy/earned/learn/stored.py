@@ -46,10 +46,9 @@ def recorded_anytime(
     records: list[Any], looks_level: float
 ) -> tuple[tuple[float, ...], float] | None:
     """The anytime-valid test (``(entries, error)``, as ``Earned.anytime``) of the
-    learned version a key's records are evidence of, for a replay under the records' own
-    settings: ``looks_level`` is the level they carry, that of the version's looks
-    (``ladder.version_alphas``), whose error is ``1 - eprocess.SHARE`` of the version's
-    share; ``None`` when the records carry no entries or are not of a learned version."""
+    learned version a key's records are evidence of, from ``looks_level``, the level
+    they carry (its looks', ``1 - eprocess.SHARE`` of its share); ``None`` when they
+    carry no entries or are not of a learned version."""
     j, entries = key_version(records), key_entries(records)
     if j is None or j < 1 or entries is None:
         return None
@@ -57,9 +56,8 @@ def recorded_anytime(
 
 
 def recorded_looks(records: list[Any], earned: Any) -> Any:
-    """The looks of the version a key's records are evidence of, for a replay under
-    the records' own settings (``earned``): the question as written's
-    (``ladder.written_looks``) when they say version 0, else ``earned``'s own."""
+    """The looks of the version a key's records are evidence of: the question as
+    written's (``ladder.written_looks``) for version 0, else ``earned``'s own."""
     if key_version(records) == 0:
         return written_looks(earned.min_evidence)
     return earned.looks
