@@ -32,9 +32,8 @@ __all__ = [
 
 #: Bet fractions of the mixture (of the boldest bet ``1/p`` on "right").
 FRACTIONS: tuple[float, ...] = (0.5, 0.75, 0.9, 0.97)
-#: The mixture's weight on each of ``FRACTIONS`` (normalised to add up to 1): most on the
-#: boldest, so a band nearly always right is shown about ten labels sooner than with
-#: equal weights (chosen with ``benchmarks/learning_path.py``).
+#: The mixture's weight on each of ``FRACTIONS``: most on the boldest, so a band nearly
+#: always right is shown sooner (chosen with ``benchmarks/learning_path.py``).
 WEIGHTS: tuple[float, ...] = (0.1, 0.1, 0.1, 0.7)
 #: Share of a version's error given to this test; the looks keep the rest.
 SHARE = 0.9
@@ -168,8 +167,8 @@ class Walks:
         return min(found) if found else None
 
 
-#: Candidates from which a walk keeps its log-wealths in one array (a label's update is
-#: then a few vector operations); fewer are cheaper as Python lists.
+#: Candidates from which a walk keeps its log-wealths in one array; fewer are cheaper as
+#: Python lists.
 _ARRAY_FROM = 16
 
 

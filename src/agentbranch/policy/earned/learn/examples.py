@@ -1,10 +1,8 @@
 """Which labelled states a learned version shows as examples, and the question it reads.
 
-A version without a head or pool is the question with its labelled states added to its
-``examples=`` after the hand-written ones (``with_learned``): per option a bounded,
-deterministic choice (``select``), spread over the embedder's space when there are more
-than fit (``spread``), so a few kinds of text that dominate the traffic do not crowd out
-the rest.
+A version without a head or pool is the question with its labelled states added after
+its hand-written ``examples=`` (``with_learned``): per option a bounded, deterministic
+choice (``select``), spread over the embedder's space when more than fit (``spread``).
 """
 
 from __future__ import annotations

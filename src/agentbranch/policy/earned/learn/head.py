@@ -21,16 +21,12 @@ if TYPE_CHECKING:
 C = 10.0
 #: Folds of the out-of-fold reads the confidence map is fitted on.
 FOLDS = 5
-#: The temperatures tried (log-spaced from 1/20 to 50): the map starts at the best of them
-#: and its temperature stays within them.
+#: The temperatures tried (log-spaced): the map starts at the best and stays within them.
 T_MIN, T_MAX, T_STEPS = 0.05, 50.0, 481
-#: A version's head reads the written question's option scores beside the state's
-#: embedding, at this weight (``LinearHead.written``; 0: the embedding alone), so it
-#: starts from what the question as written already tells apart (chosen with
-#: ``benchmarks/learning_path.py --set head.WRITTEN_WEIGHT=w``).
+#: The weight of the written question's option scores a head reads beside the state's
+#: embedding (``LinearHead.written``; 0: the embedding alone).
 WRITTEN_WEIGHT = 10.0
-#: Ridge weight on the shifts (the map minimises the mean log-loss plus ``SHIFT_RIDGE *
-#: |s|^2``): where the labels say little about an option, its shift stays near 0.
+#: Ridge weight on the shifts: where the labels say little of an option, its shift stays near 0.
 SHIFT_RIDGE = 1e-3
 
 

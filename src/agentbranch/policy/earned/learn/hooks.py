@@ -41,9 +41,7 @@ def asked_questions(
         text = None
     cassette = None if state is None else cassette_of(engine)
     trials = engine.unrecorded()
-    # Trial reads of labelled states are learning's own work, no part of the run: a
-    # replay never asks them (a replayed decision is no evidence), so they are read past
-    # a recording cassette instead of left in it unplayed.
+    # Trial reads are learning's own work, never replayed: read past a recording cassette.
     learner.bind(trials)
     for question_id, q in questions.items():
 

@@ -18,11 +18,8 @@ from agentbranch.policy.earned._statistics import Looks
 from agentbranch.policy.earned.learn import eprocess
 
 #: Labels at which the first learned version is fitted; later ones at 2x, 4x ...
-#: (chosen with ``benchmarks/learning_path.py``: sooner opens sooner, too few reads worse).
 FIRST_REFIT = 24
-#: Versions on trial at once (the newest ones): each label costs one shadow read per
-#: trial, and a trial that has not passed by the time four newer versions exist is
-#: retired (two cost a quarter of the gain, ``benchmarks/learning.py``).
+#: Versions on trial at once (the newest): each costs one shadow read per label.
 MAX_TRIALS = 4
 
 
@@ -31,9 +28,7 @@ def refit_at(j: int, first: int = FIRST_REFIT) -> int:
     return first * 2 ** (j - 1)
 
 
-#: Version 0's share of the error ``1 - level``; version ``j >= 1`` gets
-#: ``(1 - BASE_SHARE) / (j (j + 1))`` (the shares add up to 1). Chosen on the ``tune``
-#: half of the public sets (``benchmarks/learning_path.py --split tune``).
+#: Version 0's share of the error ``1 - level`` (``version_share``).
 BASE_SHARE = 0.8
 
 
@@ -44,10 +39,8 @@ def version_share(j: int, base: float | None = None) -> float:
     return base if j == 0 else (1.0 - base) / (j * (j + 1))
 
 
-#: Version 0's share of the error when the written read cannot open (``base_share``):
-#: its reads are near-uniform by construction (confidence 0: no band above any
-#: candidate), so it is kept a token share (a level must be below 1) and the versions
-#: share the rest from the start.
+#: Version 0's share when the written read cannot open (``base_share``): a token (a
+#: level must be below 1), the versions share the rest from the start.
 BARE_BASE = 1e-6
 
 
@@ -77,10 +70,8 @@ def elond_alpha(error: float, discoveries: int, level: float) -> float:
     return min(error * (max(0, int(discoveries)) + 1), most)
 
 
-#: Looks of the question as written that spend, with learning on, the error they would
-#: spend without learning (``written_looks``): its first look opens exactly what it
-#: opens without learning, so a stream too short for a version to open loses nothing to
-#: learning; later looks spend less (the rest of its share).
+#: Looks of the question as written that spend what they would without learning
+#: (``written_looks``): a stream too short for a version to open loses nothing.
 WRITTEN_LOOKS_AS_ALONE = 1
 
 
@@ -130,8 +121,7 @@ def version_earned(
     if j == 0:
         copy.looks = written_looks(copy.min_evidence, base)
     copy.anytime = anytime  # (entry, error) of its anytime-valid test (``_state.step``)
-    # its evidence says which version it is, and where its test starts (so a replay
-    # from the store runs the same test: ``learn.stored``)
+    # its records say which version it is and where its test starts (``learn.stored``)
     copy.learn_fields = {"version": j}
     if anytime is not None and anytime[0]:
         copy.learn_fields["entries"] = anytime[0]
@@ -197,8 +187,7 @@ class Ladder:
 
     first: int = field(default_factory=lambda: FIRST_REFIT)
     rungs: list[Rung] = field(default_factory=list)
-    #: index into ``rungs`` of the newest version that held a threshold (0: none yet):
-    #: it and the newer ones are fed
+    #: the newest version that held a threshold (0: none yet); it and newer ones are fed
     in_force: int = 0
     labels: int = 0  #: labels of the question (all versions)
     #: whether a fed version holds a threshold now (``adopt``)
@@ -215,9 +204,7 @@ class Ladder:
     def bet_alpha(self, rung: Rung, anytime: Any, level: float) -> float | None:
         """The error ``rung``'s anytime-valid test (``anytime``: its ``(entries,
         error)``, ``None``: none) is checked at for the next label (``elond_alpha``)."""
-        if anytime is None:
-            return None
-        return elond_alpha(anytime[1], self.discoveries(rung), level)
+        return None if anytime is None else elond_alpha(anytime[1], self.discoveries(rung), level)
 
     @property
     def deciding(self) -> Rung:

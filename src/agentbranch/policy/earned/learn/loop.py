@@ -3,11 +3,12 @@
 ``Learner`` keeps per question a ``Ladder`` of versions fitted on its labelled states;
 ``QuestionLabels`` the labels one question has, each decision once. What a label or a
 question's first ask starts (trial reads, store re-reads, adoption, fits, a restart's
-rebuild) runs on learning's own daemon thread (``Work``), so no decision waits on it. At interpreter exit the task in flight finishes
-(a daemon thread stopped inside a native forward aborts the process) and the queued
-ones are dropped (trial reads: less evidence opens nothing; fits: a restart makes them
-again); a long task checks ``closing`` between its native steps and stops with
-``Stopped``, so exit waits for one step, not the whole task.
+rebuild) runs on learning's own daemon thread (``Work``), so no decision waits on it.
+At interpreter exit the task in flight finishes (a daemon thread stopped inside a
+native forward aborts the process) and the queued ones are dropped (trial reads: less
+evidence opens nothing; fits: a restart makes them again); a long task checks
+``closing`` between its native steps and stops with ``Stopped``, so exit waits for one
+step, not the whole task.
 
 Over 500 lines: one class, the learner, whose per-question state (ladder, labels, the
 rebuild and what each label starts) one lock guards and must be read together, the
@@ -55,8 +56,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("agentbranch")
 
 
-#: Labels per option a version's fit reads at most (``benchmarks/learning_bound.py``:
-#: the head fitted on this many per option is within noise of the head fitted on all).
+#: Labels per option a version's fit reads at most (``benchmarks/learning_bound.py``).
 FIT_PER_OPTION = 256
 
 
@@ -201,9 +201,8 @@ class QuestionLabels:
         return sum(seg.nbytes for seg in self._segments)
 
 
-#: Canvas readers (no embedder: transformers, vLLM, remote) without the embedded
-#: encoder installed show the most recent learned examples as few-shot lines: fewer of
-#: them, each cut to at most this many characters (with it: ``nearest``).
+#: Canvas versions without the embedded encoder: the most recent learned examples, this
+#: many per option, each cut to this many characters.
 CANVAS_PER_OPTION = 4
 CANVAS_CHARS = 300
 #: Seconds a refit point's last label must be old before a version is fitted on a
@@ -264,15 +263,13 @@ class Learner:
         #: every version by its key without the reading (which question it is a version of)
         self._versions: dict[str, tuple[_Question, Rung]] = {}
         self.store = StoreLabels(earned)  #: every replica's labels, each version's map
-        #: Learn on learning's own thread (``Work``): a label's trial reads, adoption and
-        #: fits, store re-reads and a restart's rebuild, so no decision waits on them
-        #: (``False``: at once, on the calling thread, for tests and benchmarks).
+        #: Learn on learning's own thread (``Work``; ``False``: at once, on the calling
+        #: thread, for tests and benchmarks).
         self.background = True
         self._work = Work()
         self._refresh_asked: float | None = None  #: when ``asked`` last asked a re-read
         self._fit_vectors: dict[str, Any] = {}  #: the last fit's embeddings (``_embedded``)
-        #: Embeds texts for canvas versions' per-state examples (``None``: the embedded
-        #: default's encoder, ``nearest.default_encode``, when installed).
+        #: Embeds texts for canvas versions (``None``: ``nearest.default_encode``).
         self.encoder: Callable[[Any], Any] | None = None
         self._said_no_encoder = False
         #: Seconds a version's last label must be old before the version is fitted
@@ -387,11 +384,8 @@ class Learner:
         with self._lock:
             # (before this label counts: what held when it was made)
             fields["floor"] = 1.0 if not q.ladder.open else (audit_rate or None)
-            # One label per decision, whichever version read it: a decision labelled
-            # before (a retried node, a redelivered message, a re-run) is no new label,
-            # no new labelled state; and a state a version learned from (its text up to
-            # case and whitespace, whatever the identity: another thread, another user)
-            # is never evidence for it or a later one (``QuestionLabels.learned_text_by``).
+            # One label per decision, whichever version read it; and a state a version
+            # learned from is never evidence for it or a later one, whatever its identity.
             learned = q.labels.learned_text_by(text) or len(q.ladder.rungs)
             if q.labels.known(decision, text) or rung.index >= learned:
                 log.debug("agentbranch.learn: a repeat of %r: no evidence", q.question_id)
@@ -666,17 +660,14 @@ class Learner:
         self._maybe_fit(q)
 
     def _rebuilt(self, q: _Question) -> None:
-        # each label once, by its identity: through the written question's key it
-        # names (``StoreLabels.claim``), or under its version's key (records that name
-        # none, ``claim_key``); the store is read once, here, not once per version
+        # each label once: through the written key its record names (``claim``), or its
+        # version's key (``claim_key``); the store is read once, not once per version
         self._refresh(force=True)
         claimed = self.store.claim(q.key.evidence_key)
         with self._lock:
             q.merge(claimed)
             q.labels.fold()
-        j = 0
-        while j < len(q.ladder.rungs):
-            rung = q.ladder.rungs[j]
+        for j, rung in enumerate(q.ladder.rungs):  # (grows as versions are fitted)
             key = q.key.asking(rung.model).evidence_key
             claimed = self.store.claim_key(key)
             with self._lock:
@@ -688,12 +679,9 @@ class Learner:
                 version = self._version(q, nxt, due)  # (a fit: outside the lock)
                 with self._lock:
                     self._add(q, version)
-            j += 1
         holds, shares = self._holds(q, q.ladder.rungs)
         with self._lock:
             q.ladder.labels = q.labels.count
-            # of the versions holding a threshold, the one whose band holds the most
-            # decisions is in force (``Ladder.restore``; none: the written one)
             q.ladder.restore(holds, shares)
 
 

@@ -1,10 +1,8 @@
 """The few-shot lines a learned canvas version shows for each state: the labelled
 states most similar to it (``Earned(..., learn=True)`` on canvas readers).
 
-``Pool`` holds the labelled states a version may select from and the selection rule
-(its docstring); ``pool_of`` builds one (a version is the question with
-``pool=`` set), ``read_question`` what is read for one state, ``Coalesced`` and
-``default_encode`` the shared encoder.
+``pool_of`` builds a version's ``Pool`` (the version is the question with ``pool=``
+set), ``read_question`` what is read for one state; ``default_encode`` the encoder.
 """
 
 from __future__ import annotations
@@ -42,14 +40,9 @@ Encode = Callable[[Sequence[str]], Any]
 
 class Pool:
     """The labelled states a canvas version selects from (``examples``: option → texts,
-    in label order, cut to ``CHARS``) and its rule; ``encode`` embeds texts (L2-normalised
-    rows). For each state read, the pool's states are ranked by cosine similarity to it
-    (ties: the earlier label) and taken while each option has fewer than ``per_option``
-    and their characters fit ``budget`` (docs/learning_method.md, "What it learns").
-
-    Its digest and rule are in the version's wire dict (``wire``), so its evidence key
-    names exactly what it may show: replicas with the same store pick the same lines.
-    The encoder is loaded, and the pool embedded once, when it first picks.
+    in label order) and its rule (``pick``); ``encode`` embeds texts. Its digest and rule
+    are in the version's wire dict (``wire``), so its evidence key names exactly what it
+    may show. The encoder is loaded, and the pool embedded once, when it first picks.
     """
 
     def __init__(
@@ -94,8 +87,9 @@ class Pool:
         return f"Pool({len(self._rows)} labelled states, {self.digest[:8]})"
 
     def pick(self, states: Sequence[str]) -> list[Examples]:
-        """For each state (in the order given), the learned lines per option: the most
-        similar pool states first, within ``per_option`` and ``budget``."""
+        """For each state (in the order given), the learned lines per option: the pool's
+        states by cosine similarity to it (ties: the earlier label) while each option has
+        fewer than ``per_option`` and their characters fit ``budget``."""
         if self.encode is None:
             raise ConfigurationError(
                 "this learned version was replayed from a cassette (its labelled states are "

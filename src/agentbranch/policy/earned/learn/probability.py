@@ -55,12 +55,10 @@ class ProbabilityFit:
     """The labelled reads of one version and the map fitted on them (docs/learning_method.md,
     "The probability it reports").
 
-    The reads are kept as weighted counts per confidence bin (``BINS``, weight
-    ``1/rate``); the map ``(a, b, lowest, highest)`` is fitted on them (``fit``) from
-    ``MIN_LABELS`` labels, again every ``max(REFIT_EVERY, labels/16)``. Each label is
-    first scored, before it is counted, by the map then in force and by the read's own
-    probability; the map reports (``in_force``) only while its summed log-loss is the
-    lower. It changes what a decision reports, never what is taken.
+    The reads are kept as counts per confidence bin (``BINS``, weight ``1/rate``), the
+    map refitted on them from ``MIN_LABELS`` labels. Each label is scored before it is
+    counted, by the map in force and by the read's own probability: the map reports
+    (``in_force``) only while its summed log-loss is the lower.
     """
 
     __slots__ = (
@@ -118,10 +116,10 @@ class ProbabilityFit:
 
 
 def fit(weight: list[float], right: list[float], conf: list[float], labels: int) -> Map:
-    """``(a, b, lowest, highest)``: ``a, b`` minimising the weighted log-loss of ``σ(a·logit(x) + b)`` over the bins
-    (``x`` each bin's mean confidence; weights scaled to ``labels`` in all) plus
-    ``RIDGE·((a − 1)² + b²)`` (Newton steps on two parameters), the bins' lowest and
-    highest ``logit(x)``."""
+    """``(a, b, lowest, highest)``: ``a, b`` minimising the weighted log-loss of
+    ``σ(a·logit(x) + b)`` over the bins (``x`` each bin's mean confidence; weights scaled
+    to ``labels`` in all) plus ``RIDGE·((a − 1)² + b²)`` (Newton steps), the bins' lowest
+    and highest ``logit(x)``."""
     total = sum(weight)
     scale = labels / total if total > 0 else 0.0
     rows = [(_logit(c / w), w * scale, r * scale) for w, r, c in zip(weight, right, conf) if w > 0]

@@ -1,11 +1,9 @@
 """Which version of a learning question decided, under a replay cassette.
 
-Recording, each decision of a learning question records (``Cassette.version``) the
-version in force and the wire dicts of the question asked and, for a canvas version
-that picks per state, of the question read (a head's or pool's digest, never the
-labelled states or weights). Replaying, those are rebuilt and asked again, whatever the
-store holds by then, so the same decisions come out; a rebuilt head or pool is a
-stand-in with the recorded digest that cannot read or pick live.
+Each decision records (``Cassette.version``) the version in force and the wire dicts of
+the questions asked and read (a head's or pool's digest, never the labelled states or
+weights); a replay rebuilds and asks them again, whatever the store holds by then. A
+rebuilt head or pool is a stand-in with the recorded digest: it cannot read live.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""What a learning policy reads back from its evidence store: the labelled states every
-replica gathered, by the written question they were learned for, and each version's
-probability fit (``probability``), so replicas sharing a store learn together.
-
-``StoreLabels`` reads what the store gained since its last read (its own reader,
-``EvidenceStore.view``), at most every ``refresh_s`` unless asked to now, and counts each
-label once. The labelled states of a question the learner has (``claim``) are handed
-to it as they are read, not kept here; those of questions not asked yet are kept until
-they are.
+"""What a learning policy reads back from its evidence store (``StoreLabels``): the
+labelled states every replica gathered, by the written question they were learned for,
+and each version's probability fit, so replicas sharing a store learn together. Each
+label counts once; a claimed question's states are handed over as read, not kept here.
 """
 
 from __future__ import annotations
@@ -120,8 +115,6 @@ class StoreLabels:
 
 def settled(order: tuple[str, str], settle_s: float) -> bool:
     """Whether the label of record order ``order`` (time, id) is ``settle_s`` old."""
-    if settle_s <= 0:
-        return True
     made = datetime.fromisoformat(order[0])
     return (datetime.now(UTC) - made).total_seconds() >= settle_s
 

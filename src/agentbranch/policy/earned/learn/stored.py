@@ -1,10 +1,7 @@
 """``Earned.stored()`` of a learning policy: each learned version's evidence key tested
-as the live policy tests it, at that version's own share of the error
-(``ladder.version_share``) and with the anytime-valid test (``eprocess``) walking from
-the entries its records carry (``Evidence.entries``). A key whose records name no
-version keeps the state computed at the full level; records that carry no entries
-replay with looks only, and records of one key that disagree on them (an edited store)
-with no bet at all (fail closed).
+as the live policy tests it, at that version's share of the error and with the
+anytime-valid test walking from the entries its records carry (``key_entries``: records
+that disagree on them replay with no bet, fail closed).
 """
 
 from __future__ import annotations
