@@ -44,14 +44,11 @@ MIN_ENTRY_BAND = 4
 class Bets:
     """The e-processes of one version's candidates below ``entry`` (the bet and why it
     is valid: docs/learning_method.md, "The anytime-valid test of a learned version").
-
-    A decision whose confidence is ``>= t`` bets on "right" at candidate ``t`` with
-    weight ``w = floor / rate``: its label multiplies the wealth by ``1 + f w (1 - p) / p``
-    when right and by ``1 - f w`` when wrong, for each fraction ``f`` of ``FRACTIONS``
-    (mixed by ``WEIGHTS``). If the band's precision is at most ``p`` the mixture is a
-    nonnegative supermartingale from 1, so (Ville) it ever reaches ``1/alpha`` with
-    probability at most ``alpha``; stopped at its first crossing of the e-LOND bar
-    ``1 / (alpha · boost)`` (``add``), its wealth is an e-value.
+    A label in candidate ``t``'s band multiplies its wealth by ``1 + f w (1 - p) / p``
+    when right and ``1 - f w`` when wrong (``w = floor / rate``, ``f`` each of
+    ``FRACTIONS``, mixed by ``WEIGHTS``): a nonnegative supermartingale from 1 while the
+    band's precision is at most ``p``, whose first crossing of ``1 / (alpha · boost)`` is
+    an e-value.
     """
 
     __slots__ = (
@@ -247,15 +244,12 @@ def entry(
     scale: Sequence[float] | None = None,
 ) -> tuple[float, ...] | None:
     """The candidate to start the walk at, from out-of-fold reads of the version's
-    pre-fit labels (``confidence``, ``right``): the one whose band they predict would
-    reach any bar soonest (the band's share of the decisions times the best fraction's
-    expected log-growth at the band's precision, shrunk towards the target by one label
-    at it). ``None`` when no band of at least ``MIN_ENTRY_BAND`` labels is predicted
-    above the target: the version is not tested this way.
-
-    ``scale``: the version's own confidences on the same states. A head fitted on all
-    the labels is surer than the fold heads, so the band sits higher on its scale: the
-    entry is then the highest candidate whose band holds the same share of ``scale``."""
+    pre-fit labels (``confidence``, ``right``): the one whose band they predict grows
+    fastest (its share of the decisions times the best fraction's expected log-growth at
+    its precision, shrunk towards the target by one label). ``None`` when no band of at
+    least ``MIN_ENTRY_BAND`` labels is predicted above the target. ``scale``: the
+    version's own (surer) confidences on the same states: the entry moves to the highest
+    candidate whose band holds the same share of them."""
     pairs = [
         (float(c), bool(r))
         for c, r in zip(confidence, right)

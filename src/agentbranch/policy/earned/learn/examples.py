@@ -47,10 +47,9 @@ def select(
     per_option: int = PER_OPTION,
     written: dict[str, list[str]] | None = None,
 ) -> dict[str, list[str]]:
-    """The learned examples per option from labelled ``texts`` (in the order they were
-    labelled): duplicates and hand-written examples (``written``) dropped, then at most
-    ``min(per_option, MAX_EXAMPLES_PER_OPTION - written)`` per option, spread by
-    ``vectors`` (the texts' embeddings; without them the most recent ones)."""
+    """The learned examples per option from labelled ``texts`` (in label order), less
+    duplicates and the hand-written ``written``: at most ``per_option`` (and the room
+    ``MAX_EXAMPLES_PER_OPTION`` leaves), ``spread`` by ``vectors``, else the most recent."""
     written = written or {}
     out: dict[str, list[str]] = {}
     for option in options:

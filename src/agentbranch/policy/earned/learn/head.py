@@ -77,10 +77,9 @@ def fit_temperature(logits: Any, labels: Any) -> float:
 
 def fit_map(logits: Any, labels: Any, ridge: float = SHIFT_RIDGE) -> tuple[float, Any]:
     """The confidence map ``(T, s)`` that minimises the mean log-loss of
-    ``softmax(logits / T + s)`` at ``labels`` (column indices) plus ``ridge * |s|^2``:
-    from ``fit_temperature``'s best and no shift, SciPy's L-BFGS-B on ``1/T`` (kept in
-    ``[T_MIN, T_MAX]``) and ``s`` together. Rows that are not finite are left out; with
-    none left, ``(1, 0)``; a fit that does not end finite keeps the temperature alone."""
+    ``softmax(logits / T + s)`` at ``labels`` (column indices) plus ``ridge * |s|^2``
+    (L-BFGS-B from ``fit_temperature``'s best; never worse than it). Rows that are not
+    finite are left out; with none left, ``(1, 0)``."""
     from scipy.optimize import minimize
 
     z, y = _rows(logits, labels)
@@ -163,12 +162,10 @@ def fit_head(
     shift: bool = True,
     written: float = 0.0,
 ) -> LinearHead | None:
-    """The head fitted on ``vectors`` (``(n, dim)`` embeddings of labelled states, each
-    followed by the written read's option scores times ``written``,
-    ``LinearHead.written``) and their ``labels`` (option names), with its confidence map
-    fitted out-of-fold (``calibrate=False``: none; ``shift=False``: the temperature
-    alone); ``None`` when fewer than two options are labelled. Deterministic (L-BFGS on
-    the states in replay order, folds by position): replicas on the same library
+    """The head fitted on ``vectors`` (embeddings, each followed by the written scores
+    times ``written``) and their ``labels`` (option names), with its confidence map
+    (``calibrate=False``: none; ``shift=False``: the temperature alone); ``None`` when
+    fewer than two options are labelled. Deterministic: replicas on the same library
     versions fit the same numbers, so the same digest and evidence key."""
     options = list(options)
     y = np.array([options.index(label) for label in labels])
@@ -186,9 +183,8 @@ def fit_head(
 
 
 def head_inputs(engine: Engine, question_id: str, question: Any, vectors: Any) -> tuple[Any, float]:
-    """What a version's head reads for states embedded as ``vectors``, and the weight
-    of the written ``question``'s option scores in it: the embeddings followed by those
-    scores times ``WRITTEN_WEIGHT`` when the reader has them, else the embeddings and 0."""
+    """What a version's head reads for states embedded as ``vectors`` and the weight of
+    the written ``question``'s option scores after them (0 when the reader has none)."""
     scores = engine.reader.written_scores
     if scores is None or not WRITTEN_WEIGHT:
         return vectors, 0.0

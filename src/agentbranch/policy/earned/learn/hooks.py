@@ -78,8 +78,7 @@ def asked_questions(
 
 def mark_version(rec: dict[str, Any], version: int, mapped: Map = None) -> None:
     """Record the version that decided (``reader_version``) and the probability its
-    engine label is right (``probability``: ``mapped`` applied to the decision's
-    confidence; without one, the read's own probability of that label)."""
+    engine label is right (``mapped`` applied to its confidence, else the read's own)."""
     rec["reader_version"] = version
     label, confidence = rec.get("engine_label"), rec.get("confidence")
     if label is None or confidence is None:

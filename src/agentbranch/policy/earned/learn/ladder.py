@@ -76,10 +76,9 @@ WRITTEN_LOOKS_AS_ALONE = 1
 
 
 def written_looks(min_evidence: int, base: float | None = None) -> Any:
-    """The looks of the question as written (version 0) of a learning policy: at the
-    policy's own labels (``min_evidence``, 2x, 4x ...); its first
-    ``WRITTEN_LOOKS_AS_ALONE`` looks spend what they would spend without learning
-    (``(1 - level) / 2**(k+1)``), the later ones halves of what is left of its share."""
+    """The looks of the question as written of a learning policy, at ``min_evidence``,
+    2x, 4x ... labels: the first ``WRITTEN_LOOKS_AS_ALONE`` spend what they would without
+    learning, the later ones halves of what is left of its share."""
     share = version_share(0, base)
     k = WRITTEN_LOOKS_AS_ALONE
     head = tuple(0.5 ** (i + 1) / share for i in range(k)) if share < 1.0 else ()
@@ -174,15 +173,11 @@ class Rung:
 @dataclass
 class Ladder:
     """The versions of one question: ``in_force`` decides, the newer ones ``fed`` beside
-    it are on trial (the rule and its guarantee: docs/learning_method.md, "How a version
-    earns its threshold" and "The guarantee with learning").
-
-    Version ``j >= 1`` is fitted on the first ``refit_at(j)`` labels and tested only on
-    shadow reads of labels after its fit (``trial_fields``). Of the fed versions holding
-    a threshold, the widest band decides (``widest``); while none holds one, the newest
-    reads. Version ``j`` spends ``version_share(j)`` of ``1 - level``, its anytime-valid
-    test checked at ``elond_alpha`` (counting ``found``): the FDR over the versions is at
-    most ``1 - level`` and each threshold holds at ``level``.
+    it are on trial (the rule and its guarantee: docs/learning_method.md). Version ``j``
+    is tested only on shadow reads of labels after its fit (``trial_fields``) and spends
+    ``version_share(j)`` of ``1 - level``, its anytime-valid test checked at
+    ``elond_alpha`` (counting ``found``); of the fed versions holding a threshold, the
+    widest band decides (``widest``), while none holds one the newest reads.
     """
 
     first: int = field(default_factory=lambda: FIRST_REFIT)

@@ -272,8 +272,7 @@ class Learner:
         #: Embeds texts for canvas versions (``None``: ``nearest.default_encode``).
         self.encoder: Callable[[Any], Any] | None = None
         self._said_no_encoder = False
-        #: Seconds a version's last label must be old before the version is fitted
-        #: (``SETTLE_S``; 0 on a store only this process writes, ``Earned(store=None)``).
+        #: Seconds a version's last label must be old before it is fitted (0: a private store).
         self.settle_s = 0.0 if earned.evidence.private else SETTLE_S
         #: Labels per option a version's fit reads at most (``FIT_PER_OPTION``).
         self.fit_per_option = FIT_PER_OPTION
@@ -285,8 +284,7 @@ class Learner:
         self.engine = engine
 
     def asked(self, key: QuestionKey) -> tuple[Any, int]:
-        """The version in force of ``key``'s question read with its reading settings
-        (the fingerprint its decision will carry), and its index."""
+        """The version of ``key``'s question that decides, and its index."""
         q = self._question(key)
         if not self.background:
             self._refreshed(q)
@@ -574,9 +572,8 @@ class Learner:
         return version_earned(self.earned, j, entry=entry, base=q.ladder.base)
 
     def _embedded(self, embed: Callable[[list[str]], Any], texts: list[str]) -> Any:
-        """The embeddings of a fit's ``texts``: those the last fit embedded are reused, the
-        others embedded ``EMBED_CHUNK`` at a time, so a decision waits on the reader for
-        one chunk at most (a text's embedding is the same alone or with others)."""
+        """The embeddings of a fit's ``texts`` (the last fit's reused, the others embedded
+        ``EMBED_CHUNK`` at a time: a decision waits on the reader for one chunk at most)."""
         new = [t for t in dict.fromkeys(texts) if t not in self._fit_vectors]
         got = {t: self._fit_vectors[t] for t in texts if t in self._fit_vectors}
         for i in range(0, len(new), EMBED_CHUNK):

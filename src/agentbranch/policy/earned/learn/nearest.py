@@ -139,9 +139,8 @@ def pool_of(
     encode: Encode,
 ) -> Pool | None:
     """The pool of labelled ``texts`` (label order): per option the most recent
-    ``POOL_PER_OPTION`` not among the hand-written ``written``, cut to ``CHARS``;
-    ``None`` when nothing is left. Its rule names the encoder: ``ENCODER`` for the
-    default, else ``encode``'s ``name`` or class (another encoder, another key)."""
+    ``POOL_PER_OPTION`` not among ``written``, cut to ``CHARS``; ``None`` when none is
+    left. Its rule names the encoder (``ENCODER``, else ``encode``'s name or class)."""
     cut = [t[:CHARS] for t in texts]
     mine = {k: list(v) for k, v in written.items()}
     chosen = lx.select(cut, labels, options, per_option=POOL_PER_OPTION, written=mine)
@@ -166,9 +165,8 @@ def read_question(version: Question, learned: Mapping[str, Sequence[str]]) -> Qu
 
 class Coalesced:
     """``encode`` shared by concurrent callers: while one forward runs, the texts of the
-    callers that arrive queue up, and the next forward embeds them all at once (the
-    states of concurrent decisions in one batch, as their reads are). Each caller gets
-    its own rows, in its order."""
+    callers that arrive queue up, and the next forward embeds them all at once; each
+    caller gets its own rows, in its order."""
 
     def __init__(self, encode: Encode) -> None:
         self.encode = encode

@@ -75,8 +75,7 @@ def version(
     live: Callable[[], tuple[Any, int, Any, Any]],
 ) -> tuple[Any, int, Any, Any]:
     """``(asked, version, read, probability map)`` for one decision: the recorded ones
-    when the cassette holds them, else ``live()``'s, recorded (``read`` is ``asked``
-    unless the version picks per state; a cassette recorded before maps were: none)."""
+    when the cassette holds them (no map in an older cassette), else ``live()``'s, recorded."""
     made: list[tuple[Any, int, Any, Any]] = []
 
     def now() -> dict[str, Any]:

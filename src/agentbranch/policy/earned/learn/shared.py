@@ -40,9 +40,8 @@ class StoreLabels:
         self._read_at: float | None = None
 
     def read(self, *, force: bool = False) -> dict[str, list[Labelled4]] | None:
-        """The labelled states the store gained since the last read, by written key
-        (every ``refresh_s``, or now when ``force``; skipped, not waited for, while
-        another thread reads unless ``force``); ``None`` when it did not read."""
+        """The labelled states the store gained since the last read, by written key, at
+        most every ``refresh_s`` unless ``force``; ``None`` when it did not read."""
         earned = self.earned
         if not force and (
             earned.frozen
@@ -66,14 +65,12 @@ class StoreLabels:
             return sorted(self.by_written.pop(written, {}).values(), key=lambda s: s[0])
 
     def claim_key(self, key: str) -> list[Labelled4]:
-        """The labelled states read so far under evidence key ``key`` that name no
-        written question (records stored before they did), handed over once."""
+        """The labelled states read so far under ``key`` that name no written question."""
         with self._lock:
             return sorted(self.by_key.pop(key, {}).values(), key=lambda s: s[0])
 
     def count(self, rec: Any) -> None:
-        """This process's record in its version's probability fit at once (a store only
-        it writes is never read back; read back from a shared one, it counts once)."""
+        """This process's record in its version's probability fit now (read back, once)."""
         with self._lock:
             self._count(rec)
 

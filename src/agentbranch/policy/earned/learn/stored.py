@@ -62,8 +62,7 @@ def recorded_looks(records: list[Any], earned: Any) -> Any:
 
 def at_shares(earned: Any, states: dict[str, Any]) -> dict[str, Any]:
     """``states`` (by evidence key, computed at ``earned.level``) with every learned
-    version's key replayed from the store at its version's share of ``1 - level``, its
-    anytime-valid test walking from the entries its records carry."""
+    version's key replayed from the store as that version is tested (``version_earned``)."""
     copies: dict[tuple, Any] = {}
     out = dict(states)
     for key in states:
