@@ -184,9 +184,8 @@ class _ListRows:
         return new
 
     def add(self, c: float, step: list[float], limit: float) -> list[int]:
-        """Add ``step`` to the row of every candidate ``<= c``; the rows among them
-        whose largest log reaches ``limit`` (only those can cross: the mean of ``exp``
-        of a row is at most ``exp`` of its largest)."""
+        """Add ``step`` to the row of every candidate ``<= c``; the rows among them whose
+        largest log reaches ``limit`` (only those can cross)."""
         near = []
         for i, t in enumerate(self.candidates):
             if c < t:

@@ -56,9 +56,8 @@ def _rows(logits: Any, labels: Any) -> tuple[Any, Any]:
 
 
 def fit_temperature(logits: Any, labels: Any) -> float:
-    """The temperature (of the ``T_STEPS`` log-spaced ones in ``[T_MIN, T_MAX]``) that
-    minimises the mean log-loss of ``softmax(logits / T)`` at ``labels`` (column
-    indices). Rows that are not finite are left out; with none left, 1."""
+    """The temperature (of the ``T_STEPS`` log-spaced ones) that minimises the mean
+    log-loss of ``softmax(logits / T)`` at ``labels`` (column indices); 1 with no finite row."""
     z, y = _rows(logits, labels)
     if not len(z):
         return 1.0

@@ -83,9 +83,8 @@ class ProbabilityFit:
         self.loss_map = 0.0  #: ... and of the map in force before each label
 
     def add(self, confidence: float, probability: float, correct: bool, weight: float) -> None:
-        """Count one labelled read: ``confidence`` and ``probability`` (of its label) as
-        read, whether the label was right, its weight (``1/rate``). A non-finite or
-        out-of-range value is not counted."""
+        """Count one labelled read (``probability``: of its label as read; ``weight``:
+        ``1/rate``); a non-finite or out-of-range value is not counted."""
         values = (confidence, probability, weight)
         if not all(math.isfinite(v) for v in values) or not 0.0 <= confidence <= 1.0:
             return

@@ -23,9 +23,8 @@ def key_version(records: list[Any]) -> int | None:
 
 
 def key_entries(records: list[Any]) -> tuple[float, ...] | None:
-    """Where the anytime-valid test of the version a key's records are evidence of
-    starts: the entries they carry (``None``: none carries any, the version has no such
-    test; ``()``: they disagree, so no walk is trusted and nothing is bet)."""
+    """The entries a key's records carry: where their version's anytime-valid test starts
+    (``None``: none carries any; ``()``: they disagree, so nothing is bet)."""
     found = {tuple(e) for rec in records if (e := rec.entries) is not None}
     if len(found) <= 1:
         return next(iter(found), None)
