@@ -173,11 +173,9 @@ class Rung:
 @dataclass
 class Ladder:
     """The versions of one question: ``in_force`` decides, the newer ones ``fed`` beside
-    it are on trial (the rule and its guarantee: docs/learning_method.md). Version ``j``
-    is tested only on shadow reads of labels after its fit (``trial_fields``) and spends
-    ``version_share(j)`` of ``1 - level``, its anytime-valid test checked at
-    ``elond_alpha`` (counting ``found``); of the fed versions holding a threshold, the
-    widest band decides (``widest``), while none holds one the newest reads.
+    it are on trial, tested on shadow reads of labels after their fit (the rule and its
+    guarantee: docs/learning_method.md). The widest band held decides (``widest``);
+    while none is held, the newest reads.
     """
 
     first: int = field(default_factory=lambda: FIRST_REFIT)

@@ -10,9 +10,8 @@ evidence opens nothing; fits: a restart makes them again); a long task checks
 ``closing`` between its native steps and stops with ``Stopped``, so exit waits for one
 step, not the whole task.
 
-Over 500 lines: one class, the learner, whose per-question state (ladder, labels, the
-rebuild and what each label starts) one lock guards and must be read together, the
-labels it keeps per question and the thread its work runs on.
+Over 500 lines: one class, the learner, whose per-question state one lock guards and
+must be read together, the labels it keeps per question and the thread its work runs on.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ import numpy as np
 
 from agentbranch.core.at_exit import AUDITS, finish_at_exit
 from agentbranch.core.heads import with_head
-from agentbranch.core.questions import as_compiled, to_spec
+from agentbranch.core.questions import to_spec
 from agentbranch.core.state import render_state
 from agentbranch.policy.earned._evidence import QuestionKey
 from agentbranch.policy.earned._state import DigestSet, digest
@@ -69,8 +68,7 @@ def identity(decision: str | None, text: str | None) -> str | None:
 
 def same_text(text: str) -> str:
     """A state's text as a version that learned from it sees it (NFKC, case folded,
-    whitespace runs as one space): states with the same ``same_text`` are one training
-    state, whatever their decision identities."""
+    whitespace runs as one space): one training state, whatever the identities."""
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
@@ -90,12 +88,10 @@ class _Pending:
 
 @dataclass
 class QuestionLabels:
-    """The counted labels of one question, each identity once (docs/learning_method.md,
-    "Retries and repeats count once"), in record order once settled (``fold``). Version
-    ``j`` is fitted on ranks below ``refit_at(j)``; per segment of ranks between two refit
-    points the digests of the identities and ``same_text`` are kept, so ``learned_by``
-    and ``learned_text_by`` say which versions learned a label or a text. A fit reads,
-    per option, the ``per_option`` labels of its prefix with the smallest ``priority``.
+    """The counted labels of one question, each identity once, in record order once
+    settled (``fold``); per segment of ranks between refit points the digests of the
+    identities and ``same_text`` (``learned_by``, ``learned_text_by``). A fit reads, per
+    option, the ``per_option`` labels of its prefix with the smallest ``priority``.
     """
 
     first: int = field(default_factory=lambda: _ladder.FIRST_REFIT)
@@ -196,6 +192,11 @@ class QuestionLabels:
         return sorted(rows, key=lambda s: s[0])
 
     @property
+    def sampled(self) -> int:
+        """Labelled states held for fits (at most ``per_option`` per option)."""
+        return sum(len(rows) for rows in self._sample.values())
+
+    @property
     def nbytes(self) -> int:
         """Memory held by the digests (what grows with the labels: 16 bytes each)."""
         return sum(seg.nbytes for seg in self._segments)
@@ -244,13 +245,9 @@ class _Question:
 
 class Learner:
     """The learning of one ``Earned`` policy (``Earned.learner`` when ``learn=True``;
-    what it does and promises: docs/learning_method.md).
-
-    ``asked`` says which version of a question decides; ``observe`` stores a label with
-    its state and has every newer version on trial read the state again, as its own
-    evidence. Versions are fitted off the decision path on a prefix of the store's labels
-    in replay order, once the last is ``settle_s`` old and after a re-read of the store,
-    so restarts and replicas sharing a store fit the same versions.
+    what it does and promises: docs/learning_method.md): ``asked`` says which version
+    of a question decides, ``observe`` counts a label and has the versions on trial read
+    its state; versions are fitted on the store's labels, so replicas fit the same ones.
     """
 
     def __init__(self, earned: Any, redact: Callable[[str], str] | None = None) -> None:
@@ -442,10 +439,8 @@ class Learner:
         if self.engine is None:
             return
         try:
-            text, model, pool = render_state(state), trial.model, as_compiled(trial.model).pool
-            if pool is not None:  # a canvas version: its lines for this state
-                model = nearest.read_question(model, pool.pick([text])[0])
-            d = self.engine.decide(state, {q.question_id: model}, log_decisions=False)
+            asked = nearest.read_questions({q.question_id: trial.model}, render_state(state))
+            d = self.engine.decide(state, asked, log_decisions=False)
             d = d[q.question_id]
         except Exception as e:  # noqa: BLE001 - a failed trial read is no evidence
             log.warning("agentbranch.learn: trial read of %r failed: %s", q.question_id, e)
@@ -560,7 +555,7 @@ class Learner:
                 learned = lx.select(texts, labels, options, vectors=vectors, written=written)
         elif (encode := self._encode()) is not None:
             pool = nearest.pool_of(texts, labels, options, written, encode)
-            question = q.question if pool is None else as_compiled(q.question).replace(pool=pool)
+            question = q.question if pool is None else nearest.with_pool(q.question, pool)
         else:  # a canvas reader without the encoder: the most recent ones
             cut = [t[:CANVAS_CHARS] for t in texts]
             learned = lx.select(cut, labels, options, per_option=CANVAS_PER_OPTION, written=written)

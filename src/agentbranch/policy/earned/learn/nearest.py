@@ -1,8 +1,8 @@
 """The few-shot lines a learned canvas version shows for each state: the labelled
 states most similar to it (``Earned(..., learn=True)`` on canvas readers).
 
-``pool_of`` builds a version's ``Pool`` (the version is the question with ``pool=``
-set), ``read_question`` what is read for one state; ``default_encode`` the encoder.
+``pool_of`` builds a version's ``Pool``, ``with_pool`` the version that carries it,
+``read_question(s)`` what is read for one state; ``default_encode`` the encoder.
 """
 
 from __future__ import annotations
@@ -40,9 +40,8 @@ Encode = Callable[[Sequence[str]], Any]
 
 class Pool:
     """The labelled states a canvas version selects from (``examples``: option → texts,
-    in label order) and its rule (``pick``); ``encode`` embeds texts. Its digest and rule
-    are in the version's wire dict (``wire``), so its evidence key names exactly what it
-    may show. The encoder is loaded, and the pool embedded once, when it first picks.
+    in label order) and its rule (``pick``, with ``encode``), whose digest is in the
+    version's wire dict and key (``wire``); the pool is embedded when it first picks.
     """
 
     def __init__(
@@ -150,6 +149,11 @@ def pool_of(
     return Pool(chosen, encode, encoder=str(name or type(encode).__qualname__))
 
 
+def with_pool(question: Question, pool: Pool) -> CompiledQuestion:
+    """``question`` (its written examples kept) with ``pool``: a new version (key)."""
+    return as_compiled(question).replace(pool=pool)
+
+
 def read_question(version: Question, learned: Mapping[str, Sequence[str]]) -> Question:
     """What is read for one state: the pool version's question with its written
     examples first, then ``learned`` (one state's pick), as plain examples."""
@@ -158,6 +162,16 @@ def read_question(version: Question, learned: Mapping[str, Sequence[str]]) -> Qu
     if not examples:
         return compiled.question
     return CompiledQuestion(compiled.question, examples=examples)
+
+
+def read_questions(asked: Mapping[str, Any], state: str) -> dict[str, Any]:
+    """``asked`` with each pool version replaced by its question for ``state``."""
+    out = dict(asked)
+    for question_id, q in asked.items():
+        pool = as_compiled(q).pool
+        if pool is not None:
+            out[question_id] = read_question(q, pool.pick([state])[0])
+    return out
 
 
 # -- the encoder -------------------------------------------------------------------------
@@ -240,4 +254,6 @@ __all__ = [
     "encoder_available",
     "pool_of",
     "read_question",
+    "read_questions",
+    "with_pool",
 ]

@@ -52,13 +52,10 @@ def _loss(p: float, correct: bool) -> float:
 
 
 class ProbabilityFit:
-    """The labelled reads of one version and the map fitted on them (docs/learning_method.md,
-    "The probability it reports").
-
-    The reads are kept as counts per confidence bin (``BINS``, weight ``1/rate``), the
-    map refitted on them from ``MIN_LABELS`` labels. Each label is scored before it is
-    counted, by the map in force and by the read's own probability: the map reports
-    (``in_force``) only while its summed log-loss is the lower.
+    """The labelled reads of one version (counts per confidence bin, weight ``1/rate``)
+    and the map refitted on them from ``MIN_LABELS`` labels; each label is scored before
+    it is counted, and the map reports (``in_force``) only while it predicts better than
+    the read's own probability (docs/learning_method.md, "The probability it reports").
     """
 
     __slots__ = (
