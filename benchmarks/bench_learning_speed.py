@@ -63,7 +63,7 @@ def main() -> None:
             print(f"{n:>5} labels: a head of {size / 1024:.1f} KiB")
         else:
             learned = lx.select(texts, labels, options, vectors=vectors)
-            variants[n] = lx.with_learned(base, options, learned)
+            variants[n] = lx.with_learned(base, learned)
             size = sum(len(v) for v in learned.values())
             print(f"{n:>5} labels: {size} learned examples")
     states = [text(rng, rng.choice(options), 10_000 + i) for i in range(args.batch)]

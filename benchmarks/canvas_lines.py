@@ -102,7 +102,6 @@ def variants(task: ec.Task, texts: list[str], labels: list[str], test: list[str]
     cut = [t[: loop.CANVAS_CHARS] for t in texts]
     recent = lx.with_learned(
         q,
-        options,
         lx.select(cut, labels, options, per_option=loop.CANVAS_PER_OPTION, written=written),
     )
     pool = nearest.pool_of(texts, labels, options, written, nearest.default_encode)

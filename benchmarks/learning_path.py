@@ -104,9 +104,9 @@ STUDY_SHARES: dict[str, Any] = {
 def spend_error(share: Any) -> None:
     """Test every version at ``share(j, base)`` of the error from now on, in this process
     (a study; ``learning_type1.py`` puts the library's back)."""
-    from agentbranch.policy.earned.learn import ladder, loop
+    from agentbranch.policy.earned.learn import ladder
 
-    ladder.version_share = loop.version_share = share
+    ladder.version_share = share
 
 
 #: Slots the templated phrasings are filled from (``templated``).

@@ -173,13 +173,11 @@ def run_ladder(
             entry = None
             if anytime:  # its reads of the labels it was fitted on: never its evidence
                 at = np.array(train)
-                alpha = (1.0 - earned.level) * ld.version_share(j, base_share) * eprocess.SHARE
                 entry = eprocess.entry(
                     read_j.conf[at],
                     read_j.right[at],
                     candidates=earned.candidates,
                     precision=earned.precision,
-                    alpha=alpha,
                 )
             vcfg = ld.version_earned(earned, j, store=None, base=base_share, entry=entry)
             lad.rungs.append(ld.Rung(j, len(train), model=read_j, trust=(vcfg, vcfg._fresh())))

@@ -95,9 +95,6 @@ def test_the_type_one_benchmark_leaves_the_library_split_as_it_found_it() -> Non
     t1.wrong_share("none", seed=5, streams=1)
     assert ld.version_share is shipped
     assert t1.sim.STREAMS == streams
-    from agentbranch.policy.earned.learn import loop
-
-    assert loop.version_share is shipped
 
 
 def test_the_templated_streams_are_distinct_messages_and_say_which_read_cannot_open() -> None:

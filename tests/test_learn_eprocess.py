@@ -221,7 +221,7 @@ def test_the_entry_comes_from_pre_fit_reads_and_screens_out_chance():
     rng = np.random.default_rng(0)
     conf = rng.random(64)
     chance = rng.random(64) < 0.5
-    args = {"candidates": GRID, "precision": 0.9, "alpha": 0.01}
+    args = {"candidates": GRID, "precision": 0.9}
     assert eprocess.entry(conf, chance, **args) is None  # no band above the target
     sharp = conf > 0.3  # right exactly where it is sure
     (start,) = eprocess.entry(conf, sharp, **args)

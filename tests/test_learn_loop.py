@@ -57,7 +57,7 @@ def test_labels_make_a_version_that_is_tested_then_decides(engine, tmp_path):
     # Its key is not the written question's, nor that of the version with the same
     # labels as examples: the head's digest is part of the version's identity.
     examples_version = lx.with_learned(
-        QUESTION, ["yes", "no"], {"yes": ["The striker scored"], "no": ["Simmer the onions"]}
+        QUESTION, {"yes": ["The striker scored"], "no": ["Simmer the onions"]}
     )
     model = engine.reader.model
     others = {

@@ -1,18 +1,11 @@
 """Learning from the teacher: every label a fallback, an audit or a review gives becomes
 training data for that question's read, under ``Earned``'s guarantee
-(``Earned(..., learn=True)``).
+(``Earned(..., learn=True)``; the method: docs/learning_method.md).
 
-* ``ladder``: reader versions, their trials and adoption (the rule that keeps the
-  guarantee while the read changes);
-* ``examples``: which labelled states a version shows as examples, and the question it
-  reads;
-* ``head``: the embedded reader's versions (a logistic head on the embeddings);
-* ``nearest``: canvas readers' versions (per state, the nearest labelled states as
-  few-shot lines);
-* ``loop``: the learner (labels, trials, fits); ``hooks``: where the resolver meets it;
-* ``replayed``: the version in force recorded with a replay cassette, and replayed;
-* ``stored``: ``Earned.stored()`` with each version's key at its own share of the error
-  (the report's learning section: ``agentbranch.audit.earned_learning``).
+``ladder`` (versions, trials, adoption) and ``eprocess`` (a version's anytime-valid
+test); ``examples``, ``head`` and ``nearest`` (what a version reads); ``loop`` (the
+learner), ``hooks`` (where the resolver meets it), ``shared`` and ``probability`` (what
+replicas share, the probability reported), ``replayed`` and ``stored`` (replays).
 """
 
 __all__: list[str] = []

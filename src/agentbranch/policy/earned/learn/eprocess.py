@@ -1,19 +1,21 @@
 """An anytime-valid test of a learned version's take bands: a betting e-process per
 candidate threshold, checked after every label with no penalty for looking.
 
-``Bets`` holds the e-processes of one walk (the bet and why it is valid: its
-docstring), ``Walks`` one walk per entry, ``entry`` chooses where a walk starts from the
-version's out-of-fold reads of its own pre-fit labels (``oof_reads``).
+``Bets`` holds the e-processes of one walk, ``Walks`` one walk per entry, ``entry``
+chooses where a walk starts from the version's out-of-fold reads (``oof_reads``).
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import numbers
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from agentbranch.policy.earned.learn import head as lh
 
 __all__ = [
     "Bets",
@@ -30,12 +32,8 @@ __all__ = [
 
 #: Bet fractions of the mixture (of the boldest bet ``1/p`` on "right").
 FRACTIONS: tuple[float, ...] = (0.5, 0.75, 0.9, 0.97)
-#: The mixture's weight on each of ``FRACTIONS`` (normalised to add up to 1). Most on the
-#: boldest: a band nearly always right, which a test shows in a few dozen labels, is
-#: shown ``ln(0.7 / 0.25) / ln(1 + 0.97 / 9)`` ~ 10 labels sooner than with equal weights,
-#: and a band only a smaller bet grows on, which takes hundreds, ``ln(2.5)`` / its growth
-#: later (``benchmarks/learning_path.py``: 0.2869 -> 0.2965 of the decisions taken, first
-#: order; over ten orders 0.05/0.05/0.1/0.8 took 0.2549 against these weights' 0.2551).
+#: The mixture's weight on each of ``FRACTIONS``: most on the boldest, so a band nearly
+#: always right is shown sooner (chosen with ``benchmarks/learning_path.py``).
 WEIGHTS: tuple[float, ...] = (0.1, 0.1, 0.1, 0.7)
 #: Share of a version's error given to this test; the looks keep the rest.
 SHARE = 0.9
@@ -44,36 +42,13 @@ MIN_ENTRY_BAND = 4
 
 
 class Bets:
-    """The e-processes of one version's candidates below ``entry``.
-
-    **The bet.** For a candidate threshold ``t`` and target precision ``p``, every decision
-    whose confidence is ``>= t`` is a bet on "right" of size ``λ = f · floor / p``, where
-    ``floor`` is the least probability with which any decision was being labelled at the
-    time (``Evidence.floor``: 1 while no version holds a take band, the audit rate while one
-    does; known before the decision is seen) and ``f`` a bet fraction in ``FRACTIONS`` (a
-    mixture weighted ``WEIGHTS``: no fraction is best for every question). A decision
-    labelled with probability ``rate`` counts its label inverse-weighted, ``(right - p) /
-    rate``; one that was not labelled counts 0. So a label multiplies the wealth by
-    ``1 + f w (1 - p) / p`` when right and by ``1 - f w`` when wrong, ``w = floor / rate``
-    (1 for every label while nothing is taken; an audited take at full weight and a
-    fallback label at the audit rate while a band is open), and an unlabelled decision
-    leaves it as it is. If the band's precision is at most ``p`` each decision's factor has
-    mean at most 1, whichever decisions the version in force takes, so the mixture is a
-    nonnegative supermartingale starting at 1 and by Ville's inequality it ever reaches
-    ``1/alpha`` with probability at most ``alpha`` (Waudby-Smith & Ramdas, "Estimating means
-    of bounded random variables by betting", JRSS-B 2023). A label whose floor is not known
-    is no bet. At best (every label right, weight 1) a band reaches ``1/alpha`` at
-    ``alpha = 0.0125`` after 45 labels.
-
-    **A bar that comes down (e-LOND).** With a ``boost`` (``add``) a candidate is shown
-    once its wealth reaches ``1 / (alpha · boost)``, the boost known before the label is
-    seen (``ladder.elond_alpha``: the thresholds other versions had earned by then). The
-    first label at which a candidate crosses is then a stopping time, and a nonnegative
-    supermartingale stopped there has mean at most 1 (optional stopping): its wealth there
-    is an e-value, which is all the FDR bound across versions needs (``ladder.Ladder``).
-
-    **Failing closed.** A confidence that is not a finite number, or a label that is not a
-    boolean, is no bet; wealth that is not a finite number shows nothing.
+    """The e-processes of one version's candidates below ``entry`` (the bet and why it
+    is valid: docs/learning_method.md, "The anytime-valid test of a learned version").
+    A label in candidate ``t``'s band multiplies its wealth by ``1 + f w (1 - p) / p``
+    when right and ``1 - f w`` when wrong (``w = floor / rate``, ``f`` each of
+    ``FRACTIONS``, mixed by ``WEIGHTS``): a nonnegative supermartingale from 1 while the
+    band's precision is at most ``p``, whose first crossing of ``1 / (alpha · boost)`` is
+    an e-value.
     """
 
     __slots__ = (
@@ -103,26 +78,16 @@ class Bets:
         self._boost = 1.0  #: the last label's boost (``add``)
 
     def copy(self) -> Bets:
-        new = Bets.__new__(Bets)
-        new.candidates, new.alpha, new._edge, new._up, new._down = (
-            self.candidates,
-            self.alpha,
-            self._edge,
-            self._up,
-            self._down,
-        )
+        new = copy.copy(self)
         new._rows = self._rows.copy()
         new._crossed = list(self._crossed)
-        new.labels = self.labels
-        new._boost = self._boost
         return new
 
     def add(self, confidence: Any, correct: Any, weight: float = 1.0, boost: float = 1.0) -> None:
-        """Bet on one label at ``weight = floor / rate`` (see ``Bets``) and check the
-        wealths against ``1 / (alpha · boost)`` (``boost >= 1``: the e-LOND factor the
-        label was made under, ``ladder.elond_alpha``; anything else counts as 1); ignored
-        when its confidence is not a finite number, its label not a boolean or its weight
-        not in (0, 1]."""
+        """Bet on one label at ``weight`` and check the wealths against ``1 / (alpha ·
+        boost)`` (``boost``: the e-LOND factor, ``ladder.elond_alpha``; 1 unless in
+        [1, inf)); no bet unless its confidence is a finite number, its label a boolean
+        and its weight in (0, 1]."""
         if not isinstance(correct, bool) or isinstance(confidence, bool):
             return
         if not (isinstance(weight, numbers.Real) and 0.0 < weight <= 1.0):
@@ -168,19 +133,9 @@ class Bets:
 
 
 class Walks:
-    """One ``Bets`` walk per entry, each at an equal share of ``alpha`` (by the union
-    bound they err together with probability at most ``alpha``); the lowest candidate
-    any of them shows counts.
-
-    **The walks.** Candidates are walked from an ``entry`` down, fixed-sequence (Learn then
-    Test: Angelopoulos, Bates, Candès, Jordan & Lei 2021): a candidate is shown once its
-    wealth has reached ``1/alpha`` and every candidate from the entry down to it has been
-    shown, so the family of candidates errs with probability at most ``alpha``. The entry is
-    chosen from the version's *own pre-fit labels*, read out of fold (``screen``): the
-    candidate whose band those reads say would be shown soonest. They are labels the test
-    never bets on, so under exchangeable traffic the choice cannot bias it; a version whose
-    pre-fit reads show no band above the target is not tested this way at all (it spends
-    none of this error), and is left to the looks.
+    """One ``Bets`` walk per entry, each at an equal share of ``alpha`` (union bound);
+    the lowest candidate any of them shows counts. A walk goes down fixed-sequence from
+    its entry: a candidate is shown once it and every candidate above it has crossed.
     """
 
     __slots__ = ("walks",)
@@ -209,8 +164,8 @@ class Walks:
         return min(found) if found else None
 
 
-#: Candidates from which a walk keeps its log-wealths in one array (a label's update is
-#: then a few vector operations); fewer are cheaper as Python lists.
+#: Candidates from which a walk keeps its log-wealths in one array; fewer are cheaper as
+#: Python lists.
 _ARRAY_FROM = 16
 
 
@@ -229,9 +184,8 @@ class _ListRows:
         return new
 
     def add(self, c: float, step: list[float], limit: float) -> list[int]:
-        """Add ``step`` to the row of every candidate ``<= c``; the rows among them
-        whose largest log reaches ``limit`` (only those can cross: the mean of ``exp``
-        of a row is at most ``exp`` of its largest)."""
+        """Add ``step`` to the row of every candidate ``<= c``; the rows among them whose
+        largest log reaches ``limit`` (only those can cross)."""
         near = []
         for i, t in enumerate(self.candidates):
             if c < t:
@@ -286,21 +240,15 @@ def entry(
     *,
     candidates: Sequence[float],
     precision: float,
-    alpha: float,
     scale: Sequence[float] | None = None,
 ) -> tuple[float, ...] | None:
     """The candidate to start the walk at, from out-of-fold reads of the version's
-    pre-fit labels (``confidence``, ``right``): the one whose band they predict would
-    reach ``1/alpha`` in the fewest decisions (the band's share of the decisions times
-    the best fraction's expected log-growth at the band's precision, shrunk towards the
-    target by one label at it). ``None`` when no band of at least ``MIN_ENTRY_BAND``
-    labels is predicted above the target: the version is not tested this way.
-
-    ``scale``: the version's own confidences on the same states. A head fitted on all
-    the labels is surer than the fold heads, so the band sits higher on its scale: the
-    entry is then the highest candidate whose band holds the same share of ``scale``
-    (one walk, at the test's whole error: on the public streams a second walk from the
-    out-of-fold entry, each at half of it, took less, ``benchmarks/learning_path.py``)."""
+    pre-fit labels (``confidence``, ``right``): the one whose band they predict grows
+    fastest (its share of the decisions times the best fraction's expected log-growth at
+    its precision, shrunk towards the target by one label). ``None`` when no band of at
+    least ``MIN_ENTRY_BAND`` labels is predicted above the target. ``scale``: the
+    version's own (surer) confidences on the same states: the entry moves to the highest
+    candidate whose band holds the same share of them."""
     pairs = [
         (float(c), bool(r))
         for c, r in zip(confidence, right)
@@ -334,18 +282,16 @@ def entry(
 
 
 def head_entries(
-    earned: Any, share: float, head: Any, options: Sequence[str], vectors: Any, labels: Any
+    earned: Any, head: Any, options: Sequence[str], vectors: Any, labels: Any
 ) -> tuple[float, ...] | None:
-    """The entries of a version (a ``head`` fitted on ``vectors``, ``labels``; ``share``
-    its share of the error) of a learning ``earned``: ``entry`` on its out-of-fold reads
-    of its own labels, carried over to its own confidences."""
+    """The entries of a version (a ``head`` fitted on ``vectors``, ``labels``): ``entry``
+    on its out-of-fold reads of its own labels, carried over to its own confidences."""
     conf, right = oof_reads(options, vectors, labels)
     return entry(
         conf,
         right,
         candidates=earned.candidates,
         precision=earned.precision,
-        alpha=(1.0 - earned.level) * share * SHARE,
         scale=confidences(head, vectors, options),
     )
 
@@ -353,18 +299,19 @@ def head_entries(
 def confidences(head: Any, vectors: Any, options: Sequence[str]) -> Any:
     """A head's confidence ``1 - H / ln K`` for each of ``vectors``."""
     p = np.exp(head.log_probs(np.asarray(vectors, dtype=np.float64), list(options)))
+    return _confidence(p, len(options))
+
+
+def _confidence(p: Any, k: int) -> Any:
+    """``1 - H / ln K`` of each row of probabilities ``p`` over ``k`` options."""
     h = -(p * np.log(np.clip(p, 1e-300, 1.0))).sum(1)
-    return np.clip(1.0 - h / math.log(max(2, len(options))), 0.0, 1.0)
+    return np.clip(1.0 - h / math.log(max(2, k)), 0.0, 1.0)
 
 
 def oof_reads(options: Sequence[str], vectors: Any, labels: Sequence[str]) -> tuple[Any, Any]:
     """Out-of-fold reads of a version's own labelled states, as the version would read
-    them: label ``i`` read by a head fitted on the other folds (``i mod FOLDS``), with
-    the version's confidence map; ``(confidence, right)`` arrays (confidence
-    ``1 - H / ln K`` over the question's ``K`` options; nan where a fold could not be
-    fitted)."""
-    from agentbranch.policy.earned.learn import head as lh
-
+    them (``head.oof_log_probs`` through the version's confidence map):
+    ``(confidence, right)`` arrays (confidence nan where a fold could not be fitted)."""
     options = list(options)
     y = np.array([options.index(label) for label in labels])
     x = np.asarray(vectors, dtype=np.float64)
@@ -374,21 +321,13 @@ def oof_reads(options: Sequence[str], vectors: Any, labels: Sequence[str]) -> tu
     if full is None or n < 2 * lh.FOLDS:
         return conf, right
     classes = list(full.classes)
-    temperature, shift = lh.cross_fitted_map(full, x, y, lh.C)
-    fold = np.arange(n) % lh.FOLDS
-    k = max(2, len(options))
-    for f in range(lh.FOLDS):
-        test = fold == f
-        part = lh._fit(options, x[~test], y[~test], lh.C)
-        if part is None:
-            continue
-        z = part.log_probs(x[test], classes) / temperature + shift
-        z = z - z.max(1, keepdims=True)
-        p = np.exp(z)
-        p /= p.sum(1, keepdims=True)
-        h = -(p * np.log(np.clip(p, 1e-300, 1.0))).sum(1)
-        conf[test] = np.clip(1.0 - h / math.log(k), 0.0, 1.0)
-        right[test] = np.array([classes[j] for j in p.argmax(1)]) == np.array(
-            [options[j] for j in y[test]]
-        )
+    oof = lh.oof_log_probs(full, x, y)
+    temperature, shift = lh.cross_fitted_map(full, x, y, oof=oof)
+    ok = np.isfinite(oof).all(1)
+    z = oof[ok] / temperature + shift
+    z = z - z.max(1, keepdims=True)
+    p = np.exp(z)
+    p /= p.sum(1, keepdims=True)
+    conf[ok] = _confidence(p, len(options))
+    right[ok] = np.array([classes[j] for j in p.argmax(1)]) == np.array([options[j] for j in y[ok]])
     return conf, right

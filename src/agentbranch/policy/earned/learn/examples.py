@@ -1,19 +1,16 @@
 """Which labelled states a learned version shows as examples, and the question it reads.
 
-A learned version of a question is the question with its labelled states added to its
-``examples=`` (after the hand-written ones, which stay first): the embedded reader
-compares a state with them as it does with written examples, canvas readers show them
-as few-shot lines. Per option at most ``per_option`` learned examples (and never more
-than ``MAX_EXAMPLES_PER_OPTION`` in all), chosen deterministically: when an option has
-more labelled states than fit, a spread of them (farthest-point selection in the
-embedder's space, from the state nearest the option's mean), so a few kinds of text
-that dominate the traffic do not crowd out the rest.
+A version without a head or pool is the question with its labelled states added after
+its hand-written ``examples=`` (``with_learned``): per option a bounded, deterministic
+choice (``select``), spread over the embedder's space when more than fit (``spread``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from agentbranch.core.examples import MAX_EXAMPLES_PER_OPTION, Examples
 from agentbranch.core.questions import Question, as_compiled
@@ -26,8 +23,6 @@ def spread(vectors: Any, k: int) -> list[int]:
     """``k`` row indices of ``vectors`` (``(n, dim)``, L2-normalised) spread over the
     space: the row nearest the mean first, then each time the row farthest from those
     chosen (ties: the earliest). All rows when ``n <= k``."""
-    import numpy as np
-
     x = np.asarray(vectors, dtype=float)
     n = len(x)
     if n <= k:
@@ -52,10 +47,9 @@ def select(
     per_option: int = PER_OPTION,
     written: dict[str, list[str]] | None = None,
 ) -> dict[str, list[str]]:
-    """The learned examples per option from labelled ``texts`` (in the order they were
-    labelled): duplicates and hand-written examples (``written``) dropped, then at most
-    ``min(per_option, MAX_EXAMPLES_PER_OPTION - written)`` per option, spread by
-    ``vectors`` (the texts' embeddings; without them the most recent ones)."""
+    """The learned examples per option from labelled ``texts`` (in label order), less
+    duplicates and the hand-written ``written``: at most ``per_option`` (and the room
+    ``MAX_EXAMPLES_PER_OPTION`` leaves), ``spread`` by ``vectors``, else the most recent."""
     written = written or {}
     out: dict[str, list[str]] = {}
     for option in options:
@@ -82,21 +76,25 @@ def question_examples(question: Question) -> Examples:
     return dict(as_compiled(question).examples or {})
 
 
-def with_learned(
-    question: Question, options: Sequence[str], learned: dict[str, list[str]]
-) -> Question:
+def merged(written: Examples, learned: Mapping[str, Sequence[str]]) -> Examples:
+    """``written`` examples with ``learned`` ones after them, per option (empty dropped)."""
+    out = {o: list(v) for o, v in written.items()}
+    for option, texts in learned.items():
+        out.setdefault(option, []).extend(texts)
+    return {o: v for o, v in out.items() if v}
+
+
+def with_learned(question: Question, learned: dict[str, list[str]]) -> Question:
     """``question`` with ``learned`` examples after its own (a new question, so a new
     evidence key). ``question`` itself when nothing was learned."""
     if not any(learned.values()):
         return question
-    merged = {o: list(v) for o, v in question_examples(question).items()}
-    for option, texts in learned.items():
-        merged.setdefault(option, []).extend(texts)
-    return as_compiled(question).replace(examples={o: v for o, v in merged.items() if v})
+    return as_compiled(question).replace(examples=merged(question_examples(question), learned))
 
 
 __all__ = [
     "PER_OPTION",
+    "merged",
     "question_examples",
     "select",
     "spread",

@@ -1,10 +1,7 @@
-"""A learned version's head for the embedded reader: a logistic regression on the
-embeddings of a question's labelled states (``agentbranch.core.heads.LinearHead``), with
-its confidence map, fitted out-of-fold on the same labels.
-
-``fit_head`` fits a version's head (deterministically, so replicas agree),
-``cross_fitted_map`` its confidence map ``softmax(z / T + s)`` from out-of-fold reads
-(why: its docstring), ``fit_map`` and ``fit_temperature`` the map on given reads.
+"""A learned version's head for the embedded reader (``fit_head``): a logistic
+regression on the embeddings of a question's labelled states (``core.heads.LinearHead``)
+with its confidence map ``softmax(z / T + s)`` fitted out-of-fold on the same labels
+(``cross_fitted_map``).
 """
 
 from __future__ import annotations
@@ -12,38 +9,33 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from agentbranch.core.heads import LinearHead
+from agentbranch.core.questions import to_spec
 
 if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine
 
 #: Inverse regularisation strength (``benchmarks/learning.py``: the ``head`` variant).
 C = 10.0
-#: L-BFGS iterations at most.
-MAX_ITER = 2000
 #: Folds of the out-of-fold reads the confidence map is fitted on.
 FOLDS = 5
-#: The temperatures tried (log-spaced from 1/20 to 50): the map starts at the best of them
-#: and its temperature stays within them.
+#: The temperatures tried (log-spaced): the map starts at the best and stays within them.
 T_MIN, T_MAX, T_STEPS = 0.05, 50.0, 481
-#: A version's head reads the written question's option scores beside the state's
-#: embedding, at this weight (``LinearHead.written``; 0: the embedding alone): it then
-#: starts from what the question as written already tells apart (``learning_path.py
-#: --set head.WRITTEN_WEIGHT=w``, share taken: 0 0.280, 1 0.293, 10 0.2965, 30 0.280 on
-#: the first order; over ten orders 5 0.2564, 10 0.2551, 20 0.2500).
+#: The weight of the written question's option scores a head reads beside the state's
+#: embedding (``LinearHead.written``; 0: the embedding alone).
 WRITTEN_WEIGHT = 10.0
-#: Ridge weight on the shifts (the map minimises the mean log-loss plus ``SHIFT_RIDGE *
-#: |s|^2``): where the labels say little about an option, its shift stays near 0.
+#: Ridge weight on the shifts: where the labels say little of an option, its shift stays near 0.
 SHIFT_RIDGE = 1e-3
 
 
 def _fit(options: list[str], x: Any, y: Any, c: float) -> LinearHead | None:
-    import numpy as np
     from sklearn.linear_model import LogisticRegression
 
     if len(set(y.tolist())) < 2:
         return None
-    model = LogisticRegression(C=c, max_iter=MAX_ITER).fit(x, y)
+    model = LogisticRegression(C=c, max_iter=2000).fit(x, y)
     classes = [options[int(k)] for k in model.classes_]
     weights, bias = model.coef_, model.intercept_
     if len(classes) == 2:  # one logit z: probabilities (1 - sigmoid(z), sigmoid(z))
@@ -54,8 +46,6 @@ def _fit(options: list[str], x: Any, y: Any, c: float) -> LinearHead | None:
 
 def _rows(logits: Any, labels: Any) -> tuple[Any, Any]:
     """The finite rows of ``logits`` (each shifted to a maximum of 0) and their labels."""
-    import numpy as np
-
     z = np.asarray(logits, dtype=np.float64)
     y = np.asarray(labels, dtype=int)
     if z.ndim != 2 or not len(z):
@@ -66,11 +56,8 @@ def _rows(logits: Any, labels: Any) -> tuple[Any, Any]:
 
 
 def fit_temperature(logits: Any, labels: Any) -> float:
-    """The temperature (of the ``T_STEPS`` log-spaced ones in ``[T_MIN, T_MAX]``) that
-    minimises the mean log-loss of ``softmax(logits / T)`` at ``labels`` (column
-    indices). Rows that are not finite are left out; with none left, 1."""
-    import numpy as np
-
+    """The temperature (of the ``T_STEPS`` log-spaced ones) that minimises the mean
+    log-loss of ``softmax(logits / T)`` at ``labels`` (column indices); 1 with no finite row."""
     z, y = _rows(logits, labels)
     if not len(z):
         return 1.0
@@ -89,11 +76,9 @@ def fit_temperature(logits: Any, labels: Any) -> float:
 
 def fit_map(logits: Any, labels: Any, ridge: float = SHIFT_RIDGE) -> tuple[float, Any]:
     """The confidence map ``(T, s)`` that minimises the mean log-loss of
-    ``softmax(logits / T + s)`` at ``labels`` (column indices) plus ``ridge * |s|^2``:
-    from ``fit_temperature``'s best and no shift, SciPy's L-BFGS-B on ``1/T`` (kept in
-    ``[T_MIN, T_MAX]``) and ``s`` together. Rows that are not finite are left out; with
-    none left, ``(1, 0)``; a fit that does not end finite keeps the temperature alone."""
-    import numpy as np
+    ``softmax(logits / T + s)`` at ``labels`` (column indices) plus ``ridge * |s|^2``
+    (L-BFGS-B from ``fit_temperature``'s best; never worse than it). Rows that are not
+    finite are left out; with none left, ``(1, 0)``."""
     from scipy.optimize import minimize
 
     z, y = _rows(logits, labels)
@@ -124,6 +109,21 @@ def fit_map(logits: Any, labels: Any, ridge: float = SHIFT_RIDGE) -> tuple[float
     return float(np.clip(1.0 / beta, T_MIN, T_MAX)), shift - shift.mean()
 
 
+def oof_log_probs(head: LinearHead, x: Any, y: Any, c: float = C, folds: int = FOLDS) -> Any:
+    """Out-of-fold log-probabilities over ``head``'s classes: label ``i`` read by a head
+    fitted on the labels of the other folds (``i mod folds``); rows of nan where a fold
+    could not be fitted (FLOOR for a class the fold never saw)."""
+    options, classes = list(head.options), list(head.classes)
+    fold = np.arange(len(y)) % folds
+    oof = np.full((len(y), len(classes)), np.nan)
+    for f in range(folds):
+        test = fold == f
+        part = _fit(options, x[~test], y[~test], c)
+        if part is not None:
+            oof[test] = part.log_probs(x[test], classes)
+    return oof
+
+
 def cross_fitted_map(
     head: LinearHead,
     x: Any,
@@ -131,47 +131,22 @@ def cross_fitted_map(
     c: float = C,
     folds: int = FOLDS,
     ridge: float | None = SHIFT_RIDGE,
+    oof: Any = None,
 ) -> tuple[float, Any]:
     """The confidence map ``(T, s)`` of ``head`` (fitted on all of ``x``, ``y``; ``s``
-    one shift per head class) from out-of-fold reads: label ``i`` is read by a head
-    fitted on the labels of the other folds (``i mod folds``). ``(1, 0)`` when fewer
-    than ``2 * folds`` labels; ``ridge=None``: the temperature alone (no shift).
-
-    **The confidence map** (``cross_fitted_map``): a temperature ``T`` that divides the
-    head's logits and a shift ``s`` per option added after it, ``softmax(z / T + s)``
-    (temperature scaling with a bias per class). A head fitted on ``n`` labels is sure of
-    them (its probabilities on its own training states are near 1), so a map fitted on its
-    own reads of them would be the identity. Instead the ``n`` labels are cut into
-    ``FOLDS`` folds (label ``i`` in fold ``i mod FOLDS``); a head fitted on the other folds
-    reads each fold, and the map is the one that minimises the log-loss of these
-    out-of-fold reads. The shift corrects what one temperature cannot: a head that favours
-    one option more than the labels do (measured on ``benchmarks/learning.py``: fewer
-    questions with a calibration error above 0.05, and more coverage). The version's head
-    (fitted on all ``n``) carries the map (the shift folded into its biases:
-    ``softmax((Wx + b) / T + s) = softmax((Wx + b + T s) / T)``), and its digest with it: the
-    map is part of the version, fitted on the version's own labels only, so no label it
-    learned from — weights or map — is evidence for its threshold.
-    """
-    import numpy as np
-
-    options, classes = list(head.options), list(head.classes)
-    n, none = len(y), (1.0, np.zeros(len(classes)))
-    if n < 2 * folds:
+    one shift per head class), fitted on its out-of-fold reads (``oof_log_probs``, or
+    ``oof``), since its reads of its own training labels are sure of them (why:
+    docs/learning_method.md). ``(1, 0)`` when fewer than ``2 * folds`` labels;
+    ``ridge=None``: the temperature alone."""
+    classes = list(head.classes)
+    none = (1.0, np.zeros(len(classes)))
+    if len(y) < 2 * folds:
         return none
-    fold = np.arange(n) % folds
-    oof = np.full((n, len(classes)), np.nan)
-    for f in range(folds):
-        test = fold == f
-        part = _fit(options, x[~test], y[~test], c)
-        if part is None:
-            continue
-        # log-probabilities over the head's classes (FLOOR for one the fold never saw):
-        # the map on them is the map on the logits (softmax is shift-free)
-        oof[test] = part.log_probs(x[test], classes)
+    oof = oof_log_probs(head, x, y, c, folds) if oof is None else oof
     ok = np.isfinite(oof).all(1)
     if ok.sum() < folds:
         return none
-    at = np.array([classes.index(options[int(k)]) for k in y])
+    at = np.array([classes.index(head.options[int(k)]) for k in y])
     if ridge is None:
         return fit_temperature(oof[ok], at[ok]), none[1]
     return fit_map(oof[ok], at[ok], ridge)
@@ -186,23 +161,11 @@ def fit_head(
     shift: bool = True,
     written: float = 0.0,
 ) -> LinearHead | None:
-    """The head fitted on ``vectors`` (``(n, dim)`` embeddings of labelled states) and
-    their ``labels`` (option names), with its confidence map fitted out-of-fold on them
-    (``calibrate=False``: none, temperature 1; ``shift=False``: the temperature alone,
-    as measured against the shipped map); ``None`` when fewer than two options are
-    labelled (nothing to tell apart). ``written``: each row of ``vectors`` is an
-    embedding followed by the written read's option scores times ``written``
-    (``LinearHead.written``).
-
-    Fitted off the decision path (the learner's thread), deterministically (scikit-learn's
-    ``LogisticRegression``, L-BFGS, on the states in replay order; folds by position; the
-    map by a fixed grid, then SciPy's L-BFGS-B from it): replicas that run the same library
-    versions on the same labels fit the same numbers, so the same digest and evidence key.
-    (Other numeric libraries may round differently: a replica's head is then a version of
-    its own that earns its own threshold, never one that borrows another's.)
-    """
-    import numpy as np
-
+    """The head fitted on ``vectors`` (embeddings, each followed by the written scores
+    times ``written``) and their ``labels`` (option names), with its confidence map
+    (``calibrate=False``: none; ``shift=False``: the temperature alone); ``None`` when
+    fewer than two options are labelled. Deterministic: replicas on the same library
+    versions fit the same numbers, so the same digest and evidence key."""
     options = list(options)
     y = np.array([options.index(label) for label in labels])
     x = np.asarray(vectors, dtype=np.float64)
@@ -219,18 +182,11 @@ def fit_head(
 
 
 def head_inputs(engine: Engine, question_id: str, question: Any, vectors: Any) -> tuple[Any, float]:
-    """What a version's head on ``engine``'s reader reads for states embedded as
-    ``vectors``: the embeddings followed by the written ``question``'s option scores on
-    the same states times ``WRITTEN_WEIGHT`` when the reader has them
-    (``EmbeddedReader.written_scores``), else the embeddings alone; and that weight (0:
-    alone)."""
-    import numpy as np
-
+    """What a version's head reads for states embedded as ``vectors`` and the weight of
+    the written ``question``'s option scores after them (0 when the reader has none)."""
     scores = engine.reader.written_scores
     if scores is None or not WRITTEN_WEIGHT:
         return vectors, 0.0
-    from agentbranch.core.questions import to_spec
-
     z = scores(vectors, to_spec(question_id, question))
     if z is None or not np.isfinite(z).all():
         return vectors, 0.0
@@ -240,10 +196,10 @@ def head_inputs(engine: Engine, question_id: str, question: Any, vectors: Any) -
 __all__ = [
     "C",
     "FOLDS",
-    "MAX_ITER",
     "SHIFT_RIDGE",
     "WRITTEN_WEIGHT",
     "cross_fitted_map",
+    "oof_log_probs",
     "fit_head",
     "fit_map",
     "fit_temperature",

@@ -20,25 +20,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("agentbranch")
 
 
-def reading_of(engine: Engine, question_id: str, question: Any) -> str | None:
-    """The reading fingerprint ``engine``'s decision of ``question`` will carry
-    (``Engine.reading_for``)."""
-    return engine.reading_for(question_id, question)
-
-
 Map = probability.Map | None  #: a version's probability map in force (``None``: none)
 
 
 def asked_questions(
     engine: Engine, questions: Mapping[str, Any], learner: Any, state: Any = None
 ) -> tuple[dict[str, Any], dict[str, int], dict[str, Any], dict[str, Map]]:
-    """The questions of each of ``questions``' version in force with ``learner`` (the
-    evidence key and threshold are theirs), the version of each, the questions to read
-    ``state`` with (a canvas version's with the labelled states nearest ``state`` as
-    few-shot lines, ``nearest``), and each version's probability map in force
-    (``probability``).
-    Under a replay cassette the version and map recorded for this decision
-    (``replayed``), whatever the store holds now."""
+    """Per question, its version in force with ``learner`` (whose evidence key and
+    threshold decide), the version's index, the question to read ``state`` with (a
+    canvas version's with its ``nearest`` lines for ``state``) and the version's
+    probability map in force; under a replay cassette, those recorded (``replayed``)."""
     asked: dict[str, Any] = dict(questions)
     reads: dict[str, Any] = dict(questions)
     versions: dict[str, int] = {}
@@ -50,17 +41,15 @@ def asked_questions(
         text = None
     cassette = None if state is None else cassette_of(engine)
     trials = engine.unrecorded()
-    # Trial reads of labelled states are learning's own work, no part of the run: a
-    # replay never asks them (a replayed decision is no evidence), so they are read past
-    # a recording cassette instead of left in it unplayed.
+    # Trial reads are learning's own work, never replayed: read past a recording cassette.
     learner.bind(trials)
     for question_id, q in questions.items():
 
         def live(question_id: str = question_id, q: Any = q) -> tuple[Any, int, Any, Map]:
-            reading = reading_of(engine, question_id, q)
+            reading = engine.reading_for(question_id, q)  # (the fingerprint its decision carries)
             key = QuestionKey(question_id, q, name, model, reading)
             version, j = learner.asked(key)
-            mapped = learner.probability_map(key.asking(version))
+            mapped = learner.store.probability_map(key.asking(version).evidence_key)
             pool = as_compiled(version).pool
             if pool is None or text is None:
                 return version, j, version, mapped
@@ -74,7 +63,7 @@ def asked_questions(
                     type(e).__name__,
                     e,
                 )
-                written = learner.probability_map(key)
+                written = learner.store.probability_map(key.evidence_key)
                 return q, 0, q, written
             return version, j, nearest.read_question(version, picked), mapped
 
@@ -88,10 +77,8 @@ def asked_questions(
 
 
 def mark_version(rec: dict[str, Any], version: int, mapped: Map = None) -> None:
-    """Record the version of the read that decided (``reader_version``), for audits
-    that label it later and for replays, and the probability its engine label is right
-    (``probability``: its version's map in force, ``mapped``, applied to the decision's
-    confidence; without one, the read's own probability of that label)."""
+    """Record the version that decided (``reader_version``) and the probability its
+    engine label is right (``mapped`` applied to its confidence, else the read's own)."""
     rec["reader_version"] = version
     label, confidence = rec.get("engine_label"), rec.get("confidence")
     if label is None or confidence is None:
@@ -106,5 +93,4 @@ __all__ = [
     "Map",
     "asked_questions",
     "mark_version",
-    "reading_of",
 ]

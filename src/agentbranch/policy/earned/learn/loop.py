@@ -1,28 +1,17 @@
 """``Earned(..., learn=True)``: the labels the teacher gives become the read's training data.
 
-``Learner`` keeps, per question (and reader, model), a ``Ladder`` of versions of the
-question's read (``ladder``) fitted on its labelled states (``head`` on the embedded
-reader, ``nearest`` on canvas readers) off the decision path, and says which version a
-decision asks; how versions are fitted, shared between replicas and tested: its
-docstring. ``QuestionLabels`` holds the labels one learning question has: each decision
-once (``identity`` says what makes two labels one, ``same_text`` which states are one
-text to a version that learned from one of them), which versions learned from it, and
-what each version's fit reads (a bounded sample per option, ``priority`` a label's place
-in it).
-
-What a label or a question's first ask starts (trial reads of labelled states, store
-re-reads, adoption, fits, a restart's rebuild) runs on learning's own thread (``Work``:
-one daemon thread per learner, started with its first task, in the order asked for), so
-no decision waits on it. ``wait`` returns once every task asked for so far is done. At
-interpreter exit the task in flight finishes (a daemon thread stopped inside a native
-forward aborts the process) and the tasks still queued are dropped: they are trial reads
-(less evidence opens nothing) and fits a restart makes again. A long task checks
+``Learner`` keeps per question a ``Ladder`` of versions fitted on its labelled states;
+``QuestionLabels`` the labels one question has, each decision once. What a label or a
+question's first ask starts (trial reads, store re-reads, adoption, fits, a restart's
+rebuild) runs on learning's own daemon thread (``Work``), so no decision waits on it.
+At interpreter exit the task in flight finishes (a daemon thread stopped inside a
+native forward aborts the process) and the queued ones are dropped (trial reads: less
+evidence opens nothing; fits: a restart makes them again); a long task checks
 ``closing`` between its native steps and stops with ``Stopped``, so exit waits for one
 step, not the whole task.
 
-Over 500 lines: one class, the learner, whose per-question state (ladder, labels, the
-rebuild and what each label starts) one lock guards and must be read together, the
-labels it keeps per question and the thread its work runs on.
+Over 500 lines: one class, the learner, whose per-question state one lock guards and
+must be read together, the labels it keeps per question and the thread its work runs on.
 """
 
 from __future__ import annotations
@@ -37,10 +26,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from agentbranch.core.at_exit import AUDITS, finish_at_exit
 from agentbranch.core.heads import with_head
+from agentbranch.core.questions import to_spec
 from agentbranch.core.state import render_state
 from agentbranch.policy.earned._evidence import QuestionKey
+from agentbranch.policy.earned._state import DigestSet, digest
 from agentbranch.policy.earned.learn import eprocess, nearest
 from agentbranch.policy.earned.learn import examples as lx
 from agentbranch.policy.earned.learn import ladder as _ladder
@@ -52,10 +45,8 @@ from agentbranch.policy.earned.learn.ladder import (
     refit_at,
     trial_fields,
     version_earned,
-    version_share,
 )
-from agentbranch.policy.earned.learn.probability import Map
-from agentbranch.policy.earned.learn.shared import Labelled4, StoreLabels, settled
+from agentbranch.policy.earned.learn.shared import Labelled, Labelled4, StoreLabels, settled
 
 if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine
@@ -64,11 +55,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("agentbranch")
 
 
-#: Labels per option a version's fit reads at most (``benchmarks/learning_bound.py``:
-#: the head fitted on this many per option is within noise of the head fitted on all).
+#: Labels per option a version's fit reads at most (``benchmarks/learning_bound.py``).
 FIT_PER_OPTION = 256
-
-Labelled = tuple[Any, str, str]  #: (record order, state, teacher's label)
 
 
 def identity(decision: str | None, text: str | None) -> str | None:
@@ -79,18 +67,13 @@ def identity(decision: str | None, text: str | None) -> str | None:
 
 
 def same_text(text: str) -> str:
-    """A state's text as a version that learned from it sees it: Unicode NFKC, case
-    folded, whitespace runs as one space and none at the ends. Two states with the same
-    ``same_text`` are one training state: a version fitted on one is never tested on the
-    other, whatever their decision identities (a new LangGraph thread gives the same
-    text a new one)."""
+    """A state's text as a version that learned from it sees it (NFKC, case folded,
+    whitespace runs as one space): one training state, whatever the identities."""
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
 def priority(ident: str) -> int:
     """A label's place in its option's sample: smallest first (a 64-bit hash)."""
-    from agentbranch.policy.earned._state import digest
-
     return digest(f"sample:{ident}")
 
 
@@ -105,27 +88,10 @@ class _Pending:
 
 @dataclass
 class QuestionLabels:
-    """The counted labels of one question.
-
-    * **Identity.** A label is its decision's (``Evidence.decision``: a retried node, a
-      redelivered message, a re-run of the same decision all carry the same one) or, for a
-      record without one, its labelled state's text. A label whose identity was counted is
-      not counted again, whichever version's evidence key it is stored under.
-    * **Rank.** Labels are counted in replay order (record order) once settled; a label's
-      rank says which versions learned from it: version ``j`` is fitted on ranks below
-      ``refit_at(j)``, so a label of rank ``r`` is among the training labels of every
-      version ``j`` with ``refit_at(j) > r``, and never evidence for them (``learned_by``).
-      Nor is any other label of the same text (``same_text``: case, whitespace and Unicode
-      forms aside), whatever its identity: ``learned_text_by`` says which versions learned
-      that text. Per segment of ranks between two refit points 8-byte digests of the
-      identity and of the state's ``same_text`` are kept (``_state.DigestSet``): 16 bytes
-      a label, the price of counting each label once over any span of time, like the
-      evidence windows' digests.
-    * **What a fit reads.** Version ``j`` reads, per option, the ``per_option`` labels of
-      its first ``refit_at(j)`` with the smallest priority (a hash of the identity): a
-      uniform sample without replacement of each option's labels, the same on every replica
-      and after a restart, kept as the labels arrive (``per_option`` texts per option, never
-      more). ``FIT_PER_OPTION`` was chosen by measurement (``benchmarks/learning_bound.py``).
+    """The counted labels of one question, each identity once, in record order once
+    settled (``fold``); per segment of ranks between refit points the digests of the
+    identities and ``same_text`` (``learned_by``, ``learned_text_by``). A fit reads, per
+    option, the ``per_option`` labels of its prefix with the smallest ``priority``.
     """
 
     first: int = field(default_factory=lambda: _ladder.FIRST_REFIT)
@@ -146,48 +112,33 @@ class QuestionLabels:
 
     @staticmethod
     def _ids(decision: str | None, text: str | None) -> tuple[int, ...]:
-        from agentbranch.policy.earned._state import digest
-
         ident = identity(decision, text)
         ids = () if ident is None else (digest(ident),)
         if text is not None:
             ids += (digest(f"text:{same_text(text)}"),)
         return ids
 
-    def _segment_of(self, d: int) -> int | None:
-        for i, seg in enumerate(self._segments):
-            if d in seg:
-                return i
-        return None
+    def _learned_in(self, d: int) -> int | None:
+        """The first version whose fit includes digest ``d`` (``None``: none)."""
+        return next((i + 1 for i, seg in enumerate(self._segments) if d in seg), None)
 
     def learned_by(self, decision: str | None, text: str | None) -> int | None:
-        """The first version whose fit includes the label of this identity (every
-        later one's does too); ``None``: no version learned from it (a label not
-        counted yet, or counted after the newest refit point)."""
+        """The first version whose fit includes the label of this identity (and every
+        later one's); ``None``: none yet."""
         ids = self._ids(decision, text)
-        if not ids:
-            return None
-        i = self._segment_of(ids[0])
-        return None if i is None else i + 1
+        return self._learned_in(ids[0]) if ids else None
 
     def learned_text_by(self, text: str | None) -> int | None:
         """The first version whose fit includes a label of a state with the same text
-        (``same_text``) as ``text``, whatever its identity (every later one's does too);
-        ``None``: no version learned from such a state."""
-        if text is None:
-            return None
-        from agentbranch.policy.earned._state import digest
-
-        i = self._segment_of(digest(f"text:{same_text(text)}"))
-        return None if i is None else i + 1
+        (``same_text``) as ``text``, whatever its identity; ``None``: none yet."""
+        return None if text is None else self._learned_in(digest(f"text:{same_text(text)}"))
 
     def known(self, decision: str | None, text: str | None) -> bool:
         """Whether a label of this identity was already counted (or is about to be)."""
         ids = self._ids(decision, text)
         if not ids:
             return False
-        d = ids[0]
-        return d in self._pending_ids or self._segment_of(d) is not None
+        return ids[0] in self._pending_ids or self._learned_in(ids[0]) is not None
 
     def add(self, order: Any, decision: str | None, text: str, label: str) -> bool:
         """A labelled state of record order ``order``; ``False`` when its identity was
@@ -215,12 +166,9 @@ class QuestionLabels:
         i = max(len(self._segments), 1)
         return self._bound(i) if self.count < self._bound(i) else self._bound(i + 1)
 
-    def fold(self, settled: Any = None) -> bool:
+    def fold(self, settled: Any = None) -> None:
         """Count the pending labels in record order, up to the first not ``settled``
-        (``settled(order)``; default: all); whether any was counted."""
-        from agentbranch.policy.earned._state import DigestSet
-
-        folded = False
+        (``settled(order)``; default: all)."""
         while self._pending and (settled is None or settled(self._pending[0].order)):
             item = self._pending.pop(0)
             self._pending_ids.discard(item.ids[0])
@@ -235,10 +183,8 @@ class QuestionLabels:
                 bisect.insort(sample, (item.prio, item.order, item.text))
                 del sample[self.per_option :]
             self.count += 1
-            folded = True
             if self.count == self._bound(seg + 1):  # a refit point: version seg + 1 is due
                 self.due[seg + 1] = self.sample()
-        return folded
 
     def sample(self) -> list[Labelled]:
         """What a fit would read now: per option its sample, in record order."""
@@ -256,9 +202,8 @@ class QuestionLabels:
         return sum(seg.nbytes for seg in self._segments)
 
 
-#: Canvas readers (no embedder: transformers, vLLM, remote) without the embedded
-#: encoder installed show the most recent learned examples as few-shot lines: fewer of
-#: them, each cut to at most this many characters (with it: ``nearest``).
+#: Canvas versions without the embedded encoder: the most recent learned examples, this
+#: many per option, each cut to this many characters.
 CANVAS_PER_OPTION = 4
 CANVAS_CHARS = 300
 #: Seconds a refit point's last label must be old before a version is fitted on a
@@ -279,16 +224,11 @@ class _Question:
     question: Any  #: as written
     reader: str | None
     model: str | None
-    #: the reading fingerprint its reads carry (``Decision.reading``): part of every
-    #: version's evidence key, so a change of reading settings starts a ladder afresh
-    reading: str | None
+    reading: str | None  #: ``Decision.reading``: in every version's key (a ladder each)
     ladder: Ladder
-    #: its labels: each decision once, which versions learned from which, and what the
-    #: next fit reads (``labels``)
     labels: QuestionLabels = field(default_factory=QuestionLabels)
     fitting: bool = False
-    #: set once its ladder is rebuilt from the store (``Learner._rebuild``); until then
-    #: the question as written decides
+    #: set once its ladder is rebuilt from the store (until then the written one decides)
     rebuilt: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -296,44 +236,18 @@ class _Question:
         """The key of the question as written."""
         return QuestionKey(self.question_id, self.question, self.reader, self.model, self.reading)
 
-    def merge(self, labelled: list[Labelled4]) -> bool:
-        """Add labelled states ``(order, state, label, decision)`` (each identity once);
-        whether any was new. Counted by ``Learner._fold``."""
-        new = False
+    def merge(self, labelled: list[Labelled4]) -> None:
+        """Add labelled states ``(order, state, label, decision)`` (each identity once),
+        counted by ``Learner._fold``."""
         for order, text, label, decision in labelled:
-            new = self.labels.add(order, decision, text, label) or new
-        return new
+            self.labels.add(order, decision, text, label)
 
 
 class Learner:
-    """The learning of one ``Earned`` policy (``Earned.learner`` when ``learn=True``).
-
-    Per question (and reader, model) a ``Ladder`` of versions (``ladder``): version 0 is the
-    question as written, version ``j`` is fitted on the labelled states of its first
-    ``refit_at(j)`` labels: on the embedded reader a logistic head on their embeddings
-    (``head``; its digest and its confidence map are in the version's key), on canvas
-    readers a pool of those states from which each read shows the ones most similar to its
-    state as few-shot lines (``nearest``; the pool's digest and rule are in the key). The
-    version in force is the question the engine is asked (while no version holds a
-    threshold, the newest: nothing is taken); its threshold is its own. A ladder belongs to
-    one reading fingerprint (``Decision.reading``: the engine's calibration temperature,
-    draws, instructions, reader settings), which is in every version's evidence key: a
-    change of reading settings starts the question's learning and trust afresh, as it
-    starts trust afresh without learning (the earlier labels stay in the store). Every label the
-    version in force gets is stored with the
-    labelled state (``Evidence.state``, after ``Earned(redact=...)``), and read again by
-    each newer version on trial, whose own evidence it becomes (no label a version learned
-    from is evidence for it). A version is fitted off the decision path (a thread), on a
-    prefix of the labels in replay order, the store's: at start-up (so a restart rebuilds
-    the same versions) and then as it grows, by any process. Every ``refresh_s`` (and
-    always just before a fit) the learner reads the labelled states the store gained
-    (``shared.StoreLabels``), so replicas sharing a store fit each version on the same
-    labels: the same version, the same evidence key, one threshold earned on all their
-    trial reads. A version is fitted only once its last label is ``settle_s`` old, so that
-    labels other replicas made just before it (written a moment later) are read by then (a
-    write later than that splits the version in two, each with evidence of its own, until a
-    restart). Each decision also reports the probability its version's labels measure
-    for its label (``probability``; the maps are fitted from the same reads of the store).
+    """The learning of one ``Earned`` policy (``Earned.learner`` when ``learn=True``;
+    what it does and promises: docs/learning_method.md): ``asked`` says which version
+    of a question decides, ``observe`` counts a label and has the versions on trial read
+    its state; versions are fitted on the store's labels, so replicas fit the same ones.
     """
 
     def __init__(self, earned: Any, redact: Callable[[str], str] | None = None) -> None:
@@ -345,25 +259,19 @@ class Learner:
         self._rungs: dict[str, tuple[_Question, Rung]] = {}  #: every version's key
         #: every version by its key without the reading (which question it is a version of)
         self._versions: dict[str, tuple[_Question, Rung]] = {}
-        #: what it reads back from the store: every replica's labelled states, each
-        #: version's probability fit
-        self.store = StoreLabels(earned)
-        #: Learn on learning's own thread (``Work``): a label's trial reads, adoption and
-        #: fits, store re-reads and a restart's rebuild, so no decision waits on them
-        #: (``False``: at once, on the calling thread, for tests and benchmarks).
+        self.store = StoreLabels(earned)  #: every replica's labels, each version's map
+        #: Learn on learning's own thread (``Work``; ``False``: at once, on the calling
+        #: thread, for tests and benchmarks).
         self.background = True
         self._work = Work()
         self._refresh_asked: float | None = None  #: when ``asked`` last asked a re-read
         self._fit_vectors: dict[str, Any] = {}  #: the last fit's embeddings (``_embedded``)
-        #: Embeds texts for canvas versions' per-state examples (``None``: the embedded
-        #: default's encoder, ``nearest.default_encode``, when installed).
+        #: Embeds texts for canvas versions (``None``: ``nearest.default_encode``).
         self.encoder: Callable[[Any], Any] | None = None
         self._said_no_encoder = False
-        #: Seconds a version's last label must be old before the version is fitted
-        #: (``SETTLE_S``; 0 on a store only this process writes, ``Earned(store=None)``).
+        #: Seconds a version's last label must be old before it is fitted (0: a private store).
         self.settle_s = 0.0 if earned.evidence.private else SETTLE_S
-        #: Labels per option a version's fit reads at most (``FIT_PER_OPTION``):
-        #: a fit's memory and time stay flat however many labels the store holds.
+        #: Labels per option a version's fit reads at most (``FIT_PER_OPTION``).
         self.fit_per_option = FIT_PER_OPTION
 
     # -- what the policy asks ---------------------------------------------------------
@@ -373,8 +281,7 @@ class Learner:
         self.engine = engine
 
     def asked(self, key: QuestionKey) -> tuple[Any, int]:
-        """The version in force of ``key``'s question read with its reading settings
-        (the fingerprint its decision will carry), and its index."""
+        """The version of ``key``'s question that decides, and its index."""
         q = self._question(key)
         if not self.background:
             self._refreshed(q)
@@ -386,18 +293,14 @@ class Learner:
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until the learning asked for so far (rebuilds, trial reads, fits) is
         done; whether it was within ``timeout`` seconds."""
-        if not self.background or self._work.on_thread():
-            return True
-        return self._work.wait(timeout)
+        return not self.background or self._work.wait(timeout)
 
     def _refresh_due(self) -> bool:
         """Whether ``refresh_s`` passed since ``asked`` last asked for a store re-read."""
         now = time.monotonic()
         with self._lock:
-            if (
-                self._refresh_asked is not None
-                and now - self._refresh_asked < self.earned.refresh_s
-            ):
+            last = self._refresh_asked
+            if last is not None and now - last < self.earned.refresh_s:
                 return False
             self._refresh_asked = now
             return True
@@ -414,14 +317,11 @@ class Learner:
         ``version`` of the written question (default: the one in force)."""
         with self._lock:
             hit = self._rungs.get(key.evidence_key)
-        if hit is None:  # (a first ask, or a version asked with other reading settings)
-            with self._lock:
-                known = self._versions.get(key.read_with(None).evidence_key)
-            if known is not None and known[1].index > 0:
-                return self._other_reading(key, known)
-        q, rung = hit if hit is not None else (None, None)
-        if q is None:
-            q = self._question(key)
+            # (else a first ask, or a version asked with other reading settings)
+            known = None if hit else self._versions.get(key.read_with(None).evidence_key)
+        if known is not None and known[1].index > 0:
+            return self._other_reading(key, known)
+        q, rung = hit if hit is not None else (self._question(key), None)
         if version is not None and version >= len(q.ladder.rungs) and not self._work.on_thread():
             # a label of a version the rebuild has not fitted yet (an audit of a
             # decision made before a restart): counted once it is, as its own
@@ -434,19 +334,19 @@ class Learner:
     def _other_reading(
         self, key: QuestionKey, known: tuple[_Question, Rung]
     ) -> tuple[_Question, Rung]:
-        """A learned version of a known question asked with other reading settings than
-        its ladder's: a rung of its own under its own key (its evidence, if any: a
-        threshold never crosses readings), outside any ladder."""
+        """A learned version asked with other reading settings than its ladder's: a rung
+        of its own under its own key, outside any ladder (a threshold never crosses
+        readings)."""
         q0, rung0 = known
         q = self._question(q0.key.read_with(key.reading))
         rung = Rung(
             rung0.index,
             rung0.fitted_on,
             model=key.question,
-            trust=version_earned(self.earned, rung0.index, entry=rung0.entry, base=q0.ladder.base),
+            trust=self._trust(q0, rung0.index, rung0.entry),
             entry=rung0.entry,
         )
-        rung.trust.learn_fields["written"] = self._written_key(q)
+        rung.trust.learn_fields["written"] = q.key.evidence_key
         rung.trust._ledger.only = {key.evidence_key}
         with self._lock:
             return self._rungs.setdefault(key.evidence_key, (q, rung))
@@ -454,12 +354,6 @@ class Learner:
     def state(self, key: QuestionKey) -> Any:
         q, rung = self.version_of(key, None)
         return rung.trust.state(key.asking(rung.model))
-
-    def probability_map(self, key: QuestionKey) -> Map | None:
-        """The probability map in force for the version ``key.question`` (its key),
-        measured on its labels as read from the store (``probability``); ``None``: the
-        read's own probability is reported."""
-        return self.store.probability_map(key.evidence_key)
 
     # -- labels -----------------------------------------------------------------------
 
@@ -474,10 +368,9 @@ class Learner:
         audit_rate: float | None = None,
         **fields: Any,
     ) -> Any:
-        """One teacher label for the decision the version ``version`` (or ``key``'s
-        question's own, or the one in force) made with the reading settings
-        ``key.reading``: its evidence, with the labelled state; then each newer version
-        on trial reads the state, and its read is its evidence."""
+        """One teacher label for the decision version ``version`` (or ``key``'s own, or
+        the one in force) made: its evidence, with the labelled state; then each newer
+        version on trial reads the state, as its own evidence."""
         q, rung = self.version_of(key, version)
         text = state
         if text is not None and self.redact is not None:
@@ -486,11 +379,8 @@ class Learner:
         with self._lock:
             # (before this label counts: what held when it was made)
             fields["floor"] = 1.0 if not q.ladder.open else (audit_rate or None)
-            # One label per decision, whichever version read it: a decision labelled
-            # before (a retried node, a redelivered message, a re-run) is no new label,
-            # no new labelled state; and a state a version learned from (its text up to
-            # case and whitespace, whatever the identity: another thread, another user)
-            # is never evidence for it or a later one (``QuestionLabels.learned_text_by``).
+            # One label per decision, whichever version read it; and a state a version
+            # learned from is never evidence for it or a later one, whatever its identity.
             learned = q.labels.learned_text_by(text) or len(q.ladder.rungs)
             if q.labels.known(decision, text) or rung.index >= learned:
                 log.debug("agentbranch.learn: a repeat of %r: no evidence", q.question_id)
@@ -516,7 +406,8 @@ class Learner:
             labelled = []
         # (else merged after the rebuild, which may read it from the store first: a
         # label repeated across a restart keeps its first order, as a restart gives it)
-        after = (q, labelled, trials if state is not None else [], state, fields, teacher_label)
+        fields["teacher_label"] = teacher_label
+        after = (q, labelled, trials if state is not None else [], state, fields)
         if self.background:
             self._work.submit(self._learned, *after)
         else:
@@ -530,17 +421,15 @@ class Learner:
         trials: list[Rung],
         state: str | None,
         fields: dict,
-        teacher_label: str,
     ) -> None:
-        """What a label starts (on learning's thread, after any rebuild): its labelled
-        state counted if not yet, each newer version on trial reads its state; then a
-        version may be adopted, or due to be fitted."""
+        """What a label starts (on learning's thread, after any rebuild): its state
+        counted, the trial reads; then an adoption or a fit may follow."""
         if labelled:
             with self._lock:
                 q.merge(labelled)
         taken = fields["band"] == "take"
         for trial in trials:
-            self._trial(q, trial, state, taken, {**fields, "teacher_label": teacher_label})
+            self._trial(q, trial, state, taken, fields)
         self._fold(q)
         self._adopt(q)
         self._maybe_fit(q)
@@ -597,9 +486,8 @@ class Learner:
             )
 
     def _holds(self, q: _Question, rungs: list[Rung]) -> tuple[list[bool], list[float | None]]:
-        """For each of ``rungs``: whether it holds a threshold now (closed while its
-        due audits are missing: ``Earned.threshold``), and the share of the decisions
-        its band holds (``TrustState.band_share``)."""
+        """For each of ``rungs``: whether it holds a threshold now (``Earned.threshold``)
+        and the share of the decisions its band holds (``TrustState.band_share``)."""
         keys = [q.key.asking(r.model) for r in rungs]
         holds = [r.trust.threshold(k).take_at is not None for r, k in zip(rungs, keys)]
         return holds, [r.trust.state(k).band_share() for r, k in zip(rungs, keys)]
@@ -607,9 +495,8 @@ class Learner:
     # -- versions ---------------------------------------------------------------------
 
     def _fold(self, q: _Question) -> None:
-        """Count the settled labels of ``q`` in record order; a refit point among them
-        makes its version due (``QuestionLabels.due``). On a shared store, first read
-        what other replicas wrote, so replicas fit each version on the same labels."""
+        """Count the settled labels of ``q`` (a refit point makes its version due); on a
+        shared store, first read what other replicas wrote."""
         ok = (lambda order: settled(order, self.settle_s)) if self.settle_s > 0 else None
         with self._lock:
             ready = q.labels.ready(ok)
@@ -646,55 +533,42 @@ class Learner:
 
     def _version(self, q: _Question, j: int, labelled: list) -> Rung:
         """Version ``j``: on a reader with an embedder, the written question read by a
-        logistic head fitted on the embeddings of the ``labelled`` states; else (or
-        while fewer than two options are labelled) the written question with them as
-        examples."""
+        logistic head fitted on the embeddings of the ``labelled`` states; on a canvas
+        reader, a ``nearest`` pool of them; else (or while fewer than two options are
+        labelled) the written question with them as examples."""
         texts = [t for _, t, _ in labelled]
         labels = [y for _, _, y in labelled]
-        options = self._options(q)
-        vectors, per_option = None, lx.PER_OPTION
+        options = list(to_spec(q.question_id, q.question).options)
+        written = lx.question_examples(q.question)
         embed = None if self.engine is None else self.engine.reader.embed
+        question, start = None, None
         if embed is not None:
             vectors = self._embedded(embed, texts)
-            x, written = head_inputs(self.engine, q.question_id, q.question, vectors)
-            head = fit_head(options, x, labels, written=written)
+            x, weight = head_inputs(self.engine, q.question_id, q.question, vectors)
+            head = fit_head(options, x, labels, written=weight)
             if head is not None:
                 question = with_head(q.question, head)
                 # where its anytime-valid test starts: its out-of-fold reads of these
                 # labels, which are never its evidence (``eprocess``)
-                share = version_share(j, q.ladder.base)
-                start = eprocess.head_entries(self.earned, share, head, options, x, labels)
-                trust = self._trust(q, j, start)
-                return Rung(j, len(labelled), model=question, trust=trust, entry=start)
-        else:  # a canvas reader: per state the nearest labelled states (``nearest``)
-            encode = self._encode()
-            if encode is not None:
-                written = lx.question_examples(q.question)
-                pool = nearest.pool_of(texts, labels, options, written, encode)
-                question = q.question if pool is None else nearest.with_pool(q.question, pool)
-                return Rung(j, len(labelled), model=question, trust=self._trust(q, j))
-            texts = [t[:CANVAS_CHARS] for t in texts]  # no encoder: the most recent ones
-            per_option = CANVAS_PER_OPTION
-        written = lx.question_examples(q.question)
-        learned = lx.select(
-            texts, labels, options, vectors=vectors, per_option=per_option, written=written
-        )
-        question = lx.with_learned(q.question, options, learned)
-        return Rung(j, len(labelled), model=question, trust=self._trust(q, j))
+                start = eprocess.head_entries(self.earned, head, options, x, labels)
+            else:
+                learned = lx.select(texts, labels, options, vectors=vectors, written=written)
+        elif (encode := self._encode()) is not None:
+            pool = nearest.pool_of(texts, labels, options, written, encode)
+            question = q.question if pool is None else nearest.with_pool(q.question, pool)
+        else:  # a canvas reader without the encoder: the most recent ones
+            cut = [t[:CANVAS_CHARS] for t in texts]
+            learned = lx.select(cut, labels, options, per_option=CANVAS_PER_OPTION, written=written)
+        if question is None:
+            question = lx.with_learned(q.question, learned)
+        return Rung(j, len(labelled), model=question, trust=self._trust(q, j, start), entry=start)
 
     def _trust(self, q: _Question, j: int, entry: Any = None) -> Any:
         return version_earned(self.earned, j, entry=entry, base=q.ladder.base)
 
     def _embedded(self, embed: Callable[[list[str]], Any], texts: list[str]) -> Any:
-        """The embeddings of a fit's ``texts``: those the last fit embedded are reused
-        (each version's labels are mostly the last one's), the others embedded
-        ``EMBED_CHUNK`` at a time, so a decision waits on the reader for one chunk at
-        most, never a whole fit. (On the embedded reader a text's embedding is the same,
-        to the bit, alone or with others, as measured: a fit reads the numbers a
-        restart's rebuild reads. Where a build rounds otherwise, a restart's version is
-        one of its own and earns its own threshold.)"""
-        import numpy as np
-
+        """The embeddings of a fit's ``texts`` (the last fit's reused, the others embedded
+        ``EMBED_CHUNK`` at a time: a decision waits on the reader for one chunk at most)."""
         new = [t for t in dict.fromkeys(texts) if t not in self._fit_vectors]
         got = {t: self._fit_vectors[t] for t in texts if t in self._fit_vectors}
         for i in range(0, len(new), EMBED_CHUNK):
@@ -706,9 +580,8 @@ class Learner:
         return np.stack([got[t] for t in texts]) if texts else np.zeros((0, 0))
 
     def _encode(self) -> Any:
-        """What embeds texts for canvas versions: ``encoder`` when set, else the
-        embedded default's when installed (loaded when a version first picks), else
-        ``None`` (said once: versions show the most recent labelled states)."""
+        """What embeds texts for canvas versions: ``encoder``, else the embedded
+        default's when installed, else ``None`` (said once)."""
         if self.encoder is not None:
             return self.encoder
         if nearest.encoder_available():
@@ -722,25 +595,16 @@ class Learner:
             )
         return None
 
-    def _options(self, q: _Question) -> list[str]:
-        from agentbranch.core.questions import to_spec
-
-        return list(to_spec(q.question_id, q.question).options)
-
     def _add(self, q: _Question, rung: Rung) -> None:
         q.ladder.rungs.append(rung)
         version = q.key.asking(rung.model)
         self._rungs[version.evidence_key] = (q, rung)
         self._versions[version.read_with(None).evidence_key] = (q, rung)
-        rung.trust.learn_fields["written"] = self._written_key(q)
+        rung.trust.learn_fields["written"] = q.key.evidence_key
         rung.trust._ledger.only = {version.evidence_key}  # its own evidence, not all
         view = rung.trust.evidence
         if view is not self.earned.evidence:
             view.keep_only({version.evidence_key})  # nor parse the others' lines (its own view)
-
-    def _written_key(self, q: _Question) -> str:
-        """The evidence key of ``q`` as written (``Evidence.written`` of its records)."""
-        return q.key.evidence_key
 
     def _refresh(self, *, force: bool = False) -> bool:
         """Read the labelled states the store gained (``StoreLabels.read``) into the
@@ -775,10 +639,8 @@ class Learner:
         return q
 
     def _rebuild(self, q: _Question) -> None:
-        """The ladder from the store (on learning's thread: the question as written
-        decides meanwhile): the labelled states of each version in replay order, the
-        versions fitted on them, the newest with a threshold in force; then what the
-        labels given meanwhile start."""
+        """The ladder from the store (on learning's thread; the question as written
+        decides meanwhile), then what the labels given meanwhile start."""
         try:
             self._rebuilt(q)
         finally:
@@ -790,17 +652,14 @@ class Learner:
         self._maybe_fit(q)
 
     def _rebuilt(self, q: _Question) -> None:
-        # each label once, by its identity: through the written question's key it
-        # names (``StoreLabels.claim``), or under its version's key (records that name
-        # none, ``claim_key``); the store is read once, here, not once per version
+        # each label once: through the written key its record names (``claim``), or its
+        # version's key (``claim_key``); the store is read once, not once per version
         self._refresh(force=True)
-        claimed = self.store.claim(self._written_key(q))
+        claimed = self.store.claim(q.key.evidence_key)
         with self._lock:
             q.merge(claimed)
             q.labels.fold()
-        j = 0
-        while j < len(q.ladder.rungs):
-            rung = q.ladder.rungs[j]
+        for j, rung in enumerate(q.ladder.rungs):  # (grows as versions are fitted)
             key = q.key.asking(rung.model).evidence_key
             claimed = self.store.claim_key(key)
             with self._lock:
@@ -812,12 +671,9 @@ class Learner:
                 version = self._version(q, nxt, due)  # (a fit: outside the lock)
                 with self._lock:
                     self._add(q, version)
-            j += 1
         holds, shares = self._holds(q, q.ladder.rungs)
         with self._lock:
             q.ladder.labels = q.labels.count
-            # of the versions holding a threshold, the one whose band holds the most
-            # decisions is in force (``Ladder.restore``; none: the written one)
             q.ladder.restore(holds, shares)
 
 
@@ -890,8 +746,6 @@ class Work:
     def _finish_at_exit(self, deadline: float) -> None:
         """At exit: nothing new starts, what is queued is dropped, the task in flight
         finishes (until ``deadline``), so the thread is stopped waiting on its queue."""
-        import time
-
         with self._lock:
             self._closed = True
         try:

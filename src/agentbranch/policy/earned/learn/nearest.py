@@ -1,10 +1,8 @@
 """The few-shot lines a learned canvas version shows for each state: the labelled
 states most similar to it (``Earned(..., learn=True)`` on canvas readers).
 
-``Pool`` holds the labelled states a version may select from and the selection rule (how
-it picks and why its digest is in the evidence key: its docstring); ``pool_of`` builds
-one, ``with_pool`` makes the question version that carries it (a ``CompiledQuestion``
-whose ``pool`` it is), ``read_question`` what is read for one state, ``Coalesced`` and ``default_encode`` the shared encoder.
+``pool_of`` builds a version's ``Pool``, ``with_pool`` the version that carries it,
+``read_question(s)`` what is read for one state; ``default_encode`` the encoder.
 """
 
 from __future__ import annotations
@@ -17,9 +15,12 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.examples import Examples
 from agentbranch.core.questions import CompiledQuestion, Question, as_compiled
+from agentbranch.policy.earned.learn import examples as lx
 
 log = logging.getLogger("agentbranch")
 
@@ -39,25 +40,8 @@ Encode = Callable[[Sequence[str]], Any]
 
 class Pool:
     """The labelled states a canvas version selects from (``examples``: option → texts,
-    in label order) and its rule; ``encode`` embeds texts (L2-normalised rows).
-
-    A canvas version (transformers, vLLM, remote) does not carry fixed learned examples:
-    it carries a ``Pool``, the labelled states it may select from (per option the most
-    recent ``POOL_PER_OPTION`` of the labels it was fitted on, each cut to ``CHARS``
-    characters) and the selection rule. For each state it reads, the pool's states are
-    ranked by cosine similarity to it in the embedded default's encoder (MiniLM,
-    ``EmbeddedReader.embed``), most similar first (ties: the earlier label), and taken
-    while each option has fewer than ``PER_OPTION`` and their characters fit ``BUDGET``;
-    they become few-shot lines after the hand-written examples (``read_question``), in
-    the same read as the state's other questions.
-
-    The version's wire dict carries the pool's digest and the rule (``Pool.wire``), so its
-    evidence key names exactly what it may show: replicas with the same store build the
-    same pool and pick the same lines. The encoder is loaded only when a pool first picks
-    (a pool version actually read), and the pool's own embeddings are computed then, once.
-    Without the encoder (torch, transformers or the MiniLM wheel not installed, as in a
-    slim deployment) a version shows the most recent labelled states instead
-    (``agentbranch.policy.earned.learn.loop``), under another key.
+    in label order) and its rule (``pick``, with ``encode``), whose digest is in the
+    version's wire dict and key (``wire``); the pool is embedded when it first picks.
     """
 
     def __init__(
@@ -102,10 +86,9 @@ class Pool:
         return f"Pool({len(self._rows)} labelled states, {self.digest[:8]})"
 
     def pick(self, states: Sequence[str]) -> list[Examples]:
-        """For each state (in the order given), the learned lines per option: the most
-        similar pool states first, within ``per_option`` and ``budget``."""
-        import numpy as np
-
+        """For each state (in the order given), the learned lines per option: the pool's
+        states by cosine similarity to it (ties: the earlier label) while each option has
+        fewer than ``per_option`` and their characters fit ``budget``."""
         if self.encode is None:
             raise ConfigurationError(
                 "this learned version was replayed from a cassette (its labelled states are "
@@ -142,8 +125,6 @@ class Pool:
 
 
 def _unit(x: Any) -> Any:
-    import numpy as np
-
     x = np.asarray(x, dtype=np.float64)
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     return x / np.where(norms > 0, norms, 1.0)
@@ -157,11 +138,8 @@ def pool_of(
     encode: Encode,
 ) -> Pool | None:
     """The pool of labelled ``texts`` (label order): per option the most recent
-    ``POOL_PER_OPTION`` not among the hand-written ``written``, cut to ``CHARS``;
-    ``None`` when nothing is left. Its rule names the encoder: ``ENCODER`` for the
-    default, else ``encode``'s ``name`` or class (another encoder, another key)."""
-    from agentbranch.policy.earned.learn import examples as lx
-
+    ``POOL_PER_OPTION`` not among ``written``, cut to ``CHARS``; ``None`` when none is
+    left. Its rule names the encoder (``ENCODER``, else ``encode``'s name or class)."""
     cut = [t[:CHARS] for t in texts]
     mine = {k: list(v) for k, v in written.items()}
     chosen = lx.select(cut, labels, options, per_option=POOL_PER_OPTION, written=mine)
@@ -169,9 +147,6 @@ def pool_of(
         return None
     name = ENCODER if encode is default_encode else getattr(encode, "name", None)
     return Pool(chosen, encode, encoder=str(name or type(encode).__qualname__))
-
-
-# -- questions that carry a pool ---------------------------------------------------------
 
 
 def with_pool(question: Question, pool: Pool) -> CompiledQuestion:
@@ -183,13 +158,10 @@ def read_question(version: Question, learned: Mapping[str, Sequence[str]]) -> Qu
     """What is read for one state: the pool version's question with its written
     examples first, then ``learned`` (one state's pick), as plain examples."""
     compiled = as_compiled(version)
-    merged = {o: list(v) for o, v in (compiled.examples or {}).items()}
-    for option, texts in learned.items():
-        merged.setdefault(option, []).extend(texts)
-    merged = {o: v for o, v in merged.items() if v}
-    if not merged:
+    examples = lx.merged(compiled.examples or {}, learned)
+    if not examples:
         return compiled.question
-    return CompiledQuestion(compiled.question, examples=merged)
+    return CompiledQuestion(compiled.question, examples=examples)
 
 
 def read_questions(asked: Mapping[str, Any], state: str) -> dict[str, Any]:
@@ -207,9 +179,8 @@ def read_questions(asked: Mapping[str, Any], state: str) -> dict[str, Any]:
 
 class Coalesced:
     """``encode`` shared by concurrent callers: while one forward runs, the texts of the
-    callers that arrive queue up, and the next forward embeds them all at once (the
-    states of concurrent decisions in one batch, as their reads are). Each caller gets
-    its own rows, in its order."""
+    callers that arrive queue up, and the next forward embeds them all at once; each
+    caller gets its own rows, in its order."""
 
     def __init__(self, encode: Encode) -> None:
         self.encode = encode
@@ -220,8 +191,6 @@ class Coalesced:
         self.forwards = 0
 
     def __call__(self, texts: Sequence[str]) -> Any:
-        import numpy as np
-
         slot: dict[str, Any] = {}
         with self._queue_lock:
             self._pending.append((list(texts), slot))

@@ -3,8 +3,7 @@ engine's label is right, measured on the labels of the version that read it.
 
 ``ProbabilityFit`` keeps one version's labelled reads and fits on them a map
 ``p = σ(a·logit(confidence) + b)`` (``fit``), used only while it predicts better than
-the read's own probability (how: its docstring); ``apply`` gives a map's probability.
-It changes what the decision reports, never what is taken.
+the read's own probability; ``apply`` gives a map's probability.
 """
 
 from __future__ import annotations
@@ -53,27 +52,10 @@ def _loss(p: float, correct: bool) -> float:
 
 
 class ProbabilityFit:
-    """The labelled reads of one version and the map fitted on them.
-
-    A version's read gives its label a probability (``Decision.probabilities[label]``,
-    its head's or calibration's). Whether that reads true for *this* question is what its
-    labels say, so per version (evidence key) ``ProbabilityFit`` keeps the labelled reads
-    as weighted counts per confidence bin (``BINS`` equal-width bins of
-    ``Decision.confidence``, weight ``1/rate``: an audited take stands for the takes that
-    were not audited) and fits on them a map ``p = σ(a·logit(confidence) + b)``, ``a > 0``,
-    by weighted log-loss with a ridge towards ``(1, 0)`` (``logit(confidence)`` held within
-    the range of the bins it was fitted on: no extrapolation past what the labels showed;
-    the map is ``(a, b, lowest, highest)``): from ``MIN_LABELS`` labels, again
-    every ``max(REFIT_EVERY, labels/16)``. The map is used only while it predicts better
-    than the read's own probability did: each label is first scored, before it is counted,
-    by the map then in force and by the read's own probability (their log-losses summed,
-    weighted alike), and the map reports only while its sum is the lower. So a report is
-    never fitted on the label it is judged by (prequential), and a map that does not help
-    is not used.
-
-    The map changes what the decision reports (``probability`` in the decision record),
-    never what is taken: the threshold tests ``confidence``, and a monotone map of it leaves
-    the take band where it is.
+    """The labelled reads of one version (counts per confidence bin, weight ``1/rate``)
+    and the map refitted on them from ``MIN_LABELS`` labels; each label is scored before
+    it is counted, and the map reports (``in_force``) only while it predicts better than
+    the read's own probability (docs/learning_method.md, "The probability it reports").
     """
 
     __slots__ = (
@@ -98,9 +80,8 @@ class ProbabilityFit:
         self.loss_map = 0.0  #: ... and of the map in force before each label
 
     def add(self, confidence: float, probability: float, correct: bool, weight: float) -> None:
-        """Count one labelled read: ``confidence`` and ``probability`` (of its label) as
-        read, whether the label was right, its weight (``1/rate``). A non-finite or
-        out-of-range value is not counted."""
+        """Count one labelled read (``probability``: of its label as read; ``weight``:
+        ``1/rate``); a non-finite or out-of-range value is not counted."""
         values = (confidence, probability, weight)
         if not all(math.isfinite(v) for v in values) or not 0.0 <= confidence <= 1.0:
             return
@@ -131,10 +112,10 @@ class ProbabilityFit:
 
 
 def fit(weight: list[float], right: list[float], conf: list[float], labels: int) -> Map:
-    """``(a, b, lowest, highest)``: ``a, b`` minimising the weighted log-loss of ``σ(a·logit(x) + b)`` over the bins
-    (``x`` each bin's mean confidence; weights scaled to ``labels`` in all) plus
-    ``RIDGE·((a − 1)² + b²)`` (Newton steps on two parameters), the bins' lowest and
-    highest ``logit(x)``."""
+    """``(a, b, lowest, highest)``: ``a, b`` minimising the weighted log-loss of
+    ``σ(a·logit(x) + b)`` over the bins (``x`` each bin's mean confidence; weights scaled
+    to ``labels`` in all) plus ``RIDGE·((a − 1)² + b²)`` (Newton steps), the bins' lowest
+    and highest ``logit(x)``."""
     total = sum(weight)
     scale = labels / total if total > 0 else 0.0
     rows = [(_logit(c / w), w * scale, r * scale) for w, r, c in zip(weight, right, conf) if w > 0]

@@ -1,14 +1,9 @@
 """Which version of a learning question decided, under a replay cassette.
 
-Recording, each decision of a learning question records (``Cassette.version``) the
-version in force, the version's question and, for a canvas version that picks its
-few-shot lines per state, the question that was read: their wire dicts, which hold
-everything the read and the threshold are keyed by (a head's or pool's digest, never
-the labelled states or weights). Replaying, those are rebuilt from the cassette and
-asked again, whatever the evidence store holds by then (a newer version in force, or
-no store at all): the same requests, so the same recorded reads, the same recorded
-thresholds, the same decisions, the same ``reader_version``. A rebuilt head or pool
-is a stand-in with the recorded digest: it cannot read or pick live.
+Each decision records (``Cassette.version``) the version in force and the wire dicts of
+the questions asked and read (a head's or pool's digest, never the labelled states or
+weights); a replay rebuilds and asks them again, whatever the store holds by then. A
+rebuilt head or pool is a stand-in with the recorded digest: it cannot read live.
 """
 
 from __future__ import annotations
@@ -80,8 +75,7 @@ def version(
     live: Callable[[], tuple[Any, int, Any, Any]],
 ) -> tuple[Any, int, Any, Any]:
     """``(asked, version, read, probability map)`` for one decision: the recorded ones
-    when the cassette holds them, else ``live()``'s, recorded (``read`` is ``asked``
-    unless the version picks per state; a cassette recorded before maps were: none)."""
+    when the cassette holds them (no map in an older cassette), else ``live()``'s, recorded."""
     made: list[tuple[Any, int, Any, Any]] = []
 
     def now() -> dict[str, Any]:

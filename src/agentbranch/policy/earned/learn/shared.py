@@ -1,16 +1,7 @@
-"""What a learning policy reads back from its evidence store: the labelled states every
-replica gathered, by the written question they were learned for, and each version's
-probability fit (``probability``), so replicas sharing a store learn together.
-
-``StoreLabels`` has its own reader of the store (``EvidenceStore.view``: its own read
-position) and reads what the store gained since its last read, at most every
-``refresh_s`` unless asked to now (before a fit, or when a question is first asked);
-each label is counted once (by its identity for labelled states, ``labels``; by its
-decision for probability fits).
-
-The labelled states of a question the learner has (``claim``) are handed to it as they
-are read and not kept here (the learner keeps what its fits read: a bounded sample);
-those of questions not asked yet in this process are kept until they are.
+"""What a learning policy reads back from its evidence store (``StoreLabels``): the
+labelled states every replica gathered, by the written question they were learned for,
+and each version's probability fit, so replicas sharing a store learn together. Each
+label counts once; a claimed question's states are handed over as read, not kept here.
 """
 
 from __future__ import annotations
@@ -20,6 +11,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from agentbranch.policy.earned._state import DigestSet, digest
 from agentbranch.policy.earned.learn.probability import Map, ProbabilityFit
 
 Labelled = tuple[Any, str, str]  #: (record order, state, teacher's label)
@@ -41,8 +33,6 @@ class StoreLabels:
         self._claimed: set[str] = set()  #: written keys whose states go to the learner
         #: per version's evidence key: its labelled reads and probability map
         self.fits: dict[str, ProbabilityFit] = {}
-        from agentbranch.policy.earned._state import DigestSet  # (numpy: not at import)
-
         #: the labels counted in fits, as 8-byte digests of (key, decision or record id)
         self._counted = DigestSet()
         self._view: Any = None
@@ -50,9 +40,8 @@ class StoreLabels:
         self._read_at: float | None = None
 
     def read(self, *, force: bool = False) -> dict[str, list[Labelled4]] | None:
-        """The labelled states the store gained since the last read, by written key
-        (every ``refresh_s``, or now when ``force``; skipped, not waited for, while
-        another thread reads unless ``force``); ``None`` when it did not read."""
+        """The labelled states the store gained since the last read, by written key, at
+        most every ``refresh_s`` unless ``force``; ``None`` when it did not read."""
         earned = self.earned
         if not force and (
             earned.frozen
@@ -76,14 +65,12 @@ class StoreLabels:
             return sorted(self.by_written.pop(written, {}).values(), key=lambda s: s[0])
 
     def claim_key(self, key: str) -> list[Labelled4]:
-        """The labelled states read so far under evidence key ``key`` that name no
-        written question (records stored before they did), handed over once."""
+        """The labelled states read so far under ``key`` that name no written question."""
         with self._lock:
             return sorted(self.by_key.pop(key, {}).values(), key=lambda s: s[0])
 
     def count(self, rec: Any) -> None:
-        """This process's record in its version's probability fit at once (a store only
-        it writes is never read back; read back from a shared one, it counts once)."""
+        """This process's record in its version's probability fit now (read back, once)."""
         with self._lock:
             self._count(rec)
 
@@ -113,8 +100,6 @@ class StoreLabels:
         return new
 
     def _count(self, rec: Any) -> None:
-        from agentbranch.policy.earned._state import digest
-
         if rec.probability is None:
             return
         label = digest(f"{rec.key}:{rec.decision or rec.id}")
@@ -127,8 +112,6 @@ class StoreLabels:
 
 def settled(order: tuple[str, str], settle_s: float) -> bool:
     """Whether the label of record order ``order`` (time, id) is ``settle_s`` old."""
-    if settle_s <= 0:
-        return True
     made = datetime.fromisoformat(order[0])
     return (datetime.now(UTC) - made).total_seconds() >= settle_s
 

@@ -1,16 +1,7 @@
 """``Earned.stored()`` of a learning policy: each learned version's evidence key tested
-as the live policy tests it — at that version's own share of the error
-(``ladder.version_share``), not at the policy's full level, and with the same
-anytime-valid test (``eprocess``) walking from the entries its records carry
-(``Evidence.entries``: chosen at the version's fit, kept nowhere else).
-
-A key's version is what its records say (``Evidence.version``, written by the copy of
-``Earned`` that tests that version). A key whose records say none (written before
-versions were recorded, or by a policy that does not learn) keeps the state computed at
-the full level. Records that carry no entries replay with looks only, as a live version
-without an anytime-valid test; records of one key that disagree on them (an
-edited store) replay with no bet at all, only the looks' part of the error (fail
-closed: never more than the live policy could have opened).
+as the live policy tests it, at that version's share of the error and with the
+anytime-valid test walking from the entries its records carry (``key_entries``: records
+that disagree on them replay with no bet, fail closed).
 """
 
 from __future__ import annotations
@@ -18,6 +9,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from agentbranch.policy.earned._state import replay
+from agentbranch.policy.earned.learn import eprocess
 from agentbranch.policy.earned.learn.ladder import version_earned, written_looks
 
 log = logging.getLogger("agentbranch")
@@ -26,17 +19,12 @@ log = logging.getLogger("agentbranch")
 def key_version(records: list[Any]) -> int | None:
     """The version of the read a key's records are evidence of (its latest record's),
     ``None`` when they do not say."""
-    for rec in reversed(records):
-        j = rec.version
-        if j is not None:
-            return j
-    return None
+    return next((rec.version for rec in reversed(records) if rec.version is not None), None)
 
 
 def key_entries(records: list[Any]) -> tuple[float, ...] | None:
-    """Where the anytime-valid test of the version a key's records are evidence of
-    starts: the entries they carry (``None``: none carries any, the version has no such
-    test; ``()``: they disagree, so no walk is trusted and nothing is bet)."""
+    """The entries a key's records carry: where their version's anytime-valid test starts
+    (``None``: none carries any; ``()``: they disagree, so nothing is bet)."""
     found = {tuple(e) for rec in records if (e := rec.entries) is not None}
     if len(found) <= 1:
         return next(iter(found), None)
@@ -54,12 +42,9 @@ def recorded_anytime(
     records: list[Any], looks_level: float
 ) -> tuple[tuple[float, ...], float] | None:
     """The anytime-valid test (``(entries, error)``, as ``Earned.anytime``) of the
-    learned version a key's records are evidence of, for a replay under the records' own
-    settings: ``looks_level`` is the level they carry, that of the version's looks
-    (``ladder.version_alphas``), whose error is ``1 - eprocess.SHARE`` of the version's
-    share; ``None`` when the records carry no entries or are not of a learned version."""
-    from agentbranch.policy.earned.learn import eprocess
-
+    learned version a key's records are evidence of, from ``looks_level``, the level
+    they carry (its looks', ``1 - eprocess.SHARE`` of its share); ``None`` when they
+    carry no entries or are not of a learned version."""
     j, entries = key_version(records), key_entries(records)
     if j is None or j < 1 or entries is None:
         return None
@@ -67,9 +52,8 @@ def recorded_anytime(
 
 
 def recorded_looks(records: list[Any], earned: Any) -> Any:
-    """The looks of the version a key's records are evidence of, for a replay under
-    the records' own settings (``earned``): the question as written's
-    (``ladder.written_looks``) when they say version 0, else ``earned``'s own."""
+    """The looks of the version a key's records are evidence of: the question as
+    written's (``ladder.written_looks``) for version 0, else ``earned``'s own."""
     if key_version(records) == 0:
         return written_looks(earned.min_evidence)
     return earned.looks
@@ -77,10 +61,7 @@ def recorded_looks(records: list[Any], earned: Any) -> Any:
 
 def at_shares(earned: Any, states: dict[str, Any]) -> dict[str, Any]:
     """``states`` (by evidence key, computed at ``earned.level``) with every learned
-    version's key replayed from the store at its version's share of ``1 - level``, its
-    anytime-valid test walking from the entries its records carry."""
-    from agentbranch.policy.earned._state import replay
-
+    version's key replayed from the store as that version is tested (``version_earned``)."""
     copies: dict[tuple, Any] = {}
     out = dict(states)
     for key in states:
