@@ -21,6 +21,9 @@ except ImportError:
     pass
 else:
     settings.register_profile("ci", derandomize=True)
+    # `make test-fast` loads this one: tests run a quarter of the examples they are
+    # written for (tests/_hostile_inputs.py `examples`; pytest_collection_modifyitems).
+    settings.register_profile("fast", max_examples=25)
     if os.environ.get("CI"):
         settings.load_profile("ci")
 
@@ -50,8 +53,12 @@ SLOW_TESTS = (
     "test_learn_eprocess.py::test_checked_after_every_label_it_errs_within_its_level",
     # a property over a real model's generations
     "test_local_chat_holes.py::test_a_stream_yields_exactly_what_invoke_returns_*",
-    # examples end to end: a learning graph recorded, then replayed
+    # examples end to end: a learning graph recorded, then replayed (or missed)
     "test_replay_teachers.py::test_a_recorded_learning_graph_replays_in_ci_*",
+    "test_replay_teachers.py::test_a_changed_teacher_prompt_is_a_miss_naming_the_call",
+    # learning simulations on the embedded encoder (the file's third stays fast)
+    "test_learn_identity.py::test_labels_a_version_learned_from_are_never_its_evidence_*",
+    "test_learn_identity.py::test_a_training_state_is_no_evidence_for_its_version_in_*",
 )
 
 
@@ -64,6 +71,21 @@ def pytest_collection_modifyitems(config, items):
             fnmatch(test, pattern) for pattern in SLOW_TESTS
         ):
             item.add_marker(pytest.mark.slow)
+    if config.getoption("hypothesis_profile", None) == "fast":
+        _fewer_examples(items)
+
+
+def _fewer_examples(items) -> None:
+    """Under the "fast" profile a hypothesis test runs ``examples(n)`` of the ``n`` its
+    ``@settings`` asks for (the settings hypothesis reads when the test runs)."""
+    from _hostile_inputs import examples
+    from hypothesis import settings
+
+    for test in {item.function for item in items if hasattr(item, "function")}:
+        asked = getattr(test, "_hypothesis_internal_use_settings", None)
+        if getattr(test, "is_hypothesis_test", False) and asked is not None:
+            fewer = settings(asked, max_examples=examples(asked.max_examples))
+            test._hypothesis_internal_use_settings = fewer
 
 
 @pytest.fixture(scope="session")
