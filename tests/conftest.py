@@ -40,6 +40,7 @@ SLOW_FILES = (
     "test_learn_month.py",
     "test_gpu_check.py",
     "test_demo_loop.py",
+    "test_demo_output.py",  # the demo in a subprocess (test_cli.py runs it in the loop)
 )
 
 # ... and single tests of that kind in files otherwise fast (measured: each 5-40 s).
@@ -59,6 +60,14 @@ SLOW_TESTS = (
     # learning simulations on the embedded encoder (the file's third stays fast)
     "test_learn_identity.py::test_labels_a_version_learned_from_are_never_its_evidence_*",
     "test_learn_identity.py::test_a_training_state_is_no_evidence_for_its_version_in_*",
+    # the report on a 700-decision learning run (the file's tests on built records stay)
+    "test_learn_report.py::test_stored_tests_every_version_at_its_own_share",
+    "test_learn_report.py::test_every_record_of_a_learning_policy_says_its_version",
+    "test_learn_report.py::test_the_report_shows_the_learning_section",
+    "test_learn_report.py::test_the_diagram_has_the_learning_panel",
+    "test_learn_report.py::test_a_precision_asked_of_the_report_is_asked_at_each_versions_*",
+    # a measurement over a freshly loaded embedded model (the file's other reads stay)
+    "test_embedded_lengths.py::test_a_read_pads_its_forwards_little_across_the_whole_read",
 )
 
 
