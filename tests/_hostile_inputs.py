@@ -10,20 +10,11 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 
 
-def examples(max_examples: int) -> int:
-    """How many examples a test written for ``max_examples`` runs: all of them, or under
-    the "fast" hypothesis profile (``make test-fast``, tests/conftest.py) a quarter, at
-    least 25 (``make test`` and CI run every one)."""
-    if settings.get_current_profile_name() != "fast":
-        return max_examples
-    return max(min(max_examples, 25), max_examples // 4)
-
-
 def fuzz_settings(max_examples: int) -> Any:
-    """Hypothesis settings for a fuzz of ``max_examples`` examples (``examples``): no
-    deadline, no example database, slow or large generated data allowed."""
+    """Hypothesis settings for a fuzz of ``max_examples`` examples: no deadline, no
+    example database, slow or large generated data allowed."""
     return settings(
-        max_examples=examples(max_examples),
+        max_examples=max_examples,
         deadline=None,
         database=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

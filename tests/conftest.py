@@ -21,8 +21,8 @@ except ImportError:
     pass
 else:
     settings.register_profile("ci", derandomize=True)
-    # `make test-fast` loads this one: tests run a quarter of the examples they are
-    # written for (tests/_hostile_inputs.py `examples`; pytest_collection_modifyitems).
+    # `make test-fast` loads this one: a test runs a quarter of the examples it is
+    # written for (`_fewer_examples`).
     settings.register_profile("fast", max_examples=25)
     if os.environ.get("CI"):
         settings.load_profile("ci")
@@ -90,15 +90,16 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _fewer_examples(items) -> None:
-    """Under the "fast" profile a hypothesis test runs ``examples(n)`` of the ``n`` its
-    ``@settings`` asks for (the settings hypothesis reads when the test runs)."""
-    from _hostile_inputs import examples
+    """Under the "fast" profile a hypothesis test runs a quarter of the ``n`` examples its
+    ``@settings`` asks for, at least ``min(n, 25)`` (the settings hypothesis reads when the
+    test runs; ``make test`` and CI run every one)."""
     from hypothesis import settings
 
     for test in {item.function for item in items if hasattr(item, "function")}:
         asked = getattr(test, "_hypothesis_internal_use_settings", None)
         if getattr(test, "is_hypothesis_test", False) and asked is not None:
-            fewer = settings(asked, max_examples=examples(asked.max_examples))
+            n = asked.max_examples
+            fewer = settings(asked, max_examples=max(min(n, 25), n // 4))
             test._hypothesis_internal_use_settings = fewer
 
 
