@@ -21,6 +21,9 @@ except ImportError:
     pass
 else:
     settings.register_profile("ci", derandomize=True)
+    # `make test-fast` loads this one: a test runs a quarter of the examples it is
+    # written for (`_fewer_examples`).
+    settings.register_profile("fast", max_examples=25)
     if os.environ.get("CI"):
         settings.load_profile("ci")
 
@@ -37,6 +40,7 @@ SLOW_FILES = (
     "test_learn_month.py",
     "test_gpu_check.py",
     "test_demo_loop.py",
+    "test_demo_output.py",  # the demo in a subprocess (test_cli.py runs it in the loop)
 )
 
 # ... and single tests of that kind in files otherwise fast (measured: each 5-40 s).
@@ -50,8 +54,25 @@ SLOW_TESTS = (
     "test_learn_eprocess.py::test_checked_after_every_label_it_errs_within_its_level",
     # a property over a real model's generations
     "test_local_chat_holes.py::test_a_stream_yields_exactly_what_invoke_returns_*",
-    # examples end to end: a learning graph recorded, then replayed
+    # examples end to end: a learning graph recorded, then replayed (or missed)
     "test_replay_teachers.py::test_a_recorded_learning_graph_replays_in_ci_*",
+    "test_replay_teachers.py::test_a_changed_teacher_prompt_is_a_miss_naming_the_call",
+    # learning simulations on the embedded encoder (the file's third stays fast)
+    "test_learn_identity.py::test_labels_a_version_learned_from_are_never_its_evidence_*",
+    "test_learn_identity.py::test_a_training_state_is_no_evidence_for_its_version_in_*",
+    # the report on a 700-decision learning run (the file's tests on built records stay)
+    "test_learn_report.py::test_stored_tests_every_version_at_its_own_share",
+    "test_learn_report.py::test_every_record_of_a_learning_policy_says_its_version",
+    "test_learn_report.py::test_the_report_shows_the_learning_section",
+    "test_learn_report.py::test_the_diagram_has_the_learning_panel",
+    "test_learn_report.py::test_a_precision_asked_of_the_report_is_asked_at_each_versions_*",
+    # measurements: padding over a freshly loaded embedded model, the report's memory on
+    # stores of 4,000 and 32,000 records in fresh processes (the files' other tests stay)
+    "test_embedded_lengths.py::test_a_read_pads_its_forwards_little_across_the_whole_read",
+    "test_earned_report.py::test_the_report_on_a_large_store_costs_little_memory_per_record",
+    # LangChain's standard integration suite generating on SmolLM2 (the file's suite on
+    # the tiny DiffusionGemma stays, and test_local_chat.py's SmolLM2 checks)
+    "test_local_chat_standard.py::TestSmolLM2Integration::*",
 )
 
 
@@ -59,11 +80,27 @@ def pytest_collection_modifyitems(config, items):
     from fnmatch import fnmatch
 
     for item in items:
-        test = f"{item.path.name}::{item.name}"
+        test = f"{item.path.name}::{item.nodeid.split('::', 1)[-1]}"  # (Class::)name
         if any(fnmatch(item.path.name, pattern) for pattern in SLOW_FILES) or any(
             fnmatch(test, pattern) for pattern in SLOW_TESTS
         ):
             item.add_marker(pytest.mark.slow)
+    if config.getoption("hypothesis_profile", None) == "fast":
+        _fewer_examples(items)
+
+
+def _fewer_examples(items) -> None:
+    """Under the "fast" profile a hypothesis test runs a quarter of the ``n`` examples its
+    ``@settings`` asks for, at least ``min(n, 25)`` (the settings hypothesis reads when the
+    test runs; ``make test`` and CI run every one)."""
+    from hypothesis import settings
+
+    for test in {item.function for item in items if hasattr(item, "function")}:
+        asked = getattr(test, "_hypothesis_internal_use_settings", None)
+        if getattr(test, "is_hypothesis_test", False) and asked is not None:
+            n = asked.max_examples
+            fewer = settings(asked, max_examples=max(min(n, 25), n // 4))
+            test._hypothesis_internal_use_settings = fewer
 
 
 @pytest.fixture(scope="session")
