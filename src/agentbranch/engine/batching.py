@@ -9,7 +9,7 @@ Its hold rule says when a batch that is not full closes: a lone caller is read a
 (unless it is a fresh pool's first thread); a burst is held until no request arrived for
 the quiet gap, until every recent caller waits ("all in"), until nobody who could still
 call is running ("settled"), or until the bound (half the last read's time).
-docs/design.md gives the rule in full and why. ``CallerThreads`` records who calls
+docs/batching.md gives the rule in full and why. ``CallerThreads`` records who calls
 (under the coalescer's lock); ``LoopWatch`` has each event loop say when it settled.
 
 Over 500 lines: one idea, the coalescer; its queue, workers, hold rule and record of
@@ -245,7 +245,7 @@ class BatchingReader(WrappingReader):
     Worker threads (at most ``concurrency``) take up to ``max_batch`` queued requests,
     make ONE reader call and hand each caller its own answers as the reader hands them
     over. A failed request fails alone, abandoned reads free their worker's slot, and
-    at interpreter exit the reads in flight may finish (docs/design.md).
+    at interpreter exit the reads in flight may finish (docs/batching.md).
     """
 
     def __init__(
