@@ -335,13 +335,10 @@ class BatchingReader(WrappingReader):
         call, pending = new_call(requests, threading.current_thread())
         until = None if timeout_s is None else time.monotonic() + timeout_s
         try:
-            deadline = self._deadline()
+            deadline = min((t for t in (self._deadline(), until) if t is not None), default=None)
             for room in self._rooms(call, pending):
-                wait = self._left(deadline)
-                if until is not None:
-                    wait = self._left(until) if wait is None else min(wait, self._left(until))
                 try:
-                    room.result(timeout=wait)
+                    room.result(timeout=self._left(deadline))
                 except TimeoutError:
                     if until is not None and time.monotonic() >= until:
                         raise timed_out(self.inner.name, timeout_s) from None
@@ -394,12 +391,7 @@ class BatchingReader(WrappingReader):
         call.arrived = True
         call.future.add_done_callback(lambda future: self._given_up(future, thread, loop))
 
-    def _given_up(
-        self,
-        future: Future[Any],
-        thread: threading.Thread | None = None,
-        loop: asyncio.AbstractEventLoop | None = None,
-    ) -> None:
+    def _given_up(self, future: Future[Any], thread: threading.Thread | None, loop: Any) -> None:
         """A call ended: its caller waits no more. Without its answers, batches that
         nobody waits for any more stop counting toward ``concurrency``."""
         with self._cond:
@@ -625,7 +617,11 @@ class BatchingReader(WrappingReader):
             while not self._ready():
                 if why := self._nobody_left():
                     return why
-                at, why = self._close_at(start + self._hold_bound_s(gap), gap)
+                # Closes the quiet gap after the last arrival (or when the threads out are
+                # due back, if later), or at the bound, whichever comes first.
+                bound = start + self._hold_bound_s(gap)
+                quiet = max(self._last_arrival + gap, self._expected_back(self._since()))
+                at, why = (quiet, "quiet") if quiet <= bound else (bound, "bound")
                 left = at - time.monotonic()
                 if left <= 0:
                     if why == "quiet" and self._busy():
@@ -705,14 +701,6 @@ class BatchingReader(WrappingReader):
         ``pipelined_batch`` when smaller."""
         part = self._pipelined_part()
         return min(self.max_batch, part) if part else self.max_batch
-
-    def _close_at(self, bound: float, gap: float) -> tuple[float, str]:
-        """When a held burst's batch closes unless more arrives (and why): the quiet gap
-        after the last arrival (or when the threads out are due back, if later), or the
-        bound, whichever comes first."""
-        quiet = self._last_arrival + gap
-        quiet = max(quiet, self._expected_back(self._since()))
-        return (quiet, "quiet") if quiet <= bound else (bound, "bound")
 
     # -- the hold rule's tests, one method each (a variant can leave one out) ------
 
@@ -799,8 +787,6 @@ def executor_of(thread: Any) -> ThreadPoolExecutor | None:
     executor = args[0]()
     if not isinstance(executor, ThreadPoolExecutor):
         return None
-    if not isinstance(getattr(executor, "_threads", None), set):
-        return None
     if not isinstance(getattr(executor, "_max_workers", None), int):
         return None
     return executor
@@ -840,13 +826,6 @@ def _waits_on(future: Any, ours: set[int], depth: int) -> bool:
     if isinstance(children, list):
         return all(c.done() or _waits_on(c, ours, depth + 1) for c in children)
     return False
-
-
-def loop_has_ready(loop: Any) -> bool | None:
-    """Whether event loop ``loop`` has callbacks ready to run (its tasks may still
-    arrive), or ``None`` when it cannot be told (a loop without asyncio's ready queue)."""
-    ready = getattr(loop, "_ready", None)
-    return None if ready is None else bool(ready)
 
 
 @dataclass
@@ -1013,7 +992,7 @@ class CallerThreads:
         loops = [
             calls
             for loop, calls in list(self.loops.items())
-            if calls.arrived >= since and not _closed(loop)
+            if calls.arrived >= since and not loop.is_closed()
         ]
         if not pools and not loops:
             return False
@@ -1043,12 +1022,6 @@ def _alive(thread: Hashable) -> bool:
     """Whether ``thread`` may still call (a key that is no thread is taken as alive)."""
     is_alive = getattr(thread, "is_alive", None)
     return bool(is_alive()) if callable(is_alive) else True
-
-
-def _closed(loop: Any) -> bool:
-    """Whether event ``loop`` is closed (its tasks can call no more)."""
-    is_closed = getattr(loop, "is_closed", None)
-    return bool(is_closed()) if callable(is_closed) else False
 
 
 class LoopWatch:
@@ -1095,7 +1068,8 @@ class LoopWatch:
     def _check(self, loop: Any) -> None:
         """Runs on ``loop`` after its ready callbacks: look again while more are ready;
         else the loop settled if every task of it awaits answers."""
-        ready = loop_has_ready(loop)
+        ready = getattr(loop, "_ready", None)  # asyncio's ready queue (uvloop has none)
+        ready = None if ready is None else bool(ready)
         with self._lock:
             calls = self._callers.loops.get(loop)
             if calls is None:
@@ -1123,7 +1097,6 @@ __all__ = [
     "LoopCalls",
     "LoopWatch",
     "executor_of",
-    "loop_has_ready",
     "loop_waits_on",
     "pool_all_waiting",
     "pool_is_starting",
