@@ -261,11 +261,10 @@ class BatchingReader(WrappingReader):
         dedupe: bool = True,
     ) -> None:
         require_reader(reader)
-        wait = max_wait_s
-        # The default wait applies only while other callers' requests are in flight.
-        self._auto_wait = wait is None
-        if wait is None:  # a reader that batches again itself need not wait here too
-            wait = float(reader.coalesce_wait_s)
+        # The default wait applies only while other callers' requests are in flight; a
+        # reader that batches again itself need not wait here too.
+        self._auto_wait = max_wait_s is None
+        wait = float(reader.coalesce_wait_s) if max_wait_s is None else max_wait_s
         concurrency = concurrency or int(reader.concurrent_batches or 1)
         if wait < 0 or max_batch < 1 or max_queue < 1 or concurrency < 1 or cache_size < 0:
             raise ConfigurationError(
@@ -858,8 +857,8 @@ class CallerThreads:
         self.pools: dict[Hashable, weakref.ref[ThreadPoolExecutor] | None] = {}
         # The event loops whose tasks called (weakly: a finished asyncio.run's loop goes).
         self.loops: weakref.WeakKeyDictionary[Any, LoopCalls] = weakref.WeakKeyDictionary()
-        # Per pool (by id): its executor, weakly, and how many of its threads wait.
-        self._pool_waiting: dict[int, tuple[weakref.ref[ThreadPoolExecutor], int]] = {}
+        # Per pool (weakly: a collected pool's threads can no longer end): threads waiting.
+        self._pool_waiting = weakref.WeakKeyDictionary[ThreadPoolExecutor, int]()
         # ``seen`` is swept of ended threads when it grows past this (``_sweep``).
         self._sweep_at = SWEEP_AT
 
@@ -910,28 +909,20 @@ class CallerThreads:
 
     def _count_pool(self, thread: Hashable, change: int) -> None:
         """Count ``thread`` in (or out of) its pool's waiting threads. Only a quick "no"
-        rests on these counts (``_pool_short``), never a "yes"."""
-        ref = self.pools.get(thread)
-        if ref is None:
-            return
-        executor = ref()
+        rests on these counts (``settled``), never a "yes"."""
+        executor = self._pool(thread)
         if executor is None:
             return
-        _, waiting = self._pool_waiting.get(id(executor), (ref, 0))
-        if waiting + change > 0:
-            self._pool_waiting[id(executor)] = (ref, waiting + change)
+        waiting = self._pool_waiting.get(executor, 0) + change
+        if waiting > 0:
+            self._pool_waiting[executor] = waiting
         else:
-            self._pool_waiting.pop(id(executor), None)
+            self._pool_waiting.pop(executor, None)
 
-    def _pool_short(self) -> bool:
-        """Whether a pool with threads waiting has fewer waiting than it may start."""
-        for key, (ref, waiting) in list(self._pool_waiting.items()):
-            executor = ref()
-            if executor is None:  # collected: its threads' counts can no longer end
-                del self._pool_waiting[key]
-            elif waiting < executor._max_workers:
-                return True
-        return False
+    def _pool(self, thread: Hashable) -> ThreadPoolExecutor | None:
+        """``thread``'s pool, while it lives (``None``: a thread of no pool)."""
+        ref = self.pools.get(thread)
+        return None if ref is None else ref()
 
     def recent(self, since: float) -> list[Hashable]:
         """The threads waiting now or seen since ``since``; older ones are forgotten."""
@@ -969,19 +960,18 @@ class CallerThreads:
         every caller thread's pool has started all its threads and each waits, and every
         event loop with recent callers has each of its tasks awaiting answers. Needs at
         least one recent caller."""
-        if self._pool_short():
+        # A pool with threads waiting has fewer waiting than it may start: a quick no.
+        if any(n < e._max_workers for e, n in list(self._pool_waiting.items())):
             return False
-        pools: dict[int, tuple[ThreadPoolExecutor, int]] = {}
+        pools: Counter[ThreadPoolExecutor] = Counter()
         ended: list[Hashable] = []
         try:
             for t, at in self.seen.items():
                 if t in self.waiting:
-                    ref = self.pools.get(t)
-                    executor = ref() if ref is not None else None
+                    executor = self._pool(t)
                     if executor is None:  # a thread of no pool: its mates cannot be known
                         return False
-                    waiting = pools.get(id(executor), (executor, 0))[1]
-                    pools[id(executor)] = (executor, waiting + 1)
+                    pools[executor] += 1
                 elif at >= since:
                     if _alive(t):  # out, and may call again
                         return False
@@ -996,7 +986,7 @@ class CallerThreads:
         ]
         if not pools and not loops:
             return False
-        if not all(pool_all_waiting(executor, waiting) for executor, waiting in pools.values()):
+        if not all(pool_all_waiting(executor, waiting) for executor, waiting in pools.items()):
             return False
         return all(
             calls.waiting > 0 and not calls.unknown and calls.settled_after == calls.arrivals
