@@ -9,7 +9,7 @@ import pytest
 import agentbranch as ab
 from agentbranch.core.questions import to_spec
 from agentbranch.core.reads import ReadRequest
-from agentbranch.engine.canvas import CanvasPlanner, NextTokenPlanner, NoiseSeeds, _noise_rng
+from agentbranch.engine.canvas import CanvasPlanner, NextTokenPlanner, NoiseSeeds
 
 TEAM = to_spec("team", ab.choice("Which team?", {"billing": "Invoices", "outage": "Down"}))
 URGENT = to_spec("urgent", ab.yes_no("Is this urgent?"))
@@ -191,7 +191,9 @@ def test_shared_seed_hashing_is_bit_identical_to_vllms():
             tuple(prefix) + (5, 6),
         ):
             for draw in (0, 1, 7):
-                assert seeds.rng(prompt, draw).getstate() == _noise_rng(prompt, draw).getstate()
+                assert (
+                    seeds.rng(prompt, draw).getstate() == NoiseSeeds().rng(prompt, draw).getstate()
+                )
     # and the seed is vLLM's: sha256 of the JSON of the prompt ids
     assert NoiseSeeds([1, 2]).rng([1, 2, 3]).randrange(512) == vllm_noise([1, 2, 3])
 

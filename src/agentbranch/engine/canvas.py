@@ -103,17 +103,10 @@ def joint_width(content: int) -> int:
     return -(-(content + 1) // CANVAS_STEP) * CANVAS_STEP
 
 
-def _noise_rng(prompt_ids: Sequence[int], draw: int) -> random.Random:
-    """vLLM's noise RNG for draw 0; further draws hash a draw suffix in."""
-    key = json.dumps(list(prompt_ids)).encode()
-    if draw:
-        key += f"/draw{draw}".encode()
-    return random.Random(hashlib.sha256(key).digest())
-
-
 class NoiseSeeds:
-    """``_noise_rng`` for prompts that share a prefix (the state), bit-identical, with
-    the prefix's part of the sha256 key hashed once (on first use)."""
+    """vLLM's noise RNG (seeded by the sha256 of the prompt ids' JSON; further draws hash
+    a draw suffix in), for prompts that share a prefix (the state): the prefix's part of
+    the key is hashed once (on first use)."""
 
     def __init__(self, prefix: Sequence[int] = ()) -> None:
         self.prefix = list(prefix)
@@ -123,13 +116,14 @@ class NoiseSeeds:
         """vLLM's noise RNG for ``prompt_ids`` and noise draw ``draw``."""
         n = len(self.prefix)
         if not n or len(prompt_ids) <= n or list(prompt_ids[:n]) != self.prefix:
-            return _noise_rng(prompt_ids, draw)
-        if self._head is None:
-            # json.dumps([1, 2, 3]) is "[1, 2, 3]": the prefix's part is "[1, 2, 3" and a
-            # longer prompt's JSON continues with ", 4, 5]".
-            self._head = hashlib.sha256(json.dumps(self.prefix)[:-1].encode())
-        sha = self._head.copy()
-        sha.update(b", " + json.dumps(list(prompt_ids[n:]))[1:].encode())
+            sha = hashlib.sha256(json.dumps(list(prompt_ids)).encode())
+        else:
+            if self._head is None:
+                # json.dumps([1, 2, 3]) is "[1, 2, 3]": the prefix's part is "[1, 2, 3"
+                # and a longer prompt's JSON continues with ", 4, 5]".
+                self._head = hashlib.sha256(json.dumps(self.prefix)[:-1].encode())
+            sha = self._head.copy()
+            sha.update(b", " + json.dumps(list(prompt_ids[n:]))[1:].encode())
         if draw:
             sha.update(f"/draw{draw}".encode())
         return random.Random(sha.digest())
@@ -298,18 +292,13 @@ class CanvasPlanner(_PlannerBase):
     # -- single reads --------------------------------------------------------------
 
     def _single(
-        self,
-        plan: ReadPlan,
-        q: QuestionSpec,
-        prompt_ids: list[int],
-        draws: int,
-        seeds: NoiseSeeds | None = None,
+        self, plan: ReadPlan, q: QuestionSpec, prompt_ids: list[int], draws: int, seeds: NoiseSeeds
     ) -> None:
         groups = tuple((i,) for i in self.label_ids(q.labels))
         prompt = self._read_prompt(prompt_ids, self.width)
         spots = []
         for d in range(draws):
-            noise = (seeds or NoiseSeeds()).rng(prompt_ids, d).randrange(self.vocab_size)
+            noise = seeds.rng(prompt_ids, d).randrange(self.vocab_size)
             canvas = [noise, self.end] + [self.pad] * (self.width - 2)
             spots.append((len(plan.token_reads), 0))
             plan.token_reads.append(
@@ -336,11 +325,8 @@ class CanvasPlanner(_PlannerBase):
                     line = encode(f"{k}: {label}")
                     after = encode(f"{k}: {label}\n{k}: {label}")
                     slot_id = self.slot_label_ids.setdefault(label, line[-1])
-                    if (
-                        after != line + self.newline + line
-                        or line[:-1] != prefix
-                        or slot_id != line[-1]
-                    ):
+                    split = after == line + self.newline + line and line[:-1] == prefix
+                    if not split or slot_id != line[-1]:
                         line_text = f"{k}: {label}"
                         log.warning("joint reads off: answer line %r does not split", line_text)
                         return False
@@ -378,11 +364,11 @@ class CanvasPlanner(_PlannerBase):
         questions: Sequence[QuestionSpec],
         prompt_ids: Sequence[int],
         start: int,
-        draw: int = 0,
-        seeds: NoiseSeeds | None = None,
+        draw: int,
+        seeds: NoiseSeeds,
     ) -> tuple[list[int], list[Slot]]:
         """The answer lines with noise in the slots, and each slot's label ids."""
-        rng = (seeds or NoiseSeeds()).rng(prompt_ids, draw)
+        rng = seeds.rng(prompt_ids, draw)
         canvas: list[int] = []
         slots: list[Slot] = []
         for k, q in enumerate(questions, start):
