@@ -43,7 +43,7 @@ from agentbranch.core.teacher_calls import TeacherCalls
 from agentbranch.engine.batching import BatchingReader, timed_out
 from agentbranch.engine.calibration import Calibration
 from agentbranch.engine.plan import QuestionPlans, Unit, combine, normalise
-from agentbranch.engine.readers.base import Reader, require_reader
+from agentbranch.engine.readers.base import Reader, is_plain, require_reader
 
 log = logging.getLogger("agentbranch")
 calibration_log = logging.getLogger("agentbranch.calibration")
@@ -561,19 +561,12 @@ def _usage(reads: list[LabelRead]) -> tuple[dict[str, int] | None, str | None]:
     return usage, (ids[0] if ids else None)
 
 
-def _plain(value: Any) -> Any:
-    try:
-        json.dumps(value)
-        return value
-    except (TypeError, ValueError):
-        return repr(value)
-
-
 def reader_settings(reader: Reader) -> dict[str, Any]:
     """The confidence-shaping settings (``Reader.reading_settings``) of the reader that
     does the reading: the innermost of the readers ``reader`` reads through."""
     *_, innermost = reader.chain()
-    return {str(k): _plain(v) for k, v in dict(innermost.reading_settings()).items()}
+    settings = dict(innermost.reading_settings())
+    return {str(k): v if is_plain(v) else repr(v) for k, v in settings.items()}
 
 
 def fingerprint(

@@ -120,7 +120,7 @@ class Reader(ABC):
             except Exception:  # noqa: BLE001 - an odd value counts as changed
                 same = False
             if not same:
-                out[name] = value if _is_plain(value) else _type_of(value)
+                out[name] = value if is_plain(value) else _type_of(value)
         return out
 
     def unrecorded(self) -> Reader:
@@ -151,7 +151,7 @@ class Reader(ABC):
         self.close()
 
 
-def _is_plain(value: Any) -> bool:
+def is_plain(value: Any) -> bool:
     try:
         json.dumps(value)
     except (TypeError, ValueError):

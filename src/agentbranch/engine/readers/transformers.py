@@ -289,15 +289,9 @@ class TransformersTokenBackend:
         index = torch.tensor(rows, dtype=torch.long, device=hidden.device)
         lp = self._logprobs(hidden[index[:, 0], index[:, 1]])  # (slots, vocab)
         argmax = lp.argmax(dim=-1).tolist()
-        out: list[list[SlotLogprobs]] = []
-        k = 0
-        for r in reads:
-            slots = []
-            for slot in r.slots:
-                slots.append(_slot_read(lp[k], slot.label_ids, argmax[k]))
-                k += 1
-            out.append(slots)
-        return out
+        slots = [slot for r in reads for slot in r.slots]  # in ``rows``' order
+        done = iter([_slot_read(lp[k], s.label_ids, argmax[k]) for k, s in enumerate(slots)])
+        return [[next(done) for _ in r.slots] for r in reads]
 
 
 def _slot_read(
