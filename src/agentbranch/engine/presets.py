@@ -60,10 +60,7 @@ class EnginePreset:
             gpu_gib=gpu_gib or self.gpu_gib,
             canvas_length=canvas_length or self.canvas_length,
             max_model_len=max_model_len or self.max_model_len,
-            gpu_memory_utilization=size_kwargs.pop(
-                "gpu_memory_utilization", self.gpu_memory_utilization
-            ),
-            **size_kwargs,
+            **{"gpu_memory_utilization": self.gpu_memory_utilization, **size_kwargs},
         )
 
     def llm_kwargs(
@@ -142,10 +139,8 @@ PRESETS: dict[str, EnginePreset] = {
     )
 }
 # fmt: on
-#: Short names.
-PRESETS["bf16"] = PRESETS["diffusiongemma-bf16"]
-PRESETS["fp8"] = PRESETS["diffusiongemma-fp8"]
-PRESETS["nvfp4"] = PRESETS["diffusiongemma-nvfp4"]
+#: Short names: bf16, fp8, nvfp4.
+PRESETS.update({p.name.removeprefix("diffusiongemma-"): p for p in list(PRESETS.values())})
 
 
 def get_preset(name: str | EnginePreset) -> EnginePreset:

@@ -122,10 +122,6 @@ def _cuda_available() -> bool:
         return False
 
 
-def _vllm_importable() -> bool:
-    return importlib.util.find_spec("vllm") is not None
-
-
 def select(
     env: Mapping[str, str] | None = None,
     *,
@@ -156,7 +152,9 @@ def select(
             why = f"vLLM: {ENV_VLLM_MODEL} is not set"
         else:
             cuda = _cuda_available() if cuda_available is None else cuda_available
-            has_vllm = _vllm_importable() if vllm_importable is None else vllm_importable
+            has_vllm = vllm_importable
+            if has_vllm is None:
+                has_vllm = importlib.util.find_spec("vllm") is not None
             if cuda and has_vllm:
                 return Selection(
                     "vllm",

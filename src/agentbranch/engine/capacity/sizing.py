@@ -416,9 +416,7 @@ def size(
             "and holds more"
         )
     return SizingPlan(
-        model=shape.name
-        if model_config is not None
-        else (f"{shape.name} ({precision})" if precision else shape.name),
+        model=f"{shape.name} ({precision})" if precision and model_config is None else shape.name,
         gpu_gib=gpu_gib,
         gpu_memory_utilization=util,
         canvas_length=C,

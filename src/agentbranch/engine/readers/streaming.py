@@ -94,14 +94,9 @@ class TokenText:
             if t in self.eos:
                 self.ended = len(self.ids)
             self.ids.append(int(t))
-        return self.text()
-
-    def reply_ids(self) -> list[int]:
         ids = self.ids if self.ended is None else self.ids[: self.ended]
-        return [t for t in ids if t != self.pad] if self.pad is not None else ids
-
-    def text(self) -> str:
-        return self.tokenizer.decode(self.reply_ids(), skip_special_tokens=True)
+        reply = [t for t in ids if t != self.pad]  # (``pad`` is None when it is no id)
+        return self.tokenizer.decode(reply, skip_special_tokens=True)
 
 
 _END = object()
