@@ -296,15 +296,13 @@ class CanvasPlanner(_PlannerBase):
     ) -> None:
         groups = tuple((i,) for i in self.label_ids(q.labels))
         prompt = self._read_prompt(prompt_ids, self.width)
-        spots = []
+        plan.where.append([(len(plan.token_reads) + d, 0) for d in range(draws)])
         for d in range(draws):
             noise = seeds.rng(prompt_ids, d).randrange(self.vocab_size)
             canvas = [noise, self.end] + [self.pad] * (self.width - 2)
-            spots.append((len(plan.token_reads), 0))
             plan.token_reads.append(
                 TokenRead(prompt, tuple(canvas), (Slot(0, groups),), read_length=2)
             )
-        plan.where.append(spots)
 
     # -- joint reads ---------------------------------------------------------------
 
@@ -387,26 +385,22 @@ class CanvasPlanner(_PlannerBase):
 
     def _joint(self, plan: ReadPlan, request: ReadRequest) -> None:
         draws = max(1, request.draws)
-        spots: list[list[tuple[int, int]]] = []
         chunks = self.joint_chunks(request.questions)
         prompts, seeds = self._render_after_state(
             request.state, [self.joint_text(c, start) for start, c in chunks], request.instructions
         )
         for (start, chunk), prompt_ids in zip(chunks, prompts):
-            chunk_spots: list[list[tuple[int, int]]] = [[] for _ in chunk]
+            # The chunk's question n is slot n of each of its draws' reads.
+            first = len(plan.token_reads)
+            plan.where += [[(first + d, n) for d in range(draws)] for n in range(len(chunk))]
             for d in range(draws):
                 canvas, slots = self.joint_canvas(chunk, prompt_ids, start, d, seeds)
                 prompt = self._read_prompt(prompt_ids, len(canvas))
-                index = len(plan.token_reads)
                 plan.token_reads.append(
                     TokenRead(
                         prompt, tuple(canvas), tuple(slots), read_length=slots[-1].position + 1
                     )
                 )
-                for n in range(len(chunk)):
-                    chunk_spots[n].append((index, n))
-            spots += chunk_spots
-        plan.where += spots
 
     def plan(self, request: ReadRequest) -> ReadPlan:
         """The token reads for ``request``: joint when asked and supported (and more

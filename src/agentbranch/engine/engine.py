@@ -34,6 +34,7 @@ from agentbranch.core.errors import (
     InvalidQuestionError,
     InvalidReadError,
     ReaderError,
+    surrogate_at,
     timeout_seconds,
 )
 from agentbranch.core.questions import validate_questions
@@ -63,8 +64,8 @@ class _Prepared:
     """One decision's read request and how to fold its reads back."""
 
     request: ReadRequest
-    specs: list[QuestionSpec]  # the questions as asked (before chunks and permutations)
-    units: list[list[Unit]]
+    #: Each question as asked (before chunks and permutations), and the reads of it.
+    planned: list[tuple[QuestionSpec, list[Unit]]]
 
 
 def _in_thread(fn: Callable[[], T]) -> Future[T]:
@@ -138,14 +139,11 @@ class DecisionEngine:
             raise ConfigurationError(
                 f"instructions must be a string or None, got {type(instructions).__name__}"
             )
-        if instructions is not None and not instructions.isascii():
-            try:
-                instructions.encode("utf-8")
-            except UnicodeEncodeError as e:
-                raise ConfigurationError(
-                    f"instructions contain an unpaired surrogate at index {e.start}, which "
-                    "is not valid Unicode; decode the text with errors='replace' first"
-                ) from None
+        if instructions is not None and (at := surrogate_at(instructions)) >= 0:
+            raise ConfigurationError(
+                f"instructions contain an unpaired surrogate at index {at}, which "
+                "is not valid Unicode; decode the text with errors='replace' first"
+            )
         self.reader = reader
         self.instructions = instructions
         self.joint = bool(joint)
@@ -350,16 +348,14 @@ class DecisionEngine:
             self._plans.plan(question_id, q, max_options=max_options, permutations=permutations)
             for question_id, q in validated.items()
         ]
-        specs = [spec for spec, _ in planned]
-        units = [reads for _, reads in planned]
         request = ReadRequest(
             state=render_state(state),
-            questions=tuple(u.spec for group in units for u in group),
+            questions=tuple(u.spec for _, units in planned for u in units),
             instructions=self.instructions,
             draws=draws,
             joint=self.joint,
         )
-        return _Prepared(request=request, specs=specs, units=units)
+        return _Prepared(request=request, planned=planned)
 
     # -- reading -------------------------------------------------------------------
 
@@ -384,11 +380,11 @@ class DecisionEngine:
 
     def _read_sync(self, requests: list[ReadRequest]) -> list[list[LabelRead]]:
         with self._reader_errors():
-            if self.timeout_s is None:
-                return self.reads_via.read(requests)
             via = self.reads_via
             if isinstance(via, BatchingReader):  # waits here; a timeout abandons the read
                 return via.read(requests, timeout_s=self.timeout_s)
+            if self.timeout_s is None:
+                return via.read(requests)
             future = _in_thread(lambda: via.read(requests))
             try:
                 return future.result(timeout=self.timeout_s)
@@ -439,7 +435,7 @@ class DecisionEngine:
         self._check_count(reads, len(prepared.request.questions), "question reads")
         decisions: dict[str, Decision] = {}
         at = 0
-        for spec, units in zip(prepared.specs, prepared.units):
+        for spec, units in prepared.planned:
             question_id = spec.id
             unit_reads = reads[at : at + len(units)]
             at += len(units)
@@ -452,7 +448,7 @@ class DecisionEngine:
                     f"reader {self.reader.name!r} gave no probability to any option of "
                     f"question {question_id!r}; the read is unusable"
                 )
-            decision = Decision.from_probs(
+            decisions[question_id] = Decision.from_probs(
                 question_id=question_id,
                 type=spec.type,  # type: ignore[arg-type]
                 options=spec.options,
@@ -466,7 +462,6 @@ class DecisionEngine:
                 calibrated=temperature != 1.0 or _reader_calibrated(unit_reads),
                 reading=reading,
             )
-            decisions[question_id] = decision
         usage, request_id = _usage(reads)
         return Decisions(decisions, latency_s=latency_s, usage=usage, request_id=request_id)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agentbranch.core.errors import InvalidReadError
@@ -73,21 +73,14 @@ def expand(spec: QuestionSpec, *, max_options: int, permutations: int = 1) -> li
         for p in range(orders if len(idx) > 1 else 1):
             shift = (p * len(idx)) // orders
             order = idx[shift:] + idx[:shift]
-            units.append(
-                Unit(
-                    QuestionSpec(
-                        id=spec.id,
-                        type=spec.type,
-                        instructions=spec.instructions,
-                        options=tuple(spec.options[i] for i in order),
-                        descriptions=tuple(spec.descriptions[i] for i in order),
-                        labels=label_set[: len(order)] if len(order) <= len(label_set) else (),
-                        examples=tuple(spec.examples[i] for i in order) if spec.examples else (),
-                        head=spec.head,
-                    ),
-                    tuple(order),
-                )
+            read = replace(
+                spec,
+                options=tuple(spec.options[i] for i in order),
+                descriptions=tuple(spec.descriptions[i] for i in order),
+                labels=label_set[: len(order)] if len(order) <= len(label_set) else (),
+                examples=tuple(spec.examples[i] for i in order) if spec.examples else (),
             )
+            units.append(Unit(read, tuple(order)))
     return units
 
 

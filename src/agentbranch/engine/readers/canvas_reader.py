@@ -81,9 +81,7 @@ class TokenReader(Reader):
         out: list[list[LabelRead]] = []
         offset = 0
         for plan in plans:
-            answers = []
-            for spots in plan.where:
-                answers.append(fold_draws([slot_reads[offset + t][s] for t, s in spots]))
+            answers = [fold_draws([slot_reads[offset + t][s] for t, s in sp]) for sp in plan.where]
             offset += len(plan.token_reads)
             if answers:  # the request's token usage, as vLLM counts it (prompt, max_tokens)
                 usage = {

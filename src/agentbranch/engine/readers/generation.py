@@ -1,21 +1,22 @@
 """Generation on a reader's own model: the request and result a generator handles.
 
 A reader that can also let its model speak (``VLLMReader``, ``TransformersReader``)
-offers a ``Generator``, which ``LocalChatModel`` wraps as a LangChain chat model.
+offers a generator (``TransformersGenerator``, ``VLLMGenerator``: ``render``,
+``generate``, ``stream`` and their async forms), which ``LocalChatModel`` wraps as a
+LangChain chat model.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from agentbranch.core.errors import ConfigurationError
 
 __all__ = [
     "GenerationRequest",
     "GenerationResult",
-    "Generator",
     "check_request",
     "cut_at_stop",
     "render_chat",
@@ -50,24 +51,6 @@ class GenerationResult:
     completion_tokens: int
     finish_reason: str | None
     constrained: str | None = None
-
-
-class Generator(Protocol):
-    model_name: str
-    is_diffusion: bool
-    supports_choices: bool
-
-    def render(
-        self, messages: Sequence[dict[str, str]], special_tokens: str | None = None
-    ) -> list[int]: ...
-
-    def generate(self, request: GenerationRequest) -> GenerationResult: ...
-
-    async def agenerate(self, request: GenerationRequest) -> GenerationResult: ...
-
-    def stream(self, request: GenerationRequest) -> Iterator[str | GenerationResult]: ...
-
-    def astream(self, request: GenerationRequest) -> AsyncIterator[str | GenerationResult]: ...
 
 
 def check_request(request: GenerationRequest, *, is_diffusion: bool, max_model_len: int) -> None:

@@ -95,12 +95,10 @@ class TransformersTokenBackend:
             from agentbranch.engine.quiet_loads import quiet_loads
 
             with quiet_loads():  # transformers' "Loading weights" bar: the library never prints
-                loaded = DiffusionGemmaForBlockDiffusion.from_pretrained(folder, **kwargs)
-                tokenizer = (
-                    tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(folder)
-                )
+                model = DiffusionGemmaForBlockDiffusion.from_pretrained(folder, **kwargs)
+                if tokenizer is None:
+                    tokenizer = AutoTokenizer.from_pretrained(folder)
             model_id = model_id or folder.resolve().name
-            model = loaded
         else:
             if tokenizer is None:
                 raise ConfigurationError(
