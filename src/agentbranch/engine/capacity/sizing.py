@@ -147,12 +147,8 @@ def _round_blocks(tokens: int) -> int:
 def kv_bytes_per_sequence(shape: ModelShape, tokens: int, dtype_bytes: int = 2) -> int:
     """KV cache one sequence of ``tokens`` tokens holds: every token in the full-attention
     layers, at most the window (plus a block) in the sliding ones."""
-    full = _round_blocks(tokens)
-    sliding = (
-        _round_blocks(min(tokens, shape.sliding_window + BLOCK_SIZE))
-        if (shape.sliding_window)
-        else full
-    )
+    full, window = _round_blocks(tokens), shape.sliding_window
+    sliding = _round_blocks(min(tokens, window + BLOCK_SIZE)) if window else full
     return dtype_bytes * (
         full * shape.full_kv_bytes_per_token + sliding * shape.sliding_kv_bytes_per_token
     )
@@ -293,7 +289,7 @@ def size(
     state_seq = state_bytes_per_sequence(shape, canvas_length)
     step_seq = step_bytes_per_sequence(shape, canvas_length)
     kv_room = budget - weights - reserve
-    step_room = gpu - budget - CONTEXT_RESERVE_BYTES
+    step_room = max(gpu - budget - CONTEXT_RESERVE_BYTES, 0)
     util = gpu_memory_utilization
 
     if kv_room <= 0:
@@ -306,23 +302,19 @@ def size(
             + (f", or a smaller preset: {', '.join(fits)}" if fits else "")
         )
     kv_limit = kv_room // (kv_seq + state_seq)
-    step_limit = max(step_room, 0) // step_seq
+    step_limit = step_room // step_seq
     max_model_len_kv = kv_bytes_per_sequence(shape, max_model_len, dtype_bytes) + state_seq
     if kv_limit < 1 or step_limit < 1 or max_model_len_kv > kv_room:
+        canvases = range(16, shape.max_canvas + 1, 16)
         widest = max(
-            (
-                c
-                for c in range(16, shape.max_canvas + 1, 16)
-                if step_bytes_per_sequence(shape, c) <= max(step_room, 0)
-            ),
-            default=0,
+            (c for c in canvases if step_bytes_per_sequence(shape, c) <= step_room), default=0
         )
         raise ConfigurationError(
             f"not even one sequence fits: {gpu_gib:g} GiB at gpu_memory_utilization={util:g} "
             f"leaves {kv_room / GIB:.2f} GiB of KV cache (one sequence of "
             f"{max(prompt_tokens + canvas_length, max_model_len)} tokens needs "
             f"{max(kv_seq + state_seq, max_model_len_kv) / GIB:.2f}) and "
-            f"{max(step_room, 0) / GIB:.2f} GiB for a denoising step (a {canvas_length}-token "
+            f"{step_room / GIB:.2f} GiB for a denoising step (a {canvas_length}-token "
             f"canvas needs {step_seq / GIB:.2f}); "
             + (f"serve a canvas of at most {widest}, " if widest else "")
             + "lower gpu_memory_utilization, shorten max_model_len or use a larger GPU"
@@ -384,7 +376,7 @@ def size(
         ),
         Term(
             "step_headroom",
-            max(step_room, 0),
+            step_room,
             False,
             f"outside the budget: (1 - {util:g}) x {gpu_gib:g} GiB minus "
             f"{CONTEXT_RESERVE_BYTES / GIB:g} GiB of CUDA context; the denoising step's "
