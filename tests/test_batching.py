@@ -192,7 +192,7 @@ def test_graph_batch_runs_arriving_during_a_read_share_one_batch():
         coalescer = engine.reads_via
         for _ in range(3000):  # ... until every other run has queued behind it
             with coalescer._cond:
-                reading = sum(len(b.items) for b in coalescer._reading)
+                reading = sum(len(b) for b in coalescer._reading.values())
                 if reading + len(coalescer._queue) == len(tickets):
                     break
             threading.Event().wait(0.01)

@@ -19,6 +19,7 @@ who calls it read and write the same state under one lock.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import sys
@@ -112,16 +113,12 @@ class Call:
             self.remaining -= 1
             last = self.remaining == 0
         if last:
-            try:
+            with contextlib.suppress(InvalidStateError):  # cancelled meanwhile
                 self.future.set_result(self.answers)  # type: ignore[arg-type]
-            except InvalidStateError:  # cancelled meanwhile
-                pass
 
     def fail(self, error: BaseException) -> None:
-        try:
+        with contextlib.suppress(InvalidStateError):
             self.future.set_exception(error)
-        except InvalidStateError:
-            pass
 
 
 def new_call(
@@ -134,7 +131,6 @@ def new_call(
     call = Call([None] * len(requests), len(requests), thread=thread, loop=loop)
     if not requests:
         call.future.set_result([])
-        return call, deque()
     # Shortest state first: the reads a call is cut into then each hold states of
     # similar length, and a reader that pads pads each little.
     return call, deque(sorted(enumerate(requests), key=lambda pair: len(pair[1].state)))
@@ -150,16 +146,6 @@ class Item:
 
     def wanted(self) -> bool:
         return any(not call.future.done() for call, _ in self.waiters)
-
-
-@dataclass(eq=False)
-class Batch:
-    """The requests one worker is reading; ``counted`` while it counts toward
-    ``concurrency`` (until every caller abandoned it)."""
-
-    items: list[Item]
-    thread: threading.Thread
-    counted: bool = True
 
 
 #: A read cut from a longer queue looks this many reads' worth into it for requests of
@@ -189,37 +175,6 @@ def one_call(queue: deque[Item], n: int) -> bool:
     """Whether the next ``n`` queued requests all wait for one call only (a
     ``decide_many``), which gains nothing from being read in pipelined parts."""
     return len({id(call) for item in islice(queue, n) for call, _ in item.waiters}) == 1
-
-
-class Handover:
-    """``deliver`` for ``Reader.read_each`` over one batch: each request is settled once
-    (``settle(item, reads, error)``); a ``ReaderError`` in place of reads goes to its
-    callers as an answer (the engine raises it), any other error fails them."""
-
-    def __init__(self, items: list[Item], settle: Any) -> None:
-        self.items = items
-        self.settle = settle
-        self.done = [False] * len(items)
-
-    def __call__(self, index: int, reads: list[LabelRead] | BaseException) -> None:
-        if self.done[index]:
-            return
-        self.done[index] = True
-        if isinstance(reads, BaseException) and not isinstance(reads, ReaderError):
-            self.settle(self.items[index], None, reads)
-        else:
-            self.settle(self.items[index], reads, None)
-
-    def left(self) -> list[Item]:
-        """The requests not handed over yet."""
-        return [item for item, done in zip(self.items, self.done) if not done]
-
-    def check(self, reader: str) -> None:
-        """Raise ``ReaderError`` if requests are still not handed over."""
-        if not all(self.done):
-            raise ReaderError(
-                f"reader {reader!r} answered {sum(self.done)} of {len(self.done)} batched requests"
-            )
 
 
 class BatchingReader(WrappingReader):
@@ -295,7 +250,8 @@ class BatchingReader(WrappingReader):
         self._cache: OrderedDict[str, list[LabelRead]] = OrderedDict()
         self._room: list[Future[None]] = []
         self._workers = 0  # workers counted toward ``concurrency``
-        self._reading: set[Batch] = set()  # batches of counted workers being read
+        # The batch each counted worker is reading (until every caller abandoned it).
+        self._reading: dict[threading.Thread, list[Item]] = {}
         self._threads: set[threading.Thread] = set()
         self._idle = 0
         self._closed = False
@@ -374,10 +330,7 @@ class BatchingReader(WrappingReader):
 
     def _rooms(self, call: Call, pending: deque[tuple[int, ReadRequest]]) -> Iterator[Future[None]]:
         """Queue ``pending``, yielding a future to wait on while the queue is full."""
-        while pending:
-            room = self._offer(call, pending)
-            if room is None:
-                return
+        while pending and (room := self._offer(call, pending)) is not None:
             yield room
 
     def _arrive(self, call: Call) -> None:
@@ -398,11 +351,10 @@ class BatchingReader(WrappingReader):
             if not future.cancelled() and future.exception() is None:
                 return
             freed = False
-            for batch in list(self._reading):
-                if not any(item.wanted() for item in batch.items):
-                    batch.counted = False
-                    self._reading.discard(batch)
-                    self._threads.discard(batch.thread)  # close() does not wait for it
+            for worker, batch in list(self._reading.items()):
+                if not any(item.wanted() for item in batch):
+                    del self._reading[worker]
+                    self._threads.discard(worker)  # close() does not wait for it
                     self._workers -= 1
                     self.stats["abandoned"] += 1
                     freed = True
@@ -489,7 +441,7 @@ class BatchingReader(WrappingReader):
 
     # -- workers -------------------------------------------------------------------
 
-    def _take(self) -> Batch | None:
+    def _take(self) -> list[Item] | None:
         """The next batch (``None``: idle too long or closed, the worker exits)."""
         with self._cond:
             self._idle += 1
@@ -509,9 +461,8 @@ class BatchingReader(WrappingReader):
                     else:  # every caller gave up on it
                         self._forget(item)
                 room, self._room = self._room, []
-                taken = Batch(batch, threading.current_thread())
                 if batch:
-                    self._reading.add(taken)
+                    self._reading[threading.current_thread()] = batch
                     self.batch_closes.append((len(batch), why))
                     self._last_callers = len(
                         {id(call) for item in batch for call, _ in item.waiters}
@@ -520,42 +471,57 @@ class BatchingReader(WrappingReader):
                 self._idle -= 1
         for r in room:
             r.set_result(None)
-        return taken
+        return batch
 
     def _forget(self, item: Item) -> None:
         if item.key is not None and self._in_flight.get(item.key) is item:
             del self._in_flight[item.key]
 
     def _work(self) -> None:
+        me = threading.current_thread()
         try:
             while (batch := self._take()) is not None:
-                if batch.items:
-                    self._read(batch.items)
+                if batch:
+                    self._read(batch)
                 with self._cond:
-                    if not batch.counted:  # abandoned: another worker took our slot
-                        return
-                    self._reading.discard(batch)
+                    if self._reading.pop(me, None) is None and batch:
+                        return  # abandoned: another worker took our slot
         finally:
             with self._cond:
-                self._threads.discard(threading.current_thread())
+                self._threads.discard(me)
 
     def _read(self, batch: list[Item]) -> None:
         """Read ``batch`` through ``reader.read_each``. When the reader fails the batch as
         a whole, what it did not hand over is read again one by one, so a bad request
         fails alone (not after a timeout: its callers would wait twice)."""
         start = time.monotonic()
-        handover = Handover(batch, self._settle)
+        waiting = dict(enumerate(batch))  # the requests not handed over yet
+
+        def deliver(index: int, reads: list[LabelRead] | BaseException) -> None:
+            """Settle request ``index`` once; a ``ReaderError`` in place of reads goes to
+            its callers as an answer (the engine raises it), any other error fails them."""
+            if (item := waiting.pop(index, None)) is None:
+                return
+            if isinstance(reads, BaseException) and not isinstance(reads, ReaderError):
+                self._settle(item, None, reads)
+            else:
+                self._settle(item, reads, None)
+
         with self._cond:  # counted as it goes to the reader: callers may have it first
             self.stats["batches"] += 1
             self.stats["requests"] += len(batch)
             self.batch_sizes.append(len(batch))
         try:
-            self.inner.read_each([item.request for item in batch], handover)
-            handover.check(self.inner.name)
+            self.inner.read_each([item.request for item in batch], deliver)
+            if waiting:
+                raise ReaderError(
+                    f"reader {self.inner.name!r} answered {len(batch) - len(waiting)} of "
+                    f"{len(batch)} batched requests"
+                )
         except BaseException as e:  # noqa: BLE001 - delivered to the callers
             # Anything the reader raises reaches its callers (a dead worker would leave
             # them waiting). Exceptions proper get a re-read.
-            left = handover.left()
+            left = list(waiting.values())
             if len(left) > 1 and isinstance(e, Exception) and not isinstance(e, TimeoutError):
                 for item in left:  # which request failed? Read each alone
                     if item.wanted():
@@ -597,13 +563,7 @@ class BatchingReader(WrappingReader):
         if self._ready():
             return "full"
         if not self._auto_wait:  # an explicit window: always waited
-            deadline = time.monotonic() + self.max_wait_s
-            while not self._ready():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return "window"
-                self._filled.wait(left)
-            return "full"
+            return "full" if self._filled.wait_for(self._ready, self.max_wait_s) else "window"
         if self.max_wait_s <= 0 or not (self._crowded or self._pool_starting()):
             return "alone"
         # A caller ready to queue may wait one GIL switch interval (5 ms) for its turn,
@@ -658,7 +618,7 @@ class BatchingReader(WrappingReader):
         queued or being read, or the last batch served several callers and one of their
         threads is expected back soon (a cycling pool's first thread back, else read
         alone: 1 + 5, 1 + 5 ...)."""
-        if self._queue or any(item.wanted() for batch in self._reading for item in batch.items):
+        if self._queue or any(item.wanted() for b in self._reading.values() for item in b):
             return True
         return self._last_callers >= 2 and self._expected_back(self._since()) > time.monotonic()
 
@@ -911,13 +871,8 @@ class CallerThreads:
         """Count ``thread`` in (or out of) its pool's waiting threads. Only a quick "no"
         rests on these counts (``settled``), never a "yes"."""
         executor = self._pool(thread)
-        if executor is None:
-            return
-        waiting = self._pool_waiting.get(executor, 0) + change
-        if waiting > 0:
-            self._pool_waiting[executor] = waiting
-        else:
-            self._pool_waiting.pop(executor, None)
+        if executor is not None:
+            self._pool_waiting[executor] = self._pool_waiting.get(executor, 0) + change
 
     def _pool(self, thread: Hashable) -> ThreadPoolExecutor | None:
         """``thread``'s pool, while it lives (``None``: a thread of no pool)."""
@@ -961,7 +916,7 @@ class CallerThreads:
         event loop with recent callers has each of its tasks awaiting answers. Needs at
         least one recent caller."""
         # A pool with threads waiting has fewer waiting than it may start: a quick no.
-        if any(n < e._max_workers for e, n in list(self._pool_waiting.items())):
+        if any(0 < n < e._max_workers for e, n in list(self._pool_waiting.items())):
             return False
         pools: Counter[ThreadPoolExecutor] = Counter()
         ended: list[Hashable] = []
