@@ -158,12 +158,11 @@ class _PlannerBase:
 
     def label_ids(self, labels: Sequence[str]) -> list[int]:
         """The reply's first token for each label (cached per label set)."""
-        missing = [x for x in labels if x not in self._label_ids]
-        if missing:
-            for qtype in QUESTION_TYPES.values():
-                if set(missing) & set(qtype.label_set):
-                    ids = reply_label_ids(self.tokenizer, self._reply_anchor(), qtype.label_set)
-                    self._label_ids.update(zip(qtype.label_set, ids))
+        missing = {x for x in labels if x not in self._label_ids}
+        for qtype in QUESTION_TYPES.values():
+            if missing & set(qtype.label_set):
+                ids = reply_label_ids(self.tokenizer, self._reply_anchor(), qtype.label_set)
+                self._label_ids.update(zip(qtype.label_set, ids))
         return [self._label_ids[x] for x in labels]
 
     def _check_labels(self, q: QuestionSpec) -> None:

@@ -120,7 +120,8 @@ class Reader(ABC):
             except Exception:  # noqa: BLE001 - an odd value counts as changed
                 same = False
             if not same:
-                out[name] = value if is_plain(value) else _type_of(value)
+                kind = type(value)
+                out[name] = value if is_plain(value) else f"<{kind.__module__}.{kind.__qualname__}>"
         return out
 
     def unrecorded(self) -> Reader:
@@ -157,11 +158,6 @@ def is_plain(value: Any) -> bool:
     except (TypeError, ValueError):
         return False
     return True
-
-
-def _type_of(value: Any) -> str:
-    kind = type(value)
-    return f"<{kind.__module__}.{kind.__qualname__}>"
 
 
 def require_reader(reader: object, what: str = "reader") -> None:
