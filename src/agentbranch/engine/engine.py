@@ -325,21 +325,19 @@ class DecisionEngine:
             )
         draws = self.draws if draws is None else _count("draws", draws)
         if isinstance(questions, Mapping):
-            per_state: Sequence[Mapping[str, Any]] = [questions] * len(states)
-        else:
-            if isinstance(questions, str | bytes) or not isinstance(questions, Sequence):
-                raise InvalidQuestionError(
-                    "questions must be a mapping of id -> question, e.g. {'route': "
-                    "agentbranch.choice('Which team?', ['billing', 'outage'])} (or, in "
-                    f"decide_many, one such mapping per state); got {type(questions).__name__}"
-                )
-            per_state = questions
-            if len(per_state) != len(states):
-                raise ConfigurationError(
-                    f"{len(states)} states but {len(per_state)} question sets; pass one "
-                    "mapping for all states or one per state"
-                )
-        return [self._prepare(state, qs, draws) for state, qs in zip(states, per_state)]
+            questions = [questions] * len(states)
+        if isinstance(questions, str | bytes) or not isinstance(questions, Sequence):
+            raise InvalidQuestionError(
+                "questions must be a mapping of id -> question, e.g. {'route': "
+                "agentbranch.choice('Which team?', ['billing', 'outage'])} (or, in "
+                f"decide_many, one such mapping per state); got {type(questions).__name__}"
+            )
+        if len(questions) != len(states):
+            raise ConfigurationError(
+                f"{len(states)} states but {len(questions)} question sets; pass one "
+                "mapping for all states or one per state"
+            )
+        return [self._prepare(state, qs, draws) for state, qs in zip(states, questions)]
 
     def _prepare(self, state: Any, questions: Mapping[str, Any], draws: int) -> _Prepared:
         validated = validate_questions(questions)
@@ -441,7 +439,6 @@ class DecisionEngine:
             at += len(units)
             folded = combine(len(spec.options), units, unit_reads)  # checks every read
             temperature = self._temperature(question_id, spec.type)
-            reading = self._reading(prepared.request.draws, temperature)
             probs = normalise(folded.scores, temperature)
             if probs is None:
                 raise ReaderError(
@@ -460,7 +457,7 @@ class DecisionEngine:
                 model=self.reader.model,
                 latency_s=latency_s,
                 calibrated=temperature != 1.0 or _reader_calibrated(unit_reads),
-                reading=reading,
+                reading=self._reading(prepared.request.draws, temperature),
             )
         usage, request_id = _usage(reads)
         return Decisions(decisions, latency_s=latency_s, usage=usage, request_id=request_id)

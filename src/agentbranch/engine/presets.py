@@ -86,7 +86,7 @@ class EnginePreset:
             seqs = self.plan(
                 gpu_gib=gpu_gib, canvas_length=canvas, max_model_len=max_model_len
             ).max_num_seqs
-        kwargs: dict[str, Any] = {
+        return {
             "model": self.model,
             "diffusion_config": {"canvas_length": canvas},
             "max_num_seqs": seqs,
@@ -95,9 +95,8 @@ class EnginePreset:
             "limit_mm_per_prompt": {"image": 0, "video": 0},
             "gpu_memory_utilization": self.gpu_memory_utilization,
             **self.extra,
+            **overrides,
         }
-        kwargs.update(overrides)
-        return kwargs
 
     def serve_args(self, **overrides: Any) -> list[str]:
         """The same settings as ``vllm serve`` command-line arguments (for servers

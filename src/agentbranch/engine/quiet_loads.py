@@ -19,7 +19,7 @@ _lock = threading.Lock()
 #: Thread ident -> how many quiet blocks it is inside.
 _quiet: Counter[int] = Counter()
 #: What the first block replaced, restored by the last: the previous hook, the handlers
-#: filtered, whether the process-wide bar switch was on (the fallback only).
+#: filtered.
 _saved: dict[str, Any] = {}
 
 
@@ -58,12 +58,8 @@ def _install() -> None:
     for handler in handlers:
         handler.addFilter(_FILTER)
     _saved["handlers"] = handlers
-    set_hook = getattr(hf_logging, "set_tqdm_hook", None)
-    if set_hook is None:  # an older transformers: only the process-wide switch exists
-        _saved["bars_were_on"] = hf_logging.is_progress_bar_enabled()
-        hf_logging.disable_progress_bar()
-        return
-    _saved["previous"] = set_hook(_hook)  # it returns the hook it replaces; ours wraps it
+    # set_tqdm_hook (transformers >= 5.11) returns the hook it replaces; ours wraps it.
+    _saved["previous"] = hf_logging.set_tqdm_hook(_hook)
 
 
 def _uninstall() -> None:
@@ -71,10 +67,6 @@ def _uninstall() -> None:
 
     for handler in _saved.pop("handlers", []):
         handler.removeFilter(_FILTER)
-    if "bars_were_on" in _saved:
-        if _saved.pop("bars_were_on"):
-            hf_logging.enable_progress_bar()
-        return
     previous = _saved.pop("previous", None)
     current = hf_logging.set_tqdm_hook(previous)
     if current is not _hook:  # someone set a hook of their own meanwhile: keep theirs
@@ -91,8 +83,7 @@ def quiet_loads() -> Iterator[None]:
     inside a block an empty bar and passes every other thread's bar on to the previous
     hook; a filter on the ``transformers`` logger's handlers drops this thread's records
     below ERROR. The last block to close restores the previous hook (unless someone
-    replaced ours meanwhile). A transformers without the hook falls back to its
-    process-wide bar switch, off from the first block to the last.
+    replaced ours meanwhile).
     """
     me = threading.get_ident()
     with _lock:

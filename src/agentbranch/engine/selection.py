@@ -205,13 +205,12 @@ def select(
                 remote,
                 tuple(skipped),
             )
-        why = f"remote: {ENV_REMOTE_URL} is not set"
         if forced == "remote":
             raise ConfigurationError(
                 f"{ENV_ENGINE}=remote but {ENV_REMOTE_URL} is not set; point it at a "
                 "server with /v1/systemone (e.g. http://localhost:8000)"
             )
-        skipped.append(why)
+        skipped.append(f"remote: {ENV_REMOTE_URL} is not set")
 
     reason = "embedded CPU reader (all-MiniLM-L6-v2, offline)"
     reason += f": forced by {ENV_ENGINE}" if forced == "embedded" else ": " + "; ".join(skipped)
