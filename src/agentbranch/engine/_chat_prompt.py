@@ -155,14 +155,12 @@ class ChatPrompt:
         whole = lambda tail: self.render(head + tail, system)  # noqa: E731
         if len(tails) < 2 or self.special_tokens_in(head) or self.special_tokens_in(system or ""):
             return [whole(t) for t in tails], []
-        marker = _MARK
-        text = self._template(self.messages(head + marker, system))
-        if text.count(marker) != 1 or marker in head:
+        text = self._template(self.messages(head + _MARK, system))
+        if text.count(_MARK) != 1 or _MARK in head:
             return [whole(t) for t in tails], []
-        text_head, text_end = text.split(marker)
+        text_head, text_end = text.split(_MARK)
         head_ids = self._encode(text_head)
-        m = min(4, len(head_ids))
-        probe = head_ids[len(head_ids) - m :]
+        probe = head_ids[-4:]
         probe_text = self.tokenizer.decode(
             probe, skip_special_tokens=False, clean_up_tokenization_spaces=False
         )
@@ -201,12 +199,6 @@ class ChatPrompt:
                 "control tokens they would end a turn or fake a reply. Remove them from "
                 "the content, or pass special_tokens='text' to read them as plain text."
             )
-        marks = [chr(0xE000 + i) for i in range(len(messages))]
-        if any(mark in m["content"] for m in messages for mark in marks):
-            raise ConfigurationError(
-                "a message contains Unicode private-use characters U+E000.. that the "
-                "special_tokens='text' rendering uses as placeholders; remove them"
-            )
         return self._as_text(messages)
 
     def _as_text(self, messages: Sequence[dict[str, str]]) -> list[int]:
@@ -214,6 +206,11 @@ class ChatPrompt:
         splitting on (so "<turn|>" there stays characters): the template is rendered with
         private-use placeholders in the contents' places."""
         marks = [chr(0xE000 + i) for i in range(len(messages))]
+        if any(mark in m["content"] for m in messages for mark in marks):
+            raise ConfigurationError(
+                "a message contains Unicode private-use characters U+E000.. that the "
+                "special_tokens='text' rendering uses as placeholders; remove them"
+            )
         text = self._template([{**m, "content": k} for m, k in zip(messages, marks)])
         ids: list[int] = []
         for mark, m in zip(marks, messages):

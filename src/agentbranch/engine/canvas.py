@@ -283,8 +283,7 @@ class CanvasPlanner(_PlannerBase):
         return ids[: len(ids) - len(self.thought)]
 
     def _read_prompt(self, prompt_ids: list[int], width: int) -> tuple[int, ...]:
-        extra = len(self.thought) + width
-        self._check_length(len(prompt_ids), extra)
+        self._check_length(len(prompt_ids), len(self.thought) + width)
         # The thought block must sit outside the canvas (vLLM: far worse inside it).
         return tuple(prompt_ids + self.thought)
 

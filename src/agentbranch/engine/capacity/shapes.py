@@ -26,9 +26,8 @@ MAX_COUNT = {"layers": 10_000, "default": 1 << 40}
 
 def _count(value: Any, field: str, source: str, minimum: int = 1) -> int:
     """A config's whole number ``field``, at least ``minimum`` and sane, or a clear error."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigurationError(f"{source}: {field} must be a whole number, got {value!r}")
-    if isinstance(value, float) and not value.is_integer():  # nan, inf, 2.5
+    whole = isinstance(value, int) or isinstance(value, float) and value.is_integer()
+    if isinstance(value, bool) or not whole:  # (a float: not nan, inf or 2.5)
         raise ConfigurationError(f"{source}: {field} must be a whole number, got {value!r}")
     limit = MAX_COUNT["layers"] if "layers" in field else MAX_COUNT["default"]
     if value < minimum:
@@ -106,22 +105,20 @@ class ModelShape:
                 text["hidden_size"], "hidden_size", source
             ) // _count(heads, "num_attention_heads", source)
             kv_heads = text.get("num_key_value_heads") or heads
-            shape = cls(
+
+            def get(key: str, default: Any, minimum: int = 1) -> int:
+                return _count(text.get(key) or default, key, source, minimum)
+
+            return cls(
                 vocab_size=_count(text["vocab_size"], "vocab_size", source),
                 hidden_size=_count(text["hidden_size"], "hidden_size", source),
                 sliding_layers=sliding,
                 sliding_kv_heads=_count(kv_heads, "num_key_value_heads", source),
                 sliding_head_dim=_count(head_dim, "head_dim", source),
-                sliding_window=_count(text.get("sliding_window") or 0, "sliding_window", source, 0),
+                sliding_window=get("sliding_window", 0, 0),
                 full_layers=full,
-                full_kv_heads=_count(
-                    text.get("num_global_key_value_heads") or kv_heads,
-                    "num_global_key_value_heads",
-                    source,
-                ),
-                full_head_dim=_count(
-                    text.get("global_head_dim") or head_dim, "global_head_dim", source
-                ),
+                full_kv_heads=get("num_global_key_value_heads", kv_heads),
+                full_head_dim=get("global_head_dim", head_dim),
                 max_canvas=_count(config.get("canvas_length") or 256, "canvas_length", source),
                 stability_threshold=_count(
                     (config.get("generation_config") or {}).get("stability_threshold", 1),
@@ -136,7 +133,6 @@ class ModelShape:
                 f"{source} is not a DiffusionGemma config (missing or bad {e}); it needs "
                 "text_config.vocab_size, hidden_size, num_hidden_layers, num_attention_heads"
             ) from None
-        return shape
 
     @classmethod
     def from_pretrained(cls, path: str | Path) -> ModelShape:

@@ -38,11 +38,8 @@ class StreamText:
         Sets ``stopped`` once a stop string appeared: nothing after it is ever handed out."""
         if self.stopped:
             return ""
-        cut, found = cut_at_stop(text, self._stops)
-        if found:
-            self.stopped = True
-            safe = cut
-        else:
+        safe, self.stopped = cut_at_stop(text, self._stops)
+        if not self.stopped:
             safe = text[: len(text) - self._held(text)].rstrip("\ufffd")
         if len(safe) <= len(self.emitted) or not safe.startswith(self.emitted):
             return ""
@@ -123,14 +120,10 @@ async def iterate_in_thread(
         try:
             it = make(cancel)
             try:
-                while True:
-                    while not wanted.acquire(timeout=_POLL_S):
-                        if cancel.is_set():
-                            break
-                    if cancel.is_set():
-                        break
-                    item = next(it, _END)
-                    if item is _END:
+                while not cancel.is_set():
+                    if not wanted.acquire(timeout=_POLL_S):  # the consumer holds an item
+                        continue
+                    if cancel.is_set() or (item := next(it, _END)) is _END:
                         break
                     hand((item, None))
             finally:
