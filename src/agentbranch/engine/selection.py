@@ -114,11 +114,9 @@ class Selection:
 def _cuda_available() -> bool:
     try:
         import torch
-    except ImportError:
-        return False
-    try:
+
         return bool(torch.cuda.is_available())
-    except Exception:  # noqa: BLE001  (a broken CUDA install is "no CUDA")
+    except Exception:  # noqa: BLE001 - no torch, or a broken CUDA install: "no CUDA"
         return False
 
 
