@@ -5,13 +5,13 @@ and validates: docs/vllm.md, "Remote"."""
 from agentbranch.engine.readers.remote.apis import APIS, DIALECTS
 from agentbranch.engine.readers.remote.parse import parse_answers, parse_decisions_answers
 from agentbranch.engine.readers.remote.reader import RemoteReader
-from agentbranch.engine.readers.remote.retries import RETRY_STATUSES
 from agentbranch.engine.readers.remote.spec import (
     SPEC_MAX_OPTIONS,
     build_spec_payload,
     parse_spec_answers,
 )
 from agentbranch.engine.readers.remote.transport import (
+    RETRY_STATUSES,
     RemoteRequestError,
     RemoteUnavailableError,
 )

@@ -8,9 +8,10 @@ answer, timeout, refusal, unavailable) stands in place of its reads alone.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import random
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as wait_all
 from typing import Any
@@ -22,9 +23,8 @@ from agentbranch.core.reads import LabelRead, ReadRequest
 from agentbranch.engine.readers.base import Reader
 from agentbranch.engine.readers.remote.apis import APIS, DIALECTS, endpoint
 from agentbranch.engine.readers.remote.masking import Redactor
-from agentbranch.engine.readers.remote.retries import Retry, aretry_after, backoff, retry_after
 from agentbranch.engine.readers.remote.spec import SPEC_MAX_OPTIONS
-from agentbranch.engine.readers.remote.transport import Connection, RemoteUnavailableError
+from agentbranch.engine.readers.remote.transport import Connection, RemoteUnavailableError, Retry
 from agentbranch.engine.readers.remote.wire import DEFAULT_MAX_OPTIONS
 
 __all__ = ["RemoteReader"]
@@ -209,9 +209,15 @@ class RemoteReader(Reader):
         return self._api.build(request, model=self.requested_model, extra=self.extra_body)
 
     def _delay(self, attempt: int, response: httpx.Response | None) -> float:
-        return backoff(
-            attempt, response, backoff_s=self.backoff_s, max_backoff_s=self.max_backoff_s
-        )
+        """The wait after failed attempt ``attempt`` (0 for the first): ``backoff_s ×
+        2^attempt`` capped at ``max_backoff_s``, with jitter (50-100 %); a ``Retry-After``
+        header on ``response`` lengthens it, up to the cap."""
+        delay = min(self.max_backoff_s, self.backoff_s * 2**attempt) * (0.5 + random.random() / 2)
+        after = None if response is None else response.headers.get("retry-after")
+        try:
+            return delay if after is None else min(self.max_backoff_s, max(delay, float(after)))
+        except ValueError:
+            return delay
 
     def _reads(self, request: ReadRequest, response: httpx.Response) -> _Reads:
         """One attempt's reads, or the ``InvalidReadError`` that stands for them when the
@@ -230,47 +236,37 @@ class RemoteReader(Reader):
                 return error  # in place of this request's reads; the engine raises it
             raise error from None
 
-    @contextlib.contextmanager
-    def _unless_exhausted(self) -> Iterator[None]:
-        """Around the retries: the last ``Retry`` becomes ``RemoteUnavailableError``."""
-        try:
-            yield
-        except Retry as e:
-            raise RemoteUnavailableError(
-                f"{self.url} is unavailable after {self.max_retries + 1} attempts ({e.why}). "
-                "Check that the server is up and reachable, or raise max_retries."
-            ) from None
+    def _unavailable(self, last: Retry) -> RemoteUnavailableError:
+        return RemoteUnavailableError(
+            f"{self.url} is unavailable after {self.max_retries + 1} attempts ({last.why}). "
+            "Check that the server is up and reachable, or raise max_retries."
+        )
 
     def _read_one(self, client: httpx.Client, request: ReadRequest) -> _Reads:
         if not request.questions:
             return []
-        body, post = self._body(request), self._connection.post
-        try:  # the first attempt on its own: the usual read costs no retry machinery
-            return self._reads(request, post(client, body))
-        except Retry as first:
-            with self._unless_exhausted():
-                return retry_after(
-                    first,
-                    lambda: self._reads(request, post(client, body)),
-                    max_retries=self.max_retries,
-                    delay=self._delay,
-                )
+        body = self._body(request)
+        for attempt in range(self.max_retries + 1):
+            try:
+                return self._reads(request, self._connection.post(client, body))
+            except Retry as e:
+                if attempt == self.max_retries:
+                    raise self._unavailable(e) from None
+                time.sleep(self._delay(attempt, e.response))
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _aread_one(self, client: httpx.AsyncClient, request: ReadRequest) -> _Reads:
         if not request.questions:
             return []
-        body, post = self._body(request), self._connection.apost
-        try:  # as in ``_read_one``
-            return self._reads(request, await post(client, body))
-        except Retry as first:
-
-            async def attempt() -> _Reads:
-                return self._reads(request, await post(client, body))
-
-            with self._unless_exhausted():
-                return await aretry_after(
-                    first, attempt, max_retries=self.max_retries, delay=self._delay
-                )
+        body = self._body(request)
+        for attempt in range(self.max_retries + 1):
+            try:
+                return self._reads(request, await self._connection.apost(client, body))
+            except Retry as e:
+                if attempt == self.max_retries:
+                    raise self._unavailable(e) from None
+                await asyncio.sleep(self._delay(attempt, e.response))
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _read_or_error(self, client: httpx.Client, request: ReadRequest) -> _Reads:
         """``_read_one``, with a ``ReaderError`` (timeout, unavailable, refused) returned

@@ -18,13 +18,31 @@ from agentbranch.core.errors import (
     ReaderError,
     ReaderTimeoutError,
 )
+from agentbranch.core.files import DuplicateKeyError, unique_object
 from agentbranch.core.redact import redact_url
-from agentbranch.engine.readers.remote.answers import DuplicateKeyError, decode_json
 from agentbranch.engine.readers.remote.gate import Gate
 from agentbranch.engine.readers.remote.masking import QuietURL, Redactor
-from agentbranch.engine.readers.remote.retries import RETRY_STATUSES, Retry
 
-__all__ = ["Connection", "RemoteRequestError", "RemoteUnavailableError", "server_message"]
+__all__ = [
+    "RETRY_STATUSES",
+    "Connection",
+    "RemoteRequestError",
+    "RemoteUnavailableError",
+    "Retry",
+    "server_message",
+]
+
+#: Statuses worth another try: rate limited, or a gateway/backend not ready yet.
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
+
+
+class Retry(Exception):
+    """An attempt worth another try (connection error, 429/502/503/504)."""
+
+    def __init__(self, why: str, response: httpx.Response | None) -> None:
+        super().__init__(why)
+        self.why = why
+        self.response = response
 
 
 class RemoteRequestError(ReaderError):
@@ -280,12 +298,13 @@ class Connection:
         if not 200 <= status < 300:
             raise self.status_error(response)
         try:
-            data = decode_json(response.content)
+            data = json.loads(response.content, object_pairs_hook=unique_object)
         except DuplicateKeyError as e:
             # Which of the two values counts is a guess: never an answer.
             return InvalidReadError(
-                f"{self.url} answered JSON that is ambiguous: {self.redact(str(e))}; the "
-                "server or a proxy in between is faulty"
+                f"{self.url} answered JSON that is ambiguous: the key "
+                f"{self.redact(repr(e.args[0]))} appears twice in one object; the server or a "
+                "proxy in between is faulty"
             )
         except RecursionError:
             raise ReaderError(
