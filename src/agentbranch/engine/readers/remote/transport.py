@@ -152,12 +152,16 @@ class Connection:
         # What requests go to: the real query string, printed as ``self.url``.
         self._request_url = QuietURL(url, self.url)
         self.redact = redact
-        self._headers = dict(headers)
-        self._timeout = httpx.Timeout(timeout_s, connect=connect_timeout_s, pool=None)
-        self._limits = httpx.Limits(
-            max_connections=max_connections, max_keepalive_connections=max_connections
-        )
-        self._verify = verify
+        #: What every client of this connection is made with (but its transport).
+        self._options: dict[str, Any] = {
+            "headers": dict(headers),
+            "timeout": httpx.Timeout(timeout_s, connect=connect_timeout_s, pool=None),
+            "limits": httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections
+            ),
+            "verify": verify,
+            "follow_redirects": False,  # a redirect is an error (status_error)
+        }
         self._transport = transport
         self._async_transport = async_transport
         self._client: httpx.Client | None = None
@@ -188,19 +192,8 @@ class Connection:
                     "DecisionEngine(reader, batching=False) with adecide only"
                 )
             if self._client is None:
-                self._client = httpx.Client(**self._options(self._transport))
+                self._client = httpx.Client(**self._options, transport=self._transport)
             return self._client
-
-    def _options(self, transport: Any) -> dict[str, Any]:
-        """What every client of this connection is made with."""
-        return {
-            "headers": self._headers,
-            "timeout": self._timeout,
-            "limits": self._limits,
-            "verify": self._verify,
-            "transport": transport,
-            "follow_redirects": False,  # a redirect is an error (status_error)
-        }
 
     async def aclient(self) -> httpx.AsyncClient:
         """The running event loop's pooled async client (made on first use there)."""
@@ -210,7 +203,7 @@ class Connection:
             held = self._aclients.get(loop)
             if held is not None:
                 return held[0]
-            client = httpx.AsyncClient(**self._options(self._async_transport))
+            client = httpx.AsyncClient(**self._options, transport=self._async_transport)
             holder = _client_holder(client)
             self._aclients[loop] = (client, holder)
         await holder.__anext__()  # registers the generator with this loop
