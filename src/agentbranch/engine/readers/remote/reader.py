@@ -8,6 +8,7 @@ answer, timeout, refusal, unavailable) stands in place of its reads alone.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import threading
 import time
@@ -236,37 +237,37 @@ class RemoteReader(Reader):
                 return error  # in place of this request's reads; the engine raises it
             raise error from None
 
-    def _unavailable(self, last: Retry) -> RemoteUnavailableError:
-        return RemoteUnavailableError(
-            f"{self.url} is unavailable after {self.max_retries + 1} attempts ({last.why}). "
-            "Check that the server is up and reachable, or raise max_retries."
-        )
+    def _wait(self, attempt: int, failed: Retry) -> float:
+        """The wait after ``failed``, attempt number ``attempt`` (0 for the first);
+        ``RemoteUnavailableError`` when it was the last."""
+        if attempt == self.max_retries:
+            raise RemoteUnavailableError(
+                f"{self.url} is unavailable after {attempt + 1} attempts ({failed.why}). "
+                "Check that the server is up and reachable, or raise max_retries."
+            ) from None
+        return self._delay(attempt, failed.response)
 
     def _read_one(self, client: httpx.Client, request: ReadRequest) -> _Reads:
         if not request.questions:
             return []
         body = self._body(request)
-        for attempt in range(self.max_retries + 1):
+        for attempt in itertools.count():
             try:
                 return self._reads(request, self._connection.post(client, body))
             except Retry as e:
-                if attempt == self.max_retries:
-                    raise self._unavailable(e) from None
-                time.sleep(self._delay(attempt, e.response))
-        raise AssertionError("unreachable")  # pragma: no cover
+                time.sleep(self._wait(attempt, e))
+        raise AssertionError("unreachable")
 
     async def _aread_one(self, client: httpx.AsyncClient, request: ReadRequest) -> _Reads:
         if not request.questions:
             return []
         body = self._body(request)
-        for attempt in range(self.max_retries + 1):
+        for attempt in itertools.count():
             try:
                 return self._reads(request, await self._connection.apost(client, body))
             except Retry as e:
-                if attempt == self.max_retries:
-                    raise self._unavailable(e) from None
-                await asyncio.sleep(self._delay(attempt, e.response))
-        raise AssertionError("unreachable")  # pragma: no cover
+                await asyncio.sleep(self._wait(attempt, e))
+        raise AssertionError("unreachable")
 
     def _read_or_error(self, client: httpx.Client, request: ReadRequest) -> _Reads:
         """``_read_one``, with a ``ReaderError`` (timeout, unavailable, refused) returned
@@ -310,9 +311,8 @@ class RemoteReader(Reader):
 
         def one(index: int, request: ReadRequest) -> None:
             # Delivered from the request's own thread, before its future completes.
-            outcome: list[LabelRead] | BaseException
             try:
-                outcome = self._read_or_error(client, request)
+                outcome: _Reads | BaseException = self._read_one(client, request)
             except BaseException as e:  # noqa: BLE001 - handed to that request's caller
                 outcome = e
             deliver(index, outcome)
