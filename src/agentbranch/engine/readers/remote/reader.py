@@ -169,6 +169,8 @@ class RemoteReader(Reader):
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self.max_connections = max_connections
+        #: The coalescer's batches in flight: the server batches requests itself.
+        self.concurrent_batches = max_connections
         self.extra_body = dict(extra_body or {})
         # No content-type here: every post sends json=, for which httpx sets it.
         headers = dict(headers or {})
@@ -192,12 +194,6 @@ class RemoteReader(Reader):
         self.url = self._connection.url
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
-
-    @property
-    def concurrent_batches(self) -> int:
-        """The engine's coalescer may have this many batches in flight: the server
-        batches requests itself, so reads go out as soon as they arrive."""
-        return self.max_connections
 
     def _body(self, request: ReadRequest) -> dict[str, Any]:
         for q in request.questions:

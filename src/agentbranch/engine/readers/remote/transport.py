@@ -72,10 +72,9 @@ def server_message(response: httpx.Response) -> str:
             return str(error["message"])
         if isinstance(error, str):
             return error
-        if data.get("message"):
-            return str(data["message"])
-        if data.get("detail"):
-            return str(data["detail"])
+        for key in ("message", "detail"):
+            if data.get(key):
+                return str(data[key])
     return str(data)[:500]
 
 
@@ -247,10 +246,9 @@ class Connection:
             finally:
                 response.close()
         except httpx.TransportError as e:
-            error = e
+            self._failed(e)
         finally:
             self._gate.release()
-        self._failed(error)
 
     async def apost(self, client: httpx.AsyncClient, body: Any) -> httpx.Response:
         """``post`` on an event loop."""
@@ -265,10 +263,9 @@ class Connection:
             finally:
                 await response.aclose()
         except httpx.TransportError as e:
-            error = e
+            self._failed(e)
         finally:
             self._gate.release()
-        self._failed(error)
 
     def _failed(self, error: httpx.TransportError) -> NoReturn:
         if isinstance(error, httpx.TimeoutException) and not isinstance(
