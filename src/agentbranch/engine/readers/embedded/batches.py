@@ -9,8 +9,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
-    "ATTENTION_TOKENS",
-    "FORWARD_OVERHEAD_TOKENS",
     "forward_cost",
     "length_batches",
     "pad_values",

@@ -523,8 +523,6 @@ class Recent:
 
 __all__ = [
     "MODEL_ID",
-    "TWIN_SIMILARITY",
     "EmbeddedReader",
     "default_model_path",
-    "Recent",
 ]

@@ -24,7 +24,6 @@ __all__ = [
     "FAULTY",
     "ROUNDING",
     "DecisionsAnswer",
-    "DecisionsEntry",
     "Probability",
     "SpecAnswer",
     "SystemOneAnswer",

@@ -24,7 +24,6 @@ from agentbranch.engine.readers.remote.gate import Gate
 from agentbranch.engine.readers.remote.masking import QuietURL, Redactor
 
 __all__ = [
-    "RETRY_STATUSES",
     "Connection",
     "RemoteRequestError",
     "RemoteUnavailableError",

@@ -25,7 +25,6 @@ __all__ = [
     "EngineRequest",
     "Mode",
     "engine_requests",
-    "label_id_order",
     "sampling_params",
 ]
 
