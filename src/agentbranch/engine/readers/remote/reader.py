@@ -169,8 +169,6 @@ class RemoteReader(Reader):
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self.max_connections = max_connections
-        #: The coalescer's batches in flight: the server batches requests itself.
-        self.concurrent_batches = max_connections
         self.extra_body = dict(extra_body or {})
         # No content-type here: every post sends json=, for which httpx sets it.
         headers = dict(headers or {})
@@ -193,6 +191,8 @@ class RemoteReader(Reader):
         #: The endpoint as shown in messages and ``repr``: query values masked (``***``).
         self.url = self._connection.url
         self._pool: ThreadPoolExecutor | None = None
+        #: The coalescer's batches in flight: the server batches requests itself.
+        self.concurrent_batches = max_connections
         self._lock = threading.Lock()
 
     def _body(self, request: ReadRequest) -> dict[str, Any]:

@@ -157,10 +157,13 @@ class VLLMReader(TokenReader):
                 "template_kwargs": template_kwargs,
             }
             if self.mode == "diffusion":
-                self.planner = diffusion_planner(
+                planner = diffusion_planner(
                     tokenizer, vllm_config, vocab_size=self.vocab_size, **prompt
                 )
+                self.served_canvas = planner.served
+                self.planner = planner
             else:
+                self.served_canvas = 0
                 self.planner = NextTokenPlanner(tokenizer, **prompt)
         except BaseException:
             if self._owns_llm:
