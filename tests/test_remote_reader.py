@@ -1064,7 +1064,7 @@ def test_gate_wakes_a_task_on_its_own_loop_and_from_another_thread():
 
     async def main():
         await gate.aacquire()
-        # released on the waiter's own loop: the slot passes on
+        # released on the waiter's own loop (woken directly): the slot passes on
         waiter = await waiting()
         gate.release()
         await asyncio.wait_for(waiter, 5)
