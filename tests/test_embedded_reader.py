@@ -113,7 +113,7 @@ def test_a_state_read_again_soon_is_not_embedded_again(reader):
     assert {q: d.probabilities for q, d in again.items()} == {
         q: d.probabilities for q, d in first.items()
     }
-    assert reader.embed([state]).numpy()[0].tolist() == reader._states._kept[state][0].tolist()
+    assert reader.embed([state]).numpy()[0].tolist() == reader._states.kept[state][0].tolist()
     assert reader.forward_calls == before  # (a fit's embedding of it too)
     engine.decide_many([state, state + " again"], QUESTIONS)
     assert reader.forward_calls == before + 1  # only the new one
@@ -130,7 +130,7 @@ def test_a_batch_is_one_forward_and_option_texts_are_cached(reader):
     assert reader.forward_calls == before + 1
     # Cached option texts are not embedded again: only the state is in the pass.
     assert all(
-        t in reader._cache
+        t in reader._cache.kept
         for t in hypothesis_texts(
             QuestionSpec("x", "choice", "", tuple(TEAMS), tuple(TEAMS.values()), ())
         )

@@ -9,8 +9,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
-    "ATTENTION_TOKENS",
-    "FORWARD_OVERHEAD_TOKENS",
     "forward_cost",
     "length_batches",
     "pad_values",
@@ -26,26 +24,19 @@ FORWARD_OVERHEAD_TOKENS = 64
 ATTENTION_TOKENS = 384
 
 
-def forward_cost(count: int, longest: int, overhead: int = FORWARD_OVERHEAD_TOKENS) -> float:
+def forward_cost(count: int, longest: int) -> float:
     """What a forward of ``count`` texts padded to ``longest`` tokens costs, in tokens."""
-    return overhead + count * longest * (1 + longest / ATTENTION_TOKENS)
+    return FORWARD_OVERHEAD_TOKENS + count * longest * (1 + longest / ATTENTION_TOKENS)
 
 
-def length_batches(
-    lengths: Sequence[int],
-    max_count: int,
-    max_tokens: int,
-    overhead: int = FORWARD_OVERHEAD_TOKENS,
-) -> list[list[int]]:
+def length_batches(lengths: Sequence[int], max_count: int, max_tokens: int) -> list[list[int]]:
     """Indices into ``lengths``, shortest first, cut into batches of at most
     ``max_count`` indices whose count × longest stays within ``max_tokens``.
 
-    Each batch costs ``forward_cost`` (its padded tokens, dearer when long, plus
-    ``overhead``), and the cuts minimise the sum (dynamic programming over the sorted
+    Each batch costs ``forward_cost`` (its padded tokens, dearer when long, plus a
+    forward's overhead), and the cuts minimise the sum (dynamic programming over the sorted
     lengths, ``O(len × max_count)``); a text longer than ``max_tokens`` is a batch of its
     own."""
-    if max_count < 1 or max_tokens < 1:
-        raise ValueError("length_batches needs max_count >= 1 and max_tokens >= 1")
     order = sorted(range(len(lengths)), key=lengths.__getitem__)
     sizes = [lengths[i] for i in order]
     n = len(sizes)
@@ -54,12 +45,12 @@ def length_batches(
     for j in range(1, n + 1):
         longest = sizes[j - 1]  # sorted: the last text is the longest of any batch ending here
         per_text = longest * (1 + longest / ATTENTION_TOKENS)
-        cost, cut = best[j - 1] + overhead + per_text, j - 1  # a batch of its own
+        cost, cut = best[j - 1] + FORWARD_OVERHEAD_TOKENS + per_text, j - 1  # a batch of its own
         for i in range(j - 2, max(-1, j - 1 - max_count), -1):
             count = j - i
             if count * longest > max_tokens:
                 break  # earlier starts only add texts
-            c = best[i] + overhead + count * per_text
+            c = best[i] + FORWARD_OVERHEAD_TOKENS + count * per_text
             if c <= cost:  # ties: the larger batch (fewer forwards)
                 cost, cut = c, i
         best[j], start[j] = cost, cut

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +154,7 @@ class EmbeddedReader(Reader):
         self.full_weight_examples = full_weight_examples
         self.shipped = shipped_temperatures()
         self.shipped_examples = shipped_temperatures(with_examples=True)
-        self._fitted: dict[tuple[Any, ...], float] = {}
+        self._fitted: dict[tuple[Any, ...], float | None] = {}
         self._arrays: dict[Any, Comparisons] = {}
         self._warned: set[tuple[str, str]] = set()
         self.batch_size = batch_size
@@ -170,8 +170,8 @@ class EmbeddedReader(Reader):
         self._traced = False  # the embedding in use is the checked trace
         self._tokenizer: Any = None
         self._model: Any = None
-        self._cache: OrderedDict[str, Any] = OrderedDict()
-        self._states = RecentStates()  #: the most recently read states' embeddings
+        self._cache = Recent(cache_size)  #: option texts' embeddings
+        self._states = Recent(64)  #: the states read last: (embedding, readable text)
         self._lock = threading.Lock()
         #: Forward passes run (for tests and benchmarks).
         self.forward_calls = 0
@@ -222,10 +222,14 @@ class EmbeddedReader(Reader):
 
         with self._lock:
             self._load()
+            # Recent states are not embedded again, nor kept or moved here (a fit's
+            # labelled states leave the recent states as they were).
             texts = list(texts)
             fresh = self._states.fresh(texts)
             embedded = self._embed(fresh, torch)
-            return self._states.peek(texts, fresh, embedded, torch)
+            new = dict(zip(fresh, embedded))
+            rows = [new[t] if t in new else self._states.kept[t][0] for t in texts]
+            return torch.stack(rows) if rows else embedded
 
     def written_scores(self, states: Any, q: QuestionSpec) -> Any:
         """``q`` read as written (whatever head it carries) on ``states`` (``(n, dim)``
@@ -239,9 +243,8 @@ class EmbeddedReader(Reader):
         with self._lock:
             self._load()
             wanted = dict.fromkeys(option_texts(q))
-            missing = [t for t in wanted if t not in self._cache]
-            vectors = self._embed(missing, torch)
-            vecs = self._keep(missing, vectors, wanted)
+            missing = self._cache.fresh(wanted)
+            vecs = dict(zip(wanted, self._cache.take(wanted, missing, self._embed(missing, torch))))
             return self._written_scores(torch.as_tensor(states), q, vecs)
 
     def _written_scores(self, states: Any, q: QuestionSpec, vecs: dict[str, Any]) -> Any:
@@ -250,10 +253,13 @@ class EmbeddedReader(Reader):
 
         if missing_signal(q) or self._twins(q, vecs):
             return None
+        return np.array(self._scores(states, q, vecs), dtype=np.float64)
+
+    def _scores(self, states: Any, q: QuestionSpec, vecs: dict[str, Any]) -> list[list[float]]:
+        """Each state's option scores for ``q`` (before the temperature)."""
         comparisons = self._comparisons(q, vecs)
         sims = comparisons.similarities(states.to(comparisons.matrix.dtype))
-        scores = [self._blend(q, *comparisons.parts(row)) for row in sims]
-        return np.array(scores, dtype=np.float64)
+        return [self._blend(q, *comparisons.parts(row)) for row in sims]
 
     def _embed(self, texts: list[str], torch: Any, readable: list[bool] | None = None) -> Any:
         """Embed ``texts`` (in their order) in forwards of similar lengths
@@ -299,14 +305,19 @@ class EmbeddedReader(Reader):
         with self._lock:
             self._load()
             wanted = {t for r in requests for q in r.questions for t in option_texts(q)}
-            missing = [t for t in wanted if t not in self._cache]
+            missing = self._cache.fresh(wanted)
             states = [r.state for r in requests]
             fresh = self._states.fresh(states)
             # One pass over every new text of the batch: states first, then options.
             flags: list[bool] = []
             embedded = self._embed(fresh + missing, torch, flags)
-            option_vecs = self._keep(missing, embedded[len(fresh) :], wanted)
-            vectors, readable = self._states.read(states, fresh, embedded, flags, torch)
+            options = self._cache.take(wanted, missing, embedded[len(fresh) :])
+            option_vecs = dict(zip(wanted, options))
+            # (clones: a kept state holds its own row, not the whole batch's tensor)
+            rows = [row.clone() for row in embedded[: len(fresh)]]
+            kept = self._states.take(states, fresh, zip(rows, flags))
+            vectors = torch.stack([v for v, _ in kept]) if kept else embedded[:0]
+            readable = [ok for _, ok in kept]
             # Each question's states read together (one product per question).
             asked: dict[QuestionSpec, list[int]] = {}
             for i, r in enumerate(requests):
@@ -321,18 +332,6 @@ class EmbeddedReader(Reader):
                 [reads.get((i, q)) or self._unreadable_state(q) for q in r.questions]
                 for i, r in enumerate(requests)
             ]
-
-    def _keep(self, texts: list[str], vectors: Any, wanted: Any) -> dict[str, Any]:
-        """Remember the option ``texts``' new embeddings (the most recently wanted kept,
-        at most ``cache_size``); the embeddings of ``wanted``."""
-        for text, vec in zip(texts, vectors):
-            self._cache[text] = vec
-        out = {t: self._cache[t] for t in wanted}
-        for t in wanted:
-            self._cache.move_to_end(t)
-        while len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
-        return out
 
     def _unreadable_state(self, q: QuestionSpec) -> LabelRead:
         """A state with nothing to read (no word the embedder knows, or no letter or digit
@@ -392,12 +391,8 @@ class EmbeddedReader(Reader):
         if reason is not None:
             self._warn_once(q.id, reason)
             return [uniform(q, reason)] * len(states)
-        comparisons = self._comparisons(q, vecs)
         temperature, source = self._temperature(q, vecs)
-        return [
-            label_read(self._blend(q, *comparisons.parts(sims)), temperature, source)
-            for sims in comparisons.similarities(states)
-        ]
+        return [label_read(row, temperature, source) for row in self._scores(states, q, vecs)]
 
     def _twins(self, q: QuestionSpec, vecs: dict[str, Any]) -> str | None:
         """Yes/no read by descriptions alone whose two descriptions embed alike."""
@@ -418,10 +413,9 @@ class EmbeddedReader(Reader):
             return self.temperature, "explicit"
         key = (q.type, q.options, q.descriptions, q.examples)
         if key not in self._fitted:
-            fitted = self._fit_on_examples(q, vecs)
-            self._fitted[key] = fitted if fitted is not None else -1.0
+            self._fitted[key] = self._fit_on_examples(q, vecs)
         fitted = self._fitted[key]
-        if fitted > 0:
+        if fitted is not None:
             return fitted, "examples"
         if any(option_examples(q)):  # too few examples to fit on: the type's prior
             return self._prior(q), "shipped"
@@ -496,59 +490,39 @@ class EmbeddedReader(Reader):
             self._tokenizer = None
             self._embedding = None
             self._trace_tried = self._traced = False
-            self._cache.clear()
-            self._states.clear()
+            self._cache.kept.clear()
+            self._states.kept.clear()
             self._arrays.clear()
 
 
-class RecentStates:
-    """The embedding of each of the ``size`` states read last, and whether it holds
-    readable text: a state read again soon (a learned version on trial reading the state
-    a teacher just labelled) is not embedded again."""
+class Recent:
+    """The values of the ``size`` texts used last (the least recently used go first): a
+    state read again soon (a learned version on trial reading the state a teacher just
+    labelled) is not embedded again, nor an option text."""
 
-    def __init__(self, size: int = 64) -> None:
+    def __init__(self, size: int) -> None:
         self.size = size
-        self._kept: OrderedDict[str, tuple[Any, bool]] = OrderedDict()
+        self.kept: OrderedDict[str, Any] = OrderedDict()
 
-    def fresh(self, states: list[str]) -> list[str]:
-        """The states of ``states`` not kept (each once, in order): to embed."""
-        return [s for s in dict.fromkeys(states) if s not in self._kept]
+    def fresh(self, texts: Iterable[str]) -> list[str]:
+        """The texts of ``texts`` not kept (each once, in order): to embed."""
+        return [t for t in dict.fromkeys(texts) if t not in self.kept]
 
-    def read(
-        self, states: list[str], fresh: list[str], embedded: Any, flags: list[bool], torch: Any
-    ) -> tuple[Any, list[bool]]:
-        """The embeddings and readability of ``states``: the ``fresh`` ones just
-        embedded (the first rows of ``embedded``, ``flags``), the others as kept; the
-        fresh ones kept from now on."""
-        got = {s: self._kept[s] for s in states if s in self._kept}
-        for i, s in enumerate(fresh):
-            got[s] = (embedded[i].clone(), flags[i])
-        for s in states:
-            self._kept[s] = got[s]
-            self._kept.move_to_end(s)
-        while len(self._kept) > self.size:
-            self._kept.popitem(last=False)
-        if not states:
-            return embedded[:0], []
-        return torch.stack([got[s][0] for s in states]), [got[s][1] for s in states]
-
-    def peek(self, texts: list[str], fresh: list[str], embedded: Any, torch: Any) -> Any:
-        """The embeddings of ``texts``: the ``fresh`` ones just embedded (the rows of
-        ``embedded``), the others as kept; nothing kept or moved (other texts than
-        states, e.g. a fit's labelled states, leave the recent states as they were)."""
-        if not texts:
-            return embedded[:0]
-        new = dict(zip(fresh, embedded))
-        return torch.stack([new[t] if t in new else self._kept[t][0] for t in texts])
-
-    def clear(self) -> None:
-        self._kept.clear()
+    def take(self, texts: Collection[str], fresh: list[str], values: Iterable[Any]) -> list[Any]:
+        """The values of ``texts``: the ``fresh`` ones from ``values`` (in order), the
+        others as kept; all of them kept from now on (the most recent ``size``)."""
+        got = {t: self.kept[t] for t in texts if t in self.kept}
+        got.update(zip(fresh, values))
+        for t in texts:
+            self.kept[t] = got[t]
+            self.kept.move_to_end(t)
+        while len(self.kept) > self.size:
+            self.kept.popitem(last=False)
+        return [got[t] for t in texts]
 
 
 __all__ = [
     "MODEL_ID",
-    "TWIN_SIMILARITY",
     "EmbeddedReader",
     "default_model_path",
-    "RecentStates",
 ]

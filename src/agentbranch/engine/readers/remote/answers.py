@@ -1,10 +1,8 @@
-"""The server's answers as JSON (``decode_json``: a repeated key is refused) and as
-strict pydantic models (nothing coerced); ``validated`` turns a broken one into an
-``InvalidReadError`` naming the question, the field and the value."""
+"""The server's answers as strict pydantic models (nothing coerced); ``validated`` turns
+a broken one into an ``InvalidReadError`` naming the question, the field and the value."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from functools import partial
 from typing import Annotated, Any
@@ -26,13 +24,10 @@ __all__ = [
     "FAULTY",
     "ROUNDING",
     "DecisionsAnswer",
-    "DecisionsEntry",
-    "DuplicateKeyError",
     "Probability",
     "SpecAnswer",
     "SystemOneAnswer",
     "SystemOneDiagnostics",
-    "decode_json",
     "short",
     "validated",
 ]
@@ -42,28 +37,6 @@ ROUNDING = 1e-6
 
 #: Said in the messages about answers no valid server sends.
 FAULTY = "the server or a proxy in between is faulty"
-
-
-class DuplicateKeyError(ValueError):
-    """A JSON object names one key twice."""
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise DuplicateKeyError(f"the key {key!r} appears twice in one object")
-            seen.add(key)
-    return out
-
-
-def decode_json(content: bytes) -> Any:
-    """The JSON value of a response body. Raises ``ValueError`` for anything that is not
-    one JSON document (``DuplicateKeyError`` for a key repeated in one object) and
-    ``RecursionError`` for nesting too deep to decode."""
-    return json.loads(content, object_pairs_hook=_no_duplicates)
 
 
 def _clamp(value: float) -> float:

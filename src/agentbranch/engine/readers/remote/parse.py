@@ -22,8 +22,6 @@ from agentbranch.engine.readers.remote.answers import (
 from agentbranch.engine.readers.remote.wire import question_keys
 
 __all__ = [
-    "NORMALISED",
-    "NO_SIGNAL",
     "answered",
     "answers_of",
     "label_read",

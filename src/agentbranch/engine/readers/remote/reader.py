@@ -8,9 +8,11 @@ answer, timeout, refusal, unavailable) stands in place of its reads alone.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import itertools
+import random
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as wait_all
 from typing import Any
@@ -22,9 +24,8 @@ from agentbranch.core.reads import LabelRead, ReadRequest
 from agentbranch.engine.readers.base import Reader
 from agentbranch.engine.readers.remote.apis import APIS, DIALECTS, endpoint
 from agentbranch.engine.readers.remote.masking import Redactor
-from agentbranch.engine.readers.remote.retries import Retry, aretry_after, backoff, retry_after
 from agentbranch.engine.readers.remote.spec import SPEC_MAX_OPTIONS
-from agentbranch.engine.readers.remote.transport import Connection, RemoteUnavailableError
+from agentbranch.engine.readers.remote.transport import Connection, RemoteUnavailableError, Retry
 from agentbranch.engine.readers.remote.wire import DEFAULT_MAX_OPTIONS
 
 __all__ = ["RemoteReader"]
@@ -190,13 +191,9 @@ class RemoteReader(Reader):
         #: The endpoint as shown in messages and ``repr``: query values masked (``***``).
         self.url = self._connection.url
         self._pool: ThreadPoolExecutor | None = None
+        #: The coalescer's batches in flight: the server batches requests itself.
+        self.concurrent_batches = max_connections
         self._lock = threading.Lock()
-
-    @property
-    def concurrent_batches(self) -> int:
-        """The engine's coalescer may have this many batches in flight: the server
-        batches requests itself, so reads go out as soon as they arrive."""
-        return self.max_connections
 
     def _body(self, request: ReadRequest) -> dict[str, Any]:
         for q in request.questions:
@@ -209,9 +206,15 @@ class RemoteReader(Reader):
         return self._api.build(request, model=self.requested_model, extra=self.extra_body)
 
     def _delay(self, attempt: int, response: httpx.Response | None) -> float:
-        return backoff(
-            attempt, response, backoff_s=self.backoff_s, max_backoff_s=self.max_backoff_s
-        )
+        """The wait after failed attempt ``attempt`` (0 for the first): ``backoff_s ×
+        2^attempt`` capped at ``max_backoff_s``, with jitter (50-100 %); a ``Retry-After``
+        header on ``response`` lengthens it, up to the cap."""
+        delay = min(self.max_backoff_s, self.backoff_s * 2**attempt) * (0.5 + random.random() / 2)
+        after = None if response is None else response.headers.get("retry-after")
+        try:
+            return delay if after is None else min(self.max_backoff_s, max(delay, float(after)))
+        except ValueError:
+            return delay
 
     def _reads(self, request: ReadRequest, response: httpx.Response) -> _Reads:
         """One attempt's reads, or the ``InvalidReadError`` that stands for them when the
@@ -230,47 +233,37 @@ class RemoteReader(Reader):
                 return error  # in place of this request's reads; the engine raises it
             raise error from None
 
-    @contextlib.contextmanager
-    def _unless_exhausted(self) -> Iterator[None]:
-        """Around the retries: the last ``Retry`` becomes ``RemoteUnavailableError``."""
-        try:
-            yield
-        except Retry as e:
+    def _wait(self, attempt: int, failed: Retry) -> float:
+        """The wait after ``failed``, attempt number ``attempt`` (0 for the first);
+        ``RemoteUnavailableError`` when it was the last."""
+        if attempt == self.max_retries:
             raise RemoteUnavailableError(
-                f"{self.url} is unavailable after {self.max_retries + 1} attempts ({e.why}). "
+                f"{self.url} is unavailable after {attempt + 1} attempts ({failed.why}). "
                 "Check that the server is up and reachable, or raise max_retries."
             ) from None
+        return self._delay(attempt, failed.response)
 
     def _read_one(self, client: httpx.Client, request: ReadRequest) -> _Reads:
         if not request.questions:
             return []
-        body, post = self._body(request), self._connection.post
-        try:  # the first attempt on its own: the usual read costs no retry machinery
-            return self._reads(request, post(client, body))
-        except Retry as first:
-            with self._unless_exhausted():
-                return retry_after(
-                    first,
-                    lambda: self._reads(request, post(client, body)),
-                    max_retries=self.max_retries,
-                    delay=self._delay,
-                )
+        body = self._body(request)
+        for attempt in itertools.count():
+            try:
+                return self._reads(request, self._connection.post(client, body))
+            except Retry as e:
+                time.sleep(self._wait(attempt, e))
+        raise AssertionError("unreachable")
 
     async def _aread_one(self, client: httpx.AsyncClient, request: ReadRequest) -> _Reads:
         if not request.questions:
             return []
-        body, post = self._body(request), self._connection.apost
-        try:  # as in ``_read_one``
-            return self._reads(request, await post(client, body))
-        except Retry as first:
-
-            async def attempt() -> _Reads:
-                return self._reads(request, await post(client, body))
-
-            with self._unless_exhausted():
-                return await aretry_after(
-                    first, attempt, max_retries=self.max_retries, delay=self._delay
-                )
+        body = self._body(request)
+        for attempt in itertools.count():
+            try:
+                return self._reads(request, await self._connection.apost(client, body))
+            except Retry as e:
+                await asyncio.sleep(self._wait(attempt, e))
+        raise AssertionError("unreachable")
 
     def _read_or_error(self, client: httpx.Client, request: ReadRequest) -> _Reads:
         """``_read_one``, with a ``ReaderError`` (timeout, unavailable, refused) returned
@@ -314,9 +307,8 @@ class RemoteReader(Reader):
 
         def one(index: int, request: ReadRequest) -> None:
             # Delivered from the request's own thread, before its future completes.
-            outcome: list[LabelRead] | BaseException
             try:
-                outcome = self._read_or_error(client, request)
+                outcome: _Reads | BaseException = self._read_one(client, request)
             except BaseException as e:  # noqa: BLE001 - handed to that request's caller
                 outcome = e
             deliver(index, outcome)

@@ -14,7 +14,7 @@ from agentbranch.core.errors import ConfigurationError, InvalidReadError
 from agentbranch.core.reads import LabelRead, QuestionSpec, ReadRequest
 from agentbranch.engine.readers.remote.answers import FAULTY, SpecAnswer, short, validated
 from agentbranch.engine.readers.remote.parse import answered, answers_of
-from agentbranch.engine.readers.remote.wire import asked, criteria, question_keys
+from agentbranch.engine.readers.remote.wire import question_keys, systemone_questions
 
 __all__ = ["SPEC_MAX_OPTIONS", "build_spec_payload", "parse_spec_answers"]
 
@@ -36,16 +36,7 @@ def build_spec_payload(
             "a System One spec request names its model; pass model=... (or set "
             "AGENTBRANCH_REMOTE_MODEL)"
         )
-    questions: dict[str, Any] = {}
-    for key, q in zip(question_keys(request.questions), request.questions):
-        text = asked(q)
-        if request.instructions:
-            text = f"{request.instructions}\n\n{text}" if text else request.instructions
-        spec: dict[str, Any] = {"type": q.type, "instructions": text}
-        given = criteria(q)
-        if given is not None:
-            spec["criteria"] = given
-        questions[key] = spec
+    questions = systemone_questions(request, request.instructions)
     body: dict[str, Any] = {"model": model, "state": request.state, "questions": questions}
     if extra:
         body.update(extra)

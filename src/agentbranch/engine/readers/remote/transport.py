@@ -18,13 +18,30 @@ from agentbranch.core.errors import (
     ReaderError,
     ReaderTimeoutError,
 )
+from agentbranch.core.files import DuplicateKeyError, unique_object
 from agentbranch.core.redact import redact_url
-from agentbranch.engine.readers.remote.answers import DuplicateKeyError, decode_json
 from agentbranch.engine.readers.remote.gate import Gate
 from agentbranch.engine.readers.remote.masking import QuietURL, Redactor
-from agentbranch.engine.readers.remote.retries import RETRY_STATUSES, Retry
 
-__all__ = ["Connection", "RemoteRequestError", "RemoteUnavailableError", "server_message"]
+__all__ = [
+    "Connection",
+    "RemoteRequestError",
+    "RemoteUnavailableError",
+    "Retry",
+    "server_message",
+]
+
+#: Statuses worth another try: rate limited, or a gateway/backend not ready yet.
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
+
+
+class Retry(Exception):
+    """An attempt worth another try (connection error, 429/502/503/504)."""
+
+    def __init__(self, why: str, response: httpx.Response | None) -> None:
+        super().__init__(why)
+        self.why = why
+        self.response = response
 
 
 class RemoteRequestError(ReaderError):
@@ -54,10 +71,9 @@ def server_message(response: httpx.Response) -> str:
             return str(error["message"])
         if isinstance(error, str):
             return error
-        if data.get("message"):
-            return str(data["message"])
-        if data.get("detail"):
-            return str(data["detail"])
+        for key in ("message", "detail"):
+            if data.get(key):
+                return str(data[key])
     return str(data)[:500]
 
 
@@ -134,12 +150,16 @@ class Connection:
         # What requests go to: the real query string, printed as ``self.url``.
         self._request_url = QuietURL(url, self.url)
         self.redact = redact
-        self._headers = dict(headers)
-        self._timeout = httpx.Timeout(timeout_s, connect=connect_timeout_s, pool=None)
-        self._limits = httpx.Limits(
-            max_connections=max_connections, max_keepalive_connections=max_connections
-        )
-        self._verify = verify
+        #: What every client of this connection is made with (but its transport).
+        self._options: dict[str, Any] = {
+            "headers": dict(headers),
+            "timeout": httpx.Timeout(timeout_s, connect=connect_timeout_s, pool=None),
+            "limits": httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections
+            ),
+            "verify": verify,
+            "follow_redirects": False,  # a redirect is an error (status_error)
+        }
         self._transport = transport
         self._async_transport = async_transport
         self._client: httpx.Client | None = None
@@ -170,19 +190,8 @@ class Connection:
                     "DecisionEngine(reader, batching=False) with adecide only"
                 )
             if self._client is None:
-                self._client = httpx.Client(**self._options(self._transport))
+                self._client = httpx.Client(**self._options, transport=self._transport)
             return self._client
-
-    def _options(self, transport: Any) -> dict[str, Any]:
-        """What every client of this connection is made with."""
-        return {
-            "headers": self._headers,
-            "timeout": self._timeout,
-            "limits": self._limits,
-            "verify": self._verify,
-            "transport": transport,
-            "follow_redirects": False,  # a redirect is an error (status_error)
-        }
 
     async def aclient(self) -> httpx.AsyncClient:
         """The running event loop's pooled async client (made on first use there)."""
@@ -192,7 +201,7 @@ class Connection:
             held = self._aclients.get(loop)
             if held is not None:
                 return held[0]
-            client = httpx.AsyncClient(**self._options(self._async_transport))
+            client = httpx.AsyncClient(**self._options, transport=self._async_transport)
             holder = _client_holder(client)
             self._aclients[loop] = (client, holder)
         await holder.__anext__()  # registers the generator with this loop
@@ -236,10 +245,9 @@ class Connection:
             finally:
                 response.close()
         except httpx.TransportError as e:
-            error = e
+            self._failed(e)
         finally:
             self._gate.release()
-        self._failed(error)
 
     async def apost(self, client: httpx.AsyncClient, body: Any) -> httpx.Response:
         """``post`` on an event loop."""
@@ -254,10 +262,9 @@ class Connection:
             finally:
                 await response.aclose()
         except httpx.TransportError as e:
-            error = e
+            self._failed(e)
         finally:
             self._gate.release()
-        self._failed(error)
 
     def _failed(self, error: httpx.TransportError) -> NoReturn:
         if isinstance(error, httpx.TimeoutException) and not isinstance(
@@ -280,12 +287,13 @@ class Connection:
         if not 200 <= status < 300:
             raise self.status_error(response)
         try:
-            data = decode_json(response.content)
+            data = json.loads(response.content, object_pairs_hook=unique_object)
         except DuplicateKeyError as e:
             # Which of the two values counts is a guess: never an answer.
             return InvalidReadError(
-                f"{self.url} answered JSON that is ambiguous: {self.redact(str(e))}; the "
-                "server or a proxy in between is faulty"
+                f"{self.url} answered JSON that is ambiguous: the key "
+                f"{self.redact(repr(e.args[0]))} appears twice in one object; the server or a "
+                "proxy in between is faulty"
             )
         except RecursionError:
             raise ReaderError(

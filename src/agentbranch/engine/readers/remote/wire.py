@@ -19,6 +19,7 @@ __all__ = [
     "build_payload",
     "criteria",
     "question_keys",
+    "systemone_questions",
 ]
 
 #: vLLM labels a choice's options A..Z, so one read takes at most 26 options.
@@ -31,21 +32,16 @@ def question_keys(questions: Sequence[QuestionSpec]) -> list[str]:
     """Wire ids for a request's question reads. The engine may read one question
     several times (option chunks, permutations); repeats get a ``~n`` suffix so every
     wire id is unique. The id is not part of the model's prompt."""
-    ids = [q.id for q in questions]
-    if len(set(ids)) == len(ids):  # the usual request: no repeats, no suffixes
-        return ids
     seen: dict[str, int] = {}
+    taken: set[str] = set()
     keys = []
     for q in questions:
-        n = seen.get(q.id, 0)
-        seen[q.id] = n + 1
-        keys.append(q.id if n == 0 else f"{q.id}~{n}")
-    taken = set()
-    for i, key in enumerate(keys):  # a user id that itself ends in "~n"
-        while key in taken:
+        n = seen[q.id] = seen.get(q.id, 0) + 1
+        key = q.id if n == 1 else f"{q.id}~{n - 1}"
+        while key in taken:  # a user id that itself ends in "~n"
             key += "~"
         taken.add(key)
-        keys[i] = key
+        keys.append(key)
     return keys
 
 
@@ -71,6 +67,22 @@ def criteria(q: QuestionSpec) -> Any:
     )
 
 
+def systemone_questions(request: ReadRequest, lead: str | None = None) -> dict[str, Any]:
+    """The ``questions`` object of a ``/v1/systemone`` body; ``lead`` goes first in every
+    question's instructions, then a blank line."""
+    questions: dict[str, Any] = {}
+    for key, q in zip(question_keys(request.questions), request.questions):
+        text = asked(q)
+        if lead:
+            text = f"{lead}\n\n{text}" if text else lead
+        spec: dict[str, Any] = {"type": q.type, "instructions": text}
+        given = criteria(q)
+        if given is not None:
+            spec["criteria"] = given
+        questions[key] = spec
+    return questions
+
+
 def build_payload(
     request: ReadRequest, *, model: str | None = None, extra: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -79,14 +91,7 @@ def build_payload(
         {"model", "state", "instructions", "questions": {id: {"type", "instructions", "criteria"}}}
 
     ``draws`` and ``joint`` are never sent."""
-    questions: dict[str, Any] = {}
-    for key, q in zip(question_keys(request.questions), request.questions):
-        spec: dict[str, Any] = {"type": q.type, "instructions": asked(q)}
-        given = criteria(q)
-        if given is not None:
-            spec["criteria"] = given
-        questions[key] = spec
-    body: dict[str, Any] = {"state": request.state, "questions": questions}
+    body: dict[str, Any] = {"state": request.state, "questions": systemone_questions(request)}
     if model:
         body["model"] = model
     if request.instructions:

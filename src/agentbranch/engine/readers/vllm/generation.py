@@ -151,14 +151,12 @@ class VLLMGenerator:
                     raise self._timeout() from None
                 if item is _DONE:
                     break
-                piece = text.update(item)
-                if piece:
+                if piece := text.update(item):
                     yield piece
             result = job.future.result()
         finally:
             job.cancel.set()  # a no-op once vLLM finished it
-        piece = text.finish(result.text)
-        if piece:
+        if piece := text.finish(result.text):
             yield piece
         yield result
 
@@ -181,16 +179,14 @@ class VLLMGenerator:
             try:
                 async with asyncio.timeout(self.timeout_s):
                     while (item := await items.get()) is not _DONE:
-                        piece = text.update(item)
-                        if piece:
+                        if piece := text.update(item):
                             yield piece
             except TimeoutError:
                 raise self._timeout() from None
             result = job.future.result()
         finally:
             job.cancel.set()
-        piece = text.finish(result.text)
-        if piece:
+        if piece := text.finish(result.text):
             yield piece
         yield result
 

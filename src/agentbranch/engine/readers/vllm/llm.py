@@ -40,9 +40,7 @@ def build_llm(
             "VLLMReader needs vLLM: pip install 'agentbranch[vllm]' (a GPU build), or "
             "use RemoteReader against a vLLM server"
         ) from e
-    kwargs: dict[str, Any] = {}
-    if preset is not None:
-        kwargs = get_preset(preset).llm_kwargs()
+    kwargs: dict[str, Any] = get_preset(preset).llm_kwargs() if preset is not None else {}
     if model is not None:
         kwargs["model"] = str(model)
     kwargs.update(llm_kwargs)

@@ -25,7 +25,6 @@ __all__ = [
     "EngineRequest",
     "Mode",
     "engine_requests",
-    "label_id_order",
     "sampling_params",
 ]
 
@@ -76,25 +75,16 @@ def engine_requests(
                 f"{len(ids)} (vLLM allows {max_ids} per request, so it would be split). "
                 "Use fewer questions per joint read or constrained=False."
             )
-        extra: dict[str, Any] | None = None
-        temperature: float | None = None
+        shape: dict[str, Any]
         if mode == "diffusion":
             extra = diffusion_extra_args(read, constrained=constrained, max_steps=max_steps)
-            max_tokens = read.read_length
+            shape = {"max_tokens": read.read_length, "extra_args": extra}
         else:  # the label at the reply's first token, greedy, as /v1/systemone reads
-            temperature = 0.0
-            max_tokens = 1
-        for start in range(0, len(ids), max_ids):
-            out.append(
-                EngineRequest(
-                    read_index=index,
-                    prompt_ids=list(read.prompt_ids),
-                    label_ids=ids[start : start + max_ids],
-                    max_tokens=max_tokens,
-                    extra_args=extra,
-                    temperature=temperature,
-                )
-            )
+            shape = {"max_tokens": 1, "temperature": 0.0}
+        out.extend(
+            EngineRequest(index, list(read.prompt_ids), ids[start : start + max_ids], **shape)
+            for start in range(0, len(ids), max_ids)
+        )
     return out
 
 
