@@ -252,36 +252,32 @@ def teacher_call(question_id: str, role: str, duration_s: float, error: str | No
         m.count["failures"].add(1, {**attrs, ERROR: error})
 
 
-def teacher_refused(question_id: str, role: str) -> None:
-    """A teacher call not made because earlier ones are stuck (no call, no duration)."""
+def _add(counter: str, attrs: dict[str, Any]) -> None:
     m = _instruments()
     if m is not None:
-        m.count["refused"].add(1, {QUESTION: question_id, ROLE: role})
+        m.count[counter].add(1, attrs)
+
+
+def teacher_refused(question_id: str, role: str) -> None:
+    """A teacher call not made because earlier ones are stuck (no call, no duration)."""
+    _add("refused", {QUESTION: question_id, ROLE: role})
 
 
 def label_stored(question_id: str) -> None:
-    m = _instruments()
-    if m is not None:
-        m.count["stored"].add(1, {QUESTION: question_id})
+    _add("stored", {QUESTION: question_id})
 
 
 def label_lost(question_id: str) -> None:
-    m = _instruments()
-    if m is not None:
-        m.count["lost"].add(1, {QUESTION: question_id})
+    _add("lost", {QUESTION: question_id})
 
 
 def audit(question_id: str, outcome: str, error: str | None = None) -> None:
     """A due audit: ``outcome`` is ``"due"``, ``"done"`` or ``"missing"``; ``"probe"``:
     a probe of a suspended band sent (no audit: it leaves no label)."""
-    m = _instruments()
-    if m is None:
-        return
-    attrs = {QUESTION: question_id}
     if outcome in ("due", "done", "probe"):
-        m.count["probes" if outcome == "probe" else outcome].add(1, attrs)
+        _add("probes" if outcome == "probe" else outcome, {QUESTION: question_id})
     else:
-        m.count["missing"].add(1, {**attrs, ERROR: error or "unknown"})
+        _add("missing", {QUESTION: question_id, ERROR: error or "unknown"})
 
 
 # -- observable gauges (read at collection) ---------------------------------------------
@@ -316,15 +312,18 @@ def _versions(options: Any) -> Iterable[Any]:
 # -- spans ------------------------------------------------------------------------------
 
 MODEL = "gen_ai.request.model"
-OPERATION = "gen_ai.operation.name"
-LABEL = "agentbranch.decision.label"
-CONFIDENCE = "agentbranch.decision.confidence"
-TAKE_AT = "agentbranch.decision.take_at"
-LATENCY = "agentbranch.decision.latency_s"  # the engine's read, as the record says
-READER = "agentbranch.reader.name"
-VERSION = "agentbranch.learn.version"
-STATE = "agentbranch.state"
-INTERRUPTED = "agentbranch.decision.interrupted"
+#: The span attributes a decision record's text fields and number fields give.
+_TEXTS = {
+    "label": "agentbranch.decision.label",
+    "reader": "agentbranch.reader.name",
+    "model": MODEL,
+    "trust": TRUST,
+}
+_NUMBERS = {
+    "confidence": "agentbranch.decision.confidence",
+    "take_at": "agentbranch.decision.take_at",
+    "latency_s": "agentbranch.decision.latency_s",  # the engine's read, as the record says
+}
 
 _include_state = False
 
@@ -367,7 +366,7 @@ class DecisionSpans:
                 if rec is not None:
                     span.set_attributes(_attributes(rec))
                 if _include_state and isinstance(text, str):
-                    span.set_attribute(STATE, text)
+                    span.set_attribute("agentbranch.state", text)
                 span.end()
 
     def fail(self, error: BaseException) -> None:
@@ -383,7 +382,7 @@ class DecisionSpans:
         for spans in self.spans:
             for span in spans.values():
                 if stopped:
-                    span.set_attribute(INTERRUPTED, True)
+                    span.set_attribute("agentbranch.decision.interrupted", True)
                 else:
                     span.set_attribute(ERROR, type(error).__name__)
                     span.set_status(Status(StatusCode.ERROR, str(error)[:200]))
@@ -395,16 +394,12 @@ def _attributes(rec: Mapping[str, Any]) -> dict[str, Any]:
         BAND: str(rec.get("band") or "none"),
         DECIDED_BY: str(rec.get("decided_by")),
     }
-    for key, name in (("label", LABEL), ("reader", READER), ("model", MODEL)):
-        if isinstance(rec.get(key), str):
-            out[name] = rec[key]
-    for key, name in (("confidence", CONFIDENCE), ("take_at", TAKE_AT), ("latency_s", LATENCY)):
+    out.update({name: rec[key] for key, name in _TEXTS.items() if isinstance(rec.get(key), str)})
+    for key, name in _NUMBERS.items():
         if isinstance(rec.get(key), int | float) and not isinstance(rec.get(key), bool):
             out[name] = float(rec[key])
-    if isinstance(rec.get("trust"), str):
-        out[TRUST] = rec["trust"]
     if isinstance(rec.get("reader_version"), int):
-        out[VERSION] = rec["reader_version"]
+        out["agentbranch.learn.version"] = rec["reader_version"]
     return out
 
 
@@ -431,7 +426,7 @@ def teacher_span(
     from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
 
     end = time.time_ns()
-    attrs: dict[str, Any] = {OPERATION: "chat", QUESTION: question_id, ROLE: role}
+    attrs: dict[str, Any] = {"gen_ai.operation.name": "chat", QUESTION: question_id, ROLE: role}
     if model:
         attrs[MODEL] = model
     span = tracer.start_span(
