@@ -50,15 +50,9 @@ def redact_url(url: object) -> str:
     if not isinstance(url, str):
         return repr(url)
     prefix, userinfo, rest, query, fragment = _split(url)
-    out = prefix
-    if userinfo is not None:
-        out += MASK + "@"
-    out += rest
-    if query is not None:
-        out += "?" + _mask_pairs(query)
-    if fragment is not None:
-        out += "#" + _mask_pairs(fragment)
-    return out
+    out = prefix + ("" if userinfo is None else MASK + "@") + rest
+    out += "" if query is None else "?" + _mask_pairs(query)
+    return out + ("" if fragment is None else "#" + _mask_pairs(fragment))
 
 
 def url_secrets(url: str) -> set[str]:
