@@ -12,7 +12,6 @@ or labels' text (the state only with ``use_tracer_provider(include_state=True)``
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import threading
 import time
@@ -67,8 +66,6 @@ TRUSTS = ("learning", "earned", "withdrawn", "fixed")
 #: Teacher latency buckets (seconds): a fast local model to a slow remote one.
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
-_UNKNOWN = object()
-
 
 class _Lookup:
     """One signal's provider: the one given to ``use_meter_provider`` /
@@ -78,8 +75,7 @@ class _Lookup:
 
     def __init__(self, api: str, kind: str, stand_ins: tuple[str, str], build: Any) -> None:
         self.api, self.stand_ins, self.build = api, stand_ins, build
-        self.attribute, self.getter = f"_{kind.upper()}_PROVIDER", f"get_{kind}_provider"
-        self.env = f"OTEL_PYTHON_{kind.upper()}_PROVIDER"
+        self.getter = f"get_{kind}_provider"
         self.lock = threading.Lock()
         self.given: Any = None
         self.built: tuple[Any, Any] | None = None  # (provider, what build made on it)
@@ -90,9 +86,14 @@ class _Lookup:
             self.given, self.built = provider, None
 
     def __call__(self) -> Any:
-        provider = self.given if self.given is not None else self._global()
+        provider = self.given
         if provider is None:
-            return None
+            api = sys.modules.get(self.api)
+            if api is None:  # the application has not imported the API
+                return None
+            # the global one: the API's stand-in until one is set (or named by the
+            # environment variable the getter reads)
+            provider = getattr(api, self.getter)()
         built = self.built
         if built is not None and built[0] is provider:
             return built[1]
@@ -106,18 +107,6 @@ class _Lookup:
             if self.built is None or self.built[0] is not provider:
                 self.built = (provider, self.build(provider))
             return self.built[1]
-
-    def _global(self) -> Any:
-        # Read without a call: the API's own getter reads the environment each time.
-        api = sys.modules.get(self.api)
-        if api is None:  # the application has not imported the API
-            return None
-        provider = getattr(api, self.attribute, _UNKNOWN)
-        if provider is None:  # none set yet; one named by the environment variable loads
-            return getattr(api, self.getter)() if self.env in os.environ else None
-        if provider is _UNKNOWN:  # an API release that keeps it elsewhere: ask it
-            return getattr(api, self.getter)()
-        return provider
 
 
 #: Per question, what the last resolved decision says is in force (for the gauges).
