@@ -268,12 +268,7 @@ def json_lines(
     except OSError as e:
         raise InvalidFileError(f"{what} {path} cannot be read: {e.strerror or e}") from None
     with f:
-        number = 0
-        while True:
-            raw = f.readline(MAX_LINE_BYTES + 1)
-            if not raw:
-                return
-            number += 1
+        for number, raw in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), 1):
             where = f"{path}:{number}"
             if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
                 raise InvalidFileError(

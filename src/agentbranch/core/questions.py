@@ -341,7 +341,16 @@ def coerce_question(qid: str, question: Any) -> Question:
     if isinstance(question, Mapping):
         kind = question.get("type")
         if kind == AnyOf.type:
-            return _any_of_from_wire(qid, question)
+            unknown = sorted(set(question) - {"type", "instructions", "options"})
+            if unknown:
+                raise InvalidQuestionError(
+                    f"question {qid!r}: an any_of question has instructions and options only; "
+                    f"unknown fields {unknown}"
+                )
+            try:
+                return any_of(question.get("instructions"), question.get("options"))
+            except InvalidQuestionError as e:
+                raise InvalidQuestionError(f"question {qid!r}: {e}") from None
         model = {"choice": Choice, "noul": Noul, "score": Score}.get(str(kind))
         if model is None:
             raise InvalidQuestionError(
@@ -361,19 +370,6 @@ def coerce_question(qid: str, question: Any) -> Question:
         f"question {qid!r}: expected a Choice, Noul or Score (see agentbranch.choice/"
         f"yes_no/score), got {type(question).__name__}"
     )
-
-
-def _any_of_from_wire(qid: str, wire: Mapping[str, Any]) -> AnyOf:
-    unknown = sorted(set(wire) - {"type", "instructions", "options"})
-    if unknown:
-        raise InvalidQuestionError(
-            f"question {qid!r}: an any_of question has instructions and options only; "
-            f"unknown fields {unknown}"
-        )
-    try:
-        return any_of(wire.get("instructions"), wire.get("options"))
-    except InvalidQuestionError as e:
-        raise InvalidQuestionError(f"question {qid!r}: {e}") from None
 
 
 def validate_questions(questions: Any) -> dict[str, Question]:

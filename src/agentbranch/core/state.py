@@ -119,14 +119,10 @@ def _tool_calls(message: BaseMessage) -> list[str]:
     return calls
 
 
-def _has_content(message: BaseMessage) -> bool:
-    """Whether ``message`` carries something to read: a tool call (client or server), or
-    text, reasoning or a refusal with a letter or a digit outside markup tokens, or media
-    (its placeholder says what was sent). ``[<type> block]`` labels are not content."""
-    return bool(_tool_calls(message)) or any(_block_has_content(b) for b in message.content_blocks)
-
-
 def _block_has_content(block: Mapping[str, Any]) -> bool:
+    """Whether ``block`` carries something to read: a server tool call, text, reasoning or
+    a refusal with a letter or a digit outside markup tokens, or media (its placeholder
+    says what was sent). ``[<type> block]`` labels are not content."""
     kind = block.get("type")
     if kind in ("text", "text-plain", "reasoning", "refusal"):
         text = block.get("text") if kind in ("text", "text-plain") else None
@@ -139,7 +135,7 @@ def _block_has_content(block: Mapping[str, Any]) -> bool:
     if kind == "non_standard":
         value = block.get("value")
         return isinstance(value, Mapping) and value.get("type") in ("tool_use", "function_call")
-    return False  # unknown blocks, and tool calls (counted by _tool_calls)
+    return False  # unknown blocks, and tool calls (counted by render_state)
 
 
 def _content_parts(message: BaseMessage) -> list[str]:
@@ -171,17 +167,13 @@ def _plain_message(message: BaseMessage) -> dict[str, Any]:
     return out
 
 
-def _is_media_block(value: Mapping[Any, Any]) -> bool:
-    return value.get("type") in _MEDIA_KINDS and any(k in value for k in _MEDIA_DATA_KEYS)
-
-
 def _plain(value: Any) -> Any:
     """JSON-compatible value: messages as ``{"role", "content", ...}``, media blocks as
     their placeholder."""
     if isinstance(value, BaseMessage):
         return _plain_message(value)
     if isinstance(value, Mapping):
-        if _is_media_block(value):
+        if value.get("type") in _MEDIA_KINDS and any(k in value for k in _MEDIA_DATA_KEYS):
             return media_placeholder(value)
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, Sequence) and not isinstance(value, str | bytes):
@@ -273,7 +265,8 @@ def render_state(state: Any) -> str:
     if isinstance(state, BaseMessage):
         state = [state]
     if isinstance(state, Sequence) and state and all(isinstance(m, BaseMessage) for m in state):
-        if not any(_has_content(m) for m in state):
+        blocks = (b for m in state for b in m.content_blocks)
+        if not any(_tool_calls(m) for m in state) and not any(map(_block_has_content, blocks)):
             return ""  # nothing to read: as the empty string (see render_state)
         return "\n".join(_message_text(m) for m in state)
     try:

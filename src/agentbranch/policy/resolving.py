@@ -202,8 +202,6 @@ def _asked(
         trust = policy_for(policy, question_id).trust
         if trust.asks_versions:
             sources.setdefault(id(trust), (trust, {}))[1][question_id] = q
-    if not sources:
-        return asked, reads, {}
     said: dict[str, Asked] = {}
     for trust, theirs in sources.values():
         said.update(trust.asked(engine, theirs, text))
@@ -343,10 +341,8 @@ def fallback_steps(
             _ended(span, qid, teacher, started, None)
             return fallback_record(rec, label, fb.model, reply)
         else:
-            out = dict(rec)
-            out.update(goto=fb.node, decided_by="fallback_node")
-            out["fallback"] = {"kind": "goto", "node": fb.node}
-            return out
+            goto = {"goto": fb.node, "decided_by": "fallback_node"}
+            return {**rec, **goto, "fallback": {"kind": "goto", "node": fb.node}}
     raise FallbackError(
         f"question {qid!r}: confidence {rec['confidence']:.3f} is below take_at="
         f"{threshold.take_at} ({threshold.trust}) and no fallback resolved it: " + "; ".join(errors)
