@@ -52,10 +52,7 @@ def has_readable_text(text: str) -> bool:
     >>> [has_readable_text(t) for t in ["", " \\n", "?!", "🙂", "<turn|>", "ok?", "42"]]
     [False, False, False, False, False, True, True]
     """
-    for ch in _MARKUP.sub(" ", text):
-        if unicodedata.category(ch)[0] in "LN":
-            return True
-    return False
+    return any(unicodedata.category(ch)[0] in "LN" for ch in _MARKUP.sub(" ", text))
 
 
 def _json(value: Any) -> str:

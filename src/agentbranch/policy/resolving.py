@@ -393,8 +393,8 @@ def review_all(
     records: dict[str, DecisionRecord],
     pending: list[str],
     review: ReviewFn | None,
-    engine: Engine = None,
-    state: Any = None,
+    engine: Engine,
+    state: Any,
 ) -> None:
     """Ask ``review`` for each pending question id and record the validated answer
     (through ``engine``'s replay cassette, if any).
@@ -408,7 +408,7 @@ def review_all(
             )
         rec = records[question_id]
         payload = review_payload(rec)
-        if engine is None or getattr(review, ANSWERED_BY_THE_GRAPH, False):
+        if getattr(review, ANSWERED_BY_THE_GRAPH, False):
             answer = review(payload)
         else:
             call = TeacherCall(
