@@ -196,40 +196,7 @@ def invoke_within(
     runs on a helper thread, left to finish on its own). A call that raises is counted
     (``agentbranch.teacher.failures``) before its error goes on."""
     with _raising(question_id):
-        if timeout_s is None:
-            return model.invoke(messages)
-        with _stuck_lock:
-            _stuck[:] = [t for t in _stuck if t.is_alive()]
-            if len(_stuck) >= MAX_STUCK:
-                return Expired(
-                    f"{len(_stuck)} calls of fallback models are still running past their "
-                    "Generate(timeout_s=...); this one was not made",
-                    made=False,
-                )
-        box: dict[str, Any] = {}
-
-        def run() -> None:
-            try:
-                box["value"] = model.invoke(messages)
-            except BaseException as e:  # noqa: BLE001 - raised on the caller's thread below
-                box["error"] = e
-
-        thread = threading.Thread(
-            target=contextvars.copy_context().run,
-            args=(run,),
-            name="agentbranch-generate",
-            daemon=True,
-        )
-        thread.start()
-        join_at_exit(thread)  # a timed-out call may still be in native code at exit
-        thread.join(timeout_s)
-        if thread.is_alive():
-            with _stuck_lock:
-                _stuck.append(thread)
-            return _expired(model, timeout_s)
-        if "error" in box:
-            raise box["error"]
-        return box["value"]
+        return _invoke_within(model, messages, timeout_s)
 
 
 async def ainvoke_within(
@@ -261,6 +228,40 @@ def _raising(question_id: str) -> Iterator[None]:
         took = time.perf_counter() - started
         telemetry.teacher_call(question_id, "fallback", took, type(e).__name__)
         raise
+
+
+def _invoke_within(model: Any, messages: list[Any], timeout_s: float | None) -> Any:
+    if timeout_s is None:
+        return model.invoke(messages)
+    with _stuck_lock:
+        _stuck[:] = [t for t in _stuck if t.is_alive()]
+        if len(_stuck) >= MAX_STUCK:
+            return Expired(
+                f"{len(_stuck)} calls of fallback models are still running past their "
+                "Generate(timeout_s=...); this one was not made",
+                made=False,
+            )
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = model.invoke(messages)
+        except BaseException as e:  # noqa: BLE001 - raised on the caller's thread below
+            box["error"] = e
+
+    thread = threading.Thread(
+        target=contextvars.copy_context().run, args=(run,), name="agentbranch-generate", daemon=True
+    )
+    thread.start()
+    join_at_exit(thread)  # a timed-out call may still be in native code at exit
+    thread.join(timeout_s)
+    if thread.is_alive():
+        with _stuck_lock:
+            _stuck.append(thread)
+        return _expired(model, timeout_s)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def fallback_record(rec: DecisionRecord, label: str, model: Any, reply: Any) -> DecisionRecord:
