@@ -135,9 +135,9 @@ def _resolve_many(
     except BaseException as e:  # noqa: BLE001 - the engine's read would raise it
         out = _failed(e, engine, questions, policy, [None] * len(states))
     else:
-
-        def ask() -> list[Looked]:  # learning hook: each learning question's version in
-            # force is what is asked (it may embed the state or read its store: off the loop)
+        # learning hook: each learning question's version in force is what is asked (a
+        # learning question may embed the state or read its store: off the event loop)
+        def ask() -> list[Looked]:
             return [_asked(engine, questions, policy, t) for t in texts]
 
         looked = (yield offload(ask)) if learns else ask()
@@ -157,8 +157,9 @@ def _resolve_many(
         except BaseException as e:  # noqa: BLE001 - re-raised unless the policy handles it
             out = _failed(e, engine, questions, policy, texts)
         else:
-            if earned:  # a due store re-read is blocking I/O: off the event loop (the
-                # sync path does it inline, banding)
+            # A due store re-read is blocking I/O: the async path does it off the event loop
+            # now (the sync path does it inline, while banding).
+            if earned:
                 yield Call(
                     lambda *a: None, asyncio.to_thread, _thresholds_now, policy, batch, looked
                 )
@@ -263,27 +264,22 @@ def _thresholds_now(policy: PolicyArg, batch: list[Any], looked: list[Looked]) -
 # policy's trust source. Audited takes reach it from ``agentbranch.policy.auditing.shadow``.
 
 
-def label_of(final: DecisionRecord) -> tuple[str, str] | None:
-    """``(source, teacher label)`` when the resolution gave a label, else ``None``."""
-    fallback = final.get("fallback") or {}
-    if final.get("decided_by") == "fallback" and fallback.get("kind") == "generate":
-        return "fallback", final["label"]
-    if final.get("decided_by") == "human":
-        return "review", final["label"]
-    return None
-
-
 def _collect(policy: PolicyArg, out: list[Resolution]) -> None:
     """Give the labels each resolution obtained to each question's trust source, with
     the engine's first read and the state read (a learning policy keeps it)."""
     for r in out:
         for question_id, first in r.banded.items():
-            got = label_of(r.records[question_id])
-            if got is None:
+            final = r.records[question_id]
+            generated = (final.get("fallback") or {}).get("kind") == "generate"
+            if final.get("decided_by") == "human":
+                source = "review"
+            elif final.get("decided_by") == "fallback" and generated:
+                source = "fallback"
+            else:  # no label: taken, a GotoNode, a MoreDraws re-read
                 continue
             chosen = policy_for(policy, question_id)
             audit_rate = chosen.audit.rate if chosen.audit is not None else 0.0
-            label = TeacherLabel(got[1], got[0], 1.0, state=r.state, audit_rate=audit_rate)
+            label = TeacherLabel(final["label"], source, 1.0, state=r.state, audit_rate=audit_rate)
             chosen.trust.observe_label(question_id, r.asked[question_id], first, label)
 
 
