@@ -243,18 +243,12 @@ def _check_text(text: str) -> None:
 
 
 def render_state(state: Any) -> str:
-    """The state as text: strings as-is, a message or a list of messages as a
+    """The state as text: strings as they are, a message or a list of messages as a
     ``role: content`` transcript (the empty text when no message carries anything to
-    read), anything else JSON.
-
-    Strings pass through unchanged and JSON is dumped as vLLM's decisions endpoint dumps
-    it (``ensure_ascii=False``), so a read built here matches one built there. Nothing in
-    a message is dropped silently: each of LangChain's standard blocks renders on its own
-    line, tool calls as ``[tool call shell {"command": "ls"}]``, tool results as ``tool
-    (shell): ...``, media (never read) as a placeholder such as ``[image image/png]`` (in
-    JSON state too), any other block as ``[<type> block]``. Messages nested in JSON state
-    become ``{"role", "content"}`` objects (plus ``tool_calls``, ``name``, ``status``).
-    Raises ``InvalidStateError`` for a state ``check_state`` refuses or that is no JSON.
+    read; docs/langgraph.md, "What the engine reads from messages", shows each kind of
+    content), anything else JSON, dumped as vLLM's decisions endpoint dumps it
+    (``ensure_ascii=False``) so a read built here matches one built there. Raises
+    ``InvalidStateError`` for a state ``check_state`` refuses or that is no JSON.
     """
     check_state(state)
     if isinstance(state, str):
