@@ -5,6 +5,7 @@ embedding) and the question version that carries one (``with_head``).
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -48,8 +49,6 @@ class LinearHead:
         temperature: float = 1.0,
         written: float = 0.0,
     ) -> None:
-        import math
-
         import numpy as np
 
         w = np.array(weights, dtype=np.float64)

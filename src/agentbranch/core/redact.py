@@ -66,8 +66,4 @@ def url_secrets(url: str) -> set[str]:
         for part in (text or "").split("&"):
             name, eq, value = part.partition("=")
             raw.append(value if eq else name)
-    found = set()
-    for value in raw:
-        found.update({value, unquote(value), unquote_plus(value)})
-    found.discard("")
-    return found
+    return {v for value in raw for v in (value, unquote(value), unquote_plus(value))} - {""}

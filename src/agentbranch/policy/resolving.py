@@ -545,8 +545,6 @@ class Resolver:
         )
         (resolved,) = yield from steps
         records = resolved.records
-        if self._asked is self.questions:  # (no sets)
-            return records
         return {
             qid: set_record(qid, q, records) if isinstance(q, AnyOf) else records[qid]
             for qid, q in self.questions.items()
