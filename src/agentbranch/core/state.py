@@ -96,14 +96,13 @@ def _block_text(block: Mapping[str, Any]) -> str | None:
         status = block.get("status", "")
         return f"[server tool result {status}] {_json(block.get('output', ''))}".rstrip()
     if kind == "non_standard":
-        value = block.get("value")
-        if isinstance(value, Mapping) and value.get("type") in ("tool_use", "function_call"):
+        value = block.get("value") if isinstance(block.get("value"), Mapping) else {}
+        if value.get("type") in ("tool_use", "function_call"):
             args = value.get("input", value.get("arguments", {}))
             return f"[tool call {value.get('name', '')} {_json(args)}]"
-        if isinstance(value, Mapping) and value.get("type") in _MEDIA_KINDS:
+        if value.get("type") in _MEDIA_KINDS:
             return media_placeholder(value)
-        inner = value.get("type") if isinstance(value, Mapping) else None
-        return f"[{inner or 'non-standard'} block]"
+        return f"[{value.get('type') or 'non-standard'} block]"
     return f"[{kind} block]"
 
 
