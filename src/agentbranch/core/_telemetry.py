@@ -15,7 +15,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = [
@@ -272,30 +272,23 @@ def audit(question_id: str, outcome: str, error: str | None = None) -> None:
 # -- observable gauges (read at collection) ---------------------------------------------
 
 
-def _thresholds(options: Any) -> Iterable[Any]:
-    from opentelemetry.metrics import Observation
+def _gauge(read: Callable[[dict[str, Any]], Iterable[tuple[float, dict[str, str]]]]) -> Any:
+    """A gauge's callback: ``read`` gives the values (and their attributes) of what is in
+    force for each question."""
 
-    for question_id, now in list(_in_force.items()):
-        if now["take_at"] is not None:
-            yield Observation(float(now["take_at"]), {QUESTION: question_id})
+    def observe(options: Any) -> Iterable[Any]:
+        from opentelemetry.metrics import Observation
 
+        for question_id, now in list(_in_force.items()):
+            for value, attrs in read(now):
+                yield Observation(value, {QUESTION: question_id, **attrs})
 
-def _trusts(options: Any) -> Iterable[Any]:
-    from opentelemetry.metrics import Observation
-
-    for question_id, now in list(_in_force.items()):
-        for trust in TRUSTS:
-            yield Observation(
-                1 if now["trust"] == trust else 0, {QUESTION: question_id, TRUST: trust}
-            )
+    return observe
 
 
-def _versions(options: Any) -> Iterable[Any]:
-    from opentelemetry.metrics import Observation
-
-    for question_id, now in list(_in_force.items()):
-        if isinstance(now["version"], int):
-            yield Observation(now["version"], {QUESTION: question_id})
+_thresholds = _gauge(lambda now: [] if now["take_at"] is None else [(float(now["take_at"]), {})])
+_trusts = _gauge(lambda now: [(int(now["trust"] == trust), {TRUST: trust}) for trust in TRUSTS])
+_versions = _gauge(lambda now: [(now["version"], {})] if isinstance(now["version"], int) else [])
 
 
 # -- spans ------------------------------------------------------------------------------
