@@ -385,30 +385,24 @@ def _threshold(
 ANSWERED_BY_THE_GRAPH = "agentbranch_answered_by_the_graph"
 
 
-def review_all(
-    records: dict[str, DecisionRecord],
-    pending: list[str],
-    review: ReviewFn | None,
-    engine: Engine,
-    state: Any,
-) -> None:
-    """Ask ``review`` for each pending question id and record the validated answer
-    (through ``engine``'s replay cassette, if any).
+def review_all(resolved: Resolution, review: ReviewFn | None, engine: Engine) -> None:
+    """Ask ``review`` for each question of ``resolved`` in the review band and record the
+    validated answer (through ``engine``'s replay cassette, if any).
 
     Reviews run before any fallback: a resumed LangGraph node re-runs from its start, so a
     fallback model called before an interrupt would be called twice."""
-    for question_id in pending:
+    for question_id in resolved.pending["review"]:
         if review is None:
             raise ConfigurationError(
                 f"question {question_id!r} is in the review band but no reviewer is configured"
             )
-        rec = records[question_id]
+        rec = resolved.records[question_id]
         payload = review_payload(rec)
         if getattr(review, ANSWERED_BY_THE_GRAPH, False):
             answer = review(payload)
         else:
             call = TeacherCall(
-                "review", question_id, review, {"state": state_text(state), **payload}
+                "review", question_id, review, {"state": state_text(resolved.state), **payload}
             )
             answer = ask(engine, call, lambda fn, shown=payload: fn(shown))
         if answer not in rec["options"]:
@@ -535,10 +529,7 @@ class Resolver:
         """The resolving steps (``agentbranch.policy.resolving``) for one state."""
 
         def review(out: list[Resolution]) -> None:
-            first = out[0]
-            review_all(
-                first.records, first.pending["review"], self.review, self.engine, first.state
-            )
+            review_all(out[0], self.review, self.engine)
 
         steps = resolve_many(
             self.engine, self._asked, self._policies, [state], review=review, batched=False
