@@ -166,14 +166,8 @@ class LinearHead:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> LinearHead:
-        return cls(
-            d["options"],
-            d["classes"],
-            d["weights"],
-            d["bias"],
-            d.get("temperature", 1.0),
-            d.get("written", 0.0),
-        )
+        parts = (d["options"], d["classes"], d["weights"], d["bias"])
+        return cls(*parts, d.get("temperature", 1.0), d.get("written", 0.0))
 
 
 def softmax(z: Any, temperature: float = 1.0) -> Any:
