@@ -12,11 +12,10 @@ or labels' text (the state only with ``use_tracer_provider(include_state=True)``
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = [
@@ -67,8 +66,6 @@ TRUSTS = ("learning", "earned", "withdrawn", "fixed")
 #: Teacher latency buckets (seconds): a fast local model to a slow remote one.
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
-_UNKNOWN = object()
-
 
 class _Lookup:
     """One signal's provider: the one given to ``use_meter_provider`` /
@@ -78,8 +75,7 @@ class _Lookup:
 
     def __init__(self, api: str, kind: str, stand_ins: tuple[str, str], build: Any) -> None:
         self.api, self.stand_ins, self.build = api, stand_ins, build
-        self.attribute, self.getter = f"_{kind.upper()}_PROVIDER", f"get_{kind}_provider"
-        self.env = f"OTEL_PYTHON_{kind.upper()}_PROVIDER"
+        self.getter = f"get_{kind}_provider"
         self.lock = threading.Lock()
         self.given: Any = None
         self.built: tuple[Any, Any] | None = None  # (provider, what build made on it)
@@ -90,9 +86,14 @@ class _Lookup:
             self.given, self.built = provider, None
 
     def __call__(self) -> Any:
-        provider = self.given if self.given is not None else self._global()
+        provider = self.given
         if provider is None:
-            return None
+            api = sys.modules.get(self.api)
+            if api is None:  # the application has not imported the API
+                return None
+            # the global one: the API's stand-in until one is set (or named by the
+            # environment variable the getter reads)
+            provider = getattr(api, self.getter)()
         built = self.built
         if built is not None and built[0] is provider:
             return built[1]
@@ -106,18 +107,6 @@ class _Lookup:
             if self.built is None or self.built[0] is not provider:
                 self.built = (provider, self.build(provider))
             return self.built[1]
-
-    def _global(self) -> Any:
-        # Read without a call: the API's own getter reads the environment each time.
-        api = sys.modules.get(self.api)
-        if api is None:  # the application has not imported the API
-            return None
-        provider = getattr(api, self.attribute, _UNKNOWN)
-        if provider is None:  # none set yet; one named by the environment variable loads
-            return getattr(api, self.getter)() if self.env in os.environ else None
-        if provider is _UNKNOWN:  # an API release that keeps it elsewhere: ask it
-            return getattr(api, self.getter)()
-        return provider
 
 
 #: Per question, what the last resolved decision says is in force (for the gauges).
@@ -252,79 +241,71 @@ def teacher_call(question_id: str, role: str, duration_s: float, error: str | No
         m.count["failures"].add(1, {**attrs, ERROR: error})
 
 
-def teacher_refused(question_id: str, role: str) -> None:
-    """A teacher call not made because earlier ones are stuck (no call, no duration)."""
+def _add(counter: str, attrs: dict[str, Any]) -> None:
     m = _instruments()
     if m is not None:
-        m.count["refused"].add(1, {QUESTION: question_id, ROLE: role})
+        m.count[counter].add(1, attrs)
+
+
+def teacher_refused(question_id: str, role: str) -> None:
+    """A teacher call not made because earlier ones are stuck (no call, no duration)."""
+    _add("refused", {QUESTION: question_id, ROLE: role})
 
 
 def label_stored(question_id: str) -> None:
-    m = _instruments()
-    if m is not None:
-        m.count["stored"].add(1, {QUESTION: question_id})
+    _add("stored", {QUESTION: question_id})
 
 
 def label_lost(question_id: str) -> None:
-    m = _instruments()
-    if m is not None:
-        m.count["lost"].add(1, {QUESTION: question_id})
+    _add("lost", {QUESTION: question_id})
 
 
 def audit(question_id: str, outcome: str, error: str | None = None) -> None:
     """A due audit: ``outcome`` is ``"due"``, ``"done"`` or ``"missing"``; ``"probe"``:
     a probe of a suspended band sent (no audit: it leaves no label)."""
-    m = _instruments()
-    if m is None:
-        return
-    attrs = {QUESTION: question_id}
     if outcome in ("due", "done", "probe"):
-        m.count["probes" if outcome == "probe" else outcome].add(1, attrs)
+        _add("probes" if outcome == "probe" else outcome, {QUESTION: question_id})
     else:
-        m.count["missing"].add(1, {**attrs, ERROR: error or "unknown"})
+        _add("missing", {QUESTION: question_id, ERROR: error or "unknown"})
 
 
 # -- observable gauges (read at collection) ---------------------------------------------
 
 
-def _thresholds(options: Any) -> Iterable[Any]:
-    from opentelemetry.metrics import Observation
+def _gauge(read: Callable[[dict[str, Any]], Iterable[tuple[float, dict[str, str]]]]) -> Any:
+    """A gauge's callback: ``read`` gives the values (and their attributes) of what is in
+    force for each question."""
 
-    for question_id, now in list(_in_force.items()):
-        if now["take_at"] is not None:
-            yield Observation(float(now["take_at"]), {QUESTION: question_id})
+    def observe(options: Any) -> Iterable[Any]:
+        from opentelemetry.metrics import Observation
 
+        for question_id, now in list(_in_force.items()):
+            for value, attrs in read(now):
+                yield Observation(value, {QUESTION: question_id, **attrs})
 
-def _trusts(options: Any) -> Iterable[Any]:
-    from opentelemetry.metrics import Observation
-
-    for question_id, now in list(_in_force.items()):
-        for trust in TRUSTS:
-            yield Observation(
-                1 if now["trust"] == trust else 0, {QUESTION: question_id, TRUST: trust}
-            )
+    return observe
 
 
-def _versions(options: Any) -> Iterable[Any]:
-    from opentelemetry.metrics import Observation
-
-    for question_id, now in list(_in_force.items()):
-        if isinstance(now["version"], int):
-            yield Observation(now["version"], {QUESTION: question_id})
+_thresholds = _gauge(lambda now: [] if now["take_at"] is None else [(float(now["take_at"]), {})])
+_trusts = _gauge(lambda now: [(int(now["trust"] == trust), {TRUST: trust}) for trust in TRUSTS])
+_versions = _gauge(lambda now: [(now["version"], {})] if isinstance(now["version"], int) else [])
 
 
 # -- spans ------------------------------------------------------------------------------
 
 MODEL = "gen_ai.request.model"
-OPERATION = "gen_ai.operation.name"
-LABEL = "agentbranch.decision.label"
-CONFIDENCE = "agentbranch.decision.confidence"
-TAKE_AT = "agentbranch.decision.take_at"
-LATENCY = "agentbranch.decision.latency_s"  # the engine's read, as the record says
-READER = "agentbranch.reader.name"
-VERSION = "agentbranch.learn.version"
-STATE = "agentbranch.state"
-INTERRUPTED = "agentbranch.decision.interrupted"
+#: The span attributes a decision record's text fields and number fields give.
+_TEXTS = {
+    "label": "agentbranch.decision.label",
+    "reader": "agentbranch.reader.name",
+    "model": MODEL,
+    "trust": TRUST,
+}
+_NUMBERS = {
+    "confidence": "agentbranch.decision.confidence",
+    "take_at": "agentbranch.decision.take_at",
+    "latency_s": "agentbranch.decision.latency_s",  # the engine's read, as the record says
+}
 
 _include_state = False
 
@@ -367,7 +348,7 @@ class DecisionSpans:
                 if rec is not None:
                     span.set_attributes(_attributes(rec))
                 if _include_state and isinstance(text, str):
-                    span.set_attribute(STATE, text)
+                    span.set_attribute("agentbranch.state", text)
                 span.end()
 
     def fail(self, error: BaseException) -> None:
@@ -383,7 +364,7 @@ class DecisionSpans:
         for spans in self.spans:
             for span in spans.values():
                 if stopped:
-                    span.set_attribute(INTERRUPTED, True)
+                    span.set_attribute("agentbranch.decision.interrupted", True)
                 else:
                     span.set_attribute(ERROR, type(error).__name__)
                     span.set_status(Status(StatusCode.ERROR, str(error)[:200]))
@@ -395,16 +376,12 @@ def _attributes(rec: Mapping[str, Any]) -> dict[str, Any]:
         BAND: str(rec.get("band") or "none"),
         DECIDED_BY: str(rec.get("decided_by")),
     }
-    for key, name in (("label", LABEL), ("reader", READER), ("model", MODEL)):
-        if isinstance(rec.get(key), str):
-            out[name] = rec[key]
-    for key, name in (("confidence", CONFIDENCE), ("take_at", TAKE_AT), ("latency_s", LATENCY)):
+    out.update({name: rec[key] for key, name in _TEXTS.items() if isinstance(rec.get(key), str)})
+    for key, name in _NUMBERS.items():
         if isinstance(rec.get(key), int | float) and not isinstance(rec.get(key), bool):
             out[name] = float(rec[key])
-    if isinstance(rec.get("trust"), str):
-        out[TRUST] = rec["trust"]
     if isinstance(rec.get("reader_version"), int):
-        out[VERSION] = rec["reader_version"]
+        out["agentbranch.learn.version"] = rec["reader_version"]
     return out
 
 
@@ -431,7 +408,7 @@ def teacher_span(
     from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
 
     end = time.time_ns()
-    attrs: dict[str, Any] = {OPERATION: "chat", QUESTION: question_id, ROLE: role}
+    attrs: dict[str, Any] = {"gen_ai.operation.name": "chat", QUESTION: question_id, ROLE: role}
     if model:
         attrs[MODEL] = model
     span = tracer.start_span(

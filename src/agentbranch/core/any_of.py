@@ -99,8 +99,6 @@ def set_record(
     confidences = [r.get("confidence") for r in by_option.values()]
     confident = all(isinstance(c, int | float) for c in confidences) and confidences
     kinds = {r.get("decided_by") for r in by_option.values()}
-    gotos = [r["goto"] for r in by_option.values() if r.get("goto")]
-    errors = [r["error"] for r in by_option.values() if r.get("error")]
     return {
         "question_id": question_id,
         "question": question.instructions,
@@ -110,7 +108,7 @@ def set_record(
         "confidence": min(confidences) if confident else None,
         "band": band,
         "decided_by": kinds.pop() if len(kinds) == 1 else "members",
-        "goto": gotos[0] if gotos else None,
-        "error": errors[0] if errors else None,
+        "goto": next((r["goto"] for r in by_option.values() if r.get("goto")), None),
+        "error": next((r["error"] for r in by_option.values() if r.get("error")), None),
         "members": by_option,
     }

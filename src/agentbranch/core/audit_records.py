@@ -128,21 +128,19 @@ class AuditRecord(BaseModel):
                 raise ValueError(f"{field}: {getattr(self, field)!r} is not one of {options}")
         if self.kind == "audit" and self.rate is None:
             raise ValueError("rate: missing; an audit record says the rate it was sampled at")
-        if self.spec is not None:
-            self._check_spec(self.spec)
-        return self
-
-    def _check_spec(self, spec: dict[str, Any]) -> None:
-        try:
-            key = json.dumps(spec, allow_nan=False)  # key order kept: it is the options order
+        if self.spec is None:
+            return self
+        try:  # key order kept: it is the options order
+            key = json.dumps(self.spec, allow_nan=False)
         except (TypeError, ValueError) as e:
             raise ValueError(f"spec: not a question's wire form ({e})") from None
-        kind, options = _spec_shape(self.question_id, key)
-        if kind != self.type or list(options) != self.options:
+        kind, spec_options = _spec_shape(self.question_id, key)
+        if kind != self.type or list(spec_options) != options:
             raise ValueError(
-                f"spec: a {kind} question with options {list(options)}, "
-                f"but the record is a {self.type} question with options {self.options}"
+                f"spec: a {kind} question with options {list(spec_options)}, "
+                f"but the record is a {self.type} question with options {options}"
             )
+        return self
 
 
 @functools.lru_cache(maxsize=256)
@@ -212,7 +210,7 @@ def load_records(path: str | Path) -> list[dict[str, Any]]:
     for number, obj in json_lines(path, "audit file", "Policy(audit=Audit(sink=...)) writes one"):
         try:
             records.append(check_record(obj, f"{path}:{number}"))
-        except (InvalidFileError, NewerRelease):
+        except InvalidFileError:  # (a ``NewerRelease`` too)
             raise
         except ConfigurationError as e:
             raise InvalidFileError(

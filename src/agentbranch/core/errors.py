@@ -119,12 +119,8 @@ def timeout_seconds(value: Any, setting: str) -> float | None:
     ``"Audit(timeout=...)"``) as seconds: a finite number > 0, or ``None`` for none."""
     if value is None:
         return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or value <= 0:
         raise ConfigurationError(
             f"{setting} must be a number of seconds > 0 (or None to wait for ever), got {value!r}"
         )

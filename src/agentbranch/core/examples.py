@@ -67,14 +67,11 @@ def instructions_with_examples(instructions: str, options: Sequence[str], exampl
     if not examples:
         return instructions
     lines = [
-        f"{_quoted(text)} -> {option}" for option, texts in zip(options, examples) for text in texts
+        '"' + " ".join(text.split()).replace('"', "'") + f'" -> {option}'
+        for option, texts in zip(options, examples)
+        for text in texts
     ]
     if not lines:
         return instructions
     head = f"{instructions}\n" if instructions else ""
     return head + "Examples:\n" + "\n".join(lines)
-
-
-def _quoted(text: str) -> str:
-    flat = " ".join(text.split())
-    return '"' + flat.replace('"', "'") + '"'

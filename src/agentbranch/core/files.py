@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from agentbranch.core.errors import InvalidFileError
+from agentbranch.core.errors import ConfigurationError, InvalidFileError
 
 __all__ = [
     "EVIDENCE_SCHEMA",
@@ -87,8 +87,6 @@ def check_mode(mode: Any, who: str) -> int:
     """``mode`` if it is a file permission (``0o600``, ``0o640``, ...), else a
     ``ConfigurationError`` naming ``who``'s parameter."""
     if isinstance(mode, bool) or not isinstance(mode, int) or not 0 <= mode <= 0o777:
-        from agentbranch.core.errors import ConfigurationError
-
         raise ConfigurationError(
             f"{who}(mode=...) must be file permissions from 0o000 to 0o777 (e.g. 0o600, "
             f"owner-only; 0o640, group-readable), got {mode!r}"
@@ -268,12 +266,7 @@ def json_lines(
     except OSError as e:
         raise InvalidFileError(f"{what} {path} cannot be read: {e.strerror or e}") from None
     with f:
-        number = 0
-        while True:
-            raw = f.readline(MAX_LINE_BYTES + 1)
-            if not raw:
-                return
-            number += 1
+        for number, raw in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), 1):
             where = f"{path}:{number}"
             if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
                 raise InvalidFileError(

@@ -5,6 +5,7 @@ embedding) and the question version that carries one (``with_head``).
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -48,8 +49,6 @@ class LinearHead:
         temperature: float = 1.0,
         written: float = 0.0,
     ) -> None:
-        import math
-
         import numpy as np
 
         w = np.array(weights, dtype=np.float64)
@@ -167,14 +166,8 @@ class LinearHead:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> LinearHead:
-        return cls(
-            d["options"],
-            d["classes"],
-            d["weights"],
-            d["bias"],
-            d.get("temperature", 1.0),
-            d.get("written", 0.0),
-        )
+        parts = (d["options"], d["classes"], d["weights"], d["bias"])
+        return cls(*parts, d.get("temperature", 1.0), d.get("written", 0.0))
 
 
 def softmax(z: Any, temperature: float = 1.0) -> Any:

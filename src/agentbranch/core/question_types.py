@@ -2,41 +2,37 @@
 
 The text matches vLLM's ``entrypoints/openai/decisions/question_types.py`` character
 for character, so a read built here is the read vLLM's own decisions endpoint builds.
-Adding a question type means adding one class to ``QUESTION_TYPES``.
+Adding a question type means adding one ``QuestionType`` to ``QUESTION_TYPES``.
 """
 
 from __future__ import annotations
 
 import string
 from dataclasses import dataclass
-from typing import ClassVar
 
 from agentbranch.core.reads import QuestionSpec
 
-__all__ = [
-    "QUESTION_TYPES",
-    "ChoiceType",
-    "NoulType",
-    "QuestionType",
-    "ScoreType",
-    "question_type",
-]
+__all__ = ["QUESTION_TYPES", "QuestionType", "question_type"]
 
 
 @dataclass(frozen=True)
 class QuestionType:
     """How one kind of question is labelled and asked."""
 
-    name: ClassVar[str]
+    name: str
     #: The labels of a question's options, in option order.
-    label_set: ClassVar[tuple[str, ...]]
-    reply_instruction: ClassVar[str]
-    #: The fewest and most options this type allows (before label-set chunking).
-    min_options: ClassVar[int] = 2
-    max_options: ClassVar[int] = 255
+    label_set: tuple[str, ...]
+    reply_instruction: str
+    #: The most options this type allows (before label-set chunking); the fewest is 2.
+    max_options: int = 255
+    #: An option's line, with and without a description.
+    described: str = "{label}: {option} - {description}"
+    plain: str = "{label}: {option}"
+    min_options: int = 2
 
     def reply_line(self, label: str, option: str, description: str | None) -> str:
-        return f"{label}: {option} - {description}" if description else f"{label}: {option}"
+        line = self.described if description else self.plain
+        return line.format(label=label, option=option, description=description)
 
     def body(self, q: QuestionSpec) -> str:
         """The labelled options and the reply instruction."""
@@ -61,35 +57,29 @@ class QuestionType:
         return f"{head}\n{self.body(q)}"
 
 
-class ChoiceType(QuestionType):
-    name = "choice"
-    label_set = tuple(string.ascii_uppercase)
-    reply_instruction = "Answer with the letter of one option only."
-
-
-class NoulType(QuestionType):
-    name = "noul"
-    label_set = ("yes", "no")
-    reply_instruction = "Answer with yes or no only."
-    max_options = 2
-
-    def reply_line(self, label: str, option: str, description: str | None) -> str:
-        # Without the label in the prompt, models answer "Yes"/"No" instead.
-        return f"{label}: {description}" if description else label
-
-
-class ScoreType(QuestionType):
-    name = "score"
+_TYPES = (
+    QuestionType(
+        "choice", tuple(string.ascii_uppercase), "Answer with the letter of one option only."
+    ),
+    # Without the label in the prompt, models answer "Yes"/"No" instead.
+    QuestionType(
+        "noul",
+        ("yes", "no"),
+        "Answer with yes or no only.",
+        max_options=2,
+        described="{label}: {description}",
+        plain="{label}",
+    ),
     # 0-indexed like the answer, so a level's label is its score.
-    label_set = tuple(string.digits)
-    reply_instruction = "Answer with the number of one level only."
-    max_options = 10
-
-    def reply_line(self, label: str, option: str, description: str | None) -> str:
-        return f"{label}: {option}"
-
-
-QUESTION_TYPES: dict[str, QuestionType] = {t.name: t() for t in (ChoiceType, NoulType, ScoreType)}
+    QuestionType(
+        "score",
+        tuple(string.digits),
+        "Answer with the number of one level only.",
+        max_options=10,
+        described="{label}: {option}",
+    ),
+)
+QUESTION_TYPES: dict[str, QuestionType] = {t.name: t for t in _TYPES}
 
 
 def question_type(name: str) -> QuestionType:

@@ -294,31 +294,25 @@ def _check_options(
             f"{where}: options must be distinct; repeated: {duplicates}. "
             "Give each option a unique name."
         )
-    try:
-        _check_option_count(kind, len(options))
-    except InvalidQuestionError as e:
-        raise InvalidQuestionError(f"{where}: {e}") from None
-
-
-def _check_option_count(kind: str, n: int) -> None:
+    n = len(options)
     if kind == "any_of":  # one yes/no question per option, all in one read
         if not 1 <= n <= MAX_QUESTIONS:
             raise InvalidQuestionError(
-                f"an any_of question takes 1 to {MAX_QUESTIONS} options (one question "
-                f"each in one read), got {n}; split them across several questions"
+                f"{where}: an any_of question takes 1 to {MAX_QUESTIONS} options (one "
+                f"question each in one read), got {n}; split them across several questions"
             )
         return
     qtype = QUESTION_TYPES[kind]
     if n < qtype.min_options:
         raise InvalidQuestionError(
-            f"a {kind} question needs at least {qtype.min_options} options, got {n}. "
+            f"{where}: a {kind} question needs at least {qtype.min_options} options, got {n}. "
             "A decision with one possible answer is not a decision; add the alternative "
             "(e.g. 'other')."
         )
     if n > qtype.max_options:
         what = "levels" if kind == "score" else "options"
         raise InvalidQuestionError(
-            f"a {kind} question allows at most {qtype.max_options} {what}, got {n}. "
+            f"{where}: a {kind} question allows at most {qtype.max_options} {what}, got {n}. "
             + (
                 "Use fewer, coarser levels (single-digit labels 0-9 answer a score)."
                 if kind == "score"
@@ -347,7 +341,16 @@ def coerce_question(qid: str, question: Any) -> Question:
     if isinstance(question, Mapping):
         kind = question.get("type")
         if kind == AnyOf.type:
-            return _any_of_from_wire(qid, question)
+            unknown = sorted(set(question) - {"type", "instructions", "options"})
+            if unknown:
+                raise InvalidQuestionError(
+                    f"question {qid!r}: an any_of question has instructions and options only; "
+                    f"unknown fields {unknown}"
+                )
+            try:
+                return any_of(question.get("instructions"), question.get("options"))
+            except InvalidQuestionError as e:
+                raise InvalidQuestionError(f"question {qid!r}: {e}") from None
         model = {"choice": Choice, "noul": Noul, "score": Score}.get(str(kind))
         if model is None:
             raise InvalidQuestionError(
@@ -367,19 +370,6 @@ def coerce_question(qid: str, question: Any) -> Question:
         f"question {qid!r}: expected a Choice, Noul or Score (see agentbranch.choice/"
         f"yes_no/score), got {type(question).__name__}"
     )
-
-
-def _any_of_from_wire(qid: str, wire: Mapping[str, Any]) -> AnyOf:
-    unknown = sorted(set(wire) - {"type", "instructions", "options"})
-    if unknown:
-        raise InvalidQuestionError(
-            f"question {qid!r}: an any_of question has instructions and options only; "
-            f"unknown fields {unknown}"
-        )
-    try:
-        return any_of(wire.get("instructions"), wire.get("options"))
-    except InvalidQuestionError as e:
-        raise InvalidQuestionError(f"question {qid!r}: {e}") from None
 
 
 def validate_questions(questions: Any) -> dict[str, Question]:
@@ -436,14 +426,12 @@ def to_spec(qid: str, question: Question) -> QuestionSpec:
     options = option_names(written)
     if isinstance(written, Noul):
         criteria = written.criteria
-        descriptions: list[str | None] = [
-            _text(criteria.true) or None if criteria else None,
-            _text(criteria.false) or None if criteria else None,
-        ]
+        written_descriptions = [criteria.true, criteria.false] if criteria else [None, None]
     elif isinstance(written, Choice):
-        descriptions = [_text(d) or None for d in written.criteria.values()]
+        written_descriptions = list(written.criteria.values())
     else:
-        descriptions = [None] * len(options)
+        written_descriptions = [None] * len(options)
+    descriptions = [_text(d) or None for d in written_descriptions]
     kind = written.type
     where = f"question {qid!r}"
     instructions = _text(written.instructions)

@@ -50,15 +50,9 @@ def redact_url(url: object) -> str:
     if not isinstance(url, str):
         return repr(url)
     prefix, userinfo, rest, query, fragment = _split(url)
-    out = prefix
-    if userinfo is not None:
-        out += MASK + "@"
-    out += rest
-    if query is not None:
-        out += "?" + _mask_pairs(query)
-    if fragment is not None:
-        out += "#" + _mask_pairs(fragment)
-    return out
+    out = prefix + ("" if userinfo is None else MASK + "@") + rest
+    out += "" if query is None else "?" + _mask_pairs(query)
+    return out + ("" if fragment is None else "#" + _mask_pairs(fragment))
 
 
 def url_secrets(url: str) -> set[str]:
@@ -72,8 +66,4 @@ def url_secrets(url: str) -> set[str]:
         for part in (text or "").split("&"):
             name, eq, value = part.partition("=")
             raw.append(value if eq else name)
-    found = set()
-    for value in raw:
-        found.update({value, unquote(value), unquote_plus(value)})
-    found.discard("")
-    return found
+    return {v for value in raw for v in (value, unquote(value), unquote_plus(value))} - {""}

@@ -52,10 +52,7 @@ def has_readable_text(text: str) -> bool:
     >>> [has_readable_text(t) for t in ["", " \\n", "?!", "🙂", "<turn|>", "ok?", "42"]]
     [False, False, False, False, False, True, True]
     """
-    for ch in _MARKUP.sub(" ", text):
-        if unicodedata.category(ch)[0] in "LN":
-            return True
-    return False
+    return any(unicodedata.category(ch)[0] in "LN" for ch in _MARKUP.sub(" ", text))
 
 
 def _json(value: Any) -> str:
@@ -99,14 +96,13 @@ def _block_text(block: Mapping[str, Any]) -> str | None:
         status = block.get("status", "")
         return f"[server tool result {status}] {_json(block.get('output', ''))}".rstrip()
     if kind == "non_standard":
-        value = block.get("value")
-        if isinstance(value, Mapping) and value.get("type") in ("tool_use", "function_call"):
+        value = block.get("value") if isinstance(block.get("value"), Mapping) else {}
+        if value.get("type") in ("tool_use", "function_call"):
             args = value.get("input", value.get("arguments", {}))
             return f"[tool call {value.get('name', '')} {_json(args)}]"
-        if isinstance(value, Mapping) and value.get("type") in _MEDIA_KINDS:
+        if value.get("type") in _MEDIA_KINDS:
             return media_placeholder(value)
-        inner = value.get("type") if isinstance(value, Mapping) else None
-        return f"[{inner or 'non-standard'} block]"
+        return f"[{value.get('type') or 'non-standard'} block]"
     return f"[{kind} block]"
 
 
@@ -119,14 +115,10 @@ def _tool_calls(message: BaseMessage) -> list[str]:
     return calls
 
 
-def _has_content(message: BaseMessage) -> bool:
-    """Whether ``message`` carries something to read: a tool call (client or server), or
-    text, reasoning or a refusal with a letter or a digit outside markup tokens, or media
-    (its placeholder says what was sent). ``[<type> block]`` labels are not content."""
-    return bool(_tool_calls(message)) or any(_block_has_content(b) for b in message.content_blocks)
-
-
 def _block_has_content(block: Mapping[str, Any]) -> bool:
+    """Whether ``block`` carries something to read: a server tool call, text, reasoning or
+    a refusal with a letter or a digit outside markup tokens, or media (its placeholder
+    says what was sent). ``[<type> block]`` labels are not content."""
     kind = block.get("type")
     if kind in ("text", "text-plain", "reasoning", "refusal"):
         text = block.get("text") if kind in ("text", "text-plain") else None
@@ -139,7 +131,7 @@ def _block_has_content(block: Mapping[str, Any]) -> bool:
     if kind == "non_standard":
         value = block.get("value")
         return isinstance(value, Mapping) and value.get("type") in ("tool_use", "function_call")
-    return False  # unknown blocks, and tool calls (counted by _tool_calls)
+    return False  # unknown blocks, and tool calls (counted by render_state)
 
 
 def _content_parts(message: BaseMessage) -> list[str]:
@@ -171,17 +163,13 @@ def _plain_message(message: BaseMessage) -> dict[str, Any]:
     return out
 
 
-def _is_media_block(value: Mapping[Any, Any]) -> bool:
-    return value.get("type") in _MEDIA_KINDS and any(k in value for k in _MEDIA_DATA_KEYS)
-
-
 def _plain(value: Any) -> Any:
     """JSON-compatible value: messages as ``{"role", "content", ...}``, media blocks as
     their placeholder."""
     if isinstance(value, BaseMessage):
         return _plain_message(value)
     if isinstance(value, Mapping):
-        if _is_media_block(value):
+        if value.get("type") in _MEDIA_KINDS and any(k in value for k in _MEDIA_DATA_KEYS):
             return media_placeholder(value)
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, Sequence) and not isinstance(value, str | bytes):
@@ -254,18 +242,12 @@ def _check_text(text: str) -> None:
 
 
 def render_state(state: Any) -> str:
-    """The state as text: strings as-is, a message or a list of messages as a
+    """The state as text: strings as they are, a message or a list of messages as a
     ``role: content`` transcript (the empty text when no message carries anything to
-    read), anything else JSON.
-
-    Strings pass through unchanged and JSON is dumped as vLLM's decisions endpoint dumps
-    it (``ensure_ascii=False``), so a read built here matches one built there. Nothing in
-    a message is dropped silently: each of LangChain's standard blocks renders on its own
-    line, tool calls as ``[tool call shell {"command": "ls"}]``, tool results as ``tool
-    (shell): ...``, media (never read) as a placeholder such as ``[image image/png]`` (in
-    JSON state too), any other block as ``[<type> block]``. Messages nested in JSON state
-    become ``{"role", "content"}`` objects (plus ``tool_calls``, ``name``, ``status``).
-    Raises ``InvalidStateError`` for a state ``check_state`` refuses or that is no JSON.
+    read; docs/langgraph.md, "What the engine reads from messages", shows each kind of
+    content), anything else JSON, dumped as vLLM's decisions endpoint dumps it
+    (``ensure_ascii=False``) so a read built here matches one built there. Raises
+    ``InvalidStateError`` for a state ``check_state`` refuses or that is no JSON.
     """
     check_state(state)
     if isinstance(state, str):
@@ -273,7 +255,8 @@ def render_state(state: Any) -> str:
     if isinstance(state, BaseMessage):
         state = [state]
     if isinstance(state, Sequence) and state and all(isinstance(m, BaseMessage) for m in state):
-        if not any(_has_content(m) for m in state):
+        blocks = (b for m in state for b in m.content_blocks)
+        if not any(_tool_calls(m) for m in state) and not any(map(_block_has_content, blocks)):
             return ""  # nothing to read: as the empty string (see render_state)
         return "\n".join(_message_text(m) for m in state)
     try:

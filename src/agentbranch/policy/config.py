@@ -277,24 +277,20 @@ class Policy:
         """The band of one engine decision, at threshold ``take_at`` (a ``Threshold`` or
         a number; ``Threshold(None, ...)`` takes nothing). Without it, the fixed
         ``take_at`` (an ``Earned`` policy must be given the threshold in force)."""
-        if isinstance(take_at, Threshold):
-            at = take_at.take_at
-        elif take_at is not None:
-            at = take_at
-        elif isinstance(self.take_at, TrustSource):
+        if take_at is None and isinstance(self.take_at, TrustSource):
             raise ConfigurationError(
                 "Policy(take_at=Earned(...)).band() needs the threshold in force: "
                 "band(decision, policy.threshold(qid, question, decision))"
             )
-        else:
-            at = self.take_at
+        at = self.take_at if take_at is None else take_at
+        at = at.take_at if isinstance(at, Threshold) else at
         if self.review_below is not None and decision.confidence < self.review_below:
             return "review"
-        if at is None:
-            return "fallback"
-        if decision.confidence >= at and _mass_ok(decision.label_mass, self.min_label_mass):
-            return "take"
-        return "fallback"
+        # An unknown label mass (``None``) clears only a floor of 0: a floor asks for a
+        # mass nobody reported, so it fails closed.
+        mass = decision.label_mass
+        mass_ok = self.min_label_mass <= 0.0 if mass is None else mass >= self.min_label_mass
+        return "take" if at is not None and decision.confidence >= at and mass_ok else "fallback"
 
     def targets(self) -> list[str]:
         """Node names this policy may route to besides the options' nodes."""
@@ -358,11 +354,3 @@ def question_text(qid: str, question: Question) -> str:
     """The question as the engine asks it (its instructions as text). ``qid`` is kept
     for callers; the question was validated when its node or tool was built."""
     return instructions_text(question)
-
-
-def _mass_ok(label_mass: float | None, floor: float) -> bool:
-    """Whether ``label_mass`` clears ``floor``; an unknown mass (``None``) clears only a
-    floor of 0: a floor asks for a mass nobody reported, so it fails closed."""
-    if label_mass is None:
-        return floor <= 0.0
-    return label_mass >= floor

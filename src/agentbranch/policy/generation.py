@@ -18,6 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentbranch.core import _telemetry as telemetry
@@ -59,9 +60,7 @@ def generation_messages(fb: Generate, qid: str, question: Question, state_text: 
     from langchain_core.messages import HumanMessage, SystemMessage
 
     spec = to_spec(qid, question)
-    lines = []
-    for name, desc in zip(spec.options, spec.descriptions):
-        lines.append(f"- {name}" + (f": {desc}" if desc else ""))
+    lines = [f"- {o}: {d}" if d else f"- {o}" for o, d in zip(spec.options, spec.descriptions)]
     system = (fb.instructions + "\n\n" if fb.instructions else "") + (
         "Answer the question about the input with exactly one of the allowed options. "
         'Reply with JSON only: {"label": "<option>"}.'
@@ -167,13 +166,13 @@ def _loose(text: str) -> str:
     return text.strip().strip("\"'`.").strip().casefold()
 
 
+@dataclass
 class Expired:
     """What ``invoke_within`` returns when the model did not answer within its time
     (``made``), or was not called at all because earlier calls are still stuck."""
 
-    def __init__(self, message: str, made: bool = True) -> None:
-        self.message = message
-        self.made = made
+    message: str
+    made: bool = True
 
 
 #: Calls given up on that are still running (sync path): past ``MAX_STUCK`` of them new
@@ -266,16 +265,13 @@ def _invoke_within(model: Any, messages: list[Any], timeout_s: float | None) -> 
 
 
 def fallback_record(rec: DecisionRecord, label: str, model: Any, reply: Any) -> DecisionRecord:
-    out = dict(rec)
-    out["label"] = label
-    out["decided_by"] = "fallback"
-    out["fallback"] = {
+    fallback = {
         "kind": "generate",
         "model": model_name(model),
         "reply": str(getattr(reply, "content", reply))[:500],
         "constrained": constrained_by(reply),
     }
-    return out
+    return {**rec, "label": label, "decided_by": "fallback", "fallback": fallback}
 
 
 def constrained_by(reply: Any) -> str | None:
@@ -316,8 +312,11 @@ async def aask(engine: Engine, call: TeacherCall, invoke: Callable[[Any], Awaita
 class _NoAnswer(Exception):
     """Carries an ``Expired`` call past the cassette (a non-answer is never recorded)."""
 
-    def __init__(self, expired: Expired) -> None:
-        self.expired = expired
+
+def _answered(got: Any) -> Any:
+    if isinstance(got, Expired):
+        raise _NoAnswer(got)
+    return got
 
 
 def generate(engine: Engine, fb: Generate, qid: str, messages: list[Any], options: Any) -> Any:
@@ -325,17 +324,10 @@ def generate(engine: Engine, fb: Generate, qid: str, messages: list[Any], option
     can enforce them, ``constrained_to``) within ``fb.timeout_s`` (``Expired`` when it
     runs out), through the engine's cassette if any."""
     call = TeacherCall("generate", qid, constrained_to(fb.model, options), messages)
-
-    def invoke(model: Any) -> Any:
-        got = invoke_within(model, messages, fb.timeout_s, qid)
-        if isinstance(got, Expired):
-            raise _NoAnswer(got)
-        return got
-
     try:
-        return ask(engine, call, invoke)
+        return ask(engine, call, lambda m: _answered(invoke_within(m, messages, fb.timeout_s, qid)))
     except _NoAnswer as e:
-        return e.expired
+        return e.args[0]
 
 
 async def agenerate(
@@ -345,15 +337,12 @@ async def agenerate(
     call = TeacherCall("generate", qid, constrained_to(fb.model, options), messages)
 
     async def invoke(model: Any) -> Any:
-        got = await ainvoke_within(model, messages, fb.timeout_s, qid)
-        if isinstance(got, Expired):
-            raise _NoAnswer(got)
-        return got
+        return _answered(await ainvoke_within(model, messages, fb.timeout_s, qid))
 
     try:
         return await aask(engine, call, invoke)
     except _NoAnswer as e:
-        return e.expired
+        return e.args[0]
 
 
 def model_name(model: Any) -> str:

@@ -122,17 +122,10 @@ def records_for_error(
         ):
             raise error
         records[question_id] = error_record(question_id, q, error, p, reader)
+    log = logging.getLogger("agentbranch")
     for rec in records.values():
-        telemetry.event(
-            logging.getLogger("agentbranch"),
-            logging.WARNING,
-            "agentbranch.decision.error",
-            question_id=rec["question_id"],
-            decided_by=rec["decided_by"],
-            label=rec["label"],
-            goto=rec["goto"],
-            error=rec["error"],
-        )
+        logged = {k: rec[k] for k in ("question_id", "decided_by", "label", "goto", "error")}
+        telemetry.event(log, logging.WARNING, "agentbranch.decision.error", **logged)
     return records
 
 
@@ -164,16 +157,10 @@ def langgraph_thread() -> str | None:
 
 def decision_identity(question_id: str, state_text: str, thread: str | None = None) -> str:
     """The identity of the decision on ``question_id`` about ``state_text`` (the rendered
-    state the engine read) in LangGraph thread ``thread``.
-
-    ``sha256(question id, thread id, rendered state)``: a retried node, a resumed graph
+    state the engine read) in LangGraph thread ``thread``: a retried node, a resumed graph
     or a redelivered message is the same decision, so ``Earned`` counts its teacher label
-    once. The node and its task id are deliberately not part of it (a task id changes on
-    every re-invocation; two nodes asking the same question of the same text make one
-    observation). Without a thread every repeat of the same text counts once; across
-    threads a genuine repeat counts again (docs/earned_method.md, "What counts as one
-    label").
-    """
+    once (docs/earned_method.md, "What counts as one label": why neither the node nor its
+    task id is part of it)."""
     blob = json.dumps([question_id, thread, state_text], ensure_ascii=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 

@@ -16,6 +16,7 @@ path, read in order.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import logging
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentbranch.core import _telemetry as telemetry
 from agentbranch.core.any_of import AnyOf, member_questions, set_record
-from agentbranch.core.decisions import Decision, Decisions
+from agentbranch.core.decisions import Decision
 from agentbranch.core.errors import ConfigurationError, FallbackError
 from agentbranch.core.questions import Question, validate_questions
 from agentbranch.core.state import render_state
@@ -44,6 +45,7 @@ from agentbranch.policy.config import (
 from agentbranch.policy.generation import (
     Expired,
     agenerate,
+    ask,
     fallback_record,
     generate,
     generation_messages,
@@ -135,11 +137,10 @@ def _resolve_many(
     else:
         # learning hook: each learning question's version in force is what is asked (a
         # learning question may embed the state or read its store: off the event loop)
-        looked = (
-            (yield offload(_ask, engine, questions, policy, texts))
-            if learns
-            else _ask(engine, questions, policy, texts)
-        )
+        def ask() -> list[Looked]:
+            return [_asked(engine, questions, policy, t) for t in texts]
+
+        looked = (yield offload(ask)) if learns else ask()
         reads = [r for _, r, _ in looked]
         try:
             if batched:
@@ -156,8 +157,12 @@ def _resolve_many(
         except BaseException as e:  # noqa: BLE001 - re-raised unless the policy handles it
             out = _failed(e, engine, questions, policy, texts)
         else:
-            if earned:  # a due store re-read is blocking I/O: off the event loop
-                yield on_async_only(_thresholds_now, policy, batch, looked)
+            # A due store re-read is blocking I/O: the async path does it off the event loop
+            # now (the sync path does it inline, while banding).
+            if earned:
+                yield Call(
+                    lambda *a: None, asyncio.to_thread, _thresholds_now, policy, batch, looked
+                )
             out = [
                 _banded(engine, policy, text, decisions, got)
                 for text, decisions, got in zip(texts, batch, looked, strict=True)
@@ -182,24 +187,7 @@ def _resolve_many(
     return out
 
 
-def identify(records: dict[str, DecisionRecord], policy: PolicyArg, text: str) -> None:
-    """Give each decision of an ``Earned`` question its identity (``decision_id``;
-    ``agentbranch.policy.records.decision_identity``), so its teacher labels count once."""
-    earned = [q for q in records if policy_for(policy, q).earned is not None]
-    if not earned:
-        return
-    thread = langgraph_thread()
-    for question_id in earned:
-        records[question_id]["decision_id"] = decision_identity(question_id, text, thread)
-
-
 Looked = tuple[dict[str, Question], dict[str, Question], dict[str, Asked]]
-
-
-def _ask(
-    engine: Engine, questions: Mapping[str, Question], policy: PolicyArg, texts: list[Any]
-) -> list[Looked]:
-    return [_asked(engine, questions, policy, t) for t in texts]
 
 
 def _asked(
@@ -215,8 +203,6 @@ def _asked(
         trust = policy_for(policy, question_id).trust
         if trust.asks_versions:
             sources.setdefault(id(trust), (trust, {}))[1][question_id] = q
-    if not sources:
-        return asked, reads, {}
     said: dict[str, Asked] = {}
     for trust, theirs in sources.values():
         said.update(trust.asked(engine, theirs, text))
@@ -242,14 +228,27 @@ def _banded(
     engine: Engine, policy: PolicyArg, text: str | None, decisions: Any, looked: Looked
 ) -> Resolution:
     asked, _, said = looked
-    records, pending = band_all(decisions, asked, policy, thresholds_for(engine, text))
-    identify(records, policy, text or "")
+    out = Resolution(text, {}, asked)
+    cassette = cassette_of(engine)
+    for question_id, q in asked.items():
+        d, p = decisions[question_id], policy_for(policy, question_id)
+        threshold = _threshold(cassette, text, question_id, q, d, p)
+        band = p.band(d, threshold)
+        out.records[question_id] = engine_record(d, q, band=band, threshold=threshold)
+        if band != "take":
+            out.pending[band].append(question_id)
+    # Each decision of an ``Earned`` question gets its identity, so its teacher labels
+    # count once (``decision_identity``).
+    earned = [q for q in out.records if policy_for(policy, q).earned is not None]
+    thread = langgraph_thread() if earned else None
+    for question_id in earned:
+        out.records[question_id]["decision_id"] = decision_identity(question_id, text or "", thread)
     for question_id, a in said.items():  # the read that decided, for audits and replays
-        policy_for(policy, question_id).trust.mark(records[question_id], a)
-    # The banded records of ``Earned`` questions, copied before review and fallbacks run:
-    # the engine's first read, which the labels they obtain are evidence about.
-    banded = {q: dict(r) for q, r in records.items() if policy_for(policy, q).earned is not None}
-    return Resolution(text, records, asked, pending, banded)
+        policy_for(policy, question_id).trust.mark(out.records[question_id], a)
+    # Their banded records, copied before review and fallbacks run: the engine's first
+    # read, which the labels they obtain are evidence about.
+    out.banded = {q: dict(out.records[q]) for q in earned}
+    return out
 
 
 def _thresholds_now(policy: PolicyArg, batch: list[Any], looked: list[Looked]) -> None:
@@ -265,27 +264,22 @@ def _thresholds_now(policy: PolicyArg, batch: list[Any], looked: list[Looked]) -
 # policy's trust source. Audited takes reach it from ``agentbranch.policy.auditing.shadow``.
 
 
-def label_of(final: DecisionRecord) -> tuple[str, str] | None:
-    """``(source, teacher label)`` when the resolution gave a label, else ``None``."""
-    fallback = final.get("fallback") or {}
-    if final.get("decided_by") == "fallback" and fallback.get("kind") == "generate":
-        return "fallback", final["label"]
-    if final.get("decided_by") == "human":
-        return "review", final["label"]
-    return None
-
-
 def _collect(policy: PolicyArg, out: list[Resolution]) -> None:
     """Give the labels each resolution obtained to each question's trust source, with
     the engine's first read and the state read (a learning policy keeps it)."""
     for r in out:
         for question_id, first in r.banded.items():
-            got = label_of(r.records[question_id])
-            if got is None:
+            final = r.records[question_id]
+            generated = (final.get("fallback") or {}).get("kind") == "generate"
+            if final.get("decided_by") == "human":
+                source = "review"
+            elif final.get("decided_by") == "fallback" and generated:
+                source = "fallback"
+            else:  # no label: taken, a GotoNode, a MoreDraws re-read
                 continue
             chosen = policy_for(policy, question_id)
             audit_rate = chosen.audit.rate if chosen.audit is not None else 0.0
-            label = TeacherLabel(got[1], got[0], 1.0, state=r.state, audit_rate=audit_rate)
+            label = TeacherLabel(final["label"], source, 1.0, state=r.state, audit_rate=audit_rate)
             chosen.trust.observe_label(question_id, r.asked[question_id], first, label)
 
 
@@ -343,10 +337,8 @@ def fallback_steps(
             _ended(span, qid, teacher, started, None)
             return fallback_record(rec, label, fb.model, reply)
         else:
-            out = dict(rec)
-            out.update(goto=fb.node, decided_by="fallback_node")
-            out["fallback"] = {"kind": "goto", "node": fb.node}
-            return out
+            goto = {"goto": fb.node, "decided_by": "fallback_node"}
+            return {**rec, **goto, "fallback": {"kind": "goto", "node": fb.node}}
     raise FallbackError(
         f"question {qid!r}: confidence {rec['confidence']:.3f} is below take_at="
         f"{threshold.take_at} ({threshold.trust}) and no fallback resolved it: " + "; ".join(errors)
@@ -363,14 +355,6 @@ def _ended(
     telemetry.teacher_span(span, qid, "fallback", teacher, took, error)
 
 
-#: ``threshold(question_id, question, decision, policy)``: the threshold in force.
-ThresholdFn = Callable[[str, Question, Decision, Policy], Threshold]
-
-
-def live(question_id: str, question: Question, decision: Decision, policy: Policy) -> Threshold:
-    return policy.threshold(question_id, question, decision)
-
-
 def cassette_of(engine: Engine) -> Any:
     """The replay cassette the engine's reader (or a reader it wraps) reads through."""
     for reader in engine.reader.chain():
@@ -379,85 +363,46 @@ def cassette_of(engine: Engine) -> Any:
     return None
 
 
-def thresholds_for(engine: Engine, state: Any) -> ThresholdFn:
-    """The threshold source for one resolution of ``state``."""
-    cassette = cassette_of(engine)
-    if cassette is None:
-        return live
-    from agentbranch.policy.generation import state_text
-
+def _threshold(
+    cassette: Any, state: Any, question_id: str, question: Question, decision: Decision, p: Policy
+) -> Threshold:
+    """The threshold in force; an ``Earned`` one recorded and replayed by ``cassette``."""
+    if cassette is None or p.earned is None:
+        return p.threshold(question_id, question, decision)
     text = state_text(state)
+    blob = json.dumps([question_id, question.model_dump(mode="json"), text], sort_keys=True)
+    key = "earned:" + hashlib.sha256(blob.encode()).hexdigest()[:24]
 
-    def recorded(
-        question_id: str, question: Question, decision: Decision, policy: Policy
-    ) -> Threshold:
-        if policy.earned is None:
-            return live(question_id, question, decision, policy)
-        blob = json.dumps([question_id, question.model_dump(mode="json"), text], sort_keys=True)
-        key = "earned:" + hashlib.sha256(blob.encode()).hexdigest()[:24]
+    def now() -> dict[str, Any]:
+        t = p.threshold(question_id, question, decision)
+        return {"take_at": t.take_at, "trust": t.trust}
 
-        def now() -> dict[str, Any]:
-            t = live(question_id, question, decision, policy)
-            return {"take_at": t.take_at, "trust": t.trust}
-
-        got = cassette.threshold(key, now)
-        return Threshold(got["take_at"], got["trust"])
-
-    return recorded
-
-
-def band_all(
-    decisions: Decisions,
-    questions: Mapping[str, Question],
-    policy: PolicyArg,
-    thresholds: ThresholdFn = live,
-) -> tuple[dict[str, DecisionRecord], dict[str, list[str]]]:
-    """One record per question, and the ids still pending in the review and fallback
-    bands (taken answers are final). ``thresholds`` gives the threshold in force
-    (``live``, or recorded with a replay cassette: ``thresholds_for``)."""
-    records: dict[str, DecisionRecord] = {}
-    pending: dict[str, list[str]] = {"review": [], "fallback": []}
-    for question_id, q in questions.items():
-        d = decisions[question_id]
-        p = policy_for(policy, question_id)
-        threshold = thresholds(question_id, q, d, p)
-        band = p.band(d, threshold)
-        records[question_id] = engine_record(d, q, band=band, threshold=threshold)
-        if band != "take":
-            pending[band].append(question_id)
-    return records, pending
+    got = cassette.threshold(key, now)
+    return Threshold(got["take_at"], got["trust"])
 
 
 #: Set on a reviewer whose answers the graph itself records and gives again on replay.
 ANSWERED_BY_THE_GRAPH = "agentbranch_answered_by_the_graph"
 
 
-def review_all(
-    records: dict[str, DecisionRecord],
-    pending: list[str],
-    review: ReviewFn | None,
-    engine: Engine = None,
-    state: Any = None,
-) -> None:
-    """Ask ``review`` for each pending question id and record the validated answer
-    (through ``engine``'s replay cassette, if any).
+def review_all(resolved: Resolution, review: ReviewFn | None, engine: Engine) -> None:
+    """Ask ``review`` for each question of ``resolved`` in the review band and record the
+    validated answer (through ``engine``'s replay cassette, if any).
 
     Reviews run before any fallback: a resumed LangGraph node re-runs from its start, so a
     fallback model called before an interrupt would be called twice."""
-    for question_id in pending:
+    for question_id in resolved.pending["review"]:
         if review is None:
             raise ConfigurationError(
                 f"question {question_id!r} is in the review band but no reviewer is configured"
             )
-        rec = records[question_id]
+        rec = resolved.records[question_id]
         payload = review_payload(rec)
-        if engine is None or getattr(review, ANSWERED_BY_THE_GRAPH, False):
+        if getattr(review, ANSWERED_BY_THE_GRAPH, False):
             answer = review(payload)
         else:
-            from agentbranch.policy.generation import ask, state_text
-
             call = TeacherCall(
-                "review", question_id, review, {"state": state_text(state), **payload}
+                "review", question_id, review, {"state": state_text(resolved.state), **payload}
             )
             answer = ask(engine, call, lambda fn, shown=payload: fn(shown))
         if answer not in rec["options"]:
@@ -473,7 +418,8 @@ T = TypeVar("T")
 
 
 class Call:
-    """One engine or model call of the steps, runnable sync or async."""
+    """One engine or model call of the steps, runnable sync (``run()``) or async
+    (``await arun()``)."""
 
     def __init__(
         self,
@@ -482,13 +428,8 @@ class Call:
         *args: Any,
         **kwargs: Any,
     ) -> None:
-        self.sync, self.async_, self.args, self.kwargs = sync, async_, args, kwargs
-
-    def run(self) -> Any:
-        return self.sync(*self.args, **self.kwargs)
-
-    async def arun(self) -> Any:
-        return await self.async_(*self.args, **self.kwargs)
+        self.run = functools.partial(sync, *args, **kwargs)
+        self.arun = functools.partial(async_, *args, **kwargs)
 
 
 Steps = Generator[Call, Any, T]
@@ -497,15 +438,7 @@ Steps = Generator[Call, Any, T]
 def offload(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Call:
     """Blocking work (a store read or write): inline on the sync path, in a worker
     thread on the async one, so the event loop never waits on it."""
-    return Call(fn, lambda *a, **k: asyncio.to_thread(fn, *a, **k), *args, **kwargs)
-
-
-def on_async_only(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Call:
-    """Work the sync path does inline later anyway (``fn`` warms it up): nothing on the
-    sync path, ``fn`` in a worker thread on the async one."""
-    return Call(
-        lambda *a, **k: None, lambda *a, **k: asyncio.to_thread(fn, *a, **k), *args, **kwargs
-    )
+    return Call(fn, functools.partial(asyncio.to_thread, fn), *args, **kwargs)
 
 
 class _Done:
@@ -596,18 +529,13 @@ class Resolver:
         """The resolving steps (``agentbranch.policy.resolving``) for one state."""
 
         def review(out: list[Resolution]) -> None:
-            first = out[0]
-            review_all(
-                first.records, first.pending["review"], self.review, self.engine, first.state
-            )
+            review_all(out[0], self.review, self.engine)
 
         steps = resolve_many(
             self.engine, self._asked, self._policies, [state], review=review, batched=False
         )
         (resolved,) = yield from steps
         records = resolved.records
-        if self._asked is self.questions:  # (no sets)
-            return records
         return {
             qid: set_record(qid, q, records) if isinstance(q, AnyOf) else records[qid]
             for qid, q in self.questions.items()
