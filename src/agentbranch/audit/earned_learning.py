@@ -108,15 +108,13 @@ def _ece(reported: Sequence[tuple[float, bool, float, bool]]) -> float:
         return float("nan")
     bins: dict[int, list[float]] = {}
     for p, right, w, _ in reported:
-        b = bins.setdefault(min(int(p * ECE_BINS), ECE_BINS - 1), [0.0, 0.0, 0.0])
-        b[0], b[1], b[2] = b[0] + w, b[1] + w * p, b[2] + (w if right else 0.0)
-    return sum(abs(said - right) for _, said, right in bins.values()) / total
+        b = bins.setdefault(min(int(p * ECE_BINS), ECE_BINS - 1), [0.0, 0.0])
+        b[0], b[1] = b[0] + w * p, b[1] + (w if right else 0.0)
+    return sum(abs(said - right) for said, right in bins.values()) / total
 
 
 def _share(rows: Sequence[EvidenceRow]) -> float:
-    if not rows:
-        return float("nan")
-    return sum(r.correct for r in rows) / len(rows)
+    return sum(r.correct for r in rows) / len(rows) if rows else float("nan")
 
 
 def _coverage(rows: Sequence[EvidenceRow], audited: bool) -> float:
@@ -167,8 +165,7 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
     # open, or a newer one fed beside it that holds a threshold now: ``Ladder.adopt``).
     ladder = Ladder()
     known = {v.version: v for v in versions}
-    top = max(known)
-    ladder.rungs = [Rung(j, 0 if j == 0 else refit_at(j)) for j in range(top + 1)]
+    ladder.rungs = [Rung(j, 0 if j == 0 else refit_at(j)) for j in range(max(known) + 1)]
     opened = [r for r in deciding if r.record.take_at is not None]
     ladder.in_force = opened[-1].record.version if opened else 0
     holds = [r.index in known and known[r.index].take_at is not None for r in ladder.fed]
@@ -232,14 +229,14 @@ def learning(groups: Mapping[str, list[EvidenceRow]], reports: Mapping[str, Any]
     by_question: dict[tuple, list[EvidenceRow]] = {}
     for rows in groups.values():
         for r in rows:
-            if r.record is not None and getattr(r.record, "version", None) is not None:
+            if r.record is not None and r.record.version is not None:
                 by_question.setdefault((r.question_id, r.reader, r.model), []).append(r)
-    out = {}
-    for (question_id, reader, model), rows in sorted(
-        by_question.items(), key=lambda kv: str(kv[0])
-    ):
-        out[f"{question_id} ({reader}, {model})"] = _question(rows, reports)
-    return out
+    return {
+        f"{question_id} ({reader}, {model})": _question(rows, reports)
+        for (question_id, reader, model), rows in sorted(
+            by_question.items(), key=lambda kv: str(kv[0])
+        )
+    }
 
 
 __all__ = [

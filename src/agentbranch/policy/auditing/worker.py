@@ -103,14 +103,12 @@ class Deadline:
         if self.timeout is None:
             return fn()
         stuck = getattr(self._mine, "stuck", None)
-        if stuck is not None:
-            if stuck.is_alive():
-                raise TeacherStuck(
-                    f"the teacher has not answered a call made "
-                    f"{time.monotonic() - self._mine.since:.0f} s ago (Audit(timeout="
-                    f"{self.timeout:g})); audits fail until it does"
-                )
-            self._mine.stuck = None
+        if stuck is not None and stuck.is_alive():
+            raise TeacherStuck(
+                f"the teacher has not answered a call made "
+                f"{time.monotonic() - self._mine.since:.0f} s ago (Audit(timeout="
+                f"{self.timeout:g})); audits fail until it does"
+            )
         box: dict[str, Any] = {}
 
         def run() -> None:
@@ -152,9 +150,9 @@ class AuditWorker:
         self.warnings = RateLimitedLog(log)
         finish_at_exit(self._finish_at_exit, order=AUDITS)
 
-    def count(self, field: str, n: int = 1) -> None:
+    def count(self, field: str) -> None:
         with self._lock:
-            setattr(self.stats, field, getattr(self.stats, field) + n)
+            setattr(self.stats, field, getattr(self.stats, field) + 1)
 
     def submit(self, job: Job) -> bool:
         """Queue ``job``; ``False`` (and counted as dropped) when the queue is full."""
@@ -206,25 +204,18 @@ class AuditWorker:
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every queued job has run; ``False`` if ``timeout`` passed first."""
-        deadline = None if timeout is None else time.monotonic() + timeout
         done = self._queue.all_tasks_done
         with done:
-            while self._queue.unfinished_tasks:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return False
-                done.wait(remaining)
-        return True
+            return done.wait_for(lambda: not self._queue.unfinished_tasks, timeout)
 
     def _finish_at_exit(self, deadline: float) -> None:
         """Run what is queued before the process stops the daemon threads."""
         if not self._threads or self.flush(max(0.0, deadline - time.monotonic())):
             return  # an idle worker waiting on its queue is safe to stop
-        left = self._queue.unfinished_tasks
         log.warning(
             "agentbranch.audit: %d audit job(s) still unfinished at exit after the "
             "exit wait; they are lost (call audit.flush() before exiting to wait longer)",
-            left,
+            self._queue.unfinished_tasks,
         )
 
     def close(self, timeout: float | None = None) -> bool:
@@ -266,12 +257,11 @@ class JsonlSink:
     def write(self, record: AuditRecord) -> None:
         # allow_nan=False: a line the loader refuses is worse than a failed write.
         line = json.dumps(record, ensure_ascii=False, default=str, allow_nan=False) + "\n"
-        data = line.encode("utf-8")
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             append_regular(
                 self.path,
-                data,
+                line.encode("utf-8"),
                 lambda mode: ConfigurationError(
                     f"audit sink {self.path} is {kind(mode)}, not a regular file; give a "
                     ".jsonl file path"
