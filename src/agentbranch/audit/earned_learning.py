@@ -187,10 +187,8 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
             )
         )
     # Each time the deciding version changes (a version may decide again later).
-    began: list[list[int]] = []
-    for i, r in enumerate(deciding):
-        if not began or began[-1][0] != r.record.version:
-            began.append([r.record.version, i])
+    by = [r.record.version for r in deciding]
+    began = [[j, i] for i, j in enumerate(by) if i == 0 or by[i - 1] != j]
     now = known.get(reads.index)
     reported = _reported(rows)
     return QuestionLearning(

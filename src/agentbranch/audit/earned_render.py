@@ -209,13 +209,14 @@ def _target(q: QuestionTrust) -> str:
     )
 
 
+def _next_look(q: QuestionTrust) -> str:
+    if q.next_look_at is None or q.epoch_labels is None:
+        return ""
+    return f"; next look at {q.next_look_at} labels (now {q.epoch_labels})"
+
+
 def _why(q: QuestionTrust) -> str | None:
-    if q.why is None:
-        return None
-    why = q.why
-    if q.next_look_at is not None and q.epoch_labels is not None:
-        why += f"; next look at {q.next_look_at} labels (now {q.epoch_labels})"
-    return f"{why} [{test_of(q.why)}]"
+    return None if q.why is None else f"{q.why}{_next_look(q)} [{test_of(q.why)}]"
 
 
 def _labels(q: QuestionTrust) -> str:
@@ -255,9 +256,7 @@ def _when(q: QuestionTrust) -> str:
         return "suspended: its due audits stopped arriving"
     if q.trust == "withdrawn":
         return "withdrawn: " + (_events(q)[-1] if q.events else "drift")
-    if q.next_look_at is not None and q.epoch_labels is not None:
-        return f"not shown yet; next look at {q.next_look_at} labels (now {q.epoch_labels})"
-    return "not shown yet"
+    return "not shown yet" + _next_look(q)
 
 
 def summary_table(report: EarnedReport) -> Any:

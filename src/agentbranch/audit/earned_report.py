@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from agentbranch.audit import earned_now
+from agentbranch.audit.earned_learning import learning
 from agentbranch.audit.earned_sources import EvidenceRow, evidence_rows
 from agentbranch.audit.estimates import COUNT_LEVEL, DecisionsEstimate, decisions_estimate
 from agentbranch.audit.report import json_safe
@@ -322,8 +323,6 @@ def earned_report(
                         None if held else st.take_at, source.precision, groups[key]
                     ),
                 )
-    from agentbranch.audit.earned_learning import learning
-
     learned = learning(groups, questions)
     # Learned versions in order (v0, v1, ...), each question's together.
     versions = {v.key: v.version for lq in learned.values() for v in lq.versions}
@@ -334,13 +333,10 @@ def earned_report(
         )
     )
     first = next(iter(questions.values()), None)  # (every question has its target)
-    if first is not None:
-        shown = (first.target.precision, first.target.level)
-    else:
-        shown = asked or (earned_now.DEFAULT_PRECISION, earned_now.DEFAULT_LEVEL)
+    default = asked or (earned_now.DEFAULT_PRECISION, earned_now.DEFAULT_LEVEL)
+    shown = default if first is None else (first.target.precision, first.target.level)
     lost = labels_lost(source) if isinstance(source, Earned) else None  # the process's own
-    asked_at = None if asked is None else asked[0]
-    return EarnedReport(shown[0], shown[1], questions, asked_at, learned, lost)
+    return EarnedReport(*shown, questions, None if asked is None else asked[0], learned, lost)
 
 
 __all__ = [

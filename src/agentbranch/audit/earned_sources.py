@@ -5,6 +5,7 @@ store is reported on in a fraction of its size in memory."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Mapping
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentbranch.core.audit_records import check_record, load_records
 from agentbranch.core.errors import ConfigurationError, InvalidFileError
 from agentbranch.core.files import is_evidence_schema
 from agentbranch.policy.earned import (
@@ -146,14 +148,12 @@ def _check_sqlite_store(path: str) -> None:
     an error, and it stays untouched (opening it as a store would create tables)."""
     import sqlite3
 
+    uri = f"{Path(path).resolve().as_uri()}?mode=ro"
     try:
-        con = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
-        try:
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as con:
             found = con.execute(
                 "select 1 from sqlite_master where type = 'table' and name = 'store'"
             ).fetchone()
-        finally:
-            con.close()
     except sqlite3.Error as e:
         raise ConfigurationError(f"cannot read evidence from {path}: {e}") from None
     if not found:
@@ -266,8 +266,6 @@ def evidence_rows(source: Any) -> list[EvidenceRow]:
                 f"no evidence file at {path}; Earned(store='...jsonl') writes one"
             )
         if not is_evidence_file(path):
-            from agentbranch.audit.report import load_records
-
             return evidence_rows(load_records(path))
         source = JsonlEvidenceStore(path)
     if isinstance(source, Earned):
@@ -291,8 +289,6 @@ def evidence_rows(source: Any) -> list[EvidenceRow]:
             except ValueError as e:
                 raise InvalidFileError(f"record {i} is not an evidence record: {e}") from None
         elif isinstance(rec, Mapping):
-            from agentbranch.audit.report import check_record
-
             row = _from_audit(check_record(rec, f"record {i}"), f"record {i}")
             if row is not None:
                 rows.append(row)

@@ -37,14 +37,14 @@ def _digits(level: float) -> int:
 def percent(level: float) -> str:
     """``level`` as a person writes it: ``"95%"``, ``"99.6%"`` (never ``"100%"`` for
     a level below 1)."""
-    if not 0.0 < level < 1.0 or not math.isfinite(level):
+    if not 0.0 < level < 1.0:  # (NaN and infinities too)
         return f"{level:.0%}"
     return f"{100.0 * level:.{_digits(level)}f}%"
 
 
 def level_text(level: float) -> str:
     """``level`` as a fraction, rounded the same way: ``"0.95"``, ``"0.9"``, ``"0.996"``."""
-    if not 0.0 < level < 1.0 or not math.isfinite(level):
+    if not 0.0 < level < 1.0:
         return f"{level:g}"
     return f"{round(level, _digits(level) + 2):g}"
 

@@ -223,8 +223,6 @@ class AuditWorker:
         time. A later ``submit`` starts new threads."""
         with self._lock:
             threads = [t for t in self._threads if t.is_alive()]
-        if not threads:
-            return True
         end = None if timeout is None else time.monotonic() + timeout
         try:
             for _ in threads:  # each thread takes one stop and returns
