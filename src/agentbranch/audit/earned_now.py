@@ -17,18 +17,16 @@ from agentbranch.policy.earned import Earned, replay
 DEFAULT_PRECISION = 0.9
 DEFAULT_LEVEL = 0.95
 
-TEST = "Learn-then-Test: one-sided exact binomial tests, thresholds walked from the top"
-#: The test that set a learned version's threshold when its anytime-valid test did
-#: (``agentbranch.policy.earned.learn.eprocess``: the reason says "anytime-valid test").
-ANYTIME_TEST = (
-    "Anytime-valid betting test: e-processes checked after every label, thresholds walked "
-    "down from entries chosen on the version's pre-fit labels"
-)
-
 
 def test_of(why: str) -> str:
-    """The test behind a ``why`` (a reason ``from_state`` gives), in words."""
-    return ANYTIME_TEST if why.startswith("anytime-valid test") else TEST
+    """The test behind a ``why`` (a reason ``from_state`` gives), in words: a learned
+    version's anytime-valid test (``policy.earned.learn.eprocess``), else Learn-then-Test."""
+    if why.startswith("anytime-valid test"):
+        return (
+            "Anytime-valid betting test: e-processes checked after every label, thresholds "
+            "walked down from entries chosen on the version's pre-fit labels"
+        )
+    return "Learn-then-Test: one-sided exact binomial tests, thresholds walked from the top"
 
 
 @dataclass(frozen=True)
@@ -158,11 +156,9 @@ def meaning(take_at: float | None, precision: float, rows: Sequence[EvidenceRow]
 
 
 __all__ = [
-    "ANYTIME_TEST",
     "DEFAULT_LEVEL",
     "DEFAULT_PRECISION",
     "Recomputed",
-    "TEST",
     "Target",
     "WhatIf",
     "from_state",

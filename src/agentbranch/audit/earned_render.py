@@ -58,7 +58,6 @@ def earned_diagram(report: EarnedReport, path: str | os.PathLike[str]) -> Path:
         _learning_panel(ax, lq)
     versions = {v.key: v.version for lq in learning for v in lq.versions}
     for ax, q in zip(axes[:, 0], qs):
-        name = _name(q, versions)
         xs = [0.0] + [p.decisions for p in q.timeline]
         _coverage_bars(ax, xs, [p.coverage for p in q.timeline], "decisions")
         # The threshold in force: a step at every change (the events), closed = a gap.
@@ -69,19 +68,16 @@ def earned_diagram(report: EarnedReport, path: str | os.PathLike[str]) -> Path:
             elif x1 > x0:
                 ax.plot([x0, x1], [at, at], color="tab:blue", label="take_at")
             at, x0 = then, x1
-        for e in q.events:
-            if e.kind == "withdrawn":
-                ax.axvline(e.decisions, color="tab:red", linestyle="--", linewidth=1)
-        ax.set_title(
-            f"{name}: {q.trust}, take_at "
-            f"{'closed' if q.take_at is None else f'{q.take_at:g}'} "
-            f"(target {(q.target.precision if q.target else report.precision):g} at level "
-            f"{level_text(q.target.level if q.target else report.level)})",
-            fontsize=9,
-        )
+        withdrawn = [e.decisions for e in q.events if e.kind == "withdrawn"]
+        for x in withdrawn:
+            ax.axvline(x, color="tab:red", linestyle="--", linewidth=1)
+        t = q.target or report  # (both say a precision and a level)
+        now = "closed" if q.take_at is None else f"{q.take_at:g}"
+        target = f"target {t.precision:g} at level {level_text(t.level)}"
+        ax.set_title(f"{_name(q, versions)}: {q.trust}, take_at {now} ({target})", fontsize=9)
         handles, labels = ax.get_legend_handles_labels()
         legend = dict(zip(labels, handles))  # each label once
-        if any(e.kind == "withdrawn" for e in q.events):
+        if withdrawn:
             from matplotlib.lines import Line2D
 
             legend["withdrawn (drift)"] = Line2D([], [], color="tab:red", linestyle="--")
@@ -401,12 +397,11 @@ def _version(v: Any) -> str:
             )
         elif v.anytime_alpha is not None:  # (its records disagree on the entries)
             out += ": no anytime-valid walk (its records disagree on where it starts)"
-    done = []
     if v.deciding_labels:
-        done.append(f"decided {v.deciding_labels} labels, {_f(v.deciding_accuracy, 2)} right")
+        out += f"; decided {v.deciding_labels} labels, {_f(v.deciding_accuracy, 2)} right"
     if v.trial_reads:
-        done.append(f"{v.trial_reads} trial reads, {_f(v.trial_accuracy, 2)} right")
-    return out + ("; " + "; ".join(done) if done else "")
+        out += f"; {v.trial_reads} trial reads, {_f(v.trial_accuracy, 2)} right"
+    return out
 
 
 def learning_rows(lq: Any) -> list[tuple[str, str]]:

@@ -12,7 +12,7 @@ from typing import Any
 from agentbranch.audit import earned_now
 from agentbranch.audit.earned_learning import learning
 from agentbranch.audit.earned_sources import EvidenceRow, evidence_rows
-from agentbranch.audit.estimates import COUNT_LEVEL, DecisionsEstimate, decisions_estimate
+from agentbranch.audit.estimates import DecisionsEstimate, decisions_estimate
 from agentbranch.audit.report import json_safe
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.policy.earned import DriftState, Earned, labels_lost
@@ -219,7 +219,7 @@ def _question(
         model=last.model,
         labels=len(rows),
         decisions=total,
-        decisions_estimate=decisions_estimate([1.0 / r.rate for r in rows], COUNT_LEVEL),
+        decisions_estimate=decisions_estimate([1.0 / r.rate for r in rows]),
         take_at=take_at,
         trust=last.trust if now is None else now.trust,
         coverage=taken_total / total if total else 0.0,
@@ -310,18 +310,17 @@ def earned_report(
                 q = questions[key]
                 now = earned_now.from_state(st, source)
                 held = source.audit_health.suspended(q.question_id, q.reader, q.model)
+                take_at = None if held else st.take_at
                 questions[key] = replace(
                     q,
-                    take_at=None if held else st.take_at,
+                    take_at=take_at,
                     trust="learning" if held and st.take_at is not None else st.trust,
                     recomputed=True,
                     why=now.why,
                     epoch_labels=now.labels,
                     next_look_at=now.next_look_at,
                     suspended=held and st.take_at is not None,
-                    meaning=earned_now.meaning(
-                        None if held else st.take_at, source.precision, groups[key]
-                    ),
+                    meaning=earned_now.meaning(take_at, source.precision, groups[key]),
                 )
     learned = learning(groups, questions)
     # Learned versions in order (v0, v1, ...), each question's together.

@@ -53,8 +53,8 @@ class EvidenceRow:
 class Kept:
     """An evidence record as the report keeps it: every field of ``Evidence`` (read
     the same way), in slots; values that repeat from record to record (names, labels,
-    settings) shared; the labelled state's text dropped (``state`` is ``TEXT`` where
-    the record had one: the report asks only whether it did)."""
+    settings) shared; the labelled state's text dropped (``state`` holds a placeholder
+    where the record had one: the report asks only whether it did)."""
 
     __slots__ = tuple(Evidence.model_fields)
 
@@ -63,8 +63,6 @@ class Kept:
         return (self.time, self.id)
 
 
-#: What a kept record holds for a labelled state's text.
-TEXT = "(the labelled state; not kept by the report)"
 _SHARED = ("key", "question_id", "reader", "model", "source", "band", "engine_label")
 _SHARED += ("teacher_label", "trust", "written", "rate", "take_at", "floor")
 
@@ -86,7 +84,7 @@ class _Keeper:
             setattr(out, name, self.share(value) if name in _SHARED else value)
         out.options = self.share(tuple(rec.options))
         if rec.state is not None:
-            out.state = TEXT
+            out.state = "(the labelled state; not kept by the report)"
         if rec.earned is not None:
             out.earned = self.earned(rec.earned)[0]
         return out
@@ -117,7 +115,6 @@ def is_evidence_file(path: str | os.PathLike[str]) -> bool:
     return False
 
 
-_SQLITE_MAGIC = b"SQLite format 3\x00"
 _POSTGRES = ("postgres://", "postgresql://")
 
 
@@ -140,7 +137,7 @@ def _head(path: Path, size: int) -> bytes:
 
 
 def _is_sqlite(path: Path) -> bool:
-    return _head(path, 16) == _SQLITE_MAGIC
+    return _head(path, 16) == b"SQLite format 3\x00"
 
 
 def _check_sqlite_store(path: str) -> None:

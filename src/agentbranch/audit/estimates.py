@@ -15,9 +15,6 @@ from dataclasses import dataclass
 
 __all__ = ["DecisionsEstimate", "decisions_estimate", "decisions_text", "level_text", "percent"]
 
-#: The level of a count's interval (it describes the traffic, it decides nothing).
-COUNT_LEVEL = 0.95
-
 
 def _digits(level: float) -> int:
     """Decimals of ``level`` as a percentage: all of them when it has four or fewer as a
@@ -67,7 +64,7 @@ class DecisionsEstimate:
 
 def decisions_estimate(weights: Iterable[float], level: float = 0.95) -> DecisionsEstimate:
     """The decisions labels of ``weights`` (each ``1/rate``) stand for, with the
-    two-sided ``level`` interval."""
+    two-sided ``level`` interval (it describes the traffic, it decides nothing)."""
     ws = [float(w) for w in weights]
     counted = sum(1 for w in ws if w == 1.0)
     sampled = Counter(w for w in ws if w != 1.0)

@@ -12,9 +12,9 @@ from dataclasses import asdict, dataclass
 from statistics import NormalDist
 from typing import Any
 
-# check_record and load_records stay importable from here.
+# load_records stays importable from here.
 from agentbranch.calibration.diagram import check_bins
-from agentbranch.core.audit_records import check_record, check_records, load_records  # noqa: F401
+from agentbranch.core.audit_records import check_records, load_records  # noqa: F401
 from agentbranch.core.errors import ConfigurationError
 
 Record = Mapping[str, Any]

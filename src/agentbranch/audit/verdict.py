@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine
 
 __all__ = [
-    "EXIT_CODES",
     "Bounds",
     "QuestionCounts",
     "Verdict",
@@ -34,9 +33,6 @@ __all__ = [
 ]
 
 Verdict = Literal["PASS", "BLOCK", "INCONCLUSIVE"]
-
-#: The exit status of each verdict (``agentbranch verify``); 3 is an error.
-EXIT_CODES: dict[str, int] = {"PASS": 0, "BLOCK": 1, "INCONCLUSIVE": 2, "ERROR": 3}
 
 
 @dataclass(frozen=True)
@@ -100,7 +96,8 @@ class Verification:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_CODES[self.verdict]
+        """The exit status of ``agentbranch verify`` (which exits 3 on an error)."""
+        return {"PASS": 0, "BLOCK": 1, "INCONCLUSIVE": 2}[self.verdict]
 
     @property
     def risk(self) -> tuple[float, float]:
