@@ -134,8 +134,7 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
     for r in rows:
         by_version.setdefault(r.record.version, []).append(r)
     versions = []
-    for j in sorted(by_version):
-        mine = by_version[j]
+    for j, mine in sorted(by_version.items()):
         q = reports.get(mine[-1].group)
         level = q.target.level if q and q.target and q.target.origin == "policy" else None
         own = [r.record for r in mine if r.group == mine[-1].group]

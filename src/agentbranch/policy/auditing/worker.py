@@ -16,6 +16,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -109,13 +110,13 @@ class Deadline:
                 f"{time.monotonic() - self._mine.since:.0f} s ago (Audit(timeout="
                 f"{self.timeout:g})); audits fail until it does"
             )
-        box: dict[str, Any] = {}
+        answer: Future[Any] = Future()
 
         def run() -> None:
             try:
-                box["value"] = fn()
+                answer.set_result(fn())
             except BaseException as e:  # noqa: BLE001 - handed to the worker below
-                box["error"] = e
+                answer.set_exception(e)
 
         thread = threading.Thread(
             target=contextvars.copy_context().run,
@@ -131,9 +132,7 @@ class Deadline:
             raise AuditTimeout(
                 f"the teacher did not answer within {self.timeout:g} s (Audit(timeout=...))"
             )
-        if "error" in box:
-            raise box["error"]
-        return box["value"]
+        return answer.result()  # (raises what the call raised)
 
 
 class AuditWorker:
