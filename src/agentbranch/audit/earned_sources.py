@@ -227,7 +227,6 @@ def _from_audit(rec: Mapping[str, Any], where: str) -> EvidenceRow | None:
     trust = rec.get("trust")
     if trust not in TRUSTS or trust == "fixed" and rec.get("take_at") is None:
         return None
-    rate = rec.get("rate") or 1.0
     question_id = str(rec["question_id"])
     reader, model = rec.get("reader"), rec.get("model")
     time = str(rec.get("time") or "")
@@ -238,13 +237,13 @@ def _from_audit(rec: Mapping[str, Any], where: str) -> EvidenceRow | None:
         model,
         time,
         (time, str(rec.get("id") or "")),
-        "take" if rec.get("band") == "take" else str(rec.get("band")),
-        float(rate),
-        rec["teacher_label"] == rec.get("engine_label"),
+        str(rec.get("band")),
+        float(rec.get("rate") or 1.0),
+        rec["teacher_label"] == rec["engine_label"],
         rec.get("take_at"),
-        str(trust),
+        trust,
         float(rec["confidence"]),
-        "audit" if rec.get("kind") == "audit" else "fallback",
+        rec["kind"],
         _settings(rec.get("earned"), where),
     )
 
