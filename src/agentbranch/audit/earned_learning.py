@@ -108,15 +108,13 @@ def _ece(reported: Sequence[tuple[float, bool, float, bool]]) -> float:
         return float("nan")
     bins: dict[int, list[float]] = {}
     for p, right, w, _ in reported:
-        b = bins.setdefault(min(int(p * ECE_BINS), ECE_BINS - 1), [0.0, 0.0, 0.0])
-        b[0], b[1], b[2] = b[0] + w, b[1] + w * p, b[2] + (w if right else 0.0)
-    return sum(abs(said - right) for _, said, right in bins.values()) / total
+        b = bins.setdefault(min(int(p * ECE_BINS), ECE_BINS - 1), [0.0, 0.0])
+        b[0], b[1] = b[0] + w * p, b[1] + (w if right else 0.0)
+    return sum(abs(said - right) for said, right in bins.values()) / total
 
 
 def _share(rows: Sequence[EvidenceRow]) -> float:
-    if not rows:
-        return float("nan")
-    return sum(r.correct for r in rows) / len(rows)
+    return sum(r.correct for r in rows) / len(rows) if rows else float("nan")
 
 
 def _coverage(rows: Sequence[EvidenceRow], audited: bool) -> float:
@@ -136,8 +134,7 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
     for r in rows:
         by_version.setdefault(r.record.version, []).append(r)
     versions = []
-    for j in sorted(by_version):
-        mine = by_version[j]
+    for j, mine in sorted(by_version.items()):
         q = reports.get(mine[-1].group)
         level = q.target.level if q and q.target and q.target.origin == "policy" else None
         own = [r.record for r in mine if r.group == mine[-1].group]
@@ -167,8 +164,7 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
     # open, or a newer one fed beside it that holds a threshold now: ``Ladder.adopt``).
     ladder = Ladder()
     known = {v.version: v for v in versions}
-    top = max(known)
-    ladder.rungs = [Rung(j, 0 if j == 0 else refit_at(j)) for j in range(top + 1)]
+    ladder.rungs = [Rung(j, 0 if j == 0 else refit_at(j)) for j in range(max(known) + 1)]
     opened = [r for r in deciding if r.record.take_at is not None]
     ladder.in_force = opened[-1].record.version if opened else 0
     holds = [r.index in known and known[r.index].take_at is not None for r in ladder.fed]
@@ -190,10 +186,8 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
             )
         )
     # Each time the deciding version changes (a version may decide again later).
-    began: list[list[int]] = []
-    for i, r in enumerate(deciding):
-        if not began or began[-1][0] != r.record.version:
-            began.append([r.record.version, i])
+    by = [r.record.version for r in deciding]
+    began = [[j, i] for i, j in enumerate(by) if i == 0 or by[i - 1] != j]
     now = known.get(reads.index)
     reported = _reported(rows)
     return QuestionLearning(
@@ -232,14 +226,14 @@ def learning(groups: Mapping[str, list[EvidenceRow]], reports: Mapping[str, Any]
     by_question: dict[tuple, list[EvidenceRow]] = {}
     for rows in groups.values():
         for r in rows:
-            if r.record is not None and getattr(r.record, "version", None) is not None:
+            if r.record is not None and r.record.version is not None:
                 by_question.setdefault((r.question_id, r.reader, r.model), []).append(r)
-    out = {}
-    for (question_id, reader, model), rows in sorted(
-        by_question.items(), key=lambda kv: str(kv[0])
-    ):
-        out[f"{question_id} ({reader}, {model})"] = _question(rows, reports)
-    return out
+    return {
+        f"{question_id} ({reader}, {model})": _question(rows, reports)
+        for (question_id, reader, model), rows in sorted(
+            by_question.items(), key=lambda kv: str(kv[0])
+        )
+    }
 
 
 __all__ = [

@@ -11,23 +11,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentbranch.audit.earned_sources import EvidenceRow
+from agentbranch.policy.earned import Earned, replay
 
 #: The target a report uses when the records do not say it and none is asked.
 DEFAULT_PRECISION = 0.9
 DEFAULT_LEVEL = 0.95
 
-TEST = "Learn-then-Test: one-sided exact binomial tests, thresholds walked from the top"
-#: The test that set a learned version's threshold when its anytime-valid test did
-#: (``agentbranch.policy.earned.learn.eprocess``: the reason says "anytime-valid test").
-ANYTIME_TEST = (
-    "Anytime-valid betting test: e-processes checked after every label, thresholds walked "
-    "down from entries chosen on the version's pre-fit labels"
-)
-
 
 def test_of(why: str) -> str:
-    """The test behind a ``why`` (a reason ``from_state`` gives), in words."""
-    return ANYTIME_TEST if why.startswith("anytime-valid test") else TEST
+    """The test behind a ``why`` (a reason ``from_state`` gives), in words: a learned
+    version's anytime-valid test (``policy.earned.learn.eprocess``), else Learn-then-Test."""
+    if why.startswith("anytime-valid test"):
+        return (
+            "Anytime-valid betting test: e-processes checked after every label, thresholds "
+            "walked down from entries chosen on the version's pre-fit labels"
+        )
+    return "Learn-then-Test: one-sided exact binomial tests, thresholds walked from the top"
 
 
 @dataclass(frozen=True)
@@ -79,8 +78,6 @@ def target(rows: Sequence[EvidenceRow], precision: float | None, level: float | 
 
 
 def _earned(settings: Mapping[str, Any]) -> Any:
-    from agentbranch.policy.earned import Earned
-
     settings = dict(settings)
     drift_level = settings.pop("drift_level", None)
     earned = Earned(**settings, store=None, refresh_s=0.0)
@@ -93,7 +90,6 @@ def _replay(rows: Sequence[EvidenceRow], settings: Mapping[str, Any]) -> Any:
     test its records say it ran (``learn.stored.recorded_anytime``), and a learning
     question's written read with its own looks (``learn.stored.recorded_looks``), as the
     live policy runs them."""
-    from agentbranch.policy.earned import replay
     from agentbranch.policy.earned.learn.stored import recorded_anytime, recorded_looks
 
     records = [r.record for r in rows]
@@ -109,8 +105,7 @@ def recompute(rows: Sequence[EvidenceRow], tgt: Target) -> Recomputed | None:
     if not rows or any(r.record is None for r in rows):
         return None
     settings = tgt.settings or {"precision": tgt.precision, "level": tgt.level}
-    st = _replay(rows, settings)
-    return from_state(st, _earned(settings))
+    return from_state(_replay(rows, settings), _earned(settings))
 
 
 def from_state(st: Any, earned: Any) -> Recomputed:
@@ -123,9 +118,7 @@ def from_state(st: Any, earned: Any) -> Recomputed:
     else:
         looks = [e for e in st.events if e.kind == "look"]
         why = looks[-1].reason if looks and st.looks else "no look yet"
-    next_look = None
-    if st.trust in ("learning", "withdrawn"):
-        next_look = earned.looks.at(st.looks)
+    next_look = earned.looks.at(st.looks) if st.trust in ("learning", "withdrawn") else None
     opened_at = None
     if st.take_at is not None and setting and setting[-1].kind != "withdrawn":
         opened_at = setting[-1].index
@@ -138,9 +131,7 @@ def what_if(rows: Sequence[EvidenceRow], tgt: Target, precision: float, level: f
     ``"not recomputed"``)."""
     if any(r.record is None for r in rows):
         return WhatIf(precision, level, None, "not recomputed")
-    settings = dict(tgt.settings or {})
-    settings.update(precision=precision, level=level)
-    st = _replay(rows, settings)
+    st = _replay(rows, {**(tgt.settings or {}), "precision": precision, "level": level})
     return WhatIf(precision, level, st.take_at, st.trust)
 
 
@@ -165,11 +156,9 @@ def meaning(take_at: float | None, precision: float, rows: Sequence[EvidenceRow]
 
 
 __all__ = [
-    "ANYTIME_TEST",
     "DEFAULT_LEVEL",
     "DEFAULT_PRECISION",
     "Recomputed",
-    "TEST",
     "Target",
     "WhatIf",
     "from_state",

@@ -1,8 +1,7 @@
 """The earned-trust report shown: a summary line per question, a rich table per question
-(``--details``) and the threshold and coverage diagram (matplotlib).
-
-Over 500 lines: every wording of one report, summary, details and learning versions,
-kept in one place so the three say the same thing the same way.
+(``--details``) and the threshold and coverage diagram (matplotlib): every wording of
+one report kept in one place, so its summary, details and learning versions say the same
+thing the same way.
 """
 
 from __future__ import annotations
@@ -59,42 +58,30 @@ def earned_diagram(report: EarnedReport, path: str | os.PathLike[str]) -> Path:
         _learning_panel(ax, lq)
     versions = {v.key: v.version for lq in learning for v in lq.versions}
     for ax, q in zip(axes[:, 0], qs):
-        name = q.question_id if q.key not in versions else f"{q.question_id} v{versions[q.key]}"
         xs = [0.0] + [p.decisions for p in q.timeline]
         _coverage_bars(ax, xs, [p.coverage for p in q.timeline], "decisions")
         # The threshold in force: a step at every change (the events), closed = a gap.
-        at, x0, steps = None, 0.0, []
-        for e in q.events:
-            steps.append((x0, e.decisions, at))
-            at, x0 = e.take_at, e.decisions
-        steps.append((x0, xs[-1], at))
-        first_line = first_gap = True
-        for a, b, t in steps:
-            if b <= a:
-                continue
-            if t is None:
-                ax.axvspan(a, b, color="0.85", alpha=0.5, label="closed" if first_gap else None)
-                first_gap = False
-            else:
-                ax.plot([a, b], [t, t], color="tab:blue", label="take_at" if first_line else None)
-                first_line = False
-        for e in q.events:
-            if e.kind == "withdrawn":
-                ax.axvline(e.decisions, color="tab:red", linestyle="--", linewidth=1)
-        ax.set_title(
-            f"{name}: {q.trust}, take_at "
-            f"{'closed' if q.take_at is None else f'{q.take_at:g}'} "
-            f"(target {(q.target.precision if q.target else report.precision):g} at level "
-            f"{level_text(q.target.level if q.target else report.level)})",
-            fontsize=9,
-        )
+        at, x0 = None, 0.0
+        for x1, then in [*((e.decisions, e.take_at) for e in q.events), (xs[-1], None)]:
+            if x1 > x0 and at is None:
+                ax.axvspan(x0, x1, color="0.85", alpha=0.5, label="closed")
+            elif x1 > x0:
+                ax.plot([x0, x1], [at, at], color="tab:blue", label="take_at")
+            at, x0 = then, x1
+        withdrawn = [e.decisions for e in q.events if e.kind == "withdrawn"]
+        for x in withdrawn:
+            ax.axvline(x, color="tab:red", linestyle="--", linewidth=1)
+        t = q.target or report  # (both say a precision and a level)
+        now = "closed" if q.take_at is None else f"{q.take_at:g}"
+        target = f"target {t.precision:g} at level {level_text(t.level)}"
+        ax.set_title(f"{_name(q, versions)}: {q.trust}, take_at {now} ({target})", fontsize=9)
         handles, labels = ax.get_legend_handles_labels()
-        if any(e.kind == "withdrawn" for e in q.events):
+        legend = dict(zip(labels, handles))  # each label once
+        if withdrawn:
             from matplotlib.lines import Line2D
 
-            handles.append(Line2D([], [], color="tab:red", linestyle="--"))
-            labels.append("withdrawn (drift)")
-        ax.legend(handles, labels, loc="lower right", fontsize=7)
+            legend["withdrawn (drift)"] = Line2D([], [], color="tab:red", linestyle="--")
+        ax.legend(list(legend.values()), list(legend), loc="lower right", fontsize=7)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
@@ -150,14 +137,20 @@ def _f(x: float | None, digits: int = 3) -> str:
     return f"{x:.{digits}f}"
 
 
+def _coverage(q: Any) -> str:
+    """A question's (or a learning question's) coverage, overall and lately."""
+    if not math.isfinite(q.coverage):
+        return "unknown: no taken decision was audited (add Audit(rate=...))"
+    return f"{_f(q.coverage, 2)} overall, {_f(q.recent_coverage, 2)} lately"
+
+
 def _at(take_at: float | None) -> str:
     return "closed (nothing taken)" if take_at is None else f"take_at {take_at:g}"
 
 
-def title(q: QuestionTrust) -> str:
-    """The table's title: the one threshold in force."""
-    at = "nothing taken" if q.take_at is None else f"take_at {q.take_at:g} in force"
-    return f"{q.question_id}: {at} ({q.trust})"
+def _name(q: QuestionTrust, versions: dict[str, int]) -> str:
+    """The question's id, with its version for a learning question's version of the read."""
+    return q.question_id if q.key not in versions else f"{q.question_id} v{versions[q.key]}"
 
 
 def _in_force(q: QuestionTrust) -> str:
@@ -212,13 +205,14 @@ def _target(q: QuestionTrust) -> str:
     )
 
 
+def _next_look(q: QuestionTrust) -> str:
+    if q.next_look_at is None or q.epoch_labels is None:
+        return ""
+    return f"; next look at {q.next_look_at} labels (now {q.epoch_labels})"
+
+
 def _why(q: QuestionTrust) -> str | None:
-    if q.why is None:
-        return None
-    why = q.why
-    if q.next_look_at is not None and q.epoch_labels is not None:
-        why += f"; next look at {q.next_look_at} labels (now {q.epoch_labels})"
-    return f"{why} [{test_of(q.why)}]"
+    return None if q.why is None else f"{q.why}{_next_look(q)} [{test_of(q.why)}]"
 
 
 def _labels(q: QuestionTrust) -> str:
@@ -250,68 +244,53 @@ def _opened(q: QuestionTrust) -> str:
 # -- the summary: one line per question --------------------------------------------------
 
 
-def _closed_because(q: QuestionTrust) -> str:
+def _when(q: QuestionTrust) -> str:
+    """When the band opened, or why it is closed."""
+    if q.take_at is not None:
+        return "open" if q.labels_to_open is None else _opened(q)
     if q.suspended:
         return "suspended: its due audits stopped arriving"
     if q.trust == "withdrawn":
         return "withdrawn: " + (_events(q)[-1] if q.events else "drift")
-    if q.next_look_at is not None and q.epoch_labels is not None:
-        return f"not shown yet; next look at {q.next_look_at} labels (now {q.epoch_labels})"
-    return "not shown yet"
-
-
-def summary_rows(report: EarnedReport) -> list[tuple[str, str, str, str, str]]:
-    """One row per question: question, what is in force, take_at, coverage (overall /
-    lately), and when it opened or why it is closed. A learning question's row is its
-    version in force."""
-    in_force = {lq.question_id: lq for lq in report.learning.values()}
-    resting = {  # a learning question's versions not in force: in the details
-        v.key for lq in report.learning.values() for v in lq.versions if v.version != lq.in_force
-    }
-    out = []
-    for key, q in report.questions.items():
-        if key in resting:
-            continue
-        lq = in_force.get(q.question_id)
-        version = f" v{lq.in_force}" if lq is not None and lq.in_force else ""
-        now = f"{q.trust}{version}"
-        cov = f"{_f(q.coverage, 2)} / {_f(q.recent_coverage, 2)}"
-        if q.take_at is not None:
-            when = _opened(q) if q.labels_to_open is not None else "open"
-        else:
-            when = _closed_because(q)
-        at = "-" if q.take_at is None else f"{q.take_at:g}"
-        out.append((q.question_id, now, at, cov, when))
-    return out
+    return "not shown yet" + _next_look(q)
 
 
 def summary_table(report: EarnedReport) -> Any:
-    """The summary as a ``rich`` table (``summary_rows``)."""
+    """The summary as a ``rich`` table, one row per question: question, what is in force,
+    take_at, coverage (overall / lately), and when it opened or why it is closed. A
+    learning question's row is its version in force."""
     from rich.table import Table
 
     table = Table(title="in force, per question", title_justify="left")
     for name in ("question", "in force", "take_at", "coverage (all / lately)"):
         table.add_column(name, no_wrap=True)
     table.add_column("opened, or why closed", max_width=60)
-    for row in summary_rows(report):
-        table.add_row(*row)
+    in_force = {lq.question_id: lq for lq in report.learning.values()}
+    resting = {  # a learning question's versions not in force: in the details
+        v.key for lq in report.learning.values() for v in lq.versions if v.version != lq.in_force
+    }
+    for key, q in report.questions.items():
+        if key in resting:
+            continue
+        lq = in_force.get(q.question_id)
+        now = f"{q.trust} v{lq.in_force}" if lq is not None and lq.in_force else q.trust
+        cov = f"{_f(q.coverage, 2)} / {_f(q.recent_coverage, 2)}"
+        at = "-" if q.take_at is None else f"{q.take_at:g}"
+        table.add_row(q.question_id, now, at, cov, _when(q))
     return table
 
 
 def rows(q: QuestionTrust, level: float) -> list[tuple[str, str]]:
     """The table's rows for one question (the audit rows, if any, come after)."""
-    tb = q.take_band
-    level = q.target.level if q.target is not None else level
+    tb, t = q.take_band, q.target
+    level = level if t is None else t.level
     # a learned version's drift test runs at its policy's level (``drift_level``)
-    drift_level = ((q.target.settings or {}) if q.target is not None else {}).get("drift_level")
-    drift_level = level if drift_level is None else drift_level
-    out = [("in force", _in_force(q)), ("target", _target(q))]
-    why = _why(q)
-    if why is not None:
-        out.append(("why", why))
-    if q.meaning is not None:
-        out.append(("what it means", q.meaning))
-    out += [
+    drift_level = (t and t.settings or {}).get("drift_level") or level
+    out = [
+        ("in force", _in_force(q)),
+        ("target", _target(q)),
+        ("why", _why(q)),
+        ("what it means", q.meaning),
         ("labels", _labels(q)),
         (
             "audits since it opened",
@@ -323,12 +302,7 @@ def rows(q: QuestionTrust, level: float) -> list[tuple[str, str]]:
             if q.take_at is not None
             else "none: the band is not open",
         ),
-        (
-            "coverage",
-            f"{_f(q.coverage, 2)} overall, {_f(q.recent_coverage, 2)} lately"
-            if math.isfinite(q.coverage)
-            else "unknown: no taken decision was audited (add Audit(rate=...))",
-        ),
+        ("coverage", _coverage(q)),
         (
             "take_at over time",
             "  ".join(
@@ -338,22 +312,23 @@ def rows(q: QuestionTrust, level: float) -> list[tuple[str, str]]:
             ),
         ),
         ("events", "\n".join(_events(q)) or "none"),
+        ("what if", _what_if(q.what_if)),
     ]
-    if q.what_if is not None:
-        w = q.what_if
-        got = (
-            "the records cannot be replayed (audit records)"
-            if w.trust == "not recomputed"
-            else f"{w.trust}, {_at(w.take_at)}"
-        )
-        out.append(
-            (
-                "what if",
-                f"at precision {w.precision:g} (asked with --target-precision; not the "
-                f"policy's, not in force): {got}",
-            )
-        )
-    return out
+    return [(name, value) for name, value in out if value is not None]
+
+
+def _what_if(w: Any) -> str | None:
+    if w is None:
+        return None
+    got = (
+        "the records cannot be replayed (audit records)"
+        if w.trust == "not recomputed"
+        else f"{w.trust}, {_at(w.take_at)}"
+    )
+    return (
+        f"at precision {w.precision:g} (asked with --target-precision; not the policy's, "
+        f"not in force): {got}"
+    )
 
 
 def tables(
@@ -372,10 +347,9 @@ def tables(
         )
     out = []
     versions = {v.key: v.version for lq in report.learning.values() for v in lq.versions}
-    for key, q in report.questions.items():
-        name = title(q)
-        if key in versions:  # a learning question's version of the read
-            name = name.replace(f"{q.question_id}:", f"{q.question_id} v{versions[key]}:", 1)
+    for q in report.questions.values():
+        at = "nothing taken" if q.take_at is None else f"take_at {q.take_at:g} in force"
+        name = f"{_name(q, versions)}: {at} ({q.trust})"  # the one threshold in force
         out.append(
             _table(name, [*rows(q, report.level), *(extra or {}).get(q.question_id, []), *lost])
         )
@@ -423,34 +397,29 @@ def _version(v: Any) -> str:
             )
         elif v.anytime_alpha is not None:  # (its records disagree on the entries)
             out += ": no anytime-valid walk (its records disagree on where it starts)"
-    done = []
     if v.deciding_labels:
-        done.append(f"decided {v.deciding_labels} labels, {_f(v.deciding_accuracy, 2)} right")
+        out += f"; decided {v.deciding_labels} labels, {_f(v.deciding_accuracy, 2)} right"
     if v.trial_reads:
-        done.append(f"{v.trial_reads} trial reads, {_f(v.trial_accuracy, 2)} right")
-    return out + ("; " + "; ".join(done) if done else "")
+        out += f"; {v.trial_reads} trial reads, {_f(v.trial_accuracy, 2)} right"
+    return out
 
 
 def learning_rows(lq: Any) -> list[tuple[str, str]]:
     """The rows of a learning question's table."""
     now = next((v for v in lq.versions if v.version == lq.in_force), None)
     trials = [v for v in lq.versions if v.version in lq.on_trial]
+    older = [v for v in lq.versions if v.version != lq.in_force and v not in trials]
     out = [
         ("labels", f"{lq.labels} labels learned from (each with its labelled state)"),
         ("in force", "-" if now is None else _version(now)),
         ("on trial", "\n".join(_version(v) for v in trials) or "none"),
-    ]
-    if len(lq.began) > 1:
-        out.append(
-            (
-                "decided by",
-                ", ".join(f"v{j} from label {i + 1}" for j, i in lq.began),
-            )
-        )
-    older = [v for v in lq.versions if v.version != lq.in_force and v not in trials]
-    if older:
-        out.append(("earlier versions", "\n".join(_version(v) for v in older)))
-    out.append(
+        (
+            "decided by",
+            ", ".join(f"v{j} from label {i + 1}" for j, i in lq.began)
+            if len(lq.began) > 1
+            else None,
+        ),
+        ("earlier versions", "\n".join(_version(v) for v in older) or None),
         (
             "read vs teacher",
             f"share of the deciding read's labels the teacher agreed with, per block of "
@@ -461,31 +430,20 @@ def learning_rows(lq: Any) -> list[tuple[str, str]]:
             )
             if lq.curve
             else "no label with its state yet",
-        )
-    )
-    if lq.probability_labels:
-        out.append(
-            (
-                "probability",
-                f"reported with {lq.probability_labels} labelled decisions: calibration "
-                f"error {_f(lq.probability_ece, 3)} ({ECE_BINS} bins, weights 1/rate); "
-                f"a measured map on {_f(lq.probability_mapped, 2)} of them, the read's "
-                "own probability on the rest",
-            )
-        )
-    out.append(
+        ),
         (
-            "coverage",
-            f"{_f(lq.coverage, 2)} overall, {_f(lq.recent_coverage, 2)} lately"
-            if math.isfinite(lq.coverage)
-            else "unknown: no taken decision was audited (add Audit(rate=...))"
-            if lq.curve
-            else "-",
-        )
-    )
-    if lq.why is not None:
-        out.append(("why", f"{lq.why} [{test_of(lq.why)}]"))
-    return out
+            "probability",
+            f"reported with {lq.probability_labels} labelled decisions: calibration "
+            f"error {_f(lq.probability_ece, 3)} ({ECE_BINS} bins, weights 1/rate); "
+            f"a measured map on {_f(lq.probability_mapped, 2)} of them, the read's "
+            "own probability on the rest"
+            if lq.probability_labels
+            else None,
+        ),
+        ("coverage", _coverage(lq) if lq.curve or math.isfinite(lq.coverage) else "-"),
+        ("why", None if lq.why is None else f"{lq.why} [{test_of(lq.why)}]"),
+    ]
+    return [(name, value) for name, value in out if value is not None]
 
 
 def _events(q: QuestionTrust) -> list[str]:
@@ -495,7 +453,6 @@ def _events(q: QuestionTrust) -> list[str]:
 
 
 __all__ = [
-    "summary_rows",
     "summary_table",
     "diagram_path",
     "earned_diagram",
@@ -503,5 +460,4 @@ __all__ = [
     "learning_title",
     "rows",
     "tables",
-    "title",
 ]

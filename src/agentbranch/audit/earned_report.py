@@ -10,10 +10,12 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from agentbranch.audit import earned_now
+from agentbranch.audit.earned_learning import learning
 from agentbranch.audit.earned_sources import EvidenceRow, evidence_rows
-from agentbranch.audit.estimates import COUNT_LEVEL, DecisionsEstimate, decisions_estimate
+from agentbranch.audit.estimates import DecisionsEstimate, decisions_estimate
 from agentbranch.audit.report import json_safe
 from agentbranch.core.errors import ConfigurationError
+from agentbranch.policy.earned import DriftState, Earned, labels_lost
 
 
 @dataclass(frozen=True)
@@ -134,19 +136,9 @@ def _lower_bound(right: int, n: int, level: float) -> float:
     return float(beta.ppf(1.0 - level, right, n - right + 1))
 
 
-def _change(was: float | None, now: float | None, trust: str) -> str:
-    if now is None:
-        return "withdrawn" if trust == "withdrawn" else "closed"
-    if was is None:
-        return "opened"
-    return "lowered" if now < was else "raised"
-
-
 def _question(
     rows: list[EvidenceRow], tgt: earned_now.Target, windows: int, asked: tuple | None
 ) -> QuestionTrust:
-    from agentbranch.policy.earned import DriftState
-
     precision, level = tgt.precision, tgt.level
     total = sum(1.0 / r.rate for r in rows)
     taken_total = sum(1.0 / r.rate for r in rows if r.band == "take")
@@ -154,41 +146,40 @@ def _question(
     timeline: list[TrustPoint] = []
     events: list[TrustEvent] = []
     decisions = slice_w = slice_taken = 0.0
-    right = wrong = 0  # audited takes since the band last opened
+    right = n = 0  # audited takes since the band last opened: right, all
     drift = DriftState(precision)  # the drift test over them
     labels_to_open: int | None = None
     prev: EvidenceRow | None = None
     for i, r in enumerate(rows):
         if prev is not None and r.take_at != prev.take_at:
-            kind = _change(prev.take_at, r.take_at, r.trust)
-            if kind == "withdrawn":
-                n = right + wrong
+            if r.take_at is None and r.trust == "withdrawn":
+                kind = "withdrawn"
                 reason = (
                     f"{right} of {n} audited takes agreed with the teacher since the band "
                     f"opened at {prev.take_at:g}"
                 )
-            elif kind == "opened":
-                reason = f"trust {r.trust} after {i} labels"
-            elif kind == "closed":
-                reason = f"the band closed (trust {r.trust})"
+            elif r.take_at is None:
+                kind, reason = "closed", f"the band closed (trust {r.trust})"
                 if r.trust == "learning" and prev.trust in ("earned", "fixed"):
                     reason += (
                         " while the evidence had it open: the deciding process suspended "
                         "it because its audits stopped arriving (see its WARNING log), or "
                         "had not re-read the store yet"
                     )
+            elif prev.take_at is None:
+                kind, reason = "opened", f"trust {r.trust} after {i} labels"
+                right = n = 0
+                drift = DriftState(precision)
             else:
+                kind = "lowered" if r.take_at < prev.take_at else "raised"
                 reason = f"{r.trust}: from {prev.take_at:g} to {r.take_at:g}"
             events.append(TrustEvent(kind, decisions, i, r.time, r.take_at, prev.take_at, reason))
-            if kind == "opened":
-                right = wrong = 0
-                drift = DriftState(precision)
         elif prev is None and r.take_at is not None:
             events.append(TrustEvent("opened", 0.0, 0, r.time, r.take_at, None, f"trust {r.trust}"))
         if labels_to_open is None and r.trust == "earned" and r.take_at is not None:
             labels_to_open = i
         if r.band == "take":
-            right, wrong = right + r.correct, wrong + (not r.correct)
+            right, n = right + r.correct, n + 1
             drift.add(r.correct)
         w = 1.0 / r.rate
         decisions += w
@@ -204,9 +195,8 @@ def _question(
     if taken_total == 0 and any(r.take_at is not None for r in rows):
         # Taken decisions were never audited: they are not in the records at all.
         nan = float("nan")
-        timeline = [TrustPoint(p.decisions, p.time, p.take_at, p.trust, nan) for p in timeline]
+        timeline = [replace(p, coverage=nan) for p in timeline]
         taken_total = nan
-    n = right + wrong
     band = TakeBand(
         n,
         right,
@@ -216,7 +206,6 @@ def _question(
     )
     now = earned_now.recompute(rows, tgt)
     take_at = last.take_at if now is None else now.take_at
-    by_source = dict(Counter(r.source or "unknown" for r in rows))
     closed_since = 0
     if now is not None and now.opened_at is not None:
         closed_since = sum(r.take_at is None for r in rows[now.opened_at + 1 :])
@@ -230,7 +219,7 @@ def _question(
         model=last.model,
         labels=len(rows),
         decisions=total,
-        decisions_estimate=decisions_estimate([1.0 / r.rate for r in rows], COUNT_LEVEL),
+        decisions_estimate=decisions_estimate([1.0 / r.rate for r in rows]),
         take_at=take_at,
         trust=last.trust if now is None else now.trust,
         coverage=taken_total / total if total else 0.0,
@@ -247,7 +236,7 @@ def _question(
         epoch_labels=None if now is None else now.labels,
         next_look_at=None if now is None else now.next_look_at,
         meaning=earned_now.meaning(take_at, precision, rows),
-        by_source=by_source,
+        by_source=dict(Counter(r.source or "unknown" for r in rows)),
         what_if=what_if,
         closed_since=closed_since,
         band_share=None if now is None else now.band_share,
@@ -266,26 +255,6 @@ def _looks_level(level: float, rows: list[EvidenceRow]) -> float | None:
     if j is None:
         return None
     return 1.0 - version_alphas(level, j, key_entries(records))[0]
-
-
-def _at_share(asked: tuple | None, rows: list[EvidenceRow]) -> tuple | None:
-    """A precision and level asked of the report, the level taken at the share of the
-    error of the learned version ``rows`` are evidence of."""
-    if asked is None:
-        return None
-    level = _looks_level(asked[1], rows)
-    return asked if level is None else (asked[0], level)
-
-
-def _version_settings(earned: Any, rows: list[EvidenceRow]) -> dict[str, Any]:
-    """``earned``'s settings for the evidence ``rows``, at the share of the error of the
-    learned version they are evidence of."""
-    settings = dict(earned.settings)
-    level = _looks_level(earned.level, rows) if earned.learn else None
-    if level is not None:
-        settings["level"] = level
-        settings["drift_level"] = earned.level  # its drift test runs at the policy's
-    return settings
 
 
 def earned_report(
@@ -307,16 +276,12 @@ def earned_report(
     records that do not say theirs).
     """
     for name, value in (("precision", precision), ("level", level)):
-        if value is None:
-            continue
-        if not (
+        if value is not None and not (
             isinstance(value, int | float) and not isinstance(value, bool) and 0.0 < value < 1.0
         ):
             raise ConfigurationError(f"{name} must be strictly between 0 and 1, got {value!r}")
     if not isinstance(windows, int) or windows < 1:
         raise ConfigurationError(f"windows must be a whole number >= 1, got {windows!r}")
-    from agentbranch.policy.earned import Earned
-
     groups: dict[str, list[EvidenceRow]] = {}
     for row in evidence_rows(source):
         groups.setdefault(row.group, []).append(row)
@@ -326,12 +291,17 @@ def earned_report(
     questions = {}
     for key, rows in groups.items():
         rows.sort(key=lambda r: r.order)
+        # Levels at the share of the error of the learned version the rows are evidence of.
         if isinstance(source, Earned):
-            own = _version_settings(source, rows)
+            own = dict(source.settings)
+            looks = _looks_level(source.level, rows) if source.learn else None
+            if looks is not None:  # (its drift test runs at the policy's level)
+                own.update(level=looks, drift_level=source.level)
             tgt = earned_now.Target(source.precision, own["level"], "policy", own)
         else:
             tgt = earned_now.target(rows, precision, level)
-        questions[key] = _question(rows, tgt, windows, _at_share(asked, rows))
+        at = None if asked is None else (asked[0], _looks_level(asked[1], rows) or asked[1])
+        questions[key] = _question(rows, tgt, windows, at)
     if isinstance(source, Earned):
         # The threshold in force now: this Earned's own state, closed while its audits
         # are missing (what its ``threshold`` answers).
@@ -340,21 +310,18 @@ def earned_report(
                 q = questions[key]
                 now = earned_now.from_state(st, source)
                 held = source.audit_health.suspended(q.question_id, q.reader, q.model)
+                take_at = None if held else st.take_at
                 questions[key] = replace(
                     q,
-                    take_at=None if held else st.take_at,
+                    take_at=take_at,
                     trust="learning" if held and st.take_at is not None else st.trust,
                     recomputed=True,
                     why=now.why,
                     epoch_labels=now.labels,
                     next_look_at=now.next_look_at,
                     suspended=held and st.take_at is not None,
-                    meaning=earned_now.meaning(
-                        None if held else st.take_at, source.precision, groups[key]
-                    ),
+                    meaning=earned_now.meaning(take_at, source.precision, groups[key]),
                 )
-    from agentbranch.audit.earned_learning import learning
-
     learned = learning(groups, questions)
     # Learned versions in order (v0, v1, ...), each question's together.
     versions = {v.key: v.version for lq in learned.values() for v in lq.versions}
@@ -364,18 +331,11 @@ def earned_report(
             key=lambda kv: (kv[1].question_id, str(kv[1].reader), versions.get(kv[0], -1)),
         )
     )
-    first = next(iter(questions.values()), None)
-    if first is not None and first.target is not None:
-        shown = (first.target.precision, first.target.level)
-    else:
-        shown = asked or (earned_now.DEFAULT_PRECISION, earned_now.DEFAULT_LEVEL)
-    lost = None
-    if isinstance(source, Earned):  # the serving process's own count
-        from agentbranch.policy.earned import labels_lost
-
-        lost = labels_lost(source)
-    asked_at = None if asked is None else asked[0]
-    return EarnedReport(shown[0], shown[1], questions, asked_at, learned, lost)
+    first = next(iter(questions.values()), None)  # (every question has its target)
+    default = asked or (earned_now.DEFAULT_PRECISION, earned_now.DEFAULT_LEVEL)
+    shown = default if first is None else (first.target.precision, first.target.level)
+    lost = labels_lost(source) if isinstance(source, Earned) else None  # the process's own
+    return EarnedReport(*shown, questions, None if asked is None else asked[0], learned, lost)
 
 
 __all__ = [

@@ -5,6 +5,7 @@ store is reported on in a fraction of its size in memory."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Mapping
@@ -12,8 +13,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentbranch.core.audit_records import check_record, load_records
 from agentbranch.core.errors import ConfigurationError, InvalidFileError
 from agentbranch.core.files import is_evidence_schema
+from agentbranch.policy.earned import (
+    Earned,
+    EarnedSettings,
+    Evidence,
+    EvidenceStore,
+    JsonlEvidenceStore,
+    as_store,
+)
 from agentbranch.policy.trust import TRUSTS
 
 
@@ -43,47 +53,18 @@ class EvidenceRow:
 class Kept:
     """An evidence record as the report keeps it: every field of ``Evidence`` (read
     the same way), in slots; values that repeat from record to record (names, labels,
-    settings) shared; the labelled state's text dropped (``state`` is ``TEXT`` where
-    the record had one: the report asks only whether it did)."""
+    settings) shared; the labelled state's text dropped (``state`` holds a placeholder
+    where the record had one: the report asks only whether it did)."""
 
-    __slots__ = (
-        "schema_",
-        "id",
-        "time",
-        "key",
-        "question_id",
-        "reader",
-        "model",
-        "source",
-        "band",
-        "confidence",
-        "options",
-        "engine_label",
-        "teacher_label",
-        "correct",
-        "rate",
-        "take_at",
-        "trust",
-        "earned",
-        "decision",
-        "state",
-        "version",
-        "written",
-        "probability",
-        "floor",
-        "entries",
-        "bet_alpha",
-    )
+    __slots__ = tuple(Evidence.model_fields)
 
     @property
     def order(self) -> tuple[str, str]:
         return (self.time, self.id)
 
 
-#: What a kept record holds for a labelled state's text.
-TEXT = "(the labelled state; not kept by the report)"
 _SHARED = ("key", "question_id", "reader", "model", "source", "band", "engine_label")
-_SHARED += ("teacher_label", "trust", "written")
+_SHARED += ("teacher_label", "trust", "written", "rate", "take_at", "floor")
 
 
 class _Keeper:
@@ -99,12 +80,11 @@ class _Keeper:
     def keep(self, rec: Any) -> Kept:
         out = Kept()
         for name in Kept.__slots__:
-            setattr(out, name, getattr(rec, name))
-        for name in _SHARED + ("rate", "take_at", "floor"):
-            setattr(out, name, self.share(getattr(rec, name)))
+            value = getattr(rec, name)
+            setattr(out, name, self.share(value) if name in _SHARED else value)
         out.options = self.share(tuple(rec.options))
         if rec.state is not None:
-            out.state = TEXT
+            out.state = "(the labelled state; not kept by the report)"
         if rec.earned is not None:
             out.earned = self.earned(rec.earned)[0]
         return out
@@ -124,15 +104,7 @@ def is_evidence_file(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is a regular file whose first non-empty line is an evidence
     record (what ``Earned(store="....jsonl")`` writes) rather than an audit record.
     Reads at most the first 1 MiB; FIFOs, devices and directories are not opened."""
-    p = Path(path)
-    if not p.is_file():
-        return False
-    try:
-        with p.open("rb") as f:
-            head = f.read(1 << 20)
-    except OSError:
-        return False
-    for raw in head.splitlines():
+    for raw in _head(Path(path), 1 << 20).splitlines():
         if raw.strip():
             try:
                 obj = json.loads(raw)
@@ -143,7 +115,6 @@ def is_evidence_file(path: str | os.PathLike[str]) -> bool:
     return False
 
 
-_SQLITE_MAGIC = b"SQLite format 3\x00"
 _POSTGRES = ("postgres://", "postgresql://")
 
 
@@ -151,19 +122,22 @@ def is_evidence_store(target: str | os.PathLike[str]) -> bool:
     """Whether ``target`` names evidence the report can open: an evidence JSON Lines
     file, a SQLite database file (LangGraph ``SqliteStore``) or a PostgreSQL URI
     (``postgresql://...``, LangGraph ``PostgresStore``)."""
-    if str(target).startswith(_POSTGRES):
-        return True
-    return is_evidence_file(target) or _is_sqlite(Path(target))
+    return str(target).startswith(_POSTGRES) or is_evidence_file(target) or _is_sqlite(Path(target))
+
+
+def _head(path: Path, size: int) -> bytes:
+    """The first ``size`` bytes of a regular file (empty when it is none or unreadable)."""
+    if not path.is_file():
+        return b""
+    try:
+        with path.open("rb") as f:
+            return f.read(size)
+    except OSError:
+        return b""
 
 
 def _is_sqlite(path: Path) -> bool:
-    if not path.is_file():
-        return False
-    try:
-        with path.open("rb") as f:
-            return f.read(16) == _SQLITE_MAGIC
-    except OSError:
-        return False
+    return _head(path, 16) == b"SQLite format 3\x00"
 
 
 def _check_sqlite_store(path: str) -> None:
@@ -171,14 +145,12 @@ def _check_sqlite_store(path: str) -> None:
     an error, and it stays untouched (opening it as a store would create tables)."""
     import sqlite3
 
+    uri = f"{Path(path).resolve().as_uri()}?mode=ro"
     try:
-        con = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
-        try:
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as con:
             found = con.execute(
                 "select 1 from sqlite_master where type = 'table' and name = 'store'"
             ).fetchone()
-        finally:
-            con.close()
     except sqlite3.Error as e:
         raise ConfigurationError(f"cannot read evidence from {path}: {e}") from None
     if not found:
@@ -243,8 +215,6 @@ def _settings(raw: Any, where: str) -> dict[str, Any] | None:
     """An audit record's ``earned`` settings, checked like an evidence record's."""
     if raw is None:
         return None
-    from agentbranch.policy.earned import EarnedSettings
-
     try:
         return EarnedSettings.model_validate(raw).model_dump()
     except ValueError as e:
@@ -252,16 +222,11 @@ def _settings(raw: Any, where: str) -> dict[str, Any] | None:
 
 
 def _from_audit(rec: Mapping[str, Any], where: str) -> EvidenceRow | None:
-    """An audit record as a row; ``None`` for records of a fixed policy or without a
-    teacher label (nothing about earned trust in them)."""
+    """An audit record (``check_record`` passed it) as a row; ``None`` for records of a
+    fixed policy (nothing about earned trust in them)."""
     trust = rec.get("trust")
     if trust not in TRUSTS or trust == "fixed" and rec.get("take_at") is None:
         return None
-    if not rec.get("teacher_label") or rec.get("confidence") is None:
-        return None
-    rate = rec.get("rate") or 1.0
-    if not (isinstance(rate, int | float) and 0 < rate <= 1):
-        raise ConfigurationError(f"{where}: rate must be in (0, 1], got {rate!r}")
     question_id = str(rec["question_id"])
     reader, model = rec.get("reader"), rec.get("model")
     time = str(rec.get("time") or "")
@@ -272,13 +237,13 @@ def _from_audit(rec: Mapping[str, Any], where: str) -> EvidenceRow | None:
         model,
         time,
         (time, str(rec.get("id") or "")),
-        "take" if rec.get("band") == "take" else str(rec.get("band")),
-        float(rate),
-        rec["teacher_label"] == rec.get("engine_label"),
+        str(rec.get("band")),
+        float(rec.get("rate") or 1.0),
+        rec["teacher_label"] == rec["engine_label"],
         rec.get("take_at"),
-        str(trust),
+        trust,
         float(rec["confidence"]),
-        "audit" if rec.get("kind") == "audit" else "fallback",
+        rec["kind"],
         _settings(rec.get("earned"), where),
     )
 
@@ -286,14 +251,6 @@ def _from_audit(rec: Mapping[str, Any], where: str) -> EvidenceRow | None:
 def evidence_rows(source: Any) -> list[EvidenceRow]:
     """Rows from an evidence file, an ``Earned``, an evidence store, a LangGraph store,
     or records (evidence records, their dicts, or audit records)."""
-    from agentbranch.policy.earned import (
-        Earned,
-        Evidence,
-        EvidenceStore,
-        JsonlEvidenceStore,
-        as_store,
-    )
-
     if isinstance(source, str) and source.startswith(_POSTGRES):
         return _database_rows(source)
     if isinstance(source, str | os.PathLike):
@@ -305,16 +262,12 @@ def evidence_rows(source: Any) -> list[EvidenceRow]:
                 f"no evidence file at {path}; Earned(store='...jsonl') writes one"
             )
         if not is_evidence_file(path):
-            from agentbranch.audit.report import load_records
-
             return evidence_rows(load_records(path))
         source = JsonlEvidenceStore(path)
     if isinstance(source, Earned):
         source = source.evidence
-    try:
-        from langgraph.store.base import BaseStore
-    except ImportError:  # pragma: no cover - langgraph is a dependency
-        BaseStore = ()  # type: ignore[assignment,misc]
+    from langgraph.store.base import BaseStore
+
     if isinstance(source, BaseStore):
         source = as_store(source)
     keeper = _Keeper()
@@ -332,8 +285,6 @@ def evidence_rows(source: Any) -> list[EvidenceRow]:
             except ValueError as e:
                 raise InvalidFileError(f"record {i} is not an evidence record: {e}") from None
         elif isinstance(rec, Mapping):
-            from agentbranch.audit.report import check_record
-
             row = _from_audit(check_record(rec, f"record {i}"), f"record {i}")
             if row is not None:
                 rows.append(row)

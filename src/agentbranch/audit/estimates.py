@@ -15,9 +15,6 @@ from dataclasses import dataclass
 
 __all__ = ["DecisionsEstimate", "decisions_estimate", "decisions_text", "level_text", "percent"]
 
-#: The level of a count's interval (it describes the traffic, it decides nothing).
-COUNT_LEVEL = 0.95
-
 
 def _digits(level: float) -> int:
     """Decimals of ``level`` as a percentage: all of them when it has four or fewer as a
@@ -37,14 +34,14 @@ def _digits(level: float) -> int:
 def percent(level: float) -> str:
     """``level`` as a person writes it: ``"95%"``, ``"99.6%"`` (never ``"100%"`` for
     a level below 1)."""
-    if not 0.0 < level < 1.0 or not math.isfinite(level):
+    if not 0.0 < level < 1.0:  # (NaN and infinities too)
         return f"{level:.0%}"
     return f"{100.0 * level:.{_digits(level)}f}%"
 
 
 def level_text(level: float) -> str:
     """``level`` as a fraction, rounded the same way: ``"0.95"``, ``"0.9"``, ``"0.996"``."""
-    if not 0.0 < level < 1.0 or not math.isfinite(level):
+    if not 0.0 < level < 1.0:
         return f"{level:g}"
     return f"{round(level, _digits(level) + 2):g}"
 
@@ -67,7 +64,7 @@ class DecisionsEstimate:
 
 def decisions_estimate(weights: Iterable[float], level: float = 0.95) -> DecisionsEstimate:
     """The decisions labels of ``weights`` (each ``1/rate``) stand for, with the
-    two-sided ``level`` interval."""
+    two-sided ``level`` interval (it describes the traffic, it decides nothing)."""
     ws = [float(w) for w in weights]
     counted = sum(1 for w in ws if w == 1.0)
     sampled = Counter(w for w in ws if w != 1.0)

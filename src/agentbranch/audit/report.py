@@ -12,22 +12,15 @@ from dataclasses import asdict, dataclass
 from statistics import NormalDist
 from typing import Any
 
-# check_record and load_records stay importable from here.
+# load_records stays importable from here.
 from agentbranch.calibration.diagram import check_bins
-from agentbranch.core.audit_records import check_record, check_records, load_records  # noqa: F401
+from agentbranch.core.audit_records import check_records, load_records  # noqa: F401
 from agentbranch.core.errors import ConfigurationError
 
 Record = Mapping[str, Any]
 
 
 # -- statistics ---------------------------------------------------------------------
-
-
-def z_for(level: float) -> float:
-    """The two-sided normal quantile for a confidence ``level`` (0.95 → 1.96)."""
-    if not 0.0 < level < 1.0:
-        raise ConfigurationError(f"the confidence level must be in (0, 1), got {level}")
-    return NormalDist().inv_cdf(0.5 + level / 2)
 
 
 def wilson(hits: float, n: float, z: float = 1.96) -> tuple[float, float]:
@@ -140,17 +133,6 @@ def _from_sums(n: int, w: float, w2: float, hits: float, z: float) -> Precision:
     return Precision(p, low, high, n, n_eff)
 
 
-def _precision(items: Sequence[tuple[float, bool, float]], z: float) -> Precision:
-    """``items``: (confidence, agree, weight)."""
-    return _from_sums(
-        len(items),
-        sum(x[2] for x in items),
-        sum(x[2] ** 2 for x in items),
-        sum(x[2] for x in items if x[1]),
-        z,
-    )
-
-
 def _take_at(items: Sequence[tuple[float, bool, float]], target: float, z: float) -> TakeAt:
     ranked = sorted(items, key=lambda x: -x[0])
     total_w = sum(x[2] for x in ranked)
@@ -213,28 +195,32 @@ def audit_report(
     if not (isinstance(target_precision, int | float) and 0.0 < target_precision <= 1.0):
         raise ConfigurationError(f"target_precision must be in (0, 1], got {target_precision}")
     check_bins(bins)
-    z = z_for(level)
+    if not 0.0 < level < 1.0:
+        raise ConfigurationError(f"the confidence level must be in (0, 1), got {level}")
+    z = NormalDist().inv_cdf(0.5 + level / 2)  # two-sided: 0.95 -> 1.96
     by_q: dict[str, list[Record]] = defaultdict(list)
     for rec in check_records(records):
         by_q[rec["question_id"]].append(rec)
     questions: dict[str, QuestionAudit] = {}
     for question_id, recs in by_q.items():
-        usable = recs  # the schema guarantees a confidence and both labels
+        # (the schema guarantees a confidence and both labels)
         items = [
             (float(r["confidence"]), r["teacher_label"] == r["engine_label"], _weight(r))
-            for r in usable
+            for r in recs
         ]
-        audited = [
-            (c, a, 1.0)
-            for (c, a, _), r in zip(items, usable)
+        # the take band's audits, each counted once (unweighted)
+        agreed = [
+            agree
+            for (_, agree, _), r in zip(items, recs)
             if r["kind"] == "audit" and r.get("band") == "take"
         ]
+        n = len(agreed)
         questions[question_id] = QuestionAudit(
             question_id=question_id,
-            audits=sum(r["kind"] == "audit" for r in usable),
-            fallback_examples=sum(r["kind"] == "fallback" for r in usable),
+            audits=sum(r["kind"] == "audit" for r in recs),
+            fallback_examples=sum(r["kind"] == "fallback" for r in recs),
             current_take_at=recs[-1].get("take_at"),
-            take_band=_precision(audited, z),
+            take_band=_from_sums(n, n, n, sum(agreed), z),
             bins=_bins(items, bins),
             threshold=_take_at(items, target_precision, z),
         )
@@ -252,5 +238,4 @@ __all__ = [
     "audits_needed",
     "json_safe",
     "wilson",
-    "z_for",
 ]

@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine
 
 __all__ = [
-    "EXIT_CODES",
     "Bounds",
     "QuestionCounts",
     "Verdict",
@@ -34,9 +33,6 @@ __all__ = [
 ]
 
 Verdict = Literal["PASS", "BLOCK", "INCONCLUSIVE"]
-
-#: The exit status of each verdict (``agentbranch verify``); 3 is an error.
-EXIT_CODES: dict[str, int] = {"PASS": 0, "BLOCK": 1, "INCONCLUSIVE": 2, "ERROR": 3}
 
 
 @dataclass(frozen=True)
@@ -100,7 +96,8 @@ class Verification:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_CODES[self.verdict]
+        """The exit status of ``agentbranch verify`` (which exits 3 on an error)."""
+        return {"PASS": 0, "BLOCK": 1, "INCONCLUSIVE": 2}[self.verdict]
 
     @property
     def risk(self) -> tuple[float, float]:
@@ -220,13 +217,9 @@ def verify(
     # Questions about one source line are read in one request, as the engine would.
     for _, decided in decide_by_line(engine, examples, batch_size):
         for ex, d in decided:
-            c = counts[ex.question_id]
-            c[0] += 1
-            if at[ex.question_id] is not None and (
-                policies[ex.question_id].band(d, at[ex.question_id]) == "take"
-            ):
-                c[1] += 1
-                c[2] += d.label == ex.label
+            c, t = counts[ex.question_id], at[ex.question_id]
+            taken = t is not None and policies[ex.question_id].band(d, t) == "take"
+            c[0], c[1], c[2] = c[0] + 1, c[1] + taken, c[2] + (taken and d.label == ex.label)
     n, taken, right = (sum(c[i] for c in counts.values()) for i in range(3))
     prec = clopper_pearson(right, taken, level)
     cov = clopper_pearson(taken, n, level)

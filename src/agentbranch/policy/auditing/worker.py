@@ -16,6 +16,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -103,21 +104,19 @@ class Deadline:
         if self.timeout is None:
             return fn()
         stuck = getattr(self._mine, "stuck", None)
-        if stuck is not None:
-            if stuck.is_alive():
-                raise TeacherStuck(
-                    f"the teacher has not answered a call made "
-                    f"{time.monotonic() - self._mine.since:.0f} s ago (Audit(timeout="
-                    f"{self.timeout:g})); audits fail until it does"
-                )
-            self._mine.stuck = None
-        box: dict[str, Any] = {}
+        if stuck is not None and stuck.is_alive():
+            raise TeacherStuck(
+                f"the teacher has not answered a call made "
+                f"{time.monotonic() - self._mine.since:.0f} s ago (Audit(timeout="
+                f"{self.timeout:g})); audits fail until it does"
+            )
+        answer: Future[Any] = Future()
 
         def run() -> None:
             try:
-                box["value"] = fn()
+                answer.set_result(fn())
             except BaseException as e:  # noqa: BLE001 - handed to the worker below
-                box["error"] = e
+                answer.set_exception(e)
 
         thread = threading.Thread(
             target=contextvars.copy_context().run,
@@ -133,9 +132,7 @@ class Deadline:
             raise AuditTimeout(
                 f"the teacher did not answer within {self.timeout:g} s (Audit(timeout=...))"
             )
-        if "error" in box:
-            raise box["error"]
-        return box["value"]
+        return answer.result()  # (raises what the call raised)
 
 
 class AuditWorker:
@@ -152,9 +149,9 @@ class AuditWorker:
         self.warnings = RateLimitedLog(log)
         finish_at_exit(self._finish_at_exit, order=AUDITS)
 
-    def count(self, field: str, n: int = 1) -> None:
+    def count(self, field: str) -> None:
         with self._lock:
-            setattr(self.stats, field, getattr(self.stats, field) + n)
+            setattr(self.stats, field, getattr(self.stats, field) + 1)
 
     def submit(self, job: Job) -> bool:
         """Queue ``job``; ``False`` (and counted as dropped) when the queue is full."""
@@ -206,25 +203,18 @@ class AuditWorker:
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every queued job has run; ``False`` if ``timeout`` passed first."""
-        deadline = None if timeout is None else time.monotonic() + timeout
         done = self._queue.all_tasks_done
         with done:
-            while self._queue.unfinished_tasks:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return False
-                done.wait(remaining)
-        return True
+            return done.wait_for(lambda: not self._queue.unfinished_tasks, timeout)
 
     def _finish_at_exit(self, deadline: float) -> None:
         """Run what is queued before the process stops the daemon threads."""
         if not self._threads or self.flush(max(0.0, deadline - time.monotonic())):
             return  # an idle worker waiting on its queue is safe to stop
-        left = self._queue.unfinished_tasks
         log.warning(
             "agentbranch.audit: %d audit job(s) still unfinished at exit after the "
             "exit wait; they are lost (call audit.flush() before exiting to wait longer)",
-            left,
+            self._queue.unfinished_tasks,
         )
 
     def close(self, timeout: float | None = None) -> bool:
@@ -232,8 +222,6 @@ class AuditWorker:
         time. A later ``submit`` starts new threads."""
         with self._lock:
             threads = [t for t in self._threads if t.is_alive()]
-        if not threads:
-            return True
         end = None if timeout is None else time.monotonic() + timeout
         try:
             for _ in threads:  # each thread takes one stop and returns
@@ -266,12 +254,11 @@ class JsonlSink:
     def write(self, record: AuditRecord) -> None:
         # allow_nan=False: a line the loader refuses is worse than a failed write.
         line = json.dumps(record, ensure_ascii=False, default=str, allow_nan=False) + "\n"
-        data = line.encode("utf-8")
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             append_regular(
                 self.path,
-                data,
+                line.encode("utf-8"),
                 lambda mode: ConfigurationError(
                     f"audit sink {self.path} is {kind(mode)}, not a regular file; give a "
                     ".jsonl file path"
