@@ -119,10 +119,7 @@ def restore(earned: Settings, ledger: Ledger) -> bool:
 
 __all__ = [
     "CHECKPOINT_BYTES",
-    "KEEP_CHUNKS",
-    "STATE_FORMAT",
     "fingerprint",
-    "path_for",
     "restore",
     "save",
 ]

@@ -306,7 +306,8 @@ class Earned(TrustSource):
             )
             return None
         with self._feed_lock:
-            self._append(rec, label=not shadow)
+            append_counted(self.evidence, rec, not shadow)  # (a label lost is counted)
+            self._check_lost()
             self._ledger.feed([rec])
         return rec
 
@@ -396,10 +397,6 @@ class Earned(TrustSource):
         self.audit_health.missing(question_id, reader, model, why)
 
     # -- internals ------------------------------------------------------------------------
-
-    def _append(self, rec: Evidence, label: bool = True) -> None:
-        append_counted(self.evidence, rec, label)  # a label the store cannot take is counted
-        self._check_lost()
 
     def _catch_up(self, *, announce: bool = True) -> None:
         """Feed what the store gained since the last read (the caller holds the feed
@@ -539,10 +536,8 @@ class AuditHealth:
                 ring.missing -= ring.outcomes[0]
             ring.outcomes.append(missing)
             ring.missing += missing
-            if missing:
-                ring.missing_total += 1
-            else:
-                ring.arrived_total += 1
+            ring.missing_total += missing
+            ring.arrived_total += not missing
             suspended = who in self._suspended
             if not suspended and 2 * ring.missing > window:
                 self._suspended.add(who)
@@ -578,9 +573,5 @@ __all__ = [
     "Earned",
     "AuditHealth",
     "HealthStatus",
-    "MAX_WINDOW",
-    "MIN_WINDOW",
-    "REFERENCE_DROP",
-    "Who",
     "health_window",
 ]

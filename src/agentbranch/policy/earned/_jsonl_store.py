@@ -21,7 +21,7 @@ from agentbranch.core.files import PRIVATE_MODE, append_regular, check_mode, kin
 from agentbranch.policy.earned._evidence import Evidence
 from agentbranch.policy.earned._stores import EvidenceStore, parse_record
 
-__all__ = ["READ_BYTES", "TAIL_BYTES", "JsonlEvidenceStore"]
+__all__ = ["READ_BYTES", "JsonlEvidenceStore"]
 
 log = logging.getLogger("agentbranch")
 

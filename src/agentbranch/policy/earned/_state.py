@@ -192,10 +192,8 @@ def step(st: TrustState, rec: Any, cfg: Settings) -> None:
     st.question_id = rec.question_id
     st.labels += 1
     if rec.band == "take" and st.take_at is not None:
-        if rec.correct:
-            st.audit_right += 1
-        else:
-            st.audit_wrong += 1
+        st.audit_right += 1 if rec.correct else 0
+        st.audit_wrong += 0 if rec.correct else 1
         if st._drift is None:
             st._drift = DriftState(cfg.precision)
         st._drift.add(rec.correct)
@@ -295,9 +293,7 @@ def _withdraw(st: TrustState, cfg: Settings, index: int, when: str) -> None:
     st._pair = Threshold(None, "withdrawn")
     st.take_at, st.trust = None, "withdrawn"
     st.labels = st.looks = st.audit_right = st.audit_wrong = 0
-    st._cells = None
-    st._drift = None
-    st._bets = None
+    st._cells = st._drift = st._bets = None
     st.events.append(Event("withdrawn", index, when, None, 0, reason))
 
 
@@ -557,8 +553,7 @@ class QuestionWindow:
                 self._chunks.append(_Chunk(self.live.copy()))
                 self._fold()
             return COUNTED
-        first = self._chunks[0].labels[0].order
-        if self._folded and label.order < first:
+        if self._folded and label.order < self._chunks[0].labels[0].order:
             return REBUILD
         j = max(
             0, bisect_right([c.labels[0].order for c in self._chunks if c.labels], label.order) - 1
@@ -709,14 +704,9 @@ __all__ = [
     "replay",
     "step",
     "DigestSet",
-    "RECENT",
     "digest",
     "CHUNK",
     "CHUNKS",
-    "COUNTED",
-    "DUPLICATE",
-    "REBUILD",
-    "Label",
     "QuestionWindow",
     "Ledger",
 ]

@@ -196,13 +196,12 @@ class _View:
         cuts = self.in_force[self.in_force > t]
         k = len(cuts) + 1
         s = np.searchsorted(cuts, self.lower[lo:], side="right")
-        labelled = np.bincount(s, weights=n_c.sum(axis=1), minlength=k)
-        if np.count_nonzero(labelled) < k:
-            return 0.0, 0.0  # a stratum without a single label: the band cannot be shown
         stratum = np.concatenate([s, s + k])  # (the cells' columns one after the other)
         n_s, right_s, share = (
             np.bincount(stratum, weights=a.T.ravel(), minlength=2 * k) for a in (n_c, r_c, w_c)
         )
+        if np.count_nonzero(n_s[:k] + n_s[k:]) < k:
+            return 0.0, 0.0  # a stratum without a single label: the band cannot be shown
         if np.count_nonzero(n_s) == 1:
             return float(n_c.sum()), float(r_c.sum())
         some = n_s > 0
