@@ -17,7 +17,7 @@ from _evidence_records import evidence
 from agentbranch.core.errors import ConfigurationError, InvalidFileError
 from agentbranch.policy import Earned, JsonlEvidenceStore
 from agentbranch.policy.earned import EvidenceStore, LangGraphEvidenceStore
-from agentbranch.policy.earned._stores import as_store
+from agentbranch.policy.earned._any_store import as_store
 
 #: Record ``i`` is made ``i`` ms after this: records sort (time, id) in the order of ``i``.
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)

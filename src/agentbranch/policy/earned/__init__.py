@@ -6,6 +6,7 @@ of its private modules (the policy object, state machine, statistics, evidence, 
 checkpoint) is importable from here, outside ``__all__``.
 """
 
+from agentbranch.policy.earned._any_store import as_store as as_store
 from agentbranch.policy.earned._earned import AuditHealth as AuditHealth
 from agentbranch.policy.earned._earned import Earned
 from agentbranch.policy.earned._earned import health_window as health_window
@@ -20,7 +21,6 @@ from agentbranch.policy.earned._state import Threshold, TrustState, replay
 from agentbranch.policy.earned._statistics import DriftState as DriftState
 from agentbranch.policy.earned._statistics import drifted, takes_to_withdraw
 from agentbranch.policy.earned._stores import EvidenceStore
-from agentbranch.policy.earned._stores import as_store as as_store
 
 __all__ = [
     "Earned",

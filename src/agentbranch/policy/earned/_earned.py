@@ -20,6 +20,7 @@ from typing import Any
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.questions import Question
 from agentbranch.policy.config import DecisionRecord
+from agentbranch.policy.earned._any_store import as_store
 from agentbranch.policy.earned._evidence import (
     EarnedSettings,
     Evidence,
@@ -34,7 +35,7 @@ from agentbranch.policy.earned._statistics import (
     grid,
     takes_to_withdraw,
 )
-from agentbranch.policy.earned._stores import EvidenceStore, as_store
+from agentbranch.policy.earned._stores import EvidenceStore
 from agentbranch.policy.records import is_replayed
 from agentbranch.policy.trust import Asked, TeacherLabel, Threshold, Trust, TrustSource
 

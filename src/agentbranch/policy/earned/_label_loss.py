@@ -104,7 +104,8 @@ def labels_lost(store: Any = None) -> int:
 
 def _store_name(store: Any) -> str:
     """The name ``loss_for`` counts ``store``'s losses under (the store's ``repr``)."""
-    from agentbranch.policy.earned._stores import EvidenceStore, as_store
+    from agentbranch.policy.earned._any_store import as_store
+    from agentbranch.policy.earned._stores import EvidenceStore
 
     if isinstance(store, str | os.PathLike):
         return f"JsonlEvidenceStore({str(store)!r})"  # that store's repr (nothing opened)

@@ -394,7 +394,7 @@ CHUNKS = 16
 COUNTED, DUPLICATE, REBUILD = "counted", "duplicate", "rebuild"
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Label:
     """The fields of an evidence record the state machine reads (a window keeps these,
     about 250 bytes, instead of the record); a checkpoint keeps the first nine."""
@@ -437,7 +437,7 @@ class Label:
         return [getattr(self, f.name) for f in dataclasses.fields(self)[:9]]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class _Chunk:
     start: TrustState  # the state before this chunk's first label (never mutated)
     labels: list[Label] = field(default_factory=list)

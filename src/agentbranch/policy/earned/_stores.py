@@ -10,7 +10,6 @@ holding something that is not evidence is an ``InvalidFileError``, never a reset
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
@@ -19,11 +18,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agentbranch.core.errors import ConfigurationError, InvalidFileError
+from agentbranch.core.errors import InvalidFileError
 from agentbranch.core.files import PRIVATE_MODE, newer_release
 from agentbranch.policy.earned._evidence import Evidence, check_time
 
-__all__ = ["EvidenceStore", "as_store", "parse_record", "present"]
+__all__ = ["EvidenceStore", "parse_record", "present"]
 
 log = logging.getLogger("agentbranch")
 
@@ -141,33 +140,6 @@ class _View(EvidenceStore):
 
     def sync(self) -> None:
         self.store.sync()
-
-
-def as_store(store: Any) -> EvidenceStore:
-    """``Earned(store=...)``: ``None`` (an in-memory LangGraph store, this process only),
-    a JSON Lines path, a LangGraph ``BaseStore``, or an ``EvidenceStore``."""
-    from agentbranch.policy.earned._jsonl_store import JsonlEvidenceStore
-    from agentbranch.policy.earned._langgraph_store import LangGraphEvidenceStore
-
-    if store is None:
-        from langgraph.store.memory import InMemoryStore
-
-        return LangGraphEvidenceStore(InMemoryStore(), private=True)
-    if isinstance(store, str | os.PathLike):
-        if not str(store).strip():
-            raise ConfigurationError("Earned(store=...) got an empty path")
-        return JsonlEvidenceStore(store)
-    if isinstance(store, EvidenceStore):
-        return store
-    from langgraph.store.base import BaseStore
-
-    if isinstance(store, BaseStore):
-        return LangGraphEvidenceStore(store)
-    raise ConfigurationError(
-        f"Earned(store=...) takes a JSON Lines path, a LangGraph BaseStore (InMemoryStore, "
-        f"SqliteStore, PostgresStore) or a subclass of agentbranch.policy.earned."
-        f"EvidenceStore (docs/stores.md), got {type(store).__name__}"
-    )
 
 
 def parse_record(raw: Any, where: str) -> Evidence | None:
