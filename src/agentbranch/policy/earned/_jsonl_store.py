@@ -99,8 +99,7 @@ class JsonlEvidenceStore(EvidenceStore):
     def append(self, records: Sequence[Evidence]) -> None:
         if not records:
             return
-        data = "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in records)
-        raw = data.encode("utf-8")
+        raw = "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in records).encode()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock:
             self._check_kind()

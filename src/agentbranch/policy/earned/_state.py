@@ -648,9 +648,8 @@ class Ledger:
 
     def feed(self, records: Iterable[Any], *, announce: bool = True) -> None:
         """Count ``records`` (any order; each id once)."""
-        only = self.only
         for rec in records:
-            if only is not None and rec.key not in only:
+            if self.only is not None and rec.key not in self.only:
                 continue
             w = self.window(rec.key)
             try:
