@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agentbranch.policy.earned._state import Ledger, QuestionWindow, Source
+from agentbranch.policy.earned._state import Ledger, QuestionWindow, Settings
 from agentbranch.policy.earned._stores import EvidenceStore
 
 log = logging.getLogger("agentbranch")
@@ -28,7 +28,7 @@ CHECKPOINT_BYTES = 32 << 20
 KEEP_CHUNKS = 4
 
 
-def fingerprint(earned: Source) -> dict[str, Any]:
+def fingerprint(earned: Settings) -> dict[str, Any]:
     """What the states depend on besides the log: the configuration and the code."""
     from importlib.metadata import PackageNotFoundError, version
 
@@ -56,7 +56,7 @@ def path_for(store: EvidenceStore) -> Path | None:
     return Path(str(store.path) + ".state")
 
 
-def save(earned: Source, ledger: Ledger) -> None:
+def save(earned: Settings, ledger: Ledger) -> None:
     """Write the checkpoint of ``ledger``'s states (caller holds the feed lock)."""
     store = earned.evidence
     target = path_for(store)
@@ -85,7 +85,7 @@ def save(earned: Source, ledger: Ledger) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def restore(earned: Source, ledger: Ledger) -> bool:
+def restore(earned: Settings, ledger: Ledger) -> bool:
     """Load the checkpoint if it matches the log and the configuration (then only the
     log after it is read); ``False``: there is none or it does not match (logged)."""
     store = earned.evidence
@@ -119,10 +119,7 @@ def restore(earned: Source, ledger: Ledger) -> bool:
 
 __all__ = [
     "CHECKPOINT_BYTES",
-    "KEEP_CHUNKS",
-    "STATE_FORMAT",
     "fingerprint",
-    "path_for",
     "restore",
     "save",
 ]

@@ -14,13 +14,20 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.questions import Question
 from agentbranch.policy.config import DecisionRecord
 from agentbranch.policy.earned._any_store import as_store
-from agentbranch.policy.earned._evidence import Evidence, QuestionKey, Source, new_evidence
+from agentbranch.policy.earned._evidence import (
+    EarnedSettings,
+    Evidence,
+    QuestionKey,
+    Source,
+    new_evidence,
+)
 from agentbranch.policy.earned._label_loss import LabelLostError, append_counted
 from agentbranch.policy.earned._state import Ledger, TrustState, fresh_state
 from agentbranch.policy.earned._statistics import (
@@ -136,16 +143,10 @@ class Earned(TrustSource):
     def settings(self) -> dict[str, Any]:
         """The settings each evidence record carries (``Evidence.earned``): a report
         reads the policy's own target from them and recomputes its thresholds."""
-        return {
-            "precision": self.precision,
-            "level": self.level,
-            "min_evidence": self.min_evidence,
-            "max_take_at": self.max_take_at,
-            "min_take_at": self.min_take_at,
-            "start_at": self.start_at,
-            "step": self.step,
-            **({} if self.drift_level is None else {"drift_level": self.drift_level}),
-        }
+        out = {name: getattr(self, name) for name in EarnedSettings.model_fields}
+        if self.drift_level is None:
+            del out["drift_level"]  # absent unless it differs from level
+        return out
 
     @property
     def alpha(self) -> float:
@@ -306,7 +307,8 @@ class Earned(TrustSource):
             )
             return None
         with self._feed_lock:
-            self._append(rec, label=not shadow)
+            append_counted(self.evidence, rec, not shadow)  # (a label lost is counted)
+            self._check_lost()
             self._ledger.feed([rec])
         return rec
 
@@ -396,10 +398,6 @@ class Earned(TrustSource):
         self.audit_health.missing(question_id, reader, model, why)
 
     # -- internals ------------------------------------------------------------------------
-
-    def _append(self, rec: Evidence, label: bool = True) -> None:
-        append_counted(self.evidence, rec, label)  # a label the store cannot take is counted
-        self._check_lost()
 
     def _catch_up(self, *, announce: bool = True) -> None:
         """Feed what the store gained since the last read (the caller holds the feed
@@ -493,16 +491,13 @@ class AuditHealth:
     def __init__(self, precision: float, level: float) -> None:
         self.precision = precision
         self.level = level
-        self._window: int | None = None
         self._rings: dict[Who, _Ring] = {}
         self._suspended: set[Who] = set()
         self._lock = threading.Lock()
 
-    @property
+    @cached_property
     def window(self) -> int:
-        if self._window is None:
-            self._window = health_window(self.precision, self.level)
-        return self._window
+        return health_window(self.precision, self.level)
 
     def suspended(self, question_id: str, reader: str | None, model: str | None) -> bool:
         """Whether this question's band is suspended (O(1); the decision path asks)."""
@@ -522,9 +517,7 @@ class AuditHealth:
         """A snapshot of this question's audit health."""
         who = (question_id, reader, model)
         with self._lock:
-            ring = self._rings.get(who)
-            if ring is None:
-                return HealthStatus(self.window, 0, 0, False, 0, 0)
+            ring = self._rings.get(who) or _Ring(deque())
             return HealthStatus(
                 self.window,
                 len(ring.outcomes),
@@ -544,10 +537,8 @@ class AuditHealth:
                 ring.missing -= ring.outcomes[0]
             ring.outcomes.append(missing)
             ring.missing += missing
-            if missing:
-                ring.missing_total += 1
-            else:
-                ring.arrived_total += 1
+            ring.missing_total += missing
+            ring.arrived_total += not missing
             suspended = who in self._suspended
             if not suspended and 2 * ring.missing > window:
                 self._suspended.add(who)
@@ -583,9 +574,5 @@ __all__ = [
     "Earned",
     "AuditHealth",
     "HealthStatus",
-    "MAX_WINDOW",
-    "MIN_WINDOW",
-    "REFERENCE_DROP",
-    "Who",
     "health_window",
 ]

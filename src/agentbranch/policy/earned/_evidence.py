@@ -6,7 +6,6 @@ to refuse a time this release cannot order.
 from __future__ import annotations
 
 import itertools
-import math
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
@@ -23,12 +22,10 @@ from pydantic import (
 )
 
 from agentbranch.core.errors import unit
-from agentbranch.core.files import EVIDENCE_SCHEMA, EVIDENCE_VERSION, newer_release
+from agentbranch.core.files import EVIDENCE_SCHEMA, newer_release
 from agentbranch.policy.auditing.config import MIN_RATE
 from agentbranch.policy.trust import QuestionKey, Trust, evidence_key
 
-#: The schema version this release writes and reads (``EVIDENCE_SCHEMA``'s number).
-SCHEMA_VERSION = EVIDENCE_VERSION
 #: How far ahead of the reading clock a record's ``time`` may be (replicas' clocks
 #: differ a little; further ahead is an edited record or a wrong clock).
 MAX_CLOCK_SKEW_S = 300.0
@@ -76,7 +73,7 @@ class Evidence(BaseModel):
     model: str | None = None
     source: Source
     band: Literal["take", "fallback", "review"]
-    confidence: float = Field(ge=0.0, le=1.0)
+    confidence: float = Field(ge=0.0, le=1.0)  # (NaN and inf fail every bound: refused)
     options: list[str] = Field(min_length=2)
     engine_label: str
     teacher_label: str
@@ -123,10 +120,6 @@ class Evidence(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> Evidence:
-        for name in ("confidence", "rate", "take_at", "probability", "floor", "bet_alpha"):
-            value = getattr(self, name)
-            if value is not None and not math.isfinite(value):
-                raise ValueError(f"{name} must be finite")
         if self.entries is not None and not (self.version or 0) >= 1:
             raise ValueError(
                 "entries belong to the records of a learned version (version >= 1), "
@@ -194,7 +187,6 @@ __all__ = [
     "MAX_CLOCK_SKEW_S",
     "MAX_ENTRIES",
     "QuestionKey",
-    "SCHEMA_VERSION",
     "Source",
     "check_time",
     "evidence_key",

@@ -5,7 +5,6 @@ or replaced while serving).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -13,6 +12,7 @@ import os
 import stat
 import threading
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from agentbranch.core.files import PRIVATE_MODE, append_regular, check_mode, kin
 from agentbranch.policy.earned._evidence import Evidence
 from agentbranch.policy.earned._stores import EvidenceStore, parse_record
 
-__all__ = ["READ_BYTES", "TAIL_BYTES", "JsonlEvidenceStore"]
+__all__ = ["READ_BYTES", "JsonlEvidenceStore"]
 
 log = logging.getLogger("agentbranch")
 
@@ -56,7 +56,12 @@ class JsonlEvidenceStore(EvidenceStore):
         self.path = Path(path)
         self.mode = check_mode(mode, "JsonlEvidenceStore")
         self._check_kind()
-        self._check_readable()
+        with (
+            suppress(FileNotFoundError),
+            self._reading(),
+            open_regular(self.path, self._not_regular),
+        ):
+            pass  # (readable, or a clear error before anything is written)
         self._lock = FileLock(str(self.path) + ".lock")
         self._mutex = threading.Lock()
         self._restart()
@@ -94,8 +99,7 @@ class JsonlEvidenceStore(EvidenceStore):
     def append(self, records: Sequence[Evidence]) -> None:
         if not records:
             return
-        data = "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in records)
-        raw = data.encode("utf-8")
+        raw = "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in records).encode()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock:
             self._check_kind()
@@ -162,7 +166,7 @@ class JsonlEvidenceStore(EvidenceStore):
                 return out
             return self._read_new()
 
-    @contextlib.contextmanager
+    @contextmanager
     def _reading(self) -> Iterator[None]:
         """An ``OSError`` while reading (permission denied, an I/O error) is an
         ``InvalidFileError`` naming the store."""
@@ -170,15 +174,6 @@ class JsonlEvidenceStore(EvidenceStore):
             yield
         except FileNotFoundError:
             raise
-        except OSError as e:
-            raise self._unreadable(e) from None
-
-    def _check_readable(self) -> None:
-        try:
-            with open_regular(self.path, self._not_regular):
-                pass
-        except FileNotFoundError:
-            return
         except OSError as e:
             raise self._unreadable(e) from None
 
@@ -206,16 +201,16 @@ class JsonlEvidenceStore(EvidenceStore):
                 self._pending += new
             return sorted(self._keys)
 
-    def _check_identity(self) -> bool:
-        """Whether the file read so far is still there; if not, note why (``pop_lost``)
-        and start again from the new file's first byte."""
+    def _check_identity(self) -> None:
+        """If the file read so far is no longer there, note why (``pop_lost``) and start
+        again from the new file's first byte."""
         why = None
         try:
             st = self.path.stat()
         except FileNotFoundError:
             st = None
         if self._identity is None:
-            return True
+            return
         if st is None:
             why = "was moved or deleted"
         elif (st.st_dev, st.st_ino) != self._identity:
@@ -224,11 +219,9 @@ class JsonlEvidenceStore(EvidenceStore):
             why = f"shrank ({st.st_size} < {self._offset} bytes read)"
         elif self._tail and not self._tail_still_there():
             why = "was emptied and written again (copytruncate?)"
-        if why is None:
-            return True
-        self._lost = f"evidence store {self.path} {why} while serving"
-        self._restart()
-        return False
+        if why is not None:
+            self._lost = f"evidence store {self.path} {why} while serving"
+            self._restart()
 
     def _restart(self) -> None:
         """Read from the file's first byte again."""
@@ -287,12 +280,10 @@ class JsonlEvidenceStore(EvidenceStore):
         ours counts: it parses as the start of one)."""
         f.seek(0)
         head = f.read(min(size, 1 << 20))
-        line = head.split(b"\n", 1)[0]
         try:
-            obj = json.loads(line.decode("utf-8"))
-            parse_record(obj, "first line")
+            self._parse_line(head.split(b"\n", 1)[0], 1)
             return True
-        except (InvalidFileError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        except (InvalidFileError, RecursionError):
             return b"\n" not in head and head.lstrip().startswith(
                 b'{"schema": "agentbranch.earned/'
             )
@@ -308,7 +299,8 @@ class JsonlEvidenceStore(EvidenceStore):
             return
         with open_regular(self.path, self._not_regular) as f:
             f.seek(size - 1)
-            if f.read(1) == b"\n" and (self._identity is not None or self._first_line_ok(f, size)):
+            whole = f.read(1) == b"\n"
+            if whole and self._identity is not None:
                 return
             if not self._first_line_ok(f, size):
                 raise InvalidFileError(
@@ -316,8 +308,7 @@ class JsonlEvidenceStore(EvidenceStore):
                     "record: it belongs to something else. Nothing was written; point "
                     "Earned(store=...) at a file of its own"
                 )
-            f.seek(size - 1)
-            if f.read(1) == b"\n":
+            if whole:
                 return
             start = max(0, size - (1 << 20))
             f.seek(start)

@@ -14,7 +14,7 @@ from typing import Any
 from agentbranch.core import _telemetry as telemetry
 from agentbranch.core.errors import AgentBranchError, ConfigurationError
 
-__all__ = ["LabelLoss", "LabelLostError", "append_counted", "labels_lost", "loss_for"]
+__all__ = ["LabelLostError", "append_counted", "labels_lost"]
 
 log = logging.getLogger("agentbranch")
 

@@ -17,7 +17,7 @@ from agentbranch.core.files import PRIVATE_MODE, keep_private
 from agentbranch.policy.earned._evidence import Evidence
 from agentbranch.policy.earned._stores import EvidenceStore, parse_record, present
 
-__all__ = ["MARGIN", "NAMESPACE", "LangGraphEvidenceStore"]
+__all__ = ["MARGIN", "LangGraphEvidenceStore"]
 
 log = logging.getLogger("agentbranch")
 

@@ -31,16 +31,22 @@ from agentbranch.policy.earned._statistics import (
 )
 from agentbranch.policy.trust import Threshold, Trust
 
+log = logging.getLogger("agentbranch")
+
 
 class Settings(Protocol):
-    """What the state machine reads of its configuration (``Earned`` has all of it)."""
+    """What the state machine, the ledger and its checkpoint read of their configuration
+    and evidence store (``Earned`` has all of it)."""
 
     precision: float
     level: float
+    min_evidence: int
     start_at: float | None
     candidates: Sequence[float]
     looks: Any  # a ``Looks`` schedule
     second_walk_from: int | None
+    anytime: tuple[tuple[float, ...], float] | None  # a learned version's bets (``_bet``)
+    evidence: Any
 
     @property
     def alpha(self) -> float: ...
@@ -106,9 +112,8 @@ class TrustState:
     @property
     def drift_evalue(self) -> float:
         """The drift test's current e-value (withdrawal at ``1/alpha``)."""
-        return self._evalue
+        return 1.0 if self._drift is None else self._drift.evalue
 
-    _evalue: float = 1.0
     _pair: Threshold | None = field(default=None, repr=False, compare=False)
 
     def copy(self) -> TrustState:
@@ -129,9 +134,9 @@ class TrustState:
             "last": None if self.last is None else list(self.last),
             "events": [dataclasses.asdict(e) for e in self.events],
             "extra": list(self._extra),
-            "evalue": self._evalue,
+            "evalue": self.drift_evalue,
             "cells": None if c is None else c.to_dict(),
-            "drift": None if d is None else d.to_dict(),
+            "drift": None if d is None else dataclasses.asdict(d),
         }
 
     @classmethod
@@ -140,12 +145,12 @@ class TrustState:
         st = cls(**{name: raw[name] for name in _PLAIN})
         st.last = None if raw["last"] is None else tuple(raw["last"])
         st.events = [Event(**e) for e in raw["events"]]
-        st._extra, st._evalue = tuple(raw["extra"]), raw["evalue"]
+        st._extra = tuple(raw["extra"])
         st._pair = Threshold(st.take_at, st.trust)
         if raw["cells"] is not None:
             st._cells = Cells.from_dict(raw["cells"])
         if raw["drift"] is not None:
-            st._drift = DriftState.from_dict(raw["drift"])
+            st._drift = DriftState(**raw["drift"])
         return st
 
     @property
@@ -163,9 +168,10 @@ class TrustState:
 _PLAIN = tuple("take_at trust labels looks audit_right audit_wrong records question_id".split())
 
 
-def fresh_state(cfg: Settings) -> TrustState:
-    """A question's state before its first record: ``start_at`` in force, or learning."""
-    if cfg.start_at is not None:
+def fresh_state(cfg: Settings, learning: bool = False) -> TrustState:
+    """A question's state before its first record: ``start_at`` in force (unless
+    ``learning``), or learning."""
+    if cfg.start_at is not None and not learning:
         return TrustState(take_at=cfg.start_at, trust="fixed")
     return TrustState(take_at=None, trust="learning")
 
@@ -186,13 +192,11 @@ def step(st: TrustState, rec: Any, cfg: Settings) -> None:
     st.question_id = rec.question_id
     st.labels += 1
     if rec.band == "take" and st.take_at is not None:
-        if rec.correct:
-            st.audit_right += 1
-        else:
-            st.audit_wrong += 1
+        st.audit_right += 1 if rec.correct else 0
+        st.audit_wrong += 0 if rec.correct else 1
         if st._drift is None:
             st._drift = DriftState(cfg.precision)
-        st._evalue = st._drift.add(rec.correct)
+        st._drift.add(rec.correct)
         if st._drift.drifted(cfg.drift_alpha):
             _withdraw(st, cfg, index, rec.time)
             return
@@ -230,7 +234,7 @@ def _bet(st: TrustState, rec: Any, cfg: Settings, index: int) -> bool:
     """A learned version's anytime-valid test (``cfg.anytime``, ``learn.eprocess``): bet
     on a label in proportion to ``floor / rate``, checked at the label's ``bet_alpha``
     (never below the version's own); whether it opened or lowered the band."""
-    anytime = getattr(cfg, "anytime", None)
+    anytime = cfg.anytime
     if anytime is None or st.trust == "fixed":
         return False
     floor = getattr(rec, "floor", None)
@@ -250,14 +254,8 @@ def _bet(st: TrustState, rec: Any, cfg: Settings, index: int) -> bool:
         f"anytime-valid test at {st._bets.labels} labels bet on (alpha {anytime[1] * boost:.3g}): "
         f"precision >= {cfg.precision:g} shown down to"
     )
-    _earn(
-        st,
-        found,
-        index,
-        rec.time,
-        shown,
-        f" (walks from {', '.join(f'{e:g}' for e in anytime[0])})",
-    )
+    walks = ", ".join(f"{e:g}" for e in anytime[0])
+    _earn(st, found, index, rec.time, shown, f" (walks from {walks})")
     return True
 
 
@@ -289,16 +287,13 @@ def _withdraw(st: TrustState, cfg: Settings, index: int, when: str) -> None:
     reason = (
         f"{st.audit_right} of {n} audited takes agreed with the teacher since the band "
         f"opened (take_at={st.take_at:g}): the drift test shows precision below "
-        f"{cfg.precision:g} at level {1 - cfg.drift_alpha:g} (e-value {st._evalue:.3g} >= "
+        f"{cfg.precision:g} at level {1 - cfg.drift_alpha:g} (e-value {st.drift_evalue:.3g} >= "
         f"{1 / cfg.drift_alpha:.3g}); nothing is taken until trust is earned again"
     )
     st._pair = Threshold(None, "withdrawn")
     st.take_at, st.trust = None, "withdrawn"
     st.labels = st.looks = st.audit_right = st.audit_wrong = 0
-    st._cells = None
-    st._evalue = 1.0
-    st._drift = None
-    st._bets = None
+    st._cells = st._drift = st._bets = None
     st.events.append(Event("withdrawn", index, when, None, 0, reason))
 
 
@@ -313,15 +308,12 @@ def replay(records: Sequence[Evidence], earned: Settings) -> TrustState:
     ids: set[str] = set()
     decisions: set[str] = set()
     for rec in sorted(records, key=lambda r: r.order):
-        if rec.id in ids:
-            continue
-        ids.add(rec.id)
         decision = getattr(rec, "decision", None)
-        if decision is not None:
-            if decision in decisions:
-                continue
-            decisions.add(decision)
-        step(st, rec, earned)
+        if rec.id not in ids and (decision is None or decision not in decisions):
+            step(st, rec, earned)
+            if decision is not None:
+                decisions.add(decision)
+        ids.add(rec.id)
     return st
 
 
@@ -350,13 +342,11 @@ class DigestSet:
         return len(self._big) + len(self._small) + len(self._recent)
 
     def __contains__(self, d: int) -> bool:
-        import numpy as np  # here: `import agentbranch` loads no numpy
-
         if d in self._recent:
             return True
-        key = np.uint64(d)
         for arr in (self._small, self._big):
-            i = int(np.searchsorted(arr, key))
+            key = arr.dtype.type(d)  # (a uint64)
+            i = int(arr.searchsorted(key))
             if i < len(arr) and arr[i] == key:
                 return True
         return False
@@ -404,57 +394,54 @@ CHUNKS = 16
 COUNTED, DUPLICATE, REBUILD = "counted", "duplicate", "rebuild"
 
 
+@dataclass(slots=True, eq=False)
 class Label:
     """The fields of an evidence record the state machine reads (a window keeps these,
-    about 250 bytes, instead of the record)."""
+    about 250 bytes, instead of the record); a checkpoint keeps the first nine."""
 
-    __slots__ = (
-        "band",
-        "confidence",
-        "floor",
-        "bet_alpha",
-        "correct",
-        "decision",
-        "id",
-        "order",
-        "question_id",
-        "rate",
-        "take_at",
-        "time",
-    )
-
-    def __init__(self, rec: Any, decision: int | None) -> None:
-        self.id, self.time, self.order = rec.id, rec.time, rec.order
-        self.question_id, self.band = rec.question_id, rec.band
-        self.confidence, self.correct, self.rate = rec.confidence, rec.correct, rec.rate
-        self.take_at = getattr(rec, "take_at", None)
-        self.floor = getattr(rec, "floor", None)  # (learn=True: eprocess bets)
-        self.bet_alpha = getattr(rec, "bet_alpha", None)  # (... and the bar they cross)
-        self.decision = decision  # digest of (key, decision), or None
-
-    _FIELDS = ("id", "time", "question_id", "band", "confidence", "correct", "rate", "take_at")
-
-    def to_list(self) -> list[Any]:
-        """The fields as a JSON-safe list (``from_list`` inverts)."""
-        return [*(getattr(self, name) for name in self._FIELDS), self.decision]
+    id: str
+    time: str
+    question_id: str
+    band: str
+    confidence: float
+    correct: bool
+    rate: float
+    take_at: float | None
+    decision: int | None  # digest of (key, decision), or None
+    floor: float | None = None  # (learn=True: eprocess bets ...)
+    bet_alpha: float | None = None  # (... and the bar they cross)
 
     @classmethod
-    def from_list(cls, fields: list[Any]) -> Label:
-        rec = cls.__new__(cls)
-        *values, rec.decision = fields
-        for name, value in zip(cls._FIELDS, values, strict=True):
-            setattr(rec, name, value)
-        rec.order = (rec.time, rec.id)
-        return rec
+    def of(cls, rec: Any, decision: int | None) -> Label:
+        """The fields of evidence record ``rec``, counted under ``decision``."""
+        return cls(
+            rec.id,
+            rec.time,
+            rec.question_id,
+            rec.band,
+            rec.confidence,
+            rec.correct,
+            rec.rate,
+            getattr(rec, "take_at", None),
+            decision,
+            getattr(rec, "floor", None),
+            getattr(rec, "bet_alpha", None),
+        )
+
+    @property
+    def order(self) -> tuple[str, str]:
+        return (self.time, self.id)
+
+    def to_list(self) -> list[Any]:
+        """The checkpointed fields as a JSON-safe list (``Label(*fields)`` inverts)."""
+        return [getattr(self, f.name) for f in dataclasses.fields(self)[:9]]
 
 
+@dataclass(slots=True, eq=False)
 class _Chunk:
-    __slots__ = ("start", "labels", "counted")
-
-    def __init__(self, start: TrustState) -> None:
-        self.start = start  # the state before this chunk's first label (never mutated)
-        self.labels: list[Label] = []
-        self.counted: list[bool] = []
+    start: TrustState  # the state before this chunk's first label (never mutated)
+    labels: list[Label] = field(default_factory=list)
+    counted: list[bool] = field(default_factory=list)  # per label: whether it counted
 
     def decisions(self) -> list[int]:
         """The decision digests this chunk counted."""
@@ -521,13 +508,14 @@ class QuestionWindow:
     ) -> QuestionWindow:
         """The window ``to_dict`` wrote (``KeyError``/``ValueError`` when it does not fit)."""
         w = cls(key, cfg, fresh)
-        chunks = []
-        for c in raw["chunks"]:
-            chunk = _Chunk(TrustState.from_dict(c["start"]))
-            chunk.labels = [Label.from_list(fields) for fields in c["labels"]]
-            chunk.counted = list(c["counted"])
-            chunks.append(chunk)
-        w._chunks = chunks
+        w._chunks = chunks = [
+            _Chunk(
+                TrustState.from_dict(c["start"]),
+                [Label(*fields) for fields in c["labels"]],
+                list(c["counted"]),
+            )
+            for c in raw["chunks"]
+        ]
         w.live = TrustState.from_dict(raw["live"])
         w._ids = {x.id for c in chunks for x in c.labels}
         w._decisions = {d for c in chunks for d in c.decisions()}
@@ -547,11 +535,7 @@ class QuestionWindow:
         if rec.id in self._ids:
             return DUPLICATE
         last = self._chunks[-1]
-        newest = (
-            last.labels[-1].order
-            if last.labels
-            else (self._chunks[-2].labels[-1].order if len(self._chunks) > 1 else None)
-        )
+        newest = next((c.labels[-1].order for c in reversed(self._chunks) if c.labels), None)
         in_order = newest is None or rec.order > newest
         # A copy of a folded record sorts where it did, before the window: only a record
         # that is not in order can be one.
@@ -559,7 +543,7 @@ class QuestionWindow:
             return DUPLICATE
         decision = getattr(rec, "decision", None)
         dd = None if decision is None else digest(f"decision:{self.key}:{decision}")
-        label = Label(rec, dd)
+        label = Label.of(rec, dd)
         if in_order:
             counted = self._step(self.live, label)
             self._ids.add(label.id)
@@ -569,8 +553,7 @@ class QuestionWindow:
                 self._chunks.append(_Chunk(self.live.copy()))
                 self._fold()
             return COUNTED
-        first = self._chunks[0].labels[0].order
-        if self._folded and label.order < first:
+        if self._folded and label.order < self._chunks[0].labels[0].order:
             return REBUILD
         j = max(
             0, bisect_right([c.labels[0].order for c in self._chunks if c.labels], label.order) - 1
@@ -627,42 +610,25 @@ class QuestionWindow:
                 self._decisions.discard(d)
             self._folded = True
 
-    def new_withdrawals(self) -> list[Event]:
-        """Withdrawals in ``live`` not reported yet (each reported once)."""
-        out = []
+    def announce(self, loud: bool) -> None:
+        """Mark the withdrawals in ``live`` not reported yet reported (each once), each
+        logged (WARNING) when ``loud``."""
         for ev in self.live.events[self._checked :]:
             if ev.kind == "withdrawn" and (ev.time, ev.reason) not in self._announced:
                 self._announced.add((ev.time, ev.reason))
-                out.append(ev)
+                if loud:
+                    log.warning(
+                        "agentbranch.earned: trust in question %r withdrawn: %s",
+                        self.live.question_id,
+                        ev.reason,
+                    )
         self._checked = len(self.live.events)
-        return out
-
-
-class Source(Settings, Protocol):
-    """What the ledger and its checkpoint read: the settings and the evidence store."""
-
-    min_evidence: int
-    evidence: Any
-
-
-log = logging.getLogger("agentbranch")
-
-
-def _announce(w: QuestionWindow, loud: bool) -> None:
-    """Mark ``w``'s new withdrawals reported, each logged (WARNING) when ``loud``."""
-    for ev in w.new_withdrawals():
-        if loud:
-            log.warning(
-                "agentbranch.earned: trust in question %r withdrawn: %s",
-                w.live.question_id,
-                ev.reason,
-            )
 
 
 class Ledger:
     """The windows of every question the store (or this process) holds evidence of."""
 
-    def __init__(self, earned: Source) -> None:
+    def __init__(self, earned: Settings) -> None:
         self.earned = earned
         self.windows: dict[str, QuestionWindow] = {}
         #: After the store was lost, every question restarts as learning, even with start_at.
@@ -672,9 +638,7 @@ class Ledger:
 
     def fresh(self) -> TrustState:
         """A new question's state (learning only, once the store was lost)."""
-        if self.learning_only:
-            return TrustState(take_at=None, trust="learning")
-        return fresh_state(self.earned)
+        return fresh_state(self.earned, self.learning_only)
 
     def window(self, key: str) -> QuestionWindow:
         w = self.windows.get(key)
@@ -684,9 +648,8 @@ class Ledger:
 
     def feed(self, records: Iterable[Any], *, announce: bool = True) -> None:
         """Count ``records`` (any order; each id once)."""
-        only = self.only
         for rec in records:
-            if only is not None and rec.key not in only:
+            if self.only is not None and rec.key not in self.only:
                 continue
             w = self.window(rec.key)
             try:
@@ -701,7 +664,7 @@ class Ledger:
             if result == REBUILD:
                 self.rebuild(rec.key, w.extra, why="a label arrived older than its recent window")
                 continue
-            _announce(w, announce)
+            w.announce(announce)
 
     def rebuild(self, key: str, extra: tuple[float, ...], *, why: str) -> None:
         """Replay question ``key`` from every record the store holds of it."""
@@ -723,7 +686,7 @@ class Ledger:
             except OffGrid as e:
                 extra = (*extra, e.value)
         w._announced = set(old._announced) if old is not None else set()
-        _announce(w, old is not None)  # withdrawals this process had not announced yet
+        w.announce(old is not None)  # withdrawals this process had not announced yet
         self.windows[key] = w
 
     def reset(self) -> None:
@@ -740,15 +703,9 @@ __all__ = [
     "replay",
     "step",
     "DigestSet",
-    "RECENT",
     "digest",
     "CHUNK",
     "CHUNKS",
-    "COUNTED",
-    "DUPLICATE",
-    "REBUILD",
-    "Label",
     "QuestionWindow",
     "Ledger",
-    "Source",
 ]

@@ -4,18 +4,16 @@ An epoch is counts per confidence cell (``Cells``) that ``learn_then_test_cells`
 (Learn-then-Test) at the looks ``Looks`` schedules; ``DriftState`` is the drift test of
 an open band, a mixture of e-processes valid when checked after every audit. Each rule
 fails closed (docs/earned_method.md; tests/_reference_statistics.py has the list forms).
-Over 500 lines: the tests that open and close a band share the p-value pieces.
 """
 
 from __future__ import annotations
 
 import base64
-import copy
 import math
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from agentbranch.core.errors import ConfigurationError
@@ -198,19 +196,14 @@ class _View:
         cuts = self.in_force[self.in_force > t]
         k = len(cuts) + 1
         s = np.searchsorted(cuts, self.lower[lo:], side="right")
-        labelled = np.bincount(s, weights=n_c.sum(axis=1), minlength=k)
-        if np.count_nonzero(labelled) < k:
+        stratum = np.concatenate([s, s + k])  # (the cells' columns one after the other)
+        n_s, right_s, share = (
+            np.bincount(stratum, weights=a.T.ravel(), minlength=2 * k) for a in (n_c, r_c, w_c)
+        )
+        if np.count_nonzero(n_s[:k] + n_s[k:]) < k:
             return 0.0, 0.0  # a stratum without a single label: the band cannot be shown
-        stratum = np.concatenate([s, s + k])
-        n_s = np.bincount(stratum, weights=np.concatenate([n_c[:, 0], n_c[:, 1]]), minlength=2 * k)
         if np.count_nonzero(n_s) == 1:
             return float(n_c.sum()), float(r_c.sum())
-        right_s = np.bincount(
-            stratum, weights=np.concatenate([r_c[:, 0], r_c[:, 1]]), minlength=2 * k
-        )
-        share = np.bincount(
-            stratum, weights=np.concatenate([w_c[:, 0], w_c[:, 1]]), minlength=2 * k
-        )
         some = n_s > 0
         share, n_s, right_s = share[some] / share[some].sum(), n_s[some], right_s[some]
         n = 1.0 / float((share * share / n_s).sum())
@@ -420,10 +413,8 @@ def takes_to_withdraw(
         )
     drift = DriftState(precision)
     for n in range(1, history + TAKES_LIMIT + 1):
-        if n <= history:
-            wrong = round(n * (1.0 - before))
-        else:
-            wrong = round(history * (1.0 - before) + (n - history) * (1.0 - true_precision))
+        after = max(0, n - history)
+        wrong = round(min(n, history) * (1.0 - before) + after * (1.0 - true_precision))
         drift.add(wrong == drift.wrong)
         if n > history and drift.drifted(alpha):
             return n - history
@@ -433,38 +424,38 @@ def takes_to_withdraw(
     )
 
 
+@dataclass
 class DriftState:
     """the reference ``Drift`` in constant space: ``Σ_j w_j E_j`` is kept per alternative
     ``q`` as one running sum (each started e-process is multiplied by the same factor
     per audited take, and a restart adds its weight at 1), so an audited take costs
-    O(alternatives), not O(restarts). Equal to ``Drift`` up to float rounding."""
+    O(alternatives), not O(restarts). Equal to ``Drift`` up to float rounding. Its
+    fields are JSON values (a checkpoint keeps ``dataclasses.asdict`` of it)."""
 
-    __slots__ = ("precision", "right", "wrong", "evalue", "_sums", "_started", "_up", "_down")
-
-    def __init__(self, precision: float) -> None:
-        self.precision = precision
-        self.right = self.wrong = 0
-        self.evalue = 1.0
-        qs = _alternatives(precision)
-        self._up = [q / precision for q in qs]  # factor per right audited take
-        self._down = [(1 - q) / (1 - precision) for q in qs]  # per wrong one
-        self._sums = [0.0] * len(qs)
-        self._started = 0.0
+    precision: float
+    right: int = 0
+    wrong: int = 0
+    evalue: float = 1.0
+    sums: list[float] = field(default_factory=list)  # per alternative (from the first take)
+    started: float = 0.0  # the restarts' weight so far
 
     def add(self, correct: bool) -> float:
         """Count one audited take; the e-value after it."""
+        qs = _alternatives(self.precision)
+        sums = self.sums or [0.0] * len(qs)
         w = restart_weight(self.right + self.wrong)
         if w > 0.0:
-            self._started += w
-            self._sums = [s + w for s in self._sums]
-        factors = self._up if correct else self._down
-        self._sums = [s * f for s, f in zip(self._sums, factors)]
+            self.started += w
+            sums = [s + w for s in sums]
         if correct:
             self.right += 1
+            factors = [q / self.precision for q in qs]
         else:
             self.wrong += 1
-        mixed = sum(self._sums) / len(self._sums) if self._sums else self._started
-        self.evalue = mixed + max(0.0, 1.0 - self._started)
+            factors = [(1 - q) / (1 - self.precision) for q in qs]
+        self.sums = [s * f for s, f in zip(sums, factors)]
+        mixed = sum(self.sums) / len(self.sums) if self.sums else self.started
+        self.evalue = mixed + max(0.0, 1.0 - self.started)
         return self.evalue
 
     def drifted(self, alpha: float) -> bool:
@@ -472,28 +463,7 @@ class DriftState:
         return self.wrong > 0 and not (self.evalue < 1.0 / alpha)
 
     def copy(self) -> DriftState:
-        new = copy.copy(self)
-        new._sums = list(self._sums)
-        return new
-
-    def to_dict(self) -> dict:
-        """The running sums as JSON-safe values, for a checkpoint."""
-        return {
-            "precision": self.precision,
-            "right": self.right,
-            "wrong": self.wrong,
-            "evalue": self.evalue,
-            "sums": list(self._sums),
-            "started": self._started,
-        }
-
-    @classmethod
-    def from_dict(cls, raw: dict) -> DriftState:
-        """The inverse of ``to_dict``."""
-        drift = cls(raw["precision"])
-        drift.right, drift.wrong, drift.evalue = raw["right"], raw["wrong"], raw["evalue"]
-        drift._sums, drift._started = [float(x) for x in raw["sums"]], raw["started"]
-        return drift
+        return replace(self, sums=list(self.sums))
 
 
 __all__ = [
