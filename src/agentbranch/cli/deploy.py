@@ -18,7 +18,7 @@ from rich.table import Table
 
 from agentbranch.cli.common import err, fail
 
-__all__ = ["deploy_app", "register", "size_command"]
+__all__ = ["deploy_app", "size_command"]
 
 deploy_app = typer.Typer(
     help="Serving manifests sized for a GPU and a question schema.", no_args_is_help=True
@@ -153,23 +153,13 @@ def _plan(sizing: _Sizing, model_config: Path | None = None) -> tuple[Any, Any]:
     return plan, schema
 
 
-#: size()'s argument names as the flags that set them, for its error messages.
-_FLAGS = {
-    "gpu_gib": "--gpu-gib",
-    "gpu_memory_utilization": "--gpu-memory-utilization",
-    "canvas_length": "--canvas-length",
-    "prompt_tokens": "--prompt-tokens",
-    "max_model_len": "--max-model-len",
-    "weights_gib": "--weights-gib",
-    "activation_gib": "--activation-gib",
-}
-
-
 def _fail(e: Exception) -> typer.Exit:
+    """``fail``, with a message that starts with a sizing argument's name starting with
+    the flag that sets it instead ("gpu_gib must be ..." -> "--gpu-gib must be ...")."""
     message = str(e)
     name = message.split(" ", 1)[0]
-    if name in _FLAGS:  # "gpu_gib must be ..." -> "--gpu-gib must be ..."
-        message = _FLAGS[name] + message[len(name) :]
+    if name in {f.name for f in fields(_Sizing)}:
+        message = "--" + name.replace("_", "-") + message[len(name) :]
     return fail(message)
 
 
@@ -253,8 +243,11 @@ def kserve_command(
             command += f" --questions {questions.name}"
         elif sizing.canvas_length is not None:
             command += f" --canvas-length {sizing.canvas_length}"
-        folder = _folder(output)
-        filename = Path(output).name if output is not None and folder is None else None
+        folder = filename = None
+        if output is not None and (output.endswith(("/", os.sep)) or Path(output).is_dir()):
+            folder = Path(output)  # an existing directory, or a name ending in a slash
+        elif output is not None:
+            filename = Path(output).name
         text = kserve_manifest(preset, plan, name=name, command=command, filename=filename)
         if folder is not None:
             isvc_name = name if name is not None else get_preset(preset).name
@@ -274,13 +267,6 @@ def kserve_command(
         highlight=False,
         soft_wrap=True,
     )
-
-
-def _folder(output: str | None) -> Path | None:
-    """``-o``'s folder: an existing directory, or a name ending in a slash; else None."""
-    if output is not None and (output.endswith(("/", os.sep)) or Path(output).is_dir()):
-        return Path(output)
-    return None
 
 
 def _write(path: Path, text: str) -> Path:
@@ -325,9 +311,3 @@ def write_manifests(folder: Path, manifest: str, filename: str) -> list[str]:
             "edited: delete it to write the current one)"
         )
     return written
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``size`` and ``deploy`` to the ``agentbranch`` command."""
-    app.command("size")(size_command)
-    app.add_typer(deploy_app, name="deploy")

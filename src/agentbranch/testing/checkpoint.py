@@ -55,7 +55,6 @@ def build_tiny_diffusiongemma(
         DiffusionGemmaGenerationConfig,
         EntropyBoundSamplerConfig,
     )
-    from transformers.models.gemma4 import Gemma4VisionConfig
 
     folder = Path(path)
     folder.mkdir(parents=True, exist_ok=True)
@@ -86,21 +85,20 @@ def build_tiny_diffusiongemma(
         eos_token_id=SPECIAL_TOKEN_IDS["<eos>"],
         bos_token_id=SPECIAL_TOKEN_IDS["<bos>"],
     )
-    # vision_config=None breaks loading in transformers 5.18/5.19; a minimal one costs ~2k params.
-    vision_config = Gemma4VisionConfig(
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        head_dim=8,
-        patch_size=2,
-        position_embedding_size=8,
-        pooling_kernel_size=2,
-    )
     config = DiffusionGemmaConfig(
         text_config=text_config,
-        vision_config=vision_config,
+        # None breaks loading in transformers 5.18/5.19; a minimal one costs ~2k params.
+        vision_config={
+            "hidden_size": 16,
+            "intermediate_size": 32,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 2,
+            "head_dim": 8,
+            "patch_size": 2,
+            "position_embedding_size": 8,
+            "pooling_kernel_size": 2,
+        },
         boi_token_id=SPECIAL_TOKEN_IDS["<|image>"],
         eoi_token_id=SPECIAL_TOKEN_IDS["<image|>"],
         image_token_id=SPECIAL_TOKEN_IDS["<|image|>"],

@@ -185,15 +185,9 @@ def build_tiny_tokenizer(
     folder.mkdir(parents=True, exist_ok=True)
     tok = _make_tokenizer_object(vocab_size)
     tok.save(str(folder / "tokenizer.json"))
+    plain = dict.fromkeys(("lstrip", "normalized", "rstrip", "single_word"), False)
     added = {
-        str(i): {
-            "content": tok.id_to_token(i),
-            "lstrip": False,
-            "normalized": False,
-            "rstrip": False,
-            "single_word": False,
-            "special": True,
-        }
+        str(i): {"content": tok.id_to_token(i), **plain, "special": True}
         for i in sorted(tok.get_added_tokens_decoder())
     }
     config = {
