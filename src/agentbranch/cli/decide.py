@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -269,16 +269,14 @@ def decide_lines(
     engine: Engine,
     raw: Iterable[bytes],
     questions: Mapping[str, Any],
-    out: IO[str] | None = None,
     *,
     batch_size: int = 32,
 ) -> tuple[int, Timings]:
-    """Decide every line of ``raw``; write one record a line to ``out`` (a line that cannot
+    """Decide every line of ``raw``; write one record a line to stdout (a line that cannot
     be read or decided gets an error record and the others go on). Returns how many lines
-    failed, and the timings. ``out`` defaults to ``sys.stdout`` as it is now."""
+    failed, and the timings."""
     from agentbranch.core.errors import AgentBranchError
 
-    out = sys.stdout if out is None else out
     timings = Timings()
     start = time.perf_counter()
     engine.warmup()  # the model loads here, not inside the first batch
@@ -305,6 +303,6 @@ def decide_lines(
             record = records[line.number]
             failed += "error" in record
             timings.states += "decisions" in record
-            out.write(json.dumps(record, ensure_ascii=False) + "\n")
-        out.flush()
+            sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+        sys.stdout.flush()
     return failed, timings

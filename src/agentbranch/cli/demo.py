@@ -193,13 +193,12 @@ def _loop_summary(blocks: list[Any], width: int) -> list[str]:
 
     from agentbranch.demo.loop import LOOP_QUESTIONS
 
-    total = blocks[-1].last
     taken = {q: sum(b.taken[q] for b in blocks) for q in LOOP_QUESTIONS}
     right = {q: sum(b.right[q] for b in blocks) for q in LOOP_QUESTIONS}
     first, last = blocks[0], blocks[-1]
     decided = len(LOOP_QUESTIONS) * (last.last - last.first + 1)
     said = (
-        f"{total} tickets, {len(LOOP_QUESTIONS) * total} decisions. The engine took "
+        f"{last.last} tickets, {len(LOOP_QUESTIONS) * last.last} decisions. The engine took "
         + " and ".join(f"{taken[q]} {q} ({right[q]} right)" for q in LOOP_QUESTIONS)
         + f"; the teacher was called {sum(b.asked for b in blocks)} times (its answers "
         f"and audits), {first.asked} in the first block and {last.asked} in the last, "
@@ -327,13 +326,11 @@ def demo(
     width = max(60, min(console.width, 100))
     policy = demo_policy(engine, model)
     team_by = [(s.get("decisions") or {}).get("team", {}).get("decided_by") for s in states]
-    taken = team_by.count("engine")
-    generated = team_by.count("fallback")
     people = sum(s.get("queue") == "human_triage" for s in states)
-    routed = f"{taken} routed by the engine, "
+    routed, fallback = f"{team_by.count('engine')} routed by the engine, ", "human_triage"
     if model is not None:
-        routed += f"{generated} by {model.model_name}'s generation, "
-    fallback = f"generation by {model.model_name}" if model is not None else "human_triage"
+        routed += f"{team_by.count('fallback')} by {model.model_name}'s generation, "
+        fallback = f"generation by {model.model_name}"
     summary = (
         f"{len(states)} tickets: {routed}{people} sent to "
         f"human_triage. team: take when its confidence ≥ {policy['team'].take_at:.2f}, "

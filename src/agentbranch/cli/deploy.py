@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from agentbranch.cli.common import err, fail
+from agentbranch.cli.common import err, exit_on_error
 
 __all__ = ["deploy_app", "size_command"]
 
@@ -114,7 +114,7 @@ def _sized(command: Callable[..., None]) -> Callable[..., None]:
 
 
 def _plan(sizing: _Sizing, model_config: Path | None = None) -> tuple[Any, Any]:
-    from agentbranch.core.errors import ConfigurationError
+    from agentbranch.core.errors import AgentBranchError, ConfigurationError
     from agentbranch.deploy.schema import load_questions, schema_canvas
     from agentbranch.engine.capacity.shapes import DIFFUSIONGEMMA_26B, ModelShape
     from agentbranch.engine.capacity.sizing import size
@@ -138,29 +138,25 @@ def _plan(sizing: _Sizing, model_config: Path | None = None) -> tuple[Any, Any]:
             encode=_encode(sizing.tokenizer),
         )
         canvas_length = schema.canvas_length
-    plan = size(
-        sizing.preset,
-        gpu_gib=sizing.gpu_gib,
-        canvas_length=64 if canvas_length is None else canvas_length,
-        model_config=shape if model_config else None,
-        gpu_memory_utilization=sizing.gpu_memory_utilization,
-        prompt_tokens=sizing.prompt_tokens,
-        max_model_len=8192 if sizing.max_model_len is None else sizing.max_model_len,
-        weights_gib=sizing.weights_gib,
-        activation_gib=sizing.activation_gib,
-        reads_per_decision=schema.reads_per_decision if schema else 1,
-    )
+    try:
+        plan = size(
+            sizing.preset,
+            gpu_gib=sizing.gpu_gib,
+            canvas_length=64 if canvas_length is None else canvas_length,
+            model_config=shape if model_config else None,
+            gpu_memory_utilization=sizing.gpu_memory_utilization,
+            prompt_tokens=sizing.prompt_tokens,
+            max_model_len=8192 if sizing.max_model_len is None else sizing.max_model_len,
+            weights_gib=sizing.weights_gib,
+            activation_gib=sizing.activation_gib,
+            reads_per_decision=schema.reads_per_decision if schema else 1,
+        )
+    except AgentBranchError as e:  # "gpu_gib must be ..." -> "--gpu-gib must be ..."
+        name = str(e).split(" ", 1)[0]
+        if name not in {f.name for f in fields(_Sizing)}:
+            raise
+        raise ConfigurationError("--" + name.replace("_", "-") + str(e)[len(name) :]) from None
     return plan, schema
-
-
-def _fail(e: Exception) -> typer.Exit:
-    """``fail``, with a message that starts with a sizing argument's name starting with
-    the flag that sets it instead ("gpu_gib must be ..." -> "--gpu-gib must be ...")."""
-    message = str(e)
-    name = message.split(" ", 1)[0]
-    if name in {f.name for f in fields(_Sizing)}:
-        message = "--" + name.replace("_", "-") + message[len(name) :]
-    return fail(message)
 
 
 @_sized
@@ -172,12 +168,8 @@ def size_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:
     """How many concurrent sequences (max_num_seqs) one GPU holds for DiffusionGemma reads."""
-    from agentbranch.core.errors import AgentBranchError
-
-    try:
+    with exit_on_error():
         plan, schema = _plan(sizing, model_config)
-    except AgentBranchError as e:
-        raise _fail(e) from None
     if as_json:
         out = plan.to_dict()
         if schema is not None:
@@ -231,11 +223,10 @@ def kserve_command(
 ) -> None:
     """An InferenceService (KServe / OpenShift AI) whose vLLM arguments come from the plan,
     and the ServingRuntime it runs on (with -o DIR/)."""
-    from agentbranch.core.errors import AgentBranchError
     from agentbranch.deploy.kserve import inferenceservice_file, kserve_manifest
     from agentbranch.engine.presets import get_preset
 
-    try:
+    with exit_on_error():
         plan, _ = _plan(sizing)
         preset, questions = sizing.preset, sizing.questions
         command = f"agentbranch deploy kserve --preset {preset} --gpu-gib {sizing.gpu_gib:g}"
@@ -254,8 +245,6 @@ def kserve_command(
             written = write_manifests(folder, text, inferenceservice_file(isvc_name))
         elif output is not None:
             written = [f"wrote {_write(Path(output), text)} (InferenceService)"]
-    except AgentBranchError as e:
-        raise _fail(e) from None
     if output is None:
         sys.stdout.write(text)
         return

@@ -40,9 +40,9 @@ class Block:
 
     first: int
     last: int
-    taken: dict[str, int] = field(default_factory=dict)
-    right: dict[str, int] = field(default_factory=dict)
-    teacher: dict[str, int] = field(default_factory=dict)
+    taken: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LOOP_QUESTIONS, 0))
+    right: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LOOP_QUESTIONS, 0))
+    teacher: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LOOP_QUESTIONS, 0))
     take_at: dict[str, float | None] = field(default_factory=dict)
     version: dict[str, int] = field(default_factory=dict)
     read_s: list[float] = field(default_factory=list)
@@ -110,9 +110,6 @@ def run_loop(
     for start in range(0, len(tickets), BLOCK):
         part = tickets[start : start + BLOCK]
         b = Block(start + 1, start + len(part))
-        b.taken = dict.fromkeys(LOOP_QUESTIONS, 0)
-        b.right = dict.fromkeys(LOOP_QUESTIONS, 0)
-        b.teacher = dict.fromkeys(LOOP_QUESTIONS, 0)
         del teacher_s[:]
         for t in part:
             out = app.invoke({"ticket": t["ticket"]})

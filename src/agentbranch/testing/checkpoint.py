@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -143,15 +142,13 @@ def tiny_diffusiongemma(path: str | os.PathLike[str] | None = None, **kwargs: An
     folder = Path(tempfile.gettempdir()) / f"agentbranch-tiny-diffusiongemma-{key}"
     if (folder / ".complete").exists():
         return folder
-    staging = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
-    try:
-        build_tiny_diffusiongemma(staging, **kwargs)
-        (staging / ".complete").write_text("ok\n")
+    with tempfile.TemporaryDirectory(
+        prefix=folder.name + ".", dir=folder.parent, ignore_cleanup_errors=True
+    ) as staging:
+        (build_tiny_diffusiongemma(staging, **kwargs) / ".complete").write_text("ok\n")
         try:
             os.replace(staging, folder)
         except OSError:  # another process won the race (target exists and is not empty)
             if not (folder / ".complete").exists():
                 raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return folder
