@@ -140,24 +140,6 @@ def report(
         console.print(f"reliability diagram [bold]{diagram}[/bold]", soft_wrap=True)
 
 
-def _print_earned(rep, extra: dict, details: bool) -> None:  # noqa: ANN001
-    """The summary (one line per question), then with ``details`` every table."""
-    from agentbranch.audit.earned_render import summary_table, tables
-
-    if not rep.questions:
-        console.print("no earned-trust evidence yet")
-        return
-    print_table(console, summary_table(rep))
-    if not details:
-        console.print(
-            "each question's look, labels, audits, coverage over time and events: --details",
-            soft_wrap=True,
-        )
-        return
-    for table in tables(rep, extra):
-        print_table(console, table)
-
-
 def _check_unit(flag: str, value: float | None, *, closed: bool) -> None:
     from agentbranch.core.errors import ConfigurationError
 
@@ -254,7 +236,7 @@ def _earned(
     ``source`` (its evidence store, or its audit records). With its audit ``records``,
     the audits' own figures beside it, the audit table of questions under a fixed
     take_at, and their reliability diagram (the earned one then ``NAME-earned.png``)."""
-    from agentbranch.audit.earned_render import earned_diagram
+    from agentbranch.audit.earned_render import earned_diagram, summary_table, tables
     from agentbranch.audit.earned_report import earned_report
     from agentbranch.audit.report import audit_report
 
@@ -288,7 +270,16 @@ def _earned(
         for question_id, q in audits.questions.items()
         if question_id in earned_ids
     }
-    _print_earned(rep, extra, details)
+    if not rep.questions:
+        console.print("no earned-trust evidence yet")
+    else:  # the summary (one line per question), then with --details every table
+        for table in [summary_table(rep), *(tables(rep, extra) if details else [])]:
+            print_table(console, table)
+        if not details:
+            console.print(
+                "each question's look, labels, audits, coverage over time and events: --details",
+                soft_wrap=True,
+            )
     for question_id, q in audits.questions.items():
         if question_id not in earned_ids:
             _audit_table(q, target_precision or 0.9, level or 0.95)

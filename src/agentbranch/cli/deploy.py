@@ -8,9 +8,9 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Annotated, Any, get_type_hints
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -89,16 +89,7 @@ class _Sizing:
 def _sized(command: Callable[..., None]) -> Callable[..., None]:
     """``command(sizing, **own_flags)`` as a typer command whose flags are the sizing
     flags, then its own (typer reads a command's flags from its signature)."""
-    hints = get_type_hints(_Sizing, include_extras=True)
-    shared = [
-        inspect.Parameter(
-            f.name,
-            inspect.Parameter.POSITIONAL_OR_KEYWORD,
-            annotation=hints[f.name],
-            default=inspect.Parameter.empty if f.default is MISSING else f.default,
-        )
-        for f in fields(_Sizing)
-    ]
+    shared = list(inspect.signature(_Sizing, eval_str=True).parameters.values())
     own = inspect.signature(command, eval_str=True)
     signature = own.replace(parameters=shared + list(own.parameters.values())[1:])
 
@@ -173,11 +164,7 @@ def size_command(
     if as_json:
         out = plan.to_dict()
         if schema is not None:
-            out["schema"] = {
-                "questions": schema.questions,
-                "joint": schema.joint,
-                "widths": list(schema.widths),
-            }
+            out["schema"] = {k: getattr(schema, k) for k in ("questions", "joint", "widths")}
         print(json.dumps(out, indent=2))
         return
     console = Console(file=sys.stdout, width=max(Console().width, 120))
