@@ -55,14 +55,6 @@ class Block:
         return len(self.teacher_s)
 
 
-class _OnlyWriter(JsonlEvidenceStore):
-    """The loop's store: nothing but this run writes it, so a learned version's labels
-    need not wait for other writers' labels to settle (a wait in seconds, which made
-    the blocks differ from run to run with the machine's speed)."""
-
-    private = True
-
-
 class _LoopState(TypedDict, total=False):
     ticket: str
     decisions: DecisionRecords
@@ -96,7 +88,11 @@ def run_loop(
     ``Earned(precision, store, learn=True)`` with one audit in five of the decisions
     taken; one ``Block`` per ``BLOCK`` tickets (``on_block`` is called as each ends)."""
     teacher_s: list[float] = []
-    earned = Earned(precision=precision, level=0.95, store=_OnlyWriter(store), learn=True)
+    evidence = JsonlEvidenceStore(store)
+    # Nothing but this run writes it, so a learned version's labels need not wait for
+    # other writers' labels to settle (a wait that made blocks vary with the machine).
+    evidence.private = True
+    earned = Earned(precision=precision, level=0.95, store=evidence, learn=True)
     audit = Audit(rate=0.2, seed=1)
     policy = Policy(
         take_at=earned, fallbacks=[Generate(_labelled_teacher(tickets, teacher_s))], audit=audit
