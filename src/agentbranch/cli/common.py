@@ -223,6 +223,6 @@ def show_flags_as_flags(app: typer.Typer) -> None:
     for command in app.registered_commands:
         if _default(command.cls, TyperCommand):
             command.cls = FlagCommand
-    for group in app.registered_groups:  # (a group's own app gives it its class)
+    for group in app.registered_groups:  # a group takes its class from its own app
         if group.typer_instance is not None:
             show_flags_as_flags(group.typer_instance)

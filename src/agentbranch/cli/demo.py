@@ -177,15 +177,6 @@ def _loop_row(b: Any) -> str:
     return row + f"{b.asked:>7}"
 
 
-def _loop_header() -> list[str]:
-    from agentbranch.demo.loop import LOOP_QUESTIONS
-
-    head = f"{'tickets':<9}" + "".join(
-        f"{q + ': took':<14}{'at':>5}{'':<6}" for q in LOOP_QUESTIONS
-    )
-    return [head + "teacher", "─" * (len(head) + 7)]
-
-
 def _loop_summary(blocks: list[Any], width: int) -> list[str]:
     """What the loop's blocks added up to, after a blank line."""
     import statistics
@@ -238,7 +229,10 @@ def _run_the_loop(engine: Engine, store: Path | None, tickets: int, precision: f
     lines = [f"agentbranch demo on {engine.reader.model}", ""]
     for text in (intro, LOOP_LEGEND):
         lines += [*textwrap.wrap(text, width=width, break_long_words=False), ""]
-    for line in lines + _loop_header():
+    head = f"{'tickets':<9}" + "".join(
+        f"{q + ': took':<14}{'at':>5}{'':<6}" for q in LOOP_QUESTIONS
+    )
+    for line in [*lines, head + "teacher", "─" * (len(head) + 7)]:
         say(line)
     with tempfile.TemporaryDirectory() as tmp:
         path = str(store) if store is not None else str(Path(tmp) / "evidence.jsonl")

@@ -94,8 +94,7 @@ class _Kit:
                 rate=1.0,
                 time=when.isoformat(timespec="milliseconds"),
             )
-            values.update(fields)
-            out.append(new_evidence(**values))
+            out.append(new_evidence(**(values | fields)))
         self.appended += out
         return out
 
