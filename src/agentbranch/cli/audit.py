@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from agentbranch.cli.common import console, fail, fmt, key_value, print_table
+from agentbranch.cli.common import console, exit_on_error, fmt, key_value, print_table
 
 __all__ = ["audit_app", "more_audits_text", "report"]
 
@@ -110,28 +110,24 @@ def report(
     confidence."""
     from agentbranch.audit.earned_sources import is_evidence_store
     from agentbranch.audit.report import audit_report, load_records
-    from agentbranch.core.errors import AgentBranchError
 
-    try:
+    with exit_on_error(also=(OSError,)):  # OSError: the diagram could not be written
         _check_unit("--target-precision", target_precision, closed=True)
         _check_unit("--level", level, closed=False)
         diagram = _diagram(diagram)
+        shown = (target_precision, level, bins, diagram, as_json, details)
         if is_evidence_store(_uri(file)):
-            _earned(_uri(file), target_precision, level, diagram, as_json, details)
+            _earned(_uri(file), None, file, *shown)
             return
         records = load_records(file)
         earned_policy = any(r.get("trust") in ("learning", "earned", "withdrawn") for r in records)
         if evidence is not None or earned_policy:
-            _unified(
-                file, records, evidence, target_precision, level, bins, diagram, as_json, details
-            )
+            _earned(records if evidence is None else _uri(evidence), records, file, *shown)
             return
         target = 0.9 if target_precision is None else target_precision
         rep = audit_report(records, target_precision=target, level=level or 0.95, bins=bins)
         if diagram is not None:
             _reliability(records, diagram, bins)
-    except (AgentBranchError, OSError) as e:  # OSError: the diagram could not be written
-        raise fail(e) from None
     if as_json:
         print(json.dumps(rep.as_dict(), indent=2, allow_nan=False))
         return
@@ -142,24 +138,6 @@ def report(
         _audit_table(q, target, level or 0.95)
     if diagram is not None:
         console.print(f"reliability diagram [bold]{diagram}[/bold]", soft_wrap=True)
-
-
-def _print_earned(rep, extra: dict | None = None, details: bool = False) -> None:  # noqa: ANN001
-    """The summary (one line per question), then with ``details`` every table."""
-    from agentbranch.audit.earned_render import summary_table, tables
-
-    if not rep.questions:
-        console.print("no earned-trust evidence yet")
-        return
-    print_table(console, summary_table(rep))
-    if not details:
-        console.print(
-            "each question's look, labels, audits, coverage over time and events: --details",
-            soft_wrap=True,
-        )
-        return
-    for table in tables(rep, extra):
-        print_table(console, table)
 
 
 def _check_unit(flag: str, value: float | None, *, closed: bool) -> None:
@@ -243,40 +221,42 @@ def _agreement(q) -> tuple[str, str]:  # noqa: ANN001
     )
 
 
-def _unified(
+def _earned(
+    source: str | Path | list,
+    records: list | None,
     file: Path,
-    records: list,
-    evidence: Path | None,
     target_precision: float | None,
     level: float | None,
     bins: int,
     diagram: Path | None,
     as_json: bool,
-    details: bool = False,
+    details: bool,
 ) -> None:
-    """Audit records of an Earned policy (and its evidence): one report per question,
-    the threshold in force from the evidence (else from the records), the audits' own
-    figures beside it; questions under a fixed take_at get the audit table."""
-    from agentbranch.audit.earned_render import earned_diagram
+    """An Earned policy's report, one per question: the threshold in force from
+    ``source`` (its evidence store, or its audit records). With its audit ``records``,
+    the audits' own figures beside it, the audit table of questions under a fixed
+    take_at, and their reliability diagram (the earned one then ``NAME-earned.png``)."""
+    from agentbranch.audit.earned_render import earned_diagram, summary_table, tables
     from agentbranch.audit.earned_report import earned_report
     from agentbranch.audit.report import audit_report
 
-    source = records if evidence is None else _uri(evidence)
     rep = earned_report(source, precision=target_precision, level=level)
     earned_ids = {q.question_id for q in rep.questions.values()}
     audits = audit_report(
-        records, target_precision=target_precision or 0.9, level=level or 0.95, bins=bins
+        records or [], target_precision=target_precision or 0.9, level=level or 0.95, bins=bins
     )
-    if diagram is not None:
+    earned_png = diagram
+    if diagram is not None and records is not None:
         _reliability(records, diagram, bins)
-        drawn = None
-        if rep.questions:
-            drawn = earned_diagram(rep, diagram.with_name(diagram.stem + "-earned.png"))
+        earned_png = diagram.with_name(diagram.stem + "-earned.png")
+    drawn = earned_diagram(rep, earned_png) if earned_png is not None and rep.questions else None
     if as_json:
-        audit = audits.as_dict()
-        for question_id in earned_ids & set(audit["questions"]):
-            del audit["questions"][question_id]["threshold"]  # one threshold: the earned one
-        out = {"earned": rep.as_dict(), "audit": audit}
+        out = rep.as_dict()
+        if records is not None:
+            audit = audits.as_dict()
+            for question_id in earned_ids & set(audit["questions"]):
+                del audit["questions"][question_id]["threshold"]  # one threshold: the earned one
+            out = {"earned": out, "audit": audit}
         print(json.dumps(out, indent=2, allow_nan=False))
         return
     extra = {
@@ -290,14 +270,23 @@ def _unified(
         for question_id, q in audits.questions.items()
         if question_id in earned_ids
     }
-    _print_earned(rep, extra, details)
+    if not rep.questions:
+        console.print("no earned-trust evidence yet")
+    else:  # the summary (one line per question), then with --details every table
+        for table in [summary_table(rep), *(tables(rep, extra) if details else [])]:
+            print_table(console, table)
+        if not details:
+            console.print(
+                "each question's look, labels, audits, coverage over time and events: --details",
+                soft_wrap=True,
+            )
     for question_id, q in audits.questions.items():
         if question_id not in earned_ids:
             _audit_table(q, target_precision or 0.9, level or 0.95)
-    if diagram is not None:
+    if diagram is not None and records is not None:
         console.print(f"reliability diagram [bold]{diagram}[/bold]", soft_wrap=True)
-        if drawn is not None:
-            console.print(f"threshold and coverage diagram [bold]{drawn}[/bold]", soft_wrap=True)
+    if drawn is not None:
+        console.print(f"threshold and coverage diagram [bold]{drawn}[/bold]", soft_wrap=True)
 
 
 def _uri(source: str | Path) -> str | Path:
@@ -307,25 +296,3 @@ def _uri(source: str | Path) -> str | Path:
         if text.startswith(scheme) and not text.startswith(scheme + "/"):
             return scheme + "/" + text[len(scheme) :]
     return source
-
-
-def _earned(
-    file: str | Path,
-    precision: float | None,
-    level: float | None,
-    diagram: Path | None,
-    as_json: bool,
-    details: bool = False,
-) -> None:
-    """The earned-trust report of an evidence store."""
-    from agentbranch.audit.earned_render import earned_diagram
-    from agentbranch.audit.earned_report import earned_report
-
-    rep = earned_report(_uri(file), precision=precision, level=level)
-    drawn = earned_diagram(rep, diagram) if diagram is not None and rep.questions else None
-    if as_json:
-        print(json.dumps(rep.as_dict(), indent=2, allow_nan=False))
-        return
-    _print_earned(rep, details=details)
-    if drawn is not None:
-        console.print(f"threshold and coverage diagram [bold]{drawn}[/bold]", soft_wrap=True)

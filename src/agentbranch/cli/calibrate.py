@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.table import Column, Table
 
 from agentbranch.cli.common import (
     LabelledQuestions,
@@ -15,7 +15,7 @@ from agentbranch.cli.common import (
     Verbose,
     console,
     err,
-    fail,
+    exit_on_error,
     fmt,
     key_value,
     print_table,
@@ -80,7 +80,6 @@ def calibrate(
     from rich.progress import Progress
 
     from agentbranch import calibration as cal
-    from agentbranch.core.errors import AgentBranchError
     from agentbranch.core.files import check_writable
     from agentbranch.engine.calibration import Calibration
 
@@ -93,7 +92,7 @@ def calibrate(
         raise typer.BadParameter("give a LABELLED file or --from-audit AUDITS.jsonl (one)")
     if from_audit is not None and evaluate is not None:
         raise typer.BadParameter("--evaluate scores a LABELLED file; it does not take --from-audit")
-    try:
+    with exit_on_error():
         # Before any work: an output that cannot be written would lose the fit.
         if evaluate is None:
             check_writable(out, "--out")
@@ -128,19 +127,15 @@ def calibrate(
                     report = cal.calibrate(
                         engine, examples, **fit, progress=lambda n: bar.advance(task, n)
                     )
-    except AgentBranchError as e:
-        raise fail(e) from None
     for warning in report.warnings:
         if not warning.startswith(cal.WORSE_FIT):  # logged already, and said below
             err.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
     refused = evaluate is None and report.worse and not force
-    try:
+    with exit_on_error(also=(OSError,)):  # written after all checks: disk full, ...
         if evaluate is None and not refused:
             report.calibration.save(out)
         if diagram is not None:
             cal.reliability_diagram(report.eval_before, report.eval_after, diagram)
-    except (AgentBranchError, OSError) as e:  # written after all checks: disk full, ...
-        raise fail(e) from None
     if as_json:
         print(json.dumps(report.as_dict(), indent=2))
         if refused:
@@ -153,45 +148,25 @@ def calibrate(
     if evaluate is not None:
         title = f"evaluating {evaluate} on {report.n_eval} examples (nothing fitted)"
 
-    table = Table(title=title)
-    for col in (
-        "question",
-        "n",
-        "T",
-        "accuracy",
-        "ECE before→after",
-        "Brier before→after",
-        f"threshold @{target_precision:.0%}",
-        "coverage (precision)",
-    ):
-        table.add_column(col, justify="right" if col != "question" else "left")
+    columns = ["n", "T", "accuracy", "ECE before→after", "Brier before→after"]
+    columns += [f"threshold @{target_precision:.0%}", "coverage (precision)"]
+    table = Table("question", *(Column(c, justify="right") for c in columns), title=title)
     types = {s.question_id: s.type for s in report.eval_before}
     for question_id, (b, a) in report.per_question.items():
         t = report.held_out_thresholds[question_id]
+        temperature = report.calibration.temperature(question_id, types[question_id])
         table.add_row(
             question_id,
             str(b.n),
-            fmt(report.calibration.temperature(question_id, types[question_id]), 2),
-            fmt(b.accuracy),
-            f"{fmt(b.ece)} → {fmt(a.ece)}",
-            f"{fmt(b.brier)} → {fmt(a.brier)}",
+            fmt(temperature, 2),
+            *_scores(b, a),
             fmt(t.threshold),
             f"{fmt(t.coverage, 2)} ({fmt(t.precision, 2)})"
             if t.threshold is not None
             else "none reaches it",
         )
     b, a = report.before, report.after
-    table.add_row(
-        "[bold]all[/bold]",
-        str(b.n),
-        "",
-        fmt(b.accuracy),
-        f"{fmt(b.ece)} → {fmt(a.ece)}",
-        f"{fmt(b.brier)} → {fmt(a.brier)}",
-        "",
-        "",
-        end_section=True,
-    )
+    table.add_row("[bold]all[/bold]", str(b.n), "", *_scores(b, a), "", "", end_section=True)
     print_table(console, table, lambda: _folded(table))
     if evaluate is not None or refused:
         if diagram:
@@ -212,6 +187,11 @@ def calibrate(
             + ", ".join(f"{q}={v:.3f}" for q, v in report.calibration.thresholds.items()),
             soft_wrap=True,
         )
+
+
+def _scores(b: Any, a: Any) -> list[str]:
+    """Accuracy, and ECE and Brier before → after."""
+    return [fmt(b.accuracy), f"{fmt(b.ece)} → {fmt(a.ece)}", f"{fmt(b.brier)} → {fmt(a.brier)}"]
 
 
 def _folded(table: Table) -> list[Table]:

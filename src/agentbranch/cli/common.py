@@ -9,7 +9,8 @@ import logging
 import math
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -28,6 +29,7 @@ __all__ = [
     "Verbose",
     "console",
     "err",
+    "exit_on_error",
     "fail",
     "fmt",
     "key_value",
@@ -74,7 +76,6 @@ def load_engine(
 ) -> tuple[Any, str]:
     """``DecisionEngine.from_env()`` and why it chose that engine; ``error:`` exit ``code``
     when the environment asks for an engine that cannot be built."""
-    from agentbranch.core.errors import AgentBranchError
     from agentbranch.engine.engine import DecisionEngine
     from agentbranch.engine.selection import ENV_ENGINE
 
@@ -83,11 +84,9 @@ def load_engine(
         kwargs["calibration"] = str(calibration)
     # --reader NAME forces that engine, as AGENTBRANCH_ENGINE=NAME would.
     env = None if reader in (None, "auto") else {**os.environ, ENV_ENGINE: str(reader)}
-    try:
+    with exit_on_error(code):
         engine = DecisionEngine.from_env(env, **kwargs)
-        return engine, engine.selection_reason or ""
-    except AgentBranchError as e:
-        raise fail(e, code) from None
+    return engine, engine.selection_reason or ""
 
 
 def shown_engine(calibration: Path | None, permutations: int = 1, reader: str | None = None) -> Any:
@@ -105,6 +104,18 @@ def fail(message: object, code: int = 2) -> typer.Exit:
     """Print ``error: message`` on stderr; raise the result (exit status ``code``)."""
     err.print(f"[red]error:[/red] {escape(str(message))}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
+
+
+@contextmanager
+def exit_on_error(code: int = 2, also: tuple[type[Exception], ...] = ()) -> Iterator[None]:
+    """Run the block; an ``AgentBranchError`` (or one of ``also``) it raises becomes
+    ``error: ...`` on stderr and exit status ``code``."""
+    from agentbranch.core.errors import AgentBranchError
+
+    try:
+        yield
+    except (AgentBranchError, *also) as e:
+        raise fail(e, code) from None
 
 
 def read_questions(path: Path) -> dict[str, Any]:
@@ -212,8 +223,6 @@ def show_flags_as_flags(app: typer.Typer) -> None:
     for command in app.registered_commands:
         if _default(command.cls, TyperCommand):
             command.cls = FlagCommand
-    for group in app.registered_groups:
-        if _default(group.cls, TyperGroup):
-            group.cls = FlagGroup
+    for group in app.registered_groups:  # a group takes its class from its own app
         if group.typer_instance is not None:
             show_flags_as_flags(group.typer_instance)

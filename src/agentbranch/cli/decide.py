@@ -14,12 +14,20 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
-from agentbranch.cli.common import console, err, fail, load_engine, quiet_logs, read_questions
+from agentbranch.cli.common import (
+    console,
+    err,
+    exit_on_error,
+    fail,
+    load_engine,
+    quiet_logs,
+    read_questions,
+)
 
 if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine
@@ -106,7 +114,6 @@ def decide(
     ...} for a line that could not be read or decided; the exit status is 1 when any
     line failed."""
     import agentbranch as ab
-    from agentbranch.core.errors import AgentBranchError
 
     quiet_logs(verbose)
     if (state is None) == (each is None):
@@ -118,7 +125,7 @@ def decide(
             raise fail(f"the state on stdin is not UTF-8 text (byte {e.start})") from None
     qs: dict[str, Any] = {}
     answers: list[str] = []  # what an --example may name
-    try:
+    with exit_on_error():
         if questions is not None:
             qs.update(read_questions(questions))
         if choice_q:
@@ -156,17 +163,14 @@ def decide(
         loaded = time.perf_counter()
         decisions = engine.decide(state, qs)
         spent = Timings(loaded - start, time.perf_counter() - loaded, 1)
-    except AgentBranchError as e:
-        raise fail(e) from None
     if timings or spent.load_s + spent.decide_s > SLOW_S:
         hint = "" if timings else "; to decide many states with one load, use --each FILE"
         err.print(f"[dim]took {spent.line()}{hint}[/dim]", highlight=False, soft_wrap=True)
     if as_json:
         print(json.dumps(decisions.to_records(), indent=2))
         return
-    table = Table(title=f"{engine.reader.name} ({engine.reader.model})")
-    for col in ("question", "label", "probabilities", "entropy", "confidence"):
-        table.add_column(col)
+    title = f"{engine.reader.name} ({engine.reader.model})"
+    table = Table("question", "label", "probabilities", "entropy", "confidence", title=title)
     for question_id, d in decisions.items():
         table.add_row(
             question_id,
@@ -251,37 +255,27 @@ def parse_lines(raw: Iterable[bytes]) -> Iterator[Line]:
             )
             continue
         key = next((k for k in STATE_KEYS if k in obj), None)
-        if key is None:
-            yield Line(number, state=obj, id=obj.get("id"))
-        else:
-            yield Line(number, state=obj[key], id=obj.get("id"))
+        yield Line(number, state=obj if key is None else obj[key], id=obj.get("id"))
 
 
 def _record(line: Line, decisions: Any = None, error: str | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"line": line.number}
     if line.id is not None:
         out["id"] = line.id
-    if error is None:
-        out["decisions"] = decisions.to_records()
-    else:
-        out["error"] = error
-    return out
+    return out | ({"decisions": decisions.to_records()} if error is None else {"error": error})
 
 
 def decide_lines(
     engine: Engine,
     raw: Iterable[bytes],
     questions: Mapping[str, Any],
-    out: IO[str] | None = None,
     *,
     batch_size: int = 32,
 ) -> tuple[int, Timings]:
-    """Decide every line of ``raw``; write one record a line to ``out`` (a line that cannot
+    """Decide every line of ``raw``; write one record a line to stdout (a line that cannot
     be read or decided gets an error record and the others go on). Returns how many lines
-    failed, and the timings. ``out`` defaults to ``sys.stdout`` as it is now."""
+    failed, and the timings."""
     from agentbranch.core.errors import AgentBranchError
-
-    out = sys.stdout if out is None else out
 
     timings = Timings()
     start = time.perf_counter()
@@ -291,9 +285,7 @@ def decide_lines(
     lines = parse_lines(raw)
     while batch := list(islice(lines, batch_size)):
         good = [line for line in batch if line.error is None]
-        records = {
-            line.number: _record(line, error=line.error) for line in batch if line.error is not None
-        }
+        records = {line.number: _record(line, error=line.error) for line in batch if line.error}
         start = time.perf_counter()
         try:
             decided = engine.decide_many([line.state for line in good], questions) if good else []
@@ -311,6 +303,6 @@ def decide_lines(
             record = records[line.number]
             failed += "error" in record
             timings.states += "decisions" in record
-            out.write(json.dumps(record, ensure_ascii=False) + "\n")
-        out.flush()
+            sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+        sys.stdout.flush()
     return failed, timings

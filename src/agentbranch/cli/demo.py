@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from agentbranch.cli.common import console, err, fail, quiet_logs, shown_engine
+from agentbranch.cli.common import console, err, exit_on_error, quiet_logs, shown_engine
 
 if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine
@@ -67,13 +67,11 @@ def local_chat_model(engine: Engine) -> Any:
     """The generation fallback of ``--generate``: the reader's own model when it can
     generate (vLLM, transformers), else ``agentbranch.local_generator()``: SmolLM2-135M-Instruct
     on transformers (fetched from the package index and converted once)."""
-    from agentbranch.integrations.local_chat import LocalChatModel
+    from agentbranch.integrations.local_chat import LocalChatModel, local_generator
 
     own = engine.reader.generator()
     if own is not None:
         return LocalChatModel.on(own, max_tokens=24)
-    from agentbranch.integrations.local_chat import local_generator
-
     return local_generator(max_tokens=24)
 
 
@@ -179,15 +177,6 @@ def _loop_row(b: Any) -> str:
     return row + f"{b.asked:>7}"
 
 
-def _loop_header() -> list[str]:
-    from agentbranch.demo.loop import LOOP_QUESTIONS
-
-    head = f"{'tickets':<9}" + "".join(
-        f"{q + ': took':<14}{'at':>5}{'':<6}" for q in LOOP_QUESTIONS
-    )
-    return [head + "teacher", "─" * (len(head) + 7)]
-
-
 def _loop_summary(blocks: list[Any], width: int) -> list[str]:
     """What the loop's blocks added up to, after a blank line."""
     import statistics
@@ -195,13 +184,12 @@ def _loop_summary(blocks: list[Any], width: int) -> list[str]:
 
     from agentbranch.demo.loop import LOOP_QUESTIONS
 
-    total = blocks[-1].last
     taken = {q: sum(b.taken[q] for b in blocks) for q in LOOP_QUESTIONS}
     right = {q: sum(b.right[q] for b in blocks) for q in LOOP_QUESTIONS}
     first, last = blocks[0], blocks[-1]
     decided = len(LOOP_QUESTIONS) * (last.last - last.first + 1)
     said = (
-        f"{total} tickets, {len(LOOP_QUESTIONS) * total} decisions. The engine took "
+        f"{last.last} tickets, {len(LOOP_QUESTIONS) * last.last} decisions. The engine took "
         + " and ".join(f"{taken[q]} {q} ({right[q]} right)" for q in LOOP_QUESTIONS)
         + f"; the teacher was called {sum(b.asked for b in blocks)} times (its answers "
         f"and audits), {first.asked} in the first block and {last.asked} in the last, "
@@ -238,12 +226,13 @@ def _run_the_loop(engine: Engine, store: Path | None, tickets: int, precision: f
         "audit in five of the decisions the engine takes. The teacher is the tickets' "
         "labelled answers, standing in for a person or an LLM judge."
     )
-    for line in [f"agentbranch demo on {engine.reader.model}", ""]:
-        say(line)
+    lines = [f"agentbranch demo on {engine.reader.model}", ""]
     for text in (intro, LOOP_LEGEND):
-        for line in textwrap.wrap(text, width=width, break_long_words=False) + [""]:
-            say(line)
-    for line in _loop_header():
+        lines += [*textwrap.wrap(text, width=width, break_long_words=False), ""]
+    head = f"{'tickets':<9}" + "".join(
+        f"{q + ': took':<14}{'at':>5}{'':<6}" for q in LOOP_QUESTIONS
+    )
+    for line in [*lines, head + "teacher", "─" * (len(head) + 7)]:
         say(line)
     with tempfile.TemporaryDirectory() as tmp:
         path = str(store) if store is not None else str(Path(tmp) / "evidence.jsonl")
@@ -301,13 +290,12 @@ def demo(
     """Show the loop: tickets in blocks, what the engine took and what the teacher
     answered as thresholds are earned and versions learned (``--each``: the triage graph
     over sample tickets, every decision shown)."""
-    from agentbranch.core.errors import AgentBranchError
     from agentbranch.core.files import check_writable
 
     quiet_logs(verbose)
     each = each or as_json or generate
     each = each or any(x is not None for x in (tickets, limit, calibration))
-    try:
+    with exit_on_error():
         if not each:
             if store is not None:  # before the engine loads, not after a minute of tickets
                 check_writable(store, "--store")
@@ -320,8 +308,6 @@ def demo(
             with err.status("loading the local language model (first run: download + convert)…"):
                 model = local_chat_model(engine)
             err.print(f"[dim]fallback:[/dim] generation by {model.model_name}")
-    except AgentBranchError as e:
-        raise fail(e) from None
     states = run_demo(engine, rows, progress=not as_json and len(rows) > 5, fallback_model=model)
     if as_json:
         for t, s in zip(rows, states):
@@ -334,13 +320,11 @@ def demo(
     width = max(60, min(console.width, 100))
     policy = demo_policy(engine, model)
     team_by = [(s.get("decisions") or {}).get("team", {}).get("decided_by") for s in states]
-    taken = team_by.count("engine")
-    generated = team_by.count("fallback")
     people = sum(s.get("queue") == "human_triage" for s in states)
-    routed = f"{taken} routed by the engine, "
+    routed, fallback = f"{team_by.count('engine')} routed by the engine, ", "human_triage"
     if model is not None:
-        routed += f"{generated} by {model.model_name}'s generation, "
-    fallback = f"generation by {model.model_name}" if model is not None else "human_triage"
+        routed += f"{team_by.count('fallback')} by {model.model_name}'s generation, "
+        fallback = f"generation by {model.model_name}"
     summary = (
         f"{len(states)} tickets: {routed}{people} sent to "
         f"human_triage. team: take when its confidence ≥ {policy['team'].take_at:.2f}, "

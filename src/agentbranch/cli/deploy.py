@@ -8,17 +8,17 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Annotated, Any, get_type_hints
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from agentbranch.cli.common import err, fail
+from agentbranch.cli.common import err, exit_on_error
 
-__all__ = ["deploy_app", "register", "size_command"]
+__all__ = ["deploy_app", "size_command"]
 
 deploy_app = typer.Typer(
     help="Serving manifests sized for a GPU and a question schema.", no_args_is_help=True
@@ -89,16 +89,7 @@ class _Sizing:
 def _sized(command: Callable[..., None]) -> Callable[..., None]:
     """``command(sizing, **own_flags)`` as a typer command whose flags are the sizing
     flags, then its own (typer reads a command's flags from its signature)."""
-    hints = get_type_hints(_Sizing, include_extras=True)
-    shared = [
-        inspect.Parameter(
-            f.name,
-            inspect.Parameter.POSITIONAL_OR_KEYWORD,
-            annotation=hints[f.name],
-            default=inspect.Parameter.empty if f.default is MISSING else f.default,
-        )
-        for f in fields(_Sizing)
-    ]
+    shared = list(inspect.signature(_Sizing, eval_str=True).parameters.values())
     own = inspect.signature(command, eval_str=True)
     signature = own.replace(parameters=shared + list(own.parameters.values())[1:])
 
@@ -114,7 +105,7 @@ def _sized(command: Callable[..., None]) -> Callable[..., None]:
 
 
 def _plan(sizing: _Sizing, model_config: Path | None = None) -> tuple[Any, Any]:
-    from agentbranch.core.errors import ConfigurationError
+    from agentbranch.core.errors import AgentBranchError, ConfigurationError
     from agentbranch.deploy.schema import load_questions, schema_canvas
     from agentbranch.engine.capacity.shapes import DIFFUSIONGEMMA_26B, ModelShape
     from agentbranch.engine.capacity.sizing import size
@@ -138,39 +129,25 @@ def _plan(sizing: _Sizing, model_config: Path | None = None) -> tuple[Any, Any]:
             encode=_encode(sizing.tokenizer),
         )
         canvas_length = schema.canvas_length
-    plan = size(
-        sizing.preset,
-        gpu_gib=sizing.gpu_gib,
-        canvas_length=64 if canvas_length is None else canvas_length,
-        model_config=shape if model_config else None,
-        gpu_memory_utilization=sizing.gpu_memory_utilization,
-        prompt_tokens=sizing.prompt_tokens,
-        max_model_len=8192 if sizing.max_model_len is None else sizing.max_model_len,
-        weights_gib=sizing.weights_gib,
-        activation_gib=sizing.activation_gib,
-        reads_per_decision=schema.reads_per_decision if schema else 1,
-    )
+    try:
+        plan = size(
+            sizing.preset,
+            gpu_gib=sizing.gpu_gib,
+            canvas_length=64 if canvas_length is None else canvas_length,
+            model_config=shape if model_config else None,
+            gpu_memory_utilization=sizing.gpu_memory_utilization,
+            prompt_tokens=sizing.prompt_tokens,
+            max_model_len=8192 if sizing.max_model_len is None else sizing.max_model_len,
+            weights_gib=sizing.weights_gib,
+            activation_gib=sizing.activation_gib,
+            reads_per_decision=schema.reads_per_decision if schema else 1,
+        )
+    except AgentBranchError as e:  # "gpu_gib must be ..." -> "--gpu-gib must be ..."
+        name = str(e).split(" ", 1)[0]
+        if name not in {f.name for f in fields(_Sizing)}:
+            raise
+        raise ConfigurationError("--" + name.replace("_", "-") + str(e)[len(name) :]) from None
     return plan, schema
-
-
-#: size()'s argument names as the flags that set them, for its error messages.
-_FLAGS = {
-    "gpu_gib": "--gpu-gib",
-    "gpu_memory_utilization": "--gpu-memory-utilization",
-    "canvas_length": "--canvas-length",
-    "prompt_tokens": "--prompt-tokens",
-    "max_model_len": "--max-model-len",
-    "weights_gib": "--weights-gib",
-    "activation_gib": "--activation-gib",
-}
-
-
-def _fail(e: Exception) -> typer.Exit:
-    message = str(e)
-    name = message.split(" ", 1)[0]
-    if name in _FLAGS:  # "gpu_gib must be ..." -> "--gpu-gib must be ..."
-        message = _FLAGS[name] + message[len(name) :]
-    return fail(message)
 
 
 @_sized
@@ -182,20 +159,12 @@ def size_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:
     """How many concurrent sequences (max_num_seqs) one GPU holds for DiffusionGemma reads."""
-    from agentbranch.core.errors import AgentBranchError
-
-    try:
+    with exit_on_error():
         plan, schema = _plan(sizing, model_config)
-    except AgentBranchError as e:
-        raise _fail(e) from None
     if as_json:
         out = plan.to_dict()
         if schema is not None:
-            out["schema"] = {
-                "questions": schema.questions,
-                "joint": schema.joint,
-                "widths": list(schema.widths),
-            }
+            out["schema"] = {k: getattr(schema, k) for k in ("questions", "joint", "widths")}
         print(json.dumps(out, indent=2))
         return
     console = Console(file=sys.stdout, width=max(Console().width, 120))
@@ -241,11 +210,10 @@ def kserve_command(
 ) -> None:
     """An InferenceService (KServe / OpenShift AI) whose vLLM arguments come from the plan,
     and the ServingRuntime it runs on (with -o DIR/)."""
-    from agentbranch.core.errors import AgentBranchError
     from agentbranch.deploy.kserve import inferenceservice_file, kserve_manifest
     from agentbranch.engine.presets import get_preset
 
-    try:
+    with exit_on_error():
         plan, _ = _plan(sizing)
         preset, questions = sizing.preset, sizing.questions
         command = f"agentbranch deploy kserve --preset {preset} --gpu-gib {sizing.gpu_gib:g}"
@@ -253,16 +221,17 @@ def kserve_command(
             command += f" --questions {questions.name}"
         elif sizing.canvas_length is not None:
             command += f" --canvas-length {sizing.canvas_length}"
-        folder = _folder(output)
-        filename = Path(output).name if output is not None and folder is None else None
+        folder = filename = None
+        if output is not None and (output.endswith(("/", os.sep)) or Path(output).is_dir()):
+            folder = Path(output)  # an existing directory, or a name ending in a slash
+        elif output is not None:
+            filename = Path(output).name
         text = kserve_manifest(preset, plan, name=name, command=command, filename=filename)
         if folder is not None:
             isvc_name = name if name is not None else get_preset(preset).name
             written = write_manifests(folder, text, inferenceservice_file(isvc_name))
         elif output is not None:
             written = [f"wrote {_write(Path(output), text)} (InferenceService)"]
-    except AgentBranchError as e:
-        raise _fail(e) from None
     if output is None:
         sys.stdout.write(text)
         return
@@ -274,13 +243,6 @@ def kserve_command(
         highlight=False,
         soft_wrap=True,
     )
-
-
-def _folder(output: str | None) -> Path | None:
-    """``-o``'s folder: an existing directory, or a name ending in a slash; else None."""
-    if output is not None and (output.endswith(("/", os.sep)) or Path(output).is_dir()):
-        return Path(output)
-    return None
 
 
 def _write(path: Path, text: str) -> Path:
@@ -325,9 +287,3 @@ def write_manifests(folder: Path, manifest: str, filename: str) -> list[str]:
             "edited: delete it to write the current one)"
         )
     return written
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``size`` and ``deploy`` to the ``agentbranch`` command."""
-    app.command("size")(size_command)
-    app.add_typer(deploy_app, name="deploy")

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from agentbranch.cli.common import console, fail, load_engine, quiet_logs
+from agentbranch.cli.common import console, exit_on_error, load_engine, quiet_logs
 
 __all__ = ["engine"]
 
@@ -19,15 +19,12 @@ def engine(
 
     from rich.markup import escape
 
-    from agentbranch.core.errors import AgentBranchError
     from agentbranch.core.redact import redact_url
     from agentbranch.engine import selection as sel
 
     quiet_logs(False)
-    try:
+    with exit_on_error():
         choice = sel.select()
-    except AgentBranchError as e:
-        raise fail(e) from None
     # soft_wrap: one line per sentence, wrapped by the terminal, not cut mid-phrase by rich.
     console.print(f"[bold]{choice.kind}[/bold]: {escape(choice.reason)}", soft_wrap=True)
     for key in (

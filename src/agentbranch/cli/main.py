@@ -33,7 +33,8 @@ app.command()(engine.engine)
 app.command(cls=verify.VerifyCommand)(verify.verify)
 app.add_typer(replay.replay_app, name="replay")
 app.add_typer(audit.audit_app, name="audit")
-deploy.register(app)  # size, deploy kserve
+app.command("size")(deploy.size_command)
+app.add_typer(deploy.deploy_app, name="deploy")
 show_flags_as_flags(app)
 
 __all__ = ["app"]

@@ -12,7 +12,9 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from agentbranch.cli.common import console, fail
+from agentbranch.cli.common import console, exit_on_error
+
+__all__ = ["replay_app"]
 
 replay_app = typer.Typer(
     name="replay", help="Decision cassettes: drift between recordings.", no_args_is_help=True
@@ -32,13 +34,10 @@ def diff(
     ] = 0.05,
 ) -> None:
     """Which decisions flipped between two cassettes of the same run."""
-    from agentbranch.core.errors import AgentBranchError
     from agentbranch.replay.diff import diff_cassettes
 
-    try:
+    with exit_on_error():
         report = diff_cassettes(old, new)
-    except AgentBranchError as e:
-        raise fail(e) from None
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
         raise typer.Exit(1 if report.changed else 0)
@@ -70,18 +69,9 @@ def diff(
             soft_wrap=True,
         )
     else:
-        table = Table(title=f"decisions ({len(shown)} of {len(report.decisions)} shown)")
-        for col in (
-            "",
-            "reader",
-            "state",
-            "question",
-            "old → new",
-            "confidence",
-            "entropy",
-            "request",
-        ):
-            table.add_column(col)
+        title = f"decisions ({len(shown)} of {len(report.decisions)} shown)"
+        columns = ("", "reader", "state", "question", "old → new", "confidence", "entropy")
+        table = Table(*columns, "request", title=title)
         for d in shown:
             change = d.new_confidence - d.old_confidence
             table.add_row(

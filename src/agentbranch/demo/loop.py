@@ -40,9 +40,9 @@ class Block:
 
     first: int
     last: int
-    taken: dict[str, int] = field(default_factory=dict)
-    right: dict[str, int] = field(default_factory=dict)
-    teacher: dict[str, int] = field(default_factory=dict)
+    taken: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LOOP_QUESTIONS, 0))
+    right: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LOOP_QUESTIONS, 0))
+    teacher: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LOOP_QUESTIONS, 0))
     take_at: dict[str, float | None] = field(default_factory=dict)
     version: dict[str, int] = field(default_factory=dict)
     read_s: list[float] = field(default_factory=list)
@@ -53,14 +53,6 @@ class Block:
         """Calls to the teacher in the block: its answers below the threshold, and the
         audits of decisions the engine took."""
         return len(self.teacher_s)
-
-
-class _OnlyWriter(JsonlEvidenceStore):
-    """The loop's store: nothing but this run writes it, so a learned version's labels
-    need not wait for other writers' labels to settle (a wait in seconds, which made
-    the blocks differ from run to run with the machine's speed)."""
-
-    private = True
 
 
 class _LoopState(TypedDict, total=False):
@@ -96,7 +88,11 @@ def run_loop(
     ``Earned(precision, store, learn=True)`` with one audit in five of the decisions
     taken; one ``Block`` per ``BLOCK`` tickets (``on_block`` is called as each ends)."""
     teacher_s: list[float] = []
-    earned = Earned(precision=precision, level=0.95, store=_OnlyWriter(store), learn=True)
+    evidence = JsonlEvidenceStore(store)
+    # Nothing but this run writes it, so a learned version's labels need not wait for
+    # other writers' labels to settle (a wait that made blocks vary with the machine).
+    evidence.private = True
+    earned = Earned(precision=precision, level=0.95, store=evidence, learn=True)
     audit = Audit(rate=0.2, seed=1)
     policy = Policy(
         take_at=earned, fallbacks=[Generate(_labelled_teacher(tickets, teacher_s))], audit=audit
@@ -110,9 +106,6 @@ def run_loop(
     for start in range(0, len(tickets), BLOCK):
         part = tickets[start : start + BLOCK]
         b = Block(start + 1, start + len(part))
-        b.taken = dict.fromkeys(LOOP_QUESTIONS, 0)
-        b.right = dict.fromkeys(LOOP_QUESTIONS, 0)
-        b.teacher = dict.fromkeys(LOOP_QUESTIONS, 0)
         del teacher_s[:]
         for t in part:
             out = app.invoke({"ticket": t["ticket"]})

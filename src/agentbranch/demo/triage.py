@@ -177,18 +177,10 @@ def _human_triage(state: TriageState) -> dict[str, Any]:
 def triage_row(state: Any) -> dict[str, Any]:
     """One flat row per ticket: the outcome plus each decision's label, confidence, band
     and decided_by."""
-    row: dict[str, Any] = {
-        "ticket": state.get("ticket"),
-        "queue": state.get("queue"),
-        "team": state.get("team"),
-        "urgent": state.get("urgent"),
-        "frustration": state.get("frustration"),
-    }
+    row = {key: state.get(key) for key in ("ticket", "queue", "team", "urgent", "frustration")}
     for question_id, rec in (state.get("decisions") or {}).items():
-        row[f"{question_id}_label"] = rec.get("label")
-        row[f"{question_id}_confidence"] = rec.get("confidence")
-        row[f"{question_id}_band"] = rec.get("band")
-        row[f"{question_id}_decided_by"] = rec.get("decided_by")
+        for key in ("label", "confidence", "band", "decided_by"):
+            row[f"{question_id}_{key}"] = rec.get(key)
     return row
 
 

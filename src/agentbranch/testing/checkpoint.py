@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -55,7 +54,6 @@ def build_tiny_diffusiongemma(
         DiffusionGemmaGenerationConfig,
         EntropyBoundSamplerConfig,
     )
-    from transformers.models.gemma4 import Gemma4VisionConfig
 
     folder = Path(path)
     folder.mkdir(parents=True, exist_ok=True)
@@ -86,21 +84,20 @@ def build_tiny_diffusiongemma(
         eos_token_id=SPECIAL_TOKEN_IDS["<eos>"],
         bos_token_id=SPECIAL_TOKEN_IDS["<bos>"],
     )
-    # vision_config=None breaks loading in transformers 5.18/5.19; a minimal one costs ~2k params.
-    vision_config = Gemma4VisionConfig(
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        head_dim=8,
-        patch_size=2,
-        position_embedding_size=8,
-        pooling_kernel_size=2,
-    )
     config = DiffusionGemmaConfig(
         text_config=text_config,
-        vision_config=vision_config,
+        # None breaks loading in transformers 5.18/5.19; a minimal one costs ~2k params.
+        vision_config={
+            "hidden_size": 16,
+            "intermediate_size": 32,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 2,
+            "head_dim": 8,
+            "patch_size": 2,
+            "position_embedding_size": 8,
+            "pooling_kernel_size": 2,
+        },
         boi_token_id=SPECIAL_TOKEN_IDS["<|image>"],
         eoi_token_id=SPECIAL_TOKEN_IDS["<image|>"],
         image_token_id=SPECIAL_TOKEN_IDS["<|image|>"],
@@ -145,15 +142,13 @@ def tiny_diffusiongemma(path: str | os.PathLike[str] | None = None, **kwargs: An
     folder = Path(tempfile.gettempdir()) / f"agentbranch-tiny-diffusiongemma-{key}"
     if (folder / ".complete").exists():
         return folder
-    staging = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
-    try:
-        build_tiny_diffusiongemma(staging, **kwargs)
-        (staging / ".complete").write_text("ok\n")
+    with tempfile.TemporaryDirectory(
+        prefix=folder.name + ".", dir=folder.parent, ignore_cleanup_errors=True
+    ) as staging:
+        (build_tiny_diffusiongemma(staging, **kwargs) / ".complete").write_text("ok\n")
         try:
             os.replace(staging, folder)
         except OSError:  # another process won the race (target exists and is not empty)
             if not (folder / ".complete").exists():
                 raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return folder

@@ -88,11 +88,9 @@ class FaultyReader(WrappingReader):
         out = []
         for read in reads:
             lps = list(read.logprobs)
-            if self.fault == "nan":
-                lps[-1] = float("nan")
-            elif self.fault == "inf":
-                lps[-1] = float("inf")
-            else:  # wrong_shape
+            if self.fault == "wrong_shape":
                 lps = lps[:-1]
+            else:  # float() reads "nan" and "inf"
+                lps[-1] = float(self.fault)
             out.append(LabelRead(tuple(lps), read.label_mass, read.argmax_is_label, read.agreement))
         return out

@@ -10,6 +10,7 @@ import threading
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from operator import attrgetter
 from typing import Any
 
 from agentbranch.policy.earned import Evidence, EvidenceStore, as_store, new_evidence
@@ -93,8 +94,7 @@ class _Kit:
                 rate=1.0,
                 time=when.isoformat(timespec="milliseconds"),
             )
-            values.update(fields)
-            out.append(new_evidence(**values))
+            out.append(new_evidence(**(values | fields)))
         self.appended += out
         return out
 
@@ -129,12 +129,8 @@ class _Kit:
     def once_each(self, clause: str, got: list[Evidence], want: list[Evidence]) -> None:
         """``got`` holds each record of ``want`` once and nothing else, in any order
         (``read_new``: ``Earned`` puts them in replay order itself)."""
-        if sorted(r.id for r in got) != sorted(r.id for r in want):
-            self.fail(clause, _difference([r.id for r in got], [r.id for r in want]))
-        by_id = {r.id: r for r in want}
-        for r in got:
-            if r.to_json() != by_id[r.id].to_json():
-                self.fail(clause, f"record {r.id} came back changed: {r.to_json()!r}")
+        by_id = attrgetter("id")
+        self.same(clause, sorted(got, key=by_id), sorted(want, key=by_id))
 
     # -- the clauses ---------------------------------------------------------------------
 

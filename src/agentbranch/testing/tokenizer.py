@@ -25,8 +25,7 @@ SPECIAL_TOKEN_IDS: dict[str, int] = {
     "<|turn>": 105,
     "<turn|>": 106,
 }
-NEWLINE_ID = 107
-_FIRST_FREE_ID = 108
+NEWLINE_ID = 107  # the last reserved id
 _SPACE = "\u2581"  # "▁", SentencePiece's visible space
 
 # Words that become single tokens (with all their prefixes, as a BPE merge chain) and, with a
@@ -76,16 +75,9 @@ def _byte_token(b: int) -> str:
 
 def _vocab_and_merges(vocab_size: int) -> tuple[dict[str, int], list[tuple[str, str]], list[str]]:
     """Deterministic vocabulary, BPE merges and the list of added (special) token strings."""
-    tokens: list[str] = []
-    specials: list[str] = []
     by_id = {i: t for t, i in SPECIAL_TOKEN_IDS.items()}
-    for i in range(_FIRST_FREE_ID):
-        if i == NEWLINE_ID:
-            tokens.append("\n")
-        else:
-            tok = by_id.get(i, f"<unused{i}>")
-            tokens.append(tok)
-            specials.append(tok)
+    specials = [by_id.get(i, f"<unused{i}>") for i in range(NEWLINE_ID)]  # all ids below "\n"
+    tokens = [*specials, "\n"]
     # Byte fallback for everything that is not a printable ASCII character (controls, UTF-8).
     printable = [chr(c) for c in range(0x21, 0x7F)]
     tokens += [_byte_token(b) for b in range(256) if not (0x20 <= b <= 0x7E) and b != 0x0A]
@@ -119,10 +111,9 @@ def _vocab_and_merges(vocab_size: int) -> tuple[dict[str, int], list[tuple[str, 
     # come first in _WORDS), then the "▁" + word merges, so a word is complete before its
     # leading space attaches to it.
     merges = word_merges + space_merges
-    while len(tokens) < vocab_size:
-        tok = f"<unused{len(tokens)}>"
-        tokens.append(tok)
-        specials.append(tok)
+    unused = [f"<unused{i}>" for i in range(len(tokens), vocab_size)]
+    tokens += unused
+    specials += unused
     if len(tokens) > vocab_size:
         raise ValueError(
             f"vocab_size={vocab_size} is too small; the tiny tokenizer needs {len(tokens)}"
@@ -185,15 +176,9 @@ def build_tiny_tokenizer(
     folder.mkdir(parents=True, exist_ok=True)
     tok = _make_tokenizer_object(vocab_size)
     tok.save(str(folder / "tokenizer.json"))
+    plain = dict.fromkeys(("lstrip", "normalized", "rstrip", "single_word"), False)
     added = {
-        str(i): {
-            "content": tok.id_to_token(i),
-            "lstrip": False,
-            "normalized": False,
-            "rstrip": False,
-            "single_word": False,
-            "special": True,
-        }
+        str(i): {"content": tok.id_to_token(i), **plain, "special": True}
         for i in sorted(tok.get_added_tokens_decoder())
     }
     config = {
