@@ -145,30 +145,27 @@ class CassetteReader(Reader):
         requests: Sequence[ReadRequest],
         answers: list[list[LabelRead] | None],
         missing: list[int],
-        live: Reader,
         got: list[list[LabelRead]],
     ) -> list[list[LabelRead]]:
-        info = ReaderInfo(live.name, live.model, live.max_options)
-        self.cassette.record_reads(self.id, info, [(requests[i], a) for i, a in zip(missing, got)])
-        for i, answer in zip(missing, got):
-            answers[i] = answer
+        """``answers`` with the live reads ``got`` of the ``missing`` ones, recorded."""
+        if missing:
+            live = self._live_reader()
+            info = ReaderInfo(live.name, live.model, live.max_options)
+            answered = [(requests[i], a) for i, a in zip(missing, got)]
+            self.cassette.record_reads(self.id, info, answered)
+            for i, answer in zip(missing, got):
+                answers[i] = answer
         return [a for a in answers if a is not None]
 
     def read(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
         answers, missing = self._plan(requests)
-        if not missing:
-            return [a for a in answers if a is not None]
-        live = self._live_reader()
-        got = live.read([requests[i] for i in missing])
-        return self._merge(requests, answers, missing, live, got)
+        got = self._live_reader().read([requests[i] for i in missing]) if missing else []
+        return self._merge(requests, answers, missing, got)
 
     async def aread(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
         answers, missing = self._plan(requests)
-        if not missing:
-            return [a for a in answers if a is not None]
-        live = self._live_reader()
-        got = await live.aread([requests[i] for i in missing])
-        return self._merge(requests, answers, missing, live, got)
+        got = await self._live_reader().aread([requests[i] for i in missing]) if missing else []
+        return self._merge(requests, answers, missing, got)
 
     def _reads_live_from_the_start(self) -> bool:
         mode = self.cassette.mode
