@@ -14,8 +14,6 @@ from agentbranch.core.questions import Question
 if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine
 
-__all__ = ["Scored", "decide_by_line", "read_examples", "top_index"]
-
 
 @dataclass(frozen=True)
 class Scored:
@@ -85,3 +83,6 @@ def read_examples(
 def top_index(s: Scored) -> int:
     """Index of the option with the highest probability (the first of ties)."""
     return max(range(len(s.probs)), key=s.probs.__getitem__)
+
+
+__all__ = ["Scored", "decide_by_line", "read_examples", "top_index"]
