@@ -15,7 +15,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentbranch.core.errors import AgentBranchError, ConfigurationError
 from agentbranch.core.reads import LabelRead, ReadRequest
@@ -48,10 +48,14 @@ from agentbranch.replay.misses import (
     nearest_teacher,
 )
 from agentbranch.replay.modes import RecordMode, resolve_mode
-
-if TYPE_CHECKING:
-    from agentbranch.replay.readers import CassetteReader
-    from agentbranch.replay.teachers import CassetteTeachers
+from agentbranch.replay.readers import CassetteReader
+from agentbranch.replay.teachers import (
+    CassetteTeachers,
+    current_call,
+    describe,
+    identity,
+    input_summary,
+)
 
 
 class ReplayMissError(AgentBranchError, LookupError):
@@ -134,8 +138,9 @@ class Cassette:
             with self._lock, self._file_lock.reading():
                 self._sync(initial=True)
 
-    def _refuse_foreign(self) -> None:
-        """Mode ``all`` rewrites the file: only if it is a cassette (or empty)."""
+    def _refuse_foreign(self) -> Any:
+        """Mode ``all`` rewrites the file: only if it is a cassette (or empty); returns its
+        first object (``fmt.first_object``)."""
         first = fmt.first_object(self.path)
         if first is not None and not fmt.looks_like_cassette(first):
             raise fmt.CassetteFormatError(
@@ -143,6 +148,7 @@ class Cassette:
                 "cassette (its first line is not a cassette header). Move it away or give "
                 "the cassette another path"
             )
+        return first
 
     def __repr__(self) -> str:
         return f"Cassette({str(self.path)!r}, mode={self.mode!r})"
@@ -157,8 +163,6 @@ class Cassette:
 
         ``id`` names the reader in the cassette (default ``reader-1``, ``reader-2`` ... in
         the order readers are made)."""
-        from agentbranch.replay.readers import CassetteReader
-
         with self._lock:
             if id is None:
                 id = f"reader-{self._next_reader}"
@@ -329,8 +333,6 @@ class Cassette:
             entries, known = list(self._chats.values()), dict(self.chat_models)
         nearest, diffs = nearest_chat(messages, model, llm_string, name, entries, known)
         last = last_content(messages)
-        from agentbranch.replay.teachers import current_call, describe
-
         call = current_call()  # the policy's teacher call the model is invoked for, if any
         asked_as = "" if call is None else f", asked as {describe(call, name)}"
         head = (
@@ -473,8 +475,6 @@ class Cassette:
     def teacher_calls(self) -> CassetteTeachers:
         """The policy's teacher calls through this cassette (``agentbranch.replay.teachers``);
         engines reading through one of its readers find it."""
-        from agentbranch.replay.teachers import CassetteTeachers
-
         return CassetteTeachers(self)
 
     def holds_chat(self, prompt: str, llm_string: str) -> bool:
@@ -509,8 +509,6 @@ class Cassette:
     def teacher_miss(self, call: Any, key: str) -> Exception:
         """The ``ReplayMissError`` for the teacher call ``call`` this cassette cannot
         answer, with the nearest recorded call of its role and question."""
-        from agentbranch.replay.teachers import describe, identity, input_summary
-
         name = identity(call.teacher)
         summary = input_summary(call.input)
         with self._lock:
@@ -619,10 +617,8 @@ class Cassette:
         """Mode ``all``: start the file afresh, or join it when another process of this
         recording (same ``recording`` id) started it."""
         self._started = True
-        head = None
-        if exists := (files.status(self.path) is not None):
-            self._refuse_foreign()
-            head = fmt.first_object(self.path)
+        exists = files.status(self.path) is not None
+        head = self._refuse_foreign() if exists else None
         if (
             isinstance(head, dict)
             and head.get(fmt.MARK) == fmt.FORMAT_VERSION
@@ -692,18 +688,13 @@ class Cassette:
             self._chats.clear()
             self._teachers.clear()
         reads, chats, teachers = self._parser.take()
-        for r in reads:
-            self._reads[(r.reader, r.key)] = r
-            if initial:
-                self._loaded.add(("read", r.reader, r.key))
-        for c in chats:
-            self._chats[c.key] = c
-            if initial:
-                self._loaded.add(("chat", c.model, c.key))
-        for t in teachers:
-            self._teachers[t.key] = t
-            if initial:
-                self._loaded.add(("teacher", t.role, t.key))
+        self._reads.update(((r.reader, r.key), r) for r in reads)
+        self._chats.update((c.key, c) for c in chats)
+        self._teachers.update((t.key, t) for t in teachers)
+        if initial:
+            self._loaded.update(("read", r.reader, r.key) for r in reads)
+            self._loaded.update(("chat", c.model, c.key) for c in chats)
+            self._loaded.update(("teacher", t.role, t.key) for t in teachers)
         data = self._parser.data
         self.readers = dict(data.readers)
         self.chat_models = dict(data.chat_models)
@@ -739,14 +730,12 @@ def encode(lines: Iterable[dict[str, Any]], path: Path) -> bytes:
 
 def _entry_name(line: dict[str, Any]) -> str:
     """What a cassette line records, for an error (``the teacher reply of ...``)."""
-    kind = line.get("kind")
-    if kind == "read":
-        return f"the read of reader {line.get('reader')!r}"
-    if kind == "chat":
-        return f"the reply of chat model {line.get('model')!r}"
-    if kind == "teacher":
-        return f"the {line.get('role')} teacher's reply for question {line.get('question')!r}"
-    return f"a {kind} line"
+    names = {
+        "read": "the read of reader {reader!r}",
+        "chat": "the reply of chat model {model!r}",
+        "teacher": "the {role} teacher's reply for question {question!r}",
+    }
+    return names.get(line["kind"], "a {kind} line").format_map(line)
 
 
 def _excerpt(summary: Any, width: int = 60) -> str | None:

@@ -137,9 +137,9 @@ RERECORD = "re-record it: pytest --agentbranch-record=all (or Cassette(path, mod
 class Parser:
     """Validates a cassette's lines one at a time, in order, into ``data``.
 
-    ``feed`` may be called again with lines appended later (another writer's), continuing
-    the line count; ``take`` hands over the entries read so far. Format 1 and pre-v1 files
-    (no header; loaded as reader ``reader-1``) still load.
+    ``feed_file`` and ``feed_lines`` may be called again with lines appended later (another
+    writer's), continuing the line count; ``take`` hands over the entries read so far.
+    Format 1 and pre-v1 files (no header; loaded as reader ``reader-1``) still load.
     """
 
     def __init__(self, path: Path) -> None:
@@ -158,26 +158,22 @@ class Parser:
         """Every further line of the open binary file ``f`` (from ``self.offset``)."""
         limit = limit or MAX_LINE_BYTES
         f.seek(self.offset)
-        while True:
-            raw = f.readline(limit + 1)
-            if not raw:
-                return
+        for raw in iter(lambda: f.readline(limit + 1), b""):
             if len(raw) > limit and not raw.endswith(b"\n"):
                 raise self.fail(
                     self.line + 1,
                     f"the line is longer than {limit // 2**20} MiB (MAX_LINE_BYTES); the file "
                     "is not a cassette or is corrupt",
                 )
-            self.feed(raw, complete=raw.endswith(b"\n"))
-            self.offset += len(raw)
+            self.feed_lines([raw])
 
     def feed_lines(self, lines: Iterable[bytes]) -> None:
+        """Each of ``lines`` (with its newline unless it ends the file), in order."""
         for raw in lines:
-            self.feed(raw, complete=raw.endswith(b"\n"))
+            self._feed(raw)
             self.offset += len(raw)
 
-    def feed(self, raw: bytes, *, complete: bool = True) -> None:
-        """One line (with its newline unless it ends the file)."""
+    def _feed(self, raw: bytes) -> None:
         self.line += 1
         no = self.line
         try:
@@ -191,7 +187,7 @@ class Parser:
         try:
             obj = pydantic_core.from_json(text, allow_inf_nan=False)
         except ValueError as e:
-            if not complete:
+            if not raw.endswith(b"\n"):
                 raise self.fail(
                     no,
                     "the line is truncated (the file ends mid-entry: was a recording interrupted?)",
@@ -355,12 +351,10 @@ def first_object(path: Path) -> Any:
     file holds nothing but whitespace, ``NOT_JSON`` when that line is no JSON). Reads one
     line at most."""
     with files.open_read(path) as f:
-        while True:
-            raw = f.readline(MAX_LINE_BYTES + 1)
-            if not raw:
-                return None
-            if raw.strip():
-                break
+        lines = iter(lambda: f.readline(MAX_LINE_BYTES + 1), b"")
+        raw = next((line for line in lines if line.strip()), None)
+    if raw is None:
+        return None
     try:
         return pydantic_core.from_json(raw, allow_inf_nan=False)
     except ValueError:

@@ -29,6 +29,9 @@ class CassetteReader(Reader):
     ) -> None:
         self.cassette = cassette
         self.id = id
+        # A policy deciding with an engine on this reader records and replays its teacher
+        # calls with the cassette's.
+        self.teacher_calls = cassette.teacher_calls
         self._live_arg = live
         self._live: Reader | None = live if isinstance(live, Reader) else None
         self._build_lock = threading.Lock()
@@ -61,18 +64,6 @@ class CassetteReader(Reader):
         if live is None:
             return ReaderInfo("replay:unknown", "unknown")
         return ReaderInfo(live.name, live.model, live.max_options)
-
-    @property
-    def chat_cache(self) -> Any:
-        """The cassette's chat cache: ``Generate`` fallbacks of an engine reading through
-        this reader record and replay their chat model with it."""
-        return self.cassette.chat_cache
-
-    @property
-    def teacher_calls(self) -> Any:
-        """The cassette's teacher calls: a policy deciding with an engine on this reader
-        records and replays its teacher calls with them."""
-        return self.cassette.teacher_calls
 
     def unrecorded(self) -> Reader:
         """This reader for reads that are no part of the recorded run (a learning
