@@ -339,7 +339,7 @@ def test_the_record_limit_leaves_every_recorded_line_loadable():
     assert len(data) == limit  # within a loader reading lines of `limit` bytes
     parser = fmt.Parser(Path("c.jsonl"))
     parser.feed_lines([fmt.dumps(fmt.header_line()).encode(), data])
-    assert parser.data.samples == {line["key"]: {"audited": True}}
+    assert parser.data.decided["sample"] == {line["key"]: {"audited": True}}
     big = dict(line, key=line["key"] + "k")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(fmt, "MAX_RECORD_BYTES", limit)

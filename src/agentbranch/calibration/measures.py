@@ -69,22 +69,17 @@ def check_threshold(
     )
 
 
-def _log_probs_at(scored: Sequence[Scored], temperature: float) -> list[float]:
-    """log p(true label) at ``temperature`` for each example."""
-    out = []
-    for s in scored:
-        logs = [math.log(p) / temperature if p > 0 else -math.inf for p in s.probs]
-        top = max(logs)
-        log_z = top + math.log(sum(math.exp(x - top) for x in logs if x > -math.inf))
-        out.append(logs[s.label_index] - log_z)
-    return out
-
-
 def nll(scored: Sequence[Scored], temperature: float = 1.0) -> float:
     """Mean negative log-likelihood of the true labels (capped at 50 nats each)."""
     if not scored:
         return float("nan")
-    return sum(min(50.0, -lp) for lp in _log_probs_at(scored, temperature)) / len(scored)
+    total = 0.0
+    for s in scored:
+        logs = [math.log(p) / temperature if p > 0 else -math.inf for p in s.probs]
+        top = max(logs)
+        log_z = top + math.log(sum(math.exp(x - top) for x in logs if x > -math.inf))
+        total += min(50.0, log_z - logs[s.label_index])
+    return total / len(scored)
 
 
 @dataclass(frozen=True)
@@ -144,19 +139,14 @@ def brier(scored: Sequence[Scored]) -> float:
 def metrics(scored: Sequence[Scored], *, target_precision: float = 0.9, bins: int = 10) -> Metrics:
     """Accuracy, ECE, Brier, NLL and the target-precision threshold of ``scored``."""
     n = len(scored)
-    if n == 0:
-        nan = float("nan")
-        return Metrics(
-            0, nan, nan, nan, nan, nan, SuggestedThreshold(target_precision, None, 0.0, nan)
-        )
     correct = [top_index(s) == s.label_index for s in scored]
     confidences = [confidence_from(s.probs) for s in scored]
     return Metrics(
         n=n,
-        accuracy=sum(correct) / n,
+        accuracy=sum(correct) / n if n else float("nan"),
         ece=ece(scored, bins),
         brier=brier(scored),
         nll=nll(scored),
-        mean_confidence=sum(confidences) / n,
+        mean_confidence=sum(confidences) / n if n else float("nan"),
         threshold=suggest_threshold(confidences, correct, target_precision),
     )

@@ -4,16 +4,15 @@ and per question, with plain warnings (``bound_warnings``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentbranch.calibration.measures import Metrics, SuggestedThreshold, check_threshold, metrics
+from agentbranch.calibration.measures import Metrics, SuggestedThreshold
 from agentbranch.calibration.scored import Scored
 from agentbranch.calibration.temperatures import T_HIGH, T_LOW
 from agentbranch.engine.calibration import Calibration
 
-__all__ = ["Report", "bound_warnings", "by_question", "made_worse"]
+__all__ = ["Report", "bound_warnings"]
 
 
 @dataclass
@@ -41,7 +40,8 @@ class Report:
         """Whether the calibration made both ECE and Brier worse on the evaluation split:
         such a fit should not replace the calibration in use (``agentbranch calibrate``
         refuses to save it without ``--force``)."""
-        return made_worse(self.before, self.after)
+        # NaN (no examples) compares False: nothing measured is not "worse".
+        return self.after.ece > self.before.ece and self.after.brier > self.before.brier
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -58,35 +58,6 @@ class Report:
                 for q, (b, a) in self.per_question.items()
             },
         }
-
-
-def by_question(
-    before: Sequence[Scored],
-    after: Sequence[Scored],
-    calibration: Calibration,
-    target_precision: float,
-) -> tuple[dict[str, tuple[Metrics, Metrics]], dict[str, SuggestedThreshold]]:
-    """Per question: metrics before and after calibration, and its stored threshold
-    checked on the calibrated reads."""
-    per_question: dict[str, tuple[Metrics, Metrics]] = {}
-    thresholds: dict[str, SuggestedThreshold] = {}
-    for question_id in dict.fromkeys(s.question_id for s in before):
-        b = [s for s in before if s.question_id == question_id]
-        a = [s for s in after if s.question_id == question_id]
-        per_question[question_id] = (
-            metrics(b, target_precision=target_precision),
-            metrics(a, target_precision=target_precision),
-        )
-        thresholds[question_id] = check_threshold(
-            a, calibration.thresholds.get(question_id), target_precision
-        )
-    return per_question, thresholds
-
-
-def made_worse(before: Metrics, after: Metrics) -> bool:
-    """Whether ``after`` has both a higher ECE and a higher Brier score than ``before``."""
-    # NaN (no examples) compares False: nothing measured is not "worse".
-    return after.ece > before.ece and after.brier > before.brier
 
 
 def bound_warnings(calibration: Calibration) -> list[str]:

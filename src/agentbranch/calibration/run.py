@@ -5,13 +5,12 @@
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from agentbranch.calibration.labelled import Example, split
-from agentbranch.calibration.measures import metrics
-from agentbranch.calibration.report import Report, bound_warnings, by_question
+from agentbranch.calibration.measures import Metrics, SuggestedThreshold, check_threshold, metrics
+from agentbranch.calibration.report import Report, bound_warnings
 from agentbranch.calibration.scored import Scored, read_examples
 from agentbranch.calibration.temperatures import By, calibrated, fit
 from agentbranch.core.errors import ConfigurationError
@@ -49,10 +48,8 @@ def calibrate_scored(
         )
     calibration = fit(fit_scored, by=by, min_examples=min_examples)
     fit_after = calibrated(fit_scored, calibration)
-    groups: dict[str, list[Scored]] = defaultdict(list)
-    for s in fit_after:
-        groups[s.question_id].append(s)
-    for question_id, group in groups.items():
+    for question_id in dict.fromkeys(s.question_id for s in fit_after):
+        group = [s for s in fit_after if s.question_id == question_id]
         t = metrics(group, target_precision=target_precision).threshold
         if t.threshold is not None:
             calibration.thresholds[question_id] = round(t.threshold, 4)
@@ -87,7 +84,17 @@ def _report(
     """``calibration`` measured on ``scored``: metrics before and after, per question,
     the held-out thresholds, and the calibration's bound warnings."""
     after = calibrated(scored, calibration)
-    per_question, thresholds = by_question(scored, after, calibration, target_precision)
+    per_question: dict[str, tuple[Metrics, Metrics]] = {}
+    thresholds: dict[str, SuggestedThreshold] = {}
+    for question_id in dict.fromkeys(s.question_id for s in scored):
+        b = [s for s in scored if s.question_id == question_id]
+        a = [s for s in after if s.question_id == question_id]
+        per_question[question_id] = (
+            metrics(b, target_precision=target_precision),
+            metrics(a, target_precision=target_precision),
+        )
+        stored = calibration.thresholds.get(question_id)
+        thresholds[question_id] = check_threshold(a, stored, target_precision)
     return Report(
         calibration=calibration,
         before=metrics(scored, target_precision=target_precision),

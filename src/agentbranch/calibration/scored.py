@@ -14,8 +14,6 @@ from agentbranch.core.questions import Question
 if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine
 
-__all__ = ["Scored", "decide_by_line", "line_requests", "read_examples", "top_index"]
-
 
 @dataclass(frozen=True)
 class Scored:
@@ -28,11 +26,12 @@ class Scored:
     label_index: int
 
 
-def line_requests(
-    examples: Sequence[Example],
-) -> list[tuple[Any, dict[str, Question], list[Example]]]:
-    """The examples as the engine is asked them: the questions about one source line
-    (one state) in one request, ``(state, questions, examples)`` in file order."""
+def decide_by_line(
+    engine: Engine, examples: Sequence[Example], batch_size: int
+) -> Iterator[tuple[int, list[tuple[Example, Any]]]]:
+    """``engine``'s decisions of ``examples``, the questions about one source line (one
+    state) in one request, one ``decide_many`` per ``batch_size`` lines: per batch, how
+    many lines it read and each of its examples with its decision, in file order."""
     requests: list[tuple[Any, dict[str, Question], list[Example]]] = []
     by_line: dict[int, int] = {}
     for i, ex in enumerate(examples):
@@ -43,16 +42,6 @@ def line_requests(
             continue
         by_line[key] = len(requests)
         requests.append((ex.state, {ex.question_id: ex.question}, [ex]))
-    return requests
-
-
-def decide_by_line(
-    engine: Engine, examples: Sequence[Example], batch_size: int
-) -> Iterator[tuple[int, list[tuple[Example, Any]]]]:
-    """``engine``'s decisions of ``examples``, one ``decide_many`` per ``batch_size``
-    lines (``line_requests``): per batch, how many lines it read and each of its
-    examples with its decision, in file order."""
-    requests = line_requests(examples)
     for start in range(0, len(requests), batch_size):
         chunk = requests[start : start + batch_size]
         results = engine.decide_many([c[0] for c in chunk], [c[1] for c in chunk])
@@ -94,3 +83,6 @@ def read_examples(
 def top_index(s: Scored) -> int:
     """Index of the option with the highest probability (the first of ties)."""
     return max(range(len(s.probs)), key=s.probs.__getitem__)
+
+
+__all__ = ["Scored", "decide_by_line", "read_examples", "top_index"]

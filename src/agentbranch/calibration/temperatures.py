@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Literal
 
 from agentbranch.calibration.measures import nll
@@ -77,12 +78,9 @@ def calibrated(scored: Sequence[Scored], calibration: Calibration | None) -> lis
     if calibration is None:
         return list(scored)
     return [
-        Scored(
-            s.question_id,
-            s.type,
-            s.options,
-            tuple(apply_temperature(s.probs, calibration.temperature(s.question_id, s.type))),
-            s.label_index,
+        replace(
+            s,
+            probs=tuple(apply_temperature(s.probs, calibration.temperature(s.question_id, s.type))),
         )
         for s in scored
     ]

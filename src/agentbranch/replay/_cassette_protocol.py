@@ -26,11 +26,8 @@ class CassetteStore(Protocol):
     path: Path
     mode: RecordMode
     readers: dict[str, ReaderInfo]
-
-    @property
-    def chat_cache(self) -> Any: ...
-    @property
-    def teacher_calls(self) -> Any: ...
+    chat_cache: Any
+    teacher_calls: Any
 
     def lookup_read(self, reader_id: str, request: ReadRequest) -> list[LabelRead] | None: ...
     def record_reads(self, reader_id: str, info: ReaderInfo, answered: Answered) -> None: ...

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import functools
 import json
 import os
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentbranch.core.errors import AgentBranchError, ConfigurationError
 from agentbranch.core.reads import LabelRead, ReadRequest
@@ -47,10 +48,14 @@ from agentbranch.replay.misses import (
     nearest_teacher,
 )
 from agentbranch.replay.modes import RecordMode, resolve_mode
-
-if TYPE_CHECKING:
-    from agentbranch.replay.readers import CassetteReader
-    from agentbranch.replay.teachers import CassetteTeachers
+from agentbranch.replay.readers import CassetteReader
+from agentbranch.replay.teachers import (
+    CassetteTeachers,
+    current_call,
+    describe,
+    identity,
+    input_summary,
+)
 
 
 class ReplayMissError(AgentBranchError, LookupError):
@@ -114,17 +119,14 @@ class Cassette:
         self._next_reader = 1
         # Per decision (Earned thresholds, learning versions, audits' draws): the recorded
         # values by kind and key. How often this test asked each key of each kind
-        # ("repeat": teacher calls and chat exchanges), and the highest repeat held.
+        # ("repeat": teacher calls and chat exchanges).
         self._decided: dict[str, dict[str, dict[str, Any]]] = {}
         self._asked: dict[str, dict[str, int]] = {}
-        self._highest: dict[str, int] = {}
         self._opened: list[Reader] = []
-        self._cache: Any = None
         self._teachers: dict[str, TeacherEntry] = {}  # by key (agentbranch.replay.teachers)
         #: The misses of audits: raised on an audit's worker thread, where they fail the
         #: audit but not the run (the pytest plugin fails the test that made them).
         self.audit_misses: list[str] = []
-        self._teacher_calls: CassetteTeachers | None = None
         if self.mode == "passthrough":
             return
         st = files.status(self.path)  # a loop, a FIFO, a directory: refused now
@@ -136,8 +138,9 @@ class Cassette:
             with self._lock, self._file_lock.reading():
                 self._sync(initial=True)
 
-    def _refuse_foreign(self) -> None:
-        """Mode ``all`` rewrites the file: only if it is a cassette (or empty)."""
+    def _refuse_foreign(self) -> Any:
+        """Mode ``all`` rewrites the file: only if it is a cassette (or empty); returns its
+        first object (``fmt.first_object``)."""
         first = fmt.first_object(self.path)
         if first is not None and not fmt.looks_like_cassette(first):
             raise fmt.CassetteFormatError(
@@ -145,6 +148,7 @@ class Cassette:
                 "cassette (its first line is not a cassette header). Move it away or give "
                 "the cassette another path"
             )
+        return first
 
     def __repr__(self) -> str:
         return f"Cassette({str(self.path)!r}, mode={self.mode!r})"
@@ -159,8 +163,6 @@ class Cassette:
 
         ``id`` names the reader in the cassette (default ``reader-1``, ``reader-2`` ... in
         the order readers are made)."""
-        from agentbranch.replay.readers import CassetteReader
-
         with self._lock:
             if id is None:
                 id = f"reader-{self._next_reader}"
@@ -171,15 +173,13 @@ class Cassette:
 
     __call__ = reader
 
-    @property
+    @functools.cached_property
     def chat_cache(self) -> Any:
         """A ``langchain_core.caches.BaseCache`` backed by this cassette: pass it as any
         LangChain chat model's ``cache=`` and its calls are recorded and replayed."""
-        if self._cache is None:
-            from agentbranch.replay.chat import CassetteCache
+        from agentbranch.replay.chat import CassetteCache
 
-            self._cache = CassetteCache(self)
-        return self._cache
+        return CassetteCache(self)
 
     def chat_model(self, model: Any) -> Any:
         """A copy of the LangChain chat model ``model`` whose calls go through this
@@ -262,7 +262,7 @@ class Cassette:
                 "cassette for the new model (pytest --agentbranch-record=all)"
             )
         if known is None or known.max_options != info.max_options:
-            return [fmt.reader_line(reader_id, info)]
+            return [fmt.entry_line("reader", info, id=reader_id)]
         return []
 
     def read_miss(self, reader_id: str, request: ReadRequest, why: str) -> ReplayMissError:
@@ -314,10 +314,12 @@ class Cassette:
             assert self._parser is not None
             out = []
             if model not in self._parser.data.chat_models:
-                info = {"name": chat_model_name(llm_string), "llm_string": llm_string}
-                out.append(fmt.chat_model_line(model, info))
+                name = chat_model_name(llm_string)
+                out.append(
+                    {"kind": "chat_model", "id": model, "name": name, "llm_string": llm_string}
+                )
             self._played.add(("chat", model, key))
-            out.append(fmt.chat_line(entry))
+            out.append(fmt.entry_line("chat", entry))
             return out
 
         self._commit(lines)
@@ -331,8 +333,6 @@ class Cassette:
             entries, known = list(self._chats.values()), dict(self.chat_models)
         nearest, diffs = nearest_chat(messages, model, llm_string, name, entries, known)
         last = last_content(messages)
-        from agentbranch.replay.teachers import current_call, describe
-
         call = current_call()  # the policy's teacher call the model is invoked for, if any
         asked_as = "" if call is None else f", asked as {describe(call, name)}"
         head = (
@@ -380,17 +380,10 @@ class Cassette:
             return repeat if repeat in table else None
         base, _, n = repeat.partition("#")
         with self._lock:
-            for i in range(min(int(n or 0), self._highest.get(base, -1)), -1, -1):
+            for i in range(int(n or 0), -1, -1):
                 if (key := base if i == 0 else f"{base}#{i}") in table:
                     return key
         return None
-
-    def _held(self, key: str) -> None:
-        """Note the repeat ``key`` as held by the file."""
-        base, _, n = key.partition("#")
-        i = int(n) if n.isdigit() else 0
-        if i > self._highest.get(base, -1):
-            self._highest[base] = i
 
     def _answered_as(self, key: str) -> str:
         """The repeat a reply to the chat exchange ``key`` is recorded as: the one this
@@ -411,31 +404,26 @@ class Cassette:
         """The threshold in force (``{"take_at", "trust"}``) for the next decision with
         ``key`` (question and state; repeats in order): the recorded one when replaying,
         else ``live()``, recorded."""
-        return self._per_decision(
-            "threshold",
-            key,
-            live,
-            "threshold for this decision of an Earned policy (recorded before thresholds "
-            "were kept?)",
-        )
+
+        def unheld() -> dict[str, Any]:
+            raise ReplayMissError(
+                f"cassette {self._shown} (mode 'none') holds no threshold for this decision of "
+                f"an Earned policy (recorded before thresholds were kept?); {fmt.RERECORD}"
+            )
+
+        return self._per_decision("threshold", key, live, unheld)
 
     def version(
-        self,
-        key: str,
-        live: Callable[[], dict[str, Any]],
-        miss: Callable[[], ReplayMissError] | None = None,
+        self, key: str, live: Callable[[], dict[str, Any]], miss: Callable[[], ReplayMissError]
     ) -> dict[str, Any]:
         """The version of a learning question's read in force (``{"version", "asked",
         "read"}``) for the next decision with ``key``, as ``threshold``; ``miss()``: the
         error when replaying and the cassette holds none (``version_miss``)."""
-        return self._per_decision(
-            "version",
-            key,
-            live,
-            "version for this decision of a learning Earned policy (recorded before "
-            "versions were kept?)",
-            miss=miss,
-        )
+
+        def unheld() -> dict[str, Any]:
+            raise miss()
+
+        return self._per_decision("version", key, live, unheld)
 
     def version_miss(
         self, question_id: str, state: str, question: Mapping[str, Any]
@@ -463,45 +451,31 @@ class Cassette:
         kind: str,
         key: str,
         live: Callable[[], dict[str, Any]],
-        missing: str,
-        otherwise: Callable[[], dict[str, Any]] | None = None,
-        miss: Callable[[], ReplayMissError] | None = None,
+        unheld: Callable[[], dict[str, Any]],
     ) -> dict[str, Any]:
         """The recorded ``kind`` line's value for the next decision with ``key`` (``#n``
-        numbers its repeats) when replaying, else ``live()``, recorded (``otherwise()`` in
-        mode ``none`` when it is not recorded, else a miss: ``miss()`` or one that names
-        what is ``missing``)."""
+        numbers its repeats) when replaying, else ``live()``, recorded; ``unheld()`` in mode
+        ``none`` when it is not recorded (a value, or it raises the miss)."""
         with self._lock:
             key = f"{key}#{self._ask(kind, key)}"
             held = self._decided.get(kind, {})
             if self.mode in ("new", "none") and key in held:
                 return dict(held[key])
-            if self.mode == "none" and otherwise is not None:
-                return otherwise()
-            if self.mode == "none" and miss is None:
-                raise ReplayMissError(
-                    f"cassette {self._shown} (mode 'none') holds no {missing}; {fmt.RERECORD}"
-                )
-        if self.mode == "none" and miss is not None:
-            raise miss()  # (outside the lock: it reads the cassette's entries)
+        if self.mode == "none":
+            return unheld()  # (outside the lock: a miss reads the cassette's entries)
         value = live()
         if self.mode == "passthrough":
             return value
-        self._commit(lambda: [fmt.DECISION_LINES[kind](key, value)])
+        self._commit(lambda: [fmt.decision_line(kind, key, value)])
         return value
 
     # -- teacher calls and audits' draws ------------------------------------------------
 
-    @property
+    @functools.cached_property
     def teacher_calls(self) -> CassetteTeachers:
         """The policy's teacher calls through this cassette (``agentbranch.replay.teachers``);
         engines reading through one of its readers find it."""
-        with self._lock:
-            if self._teacher_calls is None:
-                from agentbranch.replay.teachers import CassetteTeachers
-
-                self._teacher_calls = CassetteTeachers(self)
-            return self._teacher_calls
+        return CassetteTeachers(self)
 
     def holds_chat(self, prompt: str, llm_string: str) -> bool:
         """Whether this cassette holds a reply to the exchange (nothing is played)."""
@@ -528,15 +502,13 @@ class Cassette:
 
         def lines() -> list[dict[str, Any]]:
             self._played.add(("teacher", entry.role, entry.key))
-            return [fmt.teacher_line(entry)]
+            return [fmt.entry_line("teacher", entry)]
 
         self._commit(lines)
 
     def teacher_miss(self, call: Any, key: str) -> Exception:
         """The ``ReplayMissError`` for the teacher call ``call`` this cassette cannot
         answer, with the nearest recorded call of its role and question."""
-        from agentbranch.replay.teachers import describe, identity, input_summary
-
         name = identity(call.teacher)
         summary = input_summary(call.input)
         with self._lock:
@@ -564,11 +536,7 @@ class Cassette:
         ``unrecorded()`` in mode ``none`` when the cassette was recorded before draws
         were kept."""
         got = self._per_decision(
-            "sample",
-            key,
-            lambda: {"audited": bool(live())},
-            "",
-            otherwise=lambda: {"audited": bool(unrecorded())},
+            "sample", key, lambda: {"audited": bool(live())}, lambda: {"audited": unrecorded()}
         )
         return bool(got["audited"])
 
@@ -640,19 +608,17 @@ class Cassette:
             return
         self._sync()
         assert self._parser is not None
-        if self._parser.version is None:  # no file yet, or an empty one
+        if self._parser.data.version is None:  # no file yet, or an empty one
             self._append([fmt.header_line(self.recording)])
-        elif self._parser.version < fmt.FORMAT_VERSION:
+        elif self._parser.data.version < fmt.FORMAT_VERSION:
             self._rewrite(chats=True)  # an older format: upgraded, every entry kept
 
     def _start(self) -> None:
         """Mode ``all``: start the file afresh, or join it when another process of this
         recording (same ``recording`` id) started it."""
         self._started = True
-        head = None
-        if exists := (files.status(self.path) is not None):
-            self._refuse_foreign()
-            head = fmt.first_object(self.path)
+        exists = files.status(self.path) is not None
+        head = self._refuse_foreign() if exists else None
         if (
             isinstance(head, dict)
             and head.get(fmt.MARK) == fmt.FORMAT_VERSION
@@ -686,7 +652,7 @@ class Cassette:
         """Catch up with the file: parse the lines appended since this process last read
         it, or all of it when it was replaced. Call under both locks."""
         if files.status(self.path) is None:  # nothing there (yet, or any more)
-            fresh = self._parser is None or self._parser.version is not None
+            fresh = self._parser is None or self._parser.data.version is not None
             if fresh:
                 self._parser, self._seen = fmt.Parser(self.path), None
             self._absorb(fresh, initial)
@@ -700,7 +666,7 @@ class Cassette:
             assert self._parser is not None
             self._parser.feed_file(f)
         self._seen = ident
-        if initial and self._parser.version is None and self.mode == "none":
+        if initial and self._parser.data.version is None and self.mode == "none":
             raise fmt.CassetteFormatError(f"{self.path} is empty; {fmt.RERECORD}")
         self._absorb(fresh, initial)
 
@@ -721,30 +687,18 @@ class Cassette:
             self._reads.clear()
             self._chats.clear()
             self._teachers.clear()
-            self._highest.clear()
         reads, chats, teachers = self._parser.take()
-        for r in reads:
-            self._reads[(r.reader, r.key)] = r
-            if initial:
-                self._loaded.add(("read", r.reader, r.key))
-        for c in chats:
-            self._chats[c.key] = c
-            self._held(c.key)
-            if initial:
-                self._loaded.add(("chat", c.model, c.key))
-        for t in teachers:
-            self._teachers[t.key] = t
-            self._held(t.key)
-            if initial:
-                self._loaded.add(("teacher", t.role, t.key))
+        self._reads.update(((r.reader, r.key), r) for r in reads)
+        self._chats.update((c.key, c) for c in chats)
+        self._teachers.update((t.key, t) for t in teachers)
+        if initial:
+            self._loaded.update(("read", r.reader, r.key) for r in reads)
+            self._loaded.update(("chat", c.model, c.key) for c in chats)
+            self._loaded.update(("teacher", t.role, t.key) for t in teachers)
         data = self._parser.data
         self.readers = dict(data.readers)
         self.chat_models = dict(data.chat_models)
-        self._decided = {
-            "threshold": dict(data.thresholds),
-            "version": dict(data.versions),
-            "sample": dict(data.samples),
-        }
+        self._decided = {kind: dict(held) for kind, held in data.decided.items()}
 
 
 def _shown(path: Path) -> str:
@@ -776,14 +730,12 @@ def encode(lines: Iterable[dict[str, Any]], path: Path) -> bytes:
 
 def _entry_name(line: dict[str, Any]) -> str:
     """What a cassette line records, for an error (``the teacher reply of ...``)."""
-    kind = line.get("kind")
-    if kind == "read":
-        return f"the read of reader {line.get('reader')!r}"
-    if kind == "chat":
-        return f"the reply of chat model {line.get('model')!r}"
-    if kind == "teacher":
-        return f"the {line.get('role')} teacher's reply for question {line.get('question')!r}"
-    return f"a {kind} line"
+    names = {
+        "read": "the read of reader {reader!r}",
+        "chat": "the reply of chat model {model!r}",
+        "teacher": "the {role} teacher's reply for question {question!r}",
+    }
+    return names.get(line["kind"], "a {kind} line").format_map(line)
 
 
 def _excerpt(summary: Any, width: int = 60) -> str | None:

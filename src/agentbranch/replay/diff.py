@@ -23,7 +23,6 @@ from agentbranch.replay.keys import (
     request_differences,
     short,
 )
-from agentbranch.replay.teachers import reply_excerpt
 
 
 @dataclass
@@ -237,7 +236,7 @@ def diff_cassettes(old: str | Path, new: str | Path) -> CassetteDiff:
         _chat_change(
             (x.teacher, y.teacher),
             _teacher_prompt(y),
-            (reply_excerpt(x.reply), reply_excerpt(y.reply)),
+            (reply_text([x.reply]), reply_text([y.reply])),
         )
         for x, y in tpairs
     ]

@@ -61,13 +61,12 @@ class CassetteData:
     chat_models: dict[str, dict[str, str]] = field(default_factory=dict)
     reads: list[ReadEntry] = field(default_factory=list)
     chats: list[ChatEntry] = field(default_factory=list)
-    #: Earned thresholds in force, by decision key: ``{"take_at", "trust"}``.
-    thresholds: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: Learning questions' versions in force, by decision key: ``{"version", "asked",
-    #: "read"}``.
-    versions: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: Whether each recorded decision was audited, by decision key: ``{"audited"}``.
-    samples: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The values in force per recorded decision, by kind and decision key: an Earned
+    #: threshold (``{"take_at", "trust"}``), a learning question's version (``{"version",
+    #: "asked", "read"}``) and whether it was audited (``{"audited"}``).
+    decided: dict[str, dict[str, dict[str, Any]]] = field(
+        default_factory=lambda: {"threshold": {}, "version": {}, "sample": {}}
+    )
     #: Teacher calls that are not chat exchanges (``TeacherEntry``), in file order.
     teachers: list[TeacherEntry] = field(default_factory=list)
     #: The format version of the file (0 for pre-v1), ``None`` before its first line.

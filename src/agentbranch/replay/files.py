@@ -121,7 +121,8 @@ class Lock:
             )
         return self._lock
 
-    def _acquire(self) -> FileLock:
+    @contextlib.contextmanager
+    def _held(self) -> Iterator[None]:
         lock = self._file_lock()
         try:
             lock.acquire()
@@ -131,40 +132,32 @@ class Lock:
                 f"({lock.lock_file}) for {LOCK_TIMEOUT:.0f} s; is a recording stuck? Stop "
                 "it, then run again"
             ) from None
-        return lock
-
-    @staticmethod
-    def _release(lock: FileLock) -> None:
-        # Removed while still locked (no lock files pile up next to committed cassettes):
-        # a waiter that then locks the unlinked file retries on a fresh one (filelock checks).
-        if lock.lock_counter == 1:
-            with contextlib.suppress(OSError):
-                os.unlink(lock.lock_file)
-        lock.release()
+        try:
+            yield
+        finally:
+            # Removed while still locked (no lock files pile up next to committed
+            # cassettes): a waiter that then locks the unlinked file retries on a fresh one
+            # (filelock checks).
+            if lock.lock_counter == 1:
+                with contextlib.suppress(OSError):
+                    os.unlink(lock.lock_file)
+            lock.release()
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[None]:
         """Held while writing; ``OSError`` if the folder cannot be made or written."""
         target(self.path).parent.mkdir(parents=True, exist_ok=True)
-        lock = self._acquire()
-        try:
+        with self._held():
             yield
-        finally:
-            self._release(lock)
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[None]:
         """Held while reading, so no half-written line is seen; a folder where the lock
         file cannot be created (read-only) is read without it."""
-        try:
-            lock = self._acquire()
-        except OSError:
+        with contextlib.ExitStack() as held:
+            with contextlib.suppress(OSError):
+                held.enter_context(self._held())
             yield
-            return
-        try:
-            yield
-        finally:
-            self._release(lock)
 
 
 __all__ = [

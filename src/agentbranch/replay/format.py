@@ -7,6 +7,7 @@ reads a file.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Iterable
@@ -88,62 +89,24 @@ def header_line(recording: str | None = None) -> dict[str, Any]:
     return {MARK: FORMAT_VERSION, "library": library_version(), "recording": recording}
 
 
-def _fields(obj: Any, names: tuple[str, ...]) -> dict[str, Any]:
-    """``obj``'s attributes ``names``, by name, in that order (a line's fields)."""
-    return {k: getattr(obj, k) for k in names}
-
-
-def reader_line(reader_id: str, info: ReaderInfo) -> dict[str, Any]:
-    return {"kind": "reader", "id": reader_id, **_fields(info, ("name", "model", "max_options"))}
-
-
-def chat_model_line(model_id: str, info: dict[str, str]) -> dict[str, Any]:
-    return {
-        "kind": "chat_model",
-        "id": model_id,
-        "name": info["name"],
-        "llm_string": info["llm_string"],
-    }
+def entry_line(kind: str, entry: Any, **first: Any) -> dict[str, Any]:
+    """The ``kind`` line of an entry (a dataclass of ``agentbranch.replay.entries``): the
+    fields ``first``, then the entry's own but ``line``, in order."""
+    own = {f.name: getattr(entry, f.name) for f in dataclasses.fields(entry) if f.name != "line"}
+    return {"kind": kind, **first, **own}
 
 
 def read_line(entry: ReadEntry) -> dict[str, Any]:
-    return {
-        "kind": "read",
-        **_fields(entry, ("reader", "key", "request")),
-        "reads": [read_to_json(r) for r in entry.reads],
-    }
+    return {**entry_line("read", entry), "reads": [read_to_json(r) for r in entry.reads]}
 
 
-def chat_line(entry: ChatEntry) -> dict[str, Any]:
-    return {"kind": "chat", **_fields(entry, ("model", "key", "messages", "reply"))}
-
-
-def threshold_line(key: str, value: dict[str, Any]) -> dict[str, Any]:
-    """The threshold an ``Earned`` policy had in force for one recorded decision."""
-    return {"kind": "threshold", "key": key, "take_at": value["take_at"], "trust": value["trust"]}
-
-
-def version_line(key: str, value: dict[str, Any]) -> dict[str, Any]:
-    """The version of a learning question in force for one recorded decision."""
-    line = {"kind": "version", "key": key, **{k: value[k] for k in ("version", "asked", "read")}}
-    if value.get("probability_map") is not None:
-        line["probability_map"] = list(value["probability_map"])
+def decision_line(kind: str, key: str, value: dict[str, Any]) -> dict[str, Any]:
+    """The value in force for one recorded decision (``CassetteData.decided``); a version
+    in force without a probability map leaves the field out."""
+    line = {"kind": kind, "key": key, **value}
+    if line.get("probability_map", ()) is None:
+        del line["probability_map"]
     return line
-
-
-def sample_line(key: str, value: dict[str, Any]) -> dict[str, Any]:
-    """Whether one recorded decision was audited."""
-    return {"kind": "sample", "key": key, "audited": bool(value["audited"])}
-
-
-#: The line each kind of per-decision value is recorded as (``Cassette._per_decision``).
-DECISION_LINES = {"threshold": threshold_line, "version": version_line, "sample": sample_line}
-
-
-def teacher_line(entry: TeacherEntry) -> dict[str, Any]:
-    """One teacher call of a policy (``schema.TeacherLine``)."""
-    fields = ("role", "question", "teacher", "key", "input", "reply")
-    return {"kind": "teacher", **_fields(entry, fields)}
 
 
 def dumps(obj: dict[str, Any]) -> str:
@@ -153,16 +116,16 @@ def dumps(obj: dict[str, Any]) -> str:
 def body(data: CassetteData, recording: str | None, *, chats: bool = True) -> bytes:
     """A whole format-2 file holding ``data`` (for rewrites: upgrades, ``clear_chats``)."""
     lines = [header_line(recording)]
-    lines += [reader_line(rid, info) for rid, info in data.readers.items()]
+    lines += [entry_line("reader", info, id=rid) for rid, info in data.readers.items()]
     if chats:
-        lines += [chat_model_line(mid, info) for mid, info in data.chat_models.items()]
+        lines += [{"kind": "chat_model", "id": mid, **m} for mid, m in data.chat_models.items()]
     lines += [read_line(e) for e in data.reads]
     if chats:
-        lines += [chat_line(e) for e in data.chats]
-    lines += [threshold_line(k, v) for k, v in data.thresholds.items()]
-    lines += [version_line(k, v) for k, v in data.versions.items()]
-    lines += [sample_line(k, v) for k, v in data.samples.items()]
-    lines += [teacher_line(e) for e in data.teachers]
+        lines += [entry_line("chat", e) for e in data.chats]
+    lines += [
+        decision_line(k, key, v) for k, held in data.decided.items() for key, v in held.items()
+    ]
+    lines += [entry_line("teacher", e) for e in data.teachers]
     return "".join(dumps(x) for x in lines).encode("utf-8")
 
 
@@ -174,9 +137,9 @@ RERECORD = "re-record it: pytest --agentbranch-record=all (or Cassette(path, mod
 class Parser:
     """Validates a cassette's lines one at a time, in order, into ``data``.
 
-    ``feed`` may be called again with lines appended later (another writer's), continuing
-    the line count; ``take`` hands over the entries read so far. Format 1 and pre-v1 files
-    (no header; loaded as reader ``reader-1``) still load.
+    ``feed_file`` and ``feed_lines`` may be called again with lines appended later (another
+    writer's), continuing the line count; ``take`` hands over the entries read so far.
+    Format 1 and pre-v1 files (no header; loaded as reader ``reader-1``) still load.
     """
 
     def __init__(self, path: Path) -> None:
@@ -187,10 +150,6 @@ class Parser:
         self._declared: dict[str, int] = {}
         self._legacy_ids: set[tuple[str, str]] = set()
 
-    @property
-    def version(self) -> int | None:
-        return self.data.version
-
     def fail(self, no: int | None, what: str) -> CassetteFormatError:
         where = f"{self.path}:{no}" if no else str(self.path)
         return CassetteFormatError(f"{where}: {what}; {RERECORD}")
@@ -199,26 +158,22 @@ class Parser:
         """Every further line of the open binary file ``f`` (from ``self.offset``)."""
         limit = limit or MAX_LINE_BYTES
         f.seek(self.offset)
-        while True:
-            raw = f.readline(limit + 1)
-            if not raw:
-                return
+        for raw in iter(lambda: f.readline(limit + 1), b""):
             if len(raw) > limit and not raw.endswith(b"\n"):
                 raise self.fail(
                     self.line + 1,
                     f"the line is longer than {limit // 2**20} MiB (MAX_LINE_BYTES); the file "
                     "is not a cassette or is corrupt",
                 )
-            self.feed(raw, complete=raw.endswith(b"\n"))
-            self.offset += len(raw)
+            self.feed_lines([raw])
 
     def feed_lines(self, lines: Iterable[bytes]) -> None:
+        """Each of ``lines`` (with its newline unless it ends the file), in order."""
         for raw in lines:
-            self.feed(raw, complete=raw.endswith(b"\n"))
+            self._feed(raw)
             self.offset += len(raw)
 
-    def feed(self, raw: bytes, *, complete: bool = True) -> None:
-        """One line (with its newline unless it ends the file)."""
+    def _feed(self, raw: bytes) -> None:
         self.line += 1
         no = self.line
         try:
@@ -232,7 +187,7 @@ class Parser:
         try:
             obj = pydantic_core.from_json(text, allow_inf_nan=False)
         except ValueError as e:
-            if not complete:
+            if not raw.endswith(b"\n"):
                 raise self.fail(
                     no,
                     "the line is truncated (the file ends mid-entry: was a recording interrupted?)",
@@ -305,10 +260,7 @@ class Parser:
         elif isinstance(line, schema.ChatModelLine):
             self.data.chat_models[line.id] = {"name": line.name, "llm_string": line.llm_string}
         elif isinstance(line, schema.ThresholdLine | schema.VersionLine | schema.SampleLine):
-            decided = {"threshold": self.data.thresholds, "version": self.data.versions}
-            decided.get(line.kind, self.data.samples)[line.key] = line.model_dump(
-                exclude={"kind", "key"}
-            )
+            self.data.decided[line.kind][line.key] = line.model_dump(exclude={"kind", "key"})
         elif isinstance(line, schema.TeacherLine):
             fields = line.model_dump(exclude={"kind"})
             self.data.teachers.append(TeacherEntry(**fields, line=no))
@@ -386,7 +338,7 @@ def load(path: str | Path, *, max_line_bytes: int | None = None) -> CassetteData
     parser = Parser(path)
     with files.open_read(path) as f:
         parser.feed_file(f, limit=max_line_bytes)
-    if parser.version is None:
+    if parser.data.version is None:
         raise CassetteFormatError(f"{path} is empty; {RERECORD}")
     return parser.data
 
@@ -399,12 +351,10 @@ def first_object(path: Path) -> Any:
     file holds nothing but whitespace, ``NOT_JSON`` when that line is no JSON). Reads one
     line at most."""
     with files.open_read(path) as f:
-        while True:
-            raw = f.readline(MAX_LINE_BYTES + 1)
-            if not raw:
-                return None
-            if raw.strip():
-                break
+        lines = iter(lambda: f.readline(MAX_LINE_BYTES + 1), b"")
+        raw = next((line for line in lines if line.strip()), None)
+    if raw is None:
+        return None
     try:
         return pydantic_core.from_json(raw, allow_inf_nan=False)
     except ValueError:

@@ -242,14 +242,15 @@ def generations_from_json(data: Sequence[Any]) -> list[Any]:
 
 
 def reply_text(reply: Sequence[dict[str, Any]]) -> str:
-    """The text of a stored reply, for tables and diffs."""
+    """The text of a stored reply (chat generations, or a teacher's reply as one), for
+    tables and diffs."""
     parts = []
     for g in reply:
         if "message" in g:
             content = g["message"].get("data", {}).get("content", "")
             parts.append(content if isinstance(content, str) else json.dumps(content))
         else:
-            parts.append(str(g.get("text", "")))
+            parts.append(str(g.get("text", g.get("json", ""))))
     return "\n".join(parts)
 
 

@@ -28,30 +28,24 @@ MODES = ("all", "new", "none", "passthrough")
 
 
 @dataclass
-class _Use:
-    cassette: Any
-    tests: list[str] = field(default_factory=list)
-
-
-@dataclass
 class _Session:
     mode: str | None
     #: One id for the whole test run: pytest-xdist's workers re-recording (mode ``all``)
     #: one cassette share it instead of each starting the file afresh.
     recording: str | None = None
-    cassettes: dict[Path, _Use] = field(default_factory=dict)
+    cassettes: dict[Path, Any] = field(default_factory=dict)
+    #: The tests that used each cassette.
+    tests: dict[Path, list[str]] = field(default_factory=dict)
     failed: set[str] = field(default_factory=set)
 
     def open(self, path: Path, nodeid: str) -> Any:
         from agentbranch.replay.cassette import Cassette
 
-        use = self.cassettes.get(path)
-        if use is None:
-            cassette = Cassette(path, self.mode, recording=self.recording)
-            use = self.cassettes[path] = _Use(cassette)
-        use.tests.append(nodeid)
-        use.cassette._begin_test()
-        return use.cassette
+        if path not in self.cassettes:
+            self.cassettes[path] = Cassette(path, self.mode, recording=self.recording)
+        self.tests.setdefault(path, []).append(nodeid)
+        self.cassettes[path]._begin_test()
+        return self.cassettes[path]
 
 
 _SESSION = pytest.StashKey[_Session]()
@@ -140,15 +134,15 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if session is None or not session.cassettes:
         return
     misses, stale, unchecked = [], [], []
-    for path, use in session.cassettes.items():
+    for path, cassette in session.cassettes.items():
         where = _rel(path, config)
-        misses += [f"{where}: {m}" for m in use.cassette.misses]
-        if use.cassette.mode not in ("new", "none"):
+        misses += [f"{where}: {m}" for m in cassette.misses]
+        if cassette.mode not in ("new", "none"):
             continue
-        if any(t in session.failed for t in use.tests):
+        if any(t in session.failed for t in session.tests[path]):
             unchecked.append(where)
             continue
-        for e in use.cassette.stale():
+        for e in cassette.stale():
             who = e.get("reader") or e.get("model")
             stale.append(f"{where}:{e['line']}: {e['kind']} {who} {e['summary']}")
     if not (misses or stale):

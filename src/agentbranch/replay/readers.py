@@ -29,6 +29,9 @@ class CassetteReader(Reader):
     ) -> None:
         self.cassette = cassette
         self.id = id
+        # A policy deciding with an engine on this reader records and replays its teacher
+        # calls with the cassette's.
+        self.teacher_calls = cassette.teacher_calls
         self._live_arg = live
         self._live: Reader | None = live if isinstance(live, Reader) else None
         self._build_lock = threading.Lock()
@@ -61,18 +64,6 @@ class CassetteReader(Reader):
         if live is None:
             return ReaderInfo("replay:unknown", "unknown")
         return ReaderInfo(live.name, live.model, live.max_options)
-
-    @property
-    def chat_cache(self) -> Any:
-        """The cassette's chat cache: ``Generate`` fallbacks of an engine reading through
-        this reader record and replay their chat model with it."""
-        return self.cassette.chat_cache
-
-    @property
-    def teacher_calls(self) -> Any:
-        """The cassette's teacher calls: a policy deciding with an engine on this reader
-        records and replays its teacher calls with them."""
-        return self.cassette.teacher_calls
 
     def unrecorded(self) -> Reader:
         """This reader for reads that are no part of the recorded run (a learning
@@ -145,30 +136,27 @@ class CassetteReader(Reader):
         requests: Sequence[ReadRequest],
         answers: list[list[LabelRead] | None],
         missing: list[int],
-        live: Reader,
         got: list[list[LabelRead]],
     ) -> list[list[LabelRead]]:
-        info = ReaderInfo(live.name, live.model, live.max_options)
-        self.cassette.record_reads(self.id, info, [(requests[i], a) for i, a in zip(missing, got)])
-        for i, answer in zip(missing, got):
-            answers[i] = answer
+        """``answers`` with the live reads ``got`` of the ``missing`` ones, recorded."""
+        if missing:
+            live = self._live_reader()
+            info = ReaderInfo(live.name, live.model, live.max_options)
+            answered = [(requests[i], a) for i, a in zip(missing, got)]
+            self.cassette.record_reads(self.id, info, answered)
+            for i, answer in zip(missing, got):
+                answers[i] = answer
         return [a for a in answers if a is not None]
 
     def read(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
         answers, missing = self._plan(requests)
-        if not missing:
-            return [a for a in answers if a is not None]
-        live = self._live_reader()
-        got = live.read([requests[i] for i in missing])
-        return self._merge(requests, answers, missing, live, got)
+        got = self._live_reader().read([requests[i] for i in missing]) if missing else []
+        return self._merge(requests, answers, missing, got)
 
     async def aread(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
         answers, missing = self._plan(requests)
-        if not missing:
-            return [a for a in answers if a is not None]
-        live = self._live_reader()
-        got = await live.aread([requests[i] for i in missing])
-        return self._merge(requests, answers, missing, live, got)
+        got = await self._live_reader().aread([requests[i] for i in missing]) if missing else []
+        return self._merge(requests, answers, missing, got)
 
     def _reads_live_from_the_start(self) -> bool:
         mode = self.cassette.mode

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentbranch.core.teacher_calls import TeacherCall
 from agentbranch.replay.format import TeacherEntry
-from agentbranch.replay.keys import chat_model_id, chat_model_name, digest, reply_text
+from agentbranch.replay.keys import chat_model_id, chat_model_name, digest
 
 if TYPE_CHECKING:
     from agentbranch.replay._cassette_protocol import CassetteStore
@@ -69,9 +69,7 @@ class CassetteTeachers:
         entry, key = self._replayed(call)
         if entry is not None:
             return reply_from_json(entry.reply)
-        reply = invoke(call.teacher)
-        self._record(call, key, reply)
-        return reply
+        return self._record(call, key, invoke(call.teacher))
 
     async def acall(self, call: TeacherCall, invoke: Callable[[Any], Awaitable[Any]]) -> Any:
         chat = self._through_chat_cache(call.teacher)
@@ -81,9 +79,7 @@ class CassetteTeachers:
         entry, key = self._replayed(call)
         if entry is not None:
             return reply_from_json(entry.reply)
-        reply = await invoke(call.teacher)
-        self._record(call, key, reply)
-        return reply
+        return self._record(call, key, await invoke(call.teacher))
 
     def audited(self, call: TeacherCall, state: str, draw: Callable[[], bool]) -> bool:
         blob = json.dumps([call.question_id, state], ensure_ascii=False)
@@ -125,7 +121,8 @@ class CassetteTeachers:
             raise self.cassette.teacher_miss(call, key)
         return entry, key
 
-    def _record(self, call: TeacherCall, key: str, reply: Any) -> None:
+    def _record(self, call: TeacherCall, key: str, reply: Any) -> Any:
+        """Record ``reply`` to ``call`` under ``key``; returns it."""
         entry = TeacherEntry(
             call.role,
             call.question_id,
@@ -135,6 +132,7 @@ class CassetteTeachers:
             reply_to_json(reply),
         )
         self.cassette.record_teacher(entry)
+        return reply
 
 
 # -- keys -----------------------------------------------------------------------------
@@ -221,11 +219,6 @@ def reply_from_json(data: dict[str, Any]) -> Any:
     if "text" in data:
         return str(data["text"])
     return data.get("json")
-
-
-def reply_excerpt(data: dict[str, Any]) -> str:
-    """The text of a stored reply (for diffs)."""
-    return reply_text([data]) if "message" in data else str(data.get("text", data.get("json")))
 
 
 __all__ = ["CassetteTeachers", "call_key", "current_call", "describe", "identity"]
