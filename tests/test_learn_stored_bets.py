@@ -41,7 +41,7 @@ def opened(tmp_path_factory):
         r.resolve(text)
         (q,) = earned.learner._questions.values()
         for rung in q.ladder.rungs[1:]:
-            st = rung.trust.state(QuestionKey("sport", rung.model, q.reader, q.model))
+            st = rung.trust.state(QuestionKey("sport", rung.model, q.key.reader, q.key.model))
             if st.take_at is not None and st.events[-1].reason.startswith("anytime-valid test"):
                 return earned, path, q, rung
     raise AssertionError("no learned version was opened by its anytime-valid test")
@@ -65,10 +65,10 @@ def test_records_of_a_version_carry_the_entries_of_its_test(opened):
 
 def test_stored_and_the_report_show_the_threshold_the_live_policy_holds(opened):
     earned, path, q, rung = opened
-    key = earned.key(QuestionKey("sport", rung.model, q.reader, q.model))
-    live = rung.trust.threshold(QuestionKey("sport", rung.model, q.reader, q.model))
+    key = earned.key(QuestionKey("sport", rung.model, q.key.reader, q.key.model))
+    live = rung.trust.threshold(QuestionKey("sport", rung.model, q.key.reader, q.key.model))
     live_why = from_state(
-        rung.trust.state(QuestionKey("sport", rung.model, q.reader, q.model)), rung.trust
+        rung.trust.state(QuestionKey("sport", rung.model, q.key.reader, q.key.model)), rung.trust
     ).why
     assert live.take_at is not None and live_why.startswith("anytime-valid test")
     elsewhere = Earned(precision=0.9, min_evidence=50, refresh_s=0, store=path, learn=True)

@@ -55,8 +55,6 @@ class Bets:
         "candidates",
         "alpha",
         "_edge",
-        "_up",
-        "_down",
         "_rows",
         "_crossed",
         "labels",
@@ -68,9 +66,7 @@ class Bets:
     ) -> None:
         self.candidates = tuple(t for t in candidates if t <= entry + 1e-12)
         self.alpha = alpha
-        edge = self._edge = (1.0 - precision) / precision
-        self._up = [math.log1p(f * edge) for f in FRACTIONS]
-        self._down = [math.log1p(-f) for f in FRACTIONS]
+        self._edge = (1.0 - precision) / precision
         rows = _ArrayRows if len(self.candidates) >= _ARRAY_FROM else _ListRows
         self._rows: _ListRows | _ArrayRows = rows(self.candidates)
         self._crossed = [False] * len(self.candidates)
@@ -88,22 +84,14 @@ class Bets:
         boost)`` (``boost``: the e-LOND factor, ``ladder.elond_alpha``; 1 unless in
         [1, inf)); no bet unless its confidence is a finite number, its label a boolean
         and its weight in (0, 1]."""
-        if not isinstance(correct, bool) or isinstance(confidence, bool):
-            return
+        real = isinstance(confidence, numbers.Real) and not isinstance(confidence, bool)
+        if not (real and isinstance(correct, bool) and math.isfinite(confidence)):
+            return  # (a string, None, NaN ...: not a confidence)
         if not (isinstance(weight, numbers.Real) and 0.0 < weight <= 1.0):
             return  # (NaN fails the comparison too)
-        if not isinstance(confidence, numbers.Real):
-            return  # (a string, None ...: not a confidence)
         c = float(confidence)
-        if not math.isfinite(c):
-            return
         self.labels += 1
-        if weight == 1.0:
-            step = self._up if correct else self._down
-        elif correct:
-            step = [math.log1p(f * weight * self._edge) for f in FRACTIONS]
-        else:
-            step = [math.log1p(-f * weight) for f in FRACTIONS]
+        step = [math.log1p(f * weight * self._edge if correct else -f * weight) for f in FRACTIONS]
         if not (isinstance(boost, numbers.Real) and 1.0 <= boost < math.inf):
             boost = 1.0  # (NaN fails the comparison too: fail closed, no boost)
         limit = math.log(1.0 / (self.alpha * boost))
@@ -281,19 +269,12 @@ def entry(
     return (best,) if moved is None else (moved,)
 
 
-def head_entries(
-    earned: Any, head: Any, options: Sequence[str], vectors: Any, labels: Any
-) -> tuple[float, ...] | None:
+def head_entries(earned: Any, head: Any, vectors: Any, labels: Any) -> tuple[float, ...] | None:
     """The entries of a version (a ``head`` fitted on ``vectors``, ``labels``): ``entry``
     on its out-of-fold reads of its own labels, carried over to its own confidences."""
-    conf, right = oof_reads(options, vectors, labels)
-    return entry(
-        conf,
-        right,
-        candidates=earned.candidates,
-        precision=earned.precision,
-        scale=confidences(head, vectors, options),
-    )
+    conf, right = oof_reads(head, vectors, labels)
+    scale = confidences(head, vectors, head.options)
+    return entry(conf, right, candidates=earned.candidates, precision=earned.precision, scale=scale)
 
 
 def confidences(head: Any, vectors: Any, options: Sequence[str]) -> Any:
@@ -308,21 +289,18 @@ def _confidence(p: Any, k: int) -> Any:
     return np.clip(1.0 - h / math.log(max(2, k)), 0.0, 1.0)
 
 
-def oof_reads(options: Sequence[str], vectors: Any, labels: Sequence[str]) -> tuple[Any, Any]:
-    """Out-of-fold reads of a version's own labelled states, as the version would read
-    them (``head.oof_log_probs`` through the version's confidence map):
-    ``(confidence, right)`` arrays (confidence nan where a fold could not be fitted)."""
-    options = list(options)
+def oof_reads(head: Any, vectors: Any, labels: Sequence[str]) -> tuple[Any, Any]:
+    """Out-of-fold reads of the labelled states a version's ``head`` was fitted on, as
+    the version would read them (``head.oof_log_probs`` through the version's confidence
+    map): ``(confidence, right)`` arrays (confidence nan where a fold could not be fitted)."""
+    options, classes = list(head.options), list(head.classes)
     y = np.array([options.index(label) for label in labels])
     x = np.asarray(vectors, dtype=np.float64)
-    n = len(y)
-    conf, right = np.full(n, np.nan), np.zeros(n, bool)
-    full = lh._fit(options, x, y, lh.C)
-    if full is None or n < 2 * lh.FOLDS:
+    conf, right = np.full(len(y), np.nan), np.zeros(len(y), bool)
+    if len(y) < 2 * lh.FOLDS:
         return conf, right
-    classes = list(full.classes)
-    oof = lh.oof_log_probs(full, x, y)
-    temperature, shift = lh.cross_fitted_map(full, x, y, oof=oof)
+    oof = lh.oof_log_probs(head, x, y)
+    temperature, shift = lh.cross_fitted_map(head, x, y, oof=oof)
     ok = np.isfinite(oof).all(1)
     z = oof[ok] / temperature + shift
     z = z - z.max(1, keepdims=True)

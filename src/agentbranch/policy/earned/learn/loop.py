@@ -136,9 +136,7 @@ class QuestionLabels:
     def known(self, decision: str | None, text: str | None) -> bool:
         """Whether a label of this identity was already counted (or is about to be)."""
         ids = self._ids(decision, text)
-        if not ids:
-            return False
-        return ids[0] in self._pending_ids or self._learned_in(ids[0]) is not None
+        return bool(ids) and (ids[0] in self._pending_ids or self._learned_in(ids[0]) is not None)
 
     def add(self, order: Any, decision: str | None, text: str, label: str) -> bool:
         """A labelled state of record order ``order``; ``False`` when its identity was
@@ -154,12 +152,8 @@ class QuestionLabels:
 
     def ready(self, settled: Any = None) -> int:
         """Pending labels ``fold`` would count now."""
-        if settled is None:
-            return len(self._pending)
-        n = 0
-        while n < len(self._pending) and settled(self._pending[n].order):
-            n += 1
-        return n
+        waiting = (i for i, p in enumerate(self._pending) if settled and not settled(p.order))
+        return next(waiting, len(self._pending))
 
     def next_refit(self) -> int:
         """The label count at which the next version is due."""
@@ -220,21 +214,14 @@ EMBED_CHUNK = 8
 class _Question:
     """One question's ladder and the labels it learns from."""
 
-    question_id: str
-    question: Any  #: as written
-    reader: str | None
-    model: str | None
-    reading: str | None  #: ``Decision.reading``: in every version's key (a ladder each)
+    #: the key of the question as written (its ``reading``, ``Decision.reading``, is in
+    #: every version's key: a ladder each)
+    key: QuestionKey
     ladder: Ladder
     labels: QuestionLabels = field(default_factory=QuestionLabels)
     fitting: bool = False
     #: set once its ladder is rebuilt from the store (until then the written one decides)
     rebuilt: threading.Event = field(default_factory=threading.Event)
-
-    @property
-    def key(self) -> QuestionKey:
-        """The key of the question as written."""
-        return QuestionKey(self.question_id, self.question, self.reader, self.model, self.reading)
 
     def merge(self, labelled: list[Labelled4]) -> None:
         """Add labelled states ``(order, state, label, decision)`` (each identity once),
@@ -308,9 +295,7 @@ class Learner:
     def _refreshed(self, q: _Question) -> None:
         """Other replicas' labels and trials: a version due or adopted."""
         if self._refresh():
-            self._fold(q)
-            self._adopt(q)
-            self._maybe_fit(q)
+            self._advance(q)
 
     def version_of(self, key: QuestionKey, version: int | None) -> tuple[_Question, Rung]:
         """The ladder and rung ``key``'s question is (a version's key), or version
@@ -320,7 +305,13 @@ class Learner:
             # (else a first ask, or a version asked with other reading settings)
             known = None if hit else self._versions.get(key.read_with(None).evidence_key)
         if known is not None and known[1].index > 0:
-            return self._other_reading(key, known)
+            # a learned version asked with other reading settings than its ladder's: a
+            # rung of its own, outside any ladder (a threshold never crosses readings)
+            q0, rung0 = known
+            q = self._question(q0.key.read_with(key.reading))
+            rung = self._rung(q, rung0.index, rung0.fitted_on, key.question, rung0.entry)
+            with self._lock:
+                return self._rungs.setdefault(key.evidence_key, (q, rung))
         q, rung = hit if hit is not None else (self._question(key), None)
         if version is not None and version >= len(q.ladder.rungs) and not self._work.on_thread():
             # a label of a version the rebuild has not fitted yet (an audit of a
@@ -330,26 +321,6 @@ class Learner:
         if version is not None and 0 <= version < len(rungs):
             return q, rungs[version]
         return q, rung if rung is not None else q.ladder.deciding
-
-    def _other_reading(
-        self, key: QuestionKey, known: tuple[_Question, Rung]
-    ) -> tuple[_Question, Rung]:
-        """A learned version asked with other reading settings than its ladder's: a rung
-        of its own under its own key, outside any ladder (a threshold never crosses
-        readings)."""
-        q0, rung0 = known
-        q = self._question(q0.key.read_with(key.reading))
-        rung = Rung(
-            rung0.index,
-            rung0.fitted_on,
-            model=key.question,
-            trust=self._trust(q0, rung0.index, rung0.entry),
-            entry=rung0.entry,
-        )
-        rung.trust.learn_fields["written"] = q.key.evidence_key
-        rung.trust._ledger.only = {key.evidence_key}
-        with self._lock:
-            return self._rungs.setdefault(key.evidence_key, (q, rung))
 
     def state(self, key: QuestionKey) -> Any:
         q, rung = self.version_of(key, None)
@@ -372,9 +343,7 @@ class Learner:
         the one in force) made: its evidence, with the labelled state; then each newer
         version on trial reads the state, as its own evidence."""
         q, rung = self.version_of(key, version)
-        text = state
-        if text is not None and self.redact is not None:
-            text = self.redact(text)
+        text = state if state is None or self.redact is None else self.redact(state)
         decision = fields.get("decision")
         with self._lock:
             # (before this label counts: what held when it was made)
@@ -383,7 +352,7 @@ class Learner:
             # learned from is never evidence for it or a later one, whatever its identity.
             learned = q.labels.learned_text_by(text) or len(q.ladder.rungs)
             if q.labels.known(decision, text) or rung.index >= learned:
-                log.debug("agentbranch.learn: a repeat of %r: no evidence", q.question_id)
+                log.debug("agentbranch.learn: a repeat of %r: no evidence", q.key.question_id)
                 return None
             # every other fed version, if it did not learn from it
             trials = [r for r in q.ladder.fed if r is not rung and r.index < learned]
@@ -430,28 +399,26 @@ class Learner:
         taken = fields["band"] == "take"
         for trial in trials:
             self._trial(q, trial, state, taken, fields)
-        self._fold(q)
-        self._adopt(q)
-        self._maybe_fit(q)
+        self._advance(q)
 
     def _trial(self, q: _Question, trial: Rung, state: str, taken: bool, fields: dict) -> None:
         """The trial version's read of a labelled state, as its evidence."""
         if self.engine is None:
             return
         try:
-            asked = nearest.read_questions({q.question_id: trial.model}, render_state(state))
+            asked = nearest.read_questions({q.key.question_id: trial.model}, render_state(state))
             d = self.engine.decide(state, asked, log_decisions=False)
-            d = d[q.question_id]
+            d = d[q.key.question_id]
         except Exception as e:  # noqa: BLE001 - a failed trial read is no evidence
-            log.warning("agentbranch.learn: trial read of %r failed: %s", q.question_id, e)
+            log.warning("agentbranch.learn: trial read of %r failed: %s", q.key.question_id, e)
             return
-        if d.reading != q.reading:  # read on another confidence scale: not this ladder's
+        if d.reading != q.key.reading:  # read on another confidence scale: not this ladder's
             log.warning(
                 "agentbranch.learn: trial read of %r carries other reading settings (%s, "
                 "the ladder's %s); not used as evidence",
-                q.question_id,
+                q.key.question_id,
                 d.reading,
-                q.reading,
+                q.key.reading,
             )
             return
         rec = trial.trust.observe(
@@ -480,7 +447,7 @@ class Learner:
         if new is not None:
             log.info(
                 "agentbranch.learn: question %r now decides with version %d (fitted on %d labels)",
-                q.question_id,
+                q.key.question_id,
                 new.index,
                 new.fitted_on,
             )
@@ -507,17 +474,17 @@ class Learner:
             q.labels.fold(ok)
             q.ladder.labels = q.labels.count
 
-    def _maybe_fit(self, q: _Question) -> None:
+    def _advance(self, q: _Question) -> None:
+        """What counted labels start: the settled ones folded, an adoption, a fit due."""
+        self._fold(q)
+        self._adopt(q)
         with self._lock:
             j = len(q.ladder.rungs)
             if q.fitting or j not in q.labels.due:
                 return
             labelled = list(q.labels.due[j])
             q.fitting = True
-        self._fit(q, j, labelled)  # (on learning's own thread, ``Work``, unless not background)
-
-    def _fit(self, q: _Question, j: int, labelled: list) -> None:
-        try:
+        try:  # (on learning's own thread, ``Work``, unless not background)
             rung = self._version(q, j, labelled)
             with self._lock:
                 if len(q.ladder.rungs) == j:
@@ -525,7 +492,7 @@ class Learner:
                     q.labels.due.pop(j, None)
         except Exception as e:  # noqa: BLE001 - a failed fit leaves the version in force
             log.warning(
-                "agentbranch.learn: fitting version %d of %r failed: %s", j, q.question_id, e
+                "agentbranch.learn: fitting version %d of %r failed: %s", j, q.key.question_id, e
             )
         finally:
             with self._lock:
@@ -538,33 +505,37 @@ class Learner:
         labelled) the written question with them as examples."""
         texts = [t for _, t, _ in labelled]
         labels = [y for _, _, y in labelled]
-        options = list(to_spec(q.question_id, q.question).options)
-        written = lx.question_examples(q.question)
+        options = list(to_spec(q.key.question_id, q.key.question).options)
+        written = lx.question_examples(q.key.question)
         embed = None if self.engine is None else self.engine.reader.embed
         question, start = None, None
         if embed is not None:
             vectors = self._embedded(embed, texts)
-            x, weight = head_inputs(self.engine, q.question_id, q.question, vectors)
+            x, weight = head_inputs(self.engine, q.key.question_id, q.key.question, vectors)
             head = fit_head(options, x, labels, written=weight)
             if head is not None:
-                question = with_head(q.question, head)
+                question = with_head(q.key.question, head)
                 # where its anytime-valid test starts: its out-of-fold reads of these
                 # labels, which are never its evidence (``eprocess``)
-                start = eprocess.head_entries(self.earned, head, options, x, labels)
+                start = eprocess.head_entries(self.earned, head, x, labels)
             else:
                 learned = lx.select(texts, labels, options, vectors=vectors, written=written)
         elif (encode := self._encode()) is not None:
             pool = nearest.pool_of(texts, labels, options, written, encode)
-            question = q.question if pool is None else nearest.with_pool(q.question, pool)
+            question = q.key.question if pool is None else nearest.with_pool(q.key.question, pool)
         else:  # a canvas reader without the encoder: the most recent ones
             cut = [t[:CANVAS_CHARS] for t in texts]
             learned = lx.select(cut, labels, options, per_option=CANVAS_PER_OPTION, written=written)
         if question is None:
-            question = lx.with_learned(q.question, learned)
-        return Rung(j, len(labelled), model=question, trust=self._trust(q, j, start), entry=start)
+            question = lx.with_learned(q.key.question, learned)
+        return self._rung(q, j, len(labelled), question, start)
 
-    def _trust(self, q: _Question, j: int, entry: Any = None) -> Any:
-        return version_earned(self.earned, j, entry=entry, base=q.ladder.base)
+    def _rung(self, q: _Question, j: int, fitted_on: int, model: Any, entry: Any = None) -> Rung:
+        """Version ``j`` of ``q``, read by ``model``, with its own trust."""
+        trust = version_earned(self.earned, j, entry=entry, base=q.ladder.base)
+        trust.learn_fields["written"] = q.key.evidence_key
+        trust._ledger.only = {q.key.asking(model).evidence_key}  # its own evidence, not all
+        return Rung(j, fitted_on, model=model, trust=trust, entry=entry)
 
     def _embedded(self, embed: Callable[[list[str]], Any], texts: list[str]) -> Any:
         """The embeddings of a fit's ``texts`` (the last fit's reused, the others embedded
@@ -600,8 +571,6 @@ class Learner:
         version = q.key.asking(rung.model)
         self._rungs[version.evidence_key] = (q, rung)
         self._versions[version.read_with(None).evidence_key] = (q, rung)
-        rung.trust.learn_fields["written"] = q.key.evidence_key
-        rung.trust._ledger.only = {version.evidence_key}  # its own evidence, not all
         view = rung.trust.evidence
         if view is not self.earned.evidence:
             view.keep_only({version.evidence_key})  # nor parse the others' lines (its own view)
@@ -626,11 +595,9 @@ class Learner:
                 return hit[0]
             labels = QuestionLabels(per_option=self.fit_per_option)
             ladder = Ladder(base=base_share(key.reader, key.question_id, key.question))
-            q = _Question(
-                key.question_id, key.question, key.reader, key.model, key.reading, ladder, labels
-            )
+            q = _Question(key, ladder, labels)
             self._questions[key.evidence_key] = q
-            self._add(q, Rung(0, 0, model=key.question, trust=self._trust(q, 0)))
+            self._add(q, self._rung(q, 0, 0, key.question))
             q.fitting = True  # (no fit of its own while the rebuild fits)
         if self.background:
             self._work.submit(self._rebuild, q)
@@ -647,9 +614,7 @@ class Learner:
             with self._lock:
                 q.fitting = False
             q.rebuilt.set()
-        self._fold(q)
-        self._adopt(q)
-        self._maybe_fit(q)
+        self._advance(q)
 
     def _rebuilt(self, q: _Question) -> None:
         # each label once: through the written key its record names (``claim``), or its
@@ -691,24 +656,20 @@ class Work:
         self._thread: threading.Thread | None = None
         self._idle = threading.Event()  # set while no task runs
         self._idle.set()
-        self._closed = False
+        #: whether the process is exiting (a long task stops at its next step)
+        self.closing = False
         # before the coalescers stop: a task in flight may read through the engine
         finish_at_exit(self._finish_at_exit, order=AUDITS)
 
     def submit(self, task: Callable[..., Any], *args: Any) -> None:
         """Run ``task(*args)`` on the thread, after every task submitted before it."""
-        if self._closed:
+        if self.closing:
             return  # the process is exiting: nothing new starts
         self._tasks.put((task, args))
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
                 self._thread.start()
-
-    @property
-    def closing(self) -> bool:
-        """Whether the process is exiting (a long task stops at its next step)."""
-        return self._closed
 
     def on_thread(self) -> bool:
         """Whether the caller is the work's own thread."""
@@ -719,7 +680,7 @@ class Work:
         ``timeout`` seconds passed first)."""
         if self.on_thread():
             return True  # (a task waiting for itself)
-        if self._closed:
+        if self.closing:
             return False  # (exiting: what is queued is dropped, never done)
         done = threading.Event()
         self.submit(done.set)
@@ -729,7 +690,7 @@ class Work:
         while True:
             task, args = self._tasks.get()
             with self._lock:  # (exit's wait sees either a task started or none)
-                if self._closed:
+                if self.closing:
                     return
                 self._idle.clear()
             try:
@@ -747,7 +708,7 @@ class Work:
         """At exit: nothing new starts, what is queued is dropped, the task in flight
         finishes (until ``deadline``), so the thread is stopped waiting on its queue."""
         with self._lock:
-            self._closed = True
+            self.closing = True
         try:
             while True:
                 self._tasks.get_nowait()
