@@ -112,12 +112,8 @@ class Bets:
     def shown(self) -> float | None:
         """The lowest candidate of the run of shown ones from the entry down (``None``:
         the entry is not shown yet)."""
-        found = None
-        for t, crossed in zip(self.candidates, self._crossed):
-            if not crossed:
-                break
-            found = t
-        return found
+        run = [*self._crossed, False].index(False)  # (crossed from the entry down)
+        return self.candidates[run - 1] if run else None
 
 
 class Walks:

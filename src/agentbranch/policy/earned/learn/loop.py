@@ -145,8 +145,7 @@ class QuestionLabels:
             return False
         ident = identity(decision, text) or ""  # (never empty: text is a str)
         item = _Pending(order, self._ids(decision, text), text, label, priority(ident))
-        orders = [p.order for p in self._pending]
-        self._pending.insert(bisect.bisect(orders, order), item)
+        bisect.insort(self._pending, item, key=lambda p: p.order)
         self._pending_ids.add(item.ids[0])
         return True
 
@@ -396,12 +395,11 @@ class Learner:
         if labelled:
             with self._lock:
                 q.merge(labelled)
-        taken = fields["band"] == "take"
         for trial in trials:
-            self._trial(q, trial, state, taken, fields)
+            self._trial(q, trial, state, fields)
         self._advance(q)
 
-    def _trial(self, q: _Question, trial: Rung, state: str, taken: bool, fields: dict) -> None:
+    def _trial(self, q: _Question, trial: Rung, state: str, fields: dict) -> None:
         """The trial version's read of a labelled state, as its evidence."""
         if self.engine is None:
             return
@@ -433,7 +431,7 @@ class Learner:
             bet_alpha=q.ladder.bet_alpha(trial, trial.trust.anytime, self.earned.level),
             decision=fields.get("decision"),  # one label per decision in every version
             shadow=True,  # the label was counted with the deciding version's record
-            **trial_fields(taken, fields["rate"]),
+            **trial_fields(fields["band"] == "take", fields["rate"]),
         )
         if rec is not None:
             self.store.count(rec)
@@ -705,15 +703,10 @@ class Work:
                 self._idle.set()
 
     def _finish_at_exit(self, deadline: float) -> None:
-        """At exit: nothing new starts, what is queued is dropped, the task in flight
-        finishes (until ``deadline``), so the thread is stopped waiting on its queue."""
+        """At exit: nothing new starts, the task in flight finishes (until ``deadline``),
+        what is queued is dropped (``_run`` starts none once ``closing``)."""
         with self._lock:
             self.closing = True
-        try:
-            while True:
-                self._tasks.get_nowait()
-        except queue.Empty:
-            pass
         self._idle.wait(max(0.0, deadline - time.monotonic()))
 
 
