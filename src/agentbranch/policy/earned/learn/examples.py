@@ -45,7 +45,7 @@ def select(
     options: Sequence[str],
     vectors: Any = None,
     per_option: int = PER_OPTION,
-    written: dict[str, list[str]] | None = None,
+    written: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, list[str]]:
     """The learned examples per option from labelled ``texts`` (in label order), less
     duplicates and the hand-written ``written``: at most ``per_option`` (and the room
@@ -62,12 +62,9 @@ def select(
                 rows.append(i)
         if room <= 0 or not rows:
             continue
-        if len(rows) > room:
-            if vectors is not None:
-                rows = [rows[j] for j in spread([vectors[i] for i in rows], room)]
-            else:
-                rows = rows[-room:]
-        out[option] = [texts[i] for i in rows]
+        if len(rows) > room and vectors is not None:
+            rows = [rows[j] for j in spread([vectors[i] for i in rows], room)]
+        out[option] = [texts[i] for i in rows[-room:]]  # (else the most recent)
     return out
 
 

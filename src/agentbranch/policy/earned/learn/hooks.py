@@ -63,8 +63,7 @@ def asked_questions(
                     type(e).__name__,
                     e,
                 )
-                written = learner.store.probability_map(key.evidence_key)
-                return q, 0, q, written
+                return q, 0, q, learner.store.probability_map(key.evidence_key)
             return version, j, nearest.read_question(version, picked), mapped
 
         got = (

@@ -143,16 +143,11 @@ def widest(holds: list[bool], shares: list[float | None] | None = None) -> int |
     """Of versions in order (oldest first), the index of the one to put in force: of
     those holding a threshold, the one whose band holds the largest share of the
     decisions, the newer on a tie (the newest when a share is not known); ``None``: none."""
-    held = [
-        (i, share)
-        for i, (holds_one, share) in enumerate(zip(holds, shares or [None] * len(holds)))
-        if holds_one
-    ]
-    if any(share is None for _, share in held):  # (a size not known: the newest)
-        held = [(i, 0.0) for i, _ in held]
+    shares = shares or [None] * len(holds)
+    unknown = any(s is None for h, s in zip(holds, shares) if h)  # (then the newest)
     best, best_share = None, -math.inf
-    for i, share in held:
-        if share >= best_share:
+    for i, (holds_one, share) in enumerate(zip(holds, shares)):
+        if holds_one and (unknown or share >= best_share):
             best, best_share = i, share
     return best
 

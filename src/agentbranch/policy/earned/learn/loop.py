@@ -149,15 +149,13 @@ class QuestionLabels:
         self._pending_ids.add(item.ids[0])
         return True
 
-    def ready(self, settled: Any = None) -> int:
-        """Pending labels ``fold`` would count now."""
+    def reaches_refit(self, settled: Any = None) -> bool:
+        """Whether ``fold`` would now count labels up to the next refit point."""
         waiting = (i for i, p in enumerate(self._pending) if settled and not settled(p.order))
-        return next(waiting, len(self._pending))
-
-    def next_refit(self) -> int:
-        """The label count at which the next version is due."""
+        ready = next(waiting, len(self._pending))
         i = max(len(self._segments), 1)
-        return self._bound(i) if self.count < self._bound(i) else self._bound(i + 1)
+        due = self._bound(i) if self.count < self._bound(i) else self._bound(i + 1)
+        return ready > 0 and self.count + ready >= due
 
     def fold(self, settled: Any = None) -> None:
         """Count the pending labels in record order, up to the first not ``settled``
@@ -464,8 +462,7 @@ class Learner:
         shared store, first read what other replicas wrote."""
         ok = (lambda order: settled(order, self.settle_s)) if self.settle_s > 0 else None
         with self._lock:
-            ready = q.labels.ready(ok)
-            reaches = ready and q.labels.count + ready >= q.labels.next_refit()
+            reaches = q.labels.reaches_refit(ok)
         if reaches and self.settle_s > 0:
             self._refresh(force=True)
         with self._lock:
@@ -623,15 +620,13 @@ class Learner:
             q.merge(claimed)
             q.labels.fold()
         for j, rung in enumerate(q.ladder.rungs):  # (grows as versions are fitted)
-            key = q.key.asking(rung.model).evidence_key
-            claimed = self.store.claim_key(key)
+            claimed = self.store.claim_key(q.key.asking(rung.model).evidence_key)
             with self._lock:
                 q.merge(claimed)
                 q.labels.fold()
-                nxt = j + 1
-                due = q.labels.due.pop(nxt, None)
+                due = q.labels.due.pop(j + 1, None)
             if due is not None:
-                version = self._version(q, nxt, due)  # (a fit: outside the lock)
+                version = self._version(q, j + 1, due)  # (a fit: outside the lock)
                 with self._lock:
                     self._add(q, version)
         holds, shares = self._holds(q, q.ladder.rungs)

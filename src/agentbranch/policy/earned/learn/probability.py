@@ -73,10 +73,8 @@ class ProbabilityFit:
     def add(self, confidence: float, probability: float, correct: bool, weight: float) -> None:
         """Count one labelled read (``probability``: of its label as read; ``weight``:
         ``1/rate``); a non-finite or out-of-range value is not counted."""
-        values = (confidence, probability, weight)
-        if not all(math.isfinite(v) for v in values) or not 0.0 <= confidence <= 1.0:
-            return
-        if not 0.0 <= probability <= 1.0 or weight <= 0.0:
+        finite = all(math.isfinite(v) for v in (confidence, probability, weight))
+        if not (finite and 0.0 <= confidence <= 1.0 and 0.0 <= probability <= 1.0 and weight > 0):
             return
         if self.fitted is not None:  # scored before it is counted
             self.loss_map += weight * _loss(apply(self.fitted, confidence), correct)
