@@ -51,15 +51,7 @@ class Bets:
     an e-value.
     """
 
-    __slots__ = (
-        "candidates",
-        "alpha",
-        "_edge",
-        "_rows",
-        "_crossed",
-        "labels",
-        "_boost",
-    )
+    __slots__ = ("candidates", "alpha", "_edge", "_rows", "_crossed", "labels", "_boost")
 
     def __init__(
         self, candidates: Sequence[float], entry: float, precision: float, alpha: float
@@ -258,11 +250,8 @@ def entry(
         return None if best is None else (best,)
     share = sum(c >= best for c, _ in pairs) / len(pairs)
     ranked = sorted((float(c) for c in scale if math.isfinite(float(c))), reverse=True)
-    if not ranked:
-        return (best,)
-    at = ranked[max(0, math.ceil(share * len(ranked)) - 1)]
-    moved = next((t for t in candidates if t <= at + 1e-12), None)
-    return (best,) if moved is None else (moved,)
+    at = ranked[max(0, math.ceil(share * len(ranked)) - 1)] if ranked else -math.inf
+    return (next((t for t in candidates if t <= at + 1e-12), best),)
 
 
 def head_entries(earned: Any, head: Any, vectors: Any, labels: Any) -> tuple[float, ...] | None:

@@ -314,9 +314,8 @@ class Learner:
             # a label of a version the rebuild has not fitted yet (an audit of a
             # decision made before a restart): counted once it is, as its own
             q.rebuilt.wait(REBUILD_WAIT_S)
-        rungs = q.ladder.rungs
-        if version is not None and 0 <= version < len(rungs):
-            return q, rungs[version]
+        if version is not None and 0 <= version < len(q.ladder.rungs):
+            return q, q.ladder.rungs[version]
         return q, rung if rung is not None else q.ladder.deciding
 
     def state(self, key: QuestionKey) -> Any:
@@ -390,9 +389,8 @@ class Learner:
     ) -> None:
         """What a label starts (on learning's thread, after any rebuild): its state
         counted, the trial reads; then an adoption or a fit may follow."""
-        if labelled:
-            with self._lock:
-                q.merge(labelled)
+        with self._lock:
+            q.merge(labelled)
         for trial in trials:
             self._trial(q, trial, state, fields)
         self._advance(q)
