@@ -27,10 +27,8 @@ def spread(vectors: Any, k: int) -> list[int]:
     n = len(x)
     if n <= k:
         return list(range(n))
-    mean = x.mean(0)
-    first = int(np.argmax(x @ mean))
-    chosen = [first]
-    nearest = x @ x[first]  # similarity to the closest chosen row
+    chosen = [int(np.argmax(x @ x.mean(0)))]
+    nearest = x @ x[chosen[0]]  # similarity to the closest chosen row
     for _ in range(k - 1):
         nearest[chosen] = np.inf
         nxt = int(np.argmin(nearest))

@@ -372,28 +372,21 @@ class Learner:
         # (else merged after the rebuild, which may read it from the store first: a
         # label repeated across a restart keeps its first order, as a restart gives it)
         fields["teacher_label"] = teacher_label
-        after = (q, labelled, trials if state is not None else [], state, fields)
-        if self.background:
-            self._work.submit(self._learned, *after)
-        else:
-            self._learned(*after)
-        return rec
 
-    def _learned(
-        self,
-        q: _Question,
-        labelled: list[Labelled4],
-        trials: list[Rung],
-        state: str | None,
-        fields: dict,
-    ) -> None:
-        """What a label starts (on learning's thread, after any rebuild): its state
-        counted, the trial reads; then an adoption or a fit may follow."""
-        with self._lock:
-            q.merge(labelled)
-        for trial in trials:
-            self._trial(q, trial, state, fields)
-        self._advance(q)
+        def learned() -> None:
+            """What the label starts (on learning's thread, after any rebuild): its state
+            counted, the trial reads; then an adoption or a fit may follow."""
+            with self._lock:
+                q.merge(labelled)
+            for trial in trials if state is not None else []:
+                self._trial(q, trial, state, fields)
+            self._advance(q)
+
+        if self.background:
+            self._work.submit(learned)
+        else:
+            learned()
+        return rec
 
     def _trial(self, q: _Question, trial: Rung, state: str, fields: dict) -> None:
         """The trial version's read of a labelled state, as its evidence."""
@@ -602,35 +595,32 @@ class Learner:
         """The ladder from the store (on learning's thread; the question as written
         decides meanwhile), then what the labels given meanwhile start."""
         try:
-            self._rebuilt(q)
+            # each label once: through the written key its record names (``claim``), or
+            # its version's key (``claim_key``); the store is read once, not per version
+            self._refresh(force=True)
+            claimed = self.store.claim(q.key.evidence_key)
+            with self._lock:
+                q.merge(claimed)
+                q.labels.fold()
+            for j, rung in enumerate(q.ladder.rungs):  # (grows as versions are fitted)
+                claimed = self.store.claim_key(q.key.asking(rung.model).evidence_key)
+                with self._lock:
+                    q.merge(claimed)
+                    q.labels.fold()
+                    due = q.labels.due.pop(j + 1, None)
+                if due is not None:
+                    version = self._version(q, j + 1, due)  # (a fit: outside the lock)
+                    with self._lock:
+                        self._add(q, version)
+            holds, shares = self._holds(q, q.ladder.rungs)
+            with self._lock:
+                q.ladder.labels = q.labels.count
+                q.ladder.restore(holds, shares)
         finally:
             with self._lock:
                 q.fitting = False
             q.rebuilt.set()
         self._advance(q)
-
-    def _rebuilt(self, q: _Question) -> None:
-        # each label once: through the written key its record names (``claim``), or its
-        # version's key (``claim_key``); the store is read once, not once per version
-        self._refresh(force=True)
-        claimed = self.store.claim(q.key.evidence_key)
-        with self._lock:
-            q.merge(claimed)
-            q.labels.fold()
-        for j, rung in enumerate(q.ladder.rungs):  # (grows as versions are fitted)
-            claimed = self.store.claim_key(q.key.asking(rung.model).evidence_key)
-            with self._lock:
-                q.merge(claimed)
-                q.labels.fold()
-                due = q.labels.due.pop(j + 1, None)
-            if due is not None:
-                version = self._version(q, j + 1, due)  # (a fit: outside the lock)
-                with self._lock:
-                    self._add(q, version)
-        holds, shares = self._holds(q, q.ladder.rungs)
-        with self._lock:
-            q.ladder.labels = q.labels.count
-            q.ladder.restore(holds, shares)
 
 
 class Stopped(Exception):
