@@ -66,8 +66,7 @@ def elond_alpha(error: float, discoveries: int, level: float) -> float:
     times one more than the ``discoveries`` (the question's other versions that had
     earned a threshold before the label), capped at ``eprocess.SHARE · (1 - level)`` so
     each threshold holds at the policy's level by itself."""
-    most = eprocess.SHARE * (1.0 - level)
-    return min(error * (max(0, int(discoveries)) + 1), most)
+    return min(error * (max(0, int(discoveries)) + 1), eprocess.SHARE * (1.0 - level))
 
 
 #: Looks of the question as written that spend what they would without learning

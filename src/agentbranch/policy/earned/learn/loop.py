@@ -163,10 +163,9 @@ class QuestionLabels:
         while self._pending and (settled is None or settled(self._pending[0].order)):
             item = self._pending.pop(0)
             self._pending_ids.discard(item.ids[0])
-            seg = len(self._segments) - 1
-            if seg < 0 or self.count >= self._bound(seg + 1):
+            if not self._segments or self.count >= self._bound(len(self._segments)):
                 self._segments.append(DigestSet())
-                seg += 1
+            seg = len(self._segments) - 1
             for d in item.ids:
                 self._segments[seg].add(d)
             sample = self._sample.setdefault(item.label, [])
