@@ -98,8 +98,7 @@ class Bets:
 
     def wealth(self, t: float) -> float:
         """The mixture's wealth at candidate ``t`` (1 before any bet)."""
-        i = self.candidates.index(t)
-        return math.exp(_mean_log(self._rows.row(i)))
+        return math.exp(_mean_log(self._rows.row(self.candidates.index(t))))
 
     def shown(self) -> float | None:
         """The lowest candidate of the run of shown ones from the entry down (``None``:
@@ -278,6 +277,8 @@ def oof_reads(head: Any, vectors: Any, labels: Sequence[str]) -> tuple[Any, Any]
     """Out-of-fold reads of the labelled states a version's ``head`` was fitted on, as
     the version would read them (``head.oof_log_probs`` through the version's confidence
     map): ``(confidence, right)`` arrays (confidence nan where a fold could not be fitted)."""
+    from scipy.special import softmax
+
     options, classes = list(head.options), list(head.classes)
     y = np.array([options.index(label) for label in labels])
     x = np.asarray(vectors, dtype=np.float64)
@@ -287,10 +288,7 @@ def oof_reads(head: Any, vectors: Any, labels: Sequence[str]) -> tuple[Any, Any]
     oof = lh.oof_log_probs(head, x, y)
     temperature, shift = lh.cross_fitted_map(head, x, y, oof=oof)
     ok = np.isfinite(oof).all(1)
-    z = oof[ok] / temperature + shift
-    z = z - z.max(1, keepdims=True)
-    p = np.exp(z)
-    p /= p.sum(1, keepdims=True)
+    p = softmax(oof[ok] / temperature + shift, axis=1)
     conf[ok] = _confidence(p, len(options))
     right[ok] = np.array([classes[j] for j in p.argmax(1)]) == np.array([options[j] for j in y[ok]])
     return conf, right

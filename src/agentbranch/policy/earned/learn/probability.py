@@ -95,9 +95,7 @@ class ProbabilityFit:
     def in_force(self) -> Map | None:
         """The map, while it has predicted this version's labels better than the read's
         own probability; else ``None`` (the read's own probability is reported)."""
-        if self.fitted is None or not self.loss_map < self.loss_read:
-            return None
-        return self.fitted
+        return self.fitted if self.loss_map < self.loss_read else None
 
 
 def fit(weight: list[float], right: list[float], conf: list[float], labels: int) -> Map:
