@@ -225,12 +225,11 @@ class Ladder:
         fed = self.fed
         self.found.update(r.index for r, held in zip(fed, holds_threshold) if held)
         i = widest(holds_threshold, shares)
-        best = None if i is None else fed[i]
-        self.open = best is not None
-        if best is None or best.index == self.in_force:
+        self.open = i is not None
+        if i is None or fed[i].index == self.in_force:
             return None
-        self.in_force = best.index
-        return best
+        self.in_force = fed[i].index
+        return fed[i]
 
 
 __all__ = [
