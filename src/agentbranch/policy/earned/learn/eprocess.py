@@ -81,20 +81,18 @@ class Bets:
             return  # (a string, None, NaN ...: not a confidence)
         if not (isinstance(weight, numbers.Real) and 0.0 < weight <= 1.0):
             return  # (NaN fails the comparison too)
-        c = float(confidence)
         self.labels += 1
         step = [math.log1p(f * weight * self._edge if correct else -f * weight) for f in FRACTIONS]
         if not (isinstance(boost, numbers.Real) and 1.0 <= boost < math.inf):
             boost = 1.0  # (NaN fails the comparison too: fail closed, no boost)
         limit = math.log(1.0 / (self.alpha * boost))
-        crossed = self._crossed
-        near = self._rows.add(c, step, limit)
+        near = self._rows.add(float(confidence), step, limit)
         if boost > self._boost:  # a lower bar now: every candidate is checked against it
             near = range(len(self.candidates))
         self._boost = float(boost)
         for i in near:
-            if not crossed[i] and _mean_log(self._rows.row(i)) >= limit:
-                crossed[i] = True
+            if not self._crossed[i] and _mean_log(self._rows.row(i)) >= limit:
+                self._crossed[i] = True
 
     def wealth(self, t: float) -> float:
         """The mixture's wealth at candidate ``t`` (1 before any bet)."""

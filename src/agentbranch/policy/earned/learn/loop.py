@@ -567,10 +567,8 @@ class Learner:
         if new is None:
             return False
         with self._lock:
-            for written, labelled in new.items():
-                q = self._questions.get(written)
-                if q is not None:
-                    q.merge(labelled)
+            for written in new.keys() & self._questions.keys():
+                self._questions[written].merge(new[written])
         return True
 
     def _question(self, key: QuestionKey) -> _Question:
@@ -578,9 +576,8 @@ class Learner:
             hit = self._rungs.get(key.evidence_key)
             if hit is not None:
                 return hit[0]
-            labels = QuestionLabels(per_option=self.fit_per_option)
-            ladder = Ladder(base=base_share(key.reader, key.question_id, key.question))
-            q = _Question(key, ladder, labels)
+            base = base_share(key.reader, key.question_id, key.question)
+            q = _Question(key, Ladder(base=base), QuestionLabels(per_option=self.fit_per_option))
             self._questions[key.evidence_key] = q
             self._add(q, self._rung(q, 0, 0, key.question))
             q.fitting = True  # (no fit of its own while the rebuild fits)
