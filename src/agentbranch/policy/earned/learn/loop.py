@@ -221,7 +221,7 @@ class _Question:
 
     def merge(self, labelled: list[Labelled4]) -> None:
         """Add labelled states ``(order, state, label, decision)`` (each identity once),
-        counted by ``Learner._fold``."""
+        counted by ``Learner._advance``."""
         for order, text, label, decision in labelled:
             self.labels.add(order, decision, text, label)
 
@@ -356,7 +356,7 @@ class Learner:
             teacher_label,
             state=text,
             probability=probability,
-            # e-LOND: the thresholds earned before this label (``_adopt`` comes after)
+            # e-LOND: the thresholds earned before this label (``_advance`` adopts after)
             bet_alpha=q.ladder.bet_alpha(rung, rung.trust.anytime, self.earned.level),
             **fields,
         )
@@ -424,8 +424,27 @@ class Learner:
         if rec is not None:
             self.store.count(rec)
 
-    def _adopt(self, q: _Question) -> None:
+    def _holds(self, q: _Question, rungs: list[Rung]) -> tuple[list[bool], list[float | None]]:
+        """For each of ``rungs``: whether it holds a threshold now (``Earned.threshold``)
+        and the share of the decisions its band holds (``TrustState.band_share``)."""
+        keys = [q.key.asking(r.model) for r in rungs]
+        holds = [r.trust.threshold(k).take_at is not None for r, k in zip(rungs, keys)]
+        return holds, [r.trust.state(k).band_share() for r, k in zip(rungs, keys)]
+
+    # -- versions ---------------------------------------------------------------------
+
+    def _advance(self, q: _Question) -> None:
+        """What counted labels start: the settled ones counted (a refit point makes its
+        version due; on a shared store, what other replicas wrote is read first), the
+        widest band held put in force (``Ladder.adopt``), then a version due fitted."""
+        ok = (lambda order: settled(order, self.settle_s)) if self.settle_s > 0 else None
         with self._lock:
+            reaches = q.labels.reaches_refit(ok)
+        if reaches and self.settle_s > 0:
+            self._refresh(force=True)
+        with self._lock:
+            q.labels.fold(ok)
+            q.ladder.labels = q.labels.count
             fed = q.ladder.fed
         holds, shares = self._holds(q, fed)
         with self._lock:
@@ -437,32 +456,6 @@ class Learner:
                 new.index,
                 new.fitted_on,
             )
-
-    def _holds(self, q: _Question, rungs: list[Rung]) -> tuple[list[bool], list[float | None]]:
-        """For each of ``rungs``: whether it holds a threshold now (``Earned.threshold``)
-        and the share of the decisions its band holds (``TrustState.band_share``)."""
-        keys = [q.key.asking(r.model) for r in rungs]
-        holds = [r.trust.threshold(k).take_at is not None for r, k in zip(rungs, keys)]
-        return holds, [r.trust.state(k).band_share() for r, k in zip(rungs, keys)]
-
-    # -- versions ---------------------------------------------------------------------
-
-    def _fold(self, q: _Question) -> None:
-        """Count the settled labels of ``q`` (a refit point makes its version due); on a
-        shared store, first read what other replicas wrote."""
-        ok = (lambda order: settled(order, self.settle_s)) if self.settle_s > 0 else None
-        with self._lock:
-            reaches = q.labels.reaches_refit(ok)
-        if reaches and self.settle_s > 0:
-            self._refresh(force=True)
-        with self._lock:
-            q.labels.fold(ok)
-            q.ladder.labels = q.labels.count
-
-    def _advance(self, q: _Question) -> None:
-        """What counted labels start: the settled ones folded, an adoption, a fit due."""
-        self._fold(q)
-        self._adopt(q)
         with self._lock:
             j = len(q.ladder.rungs)
             if q.fitting or j not in q.labels.due:
