@@ -268,8 +268,13 @@ class Learner:
         q = self._question(key)
         if not self.background:
             self._refreshed(q)
-        elif q.rebuilt.is_set() and self._refresh_due():
-            self._work.submit(self._refreshed, q)
+        elif q.rebuilt.is_set():
+            with self._lock:  # a store re-read asked for at most every ``refresh_s``
+                last, now = self._refresh_asked, time.monotonic()
+                due = last is None or not now - last < self.earned.refresh_s
+                self._refresh_asked = now if due else last
+            if due:
+                self._work.submit(self._refreshed, q)
         rung = q.ladder.deciding
         return rung.model, rung.index
 
@@ -277,16 +282,6 @@ class Learner:
         """Wait until the learning asked for so far (rebuilds, trial reads, fits) is
         done; whether it was within ``timeout`` seconds."""
         return not self.background or self._work.wait(timeout)
-
-    def _refresh_due(self) -> bool:
-        """Whether ``refresh_s`` passed since ``asked`` last asked for a store re-read."""
-        now = time.monotonic()
-        with self._lock:
-            last = self._refresh_asked
-            if last is not None and now - last < self.earned.refresh_s:
-                return False
-            self._refresh_asked = now
-            return True
 
     def _refreshed(self, q: _Question) -> None:
         """Other replicas' labels and trials: a version due or adopted."""
