@@ -54,8 +54,8 @@ def test_stored_tests_every_version_at_its_own_share(run):
     by_policy = earned_report(earned)
     assert by_policy.as_dict()["learning"] == by_file.as_dict()["learning"]  # NaN: None
     for rung in ladder.rungs:
-        key = earned.key(QuestionKey("sport", rung.model, q.reader, q.model))
-        live = rung.trust.threshold(QuestionKey("sport", rung.model, q.reader, q.model))
+        key = earned.key(QuestionKey("sport", rung.model, q.key.reader, q.key.model))
+        live = rung.trust.threshold(QuestionKey("sport", rung.model, q.key.reader, q.key.model))
         for got in (stored[key], elsewhere[key]):
             assert (got.take_at, got.trust) == (live.take_at, live.trust), rung.index
         assert rung.trust.level == pytest.approx(1 - 0.05 * version_share(rung.index))
@@ -72,7 +72,10 @@ def test_stored_tests_every_version_at_its_own_share(run):
     assert (
         set(stored)
         == set(elsewhere)
-        == {earned.key(QuestionKey("sport", r.model, q.reader, q.model)) for r in ladder.rungs}
+        == {
+            earned.key(QuestionKey("sport", r.model, q.key.reader, q.key.model))
+            for r in ladder.rungs
+        }
     )
 
 
@@ -80,7 +83,8 @@ def test_every_record_of_a_learning_policy_says_its_version(run):
     earned, path = run
     q, ladder = _rungs(earned)
     keys = {
-        earned.key(QuestionKey("sport", r.model, q.reader, q.model)): r.index for r in ladder.rungs
+        earned.key(QuestionKey("sport", r.model, q.key.reader, q.key.model)): r.index
+        for r in ladder.rungs
     }
     lines = [json.loads(x) for x in path.read_text().splitlines()]
     assert all(x["version"] == keys[x["key"]] for x in lines)
@@ -117,7 +121,7 @@ def live_why(earned, q, ladder):
     from agentbranch.audit.earned_now import from_state
 
     rung = ladder.deciding
-    st = rung.trust.state(QuestionKey("sport", rung.model, q.reader, q.model))
+    st = rung.trust.state(QuestionKey("sport", rung.model, q.key.reader, q.key.model))
     return from_state(st, rung.trust).why
 
 
@@ -135,7 +139,7 @@ def test_the_report_shows_the_learning_section(run):
     )
     assert f"{n_labels} labels learned from" in out
     live = ladder.deciding.trust.threshold(
-        QuestionKey("sport", ladder.deciding.model, q.reader, q.model)
+        QuestionKey("sport", ladder.deciding.model, q.key.reader, q.key.model)
     )
     cells = _cells(out.split("learning from the teacher")[1])
     assert cells["in force"].startswith(
@@ -232,7 +236,7 @@ def test_the_section_follows_the_versions_records_say():
 def test_a_precision_asked_of_the_report_is_asked_at_each_versions_share(run):
     earned, path = run
     q, ladder = _rungs(earned)
-    v1 = earned.key(QuestionKey("sport", ladder.rungs[1].model, q.reader, q.model))
+    v1 = earned.key(QuestionKey("sport", ladder.rungs[1].model, q.key.reader, q.key.model))
     own = earned_report(path, precision=0.8)  # the policy's own precision: no what if
     assert all(x.what_if is None for x in own.questions.values())
     res = runner.invoke(

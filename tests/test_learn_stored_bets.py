@@ -41,7 +41,7 @@ def opened(tmp_path_factory):
         r.resolve(text)
         (q,) = earned.learner._questions.values()
         for rung in q.ladder.rungs[1:]:
-            st = rung.trust.state(QuestionKey("sport", rung.model, q.reader, q.model))
+            st = rung.trust.state(QuestionKey("sport", rung.model, q.key.reader, q.key.model))
             if st.take_at is not None and st.events[-1].reason.startswith("anytime-valid test"):
                 return earned, path, q, rung
     raise AssertionError("no learned version was opened by its anytime-valid test")
@@ -51,7 +51,10 @@ def test_records_of_a_version_carry_the_entries_of_its_test(opened):
     earned, path, q, rung = opened
     assert rung.entry  # the version has an anytime-valid test
     lines = [json.loads(x) for x in path.read_text().splitlines()]
-    keys = {earned.key(QuestionKey("sport", r.model, q.reader, q.model)): r for r in q.ladder.rungs}
+    keys = {
+        earned.key(QuestionKey("sport", r.model, q.key.reader, q.key.model)): r
+        for r in q.ladder.rungs
+    }
     mine = [x for x in lines if keys[x["key"]] is rung]
     # its own decisions' records (it read while nothing was open) and its trial reads
     assert {"state" in x for x in mine} == {True, False}
@@ -65,10 +68,10 @@ def test_records_of_a_version_carry_the_entries_of_its_test(opened):
 
 def test_stored_and_the_report_show_the_threshold_the_live_policy_holds(opened):
     earned, path, q, rung = opened
-    key = earned.key(QuestionKey("sport", rung.model, q.reader, q.model))
-    live = rung.trust.threshold(QuestionKey("sport", rung.model, q.reader, q.model))
+    key = earned.key(QuestionKey("sport", rung.model, q.key.reader, q.key.model))
+    live = rung.trust.threshold(QuestionKey("sport", rung.model, q.key.reader, q.key.model))
     live_why = from_state(
-        rung.trust.state(QuestionKey("sport", rung.model, q.reader, q.model)), rung.trust
+        rung.trust.state(QuestionKey("sport", rung.model, q.key.reader, q.key.model)), rung.trust
     ).why
     assert live.take_at is not None and live_why.startswith("anytime-valid test")
     elsewhere = Earned(precision=0.9, min_evidence=50, refresh_s=0, store=path, learn=True)
@@ -77,8 +80,10 @@ def test_stored_and_the_report_show_the_threshold_the_live_policy_holds(opened):
         assert (got.take_at, got.trust) == (live.take_at, live.trust)
         assert from_state(got, rung.trust).why == live_why
         for other in q.ladder.rungs:  # every version, opened or not
-            k = earned.key(QuestionKey("sport", other.model, q.reader, q.model))
-            now = other.trust.threshold(QuestionKey("sport", other.model, q.reader, q.model))
+            k = earned.key(QuestionKey("sport", other.model, q.key.reader, q.key.model))
+            now = other.trust.threshold(
+                QuestionKey("sport", other.model, q.key.reader, q.key.model)
+            )
             assert (states[k].take_at, states[k].trust) == (now.take_at, now.trust)
 
     res = runner.invoke(app, ["audit", "report", "--details", str(path), "--json"])
@@ -91,7 +96,7 @@ def test_stored_and_the_report_show_the_threshold_the_live_policy_holds(opened):
         assert shown["target"]["level"] == pytest.approx(rung.trust.level)
         (lq,) = rep["learning"].values()
         reads = q.ladder.deciding
-        now = reads.trust.threshold(QuestionKey("sport", reads.model, q.reader, q.model))
+        now = reads.trust.threshold(QuestionKey("sport", reads.model, q.key.reader, q.key.model))
         assert lq["in_force"] == reads.index
         assert (lq["take_at"], lq["trust"]) == (now.take_at, now.trust)
         (v,) = [v for v in lq["versions"] if v["version"] == rung.index]

@@ -51,26 +51,14 @@ class Bets:
     an e-value.
     """
 
-    __slots__ = (
-        "candidates",
-        "alpha",
-        "_edge",
-        "_up",
-        "_down",
-        "_rows",
-        "_crossed",
-        "labels",
-        "_boost",
-    )
+    __slots__ = ("candidates", "alpha", "_edge", "_rows", "_crossed", "labels", "_boost")
 
     def __init__(
         self, candidates: Sequence[float], entry: float, precision: float, alpha: float
     ) -> None:
         self.candidates = tuple(t for t in candidates if t <= entry + 1e-12)
         self.alpha = alpha
-        edge = self._edge = (1.0 - precision) / precision
-        self._up = [math.log1p(f * edge) for f in FRACTIONS]
-        self._down = [math.log1p(-f) for f in FRACTIONS]
+        self._edge = (1.0 - precision) / precision
         rows = _ArrayRows if len(self.candidates) >= _ARRAY_FROM else _ListRows
         self._rows: _ListRows | _ArrayRows = rows(self.candidates)
         self._crossed = [False] * len(self.candidates)
@@ -88,48 +76,33 @@ class Bets:
         boost)`` (``boost``: the e-LOND factor, ``ladder.elond_alpha``; 1 unless in
         [1, inf)); no bet unless its confidence is a finite number, its label a boolean
         and its weight in (0, 1]."""
-        if not isinstance(correct, bool) or isinstance(confidence, bool):
-            return
+        real = isinstance(confidence, numbers.Real) and not isinstance(confidence, bool)
+        if not (real and isinstance(correct, bool) and math.isfinite(confidence)):
+            return  # (a string, None, NaN ...: not a confidence)
         if not (isinstance(weight, numbers.Real) and 0.0 < weight <= 1.0):
             return  # (NaN fails the comparison too)
-        if not isinstance(confidence, numbers.Real):
-            return  # (a string, None ...: not a confidence)
-        c = float(confidence)
-        if not math.isfinite(c):
-            return
         self.labels += 1
-        if weight == 1.0:
-            step = self._up if correct else self._down
-        elif correct:
-            step = [math.log1p(f * weight * self._edge) for f in FRACTIONS]
-        else:
-            step = [math.log1p(-f * weight) for f in FRACTIONS]
+        step = [math.log1p(f * weight * self._edge if correct else -f * weight) for f in FRACTIONS]
         if not (isinstance(boost, numbers.Real) and 1.0 <= boost < math.inf):
             boost = 1.0  # (NaN fails the comparison too: fail closed, no boost)
         limit = math.log(1.0 / (self.alpha * boost))
-        crossed = self._crossed
-        near = self._rows.add(c, step, limit)
+        near = self._rows.add(float(confidence), step, limit)
         if boost > self._boost:  # a lower bar now: every candidate is checked against it
             near = range(len(self.candidates))
         self._boost = float(boost)
         for i in near:
-            if not crossed[i] and _mean_log(self._rows.row(i)) >= limit:
-                crossed[i] = True
+            if not self._crossed[i] and _mean_log(self._rows.row(i)) >= limit:
+                self._crossed[i] = True
 
     def wealth(self, t: float) -> float:
         """The mixture's wealth at candidate ``t`` (1 before any bet)."""
-        i = self.candidates.index(t)
-        return math.exp(_mean_log(self._rows.row(i)))
+        return math.exp(_mean_log(self._rows.row(self.candidates.index(t))))
 
     def shown(self) -> float | None:
         """The lowest candidate of the run of shown ones from the entry down (``None``:
         the entry is not shown yet)."""
-        found = None
-        for t, crossed in zip(self.candidates, self._crossed):
-            if not crossed:
-                break
-            found = t
-        return found
+        run = [*self._crossed, False].index(False)  # (crossed from the entry down)
+        return self.candidates[run - 1] if run else None
 
 
 class Walks:
@@ -274,26 +247,16 @@ def entry(
         return None if best is None else (best,)
     share = sum(c >= best for c, _ in pairs) / len(pairs)
     ranked = sorted((float(c) for c in scale if math.isfinite(float(c))), reverse=True)
-    if not ranked:
-        return (best,)
-    at = ranked[max(0, math.ceil(share * len(ranked)) - 1)]
-    moved = next((t for t in candidates if t <= at + 1e-12), None)
-    return (best,) if moved is None else (moved,)
+    at = ranked[max(0, math.ceil(share * len(ranked)) - 1)] if ranked else -math.inf
+    return (next((t for t in candidates if t <= at + 1e-12), best),)
 
 
-def head_entries(
-    earned: Any, head: Any, options: Sequence[str], vectors: Any, labels: Any
-) -> tuple[float, ...] | None:
+def head_entries(earned: Any, head: Any, vectors: Any, labels: Any) -> tuple[float, ...] | None:
     """The entries of a version (a ``head`` fitted on ``vectors``, ``labels``): ``entry``
     on its out-of-fold reads of its own labels, carried over to its own confidences."""
-    conf, right = oof_reads(options, vectors, labels)
-    return entry(
-        conf,
-        right,
-        candidates=earned.candidates,
-        precision=earned.precision,
-        scale=confidences(head, vectors, options),
-    )
+    conf, right = oof_reads(head, vectors, labels)
+    scale = confidences(head, vectors, head.options)
+    return entry(conf, right, candidates=earned.candidates, precision=earned.precision, scale=scale)
 
 
 def confidences(head: Any, vectors: Any, options: Sequence[str]) -> Any:
@@ -308,26 +271,22 @@ def _confidence(p: Any, k: int) -> Any:
     return np.clip(1.0 - h / math.log(max(2, k)), 0.0, 1.0)
 
 
-def oof_reads(options: Sequence[str], vectors: Any, labels: Sequence[str]) -> tuple[Any, Any]:
-    """Out-of-fold reads of a version's own labelled states, as the version would read
-    them (``head.oof_log_probs`` through the version's confidence map):
-    ``(confidence, right)`` arrays (confidence nan where a fold could not be fitted)."""
-    options = list(options)
+def oof_reads(head: Any, vectors: Any, labels: Sequence[str]) -> tuple[Any, Any]:
+    """Out-of-fold reads of the labelled states a version's ``head`` was fitted on, as
+    the version would read them (``head.oof_log_probs`` through the version's confidence
+    map): ``(confidence, right)`` arrays (confidence nan where a fold could not be fitted)."""
+    from scipy.special import softmax
+
+    options, classes = list(head.options), list(head.classes)
     y = np.array([options.index(label) for label in labels])
     x = np.asarray(vectors, dtype=np.float64)
-    n = len(y)
-    conf, right = np.full(n, np.nan), np.zeros(n, bool)
-    full = lh._fit(options, x, y, lh.C)
-    if full is None or n < 2 * lh.FOLDS:
+    conf, right = np.full(len(y), np.nan), np.zeros(len(y), bool)
+    if len(y) < 2 * lh.FOLDS:
         return conf, right
-    classes = list(full.classes)
-    oof = lh.oof_log_probs(full, x, y)
-    temperature, shift = lh.cross_fitted_map(full, x, y, oof=oof)
+    oof = lh.oof_log_probs(head, x, y)
+    temperature, shift = lh.cross_fitted_map(head, x, y, oof=oof)
     ok = np.isfinite(oof).all(1)
-    z = oof[ok] / temperature + shift
-    z = z - z.max(1, keepdims=True)
-    p = np.exp(z)
-    p /= p.sum(1, keepdims=True)
+    p = softmax(oof[ok] / temperature + shift, axis=1)
     conf[ok] = _confidence(p, len(options))
     right[ok] = np.array([classes[j] for j in p.argmax(1)]) == np.array([options[j] for j in y[ok]])
     return conf, right

@@ -27,10 +27,8 @@ def spread(vectors: Any, k: int) -> list[int]:
     n = len(x)
     if n <= k:
         return list(range(n))
-    mean = x.mean(0)
-    first = int(np.argmax(x @ mean))
-    chosen = [first]
-    nearest = x @ x[first]  # similarity to the closest chosen row
+    chosen = [int(np.argmax(x @ x.mean(0)))]
+    nearest = x @ x[chosen[0]]  # similarity to the closest chosen row
     for _ in range(k - 1):
         nearest[chosen] = np.inf
         nxt = int(np.argmin(nearest))
@@ -45,7 +43,7 @@ def select(
     options: Sequence[str],
     vectors: Any = None,
     per_option: int = PER_OPTION,
-    written: dict[str, list[str]] | None = None,
+    written: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, list[str]]:
     """The learned examples per option from labelled ``texts`` (in label order), less
     duplicates and the hand-written ``written``: at most ``per_option`` (and the room
@@ -62,12 +60,9 @@ def select(
                 rows.append(i)
         if room <= 0 or not rows:
             continue
-        if len(rows) > room:
-            if vectors is not None:
-                rows = [rows[j] for j in spread([vectors[i] for i in rows], room)]
-            else:
-                rows = rows[-room:]
-        out[option] = [texts[i] for i in rows]
+        if len(rows) > room and vectors is not None:
+            rows = [rows[j] for j in spread([vectors[i] for i in rows], room)]
+        out[option] = [texts[i] for i in rows[-room:]]  # (else the most recent)
     return out
 
 

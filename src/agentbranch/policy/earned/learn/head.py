@@ -109,14 +109,14 @@ def fit_map(logits: Any, labels: Any, ridge: float = SHIFT_RIDGE) -> tuple[float
     return float(np.clip(1.0 / beta, T_MIN, T_MAX)), shift - shift.mean()
 
 
-def oof_log_probs(head: LinearHead, x: Any, y: Any, c: float = C, folds: int = FOLDS) -> Any:
+def oof_log_probs(head: LinearHead, x: Any, y: Any, c: float = C) -> Any:
     """Out-of-fold log-probabilities over ``head``'s classes: label ``i`` read by a head
-    fitted on the labels of the other folds (``i mod folds``); rows of nan where a fold
+    fitted on the labels of the other folds (``i mod FOLDS``); rows of nan where a fold
     could not be fitted (FLOOR for a class the fold never saw)."""
     options, classes = list(head.options), list(head.classes)
-    fold = np.arange(len(y)) % folds
+    fold = np.arange(len(y)) % FOLDS
     oof = np.full((len(y), len(classes)), np.nan)
-    for f in range(folds):
+    for f in range(FOLDS):
         test = fold == f
         part = _fit(options, x[~test], y[~test], c)
         if part is not None:
@@ -129,22 +129,21 @@ def cross_fitted_map(
     x: Any,
     y: Any,
     c: float = C,
-    folds: int = FOLDS,
     ridge: float | None = SHIFT_RIDGE,
     oof: Any = None,
 ) -> tuple[float, Any]:
     """The confidence map ``(T, s)`` of ``head`` (fitted on all of ``x``, ``y``; ``s``
     one shift per head class), fitted on its out-of-fold reads (``oof_log_probs``, or
     ``oof``), since its reads of its own training labels are sure of them (why:
-    docs/learning_method.md). ``(1, 0)`` when fewer than ``2 * folds`` labels;
+    docs/learning_method.md). ``(1, 0)`` when fewer than ``2 * FOLDS`` labels;
     ``ridge=None``: the temperature alone."""
     classes = list(head.classes)
     none = (1.0, np.zeros(len(classes)))
-    if len(y) < 2 * folds:
+    if len(y) < 2 * FOLDS:
         return none
-    oof = oof_log_probs(head, x, y, c, folds) if oof is None else oof
+    oof = oof_log_probs(head, x, y, c) if oof is None else oof
     ok = np.isfinite(oof).all(1)
-    if ok.sum() < folds:
+    if ok.sum() < FOLDS:
         return none
     at = np.array([classes.index(head.options[int(k)]) for k in y])
     if ridge is None:

@@ -40,9 +40,8 @@ def asked_questions(
     except Exception:  # noqa: BLE001 - the engine's read says what is wrong with it
         text = None
     cassette = None if state is None else cassette_of(engine)
-    trials = engine.unrecorded()
     # Trial reads are learning's own work, never replayed: read past a recording cassette.
-    learner.bind(trials)
+    learner.bind(engine.unrecorded())
     for question_id, q in questions.items():
 
         def live(question_id: str = question_id, q: Any = q) -> tuple[Any, int, Any, Map]:
@@ -63,15 +62,11 @@ def asked_questions(
                     type(e).__name__,
                     e,
                 )
-                written = learner.store.probability_map(key.evidence_key)
-                return q, 0, q, written
+                return q, 0, q, learner.store.probability_map(key.evidence_key)
             return version, j, nearest.read_question(version, picked), mapped
 
-        got = (
-            live()
-            if cassette is None or text is None
-            else replayed.version(cassette, question_id, q, text, live)
-        )
+        replay = cassette is not None and text is not None
+        got = replayed.version(cassette, question_id, q, text, live) if replay else live()
         asked[question_id], versions[question_id], reads[question_id], maps[question_id] = got
     return asked, versions, reads, maps
 

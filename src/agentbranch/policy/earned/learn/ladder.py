@@ -66,8 +66,7 @@ def elond_alpha(error: float, discoveries: int, level: float) -> float:
     times one more than the ``discoveries`` (the question's other versions that had
     earned a threshold before the label), capped at ``eprocess.SHARE · (1 - level)`` so
     each threshold holds at the policy's level by itself."""
-    most = eprocess.SHARE * (1.0 - level)
-    return min(error * (max(0, int(discoveries)) + 1), most)
+    return min(error * (max(0, int(discoveries)) + 1), eprocess.SHARE * (1.0 - level))
 
 
 #: Looks of the question as written that spend what they would without learning
@@ -143,16 +142,11 @@ def widest(holds: list[bool], shares: list[float | None] | None = None) -> int |
     """Of versions in order (oldest first), the index of the one to put in force: of
     those holding a threshold, the one whose band holds the largest share of the
     decisions, the newer on a tie (the newest when a share is not known); ``None``: none."""
-    held = [
-        (i, share)
-        for i, (holds_one, share) in enumerate(zip(holds, shares or [None] * len(holds)))
-        if holds_one
-    ]
-    if any(share is None for _, share in held):  # (a size not known: the newest)
-        held = [(i, 0.0) for i, _ in held]
+    shares = shares or [None] * len(holds)
+    unknown = any(s is None for h, s in zip(holds, shares) if h)  # (then the newest)
     best, best_share = None, -math.inf
-    for i, share in held:
-        if share >= best_share:
+    for i, (holds_one, share) in enumerate(zip(holds, shares)):
+        if holds_one and (unknown or share >= best_share):
             best, best_share = i, share
     return best
 
@@ -231,12 +225,11 @@ class Ladder:
         fed = self.fed
         self.found.update(r.index for r, held in zip(fed, holds_threshold) if held)
         i = widest(holds_threshold, shares)
-        best = None if i is None else fed[i]
-        self.open = best is not None
-        if best is None or best.index == self.in_force:
+        self.open = i is not None
+        if i is None or fed[i].index == self.in_force:
             return None
-        self.in_force = best.index
-        return best
+        self.in_force = fed[i].index
+        return fed[i]
 
 
 __all__ = [

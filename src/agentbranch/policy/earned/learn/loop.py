@@ -136,9 +136,7 @@ class QuestionLabels:
     def known(self, decision: str | None, text: str | None) -> bool:
         """Whether a label of this identity was already counted (or is about to be)."""
         ids = self._ids(decision, text)
-        if not ids:
-            return False
-        return ids[0] in self._pending_ids or self._learned_in(ids[0]) is not None
+        return bool(ids) and (ids[0] in self._pending_ids or self._learned_in(ids[0]) is not None)
 
     def add(self, order: Any, decision: str | None, text: str, label: str) -> bool:
         """A labelled state of record order ``order``; ``False`` when its identity was
@@ -147,24 +145,17 @@ class QuestionLabels:
             return False
         ident = identity(decision, text) or ""  # (never empty: text is a str)
         item = _Pending(order, self._ids(decision, text), text, label, priority(ident))
-        orders = [p.order for p in self._pending]
-        self._pending.insert(bisect.bisect(orders, order), item)
+        bisect.insort(self._pending, item, key=lambda p: p.order)
         self._pending_ids.add(item.ids[0])
         return True
 
-    def ready(self, settled: Any = None) -> int:
-        """Pending labels ``fold`` would count now."""
-        if settled is None:
-            return len(self._pending)
-        n = 0
-        while n < len(self._pending) and settled(self._pending[n].order):
-            n += 1
-        return n
-
-    def next_refit(self) -> int:
-        """The label count at which the next version is due."""
+    def reaches_refit(self, settled: Any = None) -> bool:
+        """Whether ``fold`` would now count labels up to the next refit point."""
+        waiting = (i for i, p in enumerate(self._pending) if settled and not settled(p.order))
+        ready = next(waiting, len(self._pending))
         i = max(len(self._segments), 1)
-        return self._bound(i) if self.count < self._bound(i) else self._bound(i + 1)
+        due = self._bound(i) if self.count < self._bound(i) else self._bound(i + 1)
+        return ready > 0 and self.count + ready >= due
 
     def fold(self, settled: Any = None) -> None:
         """Count the pending labels in record order, up to the first not ``settled``
@@ -172,10 +163,9 @@ class QuestionLabels:
         while self._pending and (settled is None or settled(self._pending[0].order)):
             item = self._pending.pop(0)
             self._pending_ids.discard(item.ids[0])
-            seg = len(self._segments) - 1
-            if seg < 0 or self.count >= self._bound(seg + 1):
+            if not self._segments or self.count >= self._bound(len(self._segments)):
                 self._segments.append(DigestSet())
-                seg += 1
+            seg = len(self._segments) - 1
             for d in item.ids:
                 self._segments[seg].add(d)
             sample = self._sample.setdefault(item.label, [])
@@ -220,25 +210,18 @@ EMBED_CHUNK = 8
 class _Question:
     """One question's ladder and the labels it learns from."""
 
-    question_id: str
-    question: Any  #: as written
-    reader: str | None
-    model: str | None
-    reading: str | None  #: ``Decision.reading``: in every version's key (a ladder each)
+    #: the key of the question as written (its ``reading``, ``Decision.reading``, is in
+    #: every version's key: a ladder each)
+    key: QuestionKey
     ladder: Ladder
     labels: QuestionLabels = field(default_factory=QuestionLabels)
     fitting: bool = False
     #: set once its ladder is rebuilt from the store (until then the written one decides)
     rebuilt: threading.Event = field(default_factory=threading.Event)
 
-    @property
-    def key(self) -> QuestionKey:
-        """The key of the question as written."""
-        return QuestionKey(self.question_id, self.question, self.reader, self.model, self.reading)
-
     def merge(self, labelled: list[Labelled4]) -> None:
         """Add labelled states ``(order, state, label, decision)`` (each identity once),
-        counted by ``Learner._fold``."""
+        counted by ``Learner._advance``."""
         for order, text, label, decision in labelled:
             self.labels.add(order, decision, text, label)
 
@@ -285,8 +268,13 @@ class Learner:
         q = self._question(key)
         if not self.background:
             self._refreshed(q)
-        elif q.rebuilt.is_set() and self._refresh_due():
-            self._work.submit(self._refreshed, q)
+        elif q.rebuilt.is_set():
+            with self._lock:  # a store re-read asked for at most every ``refresh_s``
+                last, now = self._refresh_asked, time.monotonic()
+                due = last is None or not now - last < self.earned.refresh_s
+                self._refresh_asked = now if due else last
+            if due:
+                self._work.submit(self._refreshed, q)
         rung = q.ladder.deciding
         return rung.model, rung.index
 
@@ -295,22 +283,10 @@ class Learner:
         done; whether it was within ``timeout`` seconds."""
         return not self.background or self._work.wait(timeout)
 
-    def _refresh_due(self) -> bool:
-        """Whether ``refresh_s`` passed since ``asked`` last asked for a store re-read."""
-        now = time.monotonic()
-        with self._lock:
-            last = self._refresh_asked
-            if last is not None and now - last < self.earned.refresh_s:
-                return False
-            self._refresh_asked = now
-            return True
-
     def _refreshed(self, q: _Question) -> None:
         """Other replicas' labels and trials: a version due or adopted."""
         if self._refresh():
-            self._fold(q)
-            self._adopt(q)
-            self._maybe_fit(q)
+            self._advance(q)
 
     def version_of(self, key: QuestionKey, version: int | None) -> tuple[_Question, Rung]:
         """The ladder and rung ``key``'s question is (a version's key), or version
@@ -320,36 +296,21 @@ class Learner:
             # (else a first ask, or a version asked with other reading settings)
             known = None if hit else self._versions.get(key.read_with(None).evidence_key)
         if known is not None and known[1].index > 0:
-            return self._other_reading(key, known)
+            # a learned version asked with other reading settings than its ladder's: a
+            # rung of its own, outside any ladder (a threshold never crosses readings)
+            q0, rung0 = known
+            q = self._question(q0.key.read_with(key.reading))
+            rung = self._rung(q, rung0.index, rung0.fitted_on, key.question, rung0.entry)
+            with self._lock:
+                return self._rungs.setdefault(key.evidence_key, (q, rung))
         q, rung = hit if hit is not None else (self._question(key), None)
         if version is not None and version >= len(q.ladder.rungs) and not self._work.on_thread():
             # a label of a version the rebuild has not fitted yet (an audit of a
             # decision made before a restart): counted once it is, as its own
             q.rebuilt.wait(REBUILD_WAIT_S)
-        rungs = q.ladder.rungs
-        if version is not None and 0 <= version < len(rungs):
-            return q, rungs[version]
+        if version is not None and 0 <= version < len(q.ladder.rungs):
+            return q, q.ladder.rungs[version]
         return q, rung if rung is not None else q.ladder.deciding
-
-    def _other_reading(
-        self, key: QuestionKey, known: tuple[_Question, Rung]
-    ) -> tuple[_Question, Rung]:
-        """A learned version asked with other reading settings than its ladder's: a rung
-        of its own under its own key, outside any ladder (a threshold never crosses
-        readings)."""
-        q0, rung0 = known
-        q = self._question(q0.key.read_with(key.reading))
-        rung = Rung(
-            rung0.index,
-            rung0.fitted_on,
-            model=key.question,
-            trust=self._trust(q0, rung0.index, rung0.entry),
-            entry=rung0.entry,
-        )
-        rung.trust.learn_fields["written"] = q.key.evidence_key
-        rung.trust._ledger.only = {key.evidence_key}
-        with self._lock:
-            return self._rungs.setdefault(key.evidence_key, (q, rung))
 
     def state(self, key: QuestionKey) -> Any:
         q, rung = self.version_of(key, None)
@@ -372,9 +333,7 @@ class Learner:
         the one in force) made: its evidence, with the labelled state; then each newer
         version on trial reads the state, as its own evidence."""
         q, rung = self.version_of(key, version)
-        text = state
-        if text is not None and self.redact is not None:
-            text = self.redact(text)
+        text = state if state is None or self.redact is None else self.redact(state)
         decision = fields.get("decision")
         with self._lock:
             # (before this label counts: what held when it was made)
@@ -383,7 +342,7 @@ class Learner:
             # learned from is never evidence for it or a later one, whatever its identity.
             learned = q.labels.learned_text_by(text) or len(q.ladder.rungs)
             if q.labels.known(decision, text) or rung.index >= learned:
-                log.debug("agentbranch.learn: a repeat of %r: no evidence", q.question_id)
+                log.debug("agentbranch.learn: a repeat of %r: no evidence", q.key.question_id)
                 return None
             # every other fed version, if it did not learn from it
             trials = [r for r in q.ladder.fed if r is not rung and r.index < learned]
@@ -392,7 +351,7 @@ class Learner:
             teacher_label,
             state=text,
             probability=probability,
-            # e-LOND: the thresholds earned before this label (``_adopt`` comes after)
+            # e-LOND: the thresholds earned before this label (``_advance`` adopts after)
             bet_alpha=q.ladder.bet_alpha(rung, rung.trust.anytime, self.earned.level),
             **fields,
         )
@@ -407,51 +366,40 @@ class Learner:
         # (else merged after the rebuild, which may read it from the store first: a
         # label repeated across a restart keeps its first order, as a restart gives it)
         fields["teacher_label"] = teacher_label
-        after = (q, labelled, trials if state is not None else [], state, fields)
-        if self.background:
-            self._work.submit(self._learned, *after)
-        else:
-            self._learned(*after)
-        return rec
 
-    def _learned(
-        self,
-        q: _Question,
-        labelled: list[Labelled4],
-        trials: list[Rung],
-        state: str | None,
-        fields: dict,
-    ) -> None:
-        """What a label starts (on learning's thread, after any rebuild): its state
-        counted, the trial reads; then an adoption or a fit may follow."""
-        if labelled:
+        def learned() -> None:
+            """What the label starts (on learning's thread, after any rebuild): its state
+            counted, the trial reads; then an adoption or a fit may follow."""
             with self._lock:
                 q.merge(labelled)
-        taken = fields["band"] == "take"
-        for trial in trials:
-            self._trial(q, trial, state, taken, fields)
-        self._fold(q)
-        self._adopt(q)
-        self._maybe_fit(q)
+            for trial in trials if state is not None else []:
+                self._trial(q, trial, state, fields)
+            self._advance(q)
 
-    def _trial(self, q: _Question, trial: Rung, state: str, taken: bool, fields: dict) -> None:
+        if self.background:
+            self._work.submit(learned)
+        else:
+            learned()
+        return rec
+
+    def _trial(self, q: _Question, trial: Rung, state: str, fields: dict) -> None:
         """The trial version's read of a labelled state, as its evidence."""
         if self.engine is None:
             return
         try:
-            asked = nearest.read_questions({q.question_id: trial.model}, render_state(state))
+            asked = nearest.read_questions({q.key.question_id: trial.model}, render_state(state))
             d = self.engine.decide(state, asked, log_decisions=False)
-            d = d[q.question_id]
+            d = d[q.key.question_id]
         except Exception as e:  # noqa: BLE001 - a failed trial read is no evidence
-            log.warning("agentbranch.learn: trial read of %r failed: %s", q.question_id, e)
+            log.warning("agentbranch.learn: trial read of %r failed: %s", q.key.question_id, e)
             return
-        if d.reading != q.reading:  # read on another confidence scale: not this ladder's
+        if d.reading != q.key.reading:  # read on another confidence scale: not this ladder's
             log.warning(
                 "agentbranch.learn: trial read of %r carries other reading settings (%s, "
                 "the ladder's %s); not used as evidence",
-                q.question_id,
+                q.key.question_id,
                 d.reading,
-                q.reading,
+                q.key.reading,
             )
             return
         rec = trial.trust.observe(
@@ -466,24 +414,10 @@ class Learner:
             bet_alpha=q.ladder.bet_alpha(trial, trial.trust.anytime, self.earned.level),
             decision=fields.get("decision"),  # one label per decision in every version
             shadow=True,  # the label was counted with the deciding version's record
-            **trial_fields(taken, fields["rate"]),
+            **trial_fields(fields["band"] == "take", fields["rate"]),
         )
         if rec is not None:
             self.store.count(rec)
-
-    def _adopt(self, q: _Question) -> None:
-        with self._lock:
-            fed = q.ladder.fed
-        holds, shares = self._holds(q, fed)
-        with self._lock:
-            new = q.ladder.adopt(holds, shares)
-        if new is not None:
-            log.info(
-                "agentbranch.learn: question %r now decides with version %d (fitted on %d labels)",
-                q.question_id,
-                new.index,
-                new.fitted_on,
-            )
 
     def _holds(self, q: _Question, rungs: list[Rung]) -> tuple[list[bool], list[float | None]]:
         """For each of ``rungs``: whether it holds a threshold now (``Earned.threshold``)
@@ -494,30 +428,36 @@ class Learner:
 
     # -- versions ---------------------------------------------------------------------
 
-    def _fold(self, q: _Question) -> None:
-        """Count the settled labels of ``q`` (a refit point makes its version due); on a
-        shared store, first read what other replicas wrote."""
+    def _advance(self, q: _Question) -> None:
+        """What counted labels start: the settled ones counted (a refit point makes its
+        version due; on a shared store, what other replicas wrote is read first), the
+        widest band held put in force (``Ladder.adopt``), then a version due fitted."""
         ok = (lambda order: settled(order, self.settle_s)) if self.settle_s > 0 else None
         with self._lock:
-            ready = q.labels.ready(ok)
-            reaches = ready and q.labels.count + ready >= q.labels.next_refit()
+            reaches = q.labels.reaches_refit(ok)
         if reaches and self.settle_s > 0:
             self._refresh(force=True)
         with self._lock:
             q.labels.fold(ok)
             q.ladder.labels = q.labels.count
-
-    def _maybe_fit(self, q: _Question) -> None:
+            fed = q.ladder.fed
+        holds, shares = self._holds(q, fed)
+        with self._lock:
+            new = q.ladder.adopt(holds, shares)
+        if new is not None:
+            log.info(
+                "agentbranch.learn: question %r now decides with version %d (fitted on %d labels)",
+                q.key.question_id,
+                new.index,
+                new.fitted_on,
+            )
         with self._lock:
             j = len(q.ladder.rungs)
             if q.fitting or j not in q.labels.due:
                 return
             labelled = list(q.labels.due[j])
             q.fitting = True
-        self._fit(q, j, labelled)  # (on learning's own thread, ``Work``, unless not background)
-
-    def _fit(self, q: _Question, j: int, labelled: list) -> None:
-        try:
+        try:  # (on learning's own thread, ``Work``, unless not background)
             rung = self._version(q, j, labelled)
             with self._lock:
                 if len(q.ladder.rungs) == j:
@@ -525,7 +465,7 @@ class Learner:
                     q.labels.due.pop(j, None)
         except Exception as e:  # noqa: BLE001 - a failed fit leaves the version in force
             log.warning(
-                "agentbranch.learn: fitting version %d of %r failed: %s", j, q.question_id, e
+                "agentbranch.learn: fitting version %d of %r failed: %s", j, q.key.question_id, e
             )
         finally:
             with self._lock:
@@ -538,33 +478,37 @@ class Learner:
         labelled) the written question with them as examples."""
         texts = [t for _, t, _ in labelled]
         labels = [y for _, _, y in labelled]
-        options = list(to_spec(q.question_id, q.question).options)
-        written = lx.question_examples(q.question)
+        options = list(to_spec(q.key.question_id, q.key.question).options)
+        written = lx.question_examples(q.key.question)
         embed = None if self.engine is None else self.engine.reader.embed
         question, start = None, None
         if embed is not None:
             vectors = self._embedded(embed, texts)
-            x, weight = head_inputs(self.engine, q.question_id, q.question, vectors)
+            x, weight = head_inputs(self.engine, q.key.question_id, q.key.question, vectors)
             head = fit_head(options, x, labels, written=weight)
             if head is not None:
-                question = with_head(q.question, head)
+                question = with_head(q.key.question, head)
                 # where its anytime-valid test starts: its out-of-fold reads of these
                 # labels, which are never its evidence (``eprocess``)
-                start = eprocess.head_entries(self.earned, head, options, x, labels)
+                start = eprocess.head_entries(self.earned, head, x, labels)
             else:
                 learned = lx.select(texts, labels, options, vectors=vectors, written=written)
         elif (encode := self._encode()) is not None:
             pool = nearest.pool_of(texts, labels, options, written, encode)
-            question = q.question if pool is None else nearest.with_pool(q.question, pool)
+            question = q.key.question if pool is None else nearest.with_pool(q.key.question, pool)
         else:  # a canvas reader without the encoder: the most recent ones
             cut = [t[:CANVAS_CHARS] for t in texts]
             learned = lx.select(cut, labels, options, per_option=CANVAS_PER_OPTION, written=written)
         if question is None:
-            question = lx.with_learned(q.question, learned)
-        return Rung(j, len(labelled), model=question, trust=self._trust(q, j, start), entry=start)
+            question = lx.with_learned(q.key.question, learned)
+        return self._rung(q, j, len(labelled), question, start)
 
-    def _trust(self, q: _Question, j: int, entry: Any = None) -> Any:
-        return version_earned(self.earned, j, entry=entry, base=q.ladder.base)
+    def _rung(self, q: _Question, j: int, fitted_on: int, model: Any, entry: Any = None) -> Rung:
+        """Version ``j`` of ``q``, read by ``model``, with its own trust."""
+        trust = version_earned(self.earned, j, entry=entry, base=q.ladder.base)
+        trust.learn_fields["written"] = q.key.evidence_key
+        trust._ledger.only = {q.key.asking(model).evidence_key}  # its own evidence, not all
+        return Rung(j, fitted_on, model=model, trust=trust, entry=entry)
 
     def _embedded(self, embed: Callable[[list[str]], Any], texts: list[str]) -> Any:
         """The embeddings of a fit's ``texts`` (the last fit's reused, the others embedded
@@ -600,8 +544,6 @@ class Learner:
         version = q.key.asking(rung.model)
         self._rungs[version.evidence_key] = (q, rung)
         self._versions[version.read_with(None).evidence_key] = (q, rung)
-        rung.trust.learn_fields["written"] = q.key.evidence_key
-        rung.trust._ledger.only = {version.evidence_key}  # its own evidence, not all
         view = rung.trust.evidence
         if view is not self.earned.evidence:
             view.keep_only({version.evidence_key})  # nor parse the others' lines (its own view)
@@ -613,10 +555,8 @@ class Learner:
         if new is None:
             return False
         with self._lock:
-            for written, labelled in new.items():
-                q = self._questions.get(written)
-                if q is not None:
-                    q.merge(labelled)
+            for written in new.keys() & self._questions.keys():
+                self._questions[written].merge(new[written])
         return True
 
     def _question(self, key: QuestionKey) -> _Question:
@@ -624,13 +564,10 @@ class Learner:
             hit = self._rungs.get(key.evidence_key)
             if hit is not None:
                 return hit[0]
-            labels = QuestionLabels(per_option=self.fit_per_option)
-            ladder = Ladder(base=base_share(key.reader, key.question_id, key.question))
-            q = _Question(
-                key.question_id, key.question, key.reader, key.model, key.reading, ladder, labels
-            )
+            base = base_share(key.reader, key.question_id, key.question)
+            q = _Question(key, Ladder(base=base), QuestionLabels(per_option=self.fit_per_option))
             self._questions[key.evidence_key] = q
-            self._add(q, Rung(0, 0, model=key.question, trust=self._trust(q, 0)))
+            self._add(q, self._rung(q, 0, 0, key.question))
             q.fitting = True  # (no fit of its own while the rebuild fits)
         if self.background:
             self._work.submit(self._rebuild, q)
@@ -642,39 +579,32 @@ class Learner:
         """The ladder from the store (on learning's thread; the question as written
         decides meanwhile), then what the labels given meanwhile start."""
         try:
-            self._rebuilt(q)
+            # each label once: through the written key its record names (``claim``), or
+            # its version's key (``claim_key``); the store is read once, not per version
+            self._refresh(force=True)
+            claimed = self.store.claim(q.key.evidence_key)
+            with self._lock:
+                q.merge(claimed)
+                q.labels.fold()
+            for j, rung in enumerate(q.ladder.rungs):  # (grows as versions are fitted)
+                claimed = self.store.claim_key(q.key.asking(rung.model).evidence_key)
+                with self._lock:
+                    q.merge(claimed)
+                    q.labels.fold()
+                    due = q.labels.due.pop(j + 1, None)
+                if due is not None:
+                    version = self._version(q, j + 1, due)  # (a fit: outside the lock)
+                    with self._lock:
+                        self._add(q, version)
+            holds, shares = self._holds(q, q.ladder.rungs)
+            with self._lock:
+                q.ladder.labels = q.labels.count
+                q.ladder.restore(holds, shares)
         finally:
             with self._lock:
                 q.fitting = False
             q.rebuilt.set()
-        self._fold(q)
-        self._adopt(q)
-        self._maybe_fit(q)
-
-    def _rebuilt(self, q: _Question) -> None:
-        # each label once: through the written key its record names (``claim``), or its
-        # version's key (``claim_key``); the store is read once, not once per version
-        self._refresh(force=True)
-        claimed = self.store.claim(q.key.evidence_key)
-        with self._lock:
-            q.merge(claimed)
-            q.labels.fold()
-        for j, rung in enumerate(q.ladder.rungs):  # (grows as versions are fitted)
-            key = q.key.asking(rung.model).evidence_key
-            claimed = self.store.claim_key(key)
-            with self._lock:
-                q.merge(claimed)
-                q.labels.fold()
-                nxt = j + 1
-                due = q.labels.due.pop(nxt, None)
-            if due is not None:
-                version = self._version(q, nxt, due)  # (a fit: outside the lock)
-                with self._lock:
-                    self._add(q, version)
-        holds, shares = self._holds(q, q.ladder.rungs)
-        with self._lock:
-            q.ladder.labels = q.labels.count
-            q.ladder.restore(holds, shares)
+        self._advance(q)
 
 
 class Stopped(Exception):
@@ -691,24 +621,20 @@ class Work:
         self._thread: threading.Thread | None = None
         self._idle = threading.Event()  # set while no task runs
         self._idle.set()
-        self._closed = False
+        #: whether the process is exiting (a long task stops at its next step)
+        self.closing = False
         # before the coalescers stop: a task in flight may read through the engine
         finish_at_exit(self._finish_at_exit, order=AUDITS)
 
     def submit(self, task: Callable[..., Any], *args: Any) -> None:
         """Run ``task(*args)`` on the thread, after every task submitted before it."""
-        if self._closed:
+        if self.closing:
             return  # the process is exiting: nothing new starts
         self._tasks.put((task, args))
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
                 self._thread.start()
-
-    @property
-    def closing(self) -> bool:
-        """Whether the process is exiting (a long task stops at its next step)."""
-        return self._closed
 
     def on_thread(self) -> bool:
         """Whether the caller is the work's own thread."""
@@ -719,7 +645,7 @@ class Work:
         ``timeout`` seconds passed first)."""
         if self.on_thread():
             return True  # (a task waiting for itself)
-        if self._closed:
+        if self.closing:
             return False  # (exiting: what is queued is dropped, never done)
         done = threading.Event()
         self.submit(done.set)
@@ -729,7 +655,7 @@ class Work:
         while True:
             task, args = self._tasks.get()
             with self._lock:  # (exit's wait sees either a task started or none)
-                if self._closed:
+                if self.closing:
                     return
                 self._idle.clear()
             try:
@@ -744,15 +670,10 @@ class Work:
                 self._idle.set()
 
     def _finish_at_exit(self, deadline: float) -> None:
-        """At exit: nothing new starts, what is queued is dropped, the task in flight
-        finishes (until ``deadline``), so the thread is stopped waiting on its queue."""
+        """At exit: nothing new starts, the task in flight finishes (until ``deadline``),
+        what is queued is dropped (``_run`` starts none once ``closing``)."""
         with self._lock:
-            self._closed = True
-        try:
-            while True:
-                self._tasks.get_nowait()
-        except queue.Empty:
-            pass
+            self.closing = True
         self._idle.wait(max(0.0, deadline - time.monotonic()))
 
 

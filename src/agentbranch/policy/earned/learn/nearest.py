@@ -141,8 +141,7 @@ def pool_of(
     ``POOL_PER_OPTION`` not among ``written``, cut to ``CHARS``; ``None`` when none is
     left. Its rule names the encoder (``ENCODER``, else ``encode``'s name or class)."""
     cut = [t[:CHARS] for t in texts]
-    mine = {k: list(v) for k, v in written.items()}
-    chosen = lx.select(cut, labels, options, per_option=POOL_PER_OPTION, written=mine)
+    chosen = lx.select(cut, labels, options, per_option=POOL_PER_OPTION, written=written)
     if not any(chosen.values()):
         return None
     name = ENCODER if encode is default_encode else getattr(encode, "name", None)

@@ -9,6 +9,7 @@ the read's own probability; ``apply`` gives a map's probability.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 #: Equal-width confidence bins the labels are counted in.
 BINS = 50
@@ -51,6 +52,7 @@ def _loss(p: float, correct: bool) -> float:
     return -math.log(p if correct else 1.0 - p)
 
 
+@dataclass(slots=True, eq=False)
 class ProbabilityFit:
     """The labelled reads of one version (counts per confidence bin, weight ``1/rate``)
     and the map refitted on them from ``MIN_LABELS`` labels; each label is scored before
@@ -58,34 +60,21 @@ class ProbabilityFit:
     the read's own probability (docs/learning_method.md, "The probability it reports").
     """
 
-    __slots__ = (
-        "weight",
-        "right",
-        "conf",
-        "labels",
-        "fitted_at",
-        "fitted",
-        "loss_read",
-        "loss_map",
-    )
-
-    def __init__(self) -> None:
-        self.weight = [0.0] * BINS  #: per bin: sum of weights
-        self.right = [0.0] * BINS  #: per bin: sum of weights of right labels
-        self.conf = [0.0] * BINS  #: per bin: sum of weight x confidence
-        self.labels = 0
-        self.fitted_at = 0
-        self.fitted: Map | None = None
-        self.loss_read = 0.0  #: prequential log-loss of the read's own probability
-        self.loss_map = 0.0  #: ... and of the map in force before each label
+    # per bin: the sum of the weights, of the right labels' weights, of weight x confidence
+    weight: list[float] = field(default_factory=lambda: [0.0] * BINS)
+    right: list[float] = field(default_factory=lambda: [0.0] * BINS)
+    conf: list[float] = field(default_factory=lambda: [0.0] * BINS)
+    labels: int = 0
+    fitted_at: int = 0
+    fitted: Map | None = None
+    loss_read: float = 0.0  #: prequential log-loss of the read's own probability
+    loss_map: float = 0.0  #: ... and of the map in force before each label
 
     def add(self, confidence: float, probability: float, correct: bool, weight: float) -> None:
         """Count one labelled read (``probability``: of its label as read; ``weight``:
         ``1/rate``); a non-finite or out-of-range value is not counted."""
-        values = (confidence, probability, weight)
-        if not all(math.isfinite(v) for v in values) or not 0.0 <= confidence <= 1.0:
-            return
-        if not 0.0 <= probability <= 1.0 or weight <= 0.0:
+        finite = all(math.isfinite(v) for v in (confidence, probability, weight))
+        if not (finite and 0.0 <= confidence <= 1.0 and 0.0 <= probability <= 1.0 and weight > 0):
             return
         if self.fitted is not None:  # scored before it is counted
             self.loss_map += weight * _loss(apply(self.fitted, confidence), correct)
@@ -106,9 +95,7 @@ class ProbabilityFit:
     def in_force(self) -> Map | None:
         """The map, while it has predicted this version's labels better than the read's
         own probability; else ``None`` (the read's own probability is reported)."""
-        if self.fitted is None or not self.loss_map < self.loss_read:
-            return None
-        return self.fitted
+        return self.fitted if self.loss_map < self.loss_read else None
 
 
 def fit(weight: list[float], right: list[float], conf: list[float], labels: int) -> Map:

@@ -15,7 +15,7 @@ from typing import Any
 
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.core.heads import LinearHead
-from agentbranch.core.questions import Question, as_compiled, coerce_question, option_names
+from agentbranch.core.questions import Question, as_compiled, coerce_question, option_names, to_spec
 from agentbranch.policy.earned.learn.nearest import Pool
 
 
@@ -61,12 +61,6 @@ def rebuild(qtype: str, data: Mapping[str, Any]) -> Question:
     return compiled
 
 
-def decision_key(question_id: str, written: Any, text: str) -> str:
-    """The cassette key of one decision of ``written`` on the rendered state ``text``."""
-    blob = json.dumps([question_id, wire(written), text], sort_keys=True)
-    return "version:" + hashlib.sha256(blob.encode()).hexdigest()[:24]
-
-
 def version(
     cassette: Any,
     question_id: str,
@@ -89,13 +83,12 @@ def version(
         }
 
     def miss() -> Any:  # what the cassette says when it holds no version for it
-        from agentbranch.core.questions import to_spec
-
         spec = to_spec(question_id, written)
         summary = {"type": spec.type, "text": spec.instructions, "options": list(spec.options)}
         return cassette.version_miss(question_id, text, summary)
 
-    got = cassette.version(decision_key(question_id, written, text), now, miss)
+    blob = json.dumps([question_id, wire(written), text], sort_keys=True)  # (the decision's key)
+    got = cassette.version("version:" + hashlib.sha256(blob.encode()).hexdigest()[:24], now, miss)
     if made:
         return made[0]
     j = int(got["version"])
@@ -107,7 +100,6 @@ def version(
 
 __all__ = [
     "RecordedHead",
-    "decision_key",
     "rebuild",
     "version",
     "wire",

@@ -51,7 +51,23 @@ class StoreLabels:
         if not self._lock.acquire(blocking=force):
             return None
         try:
-            new = self._read_new()
+            if self._view is None:
+                self._view = earned.evidence.view()
+            records = []
+            while batch := self._view.read_new():
+                records += batch
+            new: dict[str, list[Labelled4]] = {}
+            for rec in records:
+                self._count(rec)
+                if rec.state is None:
+                    continue
+                labelled = (rec.order, rec.state, rec.teacher_label, rec.decision)
+                if rec.written is None:
+                    self.by_key.setdefault(rec.key, {}).setdefault(rec.order, labelled)
+                elif rec.written in self._claimed:
+                    new.setdefault(rec.written, []).append(labelled)
+                else:
+                    self.by_written.setdefault(rec.written, {}).setdefault(rec.order, labelled)
             self._read_at = time.monotonic()
             return new
         finally:
@@ -78,26 +94,6 @@ class StoreLabels:
         """The probability map in force for the version whose evidence key is ``key``."""
         fitted = self.fits.get(key)
         return None if fitted is None else fitted.in_force
-
-    def _read_new(self) -> dict[str, list[Labelled4]]:
-        if self._view is None:
-            self._view = self.earned.evidence.view()
-        records = []
-        while batch := self._view.read_new():
-            records += batch
-        new: dict[str, list[Labelled4]] = {}
-        for rec in records:
-            self._count(rec)
-            if rec.state is None:
-                continue
-            labelled = (rec.order, rec.state, rec.teacher_label, rec.decision)
-            if rec.written is None:
-                self.by_key.setdefault(rec.key, {}).setdefault(rec.order, labelled)
-            elif rec.written in self._claimed:
-                new.setdefault(rec.written, []).append(labelled)
-            else:
-                self.by_written.setdefault(rec.written, {}).setdefault(rec.order, labelled)
-        return new
 
     def _count(self, rec: Any) -> None:
         if rec.probability is None:

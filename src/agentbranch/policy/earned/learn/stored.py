@@ -54,9 +54,7 @@ def recorded_anytime(
 def recorded_looks(records: list[Any], earned: Any) -> Any:
     """The looks of the version a key's records are evidence of: the question as
     written's (``ladder.written_looks``) for version 0, else ``earned``'s own."""
-    if key_version(records) == 0:
-        return written_looks(earned.min_evidence)
-    return earned.looks
+    return written_looks(earned.min_evidence) if key_version(records) == 0 else earned.looks
 
 
 def at_shares(earned: Any, states: dict[str, Any]) -> dict[str, Any]:
