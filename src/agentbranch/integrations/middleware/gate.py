@@ -50,14 +50,7 @@ from agentbranch.policy import (
     check_policies,
     options_of,
 )
-from agentbranch.policy.resolving import (
-    Call,
-    Resolution,
-    Steps,
-    resolve_many,
-    run_async,
-    run_sync,
-)
+from agentbranch.policy.resolving import Call, Resolution, Steps, resolve_many, run_async, run_sync
 
 if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine
