@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from agentbranch.core import _telemetry as telemetry
+from agentbranch.core.state import render_state
 
 __all__ = ["EVENT", "NO_HANDLERS", "aemit_all", "emit_all"]
 
@@ -32,21 +33,6 @@ _LOGGED = (
     "question_id type label probabilities entropy confidence label_mass band take_at trust "
     "decided_by goto reader model latency_s"
 ).split()
-
-
-def _payload(record: dict[str, Any], state: Any, include_state: bool) -> dict[str, Any]:
-    payload = dict(record)
-    if include_state:
-        from agentbranch.core.state import render_state
-
-        payload["state"] = render_state(state)
-    return payload
-
-
-def _log(record: dict[str, Any]) -> None:
-    if not log.isEnabledFor(logging.INFO):
-        return
-    telemetry.event(log, logging.INFO, EVENT, **{k: record.get(k) for k in _LOGGED})
 
 
 def _writer() -> Any:
@@ -84,10 +70,14 @@ def _logged_and_streamed(
     records = list(records)
     telemetry.decisions(records)
     writer = _writer()
+    logged = log.isEnabledFor(logging.INFO)
     payloads = []
     for record in records:
-        _log(record)
-        payload = _payload(record, state, include_state)
+        if logged:
+            telemetry.event(log, logging.INFO, EVENT, **{k: record.get(k) for k in _LOGGED})
+        payload = dict(record)
+        if include_state:
+            payload["state"] = render_state(state)
         if writer is not None:
             writer({EVENT: payload})
         payloads.append(payload)
