@@ -13,7 +13,6 @@ as a teacher, the node, the report) only it uses.
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import dataclasses
 import inspect
@@ -49,7 +48,7 @@ from agentbranch.policy import (
     parse_label,
 )
 from agentbranch.policy.generation import aask, ask, generation_messages
-from agentbranch.policy.resolving import Call, Steps, run_async, run_sync
+from agentbranch.policy.resolving import Call, Steps, offload, run_async, run_sync
 from agentbranch.policy.trust import TeacherLabel
 
 if TYPE_CHECKING:
@@ -248,16 +247,6 @@ class RouterTeacher(RunnableLambda):
         self.options = list(options)
         super().__init__(self._ask, afunc=self._aask, name=name)
 
-    def _asked(self) -> _Asked:
-        asked = _ASKED.get()
-        if asked is None:
-            raise AgentBranchError(
-                f"the router teacher {self.name!r} was called outside its decide_first "
-                "wrapper, so there is no graph state to give the router; it answers only "
-                "for the decisions the wrapper makes"
-            )
-        return asked
-
     def _checked(self, label: Any) -> str:
         if not isinstance(label, str) or label not in self.options:
             raise AgentBranchError(
@@ -268,31 +257,34 @@ class RouterTeacher(RunnableLambda):
         return label
 
     def _ask(self, messages: Any) -> str:
-        asked = self._asked()
-        try:
-            if isinstance(self.router, Runnable):
-                got = self.router.invoke(asked.state)
-            elif inspect.iscoroutinefunction(self.router):
-                raise ConfigurationError(
-                    f"router {self.name!r} is async; run the graph with ainvoke/astream "
-                    "(an async router cannot answer a sync run)"
-                )
-            else:
-                got = self.router(asked.state)
-            return self._checked(got)
-        except BaseException as e:
-            asked.error = e
-            raise
+        return run_sync(self._answer())
 
     async def _aask(self, messages: Any) -> str:
-        asked = self._asked()
+        return await run_async(self._answer())
+
+    def _answer(self) -> Steps[str]:
+        """The router's label for the graph state being decided, sync or async."""
+        asked = _ASKED.get()
+        if asked is None:
+            raise AgentBranchError(
+                f"the router teacher {self.name!r} was called outside its decide_first "
+                "wrapper, so there is no graph state to give the router; it answers only "
+                "for the decisions the wrapper makes"
+            )
+
+        def on_sync_run(state: Any) -> Any:
+            raise ConfigurationError(
+                f"router {self.name!r} is async; run the graph with ainvoke/astream "
+                "(an async router cannot answer a sync run)"
+            )
+
         try:
             if isinstance(self.router, Runnable):
-                got = await self.router.ainvoke(asked.state)
+                got = yield Call(self.router.invoke, self.router.ainvoke, asked.state)
             elif inspect.iscoroutinefunction(self.router):
-                got = await self.router(asked.state)
+                got = yield Call(on_sync_run, self.router, asked.state)
             else:  # a sync router on an async run: off the event loop, as LangGraph does
-                got = await asyncio.to_thread(self.router, asked.state)
+                got = yield offload(self.router, asked.state)
             return self._checked(got)
         except BaseException as e:
             asked.error = e
