@@ -188,43 +188,6 @@ class ReviewResponseError(AgentBranchError, ValueError):
     """The human's resume value does not fit the gate's ``HITLRequest``."""
 
 
-def review_request(
-    pending: Sequence[tuple[ToolCall, DecisionRecord]],
-    allowed: Sequence[DecisionType],
-    prefix: str,
-) -> HITLRequest:
-    """One ``HITLRequest`` for the ``(tool call, record)`` pairs that need a human."""
-    return HITLRequest(
-        action_requests=[
-            ActionRequest(
-                name=tc["name"], args=tc["args"], description=review_description(tc, rec, prefix)
-            )
-            for tc, rec in pending
-        ],
-        review_configs=[
-            ReviewConfig(action_name=tc["name"], allowed_decisions=list(allowed))
-            for tc, _ in pending
-        ],
-    )
-
-
-def decisions_of(response: Any, expected: int) -> list[Any]:
-    """The decisions of a resume value, one per action request."""
-    decisions = response.get("decisions") if isinstance(response, Mapping) else None
-    if not isinstance(decisions, list):
-        raise ReviewResponseError(
-            "resume the gate's interrupt with a HITLResponse: "
-            "Command(resume={'decisions': [{'type': 'approve'}, ...]}), got "
-            f"{response!r}"
-        )
-    if len(decisions) != expected:
-        raise ReviewResponseError(
-            f"the HITLRequest listed {expected} tool call(s) but the response has "
-            f"{len(decisions)} decision(s); give one decision per action request, in order"
-        )
-    return decisions
-
-
 def checked_kind(decision: Any, call_id: str, allowed: Sequence[DecisionType]) -> str:
     """The type of one reviewer's ``decision`` for the call ``call_id``, once it is an
     allowed, well-formed decision (else ``ReviewResponseError`` says what is missing)."""
@@ -460,10 +423,21 @@ class ToolGateMiddleware(AgentMiddleware):
         ]
         if not pending:
             return
-        request = review_request(
-            [(c.tool_call, c.record) for c in pending],
-            self.allowed_decisions,
-            self.description_prefix,
+        request = HITLRequest(
+            action_requests=[
+                ActionRequest(
+                    name=c.tool_call["name"],
+                    args=c.tool_call["args"],
+                    description=review_description(c.tool_call, c.record, self.description_prefix),
+                )
+                for c in pending
+            ],
+            review_configs=[
+                ReviewConfig(
+                    action_name=c.tool_call["name"], allowed_decisions=list(self.allowed_decisions)
+                )
+                for c in pending
+            ],
         )
         check_resumable(
             f"ToolGateMiddleware ({len(pending)} tool call{'s' if len(pending) > 1 else ''})",
@@ -471,22 +445,30 @@ class ToolGateMiddleware(AgentMiddleware):
             "fallbacks=[GotoNode('block')]) or [Generate(model)]",
         )
         response = interrupt(request)
-        decisions = decisions_of(response, len(pending))
+        decisions = response.get("decisions") if isinstance(response, Mapping) else None
+        if not isinstance(decisions, list):
+            raise ReviewResponseError(
+                "resume the gate's interrupt with a HITLResponse: "
+                "Command(resume={'decisions': [{'type': 'approve'}, ...]}), got "
+                f"{response!r}"
+            )
+        if len(decisions) != len(pending):
+            raise ReviewResponseError(
+                f"the HITLRequest listed {len(pending)} tool call(s) but the response has "
+                f"{len(decisions)} decision(s); give one decision per action request, in order"
+            )
         resolution = {id(c): r for c, r in zip(calls, out, strict=True)}
         for c, decision in zip(pending, decisions, strict=True):
-            self._apply_review(c, decision)
-            if c.review is not None and c.review.get("type") not in ("approve", "reject"):
+            kind = checked_kind(decision, c.tool_call["id"], self.allowed_decisions)
+            c.review = dict(decision)
+            c.record.update(
+                label=self.run_on if kind in ("approve", "edit") else self.block_on,
+                decided_by="human",
+                goto=None,
+                review=dict(decision),
+            )
+            if kind not in ("approve", "reject"):
                 resolution[id(c)].banded.pop(self.question_id, None)
-
-    def _apply_review(self, c: _Call, decision: Any) -> None:
-        kind = checked_kind(decision, c.tool_call["id"], self.allowed_decisions)
-        c.review = dict(decision)
-        c.record.update(
-            label=self.run_on if kind in ("approve", "edit") else self.block_on,
-            decided_by="human",
-            goto=None,
-            review=dict(decision),
-        )
 
     def _finish(self, c: _Call) -> None:
         """Complete the record (before it is emitted): what became of the call."""
