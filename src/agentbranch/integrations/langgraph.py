@@ -162,20 +162,19 @@ class _ResolvingRunnable(RunnableLambda):
     """What routers and nodes share: render what the engine reads, resolve the questions
     by the policy, and emit every record (the "agentbranch" logger, custom stream, callbacks)."""
 
-    def _setup(
+    key: str  # the records' state key, left out of what the engine reads
+
+    def __init__(
         self,
         resolver: Resolver,
-        *,
         renderer: Renderer | None,
         state_key: str | None,
         include_state: bool,
-        records_key: str,
+        name: str,
     ) -> None:
         self.resolver = resolver
-        self._renderer = renderer
-        self._state_key = state_key
-        self._include_state = include_state
-        self._records_key = records_key
+        self._renderer, self._state_key, self._include_state = renderer, state_key, include_state
+        super().__init__(self._run, afunc=self._arun, name=name)
 
     def _run(self, state: Any, config: RunnableConfig) -> Any:
         return run_sync(self._steps(state, config))
@@ -186,7 +185,7 @@ class _ResolvingRunnable(RunnableLambda):
     def _steps(self, state: Any, config: RunnableConfig) -> Steps[Any]:
         """Read, resolve and emit, run sync or async; what the graph is given is
         ``_answer``'s."""
-        seen = _reader_input(state, self._renderer, self._state_key, self._records_key)
+        seen = _reader_input(state, self._renderer, self._state_key, self.key)
         records = yield Call(self.resolver.resolve, self.resolver.aresolve, seen)
         emitted = {"config": config, "state": seen, "include_state": self._include_state}
         yield Call(emit_all, aemit_all, records.values(), **emitted)
@@ -246,19 +245,12 @@ class DecisionRouter(_ResolvingRunnable):
             resolver = Resolver(engine, questions, policy, review=review_with_interrupt)
         else:
             resolver = Resolver(engine, questions, policy, allow_review=False)
-        self._setup(
-            resolver,
-            renderer=renderer,
-            state_key=state_key,
-            include_state=include_state,
-            records_key=self.key,
-        )
         self.question_id = question_id
         options = options_of(question_id, resolver.questions[question_id])
         self.branches = build_path_map(question_id, options, path_map)
         self.path_map = _targets(self.branches, policy_for(policy, question_id).targets())
         name = name or f"{self._prefix}_{question_id}"
-        super().__init__(self._run, afunc=self._arun, name=name)
+        super().__init__(resolver, renderer, state_key, include_state, name)
 
     def _answer(self, state: Any, records: dict[str, DecisionRecord]) -> Any:
         return _select(records[self.question_id], self.branches, self.question_id)
@@ -321,13 +313,7 @@ class DecideNode(_ResolvingRunnable):
         self.questions = validate_questions(questions)
         self.policy = policy
         self.key = key
-        self._setup(
-            Resolver(engine, self.questions, policy, review=review_with_interrupt),
-            renderer=renderer,
-            state_key=state_key,
-            include_state=include_state,
-            records_key=key,
-        )
+        resolver = Resolver(engine, self.questions, policy, review=review_with_interrupt)
         if write_labels is True:
             self.label_keys = {question_id: question_id for question_id in self.questions}
         elif write_labels:
@@ -338,7 +324,7 @@ class DecideNode(_ResolvingRunnable):
         else:
             self.label_keys = {}
         self._output = output
-        super().__init__(self._run, afunc=self._arun, name=name or "decide")
+        super().__init__(resolver, renderer, state_key, include_state, name or "decide")
 
     def router(self, question_id: str, path_map: Mapping[str, str] | None = None) -> RecordRouter:
         """The conditional edge branching on this node's record of ``question_id``."""
