@@ -106,10 +106,8 @@ class ShadowReport:
         return self.taken_agreed / self.taken_compared if self.taken_compared else None
 
     def as_dict(self) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        for name in ("calls_saved", "money_saved", "agreement", "take_agreement"):
-            out[name] = getattr(self, name)
-        return out
+        derived = ("calls_saved", "money_saved", "agreement", "take_agreement")
+        return {**dataclasses.asdict(self), **{k: getattr(self, k) for k in derived}}
 
     def __str__(self) -> str:
         def share(n: int, d: int) -> str:
@@ -198,19 +196,17 @@ def router_question(
             f"decide_first: router {name!r} says nothing of its answers; annotate it "
             "-> Literal['a', 'b', ...] or give options=['a', 'b', ...]"
         )
-    text = question or _docstring(router)
+    text = question
+    if not text:  # the first paragraph of the router's docstring
+        fn = router.func if isinstance(router, RunnableLambda) else router  # type: ignore[attr-defined]
+        doc = inspect.getdoc(fn) if not isinstance(fn, Runnable) else None
+        text = doc.split("\n\n")[0].strip() if doc else None
     if not text:
         raise ConfigurationError(
             f"decide_first: what should the engine be asked for router {name!r}? Give "
             "question='Which team should handle this ticket?' (or a docstring)"
         )
     return choice(text, options, examples=examples)
-
-
-def _docstring(router: Any) -> str | None:
-    fn = router.func if isinstance(router, RunnableLambda) else router  # type: ignore[attr-defined]
-    doc = inspect.getdoc(fn) if not isinstance(fn, Runnable) else None
-    return doc.split("\n\n")[0].strip() if doc else None
 
 
 # -- the engine in front of the router ---------------------------------------------------

@@ -178,7 +178,12 @@ class ToolSelectorMiddleware(AgentMiddleware):
         records = selection["decisions"].values()
         yield Call(emit_all, aemit_all, records, state=state, include_state=self.include_state)
         response = yield Call(handler, handler, self._bind(request, selection))
-        return _with_update(response, selection)
+        if isinstance(response, AIMessage):
+            response = ModelResponse(result=[response])
+        if isinstance(response, ExtendedModelResponse):
+            response = response.model_response
+        update = Command(update={STATE_KEY: selection})
+        return ExtendedModelResponse(model_response=response, command=update)
 
     def _plan(self, request: Any) -> tuple[list[Any], dict[str, Question], Any] | None:
         """The tools to choose among, their questions, and what the engine reads; None
@@ -265,13 +270,3 @@ def _selection(
         "decisions": records,
         "error": error,
     }
-
-
-def _with_update(response: Any, selection: dict[str, Any]) -> ExtendedModelResponse:
-    if isinstance(response, AIMessage):
-        response = ModelResponse(result=[response])
-    if isinstance(response, ExtendedModelResponse):
-        response = response.model_response
-    return ExtendedModelResponse(
-        model_response=response, command=Command(update={STATE_KEY: selection})
-    )
