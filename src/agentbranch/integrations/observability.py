@@ -35,16 +35,6 @@ _LOGGED = (
 ).split()
 
 
-def _writer() -> Any:
-    """LangGraph's custom-stream writer of the running node, or ``None`` outside a run."""
-    try:
-        from langgraph.config import get_stream_writer
-
-        return get_stream_writer()
-    except Exception:  # not inside a LangGraph run (or langgraph missing)
-        return None
-
-
 def _callbacks(config: Any, *, is_async: bool) -> Any:
     """The callback manager custom events go to, or ``None`` when no handler would see
     them (no parent run, or no handlers): dispatching would build it for nothing."""
@@ -69,7 +59,12 @@ def _logged_and_streamed(
     """Log each record and write it to the custom stream; the payloads to dispatch."""
     records = list(records)
     telemetry.decisions(records)
-    writer = _writer()
+    try:  # the running node's custom-stream writer
+        from langgraph.config import get_stream_writer
+
+        writer = get_stream_writer()
+    except Exception:  # not inside a LangGraph run (or langgraph missing)
+        writer = None
     logged = log.isEnabledFor(logging.INFO)
     payloads = []
     for record in records:

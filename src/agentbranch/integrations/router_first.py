@@ -411,8 +411,19 @@ class DecideFirst(RunnableLambda):
             except _ENGINE_FAILED as e:
                 if asked.error is e:
                     raise  # the router's own error, as without the wrapper
+                # The engine failed: the router decides, as it did before the wrapper.
                 label = yield Call(self.teacher.invoke, self.teacher.ainvoke, None)
-                return self._engine_failed(e, label)
+                log.warning(
+                    "agentbranch: question %r: the engine failed (%s: %s); the router decided",
+                    self.question_id,
+                    type(e).__name__,
+                    e,
+                )
+                with self._lock:
+                    self._report.decisions += 1
+                    self._report.router_calls += 1
+                    self._report.engine_errors += 1
+                return label
             record = got[self.question_id]
             audited = None
             if record["decided_by"] == "engine":
@@ -423,20 +434,6 @@ class DecideFirst(RunnableLambda):
         emitted = {"config": config, "state": seen, "include_state": self._include_state}
         yield Call(emit_all, aemit_all, [record], **emitted)
         return routed
-
-    def _engine_failed(self, error: BaseException, label: str) -> str:
-        """The engine failed: the router decides, as it did before the wrapper."""
-        log.warning(
-            "agentbranch: question %r: the engine failed (%s: %s); the router decided",
-            self.question_id,
-            type(error).__name__,
-            error,
-        )
-        with self._lock:
-            self._report.decisions += 1
-            self._report.router_calls += 1
-            self._report.engine_errors += 1
-        return label
 
     def _audit(self, record: DecisionRecord, text: str) -> Steps[str | None]:
         """The router's answer to a decision the engine took, when it answers one: always
