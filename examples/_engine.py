@@ -16,6 +16,9 @@ from typing import Any
 from agentbranch import DecisionEngine
 from agentbranch.engine.batching import BatchingReader
 
+# The tiny model's folder lives as long as the process and is removed at exit.
+_TINY_DIRS: list[tempfile.TemporaryDirectory[str]] = []
+
 
 def make_engine(argv: list[str] | None = None, **engine_kwargs: Any) -> DecisionEngine:
     argv = sys.argv[1:] if argv is None else argv
@@ -23,7 +26,8 @@ def make_engine(argv: list[str] | None = None, **engine_kwargs: Any) -> Decision
         from agentbranch import TransformersReader
         from agentbranch.testing import build_tiny_diffusiongemma
 
-        folder = build_tiny_diffusiongemma(tempfile.mkdtemp(prefix="agentbranch-tiny-"))
+        _TINY_DIRS.append(tempfile.TemporaryDirectory(prefix="agentbranch-tiny-"))
+        folder = build_tiny_diffusiongemma(_TINY_DIRS[-1].name)
         reader = TransformersReader.from_pretrained(folder)
         return DecisionEngine(BatchingReader(reader), **engine_kwargs)
     engine = DecisionEngine.from_env(**engine_kwargs)

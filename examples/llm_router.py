@@ -68,24 +68,25 @@ def build(router: object) -> object:
 def main() -> None:
     engine = make_engine()
     question = ab.choice("Which team should handle this support ticket?", TEAMS)
-    store = Path(tempfile.mkdtemp(prefix="agentbranch-router-")) / "evidence.jsonl"
-    for mode in ("shadow", "live"):
-        # The one line: the same router, the engine in front of it.
-        wrapped = ab.decide_first(
-            route_ticket,
-            engine=engine,
-            question=question,
-            mode=mode,
-            store=str(store),
-            price_per_call=0.002,
-        )
-        graph = build(wrapped)
-        print(f"-- {mode}")
-        for ticket in TICKETS if mode == "shadow" else TICKETS[:2]:  # SmolLM2 is slow
-            print(f"{graph.invoke({'ticket': ticket})['queue']:<15} {ticket}")
-        print(wrapped.report())
-    labels = store.read_text().count("\n")
-    print(f"labels stored from the router's answers: {labels} ({store.name})")
+    with tempfile.TemporaryDirectory(prefix="agentbranch-router-") as tmp:
+        store = Path(tmp) / "evidence.jsonl"
+        for mode in ("shadow", "live"):
+            # The one line: the same router, the engine in front of it.
+            wrapped = ab.decide_first(
+                route_ticket,
+                engine=engine,
+                question=question,
+                mode=mode,
+                store=str(store),
+                price_per_call=0.002,
+            )
+            graph = build(wrapped)
+            print(f"-- {mode}")
+            for ticket in TICKETS if mode == "shadow" else TICKETS[:2]:  # SmolLM2 is slow
+                print(f"{graph.invoke({'ticket': ticket})['queue']:<15} {ticket}")
+            print(wrapped.report())
+        labels = store.read_text().count("\n")
+        print(f"labels stored from the router's answers: {labels} ({store.name})")
     sys.stdout.flush()
 
 

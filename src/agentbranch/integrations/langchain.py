@@ -20,6 +20,7 @@ from agentbranch.core.questions import Question, validate_questions
 from agentbranch.core.state import render_state
 from agentbranch.integrations.observability import aemit_all, emit_all
 from agentbranch.policy import DecisionRecord, PolicyArg, Resolver
+from agentbranch.policy.resolving import Call, Steps, run_async, run_sync
 
 if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine
@@ -69,7 +70,7 @@ class AgentBranchDecisionModel(BaseDecisionModel):
         gets its own traced run. An input with bad questions or state fails alone."""
         configs = [self._traced_config(c) for c in get_config_list(config, len(inputs))]
         return self._batch_with_config(
-            self._classify_many,
+            lambda inputs: run_sync(self._classify_many(inputs)),
             list(inputs),
             configs,
             return_exceptions=return_exceptions,
@@ -87,25 +88,21 @@ class AgentBranchDecisionModel(BaseDecisionModel):
         """Async ``batch``: ONE ``adecide_many`` read."""
         configs = [self._traced_config(c) for c in get_config_list(config, len(inputs))]
         return await self._abatch_with_config(
-            self._aclassify_many,
+            lambda inputs: run_async(self._classify_many(inputs)),
             list(inputs),
             configs,
             return_exceptions=return_exceptions,
             run_type="llm",
         )
 
-    def _classify_many(self, inputs: list[Any]) -> list[ClassifierResponse | Exception]:
+    def _classify_many(self, inputs: list[Any]) -> Steps[list[ClassifierResponse | Exception]]:
+        """Each input's response or error, from one read of the good ones (sync or async)."""
         out, ok = _checked(inputs)
         if ok:
-            many = self.engine.decide_many([s for _, s, _ in ok], [q for _, _, q in ok])
-            _answer(out, ok, many)
-        return out
-
-    async def _aclassify_many(self, inputs: list[Any]) -> list[ClassifierResponse | Exception]:
-        out, ok = _checked(inputs)
-        if ok:
-            many = await self.engine.adecide_many([s for _, s, _ in ok], [q for _, _, q in ok])
-            _answer(out, ok, many)
+            states, questions = [s for _, s, _ in ok], [q for _, _, q in ok]
+            many = yield Call(self.engine.decide_many, self.engine.adecide_many, states, questions)
+            for (i, _, qs), decisions in zip(ok, many, strict=True):
+                out[i] = _response(decisions, qs)
         return out
 
 
@@ -128,12 +125,6 @@ def _checked(
             continue
         ok.append((i, request.get("state"), qs))
     return out, ok
-
-
-def _answer(out: list[Any], ok: list[tuple[int, Any, dict[str, Question]]], many: Any) -> None:
-    """Each checked input's place in ``out`` gets the response to its decisions."""
-    for (i, _, qs), decisions in zip(ok, many, strict=True):
-        out[i] = _response(decisions, qs)
 
 
 def _response(decisions: Any, questions: Mapping[str, Question]) -> ClassifierResponse:

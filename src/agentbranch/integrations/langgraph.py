@@ -29,7 +29,7 @@ from agentbranch.policy import (
     options_of,
     policy_for,
 )
-from agentbranch.policy.resolving import ANSWERED_BY_THE_GRAPH
+from agentbranch.policy.resolving import ANSWERED_BY_THE_GRAPH, Call, Steps, run_async, run_sync
 
 if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine
@@ -162,34 +162,37 @@ class _ResolvingRunnable(RunnableLambda):
     """What routers and nodes share: render what the engine reads, resolve the questions
     by the policy, and emit every record (the "agentbranch" logger, custom stream, callbacks)."""
 
-    def _setup(
+    key: str  # the records' state key, left out of what the engine reads
+
+    def __init__(
         self,
         resolver: Resolver,
-        *,
         renderer: Renderer | None,
         state_key: str | None,
         include_state: bool,
-        records_key: str,
+        name: str,
     ) -> None:
         self.resolver = resolver
-        self._renderer = renderer
-        self._state_key = state_key
-        self._include_state = include_state
-        self._records_key = records_key
+        self._renderer, self._state_key, self._include_state = renderer, state_key, include_state
+        super().__init__(self._run, afunc=self._arun, name=name)
 
-    def _records(self, state: Any, config: RunnableConfig) -> dict[str, DecisionRecord]:
-        seen = _reader_input(state, self._renderer, self._state_key, self._records_key)
-        records = self.resolver.resolve(seen)
-        emit_all(records.values(), config=config, state=seen, include_state=self._include_state)
-        return records
+    def _run(self, state: Any, config: RunnableConfig) -> Any:
+        return run_sync(self._steps(state, config))
 
-    async def _arecords(self, state: Any, config: RunnableConfig) -> dict[str, DecisionRecord]:
-        seen = _reader_input(state, self._renderer, self._state_key, self._records_key)
-        records = await self.resolver.aresolve(seen)
-        await aemit_all(
-            records.values(), config=config, state=seen, include_state=self._include_state
-        )
-        return records
+    async def _arun(self, state: Any, config: RunnableConfig) -> Any:
+        return await run_async(self._steps(state, config))
+
+    def _steps(self, state: Any, config: RunnableConfig) -> Steps[Any]:
+        """Read, resolve and emit, run sync or async; what the graph is given is
+        ``_answer``'s."""
+        seen = _reader_input(state, self._renderer, self._state_key, self.key)
+        records = yield Call(self.resolver.resolve, self.resolver.aresolve, seen)
+        emitted = {"config": config, "state": seen, "include_state": self._include_state}
+        yield Call(emit_all, aemit_all, records.values(), **emitted)
+        return self._answer(state, records)
+
+    def _answer(self, state: Any, records: dict[str, DecisionRecord]) -> Any:
+        raise NotImplementedError
 
     # ``RunnableLambda.invoke`` opens a callback run around every call (about a fifth of a
     # decide node's cost); with no callback handler nobody can see that run, so it is
@@ -242,27 +245,15 @@ class DecisionRouter(_ResolvingRunnable):
             resolver = Resolver(engine, questions, policy, review=review_with_interrupt)
         else:
             resolver = Resolver(engine, questions, policy, allow_review=False)
-        self._setup(
-            resolver,
-            renderer=renderer,
-            state_key=state_key,
-            include_state=include_state,
-            records_key=self.key,
-        )
         self.question_id = question_id
         options = options_of(question_id, resolver.questions[question_id])
         self.branches = build_path_map(question_id, options, path_map)
         self.path_map = _targets(self.branches, policy_for(policy, question_id).targets())
         name = name or f"{self._prefix}_{question_id}"
-        super().__init__(self._route, afunc=self._aroute, name=name)
+        super().__init__(resolver, renderer, state_key, include_state, name)
 
-    def _route(self, state: Any, config: RunnableConfig) -> str:
-        record = self._records(state, config)[self.question_id]
-        return _select(record, self.branches, self.question_id)
-
-    async def _aroute(self, state: Any, config: RunnableConfig) -> str:
-        record = (await self._arecords(state, config))[self.question_id]
-        return _select(record, self.branches, self.question_id)
+    def _answer(self, state: Any, records: dict[str, DecisionRecord]) -> Any:
+        return _select(records[self.question_id], self.branches, self.question_id)
 
 
 class RecordRouter(RunnableLambda):
@@ -322,13 +313,7 @@ class DecideNode(_ResolvingRunnable):
         self.questions = validate_questions(questions)
         self.policy = policy
         self.key = key
-        self._setup(
-            Resolver(engine, self.questions, policy, review=review_with_interrupt),
-            renderer=renderer,
-            state_key=state_key,
-            include_state=include_state,
-            records_key=key,
-        )
+        resolver = Resolver(engine, self.questions, policy, review=review_with_interrupt)
         if write_labels is True:
             self.label_keys = {question_id: question_id for question_id in self.questions}
         elif write_labels:
@@ -339,7 +324,7 @@ class DecideNode(_ResolvingRunnable):
         else:
             self.label_keys = {}
         self._output = output
-        super().__init__(self._node, afunc=self._anode, name=name or "decide")
+        super().__init__(resolver, renderer, state_key, include_state, name or "decide")
 
     def router(self, question_id: str, path_map: Mapping[str, str] | None = None) -> RecordRouter:
         """The conditional edge branching on this node's record of ``question_id``."""
@@ -356,19 +341,13 @@ class DecideNode(_ResolvingRunnable):
             key=self.key,
         )
 
-    def _update(self, state: Any, records: dict[str, DecisionRecord]) -> dict[str, Any]:
+    def _answer(self, state: Any, records: dict[str, DecisionRecord]) -> dict[str, Any]:
         if self._output is not None:
             return self._output(state, records)
         update: dict[str, Any] = {self.key: records}
         for question_id, state_key in self.label_keys.items():
             update[state_key] = records[question_id]["label"]
         return update
-
-    def _node(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
-        return self._update(state, self._records(state, config))
-
-    async def _anode(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
-        return self._update(state, await self._arecords(state, config))
 
 
 # -- Command nodes ----------------------------------------------------------------------
@@ -401,17 +380,12 @@ class CommandNode(DecisionRouter):
         #: pass to ``add_node(..., destinations=node.destinations)`` for graph drawing
         self.destinations = tuple(self.path_map)
 
-    def _command(self, record: DecisionRecord) -> Command:
+    def _answer(self, state: Any, records: dict[str, DecisionRecord]) -> Command:
+        record = records[self.question_id]
         update: dict[str, Any] = {self.key: {self.question_id: record}}
         if self.write_label:
             update[self.write_label] = record["label"]
         return Command(goto=_select(record, self.branches, self.question_id), update=update)
-
-    def _route(self, state: Any, config: RunnableConfig) -> Command:  # type: ignore[override]
-        return self._command(self._records(state, config)[self.question_id])
-
-    async def _aroute(self, state: Any, config: RunnableConfig) -> Command:  # type: ignore[override]
-        return self._command((await self._arecords(state, config))[self.question_id])
 
 
 # The builders read as verbs in graph code: ``route(engine, "urgent", question, ...)``.

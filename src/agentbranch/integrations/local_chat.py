@@ -32,9 +32,6 @@ __all__ = ["SMOLLM2_NAME", "LocalChatModel", "chat_messages", "local_generator"]
 #: The ``model_name`` replies of ``local_generator()`` report.
 SMOLLM2_NAME = "SmolLM2-135M-Instruct"
 
-#: The options that shape a reply, in the cache key (``_identifying_params``).
-_KEYED = ("max_tokens", "temperature", "stop", "seed", "steps", "choices")
-
 
 class LocalChatModel(BaseChatModel):
     """A chat model on a local generator. Build it with
@@ -173,7 +170,9 @@ class LocalChatModel(BaseChatModel):
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
-        return {"model_name": self.model_name, **{k: getattr(self, k) for k in _KEYED}}
+        # The options that shape a reply: the cache key.
+        keyed = [k for k in OPTIONS if k != "special_tokens"]
+        return {"model_name": self.model_name, **{k: getattr(self, k) for k in keyed}}
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
         params = LangSmithParams(

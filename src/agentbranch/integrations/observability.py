@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from agentbranch.core import _telemetry as telemetry
+from agentbranch.core.state import render_state
 
 __all__ = ["EVENT", "NO_HANDLERS", "aemit_all", "emit_all"]
 
@@ -32,31 +33,6 @@ _LOGGED = (
     "question_id type label probabilities entropy confidence label_mass band take_at trust "
     "decided_by goto reader model latency_s"
 ).split()
-
-
-def _payload(record: dict[str, Any], state: Any, include_state: bool) -> dict[str, Any]:
-    payload = dict(record)
-    if include_state:
-        from agentbranch.core.state import render_state
-
-        payload["state"] = render_state(state)
-    return payload
-
-
-def _log(record: dict[str, Any]) -> None:
-    if not log.isEnabledFor(logging.INFO):
-        return
-    telemetry.event(log, logging.INFO, EVENT, **{k: record.get(k) for k in _LOGGED})
-
-
-def _writer() -> Any:
-    """LangGraph's custom-stream writer of the running node, or ``None`` outside a run."""
-    try:
-        from langgraph.config import get_stream_writer
-
-        return get_stream_writer()
-    except Exception:  # not inside a LangGraph run (or langgraph missing)
-        return None
 
 
 def _callbacks(config: Any, *, is_async: bool) -> Any:
@@ -83,11 +59,20 @@ def _logged_and_streamed(
     """Log each record and write it to the custom stream; the payloads to dispatch."""
     records = list(records)
     telemetry.decisions(records)
-    writer = _writer()
+    try:  # the running node's custom-stream writer
+        from langgraph.config import get_stream_writer
+
+        writer = get_stream_writer()
+    except Exception:  # not inside a LangGraph run (or langgraph missing)
+        writer = None
+    logged = log.isEnabledFor(logging.INFO)
     payloads = []
     for record in records:
-        _log(record)
-        payload = _payload(record, state, include_state)
+        if logged:
+            telemetry.event(log, logging.INFO, EVENT, **{k: record.get(k) for k in _LOGGED})
+        payload = dict(record)
+        if include_state:
+            payload["state"] = render_state(state)
         if writer is not None:
             writer({EVENT: payload})
         payloads.append(payload)

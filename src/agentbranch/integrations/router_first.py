@@ -13,7 +13,6 @@ as a teacher, the node, the report) only it uses.
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import dataclasses
 import inspect
@@ -21,7 +20,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin, get_type_hints
 
@@ -49,6 +48,7 @@ from agentbranch.policy import (
     parse_label,
 )
 from agentbranch.policy.generation import aask, ask, generation_messages
+from agentbranch.policy.resolving import Call, Steps, offload, run_async, run_sync
 from agentbranch.policy.trust import TeacherLabel
 
 if TYPE_CHECKING:
@@ -106,10 +106,8 @@ class ShadowReport:
         return self.taken_agreed / self.taken_compared if self.taken_compared else None
 
     def as_dict(self) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        for name in ("calls_saved", "money_saved", "agreement", "take_agreement"):
-            out[name] = getattr(self, name)
-        return out
+        derived = ("calls_saved", "money_saved", "agreement", "take_agreement")
+        return {**dataclasses.asdict(self), **{k: getattr(self, k) for k in derived}}
 
     def __str__(self) -> str:
         def share(n: int, d: int) -> str:
@@ -141,17 +139,6 @@ class ShadowReport:
 
 
 # -- what a router says about itself: its name, its answers, the question asked ----------
-
-
-def router_name(router: Any) -> str:
-    if isinstance(router, Runnable):
-        return router.get_name()
-    if not callable(router):
-        raise ConfigurationError(
-            f"decide_first needs a router: a function state -> label or a Runnable, got "
-            f"{type(router).__name__}"
-        )
-    return getattr(router, "__name__", None) or type(router).__name__
 
 
 def _literal_options(router: Any) -> list[str] | None:
@@ -209,29 +196,17 @@ def router_question(
             f"decide_first: router {name!r} says nothing of its answers; annotate it "
             "-> Literal['a', 'b', ...] or give options=['a', 'b', ...]"
         )
-    text = question or _docstring(router)
+    text = question
+    if not text:  # the first paragraph of the router's docstring
+        fn = router.func if isinstance(router, RunnableLambda) else router  # type: ignore[attr-defined]
+        doc = inspect.getdoc(fn) if not isinstance(fn, Runnable) else None
+        text = doc.split("\n\n")[0].strip() if doc else None
     if not text:
         raise ConfigurationError(
             f"decide_first: what should the engine be asked for router {name!r}? Give "
             "question='Which team should handle this ticket?' (or a docstring)"
         )
     return choice(text, options, examples=examples)
-
-
-def _docstring(router: Any) -> str | None:
-    fn = router.func if isinstance(router, RunnableLambda) else router  # type: ignore[attr-defined]
-    doc = inspect.getdoc(fn) if not isinstance(fn, Runnable) else None
-    return doc.split("\n\n")[0].strip() if doc else None
-
-
-def router_take_at(take_at: float | Earned | None, store: Any) -> float | Earned:
-    if take_at is None:
-        return Earned(store=store)
-    if store is not None:
-        raise ConfigurationError(
-            "decide_first: give store=... or take_at=Earned(store=...), not both"
-        )
-    return take_at
 
 
 # -- the engine in front of the router ---------------------------------------------------
@@ -268,16 +243,6 @@ class RouterTeacher(RunnableLambda):
         self.options = list(options)
         super().__init__(self._ask, afunc=self._aask, name=name)
 
-    def _asked(self) -> _Asked:
-        asked = _ASKED.get()
-        if asked is None:
-            raise AgentBranchError(
-                f"the router teacher {self.name!r} was called outside its decide_first "
-                "wrapper, so there is no graph state to give the router; it answers only "
-                "for the decisions the wrapper makes"
-            )
-        return asked
-
     def _checked(self, label: Any) -> str:
         if not isinstance(label, str) or label not in self.options:
             raise AgentBranchError(
@@ -288,31 +253,34 @@ class RouterTeacher(RunnableLambda):
         return label
 
     def _ask(self, messages: Any) -> str:
-        asked = self._asked()
-        try:
-            if isinstance(self.router, Runnable):
-                got = self.router.invoke(asked.state)
-            elif inspect.iscoroutinefunction(self.router):
-                raise ConfigurationError(
-                    f"router {self.name!r} is async; run the graph with ainvoke/astream "
-                    "(an async router cannot answer a sync run)"
-                )
-            else:
-                got = self.router(asked.state)
-            return self._checked(got)
-        except BaseException as e:
-            asked.error = e
-            raise
+        return run_sync(self._answer())
 
     async def _aask(self, messages: Any) -> str:
-        asked = self._asked()
+        return await run_async(self._answer())
+
+    def _answer(self) -> Steps[str]:
+        """The router's label for the graph state being decided, sync or async."""
+        asked = _ASKED.get()
+        if asked is None:
+            raise AgentBranchError(
+                f"the router teacher {self.name!r} was called outside its decide_first "
+                "wrapper, so there is no graph state to give the router; it answers only "
+                "for the decisions the wrapper makes"
+            )
+
+        def on_sync_run(state: Any) -> Any:
+            raise ConfigurationError(
+                f"router {self.name!r} is async; run the graph with ainvoke/astream "
+                "(an async router cannot answer a sync run)"
+            )
+
         try:
             if isinstance(self.router, Runnable):
-                got = await self.router.ainvoke(asked.state)
+                got = yield Call(self.router.invoke, self.router.ainvoke, asked.state)
             elif inspect.iscoroutinefunction(self.router):
-                got = await self.router(asked.state)
+                got = yield Call(on_sync_run, self.router, asked.state)
             else:  # a sync router on an async run: off the event loop, as LangGraph does
-                got = await asyncio.to_thread(self.router, asked.state)
+                got = yield offload(self.router, asked.state)
             return self._checked(got)
         except BaseException as e:
             asked.error = e
@@ -371,7 +339,21 @@ class DecideFirst(RunnableLambda):
             raise ConfigurationError(
                 f"decide_first(price_per_call=...) must be a number >= 0, got {price_per_call!r}"
             )
-        name = router_name(router)
+        if isinstance(router, Runnable):
+            name = router.get_name()
+        elif callable(router):
+            name = getattr(router, "__name__", None) or type(router).__name__
+        else:
+            raise ConfigurationError(
+                f"decide_first needs a router: a function state -> label or a Runnable, got "
+                f"{type(router).__name__}"
+            )
+        if take_at is None:
+            take_at = Earned(store=store)
+        elif store is not None:
+            raise ConfigurationError(
+                "decide_first: give store=... or take_at=Earned(store=...), not both"
+            )
         self.question_id = question_id or name
         self.question = router_question(router, name, question, options, examples)
         self.options = options_of(self.question_id, self.question)
@@ -379,7 +361,7 @@ class DecideFirst(RunnableLambda):
         self.audit_rate = float(audit_rate)
         self.teacher = RouterTeacher(router, self.options, name)
         self.policy = _RouterPolicy(
-            take_at=router_take_at(take_at, store),
+            take_at=take_at,
             fallbacks=[Generate(self.teacher, timeout_s=timeout_s)],
         )
         if self.policy.earned is not None and self.audit_rate == 0.0:
@@ -396,15 +378,14 @@ class DecideFirst(RunnableLambda):
         self._report = ShadowReport(
             self.question_id, mode, audit_rate=self.audit_rate, price_per_call=price_per_call
         )
-        route, aroute = self._route, self._aroute
         # LangGraph reads the branches from the function's return type: the router's own.
         annotation = Literal[tuple(self.options)]  # type: ignore[valid-type]
 
         def decide(state: Any, config: RunnableConfig) -> Any:
-            return route(state, config)
+            return run_sync(self._steps(state, config))
 
         async def adecide(state: Any, config: RunnableConfig) -> Any:
-            return await aroute(state, config)
+            return await run_async(self._steps(state, config))
 
         decide.__annotations__["return"] = annotation
         adecide.__annotations__["return"] = annotation
@@ -419,106 +400,63 @@ class DecideFirst(RunnableLambda):
 
     # -- deciding ----------------------------------------------------------------------
 
-    def _seen(self, state: Any) -> Any:
-        return _reader_input(state, self._renderer, self._state_key, DEFAULT_KEY)
-
-    def _route(self, state: Any, config: RunnableConfig) -> str:
-        seen = self._seen(state)
+    def _steps(self, state: Any, config: RunnableConfig) -> Steps[str]:
+        """One decision, run sync or async (``agentbranch.policy.resolving``'s steps)."""
+        seen = _reader_input(state, self._renderer, self._state_key, DEFAULT_KEY)
         asked = _Asked(state)
         token = _ASKED.set(asked)
         try:
             try:
-                record = self.resolver.resolve(seen)[self.question_id]
+                got = yield Call(self.resolver.resolve, self.resolver.aresolve, seen)
             except _ENGINE_FAILED as e:
                 if asked.error is e:
                     raise  # the router's own error, as without the wrapper
-                return self._engine_failed(e, self.teacher.invoke(None))
-            routed, record = self._finish(record, seen)
+                # The engine failed: the router decides, as it did before the wrapper.
+                label = yield Call(self.teacher.invoke, self.teacher.ainvoke, None)
+                log.warning(
+                    "agentbranch: question %r: the engine failed (%s: %s); the router decided",
+                    self.question_id,
+                    type(e).__name__,
+                    e,
+                )
+                with self._lock:
+                    self._report.decisions += 1
+                    self._report.router_calls += 1
+                    self._report.engine_errors += 1
+                return label
+            record = got[self.question_id]
+            audited = None
+            if record["decided_by"] == "engine":
+                audited = yield from self._audit(record, render_state(seen))
+            routed, record = self._done(record, audited)
         finally:
             _ASKED.reset(token)
-        emit_all([record], config=config, state=seen, include_state=self._include_state)
+        emitted = {"config": config, "state": seen, "include_state": self._include_state}
+        yield Call(emit_all, aemit_all, [record], **emitted)
         return routed
 
-    async def _aroute(self, state: Any, config: RunnableConfig) -> str:
-        seen = self._seen(state)
-        asked = _Asked(state)
-        token = _ASKED.set(asked)
-        try:
-            try:
-                record = (await self.resolver.aresolve(seen))[self.question_id]
-            except _ENGINE_FAILED as e:
-                if asked.error is e:
-                    raise
-                return self._engine_failed(e, await self.teacher.ainvoke(None))
-            routed, record = await self._afinish(record, seen)
-        finally:
-            _ASKED.reset(token)
-        await aemit_all([record], config=config, state=seen, include_state=self._include_state)
-        return routed
-
-    def _engine_failed(self, error: BaseException, label: str) -> str:
-        """The engine failed: the router decides, as it did before the wrapper."""
-        log.warning(
-            "agentbranch: question %r: the engine failed (%s: %s); the router decided",
-            self.question_id,
-            type(error).__name__,
-            error,
-        )
-        with self._lock:
-            self._report.decisions += 1
-            self._report.router_calls += 1
-            self._report.engine_errors += 1
-        return label
-
-    def _audited(self, record: DecisionRecord, text: str, call: TeacherCall) -> bool:
-        """Whether the router also answers a decision the engine took: always in shadow
-        mode, at ``audit_rate`` live (a replay audits what its recording audited)."""
-        if self.mode == "shadow":
-            return True
-
-        def draw() -> bool:
-            return self._random.random() < self.audit_rate
-
-        calls = teacher_calls_of(self.engine)
-        return calls.audited(call, text, draw) if calls is not None else draw()
-
-    def _audit_call(self, text: str) -> TeacherCall:
+    def _audit(self, record: DecisionRecord, text: str) -> Steps[str | None]:
+        """The router's answer to a decision the engine took, when it answers one: always
+        in shadow mode, at ``audit_rate`` live (a replay audits what its recording
+        audited)."""
         messages = generation_messages(
             Generate(self.teacher), self.question_id, self.question, text
         )
-        return TeacherCall("audit", self.question_id, self.teacher, messages)
+        call = TeacherCall("audit", self.question_id, self.teacher, messages)
+        if self.mode != "shadow":
 
-    def _due(self, record: DecisionRecord, seen: Any) -> tuple[str, TeacherCall] | None:
-        """The state's text and the router's audit call, when the router answers a
-        decision the engine took too."""
-        if record["decided_by"] != "engine":
-            return None
-        text = render_state(seen)
-        call = self._audit_call(text)
-        return (text, call) if self._audited(record, text, call) else None
+            def draw() -> bool:
+                return self._random.random() < self.audit_rate
 
-    def _finish(self, record: DecisionRecord, seen: Any) -> tuple[str, DecisionRecord]:
-        due = self._due(record, seen)
-        if due is None:
-            return self._done(record, None)
-        text, call = due
+            calls = teacher_calls_of(self.engine)
+            if not (calls.audited(call, text, draw) if calls is not None else draw()):
+                return None
         started = time.perf_counter()
-        reply = ask(self.engine, call, lambda teacher: teacher.invoke(call.input))
-        return self._done(record, self._label(record, reply, text, started))
-
-    async def _afinish(self, record: DecisionRecord, seen: Any) -> tuple[str, DecisionRecord]:
-        due = self._due(record, seen)
-        if due is None:
-            return self._done(record, None)
-        text, call = due
-        started = time.perf_counter()
-        invoke: Callable[[Any], Awaitable[Any]] = lambda teacher: teacher.ainvoke(call.input)  # noqa: E731
-        reply = await aask(self.engine, call, invoke)
-        return self._done(record, self._label(record, reply, text, started))
-
-    def _label(self, record: DecisionRecord, reply: Any, text: str, started: float) -> str:
-        """The router's answer to a taken decision, stored as evidence (an audit at the
-        rate it was drawn with: every take in shadow mode)."""
+        reply = yield Call(
+            lambda: ask(self.engine, call, lambda teacher: teacher.invoke(call.input)),
+            lambda: aask(self.engine, call, lambda teacher: teacher.ainvoke(call.input)),
+        )
+        # Stored as evidence: an audit at the rate it was drawn with (every take in shadow).
         telemetry.teacher_call(self.question_id, "audit", time.perf_counter() - started, None)
         label = parse_label(reply, self.options, source=f"router {self.teacher.name!r}")
         earned = self.policy.earned

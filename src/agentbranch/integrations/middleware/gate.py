@@ -50,7 +50,7 @@ from agentbranch.policy import (
     check_policies,
     options_of,
 )
-from agentbranch.policy.resolving import Resolution, Steps, resolve_many, run_async, run_sync
+from agentbranch.policy.resolving import Call, Resolution, Steps, resolve_many, run_async, run_sync
 
 if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine
@@ -186,43 +186,6 @@ def shared_id_message(tc: ToolCall, record: DecisionRecord | None) -> ToolMessag
 
 class ReviewResponseError(AgentBranchError, ValueError):
     """The human's resume value does not fit the gate's ``HITLRequest``."""
-
-
-def review_request(
-    pending: Sequence[tuple[ToolCall, DecisionRecord]],
-    allowed: Sequence[DecisionType],
-    prefix: str,
-) -> HITLRequest:
-    """One ``HITLRequest`` for the ``(tool call, record)`` pairs that need a human."""
-    return HITLRequest(
-        action_requests=[
-            ActionRequest(
-                name=tc["name"], args=tc["args"], description=review_description(tc, rec, prefix)
-            )
-            for tc, rec in pending
-        ],
-        review_configs=[
-            ReviewConfig(action_name=tc["name"], allowed_decisions=list(allowed))
-            for tc, _ in pending
-        ],
-    )
-
-
-def decisions_of(response: Any, expected: int) -> list[Any]:
-    """The decisions of a resume value, one per action request."""
-    decisions = response.get("decisions") if isinstance(response, Mapping) else None
-    if not isinstance(decisions, list):
-        raise ReviewResponseError(
-            "resume the gate's interrupt with a HITLResponse: "
-            "Command(resume={'decisions': [{'type': 'approve'}, ...]}), got "
-            f"{response!r}"
-        )
-    if len(decisions) != expected:
-        raise ReviewResponseError(
-            f"the HITLRequest listed {expected} tool call(s) but the response has "
-            f"{len(decisions)} decision(s); give one decision per action request, in order"
-        )
-    return decisions
 
 
 def checked_kind(decision: Any, call_id: str, allowed: Sequence[DecisionType]) -> str:
@@ -378,52 +341,46 @@ class ToolGateMiddleware(AgentMiddleware):
         self.include_state = include_state
 
     def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        turn = self._turn(state)
-        if turn is None:
-            return None
-        ai, calls = turn
-        run_sync(self._steps(calls))
-        unrun = self._shared_ids(ai, calls)
-        config = _config()
-        for c in calls:
-            emit_all([c.record], config=config, state=c.state, include_state=self.include_state)
-        return self._update(ai, calls, unrun)
+        return run_sync(self._gate(state))
 
     async def aafter_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return await run_async(self._gate(state))
+
+    def _gate(self, state: Any) -> Steps[dict[str, Any] | None]:
+        """The turn, run sync or async: one batched engine read, a human for the review
+        band (one interrupt), then the fallbacks; then the records are emitted."""
         turn = self._turn(state)
         if turn is None:
             return None
         ai, calls = turn
-        await run_async(self._steps(calls))
-        unrun = self._shared_ids(ai, calls)
-        config = _config()
-        for c in calls:
-            await aemit_all(
-                [c.record], config=config, state=c.state, include_state=self.include_state
-            )
-        return self._update(ai, calls, unrun)
 
-    def _steps(self, calls: list[_Call]) -> Steps[Any]:
-        """The turn's resolving steps: one batched engine read, a human for the review
-        band (one interrupt), then the fallbacks; each call's record ends in ``c.record``."""
+        def take(out: list[Resolution]) -> None:
+            for c, r in zip(calls, out, strict=True):
+                c.record = r.records[self.question_id]  # (a fallback's record is a new one)
+                c.record["tool_call"] = {k: c.tool_call[k] for k in ("id", "name", "args")}
 
         def review(out: list[Resolution]) -> None:
-            for c, r in zip(calls, out, strict=True):
-                c.record = r.records[self.question_id]
-                c.record["tool_call"] = _tool_call(c)
+            take(out)
             self._ask_human(calls, out)
 
         def finish(out: list[Resolution]) -> None:
-            for c, r in zip(calls, out, strict=True):
-                c.record = r.records[self.question_id]
-                c.record["tool_call"] = _tool_call(c)  # (a fallback's record is a new one)
+            take(out)
+            for c in calls:
                 self._finish(c)
 
         states = [c.state for c in calls]
-        steps = resolve_many(
+        yield from resolve_many(
             self.engine, self.questions, self.policy, states, review=review, finish=finish
         )
-        yield from steps
+        unrun = self._shared_ids(ai, calls)
+        try:
+            config = get_config()
+        except RuntimeError:
+            config = None
+        for c in calls:
+            emitted = {"config": config, "state": c.state, "include_state": self.include_state}
+            yield Call(emit_all, aemit_all, [c.record], **emitted)
+        return self._update(ai, calls, unrun)
 
     def _turn(self, state: Any) -> tuple[AIMessage, list[_Call]] | None:
         """The last model turn and its guarded calls still waiting for a result."""
@@ -454,9 +411,6 @@ class ToolGateMiddleware(AgentMiddleware):
         ]
         return (ai, calls) if calls else None
 
-    def _needs_human(self, c: _Call) -> bool:
-        return c.record["band"] == "review" or c.record.get("goto") == "review"
-
     def _ask_human(self, calls: list[_Call], out: list[Resolution]) -> None:
         """One interrupt for every call of the turn that needs a human. Runs before any
         fallback: a resumed node re-runs from its start (the engine read is repeated
@@ -464,13 +418,26 @@ class ToolGateMiddleware(AgentMiddleware):
         A reviewer who approved (the call is ``run_on``) or rejected (``block_on``) the
         call as proposed labels it for an ``Earned`` policy; an edit or a response
         labels nothing: it does not say whether the proposed call was risky."""
-        pending = [c for c in calls if self._needs_human(c)]
+        pending = [
+            c for c in calls if c.record["band"] == "review" or c.record.get("goto") == "review"
+        ]
         if not pending:
             return
-        request = review_request(
-            [(c.tool_call, c.record) for c in pending],
-            self.allowed_decisions,
-            self.description_prefix,
+        request = HITLRequest(
+            action_requests=[
+                ActionRequest(
+                    name=c.tool_call["name"],
+                    args=c.tool_call["args"],
+                    description=review_description(c.tool_call, c.record, self.description_prefix),
+                )
+                for c in pending
+            ],
+            review_configs=[
+                ReviewConfig(
+                    action_name=c.tool_call["name"], allowed_decisions=list(self.allowed_decisions)
+                )
+                for c in pending
+            ],
         )
         check_resumable(
             f"ToolGateMiddleware ({len(pending)} tool call{'s' if len(pending) > 1 else ''})",
@@ -478,35 +445,41 @@ class ToolGateMiddleware(AgentMiddleware):
             "fallbacks=[GotoNode('block')]) or [Generate(model)]",
         )
         response = interrupt(request)
-        decisions = decisions_of(response, len(pending))
+        decisions = response.get("decisions") if isinstance(response, Mapping) else None
+        if not isinstance(decisions, list):
+            raise ReviewResponseError(
+                "resume the gate's interrupt with a HITLResponse: "
+                "Command(resume={'decisions': [{'type': 'approve'}, ...]}), got "
+                f"{response!r}"
+            )
+        if len(decisions) != len(pending):
+            raise ReviewResponseError(
+                f"the HITLRequest listed {len(pending)} tool call(s) but the response has "
+                f"{len(decisions)} decision(s); give one decision per action request, in order"
+            )
         resolution = {id(c): r for c, r in zip(calls, out, strict=True)}
         for c, decision in zip(pending, decisions, strict=True):
-            self._apply_review(c, decision)
-            if c.review is not None and c.review.get("type") not in ("approve", "reject"):
-                resolution[id(c)].banded.pop(self.question_id, None)
-
-    def _apply_review(self, c: _Call, decision: Any) -> None:
-        kind = checked_kind(decision, c.tool_call["id"], self.allowed_decisions)
-        c.review = dict(decision)
-        c.record.update(
-            label=self.run_on if kind in ("approve", "edit") else self.block_on,
-            decided_by="human",
-            goto=None,
-            review=dict(decision),
-        )
-
-    def _outcome(self, c: _Call) -> str:
-        if c.review is not None:
-            return {"approve": "run", "edit": "run", "reject": "blocked"}.get(
-                c.review["type"], "answered"
+            kind = checked_kind(decision, c.tool_call["id"], self.allowed_decisions)
+            c.review = dict(decision)
+            c.record.update(
+                label=self.run_on if kind in ("approve", "edit") else self.block_on,
+                decided_by="human",
+                goto=None,
+                review=dict(decision),
             )
-        if c.record.get("goto") == "block":
-            return "blocked"
-        return "blocked" if c.record["label"] == self.block_on else "run"
+            if kind not in ("approve", "reject"):
+                resolution[id(c)].banded.pop(self.question_id, None)
 
     def _finish(self, c: _Call) -> None:
         """Complete the record (before it is emitted): what became of the call."""
-        c.record["outcome"] = self._outcome(c)
+        if c.review is not None:
+            outcome = {"approve": "run", "edit": "run", "reject": "blocked"}.get(
+                c.review["type"], "answered"
+            )
+        else:
+            blocked = c.record.get("goto") == "block" or c.record["label"] == self.block_on
+            outcome = "blocked" if blocked else "run"
+        c.record["outcome"] = outcome
         c.record.setdefault("review", None)
         executed = None
         if c.review is not None and c.review["type"] == "edit":
@@ -607,14 +580,3 @@ def _record_keys(tool_calls: Sequence[ToolCall]) -> list[str]:
         n = seen[tc.get("id")] = seen.get(tc.get("id"), 0) + 1
         keys.append(tc["id"] if n == 1 else f"{tc['id']}#{n}")
     return keys
-
-
-def _tool_call(c: _Call) -> dict[str, Any]:
-    return {"id": c.tool_call["id"], "name": c.tool_call["name"], "args": c.tool_call["args"]}
-
-
-def _config() -> Any:
-    try:
-        return get_config()
-    except RuntimeError:
-        return None

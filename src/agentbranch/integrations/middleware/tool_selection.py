@@ -31,6 +31,7 @@ from agentbranch.policy import (
     Threshold,
     engine_record,
 )
+from agentbranch.policy.resolving import Call, Steps, run_async, run_sync
 
 if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine
@@ -150,37 +151,39 @@ class ToolSelectorMiddleware(AgentMiddleware):
         self.include_state = include_state
 
     def wrap_model_call(self, request: Any, handler: Any) -> Any:
-        plan = self._plan(request)
-        if plan is None:
-            return handler(request)
-        candidates, questions, state = plan
-        try:
-            if self.mode == "yes_no":
-                decisions: Any = self._resolver(questions).resolve(state)
-            else:
-                decisions = self.engine.decide(state, questions, log_decisions=False)
-        except Exception as e:
-            decisions = self._failed(e)
-        selection = self._select(candidates, questions, decisions)
-        emit_all(selection["decisions"].values(), state=state, include_state=self.include_state)
-        return _with_update(handler(self._bind(request, selection)), selection)
+        return run_sync(self._wrap(request, handler))
 
     async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        return await run_async(self._wrap(request, handler))
+
+    def _wrap(self, request: Any, handler: Any) -> Steps[Any]:
+        """The model call, run sync or async (``handler`` is the path's own): the engine's
+        read, then the call with the tools it selected."""
         plan = self._plan(request)
         if plan is None:
-            return await handler(request)
+            return (yield Call(handler, handler, request))
         candidates, questions, state = plan
         try:
             if self.mode == "yes_no":
-                decisions: Any = await self._resolver(questions).aresolve(state)
+                resolver = Resolver(self.engine, questions, self.policy, allow_review=False)
+                decisions: Any = yield Call(resolver.resolve, resolver.aresolve, state)
             else:
-                decisions = await self.engine.adecide(state, questions, log_decisions=False)
+                decide, adecide = self.engine.decide, self.engine.adecide
+                decisions = yield Call(decide, adecide, state, questions, log_decisions=False)
         except Exception as e:
-            decisions = self._failed(e)
+            if self.on_error == "raise":
+                raise
+            decisions = e
         selection = self._select(candidates, questions, decisions)
         records = selection["decisions"].values()
-        await aemit_all(records, state=state, include_state=self.include_state)
-        return _with_update(await handler(self._bind(request, selection)), selection)
+        yield Call(emit_all, aemit_all, records, state=state, include_state=self.include_state)
+        response = yield Call(handler, handler, self._bind(request, selection))
+        if isinstance(response, AIMessage):
+            response = ModelResponse(result=[response])
+        if isinstance(response, ExtendedModelResponse):
+            response = response.model_response
+        update = Command(update={STATE_KEY: selection})
+        return ExtendedModelResponse(model_response=response, command=update)
 
     def _plan(self, request: Any) -> tuple[list[Any], dict[str, Question], Any] | None:
         """The tools to choose among, their questions, and what the engine reads; None
@@ -209,14 +212,6 @@ class ToolSelectorMiddleware(AgentMiddleware):
             tools = {t.name: t.description or None for t in candidates}
             questions = {SET_ID: any_of(template, tools)}
         return candidates, questions, user
-
-    def _resolver(self, questions: dict[str, Question]) -> Resolver:
-        return Resolver(self.engine, questions, self.policy, allow_review=False)
-
-    def _failed(self, error: Exception) -> Exception:
-        if self.on_error == "raise":
-            raise error
-        return error
 
     def _select(
         self, candidates: list[Any], questions: dict[str, Question], decisions: Any
@@ -275,13 +270,3 @@ def _selection(
         "decisions": records,
         "error": error,
     }
-
-
-def _with_update(response: Any, selection: dict[str, Any]) -> ExtendedModelResponse:
-    if isinstance(response, AIMessage):
-        response = ModelResponse(result=[response])
-    if isinstance(response, ExtendedModelResponse):
-        response = response.model_response
-    return ExtendedModelResponse(
-        model_response=response, command=Command(update={STATE_KEY: selection})
-    )
