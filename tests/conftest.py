@@ -76,11 +76,11 @@ SLOW_TESTS = (
 )
 
 
-# The files that take longest under `make test` (measured with --durations on 2 cores;
-# together most of the tier's test time), longest first.
+# The files that take longest under `make test` (measured per test on 2 cores; together
+# about half of the tier's test time), longest first.
 LONGEST_FILES = (
-    "test_learn_simulation.py",
     "test_docs.py",
+    "test_learn_simulation.py",
     "test_learn_loop.py",
     "test_earned_simulation.py",
     "test_learn_identity.py",
