@@ -216,21 +216,33 @@ def model_upgrade(block: str, ns: dict) -> None:
 # -- scenarios: docs/learning_method.md's learning report ---------------------------
 
 
-def learning_store(ns: dict) -> None:
+def _learning_jsonl() -> None:
     """learning.jsonl: the evidence of an ``Earned(learn=True)`` run of 700 decisions
-    (tests/_learn_store.py)."""
+    (tests/_learn_store.py). Built once per test run, in test_docs.py's cache folder,
+    then copied: the run is seeded, a second build differs only in record ids and times."""
     from _learn_store import learn_store
 
-    learn_store("learning.jsonl", n=700)
+    cache = os.environ.get("DOC_TEST_CACHE")
+    if cache is None:
+        learn_store("learning.jsonl", n=700)
+        return
+    built, building = Path(cache) / "learning.jsonl", Path(cache) / "building.jsonl"
+    if not built.is_file():
+        learn_store(building, n=700)
+        building.replace(built)  # never a half-built file
+    shutil.copyfile(built, "learning.jsonl")
+
+
+def learning_store(ns: dict) -> None:
+    """learning.jsonl (``_learning_jsonl``)."""
+    _learning_jsonl()
 
 
 def learning_report(block: str, ns: dict) -> None:
     """``agentbranch audit report`` on the evidence of an ``Earned(learn=True)`` run:
     700 decisions, a scripted reader that reads better with learned examples
-    (tests/_learn_store.py)."""
-    from _learn_store import learn_store
-
-    learn_store("learning.jsonl", n=700)
+    (``_learning_jsonl``)."""
+    _learning_jsonl()
     cli("audit", "report", "learning.jsonl", "--details", cwd=Path("."), status=0)
 
 

@@ -4,8 +4,11 @@ on two short synthetic questions (the public sets are an optional install)."""
 
 from __future__ import annotations
 
+import sys
+
 import _learn_streams as ls
 import numpy as np
+import pytest
 from _bench_scripts import run_benchmark
 
 from agentbranch.policy.earned import Earned
@@ -61,18 +64,27 @@ def test_the_canvas_lines_benchmark_reads_what_the_learner_would_show() -> None:
     assert first != second  # chosen per state
 
 
-def test_the_path_benchmark_refuses_bad_study_options_before_reading_anything() -> None:
+def test_the_path_benchmark_refuses_bad_study_options_before_reading_anything(
+    monkeypatch, capsys
+) -> None:
+    """The script in its own process once; the other refusals through its ``main`` here
+    (the same parser and checks, without a fresh interpreter importing torch each)."""
+    import learning_path as lp
+
+    done = run_benchmark("learning_path.py", "--audit-rate", "0", timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert "--audit-rate must be in (0, 1]" in done.stderr and "Traceback" not in done.stderr
     for flags, said in (
-        (["--audit-rate", "0"], "--audit-rate must be in (0, 1]"),
         (["--audit-rate", "1.5"], "--audit-rate must be in (0, 1]"),
         (["--versions-scale", "-1"], "--versions-scale must be above 0"),
         (["--no-correction", "--versions-apart"], "one at a time"),
         (["--versions-apart", "--versions-scale", "3"], "one at a time"),
     ):
-        done = run_benchmark("learning_path.py", *flags, timeout=300)
-        assert done.returncode == 2, (flags, done.stderr)
-        assert said in done.stderr, (flags, done.stderr)
-        assert "Traceback" not in done.stderr
+        monkeypatch.setattr(sys, "argv", ["learning_path.py", *flags])
+        with pytest.raises(SystemExit) as refused:
+            lp.main()
+        assert refused.value.code == 2, flags
+        assert said in capsys.readouterr().err, flags
 
 
 def test_the_type_one_benchmark_runs_each_variant_and_restores_the_split(tmp_path) -> None:

@@ -29,6 +29,7 @@ class Sessions:
         self.tmp = tmp_path_factory
         self.results: dict[str, dict] = {}
         self.steps = sessions()
+        self.cache = tmp_path_factory.mktemp("doc-cache")  # what pages share (_doc_hooks)
 
     def result(self, session: str, line: int) -> dict:
         if session not in self.results:
@@ -43,6 +44,7 @@ class Sessions:
         (work.parent / f"{work.name}.json").write_text(json.dumps(spec), "utf-8")
         env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTBRANCH_")}
         env["HF_HUB_OFFLINE"] = "1"
+        env["DOC_TEST_CACHE"] = str(self.cache)
         env["PYTHONPATH"] = os.pathsep.join(
             filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")])
         )

@@ -1,5 +1,6 @@
 """The examples run unchanged on the tiny DiffusionGemma and on the embedded CPU reader."""
 
+import functools
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
+@functools.cache  # a script run with the same arguments prints the same: run it once
 def run(script: str, *args: str) -> str:
     env = {
         **os.environ,
