@@ -630,11 +630,7 @@ class BatchingReader(WrappingReader):
         """Why nobody is left to arrive: ``"all in"`` (every recent caller waits, a pool
         that cycles), ``"settled"`` (nobody who could still call is running), or ``None``."""
         since = self._since()
-        if self._all_in(since):
-            return "all in"
-        if self._settled(since):
-            return "settled"
-        return None
+        return "all in" if self._all_in(since) else "settled" if self._settled(since) else None
 
     def _loop_settled(self) -> None:
         """An event loop of our async callers settled: a held batch may close now."""
@@ -741,14 +737,9 @@ def executor_of(thread: Any) -> ThreadPoolExecutor | None:
     """The ``ThreadPoolExecutor`` whose worker ``thread`` is, or ``None``. CPython starts
     each worker with a weakref to its executor as the first argument (3.11 to 3.14)."""
     args = getattr(thread, "_args", None)
-    if not isinstance(args, tuple) or not args or not isinstance(args[0], weakref.ref):
-        return None
-    executor = args[0]()
-    if not isinstance(executor, ThreadPoolExecutor):
-        return None
-    if not isinstance(getattr(executor, "_max_workers", None), int):
-        return None
-    return executor
+    ref = args[0] if isinstance(args, tuple) and args else None
+    executor = ref() if isinstance(ref, weakref.ref) else None
+    return executor if isinstance(executor, ThreadPoolExecutor) else None
 
 
 def pool_all_waiting(executor: ThreadPoolExecutor, waiting: int) -> bool:
