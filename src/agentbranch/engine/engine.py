@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import contextvars
 import copy
+import functools
 import hashlib
 import json
 import logging
@@ -302,9 +303,9 @@ class DecisionEngine:
         view = self.reader.unrecorded()
         if view is self.reader:
             return self
-        self._reader_settings()  # the copy reads with the same settings fingerprint
         made = copy.copy(self)
         made.reader, made._coalescer = view, None
+        made._reader_settings = self._reader_settings  # the same reading fingerprint
         made.__dict__.pop("_unrecorded_engine", None)
         made.__dict__["_unrecorded_of"] = self.reader
         self.__dict__["_unrecorded_engine"] = made
@@ -483,15 +484,13 @@ class DecisionEngine:
             draws=draws,
             permutations=self.permutations,
             temperature=temperature,
-            reader=self._reader_settings(),
+            reader=self._reader_settings,
         )
 
+    @functools.cached_property
     def _reader_settings(self) -> dict[str, Any]:
         """The reader's confidence-shaping settings (``reader_settings``), read once."""
-        got = self.__dict__.get("_reading_settings")
-        if got is None:
-            got = self.__dict__["_reading_settings"] = reader_settings(self.reader)
-        return got
+        return reader_settings(self.reader)
 
     def _temperature(self, question_id: str, qtype: str) -> float:
         calibration = self.calibration

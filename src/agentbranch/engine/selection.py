@@ -229,9 +229,7 @@ def build_reader(selection: Selection) -> Reader:
         from agentbranch.engine.presets import PRESETS
 
         model = selection.settings["model"]
-        if model in PRESETS:
-            return VLLMReader(preset=model)
-        return VLLMReader(model)
+        return VLLMReader(preset=model) if model in PRESETS else VLLMReader(model)
     if selection.kind == "remote":
         try:
             from agentbranch.engine.readers.remote import RemoteReader

@@ -165,11 +165,9 @@ def _quiet_gguf_bar() -> Iterator[None]:
     for the calling thread during the block; other threads' bars are drawn as before."""
     try:
         from transformers import modeling_gguf_pytorch_utils as loader
-    except ImportError:
-        yield
-        return
-    original = getattr(loader, "tqdm", None)
-    if original is None:
+
+        original = loader.tqdm
+    except (ImportError, AttributeError):  # another transformers: nothing to hold back
         yield
         return
     me = threading.get_ident()

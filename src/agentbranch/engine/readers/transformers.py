@@ -128,9 +128,7 @@ class TransformersTokenBackend:
                 "bucket_padding must be 'auto', None or a non-negative fraction, e.g. 0.25"
             )
         self.bucket_padding = bucket_padding
-        self.pad_token_id: int = int(
-            text_config.pad_token_id if text_config.pad_token_id is not None else 0
-        )
+        self.pad_token_id: int = int(text_config.pad_token_id or 0)
         if model_id is None:
             name = str(getattr(self.model.config, "_name_or_path", "") or "")
             model_id = Path(name).name if name else type(self.model).__name__
