@@ -457,7 +457,9 @@ class DecisionEngine:
                 reader=self.reader.name,
                 model=self.reader.model,
                 latency_s=latency_s,
-                calibrated=temperature != 1.0 or _reader_calibrated(unit_reads),
+                # (or the reader calibrated every read of the question itself)
+                calibrated=temperature != 1.0
+                or all(r.extras.get("calibrated") is True for r in unit_reads),
                 reading=self._reading(prepared.request.draws, temperature),
             )
         usage, request_id = _usage(reads)
@@ -531,11 +533,6 @@ class DecisionEngine:
         if self.log_state:
             event["state"] = state
         telemetry.event(log, logging.INFO, "agentbranch.decision", **event)
-
-
-def _reader_calibrated(reads: Sequence[LabelRead]) -> bool:
-    """Whether the reader calibrated every read of a question itself (``LabelRead``)."""
-    return bool(reads) and all(r.extras.get("calibrated") is True for r in reads)
 
 
 def _usage(reads: list[LabelRead]) -> tuple[dict[str, int] | None, str | None]:

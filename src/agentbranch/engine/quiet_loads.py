@@ -51,28 +51,6 @@ def _hook(factory: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, 
     return factory(*args, **kwargs)
 
 
-def _install() -> None:
-    from transformers.utils import logging as hf_logging
-
-    handlers = list(logging.getLogger("transformers").handlers)
-    for handler in handlers:
-        handler.addFilter(_FILTER)
-    _saved["handlers"] = handlers
-    # set_tqdm_hook (transformers >= 5.11) returns the hook it replaces; ours wraps it.
-    _saved["previous"] = hf_logging.set_tqdm_hook(_hook)
-
-
-def _uninstall() -> None:
-    from transformers.utils import logging as hf_logging
-
-    for handler in _saved.pop("handlers", []):
-        handler.removeFilter(_FILTER)
-    previous = _saved.pop("previous", None)
-    current = hf_logging.set_tqdm_hook(previous)
-    if current is not _hook:  # someone set a hook of their own meanwhile: keep theirs
-        hf_logging.set_tqdm_hook(current)
-
-
 @contextmanager
 def quiet_loads() -> Iterator[None]:
     """No transformers progress bar and no transformers record below ERROR from this
@@ -85,10 +63,16 @@ def quiet_loads() -> Iterator[None]:
     below ERROR. The last block to close restores the previous hook (unless someone
     replaced ours meanwhile).
     """
+    from transformers.utils import logging as hf_logging
+
     me = threading.get_ident()
     with _lock:
         if not _quiet:
-            _install()
+            _saved["handlers"] = list(logging.getLogger("transformers").handlers)
+            for handler in _saved["handlers"]:
+                handler.addFilter(_FILTER)
+            # set_tqdm_hook (transformers >= 5.11) returns the hook it replaces; ours wraps it.
+            _saved["previous"] = hf_logging.set_tqdm_hook(_hook)
         _quiet[me] += 1
     try:
         yield
@@ -98,4 +82,8 @@ def quiet_loads() -> Iterator[None]:
             if _quiet[me] <= 0:
                 del _quiet[me]
             if not _quiet:
-                _uninstall()
+                for handler in _saved.pop("handlers", []):
+                    handler.removeFilter(_FILTER)
+                current = hf_logging.set_tqdm_hook(_saved.pop("previous", None))
+                if current is not _hook:  # someone set a hook of their own meanwhile: keep it
+                    hf_logging.set_tqdm_hook(current)
