@@ -50,16 +50,10 @@ class StreamText:
     def _held(self, text: str) -> int:
         """Length of the longest end of ``text`` that is the start of a stop string
         (``text`` holds none whole)."""
-        held = 0
-        for stop in self._stops:
-            # from the earliest place a stop string could still begin: the longest end
-            i = text.find(stop[0], max(len(text) - len(stop) + 1, 0))
-            while 0 <= i and len(text) - i > held:
-                if stop.startswith(text[i:]):
-                    held = len(text) - i
-                    break
-                i = text.find(stop[0], i + 1)
-        return held
+        return max(
+            (k for stop in self._stops for k in range(1, len(stop)) if text.endswith(stop[:k])),
+            default=0,
+        )
 
     def finish(self, text: str) -> str:
         """The rest of the final ``text`` (already cut at its stop string) not yet handed
