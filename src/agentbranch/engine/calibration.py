@@ -141,13 +141,10 @@ class Calibration(BaseModel):
             )
         try:
             calibration = cls(**data)
+            if question_ids is not None:
+                calibration.check(question_ids, strict=strict)
         except ConfigurationError as e:
             raise InvalidFileError(f"calibration file {path}: {e}") from None
-        if question_ids is not None:
-            try:
-                calibration.check(question_ids, strict=strict)
-            except ConfigurationError as e:
-                raise InvalidFileError(f"calibration file {path}: {e}") from None
         return calibration
 
 

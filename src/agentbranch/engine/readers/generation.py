@@ -96,8 +96,7 @@ def render_chat(
     with; ``special_tokens``: ``"reject"``/``"text"``, default: ``prompt``'s mode). On
     DiffusionGemma ``thought`` (the empty thought block) follows, never doubled."""
     ids = prompt.render_messages(messages, special_tokens)
-    thought = list(thought or ())
-    if thought and ids[len(ids) - len(thought) :] != thought:
+    if thought and ids[len(ids) - len(thought) :] != list(thought):
         ids += thought
     return ids
 
