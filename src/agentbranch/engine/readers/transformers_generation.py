@@ -108,31 +108,16 @@ class TransformersGenerator:
                 f"{folder} is not a local model folder (config.json: {e}); pass the folder "
                 "of a saved model, e.g. agentbranch.smollm2()"
             ) from e
-        diffusion = isinstance(config, dict) and "canvas_length" in config
+        if isinstance(config, dict) and "canvas_length" in config:  # loaded as its reader is
+            from agentbranch.engine.readers.transformers import TransformersReader
+
+            reader = TransformersReader.from_pretrained(folder, dtype=dtype, threads=threads)
+            return reader_generator(reader, model_name)
         with quiet_loads():
             tokenizer = AutoTokenizer.from_pretrained(folder)
-            if diffusion:
-                from transformers import DiffusionGemmaForBlockDiffusion as auto
-            else:
-                auto = AutoModelForCausalLM
-            model = auto.from_pretrained(folder, dtype=dtype or torch.float32)
-        planner = None
-        if diffusion:
-            from agentbranch.engine.canvas import CanvasPlanner
-
-            text_config = model.config.get_text_config()
-            planner = CanvasPlanner(
-                tokenizer,
-                vocab_size=int(text_config.vocab_size),
-                served_canvas=int(model.config.canvas_length),
-                max_model_len=int(text_config.max_position_embeddings),
-            )
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype or torch.float32)
         return cls(
-            model.eval(),
-            tokenizer,
-            planner=planner,
-            threads=threads,
-            model_name=model_name or folder.resolve().name,
+            model.eval(), tokenizer, threads=threads, model_name=model_name or folder.resolve().name
         )
 
     def render(
@@ -373,8 +358,9 @@ class _Feed:
         pass
 
 
-def reader_generator(reader: Any) -> TransformersGenerator:
-    """The generator on a ``TransformersReader``'s own model, tokenizer, planner and lock."""
+def reader_generator(reader: Any, model_name: str | None = None) -> TransformersGenerator:
+    """The generator on a ``TransformersReader``'s own model, tokenizer, planner and lock
+    (named ``model_name``, by default the reader's model)."""
     backend = reader.backend
     return TransformersGenerator(
         backend.model,
@@ -382,6 +368,6 @@ def reader_generator(reader: Any) -> TransformersGenerator:
         planner=reader.planner,
         lock=backend._lock,
         threads=backend.threads,
-        model_name=reader.model,
+        model_name=model_name or reader.model,
         max_model_len=backend.max_model_len,
     )
