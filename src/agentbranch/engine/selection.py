@@ -78,17 +78,6 @@ class EngineSettings(BaseSettings):
             yield name, redact_url(value) if name == "remote_url" and value else value
 
     @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: Any,
-        env_settings: Any,
-        dotenv_settings: Any,
-        file_secret_settings: Any,
-    ) -> tuple[Any, ...]:
-        return init_settings, env_settings
-
-    @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> EngineSettings:
         """Settings from ``env`` (default ``os.environ``)."""
         if env is None:
