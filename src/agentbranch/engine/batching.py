@@ -956,8 +956,7 @@ class CallerThreads:
 
 def _alive(thread: Hashable) -> bool:
     """Whether ``thread`` may still call (a key that is no thread is taken as alive)."""
-    is_alive = getattr(thread, "is_alive", None)
-    return bool(is_alive()) if callable(is_alive) else True
+    return not isinstance(thread, threading.Thread) or thread.is_alive()
 
 
 class LoopWatch:

@@ -46,13 +46,10 @@ def resolve_threads(threads: Threads) -> int | None:
 @contextmanager
 def torch_threads(n: int | None) -> Iterator[None]:
     """Run the block with ``n`` torch intra-op threads, then restore the previous count."""
-    if n is None:
-        yield
-        return
-    import torch
+    import torch  # (every caller's block runs torch)
 
     before = torch.get_num_threads()
-    if before == n:
+    if n is None or before == n:
         yield
         return
     torch.set_num_threads(n)

@@ -136,9 +136,8 @@ class TransformersGenerator:
     def generate(self, request: GenerationRequest) -> GenerationResult:
         """Generate (blocking; one generation at a time per lock)."""
         max_new = self._check(request)
-        if request.choices is not None and self.supports_choices:
-            return self._produce(request, max_new, None)
-        return self._result(request, self._produce(request, max_new, None), max_new)
+        out = self._produce(request, max_new, None)  # (``choices``: the result itself)
+        return out if isinstance(out, GenerationResult) else self._result(request, out, max_new)
 
     async def agenerate(self, request: GenerationRequest) -> GenerationResult:
         """Async ``generate``, in a worker thread (the event loop keeps running)."""
