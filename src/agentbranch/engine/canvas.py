@@ -226,18 +226,10 @@ class NextTokenPlanner(_PlannerBase):
 
 
 class CanvasPlanner(_PlannerBase):
-    """DiffusionGemma one-step canvas reads (single and joint), as vLLM builds them;
-    ``options`` are ``NextTokenPlanner``'s (``max_model_len``, the chat template's):
-
-    * prompt = chat template (thinking off, generation prompt) + ``<|channel>thought\\n<channel|>``
-      appended **outside** the canvas — unless the template already wrote that block, in
-      which case it is not doubled (vLLM 0.32/0.33 double it with Gemma 4's mainline template);
-    * single read: canvas ``[noise, <turn|>, <pad>…]`` of width 16, slot at position 0;
-    * joint read: ``"k: <noise>\\n"`` lines on one canvas, one slot per question, width rounded
-      up to 16, split into even chunks when the served canvas is too small;
-    * the noise token is drawn from a RNG seeded by a hash of the prompt ids, so a repeated
-      read is identical. Extra noise draws (``draws > 1``) use further seeds.
-    """
+    """DiffusionGemma one-step canvas reads (single and joint), as vLLM builds them
+    (docs/design.md, "The read": the prompt, its thought block never doubled, the canvases
+    and their noise); ``options`` are ``NextTokenPlanner``'s (``max_model_len``, the chat
+    template's)."""
 
     def __init__(
         self, tokenizer: Tokenizer, *, vocab_size: int, served_canvas: int, **options: Any

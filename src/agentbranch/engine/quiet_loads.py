@@ -54,15 +54,9 @@ def _hook(factory: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, 
 @contextmanager
 def quiet_loads() -> Iterator[None]:
     """No transformers progress bar and no transformers record below ERROR from this
-    thread for the block; other threads and the user's settings are untouched.
-
-    transformers' own switches are process-wide, so this is scoped to the calling thread:
-    bars go through transformers' tqdm hook (``set_tqdm_hook``), which gives threads
-    inside a block an empty bar and passes every other thread's bar on to the previous
-    hook; a filter on the ``transformers`` logger's handlers drops this thread's records
-    below ERROR. The last block to close restores the previous hook (unless someone
-    replaced ours meanwhile).
-    """
+    thread for the block; other threads and the user's settings are untouched
+    (transformers' own switches are process-wide: ``_hook`` and ``_QuietThreads`` ask
+    which thread is inside a block, and the last block to close takes them out)."""
     from transformers.utils import logging as hf_logging
 
     me = threading.get_ident()
