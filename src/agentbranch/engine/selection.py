@@ -148,7 +148,6 @@ def select(
                     f"vLLM with {vllm_model}: {ENV_VLLM_MODEL} is set, a CUDA device is "
                     "visible and vllm is installed",
                     {"model": vllm_model},
-                    tuple(skipped),
                 )
             missing = []
             if not cuda:
