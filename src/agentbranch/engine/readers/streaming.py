@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Sequence
 from typing import Any, TypeVar
 
 from agentbranch.core.at_exit import join_at_exit
@@ -96,11 +96,11 @@ _POLL_S = 0.1
 
 
 async def iterate_in_thread(
-    make: Callable[[threading.Event], Iterator[T]],
+    make: Callable[[threading.Event], Generator[T, None, None]],
 ) -> AsyncIterator[T]:
-    """Items of the blocking iterator ``make(cancel)``, iterated in a worker thread, each
-    asked for only once the consumer took the one before. ``cancel`` is set when the
-    consumer stops early (or fails); the iterator should then end soon."""
+    """Items of the blocking generator ``make(cancel)``, iterated in a worker thread, each
+    asked for only once the consumer took the one before, then closed. ``cancel`` is set
+    when the consumer stops early (or fails); the generator should then end soon."""
     loop = asyncio.get_running_loop()
     items: asyncio.Queue[Any] = asyncio.Queue()
     cancel = threading.Event()
@@ -112,18 +112,13 @@ async def iterate_in_thread(
 
     def pump() -> None:
         try:
-            it = make(cancel)
-            try:
+            with contextlib.closing(make(cancel)) as it:
                 while not cancel.is_set():
                     if not wanted.acquire(timeout=_POLL_S):  # the consumer holds an item
                         continue
                     if cancel.is_set() or (item := next(it, _END)) is _END:
                         break
                     hand((item, None))
-            finally:
-                close = getattr(it, "close", None)
-                if callable(close):
-                    close()
         except BaseException as e:  # noqa: BLE001 - handed to the consumer
             hand((None, e))
         else:
