@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -256,7 +257,6 @@ class CanvasPlanner(_PlannerBase):
         self.template_has_thought = self._ends_with_thought(self.chat.generation_prompt())
         if self.template_has_thought:
             log.info("chat template writes the thought block; it will not be doubled")
-        self._joint_ok: bool | None = None
 
     def _reply_anchor(self) -> list[int]:
         return self.thought
@@ -296,8 +296,10 @@ class CanvasPlanner(_PlannerBase):
 
     # -- joint reads ---------------------------------------------------------------
 
-    def _init_joint(self) -> bool:
-        """Whether every answer line ``"k: label"`` is a prefix plus one label token."""
+    @functools.cached_property
+    def joint_reads(self) -> bool:
+        """Whether this tokenizer supports joint reads (checked once): every answer line
+        ``"k: label"`` is a prefix plus one label token."""
         encode = lambda text: list(self.tokenizer.encode(text, add_special_tokens=False))  # noqa: E731
         self.newline = encode("\n")
         self.line_prefix: dict[tuple[int, tuple[str, ...]], list[int]] = {}
@@ -320,13 +322,6 @@ class CanvasPlanner(_PlannerBase):
                         return False
                 self.line_prefix[(k, label_set)] = prefix
         return True
-
-    @property
-    def joint_reads(self) -> bool:
-        """Whether this tokenizer supports joint reads (checked once)."""
-        if self._joint_ok is None:
-            self._joint_ok = self._init_joint()
-        return self._joint_ok
 
     def joint_chunks(
         self, questions: Sequence[QuestionSpec]
