@@ -108,16 +108,31 @@ class TransformersGenerator:
                 f"{folder} is not a local model folder (config.json: {e}); pass the folder "
                 "of a saved model, e.g. agentbranch.smollm2()"
             ) from e
-        if isinstance(config, dict) and "canvas_length" in config:  # loaded as its reader is
-            from agentbranch.engine.readers.transformers import TransformersReader
-
-            reader = TransformersReader.from_pretrained(folder, dtype=dtype, threads=threads)
-            return reader_generator(reader, model_name)
+        diffusion = isinstance(config, dict) and "canvas_length" in config
         with quiet_loads():
             tokenizer = AutoTokenizer.from_pretrained(folder)
-            model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype or torch.float32)
+            if diffusion:
+                from transformers import DiffusionGemmaForBlockDiffusion as auto
+            else:
+                auto = AutoModelForCausalLM
+            model = auto.from_pretrained(folder, dtype=dtype or torch.float32)
+        planner = None
+        if diffusion:
+            from agentbranch.engine.canvas import CanvasPlanner
+
+            text_config = model.config.get_text_config()
+            planner = CanvasPlanner(
+                tokenizer,
+                vocab_size=int(text_config.vocab_size),
+                served_canvas=int(model.config.canvas_length),
+                max_model_len=int(text_config.max_position_embeddings),
+            )
         return cls(
-            model.eval(), tokenizer, threads=threads, model_name=model_name or folder.resolve().name
+            model.eval(),
+            tokenizer,
+            planner=planner,
+            threads=threads,
+            model_name=model_name or folder.resolve().name,
         )
 
     def render(
@@ -357,9 +372,8 @@ class _Feed:
         pass
 
 
-def reader_generator(reader: Any, model_name: str | None = None) -> TransformersGenerator:
-    """The generator on a ``TransformersReader``'s own model, tokenizer, planner and lock
-    (named ``model_name``, by default the reader's model)."""
+def reader_generator(reader: Any) -> TransformersGenerator:
+    """The generator on a ``TransformersReader``'s own model, tokenizer, planner and lock."""
     backend = reader.backend
     return TransformersGenerator(
         backend.model,
@@ -367,6 +381,6 @@ def reader_generator(reader: Any, model_name: str | None = None) -> Transformers
         planner=reader.planner,
         lock=backend._lock,
         threads=backend.threads,
-        model_name=model_name or reader.model,
+        model_name=reader.model,
         max_model_len=backend.max_model_len,
     )
