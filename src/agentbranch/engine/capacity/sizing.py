@@ -254,7 +254,7 @@ def size(
     util = gpu_memory_utilization
     if isinstance(util, (int, float)) and not isinstance(util, bool) and not 0 < util <= 1:
         raise ConfigurationError(f"gpu_memory_utilization must be in (0, 1], got {util}")
-    gpu_memory_utilization = _number("gpu_memory_utilization", util, 0, 1, positive=True)
+    util = _number("gpu_memory_utilization", util, 0, 1, positive=True)
     gpu_gib = _number("gpu_gib", gpu_gib, 0, MAX_GPU_GIB, positive=True)
     canvas_length = _whole("canvas_length", canvas_length, 1, MAX_TOKENS)
     if canvas_length > shape.max_canvas:
@@ -281,7 +281,7 @@ def size(
         )
 
     gpu = int(gpu_gib * GIB)
-    budget = int(gpu * gpu_memory_utilization)
+    budget = int(gpu * util)
     weights = _weights(shape, precision, weights_gib)
     reserve = int(activation_gib * GIB)
     dtype_bytes = DTYPE_BYTES[kv_cache_dtype]
@@ -290,7 +290,6 @@ def size(
     step_seq = step_bytes_per_sequence(shape, canvas_length)
     kv_room = budget - weights - reserve
     step_room = max(gpu - budget - CONTEXT_RESERVE_BYTES, 0)
-    util = gpu_memory_utilization
 
     if kv_room <= 0:
         fits = [name for name, w in PRESET_WEIGHTS_GIB.items() if w * GIB + reserve < budget]
