@@ -129,10 +129,8 @@ class TransformersTokenBackend:
             )
         self.bucket_padding = bucket_padding
         self.pad_token_id: int = int(text_config.pad_token_id or 0)
-        if model_id is None:
-            name = str(getattr(self.model.config, "_name_or_path", "") or "")
-            model_id = Path(name).name if name else type(self.model).__name__
-        self.model_id: str = model_id
+        name = str(getattr(self.model.config, "_name_or_path", "") or "")
+        self.model_id: str = model_id or (Path(name).name if name else type(self.model).__name__)
         self._softcap = getattr(self.model, "final_logit_softcapping", None)
         self._lock = threading.Lock()
 
@@ -364,9 +362,18 @@ class TransformersReader(TokenReader):
                 "timeout_s is a VLLMReader option: a transformers reader's generations take "
                 "turns with its reads in this process; leave it out"
             )
-        from agentbranch.engine.readers.transformers_generation import reader_generator
+        from agentbranch.engine.readers.transformers_generation import TransformersGenerator
 
-        return reader_generator(self)
+        backend = self.backend  # its model, tokenizer and lock, the reads' planner
+        return TransformersGenerator(
+            backend.model,
+            backend.tokenizer,
+            planner=self.planner,
+            lock=backend._lock,
+            threads=backend.threads,
+            model_name=self.model,
+            max_model_len=backend.max_model_len,
+        )
 
     def warmup(self) -> None:
         """Run one yes/no read so the first decision does not pay the first forward's

@@ -1,5 +1,5 @@
-"""Generations with HF transformers on an already loaded model: ``TransformersGenerator``,
-and ``reader_generator`` on a ``TransformersReader``'s own model.
+"""Generations with HF transformers on an already loaded model: ``TransformersGenerator``
+(``TransformersReader.generator()`` builds one on the reader's own model).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 from agentbranch.core.at_exit import join_at_exit
 from agentbranch.core.errors import ConfigurationError, ReaderError, ReaderTimeoutError
+from agentbranch.engine.canvas import CanvasPlanner, ChatPrompt
 from agentbranch.engine.readers.generation import (
     GenerationRequest,
     GenerationResult,
@@ -26,7 +27,7 @@ from agentbranch.engine.readers.generation import (
 from agentbranch.engine.readers.streaming import StreamText, TokenText, iterate_in_thread
 from agentbranch.engine.readers.threads import Threads, resolve_threads, torch_threads
 
-__all__ = ["STREAM_IDLE_S", "TransformersGenerator", "reader_generator"]
+__all__ = ["STREAM_IDLE_S", "TransformersGenerator"]
 
 #: Seconds a stream's generation runs on with nobody taking its text before it is
 #: stopped: a stream left unread would hold every other call of the model behind it.
@@ -71,7 +72,7 @@ class TransformersGenerator:
         self.stream_idle_s = stream_idle_s
         self.tokenizer = tokenizer
         self.planner = planner
-        self._prompt: Any = None
+        self._prompt = None if planner is not None else ChatPrompt(tokenizer)
         self.threads = resolve_threads(threads)
         self._lock = lock or threading.Lock()
         self.is_diffusion = hasattr(model.config, "canvas_length")
@@ -118,8 +119,6 @@ class TransformersGenerator:
             model = auto.from_pretrained(folder, dtype=dtype or torch.float32)
         planner = None
         if diffusion:
-            from agentbranch.engine.canvas import CanvasPlanner
-
             text_config = model.config.get_text_config()
             planner = CanvasPlanner(
                 tokenizer,
@@ -142,10 +141,6 @@ class TransformersGenerator:
         is a reader); special tokens raise ``SpecialTokenError`` unless ``"text"``."""
         if self.planner is not None:
             return render_with_planner(self.planner, messages, special_tokens)
-        if self._prompt is None:
-            from agentbranch.engine.canvas import ChatPrompt
-
-            self._prompt = ChatPrompt(self.tokenizer)
         return render_chat(self._prompt, messages, special_tokens=special_tokens)
 
     def generate(self, request: GenerationRequest) -> GenerationResult:
@@ -371,16 +366,3 @@ class _Feed:
     def end(self) -> None:
         pass
 
-
-def reader_generator(reader: Any) -> TransformersGenerator:
-    """The generator on a ``TransformersReader``'s own model, tokenizer, planner and lock."""
-    backend = reader.backend
-    return TransformersGenerator(
-        backend.model,
-        backend.tokenizer,
-        planner=reader.planner,
-        lock=backend._lock,
-        threads=backend.threads,
-        model_name=reader.model,
-        max_model_len=backend.max_model_len,
-    )
