@@ -131,6 +131,10 @@ class NoiseSeeds:
 
 
 class _PlannerBase:
+    #: The ids every read's prompt ends with after the chat template (``CanvasPlanner``'s
+    #: thought block; none for next-token reads).
+    thought: Sequence[int] = ()
+
     def __init__(
         self,
         tokenizer: Tokenizer,

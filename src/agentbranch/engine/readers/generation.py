@@ -19,7 +19,6 @@ __all__ = [
     "GenerationResult",
     "check_request",
     "cut_at_stop",
-    "render_chat",
     "render_with_planner",
 ]
 
@@ -85,32 +84,17 @@ def check_request(request: GenerationRequest, *, is_diffusion: bool, max_model_l
         raise ConfigurationError("steps applies to diffusion models only; leave it unset")
 
 
-def render_chat(
-    prompt: Any,
-    messages: Sequence[dict[str, str]],
-    *,
-    special_tokens: str | None = None,
-    thought: Sequence[int] = (),
-) -> list[int]:
-    """Prompt ids of ``messages`` through ``prompt`` (the ``ChatPrompt`` the reads render
-    with; ``special_tokens``: ``"reject"``/``"text"``, default: ``prompt``'s mode). On
-    DiffusionGemma ``thought`` (the empty thought block) follows, never doubled."""
-    ids = prompt.render_messages(messages, special_tokens)
-    if thought and ids[len(ids) - len(thought) :] != list(thought):
-        ids += thought
-    return ids
-
-
 def render_with_planner(
     planner: Any, messages: Sequence[dict[str, str]], special_tokens: str | None = None
 ) -> list[int]:
-    """``render_chat`` with a reader's planner: its chat prompt and thought block."""
-    return render_chat(
-        planner.chat,
-        messages,
-        special_tokens=special_tokens,
-        thought=getattr(planner, "thought", ()) or (),
-    )
+    """Prompt ids of chat ``messages`` as a reader's planner renders its reads: through its
+    chat prompt (``special_tokens``: ``"reject"``/``"text"``, default: the prompt's mode),
+    then its thought block (DiffusionGemma's empty one), never doubled."""
+    ids = planner.chat.render_messages(messages, special_tokens)
+    thought = list(planner.thought)
+    if thought and ids[len(ids) - len(thought) :] != thought:
+        ids += thought
+    return ids
 
 
 def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:

@@ -21,7 +21,6 @@ from agentbranch.engine.readers.generation import (
     GenerationResult,
     check_request,
     cut_at_stop,
-    render_chat,
     render_with_planner,
 )
 from agentbranch.engine.readers.streaming import StreamText, TokenText, iterate_in_thread
@@ -141,7 +140,7 @@ class TransformersGenerator:
         is a reader); special tokens raise ``SpecialTokenError`` unless ``"text"``."""
         if self.planner is not None:
             return render_with_planner(self.planner, messages, special_tokens)
-        return render_chat(self._prompt, messages, special_tokens=special_tokens)
+        return self._prompt.render_messages(messages, special_tokens)
 
     def generate(self, request: GenerationRequest) -> GenerationResult:
         """Generate (blocking; one generation at a time per lock)."""
