@@ -23,19 +23,14 @@ _quiet: Counter[int] = Counter()
 _saved: dict[str, Any] = {}
 
 
-class _QuietThreads(logging.Filter):
-    """Drops transformers' records below ERROR logged by a thread inside a quiet block
-    (only transformers': a handler it shares with others keeps theirs)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return (
-            record.levelno >= logging.ERROR
-            or record.thread not in _quiet
-            or not record.name.startswith("transformers")
-        )
-
-
-_FILTER = _QuietThreads()
+def _keep(record: logging.LogRecord) -> bool:
+    """The handlers' filter while a quiet block is open: drops transformers' records below
+    ERROR logged by a thread inside one (a handler shared with others keeps theirs)."""
+    return (
+        record.levelno >= logging.ERROR
+        or record.thread not in _quiet
+        or not record.name.startswith("transformers")
+    )
 
 
 def _hook(factory: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -55,7 +50,7 @@ def _hook(factory: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, 
 def quiet_loads() -> Iterator[None]:
     """No transformers progress bar and no transformers record below ERROR from this
     thread for the block; other threads and the user's settings are untouched
-    (transformers' own switches are process-wide: ``_hook`` and ``_QuietThreads`` ask
+    (transformers' own switches are process-wide: ``_hook`` and ``_keep`` ask
     which thread is inside a block, and the last block to close takes them out)."""
     from transformers.utils import logging as hf_logging
 
@@ -64,7 +59,7 @@ def quiet_loads() -> Iterator[None]:
         if not _quiet:
             _saved["handlers"] = list(logging.getLogger("transformers").handlers)
             for handler in _saved["handlers"]:
-                handler.addFilter(_FILTER)
+                handler.addFilter(_keep)
             # set_tqdm_hook (transformers >= 5.11) returns the hook it replaces; ours wraps it.
             _saved["previous"] = hf_logging.set_tqdm_hook(_hook)
         _quiet[me] += 1
@@ -77,7 +72,7 @@ def quiet_loads() -> Iterator[None]:
                 del _quiet[me]
             if not _quiet:
                 for handler in _saved.pop("handlers", []):
-                    handler.removeFilter(_FILTER)
+                    handler.removeFilter(_keep)
                 current = hf_logging.set_tqdm_hook(_saved.pop("previous", None))
                 if current is not _hook:  # someone set a hook of their own meanwhile: keep it
                     hf_logging.set_tqdm_hook(current)
