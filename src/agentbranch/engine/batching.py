@@ -362,9 +362,7 @@ class BatchingReader(WrappingReader):
                 self._wake()
 
     def _deadline(self) -> float | None:
-        if self.queue_timeout_s is None:
-            return None
-        return time.monotonic() + self.queue_timeout_s
+        return None if self.queue_timeout_s is None else time.monotonic() + self.queue_timeout_s
 
     @staticmethod
     def _left(deadline: float | None) -> float | None:
@@ -815,9 +813,7 @@ class CallerThreads:
 
     def is_new(self, thread: Hashable | None) -> bool:
         """Whether ``thread`` never called before (never for an async caller, ``None``)."""
-        if thread is None:
-            return False
-        return thread not in self.known and thread not in self._known_keys
+        return thread is not None and thread not in self.known and thread not in self._known_keys
 
     def arrive(self, thread: Hashable | None, now: float, loop: Any = None) -> None:
         """A call from ``thread`` (``None``: an async caller, of event ``loop``)."""
