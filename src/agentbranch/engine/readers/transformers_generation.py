@@ -364,4 +364,3 @@ class _Feed:
 
     def end(self) -> None:
         pass
-
