@@ -40,7 +40,6 @@ class Retry(Exception):
 
     def __init__(self, why: str, response: httpx.Response | None) -> None:
         super().__init__(why)
-        self.why = why
         self.response = response
 
 

@@ -14,7 +14,6 @@ __all__ = [
     "DECISIONS_PATH",
     "DEFAULT_MAX_OPTIONS",
     "DEFAULT_PATH",
-    "asked",
     "build_decisions_payload",
     "build_payload",
     "criteria",
@@ -45,11 +44,6 @@ def question_keys(questions: Sequence[QuestionSpec]) -> list[str]:
     return keys
 
 
-def asked(q: QuestionSpec) -> str:
-    """The instructions sent: examples (if any) as few-shot lines, as canvas reads."""
-    return instructions_with_examples(q.instructions, q.options, q.examples)
-
-
 def criteria(q: QuestionSpec) -> Any:
     """The System One ``criteria`` of a question read."""
     if q.type == "noul":
@@ -72,7 +66,8 @@ def systemone_questions(request: ReadRequest, lead: str | None = None) -> dict[s
     question's instructions, then a blank line."""
     questions: dict[str, Any] = {}
     for key, q in zip(question_keys(request.questions), request.questions):
-        text = asked(q)
+        # Examples (if any) go as few-shot lines, as canvas reads.
+        text = instructions_with_examples(q.instructions, q.options, q.examples)
         if lead:
             text = f"{lead}\n\n{text}" if text else lead
         spec: dict[str, Any] = {"type": q.type, "instructions": text}
@@ -122,7 +117,8 @@ def _decision_question(key: str, q: QuestionSpec) -> dict[str, Any]:
         )
     items = [{key_name: v, **({"description": d} if d else {})} for v, d in values]
     kind = "score" if q.type == "score" else "choice"
-    return {"type": kind, "name": key, "instructions": asked(q), field: items}
+    text = instructions_with_examples(q.instructions, q.options, q.examples)
+    return {"type": kind, "name": key, "instructions": text, field: items}
 
 
 def build_decisions_payload(
