@@ -1,7 +1,5 @@
-"""``EmbeddedReader``: the MiniLM model, its embedding caches, and the read.
-
-Over 500 lines: one class, the reader, with every setting it takes declared beside it
-and what a learned head reads beside a state's embedding (``written_scores``)."""
+"""``EmbeddedReader``: the MiniLM model, its embedding caches, the read, and what a
+learned head reads beside a state's embedding (``written_scores``)."""
 
 from __future__ import annotations
 
@@ -17,7 +15,7 @@ from agentbranch.core.reads import LabelRead, QuestionSpec, ReadRequest
 from agentbranch.core.state import has_readable_text
 from agentbranch.engine.quiet_loads import quiet_loads
 from agentbranch.engine.readers.base import Reader
-from agentbranch.engine.readers.embedded.batches import length_batches, pad_values, padded
+from agentbranch.engine.readers.embedded.batches import length_batches, padded
 from agentbranch.engine.readers.embedded.scoring import (
     OBJECTIVE,
     PRIOR_WEIGHT,
@@ -274,12 +272,11 @@ class EmbeddedReader(Reader):
         if readable is not None:
             special = set(tokenizer.all_special_ids)
             readable.extend(not special.issuperset(row) for row in ids)
-        pads = pad_values(tokenizer)
         embedding = self._current_embedding()
         out = torch.empty((len(texts), self._model.config.hidden_size))
         lengths = [len(row) for row in ids]
         for rows in length_batches(lengths, self.batch_size, self.batch_tokens):
-            batch = {k: v.to(self.device) for k, v in padded(encoding, rows, pads).items()}
+            batch = {k: v.to(self.device) for k, v in padded(encoding, rows, tokenizer).items()}
             with torch.inference_mode(), torch_threads(self.threads):
                 out[rows] = embedding(batch).cpu()
             self.forward_calls += 1

@@ -11,9 +11,7 @@ from agentbranch.core.examples import instructions_with_examples
 from agentbranch.core.reads import QuestionSpec, ReadRequest
 
 __all__ = [
-    "DECISIONS_PATH",
     "DEFAULT_MAX_OPTIONS",
-    "DEFAULT_PATH",
     "build_decisions_payload",
     "build_payload",
     "criteria",
@@ -23,8 +21,6 @@ __all__ = [
 
 #: vLLM labels a choice's options A..Z, so one read takes at most 26 options.
 DEFAULT_MAX_OPTIONS = 26
-DEFAULT_PATH = "/v1/systemone"
-DECISIONS_PATH = "/v1/decisions"
 
 
 def question_keys(questions: Sequence[QuestionSpec]) -> list[str]:
