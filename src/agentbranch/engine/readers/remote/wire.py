@@ -87,9 +87,7 @@ def build_payload(
         body["model"] = model
     if request.instructions:
         body["instructions"] = request.instructions
-    if extra:
-        body.update(extra)
-    return body
+    return {**body, **(extra or {})}
 
 
 def _decision_question(key: str, q: QuestionSpec) -> dict[str, Any]:
@@ -149,6 +147,4 @@ def build_decisions_payload(
     }
     if request.joint:
         body["joint"] = True
-    if extra:
-        body.update(extra)
-    return body
+    return {**body, **(extra or {})}
