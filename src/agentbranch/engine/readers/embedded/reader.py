@@ -255,8 +255,16 @@ class EmbeddedReader(Reader):
 
     def _scores(self, states: Any, q: QuestionSpec, vecs: dict[str, Any]) -> list[list[float]]:
         """Each state's option scores for ``q`` (before the temperature)."""
-        comparisons = self._comparisons(q, vecs)
-        sims = comparisons.similarities(states.to(comparisons.matrix.dtype))
+        # What a state is compared with for ``q``, stacked; built once per question.
+        texts = hypothesis_texts(q)
+        key = (tuple(texts), q.examples)
+        comparisons = self._arrays.get(key)
+        if comparisons is None:
+            comparisons = Comparisons.of(texts, option_examples(q), vecs)
+            if len(self._arrays) >= self.cache_size:
+                self._arrays.clear()
+            self._arrays[key] = comparisons
+        sims = comparisons.similarities(states)
         return [self._blend(q, *comparisons.parts(row)) for row in sims]
 
     def _embed(self, texts: list[str], torch: Any, readable: list[bool] | None = None) -> Any:
@@ -363,18 +371,6 @@ class EmbeddedReader(Reader):
             described(q),
             self.full_weight_examples,
         )
-
-    def _comparisons(self, q: QuestionSpec, vecs: dict[str, Any]) -> Comparisons:
-        """What a state is compared with for ``q``, stacked; built once per question."""
-        texts = hypothesis_texts(q)
-        key = (tuple(texts), q.examples)
-        hit = self._arrays.get(key)
-        if hit is None:
-            hit = Comparisons.of(texts, option_examples(q), vecs)
-            if len(self._arrays) >= self.cache_size:
-                self._arrays.clear()
-            self._arrays[key] = hit
-        return hit
 
     def _answers(self, states: Any, q: QuestionSpec, vecs: dict[str, Any]) -> list[LabelRead]:
         """The reads of ``q`` for states (``(n, dim)`` embeddings): one similarity

@@ -71,9 +71,7 @@ class Comparisons:
 
     def similarities(self, states: Any) -> list[list[float]]:
         """Each state's (``(n, dim)`` embeddings) similarity with every row."""
-        if self.matrix is None:
-            return [[] for _ in range(len(states))]
-        return (states @ self.matrix.T).tolist()
+        return (states.to(self.matrix.dtype) @ self.matrix.T).tolist()
 
     def parts(
         self, sims: Sequence[float]
