@@ -1,5 +1,7 @@
-"""``EmbeddedReader``: the MiniLM model, its embedding caches, the read, and what a
-learned head reads beside a state's embedding (``written_scores``)."""
+"""``EmbeddedReader``: the MiniLM model, its embedding caches, and the read.
+
+Over 500 lines: one class, the reader, with every setting it takes declared beside it
+and what a learned head reads beside a state's embedding (``written_scores``)."""
 
 from __future__ import annotations
 
