@@ -46,9 +46,8 @@ from agentbranch.engine.readers.threads import Threads, resolve_threads, torch_t
 #: The model id reported in decisions.
 MODEL_ID = "all-MiniLM-L6-v2"
 
-#: Library manners: silent unless the app configures logging.
+# Silent unless the app configures logging: agentbranch/__init__ gives it a NullHandler.
 logger = logging.getLogger("agentbranch")
-logger.addHandler(logging.NullHandler())  # no "last resort" printing to stderr
 
 
 #: The yes and no descriptions of a question embed this alike or more: the embedder
