@@ -185,6 +185,17 @@ class RemoteReader(Reader):
                 )
         return self._api.build(request, model=self.requested_model, extra=self.extra_body)
 
+    def _delay(self, attempt: int, response: httpx.Response | None) -> float:
+        """The wait after failed attempt ``attempt`` (0 for the first): ``backoff_s ×
+        2^attempt`` capped at ``max_backoff_s``, with jitter (50-100 %); a ``Retry-After``
+        header on ``response`` lengthens it, up to the cap."""
+        delay = min(self.max_backoff_s, self.backoff_s * 2**attempt) * (0.5 + random.random() / 2)
+        after = None if response is None else response.headers.get("retry-after")
+        try:
+            return delay if after is None else min(self.max_backoff_s, max(delay, float(after)))
+        except ValueError:
+            return delay
+
     def _reads(self, request: ReadRequest, response: httpx.Response) -> _Reads:
         """One attempt's reads, or the ``InvalidReadError`` that stands for them when the
         answer is invalid (so it fails this request's caller only). Raises ``Retry`` when
@@ -201,17 +212,6 @@ class RemoteReader(Reader):
             if isinstance(error, InvalidReadError):
                 return error  # in place of this request's reads; the engine raises it
             raise error from None
-
-    def _delay(self, attempt: int, response: httpx.Response | None) -> float:
-        """The wait after failed attempt ``attempt`` (0 for the first): ``backoff_s ×
-        2^attempt`` capped at ``max_backoff_s``, with jitter (50-100 %); a ``Retry-After``
-        header on ``response`` lengthens it, up to the cap."""
-        delay = min(self.max_backoff_s, self.backoff_s * 2**attempt) * (0.5 + random.random() / 2)
-        after = None if response is None else response.headers.get("retry-after")
-        try:
-            return delay if after is None else min(self.max_backoff_s, max(delay, float(after)))
-        except ValueError:
-            return delay
 
     def _wait(self, attempt: int, failed: Retry) -> float:
         """The wait after ``failed``, attempt number ``attempt`` (0 for the first);
