@@ -148,7 +148,6 @@ class RemoteReader(Reader):
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
-        self.max_connections = max_connections
         self.extra_body = dict(extra_body or {})
         # No content-type here: every post sends json=, for which httpx sets it.
         headers = dict(headers or {})
