@@ -149,13 +149,13 @@ def test_a_batch_is_what_the_tokenizer_pads_under_its_keys_in_its_order():
     # anything else would fall back to the eager model unnoticed.
     from transformers import AutoTokenizer
 
-    from agentbranch.engine.readers.embedded.batches import pad_values, padded
+    from agentbranch.engine.readers.embedded.batches import padded
     from agentbranch.engine.readers.embedded.reader import default_model_path
 
     tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()), local_files_only=True)
     texts = ["a much longer text than the others, with many words", "ok", "hello there"]
     rows = [2, 0, 1]
-    got = padded(tokenizer(texts), rows, pad_values(tokenizer))
+    got = padded(tokenizer(texts), rows, tokenizer)
     want = tokenizer([texts[i] for i in rows], padding=True, return_tensors="pt")
     assert tuple(got) == tuple(want)
     for key in want:

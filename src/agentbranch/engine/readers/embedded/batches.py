@@ -11,7 +11,6 @@ from typing import Any
 __all__ = [
     "forward_cost",
     "length_batches",
-    "pad_values",
     "padded",
 ]
 
@@ -63,27 +62,21 @@ def length_batches(lengths: Sequence[int], max_count: int, max_tokens: int) -> l
     return batches
 
 
-def pad_values(tokenizer: Any) -> dict[str, int]:
-    """The padding value of each of ``tokenizer``'s keys (``padded``; others pad with 0)."""
-    return {"input_ids": tokenizer.pad_token_id, "token_type_ids": tokenizer.pad_token_type_id}
-
-
 def padded(
-    encoding: Mapping[str, Sequence[Sequence[int]]],
-    rows: Sequence[int],
-    pad_values: Mapping[str, int],
+    encoding: Mapping[str, Sequence[Sequence[int]]], rows: Sequence[int], tokenizer: Any
 ) -> dict[str, Any]:
-    """The tokenizer's (unpadded) ``encoding`` of ``rows``, right-padded to their
-    longest, as ``(len(rows), longest)`` long tensors under the tokenizer's own keys and
-    in its order (the traced embedding runs only on the keys it was traced with).
-    ``pad_values``: the padding value of each key (0 when absent)."""
+    """``tokenizer``'s (unpadded) ``encoding`` of ``rows``, right-padded to their
+    longest with its pad ids (0 for keys it has none for), as ``(len(rows), longest)``
+    long tensors under its own keys and in its order (the traced embedding runs only on
+    the keys it was traced with)."""
     import torch
 
     ids = encoding["input_ids"]
     width = max(len(ids[i]) for i in rows)
+    pads = {"input_ids": tokenizer.pad_token_id, "token_type_ids": tokenizer.pad_token_type_id}
     out = {}
     for key, values in encoding.items():
-        pad = pad_values.get(key, 0)
+        pad = pads.get(key, 0)
         out[key] = torch.tensor(
             [list(values[i]) + [pad] * (width - len(values[i])) for i in rows], dtype=torch.long
         )

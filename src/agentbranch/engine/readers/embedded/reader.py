@@ -17,7 +17,7 @@ from agentbranch.core.reads import LabelRead, QuestionSpec, ReadRequest
 from agentbranch.core.state import has_readable_text
 from agentbranch.engine.quiet_loads import quiet_loads
 from agentbranch.engine.readers.base import Reader
-from agentbranch.engine.readers.embedded.batches import length_batches, pad_values, padded
+from agentbranch.engine.readers.embedded.batches import length_batches, padded
 from agentbranch.engine.readers.embedded.scoring import (
     OBJECTIVE,
     PRIOR_WEIGHT,
@@ -46,9 +46,8 @@ from agentbranch.engine.readers.threads import Threads, resolve_threads, torch_t
 #: The model id reported in decisions.
 MODEL_ID = "all-MiniLM-L6-v2"
 
-#: Library manners: silent unless the app configures logging.
+# Silent unless the app configures logging: agentbranch/__init__ gives it a NullHandler.
 logger = logging.getLogger("agentbranch")
-logger.addHandler(logging.NullHandler())  # no "last resort" printing to stderr
 
 
 #: The yes and no descriptions of a question embed this alike or more: the embedder
@@ -257,8 +256,16 @@ class EmbeddedReader(Reader):
 
     def _scores(self, states: Any, q: QuestionSpec, vecs: dict[str, Any]) -> list[list[float]]:
         """Each state's option scores for ``q`` (before the temperature)."""
-        comparisons = self._comparisons(q, vecs)
-        sims = comparisons.similarities(states.to(comparisons.matrix.dtype))
+        # What a state is compared with for ``q``, stacked; built once per question.
+        texts = hypothesis_texts(q)
+        key = (tuple(texts), q.examples)
+        comparisons = self._arrays.get(key)
+        if comparisons is None:
+            comparisons = Comparisons.of(texts, option_examples(q), vecs)
+            if len(self._arrays) >= self.cache_size:
+                self._arrays.clear()
+            self._arrays[key] = comparisons
+        sims = comparisons.similarities(states)
         return [self._blend(q, *comparisons.parts(row)) for row in sims]
 
     def _embed(self, texts: list[str], torch: Any, readable: list[bool] | None = None) -> Any:
@@ -274,12 +281,11 @@ class EmbeddedReader(Reader):
         if readable is not None:
             special = set(tokenizer.all_special_ids)
             readable.extend(not special.issuperset(row) for row in ids)
-        pads = pad_values(tokenizer)
         embedding = self._current_embedding()
         out = torch.empty((len(texts), self._model.config.hidden_size))
         lengths = [len(row) for row in ids]
         for rows in length_batches(lengths, self.batch_size, self.batch_tokens):
-            batch = {k: v.to(self.device) for k, v in padded(encoding, rows, pads).items()}
+            batch = {k: v.to(self.device) for k, v in padded(encoding, rows, tokenizer).items()}
             with torch.inference_mode(), torch_threads(self.threads):
                 out[rows] = embedding(batch).cpu()
             self.forward_calls += 1
@@ -366,18 +372,6 @@ class EmbeddedReader(Reader):
             described(q),
             self.full_weight_examples,
         )
-
-    def _comparisons(self, q: QuestionSpec, vecs: dict[str, Any]) -> Comparisons:
-        """What a state is compared with for ``q``, stacked; built once per question."""
-        texts = hypothesis_texts(q)
-        key = (tuple(texts), q.examples)
-        hit = self._arrays.get(key)
-        if hit is None:
-            hit = Comparisons.of(texts, option_examples(q), vecs)
-            if len(self._arrays) >= self.cache_size:
-                self._arrays.clear()
-            self._arrays[key] = hit
-        return hit
 
     def _answers(self, states: Any, q: QuestionSpec, vecs: dict[str, Any]) -> list[LabelRead]:
         """The reads of ``q`` for states (``(n, dim)`` embeddings): one similarity

@@ -71,9 +71,7 @@ class Comparisons:
 
     def similarities(self, states: Any) -> list[list[float]]:
         """Each state's (``(n, dim)`` embeddings) similarity with every row."""
-        if self.matrix is None:
-            return [[] for _ in range(len(states))]
-        return (states @ self.matrix.T).tolist()
+        return (states.to(self.matrix.dtype) @ self.matrix.T).tolist()
 
     def parts(
         self, sims: Sequence[float]
@@ -227,13 +225,11 @@ def top_label_log_likelihood(row: Sequence[float], target: int, temperature: flo
 def fit_temperature(
     rows: Sequence[Sequence[float]],
     targets: Sequence[int],
-    lo: float = T_MIN,
-    hi: float = T_MAX,
     prior: float | None = None,
     prior_weight: float = 1.0,
     objective: str = "nll",
 ) -> float:
-    """The temperature in ``[lo, hi]`` minimising the mean NLL of ``targets`` under
+    """The temperature in ``[T_MIN, T_MAX]`` minimising the mean NLL of ``targets`` under
     ``softmax(row / T)`` (golden-section search on log T).
 
     ``objective="top_label"``: minimise instead the log loss of the top answer's
@@ -260,7 +256,7 @@ def fit_temperature(
             value += prior_weight * (log_t - math.log(prior)) ** 2 / n
         return value
 
-    a, b = math.log(lo), math.log(hi)
+    a, b = math.log(T_MIN), math.log(T_MAX)
     if objective == "top_label":
         # Not always unimodal in log T (each read's loss is monotone, the sum need not
         # be): bracket the best of a coarse grid first.
@@ -270,7 +266,7 @@ def fit_temperature(
     a, b = golden_section(nll, a, b, steps=60)
     best = (a + b) / 2
     # The ends are candidates too (a monotone NLL sits on a bound).
-    return math.exp(min((nll(x), x) for x in (best, math.log(lo), math.log(hi)))[1])
+    return math.exp(min((nll(x), x) for x in (best, math.log(T_MIN), math.log(T_MAX)))[1])
 
 
 #: Word boundaries inside an identifier: ``AddToPlaylist``, ``getWeather``, ``URLCheck``.

@@ -39,15 +39,11 @@ ROUNDING = 1e-6
 FAULTY = "the server or a proxy in between is faulty"
 
 
-def _clamp(value: float) -> float:
-    return min(1.0, max(0.0, value))
-
-
 #: A server probability: a finite JSON number in [0, 1], clamped within ``ROUNDING``.
 Probability = Annotated[
     float,
     Field(strict=True, allow_inf_nan=False, ge=-ROUNDING, le=1 + ROUNDING),
-    AfterValidator(_clamp),
+    AfterValidator(lambda value: min(1.0, max(0.0, value))),
 ]
 
 

@@ -14,12 +14,7 @@ from agentbranch.core.reads import LabelRead, ReadRequest
 from agentbranch.core.redact import redact_url
 from agentbranch.engine.readers.remote.parse import parse_answers, parse_decisions_answers
 from agentbranch.engine.readers.remote.spec import build_spec_payload, parse_spec_answers
-from agentbranch.engine.readers.remote.wire import (
-    DECISIONS_PATH,
-    DEFAULT_PATH,
-    build_decisions_payload,
-    build_payload,
-)
+from agentbranch.engine.readers.remote.wire import build_decisions_payload, build_payload
 
 __all__ = ["APIS", "DIALECTS", "Api", "endpoint"]
 
@@ -33,8 +28,8 @@ class Api(NamedTuple):
 
 
 APIS = {
-    "systemone": Api(DEFAULT_PATH, build_payload, parse_answers),
-    "decisions": Api(DECISIONS_PATH, build_decisions_payload, parse_decisions_answers),
+    "systemone": Api("/v1/systemone", build_payload, parse_answers),
+    "decisions": Api("/v1/decisions", build_decisions_payload, parse_decisions_answers),
 }
 
 #: What the numbers of a ``/v1/systemone`` answer mean: vLLM's (``confidence`` is
@@ -42,7 +37,7 @@ APIS = {
 #: spec's (``spec``: the answer's distribution and nothing about label mass).
 DIALECTS = {
     "vllm": APIS["systemone"],
-    "spec": Api(DEFAULT_PATH, build_spec_payload, parse_spec_answers),
+    "spec": Api("/v1/systemone", build_spec_payload, parse_spec_answers),
 }
 
 

@@ -30,11 +30,9 @@ class Gate:
         with self._lock:
             while self._waiters:
                 waiter = self._waiters.popleft()
-                if isinstance(waiter, Future):
-                    if waiter.set_running_or_notify_cancel():
-                        waiter.set_result(None)  # the slot passes to this thread
-                        return
-                    continue
+                if isinstance(waiter, Future):  # (never cancelled: a thread waits for it)
+                    waiter.set_result(None)  # the slot passes to this thread
+                    return
                 loop, future, thread = waiter[0], waiter[1], waiter[3]
                 if future.cancelled() or loop.is_closed():
                     continue

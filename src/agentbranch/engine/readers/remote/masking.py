@@ -36,34 +36,30 @@ class QuietURL(httpx.URL):
         return f"URL({self._shown!r})"
 
 
-def _secrets(headers: Mapping[str, str], api_key: str | None, base_url: str) -> list[str]:
-    """Strings that must never appear in a message, whatever their length (longest
-    first): the API key, the values of credential-like headers and the parts of their
-    ``Basic`` tokens, and the URL's user name, password and query values."""
-    found: set[str] = url_secrets(base_url)
-    if api_key:
-        found.add(api_key)
-    for name, value in headers.items():
-        if _SENSITIVE_HEADER.search(name) and value:
-            found.add(value)
-            scheme, _, token = value.partition(" ")
-            if token:
-                found.add(token)
-                if scheme.lower() == "basic":
-                    try:
-                        found.update(base64.b64decode(token).decode().split(":", 1))
-                    except ValueError:
-                        continue
-    found.discard("")
-    return sorted(found, key=len, reverse=True)
-
-
 class Redactor:
     """``redact(text)``: ``text`` with one reader's credentials (and any bearer/basic
     token) replaced by ``***``."""
 
     def __init__(self, headers: Mapping[str, str], api_key: str | None, base_url: str) -> None:
-        self.secrets = _secrets(headers, api_key, base_url)
+        # Never in a message, whatever their length (longest first): the API key, the
+        # values of credential-like headers and the parts of their ``Basic`` tokens, and
+        # the URL's user name, password and query values.
+        found: set[str] = url_secrets(base_url)
+        if api_key:
+            found.add(api_key)
+        for name, value in headers.items():
+            if _SENSITIVE_HEADER.search(name) and value:
+                found.add(value)
+                scheme, _, token = value.partition(" ")
+                if token:
+                    found.add(token)
+                    if scheme.lower() == "basic":
+                        try:
+                            found.update(base64.b64decode(token).decode().split(":", 1))
+                        except ValueError:
+                            continue
+        found.discard("")
+        self.secrets = sorted(found, key=len, reverse=True)
 
     def __call__(self, text: str) -> str:
         for secret in self.secrets:

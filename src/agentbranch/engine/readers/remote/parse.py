@@ -169,18 +169,15 @@ def parse_answers(request: ReadRequest, response: Mapping[str, Any]) -> list[Lab
     for key, q in zip(question_keys(request.questions), request.questions):
         raw = answered(answers, key)
         answer = validated(SystemOneAnswer, raw, key)
-        diag = (
-            validated(SystemOneDiagnostics, diagnostics[key], key, "diagnostics")
-            if key in diagnostics
-            else None
-        )
+        # None given: the defaults (label mass unknown, the argmax a label).
+        diag = validated(SystemOneDiagnostics, diagnostics.get(key, {}), key, "diagnostics")
         reads.append(
             label_read(
                 key,
                 _systemone_probabilities(key, q, answer),
                 confidence=answer.confidence,
-                label_mass=diag.label_mass if diag is not None else None,
-                argmax_is_label=diag.argmax_is_label if diag is not None else True,
+                label_mass=diag.label_mass,
+                argmax_is_label=diag.argmax_is_label,
                 answer=dict(raw),
             )
         )

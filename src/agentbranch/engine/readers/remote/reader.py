@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -74,25 +73,6 @@ class RemoteReader(Reader):
     name = "remote"
     #: The server batches concurrent requests itself: send each read at once.
     coalesce_wait_s = 0.0
-    #: The server's settings shape its reads; none of the client's arguments does.
-    reading_ignores = (
-        "model",
-        "dialect",
-        "api",
-        "max_options",
-        "extra_body",
-        "api_key",
-        "headers",
-        "timeout_s",
-        "connect_timeout_s",
-        "max_connections",
-        "verify",
-        "transport",
-        "async_transport",
-        "max_retries",
-        "backoff_s",
-        "max_backoff_s",
-    )
 
     def __init__(
         self,
@@ -168,7 +148,6 @@ class RemoteReader(Reader):
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
-        self.max_connections = max_connections
         self.extra_body = dict(extra_body or {})
         # No content-type here: every post sends json=, for which httpx sets it.
         headers = dict(headers or {})
@@ -190,10 +169,10 @@ class RemoteReader(Reader):
         )
         #: The endpoint as shown in messages and ``repr``: query values masked (``***``).
         self.url = self._connection.url
-        self._pool: ThreadPoolExecutor | None = None
+        # Its threads start on first use.
+        self._pool = ThreadPoolExecutor(max_connections, thread_name_prefix="agentbranch-remote")
         #: The coalescer's batches in flight: the server batches requests itself.
         self.concurrent_batches = max_connections
-        self._lock = threading.Lock()
 
     def _body(self, request: ReadRequest) -> dict[str, Any]:
         for q in request.questions:
@@ -238,7 +217,7 @@ class RemoteReader(Reader):
         ``RemoteUnavailableError`` when it was the last."""
         if attempt == self.max_retries:
             raise RemoteUnavailableError(
-                f"{self.url} is unavailable after {attempt + 1} attempts ({failed.why}). "
+                f"{self.url} is unavailable after {attempt + 1} attempts ({failed}). "
                 "Check that the server is up and reachable, or raise max_retries."
             ) from None
         return self._delay(attempt, failed.response)
@@ -273,21 +252,12 @@ class RemoteReader(Reader):
         except ReaderError as e:
             return e
 
-    def _executor(self) -> ThreadPoolExecutor:
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(
-                    self.max_connections, thread_name_prefix="agentbranch-remote"
-                )
-            return self._pool
-
     def read(self, requests: Sequence[ReadRequest]) -> list[list[LabelRead]]:
         requests = list(requests)
         client = self._connection.client()
         if len(requests) <= 1:  # one request: its error is raised, as the only one
             return [self._read_one(client, r) for r in requests]
-        pool = self._executor()
-        futures = [pool.submit(self._read_or_error, client, r) for r in requests]
+        futures = [self._pool.submit(self._read_or_error, client, r) for r in requests]
         return [f.result() for f in futures]  # type: ignore[misc]
 
     def read_each(
@@ -303,7 +273,6 @@ class RemoteReader(Reader):
         if len(requests) == 1:
             deliver(0, self._read_or_error(client, requests[0]))
             return
-        pool = self._executor()
 
         def one(index: int, request: ReadRequest) -> None:
             # Delivered from the request's own thread, before its future completes.
@@ -313,7 +282,7 @@ class RemoteReader(Reader):
                 outcome = e
             deliver(index, outcome)
 
-        wait_all([pool.submit(one, i, r) for i, r in enumerate(requests)])
+        wait_all([self._pool.submit(one, i, r) for i, r in enumerate(requests)])
 
     async def _aread_or_error(self, client: httpx.AsyncClient, request: ReadRequest) -> _Reads:
         try:
@@ -336,11 +305,12 @@ class RemoteReader(Reader):
         await self._connection.aclose()
 
     def close(self) -> None:
-        with self._lock:
-            pool, self._pool = self._pool, None
         self._connection.close()
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def reading_settings(self) -> dict[str, Any]:
+        """None: the server's settings shape its reads; none of the client's arguments does."""
+        return {}
 
     def __repr__(self) -> str:
         dialect = f", dialect={self.dialect!r}" if self.dialect != "vllm" else ""

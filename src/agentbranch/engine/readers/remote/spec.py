@@ -37,10 +37,7 @@ def build_spec_payload(
             "AGENTBRANCH_REMOTE_MODEL)"
         )
     questions = systemone_questions(request, request.instructions)
-    body: dict[str, Any] = {"model": model, "state": request.state, "questions": questions}
-    if extra:
-        body.update(extra)
-    return body
+    return {"model": model, "state": request.state, "questions": questions, **(extra or {})}
 
 
 def _rounding(values: Sequence[float]) -> float:

@@ -40,7 +40,6 @@ class Retry(Exception):
 
     def __init__(self, why: str, response: httpx.Response | None) -> None:
         super().__init__(why)
-        self.why = why
         self.response = response
 
 
@@ -96,17 +95,15 @@ class _Body:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.chunks: list[bytes] = []
-        self.size = 0
+        self.data = bytearray()
 
     def add(self, chunk: bytes) -> None:
-        self.size += len(chunk)
-        if self.size > MAX_ANSWER_BYTES:
+        self.data += chunk
+        if len(self.data) > MAX_ANSWER_BYTES:
             raise ReaderError(
                 f"{self.url} answered more than {MAX_ANSWER_BYTES // (1024 * 1024)} MiB; a "
                 "decisions answer is a few KB: is base_url the vLLM server?"
             )
-        self.chunks.append(chunk)
 
     def response(self, streamed: httpx.Response) -> httpx.Response:
         """``streamed`` with its body in memory: already decoded, so without the
@@ -119,7 +116,7 @@ class _Body:
         return httpx.Response(
             streamed.status_code,
             headers=headers,
-            content=b"".join(self.chunks),
+            content=bytes(self.data),
             request=streamed.request,
             extensions=streamed.extensions,
         )

@@ -11,10 +11,7 @@ from agentbranch.core.examples import instructions_with_examples
 from agentbranch.core.reads import QuestionSpec, ReadRequest
 
 __all__ = [
-    "DECISIONS_PATH",
     "DEFAULT_MAX_OPTIONS",
-    "DEFAULT_PATH",
-    "asked",
     "build_decisions_payload",
     "build_payload",
     "criteria",
@@ -24,8 +21,6 @@ __all__ = [
 
 #: vLLM labels a choice's options A..Z, so one read takes at most 26 options.
 DEFAULT_MAX_OPTIONS = 26
-DEFAULT_PATH = "/v1/systemone"
-DECISIONS_PATH = "/v1/decisions"
 
 
 def question_keys(questions: Sequence[QuestionSpec]) -> list[str]:
@@ -43,11 +38,6 @@ def question_keys(questions: Sequence[QuestionSpec]) -> list[str]:
         taken.add(key)
         keys.append(key)
     return keys
-
-
-def asked(q: QuestionSpec) -> str:
-    """The instructions sent: examples (if any) as few-shot lines, as canvas reads."""
-    return instructions_with_examples(q.instructions, q.options, q.examples)
 
 
 def criteria(q: QuestionSpec) -> Any:
@@ -72,7 +62,8 @@ def systemone_questions(request: ReadRequest, lead: str | None = None) -> dict[s
     question's instructions, then a blank line."""
     questions: dict[str, Any] = {}
     for key, q in zip(question_keys(request.questions), request.questions):
-        text = asked(q)
+        # Examples (if any) go as few-shot lines, as canvas reads.
+        text = instructions_with_examples(q.instructions, q.options, q.examples)
         if lead:
             text = f"{lead}\n\n{text}" if text else lead
         spec: dict[str, Any] = {"type": q.type, "instructions": text}
@@ -96,9 +87,7 @@ def build_payload(
         body["model"] = model
     if request.instructions:
         body["instructions"] = request.instructions
-    if extra:
-        body.update(extra)
-    return body
+    return {**body, **(extra or {})}
 
 
 def _decision_question(key: str, q: QuestionSpec) -> dict[str, Any]:
@@ -122,7 +111,8 @@ def _decision_question(key: str, q: QuestionSpec) -> dict[str, Any]:
         )
     items = [{key_name: v, **({"description": d} if d else {})} for v, d in values]
     kind = "score" if q.type == "score" else "choice"
-    return {"type": kind, "name": key, "instructions": asked(q), field: items}
+    text = instructions_with_examples(q.instructions, q.options, q.examples)
+    return {"type": kind, "name": key, "instructions": text, field: items}
 
 
 def build_decisions_payload(
@@ -157,6 +147,4 @@ def build_decisions_payload(
     }
     if request.joint:
         body["joint"] = True
-    if extra:
-        body.update(extra)
-    return body
+    return {**body, **(extra or {})}

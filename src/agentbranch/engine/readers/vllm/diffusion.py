@@ -16,7 +16,6 @@ __all__ = [
     "diffusion_extra_args",
     "diffusion_planner",
     "is_diffusion",
-    "served_canvas",
 ]
 
 log = logging.getLogger("agentbranch.vllm")
@@ -40,17 +39,6 @@ def is_diffusion(model_config: Any) -> bool:
     return architecture(model_config) in DIFFUSION_ARCHITECTURES
 
 
-def served_canvas(vllm_config: Any) -> int:
-    """The served canvas width, as vLLM's strategy reads it."""
-    diffusion = getattr(vllm_config, "diffusion_config", None)
-    if diffusion is not None and getattr(diffusion, "canvas_length", None):
-        return int(diffusion.canvas_length)
-    canvas = getattr(vllm_config.model_config.hf_config, "canvas_length", None)
-    if not canvas:
-        raise ConfigurationError("the diffusion model's config has no canvas_length")
-    return int(canvas)
-
-
 def diffusion_planner(
     tokenizer: Any, vllm_config: Any, *, vocab_size: int, **prompt: Any
 ) -> CanvasPlanner:
@@ -60,7 +48,14 @@ def diffusion_planner(
     prompt settings."""
     from agentbranch.engine.capacity.check import engine_capacity_warnings
 
-    canvas = served_canvas(vllm_config)
+    # The served canvas width, as vLLM's strategy reads it.
+    diffusion = getattr(vllm_config, "diffusion_config", None)
+    canvas = getattr(diffusion, "canvas_length", None) or getattr(
+        vllm_config.model_config.hf_config, "canvas_length", None
+    )
+    if not canvas:
+        raise ConfigurationError("the diffusion model's config has no canvas_length")
+    canvas = int(canvas)
     for message in engine_capacity_warnings(vllm_config, canvas, vocab_size):
         log.warning("%s", message)
     return CanvasPlanner(tokenizer, vocab_size=vocab_size, served_canvas=canvas, **prompt)

