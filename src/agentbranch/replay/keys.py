@@ -172,7 +172,7 @@ def messages_summary(prompt: str) -> list[dict[str, Any]]:
     try:
         obj = json.loads(prompt)
     except ValueError:
-        return [{"role": "prompt", "content": prompt}]
+        obj = None
     if not isinstance(obj, list):
         return [{"role": "prompt", "content": prompt}]
     out = []
