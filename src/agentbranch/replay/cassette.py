@@ -116,9 +116,9 @@ class Cassette:
         #: Short descriptions of every miss this cassette raised.
         self.misses: list[str] = []
         self._started = False  # mode all: this run started (or joined) the file
-        self._next_reader = 1
         # How often this test asked each key of each kind ("repeat": teacher calls and
-        # chat exchanges; per decision: Earned thresholds, learning versions, audits' draws).
+        # chat exchanges; per decision: Earned thresholds, learning versions, audits' draws;
+        # "reader": readers made without an id).
         self._asked: dict[str, dict[str, int]] = {}
         self._opened: list[Reader] = []
         #: The misses of audits: raised on an audit's worker thread, where they fail the
@@ -167,8 +167,7 @@ class Cassette:
         the order readers are made)."""
         with self._lock:
             if id is None:
-                id = f"reader-{self._next_reader}"
-                self._next_reader += 1
+                id = f"reader-{self._ask('reader', '') + 1}"
             made = CassetteReader(self, reader, id=id)
             self._opened.append(made)
             return made
@@ -221,7 +220,6 @@ class Cassette:
     def _begin_test(self) -> None:
         """A new test shares this cassette: reader ids count from ``reader-1`` again (and
         repeated decisions from the first)."""
-        self._next_reader = 1
         self._asked = {}
 
     # -- reads --------------------------------------------------------------------------
@@ -285,8 +283,7 @@ class Cassette:
         with self._lock:
             repeat = self.next_repeat(key)
             chats = self._parser.data.chats
-            held = None if self.mode == "all" else self.held_repeat(repeat, chats)
-            if (entry := None if held is None else chats[held]) is None:
+            if (entry := None if self.mode == "all" else self.held_repeat(repeat, chats)) is None:
                 if self.mode != "none":  # the model answers; record_chat records it as this
                     _ASKED.set((id(self), key, repeat))
                 return None
@@ -356,17 +353,17 @@ class Cassette:
             asked[key] = asked.get(key, 0) + 1
             return asked[key] - 1
 
-    def held_repeat(self, repeat: str, table: Mapping[str, Any]) -> str | None:
-        """The key ``table`` answers the repeat ``repeat`` under: that repeat, else in mode
-        ``none`` the last repeat recorded (older cassettes hold one answer per input);
-        ``None`` when not held."""
-        if repeat in table or self.mode != "none":
-            return repeat if repeat in table else None
+    def held_repeat(self, repeat: str, table: Mapping[str, Any]) -> Any:
+        """The entry of ``table`` that answers the repeat ``repeat``: that repeat's, else in
+        mode ``none`` the last repeat's recorded (older cassettes hold one answer per
+        input); ``None`` when none is held."""
+        if self.mode != "none":
+            return table.get(repeat)
         base, _, n = repeat.partition("#")
         with self._lock:
             for i in range(int(n or 0), -1, -1):
                 if (key := base if i == 0 else f"{base}#{i}") in table:
-                    return key
+                    return table[key]
         return None
 
     def _answered_as(self, key: str) -> str:
@@ -468,9 +465,7 @@ class Cassette:
         """The recorded teacher call ``key`` (a repeat: ``held_repeat``; played), or
         ``None``."""
         with self._lock:
-            teachers = self._parser.data.teachers
-            held = self.held_repeat(key, teachers)
-            entry = None if held is None else teachers[held]
+            entry = self.held_repeat(key, self._parser.data.teachers)
             if entry is not None:
                 self._played.add(("teacher", entry.role, entry.key))
             return entry
@@ -668,12 +663,18 @@ def _shown(path: Path) -> str:
 def encode(lines: Iterable[dict[str, Any]], path: Path) -> bytes:
     """The lines to append to the cassette at ``path``, as bytes; ``CassetteFormatError``,
     before anything is written, when one is longer than ``MAX_RECORD_BYTES``."""
+    names = {
+        "read": "the read of reader {reader!r}",
+        "chat": "the reply of chat model {model!r}",
+        "teacher": "the {role} teacher's reply for question {question!r}",
+    }
     out = []
     for line in lines:
         data = fmt.dumps(line).encode("utf-8")
         if len(data) > fmt.MAX_RECORD_BYTES:
+            what = names.get(line["kind"], "a {kind} line").format_map(line)
             raise fmt.CassetteFormatError(
-                f"cannot record {_entry_name(line)} in cassette {path}: its line would be "
+                f"cannot record {what} in cassette {path}: its line would be "
                 f"{len(data):,} bytes, more than a cassette line may hold "
                 f"(agentbranch.replay.format.MAX_RECORD_BYTES={fmt.MAX_RECORD_BYTES:,}). It was "
                 "not recorded; the cassette keeps every other entry and still loads. A "
@@ -682,16 +683,6 @@ def encode(lines: Iterable[dict[str, Any]], path: Path) -> bytes:
             )
         out.append(data)
     return b"".join(out)
-
-
-def _entry_name(line: dict[str, Any]) -> str:
-    """What a cassette line records, for an error (``the teacher reply of ...``)."""
-    names = {
-        "read": "the read of reader {reader!r}",
-        "chat": "the reply of chat model {model!r}",
-        "teacher": "the {role} teacher's reply for question {question!r}",
-    }
-    return names.get(line["kind"], "a {kind} line").format_map(line)
 
 
 def _excerpt(summary: Any, width: int = 60) -> str | None:

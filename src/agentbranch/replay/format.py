@@ -240,8 +240,7 @@ class Parser:
         for rid, r in head.readers.items():
             self.data.readers[rid] = ReaderInfo(r.name, r.model, r.max_options)
             self._declared[rid] = no
-        for mid, m in head.chat_models.items():
-            self.data.chat_models[mid] = {"name": m.name, "llm_string": m.llm_string}
+        self.data.chat_models.update((mid, m.model_dump()) for mid, m in head.chat_models.items())
 
     # -- entries -------------------------------------------------------------------------
 
