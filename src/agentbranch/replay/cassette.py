@@ -478,7 +478,7 @@ class Cassette:
         if self.mode != "passthrough":
             self._commit(lambda: [fmt.entry_line("teacher", entry)])
 
-    def teacher_miss(self, call: Any, key: str) -> Exception:
+    def teacher_miss(self, call: Any) -> Exception:
         """The ``ReplayMissError`` for the teacher call ``call`` this cassette cannot
         answer, with the nearest recorded call of its role and question."""
         name = identity(call.teacher)
