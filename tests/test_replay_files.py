@@ -110,7 +110,7 @@ def test_processes_rerecording_one_run_share_the_file(tmp_path):
     run_writers(path, [("a", "w0"), ("b", "w1")], 10, "all", recording="run-42")
     data = fmt.load(path)
     assert len(data.reads) == 20 and data.recording == "run-42"
-    assert all("older" not in e.request["state"] for e in data.reads)  # re-recorded
+    assert all("older" not in e.request["state"] for e in data.reads.values())  # re-recorded
 
 
 def test_two_writers_in_one_process_see_each_other(tmp_path):
@@ -119,7 +119,7 @@ def test_two_writers_in_one_process_see_each_other(tmp_path):
     ab.DecisionEngine(a.reader(scripted())).decide("one", Q)
     ab.DecisionEngine(b.reader(scripted())).decide("two", Q)
     ab.DecisionEngine(a.reader(scripted(), id="reader-1")).decide("three", Q)
-    assert [e.request["state"] for e in fmt.load(path).reads] == ["one", "two", "three"]
+    assert [e.request["state"] for e in fmt.load(path).reads.values()] == ["one", "two", "three"]
     # b declared reader-1 with this model: a third writer with another model is refused.
     c = Cassette(path, "new")
     with pytest.raises(ab.ConfigurationError, match="recorded with scripted"):
@@ -137,10 +137,11 @@ def test_a_symlinked_cassette_is_followed_and_stays_a_link(tmp_path):
     record(link, "one")
     record(link, "two")
     assert link.is_symlink() and os.readlink(link) == str(real)
-    assert [e.request["state"] for e in fmt.load(real).reads] == ["one", "two"]
+    assert [e.request["state"] for e in fmt.load(real).reads.values()] == ["one", "two"]
 
     record(link, "three", mode="all")  # a rewrite replaces the target, not the link
-    assert link.is_symlink() and [e.request["state"] for e in fmt.load(real).reads] == ["three"]
+    states = [e.request["state"] for e in fmt.load(real).reads.values()]
+    assert link.is_symlink() and states == ["three"]
 
     c = Cassette(link, "new")
     c.clear_chats()  # another rewrite
@@ -495,7 +496,7 @@ def test_a_format_1_cassette_loads_and_is_upgraded_when_recorded_into(tmp_path):
     assert ab.DecisionEngine(Cassette(path, "none").reader()).decide("a", Q)["u"].label == "yes"
     record(path, "b")
     data = fmt.load(path)
-    assert data.version == 2 and [e.request["state"] for e in data.reads] == ["a", "b"]
+    assert data.version == 2 and [e.request["state"] for e in data.reads.values()] == ["a", "b"]
 
 
 # -- what a miss and a diff say ---------------------------------------------------------

@@ -43,16 +43,11 @@ def reliability_diagram(
     for ax, (name, scored) in zip(axes[0], panels):
         counts, conf, acc = zip(*binned(scored, bins))
         centers = [(i + 0.5) / bins for i in range(bins)]
-        heights = [acc[i] / counts[i] if counts[i] else 0.0 for i in range(bins)]
+        heights = [k / n if n else 0.0 for n, k in zip(counts, acc)]
         ax.bar(centers, heights, width=1 / bins, edgecolor="black", alpha=0.75, label="accuracy")
-        gaps = [conf[i] / counts[i] if counts[i] else 0.0 for i in range(bins)]
-        ax.plot(
-            [c for c, n in zip(centers, counts) if n],
-            [g for g, n in zip(gaps, counts) if n],
-            "o",
-            color="tab:red",
-            label="mean top probability",
-        )
+        filled = [c for c, n in zip(centers, counts) if n]
+        mean_top = [p / n for n, p in zip(counts, conf) if n]
+        ax.plot(filled, mean_top, "o", color="tab:red", label="mean top probability")
         ax.plot([0, 1], [0, 1], "--", color="gray", label="perfect calibration")
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)

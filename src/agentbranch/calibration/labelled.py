@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import random
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -54,7 +53,7 @@ def _label_for(question_id: str, question: Question, raw: Any, where: str) -> st
     elif (
         spec.type in ("score", "choice")  # integer class labels, as most datasets ship
         and not isinstance(raw, bool)
-        and (isinstance(raw, int) or _DIGITS.fullmatch(str(raw)))
+        and (isinstance(raw, int) or (str(raw).isascii() and str(raw).isdigit()))
         and str(raw) not in options
         and 0 <= int(raw) < len(options)
     ):
@@ -66,8 +65,6 @@ def _label_for(question_id: str, question: Question, raw: Any, where: str) -> st
         f"options: {options}"
     )
 
-
-_DIGITS = re.compile(r"[0-9]+")
 
 #: Keys a labelled line may hold its state under, in order of preference.
 STATE_KEYS = ("state", "text", "input")
@@ -173,9 +170,8 @@ def _examples_from(
                     raise ConfigurationError(
                         f"{where}: an inline question needs an 'id' (a non-empty string)"
                     )
-                question = _question(
-                    question_id, {k: v for k, v in ref.items() if k != "id"}, where
-                )
+                spec = {k: v for k, v in ref.items() if k != "id"}
+                question = _question(question_id, spec, where)
                 named.setdefault(question_id, question)
             else:
                 question_id = str(ref)
@@ -185,15 +181,8 @@ def _examples_from(
                         '{"questions": {...}} or pass --questions FILE.json'
                     )
                 question = named[question_id]
-            examples.append(
-                Example(
-                    line.state,
-                    question_id,
-                    question,
-                    _label_for(question_id, question, raw, where),
-                    number,
-                )
-            )
+            label = _label_for(question_id, question, raw, where)
+            examples.append(Example(line.state, question_id, question, label, number))
     if not examples:
         raise ConfigurationError(f"{source}: no labelled examples found")
     return examples

@@ -4,12 +4,13 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from agentbranch.calibration.labelled import Example, split
-from agentbranch.calibration.measures import Metrics, SuggestedThreshold, check_threshold, metrics
+from agentbranch.calibration.measures import check_threshold, metrics
 from agentbranch.calibration.report import Report, bound_warnings
 from agentbranch.calibration.scored import Scored, read_examples
 from agentbranch.calibration.temperatures import By, calibrated, fit
@@ -47,9 +48,7 @@ def calibrate_scored(
             "share or add labelled examples"
         )
     calibration = fit(fit_scored, by=by, min_examples=min_examples)
-    fit_after = calibrated(fit_scored, calibration)
-    for question_id in dict.fromkeys(s.question_id for s in fit_after):
-        group = [s for s in fit_after if s.question_id == question_id]
+    for question_id, group in _by_question(calibrated(fit_scored, calibration)).items():
         t = metrics(group, target_precision=target_precision).threshold
         if t.threshold is not None:
             calibration.thresholds[question_id] = round(t.threshold, 4)
@@ -62,11 +61,9 @@ def calibrate_scored(
         held_out=held_out,
     )
     if report.worse:
-        split_name = "held-out" if held_out else "fitted"
         report.warnings.append(
-            f"{WORSE_FIT} the {split_name} examples worse: ECE {report.before.ece:.3f} → "
-            f"{report.after.ece:.3f}, Brier {report.before.brier:.3f} → "
-            f"{report.after.brier:.3f}. Keep the calibration you have (or none) and collect "
+            f"{WORSE_FIT} the {'held-out' if held_out else 'fitted'} examples worse: "
+            f"{_change(report)}. Keep the calibration you have (or none) and collect "
             "more labelled examples or audits before fitting again"
         )
         logger.warning("agentbranch.calibration: %s", report.warnings[-1])
@@ -84,23 +81,17 @@ def _report(
     """``calibration`` measured on ``scored``: metrics before and after, per question,
     the held-out thresholds, and the calibration's bound warnings."""
     after = calibrated(scored, calibration)
-    per_question: dict[str, tuple[Metrics, Metrics]] = {}
-    thresholds: dict[str, SuggestedThreshold] = {}
-    for question_id in dict.fromkeys(s.question_id for s in scored):
-        b = [s for s in scored if s.question_id == question_id]
-        a = [s for s in after if s.question_id == question_id]
-        per_question[question_id] = (
-            metrics(b, target_precision=target_precision),
-            metrics(a, target_precision=target_precision),
-        )
-        stored = calibration.thresholds.get(question_id)
-        thresholds[question_id] = check_threshold(a, stored, target_precision)
+    measured = functools.partial(metrics, target_precision=target_precision)
+    before_by, after_by = _by_question(scored), _by_question(after)
     return Report(
         calibration=calibration,
-        before=metrics(scored, target_precision=target_precision),
-        after=metrics(after, target_precision=target_precision),
-        per_question=per_question,
-        held_out_thresholds=thresholds,
+        before=measured(scored),
+        after=measured(after),
+        per_question={q: (measured(b), measured(after_by[q])) for q, b in before_by.items()},
+        held_out_thresholds={
+            q: check_threshold(a, calibration.thresholds.get(q), target_precision)
+            for q, a in after_by.items()
+        },
         n_fit=n_fit,
         n_eval=len(scored),
         held_out=held_out,
@@ -108,6 +99,20 @@ def _report(
         eval_after=after,
         warnings=bound_warnings(calibration),
     )
+
+
+def _by_question(scored: Sequence[Scored]) -> dict[str, list[Scored]]:
+    """``scored`` grouped by question id, in order of first appearance."""
+    out: dict[str, list[Scored]] = {}
+    for s in scored:
+        out.setdefault(s.question_id, []).append(s)
+    return out
+
+
+def _change(report: Report) -> str:
+    """``ECE before → after, Brier before → after`` of ``report``."""
+    b, a = report.before, report.after
+    return f"ECE {b.ece:.3f} → {a.ece:.3f}, Brier {b.brier:.3f} → {a.brier:.3f}"
 
 
 def _check_settings(target_precision: float, min_examples: int) -> None:
@@ -129,16 +134,13 @@ def evaluate(
     without fitting anything: metrics of the raw reads (before) and of the calibrated
     ones (after), and the calibration's stored thresholds checked on them."""
     _check_settings(target_precision, 1)
-    calibration = calibration if calibration is not None else engine.calibration
-    calibration = calibration if calibration is not None else Calibration()
+    calibration = calibration or engine.calibration or Calibration()
     scored = read_examples(engine, examples, progress=progress)
     report = _report(scored, calibration, target_precision, n_fit=0, held_out=True)
     if report.worse:
         report.warnings.append(
-            f"this calibration makes these examples worse than the raw reads: ECE "
-            f"{report.before.ece:.3f} → {report.after.ece:.3f}, Brier "
-            f"{report.before.brier:.3f} → {report.after.brier:.3f}; refit it on labels like "
-            "these"
+            "this calibration makes these examples worse than the raw reads: "
+            f"{_change(report)}; refit it on labels like these"
         )
     return report
 

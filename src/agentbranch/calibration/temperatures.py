@@ -26,10 +26,7 @@ T_LOW, T_HIGH = 0.02, 50.0
 
 def apply_temperature(probs: Sequence[float], temperature: float) -> list[float]:
     """``p_i ∝ p_i^(1/T)``, exactly as the engine applies a ``Calibration``."""
-    out = normalise(probs, temperature)
-    if out is None:
-        return [1.0 / len(probs)] * len(probs)
-    return out
+    return normalise(probs, temperature) or [1.0 / len(probs)] * len(probs)
 
 
 def fit_temperature(
@@ -77,10 +74,8 @@ def calibrated(scored: Sequence[Scored], calibration: Calibration | None) -> lis
     """``scored`` with the calibration's temperatures applied."""
     if calibration is None:
         return list(scored)
+    temperature = calibration.temperature
     return [
-        replace(
-            s,
-            probs=tuple(apply_temperature(s.probs, calibration.temperature(s.question_id, s.type))),
-        )
+        replace(s, probs=tuple(apply_temperature(s.probs, temperature(s.question_id, s.type))))
         for s in scored
     ]

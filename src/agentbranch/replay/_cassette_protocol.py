@@ -1,8 +1,6 @@
-"""What the cassette's views (its reader, chat cache and teacher calls) use of a cassette.
-
-The views are made by ``Cassette`` and hold it; naming the cassette by this protocol,
-not by importing ``Cassette`` back, keeps the cassette and its views apart even for
-annotations."""
+"""What the cassette's views (its reader, chat cache and teacher calls) use of a cassette:
+named by this protocol, not by importing ``Cassette`` back, they and the cassette never
+import each other, even for annotations."""
 
 from __future__ import annotations
 
@@ -43,7 +41,7 @@ class CassetteStore(Protocol):
     def lookup_teacher(self, key: str) -> TeacherEntry | None: ...
     def record_teacher(self, entry: TeacherEntry) -> None: ...
     def holds_teacher(self, key: str) -> bool: ...
-    def teacher_miss(self, call: Any, key: str) -> Exception: ...
+    def teacher_miss(self, call: Any) -> Exception: ...
     def sampled(
         self, key: str, live: Callable[[], bool], unrecorded: Callable[[], bool]
     ) -> bool: ...

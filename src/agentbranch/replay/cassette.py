@@ -7,7 +7,6 @@ teacher entries and file (caught up with, appended to, rewritten) must be read t
 from __future__ import annotations
 
 import contextvars
-import dataclasses
 import functools
 import json
 import os
@@ -38,8 +37,10 @@ from agentbranch.replay.keys import (
     short,
 )
 from agentbranch.replay.misses import (
+    UNSEEN,
     UNSEEN_CHAT,
     UNSEEN_VERSION,
+    Diffs,
     explain,
     fields_note,
     nearest_chat,
@@ -64,6 +65,8 @@ class ReplayMissError(AgentBranchError, LookupError):
 
 
 Identity = tuple[str, str, str]  # (kind: "read" | "chat" | "teacher", who, key)
+#: The field of an entry line that says who it belongs to (an ``Identity``'s ``who``).
+_WHO = {"read": "reader", "chat": "model", "teacher": "role"}
 
 #: The chat repeat this context looked up and the model is answering live: (cassette,
 #: exchange key, the repeat's key); LangChain records the reply in the same context.
@@ -104,26 +107,20 @@ class Cassette:
         self._shown = _shown(self.path)
         self._lock = threading.RLock()
         self._file_lock = files.Lock(self.path)
-        self.readers: dict[str, ReaderInfo] = {}
-        self.chat_models: dict[str, dict[str, str]] = {}
-        self._reads: dict[tuple[str, str], ReadEntry] = {}
-        self._chats: dict[str, ChatEntry] = {}
+        # What this process has read of the file (its entries), and the file (device,
+        # inode) the parser's offset is in.
+        self._parser = fmt.Parser(self.path)
+        self._seen: tuple[int, int] | None = None
         self._loaded: set[Identity] = set()
         self._played: set[Identity] = set()
         #: Short descriptions of every miss this cassette raised.
         self.misses: list[str] = []
-        # The parser's state, and the file (device, inode) its offset is in.
-        self._parser: fmt.Parser | None = None
-        self._seen: tuple[int, int] | None = None
         self._started = False  # mode all: this run started (or joined) the file
-        self._next_reader = 1
-        # Per decision (Earned thresholds, learning versions, audits' draws): the recorded
-        # values by kind and key. How often this test asked each key of each kind
-        # ("repeat": teacher calls and chat exchanges).
-        self._decided: dict[str, dict[str, dict[str, Any]]] = {}
+        # How often this test asked each key of each kind ("repeat": teacher calls and
+        # chat exchanges; per decision: Earned thresholds, learning versions, audits' draws;
+        # "reader": readers made without an id).
         self._asked: dict[str, dict[str, int]] = {}
         self._opened: list[Reader] = []
-        self._teachers: dict[str, TeacherEntry] = {}  # by key (agentbranch.replay.teachers)
         #: The misses of audits: raised on an audit's worker thread, where they fail the
         #: audit but not the run (the pytest plugin fails the test that made them).
         self.audit_misses: list[str] = []
@@ -153,6 +150,11 @@ class Cassette:
     def __repr__(self) -> str:
         return f"Cassette({str(self.path)!r}, mode={self.mode!r})"
 
+    @property
+    def readers(self) -> dict[str, ReaderInfo]:
+        """The reader ids the file declares, each with the reader that recorded it."""
+        return self._parser.data.readers
+
     # -- what a test builds -------------------------------------------------------------
 
     def reader(
@@ -165,8 +167,7 @@ class Cassette:
         the order readers are made)."""
         with self._lock:
             if id is None:
-                id = f"reader-{self._next_reader}"
-                self._next_reader += 1
+                id = f"reader-{self._ask('reader', '') + 1}"
             made = CassetteReader(self, reader, id=id)
             self._opened.append(made)
             return made
@@ -219,7 +220,6 @@ class Cassette:
     def _begin_test(self) -> None:
         """A new test shares this cassette: reader ids count from ``reader-1`` again (and
         repeated decisions from the first)."""
-        self._next_reader = 1
         self._asked = {}
 
     # -- reads --------------------------------------------------------------------------
@@ -227,7 +227,7 @@ class Cassette:
     def lookup_read(self, reader_id: str, request: ReadRequest) -> list[LabelRead] | None:
         key = request_key(request)
         with self._lock:
-            entry = self._reads.get((reader_id, key))
+            entry = self._parser.data.reads.get((reader_id, key))
             if entry is None:
                 return None
             self._played.add(("read", reader_id, key))
@@ -240,19 +240,12 @@ class Cassette:
             ReadEntry(reader_id, request_key(request), request_summary(request), list(answer))
             for request, answer in answered
         ]
-
-        def lines() -> list[dict[str, Any]]:
-            out = self._declare_reader(reader_id, info)
-            for entry in entries:
-                self._played.add(("read", reader_id, entry.key))
-                out.append(fmt.read_line(entry))
-            return out
-
-        self._commit(lines)
+        self._commit(
+            lambda: self._declare_reader(reader_id, info) + [fmt.read_line(e) for e in entries]
+        )
 
     def _declare_reader(self, reader_id: str, info: ReaderInfo) -> list[dict[str, Any]]:
         """The declaration line ``reader_id`` needs in the file (none if it has it)."""
-        assert self._parser is not None
         known = self._parser.data.readers.get(reader_id)
         if known is not None and (known.name, known.model) != (info.name, info.model):
             raise ConfigurationError(
@@ -269,21 +262,16 @@ class Cassette:
         """The error for a read this cassette cannot answer, with the nearest recorded
         request."""
         with self._lock:
-            entries, readers = list(self._reads.values()), dict(self.readers)
+            entries, readers = list(self._parser.data.reads.values()), dict(self.readers)
         summary = request_summary(request)
-        nearest, diffs = nearest_read(summary, reader_id, entries, readers)
         question_ids = [q.id for q in request.questions]
-        head = (
-            f"cassette {self._shown} (mode {self.mode!r}) has no read for this request of "
-            f"reader {reader_id!r}: state {short(request.state, 60)!r}, "
-            f"questions {question_ids}. {why}"
-        )
         return self._missed(
             f"read of {reader_id} {read_text(summary)}",
-            explain(
-                head, "request", nearest, diffs, self._empty(f"no reads of reader {reader_id!r}")
-            ),
-            diffs,
+            f"has no read for this request of reader {reader_id!r}: state "
+            f"{short(request.state, 60)!r}, questions {question_ids}. {why}",
+            "request",
+            nearest_read(summary, reader_id, entries, readers),
+            f"no reads of reader {reader_id!r}",
         )
 
     # -- chat exchanges -----------------------------------------------------------------
@@ -294,8 +282,8 @@ class Cassette:
         key = chat_key(prompt, llm_string)
         with self._lock:
             repeat = self.next_repeat(key)
-            held = None if self.mode == "all" else self.held_repeat(repeat, self._chats)
-            if (entry := None if held is None else self._chats[held]) is None:
+            chats = self._parser.data.chats
+            if (entry := None if self.mode == "all" else self.held_repeat(repeat, chats)) is None:
                 if self.mode != "none":  # the model answers; record_chat records it as this
                     _ASKED.set((id(self), key, repeat))
                 return None
@@ -311,16 +299,11 @@ class Cassette:
         entry = ChatEntry(model, key, messages_summary(prompt), generations_to_json(generations))
 
         def lines() -> list[dict[str, Any]]:
-            assert self._parser is not None
-            out = []
-            if model not in self._parser.data.chat_models:
-                name = chat_model_name(llm_string)
-                out.append(
-                    {"kind": "chat_model", "id": model, "name": name, "llm_string": llm_string}
-                )
-            self._played.add(("chat", model, key))
-            out.append(fmt.entry_line("chat", entry))
-            return out
+            if model in self._parser.data.chat_models:
+                return [fmt.entry_line("chat", entry)]
+            name = chat_model_name(llm_string)
+            declared = {"kind": "chat_model", "id": model, "name": name, "llm_string": llm_string}
+            return [declared, fmt.entry_line("chat", entry)]
 
         self._commit(lines)
 
@@ -330,21 +313,19 @@ class Cassette:
         messages = messages_summary(prompt)
         model, name = chat_model_id(llm_string), chat_model_name(llm_string)
         with self._lock:
-            entries, known = list(self._chats.values()), dict(self.chat_models)
-        nearest, diffs = nearest_chat(messages, model, llm_string, name, entries, known)
+            data = self._parser.data
+            entries, known = list(data.chats.values()), dict(data.chat_models)
         last = last_content(messages)
         call = current_call()  # the policy's teacher call the model is invoked for, if any
         asked_as = "" if call is None else f", asked as {describe(call, name)}"
-        head = (
-            f"cassette {self._shown} (mode {self.mode!r}) has no reply of chat model {name} "
-            f"({model}) to these {len(messages)} messages (last: {short(last, 60)!r})"
-            f"{asked_as}. Replay calls no model."
-        )
-        empty = self._empty("no chat exchanges")
         return self._missed(
             f"chat {name} {short(last, 50)!r}",
-            explain(head, "exchange", nearest, diffs, empty, UNSEEN_CHAT),
-            diffs,
+            f"has no reply of chat model {name} ({model}) to these {len(messages)} messages "
+            f"(last: {short(last, 60)!r}){asked_as}. Replay calls no model.",
+            "exchange",
+            nearest_chat(messages, model, llm_string, name, entries, known),
+            "no chat exchanges",
+            UNSEEN_CHAT,
             audit=call is not None and call.role == "audit",
         )
 
@@ -372,17 +353,17 @@ class Cassette:
             asked[key] = asked.get(key, 0) + 1
             return asked[key] - 1
 
-    def held_repeat(self, repeat: str, table: Mapping[str, Any]) -> str | None:
-        """The key ``table`` answers the repeat ``repeat`` under: that repeat, else in mode
-        ``none`` the last repeat recorded (older cassettes hold one answer per input);
-        ``None`` when not held."""
-        if repeat in table or self.mode != "none":
-            return repeat if repeat in table else None
+    def held_repeat(self, repeat: str, table: Mapping[str, Any]) -> Any:
+        """The entry of ``table`` that answers the repeat ``repeat``: that repeat's, else in
+        mode ``none`` the last repeat's recorded (older cassettes hold one answer per
+        input); ``None`` when none is held."""
+        if self.mode != "none":
+            return table.get(repeat)
         base, _, n = repeat.partition("#")
         with self._lock:
             for i in range(int(n or 0), -1, -1):
                 if (key := base if i == 0 else f"{base}#{i}") in table:
-                    return key
+                    return table[key]
         return None
 
     def _answered_as(self, key: str) -> str:
@@ -432,18 +413,16 @@ class Cassette:
         for: the nearest recorded read of the question (``question``: its summary fields
         ``type``, ``text``, ``options``) and the fields that differ."""
         with self._lock:
-            entries = list(self._reads.values())
-        nearest, diffs = nearest_decision(question_id, state, question, entries)
-        head = (
-            f"cassette {self._shown} (mode {self.mode!r}) holds no version for this decision "
-            f"of learning question {question_id!r} (Earned(learn=True)): state "
-            f"{short(state, 60)!r}. Replay asks the version the recording asked."
-        )
-        empty = self._empty(f"no reads of question {question_id!r}")
+            entries = list(self._parser.data.reads.values())
         return self._missed(
             f"version of {question_id!r} for {short(state, 50)!r}",
-            explain(head, "request", nearest, diffs, empty, UNSEEN_VERSION),
-            diffs,
+            f"holds no version for this decision of learning question {question_id!r} "
+            f"(Earned(learn=True)): state {short(state, 60)!r}. Replay asks the version "
+            "the recording asked.",
+            "request",
+            nearest_decision(question_id, state, question, entries),
+            f"no reads of question {question_id!r}",
+            UNSEEN_VERSION,
         )
 
     def _per_decision(
@@ -458,7 +437,7 @@ class Cassette:
         ``none`` when it is not recorded (a value, or it raises the miss)."""
         with self._lock:
             key = f"{key}#{self._ask(kind, key)}"
-            held = self._decided.get(kind, {})
+            held = self._parser.data.decided[kind]
             if self.mode in ("new", "none") and key in held:
                 return dict(held[key])
         if self.mode == "none":
@@ -480,33 +459,26 @@ class Cassette:
     def holds_chat(self, prompt: str, llm_string: str) -> bool:
         """Whether this cassette holds a reply to the exchange (nothing is played)."""
         with self._lock:
-            return chat_key(prompt, llm_string) in self._chats
+            return chat_key(prompt, llm_string) in self._parser.data.chats
 
     def lookup_teacher(self, key: str) -> TeacherEntry | None:
         """The recorded teacher call ``key`` (a repeat: ``held_repeat``; played), or
         ``None``."""
         with self._lock:
-            held = self.held_repeat(key, self._teachers)
-            entry = None if held is None else self._teachers[held]
+            entry = self.held_repeat(key, self._parser.data.teachers)
             if entry is not None:
                 self._played.add(("teacher", entry.role, entry.key))
             return entry
 
     def holds_teacher(self, key: str) -> bool:
         with self._lock:
-            return key in self._teachers
+            return key in self._parser.data.teachers
 
     def record_teacher(self, entry: TeacherEntry) -> None:
-        if self.mode == "passthrough":
-            return
+        if self.mode != "passthrough":
+            self._commit(lambda: [fmt.entry_line("teacher", entry)])
 
-        def lines() -> list[dict[str, Any]]:
-            self._played.add(("teacher", entry.role, entry.key))
-            return [fmt.entry_line("teacher", entry)]
-
-        self._commit(lines)
-
-    def teacher_miss(self, call: Any, key: str) -> Exception:
+    def teacher_miss(self, call: Any) -> Exception:
         """The ``ReplayMissError`` for the teacher call ``call`` this cassette cannot
         answer, with the nearest recorded call of its role and question."""
         name = identity(call.teacher)
@@ -514,20 +486,17 @@ class Cassette:
         with self._lock:
             entries = [
                 t
-                for t in self._teachers.values()
+                for t in self._parser.data.teachers.values()
                 if (t.role, t.question) == (call.role, call.question_id)
             ]
-        nearest, diffs = nearest_teacher(name, summary, entries)
-        head = (
-            f"cassette {self._shown} (mode {self.mode!r}) has no answer of "
-            f"{describe(call, name)} to this input ({_excerpt(summary)!r}). "
-            "Replay calls no teacher."
-        )
-        empty = self._empty(f"no {call.role} call of question {call.question_id!r}")
         return self._missed(
             f"{call.role} {name} of {call.question_id!r} {_excerpt(summary, 50)!r}",
-            explain(head, "call", nearest, diffs, empty, UNSEEN_CHAT),
-            diffs,
+            f"has no answer of {describe(call, name)} to this input ({_excerpt(summary)!r}). "
+            "Replay calls no teacher.",
+            "call",
+            nearest_teacher(name, summary, entries),
+            f"no {call.role} call of question {call.question_id!r}",
+            UNSEEN_CHAT,
             audit=call.role == "audit",
         )
 
@@ -542,23 +511,32 @@ class Cassette:
 
     # -- misses -------------------------------------------------------------------------
 
-    def _empty(self, holds_none: str) -> str:
-        """What a miss says when nothing recorded is near: no file yet, or what the
-        cassette holds ``holds_none`` of."""
-        if not self.path.exists():
-            return f"There is no cassette file at {self.path} yet."
-        return f"The cassette holds {holds_none}."
-
     def _missed(
-        self, line: str, message: str, diffs: Any, *, audit: bool = False
+        self,
+        line: str,
+        head: str,
+        what: str,
+        found: tuple[Any, Diffs],
+        holds_none: str,
+        unseen: str = UNSEEN,
+        *,
+        audit: bool = False,
     ) -> ReplayMissError:
-        """Keep the miss ``line`` in ``misses`` (an audit's in ``audit_misses`` too); the
-        error to raise says ``message``."""
+        """The error for a miss: what this cassette ``head`` (``has no ...``), then the
+        nearest recorded ``what`` and how it differs (``found``; else what the cassette
+        holds ``holds_none`` of). Keeps ``line`` in ``misses`` (an audit's in
+        ``audit_misses`` too)."""
+        nearest, diffs = found
+        if not self.path.exists():
+            empty = f"There is no cassette file at {self.path} yet."
+        else:
+            empty = f"The cassette holds {holds_none}."
         with self._lock:
             self.misses.append(line + fields_note(diffs))
             if audit:
                 self.audit_misses.append(self.misses[-1])
-        return ReplayMissError(message)
+        head = f"cassette {self._shown} (mode {self.mode!r}) {head}"
+        return ReplayMissError(explain(head, what, nearest, diffs, empty, unseen))
 
     # -- stale entries ------------------------------------------------------------------
 
@@ -567,13 +545,14 @@ class Cassette:
         ``{"kind", "line", "reader" | "model", "summary"}``."""
         out = []
         with self._lock:
+            data = self._parser.data
             for kind, who, key in self._loaded - self._played:
-                if kind == "read" and (e := self._reads.get((who, key))) is not None:
+                if kind == "read" and (e := data.reads.get((who, key))) is not None:
                     item = {"reader": who, "summary": read_text(e.request)}
-                elif kind == "chat" and (e := self._chats.get(key)) is not None:
-                    name = self.chat_models.get(who, {}).get("name", who)
+                elif kind == "chat" and (e := data.chats.get(key)) is not None:
+                    name = data.chat_models.get(who, {}).get("name", who)
                     item = {"model": name, "summary": repr(short(last_content(e.messages), 50))}
-                elif kind == "teacher" and (e := self._teachers.get(key)) is not None:
+                elif kind == "teacher" and (e := data.teachers.get(key)) is not None:
                     summary = f"{e.role} of {e.question!r} {_excerpt(e.input, 50)!r}"
                     item = {"model": e.teacher, "summary": summary}
                 else:  # the file was replaced without it meanwhile
@@ -607,7 +586,6 @@ class Cassette:
             self._start()
             return
         self._sync()
-        assert self._parser is not None
         if self._parser.data.version is None:  # no file yet, or an empty one
             self._append([fmt.header_line(self.recording)])
         elif self._parser.data.version < fmt.FORMAT_VERSION:
@@ -633,72 +611,45 @@ class Cassette:
     def _rewrite(self, *, chats: bool) -> None:
         """Replace the file by what this process holds (all of it: it has just caught up),
         as format 2."""
-        assert self._parser is not None
-        data = dataclasses.replace(
-            self._parser.data,
-            reads=list(self._reads.values()),
-            chats=list(self._chats.values()),
-            teachers=list(self._teachers.values()),
-        )
-        recording = self._parser.data.recording or self.recording
-        files.replace(self.path, fmt.body(data, recording, chats=chats))
+        data = self._parser.data
+        files.replace(self.path, fmt.body(data, data.recording or self.recording, chats=chats))
         self._reload()
 
     def _reload(self) -> None:
-        self._parser, self._seen = None, None
+        self._seen = None  # the file was replaced: read it from its start
         self._sync()
 
     def _sync(self, *, initial: bool = False) -> None:
         """Catch up with the file: parse the lines appended since this process last read
         it, or all of it when it was replaced. Call under both locks."""
         if files.status(self.path) is None:  # nothing there (yet, or any more)
-            fresh = self._parser is None or self._parser.data.version is not None
-            if fresh:
+            if self._parser.data.version is not None:
                 self._parser, self._seen = fmt.Parser(self.path), None
-            self._absorb(fresh, initial)
             return
         with files.open_read(self.path) as f:
             st = os.fstat(f.fileno())
             ident = (st.st_dev, st.st_ino)
-            fresh = self._parser is None or ident != self._seen or st.st_size < self._parser.offset
-            if fresh:
+            if ident != self._seen or st.st_size < self._parser.offset:
                 self._parser = fmt.Parser(self.path)
-            assert self._parser is not None
             self._parser.feed_file(f)
         self._seen = ident
-        if initial and self._parser.data.version is None and self.mode == "none":
+        data = self._parser.data
+        if initial and data.version is None and self.mode == "none":
             raise fmt.CassetteFormatError(f"{self.path} is empty; {fmt.RERECORD}")
-        self._absorb(fresh, initial)
+        if initial:
+            self._loaded.update(("read", *k) for k in data.reads)
+            self._loaded.update(("chat", c.model, k) for k, c in data.chats.items())
+            self._loaded.update(("teacher", t.role, k) for k, t in data.teachers.items())
 
     def _append(self, lines: list[dict[str, Any]]) -> None:
-        """Append ``lines`` (one write) and take them in as if read back."""
-        assert self._parser is not None
+        """Append ``lines`` (one write) and take them in as if read back, played."""
         data = encode(lines, self.path)  # an entry too large to load is refused here
         st = files.append(self.path, data)
         self._seen = (st.st_dev, st.st_ino)
         self._parser.feed_lines(data.splitlines(keepends=True))
-        self._absorb(False, False)
-
-    def _absorb(self, fresh: bool, initial: bool) -> None:
-        """Take the parser's new entries into the lookup tables (all of them, replacing
-        what was there, when the file was read from its start)."""
-        assert self._parser is not None
-        if fresh:
-            self._reads.clear()
-            self._chats.clear()
-            self._teachers.clear()
-        reads, chats, teachers = self._parser.take()
-        self._reads.update(((r.reader, r.key), r) for r in reads)
-        self._chats.update((c.key, c) for c in chats)
-        self._teachers.update((t.key, t) for t in teachers)
-        if initial:
-            self._loaded.update(("read", r.reader, r.key) for r in reads)
-            self._loaded.update(("chat", c.model, c.key) for c in chats)
-            self._loaded.update(("teacher", t.role, t.key) for t in teachers)
-        data = self._parser.data
-        self.readers = dict(data.readers)
-        self.chat_models = dict(data.chat_models)
-        self._decided = {kind: dict(held) for kind, held in data.decided.items()}
+        self._played.update(
+            (x["kind"], x[_WHO[x["kind"]]], x["key"]) for x in lines if x.get("kind") in _WHO
+        )
 
 
 def _shown(path: Path) -> str:
@@ -712,12 +663,18 @@ def _shown(path: Path) -> str:
 def encode(lines: Iterable[dict[str, Any]], path: Path) -> bytes:
     """The lines to append to the cassette at ``path``, as bytes; ``CassetteFormatError``,
     before anything is written, when one is longer than ``MAX_RECORD_BYTES``."""
+    names = {
+        "read": "the read of reader {reader!r}",
+        "chat": "the reply of chat model {model!r}",
+        "teacher": "the {role} teacher's reply for question {question!r}",
+    }
     out = []
     for line in lines:
         data = fmt.dumps(line).encode("utf-8")
         if len(data) > fmt.MAX_RECORD_BYTES:
+            what = names.get(line["kind"], "a {kind} line").format_map(line)
             raise fmt.CassetteFormatError(
-                f"cannot record {_entry_name(line)} in cassette {path}: its line would be "
+                f"cannot record {what} in cassette {path}: its line would be "
                 f"{len(data):,} bytes, more than a cassette line may hold "
                 f"(agentbranch.replay.format.MAX_RECORD_BYTES={fmt.MAX_RECORD_BYTES:,}). It was "
                 "not recorded; the cassette keeps every other entry and still loads. A "
@@ -726,16 +683,6 @@ def encode(lines: Iterable[dict[str, Any]], path: Path) -> bytes:
             )
         out.append(data)
     return b"".join(out)
-
-
-def _entry_name(line: dict[str, Any]) -> str:
-    """What a cassette line records, for an error (``the teacher reply of ...``)."""
-    names = {
-        "read": "the read of reader {reader!r}",
-        "chat": "the reply of chat model {model!r}",
-        "teacher": "the {role} teacher's reply for question {question!r}",
-    }
-    return names.get(line["kind"], "a {kind} line").format_map(line)
 
 
 def _excerpt(summary: Any, width: int = 60) -> str | None:

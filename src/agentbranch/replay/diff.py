@@ -134,31 +134,19 @@ def _loose(e: ReadEntry) -> tuple[Any, ...]:
 
 
 def _pair(
-    old: list[Any], new: list[Any], exact: Any, loose: Any
+    old: dict[Any, Any], new: dict[Any, Any], loose: Any
 ) -> tuple[list[tuple[Any, Any]], list[Any], list[Any]]:
-    """Pairs by ``exact`` key, then by ``loose`` key where it is unique on both sides."""
-    new_by = {exact(e): e for e in new}
-    pairs, rest_old = [], []
-    for e in old:
-        match = new_by.pop(exact(e), None)
-        if match is not None:
-            pairs.append((e, match))
-        else:
-            rest_old.append(e)
-    rest_new = list(new_by.values())
+    """Pairs by key, then by ``loose`` key where it is unique on both sides."""
+    pairs = [(e, new[k]) for k, e in old.items() if k in new]
+    rest_old = [e for k, e in old.items() if k not in new]
+    rest_new = [e for k, e in new.items() if k not in old]
     count_old = Counter(loose(e) for e in rest_old)
     count_new = Counter(loose(e) for e in rest_new)
-    loose_new = {loose(e): e for e in rest_new if count_new[loose(e)] == 1}
-    removed, taken = [], set()
-    for e in rest_old:
-        k = loose(e)
-        if count_old[k] == 1 and k in loose_new:
-            pairs.append((e, loose_new[k]))
-            taken.add(id(loose_new[k]))
-        else:
-            removed.append(e)
-    added = [e for e in rest_new if id(e) not in taken]
-    return pairs, removed, added
+    unique = {k for k, n in count_old.items() if n == 1 and count_new[k] == 1}
+    by_loose = {loose(e): e for e in rest_new}
+    pairs += [(e, by_loose[loose(e)]) for e in rest_old if loose(e) in unique]
+    removed = [e for e in rest_old if loose(e) not in unique]
+    return pairs, removed, [e for e in rest_new if loose(e) not in unique]
 
 
 def _read_changes(a: ReadEntry, b: ReadEntry) -> list[DecisionChange]:
@@ -212,11 +200,9 @@ def diff_cassettes(old: str | Path, new: str | Path) -> CassetteDiff:
     """Compare two cassettes (``CassetteFormatError`` if either cannot be read)."""
     a, b = load(old), load(new)
     ma, mb = _models(a), _models(b)
-    pairs, removed, added = _pair(a.reads, b.reads, lambda e: (e.reader, e.key), _loose)
+    pairs, removed, added = _pair(a.reads, b.reads, _loose)
     decisions = [c for x, y in pairs for c in _read_changes(x, y)]
-    cpairs, cremoved, cadded = _pair(
-        a.chats, b.chats, lambda e: e.key, lambda e: digest(repr(e.messages))
-    )
+    cpairs, cremoved, cadded = _pair(a.chats, b.chats, lambda e: digest(repr(e.messages)))
     chats = [
         _chat_change(
             (ma.get(x.model, x.model), mb.get(y.model, y.model)),
@@ -227,10 +213,7 @@ def diff_cassettes(old: str | Path, new: str | Path) -> CassetteDiff:
     ]
     # A policy's other teacher calls (agentbranch.replay.teachers) read like chat exchanges.
     tpairs, tremoved, tadded = _pair(
-        a.teachers,
-        b.teachers,
-        lambda e: e.key,
-        lambda e: (e.role, e.question, digest(repr(e.input))),
+        a.teachers, b.teachers, lambda e: (e.role, e.question, digest(repr(e.input)))
     )
     chats += [
         _chat_change(

@@ -55,20 +55,22 @@ class TeacherEntry:
 
 @dataclass
 class CassetteData:
-    """A loaded cassette: header facts and entries in file order (later lines win)."""
+    """A loaded cassette: header facts and entries by key, in file order (a later line
+    with the same key replaces the entry)."""
 
     readers: dict[str, ReaderInfo] = field(default_factory=dict)
     chat_models: dict[str, dict[str, str]] = field(default_factory=dict)
-    reads: list[ReadEntry] = field(default_factory=list)
-    chats: list[ChatEntry] = field(default_factory=list)
+    #: By ``(reader id, key)``.
+    reads: dict[tuple[str, str], ReadEntry] = field(default_factory=dict)
+    chats: dict[str, ChatEntry] = field(default_factory=dict)
     #: The values in force per recorded decision, by kind and decision key: an Earned
     #: threshold (``{"take_at", "trust"}``), a learning question's version (``{"version",
     #: "asked", "read"}``) and whether it was audited (``{"audited"}``).
     decided: dict[str, dict[str, dict[str, Any]]] = field(
         default_factory=lambda: {"threshold": {}, "version": {}, "sample": {}}
     )
-    #: Teacher calls that are not chat exchanges (``TeacherEntry``), in file order.
-    teachers: list[TeacherEntry] = field(default_factory=list)
+    #: Teacher calls that are not chat exchanges (``TeacherEntry``).
+    teachers: dict[str, TeacherEntry] = field(default_factory=dict)
     #: The format version of the file (0 for pre-v1), ``None`` before its first line.
     version: int | None = None
     recording: str | None = None

@@ -112,7 +112,7 @@ class Lock:
         real = target(self.path)
         lock_file = real.parent / f".{real.name}.lock"
         if self._lock is None or Path(self._lock.lock_file) != lock_file:  # link retargeted
-            # No soft fallback: its marker file cannot be removed early (see ``_held``).
+            # No soft fallback: its marker file cannot be removed early (see ``writing``).
             self._lock = FileLock(
                 lock_file,
                 timeout=LOCK_TIMEOUT,
@@ -122,7 +122,9 @@ class Lock:
         return self._lock
 
     @contextlib.contextmanager
-    def _held(self) -> Iterator[None]:
+    def writing(self) -> Iterator[None]:
+        """Held while writing; ``OSError`` if the folder cannot be made or written."""
+        target(self.path).parent.mkdir(parents=True, exist_ok=True)
         lock = self._file_lock()
         try:
             lock.acquire()
@@ -144,19 +146,12 @@ class Lock:
             lock.release()
 
     @contextlib.contextmanager
-    def writing(self) -> Iterator[None]:
-        """Held while writing; ``OSError`` if the folder cannot be made or written."""
-        target(self.path).parent.mkdir(parents=True, exist_ok=True)
-        with self._held():
-            yield
-
-    @contextlib.contextmanager
     def reading(self) -> Iterator[None]:
-        """Held while reading, so no half-written line is seen; a folder where the lock
-        file cannot be created (read-only) is read without it."""
+        """Held while reading a file that exists, so no half-written line is seen; a folder
+        where the lock file cannot be created (read-only) is read without it."""
         with contextlib.ExitStack() as held:
             with contextlib.suppress(OSError):
-                held.enter_context(self._held())
+                held.enter_context(self.writing())
             yield
 
 

@@ -119,13 +119,13 @@ def body(data: CassetteData, recording: str | None, *, chats: bool = True) -> by
     lines += [entry_line("reader", info, id=rid) for rid, info in data.readers.items()]
     if chats:
         lines += [{"kind": "chat_model", "id": mid, **m} for mid, m in data.chat_models.items()]
-    lines += [read_line(e) for e in data.reads]
+    lines += [read_line(e) for e in data.reads.values()]
     if chats:
-        lines += [entry_line("chat", e) for e in data.chats]
+        lines += [entry_line("chat", e) for e in data.chats.values()]
     lines += [
         decision_line(k, key, v) for k, held in data.decided.items() for key, v in held.items()
     ]
-    lines += [entry_line("teacher", e) for e in data.teachers]
+    lines += [entry_line("teacher", e) for e in data.teachers.values()]
     return "".join(dumps(x) for x in lines).encode("utf-8")
 
 
@@ -138,7 +138,7 @@ class Parser:
     """Validates a cassette's lines one at a time, in order, into ``data``.
 
     ``feed_file`` and ``feed_lines`` may be called again with lines appended later (another
-    writer's), continuing the line count; ``take`` hands over the entries read so far.
+    writer's), continuing the line count.
     Format 1 and pre-v1 files (no header; loaded as reader ``reader-1``) still load.
     """
 
@@ -240,8 +240,7 @@ class Parser:
         for rid, r in head.readers.items():
             self.data.readers[rid] = ReaderInfo(r.name, r.model, r.max_options)
             self._declared[rid] = no
-        for mid, m in head.chat_models.items():
-            self.data.chat_models[mid] = {"name": m.name, "llm_string": m.llm_string}
+        self.data.chat_models.update((mid, m.model_dump()) for mid, m in head.chat_models.items())
 
     # -- entries -------------------------------------------------------------------------
 
@@ -263,19 +262,13 @@ class Parser:
             self.data.decided[line.kind][line.key] = line.model_dump(exclude={"kind", "key"})
         elif isinstance(line, schema.TeacherLine):
             fields = line.model_dump(exclude={"kind"})
-            self.data.teachers.append(TeacherEntry(**fields, line=no))
+            self.data.teachers[line.key] = TeacherEntry(**fields, line=no)
         elif isinstance(line, schema.ReadLine):
             if line.reader not in self.data.readers:
                 raise self.fail(no, f"reader {line.reader!r} is not declared before this line")
-            self.data.reads.append(
-                ReadEntry(
-                    line.reader,
-                    line.key,
-                    obj["request"],
-                    [_label_read(r) for r in line.reads],
-                    no,
-                )
-            )
+            reads = [_label_read(r) for r in line.reads]
+            entry = ReadEntry(line.reader, line.key, obj["request"], reads, no)
+            self.data.reads[(line.reader, line.key)] = entry
         else:
             if line.model not in self.data.chat_models:
                 raise self.fail(no, f"chat model {line.model!r} is not declared before this line")
@@ -285,7 +278,8 @@ class Parser:
                 raise self.fail(
                     no, f"field 'reply': the chat reply cannot be rebuilt ({e})"
                 ) from None
-            self.data.chats.append(ChatEntry(line.model, line.key, line.messages, line.reply, no))
+            entry = ChatEntry(line.model, line.key, line.messages, line.reply, no)
+            self.data.chats[line.key] = entry
 
     def _declare_reader(self, no: int, line: schema.ReaderLine) -> None:
         known = self.data.readers.get(line.id)
@@ -320,14 +314,7 @@ class Parser:
         self.data.readers["reader-1"] = ReaderInfo(line.reader, line.model)
         request = {"state": line.state, "questions": [{"id": str(q)} for q in line.questions]}
         reads = [_label_read(r) for r in line.reads]
-        self.data.reads.append(ReadEntry("reader-1", line.key, request, reads, no))
-
-    def take(self) -> tuple[list[ReadEntry], list[ChatEntry], list[TeacherEntry]]:
-        """The reads, chat exchanges and teacher calls read since the last ``take``."""
-        d = self.data
-        taken = d.reads, d.chats, d.teachers
-        d.reads, d.chats, d.teachers = [], [], []
-        return taken
+        self.data.reads["reader-1", line.key] = ReadEntry("reader-1", line.key, request, reads, no)
 
 
 def load(path: str | Path, *, max_line_bytes: int | None = None) -> CassetteData:

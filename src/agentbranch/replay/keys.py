@@ -89,12 +89,8 @@ def request_differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[
     if state_differs:
         out.append(("state", text_diff(old.get("state") or "", new.get("state") or "")))
     if old.get("instructions_sha") != new.get("instructions_sha") and "instructions_sha" in old:
-        out.append(
-            (
-                "instructions",
-                text_diff(old.get("instructions") or "", new.get("instructions") or ""),
-            )
-        )
+        was, now = old.get("instructions") or "", new.get("instructions") or ""
+        out.append(("instructions", text_diff(was, now)))
     oq = {q["id"]: q for q in old.get("questions", [])}
     nq = {q["id"]: q for q in new.get("questions", [])}
     if list(oq) != list(nq):
@@ -102,9 +98,8 @@ def request_differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[
     for question_id in [q for q in nq if q in oq]:
         a, b = oq[question_id], nq[question_id]
         if "text" in a and a.get("text") != b.get("text"):
-            out.append(
-                (f"question text ({question_id})", text_diff(a["text"], b.get("text") or ""))
-            )
+            diff = text_diff(a["text"], b.get("text") or "")
+            out.append((f"question text ({question_id})", diff))
         if "options" in a and a.get("options") != b.get("options"):
             out.append((f"options ({question_id})", f"{a['options']} -> {b.get('options')}"))
         if "type" in a and a.get("type") != b.get("type"):
@@ -172,7 +167,7 @@ def messages_summary(prompt: str) -> list[dict[str, Any]]:
     try:
         obj = json.loads(prompt)
     except ValueError:
-        return [{"role": "prompt", "content": prompt}]
+        obj = None
     if not isinstance(obj, list):
         return [{"role": "prompt", "content": prompt}]
     out = []
@@ -198,12 +193,8 @@ def messages_differences(
         out.append(("messages", f"{len(old)} messages -> {len(new)}"))
     for i, (a, b) in enumerate(zip(old, new)):
         if a != b:
-            out.append(
-                (
-                    f"message {i + 1} ({b.get('role')})",
-                    text_diff(str(a.get("content")), str(b.get("content"))),
-                )
-            )
+            diff = text_diff(str(a.get("content")), str(b.get("content")))
+            out.append((f"message {i + 1} ({b.get('role')})", diff))
     return out
 
 

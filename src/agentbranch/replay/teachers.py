@@ -118,7 +118,7 @@ class CassetteTeachers:
             return None, key
         entry = self.cassette.lookup_teacher(key)
         if entry is None and mode == "none":
-            raise self.cassette.teacher_miss(call, key)
+            raise self.cassette.teacher_miss(call)
         return entry, key
 
     def _record(self, call: TeacherCall, key: str, reply: Any) -> Any:
