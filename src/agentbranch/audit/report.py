@@ -152,16 +152,11 @@ def _take_at(items: Sequence[tuple[float, bool, float]], target: float, z: float
     if estimate is None or at_estimate is None:
         return TakeAt(target, known, None, None, 0.0, None)
     coverage = sum(x[2] for x in ranked[:k_estimate]) / total_w
-    if known is not None and known <= estimate:
-        more: int | None = 0
-    else:
-        needed = audits_needed(at_estimate.precision, target, z)
-        if needed is None:
-            more = None
-        else:
-            in_band = max(0.0, needed - at_estimate.n_effective)
-            # At the current mix, a share k/len of new records lands at or above it.
-            more = math.ceil(in_band * len(ranked) / k_estimate)
+    known_at = known is not None and known <= estimate
+    needed = 0 if known_at else audits_needed(at_estimate.precision, target, z)
+    more: int | None = None
+    if needed is not None:  # at the current mix, a share k/len of new records lands in it
+        more = math.ceil(max(0.0, needed - at_estimate.n_effective) * len(ranked) / k_estimate)
     return TakeAt(target, known, estimate, at_estimate, coverage, more)
 
 
