@@ -1,11 +1,6 @@
-"""The audit worker and where its records go.
-
-Background threads drain a bounded queue: ``submit`` never blocks (a full queue drops
-the job, counted), and whatever a job raises is logged (rate-limited) and counted, never
-raised to the run. ``Deadline`` bounds a teacher call; at exit the worker runs what is
-queued, up to ``agentbranch.core.at_exit.EXIT_WAIT_S``. Records go to sinks (anything
-with ``write(record)``; ``as_sinks`` reads ``Audit(sink=...)``) on the worker's thread.
-"""
+"""The audit worker and where its records go: background threads drain a bounded queue
+(a full queue drops the job; whatever a job raises is logged and counted, never raised to
+the run), ``Deadline`` bounds a teacher call, and sinks (``Sink``) take the records."""
 
 from __future__ import annotations
 
@@ -19,7 +14,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from agentbranch.core.at_exit import AUDITS, finish_at_exit
 from agentbranch.core.errors import ConfigurationError
@@ -237,7 +232,10 @@ class AuditWorker:
 AuditRecord = dict[str, Any]
 
 
+@runtime_checkable
 class Sink(Protocol):
+    """Where audit records go: anything with ``write(record)``."""
+
     def write(self, record: AuditRecord) -> None: ...
 
 
@@ -304,7 +302,7 @@ def as_sinks(sink: Any) -> list[Sink]:
         return [JsonlSink(sink)]
     if isinstance(sink, BaseStore):
         return [StoreSink(sink)]
-    if hasattr(sink, "write") and callable(sink.write):
+    if isinstance(sink, Sink):
         return [sink]
     if callable(sink):
         return [CallbackSink(sink)]
