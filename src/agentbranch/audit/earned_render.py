@@ -230,9 +230,7 @@ def _labels(q: QuestionTrust) -> str:
 
 
 def _opened(q: QuestionTrust) -> str:
-    """When the band first opened, counted in the records this report read: labels of
-    the evidence store; of an audit file, its records (audits and fallback examples, a
-    sample of the labels: the store's count is larger)."""
+    """When the band first opened, counted in the records this report read."""
     if q.recomputed:
         return f"opened after {q.labels_to_open} labels"
     return (
@@ -336,23 +334,16 @@ def tables(
 ) -> list[Any]:
     """One ``rich`` table per question; ``extra``: more rows per question id (an audit
     file's own figures)."""
-    lost = []
-    if report.labels_lost:
-        lost.append(
-            (
-                "labels lost",
-                f"{report.labels_lost} labels of this process never reached the store (it "
-                "could not be written: see the ERROR log, docs/reliability.md)",
-            )
-        )
+    why = "(it could not be written: see the ERROR log, docs/reliability.md)"
+    lost = f"{report.labels_lost} labels of this process never reached the store {why}"
+    more = [("labels lost", lost)] if report.labels_lost else []
+    extra = extra or {}
     out = []
     versions = {v.key: v.version for lq in report.learning.values() for v in lq.versions}
     for q in report.questions.values():
         at = "nothing taken" if q.take_at is None else f"take_at {q.take_at:g} in force"
         name = f"{_name(q, versions)}: {at} ({q.trust})"  # the one threshold in force
-        out.append(
-            _table(name, [*rows(q, report.level), *(extra or {}).get(q.question_id, []), *lost])
-        )
+        out.append(_table(name, [*rows(q, report.level), *extra.get(q.question_id, []), *more]))
     out += [_table(learning_title(lq), learning_rows(lq)) for lq in report.learning.values()]
     return out
 

@@ -285,9 +285,7 @@ def earned_report(
     groups: dict[str, list[EvidenceRow]] = {}
     for row in evidence_rows(source):
         groups.setdefault(row.group, []).append(row)
-    asked = None
-    if precision is not None:
-        asked = (float(precision), float(level if level is not None else 0.95))
+    asked = None if precision is None else (float(precision), float(level or 0.95))
     questions = {}
     for key, rows in groups.items():
         rows.sort(key=lambda r: r.order)
