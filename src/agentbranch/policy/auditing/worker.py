@@ -25,18 +25,15 @@ log = logging.getLogger("agentbranch")
 Job = Callable[[], None]
 _STOP = object()
 
-#: At most one WARNING per kind of trouble this often (seconds).
-WARN_EVERY_S = 60.0
-
 
 class RateLimitedLog:
-    """``warn(kind, msg, *args)``: at most one WARNING per ``kind`` every ``interval_s``
-    (a stuck teacher fails every audit); the next line logged says how many were not."""
+    """At most one WARNING per ``kind`` every ``interval_s`` (a stuck teacher fails every
+    audit); the next line logged says how many were not."""
 
     def __init__(
         self,
         logger: logging.Logger,
-        interval_s: float = WARN_EVERY_S,
+        interval_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._log = logger
@@ -46,22 +43,21 @@ class RateLimitedLog:
         self._held: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def warn(self, kind: str, msg: str, *args: object) -> bool:
+    def warn(self, kind: str, msg: str, *args: object) -> None:
         """Log ``msg % args`` at WARNING unless ``kind`` was logged less than
-        ``interval_s`` ago (then it is counted); ``True`` when logged."""
+        ``interval_s`` ago (then it is counted)."""
         now = self._clock()
         with self._lock:
             last = self._last.get(kind)
             if last is not None and now - last < self.interval_s:
                 self._held[kind] = self._held.get(kind, 0) + 1
-                return False
+                return
             held = self._held.pop(kind, 0)
             self._last[kind] = now
         if held:
             msg += " (%d more like this in the last %.0f s were not logged)"
             args = (*args, held, now - last if last is not None else 0.0)
         self._log.warning(msg, *args)
-        return True
 
 
 @dataclass
@@ -317,7 +313,6 @@ def as_sinks(sink: Any) -> list[Sink]:
 __all__ = [
     "AuditStats",
     "RateLimitedLog",
-    "WARN_EVERY_S",
     "AuditTimeout",
     "TeacherStuck",
     "AuditWorker",
