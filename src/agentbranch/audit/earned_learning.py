@@ -12,9 +12,6 @@ from typing import Any
 
 from agentbranch.audit.earned_sources import EvidenceRow
 
-#: Points of the accuracy curve (blocks of labels; at least ``MIN_BLOCK`` labels each).
-POINTS = 10
-MIN_BLOCK = 10
 #: Equal-width bins of the calibration error of the probability reported.
 ECE_BINS = 10
 
@@ -129,14 +126,15 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
     from agentbranch.policy.earned.learn.stored import recorded_anytime
 
     rows.sort(key=lambda r: r.order)
+    # a record with its labelled state is a label of the version that decided
     deciding = [r for r in rows if r.record.state is not None]
     by_version: dict[int, list[EvidenceRow]] = {}
     for r in rows:
         by_version.setdefault(r.record.version, []).append(r)
     versions = []
     for j, mine in sorted(by_version.items()):
-        q = reports.get(mine[-1].group)
-        level = q.target.level if q and q.target and q.target.origin == "policy" else None
+        q = reports[mine[-1].group]
+        level = q.target.level if q.target.origin == "policy" else None
         own = [r.record for r in mine if r.group == mine[-1].group]
         anytime = None if level is None else recorded_anytime(own, level)
         labels = [r for r in mine if r.record.state is not None]
@@ -151,13 +149,13 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
                 deciding_accuracy=_share(labels),
                 trial_reads=len(trials),
                 trial_accuracy=_share(trials),
-                take_at=None if q is None else q.take_at,
-                trust="learning" if q is None else q.trust,
+                take_at=q.take_at,
+                trust=q.trust,
                 level=level,
-                why=None if q is None else q.why,
+                why=q.why,
                 entries=None if anytime is None else list(anytime[0]),
                 anytime_alpha=None if anytime is None else anytime[1],
-                band_share=None if q is None else q.band_share,
+                band_share=q.band_share,
             )
         )
     # The version in force: the ladder's own rule (the newest that decided with a band
@@ -173,7 +171,7 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
     reads = ladder.deciding
     on_trial = [r.index for r in ladder.fed if r is not reads and r.index in known]
     audited = any(r.band == "take" for r in deciding) or all(r.take_at is None for r in deciding)
-    block = max(MIN_BLOCK, math.ceil(len(deciding) / POINTS))
+    block = max(10, math.ceil(len(deciding) / 10))  # 10 points, at least 10 labels each
     curve = []
     for i in range(0, len(deciding), block):
         part = deciding[i : i + block]
@@ -216,13 +214,8 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
 def learning(groups: Mapping[str, list[EvidenceRow]], reports: Mapping[str, Any]) -> dict:
     """Per learning question (``"id (reader, model)"``), its ``QuestionLearning``, from
     the report's rows by evidence key and its ``QuestionTrust`` per key (``reports``);
-    empty when no record is a learning policy's.
-
-    Read from the evidence alone: a record with the labelled state is a label of the
-    version that decided (``Evidence.version``), one without it a trial version's shadow
-    read. The version in force is the ladder's own rule (``Ladder.adopt``); each
-    version's threshold, trust and why are the report's own for its evidence key.
-    """
+    empty when no record is a learning policy's. Each version's threshold, trust and why
+    are the report's own for its evidence key (``Evidence.version`` names the version)."""
     by_question: dict[tuple, list[EvidenceRow]] = {}
     for rows in groups.values():
         for r in rows:
@@ -239,8 +232,6 @@ def learning(groups: Mapping[str, list[EvidenceRow]], reports: Mapping[str, Any]
 __all__ = [
     "AccuracyPoint",
     "ECE_BINS",
-    "MIN_BLOCK",
-    "POINTS",
     "QuestionLearning",
     "VersionLearning",
     "learning",
