@@ -133,8 +133,8 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
         by_version.setdefault(r.record.version, []).append(r)
     versions = []
     for j, mine in sorted(by_version.items()):
-        q = reports[mine[-1].group]
-        level = q.target.level if q.target.origin == "policy" else None
+        q = reports.get(mine[-1].group)
+        level = q.target.level if q and q.target.origin == "policy" else None
         own = [r.record for r in mine if r.group == mine[-1].group]
         anytime = None if level is None else recorded_anytime(own, level)
         labels = [r for r in mine if r.record.state is not None]
@@ -149,13 +149,13 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
                 deciding_accuracy=_share(labels),
                 trial_reads=len(trials),
                 trial_accuracy=_share(trials),
-                take_at=q.take_at,
-                trust=q.trust,
+                take_at=None if q is None else q.take_at,
+                trust="learning" if q is None else q.trust,
                 level=level,
-                why=q.why,
+                why=None if q is None else q.why,
                 entries=None if anytime is None else list(anytime[0]),
                 anytime_alpha=None if anytime is None else anytime[1],
-                band_share=q.band_share,
+                band_share=None if q is None else q.band_share,
             )
         )
     # The version in force: the ladder's own rule (the newest that decided with a band
