@@ -101,9 +101,8 @@ def _coverage_bars(ax: Any, xs: list[float], coverage: list[float], xlabel: str)
 
 
 def _learning_panel(ax: Any, lq: Any) -> None:
-    """A learning question's curve: the deciding read's accuracy against the teacher
-    per block of labels, the coverage each block gave, a line where a version began
-    deciding."""
+    """A learning question's curve: its deciding read's accuracy and coverage per block
+    of labels, a line where a version began deciding."""
     xs = [0.0] + [float(p.labels) for p in lq.curve]
     coverage = [0.0 if math.isnan(p.coverage) else p.coverage for p in lq.curve]
     _coverage_bars(ax, xs, coverage, "labels learned from")
@@ -240,9 +239,8 @@ def _when(q: QuestionTrust) -> str:
 
 
 def summary_table(report: EarnedReport) -> Any:
-    """The summary as a ``rich`` table, one row per question: question, what is in force,
-    take_at, coverage (overall / lately), and when it opened or why it is closed. A
-    learning question's row is its version in force."""
+    """The summary as a ``rich`` table, one row per question (a learning question's: its
+    version in force)."""
     from rich.table import Table
 
     table = Table(title="in force, per question", title_justify="left")

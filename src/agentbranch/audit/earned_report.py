@@ -126,17 +126,11 @@ class EarnedReport:
 # -- the report -----------------------------------------------------------------------
 
 
-def _lower_bound(right: int, n: int, level: float) -> float:
-    if n == 0 or right == 0:
-        return 0.0
-    from scipy.stats import beta
-
-    return float(beta.ppf(1.0 - level, right, n - right + 1))
-
-
 def _question(
     rows: list[EvidenceRow], tgt: earned_now.Target, windows: int, asked: tuple | None
 ) -> QuestionTrust:
+    from scipy.stats import beta
+
     precision, level = tgt.precision, tgt.level
     total = sum(1.0 / r.rate for r in rows)
     taken_total = sum(1.0 / r.rate for r in rows if r.band == "take")
@@ -199,8 +193,8 @@ def _question(
         n,
         right,
         right / n if n else float("nan"),
-        _lower_bound(right, n, level),
-        drift.evalue if n else 1.0,
+        float(beta.ppf(1.0 - level, right, n - right + 1)) if right else 0.0,
+        drift.evalue,  # (1.0, as it starts, while n = 0)
     )
     now = earned_now.recompute(rows, tgt)
     take_at = last.take_at if now is None else now.take_at

@@ -83,7 +83,7 @@ class TakeAt:
     estimate: float | None  # lowest threshold whose point estimate reaches it
     at_estimate: Precision | None  # precision of the decisions kept at ``estimate``
     coverage: float  # share of the audited bands' traffic kept at ``estimate``
-    more_audits: int | None  # 0: known; None: cannot be shown (or no estimate)
+    more_audits: int | None  # records more to know ``estimate`` if it holds (0: known; None: never)
 
 
 @dataclass(frozen=True)
@@ -181,11 +181,8 @@ def audit_report(
 ) -> AuditReport:
     """Per question, from audit records: the take band's precision with a Wilson
     interval, agreement by confidence bin, and the ``take_at`` reaching
-    ``target_precision`` (docs/audit.md). Each record is weighted by ``1/rate``
-    (intervals use Kish's effective sample size); ``TakeAt.take_at`` is the lowest
-    threshold whose interval's lower bound reaches the target, ``estimate`` the lowest
-    whose point estimate does, ``more_audits`` how many more records would make
-    ``estimate`` known if its precision holds.
+    ``target_precision`` (``TakeAt``; docs/audit.md). Each record is weighted by
+    ``1/rate`` (intervals use Kish's effective sample size).
     """
     if not (isinstance(target_precision, int | float) and 0.0 < target_precision <= 1.0):
         raise ConfigurationError(f"target_precision must be in (0, 1], got {target_precision}")

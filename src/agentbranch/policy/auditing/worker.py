@@ -136,7 +136,6 @@ class AuditWorker:
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self.stats = AuditStats()
-        #: WARNINGs of this worker's troubles, at most one a minute per kind.
         self.warnings = RateLimitedLog(log)
         finish_at_exit(self._finish_at_exit, order=AUDITS)
 
