@@ -332,5 +332,5 @@ def test_the_report_keeps_every_field_of_an_evidence_record():
     from agentbranch.policy.earned._evidence import Evidence
 
     assert set(Kept.__slots__) == set(Evidence.model_fields)
-    kept = _Keeper().keep(evidence(key="k", question_id="q", floor=0.5, bet_alpha=0.004))
+    kept = _Keeper().row(evidence(key="k", question_id="q", floor=0.5, bet_alpha=0.004)).record
     assert (kept.bet_alpha, kept.floor) == (0.004, 0.5)

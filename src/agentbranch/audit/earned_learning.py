@@ -12,9 +12,6 @@ from typing import Any
 
 from agentbranch.audit.earned_sources import EvidenceRow
 
-#: Points of the accuracy curve (blocks of labels; at least ``MIN_BLOCK`` labels each).
-POINTS = 10
-MIN_BLOCK = 10
 #: Equal-width bins of the calibration error of the probability reported.
 ECE_BINS = 10
 
@@ -129,6 +126,7 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
     from agentbranch.policy.earned.learn.stored import recorded_anytime
 
     rows.sort(key=lambda r: r.order)
+    # a record with its labelled state is a label of the version that decided
     deciding = [r for r in rows if r.record.state is not None]
     by_version: dict[int, list[EvidenceRow]] = {}
     for r in rows:
@@ -136,7 +134,7 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
     versions = []
     for j, mine in sorted(by_version.items()):
         q = reports.get(mine[-1].group)
-        level = q.target.level if q and q.target and q.target.origin == "policy" else None
+        level = q.target.level if q and q.target.origin == "policy" else None
         own = [r.record for r in mine if r.group == mine[-1].group]
         anytime = None if level is None else recorded_anytime(own, level)
         labels = [r for r in mine if r.record.state is not None]
@@ -173,7 +171,7 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
     reads = ladder.deciding
     on_trial = [r.index for r in ladder.fed if r is not reads and r.index in known]
     audited = any(r.band == "take" for r in deciding) or all(r.take_at is None for r in deciding)
-    block = max(MIN_BLOCK, math.ceil(len(deciding) / POINTS))
+    block = max(10, math.ceil(len(deciding) / 10))  # 10 points, at least 10 labels each
     curve = []
     for i in range(0, len(deciding), block):
         part = deciding[i : i + block]
@@ -216,13 +214,8 @@ def _question(rows: list[EvidenceRow], reports: Mapping[str, Any]) -> QuestionLe
 def learning(groups: Mapping[str, list[EvidenceRow]], reports: Mapping[str, Any]) -> dict:
     """Per learning question (``"id (reader, model)"``), its ``QuestionLearning``, from
     the report's rows by evidence key and its ``QuestionTrust`` per key (``reports``);
-    empty when no record is a learning policy's.
-
-    Read from the evidence alone: a record with the labelled state is a label of the
-    version that decided (``Evidence.version``), one without it a trial version's shadow
-    read. The version in force is the ladder's own rule (``Ladder.adopt``); each
-    version's threshold, trust and why are the report's own for its evidence key.
-    """
+    empty when no record is a learning policy's. Each version's threshold, trust and why
+    are the report's own for its evidence key (``Evidence.version`` names the version)."""
     by_question: dict[tuple, list[EvidenceRow]] = {}
     for rows in groups.values():
         for r in rows:
@@ -239,8 +232,6 @@ def learning(groups: Mapping[str, list[EvidenceRow]], reports: Mapping[str, Any]
 __all__ = [
     "AccuracyPoint",
     "ECE_BINS",
-    "MIN_BLOCK",
-    "POINTS",
     "QuestionLearning",
     "VersionLearning",
     "learning",

@@ -1,8 +1,6 @@
 """The earned-trust report shown: a summary line per question, a rich table per question
-(``--details``) and the threshold and coverage diagram (matplotlib): every wording of
-one report kept in one place, so its summary, details and learning versions say the same
-thing the same way.
-"""
+(``--details``) and the threshold and coverage diagram (matplotlib), every wording of one
+report in one place so that they say the same thing the same way."""
 
 from __future__ import annotations
 
@@ -71,9 +69,8 @@ def earned_diagram(report: EarnedReport, path: str | os.PathLike[str]) -> Path:
         withdrawn = [e.decisions for e in q.events if e.kind == "withdrawn"]
         for x in withdrawn:
             ax.axvline(x, color="tab:red", linestyle="--", linewidth=1)
-        t = q.target or report  # (both say a precision and a level)
         now = "closed" if q.take_at is None else f"{q.take_at:g}"
-        target = f"target {t.precision:g} at level {level_text(t.level)}"
+        target = f"target {q.target.precision:g} at level {level_text(q.target.level)}"
         ax.set_title(f"{_name(q, versions)}: {q.trust}, take_at {now} ({target})", fontsize=9)
         handles, labels = ax.get_legend_handles_labels()
         legend = dict(zip(labels, handles))  # each label once
@@ -104,9 +101,8 @@ def _coverage_bars(ax: Any, xs: list[float], coverage: list[float], xlabel: str)
 
 
 def _learning_panel(ax: Any, lq: Any) -> None:
-    """A learning question's curve: the deciding read's accuracy against the teacher
-    per block of labels, the coverage each block gave, a line where a version began
-    deciding."""
+    """A learning question's curve: its deciding read's accuracy and coverage per block
+    of labels, a line where a version began deciding."""
     xs = [0.0] + [float(p.labels) for p in lq.curve]
     coverage = [0.0 if math.isnan(p.coverage) else p.coverage for p in lq.curve]
     _coverage_bars(ax, xs, coverage, "labels learned from")
@@ -184,8 +180,6 @@ def _in_force(q: QuestionTrust) -> str:
 
 def _target(q: QuestionTrust) -> str:
     t = q.target
-    if t is None:
-        return "-"
     # a learning question's versions record their share of the error as their level and
     # the policy's own as the level of their drift test (``drift_level``)
     policy = (t.settings or {}).get("drift_level") if t.origin == "policy" else None
@@ -211,28 +205,17 @@ def _next_look(q: QuestionTrust) -> str:
     return f"; next look at {q.next_look_at} labels (now {q.epoch_labels})"
 
 
-def _why(q: QuestionTrust) -> str | None:
-    return None if q.why is None else f"{q.why}{_next_look(q)} [{test_of(q.why)}]"
-
-
 def _labels(q: QuestionTrust) -> str:
     names = {"audit": "audits", "fallback": "fallback answers", "review": "reviews"}
     parts = ", ".join(f"{n} {names.get(src, src)}" for src, n in sorted(q.by_source.items()))
-    standing = (
-        decisions_text(q.decisions_estimate)
-        if q.decisions_estimate is not None
-        else f"{q.labels} labels standing for {q.decisions:.0f} decisions"
-    )
-    out = standing.replace(" labels ", f" labels ({parts}) ", 1)
+    out = decisions_text(q.decisions_estimate).replace(" labels ", f" labels ({parts}) ", 1)
     if q.labels_to_open is not None:
         out += f"; {_opened(q)}"
     return out
 
 
 def _opened(q: QuestionTrust) -> str:
-    """When the band first opened, counted in the records this report read: labels of
-    the evidence store; of an audit file, its records (audits and fallback examples, a
-    sample of the labels: the store's count is larger)."""
+    """When the band first opened, counted in the records this report read."""
     if q.recomputed:
         return f"opened after {q.labels_to_open} labels"
     return (
@@ -256,9 +239,8 @@ def _when(q: QuestionTrust) -> str:
 
 
 def summary_table(report: EarnedReport) -> Any:
-    """The summary as a ``rich`` table, one row per question: question, what is in force,
-    take_at, coverage (overall / lately), and when it opened or why it is closed. A
-    learning question's row is its version in force."""
+    """The summary as a ``rich`` table, one row per question (a learning question's: its
+    version in force)."""
     from rich.table import Table
 
     table = Table(title="in force, per question", title_justify="left")
@@ -280,16 +262,15 @@ def summary_table(report: EarnedReport) -> Any:
     return table
 
 
-def rows(q: QuestionTrust, level: float) -> list[tuple[str, str]]:
+def rows(q: QuestionTrust) -> list[tuple[str, str]]:
     """The table's rows for one question (the audit rows, if any, come after)."""
-    tb, t = q.take_band, q.target
-    level = level if t is None else t.level
+    tb, level = q.take_band, q.target.level
     # a learned version's drift test runs at its policy's level (``drift_level``)
-    drift_level = (t and t.settings or {}).get("drift_level") or level
+    drift_level = (q.target.settings or {}).get("drift_level") or level
     out = [
         ("in force", _in_force(q)),
         ("target", _target(q)),
-        ("why", _why(q)),
+        ("why", None if q.why is None else f"{q.why}{_next_look(q)} [{test_of(q.why)}]"),
         ("what it means", q.meaning),
         ("labels", _labels(q)),
         (
@@ -336,24 +317,20 @@ def tables(
 ) -> list[Any]:
     """One ``rich`` table per question; ``extra``: more rows per question id (an audit
     file's own figures)."""
-    lost = []
-    if report.labels_lost:
-        lost.append(
-            (
-                "labels lost",
-                f"{report.labels_lost} labels of this process never reached the store (it "
-                "could not be written: see the ERROR log, docs/reliability.md)",
-            )
-        )
+    why = "(it could not be written: see the ERROR log, docs/reliability.md)"
+    lost = f"{report.labels_lost} labels of this process never reached the store {why}"
+    more = [("labels lost", lost)] if report.labels_lost else []
+    extra = extra or {}
     out = []
     versions = {v.key: v.version for lq in report.learning.values() for v in lq.versions}
     for q in report.questions.values():
         at = "nothing taken" if q.take_at is None else f"take_at {q.take_at:g} in force"
         name = f"{_name(q, versions)}: {at} ({q.trust})"  # the one threshold in force
-        out.append(
-            _table(name, [*rows(q, report.level), *(extra or {}).get(q.question_id, []), *lost])
-        )
-    out += [_table(learning_title(lq), learning_rows(lq)) for lq in report.learning.values()]
+        out.append(_table(name, [*rows(q), *extra.get(q.question_id, []), *more]))
+    for lq in report.learning.values():
+        who = ", ".join(x for x in (lq.reader, lq.model) if x)
+        title = f"{lq.question_id} ({who}): learning from the teacher, version {lq.in_force}"
+        out.append(_table(f"{title} in force", learning_rows(lq)))
     return out
 
 
@@ -370,11 +347,6 @@ def _table(title: str, rows: list[tuple[str, str]]) -> Any:
 
 
 # -- learning (Earned(learn=True)) ----------------------------------------------------
-
-
-def learning_title(lq: Any) -> str:
-    who = ", ".join(x for x in (lq.reader, lq.model) if x)
-    return f"{lq.question_id} ({who}): learning from the teacher, version {lq.in_force} in force"
 
 
 def _version(v: Any) -> str:
@@ -457,7 +429,6 @@ __all__ = [
     "diagram_path",
     "earned_diagram",
     "learning_rows",
-    "learning_title",
     "rows",
     "tables",
 ]

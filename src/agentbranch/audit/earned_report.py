@@ -1,7 +1,5 @@
-"""The earned-trust report: per question, the threshold in force, why, and what the
-audits say about it since, with its coverage over time and its events (``earned_report``
-over ``earned_sources`` and ``earned_now``; ``earned_render`` shows it).
-"""
+"""The earned-trust report: per question, the threshold in force, why, what the audits
+say about it since, its coverage over time and its events (``earned_render`` shows it)."""
 
 from __future__ import annotations
 
@@ -73,7 +71,7 @@ class QuestionTrust:
     timeline: list[TrustPoint] = field(default_factory=list)
     events: list[TrustEvent] = field(default_factory=list)
     #: the policy's precision and level (``target.origin``: where they come from)
-    target: earned_now.Target | None = None
+    target: earned_now.Target = field(kw_only=True)
     #: in force when the latest labelled decision was made (the records say so)
     recorded_take_at: float | None = None
     recorded_trust: str | None = None
@@ -91,7 +89,7 @@ class QuestionTrust:
     closed_since: int = 0
     #: ``decisions`` as the estimate it is (each audited take stands for ``1/rate``),
     #: with its interval (``agentbranch.audit.estimates``)
-    decisions_estimate: DecisionsEstimate | None = None
+    decisions_estimate: DecisionsEstimate = field(kw_only=True)
     #: share of the decisions the band in force holds, as the epoch's labels estimate it
     #: (``TrustState.band_share``; ``None``: nothing taken, or not recomputed)
     band_share: float | None = None
@@ -128,17 +126,11 @@ class EarnedReport:
 # -- the report -----------------------------------------------------------------------
 
 
-def _lower_bound(right: int, n: int, level: float) -> float:
-    if n == 0 or right == 0:
-        return 0.0
-    from scipy.stats import beta
-
-    return float(beta.ppf(1.0 - level, right, n - right + 1))
-
-
 def _question(
     rows: list[EvidenceRow], tgt: earned_now.Target, windows: int, asked: tuple | None
 ) -> QuestionTrust:
+    from scipy.stats import beta
+
     precision, level = tgt.precision, tgt.level
     total = sum(1.0 / r.rate for r in rows)
     taken_total = sum(1.0 / r.rate for r in rows if r.band == "take")
@@ -201,8 +193,8 @@ def _question(
         n,
         right,
         right / n if n else float("nan"),
-        _lower_bound(right, n, level),
-        drift.evalue if n else 1.0,
+        float(beta.ppf(1.0 - level, right, n - right + 1)) if right else 0.0,
+        drift.evalue,  # (1.0, as it starts, while n = 0)
     )
     now = earned_now.recompute(rows, tgt)
     take_at = last.take_at if now is None else now.take_at
@@ -222,8 +214,8 @@ def _question(
         decisions_estimate=decisions_estimate([1.0 / r.rate for r in rows]),
         take_at=take_at,
         trust=last.trust if now is None else now.trust,
-        coverage=taken_total / total if total else 0.0,
-        recent_coverage=timeline[-1].coverage if timeline else 0.0,
+        coverage=taken_total / total,
+        recent_coverage=timeline[-1].coverage,
         labels_to_open=labels_to_open,
         take_band=band,
         timeline=timeline,
@@ -285,9 +277,7 @@ def earned_report(
     groups: dict[str, list[EvidenceRow]] = {}
     for row in evidence_rows(source):
         groups.setdefault(row.group, []).append(row)
-    asked = None
-    if precision is not None:
-        asked = (float(precision), float(level if level is not None else 0.95))
+    asked = None if precision is None else (float(precision), float(level or 0.95))
     questions = {}
     for key, rows in groups.items():
         rows.sort(key=lambda r: r.order)

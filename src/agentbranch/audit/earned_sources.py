@@ -68,16 +68,18 @@ _SHARED += ("teacher_label", "trust", "written", "rate", "take_at", "floor")
 
 
 class _Keeper:
-    """Makes ``Kept`` records, sharing repeated values among them."""
+    """Makes rows of evidence records, each record ``Kept``, sharing repeated values."""
 
     def __init__(self) -> None:
         self.values: dict[Any, Any] = {}
+        #: one instance (and its dict) for each distinct ``Evidence.earned``
         self.settings: dict[str, tuple[Any, dict[str, Any]]] = {}
 
     def share(self, value: Any) -> Any:
         return self.values.setdefault((type(value), value), value)  # 1.0 is not True
 
-    def keep(self, rec: Any) -> Kept:
+    def row(self, rec: Any) -> EvidenceRow:
+        """``rec`` as a row, the record it keeps ``Kept``."""
         out = Kept()
         for name in Kept.__slots__:
             value = getattr(rec, name)
@@ -85,16 +87,29 @@ class _Keeper:
         out.options = self.share(tuple(rec.options))
         if rec.state is not None:
             out.state = "(the labelled state; not kept by the report)"
+        settings = None
         if rec.earned is not None:
-            out.earned = self.earned(rec.earned)[0]
-        return out
-
-    def earned(self, settings: Any) -> tuple[Any, dict[str, Any]]:
-        """One instance (and its dict) for each distinct ``Evidence.earned``."""
-        text = settings.model_dump_json()
-        if text not in self.settings:
-            self.settings[text] = (settings, settings.model_dump())
-        return self.settings[text]
+            text = rec.earned.model_dump_json()
+            if text not in self.settings:
+                self.settings[text] = (rec.earned, rec.earned.model_dump())
+            out.earned, settings = self.settings[text]
+        return EvidenceRow(
+            out.key,
+            out.question_id,
+            out.reader,
+            out.model,
+            out.time,
+            out.order,
+            out.band,
+            out.rate,
+            out.correct,
+            out.take_at,
+            out.trust,
+            out.confidence,
+            out.source,
+            settings,
+            out,
+        )
 
 
 # -- input ----------------------------------------------------------------------------
@@ -189,28 +204,6 @@ def _database_rows(target: str) -> list[EvidenceRow]:
         ) from None
 
 
-def _from_evidence(rec: Any, keeper: _Keeper) -> EvidenceRow:
-    settings = None if rec.earned is None else keeper.earned(rec.earned)[1]
-    rec = keeper.keep(rec)
-    return EvidenceRow(
-        rec.key,
-        rec.question_id,
-        rec.reader,
-        rec.model,
-        rec.time,
-        rec.order,
-        rec.band,
-        rec.rate,
-        rec.correct,
-        rec.take_at,
-        rec.trust,
-        rec.confidence,
-        rec.source,
-        settings,
-        rec,
-    )
-
-
 def _settings(raw: Any, where: str) -> dict[str, Any] | None:
     """An audit record's ``earned`` settings, checked like an evidence record's."""
     if raw is None:
@@ -272,16 +265,16 @@ def evidence_rows(source: Any) -> list[EvidenceRow]:
         source = as_store(source)
     keeper = _Keeper()
     if isinstance(source, EvidenceStore):  # one record at a time (a JSON Lines file: one pass)
-        return [_from_evidence(r, keeper) for r in source.records()]
+        return [keeper.row(r) for r in source.records()]
     if isinstance(source, bytes | Mapping):
         raise ConfigurationError(f"cannot report on {type(source).__name__}")
     rows = []
     for i, rec in enumerate(source):
         if isinstance(rec, Evidence):
-            rows.append(_from_evidence(rec, keeper))
+            rows.append(keeper.row(rec))
         elif isinstance(rec, Mapping) and is_evidence_schema(rec.get("schema")):
             try:
-                rows.append(_from_evidence(Evidence.model_validate(rec), keeper))
+                rows.append(keeper.row(Evidence.model_validate(rec)))
             except ValueError as e:
                 raise InvalidFileError(f"record {i} is not an evidence record: {e}") from None
         elif isinstance(rec, Mapping):

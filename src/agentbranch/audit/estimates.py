@@ -1,10 +1,5 @@
-"""Counts that are estimates, said as estimates, with their interval.
-
-The decisions labels stand for (the sum of ``1/rate``) are exact when every rate is 1,
-else an estimate: ``decisions_text`` says "an estimated 279 decisions (95% interval
-240–330)". The interval: exact (Garwood, Poisson) with one rate, Horvitz–Thompson with
-a normal interval with several; never below the labels themselves.
-"""
+"""How many decisions labels stand for (the sum of ``1/rate``): a count when every rate
+is 1, else an estimate said with its interval; and levels as a person writes them."""
 
 from __future__ import annotations
 
@@ -64,7 +59,9 @@ class DecisionsEstimate:
 
 def decisions_estimate(weights: Iterable[float], level: float = 0.95) -> DecisionsEstimate:
     """The decisions labels of ``weights`` (each ``1/rate``) stand for, with the
-    two-sided ``level`` interval (it describes the traffic, it decides nothing)."""
+    two-sided ``level`` interval (it describes the traffic, it decides nothing): exact
+    (Garwood, Poisson) with one rate, Horvitz–Thompson with a normal interval with
+    several; never below the labels themselves."""
     ws = [float(w) for w in weights]
     counted = sum(1 for w in ws if w == 1.0)
     sampled = Counter(w for w in ws if w != 1.0)

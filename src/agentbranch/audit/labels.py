@@ -17,7 +17,7 @@ Record = dict[str, Any]
 
 
 def _records(records: Iterable[Record] | str | Path) -> list[Record]:
-    """Records checked against the schema (audit/schema.py), from a file or in memory."""
+    """Records checked against the schema (``AuditRecord``), from a file or in memory."""
     if isinstance(records, str | Path):
         return load_records(records)
     if isinstance(records, Mapping):  # one record, not a list of them
@@ -85,12 +85,10 @@ def calibrate_from_audit(
             "no audit records to fit on; Policy(audit=Audit(sink=...)) writes them as the graph "
             "runs"
         )
-    examples = labelled_examples(recs)
-    scored = scored_examples(recs)
-    by_line = {ex.line: s for ex, s in zip(examples, scored)}
-    fit_ex, test_ex = cal.split(examples, holdout, seed=seed)
-    fit: Sequence[Any] = [by_line[ex.line] for ex in fit_ex]
-    test = [by_line[ex.line] for ex in test_ex]
+    scored = scored_examples(recs)  # (an example's line is its record's number, from 1)
+    fit_ex, test_ex = cal.split(labelled_examples(recs), holdout, seed=seed)
+    fit: Sequence[Any] = [scored[ex.line - 1] for ex in fit_ex]
+    test = [scored[ex.line - 1] for ex in test_ex]
     return cal.calibrate_scored(
         fit,
         test or None,

@@ -83,7 +83,7 @@ class TakeAt:
     estimate: float | None  # lowest threshold whose point estimate reaches it
     at_estimate: Precision | None  # precision of the decisions kept at ``estimate``
     coverage: float  # share of the audited bands' traffic kept at ``estimate``
-    more_audits: int | None  # 0: known; None: cannot be shown (or no estimate)
+    more_audits: int | None  # records more to know ``estimate`` if it holds (0: known; None: never)
 
 
 @dataclass(frozen=True)
@@ -152,16 +152,11 @@ def _take_at(items: Sequence[tuple[float, bool, float]], target: float, z: float
     if estimate is None or at_estimate is None:
         return TakeAt(target, known, None, None, 0.0, None)
     coverage = sum(x[2] for x in ranked[:k_estimate]) / total_w
-    if known is not None and known <= estimate:
-        more: int | None = 0
-    else:
-        needed = audits_needed(at_estimate.precision, target, z)
-        if needed is None:
-            more = None
-        else:
-            in_band = max(0.0, needed - at_estimate.n_effective)
-            # At the current mix, a share k/len of new records lands at or above it.
-            more = math.ceil(in_band * len(ranked) / k_estimate)
+    known_at = known is not None and known <= estimate
+    needed = 0 if known_at else audits_needed(at_estimate.precision, target, z)
+    more: int | None = None
+    if needed is not None:  # at the current mix, a share k/len of new records lands in it
+        more = math.ceil(max(0.0, needed - at_estimate.n_effective) * len(ranked) / k_estimate)
     return TakeAt(target, known, estimate, at_estimate, coverage, more)
 
 
@@ -186,11 +181,8 @@ def audit_report(
 ) -> AuditReport:
     """Per question, from audit records: the take band's precision with a Wilson
     interval, agreement by confidence bin, and the ``take_at`` reaching
-    ``target_precision`` (docs/audit.md). Each record is weighted by ``1/rate``
-    (intervals use Kish's effective sample size); ``TakeAt.take_at`` is the lowest
-    threshold whose interval's lower bound reaches the target, ``estimate`` the lowest
-    whose point estimate does, ``more_audits`` how many more records would make
-    ``estimate`` known if its precision holds.
+    ``target_precision`` (``TakeAt``; docs/audit.md). Each record is weighted by
+    ``1/rate`` (intervals use Kish's effective sample size).
     """
     if not (isinstance(target_precision, int | float) and 0.0 < target_precision <= 1.0):
         raise ConfigurationError(f"target_precision must be in (0, 1], got {target_precision}")

@@ -1,9 +1,6 @@
 """A CI verdict: does a frozen policy's take band meet a precision and a coverage?
-
-``verify`` reads labelled examples with an engine and checks the take band's precision
-and its coverage against targets with exact (Clopper–Pearson) bounds, each one-sided at
-``1 - (1 - level)/2``: PASS, BLOCK or INCONCLUSIVE (``verdict_of``; the rule and what
-it promises: docs/replay.md, section 8). ``assert_verified`` is the pytest form.
+``verify`` answers PASS, BLOCK or INCONCLUSIVE from exact bounds (``verdict_of``; the rule
+and what it promises: docs/replay.md, section 8); ``assert_verified`` is the pytest form.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """The resolver's hook: queue audits of taken decisions and keep fallback generations.
-
 On the critical path it only samples, renders the teacher's prompt and queues a job; it
-never raises. Every due audit is reported to the policy's trust source as arrived or
-missing; a suspended band's would-be takes are still sent as probes (only their arrival
-counts: the fallback labels those decisions).
-"""
+never raises. Each due audit is reported to the policy's trust source (``_Outcome``)."""
 
 from __future__ import annotations
 
@@ -209,8 +205,7 @@ def _base(
 
 
 def _answered(record: AuditRecord, label: str, teacher: str | None, reply: str | None) -> None:
-    """Write the teacher's answer into ``record``: its label, whether the engine's label
-    agrees, the teacher's name and (the start of) its reply."""
+    """Write the teacher's answer (its label, name and reply) into ``record``."""
     record.update(
         teacher_label=label, agree=label == record["engine_label"], teacher=teacher, reply=reply
     )

@@ -1,11 +1,6 @@
-"""The audit worker and where its records go.
-
-Background threads drain a bounded queue: ``submit`` never blocks (a full queue drops
-the job, counted), and whatever a job raises is logged (rate-limited) and counted, never
-raised to the run. ``Deadline`` bounds a teacher call; at exit the worker runs what is
-queued, up to ``agentbranch.core.at_exit.EXIT_WAIT_S``. Records go to sinks (anything
-with ``write(record)``; ``as_sinks`` reads ``Audit(sink=...)``) on the worker's thread.
-"""
+"""The audit worker and where its records go: background threads drain a bounded queue
+(a full queue drops the job; whatever a job raises is logged and counted, never raised to
+the run), ``Deadline`` bounds a teacher call, and sinks (``Sink``) take the records."""
 
 from __future__ import annotations
 
@@ -19,7 +14,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from agentbranch.core.at_exit import AUDITS, finish_at_exit
 from agentbranch.core.errors import ConfigurationError
@@ -30,18 +25,15 @@ log = logging.getLogger("agentbranch")
 Job = Callable[[], None]
 _STOP = object()
 
-#: At most one WARNING per kind of trouble this often (seconds).
-WARN_EVERY_S = 60.0
-
 
 class RateLimitedLog:
-    """``warn(kind, msg, *args)``: at most one WARNING per ``kind`` every ``interval_s``
-    (a stuck teacher fails every audit); the next line logged says how many were not."""
+    """At most one WARNING per ``kind`` every ``interval_s`` (a stuck teacher fails every
+    audit); the next line logged says how many were not."""
 
     def __init__(
         self,
         logger: logging.Logger,
-        interval_s: float = WARN_EVERY_S,
+        interval_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._log = logger
@@ -51,22 +43,21 @@ class RateLimitedLog:
         self._held: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def warn(self, kind: str, msg: str, *args: object) -> bool:
+    def warn(self, kind: str, msg: str, *args: object) -> None:
         """Log ``msg % args`` at WARNING unless ``kind`` was logged less than
-        ``interval_s`` ago (then it is counted); ``True`` when logged."""
+        ``interval_s`` ago (then it is counted)."""
         now = self._clock()
         with self._lock:
             last = self._last.get(kind)
             if last is not None and now - last < self.interval_s:
                 self._held[kind] = self._held.get(kind, 0) + 1
-                return False
+                return
             held = self._held.pop(kind, 0)
             self._last[kind] = now
         if held:
             msg += " (%d more like this in the last %.0f s were not logged)"
             args = (*args, held, now - last if last is not None else 0.0)
         self._log.warning(msg, *args)
-        return True
 
 
 @dataclass
@@ -145,7 +136,6 @@ class AuditWorker:
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self.stats = AuditStats()
-        #: WARNINGs of this worker's troubles, at most one a minute per kind.
         self.warnings = RateLimitedLog(log)
         finish_at_exit(self._finish_at_exit, order=AUDITS)
 
@@ -237,7 +227,10 @@ class AuditWorker:
 AuditRecord = dict[str, Any]
 
 
+@runtime_checkable
 class Sink(Protocol):
+    """Where audit records go: anything with ``write(record)``."""
+
     def write(self, record: AuditRecord) -> None: ...
 
 
@@ -304,7 +297,7 @@ def as_sinks(sink: Any) -> list[Sink]:
         return [JsonlSink(sink)]
     if isinstance(sink, BaseStore):
         return [StoreSink(sink)]
-    if hasattr(sink, "write") and callable(sink.write):
+    if isinstance(sink, Sink):
         return [sink]
     if callable(sink):
         return [CallbackSink(sink)]
@@ -319,7 +312,6 @@ def as_sinks(sink: Any) -> list[Sink]:
 __all__ = [
     "AuditStats",
     "RateLimitedLog",
-    "WARN_EVERY_S",
     "AuditTimeout",
     "TeacherStuck",
     "AuditWorker",
