@@ -134,7 +134,7 @@ class _Rec:
         self.question_id = "q"
         self.band, self.rate, self.take_at = band, rate, None
         self.confidence, self.correct, self.floor = confidence, correct, floor
-        self.decision = None
+        self.decision = self.bet_alpha = None
 
 
 def _version(entry: float = 0.9) -> Earned:
