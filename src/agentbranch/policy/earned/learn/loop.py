@@ -4,11 +4,6 @@
 ``QuestionLabels`` the labels one question has, each decision once. What a label or a
 question's first ask starts (trial reads, store re-reads, adoption, fits, a restart's
 rebuild) runs on learning's own daemon thread (``Work``), so no decision waits on it.
-At interpreter exit the task in flight finishes (a daemon thread stopped inside a
-native forward aborts the process) and the queued ones are dropped (trial reads: less
-evidence opens nothing; fits: a restart makes them again); a long task checks
-``closing`` between its native steps and stops with ``Stopped``, so exit waits for one
-step, not the whole task.
 
 Over 500 lines: one class, the learner, whose per-question state one lock guards and
 must be read together, the labels it keeps per question and the thread its work runs on.
@@ -180,11 +175,6 @@ class QuestionLabels:
         """What a fit would read now: per option its sample, in record order."""
         rows = [(o, t, y) for y, kept in self._sample.items() for _, o, t in kept]
         return sorted(rows, key=lambda s: s[0])
-
-    @property
-    def sampled(self) -> int:
-        """Labelled states held for fits (at most ``per_option`` per option)."""
-        return sum(len(rows) for rows in self._sample.values())
 
     @property
     def nbytes(self) -> int:
@@ -612,7 +602,11 @@ class Stopped(Exception):
 
 
 class Work:
-    """A queue of tasks run one after the other on one daemon thread."""
+    """A queue of tasks run one after the other on one daemon thread. At interpreter exit
+    the task in flight finishes (a daemon thread stopped inside a native forward aborts
+    the process) and the queued ones are dropped (trial reads: less evidence opens
+    nothing; fits: a restart makes them again); a long task checks ``closing`` between
+    its native steps and stops with ``Stopped``, so exit waits for one step."""
 
     def __init__(self, name: str = "agentbranch-learn") -> None:
         self.name = name
