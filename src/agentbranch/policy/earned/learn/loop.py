@@ -223,9 +223,8 @@ class Learner:
     its state; versions are fitted on the store's labels, so replicas fit the same ones.
     """
 
-    def __init__(self, earned: Any, redact: Callable[[str], str] | None = None) -> None:
+    def __init__(self, earned: Any) -> None:
         self.earned = earned
-        self.redact = redact
         self.engine: Engine | None = None  #: reads trial versions (bound by the resolver)
         self._lock = threading.RLock()
         self._questions: dict[str, _Question] = {}  #: by the written question's key
@@ -323,7 +322,7 @@ class Learner:
         the one in force) made: its evidence, with the labelled state; then each newer
         version on trial reads the state, as its own evidence."""
         q, rung = self.version_of(key, version)
-        text = state if state is None or self.redact is None else self.redact(state)
+        text = state if state is None or self.earned.redact is None else self.earned.redact(state)
         decision = fields.get("decision")
         with self._lock:
             # (before this label counts: what held when it was made)
@@ -378,8 +377,7 @@ class Learner:
             return
         try:
             asked = nearest.read_questions({q.key.question_id: trial.model}, render_state(state))
-            d = self.engine.decide(state, asked, log_decisions=False)
-            d = d[q.key.question_id]
+            d = self.engine.decide(state, asked, log_decisions=False)[q.key.question_id]
         except Exception as e:  # noqa: BLE001 - a failed trial read is no evidence
             log.warning("agentbranch.learn: trial read of %r failed: %s", q.key.question_id, e)
             return
