@@ -1,7 +1,5 @@
-"""Evidence in a JSON Lines file: one process writes, any number read incrementally
-(``read_new``), and the file faults it survives (a torn last line, a file moved, truncated
-or replaced while serving).
-"""
+"""Evidence in a JSON Lines file (``JsonlEvidenceStore``): its writes, incremental reads
+and the file faults it survives."""
 
 from __future__ import annotations
 

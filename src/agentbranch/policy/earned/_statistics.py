@@ -136,7 +136,7 @@ class Cells:
         """The counts as JSON-safe values (arrays base64-encoded), for a checkpoint."""
         return {
             "boundaries": list(self.boundaries),
-            **{name: _b64(getattr(self, name)) for name in ("n", "right", "weight", "conf")},
+            **{k: base64.b64encode(bytes(getattr(self, k))).decode() for k in _ARRAYS},
             "in_force": [[k, v] for k, v in self.in_force.items()],
         }
 
@@ -144,8 +144,8 @@ class Cells:
     def from_dict(cls, raw: dict) -> Cells:
         """The inverse of ``to_dict``; ``ValueError`` when the arrays do not fit."""
         cells = cls(raw["boundaries"])
-        for name, code in (("n", "q"), ("right", "q"), ("weight", "d"), ("conf", "d")):
-            values = array(code, base64.b64decode(raw[name]))
+        for name in _ARRAYS:
+            values = array(getattr(cells, name).typecode, base64.b64decode(raw[name]))
             if len(values) != len(getattr(cells, name)):
                 raise ValueError("cells of another size")
             setattr(cells, name, values)
@@ -153,8 +153,8 @@ class Cells:
         return cells
 
 
-def _b64(a: array) -> str:
-    return base64.b64encode(bytes(a)).decode("ascii")
+#: The counts ``Cells`` keeps as arrays (a checkpoint keeps each base64-encoded).
+_ARRAYS = ("n", "right", "weight", "conf")
 
 
 class _View:
