@@ -132,13 +132,22 @@ class SimRecord:
     dominate the run; ``test_simulated_records_replay_like_real_evidence`` checks they
     are replayed alike)."""
 
-    __slots__ = ("band", "confidence", "correct", "index", "rate")
+    __slots__ = ("band", "confidence", "correct", "index", "rate", "take_at")
     id = "s"
     question_id = "simulated"
+    floor = bet_alpha = None  # (no learned version's bets)
 
-    def __init__(self, confidence: float, correct: bool, rate: float, band: str, index: int):
+    def __init__(
+        self,
+        confidence: float,
+        correct: bool,
+        rate: float,
+        band: str,
+        take_at: float | None,
+        index: int,
+    ):
         self.confidence, self.correct, self.rate, self.band = confidence, correct, rate, band
-        self.index = index
+        self.take_at, self.index = take_at, index
 
     @property
     def time(self) -> str:  # only read for events
@@ -208,6 +217,7 @@ def run_stream(
                     rights[i],
                     rate if is_take else 1.0,
                     "take" if is_take else "fallback",
+                    t,
                     i,
                 ),
                 earned,

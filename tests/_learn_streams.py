@@ -97,7 +97,7 @@ def run_ladder(
     first = ld.FIRST_REFIT if first is None else first
     counted = QuestionLabels(first=first, per_option=1)
     n = len(base.conf)
-    lad = ld.Ladder(first=first if fit else 10**12, base=base_share)
+    lad = ld.Ladder(base=base_share)
     cfg0 = ld.version_earned(earned, 0, store=None, base=base_share) if fit else earned
     lad.rungs.append(ld.Rung(0, 0, model=base, trust=(cfg0, cfg0._fresh())))
     fits = {0: ProbabilityFit()}
@@ -167,7 +167,7 @@ def run_ladder(
         lad.adopt(
             [r.trust[1].take_at is not None for r in fed], [r.trust[1].band_share() for r in fed]
         )
-        if fit is not None and lad.due():
+        if fit is not None and lad.labels == ld.refit_at(len(lad.rungs), first):
             j = len(lad.rungs)
             read_j = fit(j, np.array(train))
             entry = None

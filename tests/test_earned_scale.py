@@ -290,6 +290,8 @@ def test_one_label_per_decision_identity():
             correct=True,
             rate=1.0,
             take_at=None,
+            floor=None,
+            bet_alpha=None,
             decision=f"d{i % 20}",
         )
         recs.append(rec)

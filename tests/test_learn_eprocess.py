@@ -96,34 +96,6 @@ def test_wrong_labels_only_lower_the_wealth(rights):
         before = now
 
 
-@settings(max_examples=40, deadline=None)
-@given(
-    st.lists(
-        st.tuples(
-            st.floats(0.0, 1.0),
-            st.booleans(),
-            st.sampled_from([1.0, 0.2, 0.5]),
-        ),
-        max_size=300,
-    ),
-    st.sampled_from([0.05, 0.5]),
-)
-def test_a_walk_kept_as_lists_or_as_one_array_is_the_same(labels, alpha):
-    """Many candidates keep their wealth in one array, few in lists (speed only): the
-    same labels give the same wealth, to the bit, and show the same candidate."""
-    as_array = eprocess.Bets(GRID, 0.9, 0.9, alpha)
-    as_lists = eprocess.Bets(GRID, 0.9, 0.9, alpha)
-    as_lists._rows = eprocess._ListRows(as_lists.candidates)
-    assert isinstance(as_array._rows, eprocess._ArrayRows)
-    for conf, right, weight in labels:
-        as_array.add(conf, right, weight)
-        as_lists.add(conf, right, weight)
-        assert as_array.shown() == as_lists.shown()
-    for t in as_array.candidates:
-        assert as_array.wealth(t) == as_lists.wealth(t)
-    assert as_array.copy().shown() == as_lists.copy().shown()
-
-
 class _Rec:
     """An evidence record as the trust state machine reads it."""
 
@@ -134,7 +106,7 @@ class _Rec:
         self.question_id = "q"
         self.band, self.rate, self.take_at = band, rate, None
         self.confidence, self.correct, self.floor = confidence, correct, floor
-        self.decision = None
+        self.decision = self.bet_alpha = None
 
 
 def _version(entry: float = 0.9) -> Earned:

@@ -244,13 +244,13 @@ def test_when_picking_fails_the_written_question_decides_and_says_so(tmp_path, c
     learner._add(q, learner._version(q, 1, labelled))
     q.ladder.in_force = 1  # (as if version 1 had earned its threshold)
     with caplog.at_level(logging.WARNING, logger="agentbranch"):
-        asked, versions, reads, _ = asked_questions(engine, {"sport": QUESTION}, learner, "a state")
-    assert asked["sport"] is QUESTION and reads["sport"] is QUESTION and versions == {"sport": 0}
+        got = asked_questions(engine, {"sport": QUESTION}, learner, "a state")["sport"]
+    assert got.question is QUESTION and got.read is QUESTION and got.version == 0
     assert any("encoder files missing" in r.getMessage() for r in caplog.records)
     broken[0] = False  # the version itself decides when its pool can pick
-    asked, versions, reads, _ = asked_questions(engine, {"sport": QUESTION}, learner, "a state")
-    assert versions == {"sport": 1} and asked["sport"] is q.ladder.rungs[1].model
-    assert len(reads["sport"].examples["yes"]) > len(WRITTEN["yes"])
+    got = asked_questions(engine, {"sport": QUESTION}, learner, "a state")["sport"]
+    assert got.version == 1 and got.question is q.ladder.rungs[1].model
+    assert len(got.read.examples["yes"]) > len(WRITTEN["yes"])
 
 
 def test_concurrent_picks_embed_their_states_together():

@@ -51,9 +51,7 @@ def fingerprint(earned: Settings) -> dict[str, Any]:
 
 def path_for(store: EvidenceStore) -> Path | None:
     """Where a store's checkpoint goes (``None``: the store has none)."""
-    if not store.resumable or store.path is None:
-        return None
-    return Path(str(store.path) + ".state")
+    return Path(f"{store.path}.state") if store.resumable and store.path is not None else None
 
 
 def save(earned: Settings, ledger: Ledger) -> None:

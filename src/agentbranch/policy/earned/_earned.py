@@ -137,7 +137,7 @@ class Earned(TrustSource):
         if self.learn:
             from agentbranch.policy.earned.learn.loop import Learner
 
-            self.learner = Learner(self, redact=self.redact)
+            self.learner = Learner(self)
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -282,11 +282,10 @@ class Earned(TrustSource):
         if self.learner is not None:  # learning hook: the version that decided learns
             extra = {"state": state, "version": version, "probability": probability}
             return self.learner.observe(key, teacher_label, audit_rate=audit_rate, **extra | fields)
-        question_id = key.question_id
         try:
             rec = new_evidence(
                 key=key.evidence_key,
-                question_id=question_id,
+                question_id=key.question_id,
                 reader=key.reader,
                 model=key.model,
                 **{**fields, "options": list(options)},
@@ -301,7 +300,7 @@ class Earned(TrustSource):
         except Exception as e:  # noqa: BLE001 - pydantic ValidationError and friends
             log.warning(
                 "agentbranch.earned: evidence for %r ignored (%s): %s",
-                question_id,
+                key.question_id,
                 type(e).__name__,
                 str(e).splitlines()[0] if str(e) else "",
             )
@@ -323,8 +322,7 @@ class Earned(TrustSource):
     def asked(self, engine: Any, questions: Mapping[str, Any], text: str) -> dict[str, Asked]:
         from agentbranch.policy.earned.learn.hooks import asked_questions
 
-        asked, versions, reads, maps = asked_questions(engine, questions, self.learner, text)
-        return {q: Asked(asked[q], reads[q], j, maps.get(q)) for q, j in versions.items()}
+        return asked_questions(engine, questions, self.learner, text)
 
     def mark(self, record: dict[str, Any], asked: Asked) -> None:
         from agentbranch.policy.earned.learn.hooks import mark_version
@@ -346,12 +344,10 @@ class Earned(TrustSource):
             from agentbranch.policy.generation import state_text
 
             state = label.state
-            text = state if isinstance(state, str) or state is None else state_text(state)
-            read = (banded.get("probabilities") or {}).get(banded["engine_label"])
             learning = {
-                "state": text,
+                "state": state if isinstance(state, str | None) else state_text(state),
                 "version": banded.get("reader_version"),
-                "probability": read,
+                "probability": (banded.get("probabilities") or {}).get(banded["engine_label"]),
                 "audit_rate": label.audit_rate,
             }
         key = QuestionKey(

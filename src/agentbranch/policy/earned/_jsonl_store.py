@@ -1,7 +1,5 @@
-"""Evidence in a JSON Lines file: one process writes, any number read incrementally
-(``read_new``), and the file faults it survives (a torn last line, a file moved, truncated
-or replaced while serving).
-"""
+"""Evidence in a JSON Lines file (``JsonlEvidenceStore``): its writes, incremental reads
+and the file faults it survives."""
 
 from __future__ import annotations
 
@@ -175,15 +173,11 @@ class JsonlEvidenceStore(EvidenceStore):
         except FileNotFoundError:
             raise
         except OSError as e:
-            raise self._unreadable(e) from None
-
-    def _unreadable(self, error: OSError) -> InvalidFileError:
-        what = error.strerror or type(error).__name__
-        return InvalidFileError(
-            f"evidence store {self.path} cannot be read ({what}); give this process read "
-            "and write access to it and to its folder (for its .lock file), or point "
-            "Earned(store=...) at another file; nothing was changed"
-        )
+            raise InvalidFileError(
+                f"evidence store {self.path} cannot be read ({e.strerror or type(e).__name__}); "
+                "give this process read and write access to it and to its folder (for its "
+                ".lock file), or point Earned(store=...) at another file; nothing was changed"
+            ) from None
 
     def load(self, key: str) -> list[Evidence]:
         """Every record of ``key`` (each id once), in replay order: scans the file."""
@@ -204,13 +198,12 @@ class JsonlEvidenceStore(EvidenceStore):
     def _check_identity(self) -> None:
         """If the file read so far is no longer there, note why (``pop_lost``) and start
         again from the new file's first byte."""
-        why = None
+        if self._identity is None:
+            return
         try:
             st = self.path.stat()
         except FileNotFoundError:
             st = None
-        if self._identity is None:
-            return
         if st is None:
             why = "was moved or deleted"
         elif (st.st_dev, st.st_ino) != self._identity:
@@ -219,9 +212,10 @@ class JsonlEvidenceStore(EvidenceStore):
             why = f"shrank ({st.st_size} < {self._offset} bytes read)"
         elif self._tail and not self._tail_still_there():
             why = "was emptied and written again (copytruncate?)"
-        if why is not None:
-            self._lost = f"evidence store {self.path} {why} while serving"
-            self._restart()
+        else:
+            return
+        self._lost = f"evidence store {self.path} {why} while serving"
+        self._restart()
 
     def _restart(self) -> None:
         """Read from the file's first byte again."""

@@ -9,6 +9,7 @@ import logging
 import os
 import sqlite3
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from datetime import timedelta
 from typing import Any
 
@@ -205,8 +206,6 @@ def _listed_newest_first() -> tuple[type, ...]:
     """The LangGraph stores whose ``search`` (without a query) lists newest first."""
     kinds: list[type] = []
     for module, name in (("sqlite", "SqliteStore"), ("postgres", "PostgresStore")):
-        try:
+        with suppress(ImportError):  # not installed: no store of this kind can be given
             kinds.append(getattr(importlib.import_module(f"langgraph.store.{module}"), name))
-        except ImportError:  # not installed: no store of this kind can be given
-            pass
     return tuple(kinds)

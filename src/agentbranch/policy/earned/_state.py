@@ -134,7 +134,6 @@ class TrustState:
             "last": None if self.last is None else list(self.last),
             "events": [dataclasses.asdict(e) for e in self.events],
             "extra": list(self._extra),
-            "evalue": self.drift_evalue,
             "cells": None if c is None else c.to_dict(),
             "drift": None if d is None else dataclasses.asdict(d),
         }
@@ -184,8 +183,7 @@ def step(st: TrustState, rec: Any, cfg: Settings) -> None:
         start = () if cfg.start_at is None else (cfg.start_at,)
         st._cells = Cells(sorted({*cfg.candidates, *start, *st._extra}))
     # The threshold the deciding process had in force (what decided how it was labelled).
-    tau = getattr(rec, "take_at", st.take_at)
-    st._cells.add(rec.confidence, rec.correct, 1.0 / rec.rate, tau, rec.band == "review")
+    st._cells.add(rec.confidence, rec.correct, 1.0 / rec.rate, rec.take_at, rec.band == "review")
     index = st.records
     st.records += 1
     st.last = rec.order
@@ -237,14 +235,14 @@ def _bet(st: TrustState, rec: Any, cfg: Settings, index: int) -> bool:
     anytime = cfg.anytime
     if anytime is None or st.trust == "fixed":
         return False
-    floor = getattr(rec, "floor", None)
+    floor = rec.floor
     if floor is None or not 0.0 < floor <= rec.rate:
         return False  # how its labels were sampled is not known: no bet
     if st._bets is None:
         from agentbranch.policy.earned.learn.eprocess import Walks
 
         st._bets = Walks(cfg.candidates, anytime[0], cfg.precision, anytime[1])
-    bar = getattr(rec, "bet_alpha", None)
+    bar = rec.bet_alpha
     boost = bar / anytime[1] if bar is not None and bar > anytime[1] else 1.0
     st._bets.add(rec.confidence, rec.correct, floor / rec.rate, boost)
     found = st._bets.shown()
@@ -302,17 +300,14 @@ def replay(records: Sequence[Evidence], earned: Settings) -> TrustState:
     id), each ``id`` counted once, and of records carrying the same ``decision`` (an
     identity of the decision they label) only the first."""
     st = fresh_state(earned)
-    st._extra = tuple(
-        sorted({t for r in records if (t := getattr(r, "take_at", None)) is not None})
-    )
+    st._extra = tuple(sorted({r.take_at for r in records} - {None}))
     ids: set[str] = set()
     decisions: set[str] = set()
     for rec in sorted(records, key=lambda r: r.order):
-        decision = getattr(rec, "decision", None)
-        if rec.id not in ids and (decision is None or decision not in decisions):
+        if rec.id not in ids and (rec.decision is None or rec.decision not in decisions):
             step(st, rec, earned)
-            if decision is not None:
-                decisions.add(decision)
+            if rec.decision is not None:
+                decisions.add(rec.decision)
         ids.add(rec.id)
     return st
 
@@ -414,19 +409,7 @@ class Label:
     @classmethod
     def of(cls, rec: Any, decision: int | None) -> Label:
         """The fields of evidence record ``rec``, counted under ``decision``."""
-        return cls(
-            rec.id,
-            rec.time,
-            rec.question_id,
-            rec.band,
-            rec.confidence,
-            rec.correct,
-            rec.rate,
-            getattr(rec, "take_at", None),
-            decision,
-            getattr(rec, "floor", None),
-            getattr(rec, "bet_alpha", None),
-        )
+        return cls(**{name: getattr(rec, name) for name in _READ}, decision=decision)
 
     @property
     def order(self) -> tuple[str, str]:
@@ -435,6 +418,10 @@ class Label:
     def to_list(self) -> list[Any]:
         """The checkpointed fields as a JSON-safe list (``Label(*fields)`` inverts)."""
         return [getattr(self, f.name) for f in dataclasses.fields(self)[:9]]
+
+
+#: The fields ``Label.of`` reads of a record (all but the decision's digest).
+_READ = tuple(f.name for f in dataclasses.fields(Label) if f.name != "decision")
 
 
 @dataclass(slots=True, eq=False)
@@ -541,8 +528,7 @@ class QuestionWindow:
         # that is not in order can be one.
         if not in_order and digest("id:" + rec.id) in self.seen:
             return DUPLICATE
-        decision = getattr(rec, "decision", None)
-        dd = None if decision is None else digest(f"decision:{self.key}:{decision}")
+        dd = None if rec.decision is None else digest(f"decision:{self.key}:{rec.decision}")
         label = Label.of(rec, dd)
         if in_order:
             counted = self._step(self.live, label)

@@ -91,11 +91,9 @@ class Cells:
 
     def __init__(self, boundaries: Sequence[float]) -> None:
         self.boundaries: tuple[float, ...] = tuple(boundaries)
-        size = 2 * (len(self.boundaries) + 1)
-        self.n = array("q", bytes(8 * size))
-        self.right = array("q", bytes(8 * size))
-        self.weight = array("d", bytes(8 * size))
-        self.conf = array("d", bytes(8 * size))
+        zeros = bytes(8 * 2 * (len(self.boundaries) + 1))  # (8 bytes per cell)
+        self.n, self.right = array("q", zeros), array("q", zeros)
+        self.weight, self.conf = array("d", zeros), array("d", zeros)
         #: thresholds in force when this epoch's labels were made, with their label counts
         self.in_force: dict[float, int] = {}
 
@@ -138,7 +136,7 @@ class Cells:
         """The counts as JSON-safe values (arrays base64-encoded), for a checkpoint."""
         return {
             "boundaries": list(self.boundaries),
-            **{name: _b64(getattr(self, name)) for name in ("n", "right", "weight", "conf")},
+            **{k: base64.b64encode(bytes(getattr(self, k))).decode() for k in _ARRAYS},
             "in_force": [[k, v] for k, v in self.in_force.items()],
         }
 
@@ -146,8 +144,8 @@ class Cells:
     def from_dict(cls, raw: dict) -> Cells:
         """The inverse of ``to_dict``; ``ValueError`` when the arrays do not fit."""
         cells = cls(raw["boundaries"])
-        for name, code in (("n", "q"), ("right", "q"), ("weight", "d"), ("conf", "d")):
-            values = array(code, base64.b64decode(raw[name]))
+        for name in _ARRAYS:
+            values = array(getattr(cells, name).typecode, base64.b64decode(raw[name]))
             if len(values) != len(getattr(cells, name)):
                 raise ValueError("cells of another size")
             setattr(cells, name, values)
@@ -155,8 +153,8 @@ class Cells:
         return cells
 
 
-def _b64(a: array) -> str:
-    return base64.b64encode(bytes(a)).decode("ascii")
+#: The counts ``Cells`` keeps as arrays (a checkpoint keeps each base64-encoded).
+_ARRAYS = ("n", "right", "weight", "conf")
 
 
 class _View:
@@ -168,11 +166,10 @@ class _View:
         b = cells.boundaries
         self.index = {t: i for i, t in enumerate(b)}
         self.lower = np.array([-math.inf, *b])  # cell c holds x >= lower[c]
-        shape = (len(b) + 1, 2)
-        self.n = np.array(cells.n, dtype=float).reshape(shape)
-        self.right = np.array(cells.right, dtype=float).reshape(shape)
-        self.weight = np.array(cells.weight, dtype=float).reshape(shape)
-        self.conf = np.array(cells.conf, dtype=float).reshape(shape)
+        self.n, self.right, self.weight, self.conf = (
+            np.array(a, dtype=float).reshape(len(b) + 1, 2)
+            for a in (cells.n, cells.right, cells.weight, cells.conf)
+        )
         self.in_force = np.array(sorted(cells.in_force), dtype=float)
         # labels at or above each cell: the size of the band of the boundary below it
         self.above = np.cumsum(self.n.sum(axis=1)[::-1])[::-1]
@@ -309,22 +306,16 @@ def _alternatives(precision: float) -> list[float]:
     return [precision - d for d in DRIFT_DROPS if precision - d > 0.0]
 
 
-def _drift_log(right: float, wrong: float, precision: float) -> float:
-    """Log of one drift e-process after ``right``/``wrong`` audited takes since it
-    started: the mixture likelihood ratio over ``DRIFT_DROPS`` (log-sum-exp)."""
-    qs = _alternatives(precision)
-    if not qs:
-        return 0.0
-    v = [right * math.log(q / precision) + wrong * math.log((1 - q) / (1 - precision)) for q in qs]
-    m = max(v)
-    return m + math.log(sum(math.exp(x - m) for x in v) / len(v))
-
-
 def drifted(right: int, wrong: int, precision: float, alpha: float) -> bool:
-    """Whether one drift e-process (``drift_evalue``) reaches ``1/alpha``."""
+    """Whether one drift e-process after ``right``/``wrong`` audited takes since it
+    started (the mixture likelihood ratio over ``DRIFT_DROPS``) reaches ``1/alpha``."""
     if wrong == 0:
         return False
-    e = math.exp(_drift_log(right, wrong, precision))
+    qs = _alternatives(precision)
+    v = [right * math.log(q / precision) + wrong * math.log((1 - q) / (1 - precision)) for q in qs]
+    v = v or [0.0]  # (no alternative: the e-value is 1)
+    m = max(v)
+    e = math.exp(m + math.log(sum(math.exp(x - m) for x in v) / len(v)))
     # A NaN e-value counts as drift: a test that cannot be computed keeps nothing open.
     return not math.isfinite(e) or e >= 1.0 / alpha
 

@@ -1,10 +1,6 @@
-"""Where evidence is kept: the contract every store fulfils (``EvidenceStore``) and what
-the stores share.
-
-A store writes ``append``, ``load`` and ``keys``; everything else ``Earned`` calls has a
-default correct for any store, which a backend overrides where it can do better
-(docs/stores.md; ``agentbranch.testing.check_store`` checks the contract). A store
-holding something that is not evidence is an ``InvalidFileError``, never a reset.
+"""Where evidence is kept: the contract every store fulfils (``EvidenceStore``; docs/stores.md,
+``agentbranch.testing.check_store`` checks it) and what the stores share. A store holding
+something that is not evidence is an ``InvalidFileError``, never a reset.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ class Bets:
     an e-value.
     """
 
-    __slots__ = ("candidates", "alpha", "_edge", "_rows", "_crossed", "labels", "_boost")
+    __slots__ = ("candidates", "alpha", "_edge", "_at", "_rows", "_crossed", "labels", "_boost")
 
     def __init__(
         self, candidates: Sequence[float], entry: float, precision: float, alpha: float
@@ -59,8 +59,9 @@ class Bets:
         self.candidates = tuple(t for t in candidates if t <= entry + 1e-12)
         self.alpha = alpha
         self._edge = (1.0 - precision) / precision
-        rows = _ArrayRows if len(self.candidates) >= _ARRAY_FROM else _ListRows
-        self._rows: _ListRows | _ArrayRows = rows(self.candidates)
+        self._at = np.array(self.candidates, dtype=np.float64)
+        #: log-wealths, a row (a value per fraction) per candidate
+        self._rows = np.zeros((len(self.candidates), len(FRACTIONS)))
         self._crossed = [False] * len(self.candidates)
         self.labels = 0  #: labels bet on
         self._boost = 1.0  #: the last label's boost (``add``)
@@ -86,17 +87,20 @@ class Bets:
         if not (isinstance(boost, numbers.Real) and 1.0 <= boost < math.inf):
             boost = 1.0  # (NaN fails the comparison too: fail closed, no boost)
         limit = math.log(1.0 / (self.alpha * boost))
-        near = self._rows.add(float(confidence), step, limit)
+        bet = self._at <= float(confidence)  # the candidates whose band holds the label
+        self._rows[bet] += step
+        # (only a row whose largest log reaches the limit can cross)
+        near = np.flatnonzero(bet & (self._rows.max(axis=1) >= limit)).tolist()
         if boost > self._boost:  # a lower bar now: every candidate is checked against it
             near = range(len(self.candidates))
         self._boost = float(boost)
         for i in near:
-            if not self._crossed[i] and _mean_log(self._rows.row(i)) >= limit:
+            if not self._crossed[i] and _mean_log(self._rows[i].tolist()) >= limit:
                 self._crossed[i] = True
 
     def wealth(self, t: float) -> float:
         """The mixture's wealth at candidate ``t`` (1 before any bet)."""
-        return math.exp(_mean_log(self._rows.row(self.candidates.index(t))))
+        return math.exp(_mean_log(self._rows[self.candidates.index(t)].tolist()))
 
     def shown(self) -> float | None:
         """The lowest candidate of the run of shown ones from the entry down (``None``:
@@ -135,65 +139,6 @@ class Walks:
     def shown(self) -> float | None:
         found = [t for w in self.walks if (t := w.shown()) is not None]
         return min(found) if found else None
-
-
-#: Candidates from which a walk keeps its log-wealths in one array; fewer are cheaper as
-#: Python lists.
-_ARRAY_FROM = 16
-
-
-class _ListRows:
-    """Log-wealths, one row (a value per fraction) per candidate, as Python lists."""
-
-    __slots__ = ("candidates", "rows")
-
-    def __init__(self, candidates: tuple[float, ...]) -> None:
-        self.candidates = candidates
-        self.rows = [[0.0] * len(FRACTIONS) for _ in candidates]
-
-    def copy(self) -> _ListRows:
-        new = _ListRows.__new__(_ListRows)
-        new.candidates, new.rows = self.candidates, [list(r) for r in self.rows]
-        return new
-
-    def add(self, c: float, step: list[float], limit: float) -> list[int]:
-        """Add ``step`` to the row of every candidate ``<= c``; the rows among them whose
-        largest log reaches ``limit`` (only those can cross)."""
-        near = []
-        for i, t in enumerate(self.candidates):
-            if c < t:
-                continue
-            row = self.rows[i] = [v + s for v, s in zip(self.rows[i], step)]
-            if max(row) >= limit:
-                near.append(i)
-        return near
-
-    def row(self, i: int) -> list[float]:
-        return self.rows[i]
-
-
-class _ArrayRows:
-    """The same rows in one array (the same additions in the same order: equal floats)."""
-
-    __slots__ = ("candidates", "rows")
-
-    def __init__(self, candidates: tuple[float, ...]) -> None:
-        self.candidates = np.array(candidates, dtype=np.float64)
-        self.rows = np.zeros((len(candidates), len(FRACTIONS)))
-
-    def copy(self) -> _ArrayRows:
-        new = _ArrayRows.__new__(_ArrayRows)
-        new.candidates, new.rows = self.candidates, self.rows.copy()
-        return new
-
-    def add(self, c: float, step: list[float], limit: float) -> list[int]:
-        """As ``_ListRows.add``."""
-        bet = self.candidates <= c
-        self.rows[bet] += step
-        return np.flatnonzero(bet & (self.rows.max(axis=1) >= limit)).tolist()
-
-    def row(self, i: int) -> list[float]:
-        return self.rows[i].tolist()
 
 
 def _mean_log(row: list[float]) -> float:

@@ -13,6 +13,7 @@ from agentbranch.core.state import render_state
 from agentbranch.policy.earned._evidence import QuestionKey
 from agentbranch.policy.earned.learn import nearest, probability, replayed
 from agentbranch.policy.resolving import cassette_of
+from agentbranch.policy.trust import Asked
 
 if TYPE_CHECKING:
     from agentbranch.engine.protocol import Engine
@@ -25,15 +26,12 @@ Map = probability.Map | None  #: a version's probability map in force (``None``:
 
 def asked_questions(
     engine: Engine, questions: Mapping[str, Any], learner: Any, state: Any = None
-) -> tuple[dict[str, Any], dict[str, int], dict[str, Any], dict[str, Map]]:
-    """Per question, its version in force with ``learner`` (whose evidence key and
-    threshold decide), the version's index, the question to read ``state`` with (a
-    canvas version's with its ``nearest`` lines for ``state``) and the version's
-    probability map in force; under a replay cassette, those recorded (``replayed``)."""
-    asked: dict[str, Any] = dict(questions)
-    reads: dict[str, Any] = dict(questions)
-    versions: dict[str, int] = {}
-    maps: dict[str, Map] = {}
+) -> dict[str, Asked]:
+    """Per question, what is asked: its version in force with ``learner`` (whose evidence
+    key and threshold decide), the question to read ``state`` with (a canvas version's
+    with its ``nearest`` lines for ``state``), the version's index and its probability
+    map in force; under a replay cassette, those recorded (``replayed``)."""
+    out: dict[str, Asked] = {}
     name, model = engine.reader.name, engine.reader.model
     try:
         text = None if state is None else render_state(state)
@@ -66,9 +64,11 @@ def asked_questions(
             return version, j, nearest.read_question(version, picked), mapped
 
         replay = cassette is not None and text is not None
-        got = replayed.version(cassette, question_id, q, text, live) if replay else live()
-        asked[question_id], versions[question_id], reads[question_id], maps[question_id] = got
-    return asked, versions, reads, maps
+        version, j, read, mapped = (
+            replayed.version(cassette, question_id, q, text, live) if replay else live()
+        )
+        out[question_id] = Asked(version, read, j, mapped)
+    return out
 
 
 def mark_version(rec: dict[str, Any], version: int, mapped: Map = None) -> None:

@@ -171,7 +171,6 @@ class Ladder:
     while none is held, the newest reads.
     """
 
-    first: int = field(default_factory=lambda: FIRST_REFIT)
     rungs: list[Rung] = field(default_factory=list)
     #: the newest version that held a threshold (0: none yet); it and newer ones are fed
     in_force: int = 0
@@ -204,10 +203,6 @@ class Ladder:
         trial: every label goes to these."""
         trials = self.rungs[self.in_force + 1 :][-MAX_TRIALS:]
         return [self.rungs[self.in_force], *trials]
-
-    def due(self) -> bool:
-        """Whether a new version is due now (``labels`` just reached a refit point)."""
-        return self.labels == refit_at(len(self.rungs), self.first)
 
     def restore(self, holds: list[bool], shares: list[float | None]) -> None:
         """After a restart, given for every rung whether it holds a threshold and its

@@ -4,11 +4,6 @@
 ``QuestionLabels`` the labels one question has, each decision once. What a label or a
 question's first ask starts (trial reads, store re-reads, adoption, fits, a restart's
 rebuild) runs on learning's own daemon thread (``Work``), so no decision waits on it.
-At interpreter exit the task in flight finishes (a daemon thread stopped inside a
-native forward aborts the process) and the queued ones are dropped (trial reads: less
-evidence opens nothing; fits: a restart makes them again); a long task checks
-``closing`` between its native steps and stops with ``Stopped``, so exit waits for one
-step, not the whole task.
 
 Over 500 lines: one class, the learner, whose per-question state one lock guards and
 must be read together, the labels it keeps per question and the thread its work runs on.
@@ -182,11 +177,6 @@ class QuestionLabels:
         return sorted(rows, key=lambda s: s[0])
 
     @property
-    def sampled(self) -> int:
-        """Labelled states held for fits (at most ``per_option`` per option)."""
-        return sum(len(rows) for rows in self._sample.values())
-
-    @property
     def nbytes(self) -> int:
         """Memory held by the digests (what grows with the labels: 16 bytes each)."""
         return sum(seg.nbytes for seg in self._segments)
@@ -233,9 +223,8 @@ class Learner:
     its state; versions are fitted on the store's labels, so replicas fit the same ones.
     """
 
-    def __init__(self, earned: Any, redact: Callable[[str], str] | None = None) -> None:
+    def __init__(self, earned: Any) -> None:
         self.earned = earned
-        self.redact = redact
         self.engine: Engine | None = None  #: reads trial versions (bound by the resolver)
         self._lock = threading.RLock()
         self._questions: dict[str, _Question] = {}  #: by the written question's key
@@ -333,7 +322,7 @@ class Learner:
         the one in force) made: its evidence, with the labelled state; then each newer
         version on trial reads the state, as its own evidence."""
         q, rung = self.version_of(key, version)
-        text = state if state is None or self.redact is None else self.redact(state)
+        text = state if state is None or self.earned.redact is None else self.earned.redact(state)
         decision = fields.get("decision")
         with self._lock:
             # (before this label counts: what held when it was made)
@@ -388,8 +377,7 @@ class Learner:
             return
         try:
             asked = nearest.read_questions({q.key.question_id: trial.model}, render_state(state))
-            d = self.engine.decide(state, asked, log_decisions=False)
-            d = d[q.key.question_id]
+            d = self.engine.decide(state, asked, log_decisions=False)[q.key.question_id]
         except Exception as e:  # noqa: BLE001 - a failed trial read is no evidence
             log.warning("agentbranch.learn: trial read of %r failed: %s", q.key.question_id, e)
             return
@@ -612,7 +600,11 @@ class Stopped(Exception):
 
 
 class Work:
-    """A queue of tasks run one after the other on one daemon thread."""
+    """A queue of tasks run one after the other on one daemon thread. At interpreter exit
+    the task in flight finishes (a daemon thread stopped inside a native forward aborts
+    the process) and the queued ones are dropped (trial reads: less evidence opens
+    nothing; fits: a restart makes them again); a long task checks ``closing`` between
+    its native steps and stops with ``Stopped``, so exit waits for one step."""
 
     def __init__(self, name: str = "agentbranch-learn") -> None:
         self.name = name

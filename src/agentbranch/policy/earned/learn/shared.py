@@ -53,21 +53,20 @@ class StoreLabels:
         try:
             if self._view is None:
                 self._view = earned.evidence.view()
-            records = []
-            while batch := self._view.read_new():
-                records += batch
             new: dict[str, list[Labelled4]] = {}
-            for rec in records:
-                self._count(rec)
-                if rec.state is None:
-                    continue
-                labelled = (rec.order, rec.state, rec.teacher_label, rec.decision)
-                if rec.written is None:
-                    self.by_key.setdefault(rec.key, {}).setdefault(rec.order, labelled)
-                elif rec.written in self._claimed:
-                    new.setdefault(rec.written, []).append(labelled)
-                else:
-                    self.by_written.setdefault(rec.written, {}).setdefault(rec.order, labelled)
+            while batch := self._view.read_new():
+                for rec in batch:
+                    self._count(rec)
+                    if rec.state is None:
+                        continue
+                    labelled = (rec.order, rec.state, rec.teacher_label, rec.decision)
+                    if rec.written is None:
+                        self.by_key.setdefault(rec.key, {}).setdefault(rec.order, labelled)
+                    elif rec.written in self._claimed:
+                        new.setdefault(rec.written, []).append(labelled)
+                    else:
+                        by = self.by_written.setdefault(rec.written, {})
+                        by.setdefault(rec.order, labelled)
             self._read_at = time.monotonic()
             return new
         finally:
