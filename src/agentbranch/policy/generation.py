@@ -41,7 +41,6 @@ __all__ = [
     "agenerate",
     "ainvoke_within",
     "ask",
-    "constrained_by",
     "constrained_to",
     "fallback_record",
     "generate",
@@ -196,7 +195,40 @@ def invoke_within(
     runs on a helper thread, left to finish on its own). A call that raises is counted
     (``agentbranch.teacher.failures``) before its error goes on."""
     with _raising(question_id):
-        return _invoke_within(model, messages, timeout_s)
+        if timeout_s is None:
+            return model.invoke(messages)
+        with _stuck_lock:
+            _stuck[:] = [t for t in _stuck if t.is_alive()]
+            if len(_stuck) >= MAX_STUCK:
+                return Expired(
+                    f"{len(_stuck)} calls of fallback models are still running past their "
+                    "Generate(timeout_s=...); this one was not made",
+                    made=False,
+                )
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                box["value"] = model.invoke(messages)
+            except BaseException as e:  # noqa: BLE001 - raised on the caller's thread below
+                box["error"] = e
+
+        thread = threading.Thread(
+            target=contextvars.copy_context().run,
+            args=(run,),
+            name="agentbranch-generate",
+            daemon=True,
+        )
+        thread.start()
+        join_at_exit(thread)  # a timed-out call may still be in native code at exit
+        thread.join(timeout_s)
+        if thread.is_alive():
+            with _stuck_lock:
+                _stuck.append(thread)
+            return _expired(model, timeout_s)
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
 
 
 async def ainvoke_within(
@@ -230,56 +262,16 @@ def _raising(question_id: str) -> Iterator[None]:
         raise
 
 
-def _invoke_within(model: Any, messages: list[Any], timeout_s: float | None) -> Any:
-    if timeout_s is None:
-        return model.invoke(messages)
-    with _stuck_lock:
-        _stuck[:] = [t for t in _stuck if t.is_alive()]
-        if len(_stuck) >= MAX_STUCK:
-            return Expired(
-                f"{len(_stuck)} calls of fallback models are still running past their "
-                "Generate(timeout_s=...); this one was not made",
-                made=False,
-            )
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = model.invoke(messages)
-        except BaseException as e:  # noqa: BLE001 - raised on the caller's thread below
-            box["error"] = e
-
-    thread = threading.Thread(
-        target=contextvars.copy_context().run, args=(run,), name="agentbranch-generate", daemon=True
-    )
-    thread.start()
-    join_at_exit(thread)  # a timed-out call may still be in native code at exit
-    thread.join(timeout_s)
-    if thread.is_alive():
-        with _stuck_lock:
-            _stuck.append(thread)
-        return _expired(model, timeout_s)
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
 def fallback_record(rec: DecisionRecord, label: str, model: Any, reply: Any) -> DecisionRecord:
+    constrained = (getattr(reply, "response_metadata", None) or {}).get("constrained")
     fallback = {
         "kind": "generate",
         "model": model_name(model),
         "reply": str(getattr(reply, "content", reply))[:500],
-        "constrained": constrained_by(reply),
+        # how the engine constrained the reply to the options ("choice"); None: free text
+        "constrained": constrained if isinstance(constrained, str) else None,
     }
     return {**rec, "label": label, "decided_by": "fallback", "fallback": fallback}
-
-
-def constrained_by(reply: Any) -> str | None:
-    """How the engine constrained ``reply`` to the options (``"choice"``), or ``None``
-    when it was free text, parsed afterwards."""
-    meta = getattr(reply, "response_metadata", None) or {}
-    value = meta.get("constrained")
-    return value if isinstance(value, str) else None
 
 
 def constrained_to(model: Any, options: Sequence[str] | None) -> Any:
