@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import contextvars
 import json
-import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -51,8 +50,6 @@ __all__ = [
     "parse_label",
     "state_text",
 ]
-
-log = logging.getLogger("agentbranch")
 
 
 def generation_messages(fb: Generate, qid: str, question: Question, state_text: str) -> list[Any]:
@@ -114,7 +111,7 @@ def parse_label(reply: Any, options: Sequence[str], *, source: str = "fallback m
                 f"{source} answered {raw[:200]!r}, which names the key {e.args[0]!r} twice "
                 "in one object (JSON would keep only the last); the answer was rejected"
             )
-            log.warning("agentbranch: %s", message)
+            telemetry.logger.warning("agentbranch: %s", message)
             raise FallbackError(message) from None
         except (json.JSONDecodeError, RecursionError):
             obj = None
@@ -139,7 +136,7 @@ def _named(obj: dict[str, Any], options: Sequence[str], raw: str, source: str) -
             f"{source} answered {raw[:200]!r}, which names two different labels "
             f"({', '.join(f'{k}={v!r}' for k, v in named)}); the answer was rejected"
         )
-        log.warning("agentbranch: %s", message)
+        telemetry.logger.warning("agentbranch: %s", message)
         raise FallbackError(message)
     return named[0][1]
 

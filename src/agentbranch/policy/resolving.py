@@ -19,7 +19,6 @@ import asyncio
 import functools
 import hashlib
 import json
-import logging
 import time
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -283,9 +282,6 @@ def _collect(policy: PolicyArg, out: list[Resolution]) -> None:
             chosen.trust.observe_label(question_id, r.asked[question_id], first, label)
 
 
-log = logging.getLogger("agentbranch")
-
-
 def fallback_steps(
     engine: Engine,
     qid: str,
@@ -325,7 +321,7 @@ def fallback_steps(
                     _ended(span, qid, teacher, started, "timeout")
                 else:  # refused behind stuck calls: no call, no duration
                     telemetry.teacher_refused(qid, "fallback")
-                log.warning("agentbranch: question %r: %s", qid, reply.message)
+                telemetry.logger.warning("agentbranch: question %r: %s", qid, reply.message)
                 errors.append(reply.message)
                 continue
             try:
@@ -364,13 +360,12 @@ def cassette_of(engine: Engine) -> Any:
 
 
 def _threshold(
-    cassette: Any, state: Any, question_id: str, question: Question, decision: Decision, p: Policy
+    cassette: Any, state: str, question_id: str, question: Question, decision: Decision, p: Policy
 ) -> Threshold:
     """The threshold in force; an ``Earned`` one recorded and replayed by ``cassette``."""
     if cassette is None or p.earned is None:
         return p.threshold(question_id, question, decision)
-    text = state_text(state)
-    blob = json.dumps([question_id, question.model_dump(mode="json"), text], sort_keys=True)
+    blob = json.dumps([question_id, question.model_dump(mode="json"), state], sort_keys=True)
     key = "earned:" + hashlib.sha256(blob.encode()).hexdigest()[:24]
 
     def now() -> dict[str, Any]:
@@ -387,10 +382,7 @@ ANSWERED_BY_THE_GRAPH = "agentbranch_answered_by_the_graph"
 
 def review_all(resolved: Resolution, review: ReviewFn | None, engine: Engine) -> None:
     """Ask ``review`` for each question of ``resolved`` in the review band and record the
-    validated answer (through ``engine``'s replay cassette, if any).
-
-    Reviews run before any fallback: a resumed LangGraph node re-runs from its start, so a
-    fallback model called before an interrupt would be called twice."""
+    validated answer (through ``engine``'s replay cassette, if any)."""
     for question_id in resolved.pending["review"]:
         if review is None:
             raise ConfigurationError(
