@@ -22,7 +22,6 @@ __all__ = [
     "DecisionSpans",
     "active_tracer",
     "decision_spans",
-    "enabled",
     "event",
     "logger",
     "teacher_span",
@@ -197,11 +196,6 @@ _instruments = _Lookup(
     ("_ProxyMeterProvider", "NoOpMeterProvider"),
     _Instruments,
 )
-
-
-def enabled() -> bool:
-    """Whether metrics are recorded (the API is installed and an SDK provider set)."""
-    return _instruments() is not None
 
 
 # -- hooks (each fact in one place) ----------------------------------------------------

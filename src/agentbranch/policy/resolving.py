@@ -269,12 +269,9 @@ def _collect(policy: PolicyArg, out: list[Resolution]) -> None:
     for r in out:
         for question_id, first in r.banded.items():
             final = r.records[question_id]
-            generated = (final.get("fallback") or {}).get("kind") == "generate"
-            if final.get("decided_by") == "human":
-                source = "review"
-            elif final.get("decided_by") == "fallback" and generated:
-                source = "fallback"
-            else:  # no label: taken, a GotoNode, a MoreDraws re-read
+            # a "fallback" decision is a Generate answer (``fallback_record``)
+            source = {"human": "review", "fallback": "fallback"}.get(final.get("decided_by"))
+            if source is None:  # no label: taken, a GotoNode, a MoreDraws re-read
                 continue
             chosen = policy_for(policy, question_id)
             audit_rate = chosen.audit.rate if chosen.audit is not None else 0.0
@@ -519,14 +516,14 @@ class Resolver:
 
     def _steps(self, state: Any) -> Steps[dict[str, DecisionRecord]]:
         """The resolving steps (``agentbranch.policy.resolving``) for one state."""
-
-        def review(out: list[Resolution]) -> None:
-            review_all(out[0], self.review, self.engine)
-
-        steps = resolve_many(
-            self.engine, self._asked, self._policies, [state], review=review, batched=False
+        (resolved,) = yield from resolve_many(
+            self.engine,
+            self._asked,
+            self._policies,
+            [state],
+            review=lambda out: review_all(out[0], self.review, self.engine),
+            batched=False,
         )
-        (resolved,) = yield from steps
         records = resolved.records
         return {
             qid: set_record(qid, q, records) if isinstance(q, AnyOf) else records[qid]
