@@ -103,17 +103,15 @@ def resolve_many(
     audited. ``batched``: one ``decide_many`` read (else one ``decide`` of the single
     state). An engine error gives the policy's fail-open/closed records (or raises). With
     a tracer provider set, each decision gets a span to its final record."""
-    spans = telemetry.decision_spans(list(questions), len(states))
+    spans = telemetry.DecisionSpans(list(questions), len(states))
     try:
         out = yield from _resolve_many(
             engine, questions, policy, states, review, finish, batched, spans
         )
     except BaseException as e:
-        if spans is not None:
-            spans.fail(e)
+        spans.fail(e)
         raise
-    if spans is not None:
-        spans.finish([r.records for r in out], [r.state for r in out])
+    spans.finish([r.records for r in out], [r.state for r in out])
     return out
 
 
@@ -125,7 +123,7 @@ def _resolve_many(
     review: Hook,
     finish: Hook | None,
     batched: bool,
-    spans: telemetry.DecisionSpans | None,
+    spans: telemetry.DecisionSpans,
 ) -> Steps[list[Resolution]]:
     learns = any(policy_for(policy, question_id).trust.asks_versions for question_id in questions)
     earned = any(policy_for(policy, question_id).earned is not None for question_id in questions)
@@ -171,7 +169,7 @@ def _resolve_many(
         for question_id in r.pending["fallback"]:
             p = policy_for(policy, question_id)
             question, rec = questions[question_id], r.records[question_id]
-            span = None if spans is None else spans.spans[i][question_id]
+            span = spans.spans[i].get(question_id)
             steps = fallback_steps(engine, question_id, question, p, rec, r.state, span)
             r.records[question_id] = yield from steps
     if any(r.banded for r in out):  # evidence stores do blocking I/O: off the event loop
