@@ -17,7 +17,6 @@ import json
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentbranch.core import _telemetry as telemetry
@@ -162,13 +161,14 @@ def _loose(text: str) -> str:
     return text.strip().strip("\"'`.").strip().casefold()
 
 
-@dataclass
-class Expired:
+class Expired(Exception):
     """What ``invoke_within`` returns when the model did not answer within its time
-    (``made``), or was not called at all because earlier calls are still stuck."""
+    (``made``), or was not called at all because earlier calls are still stuck; raised
+    past the replay cassette, so a non-answer is never recorded."""
 
-    message: str
-    made: bool = True
+    def __init__(self, message: str, made: bool = True) -> None:
+        super().__init__(message)
+        self.message, self.made = message, made
 
 
 #: Calls given up on that are still running (sync path): past ``MAX_STUCK`` of them new
@@ -298,13 +298,9 @@ async def aask(engine: Engine, call: TeacherCall, invoke: Callable[[Any], Awaita
     return await calls.acall(call, invoke)
 
 
-class _NoAnswer(Exception):
-    """Carries an ``Expired`` call past the cassette (a non-answer is never recorded)."""
-
-
 def _answered(got: Any) -> Any:
     if isinstance(got, Expired):
-        raise _NoAnswer(got)
+        raise got
     return got
 
 
@@ -315,8 +311,8 @@ def generate(engine: Engine, fb: Generate, qid: str, messages: list[Any], option
     call = TeacherCall("generate", qid, constrained_to(fb.model, options), messages)
     try:
         return ask(engine, call, lambda m: _answered(invoke_within(m, messages, fb.timeout_s, qid)))
-    except _NoAnswer as e:
-        return e.args[0]
+    except Expired as e:
+        return e.with_traceback(None)
 
 
 async def agenerate(
@@ -330,8 +326,8 @@ async def agenerate(
 
     try:
         return await aask(engine, call, invoke)
-    except _NoAnswer as e:
-        return e.args[0]
+    except Expired as e:
+        return e.with_traceback(None)
 
 
 def model_name(model: Any) -> str:
