@@ -253,14 +253,14 @@ def test_finish_first_runs_the_exit_work_before_later_atexit_handlers(tmp_path, 
 GENERATE_SCRIPT = """
 import sys, time
 from langchain_core.runnables import RunnableLambda
-from agentbranch.policy.generation import _invoke_within
+from agentbranch.policy.generation import invoke_within
 
 def slow(messages):  # a fallback model still working when its caller gave up
     time.sleep(0.5)
     open(sys.argv[1], "w").write("call finished")
     return "yes"
 
-_invoke_within(RunnableLambda(slow), [], timeout_s=0.05)  # expired: its thread runs on
+invoke_within(RunnableLambda(slow), [], timeout_s=0.05)  # expired: its thread runs on
 # exit right now
 """
 

@@ -188,7 +188,7 @@ def test_without_an_sdk_nothing_beyond_the_api_is_imported():
         _DECIDE,
         """
         from agentbranch.core import _telemetry
-        assert not _telemetry.enabled()
+        assert _telemetry._instruments() is None
         print(sorted(m for m in sys.modules if m.startswith("opentelemetry")))
         """,
     )
@@ -223,7 +223,7 @@ def test_without_the_api_installed_decisions_run_and_nothing_records():
         from agentbranch.core import _telemetry
         import agentbranch as ab
         ab.use_meter_provider(None)
-        print(_telemetry.enabled(), [m for m in sys.modules if m.startswith("opentelemetry.")])
+        print(_telemetry._instruments() is not None, [m for m in sys.modules if m.startswith("opentelemetry.")])
         """,
     )
     assert out.strip() == "False []"
@@ -252,12 +252,12 @@ def test_the_global_provider_the_application_sets_is_used():
 
 def test_hooks_do_nothing_until_a_provider_is_given():
     ab.use_meter_provider(None)
-    assert _telemetry._instruments() is None or _telemetry.enabled()
+    assert _telemetry._instruments() is None or _telemetry._instruments() is not None
     reader = InMemoryMetricReader()
     provider = MeterProvider(metric_readers=[reader])
     ab.use_meter_provider(provider)
     try:
-        assert _telemetry.enabled()
+        assert _telemetry._instruments() is not None
         _telemetry.label_stored("q")
         assert total(points(reader), "agentbranch.labels.stored", **{"question.id": "q"}) == 1
     finally:

@@ -21,8 +21,6 @@ from typing import Any
 __all__ = [
     "DecisionSpans",
     "active_tracer",
-    "decision_spans",
-    "enabled",
     "event",
     "logger",
     "teacher_span",
@@ -199,11 +197,6 @@ _instruments = _Lookup(
 )
 
 
-def enabled() -> bool:
-    """Whether metrics are recorded (the API is installed and an SDK provider set)."""
-    return _instruments() is not None
-
-
 # -- hooks (each fact in one place) ----------------------------------------------------
 
 
@@ -331,10 +324,13 @@ active_tracer = _Lookup(
 
 
 class DecisionSpans:
-    """The open spans of one resolution: one per (state, question), started when the
-    resolution starts, ended with the final records' attributes."""
+    """The open spans of one resolution: one per (state, question) while tracing is on
+    (else none), started when the resolution starts, ended with the final records'
+    attributes."""
 
-    def __init__(self, tracer: Any, questions: Sequence[str], states: int) -> None:
+    def __init__(self, questions: Sequence[str], states: int) -> None:
+        tracer = active_tracer()
+        questions = questions if tracer is not None else ()
         self.spans = [
             {q: tracer.start_span(f"decide {q}", attributes={QUESTION: q}) for q in questions}
             for _ in range(states)
@@ -355,6 +351,8 @@ class DecisionSpans:
         """The resolution raised: every span says so and ends. A LangGraph interrupt
         (a review asked of a human) and a closed generator are not errors: the spans end
         marked ``agentbranch.decision.interrupted`` (the resumed node decides again)."""
+        if not any(self.spans):  # tracing is off
+            return
         from opentelemetry.trace import Status, StatusCode
 
         # By name: this layer does not import LangGraph (GraphInterrupt is a GraphBubbleUp).
@@ -383,13 +381,6 @@ def _attributes(rec: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(rec.get("reader_version"), int):
         out["agentbranch.learn.version"] = rec["reader_version"]
     return out
-
-
-def decision_spans(questions: Sequence[str], states: int) -> DecisionSpans | None:
-    """Spans for a resolution of ``questions`` about ``states`` states, or ``None``
-    when tracing is off."""
-    tracer = active_tracer()
-    return None if tracer is None else DecisionSpans(tracer, questions, states)
 
 
 def teacher_span(

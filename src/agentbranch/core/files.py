@@ -138,15 +138,14 @@ def append_regular(
     data: bytes,
     refuse: Callable[[int], Exception],
     *,
-    fsync: bool = False,
     mode: int = PRIVATE_MODE,
     private: str | None = None,
 ) -> os.stat_result:
     """Append ``data`` to ``path`` (created if missing, with permissions ``mode``, which
     the umask may only narrow) in one ``write`` on an ``O_APPEND`` descriptor, and return
     its ``stat`` after. ``refuse(st_mode)`` is raised when ``path`` is not a regular file
-    (a FIFO fails at once). ``fsync`` waits until the bytes are on disk. With ``private``
-    (what the file is), an existing wider file goes through ``keep_private`` first."""
+    (a FIFO fails at once). With ``private`` (what the file is), an existing wider file
+    goes through ``keep_private`` first."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NONBLOCK, mode)
     try:
         st = os.fstat(fd)
@@ -157,8 +156,6 @@ def append_regular(
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        if fsync:
-            os.fsync(fd)
         return os.fstat(fd)
     finally:
         os.close(fd)

@@ -30,14 +30,12 @@ class QuestionType:
     plain: str = "{label}: {option}"
     min_options: int = 2
 
-    def reply_line(self, label: str, option: str, description: str | None) -> str:
-        line = self.described if description else self.plain
-        return line.format(label=label, option=option, description=description)
-
     def body(self, q: QuestionSpec) -> str:
         """The labelled options and the reply instruction."""
         lines = [
-            self.reply_line(label, option, description)
+            (self.described if description else self.plain).format(
+                label=label, option=option, description=description
+            )
             for label, option, description in zip(q.labels, q.options, q.descriptions)
         ]
         lines.append(self.reply_instruction)

@@ -170,7 +170,7 @@ def choice(
     names, descriptions = _choice_options(options)
     _check_options("choice()", "choice", names, descriptions)
     criteria = dict(zip(names, descriptions))
-    question = _build(Choice, "choice", instructions=instructions, criteria=criteria)
+    question = Choice(instructions=instructions, criteria=criteria)
     return _with_examples(question, "", examples)
 
 
@@ -188,7 +188,7 @@ def yes_no(
         if text is not None:
             _check_str(f"yes_no(): the {side}= description", text, empty_ok=True)
     criteria = NoulCriteria(true=yes, false=no) if (yes or no) else None
-    question = _build(Noul, "yes_no", instructions=instructions, criteria=criteria)
+    question = Noul(instructions=instructions, criteria=criteria)
     return _with_examples(question, "", examples)
 
 
@@ -207,7 +207,7 @@ def score(
             f"['calm', 'annoyed', 'angry']; got {type(levels).__name__}"
         )
     _check_options("score()", "score", list(levels), [None] * len(levels))
-    question = _build(Score, "score", instructions=instructions, criteria=list(levels))
+    question = Score(instructions=instructions, criteria=list(levels))
     return _with_examples(question, "", examples)
 
 
@@ -228,7 +228,8 @@ def any_of(instructions: str, options: Mapping[str, str | None] | Sequence[str])
     return AnyOf(instructions, dict(zip(names, descriptions)))
 
 
-# -- builder checks: the same rules ``to_spec`` applies when ``decide`` runs ------------
+# -- builder checks: the same rules ``to_spec`` applies when ``decide`` runs (they are
+# stricter than langchain_core's models, which therefore never refuse a checked question)
 
 
 def _check_str(what: str, value: Any, *, empty_ok: bool = False) -> None:
@@ -264,13 +265,6 @@ def _choice_options(options: Any, kind: str = "choice") -> tuple[list[Any], list
         if description is not None:
             _check_str(f"{kind}(): the description of option {name!r}", description, empty_ok=True)
     return names, descriptions
-
-
-def _build(model: type[Question], kind: str, **fields: Any) -> Any:
-    try:
-        return model(**fields)
-    except ValidationError as e:  # a rule above should have caught it first
-        raise InvalidQuestionError(f"{kind}(): invalid question: {e}") from None
 
 
 def _check_options(

@@ -62,10 +62,8 @@ def _json(value: Any) -> str:
 def _role(message: BaseMessage) -> str:
     if isinstance(message, ChatMessage):
         return message.role
-    kind = message.type
-    if kind.endswith("MessageChunk"):
-        kind = kind[: -len("MessageChunk")].lower()
-    return kind
+    kind = message.type  # a chunk's type is its class name: "AIMessageChunk" is "ai"
+    return kind.removesuffix("MessageChunk").lower() if kind.endswith("MessageChunk") else kind
 
 
 def media_placeholder(block: Mapping[str, Any]) -> str:

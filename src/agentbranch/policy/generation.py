@@ -14,11 +14,9 @@ import asyncio
 import contextlib
 import contextvars
 import json
-import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentbranch.core import _telemetry as telemetry
@@ -41,7 +39,6 @@ __all__ = [
     "agenerate",
     "ainvoke_within",
     "ask",
-    "constrained_by",
     "constrained_to",
     "fallback_record",
     "generate",
@@ -52,8 +49,6 @@ __all__ = [
     "parse_label",
     "state_text",
 ]
-
-log = logging.getLogger("agentbranch")
 
 
 def generation_messages(fb: Generate, qid: str, question: Question, state_text: str) -> list[Any]:
@@ -115,7 +110,7 @@ def parse_label(reply: Any, options: Sequence[str], *, source: str = "fallback m
                 f"{source} answered {raw[:200]!r}, which names the key {e.args[0]!r} twice "
                 "in one object (JSON would keep only the last); the answer was rejected"
             )
-            log.warning("agentbranch: %s", message)
+            telemetry.logger.warning("agentbranch: %s", message)
             raise FallbackError(message) from None
         except (json.JSONDecodeError, RecursionError):
             obj = None
@@ -140,7 +135,7 @@ def _named(obj: dict[str, Any], options: Sequence[str], raw: str, source: str) -
             f"{source} answered {raw[:200]!r}, which names two different labels "
             f"({', '.join(f'{k}={v!r}' for k, v in named)}); the answer was rejected"
         )
-        log.warning("agentbranch: %s", message)
+        telemetry.logger.warning("agentbranch: %s", message)
         raise FallbackError(message)
     return named[0][1]
 
@@ -166,13 +161,14 @@ def _loose(text: str) -> str:
     return text.strip().strip("\"'`.").strip().casefold()
 
 
-@dataclass
-class Expired:
+class Expired(Exception):
     """What ``invoke_within`` returns when the model did not answer within its time
-    (``made``), or was not called at all because earlier calls are still stuck."""
+    (``made``), or was not called at all because earlier calls are still stuck; raised
+    past the replay cassette, so a non-answer is never recorded."""
 
-    message: str
-    made: bool = True
+    def __init__(self, message: str, made: bool = True) -> None:
+        super().__init__(message)
+        self.message, self.made = message, made
 
 
 #: Calls given up on that are still running (sync path): past ``MAX_STUCK`` of them new
@@ -196,7 +192,40 @@ def invoke_within(
     runs on a helper thread, left to finish on its own). A call that raises is counted
     (``agentbranch.teacher.failures``) before its error goes on."""
     with _raising(question_id):
-        return _invoke_within(model, messages, timeout_s)
+        if timeout_s is None:
+            return model.invoke(messages)
+        with _stuck_lock:
+            _stuck[:] = [t for t in _stuck if t.is_alive()]
+            if len(_stuck) >= MAX_STUCK:
+                return Expired(
+                    f"{len(_stuck)} calls of fallback models are still running past their "
+                    "Generate(timeout_s=...); this one was not made",
+                    made=False,
+                )
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                box["value"] = model.invoke(messages)
+            except BaseException as e:  # noqa: BLE001 - raised on the caller's thread below
+                box["error"] = e
+
+        thread = threading.Thread(
+            target=contextvars.copy_context().run,
+            args=(run,),
+            name="agentbranch-generate",
+            daemon=True,
+        )
+        thread.start()
+        join_at_exit(thread)  # a timed-out call may still be in native code at exit
+        thread.join(timeout_s)
+        if thread.is_alive():
+            with _stuck_lock:
+                _stuck.append(thread)
+            return _expired(model, timeout_s)
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
 
 
 async def ainvoke_within(
@@ -230,56 +259,16 @@ def _raising(question_id: str) -> Iterator[None]:
         raise
 
 
-def _invoke_within(model: Any, messages: list[Any], timeout_s: float | None) -> Any:
-    if timeout_s is None:
-        return model.invoke(messages)
-    with _stuck_lock:
-        _stuck[:] = [t for t in _stuck if t.is_alive()]
-        if len(_stuck) >= MAX_STUCK:
-            return Expired(
-                f"{len(_stuck)} calls of fallback models are still running past their "
-                "Generate(timeout_s=...); this one was not made",
-                made=False,
-            )
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = model.invoke(messages)
-        except BaseException as e:  # noqa: BLE001 - raised on the caller's thread below
-            box["error"] = e
-
-    thread = threading.Thread(
-        target=contextvars.copy_context().run, args=(run,), name="agentbranch-generate", daemon=True
-    )
-    thread.start()
-    join_at_exit(thread)  # a timed-out call may still be in native code at exit
-    thread.join(timeout_s)
-    if thread.is_alive():
-        with _stuck_lock:
-            _stuck.append(thread)
-        return _expired(model, timeout_s)
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
 def fallback_record(rec: DecisionRecord, label: str, model: Any, reply: Any) -> DecisionRecord:
+    constrained = (getattr(reply, "response_metadata", None) or {}).get("constrained")
     fallback = {
         "kind": "generate",
         "model": model_name(model),
         "reply": str(getattr(reply, "content", reply))[:500],
-        "constrained": constrained_by(reply),
+        # how the engine constrained the reply to the options ("choice"); None: free text
+        "constrained": constrained if isinstance(constrained, str) else None,
     }
     return {**rec, "label": label, "decided_by": "fallback", "fallback": fallback}
-
-
-def constrained_by(reply: Any) -> str | None:
-    """How the engine constrained ``reply`` to the options (``"choice"``), or ``None``
-    when it was free text, parsed afterwards."""
-    meta = getattr(reply, "response_metadata", None) or {}
-    value = meta.get("constrained")
-    return value if isinstance(value, str) else None
 
 
 def constrained_to(model: Any, options: Sequence[str] | None) -> Any:
@@ -309,13 +298,9 @@ async def aask(engine: Engine, call: TeacherCall, invoke: Callable[[Any], Awaita
     return await calls.acall(call, invoke)
 
 
-class _NoAnswer(Exception):
-    """Carries an ``Expired`` call past the cassette (a non-answer is never recorded)."""
-
-
 def _answered(got: Any) -> Any:
     if isinstance(got, Expired):
-        raise _NoAnswer(got)
+        raise got
     return got
 
 
@@ -326,8 +311,8 @@ def generate(engine: Engine, fb: Generate, qid: str, messages: list[Any], option
     call = TeacherCall("generate", qid, constrained_to(fb.model, options), messages)
     try:
         return ask(engine, call, lambda m: _answered(invoke_within(m, messages, fb.timeout_s, qid)))
-    except _NoAnswer as e:
-        return e.args[0]
+    except Expired as e:
+        return e.with_traceback(None)
 
 
 async def agenerate(
@@ -341,8 +326,8 @@ async def agenerate(
 
     try:
         return await aask(engine, call, invoke)
-    except _NoAnswer as e:
-        return e.args[0]
+    except Expired as e:
+        return e.with_traceback(None)
 
 
 def model_name(model: Any) -> str:

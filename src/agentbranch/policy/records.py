@@ -122,10 +122,9 @@ def records_for_error(
         ):
             raise error
         records[question_id] = error_record(question_id, q, error, p, reader)
-    log = logging.getLogger("agentbranch")
     for rec in records.values():
         logged = {k: rec[k] for k in ("question_id", "decided_by", "label", "goto", "error")}
-        telemetry.event(log, logging.WARNING, "agentbranch.decision.error", **logged)
+        telemetry.event(telemetry.logger, logging.WARNING, "agentbranch.decision.error", **logged)
     return records
 
 

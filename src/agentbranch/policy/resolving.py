@@ -19,7 +19,6 @@ import asyncio
 import functools
 import hashlib
 import json
-import logging
 import time
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -104,17 +103,15 @@ def resolve_many(
     audited. ``batched``: one ``decide_many`` read (else one ``decide`` of the single
     state). An engine error gives the policy's fail-open/closed records (or raises). With
     a tracer provider set, each decision gets a span to its final record."""
-    spans = telemetry.decision_spans(list(questions), len(states))
+    spans = telemetry.DecisionSpans(list(questions), len(states))
     try:
         out = yield from _resolve_many(
             engine, questions, policy, states, review, finish, batched, spans
         )
     except BaseException as e:
-        if spans is not None:
-            spans.fail(e)
+        spans.fail(e)
         raise
-    if spans is not None:
-        spans.finish([r.records for r in out], [r.state for r in out])
+    spans.finish([r.records for r in out], [r.state for r in out])
     return out
 
 
@@ -126,7 +123,7 @@ def _resolve_many(
     review: Hook,
     finish: Hook | None,
     batched: bool,
-    spans: telemetry.DecisionSpans | None,
+    spans: telemetry.DecisionSpans,
 ) -> Steps[list[Resolution]]:
     learns = any(policy_for(policy, question_id).trust.asks_versions for question_id in questions)
     earned = any(policy_for(policy, question_id).earned is not None for question_id in questions)
@@ -172,7 +169,7 @@ def _resolve_many(
         for question_id in r.pending["fallback"]:
             p = policy_for(policy, question_id)
             question, rec = questions[question_id], r.records[question_id]
-            span = None if spans is None else spans.spans[i][question_id]
+            span = spans.spans[i].get(question_id)
             steps = fallback_steps(engine, question_id, question, p, rec, r.state, span)
             r.records[question_id] = yield from steps
     if any(r.banded for r in out):  # evidence stores do blocking I/O: off the event loop
@@ -270,20 +267,14 @@ def _collect(policy: PolicyArg, out: list[Resolution]) -> None:
     for r in out:
         for question_id, first in r.banded.items():
             final = r.records[question_id]
-            generated = (final.get("fallback") or {}).get("kind") == "generate"
-            if final.get("decided_by") == "human":
-                source = "review"
-            elif final.get("decided_by") == "fallback" and generated:
-                source = "fallback"
-            else:  # no label: taken, a GotoNode, a MoreDraws re-read
+            # a "fallback" decision is a Generate answer (``fallback_record``)
+            source = {"human": "review", "fallback": "fallback"}.get(final.get("decided_by"))
+            if source is None:  # no label: taken, a GotoNode, a MoreDraws re-read
                 continue
             chosen = policy_for(policy, question_id)
             audit_rate = chosen.audit.rate if chosen.audit is not None else 0.0
             label = TeacherLabel(final["label"], source, 1.0, state=r.state, audit_rate=audit_rate)
             chosen.trust.observe_label(question_id, r.asked[question_id], first, label)
-
-
-log = logging.getLogger("agentbranch")
 
 
 def fallback_steps(
@@ -325,7 +316,7 @@ def fallback_steps(
                     _ended(span, qid, teacher, started, "timeout")
                 else:  # refused behind stuck calls: no call, no duration
                     telemetry.teacher_refused(qid, "fallback")
-                log.warning("agentbranch: question %r: %s", qid, reply.message)
+                telemetry.logger.warning("agentbranch: question %r: %s", qid, reply.message)
                 errors.append(reply.message)
                 continue
             try:
@@ -364,13 +355,12 @@ def cassette_of(engine: Engine) -> Any:
 
 
 def _threshold(
-    cassette: Any, state: Any, question_id: str, question: Question, decision: Decision, p: Policy
+    cassette: Any, state: str, question_id: str, question: Question, decision: Decision, p: Policy
 ) -> Threshold:
     """The threshold in force; an ``Earned`` one recorded and replayed by ``cassette``."""
     if cassette is None or p.earned is None:
         return p.threshold(question_id, question, decision)
-    text = state_text(state)
-    blob = json.dumps([question_id, question.model_dump(mode="json"), text], sort_keys=True)
+    blob = json.dumps([question_id, question.model_dump(mode="json"), state], sort_keys=True)
     key = "earned:" + hashlib.sha256(blob.encode()).hexdigest()[:24]
 
     def now() -> dict[str, Any]:
@@ -387,10 +377,7 @@ ANSWERED_BY_THE_GRAPH = "agentbranch_answered_by_the_graph"
 
 def review_all(resolved: Resolution, review: ReviewFn | None, engine: Engine) -> None:
     """Ask ``review`` for each question of ``resolved`` in the review band and record the
-    validated answer (through ``engine``'s replay cassette, if any).
-
-    Reviews run before any fallback: a resumed LangGraph node re-runs from its start, so a
-    fallback model called before an interrupt would be called twice."""
+    validated answer (through ``engine``'s replay cassette, if any)."""
     for question_id in resolved.pending["review"]:
         if review is None:
             raise ConfigurationError(
@@ -527,14 +514,14 @@ class Resolver:
 
     def _steps(self, state: Any) -> Steps[dict[str, DecisionRecord]]:
         """The resolving steps (``agentbranch.policy.resolving``) for one state."""
-
-        def review(out: list[Resolution]) -> None:
-            review_all(out[0], self.review, self.engine)
-
-        steps = resolve_many(
-            self.engine, self._asked, self._policies, [state], review=review, batched=False
+        (resolved,) = yield from resolve_many(
+            self.engine,
+            self._asked,
+            self._policies,
+            [state],
+            review=lambda out: review_all(out[0], self.review, self.engine),
+            batched=False,
         )
-        (resolved,) = yield from steps
         records = resolved.records
         return {
             qid: set_record(qid, q, records) if isinstance(q, AnyOf) else records[qid]
