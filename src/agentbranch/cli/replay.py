@@ -116,6 +116,3 @@ def diff(
         soft_wrap=True,
     )
     raise typer.Exit(1 if report.changed else 0)
-
-
-__all__ = ["replay_app"]
