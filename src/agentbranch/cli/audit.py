@@ -143,10 +143,7 @@ def report(
 def _check_unit(flag: str, value: float | None, *, closed: bool) -> None:
     from agentbranch.core.errors import ConfigurationError
 
-    if value is None:
-        return
-    ok = value <= 1.0 if closed else value < 1.0
-    if not (value > 0.0 and ok):  # NaN fails both
+    if value is not None and not (0.0 < value <= 1.0 if closed else 0.0 < value < 1.0):
         span = "in (0, 1]" if closed else "strictly between 0 and 1"
         raise ConfigurationError(f"{flag} must be {span}, got {value}")
 
@@ -176,12 +173,6 @@ def _reliability(records: list, diagram: Path, bins: int) -> None:
 
 def _audit_table(q, target: float, level: float) -> None:  # noqa: ANN001
     """One question's audit table (a fixed take_at: with the take_at for ``target``)."""
-    table = key_value(f"{q.question_id}: the engine vs the teacher", _audit_rows(q, target, level))
-    table.columns[1].max_width = 76  # long values wrap in their cell, the rest stays
-    print_table(console, table)
-
-
-def _audit_rows(q, target: float, level: float) -> list[tuple[str, str]]:  # noqa: ANN001
     from agentbranch.audit.estimates import percent
 
     pct = percent(target)
@@ -211,7 +202,9 @@ def _audit_rows(q, target: float, level: float) -> list[tuple[str, str]]:  # noq
     if t.estimate is not None:
         rows.append(("more audits", more_audits_text(t, pct)))
     rows.append(_agreement(q))
-    return rows
+    table = key_value(f"{q.question_id}: the engine vs the teacher", rows)
+    table.columns[1].max_width = 76  # long values wrap in their cell, the rest stays
+    print_table(console, table)
 
 
 def _agreement(q) -> tuple[str, str]:  # noqa: ANN001

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -115,18 +116,14 @@ def calibrate(
             engine = shown_engine(None, permutations, reader)
             with Progress(console=err, transient=True) as bar:
                 task = bar.add_task("reading examples", total=len(examples))
+                advance = partial(bar.advance, task)
                 if evaluate is not None:
+                    saved = Calibration.load(evaluate)
                     report = cal.evaluate(
-                        engine,
-                        examples,
-                        Calibration.load(evaluate),
-                        target_precision=target_precision,
-                        progress=lambda n: bar.advance(task, n),
+                        engine, examples, saved, target_precision=target_precision, progress=advance
                     )
                 else:
-                    report = cal.calibrate(
-                        engine, examples, **fit, progress=lambda n: bar.advance(task, n)
-                    )
+                    report = cal.calibrate(engine, examples, **fit, progress=advance)
     for warning in report.warnings:
         if not warning.startswith(cal.WORSE_FIT):  # logged already, and said below
             err.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
