@@ -9,9 +9,10 @@ import random
 import threading
 import uuid
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from operator import attrgetter
-from typing import Any
+from typing import Any, NoReturn
 
 from agentbranch.policy.earned import Evidence, EvidenceStore, as_store, new_evidence
 
@@ -69,7 +70,7 @@ class _Kit:
             self.fail("make_store", f"returned {type(store).__name__}")
         return store
 
-    def fail(self, clause: str, detail: str) -> None:
+    def fail(self, clause: str, detail: str) -> NoReturn:
         raise AssertionError(f"EvidenceStore contract, {clause} ({self.name}): {detail}")
 
     def key(self, name: str) -> str:
@@ -124,7 +125,6 @@ class _Kit:
                 return [r for r in out if r.key in self.keys]
             out += batch
         self.fail(clause, f"read_new returned records {MAX_READS} times and never []")
-        raise AssertionError  # (unreached)
 
     def once_each(self, clause: str, got: list[Evidence], want: list[Evidence]) -> None:
         """``got`` holds each record of ``want`` once and nothing else, in any order
@@ -229,25 +229,19 @@ class _Kit:
              for _ in range(20)]
             for w in range(2)
         ]  # fmt: skip
-        writers = [self.open(), self.open()]
-        start, errors = threading.Barrier(2), []
+        writers, start = [self.open(), self.open()], threading.Barrier(2)
 
         def write(w: int) -> None:
-            try:
-                start.wait(timeout=60)
-                for batch in batches[w]:
-                    writers[w].append(batch)
-            except Exception as e:  # noqa: BLE001 - reported below
-                errors.append(e)
+            start.wait(timeout=60)
+            for batch in batches[w]:
+                writers[w].append(batch)
 
-        threads = [threading.Thread(target=write, args=(w,)) for w in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        with ThreadPoolExecutor(2) as pool:
+            done = [pool.submit(write, w) for w in range(2)]
         clause = "two store objects appending at once lose nothing"
-        if errors:
-            self.fail(clause, f"an append raised {errors[0]!r}")
+        for error in (f.exception() for f in done):
+            if error is not None:
+                self.fail(clause, f"an append raised {error!r}")
         records = [r for w in batches for b in w for r in b]
         fresh = self.open()
         for key in {r.key for r in records}:
