@@ -177,28 +177,17 @@ def _audit_table(q, target: float, level: float) -> None:  # noqa: ANN001
 
     pct = percent(target)
     t, tb = q.threshold, q.take_band
-    rows = [
-        (
-            "audited",
-            f"{tb.n} taken + {q.fallback_examples} fallback "
-            f"(take_at now {fmt(q.current_take_at, 2)})",
-        ),
-        (
-            "take-band precision",
-            f"{fmt(tb.precision)}  [{fmt(tb.low)}, {fmt(tb.high)}] ({percent(level)} Wilson)"
-            if tb.n
-            else "no audits of the take band yet",
-        ),
-        (
-            f"take_at for {pct}",
-            (f"{fmt(t.take_at)} known" if t.take_at is not None else "not known yet")
-            + (
-                f"; {fmt(t.estimate)} estimated (coverage {fmt(t.coverage, 2)})"
-                if t.estimate is not None
-                else "; no threshold reaches it"
-            ),
-        ),
-    ]
+    now = fmt(q.current_take_at, 2)
+    audited = f"{tb.n} taken + {q.fallback_examples} fallback (take_at now {now})"
+    band = "no audits of the take band yet"
+    if tb.n:
+        band = f"{fmt(tb.precision)}  [{fmt(tb.low)}, {fmt(tb.high)}] ({percent(level)} Wilson)"
+    known = f"{fmt(t.take_at)} known" if t.take_at is not None else "not known yet"
+    estimated = "; no threshold reaches it"
+    if t.estimate is not None:
+        estimated = f"; {fmt(t.estimate)} estimated (coverage {fmt(t.coverage, 2)})"
+    rows = [("audited", audited), ("take-band precision", band)]
+    rows.append((f"take_at for {pct}", known + estimated))
     if t.estimate is not None:
         rows.append(("more audits", more_audits_text(t, pct)))
     rows.append(_agreement(q))
@@ -252,17 +241,11 @@ def _earned(
             out = {"earned": out, "audit": audit}
         print(json.dumps(out, indent=2, allow_nan=False))
         return
-    extra = {
-        question_id: [
-            (
-                f"audits in {file.name}",
-                f"{q.take_band.n} taken + {q.fallback_examples} fallback",
-            ),
-            _agreement(q),
-        ]
-        for question_id, q in audits.questions.items()
-        if question_id in earned_ids
-    }
+    extra: dict[str, list[tuple[str, str]]] = {}  # the audits' own figures, per question
+    for question_id, q in audits.questions.items():
+        if question_id in earned_ids:
+            taken = f"{q.take_band.n} taken + {q.fallback_examples} fallback"
+            extra[question_id] = [(f"audits in {file.name}", taken), _agreement(q)]
     if not rep.questions:
         console.print("no earned-trust evidence yet")
     else:  # the summary (one line per question), then with --details every table

@@ -151,17 +151,11 @@ def calibrate(
     types = {s.question_id: s.type for s in report.eval_before}
     for question_id, (b, a) in report.per_question.items():
         t = report.held_out_thresholds[question_id]
-        temperature = report.calibration.temperature(question_id, types[question_id])
-        table.add_row(
-            question_id,
-            str(b.n),
-            fmt(temperature, 2),
-            *_scores(b, a),
-            fmt(t.threshold),
-            f"{fmt(t.coverage, 2)} ({fmt(t.precision, 2)})"
-            if t.threshold is not None
-            else "none reaches it",
-        )
+        reach = "none reaches it"
+        if t.threshold is not None:
+            reach = f"{fmt(t.coverage, 2)} ({fmt(t.precision, 2)})"
+        temperature = fmt(report.calibration.temperature(question_id, types[question_id]), 2)
+        table.add_row(question_id, str(b.n), temperature, *_scores(b, a), fmt(t.threshold), reach)
     b, a = report.before, report.after
     table.add_row("[bold]all[/bold]", str(b.n), "", *_scores(b, a), "", "", end_section=True)
     print_table(console, table, lambda: _folded(table))
