@@ -126,8 +126,7 @@ def decide(
             names = [name for name, _ in parsed]
             if len(set(names)) < len(names):  # a dict would keep one silently
                 ab.choice(choice_q, names)  # raises the library's own message
-            ex = _examples_for(example, names)
-            qs["choice"] = ab.choice(choice_q, dict(parsed), examples=ex)
+            qs["choice"] = ab.choice(choice_q, dict(parsed), examples=_examples_for(example, names))
             answers += names
         if yes_no_q:
             qs["yes_no"] = ab.yes_no(

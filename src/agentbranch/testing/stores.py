@@ -35,7 +35,19 @@ def check_store(make_store: Callable[[], Any], *, lose: Callable[[], None] | Non
     storage (deletes the file) to check that a reader notices (``pop_lost``) and
     starts again from nothing (fail closed), for stores that can notice. Raises
     ``AssertionError`` naming the first clause the store breaks."""
-    _Kit(make_store).run(lose)
+    kit = _Kit(make_store)
+    kit.check_a_store_is_made()
+    kit.check_empty_reads()
+    kit.check_append_and_load()
+    kit.check_durable()
+    kit.check_non_ascii()
+    kit.check_read_new()
+    kit.check_view()
+    kit.check_concurrent_appends()
+    kit.check_records()
+    kit.check_large_batches()
+    if lose is not None:
+        kit.check_lost(lose)
 
 
 class _Kit:
@@ -47,20 +59,6 @@ class _Kit:
         self.appended: list[Evidence] = []  # every record made (each is appended)
         self.keys: set[str] = set()  # every key this run wrote
         self.name = "?"
-
-    def run(self, lose: Callable[[], None] | None) -> None:
-        self.check_a_store_is_made()
-        self.check_empty_reads()
-        self.check_append_and_load()
-        self.check_durable()
-        self.check_non_ascii()
-        self.check_read_new()
-        self.check_view()
-        self.check_concurrent_appends()
-        self.check_records()
-        self.check_large_batches()
-        if lose is not None:
-            self.check_lost(lose)
 
     # -- helpers -----------------------------------------------------------------------
 

@@ -75,15 +75,13 @@ def _vocab_and_merges(vocab_size: int) -> tuple[dict[str, int], list[tuple[str, 
     specials = [by_id.get(i, f"<unused{i}>") for i in range(NEWLINE_ID)]  # all ids below "\n"
     tokens = [*specials, "\n"]
     # Byte fallback for everything that is not a printable ASCII character (controls, UTF-8).
-    printable = [chr(c) for c in range(0x21, 0x7F)]
     tokens += [f"<0x{b:02X}>" for b in range(256) if not (0x20 <= b <= 0x7E) and b != 0x0A]
-    tokens += [_SPACE, *printable]
+    tokens += [_SPACE, *(chr(c) for c in range(0x21, 0x7F))]
     word_merges: list[tuple[str, str]] = []
-    space_merges: list[tuple[str, str]] = []
     # Space variants of the single-character labels (and lower-case letters).
-    for ch in string.ascii_uppercase + string.digits + string.ascii_lowercase:
-        tokens.append(_SPACE + ch)
-        space_merges.append((_SPACE, ch))
+    chars = string.ascii_uppercase + string.digits + string.ascii_lowercase
+    tokens += [_SPACE + ch for ch in chars]
+    space_merges = [(_SPACE, ch) for ch in chars]
     known = set(tokens)
     for word in _WORDS:
         new: list[str] = []
