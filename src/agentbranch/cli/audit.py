@@ -143,10 +143,7 @@ def report(
 def _check_unit(flag: str, value: float | None, *, closed: bool) -> None:
     from agentbranch.core.errors import ConfigurationError
 
-    if value is None:
-        return
-    ok = value <= 1.0 if closed else value < 1.0
-    if not (value > 0.0 and ok):  # NaN fails both
+    if value is not None and not (0.0 < value <= 1.0 if closed else 0.0 < value < 1.0):
         span = "in (0, 1]" if closed else "strictly between 0 and 1"
         raise ConfigurationError(f"{flag} must be {span}, got {value}")
 
@@ -176,42 +173,27 @@ def _reliability(records: list, diagram: Path, bins: int) -> None:
 
 def _audit_table(q, target: float, level: float) -> None:  # noqa: ANN001
     """One question's audit table (a fixed take_at: with the take_at for ``target``)."""
-    table = key_value(f"{q.question_id}: the engine vs the teacher", _audit_rows(q, target, level))
-    table.columns[1].max_width = 76  # long values wrap in their cell, the rest stays
-    print_table(console, table)
-
-
-def _audit_rows(q, target: float, level: float) -> list[tuple[str, str]]:  # noqa: ANN001
     from agentbranch.audit.estimates import percent
 
     pct = percent(target)
     t, tb = q.threshold, q.take_band
-    rows = [
-        (
-            "audited",
-            f"{tb.n} taken + {q.fallback_examples} fallback "
-            f"(take_at now {fmt(q.current_take_at, 2)})",
-        ),
-        (
-            "take-band precision",
-            f"{fmt(tb.precision)}  [{fmt(tb.low)}, {fmt(tb.high)}] ({percent(level)} Wilson)"
-            if tb.n
-            else "no audits of the take band yet",
-        ),
-        (
-            f"take_at for {pct}",
-            (f"{fmt(t.take_at)} known" if t.take_at is not None else "not known yet")
-            + (
-                f"; {fmt(t.estimate)} estimated (coverage {fmt(t.coverage, 2)})"
-                if t.estimate is not None
-                else "; no threshold reaches it"
-            ),
-        ),
-    ]
+    now = fmt(q.current_take_at, 2)
+    audited = f"{tb.n} taken + {q.fallback_examples} fallback (take_at now {now})"
+    band = "no audits of the take band yet"
+    if tb.n:
+        band = f"{fmt(tb.precision)}  [{fmt(tb.low)}, {fmt(tb.high)}] ({percent(level)} Wilson)"
+    known = f"{fmt(t.take_at)} known" if t.take_at is not None else "not known yet"
+    estimated = "; no threshold reaches it"
+    if t.estimate is not None:
+        estimated = f"; {fmt(t.estimate)} estimated (coverage {fmt(t.coverage, 2)})"
+    rows = [("audited", audited), ("take-band precision", band)]
+    rows.append((f"take_at for {pct}", known + estimated))
     if t.estimate is not None:
         rows.append(("more audits", more_audits_text(t, pct)))
     rows.append(_agreement(q))
-    return rows
+    table = key_value(f"{q.question_id}: the engine vs the teacher", rows)
+    table.columns[1].max_width = 76  # long values wrap in their cell, the rest stays
+    print_table(console, table)
 
 
 def _agreement(q) -> tuple[str, str]:  # noqa: ANN001
@@ -259,17 +241,11 @@ def _earned(
             out = {"earned": out, "audit": audit}
         print(json.dumps(out, indent=2, allow_nan=False))
         return
-    extra = {
-        question_id: [
-            (
-                f"audits in {file.name}",
-                f"{q.take_band.n} taken + {q.fallback_examples} fallback",
-            ),
-            _agreement(q),
-        ]
-        for question_id, q in audits.questions.items()
-        if question_id in earned_ids
-    }
+    extra: dict[str, list[tuple[str, str]]] = {}  # the audits' own figures, per question
+    for question_id, q in audits.questions.items():
+        if question_id in earned_ids:
+            taken = f"{q.take_band.n} taken + {q.fallback_examples} fallback"
+            extra[question_id] = [(f"audits in {file.name}", taken), _agreement(q)]
     if not rep.questions:
         console.print("no earned-trust evidence yet")
     else:  # the summary (one line per question), then with --details every table

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -115,18 +116,14 @@ def calibrate(
             engine = shown_engine(None, permutations, reader)
             with Progress(console=err, transient=True) as bar:
                 task = bar.add_task("reading examples", total=len(examples))
+                advance = partial(bar.advance, task)
                 if evaluate is not None:
+                    saved = Calibration.load(evaluate)
                     report = cal.evaluate(
-                        engine,
-                        examples,
-                        Calibration.load(evaluate),
-                        target_precision=target_precision,
-                        progress=lambda n: bar.advance(task, n),
+                        engine, examples, saved, target_precision=target_precision, progress=advance
                     )
                 else:
-                    report = cal.calibrate(
-                        engine, examples, **fit, progress=lambda n: bar.advance(task, n)
-                    )
+                    report = cal.calibrate(engine, examples, **fit, progress=advance)
     for warning in report.warnings:
         if not warning.startswith(cal.WORSE_FIT):  # logged already, and said below
             err.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
@@ -154,17 +151,11 @@ def calibrate(
     types = {s.question_id: s.type for s in report.eval_before}
     for question_id, (b, a) in report.per_question.items():
         t = report.held_out_thresholds[question_id]
-        temperature = report.calibration.temperature(question_id, types[question_id])
-        table.add_row(
-            question_id,
-            str(b.n),
-            fmt(temperature, 2),
-            *_scores(b, a),
-            fmt(t.threshold),
-            f"{fmt(t.coverage, 2)} ({fmt(t.precision, 2)})"
-            if t.threshold is not None
-            else "none reaches it",
-        )
+        reach = "none reaches it"
+        if t.threshold is not None:
+            reach = f"{fmt(t.coverage, 2)} ({fmt(t.precision, 2)})"
+        temperature = fmt(report.calibration.temperature(question_id, types[question_id]), 2)
+        table.add_row(question_id, str(b.n), temperature, *_scores(b, a), fmt(t.threshold), reach)
     b, a = report.before, report.after
     table.add_row("[bold]all[/bold]", str(b.n), "", *_scores(b, a), "", "", end_section=True)
     print_table(console, table, lambda: _folded(table))

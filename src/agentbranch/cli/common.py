@@ -34,7 +34,6 @@ __all__ = [
     "fmt",
     "key_value",
     "load_engine",
-    "natural_width",
     "print_table",
     "quiet_logs",
     "read_questions",
@@ -147,11 +146,6 @@ def fmt(x: float | None, digits: int = 3) -> str:
     return f"{x:.{digits}f}"
 
 
-def natural_width(console: Console, table: Table) -> int:
-    """The width ``table`` takes when nothing makes it wrap."""
-    return console.measure(table, options=console.options.update_width(10_000)).maximum
-
-
 def print_table(
     console: Console,
     table: Table,
@@ -161,7 +155,7 @@ def print_table(
     takes a pipe, a file or CI logs to be 80 columns, and would split every number of a
     wide table over two lines); on a terminal narrower than it, ``folded()`` instead when
     given (else rich wraps the cells)."""
-    need = natural_width(console, table)
+    need = console.measure(table, options=console.options.update_width(10_000)).maximum
     if not console.is_terminal:
         # print(width=) cannot exceed the console's width: widen the console itself.
         width = console.width
@@ -187,16 +181,12 @@ def key_value(title: str, rows: Iterable[tuple[str, str]]) -> Table:
     return table
 
 
-def _no_value(ctx: Any) -> None:
-    return None
-
-
 class _FlagsTakeNoValue:
     def get_params(self, ctx: Any) -> list[Any]:
         params = super().get_params(ctx)  # type: ignore[misc]
         for param in params:
             if getattr(param, "is_flag", False):
-                param.display_type_rich = _no_value
+                param.display_type_rich = lambda ctx: None
         return params
 
 

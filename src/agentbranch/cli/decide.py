@@ -38,16 +38,6 @@ __all__ = ["SLOW_S", "Line", "Timings", "decide", "decide_lines", "parse_lines"]
 SLOW_S = 5.0
 
 
-def _fmt_probs(probs: dict[str, float], top: int) -> str:
-    ranked = sorted(probs.items(), key=lambda kv: -kv[1])[:top]
-    return " ".join(f"{k} {v:.2f}" for k, v in ranked)
-
-
-def _parse_option(text: str) -> tuple[str, str | None]:
-    name, sep, desc = text.partition("=")
-    return name.strip(), (desc.strip() or None) if sep else None
-
-
 def _examples_for(examples: list[str] | None, names: list[str]) -> dict[str, list[str]] | None:
     """The ``--example ANSWER=TEXT`` values whose ANSWER is one of ``names``."""
     out: dict[str, list[str]] = {}
@@ -131,12 +121,12 @@ def decide(
         if choice_q:
             if not option:
                 raise typer.BadParameter("--choice needs --option (at least two)")
-            parsed = [_parse_option(o) for o in option]
+            split = (o.partition("=") for o in option)  # NAME or NAME=description
+            parsed = [(name.strip(), desc.strip() or None) for name, _, desc in split]
             names = [name for name, _ in parsed]
             if len(set(names)) < len(names):  # a dict would keep one silently
                 ab.choice(choice_q, names)  # raises the library's own message
-            ex = _examples_for(example, names)
-            qs["choice"] = ab.choice(choice_q, dict(parsed), examples=ex)
+            qs["choice"] = ab.choice(choice_q, dict(parsed), examples=_examples_for(example, names))
             answers += names
         if yes_no_q:
             qs["yes_no"] = ab.yes_no(
@@ -172,13 +162,9 @@ def decide(
     title = f"{engine.reader.name} ({engine.reader.model})"
     table = Table("question", "label", "probabilities", "entropy", "confidence", title=title)
     for question_id, d in decisions.items():
-        table.add_row(
-            question_id,
-            d.label,
-            _fmt_probs(d.probabilities, top=5),
-            f"{d.entropy:.3f}",
-            f"{d.confidence:.3f}",
-        )
+        top = sorted(d.probabilities.items(), key=lambda kv: -kv[1])[:5]
+        probs = " ".join(f"{k} {v:.2f}" for k, v in top)
+        table.add_row(question_id, d.label, probs, f"{d.entropy:.3f}", f"{d.confidence:.3f}")
     console.print(table)
     err.print(f"[dim]{reason}[/dim]")
 

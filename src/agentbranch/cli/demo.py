@@ -6,6 +6,8 @@ the support-triage graph over sample tickets, every decision shown."""
 from __future__ import annotations
 
 import json
+import textwrap
+from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -57,10 +59,8 @@ def demo_policy(engine: Engine, fallback_model: Any = None) -> dict[str, Any]:
     Below it, ``fallback_model`` generates the team (``--generate``), else a person does."""
     from agentbranch.demo.triage import DEFAULT_TEAM_TAKE_AT, default_policy
 
-    take_at = DEFAULT_TEAM_TAKE_AT
-    if engine.calibration is not None and "team" in engine.calibration.thresholds:
-        take_at = engine.calibration.thresholds["team"]
-    return default_policy(fallback_model, take_at=take_at)
+    thresholds = engine.calibration.thresholds if engine.calibration is not None else {}
+    return default_policy(fallback_model, take_at=thresholds.get("team", DEFAULT_TEAM_TAKE_AT))
 
 
 def local_chat_model(engine: Engine) -> Any:
@@ -111,8 +111,6 @@ def demo_report(
     column shows the band where the question's policy applies a threshold; an
     informative question (urgency, frustration) the engine is not sure of shows ``—``
     and ``not sure`` (the demo does not use its answer)."""
-    import textwrap
-
     from agentbranch.demo.triage import INFO_QUESTIONS, sure_label
     from agentbranch.policy import policy_for
 
@@ -154,13 +152,10 @@ def demo_report(
     return lines
 
 
-LOOP_LEGEND = (
-    "Below a question's take_at (at) the engine is not sure: the teacher answers and its "
-    "answer becomes a label. at is - until the labels show that the engine's takes meet the "
-    "target precision; vN is the learned version in force (a head fitted on the teacher's "
-    "labels, tested on labels it never learned from); took counts the decisions the engine "
-    "took, and how many of them the labels say were right."
-)
+def _say(lines: Iterable[str]) -> None:
+    """Plain lines on stdout, each whole (the terminal wraps a long one)."""
+    for line in lines:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _loop_row(b: Any) -> str:
@@ -180,7 +175,6 @@ def _loop_row(b: Any) -> str:
 def _loop_summary(blocks: list[Any], width: int) -> list[str]:
     """What the loop's blocks added up to, after a blank line."""
     import statistics
-    import textwrap
 
     from agentbranch.demo.loop import LOOP_QUESTIONS
 
@@ -211,13 +205,9 @@ def _loop_summary(blocks: list[Any], width: int) -> list[str]:
 def _run_the_loop(engine: Engine, store: Path | None, tickets: int, precision: float) -> None:
     """Print the loop as it runs: the header, a line per block, then the summary."""
     import tempfile
-    import textwrap
 
     from agentbranch.demo.loop import BLOCK, LOOP_QUESTIONS, run_loop
     from agentbranch.demo.stream import ticket_stream
-
-    def say(line: str) -> None:
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
     width = max(60, min(console.width, 100))
     intro = (
@@ -226,14 +216,20 @@ def _run_the_loop(engine: Engine, store: Path | None, tickets: int, precision: f
         "audit in five of the decisions the engine takes. The teacher is the tickets' "
         "labelled answers, standing in for a person or an LLM judge."
     )
+    legend = (
+        "Below a question's take_at (at) the engine is not sure: the teacher answers and its "
+        "answer becomes a label. at is - until the labels show that the engine's takes meet "
+        "the target precision; vN is the learned version in force (a head fitted on the "
+        "teacher's labels, tested on labels it never learned from); took counts the decisions "
+        "the engine took, and how many of them the labels say were right."
+    )
     lines = [f"agentbranch demo on {engine.reader.model}", ""]
-    for text in (intro, LOOP_LEGEND):
+    for text in (intro, legend):
         lines += [*textwrap.wrap(text, width=width, break_long_words=False), ""]
     head = f"{'tickets':<9}" + "".join(
         f"{q + ': took':<14}{'at':>5}{'':<6}" for q in LOOP_QUESTIONS
     )
-    for line in [*lines, head + "teacher", "─" * (len(head) + 7)]:
-        say(line)
+    _say([*lines, head + "teacher", "─" * (len(head) + 7)])
     with tempfile.TemporaryDirectory() as tmp:
         path = str(store) if store is not None else str(Path(tmp) / "evidence.jsonl")
         blocks = run_loop(
@@ -241,12 +237,11 @@ def _run_the_loop(engine: Engine, store: Path | None, tickets: int, precision: f
             ticket_stream(tickets),
             store=path,
             precision=precision,
-            on_block=lambda b: say(_loop_row(b)),
+            on_block=lambda b: _say([_loop_row(b)]),
         )
-    for line in _loop_summary(blocks, width):
-        say(line)
+    _say(_loop_summary(blocks, width))
     if store is not None:
-        say(f"The evidence is in {store}: agentbranch audit report {store}")
+        _say([f"The evidence is in {store}: agentbranch audit report {store}"])
 
 
 def demo(
@@ -293,8 +288,7 @@ def demo(
     from agentbranch.core.files import check_writable
 
     quiet_logs(verbose)
-    each = each or as_json or generate
-    each = each or any(x is not None for x in (tickets, limit, calibration))
+    each = each or as_json or generate or any(x is not None for x in (tickets, limit, calibration))
     with exit_on_error():
         if not each:
             if store is not None:  # before the engine loads, not after a minute of tickets
@@ -313,8 +307,6 @@ def demo(
         for t, s in zip(rows, states):
             print(json.dumps({"id": t["id"], **s}, default=str))
         return
-    import textwrap
-
     from agentbranch.demo.triage import INFO_TAKE_AT
 
     width = max(60, min(console.width, 100))
@@ -333,8 +325,6 @@ def demo(
         "probabilities show what the engine leaned to). "
         "conf = 1 − entropy / ln(number of options)."
     )
-    lines = [f"support triage on {engine.reader.model}", ""]
-    lines += demo_report(rows, states, policy, width)
-    lines += textwrap.wrap(summary, width=width, break_long_words=False)
-    for line in lines:
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    report = demo_report(rows, states, policy, width)
+    wrapped = textwrap.wrap(summary, width=width, break_long_words=False)
+    _say([f"support triage on {engine.reader.model}", "", *report, *wrapped])

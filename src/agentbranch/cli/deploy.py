@@ -88,16 +88,14 @@ class _Sizing:
 
 def _sized(command: Callable[..., None]) -> Callable[..., None]:
     """``command(sizing, **own_flags)`` as a typer command whose flags are the sizing
-    flags, then its own (typer reads a command's flags from its signature)."""
+    flags, then its own (typer reads a command's flags from its signature and passes
+    every one by name)."""
     shared = list(inspect.signature(_Sizing, eval_str=True).parameters.values())
     own = inspect.signature(command, eval_str=True)
     signature = own.replace(parameters=shared + list(own.parameters.values())[1:])
 
     @functools.wraps(command)
-    def run(*args: Any, **kwargs: Any) -> None:
-        bound = signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        flags = dict(bound.arguments)
+    def run(**flags: Any) -> None:
         command(_Sizing(**{p.name: flags.pop(p.name) for p in shared}), **flags)
 
     run.__signature__ = signature  # type: ignore[attr-defined]

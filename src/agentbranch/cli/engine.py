@@ -36,14 +36,11 @@ def engine(
         sel.ENV_CALIBRATION,
     ):
         value = os.environ.get(key)
-        if not value:
-            console.print(f"  {key} (unset)")
-        elif key == sel.ENV_REMOTE_API_KEY:
-            console.print(f"  {key} (set)")
-        elif key == sel.ENV_REMOTE_URL:  # user:password@ and ?token= masked
-            console.print(f"  {key}={redact_url(value)}", markup=False, highlight=False)
-        else:
-            console.print(f"  {key}={value}", markup=False, highlight=False)
+        if not value or key == sel.ENV_REMOTE_API_KEY:
+            console.print(f"  {key} ({'set' if value else 'unset'})")
+        else:  # a URL's user:password@ and ?token= masked
+            shown = redact_url(value) if key == sel.ENV_REMOTE_URL else value
+            console.print(f"  {key}={shown}", markup=False, highlight=False)
     if load:
         built, _ = load_engine(None)
         console.print(f"built: {built.reader.name} ({built.reader.model})", soft_wrap=True)

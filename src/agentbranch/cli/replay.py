@@ -6,6 +6,7 @@ model upgrade in CI), 2 when a cassette cannot be read, else 0."""
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
@@ -38,15 +39,13 @@ def diff(
 
     with exit_on_error():
         report = diff_cassettes(old, new)
+    say = partial(console.print, soft_wrap=True)  # one line a sentence, wrapped by the terminal
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
         raise typer.Exit(1 if report.changed else 0)
 
     if not (report.decisions or report.chats or report.added or report.removed):
-        console.print(
-            "Neither cassette holds a read or a chat exchange: nothing to compare.",
-            soft_wrap=True,
-        )
+        say("Neither cassette holds a read or a chat exchange: nothing to compare.")
         raise typer.Exit(0)
 
     if report.old_models or report.new_models:
@@ -61,12 +60,11 @@ def diff(
         if show_all or d.flipped or abs(d.new_confidence - d.old_confidence) >= min_change
     ]
     if not report.decisions:
-        console.print("No read is in both cassettes: no decision to compare.", soft_wrap=True)
+        say("No read is in both cassettes: no decision to compare.")
     elif not shown:
-        console.print(
+        say(
             f"No decision flipped or moved by {min_change:g} or more "
-            f"({len(report.decisions)} compared; --all lists them).",
-            soft_wrap=True,
+            f"({len(report.decisions)} compared; --all lists them)."
         )
     else:
         title = f"decisions ({len(shown)} of {len(report.decisions)} shown)"
@@ -90,32 +88,20 @@ def diff(
         chats = Table("", "model", "last message", "old reply", "new reply", title="chat exchanges")
         for c in chats_shown:
             model = c.new_model if c.old_model == c.new_model else f"{c.old_model} → {c.new_model}"
-            chats.add_row(
-                "[red]CHANGED[/red]" if c.flipped else "",
-                model,
-                c.prompt,
-                c.old_reply[:60],
-                c.new_reply[:60],
-            )
+            flag = "[red]CHANGED[/red]" if c.flipped else ""
+            chats.add_row(flag, model, c.prompt, c.old_reply[:60], c.new_reply[:60])
         console.print(chats)
     elif report.chats:
-        console.print(
-            f"No chat reply changed ({len(report.chats)} compared; --all lists them).",
-            soft_wrap=True,
-        )
+        say(f"No chat reply changed ({len(report.chats)} compared; --all lists them).")
     for title, items in (("new requests", report.added), ("removed requests", report.removed)):
         if items:
             console.print(f"[bold]{title}[/bold] ({len(items)}):")
             for item in items:
                 console.print(f"  {item}", markup=False)
     summary = report.to_json()["summary"]
-    console.print(
+    say(
         f"{summary['decisions']} decisions compared, {summary['flipped_decisions']} flipped; "
         f"{summary['chat_exchanges']} chat exchanges, {summary['changed_replies']} changed; "
-        f"{summary['added']} new, {summary['removed']} removed requests",
-        soft_wrap=True,
+        f"{summary['added']} new, {summary['removed']} removed requests"
     )
     raise typer.Exit(1 if report.changed else 0)
-
-
-__all__ = ["replay_app"]

@@ -53,20 +53,6 @@ def load_questions(path: str | Path) -> dict[str, Any]:
     return dict(data)
 
 
-def line_rows(questions: Mapping[str, Any], encode: Encode | None = None) -> list[int]:
-    """Tokens of each joint answer line: the ``"k: "`` prefix, the slot, the newline."""
-    specs = [to_spec(question_id, q) for question_id, q in validate_questions(questions).items()]
-    rows = []
-    for k, spec in enumerate(specs, 1):
-        if encode is None:  # Gemma's: a token per digit of k, and ":"
-            prefix = len(str(k)) + 1
-        else:
-            label = question_type(spec.type).label_set[0]
-            prefix = len(list(encode(f"{k}: {label}"))) - 1
-        rows.append(prefix + 2)
-    return rows
-
-
 def schema_canvas(
     questions: Mapping[str, Any],
     *,
@@ -80,7 +66,15 @@ def schema_canvas(
     the answer lines on one canvas; when even ``max_canvas`` cannot, the engine's chunks
     at ``max_canvas``. Single (or one question): 16.
     """
-    rows = line_rows(questions, encode)
+    specs = [to_spec(question_id, q) for question_id, q in validate_questions(questions).items()]
+    rows = []  # tokens of each joint answer line: the "k: " prefix, the slot, the newline
+    for k, spec in enumerate(specs, 1):
+        if encode is None:  # Gemma's: a token per digit of k, and ":"
+            prefix = len(str(k)) + 1
+        else:
+            label = question_type(spec.type).label_set[0]
+            prefix = len(list(encode(f"{k}: {label}"))) - 1
+        rows.append(prefix + 2)
     n = len(rows)
     if not joint or n == 1:
         return SchemaCanvas(n, False, CANVAS_STEP, n, (CANVAS_STEP,) * n)

@@ -87,10 +87,8 @@ class FaultyReader(WrappingReader):
             return []
         out = []
         for read in reads:
-            lps = list(read.logprobs)
-            if self.fault == "wrong_shape":
-                lps = lps[:-1]
-            else:  # float() reads "nan" and "inf"
-                lps[-1] = float(self.fault)
-            out.append(LabelRead(tuple(lps), read.label_mass, read.argmax_is_label, read.agreement))
+            lps = tuple(read.logprobs)[:-1]
+            if self.fault != "wrong_shape":  # float() reads "nan" and "inf"
+                lps += (float(self.fault),)
+            out.append(LabelRead(lps, read.label_mass, read.argmax_is_label, read.agreement))
         return out

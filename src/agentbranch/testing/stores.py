@@ -9,9 +9,10 @@ import random
 import threading
 import uuid
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from operator import attrgetter
-from typing import Any
+from typing import Any, NoReturn
 
 from agentbranch.policy.earned import Evidence, EvidenceStore, as_store, new_evidence
 
@@ -34,7 +35,19 @@ def check_store(make_store: Callable[[], Any], *, lose: Callable[[], None] | Non
     storage (deletes the file) to check that a reader notices (``pop_lost``) and
     starts again from nothing (fail closed), for stores that can notice. Raises
     ``AssertionError`` naming the first clause the store breaks."""
-    _Kit(make_store).run(lose)
+    kit = _Kit(make_store)
+    kit.check_a_store_is_made()
+    kit.check_empty_reads()
+    kit.check_append_and_load()
+    kit.check_durable()
+    kit.check_non_ascii()
+    kit.check_read_new()
+    kit.check_view()
+    kit.check_concurrent_appends()
+    kit.check_records()
+    kit.check_large_batches()
+    if lose is not None:
+        kit.check_lost(lose)
 
 
 class _Kit:
@@ -47,20 +60,6 @@ class _Kit:
         self.keys: set[str] = set()  # every key this run wrote
         self.name = "?"
 
-    def run(self, lose: Callable[[], None] | None) -> None:
-        self.check_a_store_is_made()
-        self.check_empty_reads()
-        self.check_append_and_load()
-        self.check_durable()
-        self.check_non_ascii()
-        self.check_read_new()
-        self.check_view()
-        self.check_concurrent_appends()
-        self.check_records()
-        self.check_large_batches()
-        if lose is not None:
-            self.check_lost(lose)
-
     # -- helpers -----------------------------------------------------------------------
 
     def open(self) -> EvidenceStore:
@@ -69,7 +68,7 @@ class _Kit:
             self.fail("make_store", f"returned {type(store).__name__}")
         return store
 
-    def fail(self, clause: str, detail: str) -> None:
+    def fail(self, clause: str, detail: str) -> NoReturn:
         raise AssertionError(f"EvidenceStore contract, {clause} ({self.name}): {detail}")
 
     def key(self, name: str) -> str:
@@ -124,7 +123,6 @@ class _Kit:
                 return [r for r in out if r.key in self.keys]
             out += batch
         self.fail(clause, f"read_new returned records {MAX_READS} times and never []")
-        raise AssertionError  # (unreached)
 
     def once_each(self, clause: str, got: list[Evidence], want: list[Evidence]) -> None:
         """``got`` holds each record of ``want`` once and nothing else, in any order
@@ -229,25 +227,19 @@ class _Kit:
              for _ in range(20)]
             for w in range(2)
         ]  # fmt: skip
-        writers = [self.open(), self.open()]
-        start, errors = threading.Barrier(2), []
+        writers, start = [self.open(), self.open()], threading.Barrier(2)
 
         def write(w: int) -> None:
-            try:
-                start.wait(timeout=60)
-                for batch in batches[w]:
-                    writers[w].append(batch)
-            except Exception as e:  # noqa: BLE001 - reported below
-                errors.append(e)
+            start.wait(timeout=60)
+            for batch in batches[w]:
+                writers[w].append(batch)
 
-        threads = [threading.Thread(target=write, args=(w,)) for w in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        with ThreadPoolExecutor(2) as pool:
+            done = [pool.submit(write, w) for w in range(2)]
         clause = "two store objects appending at once lose nothing"
-        if errors:
-            self.fail(clause, f"an append raised {errors[0]!r}")
+        for error in (f.exception() for f in done):
+            if error is not None:
+                self.fail(clause, f"an append raised {error!r}")
         records = [r for w in batches for b in w for r in b]
         fresh = self.open()
         for key in {r.key for r in records}:

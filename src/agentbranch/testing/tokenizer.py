@@ -69,25 +69,19 @@ def tiny_chat_template(*, thought_in_template: bool = False) -> str:
     return _TEMPLATE.replace("__THOUGHT__", thought)
 
 
-def _byte_token(b: int) -> str:
-    return f"<0x{b:02X}>"
-
-
 def _vocab_and_merges(vocab_size: int) -> tuple[dict[str, int], list[tuple[str, str]], list[str]]:
     """Deterministic vocabulary, BPE merges and the list of added (special) token strings."""
     by_id = {i: t for t, i in SPECIAL_TOKEN_IDS.items()}
     specials = [by_id.get(i, f"<unused{i}>") for i in range(NEWLINE_ID)]  # all ids below "\n"
     tokens = [*specials, "\n"]
     # Byte fallback for everything that is not a printable ASCII character (controls, UTF-8).
-    printable = [chr(c) for c in range(0x21, 0x7F)]
-    tokens += [_byte_token(b) for b in range(256) if not (0x20 <= b <= 0x7E) and b != 0x0A]
-    tokens += [_SPACE, *printable]
+    tokens += [f"<0x{b:02X}>" for b in range(256) if not (0x20 <= b <= 0x7E) and b != 0x0A]
+    tokens += [_SPACE, *(chr(c) for c in range(0x21, 0x7F))]
     word_merges: list[tuple[str, str]] = []
-    space_merges: list[tuple[str, str]] = []
     # Space variants of the single-character labels (and lower-case letters).
-    for ch in string.ascii_uppercase + string.digits + string.ascii_lowercase:
-        tokens.append(_SPACE + ch)
-        space_merges.append((_SPACE, ch))
+    chars = string.ascii_uppercase + string.digits + string.ascii_lowercase
+    tokens += [_SPACE + ch for ch in chars]
+    space_merges = [(_SPACE, ch) for ch in chars]
     known = set(tokens)
     for word in _WORDS:
         new: list[str] = []
@@ -121,28 +115,6 @@ def _vocab_and_merges(vocab_size: int) -> tuple[dict[str, int], list[tuple[str, 
     return {t: i for i, t in enumerate(tokens)}, merges, specials
 
 
-def _make_tokenizer_object(vocab_size: int) -> Any:
-    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers
-
-    vocab, merges, specials = _vocab_and_merges(vocab_size)
-    bpe = models.BPE(
-        vocab=vocab, merges=merges, unk_token="<unk>", byte_fallback=True, fuse_unk=True
-    )
-    tok = Tokenizer(bpe)
-    tok.normalizer = normalizers.Replace(" ", _SPACE)
-    tok.pre_tokenizer = None
-    tok.decoder = decoders.Sequence(
-        [decoders.Replace(_SPACE, " "), decoders.ByteFallback(), decoders.Fuse()]
-    )
-    tok.add_special_tokens(
-        [
-            AddedToken(s, special=True, normalized=False, lstrip=False, rstrip=False)
-            for s in specials
-        ]
-    )
-    return tok
-
-
 def _write_json(path: Path, obj: Any) -> None:
     path.write_text(
         json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8"
@@ -172,9 +144,26 @@ def build_tiny_tokenizer(
       byte tokens ``<0xNN>``).
     * ``encode`` adds no ``<bos>`` (the chat template writes it), so ``encode("<turn|>") == [106]``.
     """
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers
+
+    vocab, merges, specials = _vocab_and_merges(vocab_size)
+    bpe = models.BPE(
+        vocab=vocab, merges=merges, unk_token="<unk>", byte_fallback=True, fuse_unk=True
+    )
+    tok = Tokenizer(bpe)
+    tok.normalizer = normalizers.Replace(" ", _SPACE)
+    tok.pre_tokenizer = None
+    tok.decoder = decoders.Sequence(
+        [decoders.Replace(_SPACE, " "), decoders.ByteFallback(), decoders.Fuse()]
+    )
+    tok.add_special_tokens(
+        [
+            AddedToken(s, special=True, normalized=False, lstrip=False, rstrip=False)
+            for s in specials
+        ]
+    )
     folder = Path(path)
     folder.mkdir(parents=True, exist_ok=True)
-    tok = _make_tokenizer_object(vocab_size)
     tok.save(str(folder / "tokenizer.json"))
     plain = dict.fromkeys(("lstrip", "normalized", "rstrip", "single_word"), False)
     added = {
