@@ -240,11 +240,8 @@ class DecisionRouter(_ResolvingRunnable):
         include_state: bool = False,
         name: str | None = None,
     ) -> None:
-        questions = {question_id: question}
-        if self._asks_review:
-            resolver = Resolver(engine, questions, policy, review=review_with_interrupt)
-        else:
-            resolver = Resolver(engine, questions, policy, allow_review=False)
+        review = {"review": review_with_interrupt} if self._asks_review else {"allow_review": False}
+        resolver = Resolver(engine, {question_id: question}, policy, **review)
         self.question_id = question_id
         options = options_of(question_id, resolver.questions[question_id])
         self.branches = build_path_map(question_id, options, path_map)
@@ -314,15 +311,11 @@ class DecideNode(_ResolvingRunnable):
         self.policy = policy
         self.key = key
         resolver = Resolver(engine, self.questions, policy, review=review_with_interrupt)
-        if write_labels is True:
-            self.label_keys = {question_id: question_id for question_id in self.questions}
-        elif write_labels:
-            unknown = sorted(set(write_labels) - set(self.questions))
-            if unknown:
-                raise ConfigurationError(f"write_labels names unknown question ids {unknown}")
-            self.label_keys = dict(write_labels)
-        else:
-            self.label_keys = {}
+        every = {question_id: question_id for question_id in self.questions}
+        self.label_keys = every if write_labels is True else dict(write_labels or {})
+        unknown = sorted(set(self.label_keys) - set(self.questions))
+        if unknown:
+            raise ConfigurationError(f"write_labels names unknown question ids {unknown}")
         self._output = output
         super().__init__(resolver, renderer, state_key, include_state, name or "decide")
 
