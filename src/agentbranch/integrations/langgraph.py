@@ -79,8 +79,7 @@ def review_with_interrupt(payload: dict[str, Any]) -> str:
         f"question {payload['question_id']!r}",
         "or leave humans out with a policy without review_below",
     )
-    options = tuple(payload["options"])
-    schema = Literal[options]  # type: ignore[valid-type]
+    schema = Literal[tuple(payload["options"])]  # type: ignore[valid-type]
     return interrupt(payload, response_schema=schema)  # type: ignore[arg-type]
 
 
@@ -152,12 +151,6 @@ def _select(record: DecisionRecord, path_map: Mapping[str, str], question_id: st
 # -- routers ----------------------------------------------------------------------------
 
 
-def _unheard(config: RunnableConfig) -> RunnableConfig:
-    """``config`` marked as having no callback handler (a copy: the caller's stays as it
-    is)."""
-    return cast(RunnableConfig, {**config, NO_HANDLERS: True})
-
-
 class _ResolvingRunnable(RunnableLambda):
     """What routers and nodes share: render what the engine reads, resolve the questions
     by the policy, and emit every record (the "agentbranch" logger, custom stream, callbacks)."""
@@ -202,13 +195,13 @@ class _ResolvingRunnable(RunnableLambda):
         config = ensure_config(config)
         if kwargs or get_callback_manager_for_config(config).handlers:
             return super().invoke(input, config, **kwargs)
-        return self.func(input, _unheard(config))
+        return self.func(input, cast(RunnableConfig, {**config, NO_HANDLERS: True}))
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         config = ensure_config(config)
         if kwargs or get_callback_manager_for_config(config).handlers:
             return await super().ainvoke(input, config, **kwargs)
-        return await self.afunc(input, _unheard(config))
+        return await self.afunc(input, cast(RunnableConfig, {**config, NO_HANDLERS: True}))
 
 
 class DecisionRouter(_ResolvingRunnable):

@@ -119,13 +119,11 @@ class LocalChatModel(BaseChatModel):
         return model
 
     @classmethod
-    def from_pretrained(
-        cls, path: Any, *, threads: Any = "auto", model_name: str | None = None, **defaults: Any
-    ) -> LocalChatModel:
+    def from_pretrained(cls, path: Any, **defaults: Any) -> LocalChatModel:
         """A chat model on a local model folder loaded with transformers (no hub) on
         first use, e.g. ``LocalChatModel.from_pretrained(agentbranch.smollm2())``;
-        ``model_name`` is reported in replies (default: the folder's name)."""
-        return cls(model=path, threads=threads, model_name=model_name, **defaults)
+        ``defaults``: the class's options (``model_name``, ``threads``, ``max_tokens`` ...)."""
+        return cls(model=path, **defaults)
 
     @property
     def generator(self) -> Any:
@@ -203,7 +201,6 @@ class LocalChatModel(BaseChatModel):
         turns = chat_messages(messages)
         generator = self.generator
         prompt_ids = generator.render(turns, opts["special_tokens"])
-        choices = opts["choices"]
         return generator, GenerationRequest(
             prompt_ids=tuple(prompt_ids),
             max_tokens=opts["max_tokens"],
@@ -211,7 +208,7 @@ class LocalChatModel(BaseChatModel):
             stop=tuple(opts["stop"] or ()),
             seed=opts["seed"],
             steps=opts["steps"],
-            choices=tuple(choices) if choices is not None else None,
+            choices=tuple(opts["choices"]) if opts["choices"] is not None else None,
         )
 
     def _generate(

@@ -4,9 +4,8 @@ After each model turn, every proposed call of a guarded tool becomes one state f
 yes/no risk question, all answered in one batched engine read and banded by a
 ``Policy``: take (a safe call runs, a risky one is blocked), review (a human decides
 through ``HumanInTheLoopMiddleware``'s interrupt shape) or fallback (the policy's
-fallbacks). The resolving steps are ``agentbranch.policy.resolving``'s. Its parts: the
-texts (what the engine, a reviewer and the model read), the exchange with a human
-reviewer, and the gate. Its use: docs/langchain.md.
+fallbacks). The resolving steps are ``agentbranch.policy.resolving``'s; its use:
+docs/langchain.md.
 
 Over 500 lines: one middleware, whose texts and review exchange only it uses.
 """
@@ -556,9 +555,6 @@ def _check_gate_policy(policy: Policy, questions: Mapping[str, Question]) -> Pol
 def _record_keys(tool_calls: Sequence[ToolCall]) -> list[str]:
     """Each call's key in ``tool_decisions``: its id, ``"<id>#2"`` for the second call with
     that id, and so on."""
-    seen: dict[str, int] = {}
-    keys = []
-    for tc in tool_calls:
-        n = seen[tc.get("id")] = seen.get(tc.get("id"), 0) + 1
-        keys.append(tc["id"] if n == 1 else f"{tc['id']}#{n}")
-    return keys
+    ids = [tc.get("id") for tc in tool_calls]
+    earlier = [ids[:k].count(i) for k, i in enumerate(ids)]  # calls before it with its id
+    return [i if n == 0 else f"{i}#{n + 1}" for i, n in zip(ids, earlier, strict=True)]

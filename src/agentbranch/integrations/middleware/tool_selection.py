@@ -239,8 +239,7 @@ class ToolSelectorMiddleware(AgentMiddleware):
         by_tool = {n: tools["members"][n] for n in names}
         kept = [n for n, r in by_tool.items() if r["label"] == "yes" or r.get("goto")]
         kept.sort(key=lambda n: -((by_tool[n].get("probabilities") or {}).get("yes") or 0.0))
-        if self.max_tools is not None:
-            kept = kept[: self.max_tools]
+        kept = kept[: self.max_tools]  # (None: no cap)
         return _selection(self.mode, kept, len(kept) == len(names), by_tool)
 
     def _bind(self, request: Any, selection: dict[str, Any]) -> Any:
