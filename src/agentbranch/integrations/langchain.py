@@ -171,11 +171,10 @@ def decision_tool(
     """
     from agentbranch.integrations.langgraph import review_with_interrupt
 
-    qs = validate_questions(questions)
-    resolver = Resolver(engine, qs, policy, review=review_with_interrupt, allow_goto=False)
+    resolver = Resolver(engine, questions, policy, review=review_with_interrupt, allow_goto=False)
     if description is None:
         description = "Decide, with measured confidence: " + "; ".join(
-            f"{question_id}: {q.instructions}" for question_id, q in qs.items()
+            f"{question_id}: {q.instructions}" for question_id, q in resolver.questions.items()
         )
 
     def _run(text: str, config: RunnableConfig) -> tuple[str, dict[str, DecisionRecord]]:

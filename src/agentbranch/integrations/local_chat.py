@@ -188,8 +188,7 @@ class LocalChatModel(BaseChatModel):
         self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
     ) -> tuple[Any, GenerationRequest]:
         """The generator and the request: options checked, messages rendered."""
-        kwargs = {k: v for k, v in kwargs.items() if k != "stream"}
-        unknown = sorted(set(kwargs) - set(OPTIONS))
+        unknown = sorted(set(kwargs) - set(OPTIONS) - {"stream"})
         if unknown:
             raise ConfigurationError(
                 f"unknown generation option(s) {unknown}; use {', '.join(OPTIONS)}"
@@ -200,9 +199,8 @@ class LocalChatModel(BaseChatModel):
         check_options(opts)
         turns = chat_messages(messages)
         generator = self.generator
-        prompt_ids = generator.render(turns, opts["special_tokens"])
         return generator, GenerationRequest(
-            prompt_ids=tuple(prompt_ids),
+            prompt_ids=tuple(generator.render(turns, opts["special_tokens"])),
             max_tokens=opts["max_tokens"],
             temperature=opts["temperature"],
             stop=tuple(opts["stop"] or ()),
