@@ -68,11 +68,10 @@ class AgentBranchDecisionModel(BaseDecisionModel):
     ) -> list[ClassifierResponse]:
         """Classify every input in ONE engine read (``decide_many``); each input still
         gets its own traced run. An input with bad questions or state fails alone."""
-        configs = [self._traced_config(c) for c in get_config_list(config, len(inputs))]
         return self._batch_with_config(
             lambda inputs: run_sync(self._classify_many(inputs)),
             list(inputs),
-            configs,
+            [self._traced_config(c) for c in get_config_list(config, len(inputs))],
             return_exceptions=return_exceptions,
             run_type="llm",
         )
@@ -86,11 +85,10 @@ class AgentBranchDecisionModel(BaseDecisionModel):
         **kwargs: Any,
     ) -> list[ClassifierResponse]:
         """Async ``batch``: ONE ``adecide_many`` read."""
-        configs = [self._traced_config(c) for c in get_config_list(config, len(inputs))]
         return await self._abatch_with_config(
             lambda inputs: run_async(self._classify_many(inputs)),
             list(inputs),
-            configs,
+            [self._traced_config(c) for c in get_config_list(config, len(inputs))],
             return_exceptions=return_exceptions,
             run_type="llm",
         )
@@ -173,11 +171,10 @@ def decision_tool(
     """
     from agentbranch.integrations.langgraph import review_with_interrupt
 
-    qs = validate_questions(questions)
-    resolver = Resolver(engine, qs, policy, review=review_with_interrupt, allow_goto=False)
+    resolver = Resolver(engine, questions, policy, review=review_with_interrupt, allow_goto=False)
     if description is None:
         description = "Decide, with measured confidence: " + "; ".join(
-            f"{question_id}: {q.instructions}" for question_id, q in qs.items()
+            f"{question_id}: {q.instructions}" for question_id, q in resolver.questions.items()
         )
 
     def _run(text: str, config: RunnableConfig) -> tuple[str, dict[str, DecisionRecord]]:

@@ -79,8 +79,7 @@ def review_with_interrupt(payload: dict[str, Any]) -> str:
         f"question {payload['question_id']!r}",
         "or leave humans out with a policy without review_below",
     )
-    options = tuple(payload["options"])
-    schema = Literal[options]  # type: ignore[valid-type]
+    schema = Literal[tuple(payload["options"])]  # type: ignore[valid-type]
     return interrupt(payload, response_schema=schema)  # type: ignore[arg-type]
 
 
@@ -152,12 +151,6 @@ def _select(record: DecisionRecord, path_map: Mapping[str, str], question_id: st
 # -- routers ----------------------------------------------------------------------------
 
 
-def _unheard(config: RunnableConfig) -> RunnableConfig:
-    """``config`` marked as having no callback handler (a copy: the caller's stays as it
-    is)."""
-    return cast(RunnableConfig, {**config, NO_HANDLERS: True})
-
-
 class _ResolvingRunnable(RunnableLambda):
     """What routers and nodes share: render what the engine reads, resolve the questions
     by the policy, and emit every record (the "agentbranch" logger, custom stream, callbacks)."""
@@ -202,13 +195,13 @@ class _ResolvingRunnable(RunnableLambda):
         config = ensure_config(config)
         if kwargs or get_callback_manager_for_config(config).handlers:
             return super().invoke(input, config, **kwargs)
-        return self.func(input, _unheard(config))
+        return self.func(input, cast(RunnableConfig, {**config, NO_HANDLERS: True}))
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         config = ensure_config(config)
         if kwargs or get_callback_manager_for_config(config).handlers:
             return await super().ainvoke(input, config, **kwargs)
-        return await self.afunc(input, _unheard(config))
+        return await self.afunc(input, cast(RunnableConfig, {**config, NO_HANDLERS: True}))
 
 
 class DecisionRouter(_ResolvingRunnable):
@@ -240,11 +233,8 @@ class DecisionRouter(_ResolvingRunnable):
         include_state: bool = False,
         name: str | None = None,
     ) -> None:
-        questions = {question_id: question}
-        if self._asks_review:
-            resolver = Resolver(engine, questions, policy, review=review_with_interrupt)
-        else:
-            resolver = Resolver(engine, questions, policy, allow_review=False)
+        review = {"review": review_with_interrupt} if self._asks_review else {"allow_review": False}
+        resolver = Resolver(engine, {question_id: question}, policy, **review)
         self.question_id = question_id
         options = options_of(question_id, resolver.questions[question_id])
         self.branches = build_path_map(question_id, options, path_map)
@@ -314,15 +304,11 @@ class DecideNode(_ResolvingRunnable):
         self.policy = policy
         self.key = key
         resolver = Resolver(engine, self.questions, policy, review=review_with_interrupt)
-        if write_labels is True:
-            self.label_keys = {question_id: question_id for question_id in self.questions}
-        elif write_labels:
-            unknown = sorted(set(write_labels) - set(self.questions))
-            if unknown:
-                raise ConfigurationError(f"write_labels names unknown question ids {unknown}")
-            self.label_keys = dict(write_labels)
-        else:
-            self.label_keys = {}
+        every = {question_id: question_id for question_id in self.questions}
+        self.label_keys = every if write_labels is True else dict(write_labels or {})
+        unknown = sorted(set(self.label_keys) - set(self.questions))
+        if unknown:
+            raise ConfigurationError(f"write_labels names unknown question ids {unknown}")
         self._output = output
         super().__init__(resolver, renderer, state_key, include_state, name or "decide")
 

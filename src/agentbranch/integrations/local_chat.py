@@ -27,10 +27,7 @@ from agentbranch.engine.readers.base import Reader
 from agentbranch.engine.readers.generation import GenerationRequest, GenerationResult
 from agentbranch.integrations.local_chat_input import OPTIONS, chat_messages, check_options
 
-__all__ = ["SMOLLM2_NAME", "LocalChatModel", "chat_messages", "local_generator"]
-
-#: The ``model_name`` replies of ``local_generator()`` report.
-SMOLLM2_NAME = "SmolLM2-135M-Instruct"
+__all__ = ["LocalChatModel", "chat_messages", "local_generator"]
 
 
 class LocalChatModel(BaseChatModel):
@@ -122,13 +119,11 @@ class LocalChatModel(BaseChatModel):
         return model
 
     @classmethod
-    def from_pretrained(
-        cls, path: Any, *, threads: Any = "auto", model_name: str | None = None, **defaults: Any
-    ) -> LocalChatModel:
+    def from_pretrained(cls, path: Any, **defaults: Any) -> LocalChatModel:
         """A chat model on a local model folder loaded with transformers (no hub) on
         first use, e.g. ``LocalChatModel.from_pretrained(agentbranch.smollm2())``;
-        ``model_name`` is reported in replies (default: the folder's name)."""
-        return cls(model=path, threads=threads, model_name=model_name, **defaults)
+        ``defaults``: the class's options (``model_name``, ``threads``, ``max_tokens`` ...)."""
+        return cls(model=path, **defaults)
 
     @property
     def generator(self) -> Any:
@@ -162,7 +157,7 @@ class LocalChatModel(BaseChatModel):
         """Whether the engine can hold a reply to ``choices`` (on a causal model: vLLM's
         structured outputs, or on transformers the most likely option); on DiffusionGemma
         ``choices`` are ignored and the reply is free text."""
-        return bool(getattr(self.generator, "supports_choices", False))
+        return bool(self.generator.supports_choices)
 
     @property
     def _llm_type(self) -> str:
@@ -193,28 +188,25 @@ class LocalChatModel(BaseChatModel):
         self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
     ) -> tuple[Any, GenerationRequest]:
         """The generator and the request: options checked, messages rendered."""
-        kwargs = {k: v for k, v in kwargs.items() if k != "stream"}
-        unknown = sorted(set(kwargs) - set(OPTIONS))
+        unknown = sorted(set(kwargs) - set(OPTIONS) - {"stream"})
         if unknown:
             raise ConfigurationError(
                 f"unknown generation option(s) {unknown}; use {', '.join(OPTIONS)}"
             )
-        check_options(kwargs)
         opts = {k: kwargs.get(k, getattr(self, k)) for k in OPTIONS}
-        stops = stop if stop is not None else opts["stop"]
-        check_options({"stop": stops})
+        if stop is not None:
+            opts["stop"] = stop
+        check_options(opts)
         turns = chat_messages(messages)
         generator = self.generator
-        prompt_ids = generator.render(turns, opts["special_tokens"])
-        choices = opts["choices"]
         return generator, GenerationRequest(
-            prompt_ids=tuple(prompt_ids),
+            prompt_ids=tuple(generator.render(turns, opts["special_tokens"])),
             max_tokens=opts["max_tokens"],
             temperature=opts["temperature"],
-            stop=tuple(stops or ()),
+            stop=tuple(opts["stop"] or ()),
             seed=opts["seed"],
             steps=opts["steps"],
-            choices=tuple(choices) if choices is not None else None,
+            choices=tuple(opts["choices"]) if opts["choices"] is not None else None,
         )
 
     def _generate(
@@ -246,9 +238,6 @@ class LocalChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
         generator, request = self._prepare(messages, stop, kwargs)
-        if not hasattr(generator, "stream"):  # a generator that cannot stream: one piece
-            yield from map(self._chunk, _whole(generator.generate(request)))
-            return
         for item in generator.stream(request):
             yield self._chunk(item)
 
@@ -260,10 +249,6 @@ class LocalChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
         generator, request = await asyncio.to_thread(self._prepare, messages, stop, kwargs)
-        if not hasattr(generator, "astream"):
-            for item in _whole(await generator.agenerate(request)):
-                yield self._chunk(item)
-            return
         async for item in generator.astream(request):
             yield self._chunk(item)
 
@@ -305,11 +290,6 @@ class LocalChatModel(BaseChatModel):
         )
 
 
-def _whole(result: GenerationResult) -> list[str | GenerationResult]:
-    """A finished generation as a stream: its text in one piece, then the result."""
-    return [result.text, result] if result.text else [result]
-
-
 def local_generator(
     cache_dir: str | os.PathLike[str] | None = None, **defaults: Any
 ) -> LocalChatModel:
@@ -320,5 +300,5 @@ def local_generator(
     (``max_tokens=64``, ``stop=[...]`` ...)."""
     from agentbranch.engine.readers.smollm2 import smollm2
 
-    defaults.setdefault("model_name", SMOLLM2_NAME)
+    defaults.setdefault("model_name", "SmolLM2-135M-Instruct")
     return LocalChatModel(model=smollm2(cache_dir), **defaults)

@@ -79,21 +79,13 @@ def chat_messages(messages: Sequence[BaseMessage]) -> list[dict[str, str]]:
                 f"a local chat model takes system, human and AI messages, not "
                 f"{message.type!r} ({type(message).__name__}); tool calling is not supported"
             )
-        content = message.content
-        if isinstance(content, list):
-            parts = []
-            for block in content:
-                if isinstance(block, str):
-                    parts.append(block)
-                elif isinstance(block, dict) and block.get("type") == "text":
-                    parts.append(str(block.get("text", "")))
-                else:
-                    raise ConfigurationError(
-                        "a local chat model takes text content only, got a "
-                        f"{block.get('type') if isinstance(block, dict) else type(block)!r} block"
-                    )
-            content = "".join(parts)
-        content = str(content)
+        for block in message.content if isinstance(message.content, list) else ():
+            kind = block.get("type") if isinstance(block, dict) else type(block)
+            if kind != "text" and not isinstance(block, str):
+                raise ConfigurationError(
+                    f"a local chat model takes text content only, got a {kind!r} block"
+                )
+        content = str(message.text)
         if not content.strip():
             raise InvalidStateError(
                 f"message {i} ({type(message).__name__}) is empty or whitespace only; a "

@@ -213,11 +213,6 @@ def router_question(
 
 log = logging.getLogger("agentbranch")
 
-#: What makes the router decide instead of the engine: the reader failed, or the state is
-#: one it cannot read (too long, special tokens). Anything else (a replay miss, a bad
-#: question) is raised: the router is never called where a replay must not call it.
-_ENGINE_FAILED = (ReaderError, InvalidStateError)
-
 #: The graph state the router is being asked about: the ``Generate`` fallback hands the
 #: router teacher its prompt, but the router wants the state (contexts are copied onto
 #: the thread or task a fallback call runs on).
@@ -242,15 +237,6 @@ class RouterTeacher(RunnableLambda):
         self.router = router
         self.options = list(options)
         super().__init__(self._ask, afunc=self._aask, name=name)
-
-    def _checked(self, label: Any) -> str:
-        if not isinstance(label, str) or label not in self.options:
-            raise AgentBranchError(
-                f"router {self.name!r} returned {label!r}, which is not one of its options "
-                f"{self.options}; add it to the router's Literal[...] return type (or to "
-                "decide_first(options=...)), or make the router return one of them"
-            )
-        return label
 
     def _ask(self, messages: Any) -> str:
         return run_sync(self._answer())
@@ -281,7 +267,13 @@ class RouterTeacher(RunnableLambda):
                 got = yield Call(on_sync_run, self.router, asked.state)
             else:  # a sync router on an async run: off the event loop, as LangGraph does
                 got = yield offload(self.router, asked.state)
-            return self._checked(got)
+            if not isinstance(got, str) or got not in self.options:
+                raise AgentBranchError(
+                    f"router {self.name!r} returned {got!r}, which is not one of its options "
+                    f"{self.options}; add it to the router's Literal[...] return type (or to "
+                    "decide_first(options=...)), or make the router return one of them"
+                )
+            return got
         except BaseException as e:
             asked.error = e
             raise
@@ -378,8 +370,6 @@ class DecideFirst(RunnableLambda):
         self._report = ShadowReport(
             self.question_id, mode, audit_rate=self.audit_rate, price_per_call=price_per_call
         )
-        # LangGraph reads the branches from the function's return type: the router's own.
-        annotation = Literal[tuple(self.options)]  # type: ignore[valid-type]
 
         def decide(state: Any, config: RunnableConfig) -> Any:
             return run_sync(self._steps(state, config))
@@ -387,8 +377,9 @@ class DecideFirst(RunnableLambda):
         async def adecide(state: Any, config: RunnableConfig) -> Any:
             return await run_async(self._steps(state, config))
 
-        decide.__annotations__["return"] = annotation
-        adecide.__annotations__["return"] = annotation
+        # LangGraph reads the branches from the function's return type: the router's own.
+        for fn in (decide, adecide):
+            fn.__annotations__["return"] = Literal[tuple(self.options)]  # type: ignore[valid-type]
         super().__init__(decide, afunc=adecide, name=name)
 
     # -- reporting ---------------------------------------------------------------------
@@ -408,10 +399,12 @@ class DecideFirst(RunnableLambda):
         try:
             try:
                 got = yield Call(self.resolver.resolve, self.resolver.aresolve, seen)
-            except _ENGINE_FAILED as e:
+            except (ReaderError, InvalidStateError) as e:
                 if asked.error is e:
                     raise  # the router's own error, as without the wrapper
-                # The engine failed: the router decides, as it did before the wrapper.
+                # The reader failed, or cannot read the state (too long, special tokens):
+                # the router decides, as it did before the wrapper. Anything else (a replay
+                # miss, a bad question) is raised: a replay must not call the router.
                 label = yield Call(self.teacher.invoke, self.teacher.ainvoke, None)
                 log.warning(
                     "agentbranch: question %r: the engine failed (%s: %s); the router decided",
@@ -472,13 +465,9 @@ class DecideFirst(RunnableLambda):
         took = record["decided_by"] == "engine"
         engine_label = record.get("engine_label")
         router_label = audited if took else record["label"]
-        out = dict(record)
-        out["mode"] = self.mode
-        out["router_label"] = router_label
-        routed = record["label"]
-        if router_label is not None and (self.mode == "shadow" or not took):
-            routed = router_label
-        out["label"] = routed
+        shadowed = self.mode == "shadow" and router_label is not None
+        routed = router_label if shadowed else record["label"]
+        out = {**record, "mode": self.mode, "router_label": router_label, "label": routed}
         with self._lock:
             r = self._report
             r.decisions += 1

@@ -39,15 +39,10 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_INSTRUCTIONS",
     "DEFAULT_YES_NO_INSTRUCTIONS",
-    "KEEP_TOOLS",
     "SET_ID",
-    "STATE_KEY",
     "Mode",
     "ToolSelectorMiddleware",
 ]
-
-#: The state key of the latest selection.
-STATE_KEY = "tool_selection"
 
 DEFAULT_INSTRUCTIONS = "Which tool is most relevant for answering the user's latest request?"
 DEFAULT_YES_NO_INSTRUCTIONS = "Does answering the user's latest request need the tool `{name}`?"
@@ -57,8 +52,6 @@ Mode = Literal["choice", "yes_no"]
 #: yes/no mode: the id of the ``AnyOf`` question over the tools (each tool's read is
 #: ``"tools/<tool name>"``).
 SET_ID = "tools"
-#: yes/no mode: the default policy's fallback for an uncertain tool, which keeps it.
-KEEP_TOOLS = "keep_tools"
 
 
 class _SelectionState(AgentState):
@@ -145,7 +138,7 @@ class ToolSelectorMiddleware(AgentMiddleware):
         self.always_include = list(always_include or [])
         self.min_confidence = min_confidence
         self.policy = policy or Policy(
-            take_at=min_confidence, fallbacks=[GotoNode(KEEP_TOOLS)], on_error="raise"
+            take_at=min_confidence, fallbacks=[GotoNode("keep_tools")], on_error="raise"
         )
         self.on_error = on_error
         self.include_state = include_state
@@ -182,7 +175,7 @@ class ToolSelectorMiddleware(AgentMiddleware):
             response = ModelResponse(result=[response])
         if isinstance(response, ExtendedModelResponse):
             response = response.model_response
-        update = Command(update={STATE_KEY: selection})
+        update = Command(update={"tool_selection": selection})
         return ExtendedModelResponse(model_response=response, command=update)
 
     def _plan(self, request: Any) -> tuple[list[Any], dict[str, Question], Any] | None:
@@ -246,8 +239,7 @@ class ToolSelectorMiddleware(AgentMiddleware):
         by_tool = {n: tools["members"][n] for n in names}
         kept = [n for n, r in by_tool.items() if r["label"] == "yes" or r.get("goto")]
         kept.sort(key=lambda n: -((by_tool[n].get("probabilities") or {}).get("yes") or 0.0))
-        if self.max_tools is not None:
-            kept = kept[: self.max_tools]
+        kept = kept[: self.max_tools]  # (None: no cap)
         return _selection(self.mode, kept, len(kept) == len(names), by_tool)
 
     def _bind(self, request: Any, selection: dict[str, Any]) -> Any:
