@@ -9,6 +9,7 @@ import string
 
 import pytest
 import torch
+from agentbranch_bench.mixed_texts import long_texts, mixed_texts
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -16,7 +17,6 @@ import agentbranch as ab
 from agentbranch.core.reads import ReadRequest
 from agentbranch.engine.readers.embedded import EmbeddedReader
 from agentbranch.engine.readers.embedded.batches import forward_cost, length_batches
-from agentbranch_bench.mixed_texts import long_texts, mixed_texts
 
 TOPICS = (
     "billing refunds invoices payments login passwords outage downtime latency "

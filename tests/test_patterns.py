@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypedDict
 
 import pytest
+from agentbranch_bench.levers import LeverReader
 from langchain_core.messages import AIMessage
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
@@ -25,7 +26,6 @@ from langgraph.prebuilt import ToolNode
 import agentbranch as ab
 from agentbranch.langchain import decision_tool
 from agentbranch.langgraph import decide_node
-from agentbranch_bench.levers import LeverReader
 
 N = 32
 QUESTIONS = {
