@@ -18,7 +18,13 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 
 import agentbranch as ab
 from agentbranch.core.errors import ConfigurationError
-from agentbranch.engine.readers.generation import GenerationRequest, check_request, cut_at_stop
+from agentbranch.engine.readers.generation import (
+    GenerationRequest,
+    GenerationResult,
+    Generator,
+    check_request,
+    cut_at_stop,
+)
 from agentbranch.integrations.local_chat import LocalChatModel, chat_messages
 from agentbranch.replay import Cassette, ReplayMissError
 
@@ -112,8 +118,9 @@ def test_options_are_checked():
     assert cut_at_stop("yes", ["."]) == ("yes", False)
 
 
-class _Echo:
-    """A generator double for the layers above the generator (cassettes, Generate)."""
+class _Echo(Generator):
+    """A generator double for the layers above the generator (cassettes, Generate):
+    it declares only ``render`` and ``generate``."""
 
     model_name = "echo"
     is_diffusion = False
@@ -127,15 +134,29 @@ class _Echo:
         return [len(m["content"]) for m in messages]
 
     def generate(self, request):
-        from agentbranch.engine.readers.generation import GenerationResult
-
         self.calls += 1
         self.choices.append(request.choices)
         constrained = "choice" if request.choices is not None else None
         return GenerationResult(self.text, len(request.prompt_ids), 1, "stop", constrained)
 
-    async def agenerate(self, request):
-        return self.generate(request)
+
+def test_a_generator_that_cannot_stream_streams_its_reply_in_one_piece():
+    model = LocalChatModel.on(_Echo("Sorry about that."))
+    chunks = list(model.stream("hi"))
+    assert [c.content for c in chunks if c.content] == ["Sorry about that."]
+    assert chunks[-1].response_metadata["finish_reason"] == "stop"
+
+    async def astream():
+        return [c async for c in model.astream("hi")]
+
+    achunks = asyncio.run(astream())
+    assert "".join(c.content for c in achunks) == "Sorry about that."
+    assert model.generator.calls == 2
+
+
+def test_on_refuses_what_is_neither_a_reader_nor_a_generator():
+    with pytest.raises(ConfigurationError, match="takes a Reader or a Generator"):
+        LocalChatModel.on(object())
 
 
 def test_cassettes_record_and_replay_the_local_chat_model(tmp_path):

@@ -24,7 +24,7 @@ from pydantic import PrivateAttr
 
 from agentbranch.core.errors import ConfigurationError
 from agentbranch.engine.readers.base import Reader
-from agentbranch.engine.readers.generation import GenerationRequest, GenerationResult
+from agentbranch.engine.readers.generation import GenerationRequest, GenerationResult, Generator
 from agentbranch.integrations.local_chat_input import OPTIONS, chat_messages, check_options
 
 __all__ = ["LocalChatModel", "chat_messages", "local_generator"]
@@ -96,11 +96,16 @@ class LocalChatModel(BaseChatModel):
         super().__init__(**data)
 
     @classmethod
-    def on(cls, source: Reader | Any, **defaults: Any) -> LocalChatModel:
+    def on(cls, source: Reader | Generator, **defaults: Any) -> LocalChatModel:
         """A chat model generating on a reader's own model (``source`` a ``Reader`` that
         can generate; ``timeout_s=`` goes to its ``generator()``) or with a generator.
         ``defaults``: the generation options (the class docstring)."""
         generator = source
+        if not isinstance(source, Reader | Generator):
+            raise ConfigurationError(
+                f"LocalChatModel.on takes a Reader or a Generator "
+                f"(agentbranch.engine.readers.generation), got {type(source).__name__}"
+            )
         if isinstance(source, Reader):
             generator = source.generator(timeout_s=defaults.pop("timeout_s", None))
             if generator is None:
@@ -126,7 +131,7 @@ class LocalChatModel(BaseChatModel):
         return cls(model=path, **defaults)
 
     @property
-    def generator(self) -> Any:
+    def generator(self) -> Generator:
         """The generator (a folder's is loaded here, once)."""
         generator = self._holder.get("generator")
         if generator is not None:

@@ -16,6 +16,7 @@ from typing import Any
 from agentbranch.core.errors import ConfigurationError, ReaderError
 from agentbranch.core.reads import LabelRead, QuestionSpec, ReadRequest
 from agentbranch.core.teacher_calls import TeacherCalls
+from agentbranch.engine.readers.generation import Generator
 
 __all__ = ["Reader", "WrappingReader", "require_reader"]
 
@@ -129,7 +130,7 @@ class Reader(ABC):
         version's trial reads). Default: itself."""
         return self
 
-    def generator(self, *, timeout_s: float | None = None) -> Any:
+    def generator(self, *, timeout_s: float | None = None) -> Generator | None:
         """Generations on this reader's own model (served as a chat model by
         ``LocalChatModel.on``), or ``None``: by default a reader cannot generate.
         ``timeout_s``: a generation that waits longer raises, where supported."""

@@ -1,14 +1,14 @@
 """Generation on a reader's own model: the request and result a generator handles.
 
 A reader that can also let its model speak (``VLLMReader``, ``TransformersReader``)
-offers a generator (``TransformersGenerator``, ``VLLMGenerator``: ``render``,
-``generate``, ``stream`` and their async forms), which ``LocalChatModel`` wraps as a
-LangChain chat model.
+offers a ``Generator`` (``TransformersGenerator``, ``VLLMGenerator``), which
+``LocalChatModel`` wraps as a LangChain chat model.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +17,7 @@ from agentbranch.core.errors import ConfigurationError
 __all__ = [
     "GenerationRequest",
     "GenerationResult",
+    "Generator",
     "check_request",
     "cut_at_stop",
     "render_with_planner",
@@ -50,6 +51,41 @@ class GenerationResult:
     completion_tokens: int
     finish_reason: str | None
     constrained: str | None = None
+
+
+class Generator:
+    """What ``LocalChatModel`` drives. A generator renders chat messages to prompt ids
+    and generates; by default its async form runs ``generate`` in a worker thread and a
+    stream is the whole reply in one piece, then the result (override ``stream`` and
+    ``astream`` to hand text over as it is made)."""
+
+    #: Reported in replies.
+    model_name: str = "generator"
+    #: Whether ``choices`` constrain the reply (``constrained="choice"``).
+    supports_choices: bool = False
+
+    def render(
+        self, messages: Sequence[dict[str, str]], special_tokens: str | None = None
+    ) -> list[int]:
+        raise NotImplementedError
+
+    def generate(self, request: GenerationRequest) -> GenerationResult:
+        raise NotImplementedError
+
+    async def agenerate(self, request: GenerationRequest) -> GenerationResult:
+        return await asyncio.to_thread(self.generate, request)
+
+    def stream(self, request: GenerationRequest) -> Iterator[str | GenerationResult]:
+        """``str`` pieces of the reply, then ONE ``GenerationResult``."""
+        yield from _whole(self.generate(request))
+
+    async def astream(self, request: GenerationRequest) -> AsyncIterator[str | GenerationResult]:
+        for item in _whole(await self.agenerate(request)):
+            yield item
+
+
+def _whole(result: GenerationResult) -> list[str | GenerationResult]:
+    return [result.text, result] if result.text else [result]
 
 
 def check_request(request: GenerationRequest, *, is_diffusion: bool, max_model_len: int) -> None:

@@ -22,6 +22,8 @@ from agentbranch.engine.readers.threads import Threads, resolve_threads, torch_t
 if TYPE_CHECKING:
     import torch
 
+    from agentbranch.engine.readers.transformers_generation import TransformersGenerator
+
 __all__ = ["TransformersReader", "TransformersTokenBackend"]
 
 
@@ -354,7 +356,7 @@ class TransformersReader(TokenReader):
     def read_tokens(self, reads: Sequence[TokenRead]) -> list[list[SlotLogprobs]]:
         return self.backend.read_tokens(reads)
 
-    def generator(self, *, timeout_s: float | None = None) -> Any:
+    def generator(self, *, timeout_s: float | None = None) -> TransformersGenerator:
         """Generations on this reader's own DiffusionGemma (the full denoising schedule),
         taking turns with its reads (``timeout_s`` is a ``VLLMReader`` option)."""
         if timeout_s is not None:

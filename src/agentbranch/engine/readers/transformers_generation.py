@@ -19,6 +19,7 @@ from agentbranch.engine.canvas import CanvasPlanner, ChatPrompt
 from agentbranch.engine.readers.generation import (
     GenerationRequest,
     GenerationResult,
+    Generator,
     check_request,
     cut_at_stop,
     render_with_planner,
@@ -33,7 +34,7 @@ __all__ = ["STREAM_IDLE_S", "TransformersGenerator"]
 STREAM_IDLE_S = 30.0
 
 
-class TransformersGenerator:
+class TransformersGenerator(Generator):
     """Generations on a loaded transformers model.
 
     Args:

@@ -17,6 +17,7 @@ from agentbranch.core.errors import ReaderError, ReaderTimeoutError
 from agentbranch.engine.readers.generation import (
     GenerationRequest,
     GenerationResult,
+    Generator,
     check_request,
     render_with_planner,
 )
@@ -104,7 +105,7 @@ class _GenerationHost(Protocol):
     _worker: Any
 
 
-class VLLMGenerator:
+class VLLMGenerator(Generator):
     """Generations on a ``VLLMReader``'s ``LLM`` through its engine worker, beside its
     reads. ``timeout_s``: a generation that waits longer raises ``ReaderTimeoutError``
     (default: wait)."""
