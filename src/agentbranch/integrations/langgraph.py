@@ -151,6 +151,12 @@ def _select(record: DecisionRecord, path_map: Mapping[str, str], question_id: st
 # -- routers ----------------------------------------------------------------------------
 
 
+def _unheard(config: RunnableConfig) -> RunnableConfig:
+    """``config`` marked as having no callback handler (a copy: the caller's stays as it
+    is)."""
+    return cast(RunnableConfig, {**config, NO_HANDLERS: True})
+
+
 class _ResolvingRunnable(RunnableLambda):
     """What routers and nodes share: render what the engine reads, resolve the questions
     by the policy, and emit every record (the "agentbranch" logger, custom stream, callbacks)."""
@@ -195,13 +201,13 @@ class _ResolvingRunnable(RunnableLambda):
         config = ensure_config(config)
         if kwargs or get_callback_manager_for_config(config).handlers:
             return super().invoke(input, config, **kwargs)
-        return self.func(input, cast(RunnableConfig, {**config, NO_HANDLERS: True}))
+        return self.func(input, _unheard(config))
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         config = ensure_config(config)
         if kwargs or get_callback_manager_for_config(config).handlers:
             return await super().ainvoke(input, config, **kwargs)
-        return await self.afunc(input, cast(RunnableConfig, {**config, NO_HANDLERS: True}))
+        return await self.afunc(input, _unheard(config))
 
 
 class DecisionRouter(_ResolvingRunnable):

@@ -177,6 +177,11 @@ class QuestionLabels:
         return sorted(rows, key=lambda s: s[0])
 
     @property
+    def sampled(self) -> int:
+        """Labelled states held for fits (at most ``per_option`` per option)."""
+        return sum(len(rows) for rows in self._sample.values())
+
+    @property
     def nbytes(self) -> int:
         """Memory held by the digests (what grows with the labels: 16 bytes each)."""
         return sum(seg.nbytes for seg in self._segments)
