@@ -225,7 +225,11 @@ def test_the_report_measures_the_probability_the_decisions_reported(tmp_path, mo
     assert lq.probability_ece < own - 0.1
     mapped = [rec["probability"] != rec["probabilities"][rec["engine_label"]] for rec in labelled]
     assert lq.probability_mapped == pytest.approx(sum(mapped) / len(mapped))
-    out = CliRunner().invoke(app, ["audit", "report", "--details", str(path)], terminal_width=200).output
+    out = (
+        CliRunner()
+        .invoke(app, ["audit", "report", "--details", str(path)], terminal_width=200)
+        .output
+    )
     assert f"reported with {len(labelled)} labelled decisions: calibration error" in out
 
 

@@ -162,9 +162,7 @@ class TestSmolLM2Integration(_Declared, _SmolLM2, ChatModelIntegrationTests):
 
 
 def _decision_tool() -> BaseTool:
-    engine = ab.DecisionEngine(
-        reader=ab.ScriptedReader({"urgent": {"yes": 0.9, "no": 0.1}})
-    )
+    engine = ab.DecisionEngine(reader=ab.ScriptedReader({"urgent": {"yes": 0.9, "no": 0.1}}))
     return ab.decision_tool(engine, {"urgent": ab.yes_no("Does this need an answer today?")})
 
 
