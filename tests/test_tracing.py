@@ -13,19 +13,16 @@ from pathlib import Path
 
 import pytest
 from _earned_fixtures import URGENT, Oracle, engine, state, urgent_graph
-
-pytest.importorskip("opentelemetry.sdk.trace")
-
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
-from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
+from opentelemetry.trace import SpanKind, StatusCode
 
-import agentbranch as ab  # noqa: E402
-from agentbranch.policy import Audit, Earned, Generate, Policy  # noqa: E402
-from agentbranch.policy.resolving import Resolver  # noqa: E402
+import agentbranch as ab
+from agentbranch.policy import Audit, Earned, Generate, Policy
+from agentbranch.policy.resolving import Resolver
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
